@@ -1,0 +1,950 @@
+/*
+ * remat_rt.c: the runtime behind remat_rt.h.
+ *
+ * C99, no allocation: every buffer, including scratch, is the caller's or a
+ * small fixed array on the stack. With RT_NO_STDIO nothing from <stdio.h> is
+ * used, so the file builds for targets without a C library's I/O.
+ */
+#include "remat_rt.h"
+
+#include <math.h>
+
+#ifndef RT_NO_BLAS
+#include <cblas.h>
+#endif
+
+#ifndef RT_NO_STDIO
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#endif
+
+/* Strict C99 has no M_PI & co.; spell the constants out (float-rounded). */
+#define RT_INV_SQRT2      0.70710678118654752f /* 1/sqrt(2) */
+#define RT_INV_SQRT_2PI   0.39894228040143268f /* 1/sqrt(2*pi) */
+#define RT_SQRT_2_OVER_PI 0.79788456080286536f /* sqrt(2/pi) */
+#define RT_GELU_CUBIC     0.044715f
+#define RT_TWO_PI         6.28318530717958648f
+
+/* ---- GEMM ---------------------------------------------------------------- */
+
+/* Element (r, c) of op(X) for a row-major X with row stride ld. */
+static float op_at(const float *x, int ld, int trans, int r, int c)
+{
+    return trans ? x[(size_t)c * ld + r] : x[(size_t)r * ld + c];
+}
+
+/* c_row += alpha * op(A)[i, :] * B for a non-transposed B: walking B by rows
+ * keeps the inner loop contiguous in both B and C. */
+static void gemm_row_axpy(float *c_row, int i, int n, int k, float alpha,
+                          const float *a, int lda, int trans_a,
+                          const float *b, int ldb)
+{
+    int p, j;
+    for (p = 0; p < k; p++) {
+        const float aip = alpha * op_at(a, lda, trans_a, i, p);
+        const float *bp = b + (size_t)p * ldb;
+        for (j = 0; j < n; j++)
+            c_row[j] += aip * bp[j];
+    }
+}
+
+/* c_row += alpha * op(A)[i, :] * B^T: with B transposed each output is a dot
+ * product of two contiguous rows (when A is not transposed). */
+static void gemm_row_dot(float *c_row, int i, int n, int k, float alpha,
+                         const float *a, int lda, int trans_a,
+                         const float *b, int ldb)
+{
+    int p, j;
+    for (j = 0; j < n; j++) {
+        const float *bj = b + (size_t)j * ldb;
+        float s = 0.0f;
+        for (p = 0; p < k; p++)
+            s += op_at(a, lda, trans_a, i, p) * bj[p];
+        c_row[j] += alpha * s;
+    }
+}
+
+void rt_sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                  const float *a, int lda, const float *b, int ldb, float beta,
+                  float *c, int ldc)
+{
+    int i, j;
+    for (i = 0; i < m; i++) {
+        float *ci = c + (size_t)i * ldc;
+        /* As in BLAS, beta == 0 means C is not read: it may hold garbage
+         * (an uninitialised arena), even NaNs. */
+        for (j = 0; j < n; j++)
+            ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
+        if (alpha == 0.0f)
+            continue;
+        if (trans_b)
+            gemm_row_dot(ci, i, n, k, alpha, a, lda, trans_a, b, ldb);
+        else
+            gemm_row_axpy(ci, i, n, k, alpha, a, lda, trans_a, b, ldb);
+    }
+}
+
+void rt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
+              const float *a, int lda, const float *b, int ldb, float beta,
+              float *c, int ldc)
+{
+#ifndef RT_NO_BLAS
+    /* BLAS rejects (via xerbla) leading dimensions below 1, which callers
+     * naturally pass for empty operands; the loops handle those cases. */
+    if (m > 0 && n > 0 && k > 0) {
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+                    lda, b, ldb, beta, c, ldc);
+        return;
+    }
+#endif
+    rt_sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                 ldc);
+}
+
+/* Index into c (c_rows x c_cols) of output element (i, j). */
+static size_t bias_at(int i, int j, int c_rows, int c_cols)
+{
+    return (size_t)(c_rows == 1 ? 0 : i) * c_cols + (c_cols == 1 ? 0 : j);
+}
+
+void rt_gemm_forward(float *y, const float *a, const float *b, const float *c,
+                     int m, int n, int k, int trans_a, int trans_b,
+                     float alpha, float beta, int c_rows, int c_cols)
+{
+    float acc = 0.0f; /* sgemm's beta: 0 leaves y unread */
+    int i, j;
+    /* beta == 0 skips c entirely, as BLAS does, rather than computing
+     * 0 * c (which would turn an inf or NaN in c into NaN). */
+    if (c != NULL && beta != 0.0f) {
+        for (i = 0; i < m; i++)
+            for (j = 0; j < n; j++)
+                y[(size_t)i * n + j] = beta * c[bias_at(i, j, c_rows, c_cols)];
+        acc = 1.0f;
+    }
+    rt_sgemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b,
+             trans_b ? k : n, acc, y, n);
+}
+
+/* With y = alpha * opA * opB: d(opA) = alpha * dy * opB^T and
+ * d(opB) = alpha * opA^T * dy. When an operand is stored transposed its
+ * gradient is the transpose of that, which we get by swapping the product's
+ * factors instead of transposing anything in memory. */
+void rt_gemm_backward(float *da, float *db, float *dc, const float *dy,
+                      const float *a, const float *b,
+                      int m, int n, int k, int trans_a, int trans_b,
+                      float alpha, float beta, int c_rows, int c_cols)
+{
+    const int lda = trans_a ? m : k, ldb = trans_b ? k : n;
+    int i, j;
+    if (da != NULL) {
+        if (!trans_a) /* da (m x k) += alpha * dy * opB^T */
+            rt_sgemm(0, !trans_b, m, k, n, alpha, dy, n, b, ldb, 1.0f, da, k);
+        else          /* da (k x m) += alpha * opB * dy^T */
+            rt_sgemm(trans_b, 1, k, m, n, alpha, b, ldb, dy, n, 1.0f, da, m);
+    }
+    if (db != NULL) {
+        if (!trans_b) /* db (k x n) += alpha * opA^T * dy */
+            rt_sgemm(!trans_a, 0, k, n, m, alpha, a, lda, dy, n, 1.0f, db, n);
+        else          /* db (n x k) += alpha * dy^T * opA */
+            rt_sgemm(1, trans_a, n, k, m, alpha, dy, n, a, lda, 1.0f, db, k);
+    }
+    if (dc != NULL)
+        for (i = 0; i < m; i++)
+            for (j = 0; j < n; j++)
+                dc[bias_at(i, j, c_rows, c_cols)] += beta * dy[(size_t)i * n + j];
+}
+
+/* ---- broadcasting binary ops ---------------------------------------------- */
+
+/* Everything a row kernel may touch; unused members are NULL. For the binary
+ * ops y/dy are the output side and a/b (da/db) the inputs; the reductions put
+ * x (or dx) in a (da) and y (or dy) in y (dy). */
+typedef struct {
+    float *y, *da, *db;
+    const float *a, *b, *dy;
+    float scale;
+} bc_args;
+
+/* One innermost row of n elements: the output (walked in order) starts at
+ * oy, a at oa with stride sa, b at ob with stride sb. Offsets, not pointers,
+ * so that a NULL gradient never takes part in pointer arithmetic. */
+typedef void (*bc_row)(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                       ptrdiff_t ob, int n, int sa, int sb);
+
+/* Runs `row` over every innermost row of m's index space, keeping the
+ * offsets of a and b up to date with an odometer over the outer dims. */
+static void bc_run(const rt_bcast *m, const bc_args *p, bc_row row)
+{
+    int idx[RT_MAX_RANK] = {0};
+    const int r = m->rank;
+    ptrdiff_t oy = 0, oa = 0, ob = 0;
+    int d;
+    if (r <= 0) { /* a scalar */
+        row(p, 0, 0, 0, 1, 0, 0);
+        return;
+    }
+    for (d = 0; d < r; d++)
+        if (m->dims[d] <= 0)
+            return;
+    for (;;) {
+        row(p, oy, oa, ob, m->dims[r - 1], m->sa[r - 1], m->sb[r - 1]);
+        oy += m->dims[r - 1];
+        for (d = r - 2; d >= 0; d--) {
+            oa += m->sa[d];
+            ob += m->sb[d];
+            if (++idx[d] < m->dims[d])
+                break;
+            idx[d] = 0;
+            oa -= (ptrdiff_t)m->dims[d] * m->sa[d];
+            ob -= (ptrdiff_t)m->dims[d] * m->sb[d];
+        }
+        if (d < 0)
+            return;
+    }
+}
+
+/* Forward rows. The unit-stride branch is the plain loop that equal shapes
+ * (collapsed by the compiler to rank 1) run, and that vectorises. */
+#define RT_BINARY_ROW(name, OP)                                              \
+    static void name(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,           \
+                     ptrdiff_t ob, int n, int sa, int sb)                    \
+    {                                                                        \
+        float *y = p->y + oy;                                                \
+        const float *a = p->a + oa, *b = p->b + ob;                          \
+        int j;                                                               \
+        if (sa == 1 && sb == 1) {                                            \
+            for (j = 0; j < n; j++)                                          \
+                y[j] = a[j] OP b[j];                                         \
+        } else {                                                             \
+            for (j = 0; j < n; j++)                                          \
+                y[j] = a[(ptrdiff_t)j * sa] OP b[(ptrdiff_t)j * sb];         \
+        }                                                                    \
+    }
+
+RT_BINARY_ROW(add_row, +)
+RT_BINARY_ROW(sub_row, -)
+RT_BINARY_ROW(mul_row, *)
+RT_BINARY_ROW(div_row, /)
+
+static void binary(float *y, const float *a, const float *b,
+                   const rt_bcast *m, bc_row row)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    p.y = y;
+    p.a = a;
+    p.b = b;
+    bc_run(m, &p, row);
+}
+
+void rt_add_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, add_row);
+}
+
+void rt_sub_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, sub_row);
+}
+
+void rt_mul_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, mul_row);
+}
+
+void rt_div_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, div_row);
+}
+
+/* Backward rows. A stride of 0 makes every element of the row land on the
+ * same gradient entry, which is exactly the sum over the broadcast dim.
+ * Each update reads and writes memory afresh, so da == db (and a == b, as in
+ * Mul(d, d)) simply accumulates both contributions. */
+static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        if (p->da != NULL)
+            p->da[oa + (ptrdiff_t)j * sa] += dy[j];
+        if (p->db != NULL)
+            p->db[ob + (ptrdiff_t)j * sb] += p->scale * dy[j];
+    }
+}
+
+static void mul_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        if (p->da != NULL)
+            p->da[ia] += dy[j] * p->b[ib];
+        if (p->db != NULL)
+            p->db[ib] += dy[j] * p->a[ia];
+    }
+}
+
+/* d(a/b)/db = -a/b^2, computed as (dy/b) * (a/b) so that b*b cannot
+ * overflow or underflow on its own. */
+static void div_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        const float q = dy[j] / p->b[ib];
+        if (p->da != NULL)
+            p->da[ia] += q;
+        if (p->db != NULL)
+            p->db[ib] -= q * (p->a[ia] / p->b[ib]);
+    }
+}
+
+static void binary_back(float *da, float *db, const float *dy, const float *a,
+                        const float *b, const rt_bcast *m, float scale,
+                        bc_row row)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    if (da == NULL && db == NULL)
+        return;
+    p.da = da;
+    p.db = db;
+    p.dy = dy;
+    p.a = a;
+    p.b = b;
+    p.scale = scale;
+    bc_run(m, &p, row);
+}
+
+void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
+{
+    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row);
+}
+
+/* Sub is Add with the second gradient negated (scale -1). */
+void rt_sub_backward(float *da, float *db, const float *dy, const rt_bcast *m)
+{
+    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row);
+}
+
+void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row);
+}
+
+void rt_div_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row);
+}
+
+/* ---- unary pointwise ------------------------------------------------------ */
+
+/* 1/(1+e^-x) without overflow: for x < 0 use e^x/(1+e^x), so exp's argument
+ * is never positive. */
+static float sigmoid1(float x)
+{
+    if (x >= 0.0f)
+        return 1.0f / (1.0f + expf(-x));
+    {
+        const float e = expf(x);
+        return e / (1.0f + e);
+    }
+}
+
+void rt_relu_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void rt_relu_backward(float *dx, const float *dy, const float *y, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (y[i] > 0.0f)
+            dx[i] += dy[i];
+}
+
+/* The tanh-approximation's argument u(x) = sqrt(2/pi) (x + 0.044715 x^3). */
+static float gelu_u(float x)
+{
+    return RT_SQRT_2_OVER_PI * (x + RT_GELU_CUBIC * x * x * x);
+}
+
+/* Exact: x * Phi(x) with Phi(x) = erfc(-x/sqrt2)/2; erfc rather than 1 + erf
+ * keeps full relative accuracy where Phi is tiny (x << 0).
+ * Tanh: 0.5 x (1 + tanh u) = x * sigmoid(2u), the same function without
+ * the cancellation of 1 + tanh u near -1. */
+static float gelu1(float x, int approximate)
+{
+    if (approximate)
+        return x * sigmoid1(2.0f * gelu_u(x));
+    return 0.5f * x * erfcf(-x * RT_INV_SQRT2);
+}
+
+/* Exact: Phi(x) + x phi(x). Tanh: with s = sigmoid(2u),
+ * d/dx [x s] = s + x * 2 s (1 - s) u'(x); 1 - s is sigmoid(-2u), computed
+ * directly. Where s (1 - s) underflows the term is 0, which also avoids
+ * 0 * inf when u' overflows for huge |x|. */
+static float gelu_grad1(float x, int approximate)
+{
+    if (approximate) {
+        const float u = gelu_u(x);
+        const float s = sigmoid1(2.0f * u), t = s * sigmoid1(-2.0f * u);
+        const float du = RT_SQRT_2_OVER_PI * (1.0f + 3.0f * RT_GELU_CUBIC * x * x);
+        return t > 0.0f ? s + 2.0f * x * t * du : s;
+    }
+    return 0.5f * erfcf(-x * RT_INV_SQRT2) +
+           x * RT_INV_SQRT_2PI * expf(-0.5f * x * x);
+}
+
+void rt_gelu_forward(float *y, const float *x, int n, int approximate)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = gelu1(x[i], approximate);
+}
+
+void rt_gelu_backward(float *dx, const float *dy, const float *x, int n,
+                      int approximate)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += dy[i] * gelu_grad1(x[i], approximate);
+}
+
+void rt_tanh_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = tanhf(x[i]);
+}
+
+void rt_tanh_backward(float *dx, const float *dy, const float *y, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += dy[i] * (1.0f - y[i] * y[i]);
+}
+
+void rt_sigmoid_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = sigmoid1(x[i]);
+}
+
+void rt_sigmoid_backward(float *dx, const float *dy, const float *y, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+}
+
+/* ---- reductions ----------------------------------------------------------- */
+
+/* x is walked in order (offset oy); y's offset comes from m->sb. */
+static void reduce_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                       ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy;
+    float *y = p->y + ob;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++)
+        y[(ptrdiff_t)j * sb] += x[j];
+}
+
+static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                            ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *dx = p->da + oy;
+    const float *dy = p->dy + ob;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++)
+        dx[j] += p->scale * dy[(ptrdiff_t)j * sb];
+}
+
+void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
+                       float scale)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    int i;
+    for (i = 0; i < ny; i++)
+        y[i] = 0.0f;
+    p.y = y;
+    p.a = x;
+    bc_run(m, &p, reduce_row);
+    if (scale != 1.0f)
+        for (i = 0; i < ny; i++)
+            y[i] *= scale;
+}
+
+void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
+                        float scale)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    if (dx == NULL)
+        return;
+    p.da = dx;
+    p.dy = dy;
+    p.scale = scale;
+    bc_run(m, &p, reduce_back_row);
+}
+
+/* ---- memory, optimizer ---------------------------------------------------- */
+
+void rt_zero(float *x, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        x[i] = 0.0f;
+}
+
+void rt_fill(float *x, size_t n, float value)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        x[i] = value;
+}
+
+void rt_copy(float *dst, const float *src, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        dst[i] = src[i];
+}
+
+void rt_sgd(float *p, const float *g, size_t n, float lr)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        p[i] -= lr * g[i];
+}
+
+/* ---- deterministic random numbers ----------------------------------------- */
+
+#define RT_GOLDEN UINT64_C(0x9e3779b97f4a7c15) /* 2^64 / golden ratio */
+
+/* A 64-bit finaliser (xor-shift / multiply rounds, splitmix64's constants):
+ * a bijection in which every input bit affects every output bit. */
+static uint64_t mix64(uint64_t z)
+{
+    z ^= z >> 30;
+    z *= UINT64_C(0xbf58476d1ce4e5b9);
+    z ^= z >> 27;
+    z *= UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return z;
+}
+
+/* Absorbs seed, stream and counter one at a time, each pre-mixed and then
+ * mixed again with the state. Every step is a bijection of the word being
+ * absorbed, so for fixed (seed, stream) distinct counters give distinct
+ * 64-bit states; the counter passes through two full mixing rounds. */
+uint32_t rt_rand_u32(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    uint64_t h = mix64(seed + RT_GOLDEN);
+    h = mix64(h ^ mix64(stream + 2 * RT_GOLDEN));
+    h = mix64(h ^ mix64(counter + 3 * RT_GOLDEN));
+    return (uint32_t)(h >> 32);
+}
+
+/* 24 bits is what a float's significand holds, so every value is exact and
+ * the result is < 1. */
+float rt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    return (float)(rt_rand_u32(seed, stream, counter) >> 8) *
+           (1.0f / 16777216.0f);
+}
+
+void rt_init_uniform(float *x, size_t n, float low, float high, uint64_t seed,
+                     uint64_t stream)
+{
+    const float span = high - low;
+    size_t i;
+    for (i = 0; i < n; i++)
+        x[i] = low + span * rt_rand_uniform(seed, stream, i);
+}
+
+/* Element i uses counters 2i and 2i+1, so it can be regenerated alone.
+ * 1 - u lies in [2^-24, 1], so the log is finite; the price is that |z|
+ * never exceeds sqrt(2 * 24 ln 2) ~ 5.77, irrelevant for initialisation. */
+void rt_init_normal(float *x, size_t n, float mean, float std, uint64_t seed,
+                    uint64_t stream)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const uint64_t c = 2 * (uint64_t)i;
+        const float u1 = 1.0f - rt_rand_uniform(seed, stream, c);
+        const float u2 = rt_rand_uniform(seed, stream, c + 1);
+        const float z = sqrtf(-2.0f * logf(u1)) * cosf(RT_TWO_PI * u2);
+        x[i] = mean + std * z;
+    }
+}
+
+/* ---- .npy files ----------------------------------------------------------- */
+
+#ifndef RT_NO_STDIO
+
+#define NPY_MAGIC       "\x93NUMPY"
+#define NPY_MAGIC_LEN   6
+#define NPY_ALIGN       64   /* magic + length + dict is padded to this */
+#define NPY_MAX_HEADER  4096 /* numpy's own float headers are < 256 bytes */
+#define NPY_MAX_DIMS    32   /* numpy's limit; parsed only to report it */
+#define NPY_CHUNK       256  /* floats converted per fread / fwrite */
+
+/* Writes a formatted reason into `why`, if the caller gave one. */
+static void say(char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    if (why == NULL || whylen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
+
+/* Python's tuple spelling, as numpy writes it: (), (5,), (3, 4). */
+static void shape_str(char *s, size_t len, int rank, const long long *dims)
+{
+    size_t used = 0;
+    int d;
+    s[0] = '\0';
+    for (d = 0; d < rank && used < len; d++)
+        used += (size_t)snprintf(s + used, len - used, "%s%lld",
+                                 d == 0 ? "(" : ", ", dims[d]);
+    if (used < len)
+        snprintf(s + used, len - used, rank == 0 ? "()" : rank == 1 ? ",)" : ")");
+}
+
+/* Floats are stored little-endian whatever the host's byte order. */
+static void put_le32(unsigned char *p, float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    p[0] = (unsigned char)u;
+    p[1] = (unsigned char)(u >> 8);
+    p[2] = (unsigned char)(u >> 16);
+    p[3] = (unsigned char)(u >> 24);
+}
+
+static float get_le32(const unsigned char *p)
+{
+    const uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    float v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* Fills head with magic, version 1.0, length and the padded dict; returns
+ * the total header size, a multiple of NPY_ALIGN. */
+static size_t npy_make_header(char *head, size_t cap, int rank,
+                              const long long *dims)
+{
+    char shape[RT_MAX_RANK * 24 + 8];
+    size_t len, total;
+    shape_str(shape, sizeof shape, rank, dims);
+    len = NPY_MAGIC_LEN + 4 +
+          (size_t)snprintf(head + NPY_MAGIC_LEN + 4, cap - NPY_MAGIC_LEN - 4,
+                           "{'descr': '<f4', 'fortran_order': False, "
+                           "'shape': %s, }", shape);
+    total = (len + 1 + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN; /* +1: '\n' */
+    memcpy(head, NPY_MAGIC, NPY_MAGIC_LEN);
+    head[6] = 1;
+    head[7] = 0;
+    head[8] = (char)((total - 10) & 0xff);
+    head[9] = (char)((total - 10) >> 8);
+    memset(head + len, ' ', total - 1 - len);
+    head[total - 1] = '\n';
+    return total;
+}
+
+int rt_npy_write(const char *path, const float *data, int rank, const int *dims)
+{
+    char head[256]; /* the dict for RT_MAX_RANK 10-digit dims fits in 192 */
+    unsigned char buf[NPY_CHUNK * 4];
+    long long ldims[RT_MAX_RANK];
+    size_t count = 1, total, i, j, k;
+    FILE *f;
+    int d, ok;
+    if (rank < 0 || rank > RT_MAX_RANK) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (d = 0; d < rank; d++) {
+        if (dims[d] < 0) {
+            errno = EINVAL;
+            return -1;
+        }
+        ldims[d] = dims[d];
+        count *= (size_t)dims[d];
+    }
+    total = npy_make_header(head, sizeof head, rank, ldims);
+    f = fopen(path, "wb");
+    if (f == NULL)
+        return -1;
+    ok = fwrite(head, 1, total, f) == total;
+    for (i = 0; ok && i < count; i += k) {
+        k = count - i < NPY_CHUNK ? count - i : NPY_CHUNK;
+        for (j = 0; j < k; j++)
+            put_le32(buf + 4 * j, data[i + j]);
+        ok = fwrite(buf, 4, k, f) == k;
+    }
+    if (fclose(f) != 0)
+        ok = 0;
+    return ok ? 0 : -1;
+}
+
+/* What rt_npy_read needs from the header dict; -1 / "" until seen. */
+typedef struct {
+    char descr[16];
+    int fortran;
+    int rank;
+    long long dims[NPY_MAX_DIMS];
+} npy_header;
+
+static void skip_ws(const char **s)
+{
+    while (**s == ' ' || **s == '\t' || **s == '\n' || **s == '\r')
+        (*s)++;
+}
+
+/* A Python string literal in ' or " (numpy never needs escapes here). */
+static int parse_str(const char **s, char *out, size_t cap)
+{
+    const char q = **s;
+    size_t n = 0;
+    if (q != '\'' && q != '"')
+        return -1;
+    for ((*s)++; **s != q; (*s)++) {
+        if (**s == '\0' || n + 1 >= cap)
+            return -1;
+        out[n++] = **s;
+    }
+    (*s)++;
+    out[n] = '\0';
+    return 0;
+}
+
+static int parse_bool(const char **s, int *v)
+{
+    if (strncmp(*s, "True", 4) == 0) {
+        *v = 1;
+        *s += 4;
+    } else if (strncmp(*s, "False", 5) == 0) {
+        *v = 0;
+        *s += 5;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* A non-negative integer; Python 2 era files may carry an 'L' suffix. */
+static int parse_dim(const char **s, long long *v)
+{
+    if (**s < '0' || **s > '9')
+        return -1;
+    for (*v = 0; **s >= '0' && **s <= '9'; (*s)++) {
+        if (*v > (LLONG_MAX - 9) / 10)
+            return -1;
+        *v = *v * 10 + (**s - '0');
+    }
+    if (**s == 'L')
+        (*s)++;
+    return 0;
+}
+
+/* A tuple of dims: (), (5,), (3, 4), with any spacing and a trailing comma. */
+static int parse_shape(const char **s, npy_header *h)
+{
+    if (**s != '(')
+        return -1;
+    (*s)++;
+    for (h->rank = 0;; h->rank++) {
+        skip_ws(s);
+        if (**s == ')')
+            break;
+        if (h->rank == NPY_MAX_DIMS || parse_dim(s, &h->dims[h->rank]) != 0)
+            return -1;
+        skip_ws(s);
+        if (**s == ',')
+            (*s)++;
+        else if (**s != ')')
+            return -1;
+    }
+    (*s)++;
+    return 0;
+}
+
+static int parse_value(const char **s, const char *key, npy_header *h)
+{
+    if (strcmp(key, "descr") == 0)
+        return parse_str(s, h->descr, sizeof h->descr);
+    if (strcmp(key, "fortran_order") == 0)
+        return parse_bool(s, &h->fortran);
+    return parse_shape(s, h);
+}
+
+/* The header dict, keys in any order; numpy writes exactly these three. */
+static int parse_dict(const char *s, npy_header *h, char *why, size_t whylen)
+{
+    char key[32];
+    h->descr[0] = '\0';
+    h->fortran = h->rank = -1;
+    skip_ws(&s);
+    if (*s != '{')
+        return say(why, whylen, "header is not a dict"), -2;
+    for (s++;; s++) {
+        skip_ws(&s);
+        if (*s == '}')
+            break;
+        if (parse_str(&s, key, sizeof key) != 0)
+            return say(why, whylen, "malformed key in header"), -2;
+        if (strcmp(key, "descr") && strcmp(key, "fortran_order") &&
+            strcmp(key, "shape"))
+            return say(why, whylen, "unexpected key '%s' in header", key), -2;
+        skip_ws(&s);
+        if (*s != ':')
+            return say(why, whylen, "expected ':' after '%s'", key), -2;
+        s++;
+        skip_ws(&s);
+        if (parse_value(&s, key, h) != 0)
+            return say(why, whylen, "malformed value for '%s'", key), -2;
+        skip_ws(&s);
+        if (*s == '}')
+            break;
+        if (*s != ',')
+            return say(why, whylen, "expected ',' or '}' after '%s'", key), -2;
+    }
+    if (h->descr[0] == '\0' || h->fortran < 0 || h->rank < 0)
+        return say(why, whylen, "header lacks 'descr', 'fortran_order' "
+                   "or 'shape'"), -2;
+    return 0;
+}
+
+/* Reads magic, version and header length, then the dict text into buf. */
+static int read_header_text(FILE *f, char *buf, size_t cap, char *why,
+                            size_t whylen)
+{
+    unsigned char pre[12];
+    size_t hlen, lenbytes;
+    if (fread(pre, 1, 8, f) != 8 || memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
+        return say(why, whylen, "not a .npy file (no \\x93NUMPY magic)"), -2;
+    if (pre[6] < 1 || pre[6] > 3) /* 3.0 only allows utf-8 in the dict */
+        return say(why, whylen, "unsupported .npy version %d.%d", pre[6],
+                   pre[7]), -2;
+    lenbytes = pre[6] == 1 ? 2 : 4;
+    if (fread(pre + 8, 1, lenbytes, f) != lenbytes)
+        return say(why, whylen, "truncated header"), -2;
+    hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+    if (lenbytes == 4)
+        hlen |= (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    if (hlen >= cap)
+        return say(why, whylen, "header of %lu bytes is longer than %lu",
+                   (unsigned long)hlen, (unsigned long)(cap - 1)), -2;
+    if (fread(buf, 1, hlen, f) != hlen)
+        return say(why, whylen, "truncated header"), -2;
+    buf[hlen] = '\0';
+    return 0;
+}
+
+/* dtype, order, then the shape against (rank, dims). */
+static int check_header(const npy_header *h, int rank, const int *dims,
+                        char *why, size_t whylen)
+{
+    long long want[RT_MAX_RANK];
+    char got_s[NPY_MAX_DIMS * 24 + 8], want_s[RT_MAX_RANK * 24 + 8];
+    int d, same = h->rank == rank;
+    if (strcmp(h->descr, "<f4") != 0)
+        return say(why, whylen, "dtype '%s' is not float32 '<f4'", h->descr), -2;
+    if (h->fortran)
+        return say(why, whylen, "fortran_order is True; only C order is "
+                   "supported"), -2;
+    for (d = 0; d < rank; d++) {
+        want[d] = dims[d];
+        if (same && h->dims[d] != want[d])
+            same = 0;
+    }
+    if (same)
+        return 0;
+    shape_str(got_s, sizeof got_s, h->rank, h->dims);
+    shape_str(want_s, sizeof want_s, rank, want);
+    return say(why, whylen, "shape %s but expected %s", got_s, want_s), -3;
+}
+
+/* count little-endian floats into data; a short read is an I/O error if the
+ * stream says so, otherwise a file that ends early. */
+static int read_floats(FILE *f, float *data, size_t count, char *why,
+                       size_t whylen)
+{
+    unsigned char buf[NPY_CHUNK * 4];
+    size_t i, j, k, got;
+    for (i = 0; i < count; i += k) {
+        k = count - i < NPY_CHUNK ? count - i : NPY_CHUNK;
+        got = fread(buf, 1, 4 * k, f);
+        if (got != 4 * k) {
+            if (ferror(f))
+                return say(why, whylen, "read error: %s", strerror(errno)), -1;
+            return say(why, whylen, "truncated data: %lu of %lu bytes",
+                       (unsigned long)(4 * i + got),
+                       (unsigned long)(4 * count)), -2;
+        }
+        for (j = 0; j < k; j++)
+            data[i + j] = get_le32(buf + 4 * j);
+    }
+    return 0;
+}
+
+int rt_npy_read(const char *path, float *data, int rank, const int *dims,
+                char *why, size_t whylen)
+{
+    char text[NPY_MAX_HEADER];
+    npy_header h;
+    size_t count = 1;
+    FILE *f;
+    int d, rc;
+    if (rank < 0 || rank > RT_MAX_RANK)
+        return say(why, whylen, "expected rank %d is outside 0..%d", rank,
+                   RT_MAX_RANK), -3;
+    for (d = 0; d < rank; d++)
+        count *= dims[d] > 0 ? (size_t)dims[d] : 0;
+    f = fopen(path, "rb");
+    if (f == NULL)
+        return say(why, whylen, "cannot open %s: %s", path, strerror(errno)), -1;
+    rc = read_header_text(f, text, sizeof text, why, whylen);
+    if (rc == 0)
+        rc = parse_dict(text, &h, why, whylen);
+    if (rc == 0)
+        rc = check_header(&h, rank, dims, why, whylen);
+    if (rc == 0)
+        rc = read_floats(f, data, count, why, whylen);
+    fclose(f);
+    return rc;
+}
+
+#endif /* RT_NO_STDIO */

@@ -1,0 +1,1093 @@
+/*
+ * test_kernels.c: unit tests of the runtime (runtime/remat_rt.c), with Check.
+ *
+ *   gcc -std=c99 -Wall -Wextra -O2 -Iruntime tests/unit/test_kernels.c \
+ *       runtime/remat_rt.c $(pkg-config --cflags --libs check) -lopenblas -lm \
+ *       -o build/test_kernels
+ *
+ * Gradients are checked against central finite differences of the forward
+ * kernels, with loss L = sum(dy * y) for a random upstream gradient dy, the
+ * loss summed in double. Every gradient buffer starts from random values, and
+ * the check is on (after - before), so accumulation is tested everywhere.
+ * Forward values are checked against hand-worked numbers or plain double
+ * formulas written here, not against the kernels themselves.
+ */
+#define _POSIX_C_SOURCE 200809L /* getpid */
+
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "remat_rt.h"
+
+#define PY "/usr/bin/python3"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* The tests' own generator (xorshift64*), independent of rt_rand_*. */
+static uint64_t trng = 1;
+
+static void tseed(uint64_t s) { trng = s * 2654435761u + 0x9e3779b97f4a7c15u; }
+
+static float trand(float lo, float hi)
+{
+    trng ^= trng >> 12;
+    trng ^= trng << 25;
+    trng ^= trng >> 27;
+    return lo + (hi - lo) * (float)((trng * 2685821657736338717u) >> 40) /
+                    16777216.0f;
+}
+
+static void fill(float *x, int n, float lo, float hi)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        x[i] = trand(lo, hi);
+}
+
+/* Magnitude in [lo, hi], random sign: keeps values away from 0 (Relu's kink,
+ * Div's denominator). */
+static void fill_away(float *x, int n, float lo, float hi)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        x[i] = trand(0, 1) < 0.5f ? -trand(lo, hi) : trand(lo, hi);
+}
+
+static double dot(const float *a, const float *b, int n)
+{
+    double s = 0;
+    int i;
+    for (i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
+typedef double (*loss_fn)(void *ctx);
+
+#define FD_H    1e-2f
+#define FD_RTOL 1e-2
+#define FD_ATOL 2e-3
+
+/* Compares grad (the analytic dL/dx, from accumulated - preset) with central
+ * differences of f over every element of x. The step actually taken is
+ * measured in float, so x +- h rounding does not bias the quotient. */
+static void expect_grad(const char *what, float *x, int n, const float *grad,
+                        loss_fn f, void *ctx)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float save = x[i];
+        double lp, lm, fd, xp, xm;
+        x[i] = save + FD_H;
+        xp = x[i];
+        lp = f(ctx);
+        x[i] = save - FD_H;
+        xm = x[i];
+        lm = f(ctx);
+        x[i] = save;
+        fd = (lp - lm) / (xp - xm);
+        ck_assert_msg(fabs(grad[i] - fd) <= FD_ATOL + FD_RTOL * fabs(fd),
+                      "%s[%d]: analytic %.7g, finite difference %.7g", what, i,
+                      (double)grad[i], fd);
+    }
+}
+
+/* out = after - before: what a backward call added. */
+static void added(float *out, const float *after, const float *before, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        out[i] = after[i] - before[i];
+}
+
+static void expect_near(const char *what, const float *got, const double *want,
+                        int n, double rtol, double atol)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]),
+                      "%s[%d]: got %.9g, want %.9g", what, i, (double)got[i],
+                      want[i]);
+}
+
+static rt_bcast make_bcast(int rank, const int *dims, const int *sa,
+                           const int *sb)
+{
+    rt_bcast m;
+    int d;
+    memset(&m, 0, sizeof m);
+    m.rank = rank;
+    for (d = 0; d < rank; d++) {
+        m.dims[d] = dims[d];
+        m.sa[d] = sa[d];
+        m.sb[d] = sb[d];
+    }
+    return m;
+}
+
+/* ---- GEMM ----------------------------------------------------------------- */
+
+typedef struct {
+    float a[64], b[64], c[64], y[64], dy[64];
+    int m, n, k, ta, tb, cr, cc, has_c;
+    float alpha, beta;
+} gemm_case;
+
+static double gemm_loss(void *v)
+{
+    gemm_case *g = v;
+    rt_gemm_forward(g->y, g->a, g->b, g->has_c ? g->c : NULL, g->m, g->n, g->k,
+                    g->ta, g->tb, g->alpha, g->beta, g->cr, g->cc);
+    return dot(g->y, g->dy, g->m * g->n);
+}
+
+/* The ONNX definition, element by element, in double. */
+static void gemm_expect(const gemm_case *g, double *want)
+{
+    int i, j, p;
+    for (i = 0; i < g->m; i++)
+        for (j = 0; j < g->n; j++) {
+            double s = 0;
+            for (p = 0; p < g->k; p++) {
+                double av = g->ta ? g->a[p * g->m + i] : g->a[i * g->k + p];
+                double bv = g->tb ? g->b[j * g->k + p] : g->b[p * g->n + j];
+                s += av * bv;
+            }
+            s *= g->alpha;
+            if (g->has_c)
+                s += g->beta * g->c[(g->cr == 1 ? 0 : i) * g->cc +
+                                    (g->cc == 1 ? 0 : j)];
+            want[i * g->n + j] = s;
+        }
+}
+
+/* _i = trans_a + 2 trans_b + 4 * bias shape (none, 1xn, mx1, mxn, 1x1). */
+START_TEST(gemm_grad_all_trans_and_bias)
+{
+    static const int bias[5][2] = {{0, 0}, {1, 4}, {3, 1}, {3, 4}, {1, 1}};
+    gemm_case g;
+    float da[64], db[64], dc[64], pa[64], pb[64], pc[64], diff[64];
+    double want[64];
+    char what[64];
+    memset(&g, 0, sizeof g);
+    tseed(100 + _i);
+    g.m = 3, g.n = 4, g.k = 5;
+    g.ta = _i & 1, g.tb = (_i >> 1) & 1;
+    g.cr = bias[_i >> 2][0], g.cc = bias[_i >> 2][1], g.has_c = g.cr > 0;
+    g.alpha = 0.7f, g.beta = -1.3f;
+    fill(g.a, 15, -1, 1);
+    fill(g.b, 20, -1, 1);
+    fill(g.c, 12, -1, 1);
+    fill(g.dy, 12, -1, 1);
+    fill(pa, 15, -1, 1);
+    fill(pb, 20, -1, 1);
+    fill(pc, 12, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    memcpy(dc, pc, sizeof dc);
+
+    gemm_loss(&g);
+    gemm_expect(&g, want);
+    expect_near("gemm y", g.y, want, 12, 1e-5, 1e-5);
+
+    rt_gemm_backward(da, db, g.has_c ? dc : NULL, g.dy, g.a, g.b, g.m, g.n,
+                     g.k, g.ta, g.tb, g.alpha, g.beta, g.cr, g.cc);
+    snprintf(what, sizeof what, "da (ta=%d tb=%d c=%dx%d)", g.ta, g.tb, g.cr, g.cc);
+    added(diff, da, pa, 15);
+    expect_grad(what, g.a, 15, diff, gemm_loss, &g);
+    what[1] = 'b';
+    added(diff, db, pb, 20);
+    expect_grad(what, g.b, 20, diff, gemm_loss, &g);
+    if (g.has_c) {
+        what[1] = 'c';
+        added(diff, dc, pc, g.cr * g.cc);
+        expect_grad(what, g.c, g.cr * g.cc, diff, gemm_loss, &g);
+    } else {
+        ck_assert(memcmp(dc, pc, sizeof dc) == 0);
+    }
+}
+END_TEST
+
+START_TEST(gemm_forward_by_hand)
+{
+    /* A = [1 2; 3 4], B = [5 6; 7 8]: A B = [19 22; 43 50].
+     * alpha 2, beta 1, c = [10 20] (1 x n): y = [48 64; 96 120].
+     * A^T B = [1*5+3*7 1*6+3*8; 2*5+4*7 2*6+4*8] = [26 30; 38 44];
+     * alpha 1, beta 0.5, c = [2; 4] (m x 1): y = [27 31; 40 46].
+     * A B^T = [1*5+2*6 1*7+2*8; 3*5+4*6 3*7+4*8] = [17 23; 39 53], no c. */
+    const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    const float crow[2] = {10, 20}, ccol[2] = {2, 4};
+    float y[4] = {NAN, NAN, NAN, NAN}; /* must not be read */
+    const double w1[4] = {48, 64, 96, 120}, w2[4] = {27, 31, 40, 46},
+                 w3[4] = {17, 23, 39, 53};
+    rt_gemm_forward(y, a, b, crow, 2, 2, 2, 0, 0, 2.0f, 1.0f, 1, 2);
+    expect_near("y1", y, w1, 4, 0, 0);
+    rt_gemm_forward(y, a, b, ccol, 2, 2, 2, 1, 0, 1.0f, 0.5f, 2, 1);
+    expect_near("y2", y, w2, 4, 0, 0);
+    y[0] = y[3] = NAN;
+    rt_gemm_forward(y, a, b, NULL, 2, 2, 2, 0, 1, 1.0f, 1.0f, 0, 0);
+    expect_near("y3", y, w3, 4, 0, 0);
+}
+END_TEST
+
+START_TEST(gemm_backward_accumulates_and_skips_null)
+{
+    /* y = A B with A = [1 2], B = [3; 4] (m=1, k=2, n=1), dy = [1]:
+     * dA = dy B^T = [3 4], dB = A^T dy = [1; 2], dc (1x1, beta 2) = 2. */
+    const float a[2] = {1, 2}, b[2] = {3, 4}, dy[1] = {1};
+    float da[2] = {10, 20}, db[2] = {-1, -1}, dc[1] = {5};
+    const double wa[2] = {13, 24}, wa2[2] = {16, 28}, wb[2] = {0, 1}, wc[1] = {7};
+    rt_gemm_backward(da, db, dc, dy, a, b, 1, 1, 2, 0, 0, 1.0f, 2.0f, 1, 1);
+    expect_near("da", da, wa, 2, 0, 0);
+    expect_near("db", db, wb, 2, 0, 0);
+    expect_near("dc", dc, wc, 1, 0, 0);
+    /* NULL gradients are skipped, and a/b need not be valid when unused. */
+    rt_gemm_backward(da, NULL, NULL, dy, NULL, b, 1, 1, 2, 0, 0, 1.0f, 2.0f, 1, 1);
+    expect_near("da again", da, wa2, 2, 0, 0);
+    expect_near("db untouched", db, wb, 2, 0, 0);
+}
+END_TEST
+
+/* rt_sgemm (BLAS unless RT_NO_BLAS) against rt_sgemm_ref, with padded
+ * leading dimensions whose padding must survive untouched. */
+START_TEST(sgemm_blas_matches_ref)
+{
+    enum { CAP = 48 * 52 };
+    static float a[CAP], b[CAP], c0[CAP], c1[CAP], c2[CAP];
+    int t;
+    tseed(7);
+    for (t = 0; t < 64; t++) {
+        const int ta = t & 1, tb = (t >> 1) & 1;
+        const int m = 1 + (int)trand(0, 40), n = 1 + (int)trand(0, 40),
+                  k = 1 + (int)trand(0, 40);
+        const int lda = (ta ? m : k) + (int)trand(0, 3),
+                  ldb = (tb ? k : n) + (int)trand(0, 3),
+                  ldc = n + (int)trand(0, 3);
+        const float alpha = trand(-2, 2), beta = t % 5 == 0 ? 0.0f : trand(-2, 2);
+        int i, j, p;
+        fill(a, CAP, -1, 1);
+        fill(b, CAP, -1, 1);
+        fill(c0, CAP, -1, 1);
+        memcpy(c1, c0, sizeof c0);
+        memcpy(c2, c0, sizeof c0);
+        rt_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c1, ldc);
+        rt_sgemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c2, ldc);
+        for (i = 0; i < m; i++)
+            for (j = 0; j < ldc; j++) {
+                const int e = i * ldc + j;
+                double scale = 1 + fabs(beta * c0[e]);
+                if (j >= n) { /* padding */
+                    ck_assert_msg(c1[e] == c0[e] && c2[e] == c0[e],
+                                  "padding written at %d", e);
+                    continue;
+                }
+                /* |terms| bounds the rounding of either summation order */
+                for (p = 0; p < k; p++)
+                    scale += fabs(alpha * (ta ? a[p * lda + i] : a[i * lda + p]) *
+                                  (tb ? b[j * ldb + p] : b[p * ldb + j]));
+                ck_assert_msg(fabs(c1[e] - c2[e]) <= 1e-5 * scale,
+                              "case %d (ta=%d tb=%d m=%d n=%d k=%d) [%d,%d]: "
+                              "sgemm %.8g ref %.8g", t, ta, tb, m, n, k, i, j,
+                              (double)c1[e], (double)c2[e]);
+            }
+    }
+}
+END_TEST
+
+START_TEST(sgemm_beta0_ignores_garbage_c)
+{
+    const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    float c1[4] = {NAN, INFINITY, NAN, -INFINITY}, c2[4];
+    const double want[4] = {19, 22, 43, 50};
+    memcpy(c2, c1, sizeof c1);
+    rt_sgemm(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c1, 2);
+    rt_sgemm_ref(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c2, 2);
+    expect_near("sgemm", c1, want, 4, 0, 0);
+    expect_near("ref", c2, want, 4, 0, 0);
+}
+END_TEST
+
+/* ---- broadcasting binary ops --------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int rank, dims[3], sa[3], sb[3], na, nb, ny;
+} shape_case;
+
+static const shape_case shapes[] = {
+    {"(12) op (12)", 1, {12}, {1}, {1}, 12, 12, 12},
+    {"(3,4) op (4)", 2, {3, 4}, {4, 1}, {0, 1}, 12, 4, 12},
+    {"(3,4) op ()", 2, {3, 4}, {4, 1}, {0, 0}, 12, 1, 12},
+    {"(3,1) op (1,4)", 2, {3, 4}, {1, 0}, {0, 1}, 3, 4, 12},
+    {"(4) op (3,4)", 2, {3, 4}, {0, 1}, {4, 1}, 4, 12, 12},
+    {"(2,3,4) op (2,1,4)", 3, {2, 3, 4}, {12, 4, 1}, {4, 0, 1}, 24, 8, 24},
+};
+#define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+static const char *const op_names[4] = {"Add", "Sub", "Mul", "Div"};
+
+typedef struct {
+    int op;
+    rt_bcast m;
+    float *a, *b; /* may be the same buffer */
+    float y[32], dy[32];
+    int ny;
+} binary_case;
+
+static void binary_fwd(binary_case *c)
+{
+    switch (c->op) {
+    case 0: rt_add_forward(c->y, c->a, c->b, &c->m); break;
+    case 1: rt_sub_forward(c->y, c->a, c->b, &c->m); break;
+    case 2: rt_mul_forward(c->y, c->a, c->b, &c->m); break;
+    default: rt_div_forward(c->y, c->a, c->b, &c->m); break;
+    }
+}
+
+static void binary_bwd(binary_case *c, float *da, float *db)
+{
+    switch (c->op) {
+    case 0: rt_add_backward(da, db, c->dy, &c->m); break;
+    case 1: rt_sub_backward(da, db, c->dy, &c->m); break;
+    case 2: rt_mul_backward(da, db, c->dy, c->a, c->b, &c->m); break;
+    default: rt_div_backward(da, db, c->dy, c->a, c->b, &c->m); break;
+    }
+}
+
+static double binary_loss(void *v)
+{
+    binary_case *c = v;
+    binary_fwd(c);
+    return dot(c->y, c->dy, c->ny);
+}
+
+/* _i = op + 4 * shape case. */
+START_TEST(binary_grad)
+{
+    const shape_case *s = &shapes[_i / 4];
+    binary_case c;
+    float a[32] = {0}, b[32] = {0}, da[32], db[32], pa[32] = {0}, pb[32] = {0},
+          diff[32] = {0};
+    char what[80];
+    c.op = _i % 4;
+    c.m = make_bcast(s->rank, s->dims, s->sa, s->sb);
+    c.a = a, c.b = b, c.ny = s->ny;
+    tseed(200 + _i);
+    fill(a, s->na, -1.5f, 1.5f);
+    fill_away(b, s->nb, 0.5f, 1.5f);
+    fill(c.dy, s->ny, -1, 1);
+    fill(pa, s->na, -1, 1);
+    fill(pb, s->nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    binary_bwd(&c, da, db);
+    snprintf(what, sizeof what, "%s %s: da", op_names[c.op], s->name);
+    added(diff, da, pa, s->na);
+    expect_grad(what, a, s->na, diff, binary_loss, &c);
+    what[strlen(what) - 1] = 'b';
+    added(diff, db, pb, s->nb);
+    expect_grad(what, b, s->nb, diff, binary_loss, &c);
+}
+END_TEST
+
+/* Mul(d, d) and Div(d, d): a == b and da == db; both contributions add up
+ * (d(d*d)/dd = 2d, d(d/d)/dd = 0), and only one of two NULLs is skipped. */
+START_TEST(binary_grad_aliased_operands)
+{
+    const int dims[1] = {10}, one[1] = {1};
+    binary_case c;
+    float d[32], dd[32], pd[32], diff[32];
+    c.op = 2 + _i;
+    c.m = make_bcast(1, dims, one, one);
+    c.a = c.b = d, c.ny = 10;
+    tseed(300 + _i);
+    fill_away(d, 10, 0.5f, 1.5f);
+    fill(c.dy, 10, -1, 1);
+    fill(pd, 10, -1, 1);
+    memcpy(dd, pd, sizeof dd);
+    binary_bwd(&c, dd, dd);
+    added(diff, dd, pd, 10);
+    expect_grad(op_names[c.op], d, 10, diff, binary_loss, &c);
+    if (c.op == 2) { /* with db NULL only the da half (dy * d) is added */
+        int i;
+        memcpy(dd, pd, sizeof dd);
+        binary_bwd(&c, dd, NULL);
+        for (i = 0; i < 10; i++)
+            ck_assert_float_eq_tol(dd[i] - pd[i], c.dy[i] * d[i], 1e-6);
+    }
+}
+END_TEST
+
+START_TEST(binary_forward_by_hand)
+{
+    const int d23[2] = {2, 3}, s23[2] = {3, 1}, s03[2] = {0, 1},
+              s10[2] = {1, 0}, d4[1] = {4}, one[1] = {1}, zero[1] = {0},
+              d222[3] = {2, 2, 2}, s421[3] = {4, 2, 1}, s201[3] = {2, 0, 1};
+    const float a6[6] = {1, 2, 3, 4, 5, 6}, b3[3] = {10, 20, 30},
+                a2[2] = {1, 2}, a4[4] = {1, 2, 3, 4}, b4[4] = {2, 4, 8, 16},
+                s3[1] = {3}, a8[8] = {0, 1, 2, 3, 4, 5, 6, 7},
+                b4b[4] = {100, 200, 300, 400};
+    float y[8];
+    rt_bcast m;
+    /* (2,3) + (3): rows of a plus b */
+    const double w_add[6] = {11, 22, 33, 14, 25, 36};
+    /* (2,1) - (1,3): y[i][j] = a[i] - b[j] */
+    const double w_sub[6] = {-9, -19, -29, -8, -18, -28};
+    /* (4) * () */
+    const double w_mul[4] = {3, 6, 9, 12};
+    /* (4) / (4) */
+    const double w_div[4] = {0.5, 0.5, 0.375, 0.25};
+    /* (2,2,2) + (2,1,2): y[i][j][l] = a[i][j][l] + b[i][l] */
+    const double w_add3[8] = {100, 201, 102, 203, 304, 405, 306, 407};
+
+    m = make_bcast(2, d23, s23, s03);
+    rt_add_forward(y, a6, b3, &m);
+    expect_near("add", y, w_add, 6, 0, 0);
+    m = make_bcast(2, d23, s10, s03);
+    rt_sub_forward(y, a2, b3, &m);
+    expect_near("sub", y, w_sub, 6, 0, 0);
+    m = make_bcast(1, d4, one, zero);
+    rt_mul_forward(y, a4, s3, &m);
+    expect_near("mul", y, w_mul, 4, 0, 0);
+    m = make_bcast(1, d4, one, one);
+    rt_div_forward(y, a4, b4, &m);
+    expect_near("div", y, w_div, 4, 0, 0);
+    m = make_bcast(3, d222, s421, s201);
+    rt_add_forward(y, a8, b4b, &m);
+    expect_near("add rank 3", y, w_add3, 8, 0, 0);
+    /* rank 0: scalars */
+    m = make_bcast(0, d4, one, one);
+    rt_mul_forward(y, s3, s3, &m);
+    ck_assert_float_eq(y[0], 9.0f);
+}
+END_TEST
+
+START_TEST(binary_backward_by_hand)
+{
+    /* (3,4) - (4), dy = 1: da += 1 everywhere, db -= 3 (summed over rows). */
+    const int dims[2] = {3, 4}, sa[2] = {4, 1}, sb[2] = {0, 1};
+    const rt_bcast m = make_bcast(2, dims, sa, sb);
+    float dy[12], da[12], db[4] = {1, 1, 1, 1};
+    double wa[12], wb[4] = {-2, -2, -2, -2};
+    int i;
+    for (i = 0; i < 12; i++)
+        dy[i] = 1, da[i] = (float)i, wa[i] = i + 1;
+    rt_sub_backward(da, db, dy, &m);
+    expect_near("da", da, wa, 12, 0, 0);
+    expect_near("db", db, wb, 4, 0, 0);
+    rt_add_backward(NULL, db, dy, &m);
+    for (i = 0; i < 4; i++)
+        wb[i] = 1;
+    expect_near("db after add", db, wb, 4, 0, 0);
+}
+END_TEST
+
+/* ---- unary pointwise ------------------------------------------------------ */
+
+enum { U_RELU, U_GELU, U_GELU_TANH, U_TANH, U_SIGMOID, U_COUNT };
+static const char *const unary_names[U_COUNT] = {"Relu", "Gelu", "Gelu(tanh)",
+                                                 "Tanh", "Sigmoid"};
+
+typedef struct {
+    int op, n;
+    float x[32], y[32], dy[32];
+} unary_case;
+
+static void unary_fwd(unary_case *c)
+{
+    switch (c->op) {
+    case U_RELU: rt_relu_forward(c->y, c->x, c->n); break;
+    case U_GELU: rt_gelu_forward(c->y, c->x, c->n, 0); break;
+    case U_GELU_TANH: rt_gelu_forward(c->y, c->x, c->n, 1); break;
+    case U_TANH: rt_tanh_forward(c->y, c->x, c->n); break;
+    default: rt_sigmoid_forward(c->y, c->x, c->n); break;
+    }
+}
+
+/* Relu, Tanh and Sigmoid take the output y; Gelu takes x. */
+static void unary_bwd(unary_case *c, float *dx)
+{
+    unary_fwd(c);
+    switch (c->op) {
+    case U_RELU: rt_relu_backward(dx, c->dy, c->y, c->n); break;
+    case U_GELU: rt_gelu_backward(dx, c->dy, c->x, c->n, 0); break;
+    case U_GELU_TANH: rt_gelu_backward(dx, c->dy, c->x, c->n, 1); break;
+    case U_TANH: rt_tanh_backward(dx, c->dy, c->y, c->n); break;
+    default: rt_sigmoid_backward(dx, c->dy, c->y, c->n); break;
+    }
+}
+
+static double unary_loss(void *v)
+{
+    unary_case *c = v;
+    unary_fwd(c);
+    return dot(c->y, c->dy, c->n);
+}
+
+START_TEST(unary_grad)
+{
+    unary_case c;
+    float dx[32], px[32], diff[32];
+    c.op = _i, c.n = 32;
+    tseed(400 + _i);
+    if (c.op == U_RELU)
+        fill_away(c.x, c.n, 0.1f, 2.0f); /* h = 0.01 never crosses the kink */
+    else
+        fill(c.x, c.n, -4, 4);
+    fill(c.dy, c.n, -1, 1);
+    fill(px, c.n, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    unary_bwd(&c, dx);
+    added(diff, dx, px, c.n);
+    expect_grad(unary_names[c.op], c.x, c.n, diff, unary_loss, &c);
+    /* NULL dx: nothing to do, nothing to crash */
+    unary_bwd(&c, NULL);
+}
+END_TEST
+
+START_TEST(unary_forward_by_hand)
+{
+    const float x[5] = {-1, 0, 2, 1, 0.5f};
+    float y[5];
+    rt_relu_forward(y, x, 3);
+    ck_assert_float_eq(y[0], 0.0f);
+    ck_assert_float_eq(y[1], 0.0f);
+    ck_assert_float_eq(y[2], 2.0f);
+    rt_gelu_forward(y, x, 5, 0);
+    ck_assert_float_eq_tol(y[3], 0.8413447f, 1e-6f);   /* 0.5(1+erf(1/sqrt2)) */
+    ck_assert_float_eq_tol(y[0], -0.1586553f, 1e-6f);  /* -1 * Phi(-1) */
+    ck_assert_float_eq(y[1], 0.0f);
+    rt_gelu_forward(y, x, 5, 1);
+    ck_assert_float_eq_tol(y[3], 0.8411920f, 1e-6f);   /* tanh(0.7978846*1.044715) */
+    ck_assert_float_eq_tol(y[0], -0.1588080f, 1e-6f);
+    rt_sigmoid_forward(y, x, 3);
+    ck_assert_float_eq(y[1], 0.5f);
+    ck_assert_float_eq_tol(y[2], 0.8807971f, 1e-6f);   /* 1/(1+e^-2) */
+    ck_assert_float_eq_tol(y[0], 0.2689414f, 1e-6f);   /* 1/(1+e) */
+    rt_tanh_forward(y, x, 5);
+    ck_assert_float_eq(y[1], 0.0f);
+    ck_assert_float_eq_tol(y[4], 0.4621172f, 1e-6f);
+}
+END_TEST
+
+/* Over a grid, against the textbook formulas in double (erfc for Phi, and
+ * x * sigmoid(2u) for the tanh form, which is exact algebra, not the kernel's
+ * code). Relative accuracy must hold in the far negative tail too, where
+ * 1 + erf(x/sqrt2) in float would be 0. There gelu is ill-conditioned:
+ * d ln y / d ln x ~ 1 + x^2, so one rounding of x/sqrt2 (or of x itself)
+ * moves y by ~(1 + x^2) float epsilons; the tolerance scales with that. */
+START_TEST(gelu_accurate_over_grid)
+{
+    float x[161], y0[161], y1[161];
+    int i;
+    for (i = 0; i < 161; i++)
+        x[i] = -8.0f + 0.1f * (float)i;
+    rt_gelu_forward(y0, x, 161, 0);
+    rt_gelu_forward(y1, x, 161, 1);
+    for (i = 0; i < 161; i++) {
+        const double xd = x[i];
+        const double e = 0.5 * xd * erfc(-xd / sqrt(2.0));
+        const double u = sqrt(2.0 / 3.14159265358979323846) *
+                         (xd + 0.044715 * xd * xd * xd);
+        const double t = xd / (1.0 + exp(-2.0 * u));
+        const double cond = 1 + xd * xd;
+        ck_assert_msg(fabs(y0[i] - e) <= 1e-6 * cond * fabs(e) + 1e-30,
+                      "gelu(%g) = %.9g, want %.9g", xd, (double)y0[i], e);
+        ck_assert_msg(fabs(y1[i] - t) <= 1e-6 * cond * fabs(t) + 1e-30,
+                      "gelu_tanh(%g) = %.9g, want %.9g", xd, (double)y1[i], t);
+    }
+    x[0] = -10.0f;
+    rt_gelu_forward(y0, x, 1, 0); /* -10 Phi(-10) = -7.6198530e-23 */
+    ck_assert_msg(fabs(y0[0] / -7.6198530e-23 - 1) < 1e-4, "gelu(-10) = %g",
+                  (double)y0[0]);
+}
+END_TEST
+
+START_TEST(unary_large_inputs_stay_finite)
+{
+    const float x[6] = {-1e30f, -1000, -100, 100, 1000, 1e30f};
+    float y[6], dx[6], dy[6] = {1, 1, 1, 1, 1, 1};
+    int i, mode;
+    rt_sigmoid_forward(y, x, 6);
+    for (i = 0; i < 6; i++)
+        ck_assert_msg(y[i] >= 0 && y[i] <= 1, "sigmoid(%g) = %g", (double)x[i],
+                      (double)y[i]);
+    ck_assert(y[2] > 0 && y[2] < 1e-40f); /* e^-100, subnormal, not 0/0 */
+    ck_assert_float_eq(y[3], 1.0f);
+    for (mode = 0; mode < 2; mode++) {
+        memset(dx, 0, sizeof dx);
+        rt_gelu_forward(y, x, 6, mode);
+        rt_gelu_backward(dx, dy, x, 6, mode);
+        for (i = 0; i < 6; i++) {
+            ck_assert_msg(isfinite(y[i]) && isfinite(dx[i]),
+                          "gelu mode %d at %g: y %g dx %g", mode, (double)x[i],
+                          (double)y[i], (double)dx[i]);
+            ck_assert_float_eq_tol(dx[i], x[i] > 0 ? 1.0f : 0.0f, 1e-6f);
+            ck_assert_float_eq_tol(y[i], x[i] > 0 ? x[i] : 0.0f,
+                                   x[i] > 0 ? 1e-6f * x[i] : 1e-6f);
+        }
+    }
+}
+END_TEST
+
+START_TEST(unary_backward_accumulates)
+{
+    /* y = relu(x) for x = (-1, 2): dx = preset + dy * [y > 0]. */
+    const float y[2] = {0, 2}, dy[2] = {5, 7};
+    float dx[2] = {1, 1};
+    rt_relu_backward(dx, dy, y, 2);
+    ck_assert_float_eq(dx[0], 1.0f);
+    ck_assert_float_eq(dx[1], 8.0f);
+    /* sigmoid at y = 0.5: dy * 0.25 */
+    rt_sigmoid_backward(dx, dy, (const float[]){0.5f, 0.5f}, 2);
+    ck_assert_float_eq(dx[0], 2.25f);
+    ck_assert_float_eq(dx[1], 9.75f);
+    /* tanh at y = 0.5: dy * 0.75 */
+    rt_tanh_backward(dx, dy, (const float[]){0.5f, 0.5f}, 2);
+    ck_assert_float_eq(dx[0], 6.0f);
+    ck_assert_float_eq(dx[1], 15.0f);
+}
+END_TEST
+
+/* ---- reductions ----------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int sb[3]; /* y's strides over x's dims (2,3,4), 0 where reduced */
+    int ny;
+    float scale;
+} reduce_spec;
+
+static const int rdims[3] = {2, 3, 4}, rsa[3] = {12, 4, 1};
+static const reduce_spec reduces[] = {
+    {"sum axis 1", {4, 0, 1}, 8, 1.0f},
+    {"mean axis 1", {4, 0, 1}, 8, 1.0f / 3},
+    {"sum axes 0,2", {0, 1, 0}, 3, 1.0f},
+    {"mean all", {0, 0, 0}, 1, 1.0f / 24},
+    {"sum axis 2", {3, 1, 0}, 6, 1.0f},
+};
+#define N_REDUCES ((int)(sizeof reduces / sizeof reduces[0]))
+
+typedef struct {
+    rt_bcast m;
+    float x[24], y[24], dy[24];
+    int ny;
+    float scale;
+} reduce_case;
+
+static double reduce_loss(void *v)
+{
+    reduce_case *c = v;
+    memset(c->y, 0x7f, sizeof c->y); /* garbage: forward must overwrite */
+    rt_reduce_forward(c->y, c->x, &c->m, c->ny, c->scale);
+    return dot(c->y, c->dy, c->ny);
+}
+
+START_TEST(reduce_grad)
+{
+    const reduce_spec *r = &reduces[_i];
+    reduce_case c;
+    float dx[24], px[24], diff[24];
+    c.m = make_bcast(3, rdims, rsa, r->sb);
+    c.ny = r->ny, c.scale = r->scale;
+    tseed(500 + _i);
+    fill(c.x, 24, -1, 1);
+    fill(c.dy, c.ny, -1, 1);
+    fill(px, 24, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    rt_reduce_backward(dx, c.dy, &c.m, c.scale);
+    added(diff, dx, px, 24);
+    expect_grad(r->name, c.x, 24, diff, reduce_loss, &c);
+}
+END_TEST
+
+START_TEST(reduce_forward_by_hand)
+{
+    /* x = 0..23 as (2,3,4), x[i][j][l] = 12i + 4j + l.
+     * axis 1: y[i][l] = 3(12i + l) + 12 -> {12 15 18 21; 48 51 54 57}
+     * axes 0,2: y[j] = sum_i sum_l = 48 + 32j + 12 -> {60 92 124}
+     * all: 276, mean 11.5; axis 2: 48i + 16j + 6 */
+    const double w1[8] = {12, 15, 18, 21, 48, 51, 54, 57}, w02[3] = {60, 92, 124},
+                 wall[1] = {11.5}, w2[6] = {6, 22, 38, 54, 70, 86};
+    const double *want[5] = {w1, NULL, w02, wall, w2};
+    reduce_case c;
+    int i, r;
+    for (i = 0; i < 24; i++)
+        c.x[i] = (float)i;
+    for (r = 0; r < N_REDUCES; r++) {
+        if (want[r] == NULL)
+            continue;
+        c.m = make_bcast(3, rdims, rsa, reduces[r].sb);
+        c.ny = reduces[r].ny, c.scale = reduces[r].scale;
+        memset(c.dy, 0, sizeof c.dy);
+        reduce_loss(&c);
+        expect_near(reduces[r].name, c.y, want[r], c.ny, 1e-7, 0);
+    }
+}
+END_TEST
+
+START_TEST(reduce_backward_by_hand)
+{
+    /* mean over all 24 with dy = 2: dx += 2/24 on top of the preset 1. */
+    const int sb[3] = {0, 0, 0};
+    const rt_bcast m = make_bcast(3, rdims, rsa, sb);
+    const float dy[1] = {2};
+    float dx[24];
+    int i;
+    rt_fill(dx, 24, 1.0f);
+    rt_reduce_backward(dx, dy, &m, 1.0f / 24);
+    for (i = 0; i < 24; i++)
+        ck_assert_float_eq_tol(dx[i], 1.0f + 2.0f / 24, 1e-7f);
+}
+END_TEST
+
+/* ---- memory, optimizer ---------------------------------------------------- */
+
+START_TEST(memory_and_sgd)
+{
+    float x[5] = {1, 2, 3, 4, 5}, g[5] = {1, -1, 2, -2, 0}, z[5];
+    rt_sgd(x, g, 5, 0.5f);
+    ck_assert_float_eq(x[0], 0.5f);
+    ck_assert_float_eq(x[1], 2.5f);
+    ck_assert_float_eq(x[3], 5.0f);
+    ck_assert_float_eq(x[4], 5.0f);
+    rt_copy(z, x, 5);
+    ck_assert(memcmp(z, x, sizeof z) == 0);
+    rt_fill(z, 4, 7.0f);
+    ck_assert_float_eq(z[3], 7.0f);
+    ck_assert_float_eq(z[4], 5.0f); /* past n: untouched */
+    rt_zero(z, 4);
+    ck_assert_float_eq(z[0], 0.0f);
+    ck_assert_float_eq(z[3], 0.0f);
+    ck_assert_float_eq(z[4], 5.0f);
+}
+END_TEST
+
+/* ---- random numbers ------------------------------------------------------- */
+
+START_TEST(rng_deterministic_and_streams_differ)
+{
+    int i, same_stream = 0, same_seed = 0, same_next = 0;
+    for (i = 0; i < 1000; i++) {
+        const uint32_t v = rt_rand_u32(42, 3, (uint64_t)i);
+        ck_assert_uint_eq(v, rt_rand_u32(42, 3, (uint64_t)i));
+        same_stream += v == rt_rand_u32(42, 4, (uint64_t)i);
+        same_seed += v == rt_rand_u32(43, 3, (uint64_t)i);
+        same_next += v == rt_rand_u32(42, 3, (uint64_t)i + 1);
+        ck_assert(rt_rand_uniform(42, 3, (uint64_t)i) ==
+                  (float)(v >> 8) / 16777216.0f);
+    }
+    /* 32-bit values from independent draws agree with probability 2^-32 */
+    ck_assert_int_le(same_stream, 1);
+    ck_assert_int_le(same_seed, 1);
+    ck_assert_int_le(same_next, 1);
+    /* seed and stream are not interchangeable */
+    ck_assert_uint_ne(rt_rand_u32(1, 2, 0), rt_rand_u32(2, 1, 0));
+}
+END_TEST
+
+START_TEST(rng_uniform_moments)
+{
+    enum { N = 100000 };
+    static float x[N];
+    double s = 0, s2 = 0;
+    int i, bits = 0;
+    uint32_t or_all = 0, and_all = 0xffffffffu;
+    rt_init_uniform(x, N, 0.0f, 1.0f, 9, 1);
+    for (i = 0; i < N; i++) {
+        ck_assert(x[i] >= 0.0f && x[i] < 1.0f);
+        ck_assert(x[i] == rt_rand_uniform(9, 1, (uint64_t)i)); /* regenerable */
+        s += x[i];
+        s2 += (double)x[i] * x[i];
+    }
+    s /= N;
+    /* sd of the mean is 0.289/sqrt(N) = 0.0009; variance should be 1/12 */
+    ck_assert_msg(fabs(s - 0.5) < 0.005, "mean %g", s);
+    ck_assert_msg(fabs(s2 / N - s * s - 1.0 / 12) < 0.003, "var %g", s2 / N - s * s);
+    for (i = 0; i < 1000; i++) { /* every output bit varies */
+        const uint32_t v = rt_rand_u32(9, 2, (uint64_t)i);
+        or_all |= v, and_all &= v;
+    }
+    for (i = 0; i < 32; i++)
+        bits += (int)((or_all >> i) & 1) - (int)((and_all >> i) & 1);
+    ck_assert_int_eq(bits, 32);
+    rt_init_uniform(x, 1000, -3.0f, -1.0f, 9, 1);
+    for (i = 0; i < 1000; i++)
+        ck_assert(x[i] >= -3.0f && x[i] <= -1.0f);
+}
+END_TEST
+
+START_TEST(rng_normal_moments)
+{
+    enum { N = 100000 };
+    static float x[N], y[10];
+    double s = 0, s2 = 0, sd;
+    int i, tail = 0;
+    rt_init_normal(x, N, 0.0f, 1.0f, 5, 7);
+    for (i = 0; i < N; i++) {
+        ck_assert(isfinite(x[i]));
+        s += x[i];
+        s2 += (double)x[i] * x[i];
+        tail += fabs(x[i]) > 1.959964;
+    }
+    s /= N;
+    sd = sqrt(s2 / N - s * s);
+    ck_assert_msg(fabs(s) < 0.015, "mean %g", s);
+    ck_assert_msg(fabs(sd - 1) < 0.015, "std %g", sd);
+    /* 5% outside +-1.96 sd: binomial sd 0.0007 */
+    ck_assert_msg(fabs(tail / (double)N - 0.05) < 0.004, "tail %g", tail / (double)N);
+    /* element i depends on i only: a prefix regenerates the same values */
+    rt_init_normal(y, 10, 0.0f, 1.0f, 5, 7);
+    ck_assert(memcmp(y, x, sizeof y) == 0);
+    rt_init_normal(y, 10, 3.0f, 0.5f, 5, 7);
+    for (i = 0; i < 10; i++)
+        ck_assert_float_eq_tol(y[i], 3.0f + 0.5f * x[i], 1e-6f);
+}
+END_TEST
+
+/* ---- .npy ----------------------------------------------------------------- */
+
+static char npy_path[128];
+
+static const char *tmp_npy(const char *tag)
+{
+    snprintf(npy_path, sizeof npy_path, "/tmp/remat_test_%ld_%s.npy",
+             (long)getpid(), tag);
+    return npy_path;
+}
+
+static int run_py(const char *code, const char *path)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, PY " -c \"import numpy as np; p = '%s'; %s\"",
+             path, code);
+    return system(cmd);
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    long n;
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+START_TEST(npy_round_trip)
+{
+    const int dims2[2] = {2, 3}, dims1[1] = {5}, dims3[3] = {2, 1, 3};
+    const float data[6] = {1.5f, -2, 3.25f, 0, 1e-30f, -7e20f};
+    float back[6];
+    char why[128] = "";
+    const char *p = tmp_npy("rt");
+    unsigned char head[10];
+    FILE *f;
+    long hlen;
+    ck_assert_int_eq(rt_npy_write(p, data, 2, dims2), 0);
+    /* header: magic, version 1.0, and magic+len+dict a multiple of 64 */
+    f = fopen(p, "rb");
+    ck_assert(f != NULL && fread(head, 1, 10, f) == 10);
+    fclose(f);
+    ck_assert(memcmp(head, "\x93NUMPY\x01\x00", 8) == 0);
+    hlen = head[8] | head[9] << 8;
+    ck_assert_int_eq((10 + hlen) % 64, 0);
+    ck_assert_int_eq(file_size(p), 10 + hlen + 6 * 4);
+    ck_assert_int_eq(rt_npy_read(p, back, 2, dims2, why, sizeof why), 0);
+    ck_assert(memcmp(back, data, sizeof data) == 0);
+    /* numpy agrees on dtype, shape and values */
+    ck_assert_int_eq(run_py("a = np.load(p); assert a.dtype == np.float32 and "
+                            "a.shape == (2, 3) and a.flags.c_contiguous; "
+                            "assert (a.ravel() == np.array([1.5, -2, 3.25, 0, "
+                            "1e-30, -7e20], np.float32)).all()", p), 0);
+
+    ck_assert_int_eq(rt_npy_write(p, data, 1, dims1), 0);
+    ck_assert_int_eq(run_py("assert np.load(p).shape == (5,)", p), 0);
+    ck_assert_int_eq(rt_npy_read(p, back, 1, dims1, why, sizeof why), 0);
+    ck_assert(memcmp(back, data, 5 * sizeof *data) == 0);
+
+    ck_assert_int_eq(rt_npy_write(p, data + 2, 0, NULL), 0);
+    ck_assert_int_eq(run_py("a = np.load(p); assert a.shape == () and a == 3.25", p), 0);
+    back[0] = 0;
+    ck_assert_int_eq(rt_npy_read(p, back, 0, NULL, why, sizeof why), 0);
+    ck_assert_float_eq(back[0], 3.25f);
+
+    ck_assert_int_eq(rt_npy_write(p, data, 3, dims3), 0);
+    ck_assert_int_eq(run_py("assert np.load(p).shape == (2, 1, 3)", p), 0);
+    ck_assert_int_eq(rt_npy_read(p, back, 3, dims3, why, sizeof why), 0);
+    ck_assert(memcmp(back, data, sizeof data) == 0);
+    remove(p);
+}
+END_TEST
+
+START_TEST(npy_wrong_shape)
+{
+    const int dims[2] = {3, 4}, want[2] = {4, 3}, want1[1] = {12};
+    float data[12] = {0}, back[12];
+    char why[128] = "";
+    const char *p = tmp_npy("shape");
+    ck_assert_int_eq(rt_npy_write(p, data, 2, dims), 0);
+    ck_assert_int_eq(rt_npy_read(p, back, 2, want, why, sizeof why), -3);
+    ck_assert_str_eq(why, "shape (3, 4) but expected (4, 3)");
+    ck_assert_int_eq(rt_npy_read(p, back, 1, want1, why, sizeof why), -3);
+    ck_assert_str_eq(why, "shape (3, 4) but expected (12,)");
+    ck_assert_int_eq(rt_npy_read(p, back, 1, want1, NULL, 0), -3);
+    remove(p);
+}
+END_TEST
+
+START_TEST(npy_reads_numpy_files)
+{
+    const int dims[2] = {2, 3};
+    float back[6];
+    char why[128] = "";
+    const char *p = tmp_npy("np");
+    int i;
+    ck_assert_int_eq(run_py("np.save(p, np.arange(6, dtype=np.float32)"
+                            ".reshape(2,3))", p), 0);
+    ck_assert_msg(rt_npy_read(p, back, 2, dims, why, sizeof why) == 0, "%s", why);
+    for (i = 0; i < 6; i++)
+        ck_assert_float_eq(back[i], (float)i);
+    /* format version 2.0 (4-byte header length) */
+    ck_assert_int_eq(run_py("np.lib.format.write_array(open(p, 'wb'), "
+                            "-np.arange(6, dtype=np.float32).reshape(2,3), "
+                            "version=(2, 0))", p), 0);
+    ck_assert_msg(rt_npy_read(p, back, 2, dims, why, sizeof why) == 0, "%s", why);
+    for (i = 0; i < 6; i++)
+        ck_assert_float_eq(back[i], -(float)i);
+    remove(p);
+}
+END_TEST
+
+/* A hand-made header: keys in another order, odd spacing, v1.0. */
+START_TEST(npy_reads_reordered_header)
+{
+    const char dict[] = "{ \"shape\" :(3 ,) ,'fortran_order':False,"
+                        "'descr':'<f4'}";
+    const int dims[1] = {3};
+    const float vals[3] = {1, 2, 3};
+    float back[3];
+    char head[128], why[128] = "";
+    const char *p = tmp_npy("hand");
+    FILE *f = fopen(p, "wb");
+    size_t dl = strlen(dict);
+    ck_assert(f != NULL && dl + 11 <= sizeof head);
+    memcpy(head, "\x93NUMPY\x01\x00", 8);
+    head[8] = 118, head[9] = 0;
+    memset(head + 10, ' ', 118);
+    memcpy(head + 10, dict, dl);
+    head[127] = '\n';
+    /* raw host floats: this test assumes a little-endian host */
+    ck_assert(fwrite(head, 1, 128, f) == 128 && fwrite(vals, 4, 3, f) == 3);
+    fclose(f);
+    ck_assert_msg(rt_npy_read(p, back, 1, dims, why, sizeof why) == 0, "%s", why);
+    ck_assert(memcmp(back, vals, sizeof vals) == 0);
+    remove(p);
+}
+END_TEST
+
+START_TEST(npy_rejects_bad_files)
+{
+    const int dims[2] = {2, 3};
+    float back[6], data[6] = {0};
+    char why[128] = "";
+    const char *p = tmp_npy("bad");
+    long n;
+    ck_assert_int_eq(run_py("np.save(p, np.zeros((2, 3)))", p), 0);
+    ck_assert_int_eq(rt_npy_read(p, back, 2, dims, why, sizeof why), -2);
+    ck_assert_str_eq(why, "dtype '<f8' is not float32 '<f4'");
+    ck_assert_int_eq(run_py("np.save(p, np.asfortranarray(np.zeros((2, 3), "
+                            "np.float32)))", p), 0);
+    ck_assert_int_eq(rt_npy_read(p, back, 2, dims, why, sizeof why), -2);
+    ck_assert_msg(strstr(why, "fortran_order") != NULL, "%s", why);
+    /* a file cut 8 bytes short */
+    ck_assert_int_eq(rt_npy_write(p, data, 2, dims), 0);
+    n = file_size(p);
+    ck_assert_int_eq(run_py("import os; os.truncate(p, os.path.getsize(p) - 8)",
+                            p), 0);
+    ck_assert_int_eq(file_size(p), n - 8);
+    ck_assert_int_eq(rt_npy_read(p, back, 2, dims, why, sizeof why), -2);
+    ck_assert_str_eq(why, "truncated data: 16 of 24 bytes");
+    /* not .npy at all */
+    ck_assert_int_eq(run_py("open(p, 'w').write('hello, world')", p), 0);
+    ck_assert_int_eq(rt_npy_read(p, back, 2, dims, why, sizeof why), -2);
+    ck_assert_msg(strstr(why, "magic") != NULL, "%s", why);
+    remove(p);
+    /* missing */
+    ck_assert_int_eq(rt_npy_read(p, back, 2, dims, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "cannot open") != NULL, "%s", why);
+    ck_assert_int_eq(rt_npy_write("/nonexistent-dir/x.npy", data, 2, dims), -1);
+}
+END_TEST
+
+/* ---- suite ---------------------------------------------------------------- */
+
+static Suite *kernels_suite(void)
+{
+    Suite *s = suite_create("remat_rt");
+    TCase *tc;
+
+    tc = tcase_create("gemm");
+    tcase_add_loop_test(tc, gemm_grad_all_trans_and_bias, 0, 20);
+    tcase_add_test(tc, gemm_forward_by_hand);
+    tcase_add_test(tc, gemm_backward_accumulates_and_skips_null);
+    tcase_add_test(tc, sgemm_blas_matches_ref);
+    tcase_add_test(tc, sgemm_beta0_ignores_garbage_c);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("binary");
+    tcase_add_loop_test(tc, binary_grad, 0, 4 * N_SHAPES);
+    tcase_add_loop_test(tc, binary_grad_aliased_operands, 0, 2);
+    tcase_add_test(tc, binary_forward_by_hand);
+    tcase_add_test(tc, binary_backward_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("unary");
+    tcase_add_loop_test(tc, unary_grad, 0, U_COUNT);
+    tcase_add_test(tc, unary_forward_by_hand);
+    tcase_add_test(tc, gelu_accurate_over_grid);
+    tcase_add_test(tc, unary_large_inputs_stay_finite);
+    tcase_add_test(tc, unary_backward_accumulates);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("reduce");
+    tcase_add_loop_test(tc, reduce_grad, 0, N_REDUCES);
+    tcase_add_test(tc, reduce_forward_by_hand);
+    tcase_add_test(tc, reduce_backward_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory");
+    tcase_add_test(tc, memory_and_sgd);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rng");
+    tcase_add_test(tc, rng_deterministic_and_streams_differ);
+    tcase_add_test(tc, rng_uniform_moments);
+    tcase_add_test(tc, rng_normal_moments);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("npy");
+    tcase_set_timeout(tc, 60); /* starts python */
+    tcase_add_test(tc, npy_round_trip);
+    tcase_add_test(tc, npy_wrong_shape);
+    tcase_add_test(tc, npy_reads_numpy_files);
+    tcase_add_test(tc, npy_reads_reordered_header);
+    tcase_add_test(tc, npy_rejects_bad_files);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(kernels_suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
