@@ -1,0 +1,510 @@
+/*
+ * trainer.c: the generic main of a trainer executable.
+ *
+ * Linked with one generated model, the runtime, and a shim that defines
+ *     const rt_model *const rt_trainer_model = &NAME_model;
+ * it uses nothing but that descriptor. This is the host program, not the
+ * embedded code, so it may allocate and print.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "remat_rt.h"
+
+extern const rt_model *const rt_trainer_model;
+
+#define BENCH_WARMUP 3
+
+/* error messages always start "trainer: "; the usage names argv[0] */
+static const char *prog = "trainer";
+static const char *argv0 = "trainer";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: %s ACTION [OPTIONS]\n"
+"Trains the model '%s' (policy %s) linked into this program.\n"
+"\n"
+"Actions (exactly one):\n"
+"  --dump DIR     run one train step (forward + backward) and write .npy files\n"
+"                 into DIR (created if missing): input.NAME.npy for every\n"
+"                 input, param.NAME.npy for every parameter, loss.npy (0-d),\n"
+"                 grad.NAME.npy for every trainable parameter.\n"
+"  --steps N      train with SGD for N steps on the same data every step and\n"
+"                 print 'step K loss L' for step 1, every max(1, N/10) steps\n"
+"                 and the last step.\n"
+"  --bench N      run %d warm-up train steps (no SGD), time N more one by one\n"
+"                 and print 'median_ms T' and 'min_ms T' in milliseconds.\n"
+"\n"
+"Options:\n"
+"  --seed N       seed of the parameters (model init) and of the inputs\n"
+"                 (uniform in [-1, 1)); default 0.\n"
+"  --load DIR     read input.NAME.npy and param.NAME.npy from DIR instead of\n"
+"                 seeding (not with --seed).\n"
+"  --lr F         SGD learning rate for --steps; default 0.01.\n"
+"  -h, --help     print this help and exit.\n"
+"\n"
+"In file names, every '/' of a tensor name is written as '%%2F'.\n"
+"Exit status: 0 on success, 1 on an error (including a NaN or Inf loss or\n"
+"gradient), 2 on a usage error.\n",
+            argv0, rt_trainer_model->name ? rt_trainer_model->name : "?",
+            rt_trainer_model->policy ? rt_trainer_model->policy : "?",
+            BENCH_WARMUP);
+}
+
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (try --help)\n");
+    exit(2);
+}
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+/* ---- command line ------------------------------------------------------- */
+
+typedef struct {
+    const char *dump_dir;
+    const char *load_dir;
+    uint64_t seed;
+    int have_seed;
+    long steps;   /* 0: not asked */
+    long bench;   /* 0: not asked */
+    float lr;
+    int have_lr;
+} options;
+
+static uint64_t parse_u64(const char *opt, const char *s)
+{
+    char *end;
+    unsigned long long v;
+    if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ')
+        usage_error("%s wants a non-negative integer, got '%s'", opt, s);
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        usage_error("%s wants a non-negative integer, got '%s'", opt, s);
+    return (uint64_t)v;
+}
+
+static long parse_count(const char *opt, const char *s)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (*s == '\0' || errno != 0 || *end != '\0' || v < 1 || v > 1000000000L)
+        usage_error("%s wants a positive integer, got '%s'", opt, s);
+    return v;
+}
+
+static float parse_lr(const char *opt, const char *s)
+{
+    char *end;
+    float v;
+    errno = 0;
+    v = strtof(s, &end);
+    if (*s == '\0' || errno != 0 || *end != '\0' || !isfinite(v) || v < 0.0f)
+        usage_error("%s wants a finite non-negative number, got '%s'", opt, s);
+    return v;
+}
+
+static void parse_args(int argc, char **argv, options *o)
+{
+    int i;
+    int n_actions;
+    memset(o, 0, sizeof *o);
+    o->lr = 0.01f;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        char name[32];
+        const char *eq;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strncmp(a, "--", 2) != 0)
+            usage_error("unexpected argument '%s'", a);
+        /* --opt VALUE or --opt=VALUE */
+        eq = strchr(a, '=');
+        if (eq) {
+            size_t len = (size_t)(eq - a);
+            if (len >= sizeof name)
+                usage_error("unknown option '%s'", a);
+            memcpy(name, a, len);
+            name[len] = '\0';
+            val = eq + 1;
+        } else {
+            if (strlen(a) >= sizeof name)
+                usage_error("unknown option '%s'", a);
+            strcpy(name, a);
+        }
+        if (strcmp(name, "--seed") != 0 && strcmp(name, "--dump") != 0 &&
+            strcmp(name, "--load") != 0 && strcmp(name, "--steps") != 0 &&
+            strcmp(name, "--lr") != 0 && strcmp(name, "--bench") != 0)
+            usage_error("unknown option '%s'", a);
+        if (!val) {
+            if (i + 1 >= argc)
+                usage_error("%s needs a value", name);
+            val = argv[++i];
+        }
+        if (strcmp(name, "--seed") == 0) {
+            if (o->have_seed)
+                usage_error("--seed given twice");
+            o->seed = parse_u64(name, val);
+            o->have_seed = 1;
+        } else if (strcmp(name, "--dump") == 0) {
+            if (o->dump_dir)
+                usage_error("--dump given twice");
+            if (*val == '\0')
+                usage_error("--dump needs a directory");
+            o->dump_dir = val;
+        } else if (strcmp(name, "--load") == 0) {
+            if (o->load_dir)
+                usage_error("--load given twice");
+            if (*val == '\0')
+                usage_error("--load needs a directory");
+            o->load_dir = val;
+        } else if (strcmp(name, "--steps") == 0) {
+            if (o->steps)
+                usage_error("--steps given twice");
+            o->steps = parse_count(name, val);
+        } else if (strcmp(name, "--lr") == 0) {
+            if (o->have_lr)
+                usage_error("--lr given twice");
+            o->lr = parse_lr(name, val);
+            o->have_lr = 1;
+        } else { /* --bench */
+            if (o->bench)
+                usage_error("--bench given twice");
+            o->bench = parse_count(name, val);
+        }
+    }
+    n_actions = (o->dump_dir != NULL) + (o->steps != 0) + (o->bench != 0);
+    if (n_actions == 0) {
+        if (argc > 1)
+            usage_error("no action: give one of --dump, --steps, --bench");
+        usage(stderr);
+        exit(2);
+    }
+    if (n_actions > 1)
+        usage_error("give only one of --dump, --steps, --bench");
+    if (o->have_seed && o->load_dir)
+        usage_error("--seed and --load exclude each other");
+    if (o->have_lr && !o->steps)
+        usage_error("--lr is only used with --steps");
+}
+
+/* ---- model descriptor checks -------------------------------------------- */
+
+static void check_table(const char *what, const rt_tensor_info *t, int n,
+                        size_t floats)
+{
+    int i, d;
+    if (n < 0 || (n > 0 && !t))
+        die("model descriptor: bad %s table", what);
+    for (i = 0; i < n; i++) {
+        size_t count = 1;
+        if (!t[i].name)
+            die("model descriptor: %s %d has no name", what, i);
+        if (t[i].rank < 0 || t[i].rank > RT_MAX_RANK)
+            die("model descriptor: %s '%s' has rank %d", what, t[i].name,
+                t[i].rank);
+        for (d = 0; d < t[i].rank; d++) {
+            if (t[i].dims[d] < 0)
+                die("model descriptor: %s '%s' has a negative dimension",
+                    what, t[i].name);
+            count *= (size_t)t[i].dims[d];
+        }
+        if (count != t[i].count)
+            die("model descriptor: %s '%s' has count %zu but its shape has "
+                "%zu elements", what, t[i].name, t[i].count, count);
+        if (t[i].offset > floats || t[i].count > floats - t[i].offset)
+            die("model descriptor: %s '%s' lies outside its buffer", what,
+                t[i].name);
+    }
+}
+
+static void check_model(const rt_model *m)
+{
+    if (!m)
+        die("no model linked in");
+    if (!m->init || !m->forward || !m->train_step || !m->sgd)
+        die("model descriptor: a function pointer is missing");
+    check_table("parameter", m->params, m->n_params, m->param_floats);
+    check_table("input", m->inputs, m->n_inputs, m->input_floats);
+    check_table("output", m->outputs, m->n_outputs, m->output_floats);
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+/* 64-byte aligned, zeroed, never NULL (a 0-byte request gets 64 bytes). */
+static void *alloc64(size_t bytes, const char *what)
+{
+    void *p = NULL;
+    size_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
+    int rc;
+    if (n < bytes)
+        die("cannot allocate %zu bytes for the %s", bytes, what);
+    rc = posix_memalign(&p, 64, n);
+    if (rc != 0 || !p)
+        die("cannot allocate %zu bytes for the %s: %s", bytes, what,
+            strerror(rc ? rc : ENOMEM));
+    memset(p, 0, n);
+    return p;
+}
+
+static size_t float_bytes(size_t n, const char *what)
+{
+    if (n > SIZE_MAX / sizeof(float))
+        die("the %s is too large (%zu floats)", what, n);
+    return n * sizeof(float);
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* DIR/PREFIX.NAME.npy with '/' in NAME written as %2F; malloc'd. */
+static char *tensor_path(const char *dir, const char *prefix, const char *name)
+{
+    size_t len = strlen(dir) + 1 + strlen(prefix) + 1 + 3 * strlen(name) + 5;
+    char *p = malloc(len);
+    char *q;
+    const char *s;
+    if (!p)
+        die("out of memory");
+    q = p + sprintf(p, "%s/%s.", dir, prefix);
+    for (s = name; *s; s++) {
+        if (*s == '/') {
+            memcpy(q, "%2F", 3);
+            q += 3;
+        } else {
+            *q++ = *s;
+        }
+    }
+    strcpy(q, ".npy");
+    return p;
+}
+
+/* mkdir -p */
+static void make_dirs(const char *dir)
+{
+    char *p = malloc(strlen(dir) + 1);
+    char *s;
+    struct stat st;
+    if (!p)
+        die("out of memory");
+    strcpy(p, dir);
+    for (s = p + 1; ; s++) {
+        if (*s == '/' || *s == '\0') {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST)
+                die("cannot create directory %s: %s", p, strerror(errno));
+            *s = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    if (stat(p, &st) != 0)
+        die("cannot create directory %s: %s", p, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        die("cannot create directory %s: a file of that name exists", p);
+    free(p);
+}
+
+static void write_tensor(const char *dir, const char *prefix,
+                         const rt_tensor_info *t, const float *base)
+{
+    char *path = tensor_path(dir, prefix, t->name);
+    if (rt_npy_write(path, base + t->offset, t->rank, t->dims) != 0)
+        die("cannot write %s: %s", path, strerror(errno));
+    free(path);
+}
+
+static void read_tensor(const char *dir, const char *prefix,
+                        const rt_tensor_info *t, float *base)
+{
+    char why[256];
+    char *path = tensor_path(dir, prefix, t->name);
+    why[0] = '\0';
+    if (rt_npy_read(path, base + t->offset, t->rank, t->dims, why,
+                    sizeof why) != 0)
+        die("cannot read %s: %s", path, why[0] ? why : "unknown error");
+    free(path);
+}
+
+/* ---- checks --------------------------------------------------------------- */
+
+static const char *nonfinite_name(float v)
+{
+    if (isnan(v))
+        return "nan";
+    return v > 0 ? "inf" : "-inf";
+}
+
+static void check_loss(long step, float loss)
+{
+    if (!isfinite(loss))
+        die("step %ld: loss is %s", step, nonfinite_name(loss));
+}
+
+static void check_grads(const rt_model *m, const float *grads)
+{
+    int i;
+    size_t j;
+    for (i = 0; i < m->n_params; i++) {
+        const rt_tensor_info *t = &m->params[i];
+        const float *g = grads + t->offset;
+        if (!t->trainable)
+            continue;
+        for (j = 0; j < t->count; j++)
+            if (!isfinite(g[j]))
+                die("grad.%s contains %s at element %zu", t->name,
+                    nonfinite_name(g[j]), j);
+    }
+}
+
+/* ---- timing ---------------------------------------------------------------- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    const rt_model *m = rt_trainer_model;
+    options o;
+    float *params, *grads, *inputs, *outputs = NULL;
+    void *arena;
+    int i;
+
+    if (argc > 0 && argv[0] && argv[0][0]) {
+        const char *slash = strrchr(argv[0], '/');
+        argv0 = slash ? slash + 1 : argv[0];
+    }
+    if (!m) {
+        fprintf(stderr, "%s: no model linked in\n", prog);
+        return 1;
+    }
+    parse_args(argc, argv, &o);
+    check_model(m);
+
+    arena = alloc64(m->arena_bytes, "arena");
+    params = alloc64(float_bytes(m->param_floats, "parameters"), "parameters");
+    grads = alloc64(float_bytes(m->param_floats, "gradients"), "gradients");
+    inputs = alloc64(float_bytes(m->input_floats, "inputs"), "inputs");
+    if (m->output_floats > 0)
+        outputs = alloc64(float_bytes(m->output_floats, "outputs"), "outputs");
+
+    if (o.load_dir) {
+        for (i = 0; i < m->n_inputs; i++)
+            read_tensor(o.load_dir, "input", &m->inputs[i], inputs);
+        for (i = 0; i < m->n_params; i++)
+            read_tensor(o.load_dir, "param", &m->params[i], params);
+    } else {
+        m->init(params, o.seed);
+        for (i = 0; i < m->n_inputs; i++)
+            rt_init_uniform(inputs + m->inputs[i].offset, m->inputs[i].count,
+                            -1.0f, 1.0f, o.seed, 1000 + (uint64_t)i);
+    }
+
+    if (o.dump_dir) {
+        int dims0[1] = {0};
+        float loss = m->train_step(params, inputs, outputs, grads, arena);
+        check_loss(1, loss);
+        check_grads(m, grads);
+        make_dirs(o.dump_dir);
+        for (i = 0; i < m->n_inputs; i++)
+            write_tensor(o.dump_dir, "input", &m->inputs[i], inputs);
+        for (i = 0; i < m->n_params; i++)
+            write_tensor(o.dump_dir, "param", &m->params[i], params);
+        {
+            char *path = malloc(strlen(o.dump_dir) + sizeof "/loss.npy");
+            if (!path)
+                die("out of memory");
+            sprintf(path, "%s/loss.npy", o.dump_dir);
+            if (rt_npy_write(path, &loss, 0, dims0) != 0)
+                die("cannot write %s: %s", path, strerror(errno));
+            free(path);
+        }
+        for (i = 0; i < m->n_params; i++)
+            if (m->params[i].trainable)
+                write_tensor(o.dump_dir, "grad", &m->params[i], grads);
+    } else if (o.steps) {
+        long every = o.steps / 10 > 1 ? o.steps / 10 : 1;
+        long k;
+        for (k = 1; k <= o.steps; k++) {
+            float loss = m->train_step(params, inputs, outputs, grads, arena);
+            check_loss(k, loss);
+            if (k == 1 || k % every == 0 || k == o.steps) {
+                printf("step %ld loss %.6f\n", k, (double)loss);
+                fflush(stdout);
+            }
+            m->sgd(params, grads, o.lr);
+        }
+    } else {
+        double *ms = malloc((size_t)o.bench * sizeof *ms);
+        long k;
+        if (!ms)
+            die("out of memory");
+        for (k = 1; k <= BENCH_WARMUP; k++)
+            check_loss(k, m->train_step(params, inputs, outputs, grads,
+                                        arena));
+        for (k = 0; k < o.bench; k++) {
+            double t0 = now_ms();
+            float loss = m->train_step(params, inputs, outputs, grads, arena);
+            ms[k] = now_ms() - t0;
+            check_loss(BENCH_WARMUP + 1 + k, loss);
+        }
+        qsort(ms, (size_t)o.bench, sizeof *ms, cmp_double);
+        printf("median_ms %.4f\n",
+               o.bench % 2 ? ms[o.bench / 2]
+                           : 0.5 * (ms[o.bench / 2 - 1] + ms[o.bench / 2]));
+        printf("min_ms %.4f\n", ms[0]);
+        free(ms);
+    }
+
+    if (fflush(stdout) != 0 || ferror(stdout))
+        die("cannot write to standard output");
+    free(outputs);
+    free(inputs);
+    free(grads);
+    free(params);
+    free(arena);
+    return 0;
+}

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# End-to-end test of runtime/trainer.c, linked with the hand-written toy model
+# tests/unit/toy_model.c (y = x W, loss = loss_scale * mean(y^2), where fc/W is
+# trainable and loss_scale is a non-trainable scalar).
+# Run from anywhere; needs cc, OpenBLAS and /usr/bin/python3 with numpy.
+set -eu
+cd "$(dirname "$0")/../.."
+
+PY=/usr/bin/python3
+BIN=build/toy_trainer
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+# check NAME CMD...: passes when CMD succeeds
+check() {
+    local name=$1
+    shift
+    if ( "$@" ); then ok "$name"; else bad "$name"; fi
+}
+
+# run EXPECTED_RC ARGS...: runs the trainer, stdout to $TMP/out, stderr to
+# $TMP/err, and succeeds when its exit status is EXPECTED_RC
+run() {
+    local want=$1 rc=0
+    shift
+    "$BIN" "$@" </dev/null >"$TMP/out" 2>"$TMP/err" || rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        echo "     $BIN $*: exit $rc, wanted $want" >&2
+        sed 's/^/     stderr: /' "$TMP/err" >&2
+        return 1
+    fi
+}
+err_has() { grep -qF -- "$1" "$TMP/err" || { echo "     stderr lacks '$1':" >&2; sed 's/^/     stderr: /' "$TMP/err" >&2; return 1; }; }
+out_has() { grep -qF -- "$1" "$TMP/out"; }
+# the error is exactly one line starting "trainer: "
+one_error_line() { [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q '^trainer: ' "$TMP/err"; }
+
+# ---- build -------------------------------------------------------------------
+mkdir -p build
+check "trainer.c compiles warning-free" \
+    cc -std=c99 -Wall -Wextra -pedantic -Werror -O2 -Iruntime -c runtime/trainer.c -o "$TMP/trainer.o"
+check "toy_model.c compiles warning-free" \
+    cc -std=c99 -Wall -Wextra -pedantic -Werror -O2 -Iruntime -c tests/unit/toy_model.c -o "$TMP/toy.o"
+if ! cc -std=c99 -O2 -Iruntime runtime/trainer.c runtime/remat_rt.c tests/unit/toy_model.c \
+        -lopenblas -lm -o "$BIN"; then
+    bad "build $BIN"
+    echo "$passed passed, $failed failed"
+    exit 1
+fi
+ok "build $BIN"
+
+# ---- help and usage errors -----------------------------------------------------
+check "--help exits 0 and mentions %2F" \
+    eval 'run 0 --help && out_has "%2F" && out_has "--dump" && out_has "--bench"'
+check "no arguments: usage, exit 2" eval 'run 2 && grep -q "usage" "$TMP/err"'
+usage_case() {
+    run 2 "$@" && one_error_line
+}
+check "unknown option: exit 2" eval 'usage_case --frobnicate && err_has "--frobnicate"'
+check "stray argument: exit 2" usage_case --steps 3 extra
+check "missing value: exit 2" eval 'usage_case --dump && err_has "--dump needs a value"'
+check "--steps abc: exit 2" eval 'usage_case --steps abc && err_has "--steps"'
+check "--steps 0: exit 2" usage_case --steps 0
+check "--bench -1: exit 2" usage_case --bench -1
+check "--seed -1: exit 2" eval 'usage_case --seed -1 --steps 1 && err_has "--seed"'
+check "--lr nan: exit 2" usage_case --steps 1 --lr nan
+check "two actions: exit 2" usage_case --steps 3 --bench 3
+check "--lr without --steps: exit 2" usage_case --dump "$TMP/x" --lr 0.1
+check "--seed with --load: exit 2" usage_case --seed 1 --load "$TMP" --steps 1
+check "--load alone is no action: exit 2" usage_case --load "$TMP"
+check "--steps=3 form accepted" run 0 --steps=3
+
+# ---- --dump ------------------------------------------------------------------------
+D1=$TMP/d1/nested
+check "--seed 3 --dump creates nested DIR" run 0 --seed 3 --dump "$D1"
+
+check "--dump writes exactly the expected files" eval '
+    [ "$(cd "$D1" && ls | sort | tr "\n" " ")" = \
+      "grad.fc%2FW.npy input.x.npy loss.npy param.fc%2FW.npy param.loss_scale.npy " ]'
+
+check "--dump shapes and dtypes" "$PY" - "$D1" <<'EOF'
+import sys, numpy as np
+d = sys.argv[1]
+want = {"input.x.npy": (4, 3), "param.fc%2FW.npy": (3, 2),
+        "param.loss_scale.npy": (), "loss.npy": (), "grad.fc%2FW.npy": (3, 2)}
+for f, shape in want.items():
+    a = np.load(d + "/" + f)
+    assert a.dtype == np.float32, (f, a.dtype)
+    assert a.shape == shape, (f, a.shape, shape)
+    assert np.all(np.isfinite(a)), f
+x = np.load(d + "/input.x.npy")
+assert x.min() >= -1 and x.max() < 1 and x.std() > 0.1, x
+assert np.load(d + "/param.loss_scale.npy") == 1.0
+EOF
+
+check "dumped loss and grad match numpy" "$PY" - "$D1" <<'EOF'
+import sys, numpy as np
+d = sys.argv[1]
+x = np.load(d + "/input.x.npy").astype(np.float64)
+w = np.load(d + "/param.fc%2FW.npy").astype(np.float64)
+s = float(np.load(d + "/param.loss_scale.npy"))
+y = x @ w
+loss = s * np.mean(y ** 2)
+grad = s * 2 * x.T @ y / y.size
+got_loss = float(np.load(d + "/loss.npy"))
+got_grad = np.load(d + "/grad.fc%2FW.npy").astype(np.float64)
+assert abs(got_loss - loss) <= 1e-5 * abs(loss), (got_loss, loss)
+err = np.max(np.abs(got_grad - grad)) / np.max(np.abs(grad))
+assert err <= 1e-5, (err, got_grad, grad)
+EOF
+
+D1b=$TMP/d1b
+run 0 --seed 3 --dump "$D1b" || true
+check "same seed: identical dump" eval '
+    for f in "$D1"/*; do cmp -s "$f" "$D1b/$(basename "$f")" || exit 1; done'
+D1c=$TMP/d1c
+run 0 --dump "$D1c" || true
+check "default seed 0 differs from seed 3" eval '
+    ! cmp -s "$D1/param.fc%2FW.npy" "$D1c/param.fc%2FW.npy" &&
+    ! cmp -s "$D1/input.x.npy" "$D1c/input.x.npy"'
+check "--dump onto a regular file: exit 1" eval '
+    touch "$TMP/afile" && run 1 --dump "$TMP/afile" && one_error_line'
+
+# ---- --load --------------------------------------------------------------------------
+D2=$TMP/d2
+check "--load DIR --dump DIR2" run 0 --load "$D1" --dump "$D2"
+check "--load reproduces loss, grads, params, inputs bitwise" eval '
+    for f in loss.npy grad.fc%2FW.npy param.fc%2FW.npy param.loss_scale.npy input.x.npy; do
+        cmp "$D1/$f" "$D2/$f" || exit 1
+    done'
+
+D3=$TMP/d3
+cp -r "$D1" "$D3"
+"$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], np.zeros((2, 3), np.float32))' \
+    "$D3/param.fc%2FW.npy"
+check "--load wrong shape: exit 1 naming the file" eval '
+    run 1 --load "$D3" --steps 1 && one_error_line && err_has "param.fc%2FW.npy"'
+"$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], np.zeros((3, 2), np.float64))' \
+    "$D3/param.fc%2FW.npy"
+check "--load float64 file: exit 1 naming the file" eval '
+    run 1 --load "$D3" --dump "$TMP/d3out" && one_error_line && err_has "param.fc%2FW.npy"'
+rm "$D3/param.fc%2FW.npy"
+check "--load missing file: exit 1 naming the file" eval '
+    run 1 --load "$D3" --steps 1 && one_error_line && err_has "param.fc%2FW.npy"'
+
+# ---- NaN / Inf detection ----------------------------------------------------------------
+D4=$TMP/d4
+cp -r "$D1" "$D4"
+"$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], np.float32("nan"))' \
+    "$D4/param.loss_scale.npy"
+check "NaN loss in --steps: exit 1" eval '
+    run 1 --load "$D4" --steps 5 && one_error_line && err_has "step 1: loss is nan"'
+check "NaN loss in --dump: exit 1" eval '
+    run 1 --load "$D4" --dump "$TMP/d4out" && err_has "step 1: loss is nan"'
+D5=$TMP/d5
+cp -r "$D1" "$D5"
+# finite loss (y[0,0] = 6) but x^T y overflows float32 in the gradient
+"$PY" - "$D5" <<'EOF'
+import sys, numpy as np
+d = sys.argv[1]
+x = np.zeros((4, 3), np.float32); x[0, 0] = 3e38
+w = np.zeros((3, 2), np.float32); w[0, 0] = 2e-38
+np.save(d + "/input.x.npy", x)
+np.save(d + "/param.fc%2FW.npy", w)
+EOF
+check "Inf gradient in --dump: exit 1 naming grad and element" eval '
+    run 1 --load "$D5" --dump "$TMP/d5out" && one_error_line &&
+    err_has "grad.fc/W contains inf at element 0"'
+
+# ---- --steps -------------------------------------------------------------------------------
+check "--seed 3 --steps 20: decreasing losses at steps 1,2,4,...,20" eval '
+    run 0 --seed 3 --steps 20 && "$PY" - "$TMP/out" "$D1/loss.npy"' <<'EOF'
+import re, sys, numpy as np
+lines = open(sys.argv[1]).read().splitlines()
+steps, losses = [], []
+for l in lines:
+    m = re.fullmatch(r"step (\d+) loss (-?\d+\.\d{6})", l)
+    assert m, l
+    steps.append(int(m.group(1))); losses.append(float(m.group(2)))
+assert steps == [1] + list(range(2, 21, 2)), steps
+assert all(a > b for a, b in zip(losses, losses[1:])), losses
+# step 1 is the loss of the seeded data, as --dump wrote it
+assert lines[0] == "step 1 loss %.6f" % float(np.load(sys.argv[2])), lines[0]
+EOF
+check "--steps 25 --lr 0.1: steps 1,2,4,...,24,25" eval '
+    run 0 --steps 25 --lr 0.1 &&
+    [ "$(cut -d" " -f2 "$TMP/out" | tr "\n" " ")" = "1 2 4 6 8 10 12 14 16 18 20 22 24 25 " ]'
+check "--steps 1: one line" eval '
+    run 0 --steps 1 && [ "$(wc -l <"$TMP/out")" -eq 1 ] && out_has "step 1 loss "'
+check "--load DIR --steps: same first loss as the seed" eval '
+    run 0 --seed 3 --steps 3 && cp "$TMP/out" "$TMP/out_seed" &&
+    run 0 --load "$D1" --steps 3 && cmp -s "$TMP/out" "$TMP/out_seed"'
+
+# ---- --bench -------------------------------------------------------------------------------
+check "--bench 5: median_ms and min_ms" eval '
+    run 0 --bench 5 && "$PY" - "$TMP/out"' <<'EOF'
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 2, lines
+m1 = re.fullmatch(r"median_ms (\d+\.\d{4})", lines[0]); assert m1, lines
+m2 = re.fullmatch(r"min_ms (\d+\.\d{4})", lines[1]); assert m2, lines
+assert float(m2.group(1)) <= float(m1.group(1)), lines
+EOF
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

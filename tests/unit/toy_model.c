@@ -1,0 +1,114 @@
+/*
+ * toy_model.c: a hand-written stand-in for a generated model, to test
+ * runtime/trainer.c before the compiler exists.
+ *
+ *   input  x          (4 x 3)
+ *   param  fc/W       (3 x 2), trainable, init uniform [-1, 1) (stream 0)
+ *   param  loss_scale scalar,  not trainable, init 1
+ *   output y = x W    (4 x 2)
+ *   loss   = loss_scale * mean(y^2)
+ *
+ * The parameter table lists loss_scale first (offset 0) so that fc/W sits at
+ * a nonzero offset, and fc/W's '/' exercises the %2F file-name escape.
+ */
+#include "remat_rt.h"
+
+#define M 4
+#define K 3
+#define N 2
+
+#define OFF_SCALE 0
+#define OFF_W 1
+
+static const rt_tensor_info toy_params[] = {
+    {"loss_scale", OFF_SCALE, 1, 0, {0}, 0},
+    {"fc/W", OFF_W, K * N, 2, {K, N}, 1},
+};
+static const rt_tensor_info toy_inputs[] = {
+    {"x", 0, M * K, 2, {M, K}, 0},
+};
+static const rt_tensor_info toy_outputs[] = {
+    {"y", 0, M * N, 2, {M, N}, 0},
+};
+
+static void toy_init(float *params, uint64_t seed)
+{
+    params[OFF_SCALE] = 1.0f;
+    rt_init_uniform(params + OFF_W, K * N, -1.0f, 1.0f, seed, 0);
+}
+
+/* y = x W into the arena; returns the loss */
+static float toy_fwd(const float *params, const float *inputs, float *y)
+{
+    const float *w = params + OFF_W;
+    const float *x = inputs;
+    float sum = 0.0f;
+    int i, j, k;
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (k = 0; k < K; k++)
+                acc += x[i * K + k] * w[k * N + j];
+            y[i * N + j] = acc;
+            sum += acc * acc;
+        }
+    return params[OFF_SCALE] * sum / (float)(M * N);
+}
+
+static float toy_forward(const float *params, const float *inputs,
+                         float *outputs, void *arena)
+{
+    float *y = arena;
+    float loss = toy_fwd(params, inputs, y);
+    int i;
+    if (outputs)
+        for (i = 0; i < M * N; i++)
+            outputs[i] = y[i];
+    return loss;
+}
+
+static float toy_train_step(const float *params, const float *inputs,
+                            float *outputs, float *grads, void *arena)
+{
+    float *y = arena;
+    const float *x = inputs;
+    float loss = toy_forward(params, inputs, outputs, arena);
+    float c = 2.0f * params[OFF_SCALE] / (float)(M * N);
+    float *dw = grads + OFF_W;
+    int i, j, k;
+    grads[OFF_SCALE] = 0.0f;
+    /* dW = c * x^T y */
+    for (k = 0; k < K; k++)
+        for (j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (i = 0; i < M; i++)
+                acc += x[i * K + k] * y[i * N + j];
+            dw[k * N + j] = c * acc;
+        }
+    return loss;
+}
+
+static void toy_sgd(float *params, const float *grads, float lr)
+{
+    int i;
+    for (i = 0; i < K * N; i++)
+        params[OFF_W + i] -= lr * grads[OFF_W + i];
+}
+
+const rt_model toy_model = {
+    "toy",
+    "hand-written",
+    M * N * sizeof(float),
+    1 + K * N,
+    M * K,
+    M * N,
+    2, 1, 1,
+    toy_params, toy_inputs, toy_outputs,
+    toy_init,
+    toy_forward,
+    toy_train_step,
+    toy_sgd,
+};
+
+/* the shim that a generated build links beside trainer.c */
+const rt_model *const rt_trainer_model = &toy_model;
