@@ -1,0 +1,66 @@
+# remat: `make` builds the compiler; `make demo` and `make test` are the
+# README's two commands and install what is missing first (scripts/deps.sh).
+CC = cc
+XML_CFLAGS = $(shell pkg-config --cflags libxml-2.0)
+XML_LIBS = $(shell pkg-config --libs libxml-2.0)
+CHECK_LIBS = $(shell pkg-config --libs check)
+WARN = -Wall -Wextra -pedantic -Wswitch-enum -Werror
+CFLAGS = -std=c11 -O2 -g $(WARN) $(XML_CFLAGS) -DREMAT_SOURCE_DIR='"$(CURDIR)"'
+RT_CFLAGS = -std=c99 -O2 -g $(WARN)
+
+SRCS = $(wildcard compiler/*.c)
+OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/obj/remat_rt_host.o
+LIB_OBJS = $(filter-out build/obj/main.o,$(OBJS))
+UNIT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_*.c))
+GRAPHS = $(wildcard graphs/*.xml)
+GEN_POLICIES = none full sac
+
+all: build/remat
+
+build/obj/%.o: compiler/%.c compiler/remat.h runtime/remat_rt.h
+	@mkdir -p build/obj
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# The compiler reads init="file" .npy files with the runtime's reader.
+build/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
+	@mkdir -p build/obj
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -c $< -o $@
+
+build/remat: $(OBJS)
+	$(CC) $(OBJS) $(XML_LIBS) -lm -o $@
+
+# Unit tests: test_kernels links the runtime alone, the others the compiler.
+build/test_kernels: tests/unit/test_kernels.c runtime/remat_rt.c runtime/remat_rt.h
+	$(CC) $(RT_CFLAGS) -Iruntime tests/unit/test_kernels.c runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
+build/test_kernels_noblas: tests/unit/test_kernels.c runtime/remat_rt.c runtime/remat_rt.h
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime tests/unit/test_kernels.c runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
+build/test_%: tests/unit/test_%.c tests/unit/testutil.h $(LIB_OBJS)
+	$(CC) $(CFLAGS) -Icompiler $< $(LIB_OBJS) $(XML_LIBS) $(CHECK_LIBS) -lm -o $@
+
+deps:
+	@scripts/deps.sh
+
+# generated/: the shipped graphs under the policies a reader compares.
+generated: build/remat
+	@for g in $(GRAPHS); do for p in $(GEN_POLICIES); do \
+	  n=$$(basename $$g .xml); \
+	  echo "remat compile $$g --policy $$p -o generated/$${n}_$$p.c"; \
+	  build/remat compile $$g --policy $$p -o generated/$${n}_$$p.c || exit 1; \
+	done; done
+
+unit: $(UNIT_TESTS) build/test_kernels_noblas
+	@for t in $(UNIT_TESTS) build/test_kernels_noblas; do $$t || exit 1; done
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory unit
+	@scripts/test.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh
+
+clean:
+	rm -rf build
+
+.PHONY: all deps generated unit test demo clean

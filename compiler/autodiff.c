@@ -1,0 +1,66 @@
+/*
+ * autodiff.c: reverse mode over the graph.
+ *
+ * Two sweeps decide where gradients flow. Forward, in topological order: a
+ * tensor requires a gradient when it is a trainable parameter or a node
+ * output with an input that requires one (graph inputs never do). Backward,
+ * in reverse order from the loss: a tensor has a gradient when it requires
+ * one and the loss depends on it through nodes whose outputs have gradients.
+ *
+ * A node's backward then runs when one of its outputs has a gradient, and
+ * computes the gradient of exactly the inputs that require one. What it
+ * reads comes from the op table's needs masks, restricted to those inputs:
+ * the remat pass keeps nothing a backward does not read. Where a tensor fans
+ * out, each consumer's backward adds into its gradient (the runtime's
+ * backward kernels accumulate), so the sum needs no extra node.
+ */
+#include "remat.h"
+
+int autodiff(Ctx *c, Graph *g)
+{
+    (void)c;
+    for (int t = 0; t < g->ntensors; t++)
+        g->tensors[t].requires_grad =
+            g->tensors[t].kind == T_PARAM && g->tensors[t].trainable;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        int any = 0;
+        for (int i = 0; i < n->nin; i++)
+            any |= g->tensors[n->in[i]].requires_grad;
+        for (int o = 0; o < n->nout; o++)
+            g->tensors[n->out[o]].requires_grad = any;
+    }
+    Tensor *loss = &g->tensors[g->loss];
+    loss->has_grad = loss->requires_grad;
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const Node *n = &g->nodes[g->order[k]];
+        if (!node_has_backward(g, n))
+            continue;
+        for (int i = 0; i < n->nin; i++)
+            if (g->tensors[n->in[i]].requires_grad)
+                g->tensors[n->in[i]].has_grad = 1;
+    }
+    return 0;
+}
+
+int node_has_backward(const Graph *g, const Node *n)
+{
+    for (int o = 0; o < n->nout; o++)
+        if (g->tensors[n->out[o]].has_grad)
+            return 1;
+    return 0;
+}
+
+void node_grad_inputs(const Graph *g, const Node *n, int *want)
+{
+    int run = node_has_backward(g, n);
+    for (int i = 0; i < MAX_IO; i++)
+        want[i] = run && i < n->nin && g->tensors[n->in[i]].requires_grad;
+}
+
+unsigned node_backward_reads(const Graph *g, const Node *n)
+{
+    int want[MAX_IO];
+    node_grad_inputs(g, n, want);
+    return op_backward_needs(n, want);
+}

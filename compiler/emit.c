@@ -1,0 +1,557 @@
+/*
+ * emit.c: NAME.c and NAME.h from the schedules and the arena plan.
+ *
+ * The .c file is, in order: a comment block that summarises the plan; the
+ * static data the kernels read (broadcast maps, initializer values from
+ * files); the parameter, input and output tables; NAME_init; NAME_forward
+ * (the forward schedule); NAME_train_step (the train schedule); NAME_sgd; and
+ * the rt_model descriptor. Every function body is straight-line: one
+ * statement per schedule entry, each under a comment naming the node, its
+ * op, its output's shape and whether it is a recompute.
+ *
+ * C names come from the parser's mangled names with a prefix for what the
+ * pointer holds: v_ a forward value (inputs, parameters, activations), r_ a
+ * recomputed value, d_ a gradient, map_ a node's broadcast map. Arena
+ * pointers are declared where their value is defined, at the offset plan.c
+ * gave it.
+ *
+ * Output depends only on the input graph and policy: no time, path or
+ * version, floats printed with 9 significant digits (they read back to the
+ * same float), everything in schedule or file order.
+ */
+#include "remat.h"
+
+#include <ctype.h>
+#include <string.h>
+
+void emit(Emit *e, const char *fmt, ...)
+{
+    for (int i = 0; *fmt && i < e->indent; i++)
+        buf_printf(e->out, "    ");
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(e->out, fmt, ap);
+    va_end(ap);
+    buf_printf(e->out, "\n");
+}
+
+static const char *upper(Ctx *c, const char *s)
+{
+    char *u = ctx_strdup(c, s);
+    for (char *p = u; *p; p++)
+        *p = (char)toupper((unsigned char)*p);
+    return u;
+}
+
+/* ---- broadcast maps ------------------------------------------------------------ */
+
+static void contiguous_strides(const Tensor *t, long *st)
+{
+    long s = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= t->dims[i];
+    }
+}
+
+static int same_shape(const Tensor *a, const Tensor *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return 0;
+    return 1;
+}
+
+static void emit_map(Emit *e, const Node *n, int rank, const long *dims,
+                     const long *sa, const long *sb)
+{
+    Buf b;
+    buf_init(&b, e->ctx);
+    const long *rows[3] = {dims, sa, sb};
+    for (int r = 0; r < 3; r++) {
+        buf_printf(&b, ", {");
+        for (int i = 0; i < rank; i++)
+            buf_printf(&b, "%s%ld", i ? ", " : "", rows[r][i]);
+        buf_printf(&b, "}");
+    }
+    emit(e, "static const rt_bcast map_%s = {%d%s};", n->cname, rank, b.data);
+}
+
+/* Strides of `t` seen from an output of `rank` dims `dims`: right-aligned,
+ * 0 where t has extent 1 (or no dimension) and is broadcast. */
+static void broadcast_strides(const Tensor *t, int rank, const long *dims,
+                              long *st)
+{
+    long own[MAX_RANK];
+    contiguous_strides(t, own);
+    for (int i = 0; i < rank; i++) {
+        int j = i - (rank - t->rank);
+        st[i] = j >= 0 && t->dims[j] == dims[i] && dims[i] != 1 ? own[j] : 0;
+    }
+}
+
+const char *emit_bcast(Emit *e, const Node *n, const Tensor *y,
+                       const Tensor *a, const Tensor *b)
+{
+    long dims[MAX_RANK], sa[MAX_RANK], sb[MAX_RANK];
+    if (same_shape(a, y) && same_shape(b, y)) {
+        /* the common case: one flat loop */
+        dims[0] = y->numel;
+        sa[0] = sb[0] = 1;
+        emit_map(e, n, 1, dims, sa, sb);
+    } else {
+        memcpy(dims, y->dims, sizeof dims);
+        broadcast_strides(a, y->rank, y->dims, sa);
+        broadcast_strides(b, y->rank, y->dims, sb);
+        emit_map(e, n, y->rank, dims, sa, sb);
+    }
+    return n->cname;
+}
+
+const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
+                            const int *reduced)
+{
+    long sa[MAX_RANK], sb[MAX_RANK], s = 1;
+    contiguous_strides(x, sa);
+    for (int i = x->rank - 1; i >= 0; i--) {
+        sb[i] = reduced[i] ? 0 : s;
+        s *= reduced[i] ? 1 : x->dims[i];
+    }
+    emit_map(e, n, x->rank, x->dims, sa, sb);
+    return n->cname;
+}
+
+/* ---- names ------------------------------------------------------------------------ */
+
+static const char *value_name(Emit *e, const Schedule *s, int v)
+{
+    const Value *val = &s->values[v];
+    const char *pre = val->kind == V_FWD ? "v" : val->kind == V_RECOMP ? "r" : "d";
+    return ctx_printf(e->ctx, "%s_%s", pre, e->g->tensors[val->tensor].cname);
+}
+
+/* What a statement reads for tensor t: in the forward (or a recompute's
+ * inputs) the forward value; in the backward the value the plan keeps. */
+static const char *read_name(Emit *e, const Compiled *m, int t,
+                             int backward_phase)
+{
+    const Tensor *x = &e->g->tensors[t];
+    if (x->kind != T_ACT || !backward_phase)
+        return ctx_printf(e->ctx, "v_%s", x->cname);
+    int rec = m->remat->keep[t] == KEEP_RECOMPUTE;
+    return ctx_printf(e->ctx, "%s_%s", rec ? "r" : "v", x->cname);
+}
+
+static void declare(Emit *e, const Schedule *s, int v)
+{
+    emit(e, "float *%s = (float *)(a + %zu);", value_name(e, s, v),
+         s->values[v].offset);
+}
+
+/* ---- statements ---------------------------------------------------------------- */
+
+static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
+                              const Stmt *st)
+{
+    const Graph *g = e->g;
+    const Node *n = &g->nodes[st->node];
+    const char *out[MAX_IO], *in[MAX_IO];
+    const Tensor *y = &g->tensors[n->out[0]];
+    emit(e, "/* %s: %s -> %s [%s]%s */", n->name, op_table[n->op].name,
+         y->name, shape_str(e->ctx, y), st->recompute ? " recompute" : "");
+    for (int o = 0; o < n->nout; o++) {
+        int v = st->recompute ? s->rec[n->out[o]] : s->fwd[n->out[o]];
+        declare(e, s, v);
+        out[o] = value_name(e, s, v);
+    }
+    for (int i = 0; i < n->nin; i++)
+        in[i] = read_name(e, m, n->in[i], st->recompute);
+    op_table[n->op].emit_forward(e, n, out, in);
+}
+
+static const char *grad_name(Emit *e, int t)
+{
+    return ctx_printf(e->ctx, "d_%s", e->g->tensors[t].cname);
+}
+
+static void emit_backward_stmt(Emit *e, const Compiled *m, const Stmt *st)
+{
+    const Graph *g = e->g;
+    const Node *n = &g->nodes[st->node];
+    const char *din[MAX_IO] = {0}, *dout[MAX_IO] = {0};
+    const char *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
+    int want[MAX_IO];
+    node_grad_inputs(g, n, want);
+    unsigned reads = node_backward_reads(g, n);
+    emit(e, "/* %s: %s backward */", n->name, op_table[n->op].name);
+    for (int i = 0; i < n->nin; i++) {
+        din[i] = want[i] ? grad_name(e, n->in[i]) : NULL;
+        in[i] = reads & NEED_IN(i) ? read_name(e, m, n->in[i], 1) : NULL;
+    }
+    for (int o = 0; o < n->nout; o++) {
+        dout[o] = g->tensors[n->out[o]].has_grad ? grad_name(e, n->out[o])
+                                                 : NULL;
+        out[o] = reads & NEED_OUT(o) ? read_name(e, m, n->out[o], 1) : NULL;
+    }
+    op_table[n->op].emit_backward(e, n, din, dout, in, out);
+}
+
+/* Offsets of outputs in the caller's output buffer, in output order. */
+static size_t output_offset(const Graph *g, int t)
+{
+    size_t off = 0;
+    for (int i = 0; i < g->noutputs && g->outputs[i] != t; i++)
+        off += (size_t)g->tensors[g->outputs[i]].numel;
+    return off;
+}
+
+static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
+                      const Stmt *st)
+{
+    const Graph *g = e->g;
+    const Tensor *t = st->tensor >= 0 ? &g->tensors[st->tensor] : NULL;
+    switch (st->kind) {
+    case S_FORWARD:
+        emit_forward_stmt(e, m, s, st);
+        break;
+    case S_OUTPUT:
+        emit(e, "/* output %s [%s] */", t->name, shape_str(e->ctx, t));
+        emit(e, "if (outputs)");
+        emit(e, "    rt_copy(outputs + %zu, v_%s, %ld);",
+             output_offset(g, st->tensor), t->cname, t->numel);
+        if (t->is_loss)
+            emit(e, "loss = v_%s[0];", t->cname);
+        break;
+    case S_SEED:
+        emit(e, "/* backward: d(%s) = 1 */", t->name);
+        declare(e, s, s->grad[st->tensor]);
+        emit(e, "rt_fill(d_%s, %ld, 1.0f);", t->cname, t->numel);
+        break;
+    case S_ZERO:
+        emit(e, "/* d(%s) sums over its readers */", t->name);
+        declare(e, s, s->grad[st->tensor]);
+        emit(e, "rt_zero(d_%s, %ld);", t->cname, t->numel);
+        break;
+    case S_BACKWARD:
+        emit_backward_stmt(e, m, st);
+        break;
+    }
+}
+
+/* ---- functions ------------------------------------------------------------------- */
+
+static size_t param_offset(const Graph *g, int t)
+{
+    size_t off = 0;
+    for (int i = 0; i < t; i++)
+        if (g->tensors[i].kind == g->tensors[t].kind)
+            off += (size_t)g->tensors[i].numel;
+    return off;
+}
+
+static void emit_buffer_pointers(Emit *e, int train)
+{
+    const Graph *g = e->g;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind == T_ACT || x->nconsumers == 0)
+            continue;
+        emit(e, "const float *v_%s = %s + %zu;", x->cname,
+             x->kind == T_INPUT ? "inputs" : "params", param_offset(g, t));
+    }
+    for (int t = 0; train && t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind == T_PARAM && x->has_grad)
+            emit(e, "float *d_%s = grads + %zu;", x->cname, param_offset(g, t));
+    }
+}
+
+static void emit_body(Emit *e, const Compiled *m, const Schedule *s)
+{
+    for (int i = 0; i < s->nstmts; i++) {
+        emit(e, "");
+        emit_stmt(e, m, s, &s->stmts[i]);
+    }
+}
+
+static void emit_function(Emit *e, const Compiled *m, int train)
+{
+    const char *name = e->g->name;
+    const Schedule *s = train ? m->train : m->fwd;
+    if (train)
+        emit(e, "float %s_train_step(const float *params, const float *inputs, "
+             "float *outputs, float *grads, void *arena)", name);
+    else
+        emit(e, "float %s_forward(const float *params, const float *inputs, "
+             "float *outputs, void *arena)", name);
+    emit(e, "{");
+    e->indent++;
+    emit(e, "unsigned char *a = arena;");
+    emit(e, "float loss;");
+    emit_buffer_pointers(e, train);
+    if (train)
+        emit(e, "rt_zero(grads, %s_PARAM_FLOATS);", upper(e->ctx, name));
+    emit_body(e, m, s);
+    emit(e, "return loss;");
+    e->indent--;
+    emit(e, "}");
+    emit(e, "");
+}
+
+static void emit_init(Emit *e)
+{
+    const Graph *g = e->g;
+    emit(e, "void %s_init(float *params, uint64_t seed)", g->name);
+    emit(e, "{");
+    e->indent++;
+    emit(e, "(void)seed;");
+    int stream = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind != T_PARAM)
+            continue;
+        const char *p = ctx_printf(e->ctx, "params + %zu", param_offset(g, t));
+        const char *a = fmt_float(e->ctx, x->init_a);
+        const char *b = fmt_float(e->ctx, x->init_b);
+        emit(e, "/* %s [%s] */", x->name, shape_str(e->ctx, x));
+        switch (x->init) {
+        case INIT_ZEROS: emit(e, "rt_zero(%s, %ld);", p, x->numel); break;
+        case INIT_ONES: emit(e, "rt_fill(%s, %ld, 1.0f);", p, x->numel); break;
+        case INIT_CONSTANT: emit(e, "rt_fill(%s, %ld, %s);", p, x->numel, a); break;
+        case INIT_UNIFORM:
+            emit(e, "rt_init_uniform(%s, %ld, %s, %s, seed, %d);", p, x->numel,
+                 a, b, stream);
+            break;
+        case INIT_NORMAL:
+            emit(e, "rt_init_normal(%s, %ld, %s, %s, seed, %d);", p, x->numel,
+                 a, b, stream);
+            break;
+        case INIT_FILE:
+            emit(e, "rt_copy(%s, init_%s, %ld);", p, x->cname, x->numel);
+            break;
+        }
+        stream++;
+    }
+    e->indent--;
+    emit(e, "}");
+    emit(e, "");
+}
+
+static void emit_sgd(Emit *e)
+{
+    const Graph *g = e->g;
+    emit(e, "void %s_sgd(float *params, const float *grads, float lr)",
+         g->name);
+    emit(e, "{");
+    e->indent++;
+    int any = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind == T_PARAM && x->trainable) {
+            size_t off = param_offset(g, t);
+            emit(e, "rt_sgd(params + %zu, grads + %zu, %ld, lr); /* %s */",
+                 off, off, x->numel, x->name);
+            any = 1;
+        }
+    }
+    if (!any)
+        emit(e, "(void)params; (void)grads; (void)lr;");
+    e->indent--;
+    emit(e, "}");
+    emit(e, "");
+}
+
+/* ---- tables and data ------------------------------------------------------------ */
+
+static int count_kind(const Graph *g, TensorKind k, size_t *floats)
+{
+    int n = 0;
+    *floats = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].kind == k) {
+            n++;
+            *floats += (size_t)g->tensors[t].numel;
+        }
+    return n;
+}
+
+static void emit_info(Emit *e, const Tensor *x, size_t off)
+{
+    Buf b;
+    buf_init(&b, e->ctx);
+    for (int i = 0; i < x->rank; i++)
+        buf_printf(&b, "%s%ld", i ? ", " : "", x->dims[i]);
+    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d},", x->name, off, x->numel,
+         x->rank, x->rank ? b.data : "0", x->kind == T_PARAM && x->trainable);
+}
+
+static void emit_tables(Emit *e)
+{
+    const Graph *g = e->g;
+    static const char *const names[] = {"inputs", "params"};
+    static const TensorKind kinds[] = {T_INPUT, T_PARAM};
+    for (int k = 0; k < 2; k++) {
+        size_t floats;
+        int n = count_kind(g, kinds[k], &floats);
+        emit(e, "const rt_tensor_info %s_%s[%d] = {", g->name, names[k],
+             n ? n : 1);
+        for (int t = 0; t < g->ntensors; t++)
+            if (g->tensors[t].kind == kinds[k])
+                emit_info(e, &g->tensors[t], param_offset(g, t));
+        if (!n)
+            emit(e, "    {\"\", 0, 0, 0, {0}, 0},");
+        emit(e, "};");
+    }
+    emit(e, "const rt_tensor_info %s_outputs[%d] = {", g->name, g->noutputs);
+    for (int i = 0; i < g->noutputs; i++)
+        emit_info(e, &g->tensors[g->outputs[i]],
+                  output_offset(g, g->outputs[i]));
+    emit(e, "};");
+    emit(e, "");
+}
+
+static void emit_statics(Emit *e)
+{
+    const Graph *g = e->g;
+    int any = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        if (op_table[n->op].emit_static) {
+            op_table[n->op].emit_static(e, n);
+            any = 1;
+        }
+    }
+    if (any)
+        emit(e, "");
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind != T_PARAM || x->init != INIT_FILE)
+            continue;
+        emit(e, "/* %s, from %s */", x->name, x->path);
+        emit(e, "static const float init_%s[%ld] = {", x->cname, x->numel);
+        for (long i = 0; i < x->numel; i += 8) {
+            Buf b;
+            buf_init(&b, e->ctx);
+            for (long j = i; j < i + 8 && j < x->numel; j++)
+                buf_printf(&b, "%s,", fmt_float(e->ctx, x->data[j]));
+            emit(e, "    %s", b.data);
+        }
+        emit(e, "};");
+        emit(e, "");
+    }
+}
+
+static void emit_descriptor(Emit *e, const Compiled *m)
+{
+    const char *n = e->g->name, *u = upper(e->ctx, n);
+    emit(e, "const rt_model %s_model = {", n);
+    emit(e, "    \"%s\", \"%s\", %s_ARENA_BYTES,", n, m->policy->name, u);
+    emit(e, "    %s_PARAM_FLOATS, %s_INPUT_FLOATS, %s_OUTPUT_FLOATS,", u, u, u);
+    emit(e, "    %s_N_PARAMS, %s_N_INPUTS, %s_N_OUTPUTS,", u, u, u);
+    emit(e, "    %s_params, %s_inputs, %s_outputs,", n, n, n);
+    emit(e, "    %s_init, %s_forward, %s_train_step, %s_sgd,", n, n, n, n);
+    emit(e, "};");
+}
+
+/* ---- files ----------------------------------------------------------------------- */
+
+static void emit_summary(Emit *e, const Compiled *m)
+{
+    const Graph *g = e->g;
+    Summary s;
+    summarize(m, &s);
+    emit(e, " * policy:          %s", m->policy->name);
+    emit(e, " * saved bytes:     %.0f (activations kept for the backward)",
+         s.saved_bytes);
+    emit(e, " * arena bytes:     %.0f", s.arena_bytes);
+    emit(e, " * recompute:       %.0f FLOPs in %.0f node executions",
+         s.recompute_flops, s.recompute_execs);
+    emit(e, " * saved tensors:");
+    for (int t = 0; t < g->ntensors; t++)
+        if (m->remat->keep[t] == KEEP_SAVE)
+            emit(e, " *   %s [%s]", g->tensors[t].name,
+                 shape_str(e->ctx, &g->tensors[t]));
+    emit(e, " * recomputed tensors:");
+    for (int t = 0; t < g->ntensors; t++)
+        if (m->remat->keep[t] == KEEP_RECOMPUTE)
+            emit(e, " *   %s [%s]", g->tensors[t].name,
+                 shape_str(e->ctx, &g->tensors[t]));
+}
+
+static void emit_header(Emit *e, const Compiled *m, const char *guard)
+{
+    const Graph *g = e->g;
+    const char *n = g->name, *u = upper(e->ctx, n);
+    size_t pf, inf;
+    int np = count_kind(g, T_PARAM, &pf), ni = count_kind(g, T_INPUT, &inf);
+    size_t of = output_offset(g, -1);
+    size_t arena = m->train->arena_bytes > m->fwd->arena_bytes
+                       ? m->train->arena_bytes : m->fwd->arena_bytes;
+    emit(e, "/* Generated by remat from model '%s' under policy '%s'. */", n,
+         m->policy->name);
+    emit(e, "#ifndef %s", guard);
+    emit(e, "#define %s", guard);
+    emit(e, "");
+    emit(e, "#include \"remat_rt.h\"");
+    emit(e, "");
+    emit(e, "/* Bytes of the one arena forward and train_step work in. */");
+    emit(e, "#define %s_ARENA_BYTES %zu", u, arena);
+    emit(e, "/* Floats in the parameter buffer (and in the gradient buffer, "
+         "same layout). */");
+    emit(e, "#define %s_PARAM_FLOATS %zu", u, pf);
+    emit(e, "#define %s_INPUT_FLOATS %zu", u, inf);
+    emit(e, "#define %s_OUTPUT_FLOATS %zu", u, of);
+    emit(e, "#define %s_N_PARAMS %d", u, np);
+    emit(e, "#define %s_N_INPUTS %d", u, ni);
+    emit(e, "#define %s_N_OUTPUTS %d", u, g->noutputs);
+    emit(e, "");
+    emit(e, "/* Where each tensor lives in its buffer, and its shape. */");
+    emit(e, "extern const rt_tensor_info %s_params[];", n);
+    emit(e, "extern const rt_tensor_info %s_inputs[];", n);
+    emit(e, "extern const rt_tensor_info %s_outputs[];", n);
+    emit(e, "");
+    emit(e, "/* Fills params from the graph's initializers (seeded draws). */");
+    emit(e, "void %s_init(float *params, uint64_t seed);", n);
+    emit(e, "/* Forward only; returns the loss. outputs may be NULL. */");
+    emit(e, "float %s_forward(const float *params, const float *inputs, "
+         "float *outputs, void *arena);", n);
+    emit(e, "/* Forward, loss, backward: overwrites grads, returns the loss. */");
+    emit(e, "float %s_train_step(const float *params, const float *inputs, "
+         "float *outputs, float *grads, void *arena);", n);
+    emit(e, "/* params -= lr * grads, over the trainable parameters. */");
+    emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
+    emit(e, "");
+    emit(e, "extern const rt_model %s_model;", n);
+    emit(e, "");
+    emit(e, "#endif");
+}
+
+int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
+           Buf *hfile)
+{
+    Emit e = {cfile, c, m->g, 0};
+    const char *guard = ctx_printf(c, "%s", header_name);
+    char *gd = (char *)upper(c, guard);
+    for (char *p = gd; *p; p++)
+        if (!isalnum((unsigned char)*p))
+            *p = '_';
+    emit(&e, "/*");
+    emit(&e, " * Generated by remat from model '%s'. Do not edit.", m->g->name);
+    emit(&e, " *");
+    emit_summary(&e, m);
+    emit(&e, " */");
+    emit(&e, "#include \"%s\"", header_name);
+    emit(&e, "");
+    emit_statics(&e);
+    emit_tables(&e);
+    emit_init(&e);
+    emit_function(&e, m, 0);
+    emit_function(&e, m, 1);
+    emit_sgd(&e);
+    emit_descriptor(&e, m);
+    Emit h = {hfile, c, m->g, 0};
+    emit_header(&h, m, ctx_printf(c, "REMAT_%s", gd));
+    return 0;
+}

@@ -1,0 +1,226 @@
+/*
+ * main.c: the command line. It parses arguments, chains the stages through
+ * compile_graph, and is the only place that prints an error and exits:
+ * 0 done, 1 an error in the input (one message: file:line: what is wrong),
+ * 2 a usage error.
+ */
+#include "remat.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *usage_main =
+    "usage: remat COMMAND GRAPH.xml [options]\n"
+    "\n"
+    "Compiles a model graph (graph format v1) into C training code whose\n"
+    "backward recomputes or saves each activation as a policy says.\n"
+    "\n"
+    "commands:\n"
+    "  compile   write the generated trainer code: OUT.c and OUT.h\n"
+    "  schedule  print every forward tensor's decision and the plan's totals\n"
+    "  diff      compare the decisions and totals of two policies\n"
+    "  build     compile, then build a runnable trainer executable\n"
+    "\n"
+    "policies: none, full, sac, sac-aggressive, or a policy file FILE.xml\n"
+    "`remat COMMAND --help` describes each command.\n";
+
+static const char *usage_compile =
+    "usage: remat compile GRAPH.xml [--policy NAME|FILE.xml] -o OUT.c\n"
+    "\n"
+    "Writes OUT.c and OUT.h beside it: the model's init, forward, train step\n"
+    "(loss and gradients) and SGD functions, straight-line C calling the\n"
+    "runtime (runtime/remat_rt.c), with every buffer at a planned offset in\n"
+    "one arena of NAME_ARENA_BYTES. Files are replaced only when complete.\n"
+    "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n"
+    "  -o OUT.c     the C file to write; the header is OUT.h\n";
+
+static const char *usage_schedule =
+    "usage: remat schedule GRAPH.xml [--policy NAME|FILE.xml]\n"
+    "\n"
+    "Prints, for each forward tensor in topological order: its node, op,\n"
+    "shape, bytes, decision (SAVE, RECOMPUTE, or - when the backward never\n"
+    "reads it) and the rule that decided it; then `key: value` lines:\n"
+    "  saved_bytes           activations kept from forward to backward\n"
+    "                        (graph inputs and parameters excluded)\n"
+    "  arena_bytes           the planned arena (forward and train step)\n"
+    "  recompute_flops       FLOPs of the recomputes in one train step\n"
+    "  forward_executions    node executions in the forward\n"
+    "  recompute_executions  node executions recomputed in the backward\n"
+    "  saved_tensors, recomputed_tensors\n"
+    "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n";
+
+static const char *usage_diff =
+    "usage: remat diff GRAPH.xml --policy A --policy B\n"
+    "\n"
+    "Prints the tensors whose decision differs between policies A and B, with\n"
+    "the rule behind each side, then every summary figure as `key: A -> B\n"
+    "(change)`.\n";
+
+static const char *usage_build =
+    "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas] -o EXE\n"
+    "\n"
+    "Compiles the graph, then builds a trainer executable with $CC (else cc),\n"
+    "the runtime and OpenBLAS. Works from any directory. The trainer:\n"
+    "  EXE --seed N --dump DIR   one train step on seeded data; writes .npy\n"
+    "                            files of inputs, params, loss and grads\n"
+    "  EXE --load DIR ...        read input.* and param.* from DIR instead\n"
+    "  EXE --steps N [--lr F]    train with SGD, printing the loss\n"
+    "  EXE --bench N             median milliseconds of a train step\n"
+    "  --no-blas    build with the runtime's portable GEMM instead of OpenBLAS\n";
+
+typedef struct {
+    const char *cmd, *graph, *out;
+    const char *policy[2];
+    int npolicy, no_blas;
+} Args;
+
+static int usage_error(const char *usage, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "remat: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n%s", usage);
+    return 2;
+}
+
+static int parse_args(int argc, char **argv, const char *usage, Args *a)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *s = argv[i];
+        if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+            fputs(usage, stdout);
+            exit(0);
+        } else if (strcmp(s, "--policy") == 0 || strcmp(s, "-o") == 0) {
+            if (i + 1 >= argc)
+                return usage_error(usage, "%s needs a value", s);
+            if (s[1] == 'o')
+                a->out = argv[++i];
+            else if (a->npolicy == 2)
+                return usage_error(usage, "%s given more than twice", s);
+            else
+                a->policy[a->npolicy++] = argv[++i];
+        } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
+            a->no_blas = 1;
+        } else if (s[0] == '-' && s[1])
+            return usage_error(usage, "unknown option %s", s);
+        else if (a->graph)
+            return usage_error(usage, "more than one graph file (%s)", s);
+        else
+            a->graph = s;
+    }
+    if (!a->graph)
+        return usage_error(usage, "%s needs a graph file", a->cmd);
+    int want = strcmp(a->cmd, "diff") == 0 ? 2 : 1;
+    if (want == 2 && a->npolicy != 2)
+        return usage_error(usage, "%s needs --policy twice", a->cmd);
+    if (want == 1 && a->npolicy > 1)
+        return usage_error(usage, "%s takes one --policy", a->cmd);
+    if (a->npolicy == 0)
+        a->policy[0] = "none";
+    int needs_out = strcmp(a->cmd, "compile") == 0 || strcmp(a->cmd, "build") == 0;
+    if (needs_out && !a->out)
+        return usage_error(usage, "%s needs -o OUTPUT", a->cmd);
+    if (!needs_out && a->out)
+        return usage_error(usage, "%s prints to standard output; it takes no -o",
+                           a->cmd);
+    return 0;
+}
+
+static const char *basename_of(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static int cmd_compile(Ctx *c, const Args *a)
+{
+    size_t n = strlen(a->out);
+    if (n < 3 || strcmp(a->out + n - 2, ".c") != 0) {
+        fprintf(stderr, "remat: -o %s: the output must end in .c (the header "
+                "goes beside it as .h)\n", a->out);
+        return 2;
+    }
+    char *h = ctx_strdup(c, a->out);
+    h[n - 1] = 'h';
+    Compiled m;
+    Buf cf, hf;
+    buf_init(&cf, c);
+    buf_init(&hf, c);
+    if (compile_graph(c, a->graph, a->policy[0], &m) ||
+        emit_c(c, &m, basename_of(h), &cf, &hf) ||
+        buf_write_file(&hf, h) || buf_write_file(&cf, a->out))
+        return 1;
+    return 0;
+}
+
+static int cmd_schedule(Ctx *c, const Args *a)
+{
+    Compiled m;
+    Buf b;
+    buf_init(&b, c);
+    if (compile_graph(c, a->graph, a->policy[0], &m))
+        return 1;
+    report_schedule(&b, &m);
+    fwrite(b.data, 1, b.len, stdout);
+    return 0;
+}
+
+static int cmd_diff(Ctx *c, const Args *a)
+{
+    Compiled x, y;
+    Buf b;
+    buf_init(&b, c);
+    if (compile_graph(c, a->graph, a->policy[0], &x) ||
+        compile_graph(c, a->graph, a->policy[1], &y))
+        return 1;
+    report_diff(&b, &x, &y);
+    fwrite(b.data, 1, b.len, stdout);
+    return 0;
+}
+
+static int cmd_build(Ctx *c, const Args *a)
+{
+    Compiled m;
+    if (compile_graph(c, a->graph, a->policy[0], &m) ||
+        build_trainer(c, &m, a->out, a->no_blas))
+        return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name, **usage;
+        int (*run)(Ctx *, const Args *);
+    } cmds[] = {
+        {"compile", &usage_compile, cmd_compile},
+        {"schedule", &usage_schedule, cmd_schedule},
+        {"diff", &usage_diff, cmd_diff},
+        {"build", &usage_build, cmd_build},
+    };
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        if (strcmp(argv[1], cmds[i].name) != 0)
+            continue;
+        Args a = {.cmd = cmds[i].name};
+        int rc = parse_args(argc, argv, *cmds[i].usage, &a);
+        if (rc)
+            return rc;
+        Ctx c;
+        ctx_init(&c);
+        rc = cmds[i].run(&c, &a);
+        if (rc == 1)
+            fprintf(stderr, "%s\n", c.err);
+        ctx_free(&c);
+        return rc;
+    }
+    fprintf(stderr, "remat: unknown command '%s'\n\n%s", argv[1], usage_main);
+    return 2;
+}

@@ -1,0 +1,1032 @@
+/*
+ * parse.c: graph format v1 (shared/graph-format.md) from XML to the IR.
+ *
+ * parse_graph() returns 0 and a Graph whose tensors and nodes are all
+ * resolved: every node input and output is a tensor index, every attribute is
+ * typed by the op's schema (ONNX defaults filled in), every name is valid and
+ * unique in its kind, every tensor has exactly one definition (an input, an
+ * initializer, or one node's output), and inputs and initializers have their
+ * shapes. Node order is file order; shapes.c sorts and types the rest.
+ * On the first error it returns -1 with "file:line: element 'name': what is
+ * wrong" in ctx->err.
+ *
+ * Two walks over the tree: the first counts elements so that every array is
+ * allocated once at its size, the second fills them. Names resolve through a
+ * hash table, so a large graph parses in linear time.
+ */
+#include "remat.h"
+#include "../runtime/remat_rt.h"
+
+#include <errno.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a name -> index table --------------------------------------------------- */
+
+typedef struct {
+    const char **keys;
+    int *vals;
+    size_t cap;
+} Names;
+
+static void names_init(Ctx *c, Names *t, size_t n)
+{
+    t->cap = 16;
+    while (t->cap < 2 * n + 1)
+        t->cap *= 2;
+    t->keys = ctx_alloc(c, t->cap * sizeof *t->keys);
+    t->vals = ctx_alloc(c, t->cap * sizeof *t->vals);
+}
+
+static size_t names_slot(const Names *t, const char *key)
+{
+    uint64_t h = 1469598103934665603ull;         /* FNV-1a */
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    size_t i = (size_t)h & (t->cap - 1);
+    while (t->keys[i] && strcmp(t->keys[i], key) != 0)
+        i = (i + 1) & (t->cap - 1);
+    return i;
+}
+
+static int names_get(const Names *t, const char *key)
+{
+    size_t i = names_slot(t, key);
+    return t->keys[i] ? t->vals[i] : -1;
+}
+
+/* Returns the index already there, or -1 after adding key -> val. */
+static int names_add(Names *t, const char *key, int val)
+{
+    size_t i = names_slot(t, key);
+    if (t->keys[i])
+        return t->vals[i];
+    t->keys[i] = key;
+    t->vals[i] = val;
+    return -1;
+}
+
+/* ---- parser state ---------------------------------------------------------------- */
+
+typedef struct {
+    Ctx *c;
+    const char *file;
+    Graph *g;               /* what a graph file fills */
+    Policy *policy;         /* what a policy file fills */
+    const char *dir;        /* the XML's folder, for init="file" paths */
+    Names tensors, nodes, blocks, cnames_t, cnames_n;
+} Parser;
+
+#define ELEM_ERROR(P, X, ...)                                                   \
+    ctx_error((P)->c, (P)->file, (int)xmlGetLineNo(X), __VA_ARGS__)
+
+static const char *attr(Parser *p, xmlNode *x, const char *name)
+{
+    xmlChar *v = xmlGetProp(x, (const xmlChar *)name);
+    if (!v)
+        return NULL;
+    char *s = ctx_strdup(p->c, (const char *)v);
+    xmlFree(v);
+    return s;
+}
+
+static int is_elem(xmlNode *x) { return x->type == XML_ELEMENT_NODE; }
+static const char *ename(xmlNode *x) { return (const char *)x->name; }
+
+/* Rejects attributes outside `allowed` (NULL-terminated) and `extra`. */
+static int check_attrs(Parser *p, xmlNode *x, const char *const *allowed,
+                       const OpInfo *op)
+{
+    for (xmlAttr *a = x->properties; a; a = a->next) {
+        const char *n = (const char *)a->name;
+        int ok = op && attr_index(op, n) >= 0;
+        for (int i = 0; !ok && allowed[i]; i++)
+            ok = strcmp(allowed[i], n) == 0;
+        if (ok)
+            continue;
+        const char *nm = attr(p, x, "name");
+        Buf b;
+        buf_init(&b, p->c);
+        for (int i = 0; allowed[i]; i++)
+            buf_printf(&b, "%s%s", i ? ", " : "", allowed[i]);
+        for (int i = 0; op && op->attrs[i].name; i++)
+            buf_printf(&b, ", %s", op->attrs[i].name);
+        return ELEM_ERROR(p, x, "%s '%s': unknown attribute '%s'; %s takes %s",
+                          ename(x), nm ? nm : "?", n,
+                          op ? op->name : ename(x), b.data);
+    }
+    return 0;
+}
+
+static const char *need(Parser *p, xmlNode *x, const char *name)
+{
+    const char *v = attr(p, x, name);
+    if (!v) {
+        const char *nm = attr(p, x, "name");
+        if (nm)
+            ELEM_ERROR(p, x, "%s '%s': missing attribute '%s'", ename(x), nm,
+                       name);
+        else
+            ELEM_ERROR(p, x, "%s: missing attribute '%s'", ename(x), name);
+    }
+    return v;
+}
+
+static int valid_name(const char *s)
+{
+    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
+        return 0;
+    for (s++; *s; s++)
+        if (!(*s == '_' || *s == '.' || *s == ':' || *s == '/' || *s == '-' ||
+              (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+              (*s >= '0' && *s <= '9')))
+            return 0;
+    return 1;
+}
+
+static const char *name_of(Parser *p, xmlNode *x)
+{
+    const char *n = need(p, x, "name");
+    if (n && !valid_name(n)) {
+        ELEM_ERROR(p, x, "%s name '%s' is not valid; names match "
+                   "[A-Za-z_][A-Za-z0-9_.:/-]*", ename(x), n);
+        return NULL;
+    }
+    return n;
+}
+
+/* A C identifier part from a graph name: [.:/-] become '_', and a clash with
+ * a name already given gets _2, _3, ... in file order, so `a.b` and `a_b`
+ * stay distinct and the result depends only on the file. */
+static const char *mangle(Parser *p, Names *taken, const char *name)
+{
+    char *s = ctx_strdup(p->c, name);
+    for (char *q = s; *q; q++)
+        if (*q == '.' || *q == ':' || *q == '/' || *q == '-')
+            *q = '_';
+    const char *m = s;
+    for (int k = 2; names_get(taken, m) >= 0; k++)
+        m = ctx_printf(p->c, "%s_%d", s, k);
+    names_add(taken, m, 0);
+    return m;
+}
+
+/* ---- numbers and shapes ------------------------------------------------------------ */
+
+static int parse_long(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || fabs(v) > 3.4e38)
+        return -1;
+    *out = (float)v;
+    return 0;
+}
+
+/* Space-separated integers; returns the count, or -1 on garbage / too many. */
+static int parse_ints(const char *s, long *out, int max)
+{
+    int n = 0;
+    while (*s) {
+        while (*s == ' ' || *s == '\t' || *s == '\n')
+            s++;
+        if (!*s)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || n == max ||
+            (*end && *end != ' ' && *end != '\t' && *end != '\n'))
+            return -1;
+        out[n++] = v;
+        s = end;
+    }
+    return n;
+}
+
+static int parse_shape(Parser *p, xmlNode *x, const char *name, Tensor *t)
+{
+    const char *s = need(p, x, "shape");
+    if (!s)
+        return -1;
+    long dims[MAX_RANK + 1];
+    int rank = parse_ints(s, dims, MAX_RANK + 1);
+    if (rank < 0 || rank > MAX_RANK)
+        return ELEM_ERROR(p, x, "%s '%s': shape \"%s\" is not a list of at "
+                          "most %d positive integers", ename(x), name, s,
+                          MAX_RANK);
+    t->rank = rank;
+    t->numel = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] <= 0)
+            return ELEM_ERROR(p, x, "%s '%s': shape \"%s\" has dimension %ld; "
+                              "dimensions must be positive", ename(x), name,
+                              s, dims[i]);
+        if (dims[i] > MAX_NUMEL || t->numel > MAX_NUMEL / dims[i])
+            return ELEM_ERROR(p, x, "%s '%s': shape \"%s\" has more than %ld "
+                              "elements", ename(x), name, s, MAX_NUMEL);
+        t->dims[i] = dims[i];
+        t->numel *= dims[i];
+    }
+    return 0;
+}
+
+const char *shape_str(Ctx *c, const Tensor *t)
+{
+    if (t->rank == 0)
+        return "scalar";
+    Buf b;
+    buf_init(&b, c);
+    for (int i = 0; i < t->rank; i++)
+        buf_printf(&b, "%s%ld", i ? "x" : "", t->dims[i]);
+    return b.data;
+}
+
+/* ---- tensors ------------------------------------------------------------------------- */
+
+static Tensor *new_tensor(Parser *p, xmlNode *x, const char *name,
+                          TensorKind kind)
+{
+    Graph *g = p->g;
+    int prev = names_add(&p->tensors, name, g->ntensors);
+    if (prev >= 0) {
+        const Tensor *o = &g->tensors[prev];
+        const char *what = o->kind == T_INPUT ? "a graph input"
+                           : o->kind == T_PARAM ? "an initializer"
+                           : "the output of another node";
+        ELEM_ERROR(p, x, "%s '%s': tensor '%s' is already defined at line %d "
+                   "as %s; every tensor has exactly one definition", ename(x),
+                   attr(p, x, "name"), name, o->line, what);
+        return NULL;
+    }
+    Tensor *t = &g->tensors[g->ntensors++];
+    t->name = name;
+    t->cname = mangle(p, &p->cnames_t, name);
+    t->kind = kind;
+    t->line = (int)xmlGetLineNo(x);
+    t->producer = -1;
+    return t;
+}
+
+static int parse_input(Parser *p, xmlNode *x)
+{
+    static const char *const ok[] = {"name", "shape", "dtype", NULL};
+    if (check_attrs(p, x, ok, NULL))
+        return -1;
+    const char *name = name_of(p, x);
+    if (!name)
+        return -1;
+    const char *dtype = attr(p, x, "dtype");
+    if (dtype && strcmp(dtype, "float32") != 0)
+        return ELEM_ERROR(p, x, "input '%s': dtype '%s' is not supported; "
+                          "this version takes float32", name, dtype);
+    Tensor *t = new_tensor(p, x, name, T_INPUT);
+    return t ? parse_shape(p, x, name, t) : -1;
+}
+
+static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
+{
+    const char *path = t->path[0] == '/' ? t->path
+                       : ctx_printf(p->c, "%s/%s", p->dir, t->path);
+    int dims[MAX_RANK];
+    for (int i = 0; i < t->rank; i++)
+        dims[i] = (int)t->dims[i];
+    char why[256] = "";
+    t->data = ctx_alloc(p->c, (size_t)t->numel * sizeof(float));
+    if (rt_npy_read(path, t->data, t->rank, dims, why, sizeof why) != 0)
+        return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",
+                          t->name, path, why);
+    return 0;
+}
+
+typedef struct {
+    const char *name;
+    InitKind kind;
+    const char *a, *b;      /* parameter names */
+    float da, db;           /* their defaults (NAN: required) */
+} InitSpec;
+
+static const InitSpec init_specs[] = {
+    {"zeros", INIT_ZEROS, NULL, NULL, 0, 0},
+    {"ones", INIT_ONES, NULL, NULL, 0, 0},
+    {"constant", INIT_CONSTANT, "value", NULL, NAN, 0},
+    {"uniform", INIT_UNIFORM, "low", "high", 0, 1},
+    {"normal", INIT_NORMAL, "mean", "std", 0, 1},
+    {"file", INIT_FILE, "path", NULL, 0, 0},
+};
+
+static int init_param(Parser *p, xmlNode *x, Tensor *t, const char *pname,
+                      float dflt, float *out)
+{
+    const char *v = attr(p, x, pname);
+    if (!v && isnan(dflt))
+        return ELEM_ERROR(p, x, "initializer '%s': missing attribute '%s'",
+                          t->name, pname);
+    if (v && parse_float(v, out))
+        return ELEM_ERROR(p, x, "initializer '%s': %s=\"%s\" is not a finite "
+                          "number", t->name, pname, v);
+    if (!v)
+        *out = dflt;
+    return 0;
+}
+
+static int parse_init(Parser *p, xmlNode *x, Tensor *t)
+{
+    const char *init = need(p, x, "init");
+    if (!init)
+        return -1;
+    const InitSpec *s = NULL;
+    for (size_t i = 0; i < sizeof init_specs / sizeof *init_specs; i++)
+        if (strcmp(init_specs[i].name, init) == 0)
+            s = &init_specs[i];
+    if (!s)
+        return ELEM_ERROR(p, x, "initializer '%s': unknown init \"%s\"; use "
+                          "zeros, ones, constant, uniform, normal or file",
+                          t->name, init);
+    const char *ok[] = {"name", "shape", "init", "trainable", s->a, s->b, NULL};
+    if (check_attrs(p, x, ok, NULL))
+        return -1;
+    t->init = s->kind;
+    if (s->kind == INIT_FILE) {
+        t->path = need(p, x, "path");
+        return t->path ? read_init_file(p, x, t) : -1;
+    }
+    if (s->a && init_param(p, x, t, s->a, s->da, &t->init_a))
+        return -1;
+    if (s->b && init_param(p, x, t, s->b, s->db, &t->init_b))
+        return -1;
+    if (s->kind == INIT_UNIFORM && !(t->init_a <= t->init_b))
+        return ELEM_ERROR(p, x, "initializer '%s': uniform needs low <= high, "
+                          "got low=%g high=%g", t->name, t->init_a, t->init_b);
+    if (s->kind == INIT_NORMAL && !(t->init_b >= 0))
+        return ELEM_ERROR(p, x, "initializer '%s': normal needs std >= 0, "
+                          "got %g", t->name, t->init_b);
+    return 0;
+}
+
+static int parse_bool(Parser *p, xmlNode *x, const char *name, int dflt,
+                      int *out)
+{
+    const char *v = attr(p, x, name);
+    *out = dflt;
+    if (!v)
+        return 0;
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+        *out = 1;
+    else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+        *out = 0;
+    else
+        return ELEM_ERROR(p, x, "%s '%s': %s=\"%s\" must be true or false",
+                          ename(x), attr(p, x, "name"), name, v);
+    return 0;
+}
+
+static int parse_initializer(Parser *p, xmlNode *x)
+{
+    const char *name = name_of(p, x);
+    if (!name)
+        return -1;
+    Tensor *t = new_tensor(p, x, name, T_PARAM);
+    if (!t || parse_shape(p, x, name, t) ||
+        parse_bool(p, x, "trainable", 1, &t->trainable))
+        return -1;
+    return parse_init(p, x, t);
+}
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+static int parse_attr_value(Parser *p, xmlNode *x, const char *node,
+                            const AttrSpec *s, const char *v, Attr *a)
+{
+    const char *what = NULL;
+    a->set = 1;
+    switch (s->type) {
+    case ATTR_INT:
+        if (parse_long(v, &a->i))
+            what = "an integer";
+        break;
+    case ATTR_FLOAT:
+        if (parse_float(v, &a->f))
+            what = "a finite number";
+        break;
+    case ATTR_INTS:
+        a->nints = parse_ints(v, a->ints, MAX_INTS);
+        if (a->nints < 0)
+            what = "a list of at most 8 integers";
+        break;
+    case ATTR_STRING:
+        a->s = v;
+        for (int i = 0; s->choices && s->choices[i]; i++)
+            if (strcmp(s->choices[i], v) == 0)
+                return 0;
+        if (s->choices) {
+            Buf b;
+            buf_init(&b, p->c);
+            for (int i = 0; s->choices[i]; i++)
+                buf_printf(&b, "%s\"%s\"", i ? " or " : "", s->choices[i]);
+            what = b.data;
+        }
+        break;
+    }
+    if (what)
+        return ELEM_ERROR(p, x, "node '%s': attribute %s=\"%s\" must be %s",
+                          node, s->name, v, what);
+    return 0;
+}
+
+static int parse_op_attrs(Parser *p, xmlNode *x, Node *n)
+{
+    const OpInfo *op = &op_table[n->op];
+    for (int i = 0; op->attrs[i].name; i++) {
+        const AttrSpec *s = &op->attrs[i];
+        Attr *a = &n->attrs[i];
+        a->i = s->i;
+        a->f = s->f;
+        a->s = s->s;
+        const char *v = attr(p, x, s->name);
+        if (v && parse_attr_value(p, x, n->name, s, v, a))
+            return -1;
+    }
+    if (n->op == OP_GEMM)
+        for (int i = 0; i < 2; i++) {
+            const char *t = i ? "transB" : "transA";
+            long v = node_int(n, t);
+            if (v != 0 && v != 1)
+                return ELEM_ERROR(p, x, "node '%s': %s=\"%ld\" must be 0 or 1",
+                                  n->name, t, v);
+        }
+    return 0;
+}
+
+static const char *const remat_names[] = {
+    [MUST_SAVE] = "must_save", [PREFER_SAVE] = "prefer_save",
+    [MUST_RECOMPUTE] = "must_recompute", [PREFER_RECOMPUTE] = "prefer_recompute",
+};
+
+const char *decision_name(Decision d)
+{
+    return d == REMAT_UNSET ? "unset" : remat_names[d];
+}
+
+static int parse_remat(Parser *p, xmlNode *x, Node *n)
+{
+    n->remat = REMAT_UNSET;
+    const char *v = attr(p, x, "remat");
+    if (!v)
+        return 0;
+    for (int d = 0; d < 4; d++)
+        if (strcmp(v, remat_names[d]) == 0)
+            n->remat = (Decision)d;
+    if (n->remat == REMAT_UNSET)
+        return ELEM_ERROR(p, x, "node '%s': remat=\"%s\" must be must_save, "
+                          "prefer_save, must_recompute or prefer_recompute",
+                          n->name, v);
+    return 0;
+}
+
+/* Splits a space-separated list of names into at most MAX_IO parts. */
+static int split_names(Parser *p, const char *s, const char **out, int max)
+{
+    char *copy = ctx_strdup(p->c, s);
+    int n = 0;
+    for (char *tok = strtok(copy, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
+        if (n == max)
+            return max + 1;
+        out[n++] = tok;
+    }
+    return n;
+}
+
+static int parse_node_io(Parser *p, xmlNode *x, Node *n, const char *which,
+                         const char **names, int *count)
+{
+    const OpInfo *op = &op_table[n->op];
+    const char *s = need(p, x, which);
+    if (!s)
+        return -1;
+    int in = which[0] == 'i';
+    int lo = in ? op->min_in : op->nout, hi = in ? op->max_in : op->nout;
+    *count = split_names(p, s, names, MAX_IO);
+    if (*count < lo || *count > hi) {
+        const char *want = lo == hi ? ctx_printf(p->c, "%d", lo)
+                                    : ctx_printf(p->c, "%d to %d", lo, hi);
+        return ELEM_ERROR(p, x, "node '%s': %s takes %s %s, got %d", n->name,
+                          op->name, want, in ? "inputs" : "outputs", *count);
+    }
+    for (int i = 0; i < *count; i++)
+        if (!valid_name(names[i]))
+            return ELEM_ERROR(p, x, "node '%s': tensor name '%s' is not valid; "
+                              "names match [A-Za-z_][A-Za-z0-9_.:/-]*",
+                              n->name, names[i]);
+    return 0;
+}
+
+/* First walk over a node: its name, op, attributes and output tensors. */
+static int parse_node(Parser *p, xmlNode *x, int block)
+{
+    static const char *const ok[] = {"name", "op", "in", "out", "remat", NULL};
+    Graph *g = p->g;
+    const char *name = name_of(p, x);
+    const char *opname = name ? need(p, x, "op") : NULL;
+    if (!opname)
+        return -1;
+    int op = op_lookup(opname);
+    if (op < 0) {
+        Buf b;
+        buf_init(&b, p->c);
+        for (int i = 0; i < OP_COUNT; i++)
+            buf_printf(&b, "%s%s", i ? ", " : "", op_table[i].name);
+        return ELEM_ERROR(p, x, "node '%s': unknown op '%s'; supported: %s",
+                          name, opname, b.data);
+    }
+    int prev = names_add(&p->nodes, name, g->nnodes);
+    if (prev >= 0)
+        return ELEM_ERROR(p, x, "node '%s': a node of that name is already "
+                          "defined at line %d", name, g->nodes[prev].line);
+    Node *n = &g->nodes[g->nnodes++];
+    n->name = name;
+    n->cname = mangle(p, &p->cnames_n, name);
+    n->line = (int)xmlGetLineNo(x);
+    n->op = (OpKind)op;
+    n->block = block;
+    const char *outs[MAX_IO];
+    if (check_attrs(p, x, ok, &op_table[op]) || parse_op_attrs(p, x, n) ||
+        parse_remat(p, x, n) || parse_node_io(p, x, n, "out", outs, &n->nout))
+        return -1;
+    for (int i = 0; i < n->nout; i++) {
+        int t = names_get(&p->tensors, outs[i]);
+        if (t >= 0 && g->tensors[t].kind == T_INPUT)
+            return ELEM_ERROR(p, x, "node '%s': writes '%s', which is a graph "
+                              "input; a node output needs a name of its own",
+                              name, outs[i]);
+        Tensor *o = new_tensor(p, x, outs[i], T_ACT);
+        if (!o)
+            return -1;
+        o->producer = (int)(n - g->nodes);
+        n->out[i] = (int)(o - g->tensors);
+    }
+    return 0;
+}
+
+/* Second walk: node inputs, now that every tensor exists. */
+static int resolve_inputs(Parser *p, xmlNode *x, Node *n)
+{
+    const char *ins[MAX_IO];
+    if (parse_node_io(p, x, n, "in", ins, &n->nin))
+        return -1;
+    for (int i = 0; i < n->nin; i++) {
+        n->in[i] = names_get(&p->tensors, ins[i]);
+        if (n->in[i] < 0)
+            return ELEM_ERROR(p, x, "node '%s': input '%s' is not defined; "
+                              "declare it as an <input>, an <initializer> or "
+                              "another node's output", n->name, ins[i]);
+    }
+    return 0;
+}
+
+int tensor_lookup(const Graph *g, const char *name)
+{
+    /* The parser's table is gone after parsing; later stages look up rarely
+     * (tests and reports), so a scan is enough there. */
+    for (int i = 0; i < g->ntensors; i++)
+        if (strcmp(g->tensors[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- outputs and the loss ------------------------------------------------------------------ */
+
+static int parse_output(Parser *p, xmlNode *x, int *nmarked)
+{
+    static const char *const ok[] = {"name", "loss", NULL};
+    Graph *g = p->g;
+    const char *name = name_of(p, x);
+    int loss;
+    if (!name || check_attrs(p, x, ok, NULL) ||
+        parse_bool(p, x, "loss", 0, &loss))
+        return -1;
+    int t = names_get(&p->tensors, name);
+    if (t < 0)
+        return ELEM_ERROR(p, x, "output '%s': no node produces a tensor of that "
+                          "name", name);
+    if (g->tensors[t].kind != T_ACT)
+        return ELEM_ERROR(p, x, "output '%s': is a graph %s; an output must be "
+                          "produced by a node", name,
+                          g->tensors[t].kind == T_INPUT ? "input"
+                                                        : "initializer");
+    if (g->tensors[t].is_output)
+        return ELEM_ERROR(p, x, "output '%s': listed twice", name);
+    g->tensors[t].is_output = 1;
+    g->tensors[t].is_loss = loss;
+    g->outputs[g->noutputs++] = t;
+    *nmarked += loss;
+    return 0;
+}
+
+/* ---- the tree ----------------------------------------------------------------------------------- */
+
+typedef struct {
+    int tensors, nodes, blocks, outputs;
+} Counts;
+
+static int count_outs(Parser *p, xmlNode *x)
+{
+    const char *s = attr(p, x, "out");
+    const char *names[MAX_IO + 1];
+    return s ? split_names(p, s, names, MAX_IO) : 0;
+}
+
+/* First walk: counts, and the structure check (which element goes where). */
+static int count_graph(Parser *p, xmlNode *graph, Counts *k)
+{
+    for (xmlNode *x = graph->children; x; x = x->next) {
+        if (!is_elem(x))
+            continue;
+        const char *e = ename(x);
+        if (strcmp(e, "input") == 0 || strcmp(e, "initializer") == 0)
+            k->tensors++;
+        else if (strcmp(e, "output") == 0)
+            k->outputs++;
+        else if (strcmp(e, "node") == 0) {
+            k->nodes++;
+            k->tensors += count_outs(p, x);
+        } else if (strcmp(e, "block") == 0) {
+            k->blocks++;
+            for (xmlNode *y = x->children; y; y = y->next) {
+                if (!is_elem(y))
+                    continue;
+                if (strcmp(ename(y), "node") != 0)
+                    return ELEM_ERROR(p, y, "block '%s': <%s> cannot appear "
+                                      "in a block; a block holds <node>s "
+                                      "only (blocks do not nest)",
+                                      attr(p, x, "name"), ename(y));
+                k->nodes++;
+                k->tensors += count_outs(p, y);
+            }
+        } else
+            return ELEM_ERROR(p, x, "unknown element <%s> in <graph>; expected "
+                              "input, initializer, block, node or output", e);
+    }
+    return 0;
+}
+
+static int parse_block(Parser *p, xmlNode *x)
+{
+    static const char *const ok[] = {"name", NULL};
+    Graph *g = p->g;
+    const char *name = name_of(p, x);
+    if (!name || check_attrs(p, x, ok, NULL))
+        return -1;
+    int prev = names_add(&p->blocks, name, g->nblocks);
+    if (prev >= 0)
+        return ELEM_ERROR(p, x, "block '%s': a block of that name is already "
+                          "defined at line %d", name, g->blocks[prev].line);
+    Block *b = &g->blocks[g->nblocks++];
+    b->name = name;
+    b->line = (int)xmlGetLineNo(x);
+    for (xmlNode *y = x->children; y; y = y->next)
+        if (is_elem(y) && parse_node(p, y, g->nblocks - 1))
+            return -1;
+    return 0;
+}
+
+/* Second walk: definitions; third: node inputs and outputs. */
+static int fill_graph(Parser *p, xmlNode *graph)
+{
+    for (xmlNode *x = graph->children; x; x = x->next) {
+        if (!is_elem(x))
+            continue;
+        const char *e = ename(x);
+        int bad = strcmp(e, "input") == 0         ? parse_input(p, x)
+                  : strcmp(e, "initializer") == 0 ? parse_initializer(p, x)
+                  : strcmp(e, "node") == 0        ? parse_node(p, x, -1)
+                  : strcmp(e, "block") == 0       ? parse_block(p, x)
+                                                  : 0;
+        if (bad)
+            return -1;
+    }
+    int k = 0;
+    for (xmlNode *x = graph->children; x; x = x->next) {
+        if (!is_elem(x))
+            continue;
+        if (strcmp(ename(x), "node") == 0 &&
+            resolve_inputs(p, x, &p->g->nodes[k++]))
+            return -1;
+        for (xmlNode *y = x->children;
+             strcmp(ename(x), "block") == 0 && y; y = y->next)
+            if (is_elem(y) && resolve_inputs(p, y, &p->g->nodes[k++]))
+                return -1;
+    }
+    return 0;
+}
+
+/* The marked loss; an unmarked one is found by shape, in shapes.c. */
+static int find_loss(Parser *p, xmlNode *graph, int nmarked)
+{
+    Graph *g = p->g;
+    g->loss = -1;
+    g->line = (int)xmlGetLineNo(graph);
+    if (nmarked > 1)
+        return ELEM_ERROR(p, graph, "graph: %d outputs are marked loss=\"true\"; "
+                          "exactly one is the loss", nmarked);
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->tensors[g->outputs[i]].is_loss)
+            g->loss = g->outputs[i];
+    return 0;
+}
+
+static int parse_outputs(Parser *p, xmlNode *graph)
+{
+    int nmarked = 0;
+    for (xmlNode *x = graph->children; x; x = x->next)
+        if (is_elem(x) && strcmp(ename(x), "output") == 0 &&
+            parse_output(p, x, &nmarked))
+            return -1;
+    return find_loss(p, graph, nmarked);
+}
+
+static int valid_c_identifier(const char *s)
+{
+    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
+        return 0;
+    for (s++; *s; s++)
+        if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+              (*s >= '0' && *s <= '9')))
+            return 0;
+    return 1;
+}
+
+static xmlNode *the_graph(Parser *p, xmlNode *root)
+{
+    static const char *const ok[] = {"name", "format", NULL};
+    if (strcmp(ename(root), "model") != 0) {
+        ELEM_ERROR(p, root, "root element is <%s>; a graph file's root is "
+                   "<model name=\"...\" format=\"1\">", ename(root));
+        return NULL;
+    }
+    const char *name = need(p, root, "name");
+    const char *format = name ? need(p, root, "format") : NULL;
+    if (!format || check_attrs(p, root, ok, NULL))
+        return NULL;
+    if (!valid_c_identifier(name) || strlen(name) > 64) {
+        ELEM_ERROR(p, root, "model name '%s' must be a C identifier of at most "
+                   "64 characters: it prefixes every generated symbol", name);
+        return NULL;
+    }
+    if (strcmp(format, "1") != 0) {
+        ELEM_ERROR(p, root, "model '%s': format=\"%s\" is not supported; this "
+                   "compiler reads format=\"1\"", name, format);
+        return NULL;
+    }
+    p->g->name = name;
+    xmlNode *graph = NULL;
+    for (xmlNode *x = root->children; x; x = x->next) {
+        if (!is_elem(x))
+            continue;
+        if (strcmp(ename(x), "graph") != 0 || graph) {
+            ELEM_ERROR(p, x, "model '%s': unexpected <%s>; a model holds "
+                       "exactly one <graph>", name, ename(x));
+            return NULL;
+        }
+        graph = x;
+    }
+    if (!graph)
+        ELEM_ERROR(p, root, "model '%s': has no <graph>", name);
+    else if (graph->properties)
+        ELEM_ERROR(p, graph, "graph: unknown attribute '%s'; <graph> takes "
+                   "none", (const char *)graph->properties->name);
+    else
+        return graph;
+    return NULL;
+}
+
+static int parse_tree(Parser *p, xmlNode *root)
+{
+    xmlNode *graph = the_graph(p, root);
+    Counts k = {0};
+    if (!graph || count_graph(p, graph, &k))
+        return -1;
+    Graph *g = p->g;
+    g->tensors = ctx_alloc(p->c, ((size_t)k.tensors + 1) * sizeof(Tensor));
+    g->nodes = ctx_alloc(p->c, ((size_t)k.nodes + 1) * sizeof(Node));
+    g->blocks = ctx_alloc(p->c, ((size_t)k.blocks + 1) * sizeof(Block));
+    g->outputs = ctx_alloc(p->c, ((size_t)k.outputs + 1) * sizeof(int));
+    names_init(p->c, &p->tensors, (size_t)k.tensors);
+    names_init(p->c, &p->cnames_t, (size_t)k.tensors);
+    names_init(p->c, &p->nodes, (size_t)k.nodes);
+    names_init(p->c, &p->cnames_n, (size_t)k.nodes);
+    names_init(p->c, &p->blocks, (size_t)k.blocks);
+    if (fill_graph(p, graph) || parse_outputs(p, graph))
+        return -1;
+    if (g->nnodes == 0)
+        return ELEM_ERROR(p, graph, "graph has no nodes");
+    return 0;
+}
+
+static const char *dir_of(Ctx *c, const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    if (!slash)
+        return ".";
+    char *d = ctx_strdup(c, file);
+    d[slash - file] = '\0';
+    return d[0] ? d : "/";
+}
+
+/* Parses XML bytes and hands the root element to `fn`. */
+static int parse_xml(Parser *p, const char *data, size_t len,
+                     int (*fn)(Parser *, xmlNode *))
+{
+    Ctx *c = p->c;
+    if (len > (size_t)1 << 30)
+        return ctx_error(c, p->file, 0, "file is larger than 1 GiB");
+    xmlParserCtxtPtr px = xmlNewParserCtxt();
+    if (!px)
+        return ctx_error(c, p->file, 0, "cannot create an XML parser");
+    /* No network, no entity expansion, no DTD loading: a graph file is data. */
+    xmlDocPtr doc = xmlCtxtReadMemory(px, data, (int)len, p->file, NULL,
+                                      XML_PARSE_NONET | XML_PARSE_NOERROR |
+                                          XML_PARSE_NOWARNING);
+    int rc;
+    if (!doc) {
+        const xmlError *e = xmlCtxtGetLastError(px);
+        char msg[512] = "not well-formed XML";
+        if (e && e->message) {
+            snprintf(msg, sizeof msg, "%s", e->message);
+            msg[strcspn(msg, "\n")] = '\0';
+        }
+        rc = ctx_error(c, p->file, e ? e->line : 0, "XML error: %s", msg);
+    } else {
+        xmlNode *root = xmlDocGetRootElement(doc);
+        rc = root ? fn(p, root) : ctx_error(c, p->file, 0, "empty document");
+        xmlFreeDoc(doc);
+    }
+    xmlFreeParserCtxt(px);
+    return rc;
+}
+
+/* Reads a whole file into memory (NUL-terminated). */
+static int read_file(Ctx *c, const char *file, char **data, size_t *len)
+{
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return ctx_error(c, file, 0, "cannot open: %s", strerror(errno));
+    size_t cap = 65536, n = 0;
+    char *d = ctx_alloc(c, cap + 1);
+    size_t got;
+    while ((got = fread(d + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *bigger = ctx_alloc(c, 2 * cap + 1);
+            memcpy(bigger, d, n);
+            d = bigger;
+            cap *= 2;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return ctx_error(c, file, 0, "cannot read: %s", strerror(errno));
+    *data = d;
+    *len = n;
+    return 0;
+}
+
+int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
+                       Graph **out)
+{
+    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = dir_of(c, file)};
+    p.g = ctx_alloc(c, sizeof(Graph));
+    p.g->file = p.file;
+    if (parse_xml(&p, data, len, parse_tree))
+        return -1;
+    *out = p.g;
+    return 0;
+}
+
+int parse_graph(Ctx *c, const char *file, Graph **out)
+{
+    char *data;
+    size_t len;
+    if (read_file(c, file, &data, &len))
+        return -1;
+    return parse_graph_memory(c, file, data, len, out);
+}
+
+/* ---- policy files ---------------------------------------------------------------------------------- */
+
+static int parse_decision(Parser *p, xmlNode *x, Decision *d)
+{
+    const char *v = need(p, x, "decision");
+    if (!v)
+        return -1;
+    for (int k = 0; k < 4; k++)
+        if (strcmp(v, remat_names[k]) == 0) {
+            *d = (Decision)k;
+            return 0;
+        }
+    return ELEM_ERROR(p, x, "<%s>: decision=\"%s\" must be must_save, "
+                      "prefer_save, must_recompute or prefer_recompute",
+                      ename(x), v);
+}
+
+static int parse_rule(Parser *p, xmlNode *x, Rule *r)
+{
+    static const char *const ok[] = {"op", "category", "node", "decision", NULL};
+    if (check_attrs(p, x, ok, NULL) || parse_decision(p, x, &r->decision))
+        return -1;
+    r->line = (int)xmlGetLineNo(x);
+    int given = 0;
+    for (int k = 0; k < 3; k++) {
+        const char *v = attr(p, x, ok[k]);
+        if (v) {
+            given++;
+            r->kind = k == 0 ? RULE_OP : k == 1 ? RULE_CATEGORY : RULE_NODE;
+            r->pattern = v;
+        }
+    }
+    if (given != 1)
+        return ELEM_ERROR(p, x, "<rule>: give exactly one of op, category or "
+                          "node (got %d)", given);
+    if (r->kind == RULE_OP && op_lookup(r->pattern) < 0)
+        return ELEM_ERROR(p, x, "<rule>: unknown op '%s'; op matches an op "
+                          "type such as Gemm or MatMul", r->pattern);
+    int cat = -1;
+    for (int k = 0; r->kind == RULE_CATEGORY && k < CAT_COUNT; k++)
+        if (strcmp(category_names[k], r->pattern) == 0)
+            cat = k;
+    if (r->kind == RULE_CATEGORY && cat < 0)
+        return ELEM_ERROR(p, x, "<rule>: unknown category '%s'; use matmul, "
+                          "conv, attention, pointwise, reduction, "
+                          "normalization, shape, random or loss", r->pattern);
+    return 0;
+}
+
+static int parse_policy_tree(Parser *p, xmlNode *root)
+{
+    static const char *const ok[] = {"name", NULL};
+    if (strcmp(ename(root), "policy") != 0)
+        return ELEM_ERROR(p, root, "root element is <%s>; a policy file's "
+                          "root is <policy name=\"...\">", ename(root));
+    Policy *pol = p->policy;
+    pol->name = need(p, root, "name");
+    if (!pol->name || check_attrs(p, root, ok, NULL))
+        return -1;
+    int n = 0, seen_default = 0;
+    for (xmlNode *x = root->children; x; x = x->next)
+        n += is_elem(x);
+    pol->rules = ctx_alloc(p->c, ((size_t)n + 1) * sizeof(Rule));
+    for (xmlNode *x = root->children; x; x = x->next) {
+        if (!is_elem(x))
+            continue;
+        Rule *r = &pol->rules[pol->nrules++];
+        if (strcmp(ename(x), "rule") == 0) {
+            if (seen_default)
+                return ELEM_ERROR(p, x, "<rule> after <default> never "
+                                  "matches; put <default> last");
+            if (parse_rule(p, x, r))
+                return -1;
+        } else if (strcmp(ename(x), "default") == 0) {
+            static const char *const dok[] = {"decision", NULL};
+            if (seen_default++)
+                return ELEM_ERROR(p, x, "a second <default>; a policy has at "
+                                  "most one");
+            r->kind = RULE_DEFAULT;
+            r->line = (int)xmlGetLineNo(x);
+            if (check_attrs(p, x, dok, NULL) ||
+                parse_decision(p, x, &r->decision))
+                return -1;
+        } else
+            return ELEM_ERROR(p, x, "unknown element <%s> in <policy>; "
+                              "expected rule or default", ename(x));
+    }
+    return 0;
+}
+
+int parse_policy(Ctx *c, const char *file, Policy *out)
+{
+    char *data;
+    size_t len;
+    if (read_file(c, file, &data, &len))
+        return -1;
+    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = dir_of(c, file),
+                .policy = out};
+    out->file = p.file;
+    return parse_xml(&p, data, len, parse_policy_tree);
+}

@@ -1,0 +1,108 @@
+/*
+ * remat.c: SAVE or RECOMPUTE for every forward tensor the backward needs.
+ *
+ * A tensor is needed when a backward reads it (the op table's needs masks,
+ * restricted to the gradients that are wanted), or when a recompute that is
+ * needed reads it. Walking the nodes in reverse topological order visits
+ * every consumer before its producer, so when a tensor is reached, all that
+ * can make it needed has been seen; deciding RECOMPUTE then marks the
+ * producer's inputs needed in turn.
+ *
+ * The structural rules come first and no policy overrides them, as with
+ * PyTorch's checkpoint(): a tensor read by a node outside the block that
+ * produced it is a block boundary and is saved; a tensor produced outside
+ * every block (in a graph that has blocks) is saved, as under `none`. A graph
+ * without blocks is one block. Inside a block the node's own `remat`
+ * attribute, else the policy's first matching rule, decides: *_SAVE saves,
+ * *_RECOMPUTE recomputes. (A memory budget may later turn PREFER_*.)
+ *
+ * Invariant: a RECOMPUTE tensor's producer reads only inputs, parameters,
+ * SAVE tensors and RECOMPUTE tensors, so the schedule can rebuild it.
+ */
+#include "remat.h"
+
+/* reader_block[t]: the block every reader of t is in; -2 when readers are
+ * in different blocks or outside, -3 when unread. */
+static int *reader_blocks(Ctx *c, const Graph *g)
+{
+    int *rb = ctx_alloc(c, (size_t)g->ntensors * sizeof(int));
+    for (int t = 0; t < g->ntensors; t++)
+        rb[t] = -3;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int i = 0; i < n->nin; i++) {
+            int *b = &rb[n->in[i]];
+            *b = *b == -3 || *b == n->block ? n->block : -2;
+        }
+    }
+    for (int t = 0; t < g->ntensors; t++) {
+        int p = g->tensors[t].producer;
+        if (p >= 0 && rb[t] != -3 && rb[t] != g->nodes[p].block)
+            rb[t] = -2;
+    }
+    return rb;
+}
+
+static void mark_needed(const Node *n, unsigned mask,
+                        char *needed)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (mask & NEED_IN(i))
+            needed[n->in[i]] = 1;
+    for (int o = 0; o < n->nout; o++)
+        if (mask & NEED_OUT(o))
+            needed[n->out[o]] = 1;
+}
+
+static void decide(Ctx *c, const Graph *g, const Policy *p, const Node *n,
+                   int t, const int *rb, Remat *r)
+{
+    if (g->nblocks > 0 && rb[t] == -2) {
+        r->keep[t] = KEEP_SAVE;
+        r->decision[t] = MUST_SAVE;
+        r->why[t] = "block boundary: a block input or output";
+        return;
+    }
+    if (g->nblocks > 0 && n->block < 0) {
+        r->keep[t] = KEEP_SAVE;
+        r->decision[t] = MUST_SAVE;
+        r->why[t] = "outside every block: saved as under none";
+        return;
+    }
+    Decision d = policy_decide(c, p, n, &r->why[t]);
+    r->decision[t] = d;
+    r->keep[t] = d == MUST_SAVE || d == PREFER_SAVE ? KEEP_SAVE
+                                                    : KEEP_RECOMPUTE;
+}
+
+int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r)
+{
+    size_t nt = (size_t)g->ntensors;
+    r->keep = ctx_alloc(c, nt * sizeof *r->keep);
+    r->why = ctx_alloc(c, nt * sizeof *r->why);
+    r->decision = ctx_alloc(c, nt * sizeof *r->decision);
+    char *needed = ctx_alloc(c, nt);
+    int *rb = reader_blocks(c, g);
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        mark_needed(n, node_backward_reads(g, n), needed);
+    }
+    for (size_t t = 0; t < nt; t++) {
+        r->why[t] = "not read by the backward";
+        r->decision[t] = REMAT_UNSET;
+    }
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const Node *n = &g->nodes[g->order[k]];
+        int recompute = 0;
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            if (!needed[t])
+                continue;
+            decide(c, g, p, n, t, rb, r);
+            recompute |= r->keep[t] == KEEP_RECOMPUTE;
+        }
+        if (recompute)
+            mark_needed(n, (1u << n->nin) - 1, needed);
+    }
+    return 0;
+}

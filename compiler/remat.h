@@ -1,0 +1,384 @@
+/*
+ * remat.h: the compiler's one internal header, in sections per .c file.
+ * Each section lists only what that file exports; everything else there is
+ * static. The pipeline (see DESIGN.md):
+ *
+ *   parse -> shapes -> autodiff -> remat -> schedule -> plan -> emit
+ *
+ * Every stage reads the IR the one before left and adds one thing. Errors
+ * are values: a stage that fails records one message in ctx->err and returns
+ * -1; only main.c prints it.
+ */
+#ifndef REMAT_H
+#define REMAT_H
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MAX_RANK 6
+#define MAX_IO 4
+#define MAX_ATTRS 6
+#define MAX_INTS 8
+#define MAX_NUMEL (1L << 28)    /* 1 GiB of floats: kernels index with int */
+
+/* ---- util.c: context, arena allocation, errors, strings ------------------ */
+
+typedef struct Chunk Chunk;
+
+typedef struct {
+    Chunk *chunks;          /* every allocation of one compilation */
+    char err[1024];         /* the one error message, if any */
+} Ctx;
+
+void ctx_init(Ctx *c);
+void ctx_free(Ctx *c);
+void *ctx_alloc(Ctx *c, size_t size);               /* zeroed, never NULL */
+char *ctx_strdup(Ctx *c, const char *s);
+char *ctx_printf(Ctx *c, const char *fmt, ...);
+/* Records "file:line: message" (line 0: "file: message"); returns -1. */
+int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...);
+
+/* A growing text buffer: the emitter and the reports write through it. */
+typedef struct {
+    Ctx *ctx;
+    char *data;
+    size_t len, cap;
+} Buf;
+
+void buf_init(Buf *b, Ctx *c);
+void buf_printf(Buf *b, const char *fmt, ...);
+void buf_vprintf(Buf *b, const char *fmt, va_list ap);
+/* Writes the buffer to path through a temporary file and a rename, so the
+ * target is either untouched or complete. */
+int buf_write_file(Buf *b, const char *path);
+int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len);
+/* "%.9g" plus what makes it a float literal: reads back to the same float. */
+const char *fmt_float(Ctx *c, float v);
+int glob_match(const char *pattern, const char *s);
+
+/* ---- ops.c: the op table -------------------------------------------------- */
+
+typedef enum {
+    OP_GEMM,
+    OP_MATMUL,
+    OP_ADD,
+    OP_SUB,
+    OP_MUL,
+    OP_DIV,
+    OP_RELU,
+    OP_GELU,
+    OP_TANH,
+    OP_SIGMOID,
+    OP_REDUCE_MEAN,
+    OP_REDUCE_SUM,
+    OP_COUNT
+} OpKind;
+
+typedef enum {
+    CAT_MATMUL,
+    CAT_CONV,
+    CAT_ATTENTION,
+    CAT_POINTWISE,
+    CAT_REDUCTION,
+    CAT_NORMALIZATION,
+    CAT_SHAPE,
+    CAT_RANDOM,
+    CAT_LOSS,
+    CAT_COUNT
+} Category;
+
+typedef enum { ATTR_INT, ATTR_FLOAT, ATTR_INTS, ATTR_STRING } AttrType;
+
+typedef struct {
+    int set;                /* given in the XML (else the default) */
+    long i;
+    float f;
+    int nints;
+    long ints[MAX_INTS];
+    const char *s;
+} Attr;
+
+typedef struct {
+    const char *name;
+    AttrType type;
+    long i;                 /* defaults */
+    float f;
+    const char *s;
+    const char *const *choices;  /* allowed strings, NULL-terminated */
+} AttrSpec;
+
+typedef struct Graph Graph;
+typedef struct Node Node;
+typedef struct Emit Emit;
+
+/* Bits of a backward-needs mask: which of the node's inputs and outputs the
+ * gradient of one input reads. */
+#define NEED_IN(i) (1u << (i))
+#define NEED_OUT(i) (1u << (8 + (i)))
+
+typedef struct {
+    const char *name;       /* ONNX op type */
+    const char *kernel;     /* runtime kernel family: rt_<kernel>_forward */
+    int min_in, max_in, nout;
+    Category cat;
+    const AttrSpec *attrs;  /* NULL-terminated by name */
+    /* Fills the node's output shapes from its inputs; -1 with ctx error. */
+    int (*shape)(Ctx *c, Graph *g, Node *n);
+    /* Forward cost in floating-point operations. */
+    double (*flops)(const Graph *g, const Node *n);
+    /* needs[i]: what d(input i) reads, NEED_IN/NEED_OUT bits. */
+    unsigned needs[MAX_IO];
+    /* Writes the forward call: out[]/in[] are C expressions. */
+    void (*emit_forward)(Emit *e, const Node *n, const char *const *out,
+                         const char *const *in);
+    /* Writes the backward call: din[i] is NULL where no gradient is wanted;
+     * in[]/out[] are NULL where the backward does not read them. */
+    void (*emit_backward)(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out);
+    /* Writes file-scope data the calls refer to (broadcast maps), or NULL. */
+    void (*emit_static)(Emit *e, const Node *n);
+} OpInfo;
+
+extern const OpInfo op_table[];
+extern const char *const category_names[CAT_COUNT];
+int op_lookup(const char *name);                    /* -1 if unknown */
+int attr_index(const OpInfo *op, const char *name); /* -1 if unknown */
+long node_int(const Node *n, const char *name);
+float node_float(const Node *n, const char *name);
+const Attr *node_attr(const Node *n, const char *name);
+/* The needs mask of a node's backward, given which inputs want gradients. */
+unsigned op_backward_needs(const Node *n, const int *want);
+
+/* ---- parse.c: XML -> IR ---------------------------------------------------- */
+
+typedef enum { T_INPUT, T_PARAM, T_ACT } TensorKind;
+typedef enum { INIT_ZEROS, INIT_ONES, INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL,
+               INIT_FILE } InitKind;
+
+typedef struct {
+    const char *name;
+    const char *cname;      /* mangled, unique C identifier part */
+    TensorKind kind;
+    int line;
+    int rank;
+    long dims[MAX_RANK];
+    long numel;
+    int producer;           /* node index, -1 for inputs and parameters */
+    /* parameters */
+    int trainable;
+    InitKind init;
+    float init_a, init_b;   /* value | low, high | mean, std */
+    const char *path;
+    float *data;            /* INIT_FILE: the values read at compile time */
+    /* set by shapes.c / autodiff.c */
+    int nconsumers;
+    int is_output, is_loss;
+    int requires_grad;      /* depends on a trainable parameter */
+    int has_grad;           /* requires_grad and the loss depends on it */
+} Tensor;
+
+typedef enum { REMAT_UNSET = -1, MUST_SAVE, PREFER_SAVE, MUST_RECOMPUTE,
+               PREFER_RECOMPUTE } Decision;
+
+struct Node {
+    const char *name;
+    const char *cname;
+    int line;
+    OpKind op;
+    int nin, nout;
+    int in[MAX_IO], out[MAX_IO];
+    Attr attrs[MAX_ATTRS];  /* in the order of the op's AttrSpec list */
+    int block;              /* index into Graph.blocks, -1 outside */
+    Decision remat;         /* the node's own `remat`, or REMAT_UNSET */
+};
+
+typedef struct {
+    const char *name;
+    int line;
+} Block;
+
+struct Graph {
+    const char *file;
+    const char *name;
+    Tensor *tensors;
+    int ntensors;
+    Node *nodes;
+    int nnodes;
+    Block *blocks;
+    int nblocks;
+    int *outputs;           /* tensor indices, in file order */
+    int noutputs;
+    int loss;               /* tensor index (-1 until found by shape) */
+    int line;               /* of <graph> */
+    int *order;             /* node indices in topological order (shapes.c) */
+};
+
+/* Parses a graph file, or an in-memory document named `file`. */
+int parse_graph(Ctx *c, const char *file, Graph **out);
+int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
+                       Graph **out);
+int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
+/* "32x256", "scalar" */
+const char *shape_str(Ctx *c, const Tensor *t);
+
+/* ---- shapes.c: topological order and shape inference ---------------------- */
+
+int infer_shapes(Ctx *c, Graph *g);
+
+/* ---- autodiff.c: which tensors get gradients -------------------------------- */
+
+/* Sets requires_grad and has_grad; a node's backward runs when
+ * node_has_backward(). */
+int autodiff(Ctx *c, Graph *g);
+int node_has_backward(const Graph *g, const Node *n);
+/* want[i] = input i receives a gradient */
+void node_grad_inputs(const Graph *g, const Node *n, int *want);
+/* The inputs/outputs (NEED_* bits) the node's backward reads. */
+unsigned node_backward_reads(const Graph *g, const Node *n);
+
+/* ---- policy.c: policies and their rules ------------------------------------ */
+
+typedef struct {
+    int kind;               /* RULE_OP, RULE_CATEGORY, RULE_NODE, RULE_DEFAULT */
+    const char *pattern;
+    Decision decision;
+    int line;
+} Rule;
+
+typedef struct {
+    const char *name;       /* "none", "full", "sac", ... or the file's name */
+    const char *file;       /* NULL for built-ins */
+    int full;               /* classic checkpointing: recompute all in blocks */
+    Rule *rules;
+    int nrules;
+} Policy;
+
+enum { RULE_OP, RULE_CATEGORY, RULE_NODE, RULE_DEFAULT };
+
+/* parse.c reads policy files too: the XML is one stage. */
+int parse_policy(Ctx *c, const char *file, Policy *out);
+/* A built-in name or a policy XML file. */
+int policy_load(Ctx *c, const char *name_or_file, Policy **out);
+extern const char *const builtin_policies[];        /* NULL-terminated */
+/* The decision for a node's outputs: its own remat attribute, else the
+ * first matching rule; *why says which. */
+Decision policy_decide(Ctx *c, const Policy *p, const Node *n,
+                       const char **why);
+const char *decision_name(Decision d);
+
+/* ---- remat.c: SAVE or RECOMPUTE for every needed forward tensor ------------ */
+
+typedef enum { KEEP_NONE, KEEP_SAVE, KEEP_RECOMPUTE } Keep;
+
+typedef struct {
+    Keep *keep;             /* per tensor (activations only; else KEEP_NONE) */
+    const char **why;       /* per tensor: the rule that decided it */
+    Decision *decision;     /* per tensor: the decision that applied */
+} Remat;
+
+int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r);
+
+/* ---- schedule.c: one straight-line list of statements ---------------------- */
+
+typedef enum {
+    S_FORWARD,              /* run node forward (first time, or a recompute) */
+    S_OUTPUT,               /* copy graph output to the caller */
+    S_SEED,                 /* d(loss) = 1 */
+    S_ZERO,                 /* zero an activation gradient before it sums */
+    S_BACKWARD              /* run node backward */
+} StmtKind;
+
+/* A value is one buffer in the arena: a tensor's forward instance, a
+ * recomputed instance, or an activation's gradient. */
+typedef enum { V_FWD, V_RECOMP, V_GRAD } ValueKind;
+
+typedef struct {
+    int tensor;
+    ValueKind kind;
+    int def, last;          /* statement indices: live on [def, last] */
+    size_t bytes;
+    size_t offset;          /* plan.c */
+} Value;
+
+typedef struct {
+    StmtKind kind;
+    int node;               /* S_FORWARD, S_BACKWARD */
+    int tensor;             /* S_OUTPUT, S_SEED, S_ZERO */
+    int recompute;
+} Stmt;
+
+typedef struct {
+    Stmt *stmts;
+    int nstmts;
+    Value *values;
+    int nvalues;
+    int *fwd, *rec, *grad;  /* per tensor: value index or -1 */
+    size_t arena_bytes;     /* plan.c */
+    int forward_execs, recompute_execs;
+    double recompute_flops;
+} Schedule;
+
+/* Forward only (train = 0) or the train step (forward, loss, backward). */
+int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
+                   Schedule *s);
+
+/* ---- plan.c: arena offsets from liveness ------------------------------------ */
+
+#define ARENA_ALIGN 64
+int plan_arena(Ctx *c, Schedule *s);
+
+/* ---- driver.c: the stages chained ------------------------------------------ */
+
+typedef struct {
+    const Graph *g;
+    const Policy *policy;
+    const Remat *remat;
+    const Schedule *fwd, *train;
+} Compiled;
+
+/* Compiles graph file + policy all the way to planned schedules. */
+int compile_graph(Ctx *c, const char *file, const char *policy, Compiled *out);
+/* The same from a parsed graph (shapes onwards). */
+int compile_parsed(Ctx *c, Graph *g, const Policy *p, Compiled *out);
+
+/* ---- emit.c: NAME.c and NAME.h ---------------------------------------------- */
+
+struct Emit {
+    Buf *out;
+    Ctx *ctx;
+    const Graph *g;
+    int indent;
+};
+
+/* Writes one line at the current indentation. */
+void emit(Emit *e, const char *fmt, ...);
+/* A static rt_bcast for a binary op or a reduction; returns its C name. */
+const char *emit_bcast(Emit *e, const Node *n, const Tensor *y,
+                       const Tensor *a, const Tensor *b);
+/* reduced[d]: input dimension d is summed away */
+const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
+                            const int *reduced);
+
+/* header_name: the file name the .c includes */
+int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
+           Buf *hfile);
+
+/* ---- report.c: schedule and diff reports ------------------------------------ */
+
+typedef struct {
+    double saved_bytes, arena_bytes, recompute_flops, forward_execs,
+        recompute_execs, saved_tensors, recomputed_tensors;
+} Summary;
+
+void summarize(const Compiled *m, Summary *s);
+void report_schedule(Buf *b, const Compiled *m);
+void report_diff(Buf *b, const Compiled *a, const Compiled *bm);
+
+/* ---- build.c: a trainer executable from a compiled model -------------------- */
+
+int build_trainer(Ctx *c, const Compiled *m, const char *exe, int no_blas);
+
+#endif

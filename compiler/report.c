@@ -1,0 +1,133 @@
+/*
+ * report.c: what the compiler decided, as text that `diff` can compare.
+ *
+ * The schedule report lists every forward tensor (node outputs, in
+ * topological order) with its node, op, shape, bytes, decision (SAVE,
+ * RECOMPUTE, or "-" when the backward never reads it) and the rule that
+ * decided it, then summary lines of the form `key: value`. The diff report
+ * lists the tensors whose decision differs between two policies and each
+ * summary figure's change. Both depend only on the inputs.
+ */
+#include "remat.h"
+
+#include <string.h>
+
+void summarize(const Compiled *m, Summary *s)
+{
+    const Graph *g = m->g;
+    memset(s, 0, sizeof *s);
+    for (int t = 0; t < g->ntensors; t++) {
+        if (m->remat->keep[t] == KEEP_SAVE) {
+            s->saved_bytes += (double)g->tensors[t].numel * sizeof(float);
+            s->saved_tensors++;
+        }
+        s->recomputed_tensors += m->remat->keep[t] == KEEP_RECOMPUTE;
+    }
+    s->arena_bytes = (double)(m->train->arena_bytes > m->fwd->arena_bytes
+                                  ? m->train->arena_bytes
+                                  : m->fwd->arena_bytes);
+    s->recompute_flops = m->train->recompute_flops;
+    s->forward_execs = m->train->forward_execs;
+    s->recompute_execs = m->train->recompute_execs;
+}
+
+static const char *keep_name(Keep k)
+{
+    return k == KEEP_SAVE ? "SAVE" : k == KEEP_RECOMPUTE ? "RECOMPUTE" : "-";
+}
+
+typedef struct {
+    const char *name;
+    size_t off;
+} Field;
+
+static const Field fields[] = {
+    {"saved_bytes", offsetof(Summary, saved_bytes)},
+    {"arena_bytes", offsetof(Summary, arena_bytes)},
+    {"recompute_flops", offsetof(Summary, recompute_flops)},
+    {"forward_executions", offsetof(Summary, forward_execs)},
+    {"recompute_executions", offsetof(Summary, recompute_execs)},
+    {"saved_tensors", offsetof(Summary, saved_tensors)},
+    {"recomputed_tensors", offsetof(Summary, recomputed_tensors)},
+};
+#define NFIELDS ((int)(sizeof fields / sizeof *fields))
+
+static double field(const Summary *s, int i)
+{
+    return *(const double *)((const char *)s + fields[i].off);
+}
+
+/* Widest entry of each column, so the table lines up. */
+static void widths(const Compiled *m, Ctx *c, int *w)
+{
+    const Graph *g = m->g;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            const Tensor *t = &g->tensors[n->out[o]];
+            int len[4] = {(int)strlen(t->name), (int)strlen(n->name),
+                          (int)strlen(op_table[n->op].name),
+                          (int)strlen(shape_str(c, t))};
+            for (int i = 0; i < 4; i++)
+                if (len[i] > w[i])
+                    w[i] = len[i];
+        }
+    }
+}
+
+void report_schedule(Buf *b, const Compiled *m)
+{
+    const Graph *g = m->g;
+    int w[4] = {6, 4, 2, 5};
+    widths(m, b->ctx, w);
+    buf_printf(b, "# model %s, policy %s\n", g->name, m->policy->name);
+    buf_printf(b, "%-*s  %-*s  %-*s  %-*s  %10s  %-9s  %s\n", w[0], "tensor",
+               w[1], "node", w[2], "op", w[3], "shape", "bytes", "decision",
+               "rule");
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            const Tensor *x = &g->tensors[t];
+            buf_printf(b, "%-*s  %-*s  %-*s  %-*s  %10ld  %-9s  %s\n", w[0],
+                       x->name, w[1], n->name, w[2], op_table[n->op].name,
+                       w[3], shape_str(b->ctx, x), x->numel * 4,
+                       keep_name(m->remat->keep[t]), m->remat->why[t]);
+        }
+    }
+    Summary s;
+    summarize(m, &s);
+    for (int i = 0; i < NFIELDS; i++)
+        buf_printf(b, "%s: %.0f\n", fields[i].name, field(&s, i));
+}
+
+void report_diff(Buf *b, const Compiled *x, const Compiled *y)
+{
+    const Graph *g = x->g;
+    int w[4] = {6, 4, 2, 5};
+    widths(x, b->ctx, w);
+    buf_printf(b, "# model %s: policy %s -> policy %s\n", g->name,
+               x->policy->name, y->policy->name);
+    int changed = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            Keep a = x->remat->keep[t], c = y->remat->keep[t];
+            if (a == c)
+                continue;
+            changed++;
+            buf_printf(b, "%-*s  %-9s -> %-9s  (%s -> %s)\n", w[0],
+                       g->tensors[t].name, keep_name(a), keep_name(c),
+                       x->remat->why[t], y->remat->why[t]);
+        }
+    }
+    if (!changed)
+        buf_printf(b, "no tensor's decision differs\n");
+    Summary sa, sb;
+    summarize(x, &sa);
+    summarize(y, &sb);
+    for (int i = 0; i < NFIELDS; i++)
+        buf_printf(b, "%s: %.0f -> %.0f (%+.0f)\n", fields[i].name,
+                   field(&sa, i), field(&sb, i), field(&sb, i) - field(&sa, i));
+}

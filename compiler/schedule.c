@@ -1,0 +1,165 @@
+/*
+ * schedule.c: one straight-line list of statements, recompute inlined.
+ *
+ * The train step is: every node's forward in topological order; the copies
+ * of the graph outputs (the loss among them); d(loss) = 1; then, for every
+ * node with a backward in reverse topological order, the recomputes that
+ * backward needs followed by the backward itself. A recompute is placed just
+ * before the first statement that reads it and runs once per pass: the
+ * producer's inputs are rebuilt first (depth first, in input order) when
+ * they are RECOMPUTE too, and every rebuilt tensor is remembered, so a
+ * second reader reuses it. Recompute is a pass over the graph, not logic in
+ * the emitter: the emitter only prints these statements.
+ *
+ * Every buffer in the arena is a Value with the statements that define and
+ * last read it; plan.c turns those intervals into offsets. A SAVE tensor's
+ * forward value lives until its last reader in the backward; a RECOMPUTE
+ * tensor's forward value dies in the forward, and its recomputed value lives
+ * from the recompute to its last reader. An activation's gradient is zeroed
+ * just before the first backward that adds into it and lives until its
+ * producer's backward has read it. Parameter gradients live in the caller's
+ * gradient buffer, not in the arena.
+ *
+ * The forward-only schedule is the first two parts alone.
+ */
+#include "remat.h"
+
+typedef struct {
+    Ctx *c;
+    const Graph *g;
+    const Remat *r;
+    Schedule *s;
+} Sched;
+
+static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute)
+{
+    Schedule *s = x->s;
+    Stmt *st = &s->stmts[s->nstmts];
+    st->kind = kind;
+    st->node = node;
+    st->tensor = tensor;
+    st->recompute = recompute;
+    return s->nstmts++;
+}
+
+static int new_value(Sched *x, int tensor, ValueKind kind, int def)
+{
+    Schedule *s = x->s;
+    Value *v = &s->values[s->nvalues];
+    v->tensor = tensor;
+    v->kind = kind;
+    v->def = v->last = def;
+    v->bytes = (size_t)x->g->tensors[tensor].numel * sizeof(float);
+    int *slot = kind == V_FWD ? s->fwd : kind == V_RECOMP ? s->rec : s->grad;
+    slot[tensor] = s->nvalues;
+    return s->nvalues++;
+}
+
+static void use(Sched *x, int value, int stmt)
+{
+    assert(value >= 0 && "a statement reads a value nobody defined");
+    if (x->s->values[value].last < stmt)
+        x->s->values[value].last = stmt;
+}
+
+static int is_act(const Sched *x, int t)
+{
+    return x->g->tensors[t].kind == T_ACT;
+}
+
+/* The value a backward-phase statement reads for forward tensor t. */
+static int instance(const Sched *x, int t)
+{
+    return x->r->keep[t] == KEEP_RECOMPUTE ? x->s->rec[t] : x->s->fwd[t];
+}
+
+static void run_forward(Sched *x, int n, int recompute)
+{
+    const Node *nd = &x->g->nodes[n];
+    int s = add_stmt(x, S_FORWARD, n, -1, recompute);
+    for (int i = 0; i < nd->nin; i++)
+        if (is_act(x, nd->in[i]))
+            use(x, recompute ? instance(x, nd->in[i]) : x->s->fwd[nd->in[i]], s);
+    for (int o = 0; o < nd->nout; o++)
+        new_value(x, nd->out[o], recompute ? V_RECOMP : V_FWD, s);
+    if (recompute) {
+        x->s->recompute_execs++;
+        x->s->recompute_flops += op_table[nd->op].flops(x->g, nd);
+    } else
+        x->s->forward_execs++;
+}
+
+static void materialize(Sched *x, int t)
+{
+    if (!is_act(x, t) || x->r->keep[t] != KEEP_RECOMPUTE || x->s->rec[t] >= 0)
+        return;
+    const Node *n = &x->g->nodes[x->g->tensors[t].producer];
+    for (int i = 0; i < n->nin; i++)
+        materialize(x, n->in[i]);
+    run_forward(x, (int)(n - x->g->nodes), 1);
+}
+
+static void run_backward(Sched *x, int n)
+{
+    const Graph *g = x->g;
+    const Node *nd = &g->nodes[n];
+    unsigned reads = node_backward_reads(g, nd);
+    int want[MAX_IO];
+    node_grad_inputs(g, nd, want);
+    for (int i = 0; i < nd->nin; i++)
+        if (reads & NEED_IN(i))
+            materialize(x, nd->in[i]);
+    for (int o = 0; o < nd->nout; o++)
+        if (reads & NEED_OUT(o))
+            materialize(x, nd->out[o]);
+    for (int i = 0; i < nd->nin; i++)
+        if (want[i] && is_act(x, nd->in[i]) && x->s->grad[nd->in[i]] < 0)
+            new_value(x, nd->in[i], V_GRAD,
+                      add_stmt(x, S_ZERO, -1, nd->in[i], 0));
+    int s = add_stmt(x, S_BACKWARD, n, -1, 0);
+    for (int o = 0; o < nd->nout; o++) {
+        if (g->tensors[nd->out[o]].has_grad)
+            use(x, x->s->grad[nd->out[o]], s);
+        if (reads & NEED_OUT(o))
+            use(x, instance(x, nd->out[o]), s);
+    }
+    for (int i = 0; i < nd->nin; i++) {
+        if ((reads & NEED_IN(i)) && is_act(x, nd->in[i]))
+            use(x, instance(x, nd->in[i]), s);
+        if (want[i] && is_act(x, nd->in[i]))
+            use(x, x->s->grad[nd->in[i]], s);
+    }
+}
+
+static int *filled(Ctx *c, int n, int v)
+{
+    int *a = ctx_alloc(c, (size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++)
+        a[i] = v;
+    return a;
+}
+
+int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
+                   Schedule *s)
+{
+    Sched x = {c, g, r, s};
+    size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
+    s->stmts = ctx_alloc(c, (3 * nn + nt + (size_t)g->noutputs + 1) *
+                                sizeof(Stmt));
+    s->values = ctx_alloc(c, 3 * nt * sizeof(Value));
+    s->fwd = filled(c, g->ntensors, -1);
+    s->rec = filled(c, g->ntensors, -1);
+    s->grad = filled(c, g->ntensors, -1);
+    for (int k = 0; k < g->nnodes; k++)
+        run_forward(&x, g->order[k], 0);
+    for (int i = 0; i < g->noutputs; i++)
+        use(&x, s->fwd[g->outputs[i]],
+            add_stmt(&x, S_OUTPUT, -1, g->outputs[i], 0));
+    if (!train || !g->tensors[g->loss].has_grad)
+        return 0;
+    new_value(&x, g->loss, V_GRAD, add_stmt(&x, S_SEED, -1, g->loss, 0));
+    for (int k = g->nnodes - 1; k >= 0; k--)
+        if (node_has_backward(g, &g->nodes[g->order[k]]))
+            run_backward(&x, g->order[k]);
+    return 0;
+}

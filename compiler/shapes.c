@@ -1,0 +1,184 @@
+/*
+ * shapes.c: topological order and shape inference.
+ *
+ * Nodes may appear in any order in the file. infer_shapes() orders them with
+ * Kahn's algorithm, always taking the ready node that comes first in the
+ * file, so the order is stable (a file already in order keeps it) and never
+ * depends on hashing or pointers. A node left over is on a cycle; the error
+ * names the cycle. Then each node's shape rule, from the op table, types its
+ * outputs from its inputs in that order, checking what the op requires.
+ *
+ * Afterwards: g->order holds every node once, producers before consumers;
+ * every tensor has a shape and a consumer count; the loss is a scalar.
+ */
+#include "remat.h"
+
+#include <string.h>
+
+/* A min-heap of node indices: the ready node earliest in the file first. */
+typedef struct {
+    int *v;
+    int n;
+} Heap;
+
+static void heap_push(Heap *h, int x)
+{
+    int i = h->n++;
+    while (i > 0 && h->v[(i - 1) / 2] > x) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = x;
+}
+
+static int heap_pop(Heap *h)
+{
+    int top = h->v[0], x = h->v[--h->n], i = 0;
+    for (;;) {
+        int k = 2 * i + 1;
+        if (k >= h->n)
+            break;
+        if (k + 1 < h->n && h->v[k + 1] < h->v[k])
+            k++;
+        if (h->v[k] >= x)
+            break;
+        h->v[i] = h->v[k];
+        i = k;
+    }
+    h->v[i] = x;
+    return top;
+}
+
+/* Follows producers among the unsorted nodes until one repeats. */
+static int cycle_error(Ctx *c, Graph *g, const int *pending)
+{
+    int start = 0;
+    while (!pending[start])
+        start++;
+    int *seen = ctx_alloc(c, (size_t)g->nnodes * sizeof(int));
+    int n = start;
+    while (!seen[n]) {
+        seen[n] = 1;
+        const Node *nd = &g->nodes[n];
+        for (int i = 0; i < nd->nin; i++) {
+            int p = g->tensors[nd->in[i]].producer;
+            if (p >= 0 && pending[p]) {
+                n = p;
+                break;
+            }
+        }
+    }
+    Buf b;
+    buf_init(&b, c);
+    int m = n;
+    do {
+        buf_printf(&b, "'%s' <- ", g->nodes[m].name);
+        const Node *nd = &g->nodes[m];
+        for (int i = 0; i < nd->nin; i++) {
+            int p = g->tensors[nd->in[i]].producer;
+            if (p >= 0 && pending[p] && seen[p]) {
+                m = p;
+                break;
+            }
+        }
+    } while (m != n && b.len < 600);
+    buf_printf(&b, "'%s'", g->nodes[n].name);
+    return ctx_error(c, g->file, g->nodes[n].line, "node '%s': is on a cycle: "
+                     "%s (each reads the next one's output); a graph must be "
+                     "acyclic", g->nodes[n].name, b.data);
+}
+
+static int topo_sort(Ctx *c, Graph *g)
+{
+    int *waiting = ctx_alloc(c, (size_t)g->nnodes * sizeof(int));
+    /* consumers[t]: the nodes reading tensor t, as CSR arrays */
+    int *first = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof(int));
+    int nedges = 0;
+    for (int n = 0; n < g->nnodes; n++)
+        for (int i = 0; i < g->nodes[n].nin; i++) {
+            Tensor *t = &g->tensors[g->nodes[n].in[i]];
+            t->nconsumers++;
+            first[g->nodes[n].in[i] + 1]++;
+            nedges++;
+            if (t->producer >= 0)
+                waiting[n]++;
+        }
+    for (int t = 0; t < g->ntensors; t++)
+        first[t + 1] += first[t];
+    int *fill = ctx_alloc(c, (size_t)g->ntensors * sizeof(int));
+    int *reader = ctx_alloc(c, ((size_t)nedges + 1) * sizeof(int));
+    for (int n = 0; n < g->nnodes; n++)
+        for (int i = 0; i < g->nodes[n].nin; i++) {
+            int t = g->nodes[n].in[i];
+            reader[first[t] + fill[t]++] = n;
+        }
+    Heap h = {ctx_alloc(c, (size_t)g->nnodes * sizeof(int)), 0};
+    for (int n = 0; n < g->nnodes; n++)
+        if (!waiting[n])
+            heap_push(&h, n);
+    g->order = ctx_alloc(c, (size_t)g->nnodes * sizeof(int));
+    int k = 0;
+    while (h.n) {
+        int n = heap_pop(&h);
+        g->order[k++] = n;
+        waiting[n] = -1;
+        for (int o = 0; o < g->nodes[n].nout; o++) {
+            int t = g->nodes[n].out[o];
+            for (int e = first[t]; e < first[t + 1]; e++)
+                if (--waiting[reader[e]] == 0)
+                    heap_push(&h, reader[e]);
+        }
+    }
+    if (k < g->nnodes) {
+        for (int n = 0; n < g->nnodes; n++)
+            waiting[n] = waiting[n] > 0;
+        return cycle_error(c, g, waiting);
+    }
+    return 0;
+}
+
+/* No output is marked as the loss: it is the only scalar output (one
+ * element: a rank-0 tensor, or a keepdims reduction's 1x1). */
+static int find_scalar_loss(Ctx *c, Graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->tensors[g->outputs[i]].numel == 1) {
+            g->loss = g->outputs[i];
+            n++;
+        }
+    if (n != 1)
+        return ctx_error(c, g->file, g->line, "graph: %s; mark the loss with "
+                         "<output name=\"...\" loss=\"true\"/>",
+                         n ? "more than one scalar output and none marked as "
+                             "the loss"
+                           : "no loss: no output is marked loss=\"true\" and "
+                             "none is a scalar");
+    g->tensors[g->loss].is_loss = 1;
+    return 0;
+}
+
+int infer_shapes(Ctx *c, Graph *g)
+{
+    if (topo_sort(c, g))
+        return -1;
+    for (int k = 0; k < g->nnodes; k++) {
+        Node *n = &g->nodes[g->order[k]];
+        if (op_table[n->op].shape(c, g, n))
+            return -1;
+        for (int o = 0; o < n->nout; o++)
+            if (g->tensors[n->out[o]].numel > MAX_NUMEL)
+                return ctx_error(c, g->file, n->line, "node '%s': output '%s' "
+                                 "would have %ld elements; at most %ld are "
+                                 "supported", n->name, g->tensors[n->out[o]].name,
+                                 g->tensors[n->out[o]].numel, MAX_NUMEL);
+    }
+    if (g->loss < 0 && find_scalar_loss(c, g))
+        return -1;
+    Tensor *loss = &g->tensors[g->loss];
+    if (loss->numel != 1)
+        return ctx_error(c, g->file, loss->line, "output '%s': the loss must "
+                         "be a scalar (one element) but has shape %s",
+                         loss->name, shape_str(c, loss));
+    return 0;
+}

@@ -1,0 +1,168 @@
+/*
+ * util.c: the compilation context and the small things every stage uses.
+ *
+ * A Ctx owns every allocation of one compilation as a list of chunks, freed
+ * once by ctx_free (ggml's context): no stage frees anything, and a test can
+ * run many compilations in one process cleanly under sanitizers. The context
+ * also holds the one error message a failing stage leaves for main.c.
+ *
+ * Files are written whole or not at all: to a temporary file beside the
+ * target, then renamed over it.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "remat.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct Chunk {
+    Chunk *next;
+    max_align_t data[];
+};
+
+void ctx_init(Ctx *c) { memset(c, 0, sizeof *c); }
+
+void ctx_free(Ctx *c)
+{
+    Chunk *k = c->chunks;
+    while (k) {
+        Chunk *next = k->next;
+        free(k);
+        k = next;
+    }
+    c->chunks = NULL;
+}
+
+void *ctx_alloc(Ctx *c, size_t size)
+{
+    Chunk *k = calloc(1, sizeof(Chunk) + size + 1);
+    if (!k) {
+        fprintf(stderr, "remat: out of memory (%zu bytes)\n", size);
+        exit(1);
+    }
+    k->next = c->chunks;
+    c->chunks = k;
+    return k->data;
+}
+
+char *ctx_strdup(Ctx *c, const char *s)
+{
+    size_t n = strlen(s);
+    char *d = ctx_alloc(c, n + 1);
+    memcpy(d, s, n);
+    return d;
+}
+
+static char *ctx_vprintf(Ctx *c, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    char *s = ctx_alloc(c, (size_t)n + 1);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
+char *ctx_printf(Ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = ctx_vprintf(c, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (line > 0)
+        snprintf(c->err, sizeof c->err, "%s:%d: %s", file, line, msg);
+    else
+        snprintf(c->err, sizeof c->err, "%s: %s", file, msg);
+    return -1;
+}
+
+void buf_init(Buf *b, Ctx *c)
+{
+    memset(b, 0, sizeof *b);
+    b->ctx = c;
+}
+
+void buf_vprintf(Buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        char *d = ctx_alloc(b->ctx, cap);   /* the old one goes with the ctx */
+        if (b->len)
+            memcpy(d, b->data, b->len);
+        b->data = d;
+        b->cap = cap;
+    }
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void buf_printf(Buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len)
+{
+    char *tmp = ctx_printf(c, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return ctx_error(c, path, 0, "cannot write: %s", strerror(errno));
+    int ok = fwrite(data, 1, len, f) == len;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        return ctx_error(c, path, 0, "cannot write: %s", strerror(e));
+    }
+    return 0;
+}
+
+int buf_write_file(Buf *b, const char *path)
+{
+    return write_file_atomic(b->ctx, path, b->data ? b->data : "", b->len);
+}
+
+const char *fmt_float(Ctx *c, float v)
+{
+    char s[48];
+    snprintf(s, sizeof s, "%.9g", (double)v);
+    /* 9 significant digits read back to the same float; the literal needs a
+     * '.' or an exponent before the 'f' suffix. */
+    if (!strpbrk(s, ".en"))
+        strcat(s, ".0");
+    return ctx_printf(c, "%sf", s);
+}
+
+int glob_match(const char *p, const char *s)
+{
+    if (*p == '\0')
+        return *s == '\0';
+    if (*p == '*')
+        return glob_match(p + 1, s) || (*s && glob_match(p, s + 1));
+    if (*s && (*p == '?' || *p == *s))
+        return glob_match(p + 1, s + 1);
+    return 0;
+}

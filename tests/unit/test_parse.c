@@ -1,0 +1,180 @@
+/* Parsing graph format v1: what the IR holds, and the errors bad input gets. */
+#include "testutil.h"
+
+static const char *mlp =
+    "<input name='x' shape='4 3'/>\n"
+    "<initializer name='w' shape='2 3' init='uniform' low='-1' high='2'/>\n"
+    "<initializer name='b' shape='2' init='constant' value='0.5' trainable='false'/>\n"
+    "<block name='blk'>\n"
+    "  <node name='fc' op='Gemm' in='x w b' out='h' transB='1' remat='must_save'/>\n"
+    "</block>\n"
+    "<node name='act' op='Gelu' in='h' out='g' approximate='tanh'/>\n"
+    "<node name='red' op='ReduceMean' in='g' out='loss' keepdims='0'/>\n"
+    "<output name='loss' loss='true'/>";
+
+START_TEST(parses_tensors_nodes_and_attributes)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c, mlp, "none");
+    const Graph *g = m.g;
+    ck_assert_int_eq(g->nnodes, 3);
+    ck_assert_int_eq(g->nblocks, 1);
+    const Tensor *w = &g->tensors[tensor_id(&m, "w")];
+    ck_assert_int_eq(w->kind, T_PARAM);
+    ck_assert_int_eq(w->rank, 2);
+    ck_assert_int_eq(w->dims[0], 2);
+    ck_assert_int_eq(w->init, INIT_UNIFORM);
+    ck_assert_float_eq(w->init_a, -1.0f);
+    ck_assert_float_eq(w->init_b, 2.0f);
+    ck_assert_int_eq(w->trainable, 1);
+    const Tensor *b = &g->tensors[tensor_id(&m, "b")];
+    ck_assert_int_eq(b->trainable, 0);
+    ck_assert_float_eq(b->init_a, 0.5f);
+    const Node *fc = &g->nodes[0];
+    ck_assert_str_eq(fc->name, "fc");
+    ck_assert_int_eq(fc->block, 0);
+    ck_assert_int_eq(fc->remat, MUST_SAVE);
+    ck_assert_int_eq(node_int(fc, "transB"), 1);
+    ck_assert_int_eq(node_int(fc, "transA"), 0);        /* ONNX default */
+    ck_assert_float_eq(node_float(fc, "alpha"), 1.0f);  /* ONNX default */
+    ck_assert_int_eq(fc->nin, 3);
+    ck_assert_int_eq(g->nodes[1].block, -1);
+    ck_assert_str_eq(node_attr(&g->nodes[1], "approximate")->s, "tanh");
+    ck_assert_int_eq(node_int(&g->nodes[2], "keepdims"), 0);
+    ck_assert_int_eq(g->loss, tensor_id(&m, "loss"));
+    ck_assert_int_eq(g->tensors[tensor_id(&m, "h")].line, 7); /* body starts on line 3 */
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(optional_gemm_bias_may_be_left_out)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='4 3'/><initializer name='w' shape='3 2' init='zeros'/>"
+        "<node name='fc' op='Gemm' in='x w' out='h'/>"
+        "<node name='r' op='ReduceSum' in='h' out='l' keepdims='0'/><output name='l'/>",
+        "none");
+    ck_assert_int_eq(m.g->nodes[0].nin, 2);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(mangled_names_stay_distinct)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='a.b' shape='2'/><input name='a_b' shape='2'/>"
+        "<input name='a:b' shape='2'/>"
+        "<node name='n1' op='Add' in='a.b a_b' out='s'/>"
+        "<node name='n2' op='Add' in='s a:b' out='s2'/>"
+        "<node name='r' op='ReduceSum' in='s2' out='l' keepdims='0'/><output name='l'/>",
+        "none");
+    const char *x = m.g->tensors[tensor_id(&m, "a.b")].cname;
+    const char *y = m.g->tensors[tensor_id(&m, "a_b")].cname;
+    const char *z = m.g->tensors[tensor_id(&m, "a:b")].cname;
+    ck_assert_str_ne(x, y);
+    ck_assert_str_ne(y, z);
+    ck_assert_str_ne(x, z);
+    ctx_free(&c);
+}
+END_TEST
+
+/* One bad graph per row, with the words its message must contain. */
+static const struct {
+    const char *body, *expect;
+} bad[] = {
+    {"<node name='n' op='Frob' in='x' out='y'/>", "t.xml:3: node 'n': unknown op 'Frob'"},
+    {"<input name='x' shape='2 -3'/>", "shape \"2 -3\" has dimension -3"},
+    {"<input name='x' shape='2 x'/>", "is not a list of at most 6 positive integers"},
+    {"<input name='x' shape='2'/><input name='x' shape='3'/>", "tensor 'x' is already defined at line 3"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='q' out='y'/>", "input 'q' is not defined"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='x'/>", "writes 'x', which is a graph input"},
+    {"<input name='x' shape='2'/><node name='n' op='Add' in='x' out='y'/>", "Add takes 2 inputs, got 1"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y z'/>", "Relu takes 1 outputs, got 2"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y' alpha='1'/>", "unknown attribute 'alpha'"},
+    {"<input name='x' shape='2 2'/><node name='n' op='Gemm' in='x x' out='y' transB='2'/>", "transB=\"2\" must be 0 or 1"},
+    {"<input name='x' shape='2 2'/><node name='n' op='Gemm' in='x x' out='y' alpha='fast'/>", "alpha=\"fast\" must be a finite number"},
+    {"<input name='x' shape='2'/><node name='n' op='Gelu' in='x' out='y' approximate='erf'/>", "must be \"none\" or \"tanh\""},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y' remat='always'/>", "remat=\"always\" must be"},
+    {"<block name='b'><block name='c'/></block>", "blocks do not nest"},
+    {"<frob/>", "unknown element <frob>"},
+    {"<input name='9x' shape='2'/>", "name '9x' is not valid"},
+    {"<initializer name='w' shape='2' init='gaussian'/>", "unknown init \"gaussian\""},
+    {"<initializer name='w' shape='2' init='constant'/>", "missing attribute 'value'"},
+    {"<initializer name='w' shape='2' init='zeros' low='1'/>", "unknown attribute 'low'"},
+    {"<initializer name='w' shape='2' init='uniform' low='2' high='1'/>", "uniform needs low <= high"},
+    {"<initializer name='w' shape='2' init='file' path='nope.npy'/>", "cannot use './nope.npy'"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y'/><output name='y'/>", "listed twice"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y'/>", "no loss"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y' loss='true'/>", "the loss must be a scalar"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='n' op='Relu' in='x' out='z'/>", "a node of that name is already defined"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='m' op='Relu' in='x' out='y'/>", "tensor 'y' is already defined"},
+};
+
+START_TEST(bad_graphs_get_clear_errors)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *msg = error_of(&c, bad[_i].body);
+    ck_assert_contains(msg, bad[_i].expect);
+    ck_assert_msg(strncmp(msg, "t.xml:", 6) == 0, "no file:line in '%s'", msg);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(broken_xml_and_wrong_root)
+{
+    Ctx c;
+    ctx_init(&c);
+    Graph *g;
+    const char *broken = "<model name='m' format='1'><graph>\n<input name='x'\n</model>";
+    ck_assert_int_eq(parse_graph_memory(&c, "b.xml", broken, strlen(broken), &g), -1);
+    ck_assert_contains(c.err, "b.xml:");
+    ck_assert_contains(c.err, "XML error");
+    const char *root = "<graph/>";
+    ck_assert_int_eq(parse_graph_memory(&c, "r.xml", root, strlen(root), &g), -1);
+    ck_assert_contains(c.err, "r.xml:1: root element is <graph>");
+    const char *fmt = "<model name='m' format='2'><graph/></model>";
+    ck_assert_int_eq(parse_graph_memory(&c, "f.xml", fmt, strlen(fmt), &g), -1);
+    ck_assert_contains(c.err, "format=\"2\" is not supported");
+    ck_assert_int_eq(parse_graph(&c, "/nonexistent/g.xml", &g), -1);
+    ck_assert_contains(c.err, "/nonexistent/g.xml: cannot open");
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(policy_files)
+{
+    Ctx c;
+    ctx_init(&c);
+    Policy *p;
+    ck_assert_int_eq(policy_load(&c, "tests/policies/keep_gelu.xml", &p), 0);
+    ck_assert_str_eq(p->name, "keep-gelu");
+    ck_assert_int_eq(p->nrules, 3);
+    ck_assert_int_eq(p->rules[0].kind, RULE_OP);
+    ck_assert_int_eq(p->rules[0].decision, MUST_SAVE);
+    ck_assert_int_eq(p->rules[2].kind, RULE_DEFAULT);
+    ck_assert_int_eq(policy_load(&c, "sac-lite", &p), -1);
+    ck_assert_contains(c.err, "unknown policy");
+    ctx_free(&c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("parse");
+    TCase *t = tcase_create("parse");
+    tcase_add_test(t, parses_tensors_nodes_and_attributes);
+    tcase_add_test(t, optional_gemm_bias_may_be_left_out);
+    tcase_add_test(t, mangled_names_stay_distinct);
+    tcase_add_loop_test(t, bad_graphs_get_clear_errors, 0,
+                        (int)(sizeof bad / sizeof *bad));
+    tcase_add_test(t, broken_xml_and_wrong_root);
+    tcase_add_test(t, policy_files);
+    suite_add_tcase(s, t);
+    return run_suite(s);
+}

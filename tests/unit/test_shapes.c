@@ -1,0 +1,190 @@
+/* Topological order and shape inference. */
+#include "testutil.h"
+
+static const Tensor *T(const Compiled *m, const char *name)
+{
+    return &m->g->tensors[tensor_id(m, name)];
+}
+
+static void assert_shape(const Tensor *t, int rank, long d0, long d1, long d2)
+{
+    long want[3] = {d0, d1, d2};
+    ck_assert_int_eq(t->rank, rank);
+    for (int i = 0; i < rank; i++)
+        ck_assert_int_eq(t->dims[i], want[i]);
+}
+
+START_TEST(order_is_topological_and_stable)
+{
+    Ctx c;
+    ctx_init(&c);
+    /* file order: c (reads b), a, b (reads a), d (reads x only) */
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='3'/>"
+        "<node name='c' op='Add' in='vb x' out='vc'/>"
+        "<node name='a' op='Relu' in='x' out='va'/>"
+        "<node name='b' op='Tanh' in='va' out='vb'/>"
+        "<node name='d' op='Sigmoid' in='x' out='vd'/>"
+        "<node name='e' op='Add' in='vc vd' out='ve'/>"
+        "<node name='r' op='ReduceSum' in='ve' out='l' keepdims='0'/><output name='l'/>",
+        "none");
+    /* Kahn's with the earliest ready node first: a(1) b(2) c(0) d(3) e(4) r(5) */
+    int want[] = {1, 2, 0, 3, 4, 5};
+    for (int k = 0; k < 6; k++)
+        ck_assert_int_eq(m.g->order[k], want[k]);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(cycles_are_named)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *msg = error_of(&c,
+        "<input name='x' shape='3'/>"
+        "<node name='p' op='Add' in='x r' out='vp'/>"
+        "<node name='q' op='Relu' in='vp' out='vq'/>"
+        "<node name='s' op='Tanh' in='vq' out='r'/>"
+        "<node name='l' op='ReduceSum' in='vq' out='loss' keepdims='0'/><output name='loss'/>");
+    ck_assert_contains(msg, "is on a cycle");
+    ck_assert_contains(msg, "'p'");
+    ck_assert_contains(msg, "'q'");
+    ck_assert_contains(msg, "'s'");
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(gemm_shapes_follow_trans_flags)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='a' shape='4 6'/><input name='at' shape='6 4'/>"
+        "<initializer name='b' shape='6 5' init='zeros'/>"
+        "<initializer name='bt' shape='5 6' init='zeros'/>"
+        "<initializer name='col' shape='4 1' init='zeros'/>"
+        "<node name='n0' op='Gemm' in='a b' out='y0'/>"
+        "<node name='n1' op='Gemm' in='a bt col' out='y1' transB='1'/>"
+        "<node name='n2' op='Gemm' in='at b' out='y2' transA='1'/>"
+        "<node name='n3' op='Gemm' in='at bt' out='y3' transA='1' transB='1'/>"
+        "<node name='n4' op='MatMul' in='a b' out='y4'/>"
+        "<node name='s' op='Add' in='y0 y1' out='s1'/><node name='s2' op='Add' in='y2 y3' out='s3'/>"
+        "<node name='s4' op='Add' in='s1 s3' out='s5'/><node name='s6' op='Add' in='s5 y4' out='s7'/>"
+        "<node name='r' op='ReduceSum' in='s7' out='l' keepdims='0'/><output name='l'/>",
+        "none");
+    for (int i = 0; i < 5; i++) {
+        char name[4];
+        snprintf(name, sizeof name, "y%d", i);
+        assert_shape(T(&m, name), 2, 4, 5, 0);
+    }
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(gemm_mismatch_says_what_would_fit)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *msg = error_of(&c,
+        "<input name='x' shape='32 256'/><initializer name='w' shape='128 256' init='zeros'/>"
+        "<node name='b0.fc1' op='Gemm' in='x w' out='y' transB='0'/>");
+    ck_assert_contains(msg, "node 'b0.fc1': Gemm input 1 'w' has shape 128x256 but "
+                            "transB=0 needs 256 rows to match input 0's 256");
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(broadcasting_follows_numpy)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='4 5'/><input name='r' shape='5'/><input name='s' shape=''/>"
+        "<input name='c' shape='4 1'/><input name='l' shape='1 5'/><input name='z' shape='2 4 5'/>"
+        "<node name='n0' op='Add' in='x r' out='y0'/>"
+        "<node name='n1' op='Mul' in='s x' out='y1'/>"
+        "<node name='n2' op='Sub' in='c l' out='y2'/>"
+        "<node name='n3' op='Div' in='z c' out='y3'/>"
+        "<node name='n4' op='ReduceSum' in='y3' out='y4' axes='0 -1' keepdims='1'/>"
+        "<node name='n5' op='ReduceMean' in='y3' out='y5' axes='1' keepdims='0'/>"
+        "<node name='n6' op='Add' in='y0 y1' out='y6'/><node name='n7' op='Add' in='y6 y2' out='y7'/>"
+        "<node name='n8' op='Add' in='y7 y4' out='y8'/>"
+        "<node name='r' op='ReduceSum' in='y8' out='loss' keepdims='0'/><output name='loss'/>"
+        "<output name='y5'/>",
+        "none");
+    assert_shape(T(&m, "y0"), 2, 4, 5, 0);
+    assert_shape(T(&m, "y1"), 2, 4, 5, 0);
+    assert_shape(T(&m, "y2"), 2, 4, 5, 0);
+    assert_shape(T(&m, "y3"), 3, 2, 4, 5);
+    assert_shape(T(&m, "y4"), 3, 1, 4, 1);
+    assert_shape(T(&m, "y5"), 2, 2, 5, 0);
+    assert_shape(T(&m, "loss"), 0, 0, 0, 0);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(broadcast_that_does_not_fit)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *msg = error_of(&c,
+        "<input name='x' shape='4 5'/><input name='y' shape='4'/>"
+        "<node name='n' op='Add' in='x y' out='z'/>");
+    ck_assert_contains(msg, "Add inputs 'x' (4x5) and 'y' (4) do not broadcast");
+    ctx_free(&c);
+    ctx_init(&c);
+    msg = error_of(&c, "<input name='x' shape='4 5'/>"
+                       "<node name='n' op='ReduceSum' in='x' out='z' axes='2'/>");
+    ck_assert_contains(msg, "axis 2 is out of range");
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(loss_found_by_shape_when_unmarked)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='4 5'/>"
+        "<node name='n' op='Relu' in='x' out='y'/>"
+        "<node name='r' op='ReduceMean' in='y' out='l'/>"     /* keepdims=1: 1x1 */
+        "<output name='y'/><output name='l'/>",
+        "none");
+    ck_assert_int_eq(m.g->loss, tensor_id(&m, "l"));
+    assert_shape(T(&m, "l"), 2, 1, 1, 0);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(op_table_is_complete)
+{
+    for (int i = 0; i < OP_COUNT; i++) {
+        const OpInfo *op = &op_table[i];
+        ck_assert_ptr_nonnull(op->name);
+        ck_assert_ptr_nonnull(op->kernel);
+        ck_assert(op->shape != NULL);
+        ck_assert(op->flops != NULL);
+        ck_assert(op->emit_forward != NULL);
+        ck_assert(op->emit_backward != NULL);
+        ck_assert_int_eq(op_lookup(op->name), i);
+        ck_assert_int_le(op->min_in, op->max_in);
+    }
+    ck_assert_int_eq(op_lookup("Conv"), -1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("shapes");
+    TCase *t = tcase_create("shapes");
+    tcase_add_test(t, order_is_topological_and_stable);
+    tcase_add_test(t, cycles_are_named);
+    tcase_add_test(t, gemm_shapes_follow_trans_flags);
+    tcase_add_test(t, gemm_mismatch_says_what_would_fit);
+    tcase_add_test(t, broadcasting_follows_numpy);
+    tcase_add_test(t, broadcast_that_does_not_fit);
+    tcase_add_test(t, loss_found_by_shape_when_unmarked);
+    tcase_add_test(t, op_table_is_complete);
+    suite_add_tcase(s, t);
+    return run_suite(s);
+}
