@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The command line as a user meets it: help, the schedule figures of mlp12
+# (worked out by hand below), diff, policy files, build from elsewhere,
+# errors and usage errors, reproducible output, and generated/ up to date.
+set -u
+cd "$(dirname "$0")/../.."
+root=$PWD
+remat=$root/build/remat
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+expect() {   # description expected actual
+    if [ "$2" = "$3" ]; then ok; else bad "$1: expected '$2', got '$3'"; fi
+}
+figure() {   # policy key -> value from `remat schedule graphs/mlp12.xml`
+    "$remat" schedule graphs/mlp12.xml --policy "$1" | sed -n "s/^$2: //p"
+}
+
+# --- help --------------------------------------------------------------------
+"$remat" --help | grep -q "schedule" && ok || bad "remat --help"
+for c in compile schedule diff build; do
+    "$remat" $c --help | grep -q "usage: remat $c" && ok || bad "remat $c --help"
+done
+
+# --- mlp12's figures ------------------------------------------------------------
+# One activation is 32x256 floats = 32768 bytes. What the backward reads, per
+# block: fc1's weight gradient reads the block input, Gelu's backward reads h1,
+# fc2's weight gradient reads g; Add reads nothing, so y is never kept; the
+# loss's Mul reads d. Block inputs b0.out..b10.out are 11 tensors (x is an
+# input, not an activation).
+#   none: 11 inputs + 12 h1 + 12 g + d = 36 x 32768 = 1179648
+#   sac:  h1 saved (matmul), g recomputed from it: 11 + 12 + 1 = 24 -> 786432
+#   full: only the 11 block inputs and d (outside blocks): 12 -> 393216
+# Recompute executions: sac reruns 12 Gelus; full reruns fc1 and Gelu per
+# block (fc2 is not needed: its output is read by nobody's backward) = 24.
+expect "none saved_bytes" 1179648 "$(figure none saved_bytes)"
+expect "sac saved_bytes" 786432 "$(figure sac saved_bytes)"
+expect "full saved_bytes" 393216 "$(figure full saved_bytes)"
+expect "sac-aggressive saved_bytes" 786432 "$(figure sac-aggressive saved_bytes)"
+expect "none recompute_executions" 0 "$(figure none recompute_executions)"
+expect "sac recompute_executions" 12 "$(figure sac recompute_executions)"
+expect "full recompute_executions" 24 "$(figure full recompute_executions)"
+expect "forward_executions" 51 "$(figure full forward_executions)"
+expect "none recompute_flops" 0 "$(figure none recompute_flops)"
+# full: 12 x (fc1 2*32*256*256 + bias 32*256 + Gelu 8*32*256)
+expect "full recompute_flops" 51216384 "$(figure full recompute_flops)"
+"$remat" schedule graphs/mlp12.xml --policy full | grep -qE '^b3\.y .* - +not read' \
+    && ok || bad "full: b3.y should be kept by nobody"
+"$remat" compile graphs/mlp12.xml --policy full -o "$work/full.c"
+n=$(grep -c 'recompute \*/' "$work/full.c")
+expect "full: recompute statements in train_step" 24 "$n"
+grep -q 'b0.fc2: Gemm -> b0.y \[32x256\] recompute' "$work/full.c" \
+    && bad "full reruns fc2, which the backward does not need" || ok
+
+# --- diff ------------------------------------------------------------------------
+"$remat" diff graphs/mlp12.xml --policy none --policy sac > "$work/diff"
+expect "diff none sac: changed tensors" 12 "$(grep -c 'SAVE  *-> RECOMPUTE' "$work/diff")"
+grep -q '^b7.g ' "$work/diff" && ok || bad "diff lists b7.g"
+grep -q '^saved_bytes: 1179648 -> 786432 (-393216)$' "$work/diff" && ok || bad "diff saved_bytes line"
+
+# --- a policy file --------------------------------------------------------------
+# keep-gelu: g must_save; b1's nodes prefer_save; the rest recompute. Saved: 11
+# block inputs + 12 g + b1.h1 + d = 25 tensors; recomputed: h1 of the other 11
+# blocks (fc1 reruns from the saved block input).
+out=$("$remat" schedule graphs/mlp12.xml --policy tests/policies/keep_gelu.xml)
+expect "policy file saved_bytes" $((25 * 32768)) "$(echo "$out" | sed -n 's/^saved_bytes: //p')"
+expect "policy file recompute_executions" 11 "$(echo "$out" | sed -n 's/^recompute_executions: //p')"
+echo "$out" | grep -qE '^b1\.h1 .*SAVE .*keep_gelu.xml:5 node=b1\.\* prefer_save' && ok \
+    || bad "policy file rule not reported"
+
+# --- build from another directory ---------------------------------------------------
+(cd "$work" && "$remat" build "$root/graphs/mlp12.xml" --policy sac -o t) \
+    && "$work/t" --steps 3 --lr 0.1 | grep -q '^step 3 loss' && ok || bad "build from elsewhere"
+
+# --- errors ------------------------------------------------------------------------
+printf '<model name="m" format="1"><graph>\n<input name="x" shape="4 0"/>\n</graph></model>\n' > "$work/bad.xml"
+cp "$work/full.c" "$work/keep.c"
+cp "${work}/full.h" "$work/keep.h"
+"$remat" compile "$work/bad.xml" -o "$work/full.c" 2> "$work/err"
+expect "bad graph exit status" 1 $?
+expect "bad graph: one line" 1 "$(wc -l < "$work/err")"
+grep -q "bad.xml:2: input 'x': shape \"4 0\" has dimension 0" "$work/err" && ok || bad "message: $(cat "$work/err")"
+cmp -s "$work/full.c" "$work/keep.c" && cmp -s "$work/full.h" "$work/keep.h" && ok \
+    || bad "a failed compile changed an existing output"
+"$remat" schedule graphs/mlp12.xml --policy nosuch 2> "$work/err"
+expect "unknown policy exit status" 1 $?
+"$remat" compile graphs/mlp12.xml 2> /dev/null
+expect "missing -o exit status" 2 $?
+"$remat" frobnicate 2> /dev/null
+expect "unknown command exit status" 2 $?
+"$remat" diff graphs/mlp12.xml --policy sac 2> /dev/null
+expect "diff with one policy exit status" 2 $?
+
+# --- reproducible output and generated/ -------------------------------------------------
+"$remat" compile graphs/mlp12.xml --policy sac -o "$work/a.c"
+"$remat" compile graphs/mlp12.xml --policy sac -o "$work/b.c"
+sed 's/"a.h"/"b.h"/; s/REMAT_A_H/REMAT_B_H/' "$work/a.c" | cmp -s - "$work/b.c" && ok || bad "compile is not reproducible"
+for f in generated/*.c; do
+    base=$(basename "$f" .c)
+    graph=graphs/${base%_*}.xml
+    policy=${base##*_}
+    mkdir -p "$work/gen"
+    "$remat" compile "$graph" --policy "$policy" -o "$work/gen/$base.c"
+    if cmp -s "$f" "$work/gen/$base.c" && cmp -s "generated/$base.h" "$work/gen/$base.h"; then ok
+    else bad "generated/$base.c is stale: run make generated"; fi
+done
+ls generated/mlp12_none.c generated/mlp12_full.c generated/mlp12_sac.c > /dev/null && ok \
+    || bad "generated/ lacks mlp12 under none, full and sac"
+
+echo "test_cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
