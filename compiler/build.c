@@ -81,7 +81,8 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
     for (char *w = strtok(words, " "); w && n < 32; w = strtok(NULL, " "))
         argv[n++] = w;
     const char *rest[] = {
-        "-std=c99", "-O2", no_blas ? "-DRT_NO_BLAS" : "-DRT_BLAS",
+        "-std=c99", "-O3", "-march=native",
+        no_blas ? "-DRT_NO_BLAS" : "-DRT_BLAS",
         ctx_printf(c, "-I%s", dir), ctx_printf(c, "-I%s", rt),
         ctx_printf(c, "%s/%s.c", dir, name), ctx_printf(c, "%s/main.c", dir),
         ctx_printf(c, "%s/remat_rt.c", rt), ctx_printf(c, "%s/trainer.c", rt),

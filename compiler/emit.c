@@ -43,6 +43,15 @@ static const char *upper(Ctx *c, const char *s)
     return u;
 }
 
+/* Text for a C comment: a star-slash inside would end it early. */
+static const char *comment_safe(Ctx *c, const char *s)
+{
+    char *d = ctx_strdup(c, s);
+    for (char *p = d; (p = strstr(p, "*/")) != NULL;)
+        *p = '?';
+    return d;
+}
+
 /* ---- broadcast maps ------------------------------------------------------------ */
 
 static void contiguous_strides(const Tensor *t, long *st)
@@ -74,7 +83,7 @@ static void emit_map(Emit *e, const Node *n, int rank, const long *dims,
         buf_printf(&b, ", {");
         for (int i = 0; i < rank; i++)
             buf_printf(&b, "%s%ld", i ? ", " : "", rows[r][i]);
-        buf_printf(&b, "}");
+        buf_printf(&b, rank ? "}" : "0}");     /* ISO C: no empty braces */
     }
     emit(e, "static const rt_bcast map_%s = {%d%s};", n->cname, rank, b.data);
 }
@@ -290,6 +299,8 @@ static void emit_function(Emit *e, const Compiled *m, int train)
     e->indent++;
     emit(e, "unsigned char *a = arena;");
     emit(e, "float loss;");
+    emit(e, "(void)params; /* a graph may read no parameter or input */");
+    emit(e, "(void)inputs;");
     emit_buffer_pointers(e, train);
     if (train)
         emit(e, "rt_zero(grads, %s_PARAM_FLOATS);", upper(e->ctx, name));
@@ -306,6 +317,7 @@ static void emit_init(Emit *e)
     emit(e, "void %s_init(float *params, uint64_t seed)", g->name);
     emit(e, "{");
     e->indent++;
+    emit(e, "(void)params;");
     emit(e, "(void)seed;");
     int stream = 0;
     for (int t = 0; t < g->ntensors; t++) {
@@ -429,7 +441,7 @@ static void emit_statics(Emit *e)
         const Tensor *x = &g->tensors[t];
         if (x->kind != T_PARAM || x->init != INIT_FILE)
             continue;
-        emit(e, "/* %s, from %s */", x->name, x->path);
+        emit(e, "/* %s, from %s */", x->name, comment_safe(e->ctx, x->path));
         emit(e, "static const float init_%s[%ld] = {", x->cname, x->numel);
         for (long i = 0; i < x->numel; i += 8) {
             Buf b;
@@ -532,8 +544,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile)
 {
     Emit e = {cfile, c, m->g, 0};
-    const char *guard = ctx_printf(c, "%s", header_name);
-    char *gd = (char *)upper(c, guard);
+    char *gd = (char *)upper(c, header_name);
     for (char *p = gd; *p; p++)
         if (!isalnum((unsigned char)*p))
             *p = '_';
@@ -552,6 +563,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_sgd(&e);
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0};
-    emit_header(&h, m, ctx_printf(c, "REMAT_%s", gd));
+    /* not REMAT_..., which the runtime's own header guard uses */
+    emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;
 }

@@ -148,7 +148,7 @@ static int cmd_compile(Ctx *c, const Args *a)
     buf_init(&hf, c);
     if (compile_graph(c, a->graph, a->policy[0], &m) ||
         emit_c(c, &m, basename_of(h), &cf, &hf) ||
-        buf_write_file(&hf, h) || buf_write_file(&cf, a->out))
+        write_pair_atomic(c, a->out, &cf, h, &hf))
         return 1;
     return 0;
 }

@@ -261,9 +261,12 @@ static int reduced_axes(Ctx *c, const Graph *g, const Node *n, int *reduced)
 {
     const Tensor *x = IN(0);
     const Attr *axes = node_attr(n, "axes");
+    int none_given = !axes->set || axes->nints == 0;
+    /* ONNX: no axes (or an empty list) reduces every axis, unless
+     * noop_with_empty_axes makes it the identity */
     for (int d = 0; d < x->rank; d++)
-        reduced[d] = !axes->set;    /* ONNX: no axes reduces every axis */
-    for (int i = 0; axes->set && i < axes->nints; i++) {
+        reduced[d] = none_given && !node_int(n, "noop_with_empty_axes");
+    for (int i = 0; !none_given && i < axes->nints; i++) {
         long a = axes->ints[i];
         if (a < -x->rank || a >= x->rank)
             return node_error(c, g, n, ctx_printf(c,
@@ -354,6 +357,7 @@ static const AttrSpec gelu_attrs[] = {
 static const AttrSpec reduce_attrs[] = {
     {.name = "axes", .type = ATTR_INTS},
     {.name = "keepdims", .type = ATTR_INT, .i = 1},
+    {.name = "noop_with_empty_axes", .type = ATTR_INT, .i = 0},
     {0},
 };
 static const AttrSpec no_attrs[] = {{0}};

@@ -115,9 +115,10 @@ static int check_attrs(Parser *p, xmlNode *x, const char *const *allowed,
             buf_printf(&b, "%s%s", i ? ", " : "", allowed[i]);
         for (int i = 0; op && op->attrs[i].name; i++)
             buf_printf(&b, ", %s", op->attrs[i].name);
-        return ELEM_ERROR(p, x, "%s '%s': unknown attribute '%s'; %s takes %s",
-                          ename(x), nm ? nm : "?", n,
-                          op ? op->name : ename(x), b.data);
+        const char *who = nm ? ctx_printf(p->c, "%s '%s'", ename(x), nm)
+                             : ctx_printf(p->c, "<%s>", ename(x));
+        return ELEM_ERROR(p, x, "%s: unknown attribute '%s'; %s takes %s",
+                          who, n, op ? op->name : ename(x), b.data);
     }
     return 0;
 }
@@ -312,6 +313,11 @@ static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
     if (rt_npy_read(path, t->data, t->rank, dims, why, sizeof why) != 0)
         return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",
                           t->name, path, why);
+    for (long i = 0; i < t->numel; i++)
+        if (!isfinite(t->data[i]))
+            return ELEM_ERROR(p, x, "initializer '%s': '%s' holds %s at element "
+                              "%ld; parameters must be finite", t->name, path,
+                              isnan(t->data[i]) ? "NaN" : "an infinity", i);
     return 0;
 }
 
@@ -634,6 +640,7 @@ static int parse_output(Parser *p, xmlNode *x, int *nmarked)
         return ELEM_ERROR(p, x, "output '%s': listed twice", name);
     g->tensors[t].is_output = 1;
     g->tensors[t].is_loss = loss;
+    g->tensors[t].not_loss = attr(p, x, "loss") && !loss;
     g->outputs[g->noutputs++] = t;
     *nmarked += loss;
     return 0;
@@ -787,6 +794,12 @@ static xmlNode *the_graph(Parser *p, xmlNode *root)
     if (!valid_c_identifier(name) || strlen(name) > 64) {
         ELEM_ERROR(p, root, "model name '%s' must be a C identifier of at most "
                    "64 characters: it prefixes every generated symbol", name);
+        return NULL;
+    }
+    if (strcmp(name, "rt") == 0 || strncmp(name, "rt_", 3) == 0) {
+        ELEM_ERROR(p, root, "model name '%s' would clash with the runtime's "
+                   "rt_ symbols; choose a name that is not rt and does not "
+                   "start with rt_", name);
         return NULL;
     }
     if (strcmp(format, "1") != 0) {
@@ -988,6 +1001,9 @@ static int parse_policy_tree(Parser *p, xmlNode *root)
     pol->name = need(p, root, "name");
     if (!pol->name || check_attrs(p, root, ok, NULL))
         return -1;
+    if (!valid_name(pol->name))
+        return ELEM_ERROR(p, root, "policy name '%s' is not valid; names match "
+                          "[A-Za-z_][A-Za-z0-9_.:/-]*", pol->name);
     int n = 0, seen_default = 0;
     for (xmlNode *x = root->children; x; x = x->next)
         n += is_elem(x);

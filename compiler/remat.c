@@ -54,19 +54,30 @@ static void mark_needed(const Node *n, unsigned mask,
             needed[n->out[o]] = 1;
 }
 
+/* Saved by structure; the report says so, and names a MUST_RECOMPUTE the
+ * structure overrides, so that it is never dropped silently. */
+static void save_by_structure(Ctx *c, const Policy *p, const Node *n, int t,
+                              const char *what, Remat *r)
+{
+    const char *rule;
+    Decision asked = policy_decide(c, p, n, &rule);
+    r->keep[t] = KEEP_SAVE;
+    r->decision[t] = MUST_SAVE;
+    r->why[t] = asked == MUST_RECOMPUTE
+                    ? ctx_printf(c, "%s (overrides must_recompute of %s)", what,
+                                 rule)
+                    : what;
+}
+
 static void decide(Ctx *c, const Graph *g, const Policy *p, const Node *n,
                    int t, const int *rb, Remat *r)
 {
     if (g->nblocks > 0 && rb[t] == -2) {
-        r->keep[t] = KEEP_SAVE;
-        r->decision[t] = MUST_SAVE;
-        r->why[t] = "block boundary: a block input or output";
+        save_by_structure(c, p, n, t, "block boundary: a block input or output", r);
         return;
     }
     if (g->nblocks > 0 && n->block < 0) {
-        r->keep[t] = KEEP_SAVE;
-        r->decision[t] = MUST_SAVE;
-        r->why[t] = "outside every block: saved as under none";
+        save_by_structure(c, p, n, t, "outside every block: saved as under none", r);
         return;
     }
     Decision d = policy_decide(c, p, n, &r->why[t]);

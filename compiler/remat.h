@@ -54,6 +54,8 @@ void buf_vprintf(Buf *b, const char *fmt, va_list ap);
  * target is either untouched or complete. */
 int buf_write_file(Buf *b, const char *path);
 int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len);
+/* Two files replaced together (see util.c). */
+int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
 /* "%.9g" plus what makes it a float literal: reads back to the same float. */
 const char *fmt_float(Ctx *c, float v);
 int glob_match(const char *pattern, const char *s);
@@ -176,6 +178,7 @@ typedef struct {
     /* set by shapes.c / autodiff.c */
     int nconsumers;
     int is_output, is_loss;
+    int not_loss;           /* an output marked loss="false" */
     int requires_grad;      /* depends on a trainable parameter */
     int has_grad;           /* requires_grad and the loss depends on it */
 } Tensor;
@@ -251,7 +254,6 @@ typedef struct {
 typedef struct {
     const char *name;       /* "none", "full", "sac", ... or the file's name */
     const char *file;       /* NULL for built-ins */
-    int full;               /* classic checkpointing: recompute all in blocks */
     Rule *rules;
     int nrules;
 } Policy;

@@ -29,6 +29,7 @@ typedef struct {
     const Graph *g;
     const Remat *r;
     Schedule *s;
+    int *stack;             /* materialize's work list */
 } Sched;
 
 static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute)
@@ -89,14 +90,38 @@ static void run_forward(Sched *x, int n, int recompute)
         x->s->forward_execs++;
 }
 
+/* t still has to be rebuilt in this backward pass. */
+static int pending(const Sched *x, int t)
+{
+    return is_act(x, t) && x->r->keep[t] == KEEP_RECOMPUTE && x->s->rec[t] < 0;
+}
+
+/* Rebuilds t and what it needs, producers first, depth first in input
+ * order. Iterative, with an explicit stack, so that a chain of any length
+ * cannot overflow the C stack. A tensor stays on the stack until all its
+ * producer's pending inputs are built above it; a tensor already built
+ * when it comes back to the top is dropped. Only a pending tensor pushes
+ * its inputs, once, so the stack never holds more than one entry per input
+ * edge. */
 static void materialize(Sched *x, int t)
 {
-    if (!is_act(x, t) || x->r->keep[t] != KEEP_RECOMPUTE || x->s->rec[t] >= 0)
+    if (!pending(x, t))
         return;
-    const Node *n = &x->g->nodes[x->g->tensors[t].producer];
-    for (int i = 0; i < n->nin; i++)
-        materialize(x, n->in[i]);
-    run_forward(x, (int)(n - x->g->nodes), 1);
+    int *stack = x->stack, top = 0;
+    stack[top++] = t;
+    while (top > 0) {
+        const Node *n = &x->g->nodes[x->g->tensors[stack[top - 1]].producer];
+        int ready = 1;
+        for (int i = n->nin - 1; i >= 0; i--)
+            if (pending(x, n->in[i])) {
+                stack[top++] = n->in[i];
+                ready = 0;
+            }
+        if (!ready)
+            continue;
+        if (pending(x, stack[--top]))   /* else built through another path */
+            run_forward(x, (int)(n - x->g->nodes), 1);
+    }
 }
 
 static void run_backward(Sched *x, int n)
@@ -142,7 +167,7 @@ static int *filled(Ctx *c, int n, int v)
 int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
                    Schedule *s)
 {
-    Sched x = {c, g, r, s};
+    Sched x = {c, g, r, s, NULL};
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
     s->stmts = ctx_alloc(c, (3 * nn + nt + (size_t)g->noutputs + 1) *
                                 sizeof(Stmt));
@@ -150,6 +175,11 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
     s->fwd = filled(c, g->ntensors, -1);
     s->rec = filled(c, g->ntensors, -1);
     s->grad = filled(c, g->ntensors, -1);
+    /* each tensor is pushed at most once per input edge reading it */
+    size_t edges = 1;
+    for (int k = 0; k < g->nnodes; k++)
+        edges += (size_t)g->nodes[k].nin;
+    x.stack = ctx_alloc(c, (edges + nt) * sizeof(int));
     for (int k = 0; k < g->nnodes; k++)
         run_forward(&x, g->order[k], 0);
     for (int i = 0; i < g->noutputs; i++)

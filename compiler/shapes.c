@@ -143,7 +143,8 @@ static int find_scalar_loss(Ctx *c, Graph *g)
 {
     int n = 0;
     for (int i = 0; i < g->noutputs; i++)
-        if (g->tensors[g->outputs[i]].numel == 1) {
+        if (g->tensors[g->outputs[i]].numel == 1 &&
+            !g->tensors[g->outputs[i]].not_loss) {
             g->loss = g->outputs[i];
             n++;
         }

@@ -140,6 +140,28 @@ int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len)
     return 0;
 }
 
+/* Writes both files to temporaries, then renames the first (the likelier
+ * to fail, say when OUT.c is a folder) and only then the second: a failure
+ * leaves both targets as they were. */
+int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2)
+{
+    const char *t1 = ctx_printf(c, "%s.tmp.%ld", p1, (long)getpid());
+    const char *t2 = ctx_printf(c, "%s.tmp.%ld", p2, (long)getpid());
+    if (write_file_atomic(c, t1, b1->data ? b1->data : "", b1->len))
+        return ctx_error(c, p1, 0, "cannot write: %s", strerror(errno));
+    if (write_file_atomic(c, t2, b2->data ? b2->data : "", b2->len)) {
+        remove(t1);
+        return ctx_error(c, p2, 0, "cannot write: %s", strerror(errno));
+    }
+    if (rename(t1, p1) != 0 || rename(t2, p2) != 0) {
+        int e = errno;
+        remove(t1);
+        remove(t2);
+        return ctx_error(c, p1, 0, "cannot write: %s", strerror(e));
+    }
+    return 0;
+}
+
 int buf_write_file(Buf *b, const char *path)
 {
     return write_file_atomic(b->ctx, path, b->data ? b->data : "", b->len);
@@ -156,13 +178,26 @@ const char *fmt_float(Ctx *c, float v)
     return ctx_printf(c, "%sf", s);
 }
 
+/* '*' and '?' over whole names. Greedy with one backtrack point (the last
+ * star): a later star makes earlier choices final, so the match takes
+ * O(len(p) * len(s)) steps instead of exponential backtracking. */
 int glob_match(const char *p, const char *s)
 {
-    if (*p == '\0')
-        return *s == '\0';
-    if (*p == '*')
-        return glob_match(p + 1, s) || (*s && glob_match(p, s + 1));
-    if (*s && (*p == '?' || *p == *s))
-        return glob_match(p + 1, s + 1);
-    return 0;
+    const char *star = NULL, *resume = NULL;
+    while (*s) {
+        if (*p == '*') {
+            star = p++;
+            resume = s;
+        } else if (*p == '?' || *p == *s) {
+            p++;
+            s++;
+        } else if (star) {
+            p = star + 1;
+            s = ++resume;
+        } else
+            return 0;
+    }
+    while (*p == '*')
+        p++;
+    return *p == '\0';
 }

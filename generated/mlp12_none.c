@@ -122,6 +122,7 @@ const rt_tensor_info mlp12_outputs[1] = {
 
 void mlp12_init(float *params, uint64_t seed)
 {
+    (void)params;
     (void)seed;
     /* b0.fc1.weight [256x256] */
     rt_init_uniform(params + 0, 65536, -0.0625f, 0.0625f, seed, 0);
@@ -225,6 +226,8 @@ float mlp12_forward(const float *params, const float *inputs, float *outputs, vo
 {
     unsigned char *a = arena;
     float loss;
+    (void)params; /* a graph may read no parameter or input */
+    (void)inputs;
     const float *v_x = inputs + 0;
     const float *v_target = inputs + 8192;
     const float *v_b0_fc1_weight = params + 0;
@@ -491,6 +494,8 @@ float mlp12_train_step(const float *params, const float *inputs, float *outputs,
 {
     unsigned char *a = arena;
     float loss;
+    (void)params; /* a graph may read no parameter or input */
+    (void)inputs;
     const float *v_x = inputs + 0;
     const float *v_target = inputs + 8192;
     const float *v_b0_fc1_weight = params + 0;

@@ -372,7 +372,8 @@ static void check_loss(long step, float loss)
         die("step %ld: loss is %s", step, nonfinite_name(loss));
 }
 
-static void check_grads(const rt_model *m, const float *grads)
+/* step 0: the one step of --dump, named without a step number */
+static void check_grads(const rt_model *m, const float *grads, long step)
 {
     int i;
     size_t j;
@@ -382,9 +383,13 @@ static void check_grads(const rt_model *m, const float *grads)
         if (!t->trainable)
             continue;
         for (j = 0; j < t->count; j++)
-            if (!isfinite(g[j]))
+            if (!isfinite(g[j])) {
+                if (step > 0)
+                    die("step %ld: grad.%s contains %s at element %zu", step,
+                        t->name, nonfinite_name(g[j]), j);
                 die("grad.%s contains %s at element %zu", t->name,
                     nonfinite_name(g[j]), j);
+            }
     }
 }
 
@@ -447,7 +452,7 @@ int main(int argc, char **argv)
         int dims0[1] = {0};
         float loss = m->train_step(params, inputs, outputs, grads, arena);
         check_loss(1, loss);
-        check_grads(m, grads);
+        check_grads(m, grads, 0);
         make_dirs(o.dump_dir);
         for (i = 0; i < m->n_inputs; i++)
             write_tensor(o.dump_dir, "input", &m->inputs[i], inputs);
@@ -471,6 +476,7 @@ int main(int argc, char **argv)
         for (k = 1; k <= o.steps; k++) {
             float loss = m->train_step(params, inputs, outputs, grads, arena);
             check_loss(k, loss);
+            check_grads(m, grads, k);   /* before SGD spreads it */
             if (k == 1 || k % every == 0 || k == o.steps) {
                 printf("step %ld loss %.6f\n", k, (double)loss);
                 fflush(stdout);

@@ -85,6 +85,12 @@ expect "bad graph: one line" 1 "$(wc -l < "$work/err")"
 grep -q "bad.xml:2: input 'x': shape \"4 0\" has dimension 0" "$work/err" && ok || bad "message: $(cat "$work/err")"
 cmp -s "$work/full.c" "$work/keep.c" && cmp -s "$work/full.h" "$work/keep.h" && ok \
     || bad "a failed compile changed an existing output"
+# OUT.c cannot be written (it is a folder): OUT.h must stay as it was too
+mkdir "$work/dir.c"
+echo "old header" > "$work/dir.h"
+"$remat" compile graphs/mlp12.xml -o "$work/dir.c" 2> /dev/null
+expect "unwritable OUT.c exit status" 1 $?
+expect "OUT.h kept when OUT.c fails" "old header" "$(cat "$work/dir.h")"
 "$remat" schedule graphs/mlp12.xml --policy nosuch 2> "$work/err"
 expect "unknown policy exit status" 1 $?
 "$remat" compile graphs/mlp12.xml 2> /dev/null

@@ -113,6 +113,8 @@ static const struct {
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y' loss='true'/>", "the loss must be a scalar"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='n' op='Relu' in='x' out='z'/>", "a node of that name is already defined"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='m' op='Relu' in='x' out='y'/>", "tensor 'y' is already defined"},
+    {"<initializer name='w' shape='2 3' init='file' path='tests/unit/data/inf.npy'/>", "holds an infinity at element 5"},
+    {"<input name='x' shape='2'/><node name='n' op='ReduceSum' in='x' out='y'/><output name='y' loss='false'/>", "no loss"},
 };
 
 START_TEST(bad_graphs_get_clear_errors)
@@ -147,6 +149,34 @@ START_TEST(broken_xml_and_wrong_root)
 }
 END_TEST
 
+START_TEST(model_names_that_clash_with_the_runtime)
+{
+    Ctx c;
+    ctx_init(&c);
+    Graph *g;
+    const char *xml = "<model name='rt_x' format='1'><graph/></model>";
+    ck_assert_int_eq(parse_graph_memory(&c, "m.xml", xml, strlen(xml), &g), -1);
+    ck_assert_contains(c.err, "would clash with the runtime's rt_ symbols");
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(glob_patterns)
+{
+    ck_assert(glob_match("b1.*", "b1.fc1"));
+    ck_assert(!glob_match("b1.*", "b10.fc1"));
+    ck_assert(glob_match("b?.fc*", "b3.fc2"));
+    ck_assert(glob_match("*", ""));
+    ck_assert(glob_match("a*b*c", "axxbyyc"));
+    ck_assert(!glob_match("a*b*c", "axxbyy"));
+    ck_assert(glob_match("*.weight", "b0.fc1.weight"));
+    /* exponential for a backtracking matcher; instant here (Check's
+     * timeout would fail the test otherwise) */
+    ck_assert(!glob_match("*a*a*a*a*a*a*a*a*a*a*a*a*b",
+                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+}
+END_TEST
+
 START_TEST(policy_files)
 {
     Ctx c;
@@ -160,6 +190,16 @@ START_TEST(policy_files)
     ck_assert_int_eq(p->rules[2].kind, RULE_DEFAULT);
     ck_assert_int_eq(policy_load(&c, "sac-lite", &p), -1);
     ck_assert_contains(c.err, "unknown policy");
+    FILE *f = fopen("build/bad_policy.xml", "w");
+    fputs("<policy name='my \"fast\" */ policy'><default decision='must_save'/></policy>", f);
+    fclose(f);
+    ck_assert_int_eq(policy_load(&c, "build/bad_policy.xml", &p), -1);
+    ck_assert_contains(c.err, "build/bad_policy.xml:1: policy name 'my \"fast\" */ policy' is not valid");
+    f = fopen("build/bad_policy.xml", "w");
+    fputs("<policy name='p'><default op='Gemm' decision='must_save'/></policy>", f);
+    fclose(f);
+    ck_assert_int_eq(policy_load(&c, "build/bad_policy.xml", &p), -1);
+    ck_assert_contains(c.err, "<default>: unknown attribute 'op'");
     ctx_free(&c);
 }
 END_TEST
@@ -174,6 +214,8 @@ int main(void)
     tcase_add_loop_test(t, bad_graphs_get_clear_errors, 0,
                         (int)(sizeof bad / sizeof *bad));
     tcase_add_test(t, broken_xml_and_wrong_root);
+    tcase_add_test(t, model_names_that_clash_with_the_runtime);
+    tcase_add_test(t, glob_patterns);
     tcase_add_test(t, policy_files);
     suite_add_tcase(s, t);
     return run_suite(s);

@@ -156,6 +156,25 @@ START_TEST(loss_found_by_shape_when_unmarked)
 }
 END_TEST
 
+/* ONNX ReduceSum/ReduceMean: axes="" is no axes, which reduces all, unless
+ * noop_with_empty_axes=1 makes it the identity. */
+START_TEST(empty_axes_follow_onnx)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='2 3'/>"
+        "<node name='a' op='ReduceSum' in='x' out='ya' axes=''/>"
+        "<node name='b' op='ReduceSum' in='x' out='yb' noop_with_empty_axes='1'/>"
+        "<node name='c' op='ReduceMean' in='yb' out='l' keepdims='0'/>"
+        "<output name='l' loss='true'/><output name='ya'/>",
+        "none");
+    assert_shape(T(&m, "ya"), 2, 1, 1, 0);
+    assert_shape(T(&m, "yb"), 2, 2, 3, 0);
+    ctx_free(&c);
+}
+END_TEST
+
 START_TEST(op_table_is_complete)
 {
     for (int i = 0; i < OP_COUNT; i++) {
@@ -184,6 +203,7 @@ int main(void)
     tcase_add_test(t, broadcasting_follows_numpy);
     tcase_add_test(t, broadcast_that_does_not_fit);
     tcase_add_test(t, loss_found_by_shape_when_unmarked);
+    tcase_add_test(t, empty_axes_follow_onnx);
     tcase_add_test(t, op_table_is_complete);
     suite_add_tcase(s, t);
     return run_suite(s);
