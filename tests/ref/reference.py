@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""An independent interpreter of graph format v1 in PyTorch, the yardstick
+for the compiler's gradients.
+
+It reads a graph XML (with Python's own XML parser, not the compiler's) and a
+trainer's --dump directory, rebuilds the model from the XML alone with torch
+ops in float64, feeds it the dumped inputs and parameters, and computes the
+loss and every trainable parameter's gradient with autograd. It reports, per
+tensor, the relative error max|ours - torch| / max|torch|, and fails when the
+worst exceeds the tolerance.
+
+Usage: reference.py [--tol T] GRAPH.xml DUMP_DIR [GRAPH.xml DUMP_DIR ...]
+
+Every op the compiler supports has a case in OPS below; a graph with an op
+that is not there fails, so a new op cannot go unchecked.
+"""
+import math
+import os
+import sys
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import torch
+
+
+def ints(s):
+    return [int(v) for v in s.split()]
+
+
+def gemm(a, ins, at):
+    A, B = ins[0], ins[1]
+    if int(at.get("transA", 0)):
+        A = A.t()
+    if int(at.get("transB", 0)):
+        B = B.t()
+    y = float(at.get("alpha", 1.0)) * (A @ B)
+    if len(ins) == 3:
+        y = y + float(at.get("beta", 1.0)) * ins[2]
+    return y
+
+
+def reduce(fn):
+    def run(a, ins, at):
+        # ONNX: no axes (absent or empty) reduces all of them, unless
+        # noop_with_empty_axes=1 makes the op the identity
+        x = ins[0]
+        axes = ints(at.get("axes", ""))
+        keep = bool(int(at.get("keepdims", 1)))
+        if not axes:
+            if int(at.get("noop_with_empty_axes", 0)):
+                return x
+            axes = list(range(x.dim()))
+        if x.dim() == 0:
+            return x
+        return fn(x, dim=[ax % x.dim() for ax in axes], keepdim=keep)
+    return run
+
+
+def gelu(a, ins, at):
+    x = ins[0]
+    if at.get("approximate", "none") == "tanh":
+        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+
+
+OPS = {
+    "Gemm": gemm,
+    "MatMul": lambda a, i, at: i[0] @ i[1],
+    "Add": lambda a, i, at: i[0] + i[1],
+    "Sub": lambda a, i, at: i[0] - i[1],
+    "Mul": lambda a, i, at: i[0] * i[1],
+    "Div": lambda a, i, at: i[0] / i[1],
+    "Relu": lambda a, i, at: torch.clamp(i[0], min=0),
+    "Gelu": gelu,
+    "Tanh": lambda a, i, at: torch.tanh(i[0]),
+    "Sigmoid": lambda a, i, at: 1 / (1 + torch.exp(-i[0])),
+    "ReduceMean": reduce(torch.mean),
+    "ReduceSum": reduce(torch.sum),
+}
+NODE_KEYS = {"name", "op", "in", "out", "remat"}
+
+
+def fname(name):
+    return name.replace("/", "%2F")
+
+
+def load(dump, kind, name, shape):
+    a = np.load(os.path.join(dump, f"{kind}.{fname(name)}.npy"))
+    if tuple(a.shape) != tuple(shape):
+        raise SystemExit(f"{dump}: {kind}.{name} has shape {a.shape}, graph says {shape}")
+    return torch.tensor(a.astype(np.float64))
+
+
+def run(graph, dump):
+    """Returns (loss, {param: grad}) in float64 from the XML and the dump."""
+    g = ET.parse(graph).getroot().find("graph")
+    values, params, producer = {}, {}, {}
+    for el in g.iter("input"):
+        values[el.get("name")] = load(dump, "input", el.get("name"), ints(el.get("shape")))
+    for el in g.iter("initializer"):
+        t = load(dump, "param", el.get("name"), ints(el.get("shape")))
+        if el.get("trainable", "true") in ("true", "1"):
+            t.requires_grad_(True)
+            params[el.get("name")] = t
+        values[el.get("name")] = t
+    for node in g.iter("node"):
+        for out in node.get("out").split():
+            producer[out] = node
+
+    def value(name):           # nodes in any order: evaluate on demand
+        if name not in values:
+            node = producer[name]
+            op = node.get("op")
+            if op not in OPS:
+                raise SystemExit(f"{graph}: op {op} has no reference case")
+            attrs = {k: v for k, v in node.attrib.items() if k not in NODE_KEYS}
+            ins = [value(i) for i in node.get("in").split()]
+            values[name] = OPS[op](node, ins, attrs)
+        return values[name]
+
+    outs = list(g.iter("output"))
+    marked = [o for o in outs if o.get("loss") in ("true", "1")]
+    cands = marked or [o for o in outs if value(o.get("name")).numel() == 1
+                       and o.get("loss") not in ("false", "0")]
+    loss = value(cands[0].get("name")).reshape(())
+    trainable = list(params.items())
+    grads = torch.autograd.grad(loss, [p for _, p in trainable], allow_unused=True)
+    return loss, {n: (gr if gr is not None else torch.zeros_like(p))
+                  for (n, p), gr in zip(trainable, grads)}
+
+
+def rel(ours, ref):
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    diff = float(np.max(np.abs(ours.astype(np.float64) - ref))) if ref.size else 0.0
+    return diff / scale if scale > 0 else diff
+
+
+def check(graph, dump, tol):
+    loss, grads = run(graph, dump)
+    errs = {"loss": rel(np.load(os.path.join(dump, "loss.npy")), loss.detach().numpy())}
+    for name, gr in grads.items():
+        errs["grad." + name] = rel(np.load(os.path.join(dump, f"grad.{fname(name)}.npy")),
+                                   gr.numpy())
+    extra = {f for f in os.listdir(dump) if f.startswith("grad.")} - \
+            {f"grad.{fname(n)}.npy" for n in grads}
+    worst = max(errs, key=errs.get)
+    ok = errs[worst] <= tol and not extra
+    print(f"{'ok  ' if ok else 'FAIL'} {graph} {dump}: worst relative error "
+          f"{errs[worst]:.2e} ({worst}), {len(errs)} tensors"
+          + (f"; unexpected {sorted(extra)}" if extra else ""))
+    return ok
+
+
+def main(argv):
+    tol = 1e-4
+    if argv[:1] == ["--tol"]:
+        tol, argv = float(argv[1]), argv[2:]
+    if not argv or len(argv) % 2:
+        raise SystemExit(__doc__)
+    torch.set_num_threads(1)
+    results = [check(argv[i], argv[i + 1], tol) for i in range(0, len(argv), 2)]
+    print(f"reference: {sum(results)} passed, {len(results) - sum(results)} failed")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
