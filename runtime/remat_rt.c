@@ -8,6 +8,7 @@
 #include "remat_rt.h"
 
 #include <math.h>
+#include <string.h>
 
 #ifndef RT_NO_BLAS
 #include <cblas.h>
@@ -18,7 +19,6 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 #endif
 
 /* Strict C99 has no M_PI & co.; spell the constants out (float-rounded). */
@@ -91,6 +91,12 @@ void rt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
               const float *a, int lda, const float *b, int ldb, float beta,
               float *c, int ldc)
 {
+#if defined(RT_TRACE_GEMM) && !defined(RT_NO_STDIO)
+    /* For the benchmark's GEMM floor: the calls a step makes, replayed
+     * alone by bench/gemm_floor.c. */
+    fprintf(stderr, "rt_sgemm %d %d %d %d %d %d %d %d %.9g %.9g\n", trans_a,
+            trans_b, m, n, k, lda, ldb, ldc, alpha, beta);
+#endif
 #ifndef RT_NO_BLAS
     /* BLAS rejects (via xerbla) leading dimensions below 1, which callers
      * naturally pass for empty operands; the loops handle those cases. */
@@ -384,38 +390,85 @@ static float gelu_u(float x)
     return RT_SQRT_2_OVER_PI * (x + RT_GELU_CUBIC * x * x * x);
 }
 
-/* Exact: x * Phi(x) with Phi(x) = erfc(-x/sqrt2)/2; erfc rather than 1 + erf
- * keeps full relative accuracy where Phi is tiny (x << 0).
- * Tanh: 0.5 x (1 + tanh u) = x * sigmoid(2u), the same function without
+/* e^x, written so that a loop of it vectorizes (libm's expf is a call):
+ * x = n ln2 + r with |r| <= ln2/2 (n rounded by the 1.5 * 2^23 trick, ln2
+ * split in two for an exact product), e^r by its Taylor polynomial to r^7
+ * (truncation < 1e-8 relative), 2^n built in the exponent bits. x is
+ * clamped to [-87.3, 88.7], where 2^n stays a normal float. */
+static inline float exp_v(float x)
+{
+    float fn, r, p, scale;
+    int32_t bits;
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.7f ? 88.7f : x;
+    fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+    r = x - fn * 0.693359375f + fn * 2.12194440e-4f;
+    p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    bits = ((int32_t)fn + 127) * (1 << 23);
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* Phi(x) = erfc(-x/sqrt2)/2, the standard normal CDF. erfc(z) for z >= 0 is
+ * t exp(-z^2 + P(t)) with t = 1/(1 + z/2) and the Chebyshev-fitted P of
+ * Numerical Recipes' erfcc (fractional error < 1.2e-7 for every z), so Phi
+ * keeps its relative accuracy where it is tiny (x << 0); erfc(-z) is
+ * 2 - erfc(z). Branch-free, so the Gelu loops vectorize. */
+static inline float phi_v(float x)
+{
+    const float z = -x * RT_INV_SQRT2, a = z < 0.0f ? -z : z;
+    const float t = 1.0f / (1.0f + 0.5f * a);
+    float p = 0.17087277f, e, neg;
+    p = p * t - 0.82215223f;
+    p = p * t + 1.48851587f;
+    p = p * t - 1.13520398f;
+    p = p * t + 0.27886807f;
+    p = p * t - 0.18628806f;
+    p = p * t + 0.09678418f;
+    p = p * t + 0.37409196f;
+    p = p * t + 1.00002368f;
+    p = p * t - 1.26551223f;
+    e = t * exp_v(p - a * a);
+    neg = (float)(z < 0.0f);
+    return 0.5f * (e + neg * (2.0f - 2.0f * e));
+}
+
+/* Tanh: 0.5 x (1 + tanh u) = x * sigmoid(2u), the same function without
  * the cancellation of 1 + tanh u near -1. */
-static float gelu1(float x, int approximate)
+static float gelu_tanh1(float x)
 {
-    if (approximate)
-        return x * sigmoid1(2.0f * gelu_u(x));
-    return 0.5f * x * erfcf(-x * RT_INV_SQRT2);
+    return x * sigmoid1(2.0f * gelu_u(x));
 }
 
-/* Exact: Phi(x) + x phi(x). Tanh: with s = sigmoid(2u),
- * d/dx [x s] = s + x * 2 s (1 - s) u'(x); 1 - s is sigmoid(-2u), computed
- * directly. Where s (1 - s) underflows the term is 0, which also avoids
- * 0 * inf when u' overflows for huge |x|. */
-static float gelu_grad1(float x, int approximate)
+/* d/dx [x s] with s = sigmoid(2u) is s + x * 2 s (1 - s) u'(x); 1 - s is
+ * sigmoid(-2u), computed directly. Where s (1 - s) underflows the term is 0,
+ * which also avoids 0 * inf when u' overflows for huge |x|. */
+static float gelu_tanh_grad1(float x)
 {
-    if (approximate) {
-        const float u = gelu_u(x);
-        const float s = sigmoid1(2.0f * u), t = s * sigmoid1(-2.0f * u);
-        const float du = RT_SQRT_2_OVER_PI * (1.0f + 3.0f * RT_GELU_CUBIC * x * x);
-        return t > 0.0f ? s + 2.0f * x * t * du : s;
-    }
-    return 0.5f * erfcf(-x * RT_INV_SQRT2) +
-           x * RT_INV_SQRT_2PI * expf(-0.5f * x * x);
+    const float u = gelu_u(x);
+    const float s = sigmoid1(2.0f * u), t = s * sigmoid1(-2.0f * u);
+    const float du = RT_SQRT_2_OVER_PI * (1.0f + 3.0f * RT_GELU_CUBIC * x * x);
+    return t > 0.0f ? s + 2.0f * x * t * du : s;
 }
 
+/* Exact Gelu is x Phi(x); its derivative Phi(x) + x phi(x). */
 void rt_gelu_forward(float *y, const float *x, int n, int approximate)
 {
     int i;
+    if (approximate) {
+        for (i = 0; i < n; i++)
+            y[i] = gelu_tanh1(x[i]);
+        return;
+    }
     for (i = 0; i < n; i++)
-        y[i] = gelu1(x[i], approximate);
+        y[i] = x[i] * phi_v(x[i]);
 }
 
 void rt_gelu_backward(float *dx, const float *dy, const float *x, int n,
@@ -424,8 +477,14 @@ void rt_gelu_backward(float *dx, const float *dy, const float *x, int n,
     int i;
     if (dx == NULL)
         return;
+    if (approximate) {
+        for (i = 0; i < n; i++)
+            dx[i] += dy[i] * gelu_tanh_grad1(x[i]);
+        return;
+    }
     for (i = 0; i < n; i++)
-        dx[i] += dy[i] * gelu_grad1(x[i], approximate);
+        dx[i] += dy[i] * (phi_v(x[i]) + x[i] * RT_INV_SQRT_2PI *
+                                            exp_v(-0.5f * x[i] * x[i]));
 }
 
 void rt_tanh_forward(float *y, const float *x, int n)

@@ -15,7 +15,9 @@
  *
  * Build switches:
  *   RT_NO_BLAS   use the portable loops instead of OpenBLAS's cblas_sgemm;
- *   RT_NO_STDIO  leave out .npy reading and writing (no <stdio.h> needed).
+ *   RT_NO_STDIO  leave out .npy reading and writing (no <stdio.h> needed);
+ *   RT_TRACE_GEMM  print every rt_sgemm call's shape to stderr (the
+ *                benchmark's GEMM floor replays them).
  */
 #ifndef REMAT_RT_H
 #define REMAT_RT_H
