@@ -60,7 +60,12 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
 
+# Not part of `make test`: timings belong in a report, not in a pass/fail.
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@/usr/bin/python3 bench/run.py
+
 clean:
 	rm -rf build
 
-.PHONY: all deps generated unit test demo clean
+.PHONY: all deps generated unit test demo bench clean

@@ -94,8 +94,9 @@ void rt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
 #if defined(RT_TRACE_GEMM) && !defined(RT_NO_STDIO)
     /* For the benchmark's GEMM floor: the calls a step makes, replayed
      * alone by bench/gemm_floor.c. */
-    fprintf(stderr, "rt_sgemm %d %d %d %d %d %d %d %d %.9g %.9g\n", trans_a,
-            trans_b, m, n, k, lda, ldb, ldc, alpha, beta);
+    fprintf(stderr, "rt_sgemm %d %d %d %d %d %d %d %d %.9g %.9g %p %p %p\n",
+            trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta,
+            (const void *)a, (const void *)b, (void *)c);
 #endif
 #ifndef RT_NO_BLAS
     /* BLAS rejects (via xerbla) leading dimensions below 1, which callers

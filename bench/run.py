@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""make bench: the generated trainers against PyTorch and the GEMM floor.
+
+For each graph in graphs/, with one thread everywhere and again with two:
+the trainer under every built-in policy, PyTorch eager, PyTorch with each
+block under checkpoint(use_reentrant=False), and the GEMM floor (the same
+sgemm calls the trainer makes, alone) each time a train step; the
+contenders alternate (A B C ... A B C ...) over several rounds and every
+figure is the median of the rounds' medians. Memory: the compiler's saved
+and arena bytes beside the bytes PyTorch holds after the forward.
+
+Writes bench/results.md (machine, date, command, tables) and prints it.
+Usage: bench/run.py [--rounds R] [--steps N]
+"""
+import datetime
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REMAT = os.path.join(ROOT, "build", "remat")
+RT = os.path.join(ROOT, "runtime")
+POLICIES = ["none", "full", "sac", "sac-aggressive"]
+PY = "/usr/bin/python3"
+
+
+def run(cmd, env=None, **kw):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         env=env, **kw)
+    return out.stdout, out.stderr
+
+
+def figure(text, key):
+    return float(re.search(rf"^{key}:? (\S+)$", text, re.M).group(1))
+
+
+def build(graph, work):
+    """Trainers per policy, the GEMM floor binary and its call list."""
+    exes = {}
+    for p in POLICIES:
+        exes[p] = os.path.join(work, f"trainer-{p}")
+        run([REMAT, "build", graph, "--policy", p, "-o", exes[p]])
+    name = re.search(r'<model name="(\w+)"', open(graph).read()).group(1)
+    c = os.path.join(work, "model.c")
+    run([REMAT, "compile", graph, "--policy", "none", "-o", c])
+    with open(os.path.join(work, "shim.c"), "w") as f:
+        f.write(f'#include "model.h"\nconst rt_model *const rt_trainer_model = &{name}_model;\n')
+    trace = os.path.join(work, "trace")
+    run(["cc", "-std=c99", "-O3", "-march=native", "-DRT_TRACE_GEMM", "-I" + work,
+         "-I" + RT, c, os.path.join(work, "shim.c"), os.path.join(RT, "remat_rt.c"),
+         os.path.join(RT, "trainer.c"), "-lopenblas", "-lm", "-o", trace])
+    _, calls = run([trace, "--seed", "1", "--dump", os.path.join(work, "dump")])
+    with open(os.path.join(work, "calls.txt"), "w") as f:
+        f.write(calls)
+    floor = os.path.join(work, "floor")
+    run(["cc", "-std=c99", "-O3", "-march=native", "-I" + RT,
+         os.path.join(ROOT, "bench", "gemm_floor.c"), os.path.join(RT, "remat_rt.c"),
+         "-lopenblas", "-lm", "-o", floor])
+    return exes, floor
+
+
+def contenders(graph, exes, floor, work, steps):
+    tb = os.path.join(ROOT, "bench", "torch_bench.py")
+    calls = os.path.join(work, "calls.txt")
+    c = {p: lambda env, e=exes[p]: run([e, "--bench", str(steps)], env)[0] for p in POLICIES}
+    c["pytorch eager"] = lambda env: run([PY, tb, graph, "eager", "time", str(steps),
+                                          env["OPENBLAS_NUM_THREADS"]], env)[0]
+    c["pytorch checkpoint"] = lambda env: run([PY, tb, graph, "checkpoint", "time",
+                                               str(steps), env["OPENBLAS_NUM_THREADS"]], env)[0]
+    c["gemm floor"] = lambda env: run([floor, str(steps)], env, stdin=open(calls))[0]
+    return c
+
+
+def time_all(cs, threads, rounds):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    ms = {k: [] for k in cs}
+    for _ in range(rounds):
+        for k, f in cs.items():
+            ms[k].append(figure(f(env), "median_ms"))
+    return {k: statistics.median(v) for k, v in ms.items()}
+
+
+def memory(graph):
+    rows = {}
+    for p in POLICIES:
+        s, _ = run([REMAT, "schedule", graph, "--policy", p])
+        rows[p] = (figure(s, "saved_bytes"), figure(s, "arena_bytes"))
+    tb = os.path.join(ROOT, "bench", "torch_bench.py")
+    for mode in ["eager", "checkpoint"]:
+        out, _ = run([PY, tb, graph, mode, "memory"])
+        rows["pytorch " + mode] = (figure(out, "retained_bytes"), None)
+    return rows
+
+
+def table(graph, times, mem):
+    out = [f"### {os.path.relpath(graph, ROOT)}", "",
+           "| contender | ms/step 1 thread | ms/step 2 threads | vs none (1t) | "
+           "vs PyTorch eager (1t) | vs GEMM floor (1t) | saved or retained bytes | arena bytes |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    t1, t2 = times[1], times[2]
+    for k in t1:
+        saved, arena = mem.get(k, (None, None))
+        out.append(f"| {k} | {t1[k]:.3f} | {t2[k]:.3f} | {t1[k] / t1['none']:.3f}x | "
+                   f"{t1[k] / t1['pytorch eager']:.3f}x | {t1[k] / t1['gemm floor']:.3f}x | "
+                   f"{'' if saved is None else f'{saved:,.0f}'} | "
+                   f"{'' if arena is None else f'{arena:,.0f}'} |")
+    return out
+
+
+def main(argv):
+    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 5
+    steps = int(argv[argv.index("--steps") + 1]) if "--steps" in argv else 50
+    graphs = sorted(os.path.join(ROOT, "graphs", g) for g in os.listdir(os.path.join(ROOT, "graphs"))
+                    if g.endswith(".xml"))
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), platform.processor())
+    lines = ["# Benchmark results", "",
+             f"- command: `make bench` (bench/run.py --rounds {rounds} --steps {steps})",
+             f"- date: {datetime.date.today().isoformat()}",
+             f"- machine: {cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+             f"- each figure: median over {rounds} alternating rounds of the median "
+             f"of {steps} train steps (forward, loss, backward) after 3 warm-up steps",
+             "- ratios are against the same run's figures, one thread; "
+             "bytes: the compiler's saved_bytes and arena_bytes; for PyTorch, "
+             "the bytes of live tensors after the forward minus before "
+             "(the profiler's allocation events)", ""]
+    for g in graphs:
+        with tempfile.TemporaryDirectory() as work:
+            exes, floor = build(g, work)
+            cs = contenders(g, exes, floor, work, steps)
+            times = {t: time_all(cs, t, rounds) for t in (1, 2)}
+            lines += table(g, times, memory(g)) + [""]
+    text = "\n".join(lines)
+    with open(os.path.join(ROOT, "bench", "results.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""PyTorch on the same model as a generated trainer: the benchmark baseline.
+
+Builds the model from a graph XML with torch ops in float32 (eager), or with
+each <block> run under torch.utils.checkpoint.checkpoint(...,
+use_reentrant=False), and either times train steps (forward, loss, backward)
+or measures the bytes autograd retains between forward and backward.
+
+Usage:
+  torch_bench.py GRAPH.xml eager|checkpoint time STEPS THREADS
+      prints "median_ms X"
+  torch_bench.py GRAPH.xml eager|checkpoint memory
+      prints "retained_bytes X": bytes of live tensors after the forward
+      minus before it (the profiler's allocation and free events), the
+      loss's 4 bytes included
+"""
+import statistics
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/tests/ref")
+from reference import NODE_KEYS, OPS as REF_OPS, ints  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def gemm(node, ins, at):
+    """nn.Linear's own path where the attributes allow it, as a user's
+    model would run; the reference's general formula otherwise."""
+    plain = (float(at.get("alpha", 1)) == 1 and float(at.get("beta", 1)) == 1
+             and not int(at.get("transA", 0)) and int(at.get("transB", 0)))
+    if plain and (len(ins) == 2 or ins[2].dim() == 1):
+        return F.linear(ins[0], ins[1], ins[2] if len(ins) == 3 else None)
+    return REF_OPS["Gemm"](node, ins, at)
+
+
+# Native kernels where the reference spells a formula out for clarity: what
+# a PyTorch user's model runs, and what autograd then saves.
+OPS = dict(REF_OPS,
+           Gemm=gemm,
+           Relu=lambda n, i, at: torch.relu(i[0]),
+           Sigmoid=lambda n, i, at: torch.sigmoid(i[0]),
+           Gelu=lambda n, i, at: F.gelu(i[0], approximate=at.get("approximate", "none")))
+
+
+class Model:
+    """The graph as segments: runs of nodes in topological order that share
+    a block (None outside blocks); each segment reads and writes a dict."""
+
+    def __init__(self, path):
+        g = ET.parse(path).getroot().find("graph")
+        torch.manual_seed(0)
+        self.inputs = {e.get("name"): torch.rand(ints(e.get("shape"))) * 2 - 1
+                       for e in g.iter("input")}
+        self.params = {}
+        for e in g.iter("initializer"):
+            t = (torch.rand(ints(e.get("shape"))) - 0.5) * 0.125
+            t.requires_grad_(e.get("trainable", "true") in ("true", "1"))
+            self.params[e.get("name")] = t
+        nodes = []
+        for child in g:
+            if child.tag == "node":
+                nodes.append((None, child))
+            elif child.tag == "block":
+                nodes += [(child.get("name"), n) for n in child.iter("node")]
+        self.order = self.topo(nodes)
+        outs = list(g.iter("output"))
+        marked = [o for o in outs if o.get("loss") in ("true", "1")]
+        self.loss = (marked or outs)[0].get("name")
+
+    @staticmethod
+    def topo(nodes):
+        made = {o: i for i, (_, n) in enumerate(nodes) for o in n.get("out").split()}
+        done, order = set(), []
+
+        def visit(i):
+            if i in done:
+                return
+            done.add(i)
+            for t in nodes[i][1].get("in").split():
+                if t in made:
+                    visit(made[t])
+            order.append(nodes[i])
+        for i in range(len(nodes)):
+            visit(i)
+        return order
+
+    def segments(self):
+        seg = []
+        for blk, node in self.order:
+            if seg and seg[-1][0] == blk:
+                seg[-1][1].append(node)
+            else:
+                seg.append((blk, [node]))
+        return seg
+
+    @staticmethod
+    def run_nodes(nodes, env):
+        for n in nodes:
+            attrs = {k: v for k, v in n.attrib.items() if k not in NODE_KEYS}
+            y = OPS[n.get("op")](n, [env[i] for i in n.get("in").split()], attrs)
+            env[n.get("out")] = y
+        return env
+
+    def forward(self, use_checkpoint):
+        env = dict(self.inputs, **self.params)
+        for blk, nodes in self.segments():
+            if blk is None or not use_checkpoint:
+                self.run_nodes(nodes, env)
+                continue
+            made = {n.get("out") for n in nodes}
+            reads = sorted({t for n in nodes for t in n.get("in").split()} - made)
+
+            def seg(*args, nodes=nodes, reads=reads, made=made):
+                local = self.run_nodes(nodes, dict(zip(reads, args)))
+                return tuple(local[t] for t in sorted(made))
+            outs = checkpoint(seg, *[env[t] for t in reads], use_reentrant=False)
+            env.update(zip(sorted(made), outs))
+        return env[self.loss].reshape(())
+
+
+def time_steps(model, use_checkpoint, steps):
+    params = [p for p in model.params.values() if p.requires_grad]
+    times = []
+    for i in range(steps + 3):
+        t0 = time.perf_counter()
+        for p in params:
+            p.grad = None
+        model.forward(use_checkpoint).backward()
+        if i >= 3:                      # three warm-up steps, as the trainer
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def retained_bytes(model, use_checkpoint):
+    """Bytes allocated during the forward and still live after it: what the
+    profiler's allocator events add up to (allocations minus frees)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        loss = model.forward(use_checkpoint)
+    n = sum(e.self_cpu_memory_usage for e in prof.key_averages())
+    loss.backward()
+    return n
+
+
+def main(argv):
+    path, mode, what = argv[0], argv[1], argv[2]
+    model = Model(path)
+    ck = mode == "checkpoint"
+    if what == "time":
+        torch.set_num_threads(int(argv[4]))
+        print(f"median_ms {time_steps(model, ck, int(argv[3])):.4f}")
+    else:
+        print(f"retained_bytes {retained_bytes(model, ck)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
