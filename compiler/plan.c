@@ -9,9 +9,15 @@
  * Values are placed in order of definition, first fit: values whose last
  * read is before the new value's definition are released (as ggml's
  * allocator releases a tensor when its consumer count reaches zero), and the
- * new one takes the lowest aligned gap among the live ones that fits. The
+ * new one takes the lowest aligned gap that fits, or goes on top. The
  * arena's size is the highest end ever placed. Deterministic: the order is
  * the schedule's, ties go to the lower offset.
+ *
+ * The free space below the top is a list of gaps sorted by offset, merged
+ * with their neighbours when a value is released; releases come from a heap
+ * ordered by last use. A plan costs O(values x (log values + gaps)), so a
+ * graph whose whole forward is live at once (a long chain under `full`)
+ * plans as fast as any other.
  */
 #include "remat.h"
 
@@ -22,45 +28,123 @@ static size_t align_up(size_t n)
     return (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
 }
 
-/* The lowest offset where `bytes` fits between the live values, which are
- * kept sorted by offset in live[0..n). */
-static size_t first_fit(const Schedule *s, const int *live, int n,
-                        size_t bytes, int *at)
+typedef struct {
+    size_t off, size;
+} Gap;
+
+typedef struct {
+    Schedule *s;
+    int *heap;              /* live values, the earliest last use on top */
+    int nheap;
+    Gap *gaps;              /* free space below top, sorted by offset */
+    int ngaps;
+    size_t top;
+} Planner;
+
+static int earlier(const Planner *p, int a, int b)
 {
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        const Value *v = &s->values[live[i]];
-        if (v->offset >= off + bytes) {
-            *at = i;
-            return off;
-        }
-        size_t end = align_up(v->offset + v->bytes);
-        if (end > off)
-            off = end;
+    const Value *x = &p->s->values[a], *y = &p->s->values[b];
+    return x->last < y->last || (x->last == y->last && a < b);
+}
+
+static void heap_push(Planner *p, int v)
+{
+    int i = p->nheap++;
+    while (i > 0 && earlier(p, v, p->heap[(i - 1) / 2])) {
+        p->heap[i] = p->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
     }
-    *at = n;
+    p->heap[i] = v;
+}
+
+static int heap_pop(Planner *p)
+{
+    int top = p->heap[0], x = p->heap[--p->nheap], i = 0;
+    for (;;) {
+        int k = 2 * i + 1;
+        if (k >= p->nheap)
+            break;
+        if (k + 1 < p->nheap && earlier(p, p->heap[k + 1], p->heap[k]))
+            k++;
+        if (!earlier(p, p->heap[k], x))
+            break;
+        p->heap[i] = p->heap[k];
+        i = k;
+    }
+    p->heap[i] = x;
+    return top;
+}
+
+/* Returns [off, off + size) to the free space, merging neighbours; space
+ * that reaches the top lowers it. */
+static void release(Planner *p, size_t off, size_t size)
+{
+    int lo = 0, hi = p->ngaps;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (p->gaps[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    memmove(&p->gaps[lo + 1], &p->gaps[lo], (size_t)(p->ngaps - lo) * sizeof(Gap));
+    p->gaps[lo] = (Gap){off, size};
+    p->ngaps++;
+    if (lo + 1 < p->ngaps && p->gaps[lo].off + p->gaps[lo].size == p->gaps[lo + 1].off) {
+        p->gaps[lo].size += p->gaps[lo + 1].size;
+        memmove(&p->gaps[lo + 1], &p->gaps[lo + 2],
+                (size_t)(p->ngaps - lo - 2) * sizeof(Gap));
+        p->ngaps--;
+    }
+    if (lo > 0 && p->gaps[lo - 1].off + p->gaps[lo - 1].size == p->gaps[lo].off) {
+        p->gaps[lo - 1].size += p->gaps[lo].size;
+        memmove(&p->gaps[lo], &p->gaps[lo + 1],
+                (size_t)(p->ngaps - lo - 1) * sizeof(Gap));
+        p->ngaps--;
+    }
+    Gap *last = &p->gaps[p->ngaps - 1];
+    if (last->off + last->size == p->top) {
+        p->top = last->off;
+        p->ngaps--;
+    }
+}
+
+/* The lowest gap that fits, shrunk from its start; else the top. */
+static size_t take(Planner *p, size_t size)
+{
+    for (int i = 0; i < p->ngaps; i++) {
+        Gap *g = &p->gaps[i];
+        if (g->size < size)
+            continue;
+        size_t off = g->off;
+        g->off += size;
+        g->size -= size;
+        if (g->size == 0) {
+            memmove(g, g + 1, (size_t)(p->ngaps - i - 1) * sizeof(Gap));
+            p->ngaps--;
+        }
+        return off;
+    }
+    size_t off = p->top;
+    p->top += size;
     return off;
 }
 
 int plan_arena(Ctx *c, Schedule *s)
 {
-    int *live = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof(int));
-    int nlive = 0;
+    Planner p = {s, ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof(int)), 0,
+                 ctx_alloc(c, ((size_t)s->nvalues + 2) * sizeof(Gap)), 0, 0};
     s->arena_bytes = 0;
     for (int k = 0; k < s->nvalues; k++) {
         Value *v = &s->values[k];
-        int kept = 0;
-        for (int i = 0; i < nlive; i++)
-            if (s->values[live[i]].last >= v->def)
-                live[kept++] = live[i];
-        nlive = kept;
-        int at;
-        v->offset = first_fit(s, live, nlive, v->bytes, &at);
-        memmove(&live[at + 1], &live[at], (size_t)(nlive - at) * sizeof(int));
-        live[at] = k;
-        nlive++;
-        if (align_up(v->offset + v->bytes) > s->arena_bytes)
-            s->arena_bytes = align_up(v->offset + v->bytes);
+        while (p.nheap > 0 && s->values[p.heap[0]].last < v->def) {
+            const Value *dead = &s->values[heap_pop(&p)];
+            release(&p, dead->offset, align_up(dead->bytes));
+        }
+        v->offset = take(&p, align_up(v->bytes));
+        heap_push(&p, k);
+        if (p.top > s->arena_bytes)
+            s->arena_bytes = p.top;
     }
     return 0;
 }
