@@ -110,8 +110,10 @@ static double flops_gemm(const Graph *g, const Node *n)
     return 2.0 * m * nn * k + (n->nin == 3 ? (double)m * nn : 0);
 }
 
-static void emit_gemm_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in)
+/* The sizes and attributes both GEMM kernels take after their pointers:
+ * "m, n, k, trans_a, trans_b, alpha, beta, c_rows, c_cols". MatMul is a
+ * Gemm with alpha 1 and no C. */
+static const char *gemm_args(Emit *e, const Node *n)
 {
     const Graph *g = e->g;
     long m, nn, k, rows = 0, cols = 0;
@@ -119,13 +121,19 @@ static void emit_gemm_fwd(Emit *e, const Node *n, const char *const *out,
     if (n->nin == 3)
         gemm_c_dims(IN(2), &rows, &cols);
     int gemm = n->op == OP_GEMM;
-    emit(e, "rt_gemm_forward(%s, %s, %s, %s, %ld, %ld, %ld, %d, %d, %s, %s, "
-         "%ld, %ld);", out[0], in[0], in[1], n->nin == 3 ? in[2] : "NULL", m,
-         nn, k, gemm ? (int)node_int(n, "transA") : 0,
-         gemm ? (int)node_int(n, "transB") : 0,
-         fmt_float(e->ctx, gemm ? node_float(n, "alpha") : 1.0f),
-         fmt_float(e->ctx, gemm && n->nin == 3 ? node_float(n, "beta") : 0.0f),
-         rows, cols);
+    return ctx_printf(e->ctx, "%ld, %ld, %ld, %d, %d, %s, %s, %ld, %ld", m, nn,
+        k, gemm ? (int)node_int(n, "transA") : 0,
+        gemm ? (int)node_int(n, "transB") : 0,
+        fmt_float(e->ctx, gemm ? node_float(n, "alpha") : 1.0f),
+        fmt_float(e->ctx, gemm && n->nin == 3 ? node_float(n, "beta") : 0.0f),
+        rows, cols);
+}
+
+static void emit_gemm_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in)
+{
+    emit(e, "rt_gemm_forward(%s, %s, %s, %s, %s);", out[0], in[0], in[1],
+         n->nin == 3 ? in[2] : "NULL", gemm_args(e, n));
 }
 
 static const char *or_null(const char *const *v, int i, int n)
@@ -138,21 +146,10 @@ static void emit_gemm_bwd(Emit *e, const Node *n, const char *const *din,
                           const char *const *out)
 {
     (void)out;
-    const Graph *g = e->g;
-    long m, nn, k, rows = 0, cols = 0;
-    gemm_mnk(g, n, &m, &nn, &k);
-    if (n->nin == 3)
-        gemm_c_dims(IN(2), &rows, &cols);
-    int gemm = n->op == OP_GEMM;
-    emit(e, "rt_gemm_backward(%s, %s, %s, %s, %s, %s, %ld, %ld, %ld, %d, %d, "
-         "%s, %s, %ld, %ld);", or_null(din, 0, n->nin),
-         or_null(din, 1, n->nin), or_null(din, 2, n->nin), dout[0],
-         or_null(in, 0, n->nin), or_null(in, 1, n->nin), m, nn, k,
-         gemm ? (int)node_int(n, "transA") : 0,
-         gemm ? (int)node_int(n, "transB") : 0,
-         fmt_float(e->ctx, gemm ? node_float(n, "alpha") : 1.0f),
-         fmt_float(e->ctx, gemm && n->nin == 3 ? node_float(n, "beta") : 0.0f),
-         rows, cols);
+    emit(e, "rt_gemm_backward(%s, %s, %s, %s, %s, %s, %s);",
+         or_null(din, 0, n->nin), or_null(din, 1, n->nin),
+         or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
+         or_null(in, 1, n->nin), gemm_args(e, n));
 }
 
 /* ---- broadcasting binary ops ------------------------------------------------ */
