@@ -34,45 +34,17 @@ typedef struct {
 
 typedef struct {
     Schedule *s;
-    int *heap;              /* live values, the earliest last use on top */
-    int nheap;
+    Heap live;              /* live values, the earliest last use on top */
     Gap *gaps;              /* free space below top, sorted by offset */
     int ngaps;
     size_t top;
 } Planner;
 
-static int earlier(const Planner *p, int a, int b)
+static int dies_first(const void *ctx, int a, int b)
 {
-    const Value *x = &p->s->values[a], *y = &p->s->values[b];
+    const Value *x = &((const Schedule *)ctx)->values[a];
+    const Value *y = &((const Schedule *)ctx)->values[b];
     return x->last < y->last || (x->last == y->last && a < b);
-}
-
-static void heap_push(Planner *p, int v)
-{
-    int i = p->nheap++;
-    while (i > 0 && earlier(p, v, p->heap[(i - 1) / 2])) {
-        p->heap[i] = p->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    p->heap[i] = v;
-}
-
-static int heap_pop(Planner *p)
-{
-    int top = p->heap[0], x = p->heap[--p->nheap], i = 0;
-    for (;;) {
-        int k = 2 * i + 1;
-        if (k >= p->nheap)
-            break;
-        if (k + 1 < p->nheap && earlier(p, p->heap[k + 1], p->heap[k]))
-            k++;
-        if (!earlier(p, p->heap[k], x))
-            break;
-        p->heap[i] = p->heap[k];
-        i = k;
-    }
-    p->heap[i] = x;
-    return top;
 }
 
 /* Returns [off, off + size) to the free space, merging neighbours; space
@@ -132,17 +104,19 @@ static size_t take(Planner *p, size_t size)
 
 int plan_arena(Ctx *c, Schedule *s)
 {
-    Planner p = {s, ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof(int)), 0,
+    Planner p = {s,
+                 {ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof(int)), 0,
+                  dies_first, s},
                  ctx_alloc(c, ((size_t)s->nvalues + 2) * sizeof(Gap)), 0, 0};
     s->arena_bytes = 0;
     for (int k = 0; k < s->nvalues; k++) {
         Value *v = &s->values[k];
-        while (p.nheap > 0 && s->values[p.heap[0]].last < v->def) {
-            const Value *dead = &s->values[heap_pop(&p)];
+        while (p.live.n > 0 && s->values[p.live.v[0]].last < v->def) {
+            const Value *dead = &s->values[heap_pop(&p.live)];
             release(&p, dead->offset, align_up(dead->bytes));
         }
         v->offset = take(&p, align_up(v->bytes));
-        heap_push(&p, k);
+        heap_push(&p.live, k);
         if (p.top > s->arena_bytes)
             s->arena_bytes = p.top;
     }

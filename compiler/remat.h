@@ -60,6 +60,17 @@ int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
 const char *fmt_float(Ctx *c, float v);
 int glob_match(const char *pattern, const char *s);
 
+/* A binary heap of ints; `before(ctx, a, b)` says a comes out first. */
+typedef struct {
+    int *v;
+    int n;
+    int (*before)(const void *ctx, int a, int b);
+    const void *ctx;
+} Heap;
+
+void heap_push(Heap *h, int x);
+int heap_pop(Heap *h);
+
 /* ---- ops.c: the op table -------------------------------------------------- */
 
 typedef enum {

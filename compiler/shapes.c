@@ -15,38 +15,11 @@
 
 #include <string.h>
 
-/* A min-heap of node indices: the ready node earliest in the file first. */
-typedef struct {
-    int *v;
-    int n;
-} Heap;
-
-static void heap_push(Heap *h, int x)
+/* The ready node earliest in the file comes out first. */
+static int earlier_in_file(const void *ctx, int a, int b)
 {
-    int i = h->n++;
-    while (i > 0 && h->v[(i - 1) / 2] > x) {
-        h->v[i] = h->v[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->v[i] = x;
-}
-
-static int heap_pop(Heap *h)
-{
-    int top = h->v[0], x = h->v[--h->n], i = 0;
-    for (;;) {
-        int k = 2 * i + 1;
-        if (k >= h->n)
-            break;
-        if (k + 1 < h->n && h->v[k + 1] < h->v[k])
-            k++;
-        if (h->v[k] >= x)
-            break;
-        h->v[i] = h->v[k];
-        i = k;
-    }
-    h->v[i] = x;
-    return top;
+    (void)ctx;
+    return a < b;
 }
 
 /* Follows producers among the unsorted nodes until one repeats. */
@@ -112,7 +85,8 @@ static int topo_sort(Ctx *c, Graph *g)
             int t = g->nodes[n].in[i];
             reader[first[t] + fill[t]++] = n;
         }
-    Heap h = {ctx_alloc(c, (size_t)g->nnodes * sizeof(int)), 0};
+    Heap h = {ctx_alloc(c, (size_t)g->nnodes * sizeof(int)), 0,
+              earlier_in_file, NULL};
     for (int n = 0; n < g->nnodes; n++)
         if (!waiting[n])
             heap_push(&h, n);

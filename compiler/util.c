@@ -178,6 +178,34 @@ const char *fmt_float(Ctx *c, float v)
     return ctx_printf(c, "%sf", s);
 }
 
+void heap_push(Heap *h, int x)
+{
+    int i = h->n++;
+    while (i > 0 && h->before(h->ctx, x, h->v[(i - 1) / 2])) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = x;
+}
+
+int heap_pop(Heap *h)
+{
+    int top = h->v[0], x = h->v[--h->n], i = 0;
+    for (;;) {
+        int k = 2 * i + 1;
+        if (k >= h->n)
+            break;
+        if (k + 1 < h->n && h->before(h->ctx, h->v[k + 1], h->v[k]))
+            k++;
+        if (!h->before(h->ctx, h->v[k], x))
+            break;
+        h->v[i] = h->v[k];
+        i = k;
+    }
+    h->v[i] = x;
+    return top;
+}
+
 /* '*' and '?' over whole names. Greedy with one backtrack point (the last
  * star): a later star makes earlier choices final, so the match takes
  * O(len(p) * len(s)) steps instead of exponential backtracking. */
