@@ -207,15 +207,6 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Stmt *st)
     op_table[n->op].emit_backward(e, n, din, dout, in, out);
 }
 
-/* Offsets of outputs in the caller's output buffer, in output order. */
-static size_t output_offset(const Graph *g, int t)
-{
-    size_t off = 0;
-    for (int i = 0; i < g->noutputs && g->outputs[i] != t; i++)
-        off += (size_t)g->tensors[g->outputs[i]].numel;
-    return off;
-}
-
 static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
                       const Stmt *st)
 {
@@ -229,7 +220,7 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
         emit(e, "/* output %s [%s] */", t->name, shape_str(e->ctx, t));
         emit(e, "if (outputs)");
         emit(e, "    rt_copy(outputs + %zu, v_%s, %ld);",
-             output_offset(g, st->tensor), t->cname, t->numel);
+             e->offset[st->tensor], t->cname, t->numel);
         if (t->is_loss)
             emit(e, "loss = v_%s[0];", t->cname);
         break;
@@ -251,13 +242,27 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
 
 /* ---- functions ------------------------------------------------------------------- */
 
-static size_t param_offset(const Graph *g, int t)
+/* The caller's buffers, laid out once: inputs and parameters each in file
+ * order in their own buffer, graph outputs in output order in theirs.
+ * offset[t] is tensor t's place in its buffer, in floats. */
+static size_t *layout(Ctx *c, const Graph *g)
 {
-    size_t off = 0;
-    for (int i = 0; i < t; i++)
-        if (g->tensors[i].kind == g->tensors[t].kind)
-            off += (size_t)g->tensors[i].numel;
-    return off;
+    size_t *offset = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *offset);
+    size_t inputs = 0, params = 0, outputs = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        size_t *next = x->kind == T_INPUT ? &inputs
+                       : x->kind == T_PARAM ? &params : NULL;
+        if (next) {
+            offset[t] = *next;
+            *next += (size_t)x->numel;
+        }
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        offset[g->outputs[i]] = outputs;
+        outputs += (size_t)g->tensors[g->outputs[i]].numel;
+    }
+    return offset;
 }
 
 static void emit_buffer_pointers(Emit *e, int train)
@@ -268,12 +273,12 @@ static void emit_buffer_pointers(Emit *e, int train)
         if (x->kind == T_ACT || x->nconsumers == 0)
             continue;
         emit(e, "const float *v_%s = %s + %zu;", x->cname,
-             x->kind == T_INPUT ? "inputs" : "params", param_offset(g, t));
+             x->kind == T_INPUT ? "inputs" : "params", e->offset[t]);
     }
     for (int t = 0; train && t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_PARAM && x->has_grad)
-            emit(e, "float *d_%s = grads + %zu;", x->cname, param_offset(g, t));
+            emit(e, "float *d_%s = grads + %zu;", x->cname, e->offset[t]);
     }
 }
 
@@ -324,7 +329,7 @@ static void emit_init(Emit *e)
         const Tensor *x = &g->tensors[t];
         if (x->kind != T_PARAM)
             continue;
-        const char *p = ctx_printf(e->ctx, "params + %zu", param_offset(g, t));
+        const char *p = ctx_printf(e->ctx, "params + %zu", e->offset[t]);
         const char *a = fmt_float(e->ctx, x->init_a);
         const char *b = fmt_float(e->ctx, x->init_b);
         emit(e, "/* %s [%s] */", x->name, shape_str(e->ctx, x));
@@ -362,7 +367,7 @@ static void emit_sgd(Emit *e)
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_PARAM && x->trainable) {
-            size_t off = param_offset(g, t);
+            size_t off = e->offset[t];
             emit(e, "rt_sgd(params + %zu, grads + %zu, %ld, lr); /* %s */",
                  off, off, x->numel, x->name);
             any = 1;
@@ -411,7 +416,7 @@ static void emit_tables(Emit *e)
              n ? n : 1);
         for (int t = 0; t < g->ntensors; t++)
             if (g->tensors[t].kind == kinds[k])
-                emit_info(e, &g->tensors[t], param_offset(g, t));
+                emit_info(e, &g->tensors[t], e->offset[t]);
         if (!n)
             emit(e, "    {\"\", 0, 0, 0, {0}, 0},");
         emit(e, "};");
@@ -419,7 +424,7 @@ static void emit_tables(Emit *e)
     emit(e, "const rt_tensor_info %s_outputs[%d] = {", g->name, g->noutputs);
     for (int i = 0; i < g->noutputs; i++)
         emit_info(e, &g->tensors[g->outputs[i]],
-                  output_offset(g, g->outputs[i]));
+                  e->offset[g->outputs[i]]);
     emit(e, "};");
     emit(e, "");
 }
@@ -498,7 +503,9 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     const char *n = g->name, *u = upper(e->ctx, n);
     size_t pf, inf;
     int np = count_kind(g, T_PARAM, &pf), ni = count_kind(g, T_INPUT, &inf);
-    size_t of = output_offset(g, -1);
+    size_t of = 0;
+    for (int i = 0; i < g->noutputs; i++)
+        of += (size_t)g->tensors[g->outputs[i]].numel;
     size_t arena = m->train->arena_bytes > m->fwd->arena_bytes
                        ? m->train->arena_bytes : m->fwd->arena_bytes;
     emit(e, "/* Generated by remat from model '%s' under policy '%s'. */", n,
@@ -543,7 +550,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile)
 {
-    Emit e = {cfile, c, m->g, 0};
+    Emit e = {cfile, c, m->g, 0, layout(c, m->g)};
     char *gd = (char *)upper(c, header_name);
     for (char *p = gd; *p; p++)
         if (!isalnum((unsigned char)*p))
@@ -562,7 +569,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_function(&e, m, 1);
     emit_sgd(&e);
     emit_descriptor(&e, m);
-    Emit h = {hfile, c, m->g, 0};
+    Emit h = {hfile, c, m->g, 0, e.offset};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -364,6 +364,7 @@ struct Emit {
     Ctx *ctx;
     const Graph *g;
     int indent;
+    const size_t *offset;   /* per tensor: its place in the caller's buffer */
 };
 
 /* Writes one line at the current indentation. */
