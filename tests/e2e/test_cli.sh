@@ -2,16 +2,7 @@
 # The command line as a user meets it: help, the schedule figures of mlp12
 # (worked out by hand below), diff, policy files, build from elsewhere,
 # errors and usage errors, reproducible output, and generated/ up to date.
-set -u
-cd "$(dirname "$0")/../.."
-root=$PWD
-remat=$root/build/remat
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 expect() {   # description expected actual
     if [ "$2" = "$3" ]; then ok; else bad "$1: expected '$2', got '$3'"; fi
 }
@@ -116,5 +107,4 @@ done
 ls generated/mlp12_none.c generated/mlp12_full.c generated/mlp12_sac.c > /dev/null && ok \
     || bad "generated/ lacks mlp12 under none, full and sac"
 
-echo "test_cli: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish test_cli

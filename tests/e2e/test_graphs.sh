@@ -8,16 +8,7 @@
 # loss and gradients agree with PyTorch autograd in float64 on the same inputs
 # and parameters (tests/ref/reference.py, which rebuilds each model from the
 # XML alone).
-set -u
-cd "$(dirname "$0")/../.."
-root=$PWD
-remat=$root/build/remat
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 
 check_policy() {   # graph policy dir
@@ -71,5 +62,4 @@ done
 if /usr/bin/python3 "$root/tests/ref/reference.py" --tol 1e-5 "${pairs[@]}" > "$work/ref.log"; then
     pass=$((pass + ${#pairs[@]} / 2)); else fail=$((fail + 1)); fi
 cat "$work/ref.log"
-echo "test_graphs: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish test_graphs
