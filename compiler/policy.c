@@ -63,8 +63,9 @@ int policy_load(Ctx *c, const char *name, Policy **out)
     if (*out)
         return 0;
     if (!strchr(name, '/') && !strstr(name, ".xml"))
-        return ctx_error(c, name, 0, "unknown policy; use none, full, sac, "
-                         "sac-aggressive or a policy file (FILE.xml)");
+        return ctx_error(c, name, 0, "unknown policy%s; use none, full, sac, "
+                         "sac-aggressive or a policy file (FILE.xml)",
+                         did_you_mean(c, name, builtin_policies, 4));
     Policy *p = ctx_alloc(c, sizeof *p);
     if (parse_policy(c, name, p))
         return -1;

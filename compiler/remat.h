@@ -59,6 +59,11 @@ int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
 /* "%.9g" plus what makes it a float literal: reads back to the same float. */
 const char *fmt_float(Ctx *c, float v);
 int glob_match(const char *pattern, const char *s);
+/* The candidate within two edits of s (case-blind), or NULL; for messages. */
+const char *closest_name(const char *s, const char *const *cands, int n);
+/* " (did you mean 'x'?)" when closest_name finds one, else "". */
+const char *did_you_mean(Ctx *c, const char *s, const char *const *cands,
+                         int n);
 
 /* A binary heap of ints; `before(ctx, a, b)` says a comes out first. */
 typedef struct {

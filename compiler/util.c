@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "remat.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,24 @@
 
 struct Chunk {
     Chunk *next;
+    size_t used, cap;       /* bytes of data[] handed out, and its size */
     max_align_t data[];
 };
+
+/* Small allocations are carved from shared chunks: a large graph makes
+ * millions of them (names, emitted lines), and one calloc each cost more
+ * time and memory than the compile. Under AddressSanitizer each allocation
+ * gets its own chunk again, so an overflow past one is still caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CHUNK_BYTES 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHUNK_BYTES 0
+#endif
+#endif
+#ifndef CHUNK_BYTES
+#define CHUNK_BYTES ((size_t)1 << 20)
+#endif
 
 void ctx_init(Ctx *c) { memset(c, 0, sizeof *c); }
 
@@ -36,15 +53,42 @@ void ctx_free(Ctx *c)
     c->chunks = NULL;
 }
 
-void *ctx_alloc(Ctx *c, size_t size)
+static Chunk *new_chunk(size_t cap)
 {
-    Chunk *k = calloc(1, sizeof(Chunk) + size + 1);
+    Chunk *k = calloc(1, sizeof(Chunk) + cap);
     if (!k) {
-        fprintf(stderr, "remat: out of memory (%zu bytes)\n", size);
+        fprintf(stderr, "remat: out of memory (%zu bytes)\n", cap);
         exit(1);
     }
+    k->cap = cap;
+    return k;
+}
+
+void *ctx_alloc(Ctx *c, size_t size)
+{
+    size_t align = sizeof(max_align_t);
+    size_t need = (size + 1 + align - 1) / align * align;   /* +1: a NUL */
+    Chunk *k = c->chunks;
+    if (k && k->cap - k->used >= need) {
+        void *p = (char *)k->data + k->used;
+        k->used += need;
+        return p;
+    }
+    if (need > CHUNK_BYTES / 4) {
+        /* a big one stands alone, behind the current chunk */
+        Chunk *big = new_chunk(need);
+        big->used = need;
+        if (k) {
+            big->next = k->next;
+            k->next = big;
+        } else
+            c->chunks = big;
+        return big->data;
+    }
+    k = new_chunk(CHUNK_BYTES);
     k->next = c->chunks;
     c->chunks = k;
+    k->used = need;
     return k->data;
 }
 
@@ -103,7 +147,7 @@ void buf_vprintf(Buf *b, const char *fmt, va_list ap)
     int n = vsnprintf(NULL, 0, fmt, ap2);
     va_end(ap2);
     if (b->len + (size_t)n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
+        size_t cap = b->cap ? b->cap : 64;
         while (cap < b->len + (size_t)n + 1)
             cap *= 2;
         char *d = ctx_alloc(b->ctx, cap);   /* the old one goes with the ctx */
@@ -228,4 +272,53 @@ int glob_match(const char *p, const char *s)
     while (*p == '*')
         p++;
     return *p == '\0';
+}
+
+/* Edit distance (insert, delete, substitute, case-blind), stopping at 3:
+ * names longer than a screen are never a typo of each other. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64 || (la > lb ? la - lb : lb - la) > 2)
+        return 3;
+    int row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int sub = diag + (tolower((unsigned char)a[i - 1]) !=
+                              tolower((unsigned char)b[j - 1]));
+            int best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[lb] < 3 ? row[lb] : 3;
+}
+
+const char *closest_name(const char *s, const char *const *cands, int n)
+{
+    const char *best = NULL;
+    int bd = 3;
+    size_t len = strlen(s);
+    for (int i = 0; i < n; i++) {
+        if (!cands[i] || strcmp(cands[i], s) == 0)
+            continue;
+        int d = edit_distance(s, cands[i]);
+        /* one edit in a short name is already a different word */
+        if (d < bd && (d == 1 || len > 4)) {
+            best = cands[i];
+            bd = d;
+        }
+    }
+    return best;
+}
+
+const char *did_you_mean(Ctx *c, const char *s, const char *const *cands, int n)
+{
+    const char *m = closest_name(s, cands, n);
+    return m ? ctx_printf(c, " (did you mean '%s'?)", m) : "";
 }
