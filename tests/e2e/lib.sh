@@ -4,7 +4,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 root=$PWD
-remat=$root/build/remat
+remat=${REMAT:-$root/build/remat}   # REMAT: another build of the compiler
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pass=0

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The error catalogue, tests/bad/ (its README says how a case is written):
+# every malformed graph or policy file must give exactly the message in its
+# .expect file, exit 1, print nothing on standard output, and leave an
+# existing OUT.c and OUT.h byte-for-byte as they were, with no temporary
+# file left beside them.
+#
+# REMAT=path runs another build of the compiler (the sanitizer build);
+# REMAT_WRAP="valgrind ..." runs every case under a wrapper; a wrapper's
+# own report goes to a file of its choosing, not to the compared stderr.
+. "$(dirname "$0")/lib.sh"
+wrap=${REMAT_WRAP:-}
+out=$work/out
+mkdir -p "$out"
+gen=$work/gen
+mkdir -p "$gen"
+
+# The command for case $1 (a path under tests/bad/ without extension).
+case_args() {
+    local c=$1 b
+    b=$(basename "$c")
+    if [ -f "$c.args" ]; then
+        cat "$c.args"
+    elif [ -f "$c.policy.xml" ]; then
+        echo "compile tests/bad/data/base.xml --policy $c.policy.xml -o $out/m.c"
+    elif [ -f "$c.gen" ]; then
+        echo "compile $gen/$b.xml -o $out/m.c"
+    else
+        echo "compile $c.xml -o $out/m.c"
+    fi
+}
+
+run_case() {
+    local c=$1 name args want got rc
+    name=$(basename "$c")
+    if [ -f "$c.gen" ]; then
+        /usr/bin/python3 "$c.gen" > "$gen/$name.xml" || { bad "$name: generator failed"; return; }
+    fi
+    printf 'sentinel c\n' > "$out/m.c"
+    printf 'sentinel h\n' > "$out/m.h"
+    args=$(case_args "$c")
+    # shellcheck disable=SC2086  # the args are words
+    $wrap "$remat" $args > "$work/stdout" 2> "$work/stderr"
+    rc=$?
+    want=$(cat "$c.expect")
+    got=$(sed "s|$gen/|GEN/|g" "$work/stderr")
+    if [ "$rc" -ne 1 ]; then bad "$name: exit $rc, want 1 ($got)"; return; fi
+    if [ "$got" != "$want" ]; then
+        bad "$name: message differs"
+        echo "   want: $want"
+        echo "   got:  $got"
+        return
+    fi
+    if [ -s "$work/stdout" ]; then bad "$name: wrote to standard output"; return; fi
+    if [ "$(cat "$out/m.c")" != "sentinel c" ] || [ "$(cat "$out/m.h")" != "sentinel h" ]; then
+        bad "$name: an existing output was changed"; return
+    fi
+    if [ "$(ls "$out" | wc -l)" -ne 2 ]; then bad "$name: left files: $(ls "$out")"; return; fi
+    ok
+}
+
+n=0
+for e in tests/bad/*.expect; do
+    run_case "${e%.expect}"
+    n=$((n + 1))
+done
+# The issue this catalogue answers asks for at least 60 cases.
+[ "$n" -ge 60 ] && ok || bad "the catalogue has $n cases; it should have at least 60"
+finish test_bad
