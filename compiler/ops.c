@@ -83,6 +83,10 @@ static int shape_gemm(Ctx *c, Graph *g, Node *n)
     long m, nn, k;
     gemm_mnk(g, n, &m, &nn, &k);
     long kb = IN(1)->dims[tb ? 1 : 0];
+    if (k != kb && n->op == OP_MATMUL)
+        return node_error(c, g, n, ctx_printf(c,
+            "MatMul input 1 '%s' has shape %s but needs %ld rows to match "
+            "input 0's %ld columns", IN(1)->name, shape_str(c, IN(1)), k, k));
     if (k != kb)
         return node_error(c, g, n, ctx_printf(c,
             "%s input 1 '%s' has shape %s but %s needs %ld %s to match "
@@ -273,7 +277,8 @@ static int reduced_axes(Ctx *c, const Graph *g, const Node *n, int *reduced)
         int d = (int)(a < 0 ? a + x->rank : a);
         if (reduced[d])
             return node_error(c, g, n, ctx_printf(c,
-                "%s axis %ld is listed twice", op_table[n->op].name, a));
+                "%s axis %ld is listed twice (axis %d names the same "
+                "dimension)", op_table[n->op].name, a, d));
         reduced[d] = 1;
     }
     return 0;

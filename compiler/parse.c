@@ -14,6 +14,7 @@
  * allocated once at its size, the second fills them. Names resolve through a
  * hash table, so a large graph parses in linear time.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "remat.h"
 #include "../runtime/remat_rt.h"
 
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- a name -> index table --------------------------------------------------- */
 
@@ -78,6 +80,8 @@ typedef struct {
     Graph *g;               /* what a graph file fills */
     Policy *policy;         /* what a policy file fills */
     const char *dir;        /* the XML's folder, for init="file" paths */
+    char xml_err[512];      /* libxml2's first complaint, and its line */
+    int xml_err_line;
     Names tensors, nodes, blocks, cnames_t, cnames_n;
 } Parser;
 
@@ -97,28 +101,85 @@ static const char *attr(Parser *p, xmlNode *x, const char *name)
 static int is_elem(xmlNode *x) { return x->type == XML_ELEMENT_NODE; }
 static const char *ename(xmlNode *x) { return (const char *)x->name; }
 
+/* Text between elements is a mistake (a half-deleted element, an attribute
+ * outside its tag); whitespace and comments are not. Returns the text's
+ * first visible character and its line, or NULL. */
+static const char *visible_text(xmlNode *x, int *line)
+{
+    if (x->type != XML_TEXT_NODE && x->type != XML_CDATA_SECTION_NODE)
+        return NULL;
+    const char *t = (const char *)x->content;
+    while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')
+        t++;
+    if (!*t)
+        return NULL;
+    /* libxml2 numbers a text node by the line it ends on */
+    *line = (int)xmlGetLineNo(x);
+    for (const char *q = t; *q; q++)
+        *line -= *q == '\n';
+    return t;
+}
+
+static int stray_text(Parser *p, xmlNode *x, const char *where)
+{
+    int line;
+    const char *t = visible_text(x, &line);
+    if (!t)
+        return 0;
+    char shown[48];
+    snprintf(shown, sizeof shown, "%.40s", t);
+    shown[strcspn(shown, "\r\n")] = '\0';
+    return ctx_error(p->c, p->file, line, "%s holds text \"%s\"; only elements "
+                     "(and comments) go there", where, shown);
+}
+
+/* An element that takes no children: <input/>, <node/>, <rule/> ... */
+static int check_leaf(Parser *p, xmlNode *x)
+{
+    for (xmlNode *y = x->children; y; y = y->next) {
+        int line = (int)xmlGetLineNo(y);
+        if (!is_elem(y) && !visible_text(y, &line))
+            continue;
+        xmlChar *nm = xmlGetProp(x, (const xmlChar *)"name");
+        const char *who = nm ? ctx_printf(p->c, "%s '%s'", ename(x), (char *)nm)
+                             : ctx_printf(p->c, "<%s>", ename(x));
+        xmlFree(nm);
+        const char *what = is_elem(y) ? ctx_printf(p->c, "<%s>", ename(y))
+                                      : "text";
+        return ctx_error(p->c, p->file, line, "%s: holds %s; <%s> takes "
+                         "attributes only, written <%s ... />", who, what,
+                         ename(x), ename(x));
+    }
+    return 0;
+}
+
 /* Rejects attributes outside `allowed` (NULL-terminated) and `extra`. */
 static int check_attrs(Parser *p, xmlNode *x, const char *const *allowed,
                        const OpInfo *op)
 {
+    const char *names[16 + MAX_ATTRS];
+    int k = 0;
+    for (int i = 0; allowed[i]; i++)
+        names[k++] = allowed[i];
+    for (int i = 0; op && op->attrs[i].name; i++)
+        names[k++] = op->attrs[i].name;
     for (xmlAttr *a = x->properties; a; a = a->next) {
         const char *n = (const char *)a->name;
-        int ok = op && attr_index(op, n) >= 0;
-        for (int i = 0; !ok && allowed[i]; i++)
-            ok = strcmp(allowed[i], n) == 0;
+        int ok = 0;
+        for (int i = 0; !ok && i < k; i++)
+            ok = strcmp(names[i], n) == 0;
         if (ok)
             continue;
         const char *nm = attr(p, x, "name");
         Buf b;
         buf_init(&b, p->c);
-        for (int i = 0; allowed[i]; i++)
-            buf_printf(&b, "%s%s", i ? ", " : "", allowed[i]);
-        for (int i = 0; op && op->attrs[i].name; i++)
-            buf_printf(&b, ", %s", op->attrs[i].name);
+        for (int i = 0; i < k; i++)
+            buf_printf(&b, "%s%s", i ? ", " : "", names[i]);
         const char *who = nm ? ctx_printf(p->c, "%s '%s'", ename(x), nm)
                              : ctx_printf(p->c, "<%s>", ename(x));
-        return ELEM_ERROR(p, x, "%s: unknown attribute '%s'; %s takes %s",
-                          who, n, op ? op->name : ename(x), b.data);
+        return ELEM_ERROR(p, x, "%s: unknown attribute '%s'%s; %s takes %s",
+                          who, n, did_you_mean(p->c, n, names, k),
+                          op ? op->name : ename(x), b.data);
     }
     return 0;
 }
@@ -132,10 +193,12 @@ static const char *need(Parser *p, xmlNode *x, const char *name)
             ELEM_ERROR(p, x, "%s '%s': missing attribute '%s'", ename(x), nm,
                        name);
         else
-            ELEM_ERROR(p, x, "%s: missing attribute '%s'", ename(x), name);
+            ELEM_ERROR(p, x, "<%s>: missing attribute '%s'", ename(x), name);
     }
     return v;
 }
+
+#define MAX_NAME 255
 
 static int valid_name(const char *s)
 {
@@ -149,12 +212,24 @@ static int valid_name(const char *s)
     return 1;
 }
 
+/* What is wrong with a name, as "'NAME' is ...", or NULL. */
+static const char *name_problem(Ctx *c, const char *s)
+{
+    if (strlen(s) > MAX_NAME)
+        return ctx_printf(c, "'%.40s...' is %zu characters long; names have "
+                          "at most %d", s, strlen(s), MAX_NAME);
+    if (!valid_name(s))
+        return ctx_printf(c, "'%s' is not valid; names match "
+                          "[A-Za-z_][A-Za-z0-9_.:/-]*", s);
+    return NULL;
+}
+
 static const char *name_of(Parser *p, xmlNode *x)
 {
     const char *n = need(p, x, "name");
-    if (n && !valid_name(n)) {
-        ELEM_ERROR(p, x, "%s name '%s' is not valid; names match "
-                   "[A-Za-z_][A-Za-z0-9_.:/-]*", ename(x), n);
+    const char *bad = n ? name_problem(p->c, n) : NULL;
+    if (bad) {
+        ELEM_ERROR(p, x, "%s name %s", ename(x), bad);
         return NULL;
     }
     return n;
@@ -230,7 +305,7 @@ static int parse_shape(Parser *p, xmlNode *x, const char *name, Tensor *t)
     int rank = parse_ints(s, dims, MAX_RANK + 1);
     if (rank < 0 || rank > MAX_RANK)
         return ELEM_ERROR(p, x, "%s '%s': shape \"%s\" is not a list of at "
-                          "most %d positive integers", ename(x), name, s,
+                          "most %d positive integers separated by spaces", ename(x), name, s,
                           MAX_RANK);
     t->rank = rank;
     t->numel = 1;
@@ -241,7 +316,7 @@ static int parse_shape(Parser *p, xmlNode *x, const char *name, Tensor *t)
                               s, dims[i]);
         if (dims[i] > MAX_NUMEL || t->numel > MAX_NUMEL / dims[i])
             return ELEM_ERROR(p, x, "%s '%s': shape \"%s\" has more than %ld "
-                              "elements", ename(x), name, s, MAX_NUMEL);
+                              "elements (1 GiB of float32)", ename(x), name, s, MAX_NUMEL);
         t->dims[i] = dims[i];
         t->numel *= dims[i];
     }
@@ -288,7 +363,7 @@ static Tensor *new_tensor(Parser *p, xmlNode *x, const char *name,
 static int parse_input(Parser *p, xmlNode *x)
 {
     static const char *const ok[] = {"name", "shape", "dtype", NULL};
-    if (check_attrs(p, x, ok, NULL))
+    if (check_leaf(p, x) || check_attrs(p, x, ok, NULL))
         return -1;
     const char *name = name_of(p, x);
     if (!name)
@@ -309,6 +384,10 @@ static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
     for (int i = 0; i < t->rank; i++)
         dims[i] = (int)t->dims[i];
     char why[256] = "";
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': not a "
+                          "regular file", t->name, path);
     t->data = ctx_alloc(p->c, (size_t)t->numel * sizeof(float));
     if (rt_npy_read(path, t->data, t->rank, dims, why, sizeof why) != 0)
         return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",
@@ -342,8 +421,9 @@ static int init_param(Parser *p, xmlNode *x, Tensor *t, const char *pname,
 {
     const char *v = attr(p, x, pname);
     if (!v && isnan(dflt))
-        return ELEM_ERROR(p, x, "initializer '%s': missing attribute '%s'",
-                          t->name, pname);
+        return ELEM_ERROR(p, x, "initializer '%s': missing attribute '%s'; "
+                          "init=\"%s\" needs %s=\"NUMBER\"", t->name, pname,
+                          attr(p, x, "init"), pname);
     if (v && parse_float(v, out))
         return ELEM_ERROR(p, x, "initializer '%s': %s=\"%s\" is not a finite "
                           "number", t->name, pname, v);
@@ -370,8 +450,12 @@ static int parse_init(Parser *p, xmlNode *x, Tensor *t)
         return -1;
     t->init = s->kind;
     if (s->kind == INIT_FILE) {
-        t->path = need(p, x, "path");
-        return t->path ? read_init_file(p, x, t) : -1;
+        t->path = attr(p, x, "path");
+        if (!t->path)
+            return ELEM_ERROR(p, x, "initializer '%s': missing attribute "
+                              "'path'; init=\"file\" needs path=\"FILE.npy\" "
+                              "(relative to the graph's folder)", t->name);
+        return read_init_file(p, x, t);
     }
     if (s->a && init_param(p, x, t, s->a, s->da, &t->init_a))
         return -1;
@@ -405,7 +489,7 @@ static int parse_bool(Parser *p, xmlNode *x, const char *name, int dflt,
 
 static int parse_initializer(Parser *p, xmlNode *x)
 {
-    const char *name = name_of(p, x);
+    const char *name = check_leaf(p, x) ? NULL : name_of(p, x);
     if (!name)
         return -1;
     Tensor *t = new_tensor(p, x, name, T_PARAM);
@@ -434,7 +518,7 @@ static int parse_attr_value(Parser *p, xmlNode *x, const char *node,
     case ATTR_INTS:
         a->nints = parse_ints(v, a->ints, MAX_INTS);
         if (a->nints < 0)
-            what = "a list of at most 8 integers";
+            what = "a list of at most 8 integers separated by spaces";
         break;
     case ATTR_STRING:
         a->s = v;
@@ -506,15 +590,16 @@ static int parse_remat(Parser *p, xmlNode *x, Node *n)
     return 0;
 }
 
-/* Splits a space-separated list of names into at most MAX_IO parts. */
+/* Splits a space-separated list of names, keeping the first `max`;
+ * returns how many there are. */
 static int split_names(Parser *p, const char *s, const char **out, int max)
 {
     char *copy = ctx_strdup(p->c, s);
     int n = 0;
     for (char *tok = strtok(copy, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
-        if (n == max)
-            return max + 1;
-        out[n++] = tok;
+        if (n < max)
+            out[n] = tok;
+        n++;
     }
     return n;
 }
@@ -532,15 +617,24 @@ static int parse_node_io(Parser *p, xmlNode *x, Node *n, const char *which,
     if (*count < lo || *count > hi) {
         const char *want = lo == hi ? ctx_printf(p->c, "%d", lo)
                                     : ctx_printf(p->c, "%d to %d", lo, hi);
-        return ELEM_ERROR(p, x, "node '%s': %s takes %s %s, got %d", n->name,
-                          op->name, want, in ? "inputs" : "outputs", *count);
+        return ELEM_ERROR(p, x, "node '%s': %s takes %s %s%s, got %d",
+                          n->name, op->name, want, in ? "input" : "output",
+                          hi == 1 ? "" : "s", *count);
     }
-    for (int i = 0; i < *count; i++)
-        if (!valid_name(names[i]))
-            return ELEM_ERROR(p, x, "node '%s': tensor name '%s' is not valid; "
-                              "names match [A-Za-z_][A-Za-z0-9_.:/-]*",
-                              n->name, names[i]);
+    for (int i = 0; i < *count; i++) {
+        const char *bad = name_problem(p->c, names[i]);
+        if (bad)
+            return ELEM_ERROR(p, x, "node '%s': tensor name %s", n->name, bad);
+    }
     return 0;
+}
+
+static const char *similar_op(Parser *p, const char *name)
+{
+    const char *names[OP_COUNT];
+    for (int i = 0; i < OP_COUNT; i++)
+        names[i] = op_table[i].name;
+    return did_you_mean(p->c, name, names, OP_COUNT);
 }
 
 /* First walk over a node: its name, op, attributes and output tensors. */
@@ -548,7 +642,7 @@ static int parse_node(Parser *p, xmlNode *x, int block)
 {
     static const char *const ok[] = {"name", "op", "in", "out", "remat", NULL};
     Graph *g = p->g;
-    const char *name = name_of(p, x);
+    const char *name = check_leaf(p, x) ? NULL : name_of(p, x);
     const char *opname = name ? need(p, x, "op") : NULL;
     if (!opname)
         return -1;
@@ -558,8 +652,8 @@ static int parse_node(Parser *p, xmlNode *x, int block)
         buf_init(&b, p->c);
         for (int i = 0; i < OP_COUNT; i++)
             buf_printf(&b, "%s%s", i ? ", " : "", op_table[i].name);
-        return ELEM_ERROR(p, x, "node '%s': unknown op '%s'; supported: %s",
-                          name, opname, b.data);
+        return ELEM_ERROR(p, x, "node '%s': unknown op '%s'%s; supported: %s",
+                          name, opname, similar_op(p, opname), b.data);
     }
     int prev = names_add(&p->nodes, name, g->nnodes);
     if (prev >= 0)
@@ -590,6 +684,17 @@ static int parse_node(Parser *p, xmlNode *x, int block)
     return 0;
 }
 
+/* " (did you mean 'x'?)" for a name close to a defined tensor's. */
+static const char *similar_tensor(Parser *p, const char *name)
+{
+    const Graph *g = p->g;
+    const char **names = ctx_alloc(p->c, ((size_t)g->ntensors + 1) *
+                                             sizeof *names);
+    for (int i = 0; i < g->ntensors; i++)
+        names[i] = g->tensors[i].name;
+    return did_you_mean(p->c, name, names, g->ntensors);
+}
+
 /* Second walk: node inputs, now that every tensor exists. */
 static int resolve_inputs(Parser *p, xmlNode *x, Node *n)
 {
@@ -599,9 +704,10 @@ static int resolve_inputs(Parser *p, xmlNode *x, Node *n)
     for (int i = 0; i < n->nin; i++) {
         n->in[i] = names_get(&p->tensors, ins[i]);
         if (n->in[i] < 0)
-            return ELEM_ERROR(p, x, "node '%s': input '%s' is not defined; "
+            return ELEM_ERROR(p, x, "node '%s': input '%s' is not defined%s; "
                               "declare it as an <input>, an <initializer> or "
-                              "another node's output", n->name, ins[i]);
+                              "another node's output", n->name, ins[i],
+                              similar_tensor(p, ins[i]));
     }
     return 0;
 }
@@ -622,7 +728,7 @@ static int parse_output(Parser *p, xmlNode *x, int *nmarked)
 {
     static const char *const ok[] = {"name", "loss", NULL};
     Graph *g = p->g;
-    const char *name = name_of(p, x);
+    const char *name = check_leaf(p, x) ? NULL : name_of(p, x);
     int loss;
     if (!name || check_attrs(p, x, ok, NULL) ||
         parse_bool(p, x, "loss", 0, &loss))
@@ -630,7 +736,7 @@ static int parse_output(Parser *p, xmlNode *x, int *nmarked)
     int t = names_get(&p->tensors, name);
     if (t < 0)
         return ELEM_ERROR(p, x, "output '%s': no node produces a tensor of that "
-                          "name", name);
+                          "name%s", name, similar_tensor(p, name));
     if (g->tensors[t].kind != T_ACT)
         return ELEM_ERROR(p, x, "output '%s': is a graph %s; an output must be "
                           "produced by a node", name,
@@ -639,6 +745,7 @@ static int parse_output(Parser *p, xmlNode *x, int *nmarked)
     if (g->tensors[t].is_output)
         return ELEM_ERROR(p, x, "output '%s': listed twice", name);
     g->tensors[t].is_output = 1;
+    g->tensors[t].output_line = (int)xmlGetLineNo(x);
     g->tensors[t].is_loss = loss;
     g->tensors[t].not_loss = attr(p, x, "loss") && !loss;
     g->outputs[g->noutputs++] = t;
@@ -663,6 +770,8 @@ static int count_outs(Parser *p, xmlNode *x)
 static int count_graph(Parser *p, xmlNode *graph, Counts *k)
 {
     for (xmlNode *x = graph->children; x; x = x->next) {
+        if (stray_text(p, x, "<graph>"))
+            return -1;
         if (!is_elem(x))
             continue;
         const char *e = ename(x);
@@ -676,6 +785,9 @@ static int count_graph(Parser *p, xmlNode *graph, Counts *k)
         } else if (strcmp(e, "block") == 0) {
             k->blocks++;
             for (xmlNode *y = x->children; y; y = y->next) {
+                if (stray_text(p, y, ctx_printf(p->c, "block '%s'",
+                                                attr(p, x, "name"))))
+                    return -1;
                 if (!is_elem(y))
                     continue;
                 if (strcmp(ename(y), "node") != 0)
@@ -784,11 +896,16 @@ static xmlNode *the_graph(Parser *p, xmlNode *root)
     static const char *const ok[] = {"name", "format", NULL};
     if (strcmp(ename(root), "model") != 0) {
         ELEM_ERROR(p, root, "root element is <%s>; a graph file's root is "
-                   "<model name=\"...\" format=\"1\">", ename(root));
+                   "<model name=\"...\" format=\"1\">%s", ename(root),
+                   strcmp(ename(root), "policy") == 0
+                       ? " (is this a policy file? pass it with --policy)" : "");
         return NULL;
     }
     const char *name = need(p, root, "name");
-    const char *format = name ? need(p, root, "format") : NULL;
+    const char *format = name ? attr(p, root, "format") : NULL;
+    if (name && !format)
+        ELEM_ERROR(p, root, "model '%s': missing attribute 'format'; this "
+                   "compiler reads format=\"1\"", name);
     if (!format || check_attrs(p, root, ok, NULL))
         return NULL;
     if (!valid_c_identifier(name) || strlen(name) > 64) {
@@ -810,6 +927,8 @@ static xmlNode *the_graph(Parser *p, xmlNode *root)
     p->g->name = name;
     xmlNode *graph = NULL;
     for (xmlNode *x = root->children; x; x = x->next) {
+        if (stray_text(p, x, "<model>"))
+            return NULL;
         if (!is_elem(x))
             continue;
         if (strcmp(ename(x), "graph") != 0 || graph) {
@@ -862,29 +981,48 @@ static const char *dir_of(Ctx *c, const char *file)
     return d[0] ? d : "/";
 }
 
+static int file_too_big(Ctx *c, const char *file)
+{
+    return ctx_error(c, file, 0, "file is larger than %d MiB, the most this "
+                     "compiler reads", (int)(MAX_FILE_BYTES >> 20));
+}
+
+/* libxml2 keeps its last error, but after one mistake the parser stumbles
+ * on and the last is often an echo ("Premature end of data") far from it;
+ * the first is the one to show. */
+static void first_xml_error(void *data, xmlErrorPtr e)
+{
+    Parser *p = ((xmlParserCtxtPtr)data)->_private;
+    if (p->xml_err[0] || !e || !e->message || e->level < XML_ERR_ERROR)
+        return;
+    snprintf(p->xml_err, sizeof p->xml_err, "%s", e->message);
+    if (strncmp(e->message, "Excessive depth", 15) == 0)  /* names an option */
+        snprintf(p->xml_err, sizeof p->xml_err, "elements nest more than 256 "
+                 "deep; a graph file nests four: model, graph, block, node");
+    p->xml_err[strcspn(p->xml_err, "\n")] = '\0';
+    p->xml_err_line = e->line;
+}
+
 /* Parses XML bytes and hands the root element to `fn`. */
 static int parse_xml(Parser *p, const char *data, size_t len,
                      int (*fn)(Parser *, xmlNode *))
 {
     Ctx *c = p->c;
-    if (len > (size_t)1 << 30)
-        return ctx_error(c, p->file, 0, "file is larger than 1 GiB");
+    if (len > MAX_FILE_BYTES)
+        return file_too_big(c, p->file);
     xmlParserCtxtPtr px = xmlNewParserCtxt();
     if (!px)
         return ctx_error(c, p->file, 0, "cannot create an XML parser");
+    px->_private = p;
+    px->sax->serror = first_xml_error;
     /* No network, no entity expansion, no DTD loading: a graph file is data. */
     xmlDocPtr doc = xmlCtxtReadMemory(px, data, (int)len, p->file, NULL,
                                       XML_PARSE_NONET | XML_PARSE_NOERROR |
                                           XML_PARSE_NOWARNING);
     int rc;
     if (!doc) {
-        const xmlError *e = xmlCtxtGetLastError(px);
-        char msg[512] = "not well-formed XML";
-        if (e && e->message) {
-            snprintf(msg, sizeof msg, "%s", e->message);
-            msg[strcspn(msg, "\n")] = '\0';
-        }
-        rc = ctx_error(c, p->file, e ? e->line : 0, "XML error: %s", msg);
+        rc = ctx_error(c, p->file, p->xml_err_line, "XML error: %s",
+                       p->xml_err[0] ? p->xml_err : "not well-formed XML");
     } else {
         xmlNode *root = xmlDocGetRootElement(doc);
         rc = root ? fn(p, root) : ctx_error(c, p->file, 0, "empty document");
@@ -894,7 +1032,8 @@ static int parse_xml(Parser *p, const char *data, size_t len,
     return rc;
 }
 
-/* Reads a whole file into memory (NUL-terminated). */
+/* Reads a whole file into memory (NUL-terminated), refusing one larger than
+ * MAX_FILE_BYTES before reading it all. */
 static int read_file(Ctx *c, const char *file, char **data, size_t *len)
 {
     FILE *f = fopen(file, "rb");
@@ -905,6 +1044,10 @@ static int read_file(Ctx *c, const char *file, char **data, size_t *len)
     size_t got;
     while ((got = fread(d + n, 1, cap - n, f)) > 0) {
         n += got;
+        if (n > MAX_FILE_BYTES) {
+            fclose(f);
+            return file_too_big(c, file);
+        }
         if (n == cap) {
             char *bigger = ctx_alloc(c, 2 * cap + 1);
             memcpy(bigger, d, n);
@@ -955,14 +1098,14 @@ static int parse_decision(Parser *p, xmlNode *x, Decision *d)
             return 0;
         }
     return ELEM_ERROR(p, x, "<%s>: decision=\"%s\" must be must_save, "
-                      "prefer_save, must_recompute or prefer_recompute",
-                      ename(x), v);
+                      "prefer_save, must_recompute or prefer_recompute%s",
+                      ename(x), v, did_you_mean(p->c, v, remat_names, 4));
 }
 
 static int parse_rule(Parser *p, xmlNode *x, Rule *r)
 {
     static const char *const ok[] = {"op", "category", "node", "decision", NULL};
-    if (check_attrs(p, x, ok, NULL) || parse_decision(p, x, &r->decision))
+    if (check_leaf(p, x) || check_attrs(p, x, ok, NULL) || parse_decision(p, x, &r->decision))
         return -1;
     r->line = (int)xmlGetLineNo(x);
     int given = 0;
@@ -976,10 +1119,14 @@ static int parse_rule(Parser *p, xmlNode *x, Rule *r)
     }
     if (given != 1)
         return ELEM_ERROR(p, x, "<rule>: give exactly one of op, category or "
-                          "node (got %d)", given);
-    if (r->kind == RULE_OP && op_lookup(r->pattern) < 0)
-        return ELEM_ERROR(p, x, "<rule>: unknown op '%s'; op matches an op "
-                          "type such as Gemm or MatMul", r->pattern);
+                          "node (got %d)%s", given, given ? "" :
+                          "; a rule for everything else is <default "
+                          "decision=\"...\"/>");
+    if (r->kind == RULE_OP && op_lookup(r->pattern) < 0) {
+        return ELEM_ERROR(p, x, "<rule>: unknown op '%s'%s; op matches an op "
+                          "type such as Gemm or MatMul", r->pattern,
+                          similar_op(p, r->pattern));
+    }
     int cat = -1;
     for (int k = 0; r->kind == RULE_CATEGORY && k < CAT_COUNT; k++)
         if (strcmp(category_names[k], r->pattern) == 0)
@@ -996,19 +1143,24 @@ static int parse_policy_tree(Parser *p, xmlNode *root)
     static const char *const ok[] = {"name", NULL};
     if (strcmp(ename(root), "policy") != 0)
         return ELEM_ERROR(p, root, "root element is <%s>; a policy file's "
-                          "root is <policy name=\"...\">", ename(root));
+                          "root is <policy name=\"...\">%s", ename(root),
+                          strcmp(ename(root), "model") == 0
+                              ? " (is this a graph file? pass it as GRAPH.xml)"
+                              : "");
     Policy *pol = p->policy;
     pol->name = need(p, root, "name");
     if (!pol->name || check_attrs(p, root, ok, NULL))
         return -1;
-    if (!valid_name(pol->name))
-        return ELEM_ERROR(p, root, "policy name '%s' is not valid; names match "
-                          "[A-Za-z_][A-Za-z0-9_.:/-]*", pol->name);
+    const char *bad = name_problem(p->c, pol->name);
+    if (bad)
+        return ELEM_ERROR(p, root, "policy name %s", bad);
     int n = 0, seen_default = 0;
     for (xmlNode *x = root->children; x; x = x->next)
         n += is_elem(x);
     pol->rules = ctx_alloc(p->c, ((size_t)n + 1) * sizeof(Rule));
     for (xmlNode *x = root->children; x; x = x->next) {
+        if (stray_text(p, x, "<policy>"))
+            return -1;
         if (!is_elem(x))
             continue;
         Rule *r = &pol->rules[pol->nrules++];
@@ -1025,7 +1177,7 @@ static int parse_policy_tree(Parser *p, xmlNode *root)
                                   "most one");
             r->kind = RULE_DEFAULT;
             r->line = (int)xmlGetLineNo(x);
-            if (check_attrs(p, x, dok, NULL) ||
+            if (check_leaf(p, x) || check_attrs(p, x, dok, NULL) ||
                 parse_decision(p, x, &r->decision))
                 return -1;
         } else

@@ -22,6 +22,7 @@
 #define MAX_ATTRS 6
 #define MAX_INTS 8
 #define MAX_NUMEL (1L << 28)    /* 1 GiB of floats: kernels index with int */
+#define MAX_FILE_BYTES ((size_t)32 << 20)   /* graph and policy files */
 
 /* ---- util.c: context, arena allocation, errors, strings ------------------ */
 
@@ -59,7 +60,8 @@ int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
 /* "%.9g" plus what makes it a float literal: reads back to the same float. */
 const char *fmt_float(Ctx *c, float v);
 int glob_match(const char *pattern, const char *s);
-/* The candidate within two edits of s (case-blind), or NULL; for messages. */
+/* The one candidate nearest to s within a typo's reach (case-blind: one
+ * edit from 3 characters, two from 6), or NULL; for messages. */
 const char *closest_name(const char *s, const char *const *cands, int n);
 /* " (did you mean 'x'?)" when closest_name finds one, else "". */
 const char *did_you_mean(Ctx *c, const char *s, const char *const *cands,
@@ -194,6 +196,7 @@ typedef struct {
     /* set by shapes.c / autodiff.c */
     int nconsumers;
     int is_output, is_loss;
+    int output_line;        /* of its <output> element */
     int not_loss;           /* an output marked loss="false" */
     int requires_grad;      /* depends on a trainable parameter */
     int has_grad;           /* requires_grad and the loss depends on it */

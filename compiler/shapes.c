@@ -145,14 +145,14 @@ int infer_shapes(Ctx *c, Graph *g)
             if (g->tensors[n->out[o]].numel > MAX_NUMEL)
                 return ctx_error(c, g->file, n->line, "node '%s': output '%s' "
                                  "would have %ld elements; at most %ld are "
-                                 "supported", n->name, g->tensors[n->out[o]].name,
+                                 "supported (1 GiB of float32)", n->name, g->tensors[n->out[o]].name,
                                  g->tensors[n->out[o]].numel, MAX_NUMEL);
     }
     if (g->loss < 0 && find_scalar_loss(c, g))
         return -1;
     Tensor *loss = &g->tensors[g->loss];
     if (loss->numel != 1)
-        return ctx_error(c, g->file, loss->line, "output '%s': the loss must "
+        return ctx_error(c, g->file, loss->output_line, "output '%s': the loss must "
                          "be a scalar (one element) but has shape %s",
                          loss->name, shape_str(c, loss));
     return 0;

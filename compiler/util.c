@@ -301,20 +301,24 @@ static int edit_distance(const char *a, const char *b)
 
 const char *closest_name(const char *s, const char *const *cands, int n)
 {
-    const char *best = NULL;
-    int bd = 3;
+    /* edits a typo may take: none in a name of one or two characters,
+     * where any change makes another word */
     size_t len = strlen(s);
+    int allowed = len >= 6 ? 2 : len >= 3 ? 1 : 0;
+    const char *best = NULL;
+    int bd = allowed + 1, ties = 0;
     for (int i = 0; i < n; i++) {
         if (!cands[i] || strcmp(cands[i], s) == 0)
             continue;
         int d = edit_distance(s, cands[i]);
-        /* one edit in a short name is already a different word */
-        if (d < bd && (d == 1 || len > 4)) {
+        if (d < bd) {
             best = cands[i];
             bd = d;
-        }
+            ties = 0;
+        } else if (d == bd && best && strcmp(best, cands[i]) != 0)
+            ties++;
     }
-    return best;
+    return ties ? NULL : best;      /* transC: transA or transB? */
 }
 
 const char *did_you_mean(Ctx *c, const char *s, const char *const *cands, int n)

@@ -977,6 +977,15 @@ static int read_floats(FILE *f, float *data, size_t count, char *why,
         for (j = 0; j < k; j++)
             data[i + j] = get_le32(buf + 4 * j);
     }
+    /* bytes past the data mean the header's shape is not the file's */
+    got = fread(buf, 1, sizeof buf, f);
+    if (got > 0) {
+        unsigned long extra = (unsigned long)got;
+        while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+            extra += (unsigned long)got;
+        return say(why, whylen, "%lu bytes after the data; the file holds "
+                   "more than its shape says", extra), -2;
+    }
     return 0;
 }
 

@@ -94,7 +94,7 @@ static const struct {
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='q' out='y'/>", "input 'q' is not defined"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='x'/>", "writes 'x', which is a graph input"},
     {"<input name='x' shape='2'/><node name='n' op='Add' in='x' out='y'/>", "Add takes 2 inputs, got 1"},
-    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y z'/>", "Relu takes 1 outputs, got 2"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y z'/>", "Relu takes 1 output, got 2"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y' alpha='1'/>", "unknown attribute 'alpha'"},
     {"<input name='x' shape='2 2'/><node name='n' op='Gemm' in='x x' out='y' transB='2'/>", "transB=\"2\" must be 0 or 1"},
     {"<input name='x' shape='2 2'/><node name='n' op='Gemm' in='x x' out='y' alpha='fast'/>", "alpha=\"fast\" must be a finite number"},
