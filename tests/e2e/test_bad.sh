@@ -20,7 +20,7 @@ case_args() {
     local c=$1 b
     b=$(basename "$c")
     if [ -f "$c.args" ]; then
-        cat "$c.args"
+        sed "s|OUT\.c|$out/m.c|g" "$c.args"
     elif [ -f "$c.policy.xml" ]; then
         echo "compile tests/bad/data/base.xml --policy $c.policy.xml -o $out/m.c"
     elif [ -f "$c.gen" ]; then
