@@ -913,7 +913,9 @@ static int read_header_text(FILE *f, char *buf, size_t cap, char *why,
 {
     unsigned char pre[12];
     size_t hlen, lenbytes;
-    if (fread(pre, 1, 8, f) != 8 || memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
+    if (fread(pre, 1, 8, f) != 8 && ferror(f))    /* a folder: EISDIR */
+        return say(why, whylen, "read error: %s", strerror(errno)), -1;
+    if (feof(f) || memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
         return say(why, whylen, "not a .npy file (no \\x93NUMPY magic)"), -2;
     if (pre[6] < 1 || pre[6] > 3) /* 3.0 only allows utf-8 in the dict */
         return say(why, whylen, "unsupported .npy version %d.%d", pre[6],

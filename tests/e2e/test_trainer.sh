@@ -143,7 +143,26 @@ check "--load wrong shape: exit 1 naming the file" eval '
     "$D3/param.fc%2FW.npy"
 check "--load float64 file: exit 1 naming the file" eval '
     run 1 --load "$D3" --dump "$TMP/d3out" && one_error_line && err_has "param.fc%2FW.npy"'
-rm "$D3/param.fc%2FW.npy"
+good=$D1/param.fc%2FW.npy
+bad=$D3/param.fc%2FW.npy
+head -c $(($(wc -c <"$good") - 4)) "$good" > "$bad"
+check "--load truncated file: exit 1 naming the file and the shortfall" eval '
+    run 1 --load "$D3" --steps 1 && one_error_line &&
+    err_has "$bad: truncated data: 20 of 24 bytes"'
+{ cat "$good"; printf 1234; } > "$bad"
+check "--load file with bytes past its shape: exit 1 naming the file" eval '
+    run 1 --load "$D3" --steps 1 && one_error_line &&
+    err_has "$bad: 4 bytes after the data"'
+echo "0.5 0.5 0.5" > "$bad"
+check "--load text file: exit 1 naming the file" eval '
+    run 1 --load "$D3" --steps 1 && one_error_line &&
+    err_has "$bad: not a .npy file"'
+rm "$bad"
+mkdir "$bad"
+check "--load a folder in place of the file: exit 1 naming it" eval '
+    run 1 --load "$D3" --steps 1 && one_error_line &&
+    err_has "$bad: read error: Is a directory"'
+rmdir "$bad"
 check "--load missing file: exit 1 naming the file" eval '
     run 1 --load "$D3" --steps 1 && one_error_line && err_has "param.fc%2FW.npy"'
 
