@@ -9,8 +9,11 @@ contenders alternate (A B C ... A B C ...) over several rounds and every
 figure is the median of the rounds' medians. Memory: the compiler's saved
 and arena bytes beside the bytes PyTorch holds after the forward.
 
+Then the compiler itself: the time and peak memory to compile graphs of
+10,000 and 100,000 nodes (scripts/make_chain.py), and how they scale.
+
 Writes bench/results.md (machine, date, command, tables) and prints it.
-Usage: bench/run.py [--rounds R] [--steps N]
+Usage: bench/run.py [--rounds R] [--steps N] [--compile-only]
 """
 import datetime
 import os
@@ -20,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REMAT = os.path.join(ROOT, "build", "remat")
@@ -111,6 +115,48 @@ def table(graph, times, mem):
     return out
 
 
+def timed(cmd):
+    """Wall seconds and peak resident MiB of one run of cmd."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    secs = time.perf_counter() - t0
+    if status != 0:
+        raise SystemExit(f"{cmd}: failed: {proc.stderr.read().decode()}")
+    return secs, usage.ru_maxrss / 1024
+
+
+def compile_scaling(rounds):
+    """remat schedule and compile (sac) on chains of 10,000 and 100,000
+    nodes: medians over the rounds, and each figure per node."""
+    rows = {}
+    with tempfile.TemporaryDirectory() as work:
+        for n in (10000, 100000):
+            g = os.path.join(work, f"chain{n}.xml")
+            with open(g, "w") as f:
+                subprocess.run([PY, os.path.join(ROOT, "scripts", "make_chain.py"), str(n)],
+                               stdout=f, check=True)
+            out = os.path.join(work, "out.c")
+            runs = {"schedule": [REMAT, "schedule", g, "--policy", "sac"],
+                    "compile": [REMAT, "compile", g, "--policy", "sac", "-o", out]}
+            got = {k: [timed(c) for _ in range(rounds)] for k, c in runs.items()}
+            rows[n] = (os.path.getsize(g), os.path.getsize(out),
+                       {k: (statistics.median(s for s, _ in v), max(m for _, m in v))
+                        for k, v in got.items()})
+    out = ["### the compiler on large graphs", "",
+           f"scripts/make_chain.py N: residual blocks of Gemm, Gelu, Gemm, Add with "
+           f"two 16x16 weights each; policy sac; median of {rounds} runs.", "",
+           "| nodes | graph MB | C file MB | schedule s | compile s | compile peak MiB | "
+           "compile us/node | time per node vs 10,000 |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    base = rows[10000][2]["compile"][0] / 10000
+    for n, (gsize, csize, f) in rows.items():
+        out.append(f"| {n:,} | {gsize / 1e6:.1f} | {csize / 1e6:.1f} | {f['schedule'][0]:.2f} | "
+                   f"{f['compile'][0]:.2f} | {f['compile'][1]:.0f} | "
+                   f"{f['compile'][0] / n * 1e6:.1f} | {f['compile'][0] / n / base:.2f}x |")
+    return out
+
+
 def main(argv):
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 5
     steps = int(argv[argv.index("--steps") + 1]) if "--steps" in argv else 50
@@ -128,13 +174,17 @@ def main(argv):
              "bytes: the compiler's saved_bytes and arena_bytes; for PyTorch, "
              "the bytes of live tensors after the forward minus before "
              "(the profiler's allocation events)", ""]
-    for g in graphs:
+    for g in [] if "--compile-only" in argv else graphs:
         with tempfile.TemporaryDirectory() as work:
             exes, floor = build(g, work)
             cs = contenders(g, exes, floor, work, steps)
             times = {t: time_all(cs, t, rounds) for t in (1, 2)}
             lines += table(g, times, memory(g)) + [""]
+    lines += compile_scaling(3) + [""]
     text = "\n".join(lines)
+    if "--compile-only" in argv:    # a partial run leaves results.md alone
+        print(text)
+        return
     with open(os.path.join(ROOT, "bench", "results.md"), "w") as f:
         f.write(text)
     print(text)

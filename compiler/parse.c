@@ -90,10 +90,18 @@ typedef struct {
 
 static const char *attr(Parser *p, xmlNode *x, const char *name)
 {
-    xmlChar *v = xmlGetProp(x, (const xmlChar *)name);
-    if (!v)
+    xmlAttr *a = xmlHasProp(x, (const xmlChar *)name);
+    if (!a)
         return NULL;
-    char *s = ctx_strdup(p->c, (const char *)v);
+    xmlNode *t = a->children;
+    /* the usual value is one text node: copy it straight into the context
+     * (a large graph asks for millions of attributes) */
+    if (!t)
+        return "";
+    if (!t->next && t->type == XML_TEXT_NODE)
+        return ctx_strdup(p->c, (const char *)t->content);
+    xmlChar *v = xmlNodeListGetString(x->doc, t, 1);
+    char *s = ctx_strdup(p->c, v ? (const char *)v : "");
     xmlFree(v);
     return s;
 }

@@ -107,4 +107,15 @@ done
 ls generated/mlp12_none.c generated/mlp12_full.c generated/mlp12_sac.c > /dev/null && ok \
     || bad "generated/ lacks mlp12 under none, full and sac"
 
+# --- the size the README promises ------------------------------------------------------------
+# 25,000 blocks of (Gemm, Gelu, Gemm, Add) and a loss: 100,001 nodes. Under sac
+# the forward runs each once and the backward reruns the 25,000 Gelus.
+/usr/bin/python3 scripts/make_chain.py 100000 > "$work/chain.xml"
+"$remat" compile "$work/chain.xml" --policy sac -o "$work/chain.c" && ok \
+    || bad "a 100,000-node graph does not compile"
+grep -q "^float chain_train_step(" "$work/chain.c" && ok || bad "chain.c lacks its train step"
+"$remat" schedule "$work/chain.xml" --policy sac > "$work/chain.txt"
+expect "100,000 nodes: forward_executions" 100001 "$(sed -n 's/^forward_executions: //p' "$work/chain.txt")"
+expect "100,000 nodes: recompute_executions" 25000 "$(sed -n 's/^recompute_executions: //p' "$work/chain.txt")"
+
 finish test_cli
