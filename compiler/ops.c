@@ -99,8 +99,9 @@ static int shape_gemm(Ctx *c, Graph *g, Node *n)
             (cols != 1 && cols != nn))
             return node_error(c, g, n, ctx_printf(c,
                 "Gemm input 2 '%s' has shape %s, which does not broadcast to "
-                "the output's %ldx%ld", IN(2)->name, shape_str(c, IN(2)), m,
-                nn));
+                "the output's %ldx%ld; C may be %ld, 1x%ld, %ldx1, %ldx%ld or "
+                "a scalar", IN(2)->name, shape_str(c, IN(2)), m, nn, nn, nn, m,
+                m, nn));
     }
     long dims[2] = {m, nn};
     set_shape(OUT(0), 2, dims);

@@ -192,18 +192,39 @@ static int check_attrs(Parser *p, xmlNode *x, const char *const *allowed,
     return 0;
 }
 
+/* What a required attribute holds, for the message when it is missing. */
+static const char *attr_hint(const char *name)
+{
+    static const char *const hints[][2] = {
+        {"name", "every <%s> has a name"},
+        {"shape", "shape is the dimensions separated by spaces, such as "
+                  "shape=\"32 256\" (shape=\"\" for a scalar)"},
+        {"init", "init is zeros, ones, constant, uniform, normal or file"},
+        {"op", "op is an ONNX op type such as MatMul"},
+        {"in", "in lists the input tensors, separated by spaces"},
+        {"out", "out lists the output tensors, separated by spaces"},
+        {"decision", "decision is must_save, prefer_save, must_recompute or "
+                     "prefer_recompute"},
+    };
+    for (size_t i = 0; i < sizeof hints / sizeof *hints; i++)
+        if (strcmp(hints[i][0], name) == 0)
+            return hints[i][1];
+    return NULL;
+}
+
 static const char *need(Parser *p, xmlNode *x, const char *name)
 {
     const char *v = attr(p, x, name);
-    if (!v) {
-        const char *nm = attr(p, x, "name");
-        if (nm)
-            ELEM_ERROR(p, x, "%s '%s': missing attribute '%s'", ename(x), nm,
-                       name);
-        else
-            ELEM_ERROR(p, x, "<%s>: missing attribute '%s'", ename(x), name);
-    }
-    return v;
+    if (v)
+        return v;
+    const char *nm = attr(p, x, "name");
+    const char *who = nm ? ctx_printf(p->c, "%s '%s'", ename(x), nm)
+                         : ctx_printf(p->c, "<%s>", ename(x));
+    const char *hint = attr_hint(name);
+    ELEM_ERROR(p, x, "%s: missing attribute '%s'%s%s", who, name,
+               hint ? "; " : "",
+               hint ? ctx_printf(p->c, hint, ename(x)) : "");
+    return NULL;
 }
 
 #define MAX_NAME 255
@@ -666,7 +687,8 @@ static int parse_node(Parser *p, xmlNode *x, int block)
     int prev = names_add(&p->nodes, name, g->nnodes);
     if (prev >= 0)
         return ELEM_ERROR(p, x, "node '%s': a node of that name is already "
-                          "defined at line %d", name, g->nodes[prev].line);
+                          "defined at line %d; node names are unique", name,
+                          g->nodes[prev].line);
     Node *n = &g->nodes[g->nnodes++];
     n->name = name;
     n->cname = mangle(p, &p->cnames_n, name);
@@ -751,7 +773,8 @@ static int parse_output(Parser *p, xmlNode *x, int *nmarked)
                           g->tensors[t].kind == T_INPUT ? "input"
                                                         : "initializer");
     if (g->tensors[t].is_output)
-        return ELEM_ERROR(p, x, "output '%s': listed twice", name);
+        return ELEM_ERROR(p, x, "output '%s': already listed at line %d; list "
+                          "each output once", name, g->tensors[t].output_line);
     g->tensors[t].is_output = 1;
     g->tensors[t].output_line = (int)xmlGetLineNo(x);
     g->tensors[t].is_loss = loss;
@@ -823,7 +846,8 @@ static int parse_block(Parser *p, xmlNode *x)
     int prev = names_add(&p->blocks, name, g->nblocks);
     if (prev >= 0)
         return ELEM_ERROR(p, x, "block '%s': a block of that name is already "
-                          "defined at line %d", name, g->blocks[prev].line);
+                          "defined at line %d; block names are unique", name,
+                          g->blocks[prev].line);
     Block *b = &g->blocks[g->nblocks++];
     b->name = name;
     b->line = (int)xmlGetLineNo(x);
@@ -947,7 +971,8 @@ static xmlNode *the_graph(Parser *p, xmlNode *root)
         graph = x;
     }
     if (!graph)
-        ELEM_ERROR(p, root, "model '%s': has no <graph>", name);
+        ELEM_ERROR(p, root, "model '%s': has no <graph>; a model holds "
+                   "exactly one <graph>", name);
     else if (graph->properties)
         ELEM_ERROR(p, graph, "graph: unknown attribute '%s'; <graph> takes "
                    "none", (const char *)graph->properties->name);
@@ -975,7 +1000,8 @@ static int parse_tree(Parser *p, xmlNode *root)
     if (fill_graph(p, graph) || parse_outputs(p, graph))
         return -1;
     if (g->nnodes == 0)
-        return ELEM_ERROR(p, graph, "graph has no nodes");
+        return ELEM_ERROR(p, graph, "graph: has no nodes; a graph needs at "
+                          "least one <node> to compute its loss");
     return 0;
 }
 
@@ -1004,6 +1030,9 @@ static void first_xml_error(void *data, xmlErrorPtr e)
     if (p->xml_err[0] || !e || !e->message || e->level < XML_ERR_ERROR)
         return;
     snprintf(p->xml_err, sizeof p->xml_err, "%s", e->message);
+    if (strncmp(e->message, "Input is not proper UTF-8", 25) == 0)
+        snprintf(p->xml_err, sizeof p->xml_err, "bytes that are not UTF-8; "
+                 "save the file as UTF-8 or declare its encoding in <?xml?>");
     if (strncmp(e->message, "Excessive depth", 15) == 0)  /* names an option */
         snprintf(p->xml_err, sizeof p->xml_err, "elements nest more than 256 "
                  "deep; a graph file nests four: model, graph, block, node");

@@ -108,7 +108,7 @@ static const struct {
     {"<initializer name='w' shape='2' init='zeros' low='1'/>", "unknown attribute 'low'"},
     {"<initializer name='w' shape='2' init='uniform' low='2' high='1'/>", "uniform needs low <= high"},
     {"<initializer name='w' shape='2' init='file' path='nope.npy'/>", "cannot use './nope.npy'"},
-    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y'/><output name='y'/>", "listed twice"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y'/><output name='y'/>", "already listed at line 3; list each output once"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y'/>", "no loss"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y' loss='true'/>", "the loss must be a scalar"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='n' op='Relu' in='x' out='z'/>", "a node of that name is already defined"},
