@@ -7,10 +7,14 @@ CHECK_LIBS = $(shell pkg-config --libs check)
 WARN = -Wall -Wextra -pedantic -Wswitch-enum -Werror
 CFLAGS = -std=c11 -O2 -g $(WARN) $(XML_CFLAGS) -DREMAT_SOURCE_DIR='"$(CURDIR)"'
 RT_CFLAGS = -std=c99 -O2 -g $(WARN)
+# build/asan/remat: the compiler under AddressSanitizer and UBSan, for the tests.
+SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_CFLAGS = $(SAN) -O1 $(filter-out -O2,$(CFLAGS))
 
 SRCS = $(wildcard compiler/*.c)
 OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/obj/remat_rt_host.o
 LIB_OBJS = $(filter-out build/obj/main.o,$(OBJS))
+SAN_OBJS = $(OBJS:build/obj/%=build/asan/obj/%)
 UNIT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_*.c))
 GRAPHS = $(wildcard graphs/*.xml)
 GEN_POLICIES = none full sac
@@ -28,6 +32,15 @@ build/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 
 build/remat: $(OBJS)
 	$(CC) $(OBJS) $(XML_LIBS) -lm -o $@
+
+build/asan/obj/%.o: compiler/%.c compiler/remat.h runtime/remat_rt.h
+	@mkdir -p build/asan/obj
+	$(CC) $(SAN_CFLAGS) -c $< -o $@
+build/asan/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
+	@mkdir -p build/asan/obj
+	$(CC) $(SAN) -O1 $(filter-out -O2,$(RT_CFLAGS)) -DRT_NO_BLAS -c $< -o $@
+build/asan/remat: $(SAN_OBJS)
+	$(CC) $(SAN) $(SAN_OBJS) $(XML_LIBS) -lm -o $@
 
 # Unit tests: test_kernels links the runtime alone, the others the compiler.
 build/test_kernels: tests/unit/test_kernels.c runtime/remat_rt.c runtime/remat_rt.h
@@ -52,7 +65,7 @@ unit: $(UNIT_TESTS) build/test_kernels_noblas
 	@for t in $(UNIT_TESTS) build/test_kernels_noblas; do $$t || exit 1; done
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all build/asan/remat
 	@$(MAKE) --no-print-directory unit
 	@scripts/test.sh
 
