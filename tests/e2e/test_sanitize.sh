@@ -14,7 +14,9 @@
 #   exit 0 and nothing on stderr, and dumps what the normal trainer dumps to
 #   a relative 1e-4 (it is built without -march=native, so it may round
 #   differently);
-# - `remat build` works under the sanitizers.
+# - `remat build` works under the sanitizers, and its trainer dumps bit for
+#   bit what the normal trainer built here does (so that one is built as
+#   build.c builds it).
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 normal=$root/build/remat
@@ -24,6 +26,11 @@ vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect
     --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
 export UBSAN_OPTIONS=print_stacktrace=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$work/vg"
+if [ ! -x "$asan" ] || ! command -v valgrind > /dev/null; then
+    bad "needs build/asan/remat (make build/asan/remat) and valgrind (scripts/deps.sh)"
+    finish test_sanitize
+    exit
+fi
 
 # Counts test_bad.sh's checks (its log in $2) as ours; its failures are
 # reported under label $1.
