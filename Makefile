@@ -16,6 +16,8 @@ OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/obj/remat_rt_host.o
 LIB_OBJS = $(filter-out build/obj/main.o,$(OBJS))
 SAN_OBJS = $(OBJS:build/obj/%=build/asan/obj/%)
 UNIT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_*.c))
+# The runtime's tests run again on the portable GEMM loops.
+NOBLAS_TESTS = build/test_kernels_noblas build/test_kernels_nn_noblas
 GRAPHS = $(wildcard graphs/*.xml)
 GEN_POLICIES = none full sac
 
@@ -47,6 +49,12 @@ build/test_kernels: tests/unit/test_kernels.c runtime/remat_rt.c runtime/remat_r
 	$(CC) $(RT_CFLAGS) -Iruntime tests/unit/test_kernels.c runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
 build/test_kernels_noblas: tests/unit/test_kernels.c runtime/remat_rt.c runtime/remat_rt.h
 	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime tests/unit/test_kernels.c runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
+build/test_kernels_nn: tests/unit/test_kernels_nn.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
+	@mkdir -p build
+	$(CC) $(RT_CFLAGS) -Iruntime tests/unit/test_kernels_nn.c runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
+build/test_kernels_nn_noblas: tests/unit/test_kernels_nn.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
+	@mkdir -p build
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime tests/unit/test_kernels_nn.c runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
 build/test_%: tests/unit/test_%.c tests/unit/testutil.h $(LIB_OBJS)
 	$(CC) $(CFLAGS) -Icompiler $< $(LIB_OBJS) $(XML_LIBS) $(CHECK_LIBS) -lm -o $@
 
@@ -61,8 +69,8 @@ generated: build/remat
 	  build/remat compile $$g --policy $$p -o generated/$${n}_$$p.c || exit 1; \
 	done; done
 
-unit: $(UNIT_TESTS) build/test_kernels_noblas
-	@for t in $(UNIT_TESTS) build/test_kernels_noblas; do $$t || exit 1; done
+unit: $(UNIT_TESTS) $(NOBLAS_TESTS)
+	@for t in $(UNIT_TESTS) $(NOBLAS_TESTS); do $$t || exit 1; done
 
 test: deps
 	@$(MAKE) --no-print-directory all build/asan/remat

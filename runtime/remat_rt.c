@@ -574,6 +574,72 @@ void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
     bc_run(m, &p, reduce_back_row);
 }
 
+/* ---- transformer ops ------------------------------------------------------ */
+
+void rt_exp_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = expf(x[i]);
+}
+
+void rt_exp_backward(float *dx, const float *dy, const float *y, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += dy[i] * y[i];
+}
+
+void rt_log_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = logf(x[i]);
+}
+
+void rt_log_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += dy[i] / x[i];
+}
+
+void rt_sqrt_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = sqrtf(x[i]);
+}
+
+void rt_sqrt_backward(float *dx, const float *dy, const float *y, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += 0.5f * dy[i] / y[i];
+}
+
+void rt_neg_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = -x[i];
+}
+
+void rt_neg_backward(float *dx, const float *dy, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] -= dy[i];
+}
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n)

@@ -107,6 +107,27 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
 void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
                         float scale);
 
+/* ---- transformer ops ------------------------------------------------------ */
+
+/* Pointwise: y[i] = f(x[i]) for i < n. Each backward reads what makes its
+ * derivative cheapest, the output y or the input x, as its parameters say. */
+/* y = e^x */
+void rt_exp_forward(float *y, const float *x, int n);
+/* dx += dy * y, since d e^x / dx = e^x */
+void rt_exp_backward(float *dx, const float *dy, const float *y, int n);
+/* y = ln x (natural log) */
+void rt_log_forward(float *y, const float *x, int n);
+/* dx += dy / x */
+void rt_log_backward(float *dx, const float *dy, const float *x, int n);
+/* y = sqrt(x) */
+void rt_sqrt_forward(float *y, const float *x, int n);
+/* dx += dy * 0.5 / y */
+void rt_sqrt_backward(float *dx, const float *dy, const float *y, int n);
+/* y = -x */
+void rt_neg_forward(float *y, const float *x, int n);
+/* dx -= dy */
+void rt_neg_backward(float *dx, const float *dy, int n);
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n);
