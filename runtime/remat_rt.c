@@ -640,6 +640,66 @@ void rt_neg_backward(float *dx, const float *dy, int n)
         dx[i] -= dy[i];
 }
 
+/* Softmax of one lane: the `dim` values x[0], x[s], ..., x[(dim-1)s] into
+ * the same places of y. After subtracting the max every exp is in (0, 1] and
+ * the largest is exactly 1, so the sum is >= 1: no overflow for large x, no
+ * division by zero. y may be x: each x is read before its y is written. */
+static void softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
+{
+    float mx = x[0], sum = 0.0f;
+    int d;
+    for (d = 1; d < dim; d++)
+        if (x[d * s] > mx)
+            mx = x[d * s];
+    for (d = 0; d < dim; d++) {
+        y[d * s] = expf(x[d * s] - mx);
+        sum += y[d * s];
+    }
+    for (d = 0; d < dim; d++)
+        y[d * s] /= sum;
+}
+
+/* dL/dx_d = sum_e dy_e y_e (delta_de - y_d) = y_d (dy_d - sum_e dy_e y_e). */
+static void softmax_back_lane(float *dx, const float *dy, const float *y,
+                              int dim, ptrdiff_t s)
+{
+    float dot = 0.0f;
+    int d;
+    for (d = 0; d < dim; d++)
+        dot += dy[d * s] * y[d * s];
+    for (d = 0; d < dim; d++)
+        dx[d * s] += y[d * s] * (dy[d * s] - dot);
+}
+
+/* The lane of (o, i) starts at o * dim * inner + i and has stride inner;
+ * for the usual last axis (inner 1) lanes are contiguous rows. */
+void rt_softmax_forward(float *y, const float *x, int outer, int dim,
+                        int inner)
+{
+    int o, i;
+    if (dim <= 0)
+        return;
+    for (o = 0; o < outer; o++) {
+        const size_t base = (size_t)o * dim * inner;
+        for (i = 0; i < inner; i++)
+            softmax_lane(y + base + i, x + base + i, dim, inner);
+    }
+}
+
+void rt_softmax_backward(float *dx, const float *dy, const float *y,
+                         int outer, int dim, int inner)
+{
+    int o, i;
+    if (dx == NULL || dim <= 0)
+        return;
+    for (o = 0; o < outer; o++) {
+        const size_t base = (size_t)o * dim * inner;
+        for (i = 0; i < inner; i++)
+            softmax_back_lane(dx + base + i, dy + base + i, y + base + i, dim,
+                              inner);
+    }
+}
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n)

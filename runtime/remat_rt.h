@@ -128,6 +128,16 @@ void rt_neg_forward(float *y, const float *x, int n);
 /* dx -= dy */
 void rt_neg_backward(float *dx, const float *dy, int n);
 
+/* ONNX Softmax over one axis: x (and y) viewed as (outer, dim, inner), so
+ * that element (o, d, i) is at (o * dim + d) * inner + i; for every (o, i),
+ * y[o, :, i] = exp(x[o, :, i] - max) / sum over d of exp(x[o, d, i] - max),
+ * max being the largest x[o, d, i]; subtracting it keeps every exp <= 1. */
+void rt_softmax_forward(float *y, const float *x, int outer, int dim,
+                        int inner);
+/* dx += y * (dy - s), with s = sum over d of dy * y, per (o, i) as above */
+void rt_softmax_backward(float *dx, const float *dy, const float *y,
+                         int outer, int dim, int inner);
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n);

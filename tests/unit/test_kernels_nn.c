@@ -149,6 +149,147 @@ START_TEST(pointwise_backward_by_hand)
 }
 END_TEST
 
+/* ---- softmax -------------------------------------------------------------- */
+
+typedef struct {
+    int outer, dim, inner;
+} sm_layout;
+
+/* Last axis of a matrix, a middle axis, a first axis, and dim 1 (y = 1). */
+static const sm_layout sm_layouts[] = {
+    {1, 7, 1}, {3, 5, 1}, {2, 4, 3}, {1, 6, 5}, {2, 3, 4}, {4, 1, 2},
+};
+#define N_SM ((int)(sizeof sm_layouts / sizeof sm_layouts[0]))
+
+typedef struct {
+    sm_layout l;
+    int n;
+    float x[32], y[32], dy[32];
+} sm_case;
+
+static double sm_loss(void *v)
+{
+    sm_case *c = v;
+    rt_softmax_forward(c->y, c->x, c->l.outer, c->l.dim, c->l.inner);
+    return dot(c->y, c->dy, c->n);
+}
+
+/* exp(x)/sum exp(x) over each lane, in double, by plain index arithmetic
+ * (no max subtracted: the inputs here are small). */
+static void sm_expect(const sm_case *c, double *want)
+{
+    int o, d, i;
+    for (o = 0; o < c->l.outer; o++)
+        for (i = 0; i < c->l.inner; i++) {
+            double s = 0;
+            for (d = 0; d < c->l.dim; d++)
+                s += exp(c->x[(o * c->l.dim + d) * c->l.inner + i]);
+            for (d = 0; d < c->l.dim; d++) {
+                const int e = (o * c->l.dim + d) * c->l.inner + i;
+                want[e] = exp(c->x[e]) / s;
+            }
+        }
+}
+
+static void sm_setup(sm_case *c, int layout, uint64_t seed)
+{
+    c->l = sm_layouts[layout];
+    c->n = c->l.outer * c->l.dim * c->l.inner;
+    ck_assert_int_le(c->n, 32);
+    tseed(seed);
+    fill(c->x, c->n, -2, 2);
+    fill(c->dy, c->n, -1, 1);
+}
+
+START_TEST(softmax_grad)
+{
+    sm_case c;
+    float dx[32], px[32], diff[32];
+    char what[64];
+    sm_setup(&c, _i, 1100 + _i);
+    fill(px, c.n, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    sm_loss(&c);
+    rt_softmax_backward(dx, c.dy, c.y, c.l.outer, c.l.dim, c.l.inner);
+    added(diff, dx, px, c.n);
+    snprintf(what, sizeof what, "softmax (%d,%d,%d) dx", c.l.outer, c.l.dim,
+             c.l.inner);
+    expect_grad(what, c.x, c.n, diff, sm_loss, &c);
+    rt_softmax_backward(NULL, c.dy, c.y, c.l.outer, c.l.dim, c.l.inner);
+}
+END_TEST
+
+START_TEST(softmax_forward_matches_formula)
+{
+    sm_case c;
+    double want[32];
+    int o, d, i;
+    sm_setup(&c, _i, 1200 + _i);
+    memset(c.y, 0x7f, sizeof c.y); /* garbage: forward must overwrite */
+    sm_loss(&c);
+    sm_expect(&c, want);
+    expect_near("softmax", c.y, want, c.n, 1e-6, 1e-7);
+    for (o = 0; o < c.l.outer; o++) /* every lane sums to 1 */
+        for (i = 0; i < c.l.inner; i++) {
+            double s = 0;
+            for (d = 0; d < c.l.dim; d++)
+                s += c.y[(o * c.l.dim + d) * c.l.inner + i];
+            ck_assert_msg(fabs(s - 1) < 1e-6, "lane (%d, %d) sums to %.9g", o,
+                          i, s);
+        }
+}
+END_TEST
+
+/* Without the max subtracted, exp(1000) overflows to inf and inf/inf is NaN,
+ * and exp(-1000) underflows to 0 and 0/0 is NaN. Lanes (dim 4, inner 1),
+ * the max first, in the middle and last:
+ * {1000, 1000, 1000, 1000} -> 1/4 each;
+ * {0, 999, 1000, -1000} -> {0, 1/(1+e), e/(1+e), 0};
+ * {-1000, -1000, -1000, -999} -> {1/(3+e) x 3, e/(3+e)}. */
+START_TEST(softmax_large_inputs_stay_finite)
+{
+    const float x[12] = {1000, 1000, 1000, 1000, 0, 999, 1000, -1000,
+                         -1000, -1000, -1000, -999};
+    const double want[12] = {0.25, 0.25, 0.25, 0.25, 0, 0.2689414214,
+                             0.7310585786, 0, 0.1748777045, 0.1748777045,
+                             0.1748777045, 0.4753668864};
+    float y[12], dy[12], dx[12] = {0};
+    int i;
+    rt_softmax_forward(y, x, 3, 4, 1);
+    expect_near("softmax", y, want, 12, 1e-6, 1e-30);
+    for (i = 0; i < 12; i++)
+        dy[i] = (float)(i % 3) - 1.0f;
+    rt_softmax_backward(dx, dy, y, 3, 4, 1);
+    for (i = 0; i < 12; i++)
+        ck_assert_msg(isfinite(dx[i]), "dx[%d] = %g", i, (double)dx[i]);
+    /* the same lanes along a middle axis (inner 3, outer 1) */
+    {
+        float xt[12], yt[12];
+        double wt[12];
+        int l, d;
+        for (l = 0; l < 3; l++)
+            for (d = 0; d < 4; d++) {
+                xt[d * 3 + l] = x[l * 4 + d];
+                wt[d * 3 + l] = want[l * 4 + d];
+            }
+        rt_softmax_forward(yt, xt, 1, 4, 3);
+        expect_near("softmax inner 3", yt, wt, 12, 1e-6, 1e-30);
+    }
+}
+END_TEST
+
+/* y = {0.5, 0.5}, dy = {1, 0}: s = 0.5, dx += y (dy - s) = {0.25, -0.25}
+ * on a preset {1, 1}. */
+START_TEST(softmax_backward_by_hand)
+{
+    const float y[2] = {0.5f, 0.5f}, dy[2] = {1, 0};
+    const double want[2] = {1.25, 0.75};
+    float dx[2] = {1, 1};
+    rt_softmax_backward(dx, dy, y, 1, 2, 1);
+    expect_near("dx", dx, want, 2, 0, 0);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------- */
 
 static Suite *nn_suite(void)
@@ -161,6 +302,13 @@ static Suite *nn_suite(void)
     tcase_add_test(tc, pointwise_forward_by_hand);
     tcase_add_test(tc, pointwise_forward_over_grid);
     tcase_add_test(tc, pointwise_backward_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("softmax");
+    tcase_add_loop_test(tc, softmax_grad, 0, N_SM);
+    tcase_add_loop_test(tc, softmax_forward_matches_formula, 0, N_SM);
+    tcase_add_test(tc, softmax_large_inputs_stay_finite);
+    tcase_add_test(tc, softmax_backward_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }
