@@ -700,6 +700,89 @@ void rt_softmax_backward(float *dx, const float *dy, const float *y,
     }
 }
 
+/* Mean and 1/sqrt(var + eps) of one row of cols > 0 values, var biased. Two
+ * passes: summing (x - mean)^2 rather than forming E[x^2] - mean^2 avoids
+ * the cancellation that makes the latter wrong (even negative) when
+ * |mean| >> std. Forward and backward both call this, so the backward sees
+ * exactly the statistics the forward used. */
+static void row_moments(const float *x, int cols, float eps, float *mean,
+                        float *rstd)
+{
+    float s = 0.0f, v = 0.0f;
+    int j;
+    for (j = 0; j < cols; j++)
+        s += x[j];
+    *mean = s / (float)cols;
+    for (j = 0; j < cols; j++)
+        v += (x[j] - *mean) * (x[j] - *mean);
+    *rstd = 1.0f / sqrtf(v / (float)cols + eps);
+}
+
+void rt_layernorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, int rows, int cols, float eps)
+{
+    int r, j;
+    if (cols <= 0)
+        return;
+    for (r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * cols;
+        float *yr = y + (size_t)r * cols;
+        float mean, rstd;
+        row_moments(xr, cols, eps, &mean, &rstd);
+        for (j = 0; j < cols; j++)
+            yr[j] = (xr[j] - mean) * rstd * scale[j] +
+                    (bias != NULL ? bias[j] : 0.0f);
+    }
+}
+
+/* One row. With xhat = (x - mean) * rstd and g = dy * scale (the gradient
+ * reaching xhat), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)): the
+ * two means are the paths through mean and variance, which depend on every
+ * x of the row. */
+static void layernorm_back_row(float *dx, float *dscale, float *dbias,
+                               const float *dy, const float *x,
+                               const float *scale, int cols, float eps)
+{
+    float mean, rstd, sum_g = 0.0f, sum_gx = 0.0f, mg, mgx;
+    int j;
+    row_moments(x, cols, eps, &mean, &rstd);
+    for (j = 0; j < cols; j++) {
+        const float xhat = (x[j] - mean) * rstd;
+        if (dscale != NULL)
+            dscale[j] += dy[j] * xhat;
+        if (dbias != NULL)
+            dbias[j] += dy[j];
+        if (dx != NULL) {
+            sum_g += dy[j] * scale[j];
+            sum_gx += dy[j] * scale[j] * xhat;
+        }
+    }
+    if (dx == NULL)
+        return;
+    mg = sum_g / (float)cols;
+    mgx = sum_gx / (float)cols;
+    for (j = 0; j < cols; j++) {
+        const float xhat = (x[j] - mean) * rstd;
+        dx[j] += rstd * (dy[j] * scale[j] - mg - xhat * mgx);
+    }
+}
+
+/* Offsets, not pointers, for the same reason as bc_row: a NULL gradient
+ * never takes part in pointer arithmetic. */
+void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x, const float *scale,
+                           int rows, int cols, float eps)
+{
+    int r;
+    if (cols <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
+        return;
+    for (r = 0; r < rows; r++) {
+        const size_t o = (size_t)r * cols;
+        layernorm_back_row(dx != NULL ? dx + o : NULL, dscale, dbias, dy + o,
+                           x + o, scale, cols, eps);
+    }
+}
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n)

@@ -138,6 +138,21 @@ void rt_softmax_forward(float *y, const float *x, int outer, int dim,
 void rt_softmax_backward(float *dx, const float *dy, const float *y,
                          int outer, int dim, int inner);
 
+/* ONNX LayerNormalization over the last axis: x (and y) viewed as
+ * (rows, cols), each row normalized over its cols:
+ * y[r, j] = (x[r, j] - mean_r) / sqrt(var_r + eps) * scale[j] + bias[j],
+ * var_r the biased variance (divided by cols). scale and bias have cols
+ * elements; bias may be NULL (no bias). */
+void rt_layernorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, int rows, int cols, float eps);
+/* dx += d/dx, dscale += sum over rows of dy * xhat, dbias += sum over rows
+ * of dy, xhat = (x - mean) / sqrt(var + eps). Mean and 1/std are recomputed
+ * from x (nothing is saved). Any of dx, dscale, dbias may be NULL; scale is
+ * read only for dx. */
+void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x, const float *scale,
+                           int rows, int cols, float eps);
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n);
