@@ -783,6 +783,72 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
     }
 }
 
+/* Transpose walks y in order with bc_run: the map's dims are y's, and its
+ * sa holds x's stride along each of y's dims, so oa is x's offset of the
+ * element at oy. */
+static rt_bcast transpose_map(int rank, const int *dims, const int *perm)
+{
+    rt_bcast m;
+    int xs[RT_MAX_RANK], d, s = 1;
+    memset(&m, 0, sizeof m);
+    m.rank = rank;
+    for (d = rank - 1; d >= 0; d--) {
+        xs[d] = s;
+        s *= dims[d];
+    }
+    for (d = 0; d < rank; d++) {
+        m.dims[d] = dims[perm[d]];
+        m.sa[d] = xs[perm[d]];
+    }
+    return m;
+}
+
+static void transpose_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                          ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *x = p->a + oa;
+    int j;
+    (void)ob;
+    (void)sb;
+    for (j = 0; j < n; j++)
+        y[j] = x[(ptrdiff_t)j * sa];
+}
+
+static void transpose_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                               ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *dx = p->da + oa;
+    const float *dy = p->dy + oy;
+    int j;
+    (void)ob;
+    (void)sb;
+    for (j = 0; j < n; j++)
+        dx[(ptrdiff_t)j * sa] += dy[j];
+}
+
+void rt_transpose_forward(float *y, const float *x, int rank, const int *dims,
+                          const int *perm)
+{
+    const rt_bcast m = transpose_map(rank, dims, perm);
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    p.y = y;
+    p.a = x;
+    bc_run(&m, &p, transpose_row);
+}
+
+void rt_transpose_backward(float *dx, const float *dy, int rank,
+                           const int *dims, const int *perm)
+{
+    const rt_bcast m = transpose_map(rank, dims, perm);
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    if (dx == NULL)
+        return;
+    p.da = dx;
+    p.dy = dy;
+    bc_run(&m, &p, transpose_back_row);
+}
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n)

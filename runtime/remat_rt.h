@@ -153,6 +153,16 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps);
 
+/* ONNX Transpose: x has `rank` (<= RT_MAX_RANK) dims `dims`, x's shape; y's
+ * dim d is x's dim perm[d], and y[j_0, ..., j_{rank-1}] = x[i] with
+ * i_{perm[d]} = j_d. Rank 0 copies one element. */
+void rt_transpose_forward(float *y, const float *x, int rank, const int *dims,
+                          const int *perm);
+/* dx (x's shape, dims) += dy (y's shape) transposed back: the same walk as
+ * the forward with the assignment reversed. */
+void rt_transpose_backward(float *dx, const float *dy, int rank,
+                           const int *dims, const int *perm);
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n);

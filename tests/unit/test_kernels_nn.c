@@ -473,6 +473,172 @@ START_TEST(layernorm_backward_skips_null)
 }
 END_TEST
 
+/* ---- transpose ------------------------------------------------------------ */
+
+/* y's shape: ydims[d] = dims[perm[d]]. */
+static int y_dims(int rank, const int *dims, const int *perm, int *ydims)
+{
+    int d, n = 1;
+    for (d = 0; d < rank; d++) {
+        ydims[d] = dims[perm[d]];
+        n *= dims[d];
+    }
+    return n;
+}
+
+static void inverse_perm(int rank, const int *perm, int *inv)
+{
+    int d;
+    for (d = 0; d < rank; d++)
+        inv[perm[d]] = d;
+}
+
+/* (2,3,4,5) with perm (0 2 1 3): y[a][c][b][d] = x[a][b][c][d], y (2,4,3,5),
+ * the swap of heads and sequence in attention. */
+START_TEST(transpose_rank4_0213_by_index)
+{
+    const int dims[4] = {2, 3, 4, 5}, perm[4] = {0, 2, 1, 3};
+    float x[120], y[120];
+    int a, b, c, d;
+    for (a = 0; a < 120; a++)
+        x[a] = (float)a;
+    rt_transpose_forward(y, x, 4, dims, perm);
+    for (a = 0; a < 2; a++)
+        for (b = 0; b < 3; b++)
+            for (c = 0; c < 4; c++)
+                for (d = 0; d < 5; d++)
+                    ck_assert_float_eq(y[((a * 4 + c) * 3 + b) * 5 + d],
+                                       x[((a * 3 + b) * 4 + c) * 5 + d]);
+}
+END_TEST
+
+/* (2,3,4) with perm (2 0 1): y[k][i][j] = x[i][j][k], y (4,2,3). */
+START_TEST(transpose_rank3_201_by_index)
+{
+    const int dims[3] = {2, 3, 4}, perm[3] = {2, 0, 1};
+    float x[24], y[24];
+    int i, j, k;
+    for (i = 0; i < 24; i++)
+        x[i] = (float)i;
+    rt_transpose_forward(y, x, 3, dims, perm);
+    for (i = 0; i < 2; i++)
+        for (j = 0; j < 3; j++)
+            for (k = 0; k < 4; k++)
+                ck_assert_float_eq(y[(k * 2 + i) * 3 + j],
+                                   x[(i * 3 + j) * 4 + k]);
+}
+END_TEST
+
+typedef struct {
+    int rank, dims[RT_MAX_RANK], perm[RT_MAX_RANK], n;
+    float x[720], y[720], dy[720];
+} tr_case;
+
+static const tr_case tr_cases[] = {
+    {4, {2, 3, 4, 5}, {0, 2, 1, 3}, 120, {0}, {0}, {0}},
+    {3, {2, 3, 4}, {2, 0, 1}, 24, {0}, {0}, {0}},
+    {2, {3, 5}, {1, 0}, 15, {0}, {0}, {0}},
+    {1, {7}, {0}, 7, {0}, {0}, {0}},
+    {6, {2, 1, 3, 2, 1, 2}, {5, 3, 0, 4, 2, 1}, 24, {0}, {0}, {0}},
+};
+#define N_TR ((int)(sizeof tr_cases / sizeof tr_cases[0]))
+
+static double tr_loss(void *v)
+{
+    tr_case *c = v;
+    rt_transpose_forward(c->y, c->x, c->rank, c->dims, c->perm);
+    return dot(c->y, c->dy, c->n);
+}
+
+START_TEST(transpose_grad)
+{
+    static tr_case c;
+    static float dx[720], px[720], diff[720];
+    char what[32];
+    c = tr_cases[_i];
+    tseed(1700 + _i);
+    fill(c.x, c.n, -1, 1);
+    fill(c.dy, c.n, -1, 1);
+    fill(px, c.n, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    rt_transpose_backward(dx, c.dy, c.rank, c.dims, c.perm);
+    added(diff, dx, px, c.n);
+    snprintf(what, sizeof what, "transpose rank %d dx", c.rank);
+    expect_grad(what, c.x, c.n, diff, tr_loss, &c);
+    rt_transpose_backward(NULL, c.dy, c.rank, c.dims, c.perm);
+}
+END_TEST
+
+/* The backward adds dy transposed by the inverse perm, on y's dims. */
+START_TEST(transpose_backward_is_inverse_transpose)
+{
+    static tr_case c;
+    static float dx[720], pre[720], back[720];
+    int ydims[RT_MAX_RANK], inv[RT_MAX_RANK], i;
+    c = tr_cases[_i];
+    tseed(1800 + _i);
+    fill(c.dy, c.n, -1, 1);
+    fill(pre, c.n, -1, 1);
+    memcpy(dx, pre, sizeof dx);
+    rt_transpose_backward(dx, c.dy, c.rank, c.dims, c.perm);
+    y_dims(c.rank, c.dims, c.perm, ydims);
+    inverse_perm(c.rank, c.perm, inv);
+    rt_transpose_forward(back, c.dy, c.rank, ydims, inv);
+    for (i = 0; i < c.n; i++)
+        ck_assert_msg(dx[i] == pre[i] + back[i], "rank %d [%d]: %g, want %g",
+                      c.rank, i, (double)dx[i], (double)(pre[i] + back[i]));
+}
+END_TEST
+
+/* All 24 perms of rank 4: the forward with perm then with its inverse is
+ * the identity, and every element lands where index arithmetic says. */
+START_TEST(transpose_all_rank4_perms)
+{
+    const int dims[4] = {2, 3, 1, 4};
+    int perm[4], inv[4], ydims[4], j[4], i[4];
+    float x[24], y[24], back[24];
+    int p, d, e, n;
+    for (e = 0; e < 24; e++)
+        x[e] = (float)e;
+    for (p = 0; p < 256; p++) {
+        int seen = 0;
+        for (d = 0; d < 4; d++) {
+            perm[d] = p >> (2 * d) & 3;
+            seen |= 1 << perm[d];
+        }
+        if (seen != 15)
+            continue; /* not a permutation */
+        n = y_dims(4, dims, perm, ydims);
+        inverse_perm(4, perm, inv);
+        rt_transpose_forward(y, x, 4, dims, perm);
+        for (e = 0; e < n; e++) { /* y's multi-index j, then x's i */
+            int r = e;
+            for (d = 3; d >= 0; d--) {
+                j[d] = r % ydims[d];
+                r /= ydims[d];
+            }
+            for (d = 0; d < 4; d++)
+                i[perm[d]] = j[d];
+            ck_assert_float_eq(y[e],
+                               x[((i[0] * 3 + i[1]) * 1 + i[2]) * 4 + i[3]]);
+        }
+        rt_transpose_forward(back, y, 4, ydims, inv);
+        ck_assert(memcmp(back, x, sizeof x) == 0);
+    }
+}
+END_TEST
+
+START_TEST(transpose_rank0_copies_one)
+{
+    const float x[1] = {3.5f};
+    float y[1] = {0}, dx[1] = {1};
+    rt_transpose_forward(y, x, 0, NULL, NULL);
+    ck_assert_float_eq(y[0], 3.5f);
+    rt_transpose_backward(dx, x, 0, NULL, NULL);
+    ck_assert_float_eq(dx[0], 4.5f);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------- */
 
 static Suite *nn_suite(void)
@@ -500,6 +666,15 @@ static Suite *nn_suite(void)
     tcase_add_test(tc, layernorm_rows_have_mean_0_variance_1);
     tcase_add_test(tc, layernorm_forward_by_hand);
     tcase_add_test(tc, layernorm_backward_skips_null);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("transpose");
+    tcase_add_test(tc, transpose_rank4_0213_by_index);
+    tcase_add_test(tc, transpose_rank3_201_by_index);
+    tcase_add_loop_test(tc, transpose_grad, 0, N_TR);
+    tcase_add_loop_test(tc, transpose_backward_is_inverse_transpose, 0, N_TR);
+    tcase_add_test(tc, transpose_all_rank4_perms);
+    tcase_add_test(tc, transpose_rank0_copies_one);
     suite_add_tcase(s, tc);
     return s;
 }
