@@ -849,6 +849,73 @@ void rt_transpose_backward(float *dx, const float *dy, int rank,
     bc_run(&m, &p, transpose_back_row);
 }
 
+/* True when the batch is A's matrices in a row against one B, the shape of
+ * a linear layer applied to a batch (x (B, T, k) times W (k, n)): A's
+ * matrices are then one (batch*m x k) matrix and y one (batch*m x n), so a
+ * single GEMM does the whole product, and BLAS gets one large call instead
+ * of `batch` small ones. */
+static int bmm_stacks_a(const rt_bmm *p)
+{
+    int i;
+    for (i = 1; i < p->batch; i++)
+        if (p->a_index[i] != p->a_index[0] + i ||
+            p->b_index[i] != p->b_index[0])
+            return 0;
+    return 1;
+}
+
+static const float *bmm_a(const float *a, const rt_bmm *p, int i)
+{
+    return a + (size_t)p->a_index[i] * p->m * p->k;
+}
+
+static const float *bmm_b(const float *b, const rt_bmm *p, int i)
+{
+    return b + (size_t)p->b_index[i] * p->k * p->n;
+}
+
+void rt_bmm_forward(float *y, const float *a, const float *b, const rt_bmm *p)
+{
+    const int m = p->m, n = p->n, k = p->k;
+    int i;
+    if (p->batch <= 0)
+        return;
+    if (bmm_stacks_a(p)) {
+        rt_sgemm(0, 0, p->batch * m, n, k, 1.0f, bmm_a(a, p, 0), k,
+                 bmm_b(b, p, 0), n, 0.0f, y, n);
+        return;
+    }
+    for (i = 0; i < p->batch; i++)
+        rt_sgemm(0, 0, m, n, k, 1.0f, bmm_a(a, p, i), k, bmm_b(b, p, i), n,
+                 0.0f, y + (size_t)i * m * n, n);
+}
+
+/* Gradients are written through index arithmetic on the (non-const) da and
+ * db, the same offsets as bmm_a and bmm_b. Products are summed in order of
+ * i, so a broadcast matrix accumulates every output's share. */
+void rt_bmm_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bmm *p)
+{
+    const int m = p->m, n = p->n, k = p->k;
+    const size_t mk = (size_t)m * k, kn = (size_t)k * n, mn = (size_t)m * n;
+    int i, rows = m, count = p->batch;
+    if (p->batch <= 0)
+        return;
+    if (bmm_stacks_a(p)) { /* one GEMM each, as in the forward */
+        rows = p->batch * m;
+        count = 1;
+    }
+    for (i = 0; i < count; i++) {
+        const float *dyi = dy + (size_t)i * mn;
+        if (da != NULL) /* dA (rows x k) += dy (rows x n) * B^T */
+            rt_sgemm(0, 1, rows, k, n, 1.0f, dyi, n, bmm_b(b, p, i), n, 1.0f,
+                     da + (size_t)p->a_index[i] * mk, k);
+        if (db != NULL) /* dB (k x n) += A^T (k x rows) * dy (rows x n) */
+            rt_sgemm(1, 0, k, n, rows, 1.0f, bmm_a(a, p, i), k, dyi, n, 1.0f,
+                     db + (size_t)p->b_index[i] * kn, n);
+    }
+}
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n)

@@ -163,6 +163,25 @@ void rt_transpose_forward(float *y, const float *x, int rank, const int *dims,
 void rt_transpose_backward(float *dx, const float *dy, int rank,
                            const int *dims, const int *perm);
 
+/* ONNX MatMul, N-D, with broadcast batch dimensions, as a list of `batch`
+ * matrix products: output matrix i (m x n) = A matrix a_index[i] (m x k)
+ * times B matrix b_index[i] (k x n). Matrices are contiguous row-major: A
+ * matrix j starts at a + j*m*k, B matrix j at b + j*k*n, y's matrix i at
+ * y + i*m*n. The compiler fills the index tables from the broadcast. */
+typedef struct {
+    int batch, m, n, k;
+    const int *a_index, *b_index;
+} rt_bmm;
+/* y_i = A_{a_index[i]} B_{b_index[i]} for every i < batch, through rt_sgemm
+ * (BLAS, or the reference loops under RT_NO_BLAS). */
+void rt_bmm_forward(float *y, const float *a, const float *b, const rt_bmm *p);
+/* For every i: da[a_index[i]] += dy_i B_{b_index[i]}^T and
+ * db[b_index[i]] += A_{a_index[i]}^T dy_i, so a matrix broadcast over several
+ * outputs sums their gradients. da or db may be NULL; a is read only for
+ * db, b only for da. */
+void rt_bmm_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bmm *p);
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n);

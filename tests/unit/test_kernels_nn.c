@@ -639,6 +639,172 @@ START_TEST(transpose_rank0_copies_one)
 }
 END_TEST
 
+/* ---- batched matmul ------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int batch, na, nb; /* matrices in A and in B */
+    int a_index[6], b_index[6];
+} bmm_spec;
+
+static const bmm_spec bmm_specs[] = {
+    {"A 1 vs B 3", 3, 1, 3, {0, 0, 0}, {0, 1, 2}},
+    {"A 3 vs B 1", 3, 3, 1, {0, 1, 2}, {0, 0, 0}},
+    {"A 3 vs B 3", 3, 3, 3, {0, 1, 2}, {0, 1, 2}},
+    {"(2,1) vs (1,3)", 6, 2, 3, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}},
+    {"A 1..2 of 3 vs B 1 of 2", 2, 3, 2, {1, 2}, {1, 1}},
+    {"A permuted vs B 1", 3, 3, 1, {2, 0, 1}, {0, 0, 0}},
+    {"single", 1, 1, 1, {0}, {0}},
+};
+#define N_BMM ((int)(sizeof bmm_specs / sizeof bmm_specs[0]))
+
+enum { BM = 3, BN = 4, BK = 5 };
+
+typedef struct {
+    rt_bmm p;
+    int na, nb, ny; /* element counts */
+    float a[3 * BM * BK], b[3 * BK * BN], y[6 * BM * BN], dy[6 * BM * BN];
+} bmm_case;
+
+static void bmm_setup(bmm_case *c, const bmm_spec *s, uint64_t seed)
+{
+    c->p.batch = s->batch, c->p.m = BM, c->p.n = BN, c->p.k = BK;
+    c->p.a_index = s->a_index, c->p.b_index = s->b_index;
+    c->na = s->na * BM * BK, c->nb = s->nb * BK * BN;
+    c->ny = s->batch * BM * BN;
+    tseed(seed);
+    fill(c->a, c->na, -1, 1);
+    fill(c->b, c->nb, -1, 1);
+    fill(c->dy, c->ny, -1, 1);
+}
+
+static double bmm_loss(void *v)
+{
+    bmm_case *c = v;
+    rt_bmm_forward(c->y, c->a, c->b, &c->p);
+    return dot(c->y, c->dy, c->ny);
+}
+
+/* The naive triple loop, in double, matrix by matrix. */
+static void bmm_expect(const float *a, const float *b, const rt_bmm *p,
+                       double *want)
+{
+    const int m = p->m, n = p->n, k = p->k;
+    int bi, i, j, l;
+    for (bi = 0; bi < p->batch; bi++) {
+        const float *A = a + p->a_index[bi] * m * k,
+                    *B = b + p->b_index[bi] * k * n;
+        for (i = 0; i < m; i++)
+            for (j = 0; j < n; j++) {
+                double s = 0;
+                for (l = 0; l < k; l++)
+                    s += (double)A[i * k + l] * B[l * n + j];
+                want[(bi * m + i) * n + j] = s;
+            }
+    }
+}
+
+START_TEST(bmm_forward_matches_naive)
+{
+    bmm_case c;
+    double want[6 * BM * BN];
+    bmm_setup(&c, &bmm_specs[_i], 1900 + _i);
+    rt_fill(c.y, 6 * BM * BN, NAN); /* must not be read */
+    bmm_loss(&c);
+    bmm_expect(c.a, c.b, &c.p, want);
+    expect_near(bmm_specs[_i].name, c.y, want, c.ny, 1e-5, 1e-6);
+}
+END_TEST
+
+START_TEST(bmm_grad)
+{
+    bmm_case c;
+    float da[64], db[64], pa[64], pb[64], diff[64];
+    char what[64];
+    bmm_setup(&c, &bmm_specs[_i], 2000 + _i);
+    fill(pa, c.na, -1, 1);
+    fill(pb, c.nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    rt_bmm_backward(da, db, c.dy, c.a, c.b, &c.p);
+    snprintf(what, sizeof what, "bmm %s: da", bmm_specs[_i].name);
+    added(diff, da, pa, c.na);
+    expect_grad(what, c.a, c.na, diff, bmm_loss, &c);
+    what[strlen(what) - 1] = 'b';
+    added(diff, db, pb, c.nb);
+    expect_grad(what, c.b, c.nb, diff, bmm_loss, &c);
+}
+END_TEST
+
+/* da alone (with a NULL, which it must not read) and db alone (with b NULL)
+ * add exactly what the call with both adds. */
+START_TEST(bmm_backward_skips_null)
+{
+    bmm_case c;
+    float da[64], db[64], da1[64], db1[64], pa[64], pb[64];
+    bmm_setup(&c, &bmm_specs[_i], 2100 + _i);
+    fill(pa, c.na, -1, 1);
+    fill(pb, c.nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    memcpy(da1, pa, sizeof da);
+    memcpy(db1, pb, sizeof db);
+    rt_bmm_backward(da, db, c.dy, c.a, c.b, &c.p);
+    rt_bmm_backward(da1, NULL, c.dy, NULL, c.b, &c.p);
+    rt_bmm_backward(NULL, db1, c.dy, c.a, NULL, &c.p);
+    ck_assert(memcmp(da, da1, (size_t)c.na * sizeof *da) == 0);
+    ck_assert(memcmp(db, db1, (size_t)c.nb * sizeof *db) == 0);
+    rt_bmm_backward(NULL, NULL, c.dy, NULL, NULL, &c.p);
+}
+END_TEST
+
+/* Sizes where BLAS takes its blocked paths, both broadcast directions and
+ * the stacked (linear layer) case; tolerance from the sum of |terms|. */
+START_TEST(bmm_larger_matches_naive)
+{
+    enum { M = 17, N = 33, K = 29 };
+    static const int a_idx[3][6] = {{0, 0, 0, 1, 1, 1}, {0, 1, 2, 3, 4, 5},
+                                    {0, 0, 0, 0, 0, 0}};
+    static const int b_idx[3][6] = {{0, 1, 2, 0, 1, 2}, {0, 0, 0, 0, 0, 0},
+                                    {0, 1, 2, 3, 4, 5}};
+    static float a[6 * M * K], b[6 * K * N], y[6 * M * N];
+    static double want[6 * M * N];
+    rt_bmm p;
+    int t, e;
+    tseed(2200);
+    fill(a, 6 * M * K, -1, 1);
+    fill(b, 6 * K * N, -1, 1);
+    for (t = 0; t < 3; t++) {
+        p.batch = 6, p.m = M, p.n = N, p.k = K;
+        p.a_index = a_idx[t], p.b_index = b_idx[t];
+        rt_bmm_forward(y, a, b, &p);
+        bmm_expect(a, b, &p, want);
+        for (e = 0; e < 6 * M * N; e++)
+            ck_assert_msg(fabs(y[e] - want[e]) <= 1e-5 * K,
+                          "case %d [%d]: %.9g, want %.9g", t, e, (double)y[e],
+                          want[e]);
+    }
+}
+END_TEST
+
+/* A = [1 2], B_0 = [3; 4], B_1 = [5; 6], a broadcast over both (m 1, k 2,
+ * n 1): y = {11, 17}. dy = {1, 2}: dA += 1*B_0^T + 2*B_1^T = [13 16];
+ * dB_0 += A^T * 1 = [1; 2], dB_1 += A^T * 2 = [2; 4]; presets are 1. */
+START_TEST(bmm_by_hand)
+{
+    const float a[2] = {1, 2}, b[4] = {3, 4, 5, 6}, dy[2] = {1, 2};
+    const int ai[2] = {0, 0}, bi[2] = {0, 1};
+    const rt_bmm p = {2, 1, 1, 2, ai, bi};
+    const double wy[2] = {11, 17}, wa[2] = {14, 17}, wb[4] = {2, 3, 3, 5};
+    float y[2], da[2] = {1, 1}, db[4] = {1, 1, 1, 1};
+    rt_bmm_forward(y, a, b, &p);
+    expect_near("y", y, wy, 2, 0, 0);
+    rt_bmm_backward(da, db, dy, a, b, &p);
+    expect_near("da", da, wa, 2, 0, 0);
+    expect_near("db", db, wb, 4, 0, 0);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------- */
 
 static Suite *nn_suite(void)
@@ -675,6 +841,14 @@ static Suite *nn_suite(void)
     tcase_add_loop_test(tc, transpose_backward_is_inverse_transpose, 0, N_TR);
     tcase_add_test(tc, transpose_all_rank4_perms);
     tcase_add_test(tc, transpose_rank0_copies_one);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bmm");
+    tcase_add_loop_test(tc, bmm_forward_matches_naive, 0, N_BMM);
+    tcase_add_loop_test(tc, bmm_grad, 0, N_BMM);
+    tcase_add_loop_test(tc, bmm_backward_skips_null, 0, N_BMM);
+    tcase_add_test(tc, bmm_larger_matches_naive);
+    tcase_add_test(tc, bmm_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }
