@@ -916,6 +916,43 @@ void rt_bmm_backward(float *da, float *db, const float *dy, const float *a,
     }
 }
 
+/* The table row that idx names, or -1 when idx is outside [-rows, rows).
+ * Compared as int64_t: a huge index must not wrap into range. */
+static int gather_row(int64_t idx, int rows)
+{
+    if (idx < 0)
+        idx += rows;
+    return idx >= 0 && idx < rows ? (int)idx : -1;
+}
+
+void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
+                       int rows, int width)
+{
+    int i, j;
+    for (i = 0; i < n; i++) {
+        const int r = gather_row(idx[i], rows);
+        float *yi = y + (size_t)i * width;
+        for (j = 0; j < width; j++)
+            yi[j] = r < 0 ? 0.0f : table[(size_t)r * width + j];
+    }
+}
+
+void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
+                        int n, int rows, int width)
+{
+    int i, j;
+    if (dtable == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        const int r = gather_row(idx[i], rows);
+        const float *dyi = dy + (size_t)i * width;
+        if (r < 0)
+            continue;
+        for (j = 0; j < width; j++)
+            dtable[(size_t)r * width + j] += dyi[j];
+    }
+}
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n)

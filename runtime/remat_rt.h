@@ -182,6 +182,19 @@ void rt_bmm_forward(float *y, const float *a, const float *b, const rt_bmm *p);
 void rt_bmm_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bmm *p);
 
+/* ONNX Gather on axis 0 as an embedding lookup: table is (rows, width);
+ * y[i, :] = table[idx[i], :] for i < n. A negative index counts from the end
+ * (idx + rows), as in ONNX. An index outside [-rows, rows) gives a row of
+ * zeros: the trainer checks indices before they get here, and the kernel
+ * must never read out of bounds. */
+void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
+                       int rows, int width);
+/* dtable[idx[i], :] += dy[i, :] for every i < n with idx[i] in range
+ * (negative ones as in the forward): a scatter-add, so a repeated index sums
+ * its rows of dy. dtable may be NULL. */
+void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
+                        int n, int rows, int width);
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n);

@@ -805,6 +805,86 @@ START_TEST(bmm_by_hand)
 }
 END_TEST
 
+/* ---- gather --------------------------------------------------------------- */
+
+enum { G_ROWS = 5, G_W = 3, G_N = 10 };
+/* rows 0, 4, 4 (-1), 2, 4, 0 (-5), then four out of range */
+static const int64_t g_idx[G_N] = {0, 4, -1, 2, 4, -5, 5, -6, INT64_MAX,
+                                   INT64_MIN};
+static const int g_row[G_N] = {0, 4, 4, 2, 4, 0, -1, -1, -1, -1};
+
+typedef struct {
+    float table[G_ROWS * G_W], y[G_N * G_W], dy[G_N * G_W];
+} gather_case;
+
+static double gather_loss(void *v)
+{
+    gather_case *c = v;
+    rt_gather_forward(c->y, c->table, g_idx, G_N, G_ROWS, G_W);
+    return dot(c->y, c->dy, G_N * G_W);
+}
+
+START_TEST(gather_forward_by_hand)
+{
+    float table[G_ROWS * G_W], y[G_N * G_W];
+    int i, j;
+    for (i = 0; i < G_ROWS * G_W; i++)
+        table[i] = (float)(10 * (i / G_W) + i % G_W); /* t[r][j] = 10r + j */
+    rt_fill(y, G_N * G_W, NAN);
+    rt_gather_forward(y, table, g_idx, G_N, G_ROWS, G_W);
+    for (i = 0; i < G_N; i++)
+        for (j = 0; j < G_W; j++) {
+            const float w = g_row[i] < 0 ? 0.0f : (float)(10 * g_row[i] + j);
+            ck_assert_msg(y[i * G_W + j] == w, "y[%d][%d] = %g, want %g", i,
+                          j, (double)y[i * G_W + j], (double)w);
+        }
+    /* an empty table: every index is out of range, nothing is read */
+    rt_fill(y, G_N * G_W, NAN);
+    rt_gather_forward(y, NULL, g_idx, G_N, 0, G_W);
+    for (i = 0; i < G_N * G_W; i++)
+        ck_assert_float_eq(y[i], 0.0f);
+}
+END_TEST
+
+/* Repeated rows sum, in index order: row 0 gets dy 0 and 5, row 4 dy 1, 2
+ * and 4, row 2 dy 3; rows 1 and 3 and the out-of-range dy are not used. */
+START_TEST(gather_backward_scatter_adds)
+{
+    float dy[G_N * G_W], dt[G_ROWS * G_W], pre[G_ROWS * G_W];
+    float want[G_ROWS * G_W];
+    int i, j;
+    tseed(2300);
+    fill(dy, G_N * G_W, -1, 1);
+    fill(pre, G_ROWS * G_W, -1, 1);
+    memcpy(dt, pre, sizeof dt);
+    memcpy(want, pre, sizeof want);
+    for (i = 0; i < G_N; i++)
+        if (g_row[i] >= 0)
+            for (j = 0; j < G_W; j++)
+                want[g_row[i] * G_W + j] += dy[i * G_W + j];
+    rt_gather_backward(dt, dy, g_idx, G_N, G_ROWS, G_W);
+    for (i = 0; i < G_ROWS * G_W; i++)
+        ck_assert_msg(dt[i] == want[i], "dtable[%d] = %.9g, want %.9g", i,
+                      (double)dt[i], (double)want[i]);
+    rt_gather_backward(NULL, dy, g_idx, G_N, G_ROWS, G_W);
+}
+END_TEST
+
+START_TEST(gather_grad)
+{
+    gather_case c;
+    float dt[G_ROWS * G_W], pre[G_ROWS * G_W], diff[G_ROWS * G_W];
+    tseed(2400);
+    fill(c.table, G_ROWS * G_W, -1, 1);
+    fill(c.dy, G_N * G_W, -1, 1);
+    fill(pre, G_ROWS * G_W, -1, 1);
+    memcpy(dt, pre, sizeof dt);
+    rt_gather_backward(dt, c.dy, g_idx, G_N, G_ROWS, G_W);
+    added(diff, dt, pre, G_ROWS * G_W);
+    expect_grad("gather dtable", c.table, G_ROWS * G_W, diff, gather_loss, &c);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------- */
 
 static Suite *nn_suite(void)
@@ -849,6 +929,12 @@ static Suite *nn_suite(void)
     tcase_add_loop_test(tc, bmm_backward_skips_null, 0, N_BMM);
     tcase_add_test(tc, bmm_larger_matches_naive);
     tcase_add_test(tc, bmm_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("gather");
+    tcase_add_test(tc, gather_forward_by_hand);
+    tcase_add_test(tc, gather_backward_scatter_adds);
+    tcase_add_test(tc, gather_grad);
     suite_add_tcase(s, tc);
     return s;
 }
