@@ -45,9 +45,9 @@ build/asan/remat: $(SAN_OBJS)
 	$(CC) $(SAN) $(SAN_OBJS) $(XML_LIBS) -lm -o $@
 
 # Unit tests: test_kernels links the runtime alone, the others the compiler.
-build/test_kernels: tests/unit/test_kernels.c runtime/remat_rt.c runtime/remat_rt.h
+build/test_kernels: tests/unit/test_kernels.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
 	$(CC) $(RT_CFLAGS) -Iruntime tests/unit/test_kernels.c runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
-build/test_kernels_noblas: tests/unit/test_kernels.c runtime/remat_rt.c runtime/remat_rt.h
+build/test_kernels_noblas: tests/unit/test_kernels.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
 	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime tests/unit/test_kernels.c runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
 build/test_kernels_nn: tests/unit/test_kernels_nn.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
 	@mkdir -p build
