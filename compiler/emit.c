@@ -88,6 +88,15 @@ static void emit_map(Emit *e, const Node *n, int rank, const long *dims,
     emit(e, "static const rt_bcast map_%s = {%d%s};", n->cname, rank, b.data);
 }
 
+void emit_int_array(Emit *e, const char *name, const long *v, int n)
+{
+    Buf b;
+    buf_init(&b, e->ctx);
+    for (int i = 0; i < n; i++)
+        buf_printf(&b, "%s%ld", i ? ", " : "", v[i]);
+    emit(e, "static const int %s[] = {%s};", name, n ? b.data : "0");
+}
+
 /* Strides of `t` seen from an output of `rank` dims `dims`: right-aligned,
  * 0 where t has extent 1 (or no dimension) and is broadcast. */
 static void broadcast_strides(const Tensor *t, int rank, const long *dims,
@@ -159,6 +168,14 @@ static void declare(Emit *e, const Schedule *s, int v)
          s->values[v].offset);
 }
 
+/* A statement's scratch, used in its one call and so never named. */
+static const char *scratch_expr(Emit *e, const Schedule *s, const Stmt *st)
+{
+    if (st->scratch < 0)
+        return NULL;
+    return ctx_printf(e->ctx, "(float *)(a + %zu)", s->values[st->scratch].offset);
+}
+
 /* ---- statements ---------------------------------------------------------------- */
 
 static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
@@ -177,6 +194,7 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     }
     for (int i = 0; i < n->nin; i++)
         in[i] = read_name(e, m, n->in[i], st->recompute);
+    e->scratch = scratch_expr(e, s, st);
     op_table[n->op].emit_forward(e, n, out, in);
 }
 
@@ -185,7 +203,8 @@ static const char *grad_name(Emit *e, int t)
     return ctx_printf(e->ctx, "d_%s", e->g->tensors[t].cname);
 }
 
-static void emit_backward_stmt(Emit *e, const Compiled *m, const Stmt *st)
+static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
+                               const Stmt *st)
 {
     const Graph *g = e->g;
     const Node *n = &g->nodes[st->node];
@@ -204,6 +223,7 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Stmt *st)
                                                  : NULL;
         out[o] = reads & NEED_OUT(o) ? read_name(e, m, n->out[o], 1) : NULL;
     }
+    e->scratch = scratch_expr(e, s, st);
     op_table[n->op].emit_backward(e, n, din, dout, in, out);
 }
 
@@ -235,7 +255,7 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
         emit(e, "rt_zero(d_%s, %ld);", t->cname, t->numel);
         break;
     case S_BACKWARD:
-        emit_backward_stmt(e, m, st);
+        emit_backward_stmt(e, m, s, st);
         break;
     }
 }
@@ -550,7 +570,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile)
 {
-    Emit e = {cfile, c, m->g, 0, layout(c, m->g)};
+    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL};
     char *gd = (char *)upper(c, header_name);
     for (char *p = gd; *p; p++)
         if (!isalnum((unsigned char)*p))
@@ -569,7 +589,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_function(&e, m, 1);
     emit_sgd(&e);
     emit_descriptor(&e, m);
-    Emit h = {hfile, c, m->g, 0, e.offset};
+    Emit h = {hfile, c, m->g, 0, e.offset, NULL};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

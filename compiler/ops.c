@@ -46,6 +46,15 @@ static void set_shape(Tensor *t, int rank, const long *dims)
     }
 }
 
+/* The product of t's dimensions [from, to). */
+static long dims_product(const Tensor *t, int from, int to)
+{
+    long p = 1;
+    for (int d = from; d < to; d++)
+        p *= t->dims[d];
+    return p;
+}
+
 static int node_error(Ctx *c, const Graph *g, const Node *n, const char *what)
 {
     return ctx_error(c, g->file, n->line, "node '%s': %s", n->name, what);
@@ -53,14 +62,22 @@ static int node_error(Ctx *c, const Graph *g, const Node *n, const char *what)
 
 /* ---- Gemm and MatMul ----------------------------------------------------------- */
 
-/* Gemm's (M, N, K) from its inputs and attributes. */
+/* Gemm's (M, N, K) from its inputs and attributes. A MatMul of an N-D
+ * input by a matrix is one GEMM too: its batch dimensions fold into M. */
 static void gemm_mnk(const Graph *g, const Node *n, long *m, long *nn, long *k)
 {
     int ta = n->op == OP_GEMM && node_int(n, "transA");
     int tb = n->op == OP_GEMM && node_int(n, "transB");
-    *m = IN(0)->dims[ta ? 1 : 0];
-    *k = IN(0)->dims[ta ? 0 : 1];
-    *nn = IN(1)->dims[tb ? 0 : 1];
+    const Tensor *a = IN(0), *b = IN(1);
+    *k = a->dims[ta ? a->rank - 2 : a->rank - 1];
+    *m = ta ? a->dims[a->rank - 1] : a->numel / *k;
+    *nn = b->dims[tb ? b->rank - 2 : b->rank - 1];
+}
+
+/* MatMul with a B of more than two dimensions: a batch of GEMMs. */
+static int is_bmm(const Graph *g, const Node *n)
+{
+    return n->op == OP_MATMUL && IN(1)->rank > 2;
 }
 
 /* C's rows and columns as it broadcasts to (M, N): 1 or the full extent. */
@@ -70,9 +87,13 @@ static void gemm_c_dims(const Tensor *c, long *rows, long *cols)
     *cols = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
 }
 
+static int shape_bmm(Ctx *c, Graph *g, Node *n);
+
 static int shape_gemm(Ctx *c, Graph *g, Node *n)
 {
     const char *op = op_table[n->op].name;
+    if (n->op == OP_MATMUL && (IN(0)->rank > 2 || IN(1)->rank > 2))
+        return shape_bmm(c, g, n);
     for (int i = 0; i < 2; i++)
         if (IN(i)->rank != 2)
             return node_error(c, g, n, ctx_printf(c,
@@ -108,8 +129,92 @@ static int shape_gemm(Ctx *c, Graph *g, Node *n)
     return 0;
 }
 
+/* ---- MatMul over N-D inputs ----------------------------------------------------- */
+
+/* ONNX MatMul, N-D: the last two dimensions multiply as matrices, the ones
+ * before broadcast as numpy's do. A 2-D B is one folded GEMM (gemm_mnk);
+ * a B with batch dimensions is a batch of GEMMs (rt_bmm). */
+static int shape_bmm(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *a = IN(0), *b = IN(1);
+    for (int i = 0; i < 2; i++)
+        if (IN(i)->rank < 2)
+            return node_error(c, g, n, ctx_printf(c, "MatMul input %d '%s' "
+                "has shape %s; this version multiplies inputs of 2 or more "
+                "dimensions", i, IN(i)->name, shape_str(c, IN(i))));
+    long k = a->dims[a->rank - 1];
+    if (b->dims[b->rank - 2] != k)
+        return node_error(c, g, n, ctx_printf(c, "MatMul input 1 '%s' has "
+            "shape %s but needs %ld rows to match input 0's %ld columns",
+            b->name, shape_str(c, b), k, k));
+    int rank = a->rank > b->rank ? a->rank : b->rank;
+    long dims[MAX_RANK];
+    for (int i = 0; i < rank - 2; i++) {
+        int ia = i - (rank - a->rank), ib = i - (rank - b->rank);
+        long da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return node_error(c, g, n, ctx_printf(c, "MatMul inputs '%s' (%s) "
+                "and '%s' (%s) have batch dimensions that do not broadcast: "
+                "dimension %d is %ld against %ld; each pair must be equal or 1",
+                a->name, shape_str(c, a), b->name, shape_str(c, b), i, da, db));
+        dims[i] = da > db ? da : db;
+    }
+    dims[rank - 2] = a->dims[a->rank - 2];
+    dims[rank - 1] = b->dims[b->rank - 1];
+    set_shape(OUT(0), rank, dims);
+    return 0;
+}
+
+/* Which matrix of t each of the output's `batch` matrices reads: the
+ * output's batch index taken apart and put together again with t's
+ * extents, 1-extents broadcasting. */
+static void batch_index(const Tensor *y, const Tensor *t, long *index)
+{
+    int yb = y->rank - 2, tb = t->rank - 2;
+    long batch = dims_product(y, 0, yb);
+    for (long i = 0; i < batch; i++) {
+        long rest = i, at = 0, stride = 1;
+        for (int d = yb - 1; d >= 0; d--) {
+            long coord = rest % y->dims[d];
+            rest /= y->dims[d];
+            int td = d - (yb - tb);
+            if (td < 0)
+                continue;
+            if (t->dims[td] != 1)
+                at += coord * stride;
+            stride *= t->dims[td];
+        }
+        index[i] = at;
+    }
+}
+
+static void emit_bmm_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *y = OUT(0);
+    long batch = dims_product(y, 0, y->rank - 2);
+    long *index = ctx_alloc(e->ctx, (size_t)batch * sizeof(long));
+    for (int i = 0; i < 2; i++) {
+        batch_index(y, IN(i), index);
+        emit_int_array(e, ctx_printf(e->ctx, "bmm_%s_%s", i ? "b" : "a",
+                                     n->cname), index, (int)batch);
+    }
+    emit(e, "static const rt_bmm bmm_%s = {%ld, %ld, %ld, %ld, bmm_a_%s, "
+         "bmm_b_%s};", n->cname, batch, y->dims[y->rank - 2],
+         y->dims[y->rank - 1], IN(0)->dims[IN(0)->rank - 1], n->cname,
+         n->cname);
+}
+
+static void emit_matmul_static(Emit *e, const Node *n)
+{
+    if (is_bmm(e->g, n))
+        emit_bmm_static(e, n);
+}
+
 static double flops_gemm(const Graph *g, const Node *n)
 {
+    if (is_bmm(g, n))
+        return 2.0 * OUT(0)->numel * IN(0)->dims[IN(0)->rank - 1];
     long m, nn, k;
     gemm_mnk(g, n, &m, &nn, &k);
     return 2.0 * m * nn * k + (n->nin == 3 ? (double)m * nn : 0);
@@ -137,6 +242,11 @@ static const char *gemm_args(Emit *e, const Node *n)
 static void emit_gemm_fwd(Emit *e, const Node *n, const char *const *out,
                           const char *const *in)
 {
+    if (is_bmm(e->g, n)) {
+        emit(e, "rt_bmm_forward(%s, %s, %s, &bmm_%s);", out[0], in[0], in[1],
+             n->cname);
+        return;
+    }
     emit(e, "rt_gemm_forward(%s, %s, %s, %s, %s);", out[0], in[0], in[1],
          n->nin == 3 ? in[2] : "NULL", gemm_args(e, n));
 }
@@ -151,6 +261,12 @@ static void emit_gemm_bwd(Emit *e, const Node *n, const char *const *din,
                           const char *const *out)
 {
     (void)out;
+    if (is_bmm(e->g, n)) {
+        emit(e, "rt_bmm_backward(%s, %s, %s, %s, %s, &bmm_%s);",
+             or_null(din, 0, 2), or_null(din, 1, 2), dout[0],
+             or_null(in, 0, 2), or_null(in, 1, 2), n->cname);
+        return;
+    }
     emit(e, "rt_gemm_backward(%s, %s, %s, %s, %s, %s, %s);",
          or_null(din, 0, n->nin), or_null(din, 1, n->nin),
          or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
@@ -243,17 +359,23 @@ static void emit_unary_fwd(Emit *e, const Node *n, const char *const *out,
              OUT(0)->numel);
 }
 
+/* The backward reads what the row's needs mask says: the input (Gelu, Log),
+ * the output (Relu, Tanh, Sigmoid, Exp, Sqrt) or nothing (Neg). */
 static void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
                            const char *const *dout, const char *const *in,
                            const char *const *out)
 {
     const Graph *g = e->g;
+    unsigned needs = op_table[n->op].needs[0];
+    const char *read = needs & NEED_IN(0) ? ctx_printf(e->ctx, "%s, ", in[0])
+                       : needs & NEED_OUT(0) ? ctx_printf(e->ctx, "%s, ", out[0])
+                                             : "";
     if (n->op == OP_GELU)
-        emit(e, "rt_gelu_backward(%s, %s, %s, %ld, %d);", din[0], dout[0],
-             in[0], OUT(0)->numel, gelu_tanh(n));
+        emit(e, "rt_gelu_backward(%s, %s, %s%ld, %d);", din[0], dout[0], read,
+             OUT(0)->numel, gelu_tanh(n));
     else
-        emit(e, "rt_%s_backward(%s, %s, %s, %ld);", op_table[n->op].kernel, din[0],
-             dout[0], out[0], OUT(0)->numel);
+        emit(e, "rt_%s_backward(%s, %s, %s%ld);", op_table[n->op].kernel,
+             din[0], dout[0], read, OUT(0)->numel);
 }
 
 /* ---- reductions --------------------------------------------------------------- */
@@ -341,6 +463,258 @@ static void emit_reduce_bwd(Emit *e, const Node *n, const char *const *din,
          n->cname, reduce_scale(e, n));
 }
 
+/* ---- softmax and layer normalization ---------------------------------------------- */
+
+/* ONNX's axis in [-rank, rank - 1] (Flatten: [-rank, rank]), made
+ * non-negative; -1 with ctx error when out of range. */
+static int node_axis(Ctx *c, const Graph *g, const Node *n, int rank, int hi)
+{
+    long a = node_int(n, "axis");
+    if (a < -rank || a > hi)
+        return node_error(c, g, n, ctx_printf(c, "%s axis %ld is out of range "
+            "for input '%s' of rank %d; axis must be in [%d, %d]",
+            op_table[n->op].name, a, IN(0)->name, rank, -rank, hi));
+    return (int)(a < 0 ? a + rank : a);
+}
+
+static int shape_softmax(Ctx *c, Graph *g, Node *n)
+{
+    if (IN(0)->rank == 0)
+        return node_error(c, g, n, ctx_printf(c, "Softmax input '%s' is a "
+            "scalar; it needs at least one dimension", IN(0)->name));
+    if (node_axis(c, g, n, IN(0)->rank, IN(0)->rank - 1) < 0)
+        return -1;
+    return shape_same(c, g, n);
+}
+
+/* "outer, dim, inner" around the softmax axis */
+static const char *softmax_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    int a = (int)(node_int(n, "axis") < 0 ? node_int(n, "axis") + x->rank
+                                          : node_int(n, "axis"));
+    return ctx_printf(e->ctx, "%ld, %ld, %ld", dims_product(x, 0, a),
+                      x->dims[a], dims_product(x, a + 1, x->rank));
+}
+
+static void emit_softmax_fwd(Emit *e, const Node *n, const char *const *out,
+                             const char *const *in)
+{
+    emit(e, "rt_softmax_forward(%s, %s, %s);", out[0], in[0],
+         softmax_sizes(e, n));
+}
+
+static void emit_softmax_bwd(Emit *e, const Node *n, const char *const *din,
+                             const char *const *dout, const char *const *in,
+                             const char *const *out)
+{
+    (void)in;
+    emit(e, "rt_softmax_backward(%s, %s, %s, %s);", din[0], dout[0], out[0],
+         softmax_sizes(e, n));
+}
+
+static double flops_softmax(const Graph *g, const Node *n)
+{
+    return 5.0 * OUT(0)->numel;     /* max, exp, sum, divide */
+}
+
+/* Scale and bias hold exactly the normalized dimensions (x's from axis). */
+static int shape_layer_norm(Ctx *c, Graph *g, Node *n)
+{
+    int a = node_axis(c, g, n, IN(0)->rank, IN(0)->rank - 1);
+    if (a < 0)
+        return -1;
+    long cols = dims_product(IN(0), a, IN(0)->rank);
+    for (int i = 1; i < n->nin; i++)
+        if (IN(i)->numel != cols)
+            return node_error(c, g, n, ctx_printf(c,
+                "LayerNormalization input %d '%s' has shape %s but must hold "
+                "the %ld elements of input 0's dimensions from axis %d on",
+                i, IN(i)->name, shape_str(c, IN(i)), cols, a));
+    return shape_same(c, g, n);
+}
+
+static const char *layer_norm_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    long a = node_int(n, "axis");
+    int axis = (int)(a < 0 ? a + x->rank : a);
+    return ctx_printf(e->ctx, "%ld, %ld, %s", dims_product(x, 0, axis),
+                      dims_product(x, axis, x->rank),
+                      fmt_float(e->ctx, node_float(n, "epsilon")));
+}
+
+static void emit_layer_norm_fwd(Emit *e, const Node *n, const char *const *out,
+                                const char *const *in)
+{
+    emit(e, "rt_layernorm_forward(%s, %s, %s, %s, %s);", out[0], in[0], in[1],
+         n->nin == 3 ? in[2] : "NULL", layer_norm_sizes(e, n));
+}
+
+static void emit_layer_norm_bwd(Emit *e, const Node *n, const char *const *din,
+                                const char *const *dout, const char *const *in,
+                                const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_layernorm_backward(%s, %s, %s, %s, %s, %s, %s);",
+         or_null(din, 0, n->nin), or_null(din, 1, n->nin),
+         or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
+         or_null(in, 1, n->nin), layer_norm_sizes(e, n));
+}
+
+static double flops_layer_norm(const Graph *g, const Node *n)
+{
+    return 8.0 * OUT(0)->numel;
+}
+
+/* ---- shape ops: Transpose, Reshape, Flatten ---------------------------------------- */
+
+static int shape_transpose(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *perm = node_attr(n, "perm");
+    long p[MAX_RANK], dims[MAX_RANK];
+    int seen[MAX_RANK] = {0};
+    if (perm->set && perm->nints != x->rank)
+        return node_error(c, g, n, ctx_printf(c, "Transpose perm has %d "
+            "entries but input '%s' has rank %d; perm lists every dimension "
+            "once", perm->nints, x->name, x->rank));
+    for (int d = 0; d < x->rank; d++) {
+        p[d] = perm->set ? perm->ints[d] : x->rank - 1 - d;
+        if (p[d] < 0 || p[d] >= x->rank || seen[p[d]]++)
+            return node_error(c, g, n, ctx_printf(c, "Transpose perm is not a "
+                "permutation of 0..%d; perm lists every dimension once",
+                x->rank - 1));
+        dims[d] = x->dims[p[d]];
+    }
+    set_shape(OUT(0), x->rank, dims);
+    return 0;
+}
+
+static void transpose_perm(const Node *n, int rank, long *p)
+{
+    const Attr *perm = node_attr(n, "perm");
+    for (int d = 0; d < rank; d++)
+        p[d] = perm->set ? perm->ints[d] : rank - 1 - d;
+}
+
+static void emit_transpose_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    long p[MAX_RANK];
+    transpose_perm(n, IN(0)->rank, p);
+    emit_int_array(e, ctx_printf(e->ctx, "dims_%s", n->cname), IN(0)->dims,
+                   IN(0)->rank);
+    emit_int_array(e, ctx_printf(e->ctx, "perm_%s", n->cname), p, IN(0)->rank);
+}
+
+static void emit_transpose_fwd(Emit *e, const Node *n, const char *const *out,
+                               const char *const *in)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_transpose_forward(%s, %s, %d, dims_%s, perm_%s);", out[0],
+         in[0], IN(0)->rank, n->cname, n->cname);
+}
+
+static void emit_transpose_bwd(Emit *e, const Node *n, const char *const *din,
+                               const char *const *dout, const char *const *in,
+                               const char *const *out)
+{
+    const Graph *g = e->g;
+    (void)in;
+    (void)out;
+    emit(e, "rt_transpose_backward(%s, %s, %d, dims_%s, perm_%s);", din[0],
+         dout[0], IN(0)->rank, n->cname, n->cname);
+}
+
+/* ONNX Reshape with its shape as an attribute: 0 copies the input's
+ * dimension at that place (allowzero=0), one -1 takes what is left. */
+static int shape_reshape(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *want = node_attr(n, "shape");
+    long dims[MAX_RANK], known = 1;
+    int infer = -1;
+    if (!want->set)
+        return node_error(c, g, n, "Reshape needs shape=\"D0 D1 ...\" (ONNX's "
+                          "shape input, given as an attribute)");
+    if (want->nints > MAX_RANK)
+        return node_error(c, g, n, ctx_printf(c, "Reshape shape has %d "
+            "dimensions; at most %d are supported", want->nints, MAX_RANK));
+    for (int d = 0; d < want->nints; d++) {
+        long v = want->ints[d];
+        if (v == 0 && d >= x->rank)
+            return node_error(c, g, n, ctx_printf(c, "Reshape shape entry %d "
+                "is 0 (copy the input's dimension) but input '%s' has rank %d",
+                d, x->name, x->rank));
+        dims[d] = v == 0 ? x->dims[d] : v;
+        if (v == -1 && infer >= 0)
+            return node_error(c, g, n, "Reshape shape has more than one -1; "
+                              "at most one dimension is inferred");
+        if (v < -1)
+            return node_error(c, g, n, ctx_printf(c, "Reshape shape entry %d "
+                "is %ld; entries are positive, 0 (copy) or -1 (infer)", d, v));
+        if (v == -1)
+            infer = d;
+        else
+            known *= dims[d];
+    }
+    if (infer >= 0 && known > 0 && x->numel % known == 0)
+        dims[infer] = x->numel / known;
+    else if (infer >= 0)
+        known = -1;
+    if (known != -1 && (infer >= 0 || known == x->numel)) {
+        set_shape(OUT(0), want->nints, dims);
+        return 0;
+    }
+    Buf b;
+    buf_init(&b, c);
+    for (int d = 0; d < want->nints; d++)
+        buf_printf(&b, "%s%ld", d ? " " : "", want->ints[d]);
+    return node_error(c, g, n, ctx_printf(c, "Reshape cannot make input '%s' "
+        "(%s, %ld elements) into shape \"%s\"; the element count must stay "
+        "the same", x->name, shape_str(c, x), x->numel, b.len ? b.data : ""));
+}
+
+static int shape_flatten(Ctx *c, Graph *g, Node *n)
+{
+    int a = node_axis(c, g, n, IN(0)->rank, IN(0)->rank);
+    if (a < 0)
+        return -1;
+    long dims[2] = {dims_product(IN(0), 0, a),
+                    dims_product(IN(0), a, IN(0)->rank)};
+    set_shape(OUT(0), 2, dims);
+    return 0;
+}
+
+/* Reshape and Flatten move no data but copy it here: an aliasing plan is
+ * future work. The backward adds the gradient back unchanged. */
+static void emit_copy_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_copy(%s, %s, %ld);", out[0], in[0], OUT(0)->numel);
+}
+
+static void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out)
+{
+    const Graph *g = e->g;
+    (void)in;
+    (void)out;
+    emit(e, "rt_accumulate(%s, %s, %ld);", din[0], dout[0], OUT(0)->numel);
+}
+
+static double flops_none(const Graph *g, const Node *n)
+{
+    (void)g;
+    (void)n;
+    return 0;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 static const char *const gelu_modes[] = {"none", "tanh", NULL};
@@ -364,6 +738,27 @@ static const AttrSpec reduce_attrs[] = {
     {0},
 };
 static const AttrSpec no_attrs[] = {{0}};
+static const AttrSpec softmax_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = -1},
+    {0},
+};
+static const AttrSpec layer_norm_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = -1},
+    {.name = "epsilon", .type = ATTR_FLOAT, .f = 1e-5f},
+    {0},
+};
+static const AttrSpec transpose_attrs[] = {
+    {.name = "perm", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec reshape_attrs[] = {
+    {.name = "shape", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec flatten_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = 1},
+    {0},
+};
 
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
@@ -378,7 +773,7 @@ const OpInfo op_table[] = {
                  emit_gemm_bwd, NULL},
     [OP_MATMUL] = {"MatMul", "gemm", 2, 2, 1, CAT_MATMUL, no_attrs, shape_gemm,
                    flops_gemm, {NEED_IN(1), NEED_IN(0)}, emit_gemm_fwd,
-                   emit_gemm_bwd, NULL},
+                   emit_gemm_bwd, emit_matmul_static},
     [OP_ADD] = BINARY("Add", "add", 0, 0),
     [OP_SUB] = BINARY("Sub", "sub", 0, 0),
     [OP_MUL] = BINARY("Mul", "mul", NEED_IN(1), NEED_IN(0)),
@@ -396,6 +791,29 @@ const OpInfo op_table[] = {
     [OP_REDUCE_SUM] = {"ReduceSum", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
                        shape_reduce, flops_in, {0}, emit_reduce_fwd,
                        emit_reduce_bwd, emit_reduce_static},
+    [OP_EXP] = UNARY("Exp", "exp", flops_tanh, NEED_OUT(0)),
+    [OP_LOG] = UNARY("Log", "log", flops_tanh, NEED_IN(0)),
+    [OP_SQRT] = UNARY("Sqrt", "sqrt", flops_tanh, NEED_OUT(0)),
+    [OP_NEG] = UNARY("Neg", "neg", flops_relu, 0),
+    [OP_SOFTMAX] = {"Softmax", "softmax", 1, 1, 1, CAT_REDUCTION, softmax_attrs,
+                    shape_softmax, flops_softmax, {NEED_OUT(0)},
+                    emit_softmax_fwd, emit_softmax_bwd, NULL},
+    /* the backward recomputes mean and 1/std from X: nothing else is kept */
+    [OP_LAYER_NORM] = {"LayerNormalization", "layernorm", 2, 3, 1,
+                       CAT_NORMALIZATION, layer_norm_attrs, shape_layer_norm,
+                       flops_layer_norm,
+                       {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0},
+                       emit_layer_norm_fwd, emit_layer_norm_bwd, NULL},
+    [OP_TRANSPOSE] = {"Transpose", "transpose", 1, 1, 1, CAT_SHAPE,
+                      transpose_attrs, shape_transpose, flops_none, {0},
+                      emit_transpose_fwd, emit_transpose_bwd,
+                      emit_transpose_static},
+    [OP_RESHAPE] = {"Reshape", "copy", 1, 1, 1, CAT_SHAPE, reshape_attrs,
+                    shape_reshape, flops_none, {0}, emit_copy_fwd,
+                    emit_copy_bwd, NULL},
+    [OP_FLATTEN] = {"Flatten", "copy", 1, 1, 1, CAT_SHAPE, flatten_attrs,
+                    shape_flatten, flops_none, {0}, emit_copy_fwd,
+                    emit_copy_bwd, NULL},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

@@ -93,6 +93,15 @@ typedef enum {
     OP_SIGMOID,
     OP_REDUCE_MEAN,
     OP_REDUCE_SUM,
+    OP_EXP,
+    OP_LOG,
+    OP_SQRT,
+    OP_NEG,
+    OP_SOFTMAX,
+    OP_LAYER_NORM,
+    OP_TRANSPOSE,
+    OP_RESHAPE,
+    OP_FLATTEN,
     OP_COUNT
 } OpKind;
 
@@ -160,6 +169,11 @@ typedef struct {
                           const char *const *out);
     /* Writes file-scope data the calls refer to (broadcast maps), or NULL. */
     void (*emit_static)(Emit *e, const Node *n);
+    /* Floats of scratch memory the forward (backward = 0) or backward call
+     * needs for its own use (im2col columns, a row of probabilities), or
+     * NULL for none. The plan gives it arena space for that statement only;
+     * the emitters find it in Emit.scratch. */
+    long (*scratch)(const Graph *g, const Node *n, int backward);
 } OpInfo;
 
 extern const OpInfo op_table[];
@@ -314,10 +328,10 @@ typedef enum {
 
 /* A value is one buffer in the arena: a tensor's forward instance, a
  * recomputed instance, or an activation's gradient. */
-typedef enum { V_FWD, V_RECOMP, V_GRAD } ValueKind;
+typedef enum { V_FWD, V_RECOMP, V_GRAD, V_SCRATCH } ValueKind;
 
 typedef struct {
-    int tensor;
+    int tensor;             /* -1 for a statement's scratch */
     ValueKind kind;
     int def, last;          /* statement indices: live on [def, last] */
     size_t bytes;
@@ -329,6 +343,7 @@ typedef struct {
     int node;               /* S_FORWARD, S_BACKWARD */
     int tensor;             /* S_OUTPUT, S_SEED, S_ZERO */
     int recompute;
+    int scratch;            /* S_FORWARD, S_BACKWARD: a value, or -1 */
 } Stmt;
 
 typedef struct {
@@ -373,6 +388,7 @@ struct Emit {
     const Graph *g;
     int indent;
     const size_t *offset;   /* per tensor: its place in the caller's buffer */
+    const char *scratch;    /* the current call's scratch, or NULL */
 };
 
 /* Writes one line at the current indentation. */
@@ -380,6 +396,8 @@ void emit(Emit *e, const char *fmt, ...);
 /* A static rt_bcast for a binary op or a reduction; returns its C name. */
 const char *emit_bcast(Emit *e, const Node *n, const Tensor *y,
                        const Tensor *a, const Tensor *b);
+/* "static const int NAME[] = {...};" */
+void emit_int_array(Emit *e, const char *name, const long *v, int n);
 /* reduced[d]: input dimension d is summed away */
 const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
                             const int *reduced);

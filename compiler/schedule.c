@@ -40,7 +40,24 @@ static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute
     st->node = node;
     st->tensor = tensor;
     st->recompute = recompute;
+    st->scratch = -1;
     return s->nstmts++;
+}
+
+/* Arena space for statement st's own use, live during st alone. */
+static void add_scratch(Sched *x, int st, const Node *n, int backward)
+{
+    long (*need)(const Graph *, const Node *, int) = op_table[n->op].scratch;
+    long floats = need ? need(x->g, n, backward) : 0;
+    if (floats <= 0)
+        return;
+    Schedule *s = x->s;
+    Value *v = &s->values[s->nvalues];
+    v->tensor = -1;
+    v->kind = V_SCRATCH;
+    v->def = v->last = st;
+    v->bytes = (size_t)floats * sizeof(float);
+    s->stmts[st].scratch = s->nvalues++;
 }
 
 static int new_value(Sched *x, int tensor, ValueKind kind, int def)
@@ -78,6 +95,7 @@ static void run_forward(Sched *x, int n, int recompute)
 {
     const Node *nd = &x->g->nodes[n];
     int s = add_stmt(x, S_FORWARD, n, -1, recompute);
+    add_scratch(x, s, nd, 0);
     for (int i = 0; i < nd->nin; i++)
         if (is_act(x, nd->in[i]))
             use(x, recompute ? instance(x, nd->in[i]) : x->s->fwd[nd->in[i]], s);
@@ -142,6 +160,7 @@ static void run_backward(Sched *x, int n)
             new_value(x, nd->in[i], V_GRAD,
                       add_stmt(x, S_ZERO, -1, nd->in[i], 0));
     int s = add_stmt(x, S_BACKWARD, n, -1, 0);
+    add_scratch(x, s, nd, 1);
     for (int o = 0; o < nd->nout; o++) {
         if (g->tensors[nd->out[o]].has_grad)
             use(x, x->s->grad[nd->out[o]], s);
@@ -171,7 +190,9 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
     s->stmts = ctx_alloc(c, (3 * nn + nt + (size_t)g->noutputs + 1) *
                                 sizeof(Stmt));
-    s->values = ctx_alloc(c, 3 * nt * sizeof(Value));
+    /* per tensor: forward, recompute, gradient; per node: the scratch of
+     * its forward, recompute and backward */
+    s->values = ctx_alloc(c, (3 * nt + 3 * nn) * sizeof(Value));
     s->fwd = filled(c, g->ntensors, -1);
     s->rec = filled(c, g->ntensors, -1);
     s->grad = filled(c, g->ntensors, -1);

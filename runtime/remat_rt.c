@@ -976,6 +976,13 @@ void rt_copy(float *dst, const float *src, size_t n)
         dst[i] = src[i];
 }
 
+void rt_accumulate(float *dst, const float *src, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
 void rt_sgd(float *p, const float *g, size_t n, float lr)
 {
     size_t i;

@@ -200,6 +200,8 @@ void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
 void rt_zero(float *x, size_t n);
 void rt_fill(float *x, size_t n, float value);
 void rt_copy(float *dst, const float *src, size_t n);
+/* dst += src: the backward of a copy (Reshape, Flatten) */
+void rt_accumulate(float *dst, const float *src, size_t n);
 /* p -= lr * g */
 void rt_sgd(float *p, const float *g, size_t n, float lr);
 

@@ -48,7 +48,7 @@ check_policy() {   # graph policy dir
 }
 
 pairs=()
-for g in "$root"/graphs/*.xml "$root"/tests/graphs/*.xml; do
+for g in ${GRAPHS:-"$root"/graphs/*.xml "$root"/tests/graphs/*.xml}; do
     name=$(basename "$g" .xml)
     for p in $policies; do
         mkdir -p "$work/$name/$p"

@@ -63,6 +63,34 @@ def gelu(a, ins, at):
     return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
 
 
+def layer_norm(a, ins, at):
+    x, scale = ins[0], ins[1]
+    axis = int(at.get("axis", "-1")) % x.dim()
+    dims = list(range(axis, x.dim()))
+    mean = x.mean(dim=dims, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+    y = (x - mean) / torch.sqrt(var + float(at.get("epsilon", "1e-5"))) * scale
+    return y + ins[2] if len(ins) > 2 else y
+
+
+def reshape(a, ins, at):
+    x, want = ins[0], ints(at["shape"])
+    dims = [x.shape[i] if d == 0 else d for i, d in enumerate(want)]
+    return x.reshape(dims)
+
+
+def flatten(a, ins, at):
+    x = ins[0]
+    axis = int(at.get("axis", "1")) % (x.dim() + 1) if x.dim() else 0
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+def transpose(a, ins, at):
+    x = ins[0]
+    perm = ints(at["perm"]) if "perm" in at else list(range(x.dim() - 1, -1, -1))
+    return x.permute(perm)
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -76,6 +104,15 @@ OPS = {
     "Sigmoid": lambda a, i, at: 1 / (1 + torch.exp(-i[0])),
     "ReduceMean": reduce(torch.mean),
     "ReduceSum": reduce(torch.sum),
+    "Exp": lambda a, i, at: torch.exp(i[0]),
+    "Log": lambda a, i, at: torch.log(i[0]),
+    "Sqrt": lambda a, i, at: torch.sqrt(i[0]),
+    "Neg": lambda a, i, at: -i[0],
+    "Softmax": lambda a, i, at: torch.softmax(i[0], dim=int(at.get("axis", "-1"))),
+    "LayerNormalization": layer_norm,
+    "Transpose": transpose,
+    "Reshape": reshape,
+    "Flatten": flatten,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 
