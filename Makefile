@@ -16,8 +16,9 @@ OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/obj/remat_rt_host.o
 LIB_OBJS = $(filter-out build/obj/main.o,$(OBJS))
 SAN_OBJS = $(OBJS:build/obj/%=build/asan/obj/%)
 UNIT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_*.c))
-# The runtime's tests run again on the portable GEMM loops.
-NOBLAS_TESTS = build/test_kernels_noblas build/test_kernels_nn_noblas
+# The runtime's tests (test_kernels*.c) run again on the portable GEMM loops.
+RT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_kernels*.c))
+NOBLAS_TESTS = $(RT_TESTS:%=%_noblas)
 GRAPHS = $(wildcard graphs/*.xml)
 GEN_POLICIES = none full sac
 
@@ -44,17 +45,14 @@ build/asan/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 build/asan/remat: $(SAN_OBJS)
 	$(CC) $(SAN) $(SAN_OBJS) $(XML_LIBS) -lm -o $@
 
-# Unit tests: test_kernels links the runtime alone, the others the compiler.
-build/test_kernels: tests/unit/test_kernels.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
-	$(CC) $(RT_CFLAGS) -Iruntime tests/unit/test_kernels.c runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
-build/test_kernels_noblas: tests/unit/test_kernels.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
-	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime tests/unit/test_kernels.c runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
-build/test_kernels_nn: tests/unit/test_kernels_nn.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
+# Unit tests: test_kernels*.c link the runtime alone, the others the compiler.
+RT_TEST_DEPS = tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
+build/test_kernel%_noblas: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
 	@mkdir -p build
-	$(CC) $(RT_CFLAGS) -Iruntime tests/unit/test_kernels_nn.c runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
-build/test_kernels_nn_noblas: tests/unit/test_kernels_nn.c tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
+build/test_kernel%: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
 	@mkdir -p build
-	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime tests/unit/test_kernels_nn.c runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
+	$(CC) $(RT_CFLAGS) -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
 build/test_%: tests/unit/test_%.c tests/unit/testutil.h $(LIB_OBJS)
 	$(CC) $(CFLAGS) -Icompiler $< $(LIB_OBJS) $(XML_LIBS) $(CHECK_LIBS) -lm -o $@
 

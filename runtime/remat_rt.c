@@ -1051,6 +1051,98 @@ void rt_init_normal(float *x, size_t n, float mean, float std, uint64_t seed,
     }
 }
 
+/* ---- loss, dropout, attention --------------------------------------------- */
+
+/* The log-sum-exp of c >= 1 values x[0], x[stride], ...: the max m is
+ * taken out first, so no exp overflows and the largest term is exactly 1. */
+static float log_sum_exp(const float *x, int c, int stride)
+{
+    float m = x[0], sum = 0.0f;
+    int k;
+    for (k = 1; k < c; k++)
+        if (x[(size_t)k * stride] > m)
+            m = x[(size_t)k * stride];
+    for (k = 0; k < c; k++)
+        sum += expf(x[(size_t)k * stride] - m);
+    return m + logf(sum);
+}
+
+/* The positions that count towards the mean: every label but ignore_index. */
+static size_t sce_count(const int64_t *labels, size_t positions,
+                        int has_ignore, int64_t ignore_index)
+{
+    size_t p, count = 0;
+    for (p = 0; p < positions; p++)
+        count += !(has_ignore && labels[p] == ignore_index);
+    return count;
+}
+
+/* Whether a label selects a class: counted and inside [0, c). */
+static int sce_takes_part(int64_t label, int c, int has_ignore,
+                          int64_t ignore_index)
+{
+    return !(has_ignore && label == ignore_index) && label >= 0 && label < c;
+}
+
+/* Position (i, d) reads scores[(i c + k) inner + d] for class k. */
+void rt_sce_forward(float *loss, const float *scores, const int64_t *labels,
+                    int n, int c, int inner, int mean, int has_ignore,
+                    int64_t ignore_index)
+{
+    const size_t positions = (size_t)n * inner;
+    float total = 0.0f;
+    int i, d;
+    for (i = 0; i < n; i++)
+        for (d = 0; d < inner; d++) {
+            const int64_t label = labels[(size_t)i * inner + d];
+            const float *row = scores + (size_t)i * c * inner + d;
+            if (sce_takes_part(label, c, has_ignore, ignore_index))
+                total += log_sum_exp(row, c, inner) -
+                         row[(size_t)label * inner];
+        }
+    if (mean) {
+        const size_t count = sce_count(labels, positions, has_ignore,
+                                       ignore_index);
+        total = count > 0 ? total / (float)count : 0.0f;
+    }
+    loss[0] = total;
+}
+
+/* d/ds_k of (lse(s) - s_label) is softmax(s)_k - [k == label]. */
+void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
+                     const int64_t *labels, int n, int c, int inner, int mean,
+                     int has_ignore, int64_t ignore_index)
+{
+    float g;
+    int i, d, k;
+    if (dscores == NULL)
+        return;
+    g = dloss[0];
+    if (mean) {
+        const size_t count = sce_count(labels, (size_t)n * inner, has_ignore,
+                                       ignore_index);
+        if (count == 0)
+            return;
+        g /= (float)count;
+    }
+    for (i = 0; i < n; i++)
+        for (d = 0; d < inner; d++) {
+            const int64_t label = labels[(size_t)i * inner + d];
+            const size_t base = (size_t)i * c * inner + d;
+            const float *row = scores + base;
+            float *drow = dscores + base;
+            float lse;
+            if (!sce_takes_part(label, c, has_ignore, ignore_index))
+                continue;
+            /* softmax_k = exp(s_k - lse), with s_k - lse <= 0 */
+            lse = log_sum_exp(row, c, inner);
+            for (k = 0; k < c; k++) {
+                const float p = expf(row[(size_t)k * inner] - lse);
+                drow[(size_t)k * inner] += g * (k == label ? p - 1.0f : p);
+            }
+        }
+}
+
 /* ---- .npy files ----------------------------------------------------------- */
 
 #ifndef RT_NO_STDIO

@@ -219,6 +219,29 @@ void rt_init_uniform(float *x, size_t n, float low, float high, uint64_t seed,
 void rt_init_normal(float *x, size_t n, float mean, float std, uint64_t seed,
                     uint64_t stream);
 
+/* ---- loss, dropout, attention --------------------------------------------- */
+
+/* ONNX SoftmaxCrossEntropyLoss (no weights, reduction mean or sum).
+ * scores (n, c, inner): inner = product of D1..Dk, 1 for 2-D scores; the
+ * class axis has stride inner. labels (n, inner), int64.
+ * loss[0] = sum over (i, d) of -log softmax(scores[i, :, d])[labels[i, d]],
+ * the log-softmax computed stably (max subtracted, then log-sum-exp).
+ * A label equal to ignore_index (when has_ignore, whatever its value)
+ * contributes nothing and is not counted. A label outside [0, c) that is
+ * not ignored contributes nothing either but IS counted; it is never used as
+ * an index. With mean the sum is divided by count = the number of
+ * non-ignored labels (loss 0 when count is 0). */
+void rt_sce_forward(float *loss, const float *scores, const int64_t *labels,
+                    int n, int c, int inner, int mean, int has_ignore,
+                    int64_t ignore_index);
+/* dscores[i, k, d] += dloss[0] * (softmax(scores[i, :, d])[k] - [k == label])
+ * / count, with count as in the forward when mean (nothing when it is 0) and
+ * 1 otherwise; recomputes the softmax from scores. Positions whose label is
+ * ignored or outside [0, c) get nothing. NULL dscores: nothing to do. */
+void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
+                     const int64_t *labels, int n, int c, int inner, int mean,
+                     int has_ignore, int64_t ignore_index);
+
 /* ---- .npy files (float32, little-endian, C order) ------------------------- */
 
 #ifndef RT_NO_STDIO
