@@ -1143,6 +1143,44 @@ void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
         }
 }
 
+/* Element i's fate; the stream and the threshold are the caller's. */
+static int dropout_keeps(uint64_t seed, uint64_t stream, int i, float ratio)
+{
+    return rt_rand_uniform(seed, stream, (uint64_t)i) >= ratio;
+}
+
+void rt_dropout_forward(float *y, const float *x, int n, float ratio,
+                        uint64_t seed, uint64_t step, uint32_t node)
+{
+    const uint64_t stream = RT_DROPOUT_STREAM(step, node);
+    const float s = 1.0f / (1.0f - ratio);
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = dropout_keeps(seed, stream, i, ratio) ? x[i] * s : 0.0f;
+}
+
+void rt_dropout_backward(float *dx, const float *dy, int n, float ratio,
+                         uint64_t seed, uint64_t step, uint32_t node)
+{
+    const uint64_t stream = RT_DROPOUT_STREAM(step, node);
+    const float s = 1.0f / (1.0f - ratio);
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (dropout_keeps(seed, stream, i, ratio))
+            dx[i] += dy[i] * s;
+}
+
+void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
+                     uint64_t step, uint32_t node)
+{
+    const uint64_t stream = RT_DROPOUT_STREAM(step, node);
+    int i;
+    for (i = 0; i < n; i++)
+        mask[i] = dropout_keeps(seed, stream, i, ratio) ? 1.0f : 0.0f;
+}
+
 /* ---- .npy files ----------------------------------------------------------- */
 
 #ifndef RT_NO_STDIO

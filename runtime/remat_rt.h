@@ -242,6 +242,29 @@ void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
                      const int64_t *labels, int n, int c, int inner, int mean,
                      int has_ignore, int64_t ignore_index);
 
+/* The random stream of one dropout node at one training step. Above 2^63,
+ * so the parameter initializers (streams < 2^32) never use it; node < 2^24,
+ * step < 2^39. */
+#define RT_DROPOUT_STREAM(step, node)                                          \
+    ((UINT64_C(1) << 63) | ((uint64_t)(step) << 24) | (uint64_t)(node))
+
+/* Dropout in training mode, 0 <= ratio < 1. Element i is kept when
+ * rt_rand_uniform(seed, RT_DROPOUT_STREAM(step, node), i) >= ratio, so the
+ * mask depends only on (seed, step, node, i) and nothing is stored: the
+ * backward regenerates it. y[i] = x[i] * s when kept, 0 when dropped, with
+ * s = 1.0f / (1.0f - ratio) computed in float (ratio 0: y = x exactly).
+ * y may be x. */
+void rt_dropout_forward(float *y, const float *x, int n, float ratio,
+                        uint64_t seed, uint64_t step, uint32_t node);
+/* dx[i] += dy[i] * s where kept (the forward's mask and s); NULL dx:
+ * nothing to do. */
+void rt_dropout_backward(float *dx, const float *dy, int n, float ratio,
+                         uint64_t seed, uint64_t step, uint32_t node);
+/* mask[i] = 1 where the forward keeps element i, 0 where it drops it (for
+ * the trainer's --dump): y == x * mask * s exactly. */
+void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
+                     uint64_t step, uint32_t node);
+
 /* ---- .npy files (float32, little-endian, C order) ------------------------- */
 
 #ifndef RT_NO_STDIO

@@ -41,6 +41,15 @@ static void fill(float *x, int n, float lo, float hi)
         x[i] = trand(lo, hi);
 }
 
+static double dot(const float *a, const float *b, int n)
+{
+    double s = 0;
+    int i;
+    for (i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
 typedef double (*loss_fn)(void *ctx);
 
 #define FD_H    1e-2f
@@ -86,6 +95,15 @@ static void expect_near(const char *what, const float *got, const double *want,
         ck_assert_msg(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]),
                       "%s[%d]: got %.9g, want %.9g", what, i, (double)got[i],
                       want[i]);
+}
+
+static void expect_same(const char *what, const float *got, const float *want,
+                        int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s[%d]: got %.9g, want %.9g", what,
+                      i, (double)got[i], (double)want[i]);
 }
 
 /* ---- SoftmaxCrossEntropyLoss ---------------------------------------------- */
@@ -285,6 +303,155 @@ START_TEST(sce_large_scores_stay_finite)
 }
 END_TEST
 
+/* ---- Dropout -------------------------------------------------------------- */
+
+/* The header's mask, spelled out here rather than through the macro. */
+static int test_keeps(uint64_t seed, uint64_t step, uint32_t node, int i,
+                      float ratio)
+{
+    const uint64_t stream = (UINT64_C(1) << 63) | (step << 24) | node;
+    return rt_rand_uniform(seed, stream, (uint64_t)i) >= ratio;
+}
+
+START_TEST(dropout_stream_layout)
+{
+    ck_assert(RT_DROPOUT_STREAM(0, 0) == UINT64_C(0x8000000000000000));
+    ck_assert(RT_DROPOUT_STREAM(3, 5) == UINT64_C(0x8000000003000005));
+    ck_assert(RT_DROPOUT_STREAM(1, 0xffffff) == UINT64_C(0x8000000001ffffff));
+    /* never an initializer's stream (< 2^32) */
+    ck_assert(RT_DROPOUT_STREAM(0, 1) > UINT64_C(0xffffffff));
+}
+END_TEST
+
+typedef struct {
+    float x[48], y[48], dy[48];
+    int n;
+    float ratio;
+    uint64_t seed, step;
+    uint32_t node;
+} dropout_case;
+
+static double dropout_loss(void *v)
+{
+    dropout_case *c = v;
+    rt_dropout_forward(c->y, c->x, c->n, c->ratio, c->seed, c->step, c->node);
+    return dot(c->y, c->dy, c->n);
+}
+
+/* _i picks a ratio: 0, 0.1, 0.5, 0.9. */
+START_TEST(dropout_forward_mask_backward_agree)
+{
+    static const float ratios[4] = {0.0f, 0.1f, 0.5f, 0.9f};
+    dropout_case c;
+    float mask[48], dx[48], pre[48], diff[48];
+    char what[64];
+    float s;
+    int i;
+    c.n = 48, c.ratio = ratios[_i], c.seed = 11, c.step = 7, c.node = 3;
+    s = 1.0f / (1.0f - c.ratio);
+    tseed(700 + _i);
+    fill(c.x, c.n, -2, 2);
+    fill(c.dy, c.n, -1, 1);
+    fill(pre, c.n, -1, 1);
+    memcpy(dx, pre, sizeof dx);
+    memset(mask, 0x7f, sizeof mask); /* garbage: must be overwritten */
+    rt_dropout_forward(c.y, c.x, c.n, c.ratio, c.seed, c.step, c.node);
+    rt_dropout_mask(mask, c.n, c.ratio, c.seed, c.step, c.node);
+    rt_dropout_backward(dx, c.dy, c.n, c.ratio, c.seed, c.step, c.node);
+    for (i = 0; i < c.n; i++) {
+        const int keep = test_keeps(c.seed, c.step, c.node, i, c.ratio);
+        ck_assert_msg(mask[i] == (keep ? 1.0f : 0.0f), "mask[%d] = %g", i,
+                      (double)mask[i]);
+        ck_assert_msg(c.y[i] == c.x[i] * mask[i] * s, "y[%d] = %.9g, x %.9g",
+                      i, (double)c.y[i], (double)c.x[i]);
+        ck_assert_msg(dx[i] == pre[i] + c.dy[i] * mask[i] * s,
+                      "dx[%d] = %.9g", i, (double)dx[i]);
+        if (c.ratio == 0.0f) {
+            ck_assert(c.y[i] == c.x[i]);
+            ck_assert(dx[i] == pre[i] + c.dy[i]);
+        }
+    }
+    added(diff, dx, pre, c.n);
+    snprintf(what, sizeof what, "dropout ratio %g: dx", (double)c.ratio);
+    expect_grad(what, c.x, c.n, diff, dropout_loss, &c);
+    /* in place: y may be x (the finite differences left a stale c.y) */
+    rt_dropout_forward(c.y, c.x, c.n, c.ratio, c.seed, c.step, c.node);
+    memcpy(mask, c.x, sizeof mask);
+    rt_dropout_forward(mask, mask, c.n, c.ratio, c.seed, c.step, c.node);
+    expect_same("in place", mask, c.y, c.n);
+    /* NULL dx: nothing to do, nothing to crash */
+    rt_dropout_backward(NULL, c.dy, c.n, c.ratio, c.seed, c.step, c.node);
+}
+END_TEST
+
+START_TEST(dropout_deterministic_and_keys_differ)
+{
+    enum { N = 1000 };
+    static float m0[N], m1[N], x[N], y0[N], y1[N];
+    int i, d_step = 0, d_node = 0, d_seed = 0;
+    rt_dropout_mask(m0, N, 0.5f, 1, 2, 3);
+    rt_dropout_mask(m1, N, 0.5f, 1, 2, 3);
+    expect_same("same key", m1, m0, N);
+    tseed(77);
+    fill(x, N, -1, 1);
+    rt_dropout_forward(y0, x, N, 0.5f, 1, 2, 3);
+    rt_dropout_forward(y1, x, N, 0.5f, 1, 2, 3);
+    expect_same("same key forward", y1, y0, N);
+    /* Independent masks at ratio 0.5 differ in half the places (sd 16). */
+    rt_dropout_mask(m1, N, 0.5f, 1, 3, 3);
+    for (i = 0; i < N; i++)
+        d_step += m0[i] != m1[i];
+    rt_dropout_mask(m1, N, 0.5f, 1, 2, 4);
+    for (i = 0; i < N; i++)
+        d_node += m0[i] != m1[i];
+    rt_dropout_mask(m1, N, 0.5f, 2, 2, 3);
+    for (i = 0; i < N; i++)
+        d_seed += m0[i] != m1[i];
+    ck_assert_msg(d_step > 400 && d_step < 600, "step: %d differ", d_step);
+    ck_assert_msg(d_node > 400 && d_node < 600, "node: %d differ", d_node);
+    ck_assert_msg(d_seed > 400 && d_seed < 600, "seed: %d differ", d_seed);
+    /* a prefix is the same mask: element i depends on i alone */
+    rt_dropout_mask(m1, 10, 0.5f, 1, 2, 3);
+    expect_same("prefix", m1, m0, 10);
+}
+END_TEST
+
+/* Kept means u >= ratio: with ratio equal to element i's own draw, i stays. */
+START_TEST(dropout_threshold_is_inclusive)
+{
+    const uint64_t stream = RT_DROPOUT_STREAM(9, 2);
+    float m[8];
+    int i;
+    for (i = 0; i < 8; i++) {
+        const float u = rt_rand_uniform(4, stream, (uint64_t)i);
+        rt_dropout_mask(m, 8, u, 4, 9, 2);
+        ck_assert_msg(m[i] == 1.0f, "u[%d] = %.9g == ratio: dropped", i,
+                      (double)u);
+    }
+}
+END_TEST
+
+/* The kept fraction is binomial: within 3 sigma of 1 - ratio. */
+START_TEST(dropout_kept_fraction)
+{
+    enum { N = 100000 };
+    static float m[N];
+    static const float ratios[3] = {0.1f, 0.5f, 0.9f};
+    int r, i;
+    for (r = 0; r < 3; r++) {
+        const double p = 1.0 - ratios[r], sigma = sqrt(p * (1 - p) / N);
+        double kept = 0;
+        rt_dropout_mask(m, N, ratios[r], 5, 100, (uint32_t)r);
+        for (i = 0; i < N; i++)
+            kept += m[i];
+        kept /= N;
+        ck_assert_msg(fabs(kept - p) <= 3 * sigma,
+                      "ratio %g: kept %.5f, want %.5f +- %.5f",
+                      (double)ratios[r], kept, p, 3 * sigma);
+    }
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------- */
 
 static Suite *loss_suite(void)
@@ -298,6 +465,14 @@ static Suite *loss_suite(void)
     tcase_add_test(tc, sce_all_ignored);
     tcase_add_test(tc, sce_label_out_of_range_is_not_an_index);
     tcase_add_test(tc, sce_large_scores_stay_finite);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("dropout");
+    tcase_add_test(tc, dropout_stream_layout);
+    tcase_add_loop_test(tc, dropout_forward_mask_backward_agree, 0, 4);
+    tcase_add_test(tc, dropout_deterministic_and_keys_differ);
+    tcase_add_test(tc, dropout_threshold_is_inclusive);
+    tcase_add_test(tc, dropout_kept_fraction);
     suite_add_tcase(s, tc);
     return s;
 }
