@@ -1181,6 +1181,139 @@ void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
         mask[i] = dropout_keeps(seed, stream, i, ratio) ? 1.0f : 0.0f;
 }
 
+/* Attention works one query row at a time: the row's scores, its softmax
+ * and (backward) the score gradients live in caller scratch of skv floats
+ * each, so memory does not grow with sq. */
+
+/* Keys 0..visible-1 are the ones query i sees. */
+static int attn_visible(int i, int skv, int causal)
+{
+    return causal && i + 1 < skv ? i + 1 : skv;
+}
+
+static float dot_f(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    int t;
+    for (t = 0; t < n; t++)
+        s += a[t] * b[t];
+    return s;
+}
+
+/* p[j] = softmax_j(scale * qi . k_j) over the nv >= 1 visible keys, rows of
+ * kb e floats apart. The max is subtracted, so the sum is at least 1. */
+static void attn_probs(float *p, const float *qi, const float *kb, int nv,
+                       int e, float scale)
+{
+    float m, sum = 0.0f, inv;
+    int j;
+    for (j = 0; j < nv; j++)
+        p[j] = scale * dot_f(qi, kb + (size_t)j * e, e);
+    m = p[0];
+    for (j = 1; j < nv; j++)
+        m = p[j] > m ? p[j] : m;
+    for (j = 0; j < nv; j++) {
+        p[j] = expf(p[j] - m);
+        sum += p[j];
+    }
+    inv = 1.0f / sum;
+    for (j = 0; j < nv; j++)
+        p[j] *= inv;
+}
+
+size_t rt_attention_scratch(int skv)
+{
+    return skv > 0 ? (size_t)skv : 0;
+}
+
+void rt_attention_forward(float *y, const float *q, const float *k,
+                          const float *v, int bh, int sq, int skv, int e,
+                          int ev, float scale, int causal, float *scratch)
+{
+    int b, i, j, t;
+    for (b = 0; b < bh; b++) {
+        const float *kb = k + (size_t)b * skv * e;
+        const float *vb = v + (size_t)b * skv * ev;
+        for (i = 0; i < sq; i++) {
+            const size_t row = (size_t)b * sq + i;
+            const int nv = attn_visible(i, skv, causal);
+            float *yi = y + row * ev;
+            for (t = 0; t < ev; t++)
+                yi[t] = 0.0f;
+            if (nv <= 0)
+                continue;
+            attn_probs(scratch, q + row * e, kb, nv, e, scale);
+            for (j = 0; j < nv; j++) {
+                const float pj = scratch[j];
+                const float *vj = vb + (size_t)j * ev;
+                for (t = 0; t < ev; t++)
+                    yi[t] += pj * vj[t];
+            }
+        }
+    }
+}
+
+/* p, then ds: two rows of skv. */
+size_t rt_attention_backward_scratch(int skv)
+{
+    return 2 * rt_attention_scratch(skv);
+}
+
+void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
+                           const float *q, const float *k, const float *v,
+                           int bh, int sq, int skv, int e, int ev, float scale,
+                           int causal, float *scratch)
+{
+    float *p, *ds;
+    int b, i, j, t;
+    /* without keys no query sees one: nothing flows back */
+    if ((dq == NULL && dk == NULL && dv == NULL) || skv <= 0)
+        return;
+    p = scratch;
+    ds = scratch + skv;
+    for (b = 0; b < bh; b++) {
+        const size_t kb = (size_t)b * skv * e, vb = (size_t)b * skv * ev;
+        for (i = 0; i < sq; i++) {
+            const size_t row = (size_t)b * sq + i;
+            const int nv = attn_visible(i, skv, causal);
+            const float *qi = q + row * e, *dyi = dy + row * ev;
+            float dot_py = 0.0f;
+            if (nv <= 0)
+                continue;
+            attn_probs(p, qi, k + kb, nv, e, scale);
+            if (dv != NULL)
+                for (j = 0; j < nv; j++) {
+                    float *dvj = dv + vb + (size_t)j * ev;
+                    for (t = 0; t < ev; t++)
+                        dvj[t] += p[j] * dyi[t];
+                }
+            if (dq == NULL && dk == NULL)
+                continue;
+            /* dp_j = dy_i . v_j; the softmax's Jacobian gives
+             * ds_j = p_j (dp_j - sum_l p_l dp_l), scaled here once. */
+            for (j = 0; j < nv; j++) {
+                ds[j] = dot_f(dyi, v + vb + (size_t)j * ev, ev);
+                dot_py += p[j] * ds[j];
+            }
+            for (j = 0; j < nv; j++)
+                ds[j] = scale * p[j] * (ds[j] - dot_py);
+            for (j = 0; j < nv; j++) {
+                const float *kj = k + kb + (size_t)j * e;
+                if (dq != NULL) {
+                    float *dqi = dq + row * e;
+                    for (t = 0; t < e; t++)
+                        dqi[t] += ds[j] * kj[t];
+                }
+                if (dk != NULL) {
+                    float *dkj = dk + kb + (size_t)j * e;
+                    for (t = 0; t < e; t++)
+                        dkj[t] += ds[j] * qi[t];
+                }
+            }
+        }
+    }
+}
+
 /* ---- .npy files ----------------------------------------------------------- */
 
 #ifndef RT_NO_STDIO
