@@ -953,6 +953,186 @@ void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
     }
 }
 
+/* ---- convolution and pooling ---------------------------------------------- */
+
+/* Convolution is a GEMM over im2col's column matrix: for one image and group,
+ * row (ci, ki, kj) of col holds, for every output position, the input element
+ * that tap reads (0 in the padding), so y_g (oc/group x oh*ow) = w_g
+ * (oc/group x cg*kh*kw) * col. The backward is the two transposed products,
+ * dw_g += dy_g * col^T and dcol = w_g^T * dy_g, with col2im scattering dcol
+ * back onto dx. All geometry reduces to one question, which indices of a
+ * strided run land inside [0, size): inside() answers it once per row, so
+ * the inner loops have no bounds tests. */
+
+/* The indices i in [0, count) with 0 <= off + i * step < size, as the range
+ * [*lo, *hi), empty when *lo == *hi; step > 0. */
+static void inside(int off, int step, int size, int count, int *lo, int *hi)
+{
+    int a = off >= 0 ? 0 : (step - 1 - off) / step;
+    int b = size - off <= 0 ? 0 : (size - off + step - 1) / step;
+    if (b > count)
+        b = count;
+    if (a > b)
+        a = b;
+    *lo = a;
+    *hi = b;
+}
+
+/* With a 1x1 kernel, stride 1 and no padding, one image-group's x (cg planes
+ * of h*w = oh*ow) already is its column matrix. */
+static int conv_is_pointwise(const rt_window *p)
+{
+    return p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 &&
+           p->pad_top == 0 && p->pad_left == 0 && p->pad_bottom == 0 &&
+           p->pad_right == 0;
+}
+
+/* col (cg*kh*kw x oh*ow) from the cg channels of one image at x. */
+static void im2col(float *col, const float *x, int cg, const rt_window *p)
+{
+    const size_t ohw = (size_t)p->oh * p->ow;
+    int ci, ki, kj, oy, ox;
+    for (ci = 0; ci < cg; ci++)
+        for (ki = 0; ki < p->kh; ki++) {
+            const int offy = ki * p->dh - p->pad_top;
+            int ylo, yhi;
+            inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
+            for (kj = 0; kj < p->kw; kj++) {
+                const int offx = kj * p->dw - p->pad_left;
+                float *row = col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
+                int xlo, xhi;
+                inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
+                for (oy = 0; oy < p->oh; oy++) {
+                    float *r = row + (size_t)oy * p->ow;
+                    ox = 0;
+                    if (oy >= ylo && oy < yhi) {
+                        /* the input row, from the column ox = xlo reads */
+                        const float *xr =
+                            x + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
+                            (offx + xlo * p->sw);
+                        for (; ox < xlo; ox++)
+                            r[ox] = 0.0f;
+                        for (; ox < xhi; ox++)
+                            r[ox] = xr[(size_t)(ox - xlo) * p->sw];
+                    }
+                    for (; ox < p->ow; ox++)
+                        r[ox] = 0.0f;
+                }
+            }
+        }
+}
+
+/* dx (cg channels of one image) += col2im(col): im2col's transpose, each
+ * column entry added to the input element it was read from. */
+static void col2im_add(float *dx, const float *col, int cg, const rt_window *p)
+{
+    const size_t ohw = (size_t)p->oh * p->ow;
+    int ci, ki, kj, oy, ox;
+    for (ci = 0; ci < cg; ci++)
+        for (ki = 0; ki < p->kh; ki++) {
+            const int offy = ki * p->dh - p->pad_top;
+            int ylo, yhi;
+            inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
+            for (kj = 0; kj < p->kw; kj++) {
+                const int offx = kj * p->dw - p->pad_left;
+                const float *row =
+                    col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
+                int xlo, xhi;
+                inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
+                for (oy = ylo; oy < yhi; oy++) {
+                    const float *r = row + (size_t)oy * p->ow;
+                    float *dr = dx + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
+                                (offx + xlo * p->sw);
+                    for (ox = xlo; ox < xhi; ox++)
+                        dr[(size_t)(ox - xlo) * p->sw] += r[ox];
+                }
+            }
+        }
+}
+
+size_t rt_conv_scratch(const rt_window *p)
+{
+    if (conv_is_pointwise(p))
+        return 0;
+    return (size_t)(p->c / p->group) * p->kh * p->kw * p->oh * p->ow;
+}
+
+void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
+                     const rt_window *p, float *scratch)
+{
+    const int cg = p->c / p->group, og = p->oc / p->group;
+    const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
+    const size_t hw = (size_t)p->h * p->w;
+    const int pointwise = conv_is_pointwise(p);
+    int i, g, o, j;
+    for (i = 0; i < p->n; i++)
+        for (g = 0; g < p->group; g++) {
+            const float *xg = x + ((size_t)i * p->c + (size_t)g * cg) * hw;
+            float *yg = y + ((size_t)i * p->oc + (size_t)g * og) * ohw;
+            const float *col = xg;
+            float beta = 0.0f; /* 0: y is not read */
+            if (!pointwise) {
+                im2col(scratch, xg, cg, p);
+                col = scratch;
+            }
+            if (b != NULL) {
+                for (o = 0; o < og; o++)
+                    for (j = 0; j < ohw; j++)
+                        yg[(size_t)o * ohw + j] = b[g * og + o];
+                beta = 1.0f;
+            }
+            rt_sgemm(0, 0, og, ohw, kk, 1.0f, w + (size_t)g * og * kk, kk, col,
+                     ohw, beta, yg, ohw);
+        }
+}
+
+/* Pointers into x, w, dx, dw are formed only when that gradient is wanted,
+ * so NULL never takes part in pointer arithmetic. With both dw and dx the
+ * scratch holds col for dw first, then dcol for dx. */
+void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
+                      const float *x, const float *w, const rt_window *p,
+                      float *scratch)
+{
+    const int cg = p->c / p->group, og = p->oc / p->group;
+    const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
+    const size_t hw = (size_t)p->h * p->w;
+    const int pointwise = conv_is_pointwise(p);
+    int i, g, o, j;
+    for (i = 0; i < p->n; i++)
+        for (g = 0; g < p->group; g++) {
+            const size_t xoff = ((size_t)i * p->c + (size_t)g * cg) * hw;
+            const size_t woff = (size_t)g * og * kk;
+            const float *dyg = dy + ((size_t)i * p->oc + (size_t)g * og) * ohw;
+            if (db != NULL)
+                for (o = 0; o < og; o++) {
+                    const float *r = dyg + (size_t)o * ohw;
+                    float s = 0.0f;
+                    for (j = 0; j < ohw; j++)
+                        s += r[j];
+                    db[g * og + o] += s;
+                }
+            if (dw != NULL) {
+                const float *col = x + xoff;
+                if (!pointwise) {
+                    im2col(scratch, x + xoff, cg, p);
+                    col = scratch;
+                }
+                rt_sgemm(0, 1, og, kk, ohw, 1.0f, dyg, ohw, col, ohw, 1.0f,
+                         dw + woff, kk);
+            }
+            if (dx != NULL) {
+                if (pointwise) {
+                    rt_sgemm(1, 0, kk, ohw, og, 1.0f, w + woff, kk, dyg, ohw,
+                             1.0f, dx + xoff, ohw);
+                } else {
+                    rt_sgemm(1, 0, kk, ohw, og, 1.0f, w + woff, kk, dyg, ohw,
+                             0.0f, scratch, ohw);
+                    col2im_add(dx + xoff, scratch, cg, p);
+                }
+            }
+        }
+}
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n)

@@ -195,6 +195,45 @@ void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
                         int n, int rows, int width);
 
+/* ---- convolution and pooling ---------------------------------------------- */
+
+/* A 2-D convolution or pooling window over NCHW input, as ONNX: pads are
+ * (top, left, bottom, right); output size
+ *   oh = (h + pad_top + pad_bottom - (dh * (kh - 1) + 1)) / sh + 1 (floor),
+ * likewise ow. The compiler fills it; the kernels take oh and ow as given.
+ * Output (oy, ox) reads, for tap (ki, kj), input row oy * sh - pad_top +
+ * ki * dh and column ox * sw - pad_left + kj * dw; a tap outside the input
+ * reads the padding. */
+typedef struct {
+    int n, c, h, w;          /* input */
+    int oc, oh, ow;          /* output channels (conv; pooling: oc == c) and size */
+    int kh, kw, sh, sw, dh, dw;
+    int pad_top, pad_left, pad_bottom, pad_right;
+    int group;               /* conv: c and oc are multiples of group */
+} rt_window;
+
+/* ONNX Conv (2-D, NCHW):
+ *   y[i, o, oy, ox] = b[o] + sum over ci < c/group, ki, kj of
+ *       w[o, ci, ki, kj] * x[i, g * c/group + ci, row, col]
+ * with g = o / (oc/group), (row, col) the tap's input element as in
+ * rt_window, and 0 for x in the padding; y is (n, oc, oh, ow), x (n, c, h,
+ * w), w (oc, c/group, kh, kw), b (oc) or NULL for none.
+ * Computed through im2col and rt_sgemm per image and group.
+ * scratch: rt_conv_scratch(p) floats, which is (c/group) * kh * kw * oh * ow,
+ * or 0 for a 1x1 kernel with stride 1 and no padding, where x itself is the
+ * column matrix (scratch may then be NULL). */
+size_t rt_conv_scratch(const rt_window *p);
+void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
+                     const rt_window *p, float *scratch);
+/* dx += dL/dx (needs w), dw += dL/dw (needs x), db[o] += sum of dy[., o, ., .]
+ * over n, oh, ow; any of dx, dw, db may be NULL; x is read only for dw, w
+ * only for dx (either may then be NULL). dx goes through col2im.
+ * scratch: rt_conv_scratch(p) floats. */
+void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
+                      const float *x, const float *w, const rt_window *p,
+                      float *scratch);
+
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n);

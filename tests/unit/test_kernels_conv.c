@@ -1,0 +1,444 @@
+/*
+ * test_kernels_conv.c: unit tests of the runtime's convolution and pooling
+ * kernels (runtime/remat_rt.c), with Check.
+ *
+ *   gcc -std=c99 -Wall -Wextra -O2 -Iruntime tests/unit/test_kernels_conv.c \
+ *       runtime/remat_rt.c $(pkg-config --cflags --libs check) -lopenblas -lm \
+ *       -o build/test_kernels_conv
+ *
+ * As in test_kernels.c: gradients are checked against central finite
+ * differences of the forward kernels, with loss L = sum(dy * y) for a random
+ * upstream gradient dy, summed in double; every gradient buffer starts from
+ * random values and the check is on (after - before), so accumulation is
+ * tested everywhere. Forward values are checked against the definitions
+ * written here as plain loops in double (convolution as its seven nested
+ * loops), and against hand-worked numbers. Buffers the kernels write carry a
+ * guard of sentinel values past their end, checked after every call.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat_rt.h"
+
+/* ---- helpers (as in test_kernels.c) ---------------------------------------- */
+
+/* The tests' own generator (xorshift64*), independent of rt_rand_*. */
+static uint64_t trng = 1;
+
+static void tseed(uint64_t s) { trng = s * 2654435761u + 0x9e3779b97f4a7c15u; }
+
+static float trand(float lo, float hi)
+{
+    trng ^= trng >> 12;
+    trng ^= trng << 25;
+    trng ^= trng >> 27;
+    return lo + (hi - lo) * (float)((trng * 2685821657736338717u) >> 40) /
+                    16777216.0f;
+}
+
+static void fill(float *x, size_t n, float lo, float hi)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        x[i] = trand(lo, hi);
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
+typedef double (*loss_fn)(void *ctx);
+
+#define FD_H    1e-2f
+#define FD_RTOL 1e-2
+#define FD_ATOL 2e-3
+
+/* Compares grad (the analytic dL/dx, from accumulated - preset) with central
+ * differences of f over every element of x. The step actually taken is
+ * measured in float, so x +- h rounding does not bias the quotient. */
+static void expect_grad(const char *what, float *x, size_t n,
+                        const float *grad, loss_fn f, void *ctx)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const float save = x[i];
+        double lp, lm, fd, xp, xm;
+        x[i] = save + FD_H;
+        xp = x[i];
+        lp = f(ctx);
+        x[i] = save - FD_H;
+        xm = x[i];
+        lm = f(ctx);
+        x[i] = save;
+        fd = (lp - lm) / (xp - xm);
+        ck_assert_msg(fabs(grad[i] - fd) <= FD_ATOL + FD_RTOL * fabs(fd),
+                      "%s[%d]: analytic %.7g, finite difference %.7g", what,
+                      (int)i, (double)grad[i], fd);
+    }
+}
+
+/* out = after - before: what a backward call added. */
+static void added(float *out, const float *after, const float *before,
+                  size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        out[i] = after[i] - before[i];
+}
+
+static void expect_near(const char *what, const float *got, const double *want,
+                        size_t n, double rtol, double atol)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]),
+                      "%s[%d]: got %.9g, want %.9g", what, (int)i,
+                      (double)got[i], want[i]);
+}
+
+/* Buffers of n floats followed by GUARD sentinels that no kernel may write. */
+#define GUARD 16
+#define SENTINEL 12345.0f
+
+static float *guarded(size_t n)
+{
+    float *p = malloc((n + GUARD) * sizeof *p);
+    size_t i;
+    ck_assert(p != NULL);
+    for (i = 0; i < n + GUARD; i++)
+        p[i] = SENTINEL;
+    return p;
+}
+
+static void expect_guard(const char *what, const float *p, size_t n)
+{
+    size_t i;
+    for (i = n; i < n + GUARD; i++)
+        ck_assert_msg(p[i] == SENTINEL, "%s: written past its %d floats",
+                      what, (int)n);
+}
+
+/* ---- windows ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int n, c, h, w, oc;
+    int kh, kw, sh, sw, dh, dw;
+    int pt, pl, pb, pr;
+    int group, bias; /* conv only */
+} win_spec;
+
+/* ONNX's output size, floor mode. */
+static int out_size(int in, int pad0, int pad1, int k, int s, int d)
+{
+    return (in + pad0 + pad1 - (d * (k - 1) + 1)) / s + 1;
+}
+
+static rt_window window_of(const win_spec *s)
+{
+    rt_window p;
+    memset(&p, 0, sizeof p);
+    p.n = s->n, p.c = s->c, p.h = s->h, p.w = s->w;
+    p.oc = s->oc ? s->oc : s->c;
+    p.kh = s->kh, p.kw = s->kw, p.sh = s->sh, p.sw = s->sw;
+    p.dh = s->dh, p.dw = s->dw;
+    p.pad_top = s->pt, p.pad_left = s->pl;
+    p.pad_bottom = s->pb, p.pad_right = s->pr;
+    p.group = s->group ? s->group : 1;
+    p.oh = out_size(s->h, s->pt, s->pb, s->kh, s->sh, s->dh);
+    p.ow = out_size(s->w, s->pl, s->pr, s->kw, s->sw, s->dw);
+    ck_assert_msg(p.oh > 0 && p.ow > 0, "%s: empty output", s->name);
+    return p;
+}
+
+/* Input row (or column) that output position o reads for tap k. */
+static int tap_at(int o, int stride, int pad, int k, int dil)
+{
+    return o * stride - pad + k * dil;
+}
+
+/* ---- convolution ------------------------------------------------------------ */
+
+/*                 name                 n  c  h  w oc kh kw sh sw dh dw pt pl pb pr g  b */
+static const win_spec convs[] = {
+    {"3x3 pad 1",                       2, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {"3x3 stride 2",                    2, 2, 7, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1},
+    {"asymmetric pads, strides 1x2",    1, 2, 5, 4, 3, 3, 2, 1, 2, 1, 1, 2, 0, 1, 1, 1, 1},
+    {"dilation 2",                      1, 2, 7, 7, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1},
+    {"group 2",                         2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1},
+    {"depthwise",                       2, 3, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1},
+    {"depthwise, multiplier 2, stride 2", 1, 3, 6, 5, 6, 3, 3, 2, 2, 1, 1, 1, 0, 0, 1, 3, 0},
+    {"1x1, no bias",                    2, 3, 4, 4, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},
+    {"1x1 group 3",                     1, 6, 3, 4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 1},
+    {"1x1 stride 2",                    1, 3, 5, 4, 2, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1},
+    {"1x1 pad 1",                       1, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {"2x3 mixed, group 2, no bias",     2, 4, 6, 7, 4, 2, 3, 2, 1, 1, 2, 1, 0, 0, 2, 2, 0},
+    {"kernel wider than input, pads",   1, 1, 2, 3, 2, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {"3x3 no pad, no bias",             1, 2, 4, 5, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},
+};
+#define N_CONVS ((int)(sizeof convs / sizeof convs[0]))
+
+typedef struct {
+    const win_spec *s;
+    rt_window p;
+    size_t nx, nw, nb, ny, nscratch;
+    float *x, *w, *b, *y, *dy, *scratch; /* b NULL without bias; y guarded */
+} conv_case;
+
+static conv_case conv_setup(int i, uint64_t seed)
+{
+    conv_case c;
+    c.s = &convs[i];
+    c.p = window_of(c.s);
+    c.nx = (size_t)c.p.n * c.p.c * c.p.h * c.p.w;
+    c.nw = (size_t)c.p.oc * (c.p.c / c.p.group) * c.p.kh * c.p.kw;
+    c.nb = (size_t)c.p.oc;
+    c.ny = (size_t)c.p.n * c.p.oc * c.p.oh * c.p.ow;
+    c.nscratch = rt_conv_scratch(&c.p);
+    tseed(seed);
+    c.x = guarded(c.nx);
+    c.w = guarded(c.nw);
+    c.b = c.s->bias ? guarded(c.nb) : NULL;
+    c.y = guarded(c.ny);
+    c.dy = guarded(c.ny);
+    /* a window that needs no scratch must not touch it: pass NULL */
+    c.scratch = c.nscratch ? guarded(c.nscratch) : NULL;
+    fill(c.x, c.nx, -1, 1);
+    fill(c.w, c.nw, -1, 1);
+    if (c.b)
+        fill(c.b, c.nb, -1, 1);
+    fill(c.dy, c.ny, -1, 1);
+    return c;
+}
+
+static void conv_free(conv_case *c)
+{
+    free(c->x), free(c->w), free(c->b), free(c->y), free(c->dy);
+    free(c->scratch);
+}
+
+static void conv_check_guards(const conv_case *c)
+{
+    expect_guard("y", c->y, c->ny);
+    if (c->scratch)
+        expect_guard("scratch", c->scratch, c->nscratch);
+}
+
+static double conv_loss(void *v)
+{
+    conv_case *c = v;
+    rt_conv_forward(c->y, c->x, c->w, c->b, &c->p, c->scratch);
+    return dot(c->y, c->dy, c->ny);
+}
+
+/* The definition: seven nested loops, in double. */
+static void conv_naive(double *want, const conv_case *c)
+{
+    const rt_window *p = &c->p;
+    const int cg = p->c / p->group, og = p->oc / p->group;
+    int i, o, oy, ox, ci, ki, kj;
+    for (i = 0; i < p->n; i++)
+        for (o = 0; o < p->oc; o++)
+            for (oy = 0; oy < p->oh; oy++)
+                for (ox = 0; ox < p->ow; ox++) {
+                    const int g = o / og;
+                    double s = c->b ? c->b[o] : 0.0;
+                    for (ci = 0; ci < cg; ci++)
+                        for (ki = 0; ki < p->kh; ki++)
+                            for (kj = 0; kj < p->kw; kj++) {
+                                const int iy = tap_at(oy, p->sh, p->pad_top, ki, p->dh);
+                                const int ix = tap_at(ox, p->sw, p->pad_left, kj, p->dw);
+                                if (iy < 0 || iy >= p->h || ix < 0 || ix >= p->w)
+                                    continue;
+                                s += (double)c->w[((o * cg + ci) * p->kh + ki) * p->kw + kj] *
+                                     c->x[((i * p->c + g * cg + ci) * p->h + iy) * p->w + ix];
+                            }
+                    want[((i * p->oc + o) * p->oh + oy) * p->ow + ox] = s;
+                }
+}
+
+START_TEST(conv_forward_matches_definition)
+{
+    conv_case c = conv_setup(_i, 500 + _i);
+    double *want = malloc(c.ny * sizeof *want);
+    size_t j;
+    char what[96];
+    for (j = 0; j < c.ny; j++)
+        c.y[j] = NAN; /* overwritten, never read */
+    if (c.scratch)
+        for (j = 0; j < c.nscratch; j++)
+            c.scratch[j] = NAN;
+    conv_loss(&c);
+    conv_naive(want, &c);
+    snprintf(what, sizeof what, "conv %s: y", c.s->name);
+    expect_near(what, c.y, want, c.ny, 1e-5, 1e-5);
+    conv_check_guards(&c);
+    free(want);
+    conv_free(&c);
+}
+END_TEST
+
+START_TEST(conv_grad)
+{
+    conv_case c = conv_setup(_i, 600 + _i);
+    float *dx = guarded(c.nx), *dw = guarded(c.nw), *db = guarded(c.nb);
+    float *px = malloc(c.nx * sizeof *px), *pw = malloc(c.nw * sizeof *pw),
+          *pb = malloc(c.nb * sizeof *pb);
+    float *diff = malloc((c.nx + c.nw + c.nb) * sizeof *diff);
+    char what[96];
+    fill(px, c.nx, -1, 1);
+    fill(pw, c.nw, -1, 1);
+    fill(pb, c.nb, -1, 1);
+    memcpy(dx, px, c.nx * sizeof *dx);
+    memcpy(dw, pw, c.nw * sizeof *dw);
+    memcpy(db, pb, c.nb * sizeof *db);
+    if (c.scratch)
+        fill(c.scratch, c.nscratch, -9, 9); /* garbage the kernel overwrites */
+    rt_conv_backward(dx, dw, c.b ? db : NULL, c.dy, c.x, c.w, &c.p, c.scratch);
+    expect_guard("dx", dx, c.nx);
+    expect_guard("dw", dw, c.nw);
+    conv_check_guards(&c);
+
+    snprintf(what, sizeof what, "conv %s: dx", c.s->name);
+    added(diff, dx, px, c.nx);
+    expect_grad(what, c.x, c.nx, diff, conv_loss, &c);
+    what[strlen(what) - 1] = 'w';
+    added(diff, dw, pw, c.nw);
+    expect_grad(what, c.w, c.nw, diff, conv_loss, &c);
+    if (c.b) {
+        what[strlen(what) - 1] = 'b';
+        added(diff, db, pb, c.nb);
+        expect_grad(what, c.b, c.nb, diff, conv_loss, &c);
+        expect_guard("db", db, c.nb);
+    } else {
+        ck_assert(memcmp(db, pb, c.nb * sizeof *db) == 0);
+    }
+    free(dx), free(dw), free(db), free(px), free(pw), free(pb), free(diff);
+    conv_free(&c);
+}
+END_TEST
+
+/* Every subset of (dx, dw, db): a NULL gradient is left alone, the others
+ * get what the full call adds, and an input that only a NULL gradient would
+ * need (x for dw, w for dx) may itself be NULL. */
+START_TEST(conv_backward_skips_null)
+{
+    conv_case c = conv_setup(_i, 700 + _i);
+    float *full[3], *part[3], *pre[3];
+    const size_t n[3] = {c.nx, c.nw, c.nb};
+    int mask, k;
+    size_t j;
+    for (k = 0; k < 3; k++) {
+        full[k] = malloc(n[k] * sizeof(float));
+        part[k] = malloc(n[k] * sizeof(float));
+        pre[k] = malloc(n[k] * sizeof(float));
+        fill(pre[k], n[k], -1, 1);
+        memcpy(full[k], pre[k], n[k] * sizeof(float));
+    }
+    rt_conv_backward(full[0], full[1], full[2], c.dy, c.x, c.w, &c.p, c.scratch);
+    for (mask = 0; mask < 8; mask++) {
+        float *g[3];
+        for (k = 0; k < 3; k++) {
+            memcpy(part[k], pre[k], n[k] * sizeof(float));
+            g[k] = (mask >> k) & 1 ? part[k] : NULL;
+        }
+        rt_conv_backward(g[0], g[1], g[2], c.dy, g[1] ? c.x : NULL,
+                         g[0] ? c.w : NULL, &c.p, c.scratch);
+        for (k = 0; k < 3; k++)
+            for (j = 0; j < n[k]; j++) {
+                const float want = g[k] ? full[k][j] : pre[k][j];
+                ck_assert_msg(fabsf(part[k][j] - want) <= 1e-6f * (1 + fabsf(want)),
+                              "conv %s, mask %d: d%c[%d] %.9g, want %.9g",
+                              c.s->name, mask, "xwb"[k], (int)j,
+                              (double)part[k][j], (double)want);
+            }
+    }
+    for (k = 0; k < 3; k++)
+        free(full[k]), free(part[k]), free(pre[k]);
+    conv_free(&c);
+}
+END_TEST
+
+START_TEST(conv_by_hand)
+{
+    /* x = [1 2 3; 4 5 6; 7 8 9], a 2x2 all-ones kernel: each output is the
+     * sum of a 2x2 block, y = [12 16; 24 28] (+ 0.5 with the bias). With
+     * dy all ones, dx adds how many windows cover each element, dw the sum
+     * of x under each tap over the four windows (which is y again), db 4. */
+    const win_spec s = {"by hand", 1, 1, 3, 3, 1, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1};
+    const rt_window p = window_of(&s);
+    const float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[4] = {1, 1, 1, 1},
+                b[1] = {0.5f}, dy[4] = {1, 1, 1, 1};
+    float y[4], scratch[16], dx[9], dw[4] = {0, 0, 0, 0}, db[1] = {1};
+    const double wy[4] = {12, 16, 24, 28}, wyb[4] = {12.5, 16.5, 24.5, 28.5},
+                 wdx[9] = {11, 12, 11, 12, 14, 12, 11, 12, 11},
+                 wdw[4] = {12, 16, 24, 28}, wdb[1] = {5};
+    int j;
+    ck_assert_int_eq(p.oh, 2);
+    ck_assert_int_eq(p.ow, 2);
+    ck_assert_uint_eq(rt_conv_scratch(&p), 16); /* 4 taps x 4 positions */
+    rt_conv_forward(y, x, w, NULL, &p, scratch);
+    expect_near("y", y, wy, 4, 0, 0);
+    rt_conv_forward(y, x, w, b, &p, scratch);
+    expect_near("y with bias", y, wyb, 4, 0, 0);
+    for (j = 0; j < 9; j++)
+        dx[j] = 10;
+    rt_conv_backward(dx, dw, db, dy, x, w, &p, scratch);
+    expect_near("dx", dx, wdx, 9, 0, 0);
+    expect_near("dw", dw, wdw, 4, 0, 0);
+    expect_near("db", db, wdb, 1, 0, 0);
+}
+END_TEST
+
+START_TEST(conv_scratch_size)
+{
+    /* (c/group) kh kw oh ow; 0 only for 1x1, stride 1, no padding */
+    static const int want[N_CONVS] = {
+        3 * 9 * 5 * 5, 2 * 9 * 4 * 3, 2 * 6 * 6 * 2, 2 * 9 * 7 * 7,
+        2 * 9 * 5 * 5, 1 * 9 * 5 * 5, 1 * 9 * 3 * 2, 0, 0, 3 * 1 * 3 * 2,
+        2 * 1 * 5 * 5, 2 * 6 * 3 * 5, 1 * 12 * 2 * 2, 2 * 9 * 2 * 3};
+    int i;
+    for (i = 0; i < N_CONVS; i++) {
+        const rt_window p = window_of(&convs[i]);
+        ck_assert_msg(rt_conv_scratch(&p) == (size_t)want[i],
+                      "%s: scratch %d, want %d", convs[i].name,
+                      (int)rt_conv_scratch(&p), want[i]);
+    }
+}
+END_TEST
+
+/* ---- suite ------------------------------------------------------------------ */
+
+static Suite *conv_suite(void)
+{
+    Suite *s = suite_create("remat_rt conv");
+    TCase *tc;
+
+    tc = tcase_create("conv");
+    tcase_add_loop_test(tc, conv_forward_matches_definition, 0, N_CONVS);
+    tcase_add_loop_test(tc, conv_grad, 0, N_CONVS);
+    tcase_add_loop_test(tc, conv_backward_skips_null, 0, N_CONVS);
+    tcase_add_test(tc, conv_by_hand);
+    tcase_add_test(tc, conv_scratch_size);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(conv_suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
