@@ -960,9 +960,10 @@ void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
  * that tap reads (0 in the padding), so y_g (oc/group x oh*ow) = w_g
  * (oc/group x cg*kh*kw) * col. The backward is the two transposed products,
  * dw_g += dy_g * col^T and dcol = w_g^T * dy_g, with col2im scattering dcol
- * back onto dx. All geometry reduces to one question, which indices of a
- * strided run land inside [0, size): inside() answers it once per row, so
- * the inner loops have no bounds tests. */
+ * back onto dx. The pooling kernels walk each window directly, visiting only
+ * its taps inside the input. All geometry reduces to one question, which
+ * indices of a strided run land inside [0, size): inside() answers it once
+ * per row or window, so the inner loops have no bounds tests. */
 
 /* The indices i in [0, count) with 0 <= off + i * step < size, as the range
  * [*lo, *hi), empty when *lo == *hi; step > 0. */
@@ -1131,6 +1132,163 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
                 }
             }
         }
+}
+
+/* The taps of window (oy, ox) inside the input: rows [*k0, *k1) of the
+ * kernel, columns [*l0, *l1); *at is the input offset (in its plane) of tap
+ * (*k0, *l0), meaningful only when the ranges are not empty. */
+static void window_taps(const rt_window *p, int oy, int ox, int *k0, int *k1,
+                        int *l0, int *l1, size_t *at)
+{
+    const int y0 = oy * p->sh - p->pad_top, x0 = ox * p->sw - p->pad_left;
+    inside(y0, p->dh, p->h, p->kh, k0, k1);
+    inside(x0, p->dw, p->w, p->kw, l0, l1);
+    *at = (size_t)(y0 + *k0 * p->dh) * p->w + (size_t)(x0 + *l0 * p->dw);
+}
+
+/* The plane offset of window (oy, ox)'s maximum, -1 if no tap is inside:
+ * the first in row-major window order on ties, the first NaN if any. The
+ * forward and the backward both use it, so they agree on the element. */
+static ptrdiff_t window_argmax(const float *xq, const rt_window *p, int oy,
+                               int ox)
+{
+    ptrdiff_t best = -1;
+    float bv = 0.0f;
+    size_t at;
+    int k0, k1, l0, l1, ki, kj;
+    window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+    for (ki = k0; ki < k1; ki++)
+        for (kj = l0; kj < l1; kj++) {
+            const ptrdiff_t e = (ptrdiff_t)(at + (size_t)(ki - k0) * p->dh * p->w +
+                                            (size_t)(kj - l0) * p->dw);
+            const float v = xq[e];
+            if (best < 0 || v > bv || (isnan(v) && !isnan(bv))) {
+                best = e;
+                bv = v;
+            }
+        }
+    return best;
+}
+
+void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
+{
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    int q, oy, ox;
+    for (q = 0; q < p->n * p->c; q++) {
+        const float *xq = x + (size_t)q * hw;
+        float *yq = y + (size_t)q * ohw;
+        for (oy = 0; oy < p->oh; oy++)
+            for (ox = 0; ox < p->ow; ox++) {
+                const ptrdiff_t e = window_argmax(xq, p, oy, ox);
+                yq[(size_t)oy * p->ow + ox] = e < 0 ? -INFINITY : xq[e];
+            }
+    }
+}
+
+void rt_maxpool_backward(float *dx, const float *dy, const float *x,
+                         const rt_window *p)
+{
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    int q, oy, ox;
+    if (dx == NULL)
+        return;
+    for (q = 0; q < p->n * p->c; q++) {
+        const float *xq = x + (size_t)q * hw, *dyq = dy + (size_t)q * ohw;
+        float *dxq = dx + (size_t)q * hw;
+        for (oy = 0; oy < p->oh; oy++)
+            for (ox = 0; ox < p->ow; ox++) {
+                const ptrdiff_t e = window_argmax(xq, p, oy, ox);
+                if (e >= 0)
+                    dxq[e] += dyq[(size_t)oy * p->ow + ox];
+            }
+    }
+}
+
+/* What window (oy, ox)'s sum is divided by: its taps inside the input, or
+ * the whole window with count_include_pad. */
+static int avg_divisor(int k0, int k1, int l0, int l1, const rt_window *p,
+                       int count_include_pad)
+{
+    return count_include_pad ? p->kh * p->kw : (k1 - k0) * (l1 - l0);
+}
+
+void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
+                        int count_include_pad)
+{
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    int q, oy, ox, ki, kj;
+    for (q = 0; q < p->n * p->c; q++) {
+        const float *xq = x + (size_t)q * hw;
+        float *yq = y + (size_t)q * ohw;
+        for (oy = 0; oy < p->oh; oy++)
+            for (ox = 0; ox < p->ow; ox++) {
+                int k0, k1, l0, l1, d;
+                size_t at;
+                float s = 0.0f;
+                window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+                for (ki = k0; ki < k1; ki++) {
+                    const float *r = xq + at + (size_t)(ki - k0) * p->dh * p->w;
+                    for (kj = l0; kj < l1; kj++)
+                        s += r[(size_t)(kj - l0) * p->dw];
+                }
+                d = avg_divisor(k0, k1, l0, l1, p, count_include_pad);
+                yq[(size_t)oy * p->ow + ox] = d > 0 ? s / (float)d : 0.0f;
+            }
+    }
+}
+
+void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
+                         int count_include_pad)
+{
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    int q, oy, ox, ki, kj;
+    if (dx == NULL)
+        return;
+    for (q = 0; q < p->n * p->c; q++) {
+        const float *dyq = dy + (size_t)q * ohw;
+        float *dxq = dx + (size_t)q * hw;
+        for (oy = 0; oy < p->oh; oy++)
+            for (ox = 0; ox < p->ow; ox++) {
+                int k0, k1, l0, l1, d;
+                size_t at;
+                float g;
+                window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+                d = avg_divisor(k0, k1, l0, l1, p, count_include_pad);
+                if (d == 0)
+                    continue;
+                g = dyq[(size_t)oy * p->ow + ox] / (float)d;
+                for (ki = k0; ki < k1; ki++) {
+                    float *r = dxq + at + (size_t)(ki - k0) * p->dh * p->w;
+                    for (kj = l0; kj < l1; kj++)
+                        r[(size_t)(kj - l0) * p->dw] += g;
+                }
+            }
+    }
+}
+
+void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw)
+{
+    int q, j;
+    for (q = 0; q < nc; q++) {
+        const float *xq = x + (size_t)q * hw;
+        float s = 0.0f;
+        for (j = 0; j < hw; j++)
+            s += xq[j];
+        y[q] = s / (float)hw;
+    }
+}
+
+void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw)
+{
+    int q, j;
+    if (dx == NULL)
+        return;
+    for (q = 0; q < nc; q++) {
+        float *dxq = dx + (size_t)q * hw;
+        const float g = dy[q] / (float)hw;
+        for (j = 0; j < hw; j++)
+            dxq[j] += g;
+    }
 }
 
 /* ---- memory, optimizer ---------------------------------------------------- */

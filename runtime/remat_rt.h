@@ -233,6 +233,29 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
                       const float *x, const float *w, const rt_window *p,
                       float *scratch);
 
+/* ONNX MaxPool (2-D; p->oc, p->group unused): y[i, ch, oy, ox] = the maximum
+ * of x over the window's taps inside the input; padding never wins (it is
+ * -inf), and a window with no tap inside the input gives -inf. A NaN in the
+ * window gives NaN. The backward re-finds each window's maximum in x (the
+ * first one in row-major window order on ties) and adds dy there: nothing
+ * but x is kept. dx may be NULL (nothing is done). */
+void rt_maxpool_forward(float *y, const float *x, const rt_window *p);
+void rt_maxpool_backward(float *dx, const float *dy, const float *x,
+                         const rt_window *p);
+/* ONNX AveragePool (2-D; p->oc, p->group unused): y = the sum of x over the
+ * window's taps inside the input, divided by their number, or by kh * kw
+ * (the whole window, padding included) when count_include_pad. A window with
+ * no tap inside the input gives 0 when !count_include_pad. The backward adds
+ * dy / (that divisor) to each tap inside the input; dx may be NULL. */
+void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
+                        int count_include_pad);
+void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
+                         int count_include_pad);
+/* ONNX GlobalAveragePool: y[q] (nc) = mean of x[q * hw .. q * hw + hw - 1],
+ * each of nc planes of hw elements; dx[q * hw + j] += dy[q] / hw (dx may be
+ * NULL). */
+void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw);
+void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw);
 
 /* ---- memory, optimizer ---------------------------------------------------- */
 

@@ -47,6 +47,24 @@ static void fill(float *x, size_t n, float lo, float hi)
         x[i] = trand(lo, hi);
 }
 
+/* Distinct values, all negative, at least 0.05 apart in random order: a
+ * finite-difference step (0.01) never changes which is a window's maximum,
+ * and a kernel that let a 0 of the padding win would be caught. */
+static void fill_distinct_negative(float *x, size_t n)
+{
+    size_t i, j;
+    for (i = 0; i < n; i++)
+        x[i] = -0.05f * (float)(i + 1);
+    for (i = n; i > 1; i--) { /* Fisher-Yates */
+        const float t = x[i - 1];
+        j = (size_t)trand(0, (float)i);
+        if (j >= i)
+            j = i - 1;
+        x[i - 1] = x[j];
+        x[j] = t;
+    }
+}
+
 static double dot(const float *a, const float *b, size_t n)
 {
     double s = 0;
@@ -416,6 +434,316 @@ START_TEST(conv_scratch_size)
 }
 END_TEST
 
+/* ---- pooling ---------------------------------------------------------------- */
+
+/* oc 0 means c; group 1, no bias.
+ *                 name                       n  c  h  w oc kh kw sh sw dh dw pt pl pb pr g  b */
+static const win_spec pools[] = {
+    {"2x2 stride 2",                          2, 2, 4, 4, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0},
+    {"3x3 stride 2, pads 1",                  1, 2, 5, 5, 0, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0},
+    {"2x3, strides 1x2, asymmetric pads",     1, 1, 4, 5, 0, 2, 3, 1, 2, 1, 1, 1, 0, 0, 2, 1, 0},
+    {"2x2 dilation 2, pads 1",                1, 2, 6, 6, 0, 2, 2, 1, 1, 2, 2, 1, 1, 1, 1, 1, 0},
+    {"3x3, windows mostly padding",           1, 1, 3, 3, 0, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0},
+    {"3x3 stride 1, overlapping",             2, 1, 4, 4, 0, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},
+    {"3x2 stride 3x1, pads 0,1,2,0",          1, 2, 7, 3, 0, 3, 2, 3, 1, 1, 1, 0, 1, 2, 0, 1, 0},
+};
+#define N_POOLS ((int)(sizeof pools / sizeof pools[0]))
+
+/* kind: 0 MaxPool, 1 AveragePool, 2 AveragePool with count_include_pad */
+typedef struct {
+    const win_spec *s;
+    rt_window p;
+    int kind;
+    size_t nx, ny;
+    float *x, *y, *dy;
+} pool_case;
+
+static pool_case pool_setup(int i, int kind, uint64_t seed)
+{
+    pool_case c;
+    c.s = &pools[i];
+    c.p = window_of(c.s);
+    c.kind = kind;
+    c.nx = (size_t)c.p.n * c.p.c * c.p.h * c.p.w;
+    c.ny = (size_t)c.p.n * c.p.c * c.p.oh * c.p.ow;
+    tseed(seed);
+    c.x = guarded(c.nx);
+    c.y = guarded(c.ny);
+    c.dy = guarded(c.ny);
+    if (kind == 0)
+        fill_distinct_negative(c.x, c.nx);
+    else
+        fill(c.x, c.nx, -1, 1);
+    fill(c.dy, c.ny, -1, 1);
+    return c;
+}
+
+static void pool_free(pool_case *c)
+{
+    free(c->x), free(c->y), free(c->dy);
+}
+
+static void pool_forward(pool_case *c)
+{
+    if (c->kind == 0)
+        rt_maxpool_forward(c->y, c->x, &c->p);
+    else
+        rt_avgpool_forward(c->y, c->x, &c->p, c->kind == 2);
+}
+
+static void pool_backward(pool_case *c, float *dx)
+{
+    if (c->kind == 0)
+        rt_maxpool_backward(dx, c->dy, c->x, &c->p);
+    else
+        rt_avgpool_backward(dx, c->dy, &c->p, c->kind == 2);
+}
+
+static double pool_loss(void *v)
+{
+    pool_case *c = v;
+    pool_forward(c);
+    return dot(c->y, c->dy, c->ny);
+}
+
+/* The definitions, in double: the maximum over the taps inside the input
+ * (the padding is -inf), or their mean, or their sum over kh * kw. */
+static void pool_naive(double *want, const pool_case *c)
+{
+    const rt_window *p = &c->p;
+    int q, oy, ox, ki, kj;
+    for (q = 0; q < p->n * p->c; q++)
+        for (oy = 0; oy < p->oh; oy++)
+            for (ox = 0; ox < p->ow; ox++) {
+                double m = -INFINITY, s = 0;
+                int count = 0;
+                for (ki = 0; ki < p->kh; ki++)
+                    for (kj = 0; kj < p->kw; kj++) {
+                        const int iy = tap_at(oy, p->sh, p->pad_top, ki, p->dh);
+                        const int ix = tap_at(ox, p->sw, p->pad_left, kj, p->dw);
+                        double v;
+                        if (iy < 0 || iy >= p->h || ix < 0 || ix >= p->w)
+                            continue;
+                        v = c->x[(q * p->h + iy) * p->w + ix];
+                        m = v > m ? v : m;
+                        s += v;
+                        count++;
+                    }
+                want[(q * p->oh + oy) * p->ow + ox] =
+                    c->kind == 0 ? m
+                    : c->kind == 2 ? s / (p->kh * p->kw)
+                                   : s / count;
+            }
+}
+
+static const char *const pool_names[3] = {"MaxPool", "AveragePool",
+                                          "AveragePool count_include_pad"};
+
+/* _i = kind + 3 * pool case. */
+START_TEST(pool_forward_matches_definition)
+{
+    pool_case c = pool_setup(_i / 3, _i % 3, 800 + _i);
+    double *want = malloc(c.ny * sizeof *want);
+    char what[96];
+    size_t j;
+    for (j = 0; j < c.ny; j++)
+        c.y[j] = NAN;
+    pool_forward(&c);
+    pool_naive(want, &c);
+    snprintf(what, sizeof what, "%s %s: y", pool_names[c.kind], c.s->name);
+    expect_near(what, c.y, want, c.ny, c.kind == 0 ? 0 : 1e-6, c.kind == 0 ? 0 : 1e-6);
+    expect_guard("y", c.y, c.ny);
+    free(want);
+    pool_free(&c);
+}
+END_TEST
+
+START_TEST(pool_grad)
+{
+    pool_case c = pool_setup(_i / 3, _i % 3, 900 + _i);
+    float *dx = guarded(c.nx), *pre = malloc(c.nx * sizeof *pre),
+          *diff = malloc(c.nx * sizeof *diff);
+    char what[96];
+    fill(pre, c.nx, -1, 1);
+    memcpy(dx, pre, c.nx * sizeof *dx);
+    pool_backward(&c, dx);
+    expect_guard("dx", dx, c.nx);
+    snprintf(what, sizeof what, "%s %s: dx", pool_names[c.kind], c.s->name);
+    added(diff, dx, pre, c.nx);
+    expect_grad(what, c.x, c.nx, diff, pool_loss, &c);
+    pool_backward(&c, NULL); /* skipped, not a crash */
+    free(dx), free(pre), free(diff);
+    pool_free(&c);
+}
+END_TEST
+
+START_TEST(maxpool_ties_by_hand)
+{
+    /* x = [1 7 7; 7 2 7; 3 7 0], 2x2 windows, stride 1. Windows (0,0)
+     * [1 7; 7 2] and (0,1) [7 7; 2 7] both pick x[0][1], the first 7 in
+     * row-major window order; (1,0) [7 2; 3 7] picks x[1][0]; (1,1)
+     * [2 7; 7 0] picks x[1][2]. dy = [1 2 4 8] lands there, two windows
+     * summing on x[0][1], on top of dx's 100. */
+    const win_spec s = {"ties", 1, 1, 3, 3, 0, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0};
+    const rt_window p = window_of(&s);
+    const float x[9] = {1, 7, 7, 7, 2, 7, 3, 7, 0}, dy[4] = {1, 2, 4, 8};
+    float y[4], dx[9];
+    const double wy[4] = {7, 7, 7, 7},
+                 wdx[9] = {100, 103, 100, 104, 100, 108, 100, 100, 100};
+    int j;
+    rt_maxpool_forward(y, x, &p);
+    expect_near("y", y, wy, 4, 0, 0);
+    for (j = 0; j < 9; j++)
+        dx[j] = 100;
+    rt_maxpool_backward(dx, dy, x, &p);
+    expect_near("dx", dx, wdx, 9, 0, 0);
+}
+END_TEST
+
+START_TEST(maxpool_padding_by_hand)
+{
+    /* x = [-3 -1; -2 -4], 2x2 windows, stride 2, pads 1 all round: every
+     * window holds one input element and three of padding, which never wins
+     * even though every element is negative. */
+    const win_spec s = {"pads", 1, 1, 2, 2, 0, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0};
+    const rt_window p = window_of(&s);
+    const float x[4] = {-3, -1, -2, -4}, dy[4] = {1, 2, 3, 4};
+    float y[4], dx[4] = {0, 0, 0, 0};
+    const double wy[4] = {-3, -1, -2, -4}, wdx[4] = {1, 2, 3, 4};
+    ck_assert_int_eq(p.oh, 2);
+    rt_maxpool_forward(y, x, &p);
+    expect_near("y", y, wy, 4, 0, 0);
+    rt_maxpool_backward(dx, dy, x, &p);
+    expect_near("dx", dx, wdx, 4, 0, 0);
+}
+END_TEST
+
+START_TEST(maxpool_nan_and_empty_windows)
+{
+    /* A NaN in a window is its maximum, wherever it is. */
+    const win_spec s1 = {"nan", 1, 1, 1, 4, 0, 1, 2, 1, 2, 1, 1, 0, 0, 0, 0, 1, 0};
+    const rt_window p1 = window_of(&s1);
+    const float x1[4] = {1, NAN, NAN, 5};
+    float y1[2];
+    /* One element, 1x1 windows, pads 1: only the centre window holds an
+     * input element; the others are -inf and send nothing back. */
+    const win_spec s2 = {"empty", 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    const rt_window p2 = window_of(&s2);
+    const float x2[1] = {-7}, dy2[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float y2[9], dx2[1] = {0}, ya[9];
+    int j;
+    rt_maxpool_forward(y1, x1, &p1);
+    ck_assert(isnan(y1[0]) && isnan(y1[1]));
+    ck_assert_int_eq(p2.oh * p2.ow, 9);
+    rt_maxpool_forward(y2, x2, &p2);
+    for (j = 0; j < 9; j++)
+        ck_assert(j == 4 ? y2[j] == -7 : y2[j] == -INFINITY);
+    rt_maxpool_backward(dx2, dy2, x2, &p2);
+    ck_assert_float_eq(dx2[0], 5);
+    /* AveragePool: 0 for an empty window without count_include_pad, and
+     * with it the padding's zeros over the one-tap window. */
+    rt_avgpool_forward(ya, x2, &p2, 0);
+    for (j = 0; j < 9; j++)
+        ck_assert_float_eq(ya[j], j == 4 ? -7 : 0);
+    rt_avgpool_forward(ya, x2, &p2, 1);
+    for (j = 0; j < 9; j++)
+        ck_assert_float_eq(ya[j], j == 4 ? -7 : 0);
+    dx2[0] = 0;
+    rt_avgpool_backward(dx2, dy2, &p2, 0);
+    ck_assert_float_eq(dx2[0], 5);
+}
+END_TEST
+
+START_TEST(avgpool_by_hand)
+{
+    /* x = [1 2; 3 4], 2x2 windows, stride 1, pads 1: a 3x3 output whose
+     * windows hold 1, 2 or 4 elements. Without count_include_pad each is
+     * their mean; with it their sum / 4. With dy all ones, each element
+     * gets 1 + 1/2 + 1/2 + 1/4 (one window of each size in which it lies)
+     * or, dividing by 4 throughout, 4 * 1/4. */
+    const win_spec s = {"avg", 1, 1, 2, 2, 0, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    const rt_window p = window_of(&s);
+    const float x[4] = {1, 2, 3, 4},
+                dy[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    float y[9], dx[4];
+    const double wex[9] = {1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4},
+                 win[9] = {0.25, 0.75, 0.5, 1, 2.5, 1.5, 0.75, 1.75, 1},
+                 wdex[4] = {3.25, 3.25, 3.25, 3.25}, wdin[4] = {2, 2, 2, 2};
+    int j;
+    ck_assert_int_eq(p.oh, 3);
+    ck_assert_int_eq(p.ow, 3);
+    rt_avgpool_forward(y, x, &p, 0);
+    expect_near("y", y, wex, 9, 0, 0);
+    rt_avgpool_forward(y, x, &p, 1);
+    expect_near("y count_include_pad", y, win, 9, 0, 0);
+    for (j = 0; j < 4; j++)
+        dx[j] = 1;
+    rt_avgpool_backward(dx, dy, &p, 0);
+    expect_near("dx", dx, wdex, 4, 0, 0);
+    for (j = 0; j < 4; j++)
+        dx[j] = 1;
+    rt_avgpool_backward(dx, dy, &p, 1);
+    expect_near("dx count_include_pad", dx, wdin, 4, 0, 0);
+}
+END_TEST
+
+/* ---- global average pool ----------------------------------------------------- */
+
+typedef struct {
+    float x[60], y[8], dy[8];
+    int nc, hw;
+} gap_case;
+
+static double gap_loss(void *v)
+{
+    gap_case *c = v;
+    rt_global_avgpool_forward(c->y, c->x, c->nc, c->hw);
+    return dot(c->y, c->dy, (size_t)c->nc);
+}
+
+START_TEST(global_avgpool)
+{
+    gap_case c;
+    float dx[60], pre[60], diff[60];
+    double want[8];
+    int q, j;
+    c.nc = 6, c.hw = 10;
+    tseed(1000);
+    fill(c.x, 60, -1, 1);
+    fill(c.dy, 6, -1, 1);
+    fill(pre, 60, -1, 1);
+    c.y[6] = SENTINEL;
+    gap_loss(&c);
+    for (q = 0; q < c.nc; q++) {
+        double s = 0;
+        for (j = 0; j < c.hw; j++)
+            s += c.x[q * c.hw + j];
+        want[q] = s / c.hw;
+    }
+    expect_near("y", c.y, want, 6, 1e-6, 1e-6);
+    ck_assert(c.y[6] == SENTINEL);
+    memcpy(dx, pre, sizeof dx);
+    rt_global_avgpool_backward(dx, c.dy, c.nc, c.hw);
+    added(diff, dx, pre, 60);
+    expect_grad("GlobalAveragePool dx", c.x, 60, diff, gap_loss, &c);
+    rt_global_avgpool_backward(NULL, c.dy, c.nc, c.hw);
+}
+END_TEST
+
+START_TEST(global_avgpool_by_hand)
+{
+    /* planes [1 2 3] and [4 5 9]: means 2 and 6; dy = [3 6] adds 1 and 2 to
+     * every element of each plane. */
+    const float x[6] = {1, 2, 3, 4, 5, 9}, dy[2] = {3, 6};
+    float y[2], dx[6] = {1, 1, 1, 1, 1, 1};
+    const double wy[2] = {2, 6}, wdx[6] = {2, 2, 2, 3, 3, 3};
+    rt_global_avgpool_forward(y, x, 2, 3);
+    expect_near("y", y, wy, 2, 0, 0);
+    rt_global_avgpool_backward(dx, dy, 2, 3);
+    expect_near("dx", dx, wdx, 6, 0, 0);
+}
+END_TEST
+
 /* ---- suite ------------------------------------------------------------------ */
 
 static Suite *conv_suite(void)
@@ -429,6 +757,20 @@ static Suite *conv_suite(void)
     tcase_add_loop_test(tc, conv_backward_skips_null, 0, N_CONVS);
     tcase_add_test(tc, conv_by_hand);
     tcase_add_test(tc, conv_scratch_size);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool");
+    tcase_add_loop_test(tc, pool_forward_matches_definition, 0, 3 * N_POOLS);
+    tcase_add_loop_test(tc, pool_grad, 0, 3 * N_POOLS);
+    tcase_add_test(tc, maxpool_ties_by_hand);
+    tcase_add_test(tc, maxpool_padding_by_hand);
+    tcase_add_test(tc, maxpool_nan_and_empty_windows);
+    tcase_add_test(tc, avgpool_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("global_avgpool");
+    tcase_add_test(tc, global_avgpool);
+    tcase_add_test(tc, global_avgpool_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }
