@@ -1006,8 +1006,8 @@ static void im2col(float *col, const float *x, int cg, const rt_window *p)
                 for (oy = 0; oy < p->oh; oy++) {
                     float *r = row + (size_t)oy * p->ow;
                     ox = 0;
-                    if (oy >= ylo && oy < yhi) {
-                        /* the input row, from the column ox = xlo reads */
+                    if (oy >= ylo && oy < yhi && xlo < xhi) {
+                        /* xr: the element output ox = xlo reads */
                         const float *xr =
                             x + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
                             (offx + xlo * p->sw);
@@ -1040,6 +1040,8 @@ static void col2im_add(float *dx, const float *col, int cg, const rt_window *p)
                     col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
                 int xlo, xhi;
                 inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
+                if (xlo == xhi) /* no pointer into the padding is formed */
+                    continue;
                 for (oy = ylo; oy < yhi; oy++) {
                     const float *r = row + (size_t)oy * p->ow;
                     float *dr = dx + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
@@ -1135,15 +1137,19 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
 }
 
 /* The taps of window (oy, ox) inside the input: rows [*k0, *k1) of the
- * kernel, columns [*l0, *l1); *at is the input offset (in its plane) of tap
- * (*k0, *l0), meaningful only when the ranges are not empty. */
-static void window_taps(const rt_window *p, int oy, int ox, int *k0, int *k1,
-                        int *l0, int *l1, size_t *at)
+ * kernel, columns [*l0, *l1); returns their number. When it is not 0, *at
+ * is the input offset (in its plane) of tap (*k0, *l0); otherwise *at is
+ * not set and the caller forms no pointer from it. */
+static int window_taps(const rt_window *p, int oy, int ox, int *k0, int *k1,
+                       int *l0, int *l1, size_t *at)
 {
     const int y0 = oy * p->sh - p->pad_top, x0 = ox * p->sw - p->pad_left;
     inside(y0, p->dh, p->h, p->kh, k0, k1);
     inside(x0, p->dw, p->w, p->kw, l0, l1);
+    if (*k0 == *k1 || *l0 == *l1)
+        return 0;
     *at = (size_t)(y0 + *k0 * p->dh) * p->w + (size_t)(x0 + *l0 * p->dw);
+    return (*k1 - *k0) * (*l1 - *l0);
 }
 
 /* The plane offset of window (oy, ox)'s maximum, -1 if no tap is inside:
@@ -1154,9 +1160,10 @@ static ptrdiff_t window_argmax(const float *xq, const rt_window *p, int oy,
 {
     ptrdiff_t best = -1;
     float bv = 0.0f;
-    size_t at;
+    size_t at = 0;
     int k0, k1, l0, l1, ki, kj;
-    window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+    if (window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at) == 0)
+        return -1;
     for (ki = k0; ki < k1; ki++)
         for (kj = l0; kj < l1; kj++) {
             const ptrdiff_t e = (ptrdiff_t)(at + (size_t)(ki - k0) * p->dh * p->w +
@@ -1204,14 +1211,6 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
     }
 }
 
-/* What window (oy, ox)'s sum is divided by: its taps inside the input, or
- * the whole window with count_include_pad. */
-static int avg_divisor(int k0, int k1, int l0, int l1, const rt_window *p,
-                       int count_include_pad)
-{
-    return count_include_pad ? p->kh * p->kw : (k1 - k0) * (l1 - l0);
-}
-
 void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                         int count_include_pad)
 {
@@ -1222,16 +1221,19 @@ void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
         float *yq = y + (size_t)q * ohw;
         for (oy = 0; oy < p->oh; oy++)
             for (ox = 0; ox < p->ow; ox++) {
-                int k0, k1, l0, l1, d;
-                size_t at;
+                int k0, k1, l0, l1;
+                size_t at = 0;
+                const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+                /* what the sum is divided by: the taps inside the input, or
+                 * the whole window with count_include_pad */
+                const int d = count_include_pad ? p->kh * p->kw : taps;
                 float s = 0.0f;
-                window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
-                for (ki = k0; ki < k1; ki++) {
-                    const float *r = xq + at + (size_t)(ki - k0) * p->dh * p->w;
-                    for (kj = l0; kj < l1; kj++)
-                        s += r[(size_t)(kj - l0) * p->dw];
-                }
-                d = avg_divisor(k0, k1, l0, l1, p, count_include_pad);
+                if (taps > 0)
+                    for (ki = k0; ki < k1; ki++) {
+                        const float *r = xq + at + (size_t)(ki - k0) * p->dh * p->w;
+                        for (kj = l0; kj < l1; kj++)
+                            s += r[(size_t)(kj - l0) * p->dw];
+                    }
                 yq[(size_t)oy * p->ow + ox] = d > 0 ? s / (float)d : 0.0f;
             }
     }
@@ -1249,12 +1251,12 @@ void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
         float *dxq = dx + (size_t)q * hw;
         for (oy = 0; oy < p->oh; oy++)
             for (ox = 0; ox < p->ow; ox++) {
-                int k0, k1, l0, l1, d;
-                size_t at;
+                int k0, k1, l0, l1;
+                size_t at = 0;
+                const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+                const int d = count_include_pad ? p->kh * p->kw : taps;
                 float g;
-                window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
-                d = avg_divisor(k0, k1, l0, l1, p, count_include_pad);
-                if (d == 0)
+                if (taps == 0)
                     continue;
                 g = dyq[(size_t)oy * p->ow + ox] / (float)d;
                 for (ki = k0; ki < k1; ki++) {

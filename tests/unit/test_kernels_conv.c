@@ -202,6 +202,7 @@ static const win_spec convs[] = {
     {"2x3 mixed, group 2, no bias",     2, 4, 6, 7, 4, 2, 3, 2, 1, 1, 2, 1, 0, 0, 2, 2, 0},
     {"kernel wider than input, pads",   1, 1, 2, 3, 2, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
     {"3x3 no pad, no bias",             1, 2, 4, 5, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},
+    {"taps wholly in the padding",      1, 2, 3, 1, 2, 3, 3, 1, 1, 1, 1, 1, 2, 1, 0, 1, 1},
 };
 #define N_CONVS ((int)(sizeof convs / sizeof convs[0]))
 
@@ -423,7 +424,8 @@ START_TEST(conv_scratch_size)
     static const int want[N_CONVS] = {
         3 * 9 * 5 * 5, 2 * 9 * 4 * 3, 2 * 6 * 6 * 2, 2 * 9 * 7 * 7,
         2 * 9 * 5 * 5, 1 * 9 * 5 * 5, 1 * 9 * 3 * 2, 0, 0, 3 * 1 * 3 * 2,
-        2 * 1 * 5 * 5, 2 * 6 * 3 * 5, 1 * 12 * 2 * 2, 2 * 9 * 2 * 3};
+        2 * 1 * 5 * 5, 2 * 6 * 3 * 5, 1 * 12 * 2 * 2, 2 * 9 * 2 * 3,
+        2 * 9 * 3 * 1};
     int i;
     for (i = 0; i < N_CONVS; i++) {
         const rt_window p = window_of(&convs[i]);
