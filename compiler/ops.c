@@ -16,7 +16,9 @@
  * To add an op: see compiler/ADDING_AN_OP.md.
  */
 #include "remat.h"
+#include "../runtime/remat_rt.h"
 
+#include <math.h>
 #include <string.h>
 
 #define IN(i) (&g->tensors[n->in[i]])
@@ -715,6 +717,293 @@ static double flops_none(const Graph *g, const Node *n)
     return 0;
 }
 
+/* ---- Conv and the pools: an rt_window each --------------------------------------- */
+
+/* An ints attribute of exactly two values (the default when not given). */
+static int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
+                     long dflt, int count, long *out)
+{
+    const Attr *a = node_attr(n, name);
+    if (a->set && a->nints != count)
+        return node_error(c, g, n, ctx_printf(c, "%s %s has %d values; it "
+            "takes %d for a 2-D input", op_table[n->op].name, name, a->nints,
+            count));
+    for (int i = 0; i < count; i++) {
+        out[i] = a->set ? a->ints[i] : dflt;
+        if (out[i] < (dflt > 0) || (dflt > 0 && out[i] < 1))
+            return node_error(c, g, n, ctx_printf(c, "%s %s has %ld; %s",
+                op_table[n->op].name, name, out[i], dflt > 0
+                    ? "values must be positive" : "pads must be 0 or more"));
+    }
+    return 0;
+}
+
+/* The geometry of a Conv or pool node from its shapes and attributes;
+ * -1 with ctx error (c may be NULL once shapes.c has accepted it). */
+static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
+{
+    const Tensor *x = IN(0);
+    int conv = n->op == OP_CONV;
+    if (x->rank != 4)
+        return node_error(c, g, n, ctx_printf(c, "%s input '%s' has shape %s "
+            "but must be 4-D (N, C, H, W)", op_table[n->op].name, x->name,
+            shape_str(c, x)));
+    long k[2], s[2], d[2], p[4];
+    if (conv && IN(1)->rank != 4)
+        return node_error(c, g, n, ctx_printf(c, "Conv weight '%s' has shape "
+            "%s but must be 4-D (M, C/group, kH, kW)", IN(1)->name,
+            shape_str(c, IN(1))));
+    if (!conv && !node_attr(n, "kernel_shape")->set)
+        return node_error(c, g, n, ctx_printf(c, "%s needs kernel_shape=\"kH "
+            "kW\"", op_table[n->op].name));
+    if (pair_attr(c, g, n, "kernel_shape", conv ? IN(1)->dims[2] : 1, 2, k) ||
+        pair_attr(c, g, n, "strides", 1, 2, s) ||
+        pair_attr(c, g, n, "dilations", 1, 2, d) ||
+        pair_attr(c, g, n, "pads", 0, 4, p))
+        return -1;
+    if (conv && node_attr(n, "kernel_shape")->set &&
+        (k[0] != IN(1)->dims[2] || k[1] != IN(1)->dims[3]))
+        return node_error(c, g, n, ctx_printf(c, "Conv kernel_shape is "
+            "%ldx%ld but weight '%s' is %s", k[0], k[1], IN(1)->name,
+            shape_str(c, IN(1))));
+    *w = (rt_window){.n = (int)x->dims[0], .c = (int)x->dims[1],
+                     .h = (int)x->dims[2], .w = (int)x->dims[3],
+                     .oc = conv ? (int)IN(1)->dims[0] : (int)x->dims[1],
+                     .kh = (int)k[0], .kw = (int)k[1], .sh = (int)s[0],
+                     .sw = (int)s[1], .dh = (int)d[0], .dw = (int)d[1],
+                     .pad_top = (int)p[0], .pad_left = (int)p[1],
+                     .pad_bottom = (int)p[2], .pad_right = (int)p[3],
+                     .group = conv ? (int)node_int(n, "group") : 1};
+    long eh = (long)w->dh * (w->kh - 1) + 1, ew = (long)w->dw * (w->kw - 1) + 1;
+    long ph = x->dims[2] + p[0] + p[2], pw = x->dims[3] + p[1] + p[3];
+    if (ph < eh || pw < ew)
+        return node_error(c, g, n, ctx_printf(c, "%s window %ldx%ld (with "
+            "dilations) is larger than input '%s' padded to %ldx%ld",
+            op_table[n->op].name, eh, ew, x->name, ph, pw));
+    w->oh = (int)((ph - eh) / w->sh + 1);
+    w->ow = (int)((pw - ew) / w->sw + 1);
+    return 0;
+}
+
+static int shape_window(Ctx *c, Graph *g, Node *n)
+{
+    rt_window w;
+    if (node_window(c, g, n, &w))
+        return -1;
+    if (n->op == OP_CONV) {
+        const Tensor *wt = IN(1);
+        if (w.group < 1 || w.c % w.group || w.oc % w.group)
+            return node_error(c, g, n, ctx_printf(c, "Conv group=%d must divide "
+                "the input's %d channels and the weight's %d filters", w.group,
+                w.c, w.oc));
+        if (wt->dims[1] != w.c / w.group)
+            return node_error(c, g, n, ctx_printf(c, "Conv weight '%s' has "
+                "shape %s but input '%s' has %d channels in %d group(s): "
+                "dimension 1 must be %d", wt->name, shape_str(c, wt),
+                IN(0)->name, w.c, w.group, w.c / w.group));
+        if (n->nin == 3 && (IN(2)->rank != 1 || IN(2)->dims[0] != w.oc))
+            return node_error(c, g, n, ctx_printf(c, "Conv bias '%s' has shape "
+                "%s but must be %d, one per filter", IN(2)->name,
+                shape_str(c, IN(2)), w.oc));
+    }
+    long dims[4] = {w.n, w.oc, w.oh, w.ow};
+    set_shape(OUT(0), 4, dims);
+    return 0;
+}
+
+static rt_window window_of(const Graph *g, const Node *n)
+{
+    rt_window w;
+    int bad = node_window(NULL, g, n, &w);
+    assert(!bad && "shapes.c accepted the window");
+    (void)bad;
+    return w;
+}
+
+static void emit_window_static(Emit *e, const Node *n)
+{
+    rt_window w = window_of(e->g, n);
+    emit(e, "static const rt_window win_%s = {%d, %d, %d, %d, %d, %d, %d, %d, "
+         "%d, %d, %d, %d, %d, %d, %d, %d, %d, %d};", n->cname, w.n, w.c, w.h,
+         w.w, w.oc, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, w.pad_top,
+         w.pad_left, w.pad_bottom, w.pad_right, w.group);
+}
+
+static long scratch_conv(const Graph *g, const Node *n, int backward)
+{
+    (void)backward;
+    rt_window w = window_of(g, n);
+    return (long)rt_conv_scratch(&w);
+}
+
+static double flops_conv(const Graph *g, const Node *n)
+{
+    rt_window w = window_of(g, n);
+    return 2.0 * OUT(0)->numel * (w.c / w.group) * w.kh * w.kw +
+           (n->nin == 3 ? (double)OUT(0)->numel : 0);
+}
+
+static double flops_pool(const Graph *g, const Node *n)
+{
+    rt_window w = window_of(g, n);
+    return (double)OUT(0)->numel * w.kh * w.kw;
+}
+
+static void emit_conv_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in)
+{
+    emit(e, "rt_conv_forward(%s, %s, %s, %s, &win_%s, %s);", out[0], in[0],
+         in[1], n->nin == 3 ? in[2] : "NULL", n->cname,
+         e->scratch ? e->scratch : "NULL");
+}
+
+static void emit_conv_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_conv_backward(%s, %s, %s, %s, %s, %s, &win_%s, %s);",
+         or_null(din, 0, n->nin), or_null(din, 1, n->nin),
+         or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
+         or_null(in, 1, n->nin), n->cname, e->scratch ? e->scratch : "NULL");
+}
+
+static const char *pool_kernel(const Node *n)
+{
+    return n->op == OP_MAX_POOL ? "maxpool" : "avgpool";
+}
+
+/* AveragePool's last argument: count_include_pad */
+static const char *pool_tail(Emit *e, const Node *n)
+{
+    return n->op == OP_AVERAGE_POOL
+               ? ctx_printf(e->ctx, ", %ld", node_int(n, "count_include_pad"))
+               : "";
+}
+
+static void emit_pool_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in)
+{
+    emit(e, "rt_%s_forward(%s, %s, &win_%s%s);", pool_kernel(n), out[0], in[0],
+         n->cname, pool_tail(e, n));
+}
+
+static void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out)
+{
+    (void)out;
+    if (n->op == OP_MAX_POOL)
+        emit(e, "rt_maxpool_backward(%s, %s, %s, &win_%s);", din[0], dout[0],
+             in[0], n->cname);
+    else
+        emit(e, "rt_avgpool_backward(%s, %s, &win_%s%s);", din[0], dout[0],
+             n->cname, pool_tail(e, n));
+}
+
+static int shape_global_pool(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    if (x->rank < 3)
+        return node_error(c, g, n, ctx_printf(c, "GlobalAveragePool input '%s' "
+            "has shape %s but needs (N, C, spatial...)", x->name,
+            shape_str(c, x)));
+    long dims[MAX_RANK];
+    for (int d = 0; d < x->rank; d++)
+        dims[d] = d < 2 ? x->dims[d] : 1;
+    set_shape(OUT(0), x->rank, dims);
+    return 0;
+}
+
+static void emit_global_pool_fwd(Emit *e, const Node *n,
+                                 const char *const *out, const char *const *in)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_global_avgpool_forward(%s, %s, %ld, %ld);", out[0], in[0],
+         OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
+}
+
+static void emit_global_pool_bwd(Emit *e, const Node *n,
+                                 const char *const *din,
+                                 const char *const *dout,
+                                 const char *const *in, const char *const *out)
+{
+    const Graph *g = e->g;
+    (void)in;
+    (void)out;
+    emit(e, "rt_global_avgpool_backward(%s, %s, %ld, %ld);", din[0], dout[0],
+         OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
+}
+
+/* ---- Attention (ONNX opset 23, 4-D Q, K, V) ---------------------------------------- */
+
+static int shape_attention(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *q = IN(0), *k = IN(1), *v = IN(2);
+    for (int i = 0; i < 3; i++)
+        if (IN(i)->rank != 4)
+            return node_error(c, g, n, ctx_printf(c, "Attention input %d '%s' "
+                "has shape %s but must be 4-D (batch, heads, sequence, head "
+                "size)", i, IN(i)->name, shape_str(c, IN(i))));
+    if (k->dims[0] != q->dims[0] || k->dims[1] != q->dims[1] ||
+        k->dims[3] != q->dims[3] || v->dims[0] != q->dims[0] ||
+        v->dims[1] != q->dims[1] || v->dims[2] != k->dims[2])
+        return node_error(c, g, n, ctx_printf(c, "Attention inputs Q '%s' (%s), "
+            "K '%s' (%s) and V '%s' (%s) do not fit: K needs Q's batch, heads "
+            "and head size, V K's batch, heads and sequence", q->name,
+            shape_str(c, q), k->name, shape_str(c, k), v->name,
+            shape_str(c, v)));
+    long dims[4] = {q->dims[0], q->dims[1], q->dims[2], v->dims[3]};
+    set_shape(OUT(0), 4, dims);
+    return 0;
+}
+
+/* "bh, sq, skv, e, ev, scale, causal"; scale defaults to 1/sqrt(head size) */
+static const char *attention_args(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *q = IN(0), *k = IN(1), *v = IN(2);
+    const Attr *scale = node_attr(n, "scale");
+    float s = scale->set ? scale->f : (float)(1.0 / sqrt((double)q->dims[3]));
+    return ctx_printf(e->ctx, "%ld, %ld, %ld, %ld, %ld, %s, %ld",
+                      q->dims[0] * q->dims[1], q->dims[2], k->dims[2],
+                      q->dims[3], v->dims[3], fmt_float(e->ctx, s),
+                      node_int(n, "is_causal"));
+}
+
+static void emit_attention_fwd(Emit *e, const Node *n, const char *const *out,
+                               const char *const *in)
+{
+    emit(e, "rt_attention_forward(%s, %s, %s, %s, %s, %s);", out[0], in[0],
+         in[1], in[2], attention_args(e, n), e->scratch);
+}
+
+static void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
+                               const char *const *dout,
+                               const char *const *in, const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_attention_backward(%s, %s, %s, %s, %s, %s, %s, %s, %s);",
+         or_null(din, 0, 3), or_null(din, 1, 3), or_null(din, 2, 3), dout[0],
+         in[0], in[1], in[2], attention_args(e, n), e->scratch);
+}
+
+/* A row of scores in the forward; scores and their gradients in the
+ * backward, which rebuilds each query's probabilities from Q and K. */
+static long scratch_attention(const Graph *g, const Node *n, int backward)
+{
+    int skv = (int)IN(1)->dims[2];
+    return (long)(backward ? rt_attention_backward_scratch(skv)
+                           : rt_attention_scratch(skv));
+}
+
+static double flops_attention(const Graph *g, const Node *n)
+{
+    const Tensor *q = IN(0), *k = IN(1), *v = IN(2);
+    double rows = (double)q->dims[0] * q->dims[1] * q->dims[2];
+    return rows * k->dims[2] * (2.0 * q->dims[3] + 2.0 * v->dims[3] + 5.0);
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 static const char *const gelu_modes[] = {"none", "tanh", NULL};
@@ -753,6 +1042,34 @@ static const AttrSpec transpose_attrs[] = {
 };
 static const AttrSpec reshape_attrs[] = {
     {.name = "shape", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec conv_attrs[] = {
+    {.name = "kernel_shape", .type = ATTR_INTS},
+    {.name = "strides", .type = ATTR_INTS},
+    {.name = "pads", .type = ATTR_INTS},
+    {.name = "dilations", .type = ATTR_INTS},
+    {.name = "group", .type = ATTR_INT, .i = 1},
+    {0},
+};
+static const AttrSpec max_pool_attrs[] = {
+    {.name = "kernel_shape", .type = ATTR_INTS},
+    {.name = "strides", .type = ATTR_INTS},
+    {.name = "pads", .type = ATTR_INTS},
+    {.name = "dilations", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec average_pool_attrs[] = {
+    {.name = "kernel_shape", .type = ATTR_INTS},
+    {.name = "strides", .type = ATTR_INTS},
+    {.name = "pads", .type = ATTR_INTS},
+    {.name = "dilations", .type = ATTR_INTS},
+    {.name = "count_include_pad", .type = ATTR_INT, .i = 0},
+    {0},
+};
+static const AttrSpec attention_attrs[] = {
+    {.name = "is_causal", .type = ATTR_INT, .i = 0},
+    {.name = "scale", .type = ATTR_FLOAT},
     {0},
 };
 static const AttrSpec flatten_attrs[] = {
@@ -814,6 +1131,32 @@ const OpInfo op_table[] = {
     [OP_FLATTEN] = {"Flatten", "copy", 1, 1, 1, CAT_SHAPE, flatten_attrs,
                     shape_flatten, flops_none, {0}, emit_copy_fwd,
                     emit_copy_bwd, NULL},
+    /* im2col columns in scratch, forward and backward alike */
+    [OP_CONV] = {"Conv", "conv", 2, 3, 1, CAT_CONV, conv_attrs, shape_window,
+                 flops_conv, {NEED_IN(1), NEED_IN(0), 0}, emit_conv_fwd,
+                 emit_conv_bwd, emit_window_static, scratch_conv},
+    /* the backward re-finds each window's maximum in X: no indices kept */
+    [OP_MAX_POOL] = {"MaxPool", "maxpool", 1, 1, 1, CAT_CONV, max_pool_attrs,
+                     shape_window, flops_pool, {NEED_IN(0)}, emit_pool_fwd,
+                     emit_pool_bwd, emit_window_static, NULL},
+    [OP_AVERAGE_POOL] = {"AveragePool", "avgpool", 1, 1, 1, CAT_CONV,
+                         average_pool_attrs, shape_window, flops_pool, {0},
+                         emit_pool_fwd, emit_pool_bwd, emit_window_static,
+                         NULL},
+    [OP_GLOBAL_AVERAGE_POOL] = {"GlobalAveragePool", "global_avgpool", 1, 1, 1,
+                                CAT_CONV, no_attrs, shape_global_pool,
+                                flops_in, {0}, emit_global_pool_fwd,
+                                emit_global_pool_bwd, NULL, NULL},
+    /* The backward reads Q, K and V only and rebuilds each query's
+     * probabilities one row at a time in scratch: neither the probability
+     * matrix nor softmax statistics are kept between forward and backward. */
+    [OP_ATTENTION] = {"Attention", "attention", 3, 3, 1, CAT_ATTENTION,
+                      attention_attrs, shape_attention, flops_attention,
+                      {NEED_IN(0) | NEED_IN(1) | NEED_IN(2),
+                       NEED_IN(0) | NEED_IN(1) | NEED_IN(2),
+                       NEED_IN(0) | NEED_IN(1) | NEED_IN(2)},
+                      emit_attention_fwd, emit_attention_bwd, NULL,
+                      scratch_attention},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

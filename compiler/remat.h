@@ -102,6 +102,11 @@ typedef enum {
     OP_TRANSPOSE,
     OP_RESHAPE,
     OP_FLATTEN,
+    OP_CONV,
+    OP_MAX_POOL,
+    OP_AVERAGE_POOL,
+    OP_GLOBAL_AVERAGE_POOL,
+    OP_ATTENTION,
     OP_COUNT
 } OpKind;
 

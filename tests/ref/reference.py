@@ -91,6 +91,60 @@ def transpose(a, ins, at):
     return x.permute(perm)
 
 
+def window(at, k_default=None):
+    k = ints(at["kernel_shape"]) if "kernel_shape" in at else k_default
+    s = ints(at.get("strides", "1 1"))
+    d = ints(at.get("dilations", "1 1"))
+    pt, pl, pb, pr = ints(at.get("pads", "0 0 0 0"))
+    return k, s, d, (pl, pr, pt, pb)       # F.pad's order: left right top bottom
+
+
+def conv(a, ins, at):
+    x, w = ins[0], ins[1]
+    k, s, d, pad = window(at, list(w.shape[2:]))
+    return torch.nn.functional.conv2d(torch.nn.functional.pad(x, pad), w,
+                                      ins[2] if len(ins) > 2 else None, stride=s,
+                                      dilation=d, groups=int(at.get("group", "1")))
+
+
+def taps(x, at, fill):
+    """Every window's elements as (N, C, kh*kw, positions), padding = fill."""
+    k, s, d, pad = window(at)
+    xp = torch.nn.functional.pad(x, pad, value=fill)
+    u = torch.nn.functional.unfold(xp, k, dilation=d, stride=s)
+    n, c = x.shape[:2]
+    oh = (xp.shape[2] - (d[0] * (k[0] - 1) + 1)) // s[0] + 1
+    return u.reshape(n, c, k[0] * k[1], -1), oh
+
+
+def max_pool(a, ins, at):
+    t, oh = taps(ins[0], at, float("-inf"))
+    m = t.max(dim=2).values
+    return m.reshape(m.shape[0], m.shape[1], oh, -1)
+
+
+def average_pool(a, ins, at):
+    x = ins[0]
+    t, oh = taps(x, at, 0.0)
+    if at.get("count_include_pad", "0") in ("1",):
+        m = t.mean(dim=2)
+    else:
+        inside, _ = taps(torch.ones_like(x), at, 0.0)
+        m = t.sum(dim=2) / inside.sum(dim=2)
+    return m.reshape(m.shape[0], m.shape[1], oh, -1)
+
+
+def attention(a, ins, at):
+    q, k, v = ins
+    scale = float(at["scale"]) if "scale" in at else 1 / math.sqrt(q.shape[-1])
+    scores = scale * (q @ k.transpose(-1, -2))
+    if at.get("is_causal", "0") == "1":
+        sq, skv = scores.shape[-2:]
+        hidden = torch.ones(sq, skv, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -113,6 +167,11 @@ OPS = {
     "Transpose": transpose,
     "Reshape": reshape,
     "Flatten": flatten,
+    "Conv": conv,
+    "MaxPool": max_pool,
+    "AveragePool": average_pool,
+    "GlobalAveragePool": lambda a, i, at: i[0].mean(dim=list(range(2, i[0].dim())), keepdim=True),
+    "Attention": attention,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 

@@ -188,7 +188,8 @@ START_TEST(op_table_is_complete)
         ck_assert_int_eq(op_lookup(op->name), i);
         ck_assert_int_le(op->min_in, op->max_in);
     }
-    ck_assert_int_eq(op_lookup("Conv"), -1);
+    ck_assert_int_eq(op_lookup("Convolution"), -1);
+    ck_assert_int_eq(op_lookup("conv"), -1);     /* op names are case-sensitive */
 }
 END_TEST
 
