@@ -145,10 +145,11 @@ void rt_softmax_backward(float *dx, const float *dy, const float *y,
  * elements; bias may be NULL (no bias). */
 void rt_layernorm_forward(float *y, const float *x, const float *scale,
                           const float *bias, int rows, int cols, float eps);
-/* dx += d/dx, dscale += sum over rows of dy * xhat, dbias += sum over rows
- * of dy, xhat = (x - mean) / sqrt(var + eps). Mean and 1/std are recomputed
- * from x (nothing is saved). Any of dx, dscale, dbias may be NULL; scale is
- * read only for dx. */
+/* Per row, with rstd = 1 / sqrt(var + eps), xhat = (x - mean) * rstd and
+ * g = dy * scale: dx += rstd * (g - mean_j(g) - xhat * mean_j(g * xhat));
+ * and over all rows dscale += sum of dy * xhat, dbias += sum of dy. Mean and
+ * rstd are recomputed from x (nothing is saved). Any of dx, dscale, dbias
+ * may be NULL; scale is read only for dx. */
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps);
