@@ -5,12 +5,14 @@
  * kernels, with loss L = sum(dy * y) for a random upstream gradient dy, the
  * loss summed in double. Tests start every gradient buffer from random
  * values and check (after - before), so accumulation is tested everywhere.
+ * Counts are size_t, as in remat_rt.h's element counts.
  */
 #ifndef RT_TESTUTIL_H
 #define RT_TESTUTIL_H
 
 #include <check.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The tests' own generator (xorshift64*), independent of rt_rand_*. */
@@ -30,26 +32,26 @@ static inline float trand(float lo, float hi)
                     16777216.0f;
 }
 
-static inline void fill(float *x, int n, float lo, float hi)
+static inline void fill(float *x, size_t n, float lo, float hi)
 {
-    int i;
+    size_t i;
     for (i = 0; i < n; i++)
         x[i] = trand(lo, hi);
 }
 
 /* Magnitude in [lo, hi], random sign: keeps values away from 0 (Relu's kink,
  * Div's denominator). */
-static inline void fill_away(float *x, int n, float lo, float hi)
+static inline void fill_away(float *x, size_t n, float lo, float hi)
 {
-    int i;
+    size_t i;
     for (i = 0; i < n; i++)
         x[i] = trand(0, 1) < 0.5f ? -trand(lo, hi) : trand(lo, hi);
 }
 
-static inline double dot(const float *a, const float *b, int n)
+static inline double dot(const float *a, const float *b, size_t n)
 {
     double s = 0;
-    int i;
+    size_t i;
     for (i = 0; i < n; i++)
         s += (double)a[i] * b[i];
     return s;
@@ -64,10 +66,10 @@ typedef double (*loss_fn)(void *ctx);
 /* Compares grad (the analytic dL/dx, from accumulated - preset) with central
  * differences of f over every element of x. The step actually taken is
  * measured in float, so x +- h rounding does not bias the quotient. */
-static inline void expect_grad(const char *what, float *x, int n,
+static inline void expect_grad(const char *what, float *x, size_t n,
                                const float *grad, loss_fn f, void *ctx)
 {
-    int i;
+    size_t i;
     for (i = 0; i < n; i++) {
         const float save = x[i];
         double lp, lm, fd, xp, xm;
@@ -80,29 +82,29 @@ static inline void expect_grad(const char *what, float *x, int n,
         x[i] = save;
         fd = (lp - lm) / (xp - xm);
         ck_assert_msg(fabs(grad[i] - fd) <= FD_ATOL + FD_RTOL * fabs(fd),
-                      "%s[%d]: analytic %.7g, finite difference %.7g", what, i,
-                      (double)grad[i], fd);
+                      "%s[%d]: analytic %.7g, finite difference %.7g", what,
+                      (int)i, (double)grad[i], fd);
     }
 }
 
 /* out = after - before: what a backward call added. */
 static inline void added(float *out, const float *after, const float *before,
-                         int n)
+                         size_t n)
 {
-    int i;
+    size_t i;
     for (i = 0; i < n; i++)
         out[i] = after[i] - before[i];
 }
 
 static inline void expect_near(const char *what, const float *got,
-                               const double *want, int n, double rtol,
+                               const double *want, size_t n, double rtol,
                                double atol)
 {
-    int i;
+    size_t i;
     for (i = 0; i < n; i++)
         ck_assert_msg(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]),
-                      "%s[%d]: got %.9g, want %.9g", what, i, (double)got[i],
-                      want[i]);
+                      "%s[%d]: got %.9g, want %.9g", what, (int)i,
+                      (double)got[i], want[i]);
 }
 
 #endif

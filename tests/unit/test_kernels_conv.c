@@ -23,29 +23,9 @@
 #include <string.h>
 
 #include "remat_rt.h"
+#include "rt_testutil.h"
 
-/* ---- helpers (as in test_kernels.c) ---------------------------------------- */
-
-/* The tests' own generator (xorshift64*), independent of rt_rand_*. */
-static uint64_t trng = 1;
-
-static void tseed(uint64_t s) { trng = s * 2654435761u + 0x9e3779b97f4a7c15u; }
-
-static float trand(float lo, float hi)
-{
-    trng ^= trng >> 12;
-    trng ^= trng << 25;
-    trng ^= trng >> 27;
-    return lo + (hi - lo) * (float)((trng * 2685821657736338717u) >> 40) /
-                    16777216.0f;
-}
-
-static void fill(float *x, size_t n, float lo, float hi)
-{
-    size_t i;
-    for (i = 0; i < n; i++)
-        x[i] = trand(lo, hi);
-}
+/* ---- helpers (the rest are rt_testutil.h's) --------------------------------- */
 
 /* Distinct values, all negative, at least 0.05 apart in random order: a
  * finite-difference step (0.01) never changes which is a window's maximum,
@@ -63,64 +43,6 @@ static void fill_distinct_negative(float *x, size_t n)
         x[i - 1] = x[j];
         x[j] = t;
     }
-}
-
-static double dot(const float *a, const float *b, size_t n)
-{
-    double s = 0;
-    size_t i;
-    for (i = 0; i < n; i++)
-        s += (double)a[i] * b[i];
-    return s;
-}
-
-typedef double (*loss_fn)(void *ctx);
-
-#define FD_H    1e-2f
-#define FD_RTOL 1e-2
-#define FD_ATOL 2e-3
-
-/* Compares grad (the analytic dL/dx, from accumulated - preset) with central
- * differences of f over every element of x. The step actually taken is
- * measured in float, so x +- h rounding does not bias the quotient. */
-static void expect_grad(const char *what, float *x, size_t n,
-                        const float *grad, loss_fn f, void *ctx)
-{
-    size_t i;
-    for (i = 0; i < n; i++) {
-        const float save = x[i];
-        double lp, lm, fd, xp, xm;
-        x[i] = save + FD_H;
-        xp = x[i];
-        lp = f(ctx);
-        x[i] = save - FD_H;
-        xm = x[i];
-        lm = f(ctx);
-        x[i] = save;
-        fd = (lp - lm) / (xp - xm);
-        ck_assert_msg(fabs(grad[i] - fd) <= FD_ATOL + FD_RTOL * fabs(fd),
-                      "%s[%d]: analytic %.7g, finite difference %.7g", what,
-                      (int)i, (double)grad[i], fd);
-    }
-}
-
-/* out = after - before: what a backward call added. */
-static void added(float *out, const float *after, const float *before,
-                  size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++)
-        out[i] = after[i] - before[i];
-}
-
-static void expect_near(const char *what, const float *got, const double *want,
-                        size_t n, double rtol, double atol)
-{
-    size_t i;
-    for (i = 0; i < n; i++)
-        ck_assert_msg(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]),
-                      "%s[%d]: got %.9g, want %.9g", what, (int)i,
-                      (double)got[i], want[i]);
 }
 
 /* Buffers of n floats followed by GUARD sentinels that no kernel may write. */
