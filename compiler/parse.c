@@ -1224,14 +1224,20 @@ static int parse_policy_tree(Parser *p, xmlNode *root)
     return 0;
 }
 
+int parse_policy_memory(Ctx *c, const char *file, const char *data,
+                        size_t len, Policy *out)
+{
+    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = dir_of(c, file),
+                .policy = out};
+    out->file = p.file;
+    return parse_xml(&p, data, len, parse_policy_tree);
+}
+
 int parse_policy(Ctx *c, const char *file, Policy *out)
 {
     char *data;
     size_t len;
     if (read_file(c, file, &data, &len))
         return -1;
-    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = dir_of(c, file),
-                .policy = out};
-    out->file = p.file;
-    return parse_xml(&p, data, len, parse_policy_tree);
+    return parse_policy_memory(c, file, data, len, out);
 }

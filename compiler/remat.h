@@ -298,8 +298,11 @@ typedef struct {
 
 enum { RULE_OP, RULE_CATEGORY, RULE_NODE, RULE_DEFAULT };
 
-/* parse.c reads policy files too: the XML is one stage. */
+/* parse.c reads policy files too: the XML is one stage. A policy file, or
+ * an in-memory document named `file`. */
 int parse_policy(Ctx *c, const char *file, Policy *out);
+int parse_policy_memory(Ctx *c, const char *file, const char *data,
+                        size_t len, Policy *out);
 /* A built-in name or a policy XML file. */
 int policy_load(Ctx *c, const char *name_or_file, Policy **out);
 extern const char *const builtin_policies[];        /* NULL-terminated */
