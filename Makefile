@@ -59,6 +59,26 @@ build/test_%: tests/unit/test_%.c tests/unit/testutil.h $(LIB_OBJS)
 deps:
 	@scripts/deps.sh
 
+# Fuzzing (make fuzz): libFuzzer targets in fuzz/ over the compiler and the
+# runtime's .npy reader, built with clang under ASan and UBSan; UB aborts
+# rather than printing and going on, so that the fuzzer stops on it.
+FUZZ_SECONDS = 300
+FUZZ_CC = clang
+FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS = -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(WARN)
+FUZZ_OBJS = $(filter-out build/fuzz/main.o,$(SRCS:compiler/%.c=build/fuzz/%.o)) \
+	build/fuzz/remat_rt_host.o
+
+build/fuzz/%.o: compiler/%.c compiler/remat.h runtime/remat_rt.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) -std=c11 $(FUZZ_CFLAGS) $(XML_CFLAGS) -DREMAT_SOURCE_DIR='"$(CURDIR)"' -c $< -o $@
+build/fuzz/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) -std=c99 $(FUZZ_CFLAGS) -DRT_NO_BLAS -c $< -o $@
+.SECONDARY: $(FUZZ_OBJS)
+build/fuzz_%: fuzz/fuzz_%.c compiler/remat.h $(FUZZ_OBJS)
+	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(WARN) -Icompiler $< $(FUZZ_OBJS) $(XML_LIBS) -lm -o $@
+
 # generated/: the shipped graphs under the policies a reader compares.
 generated: build/remat
 	@for g in $(GRAPHS); do for p in $(GEN_POLICIES); do \
@@ -79,6 +99,12 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
 
+# Runs each target for a bounded time; fails on any crash, leak, UB report,
+# timeout or out-of-memory (scripts/fuzz.sh says where the input went).
+fuzz: deps
+	@$(MAKE) --no-print-directory build/fuzz_compile build/fuzz_policy
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
 # Not part of `make test`: timings belong in a report, not in a pass/fail.
 bench: deps
 	@$(MAKE) --no-print-directory all
@@ -87,4 +113,4 @@ bench: deps
 clean:
 	rm -rf build
 
-.PHONY: all deps generated unit test demo bench clean
+.PHONY: all deps generated unit test demo fuzz bench clean

@@ -1,0 +1,68 @@
+/*
+ * fuzz_policy.c: a libFuzzer target for policy files.
+ *
+ * The input is a policy file; it decides a fixed graph that has blocks, a
+ * node outside them, every category of op the compiler knows and names that
+ * globs can tell apart, and the result is emitted as `remat compile` would.
+ * As in fuzz_compile.c, one ctx_free must release everything, and bad input
+ * must end in one message naming the policy file.
+ */
+#include "remat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char graph[] =
+    "<model name=\"pol\" format=\"1\"><graph>\n"
+    "<input name=\"x\" shape=\"4 8\"/>\n"
+    "<initializer name=\"w0\" shape=\"8 8\" init=\"uniform\"/>\n"
+    "<initializer name=\"w1\" shape=\"8 8\" init=\"normal\" std=\"0.1\"/>\n"
+    "<initializer name=\"b\" shape=\"8\" init=\"zeros\"/>\n"
+    "<node name=\"in\" op=\"Relu\" in=\"x\" out=\"e\"/>\n"
+    "<block name=\"b0\">\n"
+    "<node name=\"b0.fc\" op=\"Gemm\" in=\"e w0 b\" out=\"b0.h\"/>\n"
+    "<node name=\"b0.act\" op=\"Gelu\" in=\"b0.h\" out=\"b0.g\"/>\n"
+    "<node name=\"b0.t\" op=\"Tanh\" in=\"b0.g\" out=\"b0.u\" remat=\"must_save\"/>\n"
+    "<node name=\"b0.res\" op=\"Add\" in=\"e b0.u\" out=\"b0.out\"/>\n"
+    "</block>\n"
+    "<block name=\"b1\">\n"
+    "<node name=\"b1.mm\" op=\"MatMul\" in=\"b0.out w1\" out=\"b1.h\"/>\n"
+    "<node name=\"b1.s\" op=\"Sigmoid\" in=\"b1.h\" out=\"b1.g\"/>\n"
+    "<node name=\"b1.mul\" op=\"Mul\" in=\"b1.g b0.out\" out=\"b1.p\"/>\n"
+    "<node name=\"b1.div\" op=\"Div\" in=\"b1.p b1.h\" out=\"b1.q\"/>\n"
+    "<node name=\"b1.sub\" op=\"Sub\" in=\"b1.q b\" out=\"b1.out\"/>\n"
+    "</block>\n"
+    "<node name=\"rows\" op=\"ReduceSum\" in=\"b1.out\" out=\"r\" axes=\"1\"/>\n"
+    "<node name=\"loss\" op=\"ReduceMean\" in=\"r\" out=\"l\" keepdims=\"0\"/>\n"
+    "<output name=\"l\"/>\n"
+    "</graph></model>\n";
+
+static void check_message(const Ctx *c, const char *file)
+{
+    if (strncmp(c->err, file, strlen(file)) != 0 || strchr(c->err, '\n'))
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const char *const file = "fuzz.policy.xml";
+    Ctx c;
+    ctx_init(&c);
+    Graph *g;
+    Policy *p = ctx_alloc(&c, sizeof *p);
+    Compiled m;
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    if (parse_graph_memory(&c, "pol.xml", graph, sizeof graph - 1, &g))
+        abort();                /* the fixed graph always parses */
+    if (parse_policy_memory(&c, file, (const char *)data, size, p))
+        check_message(&c, file);
+    else if (compile_parsed(&c, g, p, &m) ||
+             emit_c(&c, &m, "pol.h", &cf, &hf))
+        abort();                /* any valid policy compiles a valid graph */
+    ctx_free(&c);
+    return 0;
+}
