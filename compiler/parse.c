@@ -405,6 +405,32 @@ static int parse_input(Parser *p, xmlNode *x)
     return t ? parse_shape(p, x, name, t) : -1;
 }
 
+/* Checked before the values are allocated: a regular file (a FIFO or a
+ * terminal would block the compile in fopen, a folder holds no data), whose
+ * header matches the shape, large enough for the values and the smallest
+ * header (10 bytes): a shape of up to 1 GiB over a small or wrong file
+ * allocates nothing. */
+static int check_init_file(Parser *p, xmlNode *x, const Tensor *t,
+                           const char *path, const int *dims)
+{
+    struct stat st;
+    char why[256] = "";
+    size_t need = (size_t)t->numel * sizeof(float) + 10;
+    int found = stat(path, &st) == 0;   /* else rt_npy_read says why */
+    if (found && !S_ISREG(st.st_mode))
+        return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': not a "
+                          "regular file", t->name, path);
+    if (rt_npy_read(path, NULL, t->rank, dims, why, sizeof why) != 0)
+        return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",
+                          t->name, path, why);
+    if (found && (size_t)st.st_size < need)
+        return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %lld "
+                          "bytes cannot hold a .npy of shape %s (at least %zu "
+                          "bytes)", t->name, path, (long long)st.st_size,
+                          shape_str(p->c, t), need);
+    return 0;
+}
+
 static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
 {
     const char *path = t->path[0] == '/' ? t->path
@@ -412,11 +438,9 @@ static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
     int dims[MAX_RANK];
     for (int i = 0; i < t->rank; i++)
         dims[i] = (int)t->dims[i];
+    if (check_init_file(p, x, t, path, dims))
+        return -1;
     char why[256] = "";
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': not a "
-                          "regular file", t->name, path);
     t->data = ctx_alloc(p->c, (size_t)t->numel * sizeof(float));
     if (rt_npy_read(path, t->data, t->rank, dims, why, sizeof why) != 0)
         return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",

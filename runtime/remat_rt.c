@@ -2001,7 +2001,7 @@ int rt_npy_read(const char *path, float *data, int rank, const int *dims,
         rc = parse_dict(text, &h, why, whylen);
     if (rc == 0)
         rc = check_header(&h, rank, dims, why, whylen);
-    if (rc == 0)
+    if (rc == 0 && data != NULL)
         rc = read_floats(f, data, count, why, whylen);
     fclose(f);
     return rc;

@@ -364,7 +364,9 @@ int rt_npy_write(const char *path, const float *data, int rank, const int *dims)
 /* Reads a float32 C-order array whose shape must equal (rank, dims) exactly.
  * Returns 0; -1 if the file cannot be opened or read; -2 if it is not a
  * float32 C-order .npy file; -3 if its shape differs. On error `why`
- * (if not NULL, `whylen` bytes) says what was wrong. */
+ * (if not NULL, `whylen` bytes) says what was wrong. With data NULL only
+ * the header is read and checked: a caller can check a file before it
+ * allocates for its values. */
 int rt_npy_read(const char *path, float *data, int rank, const int *dims,
                 char *why, size_t whylen);
 #endif

@@ -851,6 +851,10 @@ START_TEST(npy_wrong_shape)
     ck_assert_int_eq(rt_npy_read(p, back, 1, want1, why, sizeof why), -3);
     ck_assert_str_eq(why, "shape (3, 4) but expected (12,)");
     ck_assert_int_eq(rt_npy_read(p, back, 1, want1, NULL, 0), -3);
+    /* data NULL: the header alone */
+    ck_assert_int_eq(rt_npy_read(p, NULL, 2, want, why, sizeof why), -3);
+    ck_assert_str_eq(why, "shape (3, 4) but expected (4, 3)");
+    ck_assert_int_eq(rt_npy_read(p, NULL, 2, dims, why, sizeof why), 0);
     remove(p);
 }
 END_TEST

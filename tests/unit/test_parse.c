@@ -1,5 +1,9 @@
 /* Parsing graph format v1: what the IR holds, and the errors bad input gets. */
+#define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *mlp =
     "<input name='x' shape='4 3'/>\n"
@@ -149,6 +153,25 @@ START_TEST(broken_xml_and_wrong_root)
 }
 END_TEST
 
+/* A FIFO as init="file" blocked the compile in fopen until a writer came;
+ * Check's timeout fails this test if it ever blocks again. */
+START_TEST(init_file_must_be_a_regular_file)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *fifo = ctx_printf(&c, "build/test_fifo_%ld", (long)getpid());
+    remove(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *body = ctx_printf(&c, "<initializer name='w' shape='2' "
+                                  "init='file' path='%s/%s'/>", REMAT_SOURCE_DIR,
+                                  fifo);
+    const char *msg = error_of(&c, body);
+    remove(fifo);
+    ck_assert_contains(msg, "not a regular file");
+    ctx_free(&c);
+}
+END_TEST
+
 START_TEST(model_names_that_clash_with_the_runtime)
 {
     Ctx c;
@@ -214,6 +237,7 @@ int main(void)
     tcase_add_loop_test(t, bad_graphs_get_clear_errors, 0,
                         (int)(sizeof bad / sizeof *bad));
     tcase_add_test(t, broken_xml_and_wrong_root);
+    tcase_add_test(t, init_file_must_be_a_regular_file);
     tcase_add_test(t, model_names_that_clash_with_the_runtime);
     tcase_add_test(t, glob_patterns);
     tcase_add_test(t, policy_files);
