@@ -120,17 +120,37 @@ char *ctx_printf(Ctx *c, const char *fmt, ...)
     return s;
 }
 
+/* Messages quote the input, and an attribute may hold any character
+ * (value="a&#10;b"): control characters are written as C escapes so that a
+ * message stays one line and prints nothing a terminal would act on. */
+static void escape_controls(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    for (; *s && n + 5 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch >= 0x20 && ch != 0x7f)
+            out[n++] = (char)ch;
+        else if (ch == '\n' || ch == '\t' || ch == '\r')
+            n += (size_t)snprintf(out + n, cap - n, "\\%c",
+                                  ch == '\n' ? 'n' : ch == '\t' ? 't' : 'r');
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", ch);
+    }
+    out[n] = '\0';
+}
+
 int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...)
 {
-    char msg[768];
+    char msg[768], where[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (line > 0)
-        snprintf(c->err, sizeof c->err, "%s:%d: %s", file, line, msg);
+        snprintf(where, sizeof where, "%s:%d: %s", file, line, msg);
     else
-        snprintf(c->err, sizeof c->err, "%s: %s", file, msg);
+        snprintf(where, sizeof where, "%s: %s", file, msg);
+    escape_controls(c->err, sizeof c->err, where);
     return -1;
 }
 
