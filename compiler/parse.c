@@ -1048,20 +1048,69 @@ static int file_too_big(Ctx *c, const char *file)
 /* libxml2 keeps its last error, but after one mistake the parser stumbles
  * on and the last is often an echo ("Premature end of data") far from it;
  * the first is the one to show. */
+/* libxml2's message, or plainer words where it names a parser option or
+ * an internal step. */
+static void explain_xml_error(const xmlError *e, char *out, size_t cap)
+{
+    char said[256];
+    snprintf(said, sizeof said, "%s", e->message);
+    said[strcspn(said, "\n")] = '\0';
+    if (e->domain == XML_FROM_I18N)
+        snprintf(out, cap, "bytes that the encoding <?xml?> declares cannot "
+                 "hold (%s); declare the file's real encoding or save it as "
+                 "UTF-8", said);
+    else if (strncmp(said, "Input is not proper UTF-8", 25) == 0)
+        snprintf(out, cap, "bytes that are not UTF-8; save the file as UTF-8 "
+                 "or declare its encoding in <?xml?>");
+    else if (strncmp(said, "Excessive depth", 15) == 0)
+        snprintf(out, cap, "elements nest more than 256 deep; a graph file "
+                 "nests four: model, graph, block, node");
+    else
+        snprintf(out, cap, "%s", said);
+}
+
 static void first_xml_error(void *data, xmlErrorPtr e)
 {
     Parser *p = ((xmlParserCtxtPtr)data)->_private;
-    if (p->xml_err[0] || !e || !e->message || e->level < XML_ERR_ERROR)
+    if (!e || !e->message || e->level < XML_ERR_ERROR)
         return;
-    snprintf(p->xml_err, sizeof p->xml_err, "%s", e->message);
-    if (strncmp(e->message, "Input is not proper UTF-8", 25) == 0)
-        snprintf(p->xml_err, sizeof p->xml_err, "bytes that are not UTF-8; "
-                 "save the file as UTF-8 or declare its encoding in <?xml?>");
-    if (strncmp(e->message, "Excessive depth", 15) == 0)  /* names an option */
-        snprintf(p->xml_err, sizeof p->xml_err, "elements nest more than 256 "
-                 "deep; a graph file nests four: model, graph, block, node");
-    p->xml_err[strcspn(p->xml_err, "\n")] = '\0';
+    if (p->xml_err[0]) {
+        /* an encoding error has no line; where the parser stumbled has */
+        if (!p->xml_err_line)
+            p->xml_err_line = e->line;
+        return;
+    }
+    explain_xml_error(e, p->xml_err, sizeof p->xml_err);
     p->xml_err_line = e->line;
+}
+
+static void xml_silent(void *data, const char *fmt, ...)
+{
+    (void)data;
+    (void)fmt;
+}
+
+/* libxml2 reports bytes invalid in the declared encoding outside the
+ * parser's context, through its global handlers, and the generic one
+ * prints on stderr whatever XML_PARSE_NOERROR says. While a document
+ * parses, those reports go to first_xml_error too (main.c alone prints);
+ * the handlers from before are put back after. */
+static xmlDocPtr read_xml(xmlParserCtxtPtr px, const char *data, size_t len,
+                          const char *file)
+{
+    xmlGenericErrorFunc generic = xmlGenericError;
+    void *generic_ctx = xmlGenericErrorContext;
+    xmlStructuredErrorFunc structured = xmlStructuredError;
+    void *structured_ctx = xmlStructuredErrorContext;
+    xmlSetGenericErrorFunc(NULL, xml_silent);
+    xmlSetStructuredErrorFunc(px, first_xml_error);
+    /* No network, no entity expansion, no DTD loading: a graph file is data. */
+    xmlDocPtr doc = xmlCtxtReadMemory(px, data, (int)len, file, NULL,
+                                      XML_PARSE_NONET | XML_PARSE_NOERROR |
+                                          XML_PARSE_NOWARNING);
+    xmlSetStructuredErrorFunc(structured_ctx, structured);
+    xmlSetGenericErrorFunc(generic_ctx, generic);
+    return doc;
 }
 
 /* Parses XML bytes and hands the root element to `fn`. */
@@ -1076,10 +1125,7 @@ static int parse_xml(Parser *p, const char *data, size_t len,
         return ctx_error(c, p->file, 0, "cannot create an XML parser");
     px->_private = p;
     px->sax->serror = first_xml_error;
-    /* No network, no entity expansion, no DTD loading: a graph file is data. */
-    xmlDocPtr doc = xmlCtxtReadMemory(px, data, (int)len, p->file, NULL,
-                                      XML_PARSE_NONET | XML_PARSE_NOERROR |
-                                          XML_PARSE_NOWARNING);
+    xmlDocPtr doc = read_xml(px, data, len, p->file);
     int rc;
     if (!doc) {
         rc = ctx_error(c, p->file, p->xml_err_line, "XML error: %s",
