@@ -1104,10 +1104,12 @@ static xmlDocPtr read_xml(xmlParserCtxtPtr px, const char *data, size_t len,
     void *structured_ctx = xmlStructuredErrorContext;
     xmlSetGenericErrorFunc(NULL, xml_silent);
     xmlSetStructuredErrorFunc(px, first_xml_error);
-    /* No network, no entity expansion, no DTD loading: a graph file is data. */
+    /* No network, no entity expansion, no DTD loading: a graph file is data.
+     * BIG_LINES: without it every line past 65535 is reported as 65535. */
     xmlDocPtr doc = xmlCtxtReadMemory(px, data, (int)len, file, NULL,
                                       XML_PARSE_NONET | XML_PARSE_NOERROR |
-                                          XML_PARSE_NOWARNING);
+                                          XML_PARSE_NOWARNING |
+                                          XML_PARSE_BIG_LINES);
     xmlSetStructuredErrorFunc(structured_ctx, structured);
     xmlSetGenericErrorFunc(generic_ctx, generic);
     return doc;
