@@ -60,8 +60,9 @@ deps:
 	@scripts/deps.sh
 
 # Fuzzing (make fuzz): libFuzzer targets in fuzz/ over the compiler and the
-# runtime's .npy reader, built with clang under ASan and UBSan; UB aborts
-# rather than printing and going on, so that the fuzzer stops on it.
+# runtime's .npy reader (the compiler runs it on init="file" paths), built
+# with clang under ASan and UBSan; UB aborts rather than printing and going
+# on, so that the fuzzer stops on it.
 FUZZ_SECONDS = 300
 FUZZ_CC = clang
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -78,6 +79,8 @@ build/fuzz/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 .SECONDARY: $(FUZZ_OBJS)
 build/fuzz_%: fuzz/fuzz_%.c compiler/remat.h $(FUZZ_OBJS)
 	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(WARN) -Icompiler $< $(FUZZ_OBJS) $(XML_LIBS) -lm -o $@
+build/fuzz_npy: fuzz/fuzz_npy.c build/fuzz/remat_rt_host.o
+	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(WARN) $< build/fuzz/remat_rt_host.o -lm -o $@
 
 # generated/: the shipped graphs under the policies a reader compares.
 generated: build/remat
@@ -102,7 +105,7 @@ demo: deps
 # Runs each target for a bounded time; fails on any crash, leak, UB report,
 # timeout or out-of-memory (scripts/fuzz.sh says where the input went).
 fuzz: deps
-	@$(MAKE) --no-print-directory build/fuzz_compile build/fuzz_policy
+	@$(MAKE) --no-print-directory build/fuzz_compile build/fuzz_policy build/fuzz_npy
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 # Not part of `make test`: timings belong in a report, not in a pass/fail.

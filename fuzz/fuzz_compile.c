@@ -7,6 +7,10 @@
  * every kind of graph. One ctx_free releases everything: with the leak
  * check on, that proves no path, failing or not, leaves memory behind.
  *
+ * The document is named as if it were in tests/graphs/ (libFuzzer runs
+ * from the repository's root), so that init="file" paths resolve as they
+ * do for the seed graphs there and the .npy reader is fuzzed too.
+ *
  * Bad input must end in one message naming the file, never in a crash, a
  * hang or a multi-line message; the last is checked here (a crash, a hang
  * and a leak the sanitizers and libFuzzer catch).
@@ -18,7 +22,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* What main.c would print: "fuzz.xml..." on one line. */
+/* What main.c would print: the file name first, on one line. */
 static void check_message(const Ctx *c, const char *file)
 {
     if (strncmp(c->err, file, strlen(file)) != 0 || strchr(c->err, '\n'))
@@ -27,7 +31,7 @@ static void check_message(const Ctx *c, const char *file)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *const file = "fuzz.xml";
+    static const char *const file = "tests/graphs/fuzz.xml";
     Ctx c;
     ctx_init(&c);
     Graph *g;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets that `make fuzz` built: build/fuzz_compile on
-# graph files for FUZZ_SECONDS, then build/fuzz_policy on policy files for a
-# fifth of that. Each starts from the corpus it left last time plus the
-# repository's own graphs and policies (build/fuzz-corpus/), with
-# fuzz/xml.dict. One worker: a 2-core machine is shared with its users.
+# graph files for FUZZ_SECONDS, then build/fuzz_policy on policy files and
+# build/fuzz_npy on .npy files for a fifth of that each. Each starts from
+# the corpus it left last time plus the repository's own graphs, policies
+# and .npy files (build/fuzz-corpus/), with its dictionary from fuzz/. One
+# worker: a 2-core machine is shared with its users.
 #
 # Any crash, leak, UBSan report, timeout (10 s: the compiler must never
 # hang) or use of more than 2 GiB fails the run; the input that did it is
@@ -13,9 +14,11 @@ set -u
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-300}
 corpus=build/fuzz-corpus
-mkdir -p "$corpus/compile" "$corpus/policy" build/fuzz-crashes build/fuzz-logs
+mkdir -p "$corpus/compile" "$corpus/policy" "$corpus/npy" build/fuzz-crashes \
+    build/fuzz-logs
 
-# Seeds: every graph the repository has, good or bad, and every policy.
+# Seeds: every graph the repository has, good or bad, every policy and
+# every .npy file.
 for f in graphs/*.xml tests/graphs/*.xml tests/bad/*.xml; do
     case $f in *.policy.xml) continue ;; esac
     cp "$f" "$corpus/compile/seed-$(basename "$f")"
@@ -23,14 +26,18 @@ done
 for f in tests/policies/*.xml tests/bad/*.policy.xml; do
     [ -f "$f" ] && cp "$f" "$corpus/policy/seed-$(basename "$f")"
 done
+for f in tests/graphs/data/*.npy tests/unit/data/*.npy; do
+    cp "$f" "$corpus/npy/seed-$(basename "$f")"
+done
 
-# run TARGET SECONDS: fuzzes, prints the final figures, fails on a finding.
+# run TARGET SECONDS DICT: fuzzes, prints the final figures, fails on a
+# finding.
 run() {
     local t=$1 s=$2 log=build/fuzz-logs/$1.log rc
     echo "fuzz: $t for $s s (log: $log)"
     UBSAN_OPTIONS=print_stacktrace=1 "build/fuzz_$t" \
         -max_total_time="$s" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-        -dict=fuzz/xml.dict -artifact_prefix="build/fuzz-crashes/$t-" \
+        -dict="fuzz/$3" -artifact_prefix="build/fuzz-crashes/$t-" \
         -print_final_stats=1 "$corpus/$t" > "$log" 2>&1
     rc=$?
     grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|stat::new_units_added)|^#[0-9]+.*DONE' "$log" \
@@ -43,8 +50,9 @@ run() {
     fi
 }
 
-run compile "$secs" || exit 1
-policy_secs=$((secs / 5))
-[ "$policy_secs" -lt 10 ] && policy_secs=10
-run policy "$policy_secs" || exit 1
+small=$((secs / 5))
+[ "$small" -lt 10 ] && small=10
+run compile "$secs" xml.dict || exit 1
+run policy "$small" xml.dict || exit 1
+run npy "$small" npy.dict || exit 1
 echo "fuzz: no crash, leak, UB, timeout or OOM"
