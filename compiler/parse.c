@@ -947,6 +947,51 @@ static int valid_c_identifier(const char *s)
     return 1;
 }
 
+/* name is word, or word_ followed by anything */
+static int has_prefix(const char *name, const char *word)
+{
+    size_t n = strlen(word);
+    return strncmp(name, word, n) == 0 && (name[n] == '\0' || name[n] == '_');
+}
+
+/* The model's name prefixes every generated symbol (NAME_forward, ...),
+ * beside the runtime's rt_ symbols and the generated file's own tables:
+ * map_NODE (emit.c), init_TENSOR (emit.c), bmm_NODE, dims_NODE and
+ * perm_NODE (ops.c). A model named map, or map_x, could give one of its
+ * functions a table's name: map_forward for a node named forward, which
+ * the C compiler then refuses. A new table prefix belongs here too. */
+static int check_model_name(Parser *p, xmlNode *root, const char *name)
+{
+    static const char *const tables[][2] = {
+        {"map", "a node"}, {"init", "an initializer"},
+        {"bmm", "a MatMul node"}, {"dims", "a Transpose node"},
+        {"perm", "a Transpose node"},
+    };
+    if (!valid_c_identifier(name) || strlen(name) > 64)
+        return ELEM_ERROR(p, root, "model name '%s' must be a C identifier of "
+                          "at most 64 characters: it prefixes every generated "
+                          "symbol", name);
+    if (has_prefix(name, "rt"))
+        return ELEM_ERROR(p, root, "model name '%s' would clash with the "
+                          "runtime's rt_ symbols; choose a name that is not rt "
+                          "and does not start with rt_", name);
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        const char *t = tables[i][0];
+        if (!has_prefix(name, t))
+            continue;
+        /* the table that NAME_forward would also be */
+        const char *rest = name + strlen(t) + (name[strlen(t)] == '_');
+        const char *node = ctx_printf(p->c, "%s%sforward", rest,
+                                      *rest ? "_" : "");
+        return ELEM_ERROR(p, root, "model name '%s' could clash with the "
+                          "generated %s_ tables (%s_forward for %s named "
+                          "%s); choose a name that is not %s and does not "
+                          "start with %s_", name, t, name, tables[i][1], node,
+                          t, t);
+    }
+    return 0;
+}
+
 static xmlNode *the_graph(Parser *p, xmlNode *root)
 {
     static const char *const ok[] = {"name", "format", NULL};
@@ -964,17 +1009,8 @@ static xmlNode *the_graph(Parser *p, xmlNode *root)
                    "compiler reads format=\"1\"", name);
     if (!format || check_attrs(p, root, ok, NULL))
         return NULL;
-    if (!valid_c_identifier(name) || strlen(name) > 64) {
-        ELEM_ERROR(p, root, "model name '%s' must be a C identifier of at most "
-                   "64 characters: it prefixes every generated symbol", name);
+    if (check_model_name(p, root, name))
         return NULL;
-    }
-    if (strcmp(name, "rt") == 0 || strncmp(name, "rt_", 3) == 0) {
-        ELEM_ERROR(p, root, "model name '%s' would clash with the runtime's "
-                   "rt_ symbols; choose a name that is not rt and does not "
-                   "start with rt_", name);
-        return NULL;
-    }
     if (strcmp(format, "1") != 0) {
         ELEM_ERROR(p, root, "model '%s': format=\"%s\" is not supported; this "
                    "compiler reads format=\"1\"", name, format);

@@ -180,6 +180,13 @@ START_TEST(model_names_that_clash_with_the_runtime)
     const char *xml = "<model name='rt_x' format='1'><graph/></model>";
     ck_assert_int_eq(parse_graph_memory(&c, "m.xml", xml, strlen(xml), &g), -1);
     ck_assert_contains(c.err, "would clash with the runtime's rt_ symbols");
+    /* init_x_forward: the function, or the table of a parameter x_forward */
+    xml = "<model name='init_x' format='1'><graph/></model>";
+    ck_assert_int_eq(parse_graph_memory(&c, "m.xml", xml, strlen(xml), &g), -1);
+    ck_assert_contains(c.err, "could clash with the generated init_ tables");
+    xml = "<model name='mapping' format='1'><graph/></model>";
+    ck_assert_int_eq(parse_graph_memory(&c, "m.xml", xml, strlen(xml), &g), -1);
+    ck_assert_contains(c.err, "has no nodes");
     ctx_free(&c);
 }
 END_TEST
