@@ -43,12 +43,15 @@ static const char *upper(Ctx *c, const char *s)
     return u;
 }
 
-/* Text for a C comment: a star-slash inside would end it early. */
+/* Text for a C comment: a star-slash inside would end it early, and a
+ * slash-star is a warning (-Wcomment) that -Werror makes an error. */
 static const char *comment_safe(Ctx *c, const char *s)
 {
     char *d = ctx_strdup(c, s);
     for (char *p = d; (p = strstr(p, "*/")) != NULL;)
         *p = '?';
+    for (char *p = d; (p = strstr(p, "/*")) != NULL;)
+        p[1] = '?';
     return d;
 }
 

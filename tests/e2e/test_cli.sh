@@ -91,6 +91,15 @@ expect "unknown command exit status" 2 $?
 "$remat" diff graphs/mlp12.xml --policy sac 2> /dev/null
 expect "diff with one policy exit status" 2 $?
 
+# --- a .npy path that is not C comment text ----------------------------------------
+# The generated file names the path in a comment: "/*" in it was -Wcomment.
+mkdir -p "$work/odd"
+cp tests/graphs/data/emb.npy "$work/odd/*e*.npy"
+sed 's|path="data/emb.npy"|path="'"$work"'/odd/*e*.npy"|' tests/graphs/blocks_skip.xml > "$work/odd.xml"
+"$remat" compile "$work/odd.xml" -o "$work/odd.c" \
+    && cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -Iruntime "$work/odd.c" \
+    && ok || bad "a path with /* or */ broke the generated comment"
+
 # --- reproducible output and generated/ -------------------------------------------------
 "$remat" compile graphs/mlp12.xml --policy sac -o "$work/a.c"
 "$remat" compile graphs/mlp12.xml --policy sac -o "$work/b.c"
