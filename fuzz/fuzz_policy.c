@@ -1,9 +1,10 @@
 /*
  * fuzz_policy.c: a libFuzzer target for policy files.
  *
- * The input is a policy file; it decides a fixed graph that has blocks, a
- * node outside them, every category of op the compiler knows and names that
- * globs can tell apart, and the result is emitted as `remat compile` would.
+ * The input is a policy file; it decides a fixed graph that has blocks,
+ * nodes outside them, ops of every category the compiler has (matmul,
+ * pointwise, reduction, normalization, shape) and names that globs can
+ * tell apart, and the result is emitted as `remat compile` would.
  * As in fuzz_compile.c, one ctx_free must release everything, and bad input
  * must end in one message naming the policy file.
  */
@@ -20,6 +21,7 @@ static const char graph[] =
     "<initializer name=\"w0\" shape=\"8 8\" init=\"uniform\"/>\n"
     "<initializer name=\"w1\" shape=\"8 8\" init=\"normal\" std=\"0.1\"/>\n"
     "<initializer name=\"b\" shape=\"8\" init=\"zeros\"/>\n"
+    "<initializer name=\"g\" shape=\"8\" init=\"ones\"/>\n"
     "<node name=\"in\" op=\"Relu\" in=\"x\" out=\"e\"/>\n"
     "<block name=\"b0\">\n"
     "<node name=\"b0.fc\" op=\"Gemm\" in=\"e w0 b\" out=\"b0.h\"/>\n"
@@ -32,9 +34,12 @@ static const char graph[] =
     "<node name=\"b1.s\" op=\"Sigmoid\" in=\"b1.h\" out=\"b1.g\"/>\n"
     "<node name=\"b1.mul\" op=\"Mul\" in=\"b1.g b0.out\" out=\"b1.p\"/>\n"
     "<node name=\"b1.div\" op=\"Div\" in=\"b1.p b1.h\" out=\"b1.q\"/>\n"
-    "<node name=\"b1.sub\" op=\"Sub\" in=\"b1.q b\" out=\"b1.out\"/>\n"
+    "<node name=\"b1.sub\" op=\"Sub\" in=\"b1.q b\" out=\"b1.d\"/>\n"
+    "<node name=\"b1.ln\" op=\"LayerNormalization\" in=\"b1.d g b\" out=\"b1.n\"/>\n"
+    "<node name=\"b1.sm\" op=\"Softmax\" in=\"b1.n\" out=\"b1.out\"/>\n"
     "</block>\n"
-    "<node name=\"rows\" op=\"ReduceSum\" in=\"b1.out\" out=\"r\" axes=\"1\"/>\n"
+    "<node name=\"tr\" op=\"Transpose\" in=\"b1.out\" out=\"t\"/>\n"
+    "<node name=\"rows\" op=\"ReduceSum\" in=\"t\" out=\"r\" axes=\"0\"/>\n"
     "<node name=\"loss\" op=\"ReduceMean\" in=\"r\" out=\"l\" keepdims=\"0\"/>\n"
     "<output name=\"l\"/>\n"
     "</graph></model>\n";
