@@ -23,7 +23,8 @@ normal=$root/build/remat
 asan=$root/build/asan/remat
 san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect
-    --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
+    --errors-for-leak-kinds=definite,indirect --error-exitcode=99
+    --suppressions=$root/tests/e2e/valgrind.supp"
 export UBSAN_OPTIONS=print_stacktrace=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$work/vg"
 if [ ! -x "$asan" ] || ! command -v valgrind > /dev/null; then
