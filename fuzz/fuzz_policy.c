@@ -3,8 +3,8 @@
  *
  * The input is a policy file; it decides a fixed graph that has blocks,
  * nodes outside them, ops of every category the compiler has (matmul,
- * pointwise, reduction, normalization, shape) and names that globs can
- * tell apart, and the result is emitted as `remat compile` would.
+ * conv, attention, pointwise, reduction, normalization, shape) and names
+ * that globs can tell apart, and the result is emitted as `remat compile` would.
  * As in fuzz_compile.c, one ctx_free must release everything, and bad input
  * must end in one message naming the policy file.
  */
@@ -22,6 +22,7 @@ static const char graph[] =
     "<initializer name=\"w1\" shape=\"8 8\" init=\"normal\" std=\"0.1\"/>\n"
     "<initializer name=\"b\" shape=\"8\" init=\"zeros\"/>\n"
     "<initializer name=\"g\" shape=\"8\" init=\"ones\"/>\n"
+    "<initializer name=\"wc\" shape=\"2 2 3 3\" init=\"uniform\" low=\"-0.3\" high=\"0.3\"/>\n"
     "<node name=\"in\" op=\"Relu\" in=\"x\" out=\"e\"/>\n"
     "<block name=\"b0\">\n"
     "<node name=\"b0.fc\" op=\"Gemm\" in=\"e w0 b\" out=\"b0.h\"/>\n"
@@ -38,9 +39,21 @@ static const char graph[] =
     "<node name=\"b1.ln\" op=\"LayerNormalization\" in=\"b1.d g b\" out=\"b1.n\"/>\n"
     "<node name=\"b1.sm\" op=\"Softmax\" in=\"b1.n\" out=\"b1.out\"/>\n"
     "</block>\n"
+    "<block name=\"b2\">\n"
+    "<node name=\"b2.img\" op=\"Reshape\" in=\"b1.out\" out=\"b2.i\" shape=\"1 2 4 4\"/>\n"
+    "<node name=\"b2.conv\" op=\"Conv\" in=\"b2.i wc\" out=\"b2.c\" pads=\"1 1 1 1\"/>\n"
+    "<node name=\"b2.pool\" op=\"MaxPool\" in=\"b2.c\" out=\"b2.p\" kernel_shape=\"2 2\"/>\n"
+    "<node name=\"b2.seq\" op=\"Reshape\" in=\"b1.out\" out=\"b2.s\" shape=\"1 1 4 8\"/>\n"
+    "<node name=\"b2.att\" op=\"Attention\" in=\"b2.s b2.s b2.s\" out=\"b2.a\" is_causal=\"1\"/>\n"
+    "</block>\n"
     "<node name=\"tr\" op=\"Transpose\" in=\"b1.out\" out=\"t\"/>\n"
     "<node name=\"rows\" op=\"ReduceSum\" in=\"t\" out=\"r\" axes=\"0\"/>\n"
-    "<node name=\"loss\" op=\"ReduceMean\" in=\"r\" out=\"l\" keepdims=\"0\"/>\n"
+    "<node name=\"gap\" op=\"GlobalAveragePool\" in=\"b2.p\" out=\"gp\"/>\n"
+    "<node name=\"m1\" op=\"ReduceMean\" in=\"r\" out=\"l1\" keepdims=\"0\"/>\n"
+    "<node name=\"m2\" op=\"ReduceMean\" in=\"gp\" out=\"l2\" keepdims=\"0\"/>\n"
+    "<node name=\"m3\" op=\"ReduceMean\" in=\"b2.a\" out=\"l3\" keepdims=\"0\"/>\n"
+    "<node name=\"s1\" op=\"Add\" in=\"l1 l2\" out=\"l12\"/>\n"
+    "<node name=\"loss\" op=\"Add\" in=\"l12 l3\" out=\"l\"/>\n"
     "<output name=\"l\"/>\n"
     "</graph></model>\n";
 
