@@ -196,13 +196,14 @@ static void emit_bmm_static(Emit *e, const Node *n)
     const Tensor *y = OUT(0);
     long batch = dims_product(y, 0, y->rank - 2);
     long *index = ctx_alloc(e->ctx, (size_t)batch * sizeof(long));
+    /* bmma_, not bmm_a_: node a_x's bmm_a_x would be node x's A index */
     for (int i = 0; i < 2; i++) {
         batch_index(y, IN(i), index);
-        emit_int_array(e, ctx_printf(e->ctx, "bmm_%s_%s", i ? "b" : "a",
+        emit_int_array(e, ctx_printf(e->ctx, "bmm%s_%s", i ? "b" : "a",
                                      n->cname), index, (int)batch);
     }
-    emit(e, "static const rt_bmm bmm_%s = {%ld, %ld, %ld, %ld, bmm_a_%s, "
-         "bmm_b_%s};", n->cname, batch, y->dims[y->rank - 2],
+    emit(e, "static const rt_bmm bmm_%s = {%ld, %ld, %ld, %ld, bmma_%s, "
+         "bmmb_%s};", n->cname, batch, y->dims[y->rank - 2],
          y->dims[y->rank - 1], IN(0)->dims[IN(0)->rank - 1], n->cname,
          n->cname);
 }

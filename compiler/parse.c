@@ -956,15 +956,16 @@ static int has_prefix(const char *name, const char *word)
 
 /* The model's name prefixes every generated symbol (NAME_forward, ...),
  * beside the runtime's rt_ symbols and the generated file's own tables:
- * map_NODE (emit.c), init_TENSOR (emit.c), bmm_NODE, dims_NODE, perm_NODE
- * and win_NODE (ops.c). A model named map, or map_x, could give one of its
+ * map_NODE (emit.c), init_TENSOR (emit.c), bmm_NODE, bmma_NODE, bmmb_NODE,
+ * dims_NODE, perm_NODE and win_NODE (ops.c). A model named map, or map_x, could give one of its
  * functions a table's name: map_forward for a node named forward, which
  * the C compiler then refuses. A new table prefix belongs here too. */
 static int check_model_name(Parser *p, xmlNode *root, const char *name)
 {
     static const char *const tables[][2] = {
         {"map", "a node"}, {"init", "an initializer"},
-        {"bmm", "a MatMul node"}, {"dims", "a Transpose node"},
+        {"bmm", "a MatMul node"}, {"bmma", "a MatMul node"},
+        {"bmmb", "a MatMul node"}, {"dims", "a Transpose node"},
         {"perm", "a Transpose node"}, {"win", "a Conv or pooling node"},
     };
     if (!valid_c_identifier(name) || strlen(name) > 64)

@@ -100,6 +100,23 @@ sed 's|path="data/emb.npy"|path="'"$work"'/odd/*e*.npy"|' tests/graphs/blocks_sk
     && cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -Iruntime "$work/odd.c" \
     && ok || bad "a path with /* or */ broke the generated comment"
 
+# --- generated names that must not meet -------------------------------------------
+# Node a_x's batch table bmm_a_x was node x's A index table too.
+cat > "$work/names.xml" <<'XML'
+<model name="names" format="1"><graph>
+  <input name="p" shape="2 3 4"/>
+  <initializer name="q" shape="2 4 5" init="uniform"/>
+  <node name="x" op="MatMul" in="p q" out="y1"/>
+  <node name="a_x" op="MatMul" in="p q" out="y2"/>
+  <node name="s" op="Add" in="y1 y2" out="s1"/>
+  <node name="r" op="ReduceSum" in="s1" out="l" keepdims="0"/>
+  <output name="l"/>
+</graph></model>
+XML
+"$remat" compile "$work/names.xml" -o "$work/names.c" \
+    && cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -Iruntime "$work/names.c" \
+    && ok || bad "two batched MatMuls x and a_x gave clashing tables"
+
 # --- reproducible output and generated/ -------------------------------------------------
 "$remat" compile graphs/mlp12.xml --policy sac -o "$work/a.c"
 "$remat" compile graphs/mlp12.xml --policy sac -o "$work/b.c"
