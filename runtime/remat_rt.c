@@ -1689,38 +1689,72 @@ static void shape_str(char *s, size_t len, int rank, const long long *dims)
         snprintf(s + used, len - used, rank == 0 ? "()" : rank == 1 ? ",)" : ")");
 }
 
-/* Floats are stored little-endian whatever the host's byte order. */
-static void put_le32(unsigned char *p, float v)
+/* Elements are stored little-endian whatever the host's byte order. */
+static void put_le(unsigned char *p, uint64_t u, size_t size)
 {
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    p[0] = (unsigned char)u;
-    p[1] = (unsigned char)(u >> 8);
-    p[2] = (unsigned char)(u >> 16);
-    p[3] = (unsigned char)(u >> 24);
+    size_t b;
+    for (b = 0; b < size; b++)
+        p[b] = (unsigned char)(u >> (8 * b));
 }
 
-static float get_le32(const unsigned char *p)
+static uint64_t get_le(const unsigned char *p, size_t size)
 {
-    const uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-                       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    float v;
-    memcpy(&v, &u, sizeof v);
-    return v;
+    uint64_t u = 0;
+    size_t b;
+    for (b = 0; b < size; b++)
+        u |= (uint64_t)p[b] << (8 * b);
+    return u;
+}
+
+/* The two element types: float32 parameters and data, int64 indices. */
+typedef struct {
+    const char *descr;
+    const char *what;
+    size_t size;
+} npy_type;
+
+static const npy_type npy_f32 = {"<f4", "float32", 4};
+static const npy_type npy_i64 = {"<i8", "int64", 8};
+
+static void put_elem(unsigned char *p, const void *data, size_t i,
+                     const npy_type *t)
+{
+    uint32_t u;
+    if (t->size == 8) {
+        put_le(p, (uint64_t)((const int64_t *)data)[i], 8);
+        return;
+    }
+    memcpy(&u, (const float *)data + i, sizeof u);
+    put_le(p, u, 4);
+}
+
+static void get_elem(void *data, size_t i, const unsigned char *p,
+                     const npy_type *t)
+{
+    uint32_t u;
+    if (t->size == 8) {
+        uint64_t v = get_le(p, 8);
+        int64_t x;
+        memcpy(&x, &v, sizeof x);   /* two's complement, as numpy wrote it */
+        ((int64_t *)data)[i] = x;
+        return;
+    }
+    u = (uint32_t)get_le(p, 4);
+    memcpy((float *)data + i, &u, sizeof u);
 }
 
 /* Fills head with magic, version 1.0, length and the padded dict; returns
  * the total header size, a multiple of NPY_ALIGN. */
 static size_t npy_make_header(char *head, size_t cap, int rank,
-                              const long long *dims)
+                              const long long *dims, const npy_type *t)
 {
     char shape[RT_MAX_RANK * 24 + 8];
     size_t len, total;
     shape_str(shape, sizeof shape, rank, dims);
     len = NPY_MAGIC_LEN + 4 +
           (size_t)snprintf(head + NPY_MAGIC_LEN + 4, cap - NPY_MAGIC_LEN - 4,
-                           "{'descr': '<f4', 'fortran_order': False, "
-                           "'shape': %s, }", shape);
+                           "{'descr': '%s', 'fortran_order': False, "
+                           "'shape': %s, }", t->descr, shape);
     total = (len + 1 + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN; /* +1: '\n' */
     memcpy(head, NPY_MAGIC, NPY_MAGIC_LEN);
     head[6] = 1;
@@ -1732,10 +1766,11 @@ static size_t npy_make_header(char *head, size_t cap, int rank,
     return total;
 }
 
-int rt_npy_write(const char *path, const float *data, int rank, const int *dims)
+static int npy_write(const char *path, const void *data, int rank,
+                     const int *dims, const npy_type *t)
 {
     char head[256]; /* the dict for RT_MAX_RANK 10-digit dims fits in 192 */
-    unsigned char buf[NPY_CHUNK * 4];
+    unsigned char buf[NPY_CHUNK * 8];
     long long ldims[RT_MAX_RANK];
     size_t count = 1, total, i, j, k;
     FILE *f;
@@ -1752,7 +1787,7 @@ int rt_npy_write(const char *path, const float *data, int rank, const int *dims)
         ldims[d] = dims[d];
         count *= (size_t)dims[d];
     }
-    total = npy_make_header(head, sizeof head, rank, ldims);
+    total = npy_make_header(head, sizeof head, rank, ldims, t);
     f = fopen(path, "wb");
     if (f == NULL)
         return -1;
@@ -1760,12 +1795,23 @@ int rt_npy_write(const char *path, const float *data, int rank, const int *dims)
     for (i = 0; ok && i < count; i += k) {
         k = count - i < NPY_CHUNK ? count - i : NPY_CHUNK;
         for (j = 0; j < k; j++)
-            put_le32(buf + 4 * j, data[i + j]);
-        ok = fwrite(buf, 4, k, f) == k;
+            put_elem(buf + t->size * j, data, i + j, t);
+        ok = fwrite(buf, t->size, k, f) == k;
     }
     if (fclose(f) != 0)
         ok = 0;
     return ok ? 0 : -1;
+}
+
+int rt_npy_write(const char *path, const float *data, int rank, const int *dims)
+{
+    return npy_write(path, data, rank, dims, &npy_f32);
+}
+
+int rt_npy_write_i64(const char *path, const int64_t *data, int rank,
+                     const int *dims)
+{
+    return npy_write(path, data, rank, dims, &npy_i64);
 }
 
 /* What rt_npy_read needs from the header dict; -1 / "" until seen. */
@@ -1926,13 +1972,14 @@ static int read_header_text(FILE *f, char *buf, size_t cap, char *why,
 
 /* dtype, order, then the shape against (rank, dims). */
 static int check_header(const npy_header *h, int rank, const int *dims,
-                        char *why, size_t whylen)
+                        const npy_type *t, char *why, size_t whylen)
 {
     long long want[RT_MAX_RANK];
     char got_s[NPY_MAX_DIMS * 24 + 8], want_s[RT_MAX_RANK * 24 + 8];
     int d, same = h->rank == rank;
-    if (strcmp(h->descr, "<f4") != 0)
-        return say(why, whylen, "dtype '%s' is not float32 '<f4'", h->descr), -2;
+    if (strcmp(h->descr, t->descr) != 0)
+        return say(why, whylen, "dtype '%s' is not %s '%s'", h->descr, t->what,
+                   t->descr), -2;
     if (h->fortran)
         return say(why, whylen, "fortran_order is True; only C order is "
                    "supported"), -2;
@@ -1948,25 +1995,26 @@ static int check_header(const npy_header *h, int rank, const int *dims,
     return say(why, whylen, "shape %s but expected %s", got_s, want_s), -3;
 }
 
-/* count little-endian floats into data; a short read is an I/O error if the
- * stream says so, otherwise a file that ends early. */
-static int read_floats(FILE *f, float *data, size_t count, char *why,
-                       size_t whylen)
+/* count little-endian elements into data; a short read is an I/O error if
+ * the stream says so, otherwise a file that ends early. */
+static int read_elems(FILE *f, void *data, size_t count, const npy_type *t,
+                      char *why, size_t whylen)
 {
-    unsigned char buf[NPY_CHUNK * 4];
+    const size_t z = t->size;
+    unsigned char buf[NPY_CHUNK * 8];
     size_t i, j, k, got;
     for (i = 0; i < count; i += k) {
         k = count - i < NPY_CHUNK ? count - i : NPY_CHUNK;
-        got = fread(buf, 1, 4 * k, f);
-        if (got != 4 * k) {
+        got = fread(buf, 1, z * k, f);
+        if (got != z * k) {
             if (ferror(f))
                 return say(why, whylen, "read error: %s", strerror(errno)), -1;
             return say(why, whylen, "truncated data: %lu of %lu bytes",
-                       (unsigned long)(4 * i + got),
-                       (unsigned long)(4 * count)), -2;
+                       (unsigned long)(z * i + got),
+                       (unsigned long)(z * count)), -2;
         }
         for (j = 0; j < k; j++)
-            data[i + j] = get_le32(buf + 4 * j);
+            get_elem(data, i + j, buf + z * j, t);
     }
     /* bytes past the data mean the header's shape is not the file's */
     got = fread(buf, 1, sizeof buf, f);
@@ -1980,8 +2028,8 @@ static int read_floats(FILE *f, float *data, size_t count, char *why,
     return 0;
 }
 
-int rt_npy_read(const char *path, float *data, int rank, const int *dims,
-                char *why, size_t whylen)
+static int npy_read(const char *path, void *data, int rank, const int *dims,
+                    const npy_type *t, char *why, size_t whylen)
 {
     char text[NPY_MAX_HEADER];
     npy_header h;
@@ -2000,11 +2048,23 @@ int rt_npy_read(const char *path, float *data, int rank, const int *dims,
     if (rc == 0)
         rc = parse_dict(text, &h, why, whylen);
     if (rc == 0)
-        rc = check_header(&h, rank, dims, why, whylen);
+        rc = check_header(&h, rank, dims, t, why, whylen);
     if (rc == 0 && data != NULL)
-        rc = read_floats(f, data, count, why, whylen);
+        rc = read_elems(f, data, count, t, why, whylen);
     fclose(f);
     return rc;
+}
+
+int rt_npy_read(const char *path, float *data, int rank, const int *dims,
+                char *why, size_t whylen)
+{
+    return npy_read(path, data, rank, dims, &npy_f32, why, whylen);
+}
+
+int rt_npy_read_i64(const char *path, int64_t *data, int rank,
+                    const int *dims, char *why, size_t whylen)
+{
+    return npy_read(path, data, rank, dims, &npy_i64, why, whylen);
 }
 
 #endif /* RT_NO_STDIO */

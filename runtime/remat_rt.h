@@ -355,7 +355,7 @@ void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
                            int bh, int sq, int skv, int e, int ev, float scale,
                            int causal, float *scratch);
 
-/* ---- .npy files (float32, little-endian, C order) ------------------------- */
+/* ---- .npy files (float32 or int64, little-endian, C order) ---------------- */
 
 #ifndef RT_NO_STDIO
 /* Writes a float32 array of the given shape (rank 0 is a scalar).
@@ -369,6 +369,11 @@ int rt_npy_write(const char *path, const float *data, int rank, const int *dims)
  * allocates for its values. */
 int rt_npy_read(const char *path, float *data, int rank, const int *dims,
                 char *why, size_t whylen);
+/* The same for int64 ('<i8') arrays: integer inputs (indices, labels). */
+int rt_npy_write_i64(const char *path, const int64_t *data, int rank,
+                     const int *dims);
+int rt_npy_read_i64(const char *path, int64_t *data, int rank,
+                    const int *dims, char *why, size_t whylen);
 #endif
 
 /* ---- the model descriptor that every generated model exports --------------- */

@@ -882,6 +882,35 @@ START_TEST(npy_reads_numpy_files)
 }
 END_TEST
 
+/* int64 indices: numpy's file read back, ours read by numpy, and each
+ * dtype refused where the other is wanted. */
+START_TEST(npy_int64_both_ways)
+{
+    const int dims[2] = {2, 3};
+    const int64_t vals[6] = {0, -1, 255, INT64_C(1) << 40, -(INT64_C(1) << 62), 7};
+    int64_t back[6];
+    float f[6];
+    char why[128] = "";
+    const char *p = tmp_npy("i64");
+    int i;
+    ck_assert_int_eq(run_py("np.save(p, np.array([0, -1, 255, 1 << 40, "
+                            "-(1 << 62), 7], dtype=np.int64).reshape(2,3))", p), 0);
+    ck_assert_msg(rt_npy_read_i64(p, back, 2, dims, why, sizeof why) == 0, "%s", why);
+    for (i = 0; i < 6; i++)
+        ck_assert(back[i] == vals[i]);
+    ck_assert_int_eq(rt_npy_read(p, f, 2, dims, why, sizeof why), -2);
+    ck_assert_str_eq(why, "dtype '<i8' is not float32 '<f4'");
+    ck_assert_int_eq(rt_npy_write_i64(p, vals, 2, dims), 0);
+    ck_assert_int_eq(run_py("a = np.load(p); assert a.dtype == np.int64; "
+                            "assert a.tolist() == "
+                            "[[0, -1, 255], [1 << 40, -(1 << 62), 7]]", p), 0);
+    ck_assert_int_eq(run_py("np.save(p, np.zeros((2, 3), np.float32))", p), 0);
+    ck_assert_int_eq(rt_npy_read_i64(p, back, 2, dims, why, sizeof why), -2);
+    ck_assert_str_eq(why, "dtype '<f4' is not int64 '<i8'");
+    remove(p);
+}
+END_TEST
+
 /* A hand-made header: keys in another order, odd spacing, v1.0. */
 START_TEST(npy_reads_reordered_header)
 {
@@ -994,6 +1023,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, npy_round_trip);
     tcase_add_test(tc, npy_wrong_shape);
     tcase_add_test(tc, npy_reads_numpy_files);
+    tcase_add_test(tc, npy_int64_both_ways);
     tcase_add_test(tc, npy_reads_reordered_header);
     tcase_add_test(tc, npy_rejects_bad_files);
     suite_add_tcase(s, tc);
