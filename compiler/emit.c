@@ -265,20 +265,32 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
 
 /* ---- functions ------------------------------------------------------------------- */
 
-/* The caller's buffers, laid out once: inputs and parameters each in file
- * order in their own buffer, graph outputs in output order in theirs.
- * offset[t] is tensor t's place in its buffer, in floats. */
+/* The caller's buffers that hold graph tensors from the start. */
+typedef enum { BUF_INPUTS, BUF_INT_INPUTS, BUF_PARAMS, BUF_NONE } Buffer;
+
+static const char *const buffer_names[] = {"inputs", "int_inputs", "params"};
+
+static Buffer buffer_of(const Tensor *x)
+{
+    if (x->kind == T_INPUT)
+        return x->is_int ? BUF_INT_INPUTS : BUF_INPUTS;
+    return x->kind == T_PARAM ? BUF_PARAMS : BUF_NONE;
+}
+
+/* The caller's buffers, laid out once: float inputs, int64 inputs and
+ * parameters each in file order in their own buffer, graph outputs in
+ * output order in theirs. offset[t] is tensor t's place in its buffer, in
+ * elements. */
 static size_t *layout(Ctx *c, const Graph *g)
 {
     size_t *offset = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *offset);
-    size_t inputs = 0, params = 0, outputs = 0;
+    size_t next[BUF_NONE] = {0}, outputs = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        size_t *next = x->kind == T_INPUT ? &inputs
-                       : x->kind == T_PARAM ? &params : NULL;
-        if (next) {
-            offset[t] = *next;
-            *next += (size_t)x->numel;
+        Buffer b = buffer_of(x);
+        if (b != BUF_NONE) {
+            offset[t] = next[b];
+            next[b] += (size_t)x->numel;
         }
     }
     for (int i = 0; i < g->noutputs; i++) {
@@ -295,8 +307,8 @@ static void emit_buffer_pointers(Emit *e, int train)
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_ACT || x->nconsumers == 0)
             continue;
-        emit(e, "const float *v_%s = %s + %zu;", x->cname,
-             x->kind == T_INPUT ? "inputs" : "params", e->offset[t]);
+        emit(e, "const %s *v_%s = %s + %zu;", x->is_int ? "int64_t" : "float",
+             x->cname, buffer_names[buffer_of(x)], e->offset[t]);
     }
     for (int t = 0; train && t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
@@ -313,22 +325,35 @@ static void emit_body(Emit *e, const Compiled *m, const Schedule *s)
     }
 }
 
+static const char *signature(Ctx *c, const char *name, int train)
+{
+    if (train)
+        return ctx_printf(c, "float %s_train_step(const float *params, "
+                          "const float *inputs, const int64_t *int_inputs, "
+                          "float *outputs, float *grads, uint64_t seed, "
+                          "uint64_t step, void *arena)", name);
+    return ctx_printf(c, "float %s_forward(const float *params, const float "
+                      "*inputs, const int64_t *int_inputs, float *outputs, "
+                      "void *arena)", name);
+}
+
 static void emit_function(Emit *e, const Compiled *m, int train)
 {
     const char *name = e->g->name;
     const Schedule *s = train ? m->train : m->fwd;
-    if (train)
-        emit(e, "float %s_train_step(const float *params, const float *inputs, "
-             "float *outputs, float *grads, void *arena)", name);
-    else
-        emit(e, "float %s_forward(const float *params, const float *inputs, "
-             "float *outputs, void *arena)", name);
+    emit(e, "%s", signature(e->ctx, name, train));
     emit(e, "{");
     e->indent++;
+    e->train = train;
     emit(e, "unsigned char *a = arena;");
     emit(e, "float loss;");
     emit(e, "(void)params; /* a graph may read no parameter or input */");
     emit(e, "(void)inputs;");
+    emit(e, "(void)int_inputs;");
+    if (train)
+        emit(e, "(void)seed; /* read by Dropout only */");
+    if (train)
+        emit(e, "(void)step;");
     emit_buffer_pointers(e, train);
     if (train)
         emit(e, "rt_zero(grads, %s_PARAM_FLOATS);", upper(e->ctx, name));
@@ -405,50 +430,106 @@ static void emit_sgd(Emit *e)
 
 /* ---- tables and data ------------------------------------------------------------ */
 
-static int count_kind(const Graph *g, TensorKind k, size_t *floats)
+/* Tensors in buffer b, and their elements. */
+static int count_buffer(const Graph *g, Buffer b, size_t *elems)
 {
     int n = 0;
-    *floats = 0;
+    *elems = 0;
     for (int t = 0; t < g->ntensors; t++)
-        if (g->tensors[t].kind == k) {
+        if (buffer_of(&g->tensors[t]) == b) {
             n++;
-            *floats += (size_t)g->tensors[t].numel;
+            *elems += (size_t)g->tensors[t].numel;
         }
     return n;
 }
 
-static void emit_info(Emit *e, const Tensor *x, size_t off)
+static int count_dropouts(const Graph *g)
+{
+    int n = 0;
+    for (int k = 0; k < g->nnodes; k++)
+        n += g->nodes[k].op == OP_DROPOUT;
+    return n;
+}
+
+/* The values every reader of int64 input t accepts (the intersection of
+ * their op rows' ranges); [0, 1) for an input nothing reads. */
+static void int_range(const Graph *g, int t, long *lo, long *hi)
+{
+    int any = 0;
+    *lo = 0;
+    *hi = 1;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int i = 0; i < n->nin; i++) {
+            long l, h;
+            if (n->in[i] != t || !(op_table[n->op].int_inputs >> i & 1))
+                continue;
+            op_table[n->op].int_range(g, n, &l, &h);
+            *lo = any && *lo > l ? *lo : l;
+            *hi = any && *hi < h ? *hi : h;
+            any = 1;
+        }
+    }
+}
+
+static const char *dims_list(Emit *e, int rank, const long *dims)
 {
     Buf b;
     buf_init(&b, e->ctx);
-    for (int i = 0; i < x->rank; i++)
-        buf_printf(&b, "%s%ld", i ? ", " : "", x->dims[i]);
-    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d},", x->name, off, x->numel,
-         x->rank, x->rank ? b.data : "0", x->kind == T_PARAM && x->trainable);
+    for (int i = 0; i < rank; i++)
+        buf_printf(&b, "%s%ld", i ? ", " : "", dims[i]);
+    return rank ? b.data : "0";     /* ISO C: no empty braces */
+}
+
+static void emit_info(Emit *e, int t, size_t off)
+{
+    const Tensor *x = &e->g->tensors[t];
+    long lo = 0, hi = 0;
+    if (x->is_int)
+        int_range(e->g, t, &lo, &hi);
+    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d, %ld, %ld},", x->name, off,
+         x->numel, x->rank, dims_list(e, x->rank, x->dims),
+         x->kind == T_PARAM && x->trainable, lo, hi);
+}
+
+static void emit_dropout_table(Emit *e)
+{
+    const Graph *g = e->g;
+    int n = count_dropouts(g);
+    emit(e, "const rt_dropout_info %s_dropouts[%d] = {", g->name, n ? n : 1);
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *d = &g->nodes[k];
+        const Tensor *y = &g->tensors[d->out[0]];
+        if (d->op == OP_DROPOUT)
+            emit(e, "    {\"%s\", %ld, %d, {%s}, %s, %d},", d->name, y->numel,
+                 y->rank, dims_list(e, y->rank, y->dims),
+                 fmt_float(e->ctx, node_float(d, "ratio")), k);
+    }
+    if (!n)
+        emit(e, "    {\"\", 0, 0, {0}, 0.0f, 0},");
+    emit(e, "};");
 }
 
 static void emit_tables(Emit *e)
 {
     const Graph *g = e->g;
-    static const char *const names[] = {"inputs", "params"};
-    static const TensorKind kinds[] = {T_INPUT, T_PARAM};
-    for (int k = 0; k < 2; k++) {
-        size_t floats;
-        int n = count_kind(g, kinds[k], &floats);
-        emit(e, "const rt_tensor_info %s_%s[%d] = {", g->name, names[k],
-             n ? n : 1);
+    for (Buffer b = 0; b < BUF_NONE; b++) {
+        size_t elems;
+        int n = count_buffer(g, b, &elems);
+        emit(e, "const rt_tensor_info %s_%s[%d] = {", g->name,
+             buffer_names[b], n ? n : 1);
         for (int t = 0; t < g->ntensors; t++)
-            if (g->tensors[t].kind == kinds[k])
-                emit_info(e, &g->tensors[t], e->offset[t]);
+            if (buffer_of(&g->tensors[t]) == b)
+                emit_info(e, t, e->offset[t]);
         if (!n)
-            emit(e, "    {\"\", 0, 0, 0, {0}, 0},");
+            emit(e, "    {\"\", 0, 0, 0, {0}, 0, 0, 0},");
         emit(e, "};");
     }
     emit(e, "const rt_tensor_info %s_outputs[%d] = {", g->name, g->noutputs);
     for (int i = 0; i < g->noutputs; i++)
-        emit_info(e, &g->tensors[g->outputs[i]],
-                  e->offset[g->outputs[i]]);
+        emit_info(e, g->outputs[i], e->offset[g->outputs[i]]);
     emit(e, "};");
+    emit_dropout_table(e);
     emit(e, "");
 }
 
@@ -488,9 +569,12 @@ static void emit_descriptor(Emit *e, const Compiled *m)
     const char *n = e->g->name, *u = upper(e->ctx, n);
     emit(e, "const rt_model %s_model = {", n);
     emit(e, "    \"%s\", \"%s\", %s_ARENA_BYTES,", n, m->policy->name, u);
-    emit(e, "    %s_PARAM_FLOATS, %s_INPUT_FLOATS, %s_OUTPUT_FLOATS,", u, u, u);
-    emit(e, "    %s_N_PARAMS, %s_N_INPUTS, %s_N_OUTPUTS,", u, u, u);
-    emit(e, "    %s_params, %s_inputs, %s_outputs,", n, n, n);
+    emit(e, "    %s_PARAM_FLOATS, %s_INPUT_FLOATS, %s_INT_INPUT_COUNT, "
+         "%s_OUTPUT_FLOATS,", u, u, u, u);
+    emit(e, "    %s_N_PARAMS, %s_N_INPUTS, %s_N_INT_INPUTS, %s_N_OUTPUTS, "
+         "%s_N_DROPOUTS,", u, u, u, u, u);
+    emit(e, "    %s_params, %s_inputs, %s_int_inputs, %s_outputs, %s_dropouts,",
+         n, n, n, n, n);
     emit(e, "    %s_init, %s_forward, %s_train_step, %s_sgd,", n, n, n, n);
     emit(e, "};");
 }
@@ -524,8 +608,10 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
 {
     const Graph *g = e->g;
     const char *n = g->name, *u = upper(e->ctx, n);
-    size_t pf, inf;
-    int np = count_kind(g, T_PARAM, &pf), ni = count_kind(g, T_INPUT, &inf);
+    size_t pf, inf, iin;
+    int np = count_buffer(g, BUF_PARAMS, &pf);
+    int ni = count_buffer(g, BUF_INPUTS, &inf);
+    int nii = count_buffer(g, BUF_INT_INPUTS, &iin);
     size_t of = 0;
     for (int i = 0; i < g->noutputs; i++)
         of += (size_t)g->tensors[g->outputs[i]].numel;
@@ -544,24 +630,34 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
          "same layout). */");
     emit(e, "#define %s_PARAM_FLOATS %zu", u, pf);
     emit(e, "#define %s_INPUT_FLOATS %zu", u, inf);
+    emit(e, "/* int64 elements in the int_inputs buffer (indices, labels). */");
+    emit(e, "#define %s_INT_INPUT_COUNT %zu", u, iin);
     emit(e, "#define %s_OUTPUT_FLOATS %zu", u, of);
     emit(e, "#define %s_N_PARAMS %d", u, np);
     emit(e, "#define %s_N_INPUTS %d", u, ni);
+    emit(e, "#define %s_N_INT_INPUTS %d", u, nii);
     emit(e, "#define %s_N_OUTPUTS %d", u, g->noutputs);
+    emit(e, "#define %s_N_DROPOUTS %d", u, count_dropouts(g));
     emit(e, "");
-    emit(e, "/* Where each tensor lives in its buffer, and its shape. */");
+    emit(e, "/* Where each tensor lives in its buffer, and its shape; an int64");
+    emit(e, " * input's table row also says which values its readers accept. */");
     emit(e, "extern const rt_tensor_info %s_params[];", n);
     emit(e, "extern const rt_tensor_info %s_inputs[];", n);
+    emit(e, "extern const rt_tensor_info %s_int_inputs[];", n);
     emit(e, "extern const rt_tensor_info %s_outputs[];", n);
+    emit(e, "/* The Dropout nodes, in file order. */");
+    emit(e, "extern const rt_dropout_info %s_dropouts[];", n);
     emit(e, "");
     emit(e, "/* Fills params from the graph's initializers (seeded draws). */");
     emit(e, "void %s_init(float *params, uint64_t seed);", n);
-    emit(e, "/* Forward only; returns the loss. outputs may be NULL. */");
-    emit(e, "float %s_forward(const float *params, const float *inputs, "
-         "float *outputs, void *arena);", n);
-    emit(e, "/* Forward, loss, backward: overwrites grads, returns the loss. */");
-    emit(e, "float %s_train_step(const float *params, const float *inputs, "
-         "float *outputs, float *grads, void *arena);", n);
+    emit(e, "/* Forward only, in inference mode (Dropout passes its input");
+    emit(e, " * through); returns the loss. outputs may be NULL, and int_inputs");
+    emit(e, " * when the model has no int64 input. */");
+    emit(e, "%s;", signature(e->ctx, n, 0));
+    emit(e, "/* Forward in training mode, loss, backward: overwrites grads and");
+    emit(e, " * returns the loss. Dropout's masks are a function of (seed, step,");
+    emit(e, " * node): the same arguments give the same masks and gradients. */");
+    emit(e, "%s;", signature(e->ctx, n, 1));
     emit(e, "/* params -= lr * grads, over the trainable parameters. */");
     emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
     emit(e, "");
@@ -573,7 +669,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile)
 {
-    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL};
+    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0};
     char *gd = (char *)upper(c, header_name);
     for (char *p = gd; *p; p++)
         if (!isalnum((unsigned char)*p))
@@ -592,7 +688,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_function(&e, m, 1);
     emit_sgd(&e);
     emit_descriptor(&e, m);
-    Emit h = {hfile, c, m->g, 0, e.offset, NULL};
+    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -1005,6 +1005,185 @@ static double flops_attention(const Graph *g, const Node *n)
     return rows * k->dims[2] * (2.0 * q->dims[3] + 2.0 * v->dims[3] + 5.0);
 }
 
+/* ---- Gather, SoftmaxCrossEntropyLoss, Dropout ---------------------------------------- */
+
+/* ONNX Gather on axis 0: y = table[idx] row by row, y's shape idx's shape
+ * followed by table's without its first dimension. */
+static int shape_gather(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *t = IN(0), *idx = IN(1);
+    long axis = node_int(n, "axis");
+    if (t->rank == 0)
+        return node_error(c, g, n, ctx_printf(c, "Gather input 0 '%s' is a "
+            "scalar; it needs a first dimension to index", t->name));
+    if (axis != 0 && axis != -t->rank)
+        return node_error(c, g, n, ctx_printf(c, "Gather axis %ld is not "
+            "supported; this version gathers rows, axis 0", axis));
+    if (idx->rank + t->rank - 1 > MAX_RANK)
+        return node_error(c, g, n, ctx_printf(c, "Gather output would have "
+            "rank %d; at most %d is supported", idx->rank + t->rank - 1,
+            MAX_RANK));
+    long dims[MAX_RANK];
+    memcpy(dims, idx->dims, (size_t)idx->rank * sizeof dims[0]);
+    memcpy(dims + idx->rank, t->dims + 1, (size_t)(t->rank - 1) * sizeof dims[0]);
+    set_shape(OUT(0), idx->rank + t->rank - 1, dims);
+    return 0;
+}
+
+/* "n, rows, width": indices, the table's rows, floats per row */
+static const char *gather_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    return ctx_printf(e->ctx, "%ld, %ld, %ld", IN(1)->numel, IN(0)->dims[0],
+                      dims_product(IN(0), 1, IN(0)->rank));
+}
+
+static void emit_gather_fwd(Emit *e, const Node *n, const char *const *out,
+                            const char *const *in)
+{
+    emit(e, "rt_gather_forward(%s, %s, %s, %s);", out[0], in[0], in[1],
+         gather_sizes(e, n));
+}
+
+static void emit_gather_bwd(Emit *e, const Node *n, const char *const *din,
+                            const char *const *dout, const char *const *in,
+                            const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_gather_backward(%s, %s, %s, %s);", din[0], dout[0], in[1],
+         gather_sizes(e, n));
+}
+
+/* ONNX accepts -rows..rows-1 (negative counts from the end). */
+static void range_gather(const Graph *g, const Node *n, long *lo, long *hi)
+{
+    *lo = -IN(0)->dims[0];
+    *hi = IN(0)->dims[0];
+}
+
+/* Scores (N, C, D1, ...) and labels (N, D1, ...): the class dimension is 1. */
+static int shape_sce(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *s = IN(0), *l = IN(1);
+    if (s->rank < 2)
+        return node_error(c, g, n, ctx_printf(c, "SoftmaxCrossEntropyLoss "
+            "input 0 '%s' has shape %s; scores must be (N, C) or (N, C, D1, "
+            "...)", s->name, shape_str(c, s)));
+    int same = l->rank == s->rank - 1 && l->dims[0] == s->dims[0];
+    for (int d = 1; same && d < l->rank; d++)
+        same = l->dims[d] == s->dims[d + 1];
+    if (!same) {
+        Tensor want = *s;
+        want.rank = s->rank - 1;
+        memmove(want.dims + 1, s->dims + 2, (size_t)(s->rank - 2) * sizeof s->dims[0]);
+        return node_error(c, g, n, ctx_printf(c, "SoftmaxCrossEntropyLoss "
+            "input 1 '%s' has shape %s but the labels of scores %s must have "
+            "shape %s (the scores' without the class dimension 1)", l->name,
+            shape_str(c, l), shape_str(c, s), shape_str(c, &want)));
+    }
+    const Attr *ig = node_attr(n, "ignore_index");
+    if (ig->set && (ig->i < -(1L << 31) || ig->i >= (1L << 31)))
+        return node_error(c, g, n, ctx_printf(c, "SoftmaxCrossEntropyLoss "
+            "ignore_index %ld is out of range; it must fit in 32 bits "
+            "(ONNX's usual value is -100)", ig->i));
+    set_shape(OUT(0), 0, NULL);
+    return 0;
+}
+
+/* "n, c, inner, mean, has_ignore, ignore_index" */
+static const char *sce_args(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *s = IN(0);
+    const Attr *ig = node_attr(n, "ignore_index");
+    return ctx_printf(e->ctx, "%ld, %ld, %ld, %d, %d, %ld", s->dims[0],
+                      s->dims[1], dims_product(s, 2, s->rank),
+                      strcmp(node_attr(n, "reduction")->s, "mean") == 0,
+                      ig->set, ig->set ? ig->i : 0L);
+}
+
+static void emit_sce_fwd(Emit *e, const Node *n, const char *const *out,
+                         const char *const *in)
+{
+    emit(e, "rt_sce_forward(%s, %s, %s, %s);", out[0], in[0], in[1],
+         sce_args(e, n));
+}
+
+static void emit_sce_bwd(Emit *e, const Node *n, const char *const *din,
+                         const char *const *dout, const char *const *in,
+                         const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_sce_backward(%s, %s, %s, %s, %s);", din[0], dout[0], in[0],
+         in[1], sce_args(e, n));
+}
+
+static double flops_sce(const Graph *g, const Node *n)
+{
+    return 4.0 * IN(0)->numel;      /* max, exp, sum, and the pick */
+}
+
+/* Classes 0..C-1, and ignore_index wherever it lies. */
+static void range_sce(const Graph *g, const Node *n, long *lo, long *hi)
+{
+    const Attr *ig = node_attr(n, "ignore_index");
+    *lo = 0;
+    *hi = IN(0)->dims[1];
+    if (ig->set && ig->i < *lo)
+        *lo = ig->i;
+    if (ig->set && ig->i >= *hi)
+        *hi = ig->i + 1;
+}
+
+static int shape_dropout(Ctx *c, Graph *g, Node *n)
+{
+    float r = node_float(n, "ratio");
+    if (!(r >= 0.0f && r < 1.0f))
+        return node_error(c, g, n, ctx_printf(c, "Dropout ratio %g is out of "
+            "range; it must be at least 0 and below 1", (double)r));
+    return shape_same(c, g, n);
+}
+
+/* "n, ratio, seed, step, node": the mask is a function of these alone, so
+ * a recompute draws the forward's mask again. The node's key is its index
+ * in the file (< 2^24, RT_DROPOUT_STREAM's limit). */
+static const char *dropout_args(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    long key = (long)(n - g->nodes);
+    assert(key < (1L << 24));
+    return ctx_printf(e->ctx, "%ld, %s, seed, step, %ld", OUT(0)->numel,
+                      fmt_float(e->ctx, node_float(n, "ratio")), key);
+}
+
+/* train_step drops; forward is inference, where Dropout is the identity. */
+static void emit_dropout_fwd(Emit *e, const Node *n, const char *const *out,
+                             const char *const *in)
+{
+    const Graph *g = e->g;
+    if (e->train)
+        emit(e, "rt_dropout_forward(%s, %s, %s);", out[0], in[0],
+             dropout_args(e, n));
+    else
+        emit(e, "rt_copy(%s, %s, %ld); /* inference: the identity */", out[0],
+             in[0], OUT(0)->numel);
+}
+
+static void emit_dropout_bwd(Emit *e, const Node *n, const char *const *din,
+                             const char *const *dout, const char *const *in,
+                             const char *const *out)
+{
+    (void)in;
+    (void)out;
+    emit(e, "rt_dropout_backward(%s, %s, %s);", din[0], dout[0],
+         dropout_args(e, n));
+}
+
+static double flops_dropout(const Graph *g, const Node *n)
+{
+    return 4.0 * OUT(0)->numel;     /* a counter hash, compare, multiply */
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 static const char *const gelu_modes[] = {"none", "tanh", NULL};
@@ -1075,6 +1254,21 @@ static const AttrSpec attention_attrs[] = {
 };
 static const AttrSpec flatten_attrs[] = {
     {.name = "axis", .type = ATTR_INT, .i = 1},
+    {0},
+};
+static const AttrSpec gather_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = 0},
+    {0},
+};
+static const char *const sce_reductions[] = {"mean", "sum", NULL};
+static const AttrSpec sce_attrs[] = {
+    {.name = "reduction", .type = ATTR_STRING, .s = "mean",
+     .choices = sce_reductions},
+    {.name = "ignore_index", .type = ATTR_INT},
+    {0},
+};
+static const AttrSpec dropout_attrs[] = {
+    {.name = "ratio", .type = ATTR_FLOAT, .f = 0.5f},
     {0},
 };
 
@@ -1158,6 +1352,21 @@ const OpInfo op_table[] = {
                        NEED_IN(0) | NEED_IN(1) | NEED_IN(2)},
                       emit_attention_fwd, emit_attention_bwd, NULL,
                       scratch_attention},
+    /* the backward scatter-adds into the table: it reads the indices only */
+    [OP_GATHER] = {"Gather", "gather", 2, 2, 1, CAT_SHAPE, gather_attrs,
+                   shape_gather, flops_out, {NEED_IN(1), 0}, emit_gather_fwd,
+                   emit_gather_bwd, NULL, NULL, 1u << 1, range_gather},
+    /* the backward recomputes the softmax from the scores: no probabilities
+     * are kept */
+    [OP_SOFTMAX_CROSS_ENTROPY] = {"SoftmaxCrossEntropyLoss", "sce", 2, 2, 1,
+                                  CAT_LOSS, sce_attrs, shape_sce, flops_sce,
+                                  {NEED_IN(0) | NEED_IN(1), 0}, emit_sce_fwd,
+                                  emit_sce_bwd, NULL, NULL, 1u << 1, range_sce},
+    /* the mask is drawn again from (seed, step, node), never stored: the
+     * backward reads nothing */
+    [OP_DROPOUT] = {"Dropout", "dropout", 1, 1, 1, CAT_RANDOM, dropout_attrs,
+                    shape_dropout, flops_dropout, {0}, emit_dropout_fwd,
+                    emit_dropout_bwd, NULL, NULL, 0, NULL},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

@@ -398,11 +398,16 @@ static int parse_input(Parser *p, xmlNode *x)
     if (!name)
         return -1;
     const char *dtype = attr(p, x, "dtype");
-    if (dtype && strcmp(dtype, "float32") != 0)
+    int is_int = dtype && strcmp(dtype, "int64") == 0;
+    if (dtype && !is_int && strcmp(dtype, "float32") != 0)
         return ELEM_ERROR(p, x, "input '%s': dtype '%s' is not supported; "
-                          "this version takes float32", name, dtype);
+                          "use float32 (data) or int64 (indices, labels)",
+                          name, dtype);
     Tensor *t = new_tensor(p, x, name, T_INPUT);
-    return t ? parse_shape(p, x, name, t) : -1;
+    if (!t)
+        return -1;
+    t->is_int = is_int;
+    return parse_shape(p, x, name, t);
 }
 
 /* Checked before the values are allocated: a regular file (a FIFO or a

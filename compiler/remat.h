@@ -107,6 +107,9 @@ typedef enum {
     OP_AVERAGE_POOL,
     OP_GLOBAL_AVERAGE_POOL,
     OP_ATTENTION,
+    OP_GATHER,
+    OP_SOFTMAX_CROSS_ENTROPY,
+    OP_DROPOUT,
     OP_COUNT
 } OpKind;
 
@@ -179,6 +182,11 @@ typedef struct {
      * NULL for none. The plan gives it arena space for that statement only;
      * the emitters find it in Emit.scratch. */
     long (*scratch)(const Graph *g, const Node *n, int backward);
+    /* Bit i: input i is int64 (indices, labels); every other is float32. */
+    unsigned int_inputs;
+    /* The int64 values the node's int input accepts, [*lo, *hi): the
+     * trainer draws and checks a graph's int64 inputs against it. */
+    void (*int_range)(const Graph *g, const Node *n, long *lo, long *hi);
 } OpInfo;
 
 extern const OpInfo op_table[];
@@ -202,6 +210,7 @@ typedef struct {
     const char *cname;      /* mangled, unique C identifier part */
     TensorKind kind;
     int line;
+    int is_int;             /* an input of dtype int64 (else float32) */
     int rank;
     long dims[MAX_RANK];
     long numel;
@@ -397,6 +406,7 @@ struct Emit {
     int indent;
     const size_t *offset;   /* per tensor: its place in the caller's buffer */
     const char *scratch;    /* the current call's scratch, or NULL */
+    int train;              /* writing train_step (Dropout drops), not forward */
 };
 
 /* Writes one line at the current indentation. */

@@ -133,13 +133,43 @@ static int find_scalar_loss(Ctx *c, Graph *g)
     return 0;
 }
 
+/* int64 tensors are graph inputs, read only where an op's row says so
+ * (Gather's indices, the loss's labels); every other input is float32. */
+static int check_dtypes(Ctx *c, const Graph *g, const Node *n)
+{
+    const OpInfo *op = &op_table[n->op];
+    for (int i = 0; i < n->nin; i++) {
+        const Tensor *t = &g->tensors[n->in[i]];
+        int want = (op->int_inputs >> i) & 1;
+        if (t->is_int == want)
+            continue;
+        if (want && t->kind == T_INPUT)
+            return ctx_error(c, g->file, n->line, "node '%s': %s input %d '%s' "
+                             "is float32 but must be int64; declare it "
+                             "<input name=\"%s\" ... dtype=\"int64\"/>",
+                             n->name, op->name, i, t->name, t->name);
+        if (want)
+            return ctx_error(c, g->file, n->line, "node '%s': %s input %d '%s' "
+                             "is a float32 %s but must be int64: a graph "
+                             "input declared dtype=\"int64\"", n->name,
+                             op->name, i, t->name,
+                             t->kind == T_PARAM ? "initializer" : "activation");
+        return ctx_error(c, g->file, n->line, "node '%s': %s input %d '%s' is "
+                         "int64 but must be float32; int64 inputs are read "
+                         "only as Gather's indices and "
+                         "SoftmaxCrossEntropyLoss's labels", n->name, op->name,
+                         i, t->name);
+    }
+    return 0;
+}
+
 int infer_shapes(Ctx *c, Graph *g)
 {
     if (topo_sort(c, g))
         return -1;
     for (int k = 0; k < g->nnodes; k++) {
         Node *n = &g->nodes[g->order[k]];
-        if (op_table[n->op].shape(c, g, n))
+        if (check_dtypes(c, g, n) || op_table[n->op].shape(c, g, n))
             return -1;
         for (int o = 0; o < n->nout; o++)
             if (g->tensors[n->out[o]].numel > MAX_NUMEL)

@@ -63,61 +63,67 @@ static const rt_bcast map_sq = {1, {8192}, {1}, {1}};
 static const rt_bcast map_mse = {2, {32, 256}, {256, 1}, {0, 0}};
 
 const rt_tensor_info mlp12_inputs[2] = {
-    {"x", 0, 8192, 2, {32, 256}, 0},
-    {"target", 8192, 8192, 2, {32, 256}, 0},
+    {"x", 0, 8192, 2, {32, 256}, 0, 0, 0},
+    {"target", 8192, 8192, 2, {32, 256}, 0, 0, 0},
+};
+const rt_tensor_info mlp12_int_inputs[1] = {
+    {"", 0, 0, 0, {0}, 0, 0, 0},
 };
 const rt_tensor_info mlp12_params[48] = {
-    {"b0.fc1.weight", 0, 65536, 2, {256, 256}, 1},
-    {"b0.fc1.bias", 65536, 256, 1, {256}, 1},
-    {"b0.fc2.weight", 65792, 65536, 2, {256, 256}, 1},
-    {"b0.fc2.bias", 131328, 256, 1, {256}, 1},
-    {"b1.fc1.weight", 131584, 65536, 2, {256, 256}, 1},
-    {"b1.fc1.bias", 197120, 256, 1, {256}, 1},
-    {"b1.fc2.weight", 197376, 65536, 2, {256, 256}, 1},
-    {"b1.fc2.bias", 262912, 256, 1, {256}, 1},
-    {"b2.fc1.weight", 263168, 65536, 2, {256, 256}, 1},
-    {"b2.fc1.bias", 328704, 256, 1, {256}, 1},
-    {"b2.fc2.weight", 328960, 65536, 2, {256, 256}, 1},
-    {"b2.fc2.bias", 394496, 256, 1, {256}, 1},
-    {"b3.fc1.weight", 394752, 65536, 2, {256, 256}, 1},
-    {"b3.fc1.bias", 460288, 256, 1, {256}, 1},
-    {"b3.fc2.weight", 460544, 65536, 2, {256, 256}, 1},
-    {"b3.fc2.bias", 526080, 256, 1, {256}, 1},
-    {"b4.fc1.weight", 526336, 65536, 2, {256, 256}, 1},
-    {"b4.fc1.bias", 591872, 256, 1, {256}, 1},
-    {"b4.fc2.weight", 592128, 65536, 2, {256, 256}, 1},
-    {"b4.fc2.bias", 657664, 256, 1, {256}, 1},
-    {"b5.fc1.weight", 657920, 65536, 2, {256, 256}, 1},
-    {"b5.fc1.bias", 723456, 256, 1, {256}, 1},
-    {"b5.fc2.weight", 723712, 65536, 2, {256, 256}, 1},
-    {"b5.fc2.bias", 789248, 256, 1, {256}, 1},
-    {"b6.fc1.weight", 789504, 65536, 2, {256, 256}, 1},
-    {"b6.fc1.bias", 855040, 256, 1, {256}, 1},
-    {"b6.fc2.weight", 855296, 65536, 2, {256, 256}, 1},
-    {"b6.fc2.bias", 920832, 256, 1, {256}, 1},
-    {"b7.fc1.weight", 921088, 65536, 2, {256, 256}, 1},
-    {"b7.fc1.bias", 986624, 256, 1, {256}, 1},
-    {"b7.fc2.weight", 986880, 65536, 2, {256, 256}, 1},
-    {"b7.fc2.bias", 1052416, 256, 1, {256}, 1},
-    {"b8.fc1.weight", 1052672, 65536, 2, {256, 256}, 1},
-    {"b8.fc1.bias", 1118208, 256, 1, {256}, 1},
-    {"b8.fc2.weight", 1118464, 65536, 2, {256, 256}, 1},
-    {"b8.fc2.bias", 1184000, 256, 1, {256}, 1},
-    {"b9.fc1.weight", 1184256, 65536, 2, {256, 256}, 1},
-    {"b9.fc1.bias", 1249792, 256, 1, {256}, 1},
-    {"b9.fc2.weight", 1250048, 65536, 2, {256, 256}, 1},
-    {"b9.fc2.bias", 1315584, 256, 1, {256}, 1},
-    {"b10.fc1.weight", 1315840, 65536, 2, {256, 256}, 1},
-    {"b10.fc1.bias", 1381376, 256, 1, {256}, 1},
-    {"b10.fc2.weight", 1381632, 65536, 2, {256, 256}, 1},
-    {"b10.fc2.bias", 1447168, 256, 1, {256}, 1},
-    {"b11.fc1.weight", 1447424, 65536, 2, {256, 256}, 1},
-    {"b11.fc1.bias", 1512960, 256, 1, {256}, 1},
-    {"b11.fc2.weight", 1513216, 65536, 2, {256, 256}, 1},
-    {"b11.fc2.bias", 1578752, 256, 1, {256}, 1},
+    {"b0.fc1.weight", 0, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b0.fc1.bias", 65536, 256, 1, {256}, 1, 0, 0},
+    {"b0.fc2.weight", 65792, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b0.fc2.bias", 131328, 256, 1, {256}, 1, 0, 0},
+    {"b1.fc1.weight", 131584, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b1.fc1.bias", 197120, 256, 1, {256}, 1, 0, 0},
+    {"b1.fc2.weight", 197376, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b1.fc2.bias", 262912, 256, 1, {256}, 1, 0, 0},
+    {"b2.fc1.weight", 263168, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b2.fc1.bias", 328704, 256, 1, {256}, 1, 0, 0},
+    {"b2.fc2.weight", 328960, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b2.fc2.bias", 394496, 256, 1, {256}, 1, 0, 0},
+    {"b3.fc1.weight", 394752, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b3.fc1.bias", 460288, 256, 1, {256}, 1, 0, 0},
+    {"b3.fc2.weight", 460544, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b3.fc2.bias", 526080, 256, 1, {256}, 1, 0, 0},
+    {"b4.fc1.weight", 526336, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b4.fc1.bias", 591872, 256, 1, {256}, 1, 0, 0},
+    {"b4.fc2.weight", 592128, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b4.fc2.bias", 657664, 256, 1, {256}, 1, 0, 0},
+    {"b5.fc1.weight", 657920, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b5.fc1.bias", 723456, 256, 1, {256}, 1, 0, 0},
+    {"b5.fc2.weight", 723712, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b5.fc2.bias", 789248, 256, 1, {256}, 1, 0, 0},
+    {"b6.fc1.weight", 789504, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b6.fc1.bias", 855040, 256, 1, {256}, 1, 0, 0},
+    {"b6.fc2.weight", 855296, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b6.fc2.bias", 920832, 256, 1, {256}, 1, 0, 0},
+    {"b7.fc1.weight", 921088, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b7.fc1.bias", 986624, 256, 1, {256}, 1, 0, 0},
+    {"b7.fc2.weight", 986880, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b7.fc2.bias", 1052416, 256, 1, {256}, 1, 0, 0},
+    {"b8.fc1.weight", 1052672, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b8.fc1.bias", 1118208, 256, 1, {256}, 1, 0, 0},
+    {"b8.fc2.weight", 1118464, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b8.fc2.bias", 1184000, 256, 1, {256}, 1, 0, 0},
+    {"b9.fc1.weight", 1184256, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b9.fc1.bias", 1249792, 256, 1, {256}, 1, 0, 0},
+    {"b9.fc2.weight", 1250048, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b9.fc2.bias", 1315584, 256, 1, {256}, 1, 0, 0},
+    {"b10.fc1.weight", 1315840, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b10.fc1.bias", 1381376, 256, 1, {256}, 1, 0, 0},
+    {"b10.fc2.weight", 1381632, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b10.fc2.bias", 1447168, 256, 1, {256}, 1, 0, 0},
+    {"b11.fc1.weight", 1447424, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b11.fc1.bias", 1512960, 256, 1, {256}, 1, 0, 0},
+    {"b11.fc2.weight", 1513216, 65536, 2, {256, 256}, 1, 0, 0},
+    {"b11.fc2.bias", 1578752, 256, 1, {256}, 1, 0, 0},
 };
 const rt_tensor_info mlp12_outputs[1] = {
-    {"loss", 0, 1, 0, {0}, 0},
+    {"loss", 0, 1, 0, {0}, 0, 0, 0},
+};
+const rt_dropout_info mlp12_dropouts[1] = {
+    {"", 0, 0, {0}, 0.0f, 0},
 };
 
 void mlp12_init(float *params, uint64_t seed)
@@ -222,12 +228,13 @@ void mlp12_init(float *params, uint64_t seed)
     rt_zero(params + 1578752, 256);
 }
 
-float mlp12_forward(const float *params, const float *inputs, float *outputs, void *arena)
+float mlp12_forward(const float *params, const float *inputs, const int64_t *int_inputs, float *outputs, void *arena)
 {
     unsigned char *a = arena;
     float loss;
     (void)params; /* a graph may read no parameter or input */
     (void)inputs;
+    (void)int_inputs;
     const float *v_x = inputs + 0;
     const float *v_target = inputs + 8192;
     const float *v_b0_fc1_weight = params + 0;
@@ -490,12 +497,15 @@ float mlp12_forward(const float *params, const float *inputs, float *outputs, vo
     return loss;
 }
 
-float mlp12_train_step(const float *params, const float *inputs, float *outputs, float *grads, void *arena)
+float mlp12_train_step(const float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     unsigned char *a = arena;
     float loss;
     (void)params; /* a graph may read no parameter or input */
     (void)inputs;
+    (void)int_inputs;
+    (void)seed; /* read by Dropout only */
+    (void)step;
     const float *v_x = inputs + 0;
     const float *v_target = inputs + 8192;
     const float *v_b0_fc1_weight = params + 0;
@@ -1266,8 +1276,8 @@ void mlp12_sgd(float *params, const float *grads, float lr)
 
 const rt_model mlp12_model = {
     "mlp12", "sac", MLP12_ARENA_BYTES,
-    MLP12_PARAM_FLOATS, MLP12_INPUT_FLOATS, MLP12_OUTPUT_FLOATS,
-    MLP12_N_PARAMS, MLP12_N_INPUTS, MLP12_N_OUTPUTS,
-    mlp12_params, mlp12_inputs, mlp12_outputs,
+    MLP12_PARAM_FLOATS, MLP12_INPUT_FLOATS, MLP12_INT_INPUT_COUNT, MLP12_OUTPUT_FLOATS,
+    MLP12_N_PARAMS, MLP12_N_INPUTS, MLP12_N_INT_INPUTS, MLP12_N_OUTPUTS, MLP12_N_DROPOUTS,
+    mlp12_params, mlp12_inputs, mlp12_int_inputs, mlp12_outputs, mlp12_dropouts,
     mlp12_init, mlp12_forward, mlp12_train_step, mlp12_sgd,
 };

@@ -9,22 +9,34 @@
 /* Floats in the parameter buffer (and in the gradient buffer, same layout). */
 #define MLP12_PARAM_FLOATS 1579008
 #define MLP12_INPUT_FLOATS 16384
+/* int64 elements in the int_inputs buffer (indices, labels). */
+#define MLP12_INT_INPUT_COUNT 0
 #define MLP12_OUTPUT_FLOATS 1
 #define MLP12_N_PARAMS 48
 #define MLP12_N_INPUTS 2
+#define MLP12_N_INT_INPUTS 0
 #define MLP12_N_OUTPUTS 1
+#define MLP12_N_DROPOUTS 0
 
-/* Where each tensor lives in its buffer, and its shape. */
+/* Where each tensor lives in its buffer, and its shape; an int64
+ * input's table row also says which values its readers accept. */
 extern const rt_tensor_info mlp12_params[];
 extern const rt_tensor_info mlp12_inputs[];
+extern const rt_tensor_info mlp12_int_inputs[];
 extern const rt_tensor_info mlp12_outputs[];
+/* The Dropout nodes, in file order. */
+extern const rt_dropout_info mlp12_dropouts[];
 
 /* Fills params from the graph's initializers (seeded draws). */
 void mlp12_init(float *params, uint64_t seed);
-/* Forward only; returns the loss. outputs may be NULL. */
-float mlp12_forward(const float *params, const float *inputs, float *outputs, void *arena);
-/* Forward, loss, backward: overwrites grads, returns the loss. */
-float mlp12_train_step(const float *params, const float *inputs, float *outputs, float *grads, void *arena);
+/* Forward only, in inference mode (Dropout passes its input
+ * through); returns the loss. outputs may be NULL, and int_inputs
+ * when the model has no int64 input. */
+float mlp12_forward(const float *params, const float *inputs, const int64_t *int_inputs, float *outputs, void *arena);
+/* Forward in training mode, loss, backward: overwrites grads and
+ * returns the loss. Dropout's masks are a function of (seed, step,
+ * node): the same arguments give the same masks and gradients. */
+float mlp12_train_step(const float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
 /* params -= lr * grads, over the trainable parameters. */
 void mlp12_sgd(float *params, const float *grads, float lr);
 

@@ -385,7 +385,18 @@ typedef struct {
     int rank;
     int dims[RT_MAX_RANK];
     int trainable;           /* parameters only */
+    int64_t lo, hi;          /* int64 inputs: what every use accepts, [lo, hi) */
 } rt_tensor_info;
+
+/* A Dropout node of the model, for the trainer's --dump of its mask. */
+typedef struct {
+    const char *node;        /* the graph's node name */
+    size_t count;            /* elements of its output */
+    int rank;
+    int dims[RT_MAX_RANK];
+    float ratio;
+    uint32_t key;            /* the node argument of rt_dropout_forward */
+} rt_dropout_info;
 
 typedef struct {
     const char *name;
@@ -393,17 +404,22 @@ typedef struct {
     size_t arena_bytes;      /* what forward and train_step need */
     size_t param_floats;     /* params and grads: one buffer each */
     size_t input_floats;
+    size_t int_input_count;  /* int64 inputs (indices, labels): their buffer */
     size_t output_floats;
-    int n_params, n_inputs, n_outputs;
-    const rt_tensor_info *params, *inputs, *outputs;
+    int n_params, n_inputs, n_int_inputs, n_outputs, n_dropouts;
+    const rt_tensor_info *params, *inputs, *int_inputs, *outputs;
+    const rt_dropout_info *dropouts;
     void (*init)(float *params, uint64_t seed);
-    /* returns the loss; outputs may be NULL */
-    float (*forward)(const float *params, const float *inputs, float *outputs,
-                     void *arena);
-    /* overwrites grads (all of it: non-trainable entries become 0);
-     * returns the loss; outputs may be NULL */
+    /* inference (Dropout is the identity); returns the loss; outputs may
+     * be NULL, and int_inputs where the model has none */
+    float (*forward)(const float *params, const float *inputs,
+                     const int64_t *int_inputs, float *outputs, void *arena);
+    /* training: overwrites grads (all of it: non-trainable entries become
+     * 0); returns the loss; Dropout's masks are drawn from (seed, step) */
     float (*train_step)(const float *params, const float *inputs,
-                        float *outputs, float *grads, void *arena);
+                        const int64_t *int_inputs, float *outputs,
+                        float *grads, uint64_t seed, uint64_t step,
+                        void *arena);
     void (*sgd)(float *params, const float *grads, float lr);
 } rt_model;
 

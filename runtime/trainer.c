@@ -36,10 +36,12 @@ static void usage(FILE *f)
 "Trains the model '%s' (policy %s) linked into this program.\n"
 "\n"
 "Actions (exactly one):\n"
-"  --dump DIR     run one train step (forward + backward) and write .npy files\n"
-"                 into DIR (created if missing): input.NAME.npy for every\n"
-"                 input, param.NAME.npy for every parameter, loss.npy (0-d),\n"
-"                 grad.NAME.npy for every trainable parameter.\n"
+"  --dump DIR     run one train step (forward + backward, step 0) and write\n"
+"                 .npy files into DIR (created if missing): input.NAME.npy for\n"
+"                 every input (int64 for integer inputs), param.NAME.npy for\n"
+"                 every parameter, loss.npy (0-d), grad.NAME.npy for every\n"
+"                 trainable parameter, and mask.NODE.npy for every Dropout\n"
+"                 node (1 kept, 0 dropped).\n"
 "  --steps N      train with SGD for N steps on the same data every step and\n"
 "                 print 'step K loss L' for step 1, every max(1, N/10) steps\n"
 "                 and the last step.\n"
@@ -47,10 +49,13 @@ static void usage(FILE *f)
 "                 and print 'median_ms T' and 'min_ms T' in milliseconds.\n"
 "\n"
 "Options:\n"
-"  --seed N       seed of the parameters (model init) and of the inputs\n"
-"                 (uniform in [-1, 1)); default 0.\n"
+"  --seed N       seed of the parameters (model init), of the inputs (float\n"
+"                 inputs uniform in [-1, 1), integer inputs uniform over the\n"
+"                 non-negative values their readers accept) and of Dropout's\n"
+"                 masks; default 0. Train step K (from 1) draws its masks as\n"
+"                 step K-1.\n"
 "  --load DIR     read input.NAME.npy and param.NAME.npy from DIR instead of\n"
-"                 seeding (not with --seed).\n"
+"                 seeding (not with --seed; Dropout's seed is then 0).\n"
 "  --lr F         SGD learning rate for --steps; default 0.01.\n"
 "  -h, --help     print this help and exit.\n"
 "\n"
@@ -257,7 +262,11 @@ static void check_model(const rt_model *m)
         die("model descriptor: a function pointer is missing");
     check_table("parameter", m->params, m->n_params, m->param_floats);
     check_table("input", m->inputs, m->n_inputs, m->input_floats);
+    check_table("integer input", m->int_inputs, m->n_int_inputs,
+                m->int_input_count);
     check_table("output", m->outputs, m->n_outputs, m->output_floats);
+    if (m->n_dropouts < 0 || (m->n_dropouts > 0 && !m->dropouts))
+        die("model descriptor: bad dropout table");
 }
 
 /* ---- memory -------------------------------------------------------------- */
@@ -357,6 +366,64 @@ static void read_tensor(const char *dir, const char *prefix,
     free(path);
 }
 
+static void write_ints(const char *dir, const rt_tensor_info *t,
+                       const int64_t *base)
+{
+    char *path = tensor_path(dir, "input", t->name);
+    if (rt_npy_write_i64(path, base + t->offset, t->rank, t->dims) != 0)
+        die("cannot write %s: %s", path, strerror(errno));
+    free(path);
+}
+
+/* An int64 input from DIR, every value within what its readers accept. */
+static void read_ints(const char *dir, const rt_tensor_info *t, int64_t *base)
+{
+    char why[256];
+    char *path = tensor_path(dir, "input", t->name);
+    size_t j;
+    why[0] = '\0';
+    if (rt_npy_read_i64(path, base + t->offset, t->rank, t->dims, why,
+                        sizeof why) != 0)
+        die("cannot read %s: %s", path, why[0] ? why : "unknown error");
+    for (j = 0; j < t->count; j++) {
+        int64_t v = base[t->offset + j];
+        if (v < t->lo || v >= t->hi)
+            die("%s: element %zu is %lld, outside [%lld, %lld), the values "
+                "the model's readers of '%s' accept", path, j, (long long)v,
+                (long long)t->lo, (long long)t->hi, t->name);
+    }
+    free(path);
+}
+
+/* Uniform over [max(lo, 0), hi): class labels and token ids, not the
+ * negative aliases or an ignore_index below 0. */
+static void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
+                      uint64_t stream)
+{
+    int64_t lo = t->lo > 0 || t->hi <= 0 ? t->lo : 0;
+    double span = (double)(t->hi - lo);
+    size_t j;
+    for (j = 0; j < t->count; j++) {
+        int64_t v = lo + (int64_t)(rt_rand_uniform(seed, stream, j) * span);
+        base[t->offset + j] = v < t->hi ? v : t->hi - 1;
+    }
+}
+
+/* mask.NODE.npy: the mask train step `step` drew for one Dropout node. */
+static void write_mask(const char *dir, const rt_dropout_info *d,
+                       uint64_t seed, uint64_t step)
+{
+    char *path = tensor_path(dir, "mask", d->node);
+    float *mask = malloc(d->count ? d->count * sizeof *mask : 1);
+    if (!mask)
+        die("out of memory");
+    rt_dropout_mask(mask, (int)d->count, d->ratio, seed, step, d->key);
+    if (rt_npy_write(path, mask, d->rank, d->dims) != 0)
+        die("cannot write %s: %s", path, strerror(errno));
+    free(mask);
+    free(path);
+}
+
 /* ---- checks --------------------------------------------------------------- */
 
 static const char *nonfinite_name(float v)
@@ -410,13 +477,137 @@ static int cmp_double(const void *a, const void *b)
 
 /* ---- main ------------------------------------------------------------------- */
 
+/* The caller's buffers of one model. */
+typedef struct {
+    float *params, *grads, *inputs, *outputs;
+    int64_t *ints;
+    void *arena;
+} buffers;
+
+static void alloc_buffers(const rt_model *m, buffers *b)
+{
+    if (m->int_input_count > SIZE_MAX / sizeof(int64_t))
+        die("the integer inputs are too large (%zu)", m->int_input_count);
+    b->arena = alloc64(m->arena_bytes, "arena");
+    b->params = alloc64(float_bytes(m->param_floats, "parameters"),
+                        "parameters");
+    b->grads = alloc64(float_bytes(m->param_floats, "gradients"), "gradients");
+    b->inputs = alloc64(float_bytes(m->input_floats, "inputs"), "inputs");
+    b->ints = alloc64(m->int_input_count * sizeof(int64_t), "integer inputs");
+    b->outputs = m->output_floats == 0 ? NULL :
+        alloc64(float_bytes(m->output_floats, "outputs"), "outputs");
+}
+
+static void free_buffers(buffers *b)
+{
+    free(b->outputs);
+    free(b->ints);
+    free(b->inputs);
+    free(b->grads);
+    free(b->params);
+    free(b->arena);
+}
+
+static void fill_buffers(const rt_model *m, const options *o, buffers *b)
+{
+    int i;
+    if (o->load_dir) {
+        for (i = 0; i < m->n_inputs; i++)
+            read_tensor(o->load_dir, "input", &m->inputs[i], b->inputs);
+        for (i = 0; i < m->n_int_inputs; i++)
+            read_ints(o->load_dir, &m->int_inputs[i], b->ints);
+        for (i = 0; i < m->n_params; i++)
+            read_tensor(o->load_dir, "param", &m->params[i], b->params);
+        return;
+    }
+    m->init(b->params, o->seed);
+    for (i = 0; i < m->n_inputs; i++)
+        rt_init_uniform(b->inputs + m->inputs[i].offset, m->inputs[i].count,
+                        -1.0f, 1.0f, o->seed, 1000 + (uint64_t)i);
+    for (i = 0; i < m->n_int_inputs; i++)
+        seed_ints(&m->int_inputs[i], b->ints, o->seed, 2000 + (uint64_t)i);
+}
+
+/* Train step `step` (0 for the first), its masks drawn with the seed. */
+static float train_step(const rt_model *m, const options *o, buffers *b,
+                        uint64_t step)
+{
+    return m->train_step(b->params, b->inputs, b->ints, b->outputs, b->grads,
+                         o->seed, step, b->arena);
+}
+
+static void dump(const rt_model *m, const options *o, buffers *b)
+{
+    int dims0[1] = {0};
+    char *path;
+    int i;
+    float loss = train_step(m, o, b, 0);
+    check_loss(1, loss);
+    check_grads(m, b->grads, 0);
+    make_dirs(o->dump_dir);
+    for (i = 0; i < m->n_inputs; i++)
+        write_tensor(o->dump_dir, "input", &m->inputs[i], b->inputs);
+    for (i = 0; i < m->n_int_inputs; i++)
+        write_ints(o->dump_dir, &m->int_inputs[i], b->ints);
+    for (i = 0; i < m->n_params; i++)
+        write_tensor(o->dump_dir, "param", &m->params[i], b->params);
+    path = malloc(strlen(o->dump_dir) + sizeof "/loss.npy");
+    if (!path)
+        die("out of memory");
+    sprintf(path, "%s/loss.npy", o->dump_dir);
+    if (rt_npy_write(path, &loss, 0, dims0) != 0)
+        die("cannot write %s: %s", path, strerror(errno));
+    free(path);
+    for (i = 0; i < m->n_params; i++)
+        if (m->params[i].trainable)
+            write_tensor(o->dump_dir, "grad", &m->params[i], b->grads);
+    for (i = 0; i < m->n_dropouts; i++)
+        write_mask(o->dump_dir, &m->dropouts[i], o->seed, 0);
+}
+
+static void train(const rt_model *m, const options *o, buffers *b)
+{
+    long every = o->steps / 10 > 1 ? o->steps / 10 : 1;
+    long k;
+    for (k = 1; k <= o->steps; k++) {
+        float loss = train_step(m, o, b, (uint64_t)(k - 1));
+        check_loss(k, loss);
+        check_grads(m, b->grads, k);   /* before SGD spreads it */
+        if (k == 1 || k % every == 0 || k == o->steps) {
+            printf("step %ld loss %.6f\n", k, (double)loss);
+            fflush(stdout);
+        }
+        m->sgd(b->params, b->grads, o->lr);
+    }
+}
+
+static void bench(const rt_model *m, const options *o, buffers *b)
+{
+    double *ms = malloc((size_t)o->bench * sizeof *ms);
+    long k;
+    if (!ms)
+        die("out of memory");
+    for (k = 1; k <= BENCH_WARMUP; k++)
+        check_loss(k, train_step(m, o, b, (uint64_t)(k - 1)));
+    for (k = 0; k < o->bench; k++) {
+        double t0 = now_ms();
+        float loss = train_step(m, o, b, (uint64_t)(BENCH_WARMUP + k));
+        ms[k] = now_ms() - t0;
+        check_loss(BENCH_WARMUP + 1 + k, loss);
+    }
+    qsort(ms, (size_t)o->bench, sizeof *ms, cmp_double);
+    printf("median_ms %.4f\n",
+           o->bench % 2 ? ms[o->bench / 2]
+                        : 0.5 * (ms[o->bench / 2 - 1] + ms[o->bench / 2]));
+    printf("min_ms %.4f\n", ms[0]);
+    free(ms);
+}
+
 int main(int argc, char **argv)
 {
     const rt_model *m = rt_trainer_model;
     options o;
-    float *params, *grads, *inputs, *outputs = NULL;
-    void *arena;
-    int i;
+    buffers b;
 
     if (argc > 0 && argv[0] && argv[0][0]) {
         const char *slash = strrchr(argv[0], '/');
@@ -428,89 +619,16 @@ int main(int argc, char **argv)
     }
     parse_args(argc, argv, &o);
     check_model(m);
-
-    arena = alloc64(m->arena_bytes, "arena");
-    params = alloc64(float_bytes(m->param_floats, "parameters"), "parameters");
-    grads = alloc64(float_bytes(m->param_floats, "gradients"), "gradients");
-    inputs = alloc64(float_bytes(m->input_floats, "inputs"), "inputs");
-    if (m->output_floats > 0)
-        outputs = alloc64(float_bytes(m->output_floats, "outputs"), "outputs");
-
-    if (o.load_dir) {
-        for (i = 0; i < m->n_inputs; i++)
-            read_tensor(o.load_dir, "input", &m->inputs[i], inputs);
-        for (i = 0; i < m->n_params; i++)
-            read_tensor(o.load_dir, "param", &m->params[i], params);
-    } else {
-        m->init(params, o.seed);
-        for (i = 0; i < m->n_inputs; i++)
-            rt_init_uniform(inputs + m->inputs[i].offset, m->inputs[i].count,
-                            -1.0f, 1.0f, o.seed, 1000 + (uint64_t)i);
-    }
-
-    if (o.dump_dir) {
-        int dims0[1] = {0};
-        float loss = m->train_step(params, inputs, outputs, grads, arena);
-        check_loss(1, loss);
-        check_grads(m, grads, 0);
-        make_dirs(o.dump_dir);
-        for (i = 0; i < m->n_inputs; i++)
-            write_tensor(o.dump_dir, "input", &m->inputs[i], inputs);
-        for (i = 0; i < m->n_params; i++)
-            write_tensor(o.dump_dir, "param", &m->params[i], params);
-        {
-            char *path = malloc(strlen(o.dump_dir) + sizeof "/loss.npy");
-            if (!path)
-                die("out of memory");
-            sprintf(path, "%s/loss.npy", o.dump_dir);
-            if (rt_npy_write(path, &loss, 0, dims0) != 0)
-                die("cannot write %s: %s", path, strerror(errno));
-            free(path);
-        }
-        for (i = 0; i < m->n_params; i++)
-            if (m->params[i].trainable)
-                write_tensor(o.dump_dir, "grad", &m->params[i], grads);
-    } else if (o.steps) {
-        long every = o.steps / 10 > 1 ? o.steps / 10 : 1;
-        long k;
-        for (k = 1; k <= o.steps; k++) {
-            float loss = m->train_step(params, inputs, outputs, grads, arena);
-            check_loss(k, loss);
-            check_grads(m, grads, k);   /* before SGD spreads it */
-            if (k == 1 || k % every == 0 || k == o.steps) {
-                printf("step %ld loss %.6f\n", k, (double)loss);
-                fflush(stdout);
-            }
-            m->sgd(params, grads, o.lr);
-        }
-    } else {
-        double *ms = malloc((size_t)o.bench * sizeof *ms);
-        long k;
-        if (!ms)
-            die("out of memory");
-        for (k = 1; k <= BENCH_WARMUP; k++)
-            check_loss(k, m->train_step(params, inputs, outputs, grads,
-                                        arena));
-        for (k = 0; k < o.bench; k++) {
-            double t0 = now_ms();
-            float loss = m->train_step(params, inputs, outputs, grads, arena);
-            ms[k] = now_ms() - t0;
-            check_loss(BENCH_WARMUP + 1 + k, loss);
-        }
-        qsort(ms, (size_t)o.bench, sizeof *ms, cmp_double);
-        printf("median_ms %.4f\n",
-               o.bench % 2 ? ms[o.bench / 2]
-                           : 0.5 * (ms[o.bench / 2 - 1] + ms[o.bench / 2]));
-        printf("min_ms %.4f\n", ms[0]);
-        free(ms);
-    }
-
+    alloc_buffers(m, &b);
+    fill_buffers(m, &o, &b);
+    if (o.dump_dir)
+        dump(m, &o, &b);
+    else if (o.steps)
+        train(m, &o, &b);
+    else
+        bench(m, &o, &b);
     if (fflush(stdout) != 0 || ferror(stdout))
         die("cannot write to standard output");
-    free(outputs);
-    free(inputs);
-    free(grads);
-    free(params);
-    free(arena);
+    free_buffers(&b);
     return 0;
 }

@@ -32,10 +32,22 @@
 extern const rt_model *const rt_trainer_model;
 
 static const rt_model *M;
-static float *params, *inputs, *grads;
+static float *params, *inputs, *grads, *scratch_grads;
+static int64_t *ints;
 static void *arena;
 
-static double loss_at(void) { return M->forward(params, inputs, NULL, arena); }
+#define SEED 7
+
+/* The loss as the gradients saw it: the forward (inference) function, or,
+ * for a model with Dropout, train_step's training-mode forward with the
+ * same masks (same seed and step). */
+static double loss_at(void)
+{
+    if (M->n_dropouts)
+        return M->train_step(params, inputs, ints, NULL, scratch_grads, SEED,
+                             0, arena);
+    return M->forward(params, inputs, ints, NULL, arena);
+}
 
 /* (L(p + h d) - L(p - h d)) / 2h over one tensor's elements. */
 static double central(float *p, const double *d, size_t n, double h)
@@ -145,23 +157,34 @@ static Errors check_tensor(const rt_tensor_info *t, uint64_t seed)
 int main(int argc, char **argv)
 {
     double tol_dir = 1e-2, tol_elem = 5e-2;
-    uint64_t seed = 7;
+    uint64_t seed = SEED;
     M = rt_trainer_model;
     params = calloc(M->param_floats + 1, sizeof *params);
     grads = calloc(M->param_floats + 1, sizeof *grads);
+    scratch_grads = calloc(M->param_floats + 1, sizeof *grads);
     inputs = calloc(M->input_floats + 1, sizeof *inputs);
+    ints = calloc(M->int_input_count + 1, sizeof *ints);
     if (posix_memalign(&arena, 64, M->arena_bytes + 64))
         return 1;
     M->init(params, seed);
     for (int i = 0; i < M->n_inputs; i++)
         rt_init_uniform(inputs + M->inputs[i].offset, M->inputs[i].count, -1, 1,
                         seed, 1000 + (uint64_t)i);
+    /* indices and labels over the non-negative values their readers take */
+    for (int i = 0; i < M->n_int_inputs; i++) {
+        const rt_tensor_info *t = &M->int_inputs[i];
+        int64_t lo = t->lo > 0 ? t->lo : 0;
+        for (size_t k = 0; k < t->count; k++)
+            ints[t->offset + k] = lo + (int64_t)(rt_rand_u32(seed, 2000 + i, k)
+                                                 % (uint64_t)(t->hi - lo));
+    }
     /* Non-zero biases, so that every path carries signal. */
     for (int i = 0; i < M->n_params; i++)
         if (norm2(params + M->params[i].offset, M->params[i].count) == 0)
             rt_init_uniform(params + M->params[i].offset, M->params[i].count,
                             -0.1f, 0.1f, seed, 500 + (uint64_t)i);
-    double loss = M->train_step(params, inputs, NULL, grads, arena);
+    double loss = M->train_step(params, inputs, ints, NULL, grads, seed, 0,
+                                arena);
     /* --corrupt: scale one gradient by 1.1, to show this check sees it */
     if (argc > 1 && strcmp(argv[1], "--corrupt") == 0)
         for (int i = 0; i < M->n_params; i++)
@@ -172,8 +195,9 @@ int main(int argc, char **argv)
             }
     double fwd = loss_at();
     int bad = loss != fwd;
-    printf("%s (%s): loss %.6f; forward %s train_step\n", M->name, M->policy,
-           loss, bad ? "DIFFERS FROM" : "equals");
+    printf("%s (%s): loss %.6f; %s %s train_step\n", M->name, M->policy,
+           loss, M->n_dropouts ? "train_step again" : "forward",
+           bad ? "DIFFERS FROM" : "equals");
     int checked = 0;
     for (int i = 0; i < M->n_params; i++) {
         const rt_tensor_info *t = &M->params[i];
@@ -189,6 +213,8 @@ int main(int argc, char **argv)
     printf("gradcheck: %d tensors, %s\n", checked, bad ? "FAILED" : "ok");
     free(params);
     free(grads);
+    free(scratch_grads);
+    free(ints);
     free(inputs);
     free(arena);
     return bad;

@@ -225,5 +225,58 @@ m2 = re.fullmatch(r"min_ms (\d+\.\d{4})", lines[1]); assert m2, lines
 assert float(m2.group(1)) <= float(m1.group(1)), lines
 EOF
 
+# ---- int64 inputs and Dropout: a generated model ------------------------------
+# tests/graphs/embedding_loss.xml: tokens (2x5) index an 11-row table, labels
+# (2x5, ignore_index 3) and labels_flat (10) name 6 classes; Dropouts
+# drop_in (ratio 0.25, output 2x5x4) and drop_mid (0.5, 2x5x4) sit in a block.
+EL=tests/graphs/embedding_loss.xml
+for p in none full; do
+    build/remat build "$EL" --policy $p -o "$TMP/el_$p"
+done
+BIN=$TMP/el_none
+check "int64 model: --dump writes int64 inputs in range and 0/1 masks" eval '
+    run 0 --seed 3 --dump "$TMP/el3" && "$PY" - "$TMP/el3"' <<'EOF'
+import sys, numpy as np
+d = sys.argv[1] + "/"
+for name, hi in [("tokens", 11), ("labels", 6), ("labels_flat", 6)]:
+    a = np.load(d + f"input.{name}.npy")
+    assert a.dtype == np.int64, (name, a.dtype)
+    assert a.min() >= 0 and a.max() < hi, (name, a)
+for node, ratio in [("drop_in", 0.25), ("drop_mid", 0.5)]:
+    m = np.load(d + f"mask.{node}.npy")
+    assert m.dtype == np.float32 and m.shape == (2, 5, 4), (node, m.shape)
+    assert set(np.unique(m)) <= {0.0, 1.0}, node
+    # 40 draws: some kept, some dropped, whatever the seed
+    assert 0 < m.sum() < m.size, (node, m.sum())
+EOF
+check "Dropout masks follow the seed" eval '
+    run 0 --seed 4 --dump "$TMP/el4" &&
+    ! cmp -s "$TMP/el3/mask.drop_mid.npy" "$TMP/el4/mask.drop_mid.npy"'
+check "--load of int64 inputs reproduces the dump bitwise" eval '
+    run 0 --dump "$TMP/el0" && run 0 --load "$TMP/el0" --dump "$TMP/el0b" &&
+    for f in "$TMP"/el0/*.npy; do cmp -s "$f" "$TMP/el0b/${f##*/}" || exit 1; done'
+check "--load token id past the table: exit 1 naming file, element and range" eval '
+    mkdir -p "$TMP/elbad" && cp "$TMP"/el0/*.npy "$TMP/elbad/" &&
+    "$PY" -c "import numpy as np; np.save(\"$TMP/elbad/input.tokens.npy\", np.full((2, 5), 11, np.int64))" &&
+    run 1 --load "$TMP/elbad" --steps 1 && one_error_line &&
+    err_has "input.tokens.npy: element 0 is 11, outside [-11, 11)"'
+check "--load float32 in place of int64 labels: exit 1" eval '
+    cp "$TMP"/el0/input.tokens.npy "$TMP/elbad/" &&
+    "$PY" -c "import numpy as np; np.save(\"$TMP/elbad/input.labels.npy\", np.zeros((2, 5), np.float32))" &&
+    run 1 --load "$TMP/elbad" --steps 1 && one_error_line &&
+    err_has "input.labels.npy: dtype '"'"'<f4'"'"' is not int64"'
+# PyTorch's own test of checkpointing (test_checkpoint_rng_*): gradients with
+# and without it are equal with dropout in the model. Here full recomputes
+# each Dropout in the backward from (seed, step, node) instead of replaying a
+# saved RNG state; the dumps must match bit for bit, masks included.
+check "checkpointing with dropout: full recomputes the Dropouts" eval '
+    build/remat compile "$EL" --policy full -o "$TMP/el_full.c" &&
+    [ "$(grep -c "^ *rt_dropout_forward" "$TMP/el_full.c")" -eq 4 ] &&
+    grep -q "drop_mid: Dropout -> ad \[2x5x4\] recompute" "$TMP/el_full.c"'
+check "checkpointing with dropout: gradients equal to no checkpointing" eval '
+    BIN=$TMP/el_full run 0 --seed 3 --dump "$TMP/el3full" &&
+    for f in "$TMP"/el3/*.npy; do cmp -s "$f" "$TMP/el3full/${f##*/}" || exit 1; done &&
+    ls "$TMP"/el3/grad.*.npy >/dev/null'
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

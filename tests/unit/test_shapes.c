@@ -187,9 +187,42 @@ START_TEST(op_table_is_complete)
         ck_assert(op->emit_backward != NULL);
         ck_assert_int_eq(op_lookup(op->name), i);
         ck_assert_int_le(op->min_in, op->max_in);
+        /* an op with int64 inputs says what values they take */
+        ck_assert(!op->int_inputs == !op->int_range);
     }
     ck_assert_int_eq(op_lookup("Convolution"), -1);
     ck_assert_int_eq(op_lookup("conv"), -1);     /* op names are case-sensitive */
+}
+END_TEST
+
+/* ONNX: Gather's output is the indices' shape then the table's rows';
+ * SoftmaxCrossEntropyLoss's labels are the scores without dimension 1. */
+START_TEST(int64_inputs_shape_gather_and_loss)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='tok' shape='3 5' dtype='int64'/>"
+        "<input name='lab' shape='3 4' dtype='int64'/>"
+        "<initializer name='emb' shape='7 2 6' init='zeros'/>"
+        "<node name='g' op='Gather' in='emb tok' out='y'/>"
+        "<node name='r' op='Reshape' in='y' out='s' shape='3 5 3 4'/>"
+        "<node name='sum' op='ReduceSum' in='s' out='s3' axes='1' keepdims='0'/>"
+        "<node name='d' op='Dropout' in='s3' out='sd' ratio='0.2'/>"
+        "<node name='ce' op='SoftmaxCrossEntropyLoss' in='sd lab' out='l'/>"
+        "<output name='l'/>", "sac");
+    const Tensor *y = &m.g->tensors[tensor_id(&m, "y")];
+    ck_assert_int_eq(y->rank, 4);
+    ck_assert_int_eq(y->dims[0], 3);
+    ck_assert_int_eq(y->dims[1], 5);
+    ck_assert_int_eq(y->dims[2], 2);
+    ck_assert_int_eq(y->dims[3], 6);
+    ck_assert(m.g->tensors[tensor_id(&m, "tok")].is_int);
+    ck_assert(!m.g->tensors[tensor_id(&m, "s3")].is_int);
+    ck_assert_int_eq(m.g->tensors[tensor_id(&m, "l")].rank, 0);
+    /* the loss's backward reads the dropped scores: sac recomputes them */
+    ck_assert_int_eq(keep_of(&m, "sd"), KEEP_RECOMPUTE);
+    ctx_free(&c);
 }
 END_TEST
 
@@ -206,6 +239,7 @@ int main(void)
     tcase_add_test(t, loss_found_by_shape_when_unmarked);
     tcase_add_test(t, empty_axes_follow_onnx);
     tcase_add_test(t, op_table_is_complete);
+    tcase_add_test(t, int64_inputs_shape_gather_and_loss);
     suite_add_tcase(s, t);
     return run_suite(s);
 }

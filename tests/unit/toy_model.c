@@ -21,14 +21,14 @@
 #define OFF_W 1
 
 static const rt_tensor_info toy_params[] = {
-    {"loss_scale", OFF_SCALE, 1, 0, {0}, 0},
-    {"fc/W", OFF_W, K * N, 2, {K, N}, 1},
+    {"loss_scale", OFF_SCALE, 1, 0, {0}, 0, 0, 0},
+    {"fc/W", OFF_W, K * N, 2, {K, N}, 1, 0, 0},
 };
 static const rt_tensor_info toy_inputs[] = {
-    {"x", 0, M * K, 2, {M, K}, 0},
+    {"x", 0, M * K, 2, {M, K}, 0, 0, 0},
 };
 static const rt_tensor_info toy_outputs[] = {
-    {"y", 0, M * N, 2, {M, N}, 0},
+    {"y", 0, M * N, 2, {M, N}, 0, 0, 0},
 };
 
 static void toy_init(float *params, uint64_t seed)
@@ -56,11 +56,12 @@ static float toy_fwd(const float *params, const float *inputs, float *y)
 }
 
 static float toy_forward(const float *params, const float *inputs,
-                         float *outputs, void *arena)
+                         const int64_t *ints, float *outputs, void *arena)
 {
     float *y = arena;
     float loss = toy_fwd(params, inputs, y);
     int i;
+    (void)ints;
     if (outputs)
         for (i = 0; i < M * N; i++)
             outputs[i] = y[i];
@@ -68,14 +69,17 @@ static float toy_forward(const float *params, const float *inputs,
 }
 
 static float toy_train_step(const float *params, const float *inputs,
-                            float *outputs, float *grads, void *arena)
+                            const int64_t *ints, float *outputs, float *grads,
+                            uint64_t seed, uint64_t step, void *arena)
 {
     float *y = arena;
     const float *x = inputs;
-    float loss = toy_forward(params, inputs, outputs, arena);
+    float loss = toy_forward(params, inputs, ints, outputs, arena);
     float c = 2.0f * params[OFF_SCALE] / (float)(M * N);
     float *dw = grads + OFF_W;
     int i, j, k;
+    (void)seed;
+    (void)step;
     grads[OFF_SCALE] = 0.0f;
     /* dW = c * x^T y */
     for (k = 0; k < K; k++)
@@ -101,9 +105,11 @@ const rt_model toy_model = {
     M * N * sizeof(float),
     1 + K * N,
     M * K,
+    0,
     M * N,
-    2, 1, 1,
-    toy_params, toy_inputs, toy_outputs,
+    2, 1, 0, 1, 0,
+    toy_params, toy_inputs, NULL, toy_outputs,
+    NULL,
     toy_init,
     toy_forward,
     toy_train_step,
