@@ -13,7 +13,8 @@
  * pointer holds: v_ a forward value (inputs, parameters, activations), r_ a
  * recomputed value, d_ a gradient, map_ a node's broadcast map. Arena
  * pointers are declared where their value is defined, at the offset plan.c
- * gave it.
+ * gave it; a view (an alias op's output) is a const pointer to its input's
+ * floats, and its gradient a pointer to its input's gradient.
  *
  * Output depends only on the input graph and policy: no time, path or
  * version, floats printed with 9 significant digits (they read back to the
@@ -188,8 +189,20 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     const Node *n = &g->nodes[st->node];
     const char *out[MAX_IO], *in[MAX_IO];
     const Tensor *y = &g->tensors[n->out[0]];
-    emit(e, "/* %s: %s -> %s [%s]%s */", n->name, op_table[n->op].name,
-         y->name, shape_str(e->ctx, y), st->recompute ? " recompute" : "");
+    int view = op_table[n->op].alias;
+    emit(e, "/* %s: %s -> %s [%s]%s%s */", n->name, op_table[n->op].name,
+         y->name, shape_str(e->ctx, y), st->recompute ? " recompute" : "",
+         view ? " view, no copy" : "");
+    if (view) {
+        /* read-only: a view may point into the caller's const inputs */
+        const char *name = value_name(e, s, st->recompute ? s->rec[n->out[0]]
+                                                          : s->fwd[n->out[0]]);
+        emit(e, "const float *%s = %s;", name,
+             read_name(e, m, n->in[0], st->recompute));
+        if (y->nconsumers == 0 && !y->is_output)
+            emit(e, "(void)%s;", name);
+        return;
+    }
     for (int o = 0; o < n->nout; o++) {
         int v = st->recompute ? s->rec[n->out[o]] : s->fwd[n->out[o]];
         declare(e, s, v);
@@ -257,6 +270,14 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
         declare(e, s, s->grad[st->tensor]);
         emit(e, "rt_zero(d_%s, %ld);", t->cname, t->numel);
         break;
+    case S_GRAD_VIEW: {
+        const Node *n = &g->nodes[t->producer];
+        emit(e, "/* d(%s) is d(%s): %s moves no data */", t->name,
+             g->tensors[n->in[0]].name, op_table[n->op].name);
+        emit(e, "float *d_%s = d_%s;", t->cname,
+             g->tensors[n->in[0]].cname);
+        break;
+    }
     case S_BACKWARD:
         emit_backward_stmt(e, m, s, st);
         break;

@@ -692,15 +692,10 @@ static int shape_flatten(Ctx *c, Graph *g, Node *n)
     return 0;
 }
 
-/* Reshape and Flatten move no data but copy it here: an aliasing plan is
- * future work. The backward adds the gradient back unchanged. */
-static void emit_copy_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in)
-{
-    const Graph *g = e->g;
-    emit(e, "rt_copy(%s, %s, %ld);", out[0], in[0], OUT(0)->numel);
-}
-
+/* Reshape and Flatten move no data: their rows are alias rows, so the
+ * output is a pointer to the input's floats and no forward call is written
+ * (emit.c). Where the gradient cannot share storage with the input's
+ * (schedule.c says when), the backward adds it back unchanged. */
 static void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
                           const char *const *dout, const char *const *in,
                           const char *const *out)
@@ -1320,12 +1315,13 @@ const OpInfo op_table[] = {
                       transpose_attrs, shape_transpose, flops_none, {0},
                       emit_transpose_fwd, emit_transpose_bwd,
                       emit_transpose_static},
+    /* views: no forward call, the output is the input's floats */
     [OP_RESHAPE] = {"Reshape", "copy", 1, 1, 1, CAT_SHAPE, reshape_attrs,
-                    shape_reshape, flops_none, {0}, emit_copy_fwd,
-                    emit_copy_bwd, NULL},
+                    shape_reshape, flops_none, {0}, NULL, emit_copy_bwd,
+                    NULL, NULL, 0, NULL, 1},
     [OP_FLATTEN] = {"Flatten", "copy", 1, 1, 1, CAT_SHAPE, flatten_attrs,
-                    shape_flatten, flops_none, {0}, emit_copy_fwd,
-                    emit_copy_bwd, NULL},
+                    shape_flatten, flops_none, {0}, NULL, emit_copy_bwd,
+                    NULL, NULL, 0, NULL, 1},
     /* im2col columns in scratch, forward and backward alike */
     [OP_CONV] = {"Conv", "conv", 2, 3, 1, CAT_CONV, conv_attrs, shape_window,
                  flops_conv, {NEED_IN(1), NEED_IN(0), 0}, emit_conv_fwd,
@@ -1398,6 +1394,16 @@ const Attr *node_attr(const Node *n, const char *name)
 
 long node_int(const Node *n, const char *name) { return node_attr(n, name)->i; }
 float node_float(const Node *n, const char *name) { return node_attr(n, name)->f; }
+
+int storage_of(const Graph *g, int t)
+{
+    for (;;) {
+        int p = g->tensors[t].producer;
+        if (p < 0 || !op_table[g->nodes[p].op].alias)
+            return t;
+        t = g->nodes[p].in[0];
+    }
+}
 
 unsigned op_backward_needs(const Node *n, const int *want)
 {

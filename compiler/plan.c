@@ -13,6 +13,10 @@
  * arena's size is the highest end ever placed. Deterministic: the order is
  * the schedule's, ties go to the lower offset.
  *
+ * A view (schedule.c) takes no space: it gets its owner's offset, and its
+ * reads were counted as its owner's when the schedule was built, so the
+ * owner is not released while any view of it is still read.
+ *
  * The free space below the top is a list of gaps sorted by offset, merged
  * with their neighbours when a value is released; releases come from a heap
  * ordered by last use. A plan costs O(values x (log values + gaps)), so a
@@ -111,6 +115,10 @@ int plan_arena(Ctx *c, Schedule *s)
     s->arena_bytes = 0;
     for (int k = 0; k < s->nvalues; k++) {
         Value *v = &s->values[k];
+        if (v->view != VIEW_NONE) {     /* its owner came first */
+            v->offset = v->view == VIEW_VALUE ? s->values[v->owner].offset : 0;
+            continue;
+        }
         while (p.live.n > 0 && s->values[p.live.v[0]].last < v->def) {
             const Value *dead = &s->values[heap_pop(&p.live)];
             release(&p, dead->offset, align_up(dead->bytes));

@@ -187,6 +187,12 @@ typedef struct {
     /* The int64 values the node's int input accepts, [*lo, *hi): the
      * trainer draws and checks a graph's int64 inputs against it. */
     void (*int_range)(const Graph *g, const Node *n, long *lo, long *hi);
+    /* 1: output 0 is a view of input 0, the same floats in the same order
+     * (Reshape, Flatten). It gets no buffer of its own: the schedule makes
+     * its value share input 0's, the emitter names a pointer instead of
+     * calling emit_forward (which may be NULL), and its gradient shares
+     * input 0's where that is correct (schedule.c). */
+    int alias;
 } OpInfo;
 
 extern const OpInfo op_table[];
@@ -198,6 +204,10 @@ float node_float(const Node *n, const char *name);
 const Attr *node_attr(const Node *n, const char *name);
 /* The needs mask of a node's backward, given which inputs want gradients. */
 unsigned op_backward_needs(const Node *n, const int *want);
+/* The tensor whose storage t is: t itself, or, when t is made by an alias
+ * op (through any chain of them), the first tensor up the chain that is
+ * not; that may be a graph input or parameter. */
+int storage_of(const Graph *g, int t);
 
 /* ---- parse.c: XML -> IR ---------------------------------------------------- */
 
@@ -340,12 +350,14 @@ typedef enum {
     S_OUTPUT,               /* copy graph output to the caller */
     S_SEED,                 /* d(loss) = 1 */
     S_ZERO,                 /* zero an activation gradient before it sums */
+    S_GRAD_VIEW,            /* d(view) named as d(its source): no work */
     S_BACKWARD              /* run node backward */
 } StmtKind;
 
-/* A value is one buffer in the arena: a tensor's forward instance, a
- * recomputed instance, or an activation's gradient. */
+/* A value is one buffer in the arena, or a view of one: a tensor's forward
+ * instance, a recomputed instance, or an activation's gradient. */
 typedef enum { V_FWD, V_RECOMP, V_GRAD, V_SCRATCH } ValueKind;
+typedef enum { VIEW_NONE, VIEW_VALUE, VIEW_CALLER } ViewKind;
 
 typedef struct {
     int tensor;             /* -1 for a statement's scratch */
@@ -353,12 +365,19 @@ typedef struct {
     int def, last;          /* statement indices: live on [def, last] */
     size_t bytes;
     size_t offset;          /* plan.c */
+    /* A view (an alias op's output, or its gradient) has no buffer of its
+     * own: it shares values[owner]'s (VIEW_VALUE; the owner is never itself
+     * a view), or points into the caller's inputs, parameters or gradients
+     * (VIEW_CALLER). Whatever reads a view keeps its owner live
+     * (schedule.c); plan.c gives it the owner's offset. */
+    ViewKind view;
+    int owner;              /* VIEW_VALUE */
 } Value;
 
 typedef struct {
     StmtKind kind;
     int node;               /* S_FORWARD, S_BACKWARD */
-    int tensor;             /* S_OUTPUT, S_SEED, S_ZERO */
+    int tensor;             /* S_OUTPUT, S_SEED, S_ZERO, S_GRAD_VIEW */
     int recompute;
     int scratch;            /* S_FORWARD, S_BACKWARD: a value, or -1 */
 } Stmt;

@@ -20,6 +20,22 @@
  * producer's backward has read it. Parameter gradients live in the caller's
  * gradient buffer, not in the arena.
  *
+ * An alias op's output (Reshape, Flatten: the op table's `alias`) is a view:
+ * a value with no buffer of its own that shares its input's, the forward
+ * instance's in the forward, the instance the backward reads (recomputed or
+ * saved) in a recompute, or the caller's input or parameter floats. Reading
+ * a view keeps its owner live, so a source lives until the last read of
+ * every view of it, down any chain of views. A view's gradient is a view of
+ * its source's gradient, made (with the source's, zeroed, if that is not
+ * there yet) where the first backward adds into it; the alias op's backward
+ * then has nothing left to do and is left out. That is correct whatever
+ * else adds into d(source), before or after: d(view) is read by nothing but
+ * that backward, which would only add it into d(source) unchanged, so the
+ * same terms are summed, in the backward's statement order, which no policy
+ * changes (gradients stay bitwise identical across policies). Only where
+ * d(view) is the seed (the loss is a view) does it get a buffer of its own,
+ * and the backward adds it into d(source).
+ *
  * The forward-only schedule is the first two parts alone.
  */
 #include "remat.h"
@@ -73,11 +89,26 @@ static int new_value(Sched *x, int tensor, ValueKind kind, int def)
     return s->nvalues++;
 }
 
+/* Reading a view reads its owner's buffer: both stay live. */
 static void use(Sched *x, int value, int stmt)
 {
     assert(value >= 0 && "a statement reads a value nobody defined");
-    if (x->s->values[value].last < stmt)
-        x->s->values[value].last = stmt;
+    Value *v = &x->s->values[value];
+    if (v->last < stmt)
+        v->last = stmt;
+    if (v->view == VIEW_VALUE && x->s->values[v->owner].last < stmt)
+        x->s->values[v->owner].last = stmt;
+}
+
+/* Makes value v a view of value `of`'s buffer (of that buffer's owner when
+ * `of` is a view itself, so an owner is never a view), or of the caller's
+ * memory when of < 0. */
+static void make_view(Sched *x, int v, int of)
+{
+    Value *val = &x->s->values[v];
+    const Value *src = of >= 0 ? &x->s->values[of] : NULL;
+    val->view = !src || src->view == VIEW_CALLER ? VIEW_CALLER : VIEW_VALUE;
+    val->owner = !src ? -1 : src->view == VIEW_VALUE ? src->owner : of;
 }
 
 static int is_act(const Sched *x, int t)
@@ -101,6 +132,12 @@ static void run_forward(Sched *x, int n, int recompute)
             use(x, recompute ? instance(x, nd->in[i]) : x->s->fwd[nd->in[i]], s);
     for (int o = 0; o < nd->nout; o++)
         new_value(x, nd->out[o], recompute ? V_RECOMP : V_FWD, s);
+    if (op_table[nd->op].alias) {
+        int src = nd->in[0];
+        make_view(x, recompute ? x->s->rec[nd->out[0]] : x->s->fwd[nd->out[0]],
+                  !is_act(x, src) ? -1
+                  : recompute ? instance(x, src) : x->s->fwd[src]);
+    }
     if (recompute) {
         x->s->recompute_execs++;
         x->s->recompute_flops += op_table[nd->op].flops(x->g, nd);
@@ -142,6 +179,43 @@ static void materialize(Sched *x, int t)
     }
 }
 
+/* t is an alias op's output: its gradient can be its source's. */
+static int grad_view_of(const Sched *x, int t)
+{
+    int p = x->g->tensors[t].producer;
+    return p >= 0 && op_table[x->g->nodes[p].op].alias ? x->g->nodes[p].in[0]
+                                                        : -1;
+}
+
+/* Gives activation t its gradient value, about to be added into: zeroed,
+ * or, when t is a view, a view of its source's gradient (made first the
+ * same way, up a chain of views; a parameter's is in the caller's gradient
+ * buffer). Iterative, on the materialize stack, as a chain may be long. */
+static int need_grad(Sched *x, int t)
+{
+    int *chain = x->stack, n = 0;
+    while (x->s->grad[t] < 0) {
+        chain[n++] = t;
+        int src = grad_view_of(x, t);
+        if (src < 0 || !is_act(x, src))
+            break;
+        t = src;
+    }
+    while (n > 0) {
+        t = chain[--n];
+        int src = grad_view_of(x, t);
+        if (src < 0) {
+            new_value(x, t, V_GRAD, add_stmt(x, S_ZERO, -1, t, 0));
+            continue;
+        }
+        int v = new_value(x, t, V_GRAD, add_stmt(x, S_GRAD_VIEW, -1, t, 0));
+        make_view(x, v, is_act(x, src) ? x->s->grad[src] : -1);
+        if (is_act(x, src))
+            use(x, x->s->grad[src], x->s->values[v].def);
+    }
+    return x->s->grad[t];
+}
+
 static void run_backward(Sched *x, int n)
 {
     const Graph *g = x->g;
@@ -149,6 +223,12 @@ static void run_backward(Sched *x, int n)
     unsigned reads = node_backward_reads(g, nd);
     int want[MAX_IO];
     node_grad_inputs(g, nd, want);
+    /* d(view) is d(source): everything was added where it belongs */
+    if (op_table[nd->op].alias) {
+        assert(x->s->grad[nd->out[0]] >= 0 && "a backward without d(output)");
+        if (x->s->values[x->s->grad[nd->out[0]]].view != VIEW_NONE)
+            return;
+    }
     for (int i = 0; i < nd->nin; i++)
         if (reads & NEED_IN(i))
             materialize(x, nd->in[i]);
@@ -156,9 +236,8 @@ static void run_backward(Sched *x, int n)
         if (reads & NEED_OUT(o))
             materialize(x, nd->out[o]);
     for (int i = 0; i < nd->nin; i++)
-        if (want[i] && is_act(x, nd->in[i]) && x->s->grad[nd->in[i]] < 0)
-            new_value(x, nd->in[i], V_GRAD,
-                      add_stmt(x, S_ZERO, -1, nd->in[i], 0));
+        if (want[i] && is_act(x, nd->in[i]))
+            need_grad(x, nd->in[i]);
     int s = add_stmt(x, S_BACKWARD, n, -1, 0);
     add_scratch(x, s, nd, 1);
     for (int o = 0; o < nd->nout; o++) {

@@ -3,16 +3,31 @@
 
 #include <glob.h>
 
-/* Every pair of values whose [def, last] intervals meet must not overlap in
- * memory; every offset is aligned; the arena holds every value. */
+/* Every pair of buffers whose [def, last] intervals meet must not overlap
+ * in memory; every offset is aligned; the arena holds every value. A view
+ * is no buffer of its own: it sits at its owner's offset, inside its
+ * owner's lifetime, and its owner is no view. */
 static void assert_plan_sound(const Schedule *s)
 {
     for (int i = 0; i < s->nvalues; i++) {
         const Value *a = &s->values[i];
+        if (a->view == VIEW_VALUE) {
+            const Value *o = &s->values[a->owner];
+            ck_assert_int_lt(a->owner, i);
+            ck_assert_int_eq(o->view, VIEW_NONE);
+            ck_assert_uint_eq(a->offset, o->offset);
+            ck_assert_uint_eq(a->bytes, o->bytes);
+            ck_assert_int_le(o->def, a->def);
+            ck_assert_int_ge(o->last, a->last);
+        }
+        if (a->view != VIEW_NONE)
+            continue;
         ck_assert_uint_eq(a->offset % ARENA_ALIGN, 0);
         ck_assert_uint_le(a->offset + a->bytes, s->arena_bytes);
         for (int j = i + 1; j < s->nvalues; j++) {
             const Value *b = &s->values[j];
+            if (b->view != VIEW_NONE)
+                continue;
             int live_together = a->def <= b->last && b->def <= a->last;
             int share = a->offset < b->offset + b->bytes &&
                         b->offset < a->offset + a->bytes;
