@@ -1395,16 +1395,6 @@ const Attr *node_attr(const Node *n, const char *name)
 long node_int(const Node *n, const char *name) { return node_attr(n, name)->i; }
 float node_float(const Node *n, const char *name) { return node_attr(n, name)->f; }
 
-int storage_of(const Graph *g, int t)
-{
-    for (;;) {
-        int p = g->tensors[t].producer;
-        if (p < 0 || !op_table[g->nodes[p].op].alias)
-            return t;
-        t = g->nodes[p].in[0];
-    }
-}
-
 unsigned op_backward_needs(const Node *n, const int *want)
 {
     unsigned mask = 0;

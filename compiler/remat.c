@@ -18,6 +18,17 @@
  *
  * Invariant: a RECOMPUTE tensor's producer reads only inputs, parameters,
  * SAVE tensors and RECOMPUTE tensors, so the schedule can rebuild it.
+ *
+ * What is saved costs the bytes of the buffers it keeps, each counted once
+ * (saved_bytes, which the report and the generated file's summary print).
+ * An alias op's output (Reshape, Flatten) is a view with no buffer of its
+ * own (schedule.c): saving it keeps its storage, the first tensor up its
+ * chain of views that is not one. So a storage is counted once when it or
+ * any view of it is SAVE, even where the storage itself is RECOMPUTE (its
+ * forward buffer stays live for the saved view), and a view of a graph
+ * input or parameter costs nothing: those floats are the caller's, never
+ * the arena's. The per-tensor lines of the report still give each tensor's
+ * own size, and saved_tensors counts SAVE tensors, views among them.
  */
 #include "remat.h"
 
@@ -86,6 +97,29 @@ static void decide(Ctx *c, const Graph *g, const Policy *p, const Node *n,
                                                     : KEEP_RECOMPUTE;
 }
 
+/* The bytes of the buffers SAVE tensors keep, each once (see the top). */
+static size_t saved_bytes(Ctx *c, const Graph *g, const Remat *r)
+{
+    int *storage = ctx_alloc(c, (size_t)g->ntensors * sizeof(int));
+    char *held = ctx_alloc(c, (size_t)g->ntensors);
+    size_t bytes = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        storage[t] = t;
+    for (int k = 0; k < g->nnodes; k++) {    /* sources before their views */
+        const Node *n = &g->nodes[g->order[k]];
+        if (op_table[n->op].alias)
+            storage[n->out[0]] = storage[n->in[0]];
+    }
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *s = &g->tensors[storage[t]];
+        if (r->keep[t] == KEEP_SAVE && s->kind == T_ACT && !held[storage[t]]) {
+            held[storage[t]] = 1;
+            bytes += (size_t)s->numel * sizeof(float);
+        }
+    }
+    return bytes;
+}
+
 int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r)
 {
     size_t nt = (size_t)g->ntensors;
@@ -115,5 +149,6 @@ int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r)
         if (recompute)
             mark_needed(n, (1u << n->nin) - 1, needed);
     }
+    r->saved_bytes = saved_bytes(c, g, r);
     return 0;
 }

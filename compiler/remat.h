@@ -204,10 +204,6 @@ float node_float(const Node *n, const char *name);
 const Attr *node_attr(const Node *n, const char *name);
 /* The needs mask of a node's backward, given which inputs want gradients. */
 unsigned op_backward_needs(const Node *n, const int *want);
-/* The tensor whose storage t is: t itself, or, when t is made by an alias
- * op (through any chain of them), the first tensor up the chain that is
- * not; that may be a graph input or parameter. */
-int storage_of(const Graph *g, int t);
 
 /* ---- parse.c: XML -> IR ---------------------------------------------------- */
 
@@ -339,6 +335,9 @@ typedef struct {
     Keep *keep;             /* per tensor (activations only; else KEEP_NONE) */
     const char **why;       /* per tensor: the rule that decided it */
     Decision *decision;     /* per tensor: the decision that applied */
+    /* Arena bytes the SAVE tensors hold for the backward, each buffer once:
+     * a view (an alias op's output) holds its source's (remat.c). */
+    size_t saved_bytes;
 } Remat;
 
 int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r);

@@ -7,6 +7,11 @@
  * decided it, then summary lines of the form `key: value`. The diff report
  * lists the tensors whose decision differs between two policies and each
  * summary figure's change. Both depend only on the inputs.
+ *
+ * saved_bytes counts each kept buffer once: a saved Reshape or Flatten
+ * output is a view of its source's buffer, and a view of a graph input or
+ * parameter holds no arena bytes at all (remat.c says exactly what counts).
+ * The per-tensor bytes column is each tensor's own size, views included.
  */
 #include "remat.h"
 
@@ -16,11 +21,9 @@ void summarize(const Compiled *m, Summary *s)
 {
     const Graph *g = m->g;
     memset(s, 0, sizeof *s);
+    s->saved_bytes = (double)m->remat->saved_bytes;
     for (int t = 0; t < g->ntensors; t++) {
-        if (m->remat->keep[t] == KEEP_SAVE) {
-            s->saved_bytes += (double)g->tensors[t].numel * sizeof(float);
-            s->saved_tensors++;
-        }
+        s->saved_tensors += m->remat->keep[t] == KEEP_SAVE;
         s->recomputed_tensors += m->remat->keep[t] == KEEP_RECOMPUTE;
     }
     s->arena_bytes = (double)(m->train->arena_bytes > m->fwd->arena_bytes
