@@ -88,6 +88,108 @@ START_TEST(random_intervals)
 }
 END_TEST
 
+/* h = x w is 8x16 floats, 512 bytes, seen as 2x4x16, 2x64 and 8x16, then
+ * averaged to the loss (4 bytes, one 64-byte slot). Worked out by hand:
+ * when Reshape and Flatten copied, each copy was live with its source. The
+ * forward peaked at 2 x 512 = 1024 (h and h1, then h2 and h3 in the same two
+ * slots). The backward went higher: d(loss) took [0, 64) and d(h3)
+ * [64, 576); d(loss) died after the ReduceMean's backward, leaving a gap of
+ * 64 too small for d(h2), which went on top: 576 + 512 = 1088. As views
+ * there is one 512-byte buffer each way: in the forward h, whose last read
+ * is the ReduceMean that writes the loss, 512 + 64 = 576; in the backward
+ * d(h) (d(h3), d(h2), d(h1) are views of it) with d(loss) at the
+ * ReduceMean's backward, 64 + 512 = 576. The same chain through Neg, which
+ * copies as Reshape did (its backward reads nothing too), gives the before
+ * figures. */
+static const char *chain_of(Ctx *c, const char *op1, const char *op2,
+                            const char *op3)
+{
+    return ctx_printf(c,
+        "<input name='x' shape='8 16'/>"
+        "<initializer name='w' shape='16 16' init='ones'/>"
+        "<node name='fc' op='MatMul' in='x w' out='h'/>"
+        "<node name='r1' op='%s' in='h' out='h1'%s/>"
+        "<node name='r2' op='%s' in='h1' out='h2'/>"
+        "<node name='r3' op='%s' in='h2' out='h3'%s/>"
+        "<node name='mean' op='ReduceMean' in='h3' out='l' keepdims='0'/>"
+        "<output name='l'/>",
+        op1, strcmp(op1, "Reshape") ? "" : " shape='2 4 16'", op2, op3,
+        strcmp(op3, "Reshape") ? "" : " shape='8 16'");
+}
+
+START_TEST(a_reshape_chain_is_one_buffer)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled copies = compile_body(&c, chain_of(&c, "Neg", "Neg", "Neg"), "none");
+    ck_assert_uint_eq(copies.train->arena_bytes, 1088);
+    ck_assert_uint_eq(copies.fwd->arena_bytes, 1024);
+    Compiled m = compile_body(&c, chain_of(&c, "Reshape", "Flatten", "Reshape"),
+                              "none");
+    ck_assert_uint_eq(m.fwd->arena_bytes, 576);
+    ck_assert_uint_eq(m.train->arena_bytes, 576);
+    ck_assert_uint_lt(m.train->arena_bytes, copies.train->arena_bytes);
+    const Schedule *s = m.train;
+    int h = tensor_id(&m, "h");
+    static const char *const views[] = {"h1", "h2", "h3"};
+    for (int i = 0; i < 3; i++) {
+        int t = tensor_id(&m, views[i]);
+        const Value *v = &s->values[s->fwd[t]], *d = &s->values[s->grad[t]];
+        ck_assert_int_eq(v->view, VIEW_VALUE);
+        ck_assert_int_eq(v->owner, s->fwd[h]);
+        ck_assert_uint_eq(v->offset, s->values[s->fwd[h]].offset);
+        ck_assert_int_eq(d->view, VIEW_VALUE);
+        ck_assert_int_eq(d->owner, s->grad[h]);
+        ck_assert_uint_eq(d->offset, s->values[s->grad[h]].offset);
+    }
+    /* h lives until the last view of it is read */
+    ck_assert_int_eq(s->values[s->fwd[h]].last,
+                     s->values[s->fwd[tensor_id(&m, "h3")]].last);
+    /* no statement runs a view's backward */
+    for (int i = 0; i < s->nstmts; i++)
+        if (s->stmts[i].kind == S_BACKWARD)
+            ck_assert(!op_table[m.g->nodes[s->stmts[i].node].op].alias);
+    /* and the code copies nothing but the output */
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf), 0);
+    ck_assert_contains(cf.data, "const float *v_h1 = v_h;");
+    ck_assert_contains(cf.data, "const float *v_h3 = v_h2;");
+    ck_assert_contains(cf.data, "float *d_h3 = d_h2;");
+    ck_assert_ptr_null(strstr(cf.data, "rt_copy(v_"));
+    ck_assert_ptr_null(strstr(cf.data, "rt_accumulate("));
+    ctx_free(&c);
+}
+END_TEST
+
+/* A view of a graph input or a parameter is the caller's floats: the arena
+ * holds nothing for it, and saving it saves no bytes. */
+START_TEST(a_view_of_the_caller_takes_no_arena)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='4 6'/>"
+        "<initializer name='w' shape='2 3' init='ones'/>"
+        "<node name='xv' op='Flatten' in='x' out='xf'/>"
+        "<node name='wv' op='Reshape' in='w' out='wf' shape='6'/>"
+        "<node name='mul' op='Mul' in='xf wf' out='y'/>"
+        "<node name='mean' op='ReduceMean' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", "none");
+    const Schedule *s = m.train;
+    ck_assert_int_eq(keep_of(&m, "xf"), KEEP_SAVE);    /* for d(wf) */
+    ck_assert_int_eq(s->values[s->fwd[tensor_id(&m, "xf")]].view, VIEW_CALLER);
+    ck_assert_int_eq(s->values[s->fwd[tensor_id(&m, "wf")]].view, VIEW_CALLER);
+    ck_assert_int_eq(s->values[s->grad[tensor_id(&m, "wf")]].view, VIEW_CALLER);
+    ck_assert_uint_eq(m.remat->saved_bytes, 0);
+    Summary sum;
+    summarize(&m, &sum);
+    ck_assert(sum.saved_bytes == 0 && sum.saved_tensors == 1);
+    ctx_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan");
@@ -95,6 +197,8 @@ int main(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, shipped_and_test_graphs_under_every_policy);
     tcase_add_test(t, random_intervals);
+    tcase_add_test(t, a_reshape_chain_is_one_buffer);
+    tcase_add_test(t, a_view_of_the_caller_takes_no_arena);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
