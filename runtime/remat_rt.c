@@ -1177,16 +1177,58 @@ static ptrdiff_t window_argmax(const float *xq, const rt_window *p, int oy,
     return best;
 }
 
+/* The outputs [*o0, *o1) along one axis whose every tap is inside: the
+ * window starts at o * step - pad >= 0 and ends at or before size - 1. */
+static void interior(int pad, int step, int dil, int k, int size, int out,
+                     int *o0, int *o1)
+{
+    const int last = size - 1 - (k - 1) * dil + pad;  /* o * step <= last */
+    *o0 = (pad + step - 1) / step;
+    *o1 = last < 0 ? 0 : last / step + 1;
+    if (*o1 > out)
+        *o1 = out;
+    if (*o0 > *o1)
+        *o0 = *o1;
+}
+
+/* window_argmax where every tap is inside: no bounds to find, the same
+ * order and the same rule on ties and NaN. */
+static ptrdiff_t argmax_inside(const float *xq, const rt_window *p, int oy,
+                               int ox)
+{
+    const ptrdiff_t base = (ptrdiff_t)(oy * p->sh - p->pad_top) * p->w +
+                           (ox * p->sw - p->pad_left);
+    ptrdiff_t best = base;
+    float bv = xq[base];
+    int ki, kj;
+    for (ki = 0; ki < p->kh; ki++)
+        for (kj = 0; kj < p->kw; kj++) {
+            const ptrdiff_t e = base + (ptrdiff_t)ki * p->dh * p->w +
+                                (ptrdiff_t)kj * p->dw;
+            const float v = xq[e];
+            if (v > bv || (isnan(v) && !isnan(bv))) {
+                best = e;
+                bv = v;
+            }
+        }
+    return best;
+}
+
 void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
 {
     const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
-    int q, oy, ox;
+    int q, oy, ox, y0, y1, x0, x1;
+    interior(p->pad_top, p->sh, p->dh, p->kh, p->h, p->oh, &y0, &y1);
+    interior(p->pad_left, p->sw, p->dw, p->kw, p->w, p->ow, &x0, &x1);
     for (q = 0; q < p->n * p->c; q++) {
         const float *xq = x + (size_t)q * hw;
         float *yq = y + (size_t)q * ohw;
         for (oy = 0; oy < p->oh; oy++)
             for (ox = 0; ox < p->ow; ox++) {
-                const ptrdiff_t e = window_argmax(xq, p, oy, ox);
+                const ptrdiff_t e =
+                    oy >= y0 && oy < y1 && ox >= x0 && ox < x1
+                        ? argmax_inside(xq, p, oy, ox)
+                        : window_argmax(xq, p, oy, ox);
                 yq[(size_t)oy * p->ow + ox] = e < 0 ? -INFINITY : xq[e];
             }
     }
@@ -1196,15 +1238,20 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
                          const rt_window *p)
 {
     const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
-    int q, oy, ox;
+    int q, oy, ox, y0, y1, x0, x1;
     if (dx == NULL)
         return;
+    interior(p->pad_top, p->sh, p->dh, p->kh, p->h, p->oh, &y0, &y1);
+    interior(p->pad_left, p->sw, p->dw, p->kw, p->w, p->ow, &x0, &x1);
     for (q = 0; q < p->n * p->c; q++) {
         const float *xq = x + (size_t)q * hw, *dyq = dy + (size_t)q * ohw;
         float *dxq = dx + (size_t)q * hw;
         for (oy = 0; oy < p->oh; oy++)
             for (ox = 0; ox < p->ow; ox++) {
-                const ptrdiff_t e = window_argmax(xq, p, oy, ox);
+                const ptrdiff_t e =
+                    oy >= y0 && oy < y1 && ox >= x0 && ox < x1
+                        ? argmax_inside(xq, p, oy, ox)
+                        : window_argmax(xq, p, oy, ox);
                 if (e >= 0)
                     dxq[e] += dyq[(size_t)oy * p->ow + ox];
             }
