@@ -3,8 +3,9 @@
 sequence 64, width 128, 4 heads of 32, batch 4; int64 inputs tokens and
 targets (4 64). Token embedding Gather(wte, tokens) plus a learned position
 embedding wpe (broadcast Add), Dropout; 4 pre-LayerNorm layers, each a block
-lN: LayerNormalization -> q, k, v (MatMul + bias) -> Reshape (4 64 4 32) ->
-Transpose (0 2 1 3) -> causal Attention -> Transpose -> Reshape (4 64 128) ->
+lN: LayerNormalization -> q, k, v (MatMul; + bias for q and v) -> Reshape
+(4 64 4 32) -> Transpose (0 2 1 3) -> causal Attention -> Transpose ->
+Reshape (4 64 128) ->
 projection (MatMul + bias) -> Dropout -> residual Add; LayerNormalization ->
 MatMul 128x512 + bias -> Gelu -> MatMul 512x128 + bias -> Dropout ->
 residual Add. Then a final LayerNormalization, the lm head (MatMul 128x256,
@@ -13,6 +14,12 @@ against targets (mean). Dropout ratio 0.1. Weights normal(0, 0.02) as
 GPT-2's (without GPT-2's 1/sqrt(2 layers) on the residual projections),
 biases zeros, LayerNormalization scale ones and bias zeros. Weights are
 (in, out): MatMul(x, W).
+
+Unlike GPT-2, k has no bias: adding b to every key adds q.b to every score
+of a query's row, which the softmax takes out, so a key bias changes
+nothing and its gradient is zero up to rounding. A zero gradient cannot
+pass a relative check (tests/ref/reference.py, tests/e2e/gradcheck.c):
+the float32 trainer's rounding would be compared with torch's.
 
 Usage: scripts/make_gpt.py > graphs/gpt.xml"""
 import sys
@@ -39,7 +46,8 @@ for i in range(L):
     param(f"{p}.ln1.bias", D, 'init="zeros"')
     for lin in ("q", "k", "v", "proj"):
         param(f"{p}.{lin}.weight", f"{D} {D}", W)
-        param(f"{p}.{lin}.bias", D, 'init="zeros"')
+        if lin != "k":
+            param(f"{p}.{lin}.bias", D, 'init="zeros"')
     param(f"{p}.ln2.scale", D, 'init="ones"')
     param(f"{p}.ln2.bias", D, 'init="zeros"')
     param(f"{p}.fc.weight", f"{D} {F}", W)
@@ -70,8 +78,11 @@ for i in range(L):
     n("ln1", "LayerNormalization", f"{prev} {p}.ln1.scale {p}.ln1.bias", f"{p}.a")
     for h in ("q", "k", "v"):
         n(h, "MatMul", f"{p}.a {p}.{h}.weight", f"{p}.{h}0")
-        n(f"{h}.bias", "Add", f"{p}.{h}0 {p}.{h}.bias", f"{p}.{h}1")
-        n(f"{h}.heads", "Reshape", f"{p}.{h}1", f"{p}.{h}2", shape=f"{B} {T} {H} {HS}")
+        lin = f"{p}.{h}0"
+        if h != "k":
+            n(f"{h}.bias", "Add", f"{p}.{h}0 {p}.{h}.bias", f"{p}.{h}1")
+            lin = f"{p}.{h}1"
+        n(f"{h}.heads", "Reshape", lin, f"{p}.{h}2", shape=f"{B} {T} {H} {HS}")
         n(f"{h}.t", "Transpose", f"{p}.{h}2", f"{p}.{h}3", perm="0 2 1 3")
     n("attn", "Attention", f"{p}.q3 {p}.k3 {p}.v3", f"{p}.att", is_causal=1)
     n("attn.t", "Transpose", f"{p}.att", f"{p}.att2", perm="0 2 1 3")
