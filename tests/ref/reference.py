@@ -145,6 +145,58 @@ def attention(a, ins, at):
     return torch.softmax(scores, dim=-1) @ v
 
 
+def gather(a, ins, at):
+    """ONNX Gather: out[i..., j...] = data[indices[i...], j...] along axis,
+    an index in [-n, 0) counting from the end; indices are int64."""
+    data, idx = ins
+    axis = int(at.get("axis", "0")) % data.dim()
+    n = data.shape[axis]
+    if idx.numel() and not (-n <= int(idx.min()) and int(idx.max()) < n):
+        raise SystemExit(f"{a.get('name')}: Gather index outside [-{n}, {n})")
+    idx = torch.where(idx < 0, idx + n, idx)
+    rows = torch.index_select(data, axis, idx.reshape(-1))
+    return rows.reshape(data.shape[:axis] + idx.shape + data.shape[axis + 1:])
+
+
+def softmax_cross_entropy(a, ins, at):
+    """ONNX SoftmaxCrossEntropyLoss without weights: scores (N, C, d...),
+    labels (N, d...); l = -log_softmax(scores, axis 1)[label] at every
+    position, 0 where label == ignore_index; mean over the positions not
+    ignored, or sum."""
+    scores, labels = ins
+    logp = torch.log_softmax(scores, dim=1)
+    kept = torch.ones_like(labels, dtype=torch.bool)
+    if "ignore_index" in at:
+        kept = labels != int(at["ignore_index"])
+    safe = torch.where(kept, labels, torch.zeros_like(labels))
+    c = scores.shape[1]
+    if safe.numel() and not (0 <= int(safe.min()) and int(safe.max()) < c):
+        raise SystemExit(f"{a.get('name')}: a label outside [0, {c})")
+    picked = logp.gather(1, safe.unsqueeze(1)).squeeze(1)
+    loss = torch.where(kept, -picked, torch.zeros_like(picked))
+    how = at.get("reduction", "mean")
+    if how == "sum":
+        return loss.sum()
+    if how == "mean":
+        return loss.sum() / kept.sum()
+    return loss
+
+
+def dropout(a, ins, at, dump=None):
+    """ONNX Dropout in training mode: y = x * mask / (1 - ratio), mask being
+    the one the trainer drew (its --dump writes mask.NODE.npy)."""
+    x = ins[0]
+    name = a.get("name")
+    path = os.path.join(dump or "", f"mask.{fname(name)}.npy")
+    if dump is None or not os.path.exists(path):
+        raise SystemExit(f"Dropout '{name}': no {path}: the reference replays the "
+                         "trainer's mask and needs it in the dump directory")
+    mask = np.load(path)
+    if tuple(mask.shape) != tuple(x.shape) or not np.isin(mask, (0.0, 1.0)).all():
+        raise SystemExit(f"{path}: not a 0/1 mask of shape {tuple(x.shape)}")
+    return x * torch.tensor(mask.astype(np.float64)) / (1 - float(at.get("ratio", "0.5")))
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -172,6 +224,9 @@ OPS = {
     "AveragePool": average_pool,
     "GlobalAveragePool": lambda a, i, at: i[0].mean(dim=list(range(2, i[0].dim())), keepdim=True),
     "Attention": attention,
+    "Gather": gather,
+    "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
+    "Dropout": dropout,     # run() gives it the dump directory
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 
@@ -180,19 +235,24 @@ def fname(name):
     return name.replace("/", "%2F")
 
 
-def load(dump, kind, name, shape):
+def load(dump, kind, name, shape, dtype="float32"):
+    """float32 files as float64 tensors, int64 (indices, labels) as long."""
     a = np.load(os.path.join(dump, f"{kind}.{fname(name)}.npy"))
     if tuple(a.shape) != tuple(shape):
         raise SystemExit(f"{dump}: {kind}.{name} has shape {a.shape}, graph says {shape}")
-    return torch.tensor(a.astype(np.float64))
+    if a.dtype != np.dtype(dtype):
+        raise SystemExit(f"{dump}: {kind}.{name} is {a.dtype}, graph says {dtype}")
+    return torch.tensor(a) if dtype == "int64" else torch.tensor(a.astype(np.float64))
 
 
 def run(graph, dump):
     """Returns (loss, {param: grad}) in float64 from the XML and the dump."""
     g = ET.parse(graph).getroot().find("graph")
     values, params, producer = {}, {}, {}
+    ops = dict(OPS, Dropout=lambda a, i, at: dropout(a, i, at, dump))
     for el in g.iter("input"):
-        values[el.get("name")] = load(dump, "input", el.get("name"), ints(el.get("shape")))
+        values[el.get("name")] = load(dump, "input", el.get("name"), ints(el.get("shape")),
+                                      el.get("dtype", "float32"))
     for el in g.iter("initializer"):
         t = load(dump, "param", el.get("name"), ints(el.get("shape")))
         if el.get("trainable", "true") in ("true", "1"):
@@ -207,11 +267,11 @@ def run(graph, dump):
         if name not in values:
             node = producer[name]
             op = node.get("op")
-            if op not in OPS:
+            if op not in ops:
                 raise SystemExit(f"{graph}: op {op} has no reference case")
             attrs = {k: v for k, v in node.attrib.items() if k not in NODE_KEYS}
             ins = [value(i) for i in node.get("in").split()]
-            values[name] = OPS[op](node, ins, attrs)
+            values[name] = ops[op](node, ins, attrs)
         return values[name]
 
     outs = list(g.iter("output"))
