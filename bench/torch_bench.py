@@ -5,6 +5,10 @@ Builds the model from a graph XML with torch ops in float32 (eager), or with
 each <block> run under torch.utils.checkpoint.checkpoint(...,
 use_reentrant=False), and either times train steps (forward, loss, backward)
 or measures the bytes autograd retains between forward and backward.
+Float inputs are uniform in [-1, 1); int64 inputs (token ids, labels) are
+uniform over [0, bound), bound being the smallest range any use accepts
+(a Gather's table rows, a loss's classes), as the trainer's --seed draws.
+Dropout draws its own masks (F.dropout, training mode).
 
 Usage:
   torch_bench.py GRAPH.xml eager|checkpoint time STEPS THREADS
@@ -37,13 +41,92 @@ def gemm(node, ins, at):
     return REF_OPS["Gemm"](node, ins, at)
 
 
+def layer_norm(node, ins, at):
+    """F.layer_norm (nn.LayerNorm) when scale and bias hold exactly the
+    normalized dimensions, as they do in a user's model."""
+    x = ins[0]
+    axis = int(at.get("axis", "-1")) % x.dim()
+    dims = tuple(x.shape[axis:])
+    if all(tuple(t.shape) == dims for t in ins[1:]):
+        return F.layer_norm(x, dims, ins[1], ins[2] if len(ins) > 2 else None,
+                            float(at.get("epsilon", "1e-5")))
+    return REF_OPS["LayerNormalization"](node, ins, at)
+
+
+def symmetric_pads(at):
+    pt, pl, pb, pr = ints(at.get("pads", "0 0 0 0"))
+    return (pt, pl) if (pt, pl) == (pb, pr) else None
+
+
+def conv(node, ins, at):
+    """F.conv2d with its own padding (nn.Conv2d) where the pads allow it."""
+    pad = symmetric_pads(at)
+    if pad is None:
+        return REF_OPS["Conv"](node, ins, at)
+    return F.conv2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None,
+                    stride=ints(at.get("strides", "1 1")), padding=pad,
+                    dilation=ints(at.get("dilations", "1 1")),
+                    groups=int(at.get("group", "1")))
+
+
+def max_pool(node, ins, at):
+    """F.max_pool2d (nn.MaxPool2d) where its padding rule allows."""
+    pad, k = symmetric_pads(at), ints(at["kernel_shape"])
+    if pad is None or any(p > kk // 2 for p, kk in zip(pad, k)):
+        return REF_OPS["MaxPool"](node, ins, at)
+    return F.max_pool2d(ins[0], k, stride=ints(at.get("strides", "1 1")), padding=pad,
+                        dilation=ints(at.get("dilations", "1 1")))
+
+
+def attention(node, ins, at):
+    """F.scaled_dot_product_attention where this torch has it (2.0; `scale`
+    from 2.1); torch 1.13 has none, and a user writes the formula, as the
+    reference does."""
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    causal = at.get("is_causal", "0") == "1"
+    if sdpa is not None and "scale" not in at:
+        return sdpa(*ins, is_causal=causal)
+    if sdpa is not None and torch.__version__ >= (2, 1):
+        return sdpa(*ins, is_causal=causal, scale=float(at["scale"]))
+    return REF_OPS["Attention"](node, ins, at)
+
+
+def gather(node, ins, at):
+    """F.embedding (nn.Embedding) for a table's rows; indices are drawn in
+    [0, rows), so ONNX's negative indices never come up."""
+    if int(at.get("axis", "0")) == 0 and ins[0].dim() == 2:
+        return F.embedding(ins[1], ins[0])
+    return REF_OPS["Gather"](node, ins, at)
+
+
+def cross_entropy(node, ins, at):
+    """F.cross_entropy: the same math as ONNX's SoftmaxCrossEntropyLoss
+    without weights (log-softmax over axis 1, mean over positions not
+    ignored)."""
+    return F.cross_entropy(ins[0], ins[1], reduction=at.get("reduction", "mean"),
+                           ignore_index=int(at.get("ignore_index", "-100")))
+
+
 # Native kernels where the reference spells a formula out for clarity: what
 # a PyTorch user's model runs, and what autograd then saves.
 OPS = dict(REF_OPS,
            Gemm=gemm,
            Relu=lambda n, i, at: torch.relu(i[0]),
            Sigmoid=lambda n, i, at: torch.sigmoid(i[0]),
-           Gelu=lambda n, i, at: F.gelu(i[0], approximate=at.get("approximate", "none")))
+           Gelu=lambda n, i, at: F.gelu(i[0], approximate=at.get("approximate", "none")),
+           LayerNormalization=layer_norm,
+           Conv=conv,
+           MaxPool=max_pool,
+           Attention=attention,
+           Gather=gather,
+           SoftmaxCrossEntropyLoss=cross_entropy,
+           Dropout=lambda n, i, at: F.dropout(i[0], p=float(at.get("ratio", "0.5")),
+                                              training=True))
+
+# The graph's integer inputs index something: a Gather's table rows
+# (input 1 indexes input 0's first axis), a loss's classes (input 1 labels
+# input 0's axis 1). (op, which input, the input it indexes, the axis.)
+INDEXES = {"Gather": (1, 0, 0), "SoftmaxCrossEntropyLoss": (1, 0, 1)}
 
 
 class Model:
@@ -53,8 +136,12 @@ class Model:
     def __init__(self, path):
         g = ET.parse(path).getroot().find("graph")
         torch.manual_seed(0)
+        ints64 = [e for e in g.iter("input") if e.get("dtype") == "int64"]
         self.inputs = {e.get("name"): torch.rand(ints(e.get("shape"))) * 2 - 1
-                       for e in g.iter("input")}
+                       for e in g.iter("input") if e not in ints64}
+        # zeros index anything; the bounds come from a forward over them
+        self.inputs.update({e.get("name"): torch.zeros(ints(e.get("shape")), dtype=torch.long)
+                            for e in ints64})
         self.params = {}
         for e in g.iter("initializer"):
             t = (torch.rand(ints(e.get("shape"))) - 0.5) * 0.125
@@ -70,6 +157,28 @@ class Model:
         outs = list(g.iter("output"))
         marked = [o for o in outs if o.get("loss") in ("true", "1")]
         self.loss = (marked or outs)[0].get("name")
+        if ints64:
+            bounds = self.index_bounds()
+            for e in ints64:
+                name = e.get("name")
+                if name not in bounds:
+                    raise SystemExit(f"{path}: int64 input {name} indexes nothing")
+                self.inputs[name] = torch.randint(0, bounds[name], ints(e.get("shape")))
+
+    def index_bounds(self):
+        """For each integer input, the smallest range any use accepts: the
+        same [0, bound) that the trainer's --seed draws from."""
+        with torch.no_grad():
+            env = self.run_nodes([n for _, n in self.order], dict(self.inputs, **self.params))
+        bounds = {}
+        for _, n in self.order:
+            if n.get("op") in INDEXES:
+                which, of, axis = INDEXES[n.get("op")]
+                ins = n.get("in").split()
+                if ins[which] in self.inputs:
+                    b = env[ins[of]].shape[axis]
+                    bounds[ins[which]] = min(b, bounds.get(ins[which], b))
+        return bounds
 
     @staticmethod
     def topo(nodes):
