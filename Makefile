@@ -20,7 +20,7 @@ UNIT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_*.c))
 RT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_kernels*.c))
 NOBLAS_TESTS = $(RT_TESTS:%=%_noblas)
 GRAPHS = $(wildcard graphs/*.xml)
-GEN_POLICIES = none full sac
+GEN_POLICIES = none full sac sac-aggressive
 
 all: build/remat
 
