@@ -130,8 +130,12 @@ for f in generated/*.c; do
     if cmp -s "$f" "$work/gen/$base.c" && cmp -s "generated/$base.h" "$work/gen/$base.h"; then ok
     else bad "generated/$base.c is stale: run make generated"; fi
 done
-ls generated/mlp12_none.c generated/mlp12_full.c generated/mlp12_sac.c > /dev/null && ok \
-    || bad "generated/ lacks mlp12 under none, full and sac"
+for g in graphs/*.xml; do
+    for p in none full sac sac-aggressive; do
+        base=generated/$(basename "$g" .xml)_$p
+        [ -f "$base.c" ] && [ -f "$base.h" ] && ok || bad "$base.c is missing: run make generated"
+    done
+done
 
 # --- the size the README promises ------------------------------------------------------------
 # 25,000 blocks of (Gemm, Gelu, Gemm, Add) and a loss: 100,001 nodes. Under sac
