@@ -3,13 +3,39 @@
 # built-in policy: the generated code compiles warning-free under
 # -std=c99 -Wall -Wextra -pedantic and calls no allocator; the trainer that
 # `remat build` makes runs a step; its gradients agree with finite
-# differences of its own forward (tests/e2e/gradcheck.c); and its loss and
+# differences of its own loss (tests/e2e/gradcheck.c; not for the graphs in
+# $fd_skip, see finite_differences); and its loss and
 # gradients are bitwise identical to the same graph's under `none`; and the
 # loss and gradients agree with PyTorch autograd in float64 on the same inputs
 # and parameters (tests/ref/reference.py, which rebuilds each model from the
 # XML alone).
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
+fd_skip="gpt cnn"   # no finite differences for these (see check_policy)
+
+# The trainer's gradients against finite differences of its own loss
+# (tests/e2e/gradcheck.c), and under none that the check sees a gradient
+# 10% off. Not for the graphs in $fd_skip: finite differences of a float32
+# loss cannot resolve gpt's attention gradients (~1e-4 against a loss of
+# ~5.5 at GPT-2's init) and take minutes on gpt and cnn; their ops have
+# finite-difference graphs of their own (tests/graphs/attention_ops,
+# conv_ops, embedding_loss), and the two graphs are held to torch below and
+# to none bit for bit.
+finite_differences() {   # graph policy dir model
+    local g=$1 p=$2 d=$3 model=$4
+    case " $fd_skip " in *" $(basename "$g" .xml) "*) return ;; esac
+    printf '#include "model.h"\nconst rt_model *const rt_trainer_model = &%s_model;\n' \
+        "$model" > "$d/shim.c"
+    cc -std=c99 -O2 -I"$d" -I"$root/runtime" "$d/model.c" "$d/shim.c" \
+        "$root/runtime/remat_rt.c" "$root/tests/e2e/gradcheck.c" \
+        -lopenblas -lm -o "$d/gradcheck" || { bad "$g $p: gradcheck build"; return; }
+    if "$d/gradcheck" > "$d/gradcheck.log"; then ok; else
+        cat "$d/gradcheck.log"; bad "$g $p: gradients differ from finite differences"; fi
+    if [ "$p" = none ]; then
+        if "$d/gradcheck" --corrupt > "$d/corrupt.log"; then
+            bad "$g: gradcheck missed a 10% gradient error"; else ok; fi
+    fi
+}
 
 check_policy() {   # graph policy dir
     local g=$1 p=$2 d=$3 model
@@ -26,18 +52,7 @@ check_policy() {   # graph policy dir
     fi
     if "$d/trainer" --seed 3 --dump "$d/dump" >/dev/null; then ok; else
         bad "$g $p: trainer --dump"; return; fi
-    printf '#include "model.h"\nconst rt_model *const rt_trainer_model = &%s_model;\n' \
-        "$model" > "$d/shim.c"
-    cc -std=c99 -O2 -I"$d" -I"$root/runtime" "$d/model.c" "$d/shim.c" \
-        "$root/runtime/remat_rt.c" "$root/tests/e2e/gradcheck.c" \
-        -lopenblas -lm -o "$d/gradcheck" || { bad "$g $p: gradcheck build"; return; }
-    if "$d/gradcheck" > "$d/gradcheck.log"; then ok; else
-        cat "$d/gradcheck.log"; bad "$g $p: gradients differ from finite differences"; fi
-    # the check itself must notice a gradient that is 10% off
-    if [ "$p" = none ]; then
-        if "$d/gradcheck" --corrupt > "$d/corrupt.log"; then
-            bad "$g: gradcheck missed a 10% gradient error"; else ok; fi
-    fi
+    finite_differences "$g" "$p" "$d" "$model"
     [ "$p" = none ] && return
     local base=${d%/*}/none/dump n=0
     for f in "$base"/*.npy; do
