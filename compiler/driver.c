@@ -1,25 +1,39 @@
 /*
- * driver.c: the stages chained, from a graph file and a policy to the two
- * schedules with their arena plans, which every command starts from.
+ * driver.c: the stages chained, from a graph file and a policy (and a
+ * memory budget, which solve.c meets) to the two schedules with their arena
+ * plans, which every command starts from.
  */
 #include "remat.h"
 
-int compile_graph(Ctx *c, const char *file, const char *policy, Compiled *m)
+int compile_graph(Ctx *c, const char *file, const char *policy,
+                  const Budget *budget, Compiled *m)
 {
     Graph *g;
     Policy *p;
-    if (policy_load(c, policy, &p) || parse_graph(c, file, &g))
+    if (policy_load(c, policy ? policy : "sac", &p) || parse_graph(c, file, &g))
         return -1;
-    return compile_parsed(c, g, p, m);
+    if (!policy)        /* a budget without a policy: matmuls may go too */
+        p = policy_soften(c, p);
+    return compile_parsed(c, g, p, budget, m);
 }
 
-int compile_parsed(Ctx *c, Graph *g, const Policy *p, Compiled *m)
+int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
+                   Compiled *m)
 {
+    if (infer_shapes(c, g) || autodiff(c, g))
+        return -1;
+    if (budget && (budget->kind != BUDGET_NONE || budget->max_arena > 0))
+        return remat_budget(c, g, p, budget, m);
     Remat *r = ctx_alloc(c, sizeof *r);
+    return remat_decide(c, g, p, r) || compile_decided(c, g, p, r, m);
+}
+
+int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                    Compiled *m)
+{
     Schedule *fwd = ctx_alloc(c, sizeof *fwd);
     Schedule *train = ctx_alloc(c, sizeof *train);
-    if (infer_shapes(c, g) || autodiff(c, g) || remat_decide(c, g, p, r) ||
-        schedule_build(c, g, r, 0, fwd) || plan_arena(c, fwd) ||
+    if (schedule_build(c, g, r, 0, fwd) || plan_arena(c, fwd) ||
         schedule_build(c, g, r, 1, train) || plan_arena(c, train))
         return -1;
     m->g = g;

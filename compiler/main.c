@@ -21,6 +21,7 @@ static const char *usage_main =
     "  schedule  print every forward tensor's decision and the plan's totals\n"
     "  diff      compare the decisions and totals of two policies\n"
     "  build     compile, then build a runnable trainer executable\n"
+    "  pareto    every optimal plan from budget 0 to 1, as a table (and SVG)\n"
     "\n"
     "policies: none, full, sac, sac-aggressive, or a policy file FILE.xml\n"
     "`remat COMMAND --help` describes each command.\n";
@@ -33,6 +34,11 @@ static const char *usage_compile =
     "runtime (runtime/remat_rt.c), with every buffer at a planned offset in\n"
     "one arena of NAME_ARENA_BYTES. Files are replaced only when complete.\n"
     "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n"
+    "  --budget B   the least recompute keeping saved bytes within B: a\n"
+    "               fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
+    "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
+    "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
+    "  (with either and no --policy, the policy is sac, must_save softened)\n"
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
 static const char *usage_schedule =
@@ -49,14 +55,36 @@ static const char *usage_schedule =
     "  forward_executions    node executions in the forward\n"
     "  recompute_executions  node executions recomputed in the backward\n"
     "  saved_tensors, recomputed_tensors\n"
-    "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n";
+    "and with a budget: budget_bytes, max_arena_bytes, free_decisions (the\n"
+    "prefer_* decisions the budget could turn) and proven_optimal.\n"
+    "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n"
+    "  --budget B   the least recompute keeping saved bytes within B: a\n"
+    "               fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
+    "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
+    "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
+    "  (with either and no --policy, the policy is sac, must_save softened)\n";
 
 static const char *usage_diff =
-    "usage: remat diff GRAPH.xml --policy A --policy B\n"
+    "usage: remat diff GRAPH.xml --policy A --policy B [--budget B]\n"
+    "       remat diff GRAPH.xml [--policy A] --budget B\n"
     "\n"
     "Prints the tensors whose decision differs between policies A and B, with\n"
     "the rule behind each side, then every summary figure as `key: A -> B\n"
-    "(change)`.\n";
+    "(change)`. With a budget, both sides are within it; with a budget and one\n"
+    "policy (default sac), the sides are that policy without and with it.\n";
+
+static const char *usage_pareto =
+    "usage: remat pareto GRAPH.xml [--policy NAME|FILE.xml] [--measure]\n"
+    "                    [-o CURVE.svg]\n"
+    "\n"
+    "Prints every optimal plan, from the least saved bytes (budget 0) to the\n"
+    "most (budget 1): the budget fraction at which it becomes optimal, its\n"
+    "saved bytes, arena bytes and recompute FLOPs; with --measure also the\n"
+    "median ms per train step of its trainer (built and run, which takes a\n"
+    "while). -o writes the curve of saved bytes against recompute FLOPs as an\n"
+    "SVG picture with the built-in policies marked.\n"
+    "  --policy P   the decisions the budget may turn (its PREFER_* ones);\n"
+    "               default sac with must_save softened to prefer_save\n";
 
 static const char *usage_build =
     "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas] -o EXE\n"
@@ -68,12 +96,14 @@ static const char *usage_build =
     "  EXE --load DIR ...        read input.* and param.* from DIR instead\n"
     "  EXE --steps N [--lr F]    train with SGD, printing the loss\n"
     "  EXE --bench N             median milliseconds of a train step\n"
-    "  --no-blas    build with the runtime's portable GEMM instead of OpenBLAS\n";
+    "  --no-blas    build with the runtime's portable GEMM instead of OpenBLAS\n"
+    "  --policy, --budget, --max-arena: as for compile\n";
 
 typedef struct {
     const char *cmd, *graph, *out;
     const char *policy[2];
-    int npolicy, no_blas;
+    int npolicy, no_blas, measure;
+    const char *budget, *max_arena;   /* as given */
 } Args;
 
 static int usage_error(const char *usage, const char *fmt, const char *arg)
@@ -91,6 +121,14 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
         if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
             fputs(usage, stdout);
             exit(0);
+        } else if ((strcmp(s, "--budget") == 0 || strcmp(s, "--max-arena") == 0)
+                   && strcmp(a->cmd, "pareto") != 0) {
+            const char **v = s[2] == 'b' ? &a->budget : &a->max_arena;
+            if (i + 1 >= argc)
+                return usage_error(usage, "%s needs a value", s);
+            if (*v)
+                return usage_error(usage, "%s given twice", s);
+            *v = argv[++i];
         } else if (strcmp(s, "--policy") == 0 || strcmp(s, "-o") == 0) {
             if (i + 1 >= argc)
                 return usage_error(usage, "%s needs a value", s);
@@ -102,6 +140,8 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
                 a->policy[a->npolicy++] = argv[++i];
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
+        } else if (strcmp(s, "--measure") == 0 && strcmp(a->cmd, "pareto") == 0) {
+            a->measure = 1;
         } else if (s[0] == '-' && s[1])
             return usage_error(usage, "unknown option %s", s);
         else if (a->graph)
@@ -112,19 +152,50 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
     if (!a->graph)
         return usage_error(usage, "%s needs a graph file", a->cmd);
     int want = strcmp(a->cmd, "diff") == 0 ? 2 : 1;
-    if (want == 2 && a->npolicy != 2)
-        return usage_error(usage, "%s needs --policy twice", a->cmd);
-    if (want == 1 && a->npolicy > 1)
+    int budgeted = a->budget || a->max_arena;
+    if (want == 2 && a->npolicy != 2 && !budgeted)
+        return usage_error(usage, "%s needs --policy twice (or a budget)",
+                           a->cmd);
+    if ((want == 1 || budgeted) && a->npolicy > want)
         return usage_error(usage, "%s takes one --policy", a->cmd);
-    if (a->npolicy == 0)
+    /* with a budget and no policy: sac, must_save softened (compile_graph) */
+    int pareto = strcmp(a->cmd, "pareto") == 0;
+    if (a->npolicy == 0 && !budgeted && !pareto)
         a->policy[0] = "none";
     int needs_out = strcmp(a->cmd, "compile") == 0 || strcmp(a->cmd, "build") == 0;
     if (needs_out && !a->out)
         return usage_error(usage, "%s needs -o OUTPUT", a->cmd);
-    if (!needs_out && a->out)
+    if (!needs_out && !pareto && a->out)
         return usage_error(usage, "%s prints to standard output; it takes no -o",
                            a->cmd);
     return 0;
+}
+
+/* The budget options, or NULL for none; -1 on a bad value. */
+static int budget_of(Ctx *c, const Args *a, Budget *b, const Budget **out)
+{
+    memset(b, 0, sizeof *b);
+    *out = NULL;
+    if (!a->budget && !a->max_arena)
+        return 0;
+    if (a->budget && budget_parse(c, "--budget", a->budget, 1, &b->kind,
+                                  &b->value))
+        return -1;
+    BudgetKind k;
+    if (a->max_arena && budget_parse(c, "--max-arena", a->max_arena, 0, &k,
+                                     &b->max_arena))
+        return -1;
+    *out = b;
+    return 0;
+}
+
+/* Compiles the graph under policy i of the command line and its budget. */
+static int compile_args(Ctx *c, const Args *a, int i, Compiled *m)
+{
+    Budget b;
+    const Budget *bp;
+    return budget_of(c, a, &b, &bp) ||
+           compile_graph(c, a->graph, a->policy[i], bp, m);
 }
 
 static const char *basename_of(const char *path)
@@ -147,7 +218,7 @@ static int cmd_compile(Ctx *c, const Args *a)
     Buf cf, hf;
     buf_init(&cf, c);
     buf_init(&hf, c);
-    if (compile_graph(c, a->graph, a->policy[0], &m) ||
+    if (compile_args(c, a, 0, &m) ||
         emit_c(c, &m, basename_of(h), &cf, &hf) ||
         write_pair_atomic(c, a->out, &cf, h, &hf))
         return 1;
@@ -159,7 +230,7 @@ static int cmd_schedule(Ctx *c, const Args *a)
     Compiled m;
     Buf b;
     buf_init(&b, c);
-    if (compile_graph(c, a->graph, a->policy[0], &m))
+    if (compile_args(c, a, 0, &m))
         return 1;
     report_schedule(&b, &m);
     fwrite(b.data, 1, b.len, stdout);
@@ -171,8 +242,12 @@ static int cmd_diff(Ctx *c, const Args *a)
     Compiled x, y;
     Buf b;
     buf_init(&b, c);
-    if (compile_graph(c, a->graph, a->policy[0], &x) ||
-        compile_graph(c, a->graph, a->policy[1], &y))
+    /* with a budget and one policy: that policy without, then with it */
+    int one = a->npolicy < 2;
+    if ((one ? compile_graph(c, a->graph, a->policy[0] ? a->policy[0] : "sac",
+                             NULL, &x)
+             : compile_args(c, a, 0, &x)) ||
+        compile_args(c, a, one ? 0 : 1, &y))
         return 1;
     report_diff(&b, &x, &y);
     fwrite(b.data, 1, b.len, stdout);
@@ -182,9 +257,32 @@ static int cmd_diff(Ctx *c, const Args *a)
 static int cmd_build(Ctx *c, const Args *a)
 {
     Compiled m;
-    if (compile_graph(c, a->graph, a->policy[0], &m) ||
+    if (compile_args(c, a, 0, &m) ||
         build_trainer(c, &m, a->out, a->no_blas))
         return 1;
+    return 0;
+}
+
+static int cmd_pareto(Ctx *c, const Args *a)
+{
+    size_t n = a->out ? strlen(a->out) : 0;
+    if (a->out && (n < 5 || strcmp(a->out + n - 4, ".svg") != 0)) {
+        fprintf(stderr, "remat: -o %s: the picture's name must end in .svg\n",
+                a->out);
+        return 2;
+    }
+    Graph *g;
+    Policy *p;
+    Buf b;
+    buf_init(&b, c);
+    if (policy_load(c, a->policy[0] ? a->policy[0] : "sac", &p) ||
+        parse_graph(c, a->graph, &g))
+        return 1;
+    if (!a->policy[0])
+        p = policy_soften(c, p);
+    if (report_pareto(c, g, p, a->measure, a->out, &b))
+        return 1;
+    fwrite(b.data, 1, b.len, stdout);
     return 0;
 }
 
@@ -198,6 +296,7 @@ int main(int argc, char **argv)
         {"schedule", &usage_schedule, cmd_schedule},
         {"diff", &usage_diff, cmd_diff},
         {"build", &usage_build, cmd_build},
+        {"pareto", &usage_pareto, cmd_pareto},
     };
     if (argc < 2) {
         fputs(usage_main, stderr);

@@ -12,6 +12,10 @@
  *   sac-aggressive  matmul, conv and attention must_save, default
  *                   prefer_recompute
  *
+ * With a memory budget and no policy, the policy is sac softened: its
+ * must_save rules become prefer_save, so that the budget may recompute
+ * matmuls too (policy_soften; the name gets "-softened").
+ *
  * A policy file without a <default> behaves as if it ended in
  * <default decision="prefer_save"/>: what no rule mentions is kept.
  */
@@ -71,6 +75,20 @@ int policy_load(Ctx *c, const char *name, Policy **out)
         return -1;
     *out = p;
     return 0;
+}
+
+Policy *policy_soften(Ctx *c, const Policy *p)
+{
+    Policy *q = ctx_alloc(c, sizeof *q);
+    *q = *p;
+    q->name = ctx_printf(c, "%s-softened", p->name);
+    q->rules = ctx_alloc(c, ((size_t)p->nrules + 1) * sizeof *q->rules);
+    for (int i = 0; i < p->nrules; i++) {
+        q->rules[i] = p->rules[i];
+        if (q->rules[i].decision == MUST_SAVE)
+            q->rules[i].decision = PREFER_SAVE;
+    }
+    return q;
 }
 
 static int rule_matches(const Rule *r, const Node *n)

@@ -32,6 +32,8 @@
  */
 #include "remat.h"
 
+#include <string.h>
+
 /* reader_block[t]: the block every reader of t is in; -2 when readers are
  * in different blocks or outside, -3 when unread. */
 static int *reader_blocks(Ctx *c, const Graph *g)
@@ -74,14 +76,17 @@ static void save_by_structure(Ctx *c, const Policy *p, const Node *n, int t,
     Decision asked = policy_decide(c, p, n, &rule);
     r->keep[t] = KEEP_SAVE;
     r->decision[t] = MUST_SAVE;
+    r->boundary[t] = 1;
     r->why[t] = asked == MUST_RECOMPUTE
                     ? ctx_printf(c, "%s (overrides must_recompute of %s)", what,
                                  rule)
                     : what;
 }
 
-static void decide(Ctx *c, const Graph *g, const Policy *p, const Node *n,
-                   int t, const int *rb, Remat *r)
+/* The class of a needed tensor: fixed by structure or a MUST_* decision,
+ * or free (PREFER_*), which a budget may turn either way. */
+static void classify_tensor(Ctx *c, const Graph *g, const Policy *p,
+                            const Node *n, int t, const int *rb, Remat *r)
 {
     if (g->nblocks > 0 && rb[t] == -2) {
         save_by_structure(c, p, n, t, "block boundary: a block input or output", r);
@@ -95,6 +100,7 @@ static void decide(Ctx *c, const Graph *g, const Policy *p, const Node *n,
     r->decision[t] = d;
     r->keep[t] = d == MUST_SAVE || d == PREFER_SAVE ? KEEP_SAVE
                                                     : KEEP_RECOMPUTE;
+    r->free[t] = d == PREFER_SAVE || d == PREFER_RECOMPUTE;
 }
 
 /* The bytes of the buffers SAVE tensors keep, each once (see the top). */
@@ -120,35 +126,68 @@ static size_t saved_bytes(Ctx *c, const Graph *g, const Remat *r)
     return bytes;
 }
 
-int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r)
+int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
 {
     size_t nt = (size_t)g->ntensors;
     r->keep = ctx_alloc(c, nt * sizeof *r->keep);
     r->why = ctx_alloc(c, nt * sizeof *r->why);
     r->decision = ctx_alloc(c, nt * sizeof *r->decision);
-    char *needed = ctx_alloc(c, nt);
+    r->free = ctx_alloc(c, nt);
+    r->boundary = ctx_alloc(c, nt);
+    r->wanted = ctx_alloc(c, nt * sizeof *r->wanted);
+    r->needed = ctx_alloc(c, nt);
+    r->rule = ctx_alloc(c, nt * sizeof *r->rule);
+    r->asked = ctx_alloc(c, nt * sizeof *r->asked);
+    r->scratch = ctx_alloc(c, nt);
     int *rb = reader_blocks(c, g);
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];
-        mark_needed(n, node_backward_reads(g, n), needed);
+        mark_needed(n, node_backward_reads(g, n), r->needed);
+        for (int o = 0; o < n->nout; o++)
+            classify_tensor(c, g, p, n, n->out[o], rb, r);
     }
-    for (size_t t = 0; t < nt; t++) {
-        r->why[t] = "not read by the backward";
-        r->decision[t] = REMAT_UNSET;
-    }
+    memcpy(r->wanted, r->keep, nt * sizeof *r->keep);
+    memcpy(r->rule, r->why, nt * sizeof *r->why);
+    memcpy(r->asked, r->decision, nt * sizeof *r->decision);
+    return 0;
+}
+
+/* The walk: in reverse topological order, a tensor is needed when a
+ * backward reads it (r->needed) or a needed recompute does; a needed
+ * tensor is kept as its class says, a free one as recompute[t] says (NULL:
+ * as the policy asked). */
+void remat_apply(Ctx *c, const Graph *g, Remat *r, const char *recompute)
+{
+    size_t nt = (size_t)g->ntensors;
+    char *needed = r->scratch;
+    memcpy(needed, r->needed, nt);
     for (int k = g->nnodes - 1; k >= 0; k--) {
         const Node *n = &g->nodes[g->order[k]];
-        int recompute = 0;
+        int again = 0;
         for (int o = 0; o < n->nout; o++) {
             int t = n->out[o];
-            if (!needed[t])
-                continue;
-            decide(c, g, p, n, t, rb, r);
-            recompute |= r->keep[t] == KEEP_RECOMPUTE;
+            Keep want = r->wanted[t];
+            if (r->free[t] && recompute)
+                want = recompute[t] ? KEEP_RECOMPUTE : KEEP_SAVE;
+            r->keep[t] = needed[t] ? want : KEEP_NONE;
+            r->decision[t] = needed[t] ? r->asked[t] : REMAT_UNSET;
+            r->why[t] = !needed[t] ? "not read by the backward"
+                        : want == r->wanted[t] ? r->rule[t]
+                        : ctx_printf(c, "budget: turned to %s (asked: %s)",
+                                     want == KEEP_SAVE ? "save" : "recompute",
+                                     r->rule[t]);
+            again |= r->keep[t] == KEEP_RECOMPUTE;
         }
-        if (recompute)
+        if (again)
             mark_needed(n, (1u << n->nin) - 1, needed);
     }
     r->saved_bytes = saved_bytes(c, g, r);
+}
+
+int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r)
+{
+    if (remat_classify(c, g, p, r))
+        return -1;
+    remat_apply(c, g, r, NULL);
     return 0;
 }

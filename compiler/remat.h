@@ -149,6 +149,7 @@ typedef struct {
 typedef struct Graph Graph;
 typedef struct Node Node;
 typedef struct Emit Emit;
+typedef struct Compiled Compiled;
 
 /* Bits of a backward-needs mask: which of the node's inputs and outputs the
  * gradient of one input reads. */
@@ -326,6 +327,8 @@ extern const char *const builtin_policies[];        /* NULL-terminated */
 Decision policy_decide(Ctx *c, const Policy *p, const Node *n,
                        const char **why);
 const char *decision_name(Decision d);
+/* The same rules with MUST_SAVE turned PREFER_SAVE ("NAME-softened"). */
+Policy *policy_soften(Ctx *c, const Policy *p);
 
 /* ---- remat.c: SAVE or RECOMPUTE for every needed forward tensor ------------ */
 
@@ -338,9 +341,71 @@ typedef struct {
     /* Arena bytes the SAVE tensors hold for the backward, each buffer once:
      * a view (an alias op's output) holds its source's (remat.c). */
     size_t saved_bytes;
+    /* remat_classify's, for every node output whether needed or not: */
+    char *needed;           /* read by a backward (before any recompute) */
+    char *free;             /* PREFER_* inside a block: a budget may turn it */
+    char *boundary;         /* saved by structure (block edge, outside) */
+    Keep *wanted;           /* what structure or the policy asks */
+    const char **rule;      /* and which rule asked it */
+    Decision *asked;
+    char *scratch;          /* remat_apply's needed flags */
+    /* with a budget (solve.c) */
+    int budgeted;
+    double budget_bytes;    /* HUGE_VAL when only the arena is bounded */
+    double max_arena;       /* 0: none */
+    int proven;             /* the plan is proven optimal */
+    int nfree;              /* free decisions among needed tensors */
 } Remat;
 
+/* Classifies every tensor, then applies the policy's own decisions. */
 int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r);
+/* The two halves: classes and static needs; then the walk that keeps each
+ * needed tensor, a free one as recompute[t] says (NULL: as asked). */
+int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r);
+void remat_apply(Ctx *c, const Graph *g, Remat *r, const char *recompute);
+
+/* ---- solve.c: the least recompute within a memory budget ------------------- */
+
+/* A plan: its saved bytes and recompute FLOPs, and which free tensors it
+ * recomputes (per tensor, 1 = recompute; the other free ones are saved). */
+typedef struct {
+    double bytes, flops;
+    char *recompute;
+} Plan;
+
+/* Every optimal plan, bytes ascending and FLOPs descending. */
+typedef struct {
+    Plan *plans;
+    int n;
+    int proven;             /* exact (no frontier was thinned) */
+    const Node *overflow;   /* where the states outgrew their cap (n = 0) */
+} Frontier;
+
+#define MAX_FRONTIER_STATES 16384  /* per node; beyond, Frontier.overflow */
+
+/* The frontier of plans whose saved bytes are at most cap_bytes (HUGE_VAL:
+ * all of them), over r's free tensors (remat_classify). */
+int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                   Frontier *f);
+
+typedef enum { BUDGET_NONE, BUDGET_FRACTION, BUDGET_BYTES } BudgetKind;
+
+typedef struct {
+    BudgetKind kind;
+    double value;           /* a fraction in [0, 1], or bytes */
+    double max_arena;       /* bytes; 0: no bound */
+} Budget;
+
+/* "0.4" (a fraction: 0 is full checkpointing's saved bytes, 1 none's),
+ * "3MiB", "750KiB", "123456" (bytes). -1 with a message naming opt. */
+int budget_parse(Ctx *c, const char *opt, const char *text, int fraction_ok,
+                 BudgetKind *kind, double *value);
+/* Saved bytes of a fraction: full's + f * (none's - full's). */
+double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
+/* Decides g under p within the budget (the least recompute), then
+ * schedules and plans it into out; an error when no plan fits. */
+int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
+                 Compiled *out);
 
 /* ---- schedule.c: one straight-line list of statements ---------------------- */
 
@@ -403,17 +468,23 @@ int plan_arena(Ctx *c, Schedule *s);
 
 /* ---- driver.c: the stages chained ------------------------------------------ */
 
-typedef struct {
+struct Compiled {
     const Graph *g;
     const Policy *policy;
     const Remat *remat;
     const Schedule *fwd, *train;
-} Compiled;
+};
 
-/* Compiles graph file + policy all the way to planned schedules. */
-int compile_graph(Ctx *c, const char *file, const char *policy, Compiled *out);
+/* Compiles graph file + policy all the way to planned schedules; budget
+ * may be NULL. */
+int compile_graph(Ctx *c, const char *file, const char *policy,
+                  const Budget *budget, Compiled *out);
 /* The same from a parsed graph (shapes onwards). */
-int compile_parsed(Ctx *c, Graph *g, const Policy *p, Compiled *out);
+int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
+                   Compiled *out);
+/* Schedules and plans a decided graph (the tail of compile_parsed). */
+int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                    Compiled *out);
 
 /* ---- emit.c: NAME.c and NAME.h ---------------------------------------------- */
 
@@ -452,6 +523,14 @@ typedef struct {
 void summarize(const Compiled *m, Summary *s);
 void report_schedule(Buf *b, const Compiled *m);
 void report_diff(Buf *b, const Compiled *a, const Compiled *bm);
+
+/* ---- pareto.c: every optimal plan as a table and a picture ------------------ */
+
+/* One row per plan of g's frontier under p: budget, saved and arena bytes,
+ * recompute FLOPs, and with timed the trainer's ms per step; with svg, the
+ * curve drawn there too. */
+int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed,
+                  const char *svg, Buf *out);
 
 /* ---- build.c: a trainer executable from a compiled model -------------------- */
 

@@ -78,6 +78,21 @@ static void widths(const Compiled *m, Ctx *c, int *w)
     }
 }
 
+/* With a budget: what it asked and whether the plan is proven optimal. */
+static void report_budget(Buf *b, const Remat *r)
+{
+    if (!r->budgeted)
+        return;
+    if (r->budget_bytes < 1e300)
+        buf_printf(b, "budget_bytes: %.0f\n", r->budget_bytes);
+    if (r->max_arena > 0)
+        buf_printf(b, "max_arena_bytes: %.0f\n", r->max_arena);
+    buf_printf(b, "free_decisions: %d\n", r->nfree);
+    buf_printf(b, "proven_optimal: %s\n", r->proven ? "yes" : r->max_arena > 0
+               ? "no (the least recompute among the saved-bytes optima whose "
+                 "arena fits)" : "no (a frontier was thinned)");
+}
+
 void report_schedule(Buf *b, const Compiled *m)
 {
     const Graph *g = m->g;
@@ -102,6 +117,7 @@ void report_schedule(Buf *b, const Compiled *m)
     summarize(m, &s);
     for (int i = 0; i < NFIELDS; i++)
         buf_printf(b, "%s: %.0f\n", fields[i].name, field(&s, i));
+    report_budget(b, m->remat);
 }
 
 void report_diff(Buf *b, const Compiled *x, const Compiled *y)

@@ -26,7 +26,7 @@ static inline Compiled compile_body(Ctx *c, const char *body, const char *policy
     memset(&m, 0, sizeof m);
     int rc = policy_load(c, policy, &p) ||
              parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) ||
-             compile_parsed(c, g, p, &m);
+             compile_parsed(c, g, p, NULL, &m);
     ck_assert_msg(rc == 0, "compile failed: %s", c->err);
     return m;
 }
@@ -40,7 +40,7 @@ static inline const char *error_of(Ctx *c, const char *body)
     Compiled m;
     int rc = policy_load(c, "none", &p) ||
              parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) ||
-             compile_parsed(c, g, p, &m);
+             compile_parsed(c, g, p, NULL, &m);
     ck_assert_msg(rc != 0, "expected an error, compiled fine");
     return c->err;
 }

@@ -1,0 +1,228 @@
+/*
+ * pareto.c: every optimal plan of a graph, as a table and a picture.
+ *
+ * solve.c's frontier holds, from the least saved bytes to the most, every
+ * plan that no other beats on both saved bytes and recompute FLOPs; each
+ * budget from 0 to 1 picks one of them. This file schedules and plans each
+ * to get its arena, optionally builds and times its trainer (--measure),
+ * and writes one row per plan: the budget fraction at which it becomes
+ * optimal, saved bytes, arena bytes, recompute FLOPs (and ms per step).
+ * The SVG draws saved bytes against recompute FLOPs as a staircase (a
+ * budget between two plans gets the one to its left), with the built-in
+ * policies marked where they fall; a policy off the staircase is beaten
+ * by a plan on it. Both outputs depend only on the graph and the policy,
+ * except the measured column.
+ */
+#define _DEFAULT_SOURCE
+#include "remat.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    double bytes, arena, flops, ms;
+} Row;
+
+static double summary_bytes(const Compiled *m)
+{
+    Summary s;
+    summarize(m, &s);
+    return s.saved_bytes;
+}
+
+/* Builds the plan's trainer in a temporary file and returns the median ms
+ * per train step of `--bench 20`, or -1 with ctx error. */
+static double measure(Ctx *c, const Compiled *m)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *exe = ctx_printf(c, "%s/remat-pareto-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(exe);
+    if (fd < 0)
+        return ctx_error(c, exe, 0, "cannot make a temporary file");
+    close(fd);
+    double ms = -1;
+    if (build_trainer(c, m, exe, 0) == 0) {
+        FILE *p = popen(ctx_printf(c, "'%s' --bench 20", exe), "r");
+        if (p && fscanf(p, "median_ms %lf", &ms) != 1)
+            ms = -1;
+        if (p)
+            pclose(p);
+        if (ms < 0)
+            ctx_error(c, exe, 0, "the trainer did not report its time");
+    }
+    remove(exe);
+    return ms;
+}
+
+static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                   const Frontier *f, int timed, Row *rows)
+{
+    for (int i = 0; i < f->n; i++) {
+        Compiled m;
+        remat_apply(c, g, r, f->plans[i].recompute);
+        if (compile_decided(c, g, p, r, &m))
+            return -1;
+        Summary s;
+        summarize(&m, &s);
+        rows[i] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops, 0};
+        assert(s.saved_bytes == f->plans[i].bytes &&
+               s.recompute_flops == f->plans[i].flops &&
+               "the solver's costs are the schedule's");
+        if (timed && (rows[i].ms = measure(c, &m)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- the picture ---------------------------------------------------------- */
+
+#define W 640
+#define H 420
+#define L 80                /* margins: left, right, top, bottom */
+#define R 150
+#define T 30
+#define B 50
+
+typedef struct {
+    double x0, x1, y0, y1;  /* data ranges: FLOPs, bytes */
+} Axes;
+
+static double px(const Axes *a, double flops)
+{
+    double span = a->x1 > a->x0 ? a->x1 - a->x0 : 1;
+    return L + (flops - a->x0) / span * (W - L - R);
+}
+
+static double py(const Axes *a, double bytes)
+{
+    double span = a->y1 > a->y0 ? a->y1 - a->y0 : 1;
+    return H - B - (bytes - a->y0) / span * (H - T - B);
+}
+
+static void svg_axes(Buf *s, const Axes *a, const char *title)
+{
+    buf_printf(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+               "height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+               W, H);
+    buf_printf(s, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    buf_printf(s, "<text x=\"%d\" y=\"18\">%s</text>\n", L, title);
+    buf_printf(s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+               "stroke=\"black\"/>\n", L, H - B, W - R, H - B);
+    buf_printf(s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+               "stroke=\"black\"/>\n", L, T, L, H - B);
+    for (int i = 0; i <= 4; i++) {
+        double fx = a->x0 + (a->x1 - a->x0) * i / 4;
+        double by = a->y0 + (a->y1 - a->y0) * i / 4;
+        buf_printf(s, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">"
+                   "%.3g</text>\n", px(a, fx), H - B + 16, fx / 1e6);
+        buf_printf(s, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">"
+                   "%.4g</text>\n", L - 6, py(a, by) + 4, by / 1024);
+    }
+    buf_printf(s, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">recompute "
+               "MFLOPs per train step</text>\n", (L + W - R) / 2, H - 12);
+    buf_printf(s, "<text x=\"16\" y=\"%d\" transform=\"rotate(-90 16 %d)\" "
+               "text-anchor=\"middle\">saved KiB</text>\n", (T + H - B) / 2,
+               (T + H - B) / 2);
+}
+
+static void svg_frontier(Buf *s, const Axes *a, const Row *rows, int n)
+{
+    buf_printf(s, "<polyline fill=\"none\" stroke=\"#1f77b4\" "
+               "stroke-width=\"2\" points=\"");
+    for (int i = 0; i < n; i++) {
+        if (i > 0)      /* a step: the same FLOPs until the next plan */
+            buf_printf(s, "%.1f,%.1f ", px(a, rows[i - 1].flops),
+                       py(a, rows[i].bytes));
+        buf_printf(s, "%.1f,%.1f ", px(a, rows[i].flops), py(a, rows[i].bytes));
+    }
+    buf_printf(s, "\"/>\n");
+    for (int i = 0; i < n; i++)
+        buf_printf(s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" "
+                   "fill=\"#1f77b4\"/>\n", px(a, rows[i].flops),
+                   py(a, rows[i].bytes));
+}
+
+static void svg_policy(Buf *s, const Axes *a, const char *name, double bytes,
+                       double flops, int k)
+{
+    double x = px(a, flops), y = py(a, bytes);
+    buf_printf(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" "
+               "fill=\"#d62728\"/>\n", x - 4, y - 4);
+    buf_printf(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%d\" y2=\"%d\" "
+               "stroke=\"#d62728\" stroke-dasharray=\"2,2\"/>\n", x, y,
+               W - R + 10, T + 20 * k + 10);
+    buf_printf(s, "<text x=\"%d\" y=\"%d\" fill=\"#d62728\">%s</text>\n",
+               W - R + 14, T + 20 * k + 14, name);
+}
+
+static int write_svg(Ctx *c, const Graph *g, const Row *rows, int n,
+                     const char *path)
+{
+    double pb[8], pf[8];
+    int np = 0;
+    Axes a = {0, 0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        a.x1 = fmax(a.x1, rows[i].flops);
+        a.y1 = fmax(a.y1, rows[i].bytes);
+    }
+    for (int k = 0; builtin_policies[k]; k++, np++) {
+        Compiled m;
+        if (compile_graph(c, g->file, builtin_policies[k], NULL, &m))
+            return -1;
+        pb[np] = summary_bytes(&m);
+        pf[np] = m.train->recompute_flops;
+        a.x1 = fmax(a.x1, pf[np]);
+        a.y1 = fmax(a.y1, pb[np]);
+    }
+    a.x1 *= 1.05;
+    a.y1 *= 1.05;
+    Buf s;
+    buf_init(&s, c);
+    svg_axes(&s, &a, ctx_printf(c, "%s: saved bytes against recompute, "
+                                "every optimal plan", g->name));
+    svg_frontier(&s, &a, rows, n);
+    for (int k = 0; k < np; k++)
+        svg_policy(&s, &a, builtin_policies[k], pb[k], pf[k], k);
+    buf_printf(&s, "</svg>\n");
+    return buf_write_file(&s, path);
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed,
+                  const char *svg, Buf *out)
+{
+    Remat *r = ctx_alloc(c, sizeof *r);
+    Frontier f;
+    if (infer_shapes(c, g) || autodiff(c, g) || remat_classify(c, g, p, r) ||
+        solve_frontier(c, g, r, HUGE_VAL, &f))
+        return -1;
+    if (f.overflow)
+        return ctx_error(c, g->file, f.overflow->line, "node '%s': the "
+                         "frontier's states exceed %d here (too many "
+                         "independent recompute choices meet); a single "
+                         "--budget is still solved, by branch and bound",
+                         f.overflow->name, MAX_FRONTIER_STATES);
+    Row *rows = ctx_alloc(c, ((size_t)f.n + 1) * sizeof *rows);
+    if (rows_of(c, g, p, r, &f, timed, rows))
+        return -1;
+    Budget zero = {BUDGET_FRACTION, 0, 0}, one = {BUDGET_FRACTION, 1, 0};
+    double lo = budget_bytes(c, g, &zero), hi = budget_bytes(c, g, &one);
+    buf_printf(out, "# model %s, policy %s: %d optimal plans%s\n", g->name,
+               p->name, f.n, f.proven ? ", proven" : " (not proven: a "
+               "frontier was thinned)");
+    buf_printf(out, "%8s  %12s  %12s  %16s%s\n", "budget", "saved_bytes",
+               "arena_bytes", "recompute_flops", timed ? "  ms_per_step" : "");
+    for (int i = 0; i < f.n; i++) {
+        double frac = hi > lo ? (rows[i].bytes - lo) / (hi - lo) : 0;
+        buf_printf(out, "%8.4f  %12.0f  %12.0f  %16.0f", frac, rows[i].bytes,
+                   rows[i].arena, rows[i].flops);
+        if (timed)
+            buf_printf(out, "  %11.3f", rows[i].ms);
+        buf_printf(out, "\n");
+    }
+    return svg ? write_svg(c, g, rows, f.n, svg) : 0;
+}

@@ -1,0 +1,709 @@
+/*
+ * solve.c: the least recompute within a memory budget, exactly.
+ *
+ * A plan turns every free tensor (a PREFER_* decision inside a block; see
+ * remat.c) to SAVE or RECOMPUTE. Its cost is the recompute FLOPs, the sum
+ * of the producers' FLOPs over the tensors it recomputes (each is rebuilt
+ * once per backward); its memory is the saved bytes, the sum over the
+ * tensors it saves. Both count only needed tensors, and what is needed
+ * depends on the plan: recomputing t makes its producer's inputs needed.
+ *
+ * The solver is a dynamic program over the nodes in reverse topological
+ * order, the order remat_apply walks them. When a node is reached every
+ * reader of its output has been seen, so whether the output is needed is
+ * known: it is read by a backward (fixed for the graph), or it is in the
+ * state, the set of tensors that recomputes decided so far have made
+ * needed (or whose buffer a saved view holds) and that are not yet reached. Plans that reach a node with the
+ * same state have the same futures, so the program keeps, per state, only
+ * the Pareto frontier of (saved bytes, recompute FLOPs) of the part decided
+ * so far: a plan that another beats on both can never become optimal.
+ * At the last node the states are empty, and the union of their frontiers
+ * is the frontier of the whole graph: every optimal plan of every budget.
+ *
+ * The state stays small when recomputes reach back only a few nodes, as
+ * in a block-structured graph, where a block's recomputes stop at its
+ * inputs. It grows with independent choices that meet (many recomputes,
+ * each making its own input needed), and the frontier with independent
+ * choices of different sizes. Past MAX_POINTS per state the frontier is
+ * thinned; past MAX_STATES per node it is abandoned. For one budget the
+ * answer is then found by branch and bound over the same walk (search),
+ * which is exact when it runs to the end; the report says whether the plan
+ * is proven optimal.
+ *
+ * Among plans of equal bytes and FLOPs the one merged first is kept (the
+ * branch the policy asked for is merged first): deterministic, but not a
+ * promise that an unbinding budget gives the policy's plan; a budget of 1
+ * may well save more than the policy.
+ */
+#include "remat.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_POINTS 4096     /* per state */
+#define MAX_STATES MAX_FRONTIER_STATES   /* a power of two: layers double */
+#define MAX_VISITS 100000000L   /* branch and bound's give-up point */
+
+/* The free tensors a plan recomputes, as a list shared between plans. */
+typedef struct Trail {
+    int tensor;
+    const struct Trail *prev;
+} Trail;
+
+typedef struct {
+    double bytes, flops;
+    const Trail *trail;
+} Point;
+
+typedef struct {
+    int *marks;             /* sorted tensor indices */
+    int nmarks;
+    Point *pts;             /* bytes ascending, flops descending */
+    int npts;
+} State;
+
+typedef struct {
+    State *v;
+    int n, cap;
+    int *index;             /* open addressing over v, -1 empty */
+    int nindex;
+} Layer;
+
+typedef struct {
+    Ctx *c;
+    const Graph *g;
+    const Remat *r;
+    double cap_bytes;       /* points above are dropped (a budget) */
+    int thinned;
+} Solver;
+
+static unsigned hash_marks(const int *m, int n)
+{
+    unsigned h = 2166136261u;
+    for (int i = 0; i < n; i++)
+        h = (h ^ (unsigned)m[i]) * 16777619u;
+    return h;
+}
+
+static void layer_init(Solver *s, Layer *l, int cap)
+{
+    l->cap = cap;
+    l->n = 0;
+    l->v = ctx_alloc(s->c, (size_t)cap * sizeof *l->v);
+    l->nindex = 2 * cap;
+    l->index = ctx_alloc(s->c, (size_t)l->nindex * sizeof *l->index);
+    memset(l->index, -1, (size_t)l->nindex * sizeof *l->index);
+}
+
+static void layer_index(Layer *l, int i)
+{
+    unsigned h = hash_marks(l->v[i].marks, l->v[i].nmarks) % (unsigned)l->nindex;
+    while (l->index[h] >= 0)
+        h = (h + 1) % (unsigned)l->nindex;
+    l->index[h] = i;
+}
+
+/* Twice the room, the index rebuilt; 0 when already at MAX_STATES. */
+static int layer_grow(Solver *s, Layer *l)
+{
+    if (l->cap >= MAX_STATES)
+        return 0;
+    State *v = l->v;
+    int n = l->n;
+    layer_init(s, l, 2 * l->cap);
+    memcpy(l->v, v, (size_t)n * sizeof *v);
+    l->n = n;
+    for (int i = 0; i < n; i++)
+        layer_index(l, i);
+    return 1;
+}
+
+/* The state with these marks, created empty if new; NULL when full. */
+static State *layer_get(Solver *s, Layer *l, const int *marks, int n)
+{
+    unsigned h = hash_marks(marks, n) % (unsigned)l->nindex;
+    for (;; h = (h + 1) % (unsigned)l->nindex) {
+        int i = l->index[h];
+        if (i < 0)
+            break;
+        if (l->v[i].nmarks == n &&
+            memcmp(l->v[i].marks, marks, (size_t)n * sizeof *marks) == 0)
+            return &l->v[i];
+    }
+    if (l->n == l->cap)
+        return layer_grow(s, l) ? layer_get(s, l, marks, n) : NULL;
+    State *st = &l->v[l->n];
+    l->index[h] = l->n++;
+    st->marks = ctx_alloc(s->c, ((size_t)n + 1) * sizeof *marks);
+    memcpy(st->marks, marks, (size_t)n * sizeof *marks);
+    st->nmarks = n;
+    st->pts = NULL;
+    st->npts = 0;
+    return st;
+}
+
+/* st's frontier merged with pts shifted by (db, df) (and, with push >= 0,
+ * that tensor recorded as recomputed): the Pareto-optimal points of both,
+ * bytes ascending. On a tie st's own points win. */
+static void merge(Solver *s, State *st, const Point *pts, int n, double db,
+                  double df, int push)
+{
+    Point *out = ctx_alloc(s->c, ((size_t)st->npts + (size_t)n + 1) * sizeof *out);
+    int i = 0, j = 0, k = 0;
+    while (i < st->npts || j < n) {
+        Point p;
+        if (j == n || (i < st->npts && (st->pts[i].bytes < pts[j].bytes + db ||
+                                        (st->pts[i].bytes == pts[j].bytes + db &&
+                                         st->pts[i].flops <= pts[j].flops + df)))) {
+            p = st->pts[i++];
+        } else {
+            p = pts[j++];
+            p.bytes += db;
+            p.flops += df;
+            if (push >= 0) {
+                Trail *t = ctx_alloc(s->c, sizeof *t);
+                t->tensor = push;
+                t->prev = p.trail;
+                p.trail = t;
+            }
+        }
+        if (p.bytes > s->cap_bytes)
+            continue;
+        if (k > 0 && out[k - 1].flops <= p.flops)
+            continue;               /* dominated by a point of fewer bytes */
+        out[k++] = p;
+    }
+    if (k > MAX_POINTS) {           /* keep the ends and an even spread */
+        for (int a = 0; a < MAX_POINTS; a++)
+            out[a] = out[(long)a * (k - 1) / (MAX_POINTS - 1)];
+        k = MAX_POINTS;
+        s->thinned = 1;
+    }
+    st->pts = out;
+    st->npts = k;
+}
+
+/* Marks are 4 t + bits: NEEDED, tensor t is read by a recompute decided so
+ * far; HELD, its buffer is kept by a saved view of it (a Reshape's output),
+ * which costs its bytes whatever t's own decision. */
+enum { HELD = 1, NEEDED = 2 };
+
+static int add_mark(int *m, int k, int u, int bits)
+{
+    int at = 0;
+    while (at < k && m[at] >> 2 < u)
+        at++;
+    if (at < k && m[at] >> 2 == u) {
+        m[at] |= bits;
+        return k;
+    }
+    memmove(m + at + 1, m + at, (size_t)(k - at) * sizeof *m);
+    m[at] = 4 * u + bits;
+    return k + 1;
+}
+
+/* What a decision about node n's output t leaves marked: the marks but t,
+ * plus, for a recompute, the inputs no backward reads (the rest are needed
+ * anyway), and for a view kept (or held), its source held. */
+static int next_marks(const Solver *s, const State *st, int t, const Node *n,
+                      int recompute, int hold_source, int *out)
+{
+    int k = 0;
+    for (int i = 0; i < st->nmarks; i++)
+        if (st->marks[i] >> 2 != t)
+            out[k++] = st->marks[i];
+    for (int i = 0; recompute && i < n->nin; i++) {
+        int u = n->in[i];
+        if (s->g->tensors[u].kind == T_ACT && !s->r->needed[u])
+            k = add_mark(out, k, u, NEEDED);
+    }
+    if (hold_source && s->g->tensors[n->in[0]].kind == T_ACT)
+        k = add_mark(out, k, n->in[0], HELD);
+    return k;
+}
+
+/* One branch into next: (db, df) added, push >= 0 recorded as recomputed. */
+static int add_branch(Solver *s, Layer *next, const State *st, int t,
+                      const Node *n, int recompute, int hold_source, double db,
+                      double df, int push, int *buf)
+{
+    int k = next_marks(s, st, t, n, recompute, hold_source, buf);
+    State *to = layer_get(s, next, buf, k);
+    if (!to)
+        return -1;
+    merge(s, to, st->pts, st->npts, db, df, push);
+    return 0;
+}
+
+/* Node n's output t, needed, kept (recompute = 0) or rebuilt: its cost. A
+ * view holds no buffer: keeping it holds its source's, rebuilding it is a
+ * pointer (its op's FLOPs, 0). A held tensor costs its bytes either way. */
+static int branch(Solver *s, Layer *next, const State *st, int t,
+                  const Node *n, int recompute, int held, int push, int *buf)
+{
+    double bytes = (double)s->g->tensors[t].numel * sizeof(float);
+    double flops = recompute ? op_table[n->op].flops(s->g, n) : 0;
+    if (op_table[n->op].alias)
+        return add_branch(s, next, st, t, n, recompute, !recompute || held, 0,
+                          flops, push, buf);
+    return add_branch(s, next, st, t, n, recompute, 0,
+                      recompute && !held ? 0 : bytes, flops, push, buf);
+}
+
+/* One node: every state of cur carried into next. */
+static int step(Solver *s, const Layer *cur, Layer *next, const Node *n,
+                int *buf)
+{
+    assert(n->nout == 1 && "the solver costs one output per node");
+    int t = n->out[0];
+    const Remat *r = s->r;
+    for (int i = 0; i < cur->n; i++) {
+        const State *st = &cur->v[i];
+        int needed = r->needed[t], held = 0;
+        for (int m = 0; m < st->nmarks; m++)
+            if (st->marks[m] >> 2 == t) {
+                needed |= (st->marks[m] & NEEDED) != 0;
+                held = st->marks[m] & HELD;
+            }
+        int rc, rec_first = r->wanted[t] == KEEP_RECOMPUTE;
+        if (!needed && !held)
+            rc = add_branch(s, next, st, t, n, 0, 0, 0, 0, -1, buf);
+        else if (!needed)       /* only a saved view's storage */
+            rc = branch(s, next, st, t, n, 0, held, -1, buf);
+        else if (!r->free[t])
+            rc = branch(s, next, st, t, n, rec_first, held, -1, buf);
+        else if (rec_first)
+            rc = branch(s, next, st, t, n, 1, held, t, buf) ||
+                 branch(s, next, st, t, n, 0, held, -1, buf);
+        else
+            rc = branch(s, next, st, t, n, 0, held, -1, buf) ||
+                 branch(s, next, st, t, n, 1, held, t, buf);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                   Frontier *f)
+{
+    Solver s = {c, g, r, cap_bytes, 0};
+    Layer cur, next;
+    int *buf = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *buf);
+    layer_init(&s, &cur, 1);
+    State *start = layer_get(&s, &cur, buf, 0);
+    Point zero = {0, 0, NULL};
+    merge(&s, start, &zero, 1, 0, 0, -1);
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const Node *n = &g->nodes[g->order[k]];
+        layer_init(&s, &next, 8);
+        if (step(&s, &cur, &next, n, buf)) {
+            f->n = 0;
+            f->plans = NULL;
+            f->proven = 0;
+            f->overflow = n;
+            return 0;
+        }
+        cur = next;
+    }
+    f->overflow = NULL;
+    assert(cur.n <= 1 && "every mark is reached by its producer");
+    f->n = cur.n ? cur.v[0].npts : 0;
+    f->plans = ctx_alloc(c, ((size_t)f->n + 1) * sizeof *f->plans);
+    for (int i = 0; i < f->n; i++) {
+        const Point *p = &cur.v[0].pts[i];
+        Plan *pl = &f->plans[i];
+        pl->bytes = p->bytes;
+        pl->flops = p->flops;
+        pl->recompute = ctx_alloc(c, (size_t)g->ntensors);
+        for (const Trail *t = p->trail; t; t = t->prev)
+            pl->recompute[t->tensor] = 1;
+        /* free tensors not on the trail: saved when reached */
+    }
+    f->proven = !s.thinned;
+    return 0;
+}
+
+/* ---- branch and bound: one budget, when the program's caps are hit -------- */
+
+/* The same walk and the same costs as the program, one plan at a time,
+ * depth first, abandoning a partial plan once its bytes exceed the budget
+ * or its FLOPs reach the best found (both only grow). Exponential in the
+ * worst case, so it is the fallback where the frontier is too wide (many
+ * independent choices of different sizes) or the states too many; it gives
+ * up after MAX_VISITS and then returns the best it found, unproven. */
+typedef struct {
+    const Graph *g;
+    const Remat *r;
+    double want;
+    char *needed, *held;    /* marks, per tensor */
+    char *rec, *best;       /* the free choices: current, best */
+    double best_flops, best_bytes;
+    long visits;
+} Search;
+
+static void search(Search *s, int k, double bytes, double flops);
+
+/* One decision about node n's output t, then the rest of the walk. */
+static void try_branch(Search *s, int k, const Node *n, int t, int recompute,
+                       int held, double bytes, double flops)
+{
+    const Graph *g = s->g;
+    int undo[MAX_IO + 1], nundo = 0, src = n->in[0];
+    int alias = op_table[n->op].alias;
+    double size = (double)g->tensors[t].numel * sizeof(float);
+    for (int i = 0; recompute && i < n->nin; i++) {
+        int u = n->in[i];
+        if (g->tensors[u].kind == T_ACT && !s->r->needed[u] && !s->needed[u]) {
+            s->needed[u] = 1;
+            undo[nundo++] = u;
+        }
+    }
+    int hold = alias && (!recompute || held) && g->tensors[src].kind == T_ACT &&
+               !s->held[src];
+    s->held[src] |= (char)hold;
+    s->rec[t] = (char)recompute;
+    search(s, k - 1, bytes + (alias || (recompute && !held) ? 0 : size),
+           flops + (recompute ? op_table[n->op].flops(g, n) : 0));
+    if (hold)
+        s->held[src] = 0;
+    while (nundo)
+        s->needed[undo[--nundo]] = 0;
+}
+
+static void search(Search *s, int k, double bytes, double flops)
+{
+    if (bytes > s->want || flops > s->best_flops ||
+        (flops == s->best_flops && bytes >= s->best_bytes) ||
+        ++s->visits > MAX_VISITS)
+        return;
+    if (k < 0) {
+        s->best_flops = flops;
+        s->best_bytes = bytes;
+        memcpy(s->best, s->rec, (size_t)s->g->ntensors);
+        return;
+    }
+    const Node *n = &s->g->nodes[s->g->order[k]];
+    int t = n->out[0], held = s->held[t];
+    int needed = s->r->needed[t] || s->needed[t];
+    if (!needed && !held)
+        search(s, k - 1, bytes, flops);
+    else if (!needed || !s->r->free[t])
+        try_branch(s, k, n, t, needed && s->r->wanted[t] == KEEP_RECOMPUTE,
+                   held, bytes, flops);
+    else {
+        try_branch(s, k, n, t, 0, held, bytes, flops);
+        try_branch(s, k, n, t, 1, held, bytes, flops);
+    }
+}
+
+/* The least-FLOPs plan within want bytes, by branch and bound; *proven
+ * when the search ran to the end. 0, or -1 when no plan was found. */
+static int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
+                         Plan *out, int *proven)
+{
+    size_t nt = (size_t)g->ntensors;
+    Search s = {g, r, want, ctx_alloc(c, nt), ctx_alloc(c, nt),
+                ctx_alloc(c, nt), ctx_alloc(c, nt), HUGE_VAL, HUGE_VAL, 0};
+    search(&s, g->nnodes - 1, 0, 0);
+    *proven = s.visits <= MAX_VISITS;
+    if (s.best_flops == HUGE_VAL)
+        return -1;
+    *out = (Plan){s.best_bytes, s.best_flops, s.best};
+    return 0;
+}
+
+/* ---- budgets ------------------------------------------------------------------ */
+
+/* A plain decimal number, digits with at most one point: "0.4", "3",
+ * "1.5"; *end after it. No sign, space, exponent or hex. */
+static int decimal(const char *s, double *v, const char **end)
+{
+    const char *p = s;
+    int digits = 0, points = 0;
+    for (; (*p >= '0' && *p <= '9') || *p == '.'; p++) {
+        digits += *p != '.';
+        points += *p == '.';
+    }
+    if (!digits || points > 1)
+        return -1;
+    *v = strtod(s, NULL);
+    *end = p;
+    return 0;
+}
+
+/* A byte count with an optional unit: 123456, 750KiB, 3MiB, 1GiB, 2kB. */
+static int parse_bytes(const char *s, double *v)
+{
+    static const struct { const char *unit; double mult; } units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0},
+        {"GiB", 1073741824.0}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6},
+        {"GB", 1e9},
+    };
+    const char *end;
+    double x;
+    if (decimal(s, &x, &end))
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strcmp(end, units[i].unit) == 0) {
+            if (units[i].mult == 1 && strchr(s, '.'))
+                return -1;      /* a part of a byte */
+            *v = floor(x * units[i].mult);
+            return 0;
+        }
+    return -1;
+}
+
+int budget_parse(Ctx *c, const char *opt, const char *text, int fraction_ok,
+                 BudgetKind *kind, double *value)
+{
+    const char *end;
+    double f;
+    int plain = decimal(text, &f, &end) == 0 && *end == '\0';
+    /* a fraction has a decimal point (0.4, 1.0) or is 0 or 1 */
+    if (fraction_ok && plain && (strchr(text, '.') || f == 0 || f == 1)) {
+        if (f > 1)
+            return ctx_error(c, opt, 0, "'%s' is not a fraction from 0 to 1 "
+                             "nor a byte count; use e.g. 0.4, 3MiB, 750KiB or "
+                             "123456", text);
+        *kind = BUDGET_FRACTION;
+        *value = f;
+        return 0;
+    }
+    if (parse_bytes(text, value) == 0) {
+        *kind = BUDGET_BYTES;
+        return 0;
+    }
+    return ctx_error(c, opt, 0, "'%s' is not %sa byte count; use e.g. %s3MiB, "
+                     "750KiB or 123456", text,
+                     fraction_ok ? "a fraction from 0 to 1 nor " : "",
+                     fraction_ok ? "0.4, " : "");
+}
+
+static double bytes_under(Ctx *c, const Graph *g, const char *policy)
+{
+    Policy *p;
+    Remat r;
+    int bad = policy_load(c, policy, &p) || remat_decide(c, g, p, &r);
+    assert(!bad && "a built-in policy decides any graph");
+    (void)bad;
+    return (double)r.saved_bytes;
+}
+
+double budget_bytes(Ctx *c, const Graph *g, const Budget *b)
+{
+    if (b->kind == BUDGET_BYTES)
+        return b->value;
+    if (b->kind == BUDGET_NONE)
+        return HUGE_VAL;
+    double lo = bytes_under(c, g, "full"), hi = bytes_under(c, g, "none");
+    if (lo > hi) {      /* full saves a block input that none does not need */
+        double t = lo;
+        lo = hi;
+        hi = t;
+    }
+    return floor(lo + b->value * (hi - lo));
+}
+
+static int count_free(const Graph *g, const Remat *r)
+{
+    int n = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        n += r->free[t] && r->keep[t] != KEEP_NONE;
+    return n;
+}
+
+/* The free tensors some plan needs: those needed when every free tensor is
+ * recomputed, which makes the most needed. The others never matter. */
+static int decisive(Ctx *c, const Graph *g, Remat *r, int *free)
+{
+    char *all = ctx_alloc(c, (size_t)g->ntensors);
+    memset(all, 1, (size_t)g->ntensors);
+    remat_apply(c, g, r, all);
+    int n = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        if (r->free[t] && r->keep[t] != KEEP_NONE)
+            free[n++] = t;
+    return n;
+}
+
+/* No plan keeps within the budget: say the least figure any plan reaches
+ * and what that plan saves (block boundaries, must_save tensors, and
+ * tensors whose recompute would need as much saved). */
+static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
+                        double want)
+{
+    const char *asked = b->kind == BUDGET_FRACTION
+                            ? ctx_printf(c, "budget %g (%.0f bytes)", b->value, want)
+                            : ctx_printf(c, "budget %.0f bytes", want);
+    Frontier f;
+    if (solve_frontier(c, g, r, HUGE_VAL, &f) || f.n == 0)
+        return ctx_error(c, g->file, 0, "%s cannot be met", asked);
+    remat_apply(c, g, r, f.plans[0].recompute);
+    Buf must, other;
+    buf_init(&must, c);
+    buf_init(&other, c);
+    int nb = 0, nm = 0, no = 0;
+    double boundary = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (r->keep[t] != KEEP_SAVE)
+            continue;
+        if (r->boundary[t]) {
+            nb++;
+            boundary += (double)x->numel * sizeof(float);
+        } else if (!r->free[t] && nm++ < 6) {
+            buf_printf(&must, "%s%s [%s] (%s)", nm > 1 ? ", " : "", x->name,
+                       shape_str(c, x), r->rule[t]);
+        } else if (r->free[t] && no++ < 6) {
+            buf_printf(&other, "%s%s [%s]", no > 1 ? ", " : "", x->name,
+                       shape_str(c, x));
+        }
+    }
+    if (nm > 6)
+        buf_printf(&must, " and %d more", nm - 6);
+    if (no > 6)
+        buf_printf(&other, " and %d more", no - 6);
+    return ctx_error(c, g->file, 0, "%s cannot be met: the least saved bytes "
+                     "of any plan is %.0f, forced by %d block-boundary "
+                     "tensor%s (%.0f bytes)%s%s%s%s", asked, f.plans[0].bytes,
+                     nb, nb == 1 ? "" : "s", boundary,
+                     nm ? "; must_save tensors: " : "", nm ? must.data : "",
+                     no ? "; saved because recomputing them needs as much "
+                          "saved: " : "", no ? other.data : "");
+}
+
+static double arena_of(const Compiled *m)
+{
+    Summary s;
+    summarize(m, &s);
+    return s.arena_bytes;
+}
+
+static int arena_error(Ctx *c, const Graph *g, double max_arena, double least,
+                       int searched)
+{
+    return ctx_error(c, g->file, 0, "max-arena %.0f bytes cannot be met: the "
+                     "smallest arena %s is %.0f bytes", max_arena,
+                     searched ? "of the plans that meet the budget"
+                              : "on the saved-bytes frontier (not every plan "
+                                "was tried: too many free decisions)", least);
+}
+
+/* The plan of least FLOPs whose arena fits too, among the frontier's (f,
+ * within the bytes budget), each scheduled and planned, least FLOPs
+ * first. Not proven: a plan off the frontier may have a smaller arena. */
+static int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                     const Frontier *f, double max_arena, Compiled *out)
+{
+    double least = HUGE_VAL;
+    for (int i = f->n - 1; i >= 0; i--) {
+        remat_apply(c, g, r, f->plans[i].recompute);
+        if (compile_decided(c, g, p, r, out))
+            return -1;
+        double a = arena_of(out);
+        if (a <= max_arena)
+            return 0;
+        least = a < least ? a : least;
+    }
+    return arena_error(c, g, max_arena, least, 0);
+}
+
+#define EXHAUSTIVE_FREE 12   /* --max-arena tries every plan up to this */
+
+/* --max-arena with few decisive free tensors: every plan is scheduled and
+ * planned, and the least FLOPs (then bytes) that meets both bounds wins. */
+static int fit_arena_exhaustive(Ctx *c, const Graph *g, const Policy *p,
+                                Remat *r, const int *free, int nfree,
+                                double want, double max_arena, Compiled *out)
+{
+    char *rec = ctx_alloc(c, (size_t)g->ntensors);
+    double best_f = HUGE_VAL, best_b = HUGE_VAL, least = HUGE_VAL;
+    long best = -1;
+    for (long mask = 0; mask < 1L << nfree; mask++) {
+        for (int i = 0; i < nfree; i++)
+            rec[free[i]] = (char)(mask >> i & 1);
+        remat_apply(c, g, r, rec);
+        double bytes = (double)r->saved_bytes;
+        if (bytes > want)
+            continue;
+        if (compile_decided(c, g, p, r, out))
+            return -1;
+        double a = arena_of(out), fl = out->train->recompute_flops;
+        least = a < least ? a : least;
+        if (a <= max_arena && (fl < best_f || (fl == best_f && bytes < best_b))) {
+            best = mask;
+            best_f = fl;
+            best_b = bytes;
+        }
+    }
+    if (best < 0)
+        return arena_error(c, g, max_arena, least, 1);
+    for (int i = 0; i < nfree; i++)
+        rec[free[i]] = (char)(best >> i & 1);
+    remat_apply(c, g, r, rec);
+    return compile_decided(c, g, p, r, out);
+}
+
+/* The least-FLOPs plan within want: the program's, or where its caps were
+ * hit, branch and bound's. 0 with *proven; -1 when no plan fits (no
+ * message). */
+static int least_recompute(Ctx *c, const Graph *g, const Remat *r,
+                           const Frontier *f, double want, Plan *pick,
+                           int *proven)
+{
+    if (f->proven && !f->overflow) {
+        *proven = 1;
+        if (f->n == 0)
+            return -1;
+        *pick = f->plans[f->n - 1];
+        return 0;
+    }
+    if (search_budget(c, g, r, want, pick, proven) == 0)
+        return 0;
+    if (f->n == 0)
+        return -1;
+    *pick = f->plans[f->n - 1];     /* search gave up first: unproven */
+    *proven = 0;
+    return 0;
+}
+
+int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
+                 Compiled *out)
+{
+    Remat *r = ctx_alloc(c, sizeof *r);
+    Frontier f;
+    Plan pick;
+    double want = budget_bytes(c, g, b);
+    if (remat_classify(c, g, p, r) || solve_frontier(c, g, r, want, &f))
+        return -1;
+    int proven;
+    if (least_recompute(c, g, r, &f, want, &pick, &proven))
+        return budget_error(c, g, r, b, want);
+    int *free = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *free);
+    int nfree = decisive(c, g, r, free);
+    int rc;
+    if (b->max_arena > 0 && nfree <= EXHAUSTIVE_FREE) {
+        proven = 1;
+        rc = fit_arena_exhaustive(c, g, p, r, free, nfree, want, b->max_arena,
+                                  out);
+    } else if (b->max_arena > 0 && f.n > 0) {
+        proven = 0;
+        rc = fit_arena(c, g, p, r, &f, b->max_arena, out);
+    } else {
+        proven = proven && b->max_arena <= 0;
+        remat_apply(c, g, r, pick.recompute);
+        rc = compile_decided(c, g, p, r, out);
+        if (!rc && b->max_arena > 0 && arena_of(out) > b->max_arena)
+            rc = arena_error(c, g, b->max_arena, arena_of(out), 0);
+    }
+    if (rc)
+        return -1;
+    r->budgeted = 1;
+    r->budget_bytes = want;
+    r->max_arena = b->max_arena;
+    r->proven = proven;
+    r->nfree = count_free(g, r);
+    return 0;
+}

@@ -1,0 +1,432 @@
+/* The budget solver (compiler/solve.c): answers worked out by hand, and
+ * exhaustive search over every plan of random small graphs. */
+#include "testutil.h"
+
+#include <math.h>
+
+/* Compiles body under the default budget policy (sac, must_save softened). */
+static Compiled budgeted(Ctx *c, const char *body, BudgetKind kind, double v)
+{
+    const char *xml = model_xml(c, body);
+    Graph *g = NULL;
+    Policy *p = NULL;
+    Budget b = {kind, v, 0};
+    Compiled m;
+    int rc = policy_load(c, "sac", &p) ||
+             parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) ||
+             compile_parsed(c, g, policy_soften(c, p), &b, &m);
+    ck_assert_msg(rc == 0, "compile failed: %s", c->err);
+    return m;
+}
+
+/* x (2x4) through five (MatMul, Tanh) pairs of widths 4, 8, 2, 6, 4; the
+ * loss is ReduceSum(a5), whose backward reads nothing.
+ *
+ * Worked by hand. Every a_i is read by a backward (Tanh's reads its output,
+ * the next MatMul's weight gradient its input); no h_i is. Pair i's a_i is
+ * either saved (8 w_i bytes: 2 rows of w_i floats) or recomputed with its
+ * h_i (saving h_i instead costs the same bytes and Tanh's FLOPs, so it never
+ * wins), which costs MatMul 2*2*w_{i-1}*w_i + Tanh 4*2*w_i FLOPs; a_{i-1}
+ * is needed anyway, so the pairs are independent:
+ *   pair   1    2    3    4    5
+ *   bytes  32   64   16   48   32   (all: 192)
+ *   flops  96   192  80   96   128  (all: 592)
+ * Least recompute within B bytes = 592 - the most FLOPs a set of pairs of at
+ * most B bytes saves (a knapsack):
+ *   B = 0    save none            recompute 592
+ *   B = 64   save {1, 5}  (224)   recompute 368  ({3,5}: 208, {2}: 192)
+ *   B = 100  save {2, 5}  (320)   recompute 272  ({1,3,5}, {3,4,5}: 304)
+ *   B = 150  all but 4    (496)   recompute 96   (all but 2: 192; 1,3: 176)
+ *   B = 192  save all             recompute 0
+ * Full checkpointing saves nothing here (no blocks: the graph is one block
+ * whose inputs are x and the weights), none saves 192 bytes, so a fraction
+ * f is 192 f bytes. */
+static const char *five_pairs(Ctx *c)
+{
+    static const int w[6] = {4, 4, 8, 2, 6, 4};
+    Buf b;
+    buf_init(&b, c);
+    buf_printf(&b, "<input name='x' shape='2 4'/>");
+    for (int i = 1; i <= 5; i++)
+        buf_printf(&b, "<initializer name='W%d' shape='%d %d' init='uniform'/>"
+                   "<node name='mm%d' op='MatMul' in='%s W%d' out='h%d'/>"
+                   "<node name='t%d' op='Tanh' in='h%d' out='a%d'/>",
+                   i, w[i - 1], w[i], i, i == 1 ? "x" : ctx_printf(c, "a%d", i - 1),
+                   i, i, i, i, i);
+    buf_printf(&b, "<node name='s' op='ReduceSum' in='a5' out='loss' keepdims='0'/>"
+                   "<output name='loss'/>");
+    return b.data;
+}
+
+static void expect_saves(const Compiled *m, const char *saved, double flops)
+{
+    Summary s;
+    summarize(m, &s);
+    ck_assert_msg(s.recompute_flops == flops, "recompute %.0f, want %.0f",
+                  s.recompute_flops, flops);
+    for (int i = 1; i <= 5; i++) {
+        char a[4], h[4];
+        snprintf(a, sizeof a, "a%d", i);
+        snprintf(h, sizeof h, "h%d", i);
+        Keep want = strchr(saved, '0' + i) ? KEEP_SAVE : KEEP_RECOMPUTE;
+        ck_assert_msg(keep_of(m, a) == want, "%s", a);
+        ck_assert_int_ne(keep_of(m, h), KEEP_SAVE);
+    }
+    ck_assert(m->remat->proven);
+}
+
+START_TEST(five_pairs_by_hand)
+{
+    static const struct { double bytes; const char *saved; double flops; } cases[] = {
+        {1, "", 592}, {64, "15", 368}, {100, "25", 272}, {150, "1235", 96},
+        {192, "12345", 0}, {1e9, "12345", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        Ctx c;
+        ctx_init(&c);
+        Compiled m = budgeted(&c, five_pairs(&c), BUDGET_BYTES, cases[i].bytes);
+        expect_saves(&m, cases[i].saved, cases[i].flops);
+        ctx_free(&c);
+    }
+    /* fractions of 192 bytes: 0.5 is 96, where {2, 5} (96 bytes) fits */
+    static const struct { double f; const char *saved; double flops; } frac[] = {
+        {0, "", 592}, {0.5, "25", 272}, {1, "12345", 0},
+    };
+    for (size_t i = 0; i < sizeof frac / sizeof *frac; i++) {
+        Ctx c;
+        ctx_init(&c);
+        Compiled m = budgeted(&c, five_pairs(&c), BUDGET_FRACTION, frac[i].f);
+        expect_saves(&m, frac[i].saved, frac[i].flops);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+/* ---- exhaustive search on random graphs ------------------------------------ */
+
+static unsigned long rng_state;
+
+static int rnd(int n)
+{
+    rng_state = rng_state * 6364136223846793005UL + 1442695040888963407UL;
+    return (int)((rng_state >> 33) % (unsigned long)n);
+}
+
+/* A random graph of k nodes over 3x4 activations: MatMuls by 4x4 weights,
+ * pointwise ops, Flatten (a view: no buffer of its own), binary ops of two
+ * earlier tensors, some nodes forced by a
+ * remat attribute, consecutive runs of nodes in blocks; every tensor no
+ * node reads is summed into the loss. */
+static const char *random_graph(Ctx *c, int k)
+{
+    static const char *const unary[] = {"Tanh", "Relu", "Sigmoid", "Gelu", "Neg",
+                                        "Flatten", "Flatten"};
+    static const char *const binary[] = {"Add", "Mul", "Sub"};
+    static const char *const forced[] = {"", "", "", "", " remat='must_save'",
+                                         " remat='must_recompute'"};
+    Buf b, w;
+    buf_init(&b, c);
+    buf_init(&w, c);
+    buf_printf(&w, "<input name='x' shape='3 4'/>");
+    char *read = ctx_alloc(c, (size_t)k + 1);
+    int block = -1, open = 0;
+    for (int i = 0; i < k; i++) {
+        if (open && rnd(3) == 0) {
+            buf_printf(&b, "</block>");
+            open = 0;
+        } else if (!open && rnd(3) == 0) {
+            buf_printf(&b, "<block name='B%d'>", ++block);
+            open = 1;
+        }
+        int a = rnd(i + 1), op = rnd(4);
+        const char *in_a = a ? ctx_printf(c, "t%d", a - 1) : "x";
+        read[a] = 1;
+        const char *f = forced[rnd(6)];
+        if (op == 0) {
+            buf_printf(&w, "<initializer name='w%d' shape='4 4' init='uniform'/>", i);
+            buf_printf(&b, "<node name='n%d' op='MatMul' in='%s w%d' out='t%d'%s/>",
+                       i, in_a, i, i, f);
+        } else if (op == 1) {
+            int d = rnd(i + 1);
+            read[d] = 1;
+            buf_printf(&b, "<node name='n%d' op='%s' in='%s %s' out='t%d'%s/>", i,
+                       binary[rnd(3)], in_a, d ? ctx_printf(c, "t%d", d - 1) : "x",
+                       i, f);
+        } else {
+            buf_printf(&b, "<node name='n%d' op='%s' in='%s' out='t%d'%s/>", i,
+                       unary[rnd(7)], in_a, i, f);
+        }
+    }
+    if (open)
+        buf_printf(&b, "</block>");
+    const char *acc = NULL;
+    for (int i = 0; i < k; i++) {
+        if (read[i + 1])
+            continue;
+        const char *t = ctx_printf(c, "t%d", i);
+        if (acc) {
+            buf_printf(&b, "<node name='s%d' op='Add' in='%s %s' out='u%d'/>", i,
+                       acc, t, i);
+            acc = ctx_printf(c, "u%d", i);
+        } else {
+            acc = t;
+        }
+    }
+    buf_printf(&b, "<node name='loss' op='ReduceSum' in='%s' out='l' "
+               "keepdims='0'/><output name='l'/>", acc);
+    return ctx_printf(c, "%s%s", w.data, b.data);
+}
+
+typedef struct {
+    double bytes, flops;
+} Cost;
+
+/* Every assignment of the free tensors, scheduled: the least FLOPs within
+ * each budget, and the Pareto set. */
+static int exhaustive(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                      Cost *all)
+{
+    int free[64], n = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        if (r->free[t])
+            free[n++] = t;
+    char *rec = ctx_alloc(c, (size_t)g->ntensors);
+    for (long mask = 0; mask < 1L << n; mask++) {
+        for (int i = 0; i < n; i++)
+            rec[free[i]] = (char)(mask >> i & 1);
+        remat_apply(c, g, r, rec);
+        Compiled m;
+        ck_assert(compile_decided(c, g, p, r, &m) == 0);
+        Summary s;
+        summarize(&m, &s);
+        all[mask] = (Cost){s.saved_bytes, s.recompute_flops};
+    }
+    return 1 << n;
+}
+
+static double least_flops(const Cost *all, int n, double budget)
+{
+    double best = HUGE_VAL;
+    for (int i = 0; i < n; i++)
+        if (all[i].bytes <= budget && all[i].flops < best)
+            best = all[i].flops;
+    return best;
+}
+
+/* 300 graphs of 4 to 16 nodes with up to 14 free decisions (2^14 plans
+ * each at most): the frontier is exactly the Pareto set of all plans, and
+ * every budget gets the least FLOPs any plan within it has. */
+START_TEST(matches_exhaustive_search)
+{
+    int tried = 0, free_max = 0;
+    for (unsigned long seed = 1; tried < 300; seed++) {
+        rng_state = seed;
+        Ctx c;
+        ctx_init(&c);
+        const char *xml = model_xml(&c, random_graph(&c, 4 + rnd(13)));
+        Graph *g;
+        Policy *p;
+        Remat r;
+        Frontier f;
+        ck_assert_msg(policy_load(&c, rnd(2) ? "sac" : "none", &p) == 0 &&
+                      parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
+                      infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+                      remat_classify(&c, g, policy_soften(&c, p), &r) == 0,
+                      "%s\n%s", c.err, xml);
+        int nfree = 0;
+        for (int t = 0; t < g->ntensors; t++)
+            nfree += r.free[t];
+        if (nfree > 14) {
+            ctx_free(&c);
+            continue;
+        }
+        tried++;
+        free_max = nfree > free_max ? nfree : free_max;
+        ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
+        Cost *all = ctx_alloc(&c, ((size_t)1 << nfree) * sizeof *all);
+        int n = exhaustive(&c, g, policy_soften(&c, p), &r, all);
+        /* the frontier: each point reached by some plan, none beaten */
+        for (int i = 0; i < f.n; i++) {
+            ck_assert_msg(least_flops(all, n, f.plans[i].bytes) == f.plans[i].flops,
+                          "seed %lu point %d\n%s", seed, i, xml);
+            if (i > 0)
+                ck_assert(f.plans[i].bytes > f.plans[i - 1].bytes &&
+                          f.plans[i].flops < f.plans[i - 1].flops);
+        }
+        /* every plan is matched or beaten by a frontier point */
+        for (int k = 0; k < n; k++) {
+            int covered = 0;
+            for (int i = 0; i < f.n && !covered; i++)
+                covered = f.plans[i].bytes <= all[k].bytes &&
+                          f.plans[i].flops <= all[k].flops;
+            ck_assert_msg(covered, "seed %lu plan %d\n%s", seed, k, xml);
+        }
+        ctx_free(&c);
+    }
+    ck_assert_int_ge(free_max, 10);    /* the search met real choices */
+}
+END_TEST
+
+/* What a frontier point says it costs is what its schedule costs. */
+START_TEST(frontier_costs_are_the_schedules)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *xml = model_xml(&c, five_pairs(&c));
+    Graph *g;
+    Policy *p;
+    Remat r;
+    Frontier f;
+    ck_assert(policy_load(&c, "sac", &p) == 0);
+    p = policy_soften(&c, p);
+    ck_assert(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
+              infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+              remat_classify(&c, g, p, &r) == 0 &&
+              solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0);
+    /* five independent pairs: 2^5 subsets, fewer distinct optima */
+    ck_assert_int_ge(f.n, 6);
+    for (int i = 0; i < f.n; i++) {
+        Compiled m;
+        remat_apply(&c, g, &r, f.plans[i].recompute);
+        ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
+        Summary s;
+        summarize(&m, &s);
+        ck_assert(s.saved_bytes == f.plans[i].bytes);
+        ck_assert(s.recompute_flops == f.plans[i].flops);
+    }
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(budget_too_small_names_what_forces_it)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *xml = model_xml(&c,
+        "<input name='x' shape='2 4'/><initializer name='w' shape='4 4' init='zeros'/>"
+        "<node name='mm' op='MatMul' in='x w' out='h' remat='must_save'/>"
+        "<node name='sq' op='Mul' in='h h' out='q'/>"
+        "<node name='s' op='ReduceSum' in='q' out='l' keepdims='0'/><output name='l'/>");
+    Graph *g;
+    Policy *p;
+    Budget b = {BUDGET_BYTES, 16, 0};
+    Compiled m;
+    ck_assert(policy_load(&c, "none", &p) == 0 &&
+              parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0);
+    ck_assert(compile_parsed(&c, g, p, &b, &m) != 0);
+    ck_assert_str_eq(c.err, "t.xml: budget 16 bytes cannot be met: the least "
+                     "saved bytes of any plan is 32, forced by 0 block-boundary "
+                     "tensors (0 bytes); must_save tensors: h [2x4] (node "
+                     "remat=must_save)");
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(budget_text)
+{
+    Ctx c;
+    ctx_init(&c);
+    BudgetKind k;
+    double v;
+    ck_assert(budget_parse(&c, "--budget", "0.4", 1, &k, &v) == 0 &&
+              k == BUDGET_FRACTION && v == 0.4);
+    ck_assert(budget_parse(&c, "--budget", "1", 1, &k, &v) == 0 &&
+              k == BUDGET_FRACTION && v == 1);
+    ck_assert(budget_parse(&c, "--budget", "3MiB", 1, &k, &v) == 0 &&
+              k == BUDGET_BYTES && v == 3 * 1048576.0);
+    ck_assert(budget_parse(&c, "--budget", "750KiB", 1, &k, &v) == 0 &&
+              v == 750 * 1024.0);
+    ck_assert(budget_parse(&c, "--budget", "123456", 1, &k, &v) == 0 &&
+              k == BUDGET_BYTES && v == 123456);
+    ck_assert(budget_parse(&c, "--budget", "0KiB", 1, &k, &v) == 0 &&
+              k == BUDGET_BYTES && v == 0);
+    ck_assert(budget_parse(&c, "--budget", "1.5", 1, &k, &v) != 0);
+    ck_assert(budget_parse(&c, "--budget", " 1", 1, &k, &v) != 0);
+    ck_assert(budget_parse(&c, "--budget", "0x10", 1, &k, &v) != 0);
+    ck_assert(budget_parse(&c, "--budget", "1e-1", 1, &k, &v) != 0);
+    ck_assert(budget_parse(&c, "--budget", "1..2", 1, &k, &v) != 0);
+    ck_assert(budget_parse(&c, "--budget", "-3", 1, &k, &v) != 0);
+    ck_assert(budget_parse(&c, "--budget", "3 MiB", 1, &k, &v) != 0);
+    ck_assert(budget_parse(&c, "--budget", "3mb", 1, &k, &v) != 0);
+    ck_assert(budget_parse(&c, "--max-arena", "0.5", 0, &k, &v) != 0);
+    ck_assert_str_eq(c.err, "--max-arena: '0.5' is not a byte count; use e.g. "
+                     "3MiB, 750KiB or 123456");
+    ctx_free(&c);
+}
+END_TEST
+
+
+/* Past the program's caps, branch and bound answers a single budget.
+ *
+ * pow2: 13 parameters p_i of 2^i floats, each through its own Tanh into
+ * the loss. Every a_i = Tanh(p_i) is read by its backward; recomputing it
+ * costs 4 FLOPs per float and saves 4 bytes per float, so every subset of
+ * the 13 is Pareto-optimal: 8192 points, more than a frontier keeps. With
+ * a budget of B bytes the best saves as many floats as fit, and any count
+ * up to 8191 is a sum of distinct powers of two: at fraction 0.5 (full
+ * saves 0, none 4 * 8191 = 32764, so B = 16382) it saves 4095 floats and
+ * recomputes 4 * (8191 - 4095) = 16384 FLOPs.
+ *
+ * wide: 16 parameters w_i of 4 floats, p_i = Neg(w_i), a_i = Tanh(p_i).
+ * Recomputing a_i makes p_i needed, so independent choices meet in the
+ * states: 2^16 of them, more than a layer keeps. Per i: save a_i (16
+ * bytes), or recompute a_i and p_i (0 bytes, Tanh 16 + Neg 4 FLOPs); saving
+ * p_i instead costs the same bytes and more FLOPs. At fraction 0.5 (B = 128
+ * of none's 256) it saves 8 and recomputes 8 * 20 = 160 FLOPs. */
+static const char *independent(Ctx *c, int n, int pow2)
+{
+    Buf b;
+    buf_init(&b, c);
+    for (int i = 0; i < n; i++)
+        buf_printf(&b, "<initializer name='w%d' shape='%d' init='uniform'/>", i,
+                   pow2 ? 1 << i : 4);
+    for (int i = 0; i < n; i++) {
+        if (pow2)
+            buf_printf(&b, "<node name='t%d' op='Tanh' in='w%d' out='a%d'/>", i, i, i);
+        else
+            buf_printf(&b, "<node name='n%d' op='Neg' in='w%d' out='p%d'/>"
+                       "<node name='t%d' op='Tanh' in='p%d' out='a%d'/>",
+                       i, i, i, i, i, i);
+        buf_printf(&b, "<node name='s%d' op='ReduceSum' in='a%d' out='r%d' "
+                   "keepdims='0'/>", i, i, i);
+        if (i > 0)
+            buf_printf(&b, "<node name='add%d' op='Add' in='%s r%d' out='u%d'/>",
+                       i, i > 1 ? ctx_printf(c, "u%d", i - 1) : "r0", i, i);
+    }
+    buf_printf(&b, "<output name='u%d'/>", n - 1);
+    return b.data;
+}
+
+START_TEST(beyond_the_caps_branch_and_bound)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = budgeted(&c, independent(&c, 13, 1), BUDGET_FRACTION, 0.5);
+    Summary s;
+    summarize(&m, &s);
+    ck_assert_double_eq(s.saved_bytes, 16380);
+    ck_assert_double_eq(s.recompute_flops, 16384);
+    ck_assert(m.remat->proven);
+    m = budgeted(&c, independent(&c, 16, 0), BUDGET_FRACTION, 0.5);
+    summarize(&m, &s);
+    ck_assert_double_eq(s.saved_bytes, 128);
+    ck_assert_double_eq(s.recompute_flops, 160);
+    ck_assert(m.remat->proven);
+    ctx_free(&c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("solve");
+    TCase *t = tcase_create("solve");
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, five_pairs_by_hand);
+    tcase_add_test(t, matches_exhaustive_search);
+    tcase_add_test(t, frontier_costs_are_the_schedules);
+    tcase_add_test(t, budget_too_small_names_what_forces_it);
+    tcase_add_test(t, budget_text);
+    tcase_add_test(t, beyond_the_caps_branch_and_bound);
+    suite_add_tcase(s, t);
+    return run_suite(s);
+}
