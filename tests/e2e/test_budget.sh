@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Memory budgets, end to end, on every shipped graph and a few test graphs:
+# over a sweep of budgets from 0 to 1, the plan's saved bytes never exceed
+# the budget, its recompute FLOPs never grow as the budget grows, the plan
+# is proven optimal, and its trainer's loss and gradients are bitwise those
+# of `none` (recompute changes where values come from, not what they are).
+# Then --max-arena: the planned arena never exceeds the bound; and `remat
+# pareto` lists a frontier whose ends are full's and none's saved bytes.
+. "$(dirname "$0")/lib.sh"
+budgets="0 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1"
+built="0 0.3 0.6 1"      # trainers built and compared with none's
+fig() { sed -n "s/^$1: //p" "$2"; }
+
+sweep() {   # graph
+    local g=$1 name d prev=-1 want got flops
+    name=$(basename "$g" .xml)
+    d=$work/$name
+    mkdir -p "$d"
+    "$remat" build "$g" --policy none -o "$d/none" || { bad "$name: build none"; return; }
+    "$d/none" --seed 5 --dump "$d/dump-none" >/dev/null
+    for b in $budgets; do
+        if ! "$remat" schedule "$g" --budget "$b" > "$d/s$b"; then
+            bad "$name --budget $b: no plan"; continue; fi
+        want=$(fig budget_bytes "$d/s$b")
+        got=$(fig saved_bytes "$d/s$b")
+        flops=$(fig recompute_flops "$d/s$b")
+        [ "$got" -le "$want" ] && ok || bad "$name --budget $b: saved $got > $want"
+        [ "$(fig proven_optimal "$d/s$b")" = yes ] && ok \
+            || bad "$name --budget $b: not proven optimal"
+        if [ "$prev" -ge 0 ] && [ "$flops" -gt "$prev" ]; then
+            bad "$name --budget $b: recompute $flops grew from $prev"; else ok; fi
+        prev=$flops
+        case " $built " in *" $b "*) ;; *) continue ;; esac
+        "$remat" build "$g" --budget "$b" -o "$d/t$b" || { bad "$name $b: build"; continue; }
+        "$d/t$b" --seed 5 --dump "$d/dump-$b" >/dev/null || { bad "$name $b: dump"; continue; }
+        local same=1 f
+        for f in "$d"/dump-none/*.npy; do
+            cmp -s "$f" "$d/dump-$b/${f##*/}" || { same=0; echo "  differs: ${f##*/}"; }
+        done
+        [ "$same" = 1 ] && ok || bad "$name --budget $b: gradients differ from none"
+    done
+    # the ends of the sweep: full's saved bytes at 0, none's at 1
+    local full none
+    full=$("$remat" schedule "$g" --policy full | sed -n 's/^saved_bytes: //p')
+    none=$("$remat" schedule "$g" --policy none | sed -n 's/^saved_bytes: //p')
+    [ "$(fig budget_bytes "$d/s0")" = "$full" ] && [ "$(fig budget_bytes "$d/s1")" = "$none" ] \
+        && ok || bad "$name: budget 0 and 1 are not full's and none's saved bytes"
+    # a bounded arena
+    local arena half
+    arena=$(fig arena_bytes "$d/s1")
+    half=$(( ($(fig arena_bytes "$d/s0") + arena) / 2 ))
+    if "$remat" schedule "$g" --max-arena "$half" > "$d/arena"; then
+        [ "$(fig arena_bytes "$d/arena")" -le "$half" ] && ok \
+            || bad "$name --max-arena $half: arena $(fig arena_bytes "$d/arena")"
+    else bad "$name --max-arena $half: no plan"; fi
+    # the frontier's ends: full's bytes, and no recompute at most none's
+    # bytes (fewer when a recompute costs no FLOPs, as a Transpose's)
+    "$remat" pareto "$g" -o "$d/curve.svg" > "$d/pareto" || { bad "$name: pareto"; return; }
+    local first last
+    first=$(awk 'NR == 3 {print $2}' "$d/pareto")
+    last=$(tail -1 "$d/pareto" | awk '{print $2, $4}')
+    [ "$first" = "$full" ] && [ "${last#* }" = 0 ] && [ "${last% *}" -le "$none" ] && ok \
+        || bad "$name: pareto runs from $first to $last; full saves $full, none $none"
+    /usr/bin/python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' \
+        "$d/curve.svg" && grep -q '>sac-aggressive<' "$d/curve.svg" \
+        && ok || bad "$name: curve.svg is not a picture with the policies marked"
+    echo "graph $name: swept $budgets"
+}
+
+for g in ${GRAPHS:-"$root"/graphs/*.xml "$root"/tests/graphs/blocks_skip.xml "$root"/tests/graphs/attention_ops.xml}; do
+    sweep "$g"
+done
+# --measure adds each plan's timed trainer; the command line's own errors
+"$remat" pareto tests/graphs/blocks_skip.xml --measure > "$work/measured" \
+    && awk 'NR > 2 && !($5 > 0) {bad = 1} END {exit bad || NR < 3}' "$work/measured" \
+    && ok || bad "pareto --measure: no time per plan"
+"$remat" pareto tests/graphs/blocks_skip.xml -o "$work/curve.png" 2>/dev/null
+[ $? -eq 2 ] && ok || bad "pareto -o curve.png: not a usage error"
+"$remat" schedule tests/graphs/blocks_skip.xml --budget 0.2 --budget 0.3 2>/dev/null
+[ $? -eq 2 ] && ok || bad "--budget twice: not a usage error"
+"$remat" diff tests/graphs/blocks_skip.xml --budget 0.5 | grep -q '^# model blocks_skip: policy sac -> policy sac-softened$' \
+    && ok || bad "diff --budget: not sac against sac within the budget"
+finish test_budget
