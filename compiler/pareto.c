@@ -170,7 +170,10 @@ static int write_svg(Ctx *c, const Graph *g, const Row *rows, int n,
     }
     for (int k = 0; builtin_policies[k]; k++, np++) {
         Compiled m;
-        if (compile_graph(c, g->file, builtin_policies[k], NULL, &m))
+        Policy *p;
+        Remat *r = ctx_alloc(c, sizeof *r);
+        if (policy_load(c, builtin_policies[k], &p) || remat_decide(c, g, p, r) ||
+            compile_decided(c, g, p, r, &m))
             return -1;
         pb[np] = summary_bytes(&m);
         pf[np] = m.train->recompute_flops;
@@ -209,8 +212,8 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed,
     Row *rows = ctx_alloc(c, ((size_t)f.n + 1) * sizeof *rows);
     if (rows_of(c, g, p, r, &f, timed, rows))
         return -1;
-    Budget zero = {BUDGET_FRACTION, 0, 0}, one = {BUDGET_FRACTION, 1, 0};
-    double lo = budget_bytes(c, g, &zero), hi = budget_bytes(c, g, &one);
+    double lo, hi;
+    budget_ends(c, g, &lo, &hi);
     buf_printf(out, "# model %s, policy %s: %d optimal plans%s\n", g->name,
                p->name, f.n, f.proven ? ", proven" : " (not proven: a "
                "frontier was thinned)");

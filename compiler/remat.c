@@ -103,12 +103,11 @@ static void classify_tensor(Ctx *c, const Graph *g, const Policy *p,
     r->free[t] = d == PREFER_SAVE || d == PREFER_RECOMPUTE;
 }
 
-/* The bytes of the buffers SAVE tensors keep, each once (see the top). */
-static size_t saved_bytes(Ctx *c, const Graph *g, const Remat *r)
+/* storage[t]: the first tensor up t's chain of views that is not one (t
+ * itself for most); fixed by the graph, so found once. */
+static int *storages(Ctx *c, const Graph *g)
 {
     int *storage = ctx_alloc(c, (size_t)g->ntensors * sizeof(int));
-    char *held = ctx_alloc(c, (size_t)g->ntensors);
-    size_t bytes = 0;
     for (int t = 0; t < g->ntensors; t++)
         storage[t] = t;
     for (int k = 0; k < g->nnodes; k++) {    /* sources before their views */
@@ -116,10 +115,19 @@ static size_t saved_bytes(Ctx *c, const Graph *g, const Remat *r)
         if (op_table[n->op].alias)
             storage[n->out[0]] = storage[n->in[0]];
     }
+    return storage;
+}
+
+/* The bytes of the buffers SAVE tensors keep, each once (see the top);
+ * held is ntensors bytes of scratch. */
+static size_t saved_bytes(const Graph *g, const Remat *r, char *held)
+{
+    size_t bytes = 0;
+    memset(held, 0, (size_t)g->ntensors);
     for (int t = 0; t < g->ntensors; t++) {
-        const Tensor *s = &g->tensors[storage[t]];
-        if (r->keep[t] == KEEP_SAVE && s->kind == T_ACT && !held[storage[t]]) {
-            held[storage[t]] = 1;
+        const Tensor *s = &g->tensors[r->storage[t]];
+        if (r->keep[t] == KEEP_SAVE && s->kind == T_ACT && !held[r->storage[t]]) {
+            held[r->storage[t]] = 1;
             bytes += (size_t)s->numel * sizeof(float);
         }
     }
@@ -139,6 +147,7 @@ int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
     r->rule = ctx_alloc(c, nt * sizeof *r->rule);
     r->asked = ctx_alloc(c, nt * sizeof *r->asked);
     r->scratch = ctx_alloc(c, nt);
+    r->storage = storages(c, g);
     int *rb = reader_blocks(c, g);
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];
@@ -181,7 +190,7 @@ void remat_apply(Ctx *c, const Graph *g, Remat *r, const char *recompute)
         if (again)
             mark_needed(n, (1u << n->nin) - 1, needed);
     }
-    r->saved_bytes = saved_bytes(c, g, r);
+    r->saved_bytes = saved_bytes(g, r, needed);  /* the walk is done with it */
 }
 
 int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r)

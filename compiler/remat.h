@@ -349,6 +349,7 @@ typedef struct {
     const char **rule;      /* and which rule asked it */
     Decision *asked;
     char *scratch;          /* remat_apply's needed flags */
+    int *storage;           /* per tensor: the buffer it is a view of, or itself */
     /* with a budget (solve.c) */
     int budgeted;
     double budget_bytes;    /* HUGE_VAL when only the arena is bounded */
@@ -400,7 +401,10 @@ typedef struct {
  * "3MiB", "750KiB", "123456" (bytes). -1 with a message naming opt. */
 int budget_parse(Ctx *c, const char *opt, const char *text, int fraction_ok,
                  BudgetKind *kind, double *value);
-/* Saved bytes of a fraction: full's + f * (none's - full's). */
+/* The saved bytes of fractions 0 and 1: full's and none's, the smaller
+ * first. */
+void budget_ends(Ctx *c, const Graph *g, double *lo, double *hi);
+/* Saved bytes of a fraction: lo + f * (hi - lo). */
 double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
 /* Decides g under p within the budget (the least recompute), then
  * schedules and plans it into out; an error when no plan fits. */

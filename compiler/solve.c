@@ -491,18 +491,22 @@ static double bytes_under(Ctx *c, const Graph *g, const char *policy)
     return (double)r.saved_bytes;
 }
 
+void budget_ends(Ctx *c, const Graph *g, double *lo, double *hi)
+{
+    double full = bytes_under(c, g, "full"), none = bytes_under(c, g, "none");
+    /* full may save more: a block input that only its recomputes read */
+    *lo = full < none ? full : none;
+    *hi = full < none ? none : full;
+}
+
 double budget_bytes(Ctx *c, const Graph *g, const Budget *b)
 {
     if (b->kind == BUDGET_BYTES)
         return b->value;
     if (b->kind == BUDGET_NONE)
         return HUGE_VAL;
-    double lo = bytes_under(c, g, "full"), hi = bytes_under(c, g, "none");
-    if (lo > hi) {      /* full saves a block input that none does not need */
-        double t = lo;
-        lo = hi;
-        hi = t;
-    }
+    double lo, hi;
+    budget_ends(c, g, &lo, &hi);
     return floor(lo + b->value * (hi - lo));
 }
 
