@@ -21,9 +21,6 @@
 #include <math.h>
 #include <string.h>
 
-#define IN(i) (&g->tensors[n->in[i]])
-#define OUT(i) (&g->tensors[n->out[i]])
-
 const char *const category_names[CAT_COUNT] = {
     [CAT_MATMUL] = "matmul",
     [CAT_CONV] = "conv",
@@ -38,7 +35,7 @@ const char *const category_names[CAT_COUNT] = {
 
 /* ---- shape helpers ---------------------------------------------------------- */
 
-static void set_shape(Tensor *t, int rank, const long *dims)
+void set_shape(Tensor *t, int rank, const long *dims)
 {
     t->rank = rank;
     t->numel = 1;
@@ -49,7 +46,7 @@ static void set_shape(Tensor *t, int rank, const long *dims)
 }
 
 /* The product of t's dimensions [from, to). */
-static long dims_product(const Tensor *t, int from, int to)
+long dims_product(const Tensor *t, int from, int to)
 {
     long p = 1;
     for (int d = from; d < to; d++)
@@ -57,7 +54,7 @@ static long dims_product(const Tensor *t, int from, int to)
     return p;
 }
 
-static int node_error(Ctx *c, const Graph *g, const Node *n, const char *what)
+int node_error(Ctx *c, const Graph *g, const Node *n, const char *what)
 {
     return ctx_error(c, g->file, n->line, "node '%s': %s", n->name, what);
 }
@@ -254,7 +251,7 @@ static void emit_gemm_fwd(Emit *e, const Node *n, const char *const *out,
          n->nin == 3 ? in[2] : "NULL", gemm_args(e, n));
 }
 
-static const char *or_null(const char *const *v, int i, int n)
+const char *or_null(const char *const *v, int i, int n)
 {
     return i < n && v[i] ? v[i] : "NULL";
 }
@@ -300,7 +297,7 @@ static int shape_binary(Ctx *c, Graph *g, Node *n)
     return 0;
 }
 
-static double flops_out(const Graph *g, const Node *n)
+double flops_out(const Graph *g, const Node *n)
 {
     return (double)OUT(0)->numel;
 }
@@ -334,14 +331,14 @@ static void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
 
 /* ---- unary pointwise --------------------------------------------------------- */
 
-static int shape_same(Ctx *c, Graph *g, Node *n)
+int shape_same(Ctx *c, Graph *g, Node *n)
 {
     (void)c;
     set_shape(OUT(0), IN(0)->rank, IN(0)->dims);
     return 0;
 }
 
-static double flops_relu(const Graph *g, const Node *n) { return (double)OUT(0)->numel; }
+double flops_relu(const Graph *g, const Node *n) { return (double)OUT(0)->numel; }
 static double flops_tanh(const Graph *g, const Node *n) { return 4.0 * OUT(0)->numel; }
 static double flops_gelu(const Graph *g, const Node *n) { return 8.0 * OUT(0)->numel; }
 
@@ -424,7 +421,7 @@ static int shape_reduce(Ctx *c, Graph *g, Node *n)
     return 0;
 }
 
-static double flops_in(const Graph *g, const Node *n)
+double flops_in(const Graph *g, const Node *n)
 {
     return (double)IN(0)->numel;
 }
@@ -470,7 +467,7 @@ static void emit_reduce_bwd(Emit *e, const Node *n, const char *const *din,
 
 /* ONNX's axis in [-rank, rank - 1] (Flatten: [-rank, rank]), made
  * non-negative; -1 with ctx error when out of range. */
-static int node_axis(Ctx *c, const Graph *g, const Node *n, int rank, int hi)
+int node_axis(Ctx *c, const Graph *g, const Node *n, int rank, int hi)
 {
     long a = node_int(n, "axis");
     if (a < -rank || a > hi)
@@ -696,7 +693,7 @@ static int shape_flatten(Ctx *c, Graph *g, Node *n)
  * output is a pointer to the input's floats and no forward call is written
  * (emit.c). Where the gradient cannot share storage with the input's
  * (schedule.c says when), the backward adds it back unchanged. */
-static void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
+void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
                           const char *const *dout, const char *const *in,
                           const char *const *out)
 {
@@ -706,7 +703,7 @@ static void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
     emit(e, "rt_accumulate(%s, %s, %ld);", din[0], dout[0], OUT(0)->numel);
 }
 
-static double flops_none(const Graph *g, const Node *n)
+double flops_none(const Graph *g, const Node *n)
 {
     (void)g;
     (void)n;
@@ -716,8 +713,8 @@ static double flops_none(const Graph *g, const Node *n)
 /* ---- Conv and the pools: an rt_window each --------------------------------------- */
 
 /* An ints attribute of exactly two values (the default when not given). */
-static int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
-                     long dflt, int count, long *out)
+int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
+              long dflt, int count, long *out)
 {
     const Attr *a = node_attr(n, name);
     if (a->set && a->nints != count)

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define MAX_RANK 6
-#define MAX_IO 4
+#define MAX_IO 8
 #define MAX_ATTRS 6
 #define MAX_INTS 8
 #define MAX_NUMEL (1L << 28)    /* 1 GiB of floats: kernels index with int */
@@ -280,6 +280,28 @@ int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
 int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
 /* "32x256", "scalar" */
 const char *shape_str(Ctx *c, const Tensor *t);
+
+/* ---- ops.c: helpers for the op-family files ---------------------------------- */
+
+/* Helpers the op-family files (ops_*.c) share with ops.c; each family
+ * exports only the functions its table rows name. */
+#define IN(i) (&g->tensors[n->in[i]])
+#define OUT(i) (&g->tensors[n->out[i]])
+void set_shape(Tensor *t, int rank, const long *dims);
+long dims_product(const Tensor *t, int from, int to);  /* dims [from, to) */
+int node_error(Ctx *c, const Graph *g, const Node *n, const char *what);
+const char *or_null(const char *const *v, int i, int n);
+int node_axis(Ctx *c, const Graph *g, const Node *n, int rank, int hi);
+int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
+              long dflt, int count, long *out);
+int shape_same(Ctx *c, Graph *g, Node *n);
+double flops_none(const Graph *g, const Node *n);
+double flops_relu(const Graph *g, const Node *n);   /* one per output */
+double flops_out(const Graph *g, const Node *n);
+double flops_in(const Graph *g, const Node *n);
+void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
+                   const char *const *dout, const char *const *in,
+                   const char *const *out);
 
 /* ---- shapes.c: topological order and shape inference ---------------------- */
 
