@@ -4,15 +4,19 @@ CC = cc
 XML_CFLAGS = $(shell pkg-config --cflags libxml-2.0)
 XML_LIBS = $(shell pkg-config --libs libxml-2.0)
 CHECK_LIBS = $(shell pkg-config --libs check)
+# The ONNX front end reads ModelProto with protobuf-c, on the schema that
+# Debian's libonnx-dev installs, turned into C at build time.
+ONNX_PROTO = /usr/include/onnx/onnx.proto
+PB_LIBS = -lprotobuf-c
 WARN = -Wall -Wextra -pedantic -Wswitch-enum -Werror
-CFLAGS = -std=c11 -O2 -g $(WARN) $(XML_CFLAGS) -DREMAT_SOURCE_DIR='"$(CURDIR)"'
+CFLAGS = -std=c11 -O2 -g $(WARN) $(XML_CFLAGS) -Ibuild/gen -DREMAT_SOURCE_DIR='"$(CURDIR)"'
 RT_CFLAGS = -std=c99 -O2 -g $(WARN)
 # build/asan/remat: the compiler under AddressSanitizer and UBSan, for the tests.
 SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_CFLAGS = $(SAN) -O1 $(filter-out -O2,$(CFLAGS))
 
 SRCS = $(wildcard compiler/*.c)
-OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/obj/remat_rt_host.o
+OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/obj/remat_rt_host.o build/obj/onnx.pb-c.o
 LIB_OBJS = $(filter-out build/obj/main.o,$(OBJS))
 SAN_OBJS = $(OBJS:build/obj/%=build/asan/obj/%)
 UNIT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_*.c))
@@ -24,7 +28,17 @@ GEN_POLICIES = none full sac sac-aggressive
 
 all: build/remat
 
-build/obj/%.o: compiler/%.c compiler/remat.h runtime/remat_rt.h
+build/gen/onnx.pb-c.c build/gen/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p build/gen
+	protoc-c --proto_path=$(dir $(ONNX_PROTO)) --c_out=build/gen $(ONNX_PROTO)
+
+# protoc-c's output is not ours to hold to -Werror -pedantic.
+PB_CFLAGS = -std=c11 -O2 -g -Ibuild/gen
+build/obj/onnx.pb-c.o: build/gen/onnx.pb-c.c
+	@mkdir -p build/obj
+	$(CC) $(PB_CFLAGS) -c $< -o $@
+
+build/obj/%.o: compiler/%.c compiler/remat.h compiler/onnx_impl.h runtime/remat_rt.h build/gen/onnx.pb-c.h
 	@mkdir -p build/obj
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -34,16 +48,19 @@ build/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -c $< -o $@
 
 build/remat: $(OBJS)
-	$(CC) $(OBJS) $(XML_LIBS) -lm -o $@
+	$(CC) $(OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
 
-build/asan/obj/%.o: compiler/%.c compiler/remat.h runtime/remat_rt.h
+build/asan/obj/%.o: compiler/%.c compiler/remat.h compiler/onnx_impl.h runtime/remat_rt.h build/gen/onnx.pb-c.h
 	@mkdir -p build/asan/obj
 	$(CC) $(SAN_CFLAGS) -c $< -o $@
+build/asan/obj/onnx.pb-c.o: build/gen/onnx.pb-c.c
+	@mkdir -p build/asan/obj
+	$(CC) $(SAN) -O1 -g -std=c11 -Ibuild/gen -c $< -o $@
 build/asan/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 	@mkdir -p build/asan/obj
 	$(CC) $(SAN) -O1 $(filter-out -O2,$(RT_CFLAGS)) -DRT_NO_BLAS -c $< -o $@
 build/asan/remat: $(SAN_OBJS)
-	$(CC) $(SAN) $(SAN_OBJS) $(XML_LIBS) -lm -o $@
+	$(CC) $(SAN) $(SAN_OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
 
 # Unit tests: test_kernels*.c link the runtime alone, the others the compiler.
 RT_TEST_DEPS = tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
@@ -54,7 +71,7 @@ build/test_kernel%: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
 	@mkdir -p build
 	$(CC) $(RT_CFLAGS) -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
 build/test_%: tests/unit/test_%.c tests/unit/testutil.h $(LIB_OBJS)
-	$(CC) $(CFLAGS) -Icompiler $< $(LIB_OBJS) $(XML_LIBS) $(CHECK_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) -Icompiler $< $(LIB_OBJS) $(XML_LIBS) $(PB_LIBS) $(CHECK_LIBS) -lm -o $@
 
 deps:
 	@scripts/deps.sh
@@ -71,17 +88,20 @@ FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_WARN = $(filter-out -Werror,$(WARN))
 FUZZ_CFLAGS = -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(FUZZ_WARN)
 FUZZ_OBJS = $(filter-out build/fuzz/main.o,$(SRCS:compiler/%.c=build/fuzz/%.o)) \
-	build/fuzz/remat_rt_host.o
+	build/fuzz/remat_rt_host.o build/fuzz/onnx.pb-c.o
 
-build/fuzz/%.o: compiler/%.c compiler/remat.h runtime/remat_rt.h
+build/fuzz/onnx.pb-c.o: build/gen/onnx.pb-c.c
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) -std=c11 $(FUZZ_CFLAGS) $(XML_CFLAGS) -DREMAT_SOURCE_DIR='"$(CURDIR)"' -c $< -o $@
+	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link -Ibuild/gen -c $< -o $@
+build/fuzz/%.o: compiler/%.c compiler/remat.h compiler/onnx_impl.h runtime/remat_rt.h build/gen/onnx.pb-c.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) -std=c11 $(FUZZ_CFLAGS) $(XML_CFLAGS) -Ibuild/gen -DREMAT_SOURCE_DIR='"$(CURDIR)"' -c $< -o $@
 build/fuzz/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) -std=c99 $(FUZZ_CFLAGS) -DRT_NO_BLAS -c $< -o $@
 .SECONDARY: $(FUZZ_OBJS)
 build/fuzz_%: fuzz/fuzz_%.c compiler/remat.h $(FUZZ_OBJS)
-	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(FUZZ_WARN) -Icompiler $< $(FUZZ_OBJS) $(XML_LIBS) -lm -o $@
+	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(FUZZ_WARN) -Icompiler $< $(FUZZ_OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
 build/fuzz_npy: fuzz/fuzz_npy.c build/fuzz/remat_rt_host.o
 	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(FUZZ_WARN) $< build/fuzz/remat_rt_host.o -lm -o $@
 

@@ -83,6 +83,7 @@ typedef struct {
     char xml_err[512];      /* libxml2's first complaint, and its line */
     int xml_err_line;
     Names tensors, nodes, blocks, cnames_t, cnames_n;
+    const Imported *im;     /* an ONNX model's values, by init path */
 } Parser;
 
 #define ELEM_ERROR(P, X, ...)                                                   \
@@ -229,9 +230,12 @@ static const char *need(Parser *p, xmlNode *x, const char *name)
 
 #define MAX_NAME 255
 
+/* A leading '/' is allowed: torch names its ONNX nodes by module scope
+ * ("/blocks.0/attn/MatMul"). */
 static int valid_name(const char *s)
 {
-    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
+    if (!(*s == '_' || *s == '/' || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= 'a' && *s <= 'z')))
         return 0;
     for (s++; *s; s++)
         if (!(*s == '_' || *s == '.' || *s == ':' || *s == '/' || *s == '-' ||
@@ -249,7 +253,7 @@ static const char *name_problem(Ctx *c, const char *s)
                           "at most %d", s, strlen(s), MAX_NAME);
     if (!valid_name(s))
         return ctx_printf(c, "'%s' is not valid; names match "
-                          "[A-Za-z_][A-Za-z0-9_.:/-]*", s);
+                          "[A-Za-z_/][A-Za-z0-9_.:/-]*", s);
     return NULL;
 }
 
@@ -436,8 +440,47 @@ static int check_init_file(Parser *p, xmlNode *x, const Tensor *t,
     return 0;
 }
 
+/* An imported model's values for t, if the importer gave them. */
+static int imported_values(Parser *p, xmlNode *x, Tensor *t)
+{
+    for (int k = 0; p->im && k < p->im->nweights; k++) {
+        const Weight *w = &p->im->weights[k];
+        if (strcmp(w->path, t->path) != 0)
+            continue;
+        int same = w->rank == t->rank;
+        for (int d = 0; same && d < t->rank; d++)
+            same = w->dims[d] == t->dims[d];
+        if (!same)
+            return ELEM_ERROR(p, x, "initializer '%s': the model's values "
+                              "have another shape", t->name);
+        t->data = (float *)w->data;
+        return 1;
+    }
+    return 0;
+}
+
+/* Parameters that train are finite; a constant may hold an infinity (a
+ * mask's -inf), never NaN. */
+static int check_values(Parser *p, xmlNode *x, const Tensor *t,
+                        const char *path)
+{
+    for (long i = 0; i < t->numel; i++)
+        if (isnan(t->data[i]) || (t->trainable && !isfinite(t->data[i])))
+            return ELEM_ERROR(p, x, "initializer '%s': '%s' holds %s at "
+                              "element %ld; %s", t->name, path,
+                              isnan(t->data[i]) ? "NaN" : "an infinity", i,
+                              isnan(t->data[i]) ? "values must be numbers"
+                              : "trainable parameters must be finite (a "
+                                "constant, trainable=\"false\", may hold "
+                                "an infinity)");
+    return 0;
+}
+
 static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
 {
+    int got = imported_values(p, x, t);
+    if (got)
+        return got < 0 ? -1 : check_values(p, x, t, t->path);
     const char *path = t->path[0] == '/' ? t->path
                        : ctx_printf(p->c, "%s/%s", p->dir, t->path);
     int dims[MAX_RANK];
@@ -450,12 +493,7 @@ static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
     if (rt_npy_read(path, t->data, t->rank, dims, why, sizeof why) != 0)
         return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",
                           t->name, path, why);
-    for (long i = 0; i < t->numel; i++)
-        if (!isfinite(t->data[i]))
-            return ELEM_ERROR(p, x, "initializer '%s': '%s' holds %s at element "
-                              "%ld; parameters must be finite", t->name, path,
-                              isnan(t->data[i]) ? "NaN" : "an infinity", i);
-    return 0;
+    return check_values(p, x, t, path);
 }
 
 typedef struct {
@@ -1184,8 +1222,23 @@ static int parse_xml(Parser *p, const char *data, size_t len,
 }
 
 /* Reads a whole file into memory (NUL-terminated), refusing one larger than
- * MAX_FILE_BYTES before reading it all. */
+ * max before reading it all. */
+static int read_file_max(Ctx *c, const char *file, char **data, size_t *len,
+                         size_t max);
+
 static int read_file(Ctx *c, const char *file, char **data, size_t *len)
+{
+    return read_file_max(c, file, data, len, MAX_FILE_BYTES);
+}
+
+/* An ONNX model holds its weights: up to 2 GiB, protobuf's own limit. */
+int read_graph_file(Ctx *c, const char *file, char **data, size_t *len)
+{
+    return read_file_max(c, file, data, len, (size_t)2 << 30);
+}
+
+static int read_file_max(Ctx *c, const char *file, char **data, size_t *len,
+                         size_t max)
 {
     FILE *f = fopen(file, "rb");
     if (!f)
@@ -1195,7 +1248,7 @@ static int read_file(Ctx *c, const char *file, char **data, size_t *len)
     size_t got;
     while ((got = fread(d + n, 1, cap - n, f)) > 0) {
         n += got;
-        if (n > MAX_FILE_BYTES) {
+        if (n > max || (n > MAX_FILE_BYTES && !onnx_is_model(d, n))) {
             fclose(f);
             return file_too_big(c, file);
         }
@@ -1227,13 +1280,33 @@ int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
     return 0;
 }
 
+int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
+                         Graph **out)
+{
+    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = dir_of(c, file),
+                .im = im};
+    p.g = ctx_alloc(c, sizeof(Graph));
+    p.g->file = p.file;
+    if (parse_xml(&p, im->xml.data, im->xml.len, parse_tree))
+        return -1;
+    *out = p.g;
+    return 0;
+}
+
+/* XML, or an ONNX model imported on the way (onnx.c). */
 int parse_graph(Ctx *c, const char *file, Graph **out)
 {
     char *data;
     size_t len;
-    if (read_file(c, file, &data, &len))
+    if (read_graph_file(c, file, &data, &len))
         return -1;
-    return parse_graph_memory(c, file, data, len, out);
+    if (!onnx_is_model(data, len))
+        return parse_graph_memory(c, file, data, len, out);
+    Imported im;
+    ImportOptions opt = {NULL, 1};
+    if (onnx_import(c, file, data, len, &opt, &im))
+        return -1;
+    return parse_graph_imported(c, file, &im, out);
 }
 
 /* ---- policy files ---------------------------------------------------------------------------------- */

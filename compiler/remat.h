@@ -27,14 +27,18 @@
 /* ---- util.c: context, arena allocation, errors, strings ------------------ */
 
 typedef struct Chunk Chunk;
+typedef struct Defer Defer;
 
 typedef struct {
     Chunk *chunks;          /* every allocation of one compilation */
+    Defer *defers;          /* what ctx_free runs first (ctx_defer) */
     char err[1024];         /* the one error message, if any */
 } Ctx;
 
 void ctx_init(Ctx *c);
 void ctx_free(Ctx *c);
+/* Runs fn(p) when the context is freed (a library's own allocations). */
+void ctx_defer(Ctx *c, void (*fn)(void *), void *p);
 void *ctx_alloc(Ctx *c, size_t size);               /* zeroed, never NULL */
 char *ctx_strdup(Ctx *c, const char *s);
 char *ctx_printf(Ctx *c, const char *fmt, ...);
@@ -206,6 +210,34 @@ const Attr *node_attr(const Node *n, const char *name);
 /* The needs mask of a node's backward, given which inputs want gradients. */
 unsigned op_backward_needs(const Node *n, const int *want);
 
+/* ---- onnx.c: an ONNX ModelProto as the format's XML --------------------------- */
+
+/* An initializer's values, found by the path its XML names. */
+typedef struct {
+    const char *path, *name;
+    const float *data;
+    long numel;
+    int rank;
+    long dims[MAX_RANK];
+} Weight;
+
+typedef struct {
+    const char *xml_path;   /* where the XML goes: its weights go beside it */
+    int blocks;             /* 1: derive blocks from repeated scopes */
+} ImportOptions;
+
+typedef struct {
+    Buf xml;                /* the graph in the format's XML */
+    Weight *weights;        /* every init="file" initializer's values */
+    int nweights;
+    Buf report;             /* what was folded and rewritten */
+} Imported;
+
+/* Not XML: the first byte is not '<' (after a byte-order mark or space). */
+int onnx_is_model(const char *data, size_t len);
+int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
+                const ImportOptions *opt, Imported *out);
+
 /* ---- parse.c: XML -> IR ---------------------------------------------------- */
 
 typedef enum { T_INPUT, T_PARAM, T_ACT } TensorKind;
@@ -277,6 +309,12 @@ struct Graph {
 int parse_graph(Ctx *c, const char *file, Graph **out);
 int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
                        Graph **out);
+/* An imported graph: init="file" paths found in im's table take its values
+ * instead of reading a file. */
+int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
+                         Graph **out);
+/* A graph file of either format: XML, or ONNX (told apart by content). */
+int read_graph_file(Ctx *c, const char *file, char **data, size_t *len);
 int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
 /* "32x256", "scalar" */
 const char *shape_str(Ctx *c, const Tensor *t);

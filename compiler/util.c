@@ -42,8 +42,26 @@ struct Chunk {
 
 void ctx_init(Ctx *c) { memset(c, 0, sizeof *c); }
 
+struct Defer {
+    Defer *next;
+    void (*fn)(void *);
+    void *p;
+};
+
+void ctx_defer(Ctx *c, void (*fn)(void *), void *p)
+{
+    Defer *d = ctx_alloc(c, sizeof *d);
+    d->fn = fn;
+    d->p = p;
+    d->next = c->defers;
+    c->defers = d;
+}
+
 void ctx_free(Ctx *c)
 {
+    for (Defer *d = c->defers; d; d = d->next)
+        d->fn(d->p);
+    c->defers = NULL;
     Chunk *k = c->chunks;
     while (k) {
         Chunk *next = k->next;

@@ -1,0 +1,99 @@
+/*
+ * onnx_impl.h: what the ONNX front end's files (onnx.c, onnx_eval.c,
+ * onnx_lower.c) share. Nothing outside them includes it: the rest of the
+ * compiler sees onnx_import() in remat.h and the XML it returns.
+ */
+#ifndef ONNX_IMPL_H
+#define ONNX_IMPL_H
+
+#include "remat.h"
+#include "onnx.pb-c.h"
+
+typedef enum { DT_F32, DT_I64, DT_BOOL } DType;  /* bool held as int64 0/1 */
+
+typedef struct {
+    const char **keys;
+    size_t cap, n;
+} NameSet;
+
+/* One ONNX value: a graph input, an initializer or a node output. */
+typedef struct {
+    const char *name;
+    DType dt;
+    int shaped;             /* rank and dims are known */
+    int rank;
+    long dims[MAX_RANK];
+    long numel;
+    int known;              /* a constant: f (float32) or i holds it */
+    float *f;
+    int64_t *i;
+    int init, graph_input, is_output;
+    int producer;           /* ONNX node index, -1 */
+    int readers;
+    int varying;            /* depends on a graph input or a parameter */
+    int grad;               /* the loss depends on it differentiably */
+    int trainable;          /* a float initializer the gradient reaches */
+    int tensor;             /* its IR tensor, -1 until made */
+    int transposed_of;      /* a Transpose(W) kept for a MatMul: W, or -1 */
+    const char *const_name; /* the name a folded constant takes as a param */
+} Val;
+
+typedef struct {
+    const Onnx__NodeProto *p;
+    const char *name, *op, *what;   /* what: "node 'n' (Op)" for messages */
+    int nin, nout;
+    int *in, *out;          /* value indices, -1 for an optional one left out */
+    int done;               /* folded, or absorbed by a rewrite */
+} ONode;
+
+typedef struct {
+    Ctx *c;
+    const char *file, *dir, *weights_dir;
+    const ImportOptions *opt;
+    Onnx__ModelProto *model, *m;
+    long opset;
+    Val *v;
+    int nv, vcap;
+    int *slots;
+    size_t cap;
+    ONode *nodes;
+    int nn;
+    int *outputs, noutputs;
+    int loss;
+    int freeze_all;
+    Graph *g;               /* the IR built for shape inference */
+    NameSet tensor_names, node_names;   /* the IR's, made valid and unique */
+    int tcap, ncap;
+    Buf log;                /* folded and rewritten, for `remat import` */
+    int nfolded, nrewritten;
+    const char *fold_ops[64];
+    int fold_counts[64];
+    int nfold_ops;
+} Im;
+
+int im_find(const Im *m, const char *name);
+int im_new_val(Im *m, const char *name, const char *what);
+int dtype_of(int onnx_type);
+const char *onnx_dtype_name(int t);
+int val_set_shape(Im *m, Val *x, int rank, const int64_t *dims,
+                  const char *what);
+void val_alloc(Im *m, Val *x);
+int tensor_values(Im *m, const Onnx__TensorProto *t, Val *x);
+int const_from_tensor(Im *m, const Onnx__TensorProto *t, const char *name,
+                      const char *what);
+int onnx_input_differentiable(const char *op, int i);
+
+/* onnx_eval.c: a node of constants evaluated; 1 if done, 0 if the op is
+ * not one it folds, -1 on an error. */
+int onnx_fold(Im *m, ONode *o);
+const Onnx__AttributeProto *onnx_attr(const ONode *o, const char *name);
+long onnx_attr_int(const ONode *o, const char *name, long dflt);
+/* Element k of a constant as a double, or an int64. */
+double val_get(const Val *x, long k);
+int64_t val_geti(const Val *x, long k);
+
+/* onnx_lower.c */
+int onnx_lower(Im *m);
+int onnx_write(Im *m, const char *model_stem, Imported *out);
+
+#endif

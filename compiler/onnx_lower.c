@@ -1,0 +1,982 @@
+/*
+ * onnx_lower.c: ONNX nodes that are not constants become IR nodes, and the
+ * IR becomes the format's XML.
+ *
+ * Lowering is one table-driven walk. Each ONNX op maps to the IR op of
+ * the same name; where ONNX passes as an input what the IR takes as an
+ * attribute (Reshape's shape, Slice's starts, Unsqueeze's axes, Dropout's
+ * ratio), the constant input becomes that attribute. Constant data inputs
+ * become non-trainable parameters; trainable initializers become
+ * parameters under their own names. Optional outputs nobody reads (a
+ * Dropout's mask, a LayerNormalization's mean) are dropped; one that is
+ * read is an error naming it. The IR node's shape rule runs as soon as the
+ * node is made, so the importer always knows every value's shape.
+ *
+ * Rewrites, each only where the pattern matches exactly:
+ *  - x/sqrt(2) -> Erf -> +1 -> *x -> *0.5 (torch's GELU) becomes Gelu;
+ *  - MatMul(x, Transpose(W)) for a 2-D parameter W (torch's Linear on a
+ *    3-D input) becomes Gemm(x, W, transB=1) on x viewed as 2-D: no copy
+ *    of W and no copy of x;
+ *  - Gather with constant indices that form a range becomes a Slice (and
+ *    a Reshape view for a scalar index).
+ *
+ * Blocks come from what repeats: a node whose name has a scope component
+ * NAME.N (torch's "/blocks.0/attn/MatMul"), or which reads a parameter
+ * named NAME.N.*, belongs to block NAME.N when NAME occurs with at least
+ * two indices.
+ */
+#include "onnx_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- unique, valid IR names ------------------------------------------------------ */
+
+static size_t hs(const char *s)
+{
+    size_t h = 5381;
+    for (; *s; s++)
+        h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+static int set_has(const NameSet *t, const char *s)
+{
+    if (!t->cap)
+        return 0;
+    for (size_t k = hs(s) & (t->cap - 1); t->keys[k]; k = (k + 1) & (t->cap - 1))
+        if (!strcmp(t->keys[k], s))
+            return 1;
+    return 0;
+}
+
+static void set_add(Ctx *c, NameSet *t, const char *s)
+{
+    if ((t->n + 1) * 2 > t->cap) {
+        NameSet b = {ctx_alloc(c, (t->cap ? t->cap * 2 : 256) * sizeof(char *)),
+                     t->cap ? t->cap * 2 : 256, 0};
+        for (size_t k = 0; k < t->cap; k++)
+            if (t->keys[k])
+                set_add(c, &b, t->keys[k]);
+        *t = b;
+    }
+    size_t k = hs(s) & (t->cap - 1);
+    while (t->keys[k])
+        k = (k + 1) & (t->cap - 1);
+    t->keys[k] = s;
+    t->n++;
+}
+
+/* The format's names are [A-Za-z_/][A-Za-z0-9_.:/-]*, at most 255 long:
+ * other characters become '_', a leading digit gets a '_' before it, and a
+ * clash gets _2, _3, ... */
+static const char *ir_name(Im *m, NameSet *set, const char *raw)
+{
+    size_t n = strlen(raw);
+    if (n > 200)
+        n = 200;
+    char *s = ctx_alloc(m->c, n + 2);
+    size_t j = 0;
+    if (!n || !((raw[0] >= 'A' && raw[0] <= 'Z') || (raw[0] >= 'a' &&
+              raw[0] <= 'z') || raw[0] == '_' || raw[0] == '/'))
+        s[j++] = '_';
+    for (size_t k = 0; k < n; k++) {
+        char ch = raw[k];
+        int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+                 ch == ':' || ch == '/' || ch == '-';
+        s[j++] = ok ? ch : '_';
+    }
+    s[j] = '\0';
+    const char *name = s;
+    for (int k = 2; set_has(set, name); k++)
+        name = ctx_printf(m->c, "%s_%d", s, k);
+    set_add(m->c, set, name);
+    return name;
+}
+
+/* ---- IR tensors and nodes --------------------------------------------------------- */
+
+static int new_tensor(Im *m, const char *raw, TensorKind kind)
+{
+    Graph *g = m->g;
+    assert(g->ntensors < m->tcap);
+    int t = g->ntensors++;
+    Tensor *x = &g->tensors[t];
+    x->name = ir_name(m, &m->tensor_names, raw);
+    x->cname = x->name;
+    x->kind = kind;
+    x->producer = -1;
+    return t;
+}
+
+static void copy_shape(Tensor *t, const Val *v)
+{
+    t->rank = v->rank;
+    t->numel = v->numel;
+    for (int d = 0; d < v->rank; d++)
+        t->dims[d] = v->dims[d];
+}
+
+static void shape_to_val(Val *v, const Tensor *t)
+{
+    v->rank = t->rank;
+    v->numel = t->numel;
+    for (int d = 0; d < t->rank; d++)
+        v->dims[d] = t->dims[d];
+    v->shaped = 1;
+    v->dt = t->is_int ? DT_I64 : DT_F32;
+}
+
+static int lower_error(Im *m, const ONode *o, const char *what)
+{
+    return ctx_error(m->c, m->file, 0, "%s: %s", o->what, what);
+}
+
+/* A constant or parameter value as a parameter tensor (made once). */
+static int param_of(Im *m, Val *v, const ONode *o)
+{
+    if (v->dt != DT_F32 && v->dt != DT_BOOL)
+        return lower_error(m, o, ctx_printf(m->c, "int64 constant '%s' is "
+            "read as data; remat reads int64 only as indices and labels that "
+            "are graph inputs", v->name));
+    for (int d = 0; d < v->rank; d++)
+        if (v->dims[d] == 0)
+            return lower_error(m, o, ctx_printf(m->c, "constant '%s' is "
+                                                "empty", v->name));
+    int t = new_tensor(m, v->const_name ? v->const_name : v->name, T_PARAM);
+    Tensor *x = &m->g->tensors[t];
+    copy_shape(x, v);
+    x->trainable = v->trainable;
+    x->init = INIT_FILE;
+    if (v->dt == DT_BOOL) {
+        float *f = ctx_alloc(m->c, (size_t)(v->numel ? v->numel : 1) * sizeof(float));
+        for (long k = 0; k < v->numel; k++)
+            f[k] = v->i[k] ? 1.0f : 0.0f;
+        x->data = f;
+    } else
+        x->data = v->f;
+    for (long k = 0; k < v->numel && v->trainable; k++)
+        if (!isfinite(x->data[k]))
+            return lower_error(m, o, ctx_printf(m->c, "parameter '%s' holds "
+                "a NaN or an infinity at element %ld; trainable parameters "
+                "are finite", v->name, k));
+    for (long k = 0; k < v->numel; k++)
+        if (isnan(x->data[k]))
+            return lower_error(m, o, ctx_printf(m->c, "constant '%s' holds "
+                "NaN at element %ld", v->name, k));
+    v->tensor = t;
+    return t;
+}
+
+static int tensor_of(Im *m, int vi, const ONode *o)
+{
+    Val *v = &m->v[vi];
+    if (v->tensor >= 0)
+        return v->tensor;
+    if (v->known)
+        return param_of(m, v, o);
+    return lower_error(m, o, ctx_printf(m->c, "input '%s' has no value "
+                                        "remat can compute", v->name));
+}
+
+static Node *new_node(Im *m, const char *raw, OpKind op)
+{
+    Graph *g = m->g;
+    assert(g->nnodes < m->ncap);
+    Node *n = &g->nodes[g->nnodes++];
+    n->name = ir_name(m, &m->node_names, raw);
+    n->cname = n->name;
+    n->op = op;
+    n->block = -1;
+    n->remat = REMAT_UNSET;
+    const OpInfo *info = &op_table[op];
+    for (int i = 0; info->attrs[i].name; i++) {
+        n->attrs[i].i = info->attrs[i].i;
+        n->attrs[i].f = info->attrs[i].f;
+        n->attrs[i].s = info->attrs[i].s;
+    }
+    return n;
+}
+
+/* Output o of n: a new activation named after raw. */
+static int add_out(Im *m, Node *n, const char *raw)
+{
+    int t = new_tensor(m, raw, T_ACT);
+    m->g->tensors[t].producer = (int)(n - m->g->nodes);
+    n->out[n->nout++] = t;
+    return t;
+}
+
+static Attr *attr_of(Node *n, const char *name)
+{
+    int k = attr_index(&op_table[n->op], name);
+    return k < 0 ? NULL : &n->attrs[k];
+}
+
+static void set_ints(Node *n, const char *name, const long *v, int count)
+{
+    Attr *a = attr_of(n, name);
+    assert(a && count <= MAX_INTS);
+    a->set = 1;
+    a->nints = count;
+    for (int k = 0; k < count; k++)
+        a->ints[k] = v[k];
+}
+
+static void set_int(Node *n, const char *name, long v)
+{
+    Attr *a = attr_of(n, name);
+    assert(a);
+    a->set = 1;
+    a->i = v;
+}
+
+/* Runs the new node's shape rule and records its outputs' shapes. */
+static int finish_node(Im *m, Node *n, const ONode *o)
+{
+    Graph *g = m->g;
+    const OpInfo *info = &op_table[n->op];
+    for (int i = 0; i < n->nin; i++)
+        g->tensors[n->in[i]].nconsumers++;
+    if (info->shape(m->c, g, n)) {
+        /* the rule's message names the IR node; say which ONNX node */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", m->c->err);
+        const char *tail = strstr(msg, ": node '");
+        return ctx_error(m->c, m->file, 0, "%s: %s", o->what,
+                         tail ? strchr(tail + 8, '\'') + 3 : msg);
+    }
+    if (info->alias && g->tensors[n->in[0]].is_int)
+        g->tensors[n->out[0]].is_int = 1;
+    return 0;
+}
+
+/* ---- attributes -------------------------------------------------------------------- */
+
+/* ONNX attributes the IR's row does not have, accepted at these values. */
+static int ignorable(const ONode *o, const Onnx__AttributeProto *a)
+{
+    if (a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT && a->i == 0)
+        return 1;
+    if (a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING &&
+        a->s.len == 6 && !memcmp(a->s.data, "NOTSET", 6))
+        return 1;
+    static const char *const any[][2] = {
+        {"LayerNormalization", "stash_type"}, {"Dropout", "seed"},
+        {"BatchNormalization", "training_mode"}, {"Split", "num_outputs"},
+    };
+    for (size_t k = 0; k < sizeof any / sizeof *any; k++)
+        if (!strcmp(o->op, any[k][0]) && !strcmp(a->name, any[k][1]))
+            return 1;
+    if (!strcmp(a->name, "stash_type") && a->i == 1)
+        return 1;
+    return 0;
+}
+
+static int copy_attrs(Im *m, const ONode *o, Node *n)
+{
+    const OpInfo *info = &op_table[n->op];
+    for (size_t k = 0; o->p && k < o->p->n_attribute; k++) {
+        const Onnx__AttributeProto *a = o->p->attribute[k];
+        int idx = attr_index(info, a->name);
+        if (idx < 0) {
+            if (ignorable(o, a))
+                continue;
+            return lower_error(m, o, ctx_printf(m->c, "attribute '%s' is not "
+                "supported at this value; remat's %s takes %s", a->name,
+                info->name, info->attrs[0].name ? "only the attributes in "
+                "docs/graph-format.md" : "no attributes"));
+        }
+        const AttrSpec *s = &info->attrs[idx];
+        Attr *t = &n->attrs[idx];
+        t->set = 1;
+        switch (s->type) {
+        case ATTR_INT: t->i = (long)a->i; break;
+        case ATTR_FLOAT: t->f = a->f; break;
+        case ATTR_INTS:
+            if (a->n_ints > MAX_INTS)
+                return lower_error(m, o, ctx_printf(m->c, "attribute '%s' "
+                    "has %zu values; remat takes at most %d", a->name,
+                    a->n_ints, MAX_INTS));
+            t->nints = (int)a->n_ints;
+            for (size_t j = 0; j < a->n_ints; j++)
+                t->ints[j] = (long)a->ints[j];
+            break;
+        case ATTR_STRING: {
+            char *v = ctx_alloc(m->c, a->s.len + 1);
+            memcpy(v, a->s.data, a->s.len);
+            t->s = v;
+            int ok = !s->choices;
+            for (int j = 0; s->choices && s->choices[j]; j++)
+                ok |= !strcmp(s->choices[j], v);
+            if (!ok)
+                return lower_error(m, o, ctx_printf(m->c, "attribute %s="
+                    "\"%s\" is not supported", a->name, v));
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
+/* A constant int input as an ints attribute. */
+static int ints_input(Im *m, const ONode *o, int i, Node *n, const char *attr)
+{
+    if (i >= o->nin || o->in[i] < 0)
+        return 0;
+    const Val *v = &m->v[o->in[i]];
+    if (!v->known || v->dt == DT_F32 || v->rank > 1 || v->numel > MAX_INTS)
+        return lower_error(m, o, ctx_printf(m->c, "input %d '%s' must be a "
+            "constant 1-D int64 tensor of at most %d values (remat compiles "
+            "static shapes)", i, v->name, MAX_INTS));
+    long vals[MAX_INTS];
+    for (long k = 0; k < v->numel; k++)
+        vals[k] = (long)v->i[k];
+    set_ints(n, attr, vals, (int)v->numel);
+    return 0;
+}
+
+/* ---- the generic lowering ------------------------------------------------------------ */
+
+typedef struct {
+    const char *op;
+    int data_in;            /* inputs that are tensors; the rest are attrs */
+    int outs;               /* outputs the IR computes */
+    const char *attr_in[4]; /* inputs data_in.. as these attributes */
+} Lowering;
+
+static const Lowering lowerings[] = {
+    {"Reshape", 1, 1, {"shape"}},
+    {"Unsqueeze", 1, 1, {"axes"}},
+    {"Squeeze", 1, 1, {"axes"}},
+    {"Slice", 1, 1, {"starts", "ends", "axes", "steps"}},
+    {"Split", 1, -1, {"split"}},
+    {"Expand", 1, 1, {"shape"}},
+    {"ReduceSum", 1, 1, {"axes"}},
+    {"ReduceMean", 1, 1, {"axes"}},
+    {"Dropout", 1, 1, {0}},
+    {"BatchNormalization", 5, 1, {0}},
+    {"LayerNormalization", 3, 1, {0}},
+    {"MaxPool", 1, 1, {0}},
+    {"SoftmaxCrossEntropyLoss", 2, 1, {0}},
+};
+
+static int lower_plain(Im *m, ONode *o, OpKind op)
+{
+    const Lowering *l = NULL;
+    for (size_t k = 0; k < sizeof lowerings / sizeof *lowerings; k++)
+        if (!strcmp(lowerings[k].op, o->op))
+            l = &lowerings[k];
+    int data_in = l ? l->data_in : o->nin;
+    int outs = l && l->outs > 0 ? l->outs : o->nout;
+    if (data_in > o->nin)
+        data_in = o->nin;
+    while (data_in > 0 && o->in[data_in - 1] < 0)
+        data_in--;      /* optional trailing inputs left out */
+    if (data_in > MAX_IO || outs > MAX_IO)
+        return lower_error(m, o, ctx_printf(m->c, "has more than %d inputs "
+                                            "or outputs", MAX_IO));
+    for (int i = outs; i < o->nout; i++) {
+        const Val *v = o->out[i] >= 0 ? &m->v[o->out[i]] : NULL;
+        if (v && (v->readers || v->is_output))
+            return lower_error(m, o, ctx_printf(m->c, "output %d '%s' is "
+                "read; remat computes only %s's first %d output%s", i,
+                v->name, o->op, outs, outs > 1 ? "s" : ""));
+    }
+    Node *n = new_node(m, o->name, op);
+    for (int i = 0; i < data_in; i++) {
+        if (o->in[i] < 0)
+            return lower_error(m, o, ctx_printf(m->c, "input %d is left out; "
+                               "remat needs it", i));
+        int t = tensor_of(m, o->in[i], o);
+        if (t < 0)
+            return -1;
+        n->in[n->nin++] = t;
+    }
+    if (copy_attrs(m, o, n))
+        return -1;
+    for (int i = 0; l && i < 4 && l->attr_in[i]; i++)
+        if (ints_input(m, o, data_in + i, n, l->attr_in[i]))
+            return -1;
+    if (!strcmp(o->op, "Dropout") && o->nin > 1 && o->in[1] >= 0) {
+        const Val *r = &m->v[o->in[1]];
+        if (!r->known || r->dt != DT_F32 || r->numel != 1)
+            return lower_error(m, o, "ratio must be a constant float");
+        Attr *a = attr_of(n, "ratio");
+        a->set = 1;
+        a->f = r->f[0];
+    }
+    for (int i = 0; i < outs; i++)
+        add_out(m, n, o->out[i] >= 0 ? m->v[o->out[i]].name
+                                     : ctx_printf(m->c, "%s_out%d", o->name, i));
+    if (finish_node(m, n, o))
+        return -1;
+    for (int i = 0; i < outs; i++)
+        if (o->out[i] >= 0) {
+            m->v[o->out[i]].tensor = n->out[i];
+            shape_to_val(&m->v[o->out[i]], &m->g->tensors[n->out[i]]);
+        }
+    return 0;
+}
+
+/* ---- rewrites ------------------------------------------------------------------------- */
+
+static int is_const_scalar(const Im *m, int v, double want, double tol)
+{
+    if (v < 0 || !m->v[v].known || m->v[v].numel != 1 || m->v[v].varying)
+        return 0;
+    return fabs(val_get(&m->v[v], 0) - want) <= tol;
+}
+
+/* The one node reading value v, if exactly one does and it is not a graph
+ * output. */
+static ONode *only_reader(Im *m, int v, const char *op)
+{
+    if (v < 0 || m->v[v].readers != 1 || m->v[v].is_output)
+        return NULL;
+    for (int k = m->v[v].producer + 1; k < m->nn; k++) {
+        ONode *o = &m->nodes[k];
+        for (int i = 0; i < o->nin; i++)
+            if (o->in[i] == v)
+                return !strcmp(o->op, op) && !o->done ? o : NULL;
+    }
+    return NULL;
+}
+
+/* x's other operand in a binary node */
+static int other(const ONode *o, int v)
+{
+    return o->in[0] == v ? o->in[1] : o->in[1] == v ? o->in[0] : -2;
+}
+
+static void log_rewrite(Im *m, const char *what, const ONode *o)
+{
+    m->nrewritten++;
+    buf_printf(&m->log, "  rewrote %s at %s\n", what, o->name);
+}
+
+/* Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5 (or x*0.5 first). */
+static int try_gelu(Im *m, ONode *div)
+{
+    if (strcmp(div->op, "Div") || div->nin != 2 ||
+        !is_const_scalar(m, div->in[1], sqrt(2.0), 1e-6))
+        return 0;
+    int x = div->in[0];
+    ONode *erf = only_reader(m, div->out[0], "Erf");
+    ONode *add = erf ? only_reader(m, erf->out[0], "Add") : NULL;
+    if (!add || !is_const_scalar(m, other(add, erf->out[0]), 1.0, 0))
+        return 0;
+    ONode *m1 = only_reader(m, add->out[0], "Mul");
+    if (!m1)
+        return 0;
+    int o1 = other(m1, add->out[0]);
+    ONode *m2 = NULL;
+    if (o1 == x) {      /* (x * (1 + erf)) * 0.5 */
+        m2 = only_reader(m, m1->out[0], "Mul");
+        if (!m2 || !is_const_scalar(m, other(m2, m1->out[0]), 0.5, 0))
+            return 0;
+    } else if (o1 >= 0 && m->v[o1].producer >= 0) {   /* (x * 0.5) * (1+erf) */
+        ONode *half = &m->nodes[m->v[o1].producer];
+        if (strcmp(half->op, "Mul") || half->done || m->v[o1].readers != 1 ||
+            other(half, x) < 0 || !is_const_scalar(m, other(half, x), 0.5, 0))
+            return 0;
+        half->done = 1;
+        m2 = m1;
+        m1 = NULL;
+    } else
+        return 0;
+    div->done = erf->done = add->done = 1;
+    if (m1)
+        m1->done = 1;
+    /* the last Mul becomes the Gelu, keeping its output's name */
+    m2->op = "Gelu";
+    m2->p = NULL;
+    m2->in[0] = x;
+    m2->nin = 1;
+    log_rewrite(m, "Div/Erf/Add/Mul/Mul as Gelu", m2);
+    return 1;
+}
+
+static void rewrite_patterns(Im *m)
+{
+    for (int k = 0; k < m->nn; k++)
+        if (!m->nodes[k].done && m->nodes[k].nout > 0 &&
+            m->nodes[k].out[0] >= 0 && !m->v[m->nodes[k].out[0]].known)
+            try_gelu(m, &m->nodes[k]);
+}
+
+/* Transpose of a 2-D parameter read only by MatMuls as their B: kept as a
+ * note on the value, for lower_matmul. */
+static int keep_transposed(Im *m, ONode *o)
+{
+    if (strcmp(o->op, "Transpose") || o->in[0] < 0)
+        return 0;
+    Val *w = &m->v[o->in[0]];
+    if (!w->init || w->rank != 2)
+        return 0;
+    int y = o->out[0];
+    if (m->v[y].is_output)
+        return 0;
+    int readers = 0;
+    for (int k = m->v[y].producer + 1; k < m->nn; k++) {
+        ONode *r = &m->nodes[k];
+        for (int i = 0; i < r->nin; i++)
+            if (r->in[i] == y) {
+                if (strcmp(r->op, "MatMul") || i != 1)
+                    return 0;
+                readers++;
+            }
+    }
+    if (readers != m->v[y].readers)
+        return 0;
+    m->v[y].transposed_of = o->in[0];
+    m->v[y].shaped = 1;
+    m->v[y].rank = 2;
+    m->v[y].dims[0] = w->dims[1];
+    m->v[y].dims[1] = w->dims[0];
+    return 1;
+}
+
+/* MatMul(x, Transpose(W)): Gemm(x, W, transB=1), x viewed as 2-D. */
+static int lower_matmul_t(Im *m, ONode *o)
+{
+    int wv = m->v[o->in[1]].transposed_of;
+    int xt = tensor_of(m, o->in[0], o), wt = tensor_of(m, wv, o);
+    if (xt < 0 || wt < 0)
+        return -1;
+    Tensor *x = &m->g->tensors[xt];
+    long k = m->v[wv].dims[1], nout = m->v[wv].dims[0];
+    if (x->rank < 2 || x->dims[x->rank - 1] != k || x->is_int)
+        return lower_error(m, o, ctx_printf(m->c, "MatMul of %s by the "
+            "transpose of '%s' (%ldx%ld): the inner dimensions differ",
+            shape_str(m->c, x), m->v[wv].name, nout, k));
+    int in2d = xt;
+    if (x->rank > 2) {
+        Node *r = new_node(m, ctx_printf(m->c, "%s/flat", o->name), OP_RESHAPE);
+        r->in[r->nin++] = xt;
+        long shape[2] = {-1, k};
+        set_ints(r, "shape", shape, 2);
+        in2d = add_out(m, r, ctx_printf(m->c, "%s_2d", x->name));
+        if (finish_node(m, r, o))
+            return -1;
+    }
+    Node *gm = new_node(m, o->name, OP_GEMM);
+    gm->in[gm->nin++] = in2d;
+    gm->in[gm->nin++] = wt;
+    set_int(gm, "transB", 1);
+    const char *yname = m->v[o->out[0]].name;
+    int y = add_out(m, gm, x->rank > 2 ? ctx_printf(m->c, "%s_2d", yname) : yname);
+    if (finish_node(m, gm, o))
+        return -1;
+    if (x->rank > 2) {
+        x = &m->g->tensors[xt];
+        Node *r = new_node(m, ctx_printf(m->c, "%s/unflat", o->name),
+                           OP_RESHAPE);
+        r->in[r->nin++] = y;
+        long shape[MAX_RANK];
+        for (int d = 0; d < x->rank - 1; d++)
+            shape[d] = x->dims[d];
+        shape[x->rank - 1] = nout;
+        set_ints(r, "shape", shape, x->rank);
+        y = add_out(m, r, yname);
+        if (finish_node(m, r, o))
+            return -1;
+    }
+    m->v[o->out[0]].tensor = y;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+    log_rewrite(m, "MatMul by a transposed parameter as Gemm transB=1", o);
+    return 0;
+}
+
+/* Gather(data, constant indices): a Slice when the indices are a range. */
+static int lower_gather_const(Im *m, ONode *o)
+{
+    const Val *ix = &m->v[o->in[1]];
+    int dt = tensor_of(m, o->in[0], o);
+    if (dt < 0)
+        return -1;
+    const Tensor *x = &m->g->tensors[dt];
+    long axis = onnx_attr_int(o, "axis", 0);
+    if (axis < 0)
+        axis += x->rank;
+    if (ix->rank > 1 || ix->numel == 0 || axis < 0 || axis >= x->rank)
+        return lower_error(m, o, "Gather with constant indices is supported "
+                           "for a scalar or a 1-D range of indices");
+    long n = x->dims[axis];
+    int64_t first = ix->i[0] < 0 ? ix->i[0] + n : ix->i[0];
+    for (long k = 0; k < ix->numel; k++) {
+        int64_t v = ix->i[k] < 0 ? ix->i[k] + n : ix->i[k];
+        if (v != first + k || v < 0 || v >= n)
+            return lower_error(m, o, "Gather with constant indices is "
+                "supported where they are consecutive (a range): make them "
+                "an int64 graph input otherwise");
+    }
+    int op = op_lookup("Slice");
+    if (op < 0)
+        return lower_error(m, o, "Gather with constant indices needs Slice");
+    Node *s = new_node(m, ix->rank == 0 ? ctx_printf(m->c, "%s/slice", o->name)
+                                       : o->name, (OpKind)op);
+    s->in[s->nin++] = dt;
+    long st = (long)first, en = (long)first + ix->numel, ax = axis;
+    set_ints(s, "starts", &st, 1);
+    set_ints(s, "ends", &en, 1);
+    set_ints(s, "axes", &ax, 1);
+    const char *yname = m->v[o->out[0]].name;
+    int y = add_out(m, s, ix->rank == 0 ? ctx_printf(m->c, "%s_1", yname) : yname);
+    if (finish_node(m, s, o))
+        return -1;
+    if (ix->rank == 0) {    /* the axis goes away: a Reshape view */
+        Node *r = new_node(m, o->name, OP_RESHAPE);
+        r->in[r->nin++] = y;
+        long shape[MAX_RANK];
+        int rk = 0;
+        x = &m->g->tensors[dt];
+        for (int d = 0; d < x->rank; d++)
+            if (d != axis)
+                shape[rk++] = x->dims[d];
+        set_ints(r, "shape", shape, rk);
+        y = add_out(m, r, yname);
+        if (finish_node(m, r, o))
+            return -1;
+    }
+    m->v[o->out[0]].tensor = y;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+    log_rewrite(m, "Gather of a constant range as Slice", o);
+    return 0;
+}
+
+static int lower_node(Im *m, ONode *o)
+{
+    if (keep_transposed(m, o))
+        return 0;
+    if (!strcmp(o->op, "MatMul") && o->in[1] >= 0 &&
+        m->v[o->in[1]].transposed_of >= 0)
+        return lower_matmul_t(m, o);
+    if (!strcmp(o->op, "Gather") && o->in[1] >= 0 && m->v[o->in[1]].known &&
+        !m->v[o->in[1]].varying)
+        return lower_gather_const(m, o);
+    const char *op = o->op;
+    if (!strcmp(op, "Cast")) {
+        const Val *x = &m->v[o->in[0]];
+        int to = dtype_of((int)onnx_attr_int(o, "to", 0));
+        if (to != (int)x->dt)
+            return lower_error(m, o, ctx_printf(m->c, "Cast of a computed "
+                "tensor from %s to %s; remat casts only constants",
+                x->dt == DT_F32 ? "float32" : "int64",
+                onnx_dtype_name((int)onnx_attr_int(o, "to", 0))));
+        op = "Identity";
+    }
+    int k = op_lookup(op);
+    if (k < 0) {
+        Buf b;
+        buf_init(&b, m->c);
+        for (int i = 0; i < OP_COUNT; i++)
+            buf_printf(&b, "%s%s", i ? ", " : "", op_table[i].name);
+        return lower_error(m, o, ctx_printf(m->c, "op %s is not supported; "
+            "remat computes %s (and folds constant subgraphs of Shape, "
+            "Constant, ConstantOfShape, Cast, Equal, Range, ...)", o->op,
+            b.data));
+    }
+    return lower_plain(m, o, (OpKind)k);
+}
+
+/* ---- the walk ----------------------------------------------------------------------------- */
+
+static int fold_pass(Im *m, int final)
+{
+    for (int k = 0; k < m->nn; k++) {
+        ONode *o = &m->nodes[k];
+        if (o->done)
+            continue;
+        int vary = 0;
+        for (int i = 0; i < o->nout; i++)
+            vary |= o->out[i] >= 0 && m->v[o->out[i]].varying;
+        if (vary) {
+            if (final && lower_node(m, o))
+                return -1;
+            o->done = final;
+            continue;
+        }
+        int rc = onnx_fold(m, o);
+        if (rc < 0)
+            return -1;
+        if (rc == 1) {
+            o->done = 1;
+            for (int i = 0; i < o->nout; i++)
+                if (o->out[i] >= 0)
+                    m->v[o->out[i]].const_name = m->v[o->out[i]].name;
+        } else if (final) {
+            if (lower_node(m, o))
+                return -1;
+            o->done = 1;
+        }
+    }
+    return 0;
+}
+
+int onnx_lower(Im *m)
+{
+    ONode init_node = {.name = "", .op = "", .what = "initializer"};
+    Graph *g = m->g = ctx_alloc(m->c, sizeof(Graph));
+    g->file = m->file;
+    g->loss = -1;
+    m->tcap = 2 * m->nv + 64 + 4 * m->nn;
+    m->ncap = 3 * m->nn + 64;
+    g->tensors = ctx_alloc(m->c, (size_t)m->tcap * sizeof(Tensor));
+    g->nodes = ctx_alloc(m->c, (size_t)m->ncap * sizeof(Node));
+    for (int v = 0; v < m->nv; v++) {
+        Val *x = &m->v[v];
+        if (!x->graph_input)
+            continue;
+        int t = new_tensor(m, x->name, T_INPUT);
+        copy_shape(&g->tensors[t], x);
+        g->tensors[t].is_int = x->dt != DT_F32;
+        x->tensor = t;
+    }
+    /* trainable initializers come first, in the file's order */
+    for (int v = 0; v < m->nv; v++)
+        if (m->v[v].trainable && param_of(m, &m->v[v], &init_node) < 0)
+            return -1;
+    if (fold_pass(m, 0))
+        return -1;
+    rewrite_patterns(m);
+    if (fold_pass(m, 1))
+        return -1;
+    for (int k = 0; k < m->noutputs; k++) {
+        Val *x = &m->v[m->outputs[k]];
+        if (x->tensor < 0 || g->tensors[x->tensor].kind != T_ACT)
+            return ctx_error(m->c, m->file, 0, "graph output '%s': is %s; "
+                             "remat's outputs are computed from the inputs",
+                             x->name, x->known ? "a constant (it depends on "
+                             "no input)" : "a graph input or a parameter");
+    }
+    return 0;
+}
+
+/* ---- blocks --------------------------------------------------------------------------------- */
+
+/* The NAME.N key in s, the first of the form IDENT.DIGITS ending at a '/'
+ * or '.'; NULL if none. stem_len: the length of NAME. */
+static const char *block_key(Ctx *c, const char *s, size_t *stem_len)
+{
+    for (const char *p = s; *p; p++) {
+        if (*p != '.' || p == s || !(p[1] >= '0' && p[1] <= '9'))
+            continue;
+        const char *e = p + 1;
+        while (*e >= '0' && *e <= '9')
+            e++;
+        if (*e && *e != '/' && *e != '.')
+            continue;
+        const char *b = p;
+        while (b > s && b[-1] != '/')
+            b--;
+        if (b == p)
+            continue;
+        *stem_len = (size_t)(p - b);
+        char *k = ctx_alloc(c, (size_t)(e - b) + 1);
+        memcpy(k, b, (size_t)(e - b));
+        return k;
+    }
+    return NULL;
+}
+
+static const char *node_key(Im *m, const Node *n, size_t *stem)
+{
+    const char *k = block_key(m->c, n->name, stem);
+    for (int i = 0; !k && i < n->nin; i++) {
+        const Tensor *t = &m->g->tensors[n->in[i]];
+        if (t->kind == T_PARAM && t->trainable)
+            k = block_key(m->c, t->name, stem);
+    }
+    return k;
+}
+
+static void find_blocks(Im *m)
+{
+    Graph *g = m->g;
+    const char **key = ctx_alloc(m->c, ((size_t)g->nnodes + 1) * sizeof(char *));
+    size_t *stem = ctx_alloc(m->c, ((size_t)g->nnodes + 1) * sizeof(size_t));
+    for (int k = 0; k < g->nnodes; k++)
+        key[k] = node_key(m, &g->nodes[k], &stem[k]);
+    g->blocks = ctx_alloc(m->c, ((size_t)g->nnodes + 1) * sizeof(Block));
+    for (int k = 0; k < g->nnodes; k++) {
+        if (!key[k])
+            continue;
+        /* a stem with at least two indices repeats */
+        int repeats = 0;
+        for (int j = 0; j < g->nnodes && !repeats; j++)
+            repeats = key[j] && stem[j] == stem[k] &&
+                      !strncmp(key[j], key[k], stem[k]) && strcmp(key[j], key[k]);
+        if (!repeats)
+            continue;
+        int b = -1;
+        for (int j = 0; j < g->nblocks; j++)
+            if (!strcmp(g->blocks[j].name, key[k]))
+                b = j;
+        if (b < 0) {
+            b = g->nblocks++;
+            g->blocks[b].name = key[k];
+        }
+        g->nodes[k].block = b;
+    }
+}
+
+/* ---- the XML ------------------------------------------------------------------------------------ */
+
+static const char *shape_attr(Ctx *c, const Tensor *t)
+{
+    Buf b;
+    buf_init(&b, c);
+    buf_printf(&b, "%s", "");
+    for (int d = 0; d < t->rank; d++)
+        buf_printf(&b, "%s%ld", d ? " " : "", t->dims[d]);
+    return b.data;
+}
+
+static void write_node(Buf *b, Ctx *c, const Graph *g, const Node *n,
+                       const char *indent)
+{
+    const OpInfo *info = &op_table[n->op];
+    buf_printf(b, "%s<node name=\"%s\" op=\"%s\" in=\"", indent, n->name,
+               info->name);
+    for (int i = 0; i < n->nin; i++)
+        buf_printf(b, "%s%s", i ? " " : "", g->tensors[n->in[i]].name);
+    buf_printf(b, "\" out=\"");
+    for (int i = 0; i < n->nout; i++)
+        buf_printf(b, "%s%s", i ? " " : "", g->tensors[n->out[i]].name);
+    buf_printf(b, "\"");
+    for (int k = 0; info->attrs[k].name; k++) {
+        const Attr *a = &n->attrs[k];
+        if (!a->set)
+            continue;
+        buf_printf(b, " %s=\"", info->attrs[k].name);
+        switch (info->attrs[k].type) {
+        case ATTR_INT: buf_printf(b, "%ld", a->i); break;
+        case ATTR_FLOAT: buf_printf(b, "%.9g", (double)a->f); break;
+        case ATTR_STRING: buf_printf(b, "%s", a->s); break;
+        case ATTR_INTS:
+            for (int j = 0; j < a->nints; j++)
+                buf_printf(b, "%s%ld", j ? " " : "", a->ints[j]);
+            break;
+        }
+        buf_printf(b, "\"");
+    }
+    buf_printf(b, "/>\n");
+    (void)c;
+}
+
+/* A C identifier from the file's stem, clear of the generated tables'
+ * prefixes (parse.c's check_model_name). */
+static const char *model_name(Ctx *c, const char *stem)
+{
+    char *s = ctx_printf(c, "%s%s", (stem[0] >= '0' && stem[0] <= '9') ||
+                         !stem[0] ? "m_" : "", stem);
+    for (char *p = s; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+              (*p >= '0' && *p <= '9') || *p == '_'))
+            *p = '_';
+    if (strlen(s) > 48)
+        s[48] = '\0';
+    static const char *const taken[] = {"rt", "map", "init", "bmm", "bmma",
+                                        "bmmb", "dims", "perm", "win", NULL};
+    for (int k = 0; taken[k]; k++) {
+        size_t n = strlen(taken[k]);
+        if (!strncmp(s, taken[k], n) && (s[n] == '\0' || s[n] == '_'))
+            return ctx_printf(c, "model_%s", s);
+    }
+    return s;
+}
+
+static const char *weight_path(Im *m, const Tensor *t)
+{
+    char *s = ctx_strdup(m->c, t->name);
+    for (char *p = s; *p; p++)
+        if (*p == '/' || *p == ':')
+            *p = '_';
+    return ctx_printf(m->c, "%s/%s.npy", m->weights_dir, s);
+}
+
+static void write_summary(Im *m, Buf *b)
+{
+    buf_printf(b, "<!-- imported by remat import from an ONNX model (opset "
+               "%ld):\n", m->opset);
+    buf_printf(b, "  folded %d constant nodes at compile time", m->nfolded);
+    for (int k = 0; k < m->nfold_ops; k++)
+        buf_printf(b, "%s%s %d", k ? ", " : " (", m->fold_ops[k],
+                   m->fold_counts[k]);
+    buf_printf(b, "%s\n", m->nfold_ops ? ")" : "");
+    buf_printf(b, "%s", m->log.data ? m->log.data : "");
+    buf_printf(b, "  blocks:");
+    for (int k = 0; k < m->g->nblocks; k++)
+        buf_printf(b, " %s", m->g->blocks[k].name);
+    buf_printf(b, "%s (from repeated NAME.N scopes and parameter names) -->\n",
+               m->g->nblocks ? "" : " none");
+}
+
+int onnx_write(Im *m, const char *stem, Imported *out)
+{
+    Graph *g = m->g;
+    Ctx *c = m->c;
+    if (!m->opt || m->opt->blocks)
+        find_blocks(m);
+    memset(out, 0, sizeof *out);
+    buf_init(&out->xml, c);
+    buf_init(&out->report, c);
+    Buf *b = &out->xml;
+    buf_printf(b, "<?xml version=\"1.0\"?>\n");
+    write_summary(m, b);
+    write_summary(m, &out->report);
+    buf_printf(b, "<model name=\"%s\" format=\"1\">\n  <graph>\n",
+               model_name(c, stem));
+    out->weights = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof(Weight));
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind == T_INPUT)
+            buf_printf(b, "    <input name=\"%s\" shape=\"%s\"%s/>\n", x->name,
+                       shape_attr(c, x), x->is_int ? " dtype=\"int64\"" : "");
+    }
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind != T_PARAM)
+            continue;
+        const char *path = weight_path(m, x);
+        buf_printf(b, "    <initializer name=\"%s\" shape=\"%s\" init=\"file\" "
+                   "path=\"%s\"%s/>\n", x->name, shape_attr(c, x), path,
+                   x->trainable ? "" : " trainable=\"false\"");
+        Weight *w = &out->weights[out->nweights++];
+        w->path = path;
+        w->name = x->name;
+        w->data = x->data;
+        w->numel = x->numel;
+        w->rank = x->rank;
+        for (int d = 0; d < x->rank; d++)
+            w->dims[d] = x->dims[d];
+    }
+    char *written = ctx_alloc(c, (size_t)g->nblocks + 1);
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        if (n->block < 0) {
+            write_node(b, c, g, n, "    ");
+            continue;
+        }
+        if (written[n->block])
+            continue;
+        written[n->block] = 1;
+        buf_printf(b, "    <block name=\"%s\">\n", g->blocks[n->block].name);
+        for (int j = k; j < g->nnodes; j++)
+            if (g->nodes[j].block == n->block)
+                write_node(b, c, g, &g->nodes[j], "      ");
+        buf_printf(b, "    </block>\n");
+    }
+    for (int k = 0; k < m->noutputs; k++) {
+        const Val *x = &m->v[m->outputs[k]];
+        buf_printf(b, "    <output name=\"%s\"%s/>\n",
+                   g->tensors[x->tensor].name,
+                   m->outputs[k] == m->loss ? " loss=\"true\""
+                                            : " loss=\"false\"");
+    }
+    buf_printf(b, "  </graph>\n</model>\n");
+    return 0;
+}
