@@ -571,7 +571,8 @@ static void emit_statics(Emit *e)
         const Tensor *x = &g->tensors[t];
         if (x->kind != T_PARAM || x->init != INIT_FILE)
             continue;
-        emit(e, "/* %s, from %s */", x->name, comment_safe(e->ctx, x->path));
+        /* no path: the same values give the same file wherever they are */
+        emit(e, "/* %s: its initial values */", comment_safe(e->ctx, x->name));
         emit(e, "static const float init_%s[%ld] = {", x->cname, x->numel);
         for (long i = 0; i < x->numel; i += 8) {
             Buf b;

@@ -11,10 +11,11 @@
 #include <string.h>
 
 static const char *usage_main =
-    "usage: remat COMMAND GRAPH.xml [options]\n"
+    "usage: remat COMMAND GRAPH [options]\n"
     "\n"
-    "Compiles a model graph (graph format v1) into C training code whose\n"
-    "backward recomputes or saves each activation as a policy says.\n"
+    "Compiles a model graph (graph format v1 XML, or an ONNX model such as\n"
+    "torch.onnx.export writes; told apart by content) into C training code\n"
+    "whose backward recomputes or saves each activation as a policy says.\n"
     "\n"
     "commands:\n"
     "  compile   write the generated trainer code: OUT.c and OUT.h\n"
@@ -22,6 +23,7 @@ static const char *usage_main =
     "  diff      compare the decisions and totals of two policies\n"
     "  build     compile, then build a runnable trainer executable\n"
     "  pareto    every optimal plan from budget 0 to 1, as a table (and SVG)\n"
+    "  import    write an ONNX model as the format's XML and .npy weights\n"
     "\n"
     "policies: none, full, sac, sac-aggressive, or a policy file FILE.xml\n"
     "`remat COMMAND --help` describes each command.\n";
@@ -99,8 +101,20 @@ static const char *usage_build =
     "  --no-blas    build with the runtime's portable GEMM instead of OpenBLAS\n"
     "  --policy, --budget, --max-arena: as for compile\n";
 
+static const char *usage_import =
+    "usage: remat import MODEL.onnx -o MODEL.xml [--blocks auto|none]\n"
+    "\n"
+    "Writes the ONNX model as the format's XML, the graph every other command\n"
+    "compiles from MODEL.onnx, so that compiling MODEL.xml gives the same C\n"
+    "byte for byte. Each initializer's values go to MODEL.weights/NAME.npy\n"
+    "beside it (init=\"file\"); those no gradient reaches are constants\n"
+    "(trainable=\"false\"). Constant subgraphs are folded and known\n"
+    "patterns rewritten; a summary of both is printed and heads the XML.\n"
+    "  --blocks auto  blocks from repeated NAME.N scopes (default)\n"
+    "  --blocks none  no blocks: every activation outside a block is saved\n";
+
 typedef struct {
-    const char *cmd, *graph, *out;
+    const char *cmd, *graph, *out, *blocks;
     const char *policy[2];
     int npolicy, no_blas, measure;
     const char *budget, *max_arena;   /* as given */
@@ -138,6 +152,13 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
                 return usage_error(usage, "%s given more than twice", s);
             else
                 a->policy[a->npolicy++] = argv[++i];
+        } else if (strcmp(s, "--blocks") == 0 && strcmp(a->cmd, "import") == 0) {
+            if (i + 1 >= argc)
+                return usage_error(usage, "%s needs a value", s);
+            a->blocks = argv[++i];
+            if (strcmp(a->blocks, "auto") && strcmp(a->blocks, "none"))
+                return usage_error(usage, "--blocks takes auto or none, not "
+                                   "%s", a->blocks);
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
         } else if (strcmp(s, "--measure") == 0 && strcmp(a->cmd, "pareto") == 0) {
@@ -162,7 +183,8 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
     int pareto = strcmp(a->cmd, "pareto") == 0;
     if (a->npolicy == 0 && !budgeted && !pareto)
         a->policy[0] = "none";
-    int needs_out = strcmp(a->cmd, "compile") == 0 || strcmp(a->cmd, "build") == 0;
+    int needs_out = strcmp(a->cmd, "compile") == 0 ||
+                    strcmp(a->cmd, "build") == 0 || strcmp(a->cmd, "import") == 0;
     if (needs_out && !a->out)
         return usage_error(usage, "%s needs -o OUTPUT", a->cmd);
     if (!needs_out && !pareto && a->out)
@@ -286,6 +308,37 @@ static int cmd_pareto(Ctx *c, const Args *a)
     return 0;
 }
 
+/* NAME.xml and NAME.weights/ beside it: the weights first, each file
+ * written whole, then the XML, so a good XML never names a missing file. */
+static int cmd_import(Ctx *c, const Args *a)
+{
+    size_t n = strlen(a->out);
+    if (n < 5 || strcmp(a->out + n - 4, ".xml") != 0) {
+        fprintf(stderr, "remat: -o %s: the output must end in .xml\n", a->out);
+        return 2;
+    }
+    char *data;
+    size_t len;
+    Imported im;
+    ImportOptions opt = {a->out, !a->blocks || strcmp(a->blocks, "none")};
+    if (read_graph_file(c, a->graph, &data, &len))
+        return 1;
+    if (!onnx_is_model(data, len)) {
+        fprintf(stderr, "%s: is XML already; remat import reads ONNX models\n",
+                a->graph);
+        return 1;
+    }
+    Graph *g;
+    if (onnx_import(c, a->graph, data, len, &opt, &im) ||
+        parse_graph_imported(c, a->graph, &im, &g) ||
+        write_weights(c, a->out, &im) ||
+        write_file_atomic(c, a->out, im.xml.data, im.xml.len))
+        return 1;
+    fwrite(im.report.data, 1, im.report.len, stdout);
+    printf("wrote %s and %d weight files\n", a->out, im.nweights);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -297,6 +350,7 @@ int main(int argc, char **argv)
         {"diff", &usage_diff, cmd_diff},
         {"build", &usage_build, cmd_build},
         {"pareto", &usage_pareto, cmd_pareto},
+        {"import", &usage_import, cmd_import},
     };
     if (argc < 2) {
         fputs(usage_main, stderr);

@@ -1289,7 +1289,16 @@ int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
     p.g->file = p.file;
     if (parse_xml(&p, im->xml.data, im->xml.len, parse_tree))
         return -1;
-    *out = p.g;
+    /* Lines of the XML the user never saw: messages name the node alone. */
+    Graph *g = p.g;
+    g->line = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        g->tensors[t].line = g->tensors[t].output_line = 0;
+    for (int n = 0; n < g->nnodes; n++)
+        g->nodes[n].line = 0;
+    for (int b = 0; b < g->nblocks; b++)
+        g->blocks[b].line = 0;
+    *out = g;
     return 0;
 }
 

@@ -237,6 +237,8 @@ typedef struct {
 int onnx_is_model(const char *data, size_t len);
 int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
                 const ImportOptions *opt, Imported *out);
+/* util.c: the weights as .npy files at their paths beside xml_path. */
+int write_weights(Ctx *c, const char *xml_path, const Imported *im);
 
 /* ---- parse.c: XML -> IR ---------------------------------------------------- */
 

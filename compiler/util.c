@@ -11,6 +11,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "remat.h"
+#include "../runtime/remat_rt.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -363,4 +367,33 @@ const char *did_you_mean(Ctx *c, const char *s, const char *const *cands, int n)
 {
     const char *m = closest_name(s, cands, n);
     return m ? ctx_printf(c, " (did you mean '%s'?)", m) : "";
+}
+
+/* Each weight as DIR/PATH (PATH relative to the XML's folder), through a
+ * temporary file and a rename, so each .npy is whole or absent. */
+int write_weights(Ctx *c, const char *xml_path, const Imported *im)
+{
+    const char *slash = strrchr(xml_path, '/');
+    const char *dir = slash ? ctx_printf(c, "%.*s", (int)(slash - xml_path),
+                                         xml_path) : ".";
+    for (int k = 0; k < im->nweights; k++) {
+        const Weight *w = &im->weights[k];
+        const char *path = ctx_printf(c, "%s/%s", dir, w->path);
+        char *folder = ctx_strdup(c, path);
+        *strrchr(folder, '/') = '\0';
+        if (mkdir(folder, 0777) != 0 && errno != EEXIST)
+            return ctx_error(c, folder, 0, "cannot create: %s",
+                             strerror(errno));
+        int dims[MAX_RANK];
+        for (int d = 0; d < w->rank; d++)
+            dims[d] = (int)w->dims[d];
+        const char *tmp = ctx_printf(c, "%s.tmp%ld", path, (long)getpid());
+        if (rt_npy_write(tmp, w->data, w->rank, dims) != 0 ||
+            rename(tmp, path) != 0) {
+            int e = errno;
+            remove(tmp);
+            return ctx_error(c, path, 0, "cannot write: %s", strerror(e));
+        }
+    }
+    return 0;
 }

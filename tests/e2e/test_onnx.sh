@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# PyTorch models brought in through ONNX (tests/onnx/torch_models.py exports
+# each with torch.onnx.export, training mode, opset 17, no constant
+# folding, as a user would). For each:
+#  - `remat import` writes XML whose weights equal the module's state_dict
+#    bit for bit, and compiling that XML gives the same C, byte for byte,
+#    as compiling the .onnx;
+#  - under every built-in policy the trainer's loss and gradients, from the
+#    module's own parameters and inputs, agree with torch autograd (float64)
+#    within 1e-4 relative, and are bitwise identical to none's;
+#  - sac keeps fewer saved bytes than none.
+. "$(dirname "$0")/lib.sh"
+policies="none full sac sac-aggressive"
+py=/usr/bin/python3
+models=${ONNX_MODELS:-"mlp_ln_gelu gpt mha cnn_bn"}
+
+saved() {   # model.onnx policy
+    "$remat" schedule "$1" --policy "$2" | sed -n 's/^saved_bytes: //p'
+}
+
+check_model() {   # name
+    local m=$1 d=$work/$1
+    mkdir -p "$d"
+    if ! $py tests/onnx/torch_models.py "$m" "$d" > "$d/export.log" 2>&1; then
+        cat "$d/export.log"; bad "$m: torch export"; return; fi
+    local onnx=$d/$m.onnx
+    mkdir -p "$d/xml" "$d/a" "$d/b"
+    if ! "$remat" import "$onnx" -o "$d/xml/$m.xml" > "$d/import.log" 2>&1; then
+        cat "$d/import.log"; bad "$m: import"; return; fi
+    if $py tests/onnx/torch_models.py --same-weights "$d/ref" "$d/xml/$m.weights"; then
+        ok; else bad "$m: imported weights differ from the state_dict"; fi
+    "$remat" compile "$onnx" --policy sac -o "$d/a/$m.c"
+    "$remat" compile "$d/xml/$m.xml" --policy sac -o "$d/b/$m.c"
+    if cmp -s "$d/a/$m.c" "$d/b/$m.c" && cmp -s "$d/a/$m.h" "$d/b/$m.h"; then ok
+    else bad "$m: the .onnx and its imported XML compile to different C"; fi
+    for p in $policies; do
+        mkdir -p "$d/$p"
+        if ! "$remat" build "$onnx" --policy "$p" -o "$d/$p/trainer" > "$d/$p/build.log" 2>&1; then
+            cat "$d/$p/build.log"; bad "$m $p: build"; continue; fi
+        if ! "$d/$p/trainer" --load "$d/ref" --dump "$d/$p/dump" > "$d/$p/run.log" 2>&1; then
+            cat "$d/$p/run.log"; bad "$m $p: trainer --load --dump"; continue; fi
+        if $py tests/onnx/torch_models.py --compare "$d/ref" "$d/$p/dump" 1e-4; then ok
+        else bad "$m $p: differs from torch autograd"; fi
+        [ "$p" = none ] && continue
+        local same=1
+        for f in "$d/none/dump"/*.npy; do
+            cmp -s "$f" "$d/$p/dump/${f##*/}" || { same=0; echo "${f##*/} differs"; }
+        done
+        [ "$same" = 1 ] && ok || bad "$m $p: not bitwise equal to none"
+    done
+    local a b
+    a=$(saved "$onnx" sac) b=$(saved "$onnx" none)
+    if [ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ]; then ok
+    else bad "$m: sac saves $a bytes, not fewer than none's $b"; fi
+    echo "model $m: checked (sac saves $a bytes, none $b)"
+}
+
+for m in $models; do
+    check_model "$m"
+done
+finish test_onnx

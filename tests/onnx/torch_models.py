@@ -1,0 +1,253 @@
+"""PyTorch models written the usual way, exported with torch.onnx.export as
+a user would, with torch autograd's loss and gradients as the reference.
+
+Usage: torch_models.py NAME OUT_DIR
+  writes OUT_DIR/NAME.onnx, and under OUT_DIR/ref/ the trainer's --load
+  files (input.X.npy, param.P.npy for every parameter of the state_dict)
+  and torch's own results: loss.npy and grad.P.npy, computed in float64
+  from the same float32 values.
+Usage: torch_models.py --compare REF_DIR DUMP_DIR TOL
+  compares a trainer's dump with the reference: each tensor's relative
+  error max|ours - torch| / max|torch|; fails above TOL.
+Usage: torch_models.py --same-weights REF_DIR WEIGHTS_DIR
+  checks that remat import wrote every parameter bit for bit.
+
+Names: NAME is mlp_ln_gelu, gpt, mha or cnn_bn.
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(self.act(self.fc1(self.ln(x))))
+
+
+class MlpLnGelu(nn.Module):
+    """Residual MLP blocks on a 3-D input (Linear over the last dim)."""
+
+    def __init__(self, d=16, n=3, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        logits = self.head(self.ln_f(h))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 3, 8, generator=g),
+                torch.randint(0, 5, (2, 3), generator=g))
+
+
+class Attn(nn.Module):
+    """Causal self-attention as people write it: q, k, v Linears, view and
+    transpose into heads, masked_fill with a causal buffer, softmax."""
+
+    def __init__(self, d, heads, t):
+        super().__init__()
+        self.h = heads
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.proj = nn.Linear(d, d)
+        self.register_buffer("mask", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q = self.q(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        k = self.k(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        v = self.v(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+class GptBlock(nn.Module):
+    def __init__(self, d, heads, t):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = Attn(d, heads, t)
+        self.ln_2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab=11, t=6, d=16, heads=2, n=2):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(t, d)
+        self.h = nn.ModuleList([GptBlock(d, heads, t) for _ in range(n)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        B, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long)
+        x = self.wte(idx) + self.wpe(pos)
+        for b in self.h:
+            x = b(x)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randint(0, 11, (2, 6), generator=g),
+                torch.randint(0, 11, (2, 6), generator=g))
+
+
+class Mha(nn.Module):
+    """nn.MultiheadAttention (packed in_proj_weight) in residual layers."""
+
+    def __init__(self, d=16, heads=4, n=2):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [nn.MultiheadAttention(d, heads, batch_first=True) for _ in range(n)])
+        self.norms = nn.ModuleList([nn.LayerNorm(d) for _ in range(n)])
+        self.head = nn.Linear(d, 3)
+
+    def forward(self, x, y):
+        for attn, norm in zip(self.layers, self.norms):
+            h = norm(x)
+            x = x + attn(h, h, h, need_weights=False)[0]
+        return F.cross_entropy(self.head(x.mean(dim=1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 5, 16, generator=g),
+                torch.randint(0, 3, (2,), generator=g))
+
+
+class CnnBn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 6, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(6)
+        self.fc = nn.Linear(6 * 2 * 2, 4)
+
+    def forward(self, x, y):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return F.cross_entropy(self.fc(torch.flatten(x, 1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(3, 1, 8, 8, generator=g),
+                torch.randint(0, 4, (3,), generator=g))
+
+
+MODELS = {"mlp_ln_gelu": MlpLnGelu, "gpt": Gpt, "mha": Mha, "cnn_bn": CnnBn}
+
+
+def fname(name):
+    return name.replace("/", "%2F")
+
+
+def export(name, out):
+    torch.manual_seed(0)
+    cls = MODELS[name]
+    model = cls()
+    g = torch.Generator().manual_seed(1)
+    inputs = cls.inputs(g)
+    names = ["x", "y"] if name != "gpt" else ["idx", "targets"]
+    os.makedirs(os.path.join(out, "ref"), exist_ok=True)
+    model.train()
+    torch.onnx.export(model, inputs, os.path.join(out, name + ".onnx"),
+                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=names,
+                      output_names=["loss"])
+    ref = os.path.join(out, "ref")
+    for n, v in zip(names, inputs):
+        np.save(os.path.join(ref, f"input.{n}.npy"),
+                v.numpy().astype(np.int64 if v.dtype == torch.long else np.float32))
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    for k, v in state.items():
+        if v.dtype == torch.float32:
+            np.save(os.path.join(ref, f"param.{fname(k)}.npy"), v.numpy())
+    # torch autograd in float64 from the same float32 values
+    ref_model = cls().double()
+    ref_model.load_state_dict({k: v.double() if v.is_floating_point() else v
+                               for k, v in state.items()})
+    ref_model.train()
+    args = [v.double() if v.is_floating_point() else v for v in inputs]
+    loss = ref_model(*args)
+    loss.backward()
+    np.save(os.path.join(ref, "ref_loss.npy"), loss.detach().numpy())
+    for k, p in ref_model.named_parameters():
+        np.save(os.path.join(ref, f"ref_grad.{fname(k)}.npy"), p.grad.numpy())
+
+
+def rel(ours, ref):
+    ref = np.asarray(ref, dtype=np.float64)
+    scale = max(np.abs(ref).max(), 1e-30)
+    return float(np.abs(np.asarray(ours, dtype=np.float64) - ref).max() / scale)
+
+
+def compare(ref, dump, tol):
+    errs = {"loss": rel(np.load(os.path.join(dump, "loss.npy")),
+                        np.load(os.path.join(ref, "ref_loss.npy")))}
+    for f in sorted(os.listdir(ref)):
+        if f.startswith("ref_grad."):
+            mine = os.path.join(dump, f[4:])
+            if not os.path.exists(mine):
+                print(f"FAIL {dump}: no {f[4:]} for torch's {f}")
+                return False
+            errs[f[4:-4]] = rel(np.load(mine), np.load(os.path.join(ref, f)))
+    worst = max(errs, key=errs.get)
+    ok = errs[worst] <= tol and len(errs) > 1
+    print(f"{'ok  ' if ok else 'FAIL'} {dump}: {len(errs) - 1} gradients, worst "
+          f"relative error {errs[worst]:.2e} ({worst}) against torch autograd")
+    return ok
+
+
+def same_weights(ref, weights):
+    n = 0
+    for f in sorted(os.listdir(ref)):
+        if not f.startswith("param."):
+            continue
+        name = f[len("param."):]
+        ours = os.path.join(weights, name)
+        a, b = np.load(os.path.join(ref, f)), np.load(ours)
+        if a.shape != b.shape or a.tobytes() != b.tobytes():
+            print(f"FAIL {ours}: not the module's {f} bit for bit")
+            return False
+        n += 1
+    print(f"ok   {weights}: {n} parameters equal the state_dict bit for bit")
+    return n > 0
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    if a[0] == "--compare":
+        sys.exit(0 if compare(a[1], a[2], float(a[3])) else 1)
+    if a[0] == "--same-weights":
+        sys.exit(0 if same_weights(a[1], a[2]) else 1)
+    export(a[0], a[1])
