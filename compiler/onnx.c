@@ -407,7 +407,7 @@ static int read_nodes(Im *m)
         o->what = ctx_printf(m->c, "node '%s' (%s)", o->name, o->op);
         if (p->domain && *p->domain && strcmp(p->domain, "ai.onnx") != 0)
             return ctx_error(m->c, m->file, 0, "%s: is in domain '%s'; remat "
-                             "takes the default ONNX domain only", o->what,
+                             "takes ops of ONNX's default domain only", o->what,
                              p->domain);
         o->nin = (int)p->n_input;
         o->nout = (int)p->n_output;

@@ -165,7 +165,8 @@ static int param_of(Im *m, Val *v, const ONode *o)
     for (long k = 0; k < v->numel; k++)
         if (isnan(x->data[k]))
             return lower_error(m, o, ctx_printf(m->c, "constant '%s' holds "
-                "NaN at element %ld", v->name, k));
+                "NaN at element %ld; constants hold numbers (a mask may hold "
+                "an infinity)", v->name, k));
     v->tensor = t;
     return t;
 }
@@ -284,10 +285,15 @@ static int copy_attrs(Im *m, const ONode *o, Node *n)
         if (idx < 0) {
             if (ignorable(o, a))
                 continue;
-            return lower_error(m, o, ctx_printf(m->c, "attribute '%s' is not "
-                "supported at this value; remat's %s takes %s", a->name,
-                info->name, info->attrs[0].name ? "only the attributes in "
-                "docs/graph-format.md" : "no attributes"));
+            Buf b;
+            buf_init(&b, m->c);
+            for (int j = 0; info->attrs[j].name; j++)
+                buf_printf(&b, "%s%s", j ? ", " : "", info->attrs[j].name);
+            return lower_error(m, o, ctx_printf(m->c, "attribute '%s'%s is "
+                "not supported; remat's %s takes %s", a->name,
+                a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT
+                    ? ctx_printf(m->c, " = %lld", (long long)a->i) : "",
+                info->name, b.len ? b.data : "no attributes"));
         }
         const AttrSpec *s = &info->attrs[idx];
         Attr *t = &n->attrs[idx];
@@ -382,8 +388,9 @@ static int lower_plain(Im *m, ONode *o, OpKind op)
         const Val *v = o->out[i] >= 0 ? &m->v[o->out[i]] : NULL;
         if (v && (v->readers || v->is_output))
             return lower_error(m, o, ctx_printf(m->c, "output %d '%s' is "
-                "read; remat computes only %s's first %d output%s", i,
-                v->name, o->op, outs, outs > 1 ? "s" : ""));
+                "read; remat computes %s's first %d output%s only, and drops "
+                "the others where nothing reads them", i, v->name, o->op,
+                outs, outs > 1 ? "s" : ""));
     }
     Node *n = new_node(m, o->name, op);
     for (int i = 0; i < data_in; i++) {

@@ -28,6 +28,8 @@ case_args() {
         args=${args//OUT.c/$out/m.c}
     elif [ -f "$c.policy.xml" ]; then
         args="compile tests/bad/data/base.xml --policy $c.policy.xml -o $out/m.c"
+    elif [ -f "$c.onnx" ]; then
+        args="compile $c.onnx -o $out/m.c"
     elif [ -f "$c.gen" ]; then
         args="compile $gen/${c##*/}.xml -o $out/m.c"
     else

@@ -1,0 +1,175 @@
+"""The ONNX backend node tests (Debian's libonnx-testdata) through remat.
+
+Usage: conformance.py REMAT WORK_DIR EXPECTED_FAILURES [-j N] [TEST ...]
+
+Runs every node test under /usr/include/onnx/backend/test/data/node/ whose
+ops are all ones remat computes or folds and whose tensors are all float32
+or int64: `remat build` of the model, then the trainer's
+`--load DIR --dump OUT` on the test's inputs, and its output.NAME.npy files
+against the test's expected outputs (numpy.allclose, rtol 1e-4, atol 1e-5).
+
+remat compiles static shapes, so an int64 input that an op takes as a
+shape, axes, starts, ends, steps or sizes (Reshape's shape, Slice's
+starts, ...) is made an initializer holding the test's own value before
+the build: that is the one change made to a test.
+
+Prints one line per failing test and the counts. Exits 1 when a test fails
+that EXPECTED_FAILURES does not list (each line there: the test's name, a
+tab or spaces, and why), or when a listed test passes (the list is stale).
+"""
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+NODE_DIR = "/usr/include/onnx/backend/test/data/node"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FLOAT, INT64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+
+# Inputs an op reads as compile-time constants: (op, input index).
+CONST_INPUTS = {
+    "Reshape": {1}, "Unsqueeze": {1}, "Squeeze": {1}, "Expand": {1},
+    "Slice": {1, 2, 3, 4}, "Split": {1}, "ReduceSum": {1}, "ReduceMean": {1},
+    "Dropout": {1, 2}, "ConstantOfShape": {0}, "Range": {0, 1, 2},
+    "Tile": {1},
+}
+# Ops the importer folds when their inputs are constants.
+FOLDED = {"Constant", "Shape", "Size", "ConstantOfShape", "Cast", "Range",
+          "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+          "And", "Or", "Trilu", "Max", "Min", "Mod", "Floor", "Ceil", "Abs"}
+
+
+def supported_ops():
+    """The ONNX names of the op table's rows (compiler/ops.c)."""
+    text = open(os.path.join(ROOT, "compiler", "ops.c")).read()
+    names = set(re.findall(r'\[OP_\w+\]\s*=\s*(?:\{|BINARY\(|UNARY\()\s*"(\w+)"', text))
+    return names
+
+
+def tensor_types(model):
+    g = model.graph
+    for v in list(g.input) + list(g.output):
+        yield v.type.tensor_type.elem_type
+    for t in g.initializer:
+        yield t.data_type
+
+
+def eligible(path, ops):
+    model = onnx.load(os.path.join(path, "model.onnx"))
+    kinds = {n.op_type for n in model.graph.node}
+    if not kinds or not kinds <= ops:
+        return None
+    if any(t not in (FLOAT, INT64) for t in tensor_types(model)):
+        return None
+    return model
+
+
+def fname(name):
+    return name.replace("/", "%2F")
+
+
+def run_one(args):
+    remat, work, name, ops = args
+    src = os.path.join(NODE_DIR, name)
+    model = eligible(src, ops)
+    if model is None:
+        return name, None, ""
+    d = os.path.join(work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "in"))
+    data = os.path.join(src, "test_data_set_0")
+    inputs = [i.name for i in model.graph.input
+              if i.name not in {t.name for t in model.graph.initializer}]
+    values = {}
+    for k, n in enumerate(inputs):
+        t = onnx.TensorProto()
+        with open(os.path.join(data, f"input_{k}.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        values[n] = numpy_helper.to_array(t)
+    # shape-like int64 inputs become initializers holding the test's value
+    const = set()
+    for node in model.graph.node:
+        for i, n in enumerate(node.input):
+            if i in CONST_INPUTS.get(node.op_type, ()) and n in values:
+                const.add(n)
+    for n in sorted(const):
+        model.graph.initializer.append(numpy_helper.from_array(values[n], n))
+    keep = [i for i in model.graph.input if i.name not in const]
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    for n, v in values.items():
+        if n not in const:
+            np.save(os.path.join(d, "in", f"input.{fname(n)}.npy"), v)
+    r = subprocess.run([remat, "build", os.path.join(d, "model.onnx"), "-o",
+                        os.path.join(d, "trainer")], capture_output=True, text=True)
+    if r.returncode:
+        return name, False, "build: " + r.stderr.strip().splitlines()[-1][:300]
+    r = subprocess.run([os.path.join(d, "trainer"), "--load", os.path.join(d, "in"),
+                        "--dump", os.path.join(d, "out")], capture_output=True,
+                       text=True)
+    if r.returncode:
+        return name, False, "run: " + (r.stderr.strip() or r.stdout.strip())[:300]
+    for k, o in enumerate(model.graph.output):
+        t = onnx.TensorProto()
+        with open(os.path.join(data, f"output_{k}.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        want = numpy_helper.to_array(t)
+        path = os.path.join(d, "out", f"output.{fname(o.name)}.npy")
+        if not os.path.exists(path):
+            return name, False, f"no output.{o.name}.npy"
+        got = np.load(path)
+        if got.shape != want.shape and got.size == want.size == 1:
+            got = got.reshape(want.shape)
+        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4,
+                                                        atol=1e-5):
+            err = np.abs(got.astype(np.float64) - want).max() if got.shape == want.shape else "shape"
+            return name, False, f"output {o.name}: {got.shape} vs {want.shape}, max error {err}"
+    shutil.rmtree(d, ignore_errors=True)
+    return name, True, ""
+
+
+def main(argv):
+    remat, work, expected_file = argv[:3]
+    rest = argv[3:]
+    jobs = 2
+    if rest[:1] == ["-j"]:
+        jobs, rest = int(rest[1]), rest[2:]
+    expected = {}
+    for line in open(expected_file):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, why = line.partition(" ")
+            expected[name] = why.strip()
+    ops = supported_ops() | FOLDED
+    names = rest or sorted(os.listdir(NODE_DIR))
+    passed, failed, unexpected, stale = [], [], [], []
+    with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+        for name, ok, why in ex.map(run_one, [(remat, work, n, ops) for n in names]):
+            if ok is None:
+                continue
+            (passed if ok else failed).append(name)
+            if not ok:
+                print(f"fail {name}: {why}")
+                if name not in expected:
+                    unexpected.append(name)
+            elif name in expected:
+                stale.append(name)
+    total = len(passed) + len(failed)
+    print(f"onnx node tests: {len(passed)} of {total} eligible passed "
+          f"({100.0 * len(passed) / max(total, 1):.1f}%), {len(failed)} failed")
+    for n in unexpected:
+        print(f"FAIL {n}: fails and is not in {expected_file}")
+    for n in stale:
+        print(f"FAIL {n}: passes but {expected_file} lists it as failing")
+    return 1 if unexpected or stale or total == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,60 @@
+"""Writes the error catalogue's ONNX cases (tests/bad/onnx_*.onnx): each a
+small model with one thing wrong. Run from the repository root after
+changing a case: /usr/bin/python3 tests/onnx/make_bad_models.py"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+OUT = "tests/bad"
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def vi(name, shape, t=T.FLOAT):
+    return h.make_tensor_value_info(name, t, shape)
+
+
+def save(name, m):
+    onnx.save(m, os.path.join(OUT, name + ".onnx"))
+
+
+x = vi("x", [2, 3])
+y = vi("y", [2, 3])
+relu = [h.make_node("Relu", ["x"], ["y"], name="act")]
+
+good = model(relu, [x], [y]).SerializeToString()
+with open(os.path.join(OUT, "onnx_truncated.onnx"), "wb") as f:
+    f.write(good[: len(good) // 2 + 3])
+save("onnx_unknown_op", model([h.make_node("Foo", ["x"], ["y"], name="mystery")],
+                              [x], [y]))
+save("onnx_dynamic_dim", model(relu, [vi("x", ["batch", 3])], [vi("y", ["batch", 3])]))
+save("onnx_float16_input", model(relu, [vi("x", [2, 3], T.FLOAT16)], [y]))
+save("onnx_undefined_input", model([h.make_node("Add", ["x", "z"], ["y"], name="sum")],
+                                   [x], [y]))
+ext = nh.from_array(np.ones((2, 3), np.float32), "w")
+ext.ClearField("raw_data")
+ext.data_location = T.EXTERNAL
+ext.external_data.add(key="location", value="onnx_missing.bin")
+save("onnx_external_missing", model([h.make_node("Mul", ["x", "w"], ["y"], name="scale")],
+                                    [x], [y], [ext]))
+save("onnx_mask_read", model([h.make_node("Dropout", ["x"], ["y", "mask"], name="drop")],
+                             [x], [y, vi("mask", [2, 3], T.BOOL)]))
+save("onnx_shape_mismatch", model([h.make_node("Add", ["x", "b"], ["y"], name="bias")],
+                                  [x], [y], [nh.from_array(np.zeros(4, np.float32), "b")]))
+save("onnx_domain", model([h.make_node("Gelu", ["x"], ["y"], name="g", domain="com.microsoft")],
+                          [x], [y]))
+save("onnx_output_constant", model([h.make_node("Shape", ["x"], ["s"], name="shape")],
+                                   [x], [vi("s", [2], T.INT64)]))
+save("onnx_int_as_data", model([h.make_node("Add", ["x", "k"], ["y"], name="plus")],
+                               [x], [y], [nh.from_array(np.ones(3, np.int64), "k")]))
+save("onnx_bad_attribute", model([h.make_node("Softmax", ["x"], ["y"], name="sm", axis=1,
+                                              bogus=3)], [x], [y]))
+save("onnx_nan_constant", model([h.make_node("Mul", ["x", "w"], ["y"], name="scale")],
+                                [x], [y], [nh.from_array(np.full(3, np.nan, np.float32), "w")]))
