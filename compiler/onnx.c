@@ -314,6 +314,19 @@ int onnx_is_model(const char *data, size_t len)
     return k < len && data[k] != '<' && k == 0;
 }
 
+int onnx_decodes(const char *data, size_t len, const char *file)
+{
+    size_t n = strlen(file);
+    if (n >= 5 && strcmp(file + n - 5, ".onnx") == 0)
+        return 1;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len,
+                                                    (const uint8_t *)data);
+    if (!m)
+        return 0;
+    onnx__model_proto__free_unpacked(m, NULL);
+    return 1;
+}
+
 /* The declared shape of a graph input or output; -1 with an error for a
  * symbolic dimension. */
 static int declared_shape(Im *m, const Onnx__ValueInfoProto *vi, Val *x,

@@ -469,7 +469,8 @@ static int check_values(Parser *p, xmlNode *x, const Tensor *t,
             return ELEM_ERROR(p, x, "initializer '%s': '%s' holds %s at "
                               "element %ld; %s", t->name, path,
                               isnan(t->data[i]) ? "NaN" : "an infinity", i,
-                              isnan(t->data[i]) ? "values must be numbers"
+                              isnan(t->data[i]) ? "parameters and constants "
+                                                  "must be numbers"
                               : "trainable parameters must be finite (a "
                                 "constant, trainable=\"false\", may hold "
                                 "an infinity)");
@@ -1309,7 +1310,7 @@ int parse_graph(Ctx *c, const char *file, Graph **out)
     size_t len;
     if (read_graph_file(c, file, &data, &len))
         return -1;
-    if (!onnx_is_model(data, len))
+    if (!onnx_is_model(data, len) || !onnx_decodes(data, len, file))
         return parse_graph_memory(c, file, data, len, out);
     Imported im;
     ImportOptions opt = {NULL, 1};

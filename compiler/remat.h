@@ -235,6 +235,9 @@ typedef struct {
 
 /* Not XML: the first byte is not '<' (after a byte-order mark or space). */
 int onnx_is_model(const char *data, size_t len);
+/* Whether the bytes decode as a ModelProto; a file named .onnx is taken
+ * for one either way (its errors are ONNX's), any other is XML's. */
+int onnx_decodes(const char *data, size_t len, const char *file);
 int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
                 const ImportOptions *opt, Imported *out);
 /* util.c: the weights as .npy files at their paths beside xml_path. */
