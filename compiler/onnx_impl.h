@@ -44,6 +44,9 @@ typedef struct {
     int nin, nout;
     int *in, *out;          /* value indices, -1 for an optional one left out */
     int done;               /* folded, or absorbed by a rewrite */
+    /* a rewrite's Attention: its attributes (p is NULL then) */
+    int causal;
+    float scale;
 } ONode;
 
 typedef struct {

@@ -407,6 +407,12 @@ static int lower_plain(Im *m, ONode *o, OpKind op)
     for (int i = 0; l && i < 4 && l->attr_in[i]; i++)
         if (ints_input(m, o, data_in + i, n, l->attr_in[i]))
             return -1;
+    if (!strcmp(o->op, "Attention") && !o->p) {
+        set_int(n, "is_causal", o->causal);
+        Attr *a = attr_of(n, "scale");
+        a->set = 1;
+        a->f = o->scale;
+    }
     if (!strcmp(o->op, "Dropout") && o->nin > 1 && o->in[1] >= 0) {
         const Val *r = &m->v[o->in[1]];
         if (!r->known || r->dt != DT_F32 || r->numel != 1)
@@ -654,9 +660,97 @@ static int lower_gather_const(Im *m, ONode *o)
     return 0;
 }
 
+/* The value's IR tensor if it has one of rank 4. */
+static const Tensor *rank4(Im *m, int v)
+{
+    if (v < 0 || m->v[v].tensor < 0)
+        return NULL;
+    const Tensor *t = &m->g->tensors[m->v[v].tensor];
+    return t->rank == 4 && !t->is_int ? t : NULL;
+}
+
+/* A constant mask whose last two axes (sq, skv) say, at every index of
+ * the others, masked exactly where key j > query i (top-left causal):
+ * want_true is what the mask holds there. */
+static int is_causal_mask(const Val *c, long sq, long skv, int want_true)
+{
+    if (!c->known || c->rank < 2 || c->dims[c->rank - 2] != sq ||
+        c->dims[c->rank - 1] != skv)
+        return 0;
+    for (long k = 0; k < c->numel; k++) {
+        long j = k % skv, i = (k / skv) % sq;
+        int v = val_get(c, k) != 0;
+        if (v != ((j > i) == want_true))
+            return 0;
+    }
+    return 1;
+}
+
+/* Transpose(k) -> MatMul(q, .) -> Mul/Div by a constant -> [Where with a
+ * causal mask and -inf] -> Softmax(last axis) -> MatMul(., v), all 4-D and
+ * each read once: one Attention node, which keeps no probabilities. */
+static int try_attention(Im *m, ONode *tr)
+{
+    const Onnx__AttributeProto *perm = onnx_attr(tr, "perm");
+    const Tensor *k = rank4(m, tr->in[0]);
+    if (!k || !perm || perm->n_ints != 4 || perm->ints[0] != 0 ||
+        perm->ints[1] != 1 || perm->ints[2] != 3 || perm->ints[3] != 2)
+        return 0;
+    ONode *mm1 = only_reader(m, tr->out[0], "MatMul");
+    if (!mm1 || mm1->in[1] != tr->out[0])
+        return 0;
+    const Tensor *q = rank4(m, mm1->in[0]);
+    ONode *sc = only_reader(m, mm1->out[0], "Mul");
+    if (!sc)
+        sc = only_reader(m, mm1->out[0], "Div");
+    if (!q || !sc || sc->in[0] != mm1->out[0] ||
+        !is_const_scalar(m, sc->in[1], 0, INFINITY))
+        return 0;
+    double c = val_get(&m->v[sc->in[1]], 0);
+    float scale = (float)(strcmp(sc->op, "Div") ? c : 1.0 / c);
+    if (!(scale > 0) || !isfinite(scale))
+        return 0;
+    int at = sc->out[0], causal = 0;
+    ONode *wh = only_reader(m, at, "Where");
+    if (wh) {
+        int masked_true = wh->in[2] == at;   /* Where(mask, -inf, x) */
+        int fill = masked_true ? wh->in[1] : wh->in[2];
+        if ((masked_true ? wh->in[2] : wh->in[1]) != at ||
+            !is_const_scalar(m, fill, -INFINITY, 0) ||
+            !is_causal_mask(&m->v[wh->in[0]], q->dims[2], k->dims[2],
+                            masked_true))
+            return 0;
+        at = wh->out[0];
+        causal = 1;
+    }
+    ONode *sm = only_reader(m, at, "Softmax");
+    long axis = sm ? onnx_attr_int(sm, "axis", -1) : 0;
+    if (!sm || (axis != -1 && axis != 3))
+        return 0;
+    ONode *mm2 = only_reader(m, sm->out[0], "MatMul");
+    if (!mm2 || mm2->in[0] != sm->out[0] || !rank4(m, mm2->in[1]))
+        return 0;
+    tr->done = mm1->done = sc->done = sm->done = 1;
+    if (wh)
+        wh->done = 1;
+    mm2->op = "Attention";
+    mm2->p = NULL;
+    mm2->in[0] = mm1->in[0];
+    mm2->in[2] = mm2->in[1];
+    mm2->in[1] = tr->in[0];
+    mm2->nin = 3;
+    mm2->causal = causal;
+    mm2->scale = scale;
+    log_rewrite(m, causal ? "MatMul/scale/causal mask/Softmax/MatMul as "
+                "Attention" : "MatMul/scale/Softmax/MatMul as Attention", mm2);
+    return 1;
+}
+
 static int lower_node(Im *m, ONode *o)
 {
     if (keep_transposed(m, o))
+        return 0;
+    if (!strcmp(o->op, "Transpose") && try_attention(m, o))
         return 0;
     if (!strcmp(o->op, "MatMul") && o->in[1] >= 0 &&
         m->v[o->in[1]].transposed_of >= 0)
