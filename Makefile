@@ -128,7 +128,7 @@ demo: deps
 # Runs each target for a bounded time; fails on any crash, leak, UB report,
 # timeout or out-of-memory (scripts/fuzz.sh says where the input went).
 fuzz: deps
-	@$(MAKE) --no-print-directory build/fuzz_compile build/fuzz_policy build/fuzz_npy
+	@$(MAKE) --no-print-directory build/fuzz_compile build/fuzz_policy build/fuzz_npy build/fuzz_onnx
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 # Not part of `make test`: timings belong in a report, not in a pass/fail.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets that `make fuzz` built: build/fuzz_compile on
 # graph files for FUZZ_SECONDS, then build/fuzz_policy on policy files and
-# build/fuzz_npy on .npy files for a fifth of that each. Each starts from
+# build/fuzz_npy on .npy files and build/fuzz_onnx on ONNX models for a
+# fifth of that each. Each starts from
 # the corpus it left last time plus the repository's own graphs, policies
 # and .npy files (build/fuzz-corpus/), with its dictionary from fuzz/. One
 # worker: a 2-core machine is shared with its users.
@@ -14,7 +15,7 @@ set -u
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-300}
 corpus=build/fuzz-corpus
-mkdir -p "$corpus/compile" "$corpus/policy" "$corpus/npy" build/fuzz-crashes \
+mkdir -p "$corpus/compile" "$corpus/policy" "$corpus/npy" "$corpus/onnx" build/fuzz-crashes \
     build/fuzz-logs
 
 # Seeds: every graph the repository has, good or bad, every policy and
@@ -25,6 +26,9 @@ for f in graphs/*.xml tests/graphs/*.xml tests/bad/*.xml; do
 done
 for f in tests/policies/*.xml tests/bad/*.policy.xml; do
     [ -f "$f" ] && cp "$f" "$corpus/policy/seed-$(basename "$f")"
+done
+for f in tests/bad/onnx_*.onnx tests/onnx/seeds/*.onnx; do
+    [ -f "$f" ] && cp "$f" "$corpus/onnx/seed-$(basename "$f")"
 done
 for f in tests/graphs/data/*.npy tests/unit/data/*.npy; do
     cp "$f" "$corpus/npy/seed-$(basename "$f")"
@@ -37,7 +41,7 @@ run() {
     echo "fuzz: $t for $s s (log: $log)"
     UBSAN_OPTIONS=print_stacktrace=1 "build/fuzz_$t" \
         -max_total_time="$s" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-        -dict="fuzz/$3" -artifact_prefix="build/fuzz-crashes/$t-" \
+        ${3:+-dict="fuzz/$3"} -artifact_prefix="build/fuzz-crashes/$t-" \
         -print_final_stats=1 "$corpus/$t" > "$log" 2>&1
     rc=$?
     grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|stat::new_units_added)|^#[0-9]+.*DONE' "$log" \
@@ -55,4 +59,5 @@ small=$((secs / 5))
 run compile "$secs" xml.dict || exit 1
 run policy "$small" xml.dict || exit 1
 run npy "$small" npy.dict || exit 1
+run onnx "$small" "" || exit 1
 echo "fuzz: no crash, leak, UB, timeout or OOM"
