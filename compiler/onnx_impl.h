@@ -47,6 +47,8 @@ typedef struct {
     /* a rewrite's Attention: its attributes (p is NULL then) */
     int causal;
     float scale;
+    const char *approximate;   /* a rewrite's Gelu: "tanh", or NULL */
+    float epsilon;             /* a rewrite's LayerNormalization */
 } ONode;
 
 typedef struct {

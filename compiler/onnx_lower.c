@@ -407,6 +407,17 @@ static int lower_plain(Im *m, ONode *o, OpKind op)
     for (int i = 0; l && i < 4 && l->attr_in[i]; i++)
         if (ints_input(m, o, data_in + i, n, l->attr_in[i]))
             return -1;
+    if (!strcmp(o->op, "Gelu") && !o->p && o->approximate) {
+        Attr *a = attr_of(n, "approximate");
+        a->set = 1;
+        a->s = o->approximate;
+    }
+    if (!strcmp(o->op, "LayerNormalization") && !o->p) {
+        set_int(n, "axis", o->causal);
+        Attr *a = attr_of(n, "epsilon");
+        a->set = 1;
+        a->f = o->epsilon;
+    }
     if (!strcmp(o->op, "Attention") && !o->p) {
         set_int(n, "is_causal", o->causal);
         Attr *a = attr_of(n, "scale");
@@ -512,12 +523,181 @@ static int try_gelu(Im *m, ONode *div)
     return 1;
 }
 
+/* The node producing v if it is an op not yet absorbed, read only once. */
+static ONode *single_producer(Im *m, int v, const char *op)
+{
+    if (v < 0 || m->v[v].producer < 0 || m->v[v].readers != 1 ||
+        m->v[v].is_output)
+        return NULL;
+    ONode *o = &m->nodes[m->v[v].producer];
+    return !o->done && !strcmp(o->op, op) ? o : NULL;
+}
+
+/* Of a binary node's two inputs, the one that is a constant scalar near
+ * want: the other one, or -1. */
+static int const_operand(Im *m, const ONode *o, double want, double tol)
+{
+    if (o->nin != 2)
+        return -1;
+    if (is_const_scalar(m, o->in[0], want, tol))
+        return o->in[1];
+    if (is_const_scalar(m, o->in[1], want, tol))
+        return o->in[0];
+    return -1;
+}
+
+/* x*x*x as Pow(x, 3), Mul(x, Mul(x, x)) or Mul(Mul(x, x), x): x, or -1. */
+static int cube_of(Im *m, int v, ONode **parts)
+{
+    ONode *p = single_producer(m, v, "Pow");
+    if (p && is_const_scalar(m, p->in[1], 3.0, 0)) {
+        parts[0] = p;
+        return p->in[0];
+    }
+    ONode *o = single_producer(m, v, "Mul");
+    if (!o)
+        return -1;
+    for (int side = 0; side < 2; side++) {
+        ONode *sq = single_producer(m, o->in[side], "Mul");
+        int x = o->in[1 - side];
+        if (sq && sq->in[0] == x && sq->in[1] == x) {
+            parts[0] = o;
+            parts[1] = sq;
+            return x;
+        }
+    }
+    return -1;
+}
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch writes it. */
+static int try_gelu_tanh(Im *m, ONode *t)
+{
+    if (strcmp(t->op, "Tanh"))
+        return 0;
+    ONode *beta = single_producer(m, t->in[0], "Mul"), *parts[2] = {0};
+    int s = beta ? const_operand(m, beta, 0.79788456080286536, 1e-6) : -1;
+    ONode *add = single_producer(m, s, "Add");
+    if (!add)
+        return 0;
+    int x = -1;
+    ONode *kap = NULL;
+    for (int side = 0; side < 2 && x < 0; side++) {
+        kap = single_producer(m, add->in[side], "Mul");
+        int c = kap ? const_operand(m, kap, 0.044715, 1e-7) : -1;
+        if (c >= 0 && cube_of(m, c, parts) == add->in[1 - side])
+            x = add->in[1 - side];
+    }
+    ONode *one = x >= 0 ? only_reader(m, t->out[0], "Add") : NULL;
+    if (!one || const_operand(m, one, 1.0, 0) != t->out[0])
+        return 0;
+    ONode *m1 = only_reader(m, one->out[0], "Mul"), *m2 = NULL, *half = NULL;
+    if (!m1)
+        return 0;
+    int o1 = other(m1, one->out[0]);
+    if (o1 == x) {
+        m2 = only_reader(m, m1->out[0], "Mul");
+        if (!m2 || const_operand(m, m2, 0.5, 0) != m1->out[0])
+            return 0;
+    } else if ((half = single_producer(m, o1, "Mul")) &&
+               const_operand(m, half, 0.5, 0) == x) {
+        m2 = m1;
+        m1 = NULL;
+    } else
+        return 0;
+    beta->done = add->done = kap->done = t->done = one->done = 1;
+    parts[0]->done = 1;
+    if (parts[1])
+        parts[1]->done = 1;
+    if (m1)
+        m1->done = 1;
+    if (half)
+        half->done = 1;
+    m2->op = "Gelu";
+    m2->p = NULL;
+    m2->in[0] = x;
+    m2->nin = 1;
+    m2->approximate = "tanh";
+    log_rewrite(m, "the tanh form of GELU as Gelu approximate=tanh", m2);
+    return 1;
+}
+
+/* Negative trailing axes [-k .. -1] of a ReduceMean: -k, or 0. */
+static long trailing_axes(const ONode *r)
+{
+    const Onnx__AttributeProto *a = onnx_attr(r, "axes");
+    if (!a || !a->n_ints || r->nin > 1 || onnx_attr_int(r, "keepdims", 1) != 1)
+        return 0;
+    long k = (long)a->n_ints;
+    for (size_t j = 0; j < a->n_ints; j++)
+        if (a->ints[j] != -k + (long)j)
+            return 0;
+    return -k;
+}
+
+/* LayerNorm spelled out (opsets before 17): ReduceMean, Sub, Pow 2,
+ * ReduceMean, Add eps, Sqrt, Div, Mul scale, Add bias. */
+static int try_layer_norm(Im *m, ONode *r1)
+{
+    long axis = strcmp(r1->op, "ReduceMean") ? 0 : trailing_axes(r1);
+    if (!axis)
+        return 0;
+    int x = r1->in[0];
+    ONode *sub = only_reader(m, r1->out[0], "Sub");
+    if (!sub || sub->in[0] != x || sub->in[1] != r1->out[0])
+        return 0;
+    int d = sub->out[0];
+    ONode *pw = NULL, *div = NULL;
+    if (m->v[d].readers != 2 || m->v[d].is_output)
+        return 0;
+    for (int k = m->v[d].producer + 1; k < m->nn; k++) {
+        ONode *o = &m->nodes[k];
+        if (o->done || o->nin < 1 || (o->in[0] != d && (o->nin < 2 || o->in[1] != d)))
+            continue;
+        if (!strcmp(o->op, "Pow") && o->in[0] == d &&
+            is_const_scalar(m, o->in[1], 2.0, 0))
+            pw = o;
+        else if (!strcmp(o->op, "Div") && o->in[0] == d)
+            div = o;
+    }
+    ONode *r2 = pw ? only_reader(m, pw->out[0], "ReduceMean") : NULL;
+    if (!r2 || trailing_axes(r2) != axis)
+        return 0;
+    ONode *eps = only_reader(m, r2->out[0], "Add");
+    int e = eps && other(eps, r2->out[0]) >= 0 ? other(eps, r2->out[0]) : -1;
+    if (e < 0 || !is_const_scalar(m, e, 0, 1.0))
+        return 0;
+    ONode *sq = only_reader(m, eps->out[0], "Sqrt");
+    if (!sq || !div || div->in[1] != sq->out[0])
+        return 0;
+    ONode *mul = only_reader(m, div->out[0], "Mul");
+    int w = mul ? other(mul, div->out[0]) : -1;
+    ONode *bias = mul ? only_reader(m, mul->out[0], "Add") : NULL;
+    int b = bias ? other(bias, mul->out[0]) : -1;
+    if (w < 0 || b < 0 || !m->v[w].init || !m->v[b].init)
+        return 0;
+    r1->done = sub->done = pw->done = r2->done = eps->done = sq->done = 1;
+    div->done = mul->done = 1;
+    bias->op = "LayerNormalization";
+    bias->p = NULL;
+    bias->in[0] = x;
+    bias->in[1] = w;
+    bias->in[2] = b;
+    bias->nin = 3;
+    bias->causal = (int)axis;    /* the axis, for lower_plain */
+    bias->epsilon = (float)val_get(&m->v[e], 0);
+    log_rewrite(m, "ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add as "
+                "LayerNormalization", bias);
+    return 1;
+}
+
 static void rewrite_patterns(Im *m)
 {
-    for (int k = 0; k < m->nn; k++)
-        if (!m->nodes[k].done && m->nodes[k].nout > 0 &&
-            m->nodes[k].out[0] >= 0 && !m->v[m->nodes[k].out[0]].known)
-            try_gelu(m, &m->nodes[k]);
+    for (int k = 0; k < m->nn; k++) {
+        ONode *o = &m->nodes[k];
+        if (o->done || o->nout < 1 || o->out[0] < 0 || m->v[o->out[0]].known)
+            continue;
+        (void)(try_gelu(m, o) || try_gelu_tanh(m, o) || try_layer_norm(m, o));
+    }
 }
 
 /* Transpose of a 2-D parameter read only by MatMuls as their B: kept as a

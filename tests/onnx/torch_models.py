@@ -12,7 +12,7 @@ Usage: torch_models.py --compare REF_DIR DUMP_DIR TOL
 Usage: torch_models.py --same-weights REF_DIR WEIGHTS_DIR
   checks that remat import wrote every parameter bit for bit.
 
-Names: NAME is mlp_ln_gelu, gpt, mha or cnn_bn.
+Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha or cnn_bn.
 """
 import math
 import os
@@ -25,11 +25,11 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, d):
+    def __init__(self, d, approximate="none"):
         super().__init__()
         self.ln = nn.LayerNorm(d)
         self.fc1 = nn.Linear(d, 4 * d)
-        self.act = nn.GELU()
+        self.act = nn.GELU(approximate=approximate)
         self.fc2 = nn.Linear(4 * d, d)
 
     def forward(self, x):
@@ -39,10 +39,13 @@ class Block(nn.Module):
 class MlpLnGelu(nn.Module):
     """Residual MLP blocks on a 3-D input (Linear over the last dim)."""
 
+    opset = 17
+    approximate = "none"
+
     def __init__(self, d=16, n=3, classes=5):
         super().__init__()
         self.inp = nn.Linear(8, d)
-        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.blocks = nn.ModuleList([Block(d, self.approximate) for _ in range(n)])
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, classes)
 
@@ -57,6 +60,13 @@ class MlpLnGelu(nn.Module):
     def inputs(g):
         return (torch.randn(2, 3, 8, generator=g),
                 torch.randint(0, 5, (2, 3), generator=g))
+
+
+class MlpOpset16(MlpLnGelu):
+    """The same at opset 16, where torch spells LayerNorm out, with the
+    tanh form of GELU, which torch spells out at every opset."""
+    opset = 16
+    approximate = "tanh"
 
 
 class Attn(nn.Module):
@@ -164,7 +174,8 @@ class CnnBn(nn.Module):
                 torch.randint(0, 4, (3,), generator=g))
 
 
-MODELS = {"mlp_ln_gelu": MlpLnGelu, "gpt": Gpt, "mha": Mha, "cnn_bn": CnnBn}
+MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
+          "mha": Mha, "cnn_bn": CnnBn}
 
 
 def fname(name):
@@ -181,7 +192,7 @@ def export(name, out):
     os.makedirs(os.path.join(out, "ref"), exist_ok=True)
     model.train()
     torch.onnx.export(model, inputs, os.path.join(out, name + ".onnx"),
-                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                      opset_version=getattr(cls, "opset", 17), training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, input_names=names,
                       output_names=["loss"])
     ref = os.path.join(out, "ref")
