@@ -377,9 +377,37 @@ static int declared_shape(Im *m, const Onnx__ValueInfoProto *vi, Val *x,
     return 0;
 }
 
+/* protobuf-c leaves an absent string NULL: every name is checked here
+ * once, so that nothing after this file's reading sees a NULL. */
+static int check_names(Im *m)
+{
+    const Onnx__GraphProto *gp = m->m->graph;
+    for (size_t k = 0; k < gp->n_input; k++)
+        if (!gp->input[k]->name || !*gp->input[k]->name)
+            return ctx_error(m->c, m->file, 0, "graph input %zu has no name; "
+                             "every input is named", k);
+    for (size_t k = 0; k < gp->n_output; k++)
+        if (!gp->output[k]->name || !*gp->output[k]->name)
+            return ctx_error(m->c, m->file, 0, "graph output %zu has no name; "
+                             "every output is named", k);
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *p = gp->node[k];
+        if (!p->op_type || !*p->op_type)
+            return ctx_error(m->c, m->file, 0, "node %zu has no op_type; every "
+                             "node names its op", k);
+        for (size_t a = 0; a < p->n_attribute; a++)
+            if (!p->attribute[a]->name)
+                return ctx_error(m->c, m->file, 0, "node %zu (%s): attribute "
+                                 "%zu has no name", k, p->op_type, a);
+    }
+    return 0;
+}
+
 static int read_values(Im *m)
 {
     const Onnx__GraphProto *gp = m->m->graph;
+    if (check_names(m))
+        return -1;
     for (size_t k = 0; k < gp->n_initializer; k++) {
         const Onnx__TensorProto *t = gp->initializer[k];
         if (!t->name || !*t->name)
