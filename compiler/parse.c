@@ -1067,7 +1067,7 @@ static int parse_tree(Parser *p, xmlNode *root)
         return -1;
     if (g->nnodes == 0)
         return ELEM_ERROR(p, graph, "graph: has no nodes; a graph needs at "
-                          "least one <node> to compute its loss");
+                          "least one <node> to compute its outputs");
     return 0;
 }
 
