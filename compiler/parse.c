@@ -1,5 +1,5 @@
 /*
- * parse.c: graph format v1 (shared/graph-format.md) from XML to the IR.
+ * parse.c: graph format v1 (docs/graph-format.md) from XML to the IR.
  *
  * parse_graph() returns 0 and a Graph whose tensors and nodes are all
  * resolved: every node input and output is a tensor index, every attribute is
