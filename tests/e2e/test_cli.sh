@@ -76,6 +76,7 @@ stamp() { stat -c '%n %i %.9Y' "$cache"/*.o | sort; }
 REMAT_CACHE_DIR=$cache "$remat" build tests/graphs/edge_cases.xml -o "$work/c1" && ok || bad "cached build 1"
 expect "objects after the first build" 2 "$(ls "$cache"/*.o | wc -l)"
 before=$(stamp)
+[ -n "$before" ] && ok || bad "no cached objects to compare"
 REMAT_CACHE_DIR=$cache "$remat" build tests/graphs/edge_cases.xml -o "$work/c2" && ok || bad "cached build 2"
 expect "the second build reuses the cached runtime" "$before" "$(stamp)"
 "$work/c2" --seed 1 --dump "$work/c2d" > /dev/null && ok || bad "the trainer from cached objects does not run"
