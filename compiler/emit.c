@@ -656,23 +656,18 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "#include \"remat_rt.h\"");
     emit(e, "");
     int trains = graph_trains(g);
-    if (trains) {
-        emit(e, "/* Bytes of the one arena forward and train_step work in. */");
-        emit(e, "#define %s_ARENA_BYTES %zu", u, arena);
+    emit(e, "/* Bytes of the one arena forward%s work%s in. */",
+         trains ? " and train_step" : "", trains ? "" : "s");
+    emit(e, "#define %s_ARENA_BYTES %zu", u, arena);
+    if (trains)
         emit(e, "/* 1: NAME_train_step and NAME_sgd exist (the graph has a "
              "loss). */");
-        emit(e, "#define %s_HAS_TRAIN_STEP 1", u);
-        emit(e, "/* Floats in the parameter buffer (and in the gradient "
-             "buffer, same layout). */");
-    } else {
-        emit(e, "/* Bytes of the one arena forward works in. */");
-        emit(e, "#define %s_ARENA_BYTES %zu", u, arena);
+    else
         emit(e, "/* 0: forward only. No output is the loss, so there is no "
-             "train step,");
-        emit(e, " * no SGD and no gradient buffer. */");
-        emit(e, "#define %s_HAS_TRAIN_STEP 0", u);
-        emit(e, "/* Floats in the parameter buffer. */");
-    }
+             "train step,\n * no SGD and no gradient buffer. */");
+    emit(e, "#define %s_HAS_TRAIN_STEP %d", u, trains);
+    emit(e, "/* Floats in the parameter buffer%s. */", trains ? " (and in the "
+         "gradient buffer, same layout)" : "");
     emit(e, "#define %s_PARAM_FLOATS %zu", u, pf);
     emit(e, "#define %s_INPUT_FLOATS %zu", u, inf);
     emit(e, "/* int64 elements in the int_inputs buffer (indices, labels). */");
