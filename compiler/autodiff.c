@@ -12,7 +12,8 @@
  * reads comes from the op table's needs masks, restricted to those inputs:
  * the remat pass keeps nothing a backward does not read. Where a tensor fans
  * out, each consumer's backward adds into its gradient (the runtime's
- * backward kernels accumulate), so the sum needs no extra node.
+ * backward kernels accumulate), so the sum needs no extra node. A graph
+ * without a loss (forward only) has no gradient anywhere.
  */
 #include "remat.h"
 
@@ -30,6 +31,8 @@ int autodiff(Ctx *c, Graph *g)
         for (int o = 0; o < n->nout; o++)
             g->tensors[n->out[o]].requires_grad = any;
     }
+    if (g->loss < 0)
+        return 0;       /* forward only: no tensor has a gradient */
     Tensor *loss = &g->tensors[g->loss];
     loss->has_grad = loss->requires_grad;
     for (int k = g->nnodes - 1; k >= 0; k--) {

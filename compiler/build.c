@@ -3,9 +3,23 @@
  *
  * Writes NAME.c, NAME.h and a two-line shim that points the generic trainer
  * main (runtime/trainer.c) at NAME_model into a fresh temporary folder, then
- * runs the C compiler ($CC, else cc) on them with the runtime, linking
- * OpenBLAS unless asked not to. The executable is linked to a temporary name
- * beside the target and renamed over it only when the compiler succeeded.
+ * runs the C compiler ($CC, else cc) on them, linking the runtime and the
+ * trainer main and OpenBLAS unless asked not to. The executable is linked to
+ * a temporary name beside the target and renamed over it only when the
+ * compiler succeeded.
+ *
+ * The runtime and the trainer main are the same for every model, and most
+ * of a build's time: they are compiled once into a cache and reused. An
+ * object's name is a hash of everything that goes into it: the C compiler
+ * command ($CC's words, and the size and time of the executable they name,
+ * so that an upgraded compiler misses), the flags, and the bytes of
+ * remat_rt.c, remat_rt.h and trainer.c. An object is compiled to a temporary
+ * name in the cache and renamed into place, so concurrent builds never see
+ * half a file; two that miss together both compile and the last rename wins
+ * with identical contents. The cache is $REMAT_CACHE_DIR, else
+ * $XDG_CACHE_HOME/remat, else ~/.cache/remat; when none can be made, the
+ * runtime is compiled into the temporary folder as part of each build.
+ * Nothing removes old objects: delete the folder to reclaim the space.
  *
  * The runtime is found from the compiler's own location (build/remat ->
  * runtime/), so `remat build` works from any working directory;
@@ -70,31 +84,201 @@ static int run(char *const *argv)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* $CC split on spaces ("ccache gcc" works), then the rest. */
-static int compile_trainer(Ctx *c, const char *dir, const char *rt,
-                           const char *name, int no_blas, const char *out)
+/* $CC split on spaces ("ccache gcc" works) into argv[0..n). */
+static int cc_words(Ctx *c, char **argv)
 {
     const char *cc = getenv("CC");
     char *words = ctx_strdup(c, cc && *cc ? cc : "cc");
-    char *argv[64];
     int n = 0;
     for (char *w = strtok(words, " "); w && n < 32; w = strtok(NULL, " "))
         argv[n++] = w;
-    const char *rest[] = {
-        "-std=c99", "-O3", "-march=native",
-        no_blas ? "-DRT_NO_BLAS" : "-DRT_BLAS",
-        ctx_printf(c, "-I%s", dir), ctx_printf(c, "-I%s", rt),
-        ctx_printf(c, "%s/%s.c", dir, name), ctx_printf(c, "%s/main.c", dir),
-        ctx_printf(c, "%s/remat_rt.c", rt), ctx_printf(c, "%s/trainer.c", rt),
-        "-o", out, no_blas ? "-lm" : "-lopenblas", "-lm", NULL};
-    for (int i = 0; rest[i]; i++)
+    return n;
+}
+
+/* The flags of every compilation of a build, NULL-terminated. */
+static const char *const *cc_flags(int no_blas)
+{
+    static const char *const blas[] = {"-std=c99", "-O3", "-march=native",
+                                       "-DRT_BLAS", NULL};
+    static const char *const noblas[] = {"-std=c99", "-O3", "-march=native",
+                                         "-DRT_NO_BLAS", NULL};
+    return no_blas ? noblas : blas;
+}
+
+/* Runs words[0..nw) followed by the NULL-terminated rest; -1 with ctx error
+ * naming what was being built when the compiler fails. */
+static int run_cc(Ctx *c, char **words, int nw, const char *const *rest,
+                  const char *out, const char *what)
+{
+    char *argv[96];
+    int n = 0;
+    for (int i = 0; i < nw; i++)
+        argv[n++] = words[i];
+    for (int i = 0; rest[i] && n < 95; i++)
         argv[n++] = (char *)rest[i];
     argv[n] = NULL;
     int rc = run(argv);
     if (rc != 0)
         return ctx_error(c, out, 0, "the C compiler (%s) failed with status "
-                         "%d building the trainer", argv[0], rc);
+                         "%d building %s", argv[0], rc, what);
     return 0;
+}
+
+/* ---- the runtime cache -------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211u;
+    return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    return fnv(h, s, strlen(s) + 1);   /* the NUL separates fields */
+}
+
+/* The file's bytes into the hash; -1 when it cannot be read. */
+static int fnv_file(uint64_t *h, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        *h = fnv(*h, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    return bad ? -1 : 0;
+}
+
+/* What identifies the compiler an argv[0] names: the size and time of the
+ * executable PATH finds for it ("" when none is found). */
+static const char *cc_identity(Ctx *c, const char *cmd)
+{
+    struct stat st;
+    const char *path = getenv("PATH");
+    if (strchr(cmd, '/'))
+        return stat(cmd, &st) == 0 ? ctx_printf(c, "%lld:%lld",
+                                                (long long)st.st_size,
+                                                (long long)st.st_mtime) : "";
+    char *dirs = ctx_strdup(c, path ? path : "/usr/bin:/bin");
+    for (char *d = strtok(dirs, ":"); d; d = strtok(NULL, ":"))
+        if (stat(ctx_printf(c, "%s/%s", d, cmd), &st) == 0 &&
+            S_ISREG(st.st_mode))
+            return ctx_printf(c, "%lld:%lld", (long long)st.st_size,
+                              (long long)st.st_mtime);
+    return "";
+}
+
+/* mkdir -p; 0 when dir is a folder at the end. */
+static int make_dirs(Ctx *c, const char *dir)
+{
+    char *p = ctx_strdup(c, dir);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(p, 0777);
+            *s = '/';
+        }
+    mkdir(p, 0777);
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+}
+
+/* The cache folder, made if missing, or NULL when none can be. */
+static const char *cache_dir(Ctx *c)
+{
+    const char *env = getenv("REMAT_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    const char *dir = env && *env ? env
+                      : xdg && *xdg ? ctx_printf(c, "%s/remat", xdg)
+                      : home && *home ? ctx_printf(c, "%s/.cache/remat", home)
+                                      : NULL;
+    return dir && make_dirs(c, dir) == 0 ? dir : NULL;
+}
+
+/* The runtime's object files for this compiler and these flags, from the
+ * cache or compiled into it (or into the build folder `dir` when there is
+ * no cache); their paths in obj[0] (remat_rt.o) and obj[1] (trainer.o). */
+static int runtime_objects(Ctx *c, const char *rt, const char *dir,
+                           char **words, int nw, int no_blas,
+                           const char **obj)
+{
+    static const char *const srcs[] = {"remat_rt.c", "trainer.c"};
+    const char *const *flags = cc_flags(no_blas);
+    uint64_t h = fnv_str(14695981039346656037u, "remat runtime objects 1");
+    for (int i = 0; i < nw; i++)
+        h = fnv_str(h, words[i]);
+    h = fnv_str(h, cc_identity(c, words[0]));
+    for (int i = 0; flags[i]; i++)
+        h = fnv_str(h, flags[i]);
+    static const char *const hashed[] = {"remat_rt.c", "remat_rt.h",
+                                         "trainer.c"};
+    for (int i = 0; i < 3; i++) {
+        h = fnv_str(h, hashed[i]);
+        if (fnv_file(&h, ctx_printf(c, "%s/%s", rt, hashed[i])))
+            return ctx_error(c, ctx_printf(c, "%s/%s", rt, hashed[i]), 0,
+                             "cannot read the runtime: %s", strerror(errno));
+    }
+    const char *cache = cache_dir(c);
+    for (int i = 0; i < 2; i++) {
+        const char *base = ctx_printf(c, "%.*s", (int)strlen(srcs[i]) - 2,
+                                      srcs[i]);
+        obj[i] = cache ? ctx_printf(c, "%s/%s-%016llx.o", cache, base,
+                                    (unsigned long long)h)
+                       : ctx_printf(c, "%s/%s.o", dir, base);
+        if (cache && is_file(obj[i]))
+            continue;
+        const char *tmp = ctx_printf(c, "%s.tmp.%ld", obj[i], (long)getpid());
+        const char *rest[16];
+        int n = 0;
+        for (int k = 0; flags[k]; k++)
+            rest[n++] = flags[k];
+        rest[n++] = ctx_printf(c, "-I%s", rt);
+        rest[n++] = "-c";
+        rest[n++] = ctx_printf(c, "%s/%s", rt, srcs[i]);
+        rest[n++] = "-o";
+        rest[n++] = tmp;
+        rest[n] = NULL;
+        int rc = run_cc(c, words, nw, rest, obj[i],
+                        ctx_printf(c, "the runtime's %s", srcs[i]));
+        if (!rc && rename(tmp, obj[i]) != 0)
+            rc = ctx_error(c, obj[i], 0, "cannot write: %s", strerror(errno));
+        if (rc) {
+            remove(tmp);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The model and its shim, linked with the runtime's objects. */
+static int compile_trainer(Ctx *c, const char *dir, const char *rt,
+                           const char *name, int no_blas, const char *out)
+{
+    char *words[40];
+    int nw = cc_words(c, words);
+    const char *obj[2];
+    if (runtime_objects(c, rt, dir, words, nw, no_blas, obj))
+        return -1;
+    const char *const *flags = cc_flags(no_blas);
+    const char *rest[24];
+    int n = 0;
+    for (int k = 0; flags[k]; k++)
+        rest[n++] = flags[k];
+    const char *more[] = {
+        ctx_printf(c, "-I%s", dir), ctx_printf(c, "-I%s", rt),
+        ctx_printf(c, "%s/%s.c", dir, name), ctx_printf(c, "%s/main.c", dir),
+        obj[0], obj[1], "-o", out, no_blas ? "-lm" : "-lopenblas", "-lm",
+        NULL};
+    for (int k = 0; more[k]; k++)
+        rest[n++] = more[k];
+    rest[n] = NULL;
+    return run_cc(c, words, nw, rest, out, "the trainer");
 }
 
 static void remove_dir(Ctx *c, const char *dir, const char *name)
@@ -102,6 +286,8 @@ static void remove_dir(Ctx *c, const char *dir, const char *name)
     remove(ctx_printf(c, "%s/%s.c", dir, name));
     remove(ctx_printf(c, "%s/%s.h", dir, name));
     remove(ctx_printf(c, "%s/main.c", dir));
+    remove(ctx_printf(c, "%s/remat_rt.o", dir));    /* when there is no cache */
+    remove(ctx_printf(c, "%s/trainer.o", dir));
     rmdir(dir);
 }
 

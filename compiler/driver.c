@@ -1,7 +1,8 @@
 /*
  * driver.c: the stages chained, from a graph file and a policy (and a
  * memory budget, which solve.c meets) to the two schedules with their arena
- * plans, which every command starts from.
+ * plans, which every command starts from. A forward-only graph (no loss)
+ * has one schedule, the forward, which Compiled.train then points to too.
  */
 #include "remat.h"
 
@@ -32,10 +33,14 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
                     Compiled *m)
 {
     Schedule *fwd = ctx_alloc(c, sizeof *fwd);
-    Schedule *train = ctx_alloc(c, sizeof *train);
-    if (schedule_build(c, g, r, 0, fwd) || plan_arena(c, fwd) ||
-        schedule_build(c, g, r, 1, train) || plan_arena(c, train))
+    Schedule *train = fwd;      /* forward only: the one schedule */
+    if (schedule_build(c, g, r, 0, fwd) || plan_arena(c, fwd))
         return -1;
+    if (graph_trains(g)) {
+        train = ctx_alloc(c, sizeof *train);
+        if (schedule_build(c, g, r, 1, train) || plan_arena(c, train))
+            return -1;
+    }
     m->g = g;
     m->policy = p;
     m->remat = r;

@@ -5,7 +5,9 @@
  * static data the kernels read (broadcast maps, initializer values from
  * files); the parameter, input and output tables; NAME_init; NAME_forward
  * (the forward schedule); NAME_train_step (the train schedule); NAME_sgd; and
- * the rt_model descriptor. Every function body is straight-line: one
+ * the rt_model descriptor. A forward-only graph (no loss) has no train step
+ * and no SGD: its header says NAME_HAS_TRAIN_STEP 0 and its descriptor holds
+ * NULL for both. Every function body is straight-line: one
  * statement per schedule entry, each under a comment naming the node, its
  * op, its output's shape and whether it is a recompute.
  *
@@ -366,8 +368,10 @@ static void emit_function(Emit *e, const Compiled *m, int train)
     emit(e, "{");
     e->indent++;
     e->train = train;
+    int trains = graph_trains(e->g);
     emit(e, "unsigned char *a = arena;");
-    emit(e, "float loss;");
+    if (trains)
+        emit(e, "float loss;");
     emit(e, "(void)params; /* a graph may read no parameter or input */");
     emit(e, "(void)inputs;");
     emit(e, "(void)int_inputs;");
@@ -379,7 +383,7 @@ static void emit_function(Emit *e, const Compiled *m, int train)
     if (train)
         emit(e, "rt_zero(grads, %s_PARAM_FLOATS);", upper(e->ctx, name));
     emit_body(e, m, s);
-    emit(e, "return loss;");
+    emit(e, trains ? "return loss;" : "return 0.0f; /* forward only: no loss */");
     e->indent--;
     emit(e, "}");
     emit(e, "");
@@ -597,7 +601,10 @@ static void emit_descriptor(Emit *e, const Compiled *m)
          "%s_N_DROPOUTS,", u, u, u, u, u);
     emit(e, "    %s_params, %s_inputs, %s_int_inputs, %s_outputs, %s_dropouts,",
          n, n, n, n, n);
-    emit(e, "    %s_init, %s_forward, %s_train_step, %s_sgd,", n, n, n, n);
+    if (graph_trains(e->g))
+        emit(e, "    %s_init, %s_forward, %s_train_step, %s_sgd,", n, n, n, n);
+    else
+        emit(e, "    %s_init, %s_forward, NULL, NULL, /* forward only */", n, n);
     emit(e, "};");
 }
 
@@ -609,6 +616,9 @@ static void emit_summary(Emit *e, const Compiled *m)
     Summary s;
     summarize(m, &s);
     emit(e, " * policy:          %s", m->policy->name);
+    if (!graph_trains(g))
+        emit(e, " * forward only:    no output is the loss, so no backward, "
+             "train step or SGD");
     emit(e, " * saved bytes:     %.0f (activations kept for the backward)",
          s.saved_bytes);
     emit(e, " * arena bytes:     %.0f", s.arena_bytes);
@@ -646,10 +656,19 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "");
     emit(e, "#include \"remat_rt.h\"");
     emit(e, "");
-    emit(e, "/* Bytes of the one arena forward and train_step work in. */");
+    int trains = graph_trains(g);
+    emit(e, "/* Bytes of the one arena forward%s work%s in. */",
+         trains ? " and train_step" : "", trains ? "" : "s");
     emit(e, "#define %s_ARENA_BYTES %zu", u, arena);
-    emit(e, "/* Floats in the parameter buffer (and in the gradient buffer, "
-         "same layout). */");
+    if (trains)
+        emit(e, "/* 1: NAME_train_step and NAME_sgd exist (the graph has a "
+             "loss). */");
+    else
+        emit(e, "/* 0: forward only. No output is the loss, so there is no "
+             "train step,\n * no SGD and no gradient buffer. */");
+    emit(e, "#define %s_HAS_TRAIN_STEP %d", u, trains);
+    emit(e, "/* Floats in the parameter buffer%s. */", trains ? " (and in the "
+         "gradient buffer, same layout)" : "");
     emit(e, "#define %s_PARAM_FLOATS %zu", u, pf);
     emit(e, "#define %s_INPUT_FLOATS %zu", u, inf);
     emit(e, "/* int64 elements in the int_inputs buffer (indices, labels). */");
@@ -673,16 +692,31 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "/* Fills params from the graph's initializers (seeded draws). */");
     emit(e, "void %s_init(float *params, uint64_t seed);", n);
     emit(e, "/* Forward only, in inference mode (Dropout passes its input");
-    emit(e, " * through); returns the loss. outputs may be NULL, and int_inputs");
-    emit(e, " * when the model has no int64 input. */");
+    if (trains) {
+        emit(e, " * through); returns the loss. outputs may be NULL, and "
+             "int_inputs");
+        emit(e, " * when the model has no int64 input. */");
+    } else {
+        emit(e, " * through); fills outputs and returns 0 (the model has no "
+             "loss).");
+        emit(e, " * int_inputs may be NULL when the model has no int64 "
+             "input. */");
+    }
     emit(e, "%s;", signature(e->ctx, n, 0));
-    emit(e, "/* Forward in training mode, loss, backward: overwrites grads and");
-    emit(e, " * returns the loss. Dropout's masks are a function of (seed, step,");
-    emit(e, " * node): the same arguments give the same masks and gradients. */");
-    emit(e, "%s;", signature(e->ctx, n, 1));
-    emit(e, "/* params -= lr * grads, over the trainable parameters. */");
-    emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
+    if (trains) {
+        emit(e, "/* Forward in training mode, loss, backward: overwrites grads "
+             "and");
+        emit(e, " * returns the loss. Dropout's masks are a function of (seed, "
+             "step,");
+        emit(e, " * node): the same arguments give the same masks and "
+             "gradients. */");
+        emit(e, "%s;", signature(e->ctx, n, 1));
+        emit(e, "/* params -= lr * grads, over the trainable parameters. */");
+        emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
+    }
     emit(e, "");
+    if (!trains)
+        emit(e, "/* Its train_step and sgd are NULL: forward only. */");
     emit(e, "extern const rt_model %s_model;", n);
     emit(e, "");
     emit(e, "#endif");
@@ -707,8 +741,10 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_tables(&e);
     emit_init(&e);
     emit_function(&e, m, 0);
-    emit_function(&e, m, 1);
-    emit_sgd(&e);
+    if (graph_trains(m->g)) {
+        emit_function(&e, m, 1);
+        emit_sgd(&e);
+    }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0};
     /* not REMAT_..., which the runtime's own header guard uses */

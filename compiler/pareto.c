@@ -214,9 +214,10 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed,
         return -1;
     double lo, hi;
     budget_ends(c, g, &lo, &hi);
-    buf_printf(out, "# model %s, policy %s: %d optimal plans%s\n", g->name,
+    buf_printf(out, "# model %s, policy %s: %d optimal plans%s%s\n", g->name,
                p->name, f.n, f.proven ? ", proven" : " (not proven: a "
-               "frontier was thinned)");
+               "frontier was thinned)", graph_trains(g) ? "" : "; forward "
+               "only (no output is the loss): nothing is saved or recomputed");
     buf_printf(out, "%8s  %12s  %12s  %16s%s\n", "budget", "saved_bytes",
                "arena_bytes", "recompute_flops", timed ? "  ms_per_step" : "");
     for (int i = 0; i < f.n; i++) {

@@ -1,5 +1,5 @@
 /*
- * parse.c: graph format v1 (shared/graph-format.md) from XML to the IR.
+ * parse.c: graph format v1 (docs/graph-format.md) from XML to the IR.
  *
  * parse_graph() returns 0 and a Graph whose tensors and nodes are all
  * resolved: every node input and output is a tensor index, every attribute is
@@ -1106,7 +1106,7 @@ static int parse_tree(Parser *p, xmlNode *root)
         return -1;
     if (g->nnodes == 0)
         return ELEM_ERROR(p, graph, "graph: has no nodes; a graph needs at "
-                          "least one <node> to compute its loss");
+                          "least one <node> to compute its outputs");
     return 0;
 }
 

@@ -180,7 +180,8 @@ void remat_apply(Ctx *c, const Graph *g, Remat *r, const char *recompute)
                 want = recompute[t] ? KEEP_RECOMPUTE : KEEP_SAVE;
             r->keep[t] = needed[t] ? want : KEEP_NONE;
             r->decision[t] = needed[t] ? r->asked[t] : REMAT_UNSET;
-            r->why[t] = !needed[t] ? "not read by the backward"
+            r->why[t] = !graph_trains(g) ? "forward only: no backward"
+                        : !needed[t] ? "not read by the backward"
                         : want == r->wanted[t] ? r->rule[t]
                         : ctx_printf(c, "budget: turned to %s (asked: %s)",
                                      want == KEEP_SAVE ? "save" : "recompute",

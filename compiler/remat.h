@@ -305,7 +305,8 @@ struct Graph {
     int nblocks;
     int *outputs;           /* tensor indices, in file order */
     int noutputs;
-    int loss;               /* tensor index (-1 until found by shape) */
+    int loss;               /* tensor index (-1 until found by shape, and
+                               after it in a forward-only graph) */
     int line;               /* of <graph> */
     int *order;             /* node indices in topological order (shapes.c) */
 };
@@ -349,6 +350,9 @@ void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
 /* ---- shapes.c: topological order and shape inference ---------------------- */
 
 int infer_shapes(Ctx *c, Graph *g);
+/* 1 when the graph has a loss, so a backward and a train step; 0 when it is
+ * forward only (no output is the loss; see find_scalar_loss). */
+int graph_trains(const Graph *g);
 
 /* ---- autodiff.c: which tensors get gradients -------------------------------- */
 
@@ -541,6 +545,9 @@ struct Compiled {
     const Graph *g;
     const Policy *policy;
     const Remat *remat;
+    /* train is fwd itself when the graph is forward only (no loss): the
+     * summary figures then describe the forward, and no train step is
+     * emitted. */
     const Schedule *fwd, *train;
 };
 

@@ -98,7 +98,8 @@ void report_schedule(Buf *b, const Compiled *m)
     const Graph *g = m->g;
     int w[4] = {6, 4, 2, 5};
     widths(m, b->ctx, w);
-    buf_printf(b, "# model %s, policy %s\n", g->name, m->policy->name);
+    buf_printf(b, "# model %s, policy %s%s\n", g->name, m->policy->name,
+               graph_trains(g) ? "" : ", forward only (no output is the loss)");
     buf_printf(b, "%-*s  %-*s  %-*s  %-*s  %10s  %-9s  %s\n", w[0], "tensor",
                w[1], "node", w[2], "op", w[3], "shape", "bytes", "decision",
                "rule");

@@ -285,7 +285,7 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
     for (int i = 0; i < g->noutputs; i++)
         use(&x, s->fwd[g->outputs[i]],
             add_stmt(&x, S_OUTPUT, -1, g->outputs[i], 0));
-    if (!train || !g->tensors[g->loss].has_grad)
+    if (!train || g->loss < 0 || !g->tensors[g->loss].has_grad)
         return 0;
     new_value(&x, g->loss, V_GRAD, add_stmt(&x, S_SEED, -1, g->loss, 0));
     for (int k = g->nnodes - 1; k >= 0; k--)

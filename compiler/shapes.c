@@ -9,7 +9,8 @@
  * outputs from its inputs in that order, checking what the op requires.
  *
  * Afterwards: g->order holds every node once, producers before consumers;
- * every tensor has a shape and a consumer count; the loss is a scalar.
+ * every tensor has a shape and a consumer count; the loss is a scalar, or
+ * there is none (g->loss == -1) and the graph is forward only.
  */
 #include "remat.h"
 
@@ -112,25 +113,37 @@ static int topo_sort(Ctx *c, Graph *g)
 }
 
 /* No output is marked as the loss: it is the only scalar output (one
- * element: a rank-0 tensor, or a keepdims reduction's 1x1). */
+ * element: a rank-0 tensor, or a keepdims reduction's 1x1) not marked
+ * loss="false". With none, the graph is forward only (g->loss stays -1):
+ * it compiles to NAME_forward alone, with no backward and no train step. */
 static int find_scalar_loss(Ctx *c, Graph *g)
 {
     int n = 0;
+    if (g->noutputs == 0)
+        return ctx_error(c, g->file, g->line, "graph: has no <output>; list "
+                         "what the graph computes: its loss (a scalar output, "
+                         "or one marked loss=\"true\") to train it, or any "
+                         "node outputs for a forward-only model");
     for (int i = 0; i < g->noutputs; i++)
         if (g->tensors[g->outputs[i]].numel == 1 &&
             !g->tensors[g->outputs[i]].not_loss) {
             g->loss = g->outputs[i];
             n++;
         }
-    if (n != 1)
-        return ctx_error(c, g->file, g->line, "graph: %s; mark the loss with "
-                         "<output name=\"...\" loss=\"true\"/>",
-                         n ? "more than one scalar output and none marked as "
-                             "the loss"
-                           : "no loss: no output is marked loss=\"true\" and "
-                             "none is a scalar");
-    g->tensors[g->loss].is_loss = 1;
+    if (n > 1)
+        return ctx_error(c, g->file, g->line, "graph: more than one scalar "
+                         "output and none marked as the loss; mark the loss "
+                         "with <output name=\"...\" loss=\"true\"/>, or "
+                         "every scalar output loss=\"false\" for a forward-only "
+                         "model");
+    if (n == 1)
+        g->tensors[g->loss].is_loss = 1;
     return 0;
+}
+
+int graph_trains(const Graph *g)
+{
+    return g->loss >= 0;
 }
 
 /* int64 tensors are graph inputs, read only where an op's row says so
@@ -180,6 +193,8 @@ int infer_shapes(Ctx *c, Graph *g)
     }
     if (g->loss < 0 && find_scalar_loss(c, g))
         return -1;
+    if (g->loss < 0)
+        return 0;       /* forward only */
     Tensor *loss = &g->tensors[g->loss];
     if (loss->numel != 1)
         return ctx_error(c, g->file, loss->output_line, "output '%s': the loss must "

@@ -6,6 +6,8 @@
 
 /* Bytes of the one arena forward and train_step work in. */
 #define CNN_ARENA_BYTES 5619712
+/* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
+#define CNN_HAS_TRAIN_STEP 1
 /* Floats in the parameter buffer (and in the gradient buffer, same layout). */
 #define CNN_PARAM_FLOATS 20490
 #define CNN_INPUT_FLOATS 25088

@@ -6,6 +6,8 @@
 
 /* Bytes of the one arena forward and train_step work in. */
 #define GPT_ARENA_BYTES 9306368
+/* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
+#define GPT_HAS_TRAIN_STEP 1
 /* Floats in the parameter buffer (and in the gradient buffer, same layout). */
 #define GPT_PARAM_FLOATS 866560
 #define GPT_INPUT_FLOATS 0

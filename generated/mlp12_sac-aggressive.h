@@ -6,6 +6,8 @@
 
 /* Bytes of the one arena forward and train_step work in. */
 #define MLP12_ARENA_BYTES 884736
+/* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
+#define MLP12_HAS_TRAIN_STEP 1
 /* Floats in the parameter buffer (and in the gradient buffer, same layout). */
 #define MLP12_PARAM_FLOATS 1579008
 #define MLP12_INPUT_FLOATS 16384

@@ -5,6 +5,11 @@
  *     const rt_model *const rt_trainer_model = &NAME_model;
  * it uses nothing but that descriptor. This is the host program, not the
  * embedded code, so it may allocate and print.
+ *
+ * A forward-only model (no loss: the descriptor's train_step and sgd are
+ * NULL) runs its forward where a trainer runs a train step: --dump writes
+ * inputs, parameters and outputs, --bench times the forward, and --steps is
+ * refused.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -31,22 +36,27 @@ static const char *argv0 = "trainer";
 
 static void usage(FILE *f)
 {
+    const rt_model *m = rt_trainer_model;
     fprintf(f,
 "usage: %s ACTION [OPTIONS]\n"
-"Trains the model '%s' (policy %s) linked into this program.\n"
+"%s the model '%s' (policy %s) linked into this program%s.\n"
 "\n"
 "Actions (exactly one):\n"
 "  --dump DIR     run one train step (forward + backward, step 0) and write\n"
 "                 .npy files into DIR (created if missing): input.NAME.npy for\n"
 "                 every input (int64 for integer inputs), param.NAME.npy for\n"
-"                 every parameter, loss.npy (0-d), grad.NAME.npy for every\n"
-"                 trainable parameter, and mask.NODE.npy for every Dropout\n"
-"                 node (1 kept, 0 dropped).\n"
+"                 every parameter, output.NAME.npy for every graph output\n"
+"                 (float32, as the step computed it), loss.npy (0-d),\n"
+"                 grad.NAME.npy for every trainable parameter, and\n"
+"                 mask.NODE.npy for every Dropout node (1 kept, 0 dropped).\n"
+"                 A forward-only model runs its forward (Dropout passes\n"
+"                 through) and writes the inputs, parameters and outputs.\n"
 "  --steps N      train with SGD for N steps on the same data every step and\n"
 "                 print 'step K loss L' for step 1, every max(1, N/10) steps\n"
-"                 and the last step.\n"
+"                 and the last step (not for a forward-only model).\n"
 "  --bench N      run %d warm-up train steps (no SGD), time N more one by one\n"
-"                 and print 'median_ms T' and 'min_ms T' in milliseconds.\n"
+"                 and print 'median_ms T' and 'min_ms T' in milliseconds; a\n"
+"                 forward-only model times its forward.\n"
 "\n"
 "Options:\n"
 "  --seed N       seed of the parameters (model init), of the inputs (float\n"
@@ -55,15 +65,19 @@ static void usage(FILE *f)
 "                 masks; default 0. Train step K (from 1) draws its masks as\n"
 "                 step K-1.\n"
 "  --load DIR     read input.NAME.npy and param.NAME.npy from DIR instead of\n"
-"                 seeding (not with --seed; Dropout's seed is then 0).\n"
+"                 seeding (not with --seed; Dropout's seed is then 0). Every\n"
+"                 input and every trainable parameter must be there; a\n"
+"                 parameter that is not trainable (a constant) may be left\n"
+"                 out and then keeps the model's own value (its init, seed 0).\n"
 "  --lr F         SGD learning rate for --steps; default 0.01.\n"
 "  -h, --help     print this help and exit.\n"
 "\n"
 "In file names, every '/' of a tensor name is written as '%%2F'.\n"
 "Exit status: 0 on success, 1 on an error (including a NaN or Inf loss or\n"
 "gradient), 2 on a usage error.\n",
-            argv0, rt_trainer_model->name ? rt_trainer_model->name : "?",
-            rt_trainer_model->policy ? rt_trainer_model->policy : "?",
+            argv0, m->train_step ? "Trains" : "Runs",
+            m->name ? m->name : "?", m->policy ? m->policy : "?",
+            m->train_step ? "" : " (forward only: it has no loss)",
             BENCH_WARMUP);
 }
 
@@ -258,7 +272,8 @@ static void check_model(const rt_model *m)
 {
     if (!m)
         die("no model linked in");
-    if (!m->init || !m->forward || !m->train_step || !m->sgd)
+    /* a forward-only model has neither train_step nor sgd */
+    if (!m->init || !m->forward || !m->train_step != !m->sgd)
         die("model descriptor: a function pointer is missing");
     check_table("parameter", m->params, m->n_params, m->param_floats);
     check_table("input", m->inputs, m->n_inputs, m->input_floats);
@@ -354,11 +369,28 @@ static void write_tensor(const char *dir, const char *prefix,
     free(path);
 }
 
+/* 1 when PATH does not exist (other failures are read_tensor's to report). */
+static int missing(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) != 0 && errno == ENOENT;
+}
+
+static void die_missing(const char *path, const char *what)
+{
+    die("cannot read %s: no such file; --load needs every input and every "
+        "trainable parameter (%s)", path, what);
+}
+
 static void read_tensor(const char *dir, const char *prefix,
                         const rt_tensor_info *t, float *base)
 {
     char why[256];
     char *path = tensor_path(dir, prefix, t->name);
+    if (missing(path))
+        die_missing(path, strcmp(prefix, "input") == 0
+                              ? "this is an input"
+                              : "this parameter is trainable");
     why[0] = '\0';
     if (rt_npy_read(path, base + t->offset, t->rank, t->dims, why,
                     sizeof why) != 0)
@@ -381,6 +413,8 @@ static void read_ints(const char *dir, const rt_tensor_info *t, int64_t *base)
     char why[256];
     char *path = tensor_path(dir, "input", t->name);
     size_t j;
+    if (missing(path))
+        die_missing(path, "this is an input");
     why[0] = '\0';
     if (rt_npy_read_i64(path, base + t->offset, t->rank, t->dims, why,
                         sizeof why) != 0)
@@ -491,7 +525,8 @@ static void alloc_buffers(const rt_model *m, buffers *b)
     b->arena = alloc64(m->arena_bytes, "arena");
     b->params = alloc64(float_bytes(m->param_floats, "parameters"),
                         "parameters");
-    b->grads = alloc64(float_bytes(m->param_floats, "gradients"), "gradients");
+    b->grads = !m->train_step ? NULL :
+        alloc64(float_bytes(m->param_floats, "gradients"), "gradients");
     b->inputs = alloc64(float_bytes(m->input_floats, "inputs"), "inputs");
     b->ints = alloc64(m->int_input_count * sizeof(int64_t), "integer inputs");
     b->outputs = m->output_floats == 0 ? NULL :
@@ -516,8 +551,16 @@ static void fill_buffers(const rt_model *m, const options *o, buffers *b)
             read_tensor(o->load_dir, "input", &m->inputs[i], b->inputs);
         for (i = 0; i < m->n_int_inputs; i++)
             read_ints(o->load_dir, &m->int_inputs[i], b->ints);
-        for (i = 0; i < m->n_params; i++)
-            read_tensor(o->load_dir, "param", &m->params[i], b->params);
+        /* a parameter left out that is not trainable keeps init's value */
+        m->init(b->params, 0);
+        for (i = 0; i < m->n_params; i++) {
+            const rt_tensor_info *t = &m->params[i];
+            char *path = tensor_path(o->load_dir, "param", t->name);
+            int keep = !t->trainable && missing(path);
+            free(path);
+            if (!keep)
+                read_tensor(o->load_dir, "param", t, b->params);
+        }
         return;
     }
     m->init(b->params, o->seed);
@@ -536,14 +579,25 @@ static float train_step(const rt_model *m, const options *o, buffers *b,
                          o->seed, step, b->arena);
 }
 
+/* One forward (a forward-only model's step), Dropout passing through. */
+static void forward(const rt_model *m, buffers *b)
+{
+    m->forward(b->params, b->inputs, b->ints, b->outputs, b->arena);
+}
+
 static void dump(const rt_model *m, const options *o, buffers *b)
 {
     int dims0[1] = {0};
     char *path;
     int i;
-    float loss = train_step(m, o, b, 0);
-    check_loss(1, loss);
-    check_grads(m, b->grads, 0);
+    float loss = 0.0f;
+    if (m->train_step) {
+        loss = train_step(m, o, b, 0);
+        check_loss(1, loss);
+        check_grads(m, b->grads, 0);
+    } else {
+        forward(m, b);
+    }
     make_dirs(o->dump_dir);
     for (i = 0; i < m->n_inputs; i++)
         write_tensor(o->dump_dir, "input", &m->inputs[i], b->inputs);
@@ -551,6 +605,11 @@ static void dump(const rt_model *m, const options *o, buffers *b)
         write_ints(o->dump_dir, &m->int_inputs[i], b->ints);
     for (i = 0; i < m->n_params; i++)
         write_tensor(o->dump_dir, "param", &m->params[i], b->params);
+    /* every output is float32: int64 tensors are graph inputs only */
+    for (i = 0; i < m->n_outputs && b->outputs; i++)
+        write_tensor(o->dump_dir, "output", &m->outputs[i], b->outputs);
+    if (!m->train_step)
+        return;
     path = malloc(strlen(o->dump_dir) + sizeof "/loss.npy");
     if (!path)
         die("out of memory");
@@ -581,17 +640,26 @@ static void train(const rt_model *m, const options *o, buffers *b)
     }
 }
 
+/* A forward-only model times its forward; there is no loss to check. */
 static void bench(const rt_model *m, const options *o, buffers *b)
 {
     double *ms = malloc((size_t)o->bench * sizeof *ms);
     long k;
     if (!ms)
         die("out of memory");
-    for (k = 1; k <= BENCH_WARMUP; k++)
-        check_loss(k, train_step(m, o, b, (uint64_t)(k - 1)));
+    for (k = 1; k <= BENCH_WARMUP; k++) {
+        if (m->train_step)
+            check_loss(k, train_step(m, o, b, (uint64_t)(k - 1)));
+        else
+            forward(m, b);
+    }
     for (k = 0; k < o->bench; k++) {
         double t0 = now_ms();
-        float loss = train_step(m, o, b, (uint64_t)(BENCH_WARMUP + k));
+        float loss = 0.0f;
+        if (m->train_step)
+            loss = train_step(m, o, b, (uint64_t)(BENCH_WARMUP + k));
+        else
+            forward(m, b);
         ms[k] = now_ms() - t0;
         check_loss(BENCH_WARMUP + 1 + k, loss);
     }
@@ -619,6 +687,10 @@ int main(int argc, char **argv)
     }
     parse_args(argc, argv, &o);
     check_model(m);
+    if (o.steps && !m->train_step)
+        usage_error("the model '%s' is forward only (it has no loss): "
+                    "--steps needs a train step; use --dump or --bench",
+                    m->name ? m->name : "?");
     alloc_buffers(m, &b);
     fill_buffers(m, &o, &b);
     if (o.dump_dir)

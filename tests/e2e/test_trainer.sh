@@ -80,12 +80,16 @@ check "--seed 3 --dump creates nested DIR" run 0 --seed 3 --dump "$D1"
 
 check "--dump writes exactly the expected files" eval '
     [ "$(cd "$D1" && ls | sort | tr "\n" " ")" = \
-      "grad.fc%2FW.npy input.x.npy loss.npy param.fc%2FW.npy param.loss_scale.npy " ]'
+      "grad.fc%2FW.npy input.x.npy loss.npy output.y.npy param.fc%2FW.npy param.loss_scale.npy " ]'
+
+check "--help says what --load needs and that outputs are dumped" eval '
+    run 0 --help && out_has "output.NAME.npy" && out_has "every trainable parameter" &&
+    out_has "keeps the model'"'"'s own value"'
 
 check "--dump shapes and dtypes" "$PY" - "$D1" <<'EOF'
 import sys, numpy as np
 d = sys.argv[1]
-want = {"input.x.npy": (4, 3), "param.fc%2FW.npy": (3, 2),
+want = {"input.x.npy": (4, 3), "param.fc%2FW.npy": (3, 2), "output.y.npy": (4, 2),
         "param.loss_scale.npy": (), "loss.npy": (), "grad.fc%2FW.npy": (3, 2)}
 for f, shape in want.items():
     a = np.load(d + "/" + f)
@@ -107,6 +111,8 @@ y = x @ w
 loss = s * np.mean(y ** 2)
 grad = s * 2 * x.T @ y / y.size
 got_loss = float(np.load(d + "/loss.npy"))
+got_y = np.load(d + "/output.y.npy").astype(np.float64)
+assert np.max(np.abs(got_y - y)) <= 1e-6 * np.max(np.abs(y)), (got_y, y)
 got_grad = np.load(d + "/grad.fc%2FW.npy").astype(np.float64)
 assert abs(got_loss - loss) <= 1e-5 * abs(loss), (got_loss, loss)
 err = np.max(np.abs(got_grad - grad)) / np.max(np.abs(grad))
@@ -163,8 +169,27 @@ check "--load a folder in place of the file: exit 1 naming it" eval '
     run 1 --load "$D3" --steps 1 && one_error_line &&
     err_has "$bad: read error: Is a directory"'
 rmdir "$bad"
-check "--load missing file: exit 1 naming the file" eval '
-    run 1 --load "$D3" --steps 1 && one_error_line && err_has "param.fc%2FW.npy"'
+check "--load missing trainable parameter: exit 1 naming the file" eval '
+    run 1 --load "$D3" --steps 1 && one_error_line &&
+    err_has "$bad: no such file; --load needs every input and every trainable parameter"'
+# Only the inputs and the trainable parameters: loss_scale (not trainable)
+# keeps the model's own init value, 1.
+D6=$TMP/d6
+mkdir "$D6"
+cp "$D1/input.x.npy" "$D1/param.fc%2FW.npy" "$D6/"
+check "--load without a non-trainable parameter: its init value, same dump" eval '
+    run 0 --load "$D6" --dump "$TMP/d6out" &&
+    for f in loss.npy grad.fc%2FW.npy output.y.npy param.loss_scale.npy; do
+        cmp "$D1/$f" "$TMP/d6out/$f" || exit 1
+    done'
+"$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], np.float32(3))' "$D6/param.loss_scale.npy"
+check "--load reads a non-trainable parameter that is there" eval '
+    run 0 --load "$D6" --dump "$TMP/d6b" &&
+    "$PY" -c "import numpy as np; a = np.load(\"$D1/loss.npy\"); b = np.load(\"$TMP/d6b/loss.npy\"); assert abs(b - 3 * a) <= 1e-6 * abs(b), (a, b)"'
+rm "$D6/input.x.npy"
+check "--load missing input: exit 1 naming the file" eval '
+    run 1 --load "$D6" --dump "$TMP/d6c" && one_error_line &&
+    err_has "$D6/input.x.npy: no such file"'
 
 # ---- NaN / Inf detection ----------------------------------------------------------------
 D4=$TMP/d4

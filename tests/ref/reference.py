@@ -5,7 +5,9 @@ for the compiler's gradients.
 It reads a graph XML (with Python's own XML parser, not the compiler's) and a
 trainer's --dump directory, rebuilds the model from the XML alone with torch
 ops in float64, feeds it the dumped inputs and parameters, and computes the
-loss and every trainable parameter's gradient with autograd. It reports, per
+loss and every trainable parameter's gradient with autograd, and every graph
+output (the dump's output.NAME.npy). A graph without a loss is forward only:
+its Dropouts pass through and only its outputs are compared. It reports, per
 tensor, the relative error max|ours - torch| / max|torch|, and fails when the
 worst exceeds the tolerance.
 
@@ -246,10 +248,13 @@ def load(dump, kind, name, shape, dtype="float32"):
 
 
 def run(graph, dump):
-    """Returns (loss, {param: grad}) in float64 from the XML and the dump."""
+    """Returns (loss or None, {param: grad}, {output: value}) in float64 from
+    the XML and the dump."""
     g = ET.parse(graph).getroot().find("graph")
     values, params, producer = {}, {}, {}
-    ops = dict(OPS, Dropout=lambda a, i, at: dropout(a, i, at, dump))
+    trains = os.path.exists(os.path.join(dump, "loss.npy"))
+    ops = dict(OPS, Dropout=lambda a, i, at: dropout(a, i, at, dump) if trains
+               else i[0])
     for el in g.iter("input"):
         values[el.get("name")] = load(dump, "input", el.get("name"), ints(el.get("shape")),
                                       el.get("dtype", "float32"))
@@ -275,14 +280,21 @@ def run(graph, dump):
         return values[name]
 
     outs = list(g.iter("output"))
+    outputs = {o.get("name"): value(o.get("name")) for o in outs}
     marked = [o for o in outs if o.get("loss") in ("true", "1")]
     cands = marked or [o for o in outs if value(o.get("name")).numel() == 1
                        and o.get("loss") not in ("false", "0")]
+    if len(cands) != 1 or value(cands[0].get("name")).numel() != 1:
+        if trains:
+            raise SystemExit(f"{graph}: the dump has loss.npy but the graph no loss")
+        return None, {}, outputs
+    if not trains:
+        raise SystemExit(f"{graph}: the graph has a loss but {dump} no loss.npy")
     loss = value(cands[0].get("name")).reshape(())
     trainable = list(params.items())
     grads = torch.autograd.grad(loss, [p for _, p in trainable], allow_unused=True)
     return loss, {n: (gr if gr is not None else torch.zeros_like(p))
-                  for (n, p), gr in zip(trainable, grads)}
+                  for (n, p), gr in zip(trainable, grads)}, outputs
 
 
 def rel(ours, ref):
@@ -292,8 +304,16 @@ def rel(ours, ref):
 
 
 def check(graph, dump, tol):
-    loss, grads = run(graph, dump)
-    errs = {"loss": rel(np.load(os.path.join(dump, "loss.npy")), loss.detach().numpy())}
+    loss, grads, outputs = run(graph, dump)
+    errs = {}
+    if loss is not None:
+        errs["loss"] = rel(np.load(os.path.join(dump, "loss.npy")), loss.detach().numpy())
+    for name, v in outputs.items():
+        ours = np.load(os.path.join(dump, f"output.{fname(name)}.npy"))
+        if ours.dtype != np.float32 or tuple(ours.shape) != tuple(v.shape):
+            raise SystemExit(f"{dump}: output.{name} is {ours.dtype} {ours.shape}, "
+                             f"want float32 {tuple(v.shape)}")
+        errs["output." + name] = rel(ours, v.detach().numpy())
     for name, gr in grads.items():
         errs["grad." + name] = rel(np.load(os.path.join(dump, f"grad.{fname(name)}.npy")),
                                    gr.numpy())

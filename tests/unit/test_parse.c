@@ -113,12 +113,12 @@ static const struct {
     {"<initializer name='w' shape='2' init='uniform' low='2' high='1'/>", "uniform needs low <= high"},
     {"<initializer name='w' shape='2' init='file' path='nope.npy'/>", "cannot use './nope.npy'"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y'/><output name='y'/>", "already listed at line 3; list each output once"},
-    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y'/>", "no loss"},
+    {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/>", "has no <output>"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><output name='y' loss='true'/>", "the loss must be a scalar"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='n' op='Relu' in='x' out='z'/>", "a node of that name is already defined"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='m' op='Relu' in='x' out='y'/>", "tensor 'y' is already defined"},
     {"<initializer name='w' shape='2 3' init='file' path='tests/unit/data/inf.npy'/>", "holds an infinity at element 5"},
-    {"<input name='x' shape='2'/><node name='n' op='ReduceSum' in='x' out='y'/><output name='y' loss='false'/>", "no loss"},
+    {"<input name='x' shape='2'/><node name='n' op='ReduceSum' in='x' out='y'/><node name='m' op='ReduceSum' in='x' out='z'/><output name='y'/><output name='z'/>", "more than one scalar output"},
 };
 
 START_TEST(bad_graphs_get_clear_errors)

@@ -156,6 +156,36 @@ START_TEST(loss_found_by_shape_when_unmarked)
 }
 END_TEST
 
+/* No output is the loss (none is a scalar; the one scalar is marked
+ * loss="false"): the graph is forward only, with no gradient anywhere, one
+ * schedule and nothing kept for a backward. */
+START_TEST(no_loss_compiles_forward_only)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='4 5'/>"
+        "<initializer name='w' shape='5 3' init='uniform'/>"
+        "<node name='f' op='MatMul' in='x w' out='y'/>"
+        "<node name='n' op='Tanh' in='y' out='z'/>"
+        "<node name='r' op='ReduceSum' in='z' out='l' keepdims='0'/>"
+        "<output name='z'/><output name='y'/><output name='l' loss='false'/>",
+        "none");
+    ck_assert_int_eq(m.g->loss, -1);
+    ck_assert_int_eq(graph_trains(m.g), 0);
+    ck_assert_ptr_eq(m.train, m.fwd);
+    for (int t = 0; t < m.g->ntensors; t++) {
+        ck_assert_int_eq(m.g->tensors[t].has_grad, 0);
+        ck_assert_int_eq(m.remat->keep[t], KEEP_NONE);
+    }
+    ck_assert_uint_eq(m.remat->saved_bytes, 0);
+    for (int i = 0; i < m.fwd->nstmts; i++)
+        ck_assert(m.fwd->stmts[i].kind == S_FORWARD ||
+                  m.fwd->stmts[i].kind == S_OUTPUT);
+    ctx_free(&c);
+}
+END_TEST
+
 /* ONNX ReduceSum/ReduceMean: axes="" is no axes, which reduces all, unless
  * noop_with_empty_axes=1 makes it the identity. */
 START_TEST(empty_axes_follow_onnx)
@@ -237,6 +267,7 @@ int main(void)
     tcase_add_test(t, broadcasting_follows_numpy);
     tcase_add_test(t, broadcast_that_does_not_fit);
     tcase_add_test(t, loss_found_by_shape_when_unmarked);
+    tcase_add_test(t, no_loss_compiles_forward_only);
     tcase_add_test(t, empty_axes_follow_onnx);
     tcase_add_test(t, op_table_is_complete);
     tcase_add_test(t, int64_inputs_shape_gather_and_loss);
