@@ -369,8 +369,118 @@ static const Lowering lowerings[] = {
     {"SoftmaxCrossEntropyLoss", 2, 1, {0}},
 };
 
+static int lower_plain(Im *m, ONode *o, OpKind op);
+static void log_rewrite(Im *m, const char *what, const ONode *o);
+
+/* A scalar constant as a non-trainable parameter. */
+static int scalar_param(Im *m, const char *name, float v)
+{
+    int t = new_tensor(m, name, T_PARAM);
+    Tensor *x = &m->g->tensors[t];
+    x->numel = 1;
+    x->init = INIT_FILE;
+    float *d = ctx_alloc(m->c, sizeof(float));
+    *d = v;
+    x->data = d;
+    return t;
+}
+
+/* One IR node of in[0..nin) and a new output named out; its tensor. */
+static int node1(Im *m, const ONode *o, const char *name, OpKind op,
+                 const int *in, int nin, const char *out, Node **made)
+{
+    Node *n = new_node(m, name, op);
+    for (int i = 0; i < nin; i++)
+        n->in[n->nin++] = in[i];
+    int t = add_out(m, n, out);
+    if (made)
+        *made = n;
+    return t;
+    (void)o;
+}
+
+/* LayerNormalization whose Mean or InvStdDev is read (ONNX's optional
+ * outputs 1 and 2): the normalization as one node, and the statistics
+ * computed beside it from ReduceMean, Sub, Mul, Add, Sqrt and Div. */
+static int lower_layer_norm_stats(Im *m, ONode *o)
+{
+    int nout = o->nout;
+    o->nout = 1;
+    int rc = lower_plain(m, o, OP_LAYER_NORM);
+    o->nout = nout;
+    if (rc)
+        return -1;
+    int x = m->v[o->in[0]].tensor;
+    int rank = m->g->tensors[x].rank;
+    long axis = onnx_attr_int(o, "axis", -1);
+    const Onnx__AttributeProto *ea = onnx_attr(o, "epsilon");
+    float eps = ea && ea->has_f ? ea->f : 1e-5f;
+    if (axis < 0)
+        axis += rank;
+    long axes[MAX_RANK];
+    int na = 0;
+    for (long d = axis; d < rank; d++)
+        axes[na++] = d;
+    const char *b = o->name;
+    Node *n;
+    int mean = node1(m, o, ctx_printf(m->c, "%s/mean", b), OP_REDUCE_MEAN, &x,
+                     1, o->out[1] >= 0 ? m->v[o->out[1]].name
+                                       : ctx_printf(m->c, "%s_mean", b), &n);
+    set_ints(n, "axes", axes, na);
+    if (finish_node(m, n, o))
+        return -1;
+    int in2[2] = {x, mean};
+    int d = node1(m, o, ctx_printf(m->c, "%s/centre", b), OP_SUB, in2, 2,
+                  ctx_printf(m->c, "%s_centred", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int dd[2] = {d, d};
+    int sq = node1(m, o, ctx_printf(m->c, "%s/square", b), OP_MUL, dd, 2,
+                   ctx_printf(m->c, "%s_squares", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int var = node1(m, o, ctx_printf(m->c, "%s/var", b), OP_REDUCE_MEAN, &sq,
+                    1, ctx_printf(m->c, "%s_var", b), &n);
+    set_ints(n, "axes", axes, na);
+    if (finish_node(m, n, o))
+        return -1;
+    int ve[2] = {var, scalar_param(m, ctx_printf(m->c, "%s_epsilon", b), eps)};
+    int v2 = node1(m, o, ctx_printf(m->c, "%s/eps", b), OP_ADD, ve, 2,
+                   ctx_printf(m->c, "%s_var_eps", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int sd = node1(m, o, ctx_printf(m->c, "%s/sqrt", b), OP_SQRT, &v2, 1,
+                   ctx_printf(m->c, "%s_std", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int inv[2] = {scalar_param(m, ctx_printf(m->c, "%s_one", b), 1.0f), sd};
+    int is = node1(m, o, ctx_printf(m->c, "%s/inv", b), OP_DIV, inv, 2,
+                   o->nout > 2 && o->out[2] >= 0 ? m->v[o->out[2]].name
+                   : ctx_printf(m->c, "%s_invstd", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int made[2] = {mean, is};
+    for (int i = 1; i < 3 && i < o->nout; i++)
+        if (o->out[i] >= 0) {
+            m->v[o->out[i]].tensor = made[i - 1];
+            shape_to_val(&m->v[o->out[i]], &m->g->tensors[made[i - 1]]);
+        }
+    log_rewrite(m, "LayerNormalization's Mean and InvStdDev as their own "
+                "nodes", o);
+    return 0;
+}
+
+static int read_anywhere(const Im *m, const ONode *o, int i)
+{
+    return i < o->nout && o->out[i] >= 0 &&
+           (m->v[o->out[i]].readers || m->v[o->out[i]].is_output);
+}
+
 static int lower_plain(Im *m, ONode *o, OpKind op)
 {
+    if (op == OP_LAYER_NORM && o->p && (read_anywhere(m, o, 1) ||
+                                        read_anywhere(m, o, 2)) && o->nout > 1)
+        return lower_layer_norm_stats(m, o);
     const Lowering *l = NULL;
     for (size_t k = 0; k < sizeof lowerings / sizeof *lowerings; k++)
         if (!strcmp(lowerings[k].op, o->op))
