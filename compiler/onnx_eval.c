@@ -801,6 +801,19 @@ int onnx_fold(Im *m, ONode *o)
         fn = fold_unary;
     if (!fn)
         return 0;
+    /* the inputs every fold reads: the first of all, the second of
+     * binary ones and of those that take a shape, indices or ends */
+    int least = fn == fold_constant ? 0 : fn == fold_where || fn == fold_range
+                ? 3 : fn == fold_binary || fn == fold_reshape ||
+                fn == fold_gather || fn == fold_expand ? 2
+                : fn == fold_slice ? 3 : 1;
+    if (o->nin < least)
+        return fold_error(m, o, ctx_printf(m->c, "has %d inputs; %s takes at "
+                                           "least %d", o->nin, o->op, least));
+    for (int i = 0; i < least; i++)
+        if (o->in[i] < 0)
+            return fold_error(m, o, ctx_printf(m->c, "input %d is left out; "
+                                               "%s needs it", i, o->op));
     /* Shape reads only the shape; everything else needs known inputs */
     if (strcmp(o->op, "Shape") && strcmp(o->op, "Size"))
         for (int i = 0; i < o->nin; i++) {

@@ -1038,6 +1038,14 @@ static int try_attention(Im *m, ONode *tr)
 
 static int lower_node(Im *m, ONode *o)
 {
+    int known = op_lookup(o->op);
+    for (int i = 0; known >= 0 && i < op_table[known].min_in; i++)
+        if (i >= o->nin || o->in[i] < 0)
+            return lower_error(m, o, ctx_printf(m->c, "input %d is left out; "
+                               "%s takes at least %d", i, o->op,
+                               op_table[known].min_in));
+    if (o->nin < 1 || o->in[0] < 0)
+        return lower_error(m, o, "has no input 0; remat's ops all read one");
     if (keep_transposed(m, o))
         return 0;
     if (!strcmp(o->op, "Transpose") && try_attention(m, o))
