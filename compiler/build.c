@@ -312,7 +312,10 @@ int build_trainer(Ctx *c, const Compiled *m, const char *exe, int no_blas)
     buf_printf(&shim, "const rt_model *const rt_trainer_model = &%s_model;\n",
                name);
     const char *tmp_exe = ctx_printf(c, "%s.tmp.%ld", exe, (long)getpid());
-    int rc = emit_c(c, m, ctx_printf(c, "%s.h", name), &cf, &hf);
+    Buf wf;
+    int rc = emit_c(c, m, ctx_printf(c, "%s.h", name), &cf, &hf, &wf);
+    /* the trainer reads EXE.weights when the values are not in its code */
+    rc = rc || (wf.len && buf_write_file(&wf, ctx_printf(c, "%s.weights", exe)));
     rc = rc || buf_write_file(&cf, ctx_printf(c, "%s/%s.c", dir, name)) ||
          buf_write_file(&hf, ctx_printf(c, "%s/%s.h", dir, name)) ||
          buf_write_file(&shim, ctx_printf(c, "%s/main.c", dir)) ||

@@ -419,7 +419,10 @@ static void emit_init(Emit *e)
                  a, b, stream);
             break;
         case INIT_FILE:
-            emit(e, "rt_copy(%s, init_%s, %ld);", p, x->cname, x->numel);
+            if (e->weights_file)
+                emit(e, "/* from OUT.weights: %s_load_weights */", g->name);
+            else
+                emit(e, "rt_copy(%s, init_%s, %ld);", p, x->cname, x->numel);
             break;
         }
         stream++;
@@ -571,7 +574,7 @@ static void emit_statics(Emit *e)
     }
     if (any)
         emit(e, "");
-    for (int t = 0; t < g->ntensors; t++) {
+    for (int t = 0; t < g->ntensors && !e->weights_file; t++) {
         const Tensor *x = &g->tensors[t];
         if (x->kind != T_PARAM || x->init != INIT_FILE)
             continue;
@@ -590,6 +593,40 @@ static void emit_statics(Emit *e)
     }
 }
 
+/* The initial values that live in NAME.weights: copied from the image,
+ * which has the parameter buffer's layout. */
+static void emit_load_weights(Emit *e)
+{
+    const Graph *g = e->g;
+    emit(e, "void %s_load_weights(float *params, const float *image)", g->name);
+    emit(e, "{");
+    e->indent++;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind == T_PARAM && x->init == INIT_FILE)
+            emit(e, "rt_copy(params + %zu, image + %zu, %ld); /* %s */",
+                 e->offset[t], e->offset[t], x->numel,
+                 comment_safe(e->ctx, x->name));
+    }
+    e->indent--;
+    emit(e, "}");
+    emit(e, "");
+}
+
+size_t weights_file_floats(const Graph *g)
+{
+    size_t n = 0, all = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind == T_PARAM) {
+            all += (size_t)x->numel;
+            if (x->init == INIT_FILE)
+                n += (size_t)x->numel;
+        }
+    }
+    return n > WEIGHTS_EMBED_MAX ? all : 0;
+}
+
 static void emit_descriptor(Emit *e, const Compiled *m)
 {
     const char *n = e->g->name, *u = upper(e->ctx, n);
@@ -605,6 +642,10 @@ static void emit_descriptor(Emit *e, const Compiled *m)
         emit(e, "    %s_init, %s_forward, %s_train_step, %s_sgd,", n, n, n, n);
     else
         emit(e, "    %s_init, %s_forward, NULL, NULL, /* forward only */", n, n);
+    if (e->weights_file)
+        emit(e, "    %s_load_weights,", n);
+    else
+        emit(e, "    NULL, /* initial values in this file */");
     emit(e, "};");
 }
 
@@ -691,6 +732,24 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "");
     emit(e, "/* Fills params from the graph's initializers (seeded draws). */");
     emit(e, "void %s_init(float *params, uint64_t seed);", n);
+    if (e->weights_file) {
+        emit(e, "/* The initial values given as data (init=\"file\", an ONNX "
+             "model's");
+        emit(e, " * initializers) are not in this code: %s_WEIGHTS_BYTES "
+             "bytes of", u);
+        emit(e, " * OUT.weights (written beside OUT.c; by remat build, beside "
+             "the trainer) hold them. It is the");
+        emit(e, " * parameter buffer's image: %s_PARAM_FLOATS float32 "
+             "values, little-endian,", u);
+        emit(e, " * each parameter at its %s_params[] offset (0 where a "
+             "parameter is", n);
+        emit(e, " * drawn by %s_init). After %s_init, %s_load_weights copies "
+             "those", n, n, n);
+        emit(e, " * parameters from the image (in memory, or mapped from "
+             "flash). */");
+        emit(e, "#define %s_WEIGHTS_BYTES %zu", u, pf * sizeof(float));
+        emit(e, "void %s_load_weights(float *params, const float *image);", n);
+    }
     emit(e, "/* Forward only, in inference mode (Dropout passes its input");
     if (trains) {
         emit(e, " * through); returns the loss. outputs may be NULL, and "
@@ -722,10 +781,40 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "#endif");
 }
 
-int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
-           Buf *hfile)
+/* The weights image: the parameter buffer, little-endian float32, with
+ * the data-initialized parameters at their offsets and 0 elsewhere. */
+static void weights_image(Ctx *c, const Graph *g, const size_t *offset,
+                          size_t floats, Buf *out)
 {
-    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0};
+    unsigned char *img = ctx_alloc(c, floats * 4 + 1);
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind != T_PARAM || x->init != INIT_FILE)
+            continue;
+        for (long i = 0; i < x->numel; i++) {
+            uint32_t u;
+            memcpy(&u, &x->data[i], 4);
+            unsigned char *p = img + (offset[t] + (size_t)i) * 4;
+            for (int b = 0; b < 4; b++)
+                p[b] = (unsigned char)(u >> (8 * b));
+        }
+    }
+    out->data = (char *)img;
+    out->len = floats * 4;
+    out->cap = floats * 4 + 1;
+}
+
+int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
+           Buf *hfile, Buf *weights)
+{
+    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0};
+    size_t wf = weights_file_floats(m->g);
+    e.weights_file = wf > 0;
+    if (weights) {
+        buf_init(weights, c);
+        if (wf)
+            weights_image(c, m->g, e.offset, wf, weights);
+    }
     char *gd = (char *)upper(c, header_name);
     for (char *p = gd; *p; p++)
         if (!isalnum((unsigned char)*p))
@@ -740,13 +829,15 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_statics(&e);
     emit_tables(&e);
     emit_init(&e);
+    if (e.weights_file)
+        emit_load_weights(&e);
     emit_function(&e, m, 0);
     if (graph_trains(m->g)) {
         emit_function(&e, m, 1);
         emit_sgd(&e);
     }
     emit_descriptor(&e, m);
-    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0};
+    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -244,12 +244,15 @@ static int cmd_compile(Ctx *c, const Args *a)
     }
     char *h = ctx_strdup(c, a->out);
     h[n - 1] = 'h';
+    char *w = ctx_printf(c, "%.*s.weights", (int)(n - 2), a->out);
     Compiled m;
-    Buf cf, hf;
+    Buf cf, hf, wf;
     buf_init(&cf, c);
     buf_init(&hf, c);
+    /* the weights first: a good OUT.c never names values not yet there */
     if (compile_args(c, a, 0, &m) ||
-        emit_c(c, &m, basename_of(h), &cf, &hf) ||
+        emit_c(c, &m, basename_of(h), &cf, &hf, &wf) ||
+        (wf.len && buf_write_file(&wf, w)) ||
         write_pair_atomic(c, a->out, &cf, h, &hf))
         return 1;
     return 0;

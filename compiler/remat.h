@@ -572,6 +572,7 @@ struct Emit {
     const size_t *offset;   /* per tensor: its place in the caller's buffer */
     const char *scratch;    /* the current call's scratch, or NULL */
     int train;              /* writing train_step (Dropout drops), not forward */
+    int weights_file;       /* initial values in NAME.weights, not the code */
 };
 
 /* Writes one line at the current indentation. */
@@ -585,9 +586,16 @@ void emit_int_array(Emit *e, const char *name, const long *v, int n);
 const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
                             const int *reduced);
 
-/* header_name: the file name the .c includes */
+/* Initial values given as data stay in the C file up to this many floats;
+ * a model with more has them in NAME.weights, the parameter buffer's
+ * image (a 10M-parameter model would be 150 MB of C text). */
+#define WEIGHTS_EMBED_MAX ((size_t)1 << 18)
+/* The floats of NAME.weights (the parameter buffer), 0 when embedded. */
+size_t weights_file_floats(const Graph *g);
+/* header_name: the file name the .c includes; weights, if not NULL, gets
+ * NAME.weights's bytes (empty when the values are in the code). */
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
-           Buf *hfile);
+           Buf *hfile, Buf *weights);
 
 /* ---- report.c: schedule and diff reports ------------------------------------ */
 

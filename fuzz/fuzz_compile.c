@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (policy_load(&c, builtin_policies[size % 4], &p))
         abort();                /* the built-ins always load */
     if (parse_graph_memory(&c, file, (const char *)data, size, &g) ||
-        compile_parsed(&c, g, p, NULL, &m) || emit_c(&c, &m, "fuzz.h", &cf, &hf))
+        compile_parsed(&c, g, p, NULL, &m) || emit_c(&c, &m, "fuzz.h", &cf, &hf, NULL))
         check_message(&c, file);
     ctx_free(&c);
     return 0;

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (onnx_import(&c, file, (const char *)data, size, &opt, &im) ||
         parse_graph_imported(&c, file, &im, &g) ||
         compile_parsed(&c, g, p, NULL, &m) ||
-        emit_c(&c, &m, "fuzz.h", &cf, &hf)) {
+        emit_c(&c, &m, "fuzz.h", &cf, &hf, NULL)) {
         if (strncmp(c.err, file, strlen(file)) != 0 || strchr(c.err, '\n'))
             abort();
     }

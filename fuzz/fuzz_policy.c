@@ -80,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (parse_policy_memory(&c, file, (const char *)data, size, p))
         check_message(&c, file);
     else if (compile_parsed(&c, g, p, NULL, &m) ||
-             emit_c(&c, &m, "pol.h", &cf, &hf))
+             emit_c(&c, &m, "pol.h", &cf, &hf, NULL))
         abort();                /* any valid policy compiles a valid graph */
     ctx_free(&c);
     return 0;

@@ -421,6 +421,9 @@ typedef struct {
                         float *grads, uint64_t seed, uint64_t step,
                         void *arena);
     void (*sgd)(float *params, const float *grads, float lr);
+    /* NULL, or: the model's data-initialized parameters live in a weights
+     * file (the parameter buffer's image, NAME.weights); call after init */
+    void (*load_weights)(float *params, const float *image);
 } rt_model;
 
 #endif

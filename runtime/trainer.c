@@ -70,6 +70,10 @@ static void usage(FILE *f)
 "                 parameter that is not trainable (a constant) may be left\n"
 "                 out and then keeps the model's own value (its init, seed 0).\n"
 "  --lr F         SGD learning rate for --steps; default 0.01.\n"
+"  --weights FILE the weights file of a model whose initial values are not\n"
+"                 in its code (more than 262,144 of them); default: this\n"
+"                 program's path with .weights added, where remat build\n"
+"                 writes it.\n"
 "  -h, --help     print this help and exit.\n"
 "\n"
 "In file names, every '/' of a tensor name is written as '%%2F'.\n"
@@ -108,6 +112,7 @@ static void die(const char *fmt, ...)
 typedef struct {
     const char *dump_dir;
     const char *load_dir;
+    const char *weights;   /* the model's weights file, when it has one */
     uint64_t seed;
     int have_seed;
     long steps;   /* 0: not asked */
@@ -184,7 +189,8 @@ static void parse_args(int argc, char **argv, options *o)
         }
         if (strcmp(name, "--seed") != 0 && strcmp(name, "--dump") != 0 &&
             strcmp(name, "--load") != 0 && strcmp(name, "--steps") != 0 &&
-            strcmp(name, "--lr") != 0 && strcmp(name, "--bench") != 0)
+            strcmp(name, "--lr") != 0 && strcmp(name, "--bench") != 0 &&
+            strcmp(name, "--weights") != 0)
             usage_error("unknown option '%s'", a);
         if (!val) {
             if (i + 1 >= argc)
@@ -208,6 +214,10 @@ static void parse_args(int argc, char **argv, options *o)
             if (*val == '\0')
                 usage_error("--load needs a directory");
             o->load_dir = val;
+        } else if (strcmp(name, "--weights") == 0) {
+            if (o->weights)
+                usage_error("--weights given twice");
+            o->weights = val;
         } else if (strcmp(name, "--steps") == 0) {
             if (o->steps)
                 usage_error("--steps given twice");
@@ -543,6 +553,41 @@ static void free_buffers(buffers *b)
     free(b->arena);
 }
 
+/* init, then the values of a model whose weights live in a file (the
+ * parameter buffer's image, little-endian float32; see the header). */
+static void init_params(const rt_model *m, const options *o, float *params,
+                        uint64_t seed)
+{
+    FILE *f;
+    float *image;
+    size_t n = m->param_floats, i;
+    unsigned char b4[4];
+    m->init(params, seed);
+    if (!m->load_weights)
+        return;
+    f = fopen(o->weights, "rb");
+    if (!f)
+        die("%s: cannot open the model's weights (%s); remat build writes "
+            "them beside the trainer as EXE.weights, --weights FILE names "
+            "another place", o->weights, strerror(errno));
+    image = malloc(n * sizeof(float) + 1);
+    if (!image)
+        die("out of memory for the weights");
+    for (i = 0; i < n && fread(b4, 1, 4, f) == 4; i++) {
+        uint32_t u = (uint32_t)b4[0] | (uint32_t)b4[1] << 8 |
+                     (uint32_t)b4[2] << 16 | (uint32_t)b4[3] << 24;
+        memcpy(&image[i], &u, 4);
+    }
+    if (i < n || fgetc(f) != EOF) {
+        fclose(f);
+        die("%s: is not this model's weights: it must hold exactly %lu "
+            "bytes", o->weights, (unsigned long)(n * 4));
+    }
+    fclose(f);
+    m->load_weights(params, image);
+    free(image);
+}
+
 static void fill_buffers(const rt_model *m, const options *o, buffers *b)
 {
     int i;
@@ -552,7 +597,7 @@ static void fill_buffers(const rt_model *m, const options *o, buffers *b)
         for (i = 0; i < m->n_int_inputs; i++)
             read_ints(o->load_dir, &m->int_inputs[i], b->ints);
         /* a parameter left out that is not trainable keeps init's value */
-        m->init(b->params, 0);
+        init_params(m, o, b->params, 0);
         for (i = 0; i < m->n_params; i++) {
             const rt_tensor_info *t = &m->params[i];
             char *path = tensor_path(o->load_dir, "param", t->name);
@@ -563,7 +608,7 @@ static void fill_buffers(const rt_model *m, const options *o, buffers *b)
         }
         return;
     }
-    m->init(b->params, o->seed);
+    init_params(m, o, b->params, o->seed);
     for (i = 0; i < m->n_inputs; i++)
         rt_init_uniform(b->inputs + m->inputs[i].offset, m->inputs[i].count,
                         -1.0f, 1.0f, o->seed, 1000 + (uint64_t)i);
@@ -686,6 +731,11 @@ int main(int argc, char **argv)
         return 1;
     }
     parse_args(argc, argv, &o);
+    if (!o.weights && argc > 0 && argv[0]) {
+        static char path[4096];
+        snprintf(path, sizeof path, "%s.weights", argv[0]);
+        o.weights = path;
+    }
     check_model(m);
     if (o.steps && !m->train_step)
         usage_error("the model '%s' is forward only (it has no loss): "

@@ -12,7 +12,7 @@ Usage: torch_models.py --compare REF_DIR DUMP_DIR TOL
 Usage: torch_models.py --same-weights REF_DIR WEIGHTS_DIR
   checks that remat import wrote every parameter bit for bit.
 
-Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha or cnn_bn.
+Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha, cnn_bn, wide or big.
 """
 import math
 import os
@@ -174,8 +174,45 @@ class CnnBn(nn.Module):
                 torch.randint(0, 4, (3,), generator=g))
 
 
+class Wide(nn.Module):
+    """262,660 parameters: past what the C file holds (262,144 values), so
+    its initial values go to a weights file."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(512, 512)
+        self.fc2 = nn.Linear(512, 4)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc2(F.relu(self.fc1(x))), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(4, 512, generator=g),
+                torch.randint(0, 4, (4,), generator=g))
+
+
+class Big(nn.Module):
+    """10.5M parameters, for the import of a large model."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(1024, 1024) for _ in range(10)])
+        self.head = nn.Linear(1024, 10)
+
+    def forward(self, x, y):
+        for lin in self.layers:
+            x = F.relu(lin(x))
+        return F.cross_entropy(self.head(x), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(8, 1024, generator=g),
+                torch.randint(0, 10, (8,), generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
-          "mha": Mha, "cnn_bn": CnnBn}
+          "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big}
 
 
 def fname(name):

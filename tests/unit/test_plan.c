@@ -153,7 +153,7 @@ START_TEST(a_reshape_chain_is_one_buffer)
     Buf cf, hf;
     buf_init(&cf, &c);
     buf_init(&hf, &c);
-    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf), 0);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
     ck_assert_contains(cf.data, "const float *v_h1 = v_h;");
     ck_assert_contains(cf.data, "const float *v_h3 = v_h2;");
     ck_assert_contains(cf.data, "float *d_h3 = d_h2;");
