@@ -277,4 +277,5 @@ const rt_model cnn_model = {
     CNN_N_PARAMS, CNN_N_INPUTS, CNN_N_INT_INPUTS, CNN_N_OUTPUTS, CNN_N_DROPOUTS,
     cnn_params, cnn_inputs, cnn_int_inputs, cnn_outputs, cnn_dropouts,
     cnn_init, cnn_forward, cnn_train_step, cnn_sgd,
+    NULL, /* initial values in this file */
 };

@@ -2606,4 +2606,5 @@ const rt_model gpt_model = {
     GPT_N_PARAMS, GPT_N_INPUTS, GPT_N_INT_INPUTS, GPT_N_OUTPUTS, GPT_N_DROPOUTS,
     gpt_params, gpt_inputs, gpt_int_inputs, gpt_outputs, gpt_dropouts,
     gpt_init, gpt_forward, gpt_train_step, gpt_sgd,
+    NULL, /* initial values in this file */
 };

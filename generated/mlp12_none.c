@@ -1232,4 +1232,5 @@ const rt_model mlp12_model = {
     MLP12_N_PARAMS, MLP12_N_INPUTS, MLP12_N_INT_INPUTS, MLP12_N_OUTPUTS, MLP12_N_DROPOUTS,
     mlp12_params, mlp12_inputs, mlp12_int_inputs, mlp12_outputs, mlp12_dropouts,
     mlp12_init, mlp12_forward, mlp12_train_step, mlp12_sgd,
+    NULL, /* initial values in this file */
 };
