@@ -32,16 +32,16 @@ int shape_unsqueeze(Ctx *c, Graph *g, Node *n)
                           "axes input, given as an attribute)");
     int rank = x->rank + axes->nints;
     if (rank > MAX_RANK)
-        return node_error(c, g, n, ctx_printf(c, "Unsqueeze would give input "
-            "'%s' of rank %d %d more dimensions, rank %d; at most %d are "
-            "supported", x->name, x->rank, axes->nints, rank, MAX_RANK));
+        return node_error(c, g, n, ctx_printf(c, "Unsqueeze of input '%s' "
+            "(rank %d) at %d axes would make rank %d; at most %d dimensions "
+            "are supported", x->name, x->rank, axes->nints, rank, MAX_RANK));
     for (int i = 0; i < axes->nints; i++) {
         long a = axes->ints[i];
         if (a < -rank || a >= rank)
             return node_error(c, g, n, ctx_printf(c, "Unsqueeze axis %ld is "
                 "out of range for the output's rank %d (input '%s' of rank "
-                "%d and %d new dimensions); axes must be in [%d, %d]", a,
-                rank, x->name, x->rank, axes->nints, -rank, rank - 1));
+                "%d, plus one per axis); axes must be in [%d, %d]", a, rank,
+                x->name, x->rank, -rank, rank - 1));
         int d = (int)(a < 0 ? a + rank : a);
         if (inserted[d])
             return node_error(c, g, n, ctx_printf(c, "Unsqueeze axis %ld is "
@@ -328,8 +328,8 @@ int shape_slice(Ctx *c, Graph *g, Node *n)
             return node_error(c, g, n, ctx_printf(c, "Slice axis %ld is listed "
                 "twice (axis %d names the same dimension)", a, d));
         if (steps->set && steps->ints[i] == 0)
-            return node_error(c, g, n, ctx_printf(c, "Slice step %d is 0; "
-                "steps are positive or negative", i));
+            return node_error(c, g, n, ctx_printf(c, "Slice steps entry %d "
+                "is 0; a step is positive or negative, never 0", i));
     }
     long first[MAX_RANK], step[MAX_RANK], count[MAX_RANK];
     slice_plan(x, n, first, step, count);
