@@ -192,14 +192,20 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     const char *out[MAX_IO], *in[MAX_IO];
     const Tensor *y = &g->tensors[n->out[0]];
     int view = op_table[n->op].alias;
-    emit(e, "/* %s: %s -> %s [%s]%s%s */", n->name, op_table[n->op].name,
-         y->name, shape_str(e->ctx, y), st->recompute ? " recompute" : "",
+    Buf outs;               /* "y [shape]", every output named */
+    buf_init(&outs, e->ctx);
+    for (int o = 0; o < n->nout; o++)
+        buf_printf(&outs, "%s%s [%s]", o ? ", " : "",
+                   g->tensors[n->out[o]].name,
+                   shape_str(e->ctx, &g->tensors[n->out[o]]));
+    emit(e, "/* %s: %s -> %s%s%s */", n->name, op_table[n->op].name,
+         outs.data, st->recompute ? " recompute" : "",
          view ? " view, no copy" : "");
     if (view) {
         /* read-only: a view may point into the caller's const inputs */
         const char *name = value_name(e, s, st->recompute ? s->rec[n->out[0]]
                                                           : s->fwd[n->out[0]]);
-        emit(e, "const float *%s = %s;", name,
+        emit(e, "const %s *%s = %s;", y->is_int ? "int64_t" : "float", name,
              read_name(e, m, n->in[0], st->recompute));
         if (y->nconsumers == 0 && !y->is_output)
             emit(e, "(void)%s;", name);
@@ -479,25 +485,38 @@ static int count_dropouts(const Graph *g)
     return n;
 }
 
-/* The values every reader of int64 input t accepts (the intersection of
- * their op rows' ranges); [0, 1) for an input nothing reads. */
+/* The values every reader of int64 tensor t accepts (the intersection of
+ * their op rows' ranges), down through views of t; *any = 0 when nothing
+ * reads it. */
+static void int_readers(const Graph *g, int t, long *lo, long *hi, int *any)
+{
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int i = 0; i < n->nin; i++) {
+            long l, h;
+            if (n->in[i] != t)
+                continue;
+            if (op_table[n->op].alias && i == 0) {
+                int_readers(g, n->out[0], lo, hi, any);
+                continue;
+            }
+            if (!(op_table[n->op].int_inputs >> i & 1))
+                continue;
+            op_table[n->op].int_range(g, n, &l, &h);
+            *lo = *any && *lo > l ? *lo : l;
+            *hi = *any && *hi < h ? *hi : h;
+            *any = 1;
+        }
+    }
+}
+
+/* [lo, hi) for int64 input t; [0, 1) for an input nothing reads. */
 static void int_range(const Graph *g, int t, long *lo, long *hi)
 {
     int any = 0;
     *lo = 0;
     *hi = 1;
-    for (int k = 0; k < g->nnodes; k++) {
-        const Node *n = &g->nodes[k];
-        for (int i = 0; i < n->nin; i++) {
-            long l, h;
-            if (n->in[i] != t || !(op_table[n->op].int_inputs >> i & 1))
-                continue;
-            op_table[n->op].int_range(g, n, &l, &h);
-            *lo = any && *lo > l ? *lo : l;
-            *hi = any && *hi < h ? *hi : h;
-            any = 1;
-        }
-    }
+    int_readers(g, t, lo, hi, &any);
 }
 
 static const char *dims_list(Emit *e, int rank, const long *dims)

@@ -1263,6 +1263,26 @@ static const AttrSpec dropout_attrs[] = {
     {.name = "ratio", .type = ATTR_FLOAT, .f = 0.5f},
     {0},
 };
+static const AttrSpec axes_attrs[] = {
+    {.name = "axes", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec concat_attrs[] = {
+    {.name = "axis", .type = ATTR_INT},     /* required: shape_concat */
+    {0},
+};
+static const AttrSpec split_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = 0},
+    {.name = "split", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec slice_attrs[] = {
+    {.name = "starts", .type = ATTR_INTS},
+    {.name = "ends", .type = ATTR_INTS},
+    {.name = "axes", .type = ATTR_INTS},
+    {.name = "steps", .type = ATTR_INTS},
+    {0},
+};
 
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
@@ -1360,6 +1380,27 @@ const OpInfo op_table[] = {
     [OP_DROPOUT] = {"Dropout", "dropout", 1, 1, 1, CAT_RANDOM, dropout_attrs,
                     shape_dropout, flops_dropout, {0}, emit_dropout_fwd,
                     emit_dropout_bwd, NULL, NULL, 0, NULL},
+    /* structural ops (ops_structural.c): Identity, Unsqueeze and Squeeze
+     * are views, like Reshape, and pass int64 on; Concat, Split and Slice
+     * move floats, and their backwards read only shapes */
+    [OP_IDENTITY] = {"Identity", "copy", 1, 1, 1, CAT_SHAPE, no_attrs,
+                     shape_same, flops_none, {0}, NULL, emit_copy_bwd, NULL,
+                     NULL, 0, NULL, 1},
+    [OP_UNSQUEEZE] = {"Unsqueeze", "copy", 1, 1, 1, CAT_SHAPE, axes_attrs,
+                      shape_unsqueeze, flops_none, {0}, NULL, emit_copy_bwd,
+                      NULL, NULL, 0, NULL, 1},
+    [OP_SQUEEZE] = {"Squeeze", "copy", 1, 1, 1, CAT_SHAPE, axes_attrs,
+                    shape_squeeze, flops_none, {0}, NULL, emit_copy_bwd, NULL,
+                    NULL, 0, NULL, 1},
+    [OP_CONCAT] = {"Concat", "concat", 1, MAX_IO, 1, CAT_SHAPE, concat_attrs,
+                   shape_concat, flops_none, {0}, emit_concat_fwd,
+                   emit_concat_bwd, NULL, NULL, 0, NULL, 0},
+    [OP_SPLIT] = {"Split", "split", 1, 1, MAX_IO, CAT_SHAPE, split_attrs,
+                  shape_split, flops_none, {0}, emit_split_fwd, emit_split_bwd,
+                  NULL, NULL, 0, NULL, 0, 1},
+    [OP_SLICE] = {"Slice", "slice", 1, 1, 1, CAT_SHAPE, slice_attrs,
+                  shape_slice, flops_none, {0}, emit_slice_fwd, emit_slice_bwd,
+                  emit_slice_static, NULL, 0, NULL, 0},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

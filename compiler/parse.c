@@ -709,7 +709,8 @@ static int parse_node_io(Parser *p, xmlNode *x, Node *n, const char *which,
     if (!s)
         return -1;
     int in = which[0] == 'i';
-    int lo = in ? op->min_in : op->nout, hi = in ? op->max_in : op->nout;
+    int lo = in ? op->min_in : op->min_out ? op->min_out : op->nout;
+    int hi = in ? op->max_in : op->nout;
     *count = split_names(p, s, names, MAX_IO);
     if (*count < lo || *count > hi) {
         const char *want = lo == hi ? ctx_printf(p->c, "%d", lo)

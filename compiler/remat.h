@@ -114,6 +114,13 @@ typedef enum {
     OP_GATHER,
     OP_SOFTMAX_CROSS_ENTROPY,
     OP_DROPOUT,
+    /* structural ops */
+    OP_IDENTITY,
+    OP_UNSQUEEZE,
+    OP_SQUEEZE,
+    OP_CONCAT,
+    OP_SPLIT,
+    OP_SLICE,
     OP_COUNT
 } OpKind;
 
@@ -196,8 +203,11 @@ typedef struct {
      * (Reshape, Flatten). It gets no buffer of its own: the schedule makes
      * its value share input 0's, the emitter names a pointer instead of
      * calling emit_forward (which may be NULL), and its gradient shares
-     * input 0's where that is correct (schedule.c). */
+     * input 0's where that is correct (schedule.c). An alias row passes
+     * an int64 input on: its output is int64 too (shapes.c). */
     int alias;
+    /* 0: exactly nout outputs; else from min_out to nout (Split). */
+    int min_out;
 } OpInfo;
 
 extern const OpInfo op_table[];
@@ -254,7 +264,8 @@ typedef struct {
     const char *cname;      /* mangled, unique C identifier part */
     TensorKind kind;
     int line;
-    int is_int;             /* an input of dtype int64 (else float32) */
+    int is_int;             /* int64 (else float32): an input of that dtype,
+                             * or a view of one (shapes.c) */
     int rank;
     long dims[MAX_RANK];
     long numel;
@@ -346,6 +357,31 @@ double flops_in(const Graph *g, const Node *n);
 void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
                    const char *const *dout, const char *const *in,
                    const char *const *out);
+
+/* ---- ops_structural.c: Identity, Unsqueeze, Squeeze, Concat, Split, Slice */
+
+/* The rules and emitters the op table's structural rows name. */
+int shape_unsqueeze(Ctx *c, Graph *g, Node *n);
+int shape_squeeze(Ctx *c, Graph *g, Node *n);
+int shape_concat(Ctx *c, Graph *g, Node *n);
+int shape_split(Ctx *c, Graph *g, Node *n);
+int shape_slice(Ctx *c, Graph *g, Node *n);
+void emit_concat_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in);
+void emit_concat_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out);
+void emit_split_fwd(Emit *e, const Node *n, const char *const *out,
+                    const char *const *in);
+void emit_split_bwd(Emit *e, const Node *n, const char *const *din,
+                    const char *const *dout, const char *const *in,
+                    const char *const *out);
+void emit_slice_static(Emit *e, const Node *n);
+void emit_slice_fwd(Emit *e, const Node *n, const char *const *out,
+                    const char *const *in);
+void emit_slice_bwd(Emit *e, const Node *n, const char *const *din,
+                    const char *const *dout, const char *const *in,
+                    const char *const *out);
 
 /* ---- shapes.c: topological order and shape inference ---------------------- */
 

@@ -108,9 +108,10 @@ void report_schedule(Buf *b, const Compiled *m)
         for (int o = 0; o < n->nout; o++) {
             int t = n->out[o];
             const Tensor *x = &g->tensors[t];
+            long bytes = x->numel * (x->is_int ? 8 : 4);  /* int64 views */
             buf_printf(b, "%-*s  %-*s  %-*s  %-*s  %10ld  %-9s  %s\n", w[0],
                        x->name, w[1], n->name, w[2], op_table[n->op].name,
-                       w[3], shape_str(b->ctx, x), x->numel * 4,
+                       w[3], shape_str(b->ctx, x), bytes,
                        keep_name(m->remat->keep[t]), m->remat->why[t]);
         }
     }

@@ -146,14 +146,20 @@ int graph_trains(const Graph *g)
     return g->loss >= 0;
 }
 
-/* int64 tensors are graph inputs, read only where an op's row says so
- * (Gather's indices, the loss's labels); every other input is float32. */
-static int check_dtypes(Ctx *c, const Graph *g, const Node *n)
+/* int64 tensors are graph inputs and their views: read only where an op's
+ * row says so (Gather's indices, the loss's labels), or by a view (an alias
+ * row: Reshape, Flatten, Identity, Unsqueeze, Squeeze), whose output is then
+ * int64 too; every other tensor is float32. */
+static int check_dtypes(Ctx *c, Graph *g, const Node *n)
 {
     const OpInfo *op = &op_table[n->op];
     for (int i = 0; i < n->nin; i++) {
         const Tensor *t = &g->tensors[n->in[i]];
         int want = (op->int_inputs >> i) & 1;
+        if (op->alias && i == 0 && t->is_int) {
+            g->tensors[n->out[0]].is_int = 1;
+            continue;
+        }
         if (t->is_int == want)
             continue;
         if (want && t->kind == T_INPUT)
@@ -176,6 +182,19 @@ static int check_dtypes(Ctx *c, const Graph *g, const Node *n)
     return 0;
 }
 
+/* Graph outputs are float32 (the outputs buffer): an int64 view is not one. */
+static int check_int_outputs(Ctx *c, const Graph *g)
+{
+    for (int i = 0; i < g->noutputs; i++) {
+        const Tensor *t = &g->tensors[g->outputs[i]];
+        if (t->is_int && t->kind == T_ACT)
+            return ctx_error(c, g->file, t->output_line, "output '%s': is "
+                             "int64, a view of an int64 input; graph outputs "
+                             "are float32", t->name);
+    }
+    return 0;
+}
+
 int infer_shapes(Ctx *c, Graph *g)
 {
     if (topo_sort(c, g))
@@ -191,7 +210,7 @@ int infer_shapes(Ctx *c, Graph *g)
                                  "supported (1 GiB of float32)", n->name, g->tensors[n->out[o]].name,
                                  g->tensors[n->out[o]].numel, MAX_NUMEL);
     }
-    if (g->loss < 0 && find_scalar_loss(c, g))
+    if (check_int_outputs(c, g) || (g->loss < 0 && find_scalar_loss(c, g)))
         return -1;
     if (g->loss < 0)
         return 0;       /* forward only */

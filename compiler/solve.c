@@ -251,12 +251,10 @@ static int branch(Solver *s, Layer *next, const State *st, int t,
                       recompute && !held ? 0 : bytes, flops, push, buf);
 }
 
-/* One node: every state of cur carried into next. */
-static int step(Solver *s, const Layer *cur, Layer *next, const Node *n,
-                int *buf)
+/* One output t of node n: every state of cur carried into next. */
+static int step_output(Solver *s, const Layer *cur, Layer *next,
+                       const Node *n, int t, int *buf)
 {
-    assert(n->nout == 1 && "the solver costs one output per node");
-    int t = n->out[0];
     const Remat *r = s->r;
     for (int i = 0; i < cur->n; i++) {
         const State *st = &cur->v[i];
@@ -281,6 +279,25 @@ static int step(Solver *s, const Layer *cur, Layer *next, const Node *n,
                  branch(s, next, st, t, n, 1, held, t, buf);
         if (rc)
             return -1;
+    }
+    return 0;
+}
+
+/* One node: each output a decision of its own, one after another (a node
+ * of several outputs, Split, is recomputed whole; its FLOPs are counted
+ * per output rebuilt, and Split's are 0). */
+static int step(Solver *s, const Layer *cur, Layer *next, const Node *n,
+                int *buf)
+{
+    Layer mid[2];
+    const Layer *from = cur;
+    for (int o = 0; o < n->nout; o++) {
+        Layer *to = o == n->nout - 1 ? next : &mid[o % 2];
+        if (to != next)
+            layer_init(s, to, 8);
+        if (step_output(s, from, to, n, n->out[o], buf))
+            return -1;
+        from = to;
     }
     return 0;
 }
@@ -343,11 +360,20 @@ typedef struct {
     long visits;
 } Search;
 
-static void search(Search *s, int k, double bytes, double flops);
+static void search(Search *s, int k, int o, double bytes, double flops);
 
-/* One decision about node n's output t, then the rest of the walk. */
-static void try_branch(Search *s, int k, const Node *n, int t, int recompute,
-                       int held, double bytes, double flops)
+/* The walk from the decision after node order[k]'s output o. */
+static void search_next(Search *s, int k, int o, double bytes, double flops)
+{
+    if (o + 1 < s->g->nodes[s->g->order[k]].nout)
+        search(s, k, o + 1, bytes, flops);
+    else
+        search(s, k - 1, 0, bytes, flops);
+}
+
+/* One decision about node n's output o, t, then the rest of the walk. */
+static void try_branch(Search *s, int k, int o, const Node *n, int t,
+                       int recompute, int held, double bytes, double flops)
 {
     const Graph *g = s->g;
     int undo[MAX_IO + 1], nundo = 0, src = n->in[0];
@@ -364,15 +390,16 @@ static void try_branch(Search *s, int k, const Node *n, int t, int recompute,
                !s->held[src];
     s->held[src] |= (char)hold;
     s->rec[t] = (char)recompute;
-    search(s, k - 1, bytes + (alias || (recompute && !held) ? 0 : size),
-           flops + (recompute ? op_table[n->op].flops(g, n) : 0));
+    search_next(s, k, o, bytes + (alias || (recompute && !held) ? 0 : size),
+                flops + (recompute ? op_table[n->op].flops(g, n) : 0));
     if (hold)
         s->held[src] = 0;
     while (nundo)
         s->needed[undo[--nundo]] = 0;
 }
 
-static void search(Search *s, int k, double bytes, double flops)
+/* Node order[k]'s output o and every decision before it in the walk. */
+static void search(Search *s, int k, int o, double bytes, double flops)
 {
     if (bytes > s->want || flops > s->best_flops ||
         (flops == s->best_flops && bytes >= s->best_bytes) ||
@@ -385,16 +412,16 @@ static void search(Search *s, int k, double bytes, double flops)
         return;
     }
     const Node *n = &s->g->nodes[s->g->order[k]];
-    int t = n->out[0], held = s->held[t];
+    int t = n->out[o], held = s->held[t];
     int needed = s->r->needed[t] || s->needed[t];
     if (!needed && !held)
-        search(s, k - 1, bytes, flops);
+        search_next(s, k, o, bytes, flops);
     else if (!needed || !s->r->free[t])
-        try_branch(s, k, n, t, needed && s->r->wanted[t] == KEEP_RECOMPUTE,
+        try_branch(s, k, o, n, t, needed && s->r->wanted[t] == KEEP_RECOMPUTE,
                    held, bytes, flops);
     else {
-        try_branch(s, k, n, t, 0, held, bytes, flops);
-        try_branch(s, k, n, t, 1, held, bytes, flops);
+        try_branch(s, k, o, n, t, 0, held, bytes, flops);
+        try_branch(s, k, o, n, t, 1, held, bytes, flops);
     }
 }
 
@@ -406,7 +433,7 @@ static int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
     size_t nt = (size_t)g->ntensors;
     Search s = {g, r, want, ctx_alloc(c, nt), ctx_alloc(c, nt),
                 ctx_alloc(c, nt), ctx_alloc(c, nt), HUGE_VAL, HUGE_VAL, 0};
-    search(&s, g->nnodes - 1, 0, 0);
+    search(&s, g->nnodes - 1, 0, 0, 0);
     *proven = s.visits <= MAX_VISITS;
     if (s.best_flops == HUGE_VAL)
         return -1;

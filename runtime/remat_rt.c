@@ -1340,6 +1340,110 @@ void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw)
     }
 }
 
+/* ---- structural ops: Concat, Split, Slice ---------------------------------- */
+
+/* Copies (add = 0) or adds (add = 1) n elements. */
+static void move(float *dst, const float *src, int n, int add)
+{
+    int i;
+    if (add)
+        for (i = 0; i < n; i++)
+            dst[i] += src[i];
+    else
+        memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+/* Walks the concatenated rows: piece i of row r is whole[r*total + off_i
+ * ...] against part i's row r; to_whole says which way the data goes. */
+static void concat_walk(float *whole, const float *cwhole, float *const *parts,
+                        const float *const *cparts, int n, const int *widths,
+                        int outer, int to_whole, int add)
+{
+    int total = 0, i, r, off;
+    for (i = 0; i < n; i++)
+        total += widths[i];
+    for (r = 0; r < outer; r++) {
+        off = 0;
+        for (i = 0; i < n; i++) {
+            const size_t w = (size_t)r * total + (size_t)off;
+            const size_t p = (size_t)r * widths[i];
+            if (to_whole && cparts[i] != NULL)
+                move(whole + w, cparts[i] + p, widths[i], add);
+            else if (!to_whole && parts[i] != NULL)
+                move(parts[i] + p, cwhole + w, widths[i], add);
+            off += widths[i];
+        }
+    }
+}
+
+void rt_concat_forward(float *y, const float *const *xs, int n,
+                       const int *widths, int outer)
+{
+    concat_walk(y, NULL, NULL, xs, n, widths, outer, 1, 0);
+}
+
+void rt_concat_backward(float *const *dxs, const float *dy, int n,
+                        const int *widths, int outer)
+{
+    concat_walk(NULL, dy, dxs, NULL, n, widths, outer, 0, 1);
+}
+
+void rt_split_forward(float *const *ys, const float *x, int n,
+                      const int *widths, int outer)
+{
+    concat_walk(NULL, x, ys, NULL, n, widths, outer, 0, 0);
+}
+
+void rt_split_backward(float *dx, const float *const *dys, int n,
+                       const int *widths, int outer)
+{
+    if (dx != NULL)
+        concat_walk(dx, NULL, NULL, dys, n, widths, outer, 1, 1);
+}
+
+/* Every element of y in order with the offset of the x element it reads:
+ * an odometer over y's index, x's offset moved by step * stride. */
+static void slice_walk(float *y, const float *cy, float *x, const float *cx,
+                       int rank, const int *xdims, const int *ydims,
+                       const int *starts, const int *steps, int backward)
+{
+    long stride[RT_MAX_RANK], at = 0;
+    int j[RT_MAX_RANK], d;
+    size_t k, count = 1;
+    for (d = rank - 1; d >= 0; d--) {
+        stride[d] = d == rank - 1 ? 1 : stride[d + 1] * xdims[d + 1];
+        at += (long)starts[d] * stride[d];
+        j[d] = 0;
+        count *= (size_t)ydims[d];
+    }
+    for (k = 0; k < count; k++) {
+        if (backward)
+            x[at] += cy[k];
+        else
+            y[k] = cx[at];
+        for (d = rank - 1; d >= 0; d--) {   /* the next index of y */
+            at += (long)steps[d] * stride[d];
+            if (++j[d] < ydims[d])
+                break;
+            at -= (long)steps[d] * stride[d] * ydims[d];
+            j[d] = 0;
+        }
+    }
+}
+
+void rt_slice_forward(float *y, const float *x, int rank, const int *xdims,
+                      const int *ydims, const int *starts, const int *steps)
+{
+    slice_walk(y, NULL, NULL, x, rank, xdims, ydims, starts, steps, 0);
+}
+
+void rt_slice_backward(float *dx, const float *dy, int rank, const int *xdims,
+                       const int *ydims, const int *starts, const int *steps)
+{
+    if (dx != NULL)
+        slice_walk(NULL, dy, dx, NULL, rank, xdims, ydims, starts, steps, 1);
+}
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n)

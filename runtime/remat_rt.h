@@ -258,6 +258,36 @@ void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
 void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw);
 void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw);
 
+/* ---- structural ops: Concat, Split, Slice ---------------------------------- */
+
+/* ONNX Concat along an axis, with each tensor seen as (outer, width): outer
+ * the product of the dimensions before the axis, widths[i] input i's extent
+ * along the axis times the product of the dimensions after it. Row r of y
+ * is row r of xs[0], then row r of xs[1], ..., of xs[n-1]. */
+void rt_concat_forward(float *y, const float *const *xs, int n,
+                       const int *widths, int outer);
+/* dxs[i] += input i's columns of dy; a NULL dxs[i] is skipped. */
+void rt_concat_backward(float *const *dxs, const float *dy, int n,
+                        const int *widths, int outer);
+/* ONNX Split: the inverse walk; ys[i] (outer x widths[i]) gets the columns
+ * of x's rows that Concat's input i would have filled. */
+void rt_split_forward(float *const *ys, const float *x, int n,
+                      const int *widths, int outer);
+/* dx += the douts concatenated; a NULL dys[i] (an output nobody
+ * differentiates) adds nothing, as if it were zero. dx may be NULL. */
+void rt_split_backward(float *dx, const float *const *dys, int n,
+                       const int *widths, int outer);
+/* ONNX Slice, its starts and steps already clamped (the compiler does it):
+ * x has `rank` (<= RT_MAX_RANK) dims xdims, y dims ydims (each >= 1), and
+ * y[j_0, ..., j_{rank-1}] = x[starts[0] + j_0 * steps[0], ...]; a step may
+ * be negative (a reversed walk), never 0. Rank 0 copies one element. */
+void rt_slice_forward(float *y, const float *x, int rank, const int *xdims,
+                      const int *ydims, const int *starts, const int *steps);
+/* dx (x's shape) += dy at the positions the forward read; the others keep
+ * their values. dx may be NULL. */
+void rt_slice_backward(float *dx, const float *dy, int rank, const int *xdims,
+                       const int *ydims, const int *starts, const int *steps);
+
 /* ---- memory, optimizer ---------------------------------------------------- */
 
 void rt_zero(float *x, size_t n);

@@ -67,7 +67,8 @@ sweep() {   # graph
     echo "graph $name: swept $budgets"
 }
 
-for g in ${GRAPHS:-"$root"/graphs/*.xml "$root"/tests/graphs/blocks_skip.xml "$root"/tests/graphs/attention_ops.xml}; do
+# structural_ops: Split, a node of several outputs, each its own decision
+for g in ${GRAPHS:-"$root"/graphs/*.xml "$root"/tests/graphs/blocks_skip.xml "$root"/tests/graphs/attention_ops.xml "$root"/tests/graphs/structural_ops.xml}; do
     sweep "$g"
 done
 # --measure adds each plan's timed trainer; the command line's own errors

@@ -290,6 +290,21 @@ check "--load float32 in place of int64 labels: exit 1" eval '
     "$PY" -c "import numpy as np; np.save(\"$TMP/elbad/input.labels.npy\", np.zeros((2, 5), np.float32))" &&
     run 1 --load "$TMP/elbad" --steps 1 && one_error_line &&
     err_has "input.labels.npy: dtype '"'"'<f4'"'"' is not int64"'
+# tests/graphs/structural_ops.xml: int64 labels (2x3) reach two
+# SoftmaxCrossEntropyLoss nodes of 6 classes only through views (Reshape,
+# Identity, Unsqueeze, Squeeze); the range still reaches the input (drawn
+# from [0, 1) it would be all zeros).
+BIN=$TMP/so
+build/remat build tests/graphs/structural_ops.xml -o "$BIN"
+check "int64 labels through views: drawn within the loss's classes" eval '
+    run 0 --seed 3 --dump "$TMP/so3" &&
+    "$PY" -c "import sys, numpy as np; a = np.load(sys.argv[1]); assert a.dtype == np.int64 and a.shape == (2, 3) and a.min() >= 0 and 0 < a.max() < 6, a" \
+        "$TMP/so3/input.labels.npy"'
+check "int64 labels through views: --load of a class past the scores: exit 1" eval '
+    "$PY" -c "import numpy as np; np.save(\"$TMP/so3/input.labels.npy\", np.full((2, 3), 6, np.int64))" &&
+    run 1 --load "$TMP/so3" --steps 1 && one_error_line &&
+    err_has "input.labels.npy: element 0 is 6, outside [0, 6)"'
+BIN=$TMP/el_none
 # PyTorch's own test of checkpointing (test_checkpoint_rng_*): gradients with
 # and without it are equal with dropout in the model. Here full recomputes
 # each Dropout in the backward from (seed, step, node) instead of replaying a

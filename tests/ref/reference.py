@@ -199,6 +199,70 @@ def dropout(a, ins, at, dump=None):
     return x * torch.tensor(mask.astype(np.float64)) / (1 - float(at.get("ratio", "0.5")))
 
 
+def unsqueeze(a, ins, at):
+    """ONNX Unsqueeze: a 1 inserted at each of axes, which index the
+    output (rank r + len(axes)), negative ones from its end."""
+    x, axes = ins[0], ints(at["axes"])
+    rank = x.dim() + len(axes)
+    for ax in sorted(ax % rank for ax in axes):
+        x = x.unsqueeze(ax)
+    return x
+
+
+def squeeze(a, ins, at):
+    """ONNX Squeeze: the named 1-dimensions removed, all of them without
+    axes."""
+    x = ins[0]
+    axes = ints(at.get("axes", ""))
+    if not axes:
+        axes = [d for d in range(x.dim()) if x.shape[d] == 1]
+    keep = [n for d, n in enumerate(x.shape) if d not in {ax % x.dim() for ax in axes}]
+    return x.reshape(keep)
+
+
+def concat(a, ins, at):
+    return torch.cat(ins, dim=int(at["axis"]))
+
+
+def split(a, ins, at):
+    """ONNX Split along axis into the sizes of split, or equal parts, one
+    per output."""
+    x = ins[0]
+    axis = int(at.get("axis", "0")) % x.dim()
+    count = len(a.get("out").split())
+    sizes = ints(at["split"]) if "split" in at else [x.shape[axis] // count] * count
+    return list(torch.split(x, sizes, dim=axis))
+
+
+def slice_(a, ins, at):
+    """ONNX Slice: per listed axis, start and end counted from the end when
+    negative, then clamped to [0, n] for a positive step and to [0, n-1]
+    (start), [-1, n-1] (end) for a negative one; the indices start, start +
+    step, ... short of end. Written as an index list per dimension so as
+    not to lean on Python's own slice clamping."""
+    x = ins[0]
+    starts, ends = ints(at["starts"]), ints(at["ends"])
+    axes = ints(at["axes"]) if "axes" in at else list(range(len(starts)))
+    steps = ints(at["steps"]) if "steps" in at else [1] * len(starts)
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        ax %= x.dim()
+        n = x.shape[ax]
+        s = s + n if s < 0 else s
+        e = e + n if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), n), min(max(e, 0), n)
+            idx = list(range(s, e, st))
+        else:
+            s, e = min(max(s, 0), n - 1), min(max(e, -1), n - 1)
+            idx = []
+            i = s
+            while i > e:
+                idx.append(i)
+                i += st
+        x = torch.index_select(x, ax, torch.tensor(idx, dtype=torch.long))
+    return x
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -229,6 +293,12 @@ OPS = {
     "Gather": gather,
     "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
     "Dropout": dropout,     # run() gives it the dump directory
+    "Identity": lambda a, i, at: i[0],
+    "Unsqueeze": unsqueeze,
+    "Squeeze": squeeze,
+    "Concat": concat,
+    "Split": split,         # a list: one value per output
+    "Slice": slice_,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 
@@ -276,7 +346,10 @@ def run(graph, dump):
                 raise SystemExit(f"{graph}: op {op} has no reference case")
             attrs = {k: v for k, v in node.attrib.items() if k not in NODE_KEYS}
             ins = [value(i) for i in node.get("in").split()]
-            values[name] = ops[op](node, ins, attrs)
+            got = ops[op](node, ins, attrs)
+            outs = node.get("out").split()
+            for out, v in zip(outs, got if isinstance(got, list) else [got]):
+                values[out] = v
         return values[name]
 
     outs = list(g.iter("output"))

@@ -217,6 +217,8 @@ START_TEST(op_table_is_complete)
         ck_assert(op->emit_backward != NULL);
         ck_assert_int_eq(op_lookup(op->name), i);
         ck_assert_int_le(op->min_in, op->max_in);
+        ck_assert_int_le(op->min_out, op->nout);      /* 0: exactly nout */
+        ck_assert_int_le(op->nout, MAX_IO);
         /* an op with int64 inputs says what values they take */
         ck_assert(!op->int_inputs == !op->int_range);
     }
@@ -256,6 +258,229 @@ START_TEST(int64_inputs_shape_gather_and_loss)
 }
 END_TEST
 
+/* ---- structural ops ------------------------------------------------------ */
+
+static void assert_dims(const Tensor *t, int rank, const long *want)
+{
+    ck_assert_int_eq(t->rank, rank);
+    for (int i = 0; i < rank; i++)
+        ck_assert_msg(t->dims[i] == want[i], "%s dim %d: %ld, want %ld",
+                      t->name, i, t->dims[i], want[i]);
+}
+
+/* ONNX: Unsqueeze's axes index the output; Squeeze without axes drops every
+ * 1; Concat adds up the axis; Split by sizes or in equal parts. */
+START_TEST(structural_view_and_join_shapes)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='2 3'/><input name='o' shape='1 2 1 3'/>"
+        "<input name='z' shape='2 5'/><input name='q' shape='4 6'/>"
+        "<node name='u' op='Unsqueeze' in='x' out='xu' axes='0 -1'/>"
+        "<node name='s' op='Squeeze' in='xu' out='xs' axes='-1'/>"
+        "<node name='all' op='Squeeze' in='o' out='os'/>"
+        "<node name='i' op='Identity' in='os' out='oi'/>"
+        "<node name='cat' op='Concat' in='x z oi' out='c' axis='-1'/>"
+        "<node name='sp' op='Split' in='c' out='c0 c1' axis='1' split='4 7'/>"
+        "<node name='eq' op='Split' in='q' out='q0 q1 q2' axis='-1'/>"
+        "<node name='r0' op='ReduceSum' in='c0' out='l0' keepdims='0'/>"
+        "<node name='r1' op='ReduceSum' in='c1' out='l1' keepdims='0'/>"
+        "<node name='r2' op='ReduceSum' in='q1' out='l2' keepdims='0'/>"
+        "<node name='r3' op='ReduceSum' in='xs' out='l3' keepdims='0'/>"
+        "<node name='a' op='Add' in='l0 l1' out='a1'/><node name='b' op='Add' in='l2 l3' out='a2'/>"
+        "<node name='t' op='Add' in='a1 a2' out='l'/><output name='l'/>", "none");
+    assert_dims(T(&m, "xu"), 4, (long[]){1, 2, 3, 1});
+    assert_dims(T(&m, "xs"), 3, (long[]){1, 2, 3});
+    assert_dims(T(&m, "os"), 2, (long[]){2, 3});
+    assert_dims(T(&m, "oi"), 2, (long[]){2, 3});
+    assert_dims(T(&m, "c"), 2, (long[]){2, 11});
+    assert_dims(T(&m, "c0"), 2, (long[]){2, 4});
+    assert_dims(T(&m, "c1"), 2, (long[]){2, 7});
+    for (int i = 0; i < 3; i++)
+        assert_dims(T(&m, (const char *[]){"q0", "q1", "q2"}[i]), 2,
+                    (long[]){4, 2});
+    /* views move nothing; Concat and Split are data movement: 0 FLOPs, and
+     * no backward reads a value */
+    for (int k = 0; k < m.g->nnodes; k++) {
+        const Node *n = &m.g->nodes[k];
+        if (op_table[n->op].cat == CAT_SHAPE) {
+            ck_assert(op_table[n->op].flops(m.g, n) == 0);
+            ck_assert_int_eq(node_backward_reads(m.g, n), 0);
+        }
+    }
+    ctx_free(&c);
+}
+END_TEST
+
+/* ONNX Slice: negative starts and ends count from the end, then clamp
+ * ([0, n] for a positive step; [0, n-1] and [-1, n-1] for a negative one);
+ * axes default to 0, 1, ...; the full range of int64 is accepted. */
+START_TEST(slice_clamps_like_onnx)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='5 7'/>"
+        "<node name='a' op='Slice' in='x' out='ya' starts='-2' ends='100' axes='0'/>"
+        "<node name='b' op='Slice' in='x' out='yb' starts='-1 6' ends='-100 -1000' "
+        "axes='0 -1' steps='-2 -3'/>"
+        "<node name='c' op='Slice' in='x' out='yc' starts='1 2' ends='3 4'/>"
+        "<node name='d' op='Slice' in='x' out='yd' starts='-9223372036854775808' "
+        "ends='9223372036854775807' axes='1' steps='9223372036854775807'/>"
+        "<node name='e' op='Slice' in='x' out='ye' starts='9223372036854775807' "
+        "ends='-9223372036854775808' axes='1' steps='-9223372036854775808'/>"
+        "<node name='f' op='Slice' in='x' out='yf' starts='100' ends='-100' axes='1' steps='-1'/>"
+        "<node name='r0' op='ReduceSum' in='ya' out='l0' keepdims='0'/>"
+        "<node name='r1' op='ReduceSum' in='yb' out='l1' keepdims='0'/>"
+        "<node name='r2' op='ReduceSum' in='yc' out='l2' keepdims='0'/>"
+        "<node name='r3' op='ReduceSum' in='yd' out='l3' keepdims='0'/>"
+        "<node name='r4' op='ReduceSum' in='ye' out='l4' keepdims='0'/>"
+        "<node name='r5' op='ReduceSum' in='yf' out='l5' keepdims='0'/>"
+        "<node name='s0' op='Add' in='l0 l1' out='s1'/><node name='s2' op='Add' in='l2 l3' out='s3'/>"
+        "<node name='s4' op='Add' in='l4 l5' out='s5'/><node name='s6' op='Add' in='s1 s3' out='s7'/>"
+        "<node name='s8' op='Add' in='s7 s5' out='l'/><output name='l'/>", "none");
+    assert_dims(T(&m, "ya"), 2, (long[]){2, 7});       /* rows 3, 4 */
+    assert_dims(T(&m, "yb"), 2, (long[]){3, 3});       /* 4 2 0; 6 3 0 */
+    assert_dims(T(&m, "yc"), 2, (long[]){2, 2});
+    assert_dims(T(&m, "yd"), 2, (long[]){5, 1});       /* column 0 */
+    assert_dims(T(&m, "ye"), 2, (long[]){5, 1});       /* column 6 */
+    assert_dims(T(&m, "yf"), 2, (long[]){5, 7});       /* reversed */
+    ctx_free(&c);
+}
+END_TEST
+
+/* torch's cross_entropy(logits.view(-1, V), targets.view(-1)): an int64
+ * input through views is int64, and the trainer's range for the input is
+ * its reader's, found through the views. */
+START_TEST(int64_labels_through_views)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='4 64 7'/><input name='lab' shape='4 64' dtype='int64'/>"
+        "<node name='v' op='Reshape' in='x' out='logits' shape='-1 7'/>"
+        "<node name='f' op='Reshape' in='lab' out='t' shape='-1'/>"
+        "<node name='u' op='Unsqueeze' in='t' out='tu' axes='1'/>"
+        "<node name='fl' op='Flatten' in='tu' out='tf' axis='0'/>"
+        "<node name='sq' op='Squeeze' in='tf' out='ts'/>"
+        "<node name='i' op='Identity' in='ts' out='ti'/>"
+        "<node name='ce' op='SoftmaxCrossEntropyLoss' in='logits ti' out='l'/>"
+        "<output name='l'/>", "full");
+    const char *views[] = {"t", "tu", "tf", "ts", "ti"};
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(T(&m, views[i])->is_int, "%s is not int64", views[i]);
+    assert_dims(T(&m, "ti"), 1, (long[]){256});
+    ck_assert(!T(&m, "logits")->is_int);
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf), 0);
+    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7},");
+    ck_assert_contains(cf.data, "const int64_t *v_ti = v_ts;");
+    ctx_free(&c);
+}
+END_TEST
+
+/* Misuse of an int64 view keeps the messages of int64 inputs. */
+START_TEST(int64_views_refused_elsewhere)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *msg = error_of(&c,
+        "<input name='lab' shape='4 3' dtype='int64'/>"
+        "<initializer name='w' shape='3 2' init='zeros'/>"
+        "<node name='v' op='Identity' in='lab' out='t'/>"
+        "<node name='fc' op='MatMul' in='t w' out='y'/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/><output name='l'/>");
+    ck_assert_contains(msg, "node 'fc': MatMul input 0 't' is int64 but must be "
+                            "float32; int64 inputs are read only as Gather's "
+                            "indices and SoftmaxCrossEntropyLoss's labels");
+    ctx_free(&c);
+    ctx_init(&c);
+    msg = error_of(&c,
+        "<input name='lab' shape='4 3' dtype='int64'/><input name='x' shape='2'/>"
+        "<node name='v' op='Concat' in='lab lab' out='t' axis='0'/>"
+        "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/><output name='l'/>");
+    ck_assert_contains(msg, "Concat input 0 'lab' is int64 but must be float32");
+    ctx_free(&c);
+    ctx_init(&c);
+    msg = error_of(&c,
+        "<input name='lab' shape='4 3' dtype='int64'/><input name='x' shape='2'/>"
+        "<node name='v' op='Reshape' in='lab' out='t' shape='12'/>"
+        "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/>"
+        "<output name='l' loss='true'/><output name='t'/>");
+    ck_assert_contains(msg, "output 't': is int64, a view of an int64 input; "
+                            "graph outputs are float32");
+    ctx_free(&c);
+}
+END_TEST
+
+/* Every error the structural shape rules give, by a piece of its text. */
+START_TEST(structural_shape_errors)
+{
+    static const char *const cases[][2] = {
+        {"<node name='n' op='Unsqueeze' in='x' out='y'/>",
+         "Unsqueeze needs axes="},
+        {"<node name='n' op='Unsqueeze' in='x' out='y' axes='0 1 2 3 4'/>",
+         "Unsqueeze of input 'x' (rank 2) at 5 axes would make rank 7"},
+        {"<node name='n' op='Unsqueeze' in='x' out='y' axes='3'/>",
+         "Unsqueeze axis 3 is out of range for the output's rank 3"},
+        {"<node name='n' op='Unsqueeze' in='x' out='y' axes='1 -3'/>",
+         "Unsqueeze axis -3 is listed twice (axis 1"},
+        {"<node name='n' op='Squeeze' in='x' out='y' axes='2'/>",
+         "Squeeze axis 2 is out of range for input 'x' of rank 2; axes must be in [-2, 1]"},
+        {"<node name='n' op='Squeeze' in='o' out='y' axes='0 -2'/>",
+         "Squeeze axis -2 is listed twice"},
+        {"<node name='n' op='Squeeze' in='x' out='y' axes='1'/>",
+         "dimension 1 of input 'x' (4x6), which is 6, not 1"},
+        {"<node name='n' op='Concat' in='x x' out='y'/>",
+         "Concat needs axis="},
+        {"<node name='n' op='Concat' in='s x' out='y' axis='0'/>",
+         "Concat input 0 's' is a scalar"},
+        {"<node name='n' op='Concat' in='x x' out='y' axis='-3'/>",
+         "Concat axis -3 is out of range"},
+        {"<node name='n' op='Concat' in='x o' out='y' axis='1'/>",
+         "Concat input 1 'o' has shape 1x4 but input 0 'x' has 4x6"},
+        {"<node name='n' op='Split' in='s' out='y z'/>",
+         "Split input 's' is a scalar"},
+        {"<node name='n' op='Split' in='x' out='y z' axis='2'/>",
+         "Split axis 2 is out of range"},
+        {"<node name='n' op='Split' in='x' out='y z' axis='1' split='6'/>",
+         "Split has 2 outputs but split lists 1 size; it gives one size per output"},
+        {"<node name='n' op='Split' in='x' out='y z' axis='1' split='7 -1'/>",
+         "Split size 1 is -1; sizes are positive"},
+        {"<node name='n' op='Split' in='x' out='y z' axis='1' split='2 3'/>",
+         "Split sizes add up to 5 but input 'x' (4x6) is 6 long along axis 1"},
+        {"<node name='n' op='Split' in='x' out='y z w v' axis='1'/>",
+         "Split cannot cut axis 1 of input 'x' (4x6, 6 long) into 4 equal parts"},
+        {"<node name='n' op='Slice' in='x' out='y' starts='0'/>",
+         "Slice needs starts="},
+        {"<node name='n' op='Slice' in='x' out='y' starts='0 0' ends='1' axes='0 1'/>",
+         "Slice starts has 2 entries, ends 1, axes 2 and steps 2"},
+        {"<node name='n' op='Slice' in='x' out='y' starts='0' ends='1' axes='2'/>",
+         "Slice axis 2 is out of range for input 'x' of rank 2"},
+        {"<node name='n' op='Slice' in='x' out='y' starts='0 0' ends='1 1' axes='1 -1'/>",
+         "Slice axis -1 is listed twice"},
+        {"<node name='n' op='Slice' in='x' out='y' starts='0' ends='1' steps='0'/>",
+         "Slice steps entry 0 is 0"},
+        {"<node name='n' op='Slice' in='x' out='y' starts='3' ends='1' axes='1'/>",
+         "Slice takes nothing along axis 1 of input 'x' (4x6): start 3, end 1, step 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Ctx c;
+        ctx_init(&c);
+        const char *body = ctx_printf(&c,
+            "<input name='x' shape='4 6'/><input name='o' shape='1 4'/>"
+            "<input name='s' shape=''/>%s"
+            "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/>"
+            "<output name='l'/>", cases[i][0]);
+        ck_assert_contains(error_of(&c, body), cases[i][1]);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shapes");
@@ -271,6 +496,11 @@ int main(void)
     tcase_add_test(t, empty_axes_follow_onnx);
     tcase_add_test(t, op_table_is_complete);
     tcase_add_test(t, int64_inputs_shape_gather_and_loss);
+    tcase_add_test(t, structural_view_and_join_shapes);
+    tcase_add_test(t, slice_clamps_like_onnx);
+    tcase_add_test(t, int64_labels_through_views);
+    tcase_add_test(t, int64_views_refused_elsewhere);
+    tcase_add_test(t, structural_shape_errors);
     suite_add_tcase(s, t);
     return run_suite(s);
 }

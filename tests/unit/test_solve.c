@@ -267,6 +267,66 @@ START_TEST(matches_exhaustive_search)
 }
 END_TEST
 
+/* Split has several outputs, each a decision of its own (the solver used
+ * to take one output per node): its frontier is still exactly the Pareto
+ * set of every plan, scheduled, and each point costs what its schedule
+ * does. Mul reads two of the outputs, Tanh's output and Concat nothing. */
+START_TEST(split_outputs_match_exhaustive_search)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *xml = model_xml(&c,
+        "<input name='x' shape='2 8'/>"
+        "<initializer name='w' shape='8 8' init='uniform'/>"
+        "<node name='mm' op='MatMul' in='x w' out='h'/>"
+        "<node name='t' op='Tanh' in='h' out='a'/>"
+        "<node name='sp' op='Split' in='a' out='p0 p1 p2' axis='1' split='2 2 4'/>"
+        "<node name='m' op='Mul' in='p0 p1' out='q'/>"
+        "<node name='u' op='Tanh' in='p2' out='v'/>"
+        "<node name='cat' op='Concat' in='q v p1' out='k' axis='-1'/>"
+        "<node name='s' op='Sigmoid' in='k' out='z'/>"
+        "<node name='r' op='ReduceSum' in='z' out='loss' keepdims='0'/>"
+        "<output name='loss'/>");
+    Graph *g;
+    Policy *p;
+    Remat r;
+    Frontier f;
+    ck_assert(policy_load(&c, "sac", &p) == 0);
+    p = policy_soften(&c, p);
+    ck_assert(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
+              infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+              remat_classify(&c, g, p, &r) == 0 &&
+              solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
+    int nfree = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        nfree += r.free[t];
+    ck_assert_int_ge(nfree, 6);
+    Cost *all = ctx_alloc(&c, ((size_t)1 << nfree) * sizeof *all);
+    int n = exhaustive(&c, g, p, &r, all);
+    ck_assert_int_ge(f.n, 2);
+    for (int i = 0; i < f.n; i++)
+        ck_assert_msg(least_flops(all, n, f.plans[i].bytes) == f.plans[i].flops,
+                      "point %d", i);
+    for (int k = 0; k < n; k++) {
+        int covered = 0;
+        for (int i = 0; i < f.n && !covered; i++)
+            covered = f.plans[i].bytes <= all[k].bytes &&
+                      f.plans[i].flops <= all[k].flops;
+        ck_assert_msg(covered, "plan %d", k);
+    }
+    for (int i = 0; i < f.n; i++) {
+        Compiled m;
+        remat_apply(&c, g, &r, f.plans[i].recompute);
+        ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
+        Summary s;
+        summarize(&m, &s);
+        ck_assert(s.saved_bytes == f.plans[i].bytes);
+        ck_assert(s.recompute_flops == f.plans[i].flops);
+    }
+    ctx_free(&c);
+}
+END_TEST
+
 /* What a frontier point says it costs is what its schedule costs. */
 START_TEST(frontier_costs_are_the_schedules)
 {
@@ -424,6 +484,7 @@ int main(void)
     tcase_add_test(t, five_pairs_by_hand);
     tcase_add_test(t, matches_exhaustive_search);
     tcase_add_test(t, frontier_costs_are_the_schedules);
+    tcase_add_test(t, split_outputs_match_exhaustive_search);
     tcase_add_test(t, budget_too_small_names_what_forces_it);
     tcase_add_test(t, budget_text);
     tcase_add_test(t, beyond_the_caps_branch_and_bound);

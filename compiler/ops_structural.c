@@ -1,0 +1,390 @@
+/*
+ * ops_structural.c: the structural ops' shape rules and emitters, for the
+ * op table's rows (ops.c): Identity, Unsqueeze and Squeeze, which are
+ * views (alias rows: the output is the input's floats, or int64s, with
+ * another shape, and needs no rule beyond its shape), and Concat, Split
+ * and Slice, which move data with the runtime's rt_concat_*, rt_split_* and
+ * rt_slice_* kernels.
+ *
+ * ONNX gives Unsqueeze's and Squeeze's axes, Split's sizes and Slice's
+ * starts, ends, axes and steps as inputs since opset 13; here they are
+ * attributes (the ONNX importer turns constant inputs into them). Each
+ * backward reads only shapes, never a value: the rows' needs masks are 0.
+ *
+ * Concat and Split see every tensor as (outer, width) around the axis:
+ * outer the product of the dimensions before it, width the extent along it
+ * times the product of those after, so that one call moves whole rows.
+ * Slice's starts and steps are clamped here, by ONNX's rules, and the
+ * kernel only walks them.
+ */
+#include "remat.h"
+
+/* ---- views: Unsqueeze and Squeeze (Identity is shape_same) ------------------- */
+
+int shape_unsqueeze(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *axes = node_attr(n, "axes");
+    int inserted[MAX_RANK] = {0};
+    long dims[MAX_RANK];
+    if (!axes->set || axes->nints == 0)
+        return node_error(c, g, n, "Unsqueeze needs axes=\"A ...\" (ONNX's "
+                          "axes input, given as an attribute)");
+    int rank = x->rank + axes->nints;
+    if (rank > MAX_RANK)
+        return node_error(c, g, n, ctx_printf(c, "Unsqueeze of input '%s' "
+            "(rank %d) at %d axes would make rank %d; at most %d dimensions "
+            "are supported", x->name, x->rank, axes->nints, rank, MAX_RANK));
+    for (int i = 0; i < axes->nints; i++) {
+        long a = axes->ints[i];
+        if (a < -rank || a >= rank)
+            return node_error(c, g, n, ctx_printf(c, "Unsqueeze axis %ld is "
+                "out of range for the output's rank %d (input '%s' of rank "
+                "%d, plus one per axis); axes must be in [%d, %d]", a, rank,
+                x->name, x->rank, -rank, rank - 1));
+        int d = (int)(a < 0 ? a + rank : a);
+        if (inserted[d])
+            return node_error(c, g, n, ctx_printf(c, "Unsqueeze axis %ld is "
+                "listed twice (axis %d names the same dimension)", a, d));
+        inserted[d] = 1;
+    }
+    for (int d = 0, from = 0; d < rank; d++)
+        dims[d] = inserted[d] ? 1 : x->dims[from++];
+    set_shape(OUT(0), rank, dims);
+    return 0;
+}
+
+/* Without axes, every dimension of 1 goes. */
+int shape_squeeze(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *axes = node_attr(n, "axes");
+    int removed[MAX_RANK] = {0}, all = !axes->set || axes->nints == 0;
+    long dims[MAX_RANK];
+    for (int d = 0; all && d < x->rank; d++)
+        removed[d] = x->dims[d] == 1;
+    for (int i = 0; !all && i < axes->nints; i++) {
+        long a = axes->ints[i];
+        if (a < -x->rank || a >= x->rank)
+            return node_error(c, g, n, ctx_printf(c, "Squeeze axis %ld is out "
+                "of range for input '%s' of rank %d; axes must be in [%d, %d]",
+                a, x->name, x->rank, -x->rank, x->rank - 1));
+        int d = (int)(a < 0 ? a + x->rank : a);
+        if (removed[d])
+            return node_error(c, g, n, ctx_printf(c, "Squeeze axis %ld is "
+                "listed twice (axis %d names the same dimension)", a, d));
+        if (x->dims[d] != 1)
+            return node_error(c, g, n, ctx_printf(c, "Squeeze axis %ld names "
+                "dimension %d of input '%s' (%s), which is %ld, not 1; only "
+                "dimensions of 1 can be removed", a, d, x->name,
+                shape_str(c, x), x->dims[d]));
+        removed[d] = 1;
+    }
+    int rank = 0;
+    for (int d = 0; d < x->rank; d++)
+        if (!removed[d])
+            dims[rank++] = x->dims[d];
+    set_shape(OUT(0), rank, dims);
+    return 0;
+}
+
+/* ---- Concat and Split ------------------------------------------------------------ */
+
+/* The axis, made non-negative (the shape rule has checked it). */
+static int axis_of(const Node *n, int rank)
+{
+    long a = node_int(n, "axis");
+    return (int)(a < 0 ? a + rank : a);
+}
+
+int shape_concat(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    if (!node_attr(n, "axis")->set)
+        return node_error(c, g, n, "Concat needs axis=\"A\", the dimension "
+                          "along which the inputs join (ONNX has no default)");
+    if (x->rank == 0)
+        return node_error(c, g, n, ctx_printf(c, "Concat input 0 '%s' is a "
+            "scalar; inputs need at least one dimension", x->name));
+    int a = node_axis(c, g, n, x->rank, x->rank - 1);
+    if (a < 0)
+        return -1;
+    long dims[MAX_RANK];
+    for (int d = 0; d < x->rank; d++)
+        dims[d] = x->dims[d];
+    for (int i = 1; i < n->nin; i++) {
+        const Tensor *t = IN(i);
+        int same = t->rank == x->rank;
+        for (int d = 0; same && d < x->rank; d++)
+            same = d == a || t->dims[d] == x->dims[d];
+        if (!same)
+            return node_error(c, g, n, ctx_printf(c, "Concat input %d '%s' "
+                "has shape %s but input 0 '%s' has %s; inputs have the same "
+                "rank and the same dimensions except along axis %d", i,
+                t->name, shape_str(c, t), x->name, shape_str(c, x), a));
+        dims[a] += t->dims[a];
+    }
+    set_shape(OUT(0), x->rank, dims);
+    return 0;
+}
+
+/* Split: the split attribute's sizes, or equal parts. */
+int shape_split(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *split = node_attr(n, "split");
+    if (x->rank == 0)
+        return node_error(c, g, n, ctx_printf(c, "Split input '%s' is a "
+            "scalar; it needs at least one dimension", x->name));
+    int a = node_axis(c, g, n, x->rank, x->rank - 1);
+    if (a < 0)
+        return -1;
+    long whole = x->dims[a], sum = 0;
+    if (split->set && split->nints != n->nout)
+        return node_error(c, g, n, ctx_printf(c, "Split has %d output%s but "
+            "split lists %d size%s; it gives one size per output", n->nout,
+            n->nout == 1 ? "" : "s", split->nints,
+            split->nints == 1 ? "" : "s"));
+    for (int o = 0; split->set && o < n->nout; o++) {
+        if (split->ints[o] <= 0)
+            return node_error(c, g, n, ctx_printf(c, "Split size %d is %ld; "
+                "sizes are positive", o, split->ints[o]));
+        sum += split->ints[o];
+    }
+    if (split->set && sum != whole)
+        return node_error(c, g, n, ctx_printf(c, "Split sizes add up to %ld "
+            "but input '%s' (%s) is %ld long along axis %d", sum, x->name,
+            shape_str(c, x), whole, a));
+    if (!split->set && whole % n->nout != 0)
+        return node_error(c, g, n, ctx_printf(c, "Split cannot cut axis %d of "
+            "input '%s' (%s, %ld long) into %d equal parts; give the sizes "
+            "with split=\"...\"", a, x->name, shape_str(c, x), whole,
+            n->nout));
+    long dims[MAX_RANK];
+    for (int d = 0; d < x->rank; d++)
+        dims[d] = x->dims[d];
+    for (int o = 0; o < n->nout; o++) {
+        dims[a] = split->set ? split->ints[o] : whole / n->nout;
+        set_shape(OUT(o), x->rank, dims);
+    }
+    return 0;
+}
+
+/* "n, (const int[]){widths}, outer" for the tensors ts[0..count) joined or
+ * cut along axis a. */
+static const char *pieces(Emit *e, const Tensor *const *ts, int count, int a)
+{
+    Buf b;
+    buf_init(&b, e->ctx);
+    for (int i = 0; i < count; i++)
+        buf_printf(&b, "%s%ld", i ? ", " : "",
+                   dims_product(ts[i], a, ts[i]->rank));
+    return ctx_printf(e->ctx, "%d, (const int[]){%s}, %ld", count, b.data,
+                      dims_product(ts[0], 0, a));
+}
+
+/* "(TYPE[]){v0, v1, ...}", NULL for a missing one */
+static const char *pointers(Emit *e, const char *type, const char *const *v,
+                            int count)
+{
+    Buf b;
+    buf_init(&b, e->ctx);
+    for (int i = 0; i < count; i++)
+        buf_printf(&b, "%s%s", i ? ", " : "", or_null(v, i, count));
+    return ctx_printf(e->ctx, "(%s[]){%s}", type, b.data);
+}
+
+static const char *concat_pieces(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *ts[MAX_IO];
+    for (int i = 0; i < n->nin; i++)
+        ts[i] = IN(i);
+    return pieces(e, ts, n->nin, axis_of(n, IN(0)->rank));
+}
+
+static const char *split_pieces(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *ts[MAX_IO];
+    for (int o = 0; o < n->nout; o++)
+        ts[o] = OUT(o);
+    return pieces(e, ts, n->nout, axis_of(n, IN(0)->rank));
+}
+
+void emit_concat_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in)
+{
+    emit(e, "rt_concat_forward(%s, %s, %s);", out[0],
+         pointers(e, "const float *const", in, n->nin), concat_pieces(e, n));
+}
+
+void emit_concat_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out)
+{
+    (void)in;
+    (void)out;
+    emit(e, "rt_concat_backward(%s, %s, %s);",
+         pointers(e, "float *const", din, n->nin), dout[0],
+         concat_pieces(e, n));
+}
+
+void emit_split_fwd(Emit *e, const Node *n, const char *const *out,
+                    const char *const *in)
+{
+    emit(e, "rt_split_forward(%s, %s, %s);",
+         pointers(e, "float *const", out, n->nout), in[0],
+         split_pieces(e, n));
+}
+
+/* An output without a gradient passes NULL: it adds nothing. */
+void emit_split_bwd(Emit *e, const Node *n, const char *const *din,
+                    const char *const *dout, const char *const *in,
+                    const char *const *out)
+{
+    (void)in;
+    (void)out;
+    emit(e, "rt_split_backward(%s, %s, %s);", din[0],
+         pointers(e, "const float *const", dout, n->nout), split_pieces(e, n));
+}
+
+/* ---- Slice ------------------------------------------------------------------------ */
+
+/* ONNX's clamping along one dimension of extent dim: a negative start or
+ * end counts from the end; then a positive step clamps both to [0, dim], a
+ * negative one the start to [0, dim - 1] and the end to [-1, dim - 1].
+ * *first is the first index taken, *count how many (0: none). */
+static void slice_axis(long dim, long start, long end, long step, long *first,
+                       long *count)
+{
+    /* below -dim is as far below 0 as any: no overflow adding dim */
+    start = start < 0 ? (start < -dim ? -1 : start + dim) : start;
+    end = end < 0 ? (end < -dim ? -1 : end + dim) : end;
+    long lo = step > 0 ? 0 : -1, hi = step > 0 ? dim : dim - 1;
+    start = start < 0 ? 0 : start > hi ? hi : start;
+    end = end < lo ? lo : end > hi ? hi : end;
+    /* a step longer than the dimension takes one element at most */
+    if (step > dim)
+        step = dim + 1;
+    if (step < -dim)
+        step = -(dim + 1);
+    *first = start;
+    if (step > 0)
+        *count = end > start ? (end - start - 1) / step + 1 : 0;
+    else
+        *count = start > end ? (start - end - 1) / -step + 1 : 0;
+}
+
+/* Every dimension's first index, step and count; the dimensions Slice's
+ * axes do not name are taken whole. The shape rule has checked the
+ * attributes. */
+static void slice_plan(const Tensor *x, const Node *n, long *first,
+                       long *step, long *count)
+{
+    const Attr *starts = node_attr(n, "starts"), *ends = node_attr(n, "ends");
+    const Attr *axes = node_attr(n, "axes"), *steps = node_attr(n, "steps");
+    for (int d = 0; d < x->rank; d++) {
+        first[d] = 0;
+        step[d] = 1;
+        count[d] = x->dims[d];
+    }
+    for (int i = 0; i < starts->nints; i++) {
+        long a = axes->set ? axes->ints[i] : i;
+        int d = (int)(a < 0 ? a + x->rank : a);
+        step[d] = steps->set ? steps->ints[i] : 1;
+        slice_axis(x->dims[d], starts->ints[i], ends->ints[i], step[d],
+                   &first[d], &count[d]);
+        if (count[d] == 1)      /* the step is never taken: keep it small */
+            step[d] = 1;
+    }
+}
+
+int shape_slice(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *starts = node_attr(n, "starts"), *ends = node_attr(n, "ends");
+    const Attr *axes = node_attr(n, "axes"), *steps = node_attr(n, "steps");
+    int seen[MAX_RANK] = {0};
+    if (!starts->set || !ends->set)
+        return node_error(c, g, n, "Slice needs starts=\"...\" and ends=\"...\" "
+                          "(ONNX's starts and ends inputs, given as "
+                          "attributes)");
+    int k = starts->nints;
+    if (ends->nints != k || (axes->set && axes->nints != k) ||
+        (steps->set && steps->nints != k))
+        return node_error(c, g, n, ctx_printf(c, "Slice starts has %d "
+            "entries, ends %d, axes %d and steps %d; each gives one entry per "
+            "sliced axis", k, ends->nints, axes->set ? axes->nints : k,
+            steps->set ? steps->nints : k));
+    for (int i = 0; i < k; i++) {
+        long a = axes->set ? axes->ints[i] : i;
+        if (a < -x->rank || a >= x->rank)
+            return node_error(c, g, n, ctx_printf(c, "Slice axis %ld is out "
+                "of range for input '%s' of rank %d; axes must be in [%d, %d]",
+                a, x->name, x->rank, -x->rank, x->rank - 1));
+        int d = (int)(a < 0 ? a + x->rank : a);
+        if (seen[d]++)
+            return node_error(c, g, n, ctx_printf(c, "Slice axis %ld is listed "
+                "twice (axis %d names the same dimension)", a, d));
+        if (steps->set && steps->ints[i] == 0)
+            return node_error(c, g, n, ctx_printf(c, "Slice steps entry %d "
+                "is 0; a step is positive or negative, never 0", i));
+    }
+    long first[MAX_RANK], step[MAX_RANK], count[MAX_RANK];
+    slice_plan(x, n, first, step, count);
+    for (int i = 0; i < k; i++) {
+        long a = axes->set ? axes->ints[i] : i;
+        int d = (int)(a < 0 ? a + x->rank : a);
+        if (count[d] == 0)
+            return node_error(c, g, n, ctx_printf(c, "Slice takes nothing "
+                "along axis %d of input '%s' (%s): start %ld, end %ld, step "
+                "%ld select no index of %ld; empty tensors are not supported",
+                d, x->name, shape_str(c, x), starts->ints[i], ends->ints[i],
+                steps->set ? steps->ints[i] : 1, x->dims[d]));
+    }
+    set_shape(OUT(0), x->rank, count);
+    return 0;
+}
+
+/* slicein_, sliceout_ (the dims), slicestart_ and slicestep_: one word
+ * before the node's name each, so no two nodes' arrays can collide. */
+void emit_slice_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    long first[MAX_RANK], step[MAX_RANK], count[MAX_RANK];
+    slice_plan(x, n, first, step, count);
+    emit_int_array(e, ctx_printf(e->ctx, "slicein_%s", n->cname), x->dims,
+                   x->rank);
+    emit_int_array(e, ctx_printf(e->ctx, "sliceout_%s", n->cname), count,
+                   x->rank);
+    emit_int_array(e, ctx_printf(e->ctx, "slicestart_%s", n->cname), first,
+                   x->rank);
+    emit_int_array(e, ctx_printf(e->ctx, "slicestep_%s", n->cname), step,
+                   x->rank);
+}
+
+static const char *slice_args(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const char *m = n->cname;
+    return ctx_printf(e->ctx, "%d, slicein_%s, sliceout_%s, slicestart_%s, "
+                      "slicestep_%s", IN(0)->rank, m, m, m, m);
+}
+
+void emit_slice_fwd(Emit *e, const Node *n, const char *const *out,
+                    const char *const *in)
+{
+    emit(e, "rt_slice_forward(%s, %s, %s);", out[0], in[0], slice_args(e, n));
+}
+
+void emit_slice_bwd(Emit *e, const Node *n, const char *const *din,
+                    const char *const *dout, const char *const *in,
+                    const char *const *out)
+{
+    (void)in;
+    (void)out;
+    emit(e, "rt_slice_backward(%s, %s, %s);", din[0], dout[0],
+         slice_args(e, n));
+}
