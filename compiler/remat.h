@@ -110,6 +110,12 @@ typedef enum {
     OP_GATHER,
     OP_SOFTMAX_CROSS_ENTROPY,
     OP_DROPOUT,
+    OP_ERF,
+    OP_RECIPROCAL,
+    OP_POW,
+    OP_WHERE,
+    OP_LOG_SOFTMAX,
+    OP_EXPAND,
     OP_COUNT
 } OpKind;
 
@@ -302,6 +308,32 @@ double flops_in(const Graph *g, const Node *n);
 void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
                    const char *const *dout, const char *const *in,
                    const char *const *out);
+
+/* ---- ops_pointwise.c: Erf, Reciprocal, Pow, Where, LogSoftmax, Expand ---- */
+
+double flops_erf(const Graph *g, const Node *n);
+double flops_pow(const Graph *g, const Node *n);
+int shape_where(Ctx *c, Graph *g, Node *n);
+void emit_where_static(Emit *e, const Node *n);
+void emit_where_fwd(Emit *e, const Node *n, const char *const *out,
+                    const char *const *in);
+void emit_where_bwd(Emit *e, const Node *n, const char *const *din,
+                    const char *const *dout, const char *const *in,
+                    const char *const *out);
+int shape_log_softmax(Ctx *c, Graph *g, Node *n);
+double flops_log_softmax(const Graph *g, const Node *n);
+void emit_log_softmax_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in);
+void emit_log_softmax_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out);
+int shape_expand(Ctx *c, Graph *g, Node *n);
+void emit_expand_static(Emit *e, const Node *n);
+void emit_expand_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in);
+void emit_expand_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out);
 
 /* ---- shapes.c: topological order and shape inference ---------------------- */
 

@@ -197,6 +197,28 @@ def dropout(a, ins, at, dump=None):
     return x * torch.tensor(mask.astype(np.float64)) / (1 - float(at.get("ratio", "0.5")))
 
 
+def where(a, ins, at):
+    """ONNX Where: X where the condition holds, Y elsewhere, the three
+    broadcast together; our condition is float, true where nonzero."""
+    cond, x, y = ins
+    return torch.where(cond != 0, x, y)
+
+
+def log_softmax(a, ins, at):
+    """ONNX LogSoftmax: x - log(sum over the axis of exp(x)), the sum kept
+    as a dimension so that it broadcasts back."""
+    x = ins[0]
+    return x - torch.logsumexp(x, dim=int(at.get("axis", "-1")), keepdim=True)
+
+
+def expand(a, ins, at):
+    """ONNX Expand: the input broadcast to broadcast(input shape, shape), in
+    both directions (shape may hold 1 where the input is larger), as
+    input * ones(shape) would be."""
+    x = ins[0]
+    return x * torch.ones(ints(at["shape"]), dtype=x.dtype)
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -227,6 +249,12 @@ OPS = {
     "Gather": gather,
     "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
     "Dropout": dropout,     # run() gives it the dump directory
+    "Erf": lambda a, i, at: torch.erf(i[0]),
+    "Reciprocal": lambda a, i, at: 1 / i[0],
+    "Pow": lambda a, i, at: torch.pow(i[0], i[1]),
+    "Where": where,
+    "LogSoftmax": log_softmax,
+    "Expand": expand,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 
