@@ -304,6 +304,20 @@ static int parse_float(const char *s, float *out)
     return 0;
 }
 
+/* "inf", "-inf" (any spelling strtod reads as an infinity, not an
+ * overflow such as 1e39): the value of a constant that masks (Where's -inf,
+ * an additive attention mask), which only a constant may hold. */
+static int is_infinity(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isinf(v))
+        return 0;
+    *out = v > 0 ? HUGE_VALF : -HUGE_VALF;
+    return 1;
+}
+
 /* Space-separated integers; returns the count, or -1 on garbage / too many. */
 static int parse_ints(const char *s, long *out, int max)
 {
@@ -450,11 +464,14 @@ static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
     if (rt_npy_read(path, t->data, t->rank, dims, why, sizeof why) != 0)
         return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",
                           t->name, path, why);
+    /* a constant (trainable="false") may hold infinities: a -inf mask */
     for (long i = 0; i < t->numel; i++)
-        if (!isfinite(t->data[i]))
+        if (isnan(t->data[i]) || (isinf(t->data[i]) && t->trainable))
             return ELEM_ERROR(p, x, "initializer '%s': '%s' holds %s at element "
-                              "%ld; parameters must be finite", t->name, path,
-                              isnan(t->data[i]) ? "NaN" : "an infinity", i);
+                              "%ld; parameters must be finite%s", t->name, path,
+                              isnan(t->data[i]) ? "NaN" : "an infinity", i,
+                              isnan(t->data[i]) ? "" : " (a constant, "
+                              "trainable=\"false\", may hold infinities)");
     return 0;
 }
 
@@ -482,7 +499,13 @@ static int init_param(Parser *p, xmlNode *x, Tensor *t, const char *pname,
         return ELEM_ERROR(p, x, "initializer '%s': missing attribute '%s'; "
                           "init=\"%s\" needs %s=\"NUMBER\"", t->name, pname,
                           attr(p, x, "init"), pname);
-    if (v && parse_float(v, out))
+    int inf = v && is_infinity(v, out);
+    if (inf && (t->trainable || t->init != INIT_CONSTANT))
+        return ELEM_ERROR(p, x, "initializer '%s': %s=\"%s\" is not a finite "
+                          "number; only a constant (init=\"constant\" "
+                          "trainable=\"false\") may be infinite", t->name,
+                          pname, v);
+    if (v && !inf && parse_float(v, out))
         return ELEM_ERROR(p, x, "initializer '%s': %s=\"%s\" is not a finite "
                           "number", t->name, pname, v);
     if (!v)

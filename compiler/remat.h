@@ -57,7 +57,8 @@ int buf_write_file(Buf *b, const char *path);
 int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len);
 /* Two files replaced together (see util.c). */
 int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
-/* "%.9g" plus what makes it a float literal: reads back to the same float. */
+/* "%.9g" plus what makes it a float literal: reads back to the same float;
+ * an infinity as a constant expression, "(-1.0f / 0.0f)". */
 const char *fmt_float(Ctx *c, float v);
 int glob_match(const char *pattern, const char *s);
 /* The one candidate nearest to s within a typo's reach (case-blind: one
