@@ -1380,6 +1380,27 @@ const OpInfo op_table[] = {
     [OP_DROPOUT] = {"Dropout", "dropout", 1, 1, 1, CAT_RANDOM, dropout_attrs,
                     shape_dropout, flops_dropout, {0}, emit_dropout_fwd,
                     emit_dropout_bwd, NULL, NULL, 0, NULL},
+    /* erf'(x) = 2/sqrt(pi) exp(-x^2) reads the input */
+    [OP_ERF] = UNARY("Erf", "erf", flops_erf, NEED_IN(0)),
+    /* d(1/x) = -y^2 reads the output */
+    [OP_RECIPROCAL] = UNARY("Reciprocal", "reciprocal", flops_relu,
+                            NEED_OUT(0)),
+    /* both gradients from X and Y (Y X^(Y-1), X^Y ln X): never the output */
+    [OP_POW] = {"Pow", "pow", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
+                flops_pow, {NEED_IN(0) | NEED_IN(1), NEED_IN(0) | NEED_IN(1)},
+                emit_binary_fwd, emit_binary_bwd, emit_binary_static},
+    /* the condition gets no gradient; X's and Y's read the condition only */
+    [OP_WHERE] = {"Where", "where", 3, 3, 1, CAT_POINTWISE, no_attrs,
+                  shape_where, flops_out, {0, NEED_IN(0), NEED_IN(0)},
+                  emit_where_fwd, emit_where_bwd, emit_where_static},
+    [OP_LOG_SOFTMAX] = {"LogSoftmax", "log_softmax", 1, 1, 1, CAT_REDUCTION,
+                        softmax_attrs, shape_log_softmax, flops_log_softmax,
+                        {NEED_OUT(0)}, emit_log_softmax_fwd,
+                        emit_log_softmax_bwd, NULL},
+    /* `shape` as Reshape's; the backward sums dY back and reads nothing */
+    [OP_EXPAND] = {"Expand", "expand", 1, 1, 1, CAT_SHAPE, reshape_attrs,
+                   shape_expand, flops_none, {0}, emit_expand_fwd,
+                   emit_expand_bwd, emit_expand_static},
     /* structural ops (ops_structural.c): Identity, Unsqueeze and Squeeze
      * are views, like Reshape, and pass int64 on; Concat, Split and Slice
      * move floats, and their backwards read only shapes */

@@ -308,6 +308,20 @@ static int parse_float(const char *s, float *out)
     return 0;
 }
 
+/* "inf", "-inf" (any spelling strtod reads as an infinity, not an
+ * overflow such as 1e39): the value of a constant that masks (Where's -inf,
+ * an additive attention mask), which only a constant may hold. */
+static int is_infinity(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isinf(v))
+        return 0;
+    *out = v > 0 ? HUGE_VALF : -HUGE_VALF;
+    return 1;
+}
+
 /* Space-separated integers; returns the count, or -1 on garbage / too many. */
 static int parse_ints(const char *s, long *out, int max)
 {
@@ -521,7 +535,13 @@ static int init_param(Parser *p, xmlNode *x, Tensor *t, const char *pname,
         return ELEM_ERROR(p, x, "initializer '%s': missing attribute '%s'; "
                           "init=\"%s\" needs %s=\"NUMBER\"", t->name, pname,
                           attr(p, x, "init"), pname);
-    if (v && parse_float(v, out))
+    int inf = v && is_infinity(v, out);
+    if (inf && (t->trainable || t->init != INIT_CONSTANT))
+        return ELEM_ERROR(p, x, "initializer '%s': %s=\"%s\" is not a finite "
+                          "number; only a constant (init=\"constant\" "
+                          "trainable=\"false\") may be infinite", t->name,
+                          pname, v);
+    if (v && !inf && parse_float(v, out))
         return ELEM_ERROR(p, x, "initializer '%s': %s=\"%s\" is not a finite "
                           "number", t->name, pname, v);
     if (!v)

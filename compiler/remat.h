@@ -61,7 +61,8 @@ int buf_write_file(Buf *b, const char *path);
 int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len);
 /* Two files replaced together (see util.c). */
 int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
-/* "%.9g" plus what makes it a float literal: reads back to the same float. */
+/* "%.9g" plus what makes it a float literal: reads back to the same float;
+ * an infinity as a constant expression, "(-1.0f / 0.0f)". */
 const char *fmt_float(Ctx *c, float v);
 int glob_match(const char *pattern, const char *s);
 /* The one candidate nearest to s within a typo's reach (case-blind: one
@@ -114,6 +115,12 @@ typedef enum {
     OP_GATHER,
     OP_SOFTMAX_CROSS_ENTROPY,
     OP_DROPOUT,
+    OP_ERF,
+    OP_RECIPROCAL,
+    OP_POW,
+    OP_WHERE,
+    OP_LOG_SOFTMAX,
+    OP_EXPAND,
     /* structural ops */
     OP_IDENTITY,
     OP_UNSQUEEZE,
@@ -358,6 +365,31 @@ void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
                    const char *const *dout, const char *const *in,
                    const char *const *out);
 
+/* ---- ops_pointwise.c: Erf, Reciprocal, Pow, Where, LogSoftmax, Expand ---- */
+
+double flops_erf(const Graph *g, const Node *n);
+double flops_pow(const Graph *g, const Node *n);
+int shape_where(Ctx *c, Graph *g, Node *n);
+void emit_where_static(Emit *e, const Node *n);
+void emit_where_fwd(Emit *e, const Node *n, const char *const *out,
+                    const char *const *in);
+void emit_where_bwd(Emit *e, const Node *n, const char *const *din,
+                    const char *const *dout, const char *const *in,
+                    const char *const *out);
+int shape_log_softmax(Ctx *c, Graph *g, Node *n);
+double flops_log_softmax(const Graph *g, const Node *n);
+void emit_log_softmax_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in);
+void emit_log_softmax_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out);
+int shape_expand(Ctx *c, Graph *g, Node *n);
+void emit_expand_static(Emit *e, const Node *n);
+void emit_expand_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in);
+void emit_expand_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out);
 /* ---- ops_structural.c: Identity, Unsqueeze, Squeeze, Concat, Split, Slice */
 
 /* The rules and emitters the op table's structural rows name. */

@@ -18,6 +18,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,10 @@ int buf_write_file(Buf *b, const char *path)
 const char *fmt_float(Ctx *c, float v)
 {
     char s[48];
+    /* C has no infinity literal without <math.h>; IEEE division gives one,
+     * and a constant expression may use it (a static table too). */
+    if (isinf(v))
+        return v > 0 ? "(1.0f / 0.0f)" : "(-1.0f / 0.0f)";
     snprintf(s, sizeof s, "%.9g", (double)v);
     /* 9 significant digits read back to the same float; the literal needs a
      * '.' or an exponent before the 'f' suffix. */

@@ -520,6 +520,222 @@ void rt_sigmoid_backward(float *dx, const float *dy, const float *y, int n)
         dx[i] += dy[i] * y[i] * (1.0f - y[i]);
 }
 
+/* ---- ONNX pointwise: Erf, Reciprocal, Pow, Where, LogSoftmax, Expand ------ */
+
+#define RT_TWO_OVER_SQRT_PI 1.12837916709551257f /* 2/sqrt(pi) */
+
+void rt_erf_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = erff(x[i]);
+}
+
+void rt_erf_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += dy[i] * RT_TWO_OVER_SQRT_PI * expf(-x[i] * x[i]);
+}
+
+void rt_reciprocal_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = 1.0f / x[i];
+}
+
+void rt_reciprocal_backward(float *dx, const float *dy, const float *y, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] -= dy[i] * y[i] * y[i];
+}
+
+/* a^b; b == 2 (x**2 as torch exports it) as one exact product. */
+static float pow1(float a, float b)
+{
+    return b == 2.0f ? a * a : powf(a, b);
+}
+
+static void pow_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                    ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *a = p->a + oa, *b = p->b + ob;
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = pow1(a[(ptrdiff_t)j * sa], b[(ptrdiff_t)j * sb]);
+}
+
+void rt_pow_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, pow_row);
+}
+
+/* The two special cases keep 0 * inf from making a NaN: b == 0 (b * a^-1
+ * at a == 0) and a == 0 with b >= 0 (a^b * ln a). */
+static void pow_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        const float a = p->a[ia], b = p->b[ib];
+        if (p->da != NULL && b != 0.0f)
+            p->da[ia] += dy[j] * (b == 2.0f ? 2.0f * a : b * powf(a, b - 1.0f));
+        if (p->db != NULL && !(a == 0.0f && b >= 0.0f))
+            p->db[ib] += dy[j] * pow1(a, b) * logf(a);
+    }
+}
+
+void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row);
+}
+
+/* Elements of a Where's output, and one step of its odometer: idx and the
+ * offsets off[0..2] of cond, a and b move to the next element of y. */
+static size_t where_count(const rt_where *m)
+{
+    size_t n = 1;
+    int d;
+    for (d = 0; d < m->rank; d++)
+        n *= m->dims[d] > 0 ? (size_t)m->dims[d] : 0;
+    return n;
+}
+
+static void where_step(const rt_where *m, int *idx, ptrdiff_t *off)
+{
+    int d;
+    for (d = m->rank - 1; d >= 0; d--) {
+        off[0] += m->sc[d];
+        off[1] += m->sa[d];
+        off[2] += m->sb[d];
+        if (++idx[d] < m->dims[d])
+            return;
+        idx[d] = 0;
+        off[0] -= (ptrdiff_t)m->dims[d] * m->sc[d];
+        off[1] -= (ptrdiff_t)m->dims[d] * m->sa[d];
+        off[2] -= (ptrdiff_t)m->dims[d] * m->sb[d];
+    }
+}
+
+void rt_where_forward(float *y, const float *cond, const float *a,
+                      const float *b, const rt_where *m)
+{
+    int idx[RT_MAX_RANK] = {0};
+    ptrdiff_t off[3] = {0, 0, 0};
+    size_t i, n = where_count(m);
+    for (i = 0; i < n; i++) {
+        y[i] = cond[off[0]] != 0.0f ? a[off[1]] : b[off[2]];
+        where_step(m, idx, off);
+    }
+}
+
+void rt_where_backward(float *da, float *db, const float *dy,
+                       const float *cond, const rt_where *m)
+{
+    int idx[RT_MAX_RANK] = {0};
+    ptrdiff_t off[3] = {0, 0, 0};
+    size_t i, n = where_count(m);
+    if (da == NULL && db == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        if (cond[off[0]] != 0.0f) {
+            if (da != NULL)
+                da[off[1]] += dy[i];
+        } else if (db != NULL) {
+            db[off[2]] += dy[i];
+        }
+        where_step(m, idx, off);
+    }
+}
+
+/* One lane as softmax_lane's: y = (x - max) - log(sum exp(x - max)); the
+ * sum is >= 1 (the max's term is 1), so the log is finite. y may be x. */
+static void log_softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
+{
+    float mx = x[0], sum = 0.0f, lse;
+    int d;
+    for (d = 1; d < dim; d++)
+        if (x[d * s] > mx)
+            mx = x[d * s];
+    for (d = 0; d < dim; d++)
+        sum += expf(x[d * s] - mx);
+    lse = logf(sum);
+    for (d = 0; d < dim; d++)
+        y[d * s] = (x[d * s] - mx) - lse;
+}
+
+/* dL/dx_d = dy_d - softmax_d * sum_e dy_e, and softmax = exp(y). */
+static void log_softmax_back_lane(float *dx, const float *dy, const float *y,
+                                  int dim, ptrdiff_t s)
+{
+    float sum = 0.0f;
+    int d;
+    for (d = 0; d < dim; d++)
+        sum += dy[d * s];
+    for (d = 0; d < dim; d++)
+        dx[d * s] += dy[d * s] - expf(y[d * s]) * sum;
+}
+
+void rt_log_softmax_forward(float *y, const float *x, int outer, int dim,
+                            int inner)
+{
+    int o, i;
+    if (dim <= 0)
+        return;
+    for (o = 0; o < outer; o++) {
+        const size_t base = (size_t)o * dim * inner;
+        for (i = 0; i < inner; i++)
+            log_softmax_lane(y + base + i, x + base + i, dim, inner);
+    }
+}
+
+void rt_log_softmax_backward(float *dx, const float *dy, const float *y,
+                             int outer, int dim, int inner)
+{
+    int o, i;
+    if (dx == NULL || dim <= 0)
+        return;
+    for (o = 0; o < outer; o++) {
+        const size_t base = (size_t)o * dim * inner;
+        for (i = 0; i < inner; i++)
+            log_softmax_back_lane(dx + base + i, dy + base + i, y + base + i,
+                                  dim, inner);
+    }
+}
+
+static void expand_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                       ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *x = p->a + oa;
+    int j;
+    (void)ob;
+    (void)sb;
+    for (j = 0; j < n; j++)
+        y[j] = x[(ptrdiff_t)j * sa];
+}
+
+void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
+{
+    binary(y, x, NULL, m, expand_row);
+}
+
+/* Add's backward row with no second gradient: a stride of 0 sums. */
+void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
+{
+    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row);
+}
+
 /* ---- reductions ----------------------------------------------------------- */
 
 /* x is walked in order (offset oy); y's offset comes from m->sb. */

@@ -95,6 +95,67 @@ void rt_tanh_backward(float *dx, const float *dy, const float *y, int n);
 void rt_sigmoid_forward(float *y, const float *x, int n);
 void rt_sigmoid_backward(float *dx, const float *dy, const float *y, int n);
 
+/* ---- ONNX pointwise: Erf, Reciprocal, Pow, Where, LogSoftmax, Expand ------ */
+
+/* y = erf(x) */
+void rt_erf_forward(float *y, const float *x, int n);
+/* dx += dy * 2/sqrt(pi) * exp(-x^2) */
+void rt_erf_backward(float *dx, const float *dy, const float *x, int n);
+/* y = 1 / x (x = 0 gives an infinity, as IEEE division) */
+void rt_reciprocal_forward(float *y, const float *x, int n);
+/* dx += -dy * y^2, since d(1/x)/dx = -1/x^2 = -y^2 */
+void rt_reciprocal_backward(float *dx, const float *dy, const float *y, int n);
+
+/* ONNX Pow, broadcast as the binary ops above: y = a^b, computed as a * a
+ * where b == 2 (exact, and right for a < 0), else as powf(a, b) (a < 0 with
+ * a non-integer b gives NaN, as in ONNX and numpy). */
+void rt_pow_forward(float *y, const float *a, const float *b, const rt_bcast *m);
+/* da += dy * b * a^(b-1) (nothing where b == 0: the derivative of a^0 is 0
+ * even at a == 0); db += dy * a^b * ln(a), nothing where a == 0 and
+ * b >= 0 (the limit of a^b ln a, as PyTorch). Summed over broadcast
+ * dimensions; da or db may be NULL; reads a and b, never y. */
+void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m);
+
+/* ONNX Where over an output of `rank` dims: element at multi-index i is
+ * a[sum i_d * sa_d] where cond[sum i_d * sc_d] != 0, else b[sum i_d * sb_d];
+ * a stride of 0 broadcasts. The condition is float (nonzero, NaN included,
+ * is true). A select, not a blend: an infinity in a or b (a -inf mask)
+ * reaches y only where it is picked, and never makes a NaN. */
+typedef struct {
+    int rank;
+    int dims[RT_MAX_RANK];
+    int sc[RT_MAX_RANK];
+    int sa[RT_MAX_RANK];
+    int sb[RT_MAX_RANK];
+} rt_where;
+
+void rt_where_forward(float *y, const float *cond, const float *a,
+                      const float *b, const rt_where *m);
+/* da += dy where cond, db += dy elsewhere, each summed over its broadcast
+ * dimensions; the condition gets no gradient. Reads cond only (no
+ * multiplication, so an infinity anywhere in a or b never turns into NaN).
+ * da or db may be NULL. */
+void rt_where_backward(float *da, float *db, const float *dy,
+                       const float *cond, const rt_where *m);
+
+/* ONNX LogSoftmax over one axis, lanes as rt_softmax_forward's:
+ * y[o, :, i] = x[o, :, i] - max - log(sum over d of exp(x[o, d, i] - max)).
+ * A -inf in a lane gives -inf there (the others stay finite). */
+void rt_log_softmax_forward(float *y, const float *x, int outer, int dim,
+                            int inner);
+/* dx += dy - exp(y) * s, with s = sum over d of dy, per lane: reads y only */
+void rt_log_softmax_backward(float *dx, const float *dy, const float *y,
+                             int outer, int dim, int inner);
+
+/* ONNX Expand: m is over y's dims (m->dims), m->sa holds x's strides seen
+ * from y (0 where x has extent 1 or no dimension); m->sb is unused.
+ * y[i] = x[sum i_d * sa_d]. */
+void rt_expand_forward(float *y, const float *x, const rt_bcast *m);
+/* dx[sum i_d * sa_d] += dy[i]: dy summed over the broadcast dimensions.
+ * dx may be NULL. */
+void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m);
+
 /* ---- reductions ----------------------------------------------------------- */
 
 /* y[o(i)] = scale * sum of x[i] over the reduced dimensions, where m->dims

@@ -261,6 +261,26 @@ def slice_(a, ins, at):
                 i += st
         x = torch.index_select(x, ax, torch.tensor(idx, dtype=torch.long))
     return x
+def where(a, ins, at):
+    """ONNX Where: X where the condition holds, Y elsewhere, the three
+    broadcast together; our condition is float, true where nonzero."""
+    cond, x, y = ins
+    return torch.where(cond != 0, x, y)
+
+
+def log_softmax(a, ins, at):
+    """ONNX LogSoftmax: x - log(sum over the axis of exp(x)), the sum kept
+    as a dimension so that it broadcasts back."""
+    x = ins[0]
+    return x - torch.logsumexp(x, dim=int(at.get("axis", "-1")), keepdim=True)
+
+
+def expand(a, ins, at):
+    """ONNX Expand: the input broadcast to broadcast(input shape, shape), in
+    both directions (shape may hold 1 where the input is larger), as
+    input * ones(shape) would be."""
+    x = ins[0]
+    return x * torch.ones(ints(at["shape"]), dtype=x.dtype)
 
 
 OPS = {
@@ -299,6 +319,12 @@ OPS = {
     "Concat": concat,
     "Split": split,         # a list: one value per output
     "Slice": slice_,
+    "Erf": lambda a, i, at: torch.erf(i[0]),
+    "Reciprocal": lambda a, i, at: 1 / i[0],
+    "Pow": lambda a, i, at: torch.pow(i[0], i[1]),
+    "Where": where,
+    "LogSoftmax": log_softmax,
+    "Expand": expand,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 

@@ -1,6 +1,7 @@
 /* Parsing graph format v1: what the IR holds, and the errors bad input gets. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include <math.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -234,6 +235,60 @@ START_TEST(policy_files)
 }
 END_TEST
 
+/* A constant may be infinite (Where's -inf, an additive attention mask):
+ * value="-inf" parses to -inf and is written as a C constant expression;
+ * a trainable parameter may not be, nor may an overflow (1e39) or NaN. */
+START_TEST(constants_may_be_infinite)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='2 3'/><input name='mask' shape='2 3'/>"
+        "<initializer name='ninf' shape='' init='constant' value='-inf' trainable='false'/>"
+        "<initializer name='pinf' shape='' init='constant' value='inf' trainable='false'/>"
+        "<initializer name='w' shape='3 3' init='uniform'/>"
+        "<node name='mm' op='MatMul' in='x w' out='h'/>"
+        "<node name='sel' op='Where' in='mask ninf h' out='s'/>"
+        "<node name='sel2' op='Where' in='mask s pinf' out='s2'/>"
+        "<node name='sm' op='Softmax' in='s2' out='p'/>"
+        "<node name='r' op='ReduceSum' in='p' out='l' keepdims='0'/>"
+        "<output name='l'/>", "none");
+    const Tensor *t = &m.g->tensors[tensor_id(&m, "ninf")];
+    ck_assert(isinf(t->init_a) && t->init_a < 0);
+    ck_assert(isinf(m.g->tensors[tensor_id(&m, "pinf")].init_a));
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
+    ck_assert_contains(cf.data, ", (-1.0f / 0.0f));");
+    ck_assert_contains(cf.data, ", (1.0f / 0.0f));");
+    ck_assert_str_eq(fmt_float(&c, -HUGE_VALF), "(-1.0f / 0.0f)");
+    ck_assert_str_eq(fmt_float(&c, 0.5f), "0.5f");
+    ctx_free(&c);
+    static const struct {
+        const char *body, *want;
+    } bad_inf[] = {
+        {"<initializer name='w' shape='' init='constant' value='-inf'/>",
+         "value=\"-inf\" is not a finite number; only a constant "
+         "(init=\"constant\" trainable=\"false\") may be infinite"},
+        {"<initializer name='w' shape='' init='uniform' low='-inf' trainable='false'/>",
+         "low=\"-inf\" is not a finite number; only a constant"},
+        {"<initializer name='w' shape='' init='constant' value='1e39' trainable='false'/>",
+         "value=\"1e39\" is not a finite number"},
+        {"<initializer name='w' shape='' init='constant' value='nan' trainable='false'/>",
+         "value=\"nan\" is not a finite number"},
+    };
+    for (size_t i = 0; i < sizeof bad_inf / sizeof bad_inf[0]; i++) {
+        ctx_init(&c);
+        const char *xml = model_xml(&c, bad_inf[i].body);
+        Graph *g = NULL;
+        ck_assert_int_eq(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g), -1);
+        ck_assert_contains(c.err, bad_inf[i].want);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("parse");
@@ -248,6 +303,7 @@ int main(void)
     tcase_add_test(t, model_names_that_clash_with_the_runtime);
     tcase_add_test(t, glob_patterns);
     tcase_add_test(t, policy_files);
+    tcase_add_test(t, constants_may_be_infinite);
     suite_add_tcase(s, t);
     return run_suite(s);
 }

@@ -375,7 +375,7 @@ START_TEST(int64_labels_through_views)
     Buf cf, hf;
     buf_init(&cf, &c);
     buf_init(&hf, &c);
-    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf), 0);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
     ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7},");
     ck_assert_contains(cf.data, "const int64_t *v_ti = v_ts;");
     ctx_free(&c);
@@ -481,6 +481,133 @@ START_TEST(structural_shape_errors)
 }
 END_TEST
 
+/* ONNX's rules for the pointwise family: Erf and Reciprocal keep the shape;
+ * Pow and Where broadcast (Where all three inputs together); LogSoftmax
+ * keeps the shape; Expand broadcasts its input with `shape` both ways (a 1
+ * where the input is larger, fewer or more dimensions). */
+START_TEST(pointwise_onnx_shapes)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='4 5'/><input name='col' shape='4 1'/>"
+        "<input name='row' shape='1 5'/><input name='c3' shape='2 1 1'/>"
+        "<input name='v' shape='3'/><input name='m' shape='2 3'/>"
+        "<initializer name='two' shape='' init='constant' value='2' trainable='false'/>"
+        "<node name='n0' op='Erf' in='x' out='y0'/>"
+        "<node name='n1' op='Reciprocal' in='col' out='y1'/>"
+        "<node name='n2' op='Pow' in='x two' out='y2'/>"
+        "<node name='n3' op='Pow' in='col row' out='y3'/>"
+        "<node name='n4' op='Where' in='col two row' out='y4'/>"
+        "<node name='n5' op='Where' in='c3 x col' out='y5'/>"
+        "<node name='n6' op='LogSoftmax' in='y5' out='y6' axis='0'/>"
+        "<node name='n7' op='Expand' in='col' out='y7' shape='2 1 6'/>"
+        "<node name='n8' op='Expand' in='v' out='y8' shape='2 1'/>"
+        "<node name='n9' op='Expand' in='m' out='y9' shape='3'/>"
+        "<node name='s0' op='ReduceSum' in='y6' out='l' keepdims='0'/>"
+        "<output name='l' loss='true'/><output name='y0'/><output name='y1'/>"
+        "<output name='y2'/><output name='y3'/><output name='y4'/>"
+        "<output name='y7'/><output name='y8'/><output name='y9'/>",
+        "none");
+    assert_shape(T(&m, "y0"), 2, 4, 5, 0);
+    assert_shape(T(&m, "y1"), 2, 4, 1, 0);
+    assert_shape(T(&m, "y2"), 2, 4, 5, 0);
+    assert_shape(T(&m, "y3"), 2, 4, 5, 0);
+    assert_shape(T(&m, "y4"), 2, 4, 5, 0);
+    assert_shape(T(&m, "y5"), 3, 2, 4, 5);
+    assert_shape(T(&m, "y6"), 3, 2, 4, 5);
+    assert_shape(T(&m, "y7"), 3, 2, 4, 6);
+    assert_shape(T(&m, "y8"), 2, 2, 3, 0);
+    assert_shape(T(&m, "y9"), 2, 2, 3, 0);
+    ck_assert_int_eq(op_table[op_lookup("Where")].cat, CAT_POINTWISE);
+    ck_assert_int_eq(op_table[op_lookup("LogSoftmax")].cat, CAT_REDUCTION);
+    ck_assert_int_eq(op_table[op_lookup("Expand")].cat, CAT_SHAPE);
+    ctx_free(&c);
+}
+END_TEST
+
+/* What each backward reads, seen in what `none` keeps: Erf keeps its input,
+ * Reciprocal and LogSoftmax their outputs, Pow its base (never its
+ * output), Where neither branch, Expand nothing. */
+START_TEST(pointwise_onnx_backward_reads)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='3 4'/><input name='mask' shape='3 1'/>"
+        "<initializer name='w' shape='4 4' init='uniform'/>"
+        "<initializer name='two' shape='' init='constant' value='2' trainable='false'/>"
+        "<node name='mm' op='MatMul' in='x w' out='h'/>"
+        "<node name='n0' op='Neg' in='h' out='a'/>"
+        "<node name='n1' op='Erf' in='a' out='b'/>"
+        "<node name='n2' op='Neg' in='b' out='c'/>"
+        "<node name='n3' op='Reciprocal' in='c' out='d'/>"
+        "<node name='n4' op='Neg' in='d' out='e'/>"
+        "<node name='n5' op='Pow' in='e two' out='f'/>"
+        "<node name='n6' op='Neg' in='f' out='f1'/>"
+        "<node name='n7' op='Neg' in='f' out='f2'/>"
+        "<node name='n8' op='Where' in='mask f1 f2' out='g'/>"
+        "<node name='n9' op='Expand' in='g' out='i' shape='2 1 1'/>"
+        "<node name='n10' op='LogSoftmax' in='i' out='j'/>"
+        "<node name='n11' op='ReduceSum' in='j' out='l' keepdims='0'/>"
+        "<output name='l'/>", "none");
+    ck_assert_int_eq(keep_of(&m, "a"), KEEP_SAVE);     /* Erf's input */
+    ck_assert_int_eq(keep_of(&m, "b"), KEEP_NONE);     /* Erf's output */
+    ck_assert_int_eq(keep_of(&m, "c"), KEEP_NONE);     /* Reciprocal's input */
+    ck_assert_int_eq(keep_of(&m, "d"), KEEP_SAVE);     /* Reciprocal's output */
+    ck_assert_int_eq(keep_of(&m, "e"), KEEP_SAVE);     /* Pow's base */
+    ck_assert_int_eq(keep_of(&m, "f"), KEEP_NONE);     /* Pow's output */
+    ck_assert_int_eq(keep_of(&m, "f1"), KEEP_NONE);    /* Where's branches */
+    ck_assert_int_eq(keep_of(&m, "f2"), KEEP_NONE);
+    ck_assert_int_eq(keep_of(&m, "g"), KEEP_NONE);     /* Expand's input */
+    ck_assert_int_eq(keep_of(&m, "i"), KEEP_NONE);     /* LogSoftmax's input */
+    ck_assert_int_eq(keep_of(&m, "j"), KEEP_SAVE);     /* and its output */
+    ctx_free(&c);
+}
+END_TEST
+
+/* Every error the family's shape rules give, with what would be right. */
+START_TEST(pointwise_onnx_shape_errors)
+{
+    static const struct {
+        const char *body, *want;
+    } cases[] = {
+        {"<input name='x' shape='4 5'/><input name='y' shape='4'/>"
+         "<node name='n' op='Pow' in='x y' out='z'/>",
+         "Pow inputs 'x' (4x5) and 'y' (4) do not broadcast: dimension 1 is "
+         "5 against 4"},
+        {"<input name='c' shape='3 1'/><input name='x' shape='4 5'/>"
+         "<input name='y' shape='5'/><node name='n' op='Where' in='c x y' out='z'/>",
+         "Where inputs 'c' (3x1), 'x' (4x5) and 'y' (5) do not broadcast: "
+         "dimension 0 is 3, 4 and 1; each of the three must be 1 or the largest"},
+        {"<input name='x' shape=''/><node name='n' op='LogSoftmax' in='x' out='z'/>",
+         "LogSoftmax input 'x' is a scalar; it needs at least one dimension"},
+        {"<input name='x' shape='2 3'/>"
+         "<node name='n' op='LogSoftmax' in='x' out='z' axis='2'/>",
+         "LogSoftmax axis 2 is out of range for input 'x' of rank 2; axis must "
+         "be in [-2, 1]"},
+        {"<input name='x' shape='2 3'/><node name='n' op='Expand' in='x' out='z'/>",
+         "Expand needs shape=\"D0 D1 ...\""},
+        {"<input name='x' shape='2 3'/>"
+         "<node name='n' op='Expand' in='x' out='z' shape='2 0'/>",
+         "Expand shape entry 1 is 0; entries are positive"},
+        {"<input name='x' shape='2 3'/>"
+         "<node name='n' op='Expand' in='x' out='z' shape='4 3'/>",
+         "Expand cannot broadcast input 'x' (2x3) to shape \"4 3\": dimension "
+         "0 is 2 against 4"},
+        {"<input name='x' shape='2 3'/>"
+         "<node name='n' op='Expand' in='x' out='z' shape='1 1 1 1 1 2 3'/>",
+         "Expand shape has 7 dimensions; at most 6 are supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Ctx c;
+        ctx_init(&c);
+        ck_assert_contains(error_of(&c, cases[i].body), cases[i].want);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shapes");
@@ -501,6 +628,9 @@ int main(void)
     tcase_add_test(t, int64_labels_through_views);
     tcase_add_test(t, int64_views_refused_elsewhere);
     tcase_add_test(t, structural_shape_errors);
+    tcase_add_test(t, pointwise_onnx_shapes);
+    tcase_add_test(t, pointwise_onnx_backward_reads);
+    tcase_add_test(t, pointwise_onnx_shape_errors);
     suite_add_tcase(s, t);
     return run_suite(s);
 }

@@ -1,0 +1,269 @@
+/*
+ * ops_pointwise.c: the shape rules, costs and emitters of the ONNX pointwise
+ * family that torch exports around attention and normalization: Erf,
+ * Reciprocal, Pow, Where, LogSoftmax and Expand. The rows themselves are in
+ * ops.c's table; Erf and Reciprocal are plain unary rows, and Pow is a
+ * broadcasting binary row like Mul and Div, so they need only their costs
+ * from here.
+ *
+ * Broadcasting is ONNX's multidirectional (numpy) rule: shapes align on
+ * their last dimension, and each dimension is 1 or the largest extent there.
+ * Where broadcasts three inputs through its own stride table (rt_where);
+ * Expand broadcasts its input to broadcast(input, shape) through an
+ * rt_bcast, as the binary ops do, and its backward sums the gradient back
+ * over the broadcast dimensions.
+ */
+#include "remat.h"
+
+#include <string.h>
+
+/* ---- costs ------------------------------------------------------------------- */
+
+/* As Tanh, Exp and Log count a transcendental: 4 per element. */
+double flops_erf(const Graph *g, const Node *n)
+{
+    return 4.0 * OUT(0)->numel;
+}
+
+/* powf is a log and an exp: twice a transcendental. */
+double flops_pow(const Graph *g, const Node *n)
+{
+    return 8.0 * OUT(0)->numel;
+}
+
+/* ---- broadcasting ------------------------------------------------------------ */
+
+/* The multidirectional broadcast of `count` shapes into dims/rank; -1 with
+ * *bad the first output dimension where two extents above 1 differ. */
+static int broadcast_shapes(const Tensor *const *ts, int count, long *dims,
+                            int *rank, int *bad)
+{
+    int r = 0;
+    for (int k = 0; k < count; k++)
+        r = ts[k]->rank > r ? ts[k]->rank : r;
+    *rank = r;
+    for (int d = 0; d < r; d++) {
+        dims[d] = 1;
+        for (int k = 0; k < count; k++) {
+            int j = d - (r - ts[k]->rank);
+            long v = j >= 0 ? ts[k]->dims[j] : 1;
+            if (v != 1 && dims[d] != 1 && v != dims[d]) {
+                *bad = d;
+                return -1;
+            }
+            if (v != 1)
+                dims[d] = v;
+        }
+    }
+    return 0;
+}
+
+/* t's extent at output dimension d of an output of rank r (1 if none). */
+static long extent_at(const Tensor *t, int r, int d)
+{
+    int j = d - (r - t->rank);
+    return j >= 0 ? t->dims[j] : 1;
+}
+
+/* t's strides seen from output y: right-aligned, 0 where t is broadcast. */
+static void strides_from(const Tensor *t, const Tensor *y, long *st)
+{
+    long s = 1;
+    for (int d = y->rank - 1; d >= 0; d--) {
+        int j = d - (y->rank - t->rank);
+        long v = j >= 0 ? t->dims[j] : 1;
+        st[d] = v == y->dims[d] && v != 1 ? s : 0;
+        s *= v;
+    }
+}
+
+static int same_dims(const Tensor *a, const Tensor *b)
+{
+    return a->rank == b->rank &&
+           memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) == 0;
+}
+
+/* "{1, 2, 3}", or "{0}" for none (ISO C has no empty braces). */
+static const char *brace_list(Ctx *c, const long *v, int n)
+{
+    Buf b;
+    buf_init(&b, c);
+    buf_printf(&b, "{");
+    for (int i = 0; i < n; i++)
+        buf_printf(&b, "%s%ld", i ? ", " : "", v[i]);
+    buf_printf(&b, n ? "}" : "0}");
+    return b.data;
+}
+
+/* ---- Where ------------------------------------------------------------------- */
+
+int shape_where(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *ts[3] = {IN(0), IN(1), IN(2)};
+    long dims[MAX_RANK];
+    int rank, bad;
+    if (broadcast_shapes(ts, 3, dims, &rank, &bad) == 0) {
+        set_shape(OUT(0), rank, dims);
+        return 0;
+    }
+    return node_error(c, g, n, ctx_printf(c, "Where inputs '%s' (%s), '%s' "
+        "(%s) and '%s' (%s) do not broadcast: dimension %d is %ld, %ld and "
+        "%ld; each of the three must be 1 or the largest",
+        ts[0]->name, shape_str(c, ts[0]), ts[1]->name, shape_str(c, ts[1]),
+        ts[2]->name, shape_str(c, ts[2]), bad, extent_at(ts[0], rank, bad),
+        extent_at(ts[1], rank, bad), extent_at(ts[2], rank, bad)));
+}
+
+/* where_NAME: the condition's, X's and Y's strides over the output; one
+ * flat loop when all three have the output's shape. ("where_" is no
+ * other static's prefix: maps are map_NAME.) */
+void emit_where_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *y = OUT(0);
+    long dims[MAX_RANK], st[3][MAX_RANK];
+    int rank = y->rank;
+    if (same_dims(IN(0), y) && same_dims(IN(1), y) && same_dims(IN(2), y)) {
+        rank = 1;
+        dims[0] = y->numel;
+        st[0][0] = st[1][0] = st[2][0] = 1;
+    } else {
+        memcpy(dims, y->dims, sizeof dims);
+        for (int i = 0; i < 3; i++)
+            strides_from(IN(i), y, st[i]);
+    }
+    emit(e, "static const rt_where where_%s = {%d, %s, %s, %s, %s};",
+         n->cname, rank, brace_list(e->ctx, dims, rank),
+         brace_list(e->ctx, st[0], rank), brace_list(e->ctx, st[1], rank),
+         brace_list(e->ctx, st[2], rank));
+}
+
+void emit_where_fwd(Emit *e, const Node *n, const char *const *out,
+                    const char *const *in)
+{
+    emit(e, "rt_where_forward(%s, %s, %s, %s, &where_%s);", out[0], in[0],
+         in[1], in[2], n->cname);
+}
+
+/* The condition gets no gradient (it is a selector, piecewise constant):
+ * din[0], if the graph asks for one, stays as zeroed. */
+void emit_where_bwd(Emit *e, const Node *n, const char *const *din,
+                    const char *const *dout, const char *const *in,
+                    const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_where_backward(%s, %s, %s, %s, &where_%s);",
+         or_null(din, 1, 3), or_null(din, 2, 3), dout[0], in[0], n->cname);
+}
+
+/* ---- LogSoftmax ------------------------------------------------------------------ */
+
+int shape_log_softmax(Ctx *c, Graph *g, Node *n)
+{
+    if (IN(0)->rank == 0)
+        return node_error(c, g, n, ctx_printf(c, "LogSoftmax input '%s' is "
+            "a scalar; it needs at least one dimension", IN(0)->name));
+    if (node_axis(c, g, n, IN(0)->rank, IN(0)->rank - 1) < 0)
+        return -1;
+    return shape_same(c, g, n);
+}
+
+/* "outer, dim, inner" around the axis */
+static const char *lane_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    long a = node_int(n, "axis");
+    int axis = (int)(a < 0 ? a + x->rank : a);
+    return ctx_printf(e->ctx, "%ld, %ld, %ld", dims_product(x, 0, axis),
+                      x->dims[axis], dims_product(x, axis + 1, x->rank));
+}
+
+void emit_log_softmax_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in)
+{
+    emit(e, "rt_log_softmax_forward(%s, %s, %s);", out[0], in[0],
+         lane_sizes(e, n));
+}
+
+void emit_log_softmax_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out)
+{
+    (void)in;
+    emit(e, "rt_log_softmax_backward(%s, %s, %s, %s);", din[0], dout[0],
+         out[0], lane_sizes(e, n));
+}
+
+/* max, exp, sum, log, subtract */
+double flops_log_softmax(const Graph *g, const Node *n)
+{
+    return 5.0 * OUT(0)->numel;
+}
+
+/* ---- Expand ---------------------------------------------------------------------- */
+
+/* ONNX Expand with its shape input as an attribute: the output is the
+ * bidirectional broadcast of the input's shape and `shape`, so `shape` may
+ * hold 1 where the input is larger, and fewer or more dimensions. */
+int shape_expand(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *want = node_attr(n, "shape");
+    if (!want->set)
+        return node_error(c, g, n, "Expand needs shape=\"D0 D1 ...\" (ONNX's "
+                          "shape input, given as an attribute)");
+    if (want->nints > MAX_RANK)
+        return node_error(c, g, n, ctx_printf(c, "Expand shape has %d "
+            "dimensions; at most %d are supported", want->nints, MAX_RANK));
+    Tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = "shape";
+    for (int d = 0; d < want->nints; d++) {
+        if (want->ints[d] < 1)
+            return node_error(c, g, n, ctx_printf(c, "Expand shape entry %d "
+                "is %ld; entries are positive (1 keeps the input's "
+                "dimension)", d, want->ints[d]));
+        t.dims[d] = want->ints[d];
+    }
+    set_shape(&t, want->nints, t.dims);
+    const Tensor *ts[2] = {x, &t};
+    long dims[MAX_RANK];
+    int rank, bad;
+    if (broadcast_shapes(ts, 2, dims, &rank, &bad) == 0) {
+        set_shape(OUT(0), rank, dims);
+        return 0;
+    }
+    Buf b;
+    buf_init(&b, c);
+    for (int d = 0; d < want->nints; d++)
+        buf_printf(&b, "%s%ld", d ? " " : "", want->ints[d]);
+    return node_error(c, g, n, ctx_printf(c, "Expand cannot broadcast input "
+        "'%s' (%s) to shape \"%s\": dimension %d is %ld against %ld; each "
+        "pair must be equal or 1", x->name, shape_str(c, x),
+        b.len ? b.data : "", bad, extent_at(x, rank, bad),
+        extent_at(&t, rank, bad)));
+}
+
+/* map_NAME: the output's dims, and the input's strides in sa (sb too). */
+void emit_expand_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    emit_bcast(e, n, OUT(0), IN(0), IN(0));
+}
+
+void emit_expand_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in)
+{
+    emit(e, "rt_expand_forward(%s, %s, &map_%s);", out[0], in[0], n->cname);
+}
+
+void emit_expand_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out)
+{
+    (void)in;
+    (void)out;
+    emit(e, "rt_expand_backward(%s, %s, &map_%s);", din[0], dout[0],
+         n->cname);
+}

@@ -1,0 +1,713 @@
+/*
+ * test_kernels_onnx.c: unit tests of the runtime's ONNX pointwise kernels
+ * (the "ONNX pointwise" section of remat_rt.h: Erf, Reciprocal, Pow, Where,
+ * LogSoftmax, Expand), with Check.
+ *
+ * Every backward is checked against central finite differences of its
+ * forward (rt_testutil.h), from a random preset gradient so that `+=` is
+ * tested too, and called with NULL gradients. Every forward is checked
+ * against hand-worked numbers or a formula in double written here (libm's
+ * double functions, index arithmetic), never against the kernels
+ * themselves.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat_rt.h"
+#include "rt_testutil.h"
+
+/* ---- broadcast layouts ------------------------------------------------------ */
+
+/* Output dims, a's and b's dims right-aligned to them (1 = broadcast). */
+typedef struct {
+    int rank;
+    int dims[3];
+    int da[3], db[3];
+} layout;
+
+static const layout layouts[] = {
+    {1, {12, 1, 1}, {12, 1, 1}, {12, 1, 1}},   /* same shape */
+    {2, {3, 4, 1}, {3, 4, 1}, {1, 1, 1}},      /* scalar b (x ** 2) */
+    {2, {4, 5, 1}, {4, 1, 1}, {1, 5, 1}},      /* two-sided */
+    {3, {2, 3, 4}, {1, 3, 1}, {2, 1, 4}},      /* rank 3, both broadcast */
+    {2, {3, 4, 1}, {1, 1, 1}, {3, 4, 1}},      /* scalar a (2 ** x) */
+};
+#define N_LAYOUTS ((int)(sizeof layouts / sizeof layouts[0]))
+
+static size_t count_of(const int *dims, int rank)
+{
+    size_t n = 1;
+    int d;
+    for (d = 0; d < rank; d++)
+        n *= (size_t)dims[d];
+    return n;
+}
+
+/* Contiguous strides of an operand with dims `own` seen from the output,
+ * 0 where it has extent 1: what the compiler's emit_bcast writes. */
+static void strides(const int *own, const int *out, int rank, int *st)
+{
+    int s = 1, d;
+    for (d = rank - 1; d >= 0; d--) {
+        st[d] = own[d] == out[d] && own[d] != 1 ? s : 0;
+        s *= own[d];
+    }
+}
+
+static rt_bcast map_of(const layout *l)
+{
+    rt_bcast m;
+    memset(&m, 0, sizeof m);
+    m.rank = l->rank;
+    memcpy(m.dims, l->dims, sizeof l->dims);
+    strides(l->da, l->dims, l->rank, m.sa);
+    strides(l->db, l->dims, l->rank, m.sb);
+    return m;
+}
+
+/* The operand element that output element i reads, by index arithmetic. */
+static size_t src_index(size_t i, const int *own, const int *out, int rank)
+{
+    size_t at = 0, stride = 1;
+    int d;
+    for (d = rank - 1; d >= 0; d--) {
+        size_t coord = i % (size_t)out[d];
+        i /= (size_t)out[d];
+        if (own[d] != 1)
+            at += coord * stride;
+        stride *= (size_t)own[d];
+    }
+    return at;
+}
+
+/* ---- Erf and Reciprocal ------------------------------------------------------ */
+
+typedef struct {
+    int recip, n;
+    float x[32], y[32], dy[32];
+} un_case;
+
+static void un_fwd(un_case *c)
+{
+    if (c->recip)
+        rt_reciprocal_forward(c->y, c->x, c->n);
+    else
+        rt_erf_forward(c->y, c->x, c->n);
+}
+
+static double un_loss(void *v)
+{
+    un_case *c = v;
+    un_fwd(c);
+    return dot(c->y, c->dy, (size_t)c->n);
+}
+
+/* Erf reads x, Reciprocal y. Reciprocal's x away from 0 (either sign). */
+START_TEST(unary_grad)
+{
+    un_case c;
+    float dx[32], px[32], diff[32];
+    c.recip = _i, c.n = 32;
+    tseed(7000 + _i);
+    if (c.recip)
+        fill_away(c.x, 32, 0.5f, 2.0f);
+    else
+        fill(c.x, 32, -2.5f, 2.5f);
+    fill(c.dy, 32, -1, 1);
+    fill(px, 32, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    un_fwd(&c);
+    if (c.recip)
+        rt_reciprocal_backward(dx, c.dy, c.y, c.n);
+    else
+        rt_erf_backward(dx, c.dy, c.x, c.n);
+    added(diff, dx, px, 32);
+    expect_grad(c.recip ? "reciprocal" : "erf", c.x, 32, diff, un_loss, &c);
+    /* NULL dx: nothing to do, nothing to crash */
+    rt_reciprocal_backward(NULL, c.dy, c.y, c.n);
+    rt_erf_backward(NULL, c.dy, c.x, c.n);
+}
+END_TEST
+
+/* erf(0.5) = 0.5204998778, erf(1) = 0.8427007929, odd, erf(3) = 0.9999779095;
+ * and over a grid against libm's double erf. */
+START_TEST(erf_forward)
+{
+    const float x[5] = {0, 0.5f, 1, -1, 3};
+    const double want[5] = {0, 0.5204998778, 0.8427007929, -0.8427007929,
+                            0.9999779095};
+    float y[101], g[101];
+    double w[101];
+    int i;
+    rt_erf_forward(y, x, 5);
+    expect_near("erf", y, want, 5, 1e-6, 0);
+    for (i = 0; i < 101; i++) {
+        g[i] = -4.0f + 0.08f * (float)i;
+        w[i] = erf(g[i]);
+    }
+    rt_erf_forward(y, g, 101);
+    expect_near("erf grid", y, w, 101, 2e-7, 1e-7);
+}
+END_TEST
+
+/* dy = 2 on a preset dx = 1: dx = 1 + 2 * 2/sqrt(pi) * exp(-x^2), so
+ * x = 0: 3.2567583342, x = 1 and -1: 1.8302149948, x = 2: 1.0413339707. */
+START_TEST(erf_backward_by_hand)
+{
+    const float x[4] = {0, 1, -1, 2}, dy[4] = {2, 2, 2, 2};
+    const double want[4] = {3.2567583342, 1.8302149948, 1.8302149948,
+                            1.0413339707};
+    float dx[4];
+    rt_fill(dx, 4, 1.0f);
+    rt_erf_backward(dx, dy, x, 4);
+    expect_near("erf'", dx, want, 4, 1e-6, 0);
+}
+END_TEST
+
+/* 1/x, with 1/0 = +inf and 1/-0 = -inf as IEEE; the backward -dy y^2 on a
+ * preset 1 with dy = 2: y = {0.5, -0.25, 4}: {0.5, 0.875, -31}. */
+START_TEST(reciprocal_by_hand)
+{
+    const float x[5] = {2, -4, 0.25f, 0.0f, -0.0f};
+    const double want[3] = {0.5, -0.25, 4};
+    const float y3[3] = {0.5f, -0.25f, 4}, dy[3] = {2, 2, 2};
+    const double wdx[3] = {0.5, 0.875, -31};
+    float y[5], dx[3];
+    rt_reciprocal_forward(y, x, 5);
+    expect_near("1/x", y, want, 3, 0, 0);
+    ck_assert(isinf(y[3]) && y[3] > 0);
+    ck_assert(isinf(y[4]) && y[4] < 0);
+    rt_fill(dx, 3, 1.0f);
+    rt_reciprocal_backward(dx, dy, y3, 3);
+    expect_near("-y^2", dx, wdx, 3, 0, 0);
+}
+END_TEST
+
+/* ---- Pow -------------------------------------------------------------------- */
+
+typedef struct {
+    const layout *l;
+    rt_bcast m;
+    size_t n, na, nb;
+    float a[24], b[24], y[24], dy[24];
+} pow_case;
+
+static double pow_loss(void *v)
+{
+    pow_case *c = v;
+    rt_pow_forward(c->y, c->a, c->b, &c->m);
+    return dot(c->y, c->dy, c->n);
+}
+
+static void pow_setup(pow_case *c, int k, uint64_t seed)
+{
+    c->l = &layouts[k];
+    c->m = map_of(c->l);
+    c->n = count_of(c->l->dims, c->l->rank);
+    c->na = count_of(c->l->da, c->l->rank);
+    c->nb = count_of(c->l->db, c->l->rank);
+    tseed(seed);
+    fill(c->a, c->na, 0.5f, 2.0f);  /* positive: ln a is real */
+    fill(c->b, c->nb, -1.5f, 2.5f);
+    fill(c->dy, c->n, -1, 1);
+}
+
+/* Both gradients, summed over broadcast dimensions, against finite
+ * differences, from random presets; then NULL one at a time and both. */
+START_TEST(pow_grad)
+{
+    pow_case c;
+    float da[24], db[24], pa[24], pb[24], diff[24], keep[24];
+    pow_setup(&c, _i, 7100 + _i);
+    fill(pa, c.na, -1, 1);
+    fill(pb, c.nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    rt_pow_backward(da, db, c.dy, c.a, c.b, &c.m);
+    added(diff, da, pa, c.na);
+    expect_grad("pow da", c.a, c.na, diff, pow_loss, &c);
+    added(diff, db, pb, c.nb);
+    expect_grad("pow db", c.b, c.nb, diff, pow_loss, &c);
+    /* a NULL gradient leaves the other exactly as with both */
+    memcpy(keep, da, sizeof keep);
+    memcpy(da, pa, sizeof da);
+    rt_pow_backward(da, NULL, c.dy, c.a, c.b, &c.m);
+    added(diff, da, pa, c.na);
+    added(pa, keep, pa, c.na);
+    ck_assert_mem_eq(diff, pa, c.na * sizeof(float));
+    rt_pow_backward(NULL, db, c.dy, c.a, c.b, &c.m);
+    rt_pow_backward(NULL, NULL, c.dy, c.a, c.b, &c.m);
+}
+END_TEST
+
+/* Every output element against pow() in double at the element's own a and
+ * b, found by index arithmetic. */
+START_TEST(pow_forward_matches_formula)
+{
+    pow_case c;
+    double want[24];
+    size_t i;
+    pow_setup(&c, _i, 7200 + _i);
+    rt_pow_forward(c.y, c.a, c.b, &c.m);
+    for (i = 0; i < c.n; i++)
+        want[i] = pow(c.a[src_index(i, c.l->da, c.l->dims, c.l->rank)],
+                      c.b[src_index(i, c.l->db, c.l->dims, c.l->rank)]);
+    expect_near("pow", c.y, want, c.n, 1e-6, 0);
+}
+END_TEST
+
+/* A scalar exponent as torch exports x**2 and x**0.5: x**2 is exact and
+ * right for negative x, with dx = 2x exactly; x**0.5 is sqrt. */
+START_TEST(pow_scalar_exponents)
+{
+    const float x[5] = {-3, -0.1f, 0, 1.5f, 7}, two = 2, half = 0.5f;
+    const float pos[4] = {0, 0.25f, 2, 9};
+    const int dims[1] = {5}, d4[1] = {4};
+    rt_bcast m;
+    float y[5], dx[5], dy[5] = {1, 1, 1, 1, 1};
+    double want[5], wd[5];
+    int i;
+    memset(&m, 0, sizeof m);
+    m.rank = 1;
+    m.dims[0] = dims[0];
+    m.sa[0] = 1;
+    m.sb[0] = 0;
+    rt_pow_forward(y, x, &two, &m);
+    for (i = 0; i < 5; i++) {
+        want[i] = (double)x[i] * x[i];
+        wd[i] = 2.0 * x[i];
+        ck_assert_float_eq(y[i], x[i] * x[i]); /* bit for bit */
+    }
+    expect_near("x**2", y, want, 5, 1e-7, 0);
+    rt_zero(dx, 5);
+    rt_pow_backward(dx, NULL, dy, x, &two, &m);
+    expect_near("d x**2", dx, wd, 5, 0, 0);
+    m.dims[0] = d4[0];
+    rt_pow_forward(y, pos, &half, &m);
+    for (i = 0; i < 4; i++)
+        want[i] = sqrt(pos[i]);
+    expect_near("x**0.5", y, want, 4, 1e-7, 0);
+}
+END_TEST
+
+/* Where 0 * inf would be NaN, the gradient is what the limit says:
+ * d(a^0)/da = 0 at a = 0; d(a^b)/db = 0 at a = 0 for b >= 0; and
+ * y = 0^b: 0 for b > 0, 1 for b = 0, inf for b < 0 (C's pow). */
+START_TEST(pow_zero_base_no_nan)
+{
+    const float a[4] = {0, 0, 0, 0}, b[4] = {0, 2, 0.5f, 3};
+    const float dy[4] = {1, 1, 1, 1};
+    const int dims[1] = {4};
+    rt_bcast m;
+    float y[4], da[4], db[4];
+    const double wy[4] = {1, 0, 0, 0}, wda[4] = {0, 0, 0, 0};
+    const float nb = -1;
+    int i;
+    memset(&m, 0, sizeof m);
+    m.rank = 1;
+    m.dims[0] = dims[0];
+    m.sa[0] = m.sb[0] = 1;
+    rt_pow_forward(y, a, b, &m);
+    expect_near("0^b", y, wy, 4, 0, 0);
+    rt_zero(da, 4);
+    rt_zero(db, 4);
+    rt_pow_backward(da, db, dy, a, b, &m);
+    /* b = 0.5: b * 0^(-0.5) is inf, which is the true derivative */
+    ck_assert(isinf(da[2]));
+    da[2] = 0;
+    expect_near("d/da at 0", da, wda, 4, 0, 0);
+    expect_near("d/db at 0", db, wda, 4, 0, 0);
+    m.sb[0] = 0;
+    rt_pow_forward(y, a, &nb, &m);
+    for (i = 0; i < 4; i++)
+        ck_assert(isinf(y[i]));
+}
+END_TEST
+
+/* ---- Where ------------------------------------------------------------------ */
+
+/* Output dims; cond's, a's and b's dims right-aligned (1 = broadcast). */
+typedef struct {
+    int rank;
+    int dims[3], dc[3], da[3], db[3];
+} wlayout;
+
+static const wlayout wlayouts[] = {
+    {1, {10, 1, 1}, {10, 1, 1}, {10, 1, 1}, {10, 1, 1}},
+    {2, {4, 5, 1}, {4, 1, 1}, {1, 5, 1}, {4, 5, 1}},
+    {2, {4, 5, 1}, {4, 5, 1}, {1, 1, 1}, {4, 5, 1}},   /* causal mask form */
+    {3, {2, 3, 4}, {1, 3, 4}, {2, 1, 4}, {2, 3, 1}},
+};
+#define N_WL ((int)(sizeof wlayouts / sizeof wlayouts[0]))
+
+typedef struct {
+    const wlayout *l;
+    rt_where m;
+    size_t n, nc, na, nb;
+    float c[24], a[24], b[24], y[24], dy[24];
+} where_case;
+
+static double where_loss(void *v)
+{
+    where_case *w = v;
+    rt_where_forward(w->y, w->c, w->a, w->b, &w->m);
+    return dot(w->y, w->dy, w->n);
+}
+
+/* A mixed 0/1 condition (and one 2.5 and one -1: nonzero is true). */
+static void where_setup(where_case *w, int k, uint64_t seed)
+{
+    size_t i;
+    w->l = &wlayouts[k];
+    memset(&w->m, 0, sizeof w->m);
+    w->m.rank = w->l->rank;
+    memcpy(w->m.dims, w->l->dims, sizeof w->l->dims);
+    strides(w->l->dc, w->l->dims, w->l->rank, w->m.sc);
+    strides(w->l->da, w->l->dims, w->l->rank, w->m.sa);
+    strides(w->l->db, w->l->dims, w->l->rank, w->m.sb);
+    w->n = count_of(w->l->dims, w->l->rank);
+    w->nc = count_of(w->l->dc, w->l->rank);
+    w->na = count_of(w->l->da, w->l->rank);
+    w->nb = count_of(w->l->db, w->l->rank);
+    tseed(seed);
+    for (i = 0; i < w->nc; i++)
+        w->c[i] = trand(0, 1) < 0.5f ? 0.0f : 1.0f;
+    w->c[0] = 2.5f;
+    if (w->nc > 1)
+        w->c[1] = -1.0f;
+    if (w->nc > 2)
+        w->c[2] = 0.0f;
+    fill(w->a, w->na, -2, 2);
+    fill(w->b, w->nb, -2, 2);
+    fill(w->dy, w->n, -1, 1);
+}
+
+START_TEST(where_forward_by_index)
+{
+    where_case w;
+    double want[24];
+    size_t i;
+    where_setup(&w, _i, 7300 + _i);
+    rt_where_forward(w.y, w.c, w.a, w.b, &w.m);
+    for (i = 0; i < w.n; i++) {
+        const float c = w.c[src_index(i, w.l->dc, w.l->dims, w.l->rank)];
+        want[i] = c != 0 ? w.a[src_index(i, w.l->da, w.l->dims, w.l->rank)]
+                         : w.b[src_index(i, w.l->db, w.l->dims, w.l->rank)];
+    }
+    expect_near("where", w.y, want, w.n, 0, 0);
+}
+END_TEST
+
+START_TEST(where_grad)
+{
+    where_case w;
+    float da[24], db[24], pa[24], pb[24], diff[24], keep[24];
+    where_setup(&w, _i, 7400 + _i);
+    fill(pa, w.na, -1, 1);
+    fill(pb, w.nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    rt_where_backward(da, db, w.dy, w.c, &w.m);
+    added(diff, da, pa, w.na);
+    expect_grad("where da", w.a, w.na, diff, where_loss, &w);
+    added(diff, db, pb, w.nb);
+    expect_grad("where db", w.b, w.nb, diff, where_loss, &w);
+    memcpy(keep, db, sizeof keep);
+    memcpy(db, pb, sizeof db);
+    rt_where_backward(NULL, db, w.dy, w.c, &w.m);
+    ck_assert_mem_eq(db, keep, w.nb * sizeof(float));
+    rt_where_backward(da, NULL, w.dy, w.c, &w.m);
+    rt_where_backward(NULL, NULL, w.dy, w.c, &w.m);
+}
+END_TEST
+
+/* Where(mask, -inf, scores), a causal mask over 3x3: -inf exactly where the
+ * mask holds, the scores elsewhere; the backward gives the scores dy where
+ * the mask is off and the -inf scalar the sum of dy where it is on, with no
+ * NaN anywhere (a select, not inf * 0). And +inf in the other branch. */
+START_TEST(where_infinities_flow)
+{
+    const float mask[9] = {0, 1, 1, 0, 0, 1, 0, 0, 0};
+    const float s[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const float dy[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const float ninf = -HUGE_VALF, pinf = HUGE_VALF;
+    rt_where m;
+    float y[9], ds[9], dn = 0;
+    int i;
+    memset(&m, 0, sizeof m);
+    m.rank = 2;
+    m.dims[0] = m.dims[1] = 3;
+    m.sc[0] = m.sb[0] = 3;
+    m.sc[1] = m.sb[1] = 1;
+    rt_where_forward(y, mask, &ninf, s, &m);
+    for (i = 0; i < 9; i++) {
+        if (mask[i] != 0)
+            ck_assert(isinf(y[i]) && y[i] < 0);
+        else
+            ck_assert_float_eq(y[i], s[i]);
+    }
+    rt_zero(ds, 9);
+    rt_where_backward(&dn, ds, dy, mask, &m);
+    for (i = 0; i < 9; i++)
+        ck_assert_float_eq(ds[i], mask[i] != 0 ? 0.0f : dy[i]);
+    ck_assert_float_eq(dn, 2 + 3 + 6);
+    /* the other way round: +inf where the mask is off */
+    m.sa[0] = 3;
+    m.sa[1] = 1;
+    m.sb[0] = m.sb[1] = 0;
+    rt_where_forward(y, mask, s, &pinf, &m);
+    for (i = 0; i < 9; i++)
+        ck_assert(mask[i] != 0 ? y[i] == s[i] : isinf(y[i]));
+}
+END_TEST
+
+/* ---- LogSoftmax --------------------------------------------------------------- */
+
+typedef struct {
+    int outer, dim, inner;
+} lanes;
+
+static const lanes lane_layouts[] = {
+    {1, 7, 1}, {3, 5, 1}, {2, 4, 3}, {1, 6, 5}, {4, 1, 2},
+};
+#define N_LS ((int)(sizeof lane_layouts / sizeof lane_layouts[0]))
+
+typedef struct {
+    lanes l;
+    int n;
+    float x[32], y[32], dy[32];
+} ls_case;
+
+static double ls_loss(void *v)
+{
+    ls_case *c = v;
+    rt_log_softmax_forward(c->y, c->x, c->l.outer, c->l.dim, c->l.inner);
+    return dot(c->y, c->dy, (size_t)c->n);
+}
+
+static void ls_setup(ls_case *c, int k, uint64_t seed)
+{
+    c->l = lane_layouts[k];
+    c->n = c->l.outer * c->l.dim * c->l.inner;
+    ck_assert_int_le(c->n, 32);
+    tseed(seed);
+    fill(c->x, (size_t)c->n, -2, 2);
+    fill(c->dy, (size_t)c->n, -1, 1);
+}
+
+START_TEST(log_softmax_grad)
+{
+    ls_case c;
+    float dx[32], px[32], diff[32];
+    ls_setup(&c, _i, 7500 + _i);
+    fill(px, (size_t)c.n, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    rt_log_softmax_forward(c.y, c.x, c.l.outer, c.l.dim, c.l.inner);
+    rt_log_softmax_backward(dx, c.dy, c.y, c.l.outer, c.l.dim, c.l.inner);
+    added(diff, dx, px, (size_t)c.n);
+    expect_grad("log_softmax", c.x, (size_t)c.n, diff, ls_loss, &c);
+    rt_log_softmax_backward(NULL, c.dy, c.y, c.l.outer, c.l.dim, c.l.inner);
+}
+END_TEST
+
+/* x - log(sum over the lane of exp(x)) in double, by index arithmetic. */
+START_TEST(log_softmax_forward_matches_formula)
+{
+    ls_case c;
+    double want[32];
+    int o, d, i;
+    ls_setup(&c, _i, 7600 + _i);
+    rt_log_softmax_forward(c.y, c.x, c.l.outer, c.l.dim, c.l.inner);
+    for (o = 0; o < c.l.outer; o++)
+        for (i = 0; i < c.l.inner; i++) {
+            double s = 0;
+            for (d = 0; d < c.l.dim; d++)
+                s += exp(c.x[(o * c.l.dim + d) * c.l.inner + i]);
+            for (d = 0; d < c.l.dim; d++) {
+                const int e = (o * c.l.dim + d) * c.l.inner + i;
+                want[e] = c.x[e] - log(s);
+            }
+        }
+    expect_near("log_softmax", c.y, want, (size_t)c.n, 1e-6, 1e-6);
+}
+END_TEST
+
+/* {1, 1}: -ln 2 each; {0, 1}: -ln(1 + e) and 1 - ln(1 + e); large inputs
+ * stay finite; a -inf (a masked score) gives -inf there and leaves the rest
+ * a log-softmax of the others, with a finite backward. Backward by hand:
+ * y = {-ln 2, -ln 2}, dy = {1, 3}: dx = dy - 0.5 * 4 = {-1, 1} on preset 0. */
+START_TEST(log_softmax_by_hand)
+{
+    const float x1[2] = {1, 1}, x2[2] = {0, 1}, big[3] = {1000, 999, -1000};
+    const float masked[3] = {0, -HUGE_VALF, 0};
+    const double w1[2] = {-0.6931471806, -0.6931471806},
+                 w2[2] = {-1.3132616875, -0.3132616875},
+                 wbig[3] = {-0.3132616875, -1.3132616875, -2000.3132616875},
+                 wm[2] = {-0.6931471806, -0.6931471806}, wdx[2] = {-1, 1};
+    const float dy[3] = {1, 3, 2};
+    float y[3], dx[3], two[2];
+    rt_log_softmax_forward(y, x1, 1, 2, 1);
+    expect_near("{1,1}", y, w1, 2, 1e-6, 0);
+    rt_log_softmax_forward(y, x2, 1, 2, 1);
+    expect_near("{0,1}", y, w2, 2, 1e-6, 0);
+    rt_log_softmax_forward(y, big, 1, 3, 1);
+    expect_near("large", y, wbig, 3, 1e-6, 0);
+    rt_log_softmax_forward(y, masked, 1, 3, 1);
+    ck_assert(isinf(y[1]) && y[1] < 0);
+    two[0] = y[0], two[1] = y[2];
+    expect_near("masked", two, wm, 2, 1e-6, 0);
+    rt_zero(dx, 3);
+    rt_log_softmax_backward(dx, dy, y, 1, 3, 1);
+    ck_assert(isfinite(dx[0]) && isfinite(dx[1]) && isfinite(dx[2]));
+    ck_assert_float_eq(dx[1], 3.0f); /* exp(-inf) = 0: dx = dy */
+    rt_log_softmax_forward(y, x1, 1, 2, 1);
+    rt_zero(dx, 2);
+    rt_log_softmax_backward(dx, dy, y, 1, 2, 1);
+    expect_near("backward", dx, wdx, 2, 1e-6, 1e-6);
+}
+END_TEST
+
+/* ---- Expand ----------------------------------------------------------------- */
+
+/* Output (2, 3, 4) from x of shape (3, 1) (right-aligned: 1, 3, 1), and
+ * from (2, 1, 4); and a scalar to (5). */
+typedef struct {
+    int rank;
+    int dims[3], dx[3];
+} elayout;
+
+static const elayout elayouts[] = {
+    {3, {2, 3, 4}, {1, 3, 1}},
+    {3, {2, 3, 4}, {2, 1, 4}},
+    {1, {5, 1, 1}, {1, 1, 1}},
+    {2, {3, 4, 1}, {3, 4, 1}},   /* no broadcast: a copy */
+};
+#define N_EX ((int)(sizeof elayouts / sizeof elayouts[0]))
+
+typedef struct {
+    const elayout *l;
+    rt_bcast m;
+    size_t n, nx;
+    float x[24], y[24], dy[24];
+} ex_case;
+
+static double ex_loss(void *v)
+{
+    ex_case *c = v;
+    rt_expand_forward(c->y, c->x, &c->m);
+    return dot(c->y, c->dy, c->n);
+}
+
+static void ex_setup(ex_case *c, int k, uint64_t seed)
+{
+    c->l = &elayouts[k];
+    memset(&c->m, 0, sizeof c->m);
+    c->m.rank = c->l->rank;
+    memcpy(c->m.dims, c->l->dims, sizeof c->l->dims);
+    strides(c->l->dx, c->l->dims, c->l->rank, c->m.sa);
+    memcpy(c->m.sb, c->m.sa, sizeof c->m.sa);
+    c->n = count_of(c->l->dims, c->l->rank);
+    c->nx = count_of(c->l->dx, c->l->rank);
+    tseed(seed);
+    fill(c->x, c->nx, -2, 2);
+    fill(c->dy, c->n, -1, 1);
+}
+
+START_TEST(expand_forward_by_index)
+{
+    ex_case c;
+    double want[24];
+    size_t i;
+    ex_setup(&c, _i, 7700 + _i);
+    rt_expand_forward(c.y, c.x, &c.m);
+    for (i = 0; i < c.n; i++)
+        want[i] = c.x[src_index(i, c.l->dx, c.l->dims, c.l->rank)];
+    expect_near("expand", c.y, want, c.n, 0, 0);
+}
+END_TEST
+
+START_TEST(expand_grad)
+{
+    ex_case c;
+    float dx[24], px[24], diff[24];
+    ex_setup(&c, _i, 7800 + _i);
+    fill(px, c.nx, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    rt_expand_backward(dx, c.dy, &c.m);
+    added(diff, dx, px, c.nx);
+    expect_grad("expand", c.x, c.nx, diff, ex_loss, &c);
+    rt_expand_backward(NULL, c.dy, &c.m);
+}
+END_TEST
+
+/* (3, 1) to (2, 3, 4) by hand: x = {1, 2, 3}; dy = 1 everywhere sums to 8
+ * per element on a preset 1: dx = {9, 9, 9}. */
+START_TEST(expand_by_hand)
+{
+    const float x[3] = {1, 2, 3};
+    float y[24], dy[24], dx[3] = {1, 1, 1};
+    const double wdx[3] = {9, 9, 9};
+    ex_case c;
+    int i;
+    ex_setup(&c, 0, 1);
+    rt_expand_forward(y, x, &c.m);
+    for (i = 0; i < 24; i++)
+        ck_assert_float_eq(y[i], (float)(1 + (i / 4) % 3));
+    rt_fill(dy, 24, 1.0f);
+    rt_expand_backward(dx, dy, &c.m);
+    expect_near("sum", dx, wdx, 3, 0, 0);
+}
+END_TEST
+
+static Suite *onnx_suite(void)
+{
+    Suite *s = suite_create("remat_rt ONNX pointwise ops");
+    TCase *tc;
+
+    tc = tcase_create("erf_reciprocal");
+    tcase_add_loop_test(tc, unary_grad, 0, 2);
+    tcase_add_test(tc, erf_forward);
+    tcase_add_test(tc, erf_backward_by_hand);
+    tcase_add_test(tc, reciprocal_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pow");
+    tcase_add_loop_test(tc, pow_grad, 0, N_LAYOUTS);
+    tcase_add_loop_test(tc, pow_forward_matches_formula, 0, N_LAYOUTS);
+    tcase_add_test(tc, pow_scalar_exponents);
+    tcase_add_test(tc, pow_zero_base_no_nan);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("where");
+    tcase_add_loop_test(tc, where_forward_by_index, 0, N_WL);
+    tcase_add_loop_test(tc, where_grad, 0, N_WL);
+    tcase_add_test(tc, where_infinities_flow);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("log_softmax");
+    tcase_add_loop_test(tc, log_softmax_grad, 0, N_LS);
+    tcase_add_loop_test(tc, log_softmax_forward_matches_formula, 0, N_LS);
+    tcase_add_test(tc, log_softmax_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("expand");
+    tcase_add_loop_test(tc, expand_forward_by_index, 0, N_EX);
+    tcase_add_loop_test(tc, expand_grad, 0, N_EX);
+    tcase_add_test(tc, expand_by_hand);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(onnx_suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
