@@ -476,8 +476,37 @@ static int read_anywhere(const Im *m, const ONode *o, int i)
            (m->v[o->out[i]].readers || m->v[o->out[i]].is_output);
 }
 
+/* SoftmaxCrossEntropyLoss whose log-probabilities (output 1) are read:
+ * the loss as one node, and LogSoftmax over the class axis beside it. */
+static int lower_sce_log_prob(Im *m, ONode *o)
+{
+    int nout = o->nout;
+    o->nout = 1;
+    int rc = lower_plain(m, o, OP_SOFTMAX_CROSS_ENTROPY);
+    o->nout = nout;
+    int ls = op_lookup("LogSoftmax");
+    if (rc || ls < 0)
+        return rc ? -1 : lower_error(m, o, "log_prob needs LogSoftmax");
+    int x = m->v[o->in[0]].tensor;
+    Node *n;
+    int y = node1(m, o, ctx_printf(m->c, "%s/log_prob", o->name), (OpKind)ls,
+                  &x, 1, m->v[o->out[1]].name, &n);
+    set_int(n, "axis", 1);
+    if (finish_node(m, n, o))
+        return -1;
+    m->v[o->out[1]].tensor = y;
+    shape_to_val(&m->v[o->out[1]], &m->g->tensors[y]);
+    return 0;
+}
+
 static int lower_plain(Im *m, ONode *o, OpKind op)
 {
+    if (op == OP_SOFTMAX_CROSS_ENTROPY && o->p && o->nin > 2 && o->in[2] >= 0)
+        return lower_error(m, o, "class weights (input 2) are not supported; "
+                           "remat's SoftmaxCrossEntropyLoss weighs every "
+                           "class 1");
+    if (op == OP_SOFTMAX_CROSS_ENTROPY && o->p && read_anywhere(m, o, 1))
+        return lower_sce_log_prob(m, o);
     if (op == OP_LAYER_NORM && o->p && (read_anywhere(m, o, 1) ||
                                         read_anywhere(m, o, 2)) && o->nout > 1)
         return lower_layer_norm_stats(m, o);
@@ -1036,8 +1065,48 @@ static int try_attention(Im *m, ONode *tr)
     return 1;
 }
 
+/* Trilu of a computed tensor: a product with the constant 0/1 mask of
+ * its last two axes (which the gradient then follows exactly). */
+static int lower_trilu(Im *m, ONode *o)
+{
+    const Val *x = &m->v[o->in[0]];
+    long k = 0;
+    if (o->nin > 1 && o->in[1] >= 0) {
+        const Val *kv = &m->v[o->in[1]];
+        if (!kv->known || kv->numel != 1 || kv->dt == DT_F32)
+            return lower_error(m, o, "k must be a constant int64 scalar");
+        k = (long)kv->i[0];
+    }
+    if (!x->shaped || x->rank < 2 || x->dt != DT_F32)
+        return lower_error(m, o, "Trilu needs a float32 input of rank 2 or "
+                           "more");
+    int upper = (int)onnx_attr_int(o, "upper", 1);
+    long r = x->dims[x->rank - 2], c = x->dims[x->rank - 1];
+    int t = new_tensor(m, ctx_printf(m->c, "%s_mask", o->name), T_PARAM);
+    Tensor *mask = &m->g->tensors[t];
+    long dims[2] = {r, c};
+    set_shape(mask, 2, dims);
+    mask->init = INIT_FILE;
+    float *d = ctx_alloc(m->c, (size_t)(r * c > 0 ? r * c : 1) * sizeof(float));
+    for (long i = 0; i < r; i++)
+        for (long j = 0; j < c; j++)
+            d[i * c + j] = (upper ? j - i >= k : j - i <= k) ? 1.0f : 0.0f;
+    mask->data = d;
+    int in[2] = {x->tensor, t};
+    Node *n;
+    int y = node1(m, o, o->name, OP_MUL, in, 2, m->v[o->out[0]].name, &n);
+    if (finish_node(m, n, o))
+        return -1;
+    m->v[o->out[0]].tensor = y;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+    log_rewrite(m, "Trilu of a computed tensor as a product with its mask", o);
+    return 0;
+}
+
 static int lower_node(Im *m, ONode *o)
 {
+    if (!strcmp(o->op, "Trilu") && o->in[0] >= 0 && m->v[o->in[0]].tensor >= 0)
+        return lower_trilu(m, o);
     int known = op_lookup(o->op);
     for (int i = 0; known >= 0 && i < op_table[known].min_in; i++)
         if (i >= o->nin || o->in[i] < 0)
@@ -1066,6 +1135,7 @@ static int lower_node(Im *m, ONode *o)
                 x->dt == DT_F32 ? "float32" : "int64",
                 onnx_dtype_name((int)onnx_attr_int(o, "to", 0))));
         op = "Identity";
+        o->p = NULL;    /* `to` is the input's own type: nothing to keep */
     }
     int k = op_lookup(op);
     if (k < 0) {
@@ -1115,6 +1185,27 @@ static int fold_pass(Im *m, int final)
     return 0;
 }
 
+/* An output that depends on no input (a float32 constant): an Identity
+ * of the constant, so that forward writes it like any other. */
+static int constant_output(Im *m, Val *x)
+{
+    ONode o = {.name = x->name, .op = "Identity",
+               .what = ctx_printf(m->c, "graph output '%s'", x->name)};
+    const char *keep = x->name;
+    x->const_name = ctx_printf(m->c, "%s_value", x->name);
+    int p = param_of(m, x, &o);
+    if (p < 0)
+        return -1;
+    x->tensor = -1;
+    Node *n;
+    int y = node1(m, &o, ctx_printf(m->c, "%s/identity", keep), OP_IDENTITY,
+                  &p, 1, keep, &n);
+    if (finish_node(m, n, &o))
+        return -1;
+    x->tensor = y;
+    return 0;
+}
+
 int onnx_lower(Im *m)
 {
     ONode init_node = {.name = "", .op = "", .what = "initializer"};
@@ -1145,6 +1236,9 @@ int onnx_lower(Im *m)
         return -1;
     for (int k = 0; k < m->noutputs; k++) {
         Val *x = &m->v[m->outputs[k]];
+        if (x->tensor < 0 && x->known && x->dt == DT_F32 && x->numel > 0 &&
+            constant_output(m, x))
+            return -1;
         if (x->tensor < 0 || g->tensors[x->tensor].kind != T_ACT)
             return ctx_error(m->c, m->file, 0, "graph output '%s': is %s; "
                              "remat's outputs are computed from the inputs",

@@ -37,12 +37,14 @@ CONST_INPUTS = {
     "Reshape": {1}, "Unsqueeze": {1}, "Squeeze": {1}, "Expand": {1},
     "Slice": {1, 2, 3, 4}, "Split": {1}, "ReduceSum": {1}, "ReduceMean": {1},
     "Dropout": {1, 2}, "ConstantOfShape": {0}, "Range": {0, 1, 2},
-    "Tile": {1},
+    "Tile": {1}, "Trilu": {1},
 }
-# Ops the importer folds when their inputs are constants.
+# Ops the importer takes beyond the op table's: those of the shape and
+# mask subgraphs torch emits, folded when their inputs are constants (the
+# rest of what onnx_eval.c folds, Max or Floor say, appears in no such
+# subgraph torch writes and is no op of remat's).
 FOLDED = {"Constant", "Shape", "Size", "ConstantOfShape", "Cast", "Range",
-          "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
-          "And", "Or", "Trilu", "Max", "Min", "Mod", "Floor", "Ceil", "Abs"}
+          "Equal", "Trilu"}
 
 
 def supported_ops():
