@@ -590,7 +590,8 @@ static int is_const_scalar(const Im *m, int v, double want, double tol)
 {
     if (v < 0 || !m->v[v].known || m->v[v].numel != 1 || m->v[v].varying)
         return 0;
-    return fabs(val_get(&m->v[v], 0) - want) <= tol;
+    double x = val_get(&m->v[v], 0);
+    return isinf(want) ? x == want : fabs(x - want) <= tol;
 }
 
 /* The one node reading value v, if exactly one does and it is not a graph
@@ -1005,6 +1006,33 @@ static int is_causal_mask(const Val *c, long sq, long skv, int want_true)
     return 1;
 }
 
+/* Folds value v now, with what it depends on, when it is a constant that
+ * comes later in the file than a pattern that needs it (torch computes
+ * attention's 1/sqrt(d) from Shape(k) after the MatMul it scales). */
+static int fold_now(Im *m, int v, int depth)
+{
+    if (v < 0 || depth > 64)
+        return 0;
+    Val *x = &m->v[v];
+    if (x->known || x->varying || x->producer < 0)
+        return x->known;
+    ONode *o = &m->nodes[x->producer];
+    if (o->done)
+        return x->known;
+    int shape_op = !strcmp(o->op, "Shape") || !strcmp(o->op, "Size");
+    for (int i = 0; i < o->nin && !shape_op; i++)
+        if (o->in[i] >= 0 && !fold_now(m, o->in[i], depth + 1))
+            return 0;
+    /* a fold that fails is reported again when the walk gets there */
+    if (onnx_fold(m, o) != 1)
+        return 0;
+    o->done = 1;
+    for (int i = 0; i < o->nout; i++)
+        if (o->out[i] >= 0)
+            m->v[o->out[i]].const_name = m->v[o->out[i]].name;
+    return x->known;
+}
+
 /* Transpose(k) -> MatMul(q, .) -> Mul/Div by a constant -> [Where with a
  * causal mask and -inf] -> Softmax(last axis) -> MatMul(., v), all 4-D and
  * each read once: one Attention node, which keeps no probabilities. */
@@ -1012,17 +1040,28 @@ static int try_attention(Im *m, ONode *tr)
 {
     const Onnx__AttributeProto *perm = onnx_attr(tr, "perm");
     const Tensor *k = rank4(m, tr->in[0]);
-    if (!k || !perm || perm->n_ints != 4 || perm->ints[0] != 0 ||
-        perm->ints[1] != 1 || perm->ints[2] != 3 || perm->ints[3] != 2)
+    /* K^T straight from (B, H, T, D), or from (B, T, H, D) heads not yet
+     * moved (torch folds x.transpose(1, 2).transpose(-2, -1) into one) */
+    int heads_first = perm && perm->n_ints == 4 && perm->ints[0] == 0 &&
+                      perm->ints[1] == 1 && perm->ints[2] == 3 &&
+                      perm->ints[3] == 2;
+    int heads_later = perm && perm->n_ints == 4 && perm->ints[0] == 0 &&
+                      perm->ints[1] == 2 && perm->ints[2] == 3 &&
+                      perm->ints[3] == 1;
+    if (!k || !(heads_first || heads_later))
         return 0;
     ONode *mm1 = only_reader(m, tr->out[0], "MatMul");
     if (!mm1 || mm1->in[1] != tr->out[0])
         return 0;
     const Tensor *q = rank4(m, mm1->in[0]);
+    long kb = k->dims[0], kh = heads_first ? k->dims[1] : k->dims[2],
+         kt = heads_first ? k->dims[2] : k->dims[1], kd = k->dims[3];
+    if (!q || q->dims[0] != kb || q->dims[1] != kh || q->dims[3] != kd)
+        return 0;
     ONode *sc = only_reader(m, mm1->out[0], "Mul");
     if (!sc)
         sc = only_reader(m, mm1->out[0], "Div");
-    if (!q || !sc || sc->in[0] != mm1->out[0] ||
+    if (!q || !sc || sc->in[0] != mm1->out[0] || !fold_now(m, sc->in[1], 0) ||
         !is_const_scalar(m, sc->in[1], 0, INFINITY))
         return 0;
     double c = val_get(&m->v[sc->in[1]], 0);
@@ -1032,12 +1071,14 @@ static int try_attention(Im *m, ONode *tr)
     int at = sc->out[0], causal = 0;
     ONode *wh = only_reader(m, at, "Where");
     if (wh) {
+        for (int i = 0; i < 3 && i < wh->nin; i++)
+            if (wh->in[i] != at)
+                fold_now(m, wh->in[i], 0);
         int masked_true = wh->in[2] == at;   /* Where(mask, -inf, x) */
         int fill = masked_true ? wh->in[1] : wh->in[2];
         if ((masked_true ? wh->in[2] : wh->in[1]) != at ||
             !is_const_scalar(m, fill, -INFINITY, 0) ||
-            !is_causal_mask(&m->v[wh->in[0]], q->dims[2], k->dims[2],
-                            masked_true))
+            !is_causal_mask(&m->v[wh->in[0]], q->dims[2], kt, masked_true))
             return 0;
         at = wh->out[0];
         causal = 1;
@@ -1049,6 +1090,23 @@ static int try_attention(Im *m, ONode *tr)
     ONode *mm2 = only_reader(m, sm->out[0], "MatMul");
     if (!mm2 || mm2->in[0] != sm->out[0] || !rank4(m, mm2->in[1]))
         return 0;
+    int kv = tr->in[0];
+    if (heads_later) {      /* K itself: (B, T, H, D) -> (B, H, T, D) */
+        kv = im_new_val(m, ctx_printf(m->c, "%s_heads", m->v[tr->in[0]].name),
+                        tr->what);
+        if (kv < 0)
+            return -1;
+        Node *n = new_node(m, tr->name, OP_TRANSPOSE);
+        n->in[n->nin++] = m->v[tr->in[0]].tensor;
+        long p[4] = {0, 2, 1, 3};
+        set_ints(n, "perm", p, 4);
+        int t = add_out(m, n, m->v[kv].name);
+        if (finish_node(m, n, tr))
+            return -1;
+        m->v[kv].tensor = t;
+        m->v[kv].varying = 1;
+        shape_to_val(&m->v[kv], &m->g->tensors[t]);
+    }
     tr->done = mm1->done = sc->done = sm->done = 1;
     if (wh)
         wh->done = 1;
@@ -1056,7 +1114,7 @@ static int try_attention(Im *m, ONode *tr)
     mm2->p = NULL;
     mm2->in[0] = mm1->in[0];
     mm2->in[2] = mm2->in[1];
-    mm2->in[1] = tr->in[0];
+    mm2->in[1] = kv;
     mm2->nin = 3;
     mm2->causal = causal;
     mm2->scale = scale;
@@ -1117,8 +1175,11 @@ static int lower_node(Im *m, ONode *o)
         return lower_error(m, o, "has no input 0; remat's ops all read one");
     if (keep_transposed(m, o))
         return 0;
-    if (!strcmp(o->op, "Transpose") && try_attention(m, o))
-        return 0;
+    if (!strcmp(o->op, "Transpose")) {
+        int rc = try_attention(m, o);
+        if (rc)
+            return rc < 0 ? -1 : 0;
+    }
     if (!strcmp(o->op, "MatMul") && o->in[1] >= 0 &&
         m->v[o->in[1]].transposed_of >= 0)
         return lower_matmul_t(m, o);

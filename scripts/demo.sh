@@ -13,7 +13,8 @@
 # table's header says how many.
 set -eu
 cd "$(dirname "$0")/.."
-[ $# -gt 0 ] || set -- graphs/mlp12.xml $(ls graphs/*.xml | grep -v '/mlp12.xml$')
+torch_model=0
+[ $# -gt 0 ] || { torch_model=1; set -- graphs/mlp12.xml $(ls graphs/*.xml | grep -v '/mlp12.xml$'); }
 policies="none full sac sac-aggressive"
 rounds=5
 steps=20
@@ -88,3 +89,18 @@ for g in "$@"; do
     first=0
     demo "$g"
 done
+
+# A PyTorch model as a user brings one: the GPT of tests/onnx/torch_models.py
+# (q/k/v Linears, masked_fill causal mask, softmax, view/transpose,
+# cross-entropy) exported with torch.onnx.export, imported (what was folded
+# and rewritten), then the same table as for the shipped graphs.
+if [ "$torch_model" -eq 1 ]; then
+    d=build/demo/torch
+    mkdir -p "$d"
+    echo
+    echo "remat demo: a PyTorch model (tests/onnx/torch_models.py gpt, torch.onnx.export)"
+    /usr/bin/python3 tests/onnx/torch_models.py gpt "$d" > "$d/export.log" 2>&1
+    build/remat import "$d/gpt.onnx" -o "$d/gpt.xml"
+    echo
+    demo "$d/gpt.onnx"
+fi
