@@ -62,6 +62,20 @@ for m in $models; do
     check_model "$m"
 done
 
+# remat import's own refusals: an XML input, an output not .xml, and a model
+# it cannot take, which leaves an existing XML as it was.
+mkdir -p "$work/cli"
+printf 'sentinel\n' > "$work/cli/keep.xml"
+"$remat" import graphs/mlp12.xml -o "$work/cli/x.xml" 2> "$work/cli/err"
+if [ $? -eq 1 ] && grep -q 'is XML already' "$work/cli/err"; then ok
+else bad "import of an XML file: $(cat "$work/cli/err")"; fi
+"$remat" import tests/onnx/seeds/mlp.onnx -o "$work/cli/x.c" 2> /dev/null
+[ $? -eq 2 ] && ok || bad "import -o x.c is not a usage error"
+"$remat" import tests/bad/onnx_unknown_op.onnx -o "$work/cli/keep.xml" 2> /dev/null
+if [ $? -eq 1 ] && [ "$(cat "$work/cli/keep.xml")" = sentinel ] &&
+   [ ! -e "$work/cli/keep.weights" ]; then ok
+else bad "a failed import touched the existing XML or wrote weights"; fi
+
 # A model past 262,144 initial values keeps them out of the C file: the
 # trainer above (wide) read them from EXE.weights; here the files' sizes.
 weights_file() {   # name expected_param_floats
