@@ -783,6 +783,119 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
     }
 }
 
+/* ---- batch normalization --------------------------------------------------- */
+
+/* Channel ch's mean and biased variance over the n * inner values
+ * x[i, ch, j], two passes as row_moments. The train forward and the
+ * backward both call this, so the backward (and a recompute) sees exactly
+ * the statistics the forward used. */
+static void channel_moments(const float *x, int n, int c, int inner, int ch,
+                            float *mean, float *var)
+{
+    const float m = (float)n * (float)inner;
+    float s = 0.0f, v = 0.0f;
+    int i, j;
+    for (i = 0; i < n; i++) {
+        const float *xc = x + ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            s += xc[j];
+    }
+    *mean = s / m;
+    for (i = 0; i < n; i++) {
+        const float *xc = x + ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            v += (xc[j] - *mean) * (xc[j] - *mean);
+    }
+    *var = v / m;
+}
+
+/* y[i, ch, j] = (x[i, ch, j] - mean) * rstd * scale[ch] + bias[ch] */
+static void channel_normalize(float *y, const float *x, int n, int c,
+                              int inner, int ch, float mean, float rstd,
+                              float scale, float bias)
+{
+    int i, j;
+    for (i = 0; i < n; i++) {
+        const size_t o = ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            y[o + j] = (x[o + j] - mean) * rstd * scale + bias;
+    }
+}
+
+void rt_batchnorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, const float *mean,
+                          const float *var, int n, int c, int inner, float eps)
+{
+    int ch;
+    for (ch = 0; ch < c; ch++)
+        channel_normalize(y, x, n, c, inner, ch, mean[ch],
+                          1.0f / sqrtf(var[ch] + eps), scale[ch], bias[ch]);
+}
+
+void rt_batchnorm_train_forward(float *y, float *running_mean,
+                                float *running_var, const float *x,
+                                const float *scale, const float *bias, int n,
+                                int c, int inner, float eps, float momentum)
+{
+    const float m = (float)n * (float)inner;
+    int ch;
+    if (n <= 0 || inner <= 0)
+        return;
+    for (ch = 0; ch < c; ch++) {
+        float mean, var;
+        channel_moments(x, n, c, inner, ch, &mean, &var);
+        channel_normalize(y, x, n, c, inner, ch, mean, 1.0f / sqrtf(var + eps),
+                          scale[ch], bias[ch]);
+        if (running_mean != NULL)
+            running_mean[ch] = momentum * running_mean[ch] +
+                               (1.0f - momentum) * mean;
+        if (running_var != NULL)
+            running_var[ch] = momentum * running_var[ch] +
+                              (1.0f - momentum) *
+                                  (m > 1.0f ? var * m / (m - 1.0f) : var);
+    }
+}
+
+/* Per channel, as layernorm_back_row with the channel's n * inner values in
+ * place of a row's: the means of g and g * xhat run over the batch and the
+ * spatial positions. */
+void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x, const float *scale,
+                           int n, int c, int inner, float eps)
+{
+    const float m = (float)n * (float)inner;
+    int ch, i, j;
+    if (n <= 0 || inner <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
+        return;
+    for (ch = 0; ch < c; ch++) {
+        float mean, var, rstd, sum_dy = 0.0f, sum_dyx = 0.0f, mg, mgx;
+        channel_moments(x, n, c, inner, ch, &mean, &var);
+        rstd = 1.0f / sqrtf(var + eps);
+        for (i = 0; i < n; i++) {
+            const size_t o = ((size_t)i * c + ch) * inner;
+            for (j = 0; j < inner; j++) {
+                sum_dy += dy[o + j];
+                sum_dyx += dy[o + j] * (x[o + j] - mean) * rstd;
+            }
+        }
+        if (dscale != NULL)
+            dscale[ch] += sum_dyx;
+        if (dbias != NULL)
+            dbias[ch] += sum_dy;
+        if (dx == NULL)
+            continue;
+        mg = sum_dy * scale[ch] / m;
+        mgx = sum_dyx * scale[ch] / m;
+        for (i = 0; i < n; i++) {
+            const size_t o = ((size_t)i * c + ch) * inner;
+            for (j = 0; j < inner; j++) {
+                const float xhat = (x[o + j] - mean) * rstd;
+                dx[o + j] += rstd * (dy[o + j] * scale[ch] - mg - xhat * mgx);
+            }
+        }
+    }
+}
+
 /* Transpose walks y in order with bc_run: the map's dims are y's, and its
  * sa holds x's stride along each of y's dims, so oa is x's offset of the
  * element at oy. */

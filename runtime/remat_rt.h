@@ -154,6 +154,40 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps);
 
+/* ONNX BatchNormalization, x (and y) viewed as (n, c, inner): the batch,
+ * the channels and inner = the product of the spatial dimensions (1 for a
+ * 2-D x), so that x[i, ch, j] is at (i * c + ch) * inner + j. Every
+ * channel ch is normalized on its own:
+ *   y[i, ch, j] = (x[i, ch, j] - mu[ch]) / sqrt(v[ch] + eps) * scale[ch]
+ *                 + bias[ch].
+ * Inference (rt_batchnorm_forward): mu and v are the given mean and var,
+ * the running statistics. */
+void rt_batchnorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, const float *mean,
+                          const float *var, int n, int c, int inner, float eps);
+/* Training: mu and v are the batch's, the mean and the biased variance
+ * (divided by m = n * inner) of channel ch's m values. Then, unless
+ * running_mean and running_var are NULL (a recompute passes NULL, so that
+ * the update happens once per step), the running statistics are updated as
+ * PyTorch does:
+ *   running_mean = momentum * running_mean + (1 - momentum) * mu,
+ *   running_var  = momentum * running_var + (1 - momentum) * v * m / (m - 1),
+ * with the UNBIASED batch variance (ONNX's reference uses the biased one);
+ * m = 1 updates with v. ONNX's momentum is 1 - PyTorch's. */
+void rt_batchnorm_train_forward(float *y, float *running_mean,
+                                float *running_var, const float *x,
+                                const float *scale, const float *bias, int n,
+                                int c, int inner, float eps, float momentum);
+/* The gradients of the training forward, batch statistics recomputed from x
+ * (nothing is saved): per channel, with rstd = 1 / sqrt(v + eps),
+ * xhat = (x - mu) * rstd and g = dy * scale[ch], dx += rstd * (g - mean(g)
+ * - xhat * mean(g * xhat)), the means over the channel's m values;
+ * dscale[ch] += sum of dy * xhat, dbias[ch] += sum of dy. Any of dx,
+ * dscale, dbias may be NULL; scale is read only for dx. */
+void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x, const float *scale,
+                           int n, int c, int inner, float eps);
+
 /* ONNX Transpose: x has `rank` (<= RT_MAX_RANK) dims `dims`, x's shape; y's
  * dim d is x's dim perm[d], and y[j_0, ..., j_{rank-1}] = x[i] with
  * i_{perm[d]} = j_d. Rank 0 copies one element. */
