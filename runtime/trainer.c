@@ -39,9 +39,12 @@ static void usage(FILE *f)
 "  --dump DIR     run one train step (forward + backward, step 0) and write\n"
 "                 .npy files into DIR (created if missing): input.NAME.npy for\n"
 "                 every input (int64 for integer inputs), param.NAME.npy for\n"
-"                 every parameter, loss.npy (0-d), grad.NAME.npy for every\n"
-"                 trainable parameter, and mask.NODE.npy for every Dropout\n"
-"                 node (1 kept, 0 dropped).\n"
+"                 every parameter (as the step read it), loss.npy (0-d),\n"
+"                 forward.npy (0-d: the inference forward's loss on the same\n"
+"                 data), grad.NAME.npy for every trainable parameter,\n"
+"                 after.NAME.npy for every parameter the step updated in\n"
+"                 place (BatchNormalization's running statistics), and\n"
+"                 mask.NODE.npy for every Dropout node (1 kept, 0 dropped).\n"
 "  --steps N      train with SGD for N steps on the same data every step and\n"
 "                 print 'step K loss L' for step 1, every max(1, N/10) steps\n"
 "                 and the last step.\n"
@@ -536,12 +539,29 @@ static float train_step(const rt_model *m, const options *o, buffers *b,
                          o->seed, step, b->arena);
 }
 
-static void dump(const rt_model *m, const options *o, buffers *b)
+/* DIR/NAME.npy: one float as a 0-d array. */
+static void write_scalar(const char *dir, const char *name, float v)
 {
     int dims0[1] = {0};
-    char *path;
+    char *path = malloc(strlen(dir) + 1 + strlen(name) + sizeof ".npy");
+    if (!path)
+        die("out of memory");
+    sprintf(path, "%s/%s.npy", dir, name);
+    if (rt_npy_write(path, &v, 0, dims0) != 0)
+        die("cannot write %s: %s", path, strerror(errno));
+    free(path);
+}
+
+static void dump(const rt_model *m, const options *o, buffers *b)
+{
     int i;
-    float loss = train_step(m, o, b, 0);
+    float *before = alloc64(float_bytes(m->param_floats, "parameters"),
+                            "parameters");
+    float inference = m->forward(b->params, b->inputs, b->ints, NULL,
+                                 b->arena);
+    float loss;
+    memcpy(before, b->params, m->param_floats * sizeof *before);
+    loss = train_step(m, o, b, 0);
     check_loss(1, loss);
     check_grads(m, b->grads, 0);
     make_dirs(o->dump_dir);
@@ -550,17 +570,20 @@ static void dump(const rt_model *m, const options *o, buffers *b)
     for (i = 0; i < m->n_int_inputs; i++)
         write_ints(o->dump_dir, &m->int_inputs[i], b->ints);
     for (i = 0; i < m->n_params; i++)
-        write_tensor(o->dump_dir, "param", &m->params[i], b->params);
-    path = malloc(strlen(o->dump_dir) + sizeof "/loss.npy");
-    if (!path)
-        die("out of memory");
-    sprintf(path, "%s/loss.npy", o->dump_dir);
-    if (rt_npy_write(path, &loss, 0, dims0) != 0)
-        die("cannot write %s: %s", path, strerror(errno));
-    free(path);
+        write_tensor(o->dump_dir, "param", &m->params[i], before);
+    write_scalar(o->dump_dir, "loss", loss);
+    write_scalar(o->dump_dir, "forward", inference);
     for (i = 0; i < m->n_params; i++)
         if (m->params[i].trainable)
             write_tensor(o->dump_dir, "grad", &m->params[i], b->grads);
+    /* the running statistics the step updated */
+    for (i = 0; i < m->n_params; i++) {
+        const rt_tensor_info *t = &m->params[i];
+        if (memcmp(before + t->offset, b->params + t->offset,
+                   t->count * sizeof *before) != 0)
+            write_tensor(o->dump_dir, "after", t, b->params);
+    }
+    free(before);
     for (i = 0; i < m->n_dropouts; i++)
         write_mask(o->dump_dir, &m->dropouts[i], o->seed, 0);
 }

@@ -80,13 +80,14 @@ check "--seed 3 --dump creates nested DIR" run 0 --seed 3 --dump "$D1"
 
 check "--dump writes exactly the expected files" eval '
     [ "$(cd "$D1" && ls | sort | tr "\n" " ")" = \
-      "grad.fc%2FW.npy input.x.npy loss.npy param.fc%2FW.npy param.loss_scale.npy " ]'
+      "forward.npy grad.fc%2FW.npy input.x.npy loss.npy param.fc%2FW.npy param.loss_scale.npy " ]'
 
 check "--dump shapes and dtypes" "$PY" - "$D1" <<'EOF'
 import sys, numpy as np
 d = sys.argv[1]
 want = {"input.x.npy": (4, 3), "param.fc%2FW.npy": (3, 2),
-        "param.loss_scale.npy": (), "loss.npy": (), "grad.fc%2FW.npy": (3, 2)}
+        "param.loss_scale.npy": (), "loss.npy": (), "forward.npy": (),
+        "grad.fc%2FW.npy": (3, 2)}
 for f, shape in want.items():
     a = np.load(d + "/" + f)
     assert a.dtype == np.float32, (f, a.dtype)
@@ -109,6 +110,8 @@ grad = s * 2 * x.T @ y / y.size
 got_loss = float(np.load(d + "/loss.npy"))
 got_grad = np.load(d + "/grad.fc%2FW.npy").astype(np.float64)
 assert abs(got_loss - loss) <= 1e-5 * abs(loss), (got_loss, loss)
+got_fwd = float(np.load(d + "/forward.npy"))
+assert abs(got_fwd - loss) <= 1e-5 * abs(loss), (got_fwd, loss)
 err = np.max(np.abs(got_grad - grad)) / np.max(np.abs(grad))
 assert err <= 1e-5, (err, got_grad, grad)
 EOF
@@ -129,7 +132,7 @@ check "--dump onto a regular file: exit 1" eval '
 D2=$TMP/d2
 check "--load DIR --dump DIR2" run 0 --load "$D1" --dump "$D2"
 check "--load reproduces loss, grads, params, inputs bitwise" eval '
-    for f in loss.npy grad.fc%2FW.npy param.fc%2FW.npy param.loss_scale.npy input.x.npy; do
+    for f in loss.npy forward.npy grad.fc%2FW.npy param.fc%2FW.npy param.loss_scale.npy input.x.npy; do
         cmp "$D1/$f" "$D2/$f" || exit 1
     done'
 

@@ -5,9 +5,13 @@ for the compiler's gradients.
 It reads a graph XML (with Python's own XML parser, not the compiler's) and a
 trainer's --dump directory, rebuilds the model from the XML alone with torch
 ops in float64, feeds it the dumped inputs and parameters, and computes the
-loss and every trainable parameter's gradient with autograd. It reports, per
-tensor, the relative error max|ours - torch| / max|torch|, and fails when the
-worst exceeds the tolerance.
+loss and every trainable parameter's gradient with autograd, in training mode
+(Dropout replays the dumped mask, BatchNormalization uses the batch's
+statistics and updates its running ones as torch does: the dump's after.*.npy
+must match them). It also runs the model in inference mode (Dropout the
+identity, BatchNormalization with the running statistics) against the dump's
+forward.npy. It reports, per tensor, the relative error max|ours - torch| /
+max|torch|, and fails when the worst exceeds the tolerance.
 
 Usage: reference.py [--tol T] GRAPH.xml DUMP_DIR [GRAPH.xml DUMP_DIR ...]
 
@@ -197,6 +201,26 @@ def dropout(a, ins, at, dump=None):
     return x * torch.tensor(mask.astype(np.float64)) / (1 - float(at.get("ratio", "0.5")))
 
 
+def batch_norm(a, ins, at, updated=None):
+    """ONNX BatchNormalization. Inference (updated None): the running
+    statistics input_mean and input_var. Training: F.batch_norm with
+    training=True, the batch's mean and biased variance, and torch's update
+    of copies of the running statistics (unbiased variance; torch's momentum
+    is 1 - ONNX's), recorded in `updated` under the inputs' names."""
+    x, scale, bias, mean, var = ins
+    eps = float(at.get("epsilon", "1e-5"))
+    if updated is None:
+        return torch.nn.functional.batch_norm(x, mean, var, scale, bias,
+                                              training=False, eps=eps)
+    rm, rv = mean.detach().clone(), var.detach().clone()
+    y = torch.nn.functional.batch_norm(x, rm, rv, scale, bias, training=True,
+                                       momentum=1 - float(at.get("momentum", "0.9")),
+                                       eps=eps)
+    names = a.get("in").split()
+    updated[names[3]], updated[names[4]] = rm, rv
+    return y
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -227,6 +251,7 @@ OPS = {
     "Gather": gather,
     "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
     "Dropout": dropout,     # run() gives it the dump directory
+    "BatchNormalization": batch_norm,   # run() gives it training mode
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 
@@ -245,11 +270,17 @@ def load(dump, kind, name, shape, dtype="float32"):
     return torch.tensor(a) if dtype == "int64" else torch.tensor(a.astype(np.float64))
 
 
-def run(graph, dump):
-    """Returns (loss, {param: grad}) in float64 from the XML and the dump."""
+def run(graph, dump, train=True):
+    """Returns (loss, {param: grad}, {param: updated running statistic}) in
+    float64 from the XML and the dump; with train False, the inference
+    loss alone (no gradients)."""
     g = ET.parse(graph).getroot().find("graph")
-    values, params, producer = {}, {}, {}
-    ops = dict(OPS, Dropout=lambda a, i, at: dropout(a, i, at, dump))
+    values, params, producer, updated = {}, {}, {}, {}
+    if train:
+        ops = dict(OPS, Dropout=lambda a, i, at: dropout(a, i, at, dump),
+                   BatchNormalization=lambda a, i, at: batch_norm(a, i, at, updated))
+    else:
+        ops = dict(OPS, Dropout=lambda a, i, at: i[0])
     for el in g.iter("input"):
         values[el.get("name")] = load(dump, "input", el.get("name"), ints(el.get("shape")),
                                       el.get("dtype", "float32"))
@@ -279,10 +310,12 @@ def run(graph, dump):
     cands = marked or [o for o in outs if value(o.get("name")).numel() == 1
                        and o.get("loss") not in ("false", "0")]
     loss = value(cands[0].get("name")).reshape(())
+    if not train:
+        return loss, {}, {}
     trainable = list(params.items())
     grads = torch.autograd.grad(loss, [p for _, p in trainable], allow_unused=True)
     return loss, {n: (gr if gr is not None else torch.zeros_like(p))
-                  for (n, p), gr in zip(trainable, grads)}
+                  for (n, p), gr in zip(trainable, grads)}, updated
 
 
 def rel(ours, ref):
@@ -292,13 +325,24 @@ def rel(ours, ref):
 
 
 def check(graph, dump, tol):
-    loss, grads = run(graph, dump)
+    loss, grads, updated = run(graph, dump)
     errs = {"loss": rel(np.load(os.path.join(dump, "loss.npy")), loss.detach().numpy())}
     for name, gr in grads.items():
         errs["grad." + name] = rel(np.load(os.path.join(dump, f"grad.{fname(name)}.npy")),
                                    gr.numpy())
+    # a running statistic the step left as it was has no after.*.npy
+    for name, t in updated.items():
+        path = os.path.join(dump, f"after.{fname(name)}.npy")
+        if not os.path.exists(path):
+            path = os.path.join(dump, f"param.{fname(name)}.npy")
+        errs["after." + name] = rel(np.load(path), t.numpy())
+    inference, _, _ = run(graph, dump, train=False)
+    errs["forward"] = rel(np.load(os.path.join(dump, "forward.npy")),
+                          inference.detach().numpy())
     extra = {f for f in os.listdir(dump) if f.startswith("grad.")} - \
             {f"grad.{fname(n)}.npy" for n in grads}
+    extra |= {f for f in os.listdir(dump) if f.startswith("after.")} - \
+             {f"after.{fname(n)}.npy" for n in updated}
     worst = max(errs, key=errs.get)
     ok = errs[worst] <= tol and not extra
     print(f"{'ok  ' if ok else 'FAIL'} {graph} {dump}: worst relative error "
