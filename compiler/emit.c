@@ -211,7 +211,10 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     for (int i = 0; i < n->nin; i++)
         in[i] = read_name(e, m, n->in[i], st->recompute);
     e->scratch = scratch_expr(e, s, st);
+    /* the row's `updates` inputs change once per step, never in a recompute */
+    e->update = e->train && !st->recompute;
     op_table[n->op].emit_forward(e, n, out, in);
+    e->update = 0;
 }
 
 static const char *grad_name(Emit *e, int t)
@@ -321,6 +324,19 @@ static size_t *layout(Ctx *c, const Graph *g)
     return offset;
 }
 
+/* A node's row says the train step writes tensor t in place (running
+ * statistics: a parameter, shapes.c checks). */
+static int updated(const Graph *g, int t)
+{
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i] == t && (op_table[n->op].updates & NEED_IN(i)))
+                return 1;
+    }
+    return 0;
+}
+
 static void emit_buffer_pointers(Emit *e, int train)
 {
     const Graph *g = e->g;
@@ -328,8 +344,11 @@ static void emit_buffer_pointers(Emit *e, int train)
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_ACT || x->nconsumers == 0)
             continue;
-        emit(e, "const %s *v_%s = %s + %zu;", x->is_int ? "int64_t" : "float",
-             x->cname, buffer_names[buffer_of(x)], e->offset[t]);
+        int write = train && updated(g, t);
+        emit(e, "%s%s *v_%s = %s + %zu;%s", write ? "" : "const ",
+             x->is_int ? "int64_t" : "float", x->cname,
+             buffer_names[buffer_of(x)], e->offset[t],
+             write ? " /* updated in place */" : "");
     }
     for (int t = 0; train && t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
@@ -349,7 +368,7 @@ static void emit_body(Emit *e, const Compiled *m, const Schedule *s)
 static const char *signature(Ctx *c, const char *name, int train)
 {
     if (train)
-        return ctx_printf(c, "float %s_train_step(const float *params, "
+        return ctx_printf(c, "float %s_train_step(float *params, "
                           "const float *inputs, const int64_t *int_inputs, "
                           "float *outputs, float *grads, uint64_t seed, "
                           "uint64_t step, void *arena)", name);
@@ -672,12 +691,16 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "/* Fills params from the graph's initializers (seeded draws). */");
     emit(e, "void %s_init(float *params, uint64_t seed);", n);
     emit(e, "/* Forward only, in inference mode (Dropout passes its input");
-    emit(e, " * through); returns the loss. outputs may be NULL, and int_inputs");
-    emit(e, " * when the model has no int64 input. */");
+    emit(e, " * through, BatchNormalization uses the running statistics); returns");
+    emit(e, " * the loss. outputs may be NULL, and int_inputs when the model has");
+    emit(e, " * no int64 input. */");
     emit(e, "%s;", signature(e->ctx, n, 0));
     emit(e, "/* Forward in training mode, loss, backward: overwrites grads and");
     emit(e, " * returns the loss. Dropout's masks are a function of (seed, step,");
-    emit(e, " * node): the same arguments give the same masks and gradients. */");
+    emit(e, " * node): the same arguments give the same masks and gradients.");
+    emit(e, " * BatchNormalization normalizes with the batch's statistics and");
+    emit(e, " * updates its running statistics in params, the only parameters");
+    emit(e, " * a train step writes. */");
     emit(e, "%s;", signature(e->ctx, n, 1));
     emit(e, "/* params -= lr * grads, over the trainable parameters. */");
     emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
@@ -690,7 +713,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile)
 {
-    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0};
+    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0};
     char *gd = (char *)upper(c, header_name);
     for (char *p = gd; *p; p++)
         if (!isalnum((unsigned char)*p))
@@ -709,7 +732,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_function(&e, m, 1);
     emit_sgd(&e);
     emit_descriptor(&e, m);
-    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0};
+    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, 0};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -1335,6 +1335,16 @@ const OpInfo op_table[] = {
                                 CAT_CONV, no_attrs, shape_global_pool,
                                 flops_in, {0}, emit_global_pool_fwd,
                                 emit_global_pool_bwd, NULL, NULL},
+    /* train_step: batch statistics, and inputs 3 and 4 (the running mean
+     * and variance) updated in place, PyTorch's way (unbiased variance;
+     * ops_norm.c); forward: the running statistics. The backward recomputes
+     * the batch statistics from X: it reads X and scale alone. */
+    [OP_BATCH_NORM] = {"BatchNormalization", "batchnorm", 5, 5, 1,
+                       CAT_NORMALIZATION, batch_norm_attrs, shape_batch_norm,
+                       flops_batch_norm,
+                       {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0, 0, 0},
+                       emit_batch_norm_fwd, emit_batch_norm_bwd, NULL, NULL,
+                       0, NULL, 0, NEED_IN(3) | NEED_IN(4)},
     /* The backward reads Q, K and V only and rebuilds each query's
      * probabilities one row at a time in scratch: neither the probability
      * matrix nor softmax statistics are kept between forward and backward. */

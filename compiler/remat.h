@@ -106,6 +106,7 @@ typedef enum {
     OP_MAX_POOL,
     OP_AVERAGE_POOL,
     OP_GLOBAL_AVERAGE_POOL,
+    OP_BATCH_NORM,
     OP_ATTENTION,
     OP_GATHER,
     OP_SOFTMAX_CROSS_ENTROPY,
@@ -194,6 +195,13 @@ typedef struct {
      * calling emit_forward (which may be NULL), and its gradient shares
      * input 0's where that is correct (schedule.c). */
     int alias;
+    /* Bit i: the train step writes input i in place (BatchNormalization's
+     * running statistics). Such an input must be a trainable="false"
+     * parameter that no other node reads (shapes.c checks); train_step
+     * gets a writable pointer to it, and the emitter writes it only where
+     * Emit.update says so: in the node's one forward of the train step,
+     * never in NAME_forward nor in a recompute. */
+    unsigned updates;
 } OpInfo;
 
 extern const OpInfo op_table[];
@@ -302,6 +310,17 @@ double flops_in(const Graph *g, const Node *n);
 void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
                    const char *const *dout, const char *const *in,
                    const char *const *out);
+
+/* ---- ops_norm.c: BatchNormalization ----------------------------------------- */
+
+extern const AttrSpec batch_norm_attrs[];
+int shape_batch_norm(Ctx *c, Graph *g, Node *n);
+double flops_batch_norm(const Graph *g, const Node *n);
+void emit_batch_norm_fwd(Emit *e, const Node *n, const char *const *out,
+                         const char *const *in);
+void emit_batch_norm_bwd(Emit *e, const Node *n, const char *const *din,
+                         const char *const *dout, const char *const *in,
+                         const char *const *out);
 
 /* ---- shapes.c: topological order and shape inference ---------------------- */
 
@@ -522,6 +541,8 @@ struct Emit {
     const size_t *offset;   /* per tensor: its place in the caller's buffer */
     const char *scratch;    /* the current call's scratch, or NULL */
     int train;              /* writing train_step (Dropout drops), not forward */
+    int update;             /* this call updates the row's `updates` inputs:
+                             * train_step's forward, not a recompute */
 };
 
 /* Writes one line at the current indentation. */

@@ -869,6 +869,13 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
         return;
     for (ch = 0; ch < c; ch++) {
         float mean, var, rstd, sum_dy = 0.0f, sum_dyx = 0.0f, mg, mgx;
+        if (dx == NULL && dscale == NULL) {     /* x is not read */
+            for (i = 0; i < n; i++)
+                for (j = 0; j < inner; j++)
+                    sum_dy += dy[((size_t)i * c + ch) * inner + j];
+            dbias[ch] += sum_dy;
+            continue;
+        }
         channel_moments(x, n, c, inner, ch, &mean, &var);
         rstd = 1.0f / sqrtf(var + eps);
         for (i = 0; i < n; i++) {

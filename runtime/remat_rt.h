@@ -183,7 +183,8 @@ void rt_batchnorm_train_forward(float *y, float *running_mean,
  * xhat = (x - mu) * rstd and g = dy * scale[ch], dx += rstd * (g - mean(g)
  * - xhat * mean(g * xhat)), the means over the channel's m values;
  * dscale[ch] += sum of dy * xhat, dbias[ch] += sum of dy. Any of dx,
- * dscale, dbias may be NULL; scale is read only for dx. */
+ * dscale, dbias may be NULL; scale is read only for dx, x only for dx and
+ * dscale (either may then be NULL). */
 void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int n, int c, int inner, float eps);
@@ -444,13 +445,16 @@ typedef struct {
     const rt_tensor_info *params, *inputs, *int_inputs, *outputs;
     const rt_dropout_info *dropouts;
     void (*init)(float *params, uint64_t seed);
-    /* inference (Dropout is the identity); returns the loss; outputs may
-     * be NULL, and int_inputs where the model has none */
+    /* inference (Dropout is the identity, BatchNormalization uses the
+     * running statistics); returns the loss; outputs may be NULL, and
+     * int_inputs where the model has none */
     float (*forward)(const float *params, const float *inputs,
                      const int64_t *int_inputs, float *outputs, void *arena);
     /* training: overwrites grads (all of it: non-trainable entries become
-     * 0); returns the loss; Dropout's masks are drawn from (seed, step) */
-    float (*train_step)(const float *params, const float *inputs,
+     * 0); returns the loss; Dropout's masks are drawn from (seed, step);
+     * writes params only where BatchNormalization updates its running
+     * statistics (non-trainable parameters) */
+    float (*train_step)(float *params, const float *inputs,
                         const int64_t *int_inputs, float *outputs,
                         float *grads, uint64_t seed, uint64_t step,
                         void *arena);

@@ -226,6 +226,85 @@ START_TEST(int64_inputs_shape_gather_and_loss)
 }
 END_TEST
 
+/* ---- BatchNormalization ------------------------------------------------------ */
+
+/* x, the four per-channel tensors (running ones trainable="false"), and a
+ * loss; `shape` is x's, `c` the channels' count, `attrs` the node's. */
+static const char *bn_body(Ctx *c, const char *shape, const char *ch,
+                           const char *attrs, const char *stats)
+{
+    return ctx_printf(c,
+        "<input name='x' shape='%s'/>"
+        "<initializer name='s' shape='%s' init='ones'/>"
+        "<initializer name='b' shape='%s' init='zeros'/>"
+        "%s"
+        "<node name='bn' op='BatchNormalization' in='x s b m v' out='y' %s/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", shape, ch, ch,
+        stats ? stats : ctx_printf(c,
+            "<initializer name='m' shape='%s' init='zeros' trainable='false'/>"
+            "<initializer name='v' shape='%s' init='ones' trainable='false'/>",
+            ch, ch), attrs);
+}
+
+START_TEST(batchnorm_keeps_shape_rank2_and_4)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c, bn_body(&c, "4 3 5 2", "3", "", NULL), "none");
+    const Tensor *y = T(&m, "y");
+    long want[4] = {4, 3, 5, 2};
+    ck_assert_int_eq(y->rank, 4);
+    for (int d = 0; d < 4; d++)
+        ck_assert_int_eq(y->dims[d], want[d]);
+    Compiled m2 = compile_body(&c, bn_body(&c, "6 5", "5",
+        "epsilon='0.01' momentum='0.5' training_mode='1'", NULL), "none");
+    assert_shape(T(&m2, "y"), 2, 6, 5, 0);
+    /* the running statistics get no gradient; the backward reads x and s */
+    ck_assert(!T(&m2, "m")->has_grad && !T(&m2, "v")->has_grad);
+    ck_assert(T(&m2, "s")->has_grad && T(&m2, "b")->has_grad);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(batchnorm_errors)
+{
+    static const struct {
+        const char *shape, *ch, *attrs, *stats, *want;
+    } cases[] = {
+        {"4", "4", "", NULL, "must be (N, C) or (N, C, D1, ...)"},
+        {"4 3 2", "2", "", NULL, "input 1 (scale) 's' has shape 2 but must be 3"},
+        {"1 3", "3", "", NULL, "the train step's batch statistics need at least 2"},
+        {"2 3", "3", "training_mode='2'", NULL, "training_mode is 2; it must be 0 or 1"},
+        {"2 3", "3", "momentum='1.5'", NULL, "momentum 1.5 is out of range"},
+        {"2 3", "3", "epsilon='-1'", NULL, "epsilon -1 is negative"},
+        {"2 3", "3", "", "<initializer name='m' shape='3' init='zeros'/>"
+            "<initializer name='v' shape='3' init='ones' trainable='false'/>",
+         "input 3 'm' is a trainable parameter but must be an initializer with "
+         "trainable=\"false\""},
+        {"2 3", "3", "", "<input name='m' shape='3'/>"
+            "<initializer name='v' shape='3' init='ones' trainable='false'/>",
+         "input 3 'm' is a graph input"},
+        {"2 3", "3", "", "<initializer name='m' shape='3' init='zeros' trainable='false'/>"
+            "<initializer name='v' shape='3' init='ones' trainable='false'/>"
+            "<node name='other' op='Neg' in='v' out='nv'/><output name='nv'/>",
+         "input 4 'v' is read 2 times"},
+        {"2 3", "3", "", "<initializer name='m' shape='2' init='zeros' trainable='false'/>"
+            "<initializer name='v' shape='3' init='ones' trainable='false'/>",
+         "input 3 (input_mean) 'm' has shape 2 but must be 3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Ctx c;
+        ctx_init(&c);
+        const char *msg = error_of(&c, bn_body(&c, cases[i].shape, cases[i].ch,
+                                              cases[i].attrs, cases[i].stats));
+        ck_assert_contains(msg, cases[i].want);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+
 int main(void)
 {
     Suite *s = suite_create("shapes");
@@ -240,6 +319,8 @@ int main(void)
     tcase_add_test(t, empty_axes_follow_onnx);
     tcase_add_test(t, op_table_is_complete);
     tcase_add_test(t, int64_inputs_shape_gather_and_loss);
+    tcase_add_test(t, batchnorm_keeps_shape_rank2_and_4);
+    tcase_add_test(t, batchnorm_errors);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
