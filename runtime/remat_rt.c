@@ -1378,6 +1378,21 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
     }
 }
 
+/* count_include_pad's divisor for window (oy, ox): its taps inside the
+ * padded input, rows [-pad_top, h + pad_bottom) and columns [-pad_left,
+ * w + pad_right). That is kh * kw for every window of a floor-mode
+ * geometry; a ceil_mode window that runs past the padding counts only its
+ * taps within it (ONNX, and PyTorch's avg_pool2d). */
+static int padded_taps(const rt_window *p, int oy, int ox)
+{
+    int k0, k1, l0, l1;
+    inside(oy * p->sh, p->dh, p->h + p->pad_top + p->pad_bottom, p->kh, &k0,
+           &k1);
+    inside(ox * p->sw, p->dw, p->w + p->pad_left + p->pad_right, p->kw, &l0,
+           &l1);
+    return (k1 - k0) * (l1 - l0);
+}
+
 void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                         int count_include_pad)
 {
@@ -1392,8 +1407,8 @@ void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                 size_t at = 0;
                 const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
                 /* what the sum is divided by: the taps inside the input, or
-                 * the whole window with count_include_pad */
-                const int d = count_include_pad ? p->kh * p->kw : taps;
+                 * with count_include_pad those inside the padded input */
+                const int d = count_include_pad ? padded_taps(p, oy, ox) : taps;
                 float s = 0.0f;
                 if (taps > 0)
                     for (ki = k0; ki < k1; ki++) {
@@ -1421,7 +1436,7 @@ void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
                 int k0, k1, l0, l1;
                 size_t at = 0;
                 const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
-                const int d = count_include_pad ? p->kh * p->kw : taps;
+                const int d = count_include_pad ? padded_taps(p, oy, ox) : taps;
                 float g;
                 if (taps == 0)
                     continue;

@@ -236,7 +236,10 @@ void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
 /* A 2-D convolution or pooling window over NCHW input, as ONNX: pads are
  * (top, left, bottom, right); output size
  *   oh = (h + pad_top + pad_bottom - (dh * (kh - 1) + 1)) / sh + 1 (floor),
- * likewise ow. The compiler fills it; the kernels take oh and ow as given.
+ * likewise ow, or, for a pool with ceil_mode, rounded up (less one where
+ * the last window would start in the bottom or right padding), so that the
+ * last window may run past the padded input. The compiler fills it (and
+ * the pads of auto_pad); the kernels take oh and ow as given.
  * Output (oy, ox) reads, for tap (ki, kj), input row oy * sh - pad_top +
  * ki * dh and column ox * sw - pad_left + kj * dw; a tap outside the input
  * reads the padding. */
@@ -279,10 +282,12 @@ void rt_maxpool_forward(float *y, const float *x, const rt_window *p);
 void rt_maxpool_backward(float *dx, const float *dy, const float *x,
                          const rt_window *p);
 /* ONNX AveragePool (2-D; p->oc, p->group unused): y = the sum of x over the
- * window's taps inside the input, divided by their number, or by kh * kw
- * (the whole window, padding included) when count_include_pad. A window with
- * no tap inside the input gives 0 when !count_include_pad. The backward adds
- * dy / (that divisor) to each tap inside the input; dx may be NULL. */
+ * window's taps inside the input, divided by their number, or, when
+ * count_include_pad, by the number of its taps inside the padded input
+ * (kh * kw, the whole window, except for a ceil_mode window that runs past
+ * the padding: ONNX and PyTorch clip it). A window with no tap inside the
+ * input gives 0 when !count_include_pad. The backward adds dy / (that
+ * divisor) to each tap inside the input; dx may be NULL. */
 void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                         int count_include_pad);
 void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
