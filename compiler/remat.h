@@ -19,7 +19,7 @@
 
 #define MAX_RANK 6
 #define MAX_IO 8
-#define MAX_ATTRS 6
+#define MAX_ATTRS 8
 #define MAX_INTS 8
 #define MAX_NUMEL (1L << 28)    /* 1 GiB of floats: kernels index with int */
 #define MAX_FILE_BYTES ((size_t)32 << 20)   /* graph and policy files */

@@ -95,30 +95,65 @@ def transpose(a, ins, at):
     return x.permute(perm)
 
 
-def window(at, k_default=None):
+def window(at, hw, k_default=None):
+    """Kernel, strides, dilations, pads at the beginning and the end of each
+    axis and the output size, from ONNX's definitions: auto_pad VALID (no
+    pads), SAME_UPPER / SAME_LOWER (output ceil(in / stride), the pads that
+    takes split in halves, the odd one at the end / the beginning), or the
+    pads given, with ceil_mode rounding the output size up but dropping a
+    last window that would start in the end padding."""
     k = ints(at["kernel_shape"]) if "kernel_shape" in at else k_default
     s = ints(at.get("strides", "1 1"))
     d = ints(at.get("dilations", "1 1"))
-    pt, pl, pb, pr = ints(at.get("pads", "0 0 0 0"))
-    return k, s, d, (pl, pr, pt, pb)       # F.pad's order: left right top bottom
+    auto = at.get("auto_pad", "NOTSET")
+    given = ints(at.get("pads", "0 0 0 0"))            # top left bottom right
+    begin, end, out = [], [], []
+    for ax in range(2):
+        n, ek = hw[ax], d[ax] * (k[ax] - 1) + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            o = math.ceil(n / s[ax])
+            total = max(0, (o - 1) * s[ax] + ek - n)
+            b = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            e = total - b
+        else:
+            b, e = (0, 0) if auto == "VALID" else (given[ax], given[ax + 2])
+            if at.get("ceil_mode", "0") == "1":
+                o = math.ceil((n + b + e - ek) / s[ax]) + 1
+                if (o - 1) * s[ax] >= n + b:
+                    o -= 1
+            else:
+                o = (n + b + e - ek) // s[ax] + 1
+        begin.append(b)
+        end.append(e)
+        out.append(o)
+    return k, s, d, begin, end, out
 
 
 def conv(a, ins, at):
     x, w = ins[0], ins[1]
-    k, s, d, pad = window(at, list(w.shape[2:]))
-    return torch.nn.functional.conv2d(torch.nn.functional.pad(x, pad), w,
-                                      ins[2] if len(ins) > 2 else None, stride=s,
-                                      dilation=d, groups=int(at.get("group", "1")))
+    k, s, d, b, e, out = window(at, list(x.shape[2:]), list(w.shape[2:]))
+    y = torch.nn.functional.conv2d(torch.nn.functional.pad(x, (b[1], e[1], b[0], e[0])),
+                                   w, ins[2] if len(ins) > 2 else None, stride=s,
+                                   dilation=d, groups=int(at.get("group", "1")))
+    assert list(y.shape[2:]) == out, (y.shape, out)
+    return y
 
 
-def taps(x, at, fill):
-    """Every window's elements as (N, C, kh*kw, positions), padding = fill."""
-    k, s, d, pad = window(at)
-    xp = torch.nn.functional.pad(x, pad, value=fill)
+def taps(x, at, fill, pad_value=None):
+    """Every window's elements as (N, C, kh*kw, positions) and the output
+    size: the pads hold pad_value (fill if None); where a ceil_mode window
+    runs past the padded input, it reads fill."""
+    k, s, d, b, e, out = window(at, list(x.shape[2:]))
+    xp = torch.nn.functional.pad(x, (b[1], e[1], b[0], e[0]),
+                                 value=fill if pad_value is None else pad_value)
+    need = [(out[ax] - 1) * s[ax] + d[ax] * (k[ax] - 1) + 1 for ax in range(2)]
+    more = [max(0, need[ax] - xp.shape[2 + ax]) for ax in range(2)]
+    xp = torch.nn.functional.pad(xp, (0, more[1], 0, more[0]), value=fill)
+    xp = xp[:, :, :need[0], :need[1]]          # no window past the last one
     u = torch.nn.functional.unfold(xp, k, dilation=d, stride=s)
     n, c = x.shape[:2]
-    oh = (xp.shape[2] - (d[0] * (k[0] - 1) + 1)) // s[0] + 1
-    return u.reshape(n, c, k[0] * k[1], -1), oh
+    assert u.shape[-1] == out[0] * out[1], (u.shape, out)
+    return u.reshape(n, c, k[0] * k[1], -1), out[0]
 
 
 def max_pool(a, ins, at):
@@ -128,13 +163,14 @@ def max_pool(a, ins, at):
 
 
 def average_pool(a, ins, at):
+    """The window's sum over its taps inside the input, or with
+    count_include_pad inside the padded input (ONNX clips a ceil_mode
+    window that runs past it)."""
     x = ins[0]
     t, oh = taps(x, at, 0.0)
-    if at.get("count_include_pad", "0") in ("1",):
-        m = t.mean(dim=2)
-    else:
-        inside, _ = taps(torch.ones_like(x), at, 0.0)
-        m = t.sum(dim=2) / inside.sum(dim=2)
+    pads_count = at.get("count_include_pad", "0") == "1"
+    inside, _ = taps(torch.ones_like(x), at, 0.0, 1.0 if pads_count else 0.0)
+    m = t.sum(dim=2) / inside.sum(dim=2)
     return m.reshape(m.shape[0], m.shape[1], oh, -1)
 
 

@@ -305,6 +305,93 @@ START_TEST(batchnorm_errors)
 END_TEST
 
 
+/* ---- pools' ceil_mode and auto_pad, Conv's auto_pad ------------------------------ */
+
+/* The output's H and W of one window node over x (N, C, h, w). */
+static void window_hw(const char *op, const char *x, const char *attrs,
+                      long oh, long ow)
+{
+    Ctx c;
+    ctx_init(&c);
+    int conv = strcmp(op, "Conv") == 0;
+    Compiled m = compile_body(&c, ctx_printf(&c,
+        "<input name='x' shape='%s'/>%s"
+        "<node name='p' op='%s' in='x%s' out='y' %s/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", x,
+        conv ? "<initializer name='w' shape='2 1 3 3' init='ones'/>" : "",
+        op, conv ? " w" : "", attrs), "none");
+    const Tensor *y = T(&m, "y");
+    ck_assert_msg(y->rank == 4 && y->dims[2] == oh && y->dims[3] == ow,
+                  "%s %s on %s: got %s, want ..x%ldx%ld", op, attrs, x,
+                  shape_str(&c, y), oh, ow);
+    ctx_free(&c);
+}
+
+START_TEST(pool_ceil_mode_and_auto_pad_sizes)
+{
+    /* 2x2 stride 2 on 5x7: floor 2x3, ceil 3x4 */
+    window_hw("MaxPool", "1 2 5 7", "kernel_shape='2 2' strides='2 2'", 2, 3);
+    window_hw("MaxPool", "1 2 5 7", "kernel_shape='2 2' strides='2 2' "
+              "ceil_mode='0' auto_pad='NOTSET'", 2, 3);
+    window_hw("MaxPool", "1 2 5 7", "kernel_shape='2 2' strides='2 2' "
+              "ceil_mode='1'", 3, 4);
+    /* 1x1 stride 2 with pads 1 on 3: floor 3, and ceil 3 less the window
+     * that starts in the end padding: 2 */
+    window_hw("AveragePool", "1 2 3 3", "kernel_shape='1 1' strides='2 2' "
+              "pads='1 1 1 1'", 3, 3);
+    window_hw("AveragePool", "1 2 3 3", "kernel_shape='1 1' strides='2 2' "
+              "pads='1 1 1 1' ceil_mode='1'", 2, 2);
+    /* SAME: ceil(in / stride), whatever the kernel; VALID: no pads */
+    window_hw("AveragePool", "1 2 7 5", "kernel_shape='3 2' strides='2 3' "
+              "auto_pad='SAME_UPPER'", 4, 2);
+    window_hw("MaxPool", "1 2 7 5", "kernel_shape='3 2' strides='2 3' "
+              "auto_pad='SAME_LOWER'", 4, 2);
+    window_hw("MaxPool", "1 2 7 5", "kernel_shape='3 2' strides='2 3' "
+              "auto_pad='VALID'", 3, 2);
+    window_hw("Conv", "1 1 6 5", "auto_pad='SAME_UPPER'", 6, 5);
+    window_hw("Conv", "1 1 6 5", "auto_pad='SAME_LOWER' strides='2 2'", 3, 3);
+    window_hw("Conv", "1 1 6 5", "auto_pad='VALID'", 4, 3);
+    window_hw("Conv", "1 1 6 5", "auto_pad='NOTSET' pads='1 1 1 1'", 6, 5);
+}
+END_TEST
+
+START_TEST(pool_ceil_mode_and_auto_pad_errors)
+{
+    static const struct {
+        const char *op, *attrs, *want;
+    } cases[] = {
+        {"MaxPool", "kernel_shape='2 2' ceil_mode='2'",
+         "MaxPool ceil_mode is 2; it must be 0 (floor) or 1 (ceil)"},
+        {"AveragePool", "kernel_shape='2 2' pads='1 1 1 1' auto_pad='VALID'",
+         "AveragePool has both pads and auto_pad=\"VALID\""},
+        {"Conv", "pads='0 0 0 0' auto_pad='SAME_UPPER'",
+         "Conv has both pads and auto_pad=\"SAME_UPPER\""},
+        {"MaxPool", "kernel_shape='2 2' auto_pad='SAME'",
+         "auto_pad=\"SAME\" must be \"NOTSET\" or \"VALID\" or \"SAME_UPPER\" or "
+         "\"SAME_LOWER\""},
+        {"MaxPool", "kernel_shape='5 5' auto_pad='VALID'",
+         "window 5x5 (with dilations) is larger than input 'x' padded to 4x4"},
+        {"Conv", "ceil_mode='1'", "attribute 'ceil_mode'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Ctx c;
+        ctx_init(&c);
+        int conv = strcmp(cases[i].op, "Conv") == 0;
+        const char *msg = error_of(&c, ctx_printf(&c,
+            "<input name='x' shape='1 1 4 4'/>%s"
+            "<node name='p' op='%s' in='x%s' out='y' %s/>"
+            "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+            "<output name='l'/>",
+            conv ? "<initializer name='w' shape='1 1 3 3' init='ones'/>" : "",
+            cases[i].op, conv ? " w" : "", cases[i].attrs));
+        ck_assert_contains(msg, cases[i].want);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+
 int main(void)
 {
     Suite *s = suite_create("shapes");
@@ -321,6 +408,8 @@ int main(void)
     tcase_add_test(t, int64_inputs_shape_gather_and_loss);
     tcase_add_test(t, batchnorm_keeps_shape_rank2_and_4);
     tcase_add_test(t, batchnorm_errors);
+    tcase_add_test(t, pool_ceil_mode_and_auto_pad_sizes);
+    tcase_add_test(t, pool_ceil_mode_and_auto_pad_errors);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
