@@ -14,7 +14,10 @@
  * recomputed value, d_ a gradient, map_ a node's broadcast map. Arena
  * pointers are declared where their value is defined, at the offset plan.c
  * gave it; a view (an alias op's output) is a const pointer to its input's
- * floats, and its gradient a pointer to its input's gradient.
+ * floats, and its gradient a pointer to its input's gradient. Parameters
+ * are read through const pointers, except in train_step those a row's
+ * `updates` names (BatchNormalization's running statistics), which its
+ * first forward writes in place (Emit.update; never a recompute).
  *
  * Output depends only on the input graph and policy: no time, path or
  * version, floats printed with 9 significant digits (they read back to the
