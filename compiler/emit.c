@@ -16,7 +16,10 @@
  * recomputed value, d_ a gradient, map_ a node's broadcast map. Arena
  * pointers are declared where their value is defined, at the offset plan.c
  * gave it; a view (an alias op's output) is a const pointer to its input's
- * floats, and its gradient a pointer to its input's gradient.
+ * floats, and its gradient a pointer to its input's gradient. Parameters
+ * are read through const pointers, except in train_step those a row's
+ * `updates` names (BatchNormalization's running statistics), which its
+ * first forward writes in place (Emit.update; never a recompute).
  *
  * Output depends only on the input graph and policy: no time, path or
  * version, floats printed with 9 significant digits (they read back to the
@@ -219,7 +222,10 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     for (int i = 0; i < n->nin; i++)
         in[i] = read_name(e, m, n->in[i], st->recompute);
     e->scratch = scratch_expr(e, s, st);
+    /* the row's `updates` inputs change once per step, never in a recompute */
+    e->update = e->train && !st->recompute;
     op_table[n->op].emit_forward(e, n, out, in);
+    e->update = 0;
 }
 
 static const char *grad_name(Emit *e, int t)
@@ -329,6 +335,19 @@ static size_t *layout(Ctx *c, const Graph *g)
     return offset;
 }
 
+/* A node's row says the train step writes tensor t in place (running
+ * statistics: a parameter, shapes.c checks). */
+static int updated(const Graph *g, int t)
+{
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i] == t && (op_table[n->op].updates & NEED_IN(i)))
+                return 1;
+    }
+    return 0;
+}
+
 static void emit_buffer_pointers(Emit *e, int train)
 {
     const Graph *g = e->g;
@@ -336,8 +355,11 @@ static void emit_buffer_pointers(Emit *e, int train)
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_ACT || x->nconsumers == 0)
             continue;
-        emit(e, "const %s *v_%s = %s + %zu;", x->is_int ? "int64_t" : "float",
-             x->cname, buffer_names[buffer_of(x)], e->offset[t]);
+        int write = train && updated(g, t);
+        emit(e, "%s%s *v_%s = %s + %zu;%s", write ? "" : "const ",
+             x->is_int ? "int64_t" : "float", x->cname,
+             buffer_names[buffer_of(x)], e->offset[t],
+             write ? " /* updated in place */" : "");
     }
     for (int t = 0; train && t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
@@ -357,7 +379,7 @@ static void emit_body(Emit *e, const Compiled *m, const Schedule *s)
 static const char *signature(Ctx *c, const char *name, int train)
 {
     if (train)
-        return ctx_printf(c, "float %s_train_step(const float *params, "
+        return ctx_printf(c, "float %s_train_step(float *params, "
                           "const float *inputs, const int64_t *int_inputs, "
                           "float *outputs, float *grads, uint64_t seed, "
                           "uint64_t step, void *arena)", name);
@@ -771,23 +793,22 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     }
     emit(e, "/* Forward only, in inference mode (Dropout passes its input");
     if (trains) {
-        emit(e, " * through); returns the loss. outputs may be NULL, and "
-             "int_inputs");
-        emit(e, " * when the model has no int64 input. */");
+        emit(e, " * through, BatchNormalization uses the running statistics); returns");
+        emit(e, " * the loss. outputs may be NULL, and int_inputs when the model has");
+        emit(e, " * no int64 input. */");
     } else {
-        emit(e, " * through); fills outputs and returns 0 (the model has no "
-             "loss).");
-        emit(e, " * int_inputs may be NULL when the model has no int64 "
-             "input. */");
+        emit(e, " * through, BatchNormalization uses the running statistics); fills");
+        emit(e, " * outputs and returns 0 (the model has no loss). int_inputs may be");
+        emit(e, " * NULL when the model has no int64 input. */");
     }
     emit(e, "%s;", signature(e->ctx, n, 0));
     if (trains) {
-        emit(e, "/* Forward in training mode, loss, backward: overwrites grads "
-             "and");
-        emit(e, " * returns the loss. Dropout's masks are a function of (seed, "
-             "step,");
-        emit(e, " * node): the same arguments give the same masks and "
-             "gradients. */");
+        emit(e, "/* Forward in training mode, loss, backward: overwrites grads and");
+        emit(e, " * returns the loss. Dropout's masks are a function of (seed, step,");
+        emit(e, " * node): the same arguments give the same masks and gradients.");
+        emit(e, " * BatchNormalization normalizes with the batch's statistics and");
+        emit(e, " * updates its running statistics in params, the only parameters");
+        emit(e, " * a train step writes. */");
         emit(e, "%s;", signature(e->ctx, n, 1));
         emit(e, "/* params -= lr * grads, over the trainable parameters. */");
         emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
@@ -826,7 +847,7 @@ static void weights_image(Ctx *c, const Graph *g, const size_t *offset,
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
-    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0};
+    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0};
     size_t wf = weights_file_floats(m->g);
     e.weights_file = wf > 0;
     if (weights) {
@@ -856,7 +877,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
         emit_sgd(&e);
     }
     emit_descriptor(&e, m);
-    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file};
+    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -731,6 +731,42 @@ int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
     return 0;
 }
 
+/* One spatial axis of a window: the input's extent `in`, the window's
+ * extent with dilations `ek`, the stride; pads[0] and pads[1] (begin, end)
+ * as given, or as auto_pad makes them; returns the output's extent, 0 when
+ * the window does not fit (NOTSET and VALID only).
+ *   NOTSET: floor((in + pads - ek) / s) + 1, or with ceil_mode rounded up
+ *     and then, as ONNX and PyTorch do, less one when the last window
+ *     would start in the end padding (past in + pads[0]): no window starts
+ *     in the padding only;
+ *   VALID: no pads, floor((in - ek) / s) + 1;
+ *   SAME_UPPER, SAME_LOWER: ceil(in / s), with the pads that takes,
+ *     (out - 1) * s + ek - in (0 if less), split in two halves, the odd
+ *     one at the end (UPPER) or the beginning (LOWER). */
+static long window_axis(const char *auto_pad, int ceil_mode, long in, long ek,
+                        long s, long *pads)
+{
+    if (strcmp(auto_pad, "VALID") == 0)
+        pads[0] = pads[1] = 0;
+    if (strncmp(auto_pad, "SAME_", 5) == 0) {
+        long out = (in + s - 1) / s, total = (out - 1) * s + ek - in;
+        total = total > 0 ? total : 0;
+        pads[0] = strcmp(auto_pad, "SAME_UPPER") == 0 ? total / 2
+                                                      : total - total / 2;
+        pads[1] = total - pads[0];
+        return out;
+    }
+    long span = in + pads[0] + pads[1] - ek;
+    if (span < 0)
+        return 0;
+    if (!ceil_mode)
+        return span / s + 1;
+    long out = (span + s - 1) / s + 1;
+    if ((out - 1) * s >= in + pads[0])
+        out--;
+    return out;
+}
+
 /* The geometry of a Conv or pool node from its shapes and attributes;
  * -1 with ctx error (c may be NULL once shapes.c has accepted it). */
 static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
@@ -759,6 +795,16 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
         return node_error(c, g, n, ctx_printf(c, "Conv kernel_shape is "
             "%ldx%ld but weight '%s' is %s", k[0], k[1], IN(1)->name,
             shape_str(c, IN(1))));
+    const char *auto_pad = node_attr(n, "auto_pad")->s;
+    long ceil_mode = conv ? 0 : node_int(n, "ceil_mode");
+    if (strcmp(auto_pad, "NOTSET") != 0 && node_attr(n, "pads")->set)
+        return node_error(c, g, n, ctx_printf(c, "%s has both pads and "
+            "auto_pad=\"%s\"; give one of them (auto_pad=\"NOTSET\" uses "
+            "pads)", op_table[n->op].name, auto_pad));
+    if (ceil_mode != 0 && ceil_mode != 1)
+        return node_error(c, g, n, ctx_printf(c, "%s ceil_mode is %ld; it "
+            "must be 0 (floor) or 1 (ceil)", op_table[n->op].name,
+            ceil_mode));
     *w = (rt_window){.n = (int)x->dims[0], .c = (int)x->dims[1],
                      .h = (int)x->dims[2], .w = (int)x->dims[3],
                      .oc = conv ? (int)IN(1)->dims[0] : (int)x->dims[1],
@@ -768,13 +814,18 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
                      .pad_bottom = (int)p[2], .pad_right = (int)p[3],
                      .group = conv ? (int)node_int(n, "group") : 1};
     long eh = (long)w->dh * (w->kh - 1) + 1, ew = (long)w->dw * (w->kw - 1) + 1;
-    long ph = x->dims[2] + p[0] + p[2], pw = x->dims[3] + p[1] + p[3];
-    if (ph < eh || pw < ew)
+    long ph[2] = {p[0], p[2]}, pw[2] = {p[1], p[3]};
+    long oh = window_axis(auto_pad, (int)ceil_mode, x->dims[2], eh, s[0], ph);
+    long ow = window_axis(auto_pad, (int)ceil_mode, x->dims[3], ew, s[1], pw);
+    if (oh < 1 || ow < 1)
         return node_error(c, g, n, ctx_printf(c, "%s window %ldx%ld (with "
             "dilations) is larger than input '%s' padded to %ldx%ld",
-            op_table[n->op].name, eh, ew, x->name, ph, pw));
-    w->oh = (int)((ph - eh) / w->sh + 1);
-    w->ow = (int)((pw - ew) / w->sw + 1);
+            op_table[n->op].name, eh, ew, x->name, x->dims[2] + ph[0] + ph[1],
+            x->dims[3] + pw[0] + pw[1]));
+    w->pad_top = (int)ph[0], w->pad_bottom = (int)ph[1];
+    w->pad_left = (int)pw[0], w->pad_right = (int)pw[1];
+    w->oh = (int)oh;
+    w->ow = (int)ow;
     return 0;
 }
 
@@ -1216,12 +1267,16 @@ static const AttrSpec reshape_attrs[] = {
     {.name = "shape", .type = ATTR_INTS},
     {0},
 };
+static const char *const auto_pads[] = {"NOTSET", "VALID", "SAME_UPPER",
+                                        "SAME_LOWER", NULL};
 static const AttrSpec conv_attrs[] = {
     {.name = "kernel_shape", .type = ATTR_INTS},
     {.name = "strides", .type = ATTR_INTS},
     {.name = "pads", .type = ATTR_INTS},
     {.name = "dilations", .type = ATTR_INTS},
     {.name = "group", .type = ATTR_INT, .i = 1},
+    {.name = "auto_pad", .type = ATTR_STRING, .s = "NOTSET",
+     .choices = auto_pads},
     {0},
 };
 static const AttrSpec max_pool_attrs[] = {
@@ -1229,6 +1284,9 @@ static const AttrSpec max_pool_attrs[] = {
     {.name = "strides", .type = ATTR_INTS},
     {.name = "pads", .type = ATTR_INTS},
     {.name = "dilations", .type = ATTR_INTS},
+    {.name = "auto_pad", .type = ATTR_STRING, .s = "NOTSET",
+     .choices = auto_pads},
+    {.name = "ceil_mode", .type = ATTR_INT, .i = 0},
     {0},
 };
 static const AttrSpec average_pool_attrs[] = {
@@ -1237,6 +1295,9 @@ static const AttrSpec average_pool_attrs[] = {
     {.name = "pads", .type = ATTR_INTS},
     {.name = "dilations", .type = ATTR_INTS},
     {.name = "count_include_pad", .type = ATTR_INT, .i = 0},
+    {.name = "auto_pad", .type = ATTR_STRING, .s = "NOTSET",
+     .choices = auto_pads},
+    {.name = "ceil_mode", .type = ATTR_INT, .i = 0},
     {0},
 };
 static const AttrSpec attention_attrs[] = {
@@ -1355,6 +1416,16 @@ const OpInfo op_table[] = {
                                 CAT_CONV, no_attrs, shape_global_pool,
                                 flops_in, {0}, emit_global_pool_fwd,
                                 emit_global_pool_bwd, NULL, NULL},
+    /* train_step: batch statistics, and inputs 3 and 4 (the running mean
+     * and variance) updated in place, PyTorch's way (unbiased variance;
+     * ops_norm.c); forward: the running statistics. The backward recomputes
+     * the batch statistics from X: it reads X and scale alone. */
+    [OP_BATCH_NORM] = {"BatchNormalization", "batchnorm", 5, 5, 1,
+                       CAT_NORMALIZATION, batch_norm_attrs, shape_batch_norm,
+                       flops_batch_norm,
+                       {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0, 0, 0},
+                       emit_batch_norm_fwd, emit_batch_norm_bwd, NULL, NULL,
+                       0, NULL, 0, 0, NEED_IN(3) | NEED_IN(4)},
     /* The backward reads Q, K and V only and rebuilds each query's
      * probabilities one row at a time in scratch: neither the probability
      * matrix nor softmax statistics are kept between forward and backward. */

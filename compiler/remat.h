@@ -19,7 +19,7 @@
 
 #define MAX_RANK 6
 #define MAX_IO 8
-#define MAX_ATTRS 6
+#define MAX_ATTRS 8
 #define MAX_INTS 8
 #define MAX_NUMEL (1L << 28)    /* 1 GiB of floats: kernels index with int */
 #define MAX_FILE_BYTES ((size_t)32 << 20)   /* graph and policy files */
@@ -111,6 +111,7 @@ typedef enum {
     OP_MAX_POOL,
     OP_AVERAGE_POOL,
     OP_GLOBAL_AVERAGE_POOL,
+    OP_BATCH_NORM,
     OP_ATTENTION,
     OP_GATHER,
     OP_SOFTMAX_CROSS_ENTROPY,
@@ -215,6 +216,13 @@ typedef struct {
     int alias;
     /* 0: exactly nout outputs; else from min_out to nout (Split). */
     int min_out;
+    /* Bit i: the train step writes input i in place (BatchNormalization's
+     * running statistics). Such an input must be a trainable="false"
+     * parameter that no other node reads (shapes.c checks); train_step
+     * gets a writable pointer to it, and the emitter writes it only where
+     * Emit.update says so: in the node's one forward of the train step,
+     * never in NAME_forward nor in a recompute. */
+    unsigned updates;
 } OpInfo;
 
 extern const OpInfo op_table[];
@@ -414,6 +422,16 @@ void emit_slice_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_slice_bwd(Emit *e, const Node *n, const char *const *din,
                     const char *const *dout, const char *const *in,
                     const char *const *out);
+/* ---- ops_norm.c: BatchNormalization ----------------------------------------- */
+
+extern const AttrSpec batch_norm_attrs[];
+int shape_batch_norm(Ctx *c, Graph *g, Node *n);
+double flops_batch_norm(const Graph *g, const Node *n);
+void emit_batch_norm_fwd(Emit *e, const Node *n, const char *const *out,
+                         const char *const *in);
+void emit_batch_norm_bwd(Emit *e, const Node *n, const char *const *din,
+                         const char *const *dout, const char *const *in,
+                         const char *const *out);
 
 /* ---- shapes.c: topological order and shape inference ---------------------- */
 
@@ -641,6 +659,8 @@ struct Emit {
     const char *scratch;    /* the current call's scratch, or NULL */
     int train;              /* writing train_step (Dropout drops), not forward */
     int weights_file;       /* initial values in NAME.weights, not the code */
+    int update;             /* this call updates the row's `updates` inputs:
+                             * train_step's forward, not a recompute */
 };
 
 /* Writes one line at the current indentation. */

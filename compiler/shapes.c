@@ -195,13 +195,44 @@ static int check_int_outputs(Ctx *c, const Graph *g)
     return 0;
 }
 
+/* An input the train step updates in place (the row's `updates`: running
+ * statistics) is a parameter outside the optimizer's reach, and nothing
+ * else reads it: another reader would see it before or after the update
+ * as the statement order fell, and a recompute of that reader after it. */
+static int check_updates(Ctx *c, const Graph *g, const Node *n)
+{
+    const OpInfo *op = &op_table[n->op];
+    for (int i = 0; i < n->nin; i++) {
+        const Tensor *t = &g->tensors[n->in[i]];
+        if (!(op->updates & NEED_IN(i)))
+            continue;
+        if (t->kind != T_PARAM || t->trainable)
+            return ctx_error(c, g->file, n->line, "node '%s': %s input %d '%s' "
+                             "is %s but must be an initializer with "
+                             "trainable=\"false\": the train step updates it "
+                             "in place (running statistics)", n->name,
+                             op->name, i, t->name,
+                             t->kind == T_INPUT ? "a graph input"
+                             : t->kind == T_ACT ? "a node's output"
+                                                : "a trainable parameter");
+        if (t->nconsumers != 1)
+            return ctx_error(c, g->file, n->line, "node '%s': %s input %d '%s' "
+                             "is read %d times; the train step updates it in "
+                             "place, so this input of this node must be its "
+                             "only reader", n->name, op->name, i, t->name,
+                             t->nconsumers);
+    }
+    return 0;
+}
+
 int infer_shapes(Ctx *c, Graph *g)
 {
     if (topo_sort(c, g))
         return -1;
     for (int k = 0; k < g->nnodes; k++) {
         Node *n = &g->nodes[g->order[k]];
-        if (check_dtypes(c, g, n) || op_table[n->op].shape(c, g, n))
+        if (check_dtypes(c, g, n) || check_updates(c, g, n) ||
+            op_table[n->op].shape(c, g, n))
             return -1;
         for (int o = 0; o < n->nout; o++)
             if (g->tensors[n->out[o]].numel > MAX_NUMEL)

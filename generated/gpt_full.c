@@ -924,7 +924,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     return loss;
 }
 
-float gpt_train_step(const float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+float gpt_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     unsigned char *a = arena;
     float loss;

@@ -32,13 +32,17 @@ extern const rt_dropout_info gpt_dropouts[];
 /* Fills params from the graph's initializers (seeded draws). */
 void gpt_init(float *params, uint64_t seed);
 /* Forward only, in inference mode (Dropout passes its input
- * through); returns the loss. outputs may be NULL, and int_inputs
- * when the model has no int64 input. */
+ * through, BatchNormalization uses the running statistics); returns
+ * the loss. outputs may be NULL, and int_inputs when the model has
+ * no int64 input. */
 float gpt_forward(const float *params, const float *inputs, const int64_t *int_inputs, float *outputs, void *arena);
 /* Forward in training mode, loss, backward: overwrites grads and
  * returns the loss. Dropout's masks are a function of (seed, step,
- * node): the same arguments give the same masks and gradients. */
-float gpt_train_step(const float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
+ * node): the same arguments give the same masks and gradients.
+ * BatchNormalization normalizes with the batch's statistics and
+ * updates its running statistics in params, the only parameters
+ * a train step writes. */
+float gpt_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
 /* params -= lr * grads, over the trainable parameters. */
 void gpt_sgd(float *params, const float *grads, float lr);
 

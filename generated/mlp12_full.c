@@ -497,7 +497,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     return loss;
 }
 
-float mlp12_train_step(const float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+float mlp12_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     unsigned char *a = arena;
     float loss;

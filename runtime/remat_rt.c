@@ -999,6 +999,126 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
     }
 }
 
+/* ---- batch normalization --------------------------------------------------- */
+
+/* Channel ch's mean and biased variance over the n * inner values
+ * x[i, ch, j], two passes as row_moments. The train forward and the
+ * backward both call this, so the backward (and a recompute) sees exactly
+ * the statistics the forward used. */
+static void channel_moments(const float *x, int n, int c, int inner, int ch,
+                            float *mean, float *var)
+{
+    const float m = (float)n * (float)inner;
+    float s = 0.0f, v = 0.0f;
+    int i, j;
+    for (i = 0; i < n; i++) {
+        const float *xc = x + ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            s += xc[j];
+    }
+    *mean = s / m;
+    for (i = 0; i < n; i++) {
+        const float *xc = x + ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            v += (xc[j] - *mean) * (xc[j] - *mean);
+    }
+    *var = v / m;
+}
+
+/* y[i, ch, j] = (x[i, ch, j] - mean) * rstd * scale[ch] + bias[ch] */
+static void channel_normalize(float *y, const float *x, int n, int c,
+                              int inner, int ch, float mean, float rstd,
+                              float scale, float bias)
+{
+    int i, j;
+    for (i = 0; i < n; i++) {
+        const size_t o = ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            y[o + j] = (x[o + j] - mean) * rstd * scale + bias;
+    }
+}
+
+void rt_batchnorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, const float *mean,
+                          const float *var, int n, int c, int inner, float eps)
+{
+    int ch;
+    for (ch = 0; ch < c; ch++)
+        channel_normalize(y, x, n, c, inner, ch, mean[ch],
+                          1.0f / sqrtf(var[ch] + eps), scale[ch], bias[ch]);
+}
+
+void rt_batchnorm_train_forward(float *y, float *running_mean,
+                                float *running_var, const float *x,
+                                const float *scale, const float *bias, int n,
+                                int c, int inner, float eps, float momentum)
+{
+    const float m = (float)n * (float)inner;
+    int ch;
+    if (n <= 0 || inner <= 0)
+        return;
+    for (ch = 0; ch < c; ch++) {
+        float mean, var;
+        channel_moments(x, n, c, inner, ch, &mean, &var);
+        channel_normalize(y, x, n, c, inner, ch, mean, 1.0f / sqrtf(var + eps),
+                          scale[ch], bias[ch]);
+        if (running_mean != NULL)
+            running_mean[ch] = momentum * running_mean[ch] +
+                               (1.0f - momentum) * mean;
+        if (running_var != NULL)
+            running_var[ch] = momentum * running_var[ch] +
+                              (1.0f - momentum) *
+                                  (m > 1.0f ? var * m / (m - 1.0f) : var);
+    }
+}
+
+/* Per channel, as layernorm_back_row with the channel's n * inner values in
+ * place of a row's: the means of g and g * xhat run over the batch and the
+ * spatial positions. */
+void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x, const float *scale,
+                           int n, int c, int inner, float eps)
+{
+    const float m = (float)n * (float)inner;
+    int ch, i, j;
+    if (n <= 0 || inner <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
+        return;
+    for (ch = 0; ch < c; ch++) {
+        float mean, var, rstd, sum_dy = 0.0f, sum_dyx = 0.0f, mg, mgx;
+        if (dx == NULL && dscale == NULL) {     /* x is not read */
+            for (i = 0; i < n; i++)
+                for (j = 0; j < inner; j++)
+                    sum_dy += dy[((size_t)i * c + ch) * inner + j];
+            dbias[ch] += sum_dy;
+            continue;
+        }
+        channel_moments(x, n, c, inner, ch, &mean, &var);
+        rstd = 1.0f / sqrtf(var + eps);
+        for (i = 0; i < n; i++) {
+            const size_t o = ((size_t)i * c + ch) * inner;
+            for (j = 0; j < inner; j++) {
+                sum_dy += dy[o + j];
+                sum_dyx += dy[o + j] * (x[o + j] - mean) * rstd;
+            }
+        }
+        if (dscale != NULL)
+            dscale[ch] += sum_dyx;
+        if (dbias != NULL)
+            dbias[ch] += sum_dy;
+        if (dx == NULL)
+            continue;
+        mg = sum_dy * scale[ch] / m;
+        mgx = sum_dyx * scale[ch] / m;
+        for (i = 0; i < n; i++) {
+            const size_t o = ((size_t)i * c + ch) * inner;
+            for (j = 0; j < inner; j++) {
+                const float xhat = (x[o + j] - mean) * rstd;
+                dx[o + j] += rstd * (dy[o + j] * scale[ch] - mg - xhat * mgx);
+            }
+        }
+    }
+}
+
 /* Transpose walks y in order with bc_run: the map's dims are y's, and its
  * sa holds x's stride along each of y's dims, so oa is x's offset of the
  * element at oy. */
@@ -1474,6 +1594,21 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
     }
 }
 
+/* count_include_pad's divisor for window (oy, ox): its taps inside the
+ * padded input, rows [-pad_top, h + pad_bottom) and columns [-pad_left,
+ * w + pad_right). That is kh * kw for every window of a floor-mode
+ * geometry; a ceil_mode window that runs past the padding counts only its
+ * taps within it (ONNX, and PyTorch's avg_pool2d). */
+static int padded_taps(const rt_window *p, int oy, int ox)
+{
+    int k0, k1, l0, l1;
+    inside(oy * p->sh, p->dh, p->h + p->pad_top + p->pad_bottom, p->kh, &k0,
+           &k1);
+    inside(ox * p->sw, p->dw, p->w + p->pad_left + p->pad_right, p->kw, &l0,
+           &l1);
+    return (k1 - k0) * (l1 - l0);
+}
+
 void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                         int count_include_pad)
 {
@@ -1488,8 +1623,8 @@ void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                 size_t at = 0;
                 const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
                 /* what the sum is divided by: the taps inside the input, or
-                 * the whole window with count_include_pad */
-                const int d = count_include_pad ? p->kh * p->kw : taps;
+                 * with count_include_pad those inside the padded input */
+                const int d = count_include_pad ? padded_taps(p, oy, ox) : taps;
                 float s = 0.0f;
                 if (taps > 0)
                     for (ki = k0; ki < k1; ki++) {
@@ -1517,7 +1652,7 @@ void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
                 int k0, k1, l0, l1;
                 size_t at = 0;
                 const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
-                const int d = count_include_pad ? p->kh * p->kw : taps;
+                const int d = count_include_pad ? padded_taps(p, oy, ox) : taps;
                 float g;
                 if (taps == 0)
                     continue;

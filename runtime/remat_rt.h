@@ -215,6 +215,41 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps);
 
+/* ONNX BatchNormalization, x (and y) viewed as (n, c, inner): the batch,
+ * the channels and inner = the product of the spatial dimensions (1 for a
+ * 2-D x), so that x[i, ch, j] is at (i * c + ch) * inner + j. Every
+ * channel ch is normalized on its own:
+ *   y[i, ch, j] = (x[i, ch, j] - mu[ch]) / sqrt(v[ch] + eps) * scale[ch]
+ *                 + bias[ch].
+ * Inference (rt_batchnorm_forward): mu and v are the given mean and var,
+ * the running statistics. */
+void rt_batchnorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, const float *mean,
+                          const float *var, int n, int c, int inner, float eps);
+/* Training: mu and v are the batch's, the mean and the biased variance
+ * (divided by m = n * inner) of channel ch's m values. Then, unless
+ * running_mean and running_var are NULL (a recompute passes NULL, so that
+ * the update happens once per step), the running statistics are updated as
+ * PyTorch does:
+ *   running_mean = momentum * running_mean + (1 - momentum) * mu,
+ *   running_var  = momentum * running_var + (1 - momentum) * v * m / (m - 1),
+ * with the UNBIASED batch variance (ONNX's reference uses the biased one);
+ * m = 1 updates with v. ONNX's momentum is 1 - PyTorch's. */
+void rt_batchnorm_train_forward(float *y, float *running_mean,
+                                float *running_var, const float *x,
+                                const float *scale, const float *bias, int n,
+                                int c, int inner, float eps, float momentum);
+/* The gradients of the training forward, batch statistics recomputed from x
+ * (nothing is saved): per channel, with rstd = 1 / sqrt(v + eps),
+ * xhat = (x - mu) * rstd and g = dy * scale[ch], dx += rstd * (g - mean(g)
+ * - xhat * mean(g * xhat)), the means over the channel's m values;
+ * dscale[ch] += sum of dy * xhat, dbias[ch] += sum of dy. Any of dx,
+ * dscale, dbias may be NULL; scale is read only for dx, x only for dx and
+ * dscale (either may then be NULL). */
+void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x, const float *scale,
+                           int n, int c, int inner, float eps);
+
 /* ONNX Transpose: x has `rank` (<= RT_MAX_RANK) dims `dims`, x's shape; y's
  * dim d is x's dim perm[d], and y[j_0, ..., j_{rank-1}] = x[i] with
  * i_{perm[d]} = j_d. Rank 0 copies one element. */
@@ -262,7 +297,10 @@ void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
 /* A 2-D convolution or pooling window over NCHW input, as ONNX: pads are
  * (top, left, bottom, right); output size
  *   oh = (h + pad_top + pad_bottom - (dh * (kh - 1) + 1)) / sh + 1 (floor),
- * likewise ow. The compiler fills it; the kernels take oh and ow as given.
+ * likewise ow, or, for a pool with ceil_mode, rounded up (less one where
+ * the last window would start in the bottom or right padding), so that the
+ * last window may run past the padded input. The compiler fills it (and
+ * the pads of auto_pad); the kernels take oh and ow as given.
  * Output (oy, ox) reads, for tap (ki, kj), input row oy * sh - pad_top +
  * ki * dh and column ox * sw - pad_left + kj * dw; a tap outside the input
  * reads the padding. */
@@ -305,10 +343,12 @@ void rt_maxpool_forward(float *y, const float *x, const rt_window *p);
 void rt_maxpool_backward(float *dx, const float *dy, const float *x,
                          const rt_window *p);
 /* ONNX AveragePool (2-D; p->oc, p->group unused): y = the sum of x over the
- * window's taps inside the input, divided by their number, or by kh * kw
- * (the whole window, padding included) when count_include_pad. A window with
- * no tap inside the input gives 0 when !count_include_pad. The backward adds
- * dy / (that divisor) to each tap inside the input; dx may be NULL. */
+ * window's taps inside the input, divided by their number, or, when
+ * count_include_pad, by the number of its taps inside the padded input
+ * (kh * kw, the whole window, except for a ceil_mode window that runs past
+ * the padding: ONNX and PyTorch clip it). A window with no tap inside the
+ * input gives 0 when !count_include_pad. The backward adds dy / (that
+ * divisor) to each tap inside the input; dx may be NULL. */
 void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                         int count_include_pad);
 void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
@@ -501,13 +541,16 @@ typedef struct {
     const rt_tensor_info *params, *inputs, *int_inputs, *outputs;
     const rt_dropout_info *dropouts;
     void (*init)(float *params, uint64_t seed);
-    /* inference (Dropout is the identity); returns the loss; outputs may
-     * be NULL, and int_inputs where the model has none */
+    /* inference (Dropout is the identity, BatchNormalization uses the
+     * running statistics); returns the loss; outputs may be NULL, and
+     * int_inputs where the model has none */
     float (*forward)(const float *params, const float *inputs,
                      const int64_t *int_inputs, float *outputs, void *arena);
     /* training: overwrites grads (all of it: non-trainable entries become
-     * 0); returns the loss; Dropout's masks are drawn from (seed, step) */
-    float (*train_step)(const float *params, const float *inputs,
+     * 0); returns the loss; Dropout's masks are drawn from (seed, step);
+     * writes params only where BatchNormalization updates its running
+     * statistics (non-trainable parameters) */
+    float (*train_step)(float *params, const float *inputs,
                         const int64_t *int_inputs, float *outputs,
                         float *grads, uint64_t seed, uint64_t step,
                         void *arena);

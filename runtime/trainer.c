@@ -45,12 +45,16 @@ static void usage(FILE *f)
 "  --dump DIR     run one train step (forward + backward, step 0) and write\n"
 "                 .npy files into DIR (created if missing): input.NAME.npy for\n"
 "                 every input (int64 for integer inputs), param.NAME.npy for\n"
-"                 every parameter, output.NAME.npy for every graph output\n"
-"                 (float32, as the step computed it), loss.npy (0-d),\n"
-"                 grad.NAME.npy for every trainable parameter, and\n"
-"                 mask.NODE.npy for every Dropout node (1 kept, 0 dropped).\n"
-"                 A forward-only model runs its forward (Dropout passes\n"
-"                 through) and writes the inputs, parameters and outputs.\n"
+"                 every parameter (as the step read it), output.NAME.npy for\n"
+"                 every graph output (float32, as the step computed it),\n"
+"                 loss.npy (0-d), forward.npy (0-d: the inference forward's\n"
+"                 loss on the same data), grad.NAME.npy for every trainable\n"
+"                 parameter, after.NAME.npy for every parameter the step\n"
+"                 updated in place (BatchNormalization's running\n"
+"                 statistics), and mask.NODE.npy for every Dropout node (1\n"
+"                 kept, 0 dropped). A forward-only model runs its forward\n"
+"                 (Dropout passes through) and writes the inputs,\n"
+"                 parameters and outputs.\n"
 "  --steps N      train with SGD for N steps on the same data every step and\n"
 "                 print 'step K loss L' for step 1, every max(1, N/10) steps\n"
 "                 and the last step (not for a forward-only model).\n"
@@ -630,17 +634,33 @@ static void forward(const rt_model *m, buffers *b)
     m->forward(b->params, b->inputs, b->ints, b->outputs, b->arena);
 }
 
-static void dump(const rt_model *m, const options *o, buffers *b)
+/* DIR/NAME.npy: one float as a 0-d array. */
+static void write_scalar(const char *dir, const char *name, float v)
 {
     int dims0[1] = {0};
-    char *path;
+    char *path = malloc(strlen(dir) + 1 + strlen(name) + sizeof ".npy");
+    if (!path)
+        die("out of memory");
+    sprintf(path, "%s/%s.npy", dir, name);
+    if (rt_npy_write(path, &v, 0, dims0) != 0)
+        die("cannot write %s: %s", path, strerror(errno));
+    free(path);
+}
+
+static void dump(const rt_model *m, const options *o, buffers *b)
+{
     int i;
-    float loss = 0.0f;
+    float *before = alloc64(float_bytes(m->param_floats, "parameters"),
+                            "parameters");
+    float loss = 0.0f, inference = 0.0f;
     if (m->train_step) {
+        inference = m->forward(b->params, b->inputs, b->ints, NULL, b->arena);
+        memcpy(before, b->params, m->param_floats * sizeof *before);
         loss = train_step(m, o, b, 0);
         check_loss(1, loss);
         check_grads(m, b->grads, 0);
     } else {
+        memcpy(before, b->params, m->param_floats * sizeof *before);
         forward(m, b);
     }
     make_dirs(o->dump_dir);
@@ -649,22 +669,27 @@ static void dump(const rt_model *m, const options *o, buffers *b)
     for (i = 0; i < m->n_int_inputs; i++)
         write_ints(o->dump_dir, &m->int_inputs[i], b->ints);
     for (i = 0; i < m->n_params; i++)
-        write_tensor(o->dump_dir, "param", &m->params[i], b->params);
+        write_tensor(o->dump_dir, "param", &m->params[i], before);
     /* every output is float32: int64 tensors are graph inputs only */
     for (i = 0; i < m->n_outputs && b->outputs; i++)
         write_tensor(o->dump_dir, "output", &m->outputs[i], b->outputs);
-    if (!m->train_step)
+    if (!m->train_step) {
+        free(before);
         return;
-    path = malloc(strlen(o->dump_dir) + sizeof "/loss.npy");
-    if (!path)
-        die("out of memory");
-    sprintf(path, "%s/loss.npy", o->dump_dir);
-    if (rt_npy_write(path, &loss, 0, dims0) != 0)
-        die("cannot write %s: %s", path, strerror(errno));
-    free(path);
+    }
+    write_scalar(o->dump_dir, "loss", loss);
+    write_scalar(o->dump_dir, "forward", inference);
     for (i = 0; i < m->n_params; i++)
         if (m->params[i].trainable)
             write_tensor(o->dump_dir, "grad", &m->params[i], b->grads);
+    /* the running statistics the step updated */
+    for (i = 0; i < m->n_params; i++) {
+        const rt_tensor_info *t = &m->params[i];
+        if (memcmp(before + t->offset, b->params + t->offset,
+                   t->count * sizeof *before) != 0)
+            write_tensor(o->dump_dir, "after", t, b->params);
+    }
+    free(before);
     for (i = 0; i < m->n_dropouts; i++)
         write_mask(o->dump_dir, &m->dropouts[i], o->seed, 0);
 }

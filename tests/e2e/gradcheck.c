@@ -35,15 +35,20 @@ static const rt_model *M;
 static float *params, *inputs, *grads, *scratch_grads;
 static int64_t *ints;
 static void *arena;
+/* train_step updated a parameter in place: the model has BatchNormalization,
+ * which normalizes with the batch's statistics in training and with the
+ * running ones in inference */
+static int updates;
 
 #define SEED 7
 
 /* The loss as the gradients saw it: the forward (inference) function, or,
- * for a model with Dropout, train_step's training-mode forward with the
- * same masks (same seed and step). */
+ * for a model with Dropout or BatchNormalization, train_step's
+ * training-mode forward with the same masks (same seed and step); the
+ * running statistics it updates again do not enter that loss. */
 static double loss_at(void)
 {
-    if (M->n_dropouts)
+    if (M->n_dropouts || updates)
         return M->train_step(params, inputs, ints, NULL, scratch_grads, SEED,
                              0, arena);
     return M->forward(params, inputs, ints, NULL, arena);
@@ -183,8 +188,12 @@ int main(int argc, char **argv)
         if (norm2(params + M->params[i].offset, M->params[i].count) == 0)
             rt_init_uniform(params + M->params[i].offset, M->params[i].count,
                             -0.1f, 0.1f, seed, 500 + (uint64_t)i);
+    float *before = malloc((M->param_floats + 1) * sizeof *before);
+    memcpy(before, params, M->param_floats * sizeof *before);
     double loss = M->train_step(params, inputs, ints, NULL, grads, seed, 0,
                                 arena);
+    updates = memcmp(before, params, M->param_floats * sizeof *before) != 0;
+    free(before);
     /* --corrupt: scale one gradient by 1.1, to show this check sees it */
     if (argc > 1 && strcmp(argv[1], "--corrupt") == 0)
         for (int i = 0; i < M->n_params; i++)
@@ -196,7 +205,7 @@ int main(int argc, char **argv)
     double fwd = loss_at();
     int bad = loss != fwd;
     printf("%s (%s): loss %.6f; %s %s train_step\n", M->name, M->policy,
-           loss, M->n_dropouts ? "train_step again" : "forward",
+           loss, M->n_dropouts || updates ? "train_step again" : "forward",
            bad ? "DIFFERS FROM" : "equals");
     int checked = 0;
     for (int i = 0; i < M->n_params; i++) {

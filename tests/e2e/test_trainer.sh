@@ -80,7 +80,7 @@ check "--seed 3 --dump creates nested DIR" run 0 --seed 3 --dump "$D1"
 
 check "--dump writes exactly the expected files" eval '
     [ "$(cd "$D1" && ls | sort | tr "\n" " ")" = \
-      "grad.fc%2FW.npy input.x.npy loss.npy output.y.npy param.fc%2FW.npy param.loss_scale.npy " ]'
+      "forward.npy grad.fc%2FW.npy input.x.npy loss.npy output.y.npy param.fc%2FW.npy param.loss_scale.npy " ]'
 
 check "--help says what --load needs and that outputs are dumped" eval '
     run 0 --help && out_has "output.NAME.npy" && out_has "every trainable parameter" &&
@@ -90,7 +90,8 @@ check "--dump shapes and dtypes" "$PY" - "$D1" <<'EOF'
 import sys, numpy as np
 d = sys.argv[1]
 want = {"input.x.npy": (4, 3), "param.fc%2FW.npy": (3, 2), "output.y.npy": (4, 2),
-        "param.loss_scale.npy": (), "loss.npy": (), "grad.fc%2FW.npy": (3, 2)}
+        "param.loss_scale.npy": (), "loss.npy": (), "forward.npy": (),
+        "grad.fc%2FW.npy": (3, 2)}
 for f, shape in want.items():
     a = np.load(d + "/" + f)
     assert a.dtype == np.float32, (f, a.dtype)
@@ -115,6 +116,8 @@ got_y = np.load(d + "/output.y.npy").astype(np.float64)
 assert np.max(np.abs(got_y - y)) <= 1e-6 * np.max(np.abs(y)), (got_y, y)
 got_grad = np.load(d + "/grad.fc%2FW.npy").astype(np.float64)
 assert abs(got_loss - loss) <= 1e-5 * abs(loss), (got_loss, loss)
+got_fwd = float(np.load(d + "/forward.npy"))
+assert abs(got_fwd - loss) <= 1e-5 * abs(loss), (got_fwd, loss)
 err = np.max(np.abs(got_grad - grad)) / np.max(np.abs(grad))
 assert err <= 1e-5, (err, got_grad, grad)
 EOF
@@ -135,7 +138,7 @@ check "--dump onto a regular file: exit 1" eval '
 D2=$TMP/d2
 check "--load DIR --dump DIR2" run 0 --load "$D1" --dump "$D2"
 check "--load reproduces loss, grads, params, inputs bitwise" eval '
-    for f in loss.npy grad.fc%2FW.npy param.fc%2FW.npy param.loss_scale.npy input.x.npy; do
+    for f in loss.npy forward.npy grad.fc%2FW.npy param.fc%2FW.npy param.loss_scale.npy input.x.npy; do
         cmp "$D1/$f" "$D2/$f" || exit 1
     done'
 

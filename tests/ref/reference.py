@@ -5,11 +5,16 @@ for the compiler's gradients.
 It reads a graph XML (with Python's own XML parser, not the compiler's) and a
 trainer's --dump directory, rebuilds the model from the XML alone with torch
 ops in float64, feeds it the dumped inputs and parameters, and computes the
-loss and every trainable parameter's gradient with autograd, and every graph
-output (the dump's output.NAME.npy). A graph without a loss is forward only:
-its Dropouts pass through and only its outputs are compared. It reports, per
-tensor, the relative error max|ours - torch| / max|torch|, and fails when the
-worst exceeds the tolerance.
+loss and every trainable parameter's gradient with autograd, in training mode
+(Dropout replays the dumped mask, BatchNormalization uses the batch's
+statistics and updates its running ones as torch does: the dump's after.*.npy
+must match them), and every graph output (the dump's output.NAME.npy). It
+also runs the model in inference mode (Dropout the identity,
+BatchNormalization with the running statistics) against the dump's
+forward.npy. A graph without a loss is forward only: its Dropouts pass
+through, BatchNormalization uses the running statistics, and only its outputs
+are compared. It reports, per tensor, the relative error max|ours - torch| /
+max|torch|, and fails when the worst exceeds the tolerance.
 
 Usage: reference.py [--tol T] GRAPH.xml DUMP_DIR [GRAPH.xml DUMP_DIR ...]
 
@@ -93,30 +98,65 @@ def transpose(a, ins, at):
     return x.permute(perm)
 
 
-def window(at, k_default=None):
+def window(at, hw, k_default=None):
+    """Kernel, strides, dilations, pads at the beginning and the end of each
+    axis and the output size, from ONNX's definitions: auto_pad VALID (no
+    pads), SAME_UPPER / SAME_LOWER (output ceil(in / stride), the pads that
+    takes split in halves, the odd one at the end / the beginning), or the
+    pads given, with ceil_mode rounding the output size up but dropping a
+    last window that would start in the end padding."""
     k = ints(at["kernel_shape"]) if "kernel_shape" in at else k_default
     s = ints(at.get("strides", "1 1"))
     d = ints(at.get("dilations", "1 1"))
-    pt, pl, pb, pr = ints(at.get("pads", "0 0 0 0"))
-    return k, s, d, (pl, pr, pt, pb)       # F.pad's order: left right top bottom
+    auto = at.get("auto_pad", "NOTSET")
+    given = ints(at.get("pads", "0 0 0 0"))            # top left bottom right
+    begin, end, out = [], [], []
+    for ax in range(2):
+        n, ek = hw[ax], d[ax] * (k[ax] - 1) + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            o = math.ceil(n / s[ax])
+            total = max(0, (o - 1) * s[ax] + ek - n)
+            b = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            e = total - b
+        else:
+            b, e = (0, 0) if auto == "VALID" else (given[ax], given[ax + 2])
+            if at.get("ceil_mode", "0") == "1":
+                o = math.ceil((n + b + e - ek) / s[ax]) + 1
+                if (o - 1) * s[ax] >= n + b:
+                    o -= 1
+            else:
+                o = (n + b + e - ek) // s[ax] + 1
+        begin.append(b)
+        end.append(e)
+        out.append(o)
+    return k, s, d, begin, end, out
 
 
 def conv(a, ins, at):
     x, w = ins[0], ins[1]
-    k, s, d, pad = window(at, list(w.shape[2:]))
-    return torch.nn.functional.conv2d(torch.nn.functional.pad(x, pad), w,
-                                      ins[2] if len(ins) > 2 else None, stride=s,
-                                      dilation=d, groups=int(at.get("group", "1")))
+    k, s, d, b, e, out = window(at, list(x.shape[2:]), list(w.shape[2:]))
+    y = torch.nn.functional.conv2d(torch.nn.functional.pad(x, (b[1], e[1], b[0], e[0])),
+                                   w, ins[2] if len(ins) > 2 else None, stride=s,
+                                   dilation=d, groups=int(at.get("group", "1")))
+    assert list(y.shape[2:]) == out, (y.shape, out)
+    return y
 
 
-def taps(x, at, fill):
-    """Every window's elements as (N, C, kh*kw, positions), padding = fill."""
-    k, s, d, pad = window(at)
-    xp = torch.nn.functional.pad(x, pad, value=fill)
+def taps(x, at, fill, pad_value=None):
+    """Every window's elements as (N, C, kh*kw, positions) and the output
+    size: the pads hold pad_value (fill if None); where a ceil_mode window
+    runs past the padded input, it reads fill."""
+    k, s, d, b, e, out = window(at, list(x.shape[2:]))
+    xp = torch.nn.functional.pad(x, (b[1], e[1], b[0], e[0]),
+                                 value=fill if pad_value is None else pad_value)
+    need = [(out[ax] - 1) * s[ax] + d[ax] * (k[ax] - 1) + 1 for ax in range(2)]
+    more = [max(0, need[ax] - xp.shape[2 + ax]) for ax in range(2)]
+    xp = torch.nn.functional.pad(xp, (0, more[1], 0, more[0]), value=fill)
+    xp = xp[:, :, :need[0], :need[1]]          # no window past the last one
     u = torch.nn.functional.unfold(xp, k, dilation=d, stride=s)
     n, c = x.shape[:2]
-    oh = (xp.shape[2] - (d[0] * (k[0] - 1) + 1)) // s[0] + 1
-    return u.reshape(n, c, k[0] * k[1], -1), oh
+    assert u.shape[-1] == out[0] * out[1], (u.shape, out)
+    return u.reshape(n, c, k[0] * k[1], -1), out[0]
 
 
 def max_pool(a, ins, at):
@@ -126,13 +166,14 @@ def max_pool(a, ins, at):
 
 
 def average_pool(a, ins, at):
+    """The window's sum over its taps inside the input, or with
+    count_include_pad inside the padded input (ONNX clips a ceil_mode
+    window that runs past it)."""
     x = ins[0]
     t, oh = taps(x, at, 0.0)
-    if at.get("count_include_pad", "0") in ("1",):
-        m = t.mean(dim=2)
-    else:
-        inside, _ = taps(torch.ones_like(x), at, 0.0)
-        m = t.sum(dim=2) / inside.sum(dim=2)
+    pads_count = at.get("count_include_pad", "0") == "1"
+    inside, _ = taps(torch.ones_like(x), at, 0.0, 1.0 if pads_count else 0.0)
+    m = t.sum(dim=2) / inside.sum(dim=2)
     return m.reshape(m.shape[0], m.shape[1], oh, -1)
 
 
@@ -283,6 +324,26 @@ def expand(a, ins, at):
     return x * torch.ones(ints(at["shape"]), dtype=x.dtype)
 
 
+def batch_norm(a, ins, at, updated=None):
+    """ONNX BatchNormalization. Inference (updated None): the running
+    statistics input_mean and input_var. Training: F.batch_norm with
+    training=True, the batch's mean and biased variance, and torch's update
+    of copies of the running statistics (unbiased variance; torch's momentum
+    is 1 - ONNX's), recorded in `updated` under the inputs' names."""
+    x, scale, bias, mean, var = ins
+    eps = float(at.get("epsilon", "1e-5"))
+    if updated is None:
+        return torch.nn.functional.batch_norm(x, mean, var, scale, bias,
+                                              training=False, eps=eps)
+    rm, rv = mean.detach().clone(), var.detach().clone()
+    y = torch.nn.functional.batch_norm(x, rm, rv, scale, bias, training=True,
+                                       momentum=1 - float(at.get("momentum", "0.9")),
+                                       eps=eps)
+    names = a.get("in").split()
+    updated[names[3]], updated[names[4]] = rm, rv
+    return y
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -325,6 +386,7 @@ OPS = {
     "Where": where,
     "LogSoftmax": log_softmax,
     "Expand": expand,
+    "BatchNormalization": batch_norm,   # run() gives it training mode
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 
@@ -343,14 +405,19 @@ def load(dump, kind, name, shape, dtype="float32"):
     return torch.tensor(a) if dtype == "int64" else torch.tensor(a.astype(np.float64))
 
 
-def run(graph, dump):
-    """Returns (loss or None, {param: grad}, {output: value}) in float64 from
-    the XML and the dump."""
+def run(graph, dump, train=True):
+    """Returns (loss or None, {param: grad}, {output: value}, {param: updated
+    running statistic}) in float64 from the XML and the dump. A graph with a
+    loss runs in training mode unless train is False (then the inference
+    loss alone, no gradients); one without runs in inference mode."""
     g = ET.parse(graph).getroot().find("graph")
-    values, params, producer = {}, {}, {}
+    values, params, producer, updated = {}, {}, {}, {}
     trains = os.path.exists(os.path.join(dump, "loss.npy"))
-    ops = dict(OPS, Dropout=lambda a, i, at: dropout(a, i, at, dump) if trains
-               else i[0])
+    if trains and train:
+        ops = dict(OPS, Dropout=lambda a, i, at: dropout(a, i, at, dump),
+                   BatchNormalization=lambda a, i, at: batch_norm(a, i, at, updated))
+    else:
+        ops = dict(OPS, Dropout=lambda a, i, at: i[0])
     for el in g.iter("input"):
         values[el.get("name")] = load(dump, "input", el.get("name"), ints(el.get("shape")),
                                       el.get("dtype", "float32"))
@@ -386,14 +453,16 @@ def run(graph, dump):
     if len(cands) != 1 or value(cands[0].get("name")).numel() != 1:
         if trains:
             raise SystemExit(f"{graph}: the dump has loss.npy but the graph no loss")
-        return None, {}, outputs
+        return None, {}, outputs, {}
     if not trains:
         raise SystemExit(f"{graph}: the graph has a loss but {dump} no loss.npy")
     loss = value(cands[0].get("name")).reshape(())
+    if not train:
+        return loss, {}, outputs, {}
     trainable = list(params.items())
     grads = torch.autograd.grad(loss, [p for _, p in trainable], allow_unused=True)
     return loss, {n: (gr if gr is not None else torch.zeros_like(p))
-                  for (n, p), gr in zip(trainable, grads)}, outputs
+                  for (n, p), gr in zip(trainable, grads)}, outputs, updated
 
 
 def rel(ours, ref):
@@ -403,7 +472,7 @@ def rel(ours, ref):
 
 
 def check(graph, dump, tol):
-    loss, grads, outputs = run(graph, dump)
+    loss, grads, outputs, updated = run(graph, dump)
     errs = {}
     if loss is not None:
         errs["loss"] = rel(np.load(os.path.join(dump, "loss.npy")), loss.detach().numpy())
@@ -416,8 +485,20 @@ def check(graph, dump, tol):
     for name, gr in grads.items():
         errs["grad." + name] = rel(np.load(os.path.join(dump, f"grad.{fname(name)}.npy")),
                                    gr.numpy())
+    # a running statistic the step left as it was has no after.*.npy
+    for name, t in updated.items():
+        path = os.path.join(dump, f"after.{fname(name)}.npy")
+        if not os.path.exists(path):
+            path = os.path.join(dump, f"param.{fname(name)}.npy")
+        errs["after." + name] = rel(np.load(path), t.numpy())
+    if loss is not None:
+        inference = run(graph, dump, train=False)[0]
+        errs["forward"] = rel(np.load(os.path.join(dump, "forward.npy")),
+                              inference.detach().numpy())
     extra = {f for f in os.listdir(dump) if f.startswith("grad.")} - \
             {f"grad.{fname(n)}.npy" for n in grads}
+    extra |= {f for f in os.listdir(dump) if f.startswith("after.")} - \
+             {f"after.{fname(n)}.npy" for n in updated}
     worst = max(errs, key=errs.get)
     ok = errs[worst] <= tol and not extra
     print(f"{'ok  ' if ok else 'FAIL'} {graph} {dump}: worst relative error "

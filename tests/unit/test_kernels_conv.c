@@ -373,6 +373,35 @@ static const win_spec pools[] = {
 };
 #define N_POOLS ((int)(sizeof pools / sizeof pools[0]))
 
+/* ceil_mode=1 geometries (window_ceil): the last window runs past the
+ * padded input, and count_include_pad divides by the taps inside it. */
+static const win_spec ceil_pools[] = {
+    {"2x2 stride 2 on 5x5, ceil",             1, 2, 5, 5, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0},
+    {"3x3 stride 2, pads 1, 6x6, ceil",       1, 1, 6, 6, 0, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0},
+    {"3x2 strides 2x3, pads 1,0,0,1, ceil",   2, 1, 6, 7, 0, 3, 2, 2, 3, 1, 1, 1, 0, 0, 1, 1, 0},
+    {"2x2 dilation 2 stride 2, ceil",         1, 1, 6, 5, 0, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 1, 0},
+};
+#define N_CEIL ((int)(sizeof ceil_pools / sizeof ceil_pools[0]))
+
+/* ONNX's (and PyTorch's) output size with ceil_mode: rounded up, less one
+ * where the last window would start in the end padding. */
+static int out_size_ceil(int in, int pad0, int pad1, int k, int s, int d)
+{
+    const int span = in + pad0 + pad1 - (d * (k - 1) + 1);
+    int o = (span + s - 1) / s + 1;
+    if ((o - 1) * s >= in + pad0)
+        o--;
+    return o;
+}
+
+static rt_window window_ceil(const win_spec *s)
+{
+    rt_window p = window_of(s);
+    p.oh = out_size_ceil(s->h, s->pt, s->pb, s->kh, s->sh, s->dh);
+    p.ow = out_size_ceil(s->w, s->pl, s->pr, s->kw, s->sw, s->dw);
+    return p;
+}
+
 /* kind: 0 MaxPool, 1 AveragePool, 2 AveragePool with count_include_pad */
 typedef struct {
     const win_spec *s;
@@ -382,11 +411,12 @@ typedef struct {
     float *x, *y, *dy;
 } pool_case;
 
+/* i < N_POOLS: pools[i], floor mode; past it, ceil_pools[i - N_POOLS]. */
 static pool_case pool_setup(int i, int kind, uint64_t seed)
 {
     pool_case c;
-    c.s = &pools[i];
-    c.p = window_of(c.s);
+    c.s = i < N_POOLS ? &pools[i] : &ceil_pools[i - N_POOLS];
+    c.p = i < N_POOLS ? window_of(c.s) : window_ceil(c.s);
     c.kind = kind;
     c.nx = (size_t)c.p.n * c.p.c * c.p.h * c.p.w;
     c.ny = (size_t)c.p.n * c.p.c * c.p.oh * c.p.ow;
@@ -431,7 +461,8 @@ static double pool_loss(void *v)
 }
 
 /* The definitions, in double: the maximum over the taps inside the input
- * (the padding is -inf), or their mean, or their sum over kh * kw. */
+ * (the padding is -inf), or their mean, or their sum over the taps inside
+ * the padded input (kh * kw but where a ceil_mode window runs past it). */
 static void pool_naive(double *want, const pool_case *c)
 {
     const rt_window *p = &c->p;
@@ -440,12 +471,14 @@ static void pool_naive(double *want, const pool_case *c)
         for (oy = 0; oy < p->oh; oy++)
             for (ox = 0; ox < p->ow; ox++) {
                 double m = -INFINITY, s = 0;
-                int count = 0;
+                int count = 0, padded = 0;
                 for (ki = 0; ki < p->kh; ki++)
                     for (kj = 0; kj < p->kw; kj++) {
                         const int iy = tap_at(oy, p->sh, p->pad_top, ki, p->dh);
                         const int ix = tap_at(ox, p->sw, p->pad_left, kj, p->dw);
                         double v;
+                        padded += iy >= -p->pad_top && iy < p->h + p->pad_bottom &&
+                                  ix >= -p->pad_left && ix < p->w + p->pad_right;
                         if (iy < 0 || iy >= p->h || ix < 0 || ix >= p->w)
                             continue;
                         v = c->x[(q * p->h + iy) * p->w + ix];
@@ -455,7 +488,7 @@ static void pool_naive(double *want, const pool_case *c)
                     }
                 want[(q * p->oh + oy) * p->ow + ox] =
                     c->kind == 0 ? m
-                    : c->kind == 2 ? s / (p->kh * p->kw)
+                    : c->kind == 2 ? s / padded
                                    : s / count;
             }
 }
@@ -578,6 +611,86 @@ START_TEST(maxpool_nan_and_empty_windows)
 }
 END_TEST
 
+/* ceil_mode by hand. x = [1 2 3; 4 5 6; 7 8 9], 2x2 windows, stride 2, no
+ * pads: ceil gives 2x2 windows at rows/columns 0 and 2, the second ones
+ * running past the input. MaxPool: 5, 6, 8, 9. AveragePool: (1+2+4+5)/4,
+ * (3+6)/2, (7+8)/2, 9/1, with or without count_include_pad (nothing of
+ * those windows lies in padding). With pads 1 all round and a 3x3 window,
+ * stride 2: ceil((5 - 3) / 2) + 1 = 2 outputs, no drop; the second window
+ * covers rows 1..3, row 3 being padding, inside the padded input: its
+ * count_include_pad divisor is 9. Then h = 3, 1x1 windows, stride 2, pads
+ * 1: floor and ceil both give 3, but the third window starts in the end
+ * padding (row 3), so ceil_mode drops it: 2 outputs. */
+START_TEST(pool_ceil_mode_by_hand)
+{
+    const win_spec s = {"ceil", 1, 1, 3, 3, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0};
+    const rt_window p = window_ceil(&s);
+    const float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, dy[4] = {1, 2, 3, 4};
+    float y[4], dx[9];
+    const double wmax[4] = {5, 6, 8, 9}, wavg[4] = {3, 4.5, 7.5, 9},
+                 wdavg[9] = {0.25, 0.25, 1, 0.25, 0.25, 1, 1.5, 1.5, 4};
+    const win_spec s2 = {"ceil pads", 1, 1, 3, 3, 0, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0};
+    const rt_window p2 = window_ceil(&s2);
+    const win_spec s3 = {"drop", 1, 1, 3, 3, 0, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0};
+    const rt_window p3 = window_ceil(&s3);
+    float y2[4];
+    int j;
+    ck_assert_int_eq(p.oh, 2);
+    ck_assert_int_eq(p.ow, 2);
+    rt_maxpool_forward(y, x, &p);
+    expect_near("max y", y, wmax, 4, 0, 0);
+    rt_avgpool_forward(y, x, &p, 0);
+    expect_near("avg y", y, wavg, 4, 0, 0);
+    rt_avgpool_forward(y, x, &p, 1);
+    expect_near("avg y count_include_pad", y, wavg, 4, 0, 0);
+    memset(dx, 0, sizeof dx);
+    rt_avgpool_backward(dx, dy, &p, 1);
+    expect_near("avg dx", dx, wdavg, 9, 0, 0);
+    ck_assert_int_eq(p2.oh, 2);
+    rt_avgpool_forward(y2, x, &p2, 1);
+    /* window (1, 1) covers x rows and columns 1..2 and padding: (5+6+8+9)/9 */
+    ck_assert_float_eq_tol(y2[3], 28.0f / 9.0f, 1e-6f);
+    /* window (0, 0): rows and columns -1..1, all inside the padded input */
+    ck_assert_float_eq_tol(y2[0], 12.0f / 9.0f, 1e-6f);
+    ck_assert_int_eq(out_size(3, 1, 1, 1, 2, 1), 3);
+    ck_assert_int_eq(p3.oh, 2);
+    ck_assert_int_eq(p3.ow, 2);
+    for (j = 0; j < 4; j++)
+        y2[j] = NAN;
+    rt_maxpool_forward(y2, x, &p3);
+    /* windows at -1 (padding) and 1: -inf, then x[1][1] = 5 */
+    ck_assert(y2[0] == -INFINITY);
+    ck_assert_float_eq(y2[3], 5);
+}
+END_TEST
+
+/* A ceil_mode window past the padded input, count_include_pad: 1x3
+ * windows, stride 2, on a row of 5 with pad_right 1 (padded 6): ceil((6 -
+ * 3) / 2) + 1 = 3 windows, at 0, 2 and 4, the last covering x4, the
+ * padding and a column past it, so it divides by 2: y = (1+2+3)/3,
+ * (3+4+5)/3, (5+0)/2. Without count_include_pad it is 5/1. A window that
+ * starts in the padding would be dropped: stride 2 on 4 with pad_right 1
+ * gives 2 outputs, not ceil((5 - 2) / 2) + 1 = 3. */
+START_TEST(avgpool_ceil_clips_to_padded_input)
+{
+    const win_spec s = {"clip", 1, 1, 1, 5, 0, 1, 3, 1, 2, 1, 1, 0, 0, 0, 1, 1, 0};
+    const win_spec s2 = {"drop", 1, 1, 1, 4, 0, 1, 2, 1, 2, 1, 1, 0, 0, 0, 1, 1, 0};
+    const rt_window p = window_ceil(&s);
+    const float x[5] = {1, 2, 3, 4, 5}, dy[3] = {1, 1, 1};
+    float y[3], dx[5] = {0, 0, 0, 0, 0};
+    const double wy[3] = {2, 4, 2.5}, wyex[3] = {2, 4, 5},
+                 wdx[5] = {1.0 / 3, 1.0 / 3, 2.0 / 3, 1.0 / 3, 1.0 / 3 + 0.5};
+    ck_assert_int_eq(p.ow, 3);
+    rt_avgpool_forward(y, x, &p, 1);
+    expect_near("y", y, wy, 3, 1e-6, 0);
+    rt_avgpool_forward(y, x, &p, 0);
+    expect_near("y without count_include_pad", y, wyex, 3, 1e-6, 0);
+    rt_avgpool_backward(dx, dy, &p, 1);
+    expect_near("dx", dx, wdx, 5, 1e-6, 0);
+    ck_assert_int_eq(window_ceil(&s2).ow, 2);
+}
+END_TEST
+
 START_TEST(avgpool_by_hand)
 {
     /* x = [1 2; 3 4], 2x2 windows, stride 1, pads 1: a 3x3 output whose
@@ -684,8 +797,11 @@ static Suite *conv_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");
-    tcase_add_loop_test(tc, pool_forward_matches_definition, 0, 3 * N_POOLS);
-    tcase_add_loop_test(tc, pool_grad, 0, 3 * N_POOLS);
+    tcase_add_loop_test(tc, pool_forward_matches_definition, 0,
+                        3 * (N_POOLS + N_CEIL));
+    tcase_add_loop_test(tc, pool_grad, 0, 3 * (N_POOLS + N_CEIL));
+    tcase_add_test(tc, pool_ceil_mode_by_hand);
+    tcase_add_test(tc, avgpool_ceil_clips_to_padded_input);
     tcase_add_test(tc, maxpool_ties_by_hand);
     tcase_add_test(tc, maxpool_padding_by_hand);
     tcase_add_test(tc, maxpool_nan_and_empty_windows);

@@ -608,6 +608,172 @@ START_TEST(pointwise_onnx_shape_errors)
 }
 END_TEST
 
+/* ---- BatchNormalization ------------------------------------------------------ */
+
+/* x, the four per-channel tensors (running ones trainable="false"), and a
+ * loss; `shape` is x's, `c` the channels' count, `attrs` the node's. */
+static const char *bn_body(Ctx *c, const char *shape, const char *ch,
+                           const char *attrs, const char *stats)
+{
+    return ctx_printf(c,
+        "<input name='x' shape='%s'/>"
+        "<initializer name='s' shape='%s' init='ones'/>"
+        "<initializer name='b' shape='%s' init='zeros'/>"
+        "%s"
+        "<node name='bn' op='BatchNormalization' in='x s b m v' out='y' %s/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", shape, ch, ch,
+        stats ? stats : ctx_printf(c,
+            "<initializer name='m' shape='%s' init='zeros' trainable='false'/>"
+            "<initializer name='v' shape='%s' init='ones' trainable='false'/>",
+            ch, ch), attrs);
+}
+
+START_TEST(batchnorm_keeps_shape_rank2_and_4)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c, bn_body(&c, "4 3 5 2", "3", "", NULL), "none");
+    const Tensor *y = T(&m, "y");
+    long want[4] = {4, 3, 5, 2};
+    ck_assert_int_eq(y->rank, 4);
+    for (int d = 0; d < 4; d++)
+        ck_assert_int_eq(y->dims[d], want[d]);
+    Compiled m2 = compile_body(&c, bn_body(&c, "6 5", "5",
+        "epsilon='0.01' momentum='0.5' training_mode='1'", NULL), "none");
+    assert_shape(T(&m2, "y"), 2, 6, 5, 0);
+    /* the running statistics get no gradient; the backward reads x and s */
+    ck_assert(!T(&m2, "m")->has_grad && !T(&m2, "v")->has_grad);
+    ck_assert(T(&m2, "s")->has_grad && T(&m2, "b")->has_grad);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(batchnorm_errors)
+{
+    static const struct {
+        const char *shape, *ch, *attrs, *stats, *want;
+    } cases[] = {
+        {"4", "4", "", NULL, "must be (N, C) or (N, C, D1, ...)"},
+        {"4 3 2", "2", "", NULL, "input 1 (scale) 's' has shape 2 but must be 3"},
+        {"1 3", "3", "", NULL, "the train step's batch statistics need at least 2"},
+        {"2 3", "3", "training_mode='2'", NULL, "training_mode is 2; it must be 0 or 1"},
+        {"2 3", "3", "momentum='1.5'", NULL, "momentum 1.5 is out of range"},
+        {"2 3", "3", "epsilon='-1'", NULL, "epsilon -1 is negative"},
+        {"2 3", "3", "", "<initializer name='m' shape='3' init='zeros'/>"
+            "<initializer name='v' shape='3' init='ones' trainable='false'/>",
+         "input 3 'm' is a trainable parameter but must be an initializer with "
+         "trainable=\"false\""},
+        {"2 3", "3", "", "<input name='m' shape='3'/>"
+            "<initializer name='v' shape='3' init='ones' trainable='false'/>",
+         "input 3 'm' is a graph input"},
+        {"2 3", "3", "", "<initializer name='m' shape='3' init='zeros' trainable='false'/>"
+            "<initializer name='v' shape='3' init='ones' trainable='false'/>"
+            "<node name='other' op='Neg' in='v' out='nv'/><output name='nv'/>",
+         "input 4 'v' is read 2 times"},
+        {"2 3", "3", "", "<initializer name='m' shape='2' init='zeros' trainable='false'/>"
+            "<initializer name='v' shape='3' init='ones' trainable='false'/>",
+         "input 3 (input_mean) 'm' has shape 2 but must be 3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Ctx c;
+        ctx_init(&c);
+        const char *msg = error_of(&c, bn_body(&c, cases[i].shape, cases[i].ch,
+                                              cases[i].attrs, cases[i].stats));
+        ck_assert_contains(msg, cases[i].want);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+
+/* ---- pools' ceil_mode and auto_pad, Conv's auto_pad ------------------------------ */
+
+/* The output's H and W of one window node over x (N, C, h, w). */
+static void window_hw(const char *op, const char *x, const char *attrs,
+                      long oh, long ow)
+{
+    Ctx c;
+    ctx_init(&c);
+    int conv = strcmp(op, "Conv") == 0;
+    Compiled m = compile_body(&c, ctx_printf(&c,
+        "<input name='x' shape='%s'/>%s"
+        "<node name='p' op='%s' in='x%s' out='y' %s/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", x,
+        conv ? "<initializer name='w' shape='2 1 3 3' init='ones'/>" : "",
+        op, conv ? " w" : "", attrs), "none");
+    const Tensor *y = T(&m, "y");
+    ck_assert_msg(y->rank == 4 && y->dims[2] == oh && y->dims[3] == ow,
+                  "%s %s on %s: got %s, want ..x%ldx%ld", op, attrs, x,
+                  shape_str(&c, y), oh, ow);
+    ctx_free(&c);
+}
+
+START_TEST(pool_ceil_mode_and_auto_pad_sizes)
+{
+    /* 2x2 stride 2 on 5x7: floor 2x3, ceil 3x4 */
+    window_hw("MaxPool", "1 2 5 7", "kernel_shape='2 2' strides='2 2'", 2, 3);
+    window_hw("MaxPool", "1 2 5 7", "kernel_shape='2 2' strides='2 2' "
+              "ceil_mode='0' auto_pad='NOTSET'", 2, 3);
+    window_hw("MaxPool", "1 2 5 7", "kernel_shape='2 2' strides='2 2' "
+              "ceil_mode='1'", 3, 4);
+    /* 1x1 stride 2 with pads 1 on 3: floor 3, and ceil 3 less the window
+     * that starts in the end padding: 2 */
+    window_hw("AveragePool", "1 2 3 3", "kernel_shape='1 1' strides='2 2' "
+              "pads='1 1 1 1'", 3, 3);
+    window_hw("AveragePool", "1 2 3 3", "kernel_shape='1 1' strides='2 2' "
+              "pads='1 1 1 1' ceil_mode='1'", 2, 2);
+    /* SAME: ceil(in / stride), whatever the kernel; VALID: no pads */
+    window_hw("AveragePool", "1 2 7 5", "kernel_shape='3 2' strides='2 3' "
+              "auto_pad='SAME_UPPER'", 4, 2);
+    window_hw("MaxPool", "1 2 7 5", "kernel_shape='3 2' strides='2 3' "
+              "auto_pad='SAME_LOWER'", 4, 2);
+    window_hw("MaxPool", "1 2 7 5", "kernel_shape='3 2' strides='2 3' "
+              "auto_pad='VALID'", 3, 2);
+    window_hw("Conv", "1 1 6 5", "auto_pad='SAME_UPPER'", 6, 5);
+    window_hw("Conv", "1 1 6 5", "auto_pad='SAME_LOWER' strides='2 2'", 3, 3);
+    window_hw("Conv", "1 1 6 5", "auto_pad='VALID'", 4, 3);
+    window_hw("Conv", "1 1 6 5", "auto_pad='NOTSET' pads='1 1 1 1'", 6, 5);
+}
+END_TEST
+
+START_TEST(pool_ceil_mode_and_auto_pad_errors)
+{
+    static const struct {
+        const char *op, *attrs, *want;
+    } cases[] = {
+        {"MaxPool", "kernel_shape='2 2' ceil_mode='2'",
+         "MaxPool ceil_mode is 2; it must be 0 (floor) or 1 (ceil)"},
+        {"AveragePool", "kernel_shape='2 2' pads='1 1 1 1' auto_pad='VALID'",
+         "AveragePool has both pads and auto_pad=\"VALID\""},
+        {"Conv", "pads='0 0 0 0' auto_pad='SAME_UPPER'",
+         "Conv has both pads and auto_pad=\"SAME_UPPER\""},
+        {"MaxPool", "kernel_shape='2 2' auto_pad='SAME'",
+         "auto_pad=\"SAME\" must be \"NOTSET\" or \"VALID\" or \"SAME_UPPER\" or "
+         "\"SAME_LOWER\""},
+        {"MaxPool", "kernel_shape='5 5' auto_pad='VALID'",
+         "window 5x5 (with dilations) is larger than input 'x' padded to 4x4"},
+        {"Conv", "ceil_mode='1'", "attribute 'ceil_mode'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Ctx c;
+        ctx_init(&c);
+        int conv = strcmp(cases[i].op, "Conv") == 0;
+        const char *msg = error_of(&c, ctx_printf(&c,
+            "<input name='x' shape='1 1 4 4'/>%s"
+            "<node name='p' op='%s' in='x%s' out='y' %s/>"
+            "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+            "<output name='l'/>",
+            conv ? "<initializer name='w' shape='1 1 3 3' init='ones'/>" : "",
+            cases[i].op, conv ? " w" : "", cases[i].attrs));
+        ck_assert_contains(msg, cases[i].want);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+
 int main(void)
 {
     Suite *s = suite_create("shapes");
@@ -631,6 +797,10 @@ int main(void)
     tcase_add_test(t, pointwise_onnx_shapes);
     tcase_add_test(t, pointwise_onnx_backward_reads);
     tcase_add_test(t, pointwise_onnx_shape_errors);
+    tcase_add_test(t, batchnorm_keeps_shape_rank2_and_4);
+    tcase_add_test(t, batchnorm_errors);
+    tcase_add_test(t, pool_ceil_mode_and_auto_pad_sizes);
+    tcase_add_test(t, pool_ceil_mode_and_auto_pad_errors);
     suite_add_tcase(s, t);
     return run_suite(s);
 }

@@ -68,7 +68,7 @@ static float toy_forward(const float *params, const float *inputs,
     return loss;
 }
 
-static float toy_train_step(const float *params, const float *inputs,
+static float toy_train_step(float *params, const float *inputs,
                             const int64_t *ints, float *outputs, float *grads,
                             uint64_t seed, uint64_t step, void *arena)
 {

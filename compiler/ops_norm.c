@@ -1,0 +1,133 @@
+/*
+ * ops_norm.c: BatchNormalization, the op table's row functions.
+ *
+ * BatchNormalization(X, scale, B, input_mean, input_var) over X of shape
+ * (N, C, D1, ...), or (N, C): every channel is normalized on its own. The
+ * two functions that run it differ, as PyTorch's train() and eval() do:
+ *
+ *   - NAME_forward (inference) normalizes with input_mean and input_var,
+ *     the running statistics: y = scale * (x - mean) / sqrt(var + eps) + B.
+ *   - NAME_train_step normalizes with the batch's statistics (the mean and
+ *     the biased variance over N and the spatial dimensions), whatever
+ *     training_mode says, and its backward is the full batch-statistics
+ *     gradient. The node's forward then updates the running statistics in
+ *     place, as PyTorch does: running = momentum * running + (1 - momentum)
+ *     * batch, with the UNBIASED batch variance for running_var (ONNX's
+ *     reference uses the biased one; PyTorch's trainers and checkpoints
+ *     expect the unbiased). The row's `updates` names inputs 3 and 4, so
+ *     train_step gets a writable pointer to them (emit.c).
+ *
+ * Rematerialization stays exact: a recompute in the backward calls the
+ * same training kernel on the same X, so it gets the same statistics bit
+ * for bit, and passes NULL running statistics (Emit.update is 0), so they
+ * are updated once per step under every policy. The backward reads X and
+ * scale alone and recomputes the batch mean and 1/std from X, as
+ * LayerNormalization's does: nothing else is kept.
+ *
+ * ONNX's optional outputs 1 and 2 (the updated running statistics) are not
+ * outputs here: the update is in place.
+ */
+#include "remat.h"
+
+#include <string.h>
+
+const AttrSpec batch_norm_attrs[] = {
+    {.name = "epsilon", .type = ATTR_FLOAT, .f = 1e-5f},
+    {.name = "momentum", .type = ATTR_FLOAT, .f = 0.9f},
+    {.name = "training_mode", .type = ATTR_INT, .i = 0},
+    {0},
+};
+
+/* X's (N, C, inner): inner the product of the spatial dimensions. */
+static void bn_dims(const Graph *g, const Node *n, long *nb, long *ch,
+                    long *inner)
+{
+    const Tensor *x = IN(0);
+    *nb = x->dims[0];
+    *ch = x->dims[1];
+    *inner = dims_product(x, 2, x->rank);
+}
+
+static const char *const bn_input_names[] = {"X", "scale", "B", "input_mean",
+                                             "input_var"};
+
+int shape_batch_norm(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    if (x->rank < 2)
+        return node_error(c, g, n, ctx_printf(c, "BatchNormalization input 0 "
+            "'%s' has shape %s but must be (N, C) or (N, C, D1, ...)",
+            x->name, shape_str(c, x)));
+    long nb, ch, inner;
+    bn_dims(g, n, &nb, &ch, &inner);
+    for (int i = 1; i < 5; i++)
+        if (IN(i)->rank != 1 || IN(i)->dims[0] != ch)
+            return node_error(c, g, n, ctx_printf(c, "BatchNormalization "
+                "input %d (%s) '%s' has shape %s but must be %ld, one value "
+                "per channel of input 0 '%s' (%s)", i, bn_input_names[i],
+                IN(i)->name, shape_str(c, IN(i)), ch, x->name,
+                shape_str(c, x)));
+    if (nb * inner < 2)
+        return node_error(c, g, n, ctx_printf(c, "BatchNormalization input 0 "
+            "'%s' has shape %s: one value per channel, and the train step's "
+            "batch statistics need at least 2 (N times the spatial size)",
+            x->name, shape_str(c, x)));
+    long mode = node_int(n, "training_mode");
+    if (mode != 0 && mode != 1)
+        return node_error(c, g, n, ctx_printf(c, "BatchNormalization "
+            "training_mode is %ld; it must be 0 or 1 (either way, train_step "
+            "uses the batch's statistics and forward the running ones)",
+            mode));
+    float m = node_float(n, "momentum"), eps = node_float(n, "epsilon");
+    if (!(m >= 0.0f && m <= 1.0f))
+        return node_error(c, g, n, ctx_printf(c, "BatchNormalization momentum "
+            "%g is out of range; it must be in [0, 1] (ONNX's weight of the "
+            "running statistics, 0.9 by default)", (double)m));
+    if (!(eps >= 0.0f))
+        return node_error(c, g, n, ctx_printf(c, "BatchNormalization epsilon "
+            "%g is negative; it must be 0 or more", (double)eps));
+    return shape_same(c, g, n);
+}
+
+/* Mean, variance, normalize, scale and shift. */
+double flops_batch_norm(const Graph *g, const Node *n)
+{
+    return 8.0 * OUT(0)->numel;
+}
+
+/* "n, c, inner, eps" */
+static const char *bn_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    long nb, ch, inner;
+    bn_dims(g, n, &nb, &ch, &inner);
+    return ctx_printf(e->ctx, "%ld, %ld, %ld, %s", nb, ch, inner,
+                      fmt_float(e->ctx, node_float(n, "epsilon")));
+}
+
+void emit_batch_norm_fwd(Emit *e, const Node *n, const char *const *out,
+                         const char *const *in)
+{
+    if (!e->train) {
+        emit(e, "rt_batchnorm_forward(%s, %s, %s, %s, %s, %s, %s);", out[0],
+             in[0], in[1], in[2], in[3], in[4], bn_sizes(e, n));
+        return;
+    }
+    /* batch statistics; the running ones updated once, not in a recompute */
+    emit(e, "rt_batchnorm_train_forward(%s, %s, %s, %s, %s, %s, %s, %s);",
+         out[0], e->update ? in[3] : "NULL", e->update ? in[4] : "NULL",
+         in[0], in[1], in[2], bn_sizes(e, n),
+         fmt_float(e->ctx, node_float(n, "momentum")));
+}
+
+void emit_batch_norm_bwd(Emit *e, const Node *n, const char *const *din,
+                         const char *const *dout, const char *const *in,
+                         const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_batchnorm_backward(%s, %s, %s, %s, %s, %s, %s);",
+         or_null(din, 0, n->nin), or_null(din, 1, n->nin),
+         or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
+         or_null(in, 1, n->nin),
+         bn_sizes(e, n));
+}

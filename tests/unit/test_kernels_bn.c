@@ -1,0 +1,316 @@
+/*
+ * test_kernels_bn.c: unit tests of the runtime's batch normalization
+ * kernels (rt_batchnorm_*), with Check. Built twice like every
+ * test_kernels*.c (with and without BLAS), though these kernels call no
+ * GEMM.
+ *
+ * The backward is checked against central finite differences of the
+ * training forward (rt_testutil.h), from a random preset gradient so that
+ * `+=` is tested, and with NULL gradients. The forwards are checked against
+ * the ONNX formula in double written here; the running-statistics update
+ * against values worked out by hand, PyTorch's rule (unbiased variance).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat_rt.h"
+#include "rt_testutil.h"
+
+typedef struct {
+    int n, c, inner;
+    float eps;
+} bn_spec;
+
+/* rank 2 (inner 1), rank 4, one image with spatial positions, a large eps */
+static const bn_spec bn_specs[] = {
+    {4, 3, 1, 1e-5f}, {2, 3, 4, 1e-5f}, {1, 2, 6, 1e-3f}, {3, 2, 2, 0.5f},
+};
+#define N_BN ((int)(sizeof bn_specs / sizeof bn_specs[0]))
+
+typedef struct {
+    bn_spec s;
+    int len;
+    float x[32], scale[4], bias[4], y[32], dy[32];
+} bn_case;
+
+static double bn_loss(void *v)
+{
+    bn_case *c = v;
+    memset(c->y, 0x7f, sizeof c->y); /* garbage: forward must overwrite */
+    rt_batchnorm_train_forward(c->y, NULL, NULL, c->x, c->scale, c->bias,
+                               c->s.n, c->s.c, c->s.inner, c->s.eps, 0.9f);
+    return dot(c->y, c->dy, c->len);
+}
+
+static void bn_setup(bn_case *c, int spec, uint64_t seed)
+{
+    c->s = bn_specs[spec];
+    c->len = c->s.n * c->s.c * c->s.inner;
+    tseed(seed);
+    fill(c->x, c->len, -1, 2);
+    fill_away(c->scale, c->s.c, 0.5f, 1.5f);
+    fill(c->bias, c->s.c, -1, 1);
+    fill(c->dy, c->len, -1, 1);
+}
+
+START_TEST(batchnorm_grad)
+{
+    bn_case c;
+    float dx[32], dscale[4], dbias[4], px[32], ps[4], pb[4], diff[32];
+    char what[80];
+    bn_setup(&c, _i, 2100 + _i);
+    fill(px, c.len, -1, 1);
+    fill(ps, c.s.c, -1, 1);
+    fill(pb, c.s.c, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    memcpy(dscale, ps, sizeof dscale);
+    memcpy(dbias, pb, sizeof dbias);
+    rt_batchnorm_backward(dx, dscale, dbias, c.dy, c.x, c.scale, c.s.n, c.s.c,
+                          c.s.inner, c.s.eps);
+    snprintf(what, sizeof what, "batchnorm (%d,%d,%d) eps %g: dx", c.s.n,
+             c.s.c, c.s.inner, (double)c.s.eps);
+    added(diff, dx, px, c.len);
+    expect_grad(what, c.x, c.len, diff, bn_loss, &c);
+    strcpy(what + strlen(what) - 2, "dscale");
+    added(diff, dscale, ps, c.s.c);
+    expect_grad(what, c.scale, c.s.c, diff, bn_loss, &c);
+    strcpy(what + strlen(what) - 6, "dbias");
+    added(diff, dbias, pb, c.s.c);
+    expect_grad(what, c.bias, c.s.c, diff, bn_loss, &c);
+}
+END_TEST
+
+/* The batch gradient is not the per-element one: the paths through the
+ * batch mean and variance make dx sum to 0 over each channel, and dx
+ * orthogonal to xhat, whatever dy. A backward that treated the statistics
+ * as constants fails both. */
+START_TEST(batchnorm_dx_sums_to_zero_per_channel)
+{
+    bn_case c;
+    float dx[32] = {0};
+    int ch, i, j;
+    bn_setup(&c, 1, 2200);
+    rt_batchnorm_backward(dx, NULL, NULL, c.dy, c.x, c.scale, c.s.n, c.s.c,
+                          c.s.inner, 0.0f);
+    for (ch = 0; ch < c.s.c; ch++) {
+        double s = 0, sx = 0, mean = 0, var = 0, m = c.s.n * c.s.inner;
+        for (i = 0; i < c.s.n; i++)
+            for (j = 0; j < c.s.inner; j++)
+                mean += c.x[(i * c.s.c + ch) * c.s.inner + j];
+        mean /= m;
+        for (i = 0; i < c.s.n; i++)
+            for (j = 0; j < c.s.inner; j++) {
+                double d = c.x[(i * c.s.c + ch) * c.s.inner + j] - mean;
+                var += d * d;
+            }
+        var /= m;
+        for (i = 0; i < c.s.n; i++)
+            for (j = 0; j < c.s.inner; j++) {
+                int k = (i * c.s.c + ch) * c.s.inner + j;
+                s += dx[k];
+                sx += dx[k] * (c.x[k] - mean) / sqrt(var);
+            }
+        ck_assert_msg(fabs(s) < 1e-5, "channel %d: sum dx %g", ch, s);
+        ck_assert_msg(fabs(sx) < 1e-5, "channel %d: sum dx*xhat %g", ch, sx);
+    }
+}
+END_TEST
+
+/* The ONNX formula in double; mean and var NULL: the batch's. */
+static void bn_expect(const bn_case *c, const float *mean_in,
+                      const float *var_in, double *want)
+{
+    const int n = c->s.n, C = c->s.c, inner = c->s.inner;
+    int ch, i, j;
+    for (ch = 0; ch < C; ch++) {
+        double mean = 0, var = 0, m = (double)n * inner;
+        for (i = 0; i < n; i++)
+            for (j = 0; j < inner; j++)
+                mean += c->x[(i * C + ch) * inner + j];
+        mean /= m;
+        for (i = 0; i < n; i++)
+            for (j = 0; j < inner; j++) {
+                double d = c->x[(i * C + ch) * inner + j] - mean;
+                var += d * d;
+            }
+        var /= m;
+        if (mean_in) {
+            mean = mean_in[ch];
+            var = var_in[ch];
+        }
+        for (i = 0; i < n; i++)
+            for (j = 0; j < inner; j++) {
+                int k = (i * C + ch) * inner + j;
+                want[k] = (c->x[k] - mean) / sqrt(var + c->s.eps) *
+                              c->scale[ch] + c->bias[ch];
+            }
+    }
+}
+
+START_TEST(batchnorm_train_forward_matches_formula)
+{
+    bn_case c;
+    double want[32];
+    bn_setup(&c, _i, 2300 + _i);
+    bn_loss(&c);
+    bn_expect(&c, NULL, NULL, want);
+    expect_near("batchnorm train", c.y, want, c.len, 1e-5, 1e-5);
+}
+END_TEST
+
+/* Inference reads the given statistics, never the batch's. */
+START_TEST(batchnorm_inference_uses_given_statistics)
+{
+    bn_case c;
+    double want[32];
+    float mean[4], var[4];
+    bn_setup(&c, _i, 2400 + _i);
+    fill(mean, c.s.c, -0.5f, 0.5f);
+    fill(var, c.s.c, 0.2f, 3.0f);
+    memset(c.y, 0x7f, sizeof c.y);
+    rt_batchnorm_forward(c.y, c.x, c.scale, c.bias, mean, var, c.s.n, c.s.c,
+                         c.s.inner, c.s.eps);
+    bn_expect(&c, mean, var, want);
+    expect_near("batchnorm inference", c.y, want, c.len, 1e-5, 1e-5);
+}
+END_TEST
+
+/* By hand: y = scale * (x - mean) / sqrt(var + eps) + bias with mean 1,
+ * var 3, eps 1, scale 2, bias 0.5: x = 5 gives 2 * 4 / 2 + 0.5 = 4.5. */
+START_TEST(batchnorm_inference_by_hand)
+{
+    const float x[2] = {5.0f, -1.0f}, scale = 2.0f, bias = 0.5f, mean = 1.0f,
+                var = 3.0f;
+    float y[2];
+    rt_batchnorm_forward(y, x, &scale, &bias, &mean, &var, 2, 1, 1, 1.0f);
+    ck_assert_float_eq(y[0], 4.5f);
+    ck_assert_float_eq(y[1], -1.5f);
+}
+END_TEST
+
+/* x (2, 2, 2): channel 0 holds {1, 3, 5, 7} (mean 4, biased var 5,
+ * unbiased 20/3), channel 1 {2, 2, 2, 6} (mean 3, biased var 3, unbiased 4).
+ * With momentum 0.9 from running (0.5, 1) and (2, 10):
+ *   mean: 0.9*0.5 + 0.1*4 = 0.85,  0.9*1 + 0.1*3 = 1.2
+ *   var:  0.9*2 + 0.1*20/3 = 2.4666..,  0.9*10 + 0.1*4 = 9.4
+ * (ONNX's reference, with the biased variance, would give 2.3 and 9.3.) */
+START_TEST(batchnorm_running_update_by_hand)
+{
+    const float x[8] = {1, 3, 2, 2, 5, 7, 2, 6};
+    const float scale[2] = {1, 1}, bias[2] = {0, 0};
+    float y[8], rm[2] = {0.5f, 1.0f}, rv[2] = {2.0f, 10.0f};
+    rt_batchnorm_train_forward(y, rm, rv, x, scale, bias, 2, 2, 2, 0.0f, 0.9f);
+    ck_assert_float_eq_tol(rm[0], 0.85f, 1e-6f);
+    ck_assert_float_eq_tol(rm[1], 1.2f, 1e-6f);
+    ck_assert_float_eq_tol(rv[0], 2.0f * 0.9f + 0.1f * 20.0f / 3.0f, 1e-6f);
+    ck_assert_float_eq_tol(rv[1], 9.4f, 1e-6f);
+    /* and the output used the batch's statistics: channel 0's x = 1 is
+     * (1 - 4) / sqrt(5) */
+    ck_assert_float_eq_tol(y[0], (float)(-3.0 / sqrt(5.0)), 1e-6f);
+    ck_assert_float_eq_tol(y[2], (float)(-1.0 / sqrt(3.0)), 1e-6f);
+}
+END_TEST
+
+/* momentum 1 keeps the running statistics; momentum 0 replaces them with
+ * the batch's (unbiased variance); NULL pointers leave them alone, and the
+ * output is the same whether or not they are updated. */
+START_TEST(batchnorm_running_update_momentum_ends)
+{
+    bn_case c;
+    float rm[4], rv[4], y0[32];
+    double want[32];
+    int ch;
+    bn_setup(&c, 1, 2500);
+    bn_expect(&c, NULL, NULL, want);
+    for (ch = 0; ch < c.s.c; ch++)
+        rm[ch] = 7.0f, rv[ch] = 9.0f;
+    rt_batchnorm_train_forward(y0, rm, rv, c.x, c.scale, c.bias, c.s.n, c.s.c,
+                               c.s.inner, c.s.eps, 1.0f);
+    for (ch = 0; ch < c.s.c; ch++) {
+        ck_assert_float_eq(rm[ch], 7.0f);
+        ck_assert_float_eq(rv[ch], 9.0f);
+    }
+    bn_loss(&c);   /* NULL running statistics */
+    ck_assert_int_eq(memcmp(y0, c.y, (size_t)c.len * sizeof(float)), 0);
+    rt_batchnorm_train_forward(y0, rm, rv, c.x, c.scale, c.bias, c.s.n, c.s.c,
+                               c.s.inner, c.s.eps, 0.0f);
+    for (ch = 0; ch < c.s.c; ch++) {
+        const double m = c.s.n * c.s.inner;
+        double mean = 0, var = 0;
+        int i, j;
+        for (i = 0; i < c.s.n; i++)
+            for (j = 0; j < c.s.inner; j++)
+                mean += c.x[(i * c.s.c + ch) * c.s.inner + j];
+        mean /= m;
+        for (i = 0; i < c.s.n; i++)
+            for (j = 0; j < c.s.inner; j++) {
+                double d = c.x[(i * c.s.c + ch) * c.s.inner + j] - mean;
+                var += d * d;
+            }
+        ck_assert_float_eq_tol(rm[ch], (float)mean, 1e-6f);
+        ck_assert_float_eq_tol(rv[ch], (float)(var / (m - 1)), 1e-5f);
+    }
+}
+END_TEST
+
+START_TEST(batchnorm_backward_skips_null)
+{
+    bn_case c;
+    float dx[32], dscale[4], dbias[4], ref_dx[32], ref_ds[4], ref_db[4];
+    bn_setup(&c, 1, 2600);
+    memset(ref_dx, 0, sizeof ref_dx);
+    memset(ref_ds, 0, sizeof ref_ds);
+    memset(ref_db, 0, sizeof ref_db);
+    rt_batchnorm_backward(ref_dx, ref_ds, ref_db, c.dy, c.x, c.scale, c.s.n,
+                          c.s.c, c.s.inner, c.s.eps);
+    /* each gradient alone is the same as with the others */
+    memset(dx, 0, sizeof dx);
+    rt_batchnorm_backward(dx, NULL, NULL, c.dy, c.x, c.scale, c.s.n, c.s.c,
+                          c.s.inner, c.s.eps);
+    ck_assert_int_eq(memcmp(dx, ref_dx, sizeof dx), 0);
+    memset(dscale, 0, sizeof dscale);
+    memset(dbias, 0, sizeof dbias);
+    /* scale is read only for dx */
+    rt_batchnorm_backward(NULL, dscale, dbias, c.dy, c.x, NULL, c.s.n, c.s.c,
+                          c.s.inner, c.s.eps);
+    ck_assert_int_eq(memcmp(dscale, ref_ds, sizeof dscale), 0);
+    ck_assert_int_eq(memcmp(dbias, ref_db, sizeof dbias), 0);
+    /* x is read only for dx and dscale */
+    memset(dbias, 0, sizeof dbias);
+    rt_batchnorm_backward(NULL, NULL, dbias, c.dy, NULL, NULL, c.s.n, c.s.c,
+                          c.s.inner, c.s.eps);
+    ck_assert_int_eq(memcmp(dbias, ref_db, sizeof dbias), 0);
+    rt_batchnorm_backward(NULL, NULL, NULL, c.dy, c.x, c.scale, c.s.n, c.s.c,
+                          c.s.inner, c.s.eps);
+}
+END_TEST
+
+static Suite *bn_suite(void)
+{
+    Suite *s = suite_create("batchnorm kernels");
+    TCase *tc = tcase_create("batchnorm");
+    tcase_add_loop_test(tc, batchnorm_grad, 0, N_BN);
+    tcase_add_test(tc, batchnorm_dx_sums_to_zero_per_channel);
+    tcase_add_loop_test(tc, batchnorm_train_forward_matches_formula, 0, N_BN);
+    tcase_add_loop_test(tc, batchnorm_inference_uses_given_statistics, 0, N_BN);
+    tcase_add_test(tc, batchnorm_inference_by_hand);
+    tcase_add_test(tc, batchnorm_running_update_by_hand);
+    tcase_add_test(tc, batchnorm_running_update_momentum_ends);
+    tcase_add_test(tc, batchnorm_backward_skips_null);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(bn_suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
