@@ -114,6 +114,7 @@ const rt_model toy_model = {
     toy_forward,
     toy_train_step,
     toy_sgd,
+    NULL,           /* initial values in the code */
 };
 
 /* the shim that a generated build links beside trainer.c */
