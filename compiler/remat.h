@@ -215,6 +215,12 @@ typedef struct {
     int alias;
     /* 0: exactly nout outputs; else from min_out to nout (Split). */
     int min_out;
+    /* Bit i: input i gets no gradient even where it depends on a trainable
+     * parameter (SoftmaxCrossEntropyLoss's class weights): autodiff neither
+     * lets it make the outputs require a gradient nor asks the backward for
+     * one, so the emitter's din[i] is always NULL. int64 inputs never have
+     * one anyway (they are graph inputs or views of them). */
+    unsigned no_grad;
 } OpInfo;
 
 extern const OpInfo op_table[];
