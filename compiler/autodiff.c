@@ -7,6 +7,9 @@
  * in reverse order from the loss: a tensor has a gradient when it requires
  * one and the loss depends on it through nodes whose outputs have gradients.
  *
+ * An input that the op table marks no_grad (class weights) takes part in
+ * neither sweep: it never makes an output require a gradient, nor gets one.
+ *
  * A node's backward then runs when one of its outputs has a gradient, and
  * computes the gradient of exactly the inputs that require one. What it
  * reads comes from the op table's needs masks, restricted to those inputs:
@@ -16,6 +19,12 @@
  * without a loss (forward only) has no gradient anywhere.
  */
 #include "remat.h"
+
+/* Whether the op differentiates with respect to its input i at all. */
+static int takes_grad(const Node *n, int i)
+{
+    return !(op_table[n->op].no_grad >> i & 1);
+}
 
 int autodiff(Ctx *c, Graph *g)
 {
@@ -27,7 +36,7 @@ int autodiff(Ctx *c, Graph *g)
         const Node *n = &g->nodes[g->order[k]];
         int any = 0;
         for (int i = 0; i < n->nin; i++)
-            any |= g->tensors[n->in[i]].requires_grad;
+            any |= takes_grad(n, i) && g->tensors[n->in[i]].requires_grad;
         for (int o = 0; o < n->nout; o++)
             g->tensors[n->out[o]].requires_grad = any;
     }
@@ -40,7 +49,7 @@ int autodiff(Ctx *c, Graph *g)
         if (!node_has_backward(g, n))
             continue;
         for (int i = 0; i < n->nin; i++)
-            if (g->tensors[n->in[i]].requires_grad)
+            if (takes_grad(n, i) && g->tensors[n->in[i]].requires_grad)
                 g->tensors[n->in[i]].has_grad = 1;
     }
     return 0;
@@ -58,7 +67,8 @@ void node_grad_inputs(const Graph *g, const Node *n, int *want)
 {
     int run = node_has_backward(g, n);
     for (int i = 0; i < MAX_IO; i++)
-        want[i] = run && i < n->nin && g->tensors[n->in[i]].requires_grad;
+        want[i] = run && i < n->nin && takes_grad(n, i) &&
+                  g->tensors[n->in[i]].requires_grad;
 }
 
 unsigned node_backward_reads(const Graph *g, const Node *n)

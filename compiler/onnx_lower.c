@@ -366,7 +366,7 @@ static const Lowering lowerings[] = {
     {"BatchNormalization", 5, 1, {0}},
     {"LayerNormalization", 3, 1, {0}},
     {"MaxPool", 1, 1, {0}},
-    {"SoftmaxCrossEntropyLoss", 2, 1, {0}},
+    {"SoftmaxCrossEntropyLoss", 3, 1, {0}},
 };
 
 static int lower_plain(Im *m, ONode *o, OpKind op);
@@ -501,10 +501,6 @@ static int lower_sce_log_prob(Im *m, ONode *o)
 
 static int lower_plain(Im *m, ONode *o, OpKind op)
 {
-    if (op == OP_SOFTMAX_CROSS_ENTROPY && o->p && o->nin > 2 && o->in[2] >= 0)
-        return lower_error(m, o, "class weights (input 2) are not supported; "
-                           "remat's SoftmaxCrossEntropyLoss weighs every "
-                           "class 1");
     if (op == OP_SOFTMAX_CROSS_ENTROPY && o->p && read_anywhere(m, o, 1))
         return lower_sce_log_prob(m, o);
     if (op == OP_LAYER_NORM && o->p && (read_anywhere(m, o, 1) ||

@@ -1124,24 +1124,37 @@ static int shape_sce(Ctx *c, Graph *g, Node *n)
             "shape %s (the scores' without the class dimension 1)", l->name,
             shape_str(c, l), shape_str(c, s), shape_str(c, &want)));
     }
+    if (n->nin == 3 && (IN(2)->rank != 1 || IN(2)->dims[0] != s->dims[1]))
+        return node_error(c, g, n, ctx_printf(c, "SoftmaxCrossEntropyLoss "
+            "input 2 '%s' has shape %s but the class weights of scores %s "
+            "must have shape %ld (one weight per class, dimension 1)",
+            IN(2)->name, shape_str(c, IN(2)), shape_str(c, s), s->dims[1]));
     const Attr *ig = node_attr(n, "ignore_index");
     if (ig->set && (ig->i < -(1L << 31) || ig->i >= (1L << 31)))
         return node_error(c, g, n, ctx_printf(c, "SoftmaxCrossEntropyLoss "
             "ignore_index %ld is out of range; it must fit in 32 bits "
             "(ONNX's usual value is -100)", ig->i));
-    set_shape(OUT(0), 0, NULL);
+    /* reduction none: one loss per label, the labels' shape */
+    if (strcmp(node_attr(n, "reduction")->s, "none") == 0)
+        set_shape(OUT(0), l->rank, l->dims);
+    else
+        set_shape(OUT(0), 0, NULL);
     return 0;
 }
 
-/* "n, c, inner, mean, has_ignore, ignore_index" */
-static const char *sce_args(Emit *e, const Node *n)
+/* "weights, n, c, inner, reduction, has_ignore, ignore_index"; weights is
+ * NULL without input 2 */
+static const char *sce_args(Emit *e, const Node *n, const char *weights)
 {
     const Graph *g = e->g;
     const Tensor *s = IN(0);
     const Attr *ig = node_attr(n, "ignore_index");
-    return ctx_printf(e->ctx, "%ld, %ld, %ld, %d, %d, %ld", s->dims[0],
-                      s->dims[1], dims_product(s, 2, s->rank),
-                      strcmp(node_attr(n, "reduction")->s, "mean") == 0,
+    const char *r = node_attr(n, "reduction")->s;
+    return ctx_printf(e->ctx, "%s, %ld, %ld, %ld, %s, %d, %ld",
+                      weights ? weights : "NULL", s->dims[0], s->dims[1],
+                      dims_product(s, 2, s->rank),
+                      !strcmp(r, "mean") ? "RT_SCE_MEAN"
+                      : !strcmp(r, "sum") ? "RT_SCE_SUM" : "RT_SCE_NONE",
                       ig->set, ig->set ? ig->i : 0L);
 }
 
@@ -1149,16 +1162,17 @@ static void emit_sce_fwd(Emit *e, const Node *n, const char *const *out,
                          const char *const *in)
 {
     emit(e, "rt_sce_forward(%s, %s, %s, %s);", out[0], in[0], in[1],
-         sce_args(e, n));
+         sce_args(e, n, n->nin == 3 ? in[2] : NULL));
 }
 
+/* The weights get no gradient (the row's no_grad): din[2] is always NULL. */
 static void emit_sce_bwd(Emit *e, const Node *n, const char *const *din,
                          const char *const *dout, const char *const *in,
                          const char *const *out)
 {
     (void)out;
     emit(e, "rt_sce_backward(%s, %s, %s, %s, %s);", din[0], dout[0], in[0],
-         in[1], sce_args(e, n));
+         in[1], sce_args(e, n, n->nin == 3 ? in[2] : NULL));
 }
 
 static double flops_sce(const Graph *g, const Node *n)
@@ -1313,7 +1327,7 @@ static const AttrSpec gather_attrs[] = {
     {.name = "axis", .type = ATTR_INT, .i = 0},
     {0},
 };
-static const char *const sce_reductions[] = {"mean", "sum", NULL};
+static const char *const sce_reductions[] = {"mean", "sum", "none", NULL};
 static const AttrSpec sce_attrs[] = {
     {.name = "reduction", .type = ATTR_STRING, .s = "mean",
      .choices = sce_reductions},
@@ -1441,11 +1455,14 @@ const OpInfo op_table[] = {
                    shape_gather, flops_out, {NEED_IN(1), 0}, emit_gather_fwd,
                    emit_gather_bwd, NULL, NULL, 1u << 1, range_gather},
     /* the backward recomputes the softmax from the scores: no probabilities
-     * are kept */
-    [OP_SOFTMAX_CROSS_ENTROPY] = {"SoftmaxCrossEntropyLoss", "sce", 2, 2, 1,
+     * are kept. The optional class weights (input 2) get no gradient: its
+     * needs mask is 0, no_grad keeps autodiff from asking for one (even of
+     * a trainable parameter), and the backward passes none */
+    [OP_SOFTMAX_CROSS_ENTROPY] = {"SoftmaxCrossEntropyLoss", "sce", 2, 3, 1,
                                   CAT_LOSS, sce_attrs, shape_sce, flops_sce,
-                                  {NEED_IN(0) | NEED_IN(1), 0}, emit_sce_fwd,
-                                  emit_sce_bwd, NULL, NULL, 1u << 1, range_sce},
+                                  {NEED_IN(0) | NEED_IN(1) | NEED_IN(2), 0, 0},
+                                  emit_sce_fwd, emit_sce_bwd, NULL, NULL,
+                                  1u << 1, range_sce, .no_grad = 1u << 2},
     /* the mask is drawn again from (seed, step, node), never stored: the
      * backward reads nothing */
     [OP_DROPOUT] = {"Dropout", "dropout", 1, 1, 1, CAT_RANDOM, dropout_attrs,

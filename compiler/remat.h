@@ -223,6 +223,12 @@ typedef struct {
      * Emit.update says so: in the node's one forward of the train step,
      * never in NAME_forward nor in a recompute. */
     unsigned updates;
+    /* Bit i: input i gets no gradient even where it depends on a trainable
+     * parameter (SoftmaxCrossEntropyLoss's class weights): autodiff neither
+     * lets it make the outputs require a gradient nor asks the backward for
+     * one, so the emitter's din[i] is always NULL. int64 inputs never have
+     * one anyway (they are graph inputs or views of them). */
+    unsigned no_grad;
 } OpInfo;
 
 extern const OpInfo op_table[];

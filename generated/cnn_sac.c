@@ -110,7 +110,7 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
     float *v_loss = (float *)(a + 0);
-    rt_sce_forward(v_loss, v_logits, v_labels, 32, 10, 1, 1, 0, 0);
+    rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
     if (outputs)
@@ -177,7 +177,7 @@ float cnn_train_step(float *params, const float *inputs, const int64_t *int_inpu
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
     float *v_loss = (float *)(a + 603392);
-    rt_sce_forward(v_loss, v_logits, v_labels, 32, 10, 1, 1, 0, 0);
+    rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
     if (outputs)
@@ -193,7 +193,7 @@ float cnn_train_step(float *params, const float *inputs, const int64_t *int_inpu
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
-    rt_sce_backward(d_logits, d_loss, v_logits, v_labels, 32, 10, 1, 1, 0, 0);
+    rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
     float *d_stage2_p = (float *)(a + 604736);

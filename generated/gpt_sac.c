@@ -915,7 +915,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
     float *v_loss = (float *)(a + 0);
-    rt_sce_forward(v_loss, v_scores, v_targets, 4, 256, 64, 1, 0, 0);
+    rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
     if (outputs)
@@ -1509,7 +1509,7 @@ float gpt_train_step(float *params, const float *inputs, const int64_t *int_inpu
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
     float *v_loss = (float *)(a + 4194304);
-    rt_sce_forward(v_loss, v_scores, v_targets, 4, 256, 64, 1, 0, 0);
+    rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
     if (outputs)
@@ -1525,7 +1525,7 @@ float gpt_train_step(float *params, const float *inputs, const int64_t *int_inpu
     rt_zero(d_scores, 65536);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
-    rt_sce_backward(d_scores, d_loss, v_scores, v_targets, 4, 256, 64, 1, 0, 0);
+    rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* d(logits) sums over its readers */
     float *d_logits = (float *)(a + 5373952);

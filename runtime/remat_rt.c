@@ -1909,78 +1909,104 @@ static float log_sum_exp(const float *x, int c, int stride)
     return m + logf(sum);
 }
 
-/* The positions that count towards the mean: every label but ignore_index. */
-static size_t sce_count(const int64_t *labels, size_t positions,
-                        int has_ignore, int64_t ignore_index)
-{
-    size_t p, count = 0;
-    for (p = 0; p < positions; p++)
-        count += !(has_ignore && labels[p] == ignore_index);
-    return count;
-}
-
-/* Whether a label selects a class: counted and inside [0, c). */
+/* Whether a label selects a class: not ignored and inside [0, c). */
 static int sce_takes_part(int64_t label, int c, int has_ignore,
                           int64_t ignore_index)
 {
     return !(has_ignore && label == ignore_index) && label >= 0 && label < c;
 }
 
+/* w_p of the header: what a position weighs in the mean. */
+static float sce_weight(int64_t label, const float *weights, int c,
+                        int has_ignore, int64_t ignore_index)
+{
+    if (has_ignore && label == ignore_index)
+        return 0.0f;
+    if (weights == NULL)
+        return 1.0f;
+    return label >= 0 && label < c ? weights[label] : 0.0f;
+}
+
+/* The mean's denominator: the sum of w_p over every position. */
+static float sce_total_weight(const int64_t *labels, const float *weights,
+                              size_t positions, int c, int has_ignore,
+                              int64_t ignore_index)
+{
+    size_t p;
+    float total = 0.0f;
+    for (p = 0; p < positions; p++)
+        total += sce_weight(labels[p], weights, c, has_ignore, ignore_index);
+    return total;
+}
+
 /* Position (i, d) reads scores[(i c + k) inner + d] for class k. */
 void rt_sce_forward(float *loss, const float *scores, const int64_t *labels,
-                    int n, int c, int inner, int mean, int has_ignore,
-                    int64_t ignore_index)
+                    const float *weights, int n, int c, int inner,
+                    int reduction, int has_ignore, int64_t ignore_index)
 {
     const size_t positions = (size_t)n * inner;
     float total = 0.0f;
     int i, d;
     for (i = 0; i < n; i++)
         for (d = 0; d < inner; d++) {
-            const int64_t label = labels[(size_t)i * inner + d];
+            const size_t p = (size_t)i * inner + d;
+            const int64_t label = labels[p];
             const float *row = scores + (size_t)i * c * inner + d;
+            float l = 0.0f;
             if (sce_takes_part(label, c, has_ignore, ignore_index))
-                total += log_sum_exp(row, c, inner) -
-                         row[(size_t)label * inner];
+                l = sce_weight(label, weights, c, has_ignore, ignore_index) *
+                    (log_sum_exp(row, c, inner) - row[(size_t)label * inner]);
+            if (reduction == RT_SCE_NONE)
+                loss[p] = l;
+            else
+                total += l;
         }
-    if (mean) {
-        const size_t count = sce_count(labels, positions, has_ignore,
-                                       ignore_index);
-        total = count > 0 ? total / (float)count : 0.0f;
+    if (reduction == RT_SCE_NONE)
+        return;
+    if (reduction == RT_SCE_MEAN) {
+        const float w = sce_total_weight(labels, weights, positions, c,
+                                         has_ignore, ignore_index);
+        total = w != 0.0f ? total / w : 0.0f;
     }
     loss[0] = total;
 }
 
-/* d/ds_k of (lse(s) - s_label) is softmax(s)_k - [k == label]. */
+/* d/ds_k of w (lse(s) - s_label) is w (softmax(s)_k - [k == label]). */
 void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
-                     const int64_t *labels, int n, int c, int inner, int mean,
-                     int has_ignore, int64_t ignore_index)
+                     const int64_t *labels, const float *weights, int n,
+                     int c, int inner, int reduction, int has_ignore,
+                     int64_t ignore_index)
 {
-    float g;
+    float g = 0.0f;
     int i, d, k;
     if (dscores == NULL)
         return;
-    g = dloss[0];
-    if (mean) {
-        const size_t count = sce_count(labels, (size_t)n * inner, has_ignore,
-                                       ignore_index);
-        if (count == 0)
+    if (reduction != RT_SCE_NONE)
+        g = dloss[0];
+    if (reduction == RT_SCE_MEAN) {
+        const float w = sce_total_weight(labels, weights, (size_t)n * inner,
+                                         c, has_ignore, ignore_index);
+        if (w == 0.0f)
             return;
-        g /= (float)count;
+        g /= w;
     }
     for (i = 0; i < n; i++)
         for (d = 0; d < inner; d++) {
-            const int64_t label = labels[(size_t)i * inner + d];
+            const size_t p = (size_t)i * inner + d;
+            const int64_t label = labels[p];
             const size_t base = (size_t)i * c * inner + d;
             const float *row = scores + base;
             float *drow = dscores + base;
-            float lse;
+            float lse, gw;
             if (!sce_takes_part(label, c, has_ignore, ignore_index))
                 continue;
+            gw = (reduction == RT_SCE_NONE ? dloss[p] : g) *
+                 sce_weight(label, weights, c, has_ignore, ignore_index);
             /* softmax_k = exp(s_k - lse), with s_k - lse <= 0 */
             lse = log_sum_exp(row, c, inner);
             for (k = 0; k < c; k++) {
-                const float p = expf(row[(size_t)k * inner] - lse);
-                drow[(size_t)k * inner] += g * (k == label ? p - 1.0f : p);
+                const float q = expf(row[(size_t)k * inner] - lse);
+                drow[(size_t)k * inner] += gw * (k == label ? q - 1.0f : q);
             }
         }
 }

@@ -415,26 +415,37 @@ void rt_init_normal(float *x, size_t n, float mean, float std, uint64_t seed,
 
 /* ---- loss, dropout, attention --------------------------------------------- */
 
-/* ONNX SoftmaxCrossEntropyLoss (no weights, reduction mean or sum).
+/* ONNX SoftmaxCrossEntropyLoss's reduction attribute. */
+enum { RT_SCE_SUM = 0, RT_SCE_MEAN = 1, RT_SCE_NONE = 2 };
+
+/* ONNX SoftmaxCrossEntropyLoss, with optional class weights.
  * scores (n, c, inner): inner = product of D1..Dk, 1 for 2-D scores; the
- * class axis has stride inner. labels (n, inner), int64.
- * loss[0] = sum over (i, d) of -log softmax(scores[i, :, d])[labels[i, d]],
- * the log-softmax computed stably (max subtracted, then log-sum-exp).
- * A label equal to ignore_index (when has_ignore, whatever its value)
- * contributes nothing and is not counted. A label outside [0, c) that is
- * not ignored contributes nothing either but IS counted; it is never used as
- * an index. With mean the sum is divided by count = the number of
- * non-ignored labels (loss 0 when count is 0). */
+ * class axis has stride inner. labels (n, inner), int64. weights (c) or NULL
+ * (every class weighs 1).
+ * Position p = (i, d) with label y has weight w_p = weights[y] (1 without
+ * weights) and loss l_p = -w_p * log softmax(scores[i, :, d])[y], the
+ * log-softmax computed stably (max subtracted, then log-sum-exp).
+ * A label equal to ignore_index (when has_ignore, whatever its value) has
+ * l_p = 0 and w_p = 0. A label outside [0, c) that is not ignored is never
+ * used as an index: l_p = 0, and w_p = 1 without weights (it IS counted)
+ * but 0 with them (it has no weight to read).
+ * reduction RT_SCE_NONE: loss (n, inner), loss[p] = l_p.
+ * RT_SCE_SUM: loss[0] = sum of l_p.
+ * RT_SCE_MEAN: loss[0] = sum of l_p / sum of w_p (without weights: over the
+ * number of labels not ignored), 0 when that denominator is 0. */
 void rt_sce_forward(float *loss, const float *scores, const int64_t *labels,
-                    int n, int c, int inner, int mean, int has_ignore,
-                    int64_t ignore_index);
-/* dscores[i, k, d] += dloss[0] * (softmax(scores[i, :, d])[k] - [k == label])
- * / count, with count as in the forward when mean (nothing when it is 0) and
- * 1 otherwise; recomputes the softmax from scores. Positions whose label is
- * ignored or outside [0, c) get nothing. NULL dscores: nothing to do. */
+                    const float *weights, int n, int c, int inner,
+                    int reduction, int has_ignore, int64_t ignore_index);
+/* dscores[i, k, d] += g_p * w_p * (softmax(scores[i, :, d])[k] - [k == y])
+ * with g_p = dloss[p] for RT_SCE_NONE, dloss[0] for RT_SCE_SUM, and
+ * dloss[0] / (sum of w_p) for RT_SCE_MEAN (nothing when that sum is 0);
+ * recomputes the softmax from scores. Positions whose label is ignored or
+ * outside [0, c) get nothing. The weights get no gradient. NULL dscores:
+ * nothing to do. */
 void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
-                     const int64_t *labels, int n, int c, int inner, int mean,
-                     int has_ignore, int64_t ignore_index);
+                     const int64_t *labels, const float *weights, int n,
+                     int c, int inner, int reduction, int has_ignore,
+                     int64_t ignore_index);
 
 /* The random stream of one dropout node at one training step. Above 2^63,
  * so the parameter initializers (streams < 2^32) never use it; node < 2^24,

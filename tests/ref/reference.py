@@ -202,27 +202,31 @@ def gather(a, ins, at):
 
 
 def softmax_cross_entropy(a, ins, at):
-    """ONNX SoftmaxCrossEntropyLoss without weights: scores (N, C, d...),
-    labels (N, d...); l = -log_softmax(scores, axis 1)[label] at every
-    position, 0 where label == ignore_index; mean over the positions not
-    ignored, or sum."""
-    scores, labels = ins
-    logp = torch.log_softmax(scores, dim=1)
-    kept = torch.ones_like(labels, dtype=torch.bool)
-    if "ignore_index" in at:
-        kept = labels != int(at["ignore_index"])
-    safe = torch.where(kept, labels, torch.zeros_like(labels))
+    """ONNX SoftmaxCrossEntropyLoss: scores (N, C, d...), labels (N, d...),
+    optional class weights w (C); l = -w[label] * log_softmax(scores, axis
+    1)[label] at every position (w = 1 without weights), 0 where label ==
+    ignore_index; none: l itself, in the labels' shape; sum: sum l; mean:
+    sum l over the sum of w[label] at the positions not ignored (their
+    count without weights). The weights get no gradient (remat's choice:
+    they are constants of the loss), so they are detached.
+
+    That is torch's F.cross_entropy with weight=, ignore_index= and
+    reduction= exactly, which is the reference; without an ignore_index
+    ONNX ignores nothing, and the labels are checked to be classes, so
+    torch's default -100 never matches one."""
+    scores, labels = ins[0], ins[1]
+    weight = ins[2].detach() if len(ins) > 2 else None
+    ignore = int(at["ignore_index"]) if "ignore_index" in at else -100
+    kept = labels != ignore if "ignore_index" in at else torch.ones_like(labels, dtype=torch.bool)
     c = scores.shape[1]
-    if safe.numel() and not (0 <= int(safe.min()) and int(safe.max()) < c):
+    present = labels[kept]
+    if present.numel() and not (0 <= int(present.min()) and int(present.max()) < c):
         raise SystemExit(f"{a.get('name')}: a label outside [0, {c})")
-    picked = logp.gather(1, safe.unsqueeze(1)).squeeze(1)
-    loss = torch.where(kept, -picked, torch.zeros_like(picked))
     how = at.get("reduction", "mean")
-    if how == "sum":
-        return loss.sum()
-    if how == "mean":
-        return loss.sum() / kept.sum()
-    return loss
+    if how not in ("mean", "sum", "none"):
+        raise SystemExit(f"{a.get('name')}: reduction {how!r}")
+    return torch.nn.functional.cross_entropy(scores, labels, weight=weight,
+                                             ignore_index=ignore, reduction=how)
 
 
 def dropout(a, ins, at, dump=None):

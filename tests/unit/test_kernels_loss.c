@@ -68,8 +68,8 @@ static float sce_run(const sce_case *t)
 {
     const sce_spec *s = t->s;
     float loss = NAN;
-    rt_sce_forward(&loss, t->scores, s->labels, s->n, s->c, s->inner, s->mean,
-                   s->has_ignore, s->ignore_index);
+    rt_sce_forward(&loss, t->scores, s->labels, NULL, s->n, s->c, s->inner,
+                   s->mean, s->has_ignore, s->ignore_index);
     return loss;
 }
 
@@ -124,14 +124,14 @@ START_TEST(sce_forward_and_grad)
 
     fill(pre, ns, -1, 1);
     memcpy(ds, pre, sizeof ds);
-    rt_sce_backward(ds, &t.dloss, t.scores, s->labels, s->n, s->c, s->inner,
-                    s->mean, s->has_ignore, s->ignore_index);
+    rt_sce_backward(ds, &t.dloss, t.scores, s->labels, NULL, s->n, s->c,
+                    s->inner, s->mean, s->has_ignore, s->ignore_index);
     added(diff, ds, pre, ns);
     snprintf(what, sizeof what, "sce %s: dscores", s->name);
     expect_grad(what, t.scores, ns, diff, sce_loss, &t);
     /* NULL dscores: nothing to do, nothing to crash */
-    rt_sce_backward(NULL, &t.dloss, t.scores, s->labels, s->n, s->c, s->inner,
-                    s->mean, s->has_ignore, s->ignore_index);
+    rt_sce_backward(NULL, &t.dloss, t.scores, s->labels, NULL, s->n, s->c,
+                    s->inner, s->mean, s->has_ignore, s->ignore_index);
 }
 END_TEST
 
@@ -146,11 +146,11 @@ START_TEST(sce_by_hand)
     const float dloss = 2;
     float loss, ds[4] = {1, 1, 1, 1};
     const double wsum = log(8.0 / 3), wds[4] = {1.5, 0.5, 0.75, 1.25};
-    rt_sce_forward(&loss, s, lab, 2, 2, 1, 0, 0, 0);
+    rt_sce_forward(&loss, s, lab, NULL, 2, 2, 1, 0, 0, 0);
     ck_assert_double_eq_tol(loss, wsum, 1e-6);
-    rt_sce_forward(&loss, s, lab, 2, 2, 1, 1, 0, 0);
+    rt_sce_forward(&loss, s, lab, NULL, 2, 2, 1, 1, 0, 0);
     ck_assert_double_eq_tol(loss, wsum / 2, 1e-6);
-    rt_sce_backward(ds, &dloss, s, lab, 2, 2, 1, 1, 0, 0);
+    rt_sce_backward(ds, &dloss, s, lab, NULL, 2, 2, 1, 1, 0, 0);
     expect_near("dscores", ds, wds, 4, 0, 1e-6);
 }
 END_TEST
@@ -163,12 +163,12 @@ START_TEST(sce_all_ignored)
     const float dloss = 1;
     float loss = NAN, ds[4] = {5, 6, 7, 8};
     const double wds[4] = {5, 6, 7, 8};
-    rt_sce_forward(&loss, s, lab, 2, 2, 1, 1, 1, -1);
+    rt_sce_forward(&loss, s, lab, NULL, 2, 2, 1, 1, 1, -1);
     ck_assert_float_eq(loss, 0.0f);
-    rt_sce_forward(&loss, s, lab, 2, 2, 1, 0, 1, -1);
+    rt_sce_forward(&loss, s, lab, NULL, 2, 2, 1, 0, 1, -1);
     ck_assert_float_eq(loss, 0.0f);
-    rt_sce_backward(ds, &dloss, s, lab, 2, 2, 1, 1, 1, -1);
-    rt_sce_backward(ds, &dloss, s, lab, 2, 2, 1, 0, 1, -1);
+    rt_sce_backward(ds, &dloss, s, lab, NULL, 2, 2, 1, 1, 1, -1);
+    rt_sce_backward(ds, &dloss, s, lab, NULL, 2, 2, 1, 0, 1, -1);
     expect_near("dscores", ds, wds, 4, 0, 0);
 }
 END_TEST
@@ -192,11 +192,11 @@ START_TEST(sce_label_out_of_range_is_not_an_index)
     lab[0] = INT64_MAX;
     lab[1] = INT64_MIN;
     lab[2] = 1; /* -log(1/2) */
-    rt_sce_forward(&loss, s, lab, n, c, 1, 0, 0, 0);
+    rt_sce_forward(&loss, s, lab, NULL, n, c, 1, 0, 0, 0);
     ck_assert_double_eq_tol(loss, log(2.0), 1e-6);
-    rt_sce_forward(&loss, s, lab, n, c, 1, 1, 1, 0); /* ignore 0: none */
+    rt_sce_forward(&loss, s, lab, NULL, n, c, 1, 1, 1, 0); /* ignore 0: none */
     ck_assert_double_eq_tol(loss, log(2.0) / 3, 1e-6);
-    rt_sce_backward(ds, &dloss, s, lab, n, c, 1, 0, 0, 0);
+    rt_sce_backward(ds, &dloss, s, lab, NULL, n, c, 1, 0, 0, 0);
     for (i = 0; i < 4; i++)
         ck_assert_float_eq(ds[i], 0.0f);
     ck_assert_float_eq_tol(ds[4], 0.5f, 1e-6f);
@@ -215,10 +215,10 @@ START_TEST(sce_large_scores_stay_finite)
     const float dloss = 1;
     float loss, ds[6] = {0};
     int i;
-    rt_sce_forward(&loss, s, lab, 2, 3, 1, 0, 0, 0);
+    rt_sce_forward(&loss, s, lab, NULL, 2, 3, 1, 0, 0, 0);
     /* row 0: label is the max, loss ~0; row 1: loss ~ 2000 */
     ck_assert_double_eq_tol(loss, 2000.0, 1e-3);
-    rt_sce_backward(ds, &dloss, s, lab, 2, 3, 1, 0, 0, 0);
+    rt_sce_backward(ds, &dloss, s, lab, NULL, 2, 3, 1, 0, 0, 0);
     for (i = 0; i < 6; i++)
         ck_assert_msg(isfinite(ds[i]), "ds[%d] = %g", i, (double)ds[i]);
     ck_assert_float_eq_tol(ds[0], 0.0f, 1e-6f);

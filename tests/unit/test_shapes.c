@@ -774,6 +774,108 @@ START_TEST(pool_ceil_mode_and_auto_pad_errors)
 END_TEST
 
 
+/* ---- SoftmaxCrossEntropyLoss: class weights, reduction none -------------- */
+
+/* ONNX: reduction none gives one loss per label, the labels' shape (a
+ * tensor, not the loss: the ReduceSum of it is); the class weights are (C)
+ * and get no gradient, even as a trainable parameter, so the backward does
+ * not ask for one and the parameter's gradient stays unwritten. */
+START_TEST(sce_weights_and_reduction_none_shapes)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='3 5 4'/>"
+        "<input name='lab' shape='3 4' dtype='int64'/>"
+        "<initializer name='w' shape='4 4' init='uniform'/>"
+        "<initializer name='cw' shape='5' init='ones'/>"
+        "<node name='f' op='MatMul' in='x w' out='s'/>"
+        "<node name='ce' op='SoftmaxCrossEntropyLoss' in='s lab cw' out='per'"
+        " reduction='none' ignore_index='-1'/>"
+        "<node name='r' op='ReduceSum' in='per' out='l' keepdims='0'/>"
+        "<output name='l'/>", "none");
+    assert_shape(T(&m, "per"), 2, 3, 4, 0);
+    ck_assert_int_eq(m.g->loss, tensor_id(&m, "l"));
+    ck_assert_int_eq(T(&m, "per")->has_grad, 1);
+    ck_assert_int_eq(T(&m, "s")->has_grad, 1);
+    ck_assert_int_eq(T(&m, "w")->has_grad, 1);
+    /* cw is trainable, but the loss takes no gradient through the weights */
+    ck_assert_int_eq(T(&m, "cw")->requires_grad, 1);
+    ck_assert_int_eq(T(&m, "cw")->has_grad, 0);
+    const Node *ce = NULL;
+    for (int i = 0; i < m.g->nnodes; i++)
+        if (strcmp(m.g->nodes[i].name, "ce") == 0)
+            ce = &m.g->nodes[i];
+    ck_assert_ptr_nonnull(ce);
+    int want[MAX_IO];
+    node_grad_inputs(m.g, ce, want);
+    ck_assert_int_eq(want[0], 1);
+    ck_assert_int_eq(want[2], 0);
+    /* d(scores) reads the scores, the labels and the weights */
+    ck_assert_uint_eq(node_backward_reads(m.g, ce),
+                      NEED_IN(0) | NEED_IN(1) | NEED_IN(2));
+    ctx_free(&c);
+
+    /* weights alone (a trainable parameter) do not make the loss trainable:
+     * nothing else depends on a parameter, so there is no gradient at all */
+    ctx_init(&c);
+    m = compile_body(&c,
+        "<input name='s' shape='3 5'/>"
+        "<input name='lab' shape='3' dtype='int64'/>"
+        "<initializer name='cw' shape='5' init='ones'/>"
+        "<node name='ce' op='SoftmaxCrossEntropyLoss' in='s lab cw' out='l'/>"
+        "<output name='l'/>", "none");
+    ck_assert_int_eq(T(&m, "l")->requires_grad, 0);
+    ck_assert_int_eq(T(&m, "cw")->has_grad, 0);
+    ctx_free(&c);
+
+    /* a graph whose only output is the per-sample loss has no loss */
+    ctx_init(&c);
+    m = compile_body(&c,
+        "<input name='s' shape='3 5 2'/>"
+        "<input name='lab' shape='3 2' dtype='int64'/>"
+        "<node name='ce' op='SoftmaxCrossEntropyLoss' in='s lab' out='per'"
+        " reduction='none'/>"
+        "<output name='per'/>", "none");
+    assert_shape(T(&m, "per"), 2, 3, 2, 0);
+    ck_assert_int_eq(m.g->loss, -1);
+    ck_assert_int_eq(graph_trains(m.g), 0);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(sce_weights_and_reduction_errors)
+{
+    static const char *const cases[][2] = {
+        {"<node name='n' op='SoftmaxCrossEntropyLoss' in='s lab w4' out='l'/>",
+         "SoftmaxCrossEntropyLoss input 2 'w4' has shape 4 but the class "
+         "weights of scores 3x5 must have shape 5"},
+        {"<node name='n' op='SoftmaxCrossEntropyLoss' in='s lab w15' out='l'/>",
+         "input 2 'w15' has shape 1x5 but the class weights"},
+        {"<node name='n' op='SoftmaxCrossEntropyLoss' in='s lab il' out='l'/>",
+         "input 2 'il' is int64 but must be float32"},
+        {"<node name='n' op='SoftmaxCrossEntropyLoss' in='s lab w5 w5' out='l'/>",
+         "SoftmaxCrossEntropyLoss takes 2 to 3 inputs, got 4"},
+        {"<node name='n' op='SoftmaxCrossEntropyLoss' in='s lab' out='l'"
+         " reduction='mean_of_weights'/>",
+         "must be \"mean\" or \"sum\" or \"none\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Ctx c;
+        ctx_init(&c);
+        const char *body = ctx_printf(&c,
+            "<input name='s' shape='3 5'/>"
+            "<input name='lab' shape='3' dtype='int64'/>"
+            "<input name='il' shape='5' dtype='int64'/>"
+            "<input name='w4' shape='4'/><input name='w5' shape='5'/>"
+            "<input name='w15' shape='1 5'/>%s"
+            "<output name='l'/>", cases[i][0]);
+        ck_assert_contains(error_of(&c, body), cases[i][1]);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shapes");
@@ -801,6 +903,8 @@ int main(void)
     tcase_add_test(t, batchnorm_errors);
     tcase_add_test(t, pool_ceil_mode_and_auto_pad_sizes);
     tcase_add_test(t, pool_ceil_mode_and_auto_pad_errors);
+    tcase_add_test(t, sce_weights_and_reduction_none_shapes);
+    tcase_add_test(t, sce_weights_and_reduction_errors);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
