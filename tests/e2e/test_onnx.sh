@@ -9,6 +9,7 @@
 #    module's own parameters and inputs, agree with torch autograd (float64)
 #    within 1e-4 relative, and are bitwise identical to none's;
 #  - sac keeps fewer saved bytes than none (on the models with blocks);
+#  - initializers in an external data file load as from the model itself;
 #  - past 262,144 initial values (wide, and a 10.5M-parameter model), the
 #    values go to a weights file, not into the C.
 . "$(dirname "$0")/lib.sh"
@@ -61,6 +62,26 @@ check_model() {   # name
 for m in $models; do
     check_model "$m"
 done
+
+# Initializers in an external data file (location, offset, length), as
+# onnx.save_model(save_as_external_data=True) writes a large model: the
+# same C, byte for byte, as from raw_data in the model itself.
+if [ -f "$work/mlp_ln_gelu/mlp_ln_gelu.onnx" ]; then
+    d=$work/external
+    mkdir -p "$d/a" "$d/b"
+    $py - "$work/mlp_ln_gelu/mlp_ln_gelu.onnx" "$d/mlp_ln_gelu.onnx" <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.save_model(m, sys.argv[2], save_as_external_data=True,
+                all_tensors_to_one_file=True, location="mlp_ln_gelu.data",
+                size_threshold=0)
+PY
+    "$remat" compile "$work/mlp_ln_gelu/mlp_ln_gelu.onnx" -o "$d/a/m.c"
+    "$remat" compile "$d/mlp_ln_gelu.onnx" -o "$d/b/m.c"
+    if [ -s "$d/mlp_ln_gelu.data" ] && [ "$(wc -c < "$d/mlp_ln_gelu.onnx")" -lt 20000 ] &&
+       cmp -s "$d/a/m.c" "$d/b/m.c"; then ok
+    else bad "a model with external data compiles to other C than with raw_data"; fi
+fi
 
 # remat import's own refusals: an XML input, an output not .xml, and a model
 # it cannot take, which leaves an existing XML as it was.

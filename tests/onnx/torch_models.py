@@ -172,9 +172,11 @@ class Mha(nn.Module):
 class CnnBn(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        # no bias before a BatchNorm: the batch mean takes it out (its
+        # gradient is zero, and no relative check can hold a zero)
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(4)
-        self.conv2 = nn.Conv2d(4, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 6, 3, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(6)
         self.fc = nn.Linear(6 * 2 * 2, 4)
 
@@ -264,6 +266,10 @@ def export(name, out):
     loss = ref_model(*args)
     loss.backward()
     np.save(os.path.join(ref, "ref_loss.npy"), loss.detach().numpy())
+    # running statistics after the step (BatchNorm in training mode)
+    for k, v in ref_model.state_dict().items():
+        if "running_" in k:
+            np.save(os.path.join(ref, f"ref_after.{fname(k)}.npy"), v.numpy())
     for k, p in ref_model.named_parameters():
         np.save(os.path.join(ref, f"ref_grad.{fname(k)}.npy"), p.grad.numpy())
 
@@ -284,9 +290,16 @@ def compare(ref, dump, tol):
                 print(f"FAIL {dump}: no {f[4:]} for torch's {f}")
                 return False
             errs[f[4:-4]] = rel(np.load(mine), np.load(os.path.join(ref, f)))
+    for f in sorted(os.listdir(ref)):
+        if f.startswith("ref_after."):
+            mine = os.path.join(dump, f[4:])
+            if not os.path.exists(mine):
+                print(f"FAIL {dump}: no {f[4:]}: the step left torch's updated {f[10:-4]} as it was")
+                return False
+            errs[f[4:-4]] = rel(np.load(mine), np.load(os.path.join(ref, f)))
     worst = max(errs, key=errs.get)
     ok = errs[worst] <= tol and len(errs) > 1
-    print(f"{'ok  ' if ok else 'FAIL'} {dump}: {len(errs) - 1} gradients, worst "
+    print(f"{'ok  ' if ok else 'FAIL'} {dump}: {len(errs) - 1} gradients and running statistics, worst "
           f"relative error {errs[worst]:.2e} ({worst}) against torch autograd")
     return ok
 
