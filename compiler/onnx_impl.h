@@ -97,8 +97,40 @@ long onnx_attr_int(const ONode *o, const char *name, long dflt);
 double val_get(const Val *x, long k);
 int64_t val_geti(const Val *x, long k);
 
-/* onnx_lower.c */
+/* onnx_lower.c: the walk, and the IR builder the rewrites share. */
 int onnx_lower(Im *m);
+/* A new IR tensor named after raw (made valid and unique); its index. */
+int new_tensor(Im *m, const char *raw, TensorKind kind);
+/* A new IR node named after raw, its attributes at their defaults. */
+Node *new_node(Im *m, const char *raw, OpKind op);
+/* A new output of n named after raw; its tensor. */
+int add_out(Im *m, Node *n, const char *raw);
+void set_ints(Node *n, const char *name, const long *v, int count);
+void set_int(Node *n, const char *name, long v);
+/* Runs n's shape rule (errors name the ONNX node o). */
+int finish_node(Im *m, Node *n, const ONode *o);
+void shape_to_val(Val *v, const Tensor *t);
+/* The IR tensor of value vi: made a parameter if it is a constant. */
+int tensor_of(Im *m, int vi, const ONode *o);
+int lower_error(Im *m, const ONode *o, const char *what);
+/* ONNX node o as one IR node of op (constant inputs become attributes). */
+int lower_plain(Im *m, ONode *o, OpKind op);
+
+/* onnx_rewrite.c: patterns and decompositions. The try_ and keep_ ones
+ * return 1 when they matched (try_attention -1 on an error), 0 when not;
+ * the lower_ ones lower o (0) or fail (-1). */
+int node1(Im *m, const ONode *o, const char *name, OpKind op, const int *in,
+          int nin, const char *out, Node **made);
+int lower_layer_norm_stats(Im *m, ONode *o);
+int lower_sce_log_prob(Im *m, ONode *o);
+void rewrite_patterns(Im *m);
+int keep_transposed(Im *m, ONode *o);
+int lower_matmul_t(Im *m, ONode *o);
+int lower_gather_const(Im *m, ONode *o);
+int try_attention(Im *m, ONode *tr);
+int lower_trilu(Im *m, ONode *o);
+
+/* onnx_write.c */
 int onnx_write(Im *m, const char *model_stem, Imported *out);
 
 #endif

@@ -428,6 +428,39 @@ void emit_slice_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_slice_bwd(Emit *e, const Node *n, const char *const *din,
                     const char *const *dout, const char *const *in,
                     const char *const *out);
+/* ---- ops_conv.c: Conv, the pools, Attention ------------------------------ */
+
+int shape_window(Ctx *c, Graph *g, Node *n);
+void emit_window_static(Emit *e, const Node *n);
+long scratch_conv(const Graph *g, const Node *n, int backward);
+double flops_conv(const Graph *g, const Node *n);
+double flops_pool(const Graph *g, const Node *n);
+void emit_conv_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in);
+void emit_conv_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out);
+void emit_pool_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in);
+void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out);
+int shape_global_pool(Ctx *c, Graph *g, Node *n);
+void emit_global_pool_fwd(Emit *e, const Node *n,
+                                 const char *const *out, const char *const *in);
+void emit_global_pool_bwd(Emit *e, const Node *n,
+                                 const char *const *din,
+                                 const char *const *dout,
+                                 const char *const *in, const char *const *out);
+int shape_attention(Ctx *c, Graph *g, Node *n);
+void emit_attention_fwd(Emit *e, const Node *n, const char *const *out,
+                               const char *const *in);
+void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
+                               const char *const *dout,
+                               const char *const *in, const char *const *out);
+long scratch_attention(const Graph *g, const Node *n, int backward);
+double flops_attention(const Graph *g, const Node *n);
+
 /* ---- ops_norm.c: BatchNormalization ----------------------------------------- */
 
 extern const AttrSpec batch_norm_attrs[];

@@ -1,0 +1,715 @@
+/*
+ * onnx_rewrite.c: the ONNX front end's rewrites (see onnx_lower.c's essay):
+ * patterns torch spells out that become the op they stand for (GELU in
+ * both forms, LayerNorm before opset 17, causal attention, a transposed
+ * weight under MatMul, Gather of a constant range, Trilu of a computed
+ * tensor), and the optional outputs computed beside the node that has
+ * them (LayerNormalization's statistics, SoftmaxCrossEntropyLoss's
+ * log-probabilities). Each matches exactly or leaves the nodes alone.
+ */
+#include "onnx_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+static void log_rewrite(Im *m, const char *what, const ONode *o);
+
+/* A scalar constant as a non-trainable parameter. */
+static int scalar_param(Im *m, const char *name, float v)
+{
+    int t = new_tensor(m, name, T_PARAM);
+    Tensor *x = &m->g->tensors[t];
+    x->numel = 1;
+    x->init = INIT_FILE;
+    float *d = ctx_alloc(m->c, sizeof(float));
+    *d = v;
+    x->data = d;
+    return t;
+}
+
+/* One IR node of in[0..nin) and a new output named out; its tensor. */
+int node1(Im *m, const ONode *o, const char *name, OpKind op,
+                 const int *in, int nin, const char *out, Node **made)
+{
+    Node *n = new_node(m, name, op);
+    for (int i = 0; i < nin; i++)
+        n->in[n->nin++] = in[i];
+    int t = add_out(m, n, out);
+    if (made)
+        *made = n;
+    return t;
+    (void)o;
+}
+
+/* LayerNormalization whose Mean or InvStdDev is read (ONNX's optional
+ * outputs 1 and 2): the normalization as one node, and the statistics
+ * computed beside it from ReduceMean, Sub, Mul, Add, Sqrt and Div. */
+int lower_layer_norm_stats(Im *m, ONode *o)
+{
+    int nout = o->nout;
+    o->nout = 1;
+    int rc = lower_plain(m, o, OP_LAYER_NORM);
+    o->nout = nout;
+    if (rc)
+        return -1;
+    int x = m->v[o->in[0]].tensor;
+    int rank = m->g->tensors[x].rank;
+    long axis = onnx_attr_int(o, "axis", -1);
+    const Onnx__AttributeProto *ea = onnx_attr(o, "epsilon");
+    float eps = ea && ea->has_f ? ea->f : 1e-5f;
+    if (axis < 0)
+        axis += rank;
+    long axes[MAX_RANK];
+    int na = 0;
+    for (long d = axis; d < rank; d++)
+        axes[na++] = d;
+    const char *b = o->name;
+    Node *n;
+    int mean = node1(m, o, ctx_printf(m->c, "%s/mean", b), OP_REDUCE_MEAN, &x,
+                     1, o->out[1] >= 0 ? m->v[o->out[1]].name
+                                       : ctx_printf(m->c, "%s_mean", b), &n);
+    set_ints(n, "axes", axes, na);
+    if (finish_node(m, n, o))
+        return -1;
+    int in2[2] = {x, mean};
+    int d = node1(m, o, ctx_printf(m->c, "%s/centre", b), OP_SUB, in2, 2,
+                  ctx_printf(m->c, "%s_centred", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int dd[2] = {d, d};
+    int sq = node1(m, o, ctx_printf(m->c, "%s/square", b), OP_MUL, dd, 2,
+                   ctx_printf(m->c, "%s_squares", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int var = node1(m, o, ctx_printf(m->c, "%s/var", b), OP_REDUCE_MEAN, &sq,
+                    1, ctx_printf(m->c, "%s_var", b), &n);
+    set_ints(n, "axes", axes, na);
+    if (finish_node(m, n, o))
+        return -1;
+    int ve[2] = {var, scalar_param(m, ctx_printf(m->c, "%s_epsilon", b), eps)};
+    int v2 = node1(m, o, ctx_printf(m->c, "%s/eps", b), OP_ADD, ve, 2,
+                   ctx_printf(m->c, "%s_var_eps", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int sd = node1(m, o, ctx_printf(m->c, "%s/sqrt", b), OP_SQRT, &v2, 1,
+                   ctx_printf(m->c, "%s_std", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int inv[2] = {scalar_param(m, ctx_printf(m->c, "%s_one", b), 1.0f), sd};
+    int is = node1(m, o, ctx_printf(m->c, "%s/inv", b), OP_DIV, inv, 2,
+                   o->nout > 2 && o->out[2] >= 0 ? m->v[o->out[2]].name
+                   : ctx_printf(m->c, "%s_invstd", b), &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int made[2] = {mean, is};
+    for (int i = 1; i < 3 && i < o->nout; i++)
+        if (o->out[i] >= 0) {
+            m->v[o->out[i]].tensor = made[i - 1];
+            shape_to_val(&m->v[o->out[i]], &m->g->tensors[made[i - 1]]);
+        }
+    log_rewrite(m, "LayerNormalization's Mean and InvStdDev as their own "
+                "nodes", o);
+    return 0;
+}
+
+
+/* SoftmaxCrossEntropyLoss whose log-probabilities (output 1) are read:
+ * the loss as one node, and LogSoftmax over the class axis beside it. */
+int lower_sce_log_prob(Im *m, ONode *o)
+{
+    int nout = o->nout;
+    o->nout = 1;
+    int rc = lower_plain(m, o, OP_SOFTMAX_CROSS_ENTROPY);
+    o->nout = nout;
+    int ls = op_lookup("LogSoftmax");
+    if (rc || ls < 0)
+        return rc ? -1 : lower_error(m, o, "log_prob needs LogSoftmax");
+    int x = m->v[o->in[0]].tensor;
+    Node *n;
+    int y = node1(m, o, ctx_printf(m->c, "%s/log_prob", o->name), (OpKind)ls,
+                  &x, 1, m->v[o->out[1]].name, &n);
+    set_int(n, "axis", 1);
+    if (finish_node(m, n, o))
+        return -1;
+    m->v[o->out[1]].tensor = y;
+    shape_to_val(&m->v[o->out[1]], &m->g->tensors[y]);
+    return 0;
+}
+
+/* ---- rewrites ------------------------------------------------------------------------- */
+
+static int is_const_scalar(const Im *m, int v, double want, double tol)
+{
+    if (v < 0 || !m->v[v].known || m->v[v].numel != 1 || m->v[v].varying)
+        return 0;
+    double x = val_get(&m->v[v], 0);
+    return isinf(want) ? x == want : fabs(x - want) <= tol;
+}
+
+/* The one node reading value v, if exactly one does and it is not a graph
+ * output. */
+static ONode *only_reader(Im *m, int v, const char *op)
+{
+    if (v < 0 || m->v[v].readers != 1 || m->v[v].is_output)
+        return NULL;
+    for (int k = m->v[v].producer + 1; k < m->nn; k++) {
+        ONode *o = &m->nodes[k];
+        for (int i = 0; i < o->nin; i++)
+            if (o->in[i] == v)
+                return !strcmp(o->op, op) && !o->done ? o : NULL;
+    }
+    return NULL;
+}
+
+/* x's other operand in a binary node */
+static int other(const ONode *o, int v)
+{
+    return o->in[0] == v ? o->in[1] : o->in[1] == v ? o->in[0] : -2;
+}
+
+static void log_rewrite(Im *m, const char *what, const ONode *o)
+{
+    m->nrewritten++;
+    buf_printf(&m->log, "  rewrote %s at %s\n", what, o->name);
+}
+
+/* Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5 (or x*0.5 first). */
+static int try_gelu(Im *m, ONode *div)
+{
+    if (strcmp(div->op, "Div") || div->nin != 2 ||
+        !is_const_scalar(m, div->in[1], sqrt(2.0), 1e-6))
+        return 0;
+    int x = div->in[0];
+    ONode *erf = only_reader(m, div->out[0], "Erf");
+    ONode *add = erf ? only_reader(m, erf->out[0], "Add") : NULL;
+    if (!add || !is_const_scalar(m, other(add, erf->out[0]), 1.0, 0))
+        return 0;
+    ONode *m1 = only_reader(m, add->out[0], "Mul");
+    if (!m1)
+        return 0;
+    int o1 = other(m1, add->out[0]);
+    ONode *m2 = NULL;
+    if (o1 == x) {      /* (x * (1 + erf)) * 0.5 */
+        m2 = only_reader(m, m1->out[0], "Mul");
+        if (!m2 || !is_const_scalar(m, other(m2, m1->out[0]), 0.5, 0))
+            return 0;
+    } else if (o1 >= 0 && m->v[o1].producer >= 0) {   /* (x * 0.5) * (1+erf) */
+        ONode *half = &m->nodes[m->v[o1].producer];
+        if (strcmp(half->op, "Mul") || half->done || m->v[o1].readers != 1 ||
+            other(half, x) < 0 || !is_const_scalar(m, other(half, x), 0.5, 0))
+            return 0;
+        half->done = 1;
+        m2 = m1;
+        m1 = NULL;
+    } else
+        return 0;
+    div->done = erf->done = add->done = 1;
+    if (m1)
+        m1->done = 1;
+    /* the last Mul becomes the Gelu, keeping its output's name */
+    m2->op = "Gelu";
+    m2->p = NULL;
+    m2->in[0] = x;
+    m2->nin = 1;
+    log_rewrite(m, "Div/Erf/Add/Mul/Mul as Gelu", m2);
+    return 1;
+}
+
+/* The node producing v if it is an op not yet absorbed, read only once. */
+static ONode *single_producer(Im *m, int v, const char *op)
+{
+    if (v < 0 || m->v[v].producer < 0 || m->v[v].readers != 1 ||
+        m->v[v].is_output)
+        return NULL;
+    ONode *o = &m->nodes[m->v[v].producer];
+    return !o->done && !strcmp(o->op, op) ? o : NULL;
+}
+
+/* Of a binary node's two inputs, the one that is a constant scalar near
+ * want: the other one, or -1. */
+static int const_operand(Im *m, const ONode *o, double want, double tol)
+{
+    if (o->nin != 2)
+        return -1;
+    if (is_const_scalar(m, o->in[0], want, tol))
+        return o->in[1];
+    if (is_const_scalar(m, o->in[1], want, tol))
+        return o->in[0];
+    return -1;
+}
+
+/* x*x*x as Pow(x, 3), Mul(x, Mul(x, x)) or Mul(Mul(x, x), x): x, or -1. */
+static int cube_of(Im *m, int v, ONode **parts)
+{
+    ONode *p = single_producer(m, v, "Pow");
+    if (p && is_const_scalar(m, p->in[1], 3.0, 0)) {
+        parts[0] = p;
+        return p->in[0];
+    }
+    ONode *o = single_producer(m, v, "Mul");
+    if (!o)
+        return -1;
+    for (int side = 0; side < 2; side++) {
+        ONode *sq = single_producer(m, o->in[side], "Mul");
+        int x = o->in[1 - side];
+        if (sq && sq->in[0] == x && sq->in[1] == x) {
+            parts[0] = o;
+            parts[1] = sq;
+            return x;
+        }
+    }
+    return -1;
+}
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch writes it. */
+static int try_gelu_tanh(Im *m, ONode *t)
+{
+    if (strcmp(t->op, "Tanh"))
+        return 0;
+    ONode *beta = single_producer(m, t->in[0], "Mul"), *parts[2] = {0};
+    int s = beta ? const_operand(m, beta, 0.79788456080286536, 1e-6) : -1;
+    ONode *add = single_producer(m, s, "Add");
+    if (!add)
+        return 0;
+    int x = -1;
+    ONode *kap = NULL;
+    for (int side = 0; side < 2 && x < 0; side++) {
+        kap = single_producer(m, add->in[side], "Mul");
+        int c = kap ? const_operand(m, kap, 0.044715, 1e-7) : -1;
+        if (c >= 0 && cube_of(m, c, parts) == add->in[1 - side])
+            x = add->in[1 - side];
+    }
+    ONode *one = x >= 0 ? only_reader(m, t->out[0], "Add") : NULL;
+    if (!one || const_operand(m, one, 1.0, 0) != t->out[0])
+        return 0;
+    ONode *m1 = only_reader(m, one->out[0], "Mul"), *m2 = NULL, *half = NULL;
+    if (!m1)
+        return 0;
+    int o1 = other(m1, one->out[0]);
+    if (o1 == x) {
+        m2 = only_reader(m, m1->out[0], "Mul");
+        if (!m2 || const_operand(m, m2, 0.5, 0) != m1->out[0])
+            return 0;
+    } else if ((half = single_producer(m, o1, "Mul")) &&
+               const_operand(m, half, 0.5, 0) == x) {
+        m2 = m1;
+        m1 = NULL;
+    } else
+        return 0;
+    beta->done = add->done = kap->done = t->done = one->done = 1;
+    parts[0]->done = 1;
+    if (parts[1])
+        parts[1]->done = 1;
+    if (m1)
+        m1->done = 1;
+    if (half)
+        half->done = 1;
+    m2->op = "Gelu";
+    m2->p = NULL;
+    m2->in[0] = x;
+    m2->nin = 1;
+    m2->approximate = "tanh";
+    log_rewrite(m, "the tanh form of GELU as Gelu approximate=tanh", m2);
+    return 1;
+}
+
+/* Negative trailing axes [-k .. -1] of a ReduceMean: -k, or 0. */
+static long trailing_axes(const ONode *r)
+{
+    const Onnx__AttributeProto *a = onnx_attr(r, "axes");
+    if (!a || !a->n_ints || r->nin > 1 || onnx_attr_int(r, "keepdims", 1) != 1)
+        return 0;
+    long k = (long)a->n_ints;
+    for (size_t j = 0; j < a->n_ints; j++)
+        if (a->ints[j] != -k + (long)j)
+            return 0;
+    return -k;
+}
+
+/* LayerNorm spelled out (opsets before 17): ReduceMean, Sub, Pow 2,
+ * ReduceMean, Add eps, Sqrt, Div, Mul scale, Add bias. */
+static int try_layer_norm(Im *m, ONode *r1)
+{
+    long axis = strcmp(r1->op, "ReduceMean") ? 0 : trailing_axes(r1);
+    if (!axis)
+        return 0;
+    int x = r1->in[0];
+    ONode *sub = only_reader(m, r1->out[0], "Sub");
+    if (!sub || sub->in[0] != x || sub->in[1] != r1->out[0])
+        return 0;
+    int d = sub->out[0];
+    ONode *pw = NULL, *div = NULL;
+    if (m->v[d].readers != 2 || m->v[d].is_output)
+        return 0;
+    for (int k = m->v[d].producer + 1; k < m->nn; k++) {
+        ONode *o = &m->nodes[k];
+        if (o->done || o->nin < 1 || (o->in[0] != d && (o->nin < 2 || o->in[1] != d)))
+            continue;
+        if (!strcmp(o->op, "Pow") && o->in[0] == d &&
+            is_const_scalar(m, o->in[1], 2.0, 0))
+            pw = o;
+        else if (!strcmp(o->op, "Div") && o->in[0] == d)
+            div = o;
+    }
+    ONode *r2 = pw ? only_reader(m, pw->out[0], "ReduceMean") : NULL;
+    if (!r2 || trailing_axes(r2) != axis)
+        return 0;
+    ONode *eps = only_reader(m, r2->out[0], "Add");
+    int e = eps && other(eps, r2->out[0]) >= 0 ? other(eps, r2->out[0]) : -1;
+    if (e < 0 || !is_const_scalar(m, e, 0, 1.0))
+        return 0;
+    ONode *sq = only_reader(m, eps->out[0], "Sqrt");
+    if (!sq || !div || div->in[1] != sq->out[0])
+        return 0;
+    ONode *mul = only_reader(m, div->out[0], "Mul");
+    int w = mul ? other(mul, div->out[0]) : -1;
+    ONode *bias = mul ? only_reader(m, mul->out[0], "Add") : NULL;
+    int b = bias ? other(bias, mul->out[0]) : -1;
+    if (w < 0 || b < 0 || !m->v[w].init || !m->v[b].init)
+        return 0;
+    r1->done = sub->done = pw->done = r2->done = eps->done = sq->done = 1;
+    div->done = mul->done = 1;
+    bias->op = "LayerNormalization";
+    bias->p = NULL;
+    bias->in[0] = x;
+    bias->in[1] = w;
+    bias->in[2] = b;
+    bias->nin = 3;
+    bias->causal = (int)axis;    /* the axis, for lower_plain */
+    bias->epsilon = (float)val_get(&m->v[e], 0);
+    log_rewrite(m, "ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add as "
+                "LayerNormalization", bias);
+    return 1;
+}
+
+void rewrite_patterns(Im *m)
+{
+    for (int k = 0; k < m->nn; k++) {
+        ONode *o = &m->nodes[k];
+        if (o->done || o->nout < 1 || o->out[0] < 0 || m->v[o->out[0]].known)
+            continue;
+        (void)(try_gelu(m, o) || try_gelu_tanh(m, o) || try_layer_norm(m, o));
+    }
+}
+
+/* Transpose of a 2-D parameter read only by MatMuls as their B: kept as a
+ * note on the value, for lower_matmul. */
+int keep_transposed(Im *m, ONode *o)
+{
+    if (strcmp(o->op, "Transpose") || o->in[0] < 0)
+        return 0;
+    Val *w = &m->v[o->in[0]];
+    if (!w->init || w->rank != 2)
+        return 0;
+    int y = o->out[0];
+    if (m->v[y].is_output)
+        return 0;
+    int readers = 0;
+    for (int k = m->v[y].producer + 1; k < m->nn; k++) {
+        ONode *r = &m->nodes[k];
+        for (int i = 0; i < r->nin; i++)
+            if (r->in[i] == y) {
+                if (strcmp(r->op, "MatMul") || i != 1)
+                    return 0;
+                readers++;
+            }
+    }
+    if (readers != m->v[y].readers)
+        return 0;
+    m->v[y].transposed_of = o->in[0];
+    m->v[y].shaped = 1;
+    m->v[y].rank = 2;
+    m->v[y].dims[0] = w->dims[1];
+    m->v[y].dims[1] = w->dims[0];
+    return 1;
+}
+
+/* MatMul(x, Transpose(W)): Gemm(x, W, transB=1), x viewed as 2-D. */
+int lower_matmul_t(Im *m, ONode *o)
+{
+    int wv = m->v[o->in[1]].transposed_of;
+    int xt = tensor_of(m, o->in[0], o), wt = tensor_of(m, wv, o);
+    if (xt < 0 || wt < 0)
+        return -1;
+    Tensor *x = &m->g->tensors[xt];
+    long k = m->v[wv].dims[1], nout = m->v[wv].dims[0];
+    if (x->rank < 2 || x->dims[x->rank - 1] != k || x->is_int)
+        return lower_error(m, o, ctx_printf(m->c, "MatMul of %s by the "
+            "transpose of '%s' (%ldx%ld): the inner dimensions differ",
+            shape_str(m->c, x), m->v[wv].name, nout, k));
+    int in2d = xt;
+    if (x->rank > 2) {
+        Node *r = new_node(m, ctx_printf(m->c, "%s/flat", o->name), OP_RESHAPE);
+        r->in[r->nin++] = xt;
+        long shape[2] = {-1, k};
+        set_ints(r, "shape", shape, 2);
+        in2d = add_out(m, r, ctx_printf(m->c, "%s_2d", x->name));
+        if (finish_node(m, r, o))
+            return -1;
+    }
+    Node *gm = new_node(m, o->name, OP_GEMM);
+    gm->in[gm->nin++] = in2d;
+    gm->in[gm->nin++] = wt;
+    set_int(gm, "transB", 1);
+    const char *yname = m->v[o->out[0]].name;
+    int y = add_out(m, gm, x->rank > 2 ? ctx_printf(m->c, "%s_2d", yname) : yname);
+    if (finish_node(m, gm, o))
+        return -1;
+    if (x->rank > 2) {
+        x = &m->g->tensors[xt];
+        Node *r = new_node(m, ctx_printf(m->c, "%s/unflat", o->name),
+                           OP_RESHAPE);
+        r->in[r->nin++] = y;
+        long shape[MAX_RANK];
+        for (int d = 0; d < x->rank - 1; d++)
+            shape[d] = x->dims[d];
+        shape[x->rank - 1] = nout;
+        set_ints(r, "shape", shape, x->rank);
+        y = add_out(m, r, yname);
+        if (finish_node(m, r, o))
+            return -1;
+    }
+    m->v[o->out[0]].tensor = y;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+    log_rewrite(m, "MatMul by a transposed parameter as Gemm transB=1", o);
+    return 0;
+}
+
+/* Gather(data, constant indices): a Slice when the indices are a range. */
+int lower_gather_const(Im *m, ONode *o)
+{
+    const Val *ix = &m->v[o->in[1]];
+    int dt = tensor_of(m, o->in[0], o);
+    if (dt < 0)
+        return -1;
+    const Tensor *x = &m->g->tensors[dt];
+    long axis = onnx_attr_int(o, "axis", 0);
+    if (axis < 0)
+        axis += x->rank;
+    if (ix->rank > 1 || ix->numel == 0 || axis < 0 || axis >= x->rank)
+        return lower_error(m, o, "Gather with constant indices is supported "
+                           "for a scalar or a 1-D range of indices");
+    long n = x->dims[axis];
+    int64_t first = ix->i[0] < 0 ? ix->i[0] + n : ix->i[0];
+    for (long k = 0; k < ix->numel; k++) {
+        int64_t v = ix->i[k] < 0 ? ix->i[k] + n : ix->i[k];
+        if (v != first + k || v < 0 || v >= n)
+            return lower_error(m, o, "Gather with constant indices is "
+                "supported where they are consecutive (a range): make them "
+                "an int64 graph input otherwise");
+    }
+    int op = op_lookup("Slice");
+    if (op < 0)
+        return lower_error(m, o, "Gather with constant indices needs Slice");
+    Node *s = new_node(m, ix->rank == 0 ? ctx_printf(m->c, "%s/slice", o->name)
+                                       : o->name, (OpKind)op);
+    s->in[s->nin++] = dt;
+    long st = (long)first, en = (long)first + ix->numel, ax = axis;
+    set_ints(s, "starts", &st, 1);
+    set_ints(s, "ends", &en, 1);
+    set_ints(s, "axes", &ax, 1);
+    const char *yname = m->v[o->out[0]].name;
+    int y = add_out(m, s, ix->rank == 0 ? ctx_printf(m->c, "%s_1", yname) : yname);
+    if (finish_node(m, s, o))
+        return -1;
+    if (ix->rank == 0) {    /* the axis goes away: a Reshape view */
+        Node *r = new_node(m, o->name, OP_RESHAPE);
+        r->in[r->nin++] = y;
+        long shape[MAX_RANK];
+        int rk = 0;
+        x = &m->g->tensors[dt];
+        for (int d = 0; d < x->rank; d++)
+            if (d != axis)
+                shape[rk++] = x->dims[d];
+        set_ints(r, "shape", shape, rk);
+        y = add_out(m, r, yname);
+        if (finish_node(m, r, o))
+            return -1;
+    }
+    m->v[o->out[0]].tensor = y;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+    log_rewrite(m, "Gather of a constant range as Slice", o);
+    return 0;
+}
+
+/* The value's IR tensor if it has one of rank 4. */
+static const Tensor *rank4(Im *m, int v)
+{
+    if (v < 0 || m->v[v].tensor < 0)
+        return NULL;
+    const Tensor *t = &m->g->tensors[m->v[v].tensor];
+    return t->rank == 4 && !t->is_int ? t : NULL;
+}
+
+/* A constant mask whose last two axes (sq, skv) say, at every index of
+ * the others, masked exactly where key j > query i (top-left causal):
+ * want_true is what the mask holds there. */
+static int is_causal_mask(const Val *c, long sq, long skv, int want_true)
+{
+    if (!c->known || c->rank < 2 || c->dims[c->rank - 2] != sq ||
+        c->dims[c->rank - 1] != skv)
+        return 0;
+    for (long k = 0; k < c->numel; k++) {
+        long j = k % skv, i = (k / skv) % sq;
+        int v = val_get(c, k) != 0;
+        if (v != ((j > i) == want_true))
+            return 0;
+    }
+    return 1;
+}
+
+/* Folds value v now, with what it depends on, when it is a constant that
+ * comes later in the file than a pattern that needs it (torch computes
+ * attention's 1/sqrt(d) from Shape(k) after the MatMul it scales). */
+static int fold_now(Im *m, int v, int depth)
+{
+    if (v < 0 || depth > 64)
+        return 0;
+    Val *x = &m->v[v];
+    if (x->known || x->varying || x->producer < 0)
+        return x->known;
+    ONode *o = &m->nodes[x->producer];
+    if (o->done)
+        return x->known;
+    int shape_op = !strcmp(o->op, "Shape") || !strcmp(o->op, "Size");
+    for (int i = 0; i < o->nin && !shape_op; i++)
+        if (o->in[i] >= 0 && !fold_now(m, o->in[i], depth + 1))
+            return 0;
+    /* a fold that fails is reported again when the walk gets there */
+    if (onnx_fold(m, o) != 1)
+        return 0;
+    o->done = 1;
+    for (int i = 0; i < o->nout; i++)
+        if (o->out[i] >= 0)
+            m->v[o->out[i]].const_name = m->v[o->out[i]].name;
+    return x->known;
+}
+
+/* Transpose(k) -> MatMul(q, .) -> Mul/Div by a constant -> [Where with a
+ * causal mask and -inf] -> Softmax(last axis) -> MatMul(., v), all 4-D and
+ * each read once: one Attention node, which keeps no probabilities. */
+int try_attention(Im *m, ONode *tr)
+{
+    const Onnx__AttributeProto *perm = onnx_attr(tr, "perm");
+    const Tensor *k = rank4(m, tr->in[0]);
+    /* K^T straight from (B, H, T, D), or from (B, T, H, D) heads not yet
+     * moved (torch folds x.transpose(1, 2).transpose(-2, -1) into one) */
+    int heads_first = perm && perm->n_ints == 4 && perm->ints[0] == 0 &&
+                      perm->ints[1] == 1 && perm->ints[2] == 3 &&
+                      perm->ints[3] == 2;
+    int heads_later = perm && perm->n_ints == 4 && perm->ints[0] == 0 &&
+                      perm->ints[1] == 2 && perm->ints[2] == 3 &&
+                      perm->ints[3] == 1;
+    if (!k || !(heads_first || heads_later))
+        return 0;
+    ONode *mm1 = only_reader(m, tr->out[0], "MatMul");
+    if (!mm1 || mm1->in[1] != tr->out[0])
+        return 0;
+    const Tensor *q = rank4(m, mm1->in[0]);
+    long kb = k->dims[0], kh = heads_first ? k->dims[1] : k->dims[2],
+         kt = heads_first ? k->dims[2] : k->dims[1], kd = k->dims[3];
+    if (!q || q->dims[0] != kb || q->dims[1] != kh || q->dims[3] != kd)
+        return 0;
+    ONode *sc = only_reader(m, mm1->out[0], "Mul");
+    if (!sc)
+        sc = only_reader(m, mm1->out[0], "Div");
+    if (!q || !sc || sc->in[0] != mm1->out[0] || !fold_now(m, sc->in[1], 0) ||
+        !is_const_scalar(m, sc->in[1], 0, INFINITY))
+        return 0;
+    double c = val_get(&m->v[sc->in[1]], 0);
+    float scale = (float)(strcmp(sc->op, "Div") ? c : 1.0 / c);
+    if (!(scale > 0) || !isfinite(scale))
+        return 0;
+    int at = sc->out[0], causal = 0;
+    ONode *wh = only_reader(m, at, "Where");
+    if (wh) {
+        for (int i = 0; i < 3 && i < wh->nin; i++)
+            if (wh->in[i] != at)
+                fold_now(m, wh->in[i], 0);
+        int masked_true = wh->in[2] == at;   /* Where(mask, -inf, x) */
+        int fill = masked_true ? wh->in[1] : wh->in[2];
+        if ((masked_true ? wh->in[2] : wh->in[1]) != at ||
+            !is_const_scalar(m, fill, -INFINITY, 0) ||
+            !is_causal_mask(&m->v[wh->in[0]], q->dims[2], kt, masked_true))
+            return 0;
+        at = wh->out[0];
+        causal = 1;
+    }
+    ONode *sm = only_reader(m, at, "Softmax");
+    long axis = sm ? onnx_attr_int(sm, "axis", -1) : 0;
+    if (!sm || (axis != -1 && axis != 3))
+        return 0;
+    ONode *mm2 = only_reader(m, sm->out[0], "MatMul");
+    if (!mm2 || mm2->in[0] != sm->out[0] || !rank4(m, mm2->in[1]))
+        return 0;
+    int kv = tr->in[0];
+    if (heads_later) {      /* K itself: (B, T, H, D) -> (B, H, T, D) */
+        kv = im_new_val(m, ctx_printf(m->c, "%s_heads", m->v[tr->in[0]].name),
+                        tr->what);
+        if (kv < 0)
+            return -1;
+        Node *n = new_node(m, tr->name, OP_TRANSPOSE);
+        n->in[n->nin++] = m->v[tr->in[0]].tensor;
+        long p[4] = {0, 2, 1, 3};
+        set_ints(n, "perm", p, 4);
+        int t = add_out(m, n, m->v[kv].name);
+        if (finish_node(m, n, tr))
+            return -1;
+        m->v[kv].tensor = t;
+        m->v[kv].varying = 1;
+        shape_to_val(&m->v[kv], &m->g->tensors[t]);
+    }
+    tr->done = mm1->done = sc->done = sm->done = 1;
+    if (wh)
+        wh->done = 1;
+    mm2->op = "Attention";
+    mm2->p = NULL;
+    mm2->in[0] = mm1->in[0];
+    mm2->in[2] = mm2->in[1];
+    mm2->in[1] = kv;
+    mm2->nin = 3;
+    mm2->causal = causal;
+    mm2->scale = scale;
+    log_rewrite(m, causal ? "MatMul/scale/causal mask/Softmax/MatMul as "
+                "Attention" : "MatMul/scale/Softmax/MatMul as Attention", mm2);
+    return 1;
+}
+
+/* Trilu of a computed tensor: a product with the constant 0/1 mask of
+ * its last two axes (which the gradient then follows exactly). */
+int lower_trilu(Im *m, ONode *o)
+{
+    const Val *x = &m->v[o->in[0]];
+    long k = 0;
+    if (o->nin > 1 && o->in[1] >= 0) {
+        const Val *kv = &m->v[o->in[1]];
+        if (!kv->known || kv->numel != 1 || kv->dt == DT_F32)
+            return lower_error(m, o, "k must be a constant int64 scalar");
+        k = (long)kv->i[0];
+    }
+    if (!x->shaped || x->rank < 2 || x->dt != DT_F32)
+        return lower_error(m, o, "Trilu needs a float32 input of rank 2 or "
+                           "more");
+    int upper = (int)onnx_attr_int(o, "upper", 1);
+    long r = x->dims[x->rank - 2], c = x->dims[x->rank - 1];
+    int t = new_tensor(m, ctx_printf(m->c, "%s_mask", o->name), T_PARAM);
+    Tensor *mask = &m->g->tensors[t];
+    long dims[2] = {r, c};
+    set_shape(mask, 2, dims);
+    mask->init = INIT_FILE;
+    float *d = ctx_alloc(m->c, (size_t)(r * c > 0 ? r * c : 1) * sizeof(float));
+    for (long i = 0; i < r; i++)
+        for (long j = 0; j < c; j++)
+            d[i * c + j] = (upper ? j - i >= k : j - i <= k) ? 1.0f : 0.0f;
+    mask->data = d;
+    int in[2] = {x->tensor, t};
+    Node *n;
+    int y = node1(m, o, o->name, OP_MUL, in, 2, m->v[o->out[0]].name, &n);
+    if (finish_node(m, n, o))
+        return -1;
+    m->v[o->out[0]].tensor = y;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+    log_rewrite(m, "Trilu of a computed tensor as a product with its mask", o);
+    return 0;
+}
+
