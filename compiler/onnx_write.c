@@ -132,13 +132,8 @@ static const char *model_name(Ctx *c, const char *stem)
             *p = '_';
     if (strlen(s) > 48)
         s[48] = '\0';
-    static const char *const taken[] = {"rt", "map", "init", "bmm", "bmma",
-                                        "bmmb", "dims", "perm", "win", NULL};
-    for (int k = 0; taken[k]; k++) {
-        size_t n = strlen(taken[k]);
-        if (!strncmp(s, taken[k], n) && (s[n] == '\0' || s[n] == '_'))
-            return ctx_printf(c, "model_%s", s);
-    }
+    if (model_name_clash(s))
+        return ctx_printf(c, "model_%s", s);
     return s;
 }
 

@@ -1022,17 +1022,32 @@ static int has_prefix(const char *name, const char *word)
 /* The model's name prefixes every generated symbol (NAME_forward, ...),
  * beside the runtime's rt_ symbols and the generated file's own tables:
  * map_NODE (emit.c), init_TENSOR (emit.c), bmm_NODE, bmma_NODE, bmmb_NODE,
- * dims_NODE, perm_NODE and win_NODE (ops.c). A model named map, or map_x, could give one of its
+ * dims_NODE, perm_NODE and win_NODE (ops.c), where_NODE and slice*_NODE
+ * (ops_pointwise.c, ops_structural.c). A model named map, or map_x, could give one of its
  * functions a table's name: map_forward for a node named forward, which
  * the C compiler then refuses. A new table prefix belongs here too. */
+static const char *const tables[][2] = {
+    {"map", "a node"}, {"init", "an initializer"},
+    {"bmm", "a MatMul node"}, {"bmma", "a MatMul node"},
+    {"bmmb", "a MatMul node"}, {"dims", "a Transpose node"},
+    {"perm", "a Transpose node"}, {"win", "a Conv or pooling node"},
+    {"where", "a Where node"}, {"slicein", "a Slice node"},
+    {"sliceout", "a Slice node"}, {"slicestart", "a Slice node"},
+    {"slicestep", "a Slice node"},
+};
+
+const char *model_name_clash(const char *name)
+{
+    if (has_prefix(name, "rt"))
+        return "rt";
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+        if (has_prefix(name, tables[i][0]))
+            return tables[i][0];
+    return NULL;
+}
+
 static int check_model_name(Parser *p, xmlNode *root, const char *name)
 {
-    static const char *const tables[][2] = {
-        {"map", "a node"}, {"init", "an initializer"},
-        {"bmm", "a MatMul node"}, {"bmma", "a MatMul node"},
-        {"bmmb", "a MatMul node"}, {"dims", "a Transpose node"},
-        {"perm", "a Transpose node"}, {"win", "a Conv or pooling node"},
-    };
     if (!valid_c_identifier(name) || strlen(name) > 64)
         return ELEM_ERROR(p, root, "model name '%s' must be a C identifier of "
                           "at most 64 characters: it prefixes every generated "

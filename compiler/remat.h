@@ -354,6 +354,9 @@ int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
 /* A graph file of either format: XML, or ONNX (told apart by content). */
 int read_graph_file(Ctx *c, const char *file, char **data, size_t *len);
 int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
+/* The generated-symbol prefix (rt, map, win, ...) a model name would
+ * clash with, or NULL. */
+const char *model_name_clash(const char *name);
 /* "32x256", "scalar" */
 const char *shape_str(Ctx *c, const Tensor *t);
 
