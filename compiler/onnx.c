@@ -586,16 +586,6 @@ static const char *stem_of(Ctx *c, const char *path)
     return d;
 }
 
-static const char *dir_of_file(Ctx *c, const char *file)
-{
-    const char *slash = strrchr(file, '/');
-    if (!slash)
-        return ".";
-    char *d = ctx_strdup(c, file);
-    d[slash - file] = '\0';
-    return d[0] ? d : "/";
-}
-
 static void free_model(void *p)
 {
     onnx__model_proto__free_unpacked(p, NULL);
@@ -607,7 +597,7 @@ int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
     Im m = {0};
     m.c = c;
     m.file = file;
-    m.dir = dir_of_file(c, file);
+    m.dir = path_dir(c, file);
     m.loss = -1;
     m.opt = opt;
     m.weights_dir = ctx_printf(c, "%s.weights",

@@ -1146,16 +1146,6 @@ static int parse_tree(Parser *p, xmlNode *root)
     return 0;
 }
 
-static const char *dir_of(Ctx *c, const char *file)
-{
-    const char *slash = strrchr(file, '/');
-    if (!slash)
-        return ".";
-    char *d = ctx_strdup(c, file);
-    d[slash - file] = '\0';
-    return d[0] ? d : "/";
-}
-
 static int file_too_big(Ctx *c, const char *file)
 {
     return ctx_error(c, file, 0, "file is larger than %d MiB, the most this "
@@ -1308,7 +1298,7 @@ static int read_file_max(Ctx *c, const char *file, char **data, size_t *len,
 int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
                        Graph **out)
 {
-    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = dir_of(c, file)};
+    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = path_dir(c, file)};
     p.g = ctx_alloc(c, sizeof(Graph));
     p.g->file = p.file;
     if (parse_xml(&p, data, len, parse_tree))
@@ -1320,7 +1310,7 @@ int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
 int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
                          Graph **out)
 {
-    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = dir_of(c, file),
+    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = path_dir(c, file),
                 .im = im};
     p.g = ctx_alloc(c, sizeof(Graph));
     p.g->file = p.file;
@@ -1460,7 +1450,7 @@ static int parse_policy_tree(Parser *p, xmlNode *root)
 int parse_policy_memory(Ctx *c, const char *file, const char *data,
                         size_t len, Policy *out)
 {
-    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = dir_of(c, file),
+    Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = path_dir(c, file),
                 .policy = out};
     out->file = p.file;
     return parse_xml(&p, data, len, parse_policy_tree);

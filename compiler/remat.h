@@ -65,6 +65,8 @@ int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
  * an infinity as a constant expression, "(-1.0f / 0.0f)". */
 const char *fmt_float(Ctx *c, float v);
 int glob_match(const char *pattern, const char *s);
+/* The folder of a file's path: "." for a bare name, "/" at the root. */
+const char *path_dir(Ctx *c, const char *file);
 /* The one candidate nearest to s within a typo's reach (case-blind: one
  * edit from 3 characters, two from 6), or NULL; for messages. */
 const char *closest_name(const char *s, const char *const *cands, int n);

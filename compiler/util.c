@@ -374,13 +374,21 @@ const char *did_you_mean(Ctx *c, const char *s, const char *const *cands, int n)
     return m ? ctx_printf(c, " (did you mean '%s'?)", m) : "";
 }
 
+const char *path_dir(Ctx *c, const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    if (!slash)
+        return ".";
+    char *d = ctx_strdup(c, file);
+    d[slash - file] = '\0';
+    return d[0] ? d : "/";
+}
+
 /* Each weight as DIR/PATH (PATH relative to the XML's folder), through a
  * temporary file and a rename, so each .npy is whole or absent. */
 int write_weights(Ctx *c, const char *xml_path, const Imported *im)
 {
-    const char *slash = strrchr(xml_path, '/');
-    const char *dir = slash ? ctx_printf(c, "%.*s", (int)(slash - xml_path),
-                                         xml_path) : ".";
+    const char *dir = path_dir(c, xml_path);
     for (int k = 0; k < im->nweights; k++) {
         const Weight *w = &im->weights[k];
         const char *path = ctx_printf(c, "%s/%s", dir, w->path);
