@@ -25,7 +25,9 @@ median() { sort -g "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[N
 
 demo() {   # graph
     local graph=$1 w p r pids="" bench
-    w=$work/$(basename "$graph" .xml)
+    local name=${graph##*/}
+    name=${name%.*}
+    w=$work/$name
     mkdir -p "$w"
     fig() { sed -n "s/^$2: //p" "$w/$1.sched"; }
     # two builds at a time: the C compiler is most of the wait
@@ -76,7 +78,7 @@ demo() {   # graph
                 p, 100 * s / b, b - s, fl, 100 * (ms / bms - 1) }'
     done
     local svg
-    svg=build/demo/$(basename "$graph" .xml)-pareto.svg
+    svg=build/demo/$name-pareto.svg
     mkdir -p build/demo
     echo
     echo "every optimal plan from budget 0 to 1 (build/remat pareto $graph -o $svg):"
