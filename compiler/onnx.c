@@ -367,6 +367,7 @@ static int declared_shape(Im *m, const Onnx__ValueInfoProto *vi, Val *x,
                              what, vi->name, d,
                              dim->value_case ==
                                      ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                                     && dim->dim_param
                                  ? dim->dim_param : "?");
         }
         dims[d] = dim->dim_value;
@@ -452,6 +453,9 @@ static int read_nodes(Im *m)
                              p->domain);
         o->nin = (int)p->n_input;
         o->nout = (int)p->n_output;
+        if (o->nout < 1 || !*p->output[0])
+            return ctx_error(m->c, m->file, 0, "%s: has no output; every node "
+                             "computes at least one, named", o->what);
         o->in = ctx_alloc(m->c, ((size_t)o->nin + 1) * sizeof(int));
         o->out = ctx_alloc(m->c, ((size_t)o->nout + 1) * sizeof(int));
         for (int i = 0; i < o->nin; i++) {
@@ -509,9 +513,14 @@ static int read_outputs(Im *m)
 /* ---- which values vary, which initializers train -------------------------------- */
 
 /* Inputs of an ONNX op through which no gradient flows (shapes, indices,
- * conditions, running statistics, ratios). */
-int onnx_input_differentiable(const char *op, int i)
+ * conditions, running statistics, ratios, a Cast to or from an integer). */
+int onnx_input_differentiable(const ONode *o, int i)
 {
+    const char *op = o->op;
+    if (!strcmp(op, "Cast")) {
+        long to = onnx_attr_int(o, "to", 0);
+        return i == 0 && (to == 1 || to == 10 || to == 11 || to == 16);
+    }
     static const struct { const char *op; unsigned mask; } none[] = {
         {"Reshape", 1u << 1}, {"Expand", 1u << 1}, {"Unsqueeze", 1u << 1},
         {"Squeeze", 1u << 1}, {"Split", 1u << 1}, {"Tile", 1u << 1},
@@ -519,13 +528,13 @@ int onnx_input_differentiable(const char *op, int i)
         {"BatchNormalization", 0x18u}, {"Dropout", 0x6u},
         {"SoftmaxCrossEntropyLoss", 0x6u}, {"ReduceSum", 1u << 1},
         {"ReduceMean", 1u << 1}, {"ConstantOfShape", 0x1u},
-        {"Pad", 0xeu},
+        {"Pad", 0xeu}, {"Trilu", 1u << 1},
     };
     static const char *const never[] = {
         "Shape", "Size", "Equal", "Less", "Greater", "LessOrEqual",
         "GreaterOrEqual", "Not", "And", "Or", "Range", "ArgMax", "ArgMin",
-        "NonZero", "Cast", "Floor", "Ceil", "Round", "Sign", "Trilu",
-        "ConstantOfShape", "EyeLike", NULL};
+        "NonZero", "Floor", "Ceil", "Round", "Sign", "ConstantOfShape",
+        "EyeLike", NULL};
     for (int k = 0; never[k]; k++)
         if (strcmp(op, never[k]) == 0)
             return 0;
@@ -548,12 +557,16 @@ static void find_trainable(Im *m)
         if (!any)
             continue;
         for (int i = 0; i < o->nin; i++)
-            if (o->in[i] >= 0 && onnx_input_differentiable(o->op, i))
+            if (o->in[i] >= 0 && onnx_input_differentiable(o, i))
                 m->v[o->in[i]].grad = 1;
     }
     for (int v = 0; v < m->nv; v++) {
         Val *x = &m->v[v];
-        if (x->init && x->dt == DT_F32 && x->grad && !m->freeze_all) {
+        /* an initializer holding an infinity is a mask, never a weight */
+        int finite = 1;
+        for (long k = 0; x->init && x->dt == DT_F32 && k < x->numel; k++)
+            finite &= isfinite(x->f[k]) != 0;
+        if (x->init && x->dt == DT_F32 && x->grad && finite) {
             x->trainable = 1;
             x->varying = 1;
         }

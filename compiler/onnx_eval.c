@@ -36,7 +36,23 @@ double val_get(const Val *x, long k)
 
 int64_t val_geti(const Val *x, long k)
 {
-    return x->dt == DT_F32 ? (int64_t)x->f[k] : x->i[k];
+    if (x->dt != DT_F32)
+        return x->i[k];
+    float f = x->f[k];
+    return f != f ? 0 : f >= 9.2233720e18f ? INT64_MAX
+           : f <= -9.2233720e18f ? INT64_MIN : (int64_t)f;
+}
+
+/* A double as int64, saturating (out of range it is undefined in C). */
+static int64_t to_i64(double d)
+{
+    if (d != d)
+        return 0;
+    if (d >= 9.2233720368547758e18)
+        return INT64_MAX;
+    if (d <= -9.2233720368547758e18)
+        return INT64_MIN;
+    return (int64_t)d;
 }
 
 static void val_put(Val *x, long k, double d)
@@ -44,7 +60,7 @@ static void val_put(Val *x, long k, double d)
     if (x->dt == DT_F32)
         x->f[k] = (float)d;
     else
-        x->i[k] = (int64_t)d;
+        x->i[k] = to_i64(d);
 }
 
 static Val *IV(Im *m, ONode *o, int i)
@@ -56,6 +72,11 @@ static Val *IV(Im *m, ONode *o, int i)
 static Val *make_out(Im *m, ONode *o, int i, DType dt, int rank,
                      const long *dims)
 {
+    if (i >= o->nout || o->out[i] < 0) {
+        ctx_error(m->c, m->file, 0, "%s: output %d is left out; the value it "
+                  "computes needs a name", o->what, i);
+        return NULL;
+    }
     Val *y = &m->v[o->out[i]];
     int64_t d64[MAX_RANK];
     for (int k = 0; k < rank; k++)
@@ -127,9 +148,14 @@ static double binary(const char *op, double a, double b, int is_int)
     if (!strcmp(op, "Pow")) return pow(a, b);
     if (!strcmp(op, "Max")) return a > b ? a : b;
     if (!strcmp(op, "Min")) return a < b ? a : b;
-    if (!strcmp(op, "Mod"))
-        return is_int ? (b != 0 ? (double)((int64_t)a % (int64_t)b) : 0)
-                      : fmod(a, b);
+    if (!strcmp(op, "Mod")) {
+        if (!is_int)
+            return fmod(a, b);
+        if (b == 0)
+            return 0;
+        int64_t r = (int64_t)a % (int64_t)b;  /* ONNX: the divisor's sign */
+        return (double)(r != 0 && (r < 0) != (b < 0) ? r + (int64_t)b : r);
+    }
     if (!strcmp(op, "Equal")) return a == b;
     if (!strcmp(op, "Less")) return a < b;
     if (!strcmp(op, "Greater")) return a > b;
@@ -171,9 +197,11 @@ static int fold_binary(Im *m, ONode *o)
         long a = bcast_at(in[0], rank, dims, k), b = bcast_at(in[1], rank, dims, k);
         if (is_int && in[1]->dt != DT_F32 && !cmp) {
             int64_t x = in[0]->i[a], z = in[1]->i[b], r;
-            if (!strcmp(o->op, "Add")) r = x + z;
-            else if (!strcmp(o->op, "Sub")) r = x - z;
-            else if (!strcmp(o->op, "Mul")) r = x * z;
+            /* two's complement wrap, as int64 arithmetic does in ONNX
+             * runtimes, without C's signed overflow */
+            if (!strcmp(o->op, "Add")) r = (int64_t)((uint64_t)x + (uint64_t)z);
+            else if (!strcmp(o->op, "Sub")) r = (int64_t)((uint64_t)x - (uint64_t)z);
+            else if (!strcmp(o->op, "Mul")) r = (int64_t)((uint64_t)x * (uint64_t)z);
             else {
                 val_put(y, k, binary(o->op, (double)x, (double)z, 1));
                 continue;
@@ -342,7 +370,7 @@ static int fold_cast(Im *m, ONode *o)
         else if (dt == DT_I64 && x->dt != DT_F32)
             y->i[k] = x->i[k];
         else if (dt == DT_I64)
-            y->i[k] = (int64_t)x->f[k];
+            y->i[k] = to_i64(x->f[k]);
         else
             y->f[k] = (float)val_get(x, k);
     }
@@ -414,8 +442,17 @@ static int fold_unsqueeze(Im *m, ONode *o)
             ax[k] = (long)a->ints[k];
     }
     int sq = !strcmp(o->op, "Squeeze");
+    if (n < 0)
+        return -1;
+    if (n > MAX_RANK || (!IV(m, o, 1) && a && (int)a->n_ints > MAX_RANK))
+        return fold_error(m, o, ctx_printf(m->c, "axes lists more than %d "
+                                           "values", MAX_RANK));
     int rank = sq ? x->rank : x->rank + n;
-    if (n < 0 || rank > MAX_RANK || norm_axes(m, o, ax, n, rank))
+    if (rank > MAX_RANK)
+        return fold_error(m, o, ctx_printf(m->c, "the result would have rank "
+                                           "%d; remat takes at most %d", rank,
+                                           MAX_RANK));
+    if (norm_axes(m, o, ax, n, rank))
         return -1;
     long dims[MAX_RANK];
     int r = 0, src = 0;
@@ -439,6 +476,8 @@ static int fold_flatten(Im *m, ONode *o)
     long axis = onnx_attr_int(o, "axis", 1);
     if (axis < 0)
         axis += x->rank;
+    if (axis < 0 || axis > x->rank)
+        return fold_error(m, o, "Flatten's axis is out of range");
     long d[2] = {1, 1};
     for (int k = 0; k < x->rank; k++)
         d[k >= axis] *= x->dims[k];
@@ -501,8 +540,12 @@ static int fold_concat(Im *m, ONode *o)
     dims[axis] = 0;
     for (int i = 0; i < o->nin; i++) {
         Val *x = IV(m, o, i);
-        if (!x || x->rank != x0->rank)
-            return fold_error(m, o, "Concat's inputs differ in rank");
+        if (!x || x->rank != x0->rank || x->dt != x0->dt)
+            return fold_error(m, o, "Concat's inputs differ in rank or dtype");
+        for (int d = 0; d < x->rank; d++)
+            if (d != axis && x->dims[d] != x0->dims[d])
+                return fold_error(m, o, "Concat's inputs differ in a "
+                                  "dimension other than the axis");
         dims[axis] += x->dims[axis];
     }
     Val *y = make_out(m, o, 0, x0->dt, x0->rank, dims);
@@ -526,39 +569,26 @@ static int fold_concat(Im *m, ONode *o)
     return 1;
 }
 
-/* ONNX Slice's clamping of one axis: the first index and the count. */
-void slice_axis(long dim, long start, long end, long step, long *first,
-                long *count)
-{
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    if (step > 0) {
-        start = start < 0 ? 0 : start > dim ? dim : start;
-        end = end < 0 ? 0 : end > dim ? dim : end;
-        *count = end > start ? (end - start + step - 1) / step : 0;
-    } else {
-        start = start < 0 ? -1 : start > dim - 1 ? dim - 1 : start;
-        end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
-        *count = start > end ? (start - end - step - 1) / -step : 0;
-    }
-    *first = start;
-}
-
 static int fold_slice(Im *m, ONode *o)
 {
     Val *x = IV(m, o, 0);
     long st[MAX_RANK], en[MAX_RANK], ax[MAX_RANK], sp[MAX_RANK];
     int n = ints_of(m, o, IV(m, o, 1), st, MAX_RANK);
-    if (n < 0 || ints_of(m, o, IV(m, o, 2), en, MAX_RANK) != n)
-        return n < 0 ? -1 : fold_error(m, o, "starts and ends differ in length");
+    int ne = n < 0 ? -1 : ints_of(m, o, IV(m, o, 2), en, MAX_RANK);
+    if (n < 0 || ne < 0)
+        return -1;
     for (int k = 0; k < n; k++) {
         ax[k] = k;
         sp[k] = 1;
     }
-    if (IV(m, o, 3) && ints_of(m, o, IV(m, o, 3), ax, MAX_RANK) != n)
+    int na = IV(m, o, 3) ? ints_of(m, o, IV(m, o, 3), ax, MAX_RANK) : n;
+    int ns = IV(m, o, 4) ? ints_of(m, o, IV(m, o, 4), sp, MAX_RANK) : n;
+    if (na < 0 || ns < 0)
         return -1;
-    if (IV(m, o, 4) && ints_of(m, o, IV(m, o, 4), sp, MAX_RANK) != n)
-        return -1;
+    if (ne != n || na != n || ns != n)
+        return fold_error(m, o, ctx_printf(m->c, "starts has %d values, ends "
+                          "%d, axes %d and steps %d; they must be as many",
+                          n, ne, na, ns));
     if (norm_axes(m, o, ax, n, x->rank))
         return -1;
     long first[MAX_RANK], step[MAX_RANK], dims[MAX_RANK];
@@ -598,6 +628,8 @@ static int fold_where(Im *m, ONode *o)
     Val *in[3] = {IV(m, o, 0), IV(m, o, 1), IV(m, o, 2)};
     int rank;
     long dims[MAX_RANK];
+    if ((in[1]->dt == DT_F32) != (in[2]->dt == DT_F32))
+        return fold_error(m, o, "Where's X and Y differ in dtype");
     if (bcast_shape(m, o, in, 3, &rank, dims))
         return -1;
     Val *y = make_out(m, o, 0, in[1]->dt, rank, dims);
@@ -705,11 +737,15 @@ static int fold_transpose(Im *m, ONode *o)
     Val *x = IV(m, o, 0);
     const Onnx__AttributeProto *a = onnx_attr(o, "perm");
     long perm[MAX_RANK], dims[MAX_RANK];
+    int seen[MAX_RANK] = {0};
+    if (a && (int)a->n_ints != x->rank)
+        return fold_error(m, o, "Transpose's perm must name every dimension "
+                          "once");
     for (int d = 0; d < x->rank; d++) {
-        perm[d] = a && (int)a->n_ints == x->rank ? (long)a->ints[d]
-                                                : x->rank - 1 - d;
-        if (perm[d] < 0 || perm[d] >= x->rank)
-            return fold_error(m, o, "Transpose's perm is out of range");
+        perm[d] = a ? (long)a->ints[d] : x->rank - 1 - d;
+        if (perm[d] < 0 || perm[d] >= x->rank || seen[perm[d]]++)
+            return fold_error(m, o, "Transpose's perm must name every "
+                              "dimension once");
         dims[d] = x->dims[perm[d]];
     }
     Val *y = make_out(m, o, 0, x->dt, x->rank, dims);
@@ -801,6 +837,8 @@ int onnx_fold(Im *m, ONode *o)
         fn = fold_unary;
     if (!fn)
         return 0;
+    if (o->nout < 1 || o->out[0] < 0)
+        return fold_error(m, o, "has no output; every node computes one");
     /* the inputs every fold reads: the first of all, the second of
      * binary ones and of those that take a shape, indices or ends */
     int least = fn == fold_constant ? 0 : fn == fold_where || fn == fold_range

@@ -65,9 +65,9 @@ typedef struct {
     int nn;
     int *outputs, noutputs;
     int loss;
-    int freeze_all;
     Graph *g;               /* the IR built for shape inference */
     NameSet tensor_names, node_names;   /* the IR's, made valid and unique */
+    NameSet weight_files;   /* the .npy names under weights_dir */
     int tcap, ncap;
     Buf log;                /* folded and rewritten, for `remat import` */
     int nfolded, nrewritten;
@@ -86,7 +86,7 @@ void val_alloc(Im *m, Val *x);
 int tensor_values(Im *m, const Onnx__TensorProto *t, Val *x);
 int const_from_tensor(Im *m, const Onnx__TensorProto *t, const char *name,
                       const char *what);
-int onnx_input_differentiable(const char *op, int i);
+int onnx_input_differentiable(const ONode *o, int i);
 
 /* onnx_eval.c: a node of constants evaluated; 1 if done, 0 if the op is
  * not one it folds, -1 on an error. */
@@ -98,6 +98,8 @@ double val_get(const Val *x, long k);
 int64_t val_geti(const Val *x, long k);
 
 /* onnx_lower.c: the walk, and the IR builder the rewrites share. */
+int nameset_has(const NameSet *t, const char *s);
+void nameset_add(Ctx *c, NameSet *t, const char *s);
 int onnx_lower(Im *m);
 /* A new IR tensor named after raw (made valid and unique); its index. */
 int new_tensor(Im *m, const char *raw, TensorKind kind);

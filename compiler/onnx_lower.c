@@ -47,7 +47,7 @@ static size_t hs(const char *s)
     return h;
 }
 
-static int set_has(const NameSet *t, const char *s)
+int nameset_has(const NameSet *t, const char *s)
 {
     if (!t->cap)
         return 0;
@@ -57,14 +57,14 @@ static int set_has(const NameSet *t, const char *s)
     return 0;
 }
 
-static void set_add(Ctx *c, NameSet *t, const char *s)
+void nameset_add(Ctx *c, NameSet *t, const char *s)
 {
     if ((t->n + 1) * 2 > t->cap) {
         NameSet b = {ctx_alloc(c, (t->cap ? t->cap * 2 : 256) * sizeof(char *)),
                      t->cap ? t->cap * 2 : 256, 0};
         for (size_t k = 0; k < t->cap; k++)
             if (t->keys[k])
-                set_add(c, &b, t->keys[k]);
+                nameset_add(c, &b, t->keys[k]);
         *t = b;
     }
     size_t k = hs(s) & (t->cap - 1);
@@ -96,9 +96,9 @@ static const char *ir_name(Im *m, NameSet *set, const char *raw)
     }
     s[j] = '\0';
     const char *name = s;
-    for (int k = 2; set_has(set, name); k++)
+    for (int k = 2; nameset_has(set, name); k++)
         name = ctx_printf(m->c, "%s_%d", s, k);
-    set_add(m->c, set, name);
+    nameset_add(m->c, set, name);
     return name;
 }
 
@@ -381,6 +381,24 @@ static int read_anywhere(const Im *m, const ONode *o, int i)
            (m->v[o->out[i]].readers || m->v[o->out[i]].is_output);
 }
 
+/* Softmax and LogSoftmax before opset 13 normalize over the input
+ * flattened from their axis (default 1) on; remat's normalize along one
+ * axis, which is the same only when that axis is the last. */
+static int old_softmax(Im *m, const ONode *o, Node *n)
+{
+    const Tensor *x = &m->g->tensors[n->in[0]];
+    long axis = onnx_attr_int(o, "axis", 1);
+    if (axis < 0)
+        axis += x->rank;
+    if (axis != x->rank - 1)
+        return lower_error(m, o, ctx_printf(m->c, "%s at opset %ld normalizes "
+            "over dimensions %ld.. of %s flattened together; remat's "
+            "normalizes along one axis: export at opset 13 or later, or use "
+            "the last axis", o->op, m->opset, axis, shape_str(m->c, x)));
+    set_int(n, "axis", -1);
+    return 0;
+}
+
 int lower_plain(Im *m, ONode *o, OpKind op)
 {
     if (op == OP_SOFTMAX_CROSS_ENTROPY && o->p && read_anywhere(m, o, 1))
@@ -420,6 +438,9 @@ int lower_plain(Im *m, ONode *o, OpKind op)
         n->in[n->nin++] = t;
     }
     if (copy_attrs(m, o, n))
+        return -1;
+    if ((op == OP_SOFTMAX || !strcmp(o->op, "LogSoftmax")) && o->p &&
+        m->opset < 13 && old_softmax(m, o, n))
         return -1;
     for (int i = 0; l && i < 4 && l->attr_in[i]; i++)
         if (ints_input(m, o, data_in + i, n, l->attr_in[i]))

@@ -140,7 +140,9 @@ int lower_sce_log_prob(Im *m, ONode *o)
 
 static int is_const_scalar(const Im *m, int v, double want, double tol)
 {
-    if (v < 0 || !m->v[v].known || m->v[v].numel != 1 || m->v[v].varying)
+    /* rank 0 or 1: a (1, 1, 1) constant would broadcast x to rank 3 */
+    if (v < 0 || !m->v[v].known || m->v[v].numel != 1 || m->v[v].varying ||
+        m->v[v].rank > 1)
         return 0;
     double x = val_get(&m->v[v], 0);
     return isinf(want) ? x == want : fabs(x - want) <= tol;
@@ -367,6 +369,15 @@ static int try_layer_norm(Im *m, ONode *r1)
     int b = bias ? other(bias, mul->out[0]) : -1;
     if (w < 0 || b < 0 || !m->v[w].init || !m->v[b].init)
         return 0;
+    /* scale and bias over exactly the normalized axes: LayerNormalization
+     * takes nothing that broadcasts otherwise */
+    const Val *wv = &m->v[w], *bv = &m->v[b], *xv = &m->v[x];
+    if (wv->rank != -axis || bv->rank != -axis)
+        return 0;
+    for (int d = 0; d < wv->rank; d++)
+        if (wv->dims[d] != bv->dims[d] ||
+            (xv->shaped && wv->dims[d] != xv->dims[xv->rank + axis + d]))
+            return 0;
     r1->done = sub->done = pw->done = r2->done = eps->done = sq->done = 1;
     div->done = mul->done = 1;
     bias->op = "LayerNormalization";
@@ -399,7 +410,9 @@ int keep_transposed(Im *m, ONode *o)
     if (strcmp(o->op, "Transpose") || o->in[0] < 0)
         return 0;
     Val *w = &m->v[o->in[0]];
-    if (!w->init || w->rank != 2)
+    const Onnx__AttributeProto *perm = onnx_attr(o, "perm");
+    if (!w->init || w->rank != 2 ||
+        (perm && (perm->n_ints != 2 || perm->ints[0] != 1 || perm->ints[1] != 0)))
         return 0;
     int y = o->out[0];
     if (m->v[y].is_output)
@@ -486,6 +499,9 @@ int lower_gather_const(Im *m, ONode *o)
     long axis = onnx_attr_int(o, "axis", 0);
     if (axis < 0)
         axis += x->rank;
+    if (ix->dt == DT_F32)
+        return lower_error(m, o, "Gather's indices are float; ONNX takes "
+                           "int64 or int32 indices");
     if (ix->rank > 1 || ix->numel == 0 || axis < 0 || axis >= x->rank)
         return lower_error(m, o, "Gather with constant indices is supported "
                            "for a scalar or a 1-D range of indices");
@@ -636,7 +652,8 @@ int try_attention(Im *m, ONode *tr)
         causal = 1;
     }
     ONode *sm = only_reader(m, at, "Softmax");
-    long axis = sm ? onnx_attr_int(sm, "axis", -1) : 0;
+    /* before opset 13 Softmax flattens from its axis (default 1) */
+    long axis = sm ? onnx_attr_int(sm, "axis", m->opset < 13 ? 1 : -1) : 0;
     if (!sm || (axis != -1 && axis != 3))
         return 0;
     ONode *mm2 = only_reader(m, sm->out[0], "MatMul");

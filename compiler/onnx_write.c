@@ -137,13 +137,19 @@ static const char *model_name(Ctx *c, const char *stem)
     return s;
 }
 
+/* NAME.npy with '/' and ':' as '_' (a file name), and a clash between
+ * two names that map alike (c/k and c_k) made unique with _2, _3, ... */
 static const char *weight_path(Im *m, const Tensor *t)
 {
     char *s = ctx_strdup(m->c, t->name);
     for (char *p = s; *p; p++)
         if (*p == '/' || *p == ':')
             *p = '_';
-    return ctx_printf(m->c, "%s/%s.npy", m->weights_dir, s);
+    const char *f = s;
+    for (int k = 2; nameset_has(&m->weight_files, f); k++)
+        f = ctx_printf(m->c, "%s_%d", s, k);
+    nameset_add(m->c, &m->weight_files, f);
+    return ctx_printf(m->c, "%s/%s.npy", m->weights_dir, f);
 }
 
 static void write_summary(Im *m, Buf *b)

@@ -255,8 +255,8 @@ void emit_split_bwd(Emit *e, const Node *n, const char *const *din,
  * end counts from the end; then a positive step clamps both to [0, dim], a
  * negative one the start to [0, dim - 1] and the end to [-1, dim - 1].
  * *first is the first index taken, *count how many (0: none). */
-static void slice_axis(long dim, long start, long end, long step, long *first,
-                       long *count)
+void slice_axis(long dim, long start, long end, long step, long *first,
+                long *count)
 {
     /* below -dim is as far below 0 as any: no overflow adding dim */
     start = start < 0 ? (start < -dim ? -1 : start + dim) : start;

@@ -417,6 +417,10 @@ int shape_squeeze(Ctx *c, Graph *g, Node *n);
 int shape_concat(Ctx *c, Graph *g, Node *n);
 int shape_split(Ctx *c, Graph *g, Node *n);
 int shape_slice(Ctx *c, Graph *g, Node *n);
+/* ONNX Slice's clamping along one dimension: the first index taken and
+ * how many (the ONNX importer's folds use it too). */
+void slice_axis(long dim, long start, long end, long step, long *first,
+                long *count);
 void emit_concat_fwd(Emit *e, const Node *n, const char *const *out,
                      const char *const *in);
 void emit_concat_bwd(Emit *e, const Node *n, const char *const *din,

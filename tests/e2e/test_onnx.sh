@@ -83,6 +83,12 @@ PY
     else bad "a model with external data compiles to other C than with raw_data"; fi
 fi
 
+# Import semantics the review found wrong once, each a small model against
+# numpy or against what must train (tests/onnx/import_semantics.py).
+mkdir -p "$work/semantics"
+if $py tests/onnx/import_semantics.py "$remat" "$work/semantics"; then ok
+else bad "import semantics"; fi
+
 # remat import's own refusals: an XML input, an output not .xml, and a model
 # it cannot take, which leaves an existing XML as it was.
 mkdir -p "$work/cli"

@@ -58,3 +58,16 @@ save("onnx_bad_attribute", model([h.make_node("Softmax", ["x"], ["y"], name="sm"
                                               bogus=3)], [x], [y]))
 save("onnx_nan_constant", model([h.make_node("Mul", ["x", "w"], ["y"], name="scale")],
                                 [x], [y], [nh.from_array(np.full(3, np.nan, np.float32), "w")]))
+# found by a review of the importer
+c23 = nh.from_array(np.ones((2, 3), np.float32), "c")
+save("onnx_transpose_perm", model([h.make_node("Transpose", ["c"], ["t"], name="swap", perm=[0, 0]),
+                                   h.make_node("Add", ["x", "t"], ["y"], name="sum")],
+                                  [x], [y], [c23]))
+save("onnx_node_no_output", model([h.make_node("Add", ["x", "x"], [], name="lost"),
+                                   h.make_node("Relu", ["x"], ["y"], name="act")], [x], [y]))
+save("onnx_softmax_opset11", model([h.make_node("Softmax", ["x3"], ["y3"], name="sm")],
+                                   [vi("x3", [2, 3, 4])], [vi("y3", [2, 3, 4])], opset=11))
+save("onnx_concat_mismatch", model([h.make_node("Concat", ["c", "d"], ["cd"], name="join", axis=0),
+                                    h.make_node("ReduceSum", ["cd"], ["s"], name="r", keepdims=0),
+                                    h.make_node("Add", ["x", "s"], ["y"], name="sum")],
+                                   [x], [y], [c23, nh.from_array(np.ones((2, 4), np.float32), "d")]))

@@ -1,0 +1,138 @@
+"""Small ONNX models built with onnx.helper, each holding one thing the
+importer once got wrong, against numpy or against what must train.
+
+Usage: import_semantics.py REMAT WORK_DIR
+Prints one line per case and exits 1 if any fails.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+REMAT, WORK = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def vi(name, shape, t=T.FLOAT):
+    return h.make_tensor_value_info(name, t, shape)
+
+
+def run(name, m, inputs, params=None):
+    """remat build, then the trainer's --load/--dump: the dumped files."""
+    d = os.path.join(WORK, name)
+    os.makedirs(os.path.join(d, "in"), exist_ok=True)
+    onnx.save(m, os.path.join(d, name + ".onnx"))
+    for k, v in inputs.items():
+        np.save(os.path.join(d, "in", f"input.{k}.npy"), v)
+    for k, v in (params or {}).items():
+        np.save(os.path.join(d, "in", f"param.{k}.npy"), v)
+    r = subprocess.run([REMAT, "build", os.path.join(d, name + ".onnx"), "-o",
+                        os.path.join(d, "trainer")], capture_output=True, text=True)
+    if r.returncode:
+        return None, r.stderr.strip()
+    r = subprocess.run([os.path.join(d, "trainer"), "--load", os.path.join(d, "in"),
+                        "--dump", os.path.join(d, "out")], capture_output=True, text=True)
+    if r.returncode:
+        return None, r.stderr.strip()
+    out = {f[:-4]: np.load(os.path.join(d, "out", f)) for f in os.listdir(os.path.join(d, "out"))}
+    return out, ""
+
+
+def trainable(name, m):
+    """The imported XML's initializers: name -> trains."""
+    d = os.path.join(WORK, name + "_xml")
+    os.makedirs(d, exist_ok=True)
+    onnx.save(m, os.path.join(d, name + ".onnx"))
+    subprocess.run([REMAT, "import", os.path.join(d, name + ".onnx"), "-o",
+                    os.path.join(d, name + ".xml")], capture_output=True, check=True)
+    import xml.etree.ElementTree as ET
+    g = ET.parse(os.path.join(d, name + ".xml")).getroot().find("graph")
+    return {e.get("name"): e.get("trainable", "true") == "true" for e in g.iter("initializer")}
+
+
+def check(name, ok, what):
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {what}")
+    if not ok:
+        failures.append(name)
+
+
+rng = np.random.default_rng(0)
+W = rng.standard_normal((3, 3)).astype(np.float32)
+x = rng.standard_normal((2, 3)).astype(np.float32)
+loss = [h.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)]
+
+# A gradient flows through Trilu's data input and a float-to-float Cast:
+# the weights behind them train.
+m = model([h.make_node("MatMul", ["x", "W"], ["a"]),
+           h.make_node("Trilu", ["a"], ["t"], upper=1),
+           h.make_node("Cast", ["t"], ["c64"], to=T.DOUBLE),
+           h.make_node("Cast", ["c64"], ["y"], to=T.FLOAT)] + loss,
+          [vi("x", [2, 3])], [vi("loss", [])], [nh.from_array(W, "W")])
+check("trilu_cast_train", trainable("trilu_cast_train", m).get("W") is True,
+      "a weight read through Trilu and float casts trains")
+
+# Transpose with perm [0, 1] is no transpose: MatMul by W, not by W^T.
+m = model([h.make_node("Transpose", ["W"], ["wt"], perm=[0, 1]),
+           h.make_node("MatMul", ["x", "wt"], ["y"])] + loss,
+          [vi("x", [2, 3])], [vi("loss", []), vi("y", [2, 3])], [nh.from_array(W, "W")])
+out, err = run("identity_transpose", m, {"x": x}, {"W": W})
+check("identity_transpose", out is not None and np.allclose(out["output.y"], x @ W, rtol=1e-5),
+      err or "Transpose perm=[0,1] under MatMul multiplies by W")
+
+# Two initializers whose names map to one file name (c/k, c_k).
+A = np.full((2, 3), 1.0, np.float32)
+B = np.full((2, 3), 100.0, np.float32)
+m = model([h.make_node("Add", ["x", "c/k"], ["s"]), h.make_node("Mul", ["s", "c_k"], ["y"])],
+          [vi("x", [2, 3])], [vi("y", [2, 3])], [nh.from_array(A, "c/k"), nh.from_array(B, "c_k")])
+out, err = run("weight_names", m, {"x": x})
+check("weight_names", out is not None and np.allclose(out["output.y"], (x + A) * B, rtol=1e-6),
+      err or "c/k and c_k keep their own values")
+
+# int64 Mod takes the divisor's sign (fmod=0), folded at compile time.
+a = nh.from_array(np.array([-7, 7, -7], np.int64), "a")
+b = nh.from_array(np.array([3, -3, -3], np.int64), "b")
+m = model([h.make_node("Mod", ["a", "b"], ["r"]),
+           h.make_node("Cast", ["r"], ["rf"], to=T.FLOAT),
+           h.make_node("Add", ["x", "rf"], ["y"])],
+          [vi("x", [3])], [vi("y", [3])], [a, b])
+x3 = np.zeros(3, np.float32)
+out, err = run("mod_int", m, {"x": x3})
+check("mod_int", out is not None and np.array_equal(out["output.y"], [2.0, -2.0, -1.0]),
+      err or "int64 Mod folds to the divisor's sign")
+
+# A Slice with a negative step and a start below -dim starts at 0, folded
+# or computed alike.
+x4 = rng.standard_normal((3, 2)).astype(np.float32)
+consts = [nh.from_array(np.array([v], np.int64), n) for v, n in
+          ((-10, "st"), (-20, "en"), (0, "ax"), (-1, "sp"))]
+m = model([h.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])],
+          [vi("x", [3, 2])], [vi("y", [1, 2])], consts)
+out, err = run("slice_negative_step", m, {"x": x4})
+check("slice_negative_step", out is not None and np.array_equal(out["output.y"], x4[0:1]),
+      err or "x[-10:-20:-1] along axis 0 is x[0]")
+
+# A float initializer holding -inf is a mask (a constant), even where the
+# loss depends on it through an Add.
+mask = np.triu(np.full((3, 3), -np.inf, np.float32), 1)
+m = model([h.make_node("MatMul", ["x", "W"], ["a"]),
+           h.make_node("Reshape", ["a", "shape"], ["a2"]),
+           h.make_node("Add", ["a2", "mask"], ["z"]),
+           h.make_node("Softmax", ["z"], ["y"], axis=-1)] + loss,
+          [vi("x", [3, 3])], [vi("loss", [])],
+          [nh.from_array(W, "W"), nh.from_array(mask, "mask"),
+           nh.from_array(np.array([3, 3], np.int64), "shape")])
+t = trainable("additive_mask", m)
+check("additive_mask", t.get("W") is True and t.get("mask") is False,
+      "an additive -inf mask is a constant and W trains")
+
+sys.exit(1 if failures else 0)
