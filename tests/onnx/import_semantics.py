@@ -135,4 +135,17 @@ t = trainable("additive_mask", m)
 check("additive_mask", t.get("W") is True and t.get("mask") is False,
       "an additive -inf mask is a constant and W trains")
 
+# torch's Dropout in training mode: ratio and training_mode as inputs, a
+# mask output nobody reads; the ratio becomes the attribute.
+m = model([h.make_node("MatMul", ["x", "W"], ["a"]),
+           h.make_node("Dropout", ["a", "ratio", "train"], ["y", "mask"])] + loss,
+          [vi("x", [2, 3])], [vi("loss", [])],
+          [nh.from_array(W, "W"), nh.from_array(np.array(0.25, np.float32), "ratio"),
+           nh.from_array(np.array(True), "train")])
+trainable("dropout_inputs", m)
+xmlpath = os.path.join(WORK, "dropout_inputs_xml", "dropout_inputs.xml")
+text = open(xmlpath).read()
+check("dropout_inputs", 'op="Dropout"' in text and 'ratio="0.25"' in text and "mask" not in text,
+      "Dropout's ratio input becomes ratio=\"0.25\" and its unread mask is dropped")
+
 sys.exit(1 if failures else 0)
