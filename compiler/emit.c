@@ -521,7 +521,7 @@ static size_t trainable_floats(const Graph *g)
 static void emit_optimizers(Emit *e)
 {
     const Graph *g = e->g;
-    const char *n = g->name, *u = upper(e->ctx, n);
+    const char *n = g->name;
     size_t tf = trainable_floats(g);
     for (int adam = 0; adam <= 1; adam++) {
         emit(e, "void %s_%s_step(float *params, const float *grads, "
@@ -558,6 +558,8 @@ static void emit_optimizers(Emit *e)
     e->indent++;
     emit(e, "double norm_sq = 0.0;");
     emit(e, "float norm, coef;");
+    if (tf == 0)
+        emit(e, "(void)grads; /* nothing trainable */");
     for (int pass = 0; pass <= 1; pass++) {
         if (pass == 1) {
             emit(e, "coef = rt_clip_coef(norm_sq, max_norm, &norm);");
@@ -576,15 +578,12 @@ static void emit_optimizers(Emit *e)
                      x->numel);
         }
     }
-    if (tf == 0)
-        emit(e, "(void)grads;");
     e->indent--;
     emit(e, "}");
     emit(e, "return norm;");
     e->indent--;
     emit(e, "}");
     emit(e, "");
-    (void)u;
 }
 
 /* ---- tables and data ------------------------------------------------------------ */
