@@ -1250,8 +1250,14 @@ static void resume(const rt_model *m, options *o, buffers *b, float *state,
     free(path);
     o->seed = pg->seed;
     /* every parameter, frozen ones too; the last batch */
-    for (i = 0; i < m->n_params; i++)
+    for (i = 0; i < m->n_params; i++) {
+        path = tensor_path(dir, "param", m->params[i].name);
+        if (missing(path))
+            die("cannot read %s: no such file; a checkpoint holds every "
+                "parameter", path);
+        free(path);
         read_tensor(dir, "param", &m->params[i], b->params);
+    }
     for (i = 0; i < m->n_inputs; i++)
         read_tensor(dir, "input", &m->inputs[i], b->inputs);
     for (i = 0; i < m->n_int_inputs; i++)

@@ -184,6 +184,12 @@ bad_case "--data: token out of range" "batch 0 element 0 is 256" "$gpt" --steps 
 bad_case "checkpoint of another model" "a checkpoint of the model 'cnn', not of 'mlp12'" "$mlp" --steps 1 --resume "$work/ckc"
 bad_case "checkpoint of another optimizer" "give --optimizer sgd" "$mlp" --steps 1 --optimizer adamw --resume "$work/ck"
 bad_case "NaN on a step" "step 2: " "$mlp" --seed 1 --steps 5 --lr 1e30
+# mlp12 on 8 rows has mlp12's name but not its inputs' shapes
+bad_case "checkpoint of another shape" "$work/ck/input.x.npy: shape (32, 256) but expected (8, 256)" \
+    "$micro" --steps 1 --resume "$work/ck"
+cp -r "$work/ck" "$work/ck3" && rm "$work/ck3/param.b0.fc1.weight.npy"
+bad_case "checkpoint without a parameter" "$work/ck3/param.b0.fc1.weight.npy: no such file" \
+    "$mlp" --steps 1 --resume "$work/ck3"
 cp -r "$work/ck" "$work/ck2"
 run 1 "$mlp" --steps 5 --lr 1e30 --resume "$work/ck" --save "$work/ck" && one_line "step 5: " \
     && same_dirs "$work/ck2" "$work/ck" && ok || bad "a NaN after a resume changed the checkpoint"
