@@ -236,13 +236,17 @@ static int is_value_option(const char *name)
     return 0;
 }
 
-static const char *dir_value(const char *name, const char *old,
-                             const char *val)
+/* A folder argument without trailing slashes (cut in place, in argv):
+ * --save puts DIR.saving and DIR.old beside DIR, not inside it. */
+static const char *dir_value(const char *name, const char *old, char *val)
 {
+    size_t n = strlen(val);
     if (old)
         usage_error("%s given twice", name);
-    if (*val == '\0')
+    if (n == 0)
         usage_error("%s needs a directory", name);
+    while (n > 1 && val[n - 1] == '/')
+        val[--n] = '\0';
     return val;
 }
 
@@ -261,9 +265,9 @@ static void parse_args(int argc, char **argv, options *o)
     o->adam.weight_decay = 0.01;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *val = NULL;
+        char *val = NULL;
         char name[32];
-        const char *eq;
+        char *eq;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
@@ -990,6 +994,7 @@ static void load_data(const rt_model *m, const options *o, batches *bs)
     for (i = 0; i < m->n_int_inputs; i++)
         bs->per_input[m->n_inputs + i] =
             read_batches(o->data_dir, &m->int_inputs[i], 1, &bs->n, &first, o);
+    free((char *)first);   /* read_batches kept the first file's path */
 }
 
 /* Batch k (mod the count) into the input buffers. */

@@ -151,6 +151,9 @@ same_dirs "$work/ck_before" "$work/ck" && ok || bad "an interrupted save changed
 run 0 "$mlp" --steps 1 --resume "$work/ck" --save "$work/ck" && ok || bad "resume after an interrupted save"
 [ ! -e "$work/ck.saving" ] && [ ! -e "$work/ck.old" ] && ok || bad "a save left its temporary folder"
 grep -q '^step 3$' "$work/ck/checkpoint.txt" && ok || bad "the step did not advance to 3"
+# a trailing slash names the same folder: DIR.saving goes beside it
+run 0 "$mlp" --steps 1 --resume "$work/ck/" --save "$work/ck/" && grep -q '^step 4$' "$work/ck/checkpoint.txt" \
+    && [ ! -e "$work/ck/.saving" ] && [ ! -e "$work/ck.saving" ] && ok || bad "--save DIR/"
 
 # ---- bad input: one line, exit 1, nothing written -------------------------------------
 mkdir -p "$work/bad"
@@ -191,7 +194,7 @@ cp -r "$work/ck" "$work/ck3" && rm "$work/ck3/param.b0.fc1.weight.npy"
 bad_case "checkpoint without a parameter" "$work/ck3/param.b0.fc1.weight.npy: no such file" \
     "$mlp" --steps 1 --resume "$work/ck3"
 cp -r "$work/ck" "$work/ck2"
-run 1 "$mlp" --steps 5 --lr 1e30 --resume "$work/ck" --save "$work/ck" && one_line "step 5: " \
+run 1 "$mlp" --steps 5 --lr 1e30 --resume "$work/ck" --save "$work/ck" && one_line "step 6: " \
     && same_dirs "$work/ck2" "$work/ck" && ok || bad "a NaN after a resume changed the checkpoint"
 
 usage_case() { local text=$1; shift; run 2 "$@" && one_line "$text"; }
