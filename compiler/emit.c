@@ -376,13 +376,20 @@ static void emit_body(Emit *e, const Compiled *m, const Schedule *s)
     }
 }
 
+/* train 1: NAME_train_step's, 2: NAME_train_step_acc's, 3: the static
+ * function both call (the train schedule, once), with its flag. */
 static const char *signature(Ctx *c, const char *name, int train)
 {
+    static const char *const fn[] = {"", "float %s_train_step",
+                                     "float %s_train_step_acc",
+                                     "static float %s_train_schedule"};
     if (train)
-        return ctx_printf(c, "float %s_train_step(float *params, "
-                          "const float *inputs, const int64_t *int_inputs, "
-                          "float *outputs, float *grads, uint64_t seed, "
-                          "uint64_t step, void *arena)", name);
+        return ctx_printf(c, "%s(float *params, const float *inputs, "
+                          "const int64_t *int_inputs, float *outputs, "
+                          "float *grads, uint64_t seed, uint64_t step, "
+                          "void *arena%s)",
+                          ctx_printf(c, fn[train], name),
+                          train == 3 ? ", int accumulate" : "");
     return ctx_printf(c, "float %s_forward(const float *params, const float "
                       "*inputs, const int64_t *int_inputs, float *outputs, "
                       "void *arena)", name);
@@ -392,7 +399,10 @@ static void emit_function(Emit *e, const Compiled *m, int train)
 {
     const char *name = e->g->name;
     const Schedule *s = train ? m->train : m->fwd;
-    emit(e, "%s", signature(e->ctx, name, train));
+    if (train)
+        emit(e, "/* The train schedule: grads += every gradient, after zeroing "
+             "grads\n * unless accumulate is 1. */");
+    emit(e, "%s", signature(e->ctx, name, train ? 3 : 0));
     emit(e, "{");
     e->indent++;
     e->train = train;
@@ -409,12 +419,22 @@ static void emit_function(Emit *e, const Compiled *m, int train)
         emit(e, "(void)step;");
     emit_buffer_pointers(e, train);
     if (train)
-        emit(e, "rt_zero(grads, %s_PARAM_FLOATS);", upper(e->ctx, name));
+        emit(e, "if (!accumulate)\n        rt_zero(grads, %s_PARAM_FLOATS);",
+             upper(e->ctx, name));
     emit_body(e, m, s);
     emit(e, trains ? "return loss;" : "return 0.0f; /* forward only: no loss */");
     e->indent--;
     emit(e, "}");
     emit(e, "");
+    for (int acc = 0; train && acc <= 1; acc++) {
+        emit(e, "%s", signature(e->ctx, name, 1 + acc));
+        emit(e, "{");
+        emit(e, "    return %s_train_schedule(params, inputs, int_inputs, "
+             "outputs, grads,\n        seed, step, "
+             "arena, %d);", name, acc);
+        emit(e, "}");
+        emit(e, "");
+    }
 }
 
 static void emit_init(Emit *e)
@@ -479,6 +499,88 @@ static void emit_sgd(Emit *e)
     }
     if (!any)
         emit(e, "(void)params; (void)grads; (void)lr;");
+    e->indent--;
+    emit(e, "}");
+    emit(e, "");
+}
+
+/* Floats of trainable parameters: one optimizer state slot each. */
+static size_t trainable_floats(const Graph *g)
+{
+    size_t n = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].kind == T_PARAM && g->tensors[t].trainable)
+            n += (size_t)g->tensors[t].numel;
+    return n;
+}
+
+/* NAME_sgd_step, NAME_adamw_step and NAME_clip_grad_norm: one runtime call
+ * per trainable parameter's range. The state holds the trainable
+ * parameters' slots in table order: SGD's momentum buffer, AdamW's exp_avg
+ * (all of it) then exp_avg_sq (all of it). */
+static void emit_optimizers(Emit *e)
+{
+    const Graph *g = e->g;
+    const char *n = g->name;
+    size_t tf = trainable_floats(g);
+    for (int adam = 0; adam <= 1; adam++) {
+        emit(e, "void %s_%s_step(float *params, const float *grads, "
+             "float *state, float lr,", n, adam ? "adamw" : "sgd");
+        emit(e, "    const rt_%s_config *c, uint64_t step)",
+             adam ? "adamw" : "sgd");
+        emit(e, "{");
+        e->indent++;
+        if (tf == 0)
+            emit(e, "(void)params; (void)grads; (void)state; (void)lr; "
+                 "(void)c; (void)step; /* nothing trainable */");
+        size_t so = 0;
+        for (int t = 0; t < g->ntensors; t++) {
+            const Tensor *x = &g->tensors[t];
+            if (x->kind != T_PARAM || !x->trainable)
+                continue;
+            size_t off = e->offset[t];
+            emit(e, "/* %s */", comment_safe(e->ctx, x->name));
+            if (adam)
+                emit(e, "rt_adamw_update(params + %zu, grads + %zu, state + "
+                     "%zu, state + %zu, %ld, lr, c, step);", off, off, so,
+                     tf + so, x->numel);
+            else
+                emit(e, "rt_sgd_update(params + %zu, grads + %zu, state + "
+                     "%zu, %ld, lr, c, step);", off, off, so, x->numel);
+            so += (size_t)x->numel;
+        }
+        e->indent--;
+        emit(e, "}");
+        emit(e, "");
+    }
+    emit(e, "float %s_clip_grad_norm(float *grads, float max_norm)", n);
+    emit(e, "{");
+    e->indent++;
+    emit(e, "double norm_sq = 0.0;");
+    emit(e, "float norm, coef;");
+    if (tf == 0)
+        emit(e, "(void)grads; /* nothing trainable */");
+    for (int pass = 0; pass <= 1; pass++) {
+        if (pass == 1) {
+            emit(e, "coef = rt_clip_coef(norm_sq, max_norm, &norm);");
+            emit(e, "if (coef < 1.0f) {");
+            e->indent++;
+        }
+        for (int t = 0; t < g->ntensors; t++) {
+            const Tensor *x = &g->tensors[t];
+            if (x->kind != T_PARAM || !x->trainable)
+                continue;
+            if (pass == 0)
+                emit(e, "norm_sq += rt_grad_norm_sq(grads + %zu, %ld); /* %s */",
+                     e->offset[t], x->numel, comment_safe(e->ctx, x->name));
+            else
+                emit(e, "rt_scale(grads + %zu, %ld, coef);", e->offset[t],
+                     x->numel);
+        }
+    }
+    e->indent--;
+    emit(e, "}");
+    emit(e, "return norm;");
     e->indent--;
     emit(e, "}");
     emit(e, "");
@@ -687,6 +789,13 @@ static void emit_descriptor(Emit *e, const Compiled *m)
         emit(e, "    %s_load_weights,", n);
     else
         emit(e, "    NULL, /* initial values in this file */");
+    if (graph_trains(e->g)) {
+        emit(e, "    %s_train_step_acc, %s_SGD_STATE_FLOATS, "
+             "%s_ADAMW_STATE_FLOATS,", n, u, u);
+        emit(e, "    %s_sgd_step, %s_adamw_step, %s_clip_grad_norm,", n, n, n);
+    } else {
+        emit(e, "    NULL, 0, 0, NULL, NULL, NULL, /* forward only */");
+    }
     emit(e, "};");
 }
 
@@ -810,8 +919,35 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
         emit(e, " * updates its running statistics in params, the only parameters");
         emit(e, " * a train step writes. */");
         emit(e, "%s;", signature(e->ctx, n, 1));
+        emit(e, "/* The same, but adds into grads instead of overwriting them:");
+        emit(e, " * gradient accumulation (scale the sum by 1/k after k "
+             "micro-batches). */");
+        emit(e, "%s;", signature(e->ctx, n, 2));
         emit(e, "/* params -= lr * grads, over the trainable parameters. */");
         emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
+        emit(e, "/* Optimizer state: a slot per trainable parameter float, in "
+             "%s_params", n);
+        emit(e, " * order (AdamW: every exp_avg, then every exp_avg_sq). "
+             "Zero it before");
+        emit(e, " * the first step; step counts updates from 1. */");
+        emit(e, "#define %s_SGD_STATE_FLOATS %zu", u, trainable_floats(g));
+        emit(e, "#define %s_ADAMW_STATE_FLOATS %zu", u,
+             2 * trainable_floats(g));
+        emit(e, "/* torch.optim.SGD (momentum, dampening, Nesterov, weight "
+             "decay) */");
+        emit(e, "void %s_sgd_step(float *params, const float *grads, "
+             "float *state, float lr,", n);
+        emit(e, "                 const rt_sgd_config *c, uint64_t step);");
+        emit(e, "/* torch.optim.AdamW (decoupled weight decay, bias "
+             "correction) */");
+        emit(e, "void %s_adamw_step(float *params, const float *grads, "
+             "float *state, float lr,", n);
+        emit(e, "                   const rt_adamw_config *c, uint64_t step);");
+        emit(e, "/* torch.nn.utils.clip_grad_norm_ over the trainable "
+             "gradients: scales them");
+        emit(e, " * by max_norm / (norm + 1e-6) when that is below 1; returns "
+             "the norm. */");
+        emit(e, "float %s_clip_grad_norm(float *grads, float max_norm);", n);
     }
     emit(e, "");
     if (!trains)
@@ -875,6 +1011,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     if (graph_trains(m->g)) {
         emit_function(&e, m, 1);
         emit_sgd(&e);
+        emit_optimizers(&e);
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0};

@@ -119,7 +119,9 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     return loss;
 }
 
-float cnn_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+/* The train schedule: grads += every gradient, after zeroing grads
+ * unless accumulate is 1. */
+static float cnn_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena, int accumulate)
 {
     unsigned char *a = arena;
     float loss;
@@ -142,7 +144,8 @@ float cnn_train_step(float *params, const float *inputs, const int64_t *int_inpu
     float *d_conv2_bias = grads + 4768;
     float *d_fc_weight = grads + 4800;
     float *d_fc_bias = grads + 20480;
-    rt_zero(grads, CNN_PARAM_FLOATS);
+    if (!accumulate)
+        rt_zero(grads, CNN_PARAM_FLOATS);
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
     float *v_stage1_c = (float *)(a + 28224);
@@ -253,6 +256,18 @@ float cnn_train_step(float *params, const float *inputs, const int64_t *int_inpu
     return loss;
 }
 
+float cnn_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+{
+    return cnn_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, 0);
+}
+
+float cnn_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+{
+    return cnn_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, 1);
+}
+
 void cnn_sgd(float *params, const float *grads, float lr)
 {
     rt_sgd(params + 0, grads + 0, 144, lr); /* conv1.weight */
@@ -263,6 +278,62 @@ void cnn_sgd(float *params, const float *grads, float lr)
     rt_sgd(params + 20480, grads + 20480, 10, lr); /* fc.bias */
 }
 
+void cnn_sgd_step(float *params, const float *grads, float *state, float lr,
+    const rt_sgd_config *c, uint64_t step)
+{
+    /* conv1.weight */
+    rt_sgd_update(params + 0, grads + 0, state + 0, 144, lr, c, step);
+    /* conv1.bias */
+    rt_sgd_update(params + 144, grads + 144, state + 144, 16, lr, c, step);
+    /* conv2.weight */
+    rt_sgd_update(params + 160, grads + 160, state + 160, 4608, lr, c, step);
+    /* conv2.bias */
+    rt_sgd_update(params + 4768, grads + 4768, state + 4768, 32, lr, c, step);
+    /* fc.weight */
+    rt_sgd_update(params + 4800, grads + 4800, state + 4800, 15680, lr, c, step);
+    /* fc.bias */
+    rt_sgd_update(params + 20480, grads + 20480, state + 20480, 10, lr, c, step);
+}
+
+void cnn_adamw_step(float *params, const float *grads, float *state, float lr,
+    const rt_adamw_config *c, uint64_t step)
+{
+    /* conv1.weight */
+    rt_adamw_update(params + 0, grads + 0, state + 0, state + 20490, 144, lr, c, step);
+    /* conv1.bias */
+    rt_adamw_update(params + 144, grads + 144, state + 144, state + 20634, 16, lr, c, step);
+    /* conv2.weight */
+    rt_adamw_update(params + 160, grads + 160, state + 160, state + 20650, 4608, lr, c, step);
+    /* conv2.bias */
+    rt_adamw_update(params + 4768, grads + 4768, state + 4768, state + 25258, 32, lr, c, step);
+    /* fc.weight */
+    rt_adamw_update(params + 4800, grads + 4800, state + 4800, state + 25290, 15680, lr, c, step);
+    /* fc.bias */
+    rt_adamw_update(params + 20480, grads + 20480, state + 20480, state + 40970, 10, lr, c, step);
+}
+
+float cnn_clip_grad_norm(float *grads, float max_norm)
+{
+    double norm_sq = 0.0;
+    float norm, coef;
+    norm_sq += rt_grad_norm_sq(grads + 0, 144); /* conv1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 144, 16); /* conv1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 160, 4608); /* conv2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 4768, 32); /* conv2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 4800, 15680); /* fc.weight */
+    norm_sq += rt_grad_norm_sq(grads + 20480, 10); /* fc.bias */
+    coef = rt_clip_coef(norm_sq, max_norm, &norm);
+    if (coef < 1.0f) {
+        rt_scale(grads + 0, 144, coef);
+        rt_scale(grads + 144, 16, coef);
+        rt_scale(grads + 160, 4608, coef);
+        rt_scale(grads + 4768, 32, coef);
+        rt_scale(grads + 4800, 15680, coef);
+        rt_scale(grads + 20480, 10, coef);
+    }
+    return norm;
+}
+
 const rt_model cnn_model = {
     "cnn", "sac-aggressive", CNN_ARENA_BYTES,
     CNN_PARAM_FLOATS, CNN_INPUT_FLOATS, CNN_INT_INPUT_COUNT, CNN_OUTPUT_FLOATS,
@@ -270,4 +341,6 @@ const rt_model cnn_model = {
     cnn_params, cnn_inputs, cnn_int_inputs, cnn_outputs, cnn_dropouts,
     cnn_init, cnn_forward, cnn_train_step, cnn_sgd,
     NULL, /* initial values in this file */
+    cnn_train_step_acc, CNN_SGD_STATE_FLOATS, CNN_ADAMW_STATE_FLOATS,
+    cnn_sgd_step, cnn_adamw_step, cnn_clip_grad_norm,
 };

@@ -43,8 +43,25 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
  * updates its running statistics in params, the only parameters
  * a train step writes. */
 float cnn_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
+/* The same, but adds into grads instead of overwriting them:
+ * gradient accumulation (scale the sum by 1/k after k micro-batches). */
+float cnn_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
 /* params -= lr * grads, over the trainable parameters. */
 void cnn_sgd(float *params, const float *grads, float lr);
+/* Optimizer state: a slot per trainable parameter float, in cnn_params
+ * order (AdamW: every exp_avg, then every exp_avg_sq). Zero it before
+ * the first step; step counts updates from 1. */
+#define CNN_SGD_STATE_FLOATS 20490
+#define CNN_ADAMW_STATE_FLOATS 40980
+/* torch.optim.SGD (momentum, dampening, Nesterov, weight decay) */
+void cnn_sgd_step(float *params, const float *grads, float *state, float lr,
+                 const rt_sgd_config *c, uint64_t step);
+/* torch.optim.AdamW (decoupled weight decay, bias correction) */
+void cnn_adamw_step(float *params, const float *grads, float *state, float lr,
+                   const rt_adamw_config *c, uint64_t step);
+/* torch.nn.utils.clip_grad_norm_ over the trainable gradients: scales them
+ * by max_norm / (norm + 1e-6) when that is below 1; returns the norm. */
+float cnn_clip_grad_norm(float *grads, float max_norm);
 
 extern const rt_model cnn_model;
 

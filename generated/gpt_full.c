@@ -924,7 +924,9 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     return loss;
 }
 
-float gpt_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+/* The train schedule: grads += every gradient, after zeroing grads
+ * unless accumulate is 1. */
+static float gpt_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena, int accumulate)
 {
     unsigned char *a = arena;
     float loss;
@@ -1065,7 +1067,8 @@ float gpt_train_step(float *params, const float *inputs, const int64_t *int_inpu
     float *d_lnf_scale = grads + 833536;
     float *d_lnf_bias = grads + 833664;
     float *d_head_weight = grads + 833792;
-    rt_zero(grads, GPT_PARAM_FLOATS);
+    if (!accumulate)
+        rt_zero(grads, GPT_PARAM_FLOATS);
 
     /* embed: Gather -> tok [4x64x128] */
     float *v_tok = (float *)(a + 0);
@@ -2611,6 +2614,18 @@ float gpt_train_step(float *params, const float *inputs, const int64_t *int_inpu
     return loss;
 }
 
+float gpt_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+{
+    return gpt_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, 0);
+}
+
+float gpt_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+{
+    return gpt_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, 1);
+}
+
 void gpt_sgd(float *params, const float *grads, float lr)
 {
     rt_sgd(params + 0, grads + 0, 32768, lr); /* wte */
@@ -2680,6 +2695,416 @@ void gpt_sgd(float *params, const float *grads, float lr)
     rt_sgd(params + 833792, grads + 833792, 32768, lr); /* head.weight */
 }
 
+void gpt_sgd_step(float *params, const float *grads, float *state, float lr,
+    const rt_sgd_config *c, uint64_t step)
+{
+    /* wte */
+    rt_sgd_update(params + 0, grads + 0, state + 0, 32768, lr, c, step);
+    /* wpe */
+    rt_sgd_update(params + 32768, grads + 32768, state + 32768, 8192, lr, c, step);
+    /* l0.ln1.scale */
+    rt_sgd_update(params + 40960, grads + 40960, state + 40960, 128, lr, c, step);
+    /* l0.ln1.bias */
+    rt_sgd_update(params + 41088, grads + 41088, state + 41088, 128, lr, c, step);
+    /* l0.q.weight */
+    rt_sgd_update(params + 41216, grads + 41216, state + 41216, 16384, lr, c, step);
+    /* l0.q.bias */
+    rt_sgd_update(params + 57600, grads + 57600, state + 57600, 128, lr, c, step);
+    /* l0.k.weight */
+    rt_sgd_update(params + 57728, grads + 57728, state + 57728, 16384, lr, c, step);
+    /* l0.v.weight */
+    rt_sgd_update(params + 74112, grads + 74112, state + 74112, 16384, lr, c, step);
+    /* l0.v.bias */
+    rt_sgd_update(params + 90496, grads + 90496, state + 90496, 128, lr, c, step);
+    /* l0.proj.weight */
+    rt_sgd_update(params + 90624, grads + 90624, state + 90624, 16384, lr, c, step);
+    /* l0.proj.bias */
+    rt_sgd_update(params + 107008, grads + 107008, state + 107008, 128, lr, c, step);
+    /* l0.ln2.scale */
+    rt_sgd_update(params + 107136, grads + 107136, state + 107136, 128, lr, c, step);
+    /* l0.ln2.bias */
+    rt_sgd_update(params + 107264, grads + 107264, state + 107264, 128, lr, c, step);
+    /* l0.fc.weight */
+    rt_sgd_update(params + 107392, grads + 107392, state + 107392, 65536, lr, c, step);
+    /* l0.fc.bias */
+    rt_sgd_update(params + 172928, grads + 172928, state + 172928, 512, lr, c, step);
+    /* l0.fc2.weight */
+    rt_sgd_update(params + 173440, grads + 173440, state + 173440, 65536, lr, c, step);
+    /* l0.fc2.bias */
+    rt_sgd_update(params + 238976, grads + 238976, state + 238976, 128, lr, c, step);
+    /* l1.ln1.scale */
+    rt_sgd_update(params + 239104, grads + 239104, state + 239104, 128, lr, c, step);
+    /* l1.ln1.bias */
+    rt_sgd_update(params + 239232, grads + 239232, state + 239232, 128, lr, c, step);
+    /* l1.q.weight */
+    rt_sgd_update(params + 239360, grads + 239360, state + 239360, 16384, lr, c, step);
+    /* l1.q.bias */
+    rt_sgd_update(params + 255744, grads + 255744, state + 255744, 128, lr, c, step);
+    /* l1.k.weight */
+    rt_sgd_update(params + 255872, grads + 255872, state + 255872, 16384, lr, c, step);
+    /* l1.v.weight */
+    rt_sgd_update(params + 272256, grads + 272256, state + 272256, 16384, lr, c, step);
+    /* l1.v.bias */
+    rt_sgd_update(params + 288640, grads + 288640, state + 288640, 128, lr, c, step);
+    /* l1.proj.weight */
+    rt_sgd_update(params + 288768, grads + 288768, state + 288768, 16384, lr, c, step);
+    /* l1.proj.bias */
+    rt_sgd_update(params + 305152, grads + 305152, state + 305152, 128, lr, c, step);
+    /* l1.ln2.scale */
+    rt_sgd_update(params + 305280, grads + 305280, state + 305280, 128, lr, c, step);
+    /* l1.ln2.bias */
+    rt_sgd_update(params + 305408, grads + 305408, state + 305408, 128, lr, c, step);
+    /* l1.fc.weight */
+    rt_sgd_update(params + 305536, grads + 305536, state + 305536, 65536, lr, c, step);
+    /* l1.fc.bias */
+    rt_sgd_update(params + 371072, grads + 371072, state + 371072, 512, lr, c, step);
+    /* l1.fc2.weight */
+    rt_sgd_update(params + 371584, grads + 371584, state + 371584, 65536, lr, c, step);
+    /* l1.fc2.bias */
+    rt_sgd_update(params + 437120, grads + 437120, state + 437120, 128, lr, c, step);
+    /* l2.ln1.scale */
+    rt_sgd_update(params + 437248, grads + 437248, state + 437248, 128, lr, c, step);
+    /* l2.ln1.bias */
+    rt_sgd_update(params + 437376, grads + 437376, state + 437376, 128, lr, c, step);
+    /* l2.q.weight */
+    rt_sgd_update(params + 437504, grads + 437504, state + 437504, 16384, lr, c, step);
+    /* l2.q.bias */
+    rt_sgd_update(params + 453888, grads + 453888, state + 453888, 128, lr, c, step);
+    /* l2.k.weight */
+    rt_sgd_update(params + 454016, grads + 454016, state + 454016, 16384, lr, c, step);
+    /* l2.v.weight */
+    rt_sgd_update(params + 470400, grads + 470400, state + 470400, 16384, lr, c, step);
+    /* l2.v.bias */
+    rt_sgd_update(params + 486784, grads + 486784, state + 486784, 128, lr, c, step);
+    /* l2.proj.weight */
+    rt_sgd_update(params + 486912, grads + 486912, state + 486912, 16384, lr, c, step);
+    /* l2.proj.bias */
+    rt_sgd_update(params + 503296, grads + 503296, state + 503296, 128, lr, c, step);
+    /* l2.ln2.scale */
+    rt_sgd_update(params + 503424, grads + 503424, state + 503424, 128, lr, c, step);
+    /* l2.ln2.bias */
+    rt_sgd_update(params + 503552, grads + 503552, state + 503552, 128, lr, c, step);
+    /* l2.fc.weight */
+    rt_sgd_update(params + 503680, grads + 503680, state + 503680, 65536, lr, c, step);
+    /* l2.fc.bias */
+    rt_sgd_update(params + 569216, grads + 569216, state + 569216, 512, lr, c, step);
+    /* l2.fc2.weight */
+    rt_sgd_update(params + 569728, grads + 569728, state + 569728, 65536, lr, c, step);
+    /* l2.fc2.bias */
+    rt_sgd_update(params + 635264, grads + 635264, state + 635264, 128, lr, c, step);
+    /* l3.ln1.scale */
+    rt_sgd_update(params + 635392, grads + 635392, state + 635392, 128, lr, c, step);
+    /* l3.ln1.bias */
+    rt_sgd_update(params + 635520, grads + 635520, state + 635520, 128, lr, c, step);
+    /* l3.q.weight */
+    rt_sgd_update(params + 635648, grads + 635648, state + 635648, 16384, lr, c, step);
+    /* l3.q.bias */
+    rt_sgd_update(params + 652032, grads + 652032, state + 652032, 128, lr, c, step);
+    /* l3.k.weight */
+    rt_sgd_update(params + 652160, grads + 652160, state + 652160, 16384, lr, c, step);
+    /* l3.v.weight */
+    rt_sgd_update(params + 668544, grads + 668544, state + 668544, 16384, lr, c, step);
+    /* l3.v.bias */
+    rt_sgd_update(params + 684928, grads + 684928, state + 684928, 128, lr, c, step);
+    /* l3.proj.weight */
+    rt_sgd_update(params + 685056, grads + 685056, state + 685056, 16384, lr, c, step);
+    /* l3.proj.bias */
+    rt_sgd_update(params + 701440, grads + 701440, state + 701440, 128, lr, c, step);
+    /* l3.ln2.scale */
+    rt_sgd_update(params + 701568, grads + 701568, state + 701568, 128, lr, c, step);
+    /* l3.ln2.bias */
+    rt_sgd_update(params + 701696, grads + 701696, state + 701696, 128, lr, c, step);
+    /* l3.fc.weight */
+    rt_sgd_update(params + 701824, grads + 701824, state + 701824, 65536, lr, c, step);
+    /* l3.fc.bias */
+    rt_sgd_update(params + 767360, grads + 767360, state + 767360, 512, lr, c, step);
+    /* l3.fc2.weight */
+    rt_sgd_update(params + 767872, grads + 767872, state + 767872, 65536, lr, c, step);
+    /* l3.fc2.bias */
+    rt_sgd_update(params + 833408, grads + 833408, state + 833408, 128, lr, c, step);
+    /* lnf.scale */
+    rt_sgd_update(params + 833536, grads + 833536, state + 833536, 128, lr, c, step);
+    /* lnf.bias */
+    rt_sgd_update(params + 833664, grads + 833664, state + 833664, 128, lr, c, step);
+    /* head.weight */
+    rt_sgd_update(params + 833792, grads + 833792, state + 833792, 32768, lr, c, step);
+}
+
+void gpt_adamw_step(float *params, const float *grads, float *state, float lr,
+    const rt_adamw_config *c, uint64_t step)
+{
+    /* wte */
+    rt_adamw_update(params + 0, grads + 0, state + 0, state + 866560, 32768, lr, c, step);
+    /* wpe */
+    rt_adamw_update(params + 32768, grads + 32768, state + 32768, state + 899328, 8192, lr, c, step);
+    /* l0.ln1.scale */
+    rt_adamw_update(params + 40960, grads + 40960, state + 40960, state + 907520, 128, lr, c, step);
+    /* l0.ln1.bias */
+    rt_adamw_update(params + 41088, grads + 41088, state + 41088, state + 907648, 128, lr, c, step);
+    /* l0.q.weight */
+    rt_adamw_update(params + 41216, grads + 41216, state + 41216, state + 907776, 16384, lr, c, step);
+    /* l0.q.bias */
+    rt_adamw_update(params + 57600, grads + 57600, state + 57600, state + 924160, 128, lr, c, step);
+    /* l0.k.weight */
+    rt_adamw_update(params + 57728, grads + 57728, state + 57728, state + 924288, 16384, lr, c, step);
+    /* l0.v.weight */
+    rt_adamw_update(params + 74112, grads + 74112, state + 74112, state + 940672, 16384, lr, c, step);
+    /* l0.v.bias */
+    rt_adamw_update(params + 90496, grads + 90496, state + 90496, state + 957056, 128, lr, c, step);
+    /* l0.proj.weight */
+    rt_adamw_update(params + 90624, grads + 90624, state + 90624, state + 957184, 16384, lr, c, step);
+    /* l0.proj.bias */
+    rt_adamw_update(params + 107008, grads + 107008, state + 107008, state + 973568, 128, lr, c, step);
+    /* l0.ln2.scale */
+    rt_adamw_update(params + 107136, grads + 107136, state + 107136, state + 973696, 128, lr, c, step);
+    /* l0.ln2.bias */
+    rt_adamw_update(params + 107264, grads + 107264, state + 107264, state + 973824, 128, lr, c, step);
+    /* l0.fc.weight */
+    rt_adamw_update(params + 107392, grads + 107392, state + 107392, state + 973952, 65536, lr, c, step);
+    /* l0.fc.bias */
+    rt_adamw_update(params + 172928, grads + 172928, state + 172928, state + 1039488, 512, lr, c, step);
+    /* l0.fc2.weight */
+    rt_adamw_update(params + 173440, grads + 173440, state + 173440, state + 1040000, 65536, lr, c, step);
+    /* l0.fc2.bias */
+    rt_adamw_update(params + 238976, grads + 238976, state + 238976, state + 1105536, 128, lr, c, step);
+    /* l1.ln1.scale */
+    rt_adamw_update(params + 239104, grads + 239104, state + 239104, state + 1105664, 128, lr, c, step);
+    /* l1.ln1.bias */
+    rt_adamw_update(params + 239232, grads + 239232, state + 239232, state + 1105792, 128, lr, c, step);
+    /* l1.q.weight */
+    rt_adamw_update(params + 239360, grads + 239360, state + 239360, state + 1105920, 16384, lr, c, step);
+    /* l1.q.bias */
+    rt_adamw_update(params + 255744, grads + 255744, state + 255744, state + 1122304, 128, lr, c, step);
+    /* l1.k.weight */
+    rt_adamw_update(params + 255872, grads + 255872, state + 255872, state + 1122432, 16384, lr, c, step);
+    /* l1.v.weight */
+    rt_adamw_update(params + 272256, grads + 272256, state + 272256, state + 1138816, 16384, lr, c, step);
+    /* l1.v.bias */
+    rt_adamw_update(params + 288640, grads + 288640, state + 288640, state + 1155200, 128, lr, c, step);
+    /* l1.proj.weight */
+    rt_adamw_update(params + 288768, grads + 288768, state + 288768, state + 1155328, 16384, lr, c, step);
+    /* l1.proj.bias */
+    rt_adamw_update(params + 305152, grads + 305152, state + 305152, state + 1171712, 128, lr, c, step);
+    /* l1.ln2.scale */
+    rt_adamw_update(params + 305280, grads + 305280, state + 305280, state + 1171840, 128, lr, c, step);
+    /* l1.ln2.bias */
+    rt_adamw_update(params + 305408, grads + 305408, state + 305408, state + 1171968, 128, lr, c, step);
+    /* l1.fc.weight */
+    rt_adamw_update(params + 305536, grads + 305536, state + 305536, state + 1172096, 65536, lr, c, step);
+    /* l1.fc.bias */
+    rt_adamw_update(params + 371072, grads + 371072, state + 371072, state + 1237632, 512, lr, c, step);
+    /* l1.fc2.weight */
+    rt_adamw_update(params + 371584, grads + 371584, state + 371584, state + 1238144, 65536, lr, c, step);
+    /* l1.fc2.bias */
+    rt_adamw_update(params + 437120, grads + 437120, state + 437120, state + 1303680, 128, lr, c, step);
+    /* l2.ln1.scale */
+    rt_adamw_update(params + 437248, grads + 437248, state + 437248, state + 1303808, 128, lr, c, step);
+    /* l2.ln1.bias */
+    rt_adamw_update(params + 437376, grads + 437376, state + 437376, state + 1303936, 128, lr, c, step);
+    /* l2.q.weight */
+    rt_adamw_update(params + 437504, grads + 437504, state + 437504, state + 1304064, 16384, lr, c, step);
+    /* l2.q.bias */
+    rt_adamw_update(params + 453888, grads + 453888, state + 453888, state + 1320448, 128, lr, c, step);
+    /* l2.k.weight */
+    rt_adamw_update(params + 454016, grads + 454016, state + 454016, state + 1320576, 16384, lr, c, step);
+    /* l2.v.weight */
+    rt_adamw_update(params + 470400, grads + 470400, state + 470400, state + 1336960, 16384, lr, c, step);
+    /* l2.v.bias */
+    rt_adamw_update(params + 486784, grads + 486784, state + 486784, state + 1353344, 128, lr, c, step);
+    /* l2.proj.weight */
+    rt_adamw_update(params + 486912, grads + 486912, state + 486912, state + 1353472, 16384, lr, c, step);
+    /* l2.proj.bias */
+    rt_adamw_update(params + 503296, grads + 503296, state + 503296, state + 1369856, 128, lr, c, step);
+    /* l2.ln2.scale */
+    rt_adamw_update(params + 503424, grads + 503424, state + 503424, state + 1369984, 128, lr, c, step);
+    /* l2.ln2.bias */
+    rt_adamw_update(params + 503552, grads + 503552, state + 503552, state + 1370112, 128, lr, c, step);
+    /* l2.fc.weight */
+    rt_adamw_update(params + 503680, grads + 503680, state + 503680, state + 1370240, 65536, lr, c, step);
+    /* l2.fc.bias */
+    rt_adamw_update(params + 569216, grads + 569216, state + 569216, state + 1435776, 512, lr, c, step);
+    /* l2.fc2.weight */
+    rt_adamw_update(params + 569728, grads + 569728, state + 569728, state + 1436288, 65536, lr, c, step);
+    /* l2.fc2.bias */
+    rt_adamw_update(params + 635264, grads + 635264, state + 635264, state + 1501824, 128, lr, c, step);
+    /* l3.ln1.scale */
+    rt_adamw_update(params + 635392, grads + 635392, state + 635392, state + 1501952, 128, lr, c, step);
+    /* l3.ln1.bias */
+    rt_adamw_update(params + 635520, grads + 635520, state + 635520, state + 1502080, 128, lr, c, step);
+    /* l3.q.weight */
+    rt_adamw_update(params + 635648, grads + 635648, state + 635648, state + 1502208, 16384, lr, c, step);
+    /* l3.q.bias */
+    rt_adamw_update(params + 652032, grads + 652032, state + 652032, state + 1518592, 128, lr, c, step);
+    /* l3.k.weight */
+    rt_adamw_update(params + 652160, grads + 652160, state + 652160, state + 1518720, 16384, lr, c, step);
+    /* l3.v.weight */
+    rt_adamw_update(params + 668544, grads + 668544, state + 668544, state + 1535104, 16384, lr, c, step);
+    /* l3.v.bias */
+    rt_adamw_update(params + 684928, grads + 684928, state + 684928, state + 1551488, 128, lr, c, step);
+    /* l3.proj.weight */
+    rt_adamw_update(params + 685056, grads + 685056, state + 685056, state + 1551616, 16384, lr, c, step);
+    /* l3.proj.bias */
+    rt_adamw_update(params + 701440, grads + 701440, state + 701440, state + 1568000, 128, lr, c, step);
+    /* l3.ln2.scale */
+    rt_adamw_update(params + 701568, grads + 701568, state + 701568, state + 1568128, 128, lr, c, step);
+    /* l3.ln2.bias */
+    rt_adamw_update(params + 701696, grads + 701696, state + 701696, state + 1568256, 128, lr, c, step);
+    /* l3.fc.weight */
+    rt_adamw_update(params + 701824, grads + 701824, state + 701824, state + 1568384, 65536, lr, c, step);
+    /* l3.fc.bias */
+    rt_adamw_update(params + 767360, grads + 767360, state + 767360, state + 1633920, 512, lr, c, step);
+    /* l3.fc2.weight */
+    rt_adamw_update(params + 767872, grads + 767872, state + 767872, state + 1634432, 65536, lr, c, step);
+    /* l3.fc2.bias */
+    rt_adamw_update(params + 833408, grads + 833408, state + 833408, state + 1699968, 128, lr, c, step);
+    /* lnf.scale */
+    rt_adamw_update(params + 833536, grads + 833536, state + 833536, state + 1700096, 128, lr, c, step);
+    /* lnf.bias */
+    rt_adamw_update(params + 833664, grads + 833664, state + 833664, state + 1700224, 128, lr, c, step);
+    /* head.weight */
+    rt_adamw_update(params + 833792, grads + 833792, state + 833792, state + 1700352, 32768, lr, c, step);
+}
+
+float gpt_clip_grad_norm(float *grads, float max_norm)
+{
+    double norm_sq = 0.0;
+    float norm, coef;
+    norm_sq += rt_grad_norm_sq(grads + 0, 32768); /* wte */
+    norm_sq += rt_grad_norm_sq(grads + 32768, 8192); /* wpe */
+    norm_sq += rt_grad_norm_sq(grads + 40960, 128); /* l0.ln1.scale */
+    norm_sq += rt_grad_norm_sq(grads + 41088, 128); /* l0.ln1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 41216, 16384); /* l0.q.weight */
+    norm_sq += rt_grad_norm_sq(grads + 57600, 128); /* l0.q.bias */
+    norm_sq += rt_grad_norm_sq(grads + 57728, 16384); /* l0.k.weight */
+    norm_sq += rt_grad_norm_sq(grads + 74112, 16384); /* l0.v.weight */
+    norm_sq += rt_grad_norm_sq(grads + 90496, 128); /* l0.v.bias */
+    norm_sq += rt_grad_norm_sq(grads + 90624, 16384); /* l0.proj.weight */
+    norm_sq += rt_grad_norm_sq(grads + 107008, 128); /* l0.proj.bias */
+    norm_sq += rt_grad_norm_sq(grads + 107136, 128); /* l0.ln2.scale */
+    norm_sq += rt_grad_norm_sq(grads + 107264, 128); /* l0.ln2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 107392, 65536); /* l0.fc.weight */
+    norm_sq += rt_grad_norm_sq(grads + 172928, 512); /* l0.fc.bias */
+    norm_sq += rt_grad_norm_sq(grads + 173440, 65536); /* l0.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 238976, 128); /* l0.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 239104, 128); /* l1.ln1.scale */
+    norm_sq += rt_grad_norm_sq(grads + 239232, 128); /* l1.ln1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 239360, 16384); /* l1.q.weight */
+    norm_sq += rt_grad_norm_sq(grads + 255744, 128); /* l1.q.bias */
+    norm_sq += rt_grad_norm_sq(grads + 255872, 16384); /* l1.k.weight */
+    norm_sq += rt_grad_norm_sq(grads + 272256, 16384); /* l1.v.weight */
+    norm_sq += rt_grad_norm_sq(grads + 288640, 128); /* l1.v.bias */
+    norm_sq += rt_grad_norm_sq(grads + 288768, 16384); /* l1.proj.weight */
+    norm_sq += rt_grad_norm_sq(grads + 305152, 128); /* l1.proj.bias */
+    norm_sq += rt_grad_norm_sq(grads + 305280, 128); /* l1.ln2.scale */
+    norm_sq += rt_grad_norm_sq(grads + 305408, 128); /* l1.ln2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 305536, 65536); /* l1.fc.weight */
+    norm_sq += rt_grad_norm_sq(grads + 371072, 512); /* l1.fc.bias */
+    norm_sq += rt_grad_norm_sq(grads + 371584, 65536); /* l1.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 437120, 128); /* l1.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 437248, 128); /* l2.ln1.scale */
+    norm_sq += rt_grad_norm_sq(grads + 437376, 128); /* l2.ln1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 437504, 16384); /* l2.q.weight */
+    norm_sq += rt_grad_norm_sq(grads + 453888, 128); /* l2.q.bias */
+    norm_sq += rt_grad_norm_sq(grads + 454016, 16384); /* l2.k.weight */
+    norm_sq += rt_grad_norm_sq(grads + 470400, 16384); /* l2.v.weight */
+    norm_sq += rt_grad_norm_sq(grads + 486784, 128); /* l2.v.bias */
+    norm_sq += rt_grad_norm_sq(grads + 486912, 16384); /* l2.proj.weight */
+    norm_sq += rt_grad_norm_sq(grads + 503296, 128); /* l2.proj.bias */
+    norm_sq += rt_grad_norm_sq(grads + 503424, 128); /* l2.ln2.scale */
+    norm_sq += rt_grad_norm_sq(grads + 503552, 128); /* l2.ln2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 503680, 65536); /* l2.fc.weight */
+    norm_sq += rt_grad_norm_sq(grads + 569216, 512); /* l2.fc.bias */
+    norm_sq += rt_grad_norm_sq(grads + 569728, 65536); /* l2.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 635264, 128); /* l2.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 635392, 128); /* l3.ln1.scale */
+    norm_sq += rt_grad_norm_sq(grads + 635520, 128); /* l3.ln1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 635648, 16384); /* l3.q.weight */
+    norm_sq += rt_grad_norm_sq(grads + 652032, 128); /* l3.q.bias */
+    norm_sq += rt_grad_norm_sq(grads + 652160, 16384); /* l3.k.weight */
+    norm_sq += rt_grad_norm_sq(grads + 668544, 16384); /* l3.v.weight */
+    norm_sq += rt_grad_norm_sq(grads + 684928, 128); /* l3.v.bias */
+    norm_sq += rt_grad_norm_sq(grads + 685056, 16384); /* l3.proj.weight */
+    norm_sq += rt_grad_norm_sq(grads + 701440, 128); /* l3.proj.bias */
+    norm_sq += rt_grad_norm_sq(grads + 701568, 128); /* l3.ln2.scale */
+    norm_sq += rt_grad_norm_sq(grads + 701696, 128); /* l3.ln2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 701824, 65536); /* l3.fc.weight */
+    norm_sq += rt_grad_norm_sq(grads + 767360, 512); /* l3.fc.bias */
+    norm_sq += rt_grad_norm_sq(grads + 767872, 65536); /* l3.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 833408, 128); /* l3.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 833536, 128); /* lnf.scale */
+    norm_sq += rt_grad_norm_sq(grads + 833664, 128); /* lnf.bias */
+    norm_sq += rt_grad_norm_sq(grads + 833792, 32768); /* head.weight */
+    coef = rt_clip_coef(norm_sq, max_norm, &norm);
+    if (coef < 1.0f) {
+        rt_scale(grads + 0, 32768, coef);
+        rt_scale(grads + 32768, 8192, coef);
+        rt_scale(grads + 40960, 128, coef);
+        rt_scale(grads + 41088, 128, coef);
+        rt_scale(grads + 41216, 16384, coef);
+        rt_scale(grads + 57600, 128, coef);
+        rt_scale(grads + 57728, 16384, coef);
+        rt_scale(grads + 74112, 16384, coef);
+        rt_scale(grads + 90496, 128, coef);
+        rt_scale(grads + 90624, 16384, coef);
+        rt_scale(grads + 107008, 128, coef);
+        rt_scale(grads + 107136, 128, coef);
+        rt_scale(grads + 107264, 128, coef);
+        rt_scale(grads + 107392, 65536, coef);
+        rt_scale(grads + 172928, 512, coef);
+        rt_scale(grads + 173440, 65536, coef);
+        rt_scale(grads + 238976, 128, coef);
+        rt_scale(grads + 239104, 128, coef);
+        rt_scale(grads + 239232, 128, coef);
+        rt_scale(grads + 239360, 16384, coef);
+        rt_scale(grads + 255744, 128, coef);
+        rt_scale(grads + 255872, 16384, coef);
+        rt_scale(grads + 272256, 16384, coef);
+        rt_scale(grads + 288640, 128, coef);
+        rt_scale(grads + 288768, 16384, coef);
+        rt_scale(grads + 305152, 128, coef);
+        rt_scale(grads + 305280, 128, coef);
+        rt_scale(grads + 305408, 128, coef);
+        rt_scale(grads + 305536, 65536, coef);
+        rt_scale(grads + 371072, 512, coef);
+        rt_scale(grads + 371584, 65536, coef);
+        rt_scale(grads + 437120, 128, coef);
+        rt_scale(grads + 437248, 128, coef);
+        rt_scale(grads + 437376, 128, coef);
+        rt_scale(grads + 437504, 16384, coef);
+        rt_scale(grads + 453888, 128, coef);
+        rt_scale(grads + 454016, 16384, coef);
+        rt_scale(grads + 470400, 16384, coef);
+        rt_scale(grads + 486784, 128, coef);
+        rt_scale(grads + 486912, 16384, coef);
+        rt_scale(grads + 503296, 128, coef);
+        rt_scale(grads + 503424, 128, coef);
+        rt_scale(grads + 503552, 128, coef);
+        rt_scale(grads + 503680, 65536, coef);
+        rt_scale(grads + 569216, 512, coef);
+        rt_scale(grads + 569728, 65536, coef);
+        rt_scale(grads + 635264, 128, coef);
+        rt_scale(grads + 635392, 128, coef);
+        rt_scale(grads + 635520, 128, coef);
+        rt_scale(grads + 635648, 16384, coef);
+        rt_scale(grads + 652032, 128, coef);
+        rt_scale(grads + 652160, 16384, coef);
+        rt_scale(grads + 668544, 16384, coef);
+        rt_scale(grads + 684928, 128, coef);
+        rt_scale(grads + 685056, 16384, coef);
+        rt_scale(grads + 701440, 128, coef);
+        rt_scale(grads + 701568, 128, coef);
+        rt_scale(grads + 701696, 128, coef);
+        rt_scale(grads + 701824, 65536, coef);
+        rt_scale(grads + 767360, 512, coef);
+        rt_scale(grads + 767872, 65536, coef);
+        rt_scale(grads + 833408, 128, coef);
+        rt_scale(grads + 833536, 128, coef);
+        rt_scale(grads + 833664, 128, coef);
+        rt_scale(grads + 833792, 32768, coef);
+    }
+    return norm;
+}
+
 const rt_model gpt_model = {
     "gpt", "full", GPT_ARENA_BYTES,
     GPT_PARAM_FLOATS, GPT_INPUT_FLOATS, GPT_INT_INPUT_COUNT, GPT_OUTPUT_FLOATS,
@@ -2687,4 +3112,6 @@ const rt_model gpt_model = {
     gpt_params, gpt_inputs, gpt_int_inputs, gpt_outputs, gpt_dropouts,
     gpt_init, gpt_forward, gpt_train_step, gpt_sgd,
     NULL, /* initial values in this file */
+    gpt_train_step_acc, GPT_SGD_STATE_FLOATS, GPT_ADAMW_STATE_FLOATS,
+    gpt_sgd_step, gpt_adamw_step, gpt_clip_grad_norm,
 };

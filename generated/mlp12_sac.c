@@ -497,7 +497,9 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     return loss;
 }
 
-float mlp12_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+/* The train schedule: grads += every gradient, after zeroing grads
+ * unless accumulate is 1. */
+static float mlp12_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena, int accumulate)
 {
     unsigned char *a = arena;
     float loss;
@@ -604,7 +606,8 @@ float mlp12_train_step(float *params, const float *inputs, const int64_t *int_in
     float *d_b11_fc1_bias = grads + 1512960;
     float *d_b11_fc2_weight = grads + 1513216;
     float *d_b11_fc2_bias = grads + 1578752;
-    rt_zero(grads, MLP12_PARAM_FLOATS);
+    if (!accumulate)
+        rt_zero(grads, MLP12_PARAM_FLOATS);
 
     /* b0.fc1: Gemm -> b0.h1 [32x256] */
     float *v_b0_h1 = (float *)(a + 0);
@@ -1222,6 +1225,18 @@ float mlp12_train_step(float *params, const float *inputs, const int64_t *int_in
     return loss;
 }
 
+float mlp12_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+{
+    return mlp12_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, 0);
+}
+
+float mlp12_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
+{
+    return mlp12_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, 1);
+}
+
 void mlp12_sgd(float *params, const float *grads, float lr)
 {
     rt_sgd(params + 0, grads + 0, 65536, lr); /* b0.fc1.weight */
@@ -1274,6 +1289,314 @@ void mlp12_sgd(float *params, const float *grads, float lr)
     rt_sgd(params + 1578752, grads + 1578752, 256, lr); /* b11.fc2.bias */
 }
 
+void mlp12_sgd_step(float *params, const float *grads, float *state, float lr,
+    const rt_sgd_config *c, uint64_t step)
+{
+    /* b0.fc1.weight */
+    rt_sgd_update(params + 0, grads + 0, state + 0, 65536, lr, c, step);
+    /* b0.fc1.bias */
+    rt_sgd_update(params + 65536, grads + 65536, state + 65536, 256, lr, c, step);
+    /* b0.fc2.weight */
+    rt_sgd_update(params + 65792, grads + 65792, state + 65792, 65536, lr, c, step);
+    /* b0.fc2.bias */
+    rt_sgd_update(params + 131328, grads + 131328, state + 131328, 256, lr, c, step);
+    /* b1.fc1.weight */
+    rt_sgd_update(params + 131584, grads + 131584, state + 131584, 65536, lr, c, step);
+    /* b1.fc1.bias */
+    rt_sgd_update(params + 197120, grads + 197120, state + 197120, 256, lr, c, step);
+    /* b1.fc2.weight */
+    rt_sgd_update(params + 197376, grads + 197376, state + 197376, 65536, lr, c, step);
+    /* b1.fc2.bias */
+    rt_sgd_update(params + 262912, grads + 262912, state + 262912, 256, lr, c, step);
+    /* b2.fc1.weight */
+    rt_sgd_update(params + 263168, grads + 263168, state + 263168, 65536, lr, c, step);
+    /* b2.fc1.bias */
+    rt_sgd_update(params + 328704, grads + 328704, state + 328704, 256, lr, c, step);
+    /* b2.fc2.weight */
+    rt_sgd_update(params + 328960, grads + 328960, state + 328960, 65536, lr, c, step);
+    /* b2.fc2.bias */
+    rt_sgd_update(params + 394496, grads + 394496, state + 394496, 256, lr, c, step);
+    /* b3.fc1.weight */
+    rt_sgd_update(params + 394752, grads + 394752, state + 394752, 65536, lr, c, step);
+    /* b3.fc1.bias */
+    rt_sgd_update(params + 460288, grads + 460288, state + 460288, 256, lr, c, step);
+    /* b3.fc2.weight */
+    rt_sgd_update(params + 460544, grads + 460544, state + 460544, 65536, lr, c, step);
+    /* b3.fc2.bias */
+    rt_sgd_update(params + 526080, grads + 526080, state + 526080, 256, lr, c, step);
+    /* b4.fc1.weight */
+    rt_sgd_update(params + 526336, grads + 526336, state + 526336, 65536, lr, c, step);
+    /* b4.fc1.bias */
+    rt_sgd_update(params + 591872, grads + 591872, state + 591872, 256, lr, c, step);
+    /* b4.fc2.weight */
+    rt_sgd_update(params + 592128, grads + 592128, state + 592128, 65536, lr, c, step);
+    /* b4.fc2.bias */
+    rt_sgd_update(params + 657664, grads + 657664, state + 657664, 256, lr, c, step);
+    /* b5.fc1.weight */
+    rt_sgd_update(params + 657920, grads + 657920, state + 657920, 65536, lr, c, step);
+    /* b5.fc1.bias */
+    rt_sgd_update(params + 723456, grads + 723456, state + 723456, 256, lr, c, step);
+    /* b5.fc2.weight */
+    rt_sgd_update(params + 723712, grads + 723712, state + 723712, 65536, lr, c, step);
+    /* b5.fc2.bias */
+    rt_sgd_update(params + 789248, grads + 789248, state + 789248, 256, lr, c, step);
+    /* b6.fc1.weight */
+    rt_sgd_update(params + 789504, grads + 789504, state + 789504, 65536, lr, c, step);
+    /* b6.fc1.bias */
+    rt_sgd_update(params + 855040, grads + 855040, state + 855040, 256, lr, c, step);
+    /* b6.fc2.weight */
+    rt_sgd_update(params + 855296, grads + 855296, state + 855296, 65536, lr, c, step);
+    /* b6.fc2.bias */
+    rt_sgd_update(params + 920832, grads + 920832, state + 920832, 256, lr, c, step);
+    /* b7.fc1.weight */
+    rt_sgd_update(params + 921088, grads + 921088, state + 921088, 65536, lr, c, step);
+    /* b7.fc1.bias */
+    rt_sgd_update(params + 986624, grads + 986624, state + 986624, 256, lr, c, step);
+    /* b7.fc2.weight */
+    rt_sgd_update(params + 986880, grads + 986880, state + 986880, 65536, lr, c, step);
+    /* b7.fc2.bias */
+    rt_sgd_update(params + 1052416, grads + 1052416, state + 1052416, 256, lr, c, step);
+    /* b8.fc1.weight */
+    rt_sgd_update(params + 1052672, grads + 1052672, state + 1052672, 65536, lr, c, step);
+    /* b8.fc1.bias */
+    rt_sgd_update(params + 1118208, grads + 1118208, state + 1118208, 256, lr, c, step);
+    /* b8.fc2.weight */
+    rt_sgd_update(params + 1118464, grads + 1118464, state + 1118464, 65536, lr, c, step);
+    /* b8.fc2.bias */
+    rt_sgd_update(params + 1184000, grads + 1184000, state + 1184000, 256, lr, c, step);
+    /* b9.fc1.weight */
+    rt_sgd_update(params + 1184256, grads + 1184256, state + 1184256, 65536, lr, c, step);
+    /* b9.fc1.bias */
+    rt_sgd_update(params + 1249792, grads + 1249792, state + 1249792, 256, lr, c, step);
+    /* b9.fc2.weight */
+    rt_sgd_update(params + 1250048, grads + 1250048, state + 1250048, 65536, lr, c, step);
+    /* b9.fc2.bias */
+    rt_sgd_update(params + 1315584, grads + 1315584, state + 1315584, 256, lr, c, step);
+    /* b10.fc1.weight */
+    rt_sgd_update(params + 1315840, grads + 1315840, state + 1315840, 65536, lr, c, step);
+    /* b10.fc1.bias */
+    rt_sgd_update(params + 1381376, grads + 1381376, state + 1381376, 256, lr, c, step);
+    /* b10.fc2.weight */
+    rt_sgd_update(params + 1381632, grads + 1381632, state + 1381632, 65536, lr, c, step);
+    /* b10.fc2.bias */
+    rt_sgd_update(params + 1447168, grads + 1447168, state + 1447168, 256, lr, c, step);
+    /* b11.fc1.weight */
+    rt_sgd_update(params + 1447424, grads + 1447424, state + 1447424, 65536, lr, c, step);
+    /* b11.fc1.bias */
+    rt_sgd_update(params + 1512960, grads + 1512960, state + 1512960, 256, lr, c, step);
+    /* b11.fc2.weight */
+    rt_sgd_update(params + 1513216, grads + 1513216, state + 1513216, 65536, lr, c, step);
+    /* b11.fc2.bias */
+    rt_sgd_update(params + 1578752, grads + 1578752, state + 1578752, 256, lr, c, step);
+}
+
+void mlp12_adamw_step(float *params, const float *grads, float *state, float lr,
+    const rt_adamw_config *c, uint64_t step)
+{
+    /* b0.fc1.weight */
+    rt_adamw_update(params + 0, grads + 0, state + 0, state + 1579008, 65536, lr, c, step);
+    /* b0.fc1.bias */
+    rt_adamw_update(params + 65536, grads + 65536, state + 65536, state + 1644544, 256, lr, c, step);
+    /* b0.fc2.weight */
+    rt_adamw_update(params + 65792, grads + 65792, state + 65792, state + 1644800, 65536, lr, c, step);
+    /* b0.fc2.bias */
+    rt_adamw_update(params + 131328, grads + 131328, state + 131328, state + 1710336, 256, lr, c, step);
+    /* b1.fc1.weight */
+    rt_adamw_update(params + 131584, grads + 131584, state + 131584, state + 1710592, 65536, lr, c, step);
+    /* b1.fc1.bias */
+    rt_adamw_update(params + 197120, grads + 197120, state + 197120, state + 1776128, 256, lr, c, step);
+    /* b1.fc2.weight */
+    rt_adamw_update(params + 197376, grads + 197376, state + 197376, state + 1776384, 65536, lr, c, step);
+    /* b1.fc2.bias */
+    rt_adamw_update(params + 262912, grads + 262912, state + 262912, state + 1841920, 256, lr, c, step);
+    /* b2.fc1.weight */
+    rt_adamw_update(params + 263168, grads + 263168, state + 263168, state + 1842176, 65536, lr, c, step);
+    /* b2.fc1.bias */
+    rt_adamw_update(params + 328704, grads + 328704, state + 328704, state + 1907712, 256, lr, c, step);
+    /* b2.fc2.weight */
+    rt_adamw_update(params + 328960, grads + 328960, state + 328960, state + 1907968, 65536, lr, c, step);
+    /* b2.fc2.bias */
+    rt_adamw_update(params + 394496, grads + 394496, state + 394496, state + 1973504, 256, lr, c, step);
+    /* b3.fc1.weight */
+    rt_adamw_update(params + 394752, grads + 394752, state + 394752, state + 1973760, 65536, lr, c, step);
+    /* b3.fc1.bias */
+    rt_adamw_update(params + 460288, grads + 460288, state + 460288, state + 2039296, 256, lr, c, step);
+    /* b3.fc2.weight */
+    rt_adamw_update(params + 460544, grads + 460544, state + 460544, state + 2039552, 65536, lr, c, step);
+    /* b3.fc2.bias */
+    rt_adamw_update(params + 526080, grads + 526080, state + 526080, state + 2105088, 256, lr, c, step);
+    /* b4.fc1.weight */
+    rt_adamw_update(params + 526336, grads + 526336, state + 526336, state + 2105344, 65536, lr, c, step);
+    /* b4.fc1.bias */
+    rt_adamw_update(params + 591872, grads + 591872, state + 591872, state + 2170880, 256, lr, c, step);
+    /* b4.fc2.weight */
+    rt_adamw_update(params + 592128, grads + 592128, state + 592128, state + 2171136, 65536, lr, c, step);
+    /* b4.fc2.bias */
+    rt_adamw_update(params + 657664, grads + 657664, state + 657664, state + 2236672, 256, lr, c, step);
+    /* b5.fc1.weight */
+    rt_adamw_update(params + 657920, grads + 657920, state + 657920, state + 2236928, 65536, lr, c, step);
+    /* b5.fc1.bias */
+    rt_adamw_update(params + 723456, grads + 723456, state + 723456, state + 2302464, 256, lr, c, step);
+    /* b5.fc2.weight */
+    rt_adamw_update(params + 723712, grads + 723712, state + 723712, state + 2302720, 65536, lr, c, step);
+    /* b5.fc2.bias */
+    rt_adamw_update(params + 789248, grads + 789248, state + 789248, state + 2368256, 256, lr, c, step);
+    /* b6.fc1.weight */
+    rt_adamw_update(params + 789504, grads + 789504, state + 789504, state + 2368512, 65536, lr, c, step);
+    /* b6.fc1.bias */
+    rt_adamw_update(params + 855040, grads + 855040, state + 855040, state + 2434048, 256, lr, c, step);
+    /* b6.fc2.weight */
+    rt_adamw_update(params + 855296, grads + 855296, state + 855296, state + 2434304, 65536, lr, c, step);
+    /* b6.fc2.bias */
+    rt_adamw_update(params + 920832, grads + 920832, state + 920832, state + 2499840, 256, lr, c, step);
+    /* b7.fc1.weight */
+    rt_adamw_update(params + 921088, grads + 921088, state + 921088, state + 2500096, 65536, lr, c, step);
+    /* b7.fc1.bias */
+    rt_adamw_update(params + 986624, grads + 986624, state + 986624, state + 2565632, 256, lr, c, step);
+    /* b7.fc2.weight */
+    rt_adamw_update(params + 986880, grads + 986880, state + 986880, state + 2565888, 65536, lr, c, step);
+    /* b7.fc2.bias */
+    rt_adamw_update(params + 1052416, grads + 1052416, state + 1052416, state + 2631424, 256, lr, c, step);
+    /* b8.fc1.weight */
+    rt_adamw_update(params + 1052672, grads + 1052672, state + 1052672, state + 2631680, 65536, lr, c, step);
+    /* b8.fc1.bias */
+    rt_adamw_update(params + 1118208, grads + 1118208, state + 1118208, state + 2697216, 256, lr, c, step);
+    /* b8.fc2.weight */
+    rt_adamw_update(params + 1118464, grads + 1118464, state + 1118464, state + 2697472, 65536, lr, c, step);
+    /* b8.fc2.bias */
+    rt_adamw_update(params + 1184000, grads + 1184000, state + 1184000, state + 2763008, 256, lr, c, step);
+    /* b9.fc1.weight */
+    rt_adamw_update(params + 1184256, grads + 1184256, state + 1184256, state + 2763264, 65536, lr, c, step);
+    /* b9.fc1.bias */
+    rt_adamw_update(params + 1249792, grads + 1249792, state + 1249792, state + 2828800, 256, lr, c, step);
+    /* b9.fc2.weight */
+    rt_adamw_update(params + 1250048, grads + 1250048, state + 1250048, state + 2829056, 65536, lr, c, step);
+    /* b9.fc2.bias */
+    rt_adamw_update(params + 1315584, grads + 1315584, state + 1315584, state + 2894592, 256, lr, c, step);
+    /* b10.fc1.weight */
+    rt_adamw_update(params + 1315840, grads + 1315840, state + 1315840, state + 2894848, 65536, lr, c, step);
+    /* b10.fc1.bias */
+    rt_adamw_update(params + 1381376, grads + 1381376, state + 1381376, state + 2960384, 256, lr, c, step);
+    /* b10.fc2.weight */
+    rt_adamw_update(params + 1381632, grads + 1381632, state + 1381632, state + 2960640, 65536, lr, c, step);
+    /* b10.fc2.bias */
+    rt_adamw_update(params + 1447168, grads + 1447168, state + 1447168, state + 3026176, 256, lr, c, step);
+    /* b11.fc1.weight */
+    rt_adamw_update(params + 1447424, grads + 1447424, state + 1447424, state + 3026432, 65536, lr, c, step);
+    /* b11.fc1.bias */
+    rt_adamw_update(params + 1512960, grads + 1512960, state + 1512960, state + 3091968, 256, lr, c, step);
+    /* b11.fc2.weight */
+    rt_adamw_update(params + 1513216, grads + 1513216, state + 1513216, state + 3092224, 65536, lr, c, step);
+    /* b11.fc2.bias */
+    rt_adamw_update(params + 1578752, grads + 1578752, state + 1578752, state + 3157760, 256, lr, c, step);
+}
+
+float mlp12_clip_grad_norm(float *grads, float max_norm)
+{
+    double norm_sq = 0.0;
+    float norm, coef;
+    norm_sq += rt_grad_norm_sq(grads + 0, 65536); /* b0.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 65536, 256); /* b0.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 65792, 65536); /* b0.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 131328, 256); /* b0.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 131584, 65536); /* b1.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 197120, 256); /* b1.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 197376, 65536); /* b1.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 262912, 256); /* b1.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 263168, 65536); /* b2.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 328704, 256); /* b2.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 328960, 65536); /* b2.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 394496, 256); /* b2.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 394752, 65536); /* b3.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 460288, 256); /* b3.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 460544, 65536); /* b3.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 526080, 256); /* b3.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 526336, 65536); /* b4.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 591872, 256); /* b4.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 592128, 65536); /* b4.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 657664, 256); /* b4.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 657920, 65536); /* b5.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 723456, 256); /* b5.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 723712, 65536); /* b5.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 789248, 256); /* b5.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 789504, 65536); /* b6.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 855040, 256); /* b6.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 855296, 65536); /* b6.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 920832, 256); /* b6.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 921088, 65536); /* b7.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 986624, 256); /* b7.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 986880, 65536); /* b7.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1052416, 256); /* b7.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 1052672, 65536); /* b8.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1118208, 256); /* b8.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 1118464, 65536); /* b8.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1184000, 256); /* b8.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 1184256, 65536); /* b9.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1249792, 256); /* b9.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 1250048, 65536); /* b9.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1315584, 256); /* b9.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 1315840, 65536); /* b10.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1381376, 256); /* b10.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 1381632, 65536); /* b10.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1447168, 256); /* b10.fc2.bias */
+    norm_sq += rt_grad_norm_sq(grads + 1447424, 65536); /* b11.fc1.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1512960, 256); /* b11.fc1.bias */
+    norm_sq += rt_grad_norm_sq(grads + 1513216, 65536); /* b11.fc2.weight */
+    norm_sq += rt_grad_norm_sq(grads + 1578752, 256); /* b11.fc2.bias */
+    coef = rt_clip_coef(norm_sq, max_norm, &norm);
+    if (coef < 1.0f) {
+        rt_scale(grads + 0, 65536, coef);
+        rt_scale(grads + 65536, 256, coef);
+        rt_scale(grads + 65792, 65536, coef);
+        rt_scale(grads + 131328, 256, coef);
+        rt_scale(grads + 131584, 65536, coef);
+        rt_scale(grads + 197120, 256, coef);
+        rt_scale(grads + 197376, 65536, coef);
+        rt_scale(grads + 262912, 256, coef);
+        rt_scale(grads + 263168, 65536, coef);
+        rt_scale(grads + 328704, 256, coef);
+        rt_scale(grads + 328960, 65536, coef);
+        rt_scale(grads + 394496, 256, coef);
+        rt_scale(grads + 394752, 65536, coef);
+        rt_scale(grads + 460288, 256, coef);
+        rt_scale(grads + 460544, 65536, coef);
+        rt_scale(grads + 526080, 256, coef);
+        rt_scale(grads + 526336, 65536, coef);
+        rt_scale(grads + 591872, 256, coef);
+        rt_scale(grads + 592128, 65536, coef);
+        rt_scale(grads + 657664, 256, coef);
+        rt_scale(grads + 657920, 65536, coef);
+        rt_scale(grads + 723456, 256, coef);
+        rt_scale(grads + 723712, 65536, coef);
+        rt_scale(grads + 789248, 256, coef);
+        rt_scale(grads + 789504, 65536, coef);
+        rt_scale(grads + 855040, 256, coef);
+        rt_scale(grads + 855296, 65536, coef);
+        rt_scale(grads + 920832, 256, coef);
+        rt_scale(grads + 921088, 65536, coef);
+        rt_scale(grads + 986624, 256, coef);
+        rt_scale(grads + 986880, 65536, coef);
+        rt_scale(grads + 1052416, 256, coef);
+        rt_scale(grads + 1052672, 65536, coef);
+        rt_scale(grads + 1118208, 256, coef);
+        rt_scale(grads + 1118464, 65536, coef);
+        rt_scale(grads + 1184000, 256, coef);
+        rt_scale(grads + 1184256, 65536, coef);
+        rt_scale(grads + 1249792, 256, coef);
+        rt_scale(grads + 1250048, 65536, coef);
+        rt_scale(grads + 1315584, 256, coef);
+        rt_scale(grads + 1315840, 65536, coef);
+        rt_scale(grads + 1381376, 256, coef);
+        rt_scale(grads + 1381632, 65536, coef);
+        rt_scale(grads + 1447168, 256, coef);
+        rt_scale(grads + 1447424, 65536, coef);
+        rt_scale(grads + 1512960, 256, coef);
+        rt_scale(grads + 1513216, 65536, coef);
+        rt_scale(grads + 1578752, 256, coef);
+    }
+    return norm;
+}
+
 const rt_model mlp12_model = {
     "mlp12", "sac", MLP12_ARENA_BYTES,
     MLP12_PARAM_FLOATS, MLP12_INPUT_FLOATS, MLP12_INT_INPUT_COUNT, MLP12_OUTPUT_FLOATS,
@@ -1281,4 +1604,6 @@ const rt_model mlp12_model = {
     mlp12_params, mlp12_inputs, mlp12_int_inputs, mlp12_outputs, mlp12_dropouts,
     mlp12_init, mlp12_forward, mlp12_train_step, mlp12_sgd,
     NULL, /* initial values in this file */
+    mlp12_train_step_acc, MLP12_SGD_STATE_FLOATS, MLP12_ADAMW_STATE_FLOATS,
+    mlp12_sgd_step, mlp12_adamw_step, mlp12_clip_grad_norm,
 };

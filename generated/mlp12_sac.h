@@ -43,8 +43,25 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
  * updates its running statistics in params, the only parameters
  * a train step writes. */
 float mlp12_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
+/* The same, but adds into grads instead of overwriting them:
+ * gradient accumulation (scale the sum by 1/k after k micro-batches). */
+float mlp12_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
 /* params -= lr * grads, over the trainable parameters. */
 void mlp12_sgd(float *params, const float *grads, float lr);
+/* Optimizer state: a slot per trainable parameter float, in mlp12_params
+ * order (AdamW: every exp_avg, then every exp_avg_sq). Zero it before
+ * the first step; step counts updates from 1. */
+#define MLP12_SGD_STATE_FLOATS 1579008
+#define MLP12_ADAMW_STATE_FLOATS 3158016
+/* torch.optim.SGD (momentum, dampening, Nesterov, weight decay) */
+void mlp12_sgd_step(float *params, const float *grads, float *state, float lr,
+                 const rt_sgd_config *c, uint64_t step);
+/* torch.optim.AdamW (decoupled weight decay, bias correction) */
+void mlp12_adamw_step(float *params, const float *grads, float *state, float lr,
+                   const rt_adamw_config *c, uint64_t step);
+/* torch.nn.utils.clip_grad_norm_ over the trainable gradients: scales them
+ * by max_norm / (norm + 1e-6) when that is below 1; returns the norm. */
+float mlp12_clip_grad_norm(float *grads, float max_norm);
 
 extern const rt_model mlp12_model;
 

@@ -1832,6 +1832,75 @@ void rt_sgd(float *p, const float *g, size_t n, float lr)
         p[i] -= lr * g[i];
 }
 
+void rt_scale(float *x, size_t n, float s)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        x[i] *= s;
+}
+
+/* Each line is one of torch's tensor operations, rounded to float as it
+ * rounds them, so that the two agree to the last bits where they can. */
+void rt_sgd_update(float *p, const float *g, float *buf, size_t n, float lr,
+                   const rt_sgd_config *c, uint64_t step)
+{
+    size_t i;
+    float mu = (float)c->momentum, damp = (float)(1.0 - c->dampening);
+    float wd = (float)c->weight_decay, neg_lr = -lr;
+    for (i = 0; i < n; i++) {
+        float d = g[i];
+        if (wd != 0.0f)
+            d = d + wd * p[i];
+        if (mu != 0.0f) {
+            float b = step <= 1 ? d : mu * buf[i] + damp * d;
+            buf[i] = b;
+            d = c->nesterov ? d + mu * b : b;
+        }
+        p[i] = p[i] + neg_lr * d;
+    }
+}
+
+void rt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
+                     float lr, const rt_adamw_config *c, uint64_t step)
+{
+    size_t i;
+    double t = (double)(step ? step : 1);
+    /* torch computes these in Python floats (double) */
+    double bc1 = 1.0 - pow(c->beta1, t);
+    double bc2 = 1.0 - pow(c->beta2, t);
+    float neg_step_size = (float)-((double)lr / bc1);
+    float bc2_sqrt = (float)sqrt(bc2);
+    float decay = (float)(1.0 - (double)lr * c->weight_decay);
+    float w1 = (float)(1.0 - c->beta1), b2 = (float)c->beta2;
+    float w2 = (float)(1.0 - c->beta2), eps = (float)c->eps;
+    for (i = 0; i < n; i++) {
+        float gi = g[i], denom;
+        if (c->weight_decay != 0.0)
+            p[i] = p[i] * decay;
+        m[i] = m[i] + w1 * (gi - m[i]);
+        v[i] = v[i] * b2 + w2 * gi * gi;
+        denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] = p[i] + neg_step_size * (m[i] / denom);
+    }
+}
+
+double rt_grad_norm_sq(const float *g, size_t n)
+{
+    double s = 0.0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        s += (double)g[i] * (double)g[i];
+    return s;
+}
+
+float rt_clip_coef(double norm_sq, float max_norm, float *norm)
+{
+    float total = (float)sqrt(norm_sq);
+    float coef = max_norm / (total + 1e-6f);
+    *norm = total;
+    return coef < 1.0f ? coef : 1.0f;
+}
+
 /* ---- deterministic random numbers ----------------------------------------- */
 
 #define RT_GOLDEN UINT64_C(0x9e3779b97f4a7c15) /* 2^64 / golden ratio */

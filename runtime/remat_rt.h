@@ -398,6 +398,53 @@ void rt_copy(float *dst, const float *src, size_t n);
 void rt_accumulate(float *dst, const float *src, size_t n);
 /* p -= lr * g */
 void rt_sgd(float *p, const float *g, size_t n, float lr);
+/* x *= s */
+void rt_scale(float *x, size_t n, float s);
+
+/* torch.optim.SGD's hyperparameters (maximize=False). Doubles, as
+ * Python's are: the kernels derive each coefficient (1 - dampening) in
+ * double and round it to float once, as torch does. */
+typedef struct {
+    double momentum;         /* 0: no momentum buffer is read or written */
+    double dampening;
+    double weight_decay;     /* L2: added to the gradient */
+    int nesterov;            /* needs momentum > 0 and dampening 0 in torch */
+} rt_sgd_config;
+
+/* One torch.optim.SGD step over n elements; `step` counts updates from 1.
+ *   d = g + weight_decay * p                      (when weight_decay != 0)
+ *   momentum != 0: buf = d at step 1, else buf = momentum * buf
+ *                  + (1 - dampening) * d; then d = d + momentum * buf
+ *                  (nesterov) or d = buf
+ *   p -= lr * d
+ * buf (n floats) may be NULL when momentum is 0. */
+void rt_sgd_update(float *p, const float *g, float *buf, size_t n, float lr,
+                   const rt_sgd_config *c, uint64_t step);
+
+/* torch.optim.AdamW's hyperparameters (amsgrad=False, maximize=False),
+ * doubles for the same reason as rt_sgd_config's. */
+typedef struct {
+    double beta1, beta2;
+    double eps;
+    double weight_decay;     /* decoupled: p *= 1 - lr * weight_decay */
+} rt_adamw_config;
+
+/* One torch.optim.AdamW step over n elements; `step` counts updates from 1
+ * (the bias correction's exponent):
+ *   p *= 1 - lr * weight_decay
+ *   m += (1 - beta1) * (g - m);   v = beta2 * v + (1 - beta2) * g * g
+ *   p -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+ * m and v (n floats each) start at 0. */
+void rt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
+                     float lr, const rt_adamw_config *c, uint64_t step);
+
+/* The sum of g[i]^2, accumulated in double: one range's share of the
+ * global gradient norm. */
+double rt_grad_norm_sq(const float *g, size_t n);
+/* clip_grad_norm_'s factor from the summed squares of every gradient:
+ * stores the total norm sqrt(norm_sq) in *norm and returns
+ * min(1, max_norm / (norm + 1e-6)), the factor to scale each gradient by. */
+float rt_clip_coef(double norm_sq, float max_norm, float *norm);
 
 /* ---- deterministic random numbers ----------------------------------------- */
 
@@ -569,6 +616,23 @@ typedef struct {
     /* NULL, or: the model's data-initialized parameters live in a weights
      * file (the parameter buffer's image, NAME.weights); call after init */
     void (*load_weights)(float *params, const float *image);
+    /* --- appended (positional initializers above stay valid) --- */
+    /* NULL on a forward-only model, like train_step. The same as
+     * train_step but adds into grads instead of overwriting them:
+     * gradient accumulation over micro-batches. */
+    float (*train_step_acc)(float *params, const float *inputs,
+                            const int64_t *int_inputs, float *outputs,
+                            float *grads, uint64_t seed, uint64_t step,
+                            void *arena);
+    /* floats of optimizer state: the trainable parameters' (zeroed before
+     * the first step); step counts updates from 1 */
+    size_t sgd_state_floats, adamw_state_floats;
+    void (*sgd_step)(float *params, const float *grads, float *state,
+                     float lr, const rt_sgd_config *c, uint64_t step);
+    void (*adamw_step)(float *params, const float *grads, float *state,
+                       float lr, const rt_adamw_config *c, uint64_t step);
+    /* clip_grad_norm_ over the trainable gradients; returns the norm */
+    float (*clip_grad_norm)(float *grads, float max_norm);
 } rt_model;
 
 #endif

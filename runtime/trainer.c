@@ -13,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "remat_rt.h"
 
@@ -55,9 +57,10 @@ static void usage(FILE *f)
 "                 kept, 0 dropped). A forward-only model runs its forward\n"
 "                 (Dropout passes through) and writes the inputs,\n"
 "                 parameters and outputs.\n"
-"  --steps N      train with SGD for N steps on the same data every step and\n"
-"                 print 'step K loss L' for step 1, every max(1, N/10) steps\n"
-"                 and the last step (not for a forward-only model).\n"
+"  --steps N      train for N optimizer steps on the seeded (or --load) batch\n"
+"                 every step, or on --data's batches, and print 'step K loss\n"
+"                 L' for step 1, every max(1, N/10) steps and the last step\n"
+"                 (every step with --data); not for a forward-only model.\n"
 "  --bench N      run %d warm-up train steps (no SGD), time N more one by one\n"
 "                 and print 'median_ms T' and 'min_ms T' in milliseconds; a\n"
 "                 forward-only model times its forward.\n"
@@ -73,7 +76,40 @@ static void usage(FILE *f)
 "                 input and every trainable parameter must be there; a\n"
 "                 parameter that is not trainable (a constant) may be left\n"
 "                 out and then keeps the model's own value (its init, seed 0).\n"
-"  --lr F         SGD learning rate for --steps; default 0.01.\n"
+"  --lr F         learning rate; default 0.01 (SGD), 0.001 (AdamW).\n",
+            argv0, m->train_step ? "Trains" : "Runs",
+            m->name ? m->name : "?", m->policy ? m->policy : "?",
+            m->train_step ? "" : " (forward only: it has no loss)",
+            BENCH_WARMUP);
+    fprintf(f,
+"\n"
+"With --steps (docs/training.md has the exact update rules):\n"
+"  --optimizer O  sgd (default) or adamw, as torch.optim.SGD and AdamW.\n"
+"  --momentum F, --dampening F, --nesterov\n"
+"                 SGD's; default 0, 0, off (Nesterov needs momentum > 0 and\n"
+"                 dampening 0).\n"
+"  --weight-decay F\n"
+"                 SGD: L2 added to the gradient (default 0); AdamW: decoupled\n"
+"                 decay (default 0.01).\n"
+"  --betas B1,B2, --eps F\n"
+"                 AdamW's; default 0.9,0.999 and 1e-8.\n"
+"  --clip-grad-norm F\n"
+"                 scale the gradients to global 2-norm F when above it\n"
+"                 (clip_grad_norm_), before the update.\n"
+"  --accumulate K sum the gradients of K micro-batches (each its own train\n"
+"                 step, Dropout's step counting micro-batches), scale the\n"
+"                 sum by 1/K, then update once; the loss printed is the\n"
+"                 micro-batches' mean.\n"
+"  --data DIR     train on DIR/input.NAME.npy, each (batches, NAME's shape)\n"
+"                 (int64 for integer inputs), batch after batch, in epochs.\n"
+"  --save DIR     after training write every parameter (param.NAME.npy), the\n"
+"                 optimizer state (momentum.NAME.npy; exp_avg.NAME.npy and\n"
+"                 exp_avg_sq.NAME.npy), the last batch (input.NAME.npy),\n"
+"                 step.npy and checkpoint.txt into DIR.saving, then rename it\n"
+"                 DIR: a failed save leaves the previous DIR whole.\n"
+"  --resume DIR   continue from a --save checkpoint (its parameters, state,\n"
+"                 step, seed and batch) for N more steps, bitwise as if never\n"
+"                 stopped when given the same options.\n"
 "  --weights FILE the weights file of a model whose initial values are not\n"
 "                 in its code (more than 262,144 of them); default: this\n"
 "                 program's path with .weights added, where remat build\n"
@@ -82,11 +118,7 @@ static void usage(FILE *f)
 "\n"
 "In file names, every '/' of a tensor name is written as '%%2F'.\n"
 "Exit status: 0 on success, 1 on an error (including a NaN or Inf loss or\n"
-"gradient), 2 on a usage error.\n",
-            argv0, m->train_step ? "Trains" : "Runs",
-            m->name ? m->name : "?", m->policy ? m->policy : "?",
-            m->train_step ? "" : " (forward only: it has no loss)",
-            BENCH_WARMUP);
+"gradient: nothing is saved then), 2 on a usage error.\n");
 }
 
 static void usage_error(const char *fmt, ...)
@@ -123,6 +155,18 @@ typedef struct {
     long bench;   /* 0: not asked */
     float lr;
     int have_lr;
+    /* the optimizer and what goes with --steps */
+    int adamw;                   /* 0: SGD */
+    int have_optimizer;
+    rt_sgd_config sgd;
+    rt_adamw_config adam;
+    int have_sgd_opt, have_adam_opt;   /* for the wrong-optimizer check */
+    int have_wd;
+    float clip;                  /* 0: no clipping */
+    long accumulate;             /* micro-batches per step, >= 1 */
+    const char *save_dir;
+    const char *resume_dir;
+    const char *data_dir;
 } options;
 
 static uint64_t parse_u64(const char *opt, const char *s)
@@ -160,17 +204,70 @@ static float parse_lr(const char *opt, const char *s)
     return v;
 }
 
+/* a finite number >= lo (and < hi when hi > lo) */
+static double parse_real(const char *opt, const char *s, double lo, double hi)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(s, &end);
+    if (*s == '\0' || errno != 0 || *end != '\0' || !isfinite(v) || v < lo ||
+        (hi > lo && v >= hi)) {
+        if (hi > lo)
+            usage_error("%s wants a number in [%g, %g), got '%s'", opt, lo, hi,
+                        s);
+        usage_error("%s wants a finite number >= %g, got '%s'", opt, lo, s);
+    }
+    return v;
+}
+
+static const char *const value_options[] = {
+    "--seed", "--dump", "--load", "--steps", "--lr", "--bench", "--weights",
+    "--optimizer", "--momentum", "--dampening", "--weight-decay", "--betas",
+    "--eps", "--clip-grad-norm", "--accumulate", "--save", "--resume",
+    "--data", NULL};
+
+static int is_value_option(const char *name)
+{
+    int i;
+    for (i = 0; value_options[i]; i++)
+        if (strcmp(name, value_options[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A folder argument without trailing slashes (cut in place, in argv):
+ * --save puts DIR.saving and DIR.old beside DIR, not inside it. */
+static const char *dir_value(const char *name, const char *old, char *val)
+{
+    size_t n = strlen(val);
+    if (old)
+        usage_error("%s given twice", name);
+    if (n == 0)
+        usage_error("%s needs a directory", name);
+    while (n > 1 && val[n - 1] == '/')
+        val[--n] = '\0';
+    return val;
+}
+
 static void parse_args(int argc, char **argv, options *o)
 {
     int i;
     int n_actions;
+    int have_momentum = 0, have_dampening = 0, have_betas = 0, have_eps = 0;
+    int have_clip = 0;
     memset(o, 0, sizeof *o);
     o->lr = 0.01f;
+    o->accumulate = 1;
+    o->adam.beta1 = 0.9;         /* torch.optim.AdamW's defaults */
+    o->adam.beta2 = 0.999;
+    o->adam.eps = 1e-8;
+    o->adam.weight_decay = 0.01;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *val = NULL;
+        char *val = NULL;
         char name[32];
-        const char *eq;
+        char *eq;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
@@ -191,10 +288,16 @@ static void parse_args(int argc, char **argv, options *o)
                 usage_error("unknown option '%s'", a);
             strcpy(name, a);
         }
-        if (strcmp(name, "--seed") != 0 && strcmp(name, "--dump") != 0 &&
-            strcmp(name, "--load") != 0 && strcmp(name, "--steps") != 0 &&
-            strcmp(name, "--lr") != 0 && strcmp(name, "--bench") != 0 &&
-            strcmp(name, "--weights") != 0)
+        if (strcmp(name, "--nesterov") == 0) {
+            if (val)
+                usage_error("--nesterov takes no value");
+            if (o->sgd.nesterov)
+                usage_error("--nesterov given twice");
+            o->sgd.nesterov = 1;
+            o->have_sgd_opt = 1;
+            continue;
+        }
+        if (!is_value_option(name))
             usage_error("unknown option '%s'", a);
         if (!val) {
             if (i + 1 >= argc)
@@ -207,17 +310,68 @@ static void parse_args(int argc, char **argv, options *o)
             o->seed = parse_u64(name, val);
             o->have_seed = 1;
         } else if (strcmp(name, "--dump") == 0) {
-            if (o->dump_dir)
-                usage_error("--dump given twice");
-            if (*val == '\0')
-                usage_error("--dump needs a directory");
-            o->dump_dir = val;
+            o->dump_dir = dir_value(name, o->dump_dir, val);
         } else if (strcmp(name, "--load") == 0) {
-            if (o->load_dir)
-                usage_error("--load given twice");
-            if (*val == '\0')
-                usage_error("--load needs a directory");
-            o->load_dir = val;
+            o->load_dir = dir_value(name, o->load_dir, val);
+        } else if (strcmp(name, "--save") == 0) {
+            o->save_dir = dir_value(name, o->save_dir, val);
+        } else if (strcmp(name, "--resume") == 0) {
+            o->resume_dir = dir_value(name, o->resume_dir, val);
+        } else if (strcmp(name, "--data") == 0) {
+            o->data_dir = dir_value(name, o->data_dir, val);
+        } else if (strcmp(name, "--optimizer") == 0) {
+            if (o->have_optimizer)
+                usage_error("--optimizer given twice");
+            if (strcmp(val, "sgd") == 0)
+                o->adamw = 0;
+            else if (strcmp(val, "adamw") == 0)
+                o->adamw = 1;
+            else
+                usage_error("--optimizer wants sgd or adamw, got '%s'", val);
+            o->have_optimizer = 1;
+        } else if (strcmp(name, "--momentum") == 0) {
+            if (have_momentum++)
+                usage_error("--momentum given twice");
+            o->sgd.momentum = parse_real(name, val, 0.0, 0.0);
+            o->have_sgd_opt = 1;
+        } else if (strcmp(name, "--dampening") == 0) {
+            if (have_dampening++)
+                usage_error("--dampening given twice");
+            o->sgd.dampening = parse_real(name, val, 0.0, 0.0);
+            o->have_sgd_opt = 1;
+        } else if (strcmp(name, "--weight-decay") == 0) {
+            if (o->have_wd++)
+                usage_error("--weight-decay given twice");
+            o->sgd.weight_decay = o->adam.weight_decay =
+                parse_real(name, val, 0.0, 0.0);
+        } else if (strcmp(name, "--betas") == 0) {
+            char b1[64];
+            const char *comma = strchr(val, ',');
+            if (have_betas++)
+                usage_error("--betas given twice");
+            if (!comma || (size_t)(comma - val) >= sizeof b1)
+                usage_error("--betas wants B1,B2, got '%s'", val);
+            memcpy(b1, val, (size_t)(comma - val));
+            b1[comma - val] = '\0';
+            o->adam.beta1 = parse_real("--betas' B1", b1, 0.0, 1.0);
+            o->adam.beta2 = parse_real("--betas' B2", comma + 1, 0.0, 1.0);
+            o->have_adam_opt = 1;
+        } else if (strcmp(name, "--eps") == 0) {
+            if (have_eps++)
+                usage_error("--eps given twice");
+            o->adam.eps = parse_real(name, val, 0.0, 0.0);
+            o->have_adam_opt = 1;
+        } else if (strcmp(name, "--clip-grad-norm") == 0) {
+            if (have_clip++)
+                usage_error("--clip-grad-norm given twice");
+            o->clip = (float)parse_real(name, val, 0.0, 0.0);
+            if (!(o->clip > 0.0f))
+                usage_error("--clip-grad-norm wants a positive number, got "
+                            "'%s'", val);
+        } else if (strcmp(name, "--accumulate") == 0) {
+            if (o->accumulate != 1)
+                usage_error("--accumulate given twice");
+            o->accumulate = parse_count(name, val);
         } else if (strcmp(name, "--weights") == 0) {
             if (o->weights)
                 usage_error("--weights given twice");
@@ -248,8 +402,30 @@ static void parse_args(int argc, char **argv, options *o)
         usage_error("give only one of --dump, --steps, --bench");
     if (o->have_seed && o->load_dir)
         usage_error("--seed and --load exclude each other");
-    if (o->have_lr && !o->steps)
-        usage_error("--lr is only used with --steps");
+    if (!o->have_lr && o->adamw)
+        o->lr = 0.001f;   /* torch.optim.AdamW's default */
+    if (!o->steps) {
+        const char *only = o->have_lr ? "--lr" : o->have_optimizer ?
+            "--optimizer" : o->have_sgd_opt ? "--momentum, --dampening and "
+            "--nesterov are" : o->have_adam_opt ? "--betas and --eps are" :
+            o->have_wd ? "--weight-decay" : have_clip ? "--clip-grad-norm" :
+            o->accumulate != 1 ? "--accumulate" : o->save_dir ? "--save" :
+            o->resume_dir ? "--resume" : o->data_dir ? "--data" : NULL;
+        if (only)
+            usage_error("%s%s only used with --steps", only,
+                        strstr(only, " are") ? "" : " is");
+    }
+    if (o->adamw && o->have_sgd_opt)
+        usage_error("--momentum, --dampening and --nesterov are SGD's; "
+                    "--optimizer is adamw");
+    if (!o->adamw && o->have_adam_opt)
+        usage_error("--betas and --eps are AdamW's; give --optimizer adamw");
+    if (o->sgd.nesterov && (o->sgd.momentum <= 0.0 || o->sgd.dampening != 0.0))
+        usage_error("--nesterov needs a positive --momentum and zero "
+                    "--dampening (as torch.optim.SGD)");
+    if (o->resume_dir && (o->have_seed || o->load_dir))
+        usage_error("--resume takes the seed and the parameters from its "
+                    "checkpoint: not with --seed or --load");
 }
 
 /* ---- model descriptor checks -------------------------------------------- */
@@ -287,7 +463,11 @@ static void check_model(const rt_model *m)
     if (!m)
         die("no model linked in");
     /* a forward-only model has neither train_step nor sgd */
-    if (!m->init || !m->forward || !m->train_step != !m->sgd)
+    if (!m->init || !m->forward || !m->train_step != !m->sgd ||
+        !m->train_step != !m->train_step_acc ||
+        !m->train_step != !m->sgd_step ||
+        !m->train_step != !m->adamw_step ||
+        !m->train_step != !m->clip_grad_norm)
         die("model descriptor: a function pointer is missing");
     check_table("parameter", m->params, m->n_params, m->param_floats);
     check_table("input", m->inputs, m->n_inputs, m->input_floats);
@@ -694,19 +874,485 @@ static void dump(const rt_model *m, const options *o, buffers *b)
         write_mask(o->dump_dir, &m->dropouts[i], o->seed, 0);
 }
 
-static void train(const rt_model *m, const options *o, buffers *b)
+/* ---- --data: many batches of every input ------------------------------- */
+
+typedef struct {
+    long n;             /* batches */
+    float *floats;      /* n * input_floats, batch-major per input */
+    int64_t *ints;      /* n * int_input_count */
+} dataset;
+
+/* The first dimension of a .npy file's shape, from its header; -1 when the
+ * header holds no shape (rt_npy_read then says what is wrong). */
+static long npy_first_dim(const char *path)
 {
+    char text[4096];
+    size_t got;
+    const char *p;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[got] = '\0';
+    if (got < 10 || memcmp(text, "\x93NUMPY", 6) != 0)
+        return -1;
+    p = strstr(text + 10, "'shape'");
+    if (!p || !(p = strchr(p, '(')))
+        return -1;
+    p++;
+    while (*p == ' ')
+        p++;
+    if (*p < '0' || *p > '9')
+        return -1;   /* a 0-d array has no batch dimension */
+    return strtol(p, NULL, 10);
+}
+
+/* DIR/input.NAME.npy: (batches, *shape). Checks the count against the
+ * first file's (*n, or sets it) and reads the batches. */
+static void *read_batches(const char *dir, const rt_tensor_info *t, int ints,
+                          long *n, const char **first, const options *o)
+{
+    char why[256];
+    char *path = tensor_path(dir, "input", t->name);
+    int dims[RT_MAX_RANK];
+    long nb;
+    size_t elem = ints ? sizeof(int64_t) : sizeof(float);
+    void *data;
+    int d, rc;
+    if (missing(path))
+        die("cannot read %s: no such file; --data needs input.NAME.npy for "
+            "every input, shaped (batches, %s's shape)", path, t->name);
+    if (t->rank >= RT_MAX_RANK)
+        die("%s: --data cannot hold batches of the rank-%d input '%s' (at "
+            "most rank %d)", path, t->rank, t->name, RT_MAX_RANK - 1);
+    nb = npy_first_dim(path);
+    dims[0] = nb > 0 && nb < INT32_MAX ? (int)nb : 1;
+    for (d = 0; d < t->rank; d++)
+        dims[d + 1] = t->dims[d];
+    why[0] = '\0';
+    rc = ints ? rt_npy_read_i64(path, NULL, t->rank + 1, dims, why, sizeof why)
+              : rt_npy_read(path, NULL, t->rank + 1, dims, why, sizeof why);
+    if (rc != 0)
+        die("%s: %s (--data wants (batches, %s's shape), %s)", path,
+            why[0] ? why : "unreadable", t->name, ints ? "int64" : "float32");
+    if (nb < 1)
+        die("%s: holds no batch", path);
+    if (*n == 0) {
+        *n = nb;
+        *first = path;
+    } else if (nb != *n) {
+        die("%s: holds %ld batches but %s holds %ld: every --data file needs "
+            "the same number", path, nb, *first, *n);
+    }
+    if (nb < o->accumulate)
+        die("%s: holds %ld batches, fewer than the %ld micro-batches of one "
+            "step (--accumulate)", path, nb, o->accumulate);
+    if ((size_t)nb > SIZE_MAX / elem / (t->count ? t->count : 1))
+        die("%s: too large", path);
+    data = malloc((size_t)nb * t->count * elem + 1);
+    if (!data)
+        die("out of memory for %s", path);
+    rc = ints ? rt_npy_read_i64(path, data, t->rank + 1, dims, why, sizeof why)
+              : rt_npy_read(path, data, t->rank + 1, dims, why, sizeof why);
+    if (rc != 0)
+        die("%s: %s", path, why[0] ? why : "unreadable");
+    if (ints) {
+        const int64_t *v = data;
+        size_t j;
+        for (j = 0; j < (size_t)nb * t->count; j++)
+            if (v[j] < t->lo || v[j] >= t->hi)
+                die("%s: batch %zu element %zu is %lld, outside [%lld, %lld), "
+                    "the values the model's readers of '%s' accept", path,
+                    j / t->count, j % t->count, (long long)v[j],
+                    (long long)t->lo, (long long)t->hi, t->name);
+    }
+    if (*first != path)
+        free(path);
+    return data;
+}
+
+/* Every input's batches, each input's own array. */
+typedef struct {
+    long n;
+    void **per_input;   /* n_inputs float arrays, then n_int_inputs int64 */
+} batches;
+
+static void load_data(const rt_model *m, const options *o, batches *bs)
+{
+    int i, total = m->n_inputs + m->n_int_inputs;
+    const char *first = NULL;
+    bs->n = 0;
+    bs->per_input = calloc((size_t)total + 1, sizeof *bs->per_input);
+    if (!bs->per_input)
+        die("out of memory");
+    if (total == 0)
+        die("--data: the model '%s' has no input to read", m->name);
+    for (i = 0; i < m->n_inputs; i++)
+        bs->per_input[i] = read_batches(o->data_dir, &m->inputs[i], 0, &bs->n,
+                                        &first, o);
+    for (i = 0; i < m->n_int_inputs; i++)
+        bs->per_input[m->n_inputs + i] =
+            read_batches(o->data_dir, &m->int_inputs[i], 1, &bs->n, &first, o);
+    free((char *)first);   /* read_batches kept the first file's path */
+}
+
+/* Batch k (mod the count) into the input buffers. */
+static void use_batch(const rt_model *m, const batches *bs, buffers *b,
+                      uint64_t k)
+{
+    size_t j = (size_t)(k % (uint64_t)bs->n);
+    int i;
+    for (i = 0; i < m->n_inputs; i++) {
+        const rt_tensor_info *t = &m->inputs[i];
+        memcpy(b->inputs + t->offset,
+               (const float *)bs->per_input[i] + j * t->count,
+               t->count * sizeof(float));
+    }
+    for (i = 0; i < m->n_int_inputs; i++) {
+        const rt_tensor_info *t = &m->int_inputs[i];
+        memcpy(b->ints + t->offset,
+               (const int64_t *)bs->per_input[m->n_inputs + i] + j * t->count,
+               t->count * sizeof(int64_t));
+    }
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+/* What a checkpoint holds beside the tensors (checkpoint.txt). */
+typedef struct {
+    uint64_t seed;
+    uint64_t step;      /* optimizer steps done */
+    uint64_t micro;     /* micro-batches done (Dropout's step, --data's batch) */
+} progress;
+
+static const char *optimizer_name(const options *o)
+{
+    return o->adamw ? "adamw" : "sgd";
+}
+
+/* The state's tensors: "momentum" (SGD with momentum) or "exp_avg" and
+ * "exp_avg_sq" (AdamW), one file per trainable parameter each. */
+static int state_kinds(const options *o, const char **kinds)
+{
+    if (o->adamw) {
+        kinds[0] = "exp_avg";
+        kinds[1] = "exp_avg_sq";
+        return 2;
+    }
+    kinds[0] = "momentum";
+    return o->sgd.momentum != 0.0 ? 1 : 0;
+}
+
+/* state slot of trainable parameter i (table order), kind k */
+static float *state_of(const rt_model *m, float *state, int i, int k)
+{
+    size_t off = 0;
+    int j;
+    for (j = 0; j < i; j++)
+        if (m->params[j].trainable)
+            off += m->params[j].count;
+    return state + (size_t)k * (m->adamw_state_floats / 2) + off;
+}
+
+static char *join(const char *a, const char *b)
+{
+    char *p = malloc(strlen(a) + strlen(b) + 1);
+    if (!p)
+        die("out of memory");
+    strcpy(p, a);
+    strcat(p, b);
+    return p;
+}
+
+/* Removes DIR and the plain files in it (a checkpoint has no subfolder). */
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char *path;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        path = malloc(strlen(dir) + strlen(e->d_name) + 2);
+        if (!path)
+            die("out of memory");
+        sprintf(path, "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0)
+            die("cannot remove %s: %s", path, strerror(errno));
+        free(path);
+    }
+    closedir(d);
+    if (rmdir(dir) != 0 && errno != ENOENT)
+        die("cannot remove %s: %s", dir, strerror(errno));
+}
+
+/* REMAT_TEST_SAVE_CRASH_AFTER=N: the test suite's stand-in for a crash,
+ * which exits abruptly after the N-th file of a save. */
+static void maybe_crash(void)
+{
+    static long written;
+    const char *env = getenv("REMAT_TEST_SAVE_CRASH_AFTER");
+    if (env && ++written >= atol(env)) {
+        fprintf(stderr, "%s: REMAT_TEST_SAVE_CRASH_AFTER: stopping mid-save\n",
+                prog);
+        _exit(137);
+    }
+}
+
+static void save_tensor(const char *dir, const char *prefix,
+                        const rt_tensor_info *t, const float *base)
+{
+    write_tensor(dir, prefix, t, base);
+    maybe_crash();
+}
+
+/* Writes the checkpoint into DIR.saving, then puts it in DIR's place: the
+ * old DIR is renamed DIR.old, the new one DIR, and DIR.old removed. A crash
+ * before the first rename leaves DIR as it was; between the two, DIR.old
+ * whole (--resume falls back to it). */
+static void save_checkpoint(const rt_model *m, const options *o, buffers *b,
+                            const float *state, const progress *pg)
+{
+    const char *kinds[2];
+    int nk = state_kinds(o, kinds), i, k;
+    char *tmp = join(o->save_dir, ".saving"), *old = join(o->save_dir, ".old");
+    char *meta;
+    FILE *f;
+    int dims0[1] = {0};
+    int64_t step = (int64_t)pg->step;
+    struct stat st;
+
+    remove_dir(tmp);   /* what a crashed save left */
+    make_dirs(tmp);
+    for (i = 0; i < m->n_params; i++)
+        save_tensor(tmp, "param", &m->params[i], b->params);
+    for (k = 0; k < nk; k++)
+        for (i = 0; i < m->n_params; i++) {
+            const rt_tensor_info *t = &m->params[i];
+            rt_tensor_info u = *t;   /* its slot, at offset 0 */
+            u.offset = 0;
+            if (t->trainable)
+                save_tensor(tmp, kinds[k], &u,
+                            state_of(m, (float *)state, i, k));
+        }
+    /* the batch of the last step: --load reads a checkpoint too */
+    for (i = 0; i < m->n_inputs; i++)
+        save_tensor(tmp, "input", &m->inputs[i], b->inputs);
+    for (i = 0; i < m->n_int_inputs; i++) {
+        write_ints(tmp, &m->int_inputs[i], b->ints);
+        maybe_crash();
+    }
+    meta = join(tmp, "/step.npy");
+    if (rt_npy_write_i64(meta, &step, 0, dims0) != 0)
+        die("cannot write %s: %s", meta, strerror(errno));
+    free(meta);
+    meta = join(tmp, "/checkpoint.txt");
+    f = fopen(meta, "w");
+    if (!f || fprintf(f, "remat checkpoint\nmodel %s\noptimizer %s\nseed "
+                      "%llu\nstep %llu\nmicro_batches %llu\n", m->name,
+                      optimizer_name(o), (unsigned long long)pg->seed,
+                      (unsigned long long)pg->step,
+                      (unsigned long long)pg->micro) < 0 ||
+        fclose(f) != 0)
+        die("cannot write %s: %s", meta, strerror(errno));
+    free(meta);
+    maybe_crash();
+    remove_dir(old);
+    if (stat(o->save_dir, &st) == 0 && rename(o->save_dir, old) != 0)
+        die("cannot rename %s to %s: %s", o->save_dir, old, strerror(errno));
+    if (rename(tmp, o->save_dir) != 0)
+        die("cannot rename %s to %s: %s", tmp, o->save_dir, strerror(errno));
+    remove_dir(old);
+    free(tmp);
+    free(old);
+}
+
+/* Reads checkpoint.txt's "KEY VALUE" line into *v; 0 when absent. */
+static int meta_u64(const char *text, const char *key, uint64_t *v)
+{
+    const char *p = text;
+    size_t n = strlen(key);
+    for (; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, key, n) == 0 && p[n] == ' ') {
+            *v = strtoull(p + n + 1, NULL, 10);
+            return 1;
+        }
+    return 0;
+}
+
+static void meta_str(const char *text, const char *key, char *out, size_t len)
+{
+    const char *p = text;
+    size_t n = strlen(key);
+    out[0] = '\0';
+    for (; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, key, n) == 0 && p[n] == ' ') {
+            size_t k = strcspn(p + n + 1, "\n");
+            if (k >= len)
+                k = len - 1;
+            memcpy(out, p + n + 1, k);
+            out[k] = '\0';
+            return;
+        }
+}
+
+static void resume(const rt_model *m, options *o, buffers *b, float *state,
+                   progress *pg)
+{
+    const char *dir = o->resume_dir, *kinds[2];
+    char text[1024], model[256], opt[32], why[256];
+    char *meta, *old = NULL, *path;
+    int nk = state_kinds(o, kinds), i, k;
+    int dims0[1] = {0};
+    int64_t step;
+    size_t got;
+    FILE *f;
+    meta = join(dir, "/checkpoint.txt");
+    if (missing(meta)) {
+        /* a save that stopped between its two renames */
+        old = join(dir, ".old/checkpoint.txt");
+        if (missing(old))
+            die("cannot read %s: no such file; --resume wants a folder that "
+                "--save wrote", meta);
+        free(meta);
+        meta = old;
+        old = join(dir, ".old");
+        dir = old;
+        fprintf(stderr, "%s: resuming from %s (a save stopped midway)\n",
+                prog, dir);
+    }
+    f = fopen(meta, "r");
+    if (!f)
+        die("cannot read %s: %s", meta, strerror(errno));
+    got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[got] = '\0';
+    if (strncmp(text, "remat checkpoint\n", 17) != 0)
+        die("%s: is not a remat checkpoint", meta);
+    meta_str(text, "model", model, sizeof model);
+    if (strcmp(model, m->name) != 0)
+        die("%s: a checkpoint of the model '%s', not of '%s'", meta, model,
+            m->name);
+    meta_str(text, "optimizer", opt, sizeof opt);
+    if (strcmp(opt, optimizer_name(o)) != 0)
+        die("%s: its optimizer state is %s's; give --optimizer %s", meta, opt,
+            opt);
+    if (!meta_u64(text, "seed", &pg->seed) ||
+        !meta_u64(text, "step", &pg->step) ||
+        !meta_u64(text, "micro_batches", &pg->micro))
+        die("%s: a seed, step or micro_batches line is missing", meta);
+    free(meta);
+    path = join(dir, "/step.npy");
+    why[0] = '\0';
+    if (rt_npy_read_i64(path, &step, 0, dims0, why, sizeof why) != 0)
+        die("cannot read %s: %s", path, why[0] ? why : "unknown error");
+    if (step < 0 || (uint64_t)step != pg->step)
+        die("%s: step %lld but checkpoint.txt says %llu", path,
+            (long long)step, (unsigned long long)pg->step);
+    free(path);
+    o->seed = pg->seed;
+    /* every parameter, frozen ones too; the last batch */
+    for (i = 0; i < m->n_params; i++) {
+        path = tensor_path(dir, "param", m->params[i].name);
+        if (missing(path))
+            die("cannot read %s: no such file; a checkpoint holds every "
+                "parameter", path);
+        free(path);
+        read_tensor(dir, "param", &m->params[i], b->params);
+    }
+    for (i = 0; i < m->n_inputs; i++)
+        read_tensor(dir, "input", &m->inputs[i], b->inputs);
+    for (i = 0; i < m->n_int_inputs; i++)
+        read_ints(dir, &m->int_inputs[i], b->ints);
+    for (k = 0; k < nk; k++)
+        for (i = 0; i < m->n_params; i++) {
+            const rt_tensor_info *t = &m->params[i];
+            rt_tensor_info u = *t;   /* its slot, at offset 0 */
+            u.offset = 0;
+            if (!t->trainable)
+                continue;
+            path = tensor_path(dir, kinds[k], t->name);
+            if (missing(path))
+                die("cannot read %s: no such file; the checkpoint has no "
+                    "%s state (was it saved with other optimizer options?)",
+                    path, kinds[k]);
+            free(path);
+            read_tensor(dir, kinds[k], &u, state_of(m, state, i, k));
+        }
+    free(old);
+}
+
+/* ---- training --------------------------------------------------------------- */
+
+static void train(const rt_model *m, options *o, buffers *b)
+{
+    size_t state_floats = o->adamw ? m->adamw_state_floats
+                                   : m->sgd_state_floats;
+    float *state = alloc64(float_bytes(state_floats, "optimizer state"),
+                           "optimizer state");
+    float inv_k = (float)(1.0 / (double)o->accumulate);
     long every = o->steps / 10 > 1 ? o->steps / 10 : 1;
+    batches data = {0, NULL};
+    progress pg = {0, 0, 0};
+    double t0 = now_ms();
     long k;
+    pg.seed = o->seed;
+    if (o->resume_dir)
+        resume(m, o, b, state, &pg);
+    if (o->data_dir)
+        load_data(m, o, &data);
     for (k = 1; k <= o->steps; k++) {
-        float loss = train_step(m, o, b, (uint64_t)(k - 1));
-        check_loss(k, loss);
-        check_grads(m, b->grads, k);   /* before SGD spreads it */
-        if (k == 1 || k % every == 0 || k == o->steps) {
-            printf("step %ld loss %.6f\n", k, (double)loss);
+        uint64_t step = pg.step + (uint64_t)k;   /* from 1 */
+        double sum = 0.0;
+        float loss;
+        long j;
+        for (j = 0; j < o->accumulate; j++) {
+            if (o->data_dir)
+                use_batch(m, &data, b, pg.micro);
+            loss = (j == 0 ? m->train_step : m->train_step_acc)(
+                b->params, b->inputs, b->ints, b->outputs, b->grads, o->seed,
+                pg.micro, b->arena);
+            check_loss((long)step, loss);
+            sum += loss;
+            pg.micro++;
+        }
+        /* the mean over the micro-batches: PyTorch's recipe scales each
+         * loss by 1/K before its backward; the sum scaled once is the
+         * same to rounding */
+        loss = (float)(sum / (double)o->accumulate);
+        if (o->accumulate > 1)
+            rt_scale(b->grads, m->param_floats, inv_k);
+        check_grads(m, b->grads, (long)step);   /* before the update spreads it */
+        if (o->clip > 0.0f)
+            m->clip_grad_norm(b->grads, o->clip);
+        if (o->adamw)
+            m->adamw_step(b->params, b->grads, state, o->lr, &o->adam, step);
+        else
+            m->sgd_step(b->params, b->grads, state, o->lr, &o->sgd, step);
+        if (o->data_dir || k == 1 || k % every == 0 || k == o->steps) {
+            printf("step %llu loss %.6f\n", (unsigned long long)step,
+                   (double)loss);
             fflush(stdout);
         }
-        m->sgd(b->params, b->grads, o->lr);
+        if (o->data_dir && o->steps >= 100 && k % every == 0)
+            fprintf(stderr, "%s: step %ld of %ld (%ld%%), epoch %llu, %.1f "
+                    "steps/s\n", prog, k, o->steps, k * 100 / o->steps,
+                    (unsigned long long)((pg.micro - 1) /
+                                         (uint64_t)data.n + 1),
+                    (double)k * 1e3 / (now_ms() - t0 + 1e-9));
+    }
+    pg.step += (uint64_t)o->steps;
+    if (o->save_dir)
+        save_checkpoint(m, o, b, state, &pg);
+    free(state);
+    if (data.per_input) {
+        int i;
+        for (i = 0; i < m->n_inputs + m->n_int_inputs; i++)
+            free(data.per_input[i]);
+        free(data.per_input);
     }
 }
 

@@ -68,9 +68,9 @@ static float toy_forward(const float *params, const float *inputs,
     return loss;
 }
 
-static float toy_train_step(float *params, const float *inputs,
-                            const int64_t *ints, float *outputs, float *grads,
-                            uint64_t seed, uint64_t step, void *arena)
+/* add 0 overwrites grads, 1 adds into them (accumulation) */
+static float toy_step(float *params, const float *inputs, const int64_t *ints,
+                      float *outputs, float *grads, void *arena, int add)
 {
     float *y = arena;
     const float *x = inputs;
@@ -78,18 +78,36 @@ static float toy_train_step(float *params, const float *inputs,
     float c = 2.0f * params[OFF_SCALE] / (float)(M * N);
     float *dw = grads + OFF_W;
     int i, j, k;
-    (void)seed;
-    (void)step;
-    grads[OFF_SCALE] = 0.0f;
+    if (!add)
+        grads[OFF_SCALE] = 0.0f;
     /* dW = c * x^T y */
     for (k = 0; k < K; k++)
         for (j = 0; j < N; j++) {
             float acc = 0.0f;
             for (i = 0; i < M; i++)
                 acc += x[i * K + k] * y[i * N + j];
-            dw[k * N + j] = c * acc;
+            dw[k * N + j] = (add ? dw[k * N + j] : 0.0f) + c * acc;
         }
     return loss;
+}
+
+static float toy_train_step(float *params, const float *inputs,
+                            const int64_t *ints, float *outputs, float *grads,
+                            uint64_t seed, uint64_t step, void *arena)
+{
+    (void)seed;
+    (void)step;
+    return toy_step(params, inputs, ints, outputs, grads, arena, 0);
+}
+
+static float toy_train_step_acc(float *params, const float *inputs,
+                                const int64_t *ints, float *outputs,
+                                float *grads, uint64_t seed, uint64_t step,
+                                void *arena)
+{
+    (void)seed;
+    (void)step;
+    return toy_step(params, inputs, ints, outputs, grads, arena, 1);
 }
 
 static void toy_sgd(float *params, const float *grads, float lr)
@@ -97,6 +115,30 @@ static void toy_sgd(float *params, const float *grads, float lr)
     int i;
     for (i = 0; i < K * N; i++)
         params[OFF_W + i] -= lr * grads[OFF_W + i];
+}
+
+/* the optimizers' state covers fc/W alone, the one trainable parameter */
+static void toy_sgd_step(float *params, const float *grads, float *state,
+                         float lr, const rt_sgd_config *c, uint64_t step)
+{
+    rt_sgd_update(params + OFF_W, grads + OFF_W, state, K * N, lr, c, step);
+}
+
+static void toy_adamw_step(float *params, const float *grads, float *state,
+                           float lr, const rt_adamw_config *c, uint64_t step)
+{
+    rt_adamw_update(params + OFF_W, grads + OFF_W, state, state + K * N,
+                    K * N, lr, c, step);
+}
+
+static float toy_clip_grad_norm(float *grads, float max_norm)
+{
+    float norm;
+    float coef = rt_clip_coef(rt_grad_norm_sq(grads + OFF_W, K * N),
+                              max_norm, &norm);
+    if (coef < 1.0f)
+        rt_scale(grads + OFF_W, K * N, coef);
+    return norm;
 }
 
 const rt_model toy_model = {
@@ -115,6 +157,12 @@ const rt_model toy_model = {
     toy_train_step,
     toy_sgd,
     NULL,           /* initial values in the code */
+    toy_train_step_acc,
+    K * N,          /* SGD: the momentum buffer */
+    2 * K * N,      /* AdamW: exp_avg, then exp_avg_sq */
+    toy_sgd_step,
+    toy_adamw_step,
+    toy_clip_grad_norm,
 };
 
 /* the shim that a generated build links beside trainer.c */
