@@ -4,8 +4,14 @@
 
 #include "remat_rt.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Bytes of the one arena forward and train_step work in. */
 #define GPT_ARENA_BYTES 6684672
+/* Bytes gpt_forward alone needs (inference; at most GPT_ARENA_BYTES). */
+#define GPT_FORWARD_ARENA_BYTES 1310720
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define GPT_HAS_TRAIN_STEP 1
 /* Floats in the parameter buffer (and in the gradient buffer, same layout). */
@@ -47,5 +53,9 @@ float gpt_train_step(float *params, const float *inputs, const int64_t *int_inpu
 void gpt_sgd(float *params, const float *grads, float lr);
 
 extern const rt_model gpt_model;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

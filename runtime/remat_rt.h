@@ -25,6 +25,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RT_MAX_RANK 6
 
 /* ---- GEMM ---------------------------------------------------------------- */
@@ -570,5 +574,9 @@ typedef struct {
      * file (the parameter buffer's image, NAME.weights); call after init */
     void (*load_weights)(float *params, const float *image);
 } rt_model;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
