@@ -10,7 +10,7 @@ ONNX_PROTO = /usr/include/onnx/onnx.proto
 PB_LIBS = -lprotobuf-c
 WARN = -Wall -Wextra -pedantic -Wswitch-enum -Werror
 CFLAGS = -std=c11 -O2 -g $(WARN) $(XML_CFLAGS) -Ibuild/gen -DREMAT_SOURCE_DIR='"$(CURDIR)"'
-RT_CFLAGS = -std=c99 -O2 -g $(WARN)
+RT_CFLAGS = -std=c99 -O2 -g $(WARN) -Wcast-align=strict
 # build/asan/remat: the compiler under AddressSanitizer and UBSan, for the tests.
 SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_CFLAGS = $(SAN) -O1 $(filter-out -O2,$(CFLAGS))
