@@ -74,6 +74,9 @@ static void usage(FILE *f)
 "                 parameter that is not trainable (a constant) may be left\n"
 "                 out and then keeps the model's own value (its init, seed 0).\n"
 "  --lr F         SGD learning rate for --steps; default 0.01.\n"
+"  --bits         with --steps: end each loss line with the loss's float32\n"
+"                 bits in hex ('step K loss L bits 0x3e8f5c29'), to compare\n"
+"                 runs bit for bit (the firmware test does).\n"
 "  --weights FILE the weights file of a model whose initial values are not\n"
 "                 in its code (more than 262,144 of them); default: this\n"
 "                 program's path with .weights added, where remat build\n"
@@ -123,6 +126,7 @@ typedef struct {
     long bench;   /* 0: not asked */
     float lr;
     int have_lr;
+    int bits;     /* --bits */
 } options;
 
 static uint64_t parse_u64(const char *opt, const char *s)
@@ -174,6 +178,10 @@ static void parse_args(int argc, char **argv, options *o)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
+        }
+        if (strcmp(a, "--bits") == 0) {   /* a flag: takes no value */
+            o->bits = 1;
+            continue;
         }
         if (strncmp(a, "--", 2) != 0)
             usage_error("unexpected argument '%s'", a);
@@ -250,6 +258,8 @@ static void parse_args(int argc, char **argv, options *o)
         usage_error("--seed and --load exclude each other");
     if (o->have_lr && !o->steps)
         usage_error("--lr is only used with --steps");
+    if (o->bits && !o->steps)
+        usage_error("--bits is only used with --steps");
 }
 
 /* ---- model descriptor checks -------------------------------------------- */
@@ -703,7 +713,13 @@ static void train(const rt_model *m, const options *o, buffers *b)
         check_loss(k, loss);
         check_grads(m, b->grads, k);   /* before SGD spreads it */
         if (k == 1 || k % every == 0 || k == o->steps) {
-            printf("step %ld loss %.6f\n", k, (double)loss);
+            uint32_t u;
+            memcpy(&u, &loss, sizeof u);
+            if (o->bits)
+                printf("step %ld loss %.6f bits 0x%08lx\n", k, (double)loss,
+                       (unsigned long)u);
+            else
+                printf("step %ld loss %.6f\n", k, (double)loss);
             fflush(stdout);
         }
         m->sgd(b->params, b->grads, o->lr);
