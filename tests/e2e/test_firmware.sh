@@ -90,6 +90,17 @@ cmp -s "$work/none/fw" "$work/sac/fw" && ok || bad "none and sac firmware losses
 echo "firmware losses (bits), equal to the host trainer's:"
 sed 's/^/  /' "$work/none/fw"
 
+# ---- the plain GEMM loop (-DRT_GEMM_SMALL) sums in the tiles' order ----------
+d=$work/small
+mkdir -p "$d"
+cp "$work/none/model.c" "$work/none/model.h" "$d/"
+if firmware "$d" -ffp-contract=off -DRT_GEMM_SMALL && qemu "$d/firmware.elf" "$d/fw"; then
+    cmp -s "$d/fw" "$work/none/host" && ok ||
+        bad "firmware with RT_GEMM_SMALL differs from the host's bits"
+else
+    bad "small: firmware build or run"
+fi
+
 # ---- the comparison can fail: FMA contraction changes the bits ---------------
 # GNU C's default -ffp-contract=fast fuses a*b+c into vfma on the M4.
 d=$work/fma
