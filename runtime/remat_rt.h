@@ -17,7 +17,7 @@
  *   RT_NO_BLAS   use the portable GEMM instead of OpenBLAS's cblas_sgemm:
  *                register-blocked 4 x 4 tiles (about 8 KB of Cortex-M4
  *                code, 2.9 instructions a multiply-add);
- *   RT_GEMM_SMALL  with RT_NO_BLAS, the plain loop instead (0.4 KB, 7 to 11
+ *   RT_GEMM_SMALL  with RT_NO_BLAS, the plain loop instead (0.2 KB, 7 to 11
  *                instructions a multiply-add); the same bits either way;
  *   RT_NO_STDIO  leave out .npy reading and writing (no <stdio.h> needed);
  *   RT_TRACE_GEMM  print every rt_sgemm call's shape to stderr (the
