@@ -47,10 +47,11 @@
  * (a_i, a_p) = (lda, 1), or (1, lda) when A is transposed; (b_p, b_j) =
  * (ldb, 1), or (1, ldb) when B is. */
 
-/* C's starting value: beta * C, or 0 for beta == 0 (C unread). */
-static float gemm_start(float beta, float c)
+/* C's starting value: beta * C, or 0 for beta == 0 (C unread: it may be
+ * an uninitialised arena, even NaNs). */
+static float gemm_start(float beta, const float *c)
 {
-    return beta == 0.0f ? 0.0f : beta * c;
+    return beta == 0.0f ? 0.0f : beta * *c;
 }
 
 void rt_sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -62,7 +63,7 @@ void rt_sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha,
     int i, j, p;
     for (i = 0; i < m; i++)
         for (j = 0; j < n; j++) {
-            float s = gemm_start(beta, c[(size_t)i * ldc + j]);
+            float s = gemm_start(beta, &c[(size_t)i * ldc + j]);
             if (alpha != 0.0f)
                 for (p = 0; p < k; p++)
                     s += alpha * a[i * a_i + p * a_p] * b[p * b_p + j * b_j];
@@ -91,10 +92,10 @@ void rt_sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha,
     s##r##2 += x##r * y2;                                                  \
     s##r##3 += x##r * y3
 #define RT_TILE_LOAD(r)                                                    \
-    s##r##0 = gemm_start(beta, c[r * (size_t)ldc + 0]);                     \
-    s##r##1 = gemm_start(beta, c[r * (size_t)ldc + 1]);                     \
-    s##r##2 = gemm_start(beta, c[r * (size_t)ldc + 2]);                     \
-    s##r##3 = gemm_start(beta, c[r * (size_t)ldc + 3])
+    s##r##0 = gemm_start(beta, &c[r * (size_t)ldc + 0]);                   \
+    s##r##1 = gemm_start(beta, &c[r * (size_t)ldc + 1]);                   \
+    s##r##2 = gemm_start(beta, &c[r * (size_t)ldc + 2]);                   \
+    s##r##3 = gemm_start(beta, &c[r * (size_t)ldc + 3])
 #define RT_TILE_STORE(r)                                                   \
     c[r * (size_t)ldc + 0] = s##r##0;                                      \
     c[r * (size_t)ldc + 1] = s##r##1;                                      \
@@ -164,7 +165,7 @@ RT_INLINE void gemm_rows(int m, int n, int k, int scaled, float alpha,
     for (i = 0; i < m; i++) {
         float *ci = c + (size_t)i * ldc;
         for (j = 0; j < n; j++)
-            ci[j] = gemm_start(beta, ci[j]);
+            ci[j] = gemm_start(beta, &ci[j]);
         for (p = 0; p < k; p++) {
             const float x = a[i * a_i + p * a_p],
                         aip = scaled ? alpha * x : x;
@@ -197,7 +198,7 @@ RT_INLINE void gemm_blocked(int m, int n, int k, int scaled, float alpha,
         for (j = i < m4 ? n4 : 0; j < n; j++) {
             float *cij = c + (size_t)i * ldc + j;
             *cij = gemm_dot(k, scaled, alpha, a + i * a_i, a_p, b + j * b_j,
-                            b_p, gemm_start(beta, *cij));
+                            b_p, gemm_start(beta, cij));
         }
 }
 
