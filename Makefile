@@ -10,7 +10,7 @@ ONNX_PROTO = /usr/include/onnx/onnx.proto
 PB_LIBS = -lprotobuf-c
 WARN = -Wall -Wextra -pedantic -Wswitch-enum -Werror
 CFLAGS = -std=c11 -O2 -g $(WARN) $(XML_CFLAGS) -Ibuild/gen -DREMAT_SOURCE_DIR='"$(CURDIR)"'
-RT_CFLAGS = -std=c99 -O2 -g $(WARN)
+RT_CFLAGS = -std=c99 -O2 -g $(WARN) -Wcast-align=strict
 # build/asan/remat: the compiler under AddressSanitizer and UBSan, for the tests.
 SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_CFLAGS = $(SAN) -O1 $(filter-out -O2,$(CFLAGS))
@@ -131,12 +131,27 @@ fuzz: deps
 	@$(MAKE) --no-print-directory build/fuzz_compile build/fuzz_policy build/fuzz_npy build/fuzz_onnx
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
+# The portable GEMM: against OpenBLAS on this machine (one thread), and its
+# instructions per multiply-add on a Cortex-M4 under qemu (docs/firmware.md).
+build/gemm_blas: bench/gemm_blas.c runtime/remat_rt.c runtime/remat_rt.h
+	@mkdir -p build
+	$(CC) -std=c99 -O3 -march=native $(WARN) -DRT_NO_BLAS -Iruntime bench/gemm_blas.c runtime/remat_rt.c -lopenblas -lm -o $@
+M4_FLAGS = -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16
+build/gemm_m4.elf: bench/gemm_m4.c runtime/remat_rt.c runtime/remat_rt.h tests/firmware/startup.c tests/firmware/mps2-an386.ld
+	@mkdir -p build
+	arm-none-eabi-gcc -std=c99 -O2 -ffp-contract=off $(WARN) $(M4_FLAGS) -DRT_NO_BLAS -DRT_NO_STDIO -Iruntime -Itests/firmware \
+	  bench/gemm_m4.c tests/firmware/startup.c runtime/remat_rt.c -ffunction-sections -fdata-sections \
+	  -nostartfiles -T tests/firmware/mps2-an386.ld --specs=nosys.specs -Wl,--gc-sections -lm -o $@
+bench-gemm: deps build/gemm_blas build/gemm_m4.elf
+	@OPENBLAS_NUM_THREADS=1 build/gemm_blas
+	@qemu-system-arm -M mps2-an386 -nographic -semihosting -icount shift=0 -kernel build/gemm_m4.elf 2>&1
+
 # Not part of `make test`: timings belong in a report, not in a pass/fail.
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all bench-gemm
 	@/usr/bin/python3 bench/run.py
 
 clean:
 	rm -rf build
 
-.PHONY: all deps generated unit test demo fuzz bench clean
+.PHONY: all deps generated unit test demo fuzz bench bench-gemm clean

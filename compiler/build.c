@@ -4,7 +4,9 @@
  * Writes NAME.c, NAME.h and a two-line shim that points the generic trainer
  * main (runtime/trainer.c) at NAME_model into a fresh temporary folder, then
  * runs the C compiler ($CC, else cc) on them, linking the runtime and the
- * trainer main and OpenBLAS unless asked not to. The executable is linked to
+ * trainer main and OpenBLAS unless asked not to. The caller's --cflags come
+ * after the built-in flags; -march=native only when building for this
+ * machine (cc_flags says when that is). The executable is linked to
  * a temporary name beside the target and renamed over it only when the
  * compiler succeeded.
  *
@@ -95,14 +97,36 @@ static int cc_words(Ctx *c, char **argv)
     return n;
 }
 
-/* The flags of every compilation of a build, NULL-terminated. */
-static const char *const *cc_flags(int no_blas)
+/* The flags of every compilation of a build, NULL-terminated: C99, -O3, the
+ * GEMM switch, -march=native when the build is for this machine, then the
+ * caller's --cflags words (last, so that they override: -O2 after -O3). A
+ * build is for this machine unless $CC is set or --cflags names a target
+ * (-march=, -mcpu= or --target=): a cross compiler rejects -march=native or,
+ * worse, tunes for the build machine. */
+static const char *const *cc_flags(Ctx *c, const BuildOptions *o)
 {
-    static const char *const blas[] = {"-std=c99", "-O3", "-march=native",
-                                       "-DRT_BLAS", NULL};
-    static const char *const noblas[] = {"-std=c99", "-O3", "-march=native",
-                                         "-DRT_NO_BLAS", NULL};
-    return no_blas ? noblas : blas;
+    const char *cc = getenv("CC");
+    int host = !(cc && *cc);
+    const char **flags = ctx_alloc(c, 72 * sizeof *flags);
+    int n = 0;
+    char *words = ctx_strdup(c, o->cflags ? o->cflags : "");
+    char *extra[64];
+    int ne = 0;
+    for (char *w = strtok(words, " \t"); w && ne < 64; w = strtok(NULL, " \t")) {
+        extra[ne++] = w;
+        if (strncmp(w, "-march=", 7) == 0 || strncmp(w, "-mcpu=", 6) == 0 ||
+            strncmp(w, "--target=", 9) == 0)
+            host = 0;
+    }
+    flags[n++] = "-std=c99";
+    flags[n++] = "-O3";
+    if (host)
+        flags[n++] = "-march=native";
+    flags[n++] = o->no_blas ? "-DRT_NO_BLAS" : "-DRT_BLAS";
+    for (int i = 0; i < ne; i++)
+        flags[n++] = extra[i];
+    flags[n] = NULL;
+    return flags;
 }
 
 /* Runs words[0..nw) followed by the NULL-terminated rest; -1 with ctx error
@@ -110,11 +134,11 @@ static const char *const *cc_flags(int no_blas)
 static int run_cc(Ctx *c, char **words, int nw, const char *const *rest,
                   const char *out, const char *what)
 {
-    char *argv[96];
+    char *argv[160];
     int n = 0;
     for (int i = 0; i < nw; i++)
         argv[n++] = words[i];
-    for (int i = 0; rest[i] && n < 95; i++)
+    for (int i = 0; rest[i] && n < 159; i++)
         argv[n++] = (char *)rest[i];
     argv[n] = NULL;
     int rc = run(argv);
@@ -205,11 +229,11 @@ static const char *cache_dir(Ctx *c)
  * cache or compiled into it (or into the build folder `dir` when there is
  * no cache); their paths in obj[0] (remat_rt.o) and obj[1] (trainer.o). */
 static int runtime_objects(Ctx *c, const char *rt, const char *dir,
-                           char **words, int nw, int no_blas,
+                           char **words, int nw, const BuildOptions *o,
                            const char **obj)
 {
     static const char *const srcs[] = {"remat_rt.c", "trainer.c"};
-    const char *const *flags = cc_flags(no_blas);
+    const char *const *flags = cc_flags(c, o);
     uint64_t h = fnv_str(14695981039346656037u, "remat runtime objects 1");
     for (int i = 0; i < nw; i++)
         h = fnv_str(h, words[i]);
@@ -234,7 +258,7 @@ static int runtime_objects(Ctx *c, const char *rt, const char *dir,
         if (cache && is_file(obj[i]))
             continue;
         const char *tmp = ctx_printf(c, "%s.tmp.%ld", obj[i], (long)getpid());
-        const char *rest[16];
+        const char *rest[80];
         int n = 0;
         for (int k = 0; flags[k]; k++)
             rest[n++] = flags[k];
@@ -258,22 +282,23 @@ static int runtime_objects(Ctx *c, const char *rt, const char *dir,
 
 /* The model and its shim, linked with the runtime's objects. */
 static int compile_trainer(Ctx *c, const char *dir, const char *rt,
-                           const char *name, int no_blas, const char *out)
+                           const char *name, const BuildOptions *o,
+                           const char *out)
 {
     char *words[40];
     int nw = cc_words(c, words);
     const char *obj[2];
-    if (runtime_objects(c, rt, dir, words, nw, no_blas, obj))
+    if (runtime_objects(c, rt, dir, words, nw, o, obj))
         return -1;
-    const char *const *flags = cc_flags(no_blas);
-    const char *rest[24];
+    const char *const *flags = cc_flags(c, o);
+    const char *rest[96];
     int n = 0;
     for (int k = 0; flags[k]; k++)
         rest[n++] = flags[k];
     const char *more[] = {
         ctx_printf(c, "-I%s", dir), ctx_printf(c, "-I%s", rt),
         ctx_printf(c, "%s/%s.c", dir, name), ctx_printf(c, "%s/main.c", dir),
-        obj[0], obj[1], "-o", out, no_blas ? "-lm" : "-lopenblas", "-lm",
+        obj[0], obj[1], "-o", out, o->no_blas ? "-lm" : "-lopenblas", "-lm",
         NULL};
     for (int k = 0; more[k]; k++)
         rest[n++] = more[k];
@@ -291,7 +316,8 @@ static void remove_dir(Ctx *c, const char *dir, const char *name)
     rmdir(dir);
 }
 
-int build_trainer(Ctx *c, const Compiled *m, const char *exe, int no_blas)
+int build_trainer(Ctx *c, const Compiled *m, const char *exe,
+                  const BuildOptions *o)
 {
     const char *rt = runtime_dir(c);
     if (!is_file(ctx_printf(c, "%s/trainer.c", rt)))
@@ -319,7 +345,7 @@ int build_trainer(Ctx *c, const Compiled *m, const char *exe, int no_blas)
     rc = rc || buf_write_file(&cf, ctx_printf(c, "%s/%s.c", dir, name)) ||
          buf_write_file(&hf, ctx_printf(c, "%s/%s.h", dir, name)) ||
          buf_write_file(&shim, ctx_printf(c, "%s/main.c", dir)) ||
-         compile_trainer(c, dir, rt, name, no_blas, tmp_exe);
+         compile_trainer(c, dir, rt, name, o, tmp_exe);
     if (!rc && rename(tmp_exe, exe) != 0)
         rc = ctx_error(c, exe, 0, "cannot write: %s", strerror(errno));
     if (rc)

@@ -173,7 +173,7 @@ static const char *read_name(Emit *e, const Compiled *m, int t,
 
 static void declare(Emit *e, const Schedule *s, int v)
 {
-    emit(e, "float *%s = (float *)(a + %zu);", value_name(e, s, v),
+    emit(e, "float *%s = (float *)(void *)(a + %zu);", value_name(e, s, v),
          s->values[v].offset);
 }
 
@@ -182,7 +182,8 @@ static const char *scratch_expr(Emit *e, const Schedule *s, const Stmt *st)
 {
     if (st->scratch < 0)
         return NULL;
-    return ctx_printf(e->ctx, "(float *)(a + %zu)", s->values[st->scratch].offset);
+    return ctx_printf(e->ctx, "(float *)(void *)(a + %zu)",
+                      s->values[st->scratch].offset);
 }
 
 /* ---- statements ---------------------------------------------------------------- */
@@ -407,6 +408,9 @@ static void emit_function(Emit *e, const Compiled *m, int train)
     e->indent++;
     e->train = train;
     int trains = graph_trains(e->g);
+    /* byte offsets into the 64-byte aligned arena; every planned offset is
+     * a multiple of 64, so the casts through void * (which keep
+     * -Wcast-align quiet) never misalign a float */
     emit(e, "unsigned char *a = arena;");
     if (trains)
         emit(e, "float loss;");
@@ -847,10 +851,17 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "");
     emit(e, "#include \"remat_rt.h\"");
     emit(e, "");
+    emit(e, "#ifdef __cplusplus");
+    emit(e, "extern \"C\" {");
+    emit(e, "#endif");
+    emit(e, "");
     int trains = graph_trains(g);
     emit(e, "/* Bytes of the one arena forward%s work%s in. */",
          trains ? " and train_step" : "", trains ? "" : "s");
     emit(e, "#define %s_ARENA_BYTES %zu", u, arena);
+    emit(e, "/* Bytes %s_forward alone needs (inference; at most %s_ARENA_BYTES). */",
+         n, u);
+    emit(e, "#define %s_FORWARD_ARENA_BYTES %zu", u, m->fwd->arena_bytes);
     if (trains)
         emit(e, "/* 1: NAME_train_step and NAME_sgd exist (the graph has a "
              "loss). */");
@@ -953,6 +964,10 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     if (!trains)
         emit(e, "/* Its train_step and sgd are NULL: forward only. */");
     emit(e, "extern const rt_model %s_model;", n);
+    emit(e, "");
+    emit(e, "#ifdef __cplusplus");
+    emit(e, "}");
+    emit(e, "#endif");
     emit(e, "");
     emit(e, "#endif");
 }

@@ -91,10 +91,13 @@ static const char *usage_pareto =
     "               default sac with must_save softened to prefer_save\n";
 
 static const char *usage_build =
-    "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas] -o EXE\n"
+    "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas]\n"
+    "                   [--cflags \"FLAGS\"] -o EXE\n"
     "\n"
     "Compiles the graph, then builds a trainer executable with $CC (else cc),\n"
-    "the runtime and OpenBLAS. Works from any directory. The runtime's objects\n"
+    "the runtime and OpenBLAS, with -std=c99 -O3, and -march=native when the\n"
+    "build is for this machine: $CC unset and no -march=, -mcpu= or --target=\n"
+    "in --cflags. Works from any directory. The runtime's objects\n"
     "are compiled once per C compiler, flags and runtime source and kept in\n"
     "$REMAT_CACHE_DIR, else $XDG_CACHE_HOME/remat, else ~/.cache/remat. The\n"
     "trainer:\n"
@@ -107,6 +110,11 @@ static const char *usage_build =
     "  EXE --bench N             median milliseconds of a train step (forward\n"
     "                            only: of the forward)\n"
     "  --no-blas    build with the runtime's portable GEMM instead of OpenBLAS\n"
+    "  --cflags \"FLAGS\"  more compiler flags, split on spaces, after the\n"
+    "               built-in ones (so -O2 overrides -O3); e.g. for results\n"
+    "               bitwise equal to firmware: --no-blas --cflags\n"
+    "               -ffp-contract=off (docs/firmware.md)\n"
+    "  CC=COMPILER  cross-compile (CC=aarch64-linux-gnu-gcc): no -march=native\n"
     "  --policy, --budget, --max-arena: as for compile\n";
 
 static const char *usage_import =
@@ -125,6 +133,7 @@ typedef struct {
     const char *cmd, *graph, *out, *blocks;
     const char *policy[2];
     int npolicy, no_blas, measure;
+    const char *cflags;               /* build's --cflags */
     const char *budget, *max_arena;   /* as given */
 } Args;
 
@@ -169,6 +178,12 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
                                    "%s", a->blocks);
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
+        } else if (strcmp(s, "--cflags") == 0 && strcmp(a->cmd, "build") == 0) {
+            if (i + 1 >= argc)
+                return usage_error(usage, "%s needs a value", s);
+            if (a->cflags)
+                return usage_error(usage, "%s given twice", s);
+            a->cflags = argv[++i];
         } else if (strcmp(s, "--measure") == 0 && strcmp(a->cmd, "pareto") == 0) {
             a->measure = 1;
         } else if (s[0] == '-' && s[1])
@@ -290,8 +305,9 @@ static int cmd_diff(Ctx *c, const Args *a)
 static int cmd_build(Ctx *c, const Args *a)
 {
     Compiled m;
+    const BuildOptions o = {a->no_blas, a->cflags};
     if (compile_args(c, a, 0, &m) ||
-        build_trainer(c, &m, a->out, a->no_blas))
+        build_trainer(c, &m, a->out, &o))
         return 1;
     return 0;
 }

@@ -754,6 +754,11 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed,
 
 /* ---- build.c: a trainer executable from a compiled model -------------------- */
 
-int build_trainer(Ctx *c, const Compiled *m, const char *exe, int no_blas);
+typedef struct {
+    int no_blas;            /* the portable GEMM instead of OpenBLAS */
+    const char *cflags;     /* more C compiler flags, split on spaces; NULL */
+} BuildOptions;
+int build_trainer(Ctx *c, const Compiled *m, const char *exe,
+                  const BuildOptions *o);
 
 #endif

@@ -4,8 +4,14 @@
 
 #include "remat_rt.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Bytes of the one arena forward and train_step work in. */
 #define CNN_ARENA_BYTES 5246528
+/* Bytes cnn_forward alone needs (inference; at most CNN_ARENA_BYTES). */
+#define CNN_FORWARD_ARENA_BYTES 3239488
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define CNN_HAS_TRAIN_STEP 1
 /* Floats in the parameter buffer (and in the gradient buffer, same layout). */
@@ -64,5 +70,9 @@ void cnn_adamw_step(float *params, const float *grads, float *state, float lr,
 float cnn_clip_grad_norm(float *grads, float max_norm);
 
 extern const rt_model cnn_model;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,8 +4,14 @@
 
 #include "remat_rt.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Bytes of the one arena forward and train_step work in. */
 #define GPT_ARENA_BYTES 9306368
+/* Bytes gpt_forward alone needs (inference; at most GPT_ARENA_BYTES). */
+#define GPT_FORWARD_ARENA_BYTES 1310720
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define GPT_HAS_TRAIN_STEP 1
 /* Floats in the parameter buffer (and in the gradient buffer, same layout). */
@@ -64,5 +70,9 @@ void gpt_adamw_step(float *params, const float *grads, float *state, float lr,
 float gpt_clip_grad_norm(float *grads, float max_norm);
 
 extern const rt_model gpt_model;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

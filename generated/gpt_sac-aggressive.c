@@ -474,447 +474,447 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_head_weight = params + 833792;
 
     /* embed: Gather -> tok [4x64x128] */
-    float *v_tok = (float *)(a + 0);
+    float *v_tok = (float *)(void *)(a + 0);
     rt_gather_forward(v_tok, v_wte, v_tokens, 256, 256, 128);
 
     /* pos: Add -> emb [4x64x128] */
-    float *v_emb = (float *)(a + 131072);
+    float *v_emb = (float *)(void *)(a + 131072);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
-    float *v_h0 = (float *)(a + 0);
+    float *v_h0 = (float *)(void *)(a + 0);
     rt_copy(v_h0, v_emb, 32768); /* inference: the identity */
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
-    float *v_l0_a = (float *)(a + 131072);
+    float *v_l0_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] */
-    float *v_l0_q0 = (float *)(a + 262144);
+    float *v_l0_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_q0, v_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] */
-    float *v_l0_q1 = (float *)(a + 393216);
+    float *v_l0_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
     const float *v_l0_q2 = v_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(a + 262144);
+    float *v_l0_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(a + 393216);
+    float *v_l0_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
     const float *v_l0_k2 = v_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(a + 524288);
+    float *v_l0_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(a + 393216);
+    float *v_l0_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(a + 131072);
+    float *v_l0_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
     const float *v_l0_v2 = v_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(a + 393216);
+    float *v_l0_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(a + 655360);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 131072));
+    float *v_l0_att = (float *)(void *)(a + 655360);
+    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(a + 131072);
+    float *v_l0_att2 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
     const float *v_l0_att3 = v_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(a + 262144);
+    float *v_l0_o0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(a + 131072);
+    float *v_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(a + 262144);
+    float *v_l0_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l0_o2, v_l0_o1, 32768); /* inference: the identity */
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(a + 131072);
+    float *v_l0_r = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(a + 0);
+    float *v_l0_m = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
-    float *v_l0_f0 = (float *)(a + 262144);
+    float *v_l0_f0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_f0, v_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] */
-    float *v_l0_f1 = (float *)(a + 786432);
+    float *v_l0_f1 = (float *)(void *)(a + 786432);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(a + 262144);
+    float *v_l0_g = (float *)(void *)(a + 262144);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(a + 0);
+    float *v_l0_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(a + 262144);
+    float *v_l0_y1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(a + 0);
+    float *v_l0_y2 = (float *)(void *)(a + 0);
     rt_copy(v_l0_y2, v_l0_y1, 32768); /* inference: the identity */
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(a + 262144);
+    float *v_l0_out = (float *)(void *)(a + 262144);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(a + 0);
+    float *v_l1_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(a + 131072);
+    float *v_l1_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(a + 393216);
+    float *v_l1_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
     const float *v_l1_q2 = v_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(a + 131072);
+    float *v_l1_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(a + 393216);
+    float *v_l1_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
     const float *v_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(a + 524288);
+    float *v_l1_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(a + 393216);
+    float *v_l1_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(a + 0);
+    float *v_l1_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
     const float *v_l1_v2 = v_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(a + 393216);
+    float *v_l1_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(a + 655360);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 0));
+    float *v_l1_att = (float *)(void *)(a + 655360);
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(a + 0);
+    float *v_l1_att2 = (float *)(void *)(a + 0);
     rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
     const float *v_l1_att3 = v_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(a + 131072);
+    float *v_l1_o0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(a + 0);
+    float *v_l1_o1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(a + 131072);
+    float *v_l1_o2 = (float *)(void *)(a + 131072);
     rt_copy(v_l1_o2, v_l1_o1, 32768); /* inference: the identity */
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(a + 0);
+    float *v_l1_r = (float *)(void *)(a + 0);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(a + 131072);
+    float *v_l1_m = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
-    float *v_l1_f0 = (float *)(a + 262144);
+    float *v_l1_f0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_f0, v_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] */
-    float *v_l1_f1 = (float *)(a + 786432);
+    float *v_l1_f1 = (float *)(void *)(a + 786432);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(a + 131072);
+    float *v_l1_g = (float *)(void *)(a + 131072);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(a + 655360);
+    float *v_l1_y0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(a + 131072);
+    float *v_l1_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(a + 262144);
+    float *v_l1_y2 = (float *)(void *)(a + 262144);
     rt_copy(v_l1_y2, v_l1_y1, 32768); /* inference: the identity */
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(a + 131072);
+    float *v_l1_out = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(a + 0);
+    float *v_l2_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(a + 262144);
+    float *v_l2_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(a + 393216);
+    float *v_l2_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
     const float *v_l2_q2 = v_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(a + 262144);
+    float *v_l2_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(a + 393216);
+    float *v_l2_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
     const float *v_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(a + 524288);
+    float *v_l2_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(a + 393216);
+    float *v_l2_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(a + 0);
+    float *v_l2_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
     const float *v_l2_v2 = v_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(a + 393216);
+    float *v_l2_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(a + 655360);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 0));
+    float *v_l2_att = (float *)(void *)(a + 655360);
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(a + 0);
+    float *v_l2_att2 = (float *)(void *)(a + 0);
     rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
     const float *v_l2_att3 = v_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(a + 262144);
+    float *v_l2_o0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(a + 0);
+    float *v_l2_o1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(a + 262144);
+    float *v_l2_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l2_o2, v_l2_o1, 32768); /* inference: the identity */
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(a + 0);
+    float *v_l2_r = (float *)(void *)(a + 0);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(a + 131072);
+    float *v_l2_m = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
-    float *v_l2_f0 = (float *)(a + 262144);
+    float *v_l2_f0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_f0, v_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] */
-    float *v_l2_f1 = (float *)(a + 786432);
+    float *v_l2_f1 = (float *)(void *)(a + 786432);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(a + 131072);
+    float *v_l2_g = (float *)(void *)(a + 131072);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(a + 655360);
+    float *v_l2_y0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(a + 131072);
+    float *v_l2_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(a + 262144);
+    float *v_l2_y2 = (float *)(void *)(a + 262144);
     rt_copy(v_l2_y2, v_l2_y1, 32768); /* inference: the identity */
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(a + 131072);
+    float *v_l2_out = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(a + 0);
+    float *v_l3_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(a + 262144);
+    float *v_l3_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(a + 393216);
+    float *v_l3_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
     const float *v_l3_q2 = v_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(a + 262144);
+    float *v_l3_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(a + 393216);
+    float *v_l3_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
     const float *v_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(a + 524288);
+    float *v_l3_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(a + 393216);
+    float *v_l3_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(a + 0);
+    float *v_l3_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
     const float *v_l3_v2 = v_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(a + 393216);
+    float *v_l3_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(a + 655360);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 0));
+    float *v_l3_att = (float *)(void *)(a + 655360);
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(a + 0);
+    float *v_l3_att2 = (float *)(void *)(a + 0);
     rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
     const float *v_l3_att3 = v_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(a + 262144);
+    float *v_l3_o0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(a + 0);
+    float *v_l3_o1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(a + 262144);
+    float *v_l3_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l3_o2, v_l3_o1, 32768); /* inference: the identity */
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(a + 0);
+    float *v_l3_r = (float *)(void *)(a + 0);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(a + 131072);
+    float *v_l3_m = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
-    float *v_l3_f0 = (float *)(a + 262144);
+    float *v_l3_f0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_f0, v_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] */
-    float *v_l3_f1 = (float *)(a + 786432);
+    float *v_l3_f1 = (float *)(void *)(a + 786432);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(a + 131072);
+    float *v_l3_g = (float *)(void *)(a + 131072);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(a + 655360);
+    float *v_l3_y0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(a + 131072);
+    float *v_l3_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(a + 262144);
+    float *v_l3_y2 = (float *)(void *)(a + 262144);
     rt_copy(v_l3_y2, v_l3_y1, 32768); /* inference: the identity */
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(a + 131072);
+    float *v_l3_out = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(a + 0);
+    float *v_hf = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(a + 131072);
+    float *v_logits = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(a + 393216);
+    float *v_scores = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(a + 0);
+    float *v_loss = (float *)(void *)(a + 0);
     rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -1071,447 +1071,447 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
         rt_zero(grads, GPT_PARAM_FLOATS);
 
     /* embed: Gather -> tok [4x64x128] */
-    float *v_tok = (float *)(a + 0);
+    float *v_tok = (float *)(void *)(a + 0);
     rt_gather_forward(v_tok, v_wte, v_tokens, 256, 256, 128);
 
     /* pos: Add -> emb [4x64x128] */
-    float *v_emb = (float *)(a + 131072);
+    float *v_emb = (float *)(void *)(a + 131072);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
-    float *v_h0 = (float *)(a + 0);
+    float *v_h0 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
-    float *v_l0_a = (float *)(a + 131072);
+    float *v_l0_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] */
-    float *v_l0_q0 = (float *)(a + 262144);
+    float *v_l0_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_q0, v_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] */
-    float *v_l0_q1 = (float *)(a + 393216);
+    float *v_l0_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
     const float *v_l0_q2 = v_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(a + 524288);
+    float *v_l0_q3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(a + 393216);
+    float *v_l0_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
     const float *v_l0_k2 = v_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(a + 655360);
+    float *v_l0_k3 = (float *)(void *)(a + 655360);
     rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(a + 786432);
+    float *v_l0_v0 = (float *)(void *)(a + 786432);
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(a + 131072);
+    float *v_l0_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
     const float *v_l0_v2 = v_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(a + 917504);
+    float *v_l0_v3 = (float *)(void *)(a + 917504);
     rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(a + 1048576);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 131072));
+    float *v_l0_att = (float *)(void *)(a + 1048576);
+    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(a + 131072);
+    float *v_l0_att2 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
     const float *v_l0_att3 = v_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(a + 524288);
+    float *v_l0_o0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(a + 131072);
+    float *v_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(a + 655360);
+    float *v_l0_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(a + 131072);
+    float *v_l0_r = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(a + 655360);
+    float *v_l0_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
-    float *v_l0_f0 = (float *)(a + 1179648);
+    float *v_l0_f0 = (float *)(void *)(a + 1179648);
     rt_gemm_forward(v_l0_f0, v_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] */
-    float *v_l0_f1 = (float *)(a + 1703936);
+    float *v_l0_f1 = (float *)(void *)(a + 1703936);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(a + 2228224);
+    float *v_l0_g = (float *)(void *)(a + 2228224);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(a + 655360);
+    float *v_l0_y0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(a + 917504);
+    float *v_l0_y1 = (float *)(void *)(a + 917504);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(a + 655360);
+    float *v_l0_y2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(a + 917504);
+    float *v_l0_out = (float *)(void *)(a + 917504);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(a + 131072);
+    float *v_l1_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(a + 655360);
+    float *v_l1_q0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(a + 1703936);
+    float *v_l1_q1 = (float *)(void *)(a + 1703936);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
     const float *v_l1_q2 = v_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(a + 1835008);
+    float *v_l1_q3 = (float *)(void *)(a + 1835008);
     rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(a + 1703936);
+    float *v_l1_k0 = (float *)(void *)(a + 1703936);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
     const float *v_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(a + 1966080);
+    float *v_l1_k3 = (float *)(void *)(a + 1966080);
     rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(a + 2097152);
+    float *v_l1_v0 = (float *)(void *)(a + 2097152);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(a + 131072);
+    float *v_l1_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
     const float *v_l1_v2 = v_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(a + 2228224);
+    float *v_l1_v3 = (float *)(void *)(a + 2228224);
     rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(a + 2359296);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 131072));
+    float *v_l1_att = (float *)(void *)(a + 2359296);
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(a + 131072);
+    float *v_l1_att2 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
     const float *v_l1_att3 = v_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(a + 1835008);
+    float *v_l1_o0 = (float *)(void *)(a + 1835008);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(a + 131072);
+    float *v_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(a + 1966080);
+    float *v_l1_o2 = (float *)(void *)(a + 1966080);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(a + 131072);
+    float *v_l1_r = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(a + 1966080);
+    float *v_l1_m = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
-    float *v_l1_f0 = (float *)(a + 2490368);
+    float *v_l1_f0 = (float *)(void *)(a + 2490368);
     rt_gemm_forward(v_l1_f0, v_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] */
-    float *v_l1_f1 = (float *)(a + 3014656);
+    float *v_l1_f1 = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(a + 3538944);
+    float *v_l1_g = (float *)(void *)(a + 3538944);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(a + 1966080);
+    float *v_l1_y0 = (float *)(void *)(a + 1966080);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(a + 2228224);
+    float *v_l1_y1 = (float *)(void *)(a + 2228224);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(a + 1966080);
+    float *v_l1_y2 = (float *)(void *)(a + 1966080);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(a + 2228224);
+    float *v_l1_out = (float *)(void *)(a + 2228224);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(a + 131072);
+    float *v_l2_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(a + 1966080);
+    float *v_l2_q0 = (float *)(void *)(a + 1966080);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(a + 3014656);
+    float *v_l2_q1 = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
     const float *v_l2_q2 = v_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(a + 3145728);
+    float *v_l2_q3 = (float *)(void *)(a + 3145728);
     rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(a + 3014656);
+    float *v_l2_k0 = (float *)(void *)(a + 3014656);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
     const float *v_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(a + 3276800);
+    float *v_l2_k3 = (float *)(void *)(a + 3276800);
     rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(a + 3407872);
+    float *v_l2_v0 = (float *)(void *)(a + 3407872);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(a + 131072);
+    float *v_l2_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
     const float *v_l2_v2 = v_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(a + 3538944);
+    float *v_l2_v3 = (float *)(void *)(a + 3538944);
     rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(a + 3670016);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 131072));
+    float *v_l2_att = (float *)(void *)(a + 3670016);
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(a + 131072);
+    float *v_l2_att2 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
     const float *v_l2_att3 = v_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(a + 3145728);
+    float *v_l2_o0 = (float *)(void *)(a + 3145728);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(a + 131072);
+    float *v_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(a + 3276800);
+    float *v_l2_o2 = (float *)(void *)(a + 3276800);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(a + 131072);
+    float *v_l2_r = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(a + 3276800);
+    float *v_l2_m = (float *)(void *)(a + 3276800);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
-    float *v_l2_f0 = (float *)(a + 3801088);
+    float *v_l2_f0 = (float *)(void *)(a + 3801088);
     rt_gemm_forward(v_l2_f0, v_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] */
-    float *v_l2_f1 = (float *)(a + 4325376);
+    float *v_l2_f1 = (float *)(void *)(a + 4325376);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(a + 4849664);
+    float *v_l2_g = (float *)(void *)(a + 4849664);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(a + 3276800);
+    float *v_l2_y0 = (float *)(void *)(a + 3276800);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(a + 3538944);
+    float *v_l2_y1 = (float *)(void *)(a + 3538944);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(a + 3276800);
+    float *v_l2_y2 = (float *)(void *)(a + 3276800);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(a + 3538944);
+    float *v_l2_out = (float *)(void *)(a + 3538944);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(a + 131072);
+    float *v_l3_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(a + 3276800);
+    float *v_l3_q0 = (float *)(void *)(a + 3276800);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(a + 4325376);
+    float *v_l3_q1 = (float *)(void *)(a + 4325376);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
     const float *v_l3_q2 = v_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(a + 4456448);
+    float *v_l3_q3 = (float *)(void *)(a + 4456448);
     rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(a + 4325376);
+    float *v_l3_k0 = (float *)(void *)(a + 4325376);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
     const float *v_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(a + 4587520);
+    float *v_l3_k3 = (float *)(void *)(a + 4587520);
     rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(a + 4718592);
+    float *v_l3_v0 = (float *)(void *)(a + 4718592);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(a + 131072);
+    float *v_l3_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
     const float *v_l3_v2 = v_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(a + 4849664);
+    float *v_l3_v3 = (float *)(void *)(a + 4849664);
     rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(a + 4980736);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 131072));
+    float *v_l3_att = (float *)(void *)(a + 4980736);
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(a + 131072);
+    float *v_l3_att2 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
     const float *v_l3_att3 = v_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(a + 4456448);
+    float *v_l3_o0 = (float *)(void *)(a + 4456448);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(a + 131072);
+    float *v_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(a + 4587520);
+    float *v_l3_o2 = (float *)(void *)(a + 4587520);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(a + 131072);
+    float *v_l3_r = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(a + 4587520);
+    float *v_l3_m = (float *)(void *)(a + 4587520);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
-    float *v_l3_f0 = (float *)(a + 5111808);
+    float *v_l3_f0 = (float *)(void *)(a + 5111808);
     rt_gemm_forward(v_l3_f0, v_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] */
-    float *v_l3_f1 = (float *)(a + 5636096);
+    float *v_l3_f1 = (float *)(void *)(a + 5636096);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(a + 6160384);
+    float *v_l3_g = (float *)(void *)(a + 6160384);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(a + 4587520);
+    float *v_l3_y0 = (float *)(void *)(a + 4587520);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(a + 4849664);
+    float *v_l3_y1 = (float *)(void *)(a + 4849664);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(a + 4587520);
+    float *v_l3_y2 = (float *)(void *)(a + 4587520);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(a + 4849664);
+    float *v_l3_out = (float *)(void *)(a + 4849664);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(a + 131072);
+    float *v_hf = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(a + 5636096);
+    float *v_logits = (float *)(void *)(a + 5636096);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(a + 5898240);
+    float *v_scores = (float *)(void *)(a + 5898240);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(a + 4587520);
+    float *v_loss = (float *)(void *)(a + 4587520);
     rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -1520,109 +1520,109 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(a + 4587520);
+    float *d_loss = (float *)(void *)(a + 4587520);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(scores) sums over its readers */
-    float *d_scores = (float *)(a + 5636096);
+    float *d_scores = (float *)(void *)(a + 5636096);
     rt_zero(d_scores, 65536);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(a + 5898240);
+    float *d_logits = (float *)(void *)(a + 5898240);
     rt_zero(d_logits, 65536);
 
     /* head.t: Transpose backward */
     rt_transpose_backward(d_logits, d_scores, 3, dims_head_t, perm_head_t);
 
     /* d(hf) sums over its readers */
-    float *d_hf = (float *)(a + 4587520);
+    float *d_hf = (float *)(void *)(a + 4587520);
     rt_zero(d_hf, 32768);
 
     /* head: MatMul backward */
     rt_gemm_backward(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(a + 131072);
+    float *d_l3_out = (float *)(void *)(a + 131072);
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l3.r) sums over its readers */
-    float *d_l3_r = (float *)(a + 4587520);
+    float *d_l3_r = (float *)(void *)(a + 4587520);
     rt_zero(d_l3_r, 32768);
 
     /* d(l3.y2) sums over its readers */
-    float *d_l3_y2 = (float *)(a + 4849664);
+    float *d_l3_y2 = (float *)(void *)(a + 4849664);
     rt_zero(d_l3_y2, 32768);
 
     /* l3.res2: Add backward */
     rt_add_backward(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2);
 
     /* d(l3.y1) sums over its readers */
-    float *d_l3_y1 = (float *)(a + 131072);
+    float *d_l3_y1 = (float *)(void *)(a + 131072);
     rt_zero(d_l3_y1, 32768);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109);
 
     /* d(l3.y0) sums over its readers */
-    float *d_l3_y0 = (float *)(a + 4849664);
+    float *d_l3_y0 = (float *)(void *)(a + 4849664);
     rt_zero(d_l3_y0, 32768);
 
     /* l3.fc2.bias: Add backward */
     rt_add_backward(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(a + 5636096);
+    float *r_l3_f1 = (float *)(void *)(a + 5636096);
     rt_add_forward(r_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(a + 5111808);
+    float *r_l3_g = (float *)(void *)(a + 5111808);
     rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.g) sums over its readers */
-    float *d_l3_g = (float *)(a + 6160384);
+    float *d_l3_g = (float *)(void *)(a + 6160384);
     rt_zero(d_l3_g, 131072);
 
     /* l3.fc2: MatMul backward */
     rt_gemm_backward(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(a + 5111808);
+    float *d_l3_f1 = (float *)(void *)(a + 5111808);
     rt_zero(d_l3_f1, 131072);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(a + 5636096);
+    float *d_l3_f0 = (float *)(void *)(a + 5636096);
     rt_zero(d_l3_f0, 131072);
 
     /* l3.fc.bias: Add backward */
     rt_add_backward(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(a + 131072);
+    float *r_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
-    float *r_l3_o2 = (float *)(a + 4456448);
+    float *r_l3_o2 = (float *)(void *)(a + 4456448);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(a + 131072);
+    float *r_l3_r = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(a + 4456448);
+    float *r_l3_m = (float *)(void *)(a + 4456448);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m) sums over its readers */
-    float *d_l3_m = (float *)(a + 4849664);
+    float *d_l3_m = (float *)(void *)(a + 4849664);
     rt_zero(d_l3_m, 32768);
 
     /* l3.fc: MatMul backward */
@@ -1632,39 +1632,39 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l2.out) sums over its readers */
-    float *d_l2_out = (float *)(a + 131072);
+    float *d_l2_out = (float *)(void *)(a + 131072);
     rt_zero(d_l2_out, 32768);
 
     /* d(l3.o2) sums over its readers */
-    float *d_l3_o2 = (float *)(a + 4456448);
+    float *d_l3_o2 = (float *)(void *)(a + 4456448);
     rt_zero(d_l3_o2, 32768);
 
     /* l3.res1: Add backward */
     rt_add_backward(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1);
 
     /* d(l3.o1) sums over its readers */
-    float *d_l3_o1 = (float *)(a + 4587520);
+    float *d_l3_o1 = (float *)(void *)(a + 4587520);
     rt_zero(d_l3_o1, 32768);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101);
 
     /* d(l3.o0) sums over its readers */
-    float *d_l3_o0 = (float *)(a + 4456448);
+    float *d_l3_o0 = (float *)(void *)(a + 4456448);
     rt_zero(d_l3_o0, 32768);
 
     /* l3.proj.bias: Add backward */
     rt_add_backward(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias);
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(a + 4587520);
+    float *r_l3_att2 = (float *)(void *)(a + 4587520);
     rt_transpose_forward(r_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
     const float *r_l3_att3 = r_l3_att2;
 
     /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(a + 4849664);
+    float *d_l3_att2 = (float *)(void *)(a + 4849664);
     rt_zero(d_l3_att2, 32768);
 
     /* d(l3.att3) is d(l3.att2): Reshape moves no data */
@@ -1674,58 +1674,58 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.att) sums over its readers */
-    float *d_l3_att = (float *)(a + 4456448);
+    float *d_l3_att = (float *)(void *)(a + 4456448);
     rt_zero(d_l3_att, 32768);
 
     /* l3.attn.t: Transpose backward */
     rt_transpose_backward(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(a + 4587520);
+    float *r_l3_q1 = (float *)(void *)(a + 4587520);
     rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_q2 = r_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(a + 3276800);
+    float *r_l3_q3 = (float *)(void *)(a + 3276800);
     rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(a + 4587520);
+    float *r_l3_k3 = (float *)(void *)(a + 4587520);
     rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(a + 4325376);
+    float *r_l3_v1 = (float *)(void *)(a + 4325376);
     rt_add_forward(r_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_v2 = r_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] recompute */
-    float *r_l3_v3 = (float *)(a + 4718592);
+    float *r_l3_v3 = (float *)(void *)(a + 4718592);
     rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(a + 4325376);
+    float *d_l3_q3 = (float *)(void *)(a + 4325376);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(a + 4849664);
+    float *d_l3_k3 = (float *)(void *)(a + 4849664);
     rt_zero(d_l3_k3, 32768);
 
     /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(a + 4980736);
+    float *d_l3_v3 = (float *)(void *)(a + 4980736);
     rt_zero(d_l3_v3, 32768);
 
     /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 5111808));
+    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 5111808));
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(a + 3276800);
+    float *d_l3_v1 = (float *)(void *)(a + 3276800);
     rt_zero(d_l3_v1, 32768);
 
     /* d(l3.v2) is d(l3.v1): Reshape moves no data */
@@ -1735,25 +1735,25 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* d(l3.v0) sums over its readers */
-    float *d_l3_v0 = (float *)(a + 4456448);
+    float *d_l3_v0 = (float *)(void *)(a + 4456448);
     rt_zero(d_l3_v0, 32768);
 
     /* l3.v.bias: Add backward */
     rt_add_backward(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(a + 3276800);
+    float *r_l3_a = (float *)(void *)(a + 3276800);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a) sums over its readers */
-    float *d_l3_a = (float *)(a + 4587520);
+    float *d_l3_a = (float *)(void *)(a + 4587520);
     rt_zero(d_l3_a, 32768);
 
     /* l3.v: MatMul backward */
     rt_gemm_backward(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(a + 4456448);
+    float *d_l3_k0 = (float *)(void *)(a + 4456448);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.k2) is d(l3.k0): Reshape moves no data */
@@ -1766,7 +1766,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, r_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(a + 4456448);
+    float *d_l3_q1 = (float *)(void *)(a + 4456448);
     rt_zero(d_l3_q1, 32768);
 
     /* d(l3.q2) is d(l3.q1): Reshape moves no data */
@@ -1776,7 +1776,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* d(l3.q0) sums over its readers */
-    float *d_l3_q0 = (float *)(a + 4325376);
+    float *d_l3_q0 = (float *)(void *)(a + 4325376);
     rt_zero(d_l3_q0, 32768);
 
     /* l3.q.bias: Add backward */
@@ -1789,77 +1789,77 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l2.r) sums over its readers */
-    float *d_l2_r = (float *)(a + 3276800);
+    float *d_l2_r = (float *)(void *)(a + 3276800);
     rt_zero(d_l2_r, 32768);
 
     /* d(l2.y2) sums over its readers */
-    float *d_l2_y2 = (float *)(a + 3538944);
+    float *d_l2_y2 = (float *)(void *)(a + 3538944);
     rt_zero(d_l2_y2, 32768);
 
     /* l2.res2: Add backward */
     rt_add_backward(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2);
 
     /* d(l2.y1) sums over its readers */
-    float *d_l2_y1 = (float *)(a + 131072);
+    float *d_l2_y1 = (float *)(void *)(a + 131072);
     rt_zero(d_l2_y1, 32768);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82);
 
     /* d(l2.y0) sums over its readers */
-    float *d_l2_y0 = (float *)(a + 3538944);
+    float *d_l2_y0 = (float *)(void *)(a + 3538944);
     rt_zero(d_l2_y0, 32768);
 
     /* l2.fc2.bias: Add backward */
     rt_add_backward(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(a + 4325376);
+    float *r_l2_f1 = (float *)(void *)(a + 4325376);
     rt_add_forward(r_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(a + 3801088);
+    float *r_l2_g = (float *)(void *)(a + 3801088);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g) sums over its readers */
-    float *d_l2_g = (float *)(a + 4849664);
+    float *d_l2_g = (float *)(void *)(a + 4849664);
     rt_zero(d_l2_g, 131072);
 
     /* l2.fc2: MatMul backward */
     rt_gemm_backward(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(a + 3801088);
+    float *d_l2_f1 = (float *)(void *)(a + 3801088);
     rt_zero(d_l2_f1, 131072);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(a + 4325376);
+    float *d_l2_f0 = (float *)(void *)(a + 4325376);
     rt_zero(d_l2_f0, 131072);
 
     /* l2.fc.bias: Add backward */
     rt_add_backward(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(a + 131072);
+    float *r_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
-    float *r_l2_o2 = (float *)(a + 3145728);
+    float *r_l2_o2 = (float *)(void *)(a + 3145728);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(a + 131072);
+    float *r_l2_r = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(a + 3145728);
+    float *r_l2_m = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m) sums over its readers */
-    float *d_l2_m = (float *)(a + 3538944);
+    float *d_l2_m = (float *)(void *)(a + 3538944);
     rt_zero(d_l2_m, 32768);
 
     /* l2.fc: MatMul backward */
@@ -1869,39 +1869,39 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l1.out) sums over its readers */
-    float *d_l1_out = (float *)(a + 131072);
+    float *d_l1_out = (float *)(void *)(a + 131072);
     rt_zero(d_l1_out, 32768);
 
     /* d(l2.o2) sums over its readers */
-    float *d_l2_o2 = (float *)(a + 3145728);
+    float *d_l2_o2 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_o2, 32768);
 
     /* l2.res1: Add backward */
     rt_add_backward(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1);
 
     /* d(l2.o1) sums over its readers */
-    float *d_l2_o1 = (float *)(a + 3276800);
+    float *d_l2_o1 = (float *)(void *)(a + 3276800);
     rt_zero(d_l2_o1, 32768);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74);
 
     /* d(l2.o0) sums over its readers */
-    float *d_l2_o0 = (float *)(a + 3145728);
+    float *d_l2_o0 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_o0, 32768);
 
     /* l2.proj.bias: Add backward */
     rt_add_backward(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias);
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(a + 3276800);
+    float *r_l2_att2 = (float *)(void *)(a + 3276800);
     rt_transpose_forward(r_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
     const float *r_l2_att3 = r_l2_att2;
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(a + 3538944);
+    float *d_l2_att2 = (float *)(void *)(a + 3538944);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
@@ -1911,58 +1911,58 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.att) sums over its readers */
-    float *d_l2_att = (float *)(a + 3145728);
+    float *d_l2_att = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_att, 32768);
 
     /* l2.attn.t: Transpose backward */
     rt_transpose_backward(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(a + 3276800);
+    float *r_l2_q1 = (float *)(void *)(a + 3276800);
     rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_q2 = r_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(a + 1966080);
+    float *r_l2_q3 = (float *)(void *)(a + 1966080);
     rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(a + 3276800);
+    float *r_l2_k3 = (float *)(void *)(a + 3276800);
     rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(a + 3014656);
+    float *r_l2_v1 = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_v2 = r_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(a + 3407872);
+    float *r_l2_v3 = (float *)(void *)(a + 3407872);
     rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(a + 3014656);
+    float *d_l2_q3 = (float *)(void *)(a + 3014656);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(a + 3538944);
+    float *d_l2_k3 = (float *)(void *)(a + 3538944);
     rt_zero(d_l2_k3, 32768);
 
     /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(a + 3670016);
+    float *d_l2_v3 = (float *)(void *)(a + 3670016);
     rt_zero(d_l2_v3, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 3801088));
+    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3801088));
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(a + 1966080);
+    float *d_l2_v1 = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_v1, 32768);
 
     /* d(l2.v2) is d(l2.v1): Reshape moves no data */
@@ -1972,25 +1972,25 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* d(l2.v0) sums over its readers */
-    float *d_l2_v0 = (float *)(a + 3145728);
+    float *d_l2_v0 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_v0, 32768);
 
     /* l2.v.bias: Add backward */
     rt_add_backward(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(a + 1966080);
+    float *r_l2_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a) sums over its readers */
-    float *d_l2_a = (float *)(a + 3276800);
+    float *d_l2_a = (float *)(void *)(a + 3276800);
     rt_zero(d_l2_a, 32768);
 
     /* l2.v: MatMul backward */
     rt_gemm_backward(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(a + 3145728);
+    float *d_l2_k0 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_k0, 32768);
 
     /* d(l2.k2) is d(l2.k0): Reshape moves no data */
@@ -2003,7 +2003,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, r_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(a + 3145728);
+    float *d_l2_q1 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_q1, 32768);
 
     /* d(l2.q2) is d(l2.q1): Reshape moves no data */
@@ -2013,7 +2013,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* d(l2.q0) sums over its readers */
-    float *d_l2_q0 = (float *)(a + 3014656);
+    float *d_l2_q0 = (float *)(void *)(a + 3014656);
     rt_zero(d_l2_q0, 32768);
 
     /* l2.q.bias: Add backward */
@@ -2026,77 +2026,77 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l1.r) sums over its readers */
-    float *d_l1_r = (float *)(a + 1966080);
+    float *d_l1_r = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_r, 32768);
 
     /* d(l1.y2) sums over its readers */
-    float *d_l1_y2 = (float *)(a + 2228224);
+    float *d_l1_y2 = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_y2, 32768);
 
     /* l1.res2: Add backward */
     rt_add_backward(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2);
 
     /* d(l1.y1) sums over its readers */
-    float *d_l1_y1 = (float *)(a + 131072);
+    float *d_l1_y1 = (float *)(void *)(a + 131072);
     rt_zero(d_l1_y1, 32768);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55);
 
     /* d(l1.y0) sums over its readers */
-    float *d_l1_y0 = (float *)(a + 2228224);
+    float *d_l1_y0 = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_y0, 32768);
 
     /* l1.fc2.bias: Add backward */
     rt_add_backward(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(a + 3014656);
+    float *r_l1_f1 = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(a + 2490368);
+    float *r_l1_g = (float *)(void *)(a + 2490368);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.g) sums over its readers */
-    float *d_l1_g = (float *)(a + 3538944);
+    float *d_l1_g = (float *)(void *)(a + 3538944);
     rt_zero(d_l1_g, 131072);
 
     /* l1.fc2: MatMul backward */
     rt_gemm_backward(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(a + 2490368);
+    float *d_l1_f1 = (float *)(void *)(a + 2490368);
     rt_zero(d_l1_f1, 131072);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(a + 3014656);
+    float *d_l1_f0 = (float *)(void *)(a + 3014656);
     rt_zero(d_l1_f0, 131072);
 
     /* l1.fc.bias: Add backward */
     rt_add_backward(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(a + 131072);
+    float *r_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
-    float *r_l1_o2 = (float *)(a + 1835008);
+    float *r_l1_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(a + 131072);
+    float *r_l1_r = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(a + 1835008);
+    float *r_l1_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.m) sums over its readers */
-    float *d_l1_m = (float *)(a + 2228224);
+    float *d_l1_m = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_m, 32768);
 
     /* l1.fc: MatMul backward */
@@ -2106,39 +2106,39 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l0.out) sums over its readers */
-    float *d_l0_out = (float *)(a + 131072);
+    float *d_l0_out = (float *)(void *)(a + 131072);
     rt_zero(d_l0_out, 32768);
 
     /* d(l1.o2) sums over its readers */
-    float *d_l1_o2 = (float *)(a + 1835008);
+    float *d_l1_o2 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_o2, 32768);
 
     /* l1.res1: Add backward */
     rt_add_backward(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1);
 
     /* d(l1.o1) sums over its readers */
-    float *d_l1_o1 = (float *)(a + 1966080);
+    float *d_l1_o1 = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_o1, 32768);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47);
 
     /* d(l1.o0) sums over its readers */
-    float *d_l1_o0 = (float *)(a + 1835008);
+    float *d_l1_o0 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_o0, 32768);
 
     /* l1.proj.bias: Add backward */
     rt_add_backward(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias);
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(a + 1966080);
+    float *r_l1_att2 = (float *)(void *)(a + 1966080);
     rt_transpose_forward(r_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
     const float *r_l1_att3 = r_l1_att2;
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(a + 2228224);
+    float *d_l1_att2 = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
@@ -2148,58 +2148,58 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.att) sums over its readers */
-    float *d_l1_att = (float *)(a + 1835008);
+    float *d_l1_att = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_att, 32768);
 
     /* l1.attn.t: Transpose backward */
     rt_transpose_backward(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(a + 1966080);
+    float *r_l1_q1 = (float *)(void *)(a + 1966080);
     rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_q2 = r_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(a + 655360);
+    float *r_l1_q3 = (float *)(void *)(a + 655360);
     rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(a + 1966080);
+    float *r_l1_k3 = (float *)(void *)(a + 1966080);
     rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(a + 1703936);
+    float *r_l1_v1 = (float *)(void *)(a + 1703936);
     rt_add_forward(r_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_v2 = r_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(a + 2097152);
+    float *r_l1_v3 = (float *)(void *)(a + 2097152);
     rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(a + 1703936);
+    float *d_l1_q3 = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(a + 2228224);
+    float *d_l1_k3 = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_k3, 32768);
 
     /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(a + 2359296);
+    float *d_l1_v3 = (float *)(void *)(a + 2359296);
     rt_zero(d_l1_v3, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 2490368));
+    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2490368));
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(a + 655360);
+    float *d_l1_v1 = (float *)(void *)(a + 655360);
     rt_zero(d_l1_v1, 32768);
 
     /* d(l1.v2) is d(l1.v1): Reshape moves no data */
@@ -2209,25 +2209,25 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* d(l1.v0) sums over its readers */
-    float *d_l1_v0 = (float *)(a + 1835008);
+    float *d_l1_v0 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_v0, 32768);
 
     /* l1.v.bias: Add backward */
     rt_add_backward(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(a + 655360);
+    float *r_l1_a = (float *)(void *)(a + 655360);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a) sums over its readers */
-    float *d_l1_a = (float *)(a + 1966080);
+    float *d_l1_a = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_a, 32768);
 
     /* l1.v: MatMul backward */
     rt_gemm_backward(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(a + 1835008);
+    float *d_l1_k0 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_k0, 32768);
 
     /* d(l1.k2) is d(l1.k0): Reshape moves no data */
@@ -2240,7 +2240,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, r_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(a + 1835008);
+    float *d_l1_q1 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_q1, 32768);
 
     /* d(l1.q2) is d(l1.q1): Reshape moves no data */
@@ -2250,7 +2250,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* d(l1.q0) sums over its readers */
-    float *d_l1_q0 = (float *)(a + 1703936);
+    float *d_l1_q0 = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_q0, 32768);
 
     /* l1.q.bias: Add backward */
@@ -2263,77 +2263,77 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l0.r) sums over its readers */
-    float *d_l0_r = (float *)(a + 655360);
+    float *d_l0_r = (float *)(void *)(a + 655360);
     rt_zero(d_l0_r, 32768);
 
     /* d(l0.y2) sums over its readers */
-    float *d_l0_y2 = (float *)(a + 917504);
+    float *d_l0_y2 = (float *)(void *)(a + 917504);
     rt_zero(d_l0_y2, 32768);
 
     /* l0.res2: Add backward */
     rt_add_backward(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2);
 
     /* d(l0.y1) sums over its readers */
-    float *d_l0_y1 = (float *)(a + 131072);
+    float *d_l0_y1 = (float *)(void *)(a + 131072);
     rt_zero(d_l0_y1, 32768);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28);
 
     /* d(l0.y0) sums over its readers */
-    float *d_l0_y0 = (float *)(a + 917504);
+    float *d_l0_y0 = (float *)(void *)(a + 917504);
     rt_zero(d_l0_y0, 32768);
 
     /* l0.fc2.bias: Add backward */
     rt_add_backward(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(a + 1703936);
+    float *r_l0_f1 = (float *)(void *)(a + 1703936);
     rt_add_forward(r_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(a + 1179648);
+    float *r_l0_g = (float *)(void *)(a + 1179648);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.g) sums over its readers */
-    float *d_l0_g = (float *)(a + 2228224);
+    float *d_l0_g = (float *)(void *)(a + 2228224);
     rt_zero(d_l0_g, 131072);
 
     /* l0.fc2: MatMul backward */
     rt_gemm_backward(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(a + 1179648);
+    float *d_l0_f1 = (float *)(void *)(a + 1179648);
     rt_zero(d_l0_f1, 131072);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(a + 1703936);
+    float *d_l0_f0 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_f0, 131072);
 
     /* l0.fc.bias: Add backward */
     rt_add_backward(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(a + 131072);
+    float *r_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
-    float *r_l0_o2 = (float *)(a + 524288);
+    float *r_l0_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(a + 131072);
+    float *r_l0_r = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(a + 524288);
+    float *r_l0_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.m) sums over its readers */
-    float *d_l0_m = (float *)(a + 917504);
+    float *d_l0_m = (float *)(void *)(a + 917504);
     rt_zero(d_l0_m, 32768);
 
     /* l0.fc: MatMul backward */
@@ -2343,39 +2343,39 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(h0) sums over its readers */
-    float *d_h0 = (float *)(a + 131072);
+    float *d_h0 = (float *)(void *)(a + 131072);
     rt_zero(d_h0, 32768);
 
     /* d(l0.o2) sums over its readers */
-    float *d_l0_o2 = (float *)(a + 524288);
+    float *d_l0_o2 = (float *)(void *)(a + 524288);
     rt_zero(d_l0_o2, 32768);
 
     /* l0.res1: Add backward */
     rt_add_backward(d_h0, d_l0_o2, d_l0_r, &map_l0_res1);
 
     /* d(l0.o1) sums over its readers */
-    float *d_l0_o1 = (float *)(a + 655360);
+    float *d_l0_o1 = (float *)(void *)(a + 655360);
     rt_zero(d_l0_o1, 32768);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20);
 
     /* d(l0.o0) sums over its readers */
-    float *d_l0_o0 = (float *)(a + 524288);
+    float *d_l0_o0 = (float *)(void *)(a + 524288);
     rt_zero(d_l0_o0, 32768);
 
     /* l0.proj.bias: Add backward */
     rt_add_backward(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias);
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(a + 655360);
+    float *r_l0_att2 = (float *)(void *)(a + 655360);
     rt_transpose_forward(r_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
     const float *r_l0_att3 = r_l0_att2;
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(a + 917504);
+    float *d_l0_att2 = (float *)(void *)(a + 917504);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
@@ -2385,58 +2385,58 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.att) sums over its readers */
-    float *d_l0_att = (float *)(a + 524288);
+    float *d_l0_att = (float *)(void *)(a + 524288);
     rt_zero(d_l0_att, 32768);
 
     /* l0.attn.t: Transpose backward */
     rt_transpose_backward(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(a + 655360);
+    float *r_l0_q1 = (float *)(void *)(a + 655360);
     rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_q2 = r_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(a + 262144);
+    float *r_l0_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_k2 = v_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(a + 655360);
+    float *r_l0_k3 = (float *)(void *)(a + 655360);
     rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(a + 393216);
+    float *r_l0_v1 = (float *)(void *)(a + 393216);
     rt_add_forward(r_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_v2 = r_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(a + 786432);
+    float *r_l0_v3 = (float *)(void *)(a + 786432);
     rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(a + 393216);
+    float *d_l0_q3 = (float *)(void *)(a + 393216);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(a + 917504);
+    float *d_l0_k3 = (float *)(void *)(a + 917504);
     rt_zero(d_l0_k3, 32768);
 
     /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(a + 1048576);
+    float *d_l0_v3 = (float *)(void *)(a + 1048576);
     rt_zero(d_l0_v3, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(a + 1179648));
+    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1179648));
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(a + 262144);
+    float *d_l0_v1 = (float *)(void *)(a + 262144);
     rt_zero(d_l0_v1, 32768);
 
     /* d(l0.v2) is d(l0.v1): Reshape moves no data */
@@ -2446,25 +2446,25 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* d(l0.v0) sums over its readers */
-    float *d_l0_v0 = (float *)(a + 524288);
+    float *d_l0_v0 = (float *)(void *)(a + 524288);
     rt_zero(d_l0_v0, 32768);
 
     /* l0.v.bias: Add backward */
     rt_add_backward(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(a + 262144);
+    float *r_l0_a = (float *)(void *)(a + 262144);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.a) sums over its readers */
-    float *d_l0_a = (float *)(a + 655360);
+    float *d_l0_a = (float *)(void *)(a + 655360);
     rt_zero(d_l0_a, 32768);
 
     /* l0.v: MatMul backward */
     rt_gemm_backward(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(a + 524288);
+    float *d_l0_k0 = (float *)(void *)(a + 524288);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -2477,7 +2477,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, r_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(a + 524288);
+    float *d_l0_q1 = (float *)(void *)(a + 524288);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -2487,7 +2487,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* d(l0.q0) sums over its readers */
-    float *d_l0_q0 = (float *)(a + 393216);
+    float *d_l0_q0 = (float *)(void *)(a + 393216);
     rt_zero(d_l0_q0, 32768);
 
     /* l0.q.bias: Add backward */
@@ -2500,14 +2500,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(emb) sums over its readers */
-    float *d_emb = (float *)(a + 0);
+    float *d_emb = (float *)(void *)(a + 0);
     rt_zero(d_emb, 32768);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2);
 
     /* d(tok) sums over its readers */
-    float *d_tok = (float *)(a + 131072);
+    float *d_tok = (float *)(void *)(a + 131072);
     rt_zero(d_tok, 32768);
 
     /* pos: Add backward */

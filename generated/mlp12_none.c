@@ -287,207 +287,207 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     const float *v_b11_fc2_bias = params + 1578752;
 
     /* b0.fc1: Gemm -> b0.h1 [32x256] */
-    float *v_b0_h1 = (float *)(a + 0);
+    float *v_b0_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] */
-    float *v_b0_g = (float *)(a + 32768);
+    float *v_b0_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
 
     /* b0.fc2: Gemm -> b0.y [32x256] */
-    float *v_b0_y = (float *)(a + 0);
+    float *v_b0_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b0_y, v_b0_g, v_b0_fc2_weight, v_b0_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.res: Add -> b0.out [32x256] */
-    float *v_b0_out = (float *)(a + 32768);
+    float *v_b0_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b0_out, v_x, v_b0_y, &map_b0_res);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] */
-    float *v_b1_h1 = (float *)(a + 0);
+    float *v_b1_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] */
-    float *v_b1_g = (float *)(a + 65536);
+    float *v_b1_g = (float *)(void *)(a + 65536);
     rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
 
     /* b1.fc2: Gemm -> b1.y [32x256] */
-    float *v_b1_y = (float *)(a + 0);
+    float *v_b1_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b1_y, v_b1_g, v_b1_fc2_weight, v_b1_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.res: Add -> b1.out [32x256] */
-    float *v_b1_out = (float *)(a + 65536);
+    float *v_b1_out = (float *)(void *)(a + 65536);
     rt_add_forward(v_b1_out, v_b0_out, v_b1_y, &map_b1_res);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] */
-    float *v_b2_h1 = (float *)(a + 0);
+    float *v_b2_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] */
-    float *v_b2_g = (float *)(a + 32768);
+    float *v_b2_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
 
     /* b2.fc2: Gemm -> b2.y [32x256] */
-    float *v_b2_y = (float *)(a + 0);
+    float *v_b2_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b2_y, v_b2_g, v_b2_fc2_weight, v_b2_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.res: Add -> b2.out [32x256] */
-    float *v_b2_out = (float *)(a + 32768);
+    float *v_b2_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b2_out, v_b1_out, v_b2_y, &map_b2_res);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] */
-    float *v_b3_h1 = (float *)(a + 0);
+    float *v_b3_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] */
-    float *v_b3_g = (float *)(a + 65536);
+    float *v_b3_g = (float *)(void *)(a + 65536);
     rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
 
     /* b3.fc2: Gemm -> b3.y [32x256] */
-    float *v_b3_y = (float *)(a + 0);
+    float *v_b3_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b3_y, v_b3_g, v_b3_fc2_weight, v_b3_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.res: Add -> b3.out [32x256] */
-    float *v_b3_out = (float *)(a + 65536);
+    float *v_b3_out = (float *)(void *)(a + 65536);
     rt_add_forward(v_b3_out, v_b2_out, v_b3_y, &map_b3_res);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] */
-    float *v_b4_h1 = (float *)(a + 0);
+    float *v_b4_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] */
-    float *v_b4_g = (float *)(a + 32768);
+    float *v_b4_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
 
     /* b4.fc2: Gemm -> b4.y [32x256] */
-    float *v_b4_y = (float *)(a + 0);
+    float *v_b4_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b4_y, v_b4_g, v_b4_fc2_weight, v_b4_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.res: Add -> b4.out [32x256] */
-    float *v_b4_out = (float *)(a + 32768);
+    float *v_b4_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b4_out, v_b3_out, v_b4_y, &map_b4_res);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] */
-    float *v_b5_h1 = (float *)(a + 0);
+    float *v_b5_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] */
-    float *v_b5_g = (float *)(a + 65536);
+    float *v_b5_g = (float *)(void *)(a + 65536);
     rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
 
     /* b5.fc2: Gemm -> b5.y [32x256] */
-    float *v_b5_y = (float *)(a + 0);
+    float *v_b5_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b5_y, v_b5_g, v_b5_fc2_weight, v_b5_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.res: Add -> b5.out [32x256] */
-    float *v_b5_out = (float *)(a + 65536);
+    float *v_b5_out = (float *)(void *)(a + 65536);
     rt_add_forward(v_b5_out, v_b4_out, v_b5_y, &map_b5_res);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] */
-    float *v_b6_h1 = (float *)(a + 0);
+    float *v_b6_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] */
-    float *v_b6_g = (float *)(a + 32768);
+    float *v_b6_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
 
     /* b6.fc2: Gemm -> b6.y [32x256] */
-    float *v_b6_y = (float *)(a + 0);
+    float *v_b6_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b6_y, v_b6_g, v_b6_fc2_weight, v_b6_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.res: Add -> b6.out [32x256] */
-    float *v_b6_out = (float *)(a + 32768);
+    float *v_b6_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b6_out, v_b5_out, v_b6_y, &map_b6_res);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] */
-    float *v_b7_h1 = (float *)(a + 0);
+    float *v_b7_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] */
-    float *v_b7_g = (float *)(a + 65536);
+    float *v_b7_g = (float *)(void *)(a + 65536);
     rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
 
     /* b7.fc2: Gemm -> b7.y [32x256] */
-    float *v_b7_y = (float *)(a + 0);
+    float *v_b7_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b7_y, v_b7_g, v_b7_fc2_weight, v_b7_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.res: Add -> b7.out [32x256] */
-    float *v_b7_out = (float *)(a + 65536);
+    float *v_b7_out = (float *)(void *)(a + 65536);
     rt_add_forward(v_b7_out, v_b6_out, v_b7_y, &map_b7_res);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] */
-    float *v_b8_h1 = (float *)(a + 0);
+    float *v_b8_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] */
-    float *v_b8_g = (float *)(a + 32768);
+    float *v_b8_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
 
     /* b8.fc2: Gemm -> b8.y [32x256] */
-    float *v_b8_y = (float *)(a + 0);
+    float *v_b8_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b8_y, v_b8_g, v_b8_fc2_weight, v_b8_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.res: Add -> b8.out [32x256] */
-    float *v_b8_out = (float *)(a + 32768);
+    float *v_b8_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b8_out, v_b7_out, v_b8_y, &map_b8_res);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] */
-    float *v_b9_h1 = (float *)(a + 0);
+    float *v_b9_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] */
-    float *v_b9_g = (float *)(a + 65536);
+    float *v_b9_g = (float *)(void *)(a + 65536);
     rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
 
     /* b9.fc2: Gemm -> b9.y [32x256] */
-    float *v_b9_y = (float *)(a + 0);
+    float *v_b9_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b9_y, v_b9_g, v_b9_fc2_weight, v_b9_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.res: Add -> b9.out [32x256] */
-    float *v_b9_out = (float *)(a + 65536);
+    float *v_b9_out = (float *)(void *)(a + 65536);
     rt_add_forward(v_b9_out, v_b8_out, v_b9_y, &map_b9_res);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] */
-    float *v_b10_h1 = (float *)(a + 0);
+    float *v_b10_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] */
-    float *v_b10_g = (float *)(a + 32768);
+    float *v_b10_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
 
     /* b10.fc2: Gemm -> b10.y [32x256] */
-    float *v_b10_y = (float *)(a + 0);
+    float *v_b10_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b10_y, v_b10_g, v_b10_fc2_weight, v_b10_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.res: Add -> b10.out [32x256] */
-    float *v_b10_out = (float *)(a + 32768);
+    float *v_b10_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b10_out, v_b9_out, v_b10_y, &map_b10_res);
 
     /* b11.fc1: Gemm -> b11.h1 [32x256] */
-    float *v_b11_h1 = (float *)(a + 0);
+    float *v_b11_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.act: Gelu -> b11.g [32x256] */
-    float *v_b11_g = (float *)(a + 65536);
+    float *v_b11_g = (float *)(void *)(a + 65536);
     rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
 
     /* b11.fc2: Gemm -> b11.y [32x256] */
-    float *v_b11_y = (float *)(a + 0);
+    float *v_b11_y = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b11_y, v_b11_g, v_b11_fc2_weight, v_b11_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.res: Add -> b11.out [32x256] */
-    float *v_b11_out = (float *)(a + 65536);
+    float *v_b11_out = (float *)(void *)(a + 65536);
     rt_add_forward(v_b11_out, v_b10_out, v_b11_y, &map_b11_res);
 
     /* diff: Sub -> d [32x256] */
-    float *v_d = (float *)(a + 0);
+    float *v_d = (float *)(void *)(a + 0);
     rt_sub_forward(v_d, v_b11_out, v_target, &map_diff);
 
     /* sq: Mul -> d2 [32x256] */
-    float *v_d2 = (float *)(a + 32768);
+    float *v_d2 = (float *)(void *)(a + 32768);
     rt_mul_forward(v_d2, v_d, v_d, &map_sq);
 
     /* mse: ReduceMean -> loss [scalar] */
-    float *v_loss = (float *)(a + 0);
+    float *v_loss = (float *)(void *)(a + 0);
     rt_reduce_forward(v_loss, v_d2, &map_mse, 1, 0.000122070312f);
 
     /* output loss [scalar] */
@@ -610,207 +610,207 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
         rt_zero(grads, MLP12_PARAM_FLOATS);
 
     /* b0.fc1: Gemm -> b0.h1 [32x256] */
-    float *v_b0_h1 = (float *)(a + 0);
+    float *v_b0_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] */
-    float *v_b0_g = (float *)(a + 32768);
+    float *v_b0_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
 
     /* b0.fc2: Gemm -> b0.y [32x256] */
-    float *v_b0_y = (float *)(a + 65536);
+    float *v_b0_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b0_y, v_b0_g, v_b0_fc2_weight, v_b0_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.res: Add -> b0.out [32x256] */
-    float *v_b0_out = (float *)(a + 98304);
+    float *v_b0_out = (float *)(void *)(a + 98304);
     rt_add_forward(v_b0_out, v_x, v_b0_y, &map_b0_res);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] */
-    float *v_b1_h1 = (float *)(a + 65536);
+    float *v_b1_h1 = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] */
-    float *v_b1_g = (float *)(a + 131072);
+    float *v_b1_g = (float *)(void *)(a + 131072);
     rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
 
     /* b1.fc2: Gemm -> b1.y [32x256] */
-    float *v_b1_y = (float *)(a + 163840);
+    float *v_b1_y = (float *)(void *)(a + 163840);
     rt_gemm_forward(v_b1_y, v_b1_g, v_b1_fc2_weight, v_b1_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.res: Add -> b1.out [32x256] */
-    float *v_b1_out = (float *)(a + 196608);
+    float *v_b1_out = (float *)(void *)(a + 196608);
     rt_add_forward(v_b1_out, v_b0_out, v_b1_y, &map_b1_res);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] */
-    float *v_b2_h1 = (float *)(a + 163840);
+    float *v_b2_h1 = (float *)(void *)(a + 163840);
     rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] */
-    float *v_b2_g = (float *)(a + 229376);
+    float *v_b2_g = (float *)(void *)(a + 229376);
     rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
 
     /* b2.fc2: Gemm -> b2.y [32x256] */
-    float *v_b2_y = (float *)(a + 262144);
+    float *v_b2_y = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_b2_y, v_b2_g, v_b2_fc2_weight, v_b2_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.res: Add -> b2.out [32x256] */
-    float *v_b2_out = (float *)(a + 294912);
+    float *v_b2_out = (float *)(void *)(a + 294912);
     rt_add_forward(v_b2_out, v_b1_out, v_b2_y, &map_b2_res);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] */
-    float *v_b3_h1 = (float *)(a + 262144);
+    float *v_b3_h1 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] */
-    float *v_b3_g = (float *)(a + 327680);
+    float *v_b3_g = (float *)(void *)(a + 327680);
     rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
 
     /* b3.fc2: Gemm -> b3.y [32x256] */
-    float *v_b3_y = (float *)(a + 360448);
+    float *v_b3_y = (float *)(void *)(a + 360448);
     rt_gemm_forward(v_b3_y, v_b3_g, v_b3_fc2_weight, v_b3_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.res: Add -> b3.out [32x256] */
-    float *v_b3_out = (float *)(a + 393216);
+    float *v_b3_out = (float *)(void *)(a + 393216);
     rt_add_forward(v_b3_out, v_b2_out, v_b3_y, &map_b3_res);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] */
-    float *v_b4_h1 = (float *)(a + 360448);
+    float *v_b4_h1 = (float *)(void *)(a + 360448);
     rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] */
-    float *v_b4_g = (float *)(a + 425984);
+    float *v_b4_g = (float *)(void *)(a + 425984);
     rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
 
     /* b4.fc2: Gemm -> b4.y [32x256] */
-    float *v_b4_y = (float *)(a + 458752);
+    float *v_b4_y = (float *)(void *)(a + 458752);
     rt_gemm_forward(v_b4_y, v_b4_g, v_b4_fc2_weight, v_b4_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.res: Add -> b4.out [32x256] */
-    float *v_b4_out = (float *)(a + 491520);
+    float *v_b4_out = (float *)(void *)(a + 491520);
     rt_add_forward(v_b4_out, v_b3_out, v_b4_y, &map_b4_res);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] */
-    float *v_b5_h1 = (float *)(a + 458752);
+    float *v_b5_h1 = (float *)(void *)(a + 458752);
     rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] */
-    float *v_b5_g = (float *)(a + 524288);
+    float *v_b5_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
 
     /* b5.fc2: Gemm -> b5.y [32x256] */
-    float *v_b5_y = (float *)(a + 557056);
+    float *v_b5_y = (float *)(void *)(a + 557056);
     rt_gemm_forward(v_b5_y, v_b5_g, v_b5_fc2_weight, v_b5_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.res: Add -> b5.out [32x256] */
-    float *v_b5_out = (float *)(a + 589824);
+    float *v_b5_out = (float *)(void *)(a + 589824);
     rt_add_forward(v_b5_out, v_b4_out, v_b5_y, &map_b5_res);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] */
-    float *v_b6_h1 = (float *)(a + 557056);
+    float *v_b6_h1 = (float *)(void *)(a + 557056);
     rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] */
-    float *v_b6_g = (float *)(a + 622592);
+    float *v_b6_g = (float *)(void *)(a + 622592);
     rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
 
     /* b6.fc2: Gemm -> b6.y [32x256] */
-    float *v_b6_y = (float *)(a + 655360);
+    float *v_b6_y = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_b6_y, v_b6_g, v_b6_fc2_weight, v_b6_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.res: Add -> b6.out [32x256] */
-    float *v_b6_out = (float *)(a + 688128);
+    float *v_b6_out = (float *)(void *)(a + 688128);
     rt_add_forward(v_b6_out, v_b5_out, v_b6_y, &map_b6_res);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] */
-    float *v_b7_h1 = (float *)(a + 655360);
+    float *v_b7_h1 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] */
-    float *v_b7_g = (float *)(a + 720896);
+    float *v_b7_g = (float *)(void *)(a + 720896);
     rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
 
     /* b7.fc2: Gemm -> b7.y [32x256] */
-    float *v_b7_y = (float *)(a + 753664);
+    float *v_b7_y = (float *)(void *)(a + 753664);
     rt_gemm_forward(v_b7_y, v_b7_g, v_b7_fc2_weight, v_b7_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.res: Add -> b7.out [32x256] */
-    float *v_b7_out = (float *)(a + 786432);
+    float *v_b7_out = (float *)(void *)(a + 786432);
     rt_add_forward(v_b7_out, v_b6_out, v_b7_y, &map_b7_res);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] */
-    float *v_b8_h1 = (float *)(a + 753664);
+    float *v_b8_h1 = (float *)(void *)(a + 753664);
     rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] */
-    float *v_b8_g = (float *)(a + 819200);
+    float *v_b8_g = (float *)(void *)(a + 819200);
     rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
 
     /* b8.fc2: Gemm -> b8.y [32x256] */
-    float *v_b8_y = (float *)(a + 851968);
+    float *v_b8_y = (float *)(void *)(a + 851968);
     rt_gemm_forward(v_b8_y, v_b8_g, v_b8_fc2_weight, v_b8_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.res: Add -> b8.out [32x256] */
-    float *v_b8_out = (float *)(a + 884736);
+    float *v_b8_out = (float *)(void *)(a + 884736);
     rt_add_forward(v_b8_out, v_b7_out, v_b8_y, &map_b8_res);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] */
-    float *v_b9_h1 = (float *)(a + 851968);
+    float *v_b9_h1 = (float *)(void *)(a + 851968);
     rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] */
-    float *v_b9_g = (float *)(a + 917504);
+    float *v_b9_g = (float *)(void *)(a + 917504);
     rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
 
     /* b9.fc2: Gemm -> b9.y [32x256] */
-    float *v_b9_y = (float *)(a + 950272);
+    float *v_b9_y = (float *)(void *)(a + 950272);
     rt_gemm_forward(v_b9_y, v_b9_g, v_b9_fc2_weight, v_b9_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.res: Add -> b9.out [32x256] */
-    float *v_b9_out = (float *)(a + 983040);
+    float *v_b9_out = (float *)(void *)(a + 983040);
     rt_add_forward(v_b9_out, v_b8_out, v_b9_y, &map_b9_res);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] */
-    float *v_b10_h1 = (float *)(a + 950272);
+    float *v_b10_h1 = (float *)(void *)(a + 950272);
     rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] */
-    float *v_b10_g = (float *)(a + 1015808);
+    float *v_b10_g = (float *)(void *)(a + 1015808);
     rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
 
     /* b10.fc2: Gemm -> b10.y [32x256] */
-    float *v_b10_y = (float *)(a + 1048576);
+    float *v_b10_y = (float *)(void *)(a + 1048576);
     rt_gemm_forward(v_b10_y, v_b10_g, v_b10_fc2_weight, v_b10_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.res: Add -> b10.out [32x256] */
-    float *v_b10_out = (float *)(a + 1081344);
+    float *v_b10_out = (float *)(void *)(a + 1081344);
     rt_add_forward(v_b10_out, v_b9_out, v_b10_y, &map_b10_res);
 
     /* b11.fc1: Gemm -> b11.h1 [32x256] */
-    float *v_b11_h1 = (float *)(a + 1048576);
+    float *v_b11_h1 = (float *)(void *)(a + 1048576);
     rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.act: Gelu -> b11.g [32x256] */
-    float *v_b11_g = (float *)(a + 1114112);
+    float *v_b11_g = (float *)(void *)(a + 1114112);
     rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
 
     /* b11.fc2: Gemm -> b11.y [32x256] */
-    float *v_b11_y = (float *)(a + 1146880);
+    float *v_b11_y = (float *)(void *)(a + 1146880);
     rt_gemm_forward(v_b11_y, v_b11_g, v_b11_fc2_weight, v_b11_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.res: Add -> b11.out [32x256] */
-    float *v_b11_out = (float *)(a + 1179648);
+    float *v_b11_out = (float *)(void *)(a + 1179648);
     rt_add_forward(v_b11_out, v_b10_out, v_b11_y, &map_b11_res);
 
     /* diff: Sub -> d [32x256] */
-    float *v_d = (float *)(a + 1146880);
+    float *v_d = (float *)(void *)(a + 1146880);
     rt_sub_forward(v_d, v_b11_out, v_target, &map_diff);
 
     /* sq: Mul -> d2 [32x256] */
-    float *v_d2 = (float *)(a + 1179648);
+    float *v_d2 = (float *)(void *)(a + 1179648);
     rt_mul_forward(v_d2, v_d, v_d, &map_sq);
 
     /* mse: ReduceMean -> loss [scalar] */
-    float *v_loss = (float *)(a + 1212416);
+    float *v_loss = (float *)(void *)(a + 1212416);
     rt_reduce_forward(v_loss, v_d2, &map_mse, 1, 0.000122070312f);
 
     /* output loss [scalar] */
@@ -819,50 +819,50 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(a + 1179648);
+    float *d_loss = (float *)(void *)(a + 1179648);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(d2) sums over its readers */
-    float *d_d2 = (float *)(a + 1179712);
+    float *d_d2 = (float *)(void *)(a + 1179712);
     rt_zero(d_d2, 8192);
 
     /* mse: ReduceMean backward */
     rt_reduce_backward(d_d2, d_loss, &map_mse, 0.000122070312f);
 
     /* d(d) sums over its readers */
-    float *d_d = (float *)(a + 1212480);
+    float *d_d = (float *)(void *)(a + 1212480);
     rt_zero(d_d, 8192);
 
     /* sq: Mul backward */
     rt_mul_backward(d_d, d_d, d_d2, v_d, v_d, &map_sq);
 
     /* d(b11.out) sums over its readers */
-    float *d_b11_out = (float *)(a + 1146880);
+    float *d_b11_out = (float *)(void *)(a + 1146880);
     rt_zero(d_b11_out, 8192);
 
     /* diff: Sub backward */
     rt_sub_backward(d_b11_out, NULL, d_d, &map_diff);
 
     /* d(b10.out) sums over its readers */
-    float *d_b10_out = (float *)(a + 1179648);
+    float *d_b10_out = (float *)(void *)(a + 1179648);
     rt_zero(d_b10_out, 8192);
 
     /* d(b11.y) sums over its readers */
-    float *d_b11_y = (float *)(a + 1212416);
+    float *d_b11_y = (float *)(void *)(a + 1212416);
     rt_zero(d_b11_y, 8192);
 
     /* b11.res: Add backward */
     rt_add_backward(d_b10_out, d_b11_y, d_b11_out, &map_b11_res);
 
     /* d(b11.g) sums over its readers */
-    float *d_b11_g = (float *)(a + 1146880);
+    float *d_b11_g = (float *)(void *)(a + 1146880);
     rt_zero(d_b11_g, 8192);
 
     /* b11.fc2: Gemm backward */
     rt_gemm_backward(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, v_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b11.h1) sums over its readers */
-    float *d_b11_h1 = (float *)(a + 1114112);
+    float *d_b11_h1 = (float *)(void *)(a + 1114112);
     rt_zero(d_b11_h1, 8192);
 
     /* b11.act: Gelu backward */
@@ -872,25 +872,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b9.out) sums over its readers */
-    float *d_b9_out = (float *)(a + 1048576);
+    float *d_b9_out = (float *)(void *)(a + 1048576);
     rt_zero(d_b9_out, 8192);
 
     /* d(b10.y) sums over its readers */
-    float *d_b10_y = (float *)(a + 1081344);
+    float *d_b10_y = (float *)(void *)(a + 1081344);
     rt_zero(d_b10_y, 8192);
 
     /* b10.res: Add backward */
     rt_add_backward(d_b9_out, d_b10_y, d_b10_out, &map_b10_res);
 
     /* d(b10.g) sums over its readers */
-    float *d_b10_g = (float *)(a + 1114112);
+    float *d_b10_g = (float *)(void *)(a + 1114112);
     rt_zero(d_b10_g, 8192);
 
     /* b10.fc2: Gemm backward */
     rt_gemm_backward(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, v_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b10.h1) sums over its readers */
-    float *d_b10_h1 = (float *)(a + 1015808);
+    float *d_b10_h1 = (float *)(void *)(a + 1015808);
     rt_zero(d_b10_h1, 8192);
 
     /* b10.act: Gelu backward */
@@ -900,25 +900,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b8.out) sums over its readers */
-    float *d_b8_out = (float *)(a + 950272);
+    float *d_b8_out = (float *)(void *)(a + 950272);
     rt_zero(d_b8_out, 8192);
 
     /* d(b9.y) sums over its readers */
-    float *d_b9_y = (float *)(a + 983040);
+    float *d_b9_y = (float *)(void *)(a + 983040);
     rt_zero(d_b9_y, 8192);
 
     /* b9.res: Add backward */
     rt_add_backward(d_b8_out, d_b9_y, d_b9_out, &map_b9_res);
 
     /* d(b9.g) sums over its readers */
-    float *d_b9_g = (float *)(a + 1015808);
+    float *d_b9_g = (float *)(void *)(a + 1015808);
     rt_zero(d_b9_g, 8192);
 
     /* b9.fc2: Gemm backward */
     rt_gemm_backward(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, v_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b9.h1) sums over its readers */
-    float *d_b9_h1 = (float *)(a + 917504);
+    float *d_b9_h1 = (float *)(void *)(a + 917504);
     rt_zero(d_b9_h1, 8192);
 
     /* b9.act: Gelu backward */
@@ -928,25 +928,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b7.out) sums over its readers */
-    float *d_b7_out = (float *)(a + 851968);
+    float *d_b7_out = (float *)(void *)(a + 851968);
     rt_zero(d_b7_out, 8192);
 
     /* d(b8.y) sums over its readers */
-    float *d_b8_y = (float *)(a + 884736);
+    float *d_b8_y = (float *)(void *)(a + 884736);
     rt_zero(d_b8_y, 8192);
 
     /* b8.res: Add backward */
     rt_add_backward(d_b7_out, d_b8_y, d_b8_out, &map_b8_res);
 
     /* d(b8.g) sums over its readers */
-    float *d_b8_g = (float *)(a + 917504);
+    float *d_b8_g = (float *)(void *)(a + 917504);
     rt_zero(d_b8_g, 8192);
 
     /* b8.fc2: Gemm backward */
     rt_gemm_backward(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, v_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b8.h1) sums over its readers */
-    float *d_b8_h1 = (float *)(a + 819200);
+    float *d_b8_h1 = (float *)(void *)(a + 819200);
     rt_zero(d_b8_h1, 8192);
 
     /* b8.act: Gelu backward */
@@ -956,25 +956,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b6.out) sums over its readers */
-    float *d_b6_out = (float *)(a + 753664);
+    float *d_b6_out = (float *)(void *)(a + 753664);
     rt_zero(d_b6_out, 8192);
 
     /* d(b7.y) sums over its readers */
-    float *d_b7_y = (float *)(a + 786432);
+    float *d_b7_y = (float *)(void *)(a + 786432);
     rt_zero(d_b7_y, 8192);
 
     /* b7.res: Add backward */
     rt_add_backward(d_b6_out, d_b7_y, d_b7_out, &map_b7_res);
 
     /* d(b7.g) sums over its readers */
-    float *d_b7_g = (float *)(a + 819200);
+    float *d_b7_g = (float *)(void *)(a + 819200);
     rt_zero(d_b7_g, 8192);
 
     /* b7.fc2: Gemm backward */
     rt_gemm_backward(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, v_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b7.h1) sums over its readers */
-    float *d_b7_h1 = (float *)(a + 720896);
+    float *d_b7_h1 = (float *)(void *)(a + 720896);
     rt_zero(d_b7_h1, 8192);
 
     /* b7.act: Gelu backward */
@@ -984,25 +984,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b5.out) sums over its readers */
-    float *d_b5_out = (float *)(a + 655360);
+    float *d_b5_out = (float *)(void *)(a + 655360);
     rt_zero(d_b5_out, 8192);
 
     /* d(b6.y) sums over its readers */
-    float *d_b6_y = (float *)(a + 688128);
+    float *d_b6_y = (float *)(void *)(a + 688128);
     rt_zero(d_b6_y, 8192);
 
     /* b6.res: Add backward */
     rt_add_backward(d_b5_out, d_b6_y, d_b6_out, &map_b6_res);
 
     /* d(b6.g) sums over its readers */
-    float *d_b6_g = (float *)(a + 720896);
+    float *d_b6_g = (float *)(void *)(a + 720896);
     rt_zero(d_b6_g, 8192);
 
     /* b6.fc2: Gemm backward */
     rt_gemm_backward(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, v_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b6.h1) sums over its readers */
-    float *d_b6_h1 = (float *)(a + 622592);
+    float *d_b6_h1 = (float *)(void *)(a + 622592);
     rt_zero(d_b6_h1, 8192);
 
     /* b6.act: Gelu backward */
@@ -1012,25 +1012,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b4.out) sums over its readers */
-    float *d_b4_out = (float *)(a + 557056);
+    float *d_b4_out = (float *)(void *)(a + 557056);
     rt_zero(d_b4_out, 8192);
 
     /* d(b5.y) sums over its readers */
-    float *d_b5_y = (float *)(a + 589824);
+    float *d_b5_y = (float *)(void *)(a + 589824);
     rt_zero(d_b5_y, 8192);
 
     /* b5.res: Add backward */
     rt_add_backward(d_b4_out, d_b5_y, d_b5_out, &map_b5_res);
 
     /* d(b5.g) sums over its readers */
-    float *d_b5_g = (float *)(a + 622592);
+    float *d_b5_g = (float *)(void *)(a + 622592);
     rt_zero(d_b5_g, 8192);
 
     /* b5.fc2: Gemm backward */
     rt_gemm_backward(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, v_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b5.h1) sums over its readers */
-    float *d_b5_h1 = (float *)(a + 524288);
+    float *d_b5_h1 = (float *)(void *)(a + 524288);
     rt_zero(d_b5_h1, 8192);
 
     /* b5.act: Gelu backward */
@@ -1040,25 +1040,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b3.out) sums over its readers */
-    float *d_b3_out = (float *)(a + 458752);
+    float *d_b3_out = (float *)(void *)(a + 458752);
     rt_zero(d_b3_out, 8192);
 
     /* d(b4.y) sums over its readers */
-    float *d_b4_y = (float *)(a + 491520);
+    float *d_b4_y = (float *)(void *)(a + 491520);
     rt_zero(d_b4_y, 8192);
 
     /* b4.res: Add backward */
     rt_add_backward(d_b3_out, d_b4_y, d_b4_out, &map_b4_res);
 
     /* d(b4.g) sums over its readers */
-    float *d_b4_g = (float *)(a + 524288);
+    float *d_b4_g = (float *)(void *)(a + 524288);
     rt_zero(d_b4_g, 8192);
 
     /* b4.fc2: Gemm backward */
     rt_gemm_backward(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, v_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b4.h1) sums over its readers */
-    float *d_b4_h1 = (float *)(a + 425984);
+    float *d_b4_h1 = (float *)(void *)(a + 425984);
     rt_zero(d_b4_h1, 8192);
 
     /* b4.act: Gelu backward */
@@ -1068,25 +1068,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b2.out) sums over its readers */
-    float *d_b2_out = (float *)(a + 360448);
+    float *d_b2_out = (float *)(void *)(a + 360448);
     rt_zero(d_b2_out, 8192);
 
     /* d(b3.y) sums over its readers */
-    float *d_b3_y = (float *)(a + 393216);
+    float *d_b3_y = (float *)(void *)(a + 393216);
     rt_zero(d_b3_y, 8192);
 
     /* b3.res: Add backward */
     rt_add_backward(d_b2_out, d_b3_y, d_b3_out, &map_b3_res);
 
     /* d(b3.g) sums over its readers */
-    float *d_b3_g = (float *)(a + 425984);
+    float *d_b3_g = (float *)(void *)(a + 425984);
     rt_zero(d_b3_g, 8192);
 
     /* b3.fc2: Gemm backward */
     rt_gemm_backward(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, v_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b3.h1) sums over its readers */
-    float *d_b3_h1 = (float *)(a + 327680);
+    float *d_b3_h1 = (float *)(void *)(a + 327680);
     rt_zero(d_b3_h1, 8192);
 
     /* b3.act: Gelu backward */
@@ -1096,25 +1096,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b1.out) sums over its readers */
-    float *d_b1_out = (float *)(a + 262144);
+    float *d_b1_out = (float *)(void *)(a + 262144);
     rt_zero(d_b1_out, 8192);
 
     /* d(b2.y) sums over its readers */
-    float *d_b2_y = (float *)(a + 294912);
+    float *d_b2_y = (float *)(void *)(a + 294912);
     rt_zero(d_b2_y, 8192);
 
     /* b2.res: Add backward */
     rt_add_backward(d_b1_out, d_b2_y, d_b2_out, &map_b2_res);
 
     /* d(b2.g) sums over its readers */
-    float *d_b2_g = (float *)(a + 327680);
+    float *d_b2_g = (float *)(void *)(a + 327680);
     rt_zero(d_b2_g, 8192);
 
     /* b2.fc2: Gemm backward */
     rt_gemm_backward(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, v_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b2.h1) sums over its readers */
-    float *d_b2_h1 = (float *)(a + 229376);
+    float *d_b2_h1 = (float *)(void *)(a + 229376);
     rt_zero(d_b2_h1, 8192);
 
     /* b2.act: Gelu backward */
@@ -1124,25 +1124,25 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b0.out) sums over its readers */
-    float *d_b0_out = (float *)(a + 163840);
+    float *d_b0_out = (float *)(void *)(a + 163840);
     rt_zero(d_b0_out, 8192);
 
     /* d(b1.y) sums over its readers */
-    float *d_b1_y = (float *)(a + 196608);
+    float *d_b1_y = (float *)(void *)(a + 196608);
     rt_zero(d_b1_y, 8192);
 
     /* b1.res: Add backward */
     rt_add_backward(d_b0_out, d_b1_y, d_b1_out, &map_b1_res);
 
     /* d(b1.g) sums over its readers */
-    float *d_b1_g = (float *)(a + 229376);
+    float *d_b1_g = (float *)(void *)(a + 229376);
     rt_zero(d_b1_g, 8192);
 
     /* b1.fc2: Gemm backward */
     rt_gemm_backward(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, v_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b1.h1) sums over its readers */
-    float *d_b1_h1 = (float *)(a + 131072);
+    float *d_b1_h1 = (float *)(void *)(a + 131072);
     rt_zero(d_b1_h1, 8192);
 
     /* b1.act: Gelu backward */
@@ -1152,21 +1152,21 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b0.y) sums over its readers */
-    float *d_b0_y = (float *)(a + 65536);
+    float *d_b0_y = (float *)(void *)(a + 65536);
     rt_zero(d_b0_y, 8192);
 
     /* b0.res: Add backward */
     rt_add_backward(NULL, d_b0_y, d_b0_out, &map_b0_res);
 
     /* d(b0.g) sums over its readers */
-    float *d_b0_g = (float *)(a + 98304);
+    float *d_b0_g = (float *)(void *)(a + 98304);
     rt_zero(d_b0_g, 8192);
 
     /* b0.fc2: Gemm backward */
     rt_gemm_backward(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, v_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b0.h1) sums over its readers */
-    float *d_b0_h1 = (float *)(a + 32768);
+    float *d_b0_h1 = (float *)(void *)(a + 32768);
     rt_zero(d_b0_h1, 8192);
 
     /* b0.act: Gelu backward */

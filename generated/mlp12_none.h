@@ -4,8 +4,14 @@
 
 #include "remat_rt.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Bytes of the one arena forward and train_step work in. */
 #define MLP12_ARENA_BYTES 1245248
+/* Bytes mlp12_forward alone needs (inference; at most MLP12_ARENA_BYTES). */
+#define MLP12_FORWARD_ARENA_BYTES 98304
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define MLP12_HAS_TRAIN_STEP 1
 /* Floats in the parameter buffer (and in the gradient buffer, same layout). */
@@ -64,5 +70,9 @@ void mlp12_adamw_step(float *params, const float *grads, float *state, float lr,
 float mlp12_clip_grad_norm(float *grads, float max_norm);
 
 extern const rt_model mlp12_model;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -30,62 +30,206 @@
 
 /* ---- GEMM ---------------------------------------------------------------- */
 
-/* Element (r, c) of op(X) for a row-major X with row stride ld. */
-static float op_at(const float *x, int ld, int trans, int r, int c)
-{
-    return trans ? x[(size_t)c * ld + r] : x[(size_t)r * ld + c];
-}
+/* The portable GEMM. Every element of C is computed in one order, whatever
+ * the path, the tile or the transposes:
+ *
+ *     c = beta * C[i,j]   (0 when beta == 0: C is not read, as in BLAS)
+ *     for p = 0, 1, ..., k-1:   c += (alpha * op(A)[i,p]) * op(B)[p,j]
+ *     C[i,j] = c
+ *
+ * each product and sum rounded to float (with -ffp-contract=off: no fused
+ * multiply-add; alpha * x is skipped when alpha is 1, which changes no
+ * bit). So rt_sgemm_ref, the plain loop, and rt_sgemm's kernels, the
+ * register-blocked tiles and the row loop, give the same bits on every
+ * machine whose float arithmetic is IEEE single.
+ *
+ * op(A)[i,p] is a[i * a_i + p * a_p] and op(B)[p,j] is b[p * b_p + j * b_j]:
+ * (a_i, a_p) = (lda, 1), or (1, lda) when A is transposed; (b_p, b_j) =
+ * (ldb, 1), or (1, ldb) when B is. */
 
-/* c_row += alpha * op(A)[i, :] * B for a non-transposed B: walking B by rows
- * keeps the inner loop contiguous in both B and C. */
-static void gemm_row_axpy(float *c_row, int i, int n, int k, float alpha,
-                          const float *a, int lda, int trans_a,
-                          const float *b, int ldb)
+/* C's starting value: beta * C, or 0 for beta == 0 (C unread: it may be
+ * an uninitialised arena, even NaNs). */
+static float gemm_start(float beta, const float *c)
 {
-    int p, j;
-    for (p = 0; p < k; p++) {
-        const float aip = alpha * op_at(a, lda, trans_a, i, p);
-        const float *bp = b + (size_t)p * ldb;
-        for (j = 0; j < n; j++)
-            c_row[j] += aip * bp[j];
-    }
-}
-
-/* c_row += alpha * op(A)[i, :] * B^T: with B transposed each output is a dot
- * product of two contiguous rows (when A is not transposed). */
-static void gemm_row_dot(float *c_row, int i, int n, int k, float alpha,
-                         const float *a, int lda, int trans_a,
-                         const float *b, int ldb)
-{
-    int p, j;
-    for (j = 0; j < n; j++) {
-        const float *bj = b + (size_t)j * ldb;
-        float s = 0.0f;
-        for (p = 0; p < k; p++)
-            s += op_at(a, lda, trans_a, i, p) * bj[p];
-        c_row[j] += alpha * s;
-    }
+    return beta == 0.0f ? 0.0f : beta * *c;
 }
 
 void rt_sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha,
                   const float *a, int lda, const float *b, int ldb, float beta,
                   float *c, int ldc)
 {
-    int i, j;
+    const size_t a_i = trans_a ? 1 : (size_t)lda, a_p = trans_a ? (size_t)lda : 1;
+    const size_t b_p = trans_b ? 1 : (size_t)ldb, b_j = trans_b ? (size_t)ldb : 1;
+    int i, j, p;
+    for (i = 0; i < m; i++)
+        for (j = 0; j < n; j++) {
+            float s = gemm_start(beta, &c[(size_t)i * ldc + j]);
+            if (alpha != 0.0f)
+                for (p = 0; p < k; p++)
+                    s += alpha * a[i * a_i + p * a_p] * b[p * b_p + j * b_j];
+            c[(size_t)i * ldc + j] = s;
+        }
+}
+
+/* The tile and the loops around it must be inlined into each case of
+ * gemm_portable for their constant strides and alpha to count; compilers
+ * that do not know the attribute get the same code, slower. */
+#if defined(__GNUC__)
+#define RT_INLINE static inline __attribute__((always_inline))
+#else
+#define RT_INLINE static inline
+#endif
+
+/* One 4 x 4 tile of C: sixteen sums in registers; each step p reads four
+ * values of op(A)'s column p and four of op(B)'s row p and does sixteen
+ * multiply-adds, every sum still in the order of p. With constant strides
+ * the compiler walks each operand with a pointer and immediate offsets: on
+ * a Cortex-M4, 8 loads, 16 multiplies, 16 adds and the pointer and loop
+ * updates per step, 2.9 instructions a multiply-add (docs/firmware.md). */
+#define RT_TILE_ROW(r)                                                     \
+    s##r##0 += x##r * y0;                                                  \
+    s##r##1 += x##r * y1;                                                  \
+    s##r##2 += x##r * y2;                                                  \
+    s##r##3 += x##r * y3
+#define RT_TILE_LOAD(r)                                                    \
+    s##r##0 = gemm_start(beta, &c[r * (size_t)ldc + 0]);                   \
+    s##r##1 = gemm_start(beta, &c[r * (size_t)ldc + 1]);                   \
+    s##r##2 = gemm_start(beta, &c[r * (size_t)ldc + 2]);                   \
+    s##r##3 = gemm_start(beta, &c[r * (size_t)ldc + 3])
+#define RT_TILE_STORE(r)                                                   \
+    c[r * (size_t)ldc + 0] = s##r##0;                                      \
+    c[r * (size_t)ldc + 1] = s##r##1;                                      \
+    c[r * (size_t)ldc + 2] = s##r##2;                                      \
+    c[r * (size_t)ldc + 3] = s##r##3
+
+RT_INLINE void gemm_tile4x4(int k, int scaled, float alpha, const float *a,
+                            size_t a_i, size_t a_p, const float *b,
+                            size_t b_p, size_t b_j, float beta, float *c,
+                            int ldc)
+{
+    float s00, s01, s02, s03, s10, s11, s12, s13;
+    float s20, s21, s22, s23, s30, s31, s32, s33;
+    int p;
+    RT_TILE_LOAD(0);
+    RT_TILE_LOAD(1);
+    RT_TILE_LOAD(2);
+    RT_TILE_LOAD(3);
+    for (p = 0; p < k; p++) {
+        float x0 = a[0], x1 = a[a_i], x2 = a[2 * a_i], x3 = a[3 * a_i];
+        const float y0 = b[0], y1 = b[b_j], y2 = b[2 * b_j], y3 = b[3 * b_j];
+        if (scaled) {
+            x0 *= alpha;
+            x1 *= alpha;
+            x2 *= alpha;
+            x3 *= alpha;
+        }
+        RT_TILE_ROW(0);
+        RT_TILE_ROW(1);
+        RT_TILE_ROW(2);
+        RT_TILE_ROW(3);
+        a += a_p;
+        b += b_p;
+    }
+    RT_TILE_STORE(0);
+    RT_TILE_STORE(1);
+    RT_TILE_STORE(2);
+    RT_TILE_STORE(3);
+}
+
+/* One element, the edges' path: the same sum. */
+RT_INLINE float gemm_dot(int k, int scaled, float alpha, const float *a,
+                         size_t a_p, const float *b, size_t b_p, float s)
+{
+    int p;
+    for (p = 0; p < k; p++)
+        s += (scaled ? alpha * a[p * a_p] : a[p * a_p]) * b[p * b_p];
+    return s;
+}
+
+/* Where vector registers are wide and B is not transposed, a row of C at a
+ * time: c_row += (alpha * op(A)[i,p]) * B[p,:] for p in order, the same
+ * sums, which the compiler vectorizes along the row (x86-64 and AArch64;
+ * define RT_GEMM_TILES to use the tiles there too). */
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(RT_GEMM_TILES)
+#define RT_GEMM_ROWS 1
+#else
+#define RT_GEMM_ROWS 0
+#endif
+
+RT_INLINE void gemm_rows(int m, int n, int k, int scaled, float alpha,
+                         const float *a, size_t a_i, size_t a_p,
+                         const float *b, size_t b_p, float beta, float *c,
+                         int ldc)
+{
+    int i, j, p;
     for (i = 0; i < m; i++) {
         float *ci = c + (size_t)i * ldc;
-        /* As in BLAS, beta == 0 means C is not read: it may hold garbage
-         * (an uninitialised arena), even NaNs. */
         for (j = 0; j < n; j++)
-            ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
-        if (alpha == 0.0f)
-            continue;
-        if (trans_b)
-            gemm_row_dot(ci, i, n, k, alpha, a, lda, trans_a, b, ldb);
-        else
-            gemm_row_axpy(ci, i, n, k, alpha, a, lda, trans_a, b, ldb);
+            ci[j] = gemm_start(beta, &ci[j]);
+        for (p = 0; p < k; p++) {
+            const float x = a[i * a_i + p * a_p],
+                        aip = scaled ? alpha * x : x;
+            const float *bp = b + p * b_p;
+            for (j = 0; j < n; j++)
+                ci[j] += aip * bp[j];
+        }
     }
 }
+
+/* C over m x n in 4 x 4 tiles, the last rows and columns one element at a
+ * time. */
+RT_INLINE void gemm_blocked(int m, int n, int k, int scaled, float alpha,
+                            const float *a, size_t a_i, size_t a_p,
+                            const float *b, size_t b_p, size_t b_j,
+                            float beta, float *c, int ldc)
+{
+    const int m4 = m - m % 4, n4 = n - n % 4;
+    int i, j;
+    if (RT_GEMM_ROWS && b_j == 1) {
+        gemm_rows(m, n, k, scaled, alpha, a, a_i, a_p, b, b_p, beta, c, ldc);
+        return;
+    }
+    for (i = 0; i < m4; i += 4)
+        for (j = 0; j < n4; j += 4)
+            gemm_tile4x4(k, scaled, alpha, a + i * a_i, a_i, a_p,
+                         b + j * b_j, b_p, b_j, beta,
+                         c + (size_t)i * ldc + j, ldc);
+    for (i = 0; i < m; i++)
+        for (j = i < m4 ? n4 : 0; j < n; j++) {
+            float *cij = c + (size_t)i * ldc + j;
+            *cij = gemm_dot(k, scaled, alpha, a + i * a_i, a_p, b + j * b_j,
+                            b_p, gemm_start(beta, cij));
+        }
+}
+
+/* rt_sgemm without BLAS: gemm_blocked with the strides a transpose makes 1
+ * written as constants, and alpha == 1 apart, one instance per case. */
+#define RT_GEMM_CASES(scaled)                                              \
+    if (!trans_a && !trans_b)                                              \
+        gemm_blocked(m, n, k, scaled, alpha, a, la, 1, b, lb, 1, beta, c, ldc); \
+    else if (!trans_a)                                                     \
+        gemm_blocked(m, n, k, scaled, alpha, a, la, 1, b, 1, lb, beta, c, ldc); \
+    else if (!trans_b)                                                     \
+        gemm_blocked(m, n, k, scaled, alpha, a, 1, la, b, lb, 1, beta, c, ldc); \
+    else                                                                   \
+        gemm_blocked(m, n, k, scaled, alpha, a, 1, la, b, 1, lb, beta, c, ldc)
+
+#ifndef RT_GEMM_SMALL
+static void gemm_portable(int trans_a, int trans_b, int m, int n, int k,
+                          float alpha, const float *a, int lda,
+                          const float *b, int ldb, float beta, float *c,
+                          int ldc)
+{
+    const size_t la = (size_t)lda, lb = (size_t)ldb;
+    if (alpha == 0.0f)
+        k = 0;  /* C = beta * C: A and B unread */
+    if (alpha == 1.0f) {
+        RT_GEMM_CASES(0);
+    } else {
+        RT_GEMM_CASES(1);
+    }
+}
+#endif
 
 void rt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
               const float *a, int lda, const float *b, int ldb, float beta,
@@ -108,8 +252,13 @@ void rt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
         return;
     }
 #endif
+#ifdef RT_GEMM_SMALL
     rt_sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                  ldc);
+#else
+    gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                  ldc);
+#endif
 }
 
 /* Index into c (c_rows x c_cols) of output element (i, j). */

@@ -76,7 +76,10 @@ static void usage(FILE *f)
 "                 input and every trainable parameter must be there; a\n"
 "                 parameter that is not trainable (a constant) may be left\n"
 "                 out and then keeps the model's own value (its init, seed 0).\n"
-"  --lr F         learning rate; default 0.01 (SGD), 0.001 (AdamW).\n",
+"  --lr F         learning rate; default 0.01 (SGD), 0.001 (AdamW).\n"
+"  --bits         with --steps: end each loss line with the loss's float32\n"
+"                 bits in hex ('step K loss L bits 0x3e8f5c29'), to compare\n"
+"                 runs bit for bit (the firmware test does).\n",
             argv0, m->train_step ? "Trains" : "Runs",
             m->name ? m->name : "?", m->policy ? m->policy : "?",
             m->train_step ? "" : " (forward only: it has no loss)",
@@ -167,6 +170,7 @@ typedef struct {
     const char *save_dir;
     const char *resume_dir;
     const char *data_dir;
+    int bits;     /* --bits */
 } options;
 
 static uint64_t parse_u64(const char *opt, const char *s)
@@ -271,6 +275,10 @@ static void parse_args(int argc, char **argv, options *o)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
+        }
+        if (strcmp(a, "--bits") == 0) {   /* a flag: takes no value */
+            o->bits = 1;
+            continue;
         }
         if (strncmp(a, "--", 2) != 0)
             usage_error("unexpected argument '%s'", a);
@@ -426,6 +434,8 @@ static void parse_args(int argc, char **argv, options *o)
     if (o->resume_dir && (o->have_seed || o->load_dir))
         usage_error("--resume takes the seed and the parameters from its "
                     "checkpoint: not with --seed or --load");
+    if (o->bits && !o->steps)
+        usage_error("--bits is only used with --steps");
 }
 
 /* ---- model descriptor checks -------------------------------------------- */
@@ -1333,8 +1343,15 @@ static void train(const rt_model *m, options *o, buffers *b)
         else
             m->sgd_step(b->params, b->grads, state, o->lr, &o->sgd, step);
         if (o->data_dir || k == 1 || k % every == 0 || k == o->steps) {
-            printf("step %llu loss %.6f\n", (unsigned long long)step,
-                   (double)loss);
+            uint32_t u;
+            memcpy(&u, &loss, sizeof u);
+            if (o->bits)
+                printf("step %llu loss %.6f bits 0x%08lx\n",
+                       (unsigned long long)step, (double)loss,
+                       (unsigned long)u);
+            else
+                printf("step %llu loss %.6f\n", (unsigned long long)step,
+                       (double)loss);
             fflush(stdout);
         }
         if (o->data_dir && o->steps >= 100 && k % every == 0)

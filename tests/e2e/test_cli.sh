@@ -128,7 +128,7 @@ mkdir -p "$work/odd"
 cp tests/graphs/data/emb.npy "$work/odd/*e*.npy"
 sed 's|path="data/emb.npy"|path="'"$work"'/odd/*e*.npy"|' tests/graphs/blocks_skip.xml > "$work/odd.xml"
 "$remat" compile "$work/odd.xml" -o "$work/odd.c" \
-    && cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -Iruntime "$work/odd.c" \
+    && cc -std=c99 -Wall -Wextra -pedantic -Wcast-align=strict -Werror -fsyntax-only -Iruntime "$work/odd.c" \
     && ok || bad "a path with /* or */ broke the generated comment"
 
 # --- generated names that must not meet -------------------------------------------
@@ -145,7 +145,7 @@ cat > "$work/names.xml" <<'XML'
 </graph></model>
 XML
 "$remat" compile "$work/names.xml" -o "$work/names.c" \
-    && cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -Iruntime "$work/names.c" \
+    && cc -std=c99 -Wall -Wextra -pedantic -Wcast-align=strict -Werror -fsyntax-only -Iruntime "$work/names.c" \
     && ok || bad "two batched MatMuls x and a_x gave clashing tables"
 
 # --- reproducible output and generated/ -------------------------------------------------

@@ -26,7 +26,7 @@ one_line() { [ "$(wc -l < "$work/err")" -eq 1 ] && grep -qF -- "$1" "$work/err";
 # --- the generated code ---------------------------------------------------------
 for p in none full sac; do
     "$remat" compile "$G" --policy $p -o "$work/$p.c" || { bad "compile $p"; continue; }
-    cc -std=c99 -Wall -Wextra -pedantic -Werror -Iruntime -c "$work/$p.c" -o "$work/$p.o" \
+    cc -std=c99 -Wall -Wextra -pedantic -Wcast-align=strict -Werror -Iruntime -c "$work/$p.c" -o "$work/$p.o" \
         && ok || bad "$p: warnings"
 done
 h=$work/none.h c=$work/none.c
@@ -53,7 +53,7 @@ int main(void)
 #endif
 }
 EOF
-cc -std=c99 -Wall -Wextra -pedantic -Werror -I"$work" -Iruntime "$work/probe.c" "$c" \
+cc -std=c99 -Wall -Wextra -pedantic -Wcast-align=strict -Werror -I"$work" -Iruntime "$work/probe.c" "$c" \
     runtime/remat_rt.c -lopenblas -lm -o "$work/probe" && "$work/probe" && ok \
     || bad "the descriptor has a train step"
 # a training graph says it has one

@@ -46,7 +46,7 @@ check_policy() {   # graph policy dir
     if ! "$remat" compile "$g" --policy "$p" -o "$d/model.c"; then
         bad "$g $p: compile"; return
     fi
-    if cc -std=c99 -Wall -Wextra -pedantic -Werror -I"$root/runtime" \
+    if cc -std=c99 -Wall -Wextra -pedantic -Wcast-align=strict -Werror -I"$root/runtime" \
         -c "$d/model.c" -o "$d/model.o"; then ok; else bad "$g $p: warnings"; fi
     if grep -nE '\b(malloc|calloc|realloc|free)\s*\(' "$d/model.c"; then
         bad "$g $p: generated code allocates"; else ok; fi

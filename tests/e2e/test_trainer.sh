@@ -70,6 +70,8 @@ check "--seed -1: exit 2" eval 'usage_case --seed -1 --steps 1 && err_has "--see
 check "--lr nan: exit 2" usage_case --steps 1 --lr nan
 check "two actions: exit 2" usage_case --steps 3 --bench 3
 check "--lr without --steps: exit 2" usage_case --dump "$TMP/x" --lr 0.1
+check "--bits without --steps: exit 2" usage_case --dump "$TMP/x" --bits
+check "--bits appends the float's bits" eval 'run 0 --steps 1 --bits && grep -qE "^step 1 loss [0-9.]+ bits 0x[0-9a-f]{8}$" "$TMP/out"'
 check "--seed with --load: exit 2" usage_case --seed 1 --load "$TMP" --steps 1
 check "--load alone is no action: exit 2" usage_case --load "$TMP"
 check "--steps=3 form accepted" run 0 --steps=3

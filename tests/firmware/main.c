@@ -1,0 +1,118 @@
+/*
+ * main.c: the firmware test's program. It does on a bare-metal Cortex-M what
+ * `trainer --seed FW_SEED --steps FW_STEPS --bits` does on the host
+ * (runtime/trainer.c: init with the seed, float inputs from
+ * rt_init_uniform(seed, stream 1000 + i) in [-1, 1), integer inputs
+ * uniform over their accepted values from stream 2000 + i, then train step
+ * k - 1 and SGD at lr 0.01 for k = 1..N), and prints each loss as
+ *     step K bits 0xXXXXXXXX
+ * and, first, the inference forward's loss on the initial parameters (the
+ * trainer's --dump writes it as forward.npy) as
+ *     forward bits 0xXXXXXXXX
+ * Every buffer is static, sized by the generated header's macros; the
+ * forward runs in an arena of NAME_FORWARD_ARENA_BYTES only.
+ *
+ * Built with -DFW_UPPER=NAME_IN_CAPITALS -DFW_LOWER=name for the generated
+ * model.h (remat compile ... -o model.c).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "fw.h"
+#include "model.h"
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define UP(x) CAT(FW_UPPER, x)
+#define LOW(x) CAT(FW_LOWER, x)
+
+#ifndef FW_SEED
+#define FW_SEED 3
+#endif
+#ifndef FW_STEPS
+#define FW_STEPS 5
+#endif
+
+/* +1: C has no zero-length arrays, and a model may have no output or no
+ * integer input. */
+static float params[UP(_PARAM_FLOATS) + 1];
+static float grads[UP(_PARAM_FLOATS) + 1];
+static float inputs[UP(_INPUT_FLOATS) + 1];
+static float outputs[UP(_OUTPUT_FLOATS) + 1];
+static int64_t ints[UP(_INT_INPUT_COUNT) + 1];
+static unsigned char arena[UP(_ARENA_BYTES)] __attribute__((aligned(64)));
+static unsigned char forward_arena[UP(_FORWARD_ARENA_BYTES)]
+    __attribute__((aligned(64)));
+
+/* "LABEL bits 0xXXXXXXXX\n" */
+static void print_bits(const char *label, float v)
+{
+    static const char hex[] = "0123456789abcdef";
+    char line[64];
+    size_t n = strlen(label);
+    uint32_t u;
+    int i;
+    memcpy(&u, &v, sizeof u);
+    memcpy(line, label, n);
+    memcpy(line + n, " bits 0x", 8);
+    n += 8;
+    for (i = 7; i >= 0; i--)
+        line[n++] = hex[(u >> (4 * i)) & 0xF];
+    line[n++] = '\n';
+    line[n] = '\0';
+    fw_puts(line);
+}
+
+static void print_step(long k, float loss)
+{
+    char label[32] = "step ";
+    char digits[24];
+    int n = 0, len = 5;
+    do {
+        digits[n++] = (char)('0' + k % 10);
+        k /= 10;
+    } while (k > 0);
+    while (n > 0)
+        label[len++] = digits[--n];
+    label[len] = '\0';
+    print_bits(label, loss);
+}
+
+/* The trainer's seed_ints: uniform over [max(lo, 0), hi). */
+static void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
+                      uint64_t stream)
+{
+    int64_t lo = t->lo > 0 || t->hi <= 0 ? t->lo : 0;
+    double span = (double)(t->hi - lo);
+    size_t j;
+    for (j = 0; j < t->count; j++) {
+        int64_t v = lo + (int64_t)(rt_rand_uniform(seed, stream, j) * span);
+        base[t->offset + j] = v < t->hi ? v : t->hi - 1;
+    }
+}
+
+int main(void)
+{
+    const rt_model *m = &LOW(_model);
+    const uint64_t seed = FW_SEED;
+    const float lr = 0.01f;
+    long k;
+    int i;
+
+    m->init(params, seed);
+    for (i = 0; i < m->n_inputs; i++)
+        rt_init_uniform(inputs + m->inputs[i].offset, m->inputs[i].count,
+                        -1.0f, 1.0f, seed, 1000 + (uint64_t)i);
+    for (i = 0; i < m->n_int_inputs; i++)
+        seed_ints(&m->int_inputs[i], ints, seed, 2000 + (uint64_t)i);
+
+    print_bits("forward", m->forward(params, inputs, ints, NULL,
+                                     forward_arena));
+    for (k = 1; k <= FW_STEPS; k++) {
+        float loss = m->train_step(params, inputs, ints, outputs, grads, seed,
+                                   (uint64_t)(k - 1), arena);
+        print_step(k, loss);
+        m->sgd(params, grads, lr);
+    }
+    return 0;
+}
