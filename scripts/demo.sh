@@ -105,4 +105,7 @@ if [ "$torch_model" -eq 1 ]; then
     build/remat import "$d/gpt.onnx" -o "$d/gpt.xml"
     echo
     demo "$d/gpt.onnx"
+    echo
+    echo "the round trip: trained with AdamW on data, saved, loaded back into PyTorch"
+    /usr/bin/python3 scripts/torch_roundtrip.py build/remat build/demo/roundtrip 2>/dev/null
 fi

@@ -89,6 +89,11 @@ mkdir -p "$work/semantics"
 if $py tests/onnx/import_semantics.py "$remat" "$work/semantics"; then ok
 else bad "import semantics"; fi
 
+# The round trip of make demo: the GPT exported, trained with AdamW on
+# data, saved, loaded into the PyTorch module by name: the same loss there.
+if $py scripts/torch_roundtrip.py "$remat" "$work/roundtrip" > "$work/roundtrip.log" 2>&1; then ok
+else cat "$work/roundtrip.log"; bad "the PyTorch round trip"; fi
+
 # remat import's own refusals: an XML input, an output not .xml, and a model
 # it cannot take, which leaves an existing XML as it was.
 mkdir -p "$work/cli"
