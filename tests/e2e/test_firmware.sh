@@ -4,17 +4,21 @@
 # Cortex-M4 with hard float (the runtime with -DRT_NO_BLAS -DRT_NO_STDIO),
 # linked bare-metal with static buffers (tests/firmware/: startup, linker
 # script for qemu's mps2-an386, a main doing what `trainer --seed 3 --steps 5`
-# does), run under qemu-system-arm with semihosting. Its losses must equal,
-# bit for bit, those of the host trainer that `remat build --no-blas
-# --cflags -ffp-contract=off` makes, and the forward's loss the trainer's
-# forward.npy. docs/firmware.md says why those are the conditions; the
-# checks below show two of them matter: FMA contraction and libm's expf.
+# does, then what `trainer --seed 3 --steps 5 --optimizer adamw
+# --clip-grad-norm 0.1` does), run under qemu-system-arm with semihosting.
+# Its losses, SGD's and AdamW's, must equal, bit for bit, those of the host
+# trainer that `remat build --no-blas --cflags -ffp-contract=off` makes, and
+# the forward's loss the trainer's forward.npy. docs/firmware.md says why
+# those are the conditions; the checks below show two of them matter: FMA
+# contraction and libm's expf.
 # Needs Debian's gcc-arm-none-eabi, libnewlib-arm-none-eabi, qemu-system-arm.
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
 SEED=3
 STEPS=5
+ASTEPS=5    # AdamW steps, torch's defaults (the trainer's: lr 0.001)
+CLIP=0.1    # --clip-grad-norm: mlp_tiny's gradient norm is 0.40 to 0.49: it clips
 G=tests/graphs/mlp_tiny.xml
 ARM="-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16"
 FW_WARN="-std=c99 -Wall -Wextra -pedantic -Wcast-align -Werror"
@@ -40,6 +44,7 @@ firmware() {
     shift
     arm-none-eabi-gcc $FW_WARN -O2 $ARM "$@" -DRT_NO_BLAS -DRT_NO_STDIO \
         -DFW_UPPER=MLP_TINY -DFW_LOWER=mlp_tiny -DFW_SEED=$SEED -DFW_STEPS=$STEPS \
+        -DFW_ADAMW_STEPS=$ASTEPS -DFW_CLIP=$CLIP \
         -Iruntime -I"$d" -Itests/firmware -ffunction-sections -fdata-sections \
         tests/firmware/main.c tests/firmware/startup.c "$d/model.c" runtime/remat_rt.c \
         -nostartfiles -T tests/firmware/mps2-an386.ld --specs=nosys.specs \
@@ -55,14 +60,18 @@ qemu() {
 }
 
 # the host trainer's: "forward 0x..." from --dump's forward.npy, then
-# "step K 0x..." from --steps --bits
+# "step K 0x..." from --steps --bits, then "adamw step K 0x..." from
+# --optimizer adamw --clip-grad-norm --bits (a run of its own: fresh
+# parameters, zeroed state)
 host() {   # trainer OUT
     "$1" --seed $SEED --dump "$2.dump" >/dev/null &&
         "$PY" -c 'import numpy as np, sys
 print("forward 0x%08x" % np.load(sys.argv[1]).astype(np.float32).reshape(1).view(np.uint32)[0])' \
             "$2.dump/forward.npy" >"$2" &&
         "$1" --seed $SEED --steps $STEPS --bits |
-            sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/step \1 \2/p' >>"$2"
+            sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/step \1 \2/p' >>"$2" &&
+        "$1" --seed $SEED --steps $ASTEPS --optimizer adamw --clip-grad-norm $CLIP --bits |
+            sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/adamw step \1 \2/p' >>"$2"
 }
 
 # ---- each policy: firmware against the host ----------------------------------
@@ -75,8 +84,8 @@ for p in none sac; do
     if arm-none-eabi-nm "$d/firmware.elf" | grep -qwE 'malloc|_malloc_r|calloc|free'; then
         bad "$p: the firmware links an allocator"; else ok; fi
     if qemu "$d/firmware.elf" "$d/fw"; then ok; else bad "$p: qemu run"; continue; fi
-    [ "$(wc -l <"$d/fw")" -eq $((STEPS + 1)) ] && ok ||
-        bad "$p: firmware printed $(wc -l <"$d/fw") losses, wanted $((STEPS + 1))"
+    [ "$(wc -l <"$d/fw")" -eq $((STEPS + 1 + ASTEPS)) ] && ok ||
+        bad "$p: firmware printed $(wc -l <"$d/fw") losses, wanted $((STEPS + 1 + ASTEPS))"
     "$remat" build $G --policy $p --no-blas --cflags "-ffp-contract=off" -o "$d/trainer" ||
         { bad "$p: remat build"; continue; }
     host "$d/trainer" "$d/host" || { bad "$p: host trainer"; continue; }
@@ -89,6 +98,19 @@ done
 cmp -s "$work/none/fw" "$work/sac/fw" && ok || bad "none and sac firmware losses differ"
 echo "firmware losses (bits), equal to the host trainer's:"
 sed 's/^/  /' "$work/none/fw"
+
+# ---- the AdamW comparison covers the clipping: without it, other bits --------
+# (AdamW is nearly blind to a gradient's scale, but a coefficient that changes
+# from step to step moves the moments, so the losses move from step 2 on)
+if "$work/none/trainer" --seed $SEED --steps $ASTEPS --optimizer adamw --bits |
+    sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/adamw step \1 \2/p' \
+        >"$work/noclip" && [ "$(wc -l <"$work/noclip")" -eq $ASTEPS ]; then
+    if grep '^adamw' "$work/none/host" | cmp -s - "$work/noclip"; then
+        bad "AdamW with --clip-grad-norm $CLIP gives the unclipped bits: the clip is not tested"
+    else ok; fi
+else
+    bad "host trainer: AdamW without clipping"
+fi
 
 # ---- the plain GEMM loop (-DRT_GEMM_SMALL) sums in the tiles' order ----------
 d=$work/small

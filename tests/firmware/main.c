@@ -9,6 +9,13 @@
  * and, first, the inference forward's loss on the initial parameters (the
  * trainer's --dump writes it as forward.npy) as
  *     forward bits 0xXXXXXXXX
+ * Then, from freshly initialised parameters and zeroed optimizer state, what
+ * `trainer --seed FW_SEED --steps FW_ADAMW_STEPS --optimizer adamw
+ * --clip-grad-norm FW_CLIP --bits` does: train step k - 1, NAME_clip_grad_norm
+ * to FW_CLIP, NAME_adamw_step with torch.optim.AdamW's defaults (lr 0.001,
+ * betas 0.9 and 0.999, eps 1e-8, weight decay 0.01; the trainer's defaults)
+ * and step k, for k = 1..M, printing
+ *     adamw step K bits 0xXXXXXXXX
  * Every buffer is static, sized by the generated header's macros; the
  * forward runs in an arena of NAME_FORWARD_ARENA_BYTES only.
  *
@@ -32,6 +39,12 @@
 #ifndef FW_STEPS
 #define FW_STEPS 5
 #endif
+#ifndef FW_ADAMW_STEPS
+#define FW_ADAMW_STEPS 5
+#endif
+#ifndef FW_CLIP
+#define FW_CLIP 0.1   /* --clip-grad-norm's value, rounded to float as there */
+#endif
 
 /* +1: C has no zero-length arrays, and a model may have no output or no
  * integer input. */
@@ -41,6 +54,7 @@ static float inputs[UP(_INPUT_FLOATS) + 1];
 static float outputs[UP(_OUTPUT_FLOATS) + 1];
 static int64_t ints[UP(_INT_INPUT_COUNT) + 1];
 static unsigned char arena[UP(_ARENA_BYTES)] __attribute__((aligned(64)));
+static float adamw_state[UP(_ADAMW_STATE_FLOATS) + 1];
 static unsigned char forward_arena[UP(_FORWARD_ARENA_BYTES)]
     __attribute__((aligned(64)));
 
@@ -63,11 +77,16 @@ static void print_bits(const char *label, float v)
     fw_puts(line);
 }
 
-static void print_step(long k, float loss)
+/* "PREFIXstep K bits 0x..." */
+static void print_step(const char *prefix, long k, float loss)
 {
-    char label[32] = "step ";
+    char label[48];
     char digits[24];
-    int n = 0, len = 5;
+    size_t len = strlen(prefix);
+    int n = 0;
+    memcpy(label, prefix, len);
+    memcpy(label + len, "step ", 5);
+    len += 5;
     do {
         digits[n++] = (char)('0' + k % 10);
         k /= 10;
@@ -96,6 +115,12 @@ int main(void)
     const rt_model *m = &LOW(_model);
     const uint64_t seed = FW_SEED;
     const float lr = 0.01f;
+    /* torch.optim.AdamW's defaults, which the trainer's --optimizer adamw
+     * takes too (lr 0.001 without --lr) */
+    const float adamw_lr = 0.001f;
+    const rt_adamw_config adamw = {
+        .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
+    const float clip = (float)FW_CLIP;
     long k;
     int i;
 
@@ -111,8 +136,22 @@ int main(void)
     for (k = 1; k <= FW_STEPS; k++) {
         float loss = m->train_step(params, inputs, ints, outputs, grads, seed,
                                    (uint64_t)(k - 1), arena);
-        print_step(k, loss);
+        print_step("", k, loss);
         m->sgd(params, grads, lr);
+    }
+
+    /* AdamW as a new trainer run: the same initial parameters and batch
+     * (the train step does not write the inputs), the state zeroed, the
+     * gradient clipped before the update, the update counted from 1 */
+    m->init(params, seed);
+    memset(adamw_state, 0, sizeof adamw_state);
+    for (k = 1; k <= FW_ADAMW_STEPS; k++) {
+        float loss = m->train_step(params, inputs, ints, outputs, grads, seed,
+                                   (uint64_t)(k - 1), arena);
+        print_step("adamw ", k, loss);
+        m->clip_grad_norm(grads, clip);
+        m->adamw_step(params, grads, adamw_state, adamw_lr, &adamw,
+                      (uint64_t)k);
     }
     return 0;
 }
