@@ -210,7 +210,8 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
  * g = dy * scale: dx += rstd * (g - mean_j(g) - xhat * mean_j(g * xhat));
  * and over all rows dscale += sum of dy * xhat, dbias += sum of dy. Mean and
  * rstd are recomputed from x (nothing is saved). Any of dx, dscale, dbias
- * may be NULL; scale is read only for dx. */
+ * may be NULL; scale is read only for dx, and x only for dx or dscale (the
+ * bias alone reads dy alone: x may be NULL). */
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps);
