@@ -717,6 +717,8 @@ struct Emit {
     int weights_file;       /* initial values in NAME.weights, not the code */
     int update;             /* this call updates the row's `updates` inputs:
                              * train_step's forward, not a recompute */
+    const size_t *grad_offset;  /* per trainable parameter: its place in the
+                                 * gradient buffer (and optimizer state) */
 };
 
 /* Writes one line at the current indentation. */
