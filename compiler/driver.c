@@ -7,11 +7,13 @@
 #include "remat.h"
 
 int compile_graph(Ctx *c, const char *file, const char *policy,
-                  const Budget *budget, Compiled *m)
+                  const Budget *budget, const char *const *freeze,
+                  Compiled *m)
 {
     Graph *g;
     Policy *p;
-    if (policy_load(c, policy ? policy : "sac", &p) || parse_graph(c, file, &g))
+    if (policy_load(c, policy ? policy : "sac", &p) ||
+        parse_graph(c, file, &g) || freeze_params(c, g, freeze))
         return -1;
     if (!policy)        /* a budget without a policy: matmuls may go too */
         p = policy_soften(c, p);

@@ -336,6 +336,23 @@ static size_t *layout(Ctx *c, const Graph *g)
     return offset;
 }
 
+/* The gradient buffer: the trainable parameters alone, in file order, so a
+ * frozen parameter (trainable="false", --freeze) has no slot. The
+ * optimizer state has this layout too (AdamW: twice over). */
+static size_t *grad_layout(Ctx *c, const Graph *g)
+{
+    size_t *offset = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *offset);
+    size_t next = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (x->kind == T_PARAM && x->trainable) {
+            offset[t] = next;
+            next += (size_t)x->numel;
+        }
+    }
+    return offset;
+}
+
 /* A node's row says the train step writes tensor t in place (running
  * statistics: a parameter, shapes.c checks). */
 static int updated(const Graph *g, int t)
@@ -365,7 +382,8 @@ static void emit_buffer_pointers(Emit *e, int train)
     for (int t = 0; train && t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_PARAM && x->has_grad)
-            emit(e, "float *d_%s = grads + %zu;", x->cname, e->offset[t]);
+            emit(e, "float *d_%s = grads + %zu;", x->cname,
+                 e->grad_offset[t]);
     }
 }
 
@@ -423,7 +441,7 @@ static void emit_function(Emit *e, const Compiled *m, int train)
         emit(e, "(void)step;");
     emit_buffer_pointers(e, train);
     if (train)
-        emit(e, "if (!accumulate)\n        rt_zero(grads, %s_PARAM_FLOATS);",
+        emit(e, "if (!accumulate)\n        rt_zero(grads, %s_GRAD_FLOATS);",
              upper(e->ctx, name));
     emit_body(e, m, s);
     emit(e, trains ? "return loss;" : "return 0.0f; /* forward only: no loss */");
@@ -495,9 +513,9 @@ static void emit_sgd(Emit *e)
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_PARAM && x->trainable) {
-            size_t off = e->offset[t];
             emit(e, "rt_sgd(params + %zu, grads + %zu, %ld, lr); /* %s */",
-                 off, off, x->numel, x->name);
+                 e->offset[t], e->grad_offset[t], x->numel,
+                 comment_safe(e->ctx, x->name));
             any = 1;
         }
     }
@@ -519,9 +537,9 @@ static size_t trainable_floats(const Graph *g)
 }
 
 /* NAME_sgd_step, NAME_adamw_step and NAME_clip_grad_norm: one runtime call
- * per trainable parameter's range. The state holds the trainable
- * parameters' slots in table order: SGD's momentum buffer, AdamW's exp_avg
- * (all of it) then exp_avg_sq (all of it). */
+ * per trainable parameter's range. The state has the gradient buffer's
+ * layout (the trainable parameters' slots in table order): SGD's momentum
+ * buffer, AdamW's exp_avg (all of it) then exp_avg_sq (all of it). */
 static void emit_optimizers(Emit *e)
 {
     const Graph *g = e->g;
@@ -537,21 +555,19 @@ static void emit_optimizers(Emit *e)
         if (tf == 0)
             emit(e, "(void)params; (void)grads; (void)state; (void)lr; "
                  "(void)c; (void)step; /* nothing trainable */");
-        size_t so = 0;
         for (int t = 0; t < g->ntensors; t++) {
             const Tensor *x = &g->tensors[t];
             if (x->kind != T_PARAM || !x->trainable)
                 continue;
-            size_t off = e->offset[t];
+            size_t off = e->offset[t], go = e->grad_offset[t];
             emit(e, "/* %s */", comment_safe(e->ctx, x->name));
             if (adam)
                 emit(e, "rt_adamw_update(params + %zu, grads + %zu, state + "
-                     "%zu, state + %zu, %ld, lr, c, step);", off, off, so,
-                     tf + so, x->numel);
+                     "%zu, state + %zu, %ld, lr, c, step);", off, go, go,
+                     tf + go, x->numel);
             else
                 emit(e, "rt_sgd_update(params + %zu, grads + %zu, state + "
-                     "%zu, %ld, lr, c, step);", off, off, so, x->numel);
-            so += (size_t)x->numel;
+                     "%zu, %ld, lr, c, step);", off, go, go, x->numel);
         }
         e->indent--;
         emit(e, "}");
@@ -576,10 +592,11 @@ static void emit_optimizers(Emit *e)
                 continue;
             if (pass == 0)
                 emit(e, "norm_sq += rt_grad_norm_sq(grads + %zu, %ld); /* %s */",
-                     e->offset[t], x->numel, comment_safe(e->ctx, x->name));
+                     e->grad_offset[t], x->numel,
+                     comment_safe(e->ctx, x->name));
             else
-                emit(e, "rt_scale(grads + %zu, %ld, coef);", e->offset[t],
-                     x->numel);
+                emit(e, "rt_scale(grads + %zu, %ld, coef);",
+                     e->grad_offset[t], x->numel);
         }
     }
     e->indent--;
@@ -662,9 +679,10 @@ static void emit_info(Emit *e, int t, size_t off)
     long lo = 0, hi = 0;
     if (x->is_int)
         int_range(e->g, t, &lo, &hi);
-    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d, %ld, %ld},", x->name, off,
-         x->numel, x->rank, dims_list(e, x->rank, x->dims),
-         x->kind == T_PARAM && x->trainable, lo, hi);
+    int trainable = x->kind == T_PARAM && x->trainable;
+    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d, %ld, %ld, %zu},", x->name,
+         off, x->numel, x->rank, dims_list(e, x->rank, x->dims), trainable,
+         lo, hi, trainable ? e->grad_offset[t] : (size_t)0);
 }
 
 static void emit_dropout_table(Emit *e)
@@ -697,7 +715,7 @@ static void emit_tables(Emit *e)
             if (buffer_of(&g->tensors[t]) == b)
                 emit_info(e, t, e->offset[t]);
         if (!n)
-            emit(e, "    {\"\", 0, 0, 0, {0}, 0, 0, 0},");
+            emit(e, "    {\"\", 0, 0, 0, {0}, 0, 0, 0, 0},");
         emit(e, "};");
     }
     emit(e, "const rt_tensor_info %s_outputs[%d] = {", g->name, g->noutputs);
@@ -797,8 +815,10 @@ static void emit_descriptor(Emit *e, const Compiled *m)
         emit(e, "    %s_train_step_acc, %s_SGD_STATE_FLOATS, "
              "%s_ADAMW_STATE_FLOATS,", n, u, u);
         emit(e, "    %s_sgd_step, %s_adamw_step, %s_clip_grad_norm,", n, n, n);
+        emit(e, "    %s_GRAD_FLOATS,", u);
     } else {
         emit(e, "    NULL, 0, 0, NULL, NULL, NULL, /* forward only */");
+        emit(e, "    0,");
     }
     emit(e, "};");
 }
@@ -869,9 +889,15 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
         emit(e, "/* 0: forward only. No output is the loss, so there is no "
              "train step,\n * no SGD and no gradient buffer. */");
     emit(e, "#define %s_HAS_TRAIN_STEP %d", u, trains);
-    emit(e, "/* Floats in the parameter buffer%s. */", trains ? " (and in the "
-         "gradient buffer, same layout)" : "");
+    emit(e, "/* Floats in the parameter buffer. */");
     emit(e, "#define %s_PARAM_FLOATS %zu", u, pf);
+    if (trains) {
+        emit(e, "/* Floats in the gradient buffer: the trainable parameters "
+             "only, each at");
+        emit(e, " * its grad_offset in %s_params[] (a frozen parameter has "
+             "no slot). */", n);
+        emit(e, "#define %s_GRAD_FLOATS %zu", u, trainable_floats(g));
+    }
     emit(e, "#define %s_INPUT_FLOATS %zu", u, inf);
     emit(e, "/* int64 elements in the int_inputs buffer (indices, labels). */");
     emit(e, "#define %s_INT_INPUT_COUNT %zu", u, iin);
@@ -936,11 +962,11 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
         emit(e, "%s;", signature(e->ctx, n, 2));
         emit(e, "/* params -= lr * grads, over the trainable parameters. */");
         emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
-        emit(e, "/* Optimizer state: a slot per trainable parameter float, in "
-             "%s_params", n);
-        emit(e, " * order (AdamW: every exp_avg, then every exp_avg_sq). "
-             "Zero it before");
-        emit(e, " * the first step; step counts updates from 1. */");
+        emit(e, "/* Optimizer state: a slot per trainable parameter float, the "
+             "gradient");
+        emit(e, " * buffer's layout (AdamW: every exp_avg, then every "
+             "exp_avg_sq). Zero it");
+        emit(e, " * before the first step; step counts updates from 1. */");
         emit(e, "#define %s_SGD_STATE_FLOATS %zu", u, trainable_floats(g));
         emit(e, "#define %s_ADAMW_STATE_FLOATS %zu", u,
              2 * trainable_floats(g));
@@ -998,7 +1024,8 @@ static void weights_image(Ctx *c, const Graph *g, const size_t *offset,
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
-    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0};
+    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0,
+              grad_layout(c, m->g)};
     size_t wf = weights_file_floats(m->g);
     e.weights_file = wf > 0;
     if (weights) {
@@ -1029,7 +1056,8 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
         emit_optimizers(&e);
     }
     emit_descriptor(&e, m);
-    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0};
+    Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
+              e.grad_offset};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

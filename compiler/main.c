@@ -28,6 +28,14 @@ static const char *usage_main =
     "policies: none, full, sac, sac-aggressive, or a policy file FILE.xml\n"
     "`remat COMMAND --help` describes each command.\n";
 
+/* The option every compiling command takes. */
+#define FREEZE_HELP \
+    "  --freeze GLOB  make the parameters GLOB matches (* and ? over whole\n" \
+    "               names; repeatable) constants, as trainable=\"false\" does:\n" \
+    "               no gradient slot, no optimizer state, and no activation\n" \
+    "               kept only for their gradients; a GLOB matching none is\n" \
+    "               an error\n"
+
 static const char *usage_compile =
     "usage: remat compile GRAPH.xml [--policy NAME|FILE.xml] -o OUT.c\n"
     "\n"
@@ -43,6 +51,7 @@ static const char *usage_compile =
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
     "  (with either and no --policy, the policy is sac, must_save softened)\n"
+    FREEZE_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
 static const char *usage_schedule =
@@ -66,7 +75,8 @@ static const char *usage_schedule =
     "               fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
-    "  (with either and no --policy, the policy is sac, must_save softened)\n";
+    "  (with either and no --policy, the policy is sac, must_save softened)\n"
+    FREEZE_HELP;
 
 static const char *usage_diff =
     "usage: remat diff GRAPH.xml --policy A --policy B [--budget B]\n"
@@ -75,7 +85,9 @@ static const char *usage_diff =
     "Prints the tensors whose decision differs between policies A and B, with\n"
     "the rule behind each side, then every summary figure as `key: A -> B\n"
     "(change)`. With a budget, both sides are within it; with a budget and one\n"
-    "policy (default sac), the sides are that policy without and with it.\n";
+    "policy (default sac), the sides are that policy without and with it.\n"
+    "Both sides freeze what --freeze says.\n"
+    FREEZE_HELP;
 
 static const char *usage_pareto =
     "usage: remat pareto GRAPH.xml [--policy NAME|FILE.xml] [--measure]\n"
@@ -88,7 +100,8 @@ static const char *usage_pareto =
     "while). -o writes the curve of saved bytes against recompute FLOPs as an\n"
     "SVG picture with the built-in policies marked.\n"
     "  --policy P   the decisions the budget may turn (its PREFER_* ones);\n"
-    "               default sac with must_save softened to prefer_save\n";
+    "               default sac with must_save softened to prefer_save\n"
+    FREEZE_HELP;
 
 static const char *usage_build =
     "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas]\n"
@@ -115,7 +128,8 @@ static const char *usage_build =
     "               bitwise equal to firmware: --no-blas --cflags\n"
     "               -ffp-contract=off (docs/firmware.md)\n"
     "  CC=COMPILER  cross-compile (CC=aarch64-linux-gnu-gcc): no -march=native\n"
-    "  --policy, --budget, --max-arena: as for compile\n";
+    "  --policy, --budget, --max-arena: as for compile\n"
+    FREEZE_HELP;
 
 static const char *usage_import =
     "usage: remat import MODEL.onnx -o MODEL.xml [--blocks auto|none]\n"
@@ -135,6 +149,8 @@ typedef struct {
     int npolicy, no_blas, measure;
     const char *cflags;               /* build's --cflags */
     const char *budget, *max_arena;   /* as given */
+    const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
+    int nfreeze;
 } Args;
 
 static int usage_error(const char *usage, const char *fmt, const char *arg)
@@ -176,6 +192,10 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             if (strcmp(a->blocks, "auto") && strcmp(a->blocks, "none"))
                 return usage_error(usage, "--blocks takes auto or none, not "
                                    "%s", a->blocks);
+        } else if (strcmp(s, "--freeze") == 0 && strcmp(a->cmd, "import") != 0) {
+            if (i + 1 >= argc)
+                return usage_error(usage, "%s needs a value", s);
+            a->freeze[a->nfreeze++] = argv[++i];
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
         } else if (strcmp(s, "--cflags") == 0 && strcmp(a->cmd, "build") == 0) {
@@ -240,7 +260,7 @@ static int compile_args(Ctx *c, const Args *a, int i, Compiled *m)
     Budget b;
     const Budget *bp;
     return budget_of(c, a, &b, &bp) ||
-           compile_graph(c, a->graph, a->policy[i], bp, m);
+           compile_graph(c, a->graph, a->policy[i], bp, a->freeze, m);
 }
 
 static const char *basename_of(const char *path)
@@ -293,7 +313,7 @@ static int cmd_diff(Ctx *c, const Args *a)
     /* with a budget and one policy: that policy without, then with it */
     int one = a->npolicy < 2;
     if ((one ? compile_graph(c, a->graph, a->policy[0] ? a->policy[0] : "sac",
-                             NULL, &x)
+                             NULL, a->freeze, &x)
              : compile_args(c, a, 0, &x)) ||
         compile_args(c, a, one ? 0 : 1, &y))
         return 1;
@@ -325,7 +345,7 @@ static int cmd_pareto(Ctx *c, const Args *a)
     Buf b;
     buf_init(&b, c);
     if (policy_load(c, a->policy[0] ? a->policy[0] : "sac", &p) ||
-        parse_graph(c, a->graph, &g))
+        parse_graph(c, a->graph, &g) || freeze_params(c, g, a->freeze))
         return 1;
     if (!a->policy[0])
         p = policy_soften(c, p);
@@ -391,15 +411,24 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cmds[i].name) != 0)
             continue;
         Args a = {.cmd = cmds[i].name};
+        const char **freeze = calloc((size_t)argc, sizeof *freeze);
+        if (!freeze) {
+            fputs("remat: out of memory\n", stderr);
+            return 1;
+        }
+        a.freeze = freeze;
         int rc = parse_args(argc, argv, *cmds[i].usage, &a);
-        if (rc)
+        if (rc) {
+            free(freeze);
             return rc;
+        }
         Ctx c;
         ctx_init(&c);
         rc = cmds[i].run(&c, &a);
         if (rc == 1)
             fprintf(stderr, "%s\n", c.err);
         ctx_free(&c);
+        free(freeze);
         return rc;
     }
     fprintf(stderr, "remat: unknown command '%s'\n\n%s", argv[1], usage_main);

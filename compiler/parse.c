@@ -18,6 +18,7 @@
 #include "remat.h"
 #include "../runtime/remat_rt.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
@@ -1343,6 +1344,83 @@ int parse_graph(Ctx *c, const char *file, Graph **out)
     if (onnx_import(c, file, data, len, &opt, &im))
         return -1;
     return parse_graph_imported(c, file, &im, out);
+}
+
+/* ---- --freeze: parameters made constants at compile time ------------------------ */
+
+/* Edit distance from the glob's first literal run (up to a wildcard) to the
+ * closest stretch of name, case-blind: its prefix when the glob starts
+ * with the run, any substring after a leading wildcard. Ranks names for
+ * a glob that matches nothing. */
+static int glob_distance(const char *glob, const char *name)
+{
+    int anchored = *glob != '*' && *glob != '?';
+    while (*glob == '*' || *glob == '?')
+        glob++;
+    size_t la = strcspn(glob, "*?"), lb = strlen(name);
+    if (la > 64)
+        la = 64;
+    if (lb > 256)
+        lb = 256;
+    int col[65];                        /* over the run, per name character */
+    for (size_t i = 0; i <= la; i++)
+        col[i] = (int)i;
+    int best = col[la];
+    for (size_t j = 1; j <= lb; j++) {
+        int diag = col[0];
+        col[0] = anchored ? (int)j : 0;
+        for (size_t i = 1; i <= la; i++) {
+            int up = col[i];
+            int sub = diag + (tolower((unsigned char)glob[i - 1]) !=
+                              tolower((unsigned char)name[j - 1]));
+            int ins = col[i - 1] + 1 < up + 1 ? col[i - 1] + 1 : up + 1;
+            col[i] = sub < ins ? sub : ins;
+            diag = up;
+        }
+        if (col[la] < best)
+            best = col[la];
+    }
+    return best;
+}
+
+int freeze_params(Ctx *c, Graph *g, const char *const *globs)
+{
+    for (int k = 0; globs && globs[k]; k++) {
+        int hit = 0;
+        for (int t = 0; t < g->ntensors; t++) {
+            Tensor *x = &g->tensors[t];
+            if (x->kind == T_PARAM && glob_match(globs[k], x->name)) {
+                x->trainable = 0;
+                hit = 1;
+            }
+        }
+        if (hit)
+            continue;
+        /* the three nearest parameter names, ties in file order */
+        int near[3] = {-1, -1, -1}, nd[3] = {0, 0, 0};
+        for (int t = 0; t < g->ntensors; t++) {
+            if (g->tensors[t].kind != T_PARAM)
+                continue;
+            int d = glob_distance(globs[k], g->tensors[t].name), i = 3;
+            while (i > 0 && (near[i - 1] < 0 || d < nd[i - 1]))
+                i--;
+            if (i == 3)
+                continue;
+            memmove(near + i + 1, near + i, (size_t)(2 - i) * sizeof *near);
+            memmove(nd + i + 1, nd + i, (size_t)(2 - i) * sizeof *nd);
+            near[i] = t;
+            nd[i] = d;
+        }
+        Buf b;
+        buf_init(&b, c);
+        for (int i = 0; i < 3 && near[i] >= 0; i++)
+            buf_printf(&b, "%s'%s'", i ? ", " : "; nearest: ",
+                       g->tensors[near[i]].name);
+        return ctx_error(c, g->file, 0, "--freeze '%s' matches no parameter "
+                         "of model '%s'%s", globs[k], g->name,
+                         near[0] < 0 ? " (it has none)" : b.data);
+    }
+    return 0;
 }
 
 /* ---- policy files ---------------------------------------------------------------------------------- */

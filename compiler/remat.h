@@ -353,6 +353,12 @@ int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
  * instead of reading a file. */
 int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
                          Graph **out);
+/* --freeze: every parameter whose name one of the globs (NULL-terminated,
+ * or NULL for none) matches becomes non-trainable, as trainable="false"
+ * in the file makes it: no gradient, no optimizer state. A glob matching
+ * no parameter is an error naming it and the nearest names. Before shapes
+ * and autodiff. */
+int freeze_params(Ctx *c, Graph *g, const char *const *globs);
 /* A graph file of either format: XML, or ONNX (told apart by content). */
 int read_graph_file(Ctx *c, const char *file, char **data, size_t *len);
 int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
@@ -686,9 +692,11 @@ struct Compiled {
 };
 
 /* Compiles graph file + policy all the way to planned schedules; budget
- * may be NULL. */
+ * may be NULL, and freeze (globs of parameters to freeze, NULL-terminated;
+ * freeze_params). */
 int compile_graph(Ctx *c, const char *file, const char *policy,
-                  const Budget *budget, Compiled *out);
+                  const Budget *budget, const char *const *freeze,
+                  Compiled *out);
 /* The same from a parsed graph (shapes onwards). */
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *out);
@@ -709,6 +717,8 @@ struct Emit {
     int weights_file;       /* initial values in NAME.weights, not the code */
     int update;             /* this call updates the row's `updates` inputs:
                              * train_step's forward, not a recompute */
+    const size_t *grad_offset;  /* per trainable parameter: its place in the
+                                 * gradient buffer (and optimizer state) */
 };
 
 /* Writes one line at the current indentation. */

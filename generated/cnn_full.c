@@ -23,21 +23,21 @@ static const rt_window win_stage2_conv = {32, 16, 14, 14, 32, 14, 14, 3, 3, 1, 1
 static const rt_window win_stage2_pool = {32, 32, 14, 14, 32, 7, 7, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1};
 
 const rt_tensor_info cnn_inputs[1] = {
-    {"x", 0, 25088, 4, {32, 1, 28, 28}, 0, 0, 0},
+    {"x", 0, 25088, 4, {32, 1, 28, 28}, 0, 0, 0, 0},
 };
 const rt_tensor_info cnn_int_inputs[1] = {
-    {"labels", 0, 32, 1, {32}, 0, 0, 10},
+    {"labels", 0, 32, 1, {32}, 0, 0, 10, 0},
 };
 const rt_tensor_info cnn_params[6] = {
-    {"conv1.weight", 0, 144, 4, {16, 1, 3, 3}, 1, 0, 0},
-    {"conv1.bias", 144, 16, 1, {16}, 1, 0, 0},
-    {"conv2.weight", 160, 4608, 4, {32, 16, 3, 3}, 1, 0, 0},
-    {"conv2.bias", 4768, 32, 1, {32}, 1, 0, 0},
-    {"fc.weight", 4800, 15680, 2, {10, 1568}, 1, 0, 0},
-    {"fc.bias", 20480, 10, 1, {10}, 1, 0, 0},
+    {"conv1.weight", 0, 144, 4, {16, 1, 3, 3}, 1, 0, 0, 0},
+    {"conv1.bias", 144, 16, 1, {16}, 1, 0, 0, 144},
+    {"conv2.weight", 160, 4608, 4, {32, 16, 3, 3}, 1, 0, 0, 160},
+    {"conv2.bias", 4768, 32, 1, {32}, 1, 0, 0, 4768},
+    {"fc.weight", 4800, 15680, 2, {10, 1568}, 1, 0, 0, 4800},
+    {"fc.bias", 20480, 10, 1, {10}, 1, 0, 0, 20480},
 };
 const rt_tensor_info cnn_outputs[1] = {
-    {"loss", 0, 1, 0, {0}, 0, 0, 0},
+    {"loss", 0, 1, 0, {0}, 0, 0, 0, 0},
 };
 const rt_dropout_info cnn_dropouts[1] = {
     {"", 0, 0, {0}, 0.0f, 0},
@@ -145,7 +145,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     float *d_fc_weight = grads + 4800;
     float *d_fc_bias = grads + 20480;
     if (!accumulate)
-        rt_zero(grads, CNN_PARAM_FLOATS);
+        rt_zero(grads, CNN_GRAD_FLOATS);
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
     float *v_stage1_c = (float *)(void *)(a + 28224);
@@ -351,4 +351,5 @@ const rt_model cnn_model = {
     NULL, /* initial values in this file */
     cnn_train_step_acc, CNN_SGD_STATE_FLOATS, CNN_ADAMW_STATE_FLOATS,
     cnn_sgd_step, cnn_adamw_step, cnn_clip_grad_norm,
+    CNN_GRAD_FLOATS,
 };

@@ -14,8 +14,11 @@ extern "C" {
 #define GPT_FORWARD_ARENA_BYTES 1310720
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define GPT_HAS_TRAIN_STEP 1
-/* Floats in the parameter buffer (and in the gradient buffer, same layout). */
+/* Floats in the parameter buffer. */
 #define GPT_PARAM_FLOATS 866560
+/* Floats in the gradient buffer: the trainable parameters only, each at
+ * its grad_offset in gpt_params[] (a frozen parameter has no slot). */
+#define GPT_GRAD_FLOATS 866560
 #define GPT_INPUT_FLOATS 0
 /* int64 elements in the int_inputs buffer (indices, labels). */
 #define GPT_INT_INPUT_COUNT 512
@@ -54,9 +57,9 @@ float gpt_train_step(float *params, const float *inputs, const int64_t *int_inpu
 float gpt_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
 /* params -= lr * grads, over the trainable parameters. */
 void gpt_sgd(float *params, const float *grads, float lr);
-/* Optimizer state: a slot per trainable parameter float, in gpt_params
- * order (AdamW: every exp_avg, then every exp_avg_sq). Zero it before
- * the first step; step counts updates from 1. */
+/* Optimizer state: a slot per trainable parameter float, the gradient
+ * buffer's layout (AdamW: every exp_avg, then every exp_avg_sq). Zero it
+ * before the first step; step counts updates from 1. */
 #define GPT_SGD_STATE_FLOATS 866560
 #define GPT_ADAMW_STATE_FLOATS 1733120
 /* torch.optim.SGD (momentum, dampening, Nesterov, weight decay) */

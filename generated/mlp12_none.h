@@ -14,8 +14,11 @@ extern "C" {
 #define MLP12_FORWARD_ARENA_BYTES 98304
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define MLP12_HAS_TRAIN_STEP 1
-/* Floats in the parameter buffer (and in the gradient buffer, same layout). */
+/* Floats in the parameter buffer. */
 #define MLP12_PARAM_FLOATS 1579008
+/* Floats in the gradient buffer: the trainable parameters only, each at
+ * its grad_offset in mlp12_params[] (a frozen parameter has no slot). */
+#define MLP12_GRAD_FLOATS 1579008
 #define MLP12_INPUT_FLOATS 16384
 /* int64 elements in the int_inputs buffer (indices, labels). */
 #define MLP12_INT_INPUT_COUNT 0
@@ -54,9 +57,9 @@ float mlp12_train_step(float *params, const float *inputs, const int64_t *int_in
 float mlp12_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
 /* params -= lr * grads, over the trainable parameters. */
 void mlp12_sgd(float *params, const float *grads, float lr);
-/* Optimizer state: a slot per trainable parameter float, in mlp12_params
- * order (AdamW: every exp_avg, then every exp_avg_sq). Zero it before
- * the first step; step counts updates from 1. */
+/* Optimizer state: a slot per trainable parameter float, the gradient
+ * buffer's layout (AdamW: every exp_avg, then every exp_avg_sq). Zero it
+ * before the first step; step counts updates from 1. */
 #define MLP12_SGD_STATE_FLOATS 1579008
 #define MLP12_ADAMW_STATE_FLOATS 3158016
 /* torch.optim.SGD (momentum, dampening, Nesterov, weight decay) */

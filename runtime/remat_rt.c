@@ -1138,9 +1138,17 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps)
 {
-    int r;
+    int r, j;
     if (cols <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
         return;
+    if (dx == NULL && dscale == NULL) {
+        /* the bias alone (a frozen scale and input): x is not read, and
+         * the sums are the same as layernorm_back_row's, in its order */
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < cols; j++)
+                dbias[j] += dy[(size_t)r * cols + j];
+        return;
+    }
     for (r = 0; r < rows; r++) {
         const size_t o = (size_t)r * cols;
         layernorm_back_row(dx != NULL ? dx + o : NULL, dscale, dbias, dy + o,

@@ -223,7 +223,8 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
  * g = dy * scale: dx += rstd * (g - mean_j(g) - xhat * mean_j(g * xhat));
  * and over all rows dscale += sum of dy * xhat, dbias += sum of dy. Mean and
  * rstd are recomputed from x (nothing is saved). Any of dx, dscale, dbias
- * may be NULL; scale is read only for dx. */
+ * may be NULL; scale is read only for dx, and x only for dx or dscale (the
+ * bias alone reads dy alone: x may be NULL). */
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps);
@@ -588,6 +589,11 @@ typedef struct {
     int dims[RT_MAX_RANK];
     int trainable;           /* parameters only */
     int64_t lo, hi;          /* int64 inputs: what every use accepts, [lo, hi) */
+    /* --- appended (positional initializers above stay valid) --- */
+    /* trainable parameters: in floats, into the gradient buffer (and the
+     * optimizer state), which holds the trainable parameters only; 0 for
+     * every other tensor */
+    size_t grad_offset;
 } rt_tensor_info;
 
 /* A Dropout node of the model, for the trainer's --dump of its mask. */
@@ -604,7 +610,7 @@ typedef struct {
     const char *name;
     const char *policy;
     size_t arena_bytes;      /* what forward and train_step need */
-    size_t param_floats;     /* params and grads: one buffer each */
+    size_t param_floats;     /* the parameter buffer */
     size_t input_floats;
     size_t int_input_count;  /* int64 inputs (indices, labels): their buffer */
     size_t output_floats;
@@ -617,8 +623,8 @@ typedef struct {
      * int_inputs where the model has none */
     float (*forward)(const float *params, const float *inputs,
                      const int64_t *int_inputs, float *outputs, void *arena);
-    /* training: overwrites grads (all of it: non-trainable entries become
-     * 0); returns the loss; Dropout's masks are drawn from (seed, step);
+    /* training: overwrites grads (grad_floats, the trainable parameters'
+     * gradients at their grad_offset); returns the loss; Dropout's masks are drawn from (seed, step);
      * writes params only where BatchNormalization updates its running
      * statistics (non-trainable parameters) */
     float (*train_step)(float *params, const float *inputs,
@@ -646,6 +652,9 @@ typedef struct {
                        float lr, const rt_adamw_config *c, uint64_t step);
     /* clip_grad_norm_ over the trainable gradients; returns the norm */
     float (*clip_grad_norm)(float *grads, float max_norm);
+    /* floats of the gradient buffer: the trainable parameters only, each at
+     * its grad_offset (frozen ones have no slot); 0 when forward only */
+    size_t grad_floats;
 } rt_model;
 
 #ifdef __cplusplus

@@ -470,6 +470,7 @@ static void check_table(const char *what, const rt_tensor_info *t, int n,
 
 static void check_model(const rt_model *m)
 {
+    int i;
     if (!m)
         die("no model linked in");
     /* a forward-only model has neither train_step nor sgd */
@@ -480,6 +481,13 @@ static void check_model(const rt_model *m)
         !m->train_step != !m->clip_grad_norm)
         die("model descriptor: a function pointer is missing");
     check_table("parameter", m->params, m->n_params, m->param_floats);
+    for (i = 0; m->train_step && i < m->n_params; i++) {
+        const rt_tensor_info *t = &m->params[i];
+        if (t->trainable && (t->grad_offset > m->grad_floats ||
+                             t->count > m->grad_floats - t->grad_offset))
+            die("model descriptor: parameter '%s' lies outside the gradient "
+                "buffer", t->name);
+    }
     check_table("input", m->inputs, m->n_inputs, m->input_floats);
     check_table("integer input", m->int_inputs, m->n_int_inputs,
                 m->int_input_count);
@@ -684,7 +692,7 @@ static void check_grads(const rt_model *m, const float *grads, long step)
     size_t j;
     for (i = 0; i < m->n_params; i++) {
         const rt_tensor_info *t = &m->params[i];
-        const float *g = grads + t->offset;
+        const float *g = grads + t->grad_offset;
         if (!t->trainable)
             continue;
         for (j = 0; j < t->count; j++)
@@ -730,7 +738,7 @@ static void alloc_buffers(const rt_model *m, buffers *b)
     b->params = alloc64(float_bytes(m->param_floats, "parameters"),
                         "parameters");
     b->grads = !m->train_step ? NULL :
-        alloc64(float_bytes(m->param_floats, "gradients"), "gradients");
+        alloc64(float_bytes(m->grad_floats, "gradients"), "gradients");
     b->inputs = alloc64(float_bytes(m->input_floats, "inputs"), "inputs");
     b->ints = alloc64(m->int_input_count * sizeof(int64_t), "integer inputs");
     b->outputs = m->output_floats == 0 ? NULL :
@@ -870,8 +878,11 @@ static void dump(const rt_model *m, const options *o, buffers *b)
     write_scalar(o->dump_dir, "loss", loss);
     write_scalar(o->dump_dir, "forward", inference);
     for (i = 0; i < m->n_params; i++)
-        if (m->params[i].trainable)
-            write_tensor(o->dump_dir, "grad", &m->params[i], b->grads);
+        if (m->params[i].trainable) {
+            rt_tensor_info g = m->params[i];   /* at its grad_offset */
+            g.offset = g.grad_offset;
+            write_tensor(o->dump_dir, "grad", &g, b->grads);
+        }
     /* the running statistics the step updated */
     for (i = 0; i < m->n_params; i++) {
         const rt_tensor_info *t = &m->params[i];
@@ -1054,15 +1065,11 @@ static int state_kinds(const options *o, const char **kinds)
     return o->sgd.momentum != 0.0 ? 1 : 0;
 }
 
-/* state slot of trainable parameter i (table order), kind k */
+/* state slot of trainable parameter i, kind k: the state has the gradient
+ * buffer's layout (AdamW: twice over) */
 static float *state_of(const rt_model *m, float *state, int i, int k)
 {
-    size_t off = 0;
-    int j;
-    for (j = 0; j < i; j++)
-        if (m->params[j].trainable)
-            off += m->params[j].count;
-    return state + (size_t)k * (m->adamw_state_floats / 2) + off;
+    return state + (size_t)k * m->grad_floats + m->params[i].grad_offset;
 }
 
 static char *join(const char *a, const char *b)
@@ -1334,7 +1341,7 @@ static void train(const rt_model *m, options *o, buffers *b)
          * same to rounding */
         loss = (float)(sum / (double)o->accumulate);
         if (o->accumulate > 1)
-            rt_scale(b->grads, m->param_floats, inv_k);
+            rt_scale(b->grads, m->grad_floats, inv_k);
         check_grads(m, b->grads, (long)step);   /* before the update spreads it */
         if (o->clip > 0.0f)
             m->clip_grad_norm(b->grads, o->clip);

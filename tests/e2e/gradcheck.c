@@ -118,7 +118,7 @@ static Errors check_tensor(const rt_tensor_info *t, uint64_t seed)
 {
     Errors r = {0, 0};
     size_t n = t->count;
-    float *p = params + t->offset, *g = grads + t->offset;
+    float *p = params + t->offset, *g = grads + t->grad_offset;
     double *d = calloc(n, sizeof *d), gn = norm2(g, n);
     if (gn == 0) {
         free(d);
@@ -165,8 +165,8 @@ int main(int argc, char **argv)
     uint64_t seed = SEED;
     M = rt_trainer_model;
     params = calloc(M->param_floats + 1, sizeof *params);
-    grads = calloc(M->param_floats + 1, sizeof *grads);
-    scratch_grads = calloc(M->param_floats + 1, sizeof *grads);
+    grads = calloc(M->grad_floats + 1, sizeof *grads);
+    scratch_grads = calloc(M->grad_floats + 1, sizeof *grads);
     inputs = calloc(M->input_floats + 1, sizeof *inputs);
     ints = calloc(M->int_input_count + 1, sizeof *ints);
     if (posix_memalign(&arena, 64, M->arena_bytes + 64))
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < M->n_params; i++)
             if (M->params[i].trainable) {
                 for (size_t k = 0; k < M->params[i].count; k++)
-                    grads[M->params[i].offset + k] *= 1.1f;
+                    grads[M->params[i].grad_offset + k] *= 1.1f;
                 break;
             }
     double fwd = loss_at();

@@ -103,6 +103,121 @@ START_TEST(fan_out_sums_gradients)
 }
 END_TEST
 
+/* Two layers; `frozen` is spliced into w1's element (trainable='false'). */
+static const char *two_layers =
+    "<input name='x' shape='4 3'/>"
+    "<initializer name='w1' shape='3 5' init='uniform' low='-1' high='1'%s/>"
+    "<initializer name='w2' shape='5 2' init='uniform' low='-1' high='1'/>"
+    "<initializer name='b2' shape='2' init='zeros'/>"
+    "<node name='fc1' op='MatMul' in='x w1' out='h1'/>"
+    "<node name='act1' op='Gelu' in='h1' out='g1'/>"
+    "<node name='fc2' op='MatMul' in='g1 w2' out='h2'/>"
+    "<node name='bias' op='Add' in='h2 b2' out='y'/>"
+    "<node name='act2' op='Gelu' in='y' out='g2'/>"
+    "<node name='r' op='ReduceSum' in='g2' out='l' keepdims='0'/>"
+    "<output name='l'/>";
+
+/* Compiles body with --freeze globs (NULL-terminated); -1 with c->err. */
+static int compile_frozen(Ctx *c, const char *body, const char *const *globs,
+                          Compiled *m)
+{
+    const char *xml = model_xml(c, body);
+    Graph *g;
+    Policy *p;
+    return policy_load(c, "none", &p) ||
+           parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) ||
+           freeze_params(c, g, globs) || compile_parsed(c, g, p, NULL, m);
+}
+
+static const char *c_file(Ctx *c, const Compiled *m)
+{
+    Buf cf, hf;
+    buf_init(&cf, c);
+    buf_init(&hf, c);
+    ck_assert_int_eq(emit_c(c, m, "t.h", &cf, &hf, NULL), 0);
+    return ctx_printf(c, "%s%s", cf.data, hf.data);
+}
+
+START_TEST(freeze_is_trainable_false)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *const globs[] = {"w?", "nothing*", NULL};
+    Compiled f, x, full;
+    /* a glob that matches nothing is an error even beside one that does */
+    ck_assert_int_ne(compile_frozen(&c, ctx_printf(&c, two_layers, ""), globs,
+                                    &f), 0);
+    ck_assert_contains(c.err, "--freeze 'nothing*' matches no parameter of "
+                       "model 't'");
+    const char *const w1[] = {"w1", NULL};
+    ck_assert_int_eq(compile_frozen(&c, ctx_printf(&c, two_layers, ""), w1,
+                                    &f), 0);
+    x = compile_body(&c, ctx_printf(&c, two_layers, " trainable='false'"),
+                     "none");
+    full = compile_body(&c, ctx_printf(&c, two_layers, ""), "none");
+    ck_assert_int_eq(T(&f, "w1")->trainable, 0);
+    ck_assert_int_eq(T(&f, "w2")->trainable, 1);
+    /* the same code, byte for byte, as the file's own way */
+    ck_assert_str_eq(c_file(&c, &f), c_file(&c, &x));
+    ck_assert_str_ne(c_file(&c, &f), c_file(&c, &full));
+    /* the backward stops at fc2: h1 fed only act1's backward, which fed
+     * only w1's gradient, so it is neither saved nor recomputed */
+    ck_assert_int_eq(keep_of(&full, "h1"), KEEP_SAVE);
+    ck_assert_int_eq(keep_of(&f, "h1"), KEEP_NONE);
+    ck_assert_int_eq(T(&f, "h1")->has_grad, 0);
+    ck_assert_int_eq(T(&f, "g1")->has_grad, 0);
+    ck_assert_int_eq(keep_of(&f, "g1"), KEEP_SAVE);    /* d(w2) reads it */
+    ck_assert_int_eq(keep_of(&f, "y"), KEEP_SAVE);     /* act2's backward */
+    ck_assert_int_lt(f.remat->saved_bytes, full.remat->saved_bytes);
+    for (int i = 0; i < f.train->nstmts; i++) {
+        const Stmt *st = &f.train->stmts[i];
+        if (st->kind == S_BACKWARD) {
+            const char *n = f.g->nodes[st->node].name;
+            ck_assert_msg(strcmp(n, "fc1") && strcmp(n, "act1"),
+                          "%s's backward runs", n);
+        }
+    }
+    /* '?' and '*' over whole names; every matching parameter */
+    const char *const all[] = {"?2", "w*", NULL};
+    Compiled none;
+    ck_assert_int_eq(compile_frozen(&c, ctx_printf(&c, two_layers, ""), all,
+                                    &none), 0);
+    ck_assert_int_eq(T(&none, "w1")->trainable + T(&none, "w2")->trainable +
+                     T(&none, "b2")->trainable, 0);
+    ck_assert_int_eq(none.remat->saved_bytes, 0);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(freeze_matching_nothing_names_the_nearest)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m;
+    const char *const typo[] = {"fc1.*", NULL};
+    ck_assert_int_ne(compile_frozen(&c, ctx_printf(&c, two_layers, ""), typo,
+                                    &m), 0);
+    ck_assert_str_eq(c.err, "t.xml: --freeze 'fc1.*' matches no parameter of "
+                     "model 't'; nearest: 'w1', 'w2', 'b2'");
+    const char *const bias[] = {"*.bais", NULL};
+    ck_assert_int_ne(compile_frozen(&c, "<input name='x' shape='2'/>"
+        "<initializer name='l0.weight' shape='2' init='zeros'/>"
+        "<initializer name='l0.bias' shape='2' init='zeros'/>"
+        "<initializer name='l1.weight' shape='2' init='zeros'/>"
+        "<initializer name='l1.bias' shape='2' init='zeros'/>"
+        "<initializer name='l1.scale' shape='2' init='zeros'/>"
+        "<node name='a' op='Mul' in='x l0.weight' out='a0'/>"
+        "<node name='b' op='Add' in='a0 l0.bias' out='a1'/>"
+        "<node name='c' op='Mul' in='a1 l1.weight' out='a2'/>"
+        "<node name='d' op='Add' in='a2 l1.bias' out='a3'/>"
+        "<node name='e' op='Mul' in='a3 l1.scale' out='a4'/>"
+        "<node name='r' op='ReduceSum' in='a4' out='l' keepdims='0'/>"
+        "<output name='l'/>", bias, &m), 0);
+    ck_assert_contains(c.err, "nearest: 'l0.bias', 'l1.bias', ");
+    ctx_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("autodiff");
@@ -110,6 +225,8 @@ int main(void)
     tcase_add_test(t, gradients_flow_where_the_loss_depends_on_parameters);
     tcase_add_test(t, backward_reads_only_what_the_wanted_gradients_need);
     tcase_add_test(t, fan_out_sums_gradients);
+    tcase_add_test(t, freeze_is_trainable_false);
+    tcase_add_test(t, freeze_matching_nothing_names_the_nearest);
     suite_add_tcase(s, t);
     return run_suite(s);
 }

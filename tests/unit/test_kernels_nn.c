@@ -441,8 +441,9 @@ START_TEST(layernorm_forward_by_hand)
 END_TEST
 
 /* Every subset of (dx, dscale, dbias) as NULL: from the same presets, the
- * others end exactly where the call with all three leaves them, and scale
- * may be NULL when dx is. */
+ * others end exactly where the call with all three leaves them, scale
+ * may be NULL when dx is, and x when dx and dscale are (a frozen scale:
+ * the backward reads nothing for the bias alone). */
 START_TEST(layernorm_backward_skips_null)
 {
     ln_case c;
@@ -459,7 +460,8 @@ START_TEST(layernorm_backward_skips_null)
         memcpy(got, pre, sizeof got);
         rt_layernorm_backward(mask & 1 ? got[0] : NULL,
                               mask & 2 ? got[1] : NULL,
-                              mask & 4 ? got[2] : NULL, c.dy, c.x,
+                              mask & 4 ? got[2] : NULL, c.dy,
+                              mask & 3 ? c.x : NULL,
                               mask & 1 ? c.scale : NULL, c.s.rows, c.s.cols,
                               c.s.eps);
         for (g = 0; g < 3; g++)

@@ -51,7 +51,7 @@ START_TEST(shipped_and_test_graphs_under_every_policy)
             ctx_init(&c);
             Compiled m;
             ck_assert_msg(compile_graph(&c, gl.gl_pathv[k], builtin_policies[p],
-                                        NULL, &m) == 0, "%s", c.err);
+                                        NULL, NULL, &m) == 0, "%s", c.err);
             assert_plan_sound(m.fwd);
             assert_plan_sound(m.train);
             ctx_free(&c);

@@ -376,7 +376,7 @@ START_TEST(int64_labels_through_views)
     buf_init(&cf, &c);
     buf_init(&hf, &c);
     ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
-    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7},");
+    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7, 0},");
     ck_assert_contains(cf.data, "const int64_t *v_ti = v_ts;");
     ctx_free(&c);
 }

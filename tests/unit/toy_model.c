@@ -9,7 +9,9 @@
  *   loss   = loss_scale * mean(y^2)
  *
  * The parameter table lists loss_scale first (offset 0) so that fc/W sits at
- * a nonzero offset, and fc/W's '/' exercises the %2F file-name escape.
+ * a nonzero offset in the parameters and at 0 in the gradients (which hold
+ * the trainable parameters only), and fc/W's '/' exercises the %2F
+ * file-name escape.
  */
 #include "remat_rt.h"
 
@@ -19,16 +21,17 @@
 
 #define OFF_SCALE 0
 #define OFF_W 1
+#define GRAD_W 0        /* fc/W's place in the gradient buffer */
 
 static const rt_tensor_info toy_params[] = {
-    {"loss_scale", OFF_SCALE, 1, 0, {0}, 0, 0, 0},
-    {"fc/W", OFF_W, K * N, 2, {K, N}, 1, 0, 0},
+    {"loss_scale", OFF_SCALE, 1, 0, {0}, 0, 0, 0, 0},
+    {"fc/W", OFF_W, K * N, 2, {K, N}, 1, 0, 0, GRAD_W},
 };
 static const rt_tensor_info toy_inputs[] = {
-    {"x", 0, M * K, 2, {M, K}, 0, 0, 0},
+    {"x", 0, M * K, 2, {M, K}, 0, 0, 0, 0},
 };
 static const rt_tensor_info toy_outputs[] = {
-    {"y", 0, M * N, 2, {M, N}, 0, 0, 0},
+    {"y", 0, M * N, 2, {M, N}, 0, 0, 0, 0},
 };
 
 static void toy_init(float *params, uint64_t seed)
@@ -76,10 +79,8 @@ static float toy_step(float *params, const float *inputs, const int64_t *ints,
     const float *x = inputs;
     float loss = toy_forward(params, inputs, ints, outputs, arena);
     float c = 2.0f * params[OFF_SCALE] / (float)(M * N);
-    float *dw = grads + OFF_W;
+    float *dw = grads + GRAD_W;
     int i, j, k;
-    if (!add)
-        grads[OFF_SCALE] = 0.0f;
     /* dW = c * x^T y */
     for (k = 0; k < K; k++)
         for (j = 0; j < N; j++) {
@@ -114,30 +115,31 @@ static void toy_sgd(float *params, const float *grads, float lr)
 {
     int i;
     for (i = 0; i < K * N; i++)
-        params[OFF_W + i] -= lr * grads[OFF_W + i];
+        params[OFF_W + i] -= lr * grads[GRAD_W + i];
 }
 
 /* the optimizers' state covers fc/W alone, the one trainable parameter */
 static void toy_sgd_step(float *params, const float *grads, float *state,
                          float lr, const rt_sgd_config *c, uint64_t step)
 {
-    rt_sgd_update(params + OFF_W, grads + OFF_W, state, K * N, lr, c, step);
+    rt_sgd_update(params + OFF_W, grads + GRAD_W, state + GRAD_W, K * N, lr,
+                  c, step);
 }
 
 static void toy_adamw_step(float *params, const float *grads, float *state,
                            float lr, const rt_adamw_config *c, uint64_t step)
 {
-    rt_adamw_update(params + OFF_W, grads + OFF_W, state, state + K * N,
-                    K * N, lr, c, step);
+    rt_adamw_update(params + OFF_W, grads + GRAD_W, state + GRAD_W,
+                    state + K * N + GRAD_W, K * N, lr, c, step);
 }
 
 static float toy_clip_grad_norm(float *grads, float max_norm)
 {
     float norm;
-    float coef = rt_clip_coef(rt_grad_norm_sq(grads + OFF_W, K * N),
+    float coef = rt_clip_coef(rt_grad_norm_sq(grads + GRAD_W, K * N),
                               max_norm, &norm);
     if (coef < 1.0f)
-        rt_scale(grads + OFF_W, K * N, coef);
+        rt_scale(grads + GRAD_W, K * N, coef);
     return norm;
 }
 
@@ -163,6 +165,7 @@ const rt_model toy_model = {
     toy_sgd_step,
     toy_adamw_step,
     toy_clip_grad_norm,
+    K * N,          /* gradients: fc/W alone */
 };
 
 /* the shim that a generated build links beside trainer.c */
