@@ -481,11 +481,14 @@ int node_axis(Ctx *c, const Graph *g, const Node *n, int rank, int hi)
     return (int)(a < 0 ? a + rank : a);
 }
 
+/* Softmax and LogSoftmax: one axis normalized, the kernel family's
+ * rt_<kernel>_forward/backward over (outer, dim, inner) lanes. */
 static int shape_softmax(Ctx *c, Graph *g, Node *n)
 {
     if (IN(0)->rank == 0)
-        return node_error(c, g, n, ctx_printf(c, "Softmax input '%s' is a "
-            "scalar; it needs at least one dimension", IN(0)->name));
+        return node_error(c, g, n, ctx_printf(c, "%s input '%s' is a "
+            "scalar; it needs at least one dimension", op_table[n->op].name,
+            IN(0)->name));
     if (node_axis(c, g, n, IN(0)->rank, IN(0)->rank - 1) < 0)
         return -1;
     return shape_same(c, g, n);
@@ -505,8 +508,8 @@ static const char *softmax_sizes(Emit *e, const Node *n)
 static void emit_softmax_fwd(Emit *e, const Node *n, const char *const *out,
                              const char *const *in)
 {
-    emit(e, "rt_softmax_forward(%s, %s, %s);", out[0], in[0],
-         softmax_sizes(e, n));
+    emit(e, "rt_%s_forward(%s, %s, %s);", op_table[n->op].kernel, out[0],
+         in[0], softmax_sizes(e, n));
 }
 
 static void emit_softmax_bwd(Emit *e, const Node *n, const char *const *din,
@@ -514,13 +517,14 @@ static void emit_softmax_bwd(Emit *e, const Node *n, const char *const *din,
                              const char *const *out)
 {
     (void)in;
-    emit(e, "rt_softmax_backward(%s, %s, %s, %s);", din[0], dout[0], out[0],
-         softmax_sizes(e, n));
+    emit(e, "rt_%s_backward(%s, %s, %s, %s);", op_table[n->op].kernel, din[0],
+         dout[0], out[0], softmax_sizes(e, n));
 }
 
 static double flops_softmax(const Graph *g, const Node *n)
 {
-    return 5.0 * OUT(0)->numel;     /* max, exp, sum, divide */
+    /* max, exp, sum, divide (LogSoftmax: log, subtract) */
+    return 5.0 * OUT(0)->numel;
 }
 
 /* Scale and bias hold exactly the normalized dimensions (x's from axis). */
@@ -1148,9 +1152,9 @@ const OpInfo op_table[] = {
                   shape_where, flops_out, {0, NEED_IN(0), NEED_IN(0)},
                   emit_where_fwd, emit_where_bwd, emit_where_static},
     [OP_LOG_SOFTMAX] = {"LogSoftmax", "log_softmax", 1, 1, 1, CAT_REDUCTION,
-                        softmax_attrs, shape_log_softmax, flops_log_softmax,
-                        {NEED_OUT(0)}, emit_log_softmax_fwd,
-                        emit_log_softmax_bwd, NULL},
+                        softmax_attrs, shape_softmax, flops_softmax,
+                        {NEED_OUT(0)}, emit_softmax_fwd, emit_softmax_bwd,
+                        NULL},
     /* `shape` as Reshape's; the backward sums dY back and reads nothing */
     [OP_EXPAND] = {"Expand", "expand", 1, 1, 1, CAT_SHAPE, reshape_attrs,
                    shape_expand, flops_none, {0}, emit_expand_fwd,

@@ -1,10 +1,10 @@
 /*
  * ops_pointwise.c: the shape rules, costs and emitters of the ONNX pointwise
  * family that torch exports around attention and normalization: Erf,
- * Reciprocal, Pow, Where, LogSoftmax and Expand. The rows themselves are in
- * ops.c's table; Erf and Reciprocal are plain unary rows, and Pow is a
- * broadcasting binary row like Mul and Div, so they need only their costs
- * from here.
+ * Reciprocal, Pow, Where and Expand. The rows themselves are in ops.c's
+ * table; Erf and Reciprocal are plain unary rows, Pow is a broadcasting
+ * binary row like Mul and Div, and LogSoftmax shares Softmax's rule and
+ * emitters there, so they need only their costs from here.
  *
  * Broadcasting is ONNX's multidirectional (numpy) rule: shapes align on
  * their last dimension, and each dimension is 1 or the largest extent there.
@@ -154,51 +154,6 @@ void emit_where_bwd(Emit *e, const Node *n, const char *const *din,
     (void)out;
     emit(e, "rt_where_backward(%s, %s, %s, %s, &where_%s);",
          or_null(din, 1, 3), or_null(din, 2, 3), dout[0], in[0], n->cname);
-}
-
-/* ---- LogSoftmax ------------------------------------------------------------------ */
-
-int shape_log_softmax(Ctx *c, Graph *g, Node *n)
-{
-    if (IN(0)->rank == 0)
-        return node_error(c, g, n, ctx_printf(c, "LogSoftmax input '%s' is "
-            "a scalar; it needs at least one dimension", IN(0)->name));
-    if (node_axis(c, g, n, IN(0)->rank, IN(0)->rank - 1) < 0)
-        return -1;
-    return shape_same(c, g, n);
-}
-
-/* "outer, dim, inner" around the axis */
-static const char *lane_sizes(Emit *e, const Node *n)
-{
-    const Graph *g = e->g;
-    const Tensor *x = IN(0);
-    long a = node_int(n, "axis");
-    int axis = (int)(a < 0 ? a + x->rank : a);
-    return ctx_printf(e->ctx, "%ld, %ld, %ld", dims_product(x, 0, axis),
-                      x->dims[axis], dims_product(x, axis + 1, x->rank));
-}
-
-void emit_log_softmax_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in)
-{
-    emit(e, "rt_log_softmax_forward(%s, %s, %s);", out[0], in[0],
-         lane_sizes(e, n));
-}
-
-void emit_log_softmax_bwd(Emit *e, const Node *n, const char *const *din,
-                          const char *const *dout, const char *const *in,
-                          const char *const *out)
-{
-    (void)in;
-    emit(e, "rt_log_softmax_backward(%s, %s, %s, %s);", din[0], dout[0],
-         out[0], lane_sizes(e, n));
-}
-
-/* max, exp, sum, log, subtract */
-double flops_log_softmax(const Graph *g, const Node *n)
-{
-    return 5.0 * OUT(0)->numel;
 }
 
 /* ---- Expand ---------------------------------------------------------------------- */

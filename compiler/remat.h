@@ -390,7 +390,7 @@ void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
                    const char *const *dout, const char *const *in,
                    const char *const *out);
 
-/* ---- ops_pointwise.c: Erf, Reciprocal, Pow, Where, LogSoftmax, Expand ---- */
+/* ---- ops_pointwise.c: Erf, Reciprocal, Pow, Where, Expand --------------------- */
 
 double flops_erf(const Graph *g, const Node *n);
 double flops_pow(const Graph *g, const Node *n);
@@ -401,13 +401,6 @@ void emit_where_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_where_bwd(Emit *e, const Node *n, const char *const *din,
                     const char *const *dout, const char *const *in,
                     const char *const *out);
-int shape_log_softmax(Ctx *c, Graph *g, Node *n);
-double flops_log_softmax(const Graph *g, const Node *n);
-void emit_log_softmax_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in);
-void emit_log_softmax_bwd(Emit *e, const Node *n, const char *const *din,
-                          const char *const *dout, const char *const *in,
-                          const char *const *out);
 int shape_expand(Ctx *c, Graph *g, Node *n);
 void emit_expand_static(Emit *e, const Node *n);
 void emit_expand_fwd(Emit *e, const Node *n, const char *const *out,
