@@ -807,6 +807,41 @@ void rt_where_backward(float *da, float *db, const float *dy,
     }
 }
 
+/* ---- normalizing along one axis: Softmax and LogSoftmax -------------- */
+
+/* The lane of (o, i) starts at o * dim * inner + i and has stride inner;
+ * for the usual last axis (inner 1) lanes are contiguous rows. Each kernel
+ * is its lane function run over every lane. */
+typedef void (*lane_fn)(float *y, const float *x, int dim, ptrdiff_t s);
+typedef void (*back_lane_fn)(float *dx, const float *dy, const float *y,
+                             int dim, ptrdiff_t s);
+
+static void each_lane(lane_fn f, float *y, const float *x, int outer,
+                      int dim, int inner)
+{
+    int o, i;
+    if (dim <= 0)
+        return;
+    for (o = 0; o < outer; o++) {
+        const size_t base = (size_t)o * dim * inner;
+        for (i = 0; i < inner; i++)
+            f(y + base + i, x + base + i, dim, inner);
+    }
+}
+
+static void each_back_lane(back_lane_fn f, float *dx, const float *dy,
+                           const float *y, int outer, int dim, int inner)
+{
+    int o, i;
+    if (dx == NULL || dim <= 0)
+        return;
+    for (o = 0; o < outer; o++) {
+        const size_t base = (size_t)o * dim * inner;
+        for (i = 0; i < inner; i++)
+            f(dx + base + i, dy + base + i, y + base + i, dim, inner);
+    }
+}
+
 /* One lane as softmax_lane's: y = (x - max) - log(sum exp(x - max)); the
  * sum is >= 1 (the max's term is 1), so the log is finite. y may be x. */
 static void log_softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
@@ -838,28 +873,13 @@ static void log_softmax_back_lane(float *dx, const float *dy, const float *y,
 void rt_log_softmax_forward(float *y, const float *x, int outer, int dim,
                             int inner)
 {
-    int o, i;
-    if (dim <= 0)
-        return;
-    for (o = 0; o < outer; o++) {
-        const size_t base = (size_t)o * dim * inner;
-        for (i = 0; i < inner; i++)
-            log_softmax_lane(y + base + i, x + base + i, dim, inner);
-    }
+    each_lane(log_softmax_lane, y, x, outer, dim, inner);
 }
 
 void rt_log_softmax_backward(float *dx, const float *dy, const float *y,
                              int outer, int dim, int inner)
 {
-    int o, i;
-    if (dx == NULL || dim <= 0)
-        return;
-    for (o = 0; o < outer; o++) {
-        const size_t base = (size_t)o * dim * inner;
-        for (i = 0; i < inner; i++)
-            log_softmax_back_lane(dx + base + i, dy + base + i, y + base + i,
-                                  dim, inner);
-    }
+    each_back_lane(log_softmax_back_lane, dx, dy, y, outer, dim, inner);
 }
 
 static void expand_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
@@ -1036,33 +1056,16 @@ static void softmax_back_lane(float *dx, const float *dy, const float *y,
         dx[d * s] += y[d * s] * (dy[d * s] - dot);
 }
 
-/* The lane of (o, i) starts at o * dim * inner + i and has stride inner;
- * for the usual last axis (inner 1) lanes are contiguous rows. */
 void rt_softmax_forward(float *y, const float *x, int outer, int dim,
                         int inner)
 {
-    int o, i;
-    if (dim <= 0)
-        return;
-    for (o = 0; o < outer; o++) {
-        const size_t base = (size_t)o * dim * inner;
-        for (i = 0; i < inner; i++)
-            softmax_lane(y + base + i, x + base + i, dim, inner);
-    }
+    each_lane(softmax_lane, y, x, outer, dim, inner);
 }
 
 void rt_softmax_backward(float *dx, const float *dy, const float *y,
                          int outer, int dim, int inner)
 {
-    int o, i;
-    if (dx == NULL || dim <= 0)
-        return;
-    for (o = 0; o < outer; o++) {
-        const size_t base = (size_t)o * dim * inner;
-        for (i = 0; i < inner; i++)
-            softmax_back_lane(dx + base + i, dy + base + i, y + base + i, dim,
-                              inner);
-    }
+    each_back_lane(softmax_back_lane, dx, dy, y, outer, dim, inner);
 }
 
 /* Mean and 1/sqrt(var + eps) of one row of cols > 0 values, var biased. Two
