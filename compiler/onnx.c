@@ -304,27 +304,11 @@ int const_from_tensor(Im *m, const Onnx__TensorProto *t, const char *name,
 
 int onnx_is_model(const char *data, size_t len)
 {
-    size_t k = 0;
-    if (len >= 3 && (unsigned char)data[0] == 0xEF)
-        k = 3;      /* a UTF-8 byte order mark: XML */
-    while (k < len && (data[k] == ' ' || data[k] == '\t' || data[k] == '\r' ||
-                       data[k] == '\n'))
-        k++;
-    /* A ModelProto starts with a field key; XML with '<'. */
-    return k < len && data[k] != '<' && k == 0;
-}
-
-int onnx_decodes(const char *data, size_t len, const char *file)
-{
-    size_t n = strlen(file);
-    if (n >= 5 && strcmp(file + n - 5, ".onnx") == 0)
-        return 1;
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len,
-                                                    (const uint8_t *)data);
-    if (!m)
-        return 0;
-    onnx__model_proto__free_unpacked(m, NULL);
-    return 1;
+    /* XML starts with '<', a UTF-8 byte-order mark or white space; a
+     * ModelProto with a field key */
+    unsigned char b = len ? (unsigned char)data[0] : '<';
+    return !(b == '<' || b == 0xEF || b == ' ' || b == '\t' || b == '\r' ||
+             b == '\n');
 }
 
 /* The declared shape of a graph input or output; -1 with an error for a
@@ -382,7 +366,7 @@ static int declared_shape(Im *m, const Onnx__ValueInfoProto *vi, Val *x,
  * once, so that nothing after this file's reading sees a NULL. */
 static int check_names(Im *m)
 {
-    const Onnx__GraphProto *gp = m->m->graph;
+    const Onnx__GraphProto *gp = m->model->graph;
     for (size_t k = 0; k < gp->n_input; k++)
         if (!gp->input[k]->name || !*gp->input[k]->name)
             return ctx_error(m->c, m->file, 0, "graph input %zu has no name; "
@@ -406,7 +390,7 @@ static int check_names(Im *m)
 
 static int read_values(Im *m)
 {
-    const Onnx__GraphProto *gp = m->m->graph;
+    const Onnx__GraphProto *gp = m->model->graph;
     if (check_names(m))
         return -1;
     for (size_t k = 0; k < gp->n_initializer; k++) {
@@ -436,7 +420,7 @@ static int read_values(Im *m)
 /* The node list: names made unique and valid, inputs resolved. */
 static int read_nodes(Im *m)
 {
-    const Onnx__GraphProto *gp = m->m->graph;
+    const Onnx__GraphProto *gp = m->model->graph;
     m->nn = (int)gp->n_node;
     m->nodes = ctx_alloc(m->c, ((size_t)m->nn + 1) * sizeof(ONode));
     for (int k = 0; k < m->nn; k++) {
@@ -486,7 +470,7 @@ static int read_nodes(Im *m)
 
 static int read_outputs(Im *m)
 {
-    const Onnx__GraphProto *gp = m->m->graph;
+    const Onnx__GraphProto *gp = m->model->graph;
     if (gp->n_output == 0)
         return ctx_error(m->c, m->file, 0, "graph: has no outputs; a model "
                          "computes at least one");
@@ -617,17 +601,19 @@ int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
                                stem_of(c, opt && opt->xml_path ? opt->xml_path
                                                                : file));
     m.model = onnx__model_proto__unpack(NULL, len, (const uint8_t *)data);
-    if (!m.model)
-        return ctx_error(c, file, 0, "not a graph file: neither XML (no '<' "
-                         "at the start) nor an ONNX ModelProto (protobuf "
-                         "decoding failed); give a graph in the format's XML "
-                         "or a .onnx from torch.onnx.export");
+    if (!m.model) {
+        size_t n = strlen(file);
+        ctx_error(c, file, 0, "not a graph file: neither XML (no '<' at the "
+                  "start) nor an ONNX ModelProto (protobuf decoding failed); "
+                  "give a graph in the format's XML or a .onnx from "
+                  "torch.onnx.export");
+        return n >= 5 && strcmp(file + n - 5, ".onnx") == 0 ? -1 : 1;
+    }
     ctx_defer(c, free_model, m.model);
-    m.m = m.model;
-    if (!m.m->graph)
+    if (!m.model->graph)
         return ctx_error(c, file, 0, "ONNX model has no graph");
-    for (size_t k = 0; k < m.m->n_opset_import; k++) {
-        const Onnx__OperatorSetIdProto *o = m.m->opset_import[k];
+    for (size_t k = 0; k < m.model->n_opset_import; k++) {
+        const Onnx__OperatorSetIdProto *o = m.model->opset_import[k];
         if ((!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) &&
             o->has_version)
             m.opset = (long)o->version;

@@ -55,7 +55,7 @@ typedef struct {
     Ctx *c;
     const char *file, *dir, *weights_dir;
     const ImportOptions *opt;
-    Onnx__ModelProto *model, *m;
+    Onnx__ModelProto *model;
     long opset;
     Val *v;
     int nv, vcap;

@@ -1337,11 +1337,14 @@ int parse_graph(Ctx *c, const char *file, Graph **out)
     size_t len;
     if (read_graph_file(c, file, &data, &len))
         return -1;
-    if (!onnx_is_model(data, len) || !onnx_decodes(data, len, file))
+    if (!onnx_is_model(data, len))
         return parse_graph_memory(c, file, data, len, out);
     Imported im;
     ImportOptions opt = {NULL, 1};
-    if (onnx_import(c, file, data, len, &opt, &im))
+    int rc = onnx_import(c, file, data, len, &opt, &im);
+    if (rc > 0)     /* not ONNX after all */
+        return parse_graph_memory(c, file, data, len, out);
+    if (rc < 0)
         return -1;
     return parse_graph_imported(c, file, &im, out);
 }

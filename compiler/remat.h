@@ -266,11 +266,11 @@ typedef struct {
     Buf report;             /* what was folded and rewritten */
 } Imported;
 
-/* Not XML: the first byte is not '<' (after a byte-order mark or space). */
+/* Not XML: the first byte is not '<', a byte-order mark or white space. */
 int onnx_is_model(const char *data, size_t len);
-/* Whether the bytes decode as a ModelProto; a file named .onnx is taken
- * for one either way (its errors are ONNX's), any other is XML's. */
-int onnx_decodes(const char *data, size_t len, const char *file);
+/* 0, or -1 with an error; 1 (the error set too) when the bytes are no
+ * ModelProto and the file is not named .onnx: a caller may read them as
+ * XML instead, so that a broken .xml gets the XML parser's message. */
 int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
                 const ImportOptions *opt, Imported *out);
 /* util.c: the weights as .npy files at their paths beside xml_path. */

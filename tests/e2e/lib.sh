@@ -15,3 +15,16 @@ finish() {   # name
     echo "$1: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
 }
+
+# run RC CMD ARGS...: stdout to $work/out, stderr to $work/err, exit RC;
+# otherwise says what it got (a script may define its own run instead).
+run() {
+    local want=$1 rc=0
+    shift
+    "$@" </dev/null >"$work/out" 2>"$work/err" || rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        echo "     $*: exit $rc, wanted $want" >&2
+        sed 's/^/     stderr: /' "$work/err" >&2
+        return 1
+    fi
+}

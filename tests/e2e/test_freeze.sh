@@ -9,17 +9,6 @@
 # Needs cc, OpenBLAS and /usr/bin/python3 with numpy.
 . "$(dirname "$0")/lib.sh"
 
-# run RC ARGS...: stdout to $work/out, stderr to $work/err, exit RC
-run() {
-    local want=$1 rc=0
-    shift
-    "$@" </dev/null >"$work/out" 2>"$work/err" || rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        echo "     $*: exit $rc, wanted $want" >&2
-        sed 's/^/     stderr: /' "$work/err" >&2
-        return 1
-    fi
-}
 # key FILE NAME: the value of a `NAME: value` line of a schedule report
 key() { sed -n "s/^$2: //p" "$1"; }
 

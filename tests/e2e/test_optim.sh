@@ -8,17 +8,6 @@
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 
-# run RC EXE ARGS...: stdout to $work/out, stderr to $work/err, exit RC
-run() {
-    local want=$1 rc=0
-    shift
-    "$@" </dev/null >"$work/out" 2>"$work/err" || rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        echo "     $*: exit $rc, wanted $want" >&2
-        sed 's/^/     stderr: /' "$work/err" >&2
-        return 1
-    fi
-}
 # exactly one line on stderr, starting "trainer: " and holding TEXT
 one_line() {
     [ "$(wc -l < "$work/err")" -eq 1 ] && grep -q '^trainer: ' "$work/err" &&
