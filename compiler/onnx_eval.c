@@ -714,15 +714,11 @@ static int fold_range(Im *m, ONode *o)
     if (delta == 0)
         return fold_error(m, o, "Range's delta is 0");
     double n = ceil((limit - start) / delta);
-    long count = n > 0 ? (long)n : 0;
-    Val *y = ints_out(m, o, 0, count);
+    /* past MAX_NUMEL make_out refuses it; a larger double is no long */
+    long count = n > 0 ? (n > (double)MAX_NUMEL ? MAX_NUMEL + 1 : (long)n) : 0;
+    Val *y = make_out(m, o, 0, a->dt == DT_F32 ? DT_F32 : DT_I64, 1, &count);
     if (!y)
         return -1;
-    if (a->dt == DT_F32) {
-        long c[1] = {count};
-        if (!(y = make_out(m, o, 0, DT_F32, 1, c)))
-            return -1;
-    }
     for (long k = 0; k < count; k++) {
         if (y->dt == DT_F32)
             y->f[k] = (float)(start + (double)k * delta);

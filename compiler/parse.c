@@ -85,6 +85,7 @@ typedef struct {
     int xml_err_line;
     Names tensors, nodes, blocks, cnames_t, cnames_n;
     const Imported *im;     /* an ONNX model's values, by init path */
+    Names weights;          /* init path -> index into im->weights */
 } Parser;
 
 #define ELEM_ERROR(P, X, ...)                                                   \
@@ -458,20 +459,18 @@ static int check_init_file(Parser *p, xmlNode *x, const Tensor *t,
 /* An imported model's values for t, if the importer gave them. */
 static int imported_values(Parser *p, xmlNode *x, Tensor *t)
 {
-    for (int k = 0; p->im && k < p->im->nweights; k++) {
-        const Weight *w = &p->im->weights[k];
-        if (strcmp(w->path, t->path) != 0)
-            continue;
-        int same = w->rank == t->rank;
-        for (int d = 0; same && d < t->rank; d++)
-            same = w->dims[d] == t->dims[d];
-        if (!same)
-            return ELEM_ERROR(p, x, "initializer '%s': the model's values "
-                              "have another shape", t->name);
-        t->data = (float *)w->data;
-        return 1;
-    }
-    return 0;
+    int k = p->im ? names_get(&p->weights, t->path) : -1;
+    if (k < 0)
+        return 0;
+    const Weight *w = &p->im->weights[k];
+    int same = w->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++)
+        same = w->dims[d] == t->dims[d];
+    if (!same)
+        return ELEM_ERROR(p, x, "initializer '%s': the model's values have "
+                          "another shape", t->name);
+    t->data = (float *)w->data;
+    return 1;
 }
 
 /* Parameters that train are finite; a constant may hold an infinity (a
@@ -1313,6 +1312,9 @@ int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
 {
     Parser p = {.c = c, .file = ctx_strdup(c, file), .dir = path_dir(c, file),
                 .im = im};
+    names_init(c, &p.weights, (size_t)im->nweights);
+    for (int k = 0; k < im->nweights; k++)
+        names_add(&p.weights, im->weights[k].path, k);
     p.g = ctx_alloc(c, sizeof(Graph));
     p.g->file = p.file;
     if (parse_xml(&p, im->xml.data, im->xml.len, parse_tree))
