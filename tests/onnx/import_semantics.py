@@ -12,19 +12,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
+from onnx_build import model, vi
+
 REMAT, WORK = sys.argv[1], sys.argv[2]
 failures = []
-
-
-def model(nodes, inputs, outputs, inits=(), opset=17):
-    g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
-
-
-def vi(name, shape, t=T.FLOAT):
-    return h.make_tensor_value_info(name, t, shape)
 
 
 def run(name, m, inputs, params=None):
