@@ -974,12 +974,12 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
              "decay) */");
         emit(e, "void %s_sgd_step(float *params, const float *grads, "
              "float *state, float lr,", n);
-        emit(e, "                 const rt_sgd_config *c, uint64_t step);");
+        emit(e, "    const rt_sgd_config *c, uint64_t step);");
         emit(e, "/* torch.optim.AdamW (decoupled weight decay, bias "
              "correction) */");
         emit(e, "void %s_adamw_step(float *params, const float *grads, "
              "float *state, float lr,", n);
-        emit(e, "                   const rt_adamw_config *c, uint64_t step);");
+        emit(e, "    const rt_adamw_config *c, uint64_t step);");
         emit(e, "/* torch.nn.utils.clip_grad_norm_ over the trainable "
              "gradients: scales them");
         emit(e, " * by max_norm / (norm + 1e-6) when that is below 1; returns "

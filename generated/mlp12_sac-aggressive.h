@@ -64,10 +64,10 @@ void mlp12_sgd(float *params, const float *grads, float lr);
 #define MLP12_ADAMW_STATE_FLOATS 3158016
 /* torch.optim.SGD (momentum, dampening, Nesterov, weight decay) */
 void mlp12_sgd_step(float *params, const float *grads, float *state, float lr,
-                 const rt_sgd_config *c, uint64_t step);
+    const rt_sgd_config *c, uint64_t step);
 /* torch.optim.AdamW (decoupled weight decay, bias correction) */
 void mlp12_adamw_step(float *params, const float *grads, float *state, float lr,
-                   const rt_adamw_config *c, uint64_t step);
+    const rt_adamw_config *c, uint64_t step);
 /* torch.nn.utils.clip_grad_norm_ over the trainable gradients: scales them
  * by max_norm / (norm + 1e-6) when that is below 1; returns the norm. */
 float mlp12_clip_grad_norm(float *grads, float max_norm);
