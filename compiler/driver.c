@@ -1,7 +1,8 @@
 /*
  * driver.c: the stages chained, from a graph file and a policy (and a
- * memory budget, which solve.c meets) to the two schedules with their arena
- * plans, which every command starts from. A forward-only graph (no loss)
+ * memory budget, which solve.c meets) to the schedules with their arena
+ * plans, which every command starts from: the forward, the train step and
+ * the fused train step. A forward-only graph (no loss)
  * has one schedule, the forward, which Compiled.train then points to too.
  */
 #include "remat.h"
@@ -36,11 +37,16 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
 {
     Schedule *fwd = ctx_alloc(c, sizeof *fwd);
     Schedule *train = fwd;      /* forward only: the one schedule */
-    if (schedule_build(c, g, r, 0, fwd) || plan_arena(c, fwd))
+    Schedule *fused = NULL;
+    if (schedule_build(c, g, r, SCHED_FORWARD, fwd) || plan_arena(c, fwd))
         return -1;
     if (graph_trains(g)) {
         train = ctx_alloc(c, sizeof *train);
-        if (schedule_build(c, g, r, 1, train) || plan_arena(c, train))
+        fused = ctx_alloc(c, sizeof *fused);
+        if (schedule_build(c, g, r, SCHED_TRAIN, train) ||
+            plan_arena(c, train) ||
+            schedule_build(c, g, r, SCHED_FUSED, fused) ||
+            plan_arena(c, fused))
             return -1;
     }
     m->g = g;
@@ -48,5 +54,6 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     m->remat = r;
     m->fwd = fwd;
     m->train = train;
+    m->fused = fused;
     return 0;
 }

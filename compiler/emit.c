@@ -4,8 +4,10 @@
  * The .c file is, in order: a comment block that summarises the plan; the
  * static data the kernels read (broadcast maps, initializer values from
  * files); the parameter, input and output tables; NAME_init; NAME_forward
- * (the forward schedule); NAME_train_step (the train schedule); NAME_sgd; and
- * the rt_model descriptor. A forward-only graph (no loss) has no train step
+ * (the forward schedule); NAME_train_step (the train schedule);
+ * NAME_train_step_fused (the fused schedule: the optimizer inside the
+ * backward); NAME_sgd and the optimizers' steps; and the rt_model
+ * descriptor. A forward-only graph (no loss) has no train step
  * and no SGD: its header says NAME_HAS_TRAIN_STEP 0 and its descriptor holds
  * NULL for both. Every function body is straight-line: one
  * statement per schedule entry, each under a comment naming the node, its
@@ -149,6 +151,8 @@ const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
     emit_map(e, n, x->rank, x->dims, sa, sb);
     return n->cname;
 }
+
+static size_t trainable_floats(const Graph *g);
 
 /* ---- names ------------------------------------------------------------------------ */
 
@@ -296,6 +300,13 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
     case S_BACKWARD:
         emit_backward_stmt(e, m, s, st);
         break;
+    case S_UPDATE:
+        emit(e, "/* d(%s) is final and nothing reads %s again: step it */",
+             t->name, t->name);
+        emit(e, "rt_optimizer_update(opt, params + %zu, d_%s, state + %zu, "
+             "%zu, %ld);", e->offset[st->tensor], t->cname,
+             e->grad_offset[st->tensor], trainable_floats(g), t->numel);
+        break;
     }
 }
 
@@ -379,7 +390,7 @@ static void emit_buffer_pointers(Emit *e, int train)
              buffer_names[buffer_of(x)], e->offset[t],
              write ? " /* updated in place */" : "");
     }
-    for (int t = 0; train && t < g->ntensors; t++) {
+    for (int t = 0; train && !e->fused && t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_PARAM && x->has_grad)
             emit(e, "float *d_%s = grads + %zu;", x->cname,
@@ -396,12 +407,19 @@ static void emit_body(Emit *e, const Compiled *m, const Schedule *s)
 }
 
 /* train 1: NAME_train_step's, 2: NAME_train_step_acc's, 3: the static
- * function both call (the train schedule, once), with its flag. */
+ * function both call (the train schedule, once), with its flag; 4:
+ * NAME_train_step_fused's. */
 static const char *signature(Ctx *c, const char *name, int train)
 {
     static const char *const fn[] = {"", "float %s_train_step",
                                      "float %s_train_step_acc",
                                      "static float %s_train_schedule"};
+    if (train == 4)
+        return ctx_printf(c, "float %s_train_step_fused(float *params, "
+                          "const float *inputs,\n    const int64_t "
+                          "*int_inputs, float *outputs, float *state,\n"
+                          "    const rt_optimizer *opt, uint64_t seed, "
+                          "uint64_t step, void *arena)", name);
     if (train)
         return ctx_printf(c, "%s(float *params, const float *inputs, "
                           "const int64_t *int_inputs, float *outputs, "
@@ -412,6 +430,45 @@ static const char *signature(Ctx *c, const char *name, int train)
     return ctx_printf(c, "float %s_forward(const float *params, const float "
                       "*inputs, const int64_t *int_inputs, float *outputs, "
                       "void *arena)", name);
+}
+
+/* The declarations every function body starts with. */
+static void emit_prologue(Emit *e, int train)
+{
+    /* byte offsets into the 64-byte aligned arena; every planned offset is
+     * a multiple of 64, so the casts through void * (which keep
+     * -Wcast-align quiet) never misalign a float */
+    emit(e, "unsigned char *a = arena;");
+    if (graph_trains(e->g))
+        emit(e, "float loss;");
+    emit(e, "(void)params; /* a graph may read no parameter or input */");
+    emit(e, "(void)inputs;");
+    emit(e, "(void)int_inputs;");
+    if (train)
+        emit(e, "(void)seed; /* read by Dropout only */");
+    if (train)
+        emit(e, "(void)step;");
+    emit_buffer_pointers(e, train);
+}
+
+/* NAME_train_step_fused: the fused schedule, each parameter stepped by
+ * opt where its S_UPDATE stands. */
+static void emit_fused(Emit *e, const Compiled *m)
+{
+    emit(e, "%s", signature(e->ctx, e->g->name, 4));
+    emit(e, "{");
+    e->indent++;
+    e->train = 1;
+    e->fused = 1;
+    emit_prologue(e, 1);
+    if (trainable_floats(e->g) == 0)
+        emit(e, "(void)state; (void)opt; /* nothing trainable */");
+    emit_body(e, m, m->fused);
+    emit(e, "return loss;");
+    e->fused = 0;
+    e->indent--;
+    emit(e, "}");
+    emit(e, "");
 }
 
 static void emit_function(Emit *e, const Compiled *m, int train)
@@ -425,26 +482,13 @@ static void emit_function(Emit *e, const Compiled *m, int train)
     emit(e, "{");
     e->indent++;
     e->train = train;
-    int trains = graph_trains(e->g);
-    /* byte offsets into the 64-byte aligned arena; every planned offset is
-     * a multiple of 64, so the casts through void * (which keep
-     * -Wcast-align quiet) never misalign a float */
-    emit(e, "unsigned char *a = arena;");
-    if (trains)
-        emit(e, "float loss;");
-    emit(e, "(void)params; /* a graph may read no parameter or input */");
-    emit(e, "(void)inputs;");
-    emit(e, "(void)int_inputs;");
-    if (train)
-        emit(e, "(void)seed; /* read by Dropout only */");
-    if (train)
-        emit(e, "(void)step;");
-    emit_buffer_pointers(e, train);
+    emit_prologue(e, train);
     if (train)
         emit(e, "if (!accumulate)\n        rt_zero(grads, %s_GRAD_FLOATS);",
              upper(e->ctx, name));
     emit_body(e, m, s);
-    emit(e, trains ? "return loss;" : "return 0.0f; /* forward only: no loss */");
+    emit(e, graph_trains(e->g) ? "return loss;"
+                               : "return 0.0f; /* forward only: no loss */");
     e->indent--;
     emit(e, "}");
     emit(e, "");
@@ -815,11 +859,13 @@ static void emit_descriptor(Emit *e, const Compiled *m)
         emit(e, "    %s_train_step_acc, %s_SGD_STATE_FLOATS, "
              "%s_ADAMW_STATE_FLOATS,", n, u, u);
         emit(e, "    %s_sgd_step, %s_adamw_step, %s_clip_grad_norm,", n, n, n);
-        emit(e, "    %s_GRAD_FLOATS,", u);
+        emit(e, "    %s_GRAD_FLOATS, %s_train_step_fused, "
+             "%s_FUSED_ARENA_BYTES,", u, n, u);
     } else {
         emit(e, "    NULL, 0, 0, NULL, NULL, NULL, /* forward only */");
-        emit(e, "    0,");
+        emit(e, "    0, NULL, 0,");
     }
+    emit(e, "    %s_FORWARD_ARENA_BYTES,", u);
     emit(e, "};");
 }
 
@@ -837,6 +883,9 @@ static void emit_summary(Emit *e, const Compiled *m)
     emit(e, " * saved bytes:     %.0f (activations kept for the backward)",
          s.saved_bytes);
     emit(e, " * arena bytes:     %.0f", s.arena_bytes);
+    if (m->fused)
+        emit(e, " * fused step:      %.0f arena bytes, no gradient buffer "
+             "(%.0f bytes)", s.fused_arena_bytes, s.grad_bytes);
     emit(e, " * recompute:       %.0f FLOPs in %.0f node executions",
          s.recompute_flops, s.recompute_execs);
     emit(e, " * saved tensors:");
@@ -889,6 +938,14 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
         emit(e, "/* 0: forward only. No output is the loss, so there is no "
              "train step,\n * no SGD and no gradient buffer. */");
     emit(e, "#define %s_HAS_TRAIN_STEP %d", u, trains);
+    if (trains) {
+        emit(e, "/* Bytes of the arena %s_train_step_fused works in: the "
+             "train step's", n);
+        emit(e, " * with each parameter's gradient in it while it is summed, "
+             "instead of a");
+        emit(e, " * gradient buffer of %s_GRAD_FLOATS floats. */", u);
+        emit(e, "#define %s_FUSED_ARENA_BYTES %zu", u, m->fused->arena_bytes);
+    }
     emit(e, "/* Floats in the parameter buffer. */");
     emit(e, "#define %s_PARAM_FLOATS %zu", u, pf);
     if (trains) {
@@ -985,6 +1042,20 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
         emit(e, " * by max_norm / (norm + 1e-6) when that is below 1; returns "
              "the norm. */");
         emit(e, "float %s_clip_grad_norm(float *grads, float max_norm);", n);
+        emit(e, "/* The train step with the optimizer inside the backward: "
+             "each trainable");
+        emit(e, " * parameter is stepped by opt (its kind, hyperparameters, "
+             "lr and step");
+        emit(e, " * set by the caller) as soon as its gradient is final, so "
+             "no gradient");
+        emit(e, " * buffer exists; state as for %s_sgd_step or "
+             "%s_adamw_step. The", n, n);
+        emit(e, " * parameters after it are those of train_step then the "
+             "optimizer's step.");
+        emit(e, " * Needs %s_FUSED_ARENA_BYTES of arena. No accumulation "
+             "and no clipping", u);
+        emit(e, " * by the global norm: both need every gradient at once. */");
+        emit(e, "%s;", signature(e->ctx, n, 4));
     }
     emit(e, "");
     if (!trains)
@@ -1025,7 +1096,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
     Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0,
-              grad_layout(c, m->g)};
+              grad_layout(c, m->g), 0};
     size_t wf = weights_file_floats(m->g);
     e.weights_file = wf > 0;
     if (weights) {
@@ -1052,12 +1123,13 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_function(&e, m, 0);
     if (graph_trains(m->g)) {
         emit_function(&e, m, 1);
+        emit_fused(&e, m);
         emit_sgd(&e);
         emit_optimizers(&e);
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset};
+              e.grad_offset, 0};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -621,7 +621,9 @@ typedef enum {
     S_SEED,                 /* d(loss) = 1 */
     S_ZERO,                 /* zero an activation gradient before it sums */
     S_GRAD_VIEW,            /* d(view) named as d(its source): no work */
-    S_BACKWARD              /* run node backward */
+    S_BACKWARD,             /* run node backward */
+    S_UPDATE                /* the fused step: the optimizer on a parameter
+                             * whose gradient is final */
 } StmtKind;
 
 /* A value is one buffer in the arena, or a view of one: a tensor's forward
@@ -663,8 +665,13 @@ typedef struct {
     double recompute_flops;
 } Schedule;
 
-/* Forward only (train = 0) or the train step (forward, loss, backward). */
-int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
+/* Forward only (train = 0), the train step (1: forward, loss, backward;
+ * parameter gradients in the caller's buffer) or the fused train step (2:
+ * each parameter's gradient in the arena from its first contribution to
+ * its S_UPDATE, placed after the gradient is final and the parameter's last
+ * read). */
+enum { SCHED_FORWARD, SCHED_TRAIN, SCHED_FUSED };
+int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s);
 
 /* ---- plan.c: arena offsets from liveness ------------------------------------ */
@@ -682,6 +689,9 @@ struct Compiled {
      * summary figures then describe the forward, and no train step is
      * emitted. */
     const Schedule *fwd, *train;
+    /* the fused train step's (optimizer inside the backward); NULL when
+     * forward only */
+    const Schedule *fused;
 };
 
 /* Compiles graph file + policy all the way to planned schedules; budget
@@ -712,6 +722,8 @@ struct Emit {
                              * train_step's forward, not a recompute */
     const size_t *grad_offset;  /* per trainable parameter: its place in the
                                  * gradient buffer (and optimizer state) */
+    int fused;              /* writing train_step_fused: parameter gradients
+                             * are arena values, S_UPDATE steps them */
 };
 
 /* Writes one line at the current indentation. */
@@ -741,6 +753,9 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
 typedef struct {
     double saved_bytes, arena_bytes, recompute_flops, forward_execs,
         recompute_execs, saved_tensors, recomputed_tensors;
+    /* the gradient buffer's bytes, and the arena of the fused train step,
+     * which needs no gradient buffer (0 and 0 when forward only) */
+    double grad_bytes, fused_arena_bytes;
 } Summary;
 
 void summarize(const Compiled *m, Summary *s);

@@ -29,6 +29,10 @@ void summarize(const Compiled *m, Summary *s)
     s->arena_bytes = (double)(m->train->arena_bytes > m->fwd->arena_bytes
                                   ? m->train->arena_bytes
                                   : m->fwd->arena_bytes);
+    for (int t = 0; m->fused && t < g->ntensors; t++)
+        if (g->tensors[t].kind == T_PARAM && g->tensors[t].trainable)
+            s->grad_bytes += (double)g->tensors[t].numel * sizeof(float);
+    s->fused_arena_bytes = m->fused ? (double)m->fused->arena_bytes : 0;
     s->recompute_flops = m->train->recompute_flops;
     s->forward_execs = m->train->forward_execs;
     s->recompute_execs = m->train->recompute_execs;
@@ -52,6 +56,8 @@ static const Field fields[] = {
     {"recompute_executions", offsetof(Summary, recompute_execs)},
     {"saved_tensors", offsetof(Summary, saved_tensors)},
     {"recomputed_tensors", offsetof(Summary, recomputed_tensors)},
+    {"gradient_bytes", offsetof(Summary, grad_bytes)},
+    {"fused_arena_bytes", offsetof(Summary, fused_arena_bytes)},
 };
 #define NFIELDS ((int)(sizeof fields / sizeof *fields))
 

@@ -18,7 +18,12 @@
  * from the recompute to its last reader. An activation's gradient is zeroed
  * just before the first backward that adds into it and lives until its
  * producer's backward has read it. Parameter gradients live in the caller's
- * gradient buffer, not in the arena.
+ * gradient buffer, not in the arena, except in the fused train step: there a
+ * parameter's gradient is an arena value like an activation's, zeroed where
+ * the first backward adds into it, and an S_UPDATE statement runs the
+ * optimizer on the parameter as soon as nothing later adds into the
+ * gradient or reads the parameter; so only the gradients being summed at
+ * one statement exist at once, never a buffer of all of them.
  *
  * An alias op's output (Reshape, Flatten: the op table's `alias`) is a view:
  * a value with no buffer of its own that shares its input's, the forward
@@ -46,6 +51,7 @@ typedef struct {
     const Remat *r;
     Schedule *s;
     int *stack;             /* materialize's work list */
+    int fused;              /* parameter gradients in the arena, updated */
 } Sched;
 
 static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute)
@@ -114,6 +120,14 @@ static void make_view(Sched *x, int v, int of)
 static int is_act(const Sched *x, int t)
 {
     return x->g->tensors[t].kind == T_ACT;
+}
+
+/* t's gradient is a value in the arena: an activation's always, a
+ * parameter's in the fused step (else it is the caller's gradient slot). */
+static int grad_in_arena(const Sched *x, int t)
+{
+    const Tensor *y = &x->g->tensors[t];
+    return y->kind == T_ACT || (x->fused && y->kind == T_PARAM && y->has_grad);
 }
 
 /* The value a backward-phase statement reads for forward tensor t. */
@@ -197,7 +211,7 @@ static int need_grad(Sched *x, int t)
     while (x->s->grad[t] < 0) {
         chain[n++] = t;
         int src = grad_view_of(x, t);
-        if (src < 0 || !is_act(x, src))
+        if (src < 0 || !grad_in_arena(x, src))
             break;
         t = src;
     }
@@ -209,8 +223,8 @@ static int need_grad(Sched *x, int t)
             continue;
         }
         int v = new_value(x, t, V_GRAD, add_stmt(x, S_GRAD_VIEW, -1, t, 0));
-        make_view(x, v, is_act(x, src) ? x->s->grad[src] : -1);
-        if (is_act(x, src))
+        make_view(x, v, grad_in_arena(x, src) ? x->s->grad[src] : -1);
+        if (grad_in_arena(x, src))
             use(x, x->s->grad[src], x->s->values[v].def);
     }
     return x->s->grad[t];
@@ -236,7 +250,7 @@ static void run_backward(Sched *x, int n)
         if (reads & NEED_OUT(o))
             materialize(x, nd->out[o]);
     for (int i = 0; i < nd->nin; i++)
-        if (want[i] && is_act(x, nd->in[i]))
+        if (want[i] && grad_in_arena(x, nd->in[i]))
             need_grad(x, nd->in[i]);
     int s = add_stmt(x, S_BACKWARD, n, -1, 0);
     add_scratch(x, s, nd, 1);
@@ -249,7 +263,7 @@ static void run_backward(Sched *x, int n)
     for (int i = 0; i < nd->nin; i++) {
         if ((reads & NEED_IN(i)) && is_act(x, nd->in[i]))
             use(x, instance(x, nd->in[i]), s);
-        if (want[i] && is_act(x, nd->in[i]))
+        if (want[i] && grad_in_arena(x, nd->in[i]))
             use(x, x->s->grad[nd->in[i]], s);
     }
 }
@@ -262,10 +276,90 @@ static int *filled(Ctx *c, int n, int v)
     return a;
 }
 
-int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
+/* The parameter whose memory tensor t is: t, or a view's source down a
+ * chain of views; -1 for anything else. */
+static int param_under(const Graph *g, int t)
+{
+    while (g->tensors[t].kind == T_ACT) {
+        const Node *p = &g->nodes[g->tensors[t].producer];
+        if (!op_table[p->op].alias)
+            return -1;
+        t = p->in[0];
+    }
+    return g->tensors[t].kind == T_PARAM ? t : -1;
+}
+
+/* The fused step's updates: each trainable parameter's S_UPDATE goes right
+ * after the last statement that adds into its gradient or reads the
+ * parameter (a recompute or a backward may read it after its gradient is
+ * final: a Where's condition computed from it has no gradient), so nothing
+ * ever sees a parameter half-way through the step. A trainable parameter
+ * the loss does not reach gets a zero gradient, as in the gradient buffer
+ * of the unfused step, whose optimizer steps it too (weight decay,
+ * momentum). The statements are then renumbered around the insertions. */
+static void place_updates(Sched *x)
+{
+    const Graph *g = x->g;
+    Schedule *s = x->s;
+    int *after = filled(x->c, g->ntensors, -1);
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *p = &g->tensors[t];
+        if (p->kind != T_PARAM || !p->trainable)
+            continue;
+        if (s->grad[t] < 0)
+            new_value(x, t, V_GRAD, add_stmt(x, S_ZERO, -1, t, 0));
+        after[t] = s->values[s->grad[t]].last;
+    }
+    for (int i = 0; i < s->nstmts; i++) {
+        const Stmt *st = &s->stmts[i];
+        if (st->kind != S_FORWARD && st->kind != S_BACKWARD)
+            continue;
+        const Node *n = &g->nodes[st->node];
+        for (int k = 0; k < n->nin; k++) {
+            int p = param_under(g, n->in[k]);
+            if (p >= 0 && after[p] >= 0 && after[p] < i)
+                after[p] = i;
+        }
+    }
+    /* shift[i]: the updates placed before old statement i, so its new
+     * index is i + shift[i]; the parameters bucketed by statement, in file
+     * order within one, from shift's prefix sums */
+    int n = s->nstmts;
+    int *shift = filled(x->c, n + 1, 0);
+    for (int t = 0; t < g->ntensors; t++)
+        if (after[t] >= 0)
+            shift[after[t] + 1]++;
+    for (int i = 1; i <= n; i++)
+        shift[i] += shift[i - 1];
+    int *bucket = filled(x->c, shift[n] + 1, -1);
+    int *fill = filled(x->c, n + 1, 0);
+    for (int t = 0; t < g->ntensors; t++)
+        if (after[t] >= 0)
+            bucket[shift[after[t]] + fill[after[t]]++] = t;
+    Stmt *old = s->stmts;
+    s->stmts = ctx_alloc(x->c, (size_t)(n + shift[n]) * sizeof(Stmt));
+    s->nstmts = 0;
+    for (int i = 0; i < n; i++) {
+        s->stmts[s->nstmts++] = old[i];
+        for (int k = shift[i]; k < shift[i + 1]; k++)
+            use(x, s->grad[bucket[k]],
+                add_stmt(x, S_UPDATE, -1, bucket[k], 0));
+    }
+    for (int v = 0; v < s->nvalues; v++) {
+        Value *val = &s->values[v];
+        if (!(val->kind == V_GRAD && val->tensor >= 0 &&
+              g->tensors[val->tensor].kind == T_PARAM)) {
+            val->def += shift[val->def];
+            val->last += shift[val->last];
+        } else
+            val->def += shift[val->def];    /* last: its S_UPDATE, set above */
+    }
+}
+
+int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s)
 {
-    Sched x = {c, g, r, s, NULL};
+    Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED};
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
     s->stmts = ctx_alloc(c, (3 * nn + nt + (size_t)g->noutputs + 1) *
                                 sizeof(Stmt));
@@ -285,11 +379,13 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int train,
     for (int i = 0; i < g->noutputs; i++)
         use(&x, s->fwd[g->outputs[i]],
             add_stmt(&x, S_OUTPUT, -1, g->outputs[i], 0));
-    if (!train || g->loss < 0 || !g->tensors[g->loss].has_grad)
+    if (kind == SCHED_FORWARD || g->loss < 0 || !g->tensors[g->loss].has_grad)
         return 0;
     new_value(&x, g->loss, V_GRAD, add_stmt(&x, S_SEED, -1, g->loss, 0));
     for (int k = g->nnodes - 1; k >= 0; k--)
         if (node_has_backward(g, &g->nodes[g->order[k]]))
             run_backward(&x, g->order[k]);
+    if (x.fused)
+        place_updates(&x);
     return 0;
 }

@@ -4,6 +4,7 @@
  * policy:          sac-aggressive
  * saved bytes:     3011840 (activations kept for the backward)
  * arena bytes:     5246528
+ * fused step:      5246528 arena bytes, no gradient buffer (81960 bytes)
  * recompute:       602112 FLOPs in 2 node executions
  * saved tensors:
  *   stage1.c [32x16x28x28]
@@ -268,6 +269,177 @@ float cnn_train_step_acc(float *params, const float *inputs, const int64_t *int_
         seed, step, arena, 1);
 }
 
+float cnn_train_step_fused(float *params, const float *inputs,
+    const int64_t *int_inputs, float *outputs, float *state,
+    const rt_optimizer *opt, uint64_t seed, uint64_t step, void *arena)
+{
+    unsigned char *a = arena;
+    float loss;
+    (void)params; /* a graph may read no parameter or input */
+    (void)inputs;
+    (void)int_inputs;
+    (void)seed; /* read by Dropout only */
+    (void)step;
+    const float *v_x = inputs + 0;
+    const int64_t *v_labels = int_inputs + 0;
+    const float *v_conv1_weight = params + 0;
+    const float *v_conv1_bias = params + 144;
+    const float *v_conv2_weight = params + 160;
+    const float *v_conv2_bias = params + 4768;
+    const float *v_fc_weight = params + 4800;
+    const float *v_fc_bias = params + 20480;
+
+    /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
+    float *v_stage1_c = (float *)(void *)(a + 28224);
+    rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
+
+    /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
+    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
+
+    /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
+    float *v_stage1_p = (float *)(void *)(a + 3239488);
+    rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
+
+    /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
+    float *v_stage2_c = (float *)(void *)(a + 1746752);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1633856));
+
+    /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
+    float *v_stage2_a = (float *)(void *)(a + 3640896);
+    rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
+
+    /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
+    float *v_stage2_p = (float *)(void *)(a + 2549568);
+    rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
+
+    /* flatten: Flatten -> flat [32x1568] view, no copy */
+    const float *v_flat = v_stage2_p;
+
+    /* fc: Gemm -> logits [32x10] */
+    float *v_logits = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
+
+    /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
+    float *v_loss = (float *)(void *)(a + 1280);
+    rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
+
+    /* output loss [scalar] */
+    if (outputs)
+        rt_copy(outputs + 0, v_loss, 1);
+    loss = v_loss[0];
+
+    /* backward: d(loss) = 1 */
+    float *d_loss = (float *)(void *)(a + 1280);
+    rt_fill(d_loss, 1, 1.0f);
+
+    /* d(logits) sums over its readers */
+    float *d_logits = (float *)(void *)(a + 1344);
+    rt_zero(d_logits, 320);
+
+    /* loss: SoftmaxCrossEntropyLoss backward */
+    rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
+
+    /* d(stage2.p) sums over its readers */
+    float *d_stage2_p = (float *)(void *)(a + 2750272);
+    rt_zero(d_stage2_p, 50176);
+
+    /* d(flat) is d(stage2.p): Flatten moves no data */
+    float *d_flat = d_stage2_p;
+
+    /* d(fc.weight) sums over its readers */
+    float *d_fc_weight = (float *)(void *)(a + 1633856);
+    rt_zero(d_fc_weight, 15680);
+
+    /* d(fc.bias) sums over its readers */
+    float *d_fc_bias = (float *)(void *)(a + 0);
+    rt_zero(d_fc_bias, 10);
+
+    /* fc: Gemm backward */
+    rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
+
+    /* d(fc.weight) is final and nothing reads fc.weight again: step it */
+    rt_optimizer_update(opt, params + 4800, d_fc_weight, state + 4800, 20490, 15680);
+
+    /* d(fc.bias) is final and nothing reads fc.bias again: step it */
+    rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
+
+    /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
+    float *r_stage2_a = (float *)(void *)(a + 3640896);
+    rt_relu_forward(r_stage2_a, v_stage2_c, 200704);
+
+    /* d(stage2.a) sums over its readers */
+    float *d_stage2_a = (float *)(void *)(a + 1633856);
+    rt_zero(d_stage2_a, 200704);
+
+    /* stage2.pool: MaxPool backward */
+    rt_maxpool_backward(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool);
+
+    /* d(stage2.c) sums over its readers */
+    float *d_stage2_c = (float *)(void *)(a + 2436672);
+    rt_zero(d_stage2_c, 200704);
+
+    /* stage2.relu: Relu backward */
+    rt_relu_backward(d_stage2_c, d_stage2_a, r_stage2_a, 200704);
+
+    /* d(stage1.p) sums over its readers */
+    float *d_stage1_p = (float *)(void *)(a + 1633856);
+    rt_zero(d_stage1_p, 100352);
+
+    /* d(conv2.weight) sums over its readers */
+    float *d_conv2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_conv2_weight, 4608);
+
+    /* d(conv2.bias) sums over its readers */
+    float *d_conv2_bias = (float *)(void *)(a + 18432);
+    rt_zero(d_conv2_bias, 32);
+
+    /* stage2.conv: Conv backward */
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2035264));
+
+    /* d(conv2.weight) is final and nothing reads conv2.weight again: step it */
+    rt_optimizer_update(opt, params + 160, d_conv2_weight, state + 160, 20490, 4608);
+
+    /* d(conv2.bias) is final and nothing reads conv2.bias again: step it */
+    rt_optimizer_update(opt, params + 4768, d_conv2_bias, state + 4768, 20490, 32);
+
+    /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute */
+    float *r_stage1_a = (float *)(void *)(a + 2035264);
+    rt_relu_forward(r_stage1_a, v_stage1_c, 401408);
+
+    /* d(stage1.a) sums over its readers */
+    float *d_stage1_a = (float *)(void *)(a + 0);
+    rt_zero(d_stage1_a, 401408);
+
+    /* stage1.pool: MaxPool backward */
+    rt_maxpool_backward(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool);
+
+    /* d(stage1.c) sums over its readers */
+    float *d_stage1_c = (float *)(void *)(a + 3640896);
+    rt_zero(d_stage1_c, 401408);
+
+    /* stage1.relu: Relu backward */
+    rt_relu_backward(d_stage1_c, d_stage1_a, r_stage1_a, 401408);
+
+    /* d(conv1.weight) sums over its readers */
+    float *d_conv1_weight = (float *)(void *)(a + 0);
+    rt_zero(d_conv1_weight, 144);
+
+    /* d(conv1.bias) sums over its readers */
+    float *d_conv1_bias = (float *)(void *)(a + 576);
+    rt_zero(d_conv1_bias, 16);
+
+    /* stage1.conv: Conv backward */
+    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 640));
+
+    /* d(conv1.weight) is final and nothing reads conv1.weight again: step it */
+    rt_optimizer_update(opt, params + 0, d_conv1_weight, state + 0, 20490, 144);
+
+    /* d(conv1.bias) is final and nothing reads conv1.bias again: step it */
+    rt_optimizer_update(opt, params + 144, d_conv1_bias, state + 144, 20490, 16);
+    return loss;
+}
+
 void cnn_sgd(float *params, const float *grads, float lr)
 {
     rt_sgd(params + 0, grads + 0, 144, lr); /* conv1.weight */
@@ -343,5 +515,6 @@ const rt_model cnn_model = {
     NULL, /* initial values in this file */
     cnn_train_step_acc, CNN_SGD_STATE_FLOATS, CNN_ADAMW_STATE_FLOATS,
     cnn_sgd_step, cnn_adamw_step, cnn_clip_grad_norm,
-    CNN_GRAD_FLOATS,
+    CNN_GRAD_FLOATS, cnn_train_step_fused, CNN_FUSED_ARENA_BYTES,
+    CNN_FORWARD_ARENA_BYTES,
 };

@@ -14,6 +14,10 @@ extern "C" {
 #define GPT_FORWARD_ARENA_BYTES 1310720
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define GPT_HAS_TRAIN_STEP 1
+/* Bytes of the arena gpt_train_step_fused works in: the train step's
+ * with each parameter's gradient in it while it is summed, instead of a
+ * gradient buffer of GPT_GRAD_FLOATS floats. */
+#define GPT_FUSED_ARENA_BYTES 6422528
 /* Floats in the parameter buffer. */
 #define GPT_PARAM_FLOATS 866560
 /* Floats in the gradient buffer: the trainable parameters only, each at
@@ -71,6 +75,16 @@ void gpt_adamw_step(float *params, const float *grads, float *state, float lr,
 /* torch.nn.utils.clip_grad_norm_ over the trainable gradients: scales them
  * by max_norm / (norm + 1e-6) when that is below 1; returns the norm. */
 float gpt_clip_grad_norm(float *grads, float max_norm);
+/* The train step with the optimizer inside the backward: each trainable
+ * parameter is stepped by opt (its kind, hyperparameters, lr and step
+ * set by the caller) as soon as its gradient is final, so no gradient
+ * buffer exists; state as for gpt_sgd_step or gpt_adamw_step. The
+ * parameters after it are those of train_step then the optimizer's step.
+ * Needs GPT_FUSED_ARENA_BYTES of arena. No accumulation and no clipping
+ * by the global norm: both need every gradient at once. */
+float gpt_train_step_fused(float *params, const float *inputs,
+    const int64_t *int_inputs, float *outputs, float *state,
+    const rt_optimizer *opt, uint64_t seed, uint64_t step, void *arena);
 
 extern const rt_model gpt_model;
 

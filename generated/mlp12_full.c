@@ -4,6 +4,7 @@
  * policy:          full
  * saved bytes:     393216 (activations kept for the backward)
  * arena bytes:     524288
+ * fused step:      787456 arena bytes, no gradient buffer (6316032 bytes)
  * recompute:       51216384 FLOPs in 24 node executions
  * saved tensors:
  *   b0.out [32x256]
@@ -1285,6 +1286,1068 @@ float mlp12_train_step_acc(float *params, const float *inputs, const int64_t *in
         seed, step, arena, 1);
 }
 
+float mlp12_train_step_fused(float *params, const float *inputs,
+    const int64_t *int_inputs, float *outputs, float *state,
+    const rt_optimizer *opt, uint64_t seed, uint64_t step, void *arena)
+{
+    unsigned char *a = arena;
+    float loss;
+    (void)params; /* a graph may read no parameter or input */
+    (void)inputs;
+    (void)int_inputs;
+    (void)seed; /* read by Dropout only */
+    (void)step;
+    const float *v_x = inputs + 0;
+    const float *v_target = inputs + 8192;
+    const float *v_b0_fc1_weight = params + 0;
+    const float *v_b0_fc1_bias = params + 65536;
+    const float *v_b0_fc2_weight = params + 65792;
+    const float *v_b0_fc2_bias = params + 131328;
+    const float *v_b1_fc1_weight = params + 131584;
+    const float *v_b1_fc1_bias = params + 197120;
+    const float *v_b1_fc2_weight = params + 197376;
+    const float *v_b1_fc2_bias = params + 262912;
+    const float *v_b2_fc1_weight = params + 263168;
+    const float *v_b2_fc1_bias = params + 328704;
+    const float *v_b2_fc2_weight = params + 328960;
+    const float *v_b2_fc2_bias = params + 394496;
+    const float *v_b3_fc1_weight = params + 394752;
+    const float *v_b3_fc1_bias = params + 460288;
+    const float *v_b3_fc2_weight = params + 460544;
+    const float *v_b3_fc2_bias = params + 526080;
+    const float *v_b4_fc1_weight = params + 526336;
+    const float *v_b4_fc1_bias = params + 591872;
+    const float *v_b4_fc2_weight = params + 592128;
+    const float *v_b4_fc2_bias = params + 657664;
+    const float *v_b5_fc1_weight = params + 657920;
+    const float *v_b5_fc1_bias = params + 723456;
+    const float *v_b5_fc2_weight = params + 723712;
+    const float *v_b5_fc2_bias = params + 789248;
+    const float *v_b6_fc1_weight = params + 789504;
+    const float *v_b6_fc1_bias = params + 855040;
+    const float *v_b6_fc2_weight = params + 855296;
+    const float *v_b6_fc2_bias = params + 920832;
+    const float *v_b7_fc1_weight = params + 921088;
+    const float *v_b7_fc1_bias = params + 986624;
+    const float *v_b7_fc2_weight = params + 986880;
+    const float *v_b7_fc2_bias = params + 1052416;
+    const float *v_b8_fc1_weight = params + 1052672;
+    const float *v_b8_fc1_bias = params + 1118208;
+    const float *v_b8_fc2_weight = params + 1118464;
+    const float *v_b8_fc2_bias = params + 1184000;
+    const float *v_b9_fc1_weight = params + 1184256;
+    const float *v_b9_fc1_bias = params + 1249792;
+    const float *v_b9_fc2_weight = params + 1250048;
+    const float *v_b9_fc2_bias = params + 1315584;
+    const float *v_b10_fc1_weight = params + 1315840;
+    const float *v_b10_fc1_bias = params + 1381376;
+    const float *v_b10_fc2_weight = params + 1381632;
+    const float *v_b10_fc2_bias = params + 1447168;
+    const float *v_b11_fc1_weight = params + 1447424;
+    const float *v_b11_fc1_bias = params + 1512960;
+    const float *v_b11_fc2_weight = params + 1513216;
+    const float *v_b11_fc2_bias = params + 1578752;
+
+    /* b0.fc1: Gemm -> b0.h1 [32x256] */
+    float *v_b0_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b0.act: Gelu -> b0.g [32x256] */
+    float *v_b0_g = (float *)(void *)(a + 32768);
+    rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
+
+    /* b0.fc2: Gemm -> b0.y [32x256] */
+    float *v_b0_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b0_y, v_b0_g, v_b0_fc2_weight, v_b0_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b0.res: Add -> b0.out [32x256] */
+    float *v_b0_out = (float *)(void *)(a + 32768);
+    rt_add_forward(v_b0_out, v_x, v_b0_y, &map_b0_res);
+
+    /* b1.fc1: Gemm -> b1.h1 [32x256] */
+    float *v_b1_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b1.act: Gelu -> b1.g [32x256] */
+    float *v_b1_g = (float *)(void *)(a + 65536);
+    rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
+
+    /* b1.fc2: Gemm -> b1.y [32x256] */
+    float *v_b1_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b1_y, v_b1_g, v_b1_fc2_weight, v_b1_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b1.res: Add -> b1.out [32x256] */
+    float *v_b1_out = (float *)(void *)(a + 65536);
+    rt_add_forward(v_b1_out, v_b0_out, v_b1_y, &map_b1_res);
+
+    /* b2.fc1: Gemm -> b2.h1 [32x256] */
+    float *v_b2_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b2.act: Gelu -> b2.g [32x256] */
+    float *v_b2_g = (float *)(void *)(a + 98304);
+    rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
+
+    /* b2.fc2: Gemm -> b2.y [32x256] */
+    float *v_b2_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b2_y, v_b2_g, v_b2_fc2_weight, v_b2_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b2.res: Add -> b2.out [32x256] */
+    float *v_b2_out = (float *)(void *)(a + 98304);
+    rt_add_forward(v_b2_out, v_b1_out, v_b2_y, &map_b2_res);
+
+    /* b3.fc1: Gemm -> b3.h1 [32x256] */
+    float *v_b3_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b3.act: Gelu -> b3.g [32x256] */
+    float *v_b3_g = (float *)(void *)(a + 131072);
+    rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
+
+    /* b3.fc2: Gemm -> b3.y [32x256] */
+    float *v_b3_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b3_y, v_b3_g, v_b3_fc2_weight, v_b3_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b3.res: Add -> b3.out [32x256] */
+    float *v_b3_out = (float *)(void *)(a + 131072);
+    rt_add_forward(v_b3_out, v_b2_out, v_b3_y, &map_b3_res);
+
+    /* b4.fc1: Gemm -> b4.h1 [32x256] */
+    float *v_b4_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b4.act: Gelu -> b4.g [32x256] */
+    float *v_b4_g = (float *)(void *)(a + 163840);
+    rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
+
+    /* b4.fc2: Gemm -> b4.y [32x256] */
+    float *v_b4_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b4_y, v_b4_g, v_b4_fc2_weight, v_b4_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b4.res: Add -> b4.out [32x256] */
+    float *v_b4_out = (float *)(void *)(a + 163840);
+    rt_add_forward(v_b4_out, v_b3_out, v_b4_y, &map_b4_res);
+
+    /* b5.fc1: Gemm -> b5.h1 [32x256] */
+    float *v_b5_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b5.act: Gelu -> b5.g [32x256] */
+    float *v_b5_g = (float *)(void *)(a + 196608);
+    rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
+
+    /* b5.fc2: Gemm -> b5.y [32x256] */
+    float *v_b5_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b5_y, v_b5_g, v_b5_fc2_weight, v_b5_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b5.res: Add -> b5.out [32x256] */
+    float *v_b5_out = (float *)(void *)(a + 196608);
+    rt_add_forward(v_b5_out, v_b4_out, v_b5_y, &map_b5_res);
+
+    /* b6.fc1: Gemm -> b6.h1 [32x256] */
+    float *v_b6_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b6.act: Gelu -> b6.g [32x256] */
+    float *v_b6_g = (float *)(void *)(a + 229376);
+    rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
+
+    /* b6.fc2: Gemm -> b6.y [32x256] */
+    float *v_b6_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b6_y, v_b6_g, v_b6_fc2_weight, v_b6_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b6.res: Add -> b6.out [32x256] */
+    float *v_b6_out = (float *)(void *)(a + 229376);
+    rt_add_forward(v_b6_out, v_b5_out, v_b6_y, &map_b6_res);
+
+    /* b7.fc1: Gemm -> b7.h1 [32x256] */
+    float *v_b7_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b7.act: Gelu -> b7.g [32x256] */
+    float *v_b7_g = (float *)(void *)(a + 262144);
+    rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
+
+    /* b7.fc2: Gemm -> b7.y [32x256] */
+    float *v_b7_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b7_y, v_b7_g, v_b7_fc2_weight, v_b7_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b7.res: Add -> b7.out [32x256] */
+    float *v_b7_out = (float *)(void *)(a + 262144);
+    rt_add_forward(v_b7_out, v_b6_out, v_b7_y, &map_b7_res);
+
+    /* b8.fc1: Gemm -> b8.h1 [32x256] */
+    float *v_b8_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b8.act: Gelu -> b8.g [32x256] */
+    float *v_b8_g = (float *)(void *)(a + 294912);
+    rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
+
+    /* b8.fc2: Gemm -> b8.y [32x256] */
+    float *v_b8_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b8_y, v_b8_g, v_b8_fc2_weight, v_b8_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b8.res: Add -> b8.out [32x256] */
+    float *v_b8_out = (float *)(void *)(a + 294912);
+    rt_add_forward(v_b8_out, v_b7_out, v_b8_y, &map_b8_res);
+
+    /* b9.fc1: Gemm -> b9.h1 [32x256] */
+    float *v_b9_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b9.act: Gelu -> b9.g [32x256] */
+    float *v_b9_g = (float *)(void *)(a + 327680);
+    rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
+
+    /* b9.fc2: Gemm -> b9.y [32x256] */
+    float *v_b9_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b9_y, v_b9_g, v_b9_fc2_weight, v_b9_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b9.res: Add -> b9.out [32x256] */
+    float *v_b9_out = (float *)(void *)(a + 327680);
+    rt_add_forward(v_b9_out, v_b8_out, v_b9_y, &map_b9_res);
+
+    /* b10.fc1: Gemm -> b10.h1 [32x256] */
+    float *v_b10_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b10.act: Gelu -> b10.g [32x256] */
+    float *v_b10_g = (float *)(void *)(a + 360448);
+    rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
+
+    /* b10.fc2: Gemm -> b10.y [32x256] */
+    float *v_b10_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b10_y, v_b10_g, v_b10_fc2_weight, v_b10_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b10.res: Add -> b10.out [32x256] */
+    float *v_b10_out = (float *)(void *)(a + 360448);
+    rt_add_forward(v_b10_out, v_b9_out, v_b10_y, &map_b10_res);
+
+    /* b11.fc1: Gemm -> b11.h1 [32x256] */
+    float *v_b11_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b11.act: Gelu -> b11.g [32x256] */
+    float *v_b11_g = (float *)(void *)(a + 393216);
+    rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
+
+    /* b11.fc2: Gemm -> b11.y [32x256] */
+    float *v_b11_y = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_b11_y, v_b11_g, v_b11_fc2_weight, v_b11_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b11.res: Add -> b11.out [32x256] */
+    float *v_b11_out = (float *)(void *)(a + 393216);
+    rt_add_forward(v_b11_out, v_b10_out, v_b11_y, &map_b11_res);
+
+    /* diff: Sub -> d [32x256] */
+    float *v_d = (float *)(void *)(a + 0);
+    rt_sub_forward(v_d, v_b11_out, v_target, &map_diff);
+
+    /* sq: Mul -> d2 [32x256] */
+    float *v_d2 = (float *)(void *)(a + 393216);
+    rt_mul_forward(v_d2, v_d, v_d, &map_sq);
+
+    /* mse: ReduceMean -> loss [scalar] */
+    float *v_loss = (float *)(void *)(a + 425984);
+    rt_reduce_forward(v_loss, v_d2, &map_mse, 1, 0.000122070312f);
+
+    /* output loss [scalar] */
+    if (outputs)
+        rt_copy(outputs + 0, v_loss, 1);
+    loss = v_loss[0];
+
+    /* backward: d(loss) = 1 */
+    float *d_loss = (float *)(void *)(a + 393216);
+    rt_fill(d_loss, 1, 1.0f);
+
+    /* d(d2) sums over its readers */
+    float *d_d2 = (float *)(void *)(a + 393280);
+    rt_zero(d_d2, 8192);
+
+    /* mse: ReduceMean backward */
+    rt_reduce_backward(d_d2, d_loss, &map_mse, 0.000122070312f);
+
+    /* d(d) sums over its readers */
+    float *d_d = (float *)(void *)(a + 426048);
+    rt_zero(d_d, 8192);
+
+    /* sq: Mul backward */
+    rt_mul_backward(d_d, d_d, d_d2, v_d, v_d, &map_sq);
+
+    /* d(b11.out) sums over its readers */
+    float *d_b11_out = (float *)(void *)(a + 0);
+    rt_zero(d_b11_out, 8192);
+
+    /* diff: Sub backward */
+    rt_sub_backward(d_b11_out, NULL, d_d, &map_diff);
+
+    /* d(b10.out) sums over its readers */
+    float *d_b10_out = (float *)(void *)(a + 393216);
+    rt_zero(d_b10_out, 8192);
+
+    /* d(b11.y) sums over its readers */
+    float *d_b11_y = (float *)(void *)(a + 425984);
+    rt_zero(d_b11_y, 8192);
+
+    /* b11.res: Add backward */
+    rt_add_backward(d_b10_out, d_b11_y, d_b11_out, &map_b11_res);
+
+    /* b11.fc1: Gemm -> b11.h1 [32x256] recompute */
+    float *r_b11_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(r_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b11.act: Gelu -> b11.g [32x256] recompute */
+    float *r_b11_g = (float *)(void *)(a + 458752);
+    rt_gelu_forward(r_b11_g, r_b11_h1, 8192, 0);
+
+    /* d(b11.g) sums over its readers */
+    float *d_b11_g = (float *)(void *)(a + 491520);
+    rt_zero(d_b11_g, 8192);
+
+    /* d(b11.fc2.weight) sums over its readers */
+    float *d_b11_fc2_weight = (float *)(void *)(a + 524288);
+    rt_zero(d_b11_fc2_weight, 65536);
+
+    /* d(b11.fc2.bias) sums over its readers */
+    float *d_b11_fc2_bias = (float *)(void *)(a + 786432);
+    rt_zero(d_b11_fc2_bias, 256);
+
+    /* b11.fc2: Gemm backward */
+    rt_gemm_backward(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, r_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b11.fc2.weight) is final and nothing reads b11.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 1513216, d_b11_fc2_weight, state + 1513216, 1579008, 65536);
+
+    /* d(b11.fc2.bias) is final and nothing reads b11.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 1578752, d_b11_fc2_bias, state + 1578752, 1579008, 256);
+
+    /* d(b11.h1) sums over its readers */
+    float *d_b11_h1 = (float *)(void *)(a + 425984);
+    rt_zero(d_b11_h1, 8192);
+
+    /* b11.act: Gelu backward */
+    rt_gelu_backward(d_b11_h1, d_b11_g, r_b11_h1, 8192, 0);
+
+    /* d(b11.fc1.weight) sums over its readers */
+    float *d_b11_fc1_weight = (float *)(void *)(a + 458752);
+    rt_zero(d_b11_fc1_weight, 65536);
+
+    /* d(b11.fc1.bias) sums over its readers */
+    float *d_b11_fc1_bias = (float *)(void *)(a + 0);
+    rt_zero(d_b11_fc1_bias, 256);
+
+    /* b11.fc1: Gemm backward */
+    rt_gemm_backward(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b11.fc1.weight) is final and nothing reads b11.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 1447424, d_b11_fc1_weight, state + 1447424, 1579008, 65536);
+
+    /* d(b11.fc1.bias) is final and nothing reads b11.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 1512960, d_b11_fc1_bias, state + 1512960, 1579008, 256);
+
+    /* d(b9.out) sums over its readers */
+    float *d_b9_out = (float *)(void *)(a + 0);
+    rt_zero(d_b9_out, 8192);
+
+    /* d(b10.y) sums over its readers */
+    float *d_b10_y = (float *)(void *)(a + 360448);
+    rt_zero(d_b10_y, 8192);
+
+    /* b10.res: Add backward */
+    rt_add_backward(d_b9_out, d_b10_y, d_b10_out, &map_b10_res);
+
+    /* b10.fc1: Gemm -> b10.h1 [32x256] recompute */
+    float *r_b10_h1 = (float *)(void *)(a + 393216);
+    rt_gemm_forward(r_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b10.act: Gelu -> b10.g [32x256] recompute */
+    float *r_b10_g = (float *)(void *)(a + 425984);
+    rt_gelu_forward(r_b10_g, r_b10_h1, 8192, 0);
+
+    /* d(b10.g) sums over its readers */
+    float *d_b10_g = (float *)(void *)(a + 458752);
+    rt_zero(d_b10_g, 8192);
+
+    /* d(b10.fc2.weight) sums over its readers */
+    float *d_b10_fc2_weight = (float *)(void *)(a + 491520);
+    rt_zero(d_b10_fc2_weight, 65536);
+
+    /* d(b10.fc2.bias) sums over its readers */
+    float *d_b10_fc2_bias = (float *)(void *)(a + 753664);
+    rt_zero(d_b10_fc2_bias, 256);
+
+    /* b10.fc2: Gemm backward */
+    rt_gemm_backward(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, r_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b10.fc2.weight) is final and nothing reads b10.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 1381632, d_b10_fc2_weight, state + 1381632, 1579008, 65536);
+
+    /* d(b10.fc2.bias) is final and nothing reads b10.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 1447168, d_b10_fc2_bias, state + 1447168, 1579008, 256);
+
+    /* d(b10.h1) sums over its readers */
+    float *d_b10_h1 = (float *)(void *)(a + 360448);
+    rt_zero(d_b10_h1, 8192);
+
+    /* b10.act: Gelu backward */
+    rt_gelu_backward(d_b10_h1, d_b10_g, r_b10_h1, 8192, 0);
+
+    /* d(b10.fc1.weight) sums over its readers */
+    float *d_b10_fc1_weight = (float *)(void *)(a + 393216);
+    rt_zero(d_b10_fc1_weight, 65536);
+
+    /* d(b10.fc1.bias) sums over its readers */
+    float *d_b10_fc1_bias = (float *)(void *)(a + 655360);
+    rt_zero(d_b10_fc1_bias, 256);
+
+    /* b10.fc1: Gemm backward */
+    rt_gemm_backward(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b10.fc1.weight) is final and nothing reads b10.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 1315840, d_b10_fc1_weight, state + 1315840, 1579008, 65536);
+
+    /* d(b10.fc1.bias) is final and nothing reads b10.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 1381376, d_b10_fc1_bias, state + 1381376, 1579008, 256);
+
+    /* d(b8.out) sums over its readers */
+    float *d_b8_out = (float *)(void *)(a + 327680);
+    rt_zero(d_b8_out, 8192);
+
+    /* d(b9.y) sums over its readers */
+    float *d_b9_y = (float *)(void *)(a + 360448);
+    rt_zero(d_b9_y, 8192);
+
+    /* b9.res: Add backward */
+    rt_add_backward(d_b8_out, d_b9_y, d_b9_out, &map_b9_res);
+
+    /* b9.fc1: Gemm -> b9.h1 [32x256] recompute */
+    float *r_b9_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(r_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b9.act: Gelu -> b9.g [32x256] recompute */
+    float *r_b9_g = (float *)(void *)(a + 393216);
+    rt_gelu_forward(r_b9_g, r_b9_h1, 8192, 0);
+
+    /* d(b9.g) sums over its readers */
+    float *d_b9_g = (float *)(void *)(a + 425984);
+    rt_zero(d_b9_g, 8192);
+
+    /* d(b9.fc2.weight) sums over its readers */
+    float *d_b9_fc2_weight = (float *)(void *)(a + 458752);
+    rt_zero(d_b9_fc2_weight, 65536);
+
+    /* d(b9.fc2.bias) sums over its readers */
+    float *d_b9_fc2_bias = (float *)(void *)(a + 720896);
+    rt_zero(d_b9_fc2_bias, 256);
+
+    /* b9.fc2: Gemm backward */
+    rt_gemm_backward(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, r_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b9.fc2.weight) is final and nothing reads b9.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 1250048, d_b9_fc2_weight, state + 1250048, 1579008, 65536);
+
+    /* d(b9.fc2.bias) is final and nothing reads b9.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 1315584, d_b9_fc2_bias, state + 1315584, 1579008, 256);
+
+    /* d(b9.h1) sums over its readers */
+    float *d_b9_h1 = (float *)(void *)(a + 360448);
+    rt_zero(d_b9_h1, 8192);
+
+    /* b9.act: Gelu backward */
+    rt_gelu_backward(d_b9_h1, d_b9_g, r_b9_h1, 8192, 0);
+
+    /* d(b9.fc1.weight) sums over its readers */
+    float *d_b9_fc1_weight = (float *)(void *)(a + 393216);
+    rt_zero(d_b9_fc1_weight, 65536);
+
+    /* d(b9.fc1.bias) sums over its readers */
+    float *d_b9_fc1_bias = (float *)(void *)(a + 0);
+    rt_zero(d_b9_fc1_bias, 256);
+
+    /* b9.fc1: Gemm backward */
+    rt_gemm_backward(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b9.fc1.weight) is final and nothing reads b9.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 1184256, d_b9_fc1_weight, state + 1184256, 1579008, 65536);
+
+    /* d(b9.fc1.bias) is final and nothing reads b9.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 1249792, d_b9_fc1_bias, state + 1249792, 1579008, 256);
+
+    /* d(b7.out) sums over its readers */
+    float *d_b7_out = (float *)(void *)(a + 0);
+    rt_zero(d_b7_out, 8192);
+
+    /* d(b8.y) sums over its readers */
+    float *d_b8_y = (float *)(void *)(a + 294912);
+    rt_zero(d_b8_y, 8192);
+
+    /* b8.res: Add backward */
+    rt_add_backward(d_b7_out, d_b8_y, d_b8_out, &map_b8_res);
+
+    /* b8.fc1: Gemm -> b8.h1 [32x256] recompute */
+    float *r_b8_h1 = (float *)(void *)(a + 327680);
+    rt_gemm_forward(r_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b8.act: Gelu -> b8.g [32x256] recompute */
+    float *r_b8_g = (float *)(void *)(a + 360448);
+    rt_gelu_forward(r_b8_g, r_b8_h1, 8192, 0);
+
+    /* d(b8.g) sums over its readers */
+    float *d_b8_g = (float *)(void *)(a + 393216);
+    rt_zero(d_b8_g, 8192);
+
+    /* d(b8.fc2.weight) sums over its readers */
+    float *d_b8_fc2_weight = (float *)(void *)(a + 425984);
+    rt_zero(d_b8_fc2_weight, 65536);
+
+    /* d(b8.fc2.bias) sums over its readers */
+    float *d_b8_fc2_bias = (float *)(void *)(a + 688128);
+    rt_zero(d_b8_fc2_bias, 256);
+
+    /* b8.fc2: Gemm backward */
+    rt_gemm_backward(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, r_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b8.fc2.weight) is final and nothing reads b8.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 1118464, d_b8_fc2_weight, state + 1118464, 1579008, 65536);
+
+    /* d(b8.fc2.bias) is final and nothing reads b8.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 1184000, d_b8_fc2_bias, state + 1184000, 1579008, 256);
+
+    /* d(b8.h1) sums over its readers */
+    float *d_b8_h1 = (float *)(void *)(a + 294912);
+    rt_zero(d_b8_h1, 8192);
+
+    /* b8.act: Gelu backward */
+    rt_gelu_backward(d_b8_h1, d_b8_g, r_b8_h1, 8192, 0);
+
+    /* d(b8.fc1.weight) sums over its readers */
+    float *d_b8_fc1_weight = (float *)(void *)(a + 327680);
+    rt_zero(d_b8_fc1_weight, 65536);
+
+    /* d(b8.fc1.bias) sums over its readers */
+    float *d_b8_fc1_bias = (float *)(void *)(a + 589824);
+    rt_zero(d_b8_fc1_bias, 256);
+
+    /* b8.fc1: Gemm backward */
+    rt_gemm_backward(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b8.fc1.weight) is final and nothing reads b8.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 1052672, d_b8_fc1_weight, state + 1052672, 1579008, 65536);
+
+    /* d(b8.fc1.bias) is final and nothing reads b8.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 1118208, d_b8_fc1_bias, state + 1118208, 1579008, 256);
+
+    /* d(b6.out) sums over its readers */
+    float *d_b6_out = (float *)(void *)(a + 262144);
+    rt_zero(d_b6_out, 8192);
+
+    /* d(b7.y) sums over its readers */
+    float *d_b7_y = (float *)(void *)(a + 294912);
+    rt_zero(d_b7_y, 8192);
+
+    /* b7.res: Add backward */
+    rt_add_backward(d_b6_out, d_b7_y, d_b7_out, &map_b7_res);
+
+    /* b7.fc1: Gemm -> b7.h1 [32x256] recompute */
+    float *r_b7_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(r_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b7.act: Gelu -> b7.g [32x256] recompute */
+    float *r_b7_g = (float *)(void *)(a + 327680);
+    rt_gelu_forward(r_b7_g, r_b7_h1, 8192, 0);
+
+    /* d(b7.g) sums over its readers */
+    float *d_b7_g = (float *)(void *)(a + 360448);
+    rt_zero(d_b7_g, 8192);
+
+    /* d(b7.fc2.weight) sums over its readers */
+    float *d_b7_fc2_weight = (float *)(void *)(a + 393216);
+    rt_zero(d_b7_fc2_weight, 65536);
+
+    /* d(b7.fc2.bias) sums over its readers */
+    float *d_b7_fc2_bias = (float *)(void *)(a + 655360);
+    rt_zero(d_b7_fc2_bias, 256);
+
+    /* b7.fc2: Gemm backward */
+    rt_gemm_backward(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, r_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b7.fc2.weight) is final and nothing reads b7.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 986880, d_b7_fc2_weight, state + 986880, 1579008, 65536);
+
+    /* d(b7.fc2.bias) is final and nothing reads b7.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 1052416, d_b7_fc2_bias, state + 1052416, 1579008, 256);
+
+    /* d(b7.h1) sums over its readers */
+    float *d_b7_h1 = (float *)(void *)(a + 294912);
+    rt_zero(d_b7_h1, 8192);
+
+    /* b7.act: Gelu backward */
+    rt_gelu_backward(d_b7_h1, d_b7_g, r_b7_h1, 8192, 0);
+
+    /* d(b7.fc1.weight) sums over its readers */
+    float *d_b7_fc1_weight = (float *)(void *)(a + 327680);
+    rt_zero(d_b7_fc1_weight, 65536);
+
+    /* d(b7.fc1.bias) sums over its readers */
+    float *d_b7_fc1_bias = (float *)(void *)(a + 0);
+    rt_zero(d_b7_fc1_bias, 256);
+
+    /* b7.fc1: Gemm backward */
+    rt_gemm_backward(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b7.fc1.weight) is final and nothing reads b7.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 921088, d_b7_fc1_weight, state + 921088, 1579008, 65536);
+
+    /* d(b7.fc1.bias) is final and nothing reads b7.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 986624, d_b7_fc1_bias, state + 986624, 1579008, 256);
+
+    /* d(b5.out) sums over its readers */
+    float *d_b5_out = (float *)(void *)(a + 0);
+    rt_zero(d_b5_out, 8192);
+
+    /* d(b6.y) sums over its readers */
+    float *d_b6_y = (float *)(void *)(a + 229376);
+    rt_zero(d_b6_y, 8192);
+
+    /* b6.res: Add backward */
+    rt_add_backward(d_b5_out, d_b6_y, d_b6_out, &map_b6_res);
+
+    /* b6.fc1: Gemm -> b6.h1 [32x256] recompute */
+    float *r_b6_h1 = (float *)(void *)(a + 262144);
+    rt_gemm_forward(r_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b6.act: Gelu -> b6.g [32x256] recompute */
+    float *r_b6_g = (float *)(void *)(a + 294912);
+    rt_gelu_forward(r_b6_g, r_b6_h1, 8192, 0);
+
+    /* d(b6.g) sums over its readers */
+    float *d_b6_g = (float *)(void *)(a + 327680);
+    rt_zero(d_b6_g, 8192);
+
+    /* d(b6.fc2.weight) sums over its readers */
+    float *d_b6_fc2_weight = (float *)(void *)(a + 360448);
+    rt_zero(d_b6_fc2_weight, 65536);
+
+    /* d(b6.fc2.bias) sums over its readers */
+    float *d_b6_fc2_bias = (float *)(void *)(a + 622592);
+    rt_zero(d_b6_fc2_bias, 256);
+
+    /* b6.fc2: Gemm backward */
+    rt_gemm_backward(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, r_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b6.fc2.weight) is final and nothing reads b6.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 855296, d_b6_fc2_weight, state + 855296, 1579008, 65536);
+
+    /* d(b6.fc2.bias) is final and nothing reads b6.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 920832, d_b6_fc2_bias, state + 920832, 1579008, 256);
+
+    /* d(b6.h1) sums over its readers */
+    float *d_b6_h1 = (float *)(void *)(a + 229376);
+    rt_zero(d_b6_h1, 8192);
+
+    /* b6.act: Gelu backward */
+    rt_gelu_backward(d_b6_h1, d_b6_g, r_b6_h1, 8192, 0);
+
+    /* d(b6.fc1.weight) sums over its readers */
+    float *d_b6_fc1_weight = (float *)(void *)(a + 262144);
+    rt_zero(d_b6_fc1_weight, 65536);
+
+    /* d(b6.fc1.bias) sums over its readers */
+    float *d_b6_fc1_bias = (float *)(void *)(a + 524288);
+    rt_zero(d_b6_fc1_bias, 256);
+
+    /* b6.fc1: Gemm backward */
+    rt_gemm_backward(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b6.fc1.weight) is final and nothing reads b6.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 789504, d_b6_fc1_weight, state + 789504, 1579008, 65536);
+
+    /* d(b6.fc1.bias) is final and nothing reads b6.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 855040, d_b6_fc1_bias, state + 855040, 1579008, 256);
+
+    /* d(b4.out) sums over its readers */
+    float *d_b4_out = (float *)(void *)(a + 196608);
+    rt_zero(d_b4_out, 8192);
+
+    /* d(b5.y) sums over its readers */
+    float *d_b5_y = (float *)(void *)(a + 229376);
+    rt_zero(d_b5_y, 8192);
+
+    /* b5.res: Add backward */
+    rt_add_backward(d_b4_out, d_b5_y, d_b5_out, &map_b5_res);
+
+    /* b5.fc1: Gemm -> b5.h1 [32x256] recompute */
+    float *r_b5_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(r_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b5.act: Gelu -> b5.g [32x256] recompute */
+    float *r_b5_g = (float *)(void *)(a + 262144);
+    rt_gelu_forward(r_b5_g, r_b5_h1, 8192, 0);
+
+    /* d(b5.g) sums over its readers */
+    float *d_b5_g = (float *)(void *)(a + 294912);
+    rt_zero(d_b5_g, 8192);
+
+    /* d(b5.fc2.weight) sums over its readers */
+    float *d_b5_fc2_weight = (float *)(void *)(a + 327680);
+    rt_zero(d_b5_fc2_weight, 65536);
+
+    /* d(b5.fc2.bias) sums over its readers */
+    float *d_b5_fc2_bias = (float *)(void *)(a + 589824);
+    rt_zero(d_b5_fc2_bias, 256);
+
+    /* b5.fc2: Gemm backward */
+    rt_gemm_backward(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, r_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b5.fc2.weight) is final and nothing reads b5.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 723712, d_b5_fc2_weight, state + 723712, 1579008, 65536);
+
+    /* d(b5.fc2.bias) is final and nothing reads b5.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 789248, d_b5_fc2_bias, state + 789248, 1579008, 256);
+
+    /* d(b5.h1) sums over its readers */
+    float *d_b5_h1 = (float *)(void *)(a + 229376);
+    rt_zero(d_b5_h1, 8192);
+
+    /* b5.act: Gelu backward */
+    rt_gelu_backward(d_b5_h1, d_b5_g, r_b5_h1, 8192, 0);
+
+    /* d(b5.fc1.weight) sums over its readers */
+    float *d_b5_fc1_weight = (float *)(void *)(a + 262144);
+    rt_zero(d_b5_fc1_weight, 65536);
+
+    /* d(b5.fc1.bias) sums over its readers */
+    float *d_b5_fc1_bias = (float *)(void *)(a + 0);
+    rt_zero(d_b5_fc1_bias, 256);
+
+    /* b5.fc1: Gemm backward */
+    rt_gemm_backward(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b5.fc1.weight) is final and nothing reads b5.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 657920, d_b5_fc1_weight, state + 657920, 1579008, 65536);
+
+    /* d(b5.fc1.bias) is final and nothing reads b5.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 723456, d_b5_fc1_bias, state + 723456, 1579008, 256);
+
+    /* d(b3.out) sums over its readers */
+    float *d_b3_out = (float *)(void *)(a + 0);
+    rt_zero(d_b3_out, 8192);
+
+    /* d(b4.y) sums over its readers */
+    float *d_b4_y = (float *)(void *)(a + 163840);
+    rt_zero(d_b4_y, 8192);
+
+    /* b4.res: Add backward */
+    rt_add_backward(d_b3_out, d_b4_y, d_b4_out, &map_b4_res);
+
+    /* b4.fc1: Gemm -> b4.h1 [32x256] recompute */
+    float *r_b4_h1 = (float *)(void *)(a + 196608);
+    rt_gemm_forward(r_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b4.act: Gelu -> b4.g [32x256] recompute */
+    float *r_b4_g = (float *)(void *)(a + 229376);
+    rt_gelu_forward(r_b4_g, r_b4_h1, 8192, 0);
+
+    /* d(b4.g) sums over its readers */
+    float *d_b4_g = (float *)(void *)(a + 262144);
+    rt_zero(d_b4_g, 8192);
+
+    /* d(b4.fc2.weight) sums over its readers */
+    float *d_b4_fc2_weight = (float *)(void *)(a + 294912);
+    rt_zero(d_b4_fc2_weight, 65536);
+
+    /* d(b4.fc2.bias) sums over its readers */
+    float *d_b4_fc2_bias = (float *)(void *)(a + 557056);
+    rt_zero(d_b4_fc2_bias, 256);
+
+    /* b4.fc2: Gemm backward */
+    rt_gemm_backward(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, r_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b4.fc2.weight) is final and nothing reads b4.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 592128, d_b4_fc2_weight, state + 592128, 1579008, 65536);
+
+    /* d(b4.fc2.bias) is final and nothing reads b4.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 657664, d_b4_fc2_bias, state + 657664, 1579008, 256);
+
+    /* d(b4.h1) sums over its readers */
+    float *d_b4_h1 = (float *)(void *)(a + 163840);
+    rt_zero(d_b4_h1, 8192);
+
+    /* b4.act: Gelu backward */
+    rt_gelu_backward(d_b4_h1, d_b4_g, r_b4_h1, 8192, 0);
+
+    /* d(b4.fc1.weight) sums over its readers */
+    float *d_b4_fc1_weight = (float *)(void *)(a + 196608);
+    rt_zero(d_b4_fc1_weight, 65536);
+
+    /* d(b4.fc1.bias) sums over its readers */
+    float *d_b4_fc1_bias = (float *)(void *)(a + 458752);
+    rt_zero(d_b4_fc1_bias, 256);
+
+    /* b4.fc1: Gemm backward */
+    rt_gemm_backward(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b4.fc1.weight) is final and nothing reads b4.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 526336, d_b4_fc1_weight, state + 526336, 1579008, 65536);
+
+    /* d(b4.fc1.bias) is final and nothing reads b4.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 591872, d_b4_fc1_bias, state + 591872, 1579008, 256);
+
+    /* d(b2.out) sums over its readers */
+    float *d_b2_out = (float *)(void *)(a + 131072);
+    rt_zero(d_b2_out, 8192);
+
+    /* d(b3.y) sums over its readers */
+    float *d_b3_y = (float *)(void *)(a + 163840);
+    rt_zero(d_b3_y, 8192);
+
+    /* b3.res: Add backward */
+    rt_add_backward(d_b2_out, d_b3_y, d_b3_out, &map_b3_res);
+
+    /* b3.fc1: Gemm -> b3.h1 [32x256] recompute */
+    float *r_b3_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(r_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b3.act: Gelu -> b3.g [32x256] recompute */
+    float *r_b3_g = (float *)(void *)(a + 196608);
+    rt_gelu_forward(r_b3_g, r_b3_h1, 8192, 0);
+
+    /* d(b3.g) sums over its readers */
+    float *d_b3_g = (float *)(void *)(a + 229376);
+    rt_zero(d_b3_g, 8192);
+
+    /* d(b3.fc2.weight) sums over its readers */
+    float *d_b3_fc2_weight = (float *)(void *)(a + 262144);
+    rt_zero(d_b3_fc2_weight, 65536);
+
+    /* d(b3.fc2.bias) sums over its readers */
+    float *d_b3_fc2_bias = (float *)(void *)(a + 524288);
+    rt_zero(d_b3_fc2_bias, 256);
+
+    /* b3.fc2: Gemm backward */
+    rt_gemm_backward(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, r_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b3.fc2.weight) is final and nothing reads b3.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 460544, d_b3_fc2_weight, state + 460544, 1579008, 65536);
+
+    /* d(b3.fc2.bias) is final and nothing reads b3.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 526080, d_b3_fc2_bias, state + 526080, 1579008, 256);
+
+    /* d(b3.h1) sums over its readers */
+    float *d_b3_h1 = (float *)(void *)(a + 163840);
+    rt_zero(d_b3_h1, 8192);
+
+    /* b3.act: Gelu backward */
+    rt_gelu_backward(d_b3_h1, d_b3_g, r_b3_h1, 8192, 0);
+
+    /* d(b3.fc1.weight) sums over its readers */
+    float *d_b3_fc1_weight = (float *)(void *)(a + 196608);
+    rt_zero(d_b3_fc1_weight, 65536);
+
+    /* d(b3.fc1.bias) sums over its readers */
+    float *d_b3_fc1_bias = (float *)(void *)(a + 0);
+    rt_zero(d_b3_fc1_bias, 256);
+
+    /* b3.fc1: Gemm backward */
+    rt_gemm_backward(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b3.fc1.weight) is final and nothing reads b3.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 394752, d_b3_fc1_weight, state + 394752, 1579008, 65536);
+
+    /* d(b3.fc1.bias) is final and nothing reads b3.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 460288, d_b3_fc1_bias, state + 460288, 1579008, 256);
+
+    /* d(b1.out) sums over its readers */
+    float *d_b1_out = (float *)(void *)(a + 0);
+    rt_zero(d_b1_out, 8192);
+
+    /* d(b2.y) sums over its readers */
+    float *d_b2_y = (float *)(void *)(a + 98304);
+    rt_zero(d_b2_y, 8192);
+
+    /* b2.res: Add backward */
+    rt_add_backward(d_b1_out, d_b2_y, d_b2_out, &map_b2_res);
+
+    /* b2.fc1: Gemm -> b2.h1 [32x256] recompute */
+    float *r_b2_h1 = (float *)(void *)(a + 131072);
+    rt_gemm_forward(r_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b2.act: Gelu -> b2.g [32x256] recompute */
+    float *r_b2_g = (float *)(void *)(a + 163840);
+    rt_gelu_forward(r_b2_g, r_b2_h1, 8192, 0);
+
+    /* d(b2.g) sums over its readers */
+    float *d_b2_g = (float *)(void *)(a + 196608);
+    rt_zero(d_b2_g, 8192);
+
+    /* d(b2.fc2.weight) sums over its readers */
+    float *d_b2_fc2_weight = (float *)(void *)(a + 229376);
+    rt_zero(d_b2_fc2_weight, 65536);
+
+    /* d(b2.fc2.bias) sums over its readers */
+    float *d_b2_fc2_bias = (float *)(void *)(a + 491520);
+    rt_zero(d_b2_fc2_bias, 256);
+
+    /* b2.fc2: Gemm backward */
+    rt_gemm_backward(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, r_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b2.fc2.weight) is final and nothing reads b2.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 328960, d_b2_fc2_weight, state + 328960, 1579008, 65536);
+
+    /* d(b2.fc2.bias) is final and nothing reads b2.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 394496, d_b2_fc2_bias, state + 394496, 1579008, 256);
+
+    /* d(b2.h1) sums over its readers */
+    float *d_b2_h1 = (float *)(void *)(a + 98304);
+    rt_zero(d_b2_h1, 8192);
+
+    /* b2.act: Gelu backward */
+    rt_gelu_backward(d_b2_h1, d_b2_g, r_b2_h1, 8192, 0);
+
+    /* d(b2.fc1.weight) sums over its readers */
+    float *d_b2_fc1_weight = (float *)(void *)(a + 131072);
+    rt_zero(d_b2_fc1_weight, 65536);
+
+    /* d(b2.fc1.bias) sums over its readers */
+    float *d_b2_fc1_bias = (float *)(void *)(a + 393216);
+    rt_zero(d_b2_fc1_bias, 256);
+
+    /* b2.fc1: Gemm backward */
+    rt_gemm_backward(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b2.fc1.weight) is final and nothing reads b2.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 263168, d_b2_fc1_weight, state + 263168, 1579008, 65536);
+
+    /* d(b2.fc1.bias) is final and nothing reads b2.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 328704, d_b2_fc1_bias, state + 328704, 1579008, 256);
+
+    /* d(b0.out) sums over its readers */
+    float *d_b0_out = (float *)(void *)(a + 65536);
+    rt_zero(d_b0_out, 8192);
+
+    /* d(b1.y) sums over its readers */
+    float *d_b1_y = (float *)(void *)(a + 98304);
+    rt_zero(d_b1_y, 8192);
+
+    /* b1.res: Add backward */
+    rt_add_backward(d_b0_out, d_b1_y, d_b1_out, &map_b1_res);
+
+    /* b1.fc1: Gemm -> b1.h1 [32x256] recompute */
+    float *r_b1_h1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(r_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b1.act: Gelu -> b1.g [32x256] recompute */
+    float *r_b1_g = (float *)(void *)(a + 131072);
+    rt_gelu_forward(r_b1_g, r_b1_h1, 8192, 0);
+
+    /* d(b1.g) sums over its readers */
+    float *d_b1_g = (float *)(void *)(a + 163840);
+    rt_zero(d_b1_g, 8192);
+
+    /* d(b1.fc2.weight) sums over its readers */
+    float *d_b1_fc2_weight = (float *)(void *)(a + 196608);
+    rt_zero(d_b1_fc2_weight, 65536);
+
+    /* d(b1.fc2.bias) sums over its readers */
+    float *d_b1_fc2_bias = (float *)(void *)(a + 458752);
+    rt_zero(d_b1_fc2_bias, 256);
+
+    /* b1.fc2: Gemm backward */
+    rt_gemm_backward(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, r_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b1.fc2.weight) is final and nothing reads b1.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 197376, d_b1_fc2_weight, state + 197376, 1579008, 65536);
+
+    /* d(b1.fc2.bias) is final and nothing reads b1.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 262912, d_b1_fc2_bias, state + 262912, 1579008, 256);
+
+    /* d(b1.h1) sums over its readers */
+    float *d_b1_h1 = (float *)(void *)(a + 98304);
+    rt_zero(d_b1_h1, 8192);
+
+    /* b1.act: Gelu backward */
+    rt_gelu_backward(d_b1_h1, d_b1_g, r_b1_h1, 8192, 0);
+
+    /* d(b1.fc1.weight) sums over its readers */
+    float *d_b1_fc1_weight = (float *)(void *)(a + 131072);
+    rt_zero(d_b1_fc1_weight, 65536);
+
+    /* d(b1.fc1.bias) sums over its readers */
+    float *d_b1_fc1_bias = (float *)(void *)(a + 0);
+    rt_zero(d_b1_fc1_bias, 256);
+
+    /* b1.fc1: Gemm backward */
+    rt_gemm_backward(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b1.fc1.weight) is final and nothing reads b1.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 131584, d_b1_fc1_weight, state + 131584, 1579008, 65536);
+
+    /* d(b1.fc1.bias) is final and nothing reads b1.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 197120, d_b1_fc1_bias, state + 197120, 1579008, 256);
+
+    /* d(b0.y) sums over its readers */
+    float *d_b0_y = (float *)(void *)(a + 0);
+    rt_zero(d_b0_y, 8192);
+
+    /* b0.res: Add backward */
+    rt_add_backward(NULL, d_b0_y, d_b0_out, &map_b0_res);
+
+    /* b0.fc1: Gemm -> b0.h1 [32x256] recompute */
+    float *r_b0_h1 = (float *)(void *)(a + 32768);
+    rt_gemm_forward(r_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* b0.act: Gelu -> b0.g [32x256] recompute */
+    float *r_b0_g = (float *)(void *)(a + 65536);
+    rt_gelu_forward(r_b0_g, r_b0_h1, 8192, 0);
+
+    /* d(b0.g) sums over its readers */
+    float *d_b0_g = (float *)(void *)(a + 98304);
+    rt_zero(d_b0_g, 8192);
+
+    /* d(b0.fc2.weight) sums over its readers */
+    float *d_b0_fc2_weight = (float *)(void *)(a + 131072);
+    rt_zero(d_b0_fc2_weight, 65536);
+
+    /* d(b0.fc2.bias) sums over its readers */
+    float *d_b0_fc2_bias = (float *)(void *)(a + 393216);
+    rt_zero(d_b0_fc2_bias, 256);
+
+    /* b0.fc2: Gemm backward */
+    rt_gemm_backward(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, r_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b0.fc2.weight) is final and nothing reads b0.fc2.weight again: step it */
+    rt_optimizer_update(opt, params + 65792, d_b0_fc2_weight, state + 65792, 1579008, 65536);
+
+    /* d(b0.fc2.bias) is final and nothing reads b0.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 131328, d_b0_fc2_bias, state + 131328, 1579008, 256);
+
+    /* d(b0.h1) sums over its readers */
+    float *d_b0_h1 = (float *)(void *)(a + 0);
+    rt_zero(d_b0_h1, 8192);
+
+    /* b0.act: Gelu backward */
+    rt_gelu_backward(d_b0_h1, d_b0_g, r_b0_h1, 8192, 0);
+
+    /* d(b0.fc1.weight) sums over its readers */
+    float *d_b0_fc1_weight = (float *)(void *)(a + 32768);
+    rt_zero(d_b0_fc1_weight, 65536);
+
+    /* d(b0.fc1.bias) sums over its readers */
+    float *d_b0_fc1_bias = (float *)(void *)(a + 294912);
+    rt_zero(d_b0_fc1_bias, 256);
+
+    /* b0.fc1: Gemm backward */
+    rt_gemm_backward(NULL, d_b0_fc1_weight, d_b0_fc1_bias, d_b0_h1, v_x, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+
+    /* d(b0.fc1.weight) is final and nothing reads b0.fc1.weight again: step it */
+    rt_optimizer_update(opt, params + 0, d_b0_fc1_weight, state + 0, 1579008, 65536);
+
+    /* d(b0.fc1.bias) is final and nothing reads b0.fc1.bias again: step it */
+    rt_optimizer_update(opt, params + 65536, d_b0_fc1_bias, state + 65536, 1579008, 256);
+    return loss;
+}
+
 void mlp12_sgd(float *params, const float *grads, float lr)
 {
     rt_sgd(params + 0, grads + 0, 65536, lr); /* b0.fc1.weight */
@@ -1654,5 +2717,6 @@ const rt_model mlp12_model = {
     NULL, /* initial values in this file */
     mlp12_train_step_acc, MLP12_SGD_STATE_FLOATS, MLP12_ADAMW_STATE_FLOATS,
     mlp12_sgd_step, mlp12_adamw_step, mlp12_clip_grad_norm,
-    MLP12_GRAD_FLOATS,
+    MLP12_GRAD_FLOATS, mlp12_train_step_fused, MLP12_FUSED_ARENA_BYTES,
+    MLP12_FORWARD_ARENA_BYTES,
 };

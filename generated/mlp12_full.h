@@ -14,6 +14,10 @@ extern "C" {
 #define MLP12_FORWARD_ARENA_BYTES 98304
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define MLP12_HAS_TRAIN_STEP 1
+/* Bytes of the arena mlp12_train_step_fused works in: the train step's
+ * with each parameter's gradient in it while it is summed, instead of a
+ * gradient buffer of MLP12_GRAD_FLOATS floats. */
+#define MLP12_FUSED_ARENA_BYTES 787456
 /* Floats in the parameter buffer. */
 #define MLP12_PARAM_FLOATS 1579008
 /* Floats in the gradient buffer: the trainable parameters only, each at
@@ -71,6 +75,16 @@ void mlp12_adamw_step(float *params, const float *grads, float *state, float lr,
 /* torch.nn.utils.clip_grad_norm_ over the trainable gradients: scales them
  * by max_norm / (norm + 1e-6) when that is below 1; returns the norm. */
 float mlp12_clip_grad_norm(float *grads, float max_norm);
+/* The train step with the optimizer inside the backward: each trainable
+ * parameter is stepped by opt (its kind, hyperparameters, lr and step
+ * set by the caller) as soon as its gradient is final, so no gradient
+ * buffer exists; state as for mlp12_sgd_step or mlp12_adamw_step. The
+ * parameters after it are those of train_step then the optimizer's step.
+ * Needs MLP12_FUSED_ARENA_BYTES of arena. No accumulation and no clipping
+ * by the global norm: both need every gradient at once. */
+float mlp12_train_step_fused(float *params, const float *inputs,
+    const int64_t *int_inputs, float *outputs, float *state,
+    const rt_optimizer *opt, uint64_t seed, uint64_t step, void *arena);
 
 extern const rt_model mlp12_model;
 

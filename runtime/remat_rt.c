@@ -2044,6 +2044,16 @@ void rt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
     }
 }
 
+void rt_optimizer_update(const rt_optimizer *o, float *p, const float *g,
+                         float *state, size_t second, size_t n)
+{
+    if (o->kind == RT_OPT_ADAMW)
+        rt_adamw_update(p, g, state, state + second, n, o->lr, &o->adamw,
+                        o->step);
+    else
+        rt_sgd_update(p, g, state, n, o->lr, &o->sgd, o->step);
+}
+
 double rt_grad_norm_sq(const float *g, size_t n)
 {
     double s = 0.0;

@@ -452,6 +452,27 @@ typedef struct {
 void rt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
                      float lr, const rt_adamw_config *c, uint64_t step);
 
+/* The optimizer of a fused train step (NAME_train_step_fused), which
+ * updates each parameter inside the backward as soon as its gradient is
+ * final: which optimizer, its hyperparameters, and this step's learning
+ * rate and update count (from 1), which the caller sets before each step. */
+#define RT_OPT_SGD 0
+#define RT_OPT_ADAMW 1
+typedef struct {
+    int kind;                /* RT_OPT_SGD or RT_OPT_ADAMW */
+    float lr;
+    uint64_t step;
+    rt_sgd_config sgd;       /* read when kind is RT_OPT_SGD */
+    rt_adamw_config adamw;   /* read when kind is RT_OPT_ADAMW */
+} rt_optimizer;
+
+/* One parameter's update by o: rt_sgd_update with state as its momentum
+ * buffer, or rt_adamw_update with state as exp_avg and state + second as
+ * exp_avg_sq (second: the state's trainable floats, where the exp_avg_sq
+ * half starts). */
+void rt_optimizer_update(const rt_optimizer *o, float *p, const float *g,
+                         float *state, size_t second, size_t n);
+
 /* The sum of g[i]^2, accumulated in double: one range's share of the
  * global gradient norm. */
 double rt_grad_norm_sq(const float *g, size_t n);
@@ -655,6 +676,18 @@ typedef struct {
     /* floats of the gradient buffer: the trainable parameters only, each at
      * its grad_offset (frozen ones have no slot); 0 when forward only */
     size_t grad_floats;
+    /* NULL on a forward-only model. The train step with the optimizer
+     * fused into the backward: each trainable parameter is updated by opt
+     * as soon as its gradient is final, so no gradient buffer exists (each
+     * gradient lives in the arena while it is summed). The parameters after
+     * it equal train_step then sgd_step or adamw_step with the same state
+     * (the same layout); no accumulation, no clipping by the global norm. */
+    float (*train_step_fused)(float *params, const float *inputs,
+                              const int64_t *int_inputs, float *outputs,
+                              float *state, const rt_optimizer *opt,
+                              uint64_t seed, uint64_t step, void *arena);
+    size_t fused_arena_bytes;  /* what train_step_fused needs */
+    size_t forward_arena_bytes;  /* what forward alone needs (inference) */
 } rt_model;
 
 #ifdef __cplusplus

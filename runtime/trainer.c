@@ -103,6 +103,10 @@ static void usage(FILE *f)
 "                 step, Dropout's step counting micro-batches), scale the\n"
 "                 sum by 1/K, then update once; the loss printed is the\n"
 "                 micro-batches' mean.\n"
+"  --fused        apply the optimizer inside the backward, each parameter as\n"
+"                 soon as its gradient is final: no gradient buffer, the\n"
+"                 same parameters (docs/training.md); not with --accumulate\n"
+"                 or --clip-grad-norm, which need every gradient at once.\n"
 "  --data DIR     train on DIR/input.NAME.npy, each (batches, NAME's shape)\n"
 "                 (int64 for integer inputs), batch after batch, in epochs.\n"
 "  --save DIR     after training write every parameter (param.NAME.npy), the\n"
@@ -171,6 +175,7 @@ typedef struct {
     const char *resume_dir;
     const char *data_dir;
     int bits;     /* --bits */
+    int fused;    /* --fused: train_step_fused, no gradient buffer */
 } options;
 
 static uint64_t parse_u64(const char *opt, const char *s)
@@ -278,6 +283,12 @@ static void parse_args(int argc, char **argv, options *o)
         }
         if (strcmp(a, "--bits") == 0) {   /* a flag: takes no value */
             o->bits = 1;
+            continue;
+        }
+        if (strcmp(a, "--fused") == 0) {
+            if (o->fused)
+                usage_error("--fused given twice");
+            o->fused = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0)
@@ -436,6 +447,13 @@ static void parse_args(int argc, char **argv, options *o)
                     "checkpoint: not with --seed or --load");
     if (o->bits && !o->steps)
         usage_error("--bits is only used with --steps");
+    if (o->fused && !o->steps)
+        usage_error("--fused is only used with --steps");
+    if (o->fused && (o->accumulate != 1 || have_clip))
+        usage_error("--fused updates each parameter inside the backward, "
+                    "without a gradient buffer, but %s needs every gradient "
+                    "at once: leave out --fused",
+                    have_clip ? "--clip-grad-norm" : "--accumulate");
 }
 
 /* ---- model descriptor checks -------------------------------------------- */
@@ -478,8 +496,11 @@ static void check_model(const rt_model *m)
         !m->train_step != !m->train_step_acc ||
         !m->train_step != !m->sgd_step ||
         !m->train_step != !m->adamw_step ||
-        !m->train_step != !m->clip_grad_norm)
+        !m->train_step != !m->clip_grad_norm ||
+        !m->train_step != !m->train_step_fused)
         die("model descriptor: a function pointer is missing");
+    if (m->forward_arena_bytes > m->arena_bytes)
+        die("model descriptor: the forward's arena exceeds arena_bytes");
     check_table("parameter", m->params, m->n_params, m->param_floats);
     for (i = 0; m->train_step && i < m->n_params; i++) {
         const rt_tensor_info *t = &m->params[i];
@@ -730,14 +751,16 @@ typedef struct {
     void *arena;
 } buffers;
 
-static void alloc_buffers(const rt_model *m, buffers *b)
+/* With --fused, the fused step's arena and no gradient buffer. */
+static void alloc_buffers(const rt_model *m, const options *o, buffers *b)
 {
     if (m->int_input_count > SIZE_MAX / sizeof(int64_t))
         die("the integer inputs are too large (%zu)", m->int_input_count);
-    b->arena = alloc64(m->arena_bytes, "arena");
+    b->arena = alloc64(o->fused ? m->fused_arena_bytes : m->arena_bytes,
+                       "arena");
     b->params = alloc64(float_bytes(m->param_floats, "parameters"),
                         "parameters");
-    b->grads = !m->train_step ? NULL :
+    b->grads = !m->train_step || o->fused ? NULL :
         alloc64(float_bytes(m->grad_floats, "gradients"), "gradients");
     b->inputs = alloc64(float_bytes(m->input_floats, "inputs"), "inputs");
     b->ints = alloc64(m->int_input_count * sizeof(int64_t), "integer inputs");
@@ -1304,13 +1327,87 @@ static void resume(const rt_model *m, options *o, buffers *b, float *state,
 
 /* ---- training --------------------------------------------------------------- */
 
+/* One optimizer step over --accumulate micro-batches (the unfused path):
+ * the gradients summed in the gradient buffer, checked, clipped, then the
+ * optimizer's step. Returns the micro-batches' mean loss. */
+static float buffered_step(const rt_model *m, const options *o, buffers *b,
+                           batches *data, float *state, uint64_t step,
+                           progress *pg)
+{
+    double sum = 0.0;
+    long j;
+    for (j = 0; j < o->accumulate; j++) {
+        float loss;
+        if (o->data_dir)
+            use_batch(m, data, b, pg->micro);
+        loss = (j == 0 ? m->train_step : m->train_step_acc)(
+            b->params, b->inputs, b->ints, b->outputs, b->grads, o->seed,
+            pg->micro, b->arena);
+        check_loss((long)step, loss);
+        sum += loss;
+        pg->micro++;
+    }
+    /* the mean over the micro-batches: PyTorch's recipe scales each loss
+     * by 1/K before its backward; the sum scaled once is the same to
+     * rounding */
+    if (o->accumulate > 1)
+        rt_scale(b->grads, m->grad_floats,
+                 (float)(1.0 / (double)o->accumulate));
+    check_grads(m, b->grads, (long)step);   /* before the update spreads it */
+    if (o->clip > 0.0f)
+        m->clip_grad_norm(b->grads, o->clip);
+    if (o->adamw)
+        m->adamw_step(b->params, b->grads, state, o->lr, &o->adam, step);
+    else
+        m->sgd_step(b->params, b->grads, state, o->lr, &o->sgd, step);
+    return (float)(sum / (double)o->accumulate);
+}
+
+/* The fused step has no gradient to check before its update: a gradient
+ * (or an update) that was not finite shows in the parameter it made. */
+static void check_params(const rt_model *m, const float *params, long step)
+{
+    int i;
+    size_t j;
+    for (i = 0; i < m->n_params; i++) {
+        const rt_tensor_info *t = &m->params[i];
+        const float *p = params + t->offset;
+        for (j = 0; t->trainable && j < t->count; j++)
+            if (!isfinite(p[j]))
+                die("step %ld: the fused update made param.%s %s at "
+                    "element %zu", step, t->name, nonfinite_name(p[j]), j);
+    }
+}
+
+/* One optimizer step inside the backward (--fused). */
+static float fused_step(const rt_model *m, const options *o, buffers *b,
+                        batches *data, float *state, uint64_t step,
+                        progress *pg)
+{
+    rt_optimizer opt;
+    float loss;
+    memset(&opt, 0, sizeof opt);
+    opt.kind = o->adamw ? RT_OPT_ADAMW : RT_OPT_SGD;
+    opt.lr = o->lr;
+    opt.step = step;
+    opt.sgd = o->sgd;
+    opt.adamw = o->adam;
+    if (o->data_dir)
+        use_batch(m, data, b, pg->micro);
+    loss = m->train_step_fused(b->params, b->inputs, b->ints, b->outputs,
+                               state, &opt, o->seed, pg->micro, b->arena);
+    pg->micro++;
+    check_loss((long)step, loss);
+    check_params(m, b->params, (long)step);
+    return loss;
+}
+
 static void train(const rt_model *m, options *o, buffers *b)
 {
     size_t state_floats = o->adamw ? m->adamw_state_floats
                                    : m->sgd_state_floats;
     float *state = alloc64(float_bytes(state_floats, "optimizer state"),
                            "optimizer state");
-    float inv_k = (float)(1.0 / (double)o->accumulate);
     long every = o->steps / 10 > 1 ? o->steps / 10 : 1;
     batches data = {0, NULL};
     progress pg = {0, 0, 0};
@@ -1323,32 +1420,8 @@ static void train(const rt_model *m, options *o, buffers *b)
         load_data(m, o, &data);
     for (k = 1; k <= o->steps; k++) {
         uint64_t step = pg.step + (uint64_t)k;   /* from 1 */
-        double sum = 0.0;
-        float loss;
-        long j;
-        for (j = 0; j < o->accumulate; j++) {
-            if (o->data_dir)
-                use_batch(m, &data, b, pg.micro);
-            loss = (j == 0 ? m->train_step : m->train_step_acc)(
-                b->params, b->inputs, b->ints, b->outputs, b->grads, o->seed,
-                pg.micro, b->arena);
-            check_loss((long)step, loss);
-            sum += loss;
-            pg.micro++;
-        }
-        /* the mean over the micro-batches: PyTorch's recipe scales each
-         * loss by 1/K before its backward; the sum scaled once is the
-         * same to rounding */
-        loss = (float)(sum / (double)o->accumulate);
-        if (o->accumulate > 1)
-            rt_scale(b->grads, m->grad_floats, inv_k);
-        check_grads(m, b->grads, (long)step);   /* before the update spreads it */
-        if (o->clip > 0.0f)
-            m->clip_grad_norm(b->grads, o->clip);
-        if (o->adamw)
-            m->adamw_step(b->params, b->grads, state, o->lr, &o->adam, step);
-        else
-            m->sgd_step(b->params, b->grads, state, o->lr, &o->sgd, step);
+        float loss = (o->fused ? fused_step : buffered_step)(
+            m, o, b, &data, state, step, &pg);
         if (o->data_dir || k == 1 || k % every == 0 || k == o->steps) {
             uint32_t u;
             memcpy(&u, &loss, sizeof u);
@@ -1436,7 +1509,7 @@ int main(int argc, char **argv)
         usage_error("the model '%s' is forward only (it has no loss): "
                     "--steps needs a train step; use --dump or --bench",
                     m->name ? m->name : "?");
-    alloc_buffers(m, &b);
+    alloc_buffers(m, &o, &b);
     fill_buffers(m, &o, &b);
     if (o.dump_dir)
         dump(m, &o, &b);

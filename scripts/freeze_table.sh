@@ -33,7 +33,7 @@ for c in "${cases[@]}"; do
     "$remat" build "graphs/$g.xml" --policy sac "${freeze[@]}" -o "$work/t"
     gf=$(sed -n 's/^#define [A-Z0-9_]*_GRAD_FLOATS //p' "$work/m.h")
     saved=$(sed -n 's/^ \* saved bytes: *\([0-9]*\).*/\1/p' "$work/m.c")
-    arena=$(sed -n 's/^#define [A-Z0-9_]*_ARENA_BYTES //p' "$work/m.h")
+    arena=$("$remat" schedule "graphs/$g.xml" --policy sac "${freeze[@]}" | sed -n 's/^arena_bytes: //p')
     ms=$("$work/t" --bench "$steps" | sed -n 's/^median_ms //p')
     [ -z "$args" ] && full_ms=$ms
     printf "| %s | %s | %s | %s | %s | %s | %.3f | %.2fx |\n" "$g" "$what" \

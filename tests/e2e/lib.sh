@@ -28,3 +28,12 @@ run() {
         return 1
     fi
 }
+
+# same_dirs A B: the same file names, every file byte-identical
+same_dirs() {
+    [ "$(cd "$1" && ls)" = "$(cd "$2" && ls)" ] || { echo "     $1 and $2 list different files" >&2; return 1; }
+    local f
+    for f in "$1"/*; do
+        cmp -s "$f" "$2/$(basename "$f")" || { echo "     $(basename "$f") differs" >&2; return 1; }
+    done
+}

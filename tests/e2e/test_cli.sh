@@ -41,8 +41,10 @@ expect "full recompute_flops" 51216384 "$(figure full recompute_flops)"
 "$remat" schedule graphs/mlp12.xml --policy full | grep -qE '^b3\.y .* - +not read' \
     && ok || bad "full: b3.y should be kept by nobody"
 "$remat" compile graphs/mlp12.xml --policy full -o "$work/full.c"
-n=$(grep -c 'recompute \*/' "$work/full.c")
+n=$(sed -n '/^static float mlp12_train_schedule/,/^}/p' "$work/full.c" | grep -c 'recompute \*/')
 expect "full: recompute statements in train_step" 24 "$n"
+n=$(sed -n '/^float mlp12_train_step_fused/,/^}/p' "$work/full.c" | grep -c 'recompute \*/')
+expect "full: recompute statements in train_step_fused" 24 "$n"
 grep -q 'b0.fc2: Gemm -> b0.y \[32x256\] recompute' "$work/full.c" \
     && bad "full reruns fc2, which the backward does not need" || ok
 

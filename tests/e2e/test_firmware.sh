@@ -5,7 +5,8 @@
 # linked bare-metal with static buffers (tests/firmware/: startup, linker
 # script for qemu's mps2-an386, a main doing what `trainer --seed 3 --steps 5`
 # does, then what `trainer --seed 3 --steps 5 --optimizer adamw
-# --clip-grad-norm 0.1` does), run under qemu-system-arm with semihosting.
+# --clip-grad-norm 0.1` does, then `--optimizer adamw --fused`, and an image
+# with the fused step alone), run under qemu-system-arm with semihosting.
 # Its losses, SGD's and AdamW's, must equal, bit for bit, those of the host
 # trainer that `remat build --no-blas --cflags -ffp-contract=off` makes, and
 # the forward's loss the trainer's forward.npy. docs/firmware.md says why
@@ -71,7 +72,9 @@ print("forward 0x%08x" % np.load(sys.argv[1]).astype(np.float32).reshape(1).view
         "$1" --seed $SEED --steps $STEPS --bits |
             sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/step \1 \2/p' >>"$2" &&
         "$1" --seed $SEED --steps $ASTEPS --optimizer adamw --clip-grad-norm $CLIP --bits |
-            sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/adamw step \1 \2/p' >>"$2"
+            sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/adamw step \1 \2/p' >>"$2" &&
+        "$1" --seed $SEED --steps $ASTEPS --optimizer adamw --fused --bits |
+            sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/fused step \1 \2/p' >>"$2"
 }
 
 # ---- each policy: firmware against the host ----------------------------------
@@ -84,8 +87,8 @@ for p in none sac; do
     if arm-none-eabi-nm "$d/firmware.elf" | grep -qwE 'malloc|_malloc_r|calloc|free'; then
         bad "$p: the firmware links an allocator"; else ok; fi
     if qemu "$d/firmware.elf" "$d/fw"; then ok; else bad "$p: qemu run"; continue; fi
-    [ "$(wc -l <"$d/fw")" -eq $((STEPS + 1 + ASTEPS)) ] && ok ||
-        bad "$p: firmware printed $(wc -l <"$d/fw") losses, wanted $((STEPS + 1 + ASTEPS))"
+    [ "$(wc -l <"$d/fw")" -eq $((STEPS + 1 + 2 * ASTEPS)) ] && ok ||
+        bad "$p: firmware printed $(wc -l <"$d/fw") losses, wanted $((STEPS + 1 + 2 * ASTEPS))"
     "$remat" build $G --policy $p --no-blas --cflags "-ffp-contract=off" -o "$d/trainer" ||
         { bad "$p: remat build"; continue; }
     host "$d/trainer" "$d/host" || { bad "$p: host trainer"; continue; }
@@ -98,6 +101,26 @@ done
 cmp -s "$work/none/fw" "$work/sac/fw" && ok || bad "none and sac firmware losses differ"
 echo "firmware losses (bits), equal to the host trainer's:"
 sed 's/^/  /' "$work/none/fw"
+
+# ---- an application that trains with the fused step alone -------------------
+# -DFW_FUSED_ONLY: the forward and the fused AdamW run, no gradient buffer
+# and no train_step arena linked in. Same bits as the host; its RAM (.bss)
+# is printed beside the full image's.
+for p in none sac; do
+    d=$work/$p-fused
+    mkdir -p "$d"
+    cp "$work/$p/model.c" "$work/$p/model.h" "$d/"
+    if firmware "$d" -ffp-contract=off -DFW_FUSED_ONLY && qemu "$d/firmware.elf" "$d/fw"; then
+        grep -E '^(forward|fused)' "$work/$p/host" | cmp -s - "$d/fw" && ok ||
+            bad "$p: the fused-only firmware's losses differ from the host's"
+        full=$(arm-none-eabi-size -A "$work/$p/firmware.elf" | awk '$1 == ".bss" {print $2}')
+        fused=$(arm-none-eabi-size -A "$d/firmware.elf" | awk '$1 == ".bss" {print $2}')
+        echo "$p: .bss of the fused-only image $fused bytes, of the full one $full"
+        [ -n "$fused" ] && [ "$fused" -lt "$full" ] && ok || bad "$p: the fused-only image is not smaller"
+    else
+        bad "$p: fused-only firmware build or run"
+    fi
+done
 
 # ---- the AdamW comparison covers the clipping: without it, other bits --------
 # (AdamW is nearly blind to a gradient's scale, but a coefficient that changes

@@ -16,8 +16,18 @@
  * betas 0.9 and 0.999, eps 1e-8, weight decay 0.01; the trainer's defaults)
  * and step k, for k = 1..M, printing
  *     adamw step K bits 0xXXXXXXXX
+ * Last, again from fresh parameters and state, what `trainer --seed FW_SEED
+ * --steps FW_ADAMW_STEPS --optimizer adamw --fused --bits` does: AdamW
+ * inside the backward (NAME_train_step_fused, no gradient buffer, an arena
+ * of NAME_FUSED_ARENA_BYTES), printing
+ *     fused step K bits 0xXXXXXXXX
  * Every buffer is static, sized by the generated header's macros; the
  * forward runs in an arena of NAME_FORWARD_ARENA_BYTES only.
+ *
+ * With -DFW_FUSED_ONLY the program does the forward and the fused run
+ * alone, and has neither the gradient buffer nor the train step's arena:
+ * the RAM an application that trains with the fused step needs (the test
+ * compares the two images' sizes).
  *
  * Built with -DFW_UPPER=NAME_IN_CAPITALS -DFW_LOWER=name for the generated
  * model.h (remat compile ... -o model.c).
@@ -49,14 +59,25 @@
 /* +1: C has no zero-length arrays, and a model may have no output or no
  * integer input. */
 static float params[UP(_PARAM_FLOATS) + 1];
-static float grads[UP(_PARAM_FLOATS) + 1];
 static float inputs[UP(_INPUT_FLOATS) + 1];
 static float outputs[UP(_OUTPUT_FLOATS) + 1];
 static int64_t ints[UP(_INT_INPUT_COUNT) + 1];
-static unsigned char arena[UP(_ARENA_BYTES)] __attribute__((aligned(64)));
 static float adamw_state[UP(_ADAMW_STATE_FLOATS) + 1];
+#ifdef FW_FUSED_ONLY
+/* one arena for the forward and the fused step, the larger of the two */
+#define FW_ARENA_BYTES (UP(_FUSED_ARENA_BYTES) > UP(_FORWARD_ARENA_BYTES) \
+                        ? UP(_FUSED_ARENA_BYTES) : UP(_FORWARD_ARENA_BYTES))
+static unsigned char arena[FW_ARENA_BYTES] __attribute__((aligned(64)));
+#define forward_arena arena
+#define fused_arena arena
+#else
+static float grads[UP(_GRAD_FLOATS) + 1];
+static unsigned char arena[UP(_ARENA_BYTES)] __attribute__((aligned(64)));
 static unsigned char forward_arena[UP(_FORWARD_ARENA_BYTES)]
     __attribute__((aligned(64)));
+static unsigned char fused_arena[UP(_FUSED_ARENA_BYTES)]
+    __attribute__((aligned(64)));
+#endif
 
 /* "LABEL bits 0xXXXXXXXX\n" */
 static void print_bits(const char *label, float v)
@@ -114,13 +135,12 @@ int main(void)
 {
     const rt_model *m = &LOW(_model);
     const uint64_t seed = FW_SEED;
-    const float lr = 0.01f;
     /* torch.optim.AdamW's defaults, which the trainer's --optimizer adamw
      * takes too (lr 0.001 without --lr) */
     const float adamw_lr = 0.001f;
     const rt_adamw_config adamw = {
         .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
-    const float clip = (float)FW_CLIP;
+    rt_optimizer opt;
     long k;
     int i;
 
@@ -133,6 +153,9 @@ int main(void)
 
     print_bits("forward", m->forward(params, inputs, ints, NULL,
                                      forward_arena));
+#ifndef FW_FUSED_ONLY
+    const float lr = 0.01f;
+    const float clip = (float)FW_CLIP;
     for (k = 1; k <= FW_STEPS; k++) {
         float loss = m->train_step(params, inputs, ints, outputs, grads, seed,
                                    (uint64_t)(k - 1), arena);
@@ -152,6 +175,23 @@ int main(void)
         m->clip_grad_norm(grads, clip);
         m->adamw_step(params, grads, adamw_state, adamw_lr, &adamw,
                       (uint64_t)k);
+    }
+#endif
+
+    /* AdamW inside the backward, as a new run again (no clipping: that
+     * needs every gradient at once) */
+    m->init(params, seed);
+    memset(adamw_state, 0, sizeof adamw_state);
+    memset(&opt, 0, sizeof opt);
+    opt.kind = RT_OPT_ADAMW;
+    opt.lr = adamw_lr;
+    opt.adamw = adamw;
+    for (k = 1; k <= FW_ADAMW_STEPS; k++) {
+        float loss;
+        opt.step = (uint64_t)k;
+        loss = m->train_step_fused(params, inputs, ints, outputs, adamw_state,
+                                   &opt, seed, (uint64_t)(k - 1), fused_arena);
+        print_step("fused ", k, loss);
     }
     return 0;
 }

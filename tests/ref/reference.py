@@ -241,7 +241,7 @@ def dropout(a, ins, at, dump=None):
     mask = np.load(path)
     if tuple(mask.shape) != tuple(x.shape) or not np.isin(mask, (0.0, 1.0)).all():
         raise SystemExit(f"{path}: not a 0/1 mask of shape {tuple(x.shape)}")
-    return x * torch.tensor(mask.astype(np.float64)) / (1 - float(at.get("ratio", "0.5")))
+    return x * torch.tensor(mask.astype(DTYPE)) / (1 - float(at.get("ratio", "0.5")))
 
 
 def unsqueeze(a, ins, at):
@@ -393,6 +393,9 @@ OPS = {
     "BatchNormalization": batch_norm,   # run() gives it training mode
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
+# the precision the model runs in: float64, the reference; optim_reference.py
+# sets float32 for a moment to measure how far torch's own float32 run ends
+DTYPE = np.float64
 
 
 def fname(name):
@@ -400,13 +403,14 @@ def fname(name):
 
 
 def load(dump, kind, name, shape, dtype="float32"):
-    """float32 files as float64 tensors, int64 (indices, labels) as long."""
+    """float32 files as DTYPE (float64) tensors, int64 (indices, labels) as
+    long."""
     a = np.load(os.path.join(dump, f"{kind}.{fname(name)}.npy"))
     if tuple(a.shape) != tuple(shape):
         raise SystemExit(f"{dump}: {kind}.{name} has shape {a.shape}, graph says {shape}")
     if a.dtype != np.dtype(dtype):
         raise SystemExit(f"{dump}: {kind}.{name} is {a.dtype}, graph says {dtype}")
-    return torch.tensor(a) if dtype == "int64" else torch.tensor(a.astype(np.float64))
+    return torch.tensor(a) if dtype == "int64" else torch.tensor(a.astype(DTYPE))
 
 
 def run(graph, dump, train=True):

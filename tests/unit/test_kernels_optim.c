@@ -1,6 +1,7 @@
 /*
  * test_kernels_optim.c: unit tests of the optimizer kernels (rt_sgd_update,
- * rt_adamw_update, rt_grad_norm_sq, rt_clip_coef, rt_scale), with Check.
+ * rt_adamw_update, rt_optimizer_update, rt_grad_norm_sq, rt_clip_coef,
+ * rt_scale), with Check.
  *
  * The expected values come from torch.optim's documented update rules
  * written here in double, one step at a time over several steps (so the
@@ -211,6 +212,54 @@ START_TEST(clip_norm_and_coef)
 }
 END_TEST
 
+/* The fused step's dispatch: SGD's buffer at state, AdamW's exp_avg at
+ * state and exp_avg_sq `second` floats on (the gap between them is left
+ * alone), each bitwise the direct call's. */
+START_TEST(optimizer_update_dispatches)
+{
+    rt_optimizer o;
+    float p[N], q[N], g[N], s[3 * N], m[N], v[N], buf[N];
+    int k;
+    tseed(6);
+    fill(p, N, -1, 1);
+    memcpy(q, p, sizeof p);
+    memset(s, 0, sizeof s);
+    memset(m, 0, sizeof m);
+    memset(v, 0, sizeof v);
+    memset(buf, 0, sizeof buf);
+    memset(&o, 0, sizeof o);
+    o.kind = RT_OPT_SGD;
+    o.lr = 0.05f;
+    o.sgd.momentum = 0.9;
+    o.sgd.weight_decay = 0.01;
+    for (k = 1; k <= 3; k++) {
+        fill(g, N, -1, 1);
+        o.step = (uint64_t)k;
+        rt_optimizer_update(&o, p, g, s, 2 * N, N);
+        rt_sgd_update(q, g, buf, N, o.lr, &o.sgd, o.step);
+    }
+    ck_assert(memcmp(p, q, sizeof p) == 0);
+    ck_assert(memcmp(s, buf, sizeof buf) == 0);
+    memset(s, 0, sizeof s);
+    o.kind = RT_OPT_ADAMW;
+    o.adamw.beta1 = 0.9;
+    o.adamw.beta2 = 0.999;
+    o.adamw.eps = 1e-8;
+    o.adamw.weight_decay = 0.01;
+    for (k = 1; k <= 3; k++) {
+        fill(g, N, -1, 1);
+        o.step = (uint64_t)k;
+        rt_optimizer_update(&o, p, g, s, 2 * N, N);
+        rt_adamw_update(q, g, m, v, N, o.lr, &o.adamw, o.step);
+    }
+    ck_assert(memcmp(p, q, sizeof p) == 0);
+    ck_assert(memcmp(s, m, sizeof m) == 0);
+    ck_assert(memcmp(s + 2 * N, v, sizeof v) == 0);
+    for (k = N; k < 2 * N; k++)
+        ck_assert(s[k] == 0.0f);
+}
+END_TEST
+
 static Suite *optim_suite(void)
 {
     Suite *s = suite_create("remat_rt optimizers");
@@ -222,6 +271,7 @@ static Suite *optim_suite(void)
     tcase_add_test(tc, adamw_first_step_moves_by_lr);
     tcase_add_test(tc, adamw_decay_is_decoupled);
     tcase_add_test(tc, clip_norm_and_coef);
+    tcase_add_test(tc, optimizer_update_dispatches);
     suite_add_tcase(s, tc);
     return s;
 }

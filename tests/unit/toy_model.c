@@ -143,6 +143,22 @@ static float toy_clip_grad_norm(float *grads, float max_norm)
     return norm;
 }
 
+/* the gradient in the arena after y, then fc/W's update */
+static float toy_train_step_fused(float *params, const float *inputs,
+                                  const int64_t *ints, float *outputs,
+                                  float *state, const rt_optimizer *opt,
+                                  uint64_t seed, uint64_t step, void *arena)
+{
+    float *grads = (float *)arena + M * N;
+    float loss;
+    (void)seed;
+    (void)step;
+    loss = toy_step(params, inputs, ints, outputs, grads, arena, 0);
+    rt_optimizer_update(opt, params + OFF_W, grads + GRAD_W, state + GRAD_W,
+                        K * N, K * N);
+    return loss;
+}
+
 const rt_model toy_model = {
     "toy",
     "hand-written",
@@ -166,6 +182,9 @@ const rt_model toy_model = {
     toy_adamw_step,
     toy_clip_grad_norm,
     K * N,          /* gradients: fc/W alone */
+    toy_train_step_fused,
+    (M * N + K * N) * sizeof(float),   /* y, then fc/W's gradient */
+    M * N * sizeof(float),             /* the forward: y */
 };
 
 /* the shim that a generated build links beside trainer.c */
