@@ -1457,7 +1457,8 @@ void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
  * (oc/group x cg*kh*kw) * col. The backward is the two transposed products,
  * dw_g += dy_g * col^T and dcol = w_g^T * dy_g, with col2im scattering dcol
  * back onto dx. The pooling kernels walk each window directly, visiting only
- * its taps inside the input. All geometry reduces to one question, which
+ * its taps inside the input, with row kernels for the common windows (see
+ * "pooling fast paths"). All geometry reduces to one question, which
  * indices of a strided run land inside [0, size): inside() answers it once
  * per row or window, so the inner loops have no bounds tests. */
 
@@ -1710,23 +1711,175 @@ static ptrdiff_t argmax_inside(const float *xq, const rt_window *p, int oy,
     return best;
 }
 
+/* ---- pooling fast paths ---------------------------------------------------- */
+
+/* The common pooling windows, k x k with k 2 or 3, stride 2, no dilation,
+ * get row kernels with the window shape fixed at compile time: no bounds
+ * logic, no loops over taps, and for MaxPool's forward a branch-free max
+ * the compiler can vectorize. They run on the interior box only (every tap
+ * inside the input); the outputs around it, and every other window, take
+ * the generic walk. Both visit the outputs of a row in the same order, so
+ * a backward whose windows overlap (3x3) adds into dx in the same order
+ * and the results are bitwise those of the generic walk. */
+
+/* The interior box [y0, y1) x [x0, x1) of outputs, and the fast kernel's k
+ * (0: none applies). */
+typedef struct {
+    int y0, y1, x0, x1, k;
+} pool_plan;
+
+static pool_plan pool_plan_of(const rt_window *p)
+{
+    pool_plan b;
+    interior(p->pad_top, p->sh, p->dh, p->kh, p->h, p->oh, &b.y0, &b.y1);
+    interior(p->pad_left, p->sw, p->dw, p->kw, p->w, p->ow, &b.x0, &b.x1);
+    b.k = p->sh == 2 && p->sw == 2 && p->dh == 1 && p->dw == 1 &&
+                  p->kh == p->kw && (p->kh == 2 || p->kh == 3)
+              ? p->kh
+              : 0;
+    return b;
+}
+
+/* The outputs [*f0, *f1) of row oy that a fast kernel computes; both are
+ * ow when none does, so that a caller's "before" span is the whole row. */
+static void fast_span(const pool_plan *b, const rt_window *p, int oy, int *f0,
+                      int *f1)
+{
+    const int on = b->k != 0 && oy >= b->y0 && oy < b->y1 && b->x0 < b->x1;
+    *f0 = on ? b->x0 : p->ow;
+    *f1 = on ? b->x1 : p->ow;
+}
+
+/* The input offset (in its plane) of window (oy, ox)'s tap (0, 0). Only for
+ * interior windows, whose tap (0, 0) is inside. */
+static size_t window_start(const rt_window *p, int oy, int ox)
+{
+    return (size_t)(oy * p->sh - p->pad_top) * p->w +
+           (size_t)(ox * p->sw - p->pad_left);
+}
+
+/* window_argmax's rule: v replaces the best so far, m, unless m is a NaN
+ * (the first NaN stays) or v <= m (a tie keeps the first); a NaN v fails
+ * v <= m and so replaces a number. */
+static inline int max_takes(float v, float m)
+{
+    return m == m && !(v <= m);
+}
+
+/* The k x k window at r (rows w apart): its maximum's offset from r, by
+ * window_argmax's rule. k is a constant wherever this is inlined. */
+static inline ptrdiff_t argmax_kk(const float *r, ptrdiff_t w, int k)
+{
+    ptrdiff_t best = 0;
+    float m = r[0];
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++) {
+            const ptrdiff_t e = ki * w + kj;
+            const int t = max_takes(r[e], m); /* selects, not a branch */
+            best = t ? e : best;
+            m = t ? r[e] : m;
+        }
+    return best;
+}
+
+/* The same window's maximum itself: the same rule, written as nested
+ * selects, which gcc vectorizes (a select on max_takes it does not). */
+static inline float max_kk(const float *r, ptrdiff_t w, int k)
+{
+    float m = r[0];
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++) {
+            const float v = r[ki * w + kj];
+            m = m != m ? m : v <= m ? m : v;
+        }
+    return m;
+}
+
+/* n outputs of one row, the first window's tap (0, 0) at r; windows are 2
+ * apart. One instance per k, so that each is unrolled. */
+static void maxpool_row2(float *y, const float *r, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = max_kk(r + 2 * j, w, 2);
+}
+
+static void maxpool_row3(float *y, const float *r, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = max_kk(r + 2 * j, w, 3);
+}
+
+static void maxpool_back_row2(float *dx, const float *r, const float *dy,
+                              ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        dx[2 * j + argmax_kk(r + 2 * j, w, 2)] += dy[j];
+}
+
+static void maxpool_back_row3(float *dx, const float *r, const float *dy,
+                              ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        dx[2 * j + argmax_kk(r + 2 * j, w, 3)] += dy[j];
+}
+
+/* Window (oy, ox)'s maximum by the generic walk (-1 if no tap is inside). */
+static ptrdiff_t pool_argmax(const float *xq, const rt_window *p,
+                             const pool_plan *b, int oy, int ox)
+{
+    return oy >= b->y0 && oy < b->y1 && ox >= b->x0 && ox < b->x1
+               ? argmax_inside(xq, p, oy, ox)
+               : window_argmax(xq, p, oy, ox);
+}
+
+static void maxpool_span(float *yr, const float *xq, const rt_window *p,
+                         const pool_plan *b, int oy, int from, int to)
+{
+    int ox;
+    for (ox = from; ox < to; ox++) {
+        const ptrdiff_t e = pool_argmax(xq, p, b, oy, ox);
+        yr[ox] = e < 0 ? -INFINITY : xq[e];
+    }
+}
+
+static void maxpool_back_span(float *dxq, const float *dyr, const float *xq,
+                              const rt_window *p, const pool_plan *b, int oy,
+                              int from, int to)
+{
+    int ox;
+    for (ox = from; ox < to; ox++) {
+        const ptrdiff_t e = pool_argmax(xq, p, b, oy, ox);
+        if (e >= 0)
+            dxq[e] += dyr[ox];
+    }
+}
+
 void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
 {
     const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
-    int q, oy, ox, y0, y1, x0, x1;
-    interior(p->pad_top, p->sh, p->dh, p->kh, p->h, p->oh, &y0, &y1);
-    interior(p->pad_left, p->sw, p->dw, p->kw, p->w, p->ow, &x0, &x1);
+    const pool_plan b = pool_plan_of(p);
+    int q, oy, f0, f1;
     for (q = 0; q < p->n * p->c; q++) {
         const float *xq = x + (size_t)q * hw;
-        float *yq = y + (size_t)q * ohw;
-        for (oy = 0; oy < p->oh; oy++)
-            for (ox = 0; ox < p->ow; ox++) {
-                const ptrdiff_t e =
-                    oy >= y0 && oy < y1 && ox >= x0 && ox < x1
-                        ? argmax_inside(xq, p, oy, ox)
-                        : window_argmax(xq, p, oy, ox);
-                yq[(size_t)oy * p->ow + ox] = e < 0 ? -INFINITY : xq[e];
+        for (oy = 0; oy < p->oh; oy++) {
+            float *yr = y + (size_t)q * ohw + (size_t)oy * p->ow;
+            fast_span(&b, p, oy, &f0, &f1);
+            maxpool_span(yr, xq, p, &b, oy, 0, f0);
+            if (f0 < f1) {
+                const float *r = xq + window_start(p, oy, f0);
+                if (b.k == 2)
+                    maxpool_row2(yr + f0, r, p->w, f1 - f0);
+                else
+                    maxpool_row3(yr + f0, r, p->w, f1 - f0);
             }
+            maxpool_span(yr, xq, p, &b, oy, f1, p->ow);
+        }
     }
 }
 
@@ -1734,23 +1887,26 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
                          const rt_window *p)
 {
     const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
-    int q, oy, ox, y0, y1, x0, x1;
+    const pool_plan b = pool_plan_of(p);
+    int q, oy, f0, f1;
     if (dx == NULL)
         return;
-    interior(p->pad_top, p->sh, p->dh, p->kh, p->h, p->oh, &y0, &y1);
-    interior(p->pad_left, p->sw, p->dw, p->kw, p->w, p->ow, &x0, &x1);
     for (q = 0; q < p->n * p->c; q++) {
-        const float *xq = x + (size_t)q * hw, *dyq = dy + (size_t)q * ohw;
+        const float *xq = x + (size_t)q * hw;
         float *dxq = dx + (size_t)q * hw;
-        for (oy = 0; oy < p->oh; oy++)
-            for (ox = 0; ox < p->ow; ox++) {
-                const ptrdiff_t e =
-                    oy >= y0 && oy < y1 && ox >= x0 && ox < x1
-                        ? argmax_inside(xq, p, oy, ox)
-                        : window_argmax(xq, p, oy, ox);
-                if (e >= 0)
-                    dxq[e] += dyq[(size_t)oy * p->ow + ox];
+        for (oy = 0; oy < p->oh; oy++) {
+            const float *dyr = dy + (size_t)q * ohw + (size_t)oy * p->ow;
+            fast_span(&b, p, oy, &f0, &f1);
+            maxpool_back_span(dxq, dyr, xq, p, &b, oy, 0, f0);
+            if (f0 < f1) {
+                const size_t at = window_start(p, oy, f0);
+                if (b.k == 2)
+                    maxpool_back_row2(dxq + at, xq + at, dyr + f0, p->w, f1 - f0);
+                else
+                    maxpool_back_row3(dxq + at, xq + at, dyr + f0, p->w, f1 - f0);
             }
+            maxpool_back_span(dxq, dyr, xq, p, &b, oy, f1, p->ow);
+        }
     }
 }
 
@@ -1769,31 +1925,123 @@ static int padded_taps(const rt_window *p, int oy, int ox)
     return (k1 - k0) * (l1 - l0);
 }
 
+/* The fast AveragePool rows sum as the generic walk does, from 0.0f in
+ * row-major window order, and divide (not multiply by a reciprocal) by
+ * k * k, which is the divisor of an interior window with or without
+ * count_include_pad. */
+static inline float sum_kk(const float *r, ptrdiff_t w, int k)
+{
+    float s = 0.0f;
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++)
+            s += r[ki * w + kj];
+    return s;
+}
+
+static void avgpool_row2(float *y, const float *r, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = sum_kk(r + 2 * j, w, 2) / 4.0f;
+}
+
+static void avgpool_row3(float *y, const float *r, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = sum_kk(r + 2 * j, w, 3) / 9.0f;
+}
+
+/* dx at r (rows w apart) += g over a k x k window, row-major. */
+static inline void spread_kk(float *r, ptrdiff_t w, int k, float g)
+{
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++)
+            r[ki * w + kj] += g;
+}
+
+static void avgpool_back_row2(float *dx, const float *dy, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        spread_kk(dx + 2 * j, w, 2, dy[j] / 4.0f);
+}
+
+static void avgpool_back_row3(float *dx, const float *dy, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        spread_kk(dx + 2 * j, w, 3, dy[j] / 9.0f);
+}
+
+/* The generic walk over outputs [from, to) of row oy: each window's taps
+ * inside the input and its divisor, found per window. */
+static void avgpool_span(float *yr, const float *xq, const rt_window *p,
+                         int cip, int oy, int from, int to)
+{
+    int ox, ki, kj;
+    for (ox = from; ox < to; ox++) {
+        int k0, k1, l0, l1;
+        size_t at = 0;
+        const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+        /* what the sum is divided by: the taps inside the input, or with
+         * count_include_pad those inside the padded input */
+        const int d = cip ? padded_taps(p, oy, ox) : taps;
+        float s = 0.0f;
+        if (taps > 0)
+            for (ki = k0; ki < k1; ki++) {
+                const float *r = xq + at + (size_t)(ki - k0) * p->dh * p->w;
+                for (kj = l0; kj < l1; kj++)
+                    s += r[(size_t)(kj - l0) * p->dw];
+            }
+        yr[ox] = d > 0 ? s / (float)d : 0.0f;
+    }
+}
+
+static void avgpool_back_span(float *dxq, const float *dyr, const rt_window *p,
+                              int cip, int oy, int from, int to)
+{
+    int ox, ki, kj;
+    for (ox = from; ox < to; ox++) {
+        int k0, k1, l0, l1;
+        size_t at = 0;
+        const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+        const int d = cip ? padded_taps(p, oy, ox) : taps;
+        float g;
+        if (taps == 0)
+            continue;
+        g = dyr[ox] / (float)d;
+        for (ki = k0; ki < k1; ki++) {
+            float *r = dxq + at + (size_t)(ki - k0) * p->dh * p->w;
+            for (kj = l0; kj < l1; kj++)
+                r[(size_t)(kj - l0) * p->dw] += g;
+        }
+    }
+}
+
 void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                         int count_include_pad)
 {
     const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
-    int q, oy, ox, ki, kj;
+    const pool_plan b = pool_plan_of(p);
+    int q, oy, f0, f1;
     for (q = 0; q < p->n * p->c; q++) {
         const float *xq = x + (size_t)q * hw;
-        float *yq = y + (size_t)q * ohw;
-        for (oy = 0; oy < p->oh; oy++)
-            for (ox = 0; ox < p->ow; ox++) {
-                int k0, k1, l0, l1;
-                size_t at = 0;
-                const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
-                /* what the sum is divided by: the taps inside the input, or
-                 * with count_include_pad those inside the padded input */
-                const int d = count_include_pad ? padded_taps(p, oy, ox) : taps;
-                float s = 0.0f;
-                if (taps > 0)
-                    for (ki = k0; ki < k1; ki++) {
-                        const float *r = xq + at + (size_t)(ki - k0) * p->dh * p->w;
-                        for (kj = l0; kj < l1; kj++)
-                            s += r[(size_t)(kj - l0) * p->dw];
-                    }
-                yq[(size_t)oy * p->ow + ox] = d > 0 ? s / (float)d : 0.0f;
+        for (oy = 0; oy < p->oh; oy++) {
+            float *yr = y + (size_t)q * ohw + (size_t)oy * p->ow;
+            fast_span(&b, p, oy, &f0, &f1);
+            avgpool_span(yr, xq, p, count_include_pad, oy, 0, f0);
+            if (f0 < f1) {
+                const float *r = xq + window_start(p, oy, f0);
+                if (b.k == 2)
+                    avgpool_row2(yr + f0, r, p->w, f1 - f0);
+                else
+                    avgpool_row3(yr + f0, r, p->w, f1 - f0);
             }
+            avgpool_span(yr, xq, p, count_include_pad, oy, f1, p->ow);
+        }
     }
 }
 
@@ -1801,28 +2049,25 @@ void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
                          int count_include_pad)
 {
     const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
-    int q, oy, ox, ki, kj;
+    const pool_plan b = pool_plan_of(p);
+    int q, oy, f0, f1;
     if (dx == NULL)
         return;
     for (q = 0; q < p->n * p->c; q++) {
-        const float *dyq = dy + (size_t)q * ohw;
         float *dxq = dx + (size_t)q * hw;
-        for (oy = 0; oy < p->oh; oy++)
-            for (ox = 0; ox < p->ow; ox++) {
-                int k0, k1, l0, l1;
-                size_t at = 0;
-                const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
-                const int d = count_include_pad ? padded_taps(p, oy, ox) : taps;
-                float g;
-                if (taps == 0)
-                    continue;
-                g = dyq[(size_t)oy * p->ow + ox] / (float)d;
-                for (ki = k0; ki < k1; ki++) {
-                    float *r = dxq + at + (size_t)(ki - k0) * p->dh * p->w;
-                    for (kj = l0; kj < l1; kj++)
-                        r[(size_t)(kj - l0) * p->dw] += g;
-                }
+        for (oy = 0; oy < p->oh; oy++) {
+            const float *dyr = dy + (size_t)q * ohw + (size_t)oy * p->ow;
+            fast_span(&b, p, oy, &f0, &f1);
+            avgpool_back_span(dxq, dyr, p, count_include_pad, oy, 0, f0);
+            if (f0 < f1) {
+                float *r = dxq + window_start(p, oy, f0);
+                if (b.k == 2)
+                    avgpool_back_row2(r, dyr + f0, p->w, f1 - f0);
+                else
+                    avgpool_back_row3(r, dyr + f0, p->w, f1 - f0);
             }
+            avgpool_back_span(dxq, dyr, p, count_include_pad, oy, f1, p->ow);
+        }
     }
 }
 

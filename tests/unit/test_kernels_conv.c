@@ -724,6 +724,189 @@ START_TEST(avgpool_by_hand)
 }
 END_TEST
 
+/* ---- pooling fast paths ------------------------------------------------------ */
+
+/* The kernels run k x k windows of stride 2 (k 2 or 3) through row kernels
+ * on the interior and the generic walk around it. These references are the
+ * generic walk's definition in float, the same operations in the same
+ * order, so the kernels must match them bit for bit: MaxPool's first
+ * maximum in row-major window order on ties, the first NaN if any;
+ * AveragePool's sum from 0.0f in row-major order divided by the divisor;
+ * the backwards adding into dx window by window in (oy, ox) order. */
+
+/* ceil 1: window_ceil's geometry. */
+typedef struct {
+    win_spec s;
+    int ceil;
+} fast_spec;
+
+/*                        name                 n  c  h   w oc kh kw sh sw dh dw pt pl pb pr g  b  ceil */
+static const fast_spec fast_pools[] = {
+    {{"2x2 s2 on 8x8",                         2, 3, 8,  8, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0}, 0},
+    {{"2x2 s2 on 7x9, last row/column unread", 2, 3, 7,  9, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0}, 0},
+    {{"2x2 s2 on 7x9, ceil",                   2, 3, 7,  9, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0}, 1},
+    {{"2x2 s2 pads 1 on 6x7",                  1, 2, 6,  7, 0, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}, 0},
+    {{"3x3 s2 on 9x9",                         2, 3, 9,  9, 0, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0}, 0},
+    {{"3x3 s2 on 8x10",                        1, 2, 8, 10, 0, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0}, 0},
+    {{"3x3 s2 pads 1 on 7x7",                  2, 2, 7,  7, 0, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}, 0},
+    {{"3x3 s2 pads 1 on 8x8, ceil",            1, 2, 8,  8, 0, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}, 1},
+    {{"3x3 s2 on 3x3, one window",             1, 1, 3,  3, 0, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0}, 0},
+    {{"3x3 s2 on 2x2 pads 1, no interior",     1, 1, 2,  2, 0, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}, 0},
+    {{"2x2 s1 (generic)",                      1, 2, 5,  6, 0, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0}, 0},
+    {{"3x3 s2 dilation 2 (generic)",           1, 2, 9,  9, 0, 3, 3, 2, 2, 2, 2, 0, 0, 0, 0, 1, 0}, 0},
+    {{"3x2 s2 (generic)",                      1, 2, 7,  8, 0, 3, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0}, 0},
+};
+#define N_FAST ((int)(sizeof fast_pools / sizeof fast_pools[0]))
+
+/* A NaN whose payload says which one it is, so that "the first NaN" is
+ * checked too. */
+static float nan_numbered(uint32_t k)
+{
+    const uint32_t bits = 0x7fc00000u | (k & 0x3fffffu);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Values full of ties: a few small integers, both zeros, some NaNs. */
+static void fill_ties(float *x, size_t n)
+{
+    static const float vals[6] = {-2.0f, -1.0f, -0.0f, 0.0f, 1.0f, 2.0f};
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const float u = trand(0, 1);
+        x[i] = u < 0.05f ? nan_numbered((uint32_t)i + 1)
+                         : vals[(int)(trand(0, 6)) % 6];
+    }
+}
+
+/* Window (oy, ox)'s taps inside the input, row-major, into off[]; their
+ * count, and in *padded the count inside the padded input. */
+static int ref_taps(const rt_window *p, int oy, int ox, int *off, int *padded)
+{
+    int ki, kj, n = 0;
+    *padded = 0;
+    for (ki = 0; ki < p->kh; ki++)
+        for (kj = 0; kj < p->kw; kj++) {
+            const int iy = tap_at(oy, p->sh, p->pad_top, ki, p->dh);
+            const int ix = tap_at(ox, p->sw, p->pad_left, kj, p->dw);
+            *padded += iy >= -p->pad_top && iy < p->h + p->pad_bottom &&
+                       ix >= -p->pad_left && ix < p->w + p->pad_right;
+            if (iy >= 0 && iy < p->h && ix >= 0 && ix < p->w)
+                off[n++] = iy * p->w + ix;
+        }
+    return n;
+}
+
+/* kind as pool_case's; y and dx (accumulated) as the generic walk gives. */
+static void pool_ref(float *y, float *dx, const float *x, const float *dy,
+                     const rt_window *p, int kind)
+{
+    int q, oy, ox, t, off[64];
+    for (q = 0; q < p->n * p->c; q++)
+        for (oy = 0; oy < p->oh; oy++)
+            for (ox = 0; ox < p->ow; ox++) {
+                const float *xq = x + (size_t)q * p->h * p->w;
+                float *dxq = dx + (size_t)q * p->h * p->w;
+                const size_t o = ((size_t)q * p->oh + oy) * p->ow + ox;
+                int padded;
+                const int n = ref_taps(p, oy, ox, off, &padded);
+                if (kind == 0) {
+                    int best = -1;
+                    for (t = 0; t < n; t++)
+                        if (best < 0 || xq[off[t]] > xq[best] ||
+                            (isnan(xq[off[t]]) && !isnan(xq[best])))
+                            best = off[t];
+                    y[o] = best < 0 ? -INFINITY : xq[best];
+                    if (best >= 0)
+                        dxq[best] += dy[o];
+                } else {
+                    const int d = kind == 2 ? padded : n;
+                    float s = 0.0f;
+                    for (t = 0; t < n; t++)
+                        s += xq[off[t]];
+                    y[o] = d > 0 ? s / (float)d : 0.0f;
+                    for (t = 0; t < n; t++)
+                        dxq[off[t]] += dy[o] / (float)d;
+                }
+            }
+}
+
+/* _i = kind + 3 * fast_pools index. */
+START_TEST(pool_fast_paths_match_generic)
+{
+    const fast_spec *f = &fast_pools[_i / 3];
+    const int kind = _i % 3;
+    const rt_window p = f->ceil ? window_ceil(&f->s) : window_of(&f->s);
+    const size_t nx = (size_t)p.n * p.c * p.h * p.w,
+                 ny = (size_t)p.n * p.c * p.oh * p.ow;
+    float *x = guarded(nx), *dy = guarded(ny), *y = guarded(ny),
+          *dx = guarded(nx), *wy = malloc(ny * sizeof *wy),
+          *wdx = malloc(nx * sizeof *wdx);
+    size_t j;
+    tseed(1100 + _i);
+    if (kind == 0)
+        fill_ties(x, nx);
+    else
+        fill(x, nx, -1, 1);
+    fill(dy, ny, -1, 1);
+    fill(dx, nx, -1, 1);
+    memcpy(wdx, dx, nx * sizeof *dx);
+    pool_ref(wy, wdx, x, dy, &p, kind);
+    if (kind == 0) {
+        rt_maxpool_forward(y, x, &p);
+        rt_maxpool_backward(dx, dy, x, &p);
+    } else {
+        rt_avgpool_forward(y, x, &p, kind == 2);
+        rt_avgpool_backward(dx, dy, &p, kind == 2);
+    }
+    for (j = 0; j < ny; j++)
+        ck_assert_msg(memcmp(&y[j], &wy[j], sizeof *y) == 0,
+                      "%s %s: y[%d] %g, want %g", pool_names[kind], f->s.name,
+                      (int)j, (double)y[j], (double)wy[j]);
+    for (j = 0; j < nx; j++)
+        ck_assert_msg(memcmp(&dx[j], &wdx[j], sizeof *dx) == 0,
+                      "%s %s: dx[%d] %.9g, want %.9g", pool_names[kind],
+                      f->s.name, (int)j, (double)dx[j], (double)wdx[j]);
+    expect_guard("y", y, ny);
+    expect_guard("dx", dx, nx);
+    free(x), free(dy), free(y), free(dx), free(wy), free(wdx);
+}
+END_TEST
+
+/* Ties across both zeros, and NaNs, by hand, in a 2x2 stride 2 pool that
+ * the fast kernel runs. x, row by row:
+ *   -0   0   0  -0
+ *    1   1  -1  -1
+ *   N1  N2   3  N3
+ *    5   5  N4   7
+ * (Nk a NaN with payload k). Windows: [-0 0; 1 1] -> the first 1 (x[4]);
+ * [0 -0; -1 -1] -> +0 (x[2]), the first of two equal zeros; [N1 N2; 5 5]
+ * -> N1 (x[8]); [3 N3; N4 7] -> N3 (x[11]). */
+START_TEST(maxpool_fast_ties_by_hand)
+{
+    const win_spec s = {"fast ties", 1, 1, 4, 4, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0};
+    const rt_window p = window_of(&s);
+    float x[16] = {-0.0f, 0.0f, 0.0f, -0.0f, 1, 1, -1, -1,
+                   0, 0, 3, 0, 5, 5, 0, 7};
+    float y[4], dx[16];
+    const float dy[4] = {1, 2, 3, 4};
+    int j;
+    x[8] = nan_numbered(1), x[9] = nan_numbered(2);
+    x[11] = nan_numbered(3), x[14] = nan_numbered(4);
+    rt_maxpool_forward(y, x, &p);
+    ck_assert_float_eq(y[0], 1.0f);
+    ck_assert(y[1] == 0.0f && !signbit(y[1]));
+    ck_assert(memcmp(&y[2], &x[8], sizeof *y) == 0);
+    ck_assert(memcmp(&y[3], &x[11], sizeof *y) == 0);
+    memset(dx, 0, sizeof dx);
+    rt_maxpool_backward(dx, dy, x, &p);
+    for (j = 0; j < 16; j++)
+        ck_assert_float_eq(dx[j], j == 4 ? 1 : j == 2 ? 2 : j == 8 ? 3
+                                  : j == 11 ? 4 : 0);
+}
+END_TEST
+
 /* ---- global average pool ----------------------------------------------------- */
 
 typedef struct {
@@ -806,6 +989,8 @@ static Suite *conv_suite(void)
     tcase_add_test(tc, maxpool_padding_by_hand);
     tcase_add_test(tc, maxpool_nan_and_empty_windows);
     tcase_add_test(tc, avgpool_by_hand);
+    tcase_add_loop_test(tc, pool_fast_paths_match_generic, 0, 3 * N_FAST);
+    tcase_add_test(tc, maxpool_fast_ties_by_hand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("global_avgpool");
