@@ -1485,11 +1485,133 @@ static int conv_is_pointwise(const rt_window *p)
            p->pad_right == 0;
 }
 
+/* dst[j] = src[j * step] for j < n; stride 1 (the usual convolution) is
+ * its own loop, a plain copy the compiler vectorizes. */
+static void copy_strided(float *dst, const float *src, int n, int step)
+{
+    int j;
+    if (step == 1)
+        for (j = 0; j < n; j++)
+            dst[j] = src[j];
+    else
+        for (j = 0; j < n; j++)
+            dst[j] = src[(size_t)j * step];
+}
+
+/* dst[j * step] += src[j] for j < n, stride 1 likewise apart. */
+static void add_strided(float *dst, const float *src, int n, int step)
+{
+    int j;
+    if (step == 1)
+        for (j = 0; j < n; j++)
+            dst[j] += src[j];
+    else
+        for (j = 0; j < n; j++)
+            dst[(size_t)j * step] += src[j];
+}
+
+/* Where an output row is an input row (stride 1, no column dilation, ow ==
+ * w: a "same" convolution of stride 1), a tap's whole row of col is one run
+ * of the image's plane shifted by a constant d, except the columns that
+ * wrap around a row's end, which read the padding. One long copy and a
+ * zero per wrapped column replace im2col's copy per output row, which for
+ * small planes (14 wide) cost more than the copying. */
+static int conv_is_run(const rt_window *p)
+{
+    return p->sh == 1 && p->sw == 1 && p->dw == 1 && p->ow == p->w;
+}
+
+/* Tap (ki, kj)'s run: col[j] = x[j + d] for j in [j0, j1) (the rows
+ * [ylo, yhi) that read the input) but the columns outside [xlo, xhi);
+ * [a, b) is the part of the run with j + d inside the plane, the rest
+ * being wrapped columns. */
+typedef struct {
+    ptrdiff_t d;
+    int ylo, yhi, xlo, xhi, j0, j1, a, b;
+} tap_run;
+
+static tap_run tap_run_of(const rt_window *p, int ki, int kj)
+{
+    const int offy = ki * p->dh - p->pad_top, offx = kj - p->pad_left;
+    const ptrdiff_t hw = (ptrdiff_t)p->h * p->w;
+    tap_run t;
+    t.d = (ptrdiff_t)offy * p->w + offx;
+    inside(offy, 1, p->h, p->oh, &t.ylo, &t.yhi);
+    inside(offx, 1, p->w, p->ow, &t.xlo, &t.xhi);
+    if (t.xlo == t.xhi) /* every column in the padding */
+        t.yhi = t.ylo;
+    t.j0 = t.ylo * p->ow;
+    t.j1 = t.yhi * p->ow;
+    t.a = t.d < 0 && t.j0 < -t.d ? (int)-t.d : t.j0;
+    t.b = hw - t.d < t.j1 ? (int)(hw - t.d) : t.j1;
+    if (t.a > t.b || t.j0 == t.j1)
+        t.a = t.b = t.j0;
+    return t;
+}
+
+/* Zeroes run row r's columns outside [t->xlo, t->xhi) on rows [ylo, yhi),
+ * and, with all, every element outside them too. */
+static void zero_wrapped(float *r, const tap_run *t, const rt_window *p,
+                         int all)
+{
+    int oy, ox;
+    if (all) {
+        memset(r, 0, (size_t)t->j0 * sizeof *r);
+        memset(r + t->j1, 0, (size_t)(p->oh * p->ow - t->j1) * sizeof *r);
+    }
+    for (oy = t->ylo; oy < t->yhi; oy++) {
+        float *ro = r + (size_t)oy * p->ow;
+        for (ox = 0; ox < t->xlo; ox++)
+            ro[ox] = 0.0f;
+        for (ox = t->xhi; ox < p->ow; ox++)
+            ro[ox] = 0.0f;
+    }
+}
+
+static void im2col_runs(float *col, const float *x, int cg, const rt_window *p)
+{
+    const size_t ohw = (size_t)p->oh * p->ow, hw = (size_t)p->h * p->w;
+    int ci, ki, kj;
+    for (ci = 0; ci < cg; ci++)
+        for (ki = 0; ki < p->kh; ki++)
+            for (kj = 0; kj < p->kw; kj++) {
+                const tap_run t = tap_run_of(p, ki, kj);
+                float *r = col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
+                if (t.a < t.b)
+                    memcpy(r + t.a, x + ci * hw + (t.a + t.d),
+                           (size_t)(t.b - t.a) * sizeof *r);
+                zero_wrapped(r, &t, p, 1);
+            }
+}
+
+/* col2im_add over runs: the wrapped columns of col (scratch, so ours to
+ * clear) are zeroed first, so that one long add over each run adds
+ * nothing where they land (x + 0.0f is x, but -0.0f becomes +0.0f). */
+static void col2im_runs(float *dx, float *col, int cg, const rt_window *p)
+{
+    const size_t ohw = (size_t)p->oh * p->ow, hw = (size_t)p->h * p->w;
+    int ci, ki, kj;
+    for (ci = 0; ci < cg; ci++)
+        for (ki = 0; ki < p->kh; ki++)
+            for (kj = 0; kj < p->kw; kj++) {
+                const tap_run t = tap_run_of(p, ki, kj);
+                float *r = col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
+                if (t.a == t.b)
+                    continue;
+                zero_wrapped(r, &t, p, 0);
+                add_strided(dx + ci * hw + (t.a + t.d), r + t.a, t.b - t.a, 1);
+            }
+}
+
 /* col (cg*kh*kw x oh*ow) from the cg channels of one image at x. */
 static void im2col(float *col, const float *x, int cg, const rt_window *p)
 {
     const size_t ohw = (size_t)p->oh * p->ow;
     int ci, ki, kj, oy, ox;
+    if (conv_is_run(p)) {
+        im2col_runs(col, x, cg, p);
+        return;
+    }
     for (ci = 0; ci < cg; ci++)
         for (ki = 0; ki < p->kh; ki++) {
             const int offy = ki * p->dh - p->pad_top;
@@ -1510,8 +1632,8 @@ static void im2col(float *col, const float *x, int cg, const rt_window *p)
                             (offx + xlo * p->sw);
                         for (; ox < xlo; ox++)
                             r[ox] = 0.0f;
-                        for (; ox < xhi; ox++)
-                            r[ox] = xr[(size_t)(ox - xlo) * p->sw];
+                        copy_strided(r + xlo, xr, xhi - xlo, p->sw);
+                        ox = xhi;
                     }
                     for (; ox < p->ow; ox++)
                         r[ox] = 0.0f;
@@ -1522,10 +1644,14 @@ static void im2col(float *col, const float *x, int cg, const rt_window *p)
 
 /* dx (cg channels of one image) += col2im(col): im2col's transpose, each
  * column entry added to the input element it was read from. */
-static void col2im_add(float *dx, const float *col, int cg, const rt_window *p)
+static void col2im_add(float *dx, float *col, int cg, const rt_window *p)
 {
     const size_t ohw = (size_t)p->oh * p->ow;
-    int ci, ki, kj, oy, ox;
+    int ci, ki, kj, oy;
+    if (conv_is_run(p)) {
+        col2im_runs(dx, col, cg, p);
+        return;
+    }
     for (ci = 0; ci < cg; ci++)
         for (ki = 0; ki < p->kh; ki++) {
             const int offy = ki * p->dh - p->pad_top;
@@ -1543,11 +1669,29 @@ static void col2im_add(float *dx, const float *col, int cg, const rt_window *p)
                     const float *r = row + (size_t)oy * p->ow;
                     float *dr = dx + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
                                 (offx + xlo * p->sw);
-                    for (ox = xlo; ox < xhi; ox++)
-                        dr[(size_t)(ox - xlo) * p->sw] += r[ox];
+                    add_strided(dr, r + xlo, xhi - xlo, p->sw);
                 }
             }
         }
+}
+
+/* The sum of x[0..n), in SUM_LANES interleaved partial sums added up at
+ * the end: a sum the compiler vectorizes, where one running sum is a chain
+ * of dependent adds. */
+#define SUM_LANES 16
+static float sum_lanes(const float *x, int n)
+{
+    float part[SUM_LANES] = {0};
+    float s = 0.0f;
+    int j = 0, l;
+    for (; j + SUM_LANES <= n; j += SUM_LANES)
+        for (l = 0; l < SUM_LANES; l++)
+            part[l] += x[j + l];
+    for (l = 0; l < SUM_LANES; l++)
+        s += part[l];
+    for (; j < n; j++)
+        s += x[j];
+    return s;
 }
 
 size_t rt_conv_scratch(const rt_window *p)
@@ -1597,20 +1741,15 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
     const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
     const size_t hw = (size_t)p->h * p->w;
     const int pointwise = conv_is_pointwise(p);
-    int i, g, o, j;
+    int i, g, o;
     for (i = 0; i < p->n; i++)
         for (g = 0; g < p->group; g++) {
             const size_t xoff = ((size_t)i * p->c + (size_t)g * cg) * hw;
             const size_t woff = (size_t)g * og * kk;
             const float *dyg = dy + ((size_t)i * p->oc + (size_t)g * og) * ohw;
             if (db != NULL)
-                for (o = 0; o < og; o++) {
-                    const float *r = dyg + (size_t)o * ohw;
-                    float s = 0.0f;
-                    for (j = 0; j < ohw; j++)
-                        s += r[j];
-                    db[g * og + o] += s;
-                }
+                for (o = 0; o < og; o++)
+                    db[g * og + o] += sum_lanes(dyg + (size_t)o * ohw, ohw);
             if (dw != NULL) {
                 const float *col = x + xoff;
                 if (!pointwise) {

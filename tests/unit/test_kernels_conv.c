@@ -125,6 +125,9 @@ static const win_spec convs[] = {
     {"kernel wider than input, pads",   1, 1, 2, 3, 2, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
     {"3x3 no pad, no bias",             1, 2, 4, 5, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},
     {"taps wholly in the padding",      1, 2, 3, 1, 2, 3, 3, 1, 1, 1, 1, 1, 2, 1, 0, 1, 1},
+    /* ow == w at stride 1: im2col's runs of a whole row of col */
+    {"same, pads 2,2,2,0, dilation 2x1", 2, 3, 6, 5, 4, 3, 3, 1, 1, 2, 1, 2, 2, 2, 0, 1, 1},
+    {"same 5x5 on 3x4",                 1, 2, 3, 4, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1, 1},
 };
 #define N_CONVS ((int)(sizeof convs / sizeof convs[0]))
 
@@ -347,7 +350,7 @@ START_TEST(conv_scratch_size)
         3 * 9 * 5 * 5, 2 * 9 * 4 * 3, 2 * 6 * 6 * 2, 2 * 9 * 7 * 7,
         2 * 9 * 5 * 5, 1 * 9 * 5 * 5, 1 * 9 * 3 * 2, 0, 0, 3 * 1 * 3 * 2,
         2 * 1 * 5 * 5, 2 * 6 * 3 * 5, 1 * 12 * 2 * 2, 2 * 9 * 2 * 3,
-        2 * 9 * 3 * 1};
+        2 * 9 * 3 * 1, 3 * 9 * 6 * 5, 2 * 25 * 3 * 4};
     int i;
     for (i = 0; i < N_CONVS; i++) {
         const rt_window p = window_of(&convs[i]);
