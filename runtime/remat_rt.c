@@ -1572,16 +1572,17 @@ static void im2col_runs(float *col, const float *x, int cg, const rt_window *p)
 {
     const size_t ohw = (size_t)p->oh * p->ow, hw = (size_t)p->h * p->w;
     int ci, ki, kj;
-    for (ci = 0; ci < cg; ci++)
-        for (ki = 0; ki < p->kh; ki++)
-            for (kj = 0; kj < p->kw; kj++) {
-                const tap_run t = tap_run_of(p, ki, kj);
+    for (ki = 0; ki < p->kh; ki++)
+        for (kj = 0; kj < p->kw; kj++) {
+            const tap_run t = tap_run_of(p, ki, kj); /* the same per channel */
+            for (ci = 0; ci < cg; ci++) {
                 float *r = col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
                 if (t.a < t.b)
                     memcpy(r + t.a, x + ci * hw + (t.a + t.d),
                            (size_t)(t.b - t.a) * sizeof *r);
                 zero_wrapped(r, &t, p, 1);
             }
+        }
 }
 
 /* col2im_add over runs: the wrapped columns of col (scratch, so ours to
@@ -1591,16 +1592,17 @@ static void col2im_runs(float *dx, float *col, int cg, const rt_window *p)
 {
     const size_t ohw = (size_t)p->oh * p->ow, hw = (size_t)p->h * p->w;
     int ci, ki, kj;
-    for (ci = 0; ci < cg; ci++)
-        for (ki = 0; ki < p->kh; ki++)
-            for (kj = 0; kj < p->kw; kj++) {
-                const tap_run t = tap_run_of(p, ki, kj);
+    for (ki = 0; ki < p->kh; ki++)
+        for (kj = 0; kj < p->kw; kj++) {
+            const tap_run t = tap_run_of(p, ki, kj);
+            if (t.a == t.b)
+                continue;
+            for (ci = 0; ci < cg; ci++) {
                 float *r = col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
-                if (t.a == t.b)
-                    continue;
                 zero_wrapped(r, &t, p, 0);
                 add_strided(dx + ci * hw + (t.a + t.d), r + t.a, t.b - t.a, 1);
             }
+        }
 }
 
 /* col (cg*kh*kw x oh*ow) from the cg channels of one image at x. */
