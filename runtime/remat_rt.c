@@ -2328,24 +2328,100 @@ static void attn_scores(float *s, const float *q, const float *k, int i0,
              k + (size_t)j0 * e, e, 0.0f, s, nk);
 }
 
+/* exp(x) for x <= 0 without a libm call, so that a row's loop vectorizes:
+ * x = n ln2 + r with |r| <= ln2/2, e^r by its Taylor polynomial to r^6
+ * (relative error about 1e-7), 2^n built in the exponent bits. Below -87
+ * the result would leave the normal range: 0 there (under 1e-38, nothing
+ * against a row whose largest term is 1; a saturated softmax stays exactly
+ * one-hot), computed on the clamped x so that no lane overflows. */
+RT_INLINE float attn_exp(float x)
+{
+    const float round = 12582912.0f; /* 1.5 * 2^23: adding it rounds */
+    const float under = x < -87.0f ? 0.0f : 1.0f;
+    float n, r, p, two_n;
+    int32_t bits;
+    x = x < -87.0f ? -87.0f : x;
+    n = (x * 1.44269504f + round) - round;
+    r = (x - n * 0.693145752f) - n * 1.42860677e-6f; /* ln2, hi + lo */
+    p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
+        r * (1.0f / 120 + r * (1.0f / 720))))));
+    bits = ((int32_t)n + 127) * (1 << 23);
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n * under;
+}
+
+/* Reductions over a row in 8 interleaved lanes, so that they vectorize
+ * (a single running float would fix the order and forbid it). */
+#define ATTN_LANES 8
+
+static float attn_row_max(const float *s, int n, float m)
+{
+    float lane[ATTN_LANES];
+    int j, t;
+    for (t = 0; t < ATTN_LANES; t++)
+        lane[t] = m;
+    for (j = 0; j + ATTN_LANES <= n; j += ATTN_LANES)
+        for (t = 0; t < ATTN_LANES; t++)
+            lane[t] = s[j + t] > lane[t] ? s[j + t] : lane[t];
+    for (; j < n; j++)
+        m = s[j] > m ? s[j] : m;
+    for (t = 0; t < ATTN_LANES; t++)
+        m = lane[t] > m ? lane[t] : m;
+    return m;
+}
+
+static float attn_lanes_sum(const float *lane, float sum)
+{
+    int t;
+    for (t = 0; t < ATTN_LANES; t++)
+        sum += lane[t];
+    return sum;
+}
+
+static float attn_row_sum(const float *a, int n)
+{
+    float lane[ATTN_LANES] = {0}, sum = 0.0f;
+    int j, t;
+    for (j = 0; j + ATTN_LANES <= n; j += ATTN_LANES)
+        for (t = 0; t < ATTN_LANES; t++)
+            lane[t] += a[j + t];
+    for (; j < n; j++)
+        sum += a[j];
+    return attn_lanes_sum(lane, sum);
+}
+
+static float attn_row_dot(const float *a, const float *b, int n)
+{
+    float lane[ATTN_LANES] = {0}, sum = 0.0f;
+    int j, t;
+    for (j = 0; j + ATTN_LANES <= n; j += ATTN_LANES)
+        for (t = 0; t < ATTN_LANES; t++)
+            lane[t] += a[j + t] * b[j + t];
+    for (; j < n; j++)
+        sum += a[j] * b[j];
+    return attn_lanes_sum(lane, sum);
+}
+
+/* s[j] = exp(s[j] - m) * c for the nv visible keys, 0 for the rest. */
+static void attn_exp_row(float *s, int nv, int nk, float m, float c)
+{
+    int j;
+    for (j = 0; j < nv; j++)
+        s[j] = attn_exp(s[j] - m) * c;
+    for (; j < nk; j++)
+        s[j] = 0.0f;
+}
+
 /* Folds a key block into one row's statistics: the nv visible scores of s
  * become exp(s - m) against the new running max m, the masked rest 0, and l
  * gains their sum. Returns the factor exp(m_old - m) that sums taken against
  * the old max need (0 while the row had seen nothing, m_old = -inf). */
 static float attn_fold_row(float *s, int nv, int nk, float *m, float *l)
 {
-    float mx = *m, sum = 0.0f, c;
-    int j;
-    for (j = 0; j < nv; j++)
-        mx = s[j] > mx ? s[j] : mx;
-    for (j = 0; j < nv; j++) {
-        s[j] = expf(s[j] - mx);
-        sum += s[j];
-    }
-    for (; j < nk; j++)
-        s[j] = 0.0f;
-    c = nv > 0 ? expf(*m - mx) : 1.0f;
-    *l = *l * c + sum;
+    const float mx = attn_row_max(s, nv, *m);
+    const float c = nv > 0 ? expf(*m - mx) : 1.0f;
+    attn_exp_row(s, nv, nk, mx, 1.0f);
+    *l = *l * c + attn_row_sum(s, nv);
     *m = mx;
     return c;
 }
@@ -2460,7 +2536,7 @@ static void attn_dp(const attn_bwd *a, int i0, int mq, int j0, int nk)
 static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
 {
     const int ds = attn_bwd_needs_ds(a);
-    int i, j, j0;
+    int i, j0;
     for (i = 0; i < mq; i++) {
         a->m[i] = -INFINITY;
         a->l[i] = a->d[i] = 0.0f;
@@ -2471,14 +2547,12 @@ static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
         if (ds)
             attn_dp(a, i0, mq, j0, nk);
         for (i = 0; i < mq; i++) {
-            float *si = a->s + (size_t)i * nk, sum = 0.0f;
+            float *si = a->s + (size_t)i * nk;
             const int nv = attn_row_keys(i0 + i, j0, nk, a->causal);
             const float c = attn_fold_row(si, nv, nk, &a->m[i], &a->l[i]);
-            if (!ds)
-                continue;
-            for (j = 0; j < nv; j++)
-                sum += si[j] * a->dp[(size_t)i * nk + j];
-            a->d[i] = a->d[i] * c + sum;
+            if (ds)
+                a->d[i] = a->d[i] * c +
+                          attn_row_dot(si, a->dp + (size_t)i * nk, nv);
         }
     }
     for (i = 0; i < mq; i++)
@@ -2490,7 +2564,7 @@ static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
 static void attn_bwd_probs(const attn_bwd *a, int i0, int mq, int j0, int nk,
                            int reuse)
 {
-    int i, j;
+    int i;
     if (!reuse) {
         attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->scale);
         if (attn_bwd_needs_ds(a))
@@ -2500,14 +2574,10 @@ static void attn_bwd_probs(const attn_bwd *a, int i0, int mq, int j0, int nk,
         float *si = a->s + (size_t)i * nk;
         const int nv = attn_row_keys(i0 + i, j0, nk, a->causal);
         const float inv = 1.0f / a->l[i], mi = a->m[i];
-        if (reuse) {
+        if (reuse)
             attn_scale_row(si, nk, inv);
-            continue;
-        }
-        for (j = 0; j < nv; j++)
-            si[j] = expf(si[j] - mi) * inv;
-        for (; j < nk; j++)
-            si[j] = 0.0f;
+        else
+            attn_exp_row(si, nv, nk, mi, inv);
     }
 }
 
