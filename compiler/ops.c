@@ -1110,9 +1110,9 @@ const OpInfo op_table[] = {
                        {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0, 0, 0},
                        emit_batch_norm_fwd, emit_batch_norm_bwd, NULL, NULL,
                        0, NULL, 0, 0, NEED_IN(3) | NEED_IN(4)},
-    /* The backward reads Q, K and V only and rebuilds each query's
-     * probabilities one row at a time in scratch: neither the probability
-     * matrix nor softmax statistics are kept between forward and backward. */
+    /* The backward reads Q, K and V only and rebuilds the probabilities
+     * block by block in scratch: neither the probability matrix nor softmax
+     * statistics are kept between forward and backward. */
     [OP_ATTENTION] = {"Attention", "attention", 3, 3, 1, CAT_ATTENTION,
                       attention_attrs, shape_attention, flops_attention,
                       {NEED_IN(0) | NEED_IN(1) | NEED_IN(2),

@@ -332,8 +332,9 @@ void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
          in[0], in[1], in[2], attention_args(e, n), e->scratch);
 }
 
-/* A row of scores in the forward; scores and their gradients in the
- * backward, which rebuilds each query's probabilities from Q and K. */
+/* A block of scores and its softmax statistics in the forward; scores,
+ * their gradients and the statistics in the backward, which rebuilds the
+ * probabilities from Q and K. Bounded in skv (blocks of keys). */
 long scratch_attention(const Graph *g, const Node *n, int backward)
 {
     int skv = (int)IN(1)->dims[2];

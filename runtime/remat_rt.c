@@ -2674,82 +2674,335 @@ void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
         mask[i] = dropout_keeps(seed, stream, i, ratio) ? 1.0f : 0.0f;
 }
 
-/* Attention works one query row at a time: the row's scores, its softmax
- * and (backward) the score gradients live in caller scratch of skv floats
- * each, so memory does not grow with sq. */
+/* Attention works on blocks of RT_ATTN_BQ queries against blocks of up to
+ * RT_ATTN_BK keys (FlashAttention's tiling): each product of a block pair is
+ * one small GEMM, and the softmax statistics (row max m, row sum l) live per
+ * query block, updated key block by key block (online softmax). Scratch
+ * therefore grows with neither sq nor, past RT_ATTN_BK, skv. With causal a
+ * query block stops at the key of its last row (the upper half is skipped
+ * block-wise); inside a block each row masks the keys after its own. */
+#ifndef RT_ATTN_BQ
+#define RT_ATTN_BQ 32
+#endif
+#ifndef RT_ATTN_BK
+#define RT_ATTN_BK 64
+#endif
 
-/* Keys 0..visible-1 are the ones query i sees. */
-static int attn_visible(int i, int skv, int causal)
+static int attn_min(int a, int b)
 {
-    return causal && i + 1 < skv ? i + 1 : skv;
+    return a < b ? a : b;
 }
 
-static float dot_f(const float *a, const float *b, int n)
+/* Keys 0..end-1 are the ones some query of rows i0..i0+mq-1 sees. */
+static int attn_keys_end(int i0, int mq, int skv, int causal)
 {
-    float s = 0.0f;
+    return causal ? attn_min(skv, i0 + mq) : skv;
+}
+
+/* How many keys of the block j0..j0+nk-1 query i sees (a prefix). */
+static int attn_row_keys(int i, int j0, int nk, int causal)
+{
+    int n = causal ? i + 1 - j0 : nk;
+    return n < 0 ? 0 : attn_min(n, nk);
+}
+
+/* s = scale * Q K^T for query rows i0.. (mq) and keys j0.. (nk), stride nk. */
+static void attn_scores(float *s, const float *q, const float *k, int i0,
+                        int mq, int j0, int nk, int e, float scale)
+{
+    rt_sgemm(0, 1, mq, nk, e, scale, q + (size_t)i0 * e, e,
+             k + (size_t)j0 * e, e, 0.0f, s, nk);
+}
+
+/* exp(x) for x <= 0 without a libm call, so that a row's loop vectorizes:
+ * x = n ln2 + r with |r| <= ln2/2, e^r by its Taylor polynomial to r^6
+ * (relative error about 1e-7), 2^n built in the exponent bits. Below -87
+ * the result would leave the normal range: 0 there (under 1e-38, nothing
+ * against a row whose largest term is 1; a saturated softmax stays exactly
+ * one-hot), computed on the clamped x so that no lane overflows. */
+RT_INLINE float attn_exp(float x)
+{
+    const float round = 12582912.0f; /* 1.5 * 2^23: adding it rounds */
+    const float under = x < -87.0f ? 0.0f : 1.0f;
+    float n, r, p, two_n;
+    int32_t bits;
+    x = x < -87.0f ? -87.0f : x;
+    n = (x * 1.44269504f + round) - round;
+    r = (x - n * 0.693145752f) - n * 1.42860677e-6f; /* ln2, hi + lo */
+    p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
+        r * (1.0f / 120 + r * (1.0f / 720))))));
+    bits = ((int32_t)n + 127) * (1 << 23);
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n * under;
+}
+
+/* Reductions over a row in 8 interleaved lanes, so that they vectorize
+ * (a single running float would fix the order and forbid it). */
+#define ATTN_LANES 8
+
+static float attn_row_max(const float *s, int n, float m)
+{
+    float lane[ATTN_LANES];
+    int j, t;
+    for (t = 0; t < ATTN_LANES; t++)
+        lane[t] = m;
+    for (j = 0; j + ATTN_LANES <= n; j += ATTN_LANES)
+        for (t = 0; t < ATTN_LANES; t++)
+            lane[t] = s[j + t] > lane[t] ? s[j + t] : lane[t];
+    for (; j < n; j++)
+        m = s[j] > m ? s[j] : m;
+    for (t = 0; t < ATTN_LANES; t++)
+        m = lane[t] > m ? lane[t] : m;
+    return m;
+}
+
+static float attn_lanes_sum(const float *lane, float sum)
+{
     int t;
-    for (t = 0; t < n; t++)
-        s += a[t] * b[t];
-    return s;
+    for (t = 0; t < ATTN_LANES; t++)
+        sum += lane[t];
+    return sum;
 }
 
-/* p[j] = softmax_j(scale * qi . k_j) over the nv >= 1 visible keys, rows of
- * kb e floats apart. The max is subtracted, so the sum is at least 1. */
-static void attn_probs(float *p, const float *qi, const float *kb, int nv,
-                       int e, float scale)
+static float attn_row_sum(const float *a, int n)
 {
-    float m, sum = 0.0f, inv;
+    float lane[ATTN_LANES] = {0}, sum = 0.0f;
+    int j, t;
+    for (j = 0; j + ATTN_LANES <= n; j += ATTN_LANES)
+        for (t = 0; t < ATTN_LANES; t++)
+            lane[t] += a[j + t];
+    for (; j < n; j++)
+        sum += a[j];
+    return attn_lanes_sum(lane, sum);
+}
+
+static float attn_row_dot(const float *a, const float *b, int n)
+{
+    float lane[ATTN_LANES] = {0}, sum = 0.0f;
+    int j, t;
+    for (j = 0; j + ATTN_LANES <= n; j += ATTN_LANES)
+        for (t = 0; t < ATTN_LANES; t++)
+            lane[t] += a[j + t] * b[j + t];
+    for (; j < n; j++)
+        sum += a[j] * b[j];
+    return attn_lanes_sum(lane, sum);
+}
+
+/* s[j] = exp(s[j] - m) * c for the nv visible keys, 0 for the rest. */
+static void attn_exp_row(float *s, int nv, int nk, float m, float c)
+{
     int j;
     for (j = 0; j < nv; j++)
-        p[j] = scale * dot_f(qi, kb + (size_t)j * e, e);
-    m = p[0];
-    for (j = 1; j < nv; j++)
-        m = p[j] > m ? p[j] : m;
-    for (j = 0; j < nv; j++) {
-        p[j] = expf(p[j] - m);
-        sum += p[j];
-    }
-    inv = 1.0f / sum;
-    for (j = 0; j < nv; j++)
-        p[j] *= inv;
+        s[j] = attn_exp(s[j] - m) * c;
+    for (; j < nk; j++)
+        s[j] = 0.0f;
+}
+
+/* Folds a key block into one row's statistics: the nv visible scores of s
+ * become exp(s - m) against the new running max m, the masked rest 0, and l
+ * gains their sum. Returns the factor exp(m_old - m) that sums taken against
+ * the old max need (0 while the row had seen nothing, m_old = -inf). */
+static float attn_fold_row(float *s, int nv, int nk, float *m, float *l)
+{
+    const float mx = attn_row_max(s, nv, *m);
+    const float c = nv > 0 ? expf(*m - mx) : 1.0f;
+    attn_exp_row(s, nv, nk, mx, 1.0f);
+    *l = *l * c + attn_row_sum(s, nv);
+    *m = mx;
+    return c;
+}
+
+static void attn_scale_row(float *x, int n, float c)
+{
+    int t;
+    for (t = 0; t < n; t++)
+        x[t] *= c;
 }
 
 size_t rt_attention_scratch(int skv)
 {
-    return skv > 0 ? (size_t)skv : 0;
+    /* a score block, then m and l per query */
+    return skv > 0 ? (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK) +
+                         2 * RT_ATTN_BQ
+                   : 0;
+}
+
+/* One query block of one head: y rows accumulate P V unnormalized, rescaled
+ * whenever a row's max grows, and are divided by l at the end. */
+static void attn_forward_block(float *y, const float *q, const float *k,
+                               const float *v, int i0, int mq, int skv, int e,
+                               int ev, float scale, int causal, float *scratch)
+{
+    float *s = scratch;
+    float *m = s + (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK);
+    float *l = m + RT_ATTN_BQ;
+    const int end = attn_keys_end(i0, mq, skv, causal);
+    int i, j0;
+    memset(y + (size_t)i0 * ev, 0, (size_t)mq * ev * sizeof *y);
+    for (i = 0; i < mq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
+        const int nk = attn_min(RT_ATTN_BK, end - j0);
+        attn_scores(s, q, k, i0, mq, j0, nk, e, scale);
+        for (i = 0; i < mq; i++) {
+            const float c =
+                attn_fold_row(s + (size_t)i * nk,
+                              attn_row_keys(i0 + i, j0, nk, causal), nk,
+                              &m[i], &l[i]);
+            if (c != 1.0f && j0 > 0)
+                attn_scale_row(y + (size_t)(i0 + i) * ev, ev, c);
+        }
+        rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v + (size_t)j0 * ev, ev,
+                 1.0f, y + (size_t)i0 * ev, ev);
+    }
+    for (i = 0; i < mq; i++)
+        if (l[i] > 0.0f)
+            attn_scale_row(y + (size_t)(i0 + i) * ev, ev, 1.0f / l[i]);
 }
 
 void rt_attention_forward(float *y, const float *q, const float *k,
                           const float *v, int bh, int sq, int skv, int e,
                           int ev, float scale, int causal, float *scratch)
 {
-    int b, i, j, t;
+    int b, i0;
+    if (skv <= 0) { /* no query sees a key: zeros, and scratch is empty */
+        memset(y, 0, (size_t)bh * sq * ev * sizeof *y);
+        return;
+    }
     for (b = 0; b < bh; b++) {
+        const float *qb = q + (size_t)b * sq * e;
         const float *kb = k + (size_t)b * skv * e;
         const float *vb = v + (size_t)b * skv * ev;
-        for (i = 0; i < sq; i++) {
-            const size_t row = (size_t)b * sq + i;
-            const int nv = attn_visible(i, skv, causal);
-            float *yi = y + row * ev;
-            for (t = 0; t < ev; t++)
-                yi[t] = 0.0f;
-            if (nv <= 0)
-                continue;
-            attn_probs(scratch, q + row * e, kb, nv, e, scale);
-            for (j = 0; j < nv; j++) {
-                const float pj = scratch[j];
-                const float *vj = vb + (size_t)j * ev;
-                for (t = 0; t < ev; t++)
-                    yi[t] += pj * vj[t];
-            }
-        }
+        float *yb = y + (size_t)b * sq * ev;
+        for (i0 = 0; i0 < sq; i0 += RT_ATTN_BQ)
+            attn_forward_block(yb, qb, kb, vb, i0,
+                               attn_min(RT_ATTN_BQ, sq - i0), skv, e, ev,
+                               scale, causal, scratch);
     }
 }
 
-/* p, then ds: two rows of skv. */
+/* The backward of one head, FlashAttention-2's way without a stored
+ * logsumexp: per query block a first pass over its key blocks rebuilds m, l
+ * and D_i = sum_j p_ij dp_ij (= dy_i . y_i) online, a second turns each key
+ * block's scores into p and ds = scale p (dp - D) and adds the four GEMMs.
+ * When the block sees one key block only, the second pass reuses the first's
+ * scores and dp instead of recomputing them. */
+typedef struct {
+    float *dq, *dk, *dv;
+    const float *dy, *q, *k, *v; /* the head's */
+    int sq, skv, e, ev, causal;
+    float scale;
+    float *s, *dp, *m, *l, *d; /* scratch: 2 blocks, 3 rows of stats */
+} attn_bwd;
+
+/* p, then ds: two score blocks; m, l and D per query. */
 size_t rt_attention_backward_scratch(int skv)
 {
-    return 2 * rt_attention_scratch(skv);
+    return skv > 0 ? (size_t)2 * RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK) +
+                         3 * RT_ATTN_BQ
+                   : 0;
+}
+
+static int attn_bwd_needs_ds(const attn_bwd *a)
+{
+    return a->dq != NULL || a->dk != NULL;
+}
+
+/* dp = dY V^T for the block pair (stride nk). */
+static void attn_dp(const attn_bwd *a, int i0, int mq, int j0, int nk)
+{
+    rt_sgemm(0, 1, mq, nk, a->ev, 1.0f, a->dy + (size_t)i0 * a->ev, a->ev,
+             a->v + (size_t)j0 * a->ev, a->ev, 0.0f, a->dp, nk);
+}
+
+/* First pass: m, l and D of rows i0.. from scratch; leaves the last key
+ * block's exp(s - m) in a->s and its dp in a->dp. */
+static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
+{
+    const int ds = attn_bwd_needs_ds(a);
+    int i, j0;
+    for (i = 0; i < mq; i++) {
+        a->m[i] = -INFINITY;
+        a->l[i] = a->d[i] = 0.0f;
+    }
+    for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
+        const int nk = attn_min(RT_ATTN_BK, end - j0);
+        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->scale);
+        if (ds)
+            attn_dp(a, i0, mq, j0, nk);
+        for (i = 0; i < mq; i++) {
+            float *si = a->s + (size_t)i * nk;
+            const int nv = attn_row_keys(i0 + i, j0, nk, a->causal);
+            const float c = attn_fold_row(si, nv, nk, &a->m[i], &a->l[i]);
+            if (ds)
+                a->d[i] = a->d[i] * c +
+                          attn_row_dot(si, a->dp + (size_t)i * nk, nv);
+        }
+    }
+    for (i = 0; i < mq; i++)
+        a->d[i] = a->l[i] > 0.0f ? a->d[i] / a->l[i] : 0.0f;
+}
+
+/* p = exp(s - m) / l in a->s for the block pair; recomputed from q, k (and
+ * dp from dy, v) unless the first pass's single block is still there. */
+static void attn_bwd_probs(const attn_bwd *a, int i0, int mq, int j0, int nk,
+                           int reuse)
+{
+    int i;
+    if (!reuse) {
+        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->scale);
+        if (attn_bwd_needs_ds(a))
+            attn_dp(a, i0, mq, j0, nk);
+    }
+    for (i = 0; i < mq; i++) {
+        float *si = a->s + (size_t)i * nk;
+        const int nv = attn_row_keys(i0 + i, j0, nk, a->causal);
+        const float inv = 1.0f / a->l[i], mi = a->m[i];
+        if (reuse)
+            attn_scale_row(si, nk, inv);
+        else
+            attn_exp_row(si, nv, nk, mi, inv);
+    }
+}
+
+/* Second pass over one key block: dv += p^T dy, then ds (in a->dp),
+ * dq += ds k, dk += ds^T q. */
+static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk)
+{
+    const float *p = a->s;
+    int i, j;
+    if (a->dv != NULL)
+        rt_sgemm(1, 0, nk, a->ev, mq, 1.0f, p, nk, a->dy + (size_t)i0 * a->ev,
+                 a->ev, 1.0f, a->dv + (size_t)j0 * a->ev, a->ev);
+    if (!attn_bwd_needs_ds(a))
+        return;
+    for (i = 0; i < mq; i++) {
+        const float *pi = p + (size_t)i * nk;
+        float *dsi = a->dp + (size_t)i * nk;
+        for (j = 0; j < nk; j++)
+            dsi[j] = a->scale * pi[j] * (dsi[j] - a->d[i]);
+    }
+    if (a->dq != NULL)
+        rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->e,
+                 a->e, 1.0f, a->dq + (size_t)i0 * a->e, a->e);
+    if (a->dk != NULL)
+        rt_sgemm(1, 0, nk, a->e, mq, 1.0f, a->dp, nk, a->q + (size_t)i0 * a->e,
+                 a->e, 1.0f, a->dk + (size_t)j0 * a->e, a->e);
+}
+
+static void attn_bwd_query_block(const attn_bwd *a, int i0, int mq)
+{
+    const int end = attn_keys_end(i0, mq, a->skv, a->causal);
+    const int reuse = end <= RT_ATTN_BK;
+    int j0;
+    attn_bwd_stats(a, i0, mq, end);
+    for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
+        const int nk = attn_min(RT_ATTN_BK, end - j0);
+        attn_bwd_probs(a, i0, mq, j0, nk, reuse);
+        attn_bwd_block(a, i0, mq, j0, nk);
+    }
 }
 
 void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
@@ -2757,53 +3010,34 @@ void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
                            int bh, int sq, int skv, int e, int ev, float scale,
                            int causal, float *scratch)
 {
-    float *p, *ds;
-    int b, i, j, t;
+    const size_t blk = (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK);
+    attn_bwd a;
+    int b, i0;
     /* without keys no query sees one: nothing flows back */
     if ((dq == NULL && dk == NULL && dv == NULL) || skv <= 0)
         return;
-    p = scratch;
-    ds = scratch + skv;
+    a.sq = sq;
+    a.skv = skv;
+    a.e = e;
+    a.ev = ev;
+    a.causal = causal;
+    a.scale = scale;
+    a.s = scratch;
+    a.dp = a.s + blk;
+    a.m = a.dp + blk;
+    a.l = a.m + RT_ATTN_BQ;
+    a.d = a.l + RT_ATTN_BQ;
     for (b = 0; b < bh; b++) {
-        const size_t kb = (size_t)b * skv * e, vb = (size_t)b * skv * ev;
-        for (i = 0; i < sq; i++) {
-            const size_t row = (size_t)b * sq + i;
-            const int nv = attn_visible(i, skv, causal);
-            const float *qi = q + row * e, *dyi = dy + row * ev;
-            float dot_py = 0.0f;
-            if (nv <= 0)
-                continue;
-            attn_probs(p, qi, k + kb, nv, e, scale);
-            if (dv != NULL)
-                for (j = 0; j < nv; j++) {
-                    float *dvj = dv + vb + (size_t)j * ev;
-                    for (t = 0; t < ev; t++)
-                        dvj[t] += p[j] * dyi[t];
-                }
-            if (dq == NULL && dk == NULL)
-                continue;
-            /* dp_j = dy_i . v_j; the softmax's Jacobian gives
-             * ds_j = p_j (dp_j - sum_l p_l dp_l), scaled here once. */
-            for (j = 0; j < nv; j++) {
-                ds[j] = dot_f(dyi, v + vb + (size_t)j * ev, ev);
-                dot_py += p[j] * ds[j];
-            }
-            for (j = 0; j < nv; j++)
-                ds[j] = scale * p[j] * (ds[j] - dot_py);
-            for (j = 0; j < nv; j++) {
-                const float *kj = k + kb + (size_t)j * e;
-                if (dq != NULL) {
-                    float *dqi = dq + row * e;
-                    for (t = 0; t < e; t++)
-                        dqi[t] += ds[j] * kj[t];
-                }
-                if (dk != NULL) {
-                    float *dkj = dk + kb + (size_t)j * e;
-                    for (t = 0; t < e; t++)
-                        dkj[t] += ds[j] * qi[t];
-                }
-            }
-        }
+        const size_t oq = (size_t)b * sq, ok = (size_t)b * skv;
+        a.dq = dq != NULL ? dq + oq * e : NULL;
+        a.dk = dk != NULL ? dk + ok * e : NULL;
+        a.dv = dv != NULL ? dv + ok * ev : NULL;
+        a.dy = dy + oq * ev;
+        a.q = q + oq * e;
+        a.k = k + ok * e;
+        a.v = v + ok * ev;
+        for (i0 = 0; i0 < sq; i0 += RT_ATTN_BQ)
+            attn_bwd_query_block(&a, i0, attn_min(RT_ATTN_BQ, sq - i0));
     }
 }
 

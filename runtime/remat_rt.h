@@ -560,16 +560,21 @@ void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
  * mask_ij = 0, or with causal -inf for j > i: query i sees keys 0..i
  * (top-left alignment, as PyTorch's scaled_dot_product_attention is_causal
  * and ONNX without a KV cache). A row with no visible key (only skv == 0)
- * gives zeros. Stable: the row max is subtracted before exp.
- * scratch: rt_attention_scratch(skv) floats, the caller's. */
+ * gives zeros. Stable: the row max is subtracted before exp. Computed over
+ * blocks of queries and keys with small GEMMs and an online softmax (the
+ * row max and sum kept per block of queries); with causal the blocks above
+ * the diagonal are skipped.
+ * scratch: rt_attention_scratch(skv) floats, the caller's (a block of
+ * scores and the statistics: it stops growing once skv passes a block). */
 size_t rt_attention_scratch(int skv);
 void rt_attention_forward(float *y, const float *q, const float *k,
                           const float *v, int bh, int sq, int skv, int e,
                           int ev, float scale, int causal, float *scratch);
 /* dq, dk, dv (any may be NULL) += the gradients of sum(dy * y). Reads q, k,
- * v only: each query row's probabilities are recomputed, one row at a time
- * (no probability matrix and no softmax statistics are kept between forward
- * and backward). With ds_ij = p_ij (dy_i . v_j - sum_l p_il dy_i . v_l):
+ * v only: the probabilities are recomputed block by block, the statistics
+ * of each block of queries first (no probability matrix and no softmax
+ * statistics are kept between forward and backward). With
+ * ds_ij = p_ij (dy_i . v_j - sum_l p_il dy_i . v_l):
  * dv_j += sum_i p_ij dy_i, dq_i += scale sum_j ds_ij k_j,
  * dk_j += scale sum_i ds_ij q_i. Keys a query does not see get nothing from it.
  * scratch: rt_attention_backward_scratch(skv) floats, the caller's. */

@@ -396,13 +396,14 @@ static const attn_spec attns[] = {
 };
 #define N_ATTNS ((int)(sizeof attns / sizeof attns[0]))
 #define ATTN_CAP 64
+#define ATTN_SCRATCH_CAP 1024
 #define GUARD 4
 #define GUARD_VALUE 1234.5f
 
 typedef struct {
     const attn_spec *s;
     float q[ATTN_CAP], k[ATTN_CAP], v[ATTN_CAP], y[ATTN_CAP], dy[ATTN_CAP];
-    float scratch[16 + GUARD];
+    float scratch[ATTN_SCRATCH_CAP + GUARD];
     int nq, nk, nv, ny;
 } attn_case;
 
@@ -415,7 +416,7 @@ static void attn_setup(attn_case *c, const attn_spec *s)
     c->ny = s->bh * s->sq * s->ev;
     ck_assert(c->nq <= ATTN_CAP && c->nk <= ATTN_CAP && c->nv <= ATTN_CAP &&
               c->ny <= ATTN_CAP);
-    ck_assert(rt_attention_backward_scratch(s->skv) <= 16);
+    ck_assert(rt_attention_backward_scratch(s->skv) <= ATTN_SCRATCH_CAP);
 }
 
 /* Scratch of exactly the size the header promises, then a guard. */
@@ -584,8 +585,8 @@ START_TEST(attention_causal_by_hand)
 {
     const float q[3] = {1, 2, 3}, k[2] = {4, 5}, v[2] = {10, 20};
     const double want[3] = {10, 15, 15}, want_full[3] = {15, 15, 15};
-    float y[3], scratch[2];
-    ck_assert_uint_eq(rt_attention_scratch(2), 2);
+    float y[3], scratch[ATTN_SCRATCH_CAP];
+    ck_assert(rt_attention_scratch(2) <= ATTN_SCRATCH_CAP);
     rt_attention_forward(y, q, k, v, 1, 3, 2, 1, 1, 0.0f, 1, scratch);
     expect_near("causal", y, want, 3, 0, 1e-6);
     rt_attention_forward(y, q, k, v, 1, 3, 2, 1, 1, 0.0f, 0, scratch);
@@ -627,8 +628,10 @@ START_TEST(attention_large_scores_stay_finite)
     const float k[6] = {1000, 0, -1000, 0, 500, 2000};
     const float v[3] = {1, 2, 3}, dy[2] = {1, 1};
     const double want[2] = {1, 3};
-    float y[2], dq[4] = {0}, dk[6] = {0}, dv[3] = {0}, scratch[6];
+    float y[2], dq[4] = {0}, dk[6] = {0}, dv[3] = {0};
+    float scratch[ATTN_SCRATCH_CAP];
     int i;
+    ck_assert(rt_attention_backward_scratch(3) <= ATTN_SCRATCH_CAP);
     rt_attention_forward(y, q, k, v, 1, 2, 3, 2, 1, 1.0f, 0, scratch);
     expect_near("y", y, want, 2, 0, 1e-6);
     rt_attention_backward(dq, dk, dv, dy, q, k, v, 1, 2, 3, 2, 1, 1.0f, 0,
@@ -645,6 +648,187 @@ START_TEST(attention_large_scores_stay_finite)
     ck_assert_float_eq(dv[2], 1.0f);
     for (i = 0; i < 4; i++)
         ck_assert_float_eq(dq[i], 0.0f);
+}
+END_TEST
+
+/* ---- blocked attention against a double reference ------------------------ */
+
+/* Lengths around the kernel's blocks (not multiples of them, one block, a
+ * block and one, two and a bit) and head dims from 1 to past a SIMD row. */
+static const int attn_lens[] = {1, 7, 64, 65, 130};
+static const int attn_dims[] = {1, 16, 32, 48};
+#define N_LENS 5
+#define N_DIMS 4
+#define BIG_LEN 130
+#define BIG_DIM 48
+#define BIG_N (BIG_LEN * BIG_DIM)
+#define BIG_SCRATCH 65536
+
+typedef struct {
+    int sq, skv, e, ev, causal;
+    float scale;
+    float q[BIG_N], k[BIG_N], v[BIG_N], y[BIG_N], dy[BIG_N];
+    float g[3][BIG_N], g0[3][BIG_N], full[3][BIG_N];
+    double p[BIG_LEN][BIG_LEN], ds[BIG_LEN][BIG_LEN];
+    double wy[BIG_N], wg[3][BIG_N];
+    float scratch[BIG_SCRATCH + GUARD];
+} attn_big;
+
+static attn_big big;
+
+/* expect_near and expect_same, but one assertion per array: check logs
+ * every assertion it passes, which over these sizes costs seconds. */
+static void big_near(const char *what, const float *got, const double *want,
+                     int n)
+{
+    int i = 0;
+    while (i < n && fabs(got[i] - want[i]) <= 2e-5 + 1e-4 * fabs(want[i]))
+        i++;
+    ck_assert_msg(i == n, "%s[%d]: got %.9g, want %.9g", what, i,
+                  i < n ? (double)got[i] : 0.0, i < n ? want[i] : 0.0);
+}
+
+static void big_same(const char *what, const float *got, const float *want,
+                     int n)
+{
+    int i = 0;
+    while (i < n && got[i] == want[i])
+        i++;
+    ck_assert_msg(i == n, "%s[%d]: got %.9g, want %.9g", what, i,
+                  i < n ? (double)got[i] : 0.0, i < n ? (double)want[i] : 0.0);
+}
+
+/* p in double, the causal mask as "not summed", then y. */
+static void big_ref_forward(attn_big *c)
+{
+    int i, j, t;
+    for (i = 0; i < c->sq; i++) {
+        const int nv = c->causal && i + 1 < c->skv ? i + 1 : c->skv;
+        double m = -INFINITY, sum = 0;
+        for (j = 0; j < c->skv; j++) {
+            double d = 0;
+            for (t = 0; t < c->e; t++)
+                d += (double)c->q[i * c->e + t] * c->k[j * c->e + t];
+            c->p[i][j] = j < nv ? c->scale * d : -INFINITY;
+            m = fmax(m, c->p[i][j]);
+        }
+        for (j = 0; j < c->skv; j++)
+            sum += c->p[i][j] = exp(c->p[i][j] - m);
+        for (t = 0; t < c->ev; t++) {
+            double acc = 0;
+            for (j = 0; j < c->skv; j++)
+                acc += c->p[i][j] / sum * c->v[j * c->ev + t];
+            c->wy[i * c->ev + t] = acc;
+        }
+        for (j = 0; j < c->skv; j++)
+            c->p[i][j] /= sum;
+    }
+}
+
+/* The gradients by the textbook formulas: ds = scale p (dp - rowsum(p dp)). */
+static void big_ref_backward(attn_big *c)
+{
+    int i, j, t;
+    memset(c->wg, 0, sizeof c->wg);
+    for (i = 0; i < c->sq; i++) {
+        double dsum = 0;
+        for (j = 0; j < c->skv; j++) {
+            double dp = 0;
+            for (t = 0; t < c->ev; t++)
+                dp += (double)c->dy[i * c->ev + t] * c->v[j * c->ev + t];
+            c->ds[i][j] = dp;
+            dsum += c->p[i][j] * dp;
+        }
+        for (j = 0; j < c->skv; j++)
+            c->ds[i][j] = c->scale * c->p[i][j] * (c->ds[i][j] - dsum);
+    }
+    for (i = 0; i < c->sq; i++)
+        for (j = 0; j < c->skv; j++) {
+            for (t = 0; t < c->e; t++) {
+                c->wg[0][i * c->e + t] += c->ds[i][j] * c->k[j * c->e + t];
+                c->wg[1][j * c->e + t] += c->ds[i][j] * c->q[i * c->e + t];
+            }
+            for (t = 0; t < c->ev; t++)
+                c->wg[2][j * c->ev + t] += c->p[i][j] * c->dy[i * c->ev + t];
+        }
+}
+
+/* The gradient g (NULL: skipped) added to g0, against the reference. */
+static void big_expect_grad(attn_big *c, int g, int n, const char *what)
+{
+    double want[BIG_N];
+    int i;
+    for (i = 0; i < n; i++)
+        want[i] = c->g0[g][i] + c->wg[g][i];
+    big_near(what, c->g[g], want, n);
+}
+
+/* One case: forward, the full backward, then with the gradients in mask
+ * `null` NULL, which must add bit for bit what the full call added. */
+static void big_case(attn_big *c, int null)
+{
+    const int nq = c->sq * c->e, nk = c->skv * c->e, nv = c->skv * c->ev;
+    const int n[3] = {nq, nk, nv};
+    size_t ns;
+    float *gp[3];
+    int g;
+    char what[96];
+    fill(c->q, nq, -1.5f, 1.5f);
+    fill(c->k, nk, -1.5f, 1.5f);
+    fill(c->v, nv, -1, 1);
+    fill(c->dy, c->sq * c->ev, -1, 1);
+    big_ref_forward(c);
+    big_ref_backward(c);
+    ns = rt_attention_scratch(c->skv);
+    ck_assert(ns <= BIG_SCRATCH);
+    c->scratch[ns] = GUARD_VALUE;
+    rt_attention_forward(c->y, c->q, c->k, c->v, 1, c->sq, c->skv, c->e,
+                         c->ev, c->scale, c->causal, c->scratch);
+    ck_assert(c->scratch[ns] == GUARD_VALUE);
+    snprintf(what, sizeof what, "sq %d skv %d e %d ev %d causal %d: y", c->sq,
+             c->skv, c->e, c->ev, c->causal);
+    big_near(what, c->y, c->wy, c->sq * c->ev);
+    ns = rt_attention_backward_scratch(c->skv);
+    ck_assert(ns <= BIG_SCRATCH);
+    for (g = 0; g < 3; g++) {
+        fill(c->g0[g], n[g], -1, 1);
+        memcpy(c->g[g], c->g0[g], n[g] * sizeof(float));
+    }
+    c->scratch[ns] = GUARD_VALUE;
+    rt_attention_backward(c->g[0], c->g[1], c->g[2], c->dy, c->q, c->k, c->v,
+                          1, c->sq, c->skv, c->e, c->ev, c->scale, c->causal,
+                          c->scratch);
+    ck_assert(c->scratch[ns] == GUARD_VALUE);
+    for (g = 0; g < 3; g++) {
+        what[strlen(what) - 1] = "qkv"[g];
+        big_expect_grad(c, g, n[g], what);
+        memcpy(c->full[g], c->g[g], n[g] * sizeof(float));
+        memcpy(c->g[g], c->g0[g], n[g] * sizeof(float));
+        gp[g] = null >> g & 1 ? NULL : c->g[g];
+    }
+    rt_attention_backward(gp[0], gp[1], gp[2], c->dy, c->q, c->k, c->v, 1,
+                          c->sq, c->skv, c->e, c->ev, c->scale, c->causal,
+                          c->scratch);
+    for (g = 0; g < 3; g++)
+        big_same(null >> g & 1 ? "untouched" : "alone", c->g[g],
+                 null >> g & 1 ? c->g0[g] : c->full[g], n[g]);
+}
+
+/* _i: sq, skv and causal; every e and ev, with NULL patterns cycling. */
+START_TEST(attention_blocked_matches_reference)
+{
+    int de, dv;
+    big.sq = attn_lens[_i / (2 * N_LENS)];
+    big.skv = attn_lens[_i / 2 % N_LENS];
+    big.causal = _i % 2;
+    tseed(900 + _i);
+    for (de = 0; de < N_DIMS; de++)
+        for (dv = 0; dv < N_DIMS; dv++) {
+            big.e = attn_dims[de];
+            big.ev = attn_dims[dv];
+            big.scale = 1.0f / sqrtf((float)big.e);
+            big_case(&big, 1 + (de * N_DIMS + dv + _i) % 6);
+        }
 }
 END_TEST
 
@@ -677,6 +861,8 @@ static Suite *loss_suite(void)
     tcase_add_test(tc, attention_causal_by_hand);
     tcase_add_test(tc, attention_no_visible_key);
     tcase_add_test(tc, attention_large_scores_stay_finite);
+    tcase_add_loop_test(tc, attention_blocked_matches_reference, 0,
+                        2 * N_LENS * N_LENS);
     suite_add_tcase(s, tc);
     return s;
 }
