@@ -1,19 +1,33 @@
 #!/usr/bin/python3
 """make bench: the generated trainers against PyTorch and the GEMM floor.
 
-For each graph in graphs/, with one thread everywhere and again with two:
-the trainer under every built-in policy, PyTorch eager, PyTorch with each
+For each graph in graphs/ and in bench/graphs/ (larger configurations
+where compute dominates; they run --large-steps steps, not --steps): the
+trainer under every built-in policy, PyTorch eager, PyTorch with each
 block under checkpoint(use_reentrant=False), and the GEMM floor (the same
-sgemm calls the trainer makes, alone) each time a train step; the
-contenders alternate (A B C ... A B C ...) over several rounds and every
-figure is the median of the rounds' medians. Memory: the compiler's saved
-and arena bytes beside the bytes PyTorch holds after the forward.
+sgemm calls the trainer makes, alone) each time a train step, with one
+thread everywhere and with two. A round runs every contender with one
+thread, then every contender with two; the rounds repeat (A B C ... A B C
+...) and every figure is the median of the rounds' medians. Memory: the
+compiler's saved and arena bytes beside the bytes PyTorch holds after the
+forward.
+
+Model FLOP utilization (MFU): a step's model FLOPs over its time, against
+the sgemm peak (bench/gemm_peak.c: OpenBLAS on 1024x1024 matrices, the
+fastest of 7 calls) that each round measures with the same thread count
+before its contenders; the best round's. A
+step's model FLOPs are 3x `remat schedule`'s forward_flops: the backward
+counted as twice the forward, as it is for GEMM, convolution and attention
+(a gradient for each of the two operands); recomputation is not counted, so
+it shows as a lower MFU.
 
 Then the compiler itself: the time and peak memory to compile graphs of
 10,000 and 100,000 nodes (scripts/make_chain.py), and how they scale.
 
-Writes bench/results.md (machine, date, command, tables) and prints it.
-Usage: bench/run.py [--rounds R] [--steps N] [--compile-only]
+Writes bench/results.md (or --out PATH: machine, date, command, tables)
+and prints it.
+Usage: bench/run.py [--rounds R] [--steps N] [--large-steps N] [--no-large]
+                    [--out PATH] [--compile-only]
 """
 import datetime
 import os
@@ -78,37 +92,55 @@ def contenders(graph, exes, floor, work, steps):
     return c
 
 
-def time_all(cs, threads, rounds):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    ms = {k: [] for k in cs}
+def time_all(cs, peak, rounds):
+    """Per thread count: each contender's median ms (the median over the
+    rounds of each run's median) and the sgemm peak in GFLOP/s (the best
+    round's: a peak, least disturbed by the machine's other work)."""
+    ms = {t: {k: [] for k in cs} for t in (1, 2)}
+    gf = {t: [] for t in (1, 2)}
     for _ in range(rounds):
-        for k, f in cs.items():
-            ms[k].append(figure(f(env), "median_ms"))
-    return {k: statistics.median(v) for k, v in ms.items()}
+        for t in (1, 2):
+            env = dict(os.environ, OPENBLAS_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t))
+            gf[t].append(figure(run([peak], env)[0], "gflops"))
+            for k, f in cs.items():
+                ms[t][k].append(figure(f(env), "median_ms"))
+    return ({t: {k: statistics.median(v) for k, v in ms[t].items()} for t in (1, 2)},
+            {t: max(v) for t, v in gf.items()})
 
 
 def memory(graph):
+    """Saved and arena bytes per contender, and the forward's FLOPs."""
     rows = {}
     for p in POLICIES:
         s, _ = run([REMAT, "schedule", graph, "--policy", p])
         rows[p] = (figure(s, "saved_bytes"), figure(s, "arena_bytes"))
+        fwd = figure(s, "forward_flops")    # the same under every policy
     tb = os.path.join(ROOT, "bench", "torch_bench.py")
     for mode in ["eager", "checkpoint"]:
         out, _ = run([PY, tb, graph, mode, "memory"])
         rows["pytorch " + mode] = (figure(out, "retained_bytes"), None)
-    return rows
+    return rows, fwd
 
 
-def table(graph, times, mem):
+def table(graph, steps, times, peaks, mem, fwd):
+    step_flops = 3 * fwd
     out = [f"### {os.path.relpath(graph, ROOT)}", "",
+           f"{steps} steps a run; a step's model FLOPs: 3 x forward_flops = "
+           f"{step_flops / 1e9:.3f} GFLOP; sgemm peak, the best of these rounds: "
+           f"{peaks[1]:.1f} GFLOP/s 1 thread, {peaks[2]:.1f} GFLOP/s 2 threads", "",
            "| contender | ms/step 1 thread | ms/step 2 threads | vs none (1t) | "
-           "vs PyTorch eager (1t) | vs GEMM floor (1t) | saved or retained bytes | arena bytes |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "vs PyTorch eager (1t) | vs GEMM floor (1t) | MFU 1t | MFU 2t | "
+           "saved or retained bytes | arena bytes |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     t1, t2 = times[1], times[2]
+
+    def mfu(ms, t):
+        return f"{step_flops / (ms * 1e-3) / (peaks[t] * 1e9) * 100:.1f}%"
     for k in t1:
         saved, arena = mem.get(k, (None, None))
         out.append(f"| {k} | {t1[k]:.3f} | {t2[k]:.3f} | {t1[k] / t1['none']:.3f}x | "
                    f"{t1[k] / t1['pytorch eager']:.3f}x | {t1[k] / t1['gemm floor']:.3f}x | "
+                   f"{mfu(t1[k], 1)} | {mfu(t2[k], 2)} | "
                    f"{'' if saved is None else f'{saved:,.0f}'} | "
                    f"{'' if arena is None else f'{arena:,.0f}'} |")
     return out
@@ -155,35 +187,61 @@ def compile_scaling(rounds):
     return out
 
 
+def arg(argv, flag, default):
+    return argv[argv.index(flag) + 1] if flag in argv else default
+
+
+def xmls(d):
+    d = os.path.join(ROOT, d)
+    return sorted(os.path.join(d, g) for g in os.listdir(d) if g.endswith(".xml"))
+
+
 def main(argv):
-    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 5
-    steps = int(argv[argv.index("--steps") + 1]) if "--steps" in argv else 50
-    graphs = sorted(os.path.join(ROOT, "graphs", g) for g in os.listdir(os.path.join(ROOT, "graphs"))
-                    if g.endswith(".xml"))
+    rounds = int(arg(argv, "--rounds", 5))
+    steps = int(arg(argv, "--steps", 50))
+    large_steps = int(arg(argv, "--large-steps", 3))
+    out_path = arg(argv, "--out", os.path.join(ROOT, "bench", "results.md"))
+    graphs = [(g, steps) for g in xmls("graphs")]
+    if "--no-large" not in argv:
+        graphs += [(g, large_steps) for g in xmls(os.path.join("bench", "graphs"))]
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), platform.processor())
     lines = ["# Benchmark results", "",
-             f"- command: `make bench` (bench/run.py --rounds {rounds} --steps {steps})",
+             f"- command: `make bench` (bench/run.py --rounds {rounds} --steps {steps} "
+             f"--large-steps {large_steps}{' --no-large' if '--no-large' in argv else ''})",
              f"- date: {datetime.date.today().isoformat()}",
              f"- machine: {cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
-             f"- each figure: median over {rounds} alternating rounds of the median "
-             f"of {steps} train steps (forward, loss, backward) after 3 warm-up steps",
+             f"- each figure: median over {rounds} rounds of the median of a run's train "
+             f"steps (forward, loss, backward; {steps} a run, {large_steps} on "
+             "bench/graphs/) after 3 warm-up steps; a round runs every contender with "
+             "one thread, then every contender with two",
              "- ratios are against the same run's figures, one thread; "
              "bytes: the compiler's saved_bytes and arena_bytes; for PyTorch, "
              "the bytes of live tensors after the forward minus before "
-             "(the profiler's allocation events)", ""]
-    for g in [] if "--compile-only" in argv else graphs:
-        with tempfile.TemporaryDirectory() as work:
-            exes, floor = build(g, work)
-            cs = contenders(g, exes, floor, work, steps)
-            times = {t: time_all(cs, t, rounds) for t in (1, 2)}
-            lines += table(g, times, memory(g)) + [""]
+             "(the profiler's allocation events)",
+             "- MFU: a step's model FLOPs (3x the forward's, by `remat schedule`'s "
+             "forward_flops: the backward counted as twice the forward, as for GEMM, "
+             "convolution and attention; recomputation not counted) per second, over "
+             "the OpenBLAS sgemm peak on 1024x1024 matrices (bench/gemm_peak.c) with "
+             "the same thread count (the fastest of 7 calls), measured in every round; "
+             "the best round's", ""]
+    with tempfile.TemporaryDirectory() as work:
+        peak = os.path.join(work, "gemm_peak")
+        run(["cc", "-std=c99", "-O3", "-march=native", os.path.join(ROOT, "bench", "gemm_peak.c"),
+             "-lopenblas", "-o", peak])
+        for g, n in [] if "--compile-only" in argv else graphs:
+            with tempfile.TemporaryDirectory() as gw:
+                exes, floor = build(g, gw)
+                cs = contenders(g, exes, floor, gw, n)
+                times, peaks = time_all(cs, peak, rounds)
+                mem, fwd = memory(g)
+                lines += table(g, n, times, peaks, mem, fwd) + [""]
     lines += compile_scaling(3) + [""]
     text = "\n".join(lines)
     if "--compile-only" in argv:    # a partial run leaves results.md alone
         print(text)
         return
-    with open(os.path.join(ROOT, "bench", "results.md"), "w") as f:
+    with open(out_path, "w") as f:
         f.write(text)
     print(text)
 

@@ -663,6 +663,7 @@ typedef struct {
     size_t arena_bytes;     /* plan.c */
     int forward_execs, recompute_execs;
     double recompute_flops;
+    double forward_flops;   /* of the forward's executions (not recomputes) */
 } Schedule;
 
 /* Forward only (train = 0), the train step (1: forward, loss, backward;
@@ -751,8 +752,8 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
 /* ---- report.c: schedule and diff reports ------------------------------------ */
 
 typedef struct {
-    double saved_bytes, arena_bytes, recompute_flops, forward_execs,
-        recompute_execs, saved_tensors, recomputed_tensors;
+    double saved_bytes, arena_bytes, recompute_flops, forward_flops,
+        forward_execs, recompute_execs, saved_tensors, recomputed_tensors;
     /* the gradient buffer's bytes, and the arena of the fused train step,
      * which needs no gradient buffer (0 and 0 when forward only) */
     double grad_bytes, fused_arena_bytes;

@@ -34,6 +34,7 @@ void summarize(const Compiled *m, Summary *s)
             s->grad_bytes += (double)g->tensors[t].numel * sizeof(float);
     s->fused_arena_bytes = m->fused ? (double)m->fused->arena_bytes : 0;
     s->recompute_flops = m->train->recompute_flops;
+    s->forward_flops = m->train->forward_flops;
     s->forward_execs = m->train->forward_execs;
     s->recompute_execs = m->train->recompute_execs;
 }
@@ -52,6 +53,7 @@ static const Field fields[] = {
     {"saved_bytes", offsetof(Summary, saved_bytes)},
     {"arena_bytes", offsetof(Summary, arena_bytes)},
     {"recompute_flops", offsetof(Summary, recompute_flops)},
+    {"forward_flops", offsetof(Summary, forward_flops)},
     {"forward_executions", offsetof(Summary, forward_execs)},
     {"recompute_executions", offsetof(Summary, recompute_execs)},
     {"saved_tensors", offsetof(Summary, saved_tensors)},

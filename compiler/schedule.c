@@ -155,8 +155,10 @@ static void run_forward(Sched *x, int n, int recompute)
     if (recompute) {
         x->s->recompute_execs++;
         x->s->recompute_flops += op_table[nd->op].flops(x->g, nd);
-    } else
+    } else {
         x->s->forward_execs++;
+        x->s->forward_flops += op_table[nd->op].flops(x->g, nd);
+    }
 }
 
 /* t still has to be rebuilt in this backward pass. */

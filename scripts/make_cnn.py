@@ -7,12 +7,20 @@ each a block: Conv 3x3 (pads 1, bias) -> Relu -> MaxPool 2x2 stride 2, with
 10 classes. He initialization: weights normal(0, sqrt(2 / fan_in)), fan_in
 being in_channels * 3 * 3 for a conv and 1568 for the Gemm; biases zero.
 
-Usage: scripts/make_cnn.py > graphs/cnn.xml"""
+With --large: bench/graphs/cnn_large.xml for the benchmark (where compute
+dominates), model name cnn_large, the same structure on 64x64 images of 3
+channels, 3 -> 64 and 64 -> 64 channels (64x64 -> 32x32 -> 16x16), Gemm
+16384 -> 10.
+
+Usage: scripts/make_cnn.py > graphs/cnn.xml
+       scripts/make_cnn.py --large > bench/graphs/cnn_large.xml"""
 import math
 import sys
 
-B, S, K, CLASSES = 32, 28, 3, 10
-STAGES = [(1, 16), (16, 32)]
+LARGE = "--large" in sys.argv[1:]
+B, S, K, CLASSES = (32, 64, 3, 10) if LARGE else (32, 28, 3, 10)
+STAGES = [(3, 64), (64, 64)] if LARGE else [(1, 16), (16, 32)]
+NAME = "cnn_large" if LARGE else "cnn"
 flat = STAGES[-1][1] * (S // 2 ** len(STAGES)) ** 2
 
 
@@ -21,8 +29,8 @@ def he(fan_in):
 
 
 out = ['<?xml version="1.0" encoding="UTF-8"?>',
-       '<model name="cnn" format="1">', '  <graph>',
-       f'    <input name="x" shape="{B} 1 {S} {S}"/>',
+       f'<model name="{NAME}" format="1">', '  <graph>',
+       f'    <input name="x" shape="{B} {STAGES[0][0]} {S} {S}"/>',
        f'    <input name="labels" shape="{B}" dtype="int64"/>', '']
 for i, (cin, cout) in enumerate(STAGES, 1):
     out.append(f'    <initializer name="conv{i}.weight" shape="{cout} {cin} {K} {K}" '
