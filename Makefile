@@ -66,10 +66,10 @@ build/asan/remat: $(SAN_OBJS)
 RT_TEST_DEPS = tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
 build/test_kernel%_noblas: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
 	@mkdir -p build
-	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -pthread -lm -o $@
 build/test_kernel%: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
 	@mkdir -p build
-	$(CC) $(RT_CFLAGS) -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
+	$(CC) $(RT_CFLAGS) -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -pthread -lm -o $@
 build/test_%: tests/unit/test_%.c tests/unit/testutil.h $(LIB_OBJS)
 	$(CC) $(CFLAGS) -Icompiler $< $(LIB_OBJS) $(XML_LIBS) $(PB_LIBS) $(CHECK_LIBS) -lm -o $@
 
