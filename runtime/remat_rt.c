@@ -24,6 +24,7 @@
 
 #ifndef RT_NO_THREADS
 #include <pthread.h>
+#include <sched.h>
 #endif
 
 #ifndef RT_NO_BLAS
@@ -93,19 +94,16 @@ static size_t chunk_edge(size_t n, size_t align, int i, int parts)
 }
 
 /* One job at a time. The caller publishes it by bumping gen under the
- * mutex; the caller and the workers then claim chunks from `next` until
+ * mutex; the caller and the workers then claim chunks (claim_chunk) until
  * none is left, and the caller waits for `left` (chunks not finished) to
  * reach 0. A worker spins on gen for a while after its last job (kernels
  * come back to back in a step), then sleeps on `work`; the caller waits
  * the same way (spin, then `done`). Claiming, rather than chunk i for
  * thread i, means a worker the system has not scheduled yet costs the
- * caller nothing: it does the chunks itself (this machine is shared). A
- * job has 4 chunks per thread, so that a late worker still finds some.
- *
- * The job's fields are written before next's and gen's release stores, so
- * a worker whose acquiring load or claim sees them sees the fields; a
- * worker that wakes for a job already done claims past its end, or a
- * chunk of the next job, which is as good. */
+ * caller nothing: it does the chunks itself (a shared machine). A job has
+ * 4 chunks per thread (at most 64: claim keeps the count in 8 bits), so
+ * that a late worker still finds some. The job's fields are written before
+ * claim's and gen's release stores. */
 #define RT_CHUNKS_PER_THREAD 4
 typedef struct {
     pthread_mutex_t mu;
@@ -117,9 +115,8 @@ typedef struct {
     int busy;                      /* a job is running: no nesting */
     int stop;                      /* workers exit at the next gen */
     unsigned gen;
-    unsigned next;                 /* the next chunk to claim */
+    unsigned claim;                /* parts << 8 | the next chunk */
     unsigned left;                 /* chunks not finished */
-    unsigned parts;
     rt_chunk_fn fn;
     void *ctx;
     size_t n, align;
@@ -135,7 +132,9 @@ static rt_pool pool = {
 /* About 20-50 microseconds of pause: long enough to bridge the gap between
  * two kernels, short enough not to take a core from OpenBLAS's threads for
  * long while the step is in a GEMM. */
+#ifndef RT_SPIN
 #define RT_SPIN 4000
+#endif
 
 static void cpu_relax(void)
 {
@@ -162,7 +161,10 @@ static void wait_for(unsigned *word, unsigned value, int equal,
     for (i = 0; i < RT_SPIN; i++) {
         if (word_is(word, value, equal))
             return;
-        cpu_relax();
+        if (i % 16 == 15)
+            sched_yield();
+        else
+            cpu_relax();
     }
     pthread_mutex_lock(&pool.mu);
     while (!word_is(word, value, equal))
@@ -170,17 +172,36 @@ static void wait_for(unsigned *word, unsigned value, int equal,
     pthread_mutex_unlock(&pool.mu);
 }
 
+/* Claims a chunk of the current job: claim is parts << 8 | next, and a
+ * compare-and-swap from (parts, i) to (parts, i + 1) with i < parts can
+ * only succeed while that job is current with chunk i unclaimed. So a
+ * worker that is late (it saw an older gen, or loaded claim before the
+ * caller moved on) claims nothing, or a chunk of the job then running,
+ * whose fields the successful exchange makes visible. */
+static int claim_chunk(unsigned *chunk, unsigned *parts)
+{
+    unsigned w = __atomic_load_n(&pool.claim, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((w & 0xffu) >= w >> 8)
+            return 0;
+        if (__atomic_compare_exchange_n(&pool.claim, &w, w + 1u, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            *chunk = w & 0xffu;
+            *parts = w >> 8;
+            return 1;
+        }
+    }
+}
+
 /* Claims and runs chunks until none is left; the one finishing the job's
  * last chunk wakes the caller. */
 static void run_chunks(void)
 {
-    for (;;) {
-        const unsigned c = __atomic_fetch_add(&pool.next, 1u, __ATOMIC_ACQ_REL);
-        size_t lo, hi;
-        if (c >= pool.parts)
-            return;
-        lo = chunk_edge(pool.n, pool.align, (int)c, (int)pool.parts);
-        hi = chunk_edge(pool.n, pool.align, (int)c + 1, (int)pool.parts);
+    unsigned c, parts;
+    while (claim_chunk(&c, &parts)) {
+        const size_t lo = chunk_edge(pool.n, pool.align, (int)c, (int)parts);
+        const size_t hi = chunk_edge(pool.n, pool.align, (int)c + 1,
+                                     (int)parts);
         if (lo < hi)
             pool.fn(pool.ctx, lo, hi);
         if (__atomic_sub_fetch(&pool.left, 1u, __ATOMIC_ACQ_REL) == 0) {
@@ -197,7 +218,7 @@ static void *worker(void *arg)
     for (;;) {
         wait_for(&pool.gen, seen, 0, &pool.work);
         seen = __atomic_load_n(&pool.gen, __ATOMIC_ACQUIRE);
-        if (pool.stop)
+        if (__atomic_load_n(&pool.stop, __ATOMIC_ACQUIRE))
             return NULL;
         run_chunks();
     }
@@ -224,13 +245,13 @@ static void stop_workers(void)
     if (pool.started == 0)
         return;
     pthread_mutex_lock(&pool.mu);
-    pool.stop = 1;
+    __atomic_store_n(&pool.stop, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&pool.gen, pool.gen + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool.work);
     pthread_mutex_unlock(&pool.mu);
     for (i = 1; i <= pool.started; i++)
         pthread_join(pool.tid[i], NULL);
-    pool.stop = 0;
+    __atomic_store_n(&pool.stop, 0, __ATOMIC_RELEASE);
     pool.started = 0;
 }
 
@@ -269,9 +290,10 @@ static void parallel_for(size_t n, size_t align, size_t work, size_t min_work,
     pool.ctx = ctx;
     pool.n = n;
     pool.align = align;
-    pool.parts = (unsigned)(parts < n ? parts : n);
-    __atomic_store_n(&pool.left, pool.parts, __ATOMIC_RELEASE);
-    __atomic_store_n(&pool.next, 0u, __ATOMIC_RELEASE);
+    if (parts > n)
+        parts = n;
+    __atomic_store_n(&pool.left, (unsigned)parts, __ATOMIC_RELEASE);
+    __atomic_store_n(&pool.claim, (unsigned)parts << 8, __ATOMIC_RELEASE);
     __atomic_store_n(&pool.gen, pool.gen + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool.work);
     pthread_mutex_unlock(&pool.mu);

@@ -45,6 +45,18 @@ for g in gpt mlp12; do
     else bad "$g: --threads 2 differs from OpenBLAS alone on 2 threads"; fi
 done
 
+# The pool under ThreadSanitizer: the kernels' test in one process
+# (CK_FORK=no), so that the workers outlive a case and see the next jobs.
+if cc -std=c99 -O1 -g -fsanitize=thread -DRT_NO_BLAS -Iruntime \
+        tests/unit/test_kernels_threads.c runtime/remat_rt.c \
+        $(pkg-config --libs check) -pthread -lm -o "$work/tsan" 2>"$work/err"; then
+    if CK_FORK=no "$work/tsan" >"$work/out" 2>&1 && ! grep -q "ThreadSanitizer" "$work/out"
+    then ok
+    else sed 's/^/     /' "$work/out" | head -40; bad "test_kernels_threads under ThreadSanitizer"; fi
+else
+    bad "build test_kernels_threads with -fsanitize=thread"
+fi
+
 # usage errors
 bin=$work/mlp12
 for bad_n in 0 17 x; do
