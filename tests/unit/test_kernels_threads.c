@@ -40,8 +40,10 @@ static float *rnd(size_t n)
 
 typedef void (*case_fn)(void);
 
-/* Odd sizes, so no chunk edge falls where another thread count's does. */
-#define N 100003
+/* Odd sizes, so no chunk edge falls where another thread count's does;
+ * every kernel's tensors are past its threshold (RT_PAR_CHEAP: 128K
+ * floats for plain arithmetic). */
+#define N 200003
 #define ROWS 301
 #define COLS 197
 
@@ -87,8 +89,9 @@ static rt_bcast bmap(int rank, const int *dims, const int *sa, const int *sb)
 static void case_broadcast(void)
 {
     const int d1[1] = {N}, s1[1] = {1};
-    const int d2[2] = {ROWS, COLS}, a2[2] = {COLS, 1}, b2[2] = {0, 1};
-    const int d3[3] = {7, 61, 97}, a3[3] = {61 * 97, 97, 1}, b3[3] = {97, 0, 1};
+    const int d2[2] = {3 * ROWS, COLS}, a2[2] = {COLS, 1}, b2[2] = {0, 1};
+    const int d3[3] = {7, 61, 331}, a3[3] = {61 * 331, 331, 1};
+    const int b3[3] = {331, 0, 1};
     const rt_bcast maps[3] = {bmap(1, d1, s1, s1), bmap(2, d2, a2, b2),
                               bmap(3, d3, a3, b3)};
     float *a = rnd(N), *b = rnd(N), *y = rnd(N), *dy = rnd(N);
@@ -110,8 +113,8 @@ static void case_broadcast(void)
 
 static void case_transpose(void)
 {
-    const int dims[3] = {13, 89, 97}, perm[3] = {2, 0, 1};
-    const size_t n = 13 * 89 * 97;
+    const int dims[3] = {13, 89, 131}, perm[3] = {2, 0, 1};
+    const size_t n = 13 * 89 * 131;
     float *x = rnd(n), *y = rnd(n), *dx = rnd(n);
     rt_transpose_forward(y, x, 3, dims, perm);
     keep(y, n);
@@ -181,14 +184,14 @@ static void case_sce(void)
     free(s), free(ds), free(w), free(loss), free(dl), free(lab);
 }
 
-/* Indices repeat (a table of 50 rows, 1000 lookups) and some are out of
+/* Indices repeat (a table of 50 rows, 1100 lookups) and some are out of
  * range, so the backward sums rows. */
 static void case_gather(void)
 {
-    const int rows = 50, n = 1000, width = 129;
+    const int rows = 50, n = 1100, width = 129;
     float *table = rnd((size_t)rows * width), *y = rnd((size_t)n * width);
     float *dt = rnd((size_t)rows * width);
-    int64_t idx[1000];
+    int64_t idx[1100];
     int i;
     for (i = 0; i < n; i++)
         idx[i] = (int64_t)(trand(0, 1) * 120.0f) - 60;
@@ -202,8 +205,8 @@ static void case_gather(void)
 /* The bias of a Gemm: per column (a Linear's), per row, and a scalar. */
 static void case_gemm_bias(void)
 {
-    const int m = ROWS, n = COLS, k = 3;
-    const int shapes[3][2] = {{1, COLS}, {ROWS, 1}, {1, 1}};
+    const int m = 3 * ROWS, n = COLS, k = 3;
+    const int shapes[3][2] = {{1, COLS}, {3 * ROWS, 1}, {1, 1}};
     float *a = rnd((size_t)m * k), *b = rnd((size_t)k * n);
     float *c = rnd((size_t)m * n), *y = rnd((size_t)m * n);
     float *dy = rnd((size_t)m * n), *dc = rnd((size_t)m * n);
