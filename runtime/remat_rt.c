@@ -47,6 +47,14 @@
 
 /* ---- threads --------------------------------------------------------------- */
 
+/* The runtime's kernels split their work over rt_set_threads' threads and
+ * give the same bits for every count (remat_rt.h). What this does not
+ * cover is cblas_sgemm: OpenBLAS splits a GEMM over threads of its own and
+ * promises no bits across thread counts; on gpt its gradients do differ
+ * between OPENBLAS_NUM_THREADS=1 and 2 (tests/e2e/test_threads.sh). The
+ * trainer's --threads sets both counts; for bits that do not depend on it,
+ * build with RT_NO_BLAS (the portable GEMM runs on the calling thread). */
+
 /* A kernel's share of the work: items [lo, hi) of its own numbering (rows,
  * columns, elements). */
 typedef void (*rt_chunk_fn)(void *ctx, size_t lo, size_t hi);
@@ -3026,12 +3034,10 @@ static void dropout_part(void *ctx, size_t lo, size_t hi)
         const int keep = dropout_keeps(d->seed, d->stream, i, d->ratio);
         if (d->mode == 0)
             d->out[i] = keep ? d->in[i] * d->s : 0.0f;
-        else if (d->mode == 1) {
-            if (keep)
-                d->out[i] += d->in[i] * d->s;
-        } else {
+        else if (d->mode == 2)
             d->out[i] = keep ? 1.0f : 0.0f;
-        }
+        else if (keep) /* not += 0: that would turn a -0 gradient into +0 */
+            d->out[i] += d->in[i] * d->s;
     }
 }
 
