@@ -42,10 +42,11 @@ build/obj/%.o: compiler/%.c compiler/remat.h compiler/onnx_impl.h runtime/remat_
 	@mkdir -p build/obj
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# The compiler reads init="file" .npy files with the runtime's reader.
+# The compiler reads init="file" .npy files with the runtime's reader (no
+# thread pool: it runs no kernels).
 build/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 	@mkdir -p build/obj
-	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -c $< -o $@
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -DRT_NO_THREADS -c $< -o $@
 
 build/remat: $(OBJS)
 	$(CC) $(OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
@@ -58,7 +59,7 @@ build/asan/obj/onnx.pb-c.o: build/gen/onnx.pb-c.c
 	$(CC) $(SAN) -O1 -g -std=c11 -Ibuild/gen -c $< -o $@
 build/asan/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 	@mkdir -p build/asan/obj
-	$(CC) $(SAN) -O1 $(filter-out -O2,$(RT_CFLAGS)) -DRT_NO_BLAS -c $< -o $@
+	$(CC) $(SAN) -O1 $(filter-out -O2,$(RT_CFLAGS)) -DRT_NO_BLAS -DRT_NO_THREADS -c $< -o $@
 build/asan/remat: $(SAN_OBJS)
 	$(CC) $(SAN) $(SAN_OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
 
@@ -66,10 +67,10 @@ build/asan/remat: $(SAN_OBJS)
 RT_TEST_DEPS = tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
 build/test_kernel%_noblas: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
 	@mkdir -p build
-	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lm -o $@
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -pthread -lm -o $@
 build/test_kernel%: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
 	@mkdir -p build
-	$(CC) $(RT_CFLAGS) -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -lm -o $@
+	$(CC) $(RT_CFLAGS) -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -pthread -lm -o $@
 build/test_%: tests/unit/test_%.c tests/unit/testutil.h $(LIB_OBJS)
 	$(CC) $(CFLAGS) -Icompiler $< $(LIB_OBJS) $(XML_LIBS) $(PB_LIBS) $(CHECK_LIBS) -lm -o $@
 
@@ -98,7 +99,7 @@ build/fuzz/%.o: compiler/%.c compiler/remat.h compiler/onnx_impl.h runtime/remat
 	$(FUZZ_CC) -std=c11 $(FUZZ_CFLAGS) $(XML_CFLAGS) -Ibuild/gen -DREMAT_SOURCE_DIR='"$(CURDIR)"' -c $< -o $@
 build/fuzz/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) -std=c99 $(FUZZ_CFLAGS) -DRT_NO_BLAS -c $< -o $@
+	$(FUZZ_CC) -std=c99 $(FUZZ_CFLAGS) -DRT_NO_BLAS -DRT_NO_THREADS -c $< -o $@
 .SECONDARY: $(FUZZ_OBJS)
 build/fuzz_%: fuzz/fuzz_%.c compiler/remat.h $(FUZZ_OBJS)
 	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(FUZZ_WARN) -Icompiler $< $(FUZZ_OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@

@@ -69,21 +69,24 @@ def build(graph, work):
     trace = os.path.join(work, "trace")
     run(["cc", "-std=c99", "-O3", "-march=native", "-DRT_TRACE_GEMM", "-I" + work,
          "-I" + RT, c, os.path.join(work, "shim.c"), os.path.join(RT, "remat_rt.c"),
-         os.path.join(RT, "trainer.c"), "-lopenblas", "-lm", "-o", trace])
+         os.path.join(RT, "trainer.c"), "-lopenblas", "-pthread", "-lm", "-o", trace])
     _, calls = run([trace, "--seed", "1", "--dump", os.path.join(work, "dump")])
     with open(os.path.join(work, "calls.txt"), "w") as f:
         f.write(calls)
     floor = os.path.join(work, "floor")
     run(["cc", "-std=c99", "-O3", "-march=native", "-I" + RT,
          os.path.join(ROOT, "bench", "gemm_floor.c"), os.path.join(RT, "remat_rt.c"),
-         "-lopenblas", "-lm", "-o", floor])
+         "-lopenblas", "-pthread", "-lm", "-o", floor])
     return exes, floor
 
 
 def contenders(graph, exes, floor, work, steps):
     tb = os.path.join(ROOT, "bench", "torch_bench.py")
     calls = os.path.join(work, "calls.txt")
-    c = {p: lambda env, e=exes[p]: run([e, "--bench", str(steps)], env)[0] for p in POLICIES}
+    # --threads: the runtime's pool and OpenBLAS both on the column's count
+    c = {p: lambda env, e=exes[p]: run([e, "--bench", str(steps), "--threads",
+                                        env["OPENBLAS_NUM_THREADS"]], env)[0]
+         for p in POLICIES}
     c["pytorch eager"] = lambda env: run([PY, tb, graph, "eager", "time", str(steps),
                                           env["OPENBLAS_NUM_THREADS"]], env)[0]
     c["pytorch checkpoint"] = lambda env: run([PY, tb, graph, "checkpoint", "time",

@@ -298,8 +298,8 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
     const char *more[] = {
         ctx_printf(c, "-I%s", dir), ctx_printf(c, "-I%s", rt),
         ctx_printf(c, "%s/%s.c", dir, name), ctx_printf(c, "%s/main.c", dir),
-        obj[0], obj[1], "-o", out, o->no_blas ? "-lm" : "-lopenblas", "-lm",
-        NULL};
+        obj[0], obj[1], "-o", out, o->no_blas ? "-lm" : "-lopenblas",
+        "-pthread", "-lm", NULL};
     for (int k = 0; more[k]; k++)
         rest[n++] = more[k];
     rest[n] = NULL;

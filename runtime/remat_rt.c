@@ -2,13 +2,30 @@
  * remat_rt.c: the runtime behind remat_rt.h.
  *
  * C99, no allocation: every buffer, including scratch, is the caller's or a
- * small fixed array on the stack. With RT_NO_STDIO nothing from <stdio.h> is
- * used, so the file builds for targets without a C library's I/O.
+ * small fixed array on the stack; the thread pool is a static struct. With
+ * RT_NO_STDIO nothing from <stdio.h> is used, so the file builds for
+ * targets without a C library's I/O.
  */
+/* The thread pool needs POSIX threads and GCC's __atomic builtins (gcc and
+ * clang): a firmware build (RT_NO_STDIO, or a target that is not Unix)
+ * leaves it out and runs every kernel on the calling thread. */
+#if !defined(RT_NO_THREADS) && (defined(RT_NO_STDIO) || !defined(__GNUC__) || \
+    !(defined(__unix__) || defined(__APPLE__)))
+#define RT_NO_THREADS
+#endif
+#if !defined(RT_NO_THREADS) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include "remat_rt.h"
 
 #include <math.h>
 #include <string.h>
+
+#ifndef RT_NO_THREADS
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #ifndef RT_NO_BLAS
 #include <cblas.h>
@@ -27,6 +44,277 @@
 #define RT_SQRT_2_OVER_PI 0.79788456080286536f /* sqrt(2/pi) */
 #define RT_GELU_CUBIC     0.044715f
 #define RT_TWO_PI         6.28318530717958648f
+
+/* ---- threads --------------------------------------------------------------- */
+
+/* The runtime's kernels split their work over rt_set_threads' threads and
+ * give the same bits for every count (remat_rt.h). What this does not
+ * cover is cblas_sgemm: OpenBLAS splits a GEMM over threads of its own and
+ * promises no bits across thread counts; on gpt its gradients do differ
+ * between OPENBLAS_NUM_THREADS=1 and 2 (tests/e2e/test_threads.sh). The
+ * trainer's --threads sets both counts; for bits that do not depend on it,
+ * build with RT_NO_BLAS (the portable GEMM runs on the calling thread). */
+
+/* A kernel's share of the work: items [lo, hi) of its own numbering (rows,
+ * columns, elements). */
+typedef void (*rt_chunk_fn)(void *ctx, size_t lo, size_t hi);
+
+/* Below these many floats a kernel stays on the calling thread: a job
+ * costs a few microseconds (waking a worker, the caller's wait), more than
+ * a small loop. Measured on the 2-core EPYC: an Add of 32K floats took
+ * 1.7 us alone and 3.4 on two threads, of 128K the same on both, of 1M
+ * 100 us and 61; Gelu and LayerNorm (about 1 ns a float) gained from 32K
+ * (33 us to 21). So ops with an exp, a hash or a row's statistics split
+ * from 4K floats, plain arithmetic and copies from 128K. */
+#define RT_PAR_CHEAP  ((size_t)1 << 17)
+#define RT_PAR_COSTLY ((size_t)1 << 12)
+
+#ifdef RT_NO_THREADS
+
+void rt_set_threads(int n)
+{
+    (void)n;
+}
+
+int rt_threads(void)
+{
+    return 1;
+}
+
+static void parallel_for(size_t n, size_t align, size_t work, size_t min_work,
+                         rt_chunk_fn fn, void *ctx)
+{
+    (void)align;
+    (void)work;
+    (void)min_work;
+    fn(ctx, 0, n);
+}
+
+#else
+
+/* Edge i of n items cut into parts contiguous chunks, rounded up to a
+ * multiple of align (so two threads do not write one cache line). It
+ * depends on the thread count, so a chunk function must compute each item
+ * as it would alone: what the split changes is who does an item, never
+ * how. */
+static size_t chunk_edge(size_t n, size_t align, int i, int parts)
+{
+    size_t e = n / (size_t)parts * (size_t)i +
+               n % (size_t)parts * (size_t)i / (size_t)parts;
+    e = (e + align - 1) / align * align;
+    return e < n ? e : n;
+}
+
+/* One job at a time. The caller publishes it by bumping gen under the
+ * mutex; the caller and the workers then claim chunks (claim_chunk) until
+ * none is left, and the caller waits for `left` (chunks not finished) to
+ * reach 0. A worker spins on gen for a while after its last job (kernels
+ * come back to back in a step), then sleeps on `work`; the caller waits
+ * the same way (spin, then `done`). Claiming, rather than chunk i for
+ * thread i, means a worker the system has not scheduled yet costs the
+ * caller nothing: it does the chunks itself (a shared machine). A job has
+ * 4 chunks per thread (at most 64: claim keeps the count in 8 bits), so
+ * that a late worker still finds some. The job's fields are written before
+ * claim's and gen's release stores. */
+#define RT_CHUNKS_PER_THREAD 4
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    pthread_t tid[RT_MAX_THREADS];
+    unsigned born[RT_MAX_THREADS]; /* gen when worker i started */
+    int want;                      /* rt_set_threads' n */
+    int started;                   /* workers running: want - 1 once up */
+    int busy;                      /* a job is running: no nesting */
+    int stop;                      /* workers exit at the next gen */
+    unsigned gen;
+    unsigned claim;                /* parts << 8 | the next chunk */
+    unsigned left;                 /* chunks not finished */
+    rt_chunk_fn fn;
+    void *ctx;
+    size_t n, align;
+} rt_pool;
+
+static rt_pool pool = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .work = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+    .want = 1,
+};
+
+/* About 20-50 microseconds of pause: long enough to bridge the gap between
+ * two kernels, short enough not to take a core from OpenBLAS's threads for
+ * long while the step is in a GEMM. */
+#ifndef RT_SPIN
+#define RT_SPIN 4000
+#endif
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Whether *word equals value (equal) or differs from it (!equal). */
+static int word_is(unsigned *word, unsigned value, int equal)
+{
+    return (__atomic_load_n(word, __ATOMIC_ACQUIRE) == value) == equal;
+}
+
+/* Spins, then sleeps on cv, until word_is(word, value, equal). Whoever
+ * changes the word signals cv holding the mutex, so the sleeper, which
+ * tests under the mutex, cannot miss it. */
+static void wait_for(unsigned *word, unsigned value, int equal,
+                     pthread_cond_t *cv)
+{
+    int i;
+    for (i = 0; i < RT_SPIN; i++) {
+        if (word_is(word, value, equal))
+            return;
+        if (i % 16 == 15)
+            sched_yield();
+        else
+            cpu_relax();
+    }
+    pthread_mutex_lock(&pool.mu);
+    while (!word_is(word, value, equal))
+        pthread_cond_wait(cv, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
+}
+
+/* Claims a chunk of the current job: claim is parts << 8 | next, and a
+ * compare-and-swap from (parts, i) to (parts, i + 1) with i < parts can
+ * only succeed while that job is current with chunk i unclaimed. So a
+ * worker that is late (it saw an older gen, or loaded claim before the
+ * caller moved on) claims nothing, or a chunk of the job then running,
+ * whose fields the successful exchange makes visible. */
+static int claim_chunk(unsigned *chunk, unsigned *parts)
+{
+    unsigned w = __atomic_load_n(&pool.claim, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((w & 0xffu) >= w >> 8)
+            return 0;
+        if (__atomic_compare_exchange_n(&pool.claim, &w, w + 1u, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            *chunk = w & 0xffu;
+            *parts = w >> 8;
+            return 1;
+        }
+    }
+}
+
+/* Claims and runs chunks until none is left; the one finishing the job's
+ * last chunk wakes the caller. */
+static void run_chunks(void)
+{
+    unsigned c, parts;
+    while (claim_chunk(&c, &parts)) {
+        const size_t lo = chunk_edge(pool.n, pool.align, (int)c, (int)parts);
+        const size_t hi = chunk_edge(pool.n, pool.align, (int)c + 1,
+                                     (int)parts);
+        if (lo < hi)
+            pool.fn(pool.ctx, lo, hi);
+        if (__atomic_sub_fetch(&pool.left, 1u, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&pool.mu);
+            pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.mu);
+        }
+    }
+}
+
+static void *worker(void *arg)
+{
+    unsigned seen = pool.born[(size_t)arg];
+    for (;;) {
+        wait_for(&pool.gen, seen, 0, &pool.work);
+        seen = __atomic_load_n(&pool.gen, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&pool.stop, __ATOMIC_ACQUIRE))
+            return NULL;
+        run_chunks();
+    }
+}
+
+/* Starts the missing workers (the first parallel job after
+ * rt_set_threads); fewer threads if the system refuses more. */
+static void start_workers(void)
+{
+    while (pool.started < pool.want - 1) {
+        const int id = pool.started + 1;
+        pool.born[id] = pool.gen;
+        if (pthread_create(&pool.tid[id], NULL, worker, (void *)(size_t)id)) {
+            pool.want = id;
+            return;
+        }
+        pool.started = id;
+    }
+}
+
+static void stop_workers(void)
+{
+    int i;
+    if (pool.started == 0)
+        return;
+    pthread_mutex_lock(&pool.mu);
+    __atomic_store_n(&pool.stop, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&pool.gen, pool.gen + 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.mu);
+    for (i = 1; i <= pool.started; i++)
+        pthread_join(pool.tid[i], NULL);
+    __atomic_store_n(&pool.stop, 0, __ATOMIC_RELEASE);
+    pool.started = 0;
+}
+
+void rt_set_threads(int n)
+{
+    n = n < 1 ? 1 : n > RT_MAX_THREADS ? RT_MAX_THREADS : n;
+    if (n == pool.want)
+        return;
+    stop_workers();
+    pool.want = n;
+}
+
+int rt_threads(void)
+{
+    return pool.want;
+}
+
+/* fn over items [0, n) in chunks, on every thread, when the kernel touches
+ * at least min_work floats (work); else all on the calling thread. */
+static void parallel_for(size_t n, size_t align, size_t work, size_t min_work,
+                         rt_chunk_fn fn, void *ctx)
+{
+    size_t parts = (size_t)pool.want * RT_CHUNKS_PER_THREAD;
+    if (pool.want == 1 || pool.busy || work < min_work || n < 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    start_workers();
+    if (pool.started == 0) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pool.busy = 1;
+    pthread_mutex_lock(&pool.mu);
+    pool.fn = fn;
+    pool.ctx = ctx;
+    pool.n = n;
+    pool.align = align;
+    if (parts > n)
+        parts = n;
+    __atomic_store_n(&pool.left, (unsigned)parts, __ATOMIC_RELEASE);
+    __atomic_store_n(&pool.claim, (unsigned)parts << 8, __ATOMIC_RELEASE);
+    __atomic_store_n(&pool.gen, pool.gen + 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.mu);
+    run_chunks();
+    wait_for(&pool.left, 0, 1, &pool.done);
+    pool.busy = 0;
+}
+
+#endif /* RT_NO_THREADS */
 
 /* ---- GEMM ---------------------------------------------------------------- */
 
@@ -267,18 +555,78 @@ static size_t bias_at(int i, int j, int c_rows, int c_cols)
     return (size_t)(c_rows == 1 ? 0 : i) * c_cols + (c_cols == 1 ? 0 : j);
 }
 
+/* The bias's part of the forward, y = beta * c broadcast, by rows of y;
+ * of the backward, dc += beta * dy summed over the broadcast dims (out is
+ * dc, in is dy). */
+typedef struct {
+    float *out;
+    const float *in;
+    int m, n, c_rows, c_cols;
+    float beta;
+} bias_job;
+
+static void bias_rows(void *ctx, size_t lo, size_t hi)
+{
+    const bias_job *b = ctx;
+    int i, j;
+    for (i = (int)lo; i < (int)hi; i++)
+        for (j = 0; j < b->n; j++)
+            b->out[(size_t)i * b->n + j] =
+                b->beta * b->in[bias_at(i, j, b->c_rows, b->c_cols)];
+}
+
+/* Rows [lo, hi) and columns [j0, j1) of the backward's sum, row by row. */
+static void bias_back_block(const bias_job *b, int lo, int hi, int j0, int j1)
+{
+    int i, j;
+    for (i = lo; i < hi; i++)
+        for (j = j0; j < j1; j++)
+            b->out[bias_at(i, j, b->c_rows, b->c_cols)] +=
+                b->beta * b->in[(size_t)i * b->n + j];
+}
+
+static void bias_back_rows(void *ctx, size_t lo, size_t hi)
+{
+    const bias_job *b = ctx;
+    bias_back_block(b, (int)lo, (int)hi, 0, b->n);
+}
+
+static void bias_back_cols(void *ctx, size_t lo, size_t hi)
+{
+    const bias_job *b = ctx;
+    bias_back_block(b, 0, b->m, (int)lo, (int)hi);
+}
+
+/* Each dc entry is summed on one thread in row order, as one thread would:
+ * split by rows when dc has one per row, by columns when it is one row
+ * (a Linear's bias: column j sums over every row), not at all for a
+ * scalar. */
+static void bias_back(float *dc, const float *dy, int m, int n, float beta,
+                      int c_rows, int c_cols)
+{
+    const bias_job job = {dc, dy, m, n, c_rows, c_cols, beta};
+    const size_t work = (size_t)m * n;
+    if (c_rows != 1)
+        parallel_for((size_t)m, 1, work, RT_PAR_CHEAP, bias_back_rows,
+                     (void *)&job);
+    else if (c_cols != 1)
+        parallel_for((size_t)n, 16, work, RT_PAR_CHEAP, bias_back_cols,
+                     (void *)&job);
+    else
+        bias_back_block(&job, 0, m, 0, n);
+}
+
 void rt_gemm_forward(float *y, const float *a, const float *b, const float *c,
                      int m, int n, int k, int trans_a, int trans_b,
                      float alpha, float beta, int c_rows, int c_cols)
 {
     float acc = 0.0f; /* sgemm's beta: 0 leaves y unread */
-    int i, j;
     /* beta == 0 skips c entirely, as BLAS does, rather than computing
      * 0 * c (which would turn an inf or NaN in c into NaN). */
     if (c != NULL && beta != 0.0f) {
-        for (i = 0; i < m; i++)
-            for (j = 0; j < n; j++)
-                y[(size_t)i * n + j] = beta * c[bias_at(i, j, c_rows, c_cols)];
+        const bias_job job = {y, c, m, n, c_rows, c_cols, beta};
+        parallel_for((size_t)m, 1, (size_t)m * n, RT_PAR_CHEAP, bias_rows,
+                     (void *)&job);
         acc = 1.0f;
     }
     rt_sgemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b,
@@ -295,7 +643,6 @@ void rt_gemm_backward(float *da, float *db, float *dc, const float *dy,
                       float alpha, float beta, int c_rows, int c_cols)
 {
     const int lda = trans_a ? m : k, ldb = trans_b ? k : n;
-    int i, j;
     if (da != NULL) {
         if (!trans_a) /* da (m x k) += alpha * dy * opB^T */
             rt_sgemm(0, !trans_b, m, k, n, alpha, dy, n, b, ldb, 1.0f, da, k);
@@ -309,9 +656,7 @@ void rt_gemm_backward(float *da, float *db, float *dc, const float *dy,
             rt_sgemm(1, trans_a, n, k, m, alpha, dy, n, a, lda, 1.0f, db, k);
     }
     if (dc != NULL)
-        for (i = 0; i < m; i++)
-            for (j = 0; j < n; j++)
-                dc[bias_at(i, j, c_rows, c_cols)] += beta * dy[(size_t)i * n + j];
+        bias_back(dc, dy, m, n, beta, c_rows, c_cols);
 }
 
 /* ---- broadcasting binary ops ---------------------------------------------- */
@@ -331,24 +676,25 @@ typedef struct {
 typedef void (*bc_row)(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                        ptrdiff_t ob, int n, int sa, int sb);
 
-/* Runs `row` over every innermost row of m's index space, keeping the
- * offsets of a and b up to date with an odometer over the outer dims. */
-static void bc_run(const rt_bcast *m, const bc_args *p, bc_row row)
+/* Runs `row` over innermost rows [lo, hi) of m's index space (rank >= 1,
+ * no empty dim), keeping the offsets of a and b up to date with an odometer
+ * over the outer dims, started at row lo's digits. */
+static void bc_rows(const rt_bcast *m, const bc_args *p, bc_row row,
+                    size_t lo, size_t hi)
 {
     int idx[RT_MAX_RANK] = {0};
-    const int r = m->rank;
-    ptrdiff_t oy = 0, oa = 0, ob = 0;
+    const int r = m->rank, n = m->dims[r - 1];
+    ptrdiff_t oa = 0, ob = 0;
+    size_t q = lo, k;
     int d;
-    if (r <= 0) { /* a scalar */
-        row(p, 0, 0, 0, 1, 0, 0);
-        return;
+    for (d = r - 2; d >= 0; d--) {
+        idx[d] = (int)(q % (size_t)m->dims[d]);
+        q /= (size_t)m->dims[d];
+        oa += (ptrdiff_t)idx[d] * m->sa[d];
+        ob += (ptrdiff_t)idx[d] * m->sb[d];
     }
-    for (d = 0; d < r; d++)
-        if (m->dims[d] <= 0)
-            return;
-    for (;;) {
-        row(p, oy, oa, ob, m->dims[r - 1], m->sa[r - 1], m->sb[r - 1]);
-        oy += m->dims[r - 1];
+    for (k = lo; k < hi; k++) {
+        row(p, (ptrdiff_t)k * n, oa, ob, n, m->sa[r - 1], m->sb[r - 1]);
         for (d = r - 2; d >= 0; d--) {
             oa += m->sa[d];
             ob += m->sb[d];
@@ -358,9 +704,88 @@ static void bc_run(const rt_bcast *m, const bc_args *p, bc_row row)
             oa -= (ptrdiff_t)m->dims[d] * m->sa[d];
             ob -= (ptrdiff_t)m->dims[d] * m->sb[d];
         }
-        if (d < 0)
-            return;
     }
+}
+
+/* The number of innermost rows, 0 when a dim is empty; -1 for a scalar. */
+static long bc_count_rows(const rt_bcast *m)
+{
+    long rows = 1;
+    int d;
+    if (m->rank <= 0)
+        return -1;
+    for (d = 0; d < m->rank; d++)
+        if (m->dims[d] <= 0)
+            return 0;
+    for (d = 0; d < m->rank - 1; d++)
+        rows *= m->dims[d];
+    return rows;
+}
+
+/* Runs `row` over every innermost row of m's index space, in order. */
+static void bc_run(const rt_bcast *m, const bc_args *p, bc_row row)
+{
+    const long rows = bc_count_rows(m);
+    if (rows < 0) /* a scalar */
+        row(p, 0, 0, 0, 1, 0, 0);
+    else
+        bc_rows(m, p, row, 0, (size_t)rows);
+}
+
+typedef struct {
+    const rt_bcast *m;
+    const bc_args *p;
+    bc_row row;
+} bc_job;
+
+static void bc_part_rows(void *ctx, size_t lo, size_t hi)
+{
+    const bc_job *j = ctx;
+    bc_rows(j->m, j->p, j->row, lo, hi);
+}
+
+/* Elements [lo, hi) of a map that is one row. */
+static void bc_part_elems(void *ctx, size_t lo, size_t hi)
+{
+    const bc_job *j = ctx;
+    const int r = j->m->rank, sa = j->m->sa[r - 1], sb = j->m->sb[r - 1];
+    j->row(j->p, (ptrdiff_t)lo, (ptrdiff_t)lo * sa, (ptrdiff_t)lo * sb,
+           (int)(hi - lo), sa, sb);
+}
+
+/* bc_run split over threads, for a row function whose elements are
+ * independent: each writes its own output (not a sum over a broadcast
+ * dim). Rows when there are several, else the one row's elements. */
+static void bc_run_split(const rt_bcast *m, const bc_args *p, bc_row row)
+{
+    const long rows = bc_count_rows(m);
+    bc_job job;
+    size_t n;
+    if (rows <= 0) {
+        bc_run(m, p, row);
+        return;
+    }
+    job.m = m;
+    job.p = p;
+    job.row = row;
+    n = (size_t)m->dims[m->rank - 1];
+    if (rows == 1)
+        parallel_for(n, 16, n, RT_PAR_CHEAP, bc_part_elems, &job);
+    else
+        parallel_for((size_t)rows, 1, (size_t)rows * n, RT_PAR_CHEAP,
+                     bc_part_rows, &job);
+}
+
+/* Whether a gradient written through strides s is a sum over some dim
+ * (stride 0 along a dim longer than 1): then its elements are not
+ * independent and the backward stays on one thread. */
+static int bc_sums(const rt_bcast *m, const int *s)
+{
+    int d;
+    for (d = 0; d < m->rank; d++)
+        if (m->dims[d] > 1 && s[d] == 0)
+            return 1;
+    return 0;
 }
 
 /* Forward rows. The unit-stride branch is the plain loop that equal shapes
@@ -393,7 +818,7 @@ static void binary(float *y, const float *a, const float *b,
     p.y = y;
     p.a = a;
     p.b = b;
-    bc_run(m, &p, row);
+    bc_run_split(m, &p, row);
 }
 
 void rt_add_forward(float *y, const float *a, const float *b, const rt_bcast *m)
@@ -477,7 +902,10 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
     p.a = a;
     p.b = b;
     p.scale = scale;
-    bc_run(m, &p, row);
+    if ((da != NULL && bc_sums(m, m->sa)) || (db != NULL && bc_sums(m, m->sb)))
+        bc_run(m, &p, row);
+    else
+        bc_run_split(m, &p, row);
 }
 
 void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
@@ -517,21 +945,52 @@ static float sigmoid1(float x)
     }
 }
 
+/* A pointwise kernel's operands, split by elements (aligned to 16: a cache
+ * line of floats). out is y or dx; a, b the inputs (x; dy and x or y). */
+typedef struct {
+    float *out;
+    const float *a, *b;
+    int flag;
+} pw_job;
+
+static void pointwise(rt_chunk_fn fn, float *out, const float *a,
+                      const float *b, int n, int flag, size_t min_work)
+{
+    pw_job job;
+    job.out = out;
+    job.a = a;
+    job.b = b;
+    job.flag = flag;
+    if (n > 0)
+        parallel_for((size_t)n, 16, (size_t)n, min_work, fn, &job);
+}
+
+static void relu_fwd_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    size_t i;
+    for (i = lo; i < hi; i++)
+        p->out[i] = p->a[i] > 0.0f ? p->a[i] : 0.0f;
+}
+
+static void relu_back_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    size_t i;
+    for (i = lo; i < hi; i++)
+        if (p->b[i] > 0.0f)
+            p->out[i] += p->a[i];
+}
+
 void rt_relu_forward(float *y, const float *x, int n)
 {
-    int i;
-    for (i = 0; i < n; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    pointwise(relu_fwd_part, y, x, NULL, n, 0, RT_PAR_CHEAP);
 }
 
 void rt_relu_backward(float *dx, const float *dy, const float *y, int n)
 {
-    int i;
-    if (dx == NULL)
-        return;
-    for (i = 0; i < n; i++)
-        if (y[i] > 0.0f)
-            dx[i] += dy[i];
+    if (dx != NULL)
+        pointwise(relu_back_part, dx, dy, y, n, 0, RT_PAR_CHEAP);
 }
 
 /* The tanh-approximation's argument u(x) = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -608,33 +1067,49 @@ static float gelu_tanh_grad1(float x)
     return t > 0.0f ? s + 2.0f * x * t * du : s;
 }
 
-/* Exact Gelu is x Phi(x); its derivative Phi(x) + x phi(x). */
-void rt_gelu_forward(float *y, const float *x, int n, int approximate)
+/* Exact Gelu is x Phi(x); its derivative Phi(x) + x phi(x). flag is
+ * `approximate`. */
+static void gelu_fwd_part(void *ctx, size_t lo, size_t hi)
 {
-    int i;
-    if (approximate) {
-        for (i = 0; i < n; i++)
+    const pw_job *p = ctx;
+    float *y = p->out;
+    const float *x = p->a;
+    size_t i;
+    if (p->flag) {
+        for (i = lo; i < hi; i++)
             y[i] = gelu_tanh1(x[i]);
         return;
     }
-    for (i = 0; i < n; i++)
+    for (i = lo; i < hi; i++)
         y[i] = x[i] * phi_v(x[i]);
+}
+
+static void gelu_back_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    float *dx = p->out;
+    const float *dy = p->a, *x = p->b;
+    size_t i;
+    if (p->flag) {
+        for (i = lo; i < hi; i++)
+            dx[i] += dy[i] * gelu_tanh_grad1(x[i]);
+        return;
+    }
+    for (i = lo; i < hi; i++)
+        dx[i] += dy[i] * (phi_v(x[i]) + x[i] * RT_INV_SQRT_2PI *
+                                            exp_v(-0.5f * x[i] * x[i]));
+}
+
+void rt_gelu_forward(float *y, const float *x, int n, int approximate)
+{
+    pointwise(gelu_fwd_part, y, x, NULL, n, approximate, RT_PAR_COSTLY);
 }
 
 void rt_gelu_backward(float *dx, const float *dy, const float *x, int n,
                       int approximate)
 {
-    int i;
-    if (dx == NULL)
-        return;
-    if (approximate) {
-        for (i = 0; i < n; i++)
-            dx[i] += dy[i] * gelu_tanh_grad1(x[i]);
-        return;
-    }
-    for (i = 0; i < n; i++)
-        dx[i] += dy[i] * (phi_v(x[i]) + x[i] * RT_INV_SQRT_2PI *
-                                            exp_v(-0.5f * x[i] * x[i]));
+    if (dx != NULL)
+        pointwise(gelu_back_part, dx, dy, x, n, approximate, RT_PAR_COSTLY);
 }
 
 void rt_tanh_forward(float *y, const float *x, int n)
@@ -816,30 +1291,67 @@ typedef void (*lane_fn)(float *y, const float *x, int dim, ptrdiff_t s);
 typedef void (*back_lane_fn)(float *dx, const float *dy, const float *y,
                              int dim, ptrdiff_t s);
 
+/* Lanes are independent: the threads split the outer index. */
+typedef struct {
+    lane_fn f;
+    back_lane_fn bf;
+    float *out;
+    const float *a, *b;
+    int dim, inner;
+} lane_job;
+
+static void lanes_part(void *ctx, size_t lo, size_t hi)
+{
+    const lane_job *j = ctx;
+    size_t o;
+    int i;
+    for (o = lo; o < hi; o++) {
+        const size_t base = o * (size_t)j->dim * (size_t)j->inner;
+        for (i = 0; i < j->inner; i++) {
+            if (j->f != NULL)
+                j->f(j->out + base + i, j->a + base + i, j->dim, j->inner);
+            else
+                j->bf(j->out + base + i, j->a + base + i, j->b + base + i,
+                      j->dim, j->inner);
+        }
+    }
+}
+
+static void lanes_run(lane_job *j, int outer)
+{
+    const size_t work = (size_t)outer * (size_t)j->dim * (size_t)j->inner;
+    if (j->dim > 0 && outer > 0)
+        parallel_for((size_t)outer, 1, work, RT_PAR_COSTLY, lanes_part, j);
+}
+
 static void each_lane(lane_fn f, float *y, const float *x, int outer,
                       int dim, int inner)
 {
-    int o, i;
-    if (dim <= 0)
-        return;
-    for (o = 0; o < outer; o++) {
-        const size_t base = (size_t)o * dim * inner;
-        for (i = 0; i < inner; i++)
-            f(y + base + i, x + base + i, dim, inner);
-    }
+    lane_job j;
+    j.f = f;
+    j.bf = NULL;
+    j.out = y;
+    j.a = x;
+    j.b = NULL;
+    j.dim = dim;
+    j.inner = inner;
+    lanes_run(&j, outer);
 }
 
 static void each_back_lane(back_lane_fn f, float *dx, const float *dy,
                            const float *y, int outer, int dim, int inner)
 {
-    int o, i;
-    if (dx == NULL || dim <= 0)
+    lane_job j;
+    if (dx == NULL)
         return;
-    for (o = 0; o < outer; o++) {
-        const size_t base = (size_t)o * dim * inner;
-        for (i = 0; i < inner; i++)
-            f(dx + base + i, dy + base + i, y + base + i, dim, inner);
-    }
+    j.f = NULL;
+    j.bf = f;
+    j.out = dx;
+    j.a = dy;
+    j.b = y;
+    j.dim = dim;
+    j.inner = inner;
+    lanes_run(&j, outer);
 }
 
 /* One lane as softmax_lane's: y = (x - max) - log(sum exp(x - max)); the
@@ -1086,21 +1598,48 @@ static void row_moments(const float *x, int cols, float eps, float *mean,
     *rstd = 1.0f / sqrtf(v / (float)cols + eps);
 }
 
+/* LayerNorm's operands; rows are independent except for the backward's
+ * dscale and dbias, sums over rows (see rt_layernorm_backward). mean and
+ * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). */
+#define RT_LN_BLOCK 128
+typedef struct {
+    float *y, *dx, *dscale, *dbias;
+    const float *x, *dy, *scale, *bias;
+    int cols, r0, nrows;
+    float eps;
+    float mean[RT_LN_BLOCK], rstd[RT_LN_BLOCK];
+} ln_job;
+
+static void ln_fwd_part(void *ctx, size_t lo, size_t hi)
+{
+    const ln_job *l = ctx;
+    size_t r;
+    int j;
+    for (r = lo; r < hi; r++) {
+        const float *xr = l->x + r * (size_t)l->cols;
+        float *yr = l->y + r * (size_t)l->cols;
+        float mean, rstd;
+        row_moments(xr, l->cols, l->eps, &mean, &rstd);
+        for (j = 0; j < l->cols; j++)
+            yr[j] = (xr[j] - mean) * rstd * l->scale[j] +
+                    (l->bias != NULL ? l->bias[j] : 0.0f);
+    }
+}
+
 void rt_layernorm_forward(float *y, const float *x, const float *scale,
                           const float *bias, int rows, int cols, float eps)
 {
-    int r, j;
-    if (cols <= 0)
+    ln_job l;
+    if (cols <= 0 || rows <= 0)
         return;
-    for (r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * cols;
-        float *yr = y + (size_t)r * cols;
-        float mean, rstd;
-        row_moments(xr, cols, eps, &mean, &rstd);
-        for (j = 0; j < cols; j++)
-            yr[j] = (xr[j] - mean) * rstd * scale[j] +
-                    (bias != NULL ? bias[j] : 0.0f);
-    }
+    l.y = y;
+    l.x = x;
+    l.scale = scale;
+    l.bias = bias;
+    l.cols = cols;
+    l.eps = eps;
+    parallel_for((size_t)rows, 1, (size_t)rows * cols, RT_PAR_COSTLY,
+                 ln_fwd_part, &l);
 }
 
 /* One row. With xhat = (x - mean) * rstd and g = dy * scale (the gradient
@@ -1109,11 +1648,11 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
  * x of the row. */
 static void layernorm_back_row(float *dx, float *dscale, float *dbias,
                                const float *dy, const float *x,
-                               const float *scale, int cols, float eps)
+                               const float *scale, int cols, float mean,
+                               float rstd)
 {
-    float mean, rstd, sum_g = 0.0f, sum_gx = 0.0f, mg, mgx;
+    float sum_g = 0.0f, sum_gx = 0.0f, mg, mgx;
     int j;
-    row_moments(x, cols, eps, &mean, &rstd);
     for (j = 0; j < cols; j++) {
         const float xhat = (x[j] - mean) * rstd;
         if (dscale != NULL)
@@ -1135,6 +1674,54 @@ static void layernorm_back_row(float *dx, float *dscale, float *dbias,
     }
 }
 
+/* Rows [lo, hi) of the block at r0: their moments, kept for
+ * ln_back_cols, and (when wanted) their dx. */
+static void ln_back_rows(void *ctx, size_t lo, size_t hi)
+{
+    ln_job *l = ctx;
+    size_t i;
+    for (i = lo; i < hi; i++) {
+        const size_t o = ((size_t)l->r0 + i) * (size_t)l->cols;
+        row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
+        if (l->dx != NULL)
+            layernorm_back_row(l->dx + o, NULL, NULL, l->dy + o, l->x + o,
+                               l->scale, l->cols, l->mean[i], l->rstd[i]);
+    }
+}
+
+/* Columns [lo, hi) of dscale and dbias over the block's rows, row by row
+ * with the same xhat as layernorm_back_row: each entry gets the terms of
+ * one thread's loop in the same order. */
+static void ln_back_cols(void *ctx, size_t lo, size_t hi)
+{
+    const ln_job *l = ctx;
+    size_t j;
+    int i;
+    for (i = 0; i < l->nrows; i++) {
+        const size_t o = ((size_t)l->r0 + (size_t)i) * (size_t)l->cols;
+        for (j = lo; j < hi; j++) {
+            const float xhat = (l->x[o + j] - l->mean[i]) * l->rstd[i];
+            if (l->dscale != NULL)
+                l->dscale[j] += l->dy[o + j] * xhat;
+            if (l->dbias != NULL)
+                l->dbias[j] += l->dy[o + j];
+        }
+    }
+}
+
+/* Several threads: blocks of rows, each first split by rows (moments, dx),
+ * then by columns (dscale, dbias: sums over rows). */
+static void layernorm_back_split(ln_job *l, int rows)
+{
+    const size_t cols = (size_t)l->cols;
+    for (l->r0 = 0; l->r0 < rows; l->r0 += RT_LN_BLOCK) {
+        l->nrows = rows - l->r0 < RT_LN_BLOCK ? rows - l->r0 : RT_LN_BLOCK;
+        parallel_for((size_t)l->nrows, 1, 0, 0, ln_back_rows, l);
+        if (l->dscale != NULL || l->dbias != NULL)
+            parallel_for(cols, 16, 0, 0, ln_back_cols, l);
+    }
+}
+
 /* Offsets, not pointers, for the same reason as bc_row: a NULL gradient
  * never takes part in pointer arithmetic. */
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
@@ -1152,10 +1739,25 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                 dbias[j] += dy[(size_t)r * cols + j];
         return;
     }
+    if (rt_threads() > 1 && (size_t)rows * cols >= RT_PAR_COSTLY) {
+        ln_job l;
+        l.dx = dx;
+        l.dscale = dscale;
+        l.dbias = dbias;
+        l.dy = dy;
+        l.x = x;
+        l.scale = scale;
+        l.cols = cols;
+        l.eps = eps;
+        layernorm_back_split(&l, rows);
+        return;
+    }
     for (r = 0; r < rows; r++) {
         const size_t o = (size_t)r * cols;
+        float mean, rstd;
+        row_moments(x + o, cols, eps, &mean, &rstd);
         layernorm_back_row(dx != NULL ? dx + o : NULL, dscale, dbias, dy + o,
-                           x + o, scale, cols, eps);
+                           x + o, scale, cols, mean, rstd);
     }
 }
 
@@ -1330,7 +1932,7 @@ void rt_transpose_forward(float *y, const float *x, int rank, const int *dims,
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
     p.y = y;
     p.a = x;
-    bc_run(&m, &p, transpose_row);
+    bc_run_split(&m, &p, transpose_row);
 }
 
 void rt_transpose_backward(float *dx, const float *dy, int rank,
@@ -1342,7 +1944,7 @@ void rt_transpose_backward(float *dx, const float *dy, int rank,
         return;
     p.da = dx;
     p.dy = dy;
-    bc_run(&m, &p, transpose_back_row);
+    bc_run_split(&m, &p, transpose_back_row); /* a permutation: no sums */
 }
 
 /* True when the batch is A's matrices in a row against one B, the shape of
@@ -1421,32 +2023,72 @@ static int gather_row(int64_t idx, int rows)
     return idx >= 0 && idx < rows ? (int)idx : -1;
 }
 
+/* Gather's operands: the forward splits the n indices; the backward, whose
+ * rows may repeat an index (a sum), splits the width: each thread adds its
+ * columns of every row, in index order. */
+typedef struct {
+    float *out;
+    const float *in;
+    const int64_t *idx;
+    int n, rows, width;
+} gather_job;
+
+static void gather_fwd_part(void *ctx, size_t lo, size_t hi)
+{
+    const gather_job *g = ctx;
+    size_t i;
+    int j;
+    for (i = lo; i < hi; i++) {
+        const int r = gather_row(g->idx[i], g->rows);
+        float *yi = g->out + i * (size_t)g->width;
+        for (j = 0; j < g->width; j++)
+            yi[j] = r < 0 ? 0.0f : g->in[(size_t)r * g->width + j];
+    }
+}
+
+static void gather_back_part(void *ctx, size_t lo, size_t hi)
+{
+    const gather_job *g = ctx;
+    size_t j;
+    int i;
+    for (i = 0; i < g->n; i++) {
+        const int r = gather_row(g->idx[i], g->rows);
+        const float *dyi = g->in + (size_t)i * g->width;
+        if (r < 0)
+            continue;
+        for (j = lo; j < hi; j++)
+            g->out[(size_t)r * g->width + j] += dyi[j];
+    }
+}
+
+static void gather_run(rt_chunk_fn fn, size_t items, float *out,
+                       const float *in, const int64_t *idx, int n, int rows,
+                       int width)
+{
+    gather_job g;
+    g.out = out;
+    g.in = in;
+    g.idx = idx;
+    g.n = n;
+    g.rows = rows;
+    g.width = width;
+    if (n > 0 && width > 0)
+        parallel_for(items, 16, (size_t)n * width, RT_PAR_CHEAP, fn, &g);
+}
+
 void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
                        int rows, int width)
 {
-    int i, j;
-    for (i = 0; i < n; i++) {
-        const int r = gather_row(idx[i], rows);
-        float *yi = y + (size_t)i * width;
-        for (j = 0; j < width; j++)
-            yi[j] = r < 0 ? 0.0f : table[(size_t)r * width + j];
-    }
+    gather_run(gather_fwd_part, (size_t)(n > 0 ? n : 0), y, table, idx, n,
+               rows, width);
 }
 
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
                         int n, int rows, int width)
 {
-    int i, j;
-    if (dtable == NULL)
-        return;
-    for (i = 0; i < n; i++) {
-        const int r = gather_row(idx[i], rows);
-        const float *dyi = dy + (size_t)i * width;
-        if (r < 0)
-            continue;
-        for (j = 0; j < width; j++)
-            dtable[(size_t)r * width + j] += dyi[j];
-    }
+    if (dtable != NULL)
+        gather_run(gather_back_part, (size_t)(width > 0 ? width : 0), dtable,
+                   dy, idx, n, rows, width);
 }
 
 /* ---- convolution and pooling ---------------------------------------------- */
@@ -2343,11 +2985,37 @@ void rt_slice_backward(float *dx, const float *dy, int rank, const int *xdims,
 
 /* ---- memory, optimizer ---------------------------------------------------- */
 
+typedef struct {
+    float *dst;
+    const float *src;
+} copy_job;
+
+static void zero_part(void *ctx, size_t lo, size_t hi)
+{
+    const copy_job *c = ctx;
+    size_t i;
+    for (i = lo; i < hi; i++)
+        c->dst[i] = 0.0f;
+}
+
+static void copy_part(void *ctx, size_t lo, size_t hi)
+{
+    const copy_job *c = ctx;
+    size_t i;
+    for (i = lo; i < hi; i++)
+        c->dst[i] = c->src[i];
+}
+
+/* Memory bound: only buffers well past a core's L2 gain from a second
+ * core's bandwidth. */
+#define RT_PAR_MEMORY ((size_t)1 << 18)
+
 void rt_zero(float *x, size_t n)
 {
-    size_t i;
-    for (i = 0; i < n; i++)
-        x[i] = 0.0f;
+    copy_job c;
+    c.dst = x;
+    c.src = NULL;
+    parallel_for(n, 16, n, RT_PAR_MEMORY, zero_part, &c);
 }
 
 void rt_fill(float *x, size_t n, float value)
@@ -2359,9 +3027,10 @@ void rt_fill(float *x, size_t n, float value)
 
 void rt_copy(float *dst, const float *src, size_t n)
 {
-    size_t i;
-    for (i = 0; i < n; i++)
-        dst[i] = src[i];
+    copy_job c;
+    c.dst = dst;
+    c.src = src;
+    parallel_for(n, 16, n, RT_PAR_MEMORY, copy_part, &c);
 }
 
 void rt_accumulate(float *dst, const float *src, size_t n)
@@ -2564,30 +3233,103 @@ static float sce_total_weight(const int64_t *labels, const float *weights,
     return total;
 }
 
-/* Position (i, d) reads scores[(i c + k) inner + d] for class k. */
+/* The loss's operands. Positions are independent; the forward's sum over
+ * them is not split: blocks of RT_SCE_BLOCK positions compute their losses
+ * on the threads into `part`, then one thread adds them in position order,
+ * as a single loop would. */
+#define RT_SCE_BLOCK 256
+typedef struct {
+    float *out;        /* loss per position, or dscores */
+    const float *scores, *weights, *dloss;
+    const int64_t *labels;
+    int c, inner, has_ignore, reduction;
+    int64_t ignore_index;
+    float g;           /* the backward's dloss / total weight */
+    size_t p0;         /* the forward's block */
+    float part[RT_SCE_BLOCK];
+} sce_job;
+
+/* Position p = (i, d) reads scores[(i c + k) inner + d] for class k. */
+static float sce_loss_at(const sce_job *s, size_t p)
+{
+    const size_t i = p / (size_t)s->inner, d = p % (size_t)s->inner;
+    const int64_t label = s->labels[p];
+    const float *row = s->scores + i * (size_t)s->c * s->inner + d;
+    if (!sce_takes_part(label, s->c, s->has_ignore, s->ignore_index))
+        return 0.0f;
+    return sce_weight(label, s->weights, s->c, s->has_ignore,
+                      s->ignore_index) *
+           (log_sum_exp(row, s->c, s->inner) - row[(size_t)label * s->inner]);
+}
+
+static void sce_loss_part(void *ctx, size_t lo, size_t hi)
+{
+    sce_job *s = ctx;
+    size_t p;
+    for (p = lo; p < hi; p++) {
+        if (s->reduction == RT_SCE_NONE)
+            s->out[p] = sce_loss_at(s, p);
+        else
+            s->part[p] = sce_loss_at(s, s->p0 + p);
+    }
+}
+
+/* The sum of every position's loss, in position order. */
+static float sce_sum(sce_job *s, size_t positions)
+{
+    const size_t work = positions * (size_t)s->c;
+    float total = 0.0f;
+    size_t p, k, nb;
+    if (work < RT_PAR_COSTLY || rt_threads() == 1) {
+        for (p = 0; p < positions; p++)
+            total += sce_loss_at(s, p);
+        return total;
+    }
+    for (p = 0; p < positions; p += RT_SCE_BLOCK) {
+        nb = positions - p < RT_SCE_BLOCK ? positions - p : RT_SCE_BLOCK;
+        s->p0 = p;
+        parallel_for(nb, 1, 0, 0, sce_loss_part, s);
+        for (k = 0; k < nb; k++)
+            total += s->part[k];
+    }
+    return total;
+}
+
+static void sce_setup(sce_job *s, const float *scores, const int64_t *labels,
+                      const float *weights, int c, int inner, int reduction,
+                      int has_ignore, int64_t ignore_index)
+{
+    s->scores = scores;
+    s->labels = labels;
+    s->weights = weights;
+    s->c = c;
+    s->inner = inner;
+    s->reduction = reduction;
+    s->has_ignore = has_ignore;
+    s->ignore_index = ignore_index;
+}
+
 void rt_sce_forward(float *loss, const float *scores, const int64_t *labels,
                     const float *weights, int n, int c, int inner,
                     int reduction, int has_ignore, int64_t ignore_index)
 {
     const size_t positions = (size_t)n * inner;
-    float total = 0.0f;
-    int i, d;
-    for (i = 0; i < n; i++)
-        for (d = 0; d < inner; d++) {
-            const size_t p = (size_t)i * inner + d;
-            const int64_t label = labels[p];
-            const float *row = scores + (size_t)i * c * inner + d;
-            float l = 0.0f;
-            if (sce_takes_part(label, c, has_ignore, ignore_index))
-                l = sce_weight(label, weights, c, has_ignore, ignore_index) *
-                    (log_sum_exp(row, c, inner) - row[(size_t)label * inner]);
-            if (reduction == RT_SCE_NONE)
-                loss[p] = l;
-            else
-                total += l;
-        }
-    if (reduction == RT_SCE_NONE)
+    sce_job s;
+    float total;
+    if (n <= 0 || inner <= 0) {
+        if (reduction != RT_SCE_NONE)
+            loss[0] = 0.0f;
         return;
+    }
+    sce_setup(&s, scores, labels, weights, c, inner, reduction, has_ignore,
+              ignore_index);
+    s.out = loss;
+    if (reduction == RT_SCE_NONE) {
+        parallel_for(positions, 1, positions * (size_t)c, RT_PAR_COSTLY,
+                     sce_loss_part, &s);
+        return;
+    }
+    total = sce_sum(&s, positions);
     if (reduction == RT_SCE_MEAN) {
         const float w = sce_total_weight(labels, weights, positions, c,
                                          has_ignore, ignore_index);
@@ -2596,14 +3338,41 @@ void rt_sce_forward(float *loss, const float *scores, const int64_t *labels,
     loss[0] = total;
 }
 
-/* d/ds_k of w (lse(s) - s_label) is w (softmax(s)_k - [k == label]). */
+/* Positions [lo, hi): d/ds_k of w (lse(s) - s_label) is
+ * w (softmax(s)_k - [k == label]). */
+static void sce_back_part(void *ctx, size_t lo, size_t hi)
+{
+    const sce_job *s = ctx;
+    const int c = s->c;
+    const size_t inner = (size_t)s->inner;
+    size_t p;
+    int k;
+    for (p = lo; p < hi; p++) {
+        const int64_t label = s->labels[p];
+        const size_t base = p / inner * (size_t)c * inner + p % inner;
+        const float *row = s->scores + base;
+        float *drow = s->out + base;
+        float lse, gw;
+        if (!sce_takes_part(label, c, s->has_ignore, s->ignore_index))
+            continue;
+        gw = (s->reduction == RT_SCE_NONE ? s->dloss[p] : s->g) *
+             sce_weight(label, s->weights, c, s->has_ignore, s->ignore_index);
+        /* softmax_k = exp(s_k - lse), with s_k - lse <= 0 */
+        lse = log_sum_exp(row, c, s->inner);
+        for (k = 0; k < c; k++) {
+            const float q = expf(row[(size_t)k * inner] - lse);
+            drow[(size_t)k * inner] += gw * (k == label ? q - 1.0f : q);
+        }
+    }
+}
+
 void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
                      const int64_t *labels, const float *weights, int n,
                      int c, int inner, int reduction, int has_ignore,
                      int64_t ignore_index)
 {
     float g = 0.0f;
-    int i, d, k;
+    sce_job s;
     if (dscores == NULL)
         return;
     if (reduction != RT_SCE_NONE)
@@ -2615,25 +3384,15 @@ void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
             return;
         g /= w;
     }
-    for (i = 0; i < n; i++)
-        for (d = 0; d < inner; d++) {
-            const size_t p = (size_t)i * inner + d;
-            const int64_t label = labels[p];
-            const size_t base = (size_t)i * c * inner + d;
-            const float *row = scores + base;
-            float *drow = dscores + base;
-            float lse, gw;
-            if (!sce_takes_part(label, c, has_ignore, ignore_index))
-                continue;
-            gw = (reduction == RT_SCE_NONE ? dloss[p] : g) *
-                 sce_weight(label, weights, c, has_ignore, ignore_index);
-            /* softmax_k = exp(s_k - lse), with s_k - lse <= 0 */
-            lse = log_sum_exp(row, c, inner);
-            for (k = 0; k < c; k++) {
-                const float q = expf(row[(size_t)k * inner] - lse);
-                drow[(size_t)k * inner] += gw * (k == label ? q - 1.0f : q);
-            }
-        }
+    if (n <= 0 || inner <= 0)
+        return;
+    sce_setup(&s, scores, labels, weights, c, inner, reduction, has_ignore,
+              ignore_index);
+    s.out = dscores;
+    s.dloss = dloss;
+    s.g = g;
+    parallel_for((size_t)n * inner, 1, (size_t)n * inner * c, RT_PAR_COSTLY,
+                 sce_back_part, &s);
 }
 
 /* Element i's fate; the stream and the threshold are the caller's. */
@@ -2642,36 +3401,65 @@ static int dropout_keeps(uint64_t seed, uint64_t stream, int i, float ratio)
     return rt_rand_uniform(seed, stream, (uint64_t)i) >= ratio;
 }
 
+/* Element i's mask is a hash of (seed, stream, i): a chunk draws its own
+ * elements' exactly as one pass over all of them would. mode: 0 forward
+ * (out = x * s or 0), 1 backward (out += dy * s where kept), 2 the mask. */
+typedef struct {
+    float *out;
+    const float *in;
+    float ratio, s;
+    uint64_t seed, stream;
+    int mode;
+} dropout_job;
+
+static void dropout_part(void *ctx, size_t lo, size_t hi)
+{
+    const dropout_job *d = ctx;
+    int i;
+    for (i = (int)lo; i < (int)hi; i++) {
+        const int keep = dropout_keeps(d->seed, d->stream, i, d->ratio);
+        if (d->mode == 0)
+            d->out[i] = keep ? d->in[i] * d->s : 0.0f;
+        else if (d->mode == 2)
+            d->out[i] = keep ? 1.0f : 0.0f;
+        else if (keep) /* not += 0: that would turn a -0 gradient into +0 */
+            d->out[i] += d->in[i] * d->s;
+    }
+}
+
+static void dropout_run(float *out, const float *in, int n, float ratio,
+                        uint64_t seed, uint64_t step, uint32_t node, int mode)
+{
+    dropout_job d;
+    d.out = out;
+    d.in = in;
+    d.ratio = ratio;
+    d.s = 1.0f / (1.0f - ratio);
+    d.seed = seed;
+    d.stream = RT_DROPOUT_STREAM(step, node);
+    d.mode = mode;
+    if (n > 0)
+        parallel_for((size_t)n, 16, (size_t)n, RT_PAR_COSTLY, dropout_part,
+                     &d);
+}
+
 void rt_dropout_forward(float *y, const float *x, int n, float ratio,
                         uint64_t seed, uint64_t step, uint32_t node)
 {
-    const uint64_t stream = RT_DROPOUT_STREAM(step, node);
-    const float s = 1.0f / (1.0f - ratio);
-    int i;
-    for (i = 0; i < n; i++)
-        y[i] = dropout_keeps(seed, stream, i, ratio) ? x[i] * s : 0.0f;
+    dropout_run(y, x, n, ratio, seed, step, node, 0);
 }
 
 void rt_dropout_backward(float *dx, const float *dy, int n, float ratio,
                          uint64_t seed, uint64_t step, uint32_t node)
 {
-    const uint64_t stream = RT_DROPOUT_STREAM(step, node);
-    const float s = 1.0f / (1.0f - ratio);
-    int i;
-    if (dx == NULL)
-        return;
-    for (i = 0; i < n; i++)
-        if (dropout_keeps(seed, stream, i, ratio))
-            dx[i] += dy[i] * s;
+    if (dx != NULL)
+        dropout_run(dx, dy, n, ratio, seed, step, node, 1);
 }
 
 void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
                      uint64_t step, uint32_t node)
 {
-    const uint64_t stream = RT_DROPOUT_STREAM(step, node);
-    int i;
-    for (i = 0; i < n; i++)
-        mask[i] = dropout_keeps(seed, stream, i, ratio) ? 1.0f : 0.0f;
+    dropout_run(mask, NULL, n, ratio, seed, step, node, 2);
 }
 
 /* Attention works on blocks of RT_ATTN_BQ queries against blocks of up to

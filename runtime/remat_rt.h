@@ -21,7 +21,10 @@
  *                instructions a multiply-add); the same bits either way;
  *   RT_NO_STDIO  leave out .npy reading and writing (no <stdio.h> needed);
  *   RT_TRACE_GEMM  print every rt_sgemm call's shape to stderr (the
- *                benchmark's GEMM floor replays them).
+ *                benchmark's GEMM floor replays them);
+ *   RT_NO_THREADS  no thread pool, no pthreads: every kernel runs on the
+ *                calling thread. Implied by RT_NO_STDIO and by targets
+ *                that are not Unix (bare metal).
  */
 #ifndef REMAT_RT_H
 #define REMAT_RT_H
@@ -34,6 +37,22 @@ extern "C" {
 #endif
 
 #define RT_MAX_RANK 6
+
+/* ---- threads ------------------------------------------------------------- */
+
+/* The runtime's own kernels (pointwise, LayerNorm, Softmax, the loss, Gather,
+ * the GEMM's bias, large zero/copy) may split their work over n threads,
+ * the caller's included; default 1, clamped to [1, RT_MAX_THREADS]. The
+ * workers start lazily at the first call that needs them and then wait
+ * for work (spinning briefly, then blocked), so call this once, before the
+ * steps, from one thread. Results are bitwise the same for every n: work
+ * is split only over independent outputs, and a sum over the split
+ * dimension is split over the other one instead. (cblas_sgemm is not the
+ * runtime's: OpenBLAS's results may depend on its own thread count.)
+ * With RT_NO_THREADS this records nothing and rt_threads() is 1. */
+#define RT_MAX_THREADS 16
+void rt_set_threads(int n);
+int rt_threads(void);
 
 /* ---- GEMM ---------------------------------------------------------------- */
 

@@ -30,6 +30,11 @@
 
 extern const rt_model *const rt_trainer_model;
 
+#ifdef RT_BLAS
+/* OpenBLAS's (remat build links it); not in every cblas.h. */
+void openblas_set_num_threads(int n);
+#endif
+
 #define BENCH_WARMUP 3
 
 /* error messages always start "trainer: "; the usage names argv[0] */
@@ -79,11 +84,16 @@ static void usage(FILE *f)
 "  --lr F         learning rate; default 0.01 (SGD), 0.001 (AdamW).\n"
 "  --bits         with --steps: end each loss line with the loss's float32\n"
 "                 bits in hex ('step K loss L bits 0x3e8f5c29'), to compare\n"
-"                 runs bit for bit (the firmware test does).\n",
+"                 runs bit for bit (the firmware test does).\n"
+"  --threads N    run the runtime's kernels on N threads (1 to %d; default\n"
+"                 1: the same bits for every N) and, in a build with\n"
+"                 OpenBLAS, its GEMMs too (openblas_set_num_threads; its\n"
+"                 results may depend on N). Without --threads OpenBLAS\n"
+"                 keeps its own count (OPENBLAS_NUM_THREADS).\n",
             argv0, m->train_step ? "Trains" : "Runs",
             m->name ? m->name : "?", m->policy ? m->policy : "?",
             m->train_step ? "" : " (forward only: it has no loss)",
-            BENCH_WARMUP);
+            BENCH_WARMUP, RT_MAX_THREADS);
     fprintf(f,
 "\n"
 "With --steps (docs/training.md has the exact update rules):\n"
@@ -176,6 +186,7 @@ typedef struct {
     const char *data_dir;
     int bits;     /* --bits */
     int fused;    /* --fused: train_step_fused, no gradient buffer */
+    long threads; /* 0: not given */
 } options;
 
 static uint64_t parse_u64(const char *opt, const char *s)
@@ -234,7 +245,7 @@ static const char *const value_options[] = {
     "--seed", "--dump", "--load", "--steps", "--lr", "--bench", "--weights",
     "--optimizer", "--momentum", "--dampening", "--weight-decay", "--betas",
     "--eps", "--clip-grad-norm", "--accumulate", "--save", "--resume",
-    "--data", NULL};
+    "--data", "--threads", NULL};
 
 static int is_value_option(const char *name)
 {
@@ -399,6 +410,13 @@ static void parse_args(int argc, char **argv, options *o)
             if (o->steps)
                 usage_error("--steps given twice");
             o->steps = parse_count(name, val);
+        } else if (strcmp(name, "--threads") == 0) {
+            if (o->threads)
+                usage_error("--threads given twice");
+            o->threads = parse_count(name, val);
+            if (o->threads > RT_MAX_THREADS)
+                usage_error("--threads wants 1 to %d, got '%s'",
+                            RT_MAX_THREADS, val);
         } else if (strcmp(name, "--lr") == 0) {
             if (o->have_lr)
                 usage_error("--lr given twice");
@@ -1484,6 +1502,17 @@ static void bench(const rt_model *m, const options *o, buffers *b)
     free(ms);
 }
 
+/* The runtime's pool, and OpenBLAS's threads only when asked: without
+ * --threads a BLAS build runs as before (OpenBLAS's own default). */
+static void set_threads(const options *o)
+{
+    rt_set_threads(o->threads ? (int)o->threads : 1);
+#ifdef RT_BLAS
+    if (o->threads)
+        openblas_set_num_threads((int)o->threads);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     const rt_model *m = rt_trainer_model;
@@ -1505,6 +1534,7 @@ int main(int argc, char **argv)
         o.weights = path;
     }
     check_model(m);
+    set_threads(&o);
     if (o.steps && !m->train_step)
         usage_error("the model '%s' is forward only (it has no loss): "
                     "--steps needs a train step; use --dump or --bench",
