@@ -152,8 +152,6 @@ const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
     return n->cname;
 }
 
-static size_t trainable_floats(const Graph *g);
-
 /* ---- names ------------------------------------------------------------------------ */
 
 static const char *value_name(Emit *e, const Schedule *s, int v)
@@ -305,7 +303,7 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
              t->name, t->name);
         emit(e, "rt_optimizer_update(opt, params + %zu, d_%s, state + %zu, "
              "%zu, %ld);", e->offset[st->tensor], t->cname,
-             e->grad_offset[st->tensor], trainable_floats(g), t->numel);
+             e->grad_offset[st->tensor], e->trainable, t->numel);
         break;
     }
 }
@@ -364,27 +362,31 @@ static size_t *grad_layout(Ctx *c, const Graph *g)
     return offset;
 }
 
-/* A node's row says the train step writes tensor t in place (running
- * statistics: a parameter, shapes.c checks). */
-static int updated(const Graph *g, int t)
+/* Per tensor, 1 where a node's row says the train step writes it in place
+ * (running statistics: a parameter, shapes.c checks); one pass over the
+ * nodes, so a graph of any size pays once. */
+static char *updated_tensors(Ctx *c, const Graph *g)
 {
+    char *w = ctx_alloc(c, (size_t)g->ntensors + 1);
+    memset(w, 0, (size_t)g->ntensors + 1);
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];
         for (int i = 0; i < n->nin; i++)
-            if (n->in[i] == t && (op_table[n->op].updates & NEED_IN(i)))
-                return 1;
+            if (op_table[n->op].updates & NEED_IN(i))
+                w[n->in[i]] = 1;
     }
-    return 0;
+    return w;
 }
 
 static void emit_buffer_pointers(Emit *e, int train)
 {
     const Graph *g = e->g;
+    const char *updated = train ? updated_tensors(e->ctx, g) : NULL;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
         if (x->kind == T_ACT || x->nconsumers == 0)
             continue;
-        int write = train && updated(g, t);
+        int write = train && updated[t];
         emit(e, "%s%s *v_%s = %s + %zu;%s", write ? "" : "const ",
              x->is_int ? "int64_t" : "float", x->cname,
              buffer_names[buffer_of(x)], e->offset[t],
@@ -461,7 +463,7 @@ static void emit_fused(Emit *e, const Compiled *m)
     e->train = 1;
     e->fused = 1;
     emit_prologue(e, 1);
-    if (trainable_floats(e->g) == 0)
+    if (e->trainable == 0)
         emit(e, "(void)state; (void)opt; /* nothing trainable */");
     emit_body(e, m, m->fused);
     emit(e, "return loss;");
@@ -1096,7 +1098,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
     Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0,
-              grad_layout(c, m->g), 0};
+              grad_layout(c, m->g), 0, trainable_floats(m->g)};
     size_t wf = weights_file_floats(m->g);
     e.weights_file = wf > 0;
     if (weights) {
@@ -1129,7 +1131,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset, 0};
+              e.grad_offset, 0, e.trainable};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

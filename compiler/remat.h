@@ -725,6 +725,8 @@ struct Emit {
                                  * gradient buffer (and optimizer state) */
     int fused;              /* writing train_step_fused: parameter gradients
                              * are arena values, S_UPDATE steps them */
+    size_t trainable;       /* floats of the trainable parameters: where
+                             * AdamW's second state half starts */
 };
 
 /* Writes one line at the current indentation. */
