@@ -965,21 +965,29 @@ static void pointwise(rt_chunk_fn fn, float *out, const float *a,
         parallel_for((size_t)n, 16, (size_t)n, min_work, fn, &job);
 }
 
+/* The job's pointers in locals: read through the struct, every store
+ * could change them, and the loop would neither vectorize nor lose its
+ * branch (a ReLU backward's taken half mispredicts: 40% of cnn's step). */
 static void relu_fwd_part(void *ctx, size_t lo, size_t hi)
 {
     const pw_job *p = ctx;
+    float *y = p->out;
+    const float *x = p->a;
     size_t i;
     for (i = lo; i < hi; i++)
-        p->out[i] = p->a[i] > 0.0f ? p->a[i] : 0.0f;
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
+/* dx += dy where y > 0; elsewhere dx is left as it is (not += 0, which
+ * would turn a -0 into +0), a masked add once vectorized. */
 static void relu_back_part(void *ctx, size_t lo, size_t hi)
 {
     const pw_job *p = ctx;
+    float *dx = p->out;
+    const float *dy = p->a, *y = p->b;
     size_t i;
     for (i = lo; i < hi; i++)
-        if (p->b[i] > 0.0f)
-            p->out[i] += p->a[i];
+        dx[i] = y[i] > 0.0f ? dx[i] + dy[i] : dx[i];
 }
 
 void rt_relu_forward(float *y, const float *x, int n)
@@ -3412,19 +3420,26 @@ typedef struct {
     int mode;
 } dropout_job;
 
+/* One loop per mode, the job's fields in locals: so each loop is a
+ * straight hash-and-select the compiler can vectorize. */
 static void dropout_part(void *ctx, size_t lo, size_t hi)
 {
     const dropout_job *d = ctx;
+    float *out = d->out;
+    const float *in = d->in;
+    const float ratio = d->ratio, s = d->s;
+    const uint64_t seed = d->seed, stream = d->stream;
     int i;
-    for (i = (int)lo; i < (int)hi; i++) {
-        const int keep = dropout_keeps(d->seed, d->stream, i, d->ratio);
-        if (d->mode == 0)
-            d->out[i] = keep ? d->in[i] * d->s : 0.0f;
-        else if (d->mode == 2)
-            d->out[i] = keep ? 1.0f : 0.0f;
-        else if (keep) /* not += 0: that would turn a -0 gradient into +0 */
-            d->out[i] += d->in[i] * d->s;
-    }
+    if (d->mode == 0)
+        for (i = (int)lo; i < (int)hi; i++)
+            out[i] = dropout_keeps(seed, stream, i, ratio) ? in[i] * s : 0.0f;
+    else if (d->mode == 2)
+        for (i = (int)lo; i < (int)hi; i++)
+            out[i] = dropout_keeps(seed, stream, i, ratio) ? 1.0f : 0.0f;
+    else /* not += 0 where dropped: that would turn a -0 gradient into +0 */
+        for (i = (int)lo; i < (int)hi; i++)
+            out[i] = dropout_keeps(seed, stream, i, ratio) ? out[i] + in[i] * s
+                                                           : out[i];
 }
 
 static void dropout_run(float *out, const float *in, int n, float ratio,
