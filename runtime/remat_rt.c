@@ -2651,15 +2651,27 @@ static void maxpool_back_span(float *dxq, const float *dyr, const float *xq,
     }
 }
 
-void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
+/* A MaxPool over planes [lo, hi) of n * c: each plane's outputs (and in
+ * the backward its dx) are its own, so planes split across threads with
+ * the same bits. */
+typedef struct {
+    float *out;             /* y, or dx */
+    const float *x, *dy;
+    const rt_window *p;
+} pool_job;
+
+static void maxpool_fwd_planes(void *ctx, size_t lo, size_t hi)
 {
+    const pool_job *j = ctx;
+    const rt_window *p = j->p;
     const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
     const pool_plan b = pool_plan_of(p);
-    int q, oy, f0, f1;
-    for (q = 0; q < p->n * p->c; q++) {
-        const float *xq = x + (size_t)q * hw;
+    size_t q;
+    int oy, f0, f1;
+    for (q = lo; q < hi; q++) {
+        const float *xq = j->x + q * hw;
         for (oy = 0; oy < p->oh; oy++) {
-            float *yr = y + (size_t)q * ohw + (size_t)oy * p->ow;
+            float *yr = j->out + q * ohw + (size_t)oy * p->ow;
             fast_span(&b, p, oy, &f0, &f1);
             maxpool_span(yr, xq, p, &b, oy, 0, f0);
             if (f0 < f1) {
@@ -2674,19 +2686,19 @@ void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
     }
 }
 
-void rt_maxpool_backward(float *dx, const float *dy, const float *x,
-                         const rt_window *p)
+static void maxpool_back_planes(void *ctx, size_t lo, size_t hi)
 {
+    const pool_job *j = ctx;
+    const rt_window *p = j->p;
     const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
     const pool_plan b = pool_plan_of(p);
-    int q, oy, f0, f1;
-    if (dx == NULL)
-        return;
-    for (q = 0; q < p->n * p->c; q++) {
-        const float *xq = x + (size_t)q * hw;
-        float *dxq = dx + (size_t)q * hw;
+    size_t q;
+    int oy, f0, f1;
+    for (q = lo; q < hi; q++) {
+        const float *xq = j->x + q * hw;
+        float *dxq = j->out + q * hw;
         for (oy = 0; oy < p->oh; oy++) {
-            const float *dyr = dy + (size_t)q * ohw + (size_t)oy * p->ow;
+            const float *dyr = j->dy + q * ohw + (size_t)oy * p->ow;
             fast_span(&b, p, oy, &f0, &f1);
             maxpool_back_span(dxq, dyr, xq, p, &b, oy, 0, f0);
             if (f0 < f1) {
@@ -2699,6 +2711,32 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
             maxpool_back_span(dxq, dyr, xq, p, &b, oy, f1, p->ow);
         }
     }
+}
+
+static void pool_run(rt_chunk_fn fn, float *out, const float *x,
+                     const float *dy, const rt_window *p)
+{
+    pool_job j;
+    const size_t planes = (size_t)p->n * (size_t)p->c;
+    j.out = out;
+    j.x = x;
+    j.dy = dy;
+    j.p = p;
+    if (planes > 0)
+        parallel_for(planes, 1, planes * (size_t)p->h * (size_t)p->w,
+                     RT_PAR_CHEAP, fn, &j);
+}
+
+void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
+{
+    pool_run(maxpool_fwd_planes, y, x, NULL, p);
+}
+
+void rt_maxpool_backward(float *dx, const float *dy, const float *x,
+                         const rt_window *p)
+{
+    if (dx != NULL)
+        pool_run(maxpool_back_planes, dx, x, dy, p);
 }
 
 /* count_include_pad's divisor for window (oy, ox): its taps inside the

@@ -233,10 +233,37 @@ static void case_memory(void)
     free(x), free(y);
 }
 
+/* MaxPool over planes: 2x2 stride 2 (the row kernels) and 3x3 stride 2
+ * with padding (the generic walk at the edges, overlapping windows whose
+ * backward adds twice into one element) on 37 planes of 61x59. */
+static void case_pool(void)
+{
+    rt_window p;
+    int k;
+    for (k = 2; k <= 3; k++) {
+        size_t nin, nout;
+        float *x, *y, *dy, *dx;
+        memset(&p, 0, sizeof p);
+        p.n = 1, p.c = 37, p.h = 61, p.w = 59, p.oc = 37;
+        p.kh = p.kw = k, p.sh = p.sw = 2, p.dh = p.dw = 1, p.group = 1;
+        p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = k - 2;
+        p.oh = (p.h + 2 * (k - 2) - k) / 2 + 1;
+        p.ow = (p.w + 2 * (k - 2) - k) / 2 + 1;
+        nin = (size_t)p.c * p.h * p.w;
+        nout = (size_t)p.c * p.oh * p.ow;
+        x = rnd(nin), dx = rnd(nin), y = rnd(nout), dy = rnd(nout);
+        rt_maxpool_forward(y, x, &p);
+        keep(y, nout);
+        rt_maxpool_backward(dx, dy, x, &p);
+        keep(dx, nin);
+        free(x), free(dx), free(y), free(dy);
+    }
+}
+
 static const case_fn cases[] = {case_pointwise, case_broadcast,
                                 case_transpose, case_layernorm, case_softmax,
                                 case_sce,       case_gather,    case_gemm_bias,
-                                case_memory};
+                                case_memory,    case_pool};
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
 /* The case's output under `threads` threads, into buf; returns its length. */
