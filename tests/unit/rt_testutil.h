@@ -14,9 +14,29 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "remat_rt.h"
 
 /* The tests' own generator (xorshift64*), independent of rt_rand_*. */
 static uint64_t trng = 1;
+
+/* A broadcast map of `rank` dimensions: y's dims and a's and b's strides
+ * (0 where that operand is broadcast). */
+static inline rt_bcast make_bcast(int rank, const int *dims, const int *sa,
+                                  const int *sb)
+{
+    rt_bcast m;
+    int d;
+    memset(&m, 0, sizeof m);
+    m.rank = rank;
+    for (d = 0; d < rank; d++) {
+        m.dims[d] = dims[d];
+        m.sa[d] = sa[d];
+        m.sb[d] = sb[d];
+    }
+    return m;
+}
 
 static inline void tseed(uint64_t s)
 {

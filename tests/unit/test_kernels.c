@@ -29,20 +29,6 @@
 
 /* ---- helpers (the rest are in rt_testutil.h) ---------------------------- */
 
-static rt_bcast make_bcast(int rank, const int *dims, const int *sa,
-                           const int *sb)
-{
-    rt_bcast m;
-    int d;
-    memset(&m, 0, sizeof m);
-    m.rank = rank;
-    for (d = 0; d < rank; d++) {
-        m.dims[d] = dims[d];
-        m.sa[d] = sa[d];
-        m.sb[d] = sb[d];
-    }
-    return m;
-}
 
 /* ---- GEMM ----------------------------------------------------------------- */
 

@@ -70,20 +70,6 @@ static void case_pointwise(void)
     free(x), free(dy), free(y), free(dx);
 }
 
-static rt_bcast bmap(int rank, const int *dims, const int *sa, const int *sb)
-{
-    rt_bcast m;
-    int d;
-    memset(&m, 0, sizeof m);
-    m.rank = rank;
-    for (d = 0; d < rank; d++) {
-        m.dims[d] = dims[d];
-        m.sa[d] = sa[d];
-        m.sb[d] = sb[d];
-    }
-    return m;
-}
-
 /* Equal shapes (one row), a row bias broadcast over rows (db sums over
  * them), and a rank-3 map with a middle broadcast. */
 static void case_broadcast(void)
@@ -92,8 +78,8 @@ static void case_broadcast(void)
     const int d2[2] = {3 * ROWS, COLS}, a2[2] = {COLS, 1}, b2[2] = {0, 1};
     const int d3[3] = {7, 61, 331}, a3[3] = {61 * 331, 331, 1};
     const int b3[3] = {331, 0, 1};
-    const rt_bcast maps[3] = {bmap(1, d1, s1, s1), bmap(2, d2, a2, b2),
-                              bmap(3, d3, a3, b3)};
+    const rt_bcast maps[3] = {make_bcast(1, d1, s1, s1), make_bcast(2, d2, a2, b2),
+                              make_bcast(3, d3, a3, b3)};
     float *a = rnd(N), *b = rnd(N), *y = rnd(N), *dy = rnd(N);
     float *da = rnd(N), *db = rnd(N);
     int i;
