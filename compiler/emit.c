@@ -572,8 +572,7 @@ static void emit_sgd(Emit *e)
     emit(e, "");
 }
 
-/* Floats of trainable parameters: one optimizer state slot each. */
-static size_t trainable_floats(const Graph *g)
+size_t trainable_floats(const Graph *g)
 {
     size_t n = 0;
     for (int t = 0; t < g->ntensors; t++)
@@ -590,7 +589,7 @@ static void emit_optimizers(Emit *e)
 {
     const Graph *g = e->g;
     const char *n = g->name;
-    size_t tf = trainable_floats(g);
+    size_t tf = e->trainable;
     for (int adam = 0; adam <= 1; adam++) {
         emit(e, "void %s_%s_step(float *params, const float *grads, "
              "float *state, float lr,", n, adam ? "adamw" : "sgd");
@@ -955,7 +954,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
              "only, each at");
         emit(e, " * its grad_offset in %s_params[] (a frozen parameter has "
              "no slot). */", n);
-        emit(e, "#define %s_GRAD_FLOATS %zu", u, trainable_floats(g));
+        emit(e, "#define %s_GRAD_FLOATS %zu", u, e->trainable);
     }
     emit(e, "#define %s_INPUT_FLOATS %zu", u, inf);
     emit(e, "/* int64 elements in the int_inputs buffer (indices, labels). */");
@@ -1026,9 +1025,9 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
         emit(e, " * buffer's layout (AdamW: every exp_avg, then every "
              "exp_avg_sq). Zero it");
         emit(e, " * before the first step; step counts updates from 1. */");
-        emit(e, "#define %s_SGD_STATE_FLOATS %zu", u, trainable_floats(g));
+        emit(e, "#define %s_SGD_STATE_FLOATS %zu", u, e->trainable);
         emit(e, "#define %s_ADAMW_STATE_FLOATS %zu", u,
-             2 * trainable_floats(g));
+             2 * e->trainable);
         emit(e, "/* torch.optim.SGD (momentum, dampening, Nesterov, weight "
              "decay) */");
         emit(e, "void %s_sgd_step(float *params, const float *grads, "

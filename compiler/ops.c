@@ -1147,10 +1147,10 @@ const OpInfo op_table[] = {
     [OP_POW] = {"Pow", "pow", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_pow, {NEED_IN(0) | NEED_IN(1), NEED_IN(0) | NEED_IN(1)},
                 emit_binary_fwd, emit_binary_bwd, emit_binary_static},
-    /* the condition gets no gradient; X's and Y's read the condition only */
     /* the condition (float, true where nonzero) selects and is not
      * differentiated: no_grad, so a condition computed from a parameter
-     * neither gets a zero gradient nor runs its producers' backwards */
+     * neither gets a zero gradient nor runs its producers' backwards; X's
+     * and Y's gradients read the condition only */
     [OP_WHERE] = {"Where", "where", 3, 3, 1, CAT_POINTWISE, no_attrs,
                   shape_where, flops_out, {0, NEED_IN(0), NEED_IN(0)},
                   emit_where_fwd, emit_where_bwd, emit_where_static,

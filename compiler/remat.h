@@ -619,7 +619,9 @@ typedef enum {
     S_FORWARD,              /* run node forward (first time, or a recompute) */
     S_OUTPUT,               /* copy graph output to the caller */
     S_SEED,                 /* d(loss) = 1 */
-    S_ZERO,                 /* zero an activation gradient before it sums */
+    S_ZERO,                 /* zero a gradient in the arena before it sums
+                             * (an activation's; the fused step's
+                             * parameters' too) */
     S_GRAD_VIEW,            /* d(view) named as d(its source): no work */
     S_BACKWARD,             /* run node backward */
     S_UPDATE                /* the fused step: the optimizer on a parameter
@@ -744,6 +746,9 @@ const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
  * a model with more has them in NAME.weights, the parameter buffer's
  * image (a 10M-parameter model would be 150 MB of C text). */
 #define WEIGHTS_EMBED_MAX ((size_t)1 << 18)
+/* Floats of the trainable parameters: the gradient buffer's, one optimizer
+ * state slot each. */
+size_t trainable_floats(const Graph *g);
 /* The floats of NAME.weights (the parameter buffer), 0 when embedded. */
 size_t weights_file_floats(const Graph *g);
 /* header_name: the file name the .c includes; weights, if not NULL, gets

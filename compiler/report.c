@@ -29,9 +29,8 @@ void summarize(const Compiled *m, Summary *s)
     s->arena_bytes = (double)(m->train->arena_bytes > m->fwd->arena_bytes
                                   ? m->train->arena_bytes
                                   : m->fwd->arena_bytes);
-    for (int t = 0; m->fused && t < g->ntensors; t++)
-        if (g->tensors[t].kind == T_PARAM && g->tensors[t].trainable)
-            s->grad_bytes += (double)g->tensors[t].numel * sizeof(float);
+    if (m->fused)
+        s->grad_bytes = (double)trainable_floats(g) * sizeof(float);
     s->fused_arena_bytes = m->fused ? (double)m->fused->arena_bytes : 0;
     s->recompute_flops = m->train->recompute_flops;
     s->forward_flops = m->train->forward_flops;

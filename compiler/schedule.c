@@ -349,12 +349,11 @@ static void place_updates(Sched *x)
     }
     for (int v = 0; v < s->nvalues; v++) {
         Value *val = &s->values[v];
-        if (!(val->kind == V_GRAD && val->tensor >= 0 &&
-              g->tensors[val->tensor].kind == T_PARAM)) {
-            val->def += shift[val->def];
+        int stepped = val->kind == V_GRAD && val->tensor >= 0 &&
+                      g->tensors[val->tensor].kind == T_PARAM;
+        val->def += shift[val->def];
+        if (!stepped)       /* a stepped gradient's last is its S_UPDATE's */
             val->last += shift[val->last];
-        } else
-            val->def += shift[val->def];    /* last: its S_UPDATE, set above */
     }
 }
 
