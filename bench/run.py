@@ -83,9 +83,14 @@ def build(graph, work):
 def contenders(graph, exes, floor, work, steps):
     tb = os.path.join(ROOT, "bench", "torch_bench.py")
     calls = os.path.join(work, "calls.txt")
-    # --threads: the runtime's pool and OpenBLAS both on the column's count
+    # --threads: the runtime's pool on the column's count, GEMMs cut into
+    # that many one-thread OpenBLAS calls. OpenBLAS is started with one
+    # thread: the trainer sets it to one anyway, but a thread OpenBLAS
+    # starts at load spins for about 0.1 s, a whole 30-step run on mlp12
+    # (1.8 or 3.3 ms a step at random, measured)
     c = {p: lambda env, e=exes[p]: run([e, "--bench", str(steps), "--threads",
-                                        env["OPENBLAS_NUM_THREADS"]], env)[0]
+                                        env["OPENBLAS_NUM_THREADS"]],
+                                       dict(env, OPENBLAS_NUM_THREADS="1"))[0]
          for p in POLICIES}
     c["pytorch eager"] = lambda env: run([PY, tb, graph, "eager", "time", str(steps),
                                           env["OPENBLAS_NUM_THREADS"]], env)[0]

@@ -90,6 +90,14 @@ static void parallel_for(size_t n, size_t align, size_t work, size_t min_work,
     fn(ctx, 0, n);
 }
 
+static void parallel_parts(size_t n, size_t align, size_t per_thread,
+                           rt_chunk_fn fn, void *ctx)
+{
+    (void)align;
+    (void)per_thread;
+    fn(ctx, 0, n);
+}
+
 #else
 
 /* Edge i of n items cut into parts contiguous chunks, rounded up to a
@@ -281,13 +289,14 @@ int rt_threads(void)
     return pool.want;
 }
 
-/* fn over items [0, n) in chunks, on every thread, when the kernel touches
- * at least min_work floats (work); else all on the calling thread. */
-static void parallel_for(size_t n, size_t align, size_t work, size_t min_work,
-                         rt_chunk_fn fn, void *ctx)
+/* fn over items [0, n) in per_thread chunks for each thread, on every
+ * thread (all on the calling thread when there is one, or a job is
+ * already running). */
+static void parallel_parts(size_t n, size_t align, size_t per_thread,
+                           rt_chunk_fn fn, void *ctx)
 {
-    size_t parts = (size_t)pool.want * RT_CHUNKS_PER_THREAD;
-    if (pool.want == 1 || pool.busy || work < min_work || n < 2) {
+    size_t parts = (size_t)pool.want * per_thread;
+    if (pool.want == 1 || pool.busy || n < 2) {
         fn(ctx, 0, n);
         return;
     }
@@ -312,6 +321,17 @@ static void parallel_for(size_t n, size_t align, size_t work, size_t min_work,
     run_chunks();
     wait_for(&pool.left, 0, 1, &pool.done);
     pool.busy = 0;
+}
+
+/* fn over items [0, n) in chunks, on every thread, when the kernel touches
+ * at least min_work floats (work); else all on the calling thread. */
+static void parallel_for(size_t n, size_t align, size_t work, size_t min_work,
+                         rt_chunk_fn fn, void *ctx)
+{
+    if (work < min_work)
+        fn(ctx, 0, n);
+    else
+        parallel_parts(n, align, RT_CHUNKS_PER_THREAD, fn, ctx);
 }
 
 #endif /* RT_NO_THREADS */
@@ -519,17 +539,12 @@ static void gemm_portable(int trans_a, int trans_b, int m, int n, int k,
 }
 #endif
 
-void rt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
-              const float *a, int lda, const float *b, int ldb, float beta,
-              float *c, int ldc)
+/* One GEMM on the calling thread: OpenBLAS's (which may use threads of
+ * its own), or the portable one. */
+static void sgemm_here(int trans_a, int trans_b, int m, int n, int k,
+                       float alpha, const float *a, int lda, const float *b,
+                       int ldb, float beta, float *c, int ldc)
 {
-#if defined(RT_TRACE_GEMM) && !defined(RT_NO_STDIO)
-    /* For the benchmark's GEMM floor: the calls a step makes, replayed
-     * alone by bench/gemm_floor.c. */
-    fprintf(stderr, "rt_sgemm %d %d %d %d %d %d %d %d %.9g %.9g %p %p %p\n",
-            trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta,
-            (const void *)a, (const void *)b, (void *)c);
-#endif
 #ifndef RT_NO_BLAS
     /* BLAS rejects (via xerbla) leading dimensions below 1, which callers
      * naturally pass for empty operands; the loops handle those cases. */
@@ -547,6 +562,77 @@ void rt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
     gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                   ldc);
 #endif
+}
+
+/* A GEMM split over the runtime's threads: by rows of C (rows != 0) or by
+ * its columns, each part a GEMM of its own on one thread. */
+typedef struct {
+    int trans_a, trans_b, m, n, k, lda, ldb, ldc, rows;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+} gemm_split;
+
+static void gemm_part(void *ctx, size_t lo, size_t hi)
+{
+    const gemm_split *g = ctx;
+    const int w = (int)(hi - lo);
+    if (g->rows)
+        sgemm_here(g->trans_a, g->trans_b, w, g->n, g->k, g->alpha,
+                   g->trans_a ? g->a + lo : g->a + lo * (size_t)g->lda,
+                   g->lda, g->b, g->ldb, g->beta, g->c + lo * (size_t)g->ldc,
+                   g->ldc);
+    else
+        sgemm_here(g->trans_a, g->trans_b, g->m, w, g->k, g->alpha, g->a,
+                   g->lda,
+                   g->trans_b ? g->b + lo * (size_t)g->ldb : g->b + lo,
+                   g->ldb, g->beta, g->c + lo, g->ldc);
+}
+
+/* Below this many multiply-adds a GEMM stays whole on the calling thread:
+ * measured on the 2-core EPYC, a 256x128x128 GEMM (4M) took 70 us whole
+ * and 41 in two halves on two threads, where OpenBLAS's own two threads
+ * gave none of it (68 us); a 32x144x196 (0.9M) 16 us whole. */
+#define RT_PAR_GEMM ((size_t)1 << 19)
+
+void rt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
+              const float *a, int lda, const float *b, int ldb, float beta,
+              float *c, int ldc)
+{
+    gemm_split g;
+#if defined(RT_TRACE_GEMM) && !defined(RT_NO_STDIO)
+    /* For the benchmark's GEMM floor: the calls a step makes, replayed
+     * alone by bench/gemm_floor.c. */
+    fprintf(stderr, "rt_sgemm %d %d %d %d %d %d %d %d %.9g %.9g %p %p %p\n",
+            trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta,
+            (const void *)a, (const void *)b, (void *)c);
+#endif
+    /* The larger side of C is split, into one part per thread: a part
+     * packs the whole of the other operand again, so fewer and larger
+     * parts waste less. Columns go in multiples of 16 floats (a cache
+     * line) so that two threads do not write one. */
+    if (rt_threads() == 1 || m <= 0 || n <= 0 || k <= 0 ||
+        (size_t)m * (size_t)n * (size_t)k < RT_PAR_GEMM || (m < 32 && n < 32)) {
+        sgemm_here(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                   ldc);
+        return;
+    }
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.lda = lda;
+    g.ldb = ldb;
+    g.ldc = ldc;
+    g.rows = m >= n;
+    g.alpha = alpha;
+    g.beta = beta;
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    parallel_parts((size_t)(g.rows ? m : n), g.rows ? 1 : 16, 1, gemm_part,
+                   &g);
 }
 
 /* Index into c (c_rows x c_cols) of output element (i, j). */

@@ -86,10 +86,12 @@ static void usage(FILE *f)
 "                 bits in hex ('step K loss L bits 0x3e8f5c29'), to compare\n"
 "                 runs bit for bit (the firmware test does).\n"
 "  --threads N    run the runtime's kernels on N threads (1 to %d; default\n"
-"                 1: the same bits for every N) and, in a build with\n"
-"                 OpenBLAS, its GEMMs too (openblas_set_num_threads; its\n"
-"                 results may depend on N). Without --threads OpenBLAS\n"
-"                 keeps its own count (OPENBLAS_NUM_THREADS).\n",
+"                 1: the same bits for every N), GEMMs included: a large\n"
+"                 GEMM is cut into N parts, each an OpenBLAS call on one\n"
+"                 thread (OpenBLAS's own threads are set to 1), so in a\n"
+"                 build with OpenBLAS the bits may depend on N. Without\n"
+"                 --threads OpenBLAS keeps its own count\n"
+"                 (OPENBLAS_NUM_THREADS).\n",
             argv0, m->train_step ? "Trains" : "Runs",
             m->name ? m->name : "?", m->policy ? m->policy : "?",
             m->train_step ? "" : " (forward only: it has no loss)",
@@ -1503,13 +1505,20 @@ static void bench(const rt_model *m, const options *o, buffers *b)
 }
 
 /* The runtime's pool, and OpenBLAS's threads only when asked: without
- * --threads a BLAS build runs as before (OpenBLAS's own default). */
+ * --threads a BLAS build runs as before (OpenBLAS's own default). With
+ * it the runtime splits GEMMs over its own threads, each part a
+ * one-thread OpenBLAS call: on gpt's small GEMMs OpenBLAS's own threads
+ * gained nothing where two parts on two threads took 0.6 of the time
+ * (runtime/remat_rt.c, RT_PAR_GEMM). OpenBLAS's own threads, started
+ * when it loads, still spin for about 0.1 s before they sleep: a short
+ * run with --threads is steadier under OPENBLAS_NUM_THREADS=1
+ * (bench/run.py does that). */
 static void set_threads(const options *o)
 {
     rt_set_threads(o->threads ? (int)o->threads : 1);
 #ifdef RT_BLAS
     if (o->threads)
-        openblas_set_num_threads((int)o->threads);
+        openblas_set_num_threads(1);
 #endif
 }
 

@@ -246,10 +246,38 @@ static void case_pool(void)
     }
 }
 
+#ifdef RT_NO_BLAS
+/* rt_sgemm cut by rows (m >= n) and by columns, each transpose, beta 0
+ * and 1, with sizes no thread count divides: the portable GEMM computes an
+ * element in one order whatever its part. (OpenBLAS's parts need not give
+ * the whole's bits, so this case is for the portable build only.) */
+static void case_gemm_split(void)
+{
+    static const int shapes[2][3] = {{301, 67, 53}, {45, 333, 61}};
+    int i, t;
+    for (i = 0; i < 2; i++)
+        for (t = 0; t < 8; t++) {
+            const int m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+            const int ta = t & 1, tb = t >> 1 & 1;
+            const float beta = (float)(t >> 2);
+            float *a = rnd((size_t)m * k), *b = rnd((size_t)k * n);
+            float *c = rnd((size_t)m * n);
+            rt_sgemm(ta, tb, m, n, k, 0.75f, a, ta ? m : k, b, tb ? k : n,
+                     beta, c, n);
+            keep(c, (size_t)m * n);
+            free(a), free(b), free(c);
+        }
+}
+#endif
+
 static const case_fn cases[] = {case_pointwise, case_broadcast,
                                 case_transpose, case_layernorm, case_softmax,
                                 case_sce,       case_gather,    case_gemm_bias,
-                                case_memory,    case_pool};
+                                case_memory,    case_pool
+#ifdef RT_NO_BLAS
+                                , case_gemm_split
+#endif
+};
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
 /* The case's output under `threads` threads, into buf; returns its length. */
