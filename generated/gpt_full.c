@@ -3,8 +3,8 @@
  *
  * policy:          full
  * saved bytes:     1048576 (activations kept for the backward)
- * arena bytes:     3285248
- * fused step:      3547392 arena bytes, no gradient buffer (3466240 bytes)
+ * arena bytes:     3293696
+ * fused step:      3555840 arena bytes, no gradient buffer (3466240 bytes)
  * recompute:       311164928 FLOPs in 92 node executions
  * saved tensors:
  *   h0 [4x64x128]
@@ -1623,11 +1623,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] recompute */
-    float *r_l3_att = (float *)(void *)(a + 1319168);
+    float *r_l3_att = (float *)(void *)(a + 1327616);
     rt_attention_forward(r_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1310720));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(void *)(a + 1450240);
+    float *r_l3_att2 = (float *)(void *)(a + 1458688);
     rt_transpose_forward(r_l3_att2, r_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
@@ -1638,7 +1638,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(r_l3_o0, r_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 1581312);
+    float *r_l3_o1 = (float *)(void *)(a + 1589760);
     rt_add_forward(r_l3_o1, r_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
@@ -1646,7 +1646,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 1581312);
+    float *r_l3_r = (float *)(void *)(a + 1589760);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
@@ -1654,33 +1654,33 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] recompute */
-    float *r_l3_f0 = (float *)(void *)(a + 1712384);
+    float *r_l3_f0 = (float *)(void *)(a + 1720832);
     rt_gemm_forward(r_l3_f0, r_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(void *)(a + 2236672);
+    float *r_l3_f1 = (float *)(void *)(a + 2245120);
     rt_add_forward(r_l3_f1, r_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 1712384);
+    float *r_l3_g = (float *)(void *)(a + 1720832);
     rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.g) sums over its readers */
-    float *d_l3_g = (float *)(void *)(a + 2760960);
+    float *d_l3_g = (float *)(void *)(a + 2769408);
     rt_zero(d_l3_g, 131072);
 
     /* l3.fc2: MatMul backward */
     rt_gemm_backward(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(void *)(a + 1712384);
+    float *d_l3_f1 = (float *)(void *)(a + 1720832);
     rt_zero(d_l3_f1, 131072);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(void *)(a + 2236672);
+    float *d_l3_f0 = (float *)(void *)(a + 2245120);
     rt_zero(d_l3_f0, 131072);
 
     /* l3.fc.bias: Add backward */
@@ -1884,11 +1884,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] recompute */
-    float *r_l2_att = (float *)(void *)(a + 1188096);
+    float *r_l2_att = (float *)(void *)(a + 1196544);
     rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1179648));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(void *)(a + 1319168);
+    float *r_l2_att2 = (float *)(void *)(a + 1327616);
     rt_transpose_forward(r_l2_att2, r_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
@@ -1899,7 +1899,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(r_l2_o0, r_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 1450240);
+    float *r_l2_o1 = (float *)(void *)(a + 1458688);
     rt_add_forward(r_l2_o1, r_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
@@ -1907,7 +1907,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 1450240);
+    float *r_l2_r = (float *)(void *)(a + 1458688);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
@@ -1915,33 +1915,33 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] recompute */
-    float *r_l2_f0 = (float *)(void *)(a + 1581312);
+    float *r_l2_f0 = (float *)(void *)(a + 1589760);
     rt_gemm_forward(r_l2_f0, r_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 2105600);
+    float *r_l2_f1 = (float *)(void *)(a + 2114048);
     rt_add_forward(r_l2_f1, r_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 1581312);
+    float *r_l2_g = (float *)(void *)(a + 1589760);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g) sums over its readers */
-    float *d_l2_g = (float *)(void *)(a + 2629888);
+    float *d_l2_g = (float *)(void *)(a + 2638336);
     rt_zero(d_l2_g, 131072);
 
     /* l2.fc2: MatMul backward */
     rt_gemm_backward(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(void *)(a + 1581312);
+    float *d_l2_f1 = (float *)(void *)(a + 1589760);
     rt_zero(d_l2_f1, 131072);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(void *)(a + 2105600);
+    float *d_l2_f0 = (float *)(void *)(a + 2114048);
     rt_zero(d_l2_f0, 131072);
 
     /* l2.fc.bias: Add backward */
@@ -2145,11 +2145,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] recompute */
-    float *r_l1_att = (float *)(void *)(a + 1057024);
+    float *r_l1_att = (float *)(void *)(a + 1065472);
     rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(void *)(a + 1188096);
+    float *r_l1_att2 = (float *)(void *)(a + 1196544);
     rt_transpose_forward(r_l1_att2, r_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
@@ -2160,7 +2160,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(r_l1_o0, r_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 1319168);
+    float *r_l1_o1 = (float *)(void *)(a + 1327616);
     rt_add_forward(r_l1_o1, r_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
@@ -2168,7 +2168,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1319168);
+    float *r_l1_r = (float *)(void *)(a + 1327616);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
@@ -2176,33 +2176,33 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] recompute */
-    float *r_l1_f0 = (float *)(void *)(a + 1450240);
+    float *r_l1_f0 = (float *)(void *)(a + 1458688);
     rt_gemm_forward(r_l1_f0, r_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(void *)(a + 1974528);
+    float *r_l1_f1 = (float *)(void *)(a + 1982976);
     rt_add_forward(r_l1_f1, r_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 1450240);
+    float *r_l1_g = (float *)(void *)(a + 1458688);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.g) sums over its readers */
-    float *d_l1_g = (float *)(void *)(a + 2498816);
+    float *d_l1_g = (float *)(void *)(a + 2507264);
     rt_zero(d_l1_g, 131072);
 
     /* l1.fc2: MatMul backward */
     rt_gemm_backward(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(void *)(a + 1450240);
+    float *d_l1_f1 = (float *)(void *)(a + 1458688);
     rt_zero(d_l1_f1, 131072);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(void *)(a + 1974528);
+    float *d_l1_f0 = (float *)(void *)(a + 1982976);
     rt_zero(d_l1_f0, 131072);
 
     /* l1.fc.bias: Add backward */
@@ -2406,11 +2406,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] recompute */
-    float *r_l0_att = (float *)(void *)(a + 925952);
+    float *r_l0_att = (float *)(void *)(a + 934400);
     rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 917504));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(void *)(a + 1057024);
+    float *r_l0_att2 = (float *)(void *)(a + 1065472);
     rt_transpose_forward(r_l0_att2, r_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
@@ -2421,7 +2421,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(r_l0_o0, r_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 1188096);
+    float *r_l0_o1 = (float *)(void *)(a + 1196544);
     rt_add_forward(r_l0_o1, r_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
@@ -2429,7 +2429,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 1188096);
+    float *r_l0_r = (float *)(void *)(a + 1196544);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
@@ -2437,33 +2437,33 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] recompute */
-    float *r_l0_f0 = (float *)(void *)(a + 1319168);
+    float *r_l0_f0 = (float *)(void *)(a + 1327616);
     rt_gemm_forward(r_l0_f0, r_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(void *)(a + 1843456);
+    float *r_l0_f1 = (float *)(void *)(a + 1851904);
     rt_add_forward(r_l0_f1, r_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 1319168);
+    float *r_l0_g = (float *)(void *)(a + 1327616);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.g) sums over its readers */
-    float *d_l0_g = (float *)(void *)(a + 2367744);
+    float *d_l0_g = (float *)(void *)(a + 2376192);
     rt_zero(d_l0_g, 131072);
 
     /* l0.fc2: MatMul backward */
     rt_gemm_backward(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(void *)(a + 1319168);
+    float *d_l0_f1 = (float *)(void *)(a + 1327616);
     rt_zero(d_l0_f1, 131072);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(void *)(a + 1843456);
+    float *d_l0_f0 = (float *)(void *)(a + 1851904);
     rt_zero(d_l0_f0, 131072);
 
     /* l0.fc.bias: Add backward */
@@ -3286,11 +3286,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] recompute */
-    float *r_l3_att = (float *)(void *)(a + 1319168);
+    float *r_l3_att = (float *)(void *)(a + 1327616);
     rt_attention_forward(r_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1310720));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(void *)(a + 1450240);
+    float *r_l3_att2 = (float *)(void *)(a + 1458688);
     rt_transpose_forward(r_l3_att2, r_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
@@ -3301,7 +3301,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(r_l3_o0, r_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 1581312);
+    float *r_l3_o1 = (float *)(void *)(a + 1589760);
     rt_add_forward(r_l3_o1, r_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
@@ -3309,7 +3309,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 1581312);
+    float *r_l3_r = (float *)(void *)(a + 1589760);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
@@ -3317,23 +3317,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] recompute */
-    float *r_l3_f0 = (float *)(void *)(a + 1712384);
+    float *r_l3_f0 = (float *)(void *)(a + 1720832);
     rt_gemm_forward(r_l3_f0, r_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(void *)(a + 2236672);
+    float *r_l3_f1 = (float *)(void *)(a + 2245120);
     rt_add_forward(r_l3_f1, r_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 1712384);
+    float *r_l3_g = (float *)(void *)(a + 1720832);
     rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.g) sums over its readers */
-    float *d_l3_g = (float *)(void *)(a + 2760960);
+    float *d_l3_g = (float *)(void *)(a + 2769408);
     rt_zero(d_l3_g, 131072);
 
     /* d(l3.fc2.weight) sums over its readers */
-    float *d_l3_fc2_weight = (float *)(void *)(a + 3285248);
+    float *d_l3_fc2_weight = (float *)(void *)(a + 3293696);
     rt_zero(d_l3_fc2_weight, 65536);
 
     /* l3.fc2: MatMul backward */
@@ -3343,14 +3343,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state + 767872, 866560, 65536);
 
     /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(void *)(a + 1712384);
+    float *d_l3_f1 = (float *)(void *)(a + 1720832);
     rt_zero(d_l3_f1, 131072);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(void *)(a + 2236672);
+    float *d_l3_f0 = (float *)(void *)(a + 2245120);
     rt_zero(d_l3_f0, 131072);
 
     /* d(l3.fc.bias) sums over its readers */
@@ -3368,7 +3368,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l3_m, 32768);
 
     /* d(l3.fc.weight) sums over its readers */
-    float *d_l3_fc_weight = (float *)(void *)(a + 1712384);
+    float *d_l3_fc_weight = (float *)(void *)(a + 1720832);
     rt_zero(d_l3_fc_weight, 65536);
 
     /* l3.fc: MatMul backward */
@@ -3434,7 +3434,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_att3 = d_l3_att2;
 
     /* d(l3.proj.weight) sums over its readers */
-    float *d_l3_proj_weight = (float *)(void *)(a + 1581312);
+    float *d_l3_proj_weight = (float *)(void *)(a + 1589760);
     rt_zero(d_l3_proj_weight, 16384);
 
     /* l3.proj: MatMul backward */
@@ -3652,11 +3652,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] recompute */
-    float *r_l2_att = (float *)(void *)(a + 1188096);
+    float *r_l2_att = (float *)(void *)(a + 1196544);
     rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1179648));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(void *)(a + 1319168);
+    float *r_l2_att2 = (float *)(void *)(a + 1327616);
     rt_transpose_forward(r_l2_att2, r_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
@@ -3667,7 +3667,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(r_l2_o0, r_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 1450240);
+    float *r_l2_o1 = (float *)(void *)(a + 1458688);
     rt_add_forward(r_l2_o1, r_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
@@ -3675,7 +3675,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 1450240);
+    float *r_l2_r = (float *)(void *)(a + 1458688);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
@@ -3683,23 +3683,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] recompute */
-    float *r_l2_f0 = (float *)(void *)(a + 1581312);
+    float *r_l2_f0 = (float *)(void *)(a + 1589760);
     rt_gemm_forward(r_l2_f0, r_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 2105600);
+    float *r_l2_f1 = (float *)(void *)(a + 2114048);
     rt_add_forward(r_l2_f1, r_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 1581312);
+    float *r_l2_g = (float *)(void *)(a + 1589760);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g) sums over its readers */
-    float *d_l2_g = (float *)(void *)(a + 2629888);
+    float *d_l2_g = (float *)(void *)(a + 2638336);
     rt_zero(d_l2_g, 131072);
 
     /* d(l2.fc2.weight) sums over its readers */
-    float *d_l2_fc2_weight = (float *)(void *)(a + 3154176);
+    float *d_l2_fc2_weight = (float *)(void *)(a + 3162624);
     rt_zero(d_l2_fc2_weight, 65536);
 
     /* l2.fc2: MatMul backward */
@@ -3709,14 +3709,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state + 569728, 866560, 65536);
 
     /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(void *)(a + 1581312);
+    float *d_l2_f1 = (float *)(void *)(a + 1589760);
     rt_zero(d_l2_f1, 131072);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(void *)(a + 2105600);
+    float *d_l2_f0 = (float *)(void *)(a + 2114048);
     rt_zero(d_l2_f0, 131072);
 
     /* d(l2.fc.bias) sums over its readers */
@@ -3734,7 +3734,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l2_m, 32768);
 
     /* d(l2.fc.weight) sums over its readers */
-    float *d_l2_fc_weight = (float *)(void *)(a + 1581312);
+    float *d_l2_fc_weight = (float *)(void *)(a + 1589760);
     rt_zero(d_l2_fc_weight, 65536);
 
     /* l2.fc: MatMul backward */
@@ -3800,7 +3800,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l2_att3 = d_l2_att2;
 
     /* d(l2.proj.weight) sums over its readers */
-    float *d_l2_proj_weight = (float *)(void *)(a + 1450240);
+    float *d_l2_proj_weight = (float *)(void *)(a + 1458688);
     rt_zero(d_l2_proj_weight, 16384);
 
     /* l2.proj: MatMul backward */
@@ -4018,11 +4018,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] recompute */
-    float *r_l1_att = (float *)(void *)(a + 1057024);
+    float *r_l1_att = (float *)(void *)(a + 1065472);
     rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(void *)(a + 1188096);
+    float *r_l1_att2 = (float *)(void *)(a + 1196544);
     rt_transpose_forward(r_l1_att2, r_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
@@ -4033,7 +4033,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(r_l1_o0, r_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 1319168);
+    float *r_l1_o1 = (float *)(void *)(a + 1327616);
     rt_add_forward(r_l1_o1, r_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
@@ -4041,7 +4041,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1319168);
+    float *r_l1_r = (float *)(void *)(a + 1327616);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
@@ -4049,23 +4049,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] recompute */
-    float *r_l1_f0 = (float *)(void *)(a + 1450240);
+    float *r_l1_f0 = (float *)(void *)(a + 1458688);
     rt_gemm_forward(r_l1_f0, r_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(void *)(a + 1974528);
+    float *r_l1_f1 = (float *)(void *)(a + 1982976);
     rt_add_forward(r_l1_f1, r_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 1450240);
+    float *r_l1_g = (float *)(void *)(a + 1458688);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.g) sums over its readers */
-    float *d_l1_g = (float *)(void *)(a + 2498816);
+    float *d_l1_g = (float *)(void *)(a + 2507264);
     rt_zero(d_l1_g, 131072);
 
     /* d(l1.fc2.weight) sums over its readers */
-    float *d_l1_fc2_weight = (float *)(void *)(a + 3023104);
+    float *d_l1_fc2_weight = (float *)(void *)(a + 3031552);
     rt_zero(d_l1_fc2_weight, 65536);
 
     /* l1.fc2: MatMul backward */
@@ -4075,14 +4075,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state + 371584, 866560, 65536);
 
     /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(void *)(a + 1450240);
+    float *d_l1_f1 = (float *)(void *)(a + 1458688);
     rt_zero(d_l1_f1, 131072);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(void *)(a + 1974528);
+    float *d_l1_f0 = (float *)(void *)(a + 1982976);
     rt_zero(d_l1_f0, 131072);
 
     /* d(l1.fc.bias) sums over its readers */
@@ -4100,7 +4100,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l1_m, 32768);
 
     /* d(l1.fc.weight) sums over its readers */
-    float *d_l1_fc_weight = (float *)(void *)(a + 1450240);
+    float *d_l1_fc_weight = (float *)(void *)(a + 1458688);
     rt_zero(d_l1_fc_weight, 65536);
 
     /* l1.fc: MatMul backward */
@@ -4166,7 +4166,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_att3 = d_l1_att2;
 
     /* d(l1.proj.weight) sums over its readers */
-    float *d_l1_proj_weight = (float *)(void *)(a + 1319168);
+    float *d_l1_proj_weight = (float *)(void *)(a + 1327616);
     rt_zero(d_l1_proj_weight, 16384);
 
     /* l1.proj: MatMul backward */
@@ -4384,11 +4384,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] recompute */
-    float *r_l0_att = (float *)(void *)(a + 925952);
+    float *r_l0_att = (float *)(void *)(a + 934400);
     rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 917504));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(void *)(a + 1057024);
+    float *r_l0_att2 = (float *)(void *)(a + 1065472);
     rt_transpose_forward(r_l0_att2, r_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
@@ -4399,7 +4399,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(r_l0_o0, r_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 1188096);
+    float *r_l0_o1 = (float *)(void *)(a + 1196544);
     rt_add_forward(r_l0_o1, r_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
@@ -4407,7 +4407,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 1188096);
+    float *r_l0_r = (float *)(void *)(a + 1196544);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
@@ -4415,23 +4415,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] recompute */
-    float *r_l0_f0 = (float *)(void *)(a + 1319168);
+    float *r_l0_f0 = (float *)(void *)(a + 1327616);
     rt_gemm_forward(r_l0_f0, r_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(void *)(a + 1843456);
+    float *r_l0_f1 = (float *)(void *)(a + 1851904);
     rt_add_forward(r_l0_f1, r_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 1319168);
+    float *r_l0_g = (float *)(void *)(a + 1327616);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.g) sums over its readers */
-    float *d_l0_g = (float *)(void *)(a + 2367744);
+    float *d_l0_g = (float *)(void *)(a + 2376192);
     rt_zero(d_l0_g, 131072);
 
     /* d(l0.fc2.weight) sums over its readers */
-    float *d_l0_fc2_weight = (float *)(void *)(a + 2892032);
+    float *d_l0_fc2_weight = (float *)(void *)(a + 2900480);
     rt_zero(d_l0_fc2_weight, 65536);
 
     /* l0.fc2: MatMul backward */
@@ -4441,14 +4441,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state + 173440, 866560, 65536);
 
     /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(void *)(a + 1319168);
+    float *d_l0_f1 = (float *)(void *)(a + 1327616);
     rt_zero(d_l0_f1, 131072);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(void *)(a + 1843456);
+    float *d_l0_f0 = (float *)(void *)(a + 1851904);
     rt_zero(d_l0_f0, 131072);
 
     /* d(l0.fc.bias) sums over its readers */
@@ -4466,7 +4466,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l0_m, 32768);
 
     /* d(l0.fc.weight) sums over its readers */
-    float *d_l0_fc_weight = (float *)(void *)(a + 1319168);
+    float *d_l0_fc_weight = (float *)(void *)(a + 1327616);
     rt_zero(d_l0_fc_weight, 65536);
 
     /* l0.fc: MatMul backward */
@@ -4532,7 +4532,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_att3 = d_l0_att2;
 
     /* d(l0.proj.weight) sums over its readers */
-    float *d_l0_proj_weight = (float *)(void *)(a + 1188096);
+    float *d_l0_proj_weight = (float *)(void *)(a + 1196544);
     rt_zero(d_l0_proj_weight, 16384);
 
     /* l0.proj: MatMul backward */

@@ -3615,9 +3615,50 @@ void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
 #define RT_ATTN_BK 64
 #endif
 
+/* Heads are independent, so the kernels run them in RT_ATTN_LANES groups
+ * (heads [L bh / lanes, (L + 1) bh / lanes) for lane L), each with its own
+ * part of the scratch, on the runtime's threads; a head is computed the
+ * same whichever lane or thread runs it. Fixed rather than the thread
+ * count, because the scratch is sized when the graph is compiled. */
+#define RT_ATTN_LANES 2
+
+/* Below this many score entries (bh sq skv) the heads stay on the calling
+ * thread: gpt's 16 heads of 64x64 (64K) gain from two. */
+#define RT_PAR_ATTN ((size_t)1 << 14)
+
 static int attn_min(int a, int b)
 {
     return a < b ? a : b;
+}
+
+/* The lanes' ranges of heads [lo, hi) of lane jobs [lo, hi), one lane at
+ * a time; run(ctx, lane, b0, b1) does heads [b0, b1) with lane's scratch. */
+typedef struct {
+    void (*run)(void *ctx, int lane, int b0, int b1);
+    void *ctx;
+    int bh;
+} attn_lanes;
+
+static void attn_lane_part(void *ctx, size_t lo, size_t hi)
+{
+    const attn_lanes *j = ctx;
+    size_t lane;
+    for (lane = lo; lane < hi; lane++)
+        j->run(j->ctx, (int)lane, (int)(lane * (size_t)j->bh / RT_ATTN_LANES),
+               (int)((lane + 1) * (size_t)j->bh / RT_ATTN_LANES));
+}
+
+static void attn_run_lanes(void (*run)(void *, int, int, int), void *ctx,
+                           int bh, int sq, int skv)
+{
+    attn_lanes j;
+    j.run = run;
+    j.ctx = ctx;
+    j.bh = bh;
+    if ((size_t)bh * (size_t)sq * (size_t)skv < RT_PAR_ATTN)
+        run(ctx, 0, 0, bh);
+    else
+        parallel_parts(RT_ATTN_LANES, 1, 1, attn_lane_part, &j);
 }
 
 /* Keys 0..end-1 are the ones some query of rows i0..i0+mq-1 sees. */
@@ -3746,12 +3787,17 @@ static void attn_scale_row(float *x, int n, float c)
         x[t] *= c;
 }
 
-size_t rt_attention_scratch(int skv)
+/* One lane's: a score block, then m and l per query. */
+static size_t attn_lane_scratch(int skv)
 {
-    /* a score block, then m and l per query */
     return skv > 0 ? (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK) +
                          2 * RT_ATTN_BQ
                    : 0;
+}
+
+size_t rt_attention_scratch(int skv)
+{
+    return RT_ATTN_LANES * attn_lane_scratch(skv);
 }
 
 /* One query block of one head: y rows accumulate P V unnormalized, rescaled
@@ -3789,25 +3835,51 @@ static void attn_forward_block(float *y, const float *q, const float *k,
             attn_scale_row(y + (size_t)(i0 + i) * ev, ev, 1.0f / l[i]);
 }
 
+typedef struct {
+    float *y;
+    const float *q, *k, *v;
+    int sq, skv, e, ev, causal;
+    float scale, *scratch;
+} attn_fwd;
+
+static void attn_forward_heads(void *ctx, int lane, int b0, int b1)
+{
+    const attn_fwd *a = ctx;
+    float *scratch = a->scratch + (size_t)lane * attn_lane_scratch(a->skv);
+    int b, i0;
+    for (b = b0; b < b1; b++) {
+        const float *qb = a->q + (size_t)b * a->sq * a->e;
+        const float *kb = a->k + (size_t)b * a->skv * a->e;
+        const float *vb = a->v + (size_t)b * a->skv * a->ev;
+        float *yb = a->y + (size_t)b * a->sq * a->ev;
+        for (i0 = 0; i0 < a->sq; i0 += RT_ATTN_BQ)
+            attn_forward_block(yb, qb, kb, vb, i0,
+                               attn_min(RT_ATTN_BQ, a->sq - i0), a->skv, a->e,
+                               a->ev, a->scale, a->causal, scratch);
+    }
+}
+
 void rt_attention_forward(float *y, const float *q, const float *k,
                           const float *v, int bh, int sq, int skv, int e,
                           int ev, float scale, int causal, float *scratch)
 {
-    int b, i0;
+    attn_fwd a;
     if (skv <= 0) { /* no query sees a key: zeros, and scratch is empty */
         memset(y, 0, (size_t)bh * sq * ev * sizeof *y);
         return;
     }
-    for (b = 0; b < bh; b++) {
-        const float *qb = q + (size_t)b * sq * e;
-        const float *kb = k + (size_t)b * skv * e;
-        const float *vb = v + (size_t)b * skv * ev;
-        float *yb = y + (size_t)b * sq * ev;
-        for (i0 = 0; i0 < sq; i0 += RT_ATTN_BQ)
-            attn_forward_block(yb, qb, kb, vb, i0,
-                               attn_min(RT_ATTN_BQ, sq - i0), skv, e, ev,
-                               scale, causal, scratch);
-    }
+    a.y = y;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.sq = sq;
+    a.skv = skv;
+    a.e = e;
+    a.ev = ev;
+    a.causal = causal;
+    a.scale = scale;
+    a.scratch = scratch;
+    attn_run_lanes(attn_forward_heads, &a, bh, sq, skv);
 }
 
 /* The backward of one head, FlashAttention-2's way without a stored
@@ -3824,12 +3896,17 @@ typedef struct {
     float *s, *dp, *m, *l, *d; /* scratch: 2 blocks, 3 rows of stats */
 } attn_bwd;
 
-/* p, then ds: two score blocks; m, l and D per query. */
-size_t rt_attention_backward_scratch(int skv)
+/* One lane's: p, then ds, two score blocks; m, l and D per query. */
+static size_t attn_bwd_lane_scratch(int skv)
 {
     return skv > 0 ? (size_t)2 * RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK) +
                          3 * RT_ATTN_BQ
                    : 0;
+}
+
+size_t rt_attention_backward_scratch(int skv)
+{
+    return RT_ATTN_LANES * attn_bwd_lane_scratch(skv);
 }
 
 static int attn_bwd_needs_ds(const attn_bwd *a)
@@ -3932,40 +4009,69 @@ static void attn_bwd_query_block(const attn_bwd *a, int i0, int mq)
     }
 }
 
+/* The arguments of rt_attention_backward, for its lanes. */
+typedef struct {
+    float *dq, *dk, *dv, *scratch;
+    const float *dy, *q, *k, *v;
+    int sq, skv, e, ev, causal;
+    float scale;
+} attn_bwd_args;
+
+static void attn_backward_heads(void *ctx, int lane, int b0, int b1)
+{
+    const attn_bwd_args *w = ctx;
+    const size_t blk = (size_t)RT_ATTN_BQ * attn_min(w->skv, RT_ATTN_BK);
+    attn_bwd a;
+    int b, i0;
+    a.sq = w->sq;
+    a.skv = w->skv;
+    a.e = w->e;
+    a.ev = w->ev;
+    a.causal = w->causal;
+    a.scale = w->scale;
+    a.s = w->scratch + (size_t)lane * attn_bwd_lane_scratch(w->skv);
+    a.dp = a.s + blk;
+    a.m = a.dp + blk;
+    a.l = a.m + RT_ATTN_BQ;
+    a.d = a.l + RT_ATTN_BQ;
+    for (b = b0; b < b1; b++) {
+        const size_t oq = (size_t)b * a.sq, ok = (size_t)b * a.skv;
+        a.dq = w->dq != NULL ? w->dq + oq * a.e : NULL;
+        a.dk = w->dk != NULL ? w->dk + ok * a.e : NULL;
+        a.dv = w->dv != NULL ? w->dv + ok * a.ev : NULL;
+        a.dy = w->dy + oq * a.ev;
+        a.q = w->q + oq * a.e;
+        a.k = w->k + ok * a.e;
+        a.v = w->v + ok * a.ev;
+        for (i0 = 0; i0 < a.sq; i0 += RT_ATTN_BQ)
+            attn_bwd_query_block(&a, i0, attn_min(RT_ATTN_BQ, a.sq - i0));
+    }
+}
+
 void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
                            const float *q, const float *k, const float *v,
                            int bh, int sq, int skv, int e, int ev, float scale,
                            int causal, float *scratch)
 {
-    const size_t blk = (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK);
-    attn_bwd a;
-    int b, i0;
+    attn_bwd_args w;
     /* without keys no query sees one: nothing flows back */
     if ((dq == NULL && dk == NULL && dv == NULL) || skv <= 0)
         return;
-    a.sq = sq;
-    a.skv = skv;
-    a.e = e;
-    a.ev = ev;
-    a.causal = causal;
-    a.scale = scale;
-    a.s = scratch;
-    a.dp = a.s + blk;
-    a.m = a.dp + blk;
-    a.l = a.m + RT_ATTN_BQ;
-    a.d = a.l + RT_ATTN_BQ;
-    for (b = 0; b < bh; b++) {
-        const size_t oq = (size_t)b * sq, ok = (size_t)b * skv;
-        a.dq = dq != NULL ? dq + oq * e : NULL;
-        a.dk = dk != NULL ? dk + ok * e : NULL;
-        a.dv = dv != NULL ? dv + ok * ev : NULL;
-        a.dy = dy + oq * ev;
-        a.q = q + oq * e;
-        a.k = k + ok * e;
-        a.v = v + ok * ev;
-        for (i0 = 0; i0 < sq; i0 += RT_ATTN_BQ)
-            attn_bwd_query_block(&a, i0, attn_min(RT_ATTN_BQ, sq - i0));
-    }
+    w.dq = dq;
+    w.dk = dk;
+    w.dv = dv;
+    w.scratch = scratch;
+    w.dy = dy;
+    w.q = q;
+    w.k = k;
+    w.v = v;
+    w.sq = sq;
+    w.skv = skv;
+    w.e = e;
+    w.ev = ev;
+    w.causal = causal;
+    w.scale = scale;
+    attn_run_lanes(attn_backward_heads, &w, bh, sq, skv);
 }
 
 /* ---- .npy files ----------------------------------------------------------- */

@@ -583,8 +583,11 @@ void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
  * blocks of queries and keys with small GEMMs and an online softmax (the
  * row max and sum kept per block of queries); with causal the blocks above
  * the diagonal are skipped.
- * scratch: rt_attention_scratch(skv) floats, the caller's (a block of
- * scores and the statistics: it stops growing once skv passes a block). */
+ * Heads are independent: they run in two groups, each with its own half
+ * of the scratch, on the runtime's threads (the bits do not depend on it).
+ * scratch: rt_attention_scratch(skv) floats, the caller's (per group a
+ * block of scores and the statistics: it stops growing once skv passes a
+ * block). */
 size_t rt_attention_scratch(int skv);
 void rt_attention_forward(float *y, const float *q, const float *k,
                           const float *v, int bh, int sq, int skv, int e,

@@ -246,6 +246,32 @@ static void case_pool(void)
     }
 }
 
+/* Attention over 7 heads (two groups of unequal size), causal and not,
+ * 70 queries against 67 keys (partial blocks), forward and backward with
+ * random starting gradients. */
+static void case_attention(void)
+{
+    const int bh = 7, sq = 70, skv = 67, e = 24, ev = 20;
+    const size_t nq = (size_t)bh * sq * e, nk = (size_t)bh * skv * e;
+    const size_t nv = (size_t)bh * skv * ev, ny = (size_t)bh * sq * ev;
+    float *q = rnd(nq), *k = rnd(nk), *v = rnd(nv), *dy = rnd(ny);
+    float *y = rnd(ny), *dq = rnd(nq), *dk = rnd(nk), *dv = rnd(nv);
+    float *fs = rnd(rt_attention_scratch(skv));
+    float *bs = rnd(rt_attention_backward_scratch(skv));
+    int causal;
+    for (causal = 0; causal < 2; causal++) {
+        rt_attention_forward(y, q, k, v, bh, sq, skv, e, ev, 0.2f, causal, fs);
+        keep(y, ny);
+        rt_attention_backward(dq, dk, dv, dy, q, k, v, bh, sq, skv, e, ev,
+                              0.2f, causal, bs);
+        keep(dq, nq);
+        keep(dk, nk);
+        keep(dv, nv);
+    }
+    free(q), free(k), free(v), free(dy), free(y), free(dq), free(dk);
+    free(dv), free(fs), free(bs);
+}
+
 #ifdef RT_NO_BLAS
 /* rt_sgemm cut by rows (m >= n) and by columns, each transpose, beta 0
  * and 1, with sizes no thread count divides: the portable GEMM computes an
@@ -273,7 +299,7 @@ static void case_gemm_split(void)
 static const case_fn cases[] = {case_pointwise, case_broadcast,
                                 case_transpose, case_layernorm, case_softmax,
                                 case_sce,       case_gather,    case_gemm_bias,
-                                case_memory,    case_pool
+                                case_memory,    case_pool,      case_attention
 #ifdef RT_NO_BLAS
                                 , case_gemm_split
 #endif
