@@ -25,6 +25,7 @@
  */
 #include "remat.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static size_t align_up(size_t n)
@@ -106,27 +107,170 @@ static size_t take(Planner *p, size_t size)
     return off;
 }
 
-int plan_arena(Ctx *c, Schedule *s)
+/* The lower bound of any plan of this schedule: the most bytes live at one
+ * statement (each value's aligned size on [def, last]; views hold none),
+ * since values live at one statement cannot share bytes. */
+static size_t peak_live(Ctx *c, const Schedule *s)
+{
+    int n = s->nstmts;
+    double *delta, live = 0, peak = 0;
+    for (int k = 0; k < s->nvalues; k++)
+        if (s->values[k].last >= n)
+            n = s->values[k].last + 1;
+    delta = ctx_alloc(c, ((size_t)n + 1) * sizeof *delta);
+    for (int k = 0; k < s->nvalues; k++) {
+        const Value *v = &s->values[k];
+        if (v->view != VIEW_NONE)
+            continue;
+        delta[v->def] += (double)align_up(v->bytes);
+        delta[v->last + 1] -= (double)align_up(v->bytes);
+    }
+    for (int i = 0; i < n; i++) {
+        live += delta[i];
+        if (live > peak)
+            peak = live;
+    }
+    return (size_t)peak;
+}
+
+/* First fit in order of definition (the file's comment); offsets into off. */
+static size_t first_fit(Ctx *c, Schedule *s, size_t *off)
 {
     Planner p = {s,
                  {ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof(int)), 0,
                   dies_first, s},
                  ctx_alloc(c, ((size_t)s->nvalues + 2) * sizeof(Gap)), 0, 0};
-    s->arena_bytes = 0;
+    size_t arena = 0;
+    for (int k = 0; k < s->nvalues; k++) {
+        const Value *v = &s->values[k];
+        if (v->view != VIEW_NONE)
+            continue;
+        while (p.live.n > 0 && s->values[p.live.v[0]].last < v->def) {
+            const int dead = heap_pop(&p.live);
+            release(&p, off[dead], align_up(s->values[dead].bytes));
+        }
+        off[k] = take(&p, align_up(v->bytes));
+        heap_push(&p.live, k);
+        if (p.top > arena)
+            arena = p.top;
+    }
+    return arena;
+}
+
+/* The orders greedy placement tries, each a total order (ties: earlier
+ * definition, then index). */
+enum { BY_SIZE, BY_LIFETIME, BY_AREA, NORDERS };
+static const Schedule *order_sched;
+static int order_key;
+
+static uint64_t order_seed;
+
+static double order_weight(const Value *v)
+{
+    if (order_key >= NORDERS) {   /* a shuffle: a hash of the value's place */
+        uint64_t h = (uint64_t)(v - order_sched->values) * 0x9e3779b97f4a7c15u ^
+                     order_seed;
+        h ^= h >> 31;
+        h *= 0xbf58476d1ce4e5b9u;
+        h ^= h >> 29;
+        return (double)(h >> 11);
+    }
+    const double size = (double)align_up(v->bytes);
+    const double life = (double)(v->last - v->def + 1);
+    return order_key == BY_SIZE ? size : order_key == BY_LIFETIME ? life
+                                                                  : size * life;
+}
+
+static int heavier_first(const void *a, const void *b)
+{
+    const Value *x = &order_sched->values[*(const int *)a];
+    const Value *y = &order_sched->values[*(const int *)b];
+    const double wx = order_weight(x), wy = order_weight(y);
+    if (wx != wy)
+        return wx > wy ? -1 : 1;
+    if (x->def != y->def)
+        return x->def < y->def ? -1 : 1;
+    return *(const int *)a < *(const int *)b ? -1 : 1;
+}
+
+static int overlaps(const Value *a, const Value *b)
+{
+    return a->def <= b->last && b->def <= a->last;
+}
+
+/* Greedy placement (as TFLite's arena planner does by size): values in
+ * the order key gives, each into the smallest gap between the values
+ * already placed that live at the same time as it, or above them all.
+ * O(values^2). */
+static size_t greedy(Ctx *c, Schedule *s, int key, size_t *off)
+{
+    int *order = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *order);
+    int *placed = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *placed);
+    int n = 0, np = 0;
+    size_t arena = 0;
+    for (int k = 0; k < s->nvalues; k++)
+        if (s->values[k].view == VIEW_NONE)
+            order[n++] = k;
+    order_sched = s;
+    order_key = key;
+    qsort(order, (size_t)n, sizeof *order, heavier_first);
+    for (int i = 0; i < n; i++) {
+        const Value *v = &s->values[order[i]];
+        const size_t size = align_up(v->bytes);
+        size_t at = 0, best = (size_t)-1, end = 0, best_gap = (size_t)-1;
+        int slot = np;
+        for (int j = 0; j < np; j++) {   /* placed: by offset */
+            const Value *u = &s->values[placed[j]];
+            if (!overlaps(u, v))
+                continue;
+            if (off[placed[j]] >= end && off[placed[j]] - end >= size &&
+                off[placed[j]] - end < best_gap) {
+                best_gap = off[placed[j]] - end;
+                best = end;
+            }
+            if (off[placed[j]] + align_up(u->bytes) > end)
+                end = off[placed[j]] + align_up(u->bytes);
+        }
+        at = best != (size_t)-1 ? best : end;
+        off[order[i]] = at;
+        while (slot > 0 && off[placed[slot - 1]] > at) {
+            placed[slot] = placed[slot - 1];
+            slot--;
+        }
+        placed[slot] = order[i];
+        np++;
+        if (at + size > arena)
+            arena = at + size;
+    }
+    return arena;
+}
+
+/* First fit and the greedy orders; the smallest arena wins (ties: the
+ * first tried). */
+int plan_arena(Ctx *c, Schedule *s)
+{
+    size_t *best = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *best);
+    size_t *off = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *off);
+    s->peak_live_bytes = peak_live(c, s);
+    s->arena_bytes = first_fit(c, s, best);
+    for (int key = 0; key < NORDERS + (s->nvalues <= 300 ? 200 : 0) &&
+                       s->arena_bytes > s->peak_live_bytes;
+         key++) {
+        order_seed = (uint64_t)key * 0x2545f4914f6cdd1du;
+        const size_t a = greedy(c, s, key, off);
+        if (a < s->arena_bytes) {
+            size_t *t = best;
+            s->arena_bytes = a;
+            best = off;
+            off = t;
+        }
+    }
     for (int k = 0; k < s->nvalues; k++) {
         Value *v = &s->values[k];
-        if (v->view != VIEW_NONE) {     /* its owner came first */
+        if (v->view == VIEW_NONE)
+            v->offset = best[k];
+        else    /* its owner came first */
             v->offset = v->view == VIEW_VALUE ? s->values[v->owner].offset : 0;
-            continue;
-        }
-        while (p.live.n > 0 && s->values[p.live.v[0]].last < v->def) {
-            const Value *dead = &s->values[heap_pop(&p.live)];
-            release(&p, dead->offset, align_up(dead->bytes));
-        }
-        v->offset = take(&p, align_up(v->bytes));
-        heap_push(&p.live, k);
-        if (p.top > s->arena_bytes)
-            s->arena_bytes = p.top;
     }
     return 0;
 }

@@ -663,6 +663,7 @@ typedef struct {
     int nvalues;
     int *fwd, *rec, *grad;  /* per tensor: value index or -1 */
     size_t arena_bytes;     /* plan.c */
+    size_t peak_live_bytes; /* plan.c: the most bytes live at one statement */
     int forward_execs, recompute_execs;
     double recompute_flops;
     double forward_flops;   /* of the forward's executions (not recomputes) */
@@ -764,6 +765,9 @@ typedef struct {
     /* the gradient buffer's bytes, and the arena of the fused train step,
      * which needs no gradient buffer (0 and 0 when forward only) */
     double grad_bytes, fused_arena_bytes;
+    /* the most bytes live at one statement of the step whose arena
+     * arena_bytes is: no plan of that schedule fits in less */
+    double peak_live_bytes;
 } Summary;
 
 void summarize(const Compiled *m, Summary *s);

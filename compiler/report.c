@@ -26,9 +26,10 @@ void summarize(const Compiled *m, Summary *s)
         s->saved_tensors += m->remat->keep[t] == KEEP_SAVE;
         s->recomputed_tensors += m->remat->keep[t] == KEEP_RECOMPUTE;
     }
-    s->arena_bytes = (double)(m->train->arena_bytes > m->fwd->arena_bytes
-                                  ? m->train->arena_bytes
-                                  : m->fwd->arena_bytes);
+    const Schedule *big = m->train->arena_bytes > m->fwd->arena_bytes
+                              ? m->train : m->fwd;
+    s->arena_bytes = (double)big->arena_bytes;
+    s->peak_live_bytes = (double)big->peak_live_bytes;
     if (m->fused)
         s->grad_bytes = (double)trainable_floats(g) * sizeof(float);
     s->fused_arena_bytes = m->fused ? (double)m->fused->arena_bytes : 0;
@@ -51,6 +52,7 @@ typedef struct {
 static const Field fields[] = {
     {"saved_bytes", offsetof(Summary, saved_bytes)},
     {"arena_bytes", offsetof(Summary, arena_bytes)},
+    {"peak_live_bytes", offsetof(Summary, peak_live_bytes)},
     {"recompute_flops", offsetof(Summary, recompute_flops)},
     {"forward_flops", offsetof(Summary, forward_flops)},
     {"forward_executions", offsetof(Summary, forward_execs)},

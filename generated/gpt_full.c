@@ -3,8 +3,8 @@
  *
  * policy:          full
  * saved bytes:     1048576 (activations kept for the backward)
- * arena bytes:     3293696
- * fused step:      3555840 arena bytes, no gradient buffer (3466240 bytes)
+ * arena bytes:     3276800
+ * fused step:      3538944 arena bytes, no gradient buffer (3466240 bytes)
  * recompute:       311164928 FLOPs in 92 node executions
  * saved tensors:
  *   h0 [4x64x128]
@@ -532,62 +532,62 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 655360);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l0_att = (float *)(void *)(a + 131072);
+    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 131072);
+    float *v_l0_att2 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
     const float *v_l0_att3 = v_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 262144);
+    float *v_l0_o0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(void *)(a + 131072);
+    float *v_l0_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 262144);
+    float *v_l0_o2 = (float *)(void *)(a + 131072);
     rt_copy(v_l0_o2, v_l0_o1, 32768); /* inference: the identity */
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 131072);
+    float *v_l0_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 0);
+    float *v_l0_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
-    float *v_l0_f0 = (float *)(void *)(a + 262144);
+    float *v_l0_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_f0, v_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] */
-    float *v_l0_f1 = (float *)(void *)(a + 786432);
+    float *v_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 262144);
+    float *v_l0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 0);
+    float *v_l0_y0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 262144);
+    float *v_l0_y1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(void *)(a + 0);
+    float *v_l0_y2 = (float *)(void *)(a + 786432);
     rt_copy(v_l0_y2, v_l0_y1, 32768); /* inference: the identity */
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 262144);
+    float *v_l0_out = (float *)(void *)(a + 917504);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
@@ -599,7 +599,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(void *)(a + 393216);
+    float *v_l1_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
@@ -610,18 +610,18 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 393216);
+    float *v_l1_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
     const float *v_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 524288);
+    float *v_l1_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 393216);
+    float *v_l1_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
@@ -632,66 +632,66 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_l1_v2 = v_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 393216);
+    float *v_l1_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 655360);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    float *v_l1_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 0);
+    float *v_l1_att2 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
     const float *v_l1_att3 = v_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 131072);
+    float *v_l1_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 0);
+    float *v_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 131072);
+    float *v_l1_o2 = (float *)(void *)(a + 0);
     rt_copy(v_l1_o2, v_l1_o1, 32768); /* inference: the identity */
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 0);
+    float *v_l1_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 131072);
+    float *v_l1_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
-    float *v_l1_f0 = (float *)(void *)(a + 262144);
+    float *v_l1_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l1_f0, v_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] */
-    float *v_l1_f1 = (float *)(void *)(a + 786432);
+    float *v_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 131072);
+    float *v_l1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 655360);
+    float *v_l1_y0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 131072);
+    float *v_l1_y1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(void *)(a + 262144);
+    float *v_l1_y2 = (float *)(void *)(a + 786432);
     rt_copy(v_l1_y2, v_l1_y1, 32768); /* inference: the identity */
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 131072);
+    float *v_l1_out = (float *)(void *)(a + 917504);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
@@ -699,33 +699,33 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 262144);
+    float *v_l2_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(void *)(a + 393216);
+    float *v_l2_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
     const float *v_l2_q2 = v_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 262144);
+    float *v_l2_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 393216);
+    float *v_l2_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
     const float *v_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 524288);
+    float *v_l2_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 393216);
+    float *v_l2_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
@@ -736,66 +736,66 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_l2_v2 = v_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 393216);
+    float *v_l2_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 655360);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    float *v_l2_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 0);
+    float *v_l2_att2 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
     const float *v_l2_att3 = v_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 262144);
+    float *v_l2_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 0);
+    float *v_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 262144);
+    float *v_l2_o2 = (float *)(void *)(a + 0);
     rt_copy(v_l2_o2, v_l2_o1, 32768); /* inference: the identity */
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 0);
+    float *v_l2_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 131072);
+    float *v_l2_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
-    float *v_l2_f0 = (float *)(void *)(a + 262144);
+    float *v_l2_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l2_f0, v_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] */
-    float *v_l2_f1 = (float *)(void *)(a + 786432);
+    float *v_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 131072);
+    float *v_l2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 655360);
+    float *v_l2_y0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 131072);
+    float *v_l2_y1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 262144);
+    float *v_l2_y2 = (float *)(void *)(a + 786432);
     rt_copy(v_l2_y2, v_l2_y1, 32768); /* inference: the identity */
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 131072);
+    float *v_l2_out = (float *)(void *)(a + 917504);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
@@ -803,33 +803,33 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 262144);
+    float *v_l3_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(void *)(a + 393216);
+    float *v_l3_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
     const float *v_l3_q2 = v_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 262144);
+    float *v_l3_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 393216);
+    float *v_l3_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
     const float *v_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 524288);
+    float *v_l3_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 393216);
+    float *v_l3_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
@@ -840,78 +840,78 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_l3_v2 = v_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 393216);
+    float *v_l3_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 655360);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    float *v_l3_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 0);
+    float *v_l3_att2 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
     const float *v_l3_att3 = v_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 262144);
+    float *v_l3_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 0);
+    float *v_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 262144);
+    float *v_l3_o2 = (float *)(void *)(a + 0);
     rt_copy(v_l3_o2, v_l3_o1, 32768); /* inference: the identity */
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 0);
+    float *v_l3_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 131072);
+    float *v_l3_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
-    float *v_l3_f0 = (float *)(void *)(a + 262144);
+    float *v_l3_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l3_f0, v_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] */
-    float *v_l3_f1 = (float *)(void *)(a + 786432);
+    float *v_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 131072);
+    float *v_l3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 655360);
+    float *v_l3_y0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(void *)(a + 131072);
+    float *v_l3_y1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(void *)(a + 262144);
+    float *v_l3_y2 = (float *)(void *)(a + 786432);
     rt_copy(v_l3_y2, v_l3_y1, 32768); /* inference: the identity */
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 131072);
+    float *v_l3_out = (float *)(void *)(a + 917504);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 0);
+    float *v_hf = (float *)(void *)(a + 262144);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(void *)(a + 131072);
+    float *v_logits = (float *)(void *)(a + 0);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(void *)(a + 393216);
+    float *v_scores = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
@@ -1080,57 +1080,57 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
-    float *v_h0 = (float *)(void *)(a + 0);
+    float *v_h0 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
-    float *v_l0_a = (float *)(void *)(a + 131072);
+    float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] */
-    float *v_l0_q0 = (float *)(void *)(a + 262144);
+    float *v_l0_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l0_q0, v_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] */
-    float *v_l0_q1 = (float *)(void *)(a + 393216);
+    float *v_l0_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
     const float *v_l0_q2 = v_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(void *)(a + 262144);
+    float *v_l0_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 393216);
+    float *v_l0_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
     const float *v_l0_k2 = v_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(void *)(a + 524288);
+    float *v_l0_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 393216);
+    float *v_l0_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 131072);
+    float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
     const float *v_l0_v2 = v_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(void *)(a + 393216);
+    float *v_l0_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 655360);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l0_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
     float *v_l0_att2 = (float *)(void *)(a + 131072);
@@ -1140,7 +1140,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *v_l0_att3 = v_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 262144);
+    float *v_l0_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
@@ -1148,93 +1148,93 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 262144);
+    float *v_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 131072);
+    float *v_l0_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 262144);
+    float *v_l0_m = (float *)(void *)(a + 1179648);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
-    float *v_l0_f0 = (float *)(void *)(a + 393216);
+    float *v_l0_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_f0, v_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] */
-    float *v_l0_f1 = (float *)(void *)(a + 917504);
+    float *v_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 262144);
+    float *v_l0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 786432);
+    float *v_l0_y0 = (float *)(void *)(a + 1179648);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 262144);
+    float *v_l0_y1 = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(void *)(a + 393216);
+    float *v_l0_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 262144);
+    float *v_l0_out = (float *)(void *)(a + 1703936);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 131072);
+    float *v_l1_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 393216);
+    float *v_l1_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(void *)(a + 524288);
+    float *v_l1_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
     const float *v_l1_q2 = v_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 393216);
+    float *v_l1_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 524288);
+    float *v_l1_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
     const float *v_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 655360);
+    float *v_l1_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 524288);
+    float *v_l1_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 131072);
+    float *v_l1_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
     const float *v_l1_v2 = v_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 524288);
+    float *v_l1_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 786432);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l1_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
     float *v_l1_att2 = (float *)(void *)(a + 131072);
@@ -1244,7 +1244,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *v_l1_att3 = v_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 393216);
+    float *v_l1_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
@@ -1252,93 +1252,93 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 393216);
+    float *v_l1_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 131072);
+    float *v_l1_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 393216);
+    float *v_l1_m = (float *)(void *)(a + 1179648);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
-    float *v_l1_f0 = (float *)(void *)(a + 524288);
+    float *v_l1_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l1_f0, v_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] */
-    float *v_l1_f1 = (float *)(void *)(a + 1048576);
+    float *v_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 393216);
+    float *v_l1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 917504);
+    float *v_l1_y0 = (float *)(void *)(a + 1179648);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 393216);
+    float *v_l1_y1 = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(void *)(a + 524288);
+    float *v_l1_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 393216);
+    float *v_l1_out = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 131072);
+    float *v_l2_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 524288);
+    float *v_l2_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(void *)(a + 655360);
+    float *v_l2_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
     const float *v_l2_q2 = v_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 524288);
+    float *v_l2_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 655360);
+    float *v_l2_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
     const float *v_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 786432);
+    float *v_l2_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 655360);
+    float *v_l2_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 131072);
+    float *v_l2_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
     const float *v_l2_v2 = v_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 655360);
+    float *v_l2_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 917504);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l2_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
     float *v_l2_att2 = (float *)(void *)(a + 131072);
@@ -1348,7 +1348,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *v_l2_att3 = v_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 524288);
+    float *v_l2_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
@@ -1356,93 +1356,93 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 524288);
+    float *v_l2_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 131072);
+    float *v_l2_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 524288);
+    float *v_l2_m = (float *)(void *)(a + 1179648);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
-    float *v_l2_f0 = (float *)(void *)(a + 655360);
+    float *v_l2_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l2_f0, v_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] */
-    float *v_l2_f1 = (float *)(void *)(a + 1179648);
+    float *v_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 524288);
+    float *v_l2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 1048576);
+    float *v_l2_y0 = (float *)(void *)(a + 1179648);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 524288);
+    float *v_l2_y1 = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 655360);
+    float *v_l2_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 524288);
+    float *v_l2_out = (float *)(void *)(a + 1966080);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 131072);
+    float *v_l3_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 655360);
+    float *v_l3_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(void *)(a + 786432);
+    float *v_l3_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
     const float *v_l3_q2 = v_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 655360);
+    float *v_l3_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 786432);
+    float *v_l3_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
     const float *v_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 917504);
+    float *v_l3_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 786432);
+    float *v_l3_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 131072);
+    float *v_l3_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
     const float *v_l3_v2 = v_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 786432);
+    float *v_l3_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 1048576);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l3_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
     float *v_l3_att2 = (float *)(void *)(a + 131072);
@@ -1452,7 +1452,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *v_l3_att3 = v_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 655360);
+    float *v_l3_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
@@ -1460,27 +1460,27 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 655360);
+    float *v_l3_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 131072);
+    float *v_l3_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 655360);
+    float *v_l3_m = (float *)(void *)(a + 1179648);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
-    float *v_l3_f0 = (float *)(void *)(a + 786432);
+    float *v_l3_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l3_f0, v_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] */
-    float *v_l3_f1 = (float *)(void *)(a + 1310720);
+    float *v_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 655360);
+    float *v_l3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
@@ -1488,31 +1488,31 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(void *)(a + 655360);
+    float *v_l3_y1 = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(void *)(a + 786432);
+    float *v_l3_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 655360);
+    float *v_l3_out = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 131072);
+    float *v_hf = (float *)(void *)(a + 1441792);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(void *)(a + 786432);
+    float *v_logits = (float *)(void *)(a + 0);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(void *)(a + 1048576);
+    float *v_scores = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 786432);
+    float *v_loss = (float *)(void *)(a + 0);
     rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -1521,43 +1521,43 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 786432);
+    float *d_loss = (float *)(void *)(a + 524288);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(scores) sums over its readers */
-    float *d_scores = (float *)(void *)(a + 1310720);
+    float *d_scores = (float *)(void *)(a + 0);
     rt_zero(d_scores, 65536);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 786432);
+    float *d_logits = (float *)(void *)(a + 262144);
     rt_zero(d_logits, 65536);
 
     /* head.t: Transpose backward */
     rt_transpose_backward(d_logits, d_scores, 3, dims_head_t, perm_head_t);
 
     /* d(hf) sums over its readers */
-    float *d_hf = (float *)(void *)(a + 1048576);
+    float *d_hf = (float *)(void *)(a + 0);
     rt_zero(d_hf, 32768);
 
     /* head: MatMul backward */
     rt_gemm_backward(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 131072);
+    float *d_l3_out = (float *)(void *)(a + 1441792);
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l3.r) sums over its readers */
-    float *d_l3_r = (float *)(void *)(a + 655360);
+    float *d_l3_r = (float *)(void *)(a + 2097152);
     rt_zero(d_l3_r, 32768);
 
     /* d(l3.y2) sums over its readers */
-    float *d_l3_y2 = (float *)(void *)(a + 786432);
+    float *d_l3_y2 = (float *)(void *)(a + 0);
     rt_zero(d_l3_y2, 32768);
 
     /* l3.res2: Add backward */
@@ -1571,123 +1571,123 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_backward(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109);
 
     /* d(l3.y0) sums over its readers */
-    float *d_l3_y0 = (float *)(void *)(a + 786432);
+    float *d_l3_y0 = (float *)(void *)(a + 2228224);
     rt_zero(d_l3_y0, 32768);
 
     /* l3.fc2.bias: Add backward */
     rt_add_backward(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 131072);
+    float *r_l3_a = (float *)(void *)(a + 2359296);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] recompute */
-    float *r_l3_q0 = (float *)(void *)(a + 917504);
+    float *r_l3_q0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_q0, r_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 1048576);
+    float *r_l3_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_q1, r_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_q2 = r_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(void *)(a + 917504);
+    float *r_l3_q3 = (float *)(void *)(a + 2490368);
     rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] recompute */
-    float *r_l3_k0 = (float *)(void *)(a + 1048576);
+    float *r_l3_k0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_k0, r_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_k2 = r_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(void *)(a + 1179648);
+    float *r_l3_k3 = (float *)(void *)(a + 2621440);
     rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] recompute */
-    float *r_l3_v0 = (float *)(void *)(a + 1048576);
+    float *r_l3_v0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_v0, r_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 1310720);
+    float *r_l3_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_v1, r_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_v2 = r_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] recompute */
-    float *r_l3_v3 = (float *)(void *)(a + 1048576);
+    float *r_l3_v3 = (float *)(void *)(a + 2752512);
     rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] recompute */
-    float *r_l3_att = (float *)(void *)(a + 1327616);
-    rt_attention_forward(r_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1310720));
+    float *r_l3_att = (float *)(void *)(a + 0);
+    rt_attention_forward(r_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(void *)(a + 1458688);
+    float *r_l3_att2 = (float *)(void *)(a + 2883584);
     rt_transpose_forward(r_l3_att2, r_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
     const float *r_l3_att3 = r_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] recompute */
-    float *r_l3_o0 = (float *)(void *)(a + 1310720);
+    float *r_l3_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_o0, r_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 1589760);
+    float *r_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_o1, r_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
-    float *r_l3_o2 = (float *)(void *)(a + 1310720);
+    float *r_l3_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 1589760);
+    float *r_l3_r = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 1310720);
+    float *r_l3_m = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] recompute */
-    float *r_l3_f0 = (float *)(void *)(a + 1720832);
+    float *r_l3_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_f0, r_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(void *)(a + 2245120);
+    float *r_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l3_f1, r_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 1720832);
+    float *r_l3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.g) sums over its readers */
-    float *d_l3_g = (float *)(void *)(a + 2769408);
+    float *d_l3_g = (float *)(void *)(a + 1048576);
     rt_zero(d_l3_g, 131072);
 
     /* l3.fc2: MatMul backward */
     rt_gemm_backward(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(void *)(a + 1720832);
+    float *d_l3_f1 = (float *)(void *)(a + 0);
     rt_zero(d_l3_f1, 131072);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(void *)(a + 2245120);
+    float *d_l3_f0 = (float *)(void *)(a + 524288);
     rt_zero(d_l3_f0, 131072);
 
     /* l3.fc.bias: Add backward */
     rt_add_backward(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias);
 
     /* d(l3.m) sums over its readers */
-    float *d_l3_m = (float *)(void *)(a + 786432);
+    float *d_l3_m = (float *)(void *)(a + 2228224);
     rt_zero(d_l3_m, 32768);
 
     /* l3.fc: MatMul backward */
@@ -1697,32 +1697,32 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l2.out) sums over its readers */
-    float *d_l2_out = (float *)(void *)(a + 786432);
+    float *d_l2_out = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_out, 32768);
 
     /* d(l3.o2) sums over its readers */
-    float *d_l3_o2 = (float *)(void *)(a + 1310720);
+    float *d_l3_o2 = (float *)(void *)(a + 0);
     rt_zero(d_l3_o2, 32768);
 
     /* l3.res1: Add backward */
     rt_add_backward(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1);
 
     /* d(l3.o1) sums over its readers */
-    float *d_l3_o1 = (float *)(void *)(a + 655360);
+    float *d_l3_o1 = (float *)(void *)(a + 2097152);
     rt_zero(d_l3_o1, 32768);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101);
 
     /* d(l3.o0) sums over its readers */
-    float *d_l3_o0 = (float *)(void *)(a + 1310720);
+    float *d_l3_o0 = (float *)(void *)(a + 0);
     rt_zero(d_l3_o0, 32768);
 
     /* l3.proj.bias: Add backward */
     rt_add_backward(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias);
 
     /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 655360);
+    float *d_l3_att2 = (float *)(void *)(a + 2097152);
     rt_zero(d_l3_att2, 32768);
 
     /* d(l3.att3) is d(l3.att2): Reshape moves no data */
@@ -1732,29 +1732,29 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.att) sums over its readers */
-    float *d_l3_att = (float *)(void *)(a + 1310720);
+    float *d_l3_att = (float *)(void *)(a + 0);
     rt_zero(d_l3_att, 32768);
 
     /* l3.attn.t: Transpose backward */
     rt_transpose_backward(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 655360);
+    float *d_l3_q3 = (float *)(void *)(a + 2097152);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(void *)(a + 1441792);
+    float *d_l3_k3 = (float *)(void *)(a + 131072);
     rt_zero(d_l3_k3, 32768);
 
     /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(void *)(a + 1572864);
+    float *d_l3_v3 = (float *)(void *)(a + 262144);
     rt_zero(d_l3_v3, 32768);
 
     /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1703936));
+    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 917504);
+    float *d_l3_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l3_v1, 32768);
 
     /* d(l3.v2) is d(l3.v1): Reshape moves no data */
@@ -1764,21 +1764,21 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* d(l3.v0) sums over its readers */
-    float *d_l3_v0 = (float *)(void *)(a + 1048576);
+    float *d_l3_v0 = (float *)(void *)(a + 262144);
     rt_zero(d_l3_v0, 32768);
 
     /* l3.v.bias: Add backward */
     rt_add_backward(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias);
 
     /* d(l3.a) sums over its readers */
-    float *d_l3_a = (float *)(void *)(a + 917504);
+    float *d_l3_a = (float *)(void *)(a + 0);
     rt_zero(d_l3_a, 32768);
 
     /* l3.v: MatMul backward */
     rt_gemm_backward(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 1048576);
+    float *d_l3_k0 = (float *)(void *)(a + 262144);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.k2) is d(l3.k0): Reshape moves no data */
@@ -1791,7 +1791,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, r_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 1048576);
+    float *d_l3_q1 = (float *)(void *)(a + 131072);
     rt_zero(d_l3_q1, 32768);
 
     /* d(l3.q2) is d(l3.q1): Reshape moves no data */
@@ -1801,7 +1801,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* d(l3.q0) sums over its readers */
-    float *d_l3_q0 = (float *)(void *)(a + 655360);
+    float *d_l3_q0 = (float *)(void *)(a + 2097152);
     rt_zero(d_l3_q0, 32768);
 
     /* l3.q.bias: Add backward */
@@ -1814,141 +1814,141 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l2.r) sums over its readers */
-    float *d_l2_r = (float *)(void *)(a + 131072);
+    float *d_l2_r = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_r, 32768);
 
     /* d(l2.y2) sums over its readers */
-    float *d_l2_y2 = (float *)(void *)(a + 524288);
+    float *d_l2_y2 = (float *)(void *)(a + 2097152);
     rt_zero(d_l2_y2, 32768);
 
     /* l2.res2: Add backward */
     rt_add_backward(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2);
 
     /* d(l2.y1) sums over its readers */
-    float *d_l2_y1 = (float *)(void *)(a + 655360);
+    float *d_l2_y1 = (float *)(void *)(a + 0);
     rt_zero(d_l2_y1, 32768);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82);
 
     /* d(l2.y0) sums over its readers */
-    float *d_l2_y0 = (float *)(void *)(a + 524288);
+    float *d_l2_y0 = (float *)(void *)(a + 2097152);
     rt_zero(d_l2_y0, 32768);
 
     /* l2.fc2.bias: Add backward */
     rt_add_backward(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 655360);
+    float *r_l2_a = (float *)(void *)(a + 2228224);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] recompute */
-    float *r_l2_q0 = (float *)(void *)(a + 786432);
+    float *r_l2_q0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_q0, r_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 917504);
+    float *r_l2_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_q1, r_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_q2 = r_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(void *)(a + 786432);
+    float *r_l2_q3 = (float *)(void *)(a + 2359296);
     rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] recompute */
-    float *r_l2_k0 = (float *)(void *)(a + 917504);
+    float *r_l2_k0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_k0, r_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_k2 = r_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(void *)(a + 1048576);
+    float *r_l2_k3 = (float *)(void *)(a + 2490368);
     rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] recompute */
-    float *r_l2_v0 = (float *)(void *)(a + 917504);
+    float *r_l2_v0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_v0, r_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 1179648);
+    float *r_l2_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_v1, r_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_v2 = r_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(void *)(a + 917504);
+    float *r_l2_v3 = (float *)(void *)(a + 2621440);
     rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] recompute */
-    float *r_l2_att = (float *)(void *)(a + 1196544);
-    rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1179648));
+    float *r_l2_att = (float *)(void *)(a + 0);
+    rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(void *)(a + 1327616);
+    float *r_l2_att2 = (float *)(void *)(a + 2752512);
     rt_transpose_forward(r_l2_att2, r_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
     const float *r_l2_att3 = r_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] recompute */
-    float *r_l2_o0 = (float *)(void *)(a + 1179648);
+    float *r_l2_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_o0, r_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 1458688);
+    float *r_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_o1, r_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
-    float *r_l2_o2 = (float *)(void *)(a + 1179648);
+    float *r_l2_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 1458688);
+    float *r_l2_r = (float *)(void *)(a + 2883584);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 1179648);
+    float *r_l2_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] recompute */
-    float *r_l2_f0 = (float *)(void *)(a + 1589760);
+    float *r_l2_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_f0, r_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 2114048);
+    float *r_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l2_f1, r_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 1589760);
+    float *r_l2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g) sums over its readers */
-    float *d_l2_g = (float *)(void *)(a + 2638336);
+    float *d_l2_g = (float *)(void *)(a + 1048576);
     rt_zero(d_l2_g, 131072);
 
     /* l2.fc2: MatMul backward */
     rt_gemm_backward(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(void *)(a + 1589760);
+    float *d_l2_f1 = (float *)(void *)(a + 0);
     rt_zero(d_l2_f1, 131072);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(void *)(a + 2114048);
+    float *d_l2_f0 = (float *)(void *)(a + 524288);
     rt_zero(d_l2_f0, 131072);
 
     /* l2.fc.bias: Add backward */
     rt_add_backward(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias);
 
     /* d(l2.m) sums over its readers */
-    float *d_l2_m = (float *)(void *)(a + 524288);
+    float *d_l2_m = (float *)(void *)(a + 2097152);
     rt_zero(d_l2_m, 32768);
 
     /* l2.fc: MatMul backward */
@@ -1958,32 +1958,32 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l1.out) sums over its readers */
-    float *d_l1_out = (float *)(void *)(a + 524288);
+    float *d_l1_out = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_out, 32768);
 
     /* d(l2.o2) sums over its readers */
-    float *d_l2_o2 = (float *)(void *)(a + 1179648);
+    float *d_l2_o2 = (float *)(void *)(a + 0);
     rt_zero(d_l2_o2, 32768);
 
     /* l2.res1: Add backward */
     rt_add_backward(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1);
 
     /* d(l2.o1) sums over its readers */
-    float *d_l2_o1 = (float *)(void *)(a + 131072);
+    float *d_l2_o1 = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_o1, 32768);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74);
 
     /* d(l2.o0) sums over its readers */
-    float *d_l2_o0 = (float *)(void *)(a + 1179648);
+    float *d_l2_o0 = (float *)(void *)(a + 0);
     rt_zero(d_l2_o0, 32768);
 
     /* l2.proj.bias: Add backward */
     rt_add_backward(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias);
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 131072);
+    float *d_l2_att2 = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
@@ -1993,29 +1993,29 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.att) sums over its readers */
-    float *d_l2_att = (float *)(void *)(a + 1179648);
+    float *d_l2_att = (float *)(void *)(a + 0);
     rt_zero(d_l2_att, 32768);
 
     /* l2.attn.t: Transpose backward */
     rt_transpose_backward(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 131072);
+    float *d_l2_q3 = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 1310720);
+    float *d_l2_k3 = (float *)(void *)(a + 131072);
     rt_zero(d_l2_k3, 32768);
 
     /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 1441792);
+    float *d_l2_v3 = (float *)(void *)(a + 262144);
     rt_zero(d_l2_v3, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1572864));
+    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(void *)(a + 786432);
+    float *d_l2_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l2_v1, 32768);
 
     /* d(l2.v2) is d(l2.v1): Reshape moves no data */
@@ -2025,21 +2025,21 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* d(l2.v0) sums over its readers */
-    float *d_l2_v0 = (float *)(void *)(a + 917504);
+    float *d_l2_v0 = (float *)(void *)(a + 262144);
     rt_zero(d_l2_v0, 32768);
 
     /* l2.v.bias: Add backward */
     rt_add_backward(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias);
 
     /* d(l2.a) sums over its readers */
-    float *d_l2_a = (float *)(void *)(a + 786432);
+    float *d_l2_a = (float *)(void *)(a + 0);
     rt_zero(d_l2_a, 32768);
 
     /* l2.v: MatMul backward */
     rt_gemm_backward(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 917504);
+    float *d_l2_k0 = (float *)(void *)(a + 262144);
     rt_zero(d_l2_k0, 32768);
 
     /* d(l2.k2) is d(l2.k0): Reshape moves no data */
@@ -2052,7 +2052,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, r_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 917504);
+    float *d_l2_q1 = (float *)(void *)(a + 131072);
     rt_zero(d_l2_q1, 32768);
 
     /* d(l2.q2) is d(l2.q1): Reshape moves no data */
@@ -2062,7 +2062,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* d(l2.q0) sums over its readers */
-    float *d_l2_q0 = (float *)(void *)(a + 131072);
+    float *d_l2_q0 = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_q0, 32768);
 
     /* l2.q.bias: Add backward */
@@ -2075,141 +2075,141 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l1.r) sums over its readers */
-    float *d_l1_r = (float *)(void *)(a + 131072);
+    float *d_l1_r = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_r, 32768);
 
     /* d(l1.y2) sums over its readers */
-    float *d_l1_y2 = (float *)(void *)(a + 393216);
+    float *d_l1_y2 = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_y2, 32768);
 
     /* l1.res2: Add backward */
     rt_add_backward(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2);
 
     /* d(l1.y1) sums over its readers */
-    float *d_l1_y1 = (float *)(void *)(a + 524288);
+    float *d_l1_y1 = (float *)(void *)(a + 0);
     rt_zero(d_l1_y1, 32768);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55);
 
     /* d(l1.y0) sums over its readers */
-    float *d_l1_y0 = (float *)(void *)(a + 393216);
+    float *d_l1_y0 = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_y0, 32768);
 
     /* l1.fc2.bias: Add backward */
     rt_add_backward(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 524288);
+    float *r_l1_a = (float *)(void *)(a + 2097152);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] recompute */
-    float *r_l1_q0 = (float *)(void *)(a + 655360);
+    float *r_l1_q0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_q0, r_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 786432);
+    float *r_l1_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_q1, r_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_q2 = r_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(void *)(a + 655360);
+    float *r_l1_q3 = (float *)(void *)(a + 2228224);
     rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] recompute */
-    float *r_l1_k0 = (float *)(void *)(a + 786432);
+    float *r_l1_k0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_k0, r_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_k2 = r_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(void *)(a + 917504);
+    float *r_l1_k3 = (float *)(void *)(a + 2359296);
     rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] recompute */
-    float *r_l1_v0 = (float *)(void *)(a + 786432);
+    float *r_l1_v0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_v0, r_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 1048576);
+    float *r_l1_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_v1, r_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_v2 = r_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(void *)(a + 786432);
+    float *r_l1_v3 = (float *)(void *)(a + 2490368);
     rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] recompute */
-    float *r_l1_att = (float *)(void *)(a + 1065472);
-    rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
+    float *r_l1_att = (float *)(void *)(a + 0);
+    rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(void *)(a + 1196544);
+    float *r_l1_att2 = (float *)(void *)(a + 2621440);
     rt_transpose_forward(r_l1_att2, r_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
     const float *r_l1_att3 = r_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] recompute */
-    float *r_l1_o0 = (float *)(void *)(a + 1048576);
+    float *r_l1_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_o0, r_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 1327616);
+    float *r_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_o1, r_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
-    float *r_l1_o2 = (float *)(void *)(a + 1048576);
+    float *r_l1_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1327616);
+    float *r_l1_r = (float *)(void *)(a + 2752512);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 1048576);
+    float *r_l1_m = (float *)(void *)(a + 2883584);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] recompute */
-    float *r_l1_f0 = (float *)(void *)(a + 1458688);
+    float *r_l1_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_f0, r_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(void *)(a + 1982976);
+    float *r_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l1_f1, r_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 1458688);
+    float *r_l1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.g) sums over its readers */
-    float *d_l1_g = (float *)(void *)(a + 2507264);
+    float *d_l1_g = (float *)(void *)(a + 1048576);
     rt_zero(d_l1_g, 131072);
 
     /* l1.fc2: MatMul backward */
     rt_gemm_backward(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(void *)(a + 1458688);
+    float *d_l1_f1 = (float *)(void *)(a + 0);
     rt_zero(d_l1_f1, 131072);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(void *)(a + 1982976);
+    float *d_l1_f0 = (float *)(void *)(a + 524288);
     rt_zero(d_l1_f0, 131072);
 
     /* l1.fc.bias: Add backward */
     rt_add_backward(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias);
 
     /* d(l1.m) sums over its readers */
-    float *d_l1_m = (float *)(void *)(a + 393216);
+    float *d_l1_m = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_m, 32768);
 
     /* l1.fc: MatMul backward */
@@ -2219,32 +2219,32 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l0.out) sums over its readers */
-    float *d_l0_out = (float *)(void *)(a + 393216);
+    float *d_l0_out = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_out, 32768);
 
     /* d(l1.o2) sums over its readers */
-    float *d_l1_o2 = (float *)(void *)(a + 1048576);
+    float *d_l1_o2 = (float *)(void *)(a + 0);
     rt_zero(d_l1_o2, 32768);
 
     /* l1.res1: Add backward */
     rt_add_backward(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1);
 
     /* d(l1.o1) sums over its readers */
-    float *d_l1_o1 = (float *)(void *)(a + 131072);
+    float *d_l1_o1 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_o1, 32768);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47);
 
     /* d(l1.o0) sums over its readers */
-    float *d_l1_o0 = (float *)(void *)(a + 1048576);
+    float *d_l1_o0 = (float *)(void *)(a + 0);
     rt_zero(d_l1_o0, 32768);
 
     /* l1.proj.bias: Add backward */
     rt_add_backward(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias);
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 131072);
+    float *d_l1_att2 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
@@ -2254,29 +2254,29 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.att) sums over its readers */
-    float *d_l1_att = (float *)(void *)(a + 1048576);
+    float *d_l1_att = (float *)(void *)(a + 0);
     rt_zero(d_l1_att, 32768);
 
     /* l1.attn.t: Transpose backward */
     rt_transpose_backward(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 131072);
+    float *d_l1_q3 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 1179648);
+    float *d_l1_k3 = (float *)(void *)(a + 131072);
     rt_zero(d_l1_k3, 32768);
 
     /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 1310720);
+    float *d_l1_v3 = (float *)(void *)(a + 262144);
     rt_zero(d_l1_v3, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1441792));
+    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(void *)(a + 655360);
+    float *d_l1_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l1_v1, 32768);
 
     /* d(l1.v2) is d(l1.v1): Reshape moves no data */
@@ -2286,21 +2286,21 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* d(l1.v0) sums over its readers */
-    float *d_l1_v0 = (float *)(void *)(a + 786432);
+    float *d_l1_v0 = (float *)(void *)(a + 262144);
     rt_zero(d_l1_v0, 32768);
 
     /* l1.v.bias: Add backward */
     rt_add_backward(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias);
 
     /* d(l1.a) sums over its readers */
-    float *d_l1_a = (float *)(void *)(a + 655360);
+    float *d_l1_a = (float *)(void *)(a + 0);
     rt_zero(d_l1_a, 32768);
 
     /* l1.v: MatMul backward */
     rt_gemm_backward(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 786432);
+    float *d_l1_k0 = (float *)(void *)(a + 262144);
     rt_zero(d_l1_k0, 32768);
 
     /* d(l1.k2) is d(l1.k0): Reshape moves no data */
@@ -2313,7 +2313,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, r_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 786432);
+    float *d_l1_q1 = (float *)(void *)(a + 131072);
     rt_zero(d_l1_q1, 32768);
 
     /* d(l1.q2) is d(l1.q1): Reshape moves no data */
@@ -2323,7 +2323,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* d(l1.q0) sums over its readers */
-    float *d_l1_q0 = (float *)(void *)(a + 131072);
+    float *d_l1_q0 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_q0, 32768);
 
     /* l1.q.bias: Add backward */
@@ -2336,141 +2336,141 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l0.r) sums over its readers */
-    float *d_l0_r = (float *)(void *)(a + 131072);
+    float *d_l0_r = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_r, 32768);
 
     /* d(l0.y2) sums over its readers */
-    float *d_l0_y2 = (float *)(void *)(a + 262144);
+    float *d_l0_y2 = (float *)(void *)(a + 1835008);
     rt_zero(d_l0_y2, 32768);
 
     /* l0.res2: Add backward */
     rt_add_backward(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2);
 
     /* d(l0.y1) sums over its readers */
-    float *d_l0_y1 = (float *)(void *)(a + 393216);
+    float *d_l0_y1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_y1, 32768);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28);
 
     /* d(l0.y0) sums over its readers */
-    float *d_l0_y0 = (float *)(void *)(a + 262144);
+    float *d_l0_y0 = (float *)(void *)(a + 1835008);
     rt_zero(d_l0_y0, 32768);
 
     /* l0.fc2.bias: Add backward */
     rt_add_backward(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 393216);
+    float *r_l0_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] recompute */
-    float *r_l0_q0 = (float *)(void *)(a + 524288);
+    float *r_l0_q0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_q0, r_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 655360);
+    float *r_l0_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_q1, r_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_q2 = r_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(void *)(a + 524288);
+    float *r_l0_q3 = (float *)(void *)(a + 2097152);
     rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] recompute */
-    float *r_l0_k0 = (float *)(void *)(a + 655360);
+    float *r_l0_k0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_k0, r_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_k2 = r_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(void *)(a + 786432);
+    float *r_l0_k3 = (float *)(void *)(a + 2228224);
     rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v: MatMul -> l0.v0 [4x64x128] recompute */
-    float *r_l0_v0 = (float *)(void *)(a + 655360);
+    float *r_l0_v0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_v0, r_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 917504);
+    float *r_l0_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_v1, r_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_v2 = r_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(void *)(a + 655360);
+    float *r_l0_v3 = (float *)(void *)(a + 2359296);
     rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] recompute */
-    float *r_l0_att = (float *)(void *)(a + 934400);
-    rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 917504));
+    float *r_l0_att = (float *)(void *)(a + 0);
+    rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(void *)(a + 1065472);
+    float *r_l0_att2 = (float *)(void *)(a + 2490368);
     rt_transpose_forward(r_l0_att2, r_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
     const float *r_l0_att3 = r_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] recompute */
-    float *r_l0_o0 = (float *)(void *)(a + 917504);
+    float *r_l0_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_o0, r_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 1196544);
+    float *r_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_o1, r_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
-    float *r_l0_o2 = (float *)(void *)(a + 917504);
+    float *r_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 1196544);
+    float *r_l0_r = (float *)(void *)(a + 2621440);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 917504);
+    float *r_l0_m = (float *)(void *)(a + 2752512);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] recompute */
-    float *r_l0_f0 = (float *)(void *)(a + 1327616);
+    float *r_l0_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_f0, r_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(void *)(a + 1851904);
+    float *r_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l0_f1, r_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 1327616);
+    float *r_l0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.g) sums over its readers */
-    float *d_l0_g = (float *)(void *)(a + 2376192);
+    float *d_l0_g = (float *)(void *)(a + 1048576);
     rt_zero(d_l0_g, 131072);
 
     /* l0.fc2: MatMul backward */
     rt_gemm_backward(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(void *)(a + 1327616);
+    float *d_l0_f1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_f1, 131072);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(void *)(a + 1851904);
+    float *d_l0_f0 = (float *)(void *)(a + 524288);
     rt_zero(d_l0_f0, 131072);
 
     /* l0.fc.bias: Add backward */
     rt_add_backward(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias);
 
     /* d(l0.m) sums over its readers */
-    float *d_l0_m = (float *)(void *)(a + 262144);
+    float *d_l0_m = (float *)(void *)(a + 1835008);
     rt_zero(d_l0_m, 32768);
 
     /* l0.fc: MatMul backward */
@@ -2480,32 +2480,32 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(h0) sums over its readers */
-    float *d_h0 = (float *)(void *)(a + 262144);
+    float *d_h0 = (float *)(void *)(a + 1835008);
     rt_zero(d_h0, 32768);
 
     /* d(l0.o2) sums over its readers */
-    float *d_l0_o2 = (float *)(void *)(a + 917504);
+    float *d_l0_o2 = (float *)(void *)(a + 0);
     rt_zero(d_l0_o2, 32768);
 
     /* l0.res1: Add backward */
     rt_add_backward(d_h0, d_l0_o2, d_l0_r, &map_l0_res1);
 
     /* d(l0.o1) sums over its readers */
-    float *d_l0_o1 = (float *)(void *)(a + 131072);
+    float *d_l0_o1 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_o1, 32768);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20);
 
     /* d(l0.o0) sums over its readers */
-    float *d_l0_o0 = (float *)(void *)(a + 917504);
+    float *d_l0_o0 = (float *)(void *)(a + 0);
     rt_zero(d_l0_o0, 32768);
 
     /* l0.proj.bias: Add backward */
     rt_add_backward(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias);
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 131072);
+    float *d_l0_att2 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
@@ -2515,29 +2515,29 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.att) sums over its readers */
-    float *d_l0_att = (float *)(void *)(a + 917504);
+    float *d_l0_att = (float *)(void *)(a + 0);
     rt_zero(d_l0_att, 32768);
 
     /* l0.attn.t: Transpose backward */
     rt_transpose_backward(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 131072);
+    float *d_l0_q3 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 1048576);
+    float *d_l0_k3 = (float *)(void *)(a + 131072);
     rt_zero(d_l0_k3, 32768);
 
     /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 1179648);
+    float *d_l0_v3 = (float *)(void *)(a + 262144);
     rt_zero(d_l0_v3, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1310720));
+    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 524288);
+    float *d_l0_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_v1, 32768);
 
     /* d(l0.v2) is d(l0.v1): Reshape moves no data */
@@ -2547,21 +2547,21 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* d(l0.v0) sums over its readers */
-    float *d_l0_v0 = (float *)(void *)(a + 655360);
+    float *d_l0_v0 = (float *)(void *)(a + 262144);
     rt_zero(d_l0_v0, 32768);
 
     /* l0.v.bias: Add backward */
     rt_add_backward(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias);
 
     /* d(l0.a) sums over its readers */
-    float *d_l0_a = (float *)(void *)(a + 524288);
+    float *d_l0_a = (float *)(void *)(a + 0);
     rt_zero(d_l0_a, 32768);
 
     /* l0.v: MatMul backward */
     rt_gemm_backward(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 655360);
+    float *d_l0_k0 = (float *)(void *)(a + 262144);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -2574,7 +2574,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, r_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 655360);
+    float *d_l0_q1 = (float *)(void *)(a + 131072);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -2584,7 +2584,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* d(l0.q0) sums over its readers */
-    float *d_l0_q0 = (float *)(void *)(a + 131072);
+    float *d_l0_q0 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_q0, 32768);
 
     /* l0.q.bias: Add backward */
@@ -2715,57 +2715,57 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
-    float *v_h0 = (float *)(void *)(a + 0);
+    float *v_h0 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
-    float *v_l0_a = (float *)(void *)(a + 131072);
+    float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] */
-    float *v_l0_q0 = (float *)(void *)(a + 262144);
+    float *v_l0_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l0_q0, v_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] */
-    float *v_l0_q1 = (float *)(void *)(a + 393216);
+    float *v_l0_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
     const float *v_l0_q2 = v_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(void *)(a + 262144);
+    float *v_l0_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 393216);
+    float *v_l0_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
     const float *v_l0_k2 = v_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(void *)(a + 524288);
+    float *v_l0_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 393216);
+    float *v_l0_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 131072);
+    float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
     const float *v_l0_v2 = v_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(void *)(a + 393216);
+    float *v_l0_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 655360);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l0_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
     float *v_l0_att2 = (float *)(void *)(a + 131072);
@@ -2775,7 +2775,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *v_l0_att3 = v_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 262144);
+    float *v_l0_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
@@ -2783,93 +2783,93 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 262144);
+    float *v_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 131072);
+    float *v_l0_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 262144);
+    float *v_l0_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
-    float *v_l0_f0 = (float *)(void *)(a + 393216);
+    float *v_l0_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_f0, v_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] */
-    float *v_l0_f1 = (float *)(void *)(a + 917504);
+    float *v_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 262144);
+    float *v_l0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 786432);
+    float *v_l0_y0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 262144);
+    float *v_l0_y1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(void *)(a + 393216);
+    float *v_l0_y2 = (float *)(void *)(a + 786432);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 262144);
+    float *v_l0_out = (float *)(void *)(a + 1966080);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 131072);
+    float *v_l1_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 393216);
+    float *v_l1_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(void *)(a + 524288);
+    float *v_l1_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
     const float *v_l1_q2 = v_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 393216);
+    float *v_l1_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 524288);
+    float *v_l1_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
     const float *v_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 655360);
+    float *v_l1_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 524288);
+    float *v_l1_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 131072);
+    float *v_l1_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
     const float *v_l1_v2 = v_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 524288);
+    float *v_l1_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 786432);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l1_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
     float *v_l1_att2 = (float *)(void *)(a + 131072);
@@ -2879,7 +2879,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *v_l1_att3 = v_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 393216);
+    float *v_l1_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
@@ -2887,93 +2887,93 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 393216);
+    float *v_l1_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 131072);
+    float *v_l1_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 393216);
+    float *v_l1_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
-    float *v_l1_f0 = (float *)(void *)(a + 524288);
+    float *v_l1_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l1_f0, v_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] */
-    float *v_l1_f1 = (float *)(void *)(a + 1048576);
+    float *v_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 393216);
+    float *v_l1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 917504);
+    float *v_l1_y0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 393216);
+    float *v_l1_y1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(void *)(a + 524288);
+    float *v_l1_y2 = (float *)(void *)(a + 786432);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 393216);
+    float *v_l1_out = (float *)(void *)(a + 2097152);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 131072);
+    float *v_l2_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 524288);
+    float *v_l2_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(void *)(a + 655360);
+    float *v_l2_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
     const float *v_l2_q2 = v_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 524288);
+    float *v_l2_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 655360);
+    float *v_l2_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
     const float *v_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 786432);
+    float *v_l2_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 655360);
+    float *v_l2_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 131072);
+    float *v_l2_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
     const float *v_l2_v2 = v_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 655360);
+    float *v_l2_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 917504);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l2_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
     float *v_l2_att2 = (float *)(void *)(a + 131072);
@@ -2983,7 +2983,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *v_l2_att3 = v_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 524288);
+    float *v_l2_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
@@ -2991,11 +2991,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 524288);
+    float *v_l2_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 131072);
+    float *v_l2_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
@@ -3003,81 +3003,81 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
-    float *v_l2_f0 = (float *)(void *)(a + 655360);
+    float *v_l2_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l2_f0, v_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] */
-    float *v_l2_f1 = (float *)(void *)(a + 1179648);
+    float *v_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 524288);
+    float *v_l2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 1048576);
+    float *v_l2_y0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 524288);
+    float *v_l2_y1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 655360);
+    float *v_l2_y2 = (float *)(void *)(a + 786432);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 524288);
+    float *v_l2_out = (float *)(void *)(a + 2228224);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 131072);
+    float *v_l3_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 655360);
+    float *v_l3_q0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(void *)(a + 786432);
+    float *v_l3_q1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
     const float *v_l3_q2 = v_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 655360);
+    float *v_l3_q3 = (float *)(void *)(a + 131072);
     rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 786432);
+    float *v_l3_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
     const float *v_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 917504);
+    float *v_l3_k3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 786432);
+    float *v_l3_v0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 131072);
+    float *v_l3_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
     const float *v_l3_v2 = v_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 786432);
+    float *v_l3_v3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 1048576);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    float *v_l3_att = (float *)(void *)(a + 0);
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
     float *v_l3_att2 = (float *)(void *)(a + 131072);
@@ -3087,7 +3087,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *v_l3_att3 = v_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 655360);
+    float *v_l3_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
@@ -3095,31 +3095,31 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 655360);
+    float *v_l3_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 131072);
+    float *v_l3_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 655360);
+    float *v_l3_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
-    float *v_l3_f0 = (float *)(void *)(a + 786432);
+    float *v_l3_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l3_f0, v_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] */
-    float *v_l3_f1 = (float *)(void *)(a + 1310720);
+    float *v_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 655360);
+    float *v_l3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 1179648);
+    float *v_l3_y0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
@@ -3131,23 +3131,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 655360);
+    float *v_l3_out = (float *)(void *)(a + 917504);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 131072);
+    float *v_hf = (float *)(void *)(a + 524288);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(void *)(a + 786432);
+    float *v_logits = (float *)(void *)(a + 0);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(void *)(a + 1048576);
+    float *v_scores = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 786432);
+    float *v_loss = (float *)(void *)(a + 0);
     rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -3156,29 +3156,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 786432);
+    float *d_loss = (float *)(void *)(a + 655360);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(scores) sums over its readers */
-    float *d_scores = (float *)(void *)(a + 1310720);
+    float *d_scores = (float *)(void *)(a + 0);
     rt_zero(d_scores, 65536);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 786432);
+    float *d_logits = (float *)(void *)(a + 262144);
     rt_zero(d_logits, 65536);
 
     /* head.t: Transpose backward */
     rt_transpose_backward(d_logits, d_scores, 3, dims_head_t, perm_head_t);
 
     /* d(hf) sums over its readers */
-    float *d_hf = (float *)(void *)(a + 1048576);
+    float *d_hf = (float *)(void *)(a + 0);
     rt_zero(d_hf, 32768);
 
     /* d(head.weight) sums over its readers */
-    float *d_head_weight = (float *)(void *)(a + 1179648);
+    float *d_head_weight = (float *)(void *)(a + 131072);
     rt_zero(d_head_weight, 32768);
 
     /* head: MatMul backward */
@@ -3192,11 +3192,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l3_out, 32768);
 
     /* d(lnf.scale) sums over its readers */
-    float *d_lnf_scale = (float *)(void *)(a + 786432);
+    float *d_lnf_scale = (float *)(void *)(a + 262144);
     rt_zero(d_lnf_scale, 128);
 
     /* d(lnf.bias) sums over its readers */
-    float *d_lnf_bias = (float *)(void *)(a + 786944);
+    float *d_lnf_bias = (float *)(void *)(a + 262656);
     rt_zero(d_lnf_bias, 128);
 
     /* lnf: LayerNormalization backward */
@@ -3209,11 +3209,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state + 833664, 866560, 128);
 
     /* d(l3.r) sums over its readers */
-    float *d_l3_r = (float *)(void *)(a + 655360);
+    float *d_l3_r = (float *)(void *)(a + 2359296);
     rt_zero(d_l3_r, 32768);
 
     /* d(l3.y2) sums over its readers */
-    float *d_l3_y2 = (float *)(void *)(a + 786432);
+    float *d_l3_y2 = (float *)(void *)(a + 0);
     rt_zero(d_l3_y2, 32768);
 
     /* l3.res2: Add backward */
@@ -3227,11 +3227,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_backward(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109);
 
     /* d(l3.y0) sums over its readers */
-    float *d_l3_y0 = (float *)(void *)(a + 786432);
+    float *d_l3_y0 = (float *)(void *)(a + 2490368);
     rt_zero(d_l3_y0, 32768);
 
     /* d(l3.fc2.bias) sums over its readers */
-    float *d_l3_fc2_bias = (float *)(void *)(a + 917504);
+    float *d_l3_fc2_bias = (float *)(void *)(a + 0);
     rt_zero(d_l3_fc2_bias, 128);
 
     /* l3.fc2.bias: Add backward */
@@ -3241,99 +3241,99 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state + 833408, 866560, 128);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 131072);
+    float *r_l3_a = (float *)(void *)(a + 2621440);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] recompute */
-    float *r_l3_q0 = (float *)(void *)(a + 917504);
+    float *r_l3_q0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_q0, r_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 1048576);
+    float *r_l3_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_q1, r_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_q2 = r_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(void *)(a + 917504);
+    float *r_l3_q3 = (float *)(void *)(a + 2752512);
     rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] recompute */
-    float *r_l3_k0 = (float *)(void *)(a + 1048576);
+    float *r_l3_k0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_k0, r_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_k2 = r_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(void *)(a + 1179648);
+    float *r_l3_k3 = (float *)(void *)(a + 2883584);
     rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] recompute */
-    float *r_l3_v0 = (float *)(void *)(a + 1048576);
+    float *r_l3_v0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_v0, r_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 1310720);
+    float *r_l3_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_v1, r_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_v2 = r_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] recompute */
-    float *r_l3_v3 = (float *)(void *)(a + 1048576);
+    float *r_l3_v3 = (float *)(void *)(a + 3014656);
     rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] recompute */
-    float *r_l3_att = (float *)(void *)(a + 1327616);
-    rt_attention_forward(r_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1310720));
+    float *r_l3_att = (float *)(void *)(a + 0);
+    rt_attention_forward(r_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(void *)(a + 1458688);
+    float *r_l3_att2 = (float *)(void *)(a + 3145728);
     rt_transpose_forward(r_l3_att2, r_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
     const float *r_l3_att3 = r_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] recompute */
-    float *r_l3_o0 = (float *)(void *)(a + 1310720);
+    float *r_l3_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_o0, r_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 1589760);
+    float *r_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_o1, r_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
-    float *r_l3_o2 = (float *)(void *)(a + 1310720);
+    float *r_l3_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 1589760);
+    float *r_l3_r = (float *)(void *)(a + 3276800);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 1310720);
+    float *r_l3_m = (float *)(void *)(a + 3407872);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] recompute */
-    float *r_l3_f0 = (float *)(void *)(a + 1720832);
+    float *r_l3_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l3_f0, r_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(void *)(a + 2245120);
+    float *r_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l3_f1, r_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 1720832);
+    float *r_l3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.g) sums over its readers */
-    float *d_l3_g = (float *)(void *)(a + 2769408);
+    float *d_l3_g = (float *)(void *)(a + 1048576);
     rt_zero(d_l3_g, 131072);
 
     /* d(l3.fc2.weight) sums over its readers */
-    float *d_l3_fc2_weight = (float *)(void *)(a + 3293696);
+    float *d_l3_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l3_fc2_weight, 65536);
 
     /* l3.fc2: MatMul backward */
@@ -3343,18 +3343,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state + 767872, 866560, 65536);
 
     /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(void *)(a + 1720832);
+    float *d_l3_f1 = (float *)(void *)(a + 0);
     rt_zero(d_l3_f1, 131072);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0);
 
     /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(void *)(a + 2245120);
+    float *d_l3_f0 = (float *)(void *)(a + 524288);
     rt_zero(d_l3_f0, 131072);
 
     /* d(l3.fc.bias) sums over its readers */
-    float *d_l3_fc_bias = (float *)(void *)(a + 786432);
+    float *d_l3_fc_bias = (float *)(void *)(a + 2490368);
     rt_zero(d_l3_fc_bias, 512);
 
     /* l3.fc.bias: Add backward */
@@ -3364,11 +3364,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state + 767360, 866560, 512);
 
     /* d(l3.m) sums over its readers */
-    float *d_l3_m = (float *)(void *)(a + 786432);
+    float *d_l3_m = (float *)(void *)(a + 2490368);
     rt_zero(d_l3_m, 32768);
 
     /* d(l3.fc.weight) sums over its readers */
-    float *d_l3_fc_weight = (float *)(void *)(a + 1720832);
+    float *d_l3_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l3_fc_weight, 65536);
 
     /* l3.fc: MatMul backward */
@@ -3378,11 +3378,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state + 701824, 866560, 65536);
 
     /* d(l3.ln2.scale) sums over its readers */
-    float *d_l3_ln2_scale = (float *)(void *)(a + 1310720);
+    float *d_l3_ln2_scale = (float *)(void *)(a + 0);
     rt_zero(d_l3_ln2_scale, 128);
 
     /* d(l3.ln2.bias) sums over its readers */
-    float *d_l3_ln2_bias = (float *)(void *)(a + 1311232);
+    float *d_l3_ln2_bias = (float *)(void *)(a + 512);
     rt_zero(d_l3_ln2_bias, 128);
 
     /* l3.ln2: LayerNormalization backward */
@@ -3395,29 +3395,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state + 701696, 866560, 128);
 
     /* d(l2.out) sums over its readers */
-    float *d_l2_out = (float *)(void *)(a + 786432);
+    float *d_l2_out = (float *)(void *)(a + 2490368);
     rt_zero(d_l2_out, 32768);
 
     /* d(l3.o2) sums over its readers */
-    float *d_l3_o2 = (float *)(void *)(a + 1310720);
+    float *d_l3_o2 = (float *)(void *)(a + 0);
     rt_zero(d_l3_o2, 32768);
 
     /* l3.res1: Add backward */
     rt_add_backward(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1);
 
     /* d(l3.o1) sums over its readers */
-    float *d_l3_o1 = (float *)(void *)(a + 655360);
+    float *d_l3_o1 = (float *)(void *)(a + 2359296);
     rt_zero(d_l3_o1, 32768);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101);
 
     /* d(l3.o0) sums over its readers */
-    float *d_l3_o0 = (float *)(void *)(a + 1310720);
+    float *d_l3_o0 = (float *)(void *)(a + 0);
     rt_zero(d_l3_o0, 32768);
 
     /* d(l3.proj.bias) sums over its readers */
-    float *d_l3_proj_bias = (float *)(void *)(a + 1441792);
+    float *d_l3_proj_bias = (float *)(void *)(a + 131072);
     rt_zero(d_l3_proj_bias, 128);
 
     /* l3.proj.bias: Add backward */
@@ -3427,14 +3427,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state + 701440, 866560, 128);
 
     /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 655360);
+    float *d_l3_att2 = (float *)(void *)(a + 2359296);
     rt_zero(d_l3_att2, 32768);
 
     /* d(l3.att3) is d(l3.att2): Reshape moves no data */
     float *d_l3_att3 = d_l3_att2;
 
     /* d(l3.proj.weight) sums over its readers */
-    float *d_l3_proj_weight = (float *)(void *)(a + 1589760);
+    float *d_l3_proj_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l3_proj_weight, 16384);
 
     /* l3.proj: MatMul backward */
@@ -3444,29 +3444,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state + 685056, 866560, 16384);
 
     /* d(l3.att) sums over its readers */
-    float *d_l3_att = (float *)(void *)(a + 1310720);
+    float *d_l3_att = (float *)(void *)(a + 0);
     rt_zero(d_l3_att, 32768);
 
     /* l3.attn.t: Transpose backward */
     rt_transpose_backward(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 655360);
+    float *d_l3_q3 = (float *)(void *)(a + 2359296);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(void *)(a + 1441792);
+    float *d_l3_k3 = (float *)(void *)(a + 131072);
     rt_zero(d_l3_k3, 32768);
 
     /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(void *)(a + 1572864);
+    float *d_l3_v3 = (float *)(void *)(a + 262144);
     rt_zero(d_l3_v3, 32768);
 
     /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1703936));
+    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 917504);
+    float *d_l3_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l3_v1, 32768);
 
     /* d(l3.v2) is d(l3.v1): Reshape moves no data */
@@ -3476,11 +3476,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* d(l3.v0) sums over its readers */
-    float *d_l3_v0 = (float *)(void *)(a + 1048576);
+    float *d_l3_v0 = (float *)(void *)(a + 262144);
     rt_zero(d_l3_v0, 32768);
 
     /* d(l3.v.bias) sums over its readers */
-    float *d_l3_v_bias = (float *)(void *)(a + 1179648);
+    float *d_l3_v_bias = (float *)(void *)(a + 393216);
     rt_zero(d_l3_v_bias, 128);
 
     /* l3.v.bias: Add backward */
@@ -3490,11 +3490,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state + 684928, 866560, 128);
 
     /* d(l3.a) sums over its readers */
-    float *d_l3_a = (float *)(void *)(a + 917504);
+    float *d_l3_a = (float *)(void *)(a + 0);
     rt_zero(d_l3_a, 32768);
 
     /* d(l3.v.weight) sums over its readers */
-    float *d_l3_v_weight = (float *)(void *)(a + 1179648);
+    float *d_l3_v_weight = (float *)(void *)(a + 393216);
     rt_zero(d_l3_v_weight, 16384);
 
     /* l3.v: MatMul backward */
@@ -3504,7 +3504,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 668544, d_l3_v_weight, state + 668544, 866560, 16384);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 1048576);
+    float *d_l3_k0 = (float *)(void *)(a + 262144);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.k2) is d(l3.k0): Reshape moves no data */
@@ -3514,7 +3514,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l3_k2, d_l3_k3, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* d(l3.k.weight) sums over its readers */
-    float *d_l3_k_weight = (float *)(void *)(a + 1179648);
+    float *d_l3_k_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l3_k_weight, 16384);
 
     /* l3.k: MatMul backward */
@@ -3524,7 +3524,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 652160, d_l3_k_weight, state + 652160, 866560, 16384);
 
     /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 1048576);
+    float *d_l3_q1 = (float *)(void *)(a + 131072);
     rt_zero(d_l3_q1, 32768);
 
     /* d(l3.q2) is d(l3.q1): Reshape moves no data */
@@ -3534,11 +3534,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* d(l3.q0) sums over its readers */
-    float *d_l3_q0 = (float *)(void *)(a + 655360);
+    float *d_l3_q0 = (float *)(void *)(a + 2359296);
     rt_zero(d_l3_q0, 32768);
 
     /* d(l3.q.bias) sums over its readers */
-    float *d_l3_q_bias = (float *)(void *)(a + 1179648);
+    float *d_l3_q_bias = (float *)(void *)(a + 262144);
     rt_zero(d_l3_q_bias, 128);
 
     /* l3.q.bias: Add backward */
@@ -3548,7 +3548,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state + 652032, 866560, 128);
 
     /* d(l3.q.weight) sums over its readers */
-    float *d_l3_q_weight = (float *)(void *)(a + 1048576);
+    float *d_l3_q_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l3_q_weight, 16384);
 
     /* l3.q: MatMul backward */
@@ -3558,11 +3558,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635648, d_l3_q_weight, state + 635648, 866560, 16384);
 
     /* d(l3.ln1.scale) sums over its readers */
-    float *d_l3_ln1_scale = (float *)(void *)(a + 131072);
+    float *d_l3_ln1_scale = (float *)(void *)(a + 2359296);
     rt_zero(d_l3_ln1_scale, 128);
 
     /* d(l3.ln1.bias) sums over its readers */
-    float *d_l3_ln1_bias = (float *)(void *)(a + 131584);
+    float *d_l3_ln1_bias = (float *)(void *)(a + 2359808);
     rt_zero(d_l3_ln1_bias, 128);
 
     /* l3.ln1: LayerNormalization backward */
@@ -3575,29 +3575,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state + 635520, 866560, 128);
 
     /* d(l2.r) sums over its readers */
-    float *d_l2_r = (float *)(void *)(a + 131072);
+    float *d_l2_r = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_r, 32768);
 
     /* d(l2.y2) sums over its readers */
-    float *d_l2_y2 = (float *)(void *)(a + 524288);
+    float *d_l2_y2 = (float *)(void *)(a + 2359296);
     rt_zero(d_l2_y2, 32768);
 
     /* l2.res2: Add backward */
     rt_add_backward(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2);
 
     /* d(l2.y1) sums over its readers */
-    float *d_l2_y1 = (float *)(void *)(a + 655360);
+    float *d_l2_y1 = (float *)(void *)(a + 0);
     rt_zero(d_l2_y1, 32768);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82);
 
     /* d(l2.y0) sums over its readers */
-    float *d_l2_y0 = (float *)(void *)(a + 524288);
+    float *d_l2_y0 = (float *)(void *)(a + 2359296);
     rt_zero(d_l2_y0, 32768);
 
     /* d(l2.fc2.bias) sums over its readers */
-    float *d_l2_fc2_bias = (float *)(void *)(a + 786432);
+    float *d_l2_fc2_bias = (float *)(void *)(a + 131072);
     rt_zero(d_l2_fc2_bias, 128);
 
     /* l2.fc2.bias: Add backward */
@@ -3607,99 +3607,99 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state + 635264, 866560, 128);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 655360);
+    float *r_l2_a = (float *)(void *)(a + 2490368);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] recompute */
-    float *r_l2_q0 = (float *)(void *)(a + 786432);
+    float *r_l2_q0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_q0, r_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 917504);
+    float *r_l2_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_q1, r_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_q2 = r_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(void *)(a + 786432);
+    float *r_l2_q3 = (float *)(void *)(a + 2621440);
     rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] recompute */
-    float *r_l2_k0 = (float *)(void *)(a + 917504);
+    float *r_l2_k0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_k0, r_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_k2 = r_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(void *)(a + 1048576);
+    float *r_l2_k3 = (float *)(void *)(a + 2752512);
     rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] recompute */
-    float *r_l2_v0 = (float *)(void *)(a + 917504);
+    float *r_l2_v0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_v0, r_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 1179648);
+    float *r_l2_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_v1, r_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_v2 = r_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(void *)(a + 917504);
+    float *r_l2_v3 = (float *)(void *)(a + 2883584);
     rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] recompute */
-    float *r_l2_att = (float *)(void *)(a + 1196544);
-    rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1179648));
+    float *r_l2_att = (float *)(void *)(a + 0);
+    rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(void *)(a + 1327616);
+    float *r_l2_att2 = (float *)(void *)(a + 3014656);
     rt_transpose_forward(r_l2_att2, r_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
     const float *r_l2_att3 = r_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] recompute */
-    float *r_l2_o0 = (float *)(void *)(a + 1179648);
+    float *r_l2_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_o0, r_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 1458688);
+    float *r_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_o1, r_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
-    float *r_l2_o2 = (float *)(void *)(a + 1179648);
+    float *r_l2_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 1458688);
+    float *r_l2_r = (float *)(void *)(a + 3145728);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 1179648);
+    float *r_l2_m = (float *)(void *)(a + 3276800);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] recompute */
-    float *r_l2_f0 = (float *)(void *)(a + 1589760);
+    float *r_l2_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l2_f0, r_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 2114048);
+    float *r_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l2_f1, r_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 1589760);
+    float *r_l2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g) sums over its readers */
-    float *d_l2_g = (float *)(void *)(a + 2638336);
+    float *d_l2_g = (float *)(void *)(a + 1048576);
     rt_zero(d_l2_g, 131072);
 
     /* d(l2.fc2.weight) sums over its readers */
-    float *d_l2_fc2_weight = (float *)(void *)(a + 3162624);
+    float *d_l2_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l2_fc2_weight, 65536);
 
     /* l2.fc2: MatMul backward */
@@ -3709,18 +3709,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state + 569728, 866560, 65536);
 
     /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(void *)(a + 1589760);
+    float *d_l2_f1 = (float *)(void *)(a + 0);
     rt_zero(d_l2_f1, 131072);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(void *)(a + 2114048);
+    float *d_l2_f0 = (float *)(void *)(a + 524288);
     rt_zero(d_l2_f0, 131072);
 
     /* d(l2.fc.bias) sums over its readers */
-    float *d_l2_fc_bias = (float *)(void *)(a + 524288);
+    float *d_l2_fc_bias = (float *)(void *)(a + 2359296);
     rt_zero(d_l2_fc_bias, 512);
 
     /* l2.fc.bias: Add backward */
@@ -3730,11 +3730,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state + 569216, 866560, 512);
 
     /* d(l2.m) sums over its readers */
-    float *d_l2_m = (float *)(void *)(a + 524288);
+    float *d_l2_m = (float *)(void *)(a + 2359296);
     rt_zero(d_l2_m, 32768);
 
     /* d(l2.fc.weight) sums over its readers */
-    float *d_l2_fc_weight = (float *)(void *)(a + 1589760);
+    float *d_l2_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l2_fc_weight, 65536);
 
     /* l2.fc: MatMul backward */
@@ -3744,11 +3744,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state + 503680, 866560, 65536);
 
     /* d(l2.ln2.scale) sums over its readers */
-    float *d_l2_ln2_scale = (float *)(void *)(a + 1179648);
+    float *d_l2_ln2_scale = (float *)(void *)(a + 0);
     rt_zero(d_l2_ln2_scale, 128);
 
     /* d(l2.ln2.bias) sums over its readers */
-    float *d_l2_ln2_bias = (float *)(void *)(a + 1180160);
+    float *d_l2_ln2_bias = (float *)(void *)(a + 512);
     rt_zero(d_l2_ln2_bias, 128);
 
     /* l2.ln2: LayerNormalization backward */
@@ -3761,29 +3761,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state + 503552, 866560, 128);
 
     /* d(l1.out) sums over its readers */
-    float *d_l1_out = (float *)(void *)(a + 524288);
+    float *d_l1_out = (float *)(void *)(a + 2359296);
     rt_zero(d_l1_out, 32768);
 
     /* d(l2.o2) sums over its readers */
-    float *d_l2_o2 = (float *)(void *)(a + 1179648);
+    float *d_l2_o2 = (float *)(void *)(a + 0);
     rt_zero(d_l2_o2, 32768);
 
     /* l2.res1: Add backward */
     rt_add_backward(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1);
 
     /* d(l2.o1) sums over its readers */
-    float *d_l2_o1 = (float *)(void *)(a + 131072);
+    float *d_l2_o1 = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_o1, 32768);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74);
 
     /* d(l2.o0) sums over its readers */
-    float *d_l2_o0 = (float *)(void *)(a + 1179648);
+    float *d_l2_o0 = (float *)(void *)(a + 0);
     rt_zero(d_l2_o0, 32768);
 
     /* d(l2.proj.bias) sums over its readers */
-    float *d_l2_proj_bias = (float *)(void *)(a + 1310720);
+    float *d_l2_proj_bias = (float *)(void *)(a + 131072);
     rt_zero(d_l2_proj_bias, 128);
 
     /* l2.proj.bias: Add backward */
@@ -3793,14 +3793,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state + 503296, 866560, 128);
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 131072);
+    float *d_l2_att2 = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
     float *d_l2_att3 = d_l2_att2;
 
     /* d(l2.proj.weight) sums over its readers */
-    float *d_l2_proj_weight = (float *)(void *)(a + 1458688);
+    float *d_l2_proj_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l2_proj_weight, 16384);
 
     /* l2.proj: MatMul backward */
@@ -3810,29 +3810,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state + 486912, 866560, 16384);
 
     /* d(l2.att) sums over its readers */
-    float *d_l2_att = (float *)(void *)(a + 1179648);
+    float *d_l2_att = (float *)(void *)(a + 0);
     rt_zero(d_l2_att, 32768);
 
     /* l2.attn.t: Transpose backward */
     rt_transpose_backward(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 131072);
+    float *d_l2_q3 = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 1310720);
+    float *d_l2_k3 = (float *)(void *)(a + 131072);
     rt_zero(d_l2_k3, 32768);
 
     /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 1441792);
+    float *d_l2_v3 = (float *)(void *)(a + 262144);
     rt_zero(d_l2_v3, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1572864));
+    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(void *)(a + 786432);
+    float *d_l2_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l2_v1, 32768);
 
     /* d(l2.v2) is d(l2.v1): Reshape moves no data */
@@ -3842,11 +3842,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* d(l2.v0) sums over its readers */
-    float *d_l2_v0 = (float *)(void *)(a + 917504);
+    float *d_l2_v0 = (float *)(void *)(a + 262144);
     rt_zero(d_l2_v0, 32768);
 
     /* d(l2.v.bias) sums over its readers */
-    float *d_l2_v_bias = (float *)(void *)(a + 1048576);
+    float *d_l2_v_bias = (float *)(void *)(a + 393216);
     rt_zero(d_l2_v_bias, 128);
 
     /* l2.v.bias: Add backward */
@@ -3856,11 +3856,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state + 486784, 866560, 128);
 
     /* d(l2.a) sums over its readers */
-    float *d_l2_a = (float *)(void *)(a + 786432);
+    float *d_l2_a = (float *)(void *)(a + 0);
     rt_zero(d_l2_a, 32768);
 
     /* d(l2.v.weight) sums over its readers */
-    float *d_l2_v_weight = (float *)(void *)(a + 1048576);
+    float *d_l2_v_weight = (float *)(void *)(a + 393216);
     rt_zero(d_l2_v_weight, 16384);
 
     /* l2.v: MatMul backward */
@@ -3870,7 +3870,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 470400, d_l2_v_weight, state + 470400, 866560, 16384);
 
     /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 917504);
+    float *d_l2_k0 = (float *)(void *)(a + 262144);
     rt_zero(d_l2_k0, 32768);
 
     /* d(l2.k2) is d(l2.k0): Reshape moves no data */
@@ -3880,7 +3880,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l2_k2, d_l2_k3, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* d(l2.k.weight) sums over its readers */
-    float *d_l2_k_weight = (float *)(void *)(a + 1048576);
+    float *d_l2_k_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l2_k_weight, 16384);
 
     /* l2.k: MatMul backward */
@@ -3890,7 +3890,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 454016, d_l2_k_weight, state + 454016, 866560, 16384);
 
     /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 917504);
+    float *d_l2_q1 = (float *)(void *)(a + 131072);
     rt_zero(d_l2_q1, 32768);
 
     /* d(l2.q2) is d(l2.q1): Reshape moves no data */
@@ -3900,11 +3900,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* d(l2.q0) sums over its readers */
-    float *d_l2_q0 = (float *)(void *)(a + 131072);
+    float *d_l2_q0 = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_q0, 32768);
 
     /* d(l2.q.bias) sums over its readers */
-    float *d_l2_q_bias = (float *)(void *)(a + 1048576);
+    float *d_l2_q_bias = (float *)(void *)(a + 262144);
     rt_zero(d_l2_q_bias, 128);
 
     /* l2.q.bias: Add backward */
@@ -3914,7 +3914,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state + 453888, 866560, 128);
 
     /* d(l2.q.weight) sums over its readers */
-    float *d_l2_q_weight = (float *)(void *)(a + 917504);
+    float *d_l2_q_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l2_q_weight, 16384);
 
     /* l2.q: MatMul backward */
@@ -3924,11 +3924,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437504, d_l2_q_weight, state + 437504, 866560, 16384);
 
     /* d(l2.ln1.scale) sums over its readers */
-    float *d_l2_ln1_scale = (float *)(void *)(a + 131072);
+    float *d_l2_ln1_scale = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_ln1_scale, 128);
 
     /* d(l2.ln1.bias) sums over its readers */
-    float *d_l2_ln1_bias = (float *)(void *)(a + 131584);
+    float *d_l2_ln1_bias = (float *)(void *)(a + 2228736);
     rt_zero(d_l2_ln1_bias, 128);
 
     /* l2.ln1: LayerNormalization backward */
@@ -3941,29 +3941,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state + 437376, 866560, 128);
 
     /* d(l1.r) sums over its readers */
-    float *d_l1_r = (float *)(void *)(a + 131072);
+    float *d_l1_r = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_r, 32768);
 
     /* d(l1.y2) sums over its readers */
-    float *d_l1_y2 = (float *)(void *)(a + 393216);
+    float *d_l1_y2 = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_y2, 32768);
 
     /* l1.res2: Add backward */
     rt_add_backward(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2);
 
     /* d(l1.y1) sums over its readers */
-    float *d_l1_y1 = (float *)(void *)(a + 524288);
+    float *d_l1_y1 = (float *)(void *)(a + 0);
     rt_zero(d_l1_y1, 32768);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55);
 
     /* d(l1.y0) sums over its readers */
-    float *d_l1_y0 = (float *)(void *)(a + 393216);
+    float *d_l1_y0 = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_y0, 32768);
 
     /* d(l1.fc2.bias) sums over its readers */
-    float *d_l1_fc2_bias = (float *)(void *)(a + 655360);
+    float *d_l1_fc2_bias = (float *)(void *)(a + 131072);
     rt_zero(d_l1_fc2_bias, 128);
 
     /* l1.fc2.bias: Add backward */
@@ -3973,99 +3973,99 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state + 437120, 866560, 128);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 524288);
+    float *r_l1_a = (float *)(void *)(a + 2359296);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] recompute */
-    float *r_l1_q0 = (float *)(void *)(a + 655360);
+    float *r_l1_q0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_q0, r_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 786432);
+    float *r_l1_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_q1, r_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_q2 = r_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(void *)(a + 655360);
+    float *r_l1_q3 = (float *)(void *)(a + 2490368);
     rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] recompute */
-    float *r_l1_k0 = (float *)(void *)(a + 786432);
+    float *r_l1_k0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_k0, r_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_k2 = r_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(void *)(a + 917504);
+    float *r_l1_k3 = (float *)(void *)(a + 2621440);
     rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] recompute */
-    float *r_l1_v0 = (float *)(void *)(a + 786432);
+    float *r_l1_v0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_v0, r_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 1048576);
+    float *r_l1_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_v1, r_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_v2 = r_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(void *)(a + 786432);
+    float *r_l1_v3 = (float *)(void *)(a + 2752512);
     rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] recompute */
-    float *r_l1_att = (float *)(void *)(a + 1065472);
-    rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
+    float *r_l1_att = (float *)(void *)(a + 0);
+    rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(void *)(a + 1196544);
+    float *r_l1_att2 = (float *)(void *)(a + 2883584);
     rt_transpose_forward(r_l1_att2, r_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
     const float *r_l1_att3 = r_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] recompute */
-    float *r_l1_o0 = (float *)(void *)(a + 1048576);
+    float *r_l1_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_o0, r_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 1327616);
+    float *r_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_o1, r_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
-    float *r_l1_o2 = (float *)(void *)(a + 1048576);
+    float *r_l1_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1327616);
+    float *r_l1_r = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 1048576);
+    float *r_l1_m = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] recompute */
-    float *r_l1_f0 = (float *)(void *)(a + 1458688);
+    float *r_l1_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l1_f0, r_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(void *)(a + 1982976);
+    float *r_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l1_f1, r_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 1458688);
+    float *r_l1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.g) sums over its readers */
-    float *d_l1_g = (float *)(void *)(a + 2507264);
+    float *d_l1_g = (float *)(void *)(a + 1048576);
     rt_zero(d_l1_g, 131072);
 
     /* d(l1.fc2.weight) sums over its readers */
-    float *d_l1_fc2_weight = (float *)(void *)(a + 3031552);
+    float *d_l1_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_fc2_weight, 65536);
 
     /* l1.fc2: MatMul backward */
@@ -4075,18 +4075,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state + 371584, 866560, 65536);
 
     /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(void *)(a + 1458688);
+    float *d_l1_f1 = (float *)(void *)(a + 0);
     rt_zero(d_l1_f1, 131072);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(void *)(a + 1982976);
+    float *d_l1_f0 = (float *)(void *)(a + 524288);
     rt_zero(d_l1_f0, 131072);
 
     /* d(l1.fc.bias) sums over its readers */
-    float *d_l1_fc_bias = (float *)(void *)(a + 393216);
+    float *d_l1_fc_bias = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_fc_bias, 512);
 
     /* l1.fc.bias: Add backward */
@@ -4096,11 +4096,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state + 371072, 866560, 512);
 
     /* d(l1.m) sums over its readers */
-    float *d_l1_m = (float *)(void *)(a + 393216);
+    float *d_l1_m = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_m, 32768);
 
     /* d(l1.fc.weight) sums over its readers */
-    float *d_l1_fc_weight = (float *)(void *)(a + 1458688);
+    float *d_l1_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l1_fc_weight, 65536);
 
     /* l1.fc: MatMul backward */
@@ -4110,11 +4110,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state + 305536, 866560, 65536);
 
     /* d(l1.ln2.scale) sums over its readers */
-    float *d_l1_ln2_scale = (float *)(void *)(a + 1048576);
+    float *d_l1_ln2_scale = (float *)(void *)(a + 0);
     rt_zero(d_l1_ln2_scale, 128);
 
     /* d(l1.ln2.bias) sums over its readers */
-    float *d_l1_ln2_bias = (float *)(void *)(a + 1049088);
+    float *d_l1_ln2_bias = (float *)(void *)(a + 512);
     rt_zero(d_l1_ln2_bias, 128);
 
     /* l1.ln2: LayerNormalization backward */
@@ -4127,29 +4127,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state + 305408, 866560, 128);
 
     /* d(l0.out) sums over its readers */
-    float *d_l0_out = (float *)(void *)(a + 393216);
+    float *d_l0_out = (float *)(void *)(a + 2228224);
     rt_zero(d_l0_out, 32768);
 
     /* d(l1.o2) sums over its readers */
-    float *d_l1_o2 = (float *)(void *)(a + 1048576);
+    float *d_l1_o2 = (float *)(void *)(a + 0);
     rt_zero(d_l1_o2, 32768);
 
     /* l1.res1: Add backward */
     rt_add_backward(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1);
 
     /* d(l1.o1) sums over its readers */
-    float *d_l1_o1 = (float *)(void *)(a + 131072);
+    float *d_l1_o1 = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_o1, 32768);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47);
 
     /* d(l1.o0) sums over its readers */
-    float *d_l1_o0 = (float *)(void *)(a + 1048576);
+    float *d_l1_o0 = (float *)(void *)(a + 0);
     rt_zero(d_l1_o0, 32768);
 
     /* d(l1.proj.bias) sums over its readers */
-    float *d_l1_proj_bias = (float *)(void *)(a + 1179648);
+    float *d_l1_proj_bias = (float *)(void *)(a + 131072);
     rt_zero(d_l1_proj_bias, 128);
 
     /* l1.proj.bias: Add backward */
@@ -4159,14 +4159,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state + 305152, 866560, 128);
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 131072);
+    float *d_l1_att2 = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
     float *d_l1_att3 = d_l1_att2;
 
     /* d(l1.proj.weight) sums over its readers */
-    float *d_l1_proj_weight = (float *)(void *)(a + 1327616);
+    float *d_l1_proj_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l1_proj_weight, 16384);
 
     /* l1.proj: MatMul backward */
@@ -4176,29 +4176,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state + 288768, 866560, 16384);
 
     /* d(l1.att) sums over its readers */
-    float *d_l1_att = (float *)(void *)(a + 1048576);
+    float *d_l1_att = (float *)(void *)(a + 0);
     rt_zero(d_l1_att, 32768);
 
     /* l1.attn.t: Transpose backward */
     rt_transpose_backward(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 131072);
+    float *d_l1_q3 = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 1179648);
+    float *d_l1_k3 = (float *)(void *)(a + 131072);
     rt_zero(d_l1_k3, 32768);
 
     /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 1310720);
+    float *d_l1_v3 = (float *)(void *)(a + 262144);
     rt_zero(d_l1_v3, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1441792));
+    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(void *)(a + 655360);
+    float *d_l1_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l1_v1, 32768);
 
     /* d(l1.v2) is d(l1.v1): Reshape moves no data */
@@ -4208,11 +4208,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* d(l1.v0) sums over its readers */
-    float *d_l1_v0 = (float *)(void *)(a + 786432);
+    float *d_l1_v0 = (float *)(void *)(a + 262144);
     rt_zero(d_l1_v0, 32768);
 
     /* d(l1.v.bias) sums over its readers */
-    float *d_l1_v_bias = (float *)(void *)(a + 917504);
+    float *d_l1_v_bias = (float *)(void *)(a + 393216);
     rt_zero(d_l1_v_bias, 128);
 
     /* l1.v.bias: Add backward */
@@ -4222,11 +4222,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state + 288640, 866560, 128);
 
     /* d(l1.a) sums over its readers */
-    float *d_l1_a = (float *)(void *)(a + 655360);
+    float *d_l1_a = (float *)(void *)(a + 0);
     rt_zero(d_l1_a, 32768);
 
     /* d(l1.v.weight) sums over its readers */
-    float *d_l1_v_weight = (float *)(void *)(a + 917504);
+    float *d_l1_v_weight = (float *)(void *)(a + 393216);
     rt_zero(d_l1_v_weight, 16384);
 
     /* l1.v: MatMul backward */
@@ -4236,7 +4236,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 272256, d_l1_v_weight, state + 272256, 866560, 16384);
 
     /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 786432);
+    float *d_l1_k0 = (float *)(void *)(a + 262144);
     rt_zero(d_l1_k0, 32768);
 
     /* d(l1.k2) is d(l1.k0): Reshape moves no data */
@@ -4246,7 +4246,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l1_k2, d_l1_k3, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* d(l1.k.weight) sums over its readers */
-    float *d_l1_k_weight = (float *)(void *)(a + 917504);
+    float *d_l1_k_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l1_k_weight, 16384);
 
     /* l1.k: MatMul backward */
@@ -4256,7 +4256,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 255872, d_l1_k_weight, state + 255872, 866560, 16384);
 
     /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 786432);
+    float *d_l1_q1 = (float *)(void *)(a + 131072);
     rt_zero(d_l1_q1, 32768);
 
     /* d(l1.q2) is d(l1.q1): Reshape moves no data */
@@ -4266,11 +4266,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* d(l1.q0) sums over its readers */
-    float *d_l1_q0 = (float *)(void *)(a + 131072);
+    float *d_l1_q0 = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_q0, 32768);
 
     /* d(l1.q.bias) sums over its readers */
-    float *d_l1_q_bias = (float *)(void *)(a + 917504);
+    float *d_l1_q_bias = (float *)(void *)(a + 262144);
     rt_zero(d_l1_q_bias, 128);
 
     /* l1.q.bias: Add backward */
@@ -4280,7 +4280,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state + 255744, 866560, 128);
 
     /* d(l1.q.weight) sums over its readers */
-    float *d_l1_q_weight = (float *)(void *)(a + 786432);
+    float *d_l1_q_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l1_q_weight, 16384);
 
     /* l1.q: MatMul backward */
@@ -4290,11 +4290,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239360, d_l1_q_weight, state + 239360, 866560, 16384);
 
     /* d(l1.ln1.scale) sums over its readers */
-    float *d_l1_ln1_scale = (float *)(void *)(a + 131072);
+    float *d_l1_ln1_scale = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_ln1_scale, 128);
 
     /* d(l1.ln1.bias) sums over its readers */
-    float *d_l1_ln1_bias = (float *)(void *)(a + 131584);
+    float *d_l1_ln1_bias = (float *)(void *)(a + 2097664);
     rt_zero(d_l1_ln1_bias, 128);
 
     /* l1.ln1: LayerNormalization backward */
@@ -4307,29 +4307,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state + 239232, 866560, 128);
 
     /* d(l0.r) sums over its readers */
-    float *d_l0_r = (float *)(void *)(a + 131072);
+    float *d_l0_r = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_r, 32768);
 
     /* d(l0.y2) sums over its readers */
-    float *d_l0_y2 = (float *)(void *)(a + 262144);
+    float *d_l0_y2 = (float *)(void *)(a + 2097152);
     rt_zero(d_l0_y2, 32768);
 
     /* l0.res2: Add backward */
     rt_add_backward(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2);
 
     /* d(l0.y1) sums over its readers */
-    float *d_l0_y1 = (float *)(void *)(a + 393216);
+    float *d_l0_y1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_y1, 32768);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28);
 
     /* d(l0.y0) sums over its readers */
-    float *d_l0_y0 = (float *)(void *)(a + 262144);
+    float *d_l0_y0 = (float *)(void *)(a + 2097152);
     rt_zero(d_l0_y0, 32768);
 
     /* d(l0.fc2.bias) sums over its readers */
-    float *d_l0_fc2_bias = (float *)(void *)(a + 524288);
+    float *d_l0_fc2_bias = (float *)(void *)(a + 131072);
     rt_zero(d_l0_fc2_bias, 128);
 
     /* l0.fc2.bias: Add backward */
@@ -4339,99 +4339,99 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state + 238976, 866560, 128);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 393216);
+    float *r_l0_a = (float *)(void *)(a + 2228224);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] recompute */
-    float *r_l0_q0 = (float *)(void *)(a + 524288);
+    float *r_l0_q0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_q0, r_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 655360);
+    float *r_l0_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_q1, r_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_q2 = r_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(void *)(a + 524288);
+    float *r_l0_q3 = (float *)(void *)(a + 2359296);
     rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] recompute */
-    float *r_l0_k0 = (float *)(void *)(a + 655360);
+    float *r_l0_k0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_k0, r_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_k2 = r_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(void *)(a + 786432);
+    float *r_l0_k3 = (float *)(void *)(a + 2490368);
     rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v: MatMul -> l0.v0 [4x64x128] recompute */
-    float *r_l0_v0 = (float *)(void *)(a + 655360);
+    float *r_l0_v0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_v0, r_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 917504);
+    float *r_l0_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_v1, r_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_v2 = r_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(void *)(a + 655360);
+    float *r_l0_v3 = (float *)(void *)(a + 2621440);
     rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] recompute */
-    float *r_l0_att = (float *)(void *)(a + 934400);
-    rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 917504));
+    float *r_l0_att = (float *)(void *)(a + 0);
+    rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(void *)(a + 1065472);
+    float *r_l0_att2 = (float *)(void *)(a + 2752512);
     rt_transpose_forward(r_l0_att2, r_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
     const float *r_l0_att3 = r_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] recompute */
-    float *r_l0_o0 = (float *)(void *)(a + 917504);
+    float *r_l0_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_o0, r_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 1196544);
+    float *r_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_o1, r_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
-    float *r_l0_o2 = (float *)(void *)(a + 917504);
+    float *r_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 1196544);
+    float *r_l0_r = (float *)(void *)(a + 2883584);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 917504);
+    float *r_l0_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] recompute */
-    float *r_l0_f0 = (float *)(void *)(a + 1327616);
+    float *r_l0_f0 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_l0_f0, r_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(void *)(a + 1851904);
+    float *r_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l0_f1, r_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 1327616);
+    float *r_l0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.g) sums over its readers */
-    float *d_l0_g = (float *)(void *)(a + 2376192);
+    float *d_l0_g = (float *)(void *)(a + 1048576);
     rt_zero(d_l0_g, 131072);
 
     /* d(l0.fc2.weight) sums over its readers */
-    float *d_l0_fc2_weight = (float *)(void *)(a + 2900480);
+    float *d_l0_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l0_fc2_weight, 65536);
 
     /* l0.fc2: MatMul backward */
@@ -4441,18 +4441,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state + 173440, 866560, 65536);
 
     /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(void *)(a + 1327616);
+    float *d_l0_f1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_f1, 131072);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(void *)(a + 1851904);
+    float *d_l0_f0 = (float *)(void *)(a + 524288);
     rt_zero(d_l0_f0, 131072);
 
     /* d(l0.fc.bias) sums over its readers */
-    float *d_l0_fc_bias = (float *)(void *)(a + 262144);
+    float *d_l0_fc_bias = (float *)(void *)(a + 2097152);
     rt_zero(d_l0_fc_bias, 512);
 
     /* l0.fc.bias: Add backward */
@@ -4462,11 +4462,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state + 172928, 866560, 512);
 
     /* d(l0.m) sums over its readers */
-    float *d_l0_m = (float *)(void *)(a + 262144);
+    float *d_l0_m = (float *)(void *)(a + 2097152);
     rt_zero(d_l0_m, 32768);
 
     /* d(l0.fc.weight) sums over its readers */
-    float *d_l0_fc_weight = (float *)(void *)(a + 1327616);
+    float *d_l0_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l0_fc_weight, 65536);
 
     /* l0.fc: MatMul backward */
@@ -4476,11 +4476,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state + 107392, 866560, 65536);
 
     /* d(l0.ln2.scale) sums over its readers */
-    float *d_l0_ln2_scale = (float *)(void *)(a + 917504);
+    float *d_l0_ln2_scale = (float *)(void *)(a + 0);
     rt_zero(d_l0_ln2_scale, 128);
 
     /* d(l0.ln2.bias) sums over its readers */
-    float *d_l0_ln2_bias = (float *)(void *)(a + 918016);
+    float *d_l0_ln2_bias = (float *)(void *)(a + 512);
     rt_zero(d_l0_ln2_bias, 128);
 
     /* l0.ln2: LayerNormalization backward */
@@ -4493,29 +4493,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state + 107264, 866560, 128);
 
     /* d(h0) sums over its readers */
-    float *d_h0 = (float *)(void *)(a + 262144);
+    float *d_h0 = (float *)(void *)(a + 2097152);
     rt_zero(d_h0, 32768);
 
     /* d(l0.o2) sums over its readers */
-    float *d_l0_o2 = (float *)(void *)(a + 917504);
+    float *d_l0_o2 = (float *)(void *)(a + 0);
     rt_zero(d_l0_o2, 32768);
 
     /* l0.res1: Add backward */
     rt_add_backward(d_h0, d_l0_o2, d_l0_r, &map_l0_res1);
 
     /* d(l0.o1) sums over its readers */
-    float *d_l0_o1 = (float *)(void *)(a + 131072);
+    float *d_l0_o1 = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_o1, 32768);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20);
 
     /* d(l0.o0) sums over its readers */
-    float *d_l0_o0 = (float *)(void *)(a + 917504);
+    float *d_l0_o0 = (float *)(void *)(a + 0);
     rt_zero(d_l0_o0, 32768);
 
     /* d(l0.proj.bias) sums over its readers */
-    float *d_l0_proj_bias = (float *)(void *)(a + 1048576);
+    float *d_l0_proj_bias = (float *)(void *)(a + 131072);
     rt_zero(d_l0_proj_bias, 128);
 
     /* l0.proj.bias: Add backward */
@@ -4525,14 +4525,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state + 107008, 866560, 128);
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 131072);
+    float *d_l0_att2 = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
     float *d_l0_att3 = d_l0_att2;
 
     /* d(l0.proj.weight) sums over its readers */
-    float *d_l0_proj_weight = (float *)(void *)(a + 1196544);
+    float *d_l0_proj_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l0_proj_weight, 16384);
 
     /* l0.proj: MatMul backward */
@@ -4542,29 +4542,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state + 90624, 866560, 16384);
 
     /* d(l0.att) sums over its readers */
-    float *d_l0_att = (float *)(void *)(a + 917504);
+    float *d_l0_att = (float *)(void *)(a + 0);
     rt_zero(d_l0_att, 32768);
 
     /* l0.attn.t: Transpose backward */
     rt_transpose_backward(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 131072);
+    float *d_l0_q3 = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 1048576);
+    float *d_l0_k3 = (float *)(void *)(a + 131072);
     rt_zero(d_l0_k3, 32768);
 
     /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 1179648);
+    float *d_l0_v3 = (float *)(void *)(a + 262144);
     rt_zero(d_l0_v3, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1310720));
+    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 524288);
+    float *d_l0_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_v1, 32768);
 
     /* d(l0.v2) is d(l0.v1): Reshape moves no data */
@@ -4574,11 +4574,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* d(l0.v0) sums over its readers */
-    float *d_l0_v0 = (float *)(void *)(a + 655360);
+    float *d_l0_v0 = (float *)(void *)(a + 262144);
     rt_zero(d_l0_v0, 32768);
 
     /* d(l0.v.bias) sums over its readers */
-    float *d_l0_v_bias = (float *)(void *)(a + 786432);
+    float *d_l0_v_bias = (float *)(void *)(a + 393216);
     rt_zero(d_l0_v_bias, 128);
 
     /* l0.v.bias: Add backward */
@@ -4588,11 +4588,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state + 90496, 866560, 128);
 
     /* d(l0.a) sums over its readers */
-    float *d_l0_a = (float *)(void *)(a + 524288);
+    float *d_l0_a = (float *)(void *)(a + 0);
     rt_zero(d_l0_a, 32768);
 
     /* d(l0.v.weight) sums over its readers */
-    float *d_l0_v_weight = (float *)(void *)(a + 786432);
+    float *d_l0_v_weight = (float *)(void *)(a + 393216);
     rt_zero(d_l0_v_weight, 16384);
 
     /* l0.v: MatMul backward */
@@ -4602,7 +4602,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state + 74112, 866560, 16384);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 655360);
+    float *d_l0_k0 = (float *)(void *)(a + 262144);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -4612,7 +4612,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l0_k2, d_l0_k3, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* d(l0.k.weight) sums over its readers */
-    float *d_l0_k_weight = (float *)(void *)(a + 786432);
+    float *d_l0_k_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l0_k_weight, 16384);
 
     /* l0.k: MatMul backward */
@@ -4622,7 +4622,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state + 57728, 866560, 16384);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 655360);
+    float *d_l0_q1 = (float *)(void *)(a + 131072);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -4632,11 +4632,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* d(l0.q0) sums over its readers */
-    float *d_l0_q0 = (float *)(void *)(a + 131072);
+    float *d_l0_q0 = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_q0, 32768);
 
     /* d(l0.q.bias) sums over its readers */
-    float *d_l0_q_bias = (float *)(void *)(a + 786432);
+    float *d_l0_q_bias = (float *)(void *)(a + 262144);
     rt_zero(d_l0_q_bias, 128);
 
     /* l0.q.bias: Add backward */
@@ -4646,7 +4646,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state + 57600, 866560, 128);
 
     /* d(l0.q.weight) sums over its readers */
-    float *d_l0_q_weight = (float *)(void *)(a + 655360);
+    float *d_l0_q_weight = (float *)(void *)(a + 131072);
     rt_zero(d_l0_q_weight, 16384);
 
     /* l0.q: MatMul backward */
@@ -4656,11 +4656,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 41216, d_l0_q_weight, state + 41216, 866560, 16384);
 
     /* d(l0.ln1.scale) sums over its readers */
-    float *d_l0_ln1_scale = (float *)(void *)(a + 131072);
+    float *d_l0_ln1_scale = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_ln1_scale, 128);
 
     /* d(l0.ln1.bias) sums over its readers */
-    float *d_l0_ln1_bias = (float *)(void *)(a + 131584);
+    float *d_l0_ln1_bias = (float *)(void *)(a + 1966592);
     rt_zero(d_l0_ln1_bias, 128);
 
     /* l0.ln1: LayerNormalization backward */

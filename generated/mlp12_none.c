@@ -3,7 +3,7 @@
  *
  * policy:          none
  * saved bytes:     1179648 (activations kept for the backward)
- * arena bytes:     1245248
+ * arena bytes:     1245184
  * fused step:      1508352 arena bytes, no gradient buffer (6316032 bytes)
  * recompute:       0 FLOPs in 0 node executions
  * saved tensors:
@@ -820,18 +820,18 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 1179648);
+    float *d_loss = (float *)(void *)(a + 1212416);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(d2) sums over its readers */
-    float *d_d2 = (float *)(void *)(a + 1179712);
+    float *d_d2 = (float *)(void *)(a + 1179648);
     rt_zero(d_d2, 8192);
 
     /* mse: ReduceMean backward */
     rt_reduce_backward(d_d2, d_loss, &map_mse, 0.000122070312f);
 
     /* d(d) sums over its readers */
-    float *d_d = (float *)(void *)(a + 1212480);
+    float *d_d = (float *)(void *)(a + 1212416);
     rt_zero(d_d, 8192);
 
     /* sq: Mul backward */

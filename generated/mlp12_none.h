@@ -9,7 +9,7 @@ extern "C" {
 #endif
 
 /* Bytes of the one arena forward and train_step work in. */
-#define MLP12_ARENA_BYTES 1245248
+#define MLP12_ARENA_BYTES 1245184
 /* Bytes mlp12_forward alone needs (inference; at most MLP12_ARENA_BYTES). */
 #define MLP12_FORWARD_ARENA_BYTES 98304
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */

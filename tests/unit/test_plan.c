@@ -39,6 +39,40 @@ static void assert_plan_sound(const Schedule *s)
     }
 }
 
+/* The most aligned bytes live at one statement, summed statement by
+ * statement (the planner sweeps the definitions and deaths instead). */
+static size_t brute_peak(const Schedule *s)
+{
+    int last_stmt = 0;
+    size_t peak = 0;
+    for (int i = 0; i < s->nvalues; i++)
+        if (s->values[i].last > last_stmt)
+            last_stmt = s->values[i].last;
+    for (int t = 0; t <= last_stmt; t++) {
+        size_t live = 0;
+        for (int i = 0; i < s->nvalues; i++) {
+            const Value *v = &s->values[i];
+            if (v->view == VIEW_NONE && v->def <= t && t <= v->last)
+                live += (v->bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+        }
+        if (live > peak)
+            peak = live;
+    }
+    return peak;
+}
+
+/* Sound, the lower bound reported right, and the arena within 2% of it
+ * (issue 14's bar; every shipped and test graph is at it exactly today). */
+static void assert_plan_tight(const Schedule *s, const char *what)
+{
+    assert_plan_sound(s);
+    ck_assert_uint_eq(s->peak_live_bytes, brute_peak(s));
+    ck_assert_uint_ge(s->arena_bytes, s->peak_live_bytes);
+    ck_assert_msg(s->arena_bytes * 100 <= s->peak_live_bytes * 102,
+                  "%s: arena %zu against peak live %zu", what, s->arena_bytes,
+                  s->peak_live_bytes);
+}
+
 START_TEST(shipped_and_test_graphs_under_every_policy)
 {
     glob_t gl;
@@ -52,8 +86,12 @@ START_TEST(shipped_and_test_graphs_under_every_policy)
             Compiled m;
             ck_assert_msg(compile_graph(&c, gl.gl_pathv[k], builtin_policies[p],
                                         NULL, NULL, &m) == 0, "%s", c.err);
-            assert_plan_sound(m.fwd);
-            assert_plan_sound(m.train);
+            const char *what = ctx_printf(&c, "%s %s", gl.gl_pathv[k],
+                                          builtin_policies[p]);
+            assert_plan_tight(m.fwd, what);
+            assert_plan_tight(m.train, what);
+            if (m.fused)
+                assert_plan_tight(m.fused, what);
             ctx_free(&c);
         }
     globfree(&gl);
@@ -82,6 +120,8 @@ START_TEST(random_intervals)
         }
         ck_assert_int_eq(plan_arena(&c, &s), 0);
         assert_plan_sound(&s);
+        ck_assert_uint_eq(s.peak_live_bytes, brute_peak(&s));
+        ck_assert_uint_ge(s.arena_bytes, s.peak_live_bytes);
         ck_assert_uint_lt(s.arena_bytes, total);    /* something was reused */
     }
     ctx_free(&c);
@@ -94,7 +134,10 @@ END_TEST
  * forward peaked at 2 x 512 = 1024 (h and h1, then h2 and h3 in the same two
  * slots). The backward went higher: d(loss) took [0, 64) and d(h3)
  * [64, 576); d(loss) died after the ReduceMean's backward, leaving a gap of
- * 64 too small for d(h2), which went on top: 576 + 512 = 1088. As views
+ * 64 too small for d(h2), which went on top under first fit: 576 + 512 =
+ * 1088. At no statement are more than two 512-byte buffers live (d(loss)
+ * dies before d(h2) is born), so 1024 is the lower bound, and placing the
+ * largest values first reaches it. As views
  * there is one 512-byte buffer each way: in the forward h, whose last read
  * is the ReduceMean that writes the loss, 512 + 64 = 576; in the backward
  * d(h) (d(h3), d(h2), d(h1) are views of it) with d(loss) at the
@@ -122,7 +165,7 @@ START_TEST(a_reshape_chain_is_one_buffer)
     Ctx c;
     ctx_init(&c);
     Compiled copies = compile_body(&c, chain_of(&c, "Neg", "Neg", "Neg"), "none");
-    ck_assert_uint_eq(copies.train->arena_bytes, 1088);
+    ck_assert_uint_eq(copies.train->arena_bytes, 1024);
     ck_assert_uint_eq(copies.fwd->arena_bytes, 1024);
     Compiled m = compile_body(&c, chain_of(&c, "Reshape", "Flatten", "Reshape"),
                               "none");
