@@ -3,8 +3,8 @@
  *
  * policy:          none
  * saved bytes:     3011840 (activations kept for the backward)
- * arena bytes:     4845120
- * fused step:      4845120 arena bytes, no gradient buffer (81960 bytes)
+ * arena bytes:     4873344
+ * fused step:      4873344 arena bytes, no gradient buffer (81960 bytes)
  * recompute:       0 FLOPs in 0 node executions
  * saved tensors:
  *   stage1.a [32x16x28x28]
@@ -77,11 +77,11 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
@@ -89,11 +89,11 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 514304);
+    float *v_stage2_c = (float *)(void *)(a + 627200);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 1317120);
+    float *v_stage2_a = (float *)(void *)(a + 1430016);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
@@ -147,11 +147,11 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
         rt_zero(grads, CNN_GRAD_FLOATS);
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
@@ -159,11 +159,11 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 514304);
+    float *v_stage2_c = (float *)(void *)(a + 627200);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 3239488);
+    float *v_stage2_a = (float *)(void *)(a + 3267712);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
@@ -215,7 +215,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_maxpool_backward(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 4042304);
+    float *d_stage2_c = (float *)(void *)(a + 4070528);
     rt_zero(d_stage2_c, 200704);
 
     /* stage2.relu: Relu backward */
@@ -229,7 +229,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 802816));
 
     /* d(stage1.a) sums over its readers */
-    float *d_stage1_a = (float *)(void *)(a + 3239488);
+    float *d_stage1_a = (float *)(void *)(a + 3267712);
     rt_zero(d_stage1_a, 401408);
 
     /* stage1.pool: MaxPool backward */
@@ -280,11 +280,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
@@ -292,11 +292,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 514304);
+    float *v_stage2_c = (float *)(void *)(a + 627200);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 3239488);
+    float *v_stage2_a = (float *)(void *)(a + 3267712);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
@@ -362,7 +362,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_maxpool_backward(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 4042304);
+    float *d_stage2_c = (float *)(void *)(a + 4070528);
     rt_zero(d_stage2_c, 200704);
 
     /* stage2.relu: Relu backward */
@@ -390,7 +390,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 4768, d_conv2_bias, state + 4768, 20490, 32);
 
     /* d(stage1.a) sums over its readers */
-    float *d_stage1_a = (float *)(void *)(a + 3239488);
+    float *d_stage1_a = (float *)(void *)(a + 3267712);
     rt_zero(d_stage1_a, 401408);
 
     /* stage1.pool: MaxPool backward */

@@ -3,8 +3,8 @@
  *
  * policy:          sac-aggressive
  * saved bytes:     3011840 (activations kept for the backward)
- * arena bytes:     5246528
- * fused step:      5246528 arena bytes, no gradient buffer (81960 bytes)
+ * arena bytes:     5274752
+ * fused step:      5274752 arena bytes, no gradient buffer (81960 bytes)
  * recompute:       602112 FLOPs in 2 node executions
  * saved tensors:
  *   stage1.c [32x16x28x28]
@@ -79,11 +79,11 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
@@ -91,11 +91,11 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 514304);
+    float *v_stage2_c = (float *)(void *)(a + 627200);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 1317120);
+    float *v_stage2_a = (float *)(void *)(a + 1430016);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
@@ -149,27 +149,27 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
         rt_zero(grads, CNN_GRAD_FLOATS);
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 3239488);
+    float *v_stage1_p = (float *)(void *)(a + 3267712);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 1746752);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1633856));
+    float *v_stage2_c = (float *)(void *)(a + 1887872);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1662080));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 3640896);
+    float *v_stage2_a = (float *)(void *)(a + 3669120);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 2549568);
+    float *v_stage2_p = (float *)(void *)(a + 1662080);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
@@ -200,7 +200,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 2750272);
+    float *d_stage2_p = (float *)(void *)(a + 2690688);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
@@ -210,32 +210,32 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
-    float *r_stage2_a = (float *)(void *)(a + 3640896);
+    float *r_stage2_a = (float *)(void *)(a + 3669120);
     rt_relu_forward(r_stage2_a, v_stage2_c, 200704);
 
     /* d(stage2.a) sums over its readers */
-    float *d_stage2_a = (float *)(void *)(a + 1633856);
+    float *d_stage2_a = (float *)(void *)(a + 1662080);
     rt_zero(d_stage2_a, 200704);
 
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool);
 
     /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 2436672);
+    float *d_stage2_c = (float *)(void *)(a + 2464896);
     rt_zero(d_stage2_c, 200704);
 
     /* stage2.relu: Relu backward */
     rt_relu_backward(d_stage2_c, d_stage2_a, r_stage2_a, 200704);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 1633856);
+    float *d_stage1_p = (float *)(void *)(a + 1662080);
     rt_zero(d_stage1_p, 100352);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2035264));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2063488));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute */
-    float *r_stage1_a = (float *)(void *)(a + 2035264);
+    float *r_stage1_a = (float *)(void *)(a + 2063488);
     rt_relu_forward(r_stage1_a, v_stage1_c, 401408);
 
     /* d(stage1.a) sums over its readers */
@@ -246,7 +246,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_maxpool_backward(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool);
 
     /* d(stage1.c) sums over its readers */
-    float *d_stage1_c = (float *)(void *)(a + 3640896);
+    float *d_stage1_c = (float *)(void *)(a + 3669120);
     rt_zero(d_stage1_c, 401408);
 
     /* stage1.relu: Relu backward */
@@ -290,27 +290,27 @@ float cnn_train_step_fused(float *params, const float *inputs,
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 3239488);
+    float *v_stage1_p = (float *)(void *)(a + 3267712);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 1746752);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1633856));
+    float *v_stage2_c = (float *)(void *)(a + 1887872);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1662080));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 3640896);
+    float *v_stage2_a = (float *)(void *)(a + 3669120);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 2549568);
+    float *v_stage2_p = (float *)(void *)(a + 1662080);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
@@ -341,14 +341,14 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 2750272);
+    float *d_stage2_p = (float *)(void *)(a + 2690688);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
     float *d_flat = d_stage2_p;
 
     /* d(fc.weight) sums over its readers */
-    float *d_fc_weight = (float *)(void *)(a + 1633856);
+    float *d_fc_weight = (float *)(void *)(a + 2891392);
     rt_zero(d_fc_weight, 15680);
 
     /* d(fc.bias) sums over its readers */
@@ -365,25 +365,25 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
-    float *r_stage2_a = (float *)(void *)(a + 3640896);
+    float *r_stage2_a = (float *)(void *)(a + 3669120);
     rt_relu_forward(r_stage2_a, v_stage2_c, 200704);
 
     /* d(stage2.a) sums over its readers */
-    float *d_stage2_a = (float *)(void *)(a + 1633856);
+    float *d_stage2_a = (float *)(void *)(a + 1662080);
     rt_zero(d_stage2_a, 200704);
 
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool);
 
     /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 2436672);
+    float *d_stage2_c = (float *)(void *)(a + 2464896);
     rt_zero(d_stage2_c, 200704);
 
     /* stage2.relu: Relu backward */
     rt_relu_backward(d_stage2_c, d_stage2_a, r_stage2_a, 200704);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 1633856);
+    float *d_stage1_p = (float *)(void *)(a + 1662080);
     rt_zero(d_stage1_p, 100352);
 
     /* d(conv2.weight) sums over its readers */
@@ -395,7 +395,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_zero(d_conv2_bias, 32);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2035264));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2063488));
 
     /* d(conv2.weight) is final and nothing reads conv2.weight again: step it */
     rt_optimizer_update(opt, params + 160, d_conv2_weight, state + 160, 20490, 4608);
@@ -404,7 +404,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 4768, d_conv2_bias, state + 4768, 20490, 32);
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute */
-    float *r_stage1_a = (float *)(void *)(a + 2035264);
+    float *r_stage1_a = (float *)(void *)(a + 2063488);
     rt_relu_forward(r_stage1_a, v_stage1_c, 401408);
 
     /* d(stage1.a) sums over its readers */
@@ -415,7 +415,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_maxpool_backward(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool);
 
     /* d(stage1.c) sums over its readers */
-    float *d_stage1_c = (float *)(void *)(a + 3640896);
+    float *d_stage1_c = (float *)(void *)(a + 3669120);
     rt_zero(d_stage1_c, 401408);
 
     /* stage1.relu: Relu backward */

@@ -79,11 +79,11 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
@@ -91,11 +91,11 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 514304);
+    float *v_stage2_c = (float *)(void *)(a + 627200);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 1317120);
+    float *v_stage2_a = (float *)(void *)(a + 1430016);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
@@ -149,11 +149,11 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
         rt_zero(grads, CNN_GRAD_FLOATS);
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
@@ -161,11 +161,11 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 514304);
+    float *v_stage2_c = (float *)(void *)(a + 627200);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 1317120);
+    float *v_stage2_a = (float *)(void *)(a + 1430016);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
@@ -210,11 +210,11 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] recompute */
-    float *r_stage2_c = (float *)(void *)(a + 805440);
-    rt_conv_forward(r_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
+    float *r_stage2_c = (float *)(void *)(a + 1031232);
+    rt_conv_forward(r_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 805440));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
-    float *r_stage2_a = (float *)(void *)(a + 1608256);
+    float *r_stage2_a = (float *)(void *)(a + 1834048);
     rt_relu_forward(r_stage2_a, r_stage2_c, 200704);
 
     /* d(stage2.a) sums over its readers */
@@ -225,7 +225,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_maxpool_backward(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool);
 
     /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 2411072);
+    float *d_stage2_c = (float *)(void *)(a + 2636864);
     rt_zero(d_stage2_c, 200704);
 
     /* stage2.relu: Relu backward */
@@ -298,11 +298,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 28224);
+    float *v_stage1_c = (float *)(void *)(a + 56448);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1633856);
+    float *v_stage1_a = (float *)(void *)(a + 1662080);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
@@ -310,11 +310,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 514304);
+    float *v_stage2_c = (float *)(void *)(a + 627200);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 1317120);
+    float *v_stage2_a = (float *)(void *)(a + 1430016);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
@@ -373,11 +373,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] recompute */
-    float *r_stage2_c = (float *)(void *)(a + 805440);
-    rt_conv_forward(r_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
+    float *r_stage2_c = (float *)(void *)(a + 1031232);
+    rt_conv_forward(r_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 805440));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
-    float *r_stage2_a = (float *)(void *)(a + 1608256);
+    float *r_stage2_a = (float *)(void *)(a + 1834048);
     rt_relu_forward(r_stage2_a, r_stage2_c, 200704);
 
     /* d(stage2.a) sums over its readers */
@@ -388,7 +388,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_maxpool_backward(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool);
 
     /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 2411072);
+    float *d_stage2_c = (float *)(void *)(a + 2636864);
     rt_zero(d_stage2_c, 200704);
 
     /* stage2.relu: Relu backward */
