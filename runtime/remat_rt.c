@@ -2441,18 +2441,21 @@ static float sum_lanes(const float *x, int n)
  * RT_NO_THREADS), the same arithmetic either way. Inside a lane rt_sgemm
  * is a nested call and runs whole on that thread, as it does on one
  * thread, so a GEMM's bits do not depend on the count either, even
- * OpenBLAS's. The backward's dw and db are sums over images: lane 0 adds
- * into dw and db as the single loop did, lane l > 0 into a partial of its
- * own in the scratch (its first image writes it, beta 0), and after the
- * lanes the partials are added into dw and db in lane order. Every conv
- * with two images or more takes two lanes: a lane is an im2col and a GEMM
- * per image and group, and cnn's smallest conv (one channel in) still
- * gained; what a tiny conv loses is a job's few microseconds. */
+ * OpenBLAS's. (A one-image conv has one lane, on the calling thread: its
+ * GEMMs are cut over the threads as any other's.) The backward's dw and
+ * db are sums over images: lane 0 adds into dw and db as the single loop
+ * did, lane l > 0 into a partial of its own in the scratch (its first
+ * image writes it, beta 0), and after the lanes the partials are added
+ * into dw and db in lane order. The lane count depends on the shape only:
+ * a small conv with two images still takes two, which costs it a job's
+ * few microseconds on two threads, and the scratch is sized for them. */
 #define RT_CONV_LANES 2
 
 static int conv_lanes(const rt_window *p)
 {
-    return p->n < RT_CONV_LANES ? 1 : RT_CONV_LANES;
+    if (p->n >= RT_CONV_LANES)
+        return RT_CONV_LANES;
+    return p->n > 1 ? p->n : 1;
 }
 
 /* The first image of lane l (l == lanes: one past the last). */
