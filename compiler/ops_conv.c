@@ -175,9 +175,8 @@ void emit_window_static(Emit *e, const Node *n)
 
 long scratch_conv(const Graph *g, const Node *n, int backward)
 {
-    (void)backward;
     rt_window w = window_of(g, n);
-    return (long)rt_conv_scratch(&w);
+    return (long)(backward ? rt_conv_backward_scratch(&w) : rt_conv_scratch(&w));
 }
 
 double flops_conv(const Graph *g, const Node *n)

@@ -387,11 +387,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_zero(d_stage1_p, 100352);
 
     /* d(conv2.weight) sums over its readers */
-    float *d_conv2_weight = (float *)(void *)(a + 1718528);
+    float *d_conv2_weight = (float *)(void *)(a + 1849984);
     rt_zero(d_conv2_weight, 4608);
 
     /* d(conv2.bias) sums over its readers */
-    float *d_conv2_bias = (float *)(void *)(a + 1736960);
+    float *d_conv2_bias = (float *)(void *)(a + 1868416);
     rt_zero(d_conv2_bias, 32);
 
     /* stage2.conv: Conv backward */
@@ -422,11 +422,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_relu_backward(d_stage1_c, d_stage1_a, r_stage1_a, 401408);
 
     /* d(conv1.weight) sums over its readers */
-    float *d_conv1_weight = (float *)(void *)(a + 28224);
+    float *d_conv1_weight = (float *)(void *)(a + 57088);
     rt_zero(d_conv1_weight, 144);
 
     /* d(conv1.bias) sums over its readers */
-    float *d_conv1_bias = (float *)(void *)(a + 28800);
+    float *d_conv1_bias = (float *)(void *)(a + 57664);
     rt_zero(d_conv1_bias, 16);
 
     /* stage1.conv: Conv backward */

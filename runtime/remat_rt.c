@@ -2432,82 +2432,239 @@ static float sum_lanes(const float *x, int n)
     return s;
 }
 
-size_t rt_conv_scratch(const rt_window *p)
+/* The per-image loop of a convolution runs in lanes: a fixed number of
+ * them, RT_CONV_LANES (fewer only when there are fewer images), that does
+ * not depend on the thread count. Lane l takes images [n * l / lanes,
+ * n * (l + 1) / lanes) in order, with an im2col buffer of its own in the
+ * scratch, and the lanes run through parallel_parts, one chunk each: side
+ * by side on two or more threads, one after the other on one thread (or
+ * RT_NO_THREADS), the same arithmetic either way. Inside a lane rt_sgemm
+ * is a nested call and runs whole on that thread, as it does on one
+ * thread, so a GEMM's bits do not depend on the count either, even
+ * OpenBLAS's. (A one-image conv has one lane, on the calling thread: its
+ * GEMMs are cut over the threads as any other's.) The backward's dw and
+ * db are sums over images: lane 0 adds into dw and db as the single loop
+ * did, lane l > 0 into a partial of its own in the scratch (its first
+ * image writes it, beta 0), and after the lanes the partials are added
+ * into dw and db in lane order. The lane count depends on the shape only:
+ * a small conv with two images still takes two, which costs it a job's
+ * few microseconds on two threads, and the scratch is sized for them. */
+#define RT_CONV_LANES 2
+
+static int conv_lanes(const rt_window *p)
+{
+    if (p->n >= RT_CONV_LANES)
+        return RT_CONV_LANES;
+    return p->n > 1 ? p->n : 1;
+}
+
+/* The first image of lane l (l == lanes: one past the last). */
+static int conv_lane_start(const rt_window *p, int l)
+{
+    return (int)((size_t)p->n * (size_t)l / (size_t)conv_lanes(p));
+}
+
+/* One lane's im2col buffer: 0 where x is the column matrix. */
+static size_t conv_col_floats(const rt_window *p)
 {
     if (conv_is_pointwise(p))
         return 0;
     return (size_t)(p->c / p->group) * p->kh * p->kw * p->oh * p->ow;
 }
 
-void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
-                     const rt_window *p, float *scratch)
+/* One lane's partial dw (oc x c/group x kh x kw) and db (oc) after it. */
+static size_t conv_partial_floats(const rt_window *p)
 {
+    return (size_t)p->oc * (p->c / p->group) * p->kh * p->kw + (size_t)p->oc;
+}
+
+size_t rt_conv_scratch(const rt_window *p)
+{
+    return (size_t)conv_lanes(p) * conv_col_floats(p);
+}
+
+size_t rt_conv_backward_scratch(const rt_window *p)
+{
+    return rt_conv_scratch(p) +
+           (size_t)(conv_lanes(p) - 1) * conv_partial_floats(p);
+}
+
+/* A convolution's operands, for its lanes; the backward's gradients and
+ * the forward's y are NULL in the other direction. */
+typedef struct {
+    const rt_window *p;
+    float *y, *dx, *dw, *db;
+    const float *x, *w, *b, *dy;
+    float *scratch;
+} conv_job;
+
+/* Lane l's im2col buffer; NULL for a pointwise conv, where x is the
+ * column matrix (the forward's scratch may then be NULL, and no pointer is
+ * formed from it), or for an empty output, where no GEMM reads it. */
+static float *conv_lane_col(const conv_job *j, size_t l)
+{
+    const size_t ncol = conv_col_floats(j->p);
+    return ncol ? j->scratch + l * ncol : NULL;
+}
+
+/* y for images [i0, i1). */
+static void conv_fwd_images(const conv_job *j, int i0, int i1, float *col)
+{
+    const rt_window *p = j->p;
     const int cg = p->c / p->group, og = p->oc / p->group;
     const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
     const size_t hw = (size_t)p->h * p->w;
-    const int pointwise = conv_is_pointwise(p);
-    int i, g, o, j;
-    for (i = 0; i < p->n; i++)
+    int i, g, o, k;
+    for (i = i0; i < i1; i++)
         for (g = 0; g < p->group; g++) {
-            const float *xg = x + ((size_t)i * p->c + (size_t)g * cg) * hw;
-            float *yg = y + ((size_t)i * p->oc + (size_t)g * og) * ohw;
-            const float *col = xg;
+            const float *xg = j->x + ((size_t)i * p->c + (size_t)g * cg) * hw;
+            float *yg = j->y + ((size_t)i * p->oc + (size_t)g * og) * ohw;
+            const float *a = xg;
             float beta = 0.0f; /* 0: y is not read */
-            if (!pointwise) {
-                im2col(scratch, xg, cg, p);
-                col = scratch;
+            if (col != NULL) {
+                im2col(col, xg, cg, p);
+                a = col;
             }
-            if (b != NULL) {
+            if (j->b != NULL) {
                 for (o = 0; o < og; o++)
-                    for (j = 0; j < ohw; j++)
-                        yg[(size_t)o * ohw + j] = b[g * og + o];
+                    for (k = 0; k < ohw; k++)
+                        yg[(size_t)o * ohw + k] = j->b[g * og + o];
                 beta = 1.0f;
             }
-            rt_sgemm(0, 0, og, ohw, kk, 1.0f, w + (size_t)g * og * kk, kk, col,
+            rt_sgemm(0, 0, og, ohw, kk, 1.0f, j->w + (size_t)g * og * kk, kk, a,
                      ohw, beta, yg, ohw);
         }
 }
 
-/* Pointers into x, w, dx, dw are formed only when that gradient is wanted,
- * so NULL never takes part in pointer arithmetic. With both dw and dx the
- * scratch holds col for dw first, then dcol for dx. */
+static void conv_fwd_lanes(void *ctx, size_t lo, size_t hi)
+{
+    const conv_job *j = ctx;
+    size_t l;
+    for (l = lo; l < hi; l++)
+        conv_fwd_images(j, conv_lane_start(j->p, (int)l),
+                        conv_lane_start(j->p, (int)l + 1), conv_lane_col(j, l));
+}
+
+void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
+                     const rt_window *p, float *scratch)
+{
+    conv_job j;
+    memset(&j, 0, sizeof j);
+    j.p = p;
+    j.y = y;
+    j.x = x;
+    j.w = w;
+    j.b = b;
+    j.scratch = scratch;
+    parallel_parts((size_t)conv_lanes(p), 1, 1, conv_fwd_lanes, &j);
+}
+
+/* The backward of images [i0, i1) into dx and into dw, db: those of the
+ * job (beta 1) or a lane's partials, which the first image writes (beta 0
+ * on it, so the partial needs no zeroing). Pointers into x, w, dx, dw are
+ * formed only when that gradient is wanted, so NULL never takes part in
+ * pointer arithmetic. With both dw and dx, col holds im2col's columns for
+ * dw first, then dcol for dx. */
+static void conv_bwd_images(const conv_job *j, int i0, int i1, float *dw,
+                            float *db, float first_beta, float *col)
+{
+    const rt_window *p = j->p;
+    const int cg = p->c / p->group, og = p->oc / p->group;
+    const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
+    const size_t hw = (size_t)p->h * p->w;
+    int i, g, o;
+    for (i = i0; i < i1; i++) {
+        const float beta = i == i0 ? first_beta : 1.0f;
+        for (g = 0; g < p->group; g++) {
+            const size_t xoff = ((size_t)i * p->c + (size_t)g * cg) * hw;
+            const size_t woff = (size_t)g * og * kk;
+            const float *dyg = j->dy + ((size_t)i * p->oc + (size_t)g * og) * ohw;
+            if (db != NULL)
+                for (o = 0; o < og; o++) {
+                    const float s = sum_lanes(dyg + (size_t)o * ohw, ohw);
+                    db[g * og + o] = beta == 0.0f ? s : db[g * og + o] + s;
+                }
+            if (dw != NULL) {
+                const float *a = j->x + xoff;
+                if (col != NULL) {
+                    im2col(col, j->x + xoff, cg, p);
+                    a = col;
+                }
+                rt_sgemm(0, 1, og, kk, ohw, 1.0f, dyg, ohw, a, ohw, beta,
+                         dw + woff, kk);
+            }
+            if (j->dx != NULL) {
+                if (col == NULL) {
+                    rt_sgemm(1, 0, kk, ohw, og, 1.0f, j->w + woff, kk, dyg, ohw,
+                             1.0f, j->dx + xoff, ohw);
+                } else {
+                    rt_sgemm(1, 0, kk, ohw, og, 1.0f, j->w + woff, kk, dyg, ohw,
+                             0.0f, col, ohw);
+                    col2im_add(j->dx + xoff, col, cg, p);
+                }
+            }
+        }
+    }
+}
+
+/* Lane l > 0's partial dw and db, after the lanes' im2col buffers. */
+static float *conv_lane_partial(const conv_job *j, size_t l)
+{
+    return j->scratch + rt_conv_scratch(j->p) +
+           (l - 1) * conv_partial_floats(j->p);
+}
+
+/* The dw part of a partial: oc * (c/group) * kh * kw floats. */
+static size_t conv_dw_floats(const rt_window *p)
+{
+    return conv_partial_floats(p) - (size_t)p->oc;
+}
+
+static void conv_bwd_lanes(void *ctx, size_t lo, size_t hi)
+{
+    const conv_job *j = ctx;
+    size_t l;
+    for (l = lo; l < hi; l++) {
+        const int i0 = conv_lane_start(j->p, (int)l);
+        const int i1 = conv_lane_start(j->p, (int)l + 1);
+        float *part = l > 0 && (j->dw || j->db) ? conv_lane_partial(j, l) : NULL;
+        if (l == 0)
+            conv_bwd_images(j, i0, i1, j->dw, j->db, 1.0f, conv_lane_col(j, l));
+        else
+            conv_bwd_images(j, i0, i1, j->dw ? part : NULL,
+                            j->db ? part + conv_dw_floats(j->p) : NULL, 0.0f,
+                            conv_lane_col(j, l));
+    }
+}
+
 void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
                       const float *x, const float *w, const rt_window *p,
                       float *scratch)
 {
-    const int cg = p->c / p->group, og = p->oc / p->group;
-    const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
-    const size_t hw = (size_t)p->h * p->w;
-    const int pointwise = conv_is_pointwise(p);
-    int i, g, o;
-    for (i = 0; i < p->n; i++)
-        for (g = 0; g < p->group; g++) {
-            const size_t xoff = ((size_t)i * p->c + (size_t)g * cg) * hw;
-            const size_t woff = (size_t)g * og * kk;
-            const float *dyg = dy + ((size_t)i * p->oc + (size_t)g * og) * ohw;
-            if (db != NULL)
-                for (o = 0; o < og; o++)
-                    db[g * og + o] += sum_lanes(dyg + (size_t)o * ohw, ohw);
-            if (dw != NULL) {
-                const float *col = x + xoff;
-                if (!pointwise) {
-                    im2col(scratch, x + xoff, cg, p);
-                    col = scratch;
-                }
-                rt_sgemm(0, 1, og, kk, ohw, 1.0f, dyg, ohw, col, ohw, 1.0f,
-                         dw + woff, kk);
-            }
-            if (dx != NULL) {
-                if (pointwise) {
-                    rt_sgemm(1, 0, kk, ohw, og, 1.0f, w + woff, kk, dyg, ohw,
-                             1.0f, dx + xoff, ohw);
-                } else {
-                    rt_sgemm(1, 0, kk, ohw, og, 1.0f, w + woff, kk, dyg, ohw,
-                             0.0f, scratch, ohw);
-                    col2im_add(dx + xoff, scratch, cg, p);
-                }
-            }
-        }
+    const size_t nw = conv_dw_floats(p);
+    const int lanes = conv_lanes(p);
+    conv_job j;
+    size_t l, k;
+    int o;
+    memset(&j, 0, sizeof j);
+    j.p = p;
+    j.dx = dx;
+    j.dw = dw;
+    j.db = db;
+    j.dy = dy;
+    j.x = x;
+    j.w = w;
+    j.scratch = scratch;
+    parallel_parts((size_t)lanes, 1, 1, conv_bwd_lanes, &j);
+    for (l = 1; l < (size_t)lanes && (dw || db); l++) {
+        const float *part = conv_lane_partial(&j, l);
+        if (dw != NULL)
+            for (k = 0; k < nw; k++)
+                dw[k] += part[k];
+        if (db != NULL)
+            for (o = 0; o < p->oc; o++)
+                db[o] += part[nw + (size_t)o];
+    }
 }
 
 /* The taps of window (oy, ox) inside the input: rows [*k0, *k1) of the

@@ -41,14 +41,17 @@ extern "C" {
 /* ---- threads ------------------------------------------------------------- */
 
 /* The runtime's own kernels (pointwise, LayerNorm, Softmax, the loss, Gather,
- * the GEMM's bias, large zero/copy) may split their work over n threads,
- * the caller's included; default 1, clamped to [1, RT_MAX_THREADS]. The
- * workers start lazily at the first call that needs them and then wait
- * for work (spinning briefly, then blocked), so call this once, before the
- * steps, from one thread. Results are bitwise the same for every n: work
- * is split only over independent outputs, and a sum over the split
- * dimension is split over the other one instead. (cblas_sgemm is not the
- * runtime's: OpenBLAS's results may depend on its own thread count.)
+ * the GEMM's bias, large zero/copy, MaxPool, the convolution's images) may
+ * split their work over n threads, the caller's included; default 1,
+ * clamped to [1, RT_MAX_THREADS]. The workers start lazily at the first
+ * call that needs them and then wait for work (spinning briefly, then
+ * blocked), so call this once, before the steps, from one thread. Results
+ * are bitwise the same for every n: work is split only over independent
+ * outputs, and a sum over the split dimension is split over the other one
+ * instead, or (the convolution's dw and db, summed over images) into a
+ * fixed number of partial sums, the same for every n, added in a fixed
+ * order. (cblas_sgemm is not the runtime's: OpenBLAS's results may depend
+ * on its own thread count.)
  * With RT_NO_THREADS this records nothing and rt_threads() is 1. */
 #define RT_MAX_THREADS 16
 void rt_set_threads(int n);
@@ -351,17 +354,26 @@ typedef struct {
  * with g = o / (oc/group), (row, col) the tap's input element as in
  * rt_window, and 0 for x in the padding; y is (n, oc, oh, ow), x (n, c, h,
  * w), w (oc, c/group, kh, kw), b (oc) or NULL for none.
- * Computed through im2col and rt_sgemm per image and group.
- * scratch: rt_conv_scratch(p) floats, which is (c/group) * kh * kw * oh * ow,
- * or 0 for a 1x1 kernel with stride 1 and no padding, where x itself is the
- * column matrix (scratch may then be NULL). */
+ * Computed through im2col and rt_sgemm per image and group. The images are
+ * split into L lanes, L = 2 (1 when n < 2) whatever the thread count: lane
+ * 0 takes images [0, n/2), lane 1 the rest, each with its own im2col
+ * buffer; the lanes run side by side on two or more threads and one after
+ * the other on one, with the same bits (see rt_set_threads).
+ * scratch: rt_conv_scratch(p) floats, which is L * (c/group) * kh * kw * oh
+ * * ow, or 0 for a 1x1 kernel with stride 1 and no padding, where x itself
+ * is the column matrix (scratch may then be NULL). */
 size_t rt_conv_scratch(const rt_window *p);
 void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
                      const rt_window *p, float *scratch);
 /* dx += dL/dx (needs w), dw += dL/dw (needs x), db[o] += sum of dy[., o, ., .]
  * over n, oh, ow; any of dx, dw, db may be NULL; x is read only for dw, w
- * only for dx (either may then be NULL). dx goes through col2im.
- * scratch: rt_conv_scratch(p) floats. */
+ * only for dx (either may then be NULL). dx goes through col2im. In the
+ * same lanes as the forward: lane 0 adds its images into dw and db, lane 1
+ * sums its own into a partial in the scratch, which is then added to them.
+ * scratch: rt_conv_backward_scratch(p) floats: rt_conv_scratch(p) plus, for
+ * lane 1 (L == 2), oc * (c/group) * kh * kw + oc, so not 0 for the 1x1
+ * kernel either; scratch may be NULL only when this is 0. */
+size_t rt_conv_backward_scratch(const rt_window *p);
 void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
                       const float *x, const float *w, const rt_window *p,
                       float *scratch);

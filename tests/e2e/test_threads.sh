@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The trainer's --threads: the runtime's kernels give the same bits on any
-# thread count, on gpt (LayerNorm, Softmax, Dropout, Gather, the loss) and
-# mlp12 (Gelu, the residual Adds, the biases).
+# thread count, on gpt (LayerNorm, Softmax, Dropout, Gather, the loss),
+# mlp12 (Gelu, the residual Adds, the biases) and cnn (Conv's two lanes of
+# images and its dw, db partial, MaxPool).
 #
 # With the portable GEMM (--no-blas) a --dump and a few --steps on 2 and 3
 # threads equal 1 thread's byte for byte: that covers the GEMMs the runtime
@@ -19,7 +20,7 @@ dump() {   # BIN DIR ARGS...: a --seed 3 --dump into DIR
     run 0 "$bin" --seed 3 --dump "$dir" "$@"
 }
 
-for g in gpt mlp12; do
+for g in gpt mlp12 cnn; do
     bin=$work/$g
     if ! run 0 "$remat" build "graphs/$g.xml" --policy none --no-blas -o "$bin"; then
         bad "$g: remat build --no-blas"

@@ -128,13 +128,16 @@ static const win_spec convs[] = {
     /* ow == w at stride 1: im2col's runs of a whole row of col */
     {"same, pads 2,2,2,0, dilation 2x1", 2, 3, 6, 5, 4, 3, 3, 1, 1, 2, 1, 2, 2, 2, 0, 1, 1},
     {"same 5x5 on 3x4",                 1, 2, 3, 4, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1, 1},
+    /* an odd batch: lanes of 2 and 3 images (lane 1's dw, db partials) */
+    {"5 images, 3x3 stride 2, group 2", 5, 4, 5, 6, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, 1},
+    {"5 images, 1x1",                   5, 3, 3, 4, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1},
 };
 #define N_CONVS ((int)(sizeof convs / sizeof convs[0]))
 
 typedef struct {
     const win_spec *s;
     rt_window p;
-    size_t nx, nw, nb, ny, nscratch;
+    size_t nx, nw, nb, ny, nfwd, nscratch; /* nfwd: the forward's scratch */
     float *x, *w, *b, *y, *dy, *scratch; /* b NULL without bias; y guarded */
 } conv_case;
 
@@ -147,7 +150,8 @@ static conv_case conv_setup(int i, uint64_t seed)
     c.nw = (size_t)c.p.oc * (c.p.c / c.p.group) * c.p.kh * c.p.kw;
     c.nb = (size_t)c.p.oc;
     c.ny = (size_t)c.p.n * c.p.oc * c.p.oh * c.p.ow;
-    c.nscratch = rt_conv_scratch(&c.p);
+    c.nfwd = rt_conv_scratch(&c.p);
+    c.nscratch = rt_conv_backward_scratch(&c.p); /* the larger */
     tseed(seed);
     c.x = guarded(c.nx);
     c.w = guarded(c.nw);
@@ -180,7 +184,7 @@ static void conv_check_guards(const conv_case *c)
 static double conv_loss(void *v)
 {
     conv_case *c = v;
-    rt_conv_forward(c->y, c->x, c->w, c->b, &c->p, c->scratch);
+    rt_conv_forward(c->y, c->x, c->w, c->b, &c->p, c->nfwd ? c->scratch : NULL);
     return dot(c->y, c->dy, c->ny);
 }
 
@@ -345,18 +349,26 @@ END_TEST
 
 START_TEST(conv_scratch_size)
 {
-    /* (c/group) kh kw oh ow; 0 only for 1x1, stride 1, no padding */
-    static const int want[N_CONVS] = {
+    /* One lane's im2col buffer, (c/group) kh kw oh ow; 0 only for 1x1,
+     * stride 1, no padding */
+    static const int col[N_CONVS] = {
         3 * 9 * 5 * 5, 2 * 9 * 4 * 3, 2 * 6 * 6 * 2, 2 * 9 * 7 * 7,
         2 * 9 * 5 * 5, 1 * 9 * 5 * 5, 1 * 9 * 3 * 2, 0, 0, 3 * 1 * 3 * 2,
         2 * 1 * 5 * 5, 2 * 6 * 3 * 5, 1 * 12 * 2 * 2, 2 * 9 * 2 * 3,
-        2 * 9 * 3 * 1, 3 * 9 * 6 * 5, 2 * 25 * 3 * 4};
+        2 * 9 * 3 * 1, 3 * 9 * 6 * 5, 2 * 25 * 3 * 4, 2 * 9 * 3 * 3, 0};
     int i;
     for (i = 0; i < N_CONVS; i++) {
         const rt_window p = window_of(&convs[i]);
-        ck_assert_msg(rt_conv_scratch(&p) == (size_t)want[i],
-                      "%s: scratch %d, want %d", convs[i].name,
-                      (int)rt_conv_scratch(&p), want[i]);
+        /* two lanes from two images; the backward's lane 1 adds a dw, db */
+        const size_t lanes = p.n >= 2 ? 2 : 1;
+        const size_t fwd = lanes * (size_t)col[i];
+        const size_t bwd = fwd + (lanes - 1) * ((size_t)p.oc * (p.c / p.group) *
+                                                    p.kh * p.kw + (size_t)p.oc);
+        ck_assert_msg(rt_conv_scratch(&p) == fwd, "%s: scratch %d, want %d",
+                      convs[i].name, (int)rt_conv_scratch(&p), (int)fwd);
+        ck_assert_msg(rt_conv_backward_scratch(&p) == bwd,
+                      "%s: backward scratch %d, want %d", convs[i].name,
+                      (int)rt_conv_backward_scratch(&p), (int)bwd);
     }
 }
 END_TEST

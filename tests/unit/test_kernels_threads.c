@@ -272,6 +272,55 @@ static void case_attention(void)
     free(dv), free(fs), free(bs);
 }
 
+/* Convolutions over an odd batch, 5 images (lanes of 2 and 3): 3x3 pad 1
+ * with group 1 and group 2, and a 1x1 (x is its own column matrix),
+ * forward with and without bias, backward with dx, dw, db and with
+ * subsets of them. Lane 1 sums dw and db into a partial of its own, added
+ * after the lanes; the scratch starts as garbage. The GEMMs are past
+ * rt_sgemm's split threshold (32 x 143 x 144 multiply-adds): inside a lane
+ * they run whole on its thread, so even OpenBLAS's bits are the same on
+ * any thread count. */
+static void case_conv(void)
+{
+    /* c, oc, k, group */
+    static const int shapes[3][4] = {{16, 32, 3, 1}, {32, 64, 3, 2},
+                                     {48, 64, 1, 1}};
+    int i;
+    for (i = 0; i < 3; i++) {
+        rt_window p;
+        size_t nx, nw, ny, ns;
+        float *x, *w, *b, *y, *dy, *dx, *dw, *db, *scratch;
+        memset(&p, 0, sizeof p);
+        p.n = 5, p.c = shapes[i][0], p.h = 13, p.w = 11, p.oc = shapes[i][1];
+        p.kh = p.kw = shapes[i][2], p.sh = p.sw = 1, p.dh = p.dw = 1;
+        p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = shapes[i][2] / 2;
+        p.group = shapes[i][3];
+        p.oh = p.h, p.ow = p.w;
+        nx = (size_t)p.n * p.c * p.h * p.w;
+        nw = (size_t)p.oc * (p.c / p.group) * p.kh * p.kw;
+        ny = (size_t)p.n * p.oc * p.oh * p.ow;
+        ns = rt_conv_backward_scratch(&p);
+        x = rnd(nx), w = rnd(nw), b = rnd((size_t)p.oc), y = rnd(ny);
+        dy = rnd(ny), dx = rnd(nx), dw = rnd(nw), db = rnd((size_t)p.oc);
+        scratch = rnd(ns);
+        rt_conv_forward(y, x, w, b, &p, scratch);
+        keep(y, ny);
+        rt_conv_forward(y, x, w, NULL, &p, scratch);
+        keep(y, ny);
+        rt_conv_backward(dx, dw, db, dy, x, w, &p, scratch);
+        keep(dx, nx);
+        keep(dw, nw);
+        keep(db, (size_t)p.oc);
+        rt_conv_backward(NULL, dw, NULL, dy, x, NULL, &p, scratch);
+        keep(dw, nw);
+        rt_conv_backward(dx, NULL, db, dy, NULL, w, &p, scratch);
+        keep(dx, nx);
+        keep(db, (size_t)p.oc);
+        free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw);
+        free(db), free(scratch);
+    }
+}
+
 #ifdef RT_NO_BLAS
 /* rt_sgemm cut by rows (m >= n) and by columns, each transpose, beta 0
  * and 1, with sizes no thread count divides: the portable GEMM computes an
@@ -299,7 +348,8 @@ static void case_gemm_split(void)
 static const case_fn cases[] = {case_pointwise, case_broadcast,
                                 case_transpose, case_layernorm, case_softmax,
                                 case_sce,       case_gather,    case_gemm_bias,
-                                case_memory,    case_pool,      case_attention
+                                case_memory,    case_pool,      case_attention,
+                                case_conv
 #ifdef RT_NO_BLAS
                                 , case_gemm_split
 #endif
