@@ -157,6 +157,17 @@ static size_t first_fit(Ctx *c, Schedule *s, size_t *off)
     return arena;
 }
 
+/* Greedy placement costs values^2: past this many values (a 10,000-node
+ * chain has about 40,000) first fit alone plans, as it did before
+ * (bench/run.py's compiler table: the 100,000-node chain's schedule took
+ * 1.0 s with first fit, 23.7 s with the greedy orders). Shuffles, 200
+ * greedy placements more, only up to 300 values: the test graphs that
+ * the three orders missed by up to 17% (tests/graphs/conv_ops.xml) reach
+ * the bound with them. */
+#define MAX_GREEDY_VALUES 8000
+#define MAX_SHUFFLE_VALUES 300
+#define SHUFFLES 200
+
 /* The orders greedy placement tries, each a total order (ties: earlier
  * definition, then index). */
 enum { BY_SIZE, BY_LIFETIME, BY_AREA, NORDERS };
@@ -253,8 +264,10 @@ int plan_arena(Ctx *c, Schedule *s)
     size_t *off = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *off);
     s->peak_live_bytes = peak_live(c, s);
     s->arena_bytes = first_fit(c, s, best);
-    for (int key = 0; key < NORDERS + (s->nvalues <= 300 ? 200 : 0) &&
-                       s->arena_bytes > s->peak_live_bytes;
+    const int tries = s->nvalues > MAX_GREEDY_VALUES ? 0
+                      : s->nvalues > MAX_SHUFFLE_VALUES ? NORDERS
+                                                        : NORDERS + SHUFFLES;
+    for (int key = 0; key < tries && s->arena_bytes > s->peak_live_bytes;
          key++) {
         order_seed = (uint64_t)key * 0x2545f4914f6cdd1du;
         const size_t a = greedy(c, s, key, off);
