@@ -257,7 +257,17 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
         out[o] = reads & NEED_OUT(o) ? read_name(e, m, n->out[o], 1) : NULL;
     }
     e->scratch = scratch_expr(e, s, st);
+    e->writes = st->writes;
     op_table[n->op].emit_backward(e, n, din, dout, in, out);
+    e->writes = 0;
+}
+
+void emit_unwritten(Emit *e, const Node *n, const char *const *din,
+                    unsigned handled)
+{
+    for (int i = 0; i < n->nin; i++)
+        if ((e->writes & ~handled & (1u << i)) && din[i])
+            emit(e, "rt_zero(%s, %ld);", din[i], e->g->tensors[n->in[i]].numel);
 }
 
 static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
@@ -283,6 +293,11 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
         emit(e, "rt_fill(d_%s, %ld, 1.0f);", t->cname, t->numel);
         break;
     case S_ZERO:
+        if (st->writes) {
+            emit(e, "/* d(%s): its first contribution writes it */", t->name);
+            declare(e, s, s->grad[st->tensor]);
+            break;
+        }
         emit(e, "/* d(%s) sums over its readers */", t->name);
         declare(e, s, s->grad[st->tensor]);
         emit(e, "rt_zero(d_%s, %ld);", t->cname, t->numel);
@@ -1097,7 +1112,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
     Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0,
-              grad_layout(c, m->g), 0, trainable_floats(m->g)};
+              grad_layout(c, m->g), 0, trainable_floats(m->g), 0};
     size_t wf = weights_file_floats(m->g);
     e.weights_file = wf > 0;
     if (weights) {
@@ -1130,7 +1145,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset, 0, e.trainable};
+              e.grad_offset, 0, e.trainable, 0};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -255,6 +255,12 @@ static void emit_gemm_fwd(Emit *e, const Node *n, const char *const *out,
          n->nin == 3 ? in[2] : "NULL", gemm_args(e, n));
 }
 
+/* The _set twin's last argument, ", 0x1u", or "" for the plain call. */
+const char *set_arg(Emit *e)
+{
+    return e->writes ? ctx_printf(e->ctx, ", 0x%xu", e->writes) : "";
+}
+
 const char *or_null(const char *const *v, int i, int n)
 {
     return i < n && v[i] ? v[i] : "NULL";
@@ -266,15 +272,17 @@ static void emit_gemm_bwd(Emit *e, const Node *n, const char *const *din,
 {
     (void)out;
     if (is_bmm(e->g, n)) {
+        emit_unwritten(e, n, din, 0);
         emit(e, "rt_bmm_backward(%s, %s, %s, %s, %s, &bmm_%s);",
              or_null(din, 0, 2), or_null(din, 1, 2), dout[0],
              or_null(in, 0, 2), or_null(in, 1, 2), n->cname);
         return;
     }
-    emit(e, "rt_gemm_backward(%s, %s, %s, %s, %s, %s, %s);",
-         or_null(din, 0, n->nin), or_null(din, 1, n->nin),
-         or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
-         or_null(in, 1, n->nin), gemm_args(e, n));
+    emit(e, "rt_gemm_backward%s(%s, %s, %s, %s, %s, %s, %s%s);",
+         e->writes ? "_set" : "", or_null(din, 0, n->nin),
+         or_null(din, 1, n->nin), or_null(din, 2, n->nin), dout[0],
+         or_null(in, 0, n->nin), or_null(in, 1, n->nin), gemm_args(e, n),
+         set_arg(e));
 }
 
 /* ---- broadcasting binary ops ------------------------------------------------ */
@@ -324,7 +332,11 @@ static void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
                             const char *const *out)
 {
     (void)out;
-    if (n->op == OP_ADD || n->op == OP_SUB)
+    if (n->op == OP_ADD && e->writes)
+        emit(e, "rt_add_backward_set(%s, %s, %s, &map_%s%s);",
+             or_null(din, 0, 2), or_null(din, 1, 2), dout[0], n->cname,
+             set_arg(e));
+    else if (n->op == OP_ADD || n->op == OP_SUB)
         emit(e, "rt_%s_backward(%s, %s, %s, &map_%s);", op_table[n->op].kernel,
              or_null(din, 0, 2), or_null(din, 1, 2), dout[0], n->cname);
     else
@@ -374,12 +386,14 @@ static void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
     const char *read = needs & NEED_IN(0) ? ctx_printf(e->ctx, "%s, ", in[0])
                        : needs & NEED_OUT(0) ? ctx_printf(e->ctx, "%s, ", out[0])
                                              : "";
+    /* the rows that write (Relu, Gelu) have a _set twin */
+    const char *set = e->writes ? "_set" : "";
     if (n->op == OP_GELU)
-        emit(e, "rt_gelu_backward(%s, %s, %s%ld, %d);", din[0], dout[0], read,
-             OUT(0)->numel, gelu_tanh(n));
+        emit(e, "rt_gelu_backward%s(%s, %s, %s%ld, %d%s);", set, din[0],
+             dout[0], read, OUT(0)->numel, gelu_tanh(n), set_arg(e));
     else
-        emit(e, "rt_%s_backward(%s, %s, %s%ld);", op_table[n->op].kernel,
-             din[0], dout[0], read, OUT(0)->numel);
+        emit(e, "rt_%s_backward%s(%s, %s, %s%ld%s);", op_table[n->op].kernel,
+             set, din[0], dout[0], read, OUT(0)->numel, set_arg(e));
 }
 
 /* ---- reductions --------------------------------------------------------------- */
@@ -633,8 +647,9 @@ static void emit_transpose_bwd(Emit *e, const Node *n, const char *const *din,
     const Graph *g = e->g;
     (void)in;
     (void)out;
-    emit(e, "rt_transpose_backward(%s, %s, %d, dims_%s, perm_%s);", din[0],
-         dout[0], IN(0)->rank, n->cname, n->cname);
+    emit(e, "rt_transpose_backward%s(%s, %s, %d, dims_%s, perm_%s%s);",
+         e->writes ? "_set" : "", din[0], dout[0], IN(0)->rank, n->cname,
+         n->cname, set_arg(e));
 }
 
 /* ONNX Reshape with its shape as an attribute: 0 copies the input's
@@ -902,8 +917,8 @@ static void emit_dropout_bwd(Emit *e, const Node *n, const char *const *din,
 {
     (void)in;
     (void)out;
-    emit(e, "rt_dropout_backward(%s, %s, %s);", din[0], dout[0],
-         dropout_args(e, n));
+    emit(e, "rt_dropout_backward%s(%s, %s, %s%s);", e->writes ? "_set" : "",
+         din[0], dout[0], dropout_args(e, n), set_arg(e));
 }
 
 static double flops_dropout(const Graph *g, const Node *n)
@@ -1039,19 +1054,23 @@ static const AttrSpec slice_attrs[] = {
 const OpInfo op_table[] = {
     [OP_GEMM] = {"Gemm", "gemm", 2, 3, 1, CAT_MATMUL, gemm_attrs, shape_gemm,
                  flops_gemm, {NEED_IN(1), NEED_IN(0), 0}, emit_gemm_fwd,
-                 emit_gemm_bwd, NULL},
+                 emit_gemm_bwd, NULL, .bwd_writes = 7},
     [OP_MATMUL] = {"MatMul", "gemm", 2, 2, 1, CAT_MATMUL, no_attrs, shape_gemm,
                    flops_gemm, {NEED_IN(1), NEED_IN(0)}, emit_gemm_fwd,
-                   emit_gemm_bwd, emit_matmul_static},
-    [OP_ADD] = BINARY("Add", "add", 0, 0),
+                   emit_gemm_bwd, emit_matmul_static, .bwd_writes = 3},
+    [OP_ADD] = {"Add", "add", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
+                flops_out, {0, 0}, emit_binary_fwd, emit_binary_bwd,
+                emit_binary_static, .bwd_writes = 3, .bwd_in_place = 3},
     [OP_SUB] = BINARY("Sub", "sub", 0, 0),
     [OP_MUL] = BINARY("Mul", "mul", NEED_IN(1), NEED_IN(0)),
     [OP_DIV] = BINARY("Div", "div", NEED_IN(1),
                       NEED_IN(0) | NEED_IN(1)),
-    [OP_RELU] = UNARY("Relu", "relu", flops_relu, NEED_OUT(0)),
+    [OP_RELU] = {"Relu", "relu", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
+                 flops_relu, {NEED_OUT(0)}, emit_unary_fwd, emit_unary_bwd,
+                 NULL, .bwd_writes = 1, .bwd_in_place = 1},
     [OP_GELU] = {"Gelu", "gelu", 1, 1, 1, CAT_POINTWISE, gelu_attrs, shape_same,
                  flops_gelu, {NEED_IN(0)}, emit_unary_fwd, emit_unary_bwd,
-                 NULL},
+                 NULL, .bwd_writes = 1, .bwd_in_place = 1},
     [OP_TANH] = UNARY("Tanh", "tanh", flops_tanh, NEED_OUT(0)),
     [OP_SIGMOID] = UNARY("Sigmoid", "sigmoid", flops_tanh, NEED_OUT(0)),
     [OP_REDUCE_MEAN] = {"ReduceMean", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
@@ -1076,7 +1095,7 @@ const OpInfo op_table[] = {
     [OP_TRANSPOSE] = {"Transpose", "transpose", 1, 1, 1, CAT_SHAPE,
                       transpose_attrs, shape_transpose, flops_none, {0},
                       emit_transpose_fwd, emit_transpose_bwd,
-                      emit_transpose_static},
+                      emit_transpose_static, .bwd_writes = 1},
     /* views: no forward call, the output is the input's floats */
     [OP_RESHAPE] = {"Reshape", "copy", 1, 1, 1, CAT_SHAPE, reshape_attrs,
                     shape_reshape, flops_none, {0}, NULL, emit_copy_bwd,
@@ -1091,7 +1110,7 @@ const OpInfo op_table[] = {
     /* the backward re-finds each window's maximum in X: no indices kept */
     [OP_MAX_POOL] = {"MaxPool", "maxpool", 1, 1, 1, CAT_CONV, max_pool_attrs,
                      shape_window, flops_pool, {NEED_IN(0)}, emit_pool_fwd,
-                     emit_pool_bwd, emit_window_static, NULL},
+                     emit_pool_bwd, emit_window_static, NULL, .bwd_writes = 1},
     [OP_AVERAGE_POOL] = {"AveragePool", "avgpool", 1, 1, 1, CAT_CONV,
                          average_pool_attrs, shape_window, flops_pool, {0},
                          emit_pool_fwd, emit_pool_bwd, emit_window_static,
@@ -1137,7 +1156,8 @@ const OpInfo op_table[] = {
      * backward reads nothing */
     [OP_DROPOUT] = {"Dropout", "dropout", 1, 1, 1, CAT_RANDOM, dropout_attrs,
                     shape_dropout, flops_dropout, {0}, emit_dropout_fwd,
-                    emit_dropout_bwd, NULL, NULL, 0, NULL},
+                    emit_dropout_bwd, NULL, NULL, 0, NULL, .bwd_writes = 1,
+                    .bwd_in_place = 1},
     /* erf'(x) = 2/sqrt(pi) exp(-x^2) reads the input */
     [OP_ERF] = UNARY("Erf", "erf", flops_erf, NEED_IN(0)),
     /* d(1/x) = -y^2 reads the output */

@@ -237,8 +237,9 @@ void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
 {
     (void)out;
     if (n->op == OP_MAX_POOL)
-        emit(e, "rt_maxpool_backward(%s, %s, %s, &win_%s);", din[0], dout[0],
-             in[0], n->cname);
+        emit(e, "rt_maxpool_backward%s(%s, %s, %s, &win_%s%s);",
+             e->writes ? "_set" : "", din[0], dout[0], in[0], n->cname,
+             set_arg(e));
     else
         emit(e, "rt_avgpool_backward(%s, %s, &win_%s%s);", din[0], dout[0],
              n->cname, pool_tail(e, n));

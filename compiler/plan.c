@@ -160,13 +160,14 @@ static size_t first_fit(Ctx *c, Schedule *s, size_t *off)
 /* Greedy placement costs values^2: past this many values (a 10,000-node
  * chain has about 40,000) first fit alone plans, as it did before
  * (bench/run.py's compiler table: the 100,000-node chain's schedule took
- * 1.0 s with first fit, 23.7 s with the greedy orders). Shuffles, 200
- * greedy placements more, only up to 300 values: the test graphs that
- * the three orders missed by up to 17% (tests/graphs/conv_ops.xml) reach
- * the bound with them. */
+ * 1.0 s with first fit, 23.7 s with the greedy orders). Then seeded
+ * shuffles of the greedy placement, as many as SHUFFLE_WORK pair checks
+ * allow (at most MAX_SHUFFLES): small graphs that the three orders miss
+ * reach the bound with them (cnn under sac-aggressive, 40 values, needed
+ * about a thousand). */
 #define MAX_GREEDY_VALUES 8000
-#define MAX_SHUFFLE_VALUES 300
-#define SHUFFLES 200
+#define SHUFFLE_WORK 20000000.0
+#define MAX_SHUFFLES 5000
 
 /* The orders greedy placement tries, each a total order (ties: earlier
  * definition, then index). */
@@ -264,9 +265,10 @@ int plan_arena(Ctx *c, Schedule *s)
     size_t *off = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *off);
     s->peak_live_bytes = peak_live(c, s);
     s->arena_bytes = first_fit(c, s, best);
-    const int tries = s->nvalues > MAX_GREEDY_VALUES ? 0
-                      : s->nvalues > MAX_SHUFFLE_VALUES ? NORDERS
-                                                        : NORDERS + SHUFFLES;
+    const double pairs = (double)s->nvalues * (double)s->nvalues + 1.0;
+    const int shuffles = SHUFFLE_WORK / pairs > MAX_SHUFFLES
+                             ? MAX_SHUFFLES : (int)(SHUFFLE_WORK / pairs);
+    const int tries = s->nvalues > MAX_GREEDY_VALUES ? 0 : NORDERS + shuffles;
     for (int key = 0; key < tries && s->arena_bytes > s->peak_live_bytes;
          key++) {
         order_seed = (uint64_t)key * 0x2545f4914f6cdd1du;

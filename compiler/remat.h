@@ -231,6 +231,17 @@ typedef struct {
      * one, so the emitter's din[i] is always NULL. int64 inputs never have
      * one anyway (they are graph inputs or views of them). */
     unsigned no_grad;
+    /* Bit i: the backward can write d(input i) instead of adding into it
+     * (the runtime's _set twins), so the schedule skips zeroing an
+     * activation's gradient whose first contribution this is; the emitter
+     * then finds the bit in Emit.writes and must honor it (emit_unwritten
+     * zeroes what a call cannot write). */
+    unsigned bwd_writes;
+    /* Bit i (within bwd_writes): the written d(input i) may be d(output
+     * 0)'s own buffer, element i of one computed from element i of the
+     * other alone (Relu, Gelu, Dropout, Add), when the two have one size
+     * and d(output 0) has no reader after this call. */
+    unsigned bwd_in_place;
 } OpInfo;
 
 extern const OpInfo op_table[];
@@ -378,6 +389,9 @@ void set_shape(Tensor *t, int rank, const long *dims);
 long dims_product(const Tensor *t, int from, int to);  /* dims [from, to) */
 int node_error(Ctx *c, const Graph *g, const Node *n, const char *what);
 const char *or_null(const char *const *v, int i, int n);
+/* The last argument of a backward's _set twin (", 0x1u"), or "" when the
+ * call writes nothing. */
+const char *set_arg(Emit *e);
 int node_axis(Ctx *c, const Graph *g, const Node *n, int rank, int hi);
 int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
               long dflt, int count, long *out);
@@ -654,6 +668,10 @@ typedef struct {
     int tensor;             /* S_OUTPUT, S_SEED, S_ZERO, S_GRAD_VIEW */
     int recompute;
     int scratch;            /* S_FORWARD, S_BACKWARD: a value, or -1 */
+    /* S_BACKWARD: bit i, the call writes d(input i), its first
+     * contribution; S_ZERO: 1 when that call writes the gradient, so
+     * only its pointer is declared here */
+    unsigned writes;
 } Stmt;
 
 typedef struct {
@@ -730,7 +748,13 @@ struct Emit {
                              * are arena values, S_UPDATE steps them */
     size_t trainable;       /* floats of the trainable parameters: where
                              * AdamW's second state half starts */
+    unsigned writes;        /* the backward call's Stmt.writes */
 };
+
+/* Zeroes din[i] for the bits of Emit.writes not in `handled`: a gradient
+ * the schedule left unzeroed for a call that, on this node, only adds. */
+void emit_unwritten(Emit *e, const Node *n, const char *const *din,
+                    unsigned handled);
 
 /* Writes one line at the current indentation. */
 void emit(Emit *e, const char *fmt, ...);

@@ -63,6 +63,7 @@ static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute
     st->tensor = tensor;
     st->recompute = recompute;
     st->scratch = -1;
+    st->writes = 0;
     return s->nstmts++;
 }
 
@@ -232,6 +233,56 @@ static int need_grad(Sched *x, int t)
     return x->s->grad[t];
 }
 
+/* A written d(input i) of an elementwise backward takes d(output 0)'s
+ * buffer (a view of it) when they have one size: d(output 0) is complete
+ * and read by this call alone, so the call turns it into d(input i) in
+ * place, and the two never need room side by side. One input per call:
+ * two written in place would share a buffer. */
+static int take_in_place(Sched *x, const Node *nd, int i, int v)
+{
+    Schedule *sc = x->s;
+    if (!(op_table[nd->op].bwd_in_place & (1u << i)) ||
+        !x->g->tensors[nd->out[0]].has_grad)
+        return 0;
+    int go = sc->grad[nd->out[0]];
+    if (go < 0 || sc->values[go].view == VIEW_CALLER ||
+        sc->values[go].bytes != sc->values[v].bytes)
+        return 0;
+    make_view(x, v, go);
+    return 1;
+}
+
+/* The backward at statement s may write, not add, d(input i) when that is
+ * an activation's gradient zeroed for this very call (made since statement
+ * `first`), read by nothing yet (no view of it), and the node's other
+ * inputs are other tensors (Add(x, x) adds twice into one buffer): the
+ * zeroing is then dropped and the gradient's life starts at the call. */
+static void take_first_writes(Sched *x, int n, const int *want, int first,
+                              int s)
+{
+    const Graph *g = x->g;
+    const Node *nd = &g->nodes[n];
+    Schedule *sc = x->s;
+    int in_place = 0;
+    for (int i = 0; i < nd->nin; i++) {
+        int t = nd->in[i], twice = 0;
+        if (!want[i] || !(op_table[nd->op].bwd_writes & (1u << i)) ||
+            !grad_in_arena(x, t) || g->tensors[t].kind != T_ACT)
+            continue;
+        for (int j = 0; j < nd->nin; j++)
+            twice |= j != i && want[j] && nd->in[j] == t;
+        Value *v = &sc->values[sc->grad[t]];
+        if (twice || v->view != VIEW_NONE || v->def < first ||
+            sc->stmts[v->def].kind != S_ZERO || v->last != v->def)
+            continue;
+        sc->stmts[v->def].writes = 1;
+        sc->stmts[s].writes |= 1u << i;
+        v->def = v->last = s;
+        if (!in_place)
+            in_place = take_in_place(x, nd, i, sc->grad[t]);
+    }
+}
+
 static void run_backward(Sched *x, int n)
 {
     const Graph *g = x->g;
@@ -251,10 +302,12 @@ static void run_backward(Sched *x, int n)
     for (int o = 0; o < nd->nout; o++)
         if (reads & NEED_OUT(o))
             materialize(x, nd->out[o]);
+    int first = x->s->nstmts;
     for (int i = 0; i < nd->nin; i++)
         if (want[i] && grad_in_arena(x, nd->in[i]))
             need_grad(x, nd->in[i]);
     int s = add_stmt(x, S_BACKWARD, n, -1, 0);
+    take_first_writes(x, n, want, first, s);
     add_scratch(x, s, nd, 1);
     for (int o = 0; o < nd->nout; o++) {
         if (g->tensors[nd->out[o]].has_grad)

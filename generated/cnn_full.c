@@ -3,8 +3,8 @@
  *
  * policy:          full
  * saved bytes:     603392 (activations kept for the backward)
- * arena bytes:     4816896
- * fused step:      4816896 arena bytes, no gradient buffer (81960 bytes)
+ * arena bytes:     3612672
+ * fused step:      3612672 arena bytes, no gradient buffer (81960 bytes)
  * recompute:       66232320 FLOPs in 4 node executions
  * saved tensors:
  *   stage1.p [32x16x14x14]
@@ -157,30 +157,30 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 3211264);
+    float *v_stage1_p = (float *)(void *)(a + 0);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 0);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
+    float *v_stage2_c = (float *)(void *)(a + 401408);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1204224));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 802816);
+    float *v_stage2_a = (float *)(void *)(a + 1204224);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 0);
+    float *v_stage2_p = (float *)(void *)(a + 401408);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 200704);
+    float *v_logits = (float *)(void *)(a + 602112);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 201984);
+    float *v_loss = (float *)(void *)(a + 603392);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -189,18 +189,18 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 203264);
+    float *d_loss = (float *)(void *)(a + 604672);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 201984);
+    float *d_logits = (float *)(void *)(a + 603392);
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 1605632);
+    float *d_stage2_p = (float *)(void *)(a + 2007040);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
@@ -210,55 +210,51 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] recompute */
-    float *r_stage2_c = (float *)(void *)(a + 0);
-    rt_conv_forward(r_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
+    float *r_stage2_c = (float *)(void *)(a + 1204224);
+    rt_conv_forward(r_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
-    float *r_stage2_a = (float *)(void *)(a + 802816);
+    float *r_stage2_a = (float *)(void *)(a + 401408);
     rt_relu_forward(r_stage2_a, r_stage2_c, 200704);
 
-    /* d(stage2.a) sums over its readers */
-    float *d_stage2_a = (float *)(void *)(a + 0);
-    rt_zero(d_stage2_a, 200704);
+    /* d(stage2.a): its first contribution writes it */
+    float *d_stage2_a = (float *)(void *)(a + 1204224);
 
     /* stage2.pool: MaxPool backward */
-    rt_maxpool_backward(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool);
+    rt_maxpool_backward_set(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool, 0x1u);
 
-    /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 1605632);
-    rt_zero(d_stage2_c, 200704);
+    /* d(stage2.c): its first contribution writes it */
+    float *d_stage2_c = (float *)(void *)(a + 1204224);
 
     /* stage2.relu: Relu backward */
-    rt_relu_backward(d_stage2_c, d_stage2_a, r_stage2_a, 200704);
+    rt_relu_backward_set(d_stage2_c, d_stage2_a, r_stage2_a, 200704, 0x1u);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 3612672);
+    float *d_stage1_p = (float *)(void *)(a + 3211264);
     rt_zero(d_stage1_p, 100352);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2408448));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] recompute */
-    float *r_stage1_c = (float *)(void *)(a + 0);
-    rt_conv_forward(r_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
+    float *r_stage1_c = (float *)(void *)(a + 1605632);
+    rt_conv_forward(r_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute */
-    float *r_stage1_a = (float *)(void *)(a + 1605632);
+    float *r_stage1_a = (float *)(void *)(a + 0);
     rt_relu_forward(r_stage1_a, r_stage1_c, 401408);
 
-    /* d(stage1.a) sums over its readers */
-    float *d_stage1_a = (float *)(void *)(a + 0);
-    rt_zero(d_stage1_a, 401408);
+    /* d(stage1.a): its first contribution writes it */
+    float *d_stage1_a = (float *)(void *)(a + 1605632);
 
     /* stage1.pool: MaxPool backward */
-    rt_maxpool_backward(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool);
+    rt_maxpool_backward_set(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool, 0x1u);
 
-    /* d(stage1.c) sums over its readers */
-    float *d_stage1_c = (float *)(void *)(a + 3211264);
-    rt_zero(d_stage1_c, 401408);
+    /* d(stage1.c): its first contribution writes it */
+    float *d_stage1_c = (float *)(void *)(a + 1605632);
 
     /* stage1.relu: Relu backward */
-    rt_relu_backward(d_stage1_c, d_stage1_a, r_stage1_a, 401408);
+    rt_relu_backward_set(d_stage1_c, d_stage1_a, r_stage1_a, 401408, 0x1u);
 
     /* stage1.conv: Conv backward */
     rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 0));
@@ -306,30 +302,30 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 3211264);
+    float *v_stage1_p = (float *)(void *)(a + 0);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 0);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
+    float *v_stage2_c = (float *)(void *)(a + 401408);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1204224));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 802816);
+    float *v_stage2_a = (float *)(void *)(a + 1204224);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 0);
+    float *v_stage2_p = (float *)(void *)(a + 401408);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 200704);
+    float *v_logits = (float *)(void *)(a + 602112);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 201984);
+    float *v_loss = (float *)(void *)(a + 603392);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -338,29 +334,29 @@ float cnn_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 201984);
+    float *d_loss = (float *)(void *)(a + 603392);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 263424);
+    float *d_logits = (float *)(void *)(a + 664832);
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 1605632);
+    float *d_stage2_p = (float *)(void *)(a + 2007040);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
     float *d_flat = d_stage2_p;
 
     /* d(fc.weight) sums over its readers */
-    float *d_fc_weight = (float *)(void *)(a + 200704);
+    float *d_fc_weight = (float *)(void *)(a + 602112);
     rt_zero(d_fc_weight, 15680);
 
     /* d(fc.bias) sums over its readers */
-    float *d_fc_bias = (float *)(void *)(a + 264704);
+    float *d_fc_bias = (float *)(void *)(a + 666112);
     rt_zero(d_fc_bias, 10);
 
     /* fc: Gemm backward */
@@ -373,41 +369,39 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] recompute */
-    float *r_stage2_c = (float *)(void *)(a + 0);
-    rt_conv_forward(r_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
+    float *r_stage2_c = (float *)(void *)(a + 401408);
+    rt_conv_forward(r_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1204224));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
-    float *r_stage2_a = (float *)(void *)(a + 802816);
+    float *r_stage2_a = (float *)(void *)(a + 1204224);
     rt_relu_forward(r_stage2_a, r_stage2_c, 200704);
 
-    /* d(stage2.a) sums over its readers */
-    float *d_stage2_a = (float *)(void *)(a + 0);
-    rt_zero(d_stage2_a, 200704);
+    /* d(stage2.a): its first contribution writes it */
+    float *d_stage2_a = (float *)(void *)(a + 401408);
 
     /* stage2.pool: MaxPool backward */
-    rt_maxpool_backward(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool);
+    rt_maxpool_backward_set(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool, 0x1u);
 
-    /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 1605632);
-    rt_zero(d_stage2_c, 200704);
+    /* d(stage2.c): its first contribution writes it */
+    float *d_stage2_c = (float *)(void *)(a + 401408);
 
     /* stage2.relu: Relu backward */
-    rt_relu_backward(d_stage2_c, d_stage2_a, r_stage2_a, 200704);
+    rt_relu_backward_set(d_stage2_c, d_stage2_a, r_stage2_a, 200704, 0x1u);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 3612672);
+    float *d_stage1_p = (float *)(void *)(a + 3211264);
     rt_zero(d_stage1_p, 100352);
 
     /* d(conv2.weight) sums over its readers */
-    float *d_conv2_weight = (float *)(void *)(a + 2652800);
+    float *d_conv2_weight = (float *)(void *)(a + 1448576);
     rt_zero(d_conv2_weight, 4608);
 
     /* d(conv2.bias) sums over its readers */
-    float *d_conv2_bias = (float *)(void *)(a + 2671232);
+    float *d_conv2_bias = (float *)(void *)(a + 1467008);
     rt_zero(d_conv2_bias, 32);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2408448));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 1204224));
 
     /* d(conv2.weight) is final and nothing reads conv2.weight again: step it */
     rt_optimizer_update(opt, params + 160, d_conv2_weight, state + 160, 20490, 4608);
@@ -423,30 +417,28 @@ float cnn_train_step_fused(float *params, const float *inputs,
     float *r_stage1_a = (float *)(void *)(a + 1605632);
     rt_relu_forward(r_stage1_a, r_stage1_c, 401408);
 
-    /* d(stage1.a) sums over its readers */
+    /* d(stage1.a): its first contribution writes it */
     float *d_stage1_a = (float *)(void *)(a + 0);
-    rt_zero(d_stage1_a, 401408);
 
     /* stage1.pool: MaxPool backward */
-    rt_maxpool_backward(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool);
+    rt_maxpool_backward_set(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool, 0x1u);
 
-    /* d(stage1.c) sums over its readers */
-    float *d_stage1_c = (float *)(void *)(a + 3211264);
-    rt_zero(d_stage1_c, 401408);
+    /* d(stage1.c): its first contribution writes it */
+    float *d_stage1_c = (float *)(void *)(a + 0);
 
     /* stage1.relu: Relu backward */
-    rt_relu_backward(d_stage1_c, d_stage1_a, r_stage1_a, 401408);
+    rt_relu_backward_set(d_stage1_c, d_stage1_a, r_stage1_a, 401408, 0x1u);
 
     /* d(conv1.weight) sums over its readers */
-    float *d_conv1_weight = (float *)(void *)(a + 57088);
+    float *d_conv1_weight = (float *)(void *)(a + 1662720);
     rt_zero(d_conv1_weight, 144);
 
     /* d(conv1.bias) sums over its readers */
-    float *d_conv1_bias = (float *)(void *)(a + 57664);
+    float *d_conv1_bias = (float *)(void *)(a + 1663296);
     rt_zero(d_conv1_bias, 16);
 
     /* stage1.conv: Conv backward */
-    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 0));
+    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
     /* d(conv1.weight) is final and nothing reads conv1.weight again: step it */
     rt_optimizer_update(opt, params + 0, d_conv1_weight, state + 0, 20490, 144);

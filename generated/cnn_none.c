@@ -3,8 +3,8 @@
  *
  * policy:          none
  * saved bytes:     3011840 (activations kept for the backward)
- * arena bytes:     4816896
- * fused step:      4816896 arena bytes, no gradient buffer (81960 bytes)
+ * arena bytes:     3813376
+ * fused step:      3813376 arena bytes, no gradient buffer (81960 bytes)
  * recompute:       0 FLOPs in 0 node executions
  * saved tensors:
  *   stage1.a [32x16x28x28]
@@ -151,34 +151,34 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1605632);
+    float *v_stage1_a = (float *)(void *)(a + 2207744);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 4014080);
+    float *v_stage1_p = (float *)(void *)(a + 1605632);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 0);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
+    float *v_stage2_c = (float *)(void *)(a + 802816);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 0));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 802816);
+    float *v_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 0);
+    float *v_stage2_p = (float *)(void *)(a + 804096);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 200704);
+    float *v_logits = (float *)(void *)(a + 2007040);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 201984);
+    float *v_loss = (float *)(void *)(a + 802816);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -187,18 +187,18 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 203264);
+    float *d_loss = (float *)(void *)(a + 2008320);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 201984);
+    float *d_logits = (float *)(void *)(a + 802816);
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 3211264);
+    float *d_stage2_p = (float *)(void *)(a + 2007040);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
@@ -207,40 +207,36 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     /* fc: Gemm backward */
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
-    /* d(stage2.a) sums over its readers */
-    float *d_stage2_a = (float *)(void *)(a + 0);
-    rt_zero(d_stage2_a, 200704);
+    /* d(stage2.a): its first contribution writes it */
+    float *d_stage2_a = (float *)(void *)(a + 802816);
 
     /* stage2.pool: MaxPool backward */
-    rt_maxpool_backward(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool);
+    rt_maxpool_backward_set(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool, 0x1u);
 
-    /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 3211264);
-    rt_zero(d_stage2_c, 200704);
+    /* d(stage2.c): its first contribution writes it */
+    float *d_stage2_c = (float *)(void *)(a + 802816);
 
     /* stage2.relu: Relu backward */
-    rt_relu_backward(d_stage2_c, d_stage2_a, v_stage2_a, 200704);
+    rt_relu_backward_set(d_stage2_c, d_stage2_a, v_stage2_a, 200704, 0x1u);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 4415488);
+    float *d_stage1_p = (float *)(void *)(a + 0);
     rt_zero(d_stage1_p, 100352);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 0));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 401408));
 
-    /* d(stage1.a) sums over its readers */
-    float *d_stage1_a = (float *)(void *)(a + 0);
-    rt_zero(d_stage1_a, 401408);
+    /* d(stage1.a): its first contribution writes it */
+    float *d_stage1_a = (float *)(void *)(a + 401408);
 
     /* stage1.pool: MaxPool backward */
-    rt_maxpool_backward(d_stage1_a, d_stage1_p, v_stage1_a, &win_stage1_pool);
+    rt_maxpool_backward_set(d_stage1_a, d_stage1_p, v_stage1_a, &win_stage1_pool, 0x1u);
 
-    /* d(stage1.c) sums over its readers */
-    float *d_stage1_c = (float *)(void *)(a + 3211264);
-    rt_zero(d_stage1_c, 401408);
+    /* d(stage1.c): its first contribution writes it */
+    float *d_stage1_c = (float *)(void *)(a + 401408);
 
     /* stage1.relu: Relu backward */
-    rt_relu_backward(d_stage1_c, d_stage1_a, v_stage1_a, 401408);
+    rt_relu_backward_set(d_stage1_c, d_stage1_a, v_stage1_a, 401408, 0x1u);
 
     /* stage1.conv: Conv backward */
     rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 0));
@@ -280,38 +276,38 @@ float cnn_train_step_fused(float *params, const float *inputs,
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 0);
-    rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
+    float *v_stage1_c = (float *)(void *)(a + 56448);
+    rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1605632);
+    float *v_stage1_a = (float *)(void *)(a + 2207744);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 4014080);
+    float *v_stage1_p = (float *)(void *)(a + 1806336);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 0);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
+    float *v_stage2_c = (float *)(void *)(a + 802816);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 0));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 802816);
+    float *v_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 0);
+    float *v_stage2_p = (float *)(void *)(a + 1003520);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 200704);
+    float *v_logits = (float *)(void *)(a + 802816);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 201984);
+    float *v_loss = (float *)(void *)(a + 804096);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -320,29 +316,29 @@ float cnn_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 201984);
+    float *d_loss = (float *)(void *)(a + 804096);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 263424);
+    float *d_logits = (float *)(void *)(a + 1204224);
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 3211264);
+    float *d_stage2_p = (float *)(void *)(a + 802816);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
     float *d_flat = d_stage2_p;
 
     /* d(fc.weight) sums over its readers */
-    float *d_fc_weight = (float *)(void *)(a + 200704);
+    float *d_fc_weight = (float *)(void *)(a + 1205568);
     rt_zero(d_fc_weight, 15680);
 
     /* d(fc.bias) sums over its readers */
-    float *d_fc_bias = (float *)(void *)(a + 264704);
+    float *d_fc_bias = (float *)(void *)(a + 1205504);
     rt_zero(d_fc_bias, 10);
 
     /* fc: Gemm backward */
@@ -354,34 +350,32 @@ float cnn_train_step_fused(float *params, const float *inputs,
     /* d(fc.bias) is final and nothing reads fc.bias again: step it */
     rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
 
-    /* d(stage2.a) sums over its readers */
-    float *d_stage2_a = (float *)(void *)(a + 0);
-    rt_zero(d_stage2_a, 200704);
+    /* d(stage2.a): its first contribution writes it */
+    float *d_stage2_a = (float *)(void *)(a + 1003520);
 
     /* stage2.pool: MaxPool backward */
-    rt_maxpool_backward(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool);
+    rt_maxpool_backward_set(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool, 0x1u);
 
-    /* d(stage2.c) sums over its readers */
-    float *d_stage2_c = (float *)(void *)(a + 3211264);
-    rt_zero(d_stage2_c, 200704);
+    /* d(stage2.c): its first contribution writes it */
+    float *d_stage2_c = (float *)(void *)(a + 1003520);
 
     /* stage2.relu: Relu backward */
-    rt_relu_backward(d_stage2_c, d_stage2_a, v_stage2_a, 200704);
+    rt_relu_backward_set(d_stage2_c, d_stage2_a, v_stage2_a, 200704, 0x1u);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 4415488);
+    float *d_stage1_p = (float *)(void *)(a + 0);
     rt_zero(d_stage1_p, 100352);
 
     /* d(conv2.weight) sums over its readers */
-    float *d_conv2_weight = (float *)(void *)(a + 244352);
+    float *d_conv2_weight = (float *)(void *)(a + 645760);
     rt_zero(d_conv2_weight, 4608);
 
     /* d(conv2.bias) sums over its readers */
-    float *d_conv2_bias = (float *)(void *)(a + 262784);
+    float *d_conv2_bias = (float *)(void *)(a + 664192);
     rt_zero(d_conv2_bias, 32);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 0));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* d(conv2.weight) is final and nothing reads conv2.weight again: step it */
     rt_optimizer_update(opt, params + 160, d_conv2_weight, state + 160, 20490, 4608);
@@ -389,30 +383,28 @@ float cnn_train_step_fused(float *params, const float *inputs,
     /* d(conv2.bias) is final and nothing reads conv2.bias again: step it */
     rt_optimizer_update(opt, params + 4768, d_conv2_bias, state + 4768, 20490, 32);
 
-    /* d(stage1.a) sums over its readers */
-    float *d_stage1_a = (float *)(void *)(a + 0);
-    rt_zero(d_stage1_a, 401408);
+    /* d(stage1.a): its first contribution writes it */
+    float *d_stage1_a = (float *)(void *)(a + 401408);
 
     /* stage1.pool: MaxPool backward */
-    rt_maxpool_backward(d_stage1_a, d_stage1_p, v_stage1_a, &win_stage1_pool);
+    rt_maxpool_backward_set(d_stage1_a, d_stage1_p, v_stage1_a, &win_stage1_pool, 0x1u);
 
-    /* d(stage1.c) sums over its readers */
-    float *d_stage1_c = (float *)(void *)(a + 3211264);
-    rt_zero(d_stage1_c, 401408);
+    /* d(stage1.c): its first contribution writes it */
+    float *d_stage1_c = (float *)(void *)(a + 401408);
 
     /* stage1.relu: Relu backward */
-    rt_relu_backward(d_stage1_c, d_stage1_a, v_stage1_a, 401408);
+    rt_relu_backward_set(d_stage1_c, d_stage1_a, v_stage1_a, 401408, 0x1u);
 
     /* d(conv1.weight) sums over its readers */
-    float *d_conv1_weight = (float *)(void *)(a + 57088);
+    float *d_conv1_weight = (float *)(void *)(a + 57152);
     rt_zero(d_conv1_weight, 144);
 
     /* d(conv1.bias) sums over its readers */
-    float *d_conv1_bias = (float *)(void *)(a + 57664);
+    float *d_conv1_bias = (float *)(void *)(a + 0);
     rt_zero(d_conv1_bias, 16);
 
     /* stage1.conv: Conv backward */
-    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 0));
+    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 64));
 
     /* d(conv1.weight) is final and nothing reads conv1.weight again: step it */
     rt_optimizer_update(opt, params + 0, d_conv1_weight, state + 0, 20490, 144);

@@ -1531,51 +1531,45 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
-    /* d(logits) sums over its readers */
+    /* d(logits): its first contribution writes it */
     float *d_logits = (float *)(void *)(a + 262144);
-    rt_zero(d_logits, 65536);
 
     /* head.t: Transpose backward */
-    rt_transpose_backward(d_logits, d_scores, 3, dims_head_t, perm_head_t);
+    rt_transpose_backward_set(d_logits, d_scores, 3, dims_head_t, perm_head_t, 0x1u);
 
-    /* d(hf) sums over its readers */
+    /* d(hf): its first contribution writes it */
     float *d_hf = (float *)(void *)(a + 0);
-    rt_zero(d_hf, 32768);
 
     /* head: MatMul backward */
-    rt_gemm_backward(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 1441792);
+    float *d_l3_out = (float *)(void *)(a + 2097152);
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l3.r) sums over its readers */
+    /* d(l3.r): its first contribution writes it */
     float *d_l3_r = (float *)(void *)(a + 2097152);
-    rt_zero(d_l3_r, 32768);
 
-    /* d(l3.y2) sums over its readers */
-    float *d_l3_y2 = (float *)(void *)(a + 0);
-    rt_zero(d_l3_y2, 32768);
+    /* d(l3.y2): its first contribution writes it */
+    float *d_l3_y2 = (float *)(void *)(a + 2228224);
 
     /* l3.res2: Add backward */
-    rt_add_backward(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2);
+    rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
-    /* d(l3.y1) sums over its readers */
-    float *d_l3_y1 = (float *)(void *)(a + 131072);
-    rt_zero(d_l3_y1, 32768);
+    /* d(l3.y1): its first contribution writes it */
+    float *d_l3_y1 = (float *)(void *)(a + 2228224);
 
     /* l3.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109);
+    rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0) sums over its readers */
+    /* d(l3.y0): its first contribution writes it */
     float *d_l3_y0 = (float *)(void *)(a + 2228224);
-    rt_zero(d_l3_y0, 32768);
 
     /* l3.fc2.bias: Add backward */
-    rt_add_backward(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias);
+    rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
     float *r_l3_a = (float *)(void *)(a + 2359296);
@@ -1665,64 +1659,56 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *r_l3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
 
-    /* d(l3.g) sums over its readers */
+    /* d(l3.g): its first contribution writes it */
     float *d_l3_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l3_g, 131072);
 
     /* l3.fc2: MatMul backward */
-    rt_gemm_backward(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l3_f1, 131072);
+    /* d(l3.f1): its first contribution writes it */
+    float *d_l3_f1 = (float *)(void *)(a + 1048576);
 
     /* l3.act: Gelu backward */
-    rt_gelu_backward(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0);
+    rt_gelu_backward_set(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
 
-    /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l3_f0, 131072);
+    /* d(l3.f0): its first contribution writes it */
+    float *d_l3_f0 = (float *)(void *)(a + 1048576);
 
     /* l3.fc.bias: Add backward */
-    rt_add_backward(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias);
+    rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
 
-    /* d(l3.m) sums over its readers */
+    /* d(l3.m): its first contribution writes it */
     float *d_l3_m = (float *)(void *)(a + 2228224);
-    rt_zero(d_l3_m, 32768);
 
     /* l3.fc: MatMul backward */
-    rt_gemm_backward(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* l3.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l2.out) sums over its readers */
-    float *d_l2_out = (float *)(void *)(a + 2228224);
-    rt_zero(d_l2_out, 32768);
+    /* d(l2.out): its first contribution writes it */
+    float *d_l2_out = (float *)(void *)(a + 2097152);
 
-    /* d(l3.o2) sums over its readers */
-    float *d_l3_o2 = (float *)(void *)(a + 0);
-    rt_zero(d_l3_o2, 32768);
+    /* d(l3.o2): its first contribution writes it */
+    float *d_l3_o2 = (float *)(void *)(a + 2228224);
 
     /* l3.res1: Add backward */
-    rt_add_backward(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1);
+    rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
-    /* d(l3.o1) sums over its readers */
-    float *d_l3_o1 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l3_o1, 32768);
+    /* d(l3.o1): its first contribution writes it */
+    float *d_l3_o1 = (float *)(void *)(a + 2228224);
 
     /* l3.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101);
+    rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0) sums over its readers */
-    float *d_l3_o0 = (float *)(void *)(a + 0);
-    rt_zero(d_l3_o0, 32768);
+    /* d(l3.o0): its first contribution writes it */
+    float *d_l3_o0 = (float *)(void *)(a + 2228224);
 
     /* l3.proj.bias: Add backward */
-    rt_add_backward(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias);
+    rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
 
     /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 2097152);
+    float *d_l3_att2 = (float *)(void *)(a + 0);
     rt_zero(d_l3_att2, 32768);
 
     /* d(l3.att3) is d(l3.att2): Reshape moves no data */
@@ -1731,15 +1717,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.proj: MatMul backward */
     rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* d(l3.att) sums over its readers */
-    float *d_l3_att = (float *)(void *)(a + 0);
-    rt_zero(d_l3_att, 32768);
+    /* d(l3.att): its first contribution writes it */
+    float *d_l3_att = (float *)(void *)(a + 2228224);
 
     /* l3.attn.t: Transpose backward */
-    rt_transpose_backward(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t);
+    rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 2097152);
+    float *d_l3_q3 = (float *)(void *)(a + 0);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
@@ -1754,7 +1739,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 0);
+    float *d_l3_v1 = (float *)(void *)(a + 2228224);
     rt_zero(d_l3_v1, 32768);
 
     /* d(l3.v2) is d(l3.v1): Reshape moves no data */
@@ -1763,22 +1748,20 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.v.t: Transpose backward */
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
-    /* d(l3.v0) sums over its readers */
-    float *d_l3_v0 = (float *)(void *)(a + 262144);
-    rt_zero(d_l3_v0, 32768);
+    /* d(l3.v0): its first contribution writes it */
+    float *d_l3_v0 = (float *)(void *)(a + 2228224);
 
     /* l3.v.bias: Add backward */
-    rt_add_backward(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias);
+    rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
 
-    /* d(l3.a) sums over its readers */
-    float *d_l3_a = (float *)(void *)(a + 0);
-    rt_zero(d_l3_a, 32768);
+    /* d(l3.a): its first contribution writes it */
+    float *d_l3_a = (float *)(void *)(a + 262144);
 
     /* l3.v: MatMul backward */
-    rt_gemm_backward(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 262144);
+    float *d_l3_k0 = (float *)(void *)(a + 2228224);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.k2) is d(l3.k0): Reshape moves no data */
@@ -1800,12 +1783,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.q.t: Transpose backward */
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
-    /* d(l3.q0) sums over its readers */
-    float *d_l3_q0 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l3_q0, 32768);
+    /* d(l3.q0): its first contribution writes it */
+    float *d_l3_q0 = (float *)(void *)(a + 131072);
 
     /* l3.q.bias: Add backward */
-    rt_add_backward(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias);
+    rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, 0x1u);
 
     /* l3.q: MatMul backward */
     rt_gemm_backward(d_l3_a, d_l3_q_weight, NULL, d_l3_q0, r_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
@@ -1813,30 +1795,26 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l2.r) sums over its readers */
-    float *d_l2_r = (float *)(void *)(a + 1966080);
-    rt_zero(d_l2_r, 32768);
+    /* d(l2.r): its first contribution writes it */
+    float *d_l2_r = (float *)(void *)(a + 2097152);
 
-    /* d(l2.y2) sums over its readers */
-    float *d_l2_y2 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l2_y2, 32768);
+    /* d(l2.y2): its first contribution writes it */
+    float *d_l2_y2 = (float *)(void *)(a + 1966080);
 
     /* l2.res2: Add backward */
-    rt_add_backward(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2);
+    rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
-    /* d(l2.y1) sums over its readers */
-    float *d_l2_y1 = (float *)(void *)(a + 0);
-    rt_zero(d_l2_y1, 32768);
+    /* d(l2.y1): its first contribution writes it */
+    float *d_l2_y1 = (float *)(void *)(a + 1966080);
 
     /* l2.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82);
+    rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0) sums over its readers */
-    float *d_l2_y0 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l2_y0, 32768);
+    /* d(l2.y0): its first contribution writes it */
+    float *d_l2_y0 = (float *)(void *)(a + 1966080);
 
     /* l2.fc2.bias: Add backward */
-    rt_add_backward(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias);
+    rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
     float *r_l2_a = (float *)(void *)(a + 2228224);
@@ -1926,64 +1904,56 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *r_l2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
-    /* d(l2.g) sums over its readers */
+    /* d(l2.g): its first contribution writes it */
     float *d_l2_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l2_g, 131072);
 
     /* l2.fc2: MatMul backward */
-    rt_gemm_backward(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l2_f1, 131072);
+    /* d(l2.f1): its first contribution writes it */
+    float *d_l2_f1 = (float *)(void *)(a + 1048576);
 
     /* l2.act: Gelu backward */
-    rt_gelu_backward(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0);
+    rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
-    /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l2_f0, 131072);
+    /* d(l2.f0): its first contribution writes it */
+    float *d_l2_f0 = (float *)(void *)(a + 1048576);
 
     /* l2.fc.bias: Add backward */
-    rt_add_backward(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias);
+    rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
 
-    /* d(l2.m) sums over its readers */
-    float *d_l2_m = (float *)(void *)(a + 2097152);
-    rt_zero(d_l2_m, 32768);
+    /* d(l2.m): its first contribution writes it */
+    float *d_l2_m = (float *)(void *)(a + 1966080);
 
     /* l2.fc: MatMul backward */
-    rt_gemm_backward(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* l2.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l1.out) sums over its readers */
+    /* d(l1.out): its first contribution writes it */
     float *d_l1_out = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_out, 32768);
 
-    /* d(l2.o2) sums over its readers */
-    float *d_l2_o2 = (float *)(void *)(a + 0);
-    rt_zero(d_l2_o2, 32768);
+    /* d(l2.o2): its first contribution writes it */
+    float *d_l2_o2 = (float *)(void *)(a + 1966080);
 
     /* l2.res1: Add backward */
-    rt_add_backward(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1);
+    rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
-    /* d(l2.o1) sums over its readers */
+    /* d(l2.o1): its first contribution writes it */
     float *d_l2_o1 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l2_o1, 32768);
 
     /* l2.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74);
+    rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0) sums over its readers */
-    float *d_l2_o0 = (float *)(void *)(a + 0);
-    rt_zero(d_l2_o0, 32768);
+    /* d(l2.o0): its first contribution writes it */
+    float *d_l2_o0 = (float *)(void *)(a + 1966080);
 
     /* l2.proj.bias: Add backward */
-    rt_add_backward(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias);
+    rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 1966080);
+    float *d_l2_att2 = (float *)(void *)(a + 0);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
@@ -1992,15 +1962,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.proj: MatMul backward */
     rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* d(l2.att) sums over its readers */
-    float *d_l2_att = (float *)(void *)(a + 0);
-    rt_zero(d_l2_att, 32768);
+    /* d(l2.att): its first contribution writes it */
+    float *d_l2_att = (float *)(void *)(a + 1966080);
 
     /* l2.attn.t: Transpose backward */
-    rt_transpose_backward(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t);
+    rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 1966080);
+    float *d_l2_q3 = (float *)(void *)(a + 0);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
@@ -2015,7 +1984,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(void *)(a + 0);
+    float *d_l2_v1 = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_v1, 32768);
 
     /* d(l2.v2) is d(l2.v1): Reshape moves no data */
@@ -2024,22 +1993,20 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.v.t: Transpose backward */
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
-    /* d(l2.v0) sums over its readers */
-    float *d_l2_v0 = (float *)(void *)(a + 262144);
-    rt_zero(d_l2_v0, 32768);
+    /* d(l2.v0): its first contribution writes it */
+    float *d_l2_v0 = (float *)(void *)(a + 1966080);
 
     /* l2.v.bias: Add backward */
-    rt_add_backward(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias);
+    rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
 
-    /* d(l2.a) sums over its readers */
-    float *d_l2_a = (float *)(void *)(a + 0);
-    rt_zero(d_l2_a, 32768);
+    /* d(l2.a): its first contribution writes it */
+    float *d_l2_a = (float *)(void *)(a + 262144);
 
     /* l2.v: MatMul backward */
-    rt_gemm_backward(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 262144);
+    float *d_l2_k0 = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_k0, 32768);
 
     /* d(l2.k2) is d(l2.k0): Reshape moves no data */
@@ -2061,12 +2028,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.q.t: Transpose backward */
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
-    /* d(l2.q0) sums over its readers */
-    float *d_l2_q0 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l2_q0, 32768);
+    /* d(l2.q0): its first contribution writes it */
+    float *d_l2_q0 = (float *)(void *)(a + 131072);
 
     /* l2.q.bias: Add backward */
-    rt_add_backward(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias);
+    rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, 0x1u);
 
     /* l2.q: MatMul backward */
     rt_gemm_backward(d_l2_a, d_l2_q_weight, NULL, d_l2_q0, r_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
@@ -2074,33 +2040,29 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l1.r) sums over its readers */
-    float *d_l1_r = (float *)(void *)(a + 1835008);
-    rt_zero(d_l1_r, 32768);
+    /* d(l1.r): its first contribution writes it */
+    float *d_l1_r = (float *)(void *)(a + 2097152);
 
-    /* d(l1.y2) sums over its readers */
-    float *d_l1_y2 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l1_y2, 32768);
+    /* d(l1.y2): its first contribution writes it */
+    float *d_l1_y2 = (float *)(void *)(a + 1835008);
 
     /* l1.res2: Add backward */
-    rt_add_backward(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2);
+    rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
-    /* d(l1.y1) sums over its readers */
-    float *d_l1_y1 = (float *)(void *)(a + 0);
-    rt_zero(d_l1_y1, 32768);
+    /* d(l1.y1): its first contribution writes it */
+    float *d_l1_y1 = (float *)(void *)(a + 1835008);
 
     /* l1.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55);
+    rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0) sums over its readers */
-    float *d_l1_y0 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l1_y0, 32768);
+    /* d(l1.y0): its first contribution writes it */
+    float *d_l1_y0 = (float *)(void *)(a + 1835008);
 
     /* l1.fc2.bias: Add backward */
-    rt_add_backward(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias);
+    rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 2097152);
+    float *r_l1_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] recompute */
@@ -2187,64 +2149,56 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *r_l1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
-    /* d(l1.g) sums over its readers */
+    /* d(l1.g): its first contribution writes it */
     float *d_l1_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l1_g, 131072);
 
     /* l1.fc2: MatMul backward */
-    rt_gemm_backward(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l1_f1, 131072);
+    /* d(l1.f1): its first contribution writes it */
+    float *d_l1_f1 = (float *)(void *)(a + 1048576);
 
     /* l1.act: Gelu backward */
-    rt_gelu_backward(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0);
+    rt_gelu_backward_set(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
 
-    /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l1_f0, 131072);
+    /* d(l1.f0): its first contribution writes it */
+    float *d_l1_f0 = (float *)(void *)(a + 1048576);
 
     /* l1.fc.bias: Add backward */
-    rt_add_backward(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias);
+    rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
 
-    /* d(l1.m) sums over its readers */
-    float *d_l1_m = (float *)(void *)(a + 1966080);
-    rt_zero(d_l1_m, 32768);
+    /* d(l1.m): its first contribution writes it */
+    float *d_l1_m = (float *)(void *)(a + 1835008);
 
     /* l1.fc: MatMul backward */
-    rt_gemm_backward(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* l1.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l0.out) sums over its readers */
-    float *d_l0_out = (float *)(void *)(a + 1966080);
-    rt_zero(d_l0_out, 32768);
+    /* d(l0.out): its first contribution writes it */
+    float *d_l0_out = (float *)(void *)(a + 2097152);
 
-    /* d(l1.o2) sums over its readers */
-    float *d_l1_o2 = (float *)(void *)(a + 0);
-    rt_zero(d_l1_o2, 32768);
+    /* d(l1.o2): its first contribution writes it */
+    float *d_l1_o2 = (float *)(void *)(a + 1835008);
 
     /* l1.res1: Add backward */
-    rt_add_backward(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1);
+    rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
-    /* d(l1.o1) sums over its readers */
+    /* d(l1.o1): its first contribution writes it */
     float *d_l1_o1 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l1_o1, 32768);
 
     /* l1.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47);
+    rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0) sums over its readers */
-    float *d_l1_o0 = (float *)(void *)(a + 0);
-    rt_zero(d_l1_o0, 32768);
+    /* d(l1.o0): its first contribution writes it */
+    float *d_l1_o0 = (float *)(void *)(a + 1835008);
 
     /* l1.proj.bias: Add backward */
-    rt_add_backward(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias);
+    rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 1835008);
+    float *d_l1_att2 = (float *)(void *)(a + 0);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
@@ -2253,15 +2207,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.proj: MatMul backward */
     rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* d(l1.att) sums over its readers */
-    float *d_l1_att = (float *)(void *)(a + 0);
-    rt_zero(d_l1_att, 32768);
+    /* d(l1.att): its first contribution writes it */
+    float *d_l1_att = (float *)(void *)(a + 1835008);
 
     /* l1.attn.t: Transpose backward */
-    rt_transpose_backward(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t);
+    rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 1835008);
+    float *d_l1_q3 = (float *)(void *)(a + 0);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
@@ -2276,7 +2229,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(void *)(a + 0);
+    float *d_l1_v1 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_v1, 32768);
 
     /* d(l1.v2) is d(l1.v1): Reshape moves no data */
@@ -2285,22 +2238,20 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.v.t: Transpose backward */
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
-    /* d(l1.v0) sums over its readers */
-    float *d_l1_v0 = (float *)(void *)(a + 262144);
-    rt_zero(d_l1_v0, 32768);
+    /* d(l1.v0): its first contribution writes it */
+    float *d_l1_v0 = (float *)(void *)(a + 1835008);
 
     /* l1.v.bias: Add backward */
-    rt_add_backward(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias);
+    rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
 
-    /* d(l1.a) sums over its readers */
-    float *d_l1_a = (float *)(void *)(a + 0);
-    rt_zero(d_l1_a, 32768);
+    /* d(l1.a): its first contribution writes it */
+    float *d_l1_a = (float *)(void *)(a + 262144);
 
     /* l1.v: MatMul backward */
-    rt_gemm_backward(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 262144);
+    float *d_l1_k0 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_k0, 32768);
 
     /* d(l1.k2) is d(l1.k0): Reshape moves no data */
@@ -2322,12 +2273,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.q.t: Transpose backward */
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
-    /* d(l1.q0) sums over its readers */
-    float *d_l1_q0 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l1_q0, 32768);
+    /* d(l1.q0): its first contribution writes it */
+    float *d_l1_q0 = (float *)(void *)(a + 131072);
 
     /* l1.q.bias: Add backward */
-    rt_add_backward(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias);
+    rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, 0x1u);
 
     /* l1.q: MatMul backward */
     rt_gemm_backward(d_l1_a, d_l1_q_weight, NULL, d_l1_q0, r_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
@@ -2335,48 +2285,44 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l0.r) sums over its readers */
-    float *d_l0_r = (float *)(void *)(a + 1703936);
-    rt_zero(d_l0_r, 32768);
+    /* d(l0.r): its first contribution writes it */
+    float *d_l0_r = (float *)(void *)(a + 2097152);
 
-    /* d(l0.y2) sums over its readers */
-    float *d_l0_y2 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l0_y2, 32768);
+    /* d(l0.y2): its first contribution writes it */
+    float *d_l0_y2 = (float *)(void *)(a + 1703936);
 
     /* l0.res2: Add backward */
-    rt_add_backward(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2);
+    rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
-    /* d(l0.y1) sums over its readers */
-    float *d_l0_y1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_y1, 32768);
+    /* d(l0.y1): its first contribution writes it */
+    float *d_l0_y1 = (float *)(void *)(a + 1703936);
 
     /* l0.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28);
+    rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0) sums over its readers */
-    float *d_l0_y0 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l0_y0, 32768);
+    /* d(l0.y0): its first contribution writes it */
+    float *d_l0_y0 = (float *)(void *)(a + 1703936);
 
     /* l0.fc2.bias: Add backward */
-    rt_add_backward(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias);
+    rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 1966080);
+    float *r_l0_a = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] recompute */
-    float *r_l0_q0 = (float *)(void *)(a + 0);
+    float *r_l0_q0 = (float *)(void *)(a + 1966080);
     rt_gemm_forward(r_l0_q0, r_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 131072);
+    float *r_l0_q1 = (float *)(void *)(a + 0);
     rt_add_forward(r_l0_q1, r_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_q2 = r_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(void *)(a + 2097152);
+    float *r_l0_q3 = (float *)(void *)(a + 1966080);
     rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] recompute */
@@ -2448,64 +2394,56 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *r_l0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
-    /* d(l0.g) sums over its readers */
+    /* d(l0.g): its first contribution writes it */
     float *d_l0_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l0_g, 131072);
 
     /* l0.fc2: MatMul backward */
-    rt_gemm_backward(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_f1, 131072);
+    /* d(l0.f1): its first contribution writes it */
+    float *d_l0_f1 = (float *)(void *)(a + 1048576);
 
     /* l0.act: Gelu backward */
-    rt_gelu_backward(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0);
+    rt_gelu_backward_set(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
 
-    /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l0_f0, 131072);
+    /* d(l0.f0): its first contribution writes it */
+    float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* l0.fc.bias: Add backward */
-    rt_add_backward(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias);
+    rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
 
-    /* d(l0.m) sums over its readers */
-    float *d_l0_m = (float *)(void *)(a + 1835008);
-    rt_zero(d_l0_m, 32768);
+    /* d(l0.m): its first contribution writes it */
+    float *d_l0_m = (float *)(void *)(a + 1703936);
 
     /* l0.fc: MatMul backward */
-    rt_gemm_backward(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* l0.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(h0) sums over its readers */
-    float *d_h0 = (float *)(void *)(a + 1835008);
-    rt_zero(d_h0, 32768);
+    /* d(h0): its first contribution writes it */
+    float *d_h0 = (float *)(void *)(a + 2097152);
 
-    /* d(l0.o2) sums over its readers */
-    float *d_l0_o2 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_o2, 32768);
+    /* d(l0.o2): its first contribution writes it */
+    float *d_l0_o2 = (float *)(void *)(a + 1703936);
 
     /* l0.res1: Add backward */
-    rt_add_backward(d_h0, d_l0_o2, d_l0_r, &map_l0_res1);
+    rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
-    /* d(l0.o1) sums over its readers */
+    /* d(l0.o1): its first contribution writes it */
     float *d_l0_o1 = (float *)(void *)(a + 1703936);
-    rt_zero(d_l0_o1, 32768);
 
     /* l0.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20);
+    rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0) sums over its readers */
-    float *d_l0_o0 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_o0, 32768);
+    /* d(l0.o0): its first contribution writes it */
+    float *d_l0_o0 = (float *)(void *)(a + 1703936);
 
     /* l0.proj.bias: Add backward */
-    rt_add_backward(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias);
+    rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 1703936);
+    float *d_l0_att2 = (float *)(void *)(a + 0);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
@@ -2514,15 +2452,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.proj: MatMul backward */
     rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* d(l0.att) sums over its readers */
-    float *d_l0_att = (float *)(void *)(a + 0);
-    rt_zero(d_l0_att, 32768);
+    /* d(l0.att): its first contribution writes it */
+    float *d_l0_att = (float *)(void *)(a + 1703936);
 
     /* l0.attn.t: Transpose backward */
-    rt_transpose_backward(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t);
+    rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 1703936);
+    float *d_l0_q3 = (float *)(void *)(a + 0);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
@@ -2537,7 +2474,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 0);
+    float *d_l0_v1 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_v1, 32768);
 
     /* d(l0.v2) is d(l0.v1): Reshape moves no data */
@@ -2546,22 +2483,20 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.v.t: Transpose backward */
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
-    /* d(l0.v0) sums over its readers */
-    float *d_l0_v0 = (float *)(void *)(a + 262144);
-    rt_zero(d_l0_v0, 32768);
+    /* d(l0.v0): its first contribution writes it */
+    float *d_l0_v0 = (float *)(void *)(a + 1703936);
 
     /* l0.v.bias: Add backward */
-    rt_add_backward(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias);
+    rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
 
-    /* d(l0.a) sums over its readers */
-    float *d_l0_a = (float *)(void *)(a + 0);
-    rt_zero(d_l0_a, 32768);
+    /* d(l0.a): its first contribution writes it */
+    float *d_l0_a = (float *)(void *)(a + 1966080);
 
     /* l0.v: MatMul backward */
-    rt_gemm_backward(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 262144);
+    float *d_l0_k0 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -2574,7 +2509,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, r_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 131072);
+    float *d_l0_q1 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -2583,12 +2518,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.q.t: Transpose backward */
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
-    /* d(l0.q0) sums over its readers */
+    /* d(l0.q0): its first contribution writes it */
     float *d_l0_q0 = (float *)(void *)(a + 1703936);
-    rt_zero(d_l0_q0, 32768);
 
     /* l0.q.bias: Add backward */
-    rt_add_backward(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias);
+    rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
 
     /* l0.q: MatMul backward */
     rt_gemm_backward(d_l0_a, d_l0_q_weight, NULL, d_l0_q0, r_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
@@ -2596,19 +2530,17 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(emb) sums over its readers */
-    float *d_emb = (float *)(void *)(a + 0);
-    rt_zero(d_emb, 32768);
+    /* d(emb): its first contribution writes it */
+    float *d_emb = (float *)(void *)(a + 2097152);
 
     /* embed.drop: Dropout backward */
-    rt_dropout_backward(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2);
+    rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
-    /* d(tok) sums over its readers */
-    float *d_tok = (float *)(void *)(a + 131072);
-    rt_zero(d_tok, 32768);
+    /* d(tok): its first contribution writes it */
+    float *d_tok = (float *)(void *)(a + 2097152);
 
     /* pos: Add backward */
-    rt_add_backward(d_tok, d_wpe, d_emb, &map_pos);
+    rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, 0x1u);
 
     /* embed: Gather backward */
     rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
@@ -3166,37 +3098,35 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
-    /* d(logits) sums over its readers */
+    /* d(logits): its first contribution writes it */
     float *d_logits = (float *)(void *)(a + 262144);
-    rt_zero(d_logits, 65536);
 
     /* head.t: Transpose backward */
-    rt_transpose_backward(d_logits, d_scores, 3, dims_head_t, perm_head_t);
+    rt_transpose_backward_set(d_logits, d_scores, 3, dims_head_t, perm_head_t, 0x1u);
 
-    /* d(hf) sums over its readers */
-    float *d_hf = (float *)(void *)(a + 0);
-    rt_zero(d_hf, 32768);
+    /* d(hf): its first contribution writes it */
+    float *d_hf = (float *)(void *)(a + 131072);
 
     /* d(head.weight) sums over its readers */
-    float *d_head_weight = (float *)(void *)(a + 131072);
+    float *d_head_weight = (float *)(void *)(a + 0);
     rt_zero(d_head_weight, 32768);
 
     /* head: MatMul backward */
-    rt_gemm_backward(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(head.weight) is final and nothing reads head.weight again: step it */
     rt_optimizer_update(opt, params + 833792, d_head_weight, state + 833792, 866560, 32768);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 131072);
+    float *d_l3_out = (float *)(void *)(a + 2359296);
     rt_zero(d_l3_out, 32768);
 
     /* d(lnf.scale) sums over its readers */
-    float *d_lnf_scale = (float *)(void *)(a + 262144);
+    float *d_lnf_scale = (float *)(void *)(a + 0);
     rt_zero(d_lnf_scale, 128);
 
     /* d(lnf.bias) sums over its readers */
-    float *d_lnf_bias = (float *)(void *)(a + 262656);
+    float *d_lnf_bias = (float *)(void *)(a + 512);
     rt_zero(d_lnf_bias, 128);
 
     /* lnf: LayerNormalization backward */
@@ -3208,34 +3138,30 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(lnf.bias) is final and nothing reads lnf.bias again: step it */
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state + 833664, 866560, 128);
 
-    /* d(l3.r) sums over its readers */
+    /* d(l3.r): its first contribution writes it */
     float *d_l3_r = (float *)(void *)(a + 2359296);
-    rt_zero(d_l3_r, 32768);
 
-    /* d(l3.y2) sums over its readers */
-    float *d_l3_y2 = (float *)(void *)(a + 0);
-    rt_zero(d_l3_y2, 32768);
+    /* d(l3.y2): its first contribution writes it */
+    float *d_l3_y2 = (float *)(void *)(a + 2490368);
 
     /* l3.res2: Add backward */
-    rt_add_backward(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2);
+    rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
-    /* d(l3.y1) sums over its readers */
-    float *d_l3_y1 = (float *)(void *)(a + 131072);
-    rt_zero(d_l3_y1, 32768);
+    /* d(l3.y1): its first contribution writes it */
+    float *d_l3_y1 = (float *)(void *)(a + 2490368);
 
     /* l3.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109);
+    rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0) sums over its readers */
+    /* d(l3.y0): its first contribution writes it */
     float *d_l3_y0 = (float *)(void *)(a + 2490368);
-    rt_zero(d_l3_y0, 32768);
 
     /* d(l3.fc2.bias) sums over its readers */
     float *d_l3_fc2_bias = (float *)(void *)(a + 0);
     rt_zero(d_l3_fc2_bias, 128);
 
     /* l3.fc2.bias: Add backward */
-    rt_add_backward(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias);
+    rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
 
     /* d(l3.fc2.bias) is final and nothing reads l3.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state + 833408, 866560, 128);
@@ -3328,51 +3254,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *r_l3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
 
-    /* d(l3.g) sums over its readers */
+    /* d(l3.g): its first contribution writes it */
     float *d_l3_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l3_g, 131072);
 
     /* d(l3.fc2.weight) sums over its readers */
     float *d_l3_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l3_fc2_weight, 65536);
 
     /* l3.fc2: MatMul backward */
-    rt_gemm_backward(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.fc2.weight) is final and nothing reads l3.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state + 767872, 866560, 65536);
 
-    /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l3_f1, 131072);
+    /* d(l3.f1): its first contribution writes it */
+    float *d_l3_f1 = (float *)(void *)(a + 1048576);
 
     /* l3.act: Gelu backward */
-    rt_gelu_backward(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0);
+    rt_gelu_backward_set(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
 
-    /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l3_f0, 131072);
+    /* d(l3.f0): its first contribution writes it */
+    float *d_l3_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l3.fc.bias) sums over its readers */
     float *d_l3_fc_bias = (float *)(void *)(a + 2490368);
     rt_zero(d_l3_fc_bias, 512);
 
     /* l3.fc.bias: Add backward */
-    rt_add_backward(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias);
+    rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
 
     /* d(l3.fc.bias) is final and nothing reads l3.fc.bias again: step it */
     rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state + 767360, 866560, 512);
 
-    /* d(l3.m) sums over its readers */
+    /* d(l3.m): its first contribution writes it */
     float *d_l3_m = (float *)(void *)(a + 2490368);
-    rt_zero(d_l3_m, 32768);
 
     /* d(l3.fc.weight) sums over its readers */
     float *d_l3_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l3_fc_weight, 65536);
 
     /* l3.fc: MatMul backward */
-    rt_gemm_backward(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.fc.weight) is final and nothing reads l3.fc.weight again: step it */
     rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state + 701824, 866560, 65536);
@@ -3394,40 +3316,36 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.ln2.bias) is final and nothing reads l3.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state + 701696, 866560, 128);
 
-    /* d(l2.out) sums over its readers */
-    float *d_l2_out = (float *)(void *)(a + 2490368);
-    rt_zero(d_l2_out, 32768);
+    /* d(l2.out): its first contribution writes it */
+    float *d_l2_out = (float *)(void *)(a + 2359296);
 
-    /* d(l3.o2) sums over its readers */
-    float *d_l3_o2 = (float *)(void *)(a + 0);
-    rt_zero(d_l3_o2, 32768);
+    /* d(l3.o2): its first contribution writes it */
+    float *d_l3_o2 = (float *)(void *)(a + 2490368);
 
     /* l3.res1: Add backward */
-    rt_add_backward(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1);
+    rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
-    /* d(l3.o1) sums over its readers */
-    float *d_l3_o1 = (float *)(void *)(a + 2359296);
-    rt_zero(d_l3_o1, 32768);
+    /* d(l3.o1): its first contribution writes it */
+    float *d_l3_o1 = (float *)(void *)(a + 2490368);
 
     /* l3.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101);
+    rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0) sums over its readers */
-    float *d_l3_o0 = (float *)(void *)(a + 0);
-    rt_zero(d_l3_o0, 32768);
+    /* d(l3.o0): its first contribution writes it */
+    float *d_l3_o0 = (float *)(void *)(a + 2490368);
 
     /* d(l3.proj.bias) sums over its readers */
-    float *d_l3_proj_bias = (float *)(void *)(a + 131072);
+    float *d_l3_proj_bias = (float *)(void *)(a + 0);
     rt_zero(d_l3_proj_bias, 128);
 
     /* l3.proj.bias: Add backward */
-    rt_add_backward(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias);
+    rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
 
     /* d(l3.proj.bias) is final and nothing reads l3.proj.bias again: step it */
     rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state + 701440, 866560, 128);
 
     /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 2359296);
+    float *d_l3_att2 = (float *)(void *)(a + 0);
     rt_zero(d_l3_att2, 32768);
 
     /* d(l3.att3) is d(l3.att2): Reshape moves no data */
@@ -3443,15 +3361,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.proj.weight) is final and nothing reads l3.proj.weight again: step it */
     rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state + 685056, 866560, 16384);
 
-    /* d(l3.att) sums over its readers */
-    float *d_l3_att = (float *)(void *)(a + 0);
-    rt_zero(d_l3_att, 32768);
+    /* d(l3.att): its first contribution writes it */
+    float *d_l3_att = (float *)(void *)(a + 2490368);
 
     /* l3.attn.t: Transpose backward */
-    rt_transpose_backward(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t);
+    rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 2359296);
+    float *d_l3_q3 = (float *)(void *)(a + 0);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
@@ -3466,7 +3383,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 0);
+    float *d_l3_v1 = (float *)(void *)(a + 2490368);
     rt_zero(d_l3_v1, 32768);
 
     /* d(l3.v2) is d(l3.v1): Reshape moves no data */
@@ -3475,36 +3392,34 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.v.t: Transpose backward */
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
-    /* d(l3.v0) sums over its readers */
-    float *d_l3_v0 = (float *)(void *)(a + 262144);
-    rt_zero(d_l3_v0, 32768);
+    /* d(l3.v0): its first contribution writes it */
+    float *d_l3_v0 = (float *)(void *)(a + 2490368);
 
     /* d(l3.v.bias) sums over its readers */
-    float *d_l3_v_bias = (float *)(void *)(a + 393216);
+    float *d_l3_v_bias = (float *)(void *)(a + 262144);
     rt_zero(d_l3_v_bias, 128);
 
     /* l3.v.bias: Add backward */
-    rt_add_backward(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias);
+    rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
 
     /* d(l3.v.bias) is final and nothing reads l3.v.bias again: step it */
     rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state + 684928, 866560, 128);
 
-    /* d(l3.a) sums over its readers */
-    float *d_l3_a = (float *)(void *)(a + 0);
-    rt_zero(d_l3_a, 32768);
+    /* d(l3.a): its first contribution writes it */
+    float *d_l3_a = (float *)(void *)(a + 262144);
 
     /* d(l3.v.weight) sums over its readers */
     float *d_l3_v_weight = (float *)(void *)(a + 393216);
     rt_zero(d_l3_v_weight, 16384);
 
     /* l3.v: MatMul backward */
-    rt_gemm_backward(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.v.weight) is final and nothing reads l3.v.weight again: step it */
     rt_optimizer_update(opt, params + 668544, d_l3_v_weight, state + 668544, 866560, 16384);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 262144);
+    float *d_l3_k0 = (float *)(void *)(a + 2490368);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.k2) is d(l3.k0): Reshape moves no data */
@@ -3533,22 +3448,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.q.t: Transpose backward */
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
-    /* d(l3.q0) sums over its readers */
-    float *d_l3_q0 = (float *)(void *)(a + 2359296);
-    rt_zero(d_l3_q0, 32768);
+    /* d(l3.q0): its first contribution writes it */
+    float *d_l3_q0 = (float *)(void *)(a + 131072);
 
     /* d(l3.q.bias) sums over its readers */
-    float *d_l3_q_bias = (float *)(void *)(a + 262144);
+    float *d_l3_q_bias = (float *)(void *)(a + 0);
     rt_zero(d_l3_q_bias, 128);
 
     /* l3.q.bias: Add backward */
-    rt_add_backward(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias);
+    rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, 0x1u);
 
     /* d(l3.q.bias) is final and nothing reads l3.q.bias again: step it */
     rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state + 652032, 866560, 128);
 
     /* d(l3.q.weight) sums over its readers */
-    float *d_l3_q_weight = (float *)(void *)(a + 131072);
+    float *d_l3_q_weight = (float *)(void *)(a + 0);
     rt_zero(d_l3_q_weight, 16384);
 
     /* l3.q: MatMul backward */
@@ -3558,11 +3472,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635648, d_l3_q_weight, state + 635648, 866560, 16384);
 
     /* d(l3.ln1.scale) sums over its readers */
-    float *d_l3_ln1_scale = (float *)(void *)(a + 2359296);
+    float *d_l3_ln1_scale = (float *)(void *)(a + 0);
     rt_zero(d_l3_ln1_scale, 128);
 
     /* d(l3.ln1.bias) sums over its readers */
-    float *d_l3_ln1_bias = (float *)(void *)(a + 2359808);
+    float *d_l3_ln1_bias = (float *)(void *)(a + 512);
     rt_zero(d_l3_ln1_bias, 128);
 
     /* l3.ln1: LayerNormalization backward */
@@ -3574,34 +3488,30 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.ln1.bias) is final and nothing reads l3.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state + 635520, 866560, 128);
 
-    /* d(l2.r) sums over its readers */
-    float *d_l2_r = (float *)(void *)(a + 2228224);
-    rt_zero(d_l2_r, 32768);
+    /* d(l2.r): its first contribution writes it */
+    float *d_l2_r = (float *)(void *)(a + 2359296);
 
-    /* d(l2.y2) sums over its readers */
-    float *d_l2_y2 = (float *)(void *)(a + 2359296);
-    rt_zero(d_l2_y2, 32768);
+    /* d(l2.y2): its first contribution writes it */
+    float *d_l2_y2 = (float *)(void *)(a + 2228224);
 
     /* l2.res2: Add backward */
-    rt_add_backward(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2);
+    rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
-    /* d(l2.y1) sums over its readers */
-    float *d_l2_y1 = (float *)(void *)(a + 0);
-    rt_zero(d_l2_y1, 32768);
+    /* d(l2.y1): its first contribution writes it */
+    float *d_l2_y1 = (float *)(void *)(a + 2228224);
 
     /* l2.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82);
+    rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0) sums over its readers */
-    float *d_l2_y0 = (float *)(void *)(a + 2359296);
-    rt_zero(d_l2_y0, 32768);
+    /* d(l2.y0): its first contribution writes it */
+    float *d_l2_y0 = (float *)(void *)(a + 2228224);
 
     /* d(l2.fc2.bias) sums over its readers */
-    float *d_l2_fc2_bias = (float *)(void *)(a + 131072);
+    float *d_l2_fc2_bias = (float *)(void *)(a + 0);
     rt_zero(d_l2_fc2_bias, 128);
 
     /* l2.fc2.bias: Add backward */
-    rt_add_backward(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias);
+    rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
 
     /* d(l2.fc2.bias) is final and nothing reads l2.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state + 635264, 866560, 128);
@@ -3694,51 +3604,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *r_l2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
-    /* d(l2.g) sums over its readers */
+    /* d(l2.g): its first contribution writes it */
     float *d_l2_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l2_g, 131072);
 
     /* d(l2.fc2.weight) sums over its readers */
     float *d_l2_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l2_fc2_weight, 65536);
 
     /* l2.fc2: MatMul backward */
-    rt_gemm_backward(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.fc2.weight) is final and nothing reads l2.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state + 569728, 866560, 65536);
 
-    /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l2_f1, 131072);
+    /* d(l2.f1): its first contribution writes it */
+    float *d_l2_f1 = (float *)(void *)(a + 1048576);
 
     /* l2.act: Gelu backward */
-    rt_gelu_backward(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0);
+    rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
-    /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l2_f0, 131072);
+    /* d(l2.f0): its first contribution writes it */
+    float *d_l2_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l2.fc.bias) sums over its readers */
-    float *d_l2_fc_bias = (float *)(void *)(a + 2359296);
+    float *d_l2_fc_bias = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_fc_bias, 512);
 
     /* l2.fc.bias: Add backward */
-    rt_add_backward(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias);
+    rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
 
     /* d(l2.fc.bias) is final and nothing reads l2.fc.bias again: step it */
     rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state + 569216, 866560, 512);
 
-    /* d(l2.m) sums over its readers */
-    float *d_l2_m = (float *)(void *)(a + 2359296);
-    rt_zero(d_l2_m, 32768);
+    /* d(l2.m): its first contribution writes it */
+    float *d_l2_m = (float *)(void *)(a + 2228224);
 
     /* d(l2.fc.weight) sums over its readers */
     float *d_l2_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l2_fc_weight, 65536);
 
     /* l2.fc: MatMul backward */
-    rt_gemm_backward(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.fc.weight) is final and nothing reads l2.fc.weight again: step it */
     rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state + 503680, 866560, 65536);
@@ -3760,40 +3666,36 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.ln2.bias) is final and nothing reads l2.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state + 503552, 866560, 128);
 
-    /* d(l1.out) sums over its readers */
+    /* d(l1.out): its first contribution writes it */
     float *d_l1_out = (float *)(void *)(a + 2359296);
-    rt_zero(d_l1_out, 32768);
 
-    /* d(l2.o2) sums over its readers */
-    float *d_l2_o2 = (float *)(void *)(a + 0);
-    rt_zero(d_l2_o2, 32768);
+    /* d(l2.o2): its first contribution writes it */
+    float *d_l2_o2 = (float *)(void *)(a + 2228224);
 
     /* l2.res1: Add backward */
-    rt_add_backward(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1);
+    rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
-    /* d(l2.o1) sums over its readers */
+    /* d(l2.o1): its first contribution writes it */
     float *d_l2_o1 = (float *)(void *)(a + 2228224);
-    rt_zero(d_l2_o1, 32768);
 
     /* l2.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74);
+    rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0) sums over its readers */
-    float *d_l2_o0 = (float *)(void *)(a + 0);
-    rt_zero(d_l2_o0, 32768);
+    /* d(l2.o0): its first contribution writes it */
+    float *d_l2_o0 = (float *)(void *)(a + 2228224);
 
     /* d(l2.proj.bias) sums over its readers */
-    float *d_l2_proj_bias = (float *)(void *)(a + 131072);
+    float *d_l2_proj_bias = (float *)(void *)(a + 0);
     rt_zero(d_l2_proj_bias, 128);
 
     /* l2.proj.bias: Add backward */
-    rt_add_backward(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias);
+    rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
 
     /* d(l2.proj.bias) is final and nothing reads l2.proj.bias again: step it */
     rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state + 503296, 866560, 128);
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 2228224);
+    float *d_l2_att2 = (float *)(void *)(a + 0);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
@@ -3809,15 +3711,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.proj.weight) is final and nothing reads l2.proj.weight again: step it */
     rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state + 486912, 866560, 16384);
 
-    /* d(l2.att) sums over its readers */
-    float *d_l2_att = (float *)(void *)(a + 0);
-    rt_zero(d_l2_att, 32768);
+    /* d(l2.att): its first contribution writes it */
+    float *d_l2_att = (float *)(void *)(a + 2228224);
 
     /* l2.attn.t: Transpose backward */
-    rt_transpose_backward(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t);
+    rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 2228224);
+    float *d_l2_q3 = (float *)(void *)(a + 0);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
@@ -3832,7 +3733,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(void *)(a + 0);
+    float *d_l2_v1 = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_v1, 32768);
 
     /* d(l2.v2) is d(l2.v1): Reshape moves no data */
@@ -3841,36 +3742,34 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.v.t: Transpose backward */
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
-    /* d(l2.v0) sums over its readers */
-    float *d_l2_v0 = (float *)(void *)(a + 262144);
-    rt_zero(d_l2_v0, 32768);
+    /* d(l2.v0): its first contribution writes it */
+    float *d_l2_v0 = (float *)(void *)(a + 2228224);
 
     /* d(l2.v.bias) sums over its readers */
-    float *d_l2_v_bias = (float *)(void *)(a + 393216);
+    float *d_l2_v_bias = (float *)(void *)(a + 262144);
     rt_zero(d_l2_v_bias, 128);
 
     /* l2.v.bias: Add backward */
-    rt_add_backward(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias);
+    rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
 
     /* d(l2.v.bias) is final and nothing reads l2.v.bias again: step it */
     rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state + 486784, 866560, 128);
 
-    /* d(l2.a) sums over its readers */
-    float *d_l2_a = (float *)(void *)(a + 0);
-    rt_zero(d_l2_a, 32768);
+    /* d(l2.a): its first contribution writes it */
+    float *d_l2_a = (float *)(void *)(a + 262144);
 
     /* d(l2.v.weight) sums over its readers */
     float *d_l2_v_weight = (float *)(void *)(a + 393216);
     rt_zero(d_l2_v_weight, 16384);
 
     /* l2.v: MatMul backward */
-    rt_gemm_backward(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.v.weight) is final and nothing reads l2.v.weight again: step it */
     rt_optimizer_update(opt, params + 470400, d_l2_v_weight, state + 470400, 866560, 16384);
 
     /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 262144);
+    float *d_l2_k0 = (float *)(void *)(a + 2228224);
     rt_zero(d_l2_k0, 32768);
 
     /* d(l2.k2) is d(l2.k0): Reshape moves no data */
@@ -3899,22 +3798,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.q.t: Transpose backward */
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
-    /* d(l2.q0) sums over its readers */
-    float *d_l2_q0 = (float *)(void *)(a + 2228224);
-    rt_zero(d_l2_q0, 32768);
+    /* d(l2.q0): its first contribution writes it */
+    float *d_l2_q0 = (float *)(void *)(a + 131072);
 
     /* d(l2.q.bias) sums over its readers */
-    float *d_l2_q_bias = (float *)(void *)(a + 262144);
+    float *d_l2_q_bias = (float *)(void *)(a + 0);
     rt_zero(d_l2_q_bias, 128);
 
     /* l2.q.bias: Add backward */
-    rt_add_backward(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias);
+    rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, 0x1u);
 
     /* d(l2.q.bias) is final and nothing reads l2.q.bias again: step it */
     rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state + 453888, 866560, 128);
 
     /* d(l2.q.weight) sums over its readers */
-    float *d_l2_q_weight = (float *)(void *)(a + 131072);
+    float *d_l2_q_weight = (float *)(void *)(a + 0);
     rt_zero(d_l2_q_weight, 16384);
 
     /* l2.q: MatMul backward */
@@ -3940,40 +3838,36 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.ln1.bias) is final and nothing reads l2.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state + 437376, 866560, 128);
 
-    /* d(l1.r) sums over its readers */
-    float *d_l1_r = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_r, 32768);
+    /* d(l1.r): its first contribution writes it */
+    float *d_l1_r = (float *)(void *)(a + 2359296);
 
-    /* d(l1.y2) sums over its readers */
-    float *d_l1_y2 = (float *)(void *)(a + 2228224);
-    rt_zero(d_l1_y2, 32768);
+    /* d(l1.y2): its first contribution writes it */
+    float *d_l1_y2 = (float *)(void *)(a + 2097152);
 
     /* l1.res2: Add backward */
-    rt_add_backward(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2);
+    rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
-    /* d(l1.y1) sums over its readers */
-    float *d_l1_y1 = (float *)(void *)(a + 0);
-    rt_zero(d_l1_y1, 32768);
+    /* d(l1.y1): its first contribution writes it */
+    float *d_l1_y1 = (float *)(void *)(a + 2097152);
 
     /* l1.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55);
+    rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0) sums over its readers */
-    float *d_l1_y0 = (float *)(void *)(a + 2228224);
-    rt_zero(d_l1_y0, 32768);
+    /* d(l1.y0): its first contribution writes it */
+    float *d_l1_y0 = (float *)(void *)(a + 2097152);
 
     /* d(l1.fc2.bias) sums over its readers */
-    float *d_l1_fc2_bias = (float *)(void *)(a + 131072);
+    float *d_l1_fc2_bias = (float *)(void *)(a + 2228224);
     rt_zero(d_l1_fc2_bias, 128);
 
     /* l1.fc2.bias: Add backward */
-    rt_add_backward(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias);
+    rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
 
     /* d(l1.fc2.bias) is final and nothing reads l1.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state + 437120, 866560, 128);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 2359296);
+    float *r_l1_a = (float *)(void *)(a + 2228224);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] recompute */
@@ -4060,51 +3954,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *r_l1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
-    /* d(l1.g) sums over its readers */
+    /* d(l1.g): its first contribution writes it */
     float *d_l1_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l1_g, 131072);
 
     /* d(l1.fc2.weight) sums over its readers */
     float *d_l1_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_fc2_weight, 65536);
 
     /* l1.fc2: MatMul backward */
-    rt_gemm_backward(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.fc2.weight) is final and nothing reads l1.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state + 371584, 866560, 65536);
 
-    /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l1_f1, 131072);
+    /* d(l1.f1): its first contribution writes it */
+    float *d_l1_f1 = (float *)(void *)(a + 1048576);
 
     /* l1.act: Gelu backward */
-    rt_gelu_backward(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0);
+    rt_gelu_backward_set(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
 
-    /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l1_f0, 131072);
+    /* d(l1.f0): its first contribution writes it */
+    float *d_l1_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l1.fc.bias) sums over its readers */
-    float *d_l1_fc_bias = (float *)(void *)(a + 2228224);
+    float *d_l1_fc_bias = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_fc_bias, 512);
 
     /* l1.fc.bias: Add backward */
-    rt_add_backward(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias);
+    rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
 
     /* d(l1.fc.bias) is final and nothing reads l1.fc.bias again: step it */
     rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state + 371072, 866560, 512);
 
-    /* d(l1.m) sums over its readers */
-    float *d_l1_m = (float *)(void *)(a + 2228224);
-    rt_zero(d_l1_m, 32768);
+    /* d(l1.m): its first contribution writes it */
+    float *d_l1_m = (float *)(void *)(a + 2097152);
 
     /* d(l1.fc.weight) sums over its readers */
     float *d_l1_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l1_fc_weight, 65536);
 
     /* l1.fc: MatMul backward */
-    rt_gemm_backward(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.fc.weight) is final and nothing reads l1.fc.weight again: step it */
     rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state + 305536, 866560, 65536);
@@ -4126,40 +4016,36 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.ln2.bias) is final and nothing reads l1.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state + 305408, 866560, 128);
 
-    /* d(l0.out) sums over its readers */
-    float *d_l0_out = (float *)(void *)(a + 2228224);
-    rt_zero(d_l0_out, 32768);
+    /* d(l0.out): its first contribution writes it */
+    float *d_l0_out = (float *)(void *)(a + 2359296);
 
-    /* d(l1.o2) sums over its readers */
-    float *d_l1_o2 = (float *)(void *)(a + 0);
-    rt_zero(d_l1_o2, 32768);
+    /* d(l1.o2): its first contribution writes it */
+    float *d_l1_o2 = (float *)(void *)(a + 2097152);
 
     /* l1.res1: Add backward */
-    rt_add_backward(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1);
+    rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
-    /* d(l1.o1) sums over its readers */
+    /* d(l1.o1): its first contribution writes it */
     float *d_l1_o1 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_o1, 32768);
 
     /* l1.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47);
+    rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0) sums over its readers */
-    float *d_l1_o0 = (float *)(void *)(a + 0);
-    rt_zero(d_l1_o0, 32768);
+    /* d(l1.o0): its first contribution writes it */
+    float *d_l1_o0 = (float *)(void *)(a + 2097152);
 
     /* d(l1.proj.bias) sums over its readers */
-    float *d_l1_proj_bias = (float *)(void *)(a + 131072);
+    float *d_l1_proj_bias = (float *)(void *)(a + 0);
     rt_zero(d_l1_proj_bias, 128);
 
     /* l1.proj.bias: Add backward */
-    rt_add_backward(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias);
+    rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
 
     /* d(l1.proj.bias) is final and nothing reads l1.proj.bias again: step it */
     rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state + 305152, 866560, 128);
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 2097152);
+    float *d_l1_att2 = (float *)(void *)(a + 0);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
@@ -4175,15 +4061,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.proj.weight) is final and nothing reads l1.proj.weight again: step it */
     rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state + 288768, 866560, 16384);
 
-    /* d(l1.att) sums over its readers */
-    float *d_l1_att = (float *)(void *)(a + 0);
-    rt_zero(d_l1_att, 32768);
+    /* d(l1.att): its first contribution writes it */
+    float *d_l1_att = (float *)(void *)(a + 2097152);
 
     /* l1.attn.t: Transpose backward */
-    rt_transpose_backward(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t);
+    rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 2097152);
+    float *d_l1_q3 = (float *)(void *)(a + 0);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
@@ -4198,7 +4083,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(void *)(a + 0);
+    float *d_l1_v1 = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_v1, 32768);
 
     /* d(l1.v2) is d(l1.v1): Reshape moves no data */
@@ -4207,36 +4092,34 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.v.t: Transpose backward */
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
-    /* d(l1.v0) sums over its readers */
-    float *d_l1_v0 = (float *)(void *)(a + 262144);
-    rt_zero(d_l1_v0, 32768);
+    /* d(l1.v0): its first contribution writes it */
+    float *d_l1_v0 = (float *)(void *)(a + 2097152);
 
     /* d(l1.v.bias) sums over its readers */
-    float *d_l1_v_bias = (float *)(void *)(a + 393216);
+    float *d_l1_v_bias = (float *)(void *)(a + 262144);
     rt_zero(d_l1_v_bias, 128);
 
     /* l1.v.bias: Add backward */
-    rt_add_backward(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias);
+    rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
 
     /* d(l1.v.bias) is final and nothing reads l1.v.bias again: step it */
     rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state + 288640, 866560, 128);
 
-    /* d(l1.a) sums over its readers */
-    float *d_l1_a = (float *)(void *)(a + 0);
-    rt_zero(d_l1_a, 32768);
+    /* d(l1.a): its first contribution writes it */
+    float *d_l1_a = (float *)(void *)(a + 262144);
 
     /* d(l1.v.weight) sums over its readers */
     float *d_l1_v_weight = (float *)(void *)(a + 393216);
     rt_zero(d_l1_v_weight, 16384);
 
     /* l1.v: MatMul backward */
-    rt_gemm_backward(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.v.weight) is final and nothing reads l1.v.weight again: step it */
     rt_optimizer_update(opt, params + 272256, d_l1_v_weight, state + 272256, 866560, 16384);
 
     /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 262144);
+    float *d_l1_k0 = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_k0, 32768);
 
     /* d(l1.k2) is d(l1.k0): Reshape moves no data */
@@ -4265,22 +4148,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.q.t: Transpose backward */
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
-    /* d(l1.q0) sums over its readers */
-    float *d_l1_q0 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_q0, 32768);
+    /* d(l1.q0): its first contribution writes it */
+    float *d_l1_q0 = (float *)(void *)(a + 131072);
 
     /* d(l1.q.bias) sums over its readers */
-    float *d_l1_q_bias = (float *)(void *)(a + 262144);
+    float *d_l1_q_bias = (float *)(void *)(a + 0);
     rt_zero(d_l1_q_bias, 128);
 
     /* l1.q.bias: Add backward */
-    rt_add_backward(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias);
+    rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, 0x1u);
 
     /* d(l1.q.bias) is final and nothing reads l1.q.bias again: step it */
     rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state + 255744, 866560, 128);
 
     /* d(l1.q.weight) sums over its readers */
-    float *d_l1_q_weight = (float *)(void *)(a + 131072);
+    float *d_l1_q_weight = (float *)(void *)(a + 0);
     rt_zero(d_l1_q_weight, 16384);
 
     /* l1.q: MatMul backward */
@@ -4290,11 +4172,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239360, d_l1_q_weight, state + 239360, 866560, 16384);
 
     /* d(l1.ln1.scale) sums over its readers */
-    float *d_l1_ln1_scale = (float *)(void *)(a + 2097152);
+    float *d_l1_ln1_scale = (float *)(void *)(a + 0);
     rt_zero(d_l1_ln1_scale, 128);
 
     /* d(l1.ln1.bias) sums over its readers */
-    float *d_l1_ln1_bias = (float *)(void *)(a + 2097664);
+    float *d_l1_ln1_bias = (float *)(void *)(a + 512);
     rt_zero(d_l1_ln1_bias, 128);
 
     /* l1.ln1: LayerNormalization backward */
@@ -4306,55 +4188,51 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.ln1.bias) is final and nothing reads l1.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state + 239232, 866560, 128);
 
-    /* d(l0.r) sums over its readers */
-    float *d_l0_r = (float *)(void *)(a + 1966080);
-    rt_zero(d_l0_r, 32768);
+    /* d(l0.r): its first contribution writes it */
+    float *d_l0_r = (float *)(void *)(a + 2359296);
 
-    /* d(l0.y2) sums over its readers */
-    float *d_l0_y2 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l0_y2, 32768);
+    /* d(l0.y2): its first contribution writes it */
+    float *d_l0_y2 = (float *)(void *)(a + 1966080);
 
     /* l0.res2: Add backward */
-    rt_add_backward(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2);
+    rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
-    /* d(l0.y1) sums over its readers */
-    float *d_l0_y1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_y1, 32768);
+    /* d(l0.y1): its first contribution writes it */
+    float *d_l0_y1 = (float *)(void *)(a + 1966080);
 
     /* l0.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28);
+    rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0) sums over its readers */
-    float *d_l0_y0 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l0_y0, 32768);
+    /* d(l0.y0): its first contribution writes it */
+    float *d_l0_y0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.fc2.bias) sums over its readers */
-    float *d_l0_fc2_bias = (float *)(void *)(a + 131072);
+    float *d_l0_fc2_bias = (float *)(void *)(a + 2097152);
     rt_zero(d_l0_fc2_bias, 128);
 
     /* l0.fc2.bias: Add backward */
-    rt_add_backward(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias);
+    rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
 
     /* d(l0.fc2.bias) is final and nothing reads l0.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state + 238976, 866560, 128);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 2228224);
+    float *r_l0_a = (float *)(void *)(a + 2097152);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] recompute */
-    float *r_l0_q0 = (float *)(void *)(a + 0);
+    float *r_l0_q0 = (float *)(void *)(a + 2228224);
     rt_gemm_forward(r_l0_q0, r_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 131072);
+    float *r_l0_q1 = (float *)(void *)(a + 0);
     rt_add_forward(r_l0_q1, r_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l0_q2 = r_l0_q1;
 
     /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(void *)(a + 2359296);
+    float *r_l0_q3 = (float *)(void *)(a + 2228224);
     rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] recompute */
@@ -4426,51 +4304,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *r_l0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
-    /* d(l0.g) sums over its readers */
+    /* d(l0.g): its first contribution writes it */
     float *d_l0_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l0_g, 131072);
 
     /* d(l0.fc2.weight) sums over its readers */
     float *d_l0_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l0_fc2_weight, 65536);
 
     /* l0.fc2: MatMul backward */
-    rt_gemm_backward(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.fc2.weight) is final and nothing reads l0.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state + 173440, 866560, 65536);
 
-    /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_f1, 131072);
+    /* d(l0.f1): its first contribution writes it */
+    float *d_l0_f1 = (float *)(void *)(a + 1048576);
 
     /* l0.act: Gelu backward */
-    rt_gelu_backward(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0);
+    rt_gelu_backward_set(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
 
-    /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l0_f0, 131072);
+    /* d(l0.f0): its first contribution writes it */
+    float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l0.fc.bias) sums over its readers */
-    float *d_l0_fc_bias = (float *)(void *)(a + 2097152);
+    float *d_l0_fc_bias = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_fc_bias, 512);
 
     /* l0.fc.bias: Add backward */
-    rt_add_backward(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias);
+    rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
 
     /* d(l0.fc.bias) is final and nothing reads l0.fc.bias again: step it */
     rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state + 172928, 866560, 512);
 
-    /* d(l0.m) sums over its readers */
-    float *d_l0_m = (float *)(void *)(a + 2097152);
-    rt_zero(d_l0_m, 32768);
+    /* d(l0.m): its first contribution writes it */
+    float *d_l0_m = (float *)(void *)(a + 1966080);
 
     /* d(l0.fc.weight) sums over its readers */
     float *d_l0_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l0_fc_weight, 65536);
 
     /* l0.fc: MatMul backward */
-    rt_gemm_backward(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.fc.weight) is final and nothing reads l0.fc.weight again: step it */
     rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state + 107392, 866560, 65536);
@@ -4492,40 +4366,36 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.ln2.bias) is final and nothing reads l0.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state + 107264, 866560, 128);
 
-    /* d(h0) sums over its readers */
-    float *d_h0 = (float *)(void *)(a + 2097152);
-    rt_zero(d_h0, 32768);
+    /* d(h0): its first contribution writes it */
+    float *d_h0 = (float *)(void *)(a + 2359296);
 
-    /* d(l0.o2) sums over its readers */
-    float *d_l0_o2 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_o2, 32768);
+    /* d(l0.o2): its first contribution writes it */
+    float *d_l0_o2 = (float *)(void *)(a + 1966080);
 
     /* l0.res1: Add backward */
-    rt_add_backward(d_h0, d_l0_o2, d_l0_r, &map_l0_res1);
+    rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
-    /* d(l0.o1) sums over its readers */
+    /* d(l0.o1): its first contribution writes it */
     float *d_l0_o1 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l0_o1, 32768);
 
     /* l0.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20);
+    rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0) sums over its readers */
-    float *d_l0_o0 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_o0, 32768);
+    /* d(l0.o0): its first contribution writes it */
+    float *d_l0_o0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.proj.bias) sums over its readers */
-    float *d_l0_proj_bias = (float *)(void *)(a + 131072);
+    float *d_l0_proj_bias = (float *)(void *)(a + 0);
     rt_zero(d_l0_proj_bias, 128);
 
     /* l0.proj.bias: Add backward */
-    rt_add_backward(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias);
+    rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
 
     /* d(l0.proj.bias) is final and nothing reads l0.proj.bias again: step it */
     rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state + 107008, 866560, 128);
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 1966080);
+    float *d_l0_att2 = (float *)(void *)(a + 0);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
@@ -4541,15 +4411,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.proj.weight) is final and nothing reads l0.proj.weight again: step it */
     rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state + 90624, 866560, 16384);
 
-    /* d(l0.att) sums over its readers */
-    float *d_l0_att = (float *)(void *)(a + 0);
-    rt_zero(d_l0_att, 32768);
+    /* d(l0.att): its first contribution writes it */
+    float *d_l0_att = (float *)(void *)(a + 1966080);
 
     /* l0.attn.t: Transpose backward */
-    rt_transpose_backward(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t);
+    rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 1966080);
+    float *d_l0_q3 = (float *)(void *)(a + 0);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
@@ -4564,7 +4433,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 0);
+    float *d_l0_v1 = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_v1, 32768);
 
     /* d(l0.v2) is d(l0.v1): Reshape moves no data */
@@ -4573,36 +4442,34 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.v.t: Transpose backward */
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
-    /* d(l0.v0) sums over its readers */
-    float *d_l0_v0 = (float *)(void *)(a + 262144);
-    rt_zero(d_l0_v0, 32768);
+    /* d(l0.v0): its first contribution writes it */
+    float *d_l0_v0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.v.bias) sums over its readers */
-    float *d_l0_v_bias = (float *)(void *)(a + 393216);
+    float *d_l0_v_bias = (float *)(void *)(a + 2228224);
     rt_zero(d_l0_v_bias, 128);
 
     /* l0.v.bias: Add backward */
-    rt_add_backward(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias);
+    rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
 
     /* d(l0.v.bias) is final and nothing reads l0.v.bias again: step it */
     rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state + 90496, 866560, 128);
 
-    /* d(l0.a) sums over its readers */
-    float *d_l0_a = (float *)(void *)(a + 0);
-    rt_zero(d_l0_a, 32768);
+    /* d(l0.a): its first contribution writes it */
+    float *d_l0_a = (float *)(void *)(a + 2228224);
 
     /* d(l0.v.weight) sums over its readers */
-    float *d_l0_v_weight = (float *)(void *)(a + 393216);
+    float *d_l0_v_weight = (float *)(void *)(a + 262144);
     rt_zero(d_l0_v_weight, 16384);
 
     /* l0.v: MatMul backward */
-    rt_gemm_backward(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.v.weight) is final and nothing reads l0.v.weight again: step it */
     rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state + 74112, 866560, 16384);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 262144);
+    float *d_l0_k0 = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -4622,7 +4489,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state + 57728, 866560, 16384);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 131072);
+    float *d_l0_q1 = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -4631,22 +4498,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.q.t: Transpose backward */
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
-    /* d(l0.q0) sums over its readers */
+    /* d(l0.q0): its first contribution writes it */
     float *d_l0_q0 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l0_q0, 32768);
 
     /* d(l0.q.bias) sums over its readers */
-    float *d_l0_q_bias = (float *)(void *)(a + 262144);
+    float *d_l0_q_bias = (float *)(void *)(a + 0);
     rt_zero(d_l0_q_bias, 128);
 
     /* l0.q.bias: Add backward */
-    rt_add_backward(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias);
+    rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
 
     /* d(l0.q.bias) is final and nothing reads l0.q.bias again: step it */
     rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state + 57600, 866560, 128);
 
     /* d(l0.q.weight) sums over its readers */
-    float *d_l0_q_weight = (float *)(void *)(a + 131072);
+    float *d_l0_q_weight = (float *)(void *)(a + 0);
     rt_zero(d_l0_q_weight, 16384);
 
     /* l0.q: MatMul backward */
@@ -4672,23 +4538,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.ln1.bias) is final and nothing reads l0.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state + 41088, 866560, 128);
 
-    /* d(emb) sums over its readers */
-    float *d_emb = (float *)(void *)(a + 0);
-    rt_zero(d_emb, 32768);
+    /* d(emb): its first contribution writes it */
+    float *d_emb = (float *)(void *)(a + 2359296);
 
     /* embed.drop: Dropout backward */
-    rt_dropout_backward(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2);
+    rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
-    /* d(tok) sums over its readers */
-    float *d_tok = (float *)(void *)(a + 131072);
-    rt_zero(d_tok, 32768);
+    /* d(tok): its first contribution writes it */
+    float *d_tok = (float *)(void *)(a + 2359296);
 
     /* d(wpe) sums over its readers */
-    float *d_wpe = (float *)(void *)(a + 262144);
+    float *d_wpe = (float *)(void *)(a + 0);
     rt_zero(d_wpe, 8192);
 
     /* pos: Add backward */
-    rt_add_backward(d_tok, d_wpe, d_emb, &map_pos);
+    rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, 0x1u);
 
     /* d(wpe) is final and nothing reads wpe again: step it */
     rt_optimizer_update(opt, params + 32768, d_wpe, state + 32768, 866560, 8192);

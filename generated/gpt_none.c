@@ -1475,110 +1475,96 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
-    /* d(logits) sums over its readers */
+    /* d(logits): its first contribution writes it */
     float *d_logits = (float *)(void *)(a + 4456448);
-    rt_zero(d_logits, 65536);
 
     /* head.t: Transpose backward */
-    rt_transpose_backward(d_logits, d_scores, 3, dims_head_t, perm_head_t);
+    rt_transpose_backward_set(d_logits, d_scores, 3, dims_head_t, perm_head_t, 0x1u);
 
-    /* d(hf) sums over its readers */
+    /* d(hf): its first contribution writes it */
     float *d_hf = (float *)(void *)(a + 4194304);
-    rt_zero(d_hf, 32768);
 
     /* head: MatMul backward */
-    rt_gemm_backward(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 4325376);
+    float *d_l3_out = (float *)(void *)(a + 9043968);
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l3.r) sums over its readers */
-    float *d_l3_r = (float *)(void *)(a + 8912896);
-    rt_zero(d_l3_r, 32768);
+    /* d(l3.r): its first contribution writes it */
+    float *d_l3_r = (float *)(void *)(a + 9043968);
 
-    /* d(l3.y2) sums over its readers */
-    float *d_l3_y2 = (float *)(void *)(a + 4194304);
-    rt_zero(d_l3_y2, 32768);
+    /* d(l3.y2): its first contribution writes it */
+    float *d_l3_y2 = (float *)(void *)(a + 8912896);
 
     /* l3.res2: Add backward */
-    rt_add_backward(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2);
+    rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
-    /* d(l3.y1) sums over its readers */
-    float *d_l3_y1 = (float *)(void *)(a + 4325376);
-    rt_zero(d_l3_y1, 32768);
+    /* d(l3.y1): its first contribution writes it */
+    float *d_l3_y1 = (float *)(void *)(a + 8912896);
 
     /* l3.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109);
+    rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0) sums over its readers */
-    float *d_l3_y0 = (float *)(void *)(a + 9043968);
-    rt_zero(d_l3_y0, 32768);
+    /* d(l3.y0): its first contribution writes it */
+    float *d_l3_y0 = (float *)(void *)(a + 8912896);
 
     /* l3.fc2.bias: Add backward */
-    rt_add_backward(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias);
+    rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
 
-    /* d(l3.g) sums over its readers */
+    /* d(l3.g): its first contribution writes it */
     float *d_l3_g = (float *)(void *)(a + 4194304);
-    rt_zero(d_l3_g, 131072);
 
     /* l3.fc2: MatMul backward */
-    rt_gemm_backward(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, v_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, v_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l3_f1, 131072);
+    /* d(l3.f1): its first contribution writes it */
+    float *d_l3_f1 = (float *)(void *)(a + 4194304);
 
     /* l3.act: Gelu backward */
-    rt_gelu_backward(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0);
+    rt_gelu_backward_set(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
 
-    /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(void *)(a + 3670016);
-    rt_zero(d_l3_f0, 131072);
+    /* d(l3.f0): its first contribution writes it */
+    float *d_l3_f0 = (float *)(void *)(a + 4194304);
 
     /* l3.fc.bias: Add backward */
-    rt_add_backward(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias);
+    rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
 
-    /* d(l3.m) sums over its readers */
-    float *d_l3_m = (float *)(void *)(a + 3145728);
-    rt_zero(d_l3_m, 32768);
+    /* d(l3.m): its first contribution writes it */
+    float *d_l3_m = (float *)(void *)(a + 8912896);
 
     /* l3.fc: MatMul backward */
-    rt_gemm_backward(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, v_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, v_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* l3.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, v_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l2.out) sums over its readers */
-    float *d_l2_out = (float *)(void *)(a + 8650752);
-    rt_zero(d_l2_out, 32768);
+    /* d(l2.out): its first contribution writes it */
+    float *d_l2_out = (float *)(void *)(a + 9043968);
 
-    /* d(l3.o2) sums over its readers */
-    float *d_l3_o2 = (float *)(void *)(a + 8781824);
-    rt_zero(d_l3_o2, 32768);
+    /* d(l3.o2): its first contribution writes it */
+    float *d_l3_o2 = (float *)(void *)(a + 8650752);
 
     /* l3.res1: Add backward */
-    rt_add_backward(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1);
+    rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
-    /* d(l3.o1) sums over its readers */
-    float *d_l3_o1 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l3_o1, 32768);
+    /* d(l3.o1): its first contribution writes it */
+    float *d_l3_o1 = (float *)(void *)(a + 8650752);
 
     /* l3.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101);
+    rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0) sums over its readers */
-    float *d_l3_o0 = (float *)(void *)(a + 3276800);
-    rt_zero(d_l3_o0, 32768);
+    /* d(l3.o0): its first contribution writes it */
+    float *d_l3_o0 = (float *)(void *)(a + 8650752);
 
     /* l3.proj.bias: Add backward */
-    rt_add_backward(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias);
+    rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
 
     /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 3145728);
+    float *d_l3_att2 = (float *)(void *)(a + 8781824);
     rt_zero(d_l3_att2, 32768);
 
     /* d(l3.att3) is d(l3.att2): Reshape moves no data */
@@ -1587,30 +1573,29 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.proj: MatMul backward */
     rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, v_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* d(l3.att) sums over its readers */
-    float *d_l3_att = (float *)(void *)(a + 8519680);
-    rt_zero(d_l3_att, 32768);
+    /* d(l3.att): its first contribution writes it */
+    float *d_l3_att = (float *)(void *)(a + 8912896);
 
     /* l3.attn.t: Transpose backward */
-    rt_transpose_backward(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t);
+    rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 3145728);
+    float *d_l3_q3 = (float *)(void *)(a + 8519680);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(void *)(a + 3276800);
+    float *d_l3_k3 = (float *)(void *)(a + 8650752);
     rt_zero(d_l3_k3, 32768);
 
     /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(void *)(a + 3407872);
+    float *d_l3_v3 = (float *)(void *)(a + 8781824);
     rt_zero(d_l3_v3, 32768);
 
     /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3538944));
+    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3145728));
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 8126464);
+    float *d_l3_v1 = (float *)(void *)(a + 8912896);
     rt_zero(d_l3_v1, 32768);
 
     /* d(l3.v2) is d(l3.v1): Reshape moves no data */
@@ -1619,22 +1604,20 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.v.t: Transpose backward */
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
-    /* d(l3.v0) sums over its readers */
-    float *d_l3_v0 = (float *)(void *)(a + 8257536);
-    rt_zero(d_l3_v0, 32768);
+    /* d(l3.v0): its first contribution writes it */
+    float *d_l3_v0 = (float *)(void *)(a + 8912896);
 
     /* l3.v.bias: Add backward */
-    rt_add_backward(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias);
+    rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
 
-    /* d(l3.a) sums over its readers */
-    float *d_l3_a = (float *)(void *)(a + 8126464);
-    rt_zero(d_l3_a, 32768);
+    /* d(l3.a): its first contribution writes it */
+    float *d_l3_a = (float *)(void *)(a + 8781824);
 
     /* l3.v: MatMul backward */
-    rt_gemm_backward(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, v_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, v_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 8257536);
+    float *d_l3_k0 = (float *)(void *)(a + 8912896);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.k2) is d(l3.k0): Reshape moves no data */
@@ -1647,7 +1630,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, v_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 8257536);
+    float *d_l3_q1 = (float *)(void *)(a + 8650752);
     rt_zero(d_l3_q1, 32768);
 
     /* d(l3.q2) is d(l3.q1): Reshape moves no data */
@@ -1656,12 +1639,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.q.t: Transpose backward */
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
-    /* d(l3.q0) sums over its readers */
-    float *d_l3_q0 = (float *)(void *)(a + 8388608);
-    rt_zero(d_l3_q0, 32768);
+    /* d(l3.q0): its first contribution writes it */
+    float *d_l3_q0 = (float *)(void *)(a + 8650752);
 
     /* l3.q.bias: Add backward */
-    rt_add_backward(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias);
+    rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, 0x1u);
 
     /* l3.q: MatMul backward */
     rt_gemm_backward(d_l3_a, d_l3_q_weight, NULL, d_l3_q0, v_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
@@ -1669,89 +1651,77 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l2.r) sums over its readers */
-    float *d_l2_r = (float *)(void *)(a + 7864320);
-    rt_zero(d_l2_r, 32768);
+    /* d(l2.r): its first contribution writes it */
+    float *d_l2_r = (float *)(void *)(a + 9043968);
 
-    /* d(l2.y2) sums over its readers */
-    float *d_l2_y2 = (float *)(void *)(a + 7995392);
-    rt_zero(d_l2_y2, 32768);
+    /* d(l2.y2): its first contribution writes it */
+    float *d_l2_y2 = (float *)(void *)(a + 3670016);
 
     /* l2.res2: Add backward */
-    rt_add_backward(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2);
+    rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
-    /* d(l2.y1) sums over its readers */
-    float *d_l2_y1 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l2_y1, 32768);
+    /* d(l2.y1): its first contribution writes it */
+    float *d_l2_y1 = (float *)(void *)(a + 3670016);
 
     /* l2.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82);
+    rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0) sums over its readers */
+    /* d(l2.y0): its first contribution writes it */
     float *d_l2_y0 = (float *)(void *)(a + 3670016);
-    rt_zero(d_l2_y0, 32768);
 
     /* l2.fc2.bias: Add backward */
-    rt_add_backward(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias);
+    rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
 
-    /* d(l2.g) sums over its readers */
+    /* d(l2.g): its first contribution writes it */
     float *d_l2_g = (float *)(void *)(a + 3145728);
-    rt_zero(d_l2_g, 131072);
 
     /* l2.fc2: MatMul backward */
-    rt_gemm_backward(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, v_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, v_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l2_f1, 131072);
+    /* d(l2.f1): its first contribution writes it */
+    float *d_l2_f1 = (float *)(void *)(a + 3145728);
 
     /* l2.act: Gelu backward */
-    rt_gelu_backward(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0);
+    rt_gelu_backward_set(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
 
-    /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(void *)(a + 2621440);
-    rt_zero(d_l2_f0, 131072);
+    /* d(l2.f0): its first contribution writes it */
+    float *d_l2_f0 = (float *)(void *)(a + 3145728);
 
     /* l2.fc.bias: Add backward */
-    rt_add_backward(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias);
+    rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
 
-    /* d(l2.m) sums over its readers */
+    /* d(l2.m): its first contribution writes it */
     float *d_l2_m = (float *)(void *)(a + 2097152);
-    rt_zero(d_l2_m, 32768);
 
     /* l2.fc: MatMul backward */
-    rt_gemm_backward(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, v_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, v_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* l2.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, v_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l1.out) sums over its readers */
-    float *d_l1_out = (float *)(void *)(a + 7602176);
-    rt_zero(d_l1_out, 32768);
+    /* d(l1.out): its first contribution writes it */
+    float *d_l1_out = (float *)(void *)(a + 9043968);
 
-    /* d(l2.o2) sums over its readers */
-    float *d_l2_o2 = (float *)(void *)(a + 7733248);
-    rt_zero(d_l2_o2, 32768);
+    /* d(l2.o2): its first contribution writes it */
+    float *d_l2_o2 = (float *)(void *)(a + 7602176);
 
     /* l2.res1: Add backward */
-    rt_add_backward(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1);
+    rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
-    /* d(l2.o1) sums over its readers */
-    float *d_l2_o1 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l2_o1, 32768);
+    /* d(l2.o1): its first contribution writes it */
+    float *d_l2_o1 = (float *)(void *)(a + 7602176);
 
     /* l2.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74);
+    rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0) sums over its readers */
-    float *d_l2_o0 = (float *)(void *)(a + 2228224);
-    rt_zero(d_l2_o0, 32768);
+    /* d(l2.o0): its first contribution writes it */
+    float *d_l2_o0 = (float *)(void *)(a + 7602176);
 
     /* l2.proj.bias: Add backward */
-    rt_add_backward(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias);
+    rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 2097152);
+    float *d_l2_att2 = (float *)(void *)(a + 7733248);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
@@ -1760,27 +1730,26 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.proj: MatMul backward */
     rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, v_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* d(l2.att) sums over its readers */
+    /* d(l2.att): its first contribution writes it */
     float *d_l2_att = (float *)(void *)(a + 7471104);
-    rt_zero(d_l2_att, 32768);
 
     /* l2.attn.t: Transpose backward */
-    rt_transpose_backward(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t);
+    rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 2097152);
+    float *d_l2_q3 = (float *)(void *)(a + 7602176);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 2228224);
+    float *d_l2_k3 = (float *)(void *)(a + 7733248);
     rt_zero(d_l2_k3, 32768);
 
     /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 2359296);
+    float *d_l2_v3 = (float *)(void *)(a + 7864320);
     rt_zero(d_l2_v3, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2490368));
+    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 7995392));
 
     /* d(l2.v1) sums over its readers */
     float *d_l2_v1 = (float *)(void *)(a + 7077888);
@@ -1792,22 +1761,20 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.v.t: Transpose backward */
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
-    /* d(l2.v0) sums over its readers */
-    float *d_l2_v0 = (float *)(void *)(a + 7208960);
-    rt_zero(d_l2_v0, 32768);
+    /* d(l2.v0): its first contribution writes it */
+    float *d_l2_v0 = (float *)(void *)(a + 7077888);
 
     /* l2.v.bias: Add backward */
-    rt_add_backward(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias);
+    rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
 
-    /* d(l2.a) sums over its readers */
-    float *d_l2_a = (float *)(void *)(a + 7077888);
-    rt_zero(d_l2_a, 32768);
+    /* d(l2.a): its first contribution writes it */
+    float *d_l2_a = (float *)(void *)(a + 7208960);
 
     /* l2.v: MatMul backward */
-    rt_gemm_backward(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, v_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, v_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 7208960);
+    float *d_l2_k0 = (float *)(void *)(a + 7077888);
     rt_zero(d_l2_k0, 32768);
 
     /* d(l2.k2) is d(l2.k0): Reshape moves no data */
@@ -1820,7 +1787,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, v_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 7208960);
+    float *d_l2_q1 = (float *)(void *)(a + 7077888);
     rt_zero(d_l2_q1, 32768);
 
     /* d(l2.q2) is d(l2.q1): Reshape moves no data */
@@ -1829,12 +1796,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.q.t: Transpose backward */
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
-    /* d(l2.q0) sums over its readers */
-    float *d_l2_q0 = (float *)(void *)(a + 7340032);
-    rt_zero(d_l2_q0, 32768);
+    /* d(l2.q0): its first contribution writes it */
+    float *d_l2_q0 = (float *)(void *)(a + 7077888);
 
     /* l2.q.bias: Add backward */
-    rt_add_backward(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias);
+    rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, 0x1u);
 
     /* l2.q: MatMul backward */
     rt_gemm_backward(d_l2_a, d_l2_q_weight, NULL, d_l2_q0, v_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
@@ -1842,89 +1808,77 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l1.r) sums over its readers */
-    float *d_l1_r = (float *)(void *)(a + 6815744);
-    rt_zero(d_l1_r, 32768);
+    /* d(l1.r): its first contribution writes it */
+    float *d_l1_r = (float *)(void *)(a + 9043968);
 
-    /* d(l1.y2) sums over its readers */
-    float *d_l1_y2 = (float *)(void *)(a + 6946816);
-    rt_zero(d_l1_y2, 32768);
+    /* d(l1.y2): its first contribution writes it */
+    float *d_l1_y2 = (float *)(void *)(a + 2621440);
 
     /* l1.res2: Add backward */
-    rt_add_backward(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2);
+    rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
-    /* d(l1.y1) sums over its readers */
-    float *d_l1_y1 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_y1, 32768);
+    /* d(l1.y1): its first contribution writes it */
+    float *d_l1_y1 = (float *)(void *)(a + 2621440);
 
     /* l1.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55);
+    rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0) sums over its readers */
+    /* d(l1.y0): its first contribution writes it */
     float *d_l1_y0 = (float *)(void *)(a + 2621440);
-    rt_zero(d_l1_y0, 32768);
 
     /* l1.fc2.bias: Add backward */
-    rt_add_backward(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias);
+    rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
 
-    /* d(l1.g) sums over its readers */
+    /* d(l1.g): its first contribution writes it */
     float *d_l1_g = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_g, 131072);
 
     /* l1.fc2: MatMul backward */
-    rt_gemm_backward(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, v_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, v_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(void *)(a + 1048576);
-    rt_zero(d_l1_f1, 131072);
+    /* d(l1.f1): its first contribution writes it */
+    float *d_l1_f1 = (float *)(void *)(a + 2097152);
 
     /* l1.act: Gelu backward */
-    rt_gelu_backward(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0);
+    rt_gelu_backward_set(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
 
-    /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(void *)(a + 1572864);
-    rt_zero(d_l1_f0, 131072);
+    /* d(l1.f0): its first contribution writes it */
+    float *d_l1_f0 = (float *)(void *)(a + 2097152);
 
     /* l1.fc.bias: Add backward */
-    rt_add_backward(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias);
+    rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
 
-    /* d(l1.m) sums over its readers */
+    /* d(l1.m): its first contribution writes it */
     float *d_l1_m = (float *)(void *)(a + 1048576);
-    rt_zero(d_l1_m, 32768);
 
     /* l1.fc: MatMul backward */
-    rt_gemm_backward(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, v_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, v_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* l1.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, v_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l0.out) sums over its readers */
-    float *d_l0_out = (float *)(void *)(a + 6553600);
-    rt_zero(d_l0_out, 32768);
+    /* d(l0.out): its first contribution writes it */
+    float *d_l0_out = (float *)(void *)(a + 9043968);
 
-    /* d(l1.o2) sums over its readers */
-    float *d_l1_o2 = (float *)(void *)(a + 6684672);
-    rt_zero(d_l1_o2, 32768);
+    /* d(l1.o2): its first contribution writes it */
+    float *d_l1_o2 = (float *)(void *)(a + 6553600);
 
     /* l1.res1: Add backward */
-    rt_add_backward(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1);
+    rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
-    /* d(l1.o1) sums over its readers */
-    float *d_l1_o1 = (float *)(void *)(a + 1048576);
-    rt_zero(d_l1_o1, 32768);
+    /* d(l1.o1): its first contribution writes it */
+    float *d_l1_o1 = (float *)(void *)(a + 6553600);
 
     /* l1.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47);
+    rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0) sums over its readers */
-    float *d_l1_o0 = (float *)(void *)(a + 1179648);
-    rt_zero(d_l1_o0, 32768);
+    /* d(l1.o0): its first contribution writes it */
+    float *d_l1_o0 = (float *)(void *)(a + 6553600);
 
     /* l1.proj.bias: Add backward */
-    rt_add_backward(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias);
+    rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 1048576);
+    float *d_l1_att2 = (float *)(void *)(a + 6684672);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
@@ -1933,27 +1887,26 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.proj: MatMul backward */
     rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, v_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* d(l1.att) sums over its readers */
+    /* d(l1.att): its first contribution writes it */
     float *d_l1_att = (float *)(void *)(a + 6422528);
-    rt_zero(d_l1_att, 32768);
 
     /* l1.attn.t: Transpose backward */
-    rt_transpose_backward(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t);
+    rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 1048576);
+    float *d_l1_q3 = (float *)(void *)(a + 6553600);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 1179648);
+    float *d_l1_k3 = (float *)(void *)(a + 6684672);
     rt_zero(d_l1_k3, 32768);
 
     /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 1310720);
+    float *d_l1_v3 = (float *)(void *)(a + 6815744);
     rt_zero(d_l1_v3, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1441792));
+    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 6946816));
 
     /* d(l1.v1) sums over its readers */
     float *d_l1_v1 = (float *)(void *)(a + 6029312);
@@ -1965,22 +1918,20 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.v.t: Transpose backward */
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
-    /* d(l1.v0) sums over its readers */
-    float *d_l1_v0 = (float *)(void *)(a + 6160384);
-    rt_zero(d_l1_v0, 32768);
+    /* d(l1.v0): its first contribution writes it */
+    float *d_l1_v0 = (float *)(void *)(a + 6029312);
 
     /* l1.v.bias: Add backward */
-    rt_add_backward(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias);
+    rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
 
-    /* d(l1.a) sums over its readers */
-    float *d_l1_a = (float *)(void *)(a + 6029312);
-    rt_zero(d_l1_a, 32768);
+    /* d(l1.a): its first contribution writes it */
+    float *d_l1_a = (float *)(void *)(a + 6160384);
 
     /* l1.v: MatMul backward */
-    rt_gemm_backward(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, v_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, v_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 6160384);
+    float *d_l1_k0 = (float *)(void *)(a + 6029312);
     rt_zero(d_l1_k0, 32768);
 
     /* d(l1.k2) is d(l1.k0): Reshape moves no data */
@@ -1993,7 +1944,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, v_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 6160384);
+    float *d_l1_q1 = (float *)(void *)(a + 6029312);
     rt_zero(d_l1_q1, 32768);
 
     /* d(l1.q2) is d(l1.q1): Reshape moves no data */
@@ -2002,12 +1953,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.q.t: Transpose backward */
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
-    /* d(l1.q0) sums over its readers */
-    float *d_l1_q0 = (float *)(void *)(a + 6291456);
-    rt_zero(d_l1_q0, 32768);
+    /* d(l1.q0): its first contribution writes it */
+    float *d_l1_q0 = (float *)(void *)(a + 6029312);
 
     /* l1.q.bias: Add backward */
-    rt_add_backward(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias);
+    rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, 0x1u);
 
     /* l1.q: MatMul backward */
     rt_gemm_backward(d_l1_a, d_l1_q_weight, NULL, d_l1_q0, v_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
@@ -2015,89 +1965,77 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l0.r) sums over its readers */
-    float *d_l0_r = (float *)(void *)(a + 5767168);
-    rt_zero(d_l0_r, 32768);
+    /* d(l0.r): its first contribution writes it */
+    float *d_l0_r = (float *)(void *)(a + 9043968);
 
-    /* d(l0.y2) sums over its readers */
-    float *d_l0_y2 = (float *)(void *)(a + 5898240);
-    rt_zero(d_l0_y2, 32768);
+    /* d(l0.y2): its first contribution writes it */
+    float *d_l0_y2 = (float *)(void *)(a + 1572864);
 
     /* l0.res2: Add backward */
-    rt_add_backward(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2);
+    rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
-    /* d(l0.y1) sums over its readers */
-    float *d_l0_y1 = (float *)(void *)(a + 1048576);
-    rt_zero(d_l0_y1, 32768);
+    /* d(l0.y1): its first contribution writes it */
+    float *d_l0_y1 = (float *)(void *)(a + 1572864);
 
     /* l0.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28);
+    rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0) sums over its readers */
+    /* d(l0.y0): its first contribution writes it */
     float *d_l0_y0 = (float *)(void *)(a + 1572864);
-    rt_zero(d_l0_y0, 32768);
 
     /* l0.fc2.bias: Add backward */
-    rt_add_backward(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias);
+    rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
 
-    /* d(l0.g) sums over its readers */
+    /* d(l0.g): its first contribution writes it */
     float *d_l0_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l0_g, 131072);
 
     /* l0.fc2: MatMul backward */
-    rt_gemm_backward(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, v_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, v_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_f1, 131072);
+    /* d(l0.f1): its first contribution writes it */
+    float *d_l0_f1 = (float *)(void *)(a + 1048576);
 
     /* l0.act: Gelu backward */
-    rt_gelu_backward(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0);
+    rt_gelu_backward_set(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
 
-    /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l0_f0, 131072);
+    /* d(l0.f0): its first contribution writes it */
+    float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* l0.fc.bias: Add backward */
-    rt_add_backward(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias);
+    rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
 
-    /* d(l0.m) sums over its readers */
+    /* d(l0.m): its first contribution writes it */
     float *d_l0_m = (float *)(void *)(a + 0);
-    rt_zero(d_l0_m, 32768);
 
     /* l0.fc: MatMul backward */
-    rt_gemm_backward(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, v_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, v_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* l0.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, v_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(h0) sums over its readers */
-    float *d_h0 = (float *)(void *)(a + 5505024);
-    rt_zero(d_h0, 32768);
+    /* d(h0): its first contribution writes it */
+    float *d_h0 = (float *)(void *)(a + 9043968);
 
-    /* d(l0.o2) sums over its readers */
-    float *d_l0_o2 = (float *)(void *)(a + 5636096);
-    rt_zero(d_l0_o2, 32768);
+    /* d(l0.o2): its first contribution writes it */
+    float *d_l0_o2 = (float *)(void *)(a + 5505024);
 
     /* l0.res1: Add backward */
-    rt_add_backward(d_h0, d_l0_o2, d_l0_r, &map_l0_res1);
+    rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
-    /* d(l0.o1) sums over its readers */
-    float *d_l0_o1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_o1, 32768);
+    /* d(l0.o1): its first contribution writes it */
+    float *d_l0_o1 = (float *)(void *)(a + 5505024);
 
     /* l0.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20);
+    rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0) sums over its readers */
-    float *d_l0_o0 = (float *)(void *)(a + 131072);
-    rt_zero(d_l0_o0, 32768);
+    /* d(l0.o0): its first contribution writes it */
+    float *d_l0_o0 = (float *)(void *)(a + 5505024);
 
     /* l0.proj.bias: Add backward */
-    rt_add_backward(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias);
+    rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 0);
+    float *d_l0_att2 = (float *)(void *)(a + 5636096);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
@@ -2106,27 +2044,26 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.proj: MatMul backward */
     rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, v_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* d(l0.att) sums over its readers */
+    /* d(l0.att): its first contribution writes it */
     float *d_l0_att = (float *)(void *)(a + 5373952);
-    rt_zero(d_l0_att, 32768);
 
     /* l0.attn.t: Transpose backward */
-    rt_transpose_backward(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t);
+    rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 0);
+    float *d_l0_q3 = (float *)(void *)(a + 5505024);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 131072);
+    float *d_l0_k3 = (float *)(void *)(a + 5636096);
     rt_zero(d_l0_k3, 32768);
 
     /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 262144);
+    float *d_l0_v3 = (float *)(void *)(a + 5767168);
     rt_zero(d_l0_v3, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
+    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 5898240));
 
     /* d(l0.v1) sums over its readers */
     float *d_l0_v1 = (float *)(void *)(a + 4980736);
@@ -2138,22 +2075,20 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.v.t: Transpose backward */
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
-    /* d(l0.v0) sums over its readers */
-    float *d_l0_v0 = (float *)(void *)(a + 5111808);
-    rt_zero(d_l0_v0, 32768);
+    /* d(l0.v0): its first contribution writes it */
+    float *d_l0_v0 = (float *)(void *)(a + 4980736);
 
     /* l0.v.bias: Add backward */
-    rt_add_backward(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias);
+    rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
 
-    /* d(l0.a) sums over its readers */
-    float *d_l0_a = (float *)(void *)(a + 4980736);
-    rt_zero(d_l0_a, 32768);
+    /* d(l0.a): its first contribution writes it */
+    float *d_l0_a = (float *)(void *)(a + 5111808);
 
     /* l0.v: MatMul backward */
-    rt_gemm_backward(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, v_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, v_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 5111808);
+    float *d_l0_k0 = (float *)(void *)(a + 4980736);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -2166,7 +2101,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, v_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 5111808);
+    float *d_l0_q1 = (float *)(void *)(a + 4980736);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -2175,12 +2110,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.q.t: Transpose backward */
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
-    /* d(l0.q0) sums over its readers */
-    float *d_l0_q0 = (float *)(void *)(a + 5242880);
-    rt_zero(d_l0_q0, 32768);
+    /* d(l0.q0): its first contribution writes it */
+    float *d_l0_q0 = (float *)(void *)(a + 4980736);
 
     /* l0.q.bias: Add backward */
-    rt_add_backward(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias);
+    rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
 
     /* l0.q: MatMul backward */
     rt_gemm_backward(d_l0_a, d_l0_q_weight, NULL, d_l0_q0, v_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
@@ -2188,19 +2122,17 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(emb) sums over its readers */
-    float *d_emb = (float *)(void *)(a + 0);
-    rt_zero(d_emb, 32768);
+    /* d(emb): its first contribution writes it */
+    float *d_emb = (float *)(void *)(a + 9043968);
 
     /* embed.drop: Dropout backward */
-    rt_dropout_backward(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2);
+    rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
-    /* d(tok) sums over its readers */
-    float *d_tok = (float *)(void *)(a + 131072);
-    rt_zero(d_tok, 32768);
+    /* d(tok): its first contribution writes it */
+    float *d_tok = (float *)(void *)(a + 9043968);
 
     /* pos: Add backward */
-    rt_add_backward(d_tok, d_wpe, d_emb, &map_pos);
+    rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, 0x1u);
 
     /* embed: Gather backward */
     rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
@@ -2758,37 +2690,35 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
-    /* d(logits) sums over its readers */
+    /* d(logits): its first contribution writes it */
     float *d_logits = (float *)(void *)(a + 4456448);
-    rt_zero(d_logits, 65536);
 
     /* head.t: Transpose backward */
-    rt_transpose_backward(d_logits, d_scores, 3, dims_head_t, perm_head_t);
+    rt_transpose_backward_set(d_logits, d_scores, 3, dims_head_t, perm_head_t, 0x1u);
 
-    /* d(hf) sums over its readers */
-    float *d_hf = (float *)(void *)(a + 4194304);
-    rt_zero(d_hf, 32768);
+    /* d(hf): its first contribution writes it */
+    float *d_hf = (float *)(void *)(a + 4325376);
 
     /* d(head.weight) sums over its readers */
-    float *d_head_weight = (float *)(void *)(a + 4325376);
+    float *d_head_weight = (float *)(void *)(a + 4194304);
     rt_zero(d_head_weight, 32768);
 
     /* head: MatMul backward */
-    rt_gemm_backward(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(head.weight) is final and nothing reads head.weight again: step it */
     rt_optimizer_update(opt, params + 833792, d_head_weight, state + 833792, 866560, 32768);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 4849664);
+    float *d_l3_out = (float *)(void *)(a + 9175040);
     rt_zero(d_l3_out, 32768);
 
     /* d(lnf.scale) sums over its readers */
-    float *d_lnf_scale = (float *)(void *)(a + 4325376);
+    float *d_lnf_scale = (float *)(void *)(a + 4194304);
     rt_zero(d_lnf_scale, 128);
 
     /* d(lnf.bias) sums over its readers */
-    float *d_lnf_bias = (float *)(void *)(a + 4325888);
+    float *d_lnf_bias = (float *)(void *)(a + 4194816);
     rt_zero(d_lnf_bias, 128);
 
     /* lnf: LayerNormalization backward */
@@ -2800,93 +2730,85 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(lnf.bias) is final and nothing reads lnf.bias again: step it */
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state + 833664, 866560, 128);
 
-    /* d(l3.r) sums over its readers */
+    /* d(l3.r): its first contribution writes it */
     float *d_l3_r = (float *)(void *)(a + 9175040);
-    rt_zero(d_l3_r, 32768);
 
-    /* d(l3.y2) sums over its readers */
-    float *d_l3_y2 = (float *)(void *)(a + 4194304);
-    rt_zero(d_l3_y2, 32768);
+    /* d(l3.y2): its first contribution writes it */
+    float *d_l3_y2 = (float *)(void *)(a + 9306112);
 
     /* l3.res2: Add backward */
-    rt_add_backward(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2);
+    rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
-    /* d(l3.y1) sums over its readers */
-    float *d_l3_y1 = (float *)(void *)(a + 4325376);
-    rt_zero(d_l3_y1, 32768);
+    /* d(l3.y1): its first contribution writes it */
+    float *d_l3_y1 = (float *)(void *)(a + 9306112);
 
     /* l3.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109);
+    rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0) sums over its readers */
+    /* d(l3.y0): its first contribution writes it */
     float *d_l3_y0 = (float *)(void *)(a + 9306112);
-    rt_zero(d_l3_y0, 32768);
 
     /* d(l3.fc2.bias) sums over its readers */
     float *d_l3_fc2_bias = (float *)(void *)(a + 4194304);
     rt_zero(d_l3_fc2_bias, 128);
 
     /* l3.fc2.bias: Add backward */
-    rt_add_backward(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias);
+    rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
 
     /* d(l3.fc2.bias) is final and nothing reads l3.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state + 833408, 866560, 128);
 
-    /* d(l3.g) sums over its readers */
+    /* d(l3.g): its first contribution writes it */
     float *d_l3_g = (float *)(void *)(a + 4194304);
-    rt_zero(d_l3_g, 131072);
 
     /* d(l3.fc2.weight) sums over its readers */
     float *d_l3_fc2_weight = (float *)(void *)(a + 4718592);
     rt_zero(d_l3_fc2_weight, 65536);
 
     /* l3.fc2: MatMul backward */
-    rt_gemm_backward(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, v_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, v_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.fc2.weight) is final and nothing reads l3.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state + 767872, 866560, 65536);
 
-    /* d(l3.f1) sums over its readers */
-    float *d_l3_f1 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l3_f1, 131072);
+    /* d(l3.f1): its first contribution writes it */
+    float *d_l3_f1 = (float *)(void *)(a + 4194304);
 
     /* l3.act: Gelu backward */
-    rt_gelu_backward(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0);
+    rt_gelu_backward_set(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
 
-    /* d(l3.f0) sums over its readers */
-    float *d_l3_f0 = (float *)(void *)(a + 3670016);
-    rt_zero(d_l3_f0, 131072);
+    /* d(l3.f0): its first contribution writes it */
+    float *d_l3_f0 = (float *)(void *)(a + 4194304);
 
     /* d(l3.fc.bias) sums over its readers */
-    float *d_l3_fc_bias = (float *)(void *)(a + 4194304);
+    float *d_l3_fc_bias = (float *)(void *)(a + 4718592);
     rt_zero(d_l3_fc_bias, 512);
 
     /* l3.fc.bias: Add backward */
-    rt_add_backward(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias);
+    rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
 
     /* d(l3.fc.bias) is final and nothing reads l3.fc.bias again: step it */
     rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state + 767360, 866560, 512);
 
-    /* d(l3.m) sums over its readers */
-    float *d_l3_m = (float *)(void *)(a + 3407872);
-    rt_zero(d_l3_m, 32768);
+    /* d(l3.m): its first contribution writes it */
+    float *d_l3_m = (float *)(void *)(a + 4718592);
 
     /* d(l3.fc.weight) sums over its readers */
     float *d_l3_fc_weight = (float *)(void *)(a + 3145728);
     rt_zero(d_l3_fc_weight, 65536);
 
     /* l3.fc: MatMul backward */
-    rt_gemm_backward(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, v_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, v_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.fc.weight) is final and nothing reads l3.fc.weight again: step it */
     rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state + 701824, 866560, 65536);
 
     /* d(l3.ln2.scale) sums over its readers */
-    float *d_l3_ln2_scale = (float *)(void *)(a + 9043968);
+    float *d_l3_ln2_scale = (float *)(void *)(a + 4849664);
     rt_zero(d_l3_ln2_scale, 128);
 
     /* d(l3.ln2.bias) sums over its readers */
-    float *d_l3_ln2_bias = (float *)(void *)(a + 9044480);
+    float *d_l3_ln2_bias = (float *)(void *)(a + 4850176);
     rt_zero(d_l3_ln2_bias, 128);
 
     /* l3.ln2: LayerNormalization backward */
@@ -2898,47 +2820,43 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.ln2.bias) is final and nothing reads l3.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state + 701696, 866560, 128);
 
-    /* d(l2.out) sums over its readers */
-    float *d_l2_out = (float *)(void *)(a + 8912896);
-    rt_zero(d_l2_out, 32768);
+    /* d(l2.out): its first contribution writes it */
+    float *d_l2_out = (float *)(void *)(a + 9175040);
 
-    /* d(l3.o2) sums over its readers */
-    float *d_l3_o2 = (float *)(void *)(a + 9043968);
-    rt_zero(d_l3_o2, 32768);
+    /* d(l3.o2): its first contribution writes it */
+    float *d_l3_o2 = (float *)(void *)(a + 8912896);
 
     /* l3.res1: Add backward */
-    rt_add_backward(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1);
+    rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
-    /* d(l3.o1) sums over its readers */
-    float *d_l3_o1 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l3_o1, 32768);
+    /* d(l3.o1): its first contribution writes it */
+    float *d_l3_o1 = (float *)(void *)(a + 8912896);
 
     /* l3.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101);
+    rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0) sums over its readers */
-    float *d_l3_o0 = (float *)(void *)(a + 3276800);
-    rt_zero(d_l3_o0, 32768);
+    /* d(l3.o0): its first contribution writes it */
+    float *d_l3_o0 = (float *)(void *)(a + 8912896);
 
     /* d(l3.proj.bias) sums over its readers */
-    float *d_l3_proj_bias = (float *)(void *)(a + 3407872);
+    float *d_l3_proj_bias = (float *)(void *)(a + 9043968);
     rt_zero(d_l3_proj_bias, 128);
 
     /* l3.proj.bias: Add backward */
-    rt_add_backward(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias);
+    rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
 
     /* d(l3.proj.bias) is final and nothing reads l3.proj.bias again: step it */
     rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state + 701440, 866560, 128);
 
     /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 3145728);
+    float *d_l3_att2 = (float *)(void *)(a + 9043968);
     rt_zero(d_l3_att2, 32768);
 
     /* d(l3.att3) is d(l3.att2): Reshape moves no data */
     float *d_l3_att3 = d_l3_att2;
 
     /* d(l3.proj.weight) sums over its readers */
-    float *d_l3_proj_weight = (float *)(void *)(a + 3407872);
+    float *d_l3_proj_weight = (float *)(void *)(a + 3145728);
     rt_zero(d_l3_proj_weight, 16384);
 
     /* l3.proj: MatMul backward */
@@ -2947,27 +2865,26 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.proj.weight) is final and nothing reads l3.proj.weight again: step it */
     rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state + 685056, 866560, 16384);
 
-    /* d(l3.att) sums over its readers */
+    /* d(l3.att): its first contribution writes it */
     float *d_l3_att = (float *)(void *)(a + 8781824);
-    rt_zero(d_l3_att, 32768);
 
     /* l3.attn.t: Transpose backward */
-    rt_transpose_backward(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t);
+    rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 3145728);
+    float *d_l3_q3 = (float *)(void *)(a + 8912896);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(void *)(a + 3276800);
+    float *d_l3_k3 = (float *)(void *)(a + 9043968);
     rt_zero(d_l3_k3, 32768);
 
     /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(void *)(a + 3407872);
+    float *d_l3_v3 = (float *)(void *)(a + 3145728);
     rt_zero(d_l3_v3, 32768);
 
     /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3538944));
+    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3276800));
 
     /* d(l3.v1) sums over its readers */
     float *d_l3_v1 = (float *)(void *)(a + 8388608);
@@ -2979,36 +2896,34 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.v.t: Transpose backward */
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
-    /* d(l3.v0) sums over its readers */
-    float *d_l3_v0 = (float *)(void *)(a + 8519680);
-    rt_zero(d_l3_v0, 32768);
+    /* d(l3.v0): its first contribution writes it */
+    float *d_l3_v0 = (float *)(void *)(a + 8388608);
 
     /* d(l3.v.bias) sums over its readers */
-    float *d_l3_v_bias = (float *)(void *)(a + 8650752);
+    float *d_l3_v_bias = (float *)(void *)(a + 8519680);
     rt_zero(d_l3_v_bias, 128);
 
     /* l3.v.bias: Add backward */
-    rt_add_backward(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias);
+    rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
 
     /* d(l3.v.bias) is final and nothing reads l3.v.bias again: step it */
     rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state + 684928, 866560, 128);
 
-    /* d(l3.a) sums over its readers */
-    float *d_l3_a = (float *)(void *)(a + 8388608);
-    rt_zero(d_l3_a, 32768);
+    /* d(l3.a): its first contribution writes it */
+    float *d_l3_a = (float *)(void *)(a + 8519680);
 
     /* d(l3.v.weight) sums over its readers */
     float *d_l3_v_weight = (float *)(void *)(a + 8650752);
     rt_zero(d_l3_v_weight, 16384);
 
     /* l3.v: MatMul backward */
-    rt_gemm_backward(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, v_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, v_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.v.weight) is final and nothing reads l3.v.weight again: step it */
     rt_optimizer_update(opt, params + 668544, d_l3_v_weight, state + 668544, 866560, 16384);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 8519680);
+    float *d_l3_k0 = (float *)(void *)(a + 8388608);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.k2) is d(l3.k0): Reshape moves no data */
@@ -3018,7 +2933,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l3_k2, d_l3_k3, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* d(l3.k.weight) sums over its readers */
-    float *d_l3_k_weight = (float *)(void *)(a + 8650752);
+    float *d_l3_k_weight = (float *)(void *)(a + 9043968);
     rt_zero(d_l3_k_weight, 16384);
 
     /* l3.k: MatMul backward */
@@ -3028,7 +2943,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 652160, d_l3_k_weight, state + 652160, 866560, 16384);
 
     /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 8519680);
+    float *d_l3_q1 = (float *)(void *)(a + 8388608);
     rt_zero(d_l3_q1, 32768);
 
     /* d(l3.q2) is d(l3.q1): Reshape moves no data */
@@ -3037,22 +2952,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.q.t: Transpose backward */
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
-    /* d(l3.q0) sums over its readers */
-    float *d_l3_q0 = (float *)(void *)(a + 8650752);
-    rt_zero(d_l3_q0, 32768);
+    /* d(l3.q0): its first contribution writes it */
+    float *d_l3_q0 = (float *)(void *)(a + 8388608);
 
     /* d(l3.q.bias) sums over its readers */
-    float *d_l3_q_bias = (float *)(void *)(a + 8781824);
+    float *d_l3_q_bias = (float *)(void *)(a + 8650752);
     rt_zero(d_l3_q_bias, 128);
 
     /* l3.q.bias: Add backward */
-    rt_add_backward(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias);
+    rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, 0x1u);
 
     /* d(l3.q.bias) is final and nothing reads l3.q.bias again: step it */
     rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state + 652032, 866560, 128);
 
     /* d(l3.q.weight) sums over its readers */
-    float *d_l3_q_weight = (float *)(void *)(a + 8519680);
+    float *d_l3_q_weight = (float *)(void *)(a + 8650752);
     rt_zero(d_l3_q_weight, 16384);
 
     /* l3.q: MatMul backward */
@@ -3078,93 +2992,85 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.ln1.bias) is final and nothing reads l3.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state + 635520, 866560, 128);
 
-    /* d(l2.r) sums over its readers */
-    float *d_l2_r = (float *)(void *)(a + 8126464);
-    rt_zero(d_l2_r, 32768);
+    /* d(l2.r): its first contribution writes it */
+    float *d_l2_r = (float *)(void *)(a + 9175040);
 
-    /* d(l2.y2) sums over its readers */
-    float *d_l2_y2 = (float *)(void *)(a + 8257536);
-    rt_zero(d_l2_y2, 32768);
+    /* d(l2.y2): its first contribution writes it */
+    float *d_l2_y2 = (float *)(void *)(a + 3932160);
 
     /* l2.res2: Add backward */
-    rt_add_backward(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2);
+    rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
-    /* d(l2.y1) sums over its readers */
-    float *d_l2_y1 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l2_y1, 32768);
+    /* d(l2.y1): its first contribution writes it */
+    float *d_l2_y1 = (float *)(void *)(a + 3932160);
 
     /* l2.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82);
+    rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0) sums over its readers */
+    /* d(l2.y0): its first contribution writes it */
     float *d_l2_y0 = (float *)(void *)(a + 3932160);
-    rt_zero(d_l2_y0, 32768);
 
     /* d(l2.fc2.bias) sums over its readers */
-    float *d_l2_fc2_bias = (float *)(void *)(a + 3276800);
+    float *d_l2_fc2_bias = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_fc2_bias, 128);
 
     /* l2.fc2.bias: Add backward */
-    rt_add_backward(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias);
+    rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
 
     /* d(l2.fc2.bias) is final and nothing reads l2.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state + 635264, 866560, 128);
 
-    /* d(l2.g) sums over its readers */
+    /* d(l2.g): its first contribution writes it */
     float *d_l2_g = (float *)(void *)(a + 3145728);
-    rt_zero(d_l2_g, 131072);
 
     /* d(l2.fc2.weight) sums over its readers */
     float *d_l2_fc2_weight = (float *)(void *)(a + 3670016);
     rt_zero(d_l2_fc2_weight, 65536);
 
     /* l2.fc2: MatMul backward */
-    rt_gemm_backward(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, v_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, v_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.fc2.weight) is final and nothing reads l2.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state + 569728, 866560, 65536);
 
-    /* d(l2.f1) sums over its readers */
-    float *d_l2_f1 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l2_f1, 131072);
+    /* d(l2.f1): its first contribution writes it */
+    float *d_l2_f1 = (float *)(void *)(a + 3145728);
 
     /* l2.act: Gelu backward */
-    rt_gelu_backward(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0);
+    rt_gelu_backward_set(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
 
-    /* d(l2.f0) sums over its readers */
-    float *d_l2_f0 = (float *)(void *)(a + 2621440);
-    rt_zero(d_l2_f0, 131072);
+    /* d(l2.f0): its first contribution writes it */
+    float *d_l2_f0 = (float *)(void *)(a + 3145728);
 
     /* d(l2.fc.bias) sums over its readers */
-    float *d_l2_fc_bias = (float *)(void *)(a + 3145728);
+    float *d_l2_fc_bias = (float *)(void *)(a + 2097152);
     rt_zero(d_l2_fc_bias, 512);
 
     /* l2.fc.bias: Add backward */
-    rt_add_backward(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias);
+    rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
 
     /* d(l2.fc.bias) is final and nothing reads l2.fc.bias again: step it */
     rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state + 569216, 866560, 512);
 
-    /* d(l2.m) sums over its readers */
+    /* d(l2.m): its first contribution writes it */
     float *d_l2_m = (float *)(void *)(a + 2359296);
-    rt_zero(d_l2_m, 32768);
 
     /* d(l2.fc.weight) sums over its readers */
     float *d_l2_fc_weight = (float *)(void *)(a + 2097152);
     rt_zero(d_l2_fc_weight, 65536);
 
     /* l2.fc: MatMul backward */
-    rt_gemm_backward(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, v_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, v_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.fc.weight) is final and nothing reads l2.fc.weight again: step it */
     rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state + 503680, 866560, 65536);
 
     /* d(l2.ln2.scale) sums over its readers */
-    float *d_l2_ln2_scale = (float *)(void *)(a + 7995392);
+    float *d_l2_ln2_scale = (float *)(void *)(a + 2097152);
     rt_zero(d_l2_ln2_scale, 128);
 
     /* d(l2.ln2.bias) sums over its readers */
-    float *d_l2_ln2_bias = (float *)(void *)(a + 7995904);
+    float *d_l2_ln2_bias = (float *)(void *)(a + 2097664);
     rt_zero(d_l2_ln2_bias, 128);
 
     /* l2.ln2: LayerNormalization backward */
@@ -3176,47 +3082,43 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.ln2.bias) is final and nothing reads l2.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state + 503552, 866560, 128);
 
-    /* d(l1.out) sums over its readers */
-    float *d_l1_out = (float *)(void *)(a + 7864320);
-    rt_zero(d_l1_out, 32768);
+    /* d(l1.out): its first contribution writes it */
+    float *d_l1_out = (float *)(void *)(a + 9175040);
 
-    /* d(l2.o2) sums over its readers */
-    float *d_l2_o2 = (float *)(void *)(a + 7995392);
-    rt_zero(d_l2_o2, 32768);
+    /* d(l2.o2): its first contribution writes it */
+    float *d_l2_o2 = (float *)(void *)(a + 7864320);
 
     /* l2.res1: Add backward */
-    rt_add_backward(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1);
+    rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
-    /* d(l2.o1) sums over its readers */
-    float *d_l2_o1 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l2_o1, 32768);
+    /* d(l2.o1): its first contribution writes it */
+    float *d_l2_o1 = (float *)(void *)(a + 7864320);
 
     /* l2.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74);
+    rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0) sums over its readers */
-    float *d_l2_o0 = (float *)(void *)(a + 2228224);
-    rt_zero(d_l2_o0, 32768);
+    /* d(l2.o0): its first contribution writes it */
+    float *d_l2_o0 = (float *)(void *)(a + 7864320);
 
     /* d(l2.proj.bias) sums over its readers */
-    float *d_l2_proj_bias = (float *)(void *)(a + 2359296);
+    float *d_l2_proj_bias = (float *)(void *)(a + 7995392);
     rt_zero(d_l2_proj_bias, 128);
 
     /* l2.proj.bias: Add backward */
-    rt_add_backward(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias);
+    rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
 
     /* d(l2.proj.bias) is final and nothing reads l2.proj.bias again: step it */
     rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state + 503296, 866560, 128);
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 2097152);
+    float *d_l2_att2 = (float *)(void *)(a + 7995392);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
     float *d_l2_att3 = d_l2_att2;
 
     /* d(l2.proj.weight) sums over its readers */
-    float *d_l2_proj_weight = (float *)(void *)(a + 2359296);
+    float *d_l2_proj_weight = (float *)(void *)(a + 8126464);
     rt_zero(d_l2_proj_weight, 16384);
 
     /* l2.proj: MatMul backward */
@@ -3225,27 +3127,26 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.proj.weight) is final and nothing reads l2.proj.weight again: step it */
     rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state + 486912, 866560, 16384);
 
-    /* d(l2.att) sums over its readers */
+    /* d(l2.att): its first contribution writes it */
     float *d_l2_att = (float *)(void *)(a + 7733248);
-    rt_zero(d_l2_att, 32768);
 
     /* l2.attn.t: Transpose backward */
-    rt_transpose_backward(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t);
+    rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 2097152);
+    float *d_l2_q3 = (float *)(void *)(a + 7864320);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 2228224);
+    float *d_l2_k3 = (float *)(void *)(a + 7995392);
     rt_zero(d_l2_k3, 32768);
 
     /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 2359296);
+    float *d_l2_v3 = (float *)(void *)(a + 8126464);
     rt_zero(d_l2_v3, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2490368));
+    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 8257536));
 
     /* d(l2.v1) sums over its readers */
     float *d_l2_v1 = (float *)(void *)(a + 7340032);
@@ -3257,36 +3158,34 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.v.t: Transpose backward */
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
-    /* d(l2.v0) sums over its readers */
-    float *d_l2_v0 = (float *)(void *)(a + 7471104);
-    rt_zero(d_l2_v0, 32768);
+    /* d(l2.v0): its first contribution writes it */
+    float *d_l2_v0 = (float *)(void *)(a + 7340032);
 
     /* d(l2.v.bias) sums over its readers */
-    float *d_l2_v_bias = (float *)(void *)(a + 7602176);
+    float *d_l2_v_bias = (float *)(void *)(a + 7471104);
     rt_zero(d_l2_v_bias, 128);
 
     /* l2.v.bias: Add backward */
-    rt_add_backward(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias);
+    rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
 
     /* d(l2.v.bias) is final and nothing reads l2.v.bias again: step it */
     rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state + 486784, 866560, 128);
 
-    /* d(l2.a) sums over its readers */
-    float *d_l2_a = (float *)(void *)(a + 7340032);
-    rt_zero(d_l2_a, 32768);
+    /* d(l2.a): its first contribution writes it */
+    float *d_l2_a = (float *)(void *)(a + 7471104);
 
     /* d(l2.v.weight) sums over its readers */
     float *d_l2_v_weight = (float *)(void *)(a + 7602176);
     rt_zero(d_l2_v_weight, 16384);
 
     /* l2.v: MatMul backward */
-    rt_gemm_backward(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, v_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, v_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.v.weight) is final and nothing reads l2.v.weight again: step it */
     rt_optimizer_update(opt, params + 470400, d_l2_v_weight, state + 470400, 866560, 16384);
 
     /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 7471104);
+    float *d_l2_k0 = (float *)(void *)(a + 7340032);
     rt_zero(d_l2_k0, 32768);
 
     /* d(l2.k2) is d(l2.k0): Reshape moves no data */
@@ -3306,7 +3205,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 454016, d_l2_k_weight, state + 454016, 866560, 16384);
 
     /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 7471104);
+    float *d_l2_q1 = (float *)(void *)(a + 7340032);
     rt_zero(d_l2_q1, 32768);
 
     /* d(l2.q2) is d(l2.q1): Reshape moves no data */
@@ -3315,22 +3214,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.q.t: Transpose backward */
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
-    /* d(l2.q0) sums over its readers */
-    float *d_l2_q0 = (float *)(void *)(a + 7602176);
-    rt_zero(d_l2_q0, 32768);
+    /* d(l2.q0): its first contribution writes it */
+    float *d_l2_q0 = (float *)(void *)(a + 7340032);
 
     /* d(l2.q.bias) sums over its readers */
-    float *d_l2_q_bias = (float *)(void *)(a + 7733248);
+    float *d_l2_q_bias = (float *)(void *)(a + 7602176);
     rt_zero(d_l2_q_bias, 128);
 
     /* l2.q.bias: Add backward */
-    rt_add_backward(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias);
+    rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, 0x1u);
 
     /* d(l2.q.bias) is final and nothing reads l2.q.bias again: step it */
     rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state + 453888, 866560, 128);
 
     /* d(l2.q.weight) sums over its readers */
-    float *d_l2_q_weight = (float *)(void *)(a + 7471104);
+    float *d_l2_q_weight = (float *)(void *)(a + 7602176);
     rt_zero(d_l2_q_weight, 16384);
 
     /* l2.q: MatMul backward */
@@ -3356,93 +3254,85 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.ln1.bias) is final and nothing reads l2.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state + 437376, 866560, 128);
 
-    /* d(l1.r) sums over its readers */
-    float *d_l1_r = (float *)(void *)(a + 7077888);
-    rt_zero(d_l1_r, 32768);
+    /* d(l1.r): its first contribution writes it */
+    float *d_l1_r = (float *)(void *)(a + 9175040);
 
-    /* d(l1.y2) sums over its readers */
-    float *d_l1_y2 = (float *)(void *)(a + 7208960);
-    rt_zero(d_l1_y2, 32768);
+    /* d(l1.y2): its first contribution writes it */
+    float *d_l1_y2 = (float *)(void *)(a + 2883584);
 
     /* l1.res2: Add backward */
-    rt_add_backward(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2);
+    rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
-    /* d(l1.y1) sums over its readers */
-    float *d_l1_y1 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_y1, 32768);
+    /* d(l1.y1): its first contribution writes it */
+    float *d_l1_y1 = (float *)(void *)(a + 2883584);
 
     /* l1.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55);
+    rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0) sums over its readers */
+    /* d(l1.y0): its first contribution writes it */
     float *d_l1_y0 = (float *)(void *)(a + 2883584);
-    rt_zero(d_l1_y0, 32768);
 
     /* d(l1.fc2.bias) sums over its readers */
-    float *d_l1_fc2_bias = (float *)(void *)(a + 2228224);
+    float *d_l1_fc2_bias = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_fc2_bias, 128);
 
     /* l1.fc2.bias: Add backward */
-    rt_add_backward(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias);
+    rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
 
     /* d(l1.fc2.bias) is final and nothing reads l1.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state + 437120, 866560, 128);
 
-    /* d(l1.g) sums over its readers */
+    /* d(l1.g): its first contribution writes it */
     float *d_l1_g = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_g, 131072);
 
     /* d(l1.fc2.weight) sums over its readers */
     float *d_l1_fc2_weight = (float *)(void *)(a + 2621440);
     rt_zero(d_l1_fc2_weight, 65536);
 
     /* l1.fc2: MatMul backward */
-    rt_gemm_backward(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, v_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, v_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.fc2.weight) is final and nothing reads l1.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state + 371584, 866560, 65536);
 
-    /* d(l1.f1) sums over its readers */
-    float *d_l1_f1 = (float *)(void *)(a + 1048576);
-    rt_zero(d_l1_f1, 131072);
+    /* d(l1.f1): its first contribution writes it */
+    float *d_l1_f1 = (float *)(void *)(a + 2097152);
 
     /* l1.act: Gelu backward */
-    rt_gelu_backward(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0);
+    rt_gelu_backward_set(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
 
-    /* d(l1.f0) sums over its readers */
-    float *d_l1_f0 = (float *)(void *)(a + 1572864);
-    rt_zero(d_l1_f0, 131072);
+    /* d(l1.f0): its first contribution writes it */
+    float *d_l1_f0 = (float *)(void *)(a + 2097152);
 
     /* d(l1.fc.bias) sums over its readers */
-    float *d_l1_fc_bias = (float *)(void *)(a + 2097152);
+    float *d_l1_fc_bias = (float *)(void *)(a + 1048576);
     rt_zero(d_l1_fc_bias, 512);
 
     /* l1.fc.bias: Add backward */
-    rt_add_backward(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias);
+    rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
 
     /* d(l1.fc.bias) is final and nothing reads l1.fc.bias again: step it */
     rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state + 371072, 866560, 512);
 
-    /* d(l1.m) sums over its readers */
+    /* d(l1.m): its first contribution writes it */
     float *d_l1_m = (float *)(void *)(a + 1310720);
-    rt_zero(d_l1_m, 32768);
 
     /* d(l1.fc.weight) sums over its readers */
     float *d_l1_fc_weight = (float *)(void *)(a + 1048576);
     rt_zero(d_l1_fc_weight, 65536);
 
     /* l1.fc: MatMul backward */
-    rt_gemm_backward(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, v_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, v_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.fc.weight) is final and nothing reads l1.fc.weight again: step it */
     rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state + 305536, 866560, 65536);
 
     /* d(l1.ln2.scale) sums over its readers */
-    float *d_l1_ln2_scale = (float *)(void *)(a + 6946816);
+    float *d_l1_ln2_scale = (float *)(void *)(a + 1048576);
     rt_zero(d_l1_ln2_scale, 128);
 
     /* d(l1.ln2.bias) sums over its readers */
-    float *d_l1_ln2_bias = (float *)(void *)(a + 6947328);
+    float *d_l1_ln2_bias = (float *)(void *)(a + 1049088);
     rt_zero(d_l1_ln2_bias, 128);
 
     /* l1.ln2: LayerNormalization backward */
@@ -3454,47 +3344,43 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.ln2.bias) is final and nothing reads l1.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state + 305408, 866560, 128);
 
-    /* d(l0.out) sums over its readers */
-    float *d_l0_out = (float *)(void *)(a + 6815744);
-    rt_zero(d_l0_out, 32768);
+    /* d(l0.out): its first contribution writes it */
+    float *d_l0_out = (float *)(void *)(a + 9175040);
 
-    /* d(l1.o2) sums over its readers */
-    float *d_l1_o2 = (float *)(void *)(a + 6946816);
-    rt_zero(d_l1_o2, 32768);
+    /* d(l1.o2): its first contribution writes it */
+    float *d_l1_o2 = (float *)(void *)(a + 6815744);
 
     /* l1.res1: Add backward */
-    rt_add_backward(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1);
+    rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
-    /* d(l1.o1) sums over its readers */
-    float *d_l1_o1 = (float *)(void *)(a + 1048576);
-    rt_zero(d_l1_o1, 32768);
+    /* d(l1.o1): its first contribution writes it */
+    float *d_l1_o1 = (float *)(void *)(a + 6815744);
 
     /* l1.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47);
+    rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0) sums over its readers */
-    float *d_l1_o0 = (float *)(void *)(a + 1179648);
-    rt_zero(d_l1_o0, 32768);
+    /* d(l1.o0): its first contribution writes it */
+    float *d_l1_o0 = (float *)(void *)(a + 6815744);
 
     /* d(l1.proj.bias) sums over its readers */
-    float *d_l1_proj_bias = (float *)(void *)(a + 1310720);
+    float *d_l1_proj_bias = (float *)(void *)(a + 6946816);
     rt_zero(d_l1_proj_bias, 128);
 
     /* l1.proj.bias: Add backward */
-    rt_add_backward(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias);
+    rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
 
     /* d(l1.proj.bias) is final and nothing reads l1.proj.bias again: step it */
     rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state + 305152, 866560, 128);
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 1048576);
+    float *d_l1_att2 = (float *)(void *)(a + 6946816);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
     float *d_l1_att3 = d_l1_att2;
 
     /* d(l1.proj.weight) sums over its readers */
-    float *d_l1_proj_weight = (float *)(void *)(a + 1310720);
+    float *d_l1_proj_weight = (float *)(void *)(a + 7077888);
     rt_zero(d_l1_proj_weight, 16384);
 
     /* l1.proj: MatMul backward */
@@ -3503,27 +3389,26 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.proj.weight) is final and nothing reads l1.proj.weight again: step it */
     rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state + 288768, 866560, 16384);
 
-    /* d(l1.att) sums over its readers */
+    /* d(l1.att): its first contribution writes it */
     float *d_l1_att = (float *)(void *)(a + 6684672);
-    rt_zero(d_l1_att, 32768);
 
     /* l1.attn.t: Transpose backward */
-    rt_transpose_backward(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t);
+    rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 1048576);
+    float *d_l1_q3 = (float *)(void *)(a + 6815744);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 1179648);
+    float *d_l1_k3 = (float *)(void *)(a + 6946816);
     rt_zero(d_l1_k3, 32768);
 
     /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 1310720);
+    float *d_l1_v3 = (float *)(void *)(a + 7077888);
     rt_zero(d_l1_v3, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1441792));
+    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 7208960));
 
     /* d(l1.v1) sums over its readers */
     float *d_l1_v1 = (float *)(void *)(a + 6291456);
@@ -3535,36 +3420,34 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.v.t: Transpose backward */
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
-    /* d(l1.v0) sums over its readers */
-    float *d_l1_v0 = (float *)(void *)(a + 6422528);
-    rt_zero(d_l1_v0, 32768);
+    /* d(l1.v0): its first contribution writes it */
+    float *d_l1_v0 = (float *)(void *)(a + 6291456);
 
     /* d(l1.v.bias) sums over its readers */
-    float *d_l1_v_bias = (float *)(void *)(a + 6553600);
+    float *d_l1_v_bias = (float *)(void *)(a + 6422528);
     rt_zero(d_l1_v_bias, 128);
 
     /* l1.v.bias: Add backward */
-    rt_add_backward(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias);
+    rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
 
     /* d(l1.v.bias) is final and nothing reads l1.v.bias again: step it */
     rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state + 288640, 866560, 128);
 
-    /* d(l1.a) sums over its readers */
-    float *d_l1_a = (float *)(void *)(a + 6291456);
-    rt_zero(d_l1_a, 32768);
+    /* d(l1.a): its first contribution writes it */
+    float *d_l1_a = (float *)(void *)(a + 6422528);
 
     /* d(l1.v.weight) sums over its readers */
     float *d_l1_v_weight = (float *)(void *)(a + 6553600);
     rt_zero(d_l1_v_weight, 16384);
 
     /* l1.v: MatMul backward */
-    rt_gemm_backward(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, v_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, v_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.v.weight) is final and nothing reads l1.v.weight again: step it */
     rt_optimizer_update(opt, params + 272256, d_l1_v_weight, state + 272256, 866560, 16384);
 
     /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 6422528);
+    float *d_l1_k0 = (float *)(void *)(a + 6291456);
     rt_zero(d_l1_k0, 32768);
 
     /* d(l1.k2) is d(l1.k0): Reshape moves no data */
@@ -3584,7 +3467,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 255872, d_l1_k_weight, state + 255872, 866560, 16384);
 
     /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 6422528);
+    float *d_l1_q1 = (float *)(void *)(a + 6291456);
     rt_zero(d_l1_q1, 32768);
 
     /* d(l1.q2) is d(l1.q1): Reshape moves no data */
@@ -3593,22 +3476,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.q.t: Transpose backward */
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
-    /* d(l1.q0) sums over its readers */
-    float *d_l1_q0 = (float *)(void *)(a + 6553600);
-    rt_zero(d_l1_q0, 32768);
+    /* d(l1.q0): its first contribution writes it */
+    float *d_l1_q0 = (float *)(void *)(a + 6291456);
 
     /* d(l1.q.bias) sums over its readers */
-    float *d_l1_q_bias = (float *)(void *)(a + 6684672);
+    float *d_l1_q_bias = (float *)(void *)(a + 6553600);
     rt_zero(d_l1_q_bias, 128);
 
     /* l1.q.bias: Add backward */
-    rt_add_backward(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias);
+    rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, 0x1u);
 
     /* d(l1.q.bias) is final and nothing reads l1.q.bias again: step it */
     rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state + 255744, 866560, 128);
 
     /* d(l1.q.weight) sums over its readers */
-    float *d_l1_q_weight = (float *)(void *)(a + 6422528);
+    float *d_l1_q_weight = (float *)(void *)(a + 6553600);
     rt_zero(d_l1_q_weight, 16384);
 
     /* l1.q: MatMul backward */
@@ -3634,93 +3516,85 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.ln1.bias) is final and nothing reads l1.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state + 239232, 866560, 128);
 
-    /* d(l0.r) sums over its readers */
-    float *d_l0_r = (float *)(void *)(a + 6029312);
-    rt_zero(d_l0_r, 32768);
+    /* d(l0.r): its first contribution writes it */
+    float *d_l0_r = (float *)(void *)(a + 9175040);
 
-    /* d(l0.y2) sums over its readers */
-    float *d_l0_y2 = (float *)(void *)(a + 6160384);
-    rt_zero(d_l0_y2, 32768);
+    /* d(l0.y2): its first contribution writes it */
+    float *d_l0_y2 = (float *)(void *)(a + 1835008);
 
     /* l0.res2: Add backward */
-    rt_add_backward(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2);
+    rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
-    /* d(l0.y1) sums over its readers */
-    float *d_l0_y1 = (float *)(void *)(a + 1048576);
-    rt_zero(d_l0_y1, 32768);
+    /* d(l0.y1): its first contribution writes it */
+    float *d_l0_y1 = (float *)(void *)(a + 1835008);
 
     /* l0.mlp.drop: Dropout backward */
-    rt_dropout_backward(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28);
+    rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0) sums over its readers */
+    /* d(l0.y0): its first contribution writes it */
     float *d_l0_y0 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l0_y0, 32768);
 
     /* d(l0.fc2.bias) sums over its readers */
-    float *d_l0_fc2_bias = (float *)(void *)(a + 1179648);
+    float *d_l0_fc2_bias = (float *)(void *)(a + 1048576);
     rt_zero(d_l0_fc2_bias, 128);
 
     /* l0.fc2.bias: Add backward */
-    rt_add_backward(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias);
+    rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
 
     /* d(l0.fc2.bias) is final and nothing reads l0.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state + 238976, 866560, 128);
 
-    /* d(l0.g) sums over its readers */
+    /* d(l0.g): its first contribution writes it */
     float *d_l0_g = (float *)(void *)(a + 1048576);
-    rt_zero(d_l0_g, 131072);
 
     /* d(l0.fc2.weight) sums over its readers */
     float *d_l0_fc2_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l0_fc2_weight, 65536);
 
     /* l0.fc2: MatMul backward */
-    rt_gemm_backward(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, v_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, v_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.fc2.weight) is final and nothing reads l0.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state + 173440, 866560, 65536);
 
-    /* d(l0.f1) sums over its readers */
-    float *d_l0_f1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_f1, 131072);
+    /* d(l0.f1): its first contribution writes it */
+    float *d_l0_f1 = (float *)(void *)(a + 1048576);
 
     /* l0.act: Gelu backward */
-    rt_gelu_backward(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0);
+    rt_gelu_backward_set(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
 
-    /* d(l0.f0) sums over its readers */
-    float *d_l0_f0 = (float *)(void *)(a + 524288);
-    rt_zero(d_l0_f0, 131072);
+    /* d(l0.f0): its first contribution writes it */
+    float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l0.fc.bias) sums over its readers */
-    float *d_l0_fc_bias = (float *)(void *)(a + 1048576);
+    float *d_l0_fc_bias = (float *)(void *)(a + 0);
     rt_zero(d_l0_fc_bias, 512);
 
     /* l0.fc.bias: Add backward */
-    rt_add_backward(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias);
+    rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
 
     /* d(l0.fc.bias) is final and nothing reads l0.fc.bias again: step it */
     rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state + 172928, 866560, 512);
 
-    /* d(l0.m) sums over its readers */
+    /* d(l0.m): its first contribution writes it */
     float *d_l0_m = (float *)(void *)(a + 262144);
-    rt_zero(d_l0_m, 32768);
 
     /* d(l0.fc.weight) sums over its readers */
     float *d_l0_fc_weight = (float *)(void *)(a + 0);
     rt_zero(d_l0_fc_weight, 65536);
 
     /* l0.fc: MatMul backward */
-    rt_gemm_backward(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, v_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, v_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.fc.weight) is final and nothing reads l0.fc.weight again: step it */
     rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state + 107392, 866560, 65536);
 
     /* d(l0.ln2.scale) sums over its readers */
-    float *d_l0_ln2_scale = (float *)(void *)(a + 5898240);
+    float *d_l0_ln2_scale = (float *)(void *)(a + 0);
     rt_zero(d_l0_ln2_scale, 128);
 
     /* d(l0.ln2.bias) sums over its readers */
-    float *d_l0_ln2_bias = (float *)(void *)(a + 5898752);
+    float *d_l0_ln2_bias = (float *)(void *)(a + 512);
     rt_zero(d_l0_ln2_bias, 128);
 
     /* l0.ln2: LayerNormalization backward */
@@ -3732,47 +3606,43 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.ln2.bias) is final and nothing reads l0.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state + 107264, 866560, 128);
 
-    /* d(h0) sums over its readers */
-    float *d_h0 = (float *)(void *)(a + 5767168);
-    rt_zero(d_h0, 32768);
+    /* d(h0): its first contribution writes it */
+    float *d_h0 = (float *)(void *)(a + 9175040);
 
-    /* d(l0.o2) sums over its readers */
-    float *d_l0_o2 = (float *)(void *)(a + 5898240);
-    rt_zero(d_l0_o2, 32768);
+    /* d(l0.o2): its first contribution writes it */
+    float *d_l0_o2 = (float *)(void *)(a + 5767168);
 
     /* l0.res1: Add backward */
-    rt_add_backward(d_h0, d_l0_o2, d_l0_r, &map_l0_res1);
+    rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
-    /* d(l0.o1) sums over its readers */
-    float *d_l0_o1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_o1, 32768);
+    /* d(l0.o1): its first contribution writes it */
+    float *d_l0_o1 = (float *)(void *)(a + 5767168);
 
     /* l0.attn.drop: Dropout backward */
-    rt_dropout_backward(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20);
+    rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0) sums over its readers */
-    float *d_l0_o0 = (float *)(void *)(a + 131072);
-    rt_zero(d_l0_o0, 32768);
+    /* d(l0.o0): its first contribution writes it */
+    float *d_l0_o0 = (float *)(void *)(a + 5767168);
 
     /* d(l0.proj.bias) sums over its readers */
-    float *d_l0_proj_bias = (float *)(void *)(a + 262144);
+    float *d_l0_proj_bias = (float *)(void *)(a + 5898240);
     rt_zero(d_l0_proj_bias, 128);
 
     /* l0.proj.bias: Add backward */
-    rt_add_backward(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias);
+    rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
 
     /* d(l0.proj.bias) is final and nothing reads l0.proj.bias again: step it */
     rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state + 107008, 866560, 128);
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 0);
+    float *d_l0_att2 = (float *)(void *)(a + 5898240);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
     float *d_l0_att3 = d_l0_att2;
 
     /* d(l0.proj.weight) sums over its readers */
-    float *d_l0_proj_weight = (float *)(void *)(a + 262144);
+    float *d_l0_proj_weight = (float *)(void *)(a + 6029312);
     rt_zero(d_l0_proj_weight, 16384);
 
     /* l0.proj: MatMul backward */
@@ -3781,27 +3651,26 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.proj.weight) is final and nothing reads l0.proj.weight again: step it */
     rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state + 90624, 866560, 16384);
 
-    /* d(l0.att) sums over its readers */
+    /* d(l0.att): its first contribution writes it */
     float *d_l0_att = (float *)(void *)(a + 5636096);
-    rt_zero(d_l0_att, 32768);
 
     /* l0.attn.t: Transpose backward */
-    rt_transpose_backward(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t);
+    rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 0);
+    float *d_l0_q3 = (float *)(void *)(a + 5767168);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 131072);
+    float *d_l0_k3 = (float *)(void *)(a + 5898240);
     rt_zero(d_l0_k3, 32768);
 
     /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 262144);
+    float *d_l0_v3 = (float *)(void *)(a + 6029312);
     rt_zero(d_l0_v3, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
+    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 6160384));
 
     /* d(l0.v1) sums over its readers */
     float *d_l0_v1 = (float *)(void *)(a + 5242880);
@@ -3813,36 +3682,34 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.v.t: Transpose backward */
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
-    /* d(l0.v0) sums over its readers */
-    float *d_l0_v0 = (float *)(void *)(a + 5373952);
-    rt_zero(d_l0_v0, 32768);
+    /* d(l0.v0): its first contribution writes it */
+    float *d_l0_v0 = (float *)(void *)(a + 5242880);
 
     /* d(l0.v.bias) sums over its readers */
-    float *d_l0_v_bias = (float *)(void *)(a + 5505024);
+    float *d_l0_v_bias = (float *)(void *)(a + 5373952);
     rt_zero(d_l0_v_bias, 128);
 
     /* l0.v.bias: Add backward */
-    rt_add_backward(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias);
+    rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
 
     /* d(l0.v.bias) is final and nothing reads l0.v.bias again: step it */
     rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state + 90496, 866560, 128);
 
-    /* d(l0.a) sums over its readers */
-    float *d_l0_a = (float *)(void *)(a + 5242880);
-    rt_zero(d_l0_a, 32768);
+    /* d(l0.a): its first contribution writes it */
+    float *d_l0_a = (float *)(void *)(a + 5373952);
 
     /* d(l0.v.weight) sums over its readers */
     float *d_l0_v_weight = (float *)(void *)(a + 5505024);
     rt_zero(d_l0_v_weight, 16384);
 
     /* l0.v: MatMul backward */
-    rt_gemm_backward(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, v_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, v_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.v.weight) is final and nothing reads l0.v.weight again: step it */
     rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state + 74112, 866560, 16384);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 5373952);
+    float *d_l0_k0 = (float *)(void *)(a + 5242880);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -3862,7 +3729,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state + 57728, 866560, 16384);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 5373952);
+    float *d_l0_q1 = (float *)(void *)(a + 5242880);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -3871,22 +3738,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.q.t: Transpose backward */
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
-    /* d(l0.q0) sums over its readers */
-    float *d_l0_q0 = (float *)(void *)(a + 5505024);
-    rt_zero(d_l0_q0, 32768);
+    /* d(l0.q0): its first contribution writes it */
+    float *d_l0_q0 = (float *)(void *)(a + 5242880);
 
     /* d(l0.q.bias) sums over its readers */
-    float *d_l0_q_bias = (float *)(void *)(a + 5636096);
+    float *d_l0_q_bias = (float *)(void *)(a + 5505024);
     rt_zero(d_l0_q_bias, 128);
 
     /* l0.q.bias: Add backward */
-    rt_add_backward(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias);
+    rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
 
     /* d(l0.q.bias) is final and nothing reads l0.q.bias again: step it */
     rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state + 57600, 866560, 128);
 
     /* d(l0.q.weight) sums over its readers */
-    float *d_l0_q_weight = (float *)(void *)(a + 5373952);
+    float *d_l0_q_weight = (float *)(void *)(a + 5505024);
     rt_zero(d_l0_q_weight, 16384);
 
     /* l0.q: MatMul backward */
@@ -3912,23 +3778,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.ln1.bias) is final and nothing reads l0.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state + 41088, 866560, 128);
 
-    /* d(emb) sums over its readers */
-    float *d_emb = (float *)(void *)(a + 0);
-    rt_zero(d_emb, 32768);
+    /* d(emb): its first contribution writes it */
+    float *d_emb = (float *)(void *)(a + 9175040);
 
     /* embed.drop: Dropout backward */
-    rt_dropout_backward(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2);
+    rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
-    /* d(tok) sums over its readers */
-    float *d_tok = (float *)(void *)(a + 131072);
-    rt_zero(d_tok, 32768);
+    /* d(tok): its first contribution writes it */
+    float *d_tok = (float *)(void *)(a + 9175040);
 
     /* d(wpe) sums over its readers */
-    float *d_wpe = (float *)(void *)(a + 262144);
+    float *d_wpe = (float *)(void *)(a + 0);
     rt_zero(d_wpe, 8192);
 
     /* pos: Add backward */
-    rt_add_backward(d_tok, d_wpe, d_emb, &map_pos);
+    rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, 0x1u);
 
     /* d(wpe) is final and nothing reads wpe again: step it */
     rt_optimizer_update(opt, params + 32768, d_wpe, state + 32768, 866560, 8192);

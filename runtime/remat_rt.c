@@ -723,26 +723,41 @@ void rt_gemm_forward(float *y, const float *a, const float *b, const float *c,
  * d(opB) = alpha * opA^T * dy. When an operand is stored transposed its
  * gradient is the transpose of that, which we get by swapping the product's
  * factors instead of transposing anything in memory. */
+/* A written gradient is the GEMM's beta 0 (C unread); a written dc, a sum
+ * over the broadcast dims, is zeroed and summed into. */
+void rt_gemm_backward_set(float *da, float *db, float *dc, const float *dy,
+                          const float *a, const float *b, int m, int n, int k,
+                          int trans_a, int trans_b, float alpha, float beta,
+                          int c_rows, int c_cols, unsigned set)
+{
+    const int lda = trans_a ? m : k, ldb = trans_b ? k : n;
+    const float keep_a = set & 1u ? 0.0f : 1.0f, keep_b = set & 2u ? 0.0f : 1.0f;
+    if (da != NULL) {
+        if (!trans_a) /* da (m x k) += alpha * dy * opB^T */
+            rt_sgemm(0, !trans_b, m, k, n, alpha, dy, n, b, ldb, keep_a, da, k);
+        else          /* da (k x m) += alpha * opB * dy^T */
+            rt_sgemm(trans_b, 1, k, m, n, alpha, b, ldb, dy, n, keep_a, da, m);
+    }
+    if (db != NULL) {
+        if (!trans_b) /* db (k x n) += alpha * opA^T * dy */
+            rt_sgemm(!trans_a, 0, k, n, m, alpha, a, lda, dy, n, keep_b, db, n);
+        else          /* db (n x k) += alpha * dy^T * opA */
+            rt_sgemm(1, trans_a, n, k, m, alpha, dy, n, a, lda, keep_b, db, k);
+    }
+    if (dc != NULL) {
+        if (set & 4u)
+            rt_zero(dc, (size_t)c_rows * (size_t)c_cols);
+        bias_back(dc, dy, m, n, beta, c_rows, c_cols);
+    }
+}
+
 void rt_gemm_backward(float *da, float *db, float *dc, const float *dy,
                       const float *a, const float *b,
                       int m, int n, int k, int trans_a, int trans_b,
                       float alpha, float beta, int c_rows, int c_cols)
 {
-    const int lda = trans_a ? m : k, ldb = trans_b ? k : n;
-    if (da != NULL) {
-        if (!trans_a) /* da (m x k) += alpha * dy * opB^T */
-            rt_sgemm(0, !trans_b, m, k, n, alpha, dy, n, b, ldb, 1.0f, da, k);
-        else          /* da (k x m) += alpha * opB * dy^T */
-            rt_sgemm(trans_b, 1, k, m, n, alpha, b, ldb, dy, n, 1.0f, da, m);
-    }
-    if (db != NULL) {
-        if (!trans_b) /* db (k x n) += alpha * opA^T * dy */
-            rt_sgemm(!trans_a, 0, k, n, m, alpha, a, lda, dy, n, 1.0f, db, n);
-        else          /* db (n x k) += alpha * dy^T * opA */
-            rt_sgemm(1, trans_a, n, k, m, alpha, dy, n, a, lda, 1.0f, db, k);
-    }
-    if (dc != NULL)
-        bias_back(dc, dy, m, n, beta, c_rows, c_cols);
+    rt_gemm_backward_set(da, db, dc, dy, a, b, m, n, k, trans_a, trans_b,
+                         alpha, beta, c_rows, c_cols, 0);
 }
 
 /* ---- broadcasting binary ops ---------------------------------------------- */
@@ -754,6 +769,7 @@ typedef struct {
     float *y, *da, *db;
     const float *a, *b, *dy;
     float scale;
+    unsigned set;   /* backward rows: bit 0 da, bit 1 db written, not added */
 } bc_args;
 
 /* One innermost row of n elements: the output (walked in order) starts at
@@ -900,7 +916,7 @@ RT_BINARY_ROW(div_row, /)
 static void binary(float *y, const float *a, const float *b,
                    const rt_bcast *m, bc_row row)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     p.y = y;
     p.a = a;
     p.b = b;
@@ -944,6 +960,26 @@ static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* add_back_row for a gradient written rather than added to: only for an
+ * input that is not broadcast, each of its elements hit once. */
+static void add_back_row_set(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                             ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        if (p->da != NULL) {
+            const ptrdiff_t i = oa + (ptrdiff_t)j * sa;
+            p->da[i] = p->set & 1u ? dy[j] : p->da[i] + dy[j];
+        }
+        if (p->db != NULL) {
+            const ptrdiff_t i = ob + (ptrdiff_t)j * sb;
+            p->db[i] = p->set & 2u ? p->scale * dy[j]
+                                   : p->db[i] + p->scale * dy[j];
+        }
+    }
+}
+
 static void mul_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                          ptrdiff_t ob, int n, int sa, int sb)
 {
@@ -979,7 +1015,7 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
                         const float *b, const rt_bcast *m, float scale,
                         bc_row row)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     if (da == NULL && db == NULL)
         return;
     p.da = da;
@@ -997,6 +1033,47 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
 void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
     binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row);
+}
+
+/* Elements of an element count: the product of the map's dims where the
+ * stride is not 0 (a broadcast input's own size). */
+static size_t bc_numel(const rt_bcast *m, const int *stride)
+{
+    size_t n = 1;
+    int d;
+    for (d = 0; d < m->rank; d++)
+        if (stride[d] != 0)
+            n *= (size_t)m->dims[d];
+    return n;
+}
+
+/* A broadcast input's gradient sums over the broadcast dims: written, it
+ * is zeroed here and summed into; an input of the output's shape is
+ * written element by element. */
+void rt_add_backward_set(float *da, float *db, const float *dy,
+                         const rt_bcast *m, unsigned set)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 1.0f, 0u};
+    if (da != NULL && (set & 1u) && bc_sums(m, m->sa)) {
+        rt_zero(da, bc_numel(m, m->sa));
+        set &= ~1u;
+    }
+    if (db != NULL && (set & 2u) && bc_sums(m, m->sb)) {
+        rt_zero(db, bc_numel(m, m->sb));
+        set &= ~2u;
+    }
+    if (!set || (da == NULL && db == NULL)) {
+        rt_add_backward(da, db, dy, m);
+        return;
+    }
+    p.da = da;
+    p.db = db;
+    p.dy = dy;
+    p.set = set;
+    if ((da != NULL && bc_sums(m, m->sa)) || (db != NULL && bc_sums(m, m->sb)))
+        bc_run(m, &p, add_back_row_set);
+    else
+        bc_run_split(m, &p, add_back_row_set);
 }
 
 /* Sub is Add with the second gradient negated (scale -1). */
@@ -1037,18 +1114,27 @@ typedef struct {
     float *out;
     const float *a, *b;
     int flag;
+    int set;        /* a backward's dx written, not added to (_set) */
 } pw_job;
 
-static void pointwise(rt_chunk_fn fn, float *out, const float *a,
-                      const float *b, int n, int flag, size_t min_work)
+static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
+                          const float *b, int n, int flag, size_t min_work,
+                          int set)
 {
     pw_job job;
     job.out = out;
     job.a = a;
     job.b = b;
     job.flag = flag;
+    job.set = set;
     if (n > 0)
         parallel_for((size_t)n, 16, (size_t)n, min_work, fn, &job);
+}
+
+static void pointwise(rt_chunk_fn fn, float *out, const float *a,
+                      const float *b, int n, int flag, size_t min_work)
+{
+    pointwise_set(fn, out, a, b, n, flag, min_work, 0);
 }
 
 /* The job's pointers in locals: read through the struct, every store
@@ -1072,8 +1158,12 @@ static void relu_back_part(void *ctx, size_t lo, size_t hi)
     float *dx = p->out;
     const float *dy = p->a, *y = p->b;
     size_t i;
-    for (i = lo; i < hi; i++)
-        dx[i] = y[i] > 0.0f ? dx[i] + dy[i] : dx[i];
+    if (p->set)
+        for (i = lo; i < hi; i++)
+            dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    else
+        for (i = lo; i < hi; i++)
+            dx[i] = y[i] > 0.0f ? dx[i] + dy[i] : dx[i];
 }
 
 void rt_relu_forward(float *y, const float *x, int n)
@@ -1083,8 +1173,15 @@ void rt_relu_forward(float *y, const float *x, int n)
 
 void rt_relu_backward(float *dx, const float *dy, const float *y, int n)
 {
+    rt_relu_backward_set(dx, dy, y, n, 0);
+}
+
+void rt_relu_backward_set(float *dx, const float *dy, const float *y, int n,
+                          unsigned set)
+{
     if (dx != NULL)
-        pointwise(relu_back_part, dx, dy, y, n, 0, RT_PAR_CHEAP);
+        pointwise_set(relu_back_part, dx, dy, y, n, 0, RT_PAR_CHEAP,
+                      (int)(set & 1u));
 }
 
 /* The tanh-approximation's argument u(x) = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -1178,20 +1275,29 @@ static void gelu_fwd_part(void *ctx, size_t lo, size_t hi)
         y[i] = x[i] * phi_v(x[i]);
 }
 
+static inline float gelu_exact_grad1(float x)
+{
+    return phi_v(x) + x * RT_INV_SQRT_2PI * exp_v(-0.5f * x * x);
+}
+
 static void gelu_back_part(void *ctx, size_t lo, size_t hi)
 {
     const pw_job *p = ctx;
     float *dx = p->out;
     const float *dy = p->a, *x = p->b;
     size_t i;
-    if (p->flag) {
+    if (p->flag && p->set)
+        for (i = lo; i < hi; i++)
+            dx[i] = dy[i] * gelu_tanh_grad1(x[i]);
+    else if (p->flag)
         for (i = lo; i < hi; i++)
             dx[i] += dy[i] * gelu_tanh_grad1(x[i]);
-        return;
-    }
-    for (i = lo; i < hi; i++)
-        dx[i] += dy[i] * (phi_v(x[i]) + x[i] * RT_INV_SQRT_2PI *
-                                            exp_v(-0.5f * x[i] * x[i]));
+    else if (p->set)
+        for (i = lo; i < hi; i++)
+            dx[i] = dy[i] * gelu_exact_grad1(x[i]);
+    else
+        for (i = lo; i < hi; i++)
+            dx[i] += dy[i] * gelu_exact_grad1(x[i]);
 }
 
 void rt_gelu_forward(float *y, const float *x, int n, int approximate)
@@ -1202,8 +1308,15 @@ void rt_gelu_forward(float *y, const float *x, int n, int approximate)
 void rt_gelu_backward(float *dx, const float *dy, const float *x, int n,
                       int approximate)
 {
+    rt_gelu_backward_set(dx, dy, x, n, approximate, 0);
+}
+
+void rt_gelu_backward_set(float *dx, const float *dy, const float *x, int n,
+                          int approximate, unsigned set)
+{
     if (dx != NULL)
-        pointwise(gelu_back_part, dx, dy, x, n, approximate, RT_PAR_COSTLY);
+        pointwise_set(gelu_back_part, dx, dy, x, n, approximate,
+                      RT_PAR_COSTLY, (int)(set & 1u));
 }
 
 void rt_tanh_forward(float *y, const float *x, int n)
@@ -1541,7 +1654,7 @@ static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
                        float scale)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     int i;
     for (i = 0; i < ny; i++)
         y[i] = 0.0f;
@@ -1556,7 +1669,7 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
 void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
                         float scale)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     if (dx == NULL)
         return;
     p.da = dx;
@@ -2015,30 +2128,41 @@ static void transpose_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     int j;
     (void)ob;
     (void)sb;
-    for (j = 0; j < n; j++)
-        dx[(ptrdiff_t)j * sa] += dy[j];
+    if (p->set)
+        for (j = 0; j < n; j++)
+            dx[(ptrdiff_t)j * sa] = dy[j];
+    else
+        for (j = 0; j < n; j++)
+            dx[(ptrdiff_t)j * sa] += dy[j];
 }
 
 void rt_transpose_forward(float *y, const float *x, int rank, const int *dims,
                           const int *perm)
 {
     const rt_bcast m = transpose_map(rank, dims, perm);
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     p.y = y;
     p.a = x;
     bc_run_split(&m, &p, transpose_row);
 }
 
-void rt_transpose_backward(float *dx, const float *dy, int rank,
-                           const int *dims, const int *perm)
+void rt_transpose_backward_set(float *dx, const float *dy, int rank,
+                               const int *dims, const int *perm, unsigned set)
 {
     const rt_bcast m = transpose_map(rank, dims, perm);
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f};
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     if (dx == NULL)
         return;
     p.da = dx;
     p.dy = dy;
-    bc_run_split(&m, &p, transpose_back_row); /* a permutation: no sums */
+    p.set = set & 1u;   /* a permutation: every dx element written once */
+    bc_run_split(&m, &p, transpose_back_row);
+}
+
+void rt_transpose_backward(float *dx, const float *dy, int rank,
+                           const int *dims, const int *perm)
+{
+    rt_transpose_backward_set(dx, dy, rank, dims, perm, 0);
 }
 
 /* True when the batch is A's matrices in a row against one B, the shape of
@@ -2901,6 +3025,7 @@ typedef struct {
     float *out;             /* y, or dx */
     const float *x, *dy;
     const rt_window *p;
+    int set;                /* the backward's dx written, not added to */
 } pool_job;
 
 static void maxpool_fwd_planes(void *ctx, size_t lo, size_t hi)
@@ -2937,6 +3062,10 @@ static void maxpool_back_planes(void *ctx, size_t lo, size_t hi)
     const pool_plan b = pool_plan_of(p);
     size_t q;
     int oy, f0, f1;
+    /* written: the chunk's planes zeroed here, while they are in cache (a
+     * memset inside the plane loop below made gcc compile it 5x slower) */
+    if (j->set)
+        memset(j->out + lo * hw, 0, (hi - lo) * hw * sizeof *j->out);
     for (q = lo; q < hi; q++) {
         const float *xq = j->x + q * hw;
         float *dxq = j->out + q * hw;
@@ -2956,8 +3085,8 @@ static void maxpool_back_planes(void *ctx, size_t lo, size_t hi)
     }
 }
 
-static void pool_run(rt_chunk_fn fn, float *out, const float *x,
-                     const float *dy, const rt_window *p)
+static void pool_run_set(rt_chunk_fn fn, float *out, const float *x,
+                         const float *dy, const rt_window *p, int set)
 {
     pool_job j;
     const size_t planes = (size_t)p->n * (size_t)p->c;
@@ -2965,6 +3094,7 @@ static void pool_run(rt_chunk_fn fn, float *out, const float *x,
     j.x = x;
     j.dy = dy;
     j.p = p;
+    j.set = set;
     if (planes > 0)
         parallel_for(planes, 1, planes * (size_t)p->h * (size_t)p->w,
                      RT_PAR_CHEAP, fn, &j);
@@ -2972,14 +3102,20 @@ static void pool_run(rt_chunk_fn fn, float *out, const float *x,
 
 void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
 {
-    pool_run(maxpool_fwd_planes, y, x, NULL, p);
+    pool_run_set(maxpool_fwd_planes, y, x, NULL, p, 0);
 }
 
 void rt_maxpool_backward(float *dx, const float *dy, const float *x,
                          const rt_window *p)
 {
+    rt_maxpool_backward_set(dx, dy, x, p, 0);
+}
+
+void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
+                             const rt_window *p, unsigned set)
+{
     if (dx != NULL)
-        pool_run(maxpool_back_planes, dx, x, dy, p);
+        pool_run_set(maxpool_back_planes, dx, x, dy, p, (int)(set & 1u));
 }
 
 /* count_include_pad's divisor for window (oy, ox): its taps inside the
@@ -3748,8 +3884,17 @@ void rt_dropout_forward(float *y, const float *x, int n, float ratio,
 void rt_dropout_backward(float *dx, const float *dy, int n, float ratio,
                          uint64_t seed, uint64_t step, uint32_t node)
 {
+    rt_dropout_backward_set(dx, dy, n, ratio, seed, step, node, 0);
+}
+
+/* Written, the gradient is the forward's own loop on dy: dy * s where
+ * kept, 0 where dropped. */
+void rt_dropout_backward_set(float *dx, const float *dy, int n, float ratio,
+                             uint64_t seed, uint64_t step, uint32_t node,
+                             unsigned set)
+{
     if (dx != NULL)
-        dropout_run(dx, dy, n, ratio, seed, step, node, 1);
+        dropout_run(dx, dy, n, ratio, seed, step, node, set & 1u ? 0 : 1);
 }
 
 void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,

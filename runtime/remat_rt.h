@@ -38,6 +38,14 @@ extern "C" {
 
 #define RT_MAX_RANK 6
 
+/* A backward kernel adds its gradients into what the buffers hold (dx +=),
+ * so that a tensor read by several ops sums their contributions. Its
+ * _set twin takes one more argument, `set`: bit i makes the kernel's i-th
+ * gradient argument written instead (its old contents neither read nor
+ * kept), for the contribution that comes first, which then needs no
+ * zeroed buffer. Writing it gives the bits adding into zeros would, but
+ * for the sign of a zero (a -0 contribution stays -0). */
+
 /* ---- threads ------------------------------------------------------------- */
 
 /* The runtime's own kernels (pointwise, LayerNorm, Softmax, the loss, Gather,
@@ -90,6 +98,10 @@ void rt_gemm_backward(float *da, float *db, float *dc, const float *dy,
                       const float *a, const float *b,
                       int m, int n, int k, int trans_a, int trans_b,
                       float alpha, float beta, int c_rows, int c_cols);
+void rt_gemm_backward_set(float *da, float *db, float *dc, const float *dy,
+                          const float *a, const float *b, int m, int n, int k,
+                          int trans_a, int trans_b, float alpha, float beta,
+                          int c_rows, int c_cols, unsigned set);
 
 /* ---- broadcasting binary ops ---------------------------------------------- */
 
@@ -111,6 +123,8 @@ void rt_div_forward(float *y, const float *a, const float *b, const rt_bcast *m)
 /* Gradients are summed over broadcast dimensions. a and b are read only
  * where the op's derivative needs them (Mul, Div). */
 void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m);
+void rt_add_backward_set(float *da, float *db, const float *dy,
+                         const rt_bcast *m, unsigned set);
 void rt_sub_backward(float *da, float *db, const float *dy, const rt_bcast *m);
 void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m);
@@ -121,10 +135,14 @@ void rt_div_backward(float *da, float *db, const float *dy, const float *a,
 
 void rt_relu_forward(float *y, const float *x, int n);
 void rt_relu_backward(float *dx, const float *dy, const float *y, int n);
+void rt_relu_backward_set(float *dx, const float *dy, const float *y, int n,
+                          unsigned set);
 /* approximate: 0 = exact (erf), 1 = tanh approximation, as ONNX Gelu. */
 void rt_gelu_forward(float *y, const float *x, int n, int approximate);
 void rt_gelu_backward(float *dx, const float *dy, const float *x, int n,
                       int approximate);
+void rt_gelu_backward_set(float *dx, const float *dy, const float *x, int n,
+                          int approximate, unsigned set);
 void rt_tanh_forward(float *y, const float *x, int n);
 void rt_tanh_backward(float *dx, const float *dy, const float *y, int n);
 void rt_sigmoid_forward(float *y, const float *x, int n);
@@ -295,6 +313,8 @@ void rt_transpose_forward(float *y, const float *x, int rank, const int *dims,
  * the forward with the assignment reversed. */
 void rt_transpose_backward(float *dx, const float *dy, int rank,
                            const int *dims, const int *perm);
+void rt_transpose_backward_set(float *dx, const float *dy, int rank,
+                               const int *dims, const int *perm, unsigned set);
 
 /* ONNX MatMul, N-D, with broadcast batch dimensions, as a list of `batch`
  * matrix products: output matrix i (m x n) = A matrix a_index[i] (m x k)
@@ -387,6 +407,8 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
 void rt_maxpool_forward(float *y, const float *x, const rt_window *p);
 void rt_maxpool_backward(float *dx, const float *dy, const float *x,
                          const rt_window *p);
+void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
+                             const rt_window *p, unsigned set);
 /* ONNX AveragePool (2-D; p->oc, p->group unused): y = the sum of x over the
  * window's taps inside the input, divided by their number, or, when
  * count_include_pad, by the number of its taps inside the padded input
@@ -578,6 +600,9 @@ void rt_dropout_forward(float *y, const float *x, int n, float ratio,
  * nothing to do. */
 void rt_dropout_backward(float *dx, const float *dy, int n, float ratio,
                          uint64_t seed, uint64_t step, uint32_t node);
+void rt_dropout_backward_set(float *dx, const float *dy, int n, float ratio,
+                             uint64_t seed, uint64_t step, uint32_t node,
+                             unsigned set);
 /* mask[i] = 1 where the forward keeps element i, 0 where it drops it (for
  * the trainer's --dump): y == x * mask * s exactly. */
 void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,

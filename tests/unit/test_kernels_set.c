@@ -1,0 +1,224 @@
+/*
+ * test_kernels_set.c: a backward kernel's _set twin writes the gradient it
+ * is told to (remat_rt.h): the same values as the adding kernel on a zeroed
+ * buffer, without reading the buffer's old contents.
+ *
+ * Every case runs the plain kernel into zeros and the _set twin into a
+ * buffer of NaNs: a twin that read (or added into) its old contents would
+ * leave NaNs. Values must be equal as floats (a zero's sign may differ:
+ * adding a -0 contribution into +0 gives +0, writing it keeps -0). A
+ * gradient the twin is not told to write still adds: it starts from random
+ * values in both runs and must come out bitwise the same.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat_rt.h"
+#include "rt_testutil.h"
+
+static float *rnd(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    fill(x, n, -2.0f, 2.0f);
+    return x;
+}
+
+static float *nans(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    size_t i;
+    ck_assert_ptr_nonnull(x);
+    for (i = 0; i < n; i++)
+        x[i] = NAN;
+    return x;
+}
+
+static float *zeros(size_t n)
+{
+    float *x = calloc(n, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static float *copy(const float *x, size_t n)
+{
+    float *y = malloc(n * sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+/* Written (want, from zeros) against got (from NaNs): equal floats. */
+static void same_values(const char *what, const float *want, const float *got,
+                        size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        ck_assert_msg(want[i] == got[i], "%s: element %zu is %g, want %g",
+                      what, i, (double)got[i], (double)want[i]);
+}
+
+START_TEST(gemm_writes_da_and_db)
+{
+    const int m = 37, n = 29, k = 41;
+    float *a = rnd((size_t)m * k), *b = rnd((size_t)k * n);
+    float *dy = rnd((size_t)m * n), *dc0 = rnd((size_t)n);
+    int ta, tb;
+    for (ta = 0; ta < 2; ta++)
+        for (tb = 0; tb < 2; tb++) {
+            float *da0 = zeros((size_t)m * k), *db0 = zeros((size_t)k * n);
+            float *da1 = nans((size_t)m * k), *db1 = nans((size_t)k * n);
+            float *dcz = copy(dc0, (size_t)n), *dcs = copy(dc0, (size_t)n);
+            rt_gemm_backward(da0, db0, dcz, dy, a, b, m, n, k, ta, tb, 0.5f,
+                             2.0f, 1, n);
+            rt_gemm_backward_set(da1, db1, dcs, dy, a, b, m, n, k, ta, tb,
+                                 0.5f, 2.0f, 1, n, 3u);
+            same_values("gemm da", da0, da1, (size_t)m * k);
+            same_values("gemm db", db0, db1, (size_t)k * n);
+            /* dc was not asked to be written: it added, from the same start */
+            ck_assert(memcmp(dcz, dcs, (size_t)n * sizeof *dcz) == 0);
+            free(da0), free(db0), free(da1), free(db1), free(dcz), free(dcs);
+        }
+    {   /* dc written: the bias sum from zeros */
+        float *dcz = zeros((size_t)n), *dcs = nans((size_t)n);
+        rt_gemm_backward(NULL, NULL, dcz, dy, a, b, m, n, k, 0, 0, 1.0f, 2.0f,
+                         1, n);
+        rt_gemm_backward_set(NULL, NULL, dcs, dy, a, b, m, n, k, 0, 0, 1.0f,
+                             2.0f, 1, n, 4u);
+        same_values("gemm dc", dcz, dcs, (size_t)n);
+        free(dcz), free(dcs);
+    }
+    free(a), free(b), free(dy), free(dc0);
+}
+END_TEST
+
+/* Add (5, 7, 3) + b broadcast over the middle dim (5, 1, 3): da written
+ * element by element, db written as a sum over the broadcast dim. */
+START_TEST(add_writes_plain_and_broadcast_inputs)
+{
+    const int dims[3] = {5, 7, 3}, sa[3] = {21, 3, 1}, sb[3] = {3, 0, 1};
+    const rt_bcast m = make_bcast(3, dims, sa, sb);
+    const size_t ny = 105, nb = 15;
+    float *dy = rnd(ny);
+    unsigned set;
+    for (set = 1; set <= 3; set++) {
+        float *da0 = zeros(ny), *db0 = zeros(nb);
+        float *da1 = set & 1u ? nans(ny) : zeros(ny);
+        float *db1 = set & 2u ? nans(nb) : zeros(nb);
+        rt_add_backward(da0, db0, dy, &m);
+        rt_add_backward_set(da1, db1, dy, &m, set);
+        same_values("add da", da0, da1, ny);
+        same_values("add db", db0, db1, nb);
+        free(da0), free(db0), free(da1), free(db1);
+    }
+    free(dy);
+}
+END_TEST
+
+START_TEST(pointwise_kernels_write)
+{
+    const int n = 1000;
+    float *x = rnd((size_t)n), *dy = rnd((size_t)n), *y = rnd((size_t)n);
+    float *want = zeros((size_t)n), *got = nans((size_t)n);
+    int approximate;
+    x[0] = 0.0f;   /* ReLU's kink and Gelu's centre */
+    y[0] = 0.0f;
+    rt_relu_backward(want, dy, y, n);
+    rt_relu_backward_set(got, dy, y, n, 1u);
+    same_values("relu", want, got, (size_t)n);
+    for (approximate = 0; approximate < 2; approximate++) {
+        memset(want, 0, (size_t)n * sizeof *want);
+        free(got);
+        got = nans((size_t)n);
+        rt_gelu_backward(want, dy, x, n, approximate);
+        rt_gelu_backward_set(got, dy, x, n, approximate, 1u);
+        same_values("gelu", want, got, (size_t)n);
+    }
+    memset(want, 0, (size_t)n * sizeof *want);
+    free(got);
+    got = nans((size_t)n);
+    rt_dropout_backward(want, dy, n, 0.3f, 7, 2, 11);
+    rt_dropout_backward_set(got, dy, n, 0.3f, 7, 2, 11, 1u);
+    same_values("dropout", want, got, (size_t)n);
+    free(x), free(dy), free(y), free(want), free(got);
+}
+END_TEST
+
+START_TEST(transpose_writes)
+{
+    const int dims[3] = {4, 6, 5}, perm[3] = {2, 0, 1};
+    const size_t n = 120;
+    float *dy = rnd(n), *want = zeros(n), *got = nans(n);
+    rt_transpose_backward(want, dy, 3, dims, perm);
+    rt_transpose_backward_set(got, dy, 3, dims, perm, 1u);
+    same_values("transpose", want, got, n);
+    free(dy), free(want), free(got);
+}
+END_TEST
+
+/* 2x2 stride 2 (every input in one window) and 3x3 stride 2 with padding
+ * (overlapping windows, inputs in none: their gradient is 0). */
+START_TEST(maxpool_writes)
+{
+    int k;
+    for (k = 2; k <= 3; k++) {
+        rt_window p;
+        size_t nin, nout;
+        float *x, *dy, *want, *got;
+        memset(&p, 0, sizeof p);
+        p.n = 2, p.c = 3, p.h = 9, p.w = 11, p.oc = 3;
+        p.kh = p.kw = k, p.sh = p.sw = 2, p.dh = p.dw = 1, p.group = 1;
+        p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = k - 2;
+        p.oh = (p.h + 2 * (k - 2) - k) / 2 + 1;
+        p.ow = (p.w + 2 * (k - 2) - k) / 2 + 1;
+        nin = (size_t)p.n * p.c * p.h * p.w;
+        nout = (size_t)p.n * p.c * p.oh * p.ow;
+        x = rnd(nin), dy = rnd(nout), want = zeros(nin), got = nans(nin);
+        rt_maxpool_backward(want, dy, x, &p);
+        rt_maxpool_backward_set(got, dy, x, &p, 1u);
+        same_values("maxpool", want, got, nin);
+        free(x), free(dy), free(want), free(got);
+    }
+}
+END_TEST
+
+/* set 0 is the plain kernel: it adds into what is there. */
+START_TEST(set_zero_adds)
+{
+    const int n = 300;
+    float *dy = rnd((size_t)n), *y = rnd((size_t)n), *start = rnd((size_t)n);
+    float *a = copy(start, (size_t)n), *b = copy(start, (size_t)n);
+    rt_relu_backward(a, dy, y, n);
+    rt_relu_backward_set(b, dy, y, n, 0u);
+    ck_assert(memcmp(a, b, (size_t)n * sizeof *a) == 0);
+    ck_assert(memcmp(a, start, (size_t)n * sizeof *a) != 0);
+    free(dy), free(y), free(start), free(a), free(b);
+}
+END_TEST
+
+static Suite *set_suite(void)
+{
+    Suite *s = suite_create("remat_rt _set twins");
+    TCase *tc = tcase_create("set");
+    tcase_add_test(tc, gemm_writes_da_and_db);
+    tcase_add_test(tc, add_writes_plain_and_broadcast_inputs);
+    tcase_add_test(tc, pointwise_kernels_write);
+    tcase_add_test(tc, transpose_writes);
+    tcase_add_test(tc, maxpool_writes);
+    tcase_add_test(tc, set_zero_adds);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(set_suite());
+    int failed;
+    tseed(5);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
