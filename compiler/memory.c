@@ -294,9 +294,11 @@ static void svg_boundary(Buf *s, const Axes *a, const Mem *x)
     if (x->boundary >= x->n)
         return;
     double bx = px(a, x->boundary);
-    buf_printf(s, "<g id=\"boundary\" data-statement=\"%d\">\n<line x1=\"%.1f\" "
-               "y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\" "
-               "stroke-dasharray=\"4,3\"/>\n", x->boundary, bx, T, bx, H - B);
+    /* data-saved: every saved value is live where the backward starts */
+    buf_printf(s, "<g id=\"boundary\" data-statement=\"%d\" data-saved=\"%.0f\">"
+               "\n<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+               "stroke=\"black\" stroke-dasharray=\"4,3\"/>\n", x->boundary,
+               x->live[K_SAVED][x->boundary], bx, T, bx, H - B);
     /* above the plot, where the peak's label never goes */
     buf_printf(s, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"end\">forward"
                "</text>\n<text x=\"%.1f\" y=\"%d\">backward</text>\n</g>\n",
