@@ -121,10 +121,11 @@ static const char *usage_memory =
     "backward; the forward alone when no output is the loss) as a stacked\n"
     "area by what holds them: saved (forward values the backward reads),\n"
     "forward, recomputed, gradient and scratch; with the peak statement\n"
-    "(peak_live_bytes) marked and its largest values named. Without -o,\n"
-    "prints the peak statement, its bytes by kind and its largest values.\n"
+    "(peak_live_bytes) marked and its largest values named; it prints\n"
+    "nothing. Without -o, prints the peak statement, its bytes by kind and\n"
+    "its largest values instead (docs/memory.md).\n"
     "  --policy, --budget, --max-arena: as for schedule\n"
-    "  -o FILE.svg  the picture to write (replaced only when complete)\n"
+    "  -o MEMORY.svg  the picture to write (replaced only when complete)\n"
     FREEZE_HELP;
 
 static const char *usage_build =
