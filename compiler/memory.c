@@ -250,24 +250,54 @@ static void svg_axes(Buf *s, const Axes *a, double ystep)
                a->unit);
 }
 
-/* The outline of a step function v over statements [0, n): each statement
- * a flat stretch, left to right or back; only changes make points. */
-static void steps(Buf *s, const Axes *a, const double *v, int n, int back)
+/* A long step has more statements than the plot has room for (the
+ * 100,000-node chain's picture was 29 MB): past MAX_COLUMNS statements,
+ * statements are grouped into that many columns, and each column shows its
+ * statement with the most live bytes, so the envelope and the peak are
+ * drawn exactly. Column j covers statements [start[j], start[j + 1]). */
+#define MAX_COLUMNS 1080    /* two per pixel of the plot's width */
+
+typedef struct {
+    int n;
+    int *start;             /* n + 1 statement boundaries */
+    int *pick;              /* the statement each column shows */
+} Columns;
+
+static void columns(Ctx *c, const Mem *x, Columns *col)
 {
+    col->n = x->n < MAX_COLUMNS ? x->n : MAX_COLUMNS;
+    col->start = ctx_alloc(c, ((size_t)col->n + 1) * sizeof(int));
+    col->pick = ctx_alloc(c, ((size_t)col->n + 1) * sizeof(int));
+    for (int j = 0; j <= col->n; j++)
+        col->start[j] = (int)((long long)j * x->n / col->n);
+    for (int j = 0; j < col->n; j++) {
+        col->pick[j] = col->start[j];
+        for (int i = col->start[j] + 1; i < col->start[j + 1]; i++)
+            if (x->total[i] > x->total[col->pick[j]])
+                col->pick[j] = i;
+    }
+}
+
+/* The outline of a step function v over the columns: each a flat stretch,
+ * left to right or back; only changes make points. */
+static void steps(Buf *s, const Axes *a, const double *v, const Columns *col,
+                  int back)
+{
+    const int n = col->n, *at = col->start;
     if (!back) {
         buf_printf(s, "%.1f,%.1f ", px(a, 0), py(a, v[0]));
-        for (int i = 1; i < n; i++)
-            if (v[i] != v[i - 1])
-                buf_printf(s, "%.1f,%.1f %.1f,%.1f ", px(a, i),
-                           py(a, v[i - 1]), px(a, i), py(a, v[i]));
-        buf_printf(s, "%.1f,%.1f ", px(a, n), py(a, v[n - 1]));
+        for (int j = 1; j < n; j++)
+            if (v[j] != v[j - 1])
+                buf_printf(s, "%.1f,%.1f %.1f,%.1f ", px(a, at[j]),
+                           py(a, v[j - 1]), px(a, at[j]), py(a, v[j]));
+        buf_printf(s, "%.1f,%.1f ", px(a, at[n]), py(a, v[n - 1]));
         return;
     }
-    buf_printf(s, "%.1f,%.1f ", px(a, n), py(a, v[n - 1]));
-    for (int i = n - 1; i > 0; i--)
-        if (v[i] != v[i - 1])
-            buf_printf(s, "%.1f,%.1f %.1f,%.1f ", px(a, i), py(a, v[i]),
-                       px(a, i), py(a, v[i - 1]));
+    buf_printf(s, "%.1f,%.1f ", px(a, at[n]), py(a, v[n - 1]));
+    for (int j = n - 1; j > 0; j--)
+        if (v[j] != v[j - 1])
+            buf_printf(s, "%.1f,%.1f %.1f,%.1f ", px(a, at[j]), py(a, v[j]),
+                       px(a, at[j]), py(a, v[j - 1]));
     buf_printf(s, "%.1f,%.1f", px(a, 0), py(a, v[0]));
 }
 
@@ -275,17 +305,19 @@ static void steps(Buf *s, const Axes *a, const double *v, int n, int back)
  * own bytes. */
 static void svg_series(Ctx *c, Buf *s, const Axes *a, const Mem *x)
 {
-    double *lo = ctx_alloc(c, (size_t)x->n * sizeof *lo);
-    double *hi = ctx_alloc(c, (size_t)x->n * sizeof *hi);
+    Columns col;
+    columns(c, x, &col);
+    double *lo = ctx_alloc(c, (size_t)col.n * sizeof *lo);
+    double *hi = ctx_alloc(c, (size_t)col.n * sizeof *hi);
     for (int k = 0; k < NKINDS; k++) {
-        for (int i = 0; i < x->n; i++)
-            hi[i] = lo[i] + x->live[k][i];
+        for (int j = 0; j < col.n; j++)
+            hi[j] = lo[j] + x->live[k][col.pick[j]];
         buf_printf(s, "<polygon id=\"series-%s\" class=\"series\" "
                    "fill=\"%s\" points=\"", kind_names[k], kind_colors[k]);
-        steps(s, a, hi, x->n, 0);
-        steps(s, a, lo, x->n, 1);
+        steps(s, a, hi, &col, 0);
+        steps(s, a, lo, &col, 1);
         buf_printf(s, "\"/>\n");
-        memcpy(lo, hi, (size_t)x->n * sizeof *lo);
+        memcpy(lo, hi, (size_t)col.n * sizeof *lo);
     }
 }
 
@@ -327,7 +359,7 @@ static void svg_peak(Ctx *c, Buf *s, const Axes *a, const Mem *x)
 
 /* The legend, top to bottom as stacked, then the largest values at the
  * peak. */
-static void svg_side(Ctx *c, Buf *s, const Axes *a, const Mem *x)
+static void svg_side(Ctx *c, Buf *s, const Mem *x)
 {
     int lx = W - R + 20, y = T;
     buf_printf(s, "<g id=\"legend\">\n");
@@ -347,9 +379,11 @@ static void svg_side(Ctx *c, Buf *s, const Axes *a, const Mem *x)
         svg_escape(s, value_name(c, x, v));
         buf_printf(s, "\">");
         svg_escape(s, value_name(c, x, v));
+        double scale;       /* its own unit: the axis's may be far too big */
+        const char *unit = byte_unit(x->top[i].bytes, &scale);
         buf_printf(s, "<tspan x=\"%d\" dy=\"14\" fill=\"#555555\">%.4g %s, "
-                   "%s</tspan></text>\n", lx + 10, x->top[i].bytes / a->scale,
-                   a->unit, kind_names[kind_of(x, v)]);
+                   "%s</tspan></text>\n", lx + 10, x->top[i].bytes / scale,
+                   unit, kind_names[kind_of(x, v)]);
     }
     buf_printf(s, "</g>\n");
 }
@@ -371,7 +405,7 @@ static int memory_svg(Ctx *c, const Mem *x, const char *path)
         svg_boundary(&s, &a, x);
         svg_peak(c, &s, &a, x);
     }
-    svg_side(c, &s, &a, x);
+    svg_side(c, &s, x);
     buf_printf(&s, "</svg>\n");
     return buf_write_file(&s, path);
 }
