@@ -137,7 +137,7 @@ static const char *value_name(Ctx *c, const Mem *x, const Value *v)
     return v->kind == V_GRAD ? ctx_printf(c, "d(%s)", t) : t;
 }
 
-/* What statement i does, for the peak's label. */
+/* What a statement does, for the peak's label and the text. */
 static const char *stmt_text(Ctx *c, const Graph *g, const Stmt *st)
 {
     const char *node = st->node >= 0 ? g->nodes[st->node].name : "";
