@@ -23,6 +23,7 @@ static const char *usage_main =
     "  diff      compare the decisions and totals of two policies\n"
     "  build     compile, then build a runnable trainer executable\n"
     "  pareto    every optimal plan from budget 0 to 1, as a table (and SVG)\n"
+    "  memory    what the arena holds at each statement, as text or SVG\n"
     "  import    write an ONNX model as the format's XML and .npy weights\n"
     "\n"
     "policies: none, full, sac, sac-aggressive, or a policy file FILE.xml\n"
@@ -54,8 +55,12 @@ static const char *usage_compile =
     FREEZE_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
+/* The option the reporting commands take. */
+#define JSON_HELP \
+    "  --json       the same figures as one JSON object (docs/memory.md)\n"
+
 static const char *usage_schedule =
-    "usage: remat schedule GRAPH.xml [--policy NAME|FILE.xml]\n"
+    "usage: remat schedule GRAPH.xml [--policy NAME|FILE.xml] [--json]\n"
     "\n"
     "Prints, for each forward tensor in topological order: its node, op,\n"
     "shape, bytes, decision (SAVE, RECOMPUTE, or - when the backward never\n"
@@ -79,6 +84,7 @@ static const char *usage_schedule =
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
     "  (with either and no --policy, the policy is sac, must_save softened)\n"
+    JSON_HELP
     FREEZE_HELP;
 
 static const char *usage_diff =
@@ -90,11 +96,12 @@ static const char *usage_diff =
     "(change)`. With a budget, both sides are within it; with a budget and one\n"
     "policy (default sac), the sides are that policy without and with it.\n"
     "Both sides freeze what --freeze says.\n"
+    JSON_HELP
     FREEZE_HELP;
 
 static const char *usage_pareto =
     "usage: remat pareto GRAPH.xml [--policy NAME|FILE.xml] [--measure]\n"
-    "                    [-o CURVE.svg]\n"
+    "                    [-o CURVE.svg] [--json]\n"
     "\n"
     "Prints every optimal plan, from the least saved bytes (budget 0) to the\n"
     "most (budget 1): the budget fraction at which it becomes optimal, its\n"
@@ -104,6 +111,21 @@ static const char *usage_pareto =
     "SVG picture with the built-in policies marked.\n"
     "  --policy P   the decisions the budget may turn (its PREFER_* ones);\n"
     "               default sac with must_save softened to prefer_save\n"
+    JSON_HELP
+    FREEZE_HELP;
+
+static const char *usage_memory =
+    "usage: remat memory GRAPH.xml [--policy NAME|FILE.xml] [-o MEMORY.svg]\n"
+    "\n"
+    "Draws the bytes live at each statement of the train step (forward, then\n"
+    "backward; the forward alone when no output is the loss) as a stacked\n"
+    "area by what holds them: saved (forward values the backward reads),\n"
+    "forward, recomputed, gradient and scratch; with the peak statement\n"
+    "(peak_live_bytes) marked and its largest values named; it prints\n"
+    "nothing. Without -o, prints the peak statement, its bytes by kind and\n"
+    "its largest values instead (docs/memory.md).\n"
+    "  --policy, --budget, --max-arena: as for schedule\n"
+    "  -o MEMORY.svg  the picture to write (replaced only when complete)\n"
     FREEZE_HELP;
 
 static const char *usage_build =
@@ -149,18 +171,21 @@ static const char *usage_import =
 typedef struct {
     const char *cmd, *graph, *out, *blocks;
     const char *policy[2];
-    int npolicy, no_blas, measure;
+    int npolicy, no_blas, measure, json;
     const char *cflags;               /* build's --cflags */
     const char *budget, *max_arena;   /* as given */
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
     int nfreeze;
 } Args;
 
+/* Two lines: what is wrong, and the command's synopsis (its --help has
+ * the rest), so the message is not lost above a page of help. */
 static int usage_error(const char *usage, const char *fmt, const char *arg)
 {
     fprintf(stderr, "remat: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n%s", usage);
+    fprintf(stderr, "\n%.*s (--help for more)\n",
+            (int)strcspn(usage, "\n"), usage);
     return 2;
 }
 
@@ -209,6 +234,10 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             a->cflags = argv[++i];
         } else if (strcmp(s, "--measure") == 0 && strcmp(a->cmd, "pareto") == 0) {
             a->measure = 1;
+        } else if (strcmp(s, "--json") == 0 && (strcmp(a->cmd, "schedule") == 0
+                   || strcmp(a->cmd, "diff") == 0
+                   || strcmp(a->cmd, "pareto") == 0)) {
+            a->json = 1;
         } else if (s[0] == '-' && s[1])
             return usage_error(usage, "unknown option %s", s);
         else if (a->graph)
@@ -233,7 +262,8 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
                     strcmp(a->cmd, "build") == 0 || strcmp(a->cmd, "import") == 0;
     if (needs_out && !a->out)
         return usage_error(usage, "%s needs -o OUTPUT", a->cmd);
-    if (!needs_out && !pareto && a->out)
+    int may_out = pareto || strcmp(a->cmd, "memory") == 0;
+    if (!needs_out && !may_out && a->out)
         return usage_error(usage, "%s prints to standard output; it takes no -o",
                            a->cmd);
     return 0;
@@ -303,7 +333,10 @@ static int cmd_schedule(Ctx *c, const Args *a)
     buf_init(&b, c);
     if (compile_args(c, a, 0, &m))
         return 1;
-    report_schedule(&b, &m);
+    if (a->json)
+        report_schedule_json(&b, &m);
+    else
+        report_schedule(&b, &m);
     fwrite(b.data, 1, b.len, stdout);
     return 0;
 }
@@ -320,7 +353,10 @@ static int cmd_diff(Ctx *c, const Args *a)
              : compile_args(c, a, 0, &x)) ||
         compile_args(c, a, one ? 0 : 1, &y))
         return 1;
-    report_diff(&b, &x, &y);
+    if (a->json)
+        report_diff_json(&b, &x, &y);
+    else
+        report_diff(&b, &x, &y);
     fwrite(b.data, 1, b.len, stdout);
     return 0;
 }
@@ -335,14 +371,22 @@ static int cmd_build(Ctx *c, const Args *a)
     return 0;
 }
 
+/* 1 (after a one-line message) when -o names no .svg file. */
+static int not_svg(const char *out)
+{
+    size_t n = out ? strlen(out) : 0;
+    if (out && (n < 5 || strcmp(out + n - 4, ".svg") != 0)) {
+        fprintf(stderr, "remat: -o %s: the picture's name must end in .svg\n",
+                out);
+        return 1;
+    }
+    return 0;
+}
+
 static int cmd_pareto(Ctx *c, const Args *a)
 {
-    size_t n = a->out ? strlen(a->out) : 0;
-    if (a->out && (n < 5 || strcmp(a->out + n - 4, ".svg") != 0)) {
-        fprintf(stderr, "remat: -o %s: the picture's name must end in .svg\n",
-                a->out);
+    if (not_svg(a->out))
         return 2;
-    }
     Graph *g;
     Policy *p;
     Buf b;
@@ -352,9 +396,23 @@ static int cmd_pareto(Ctx *c, const Args *a)
         return 1;
     if (!a->policy[0])
         p = policy_soften(c, p);
-    if (report_pareto(c, g, p, a->measure, a->out, &b))
+    if (report_pareto(c, g, p, a->measure, a->json, a->out, &b))
         return 1;
     fwrite(b.data, 1, b.len, stdout);
+    return 0;
+}
+
+static int cmd_memory(Ctx *c, const Args *a)
+{
+    Compiled m;
+    Buf b;
+    buf_init(&b, c);
+    if (not_svg(a->out))
+        return 2;
+    if (compile_args(c, a, 0, &m) || report_memory(c, &m, a->out, &b))
+        return 1;
+    if (b.len)      /* with -o nothing is printed */
+        fwrite(b.data, 1, b.len, stdout);
     return 0;
 }
 
@@ -400,6 +458,7 @@ int main(int argc, char **argv)
         {"diff", &usage_diff, cmd_diff},
         {"build", &usage_build, cmd_build},
         {"pareto", &usage_pareto, cmd_pareto},
+        {"memory", &usage_memory, cmd_memory},
         {"import", &usage_import, cmd_import},
     };
     if (argc < 2) {

@@ -105,11 +105,10 @@ static double py(const Axes *a, double bytes)
 
 static void svg_axes(Buf *s, const Axes *a, const char *title)
 {
-    buf_printf(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-               "height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-               W, H);
-    buf_printf(s, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    buf_printf(s, "<text x=\"%d\" y=\"18\">%s</text>\n", L, title);
+    svg_begin(s, W, H);
+    buf_printf(s, "<text x=\"%d\" y=\"18\">", L);
+    svg_escape(s, title);
+    buf_printf(s, "</text>\n");
     buf_printf(s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
                "stroke=\"black\"/>\n", L, H - B, W - R, H - B);
     buf_printf(s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
@@ -159,17 +158,13 @@ static void svg_policy(Buf *s, const Axes *a, const char *name, double bytes,
                W - R + 14, T + 20 * k + 14, name);
 }
 
-static int write_svg(Ctx *c, const Graph *g, const Row *rows, int n,
-                     const char *path)
+/* Where the built-in policies fall: pb[k] saved bytes, pf[k] recompute
+ * FLOPs of builtin_policies[k]; returns their number, or -1. */
+#define MAX_MARKED 8
+static int policy_points(Ctx *c, const Graph *g, double *pb, double *pf)
 {
-    double pb[8], pf[8];
     int np = 0;
-    Axes a = {0, 0, 0, 0};
-    for (int i = 0; i < n; i++) {
-        a.x1 = fmax(a.x1, rows[i].flops);
-        a.y1 = fmax(a.y1, rows[i].bytes);
-    }
-    for (int k = 0; builtin_policies[k]; k++, np++) {
+    for (int k = 0; builtin_policies[k] && k < MAX_MARKED; k++, np++) {
         Compiled m;
         Policy *p;
         Remat *r = ctx_alloc(c, sizeof *r);
@@ -178,8 +173,25 @@ static int write_svg(Ctx *c, const Graph *g, const Row *rows, int n,
             return -1;
         pb[np] = summary_bytes(&m);
         pf[np] = m.train->recompute_flops;
-        a.x1 = fmax(a.x1, pf[np]);
-        a.y1 = fmax(a.y1, pb[np]);
+    }
+    return np;
+}
+
+static int write_svg(Ctx *c, const Graph *g, const Row *rows, int n,
+                     const char *path)
+{
+    double pb[MAX_MARKED], pf[MAX_MARKED];
+    int np = policy_points(c, g, pb, pf);
+    Axes a = {0, 0, 0, 0};
+    if (np < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        a.x1 = fmax(a.x1, rows[i].flops);
+        a.y1 = fmax(a.y1, rows[i].bytes);
+    }
+    for (int k = 0; k < np; k++) {
+        a.x1 = fmax(a.x1, pf[k]);
+        a.y1 = fmax(a.y1, pb[k]);
     }
     a.x1 *= 1.05;
     a.y1 *= 1.05;
@@ -196,7 +208,57 @@ static int write_svg(Ctx *c, const Graph *g, const Row *rows, int n,
 
 /* ---- the table ------------------------------------------------------------ */
 
-int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed,
+/* A policy's point is on the staircase when no plan saves at most its
+ * bytes with fewer recompute FLOPs (it may be a plan itself). */
+static int on_frontier(const Row *rows, int n, double bytes, double flops)
+{
+    for (int i = 0; i < n; i++)
+        if (rows[i].bytes <= bytes && rows[i].flops < flops)
+            return 0;
+    return 1;
+}
+
+/* The table's rows and the built-in policies' points, one JSON object. */
+static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
+                       const Frontier *f, const Row *rows, double lo,
+                       double hi, int timed, Buf *out)
+{
+    double pb[MAX_MARKED], pf[MAX_MARKED];
+    int np = policy_points(c, g, pb, pf);
+    if (np < 0)
+        return -1;
+    buf_printf(out, "{\"graph\": ");
+    buf_json_string(out, g->name);
+    buf_printf(out, ", \"forward_only\": %s, \"policy\": ",
+               graph_trains(g) ? "false" : "true");
+    buf_json_string(out, p->name);
+    buf_printf(out, ", \"proven\": %s,\n \"plans\": [",
+               f->proven ? "true" : "false");
+    for (int i = 0; i < f->n; i++) {
+        buf_printf(out, "%s\n  {\"budget\": ", i ? "," : "");
+        buf_json_number(out, hi > lo ? (rows[i].bytes - lo) / (hi - lo) : 0);
+        buf_printf(out, ", \"saved_bytes\": %.0f, \"arena_bytes\": %.0f, "
+                   "\"recompute_flops\": %.0f", rows[i].bytes, rows[i].arena,
+                   rows[i].flops);
+        if (timed) {
+            buf_printf(out, ", \"ms_per_step\": ");
+            buf_json_number(out, rows[i].ms);
+        }
+        buf_printf(out, "}");
+    }
+    buf_printf(out, "],\n \"policies\": [");
+    for (int k = 0; k < np; k++) {
+        buf_printf(out, "%s\n  {\"name\": ", k ? "," : "");
+        buf_json_string(out, builtin_policies[k]);
+        buf_printf(out, ", \"saved_bytes\": %.0f, \"recompute_flops\": %.0f, "
+                   "\"on_frontier\": %s}", pb[k], pf[k],
+                   on_frontier(rows, f->n, pb[k], pf[k]) ? "true" : "false");
+    }
+    buf_printf(out, "]}\n");
+    return 0;
+}
+
+int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed, int json,
                   const char *svg, Buf *out)
 {
     Remat *r = ctx_alloc(c, sizeof *r);
@@ -215,6 +277,9 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed,
         return -1;
     double lo, hi;
     budget_ends(c, g, &lo, &hi);
+    if (json)
+        return pareto_json(c, g, p, &f, rows, lo, hi, timed, out) ||
+               (svg && write_svg(c, g, rows, f.n, svg)) ? -1 : 0;
     buf_printf(out, "# model %s, policy %s: %d optimal plans%s%s\n", g->name,
                p->name, f.n, f.proven ? ", proven" : " (not proven: a "
                "frontier was thinned)", graph_trains(g) ? "" : "; forward "

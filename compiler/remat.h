@@ -61,6 +61,11 @@ int buf_write_file(Buf *b, const char *path);
 int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len);
 /* Two files replaced together (see util.c). */
 int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
+/* s as a JSON string, quoted and escaped (control characters as \u00XX). */
+void buf_json_string(Buf *b, const char *s);
+/* A JSON number: an integer as digits, else the shortest "%.Ng" that reads
+ * back to v; null for a NaN or an infinity, which JSON cannot write. */
+void buf_json_number(Buf *b, double v);
 /* "%.9g" plus what makes it a float literal: reads back to the same float;
  * an infinity as a constant expression, "(-1.0f / 0.0f)". */
 const char *fmt_float(Ctx *c, float v);
@@ -797,14 +802,37 @@ typedef struct {
 void summarize(const Compiled *m, Summary *s);
 void report_schedule(Buf *b, const Compiled *m);
 void report_diff(Buf *b, const Compiled *a, const Compiled *bm);
+/* The same figures as one JSON object (docs/memory.md lists the keys). */
+void report_schedule_json(Buf *b, const Compiled *m);
+void report_diff_json(Buf *b, const Compiled *a, const Compiled *bm);
 
 /* ---- pareto.c: every optimal plan as a table and a picture ------------------ */
 
 /* One row per plan of g's frontier under p: budget, saved and arena bytes,
- * recompute FLOPs, and with timed the trainer's ms per step; with svg, the
- * curve drawn there too. */
-int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed,
+ * recompute FLOPs, and with timed the trainer's ms per step; with json, as
+ * one JSON object with the built-in policies' points; with svg, the curve
+ * drawn there too. */
+int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed, int json,
                   const char *svg, Buf *out);
+
+/* ---- svg.c: what the pictures share ---------------------------------------- */
+
+/* The <svg> element's opening and a white background. */
+void svg_begin(Buf *s, int w, int h);
+/* text with XML's special characters escaped (control characters: '?') */
+void svg_escape(Buf *s, const char *text);
+/* A round step (1, 2 or 5 x 10^k) giving about `ticks` steps over span. */
+double nice_step(double span, int ticks);
+/* "B", "KiB", "MiB" or "GiB", whichever max reads best in; *scale its bytes. */
+const char *byte_unit(double max, double *scale);
+
+/* ---- memory.c: the bytes live at each statement, as text or a picture ------ */
+
+/* What holds the bytes live at each statement of the train step (of the
+ * forward when the graph is forward only), and the largest values at the
+ * peak: a short text into out, or with svg the stacked-area picture
+ * written there (and nothing into out). */
+int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out);
 
 /* ---- build.c: a trainer executable from a compiled model -------------------- */
 

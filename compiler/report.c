@@ -87,6 +87,13 @@ static void widths(const Compiled *m, Ctx *c, int *w)
     }
 }
 
+static const char *proven_text(const Remat *r)
+{
+    return r->proven ? "yes" : r->max_arena > 0
+           ? "no (the least recompute among the saved-bytes optima whose "
+             "arena fits)" : "no (a frontier was thinned)";
+}
+
 /* With a budget: what it asked and whether the plan is proven optimal. */
 static void report_budget(Buf *b, const Remat *r)
 {
@@ -97,9 +104,7 @@ static void report_budget(Buf *b, const Remat *r)
     if (r->max_arena > 0)
         buf_printf(b, "max_arena_bytes: %.0f\n", r->max_arena);
     buf_printf(b, "free_decisions: %d\n", r->nfree);
-    buf_printf(b, "proven_optimal: %s\n", r->proven ? "yes" : r->max_arena > 0
-               ? "no (the least recompute among the saved-bytes optima whose "
-                 "arena fits)" : "no (a frontier was thinned)");
+    buf_printf(b, "proven_optimal: %s\n", proven_text(r));
 }
 
 void report_schedule(Buf *b, const Compiled *m)
@@ -160,4 +165,127 @@ void report_diff(Buf *b, const Compiled *x, const Compiled *y)
     for (int i = 0; i < NFIELDS; i++)
         buf_printf(b, "%s: %.0f -> %.0f (%+.0f)\n", fields[i].name,
                    field(&sa, i), field(&sb, i), field(&sb, i) - field(&sa, i));
+}
+
+/* ---- the same as JSON ----------------------------------------------------- */
+
+/* `"key": ` for an object's member; first says no comma comes before. */
+static void json_key(Buf *b, const char *key, int first)
+{
+    buf_printf(b, "%s", first ? "" : ", ");
+    buf_json_string(b, key);
+    buf_printf(b, ": ");
+}
+
+static void json_str_member(Buf *b, const char *key, const char *v, int first)
+{
+    json_key(b, key, first);
+    buf_json_string(b, v);
+}
+
+static void json_num_member(Buf *b, const char *key, double v, int first)
+{
+    json_key(b, key, first);
+    buf_json_number(b, v);
+}
+
+/* "graph", "policy" (or "policies") and "forward_only", opening the object. */
+static void json_head(Buf *b, const Graph *g)
+{
+    buf_printf(b, "{");
+    json_str_member(b, "graph", g->name, 1);
+    json_key(b, "forward_only", 0);
+    buf_printf(b, "%s", graph_trains(g) ? "false" : "true");
+}
+
+static void json_tensor(Buf *b, const Compiled *m, const Node *n, int t)
+{
+    const Tensor *x = &m->g->tensors[t];
+    buf_printf(b, "{");
+    json_str_member(b, "name", x->name, 1);
+    json_str_member(b, "node", n->name, 0);
+    json_str_member(b, "op", op_table[n->op].name, 0);
+    json_str_member(b, "shape", shape_str(b->ctx, x), 0);
+    json_num_member(b, "bytes", (double)x->numel * (x->is_int ? 8 : 4), 0);
+    json_str_member(b, "decision", keep_name(m->remat->keep[t]), 0);
+    json_str_member(b, "rule", m->remat->why[t], 0);
+    buf_printf(b, "}");
+}
+
+/* report_budget's lines as members of the summary object. */
+static void json_budget(Buf *b, const Remat *r)
+{
+    if (!r->budgeted)
+        return;
+    if (r->budget_bytes < 1e300)
+        json_num_member(b, "budget_bytes", r->budget_bytes, 0);
+    if (r->max_arena > 0)
+        json_num_member(b, "max_arena_bytes", r->max_arena, 0);
+    json_num_member(b, "free_decisions", r->nfree, 0);
+    json_str_member(b, "proven_optimal", proven_text(r), 0);
+}
+
+void report_schedule_json(Buf *b, const Compiled *m)
+{
+    const Graph *g = m->g;
+    json_head(b, g);
+    json_str_member(b, "policy", m->policy->name, 0);
+    buf_printf(b, ",\n \"tensors\": [");
+    int first = 1;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++, first = 0) {
+            buf_printf(b, "%s\n  ", first ? "" : ",");
+            json_tensor(b, m, n, n->out[o]);
+        }
+    }
+    buf_printf(b, "],\n \"summary\": {");
+    Summary s;
+    summarize(m, &s);
+    for (int i = 0; i < NFIELDS; i++)
+        json_num_member(b, fields[i].name, field(&s, i), i == 0);
+    json_budget(b, m->remat);
+    buf_printf(b, "}}\n");
+}
+
+void report_diff_json(Buf *b, const Compiled *x, const Compiled *y)
+{
+    const Graph *g = x->g;
+    json_head(b, g);
+    buf_printf(b, ", \"policies\": [");
+    buf_json_string(b, x->policy->name);
+    buf_printf(b, ", ");
+    buf_json_string(b, y->policy->name);
+    buf_printf(b, "],\n \"changed\": [");
+    int first = 1;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            if (x->remat->keep[t] == y->remat->keep[t])
+                continue;
+            buf_printf(b, "%s\n  {", first ? "" : ",");
+            first = 0;
+            json_str_member(b, "name", g->tensors[t].name, 1);
+            json_str_member(b, "from", keep_name(x->remat->keep[t]), 0);
+            json_str_member(b, "to", keep_name(y->remat->keep[t]), 0);
+            json_str_member(b, "rule_from", x->remat->why[t], 0);
+            json_str_member(b, "rule_to", y->remat->why[t], 0);
+            buf_printf(b, "}");
+        }
+    }
+    buf_printf(b, "],\n \"summary\": {");
+    Summary sa, sb;
+    summarize(x, &sa);
+    summarize(y, &sb);
+    for (int i = 0; i < NFIELDS; i++) {
+        buf_printf(b, "%s\n  ", i ? "," : "");
+        json_key(b, fields[i].name, 1);
+        buf_printf(b, "{");
+        json_num_member(b, "from", field(&sa, i), 1);
+        json_num_member(b, "to", field(&sb, i), 0);
+        json_num_member(b, "change", field(&sb, i) - field(&sa, i), 0);
+        buf_printf(b, "}");
+    }
+    buf_printf(b, "}}\n");
 }

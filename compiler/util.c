@@ -249,6 +249,39 @@ int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2)
     return 0;
 }
 
+void buf_json_string(Buf *b, const char *s)
+{
+    buf_printf(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            buf_printf(b, "\\%c", *p);
+        else if (*p < 0x20)
+            buf_printf(b, "\\u%04x", *p);
+        else
+            buf_printf(b, "%c", *p);
+    }
+    buf_printf(b, "\"");
+}
+
+void buf_json_number(Buf *b, double v)
+{
+    char s[40];
+    if (!isfinite(v)) {
+        buf_printf(b, "null");
+        return;
+    }
+    if (v == floor(v) && fabs(v) < 1e18) {
+        buf_printf(b, "%.0f", v);
+        return;
+    }
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(s, sizeof s, "%.*g", digits, v);
+        if (strtod(s, NULL) == v)
+            break;
+    }
+    buf_printf(b, "%s", s);
+}
+
 int buf_write_file(Buf *b, const char *path)
 {
     return write_file_atomic(b->ctx, path, b->data ? b->data : "", b->len);

@@ -12,7 +12,7 @@ figure() {   # policy key -> value from `remat schedule graphs/mlp12.xml`
 
 # --- help --------------------------------------------------------------------
 "$remat" --help | grep -q "schedule" && ok || bad "remat --help"
-for c in compile schedule diff build; do
+for c in compile schedule diff build pareto memory import; do
     "$remat" $c --help | grep -q "usage: remat $c" && ok || bad "remat $c --help"
 done
 
