@@ -960,26 +960,6 @@ static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
-/* add_back_row for a gradient written rather than added to: only for an
- * input that is not broadcast, each of its elements hit once. */
-static void add_back_row_set(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
-                             ptrdiff_t ob, int n, int sa, int sb)
-{
-    const float *dy = p->dy + oy;
-    int j;
-    for (j = 0; j < n; j++) {
-        if (p->da != NULL) {
-            const ptrdiff_t i = oa + (ptrdiff_t)j * sa;
-            p->da[i] = p->set & 1u ? dy[j] : p->da[i] + dy[j];
-        }
-        if (p->db != NULL) {
-            const ptrdiff_t i = ob + (ptrdiff_t)j * sb;
-            p->db[i] = p->set & 2u ? p->scale * dy[j]
-                                   : p->db[i] + p->scale * dy[j];
-        }
-    }
-}
-
 static void mul_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                          ptrdiff_t ob, int n, int sa, int sb)
 {
@@ -1047,33 +1027,29 @@ static size_t bc_numel(const rt_bcast *m, const int *stride)
     return n;
 }
 
-/* A broadcast input's gradient sums over the broadcast dims: written, it
- * is zeroed here and summed into; an input of the output's shape is
- * written element by element. */
+/* Written, an input of the output's shape gets a copy of dy (nothing at
+ * all when it is dy's own buffer: the gradient written in place), and a
+ * broadcast one is zeroed and summed into; the rest add as before. */
+static float *add_write(float *d, const float *dy, const rt_bcast *m,
+                        const int *stride)
+{
+    if (bc_sums(m, stride)) {
+        rt_zero(d, bc_numel(m, stride));
+        return d;
+    }
+    if (d != dy)
+        rt_copy(d, dy, bc_numel(m, stride));
+    return NULL;
+}
+
 void rt_add_backward_set(float *da, float *db, const float *dy,
                          const rt_bcast *m, unsigned set)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 1.0f, 0u};
-    if (da != NULL && (set & 1u) && bc_sums(m, m->sa)) {
-        rt_zero(da, bc_numel(m, m->sa));
-        set &= ~1u;
-    }
-    if (db != NULL && (set & 2u) && bc_sums(m, m->sb)) {
-        rt_zero(db, bc_numel(m, m->sb));
-        set &= ~2u;
-    }
-    if (!set || (da == NULL && db == NULL)) {
-        rt_add_backward(da, db, dy, m);
-        return;
-    }
-    p.da = da;
-    p.db = db;
-    p.dy = dy;
-    p.set = set;
-    if ((da != NULL && bc_sums(m, m->sa)) || (db != NULL && bc_sums(m, m->sb)))
-        bc_run(m, &p, add_back_row_set);
-    else
-        bc_run_split(m, &p, add_back_row_set);
+    if (da != NULL && (set & 1u))
+        da = add_write(da, dy, m, m->sa);
+    if (db != NULL && (set & 2u))
+        db = add_write(db, dy, m, m->sb);
+    rt_add_backward(da, db, dy, m);
 }
 
 /* Sub is Add with the second gradient negated (scale -1). */

@@ -38,6 +38,21 @@ static inline rt_bcast make_bcast(int rank, const int *dims, const int *sa,
     return m;
 }
 
+/* A pooling window k x k, stride 2, padding k - 2 on every side, over n
+ * images of c planes h x w: 2x2 (every input in one window) or 3x3
+ * (overlapping windows), the cases the fast pool kernels cover. */
+static inline rt_window pool_window(int n, int c, int h, int w, int k)
+{
+    rt_window p;
+    memset(&p, 0, sizeof p);
+    p.n = n, p.c = c, p.h = h, p.w = w, p.oc = c;
+    p.kh = p.kw = k, p.sh = p.sw = 2, p.dh = p.dw = 1, p.group = 1;
+    p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = k - 2;
+    p.oh = (p.h + 2 * (k - 2) - k) / 2 + 1;
+    p.ow = (p.w + 2 * (k - 2) - k) / 2 + 1;
+    return p;
+}
+
 static inline void tseed(uint64_t s)
 {
     trng = s * 2654435761u + 0x9e3779b97f4a7c15u;

@@ -117,6 +117,23 @@ START_TEST(add_writes_plain_and_broadcast_inputs)
 }
 END_TEST
 
+/* In place: da is dy's own buffer (the schedule's in-place gradient), db
+ * the bias's, broadcast over the rows and added into. */
+START_TEST(add_writes_in_place)
+{
+    const int dims[2] = {6, 5}, sa[2] = {5, 1}, sb[2] = {0, 1};
+    const rt_bcast m = make_bcast(2, dims, sa, sb);
+    float *dy = rnd(30), *want_da = copy(dy, 30), *db0 = rnd(5);
+    float *want_db = copy(db0, 5), *db1 = copy(db0, 5);
+    float *zero = zeros(30);
+    rt_add_backward(zero, want_db, dy, &m);
+    rt_add_backward_set(dy, db1, dy, &m, 1u);
+    same_values("add in place da", want_da, dy, 30);
+    same_values("add in place db", want_db, db1, 5);
+    free(dy), free(want_da), free(db0), free(want_db), free(db1), free(zero);
+}
+END_TEST
+
 START_TEST(pointwise_kernels_write)
 {
     const int n = 1000;
@@ -164,15 +181,9 @@ START_TEST(maxpool_writes)
 {
     int k;
     for (k = 2; k <= 3; k++) {
-        rt_window p;
+        const rt_window p = pool_window(2, 3, 9, 11, k);
         size_t nin, nout;
         float *x, *dy, *want, *got;
-        memset(&p, 0, sizeof p);
-        p.n = 2, p.c = 3, p.h = 9, p.w = 11, p.oc = 3;
-        p.kh = p.kw = k, p.sh = p.sw = 2, p.dh = p.dw = 1, p.group = 1;
-        p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = k - 2;
-        p.oh = (p.h + 2 * (k - 2) - k) / 2 + 1;
-        p.ow = (p.w + 2 * (k - 2) - k) / 2 + 1;
         nin = (size_t)p.n * p.c * p.h * p.w;
         nout = (size_t)p.n * p.c * p.oh * p.ow;
         x = rnd(nin), dy = rnd(nout), want = zeros(nin), got = nans(nin);
@@ -204,6 +215,7 @@ static Suite *set_suite(void)
     TCase *tc = tcase_create("set");
     tcase_add_test(tc, gemm_writes_da_and_db);
     tcase_add_test(tc, add_writes_plain_and_broadcast_inputs);
+    tcase_add_test(tc, add_writes_in_place);
     tcase_add_test(tc, pointwise_kernels_write);
     tcase_add_test(tc, transpose_writes);
     tcase_add_test(tc, maxpool_writes);

@@ -229,12 +229,7 @@ static void case_pool(void)
     for (k = 2; k <= 3; k++) {
         size_t nin, nout;
         float *x, *y, *dy, *dx;
-        memset(&p, 0, sizeof p);
-        p.n = 1, p.c = 37, p.h = 61, p.w = 59, p.oc = 37;
-        p.kh = p.kw = k, p.sh = p.sw = 2, p.dh = p.dw = 1, p.group = 1;
-        p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = k - 2;
-        p.oh = (p.h + 2 * (k - 2) - k) / 2 + 1;
-        p.ow = (p.w + 2 * (k - 2) - k) / 2 + 1;
+        p = pool_window(1, 37, 61, 59, k);
         nin = (size_t)p.c * p.h * p.w;
         nout = (size_t)p.c * p.oh * p.ow;
         x = rnd(nin), dx = rnd(nin), y = rnd(nout), dy = rnd(nout);
