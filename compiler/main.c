@@ -105,7 +105,7 @@ static const char *usage_diff =
 
 static const char *usage_pareto =
     "usage: remat pareto GRAPH.xml [--policy NAME|FILE.xml] [--measure]\n"
-    "                    [-o CURVE.svg] [--json]\n"
+    "                    [--by saved|arena] [-o CURVE.svg] [--json]\n"
     "\n"
     "Prints every optimal plan, from the least saved bytes (budget 0) to the\n"
     "most (budget 1): the budget fraction at which it becomes optimal, its\n"
@@ -113,6 +113,11 @@ static const char *usage_pareto =
     "median ms per train step of its trainer (built and run, which takes a\n"
     "while). -o writes the curve of saved bytes against recompute FLOPs as an\n"
     "SVG picture with the built-in policies marked.\n"
+    "  --by arena   only the plans that need less arena than every plan\n"
+    "               with less recompute: arena bytes fall as recompute\n"
+    "               rises (among the plans optimal for saved bytes; the\n"
+    "               picture draws arena bytes); --by saved, the default,\n"
+    "               every plan\n"
     "  --policy P   the decisions the budget may turn (its PREFER_* ones);\n"
     "               default sac with must_save softened to prefer_save\n"
     JSON_HELP
@@ -175,7 +180,7 @@ static const char *usage_import =
 typedef struct {
     const char *cmd, *graph, *out, *blocks;
     const char *policy[2];
-    int npolicy, no_blas, measure, json;
+    int npolicy, no_blas, measure, json, by_arena;
     const char *cflags;               /* build's --cflags */
     const char *budget, *max_arena;   /* as given */
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
@@ -238,6 +243,13 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             a->cflags = argv[++i];
         } else if (strcmp(s, "--measure") == 0 && strcmp(a->cmd, "pareto") == 0) {
             a->measure = 1;
+        } else if (strcmp(s, "--by") == 0 && strcmp(a->cmd, "pareto") == 0) {
+            if (i + 1 >= argc)
+                return usage_error(usage, "%s needs a value", s);
+            s = argv[++i];
+            if (strcmp(s, "arena") && strcmp(s, "saved"))
+                return usage_error(usage, "--by takes saved or arena, not %s", s);
+            a->by_arena = strcmp(s, "arena") == 0;
         } else if (strcmp(s, "--json") == 0 && (strcmp(a->cmd, "schedule") == 0
                    || strcmp(a->cmd, "diff") == 0
                    || strcmp(a->cmd, "pareto") == 0)) {
@@ -400,7 +412,7 @@ static int cmd_pareto(Ctx *c, const Args *a)
         return 1;
     if (!a->policy[0])
         p = policy_soften(c, p);
-    if (report_pareto(c, g, p, a->measure, a->json, a->out, &b))
+    if (report_pareto(c, g, p, a->measure, a->json, a->by_arena, a->out, &b))
         return 1;
     fwrite(b.data, 1, b.len, stdout);
     return 0;

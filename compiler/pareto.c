@@ -26,13 +26,6 @@ typedef struct {
     double bytes, arena, flops, ms;
 } Row;
 
-static double summary_bytes(const Compiled *m)
-{
-    Summary s;
-    summarize(m, &s);
-    return s.saved_bytes;
-}
-
 /* Builds the plan's trainer in a temporary file and returns the median ms
  * per train step of `--bench 20`, or -1 with ctx error. */
 static double measure(Ctx *c, const Compiled *m)
@@ -78,6 +71,22 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     return 0;
 }
 
+/* The plans no plan with less recompute matches in arena bytes, in place
+ * and in order (saved bytes rising, recompute falling): along them the
+ * arena falls as recompute rises. Returns their number. */
+static int arena_frontier(Row *rows, int n)
+{
+    double best = HUGE_VAL;
+    int k = n;
+    for (int i = n - 1; i >= 0; i--)    /* from the least recompute */
+        if (rows[i].arena < best) {
+            best = rows[i].arena;
+            rows[--k] = rows[i];
+        }
+    memmove(rows, rows + k, (size_t)(n - k) * sizeof *rows);
+    return n - k;
+}
+
 /* ---- the picture ---------------------------------------------------------- */
 
 #define W 640
@@ -103,7 +112,8 @@ static double py(const Axes *a, double bytes)
     return H - B - (bytes - a->y0) / span * (H - T - B);
 }
 
-static void svg_axes(Buf *s, const Axes *a, const char *title)
+static void svg_axes(Buf *s, const Axes *a, const char *title,
+                     const char *y_title)
 {
     svg_begin(s, W, H);
     buf_printf(s, "<text x=\"%d\" y=\"18\">", L);
@@ -124,8 +134,8 @@ static void svg_axes(Buf *s, const Axes *a, const char *title)
     buf_printf(s, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">recompute "
                "MFLOPs per train step</text>\n", (L + W - R) / 2, H - 12);
     buf_printf(s, "<text x=\"16\" y=\"%d\" transform=\"rotate(-90 16 %d)\" "
-               "text-anchor=\"middle\">saved KiB</text>\n", (T + H - B) / 2,
-               (T + H - B) / 2);
+               "text-anchor=\"middle\">%s KiB</text>\n", (T + H - B) / 2,
+               (T + H - B) / 2, y_title);
 }
 
 static void svg_frontier(Buf *s, const Axes *a, const Row *rows, int n)
@@ -158,10 +168,12 @@ static void svg_policy(Buf *s, const Axes *a, const char *name, double bytes,
                W - R + 14, T + 20 * k + 14, name);
 }
 
-/* Where the built-in policies fall: pb[k] saved bytes, pf[k] recompute
- * FLOPs of builtin_policies[k]; returns their number, or -1. */
+/* Where the built-in policies fall: pb[k] saved bytes (by_arena: arena
+ * bytes), pf[k] recompute FLOPs of builtin_policies[k]; returns their
+ * number, or -1. */
 #define MAX_MARKED 8
-static int policy_points(Ctx *c, const Graph *g, double *pb, double *pf)
+static int policy_points(Ctx *c, const Graph *g, int by_arena, double *pb,
+                         double *pf)
 {
     int np = 0;
     for (int k = 0; builtin_policies[k] && k < MAX_MARKED; k++, np++) {
@@ -171,21 +183,26 @@ static int policy_points(Ctx *c, const Graph *g, double *pb, double *pf)
         if (policy_load(c, builtin_policies[k], &p) || remat_decide(c, g, p, r) ||
             compile_decided(c, g, p, r, &m))
             return -1;
-        pb[np] = summary_bytes(&m);
+        Summary s;
+        summarize(&m, &s);
+        pb[np] = by_arena ? s.arena_bytes : s.saved_bytes;
         pf[np] = m.train->recompute_flops;
     }
     return np;
 }
 
-static int write_svg(Ctx *c, const Graph *g, const Row *rows, int n,
-                     const char *path)
+static int write_svg(Ctx *c, const Graph *g, const Row *given, int n,
+                     int by_arena, const char *path)
 {
     double pb[MAX_MARKED], pf[MAX_MARKED];
-    int np = policy_points(c, g, pb, pf);
+    int np = policy_points(c, g, by_arena, pb, pf);
     Axes a = {0, 0, 0, 0};
+    Row *rows = ctx_alloc(c, ((size_t)n + 1) * sizeof *rows);
     if (np < 0)
         return -1;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) {   /* the curve's bytes: saved or arena */
+        rows[i] = given[i];
+        rows[i].bytes = by_arena ? given[i].arena : given[i].bytes;
         a.x1 = fmax(a.x1, rows[i].flops);
         a.y1 = fmax(a.y1, rows[i].bytes);
     }
@@ -197,8 +214,12 @@ static int write_svg(Ctx *c, const Graph *g, const Row *rows, int n,
     a.y1 *= 1.05;
     Buf s;
     buf_init(&s, c);
-    svg_axes(&s, &a, ctx_printf(c, "%s: saved bytes against recompute, "
-                                "every optimal plan", g->name));
+    svg_axes(&s, &a,
+             by_arena ? ctx_printf(c, "%s: arena bytes against recompute, "
+                                   "the plans that lower the arena", g->name)
+                      : ctx_printf(c, "%s: saved bytes against recompute, "
+                                   "every optimal plan", g->name),
+             by_arena ? "arena" : "saved");
     svg_frontier(&s, &a, rows, n);
     for (int k = 0; k < np; k++)
         svg_policy(&s, &a, builtin_policies[k], pb[k], pf[k], k);
@@ -220,11 +241,11 @@ static int on_frontier(const Row *rows, int n, double bytes, double flops)
 
 /* The table's rows and the built-in policies' points, one JSON object. */
 static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
-                       const Frontier *f, const Row *rows, double lo,
-                       double hi, int timed, Buf *out)
+                       const Frontier *f, const Row *rows, int n, double lo,
+                       double hi, int timed, int by_arena, Buf *out)
 {
     double pb[MAX_MARKED], pf[MAX_MARKED];
-    int np = policy_points(c, g, pb, pf);
+    int np = policy_points(c, g, 0, pb, pf);
     if (np < 0)
         return -1;
     buf_printf(out, "{\"graph\": ");
@@ -232,9 +253,9 @@ static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
     buf_printf(out, ", \"forward_only\": %s, \"policy\": ",
                graph_trains(g) ? "false" : "true");
     buf_json_string(out, p->name);
-    buf_printf(out, ", \"proven\": %s,\n \"plans\": [",
-               f->proven ? "true" : "false");
-    for (int i = 0; i < f->n; i++) {
+    buf_printf(out, ", \"proven\": %s, \"by\": \"%s\",\n \"plans\": [",
+               f->proven ? "true" : "false", by_arena ? "arena" : "saved");
+    for (int i = 0; i < n; i++) {
         buf_printf(out, "%s\n  {\"budget\": ", i ? "," : "");
         buf_json_number(out, hi > lo ? (rows[i].bytes - lo) / (hi - lo) : 0);
         buf_printf(out, ", \"saved_bytes\": %.0f, \"arena_bytes\": %.0f, "
@@ -252,14 +273,14 @@ static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
         buf_json_string(out, builtin_policies[k]);
         buf_printf(out, ", \"saved_bytes\": %.0f, \"recompute_flops\": %.0f, "
                    "\"on_frontier\": %s}", pb[k], pf[k],
-                   on_frontier(rows, f->n, pb[k], pf[k]) ? "true" : "false");
+                   on_frontier(rows, n, pb[k], pf[k]) ? "true" : "false");
     }
     buf_printf(out, "]}\n");
     return 0;
 }
 
 int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed, int json,
-                  const char *svg, Buf *out)
+                  int by_arena, const char *svg, Buf *out)
 {
     Remat *r = ctx_alloc(c, sizeof *r);
     Frontier f;
@@ -275,18 +296,22 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed, int json,
     Row *rows = ctx_alloc(c, ((size_t)f.n + 1) * sizeof *rows);
     if (rows_of(c, g, p, r, &f, timed, rows))
         return -1;
+    int n = by_arena ? arena_frontier(rows, f.n) : f.n;
     double lo, hi;
     budget_ends(c, g, &lo, &hi);
     if (json)
-        return pareto_json(c, g, p, &f, rows, lo, hi, timed, out) ||
-               (svg && write_svg(c, g, rows, f.n, svg)) ? -1 : 0;
-    buf_printf(out, "# model %s, policy %s: %d optimal plans%s%s\n", g->name,
+        return pareto_json(c, g, p, &f, rows, n, lo, hi, timed, by_arena,
+                           out) ||
+               (svg && write_svg(c, g, rows, n, by_arena, svg)) ? -1 : 0;
+    buf_printf(out, "# model %s, policy %s: %d optimal plans%s%s%s\n", g->name,
                p->name, f.n, f.proven ? ", proven" : " (not proven: a "
-               "frontier was thinned)", graph_trains(g) ? "" : "; forward "
+               "frontier was thinned)", by_arena ? ctx_printf(c, "; by arena "
+               "%d, each needing less arena than every one with less "
+               "recompute", n) : "", graph_trains(g) ? "" : "; forward "
                "only (no output is the loss): nothing is saved or recomputed");
     buf_printf(out, "%8s  %12s  %12s  %16s%s\n", "budget", "saved_bytes",
                "arena_bytes", "recompute_flops", timed ? "  ms_per_step" : "");
-    for (int i = 0; i < f.n; i++) {
+    for (int i = 0; i < n; i++) {
         double frac = hi > lo ? (rows[i].bytes - lo) / (hi - lo) : 0;
         buf_printf(out, "%8.4f  %12.0f  %12.0f  %16.0f", frac, rows[i].bytes,
                    rows[i].arena, rows[i].flops);
@@ -294,5 +319,5 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed, int json,
             buf_printf(out, "  %11.3f", rows[i].ms);
         buf_printf(out, "\n");
     }
-    return svg ? write_svg(c, g, rows, f.n, svg) : 0;
+    return svg ? write_svg(c, g, rows, n, by_arena, svg) : 0;
 }

@@ -811,9 +811,10 @@ void report_diff_json(Buf *b, const Compiled *a, const Compiled *bm);
 /* One row per plan of g's frontier under p: budget, saved and arena bytes,
  * recompute FLOPs, and with timed the trainer's ms per step; with json, as
  * one JSON object with the built-in policies' points; with svg, the curve
- * drawn there too. */
+ * drawn there too. by_arena: only the plans whose arena no plan with less
+ * recompute matches, the curve of arena bytes against recompute. */
 int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed, int json,
-                  const char *svg, Buf *out);
+                  int by_arena, const char *svg, Buf *out);
 
 /* ---- svg.c: what the pictures share ---------------------------------------- */
 

@@ -81,4 +81,51 @@ done
 [ $? -eq 2 ] && ok || bad "--budget twice: not a usage error"
 "$remat" diff tests/graphs/blocks_skip.xml --budget 0.5 | grep -q '^# model blocks_skip: policy sac -> policy sac-softened$' \
     && ok || bad "diff --budget: not sac against sac within the budget"
+# pareto --by arena: the rows are plans of the saved-bytes curve (the same
+# line), down the rows arena bytes strictly rise as recompute falls (they
+# fall as recompute rises), and every plan left
+# out is matched or beaten on both by a row (so none is dropped wrongly).
+# Its JSON says "by": "arena" and lists the same rows; the picture's y axis
+# is arena bytes.
+for g in graphs/*.xml tests/graphs/blocks_skip.xml; do
+    name=$(basename "$g" .xml)
+    if "$remat" pareto "$g" > "$work/all" && "$remat" pareto "$g" --by arena \
+            -o "$work/arena.svg" > "$work/arena"; then ok
+    else bad "$name: pareto --by arena"; continue; fi
+    if awk 'NR == FNR { if (FNR > 2) all[$0] = 1; next }
+            FNR <= 2 { next }
+            { if (!($0 in all)) exit 1
+              if (n && !($3 > arena && $4 < flops)) exit 1
+              n++; arena = $3; flops = $4 }
+            END { if (n < 1) exit 1 }' "$work/all" "$work/arena"; then ok
+    else bad "$name: --by arena rows are not falling plans of the curve"; fi
+    if awk 'NR == FNR { if (FNR > 2) { a[++n] = $3; f[n] = $4 }; next }
+            FNR > 2 { hit = 0
+                      for (i = 1; i <= n; i++) if (a[i] <= $3 && f[i] <= $4) hit = 1
+                      if (!hit) exit 1 }' "$work/arena" "$work/all"; then ok
+    else bad "$name: --by arena left out a plan nothing matches"; fi
+    if "$remat" pareto "$g" --by arena --json > "$work/arena.json" &&
+        /usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [l.split() for l in open(sys.argv[2]).read().splitlines()[2:]]
+assert d["by"] == "arena", d["by"]
+assert [(p["saved_bytes"], p["arena_bytes"], p["recompute_flops"]) for p in d["plans"]] == \
+    [(int(r[1]), int(r[2]), int(r[3])) for r in rows]
+' "$work/arena.json" "$work/arena"; then ok
+    else bad "$name: pareto --by arena --json differs from its text"; fi
+    grep -q '>arena KiB</text>' "$work/arena.svg" && ok \
+        || bad "$name: the --by arena picture's y axis is not arena bytes"
+done
+"$remat" pareto tests/graphs/blocks_skip.xml --by peak 2>"$work/err" >/dev/null
+[ $? -eq 2 ] && [ "$(wc -l < "$work/err")" -le 2 ] && ok \
+    || bad "pareto --by peak: not a two-line usage error"
+# gpt and cnn (issue 14): full's arena is at most none's
+for g in graphs/gpt.xml graphs/cnn.xml; do
+    "$remat" schedule "$g" --policy full > "$work/full" &&
+        "$remat" schedule "$g" --policy none > "$work/none" &&
+        [ "$(fig arena_bytes "$work/full")" -le "$(fig arena_bytes "$work/none")" ] \
+        && ok || bad "$g: full's arena is larger than none's"
+done
+
 finish test_budget
