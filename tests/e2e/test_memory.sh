@@ -235,7 +235,7 @@ for g in graphs/*.xml tests/graphs/*.xml; do
             $py "$check" svg "$svgf" "$work/$n.$p.json" "$work/$n.$p.mem" \
             && ok || bad "memory $g --policy $p"
         if [ -n "$have_rsvg" ]; then
-            rsvg-convert "$svgf" -o "$work/x.png" && ok || bad "rsvg-convert $svgf"
+            rsvg-convert "$svgf" -o "$work/render.png" && ok || bad "rsvg-convert $svgf"
         fi
     done
 done
