@@ -1067,10 +1067,10 @@ const OpInfo op_table[] = {
                       NEED_IN(0) | NEED_IN(1)),
     [OP_RELU] = {"Relu", "relu", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
                  flops_relu, {NEED_OUT(0)}, emit_unary_fwd, emit_unary_bwd,
-                 NULL, .bwd_writes = 1, .bwd_in_place = 1},
+                 NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1},
     [OP_GELU] = {"Gelu", "gelu", 1, 1, 1, CAT_POINTWISE, gelu_attrs, shape_same,
                  flops_gelu, {NEED_IN(0)}, emit_unary_fwd, emit_unary_bwd,
-                 NULL, .bwd_writes = 1, .bwd_in_place = 1},
+                 NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1},
     [OP_TANH] = UNARY("Tanh", "tanh", flops_tanh, NEED_OUT(0)),
     [OP_SIGMOID] = UNARY("Sigmoid", "sigmoid", flops_tanh, NEED_OUT(0)),
     [OP_REDUCE_MEAN] = {"ReduceMean", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
@@ -1157,7 +1157,7 @@ const OpInfo op_table[] = {
     [OP_DROPOUT] = {"Dropout", "dropout", 1, 1, 1, CAT_RANDOM, dropout_attrs,
                     shape_dropout, flops_dropout, {0}, emit_dropout_fwd,
                     emit_dropout_bwd, NULL, NULL, 0, NULL, .bwd_writes = 1,
-                    .bwd_in_place = 1},
+                    .bwd_in_place = 1, .fwd_in_place = 1},
     /* erf'(x) = 2/sqrt(pi) exp(-x^2) reads the input */
     [OP_ERF] = UNARY("Erf", "erf", flops_erf, NEED_IN(0)),
     /* d(1/x) = -y^2 reads the output */

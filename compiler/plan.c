@@ -280,11 +280,12 @@ int plan_arena(Ctx *c, Schedule *s)
             off = t;
         }
     }
-    for (int k = 0; k < s->nvalues; k++) {
+    for (int k = 0; k < s->nvalues; k++)
+        if (s->values[k].view == VIEW_NONE)
+            s->values[k].offset = best[k];
+    for (int k = 0; k < s->nvalues; k++) {  /* views: their owners' place */
         Value *v = &s->values[k];
-        if (v->view == VIEW_NONE)
-            v->offset = best[k];
-        else    /* its owner came first */
+        if (v->view != VIEW_NONE)
             v->offset = v->view == VIEW_VALUE ? s->values[v->owner].offset : 0;
     }
     return 0;

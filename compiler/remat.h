@@ -247,6 +247,10 @@ typedef struct {
      * other alone (Relu, Gelu, Dropout, Add), when the two have one size
      * and d(output 0) has no reader after this call. */
     unsigned bwd_in_place;
+    /* 1: the forward may write its output over input 0 (element i of y
+     * from element i of x alone: Relu, Gelu, Dropout), which the schedule
+     * does where input 0 is read by nothing after (schedule.c). */
+    int fwd_in_place;
 } OpInfo;
 
 extern const OpInfo op_table[];

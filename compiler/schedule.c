@@ -410,6 +410,36 @@ static void place_updates(Sched *x)
     }
 }
 
+/* An elementwise forward (fwd_in_place) whose input's buffer is read by
+ * nothing after it writes its output over that buffer: the output becomes
+ * a view of the input's value, which then lives as long as the output is
+ * read (views of the output follow it). A pass over the finished
+ * schedule, since only then is each value's last reader known. */
+static void forward_in_place(Sched *x)
+{
+    Schedule *s = x->s;
+    for (int i = 0; i < s->nstmts; i++) {
+        const Stmt *st = &s->stmts[i];
+        if (st->kind != S_FORWARD)
+            continue;
+        const Node *nd = &x->g->nodes[st->node];
+        if (!op_table[nd->op].fwd_in_place || !is_act(x, nd->in[0]))
+            continue;
+        int vin = st->recompute ? instance(x, nd->in[0]) : s->fwd[nd->in[0]];
+        int vout = st->recompute ? s->rec[nd->out[0]] : s->fwd[nd->out[0]];
+        Value *in = &s->values[vin], *out = &s->values[vout];
+        if (in->view != VIEW_NONE || out->view != VIEW_NONE ||
+            in->last != i || in->bytes != out->bytes)
+            continue;
+        for (int k = 0; k < s->nvalues; k++)
+            if (s->values[k].view == VIEW_VALUE && s->values[k].owner == vout)
+                s->values[k].owner = vin;
+        out->view = VIEW_VALUE;
+        out->owner = vin;
+        in->last = out->last;
+    }
+}
+
 int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s)
 {
@@ -433,13 +463,16 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
     for (int i = 0; i < g->noutputs; i++)
         use(&x, s->fwd[g->outputs[i]],
             add_stmt(&x, S_OUTPUT, -1, g->outputs[i], 0));
-    if (kind == SCHED_FORWARD || g->loss < 0 || !g->tensors[g->loss].has_grad)
+    if (kind == SCHED_FORWARD || g->loss < 0 || !g->tensors[g->loss].has_grad) {
+        forward_in_place(&x);
         return 0;
+    }
     new_value(&x, g->loss, V_GRAD, add_stmt(&x, S_SEED, -1, g->loss, 0));
     for (int k = g->nnodes - 1; k >= 0; k--)
         if (node_has_backward(g, &g->nodes[g->order[k]]))
             run_backward(&x, g->order[k]);
     if (x.fused)
         place_updates(&x);
+    forward_in_place(&x);
     return 0;
 }

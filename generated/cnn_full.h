@@ -11,7 +11,7 @@ extern "C" {
 /* Bytes of the one arena forward and train_step work in. */
 #define CNN_ARENA_BYTES 3612672
 /* Bytes cnn_forward alone needs (inference; at most CNN_ARENA_BYTES). */
-#define CNN_FORWARD_ARENA_BYTES 3211264
+#define CNN_FORWARD_ARENA_BYTES 2007040
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define CNN_HAS_TRAIN_STEP 1
 /* Bytes of the arena cnn_train_step_fused works in: the train step's

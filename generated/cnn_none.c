@@ -81,34 +81,34 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1605632);
+    float *v_stage1_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 802816);
+    float *v_stage1_p = (float *)(void *)(a + 1605632);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
     float *v_stage2_c = (float *)(void *)(a + 0);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1204224));
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 802816);
+    float *v_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 0);
+    float *v_stage2_p = (float *)(void *)(a + 802816);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 200704);
+    float *v_logits = (float *)(void *)(a + 0);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 0);
+    float *v_loss = (float *)(void *)(a + 1280);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -151,34 +151,34 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 2207744);
+    float *v_stage1_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 1605632);
+    float *v_stage1_p = (float *)(void *)(a + 3211264);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 802816);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 0));
+    float *v_stage2_c = (float *)(void *)(a + 1605632);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 2408448));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 0);
+    float *v_stage2_a = (float *)(void *)(a + 1605632);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 804096);
+    float *v_stage2_p = (float *)(void *)(a + 2408512);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 2007040);
+    float *v_logits = (float *)(void *)(a + 2610496);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 802816);
+    float *v_loss = (float *)(void *)(a + 2408448);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -187,18 +187,18 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 2008320);
+    float *d_loss = (float *)(void *)(a + 2408448);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 802816);
+    float *d_logits = (float *)(void *)(a + 2609216);
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 2007040);
+    float *d_stage2_p = (float *)(void *)(a + 3612672);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
@@ -208,32 +208,32 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* d(stage2.a): its first contribution writes it */
-    float *d_stage2_a = (float *)(void *)(a + 802816);
+    float *d_stage2_a = (float *)(void *)(a + 2408448);
 
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool, 0x1u);
 
     /* d(stage2.c): its first contribution writes it */
-    float *d_stage2_c = (float *)(void *)(a + 802816);
+    float *d_stage2_c = (float *)(void *)(a + 2408448);
 
     /* stage2.relu: Relu backward */
     rt_relu_backward_set(d_stage2_c, d_stage2_a, v_stage2_a, 200704, 0x1u);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 0);
+    float *d_stage1_p = (float *)(void *)(a + 1605632);
     rt_zero(d_stage1_p, 100352);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 401408));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2007040));
 
     /* d(stage1.a): its first contribution writes it */
-    float *d_stage1_a = (float *)(void *)(a + 401408);
+    float *d_stage1_a = (float *)(void *)(a + 2007040);
 
     /* stage1.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage1_a, d_stage1_p, v_stage1_a, &win_stage1_pool, 0x1u);
 
     /* d(stage1.c): its first contribution writes it */
-    float *d_stage1_c = (float *)(void *)(a + 401408);
+    float *d_stage1_c = (float *)(void *)(a + 2007040);
 
     /* stage1.relu: Relu backward */
     rt_relu_backward_set(d_stage1_c, d_stage1_a, v_stage1_a, 401408, 0x1u);
@@ -276,7 +276,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 56448);
+    float *v_stage1_c = (float *)(void *)(a + 2207744);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
@@ -284,30 +284,30 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 1806336);
+    float *v_stage1_p = (float *)(void *)(a + 802816);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 802816);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 0));
+    float *v_stage2_c = (float *)(void *)(a + 0);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1204224));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
     float *v_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 1003520);
+    float *v_stage2_p = (float *)(void *)(a + 1404928);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 802816);
+    float *v_logits = (float *)(void *)(a + 1605632);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 804096);
+    float *v_loss = (float *)(void *)(a + 1204224);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -316,29 +316,29 @@ float cnn_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 804096);
+    float *d_loss = (float *)(void *)(a + 1204224);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 1204224);
+    float *d_logits = (float *)(void *)(a + 1668352);
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 802816);
+    float *d_stage2_p = (float *)(void *)(a + 1204224);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
     float *d_flat = d_stage2_p;
 
     /* d(fc.weight) sums over its readers */
-    float *d_fc_weight = (float *)(void *)(a + 1205568);
+    float *d_fc_weight = (float *)(void *)(a + 1605632);
     rt_zero(d_fc_weight, 15680);
 
     /* d(fc.bias) sums over its readers */
-    float *d_fc_bias = (float *)(void *)(a + 1205504);
+    float *d_fc_bias = (float *)(void *)(a + 1669632);
     rt_zero(d_fc_bias, 10);
 
     /* fc: Gemm backward */
@@ -351,31 +351,31 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
 
     /* d(stage2.a): its first contribution writes it */
-    float *d_stage2_a = (float *)(void *)(a + 1003520);
+    float *d_stage2_a = (float *)(void *)(a + 1404928);
 
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool, 0x1u);
 
     /* d(stage2.c): its first contribution writes it */
-    float *d_stage2_c = (float *)(void *)(a + 1003520);
+    float *d_stage2_c = (float *)(void *)(a + 1404928);
 
     /* stage2.relu: Relu backward */
     rt_relu_backward_set(d_stage2_c, d_stage2_a, v_stage2_a, 200704, 0x1u);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 0);
+    float *d_stage1_p = (float *)(void *)(a + 128);
     rt_zero(d_stage1_p, 100352);
 
     /* d(conv2.weight) sums over its readers */
-    float *d_conv2_weight = (float *)(void *)(a + 645760);
+    float *d_conv2_weight = (float *)(void *)(a + 401536);
     rt_zero(d_conv2_weight, 4608);
 
     /* d(conv2.bias) sums over its readers */
-    float *d_conv2_bias = (float *)(void *)(a + 664192);
+    float *d_conv2_bias = (float *)(void *)(a + 0);
     rt_zero(d_conv2_bias, 32);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 401408));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 419968));
 
     /* d(conv2.weight) is final and nothing reads conv2.weight again: step it */
     rt_optimizer_update(opt, params + 160, d_conv2_weight, state + 160, 20490, 4608);
@@ -384,27 +384,27 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 4768, d_conv2_bias, state + 4768, 20490, 32);
 
     /* d(stage1.a): its first contribution writes it */
-    float *d_stage1_a = (float *)(void *)(a + 401408);
+    float *d_stage1_a = (float *)(void *)(a + 401536);
 
     /* stage1.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage1_a, d_stage1_p, v_stage1_a, &win_stage1_pool, 0x1u);
 
     /* d(stage1.c): its first contribution writes it */
-    float *d_stage1_c = (float *)(void *)(a + 401408);
+    float *d_stage1_c = (float *)(void *)(a + 401536);
 
     /* stage1.relu: Relu backward */
     rt_relu_backward_set(d_stage1_c, d_stage1_a, v_stage1_a, 401408, 0x1u);
 
     /* d(conv1.weight) sums over its readers */
-    float *d_conv1_weight = (float *)(void *)(a + 57152);
+    float *d_conv1_weight = (float *)(void *)(a + 0);
     rt_zero(d_conv1_weight, 144);
 
     /* d(conv1.bias) sums over its readers */
-    float *d_conv1_bias = (float *)(void *)(a + 0);
+    float *d_conv1_bias = (float *)(void *)(a + 576);
     rt_zero(d_conv1_bias, 16);
 
     /* stage1.conv: Conv backward */
-    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 64));
+    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 640));
 
     /* d(conv1.weight) is final and nothing reads conv1.weight again: step it */
     rt_optimizer_update(opt, params + 0, d_conv1_weight, state + 0, 20490, 144);

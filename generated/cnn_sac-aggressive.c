@@ -83,34 +83,34 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1605632);
+    float *v_stage1_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 802816);
+    float *v_stage1_p = (float *)(void *)(a + 1605632);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
     float *v_stage2_c = (float *)(void *)(a + 0);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1204224));
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 802816);
+    float *v_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 0);
+    float *v_stage2_p = (float *)(void *)(a + 802816);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 200704);
+    float *v_logits = (float *)(void *)(a + 0);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 0);
+    float *v_loss = (float *)(void *)(a + 1280);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -153,34 +153,34 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 0);
+    float *v_stage1_a = (float *)(void *)(a + 401408);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 1806336);
+    float *v_stage1_p = (float *)(void *)(a + 0);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 1003520);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 0));
+    float *v_stage2_c = (float *)(void *)(a + 1404928);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 401408));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 200704);
+    float *v_stage2_a = (float *)(void *)(a + 401408);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 0);
+    float *v_stage2_p = (float *)(void *)(a + 1204224);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 202048);
+    float *v_logits = (float *)(void *)(a + 401472);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 200704);
+    float *v_loss = (float *)(void *)(a + 401408);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -189,18 +189,18 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 200704);
+    float *d_loss = (float *)(void *)(a + 401408);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 200768);
+    float *d_logits = (float *)(void *)(a + 602112);
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_logits, d_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* d(stage2.p) sums over its readers */
-    float *d_stage2_p = (float *)(void *)(a + 802816);
+    float *d_stage2_p = (float *)(void *)(a + 401408);
     rt_zero(d_stage2_p, 50176);
 
     /* d(flat) is d(stage2.p): Flatten moves no data */
@@ -210,40 +210,40 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
-    float *r_stage2_a = (float *)(void *)(a + 0);
+    float *r_stage2_a = (float *)(void *)(a + 1404928);
     rt_relu_forward(r_stage2_a, v_stage2_c, 200704);
 
     /* d(stage2.a): its first contribution writes it */
-    float *d_stage2_a = (float *)(void *)(a + 1003520);
+    float *d_stage2_a = (float *)(void *)(a + 602112);
 
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool, 0x1u);
 
     /* d(stage2.c): its first contribution writes it */
-    float *d_stage2_c = (float *)(void *)(a + 1003520);
+    float *d_stage2_c = (float *)(void *)(a + 602112);
 
     /* stage2.relu: Relu backward */
     rt_relu_backward_set(d_stage2_c, d_stage2_a, r_stage2_a, 200704, 0x1u);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 0);
+    float *d_stage1_p = (float *)(void *)(a + 1662720);
     rt_zero(d_stage1_p, 100352);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 401408));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 1404928));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute */
-    float *r_stage1_a = (float *)(void *)(a + 401408);
+    float *r_stage1_a = (float *)(void *)(a + 2207744);
     rt_relu_forward(r_stage1_a, v_stage1_c, 401408);
 
     /* d(stage1.a): its first contribution writes it */
-    float *d_stage1_a = (float *)(void *)(a + 2007040);
+    float *d_stage1_a = (float *)(void *)(a + 57088);
 
     /* stage1.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool, 0x1u);
 
     /* d(stage1.c): its first contribution writes it */
-    float *d_stage1_c = (float *)(void *)(a + 2007040);
+    float *d_stage1_c = (float *)(void *)(a + 57088);
 
     /* stage1.relu: Relu backward */
     rt_relu_backward_set(d_stage1_c, d_stage1_a, r_stage1_a, 401408, 0x1u);
@@ -286,38 +286,38 @@ float cnn_train_step_fused(float *params, const float *inputs,
     const float *v_fc_bias = params + 20480;
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
-    float *v_stage1_c = (float *)(void *)(a + 0);
-    rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
+    float *v_stage1_c = (float *)(void *)(a + 2207744);
+    rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
-    float *v_stage1_a = (float *)(void *)(a + 1605632);
+    float *v_stage1_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
     /* stage1.pool: MaxPool -> stage1.p [32x16x14x14] */
-    float *v_stage1_p = (float *)(void *)(a + 3411968);
+    float *v_stage1_p = (float *)(void *)(a + 1806336);
     rt_maxpool_forward(v_stage1_p, v_stage1_a, &win_stage1_pool);
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] */
-    float *v_stage2_c = (float *)(void *)(a + 2609152);
-    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1605632));
+    float *v_stage2_c = (float *)(void *)(a + 0);
+    rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
-    float *v_stage2_a = (float *)(void *)(a + 1605632);
+    float *v_stage2_a = (float *)(void *)(a + 1003520);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
     /* stage2.pool: MaxPool -> stage2.p [32x32x7x7] */
-    float *v_stage2_p = (float *)(void *)(a + 2408448);
+    float *v_stage2_p = (float *)(void *)(a + 802816);
     rt_maxpool_forward(v_stage2_p, v_stage2_a, &win_stage2_pool);
 
     /* flatten: Flatten -> flat [32x1568] view, no copy */
     const float *v_flat = v_stage2_p;
 
     /* fc: Gemm -> logits [32x10] */
-    float *v_logits = (float *)(void *)(a + 1605632);
+    float *v_logits = (float *)(void *)(a + 1004864);
     rt_gemm_forward(v_logits, v_flat, v_fc_weight, v_fc_bias, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 1606912);
+    float *v_loss = (float *)(void *)(a + 1003520);
     rt_sce_forward(v_loss, v_logits, v_labels, NULL, 32, 10, 1, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -326,11 +326,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 1606912);
+    float *d_loss = (float *)(void *)(a + 1004800);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(logits) sums over its readers */
-    float *d_logits = (float *)(void *)(a + 1869056);
+    float *d_logits = (float *)(void *)(a + 1003520);
     rt_zero(d_logits, 320);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
@@ -344,11 +344,11 @@ float cnn_train_step_fused(float *params, const float *inputs,
     float *d_flat = d_stage2_p;
 
     /* d(fc.weight) sums over its readers */
-    float *d_fc_weight = (float *)(void *)(a + 1806336);
+    float *d_fc_weight = (float *)(void *)(a + 1004864);
     rt_zero(d_fc_weight, 15680);
 
     /* d(fc.bias) sums over its readers */
-    float *d_fc_bias = (float *)(void *)(a + 1870336);
+    float *d_fc_bias = (float *)(void *)(a + 1004800);
     rt_zero(d_fc_bias, 10);
 
     /* fc: Gemm backward */
@@ -361,35 +361,35 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
 
     /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
-    float *r_stage2_a = (float *)(void *)(a + 1806336);
+    float *r_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(r_stage2_a, v_stage2_c, 200704);
 
     /* d(stage2.a): its first contribution writes it */
-    float *d_stage2_a = (float *)(void *)(a + 2609152);
+    float *d_stage2_a = (float *)(void *)(a + 802816);
 
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool, 0x1u);
 
     /* d(stage2.c): its first contribution writes it */
-    float *d_stage2_c = (float *)(void *)(a + 2609152);
+    float *d_stage2_c = (float *)(void *)(a + 802816);
 
     /* stage2.relu: Relu backward */
     rt_relu_backward_set(d_stage2_c, d_stage2_a, r_stage2_a, 200704, 0x1u);
 
     /* d(stage1.p) sums over its readers */
-    float *d_stage1_p = (float *)(void *)(a + 1605632);
+    float *d_stage1_p = (float *)(void *)(a + 0);
     rt_zero(d_stage1_p, 100352);
 
     /* d(conv2.weight) sums over its readers */
-    float *d_conv2_weight = (float *)(void *)(a + 2251392);
+    float *d_conv2_weight = (float *)(void *)(a + 401408);
     rt_zero(d_conv2_weight, 4608);
 
     /* d(conv2.bias) sums over its readers */
-    float *d_conv2_bias = (float *)(void *)(a + 2269824);
+    float *d_conv2_bias = (float *)(void *)(a + 1605632);
     rt_zero(d_conv2_bias, 32);
 
     /* stage2.conv: Conv backward */
-    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 2007040));
+    rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 419840));
 
     /* d(conv2.weight) is final and nothing reads conv2.weight again: step it */
     rt_optimizer_update(opt, params + 160, d_conv2_weight, state + 160, 20490, 4608);
@@ -398,31 +398,31 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 4768, d_conv2_bias, state + 4768, 20490, 32);
 
     /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute */
-    float *r_stage1_a = (float *)(void *)(a + 2007040);
+    float *r_stage1_a = (float *)(void *)(a + 2207744);
     rt_relu_forward(r_stage1_a, v_stage1_c, 401408);
 
     /* d(stage1.a): its first contribution writes it */
-    float *d_stage1_a = (float *)(void *)(a + 0);
+    float *d_stage1_a = (float *)(void *)(a + 401408);
 
     /* stage1.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool, 0x1u);
 
     /* d(stage1.c): its first contribution writes it */
-    float *d_stage1_c = (float *)(void *)(a + 0);
+    float *d_stage1_c = (float *)(void *)(a + 401408);
 
     /* stage1.relu: Relu backward */
     rt_relu_backward_set(d_stage1_c, d_stage1_a, r_stage1_a, 401408, 0x1u);
 
     /* d(conv1.weight) sums over its readers */
-    float *d_conv1_weight = (float *)(void *)(a + 1662784);
+    float *d_conv1_weight = (float *)(void *)(a + 64);
     rt_zero(d_conv1_weight, 144);
 
     /* d(conv1.bias) sums over its readers */
-    float *d_conv1_bias = (float *)(void *)(a + 1605632);
+    float *d_conv1_bias = (float *)(void *)(a + 0);
     rt_zero(d_conv1_bias, 16);
 
     /* stage1.conv: Conv backward */
-    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 1605696));
+    rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 640));
 
     /* d(conv1.weight) is final and nothing reads conv1.weight again: step it */
     rt_optimizer_update(opt, params + 0, d_conv1_weight, state + 0, 20490, 144);

@@ -483,11 +483,11 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
-    float *v_h0 = (float *)(void *)(a + 0);
+    float *v_h0 = (float *)(void *)(a + 131072);
     rt_copy(v_h0, v_emb, 32768); /* inference: the identity */
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
-    float *v_l0_a = (float *)(void *)(a + 131072);
+    float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] */
@@ -521,7 +521,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 131072);
+    float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
@@ -532,7 +532,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 131072);
+    float *v_l0_att = (float *)(void *)(a + 0);
     rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
@@ -543,7 +543,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_l0_att3 = v_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 131072);
+    float *v_l0_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
@@ -551,7 +551,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 131072);
+    float *v_l0_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l0_o2, v_l0_o1, 32768); /* inference: the identity */
 
     /* l0.res1: Add -> l0.r [4x64x128] */
@@ -571,91 +571,91 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 0);
+    float *v_l0_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 524288);
+    float *v_l0_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 655360);
+    float *v_l0_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(void *)(a + 786432);
+    float *v_l0_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l0_y2, v_l0_y1, 32768); /* inference: the identity */
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 917504);
+    float *v_l0_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 0);
+    float *v_l1_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 131072);
+    float *v_l1_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(void *)(a + 262144);
+    float *v_l1_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
     const float *v_l1_q2 = v_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 131072);
+    float *v_l1_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 262144);
+    float *v_l1_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
     const float *v_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 393216);
+    float *v_l1_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 262144);
+    float *v_l1_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 0);
+    float *v_l1_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
     const float *v_l1_v2 = v_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 262144);
+    float *v_l1_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 0);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
+    float *v_l1_att = (float *)(void *)(a + 131072);
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 131072);
+    float *v_l1_att2 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
     const float *v_l1_att3 = v_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 0);
+    float *v_l1_o0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 131072);
+    float *v_l1_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 0);
+    float *v_l1_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l1_o2, v_l1_o1, 32768); /* inference: the identity */
 
     /* l1.res1: Add -> l1.r [4x64x128] */
@@ -675,91 +675,91 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 0);
+    float *v_l1_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 524288);
+    float *v_l1_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 655360);
+    float *v_l1_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(void *)(a + 786432);
+    float *v_l1_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l1_y2, v_l1_y1, 32768); /* inference: the identity */
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 917504);
+    float *v_l1_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 0);
+    float *v_l2_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 131072);
+    float *v_l2_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(void *)(a + 262144);
+    float *v_l2_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
     const float *v_l2_q2 = v_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 131072);
+    float *v_l2_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 262144);
+    float *v_l2_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
     const float *v_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 393216);
+    float *v_l2_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 262144);
+    float *v_l2_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 0);
+    float *v_l2_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
     const float *v_l2_v2 = v_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 262144);
+    float *v_l2_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 0);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
+    float *v_l2_att = (float *)(void *)(a + 131072);
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 131072);
+    float *v_l2_att2 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
     const float *v_l2_att3 = v_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 0);
+    float *v_l2_o0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 131072);
+    float *v_l2_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 0);
+    float *v_l2_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l2_o2, v_l2_o1, 32768); /* inference: the identity */
 
     /* l2.res1: Add -> l2.r [4x64x128] */
@@ -779,91 +779,91 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 0);
+    float *v_l2_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 524288);
+    float *v_l2_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 655360);
+    float *v_l2_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 786432);
+    float *v_l2_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l2_y2, v_l2_y1, 32768); /* inference: the identity */
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 917504);
+    float *v_l2_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 0);
+    float *v_l3_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 131072);
+    float *v_l3_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(void *)(a + 262144);
+    float *v_l3_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
     const float *v_l3_q2 = v_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 131072);
+    float *v_l3_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 262144);
+    float *v_l3_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
     const float *v_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 393216);
+    float *v_l3_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 262144);
+    float *v_l3_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 0);
+    float *v_l3_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
     const float *v_l3_v2 = v_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 262144);
+    float *v_l3_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 0);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
+    float *v_l3_att = (float *)(void *)(a + 131072);
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 131072);
+    float *v_l3_att2 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
     const float *v_l3_att3 = v_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 0);
+    float *v_l3_o0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 131072);
+    float *v_l3_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 0);
+    float *v_l3_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l3_o2, v_l3_o1, 32768); /* inference: the identity */
 
     /* l3.res1: Add -> l3.r [4x64x128] */
@@ -883,23 +883,23 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 0);
+    float *v_l3_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 524288);
+    float *v_l3_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(void *)(a + 655360);
+    float *v_l3_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(void *)(a + 786432);
+    float *v_l3_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l3_y2, v_l3_y1, 32768); /* inference: the identity */
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 917504);
+    float *v_l3_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
@@ -1076,7 +1076,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gather_forward(v_tok, v_wte, v_tokens, 256, 256, 128);
 
     /* pos: Add -> emb [4x64x128] */
-    float *v_emb = (float *)(void *)(a + 131072);
+    float *v_emb = (float *)(void *)(a + 3145728);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
@@ -1148,11 +1148,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 131072);
+    float *v_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 1572864);
+    float *v_l0_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
@@ -1168,15 +1168,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 1048576);
+    float *v_l0_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 524288);
+    float *v_l0_y0 = (float *)(void *)(a + 1179648);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 655360);
+    float *v_l0_y1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
@@ -1252,15 +1252,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 655360);
+    float *v_l1_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 2097152);
+    float *v_l1_r = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 2228224);
+    float *v_l1_m = (float *)(void *)(a + 1048576);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
@@ -1272,15 +1272,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 1572864);
+    float *v_l1_g = (float *)(void *)(a + 1048576);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 1048576);
+    float *v_l1_y0 = (float *)(void *)(a + 1703936);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 1179648);
+    float *v_l1_y1 = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
@@ -1356,15 +1356,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 1179648);
+    float *v_l2_o2 = (float *)(void *)(a + 1048576);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 2621440);
+    float *v_l2_r = (float *)(void *)(a + 2097152);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 2752512);
+    float *v_l2_m = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
@@ -1376,19 +1376,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 2097152);
+    float *v_l2_g = (float *)(void *)(a + 1572864);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 2752512);
+    float *v_l2_y0 = (float *)(void *)(a + 2228224);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 2883584);
+    float *v_l2_y1 = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 2752512);
+    float *v_l2_y2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
@@ -1460,15 +1460,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 1703936);
+    float *v_l3_o2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 6291456);
+    float *v_l3_r = (float *)(void *)(a + 2621440);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 2097152);
+    float *v_l3_m = (float *)(void *)(a + 2752512);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
@@ -1480,27 +1480,27 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 2621440);
+    float *v_l3_g = (float *)(void *)(a + 2097152);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 2097152);
+    float *v_l3_y0 = (float *)(void *)(a + 2752512);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(void *)(a + 2228224);
+    float *v_l3_y1 = (float *)(void *)(a + 2883584);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(void *)(a + 2097152);
+    float *v_l3_y2 = (float *)(void *)(a + 2883584);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 2621440);
+    float *v_l3_out = (float *)(void *)(a + 2752512);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 2752512);
+    float *v_hf = (float *)(void *)(a + 2621440);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
@@ -1602,15 +1602,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
-    float *r_l3_o2 = (float *)(void *)(a + 6160384);
+    float *r_l3_o2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 1572864);
+    float *r_l3_r = (float *)(void *)(a + 6160384);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 6160384);
+    float *r_l3_m = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m): its first contribution writes it */
@@ -1823,15 +1823,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
-    float *r_l2_o2 = (float *)(void *)(a + 2752512);
+    float *r_l2_o2 = (float *)(void *)(a + 2621440);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 2621440);
+    float *r_l2_r = (float *)(void *)(a + 2752512);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 2752512);
+    float *r_l2_m = (float *)(void *)(a + 2621440);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m): its first contribution writes it */
@@ -2044,15 +2044,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
-    float *r_l1_o2 = (float *)(void *)(a + 655360);
+    float *r_l1_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 524288);
+    float *r_l1_r = (float *)(void *)(a + 655360);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 655360);
+    float *r_l1_m = (float *)(void *)(a + 524288);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.m): its first contribution writes it */
@@ -2265,15 +2265,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
-    float *r_l0_o2 = (float *)(void *)(a + 131072);
+    float *r_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 0);
+    float *r_l0_r = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 131072);
+    float *r_l0_m = (float *)(void *)(a + 0);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.m): its first contribution writes it */
@@ -2547,7 +2547,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gather_forward(v_tok, v_wte, v_tokens, 256, 256, 128);
 
     /* pos: Add -> emb [4x64x128] */
-    float *v_emb = (float *)(void *)(a + 131072);
+    float *v_emb = (float *)(void *)(a + 3407872);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
@@ -2619,11 +2619,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 131072);
+    float *v_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 1572864);
+    float *v_l0_r = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
@@ -2639,15 +2639,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 1048576);
+    float *v_l0_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 524288);
+    float *v_l0_y0 = (float *)(void *)(a + 1179648);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 655360);
+    float *v_l0_y1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
@@ -2723,11 +2723,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 655360);
+    float *v_l1_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 2097152);
+    float *v_l1_r = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
@@ -2743,15 +2743,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 1572864);
+    float *v_l1_g = (float *)(void *)(a + 1048576);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 1048576);
+    float *v_l1_y0 = (float *)(void *)(a + 1703936);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 1179648);
+    float *v_l1_y1 = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
@@ -2827,15 +2827,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 1179648);
+    float *v_l2_o2 = (float *)(void *)(a + 1048576);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 2621440);
+    float *v_l2_r = (float *)(void *)(a + 2097152);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 2752512);
+    float *v_l2_m = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
@@ -2847,19 +2847,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 2097152);
+    float *v_l2_g = (float *)(void *)(a + 1572864);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 1572864);
+    float *v_l2_y0 = (float *)(void *)(a + 2228224);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 2752512);
+    float *v_l2_y1 = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 2883584);
+    float *v_l2_y2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
@@ -2931,15 +2931,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 1703936);
+    float *v_l3_o2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 3145728);
+    float *v_l3_r = (float *)(void *)(a + 2621440);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 3276800);
+    float *v_l3_m = (float *)(void *)(a + 2097152);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
@@ -2951,11 +2951,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 2621440);
+    float *v_l3_g = (float *)(void *)(a + 2097152);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 3276800);
+    float *v_l3_y0 = (float *)(void *)(a + 2752512);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
@@ -2963,15 +2963,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(void *)(a + 3276800);
+    float *v_l3_y2 = (float *)(void *)(a + 2097152);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 2621440);
+    float *v_l3_out = (float *)(void *)(a + 2752512);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 2752512);
+    float *v_hf = (float *)(void *)(a + 2621440);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
@@ -3115,15 +3115,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
-    float *r_l3_o2 = (float *)(void *)(a + 3276800);
+    float *r_l3_o2 = (float *)(void *)(a + 3145728);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 3145728);
+    float *r_l3_r = (float *)(void *)(a + 3276800);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 3276800);
+    float *r_l3_m = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m): its first contribution writes it */
@@ -3140,11 +3140,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state + 701824, 866560, 65536);
 
     /* d(l3.ln2.scale) sums over its readers */
-    float *d_l3_ln2_scale = (float *)(void *)(a + 3276800);
+    float *d_l3_ln2_scale = (float *)(void *)(a + 1572864);
     rt_zero(d_l3_ln2_scale, 128);
 
     /* d(l3.ln2.bias) sums over its readers */
-    float *d_l3_ln2_bias = (float *)(void *)(a + 3277312);
+    float *d_l3_ln2_bias = (float *)(void *)(a + 1573376);
     rt_zero(d_l3_ln2_bias, 128);
 
     /* l3.ln2: LayerNormalization backward */
@@ -3441,15 +3441,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
-    float *r_l2_o2 = (float *)(void *)(a + 2752512);
+    float *r_l2_o2 = (float *)(void *)(a + 2621440);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 2621440);
+    float *r_l2_r = (float *)(void *)(a + 2752512);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 2752512);
+    float *r_l2_m = (float *)(void *)(a + 2621440);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m): its first contribution writes it */
@@ -3466,11 +3466,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state + 503680, 866560, 65536);
 
     /* d(l2.ln2.scale) sums over its readers */
-    float *d_l2_ln2_scale = (float *)(void *)(a + 2752512);
+    float *d_l2_ln2_scale = (float *)(void *)(a + 3014656);
     rt_zero(d_l2_ln2_scale, 128);
 
     /* d(l2.ln2.bias) sums over its readers */
-    float *d_l2_ln2_bias = (float *)(void *)(a + 2753024);
+    float *d_l2_ln2_bias = (float *)(void *)(a + 3015168);
     rt_zero(d_l2_ln2_bias, 128);
 
     /* l2.ln2: LayerNormalization backward */
@@ -3767,7 +3767,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
-    float *r_l1_o2 = (float *)(void *)(a + 655360);
+    float *r_l1_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
@@ -4093,7 +4093,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
-    float *r_l0_o2 = (float *)(void *)(a + 131072);
+    float *r_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */

@@ -483,11 +483,11 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
-    float *v_h0 = (float *)(void *)(a + 0);
+    float *v_h0 = (float *)(void *)(a + 131072);
     rt_copy(v_h0, v_emb, 32768); /* inference: the identity */
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
-    float *v_l0_a = (float *)(void *)(a + 131072);
+    float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] */
@@ -521,7 +521,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 131072);
+    float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
@@ -532,7 +532,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 131072);
+    float *v_l0_att = (float *)(void *)(a + 0);
     rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
@@ -543,7 +543,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     const float *v_l0_att3 = v_l0_att2;
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 131072);
+    float *v_l0_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
@@ -551,7 +551,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 131072);
+    float *v_l0_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l0_o2, v_l0_o1, 32768); /* inference: the identity */
 
     /* l0.res1: Add -> l0.r [4x64x128] */
@@ -571,91 +571,91 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 0);
+    float *v_l0_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 524288);
+    float *v_l0_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 655360);
+    float *v_l0_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(void *)(a + 786432);
+    float *v_l0_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l0_y2, v_l0_y1, 32768); /* inference: the identity */
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 917504);
+    float *v_l0_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 0);
+    float *v_l1_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 131072);
+    float *v_l1_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(void *)(a + 262144);
+    float *v_l1_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
     const float *v_l1_q2 = v_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 131072);
+    float *v_l1_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 262144);
+    float *v_l1_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
     const float *v_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 393216);
+    float *v_l1_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 262144);
+    float *v_l1_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 0);
+    float *v_l1_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
     const float *v_l1_v2 = v_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 262144);
+    float *v_l1_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 0);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
+    float *v_l1_att = (float *)(void *)(a + 131072);
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 131072);
+    float *v_l1_att2 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
     const float *v_l1_att3 = v_l1_att2;
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 0);
+    float *v_l1_o0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 131072);
+    float *v_l1_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 0);
+    float *v_l1_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l1_o2, v_l1_o1, 32768); /* inference: the identity */
 
     /* l1.res1: Add -> l1.r [4x64x128] */
@@ -675,91 +675,91 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 0);
+    float *v_l1_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 524288);
+    float *v_l1_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 655360);
+    float *v_l1_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(void *)(a + 786432);
+    float *v_l1_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l1_y2, v_l1_y1, 32768); /* inference: the identity */
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 917504);
+    float *v_l1_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 0);
+    float *v_l2_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 131072);
+    float *v_l2_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(void *)(a + 262144);
+    float *v_l2_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
     const float *v_l2_q2 = v_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 131072);
+    float *v_l2_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 262144);
+    float *v_l2_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
     const float *v_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 393216);
+    float *v_l2_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 262144);
+    float *v_l2_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 0);
+    float *v_l2_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
     const float *v_l2_v2 = v_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 262144);
+    float *v_l2_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 0);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
+    float *v_l2_att = (float *)(void *)(a + 131072);
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 131072);
+    float *v_l2_att2 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
     const float *v_l2_att3 = v_l2_att2;
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 0);
+    float *v_l2_o0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 131072);
+    float *v_l2_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 0);
+    float *v_l2_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l2_o2, v_l2_o1, 32768); /* inference: the identity */
 
     /* l2.res1: Add -> l2.r [4x64x128] */
@@ -779,91 +779,91 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 0);
+    float *v_l2_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 524288);
+    float *v_l2_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 655360);
+    float *v_l2_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 786432);
+    float *v_l2_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l2_y2, v_l2_y1, 32768); /* inference: the identity */
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 917504);
+    float *v_l2_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 0);
+    float *v_l3_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 131072);
+    float *v_l3_q0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(void *)(a + 262144);
+    float *v_l3_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
     const float *v_l3_q2 = v_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 131072);
+    float *v_l3_q3 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 262144);
+    float *v_l3_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
     const float *v_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 393216);
+    float *v_l3_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 262144);
+    float *v_l3_v0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 0);
+    float *v_l3_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
     const float *v_l3_v2 = v_l3_v1;
 
     /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 262144);
+    float *v_l3_v3 = (float *)(void *)(a + 393216);
     rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 0);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
+    float *v_l3_att = (float *)(void *)(a + 131072);
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 131072);
+    float *v_l3_att2 = (float *)(void *)(a + 262144);
     rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
     const float *v_l3_att3 = v_l3_att2;
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 0);
+    float *v_l3_o0 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 131072);
+    float *v_l3_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 0);
+    float *v_l3_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l3_o2, v_l3_o1, 32768); /* inference: the identity */
 
     /* l3.res1: Add -> l3.r [4x64x128] */
@@ -883,23 +883,23 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 0);
+    float *v_l3_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 524288);
+    float *v_l3_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(void *)(a + 655360);
+    float *v_l3_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(void *)(a + 786432);
+    float *v_l3_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l3_y2, v_l3_y1, 32768); /* inference: the identity */
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 917504);
+    float *v_l3_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
@@ -1080,11 +1080,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
-    float *v_h0 = (float *)(void *)(a + 0);
+    float *v_h0 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
-    float *v_l0_a = (float *)(void *)(a + 131072);
+    float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] */
@@ -1118,7 +1118,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 131072);
+    float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
@@ -1130,10 +1130,10 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
     float *v_l0_att = (float *)(void *)(a + 1048576);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 131072);
+    float *v_l0_att2 = (float *)(void *)(a + 0);
     rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
@@ -1144,19 +1144,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(void *)(a + 131072);
+    float *v_l0_o1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 655360);
+    float *v_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 131072);
+    float *v_l0_r = (float *)(void *)(a + 655360);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 655360);
+    float *v_l0_m = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
@@ -1168,11 +1168,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 1966080);
+    float *v_l0_g = (float *)(void *)(a + 1441792);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 655360);
+    float *v_l0_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
@@ -1180,19 +1180,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(void *)(a + 655360);
+    float *v_l0_y2 = (float *)(void *)(a + 1441792);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 1441792);
+    float *v_l0_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 131072);
+    float *v_l1_a = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 655360);
+    float *v_l1_q0 = (float *)(void *)(a + 1441792);
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
@@ -1222,7 +1222,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 131072);
+    float *v_l1_v1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
@@ -1234,10 +1234,10 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
     float *v_l1_att = (float *)(void *)(a + 2228224);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 131072);
+    float *v_l1_att2 = (float *)(void *)(a + 655360);
     rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
@@ -1248,19 +1248,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 131072);
+    float *v_l1_o1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 1835008);
+    float *v_l1_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 131072);
+    float *v_l1_r = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 1835008);
+    float *v_l1_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
@@ -1272,11 +1272,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 3145728);
+    float *v_l1_g = (float *)(void *)(a + 2621440);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 1835008);
+    float *v_l1_y0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
@@ -1284,19 +1284,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(void *)(a + 1835008);
+    float *v_l1_y2 = (float *)(void *)(a + 2621440);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 2621440);
+    float *v_l1_out = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 131072);
+    float *v_l2_a = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 1835008);
+    float *v_l2_q0 = (float *)(void *)(a + 2621440);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
@@ -1326,7 +1326,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 131072);
+    float *v_l2_v1 = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
@@ -1338,10 +1338,10 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
     float *v_l2_att = (float *)(void *)(a + 3407872);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 131072);
+    float *v_l2_att2 = (float *)(void *)(a + 1835008);
     rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
@@ -1352,19 +1352,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 131072);
+    float *v_l2_o1 = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 3014656);
+    float *v_l2_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 131072);
+    float *v_l2_r = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 3014656);
+    float *v_l2_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
@@ -1376,11 +1376,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 4325376);
+    float *v_l2_g = (float *)(void *)(a + 3801088);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 3014656);
+    float *v_l2_y0 = (float *)(void *)(a + 1835008);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
@@ -1388,19 +1388,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 3014656);
+    float *v_l2_y2 = (float *)(void *)(a + 3801088);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 3801088);
+    float *v_l2_out = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 131072);
+    float *v_l3_a = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 3014656);
+    float *v_l3_q0 = (float *)(void *)(a + 3801088);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
@@ -1430,7 +1430,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 131072);
+    float *v_l3_v1 = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
@@ -1442,10 +1442,10 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
     float *v_l3_att = (float *)(void *)(a + 4587520);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 131072);
+    float *v_l3_att2 = (float *)(void *)(a + 3014656);
     rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
@@ -1456,19 +1456,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 131072);
+    float *v_l3_o1 = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 4194304);
+    float *v_l3_o2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 131072);
+    float *v_l3_r = (float *)(void *)(a + 4194304);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 4194304);
+    float *v_l3_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
@@ -1480,11 +1480,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 5505024);
+    float *v_l3_g = (float *)(void *)(a + 4980736);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 4194304);
+    float *v_l3_y0 = (float *)(void *)(a + 3014656);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
@@ -1492,27 +1492,27 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(void *)(a + 4194304);
+    float *v_l3_y2 = (float *)(void *)(a + 4980736);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 4980736);
+    float *v_l3_out = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 131072);
+    float *v_hf = (float *)(void *)(a + 4194304);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(void *)(a + 5111808);
+    float *v_logits = (float *)(void *)(a + 4980736);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(void *)(a + 5373952);
+    float *v_scores = (float *)(void *)(a + 5242880);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 4194304);
+    float *v_loss = (float *)(void *)(a + 4980736);
     rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -1521,52 +1521,52 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 4194304);
+    float *d_loss = (float *)(void *)(a + 4980736);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(scores) sums over its readers */
-    float *d_scores = (float *)(void *)(a + 5111808);
+    float *d_scores = (float *)(void *)(a + 5505024);
     rt_zero(d_scores, 65536);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* d(logits): its first contribution writes it */
-    float *d_logits = (float *)(void *)(a + 5373952);
+    float *d_logits = (float *)(void *)(a + 4980736);
 
     /* head.t: Transpose backward */
     rt_transpose_backward_set(d_logits, d_scores, 3, dims_head_t, perm_head_t, 0x1u);
 
     /* d(hf): its first contribution writes it */
-    float *d_hf = (float *)(void *)(a + 4194304);
+    float *d_hf = (float *)(void *)(a + 5242880);
 
     /* head: MatMul backward */
     rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 131072);
+    float *d_l3_out = (float *)(void *)(a + 4194304);
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l3.r): its first contribution writes it */
-    float *d_l3_r = (float *)(void *)(a + 131072);
+    float *d_l3_r = (float *)(void *)(a + 4194304);
 
     /* d(l3.y2): its first contribution writes it */
-    float *d_l3_y2 = (float *)(void *)(a + 4194304);
+    float *d_l3_y2 = (float *)(void *)(a + 3014656);
 
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
     /* d(l3.y1): its first contribution writes it */
-    float *d_l3_y1 = (float *)(void *)(a + 4194304);
+    float *d_l3_y1 = (float *)(void *)(a + 3014656);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
     /* d(l3.y0): its first contribution writes it */
-    float *d_l3_y0 = (float *)(void *)(a + 4194304);
+    float *d_l3_y0 = (float *)(void *)(a + 3014656);
 
     /* l3.fc2.bias: Add backward */
     rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
@@ -1598,19 +1598,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 4194304);
+    float *r_l3_o1 = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
-    float *r_l3_o2 = (float *)(void *)(a + 4063232);
+    float *r_l3_o2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 4194304);
+    float *r_l3_r = (float *)(void *)(a + 4063232);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 4063232);
+    float *r_l3_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m): its first contribution writes it */
@@ -1623,42 +1623,42 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l2.out): its first contribution writes it */
-    float *d_l2_out = (float *)(void *)(a + 131072);
+    float *d_l2_out = (float *)(void *)(a + 4194304);
 
     /* d(l3.o2): its first contribution writes it */
-    float *d_l3_o2 = (float *)(void *)(a + 4063232);
+    float *d_l3_o2 = (float *)(void *)(a + 3014656);
 
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
     /* d(l3.o1): its first contribution writes it */
-    float *d_l3_o1 = (float *)(void *)(a + 4063232);
+    float *d_l3_o1 = (float *)(void *)(a + 3014656);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
     /* d(l3.o0): its first contribution writes it */
-    float *d_l3_o0 = (float *)(void *)(a + 4063232);
+    float *d_l3_o0 = (float *)(void *)(a + 3014656);
 
     /* l3.proj.bias: Add backward */
     rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 4194304);
+    float *r_l3_q1 = (float *)(void *)(a + 4063232);
     rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_q2 = r_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(void *)(a + 3014656);
+    float *r_l3_q3 = (float *)(void *)(a + 3801088);
     rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(void *)(a + 4194304);
+    float *r_l3_k3 = (float *)(void *)(a + 4063232);
     rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
@@ -1694,13 +1694,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.att): its first contribution writes it */
-    float *d_l3_att = (float *)(void *)(a + 3932160);
+    float *d_l3_att = (float *)(void *)(a + 3014656);
 
     /* l3.attn.t: Transpose backward */
     rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 4063232);
+    float *d_l3_q3 = (float *)(void *)(a + 3932160);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
@@ -1731,11 +1731,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 3932160);
+    float *r_l3_a = (float *)(void *)(a + 3801088);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a): its first contribution writes it */
-    float *d_l3_a = (float *)(void *)(a + 4194304);
+    float *d_l3_a = (float *)(void *)(a + 4063232);
 
     /* l3.v: MatMul backward */
     rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
@@ -1776,28 +1776,28 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l2.r): its first contribution writes it */
-    float *d_l2_r = (float *)(void *)(a + 131072);
+    float *d_l2_r = (float *)(void *)(a + 4194304);
 
     /* d(l2.y2): its first contribution writes it */
-    float *d_l2_y2 = (float *)(void *)(a + 3014656);
+    float *d_l2_y2 = (float *)(void *)(a + 1835008);
 
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
     /* d(l2.y1): its first contribution writes it */
-    float *d_l2_y1 = (float *)(void *)(a + 3014656);
+    float *d_l2_y1 = (float *)(void *)(a + 1835008);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
     /* d(l2.y0): its first contribution writes it */
-    float *d_l2_y0 = (float *)(void *)(a + 3014656);
+    float *d_l2_y0 = (float *)(void *)(a + 1835008);
 
     /* l2.fc2.bias: Add backward */
     rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 3801088);
+    float *r_l2_f1 = (float *)(void *)(a + 4325376);
     rt_add_forward(r_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
@@ -1805,41 +1805,41 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 4325376);
+    float *d_l2_g = (float *)(void *)(a + 4849664);
 
     /* l2.fc2: MatMul backward */
     rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.f1): its first contribution writes it */
-    float *d_l2_f1 = (float *)(void *)(a + 4325376);
+    float *d_l2_f1 = (float *)(void *)(a + 4849664);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
     /* d(l2.f0): its first contribution writes it */
-    float *d_l2_f0 = (float *)(void *)(a + 4325376);
+    float *d_l2_f0 = (float *)(void *)(a + 4849664);
 
     /* l2.fc.bias: Add backward */
     rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 3014656);
+    float *r_l2_o1 = (float *)(void *)(a + 1835008);
     rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
-    float *r_l2_o2 = (float *)(void *)(a + 2883584);
+    float *r_l2_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 3014656);
+    float *r_l2_r = (float *)(void *)(a + 2883584);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 2883584);
+    float *r_l2_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m): its first contribution writes it */
-    float *d_l2_m = (float *)(void *)(a + 3276800);
+    float *d_l2_m = (float *)(void *)(a + 3014656);
 
     /* l2.fc: MatMul backward */
     rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
@@ -1848,42 +1848,42 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l1.out): its first contribution writes it */
-    float *d_l1_out = (float *)(void *)(a + 131072);
+    float *d_l1_out = (float *)(void *)(a + 4194304);
 
     /* d(l2.o2): its first contribution writes it */
-    float *d_l2_o2 = (float *)(void *)(a + 2883584);
+    float *d_l2_o2 = (float *)(void *)(a + 1835008);
 
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
     /* d(l2.o1): its first contribution writes it */
-    float *d_l2_o1 = (float *)(void *)(a + 2883584);
+    float *d_l2_o1 = (float *)(void *)(a + 1835008);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
     /* d(l2.o0): its first contribution writes it */
-    float *d_l2_o0 = (float *)(void *)(a + 2883584);
+    float *d_l2_o0 = (float *)(void *)(a + 1835008);
 
     /* l2.proj.bias: Add backward */
     rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 3014656);
+    float *r_l2_q1 = (float *)(void *)(a + 2883584);
     rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_q2 = r_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(void *)(a + 1835008);
+    float *r_l2_q3 = (float *)(void *)(a + 2621440);
     rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(void *)(a + 3014656);
+    float *r_l2_k3 = (float *)(void *)(a + 2883584);
     rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
@@ -1894,11 +1894,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *r_l2_v2 = r_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(void *)(a + 3145728);
+    float *r_l2_v3 = (float *)(void *)(a + 3014656);
     rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] recompute */
-    float *r_l2_att = (float *)(void *)(a + 3276800);
+    float *r_l2_att = (float *)(void *)(a + 3145728);
     rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2752512));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
@@ -1909,7 +1909,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *r_l2_att3 = r_l2_att2;
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 3276800);
+    float *d_l2_att2 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
@@ -1919,25 +1919,25 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.att): its first contribution writes it */
-    float *d_l2_att = (float *)(void *)(a + 2752512);
+    float *d_l2_att = (float *)(void *)(a + 1835008);
 
     /* l2.attn.t: Transpose backward */
     rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 2883584);
+    float *d_l2_q3 = (float *)(void *)(a + 2752512);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 3276800);
+    float *d_l2_k3 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_k3, 32768);
 
     /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 3407872);
+    float *d_l2_v3 = (float *)(void *)(a + 3276800);
     rt_zero(d_l2_v3, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3538944));
+    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3407872));
 
     /* d(l2.v1) sums over its readers */
     float *d_l2_v1 = (float *)(void *)(a + 1835008);
@@ -1956,11 +1956,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 2752512);
+    float *r_l2_a = (float *)(void *)(a + 2621440);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a): its first contribution writes it */
-    float *d_l2_a = (float *)(void *)(a + 3014656);
+    float *d_l2_a = (float *)(void *)(a + 2883584);
 
     /* l2.v: MatMul backward */
     rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
@@ -2001,22 +2001,22 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l1.r): its first contribution writes it */
-    float *d_l1_r = (float *)(void *)(a + 131072);
+    float *d_l1_r = (float *)(void *)(a + 4194304);
 
     /* d(l1.y2): its first contribution writes it */
-    float *d_l1_y2 = (float *)(void *)(a + 1835008);
+    float *d_l1_y2 = (float *)(void *)(a + 655360);
 
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
     /* d(l1.y1): its first contribution writes it */
-    float *d_l1_y1 = (float *)(void *)(a + 1835008);
+    float *d_l1_y1 = (float *)(void *)(a + 655360);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
     /* d(l1.y0): its first contribution writes it */
-    float *d_l1_y0 = (float *)(void *)(a + 1835008);
+    float *d_l1_y0 = (float *)(void *)(a + 655360);
 
     /* l1.fc2.bias: Add backward */
     rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
@@ -2048,23 +2048,23 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 1835008);
+    float *r_l1_o1 = (float *)(void *)(a + 655360);
     rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
-    float *r_l1_o2 = (float *)(void *)(a + 1703936);
+    float *r_l1_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1835008);
+    float *r_l1_r = (float *)(void *)(a + 1703936);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 1703936);
+    float *r_l1_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.m): its first contribution writes it */
-    float *d_l1_m = (float *)(void *)(a + 2097152);
+    float *d_l1_m = (float *)(void *)(a + 1835008);
 
     /* l1.fc: MatMul backward */
     rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
@@ -2073,42 +2073,42 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l0.out): its first contribution writes it */
-    float *d_l0_out = (float *)(void *)(a + 131072);
+    float *d_l0_out = (float *)(void *)(a + 4194304);
 
     /* d(l1.o2): its first contribution writes it */
-    float *d_l1_o2 = (float *)(void *)(a + 1703936);
+    float *d_l1_o2 = (float *)(void *)(a + 655360);
 
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
     /* d(l1.o1): its first contribution writes it */
-    float *d_l1_o1 = (float *)(void *)(a + 1703936);
+    float *d_l1_o1 = (float *)(void *)(a + 655360);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
     /* d(l1.o0): its first contribution writes it */
-    float *d_l1_o0 = (float *)(void *)(a + 1703936);
+    float *d_l1_o0 = (float *)(void *)(a + 655360);
 
     /* l1.proj.bias: Add backward */
     rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 1835008);
+    float *r_l1_q1 = (float *)(void *)(a + 1703936);
     rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_q2 = r_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(void *)(a + 655360);
+    float *r_l1_q3 = (float *)(void *)(a + 1441792);
     rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(void *)(a + 1835008);
+    float *r_l1_k3 = (float *)(void *)(a + 1703936);
     rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
@@ -2119,11 +2119,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *r_l1_v2 = r_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(void *)(a + 1966080);
+    float *r_l1_v3 = (float *)(void *)(a + 1835008);
     rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] recompute */
-    float *r_l1_att = (float *)(void *)(a + 2097152);
+    float *r_l1_att = (float *)(void *)(a + 1966080);
     rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1572864));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
@@ -2134,7 +2134,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *r_l1_att3 = r_l1_att2;
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 2097152);
+    float *d_l1_att2 = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
@@ -2144,25 +2144,25 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.att): its first contribution writes it */
-    float *d_l1_att = (float *)(void *)(a + 1572864);
+    float *d_l1_att = (float *)(void *)(a + 655360);
 
     /* l1.attn.t: Transpose backward */
     rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 1703936);
+    float *d_l1_q3 = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 2097152);
+    float *d_l1_k3 = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_k3, 32768);
 
     /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 2228224);
+    float *d_l1_v3 = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_v3, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2359296));
+    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2228224));
 
     /* d(l1.v1) sums over its readers */
     float *d_l1_v1 = (float *)(void *)(a + 655360);
@@ -2181,11 +2181,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 1572864);
+    float *r_l1_a = (float *)(void *)(a + 1441792);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a): its first contribution writes it */
-    float *d_l1_a = (float *)(void *)(a + 1835008);
+    float *d_l1_a = (float *)(void *)(a + 1703936);
 
     /* l1.v: MatMul backward */
     rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
@@ -2226,22 +2226,22 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(l0.r): its first contribution writes it */
-    float *d_l0_r = (float *)(void *)(a + 131072);
+    float *d_l0_r = (float *)(void *)(a + 4194304);
 
     /* d(l0.y2): its first contribution writes it */
-    float *d_l0_y2 = (float *)(void *)(a + 655360);
+    float *d_l0_y2 = (float *)(void *)(a + 0);
 
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
     /* d(l0.y1): its first contribution writes it */
-    float *d_l0_y1 = (float *)(void *)(a + 655360);
+    float *d_l0_y1 = (float *)(void *)(a + 0);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
     /* d(l0.y0): its first contribution writes it */
-    float *d_l0_y0 = (float *)(void *)(a + 655360);
+    float *d_l0_y0 = (float *)(void *)(a + 0);
 
     /* l0.fc2.bias: Add backward */
     rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
@@ -2273,23 +2273,23 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 655360);
+    float *r_l0_o1 = (float *)(void *)(a + 0);
     rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
-    float *r_l0_o2 = (float *)(void *)(a + 524288);
+    float *r_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 655360);
+    float *r_l0_r = (float *)(void *)(a + 524288);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 524288);
+    float *r_l0_m = (float *)(void *)(a + 0);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.m): its first contribution writes it */
-    float *d_l0_m = (float *)(void *)(a + 917504);
+    float *d_l0_m = (float *)(void *)(a + 655360);
 
     /* l0.fc: MatMul backward */
     rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
@@ -2298,28 +2298,28 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
 
     /* d(h0): its first contribution writes it */
-    float *d_h0 = (float *)(void *)(a + 131072);
+    float *d_h0 = (float *)(void *)(a + 4194304);
 
     /* d(l0.o2): its first contribution writes it */
-    float *d_l0_o2 = (float *)(void *)(a + 524288);
+    float *d_l0_o2 = (float *)(void *)(a + 0);
 
     /* l0.res1: Add backward */
     rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
     /* d(l0.o1): its first contribution writes it */
-    float *d_l0_o1 = (float *)(void *)(a + 524288);
+    float *d_l0_o1 = (float *)(void *)(a + 0);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
     /* d(l0.o0): its first contribution writes it */
-    float *d_l0_o0 = (float *)(void *)(a + 524288);
+    float *d_l0_o0 = (float *)(void *)(a + 0);
 
     /* l0.proj.bias: Add backward */
     rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 655360);
+    float *r_l0_q1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
@@ -2333,7 +2333,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *r_l0_k2 = v_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(void *)(a + 655360);
+    float *r_l0_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
@@ -2344,11 +2344,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *r_l0_v2 = r_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(void *)(a + 786432);
+    float *r_l0_v3 = (float *)(void *)(a + 655360);
     rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] recompute */
-    float *r_l0_att = (float *)(void *)(a + 917504);
+    float *r_l0_att = (float *)(void *)(a + 786432);
     rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
@@ -2359,7 +2359,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     const float *r_l0_att3 = r_l0_att2;
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 917504);
+    float *d_l0_att2 = (float *)(void *)(a + 786432);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
@@ -2369,28 +2369,28 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.att): its first contribution writes it */
-    float *d_l0_att = (float *)(void *)(a + 393216);
+    float *d_l0_att = (float *)(void *)(a + 0);
 
     /* l0.attn.t: Transpose backward */
     rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 524288);
+    float *d_l0_q3 = (float *)(void *)(a + 393216);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 917504);
+    float *d_l0_k3 = (float *)(void *)(a + 786432);
     rt_zero(d_l0_k3, 32768);
 
     /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 1048576);
+    float *d_l0_v3 = (float *)(void *)(a + 917504);
     rt_zero(d_l0_v3, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1179648));
+    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 262144);
+    float *d_l0_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_v1, 32768);
 
     /* d(l0.v2) is d(l0.v1): Reshape moves no data */
@@ -2400,23 +2400,23 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* d(l0.v0): its first contribution writes it */
-    float *d_l0_v0 = (float *)(void *)(a + 262144);
+    float *d_l0_v0 = (float *)(void *)(a + 0);
 
     /* l0.v.bias: Add backward */
     rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 393216);
+    float *r_l0_a = (float *)(void *)(a + 262144);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.a): its first contribution writes it */
-    float *d_l0_a = (float *)(void *)(a + 655360);
+    float *d_l0_a = (float *)(void *)(a + 524288);
 
     /* l0.v: MatMul backward */
     rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 262144);
+    float *d_l0_k0 = (float *)(void *)(a + 0);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -2429,7 +2429,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, r_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 262144);
+    float *d_l0_q1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -2439,7 +2439,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* d(l0.q0): its first contribution writes it */
-    float *d_l0_q0 = (float *)(void *)(a + 262144);
+    float *d_l0_q0 = (float *)(void *)(a + 0);
 
     /* l0.q.bias: Add backward */
     rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
@@ -2451,13 +2451,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
 
     /* d(emb): its first contribution writes it */
-    float *d_emb = (float *)(void *)(a + 131072);
+    float *d_emb = (float *)(void *)(a + 4194304);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
     /* d(tok): its first contribution writes it */
-    float *d_tok = (float *)(void *)(a + 131072);
+    float *d_tok = (float *)(void *)(a + 4194304);
 
     /* pos: Add backward */
     rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, 0x1u);
@@ -2567,11 +2567,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128] */
-    float *v_h0 = (float *)(void *)(a + 0);
+    float *v_h0 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
-    float *v_l0_a = (float *)(void *)(a + 131072);
+    float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q0 [4x64x128] */
@@ -2605,7 +2605,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 131072);
+    float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
     /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
@@ -2617,10 +2617,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] */
     float *v_l0_att = (float *)(void *)(a + 1048576);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 131072);
+    float *v_l0_att2 = (float *)(void *)(a + 0);
     rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
 
     /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
@@ -2631,19 +2631,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(void *)(a + 131072);
+    float *v_l0_o1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
-    float *v_l0_o2 = (float *)(void *)(a + 655360);
+    float *v_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 131072);
+    float *v_l0_r = (float *)(void *)(a + 655360);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 655360);
+    float *v_l0_m = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
@@ -2655,11 +2655,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] */
-    float *v_l0_g = (float *)(void *)(a + 1966080);
+    float *v_l0_g = (float *)(void *)(a + 1441792);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 655360);
+    float *v_l0_y0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
@@ -2667,19 +2667,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
-    float *v_l0_y2 = (float *)(void *)(a + 655360);
+    float *v_l0_y2 = (float *)(void *)(a + 1441792);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 1441792);
+    float *v_l0_out = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 131072);
+    float *v_l1_a = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 655360);
+    float *v_l1_q0 = (float *)(void *)(a + 1441792);
     rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] */
@@ -2709,7 +2709,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 131072);
+    float *v_l1_v1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
     /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
@@ -2721,10 +2721,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] */
     float *v_l1_att = (float *)(void *)(a + 2228224);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 131072);
+    float *v_l1_att2 = (float *)(void *)(a + 655360);
     rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
 
     /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
@@ -2735,19 +2735,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 131072);
+    float *v_l1_o1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
-    float *v_l1_o2 = (float *)(void *)(a + 1835008);
+    float *v_l1_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 131072);
+    float *v_l1_r = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 1835008);
+    float *v_l1_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
@@ -2759,11 +2759,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] */
-    float *v_l1_g = (float *)(void *)(a + 3145728);
+    float *v_l1_g = (float *)(void *)(a + 2621440);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 1835008);
+    float *v_l1_y0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
@@ -2771,19 +2771,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
-    float *v_l1_y2 = (float *)(void *)(a + 1835008);
+    float *v_l1_y2 = (float *)(void *)(a + 2621440);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 2621440);
+    float *v_l1_out = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 131072);
+    float *v_l2_a = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 1835008);
+    float *v_l2_q0 = (float *)(void *)(a + 2621440);
     rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] */
@@ -2813,7 +2813,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 131072);
+    float *v_l2_v1 = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
     /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
@@ -2825,10 +2825,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] */
     float *v_l2_att = (float *)(void *)(a + 3407872);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 131072);
+    float *v_l2_att2 = (float *)(void *)(a + 1835008);
     rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
 
     /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
@@ -2839,19 +2839,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 131072);
+    float *v_l2_o1 = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
-    float *v_l2_o2 = (float *)(void *)(a + 3014656);
+    float *v_l2_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 131072);
+    float *v_l2_r = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 3014656);
+    float *v_l2_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
@@ -2863,11 +2863,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] */
-    float *v_l2_g = (float *)(void *)(a + 4325376);
+    float *v_l2_g = (float *)(void *)(a + 3801088);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 3014656);
+    float *v_l2_y0 = (float *)(void *)(a + 1835008);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
@@ -2875,19 +2875,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
-    float *v_l2_y2 = (float *)(void *)(a + 3014656);
+    float *v_l2_y2 = (float *)(void *)(a + 3801088);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 3801088);
+    float *v_l2_out = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 131072);
+    float *v_l3_a = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 3014656);
+    float *v_l3_q0 = (float *)(void *)(a + 3801088);
     rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] */
@@ -2917,7 +2917,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 131072);
+    float *v_l3_v1 = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
     /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
@@ -2929,10 +2929,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
 
     /* l3.attn: Attention -> l3.att [4x4x64x32] */
     float *v_l3_att = (float *)(void *)(a + 4587520);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 131072));
+    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
 
     /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 131072);
+    float *v_l3_att2 = (float *)(void *)(a + 3014656);
     rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
 
     /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
@@ -2943,19 +2943,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 131072);
+    float *v_l3_o1 = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
-    float *v_l3_o2 = (float *)(void *)(a + 4194304);
+    float *v_l3_o2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 131072);
+    float *v_l3_r = (float *)(void *)(a + 4194304);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 4194304);
+    float *v_l3_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
@@ -2967,11 +2967,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
     /* l3.act: Gelu -> l3.g [4x64x512] */
-    float *v_l3_g = (float *)(void *)(a + 5505024);
+    float *v_l3_g = (float *)(void *)(a + 4980736);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 4194304);
+    float *v_l3_y0 = (float *)(void *)(a + 3014656);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
@@ -2979,27 +2979,27 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
-    float *v_l3_y2 = (float *)(void *)(a + 4194304);
+    float *v_l3_y2 = (float *)(void *)(a + 4980736);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 4980736);
+    float *v_l3_out = (float *)(void *)(a + 3014656);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 131072);
+    float *v_hf = (float *)(void *)(a + 4194304);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(void *)(a + 5111808);
+    float *v_logits = (float *)(void *)(a + 4980736);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(void *)(a + 5373952);
+    float *v_scores = (float *)(void *)(a + 5242880);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 4194304);
+    float *v_loss = (float *)(void *)(a + 4980736);
     rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -3008,27 +3008,27 @@ float gpt_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 4194304);
+    float *d_loss = (float *)(void *)(a + 4980736);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(scores) sums over its readers */
-    float *d_scores = (float *)(void *)(a + 5111808);
+    float *d_scores = (float *)(void *)(a + 5505024);
     rt_zero(d_scores, 65536);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* d(logits): its first contribution writes it */
-    float *d_logits = (float *)(void *)(a + 5373952);
+    float *d_logits = (float *)(void *)(a + 4980736);
 
     /* head.t: Transpose backward */
     rt_transpose_backward_set(d_logits, d_scores, 3, dims_head_t, perm_head_t, 0x1u);
 
     /* d(hf): its first contribution writes it */
-    float *d_hf = (float *)(void *)(a + 4194304);
+    float *d_hf = (float *)(void *)(a + 5242880);
 
     /* d(head.weight) sums over its readers */
-    float *d_head_weight = (float *)(void *)(a + 5111808);
+    float *d_head_weight = (float *)(void *)(a + 5373952);
     rt_zero(d_head_weight, 32768);
 
     /* head: MatMul backward */
@@ -3038,15 +3038,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833792, d_head_weight, state + 833792, 866560, 32768);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 131072);
+    float *d_l3_out = (float *)(void *)(a + 4194304);
     rt_zero(d_l3_out, 32768);
 
     /* d(lnf.scale) sums over its readers */
-    float *d_lnf_scale = (float *)(void *)(a + 5111808);
+    float *d_lnf_scale = (float *)(void *)(a + 4980736);
     rt_zero(d_lnf_scale, 128);
 
     /* d(lnf.bias) sums over its readers */
-    float *d_lnf_bias = (float *)(void *)(a + 5112320);
+    float *d_lnf_bias = (float *)(void *)(a + 4981248);
     rt_zero(d_lnf_bias, 128);
 
     /* lnf: LayerNormalization backward */
@@ -3059,22 +3059,22 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state + 833664, 866560, 128);
 
     /* d(l3.r): its first contribution writes it */
-    float *d_l3_r = (float *)(void *)(a + 131072);
+    float *d_l3_r = (float *)(void *)(a + 4194304);
 
     /* d(l3.y2): its first contribution writes it */
-    float *d_l3_y2 = (float *)(void *)(a + 4194304);
+    float *d_l3_y2 = (float *)(void *)(a + 3014656);
 
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
     /* d(l3.y1): its first contribution writes it */
-    float *d_l3_y1 = (float *)(void *)(a + 4194304);
+    float *d_l3_y1 = (float *)(void *)(a + 3014656);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
     /* d(l3.y0): its first contribution writes it */
-    float *d_l3_y0 = (float *)(void *)(a + 4194304);
+    float *d_l3_y0 = (float *)(void *)(a + 3014656);
 
     /* d(l3.fc2.bias) sums over its readers */
     float *d_l3_fc2_bias = (float *)(void *)(a + 4980736);
@@ -3117,7 +3117,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_f0 = (float *)(void *)(a + 5505024);
 
     /* d(l3.fc.bias) sums over its readers */
-    float *d_l3_fc_bias = (float *)(void *)(a + 4194304);
+    float *d_l3_fc_bias = (float *)(void *)(a + 3014656);
     rt_zero(d_l3_fc_bias, 512);
 
     /* l3.fc.bias: Add backward */
@@ -3127,19 +3127,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state + 767360, 866560, 512);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 4194304);
+    float *r_l3_o1 = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
-    float *r_l3_o2 = (float *)(void *)(a + 4063232);
+    float *r_l3_o2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 4194304);
+    float *r_l3_r = (float *)(void *)(a + 4063232);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 4063232);
+    float *r_l3_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m): its first contribution writes it */
@@ -3156,11 +3156,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state + 701824, 866560, 65536);
 
     /* d(l3.ln2.scale) sums over its readers */
-    float *d_l3_ln2_scale = (float *)(void *)(a + 4063232);
+    float *d_l3_ln2_scale = (float *)(void *)(a + 3014656);
     rt_zero(d_l3_ln2_scale, 128);
 
     /* d(l3.ln2.bias) sums over its readers */
-    float *d_l3_ln2_bias = (float *)(void *)(a + 4063744);
+    float *d_l3_ln2_bias = (float *)(void *)(a + 3015168);
     rt_zero(d_l3_ln2_bias, 128);
 
     /* l3.ln2: LayerNormalization backward */
@@ -3173,25 +3173,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state + 701696, 866560, 128);
 
     /* d(l2.out): its first contribution writes it */
-    float *d_l2_out = (float *)(void *)(a + 131072);
+    float *d_l2_out = (float *)(void *)(a + 4194304);
 
     /* d(l3.o2): its first contribution writes it */
-    float *d_l3_o2 = (float *)(void *)(a + 4063232);
+    float *d_l3_o2 = (float *)(void *)(a + 3014656);
 
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
     /* d(l3.o1): its first contribution writes it */
-    float *d_l3_o1 = (float *)(void *)(a + 4063232);
+    float *d_l3_o1 = (float *)(void *)(a + 3014656);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
     /* d(l3.o0): its first contribution writes it */
-    float *d_l3_o0 = (float *)(void *)(a + 4063232);
+    float *d_l3_o0 = (float *)(void *)(a + 3014656);
 
     /* d(l3.proj.bias) sums over its readers */
-    float *d_l3_proj_bias = (float *)(void *)(a + 4194304);
+    float *d_l3_proj_bias = (float *)(void *)(a + 4063232);
     rt_zero(d_l3_proj_bias, 128);
 
     /* l3.proj.bias: Add backward */
@@ -3201,21 +3201,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state + 701440, 866560, 128);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 4194304);
+    float *r_l3_q1 = (float *)(void *)(a + 4063232);
     rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
     /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_q2 = r_l3_q1;
 
     /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(void *)(a + 3014656);
+    float *r_l3_q3 = (float *)(void *)(a + 3801088);
     rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
 
     /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l3_k2 = v_l3_k0;
 
     /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(void *)(a + 4194304);
+    float *r_l3_k3 = (float *)(void *)(a + 4063232);
     rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
@@ -3258,13 +3258,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state + 685056, 866560, 16384);
 
     /* d(l3.att): its first contribution writes it */
-    float *d_l3_att = (float *)(void *)(a + 3932160);
+    float *d_l3_att = (float *)(void *)(a + 3014656);
 
     /* l3.attn.t: Transpose backward */
     rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
 
     /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 4063232);
+    float *d_l3_q3 = (float *)(void *)(a + 3932160);
     rt_zero(d_l3_q3, 32768);
 
     /* d(l3.k3) sums over its readers */
@@ -3292,7 +3292,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_v0 = (float *)(void *)(a + 3014656);
 
     /* d(l3.v.bias) sums over its readers */
-    float *d_l3_v_bias = (float *)(void *)(a + 3932160);
+    float *d_l3_v_bias = (float *)(void *)(a + 3801088);
     rt_zero(d_l3_v_bias, 128);
 
     /* l3.v.bias: Add backward */
@@ -3302,11 +3302,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state + 684928, 866560, 128);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 3932160);
+    float *r_l3_a = (float *)(void *)(a + 3801088);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a): its first contribution writes it */
-    float *d_l3_a = (float *)(void *)(a + 4194304);
+    float *d_l3_a = (float *)(void *)(a + 4063232);
 
     /* d(l3.v.weight) sums over its readers */
     float *d_l3_v_weight = (float *)(void *)(a + 4325376);
@@ -3352,7 +3352,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_q0 = (float *)(void *)(a + 3014656);
 
     /* d(l3.q.bias) sums over its readers */
-    float *d_l3_q_bias = (float *)(void *)(a + 4063232);
+    float *d_l3_q_bias = (float *)(void *)(a + 3932160);
     rt_zero(d_l3_q_bias, 128);
 
     /* l3.q.bias: Add backward */
@@ -3362,7 +3362,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state + 652032, 866560, 128);
 
     /* d(l3.q.weight) sums over its readers */
-    float *d_l3_q_weight = (float *)(void *)(a + 4063232);
+    float *d_l3_q_weight = (float *)(void *)(a + 3932160);
     rt_zero(d_l3_q_weight, 16384);
 
     /* l3.q: MatMul backward */
@@ -3389,25 +3389,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state + 635520, 866560, 128);
 
     /* d(l2.r): its first contribution writes it */
-    float *d_l2_r = (float *)(void *)(a + 131072);
+    float *d_l2_r = (float *)(void *)(a + 4194304);
 
     /* d(l2.y2): its first contribution writes it */
-    float *d_l2_y2 = (float *)(void *)(a + 3014656);
+    float *d_l2_y2 = (float *)(void *)(a + 1835008);
 
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
     /* d(l2.y1): its first contribution writes it */
-    float *d_l2_y1 = (float *)(void *)(a + 3014656);
+    float *d_l2_y1 = (float *)(void *)(a + 1835008);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
     /* d(l2.y0): its first contribution writes it */
-    float *d_l2_y0 = (float *)(void *)(a + 3014656);
+    float *d_l2_y0 = (float *)(void *)(a + 1835008);
 
     /* d(l2.fc2.bias) sums over its readers */
-    float *d_l2_fc2_bias = (float *)(void *)(a + 3801088);
+    float *d_l2_fc2_bias = (float *)(void *)(a + 3014656);
     rt_zero(d_l2_fc2_bias, 128);
 
     /* l2.fc2.bias: Add backward */
@@ -3417,7 +3417,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state + 635264, 866560, 128);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 3801088);
+    float *r_l2_f1 = (float *)(void *)(a + 4325376);
     rt_add_forward(r_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
@@ -3425,10 +3425,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 4325376);
+    float *d_l2_g = (float *)(void *)(a + 4849664);
 
     /* d(l2.fc2.weight) sums over its readers */
-    float *d_l2_fc2_weight = (float *)(void *)(a + 4849664);
+    float *d_l2_fc2_weight = (float *)(void *)(a + 3801088);
     rt_zero(d_l2_fc2_weight, 65536);
 
     /* l2.fc2: MatMul backward */
@@ -3438,16 +3438,16 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state + 569728, 866560, 65536);
 
     /* d(l2.f1): its first contribution writes it */
-    float *d_l2_f1 = (float *)(void *)(a + 4325376);
+    float *d_l2_f1 = (float *)(void *)(a + 4849664);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
     /* d(l2.f0): its first contribution writes it */
-    float *d_l2_f0 = (float *)(void *)(a + 4325376);
+    float *d_l2_f0 = (float *)(void *)(a + 4849664);
 
     /* d(l2.fc.bias) sums over its readers */
-    float *d_l2_fc_bias = (float *)(void *)(a + 3014656);
+    float *d_l2_fc_bias = (float *)(void *)(a + 1835008);
     rt_zero(d_l2_fc_bias, 512);
 
     /* l2.fc.bias: Add backward */
@@ -3457,26 +3457,26 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state + 569216, 866560, 512);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 3014656);
+    float *r_l2_o1 = (float *)(void *)(a + 1835008);
     rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
-    float *r_l2_o2 = (float *)(void *)(a + 2883584);
+    float *r_l2_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 3014656);
+    float *r_l2_r = (float *)(void *)(a + 2883584);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 2883584);
+    float *r_l2_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m): its first contribution writes it */
-    float *d_l2_m = (float *)(void *)(a + 3276800);
+    float *d_l2_m = (float *)(void *)(a + 3014656);
 
     /* d(l2.fc.weight) sums over its readers */
-    float *d_l2_fc_weight = (float *)(void *)(a + 3407872);
+    float *d_l2_fc_weight = (float *)(void *)(a + 3276800);
     rt_zero(d_l2_fc_weight, 65536);
 
     /* l2.fc: MatMul backward */
@@ -3486,11 +3486,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state + 503680, 866560, 65536);
 
     /* d(l2.ln2.scale) sums over its readers */
-    float *d_l2_ln2_scale = (float *)(void *)(a + 2883584);
+    float *d_l2_ln2_scale = (float *)(void *)(a + 1835008);
     rt_zero(d_l2_ln2_scale, 128);
 
     /* d(l2.ln2.bias) sums over its readers */
-    float *d_l2_ln2_bias = (float *)(void *)(a + 2884096);
+    float *d_l2_ln2_bias = (float *)(void *)(a + 1835520);
     rt_zero(d_l2_ln2_bias, 128);
 
     /* l2.ln2: LayerNormalization backward */
@@ -3503,25 +3503,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state + 503552, 866560, 128);
 
     /* d(l1.out): its first contribution writes it */
-    float *d_l1_out = (float *)(void *)(a + 131072);
+    float *d_l1_out = (float *)(void *)(a + 4194304);
 
     /* d(l2.o2): its first contribution writes it */
-    float *d_l2_o2 = (float *)(void *)(a + 2883584);
+    float *d_l2_o2 = (float *)(void *)(a + 1835008);
 
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
     /* d(l2.o1): its first contribution writes it */
-    float *d_l2_o1 = (float *)(void *)(a + 2883584);
+    float *d_l2_o1 = (float *)(void *)(a + 1835008);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
     /* d(l2.o0): its first contribution writes it */
-    float *d_l2_o0 = (float *)(void *)(a + 2883584);
+    float *d_l2_o0 = (float *)(void *)(a + 1835008);
 
     /* d(l2.proj.bias) sums over its readers */
-    float *d_l2_proj_bias = (float *)(void *)(a + 3014656);
+    float *d_l2_proj_bias = (float *)(void *)(a + 2883584);
     rt_zero(d_l2_proj_bias, 128);
 
     /* l2.proj.bias: Add backward */
@@ -3531,21 +3531,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state + 503296, 866560, 128);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 3014656);
+    float *r_l2_q1 = (float *)(void *)(a + 2883584);
     rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
     /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_q2 = r_l2_q1;
 
     /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(void *)(a + 1835008);
+    float *r_l2_q3 = (float *)(void *)(a + 2621440);
     rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
 
     /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l2_k2 = v_l2_k0;
 
     /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(void *)(a + 3014656);
+    float *r_l2_k3 = (float *)(void *)(a + 2883584);
     rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
@@ -3556,11 +3556,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *r_l2_v2 = r_l2_v1;
 
     /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(void *)(a + 3145728);
+    float *r_l2_v3 = (float *)(void *)(a + 3014656);
     rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
 
     /* l2.attn: Attention -> l2.att [4x4x64x32] recompute */
-    float *r_l2_att = (float *)(void *)(a + 3276800);
+    float *r_l2_att = (float *)(void *)(a + 3145728);
     rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2752512));
 
     /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
@@ -3571,14 +3571,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *r_l2_att3 = r_l2_att2;
 
     /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 3276800);
+    float *d_l2_att2 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_att2, 32768);
 
     /* d(l2.att3) is d(l2.att2): Reshape moves no data */
     float *d_l2_att3 = d_l2_att2;
 
     /* d(l2.proj.weight) sums over its readers */
-    float *d_l2_proj_weight = (float *)(void *)(a + 3407872);
+    float *d_l2_proj_weight = (float *)(void *)(a + 3276800);
     rt_zero(d_l2_proj_weight, 16384);
 
     /* l2.proj: MatMul backward */
@@ -3588,25 +3588,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state + 486912, 866560, 16384);
 
     /* d(l2.att): its first contribution writes it */
-    float *d_l2_att = (float *)(void *)(a + 2752512);
+    float *d_l2_att = (float *)(void *)(a + 1835008);
 
     /* l2.attn.t: Transpose backward */
     rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
 
     /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 2883584);
+    float *d_l2_q3 = (float *)(void *)(a + 2752512);
     rt_zero(d_l2_q3, 32768);
 
     /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 3276800);
+    float *d_l2_k3 = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_k3, 32768);
 
     /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 3407872);
+    float *d_l2_v3 = (float *)(void *)(a + 3276800);
     rt_zero(d_l2_v3, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3538944));
+    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3407872));
 
     /* d(l2.v1) sums over its readers */
     float *d_l2_v1 = (float *)(void *)(a + 1835008);
@@ -3622,7 +3622,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l2_v0 = (float *)(void *)(a + 1835008);
 
     /* d(l2.v.bias) sums over its readers */
-    float *d_l2_v_bias = (float *)(void *)(a + 2752512);
+    float *d_l2_v_bias = (float *)(void *)(a + 2621440);
     rt_zero(d_l2_v_bias, 128);
 
     /* l2.v.bias: Add backward */
@@ -3632,14 +3632,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state + 486784, 866560, 128);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 2752512);
+    float *r_l2_a = (float *)(void *)(a + 2621440);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a): its first contribution writes it */
-    float *d_l2_a = (float *)(void *)(a + 3014656);
+    float *d_l2_a = (float *)(void *)(a + 2883584);
 
     /* d(l2.v.weight) sums over its readers */
-    float *d_l2_v_weight = (float *)(void *)(a + 3145728);
+    float *d_l2_v_weight = (float *)(void *)(a + 3014656);
     rt_zero(d_l2_v_weight, 16384);
 
     /* l2.v: MatMul backward */
@@ -3659,7 +3659,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l2_k2, d_l2_k3, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* d(l2.k.weight) sums over its readers */
-    float *d_l2_k_weight = (float *)(void *)(a + 3145728);
+    float *d_l2_k_weight = (float *)(void *)(a + 3014656);
     rt_zero(d_l2_k_weight, 16384);
 
     /* l2.k: MatMul backward */
@@ -3682,7 +3682,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l2_q0 = (float *)(void *)(a + 1835008);
 
     /* d(l2.q.bias) sums over its readers */
-    float *d_l2_q_bias = (float *)(void *)(a + 2883584);
+    float *d_l2_q_bias = (float *)(void *)(a + 2752512);
     rt_zero(d_l2_q_bias, 128);
 
     /* l2.q.bias: Add backward */
@@ -3692,7 +3692,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state + 453888, 866560, 128);
 
     /* d(l2.q.weight) sums over its readers */
-    float *d_l2_q_weight = (float *)(void *)(a + 2883584);
+    float *d_l2_q_weight = (float *)(void *)(a + 2752512);
     rt_zero(d_l2_q_weight, 16384);
 
     /* l2.q: MatMul backward */
@@ -3719,25 +3719,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state + 437376, 866560, 128);
 
     /* d(l1.r): its first contribution writes it */
-    float *d_l1_r = (float *)(void *)(a + 131072);
+    float *d_l1_r = (float *)(void *)(a + 4194304);
 
     /* d(l1.y2): its first contribution writes it */
-    float *d_l1_y2 = (float *)(void *)(a + 1835008);
+    float *d_l1_y2 = (float *)(void *)(a + 655360);
 
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
     /* d(l1.y1): its first contribution writes it */
-    float *d_l1_y1 = (float *)(void *)(a + 1835008);
+    float *d_l1_y1 = (float *)(void *)(a + 655360);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
     /* d(l1.y0): its first contribution writes it */
-    float *d_l1_y0 = (float *)(void *)(a + 1835008);
+    float *d_l1_y0 = (float *)(void *)(a + 655360);
 
     /* d(l1.fc2.bias) sums over its readers */
-    float *d_l1_fc2_bias = (float *)(void *)(a + 2621440);
+    float *d_l1_fc2_bias = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_fc2_bias, 128);
 
     /* l1.fc2.bias: Add backward */
@@ -3777,7 +3777,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_f0 = (float *)(void *)(a + 3145728);
 
     /* d(l1.fc.bias) sums over its readers */
-    float *d_l1_fc_bias = (float *)(void *)(a + 1835008);
+    float *d_l1_fc_bias = (float *)(void *)(a + 655360);
     rt_zero(d_l1_fc_bias, 512);
 
     /* l1.fc.bias: Add backward */
@@ -3787,26 +3787,26 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state + 371072, 866560, 512);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 1835008);
+    float *r_l1_o1 = (float *)(void *)(a + 655360);
     rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
-    float *r_l1_o2 = (float *)(void *)(a + 1703936);
+    float *r_l1_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1835008);
+    float *r_l1_r = (float *)(void *)(a + 1703936);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 1703936);
+    float *r_l1_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.m): its first contribution writes it */
-    float *d_l1_m = (float *)(void *)(a + 2097152);
+    float *d_l1_m = (float *)(void *)(a + 1835008);
 
     /* d(l1.fc.weight) sums over its readers */
-    float *d_l1_fc_weight = (float *)(void *)(a + 2228224);
+    float *d_l1_fc_weight = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_fc_weight, 65536);
 
     /* l1.fc: MatMul backward */
@@ -3816,11 +3816,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state + 305536, 866560, 65536);
 
     /* d(l1.ln2.scale) sums over its readers */
-    float *d_l1_ln2_scale = (float *)(void *)(a + 1703936);
+    float *d_l1_ln2_scale = (float *)(void *)(a + 655360);
     rt_zero(d_l1_ln2_scale, 128);
 
     /* d(l1.ln2.bias) sums over its readers */
-    float *d_l1_ln2_bias = (float *)(void *)(a + 1704448);
+    float *d_l1_ln2_bias = (float *)(void *)(a + 655872);
     rt_zero(d_l1_ln2_bias, 128);
 
     /* l1.ln2: LayerNormalization backward */
@@ -3833,25 +3833,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state + 305408, 866560, 128);
 
     /* d(l0.out): its first contribution writes it */
-    float *d_l0_out = (float *)(void *)(a + 131072);
+    float *d_l0_out = (float *)(void *)(a + 4194304);
 
     /* d(l1.o2): its first contribution writes it */
-    float *d_l1_o2 = (float *)(void *)(a + 1703936);
+    float *d_l1_o2 = (float *)(void *)(a + 655360);
 
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
     /* d(l1.o1): its first contribution writes it */
-    float *d_l1_o1 = (float *)(void *)(a + 1703936);
+    float *d_l1_o1 = (float *)(void *)(a + 655360);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
     /* d(l1.o0): its first contribution writes it */
-    float *d_l1_o0 = (float *)(void *)(a + 1703936);
+    float *d_l1_o0 = (float *)(void *)(a + 655360);
 
     /* d(l1.proj.bias) sums over its readers */
-    float *d_l1_proj_bias = (float *)(void *)(a + 1835008);
+    float *d_l1_proj_bias = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_proj_bias, 128);
 
     /* l1.proj.bias: Add backward */
@@ -3861,21 +3861,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state + 305152, 866560, 128);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 1835008);
+    float *r_l1_q1 = (float *)(void *)(a + 1703936);
     rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
     /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_q2 = r_l1_q1;
 
     /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(void *)(a + 655360);
+    float *r_l1_q3 = (float *)(void *)(a + 1441792);
     rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
 
     /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
     const float *r_l1_k2 = v_l1_k0;
 
     /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(void *)(a + 1835008);
+    float *r_l1_k3 = (float *)(void *)(a + 1703936);
     rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
@@ -3886,11 +3886,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *r_l1_v2 = r_l1_v1;
 
     /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(void *)(a + 1966080);
+    float *r_l1_v3 = (float *)(void *)(a + 1835008);
     rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
 
     /* l1.attn: Attention -> l1.att [4x4x64x32] recompute */
-    float *r_l1_att = (float *)(void *)(a + 2097152);
+    float *r_l1_att = (float *)(void *)(a + 1966080);
     rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1572864));
 
     /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
@@ -3901,14 +3901,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *r_l1_att3 = r_l1_att2;
 
     /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 2097152);
+    float *d_l1_att2 = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_att2, 32768);
 
     /* d(l1.att3) is d(l1.att2): Reshape moves no data */
     float *d_l1_att3 = d_l1_att2;
 
     /* d(l1.proj.weight) sums over its readers */
-    float *d_l1_proj_weight = (float *)(void *)(a + 2228224);
+    float *d_l1_proj_weight = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_proj_weight, 16384);
 
     /* l1.proj: MatMul backward */
@@ -3918,25 +3918,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state + 288768, 866560, 16384);
 
     /* d(l1.att): its first contribution writes it */
-    float *d_l1_att = (float *)(void *)(a + 1572864);
+    float *d_l1_att = (float *)(void *)(a + 655360);
 
     /* l1.attn.t: Transpose backward */
     rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
 
     /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 1703936);
+    float *d_l1_q3 = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_q3, 32768);
 
     /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 2097152);
+    float *d_l1_k3 = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_k3, 32768);
 
     /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 2228224);
+    float *d_l1_v3 = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_v3, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2359296));
+    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2228224));
 
     /* d(l1.v1) sums over its readers */
     float *d_l1_v1 = (float *)(void *)(a + 655360);
@@ -3952,7 +3952,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_v0 = (float *)(void *)(a + 655360);
 
     /* d(l1.v.bias) sums over its readers */
-    float *d_l1_v_bias = (float *)(void *)(a + 1572864);
+    float *d_l1_v_bias = (float *)(void *)(a + 1441792);
     rt_zero(d_l1_v_bias, 128);
 
     /* l1.v.bias: Add backward */
@@ -3962,14 +3962,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state + 288640, 866560, 128);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 1572864);
+    float *r_l1_a = (float *)(void *)(a + 1441792);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a): its first contribution writes it */
-    float *d_l1_a = (float *)(void *)(a + 1835008);
+    float *d_l1_a = (float *)(void *)(a + 1703936);
 
     /* d(l1.v.weight) sums over its readers */
-    float *d_l1_v_weight = (float *)(void *)(a + 1966080);
+    float *d_l1_v_weight = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_v_weight, 16384);
 
     /* l1.v: MatMul backward */
@@ -3989,7 +3989,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l1_k2, d_l1_k3, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* d(l1.k.weight) sums over its readers */
-    float *d_l1_k_weight = (float *)(void *)(a + 1966080);
+    float *d_l1_k_weight = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_k_weight, 16384);
 
     /* l1.k: MatMul backward */
@@ -4012,7 +4012,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_q0 = (float *)(void *)(a + 655360);
 
     /* d(l1.q.bias) sums over its readers */
-    float *d_l1_q_bias = (float *)(void *)(a + 1703936);
+    float *d_l1_q_bias = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_q_bias, 128);
 
     /* l1.q.bias: Add backward */
@@ -4022,7 +4022,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state + 255744, 866560, 128);
 
     /* d(l1.q.weight) sums over its readers */
-    float *d_l1_q_weight = (float *)(void *)(a + 1703936);
+    float *d_l1_q_weight = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_q_weight, 16384);
 
     /* l1.q: MatMul backward */
@@ -4049,25 +4049,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state + 239232, 866560, 128);
 
     /* d(l0.r): its first contribution writes it */
-    float *d_l0_r = (float *)(void *)(a + 131072);
+    float *d_l0_r = (float *)(void *)(a + 4194304);
 
     /* d(l0.y2): its first contribution writes it */
-    float *d_l0_y2 = (float *)(void *)(a + 655360);
+    float *d_l0_y2 = (float *)(void *)(a + 0);
 
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
     /* d(l0.y1): its first contribution writes it */
-    float *d_l0_y1 = (float *)(void *)(a + 655360);
+    float *d_l0_y1 = (float *)(void *)(a + 0);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
     /* d(l0.y0): its first contribution writes it */
-    float *d_l0_y0 = (float *)(void *)(a + 655360);
+    float *d_l0_y0 = (float *)(void *)(a + 0);
 
     /* d(l0.fc2.bias) sums over its readers */
-    float *d_l0_fc2_bias = (float *)(void *)(a + 1441792);
+    float *d_l0_fc2_bias = (float *)(void *)(a + 655360);
     rt_zero(d_l0_fc2_bias, 128);
 
     /* l0.fc2.bias: Add backward */
@@ -4107,7 +4107,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_f0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.fc.bias) sums over its readers */
-    float *d_l0_fc_bias = (float *)(void *)(a + 655360);
+    float *d_l0_fc_bias = (float *)(void *)(a + 0);
     rt_zero(d_l0_fc_bias, 512);
 
     /* l0.fc.bias: Add backward */
@@ -4117,26 +4117,26 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state + 172928, 866560, 512);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 655360);
+    float *r_l0_o1 = (float *)(void *)(a + 0);
     rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
-    float *r_l0_o2 = (float *)(void *)(a + 524288);
+    float *r_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 655360);
+    float *r_l0_r = (float *)(void *)(a + 524288);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 524288);
+    float *r_l0_m = (float *)(void *)(a + 0);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.m): its first contribution writes it */
-    float *d_l0_m = (float *)(void *)(a + 917504);
+    float *d_l0_m = (float *)(void *)(a + 655360);
 
     /* d(l0.fc.weight) sums over its readers */
-    float *d_l0_fc_weight = (float *)(void *)(a + 1048576);
+    float *d_l0_fc_weight = (float *)(void *)(a + 917504);
     rt_zero(d_l0_fc_weight, 65536);
 
     /* l0.fc: MatMul backward */
@@ -4146,11 +4146,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state + 107392, 866560, 65536);
 
     /* d(l0.ln2.scale) sums over its readers */
-    float *d_l0_ln2_scale = (float *)(void *)(a + 524288);
+    float *d_l0_ln2_scale = (float *)(void *)(a + 0);
     rt_zero(d_l0_ln2_scale, 128);
 
     /* d(l0.ln2.bias) sums over its readers */
-    float *d_l0_ln2_bias = (float *)(void *)(a + 524800);
+    float *d_l0_ln2_bias = (float *)(void *)(a + 512);
     rt_zero(d_l0_ln2_bias, 128);
 
     /* l0.ln2: LayerNormalization backward */
@@ -4163,25 +4163,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state + 107264, 866560, 128);
 
     /* d(h0): its first contribution writes it */
-    float *d_h0 = (float *)(void *)(a + 131072);
+    float *d_h0 = (float *)(void *)(a + 4194304);
 
     /* d(l0.o2): its first contribution writes it */
-    float *d_l0_o2 = (float *)(void *)(a + 524288);
+    float *d_l0_o2 = (float *)(void *)(a + 0);
 
     /* l0.res1: Add backward */
     rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
     /* d(l0.o1): its first contribution writes it */
-    float *d_l0_o1 = (float *)(void *)(a + 524288);
+    float *d_l0_o1 = (float *)(void *)(a + 0);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
     /* d(l0.o0): its first contribution writes it */
-    float *d_l0_o0 = (float *)(void *)(a + 524288);
+    float *d_l0_o0 = (float *)(void *)(a + 0);
 
     /* d(l0.proj.bias) sums over its readers */
-    float *d_l0_proj_bias = (float *)(void *)(a + 655360);
+    float *d_l0_proj_bias = (float *)(void *)(a + 524288);
     rt_zero(d_l0_proj_bias, 128);
 
     /* l0.proj.bias: Add backward */
@@ -4191,7 +4191,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state + 107008, 866560, 128);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 655360);
+    float *r_l0_q1 = (float *)(void *)(a + 524288);
     rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
     /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
@@ -4205,7 +4205,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *r_l0_k2 = v_l0_k0;
 
     /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(void *)(a + 655360);
+    float *r_l0_k3 = (float *)(void *)(a + 524288);
     rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
@@ -4216,11 +4216,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *r_l0_v2 = r_l0_v1;
 
     /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(void *)(a + 786432);
+    float *r_l0_v3 = (float *)(void *)(a + 655360);
     rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* l0.attn: Attention -> l0.att [4x4x64x32] recompute */
-    float *r_l0_att = (float *)(void *)(a + 917504);
+    float *r_l0_att = (float *)(void *)(a + 786432);
     rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
 
     /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
@@ -4231,14 +4231,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     const float *r_l0_att3 = r_l0_att2;
 
     /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 917504);
+    float *d_l0_att2 = (float *)(void *)(a + 786432);
     rt_zero(d_l0_att2, 32768);
 
     /* d(l0.att3) is d(l0.att2): Reshape moves no data */
     float *d_l0_att3 = d_l0_att2;
 
     /* d(l0.proj.weight) sums over its readers */
-    float *d_l0_proj_weight = (float *)(void *)(a + 1048576);
+    float *d_l0_proj_weight = (float *)(void *)(a + 917504);
     rt_zero(d_l0_proj_weight, 16384);
 
     /* l0.proj: MatMul backward */
@@ -4248,28 +4248,28 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state + 90624, 866560, 16384);
 
     /* d(l0.att): its first contribution writes it */
-    float *d_l0_att = (float *)(void *)(a + 393216);
+    float *d_l0_att = (float *)(void *)(a + 0);
 
     /* l0.attn.t: Transpose backward */
     rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
 
     /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 524288);
+    float *d_l0_q3 = (float *)(void *)(a + 393216);
     rt_zero(d_l0_q3, 32768);
 
     /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 917504);
+    float *d_l0_k3 = (float *)(void *)(a + 786432);
     rt_zero(d_l0_k3, 32768);
 
     /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 1048576);
+    float *d_l0_v3 = (float *)(void *)(a + 917504);
     rt_zero(d_l0_v3, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1179648));
+    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 262144);
+    float *d_l0_v1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_v1, 32768);
 
     /* d(l0.v2) is d(l0.v1): Reshape moves no data */
@@ -4279,10 +4279,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
     /* d(l0.v0): its first contribution writes it */
-    float *d_l0_v0 = (float *)(void *)(a + 262144);
+    float *d_l0_v0 = (float *)(void *)(a + 0);
 
     /* d(l0.v.bias) sums over its readers */
-    float *d_l0_v_bias = (float *)(void *)(a + 393216);
+    float *d_l0_v_bias = (float *)(void *)(a + 262144);
     rt_zero(d_l0_v_bias, 128);
 
     /* l0.v.bias: Add backward */
@@ -4292,14 +4292,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state + 90496, 866560, 128);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 393216);
+    float *r_l0_a = (float *)(void *)(a + 262144);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.a): its first contribution writes it */
-    float *d_l0_a = (float *)(void *)(a + 655360);
+    float *d_l0_a = (float *)(void *)(a + 524288);
 
     /* d(l0.v.weight) sums over its readers */
-    float *d_l0_v_weight = (float *)(void *)(a + 786432);
+    float *d_l0_v_weight = (float *)(void *)(a + 655360);
     rt_zero(d_l0_v_weight, 16384);
 
     /* l0.v: MatMul backward */
@@ -4309,7 +4309,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state + 74112, 866560, 16384);
 
     /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 262144);
+    float *d_l0_k0 = (float *)(void *)(a + 0);
     rt_zero(d_l0_k0, 32768);
 
     /* d(l0.k2) is d(l0.k0): Reshape moves no data */
@@ -4319,7 +4319,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l0_k2, d_l0_k3, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* d(l0.k.weight) sums over its readers */
-    float *d_l0_k_weight = (float *)(void *)(a + 786432);
+    float *d_l0_k_weight = (float *)(void *)(a + 655360);
     rt_zero(d_l0_k_weight, 16384);
 
     /* l0.k: MatMul backward */
@@ -4329,7 +4329,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state + 57728, 866560, 16384);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 262144);
+    float *d_l0_q1 = (float *)(void *)(a + 0);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.q2) is d(l0.q1): Reshape moves no data */
@@ -4339,10 +4339,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* d(l0.q0): its first contribution writes it */
-    float *d_l0_q0 = (float *)(void *)(a + 262144);
+    float *d_l0_q0 = (float *)(void *)(a + 0);
 
     /* d(l0.q.bias) sums over its readers */
-    float *d_l0_q_bias = (float *)(void *)(a + 524288);
+    float *d_l0_q_bias = (float *)(void *)(a + 393216);
     rt_zero(d_l0_q_bias, 128);
 
     /* l0.q.bias: Add backward */
@@ -4352,7 +4352,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state + 57600, 866560, 128);
 
     /* d(l0.q.weight) sums over its readers */
-    float *d_l0_q_weight = (float *)(void *)(a + 524288);
+    float *d_l0_q_weight = (float *)(void *)(a + 393216);
     rt_zero(d_l0_q_weight, 16384);
 
     /* l0.q: MatMul backward */
@@ -4362,11 +4362,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 41216, d_l0_q_weight, state + 41216, 866560, 16384);
 
     /* d(l0.ln1.scale) sums over its readers */
-    float *d_l0_ln1_scale = (float *)(void *)(a + 262144);
+    float *d_l0_ln1_scale = (float *)(void *)(a + 0);
     rt_zero(d_l0_ln1_scale, 128);
 
     /* d(l0.ln1.bias) sums over its readers */
-    float *d_l0_ln1_bias = (float *)(void *)(a + 262656);
+    float *d_l0_ln1_bias = (float *)(void *)(a + 512);
     rt_zero(d_l0_ln1_bias, 128);
 
     /* l0.ln1: LayerNormalization backward */
@@ -4379,13 +4379,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state + 41088, 866560, 128);
 
     /* d(emb): its first contribution writes it */
-    float *d_emb = (float *)(void *)(a + 131072);
+    float *d_emb = (float *)(void *)(a + 4194304);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
     /* d(tok): its first contribution writes it */
-    float *d_tok = (float *)(void *)(a + 131072);
+    float *d_tok = (float *)(void *)(a + 4194304);
 
     /* d(wpe) sums over its readers */
     float *d_wpe = (float *)(void *)(a + 0);

@@ -292,31 +292,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] */
-    float *v_b0_g = (float *)(void *)(a + 32768);
+    float *v_b0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
 
     /* b0.fc2: Gemm -> b0.y [32x256] */
-    float *v_b0_y = (float *)(void *)(a + 0);
+    float *v_b0_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b0_y, v_b0_g, v_b0_fc2_weight, v_b0_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.res: Add -> b0.out [32x256] */
-    float *v_b0_out = (float *)(void *)(a + 32768);
+    float *v_b0_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b0_out, v_x, v_b0_y, &map_b0_res);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] */
-    float *v_b1_h1 = (float *)(void *)(a + 0);
+    float *v_b1_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] */
-    float *v_b1_g = (float *)(void *)(a + 65536);
+    float *v_b1_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
 
     /* b1.fc2: Gemm -> b1.y [32x256] */
-    float *v_b1_y = (float *)(void *)(a + 0);
+    float *v_b1_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b1_y, v_b1_g, v_b1_fc2_weight, v_b1_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.res: Add -> b1.out [32x256] */
-    float *v_b1_out = (float *)(void *)(a + 65536);
+    float *v_b1_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b1_out, v_b0_out, v_b1_y, &map_b1_res);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] */
@@ -324,31 +324,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] */
-    float *v_b2_g = (float *)(void *)(a + 32768);
+    float *v_b2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
 
     /* b2.fc2: Gemm -> b2.y [32x256] */
-    float *v_b2_y = (float *)(void *)(a + 0);
+    float *v_b2_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b2_y, v_b2_g, v_b2_fc2_weight, v_b2_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.res: Add -> b2.out [32x256] */
-    float *v_b2_out = (float *)(void *)(a + 32768);
+    float *v_b2_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b2_out, v_b1_out, v_b2_y, &map_b2_res);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] */
-    float *v_b3_h1 = (float *)(void *)(a + 0);
+    float *v_b3_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] */
-    float *v_b3_g = (float *)(void *)(a + 65536);
+    float *v_b3_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
 
     /* b3.fc2: Gemm -> b3.y [32x256] */
-    float *v_b3_y = (float *)(void *)(a + 0);
+    float *v_b3_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b3_y, v_b3_g, v_b3_fc2_weight, v_b3_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.res: Add -> b3.out [32x256] */
-    float *v_b3_out = (float *)(void *)(a + 65536);
+    float *v_b3_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b3_out, v_b2_out, v_b3_y, &map_b3_res);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] */
@@ -356,31 +356,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] */
-    float *v_b4_g = (float *)(void *)(a + 32768);
+    float *v_b4_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
 
     /* b4.fc2: Gemm -> b4.y [32x256] */
-    float *v_b4_y = (float *)(void *)(a + 0);
+    float *v_b4_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b4_y, v_b4_g, v_b4_fc2_weight, v_b4_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.res: Add -> b4.out [32x256] */
-    float *v_b4_out = (float *)(void *)(a + 32768);
+    float *v_b4_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b4_out, v_b3_out, v_b4_y, &map_b4_res);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] */
-    float *v_b5_h1 = (float *)(void *)(a + 0);
+    float *v_b5_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] */
-    float *v_b5_g = (float *)(void *)(a + 65536);
+    float *v_b5_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
 
     /* b5.fc2: Gemm -> b5.y [32x256] */
-    float *v_b5_y = (float *)(void *)(a + 0);
+    float *v_b5_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b5_y, v_b5_g, v_b5_fc2_weight, v_b5_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.res: Add -> b5.out [32x256] */
-    float *v_b5_out = (float *)(void *)(a + 65536);
+    float *v_b5_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b5_out, v_b4_out, v_b5_y, &map_b5_res);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] */
@@ -388,31 +388,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] */
-    float *v_b6_g = (float *)(void *)(a + 32768);
+    float *v_b6_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
 
     /* b6.fc2: Gemm -> b6.y [32x256] */
-    float *v_b6_y = (float *)(void *)(a + 0);
+    float *v_b6_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b6_y, v_b6_g, v_b6_fc2_weight, v_b6_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.res: Add -> b6.out [32x256] */
-    float *v_b6_out = (float *)(void *)(a + 32768);
+    float *v_b6_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b6_out, v_b5_out, v_b6_y, &map_b6_res);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] */
-    float *v_b7_h1 = (float *)(void *)(a + 0);
+    float *v_b7_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] */
-    float *v_b7_g = (float *)(void *)(a + 65536);
+    float *v_b7_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
 
     /* b7.fc2: Gemm -> b7.y [32x256] */
-    float *v_b7_y = (float *)(void *)(a + 0);
+    float *v_b7_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b7_y, v_b7_g, v_b7_fc2_weight, v_b7_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.res: Add -> b7.out [32x256] */
-    float *v_b7_out = (float *)(void *)(a + 65536);
+    float *v_b7_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b7_out, v_b6_out, v_b7_y, &map_b7_res);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] */
@@ -420,31 +420,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] */
-    float *v_b8_g = (float *)(void *)(a + 32768);
+    float *v_b8_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
 
     /* b8.fc2: Gemm -> b8.y [32x256] */
-    float *v_b8_y = (float *)(void *)(a + 0);
+    float *v_b8_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b8_y, v_b8_g, v_b8_fc2_weight, v_b8_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.res: Add -> b8.out [32x256] */
-    float *v_b8_out = (float *)(void *)(a + 32768);
+    float *v_b8_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b8_out, v_b7_out, v_b8_y, &map_b8_res);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] */
-    float *v_b9_h1 = (float *)(void *)(a + 0);
+    float *v_b9_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] */
-    float *v_b9_g = (float *)(void *)(a + 65536);
+    float *v_b9_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
 
     /* b9.fc2: Gemm -> b9.y [32x256] */
-    float *v_b9_y = (float *)(void *)(a + 0);
+    float *v_b9_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b9_y, v_b9_g, v_b9_fc2_weight, v_b9_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.res: Add -> b9.out [32x256] */
-    float *v_b9_out = (float *)(void *)(a + 65536);
+    float *v_b9_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b9_out, v_b8_out, v_b9_y, &map_b9_res);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] */
@@ -452,31 +452,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] */
-    float *v_b10_g = (float *)(void *)(a + 32768);
+    float *v_b10_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
 
     /* b10.fc2: Gemm -> b10.y [32x256] */
-    float *v_b10_y = (float *)(void *)(a + 0);
+    float *v_b10_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b10_y, v_b10_g, v_b10_fc2_weight, v_b10_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.res: Add -> b10.out [32x256] */
-    float *v_b10_out = (float *)(void *)(a + 32768);
+    float *v_b10_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b10_out, v_b9_out, v_b10_y, &map_b10_res);
 
     /* b11.fc1: Gemm -> b11.h1 [32x256] */
-    float *v_b11_h1 = (float *)(void *)(a + 0);
+    float *v_b11_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.act: Gelu -> b11.g [32x256] */
-    float *v_b11_g = (float *)(void *)(a + 65536);
+    float *v_b11_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
 
     /* b11.fc2: Gemm -> b11.y [32x256] */
-    float *v_b11_y = (float *)(void *)(a + 0);
+    float *v_b11_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b11_y, v_b11_g, v_b11_fc2_weight, v_b11_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.res: Add -> b11.out [32x256] */
-    float *v_b11_out = (float *)(void *)(a + 65536);
+    float *v_b11_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b11_out, v_b10_out, v_b11_y, &map_b11_res);
 
     /* diff: Sub -> d [32x256] */
@@ -615,199 +615,199 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] */
-    float *v_b0_g = (float *)(void *)(a + 32768);
+    float *v_b0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
 
     /* b0.fc2: Gemm -> b0.y [32x256] */
-    float *v_b0_y = (float *)(void *)(a + 0);
+    float *v_b0_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b0_y, v_b0_g, v_b0_fc2_weight, v_b0_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.res: Add -> b0.out [32x256] */
-    float *v_b0_out = (float *)(void *)(a + 32768);
+    float *v_b0_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b0_out, v_x, v_b0_y, &map_b0_res);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] */
-    float *v_b1_h1 = (float *)(void *)(a + 0);
+    float *v_b1_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] */
-    float *v_b1_g = (float *)(void *)(a + 65536);
+    float *v_b1_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
 
     /* b1.fc2: Gemm -> b1.y [32x256] */
-    float *v_b1_y = (float *)(void *)(a + 0);
+    float *v_b1_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b1_y, v_b1_g, v_b1_fc2_weight, v_b1_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.res: Add -> b1.out [32x256] */
-    float *v_b1_out = (float *)(void *)(a + 65536);
+    float *v_b1_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b1_out, v_b0_out, v_b1_y, &map_b1_res);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] */
-    float *v_b2_h1 = (float *)(void *)(a + 0);
+    float *v_b2_h1 = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] */
-    float *v_b2_g = (float *)(void *)(a + 98304);
+    float *v_b2_g = (float *)(void *)(a + 65536);
     rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
 
     /* b2.fc2: Gemm -> b2.y [32x256] */
-    float *v_b2_y = (float *)(void *)(a + 0);
+    float *v_b2_y = (float *)(void *)(a + 98304);
     rt_gemm_forward(v_b2_y, v_b2_g, v_b2_fc2_weight, v_b2_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.res: Add -> b2.out [32x256] */
-    float *v_b2_out = (float *)(void *)(a + 98304);
+    float *v_b2_out = (float *)(void *)(a + 65536);
     rt_add_forward(v_b2_out, v_b1_out, v_b2_y, &map_b2_res);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] */
-    float *v_b3_h1 = (float *)(void *)(a + 0);
+    float *v_b3_h1 = (float *)(void *)(a + 98304);
     rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] */
-    float *v_b3_g = (float *)(void *)(a + 131072);
+    float *v_b3_g = (float *)(void *)(a + 98304);
     rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
 
     /* b3.fc2: Gemm -> b3.y [32x256] */
-    float *v_b3_y = (float *)(void *)(a + 0);
+    float *v_b3_y = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_b3_y, v_b3_g, v_b3_fc2_weight, v_b3_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.res: Add -> b3.out [32x256] */
-    float *v_b3_out = (float *)(void *)(a + 131072);
+    float *v_b3_out = (float *)(void *)(a + 98304);
     rt_add_forward(v_b3_out, v_b2_out, v_b3_y, &map_b3_res);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] */
-    float *v_b4_h1 = (float *)(void *)(a + 0);
+    float *v_b4_h1 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] */
-    float *v_b4_g = (float *)(void *)(a + 163840);
+    float *v_b4_g = (float *)(void *)(a + 131072);
     rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
 
     /* b4.fc2: Gemm -> b4.y [32x256] */
-    float *v_b4_y = (float *)(void *)(a + 0);
+    float *v_b4_y = (float *)(void *)(a + 163840);
     rt_gemm_forward(v_b4_y, v_b4_g, v_b4_fc2_weight, v_b4_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.res: Add -> b4.out [32x256] */
-    float *v_b4_out = (float *)(void *)(a + 163840);
+    float *v_b4_out = (float *)(void *)(a + 131072);
     rt_add_forward(v_b4_out, v_b3_out, v_b4_y, &map_b4_res);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] */
-    float *v_b5_h1 = (float *)(void *)(a + 0);
+    float *v_b5_h1 = (float *)(void *)(a + 163840);
     rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] */
-    float *v_b5_g = (float *)(void *)(a + 196608);
+    float *v_b5_g = (float *)(void *)(a + 163840);
     rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
 
     /* b5.fc2: Gemm -> b5.y [32x256] */
-    float *v_b5_y = (float *)(void *)(a + 0);
+    float *v_b5_y = (float *)(void *)(a + 196608);
     rt_gemm_forward(v_b5_y, v_b5_g, v_b5_fc2_weight, v_b5_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.res: Add -> b5.out [32x256] */
-    float *v_b5_out = (float *)(void *)(a + 196608);
+    float *v_b5_out = (float *)(void *)(a + 163840);
     rt_add_forward(v_b5_out, v_b4_out, v_b5_y, &map_b5_res);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] */
-    float *v_b6_h1 = (float *)(void *)(a + 0);
+    float *v_b6_h1 = (float *)(void *)(a + 196608);
     rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] */
-    float *v_b6_g = (float *)(void *)(a + 229376);
+    float *v_b6_g = (float *)(void *)(a + 196608);
     rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
 
     /* b6.fc2: Gemm -> b6.y [32x256] */
-    float *v_b6_y = (float *)(void *)(a + 0);
+    float *v_b6_y = (float *)(void *)(a + 229376);
     rt_gemm_forward(v_b6_y, v_b6_g, v_b6_fc2_weight, v_b6_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.res: Add -> b6.out [32x256] */
-    float *v_b6_out = (float *)(void *)(a + 229376);
+    float *v_b6_out = (float *)(void *)(a + 196608);
     rt_add_forward(v_b6_out, v_b5_out, v_b6_y, &map_b6_res);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] */
-    float *v_b7_h1 = (float *)(void *)(a + 0);
+    float *v_b7_h1 = (float *)(void *)(a + 229376);
     rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] */
-    float *v_b7_g = (float *)(void *)(a + 262144);
+    float *v_b7_g = (float *)(void *)(a + 229376);
     rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
 
     /* b7.fc2: Gemm -> b7.y [32x256] */
-    float *v_b7_y = (float *)(void *)(a + 0);
+    float *v_b7_y = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_b7_y, v_b7_g, v_b7_fc2_weight, v_b7_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.res: Add -> b7.out [32x256] */
-    float *v_b7_out = (float *)(void *)(a + 262144);
+    float *v_b7_out = (float *)(void *)(a + 229376);
     rt_add_forward(v_b7_out, v_b6_out, v_b7_y, &map_b7_res);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] */
-    float *v_b8_h1 = (float *)(void *)(a + 0);
+    float *v_b8_h1 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] */
-    float *v_b8_g = (float *)(void *)(a + 294912);
+    float *v_b8_g = (float *)(void *)(a + 262144);
     rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
 
     /* b8.fc2: Gemm -> b8.y [32x256] */
-    float *v_b8_y = (float *)(void *)(a + 0);
+    float *v_b8_y = (float *)(void *)(a + 294912);
     rt_gemm_forward(v_b8_y, v_b8_g, v_b8_fc2_weight, v_b8_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.res: Add -> b8.out [32x256] */
-    float *v_b8_out = (float *)(void *)(a + 294912);
+    float *v_b8_out = (float *)(void *)(a + 262144);
     rt_add_forward(v_b8_out, v_b7_out, v_b8_y, &map_b8_res);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] */
-    float *v_b9_h1 = (float *)(void *)(a + 0);
+    float *v_b9_h1 = (float *)(void *)(a + 294912);
     rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] */
-    float *v_b9_g = (float *)(void *)(a + 327680);
+    float *v_b9_g = (float *)(void *)(a + 294912);
     rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
 
     /* b9.fc2: Gemm -> b9.y [32x256] */
-    float *v_b9_y = (float *)(void *)(a + 0);
+    float *v_b9_y = (float *)(void *)(a + 327680);
     rt_gemm_forward(v_b9_y, v_b9_g, v_b9_fc2_weight, v_b9_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.res: Add -> b9.out [32x256] */
-    float *v_b9_out = (float *)(void *)(a + 327680);
+    float *v_b9_out = (float *)(void *)(a + 294912);
     rt_add_forward(v_b9_out, v_b8_out, v_b9_y, &map_b9_res);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] */
-    float *v_b10_h1 = (float *)(void *)(a + 0);
+    float *v_b10_h1 = (float *)(void *)(a + 327680);
     rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] */
-    float *v_b10_g = (float *)(void *)(a + 360448);
+    float *v_b10_g = (float *)(void *)(a + 327680);
     rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
 
     /* b10.fc2: Gemm -> b10.y [32x256] */
-    float *v_b10_y = (float *)(void *)(a + 0);
+    float *v_b10_y = (float *)(void *)(a + 360448);
     rt_gemm_forward(v_b10_y, v_b10_g, v_b10_fc2_weight, v_b10_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.res: Add -> b10.out [32x256] */
-    float *v_b10_out = (float *)(void *)(a + 360448);
+    float *v_b10_out = (float *)(void *)(a + 327680);
     rt_add_forward(v_b10_out, v_b9_out, v_b10_y, &map_b10_res);
 
     /* b11.fc1: Gemm -> b11.h1 [32x256] */
-    float *v_b11_h1 = (float *)(void *)(a + 0);
+    float *v_b11_h1 = (float *)(void *)(a + 360448);
     rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.act: Gelu -> b11.g [32x256] */
-    float *v_b11_g = (float *)(void *)(a + 393216);
+    float *v_b11_g = (float *)(void *)(a + 360448);
     rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
 
     /* b11.fc2: Gemm -> b11.y [32x256] */
-    float *v_b11_y = (float *)(void *)(a + 0);
+    float *v_b11_y = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_b11_y, v_b11_g, v_b11_fc2_weight, v_b11_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.res: Add -> b11.out [32x256] */
-    float *v_b11_out = (float *)(void *)(a + 393216);
+    float *v_b11_out = (float *)(void *)(a + 360448);
     rt_add_forward(v_b11_out, v_b10_out, v_b11_y, &map_b11_res);
 
     /* diff: Sub -> d [32x256] */
-    float *v_d = (float *)(void *)(a + 0);
+    float *v_d = (float *)(void *)(a + 393216);
     rt_sub_forward(v_d, v_b11_out, v_target, &map_diff);
 
     /* sq: Mul -> d2 [32x256] */
-    float *v_d2 = (float *)(void *)(a + 393216);
+    float *v_d2 = (float *)(void *)(a + 360448);
     rt_mul_forward(v_d2, v_d, v_d, &map_sq);
 
     /* mse: ReduceMean -> loss [scalar] */
@@ -820,35 +820,35 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 393216);
+    float *d_loss = (float *)(void *)(a + 360448);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(d2) sums over its readers */
-    float *d_d2 = (float *)(void *)(a + 393280);
+    float *d_d2 = (float *)(void *)(a + 425984);
     rt_zero(d_d2, 8192);
 
     /* mse: ReduceMean backward */
     rt_reduce_backward(d_d2, d_loss, &map_mse, 0.000122070312f);
 
     /* d(d) sums over its readers */
-    float *d_d = (float *)(void *)(a + 426048);
+    float *d_d = (float *)(void *)(a + 360448);
     rt_zero(d_d, 8192);
 
     /* sq: Mul backward */
     rt_mul_backward(d_d, d_d, d_d2, v_d, v_d, &map_sq);
 
     /* d(b11.out) sums over its readers */
-    float *d_b11_out = (float *)(void *)(a + 0);
+    float *d_b11_out = (float *)(void *)(a + 393216);
     rt_zero(d_b11_out, 8192);
 
     /* diff: Sub backward */
     rt_sub_backward(d_b11_out, NULL, d_d, &map_diff);
 
     /* d(b10.out): its first contribution writes it */
-    float *d_b10_out = (float *)(void *)(a + 0);
+    float *d_b10_out = (float *)(void *)(a + 393216);
 
     /* d(b11.y): its first contribution writes it */
-    float *d_b11_y = (float *)(void *)(a + 393216);
+    float *d_b11_y = (float *)(void *)(a + 360448);
 
     /* b11.res: Add backward */
     rt_add_backward_set(d_b10_out, d_b11_y, d_b11_out, &map_b11_res, 0x3u);
@@ -877,16 +877,16 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b9.out): its first contribution writes it */
-    float *d_b9_out = (float *)(void *)(a + 0);
+    float *d_b9_out = (float *)(void *)(a + 393216);
 
     /* d(b10.y): its first contribution writes it */
-    float *d_b10_y = (float *)(void *)(a + 360448);
+    float *d_b10_y = (float *)(void *)(a + 327680);
 
     /* b10.res: Add backward */
     rt_add_backward_set(d_b9_out, d_b10_y, d_b10_out, &map_b10_res, 0x3u);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] recompute */
-    float *r_b10_h1 = (float *)(void *)(a + 393216);
+    float *r_b10_h1 = (float *)(void *)(a + 360448);
     rt_gemm_forward(r_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] recompute */
@@ -909,20 +909,20 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b8.out): its first contribution writes it */
-    float *d_b8_out = (float *)(void *)(a + 0);
+    float *d_b8_out = (float *)(void *)(a + 393216);
 
     /* d(b9.y): its first contribution writes it */
-    float *d_b9_y = (float *)(void *)(a + 327680);
+    float *d_b9_y = (float *)(void *)(a + 294912);
 
     /* b9.res: Add backward */
     rt_add_backward_set(d_b8_out, d_b9_y, d_b9_out, &map_b9_res, 0x3u);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] recompute */
-    float *r_b9_h1 = (float *)(void *)(a + 360448);
+    float *r_b9_h1 = (float *)(void *)(a + 327680);
     rt_gemm_forward(r_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] recompute */
-    float *r_b9_g = (float *)(void *)(a + 393216);
+    float *r_b9_g = (float *)(void *)(a + 360448);
     rt_gelu_forward(r_b9_g, r_b9_h1, 8192, 0);
 
     /* d(b9.g): its first contribution writes it */
@@ -941,30 +941,30 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b7.out): its first contribution writes it */
-    float *d_b7_out = (float *)(void *)(a + 0);
+    float *d_b7_out = (float *)(void *)(a + 393216);
 
     /* d(b8.y): its first contribution writes it */
-    float *d_b8_y = (float *)(void *)(a + 294912);
+    float *d_b8_y = (float *)(void *)(a + 262144);
 
     /* b8.res: Add backward */
     rt_add_backward_set(d_b7_out, d_b8_y, d_b8_out, &map_b8_res, 0x3u);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] recompute */
-    float *r_b8_h1 = (float *)(void *)(a + 327680);
+    float *r_b8_h1 = (float *)(void *)(a + 294912);
     rt_gemm_forward(r_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] recompute */
-    float *r_b8_g = (float *)(void *)(a + 360448);
+    float *r_b8_g = (float *)(void *)(a + 327680);
     rt_gelu_forward(r_b8_g, r_b8_h1, 8192, 0);
 
     /* d(b8.g): its first contribution writes it */
-    float *d_b8_g = (float *)(void *)(a + 393216);
+    float *d_b8_g = (float *)(void *)(a + 360448);
 
     /* b8.fc2: Gemm backward */
     rt_gemm_backward_set(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, r_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b8.h1): its first contribution writes it */
-    float *d_b8_h1 = (float *)(void *)(a + 393216);
+    float *d_b8_h1 = (float *)(void *)(a + 360448);
 
     /* b8.act: Gelu backward */
     rt_gelu_backward_set(d_b8_h1, d_b8_g, r_b8_h1, 8192, 0, 0x1u);
@@ -973,30 +973,30 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b6.out): its first contribution writes it */
-    float *d_b6_out = (float *)(void *)(a + 0);
+    float *d_b6_out = (float *)(void *)(a + 393216);
 
     /* d(b7.y): its first contribution writes it */
-    float *d_b7_y = (float *)(void *)(a + 262144);
+    float *d_b7_y = (float *)(void *)(a + 229376);
 
     /* b7.res: Add backward */
     rt_add_backward_set(d_b6_out, d_b7_y, d_b7_out, &map_b7_res, 0x3u);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] recompute */
-    float *r_b7_h1 = (float *)(void *)(a + 294912);
+    float *r_b7_h1 = (float *)(void *)(a + 262144);
     rt_gemm_forward(r_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] recompute */
-    float *r_b7_g = (float *)(void *)(a + 327680);
+    float *r_b7_g = (float *)(void *)(a + 294912);
     rt_gelu_forward(r_b7_g, r_b7_h1, 8192, 0);
 
     /* d(b7.g): its first contribution writes it */
-    float *d_b7_g = (float *)(void *)(a + 360448);
+    float *d_b7_g = (float *)(void *)(a + 327680);
 
     /* b7.fc2: Gemm backward */
     rt_gemm_backward_set(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, r_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b7.h1): its first contribution writes it */
-    float *d_b7_h1 = (float *)(void *)(a + 360448);
+    float *d_b7_h1 = (float *)(void *)(a + 327680);
 
     /* b7.act: Gelu backward */
     rt_gelu_backward_set(d_b7_h1, d_b7_g, r_b7_h1, 8192, 0, 0x1u);
@@ -1005,30 +1005,30 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b5.out): its first contribution writes it */
-    float *d_b5_out = (float *)(void *)(a + 0);
+    float *d_b5_out = (float *)(void *)(a + 393216);
 
     /* d(b6.y): its first contribution writes it */
-    float *d_b6_y = (float *)(void *)(a + 229376);
+    float *d_b6_y = (float *)(void *)(a + 196608);
 
     /* b6.res: Add backward */
     rt_add_backward_set(d_b5_out, d_b6_y, d_b6_out, &map_b6_res, 0x3u);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] recompute */
-    float *r_b6_h1 = (float *)(void *)(a + 262144);
+    float *r_b6_h1 = (float *)(void *)(a + 229376);
     rt_gemm_forward(r_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] recompute */
-    float *r_b6_g = (float *)(void *)(a + 294912);
+    float *r_b6_g = (float *)(void *)(a + 262144);
     rt_gelu_forward(r_b6_g, r_b6_h1, 8192, 0);
 
     /* d(b6.g): its first contribution writes it */
-    float *d_b6_g = (float *)(void *)(a + 327680);
+    float *d_b6_g = (float *)(void *)(a + 294912);
 
     /* b6.fc2: Gemm backward */
     rt_gemm_backward_set(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, r_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b6.h1): its first contribution writes it */
-    float *d_b6_h1 = (float *)(void *)(a + 327680);
+    float *d_b6_h1 = (float *)(void *)(a + 294912);
 
     /* b6.act: Gelu backward */
     rt_gelu_backward_set(d_b6_h1, d_b6_g, r_b6_h1, 8192, 0, 0x1u);
@@ -1037,30 +1037,30 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b4.out): its first contribution writes it */
-    float *d_b4_out = (float *)(void *)(a + 0);
+    float *d_b4_out = (float *)(void *)(a + 393216);
 
     /* d(b5.y): its first contribution writes it */
-    float *d_b5_y = (float *)(void *)(a + 196608);
+    float *d_b5_y = (float *)(void *)(a + 163840);
 
     /* b5.res: Add backward */
     rt_add_backward_set(d_b4_out, d_b5_y, d_b5_out, &map_b5_res, 0x3u);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] recompute */
-    float *r_b5_h1 = (float *)(void *)(a + 229376);
+    float *r_b5_h1 = (float *)(void *)(a + 196608);
     rt_gemm_forward(r_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] recompute */
-    float *r_b5_g = (float *)(void *)(a + 262144);
+    float *r_b5_g = (float *)(void *)(a + 229376);
     rt_gelu_forward(r_b5_g, r_b5_h1, 8192, 0);
 
     /* d(b5.g): its first contribution writes it */
-    float *d_b5_g = (float *)(void *)(a + 294912);
+    float *d_b5_g = (float *)(void *)(a + 262144);
 
     /* b5.fc2: Gemm backward */
     rt_gemm_backward_set(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, r_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b5.h1): its first contribution writes it */
-    float *d_b5_h1 = (float *)(void *)(a + 294912);
+    float *d_b5_h1 = (float *)(void *)(a + 262144);
 
     /* b5.act: Gelu backward */
     rt_gelu_backward_set(d_b5_h1, d_b5_g, r_b5_h1, 8192, 0, 0x1u);
@@ -1069,30 +1069,30 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b3.out): its first contribution writes it */
-    float *d_b3_out = (float *)(void *)(a + 0);
+    float *d_b3_out = (float *)(void *)(a + 393216);
 
     /* d(b4.y): its first contribution writes it */
-    float *d_b4_y = (float *)(void *)(a + 163840);
+    float *d_b4_y = (float *)(void *)(a + 131072);
 
     /* b4.res: Add backward */
     rt_add_backward_set(d_b3_out, d_b4_y, d_b4_out, &map_b4_res, 0x3u);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] recompute */
-    float *r_b4_h1 = (float *)(void *)(a + 196608);
+    float *r_b4_h1 = (float *)(void *)(a + 163840);
     rt_gemm_forward(r_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] recompute */
-    float *r_b4_g = (float *)(void *)(a + 229376);
+    float *r_b4_g = (float *)(void *)(a + 196608);
     rt_gelu_forward(r_b4_g, r_b4_h1, 8192, 0);
 
     /* d(b4.g): its first contribution writes it */
-    float *d_b4_g = (float *)(void *)(a + 262144);
+    float *d_b4_g = (float *)(void *)(a + 229376);
 
     /* b4.fc2: Gemm backward */
     rt_gemm_backward_set(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, r_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b4.h1): its first contribution writes it */
-    float *d_b4_h1 = (float *)(void *)(a + 262144);
+    float *d_b4_h1 = (float *)(void *)(a + 229376);
 
     /* b4.act: Gelu backward */
     rt_gelu_backward_set(d_b4_h1, d_b4_g, r_b4_h1, 8192, 0, 0x1u);
@@ -1101,30 +1101,30 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b2.out): its first contribution writes it */
-    float *d_b2_out = (float *)(void *)(a + 0);
+    float *d_b2_out = (float *)(void *)(a + 393216);
 
     /* d(b3.y): its first contribution writes it */
-    float *d_b3_y = (float *)(void *)(a + 131072);
+    float *d_b3_y = (float *)(void *)(a + 98304);
 
     /* b3.res: Add backward */
     rt_add_backward_set(d_b2_out, d_b3_y, d_b3_out, &map_b3_res, 0x3u);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] recompute */
-    float *r_b3_h1 = (float *)(void *)(a + 163840);
+    float *r_b3_h1 = (float *)(void *)(a + 131072);
     rt_gemm_forward(r_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] recompute */
-    float *r_b3_g = (float *)(void *)(a + 196608);
+    float *r_b3_g = (float *)(void *)(a + 163840);
     rt_gelu_forward(r_b3_g, r_b3_h1, 8192, 0);
 
     /* d(b3.g): its first contribution writes it */
-    float *d_b3_g = (float *)(void *)(a + 229376);
+    float *d_b3_g = (float *)(void *)(a + 196608);
 
     /* b3.fc2: Gemm backward */
     rt_gemm_backward_set(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, r_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b3.h1): its first contribution writes it */
-    float *d_b3_h1 = (float *)(void *)(a + 229376);
+    float *d_b3_h1 = (float *)(void *)(a + 196608);
 
     /* b3.act: Gelu backward */
     rt_gelu_backward_set(d_b3_h1, d_b3_g, r_b3_h1, 8192, 0, 0x1u);
@@ -1133,30 +1133,30 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b1.out): its first contribution writes it */
-    float *d_b1_out = (float *)(void *)(a + 0);
+    float *d_b1_out = (float *)(void *)(a + 393216);
 
     /* d(b2.y): its first contribution writes it */
-    float *d_b2_y = (float *)(void *)(a + 98304);
+    float *d_b2_y = (float *)(void *)(a + 65536);
 
     /* b2.res: Add backward */
     rt_add_backward_set(d_b1_out, d_b2_y, d_b2_out, &map_b2_res, 0x3u);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] recompute */
-    float *r_b2_h1 = (float *)(void *)(a + 131072);
+    float *r_b2_h1 = (float *)(void *)(a + 98304);
     rt_gemm_forward(r_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] recompute */
-    float *r_b2_g = (float *)(void *)(a + 163840);
+    float *r_b2_g = (float *)(void *)(a + 131072);
     rt_gelu_forward(r_b2_g, r_b2_h1, 8192, 0);
 
     /* d(b2.g): its first contribution writes it */
-    float *d_b2_g = (float *)(void *)(a + 196608);
+    float *d_b2_g = (float *)(void *)(a + 163840);
 
     /* b2.fc2: Gemm backward */
     rt_gemm_backward_set(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, r_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b2.h1): its first contribution writes it */
-    float *d_b2_h1 = (float *)(void *)(a + 196608);
+    float *d_b2_h1 = (float *)(void *)(a + 163840);
 
     /* b2.act: Gelu backward */
     rt_gelu_backward_set(d_b2_h1, d_b2_g, r_b2_h1, 8192, 0, 0x1u);
@@ -1165,30 +1165,30 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b0.out): its first contribution writes it */
-    float *d_b0_out = (float *)(void *)(a + 0);
+    float *d_b0_out = (float *)(void *)(a + 393216);
 
     /* d(b1.y): its first contribution writes it */
-    float *d_b1_y = (float *)(void *)(a + 65536);
+    float *d_b1_y = (float *)(void *)(a + 32768);
 
     /* b1.res: Add backward */
     rt_add_backward_set(d_b0_out, d_b1_y, d_b1_out, &map_b1_res, 0x3u);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] recompute */
-    float *r_b1_h1 = (float *)(void *)(a + 98304);
+    float *r_b1_h1 = (float *)(void *)(a + 65536);
     rt_gemm_forward(r_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] recompute */
-    float *r_b1_g = (float *)(void *)(a + 131072);
+    float *r_b1_g = (float *)(void *)(a + 98304);
     rt_gelu_forward(r_b1_g, r_b1_h1, 8192, 0);
 
     /* d(b1.g): its first contribution writes it */
-    float *d_b1_g = (float *)(void *)(a + 163840);
+    float *d_b1_g = (float *)(void *)(a + 131072);
 
     /* b1.fc2: Gemm backward */
     rt_gemm_backward_set(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, r_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b1.h1): its first contribution writes it */
-    float *d_b1_h1 = (float *)(void *)(a + 163840);
+    float *d_b1_h1 = (float *)(void *)(a + 131072);
 
     /* b1.act: Gelu backward */
     rt_gelu_backward_set(d_b1_h1, d_b1_g, r_b1_h1, 8192, 0, 0x1u);
@@ -1197,27 +1197,27 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gemm_backward(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b0.y): its first contribution writes it */
-    float *d_b0_y = (float *)(void *)(a + 0);
+    float *d_b0_y = (float *)(void *)(a + 393216);
 
     /* b0.res: Add backward */
     rt_add_backward_set(NULL, d_b0_y, d_b0_out, &map_b0_res, 0x2u);
 
     /* b0.fc1: Gemm -> b0.h1 [32x256] recompute */
-    float *r_b0_h1 = (float *)(void *)(a + 32768);
+    float *r_b0_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] recompute */
-    float *r_b0_g = (float *)(void *)(a + 65536);
+    float *r_b0_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(r_b0_g, r_b0_h1, 8192, 0);
 
     /* d(b0.g): its first contribution writes it */
-    float *d_b0_g = (float *)(void *)(a + 98304);
+    float *d_b0_g = (float *)(void *)(a + 65536);
 
     /* b0.fc2: Gemm backward */
     rt_gemm_backward_set(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, r_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b0.h1): its first contribution writes it */
-    float *d_b0_h1 = (float *)(void *)(a + 98304);
+    float *d_b0_h1 = (float *)(void *)(a + 65536);
 
     /* b0.act: Gelu backward */
     rt_gelu_backward_set(d_b0_h1, d_b0_g, r_b0_h1, 8192, 0, 0x1u);
@@ -1306,199 +1306,199 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] */
-    float *v_b0_g = (float *)(void *)(a + 32768);
+    float *v_b0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
 
     /* b0.fc2: Gemm -> b0.y [32x256] */
-    float *v_b0_y = (float *)(void *)(a + 0);
+    float *v_b0_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b0_y, v_b0_g, v_b0_fc2_weight, v_b0_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.res: Add -> b0.out [32x256] */
-    float *v_b0_out = (float *)(void *)(a + 32768);
+    float *v_b0_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b0_out, v_x, v_b0_y, &map_b0_res);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] */
-    float *v_b1_h1 = (float *)(void *)(a + 0);
+    float *v_b1_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] */
-    float *v_b1_g = (float *)(void *)(a + 65536);
+    float *v_b1_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
 
     /* b1.fc2: Gemm -> b1.y [32x256] */
-    float *v_b1_y = (float *)(void *)(a + 0);
+    float *v_b1_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b1_y, v_b1_g, v_b1_fc2_weight, v_b1_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.res: Add -> b1.out [32x256] */
-    float *v_b1_out = (float *)(void *)(a + 65536);
+    float *v_b1_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b1_out, v_b0_out, v_b1_y, &map_b1_res);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] */
-    float *v_b2_h1 = (float *)(void *)(a + 0);
+    float *v_b2_h1 = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] */
-    float *v_b2_g = (float *)(void *)(a + 98304);
+    float *v_b2_g = (float *)(void *)(a + 65536);
     rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
 
     /* b2.fc2: Gemm -> b2.y [32x256] */
-    float *v_b2_y = (float *)(void *)(a + 0);
+    float *v_b2_y = (float *)(void *)(a + 98304);
     rt_gemm_forward(v_b2_y, v_b2_g, v_b2_fc2_weight, v_b2_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.res: Add -> b2.out [32x256] */
-    float *v_b2_out = (float *)(void *)(a + 98304);
+    float *v_b2_out = (float *)(void *)(a + 65536);
     rt_add_forward(v_b2_out, v_b1_out, v_b2_y, &map_b2_res);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] */
-    float *v_b3_h1 = (float *)(void *)(a + 0);
+    float *v_b3_h1 = (float *)(void *)(a + 98304);
     rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] */
-    float *v_b3_g = (float *)(void *)(a + 131072);
+    float *v_b3_g = (float *)(void *)(a + 98304);
     rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
 
     /* b3.fc2: Gemm -> b3.y [32x256] */
-    float *v_b3_y = (float *)(void *)(a + 0);
+    float *v_b3_y = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_b3_y, v_b3_g, v_b3_fc2_weight, v_b3_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.res: Add -> b3.out [32x256] */
-    float *v_b3_out = (float *)(void *)(a + 131072);
+    float *v_b3_out = (float *)(void *)(a + 98304);
     rt_add_forward(v_b3_out, v_b2_out, v_b3_y, &map_b3_res);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] */
-    float *v_b4_h1 = (float *)(void *)(a + 0);
+    float *v_b4_h1 = (float *)(void *)(a + 131072);
     rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] */
-    float *v_b4_g = (float *)(void *)(a + 163840);
+    float *v_b4_g = (float *)(void *)(a + 131072);
     rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
 
     /* b4.fc2: Gemm -> b4.y [32x256] */
-    float *v_b4_y = (float *)(void *)(a + 0);
+    float *v_b4_y = (float *)(void *)(a + 163840);
     rt_gemm_forward(v_b4_y, v_b4_g, v_b4_fc2_weight, v_b4_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.res: Add -> b4.out [32x256] */
-    float *v_b4_out = (float *)(void *)(a + 163840);
+    float *v_b4_out = (float *)(void *)(a + 131072);
     rt_add_forward(v_b4_out, v_b3_out, v_b4_y, &map_b4_res);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] */
-    float *v_b5_h1 = (float *)(void *)(a + 0);
+    float *v_b5_h1 = (float *)(void *)(a + 163840);
     rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] */
-    float *v_b5_g = (float *)(void *)(a + 196608);
+    float *v_b5_g = (float *)(void *)(a + 163840);
     rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
 
     /* b5.fc2: Gemm -> b5.y [32x256] */
-    float *v_b5_y = (float *)(void *)(a + 0);
+    float *v_b5_y = (float *)(void *)(a + 196608);
     rt_gemm_forward(v_b5_y, v_b5_g, v_b5_fc2_weight, v_b5_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.res: Add -> b5.out [32x256] */
-    float *v_b5_out = (float *)(void *)(a + 196608);
+    float *v_b5_out = (float *)(void *)(a + 163840);
     rt_add_forward(v_b5_out, v_b4_out, v_b5_y, &map_b5_res);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] */
-    float *v_b6_h1 = (float *)(void *)(a + 0);
+    float *v_b6_h1 = (float *)(void *)(a + 196608);
     rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] */
-    float *v_b6_g = (float *)(void *)(a + 229376);
+    float *v_b6_g = (float *)(void *)(a + 196608);
     rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
 
     /* b6.fc2: Gemm -> b6.y [32x256] */
-    float *v_b6_y = (float *)(void *)(a + 0);
+    float *v_b6_y = (float *)(void *)(a + 229376);
     rt_gemm_forward(v_b6_y, v_b6_g, v_b6_fc2_weight, v_b6_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.res: Add -> b6.out [32x256] */
-    float *v_b6_out = (float *)(void *)(a + 229376);
+    float *v_b6_out = (float *)(void *)(a + 196608);
     rt_add_forward(v_b6_out, v_b5_out, v_b6_y, &map_b6_res);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] */
-    float *v_b7_h1 = (float *)(void *)(a + 0);
+    float *v_b7_h1 = (float *)(void *)(a + 229376);
     rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] */
-    float *v_b7_g = (float *)(void *)(a + 262144);
+    float *v_b7_g = (float *)(void *)(a + 229376);
     rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
 
     /* b7.fc2: Gemm -> b7.y [32x256] */
-    float *v_b7_y = (float *)(void *)(a + 0);
+    float *v_b7_y = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_b7_y, v_b7_g, v_b7_fc2_weight, v_b7_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.res: Add -> b7.out [32x256] */
-    float *v_b7_out = (float *)(void *)(a + 262144);
+    float *v_b7_out = (float *)(void *)(a + 229376);
     rt_add_forward(v_b7_out, v_b6_out, v_b7_y, &map_b7_res);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] */
-    float *v_b8_h1 = (float *)(void *)(a + 0);
+    float *v_b8_h1 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] */
-    float *v_b8_g = (float *)(void *)(a + 294912);
+    float *v_b8_g = (float *)(void *)(a + 262144);
     rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
 
     /* b8.fc2: Gemm -> b8.y [32x256] */
-    float *v_b8_y = (float *)(void *)(a + 0);
+    float *v_b8_y = (float *)(void *)(a + 294912);
     rt_gemm_forward(v_b8_y, v_b8_g, v_b8_fc2_weight, v_b8_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.res: Add -> b8.out [32x256] */
-    float *v_b8_out = (float *)(void *)(a + 294912);
+    float *v_b8_out = (float *)(void *)(a + 262144);
     rt_add_forward(v_b8_out, v_b7_out, v_b8_y, &map_b8_res);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] */
-    float *v_b9_h1 = (float *)(void *)(a + 0);
+    float *v_b9_h1 = (float *)(void *)(a + 294912);
     rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] */
-    float *v_b9_g = (float *)(void *)(a + 327680);
+    float *v_b9_g = (float *)(void *)(a + 294912);
     rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
 
     /* b9.fc2: Gemm -> b9.y [32x256] */
-    float *v_b9_y = (float *)(void *)(a + 0);
+    float *v_b9_y = (float *)(void *)(a + 327680);
     rt_gemm_forward(v_b9_y, v_b9_g, v_b9_fc2_weight, v_b9_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.res: Add -> b9.out [32x256] */
-    float *v_b9_out = (float *)(void *)(a + 327680);
+    float *v_b9_out = (float *)(void *)(a + 294912);
     rt_add_forward(v_b9_out, v_b8_out, v_b9_y, &map_b9_res);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] */
-    float *v_b10_h1 = (float *)(void *)(a + 0);
+    float *v_b10_h1 = (float *)(void *)(a + 327680);
     rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] */
-    float *v_b10_g = (float *)(void *)(a + 360448);
+    float *v_b10_g = (float *)(void *)(a + 327680);
     rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
 
     /* b10.fc2: Gemm -> b10.y [32x256] */
-    float *v_b10_y = (float *)(void *)(a + 0);
+    float *v_b10_y = (float *)(void *)(a + 360448);
     rt_gemm_forward(v_b10_y, v_b10_g, v_b10_fc2_weight, v_b10_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.res: Add -> b10.out [32x256] */
-    float *v_b10_out = (float *)(void *)(a + 360448);
+    float *v_b10_out = (float *)(void *)(a + 327680);
     rt_add_forward(v_b10_out, v_b9_out, v_b10_y, &map_b10_res);
 
     /* b11.fc1: Gemm -> b11.h1 [32x256] */
-    float *v_b11_h1 = (float *)(void *)(a + 0);
+    float *v_b11_h1 = (float *)(void *)(a + 360448);
     rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.act: Gelu -> b11.g [32x256] */
-    float *v_b11_g = (float *)(void *)(a + 393216);
+    float *v_b11_g = (float *)(void *)(a + 360448);
     rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
 
     /* b11.fc2: Gemm -> b11.y [32x256] */
-    float *v_b11_y = (float *)(void *)(a + 0);
+    float *v_b11_y = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_b11_y, v_b11_g, v_b11_fc2_weight, v_b11_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.res: Add -> b11.out [32x256] */
-    float *v_b11_out = (float *)(void *)(a + 393216);
+    float *v_b11_out = (float *)(void *)(a + 360448);
     rt_add_forward(v_b11_out, v_b10_out, v_b11_y, &map_b11_res);
 
     /* diff: Sub -> d [32x256] */
-    float *v_d = (float *)(void *)(a + 0);
+    float *v_d = (float *)(void *)(a + 393216);
     rt_sub_forward(v_d, v_b11_out, v_target, &map_diff);
 
     /* sq: Mul -> d2 [32x256] */
-    float *v_d2 = (float *)(void *)(a + 393216);
+    float *v_d2 = (float *)(void *)(a + 360448);
     rt_mul_forward(v_d2, v_d, v_d, &map_sq);
 
     /* mse: ReduceMean -> loss [scalar] */
@@ -1511,35 +1511,35 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 393216);
+    float *d_loss = (float *)(void *)(a + 360448);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(d2) sums over its readers */
-    float *d_d2 = (float *)(void *)(a + 393280);
+    float *d_d2 = (float *)(void *)(a + 425984);
     rt_zero(d_d2, 8192);
 
     /* mse: ReduceMean backward */
     rt_reduce_backward(d_d2, d_loss, &map_mse, 0.000122070312f);
 
     /* d(d) sums over its readers */
-    float *d_d = (float *)(void *)(a + 426048);
+    float *d_d = (float *)(void *)(a + 360448);
     rt_zero(d_d, 8192);
 
     /* sq: Mul backward */
     rt_mul_backward(d_d, d_d, d_d2, v_d, v_d, &map_sq);
 
     /* d(b11.out) sums over its readers */
-    float *d_b11_out = (float *)(void *)(a + 0);
+    float *d_b11_out = (float *)(void *)(a + 393216);
     rt_zero(d_b11_out, 8192);
 
     /* diff: Sub backward */
     rt_sub_backward(d_b11_out, NULL, d_d, &map_diff);
 
     /* d(b10.out): its first contribution writes it */
-    float *d_b10_out = (float *)(void *)(a + 0);
+    float *d_b10_out = (float *)(void *)(a + 393216);
 
     /* d(b11.y): its first contribution writes it */
-    float *d_b11_y = (float *)(void *)(a + 393216);
+    float *d_b11_y = (float *)(void *)(a + 360448);
 
     /* b11.res: Add backward */
     rt_add_backward_set(d_b10_out, d_b11_y, d_b11_out, &map_b11_res, 0x3u);
@@ -1583,7 +1583,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_zero(d_b11_fc1_weight, 65536);
 
     /* d(b11.fc1.bias) sums over its readers */
-    float *d_b11_fc1_bias = (float *)(void *)(a + 393216);
+    float *d_b11_fc1_bias = (float *)(void *)(a + 360448);
     rt_zero(d_b11_fc1_bias, 256);
 
     /* b11.fc1: Gemm backward */
@@ -1596,16 +1596,16 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1512960, d_b11_fc1_bias, state + 1512960, 1579008, 256);
 
     /* d(b9.out): its first contribution writes it */
-    float *d_b9_out = (float *)(void *)(a + 0);
+    float *d_b9_out = (float *)(void *)(a + 393216);
 
     /* d(b10.y): its first contribution writes it */
-    float *d_b10_y = (float *)(void *)(a + 360448);
+    float *d_b10_y = (float *)(void *)(a + 327680);
 
     /* b10.res: Add backward */
     rt_add_backward_set(d_b9_out, d_b10_y, d_b10_out, &map_b10_res, 0x3u);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] recompute */
-    float *r_b10_h1 = (float *)(void *)(a + 393216);
+    float *r_b10_h1 = (float *)(void *)(a + 360448);
     rt_gemm_forward(r_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] recompute */
@@ -1643,7 +1643,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_zero(d_b10_fc1_weight, 65536);
 
     /* d(b10.fc1.bias) sums over its readers */
-    float *d_b10_fc1_bias = (float *)(void *)(a + 360448);
+    float *d_b10_fc1_bias = (float *)(void *)(a + 327680);
     rt_zero(d_b10_fc1_bias, 256);
 
     /* b10.fc1: Gemm backward */
@@ -1656,20 +1656,20 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1381376, d_b10_fc1_bias, state + 1381376, 1579008, 256);
 
     /* d(b8.out): its first contribution writes it */
-    float *d_b8_out = (float *)(void *)(a + 0);
+    float *d_b8_out = (float *)(void *)(a + 393216);
 
     /* d(b9.y): its first contribution writes it */
-    float *d_b9_y = (float *)(void *)(a + 327680);
+    float *d_b9_y = (float *)(void *)(a + 294912);
 
     /* b9.res: Add backward */
     rt_add_backward_set(d_b8_out, d_b9_y, d_b9_out, &map_b9_res, 0x3u);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] recompute */
-    float *r_b9_h1 = (float *)(void *)(a + 360448);
+    float *r_b9_h1 = (float *)(void *)(a + 327680);
     rt_gemm_forward(r_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] recompute */
-    float *r_b9_g = (float *)(void *)(a + 393216);
+    float *r_b9_g = (float *)(void *)(a + 360448);
     rt_gelu_forward(r_b9_g, r_b9_h1, 8192, 0);
 
     /* d(b9.g): its first contribution writes it */
@@ -1703,7 +1703,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_zero(d_b9_fc1_weight, 65536);
 
     /* d(b9.fc1.bias) sums over its readers */
-    float *d_b9_fc1_bias = (float *)(void *)(a + 327680);
+    float *d_b9_fc1_bias = (float *)(void *)(a + 294912);
     rt_zero(d_b9_fc1_bias, 256);
 
     /* b9.fc1: Gemm backward */
@@ -1716,24 +1716,24 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1249792, d_b9_fc1_bias, state + 1249792, 1579008, 256);
 
     /* d(b7.out): its first contribution writes it */
-    float *d_b7_out = (float *)(void *)(a + 0);
+    float *d_b7_out = (float *)(void *)(a + 393216);
 
     /* d(b8.y): its first contribution writes it */
-    float *d_b8_y = (float *)(void *)(a + 294912);
+    float *d_b8_y = (float *)(void *)(a + 262144);
 
     /* b8.res: Add backward */
     rt_add_backward_set(d_b7_out, d_b8_y, d_b8_out, &map_b8_res, 0x3u);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] recompute */
-    float *r_b8_h1 = (float *)(void *)(a + 327680);
+    float *r_b8_h1 = (float *)(void *)(a + 294912);
     rt_gemm_forward(r_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] recompute */
-    float *r_b8_g = (float *)(void *)(a + 360448);
+    float *r_b8_g = (float *)(void *)(a + 327680);
     rt_gelu_forward(r_b8_g, r_b8_h1, 8192, 0);
 
     /* d(b8.g): its first contribution writes it */
-    float *d_b8_g = (float *)(void *)(a + 393216);
+    float *d_b8_g = (float *)(void *)(a + 360448);
 
     /* d(b8.fc2.weight) sums over its readers */
     float *d_b8_fc2_weight = (float *)(void *)(a + 425984);
@@ -1753,7 +1753,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1184000, d_b8_fc2_bias, state + 1184000, 1579008, 256);
 
     /* d(b8.h1): its first contribution writes it */
-    float *d_b8_h1 = (float *)(void *)(a + 393216);
+    float *d_b8_h1 = (float *)(void *)(a + 360448);
 
     /* b8.act: Gelu backward */
     rt_gelu_backward_set(d_b8_h1, d_b8_g, r_b8_h1, 8192, 0, 0x1u);
@@ -1763,7 +1763,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_zero(d_b8_fc1_weight, 65536);
 
     /* d(b8.fc1.bias) sums over its readers */
-    float *d_b8_fc1_bias = (float *)(void *)(a + 294912);
+    float *d_b8_fc1_bias = (float *)(void *)(a + 262144);
     rt_zero(d_b8_fc1_bias, 256);
 
     /* b8.fc1: Gemm backward */
@@ -1776,31 +1776,31 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1118208, d_b8_fc1_bias, state + 1118208, 1579008, 256);
 
     /* d(b6.out): its first contribution writes it */
-    float *d_b6_out = (float *)(void *)(a + 0);
+    float *d_b6_out = (float *)(void *)(a + 393216);
 
     /* d(b7.y): its first contribution writes it */
-    float *d_b7_y = (float *)(void *)(a + 262144);
+    float *d_b7_y = (float *)(void *)(a + 229376);
 
     /* b7.res: Add backward */
     rt_add_backward_set(d_b6_out, d_b7_y, d_b7_out, &map_b7_res, 0x3u);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] recompute */
-    float *r_b7_h1 = (float *)(void *)(a + 294912);
+    float *r_b7_h1 = (float *)(void *)(a + 262144);
     rt_gemm_forward(r_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] recompute */
-    float *r_b7_g = (float *)(void *)(a + 327680);
+    float *r_b7_g = (float *)(void *)(a + 294912);
     rt_gelu_forward(r_b7_g, r_b7_h1, 8192, 0);
 
     /* d(b7.g): its first contribution writes it */
-    float *d_b7_g = (float *)(void *)(a + 360448);
+    float *d_b7_g = (float *)(void *)(a + 327680);
 
     /* d(b7.fc2.weight) sums over its readers */
-    float *d_b7_fc2_weight = (float *)(void *)(a + 393216);
+    float *d_b7_fc2_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b7_fc2_weight, 65536);
 
     /* d(b7.fc2.bias) sums over its readers */
-    float *d_b7_fc2_bias = (float *)(void *)(a + 655360);
+    float *d_b7_fc2_bias = (float *)(void *)(a + 360448);
     rt_zero(d_b7_fc2_bias, 256);
 
     /* b7.fc2: Gemm backward */
@@ -1813,17 +1813,17 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1052416, d_b7_fc2_bias, state + 1052416, 1579008, 256);
 
     /* d(b7.h1): its first contribution writes it */
-    float *d_b7_h1 = (float *)(void *)(a + 360448);
+    float *d_b7_h1 = (float *)(void *)(a + 327680);
 
     /* b7.act: Gelu backward */
     rt_gelu_backward_set(d_b7_h1, d_b7_g, r_b7_h1, 8192, 0, 0x1u);
 
     /* d(b7.fc1.weight) sums over its readers */
-    float *d_b7_fc1_weight = (float *)(void *)(a + 393216);
+    float *d_b7_fc1_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b7_fc1_weight, 65536);
 
     /* d(b7.fc1.bias) sums over its readers */
-    float *d_b7_fc1_bias = (float *)(void *)(a + 262144);
+    float *d_b7_fc1_bias = (float *)(void *)(a + 229376);
     rt_zero(d_b7_fc1_bias, 256);
 
     /* b7.fc1: Gemm backward */
@@ -1836,31 +1836,31 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 986624, d_b7_fc1_bias, state + 986624, 1579008, 256);
 
     /* d(b5.out): its first contribution writes it */
-    float *d_b5_out = (float *)(void *)(a + 0);
+    float *d_b5_out = (float *)(void *)(a + 393216);
 
     /* d(b6.y): its first contribution writes it */
-    float *d_b6_y = (float *)(void *)(a + 229376);
+    float *d_b6_y = (float *)(void *)(a + 196608);
 
     /* b6.res: Add backward */
     rt_add_backward_set(d_b5_out, d_b6_y, d_b6_out, &map_b6_res, 0x3u);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] recompute */
-    float *r_b6_h1 = (float *)(void *)(a + 262144);
+    float *r_b6_h1 = (float *)(void *)(a + 229376);
     rt_gemm_forward(r_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] recompute */
-    float *r_b6_g = (float *)(void *)(a + 294912);
+    float *r_b6_g = (float *)(void *)(a + 262144);
     rt_gelu_forward(r_b6_g, r_b6_h1, 8192, 0);
 
     /* d(b6.g): its first contribution writes it */
-    float *d_b6_g = (float *)(void *)(a + 327680);
+    float *d_b6_g = (float *)(void *)(a + 294912);
 
     /* d(b6.fc2.weight) sums over its readers */
-    float *d_b6_fc2_weight = (float *)(void *)(a + 360448);
+    float *d_b6_fc2_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b6_fc2_weight, 65536);
 
     /* d(b6.fc2.bias) sums over its readers */
-    float *d_b6_fc2_bias = (float *)(void *)(a + 622592);
+    float *d_b6_fc2_bias = (float *)(void *)(a + 327680);
     rt_zero(d_b6_fc2_bias, 256);
 
     /* b6.fc2: Gemm backward */
@@ -1873,17 +1873,17 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 920832, d_b6_fc2_bias, state + 920832, 1579008, 256);
 
     /* d(b6.h1): its first contribution writes it */
-    float *d_b6_h1 = (float *)(void *)(a + 327680);
+    float *d_b6_h1 = (float *)(void *)(a + 294912);
 
     /* b6.act: Gelu backward */
     rt_gelu_backward_set(d_b6_h1, d_b6_g, r_b6_h1, 8192, 0, 0x1u);
 
     /* d(b6.fc1.weight) sums over its readers */
-    float *d_b6_fc1_weight = (float *)(void *)(a + 360448);
+    float *d_b6_fc1_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b6_fc1_weight, 65536);
 
     /* d(b6.fc1.bias) sums over its readers */
-    float *d_b6_fc1_bias = (float *)(void *)(a + 229376);
+    float *d_b6_fc1_bias = (float *)(void *)(a + 196608);
     rt_zero(d_b6_fc1_bias, 256);
 
     /* b6.fc1: Gemm backward */
@@ -1896,31 +1896,31 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 855040, d_b6_fc1_bias, state + 855040, 1579008, 256);
 
     /* d(b4.out): its first contribution writes it */
-    float *d_b4_out = (float *)(void *)(a + 0);
+    float *d_b4_out = (float *)(void *)(a + 393216);
 
     /* d(b5.y): its first contribution writes it */
-    float *d_b5_y = (float *)(void *)(a + 196608);
+    float *d_b5_y = (float *)(void *)(a + 163840);
 
     /* b5.res: Add backward */
     rt_add_backward_set(d_b4_out, d_b5_y, d_b5_out, &map_b5_res, 0x3u);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] recompute */
-    float *r_b5_h1 = (float *)(void *)(a + 229376);
+    float *r_b5_h1 = (float *)(void *)(a + 196608);
     rt_gemm_forward(r_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] recompute */
-    float *r_b5_g = (float *)(void *)(a + 262144);
+    float *r_b5_g = (float *)(void *)(a + 229376);
     rt_gelu_forward(r_b5_g, r_b5_h1, 8192, 0);
 
     /* d(b5.g): its first contribution writes it */
-    float *d_b5_g = (float *)(void *)(a + 294912);
+    float *d_b5_g = (float *)(void *)(a + 262144);
 
     /* d(b5.fc2.weight) sums over its readers */
-    float *d_b5_fc2_weight = (float *)(void *)(a + 327680);
+    float *d_b5_fc2_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b5_fc2_weight, 65536);
 
     /* d(b5.fc2.bias) sums over its readers */
-    float *d_b5_fc2_bias = (float *)(void *)(a + 589824);
+    float *d_b5_fc2_bias = (float *)(void *)(a + 294912);
     rt_zero(d_b5_fc2_bias, 256);
 
     /* b5.fc2: Gemm backward */
@@ -1933,17 +1933,17 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 789248, d_b5_fc2_bias, state + 789248, 1579008, 256);
 
     /* d(b5.h1): its first contribution writes it */
-    float *d_b5_h1 = (float *)(void *)(a + 294912);
+    float *d_b5_h1 = (float *)(void *)(a + 262144);
 
     /* b5.act: Gelu backward */
     rt_gelu_backward_set(d_b5_h1, d_b5_g, r_b5_h1, 8192, 0, 0x1u);
 
     /* d(b5.fc1.weight) sums over its readers */
-    float *d_b5_fc1_weight = (float *)(void *)(a + 327680);
+    float *d_b5_fc1_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b5_fc1_weight, 65536);
 
     /* d(b5.fc1.bias) sums over its readers */
-    float *d_b5_fc1_bias = (float *)(void *)(a + 196608);
+    float *d_b5_fc1_bias = (float *)(void *)(a + 163840);
     rt_zero(d_b5_fc1_bias, 256);
 
     /* b5.fc1: Gemm backward */
@@ -1956,31 +1956,31 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 723456, d_b5_fc1_bias, state + 723456, 1579008, 256);
 
     /* d(b3.out): its first contribution writes it */
-    float *d_b3_out = (float *)(void *)(a + 0);
+    float *d_b3_out = (float *)(void *)(a + 393216);
 
     /* d(b4.y): its first contribution writes it */
-    float *d_b4_y = (float *)(void *)(a + 163840);
+    float *d_b4_y = (float *)(void *)(a + 131072);
 
     /* b4.res: Add backward */
     rt_add_backward_set(d_b3_out, d_b4_y, d_b4_out, &map_b4_res, 0x3u);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] recompute */
-    float *r_b4_h1 = (float *)(void *)(a + 196608);
+    float *r_b4_h1 = (float *)(void *)(a + 163840);
     rt_gemm_forward(r_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] recompute */
-    float *r_b4_g = (float *)(void *)(a + 229376);
+    float *r_b4_g = (float *)(void *)(a + 196608);
     rt_gelu_forward(r_b4_g, r_b4_h1, 8192, 0);
 
     /* d(b4.g): its first contribution writes it */
-    float *d_b4_g = (float *)(void *)(a + 262144);
+    float *d_b4_g = (float *)(void *)(a + 229376);
 
     /* d(b4.fc2.weight) sums over its readers */
-    float *d_b4_fc2_weight = (float *)(void *)(a + 294912);
+    float *d_b4_fc2_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b4_fc2_weight, 65536);
 
     /* d(b4.fc2.bias) sums over its readers */
-    float *d_b4_fc2_bias = (float *)(void *)(a + 557056);
+    float *d_b4_fc2_bias = (float *)(void *)(a + 262144);
     rt_zero(d_b4_fc2_bias, 256);
 
     /* b4.fc2: Gemm backward */
@@ -1993,17 +1993,17 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 657664, d_b4_fc2_bias, state + 657664, 1579008, 256);
 
     /* d(b4.h1): its first contribution writes it */
-    float *d_b4_h1 = (float *)(void *)(a + 262144);
+    float *d_b4_h1 = (float *)(void *)(a + 229376);
 
     /* b4.act: Gelu backward */
     rt_gelu_backward_set(d_b4_h1, d_b4_g, r_b4_h1, 8192, 0, 0x1u);
 
     /* d(b4.fc1.weight) sums over its readers */
-    float *d_b4_fc1_weight = (float *)(void *)(a + 294912);
+    float *d_b4_fc1_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b4_fc1_weight, 65536);
 
     /* d(b4.fc1.bias) sums over its readers */
-    float *d_b4_fc1_bias = (float *)(void *)(a + 163840);
+    float *d_b4_fc1_bias = (float *)(void *)(a + 131072);
     rt_zero(d_b4_fc1_bias, 256);
 
     /* b4.fc1: Gemm backward */
@@ -2016,31 +2016,31 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 591872, d_b4_fc1_bias, state + 591872, 1579008, 256);
 
     /* d(b2.out): its first contribution writes it */
-    float *d_b2_out = (float *)(void *)(a + 0);
+    float *d_b2_out = (float *)(void *)(a + 393216);
 
     /* d(b3.y): its first contribution writes it */
-    float *d_b3_y = (float *)(void *)(a + 131072);
+    float *d_b3_y = (float *)(void *)(a + 98304);
 
     /* b3.res: Add backward */
     rt_add_backward_set(d_b2_out, d_b3_y, d_b3_out, &map_b3_res, 0x3u);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] recompute */
-    float *r_b3_h1 = (float *)(void *)(a + 163840);
+    float *r_b3_h1 = (float *)(void *)(a + 131072);
     rt_gemm_forward(r_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] recompute */
-    float *r_b3_g = (float *)(void *)(a + 196608);
+    float *r_b3_g = (float *)(void *)(a + 163840);
     rt_gelu_forward(r_b3_g, r_b3_h1, 8192, 0);
 
     /* d(b3.g): its first contribution writes it */
-    float *d_b3_g = (float *)(void *)(a + 229376);
+    float *d_b3_g = (float *)(void *)(a + 196608);
 
     /* d(b3.fc2.weight) sums over its readers */
-    float *d_b3_fc2_weight = (float *)(void *)(a + 262144);
+    float *d_b3_fc2_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b3_fc2_weight, 65536);
 
     /* d(b3.fc2.bias) sums over its readers */
-    float *d_b3_fc2_bias = (float *)(void *)(a + 524288);
+    float *d_b3_fc2_bias = (float *)(void *)(a + 229376);
     rt_zero(d_b3_fc2_bias, 256);
 
     /* b3.fc2: Gemm backward */
@@ -2053,17 +2053,17 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 526080, d_b3_fc2_bias, state + 526080, 1579008, 256);
 
     /* d(b3.h1): its first contribution writes it */
-    float *d_b3_h1 = (float *)(void *)(a + 229376);
+    float *d_b3_h1 = (float *)(void *)(a + 196608);
 
     /* b3.act: Gelu backward */
     rt_gelu_backward_set(d_b3_h1, d_b3_g, r_b3_h1, 8192, 0, 0x1u);
 
     /* d(b3.fc1.weight) sums over its readers */
-    float *d_b3_fc1_weight = (float *)(void *)(a + 262144);
+    float *d_b3_fc1_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b3_fc1_weight, 65536);
 
     /* d(b3.fc1.bias) sums over its readers */
-    float *d_b3_fc1_bias = (float *)(void *)(a + 131072);
+    float *d_b3_fc1_bias = (float *)(void *)(a + 98304);
     rt_zero(d_b3_fc1_bias, 256);
 
     /* b3.fc1: Gemm backward */
@@ -2076,31 +2076,31 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 460288, d_b3_fc1_bias, state + 460288, 1579008, 256);
 
     /* d(b1.out): its first contribution writes it */
-    float *d_b1_out = (float *)(void *)(a + 0);
+    float *d_b1_out = (float *)(void *)(a + 393216);
 
     /* d(b2.y): its first contribution writes it */
-    float *d_b2_y = (float *)(void *)(a + 98304);
+    float *d_b2_y = (float *)(void *)(a + 65536);
 
     /* b2.res: Add backward */
     rt_add_backward_set(d_b1_out, d_b2_y, d_b2_out, &map_b2_res, 0x3u);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] recompute */
-    float *r_b2_h1 = (float *)(void *)(a + 131072);
+    float *r_b2_h1 = (float *)(void *)(a + 98304);
     rt_gemm_forward(r_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] recompute */
-    float *r_b2_g = (float *)(void *)(a + 163840);
+    float *r_b2_g = (float *)(void *)(a + 131072);
     rt_gelu_forward(r_b2_g, r_b2_h1, 8192, 0);
 
     /* d(b2.g): its first contribution writes it */
-    float *d_b2_g = (float *)(void *)(a + 196608);
+    float *d_b2_g = (float *)(void *)(a + 163840);
 
     /* d(b2.fc2.weight) sums over its readers */
-    float *d_b2_fc2_weight = (float *)(void *)(a + 229376);
+    float *d_b2_fc2_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b2_fc2_weight, 65536);
 
     /* d(b2.fc2.bias) sums over its readers */
-    float *d_b2_fc2_bias = (float *)(void *)(a + 491520);
+    float *d_b2_fc2_bias = (float *)(void *)(a + 196608);
     rt_zero(d_b2_fc2_bias, 256);
 
     /* b2.fc2: Gemm backward */
@@ -2113,17 +2113,17 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 394496, d_b2_fc2_bias, state + 394496, 1579008, 256);
 
     /* d(b2.h1): its first contribution writes it */
-    float *d_b2_h1 = (float *)(void *)(a + 196608);
+    float *d_b2_h1 = (float *)(void *)(a + 163840);
 
     /* b2.act: Gelu backward */
     rt_gelu_backward_set(d_b2_h1, d_b2_g, r_b2_h1, 8192, 0, 0x1u);
 
     /* d(b2.fc1.weight) sums over its readers */
-    float *d_b2_fc1_weight = (float *)(void *)(a + 229376);
+    float *d_b2_fc1_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b2_fc1_weight, 65536);
 
     /* d(b2.fc1.bias) sums over its readers */
-    float *d_b2_fc1_bias = (float *)(void *)(a + 98304);
+    float *d_b2_fc1_bias = (float *)(void *)(a + 65536);
     rt_zero(d_b2_fc1_bias, 256);
 
     /* b2.fc1: Gemm backward */
@@ -2136,31 +2136,31 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 328704, d_b2_fc1_bias, state + 328704, 1579008, 256);
 
     /* d(b0.out): its first contribution writes it */
-    float *d_b0_out = (float *)(void *)(a + 0);
+    float *d_b0_out = (float *)(void *)(a + 393216);
 
     /* d(b1.y): its first contribution writes it */
-    float *d_b1_y = (float *)(void *)(a + 65536);
+    float *d_b1_y = (float *)(void *)(a + 32768);
 
     /* b1.res: Add backward */
     rt_add_backward_set(d_b0_out, d_b1_y, d_b1_out, &map_b1_res, 0x3u);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] recompute */
-    float *r_b1_h1 = (float *)(void *)(a + 98304);
+    float *r_b1_h1 = (float *)(void *)(a + 65536);
     rt_gemm_forward(r_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] recompute */
-    float *r_b1_g = (float *)(void *)(a + 131072);
+    float *r_b1_g = (float *)(void *)(a + 98304);
     rt_gelu_forward(r_b1_g, r_b1_h1, 8192, 0);
 
     /* d(b1.g): its first contribution writes it */
-    float *d_b1_g = (float *)(void *)(a + 163840);
+    float *d_b1_g = (float *)(void *)(a + 131072);
 
     /* d(b1.fc2.weight) sums over its readers */
-    float *d_b1_fc2_weight = (float *)(void *)(a + 196608);
+    float *d_b1_fc2_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b1_fc2_weight, 65536);
 
     /* d(b1.fc2.bias) sums over its readers */
-    float *d_b1_fc2_bias = (float *)(void *)(a + 458752);
+    float *d_b1_fc2_bias = (float *)(void *)(a + 163840);
     rt_zero(d_b1_fc2_bias, 256);
 
     /* b1.fc2: Gemm backward */
@@ -2173,17 +2173,17 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 262912, d_b1_fc2_bias, state + 262912, 1579008, 256);
 
     /* d(b1.h1): its first contribution writes it */
-    float *d_b1_h1 = (float *)(void *)(a + 163840);
+    float *d_b1_h1 = (float *)(void *)(a + 131072);
 
     /* b1.act: Gelu backward */
     rt_gelu_backward_set(d_b1_h1, d_b1_g, r_b1_h1, 8192, 0, 0x1u);
 
     /* d(b1.fc1.weight) sums over its readers */
-    float *d_b1_fc1_weight = (float *)(void *)(a + 196608);
+    float *d_b1_fc1_weight = (float *)(void *)(a + 425984);
     rt_zero(d_b1_fc1_weight, 65536);
 
     /* d(b1.fc1.bias) sums over its readers */
-    float *d_b1_fc1_bias = (float *)(void *)(a + 65536);
+    float *d_b1_fc1_bias = (float *)(void *)(a + 32768);
     rt_zero(d_b1_fc1_bias, 256);
 
     /* b1.fc1: Gemm backward */
@@ -2196,28 +2196,28 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 197120, d_b1_fc1_bias, state + 197120, 1579008, 256);
 
     /* d(b0.y): its first contribution writes it */
-    float *d_b0_y = (float *)(void *)(a + 0);
+    float *d_b0_y = (float *)(void *)(a + 393216);
 
     /* b0.res: Add backward */
     rt_add_backward_set(NULL, d_b0_y, d_b0_out, &map_b0_res, 0x2u);
 
     /* b0.fc1: Gemm -> b0.h1 [32x256] recompute */
-    float *r_b0_h1 = (float *)(void *)(a + 32768);
+    float *r_b0_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(r_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] recompute */
-    float *r_b0_g = (float *)(void *)(a + 65536);
+    float *r_b0_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(r_b0_g, r_b0_h1, 8192, 0);
 
     /* d(b0.g): its first contribution writes it */
-    float *d_b0_g = (float *)(void *)(a + 98304);
+    float *d_b0_g = (float *)(void *)(a + 65536);
 
     /* d(b0.fc2.weight) sums over its readers */
-    float *d_b0_fc2_weight = (float *)(void *)(a + 131072);
+    float *d_b0_fc2_weight = (float *)(void *)(a + 98304);
     rt_zero(d_b0_fc2_weight, 65536);
 
     /* d(b0.fc2.bias) sums over its readers */
-    float *d_b0_fc2_bias = (float *)(void *)(a + 393216);
+    float *d_b0_fc2_bias = (float *)(void *)(a + 360448);
     rt_zero(d_b0_fc2_bias, 256);
 
     /* b0.fc2: Gemm backward */
@@ -2230,13 +2230,13 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 131328, d_b0_fc2_bias, state + 131328, 1579008, 256);
 
     /* d(b0.h1): its first contribution writes it */
-    float *d_b0_h1 = (float *)(void *)(a + 98304);
+    float *d_b0_h1 = (float *)(void *)(a + 65536);
 
     /* b0.act: Gelu backward */
     rt_gelu_backward_set(d_b0_h1, d_b0_g, r_b0_h1, 8192, 0, 0x1u);
 
     /* d(b0.fc1.weight) sums over its readers */
-    float *d_b0_fc1_weight = (float *)(void *)(a + 131072);
+    float *d_b0_fc1_weight = (float *)(void *)(a + 98304);
     rt_zero(d_b0_fc1_weight, 65536);
 
     /* d(b0.fc1.bias) sums over its readers */

@@ -292,31 +292,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] */
-    float *v_b0_g = (float *)(void *)(a + 32768);
+    float *v_b0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
 
     /* b0.fc2: Gemm -> b0.y [32x256] */
-    float *v_b0_y = (float *)(void *)(a + 0);
+    float *v_b0_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b0_y, v_b0_g, v_b0_fc2_weight, v_b0_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.res: Add -> b0.out [32x256] */
-    float *v_b0_out = (float *)(void *)(a + 32768);
+    float *v_b0_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b0_out, v_x, v_b0_y, &map_b0_res);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] */
-    float *v_b1_h1 = (float *)(void *)(a + 0);
+    float *v_b1_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] */
-    float *v_b1_g = (float *)(void *)(a + 65536);
+    float *v_b1_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
 
     /* b1.fc2: Gemm -> b1.y [32x256] */
-    float *v_b1_y = (float *)(void *)(a + 0);
+    float *v_b1_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b1_y, v_b1_g, v_b1_fc2_weight, v_b1_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.res: Add -> b1.out [32x256] */
-    float *v_b1_out = (float *)(void *)(a + 65536);
+    float *v_b1_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b1_out, v_b0_out, v_b1_y, &map_b1_res);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] */
@@ -324,31 +324,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] */
-    float *v_b2_g = (float *)(void *)(a + 32768);
+    float *v_b2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
 
     /* b2.fc2: Gemm -> b2.y [32x256] */
-    float *v_b2_y = (float *)(void *)(a + 0);
+    float *v_b2_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b2_y, v_b2_g, v_b2_fc2_weight, v_b2_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.res: Add -> b2.out [32x256] */
-    float *v_b2_out = (float *)(void *)(a + 32768);
+    float *v_b2_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b2_out, v_b1_out, v_b2_y, &map_b2_res);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] */
-    float *v_b3_h1 = (float *)(void *)(a + 0);
+    float *v_b3_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] */
-    float *v_b3_g = (float *)(void *)(a + 65536);
+    float *v_b3_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
 
     /* b3.fc2: Gemm -> b3.y [32x256] */
-    float *v_b3_y = (float *)(void *)(a + 0);
+    float *v_b3_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b3_y, v_b3_g, v_b3_fc2_weight, v_b3_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.res: Add -> b3.out [32x256] */
-    float *v_b3_out = (float *)(void *)(a + 65536);
+    float *v_b3_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b3_out, v_b2_out, v_b3_y, &map_b3_res);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] */
@@ -356,31 +356,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] */
-    float *v_b4_g = (float *)(void *)(a + 32768);
+    float *v_b4_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
 
     /* b4.fc2: Gemm -> b4.y [32x256] */
-    float *v_b4_y = (float *)(void *)(a + 0);
+    float *v_b4_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b4_y, v_b4_g, v_b4_fc2_weight, v_b4_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.res: Add -> b4.out [32x256] */
-    float *v_b4_out = (float *)(void *)(a + 32768);
+    float *v_b4_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b4_out, v_b3_out, v_b4_y, &map_b4_res);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] */
-    float *v_b5_h1 = (float *)(void *)(a + 0);
+    float *v_b5_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] */
-    float *v_b5_g = (float *)(void *)(a + 65536);
+    float *v_b5_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
 
     /* b5.fc2: Gemm -> b5.y [32x256] */
-    float *v_b5_y = (float *)(void *)(a + 0);
+    float *v_b5_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b5_y, v_b5_g, v_b5_fc2_weight, v_b5_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.res: Add -> b5.out [32x256] */
-    float *v_b5_out = (float *)(void *)(a + 65536);
+    float *v_b5_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b5_out, v_b4_out, v_b5_y, &map_b5_res);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] */
@@ -388,31 +388,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] */
-    float *v_b6_g = (float *)(void *)(a + 32768);
+    float *v_b6_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
 
     /* b6.fc2: Gemm -> b6.y [32x256] */
-    float *v_b6_y = (float *)(void *)(a + 0);
+    float *v_b6_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b6_y, v_b6_g, v_b6_fc2_weight, v_b6_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.res: Add -> b6.out [32x256] */
-    float *v_b6_out = (float *)(void *)(a + 32768);
+    float *v_b6_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b6_out, v_b5_out, v_b6_y, &map_b6_res);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] */
-    float *v_b7_h1 = (float *)(void *)(a + 0);
+    float *v_b7_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] */
-    float *v_b7_g = (float *)(void *)(a + 65536);
+    float *v_b7_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
 
     /* b7.fc2: Gemm -> b7.y [32x256] */
-    float *v_b7_y = (float *)(void *)(a + 0);
+    float *v_b7_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b7_y, v_b7_g, v_b7_fc2_weight, v_b7_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.res: Add -> b7.out [32x256] */
-    float *v_b7_out = (float *)(void *)(a + 65536);
+    float *v_b7_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b7_out, v_b6_out, v_b7_y, &map_b7_res);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] */
@@ -420,31 +420,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] */
-    float *v_b8_g = (float *)(void *)(a + 32768);
+    float *v_b8_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
 
     /* b8.fc2: Gemm -> b8.y [32x256] */
-    float *v_b8_y = (float *)(void *)(a + 0);
+    float *v_b8_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b8_y, v_b8_g, v_b8_fc2_weight, v_b8_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.res: Add -> b8.out [32x256] */
-    float *v_b8_out = (float *)(void *)(a + 32768);
+    float *v_b8_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b8_out, v_b7_out, v_b8_y, &map_b8_res);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] */
-    float *v_b9_h1 = (float *)(void *)(a + 0);
+    float *v_b9_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] */
-    float *v_b9_g = (float *)(void *)(a + 65536);
+    float *v_b9_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
 
     /* b9.fc2: Gemm -> b9.y [32x256] */
-    float *v_b9_y = (float *)(void *)(a + 0);
+    float *v_b9_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b9_y, v_b9_g, v_b9_fc2_weight, v_b9_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.res: Add -> b9.out [32x256] */
-    float *v_b9_out = (float *)(void *)(a + 65536);
+    float *v_b9_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b9_out, v_b8_out, v_b9_y, &map_b9_res);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] */
@@ -452,31 +452,31 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] */
-    float *v_b10_g = (float *)(void *)(a + 32768);
+    float *v_b10_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
 
     /* b10.fc2: Gemm -> b10.y [32x256] */
-    float *v_b10_y = (float *)(void *)(a + 0);
+    float *v_b10_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b10_y, v_b10_g, v_b10_fc2_weight, v_b10_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.res: Add -> b10.out [32x256] */
-    float *v_b10_out = (float *)(void *)(a + 32768);
+    float *v_b10_out = (float *)(void *)(a + 0);
     rt_add_forward(v_b10_out, v_b9_out, v_b10_y, &map_b10_res);
 
     /* b11.fc1: Gemm -> b11.h1 [32x256] */
-    float *v_b11_h1 = (float *)(void *)(a + 0);
+    float *v_b11_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.act: Gelu -> b11.g [32x256] */
-    float *v_b11_g = (float *)(void *)(a + 65536);
+    float *v_b11_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
 
     /* b11.fc2: Gemm -> b11.y [32x256] */
-    float *v_b11_y = (float *)(void *)(a + 0);
+    float *v_b11_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b11_y, v_b11_g, v_b11_fc2_weight, v_b11_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.res: Add -> b11.out [32x256] */
-    float *v_b11_out = (float *)(void *)(a + 65536);
+    float *v_b11_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b11_out, v_b10_out, v_b11_y, &map_b11_res);
 
     /* diff: Sub -> d [32x256] */
