@@ -47,8 +47,8 @@
 
 /* The free tensors a plan recomputes, as a list shared between plans. */
 typedef struct Trail {
-    int tensor;
-    const struct Trail *prev;
+    int tensor;             /* -1: a join, the plans of prev and join */
+    const struct Trail *prev, *join;
 } Trail;
 
 typedef struct {
@@ -76,6 +76,8 @@ typedef struct {
     const Remat *r;
     double cap_bytes;       /* points above are dropped (a budget) */
     int thinned;
+    const int *comp;        /* per tensor, its component (components()) */
+    int which;              /* the component the program walks */
 } Solver;
 
 static unsigned hash_marks(const int *m, int n)
@@ -165,6 +167,7 @@ static void merge(Solver *s, State *st, const Point *pts, int n, double db,
                 Trail *t = ctx_alloc(s->c, sizeof *t);
                 t->tensor = push;
                 t->prev = p.trail;
+                t->join = NULL;
                 p.trail = t;
             }
         }
@@ -283,59 +286,304 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
     return 0;
 }
 
-/* One node: each output a decision of its own, one after another (a node
- * of several outputs, Split, is recomputed whole; its FLOPs are counted
- * per output rebuilt, and Split's are 0). */
+/* One node: each output of the component in hand a decision of its own,
+ * one after another (a node of several outputs, Split, is recomputed
+ * whole; its FLOPs are counted per output rebuilt, and Split's are 0). */
 static int step(Solver *s, const Layer *cur, Layer *next, const Node *n,
                 int *buf)
 {
+    int outs[MAX_IO], nout = 0;
+    for (int o = 0; o < n->nout; o++)
+        if (s->comp[n->out[o]] == s->which)
+            outs[nout++] = n->out[o];
     Layer mid[2];
     const Layer *from = cur;
-    for (int o = 0; o < n->nout; o++) {
-        Layer *to = o == n->nout - 1 ? next : &mid[o % 2];
+    for (int o = 0; o < nout; o++) {
+        Layer *to = o == nout - 1 ? next : &mid[o % 2];
         if (to != next)
             layer_init(s, to, 8);
-        if (step_output(s, from, to, n, n->out[o], buf))
+        if (step_output(s, from, to, n, outs[o], buf))
             return -1;
         from = to;
     }
     return 0;
 }
 
-int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
-                   Frontier *f)
+/* ---- components: decisions that cannot meet -------------------------------- */
+
+/* Whether a tensor is needed, and what keeping it costs, depends on the
+ * decisions about the outputs of its readers that may be rebuilt (each
+ * rebuild reads it), and for a view's source, on the view's. A tensor a
+ * backward reads is needed whatever they decide, so no reader's decision
+ * reaches it. Joining each tensor with the decisions that reach it splits
+ * the node outputs into components whose costs add up independently: the
+ * frontier of the graph is the sum of the components' frontiers (every
+ * pair of points, the Pareto-optimal ones kept). A long skip whose source
+ * only a rebuild would need (a U-Net's) joins its two ends and nothing in
+ * between, so the program never carries it across the middle as a mark;
+ * a block's recomputes stay in the block. */
+static int find(int *up, int t)
 {
-    Solver s = {c, g, r, cap_bytes, 0};
-    Layer cur, next;
-    int *buf = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *buf);
-    layer_init(&s, &cur, 1);
-    State *start = layer_get(&s, &cur, buf, 0);
-    Point zero = {0, 0, NULL};
-    merge(&s, start, &zero, 1, 0, 0, -1);
+    while (up[t] != t)
+        t = up[t] = up[up[t]];
+    return t;
+}
+
+static void join(int *up, int a, int b)
+{
+    a = find(up, a);
+    b = find(up, b);
+    if (a != b)
+        up[a < b ? b : a] = a < b ? a : b;
+}
+
+/* comp[t] for every tensor: its component, numbered from 0 in the order
+ * of the walk; returns how many. */
+static int components(Ctx *c, const Graph *g, const Remat *r, int *comp)
+{
+    int *up = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *up);
+    for (int t = 0; t < g->ntensors; t++) {
+        up[t] = t;
+        comp[t] = -1;
+    }
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            int rebuilt = r->free[t] || r->wanted[t] == KEEP_RECOMPUTE;
+            for (int i = 0; rebuilt && i < n->nin; i++) {
+                int u = n->in[i];
+                if (g->tensors[u].kind == T_ACT && !r->needed[u])
+                    join(up, u, t);
+            }
+            if (op_table[n->op].alias && g->tensors[n->in[0]].kind == T_ACT)
+                join(up, n->in[0], t);
+        }
+    }
+    int ncomp = 0;
     for (int k = g->nnodes - 1; k >= 0; k--) {
         const Node *n = &g->nodes[g->order[k]];
-        layer_init(&s, &next, 8);
-        if (step(&s, &cur, &next, n, buf)) {
-            f->n = 0;
-            f->plans = NULL;
-            f->proven = 0;
-            f->overflow = n;
-            return 0;
+        for (int o = 0; o < n->nout; o++) {
+            int root = find(up, n->out[o]);
+            if (comp[root] < 0)
+                comp[root] = ncomp++;
+            comp[n->out[o]] = comp[root];
+        }
+    }
+    return ncomp;
+}
+
+/* ---- the frontier: each component's, then their sum -------------------------- */
+
+/* The frontier of component s->which: the program over its nodes (order
+ * positions, the walk's order), its scratch in a context of its own; the
+ * points and their trails copied into c. NULL with *overflow where the
+ * states outgrew their cap. */
+static Point *solve_component(Ctx *c, Solver *s, const int *ks, int nk,
+                              int *npts, const Node **overflow)
+{
+    Ctx scratch;
+    ctx_init(&scratch);
+    s->c = &scratch;
+    Layer cur, next;
+    int *buf = ctx_alloc(&scratch, ((size_t)s->g->ntensors + 1) * sizeof *buf);
+    layer_init(s, &cur, 1);
+    State *start = layer_get(s, &cur, buf, 0);
+    Point zero = {0, 0, NULL};
+    merge(s, start, &zero, 1, 0, 0, -1);
+    Point *out = NULL;
+    *npts = 0;
+    *overflow = NULL;
+    for (int i = 0; i < nk; i++) {
+        const Node *n = &s->g->nodes[s->g->order[ks[i]]];
+        layer_init(s, &next, 8);
+        if (step(s, &cur, &next, n, buf)) {
+            *overflow = n;
+            goto done;
         }
         cur = next;
     }
-    f->overflow = NULL;
     assert(cur.n <= 1 && "every mark is reached by its producer");
-    f->n = cur.n ? cur.v[0].npts : 0;
+    *npts = cur.n ? cur.v[0].npts : 0;
+    out = ctx_alloc(c, ((size_t)*npts + 1) * sizeof *out);
+    for (int i = 0; i < *npts; i++) {
+        out[i] = cur.v[0].pts[i];
+        out[i].trail = NULL;
+        for (const Trail *t = cur.v[0].pts[i].trail; t; t = t->prev) {
+            Trail *copy = ctx_alloc(c, sizeof *copy);
+            *copy = (Trail){t->tensor, out[i].trail, NULL};
+            out[i].trail = copy;
+        }
+    }
+done:
+    ctx_free(&scratch);
+    s->c = c;
+    return out;
+}
+
+typedef struct {
+    Point p;
+    int ia, ib;
+} Pair;
+
+static int pair_order(const void *x, const void *y)
+{
+    const Pair *a = x, *b = y;
+    if (a->p.bytes != b->p.bytes)
+        return a->p.bytes < b->p.bytes ? -1 : 1;
+    if (a->p.flops != b->p.flops)
+        return a->p.flops < b->p.flops ? -1 : 1;
+    if (a->ia != b->ia)
+        return a->ia < b->ia ? -1 : 1;
+    return (a->ib > b->ib) - (a->ib < b->ib);
+}
+
+/* The frontier of two independent parts: every pair of their points,
+ * those within the cap and beaten by none kept, bytes ascending. On a tie
+ * the pair of a's earlier point wins. */
+static Point *sum_frontiers(Solver *s, const Point *a, int na, const Point *b,
+                            int nb, int *n)
+{
+    Pair *all = malloc(((size_t)na * (size_t)nb + 1) * sizeof *all);
+    assert(all && "frontiers fit in memory");
+    int m = 0;
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++) {
+            double bytes = a[i].bytes + b[j].bytes;
+            if (bytes > s->cap_bytes)
+                continue;
+            all[m++] = (Pair){{bytes, a[i].flops + b[j].flops, NULL}, i, j};
+        }
+    qsort(all, (size_t)m, sizeof *all, pair_order);
+    Point *out = ctx_alloc(s->c, ((size_t)m + 1) * sizeof *out);
+    int k = 0;
+    for (int i = 0; i < m; i++) {
+        if (k > 0 && out[k - 1].flops <= all[i].p.flops)
+            continue;
+        const Trail *ta = a[all[i].ia].trail, *tb = b[all[i].ib].trail;
+        Point p = all[i].p;
+        if (ta && tb) {
+            Trail *t = ctx_alloc(s->c, sizeof *t);
+            *t = (Trail){-1, ta, tb};
+            p.trail = t;
+        } else {
+            p.trail = ta ? ta : tb;
+        }
+        out[k++] = p;
+    }
+    free(all);
+    if (k > MAX_POINTS) {           /* as merge() thins */
+        for (int i = 0; i < MAX_POINTS; i++)
+            out[i] = out[(long)i * (k - 1) / (MAX_POINTS - 1)];
+        k = MAX_POINTS;
+        s->thinned = 1;
+    }
+    *n = k;
+    return out;
+}
+
+static void mark_trail(const Trail *t, char *recompute)
+{
+    for (; t; t = t->prev) {
+        if (t->tensor >= 0)
+            recompute[t->tensor] = 1;
+        else
+            mark_trail(t->join, recompute);
+    }
+}
+
+int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                   Frontier *f)
+{
+    Solver s = {c, g, r, cap_bytes, 0, NULL, 0};
+    int *comp = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *comp);
+    int ncomp = components(c, g, r, comp);
+    s.comp = comp;
+    /* each component's nodes, in the walk's order (CSR) */
+    int *start = ctx_alloc(c, ((size_t)ncomp + 2) * sizeof *start);
+    int *seen = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *seen);
+    for (int i = 0; i < ncomp; i++)
+        seen[i] = -1;
+    int total = 0;
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            int x = comp[n->out[o]];
+            if (seen[x] != k) {
+                seen[x] = k;
+                start[x + 1]++;
+                total++;
+            }
+        }
+    }
+    for (int i = 0; i < ncomp; i++)
+        start[i + 1] += start[i];
+    int *ks = ctx_alloc(c, ((size_t)total + 1) * sizeof *ks);
+    int *fill = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *fill);
+    memcpy(fill, start, (size_t)ncomp * sizeof *fill);
+    for (int i = 0; i < ncomp; i++)
+        seen[i] = -1;
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            int x = comp[n->out[o]];
+            if (seen[x] != k) {
+                seen[x] = k;
+                ks[fill[x]++] = k;
+            }
+        }
+    }
+    /* the components' frontiers; those of one point of no cost drop out */
+    Point **fr = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *fr);
+    int *nfr = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *nfr);
+    int nparts = 0;
+    for (int x = 0; x < ncomp; x++) {
+        const Node *over;
+        int np;
+        s.which = x;
+        Point *p = solve_component(c, &s, ks + start[x], start[x + 1] - start[x],
+                                   &np, &over);
+        if (over || np == 0) {
+            f->n = 0;
+            f->plans = NULL;
+            f->proven = 0;
+            f->overflow = over;
+            return 0;
+        }
+        if (np == 1 && p[0].bytes == 0 && p[0].flops == 0 && !p[0].trail)
+            continue;
+        fr[nparts] = p;
+        nfr[nparts++] = np;
+    }
+    /* their sum, pairwise, neighbours first */
+    if (nparts == 0) {
+        static const Point zero = {0, 0, NULL};
+        fr[0] = (Point *)&zero;
+        nfr[0] = 1;
+        nparts = 1;
+    }
+    for (; nparts > 1; nparts = (nparts + 1) / 2) {
+        for (int i = 0; i + 1 < nparts; i += 2) {
+            fr[i / 2] = sum_frontiers(&s, fr[i], nfr[i], fr[i + 1], nfr[i + 1],
+                                      &nfr[i / 2]);
+            if (nfr[i / 2] == 0)
+                break;
+        }
+        if (nparts % 2) {
+            fr[nparts / 2] = fr[nparts - 1];
+            nfr[nparts / 2] = nfr[nparts - 1];
+        }
+    }
+    f->overflow = NULL;
+    f->n = nfr[0];
     f->plans = ctx_alloc(c, ((size_t)f->n + 1) * sizeof *f->plans);
     for (int i = 0; i < f->n; i++) {
-        const Point *p = &cur.v[0].pts[i];
+        const Point *p = &fr[0][i];
         Plan *pl = &f->plans[i];
         pl->bytes = p->bytes;
         pl->flops = p->flops;
         pl->recompute = ctx_alloc(c, (size_t)g->ntensors);
-        for (const Trail *t = p->trail; t; t = t->prev)
-            pl->recompute[t->tensor] = 1;
+        mark_trail(p->trail, pl->recompute);
         /* free tensors not on the trail: saved when reached */
     }
     f->proven = !s.thinned;
