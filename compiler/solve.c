@@ -492,12 +492,12 @@ static void mark_trail(const Trail *t, char *recompute)
     }
 }
 
-int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
-                   Frontier *f)
+static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                    int whole, Frontier *f)
 {
     Solver s = {c, g, r, cap_bytes, 0, NULL, 0};
     int *comp = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *comp);
-    int ncomp = components(c, g, r, comp);
+    int ncomp = whole ? 1 : components(c, g, r, comp);
     s.comp = comp;
     /* each component's nodes, in the walk's order (CSR) */
     int *start = ctx_alloc(c, ((size_t)ncomp + 2) * sizeof *start);
@@ -590,6 +590,18 @@ int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
     return 0;
 }
 
+int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                   Frontier *f)
+{
+    return frontier(c, g, r, cap_bytes, 0, f);
+}
+
+int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
+                         double cap_bytes, Frontier *f)
+{
+    return frontier(c, g, r, cap_bytes, 1, f);
+}
+
 /* ---- branch and bound: one budget, when the program's caps are hit -------- */
 
 /* The same walk and the same costs as the program, one plan at a time,
@@ -675,8 +687,8 @@ static void search(Search *s, int k, int o, double bytes, double flops)
 
 /* The least-FLOPs plan within want bytes, by branch and bound; *proven
  * when the search ran to the end. 0, or -1 when no plan was found. */
-static int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
-                         Plan *out, int *proven)
+int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
+                  Plan *out, int *proven)
 {
     size_t nt = (size_t)g->ntensors;
     Search s = {g, r, want, ctx_alloc(c, nt), ctx_alloc(c, nt),

@@ -1,5 +1,6 @@
 /* The budget solver (compiler/solve.c): answers worked out by hand, and
  * exhaustive search over every plan of random small graphs. */
+#define _DEFAULT_SOURCE     /* popen: the generator scripts */
 #include "testutil.h"
 
 #include <math.h>
@@ -476,6 +477,216 @@ START_TEST(beyond_the_caps_branch_and_bound)
 }
 END_TEST
 
+/* ---- generated graphs at depth: scripts/make_unet.py, make_gpt.py --------- */
+
+/* The graph a generator script writes (cmd: its arguments after the
+ * script's path), classified under sac softened, as a budget does. */
+static Graph *generated(Ctx *c, const char *script, const char *args, Remat *r)
+{
+    const char *cmd = ctx_printf(c, "/usr/bin/python3 '%s/scripts/%s' %s",
+                                 REMAT_SOURCE_DIR, script, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "%s", cmd);
+    Buf b;
+    buf_init(&b, c);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk - 1, p)) > 0) {
+        chunk[n] = 0;
+        buf_printf(&b, "%s", chunk);
+    }
+    ck_assert_msg(pclose(p) == 0 && b.data, "%s", cmd);
+    Graph *g;
+    Policy *pol;
+    ck_assert_msg(policy_load(c, "sac", &pol) == 0 &&
+                  parse_graph_memory(c, "gen.xml", b.data, strlen(b.data), &g) == 0 &&
+                  infer_shapes(c, g) == 0 && autodiff(c, g) == 0 &&
+                  remat_classify(c, g, policy_soften(c, pol), r) == 0,
+                  "%s: %s", cmd, c->err);
+    return g;
+}
+
+/* The least FLOPs the frontier gives within want bytes (HUGE_VAL: none). */
+static double frontier_least(const Frontier *f, double want)
+{
+    double best = HUGE_VAL;
+    for (int i = 0; i < f->n; i++)
+        if (f->plans[i].bytes <= want && f->plans[i].flops < best)
+            best = f->plans[i].flops;
+    return best;
+}
+
+/* The frontier, a sum of components' frontiers, against two answers that
+ * split nothing: the program over the whole graph, point for point; and
+ * at eleven budgets from the least saved bytes to the most and the
+ * middles between neighbouring points, with search, branch and bound's
+ * least FLOPs, run to the end (on a GPT it gives up after 10^8 visits at
+ * most budgets, so there the program alone answers). Each point costs
+ * what its schedule does. */
+static void check_against_search(Ctx *c, const Graph *g, Remat *r,
+                                 int search, const char *what)
+{
+    Frontier f, w;
+    ck_assert(solve_frontier(c, g, r, HUGE_VAL, &f) == 0);
+    ck_assert_msg(f.proven && !f.overflow && f.n >= 2, "%s", what);
+    ck_assert(solve_frontier_whole(c, g, r, HUGE_VAL, &w) == 0);
+    ck_assert_msg(w.proven && !w.overflow, "%s: whole", what);
+    ck_assert_msg(w.n == f.n, "%s: %d points, whole %d", what, f.n, w.n);
+    for (int i = 0; i < f.n; i++)
+        ck_assert_msg(f.plans[i].bytes == w.plans[i].bytes &&
+                      f.plans[i].flops == w.plans[i].flops,
+                      "%s point %d: (%.0f, %.0f), whole (%.0f, %.0f)", what, i,
+                      f.plans[i].bytes, f.plans[i].flops, w.plans[i].bytes,
+                      w.plans[i].flops);
+    double lo = f.plans[0].bytes, hi = f.plans[f.n - 1].bytes;
+    double want[11 + 16];
+    int nw = 0;
+    for (int i = 0; i <= 10; i++)
+        want[nw++] = floor(lo + (hi - lo) * i / 10);
+    for (int i = 1; i < f.n && nw < 27; i += 1 + f.n / 16)
+        want[nw++] = floor((f.plans[i - 1].bytes + f.plans[i].bytes) / 2);
+    for (int i = 0; search && i < nw; i++) {
+        Plan pick;
+        int proven;
+        ck_assert_msg(search_budget(c, g, r, want[i], &pick, &proven) == 0 &&
+                      proven, "%s: %.0f bytes", what, want[i]);
+        ck_assert_msg(pick.flops == frontier_least(&f, want[i]),
+                      "%s: %.0f bytes: search %.0f, frontier %.0f", what,
+                      want[i], pick.flops, frontier_least(&f, want[i]));
+    }
+    Policy *p;
+    ck_assert(policy_load(c, "sac", &p) == 0);
+    p = policy_soften(c, p);
+    for (int i = 0; i < f.n; i += 1 + f.n / 8) {
+        Ctx x;
+        ctx_init(&x);
+        Compiled m;
+        remat_apply(&x, g, r, f.plans[i].recompute);
+        ck_assert(compile_decided(&x, g, p, r, &m) == 0);
+        Summary s;
+        summarize(&m, &s);
+        ck_assert_msg(s.saved_bytes == f.plans[i].bytes &&
+                      s.recompute_flops == f.plans[i].flops, "%s point %d",
+                      what, i);
+        ctx_free(&x);
+    }
+}
+
+START_TEST(unets_match_branch_and_bound)
+{
+    for (int d = 4; d <= 8; d++) {
+        Ctx c;
+        ctx_init(&c);
+        Remat r;
+        const Graph *g = generated(&c, "make_unet.py", ctx_printf(&c, "%d", d), &r);
+        check_against_search(&c, g, &r, 1, ctx_printf(&c, "unet %d", d));
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(gpts_match_branch_and_bound)
+{
+    for (int l = 2; l <= 4; l++) {
+        Ctx c;
+        ctx_init(&c);
+        Remat r;
+        const Graph *g = generated(&c, "make_gpt.py",
+                                   ctx_printf(&c, "--layers %d", l), &r);
+        check_against_search(&c, g, &r, 0,
+                             ctx_printf(&c, "gpt %d layers", l));
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+/* U-Net of depth 3: every plan of its free tensors that some plan needs
+ * (those needed when all are recomputed; the others never count), walked
+ * by remat.c (not solve.c): saved bytes from remat_apply, FLOPs the
+ * producers' of the tensors recomputed (no node here has two outputs).
+ * The frontier is exactly the Pareto set of them. */
+START_TEST(unet3_matches_every_plan)
+{
+    Ctx c;
+    ctx_init(&c);
+    Remat r;
+    const Graph *g = generated(&c, "make_unet.py", "3", &r);
+    int free[64], n = 0;
+    char *rec = ctx_alloc(&c, (size_t)g->ntensors);
+    memset(rec, 1, (size_t)g->ntensors);
+    remat_apply(&c, g, &r, rec);
+    for (int t = 0; t < g->ntensors; t++)
+        if (r.free[t] && r.keep[t] != KEEP_NONE)
+            free[n++] = t;
+    for (int t = 0; t < g->ntensors; t++)
+        rec[t] = 0;
+    ck_assert_int_le(n, 18);
+    ck_assert_int_ge(n, 12);
+    Frontier f;
+    ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
+    Cost *all = ctx_alloc(&c, ((size_t)1 << n) * sizeof *all);
+    for (long mask = 0; mask < 1L << n; mask++) {
+        Ctx x;
+        ctx_init(&x);
+        for (int i = 0; i < n; i++)
+            rec[free[i]] = (char)(mask >> i & 1);
+        remat_apply(&x, g, &r, rec);
+        double flops = 0;
+        for (int t = 0; t < g->ntensors; t++)
+            if (r.keep[t] == KEEP_RECOMPUTE) {
+                const Node *nd = &g->nodes[g->tensors[t].producer];
+                flops += op_table[nd->op].flops(g, nd);
+            }
+        all[mask] = (Cost){(double)r.saved_bytes, flops};
+        ctx_free(&x);
+    }
+    int plans = 1 << n;
+    for (int i = 0; i < f.n; i++)
+        ck_assert_msg(least_flops(all, plans, f.plans[i].bytes) == f.plans[i].flops,
+                      "point %d", i);
+    for (int k = 0; k < plans; k++) {
+        int covered = 0;
+        for (int i = 0; i < f.n && !covered; i++)
+            covered = f.plans[i].bytes <= all[k].bytes &&
+                      f.plans[i].flops <= all[k].flops;
+        ck_assert_msg(covered, "plan %d", k);
+    }
+    ctx_free(&c);
+}
+END_TEST
+
+/* The depths of issue 14: a U-Net of depth 32 (its skips overflowed the
+ * program's 16384 states from depth 15) and a 96-layer GPT: the frontier
+ * and a single budget proven, and the budget's answer the frontier's. */
+START_TEST(at_depth_proven)
+{
+    static const struct { const char *script, *args; } graphs[] = {
+        {"make_unet.py", "32"}, {"make_gpt.py", "--layers 96"},
+    };
+    for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++) {
+        Ctx c;
+        ctx_init(&c);
+        Remat r;
+        Graph *g = generated(&c, graphs[i].script, graphs[i].args, &r);
+        Frontier f;
+        ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0);
+        ck_assert_msg(f.proven && !f.overflow && f.n >= 100, "%s %s: %d points",
+                      graphs[i].script, graphs[i].args, f.n);
+        Policy *p;
+        Budget b = {BUDGET_FRACTION, 0.5, 0};
+        Compiled m;
+        ck_assert(policy_load(&c, "sac", &p) == 0 &&
+                  compile_parsed(&c, g, policy_soften(&c, p), &b, &m) == 0);
+        ck_assert(m.remat->proven);
+        double lo, hi;
+        budget_ends(&c, g, &lo, &hi);
+        ck_assert_double_eq(m.train->recompute_flops,
+                            frontier_least(&f, floor(lo + 0.5 * (hi - lo))));
+        ctx_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("solve");
@@ -488,6 +699,10 @@ int main(void)
     tcase_add_test(t, budget_too_small_names_what_forces_it);
     tcase_add_test(t, budget_text);
     tcase_add_test(t, beyond_the_caps_branch_and_bound);
+    tcase_add_test(t, unets_match_branch_and_bound);
+    tcase_add_test(t, gpts_match_branch_and_bound);
+    tcase_add_test(t, unet3_matches_every_plan);
+    tcase_add_test(t, at_depth_proven);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
