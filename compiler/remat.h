@@ -595,6 +595,11 @@ int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
  * second opinion on the components' sum. */
 int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
                          double cap_bytes, Frontier *f);
+/* The same, split at up to 4 hubs (solve.c) whether or not a component
+ * outgrows its states, so that the tests check the hubs' cases on graphs
+ * small enough to check. */
+int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
+                        double cap_bytes, Frontier *f);
 /* The least-FLOPs plan within want bytes by branch and bound over the
  * whole walk (no components), the answer where the frontier's caps are
  * hit, and the tests' second opinion; *proven when it ran to the end. 0,

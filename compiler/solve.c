@@ -20,15 +20,26 @@
  * At the last node the states are empty, and the union of their frontiers
  * is the frontier of the whole graph: every optimal plan of every budget.
  *
- * The state stays small when recomputes reach back only a few nodes, as
- * in a block-structured graph, where a block's recomputes stop at its
- * inputs. It grows with independent choices that meet (many recomputes,
- * each making its own input needed), and the frontier with independent
- * choices of different sizes. Past MAX_POINTS per state the frontier is
- * thinned; past MAX_STATES per node it is abandoned. For one budget the
- * answer is then found by branch and bound over the same walk (search),
- * which is exact when it runs to the end; the report says whether the plan
- * is proven optimal.
+ * The program runs once per component (components()): the decisions split
+ * into groups that no recompute connects, whose costs add up, so the
+ * frontier of the graph is the sum of theirs (every pair of points, the
+ * Pareto-optimal kept; sum_frontiers). A component's walk visits only its
+ * own nodes and its state holds only its own marks. This is what keeps a
+ * long skip cheap: a U-Net's skip source, needed only when the decoder's
+ * skip Add is rebuilt, is one component with that Add, not a mark carried
+ * across the whole middle of the graph (2^depth states); and a GPT's
+ * layers, their recomputes stopping at block inputs, are summed, not
+ * merged into every state's frontier.
+ *
+ * Within a component the state stays small when recomputes reach back only
+ * a few nodes, as in a block-structured graph. It grows with independent
+ * choices that meet in one component (many recomputes, each making its own
+ * input needed, all of it read by one rebuilt node), and the frontier with
+ * independent choices of different sizes. Past MAX_POINTS per state (or
+ * per sum) the frontier is thinned; past MAX_STATES per node it is
+ * abandoned. For one budget the answer is then found by branch and bound
+ * over the whole walk (search), which is exact when it runs to the end;
+ * the report says whether the plan is proven optimal.
  *
  * Among plans of equal bytes and FLOPs the one merged first is kept (the
  * branch the policy asked for is merged first): deterministic, but not a
@@ -78,6 +89,11 @@ typedef struct {
     int thinned;
     const int *comp;        /* per tensor, its component (components()) */
     int which;              /* the component the program walks */
+    /* per tensor, a hub's case (solve_cases): needed whatever the plan;
+     * an output that may not be rebuilt where needed (it would need a hub
+     * that is not) */
+    const char *as_needed, *no_rebuild;
+    int eager;              /* split at hubs before any overflow (tests) */
 } Solver;
 
 static unsigned hash_marks(const int *m, int n)
@@ -218,7 +234,8 @@ static int next_marks(const Solver *s, const State *st, int t, const Node *n,
             out[k++] = st->marks[i];
     for (int i = 0; recompute && i < n->nin; i++) {
         int u = n->in[i];
-        if (s->g->tensors[u].kind == T_ACT && !s->r->needed[u])
+        if (s->g->tensors[u].kind == T_ACT && !s->r->needed[u] &&
+            !s->as_needed[u])
             k = add_mark(out, k, u, NEEDED);
     }
     if (hold_source && s->g->tensors[n->in[0]].kind == T_ACT)
@@ -261,7 +278,7 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
     const Remat *r = s->r;
     for (int i = 0; i < cur->n; i++) {
         const State *st = &cur->v[i];
-        int needed = r->needed[t], held = 0;
+        int needed = r->needed[t] || s->as_needed[t], held = 0;
         for (int m = 0; m < st->nmarks; m++)
             if (st->marks[m] >> 2 == t) {
                 needed |= (st->marks[m] & NEEDED) != 0;
@@ -271,6 +288,10 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
         if (!needed && !held)
             rc = add_branch(s, next, st, t, n, 0, 0, 0, 0, -1, buf);
         else if (!needed)       /* only a saved view's storage */
+            rc = branch(s, next, st, t, n, 0, held, -1, buf);
+        else if (s->no_rebuild[t] && !r->free[t] && rec_first)
+            rc = 0;             /* no plan of this case */
+        else if (s->no_rebuild[t])
             rc = branch(s, next, st, t, n, 0, held, -1, buf);
         else if (!r->free[t])
             rc = branch(s, next, st, t, n, rec_first, held, -1, buf);
@@ -339,8 +360,10 @@ static void join(int *up, int a, int b)
 
 /* comp[t] for every tensor: its component, numbered from 0 in the order
  * of the walk; returns how many. */
-static int components(Ctx *c, const Graph *g, const Remat *r, int *comp)
+static int components(Ctx *c, const Solver *s, int *comp)
 {
+    const Graph *g = s->g;
+    const Remat *r = s->r;
     int *up = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *up);
     for (int t = 0; t < g->ntensors; t++) {
         up[t] = t;
@@ -350,10 +373,12 @@ static int components(Ctx *c, const Graph *g, const Remat *r, int *comp)
         const Node *n = &g->nodes[k];
         for (int o = 0; o < n->nout; o++) {
             int t = n->out[o];
-            int rebuilt = r->free[t] || r->wanted[t] == KEEP_RECOMPUTE;
+            int rebuilt = (r->free[t] || r->wanted[t] == KEEP_RECOMPUTE) &&
+                          !s->no_rebuild[t];
             for (int i = 0; rebuilt && i < n->nin; i++) {
                 int u = n->in[i];
-                if (g->tensors[u].kind == T_ACT && !r->needed[u])
+                if (g->tensors[u].kind == T_ACT && !r->needed[u] &&
+                    !s->as_needed[u])
                     join(up, u, t);
             }
             if (op_table[n->op].alias && g->tensors[n->in[0]].kind == T_ACT)
@@ -492,13 +517,16 @@ static void mark_trail(const Trail *t, char *recompute)
     }
 }
 
-static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
-                    int whole, Frontier *f)
+/* The frontier under s's case: each component's, summed. 0, or -1 with
+ * *over, the node where a component's states outgrew their cap, and
+ * *over_comp, that component, in comp. */
+static int sum_components(Solver *s, int whole, int *comp, Point **out,
+                          int *nout, const Node **over)
 {
-    Solver s = {c, g, r, cap_bytes, 0, NULL, 0};
-    int *comp = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *comp);
-    int ncomp = whole ? 1 : components(c, g, r, comp);
-    s.comp = comp;
+    Ctx *c = s->c;
+    const Graph *g = s->g;
+    int ncomp = whole ? 1 : components(c, s, comp);
+    s->comp = comp;
     /* each component's nodes, in the walk's order (CSR) */
     int *start = ctx_alloc(c, ((size_t)ncomp + 2) * sizeof *start);
     int *seen = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *seen);
@@ -537,19 +565,17 @@ static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
     Point **fr = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *fr);
     int *nfr = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *nfr);
     int nparts = 0;
+    *out = NULL;
+    *nout = 0;
     for (int x = 0; x < ncomp; x++) {
-        const Node *over;
         int np;
-        s.which = x;
-        Point *p = solve_component(c, &s, ks + start[x], start[x + 1] - start[x],
-                                   &np, &over);
-        if (over || np == 0) {
-            f->n = 0;
-            f->plans = NULL;
-            f->proven = 0;
-            f->overflow = over;
-            return 0;
-        }
+        s->which = x;
+        Point *p = solve_component(c, s, ks + start[x], start[x + 1] - start[x],
+                                   &np, over);
+        if (*over)
+            return -1;
+        if (np == 0)
+            return 0;       /* no plan in this case */
         if (np == 1 && p[0].bytes == 0 && p[0].flops == 0 && !p[0].trail)
             continue;
         fr[nparts] = p;
@@ -557,28 +583,178 @@ static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
     }
     /* their sum, pairwise, neighbours first */
     if (nparts == 0) {
-        static const Point zero = {0, 0, NULL};
-        fr[0] = (Point *)&zero;
+        fr[0] = ctx_alloc(c, sizeof *fr[0]);
         nfr[0] = 1;
         nparts = 1;
     }
     for (; nparts > 1; nparts = (nparts + 1) / 2) {
-        for (int i = 0; i + 1 < nparts; i += 2) {
-            fr[i / 2] = sum_frontiers(&s, fr[i], nfr[i], fr[i + 1], nfr[i + 1],
+        for (int i = 0; i + 1 < nparts; i += 2)
+            fr[i / 2] = sum_frontiers(s, fr[i], nfr[i], fr[i + 1], nfr[i + 1],
                                       &nfr[i / 2]);
-            if (nfr[i / 2] == 0)
-                break;
-        }
         if (nparts % 2) {
             fr[nparts / 2] = fr[nparts - 1];
             nfr[nparts / 2] = nfr[nparts - 1];
         }
     }
+    *out = fr[0];
+    *nout = nfr[0];
+    return 0;
+}
+
+/* Both frontiers' points, the Pareto-optimal kept: the frontier of plans
+ * that are in either case. */
+static Point *union_frontiers(Solver *s, const Point *a, int na,
+                              const Point *b, int nb, int *n)
+{
+    Pair *all = malloc(((size_t)na + (size_t)nb + 1) * sizeof *all);
+    assert(all && "frontiers fit in memory");
+    int m = 0;
+    for (int i = 0; i < na; i++)
+        all[m++] = (Pair){a[i], i, 0};
+    for (int j = 0; j < nb; j++)
+        all[m++] = (Pair){b[j], na + j, 0};
+    qsort(all, (size_t)m, sizeof *all, pair_order);
+    Point *out = ctx_alloc(s->c, ((size_t)m + 1) * sizeof *out);
+    int k = 0;
+    for (int i = 0; i < m; i++)
+        if (k == 0 || out[k - 1].flops > all[i].p.flops)
+            out[k++] = all[i].p;
+    free(all);
+    *n = k;
+    return out;
+}
+
+/* Hubs: where a component outgrows its states, it is often because one
+ * tensor that no backward reads is read by many nodes that may be
+ * rebuilt (a diffusion U-Net's timestep embedding, added at every level):
+ * it joins them all into one component, and with them every long skip.
+ * Every plan either needs the hub or not, so the frontier is the union of
+ * two cases' frontiers: the hub needed whatever the plan (exact for the
+ * plans that need it, and no cheaper than the truth for the others); and
+ * the hub needed by no plan (no reader's output rebuilt where needed:
+ * exact for the plans that do not need it). In both the hub joins nothing,
+ * and the component splits. A plan of the first case that does not need
+ * the hub is counted at least a save or a rebuild too dear, so the second
+ * case's copy of it beats it unless that costs nothing: the points kept
+ * cost what their schedules do. Up to MAX_HUBS hubs, 2^MAX_HUBS cases. */
+#define MAX_HUBS 4
+
+/* The tensor of component x (x < 0: of any) that the most rebuildable
+ * outputs read, when a recompute would make it needed and it is no view's
+ * source nor a view; -1 when none is read by two. */
+static int pick_hub(const Solver *s, const int *comp, int x)
+{
+    const Graph *g = s->g;
+    const Remat *r = s->r;
+    int best = -1, most = 1;
+    int *readers = calloc((size_t)g->ntensors + 1, sizeof *readers);
+    char *viewed = calloc((size_t)g->ntensors + 1, 1);
+    assert(readers && viewed && "counts fit in memory");
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        if (op_table[n->op].alias) {
+            viewed[n->in[0]] = 1;
+            viewed[n->out[0]] = 1;
+        }
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            if (!(r->free[t] || r->wanted[t] == KEEP_RECOMPUTE) ||
+                s->no_rebuild[t])
+                continue;
+            for (int i = 0; i < n->nin; i++) {
+                int dup = 0;    /* a node reading u twice counts once */
+                for (int j = 0; j < i; j++)
+                    dup |= n->in[j] == n->in[i];
+                if (!dup)
+                    readers[n->in[i]]++;
+            }
+        }
+    }
+    for (int u = 0; u < g->ntensors; u++)
+        if (g->tensors[u].kind == T_ACT && g->tensors[u].producer >= 0 &&
+            (x < 0 || comp[u] == x) && !r->needed[u] && !s->as_needed[u] && !viewed[u] &&
+            readers[u] > most) {
+            best = u;
+            most = readers[u];
+        }
+    free(readers);
+    free(viewed);
+    return best;
+}
+
+/* The frontier of s's case, splitting at hubs where a component overflows.
+ * 0, or -1 with *over. */
+static int solve_cases(Solver *s, int whole, int hubs, Point **out, int *n,
+                       const Node **over)
+{
+    Ctx *c = s->c;
+    const Graph *g = s->g;
+    int *comp = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *comp);
+    int hub = -1;
+    *over = NULL;
+    if (s->eager && !whole && hubs < MAX_HUBS) {
+        components(c, s, comp);
+        hub = pick_hub(s, comp, -1);
+    }
+    if (hub < 0) {
+        if (sum_components(s, whole, comp, out, n, over) == 0)
+            return 0;
+        hub = whole || hubs == MAX_HUBS ? -1
+              : pick_hub(s, comp, comp[(*over)->out[0]]);
+        if (hub < 0)
+            return -1;
+    }
+    size_t nt = (size_t)g->ntensors + 1;
+    const char *as_needed = s->as_needed, *no_rebuild = s->no_rebuild;
+    char *needed_case = ctx_alloc(c, nt), *unneeded_case = ctx_alloc(c, nt);
+    memcpy(needed_case, as_needed, nt);
+    needed_case[hub] = 1;
+    memcpy(unneeded_case, no_rebuild, nt);
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *nd = &g->nodes[k];
+        int reads = 0;
+        for (int i = 0; i < nd->nin; i++)
+            reads |= nd->in[i] == hub;
+        for (int o = 0; reads && o < nd->nout; o++)
+            unneeded_case[nd->out[o]] = 1;
+    }
+    Point *a, *b;
+    int na, nb, rc;
+    s->as_needed = needed_case;
+    rc = solve_cases(s, 0, hubs + 1, &a, &na, over);
+    s->as_needed = as_needed;
+    if (rc)
+        return -1;
+    s->no_rebuild = unneeded_case;
+    rc = solve_cases(s, 0, hubs + 1, &b, &nb, over);
+    s->no_rebuild = no_rebuild;
+    if (rc)
+        return -1;
+    *out = union_frontiers(s, a, na, b, nb, n);
+    return 0;
+}
+
+static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                    int whole, int eager, Frontier *f)
+{
+    Solver s = {c, g, r, cap_bytes, 0, NULL, 0, NULL, NULL, eager};
+    s.as_needed = ctx_alloc(c, (size_t)g->ntensors + 1);
+    s.no_rebuild = ctx_alloc(c, (size_t)g->ntensors + 1);
+    Point *pts;
+    int n;
+    const Node *over;
+    if (solve_cases(&s, whole, 0, &pts, &n, &over)) {
+        f->n = 0;
+        f->plans = NULL;
+        f->proven = 0;
+        f->overflow = over;
+        return 0;
+    }
     f->overflow = NULL;
-    f->n = nfr[0];
+    f->n = n;
     f->plans = ctx_alloc(c, ((size_t)f->n + 1) * sizeof *f->plans);
     for (int i = 0; i < f->n; i++) {
-        const Point *p = &fr[0][i];
+        const Point *p = &pts[i];
         Plan *pl = &f->plans[i];
         pl->bytes = p->bytes;
         pl->flops = p->flops;
@@ -593,13 +769,19 @@ static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
 int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
                    Frontier *f)
 {
-    return frontier(c, g, r, cap_bytes, 0, f);
+    return frontier(c, g, r, cap_bytes, 0, 0, f);
 }
 
 int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
                          double cap_bytes, Frontier *f)
 {
-    return frontier(c, g, r, cap_bytes, 1, f);
+    return frontier(c, g, r, cap_bytes, 1, 0, f);
+}
+
+int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
+                        double cap_bytes, Frontier *f)
+{
+    return frontier(c, g, r, cap_bytes, 0, 1, f);
 }
 
 /* ---- branch and bound: one budget, when the program's caps are hit -------- */

@@ -17,12 +17,21 @@ the decoder every skip is a pending choice, the pattern that made the
 solver's states grow as 2^D. Widths w_i = 4 + 4 (i mod 3), batch 2, so that
 the tensors differ in size and a compile is fast.
 
-Usage: scripts/make_unet.py D > unet.xml"""
+With --emb, a diffusion model's timestep embedding: emb = MatMul(t,
+temb) of shape (2, 1), from an input t, added to every decoder level
+(c_i = Add(s_i, emb), d_i = Relu(c_i)). No backward reads emb either, so
+rebuilding any level's c_i needs it: one tensor that ties every level's
+decisions together (model name unetD_emb).
+
+Usage: scripts/make_unet.py [--emb] D > unet.xml"""
 import sys
 
-if len(sys.argv) != 2 or not sys.argv[1].isdigit() or int(sys.argv[1]) < 1:
-    sys.exit("usage: make_unet.py DEPTH > unet.xml")
-D = int(sys.argv[1])
+args = sys.argv[1:]
+EMB = "--emb" in args
+args = [a for a in args if a != "--emb"]
+if len(args) != 1 or not args[0].isdigit() or int(args[0]) < 1:
+    sys.exit("usage: make_unet.py [--emb] DEPTH > unet.xml")
+D = int(args[0])
 B = 2
 
 
@@ -31,9 +40,13 @@ def width(i):
 
 
 out = ['<?xml version="1.0" encoding="UTF-8"?>',
-       f'<model name="unet{D}" format="1">', '  <graph>',
+       f'<model name="unet{D}{"_emb" if EMB else ""}" format="1">', '  <graph>',
        f'    <input name="x" shape="{B} {width(0)}"/>',
        f'    <input name="target" shape="{B} {width(0)}"/>']
+if EMB:
+    out.append(f'    <input name="t" shape="{B} 4"/>')
+    out.append('    <initializer name="temb" shape="4 1" init="uniform" '
+               'low="-0.3" high="0.3"/>')
 for i in range(1, D + 1):
     out.append(f'    <initializer name="enc{i}" shape="{width(i - 1)} {width(i)}" '
                'init="uniform" low="-0.3" high="0.3"/>')
@@ -50,6 +63,8 @@ def node(name, op, ins, outs, **attrs):
     out.append(f'    <node name="{name}" op="{op}" in="{ins}" out="{outs}"{a}/>')
 
 
+if EMB:
+    node("temb", "MatMul", "t temb", "emb")
 prev = "x"
 for i in range(1, D + 1):
     node(f"enc{i}.mm", "MatMul", f"{prev} enc{i}", f"h{i}")
@@ -58,7 +73,9 @@ for i in range(1, D + 1):
 for i in range(D, 0, -1):
     node(f"dec{i}.mm", "MatMul", f"{prev} dec{i}", f"u{i}")
     node(f"dec{i}.skip", "Add", f"u{i} h{i}", f"s{i}")
-    node(f"dec{i}.act", "Relu", f"s{i}", f"d{i}")
+    if EMB:
+        node(f"dec{i}.emb", "Add", f"s{i} emb", f"c{i}")
+    node(f"dec{i}.act", "Relu", f"c{i}" if EMB else f"s{i}", f"d{i}")
     prev = f"d{i}"
 node("head", "MatMul", f"{prev} head", "y")
 node("diff", "Sub", "y target", "e")

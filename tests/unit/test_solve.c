@@ -262,6 +262,23 @@ START_TEST(matches_exhaustive_search)
                           f.plans[i].flops <= all[k].flops;
             ck_assert_msg(covered, "seed %lu plan %d\n%s", seed, k, xml);
         }
+        /* split at hubs (solve.c), the same frontier, each point costing
+         * what its schedule does */
+        Frontier h;
+        ck_assert(solve_frontier_hubs(&c, g, &r, HUGE_VAL, &h) == 0 && h.proven);
+        ck_assert_msg(h.n == f.n, "seed %lu: hubs %d points, %d\n%s", seed,
+                      h.n, f.n, xml);
+        for (int i = 0; i < h.n; i++) {
+            ck_assert_msg(h.plans[i].bytes == f.plans[i].bytes &&
+                          h.plans[i].flops == f.plans[i].flops,
+                          "seed %lu hubs point %d\n%s", seed, i, xml);
+            Compiled m;
+            remat_apply(&c, g, &r, h.plans[i].recompute);
+            ck_assert(compile_decided(&c, g, policy_soften(&c, p), &r, &m) == 0);
+            ck_assert_msg(m.train->recompute_flops == h.plans[i].flops &&
+                          (double)r.saved_bytes == h.plans[i].bytes,
+                          "seed %lu hubs point %d's plan\n%s", seed, i, xml);
+        }
         ctx_free(&c);
     }
     ck_assert_int_ge(free_max, 10);    /* the search met real choices */
@@ -429,8 +446,9 @@ END_TEST
  * recomputes 4 * (8191 - 4095) = 16384 FLOPs.
  *
  * wide: 16 parameters w_i of 4 floats, p_i = Neg(w_i), a_i = Tanh(p_i).
- * Recomputing a_i makes p_i needed, so independent choices meet in the
- * states: 2^16 of them, more than a layer keeps. Per i: save a_i (16
+ * Recomputing a_i makes p_i needed, so in one walk independent choices
+ * would meet in the states: 2^16 of them, more than a layer keeps (each
+ * pair is now a component of its own, summed). Per i: save a_i (16
  * bytes), or recompute a_i and p_i (0 bytes, Tanh 16 + Neg 4 FLOPs); saving
  * p_i instead costs the same bytes and more FLOPs. At fraction 0.5 (B = 128
  * of none's 256) it saves 8 and recomputes 8 * 20 = 160 FLOPs. */
@@ -516,6 +534,18 @@ static double frontier_least(const Frontier *f, double want)
     return best;
 }
 
+static void same_frontier(const Frontier *f, const Frontier *w,
+                          const char *what)
+{
+    ck_assert_msg(w->n == f->n, "%s: %d points, against %d", what, f->n, w->n);
+    for (int i = 0; i < f->n; i++)
+        ck_assert_msg(f->plans[i].bytes == w->plans[i].bytes &&
+                      f->plans[i].flops == w->plans[i].flops,
+                      "%s point %d: (%.0f, %.0f) against (%.0f, %.0f)", what,
+                      i, f->plans[i].bytes, f->plans[i].flops,
+                      w->plans[i].bytes, w->plans[i].flops);
+}
+
 /* The frontier, a sum of components' frontiers, against two answers that
  * split nothing: the program over the whole graph, point for point; and
  * at eleven budgets from the least saved bytes to the most and the
@@ -531,13 +561,10 @@ static void check_against_search(Ctx *c, const Graph *g, Remat *r,
     ck_assert_msg(f.proven && !f.overflow && f.n >= 2, "%s", what);
     ck_assert(solve_frontier_whole(c, g, r, HUGE_VAL, &w) == 0);
     ck_assert_msg(w.proven && !w.overflow, "%s: whole", what);
-    ck_assert_msg(w.n == f.n, "%s: %d points, whole %d", what, f.n, w.n);
-    for (int i = 0; i < f.n; i++)
-        ck_assert_msg(f.plans[i].bytes == w.plans[i].bytes &&
-                      f.plans[i].flops == w.plans[i].flops,
-                      "%s point %d: (%.0f, %.0f), whole (%.0f, %.0f)", what, i,
-                      f.plans[i].bytes, f.plans[i].flops, w.plans[i].bytes,
-                      w.plans[i].flops);
+    same_frontier(&f, &w, what);
+    ck_assert(solve_frontier_hubs(c, g, r, HUGE_VAL, &w) == 0);
+    ck_assert_msg(w.proven && !w.overflow, "%s: hubs", what);
+    same_frontier(&f, &w, ctx_printf(c, "%s, split at hubs", what));
     double lo = f.plans[0].bytes, hi = f.plans[f.n - 1].bytes;
     double want[11 + 16];
     int nw = 0;
@@ -572,16 +599,23 @@ static void check_against_search(Ctx *c, const Graph *g, Remat *r,
     }
 }
 
+/* U-Nets of depth 4 to 8, with and without the timestep embedding that
+ * ties every level into one component (solve.c's hubs split it); with it,
+ * branch and bound gives up at some budgets from depth 8, so it checks
+ * depths 4 to 6 there. */
 START_TEST(unets_match_branch_and_bound)
 {
-    for (int d = 4; d <= 8; d++) {
-        Ctx c;
-        ctx_init(&c);
-        Remat r;
-        const Graph *g = generated(&c, "make_unet.py", ctx_printf(&c, "%d", d), &r);
-        check_against_search(&c, g, &r, 1, ctx_printf(&c, "unet %d", d));
-        ctx_free(&c);
-    }
+    for (int emb = 0; emb <= 1; emb++)
+        for (int d = 4; d <= 8; d++) {
+            Ctx c;
+            ctx_init(&c);
+            Remat r;
+            const char *args = ctx_printf(&c, "%s%d", emb ? "--emb " : "", d);
+            const Graph *g = generated(&c, "make_unet.py", args, &r);
+            check_against_search(&c, g, &r, !emb || d <= 6,
+                                 ctx_printf(&c, "unet %s", args));
+            ctx_free(&c);
+        }
 }
 END_TEST
 
@@ -656,12 +690,14 @@ START_TEST(unet3_matches_every_plan)
 END_TEST
 
 /* The depths of issue 14: a U-Net of depth 32 (its skips overflowed the
- * program's 16384 states from depth 15) and a 96-layer GPT: the frontier
- * and a single budget proven, and the budget's answer the frontier's. */
+ * program's 16384 states from depth 15), with its timestep embedding too,
+ * and a 96-layer GPT: the frontier and a single budget proven, and the
+ * budget's answer the frontier's. */
 START_TEST(at_depth_proven)
 {
     static const struct { const char *script, *args; } graphs[] = {
-        {"make_unet.py", "32"}, {"make_gpt.py", "--layers 96"},
+        {"make_unet.py", "32"}, {"make_unet.py", "--emb 32"},
+        {"make_gpt.py", "--layers 96"},
     };
     for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++) {
         Ctx c;
