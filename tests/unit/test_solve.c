@@ -723,6 +723,66 @@ START_TEST(at_depth_proven)
 }
 END_TEST
 
+/* Past four hubs: a U-Net of depth 16 whose decoder adds five embeddings
+ * at every level (e_j = MatMul(t, w_j), read by no backward), so that
+ * after four hubs the fifth still ties every level's skip into one
+ * component, whose states overflow. The frontier says where; a single
+ * budget falls back to branch and bound, whose plan keeps within it. */
+static const char *unet_five_embeddings(Ctx *c)
+{
+    Buf b;
+    buf_init(&b, c);
+    buf_printf(&b, "<input name='x' shape='2 8'/><input name='t' shape='2 4'/>");
+    for (int j = 0; j < 5; j++)
+        buf_printf(&b, "<initializer name='w%d' shape='4 1' init='uniform'/>"
+                   "<node name='emb%d' op='MatMul' in='t w%d' out='e%d'/>",
+                   j, j, j, j);
+    const char *prev = "x";
+    for (int i = 1; i <= 16; i++) {
+        buf_printf(&b, "<initializer name='enc%d' shape='8 8' init='uniform'/>"
+                   "<node name='enc%d.mm' op='MatMul' in='%s enc%d' out='h%d'/>"
+                   "<node name='enc%d.act' op='Relu' in='h%d' out='a%d'/>",
+                   i, i, prev, i, i, i, i, i);
+        prev = ctx_printf(c, "a%d", i);
+    }
+    for (int i = 16; i >= 1; i--) {
+        buf_printf(&b, "<initializer name='dec%d' shape='8 8' init='uniform'/>"
+                   "<node name='dec%d.mm' op='MatMul' in='%s dec%d' out='u%d'/>"
+                   "<node name='dec%d.skip' op='Add' in='u%d h%d' out='s%d_0'/>",
+                   i, i, prev, i, i, i, i, i, i);
+        for (int j = 0; j < 5; j++)
+            buf_printf(&b, "<node name='dec%d.e%d' op='Add' in='s%d_%d e%d' "
+                       "out='s%d_%d'/>", i, j, i, j, j, i, j + 1);
+        buf_printf(&b, "<node name='dec%d.act' op='Relu' in='s%d_5' out='d%d'/>",
+                   i, i, i);
+        prev = ctx_printf(c, "d%d", i);
+    }
+    buf_printf(&b, "<node name='loss' op='ReduceSum' in='%s' out='l' "
+               "keepdims='0'/><output name='l'/>", prev);
+    return b.data;
+}
+
+START_TEST(past_the_hubs_branch_and_bound)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *xml = model_xml(&c, unet_five_embeddings(&c));
+    Graph *g;
+    Policy *p;
+    Remat r;
+    Frontier f;
+    ck_assert(policy_load(&c, "sac", &p) == 0 &&
+              parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
+              infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+              remat_classify(&c, g, policy_soften(&c, p), &r) == 0);
+    ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0);
+    ck_assert(f.overflow != NULL && f.n == 0 && !f.proven);
+    Compiled m = budgeted(&c, unet_five_embeddings(&c), BUDGET_FRACTION, 0.5);
+    ck_assert_double_le(m.remat->saved_bytes, m.remat->budget_bytes);
+    ctx_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("solve");
@@ -739,6 +799,7 @@ int main(void)
     tcase_add_test(t, gpts_match_branch_and_bound);
     tcase_add_test(t, unet3_matches_every_plan);
     tcase_add_test(t, at_depth_proven);
+    tcase_add_test(t, past_the_hubs_branch_and_bound);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
