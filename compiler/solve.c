@@ -54,6 +54,7 @@
 
 #define MAX_POINTS 4096     /* per state */
 #define MAX_STATES MAX_FRONTIER_STATES   /* a power of two: layers double */
+#define HUB_STATES 1024     /* where a component with a hub is split first */
 #define MAX_VISITS 100000000L   /* branch and bound's give-up point */
 
 /* The free tensors a plan recomputes, as a list shared between plans. */
@@ -94,6 +95,7 @@ typedef struct {
      * that is not) */
     const char *as_needed, *no_rebuild;
     int eager;              /* split at hubs before any overflow (tests) */
+    int max_states;         /* per node: MAX_STATES, or HUB_STATES */
 } Solver;
 
 static unsigned hash_marks(const int *m, int n)
@@ -122,10 +124,10 @@ static void layer_index(Layer *l, int i)
     l->index[h] = i;
 }
 
-/* Twice the room, the index rebuilt; 0 when already at MAX_STATES. */
+/* Twice the room, the index rebuilt; 0 when already at s->max_states. */
 static int layer_grow(Solver *s, Layer *l)
 {
-    if (l->cap >= MAX_STATES)
+    if (l->cap >= s->max_states)
         return 0;
     State *v = l->v;
     int n = l->n;
@@ -690,18 +692,23 @@ static int solve_cases(Solver *s, int whole, int hubs, Point **out, int *n,
     Ctx *c = s->c;
     const Graph *g = s->g;
     int *comp = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *comp);
-    int hub = -1;
+    int hub = -1, splits = !whole && hubs < MAX_HUBS;
     *over = NULL;
-    if (s->eager && !whole && hubs < MAX_HUBS) {
+    if (s->eager && splits) {
         components(c, s, comp);
         hub = pick_hub(s, comp, -1);
     }
-    if (hub < 0) {
-        if (sum_components(s, whole, comp, out, n, over) == 0)
+    /* a component that passes HUB_STATES is split at a hub if it has one,
+     * else walked again up to MAX_STATES */
+    s->max_states = splits ? HUB_STATES : MAX_STATES;
+    while (hub < 0) {
+        int rc = sum_components(s, whole, comp, out, n, over);
+        int cap = s->max_states;
+        s->max_states = MAX_STATES;
+        if (rc == 0)
             return 0;
-        hub = whole || hubs == MAX_HUBS ? -1
-              : pick_hub(s, comp, comp[(*over)->out[0]]);
-        if (hub < 0)
+        hub = splits ? pick_hub(s, comp, comp[(*over)->out[0]]) : -1;
+        if (hub < 0 && cap == MAX_STATES)
             return -1;
     }
     size_t nt = (size_t)g->ntensors + 1;
@@ -737,7 +744,7 @@ static int solve_cases(Solver *s, int whole, int hubs, Point **out, int *n,
 static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
                     int whole, int eager, Frontier *f)
 {
-    Solver s = {c, g, r, cap_bytes, 0, NULL, 0, NULL, NULL, eager};
+    Solver s = {c, g, r, cap_bytes, 0, NULL, 0, NULL, NULL, eager, MAX_STATES};
     s.as_needed = ctx_alloc(c, (size_t)g->ntensors + 1);
     s.no_rebuild = ctx_alloc(c, (size_t)g->ntensors + 1);
     Point *pts;
