@@ -465,48 +465,80 @@ static int pair_order(const void *x, const void *y)
     return (a->ib > b->ib) - (a->ib < b->ib);
 }
 
+/* sum_frontiers' heap: a's point i paired with b's point j[i]. */
+typedef struct {
+    const Point *a, *b;
+    const int *j;
+} Pairing;
+
+static int pair_before(const void *ctx, int x, int y)
+{
+    const Pairing *p = ctx;
+    double bx = p->a[x].bytes + p->b[p->j[x]].bytes;
+    double by = p->a[y].bytes + p->b[p->j[y]].bytes;
+    if (bx != by)
+        return bx < by;
+    double fx = p->a[x].flops + p->b[p->j[x]].flops;
+    double fy = p->a[y].flops + p->b[p->j[y]].flops;
+    if (fx != fy)
+        return fx < fy;
+    return x < y;
+}
+
 /* The frontier of two independent parts: every pair of their points,
  * those within the cap and beaten by none kept, bytes ascending. On a tie
- * the pair of a's earlier point wins. */
+ * the pair of a's earlier point wins. The pairs come out of a heap of one
+ * per point of a, in order, so the memory is the two parts' and the
+ * result's, not the product's. */
 static Point *sum_frontiers(Solver *s, const Point *a, int na, const Point *b,
                             int nb, int *n)
 {
-    Pair *all = malloc(((size_t)na * (size_t)nb + 1) * sizeof *all);
-    assert(all && "frontiers fit in memory");
-    int m = 0;
+    int *j = calloc((size_t)na + 1, sizeof *j);
+    int *v = malloc(((size_t)na + 1) * sizeof *v);
+    size_t room = (size_t)na + (size_t)nb + 1, k = 0;
+    Point *out = malloc(room * sizeof *out);
+    assert(j && v && out && "frontiers fit in memory");
+    Pairing pr = {a, b, j};
+    Heap h = {v, 0, pair_before, &pr};
     for (int i = 0; i < na; i++)
-        for (int j = 0; j < nb; j++) {
-            double bytes = a[i].bytes + b[j].bytes;
-            if (bytes > s->cap_bytes)
-                continue;
-            all[m++] = (Pair){{bytes, a[i].flops + b[j].flops, NULL}, i, j};
+        if (nb > 0 && a[i].bytes + b[0].bytes <= s->cap_bytes)
+            heap_push(&h, i);
+    while (h.n > 0) {
+        int i = heap_pop(&h);
+        const Point *pa = &a[i], *pb = &b[j[i]];
+        double flops = pa->flops + pb->flops;
+        if (k == 0 || out[k - 1].flops > flops) {
+            if (k == room) {
+                room *= 2;
+                out = realloc(out, room * sizeof *out);
+                assert(out && "frontiers fit in memory");
+            }
+            Point p = {pa->bytes + pb->bytes, flops, NULL};
+            if (pa->trail && pb->trail) {
+                Trail *t = ctx_alloc(s->c, sizeof *t);
+                *t = (Trail){-1, pa->trail, pb->trail};
+                p.trail = t;
+            } else {
+                p.trail = pa->trail ? pa->trail : pb->trail;
+            }
+            out[k++] = p;
         }
-    qsort(all, (size_t)m, sizeof *all, pair_order);
-    Point *out = ctx_alloc(s->c, ((size_t)m + 1) * sizeof *out);
-    int k = 0;
-    for (int i = 0; i < m; i++) {
-        if (k > 0 && out[k - 1].flops <= all[i].p.flops)
-            continue;
-        const Trail *ta = a[all[i].ia].trail, *tb = b[all[i].ib].trail;
-        Point p = all[i].p;
-        if (ta && tb) {
-            Trail *t = ctx_alloc(s->c, sizeof *t);
-            *t = (Trail){-1, ta, tb};
-            p.trail = t;
-        } else {
-            p.trail = ta ? ta : tb;
-        }
-        out[k++] = p;
+        if (++j[i] < nb && a[i].bytes + b[j[i]].bytes <= s->cap_bytes)
+            heap_push(&h, i);
     }
-    free(all);
+    free(j);
+    free(v);
     if (k > MAX_POINTS) {           /* as merge() thins */
         for (int i = 0; i < MAX_POINTS; i++)
-            out[i] = out[(long)i * (k - 1) / (MAX_POINTS - 1)];
+            out[i] = out[(long)i * ((long)k - 1) / (MAX_POINTS - 1)];
         k = MAX_POINTS;
         s->thinned = 1;
     }
-    *n = k;
-    return out;
+    Point *kept = ctx_alloc(s->c, (k + 1) * sizeof *kept);
+    memcpy(kept, out, k * sizeof *kept);
+    free(out);
+    *n = (int)k;
+    return kept;
 }
 
 static void mark_trail(const Trail *t, char *recompute)
