@@ -29,7 +29,10 @@
  * skip Add is rebuilt, is one component with that Add, not a mark carried
  * across the whole middle of the graph (2^depth states); and a GPT's
  * layers, their recomputes stopping at block inputs, are summed, not
- * merged into every state's frontier.
+ * merged into every state's frontier. Where one tensor ties a component
+ * together (a hub: a diffusion U-Net's timestep embedding, read at every
+ * level), the frontier is the union of two cases, the hub needed and not,
+ * in each of which it ties nothing (solve_cases).
  *
  * Within a component the state stays small when recomputes reach back only
  * a few nodes, as in a block-structured graph. It grows with independent
@@ -551,9 +554,10 @@ static void mark_trail(const Trail *t, char *recompute)
     }
 }
 
-/* The frontier under s's case: each component's, summed. 0, or -1 with
- * *over, the node where a component's states outgrew their cap, and
- * *over_comp, that component, in comp. */
+/* The frontier under s's case: each component's, summed (comp: each
+ * tensor's component, filled here). 0, with no points when the case has no
+ * plan; or -1 with *over, the node where a component's states outgrew
+ * s->max_states. */
 static int sum_components(Solver *s, int whole, int *comp, Point **out,
                           int *nout, const Node **over)
 {
