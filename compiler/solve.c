@@ -45,9 +45,15 @@
  * the report says whether the plan is proven optimal.
  *
  * Among plans of equal bytes and FLOPs the one merged first is kept (the
- * branch the policy asked for is merged first): deterministic, but not a
- * promise that an unbinding budget gives the policy's plan; a budget of 1
- * may well save more than the policy.
+ * branch the policy asked for is merged first; in a sum, the pair whose
+ * part nearer the loss saves the more; in a union, the hub-needed case's):
+ * deterministic, but not a promise that an unbinding budget gives the
+ * policy's plan; a budget of 1 may well save more than the policy. The
+ * sum's rule is the single walk's habit (recompute in the early layers,
+ * save in the late ones), which the arena tends to prefer: against the
+ * single walk, 11 of 216 pairs of a shipped or test graph and a budget
+ * from 0 to 1 get another plan of the same bytes and FLOPs, 3 of them a
+ * smaller arena, none a larger one; the other rule made 3 arenas larger.
  */
 #include "remat.h"
 
@@ -485,12 +491,13 @@ static int pair_before(const void *ctx, int x, int y)
     double fy = p->a[y].flops + p->b[p->j[y]].flops;
     if (fx != fy)
         return fx < fy;
-    return x < y;
+    return x > y;
 }
 
 /* The frontier of two independent parts: every pair of their points,
  * those within the cap and beaten by none kept, bytes ascending. On a tie
- * the pair of a's earlier point wins. The pairs come out of a heap of one
+ * the pair of a's later point (a saving more) wins: a is the part nearer
+ * the loss, the walk's order (see the top). The pairs come out of a heap of one
  * per point of a, in order, so the memory is the two parts' and the
  * result's, not the product's. */
 static Point *sum_frontiers(Solver *s, const Point *a, int na, const Point *b,
