@@ -51,23 +51,54 @@ static double measure(Ctx *c, const Compiled *m)
     return ms;
 }
 
+/* Each plan's row. Unmeasured, only what a row shows is built: the
+ * training schedule and its arena per plan, the forward schedule once (it
+ * runs no recompute, so every plan's is the same), each plan's scratch in
+ * a context freed after its row: a frontier of a thousand plans of a deep
+ * model costs one plan's memory, not a thousand. */
 static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
                    const Frontier *f, int timed, Row *rows)
 {
+    int fast = !timed && graph_trains(g);
+    Schedule fwd;
+    memset(&fwd, 0, sizeof fwd);
+    if (fast && (schedule_build(c, g, r, SCHED_FORWARD, &fwd) ||
+                 plan_arena(c, &fwd)))
+        return -1;
     for (int i = 0; i < f->n; i++) {
-        Compiled m;
-        remat_apply(c, g, r, f->plans[i].recompute);
-        if (compile_decided(c, g, p, r, &m))
-            return -1;
-        Summary s;
-        summarize(&m, &s);
-        rows[i] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops, 0};
-        assert(s.saved_bytes == f->plans[i].bytes &&
-               s.recompute_flops == f->plans[i].flops &&
+        Ctx scratch;
+        ctx_init(&scratch);
+        Ctx *x = fast ? &scratch : c;
+        remat_apply(x, g, r, f->plans[i].recompute);
+        if (fast) {
+            Schedule train;
+            memset(&train, 0, sizeof train);
+            if (schedule_build(x, g, r, SCHED_TRAIN, &train) ||
+                plan_arena(x, &train)) {
+                ctx_free(&scratch);
+                return -1;
+            }
+            const Schedule *big = train.arena_bytes > fwd.arena_bytes ? &train
+                                                                      : &fwd;
+            rows[i] = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
+                            train.recompute_flops, 0};
+        } else {
+            Compiled m;
+            if (compile_decided(c, g, p, r, &m))
+                return -1;
+            Summary s;
+            summarize(&m, &s);    /* as the fast rows: summarize's figures */
+            rows[i] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops, 0};
+            if (timed && (rows[i].ms = measure(c, &m)) < 0)
+                return -1;
+        }
+        ctx_free(&scratch);
+        assert(rows[i].bytes == f->plans[i].bytes &&
+               rows[i].flops == f->plans[i].flops &&
                "the solver's costs are the schedule's");
-        if (timed && (rows[i].ms = measure(c, &m)) < 0)
-            return -1;
     }
+    if (fast)       /* r->why held the scratch's strings */
+        remat_apply(c, g, r, NULL);
     return 0;
 }
 

@@ -613,6 +613,22 @@ typedef struct {
  * all of them), over r's free tensors (remat_classify). */
 int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
                    Frontier *f);
+/* The same, by one program over the whole graph, the components not
+ * split (its marks may then outgrow MAX_FRONTIER_STATES): the tests'
+ * second opinion on the components' sum. */
+int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
+                         double cap_bytes, Frontier *f);
+/* The same, split at up to 4 hubs (solve.c) whether or not a component
+ * outgrows its states, so that the tests check the hubs' cases on graphs
+ * small enough to check. */
+int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
+                        double cap_bytes, Frontier *f);
+/* The least-FLOPs plan within want bytes by branch and bound over the
+ * whole walk (no components), the answer where the frontier's caps are
+ * hit, and the tests' second opinion; *proven when it ran to the end. 0,
+ * or -1 when no plan fits. */
+int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
+                  Plan *out, int *proven);
 
 typedef enum { BUDGET_NONE, BUDGET_FRACTION, BUDGET_BYTES } BudgetKind;
 

@@ -20,20 +20,40 @@
  * At the last node the states are empty, and the union of their frontiers
  * is the frontier of the whole graph: every optimal plan of every budget.
  *
- * The state stays small when recomputes reach back only a few nodes, as
- * in a block-structured graph, where a block's recomputes stop at its
- * inputs. It grows with independent choices that meet (many recomputes,
- * each making its own input needed), and the frontier with independent
- * choices of different sizes. Past MAX_POINTS per state the frontier is
- * thinned; past MAX_STATES per node it is abandoned. For one budget the
- * answer is then found by branch and bound over the same walk (search),
- * which is exact when it runs to the end; the report says whether the plan
- * is proven optimal.
+ * The program runs once per component (components()): the decisions split
+ * into groups that no recompute connects, whose costs add up, so the
+ * frontier of the graph is the sum of theirs (every pair of points, the
+ * Pareto-optimal kept; sum_frontiers). A component's walk visits only its
+ * own nodes and its state holds only its own marks. This is what keeps a
+ * long skip cheap: a U-Net's skip source, needed only when the decoder's
+ * skip Add is rebuilt, is one component with that Add, not a mark carried
+ * across the whole middle of the graph (2^depth states); and a GPT's
+ * layers, their recomputes stopping at block inputs, are summed, not
+ * merged into every state's frontier. Where one tensor ties a component
+ * together (a hub: a diffusion U-Net's timestep embedding, read at every
+ * level), the frontier is the union of two cases, the hub needed and not,
+ * in each of which it ties nothing (solve_cases).
+ *
+ * Within a component the state stays small when recomputes reach back only
+ * a few nodes, as in a block-structured graph. It grows with independent
+ * choices that meet in one component (many recomputes, each making its own
+ * input needed, all of it read by one rebuilt node), and the frontier with
+ * independent choices of different sizes. Past MAX_POINTS per state (or
+ * per sum) the frontier is thinned; past MAX_STATES per node it is
+ * abandoned. For one budget the answer is then found by branch and bound
+ * over the whole walk (search), which is exact when it runs to the end;
+ * the report says whether the plan is proven optimal.
  *
  * Among plans of equal bytes and FLOPs the one merged first is kept (the
- * branch the policy asked for is merged first): deterministic, but not a
- * promise that an unbinding budget gives the policy's plan; a budget of 1
- * may well save more than the policy.
+ * branch the policy asked for is merged first; in a sum, the pair whose
+ * part nearer the loss saves the more; in a union, the hub-needed case's):
+ * deterministic, but not a promise that an unbinding budget gives the
+ * policy's plan; a budget of 1 may well save more than the policy. The
+ * sum's rule is the single walk's habit (recompute in the early layers,
+ * save in the late ones), which the arena tends to prefer: against the
+ * single walk, 11 of 216 pairs of a shipped or test graph and a budget
+ * from 0 to 1 get another plan of the same bytes and FLOPs, 3 of them a
+ * smaller arena, none a larger one; the other rule made 3 arenas larger.
  */
 #include "remat.h"
 
@@ -43,12 +63,13 @@
 
 #define MAX_POINTS 4096     /* per state */
 #define MAX_STATES MAX_FRONTIER_STATES   /* a power of two: layers double */
+#define HUB_STATES 1024     /* where a component with a hub is split first */
 #define MAX_VISITS 100000000L   /* branch and bound's give-up point */
 
 /* The free tensors a plan recomputes, as a list shared between plans. */
 typedef struct Trail {
-    int tensor;
-    const struct Trail *prev;
+    int tensor;             /* -1: a join, the plans of prev and join */
+    const struct Trail *prev, *join;
 } Trail;
 
 typedef struct {
@@ -76,6 +97,14 @@ typedef struct {
     const Remat *r;
     double cap_bytes;       /* points above are dropped (a budget) */
     int thinned;
+    const int *comp;        /* per tensor, its component (components()) */
+    int which;              /* the component the program walks */
+    /* per tensor, a hub's case (solve_cases): needed whatever the plan;
+     * an output that may not be rebuilt where needed (it would need a hub
+     * that is not) */
+    const char *as_needed, *no_rebuild;
+    int eager;              /* split at hubs before any overflow (tests) */
+    int max_states;         /* per node: MAX_STATES, or HUB_STATES */
 } Solver;
 
 static unsigned hash_marks(const int *m, int n)
@@ -104,10 +133,10 @@ static void layer_index(Layer *l, int i)
     l->index[h] = i;
 }
 
-/* Twice the room, the index rebuilt; 0 when already at MAX_STATES. */
+/* Twice the room, the index rebuilt; 0 when already at s->max_states. */
 static int layer_grow(Solver *s, Layer *l)
 {
-    if (l->cap >= MAX_STATES)
+    if (l->cap >= s->max_states)
         return 0;
     State *v = l->v;
     int n = l->n;
@@ -165,6 +194,7 @@ static void merge(Solver *s, State *st, const Point *pts, int n, double db,
                 Trail *t = ctx_alloc(s->c, sizeof *t);
                 t->tensor = push;
                 t->prev = p.trail;
+                t->join = NULL;
                 p.trail = t;
             }
         }
@@ -215,7 +245,8 @@ static int next_marks(const Solver *s, const State *st, int t, const Node *n,
             out[k++] = st->marks[i];
     for (int i = 0; recompute && i < n->nin; i++) {
         int u = n->in[i];
-        if (s->g->tensors[u].kind == T_ACT && !s->r->needed[u])
+        if (s->g->tensors[u].kind == T_ACT && !s->r->needed[u] &&
+            !s->as_needed[u])
             k = add_mark(out, k, u, NEEDED);
     }
     if (hold_source && s->g->tensors[n->in[0]].kind == T_ACT)
@@ -258,7 +289,7 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
     const Remat *r = s->r;
     for (int i = 0; i < cur->n; i++) {
         const State *st = &cur->v[i];
-        int needed = r->needed[t], held = 0;
+        int needed = r->needed[t] || s->as_needed[t], held = 0;
         for (int m = 0; m < st->nmarks; m++)
             if (st->marks[m] >> 2 == t) {
                 needed |= (st->marks[m] & NEEDED) != 0;
@@ -268,6 +299,10 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
         if (!needed && !held)
             rc = add_branch(s, next, st, t, n, 0, 0, 0, 0, -1, buf);
         else if (!needed)       /* only a saved view's storage */
+            rc = branch(s, next, st, t, n, 0, held, -1, buf);
+        else if (s->no_rebuild[t] && !r->free[t] && rec_first)
+            rc = 0;             /* no plan of this case */
+        else if (s->no_rebuild[t])
             rc = branch(s, next, st, t, n, 0, held, -1, buf);
         else if (!r->free[t])
             rc = branch(s, next, st, t, n, rec_first, held, -1, buf);
@@ -283,63 +318,520 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
     return 0;
 }
 
-/* One node: each output a decision of its own, one after another (a node
- * of several outputs, Split, is recomputed whole; its FLOPs are counted
- * per output rebuilt, and Split's are 0). */
+/* One node: each output of the component in hand a decision of its own,
+ * one after another (a node of several outputs, Split, is recomputed
+ * whole; its FLOPs are counted per output rebuilt, and Split's are 0). */
 static int step(Solver *s, const Layer *cur, Layer *next, const Node *n,
                 int *buf)
 {
+    int outs[MAX_IO], nout = 0;
+    for (int o = 0; o < n->nout; o++)
+        if (s->comp[n->out[o]] == s->which)
+            outs[nout++] = n->out[o];
     Layer mid[2];
     const Layer *from = cur;
-    for (int o = 0; o < n->nout; o++) {
-        Layer *to = o == n->nout - 1 ? next : &mid[o % 2];
+    for (int o = 0; o < nout; o++) {
+        Layer *to = o == nout - 1 ? next : &mid[o % 2];
         if (to != next)
             layer_init(s, to, 8);
-        if (step_output(s, from, to, n, n->out[o], buf))
+        if (step_output(s, from, to, n, outs[o], buf))
             return -1;
         from = to;
     }
     return 0;
 }
 
-int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
-                   Frontier *f)
+/* ---- components: decisions that cannot meet -------------------------------- */
+
+/* Whether a tensor is needed, and what keeping it costs, depends on the
+ * decisions about the outputs of its readers that may be rebuilt (each
+ * rebuild reads it), and for a view's source, on the view's. A tensor a
+ * backward reads is needed whatever they decide, so no reader's decision
+ * reaches it. Joining each tensor with the decisions that reach it splits
+ * the node outputs into components whose costs add up independently: the
+ * frontier of the graph is the sum of the components' frontiers (every
+ * pair of points, the Pareto-optimal ones kept). A long skip whose source
+ * only a rebuild would need (a U-Net's) joins its two ends and nothing in
+ * between, so the program never carries it across the middle as a mark;
+ * a block's recomputes stay in the block. */
+static int find(int *up, int t)
 {
-    Solver s = {c, g, r, cap_bytes, 0};
-    Layer cur, next;
-    int *buf = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *buf);
-    layer_init(&s, &cur, 1);
-    State *start = layer_get(&s, &cur, buf, 0);
-    Point zero = {0, 0, NULL};
-    merge(&s, start, &zero, 1, 0, 0, -1);
+    while (up[t] != t)
+        t = up[t] = up[up[t]];
+    return t;
+}
+
+static void join(int *up, int a, int b)
+{
+    a = find(up, a);
+    b = find(up, b);
+    if (a != b)
+        up[a < b ? b : a] = a < b ? a : b;
+}
+
+/* comp[t] for every tensor: its component, numbered from 0 in the order
+ * of the walk; returns how many. */
+static int components(Ctx *c, const Solver *s, int *comp)
+{
+    const Graph *g = s->g;
+    const Remat *r = s->r;
+    int *up = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *up);
+    for (int t = 0; t < g->ntensors; t++) {
+        up[t] = t;
+        comp[t] = -1;
+    }
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            int rebuilt = (r->free[t] || r->wanted[t] == KEEP_RECOMPUTE) &&
+                          !s->no_rebuild[t];
+            for (int i = 0; rebuilt && i < n->nin; i++) {
+                int u = n->in[i];
+                if (g->tensors[u].kind == T_ACT && !r->needed[u] &&
+                    !s->as_needed[u])
+                    join(up, u, t);
+            }
+            if (op_table[n->op].alias && g->tensors[n->in[0]].kind == T_ACT)
+                join(up, n->in[0], t);
+        }
+    }
+    int ncomp = 0;
     for (int k = g->nnodes - 1; k >= 0; k--) {
         const Node *n = &g->nodes[g->order[k]];
-        layer_init(&s, &next, 8);
-        if (step(&s, &cur, &next, n, buf)) {
-            f->n = 0;
-            f->plans = NULL;
-            f->proven = 0;
-            f->overflow = n;
-            return 0;
+        for (int o = 0; o < n->nout; o++) {
+            int root = find(up, n->out[o]);
+            if (comp[root] < 0)
+                comp[root] = ncomp++;
+            comp[n->out[o]] = comp[root];
+        }
+    }
+    return ncomp;
+}
+
+/* ---- the frontier: each component's, then their sum -------------------------- */
+
+/* The frontier of component s->which: the program over its nodes (order
+ * positions, the walk's order), its scratch in a context of its own; the
+ * points and their trails copied into c. NULL with *overflow where the
+ * states outgrew their cap. */
+static Point *solve_component(Ctx *c, Solver *s, const int *ks, int nk,
+                              int *npts, const Node **overflow)
+{
+    Ctx scratch;
+    ctx_init(&scratch);
+    s->c = &scratch;
+    Layer cur, next;
+    int *buf = ctx_alloc(&scratch, ((size_t)s->g->ntensors + 1) * sizeof *buf);
+    layer_init(s, &cur, 1);
+    State *start = layer_get(s, &cur, buf, 0);
+    Point zero = {0, 0, NULL};
+    merge(s, start, &zero, 1, 0, 0, -1);
+    Point *out = NULL;
+    *npts = 0;
+    *overflow = NULL;
+    for (int i = 0; i < nk; i++) {
+        const Node *n = &s->g->nodes[s->g->order[ks[i]]];
+        layer_init(s, &next, 8);
+        if (step(s, &cur, &next, n, buf)) {
+            *overflow = n;
+            goto done;
         }
         cur = next;
     }
-    f->overflow = NULL;
     assert(cur.n <= 1 && "every mark is reached by its producer");
-    f->n = cur.n ? cur.v[0].npts : 0;
+    *npts = cur.n ? cur.v[0].npts : 0;
+    out = ctx_alloc(c, ((size_t)*npts + 1) * sizeof *out);
+    for (int i = 0; i < *npts; i++) {
+        out[i] = cur.v[0].pts[i];
+        out[i].trail = NULL;
+        for (const Trail *t = cur.v[0].pts[i].trail; t; t = t->prev) {
+            Trail *copy = ctx_alloc(c, sizeof *copy);
+            *copy = (Trail){t->tensor, out[i].trail, NULL};
+            out[i].trail = copy;
+        }
+    }
+done:
+    ctx_free(&scratch);
+    s->c = c;
+    return out;
+}
+
+typedef struct {
+    Point p;
+    int ia, ib;
+} Pair;
+
+static int pair_order(const void *x, const void *y)
+{
+    const Pair *a = x, *b = y;
+    if (a->p.bytes != b->p.bytes)
+        return a->p.bytes < b->p.bytes ? -1 : 1;
+    if (a->p.flops != b->p.flops)
+        return a->p.flops < b->p.flops ? -1 : 1;
+    if (a->ia != b->ia)
+        return a->ia < b->ia ? -1 : 1;
+    return (a->ib > b->ib) - (a->ib < b->ib);
+}
+
+/* sum_frontiers' heap: a's point i paired with b's point j[i]. */
+typedef struct {
+    const Point *a, *b;
+    const int *j;
+} Pairing;
+
+static int pair_before(const void *ctx, int x, int y)
+{
+    const Pairing *p = ctx;
+    double bx = p->a[x].bytes + p->b[p->j[x]].bytes;
+    double by = p->a[y].bytes + p->b[p->j[y]].bytes;
+    if (bx != by)
+        return bx < by;
+    double fx = p->a[x].flops + p->b[p->j[x]].flops;
+    double fy = p->a[y].flops + p->b[p->j[y]].flops;
+    if (fx != fy)
+        return fx < fy;
+    return x > y;
+}
+
+/* The frontier of two independent parts: every pair of their points,
+ * those within the cap and beaten by none kept, bytes ascending. On a tie
+ * the pair of a's later point (a saving more) wins: a is the part nearer
+ * the loss, the walk's order (see the top). The pairs come out of a heap of one
+ * per point of a, in order, so the memory is the two parts' and the
+ * result's, not the product's. */
+static Point *sum_frontiers(Solver *s, const Point *a, int na, const Point *b,
+                            int nb, int *n)
+{
+    int *j = calloc((size_t)na + 1, sizeof *j);
+    int *v = malloc(((size_t)na + 1) * sizeof *v);
+    size_t room = (size_t)na + (size_t)nb + 1, k = 0;
+    Point *out = malloc(room * sizeof *out);
+    assert(j && v && out && "frontiers fit in memory");
+    Pairing pr = {a, b, j};
+    Heap h = {v, 0, pair_before, &pr};
+    for (int i = 0; i < na; i++)
+        if (nb > 0 && a[i].bytes + b[0].bytes <= s->cap_bytes)
+            heap_push(&h, i);
+    while (h.n > 0) {
+        int i = heap_pop(&h);
+        const Point *pa = &a[i], *pb = &b[j[i]];
+        double flops = pa->flops + pb->flops;
+        if (k == 0 || out[k - 1].flops > flops) {
+            if (k == room) {
+                room *= 2;
+                out = realloc(out, room * sizeof *out);
+                assert(out && "frontiers fit in memory");
+            }
+            Point p = {pa->bytes + pb->bytes, flops, NULL};
+            if (pa->trail && pb->trail) {
+                Trail *t = ctx_alloc(s->c, sizeof *t);
+                *t = (Trail){-1, pa->trail, pb->trail};
+                p.trail = t;
+            } else {
+                p.trail = pa->trail ? pa->trail : pb->trail;
+            }
+            out[k++] = p;
+        }
+        if (++j[i] < nb && a[i].bytes + b[j[i]].bytes <= s->cap_bytes)
+            heap_push(&h, i);
+    }
+    free(j);
+    free(v);
+    if (k > MAX_POINTS) {           /* as merge() thins */
+        for (int i = 0; i < MAX_POINTS; i++)
+            out[i] = out[(long)i * ((long)k - 1) / (MAX_POINTS - 1)];
+        k = MAX_POINTS;
+        s->thinned = 1;
+    }
+    Point *kept = ctx_alloc(s->c, (k + 1) * sizeof *kept);
+    memcpy(kept, out, k * sizeof *kept);
+    free(out);
+    *n = (int)k;
+    return kept;
+}
+
+static void mark_trail(const Trail *t, char *recompute)
+{
+    for (; t; t = t->prev) {
+        if (t->tensor >= 0)
+            recompute[t->tensor] = 1;
+        else
+            mark_trail(t->join, recompute);
+    }
+}
+
+/* The frontier under s's case: each component's, summed (comp: each
+ * tensor's component, filled here). 0, with no points when the case has no
+ * plan; or -1 with *over, the node where a component's states outgrew
+ * s->max_states. */
+static int sum_components(Solver *s, int whole, int *comp, Point **out,
+                          int *nout, const Node **over)
+{
+    Ctx *c = s->c;
+    const Graph *g = s->g;
+    int ncomp = whole ? 1 : components(c, s, comp);
+    s->comp = comp;
+    /* each component's nodes, in the walk's order (CSR) */
+    int *start = ctx_alloc(c, ((size_t)ncomp + 2) * sizeof *start);
+    int *seen = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *seen);
+    for (int i = 0; i < ncomp; i++)
+        seen[i] = -1;
+    int total = 0;
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            int x = comp[n->out[o]];
+            if (seen[x] != k) {
+                seen[x] = k;
+                start[x + 1]++;
+                total++;
+            }
+        }
+    }
+    for (int i = 0; i < ncomp; i++)
+        start[i + 1] += start[i];
+    int *ks = ctx_alloc(c, ((size_t)total + 1) * sizeof *ks);
+    int *fill = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *fill);
+    memcpy(fill, start, (size_t)ncomp * sizeof *fill);
+    for (int i = 0; i < ncomp; i++)
+        seen[i] = -1;
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            int x = comp[n->out[o]];
+            if (seen[x] != k) {
+                seen[x] = k;
+                ks[fill[x]++] = k;
+            }
+        }
+    }
+    /* the components' frontiers; those of one point of no cost drop out */
+    Point **fr = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *fr);
+    int *nfr = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *nfr);
+    int nparts = 0;
+    *out = NULL;
+    *nout = 0;
+    for (int x = 0; x < ncomp; x++) {
+        int np;
+        s->which = x;
+        Point *p = solve_component(c, s, ks + start[x], start[x + 1] - start[x],
+                                   &np, over);
+        if (*over)
+            return -1;
+        if (np == 0)
+            return 0;       /* no plan in this case */
+        if (np == 1 && p[0].bytes == 0 && p[0].flops == 0 && !p[0].trail)
+            continue;
+        fr[nparts] = p;
+        nfr[nparts++] = np;
+    }
+    /* their sum, pairwise, neighbours first */
+    if (nparts == 0) {
+        fr[0] = ctx_alloc(c, sizeof *fr[0]);
+        nfr[0] = 1;
+        nparts = 1;
+    }
+    for (; nparts > 1; nparts = (nparts + 1) / 2) {
+        for (int i = 0; i + 1 < nparts; i += 2)
+            fr[i / 2] = sum_frontiers(s, fr[i], nfr[i], fr[i + 1], nfr[i + 1],
+                                      &nfr[i / 2]);
+        if (nparts % 2) {
+            fr[nparts / 2] = fr[nparts - 1];
+            nfr[nparts / 2] = nfr[nparts - 1];
+        }
+    }
+    *out = fr[0];
+    *nout = nfr[0];
+    return 0;
+}
+
+/* Both frontiers' points, the Pareto-optimal kept: the frontier of plans
+ * that are in either case. */
+static Point *union_frontiers(Solver *s, const Point *a, int na,
+                              const Point *b, int nb, int *n)
+{
+    Pair *all = malloc(((size_t)na + (size_t)nb + 1) * sizeof *all);
+    assert(all && "frontiers fit in memory");
+    int m = 0;
+    for (int i = 0; i < na; i++)
+        all[m++] = (Pair){a[i], i, 0};
+    for (int j = 0; j < nb; j++)
+        all[m++] = (Pair){b[j], na + j, 0};
+    qsort(all, (size_t)m, sizeof *all, pair_order);
+    Point *out = ctx_alloc(s->c, ((size_t)m + 1) * sizeof *out);
+    int k = 0;
+    for (int i = 0; i < m; i++)
+        if (k == 0 || out[k - 1].flops > all[i].p.flops)
+            out[k++] = all[i].p;
+    free(all);
+    *n = k;
+    return out;
+}
+
+/* Hubs: where a component outgrows its states, it is often because one
+ * tensor that no backward reads is read by many nodes that may be
+ * rebuilt (a diffusion U-Net's timestep embedding, added at every level):
+ * it joins them all into one component, and with them every long skip.
+ * Every plan either needs the hub or not, so the frontier is the union of
+ * two cases' frontiers: the hub needed whatever the plan (exact for the
+ * plans that need it, and no cheaper than the truth for the others); and
+ * the hub needed by no plan (no reader's output rebuilt where needed:
+ * exact for the plans that do not need it). In both the hub joins nothing,
+ * and the component splits. A plan of the first case that does not need
+ * the hub is counted at least a save or a rebuild too dear, so the second
+ * case's copy of it beats it unless that costs nothing: the points kept
+ * cost what their schedules do. Up to MAX_HUBS hubs, 2^MAX_HUBS cases. */
+#define MAX_HUBS 4
+
+/* The tensor of component x (x < 0: of any) that the most rebuildable
+ * outputs read, when a recompute would make it needed and it is no view's
+ * source nor a view; -1 when none is read by two. */
+static int pick_hub(const Solver *s, const int *comp, int x)
+{
+    const Graph *g = s->g;
+    const Remat *r = s->r;
+    int best = -1, most = 1;
+    int *readers = calloc((size_t)g->ntensors + 1, sizeof *readers);
+    char *viewed = calloc((size_t)g->ntensors + 1, 1);
+    assert(readers && viewed && "counts fit in memory");
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        if (op_table[n->op].alias) {
+            viewed[n->in[0]] = 1;
+            viewed[n->out[0]] = 1;
+        }
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            if (!(r->free[t] || r->wanted[t] == KEEP_RECOMPUTE) ||
+                s->no_rebuild[t])
+                continue;
+            for (int i = 0; i < n->nin; i++) {
+                int dup = 0;    /* a node reading u twice counts once */
+                for (int j = 0; j < i; j++)
+                    dup |= n->in[j] == n->in[i];
+                if (!dup)
+                    readers[n->in[i]]++;
+            }
+        }
+    }
+    for (int u = 0; u < g->ntensors; u++)
+        if (g->tensors[u].kind == T_ACT && g->tensors[u].producer >= 0 &&
+            (x < 0 || comp[u] == x) && !r->needed[u] && !s->as_needed[u] && !viewed[u] &&
+            readers[u] > most) {
+            best = u;
+            most = readers[u];
+        }
+    free(readers);
+    free(viewed);
+    return best;
+}
+
+/* The frontier of s's case, splitting at hubs where a component overflows.
+ * 0, or -1 with *over. */
+static int solve_cases(Solver *s, int whole, int hubs, Point **out, int *n,
+                       const Node **over)
+{
+    Ctx *c = s->c;
+    const Graph *g = s->g;
+    int *comp = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *comp);
+    int hub = -1, splits = !whole && hubs < MAX_HUBS;
+    *over = NULL;
+    if (s->eager && splits) {
+        components(c, s, comp);
+        hub = pick_hub(s, comp, -1);
+    }
+    /* a component that passes HUB_STATES is split at a hub if it has one,
+     * else walked again up to MAX_STATES */
+    s->max_states = splits ? HUB_STATES : MAX_STATES;
+    while (hub < 0) {
+        int rc = sum_components(s, whole, comp, out, n, over);
+        int cap = s->max_states;
+        s->max_states = MAX_STATES;
+        if (rc == 0)
+            return 0;
+        hub = splits ? pick_hub(s, comp, comp[(*over)->out[0]]) : -1;
+        if (hub < 0 && cap == MAX_STATES)
+            return -1;
+    }
+    size_t nt = (size_t)g->ntensors + 1;
+    const char *as_needed = s->as_needed, *no_rebuild = s->no_rebuild;
+    char *needed_case = ctx_alloc(c, nt), *unneeded_case = ctx_alloc(c, nt);
+    memcpy(needed_case, as_needed, nt);
+    needed_case[hub] = 1;
+    memcpy(unneeded_case, no_rebuild, nt);
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *nd = &g->nodes[k];
+        int reads = 0;
+        for (int i = 0; i < nd->nin; i++)
+            reads |= nd->in[i] == hub;
+        for (int o = 0; reads && o < nd->nout; o++)
+            unneeded_case[nd->out[o]] = 1;
+    }
+    Point *a, *b;
+    int na, nb, rc;
+    s->as_needed = needed_case;
+    rc = solve_cases(s, 0, hubs + 1, &a, &na, over);
+    s->as_needed = as_needed;
+    if (rc)
+        return -1;
+    s->no_rebuild = unneeded_case;
+    rc = solve_cases(s, 0, hubs + 1, &b, &nb, over);
+    s->no_rebuild = no_rebuild;
+    if (rc)
+        return -1;
+    *out = union_frontiers(s, a, na, b, nb, n);
+    return 0;
+}
+
+static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                    int whole, int eager, Frontier *f)
+{
+    Solver s = {c, g, r, cap_bytes, 0, NULL, 0, NULL, NULL, eager, MAX_STATES};
+    s.as_needed = ctx_alloc(c, (size_t)g->ntensors + 1);
+    s.no_rebuild = ctx_alloc(c, (size_t)g->ntensors + 1);
+    Point *pts;
+    int n;
+    const Node *over;
+    if (solve_cases(&s, whole, 0, &pts, &n, &over)) {
+        f->n = 0;
+        f->plans = NULL;
+        f->proven = 0;
+        f->overflow = over;
+        return 0;
+    }
+    f->overflow = NULL;
+    f->n = n;
     f->plans = ctx_alloc(c, ((size_t)f->n + 1) * sizeof *f->plans);
     for (int i = 0; i < f->n; i++) {
-        const Point *p = &cur.v[0].pts[i];
+        const Point *p = &pts[i];
         Plan *pl = &f->plans[i];
         pl->bytes = p->bytes;
         pl->flops = p->flops;
         pl->recompute = ctx_alloc(c, (size_t)g->ntensors);
-        for (const Trail *t = p->trail; t; t = t->prev)
-            pl->recompute[t->tensor] = 1;
+        mark_trail(p->trail, pl->recompute);
         /* free tensors not on the trail: saved when reached */
     }
     f->proven = !s.thinned;
     return 0;
+}
+
+int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                   Frontier *f)
+{
+    return frontier(c, g, r, cap_bytes, 0, 0, f);
+}
+
+int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
+                         double cap_bytes, Frontier *f)
+{
+    return frontier(c, g, r, cap_bytes, 1, 0, f);
+}
+
+int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
+                        double cap_bytes, Frontier *f)
+{
+    return frontier(c, g, r, cap_bytes, 0, 1, f);
 }
 
 /* ---- branch and bound: one budget, when the program's caps are hit -------- */
@@ -427,8 +919,8 @@ static void search(Search *s, int k, int o, double bytes, double flops)
 
 /* The least-FLOPs plan within want bytes, by branch and bound; *proven
  * when the search ran to the end. 0, or -1 when no plan was found. */
-static int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
-                         Plan *out, int *proven)
+int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
+                  Plan *out, int *proven)
 {
     size_t nt = (size_t)g->ntensors;
     Search s = {g, r, want, ctx_alloc(c, nt), ctx_alloc(c, nt),

@@ -26,14 +26,26 @@ dominates), model name gpt_large, the same structure at sequence 256, width
 512, 8 heads of 64, 8 layers, batch 1 (vocabulary still 256): 14.1 GFLOP
 forward, about 0.9 s a train step on one core of this project's machine.
 
+With --layers N: N layers instead of 4 (or 8), model name gptN (or
+gpt_largeN), for the solver's tests and measurements (docs/solver.md): a
+deep model of the same blocks. Without it the output is what it was.
+
 Usage: scripts/make_gpt.py > graphs/gpt.xml
-       scripts/make_gpt.py --large > bench/graphs/gpt_large.xml"""
+       scripts/make_gpt.py --large > bench/graphs/gpt_large.xml
+       scripts/make_gpt.py --layers 96 > gpt96.xml"""
 import sys
 
-LARGE = "--large" in sys.argv[1:]
+args = sys.argv[1:]
+LARGE = "--large" in args
 V, T, D, H, B, L = (256, 256, 512, 8, 1, 8) if LARGE else (256, 64, 128, 4, 4, 4)
 HS, F, P = D // H, 4 * D, 0.1
 NAME = "gpt_large" if LARGE else "gpt"
+if "--layers" in args:
+    at = args.index("--layers")
+    if at + 1 >= len(args) or not args[at + 1].isdigit() or int(args[at + 1]) < 1:
+        sys.exit("usage: make_gpt.py [--large] [--layers N] > gpt.xml")
+    L = int(args[at + 1])
+    NAME += str(L)
 
 out = ['<?xml version="1.0" encoding="UTF-8"?>',
        f'<model name="{NAME}" format="1">', '  <graph>',

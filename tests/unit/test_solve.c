@@ -1,5 +1,6 @@
 /* The budget solver (compiler/solve.c): answers worked out by hand, and
  * exhaustive search over every plan of random small graphs. */
+#define _DEFAULT_SOURCE     /* popen: the generator scripts */
 #include "testutil.h"
 
 #include <math.h>
@@ -261,6 +262,23 @@ START_TEST(matches_exhaustive_search)
                           f.plans[i].flops <= all[k].flops;
             ck_assert_msg(covered, "seed %lu plan %d\n%s", seed, k, xml);
         }
+        /* split at hubs (solve.c), the same frontier, each point costing
+         * what its schedule does */
+        Frontier h;
+        ck_assert(solve_frontier_hubs(&c, g, &r, HUGE_VAL, &h) == 0 && h.proven);
+        ck_assert_msg(h.n == f.n, "seed %lu: hubs %d points, %d\n%s", seed,
+                      h.n, f.n, xml);
+        for (int i = 0; i < h.n; i++) {
+            ck_assert_msg(h.plans[i].bytes == f.plans[i].bytes &&
+                          h.plans[i].flops == f.plans[i].flops,
+                          "seed %lu hubs point %d\n%s", seed, i, xml);
+            Compiled m;
+            remat_apply(&c, g, &r, h.plans[i].recompute);
+            ck_assert(compile_decided(&c, g, policy_soften(&c, p), &r, &m) == 0);
+            ck_assert_msg(m.train->recompute_flops == h.plans[i].flops &&
+                          (double)r.saved_bytes == h.plans[i].bytes,
+                          "seed %lu hubs point %d's plan\n%s", seed, i, xml);
+        }
         ctx_free(&c);
     }
     ck_assert_int_ge(free_max, 10);    /* the search met real choices */
@@ -428,8 +446,9 @@ END_TEST
  * recomputes 4 * (8191 - 4095) = 16384 FLOPs.
  *
  * wide: 16 parameters w_i of 4 floats, p_i = Neg(w_i), a_i = Tanh(p_i).
- * Recomputing a_i makes p_i needed, so independent choices meet in the
- * states: 2^16 of them, more than a layer keeps. Per i: save a_i (16
+ * Recomputing a_i makes p_i needed, so in one walk independent choices
+ * would meet in the states: 2^16 of them, more than a layer keeps (each
+ * pair is now a component of its own, summed). Per i: save a_i (16
  * bytes), or recompute a_i and p_i (0 bytes, Tanh 16 + Neg 4 FLOPs); saving
  * p_i instead costs the same bytes and more FLOPs. At fraction 0.5 (B = 128
  * of none's 256) it saves 8 and recomputes 8 * 20 = 160 FLOPs. */
@@ -476,6 +495,294 @@ START_TEST(beyond_the_caps_branch_and_bound)
 }
 END_TEST
 
+/* ---- generated graphs at depth: scripts/make_unet.py, make_gpt.py --------- */
+
+/* The graph a generator script writes (cmd: its arguments after the
+ * script's path), classified under sac softened, as a budget does. */
+static Graph *generated(Ctx *c, const char *script, const char *args, Remat *r)
+{
+    const char *cmd = ctx_printf(c, "/usr/bin/python3 '%s/scripts/%s' %s",
+                                 REMAT_SOURCE_DIR, script, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "%s", cmd);
+    Buf b;
+    buf_init(&b, c);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk - 1, p)) > 0) {
+        chunk[n] = 0;
+        buf_printf(&b, "%s", chunk);
+    }
+    ck_assert_msg(pclose(p) == 0 && b.data, "%s", cmd);
+    Graph *g;
+    Policy *pol;
+    ck_assert_msg(policy_load(c, "sac", &pol) == 0 &&
+                  parse_graph_memory(c, "gen.xml", b.data, strlen(b.data), &g) == 0 &&
+                  infer_shapes(c, g) == 0 && autodiff(c, g) == 0 &&
+                  remat_classify(c, g, policy_soften(c, pol), r) == 0,
+                  "%s: %s", cmd, c->err);
+    return g;
+}
+
+/* The least FLOPs the frontier gives within want bytes (HUGE_VAL: none). */
+static double frontier_least(const Frontier *f, double want)
+{
+    double best = HUGE_VAL;
+    for (int i = 0; i < f->n; i++)
+        if (f->plans[i].bytes <= want && f->plans[i].flops < best)
+            best = f->plans[i].flops;
+    return best;
+}
+
+static void same_frontier(const Frontier *f, const Frontier *w,
+                          const char *what)
+{
+    ck_assert_msg(w->n == f->n, "%s: %d points, against %d", what, f->n, w->n);
+    for (int i = 0; i < f->n; i++)
+        ck_assert_msg(f->plans[i].bytes == w->plans[i].bytes &&
+                      f->plans[i].flops == w->plans[i].flops,
+                      "%s point %d: (%.0f, %.0f) against (%.0f, %.0f)", what,
+                      i, f->plans[i].bytes, f->plans[i].flops,
+                      w->plans[i].bytes, w->plans[i].flops);
+}
+
+/* The frontier, a sum of components' frontiers, against two answers that
+ * split nothing: the program over the whole graph, point for point; and
+ * at eleven budgets from the least saved bytes to the most and the
+ * middles between neighbouring points, with search, branch and bound's
+ * least FLOPs, run to the end (on a GPT it gives up after 10^8 visits at
+ * most budgets, so there the program alone answers). Each point costs
+ * what its schedule does. */
+static void check_against_search(Ctx *c, const Graph *g, Remat *r,
+                                 int search, const char *what)
+{
+    Frontier f, w;
+    ck_assert(solve_frontier(c, g, r, HUGE_VAL, &f) == 0);
+    ck_assert_msg(f.proven && !f.overflow && f.n >= 2, "%s", what);
+    ck_assert(solve_frontier_whole(c, g, r, HUGE_VAL, &w) == 0);
+    ck_assert_msg(w.proven && !w.overflow, "%s: whole", what);
+    same_frontier(&f, &w, what);
+    ck_assert(solve_frontier_hubs(c, g, r, HUGE_VAL, &w) == 0);
+    ck_assert_msg(w.proven && !w.overflow, "%s: hubs", what);
+    same_frontier(&f, &w, ctx_printf(c, "%s, split at hubs", what));
+    double lo = f.plans[0].bytes, hi = f.plans[f.n - 1].bytes;
+    double want[11 + 16];
+    int nw = 0;
+    for (int i = 0; i <= 10; i++)
+        want[nw++] = floor(lo + (hi - lo) * i / 10);
+    for (int i = 1; i < f.n && nw < 27; i += 1 + f.n / 16)
+        want[nw++] = floor((f.plans[i - 1].bytes + f.plans[i].bytes) / 2);
+    for (int i = 0; search && i < nw; i++) {
+        Plan pick;
+        int proven;
+        ck_assert_msg(search_budget(c, g, r, want[i], &pick, &proven) == 0 &&
+                      proven, "%s: %.0f bytes", what, want[i]);
+        ck_assert_msg(pick.flops == frontier_least(&f, want[i]),
+                      "%s: %.0f bytes: search %.0f, frontier %.0f", what,
+                      want[i], pick.flops, frontier_least(&f, want[i]));
+    }
+    Policy *p;
+    ck_assert(policy_load(c, "sac", &p) == 0);
+    p = policy_soften(c, p);
+    for (int i = 0; i < f.n; i += 1 + f.n / 8) {
+        Ctx x;
+        ctx_init(&x);
+        Compiled m;
+        remat_apply(&x, g, r, f.plans[i].recompute);
+        ck_assert(compile_decided(&x, g, p, r, &m) == 0);
+        Summary s;
+        summarize(&m, &s);
+        ck_assert_msg(s.saved_bytes == f.plans[i].bytes &&
+                      s.recompute_flops == f.plans[i].flops, "%s point %d",
+                      what, i);
+        ctx_free(&x);
+    }
+}
+
+/* U-Nets of depth 4 to 8, with and without the timestep embedding that
+ * ties every level into one component (solve.c's hubs split it); with it,
+ * branch and bound gives up at some budgets from depth 8, so it checks
+ * depths 4 to 6 there. */
+START_TEST(unets_match_branch_and_bound)
+{
+    for (int emb = 0; emb <= 1; emb++)
+        for (int d = 4; d <= 8; d++) {
+            Ctx c;
+            ctx_init(&c);
+            Remat r;
+            const char *args = ctx_printf(&c, "%s%d", emb ? "--emb " : "", d);
+            const Graph *g = generated(&c, "make_unet.py", args, &r);
+            check_against_search(&c, g, &r, !emb || d <= 6,
+                                 ctx_printf(&c, "unet %s", args));
+            ctx_free(&c);
+        }
+}
+END_TEST
+
+START_TEST(gpts_match_branch_and_bound)
+{
+    for (int l = 2; l <= 4; l++) {
+        Ctx c;
+        ctx_init(&c);
+        Remat r;
+        const Graph *g = generated(&c, "make_gpt.py",
+                                   ctx_printf(&c, "--layers %d", l), &r);
+        check_against_search(&c, g, &r, 0,
+                             ctx_printf(&c, "gpt %d layers", l));
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+/* U-Net of depth 3: every plan of its free tensors that some plan needs
+ * (those needed when all are recomputed; the others never count), walked
+ * by remat.c (not solve.c): saved bytes from remat_apply, FLOPs the
+ * producers' of the tensors recomputed (no node here has two outputs).
+ * The frontier is exactly the Pareto set of them. */
+START_TEST(unet3_matches_every_plan)
+{
+    Ctx c;
+    ctx_init(&c);
+    Remat r;
+    const Graph *g = generated(&c, "make_unet.py", "3", &r);
+    int free[64], n = 0;
+    char *rec = ctx_alloc(&c, (size_t)g->ntensors);
+    memset(rec, 1, (size_t)g->ntensors);
+    remat_apply(&c, g, &r, rec);
+    for (int t = 0; t < g->ntensors; t++)
+        if (r.free[t] && r.keep[t] != KEEP_NONE)
+            free[n++] = t;
+    for (int t = 0; t < g->ntensors; t++)
+        rec[t] = 0;
+    ck_assert_int_le(n, 18);
+    ck_assert_int_ge(n, 12);
+    Frontier f;
+    ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
+    Cost *all = ctx_alloc(&c, ((size_t)1 << n) * sizeof *all);
+    for (long mask = 0; mask < 1L << n; mask++) {
+        Ctx x;
+        ctx_init(&x);
+        for (int i = 0; i < n; i++)
+            rec[free[i]] = (char)(mask >> i & 1);
+        remat_apply(&x, g, &r, rec);
+        double flops = 0;
+        for (int t = 0; t < g->ntensors; t++)
+            if (r.keep[t] == KEEP_RECOMPUTE) {
+                const Node *nd = &g->nodes[g->tensors[t].producer];
+                flops += op_table[nd->op].flops(g, nd);
+            }
+        all[mask] = (Cost){(double)r.saved_bytes, flops};
+        ctx_free(&x);
+    }
+    int plans = 1 << n;
+    for (int i = 0; i < f.n; i++)
+        ck_assert_msg(least_flops(all, plans, f.plans[i].bytes) == f.plans[i].flops,
+                      "point %d", i);
+    for (int k = 0; k < plans; k++) {
+        int covered = 0;
+        for (int i = 0; i < f.n && !covered; i++)
+            covered = f.plans[i].bytes <= all[k].bytes &&
+                      f.plans[i].flops <= all[k].flops;
+        ck_assert_msg(covered, "plan %d", k);
+    }
+    ctx_free(&c);
+}
+END_TEST
+
+/* The depths of issue 14: a U-Net of depth 32 (its skips overflowed the
+ * program's 16384 states from depth 15), with its timestep embedding too,
+ * and a 96-layer GPT: the frontier and a single budget proven, and the
+ * budget's answer the frontier's. */
+START_TEST(at_depth_proven)
+{
+    static const struct { const char *script, *args; } graphs[] = {
+        {"make_unet.py", "32"}, {"make_unet.py", "--emb 32"},
+        {"make_gpt.py", "--layers 96"},
+    };
+    for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++) {
+        Ctx c;
+        ctx_init(&c);
+        Remat r;
+        Graph *g = generated(&c, graphs[i].script, graphs[i].args, &r);
+        Frontier f;
+        ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0);
+        ck_assert_msg(f.proven && !f.overflow && f.n >= 100, "%s %s: %d points",
+                      graphs[i].script, graphs[i].args, f.n);
+        Policy *p;
+        Budget b = {BUDGET_FRACTION, 0.5, 0};
+        Compiled m;
+        ck_assert(policy_load(&c, "sac", &p) == 0 &&
+                  compile_parsed(&c, g, policy_soften(&c, p), &b, &m) == 0);
+        ck_assert(m.remat->proven);
+        double lo, hi;
+        budget_ends(&c, g, &lo, &hi);
+        ck_assert_double_eq(m.train->recompute_flops,
+                            frontier_least(&f, floor(lo + 0.5 * (hi - lo))));
+        ctx_free(&c);
+    }
+}
+END_TEST
+
+/* Past four hubs: a U-Net of depth 16 whose decoder adds five embeddings
+ * at every level (e_j = MatMul(t, w_j), read by no backward), so that
+ * after four hubs the fifth still ties every level's skip into one
+ * component, whose states overflow. The frontier says where; a single
+ * budget falls back to branch and bound, whose plan keeps within it. */
+static const char *unet_five_embeddings(Ctx *c)
+{
+    Buf b;
+    buf_init(&b, c);
+    buf_printf(&b, "<input name='x' shape='2 8'/><input name='t' shape='2 4'/>");
+    for (int j = 0; j < 5; j++)
+        buf_printf(&b, "<initializer name='w%d' shape='4 1' init='uniform'/>"
+                   "<node name='emb%d' op='MatMul' in='t w%d' out='e%d'/>",
+                   j, j, j, j);
+    const char *prev = "x";
+    for (int i = 1; i <= 16; i++) {
+        buf_printf(&b, "<initializer name='enc%d' shape='8 8' init='uniform'/>"
+                   "<node name='enc%d.mm' op='MatMul' in='%s enc%d' out='h%d'/>"
+                   "<node name='enc%d.act' op='Relu' in='h%d' out='a%d'/>",
+                   i, i, prev, i, i, i, i, i);
+        prev = ctx_printf(c, "a%d", i);
+    }
+    for (int i = 16; i >= 1; i--) {
+        buf_printf(&b, "<initializer name='dec%d' shape='8 8' init='uniform'/>"
+                   "<node name='dec%d.mm' op='MatMul' in='%s dec%d' out='u%d'/>"
+                   "<node name='dec%d.skip' op='Add' in='u%d h%d' out='s%d_0'/>",
+                   i, i, prev, i, i, i, i, i, i);
+        for (int j = 0; j < 5; j++)
+            buf_printf(&b, "<node name='dec%d.e%d' op='Add' in='s%d_%d e%d' "
+                       "out='s%d_%d'/>", i, j, i, j, j, i, j + 1);
+        buf_printf(&b, "<node name='dec%d.act' op='Relu' in='s%d_5' out='d%d'/>",
+                   i, i, i);
+        prev = ctx_printf(c, "d%d", i);
+    }
+    buf_printf(&b, "<node name='loss' op='ReduceSum' in='%s' out='l' "
+               "keepdims='0'/><output name='l'/>", prev);
+    return b.data;
+}
+
+START_TEST(past_the_hubs_branch_and_bound)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *xml = model_xml(&c, unet_five_embeddings(&c));
+    Graph *g;
+    Policy *p;
+    Remat r;
+    Frontier f;
+    ck_assert(policy_load(&c, "sac", &p) == 0 &&
+              parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
+              infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+              remat_classify(&c, g, policy_soften(&c, p), &r) == 0);
+    ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0);
+    ck_assert(f.overflow != NULL && f.n == 0 && !f.proven);
+    Compiled m = budgeted(&c, unet_five_embeddings(&c), BUDGET_FRACTION, 0.5);
+    ck_assert_double_le(m.remat->saved_bytes, m.remat->budget_bytes);
+    ctx_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("solve");
@@ -488,6 +795,11 @@ int main(void)
     tcase_add_test(t, budget_too_small_names_what_forces_it);
     tcase_add_test(t, budget_text);
     tcase_add_test(t, beyond_the_caps_branch_and_bound);
+    tcase_add_test(t, unets_match_branch_and_bound);
+    tcase_add_test(t, gpts_match_branch_and_bound);
+    tcase_add_test(t, unet3_matches_every_plan);
+    tcase_add_test(t, at_depth_proven);
+    tcase_add_test(t, past_the_hubs_branch_and_bound);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
