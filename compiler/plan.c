@@ -157,16 +157,19 @@ static size_t first_fit(Ctx *c, Schedule *s, size_t *off)
     return arena;
 }
 
-/* Greedy placement costs values^2: past this many values (a 10,000-node
- * chain has about 40,000) first fit alone plans, as it did before
- * (bench/run.py's compiler table: the 100,000-node chain's schedule took
- * 1.0 s with first fit, 23.7 s with the greedy orders). Then seeded
- * shuffles of the greedy placement, as many as SHUFFLE_WORK pair checks
- * allow (at most MAX_SHUFFLES): small graphs that the three orders miss
- * reach the bound with them (cnn under sac-aggressive, 40 values, needed
- * about a thousand). */
-#define MAX_GREEDY_VALUES 8000
-#define SHUFFLE_WORK 20000000.0
+/* Greedy placement costs values^2: past this many values first fit alone
+ * plans, as it did before. The 100,000-node chain's schedule (about
+ * 400,000 values) took 1.0 s with first fit, 23.7 s with the greedy
+ * orders (bench/run.py's compiler table); `remat pareto` on a 96-layer
+ * GPT (1,441 plans of about 6,600 values) 12.6 s with them, 1.8 s without,
+ * its arenas at most 0.7% larger (scripts/make_gpt.py --layers 96). Then
+ * seeded shuffles of the greedy placement, as many as SHUFFLE_WORK pair
+ * checks allow (at most MAX_SHUFFLES): small graphs that the three orders
+ * miss reach the bound with them (cnn under sac-aggressive, 40 values,
+ * needed about a thousand); 20M pair checks made `remat pareto` on a
+ * 24-level U-Net take 1.0 s where 4M take 0.2. */
+#define MAX_GREEDY_VALUES 2500
+#define SHUFFLE_WORK 4000000.0
 #define MAX_SHUFFLES 5000
 
 /* The orders greedy placement tries, each a total order (ties: earlier
