@@ -64,6 +64,11 @@ sweep() {   # graph
     /usr/bin/python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' \
         "$d/curve.svg" && grep -q '>sac-aggressive<' "$d/curve.svg" \
         && ok || bad "$name: curve.svg is not a picture with the policies marked"
+    # rendered by librsvg (scripts/deps.sh installs librsvg2-bin)
+    if command -v rsvg-convert >/dev/null; then
+        rsvg-convert "$d/curve.svg" -o "$d/curve.png" && [ -s "$d/curve.png" ] \
+            && ok || bad "$name: rsvg-convert cannot render curve.svg"
+    fi
     echo "graph $name: swept $budgets"
 }
 
@@ -116,6 +121,10 @@ assert [(p["saved_bytes"], p["arena_bytes"], p["recompute_flops"]) for p in d["p
     else bad "$name: pareto --by arena --json differs from its text"; fi
     grep -q '>arena KiB</text>' "$work/arena.svg" && ok \
         || bad "$name: the --by arena picture's y axis is not arena bytes"
+    if command -v rsvg-convert >/dev/null; then
+        rsvg-convert "$work/arena.svg" -o "$work/arena.png" && [ -s "$work/arena.png" ] \
+            && ok || bad "$name: rsvg-convert cannot render the --by arena picture"
+    fi
 done
 "$remat" pareto tests/graphs/blocks_skip.xml --by peak 2>"$work/err" >/dev/null
 [ $? -eq 2 ] && [ "$(wc -l < "$work/err")" -le 2 ] && ok \
