@@ -255,6 +255,12 @@ static void emit_gemm_fwd(Emit *e, const Node *n, const char *const *out,
          n->nin == 3 ? in[2] : "NULL", gemm_args(e, n));
 }
 
+/* "_set" when the call writes a gradient (the runtime's twin), else "". */
+const char *set_suffix(const Emit *e)
+{
+    return e->writes ? "_set" : "";
+}
+
 /* The _set twin's last argument, ", 0x1u", or "" for the plain call. */
 const char *set_arg(Emit *e)
 {
@@ -279,7 +285,7 @@ static void emit_gemm_bwd(Emit *e, const Node *n, const char *const *din,
         return;
     }
     emit(e, "rt_gemm_backward%s(%s, %s, %s, %s, %s, %s, %s%s);",
-         e->writes ? "_set" : "", or_null(din, 0, n->nin),
+         set_suffix(e), or_null(din, 0, n->nin),
          or_null(din, 1, n->nin), or_null(din, 2, n->nin), dout[0],
          or_null(in, 0, n->nin), or_null(in, 1, n->nin), gemm_args(e, n),
          set_arg(e));
@@ -387,7 +393,7 @@ static void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
                        : needs & NEED_OUT(0) ? ctx_printf(e->ctx, "%s, ", out[0])
                                              : "";
     /* the rows that write (Relu, Gelu) have a _set twin */
-    const char *set = e->writes ? "_set" : "";
+    const char *set = set_suffix(e);
     if (n->op == OP_GELU)
         emit(e, "rt_gelu_backward%s(%s, %s, %s%ld, %d%s);", set, din[0],
              dout[0], read, OUT(0)->numel, gelu_tanh(n), set_arg(e));
@@ -648,7 +654,7 @@ static void emit_transpose_bwd(Emit *e, const Node *n, const char *const *din,
     (void)in;
     (void)out;
     emit(e, "rt_transpose_backward%s(%s, %s, %d, dims_%s, perm_%s%s);",
-         e->writes ? "_set" : "", din[0], dout[0], IN(0)->rank, n->cname,
+         set_suffix(e), din[0], dout[0], IN(0)->rank, n->cname,
          n->cname, set_arg(e));
 }
 
@@ -917,7 +923,7 @@ static void emit_dropout_bwd(Emit *e, const Node *n, const char *const *din,
 {
     (void)in;
     (void)out;
-    emit(e, "rt_dropout_backward%s(%s, %s, %s%s);", e->writes ? "_set" : "",
+    emit(e, "rt_dropout_backward%s(%s, %s, %s%s);", set_suffix(e),
          din[0], dout[0], dropout_args(e, n), set_arg(e));
 }
 

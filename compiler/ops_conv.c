@@ -238,7 +238,7 @@ void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
     (void)out;
     if (n->op == OP_MAX_POOL)
         emit(e, "rt_maxpool_backward%s(%s, %s, %s, &win_%s%s);",
-             e->writes ? "_set" : "", din[0], dout[0], in[0], n->cname,
+             set_suffix(e), din[0], dout[0], in[0], n->cname,
              set_arg(e));
     else
         emit(e, "rt_avgpool_backward(%s, %s, &win_%s%s);", din[0], dout[0],

@@ -401,6 +401,8 @@ const char *or_null(const char *const *v, int i, int n);
 /* The last argument of a backward's _set twin (", 0x1u"), or "" when the
  * call writes nothing. */
 const char *set_arg(Emit *e);
+/* "_set" when the call writes (the twin's name), else "". */
+const char *set_suffix(const Emit *e);
 int node_axis(Ctx *c, const Graph *g, const Node *n, int rank, int hi);
 int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
               long dflt, int count, long *out);

@@ -413,8 +413,11 @@ static void place_updates(Sched *x)
 /* An elementwise forward (fwd_in_place) whose input's buffer is read by
  * nothing after it writes its output over that buffer: the output becomes
  * a view of the input's value, which then lives as long as the output is
- * read (views of the output follow it). A pass over the finished
- * schedule, since only then is each value's last reader known. */
+ * read (the output's last use covers its views' reads). A pass over the
+ * finished schedule, since only then is each value's last reader known;
+ * then one more re-points the output's views at the input's value, as an
+ * owner is never a view (an output turned view is never an input turned
+ * owner: that needs an input that is no view). */
 static void forward_in_place(Sched *x)
 {
     Schedule *s = x->s;
@@ -431,12 +434,14 @@ static void forward_in_place(Sched *x)
         if (in->view != VIEW_NONE || out->view != VIEW_NONE ||
             in->last != i || in->bytes != out->bytes)
             continue;
-        for (int k = 0; k < s->nvalues; k++)
-            if (s->values[k].view == VIEW_VALUE && s->values[k].owner == vout)
-                s->values[k].owner = vin;
         out->view = VIEW_VALUE;
         out->owner = vin;
         in->last = out->last;
+    }
+    for (int k = 0; k < s->nvalues; k++) {
+        Value *v = &s->values[k];
+        if (v->view == VIEW_VALUE && s->values[v->owner].view == VIEW_VALUE)
+            v->owner = s->values[v->owner].owner;
     }
 }
 
