@@ -198,15 +198,19 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     const char *out[MAX_IO], *in[MAX_IO];
     const Tensor *y = &g->tensors[n->out[0]];
     int view = op_table[n->op].alias;
+    int v0 = st->recompute ? s->rec[n->out[0]] : s->fwd[n->out[0]];
+    /* written over its input's buffer (fwd_in_place), which the reader
+     * sees as two names for one address */
+    int in_place = !view && s->values[v0].view == VIEW_VALUE;
     Buf outs;               /* "y [shape]", every output named */
     buf_init(&outs, e->ctx);
     for (int o = 0; o < n->nout; o++)
         buf_printf(&outs, "%s%s [%s]", o ? ", " : "",
                    g->tensors[n->out[o]].name,
                    shape_str(e->ctx, &g->tensors[n->out[o]]));
-    emit(e, "/* %s: %s -> %s%s%s */", n->name, op_table[n->op].name,
+    emit(e, "/* %s: %s -> %s%s%s%s */", n->name, op_table[n->op].name,
          outs.data, st->recompute ? " recompute" : "",
-         view ? " view, no copy" : "");
+         view ? " view, no copy" : "", in_place ? ", in place" : "");
     if (view) {
         /* read-only: a view may point into the caller's const inputs */
         const char *name = value_name(e, s, st->recompute ? s->rec[n->out[0]]
@@ -294,7 +298,12 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
         break;
     case S_ZERO:
         if (st->writes) {
-            emit(e, "/* d(%s): its first contribution writes it */", t->name);
+            const Value *v = &s->values[s->grad[st->tensor]];
+            emit(e, "/* d(%s): its first contribution writes it%s%s%s */",
+                 t->name, v->view == VIEW_VALUE ? ", in d(" : "",
+                 v->view == VIEW_VALUE
+                     ? g->tensors[s->values[v->owner].tensor].name : "",
+                 v->view == VIEW_VALUE ? ")'s buffer" : "");
             declare(e, s, s->grad[st->tensor]);
             break;
         }

@@ -80,7 +80,7 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_stage1_c = (float *)(void *)(a + 0);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
-    /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
+    /* stage1.relu: Relu -> stage1.a [32x16x28x28], in place */
     float *v_stage1_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
@@ -92,7 +92,7 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_stage2_c = (float *)(void *)(a + 0);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
 
-    /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
+    /* stage2.relu: Relu -> stage2.a [32x32x14x14], in place */
     float *v_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
@@ -150,7 +150,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     float *v_stage1_c = (float *)(void *)(a + 0);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
-    /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
+    /* stage1.relu: Relu -> stage1.a [32x16x28x28], in place */
     float *v_stage1_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
@@ -162,7 +162,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     float *v_stage2_c = (float *)(void *)(a + 1605632);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 2408448));
 
-    /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
+    /* stage2.relu: Relu -> stage2.a [32x32x14x14], in place */
     float *v_stage2_a = (float *)(void *)(a + 1605632);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
@@ -213,7 +213,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool, 0x1u);
 
-    /* d(stage2.c): its first contribution writes it */
+    /* d(stage2.c): its first contribution writes it, in d(stage2.a)'s buffer */
     float *d_stage2_c = (float *)(void *)(a + 2408448);
 
     /* stage2.relu: Relu backward */
@@ -232,7 +232,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     /* stage1.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage1_a, d_stage1_p, v_stage1_a, &win_stage1_pool, 0x1u);
 
-    /* d(stage1.c): its first contribution writes it */
+    /* d(stage1.c): its first contribution writes it, in d(stage1.a)'s buffer */
     float *d_stage1_c = (float *)(void *)(a + 2007040);
 
     /* stage1.relu: Relu backward */
@@ -279,7 +279,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     float *v_stage1_c = (float *)(void *)(a + 2207744);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 0));
 
-    /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
+    /* stage1.relu: Relu -> stage1.a [32x16x28x28], in place */
     float *v_stage1_a = (float *)(void *)(a + 2207744);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
@@ -291,7 +291,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     float *v_stage2_c = (float *)(void *)(a + 0);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 1204224));
 
-    /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
+    /* stage2.relu: Relu -> stage2.a [32x32x14x14], in place */
     float *v_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
@@ -356,7 +356,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage2_a, d_stage2_p, v_stage2_a, &win_stage2_pool, 0x1u);
 
-    /* d(stage2.c): its first contribution writes it */
+    /* d(stage2.c): its first contribution writes it, in d(stage2.a)'s buffer */
     float *d_stage2_c = (float *)(void *)(a + 1404928);
 
     /* stage2.relu: Relu backward */
@@ -389,7 +389,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     /* stage1.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage1_a, d_stage1_p, v_stage1_a, &win_stage1_pool, 0x1u);
 
-    /* d(stage1.c): its first contribution writes it */
+    /* d(stage1.c): its first contribution writes it, in d(stage1.a)'s buffer */
     float *d_stage1_c = (float *)(void *)(a + 401536);
 
     /* stage1.relu: Relu backward */

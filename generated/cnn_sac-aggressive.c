@@ -82,7 +82,7 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_stage1_c = (float *)(void *)(a + 0);
     rt_conv_forward(v_stage1_c, v_x, v_conv1_weight, v_conv1_bias, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
-    /* stage1.relu: Relu -> stage1.a [32x16x28x28] */
+    /* stage1.relu: Relu -> stage1.a [32x16x28x28], in place */
     float *v_stage1_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage1_a, v_stage1_c, 401408);
 
@@ -94,7 +94,7 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_stage2_c = (float *)(void *)(a + 0);
     rt_conv_forward(v_stage2_c, v_stage1_p, v_conv2_weight, v_conv2_bias, &win_stage2_conv, (float *)(void *)(a + 802816));
 
-    /* stage2.relu: Relu -> stage2.a [32x32x14x14] */
+    /* stage2.relu: Relu -> stage2.a [32x32x14x14], in place */
     float *v_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(v_stage2_a, v_stage2_c, 200704);
 
@@ -209,7 +209,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     /* fc: Gemm backward */
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
-    /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
+    /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute, in place */
     float *r_stage2_a = (float *)(void *)(a + 1404928);
     rt_relu_forward(r_stage2_a, v_stage2_c, 200704);
 
@@ -219,7 +219,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool, 0x1u);
 
-    /* d(stage2.c): its first contribution writes it */
+    /* d(stage2.c): its first contribution writes it, in d(stage2.a)'s buffer */
     float *d_stage2_c = (float *)(void *)(a + 602112);
 
     /* stage2.relu: Relu backward */
@@ -232,7 +232,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     /* stage2.conv: Conv backward */
     rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 1404928));
 
-    /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute */
+    /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute, in place */
     float *r_stage1_a = (float *)(void *)(a + 2207744);
     rt_relu_forward(r_stage1_a, v_stage1_c, 401408);
 
@@ -242,7 +242,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     /* stage1.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool, 0x1u);
 
-    /* d(stage1.c): its first contribution writes it */
+    /* d(stage1.c): its first contribution writes it, in d(stage1.a)'s buffer */
     float *d_stage1_c = (float *)(void *)(a + 57088);
 
     /* stage1.relu: Relu backward */
@@ -360,7 +360,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     /* d(fc.bias) is final and nothing reads fc.bias again: step it */
     rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
 
-    /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute */
+    /* stage2.relu: Relu -> stage2.a [32x32x14x14] recompute, in place */
     float *r_stage2_a = (float *)(void *)(a + 0);
     rt_relu_forward(r_stage2_a, v_stage2_c, 200704);
 
@@ -370,7 +370,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     /* stage2.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage2_a, d_stage2_p, r_stage2_a, &win_stage2_pool, 0x1u);
 
-    /* d(stage2.c): its first contribution writes it */
+    /* d(stage2.c): its first contribution writes it, in d(stage2.a)'s buffer */
     float *d_stage2_c = (float *)(void *)(a + 802816);
 
     /* stage2.relu: Relu backward */
@@ -397,7 +397,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     /* d(conv2.bias) is final and nothing reads conv2.bias again: step it */
     rt_optimizer_update(opt, params + 4768, d_conv2_bias, state + 4768, 20490, 32);
 
-    /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute */
+    /* stage1.relu: Relu -> stage1.a [32x16x28x28] recompute, in place */
     float *r_stage1_a = (float *)(void *)(a + 2207744);
     rt_relu_forward(r_stage1_a, v_stage1_c, 401408);
 
@@ -407,7 +407,7 @@ float cnn_train_step_fused(float *params, const float *inputs,
     /* stage1.pool: MaxPool backward */
     rt_maxpool_backward_set(d_stage1_a, d_stage1_p, r_stage1_a, &win_stage1_pool, 0x1u);
 
-    /* d(stage1.c): its first contribution writes it */
+    /* d(stage1.c): its first contribution writes it, in d(stage1.a)'s buffer */
     float *d_stage1_c = (float *)(void *)(a + 401408);
 
     /* stage1.relu: Relu backward */

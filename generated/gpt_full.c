@@ -482,7 +482,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_emb = (float *)(void *)(a + 131072);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
-    /* embed.drop: Dropout -> h0 [4x64x128] */
+    /* embed.drop: Dropout -> h0 [4x64x128], in place */
     float *v_h0 = (float *)(void *)(a + 131072);
     rt_copy(v_h0, v_emb, 32768); /* inference: the identity */
 
@@ -550,7 +550,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
     float *v_l0_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l0_o2, v_l0_o1, 32768); /* inference: the identity */
 
@@ -570,7 +570,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
-    /* l0.act: Gelu -> l0.g [4x64x512] */
+    /* l0.act: Gelu -> l0.g [4x64x512], in place */
     float *v_l0_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
@@ -582,7 +582,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
-    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
+    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
     float *v_l0_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l0_y2, v_l0_y1, 32768); /* inference: the identity */
 
@@ -654,7 +654,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
     float *v_l1_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l1_o2, v_l1_o1, 32768); /* inference: the identity */
 
@@ -674,7 +674,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
-    /* l1.act: Gelu -> l1.g [4x64x512] */
+    /* l1.act: Gelu -> l1.g [4x64x512], in place */
     float *v_l1_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
@@ -686,7 +686,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
-    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
+    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
     float *v_l1_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l1_y2, v_l1_y1, 32768); /* inference: the identity */
 
@@ -758,7 +758,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
     float *v_l2_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l2_o2, v_l2_o1, 32768); /* inference: the identity */
 
@@ -778,7 +778,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
-    /* l2.act: Gelu -> l2.g [4x64x512] */
+    /* l2.act: Gelu -> l2.g [4x64x512], in place */
     float *v_l2_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
@@ -790,7 +790,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
-    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
+    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
     float *v_l2_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l2_y2, v_l2_y1, 32768); /* inference: the identity */
 
@@ -862,7 +862,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
     float *v_l3_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l3_o2, v_l3_o1, 32768); /* inference: the identity */
 
@@ -882,7 +882,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
-    /* l3.act: Gelu -> l3.g [4x64x512] */
+    /* l3.act: Gelu -> l3.g [4x64x512], in place */
     float *v_l3_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
@@ -894,7 +894,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
-    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
+    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
     float *v_l3_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l3_y2, v_l3_y1, 32768); /* inference: the identity */
 
@@ -1079,7 +1079,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_emb = (float *)(void *)(a + 1572864);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
-    /* embed.drop: Dropout -> h0 [4x64x128] */
+    /* embed.drop: Dropout -> h0 [4x64x128], in place */
     float *v_h0 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
@@ -1147,7 +1147,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
     float *v_l0_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
@@ -1167,7 +1167,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
-    /* l0.act: Gelu -> l0.g [4x64x512] */
+    /* l0.act: Gelu -> l0.g [4x64x512], in place */
     float *v_l0_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
@@ -1179,7 +1179,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_y1 = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
-    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
+    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
     float *v_l0_y2 = (float *)(void *)(a + 1310720);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
@@ -1251,7 +1251,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
     float *v_l1_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
@@ -1271,7 +1271,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
-    /* l1.act: Gelu -> l1.g [4x64x512] */
+    /* l1.act: Gelu -> l1.g [4x64x512], in place */
     float *v_l1_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
@@ -1283,7 +1283,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l1_y1 = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
-    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
+    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
     float *v_l1_y2 = (float *)(void *)(a + 1310720);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
@@ -1355,7 +1355,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
     float *v_l2_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
@@ -1375,7 +1375,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
-    /* l2.act: Gelu -> l2.g [4x64x512] */
+    /* l2.act: Gelu -> l2.g [4x64x512], in place */
     float *v_l2_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
@@ -1387,7 +1387,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l2_y1 = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
-    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
+    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
     float *v_l2_y2 = (float *)(void *)(a + 1310720);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
@@ -1459,7 +1459,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
     float *v_l3_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
@@ -1479,7 +1479,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
-    /* l3.act: Gelu -> l3.g [4x64x512] */
+    /* l3.act: Gelu -> l3.g [4x64x512], in place */
     float *v_l3_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
@@ -1491,7 +1491,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l3_y1 = (float *)(void *)(a + 1310720);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
-    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
+    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
     float *v_l3_y2 = (float *)(void *)(a + 1310720);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
@@ -1550,7 +1550,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* lnf: LayerNormalization backward */
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l3.r): its first contribution writes it */
+    /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l3_r = (float *)(void *)(a + 2097152);
 
     /* d(l3.y2): its first contribution writes it */
@@ -1559,13 +1559,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
-    /* d(l3.y1): its first contribution writes it */
+    /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
     float *d_l3_y1 = (float *)(void *)(a + 2228224);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0): its first contribution writes it */
+    /* d(l3.y0): its first contribution writes it, in d(l3.y2)'s buffer */
     float *d_l3_y0 = (float *)(void *)(a + 2228224);
 
     /* l3.fc2.bias: Add backward */
@@ -1635,7 +1635,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *r_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_o1, r_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
     float *r_l3_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
@@ -1665,13 +1665,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.fc2: MatMul backward */
     rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l3.f1): its first contribution writes it */
+    /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f1 = (float *)(void *)(a + 1048576);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward_set(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
 
-    /* d(l3.f0): its first contribution writes it */
+    /* d(l3.f0): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f0 = (float *)(void *)(a + 1048576);
 
     /* l3.fc.bias: Add backward */
@@ -1686,7 +1686,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l2.out): its first contribution writes it */
+    /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_out = (float *)(void *)(a + 2097152);
 
     /* d(l3.o2): its first contribution writes it */
@@ -1695,13 +1695,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
-    /* d(l3.o1): its first contribution writes it */
+    /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
     float *d_l3_o1 = (float *)(void *)(a + 2228224);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0): its first contribution writes it */
+    /* d(l3.o0): its first contribution writes it, in d(l3.o2)'s buffer */
     float *d_l3_o0 = (float *)(void *)(a + 2228224);
 
     /* l3.proj.bias: Add backward */
@@ -1748,7 +1748,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.v.t: Transpose backward */
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
-    /* d(l3.v0): its first contribution writes it */
+    /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
     float *d_l3_v0 = (float *)(void *)(a + 2228224);
 
     /* l3.v.bias: Add backward */
@@ -1783,7 +1783,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.q.t: Transpose backward */
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
-    /* d(l3.q0): its first contribution writes it */
+    /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
     float *d_l3_q0 = (float *)(void *)(a + 131072);
 
     /* l3.q.bias: Add backward */
@@ -1795,7 +1795,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l2.r): its first contribution writes it */
+    /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_r = (float *)(void *)(a + 2097152);
 
     /* d(l2.y2): its first contribution writes it */
@@ -1804,13 +1804,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
-    /* d(l2.y1): its first contribution writes it */
+    /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
     float *d_l2_y1 = (float *)(void *)(a + 1966080);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0): its first contribution writes it */
+    /* d(l2.y0): its first contribution writes it, in d(l2.y2)'s buffer */
     float *d_l2_y0 = (float *)(void *)(a + 1966080);
 
     /* l2.fc2.bias: Add backward */
@@ -1880,7 +1880,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *r_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_o1, r_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
     float *r_l2_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
@@ -1910,13 +1910,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.fc2: MatMul backward */
     rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l2.f1): its first contribution writes it */
+    /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f1 = (float *)(void *)(a + 1048576);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
-    /* d(l2.f0): its first contribution writes it */
+    /* d(l2.f0): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f0 = (float *)(void *)(a + 1048576);
 
     /* l2.fc.bias: Add backward */
@@ -1931,7 +1931,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l1.out): its first contribution writes it */
+    /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_out = (float *)(void *)(a + 2097152);
 
     /* d(l2.o2): its first contribution writes it */
@@ -1940,13 +1940,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
-    /* d(l2.o1): its first contribution writes it */
+    /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
     float *d_l2_o1 = (float *)(void *)(a + 1966080);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0): its first contribution writes it */
+    /* d(l2.o0): its first contribution writes it, in d(l2.o2)'s buffer */
     float *d_l2_o0 = (float *)(void *)(a + 1966080);
 
     /* l2.proj.bias: Add backward */
@@ -1993,7 +1993,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.v.t: Transpose backward */
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
-    /* d(l2.v0): its first contribution writes it */
+    /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
     float *d_l2_v0 = (float *)(void *)(a + 1966080);
 
     /* l2.v.bias: Add backward */
@@ -2028,7 +2028,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.q.t: Transpose backward */
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
-    /* d(l2.q0): its first contribution writes it */
+    /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
     float *d_l2_q0 = (float *)(void *)(a + 131072);
 
     /* l2.q.bias: Add backward */
@@ -2040,7 +2040,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l1.r): its first contribution writes it */
+    /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_r = (float *)(void *)(a + 2097152);
 
     /* d(l1.y2): its first contribution writes it */
@@ -2049,13 +2049,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
-    /* d(l1.y1): its first contribution writes it */
+    /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
     float *d_l1_y1 = (float *)(void *)(a + 1835008);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0): its first contribution writes it */
+    /* d(l1.y0): its first contribution writes it, in d(l1.y2)'s buffer */
     float *d_l1_y0 = (float *)(void *)(a + 1835008);
 
     /* l1.fc2.bias: Add backward */
@@ -2125,7 +2125,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *r_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_o1, r_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
     float *r_l1_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
@@ -2155,13 +2155,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.fc2: MatMul backward */
     rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l1.f1): its first contribution writes it */
+    /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f1 = (float *)(void *)(a + 1048576);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward_set(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
 
-    /* d(l1.f0): its first contribution writes it */
+    /* d(l1.f0): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f0 = (float *)(void *)(a + 1048576);
 
     /* l1.fc.bias: Add backward */
@@ -2176,7 +2176,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l0.out): its first contribution writes it */
+    /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_out = (float *)(void *)(a + 2097152);
 
     /* d(l1.o2): its first contribution writes it */
@@ -2185,13 +2185,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
-    /* d(l1.o1): its first contribution writes it */
+    /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
     float *d_l1_o1 = (float *)(void *)(a + 1835008);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0): its first contribution writes it */
+    /* d(l1.o0): its first contribution writes it, in d(l1.o2)'s buffer */
     float *d_l1_o0 = (float *)(void *)(a + 1835008);
 
     /* l1.proj.bias: Add backward */
@@ -2238,7 +2238,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.v.t: Transpose backward */
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
-    /* d(l1.v0): its first contribution writes it */
+    /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
     float *d_l1_v0 = (float *)(void *)(a + 1835008);
 
     /* l1.v.bias: Add backward */
@@ -2273,7 +2273,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.q.t: Transpose backward */
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
-    /* d(l1.q0): its first contribution writes it */
+    /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
     float *d_l1_q0 = (float *)(void *)(a + 131072);
 
     /* l1.q.bias: Add backward */
@@ -2285,7 +2285,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l0.r): its first contribution writes it */
+    /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_r = (float *)(void *)(a + 2097152);
 
     /* d(l0.y2): its first contribution writes it */
@@ -2294,13 +2294,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
-    /* d(l0.y1): its first contribution writes it */
+    /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
     float *d_l0_y1 = (float *)(void *)(a + 1703936);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0): its first contribution writes it */
+    /* d(l0.y0): its first contribution writes it, in d(l0.y2)'s buffer */
     float *d_l0_y0 = (float *)(void *)(a + 1703936);
 
     /* l0.fc2.bias: Add backward */
@@ -2370,7 +2370,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *r_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_o1, r_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
     float *r_l0_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
@@ -2400,13 +2400,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.fc2: MatMul backward */
     rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l0.f1): its first contribution writes it */
+    /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f1 = (float *)(void *)(a + 1048576);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward_set(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
 
-    /* d(l0.f0): its first contribution writes it */
+    /* d(l0.f0): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* l0.fc.bias: Add backward */
@@ -2421,7 +2421,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(h0): its first contribution writes it */
+    /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_h0 = (float *)(void *)(a + 2097152);
 
     /* d(l0.o2): its first contribution writes it */
@@ -2430,13 +2430,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.res1: Add backward */
     rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
-    /* d(l0.o1): its first contribution writes it */
+    /* d(l0.o1): its first contribution writes it, in d(l0.o2)'s buffer */
     float *d_l0_o1 = (float *)(void *)(a + 1703936);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0): its first contribution writes it */
+    /* d(l0.o0): its first contribution writes it, in d(l0.o2)'s buffer */
     float *d_l0_o0 = (float *)(void *)(a + 1703936);
 
     /* l0.proj.bias: Add backward */
@@ -2483,7 +2483,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.v.t: Transpose backward */
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
-    /* d(l0.v0): its first contribution writes it */
+    /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
     float *d_l0_v0 = (float *)(void *)(a + 1703936);
 
     /* l0.v.bias: Add backward */
@@ -2518,7 +2518,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.q.t: Transpose backward */
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
-    /* d(l0.q0): its first contribution writes it */
+    /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
     float *d_l0_q0 = (float *)(void *)(a + 1703936);
 
     /* l0.q.bias: Add backward */
@@ -2530,13 +2530,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(emb): its first contribution writes it */
+    /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_emb = (float *)(void *)(a + 2097152);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
-    /* d(tok): its first contribution writes it */
+    /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_tok = (float *)(void *)(a + 2097152);
 
     /* pos: Add backward */
@@ -2646,7 +2646,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_emb = (float *)(void *)(a + 1835008);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
-    /* embed.drop: Dropout -> h0 [4x64x128] */
+    /* embed.drop: Dropout -> h0 [4x64x128], in place */
     float *v_h0 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
@@ -2714,7 +2714,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
     float *v_l0_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
@@ -2734,7 +2734,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
-    /* l0.act: Gelu -> l0.g [4x64x512] */
+    /* l0.act: Gelu -> l0.g [4x64x512], in place */
     float *v_l0_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
@@ -2746,7 +2746,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_y1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
-    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
+    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
     float *v_l0_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
@@ -2818,7 +2818,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
     float *v_l1_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
@@ -2838,7 +2838,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
-    /* l1.act: Gelu -> l1.g [4x64x512] */
+    /* l1.act: Gelu -> l1.g [4x64x512], in place */
     float *v_l1_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
@@ -2850,7 +2850,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l1_y1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
-    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
+    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
     float *v_l1_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
@@ -2922,7 +2922,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
     float *v_l2_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
@@ -2942,7 +2942,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
-    /* l2.act: Gelu -> l2.g [4x64x512] */
+    /* l2.act: Gelu -> l2.g [4x64x512], in place */
     float *v_l2_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
@@ -2954,7 +2954,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l2_y1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
-    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
+    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
     float *v_l2_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
@@ -3026,7 +3026,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
     float *v_l3_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
@@ -3046,7 +3046,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
-    /* l3.act: Gelu -> l3.g [4x64x512] */
+    /* l3.act: Gelu -> l3.g [4x64x512], in place */
     float *v_l3_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
@@ -3058,7 +3058,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l3_y1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
-    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
+    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
     float *v_l3_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
@@ -3138,7 +3138,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(lnf.bias) is final and nothing reads lnf.bias again: step it */
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state + 833664, 866560, 128);
 
-    /* d(l3.r): its first contribution writes it */
+    /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l3_r = (float *)(void *)(a + 2359296);
 
     /* d(l3.y2): its first contribution writes it */
@@ -3147,13 +3147,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
-    /* d(l3.y1): its first contribution writes it */
+    /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
     float *d_l3_y1 = (float *)(void *)(a + 2490368);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0): its first contribution writes it */
+    /* d(l3.y0): its first contribution writes it, in d(l3.y2)'s buffer */
     float *d_l3_y0 = (float *)(void *)(a + 2490368);
 
     /* d(l3.fc2.bias) sums over its readers */
@@ -3230,7 +3230,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *r_l3_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l3_o1, r_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute */
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
     float *r_l3_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
@@ -3267,13 +3267,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.fc2.weight) is final and nothing reads l3.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state + 767872, 866560, 65536);
 
-    /* d(l3.f1): its first contribution writes it */
+    /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f1 = (float *)(void *)(a + 1048576);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward_set(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
 
-    /* d(l3.f0): its first contribution writes it */
+    /* d(l3.f0): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l3.fc.bias) sums over its readers */
@@ -3316,7 +3316,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.ln2.bias) is final and nothing reads l3.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state + 701696, 866560, 128);
 
-    /* d(l2.out): its first contribution writes it */
+    /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_out = (float *)(void *)(a + 2359296);
 
     /* d(l3.o2): its first contribution writes it */
@@ -3325,13 +3325,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
-    /* d(l3.o1): its first contribution writes it */
+    /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
     float *d_l3_o1 = (float *)(void *)(a + 2490368);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0): its first contribution writes it */
+    /* d(l3.o0): its first contribution writes it, in d(l3.o2)'s buffer */
     float *d_l3_o0 = (float *)(void *)(a + 2490368);
 
     /* d(l3.proj.bias) sums over its readers */
@@ -3392,7 +3392,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.v.t: Transpose backward */
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
-    /* d(l3.v0): its first contribution writes it */
+    /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
     float *d_l3_v0 = (float *)(void *)(a + 2490368);
 
     /* d(l3.v.bias) sums over its readers */
@@ -3448,7 +3448,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.q.t: Transpose backward */
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
-    /* d(l3.q0): its first contribution writes it */
+    /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
     float *d_l3_q0 = (float *)(void *)(a + 131072);
 
     /* d(l3.q.bias) sums over its readers */
@@ -3488,7 +3488,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.ln1.bias) is final and nothing reads l3.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state + 635520, 866560, 128);
 
-    /* d(l2.r): its first contribution writes it */
+    /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_r = (float *)(void *)(a + 2359296);
 
     /* d(l2.y2): its first contribution writes it */
@@ -3497,13 +3497,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
-    /* d(l2.y1): its first contribution writes it */
+    /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
     float *d_l2_y1 = (float *)(void *)(a + 2228224);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0): its first contribution writes it */
+    /* d(l2.y0): its first contribution writes it, in d(l2.y2)'s buffer */
     float *d_l2_y0 = (float *)(void *)(a + 2228224);
 
     /* d(l2.fc2.bias) sums over its readers */
@@ -3580,7 +3580,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *r_l2_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l2_o1, r_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute */
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
     float *r_l2_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
@@ -3617,13 +3617,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.fc2.weight) is final and nothing reads l2.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state + 569728, 866560, 65536);
 
-    /* d(l2.f1): its first contribution writes it */
+    /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f1 = (float *)(void *)(a + 1048576);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
-    /* d(l2.f0): its first contribution writes it */
+    /* d(l2.f0): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l2.fc.bias) sums over its readers */
@@ -3666,7 +3666,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.ln2.bias) is final and nothing reads l2.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state + 503552, 866560, 128);
 
-    /* d(l1.out): its first contribution writes it */
+    /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_out = (float *)(void *)(a + 2359296);
 
     /* d(l2.o2): its first contribution writes it */
@@ -3675,13 +3675,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
-    /* d(l2.o1): its first contribution writes it */
+    /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
     float *d_l2_o1 = (float *)(void *)(a + 2228224);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0): its first contribution writes it */
+    /* d(l2.o0): its first contribution writes it, in d(l2.o2)'s buffer */
     float *d_l2_o0 = (float *)(void *)(a + 2228224);
 
     /* d(l2.proj.bias) sums over its readers */
@@ -3742,7 +3742,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.v.t: Transpose backward */
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
-    /* d(l2.v0): its first contribution writes it */
+    /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
     float *d_l2_v0 = (float *)(void *)(a + 2228224);
 
     /* d(l2.v.bias) sums over its readers */
@@ -3798,7 +3798,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.q.t: Transpose backward */
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
-    /* d(l2.q0): its first contribution writes it */
+    /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
     float *d_l2_q0 = (float *)(void *)(a + 131072);
 
     /* d(l2.q.bias) sums over its readers */
@@ -3838,7 +3838,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.ln1.bias) is final and nothing reads l2.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state + 437376, 866560, 128);
 
-    /* d(l1.r): its first contribution writes it */
+    /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_r = (float *)(void *)(a + 2359296);
 
     /* d(l1.y2): its first contribution writes it */
@@ -3847,13 +3847,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
-    /* d(l1.y1): its first contribution writes it */
+    /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
     float *d_l1_y1 = (float *)(void *)(a + 2097152);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0): its first contribution writes it */
+    /* d(l1.y0): its first contribution writes it, in d(l1.y2)'s buffer */
     float *d_l1_y0 = (float *)(void *)(a + 2097152);
 
     /* d(l1.fc2.bias) sums over its readers */
@@ -3930,7 +3930,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *r_l1_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l1_o1, r_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute */
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
     float *r_l1_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
@@ -3967,13 +3967,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.fc2.weight) is final and nothing reads l1.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state + 371584, 866560, 65536);
 
-    /* d(l1.f1): its first contribution writes it */
+    /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f1 = (float *)(void *)(a + 1048576);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward_set(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
 
-    /* d(l1.f0): its first contribution writes it */
+    /* d(l1.f0): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l1.fc.bias) sums over its readers */
@@ -4016,7 +4016,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.ln2.bias) is final and nothing reads l1.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state + 305408, 866560, 128);
 
-    /* d(l0.out): its first contribution writes it */
+    /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_out = (float *)(void *)(a + 2359296);
 
     /* d(l1.o2): its first contribution writes it */
@@ -4025,13 +4025,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
-    /* d(l1.o1): its first contribution writes it */
+    /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
     float *d_l1_o1 = (float *)(void *)(a + 2097152);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0): its first contribution writes it */
+    /* d(l1.o0): its first contribution writes it, in d(l1.o2)'s buffer */
     float *d_l1_o0 = (float *)(void *)(a + 2097152);
 
     /* d(l1.proj.bias) sums over its readers */
@@ -4092,7 +4092,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.v.t: Transpose backward */
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
-    /* d(l1.v0): its first contribution writes it */
+    /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
     float *d_l1_v0 = (float *)(void *)(a + 2097152);
 
     /* d(l1.v.bias) sums over its readers */
@@ -4148,7 +4148,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.q.t: Transpose backward */
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
-    /* d(l1.q0): its first contribution writes it */
+    /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
     float *d_l1_q0 = (float *)(void *)(a + 131072);
 
     /* d(l1.q.bias) sums over its readers */
@@ -4188,7 +4188,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.ln1.bias) is final and nothing reads l1.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state + 239232, 866560, 128);
 
-    /* d(l0.r): its first contribution writes it */
+    /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_r = (float *)(void *)(a + 2359296);
 
     /* d(l0.y2): its first contribution writes it */
@@ -4197,13 +4197,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
-    /* d(l0.y1): its first contribution writes it */
+    /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
     float *d_l0_y1 = (float *)(void *)(a + 1966080);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0): its first contribution writes it */
+    /* d(l0.y0): its first contribution writes it, in d(l0.y2)'s buffer */
     float *d_l0_y0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.fc2.bias) sums over its readers */
@@ -4280,7 +4280,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *r_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(r_l0_o1, r_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute */
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
     float *r_l0_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
@@ -4317,13 +4317,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.fc2.weight) is final and nothing reads l0.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state + 173440, 866560, 65536);
 
-    /* d(l0.f1): its first contribution writes it */
+    /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f1 = (float *)(void *)(a + 1048576);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward_set(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
 
-    /* d(l0.f0): its first contribution writes it */
+    /* d(l0.f0): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l0.fc.bias) sums over its readers */
@@ -4366,7 +4366,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.ln2.bias) is final and nothing reads l0.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state + 107264, 866560, 128);
 
-    /* d(h0): its first contribution writes it */
+    /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_h0 = (float *)(void *)(a + 2359296);
 
     /* d(l0.o2): its first contribution writes it */
@@ -4375,13 +4375,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.res1: Add backward */
     rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
-    /* d(l0.o1): its first contribution writes it */
+    /* d(l0.o1): its first contribution writes it, in d(l0.o2)'s buffer */
     float *d_l0_o1 = (float *)(void *)(a + 1966080);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0): its first contribution writes it */
+    /* d(l0.o0): its first contribution writes it, in d(l0.o2)'s buffer */
     float *d_l0_o0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.proj.bias) sums over its readers */
@@ -4442,7 +4442,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.v.t: Transpose backward */
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
-    /* d(l0.v0): its first contribution writes it */
+    /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
     float *d_l0_v0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.v.bias) sums over its readers */
@@ -4498,7 +4498,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.q.t: Transpose backward */
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
-    /* d(l0.q0): its first contribution writes it */
+    /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
     float *d_l0_q0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.q.bias) sums over its readers */
@@ -4538,13 +4538,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.ln1.bias) is final and nothing reads l0.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state + 41088, 866560, 128);
 
-    /* d(emb): its first contribution writes it */
+    /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_emb = (float *)(void *)(a + 2359296);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
-    /* d(tok): its first contribution writes it */
+    /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_tok = (float *)(void *)(a + 2359296);
 
     /* d(wpe) sums over its readers */

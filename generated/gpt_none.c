@@ -426,7 +426,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_emb = (float *)(void *)(a + 131072);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
-    /* embed.drop: Dropout -> h0 [4x64x128] */
+    /* embed.drop: Dropout -> h0 [4x64x128], in place */
     float *v_h0 = (float *)(void *)(a + 131072);
     rt_copy(v_h0, v_emb, 32768); /* inference: the identity */
 
@@ -494,7 +494,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
     float *v_l0_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l0_o2, v_l0_o1, 32768); /* inference: the identity */
 
@@ -514,7 +514,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
-    /* l0.act: Gelu -> l0.g [4x64x512] */
+    /* l0.act: Gelu -> l0.g [4x64x512], in place */
     float *v_l0_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
@@ -526,7 +526,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
-    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
+    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
     float *v_l0_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l0_y2, v_l0_y1, 32768); /* inference: the identity */
 
@@ -598,7 +598,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
     float *v_l1_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l1_o2, v_l1_o1, 32768); /* inference: the identity */
 
@@ -618,7 +618,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
-    /* l1.act: Gelu -> l1.g [4x64x512] */
+    /* l1.act: Gelu -> l1.g [4x64x512], in place */
     float *v_l1_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
@@ -630,7 +630,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
-    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
+    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
     float *v_l1_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l1_y2, v_l1_y1, 32768); /* inference: the identity */
 
@@ -702,7 +702,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
     float *v_l2_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l2_o2, v_l2_o1, 32768); /* inference: the identity */
 
@@ -722,7 +722,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
-    /* l2.act: Gelu -> l2.g [4x64x512] */
+    /* l2.act: Gelu -> l2.g [4x64x512], in place */
     float *v_l2_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
@@ -734,7 +734,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
-    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
+    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
     float *v_l2_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l2_y2, v_l2_y1, 32768); /* inference: the identity */
 
@@ -806,7 +806,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_o1 = (float *)(void *)(a + 262144);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
     float *v_l3_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l3_o2, v_l3_o1, 32768); /* inference: the identity */
 
@@ -826,7 +826,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_f1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
 
-    /* l3.act: Gelu -> l3.g [4x64x512] */
+    /* l3.act: Gelu -> l3.g [4x64x512], in place */
     float *v_l3_g = (float *)(void *)(a + 524288);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
@@ -838,7 +838,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_y1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
-    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
+    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
     float *v_l3_y2 = (float *)(void *)(a + 131072);
     rt_copy(v_l3_y2, v_l3_y1, 32768); /* inference: the identity */
 
@@ -1023,7 +1023,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_emb = (float *)(void *)(a + 4718592);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
-    /* embed.drop: Dropout -> h0 [4x64x128] */
+    /* embed.drop: Dropout -> h0 [4x64x128], in place */
     float *v_h0 = (float *)(void *)(a + 4718592);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
@@ -1091,7 +1091,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
     float *v_l0_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
@@ -1123,7 +1123,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_y1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
-    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
+    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
     float *v_l0_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
@@ -1195,7 +1195,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l1_o1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
     float *v_l1_o2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
@@ -1227,7 +1227,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l1_y1 = (float *)(void *)(a + 2228224);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
-    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
+    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
     float *v_l1_y2 = (float *)(void *)(a + 2228224);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
@@ -1299,7 +1299,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l2_o1 = (float *)(void *)(a + 2228224);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
     float *v_l2_o2 = (float *)(void *)(a + 2228224);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
@@ -1331,7 +1331,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l2_y1 = (float *)(void *)(a + 3276800);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
-    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
+    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
     float *v_l2_y2 = (float *)(void *)(a + 3276800);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
@@ -1403,7 +1403,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l3_o1 = (float *)(void *)(a + 3276800);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
     float *v_l3_o2 = (float *)(void *)(a + 3276800);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
@@ -1435,7 +1435,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l3_y1 = (float *)(void *)(a + 4325376);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
-    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
+    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
     float *v_l3_y2 = (float *)(void *)(a + 4325376);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
@@ -1494,7 +1494,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* lnf: LayerNormalization backward */
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l3.r): its first contribution writes it */
+    /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l3_r = (float *)(void *)(a + 9043968);
 
     /* d(l3.y2): its first contribution writes it */
@@ -1503,13 +1503,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
-    /* d(l3.y1): its first contribution writes it */
+    /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
     float *d_l3_y1 = (float *)(void *)(a + 8912896);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0): its first contribution writes it */
+    /* d(l3.y0): its first contribution writes it, in d(l3.y2)'s buffer */
     float *d_l3_y0 = (float *)(void *)(a + 8912896);
 
     /* l3.fc2.bias: Add backward */
@@ -1521,13 +1521,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.fc2: MatMul backward */
     rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, v_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l3.f1): its first contribution writes it */
+    /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f1 = (float *)(void *)(a + 4194304);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward_set(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
 
-    /* d(l3.f0): its first contribution writes it */
+    /* d(l3.f0): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f0 = (float *)(void *)(a + 4194304);
 
     /* l3.fc.bias: Add backward */
@@ -1542,7 +1542,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, v_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l2.out): its first contribution writes it */
+    /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_out = (float *)(void *)(a + 9043968);
 
     /* d(l3.o2): its first contribution writes it */
@@ -1551,13 +1551,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
-    /* d(l3.o1): its first contribution writes it */
+    /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
     float *d_l3_o1 = (float *)(void *)(a + 8650752);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0): its first contribution writes it */
+    /* d(l3.o0): its first contribution writes it, in d(l3.o2)'s buffer */
     float *d_l3_o0 = (float *)(void *)(a + 8650752);
 
     /* l3.proj.bias: Add backward */
@@ -1604,7 +1604,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.v.t: Transpose backward */
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
-    /* d(l3.v0): its first contribution writes it */
+    /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
     float *d_l3_v0 = (float *)(void *)(a + 8912896);
 
     /* l3.v.bias: Add backward */
@@ -1639,7 +1639,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.q.t: Transpose backward */
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
-    /* d(l3.q0): its first contribution writes it */
+    /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
     float *d_l3_q0 = (float *)(void *)(a + 8650752);
 
     /* l3.q.bias: Add backward */
@@ -1651,7 +1651,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l2.r): its first contribution writes it */
+    /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_r = (float *)(void *)(a + 9043968);
 
     /* d(l2.y2): its first contribution writes it */
@@ -1660,13 +1660,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
-    /* d(l2.y1): its first contribution writes it */
+    /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
     float *d_l2_y1 = (float *)(void *)(a + 3670016);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0): its first contribution writes it */
+    /* d(l2.y0): its first contribution writes it, in d(l2.y2)'s buffer */
     float *d_l2_y0 = (float *)(void *)(a + 3670016);
 
     /* l2.fc2.bias: Add backward */
@@ -1678,13 +1678,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.fc2: MatMul backward */
     rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, v_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l2.f1): its first contribution writes it */
+    /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f1 = (float *)(void *)(a + 3145728);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward_set(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
 
-    /* d(l2.f0): its first contribution writes it */
+    /* d(l2.f0): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f0 = (float *)(void *)(a + 3145728);
 
     /* l2.fc.bias: Add backward */
@@ -1699,7 +1699,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, v_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l1.out): its first contribution writes it */
+    /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_out = (float *)(void *)(a + 9043968);
 
     /* d(l2.o2): its first contribution writes it */
@@ -1708,13 +1708,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
-    /* d(l2.o1): its first contribution writes it */
+    /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
     float *d_l2_o1 = (float *)(void *)(a + 7602176);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0): its first contribution writes it */
+    /* d(l2.o0): its first contribution writes it, in d(l2.o2)'s buffer */
     float *d_l2_o0 = (float *)(void *)(a + 7602176);
 
     /* l2.proj.bias: Add backward */
@@ -1761,7 +1761,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.v.t: Transpose backward */
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
-    /* d(l2.v0): its first contribution writes it */
+    /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
     float *d_l2_v0 = (float *)(void *)(a + 7077888);
 
     /* l2.v.bias: Add backward */
@@ -1796,7 +1796,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.q.t: Transpose backward */
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
-    /* d(l2.q0): its first contribution writes it */
+    /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
     float *d_l2_q0 = (float *)(void *)(a + 7077888);
 
     /* l2.q.bias: Add backward */
@@ -1808,7 +1808,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l1.r): its first contribution writes it */
+    /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_r = (float *)(void *)(a + 9043968);
 
     /* d(l1.y2): its first contribution writes it */
@@ -1817,13 +1817,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
-    /* d(l1.y1): its first contribution writes it */
+    /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
     float *d_l1_y1 = (float *)(void *)(a + 2621440);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0): its first contribution writes it */
+    /* d(l1.y0): its first contribution writes it, in d(l1.y2)'s buffer */
     float *d_l1_y0 = (float *)(void *)(a + 2621440);
 
     /* l1.fc2.bias: Add backward */
@@ -1835,13 +1835,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.fc2: MatMul backward */
     rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, v_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l1.f1): its first contribution writes it */
+    /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f1 = (float *)(void *)(a + 2097152);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward_set(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
 
-    /* d(l1.f0): its first contribution writes it */
+    /* d(l1.f0): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f0 = (float *)(void *)(a + 2097152);
 
     /* l1.fc.bias: Add backward */
@@ -1856,7 +1856,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, v_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l0.out): its first contribution writes it */
+    /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_out = (float *)(void *)(a + 9043968);
 
     /* d(l1.o2): its first contribution writes it */
@@ -1865,13 +1865,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
-    /* d(l1.o1): its first contribution writes it */
+    /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
     float *d_l1_o1 = (float *)(void *)(a + 6553600);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0): its first contribution writes it */
+    /* d(l1.o0): its first contribution writes it, in d(l1.o2)'s buffer */
     float *d_l1_o0 = (float *)(void *)(a + 6553600);
 
     /* l1.proj.bias: Add backward */
@@ -1918,7 +1918,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.v.t: Transpose backward */
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
-    /* d(l1.v0): its first contribution writes it */
+    /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
     float *d_l1_v0 = (float *)(void *)(a + 6029312);
 
     /* l1.v.bias: Add backward */
@@ -1953,7 +1953,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.q.t: Transpose backward */
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
-    /* d(l1.q0): its first contribution writes it */
+    /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
     float *d_l1_q0 = (float *)(void *)(a + 6029312);
 
     /* l1.q.bias: Add backward */
@@ -1965,7 +1965,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(l0.r): its first contribution writes it */
+    /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_r = (float *)(void *)(a + 9043968);
 
     /* d(l0.y2): its first contribution writes it */
@@ -1974,13 +1974,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
-    /* d(l0.y1): its first contribution writes it */
+    /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
     float *d_l0_y1 = (float *)(void *)(a + 1572864);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0): its first contribution writes it */
+    /* d(l0.y0): its first contribution writes it, in d(l0.y2)'s buffer */
     float *d_l0_y0 = (float *)(void *)(a + 1572864);
 
     /* l0.fc2.bias: Add backward */
@@ -1992,13 +1992,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.fc2: MatMul backward */
     rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, v_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
-    /* d(l0.f1): its first contribution writes it */
+    /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f1 = (float *)(void *)(a + 1048576);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward_set(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
 
-    /* d(l0.f0): its first contribution writes it */
+    /* d(l0.f0): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* l0.fc.bias: Add backward */
@@ -2013,7 +2013,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, v_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(h0): its first contribution writes it */
+    /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_h0 = (float *)(void *)(a + 9043968);
 
     /* d(l0.o2): its first contribution writes it */
@@ -2022,13 +2022,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.res1: Add backward */
     rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
-    /* d(l0.o1): its first contribution writes it */
+    /* d(l0.o1): its first contribution writes it, in d(l0.o2)'s buffer */
     float *d_l0_o1 = (float *)(void *)(a + 5505024);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0): its first contribution writes it */
+    /* d(l0.o0): its first contribution writes it, in d(l0.o2)'s buffer */
     float *d_l0_o0 = (float *)(void *)(a + 5505024);
 
     /* l0.proj.bias: Add backward */
@@ -2075,7 +2075,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.v.t: Transpose backward */
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
-    /* d(l0.v0): its first contribution writes it */
+    /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
     float *d_l0_v0 = (float *)(void *)(a + 4980736);
 
     /* l0.v.bias: Add backward */
@@ -2110,7 +2110,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.q.t: Transpose backward */
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
-    /* d(l0.q0): its first contribution writes it */
+    /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
     float *d_l0_q0 = (float *)(void *)(a + 4980736);
 
     /* l0.q.bias: Add backward */
@@ -2122,13 +2122,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
 
-    /* d(emb): its first contribution writes it */
+    /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_emb = (float *)(void *)(a + 9043968);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
-    /* d(tok): its first contribution writes it */
+    /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_tok = (float *)(void *)(a + 9043968);
 
     /* pos: Add backward */
@@ -2238,7 +2238,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_emb = (float *)(void *)(a + 4980736);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
-    /* embed.drop: Dropout -> h0 [4x64x128] */
+    /* embed.drop: Dropout -> h0 [4x64x128], in place */
     float *v_h0 = (float *)(void *)(a + 4980736);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
@@ -2306,7 +2306,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_o1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
     float *v_l0_o2 = (float *)(void *)(a + 131072);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
@@ -2338,7 +2338,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_y1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
 
-    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128] */
+    /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
     float *v_l0_y2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
@@ -2410,7 +2410,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l1_o1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
     float *v_l1_o2 = (float *)(void *)(a + 1179648);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
@@ -2442,7 +2442,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l1_y1 = (float *)(void *)(a + 2228224);
     rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
 
-    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128] */
+    /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
     float *v_l1_y2 = (float *)(void *)(a + 2228224);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
@@ -2514,7 +2514,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l2_o1 = (float *)(void *)(a + 2228224);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
     float *v_l2_o2 = (float *)(void *)(a + 2228224);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
@@ -2546,7 +2546,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l2_y1 = (float *)(void *)(a + 3276800);
     rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
 
-    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128] */
+    /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
     float *v_l2_y2 = (float *)(void *)(a + 3276800);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
@@ -2618,7 +2618,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l3_o1 = (float *)(void *)(a + 3276800);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
     float *v_l3_o2 = (float *)(void *)(a + 3276800);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
@@ -2650,7 +2650,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l3_y1 = (float *)(void *)(a + 4325376);
     rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
 
-    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128] */
+    /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
     float *v_l3_y2 = (float *)(void *)(a + 4325376);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
@@ -2730,7 +2730,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(lnf.bias) is final and nothing reads lnf.bias again: step it */
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state + 833664, 866560, 128);
 
-    /* d(l3.r): its first contribution writes it */
+    /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l3_r = (float *)(void *)(a + 9175040);
 
     /* d(l3.y2): its first contribution writes it */
@@ -2739,13 +2739,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
-    /* d(l3.y1): its first contribution writes it */
+    /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
     float *d_l3_y1 = (float *)(void *)(a + 9306112);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0): its first contribution writes it */
+    /* d(l3.y0): its first contribution writes it, in d(l3.y2)'s buffer */
     float *d_l3_y0 = (float *)(void *)(a + 9306112);
 
     /* d(l3.fc2.bias) sums over its readers */
@@ -2771,13 +2771,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.fc2.weight) is final and nothing reads l3.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state + 767872, 866560, 65536);
 
-    /* d(l3.f1): its first contribution writes it */
+    /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f1 = (float *)(void *)(a + 4194304);
 
     /* l3.act: Gelu backward */
     rt_gelu_backward_set(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
 
-    /* d(l3.f0): its first contribution writes it */
+    /* d(l3.f0): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f0 = (float *)(void *)(a + 4194304);
 
     /* d(l3.fc.bias) sums over its readers */
@@ -2820,7 +2820,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.ln2.bias) is final and nothing reads l3.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state + 701696, 866560, 128);
 
-    /* d(l2.out): its first contribution writes it */
+    /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_out = (float *)(void *)(a + 9175040);
 
     /* d(l3.o2): its first contribution writes it */
@@ -2829,13 +2829,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
-    /* d(l3.o1): its first contribution writes it */
+    /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
     float *d_l3_o1 = (float *)(void *)(a + 8912896);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0): its first contribution writes it */
+    /* d(l3.o0): its first contribution writes it, in d(l3.o2)'s buffer */
     float *d_l3_o0 = (float *)(void *)(a + 8912896);
 
     /* d(l3.proj.bias) sums over its readers */
@@ -2896,7 +2896,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.v.t: Transpose backward */
     rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
 
-    /* d(l3.v0): its first contribution writes it */
+    /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
     float *d_l3_v0 = (float *)(void *)(a + 8388608);
 
     /* d(l3.v.bias) sums over its readers */
@@ -2952,7 +2952,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.q.t: Transpose backward */
     rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
 
-    /* d(l3.q0): its first contribution writes it */
+    /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
     float *d_l3_q0 = (float *)(void *)(a + 8388608);
 
     /* d(l3.q.bias) sums over its readers */
@@ -2992,7 +2992,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.ln1.bias) is final and nothing reads l3.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state + 635520, 866560, 128);
 
-    /* d(l2.r): its first contribution writes it */
+    /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_r = (float *)(void *)(a + 9175040);
 
     /* d(l2.y2): its first contribution writes it */
@@ -3001,13 +3001,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
-    /* d(l2.y1): its first contribution writes it */
+    /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
     float *d_l2_y1 = (float *)(void *)(a + 3932160);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0): its first contribution writes it */
+    /* d(l2.y0): its first contribution writes it, in d(l2.y2)'s buffer */
     float *d_l2_y0 = (float *)(void *)(a + 3932160);
 
     /* d(l2.fc2.bias) sums over its readers */
@@ -3033,13 +3033,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.fc2.weight) is final and nothing reads l2.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state + 569728, 866560, 65536);
 
-    /* d(l2.f1): its first contribution writes it */
+    /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f1 = (float *)(void *)(a + 3145728);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward_set(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
 
-    /* d(l2.f0): its first contribution writes it */
+    /* d(l2.f0): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f0 = (float *)(void *)(a + 3145728);
 
     /* d(l2.fc.bias) sums over its readers */
@@ -3082,7 +3082,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.ln2.bias) is final and nothing reads l2.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state + 503552, 866560, 128);
 
-    /* d(l1.out): its first contribution writes it */
+    /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_out = (float *)(void *)(a + 9175040);
 
     /* d(l2.o2): its first contribution writes it */
@@ -3091,13 +3091,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
-    /* d(l2.o1): its first contribution writes it */
+    /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
     float *d_l2_o1 = (float *)(void *)(a + 7864320);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0): its first contribution writes it */
+    /* d(l2.o0): its first contribution writes it, in d(l2.o2)'s buffer */
     float *d_l2_o0 = (float *)(void *)(a + 7864320);
 
     /* d(l2.proj.bias) sums over its readers */
@@ -3158,7 +3158,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.v.t: Transpose backward */
     rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
 
-    /* d(l2.v0): its first contribution writes it */
+    /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
     float *d_l2_v0 = (float *)(void *)(a + 7340032);
 
     /* d(l2.v.bias) sums over its readers */
@@ -3214,7 +3214,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.q.t: Transpose backward */
     rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
 
-    /* d(l2.q0): its first contribution writes it */
+    /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
     float *d_l2_q0 = (float *)(void *)(a + 7340032);
 
     /* d(l2.q.bias) sums over its readers */
@@ -3254,7 +3254,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.ln1.bias) is final and nothing reads l2.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state + 437376, 866560, 128);
 
-    /* d(l1.r): its first contribution writes it */
+    /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_r = (float *)(void *)(a + 9175040);
 
     /* d(l1.y2): its first contribution writes it */
@@ -3263,13 +3263,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
-    /* d(l1.y1): its first contribution writes it */
+    /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
     float *d_l1_y1 = (float *)(void *)(a + 2883584);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0): its first contribution writes it */
+    /* d(l1.y0): its first contribution writes it, in d(l1.y2)'s buffer */
     float *d_l1_y0 = (float *)(void *)(a + 2883584);
 
     /* d(l1.fc2.bias) sums over its readers */
@@ -3295,13 +3295,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.fc2.weight) is final and nothing reads l1.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state + 371584, 866560, 65536);
 
-    /* d(l1.f1): its first contribution writes it */
+    /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f1 = (float *)(void *)(a + 2097152);
 
     /* l1.act: Gelu backward */
     rt_gelu_backward_set(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
 
-    /* d(l1.f0): its first contribution writes it */
+    /* d(l1.f0): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f0 = (float *)(void *)(a + 2097152);
 
     /* d(l1.fc.bias) sums over its readers */
@@ -3344,7 +3344,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.ln2.bias) is final and nothing reads l1.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state + 305408, 866560, 128);
 
-    /* d(l0.out): its first contribution writes it */
+    /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_out = (float *)(void *)(a + 9175040);
 
     /* d(l1.o2): its first contribution writes it */
@@ -3353,13 +3353,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
-    /* d(l1.o1): its first contribution writes it */
+    /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
     float *d_l1_o1 = (float *)(void *)(a + 6815744);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0): its first contribution writes it */
+    /* d(l1.o0): its first contribution writes it, in d(l1.o2)'s buffer */
     float *d_l1_o0 = (float *)(void *)(a + 6815744);
 
     /* d(l1.proj.bias) sums over its readers */
@@ -3420,7 +3420,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.v.t: Transpose backward */
     rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
 
-    /* d(l1.v0): its first contribution writes it */
+    /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
     float *d_l1_v0 = (float *)(void *)(a + 6291456);
 
     /* d(l1.v.bias) sums over its readers */
@@ -3476,7 +3476,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.q.t: Transpose backward */
     rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
 
-    /* d(l1.q0): its first contribution writes it */
+    /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
     float *d_l1_q0 = (float *)(void *)(a + 6291456);
 
     /* d(l1.q.bias) sums over its readers */
@@ -3516,7 +3516,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.ln1.bias) is final and nothing reads l1.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state + 239232, 866560, 128);
 
-    /* d(l0.r): its first contribution writes it */
+    /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_r = (float *)(void *)(a + 9175040);
 
     /* d(l0.y2): its first contribution writes it */
@@ -3525,13 +3525,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
-    /* d(l0.y1): its first contribution writes it */
+    /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
     float *d_l0_y1 = (float *)(void *)(a + 1835008);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0): its first contribution writes it */
+    /* d(l0.y0): its first contribution writes it, in d(l0.y2)'s buffer */
     float *d_l0_y0 = (float *)(void *)(a + 1835008);
 
     /* d(l0.fc2.bias) sums over its readers */
@@ -3557,13 +3557,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.fc2.weight) is final and nothing reads l0.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state + 173440, 866560, 65536);
 
-    /* d(l0.f1): its first contribution writes it */
+    /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f1 = (float *)(void *)(a + 1048576);
 
     /* l0.act: Gelu backward */
     rt_gelu_backward_set(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
 
-    /* d(l0.f0): its first contribution writes it */
+    /* d(l0.f0): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* d(l0.fc.bias) sums over its readers */
@@ -3606,7 +3606,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.ln2.bias) is final and nothing reads l0.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state + 107264, 866560, 128);
 
-    /* d(h0): its first contribution writes it */
+    /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_h0 = (float *)(void *)(a + 9175040);
 
     /* d(l0.o2): its first contribution writes it */
@@ -3615,13 +3615,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.res1: Add backward */
     rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
-    /* d(l0.o1): its first contribution writes it */
+    /* d(l0.o1): its first contribution writes it, in d(l0.o2)'s buffer */
     float *d_l0_o1 = (float *)(void *)(a + 5767168);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0): its first contribution writes it */
+    /* d(l0.o0): its first contribution writes it, in d(l0.o2)'s buffer */
     float *d_l0_o0 = (float *)(void *)(a + 5767168);
 
     /* d(l0.proj.bias) sums over its readers */
@@ -3682,7 +3682,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.v.t: Transpose backward */
     rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
 
-    /* d(l0.v0): its first contribution writes it */
+    /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
     float *d_l0_v0 = (float *)(void *)(a + 5242880);
 
     /* d(l0.v.bias) sums over its readers */
@@ -3738,7 +3738,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.q.t: Transpose backward */
     rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
-    /* d(l0.q0): its first contribution writes it */
+    /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
     float *d_l0_q0 = (float *)(void *)(a + 5242880);
 
     /* d(l0.q.bias) sums over its readers */
@@ -3778,13 +3778,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.ln1.bias) is final and nothing reads l0.ln1.bias again: step it */
     rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state + 41088, 866560, 128);
 
-    /* d(emb): its first contribution writes it */
+    /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_emb = (float *)(void *)(a + 9175040);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
-    /* d(tok): its first contribution writes it */
+    /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_tok = (float *)(void *)(a + 9175040);
 
     /* d(wpe) sums over its readers */

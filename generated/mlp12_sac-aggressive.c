@@ -291,7 +291,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b0_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b0.act: Gelu -> b0.g [32x256] */
+    /* b0.act: Gelu -> b0.g [32x256], in place */
     float *v_b0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
 
@@ -307,7 +307,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b1_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b1.act: Gelu -> b1.g [32x256] */
+    /* b1.act: Gelu -> b1.g [32x256], in place */
     float *v_b1_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
 
@@ -323,7 +323,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b2_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b2.act: Gelu -> b2.g [32x256] */
+    /* b2.act: Gelu -> b2.g [32x256], in place */
     float *v_b2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
 
@@ -339,7 +339,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b3_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b3.act: Gelu -> b3.g [32x256] */
+    /* b3.act: Gelu -> b3.g [32x256], in place */
     float *v_b3_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
 
@@ -355,7 +355,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b4_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b4.act: Gelu -> b4.g [32x256] */
+    /* b4.act: Gelu -> b4.g [32x256], in place */
     float *v_b4_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
 
@@ -371,7 +371,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b5_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b5.act: Gelu -> b5.g [32x256] */
+    /* b5.act: Gelu -> b5.g [32x256], in place */
     float *v_b5_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
 
@@ -387,7 +387,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b6_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b6.act: Gelu -> b6.g [32x256] */
+    /* b6.act: Gelu -> b6.g [32x256], in place */
     float *v_b6_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
 
@@ -403,7 +403,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b7_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b7.act: Gelu -> b7.g [32x256] */
+    /* b7.act: Gelu -> b7.g [32x256], in place */
     float *v_b7_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
 
@@ -419,7 +419,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b8_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b8.act: Gelu -> b8.g [32x256] */
+    /* b8.act: Gelu -> b8.g [32x256], in place */
     float *v_b8_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
 
@@ -435,7 +435,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b9_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b9.act: Gelu -> b9.g [32x256] */
+    /* b9.act: Gelu -> b9.g [32x256], in place */
     float *v_b9_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
 
@@ -451,7 +451,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b10_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b10.act: Gelu -> b10.g [32x256] */
+    /* b10.act: Gelu -> b10.g [32x256], in place */
     float *v_b10_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
 
@@ -467,7 +467,7 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
     float *v_b11_h1 = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* b11.act: Gelu -> b11.g [32x256] */
+    /* b11.act: Gelu -> b11.g [32x256], in place */
     float *v_b11_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
 
@@ -844,7 +844,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* diff: Sub backward */
     rt_sub_backward(d_b11_out, NULL, d_d, &map_diff);
 
-    /* d(b10.out): its first contribution writes it */
+    /* d(b10.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b10_out = (float *)(void *)(a + 786432);
 
     /* d(b11.y): its first contribution writes it */
@@ -863,7 +863,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b11.fc2: Gemm backward */
     rt_gemm_backward_set(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, r_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b11.h1): its first contribution writes it */
+    /* d(b11.h1): its first contribution writes it, in d(b11.g)'s buffer */
     float *d_b11_h1 = (float *)(void *)(a + 851968);
 
     /* b11.act: Gelu backward */
@@ -872,7 +872,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b11.fc1: Gemm backward */
     rt_gemm_backward(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b9.out): its first contribution writes it */
+    /* d(b9.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b9_out = (float *)(void *)(a + 786432);
 
     /* d(b10.y): its first contribution writes it */
@@ -891,7 +891,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b10.fc2: Gemm backward */
     rt_gemm_backward_set(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, r_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b10.h1): its first contribution writes it */
+    /* d(b10.h1): its first contribution writes it, in d(b10.g)'s buffer */
     float *d_b10_h1 = (float *)(void *)(a + 753664);
 
     /* b10.act: Gelu backward */
@@ -900,7 +900,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b10.fc1: Gemm backward */
     rt_gemm_backward(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b8.out): its first contribution writes it */
+    /* d(b8.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b8_out = (float *)(void *)(a + 786432);
 
     /* d(b9.y): its first contribution writes it */
@@ -919,7 +919,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b9.fc2: Gemm backward */
     rt_gemm_backward_set(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, r_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b9.h1): its first contribution writes it */
+    /* d(b9.h1): its first contribution writes it, in d(b9.g)'s buffer */
     float *d_b9_h1 = (float *)(void *)(a + 688128);
 
     /* b9.act: Gelu backward */
@@ -928,7 +928,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b9.fc1: Gemm backward */
     rt_gemm_backward(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b7.out): its first contribution writes it */
+    /* d(b7.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b7_out = (float *)(void *)(a + 786432);
 
     /* d(b8.y): its first contribution writes it */
@@ -947,7 +947,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b8.fc2: Gemm backward */
     rt_gemm_backward_set(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, r_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b8.h1): its first contribution writes it */
+    /* d(b8.h1): its first contribution writes it, in d(b8.g)'s buffer */
     float *d_b8_h1 = (float *)(void *)(a + 622592);
 
     /* b8.act: Gelu backward */
@@ -956,7 +956,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b8.fc1: Gemm backward */
     rt_gemm_backward(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b6.out): its first contribution writes it */
+    /* d(b6.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b6_out = (float *)(void *)(a + 786432);
 
     /* d(b7.y): its first contribution writes it */
@@ -975,7 +975,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b7.fc2: Gemm backward */
     rt_gemm_backward_set(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, r_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b7.h1): its first contribution writes it */
+    /* d(b7.h1): its first contribution writes it, in d(b7.g)'s buffer */
     float *d_b7_h1 = (float *)(void *)(a + 557056);
 
     /* b7.act: Gelu backward */
@@ -984,7 +984,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b7.fc1: Gemm backward */
     rt_gemm_backward(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b5.out): its first contribution writes it */
+    /* d(b5.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b5_out = (float *)(void *)(a + 786432);
 
     /* d(b6.y): its first contribution writes it */
@@ -1003,7 +1003,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b6.fc2: Gemm backward */
     rt_gemm_backward_set(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, r_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b6.h1): its first contribution writes it */
+    /* d(b6.h1): its first contribution writes it, in d(b6.g)'s buffer */
     float *d_b6_h1 = (float *)(void *)(a + 491520);
 
     /* b6.act: Gelu backward */
@@ -1012,7 +1012,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b6.fc1: Gemm backward */
     rt_gemm_backward(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b4.out): its first contribution writes it */
+    /* d(b4.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b4_out = (float *)(void *)(a + 786432);
 
     /* d(b5.y): its first contribution writes it */
@@ -1031,7 +1031,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b5.fc2: Gemm backward */
     rt_gemm_backward_set(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, r_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b5.h1): its first contribution writes it */
+    /* d(b5.h1): its first contribution writes it, in d(b5.g)'s buffer */
     float *d_b5_h1 = (float *)(void *)(a + 425984);
 
     /* b5.act: Gelu backward */
@@ -1040,7 +1040,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b5.fc1: Gemm backward */
     rt_gemm_backward(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b3.out): its first contribution writes it */
+    /* d(b3.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b3_out = (float *)(void *)(a + 786432);
 
     /* d(b4.y): its first contribution writes it */
@@ -1059,7 +1059,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b4.fc2: Gemm backward */
     rt_gemm_backward_set(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, r_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b4.h1): its first contribution writes it */
+    /* d(b4.h1): its first contribution writes it, in d(b4.g)'s buffer */
     float *d_b4_h1 = (float *)(void *)(a + 360448);
 
     /* b4.act: Gelu backward */
@@ -1068,7 +1068,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b4.fc1: Gemm backward */
     rt_gemm_backward(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b2.out): its first contribution writes it */
+    /* d(b2.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b2_out = (float *)(void *)(a + 786432);
 
     /* d(b3.y): its first contribution writes it */
@@ -1087,7 +1087,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b3.fc2: Gemm backward */
     rt_gemm_backward_set(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, r_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b3.h1): its first contribution writes it */
+    /* d(b3.h1): its first contribution writes it, in d(b3.g)'s buffer */
     float *d_b3_h1 = (float *)(void *)(a + 294912);
 
     /* b3.act: Gelu backward */
@@ -1096,7 +1096,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b3.fc1: Gemm backward */
     rt_gemm_backward(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b1.out): its first contribution writes it */
+    /* d(b1.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b1_out = (float *)(void *)(a + 786432);
 
     /* d(b2.y): its first contribution writes it */
@@ -1115,7 +1115,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b2.fc2: Gemm backward */
     rt_gemm_backward_set(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, r_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b2.h1): its first contribution writes it */
+    /* d(b2.h1): its first contribution writes it, in d(b2.g)'s buffer */
     float *d_b2_h1 = (float *)(void *)(a + 229376);
 
     /* b2.act: Gelu backward */
@@ -1124,7 +1124,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b2.fc1: Gemm backward */
     rt_gemm_backward(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b0.out): its first contribution writes it */
+    /* d(b0.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b0_out = (float *)(void *)(a + 786432);
 
     /* d(b1.y): its first contribution writes it */
@@ -1143,7 +1143,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b1.fc2: Gemm backward */
     rt_gemm_backward_set(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, r_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b1.h1): its first contribution writes it */
+    /* d(b1.h1): its first contribution writes it, in d(b1.g)'s buffer */
     float *d_b1_h1 = (float *)(void *)(a + 163840);
 
     /* b1.act: Gelu backward */
@@ -1152,7 +1152,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b1.fc1: Gemm backward */
     rt_gemm_backward(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
-    /* d(b0.y): its first contribution writes it */
+    /* d(b0.y): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b0_y = (float *)(void *)(a + 786432);
 
     /* b0.res: Add backward */
@@ -1168,7 +1168,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b0.fc2: Gemm backward */
     rt_gemm_backward_set(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, r_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
-    /* d(b0.h1): its first contribution writes it */
+    /* d(b0.h1): its first contribution writes it, in d(b0.g)'s buffer */
     float *d_b0_h1 = (float *)(void *)(a + 65536);
 
     /* b0.act: Gelu backward */
@@ -1487,7 +1487,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* diff: Sub backward */
     rt_sub_backward(d_b11_out, NULL, d_d, &map_diff);
 
-    /* d(b10.out): its first contribution writes it */
+    /* d(b10.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b10_out = (float *)(void *)(a + 786432);
 
     /* d(b11.y): its first contribution writes it */
@@ -1520,7 +1520,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b11.fc2.bias) is final and nothing reads b11.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1578752, d_b11_fc2_bias, state + 1578752, 1579008, 256);
 
-    /* d(b11.h1): its first contribution writes it */
+    /* d(b11.h1): its first contribution writes it, in d(b11.g)'s buffer */
     float *d_b11_h1 = (float *)(void *)(a + 851968);
 
     /* b11.act: Gelu backward */
@@ -1543,7 +1543,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b11.fc1.bias) is final and nothing reads b11.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 1512960, d_b11_fc1_bias, state + 1512960, 1579008, 256);
 
-    /* d(b9.out): its first contribution writes it */
+    /* d(b9.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b9_out = (float *)(void *)(a + 786432);
 
     /* d(b10.y): its first contribution writes it */
@@ -1576,7 +1576,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b10.fc2.bias) is final and nothing reads b10.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1447168, d_b10_fc2_bias, state + 1447168, 1579008, 256);
 
-    /* d(b10.h1): its first contribution writes it */
+    /* d(b10.h1): its first contribution writes it, in d(b10.g)'s buffer */
     float *d_b10_h1 = (float *)(void *)(a + 753664);
 
     /* b10.act: Gelu backward */
@@ -1599,7 +1599,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b10.fc1.bias) is final and nothing reads b10.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 1381376, d_b10_fc1_bias, state + 1381376, 1579008, 256);
 
-    /* d(b8.out): its first contribution writes it */
+    /* d(b8.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b8_out = (float *)(void *)(a + 786432);
 
     /* d(b9.y): its first contribution writes it */
@@ -1632,7 +1632,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b9.fc2.bias) is final and nothing reads b9.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1315584, d_b9_fc2_bias, state + 1315584, 1579008, 256);
 
-    /* d(b9.h1): its first contribution writes it */
+    /* d(b9.h1): its first contribution writes it, in d(b9.g)'s buffer */
     float *d_b9_h1 = (float *)(void *)(a + 688128);
 
     /* b9.act: Gelu backward */
@@ -1655,7 +1655,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b9.fc1.bias) is final and nothing reads b9.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 1249792, d_b9_fc1_bias, state + 1249792, 1579008, 256);
 
-    /* d(b7.out): its first contribution writes it */
+    /* d(b7.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b7_out = (float *)(void *)(a + 786432);
 
     /* d(b8.y): its first contribution writes it */
@@ -1688,7 +1688,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b8.fc2.bias) is final and nothing reads b8.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1184000, d_b8_fc2_bias, state + 1184000, 1579008, 256);
 
-    /* d(b8.h1): its first contribution writes it */
+    /* d(b8.h1): its first contribution writes it, in d(b8.g)'s buffer */
     float *d_b8_h1 = (float *)(void *)(a + 622592);
 
     /* b8.act: Gelu backward */
@@ -1711,7 +1711,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b8.fc1.bias) is final and nothing reads b8.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 1118208, d_b8_fc1_bias, state + 1118208, 1579008, 256);
 
-    /* d(b6.out): its first contribution writes it */
+    /* d(b6.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b6_out = (float *)(void *)(a + 786432);
 
     /* d(b7.y): its first contribution writes it */
@@ -1744,7 +1744,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b7.fc2.bias) is final and nothing reads b7.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1052416, d_b7_fc2_bias, state + 1052416, 1579008, 256);
 
-    /* d(b7.h1): its first contribution writes it */
+    /* d(b7.h1): its first contribution writes it, in d(b7.g)'s buffer */
     float *d_b7_h1 = (float *)(void *)(a + 557056);
 
     /* b7.act: Gelu backward */
@@ -1767,7 +1767,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b7.fc1.bias) is final and nothing reads b7.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 986624, d_b7_fc1_bias, state + 986624, 1579008, 256);
 
-    /* d(b5.out): its first contribution writes it */
+    /* d(b5.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b5_out = (float *)(void *)(a + 786432);
 
     /* d(b6.y): its first contribution writes it */
@@ -1800,7 +1800,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b6.fc2.bias) is final and nothing reads b6.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 920832, d_b6_fc2_bias, state + 920832, 1579008, 256);
 
-    /* d(b6.h1): its first contribution writes it */
+    /* d(b6.h1): its first contribution writes it, in d(b6.g)'s buffer */
     float *d_b6_h1 = (float *)(void *)(a + 491520);
 
     /* b6.act: Gelu backward */
@@ -1823,7 +1823,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b6.fc1.bias) is final and nothing reads b6.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 855040, d_b6_fc1_bias, state + 855040, 1579008, 256);
 
-    /* d(b4.out): its first contribution writes it */
+    /* d(b4.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b4_out = (float *)(void *)(a + 786432);
 
     /* d(b5.y): its first contribution writes it */
@@ -1856,7 +1856,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b5.fc2.bias) is final and nothing reads b5.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 789248, d_b5_fc2_bias, state + 789248, 1579008, 256);
 
-    /* d(b5.h1): its first contribution writes it */
+    /* d(b5.h1): its first contribution writes it, in d(b5.g)'s buffer */
     float *d_b5_h1 = (float *)(void *)(a + 425984);
 
     /* b5.act: Gelu backward */
@@ -1879,7 +1879,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b5.fc1.bias) is final and nothing reads b5.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 723456, d_b5_fc1_bias, state + 723456, 1579008, 256);
 
-    /* d(b3.out): its first contribution writes it */
+    /* d(b3.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b3_out = (float *)(void *)(a + 786432);
 
     /* d(b4.y): its first contribution writes it */
@@ -1912,7 +1912,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b4.fc2.bias) is final and nothing reads b4.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 657664, d_b4_fc2_bias, state + 657664, 1579008, 256);
 
-    /* d(b4.h1): its first contribution writes it */
+    /* d(b4.h1): its first contribution writes it, in d(b4.g)'s buffer */
     float *d_b4_h1 = (float *)(void *)(a + 360448);
 
     /* b4.act: Gelu backward */
@@ -1935,7 +1935,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b4.fc1.bias) is final and nothing reads b4.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 591872, d_b4_fc1_bias, state + 591872, 1579008, 256);
 
-    /* d(b2.out): its first contribution writes it */
+    /* d(b2.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b2_out = (float *)(void *)(a + 786432);
 
     /* d(b3.y): its first contribution writes it */
@@ -1968,7 +1968,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b3.fc2.bias) is final and nothing reads b3.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 526080, d_b3_fc2_bias, state + 526080, 1579008, 256);
 
-    /* d(b3.h1): its first contribution writes it */
+    /* d(b3.h1): its first contribution writes it, in d(b3.g)'s buffer */
     float *d_b3_h1 = (float *)(void *)(a + 294912);
 
     /* b3.act: Gelu backward */
@@ -1991,7 +1991,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b3.fc1.bias) is final and nothing reads b3.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 460288, d_b3_fc1_bias, state + 460288, 1579008, 256);
 
-    /* d(b1.out): its first contribution writes it */
+    /* d(b1.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b1_out = (float *)(void *)(a + 786432);
 
     /* d(b2.y): its first contribution writes it */
@@ -2024,7 +2024,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b2.fc2.bias) is final and nothing reads b2.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 394496, d_b2_fc2_bias, state + 394496, 1579008, 256);
 
-    /* d(b2.h1): its first contribution writes it */
+    /* d(b2.h1): its first contribution writes it, in d(b2.g)'s buffer */
     float *d_b2_h1 = (float *)(void *)(a + 229376);
 
     /* b2.act: Gelu backward */
@@ -2047,7 +2047,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b2.fc1.bias) is final and nothing reads b2.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 328704, d_b2_fc1_bias, state + 328704, 1579008, 256);
 
-    /* d(b0.out): its first contribution writes it */
+    /* d(b0.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b0_out = (float *)(void *)(a + 786432);
 
     /* d(b1.y): its first contribution writes it */
@@ -2080,7 +2080,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b1.fc2.bias) is final and nothing reads b1.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 262912, d_b1_fc2_bias, state + 262912, 1579008, 256);
 
-    /* d(b1.h1): its first contribution writes it */
+    /* d(b1.h1): its first contribution writes it, in d(b1.g)'s buffer */
     float *d_b1_h1 = (float *)(void *)(a + 163840);
 
     /* b1.act: Gelu backward */
@@ -2103,7 +2103,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b1.fc1.bias) is final and nothing reads b1.fc1.bias again: step it */
     rt_optimizer_update(opt, params + 197120, d_b1_fc1_bias, state + 197120, 1579008, 256);
 
-    /* d(b0.y): its first contribution writes it */
+    /* d(b0.y): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b0_y = (float *)(void *)(a + 786432);
 
     /* b0.res: Add backward */
@@ -2133,7 +2133,7 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b0.fc2.bias) is final and nothing reads b0.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 131328, d_b0_fc2_bias, state + 131328, 1579008, 256);
 
-    /* d(b0.h1): its first contribution writes it */
+    /* d(b0.h1): its first contribution writes it, in d(b0.g)'s buffer */
     float *d_b0_h1 = (float *)(void *)(a + 65536);
 
     /* b0.act: Gelu backward */
