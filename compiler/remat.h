@@ -582,6 +582,8 @@ typedef struct {
     double budget_bytes;    /* HUGE_VAL when only the arena is bounded */
     double max_arena;       /* 0: none */
     int proven;             /* the plan is proven optimal */
+    double floor;           /* not proven, with max_arena: no plan that
+                             * fits recomputes fewer FLOPs */
     int nfree;              /* free decisions among needed tensors */
 } Remat;
 
@@ -625,12 +627,41 @@ int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
  * small enough to check. */
 int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
                         double cap_bytes, Frontier *f);
+/* The frontier of another measure than saved bytes (solve_arena.c's
+ * bound): the bytes of the kept tensors live across backward statement j
+ * (the j-th that runs a node's backward) and not read by a backward around
+ * it. Per tensor: lo, the first backward statement reading its buffer (-1:
+ * none); own, the first reading the tensor itself (INT_MAX: none); bytes,
+ * what keeping it counts (aligned). Which recompute reads a kept tensor
+ * when depends on the plan: the program carries it in its marks. */
+typedef struct {
+    int j;
+    const int *lo, *own;
+    const double *bytes;
+} LiveAt;
+int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
+                  double cap, Frontier *f);
 /* The least-FLOPs plan within want bytes by branch and bound over the
  * whole walk (no components), the answer where the frontier's caps are
  * hit, and the tests' second opinion; *proven when it ran to the end. 0,
  * or -1 when no plan fits. */
 int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
                   Plan *out, int *proven);
+/* The same walk with a second bound and a last word (solve_arena.c):
+ * keep(ctx, t, +1) when a plan saves t, a buffer of its own, returning 0
+ * when no plan that saves it can fit (keep(ctx, t, -1) undoes it); and
+ * leaf(ctx, recompute) on every whole plan better than the best so far,
+ * 0 to reject it. */
+typedef struct {
+    int (*keep)(void *ctx, int t, int sign);
+    int (*leaf)(void *ctx, const char *recompute);
+    void *ctx;
+    long max_visits;
+} SearchHooks;
+/* Starts from *best (HUGE_VAL figures: none) and replaces it with a better
+ * plan: 0 when one was found, else -1; *proven when the walk ended. */
+int search_hooked(Ctx *c, const Graph *g, const Remat *r, double want,
+                  const SearchHooks *h, Plan *best, int *proven);
 
 typedef enum { BUDGET_NONE, BUDGET_FRACTION, BUDGET_BYTES } BudgetKind;
 
@@ -649,6 +680,14 @@ int budget_parse(Ctx *c, const char *opt, const char *text, int fraction_ok,
 void budget_ends(Ctx *c, const Graph *g, double *lo, double *hi);
 /* Saved bytes of a fraction: lo + f * (hi - lo). */
 double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
+/* solve_arena.c: the least-recompute plan within want saved bytes whose
+ * planned arena is at most max_arena (f: the saved-bytes frontier within
+ * want), scheduled and planned into out; *proven when it is the least,
+ * else *bound, FLOPs no plan that fits has fewer of. An error when no plan
+ * fits. */
+int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+              const Frontier *f, double want, double max_arena,
+              Compiled *out, int *proven, double *bound);
 /* Decides g under p within the budget (the least recompute), then
  * schedules and plans it into out; an error when no plan fits. */
 int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,

@@ -87,11 +87,12 @@ static void widths(const Compiled *m, Ctx *c, int *w)
     }
 }
 
-static const char *proven_text(const Remat *r)
+static const char *proven_text(Ctx *c, const Remat *r)
 {
     return r->proven ? "yes" : r->max_arena > 0
-           ? "no (the least recompute among the saved-bytes optima whose "
-             "arena fits)" : "no (a frontier was thinned)";
+           ? ctx_printf(c, "no (the best plan found; no plan that fits "
+                        "recomputes fewer than %.0f FLOPs)", r->floor)
+           : "no (a frontier was thinned)";
 }
 
 /* With a budget: what it asked and whether the plan is proven optimal. */
@@ -104,7 +105,7 @@ static void report_budget(Buf *b, const Remat *r)
     if (r->max_arena > 0)
         buf_printf(b, "max_arena_bytes: %.0f\n", r->max_arena);
     buf_printf(b, "free_decisions: %d\n", r->nfree);
-    buf_printf(b, "proven_optimal: %s\n", proven_text(r));
+    buf_printf(b, "proven_optimal: %s\n", proven_text(b->ctx, r));
 }
 
 void report_schedule(Buf *b, const Compiled *m)
@@ -222,7 +223,7 @@ static void json_budget(Buf *b, const Remat *r)
     if (r->max_arena > 0)
         json_num_member(b, "max_arena_bytes", r->max_arena, 0);
     json_num_member(b, "free_decisions", r->nfree, 0);
-    json_str_member(b, "proven_optimal", proven_text(r), 0);
+    json_str_member(b, "proven_optimal", proven_text(b->ctx, r), 0);
 }
 
 void report_schedule_json(Buf *b, const Compiled *m)

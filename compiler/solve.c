@@ -57,6 +57,7 @@
  */
 #include "remat.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,8 @@ typedef struct {
     const char *as_needed, *no_rebuild;
     int eager;              /* split at hubs before any overflow (tests) */
     int max_states;         /* per node: MAX_STATES, or HUB_STATES */
+    const LiveAt *at;       /* NULL, or the bytes to count are those live
+                             * across a backward statement (solve_live_at) */
 } Solver;
 
 static unsigned hash_marks(const int *m, int n)
@@ -214,52 +217,72 @@ static void merge(Solver *s, State *st, const Point *pts, int n, double db,
     st->npts = k;
 }
 
-/* Marks are 4 t + bits: NEEDED, tensor t is read by a recompute decided so
+/* Marks are 16 t + bits: NEEDED, tensor t is read by a recompute decided so
  * far; HELD, its buffer is kept by a saved view of it (a Reshape's output),
- * which costs its bytes whatever t's own decision. */
-enum { HELD = 1, NEEDED = 2 };
+ * which costs its bytes whatever t's own decision. Under solve_live_at
+ * only: LATE, a recompute that reads t runs after statement at->j (so t,
+ * if saved, is live there); EARLY, one runs before it (so t, if rebuilt,
+ * is rebuilt before it too). */
+enum { HELD = 1, NEEDED = 2, LATE = 4, EARLY = 8 };
+#define MARK_OF(m) ((m) >> 4)
 
 static int add_mark(int *m, int k, int u, int bits)
 {
     int at = 0;
-    while (at < k && m[at] >> 2 < u)
+    while (at < k && MARK_OF(m[at]) < u)
         at++;
-    if (at < k && m[at] >> 2 == u) {
+    if (at < k && MARK_OF(m[at]) == u) {
         m[at] |= bits;
         return k;
     }
     memmove(m + at + 1, m + at, (size_t)(k - at) * sizeof *m);
-    m[at] = 4 * u + bits;
+    m[at] = 16 * u + bits;
     return k + 1;
+}
+
+/* Whether t can be rebuilt in some plan. */
+static int rebuildable(const Solver *s, int t)
+{
+    return (s->r->free[t] || s->r->wanted[t] == KEEP_RECOMPUTE) &&
+           !s->no_rebuild[t];
 }
 
 /* What a decision about node n's output t leaves marked: the marks but t,
  * plus, for a recompute, the inputs no backward reads (the rest are needed
- * anyway), and for a view kept (or held), its source held. */
+ * anyway), and for a view kept (or held), its source held. Under
+ * solve_live_at, a recompute marks its inputs LATE or EARLY as it runs
+ * after at->j or not (early: t rebuilt before j), and a backward's input
+ * that could be rebuilt EARLY too; a view kept passes its LATE to the
+ * source it holds (marks: t's). */
 static int next_marks(const Solver *s, const State *st, int t, const Node *n,
-                      int recompute, int hold_source, int *out)
+                      int recompute, int hold_source, int early, int marks,
+                      int *out)
 {
     int k = 0;
     for (int i = 0; i < st->nmarks; i++)
-        if (st->marks[i] >> 2 != t)
+        if (MARK_OF(st->marks[i]) != t)
             out[k++] = st->marks[i];
+    int when = !s->at ? 0 : early ? EARLY : LATE;
     for (int i = 0; recompute && i < n->nin; i++) {
         int u = n->in[i];
-        if (s->g->tensors[u].kind == T_ACT && !s->r->needed[u] &&
-            !s->as_needed[u])
-            k = add_mark(out, k, u, NEEDED);
+        if (s->g->tensors[u].kind != T_ACT)
+            continue;
+        if (!s->r->needed[u] && !s->as_needed[u])
+            k = add_mark(out, k, u, NEEDED | when);
+        else if (when == EARLY && s->at->own[u] > s->at->j && rebuildable(s, u))
+            k = add_mark(out, k, u, EARLY);
     }
     if (hold_source && s->g->tensors[n->in[0]].kind == T_ACT)
-        k = add_mark(out, k, n->in[0], HELD);
+        k = add_mark(out, k, n->in[0], HELD | (marks & LATE));
     return k;
 }
 
 /* One branch into next: (db, df) added, push >= 0 recorded as recomputed. */
 static int add_branch(Solver *s, Layer *next, const State *st, int t,
-                      const Node *n, int recompute, int hold_source, double db,
-                      double df, int push, int *buf)
+                      const Node *n, int recompute, int hold_source, int early,
+                      int marks, double db, double df, int push, int *buf)
 {
-    int k = next_marks(s, st, t, n, recompute, hold_source, buf);
+    int k = next_marks(s, st, t, n, recompute, hold_source, early, marks, buf);
     State *to = layer_get(s, next, buf, k);
     if (!to)
         return -1;
@@ -267,19 +290,49 @@ static int add_branch(Solver *s, Layer *next, const State *st, int t,
     return 0;
 }
 
-/* Node n's output t, needed, kept (recompute = 0) or rebuilt: its cost. A
- * view holds no buffer: keeping it holds its source's, rebuilding it is a
- * pointer (its op's FLOPs, 0). A held tensor costs its bytes either way. */
-static int branch(Solver *s, Layer *next, const State *st, int t,
-                  const Node *n, int recompute, int held, int push, int *buf)
+/* The bytes a plan keeping t counts: its own; or under solve_live_at,
+ * its own when it is live across statement at->j and no backward's read
+ * of it there already counts it (solve_arena.c's span): a backward reads
+ * it (or a view of it) after j, or none does and a recompute after j
+ * reads it, or a saved view of it (marks LATE). */
+static double kept_bytes(const Solver *s, int t, int marks)
 {
     double bytes = (double)s->g->tensors[t].numel * sizeof(float);
+    if (!s->at)
+        return bytes;
+    int lo = s->at->lo[t];
+    return lo > s->at->j || (lo < 0 && (marks & LATE)) ? s->at->bytes[t] : 0;
+}
+
+/* Under solve_live_at, the bytes a plan rebuilding t counts: its rebuilt
+ * buffer when it is rebuilt before statement at->j (early) for a backward
+ * that reads it after j, and nothing reads its buffer at j already. */
+static double rebuilt_bytes(const Solver *s, int t, int early)
+{
+    const LiveAt *at = s->at;
+    return at && early && at->lo[t] > at->j && at->own[t] < INT_MAX
+               ? at->bytes[t] : 0;
+}
+
+/* Node n's output t, needed, kept (recompute = 0) or rebuilt: its cost. A
+ * view holds no buffer: keeping it holds its source's, rebuilding it is a
+ * pointer (its op's FLOPs, 0). A held tensor costs its bytes either way
+ * (under solve_live_at, as rebuilt_bytes says when rebuilt). marks: t's
+ * mark bits. */
+static int branch(Solver *s, Layer *next, const State *st, int t,
+                  const Node *n, int recompute, int held, int marks, int push,
+                  int *buf)
+{
+    double bytes = kept_bytes(s, t, marks);
     double flops = recompute ? op_table[n->op].flops(s->g, n) : 0;
+    int early = s->at && (s->at->own[t] <= s->at->j || (marks & EARLY));
     if (op_table[n->op].alias)
-        return add_branch(s, next, st, t, n, recompute, !recompute || held, 0,
-                          flops, push, buf);
-    return add_branch(s, next, st, t, n, recompute, 0,
-                      recompute && !held ? 0 : bytes, flops, push, buf);
+        return add_branch(s, next, st, t, n, recompute, !recompute || held,
+                          early, marks, 0, flops, push, buf);
+    if (recompute)
+        bytes = s->at ? rebuilt_bytes(s, t, early) : held ? bytes : 0;
+    return add_branch(s, next, st, t, n, recompute, 0, early, marks, bytes,
+                      flops, push, buf);
 }
 
 /* One output t of node n: every state of cur carried into next. */
@@ -289,29 +342,30 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
     const Remat *r = s->r;
     for (int i = 0; i < cur->n; i++) {
         const State *st = &cur->v[i];
-        int needed = r->needed[t] || s->as_needed[t], held = 0;
+        int needed = r->needed[t] || s->as_needed[t], held = 0, marks = 0;
         for (int m = 0; m < st->nmarks; m++)
-            if (st->marks[m] >> 2 == t) {
-                needed |= (st->marks[m] & NEEDED) != 0;
-                held = st->marks[m] & HELD;
+            if (MARK_OF(st->marks[m]) == t) {
+                marks = st->marks[m];
+                needed |= (marks & NEEDED) != 0;
+                held = marks & HELD;
             }
         int rc, rec_first = r->wanted[t] == KEEP_RECOMPUTE;
         if (!needed && !held)
-            rc = add_branch(s, next, st, t, n, 0, 0, 0, 0, -1, buf);
+            rc = add_branch(s, next, st, t, n, 0, 0, 0, 0, 0, 0, -1, buf);
         else if (!needed)       /* only a saved view's storage */
-            rc = branch(s, next, st, t, n, 0, held, -1, buf);
+            rc = branch(s, next, st, t, n, 0, held, marks, -1, buf);
         else if (s->no_rebuild[t] && !r->free[t] && rec_first)
             rc = 0;             /* no plan of this case */
         else if (s->no_rebuild[t])
-            rc = branch(s, next, st, t, n, 0, held, -1, buf);
+            rc = branch(s, next, st, t, n, 0, held, marks, -1, buf);
         else if (!r->free[t])
-            rc = branch(s, next, st, t, n, rec_first, held, -1, buf);
+            rc = branch(s, next, st, t, n, rec_first, held, marks, -1, buf);
         else if (rec_first)
-            rc = branch(s, next, st, t, n, 1, held, t, buf) ||
-                 branch(s, next, st, t, n, 0, held, -1, buf);
+            rc = branch(s, next, st, t, n, 1, held, marks, t, buf) ||
+                 branch(s, next, st, t, n, 0, held, marks, -1, buf);
         else
-            rc = branch(s, next, st, t, n, 0, held, -1, buf) ||
-                 branch(s, next, st, t, n, 1, held, t, buf);
+            rc = branch(s, next, st, t, n, 0, held, marks, -1, buf) ||
+                 branch(s, next, st, t, n, 1, held, marks, t, buf);
         if (rc)
             return -1;
     }
@@ -384,12 +438,12 @@ static int components(Ctx *c, const Solver *s, int *comp)
         const Node *n = &g->nodes[k];
         for (int o = 0; o < n->nout; o++) {
             int t = n->out[o];
-            int rebuilt = (r->free[t] || r->wanted[t] == KEEP_RECOMPUTE) &&
-                          !s->no_rebuild[t];
+            int rebuilt = rebuildable(s, t);
             for (int i = 0; rebuilt && i < n->nin; i++) {
                 int u = n->in[i];
-                if (g->tensors[u].kind == T_ACT && !r->needed[u] &&
-                    !s->as_needed[u])
+                if (g->tensors[u].kind == T_ACT &&
+                    ((!r->needed[u] && !s->as_needed[u]) ||
+                     (s->at && rebuildable(s, u))))    /* its EARLY mark */
                     join(up, u, t);
             }
             if (op_table[n->op].alias && g->tensors[n->in[0]].kind == T_ACT)
@@ -785,9 +839,10 @@ static int solve_cases(Solver *s, int whole, int hubs, Point **out, int *n,
 }
 
 static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
-                    int whole, int eager, Frontier *f)
+                    int whole, int eager, const LiveAt *at, Frontier *f)
 {
-    Solver s = {c, g, r, cap_bytes, 0, NULL, 0, NULL, NULL, eager, MAX_STATES};
+    Solver s = {c, g, r, cap_bytes, 0, NULL, 0, NULL, NULL, eager, MAX_STATES,
+                at};
     s.as_needed = ctx_alloc(c, (size_t)g->ntensors + 1);
     s.no_rebuild = ctx_alloc(c, (size_t)g->ntensors + 1);
     Point *pts;
@@ -819,19 +874,25 @@ static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
 int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
                    Frontier *f)
 {
-    return frontier(c, g, r, cap_bytes, 0, 0, f);
+    return frontier(c, g, r, cap_bytes, 0, 0, NULL, f);
 }
 
 int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
                          double cap_bytes, Frontier *f)
 {
-    return frontier(c, g, r, cap_bytes, 1, 0, f);
+    return frontier(c, g, r, cap_bytes, 1, 0, NULL, f);
 }
 
 int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
                         double cap_bytes, Frontier *f)
 {
-    return frontier(c, g, r, cap_bytes, 0, 1, f);
+    return frontier(c, g, r, cap_bytes, 0, 1, NULL, f);
+}
+
+int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
+                  double cap, Frontier *f)
+{
+    return frontier(c, g, r, cap, 0, 0, at, f);
 }
 
 /* ---- branch and bound: one budget, when the program's caps are hit -------- */
@@ -849,7 +910,8 @@ typedef struct {
     char *needed, *held;    /* marks, per tensor */
     char *rec, *best;       /* the free choices: current, best */
     double best_flops, best_bytes;
-    long visits;
+    long visits, max_visits;
+    const SearchHooks *hooks;   /* NULL: the bytes bound alone */
 } Search;
 
 static void search(Search *s, int k, int o, double bytes, double flops);
@@ -882,8 +944,14 @@ static void try_branch(Search *s, int k, int o, const Node *n, int t,
                !s->held[src];
     s->held[src] |= (char)hold;
     s->rec[t] = (char)recompute;
-    search_next(s, k, o, bytes + (alias || (recompute && !held) ? 0 : size),
-                flops + (recompute ? op_table[n->op].flops(g, n) : 0));
+    /* a saved buffer of its own: the hooks' bound may rule the rest out */
+    int kept = !recompute && !alias &&
+               (s->r->needed[t] || s->needed[t]) && s->hooks;
+    if (!kept || s->hooks->keep(s->hooks->ctx, t, 1))
+        search_next(s, k, o, bytes + (alias || (recompute && !held) ? 0 : size),
+                    flops + (recompute ? op_table[n->op].flops(g, n) : 0));
+    if (kept)
+        s->hooks->keep(s->hooks->ctx, t, -1);
     if (hold)
         s->held[src] = 0;
     while (nundo)
@@ -895,9 +963,11 @@ static void search(Search *s, int k, int o, double bytes, double flops)
 {
     if (bytes > s->want || flops > s->best_flops ||
         (flops == s->best_flops && bytes >= s->best_bytes) ||
-        ++s->visits > MAX_VISITS)
+        ++s->visits > s->max_visits)
         return;
     if (k < 0) {
+        if (s->hooks && !s->hooks->leaf(s->hooks->ctx, s->rec))
+            return;
         s->best_flops = flops;
         s->best_bytes = bytes;
         memcpy(s->best, s->rec, (size_t)s->g->ntensors);
@@ -919,18 +989,26 @@ static void search(Search *s, int k, int o, double bytes, double flops)
 
 /* The least-FLOPs plan within want bytes, by branch and bound; *proven
  * when the search ran to the end. 0, or -1 when no plan was found. */
-int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
-                  Plan *out, int *proven)
+int search_hooked(Ctx *c, const Graph *g, const Remat *r, double want,
+                  const SearchHooks *h, Plan *best, int *proven)
 {
     size_t nt = (size_t)g->ntensors;
     Search s = {g, r, want, ctx_alloc(c, nt), ctx_alloc(c, nt),
-                ctx_alloc(c, nt), ctx_alloc(c, nt), HUGE_VAL, HUGE_VAL, 0};
+                ctx_alloc(c, nt), ctx_alloc(c, nt), best->flops, best->bytes,
+                0, h ? h->max_visits : MAX_VISITS, h};
     search(&s, g->nnodes - 1, 0, 0, 0);
-    *proven = s.visits <= MAX_VISITS;
-    if (s.best_flops == HUGE_VAL)
+    *proven = s.visits <= s.max_visits;
+    if (s.best_flops == best->flops && s.best_bytes == best->bytes)
         return -1;
-    *out = (Plan){s.best_bytes, s.best_flops, s.best};
+    *best = (Plan){s.best_bytes, s.best_flops, s.best};
     return 0;
+}
+
+int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
+                  Plan *out, int *proven)
+{
+    *out = (Plan){HUGE_VAL, HUGE_VAL, NULL};
+    return search_hooked(c, g, r, want, NULL, out, proven);
 }
 
 /* ---- budgets ------------------------------------------------------------------ */
@@ -1037,20 +1115,6 @@ static int count_free(const Graph *g, const Remat *r)
     return n;
 }
 
-/* The free tensors some plan needs: those needed when every free tensor is
- * recomputed, which makes the most needed. The others never matter. */
-static int decisive(Ctx *c, const Graph *g, Remat *r, int *free)
-{
-    char *all = ctx_alloc(c, (size_t)g->ntensors);
-    memset(all, 1, (size_t)g->ntensors);
-    remat_apply(c, g, r, all);
-    int n = 0;
-    for (int t = 0; t < g->ntensors; t++)
-        if (r->free[t] && r->keep[t] != KEEP_NONE)
-            free[n++] = t;
-    return n;
-}
-
 /* No plan keeps within the budget: say the least figure any plan reaches
  * and what that plan saves (block boundaries, must_save tensors, and
  * tensors whose recompute would need as much saved). */
@@ -1097,78 +1161,6 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
                           "saved: " : "", no ? other.data : "");
 }
 
-static double arena_of(const Compiled *m)
-{
-    Summary s;
-    summarize(m, &s);
-    return s.arena_bytes;
-}
-
-static int arena_error(Ctx *c, const Graph *g, double max_arena, double least,
-                       int searched)
-{
-    return ctx_error(c, g->file, 0, "max-arena %.0f bytes cannot be met: the "
-                     "smallest arena %s is %.0f bytes", max_arena,
-                     searched ? "of the plans that meet the budget"
-                              : "on the saved-bytes frontier (not every plan "
-                                "was tried: too many free decisions)", least);
-}
-
-/* The plan of least FLOPs whose arena fits too, among the frontier's (f,
- * within the bytes budget), each scheduled and planned, least FLOPs
- * first. Not proven: a plan off the frontier may have a smaller arena. */
-static int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
-                     const Frontier *f, double max_arena, Compiled *out)
-{
-    double least = HUGE_VAL;
-    for (int i = f->n - 1; i >= 0; i--) {
-        remat_apply(c, g, r, f->plans[i].recompute);
-        if (compile_decided(c, g, p, r, out))
-            return -1;
-        double a = arena_of(out);
-        if (a <= max_arena)
-            return 0;
-        least = a < least ? a : least;
-    }
-    return arena_error(c, g, max_arena, least, 0);
-}
-
-#define EXHAUSTIVE_FREE 12   /* --max-arena tries every plan up to this */
-
-/* --max-arena with few decisive free tensors: every plan is scheduled and
- * planned, and the least FLOPs (then bytes) that meets both bounds wins. */
-static int fit_arena_exhaustive(Ctx *c, const Graph *g, const Policy *p,
-                                Remat *r, const int *free, int nfree,
-                                double want, double max_arena, Compiled *out)
-{
-    char *rec = ctx_alloc(c, (size_t)g->ntensors);
-    double best_f = HUGE_VAL, best_b = HUGE_VAL, least = HUGE_VAL;
-    long best = -1;
-    for (long mask = 0; mask < 1L << nfree; mask++) {
-        for (int i = 0; i < nfree; i++)
-            rec[free[i]] = (char)(mask >> i & 1);
-        remat_apply(c, g, r, rec);
-        double bytes = (double)r->saved_bytes;
-        if (bytes > want)
-            continue;
-        if (compile_decided(c, g, p, r, out))
-            return -1;
-        double a = arena_of(out), fl = out->train->recompute_flops;
-        least = a < least ? a : least;
-        if (a <= max_arena && (fl < best_f || (fl == best_f && bytes < best_b))) {
-            best = mask;
-            best_f = fl;
-            best_b = bytes;
-        }
-    }
-    if (best < 0)
-        return arena_error(c, g, max_arena, least, 1);
-    for (int i = 0; i < nfree; i++)
-        rec[free[i]] = (char)(best >> i & 1);
-    remat_apply(c, g, r, rec);
-    return compile_decided(c, g, p, r, out);
-}
-
 /* The least-FLOPs plan within want: the program's, or where its caps were
  * hit, branch and bound's. 0 with *proven; -1 when no plan fits (no
  * message). */
@@ -1204,22 +1196,13 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
     int proven;
     if (least_recompute(c, g, r, &f, want, &pick, &proven))
         return budget_error(c, g, r, b, want);
-    int *free = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *free);
-    int nfree = decisive(c, g, r, free);
     int rc;
-    if (b->max_arena > 0 && nfree <= EXHAUSTIVE_FREE) {
-        proven = 1;
-        rc = fit_arena_exhaustive(c, g, p, r, free, nfree, want, b->max_arena,
-                                  out);
-    } else if (b->max_arena > 0 && f.n > 0) {
-        proven = 0;
-        rc = fit_arena(c, g, p, r, &f, b->max_arena, out);
+    if (b->max_arena > 0) {
+        rc = fit_arena(c, g, p, r, &f, want, b->max_arena, out, &proven,
+                       &r->floor);
     } else {
-        proven = proven && b->max_arena <= 0;
         remat_apply(c, g, r, pick.recompute);
         rc = compile_decided(c, g, p, r, out);
-        if (!rc && b->max_arena > 0 && arena_of(out) > b->max_arena)
-            rc = arena_error(c, g, b->max_arena, arena_of(out), 0);
     }
     if (rc)
         return -1;

@@ -4,7 +4,8 @@
 # the budget, its recompute FLOPs never grow as the budget grows, the plan
 # is proven optimal, and its trainer's loss and gradients are bitwise those
 # of `none` (recompute changes where values come from, not what they are).
-# Then --max-arena: the planned arena never exceeds the bound; and `remat
+# Then --max-arena: the planned arena never exceeds the bound and the plan
+# is proven the least recompute; and `remat
 # pareto` lists a frontier whose ends are full's and none's saved bytes.
 . "$(dirname "$0")/lib.sh"
 budgets="0 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1"
@@ -45,14 +46,21 @@ sweep() {   # graph
     none=$("$remat" schedule "$g" --policy none | sed -n 's/^saved_bytes: //p')
     [ "$(fig budget_bytes "$d/s0")" = "$full" ] && [ "$(fig budget_bytes "$d/s1")" = "$none" ] \
         && ok || bad "$name: budget 0 and 1 are not full's and none's saved bytes"
-    # a bounded arena
-    local arena half
-    arena=$(fig arena_bytes "$d/s1")
-    half=$(( ($(fig arena_bytes "$d/s0") + arena) / 2 ))
-    if "$remat" schedule "$g" --max-arena "$half" > "$d/arena"; then
-        [ "$(fig arena_bytes "$d/arena")" -le "$half" ] && ok \
-            || bad "$name --max-arena $half: arena $(fig arena_bytes "$d/arena")"
-    else bad "$name --max-arena $half: no plan"; fi
+    # a bounded arena, at a quarter, half and three quarters of the way
+    # from full's arena to none's: within it, and proven the least
+    # recompute (docs/memory.md; tests/unit/test_solve.c checks the answers
+    # against every plan of small graphs)
+    local lo hi q bound
+    lo=$(fig arena_bytes "$d/s0") hi=$(fig arena_bytes "$d/s1")
+    for q in 1 2 3; do
+        bound=$(( lo + (hi - lo) * q / 4 ))
+        if "$remat" schedule "$g" --max-arena "$bound" > "$d/arena"; then
+            [ "$(fig arena_bytes "$d/arena")" -le "$bound" ] && ok \
+                || bad "$name --max-arena $bound: arena $(fig arena_bytes "$d/arena")"
+            [ "$(fig proven_optimal "$d/arena")" = yes ] && ok \
+                || bad "$name --max-arena $bound: $(fig proven_optimal "$d/arena")"
+        else bad "$name --max-arena $bound: no plan"; fi
+    done
     # the frontier's ends: full's bytes, and no recompute at most none's
     # bytes (fewer when a recompute costs no FLOPs, as a Transpose's)
     "$remat" pareto "$g" -o "$d/curve.svg" > "$d/pareto" || { bad "$name: pareto"; return; }

@@ -147,6 +147,23 @@ for g in graphs/*.xml tests/graphs/*.xml; do
             check_trainers "$g" "$work/$name/$p/a"
     done
 done
+# --max-arena: the trainer runs in an arena of exactly the bound's bytes
+# (the trainer allocates the model's arena_bytes and no more, so a kernel
+# writing past the plan's arena is caught). A bound between full's arena
+# and none's picks a plan whose arena A is below it; bounding at A itself
+# must give that plan again, whose arena is then exactly the bound.
+for name in mlp12 gpt; do
+    g=graphs/$name.xml d=$work/$name/arena
+    lo=$("$normal" schedule "$g" --policy full | sed -n 's/^arena_bytes: //p')
+    hi=$("$normal" schedule "$g" --policy none | sed -n 's/^arena_bytes: //p')
+    a=$("$asan" schedule "$g" --max-arena $(( (lo + hi) / 2 )) | sed -n 's/^arena_bytes: //p')
+    mkdir -p "$d/a"
+    if "$asan" compile "$g" --max-arena "$a" -o "$d/a/model.c" &&
+        grep -qE "^#define [A-Z0-9]+_ARENA_BYTES $a\$" "$d/a/model.h"; then
+        ok; check_trainers "$g" "$d/a"
+    else bad "$name --max-arena $a: not a plan of exactly $a bytes"; fi
+done
+
 # remat build under the sanitizers (build.c forks the C compiler); its
 # trainer dumps what the normal trainer built here does, bit for bit.
 d=$work/mlp12/sac/a

@@ -285,6 +285,110 @@ START_TEST(matches_exhaustive_search)
 }
 END_TEST
 
+/* --max-arena against every plan: 200 random graphs of up to 12 free
+ * decisions, each plan scheduled and planned; at every arena some plan
+ * has, one byte below it, and halfway between two, alone and with a
+ * saved-bytes budget too, the solver's plan is proven and has the least
+ * FLOPs of the plans that fit both (and no plan fits where it says none
+ * does). Planning each leaf also checks solve_arena.c's bound against the
+ * plan's peak (an assert). */
+typedef struct {
+    double bytes, flops, arena;
+} Fit;
+
+static double least_fitting(const Fit *all, int n, double want, double arena)
+{
+    double best = HUGE_VAL;
+    for (int i = 0; i < n; i++)
+        if (all[i].bytes <= want && all[i].arena <= arena && all[i].flops < best)
+            best = all[i].flops;
+    return best;
+}
+
+static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
+                            const Fit *all, int n, double want, double arena,
+                            const char *xml)
+{
+    Ctx x;
+    ctx_init(&x);
+    Budget b = {want == HUGE_VAL ? BUDGET_NONE : BUDGET_BYTES, want, arena};
+    Compiled m;
+    double least = least_fitting(all, n, want, arena);
+    int rc = remat_budget(&x, g, p, &b, &m);
+    ck_assert_msg((rc == 0) == (least < HUGE_VAL),
+                  "max-arena %.0f, budget %.0f: rc %d, exhaustive %.0f: %s\n%s",
+                  arena, want, rc, least, x.err, xml);
+    if (rc == 0) {
+        Summary s;
+        summarize(&m, &s);
+        ck_assert_msg(m.remat->proven && s.recompute_flops == least &&
+                      s.arena_bytes <= arena && s.saved_bytes <= want,
+                      "max-arena %.0f, budget %.0f: %.0f FLOPs (proven %d), "
+                      "exhaustive %.0f\n%s", arena, want, s.recompute_flops,
+                      m.remat->proven, least, xml);
+    }
+    (void)c;
+    ctx_free(&x);
+}
+
+START_TEST(max_arena_matches_exhaustive_search)
+{
+    int tried = 0, free_max = 0, binding = 0;
+    for (unsigned long seed = 1000; tried < 200; seed++) {
+        rng_state = seed;
+        Ctx c;
+        ctx_init(&c);
+        const char *xml = model_xml(&c, random_graph(&c, 4 + rnd(13)));
+        Graph *g;
+        Policy *p;
+        Remat r;
+        ck_assert_msg(policy_load(&c, rnd(2) ? "sac" : "none", &p) == 0 &&
+                      parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
+                      infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+                      remat_classify(&c, g, policy_soften(&c, p), &r) == 0,
+                      "%s\n%s", c.err, xml);
+        p = policy_soften(&c, p);
+        int free[64], nfree = 0;
+        for (int t = 0; t < g->ntensors; t++)
+            if (r.free[t])
+                free[nfree++] = t;
+        if (nfree > 12) {
+            ctx_free(&c);
+            continue;
+        }
+        tried++;
+        free_max = nfree > free_max ? nfree : free_max;
+        int n = 1 << nfree;
+        Fit *all = ctx_alloc(&c, (size_t)n * sizeof *all);
+        char *rec = ctx_alloc(&c, (size_t)g->ntensors);
+        for (int mask = 0; mask < n; mask++) {
+            for (int i = 0; i < nfree; i++)
+                rec[free[i]] = (char)(mask >> i & 1);
+            remat_apply(&c, g, &r, rec);
+            Compiled m;
+            ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
+            Summary s;
+            summarize(&m, &s);
+            all[mask] = (Fit){s.saved_bytes, s.recompute_flops, s.arena_bytes};
+        }
+        double mid_bytes = (all[0].bytes + all[n - 1].bytes) / 2;
+        for (int i = 0; i < n; i += 1 + n / 6) {
+            double a = all[i].arena, lower = all[(i * 7 + 3) % n].arena;
+            double arenas[] = {a, a - 1, (a + lower) / 2};
+            for (int k = 0; k < 3; k++) {
+                check_max_arena(&c, g, p, all, n, HUGE_VAL, arenas[k], xml);
+                check_max_arena(&c, g, p, all, n, mid_bytes, arenas[k], xml);
+                binding += least_fitting(all, n, HUGE_VAL, arenas[k]) >
+                           least_fitting(all, n, HUGE_VAL, HUGE_VAL);
+            }
+        }
+        ctx_free(&c);
+    }
+    ck_assert_int_ge(free_max, 10);    /* the search met real choices */
+    ck_assert_int_ge(binding, 100);    /* and the arena often decided */
+}
+END_TEST
+
 /* Split has several outputs, each a decision of its own (the solver used
  * to take one output per node): its frontier is still exactly the Pareto
  * set of every plan, scheduled, and each point costs what its schedule
@@ -790,6 +894,7 @@ int main(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, five_pairs_by_hand);
     tcase_add_test(t, matches_exhaustive_search);
+    tcase_add_test(t, max_arena_matches_exhaustive_search);
     tcase_add_test(t, frontier_costs_are_the_schedules);
     tcase_add_test(t, split_outputs_match_exhaustive_search);
     tcase_add_test(t, budget_too_small_names_what_forces_it);

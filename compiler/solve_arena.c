@@ -1,0 +1,413 @@
+/*
+ * solve_arena.c: the least recompute whose planned arena fits --max-arena,
+ * and a proof that no plan recomputes less.
+ *
+ * The arena of a plan is known only once it is scheduled and planned, and
+ * it is not a sum over decisions as saved bytes are. What can be said of
+ * every plan before it is scheduled is a lower bound, at each statement of
+ * the backward that runs a node's backward (the same statements in every
+ * plan; recomputes only come between them). At such a statement j every
+ * plan holds the gradients and scratch live there (no recompute decision
+ * changes them) and every buffer a backward reads both at or before j and
+ * at or after j, saved or recomputed (it exists from its first reader to
+ * its last): `fixed[j]`, and room[j] = max-arena - fixed[j]. On top of
+ * that a plan holds, depending on its decisions:
+ *
+ *   - a saved tensor's forward buffer, when a backward reads it (or a view
+ *     of it) after j, or none does and a recompute that reads it runs
+ *     after j (a recompute runs just before the first statement needing
+ *     what it rebuilds, which the decisions about its readers decide);
+ *   - a rebuilt tensor's buffer, when it is rebuilt before j (for a
+ *     recompute needing it then) and a backward reads it after j.
+ *
+ * A plan fits only if those bytes are within room[j] at every j, since the
+ * planned arena is at least the peak of live bytes. For one j that is a
+ * budget on a measure summed over the decisions, which solve.c's program
+ * answers exactly (solve_live_at: its marks carry whether a tensor's
+ * readers are rebuilt before j or after). So the least FLOPs within
+ * room[j], at the j where it is largest, is a lower bound on the answer
+ * (live_bound). Each j's bound is a relaxation of the others; where the
+ * best plan found reaches the bound, it is proven optimal.
+ *
+ * The plans tried: the saved-bytes frontier's, least FLOPs first, until one
+ * fits when planned; the plan of the largest bound (when it fits, it is
+ * the answer); then, if they leave a gap, solve.c's branch and bound over
+ * every plan that recomputes less than the best so far, saves at most the
+ * budget and max-arena bytes (every saved buffer is live where the forward
+ * ends), and keeps a cruder bound of the same kind (keep(): a saved tensor
+ * counts before the earliest statement that any plan could read it), each
+ * one that reaches the end planned. When that walk ends the best is proven
+ * too; it gives up after a number of steps and the answer then says so,
+ * with the bound.
+ */
+#include "remat.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+/* The walk's give-up point: a count, not a clock, so that the answer is
+ * the same on every machine (about 0.3 s on a 96-node GPT). */
+#define ARENA_VISITS 4000000L
+
+typedef struct {
+    const Graph *g;
+    Remat *r;
+    double max_arena;
+    size_t fwd_arena;       /* the forward-only step's, the same every plan */
+    int nb;                 /* backward statements */
+    int *node;              /* per backward statement: its node */
+    int *first;             /* per tensor: its first backward reader, or
+                             * first_needs()'s, or 0 */
+    int *need;              /* first_needs()'s: per tensor, the earliest
+                             * backward statement that could need it */
+    int *lo, *own;          /* per tensor: the first backward statement
+                             * reading its buffer (-1: none), reading it
+                             * itself (INT_MAX: none) */
+    double *bytes;          /* per tensor, aligned */
+    double *fixed;          /* per backward statement: held by every plan */
+    double *room;           /* per backward statement: max_arena - fixed -
+                             * the saved buffers the walk has counted */
+    long leaves;
+    double least;           /* the smallest arena planned */
+    int failed;
+} Arena;
+
+static double aligned(double bytes)
+{
+    return ceil(bytes / ARENA_ALIGN) * ARENA_ALIGN;
+}
+
+static double tensor_bytes(const Graph *g, int t)
+{
+    return aligned((double)g->tensors[t].numel * sizeof(float));
+}
+
+static double *zeros(Ctx *c, int n)
+{
+    double *a = ctx_alloc(c, (size_t)(n + 1) * sizeof(double));
+    memset(a, 0, (size_t)(n + 1) * sizeof(double));
+    return a;
+}
+
+static void running_sum(double *a, int n)
+{
+    for (int i = 1; i < n; i++)
+        a[i] += a[i - 1];
+}
+
+/* The backward statements of schedule s in order (a->node), and per
+ * statement the gradient and scratch bytes live there (at[j]). */
+static void backward_buffers(Ctx *c, Arena *a, const Schedule *s, double *at)
+{
+    double *live = zeros(c, s->nstmts);
+    for (int i = 0; i < s->nvalues; i++) {
+        const Value *v = &s->values[i];
+        if ((v->kind == V_GRAD || v->kind == V_SCRATCH) && v->view == VIEW_NONE) {
+            live[v->def] += aligned((double)v->bytes);
+            live[v->last + 1] -= aligned((double)v->bytes);
+        }
+    }
+    running_sum(live, s->nstmts);
+    a->nb = 0;
+    for (int i = 0; i < s->nstmts; i++)
+        if (s->stmts[i].kind == S_BACKWARD) {
+            a->node[a->nb] = s->stmts[i].node;
+            at[a->nb++] = live[i];
+        }
+}
+
+/* Tensor t read by backward statement j: its first reader, and the span
+ * over which its buffer (its storage's) is read. */
+static void read_at(Arena *a, int t, int j, int *lo, int *hi)
+{
+    int st = a->r->storage[t];
+    if (a->first[t] < 0)
+        a->first[t] = a->own[t] = j;
+    if (a->g->tensors[st].kind != T_ACT)
+        return;             /* a view of the caller's memory */
+    if (lo[st] < 0)
+        lo[st] = j;
+    hi[st] = j;
+}
+
+/* Where a saved buffer is first read. A buffer that a backward reads (t
+ * itself or a view of it) is read first at lo[t], the start of its span
+ * (so the span and the saved part never count it twice). One that no
+ * backward reads is needed only by recomputes, each run just before the
+ * first statement that needs what it rebuilds: if saved, it lives at
+ * least until the earliest backward statement that could need any tensor
+ * rebuilt from it, through tensors that may be rebuilt (a block boundary
+ * never is, which keeps this within a block). first[t] becomes that
+ * statement (0 when none could). */
+static void first_needs(Arena *a, const int *lo)
+{
+    const Graph *g = a->g;
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const Node *n = &g->nodes[g->order[k]];
+        int earliest = a->nb;
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o], e = a->need[t];
+            if (!a->r->free[t] && a->r->wanted[t] != KEEP_RECOMPUTE)
+                continue;   /* never rebuilt: never reads its inputs */
+            if (a->first[t] >= 0 && a->first[t] < e)
+                e = a->first[t];
+            earliest = e < earliest ? e : earliest;
+        }
+        for (int i = 0; i < n->nin; i++)
+            if (earliest < a->need[n->in[i]])
+                a->need[n->in[i]] = earliest;
+    }
+    for (int t = 0; t < g->ntensors; t++)
+        a->first[t] = lo[t] >= 0 ? lo[t] : a->need[t] < a->nb ? a->need[t] : 0;
+}
+
+/* The bytes every plan holds at each backward statement (the top). */
+static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
+{
+    const Graph *g = a->g;
+    int nt = g->ntensors;
+    int *lo = a->lo = ctx_alloc(c, (size_t)nt * sizeof(int));
+    int *hi = ctx_alloc(c, (size_t)nt * sizeof(int));
+    a->first = ctx_alloc(c, (size_t)nt * sizeof(int));
+    a->need = ctx_alloc(c, (size_t)nt * sizeof(int));
+    a->own = ctx_alloc(c, (size_t)nt * sizeof(int));
+    a->bytes = ctx_alloc(c, (size_t)nt * sizeof(double));
+    for (int t = 0; t < nt; t++) {
+        lo[t] = hi[t] = a->first[t] = -1;
+        a->need[t] = a->own[t] = INT_MAX;
+        a->bytes[t] = tensor_bytes(g, t);
+    }
+    a->node = ctx_alloc(c, ((size_t)s->nstmts + 1) * sizeof(int));
+    a->fixed = zeros(c, s->nstmts);
+    backward_buffers(c, a, s, a->fixed);
+    for (int j = 0; j < a->nb; j++) {
+        const Node *n = &g->nodes[a->node[j]];
+        unsigned reads = node_backward_reads(g, n);
+        for (int i = 0; i < n->nin; i++)
+            if ((reads & NEED_IN(i)) && g->tensors[n->in[i]].kind == T_ACT)
+                read_at(a, n->in[i], j, lo, hi);
+        for (int o = 0; o < n->nout; o++)
+            if (reads & NEED_OUT(o))
+                read_at(a, n->out[o], j, lo, hi);
+    }
+    double *span = zeros(c, a->nb);
+    for (int t = 0; t < nt; t++)
+        if (lo[t] >= 0) {
+            span[lo[t]] += tensor_bytes(g, t);
+            span[hi[t] + 1] -= tensor_bytes(g, t);
+        }
+    running_sum(span, a->nb);
+    a->room = zeros(c, a->nb);
+    for (int j = 0; j < a->nb; j++) {
+        a->fixed[j] += span[j];
+        a->room[j] = a->max_arena - a->fixed[j];
+    }
+    first_needs(a, lo);
+}
+
+/* ---- the walk's hooks ---------------------------------------------------- */
+
+/* The plan saves t, a buffer of its own: live before its first reader. */
+static int keep(void *ctx, int t, int sign)
+{
+    Arena *a = ctx;
+    double b = sign * tensor_bytes(a->g, t);
+    int fits = 1;
+    for (int j = 0; j < a->first[t]; j++) {
+        a->room[j] -= b;
+        fits &= a->room[j] >= 0;
+    }
+    return fits;
+}
+
+/* A whole plan: scheduled and planned, it fits or not. */
+static int leaf(void *ctx, const char *recompute)
+{
+    Arena *a = ctx;
+    Ctx scratch;
+    ctx_init(&scratch);
+    remat_apply(&scratch, a->g, a->r, recompute);
+    Schedule s;
+    memset(&s, 0, sizeof s);
+    int fits = 0;
+    if (schedule_build(&scratch, a->g, a->r, SCHED_TRAIN, &s) ||
+        plan_arena(&scratch, &s)) {
+        a->failed = 1;
+    } else {
+        double least_room = HUGE_VAL;
+        for (int j = 0; j < a->nb; j++)
+            least_room = a->room[j] < least_room ? a->room[j] : least_room;
+        assert((a->nb == 0 || a->max_arena - least_room <=
+                                  (double)s.peak_live_bytes) &&
+               "the bound is below every plan's peak");
+        double arena = (double)(s.arena_bytes > a->fwd_arena ? s.arena_bytes
+                                                             : a->fwd_arena);
+        a->least = arena < a->least ? arena : a->least;
+        fits = arena <= a->max_arena;
+    }
+    ctx_free(&scratch);
+    a->leaves++;
+    return fits;
+}
+
+/* ---- a bound on the answer's FLOPs -------------------------------------- */
+
+/* The first backward statement after j where what solve_live_at counts
+ * can change (some tensor's first reader), or nb. */
+static int segment_end(const Arena *a, int j)
+{
+    int end = a->nb;
+    for (int t = 0; t < a->g->ntensors; t++) {
+        if (a->lo[t] > j && a->lo[t] < end)
+            end = a->lo[t];
+        if (a->own[t] > j && a->own[t] < end)
+            end = a->own[t];
+    }
+    return end;
+}
+
+/* Every plan that fits keeps the bytes live across each backward
+ * statement j beyond what every plan holds there within room[j] (the
+ * top), so the least FLOPs of a plan doing so at one j (solve_live_at's
+ * frontier) bounds the answer's from below. Returns the largest such
+ * bound over the statements (HUGE_VAL: no plan fits), and *hint, the
+ * plan that reaches it, a candidate. One frontier per run of statements
+ * that count alike, at the least room of the run. */
+static double live_bound(Ctx *c, Arena *a, Plan *hint)
+{
+    double best = 0;
+    for (int j = 0, end; j < a->nb; j = end) {
+        end = segment_end(a, j);
+        double room = HUGE_VAL;
+        for (int i = j; i < end; i++)
+            room = a->room[i] < room ? a->room[i] : room;
+        Ctx x;
+        ctx_init(&x);
+        LiveAt at = {j, a->lo, a->own, a->bytes};
+        Frontier f;
+        if (solve_live_at(&x, a->g, a->r, &at, room, &f) == 0 && f.proven &&
+            !f.overflow) {
+            double least = f.n ? f.plans[f.n - 1].flops : HUGE_VAL;
+            if (least > best && f.n) {
+                *hint = f.plans[f.n - 1];
+                hint->recompute = ctx_alloc(c, (size_t)a->g->ntensors);
+                memcpy(hint->recompute, f.plans[f.n - 1].recompute,
+                       (size_t)a->g->ntensors);
+            }
+            best = least > best ? least : best;
+        }
+        ctx_free(&x);
+    }
+    return best;
+}
+
+/* ---- the search ---------------------------------------------------------- */
+
+/* The least arena of the frontier's plans, for a message. */
+static double least_on_frontier(Arena *a, const Frontier *f)
+{
+    for (int i = 0; i < f->n; i++)
+        leaf(a, f->plans[i].recompute);
+    return a->least;
+}
+
+static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why)
+{
+    double least = least_on_frontier(a, f);
+    return ctx_error(c, a->g->file, 0, "max-arena %.0f bytes cannot be met: "
+                     "%s%s", a->max_arena, why, least == HUGE_VAL ? ""
+                     : ctx_printf(c, "; the least arena of the saved-bytes "
+                                  "frontier's plans is %.0f bytes", least));
+}
+
+/* A bound below what every plan holds: say where. */
+static int check_fixed(Ctx *c, Arena *a, const Frontier *f)
+{
+    if ((double)a->fwd_arena > a->max_arena)
+        return too_small(c, a, f, ctx_printf(c, "the forward alone needs %zu "
+                                             "bytes", a->fwd_arena));
+    int worst = -1;
+    for (int j = 0; j < a->nb; j++)
+        if (a->room[j] < 0 && (worst < 0 || a->room[j] < a->room[worst]))
+            worst = j;
+    if (worst < 0)
+        return 0;
+    return too_small(c, a, f, ctx_printf(c, "at the backward of node '%s' "
+                                         "every plan holds at least %.0f "
+                                         "bytes", a->g->nodes[a->node[worst]].name,
+                                         a->fixed[worst]));
+}
+
+/* The profile from the policy's own plan (any plan gives the same). */
+static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
+                      const Frontier *f, Arena *a)
+{
+    memset(a, 0, sizeof *a);
+    a->g = g;
+    a->r = r;
+    a->max_arena = max_arena;
+    a->least = HUGE_VAL;
+    Schedule s, fwd;
+    memset(&s, 0, sizeof s);
+    memset(&fwd, 0, sizeof fwd);
+    remat_apply(c, g, r, NULL);
+    if (schedule_build(c, g, r, SCHED_TRAIN, &s) ||
+        schedule_build(c, g, r, SCHED_FORWARD, &fwd) || plan_arena(c, &fwd))
+        return -1;
+    a->fwd_arena = fwd.arena_bytes;
+    fixed_profile(c, a, &s);
+    return check_fixed(c, a, f);
+}
+
+/* The saved-bytes frontier's least FLOPs within cap, a bound too (every
+ * plan that fits saves at most max-arena bytes); 0 when it is not exact,
+ * HUGE_VAL when no plan is within cap. */
+static double frontier_bound(const Frontier *f, double cap)
+{
+    if (!f->proven || f->overflow)
+        return 0;
+    for (int i = f->n - 1; i >= 0; i--)
+        if (f->plans[i].bytes <= cap)
+            return f->plans[i].flops;
+    return HUGE_VAL;
+}
+
+/* The frontier's plan of least FLOPs that fits when planned, if any. */
+static Plan first_fit(Arena *a, const Frontier *f)
+{
+    for (int i = f->n - 1; i >= 0; i--)
+        if (leaf(a, f->plans[i].recompute))
+            return f->plans[i];
+    return (Plan){HUGE_VAL, HUGE_VAL, NULL};
+}
+
+int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+              const Frontier *f, double want, double max_arena,
+              Compiled *out, int *proven, double *bound)
+{
+    Arena a;
+    if (arena_init(c, g, r, max_arena, f, &a))
+        return -1;
+    double cap = want < max_arena ? want : max_arena;
+    Plan best = first_fit(&a, f), hint = {0, 0, NULL};
+    double least = live_bound(c, &a, &hint), by_bytes = frontier_bound(f, cap);
+    least = by_bytes > least ? by_bytes : least;
+    assert((least < HUGE_VAL || !best.recompute) && "a bound above a plan");
+    if (least < HUGE_VAL && hint.recompute && hint.flops < best.flops &&
+        leaf(&a, hint.recompute) && a.r->saved_bytes <= want)
+        best = (Plan){(double)a.r->saved_bytes, hint.flops, hint.recompute};
+    *proven = least == HUGE_VAL || (best.recompute && best.flops <= least);
+    SearchHooks h = {keep, leaf, &a, ARENA_VISITS};
+    if (!*proven)
+        search_hooked(c, g, r, cap, &h, &best, proven);
+    *bound = least;
+    if (a.failed)
+        return -1;
+    if (best.recompute == NULL)
+        return too_small(c, &a, f, *proven ? "no plan within the budget fits"
+                                           : "no plan found fits (the search "
+                                             "gave up)");
+    remat_apply(c, g, r, best.recompute);
+    return compile_decided(c, g, p, r, out);
+}
