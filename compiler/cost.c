@@ -50,11 +50,13 @@ const Rates *rates_builtin(void)
     return &builtin;
 }
 
-/* The ops whose FLOPs run through rt_sgemm (Conv by im2col). */
-static int gemm_family(OpKind op)
+/* The ops whose FLOPs run through rt_sgemm (Conv by im2col) go at the
+ * GEMM's rate, every other op's at the other rate. */
+static double flop_rate_of(const Rates *rt, OpKind op)
 {
-    return op == OP_GEMM || op == OP_MATMUL || op == OP_CONV ||
-           op == OP_ATTENTION;
+    int gemm = op == OP_GEMM || op == OP_MATMUL || op == OP_CONV ||
+               op == OP_ATTENTION;
+    return gemm ? rt->gemm_flops_per_s : rt->other_flops_per_s;
 }
 
 static double tensor_bytes(const Tensor *t)
@@ -69,40 +71,35 @@ static double picoseconds(double seconds)
     return ps < 1 ? 1 : ps;
 }
 
-double node_cost(const Rates *rt, const Graph *g, const Node *n)
+/* The bytes n reads, and those it writes. */
+static void node_bytes(const Graph *g, const Node *n, double *in, double *out)
 {
-    if (op_table[n->op].alias)
-        return 0;
-    double bytes = 0;
+    *in = *out = 0;
     for (int i = 0; i < n->nin; i++)
-        bytes += tensor_bytes(&g->tensors[n->in[i]]);
+        *in += tensor_bytes(&g->tensors[n->in[i]]);
     for (int o = 0; o < n->nout; o++)
-        bytes += tensor_bytes(&g->tensors[n->out[o]]);
-    double rate = gemm_family(n->op) ? rt->gemm_flops_per_s
-                                     : rt->other_flops_per_s;
-    return picoseconds(op_table[n->op].flops(g, n) / rate +
-                       bytes / rt->bytes_per_s);
+        *out += tensor_bytes(&g->tensors[n->out[o]]);
 }
 
-/* A node of several outputs (Split) is rebuilt whole, but the solver
- * decides each output alone: each rebuilt output is charged its share of
- * the node, its reads and writes in proportion to its size. */
+double node_cost(const Rates *rt, const Graph *g, const Node *n)
+{
+    return output_cost(rt, g, n, -1);
+}
+
+/* o < 0: the whole node. A node of several outputs (Split) is rebuilt
+ * whole, but the solver decides each output alone: each rebuilt output is
+ * charged its share of the node, in proportion to its bytes. */
 double output_cost(const Rates *rt, const Graph *g, const Node *n, int o)
 {
-    if (n->nout == 1)
-        return node_cost(rt, g, n);
     if (op_table[n->op].alias)
         return 0;
-    double all = 0, mine = tensor_bytes(&g->tensors[n->out[o]]);
-    for (int k = 0; k < n->nout; k++)
-        all += tensor_bytes(&g->tensors[n->out[k]]);
-    double in = 0;
-    for (int i = 0; i < n->nin; i++)
-        in += tensor_bytes(&g->tensors[n->in[i]]);
-    double share = all > 0 ? mine / all : 0;
-    double flops = op_table[n->op].flops(g, n) * share;
-    return picoseconds(flops / rt->other_flops_per_s +
-                       (in * share + mine) / rt->bytes_per_s);
+    double in, out;
+    node_bytes(g, n, &in, &out);
+    double share = o < 0 || n->nout == 1 ? 1
+                   : out > 0 ? tensor_bytes(&g->tensors[n->out[o]]) / out : 0;
+    return picoseconds(share * (op_table[n->op].flops(g, n) /
+                                flop_rate_of(rt, n->op) +
+                                (in + out) / rt->bytes_per_s));
 }
 
 /* ---- the rates file -------------------------------------------------------- */
@@ -115,6 +112,12 @@ static double *field_of(Rates *rt, int k)
 {
     return k == 0 ? &rt->gemm_flops_per_s
            : k == 1 ? &rt->other_flops_per_s : &rt->bytes_per_s;
+}
+
+static double rate_of(const Rates *rt, int k)
+{
+    return k == 0 ? rt->gemm_flops_per_s
+           : k == 1 ? rt->other_flops_per_s : rt->bytes_per_s;
 }
 
 const char *rates_path(Ctx *c)
@@ -175,6 +178,8 @@ int rates_read(Ctx *c, const char *file, Rates *rt)
         if (rc == 0 && *s && *s != '#')
             rc = parse_line(c, file, n, s, rt, seen);
     }
+    if (rc == 0 && ferror(f))
+        rc = ctx_error(c, file, 0, "cannot read: %s", strerror(errno));
     fclose(f);
     for (int k = 0; rc == 0 && k < NKEYS; k++)
         if (!seen[k])
@@ -206,7 +211,7 @@ void rates_text(Buf *b, const Rates *rt)
                "(docs/cost-model.md)\n# key value; written by remat "
                "calibrate, may be edited by hand\n");
     for (int k = 0; k < NKEYS; k++)
-        buf_printf(b, "%s %.6g\n", keys[k], *field_of((Rates *)rt, k));
+        buf_printf(b, "%s %.6g\n", keys[k], rate_of(rt, k));
 }
 
 /* mkdir -p of the folder a file goes in. */

@@ -575,7 +575,7 @@ const Rates *rates_builtin(void);
  * bytes it reads and writes; 0 for a view (cost.c). */
 double node_cost(const Rates *rt, const Graph *g, const Node *n);
 /* What rebuilding output o of n is charged: node_cost, or for a node of
- * several outputs (Split) that output's share of it. */
+ * several outputs (Split) that output's share of it (o < 0: the whole). */
 double output_cost(const Rates *rt, const Graph *g, const Node *n, int o);
 /* Where the rates file is: $REMAT_RATES, else
  * ${XDG_CONFIG_HOME:-$HOME/.config}/remat/rates; NULL when REMAT_RATES is

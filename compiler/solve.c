@@ -57,7 +57,8 @@
  * save in the late ones), which the arena tends to prefer: against the
  * single walk, 11 of 216 pairs of a shipped or test graph and a budget
  * from 0 to 1 get another plan of the same bytes and cost, 3 of them a
- * smaller arena, none a larger one; the other rule made 3 arenas larger.
+ * smaller arena, none a larger one; the other rule made 3 arenas larger
+ * (counted when the cost was FLOPs alone).
  */
 #include "remat.h"
 
