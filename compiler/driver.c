@@ -29,7 +29,11 @@ int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
     if (budget && (budget->kind != BUDGET_NONE || budget->max_arena > 0))
         return remat_budget(c, g, p, budget, m);
     Remat *r = ctx_alloc(c, sizeof *r);
-    return remat_decide(c, g, p, r) || compile_decided(c, g, p, r, m);
+    if (remat_decide(c, g, p, r))
+        return -1;
+    if (budget && budget->rates)    /* the report's recompute seconds */
+        r->rates = budget->rates;
+    return compile_decided(c, g, p, r, m);
 }
 
 int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,

@@ -25,9 +25,13 @@ static const char *usage_main =
     "  pareto    every optimal plan from budget 0 to 1, as a table (and SVG)\n"
     "  memory    what the arena holds at each statement, as text or SVG\n"
     "  import    write an ONNX model as the format's XML and .npy weights\n"
+    "  calibrate time this machine's kernels for the cost model (no GRAPH)\n"
     "\n"
     "policies: none, full, sac, sac-aggressive, or a policy file FILE.xml\n"
-    "`remat COMMAND --help` describes each command.\n";
+    "`remat COMMAND --help` describes each command. Recompute is priced in\n"
+    "time (docs/cost-model.md) at the rates `remat calibrate` stored, else\n"
+    "built-in ones; REMAT_RATES=FILE reads another file, REMAT_RATES=builtin\n"
+    "ignores it.\n";
 
 /* The option every compiling command takes. */
 #define FREEZE_HELP \
@@ -47,8 +51,8 @@ static const char *usage_compile =
     "A graph none of whose outputs is the loss (docs/graph-format.md) is\n"
     "forward only: init and forward, and NAME_HAS_TRAIN_STEP 0.\n"
     "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n"
-    "  --budget B   the least recompute keeping saved bytes within B: a\n"
-    "               fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
+    "  --budget B   the least recompute time keeping saved bytes within B:\n"
+    "               a fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
     "  (with either and no --policy, the policy is sac, must_save softened)\n"
@@ -72,6 +76,8 @@ static const char *usage_schedule =
     "  peak_live_bytes       the most bytes live at one statement: no\n"
     "                        arena of this schedule is smaller\n"
     "  recompute_flops       FLOPs of the recomputes in one train step\n"
+    "  recompute_seconds     their estimated time, what a budget minimizes\n"
+    "                        (docs/cost-model.md)\n"
     "  forward_flops         FLOPs of the forward's node executions (the\n"
     "                        ops' own counts; a train step's backward is\n"
     "                        not counted)\n"
@@ -83,8 +89,8 @@ static const char *usage_schedule =
     "and with a budget: budget_bytes, max_arena_bytes, free_decisions (the\n"
     "prefer_* decisions the budget could turn) and proven_optimal.\n"
     "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n"
-    "  --budget B   the least recompute keeping saved bytes within B: a\n"
-    "               fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
+    "  --budget B   the least recompute time keeping saved bytes within B:\n"
+    "               a fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
     "  (with either and no --policy, the policy is sac, must_save softened)\n"
@@ -109,10 +115,11 @@ static const char *usage_pareto =
     "\n"
     "Prints every optimal plan, from the least saved bytes (budget 0) to the\n"
     "most (budget 1): the budget fraction at which it becomes optimal, its\n"
-    "saved bytes, arena bytes and recompute FLOPs; with --measure also the\n"
-    "median ms per train step of its trainer (built and run, which takes a\n"
-    "while). -o writes the curve of saved bytes against recompute FLOPs as an\n"
-    "SVG picture with the built-in policies marked.\n"
+    "saved bytes, arena bytes, recompute FLOPs and estimated recompute\n"
+    "seconds (the solver's objective, docs/cost-model.md); with --measure\n"
+    "also the median ms per train step of its trainer (built and run, which\n"
+    "takes a while). -o writes the curve of saved bytes against estimated\n"
+    "recompute time as an SVG picture with the built-in policies marked.\n"
     "  --by arena   only the plans that need less arena than every plan\n"
     "               with less recompute: arena bytes fall as recompute\n"
     "               rises (among the plans optimal for saved bytes; the\n"
@@ -177,6 +184,17 @@ static const char *usage_import =
     "  --blocks auto  blocks from repeated NAME.N scopes (default)\n"
     "  --blocks none  no blocks: every activation outside a block is saved\n";
 
+static const char *usage_calibrate =
+    "usage: remat calibrate\n"
+    "\n"
+    "Times the runtime's copy, Relu, Tanh and GEMM (the compiler's own build\n"
+    "of them: the portable GEMM, one thread) for a few runs each, the best\n"
+    "kept, under a second in all; prints the rates and writes them to\n"
+    "$REMAT_RATES if set, else ${XDG_CONFIG_HOME:-$HOME/.config}/remat/rates\n"
+    "(replaced whole). Every command that compiles a graph prices recomputes\n"
+    "at them; REMAT_RATES=builtin uses the built-in rates instead\n"
+    "(docs/cost-model.md).\n";
+
 typedef struct {
     const char *cmd, *graph, *out, *blocks;
     const char *policy[2];
@@ -185,6 +203,7 @@ typedef struct {
     const char *budget, *max_arena;   /* as given */
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
     int nfreeze;
+    const Rates *rates;     /* how recompute is priced (cost.c) */
 } Args;
 
 /* Two lines: what is wrong, and the command's synopsis (its --help has
@@ -285,11 +304,13 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
     return 0;
 }
 
-/* The budget options, or NULL for none; -1 on a bad value. */
+/* The budget options (BUDGET_NONE without), and the rates; -1 on a bad
+ * value. */
 static int budget_of(Ctx *c, const Args *a, Budget *b, const Budget **out)
 {
     memset(b, 0, sizeof *b);
-    *out = NULL;
+    b->rates = a->rates;
+    *out = b;
     if (!a->budget && !a->max_arena)
         return 0;
     if (a->budget && budget_parse(c, "--budget", a->budget, 1, &b->kind,
@@ -364,8 +385,9 @@ static int cmd_diff(Ctx *c, const Args *a)
     buf_init(&b, c);
     /* with a budget and one policy: that policy without, then with it */
     int one = a->npolicy < 2;
+    Budget rates = {BUDGET_NONE, 0, 0, a->rates};
     if ((one ? compile_graph(c, a->graph, a->policy[0] ? a->policy[0] : "sac",
-                             NULL, a->freeze, &x)
+                             &rates, a->freeze, &x)
              : compile_args(c, a, 0, &x)) ||
         compile_args(c, a, one ? 0 : 1, &y))
         return 1;
@@ -412,7 +434,8 @@ static int cmd_pareto(Ctx *c, const Args *a)
         return 1;
     if (!a->policy[0])
         p = policy_soften(c, p);
-    if (report_pareto(c, g, p, a->measure, a->json, a->by_arena, a->out, &b))
+    if (report_pareto(c, g, p, a->rates, a->measure, a->json, a->by_arena,
+                      a->out, &b))
         return 1;
     fwrite(b.data, 1, b.len, stdout);
     return 0;
@@ -463,6 +486,51 @@ static int cmd_import(Ctx *c, const Args *a)
     return 0;
 }
 
+/* remat calibrate: the rates measured, printed and stored. */
+static int calibrate(int argc, char **argv)
+{
+    if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+        fputs(usage_calibrate, stdout);
+        return 0;
+    }
+    if (argc > 2)
+        return usage_error(usage_calibrate, "calibrate takes no argument "
+                           "(%s)", argv[2]);
+    Ctx c;
+    ctx_init(&c);
+    Rates rt;
+    const char *path = rates_path(&c);
+    int rc = 0;
+    if (!path) {
+        fprintf(stderr, "remat: nowhere to write the rates: REMAT_RATES is "
+                "builtin (or HOME is unset); set REMAT_RATES=FILE\n");
+        rc = 1;
+    } else if (rates_calibrate(&c, &rt) || rates_write(&c, path, &rt)) {
+        fprintf(stderr, "%s\n", c.err);
+        rc = 1;
+    } else {
+        Buf b;
+        buf_init(&b, &c);
+        rates_text(&b, &rt);
+        printf("%swrote %s\n", b.data, path);
+    }
+    ctx_free(&c);
+    return rc;
+}
+
+/* The command's rates: the file's, or built-in; 1 after the file's error. */
+static int load_rates(Rates *rt)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *from;
+    int rc = rates_load(&c, rt, &from);
+    if (rc)
+        fprintf(stderr, "%s\n", c.err);
+    ctx_free(&c);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -485,10 +553,13 @@ int main(int argc, char **argv)
         fputs(usage_main, stdout);
         return 0;
     }
+    if (strcmp(argv[1], "calibrate") == 0)
+        return calibrate(argc, argv);
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         if (strcmp(argv[1], cmds[i].name) != 0)
             continue;
-        Args a = {.cmd = cmds[i].name};
+        Rates rates;
+        Args a = {.cmd = cmds[i].name, .rates = &rates};
         const char **freeze = calloc((size_t)argc, sizeof *freeze);
         if (!freeze) {
             fputs("remat: out of memory\n", stderr);
@@ -496,6 +567,8 @@ int main(int argc, char **argv)
         }
         a.freeze = freeze;
         int rc = parse_args(argc, argv, *cmds[i].usage, &a);
+        if (!rc && strcmp(a.cmd, "import") != 0)
+            rc = load_rates(&rates);
         if (rc) {
             free(freeze);
             return rc;

@@ -148,6 +148,7 @@ int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
     r->asked = ctx_alloc(c, nt * sizeof *r->asked);
     r->scratch = ctx_alloc(c, nt);
     r->storage = storages(c, g);
+    r->rates = rates_builtin();
     int *rb = reader_blocks(c, g);
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];

@@ -557,6 +557,42 @@ const char *decision_name(Decision d);
 /* The same rules with MUST_SAVE turned PREFER_SAVE ("NAME-softened"). */
 Policy *policy_soften(Ctx *c, const Policy *p);
 
+/* ---- cost.c: what a recompute costs, in time ------------------------------ */
+
+/* How fast this machine runs the runtime's kernels (docs/cost-model.md). */
+typedef struct {
+    double gemm_flops_per_s;    /* the ops that run rt_sgemm: Gemm, MatMul,
+                                 * Conv, Attention */
+    double other_flops_per_s;   /* every other op's FLOPs */
+    double bytes_per_s;         /* inputs read plus outputs written */
+} Rates;
+
+#define PS_PER_S 1e12           /* costs are whole picoseconds */
+
+/* The constants used where nothing was calibrated. */
+const Rates *rates_builtin(void);
+/* Picoseconds to run node n once at rt: FLOPs at the op's rate plus the
+ * bytes it reads and writes; 0 for a view (cost.c). */
+double node_cost(const Rates *rt, const Graph *g, const Node *n);
+/* What rebuilding output o of n is charged: node_cost, or for a node of
+ * several outputs (Split) that output's share of it (o < 0: the whole). */
+double output_cost(const Rates *rt, const Graph *g, const Node *n, int o);
+/* Where the rates file is: $REMAT_RATES, else
+ * ${XDG_CONFIG_HOME:-$HOME/.config}/remat/rates; NULL when REMAT_RATES is
+ * "builtin" (or no folder is known). */
+const char *rates_path(Ctx *c);
+/* The file's rates; -1 with "file:line: what is wrong" when malformed. */
+int rates_read(Ctx *c, const char *file, Rates *rt);
+/* rates_path's file, or the built-in rates where there is none (*from:
+ * the path read, or "builtin"); -1 when the file is malformed. */
+int rates_load(Ctx *c, Rates *rt, const char **from);
+/* The file's text: a comment header, then `key value` lines. */
+void rates_text(Buf *b, const Rates *rt);
+/* Writes the file whole (temporary file and rename), its folder made. */
+int rates_write(Ctx *c, const char *path, const Rates *rt);
+/* Times the runtime's copy, Relu, Tanh and GEMM in this process. */
+int rates_calibrate(Ctx *c, Rates *rt);
+
 /* ---- remat.c: SAVE or RECOMPUTE for every needed forward tensor ------------ */
 
 typedef enum { KEEP_NONE, KEEP_SAVE, KEEP_RECOMPUTE } Keep;
@@ -583,8 +619,11 @@ typedef struct {
     double max_arena;       /* 0: none */
     int proven;             /* the plan is proven optimal */
     double floor;           /* not proven, with max_arena: no plan that
-                             * fits recomputes fewer FLOPs */
+                             * fits costs less (picoseconds) */
     int nfree;              /* free decisions among needed tensors */
+    /* how recompute is priced (cost.c): remat_classify sets the built-in
+     * rates, a caller with others sets them after */
+    const Rates *rates;
 } Remat;
 
 /* Classifies every tensor, then applies the policy's own decisions. */
@@ -596,14 +635,15 @@ void remat_apply(Ctx *c, const Graph *g, Remat *r, const char *recompute);
 
 /* ---- solve.c: the least recompute within a memory budget ------------------- */
 
-/* A plan: its saved bytes and recompute FLOPs, and which free tensors it
- * recomputes (per tensor, 1 = recompute; the other free ones are saved). */
+/* A plan: its saved bytes and recompute cost (picoseconds at r->rates,
+ * cost.c), and which free tensors it recomputes (per tensor, 1 =
+ * recompute; the other free ones are saved). */
 typedef struct {
-    double bytes, flops;
+    double bytes, cost;
     char *recompute;
 } Plan;
 
-/* Every optimal plan, bytes ascending and FLOPs descending. */
+/* Every optimal plan, bytes ascending and cost descending. */
 typedef struct {
     Plan *plans;
     int n;
@@ -641,7 +681,7 @@ typedef struct {
 } LiveAt;
 int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
                   double cap, Frontier *f);
-/* The least-FLOPs plan within want bytes by branch and bound over the
+/* The least-cost plan within want bytes by branch and bound over the
  * whole walk (no components), the answer where the frontier's caps are
  * hit, and the tests' second opinion; *proven when it ran to the end. 0,
  * or -1 when no plan fits. */
@@ -669,6 +709,7 @@ typedef struct {
     BudgetKind kind;
     double value;           /* a fraction in [0, 1], or bytes */
     double max_arena;       /* bytes; 0: no bound */
+    const Rates *rates;     /* how recompute is priced; NULL: built-in */
 } Budget;
 
 /* "0.4" (a fraction: 0 is full checkpointing's saved bytes, 1 none's),
@@ -683,8 +724,8 @@ double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
 /* solve_arena.c: the least-recompute plan within want saved bytes whose
  * planned arena is at most max_arena (f: the saved-bytes frontier within
  * want), scheduled and planned into out; *proven when it is the least,
- * else *bound, FLOPs no plan that fits has fewer of. An error when no plan
- * fits. */
+ * else *bound, a cost no plan that fits has less of. An error when no
+ * plan fits. */
 int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
               const Frontier *f, double want, double max_arena,
               Compiled *out, int *proven, double *bound);
@@ -750,6 +791,7 @@ typedef struct {
     size_t peak_live_bytes; /* plan.c: the most bytes live at one statement */
     int forward_execs, recompute_execs;
     double recompute_flops;
+    double recompute_cost;  /* picoseconds at the Remat's rates (cost.c) */
     double forward_flops;   /* of the forward's executions (not recomputes) */
 } Schedule;
 
@@ -858,6 +900,8 @@ typedef struct {
     /* the most bytes live at one statement of the step whose arena
      * arena_bytes is: no plan of that schedule fits in less */
     double peak_live_bytes;
+    /* the recomputes' estimated time (cost.c), seconds */
+    double recompute_seconds;
 } Summary;
 
 void summarize(const Compiled *m, Summary *s);
@@ -874,8 +918,8 @@ void report_diff_json(Buf *b, const Compiled *a, const Compiled *bm);
  * one JSON object with the built-in policies' points; with svg, the curve
  * drawn there too. by_arena: only the plans whose arena no plan with less
  * recompute matches, the curve of arena bytes against recompute. */
-int report_pareto(Ctx *c, Graph *g, const Policy *p, int timed, int json,
-                  int by_arena, const char *svg, Buf *out);
+int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
+                  int timed, int json, int by_arena, const char *svg, Buf *out);
 
 /* ---- svg.c: what the pictures share ---------------------------------------- */
 

@@ -15,6 +15,7 @@
  */
 #include "remat.h"
 
+#include <math.h>
 #include <string.h>
 
 void summarize(const Compiled *m, Summary *s)
@@ -34,6 +35,7 @@ void summarize(const Compiled *m, Summary *s)
         s->grad_bytes = (double)trainable_floats(g) * sizeof(float);
     s->fused_arena_bytes = m->fused ? (double)m->fused->arena_bytes : 0;
     s->recompute_flops = m->train->recompute_flops;
+    s->recompute_seconds = m->train->recompute_cost / PS_PER_S;
     s->forward_flops = m->train->forward_flops;
     s->forward_execs = m->train->forward_execs;
     s->recompute_execs = m->train->recompute_execs;
@@ -47,26 +49,38 @@ static const char *keep_name(Keep k)
 typedef struct {
     const char *name;
     size_t off;
+    int digits;             /* after the point in the text reports */
 } Field;
 
 static const Field fields[] = {
-    {"saved_bytes", offsetof(Summary, saved_bytes)},
-    {"arena_bytes", offsetof(Summary, arena_bytes)},
-    {"peak_live_bytes", offsetof(Summary, peak_live_bytes)},
-    {"recompute_flops", offsetof(Summary, recompute_flops)},
-    {"forward_flops", offsetof(Summary, forward_flops)},
-    {"forward_executions", offsetof(Summary, forward_execs)},
-    {"recompute_executions", offsetof(Summary, recompute_execs)},
-    {"saved_tensors", offsetof(Summary, saved_tensors)},
-    {"recomputed_tensors", offsetof(Summary, recomputed_tensors)},
-    {"gradient_bytes", offsetof(Summary, grad_bytes)},
-    {"fused_arena_bytes", offsetof(Summary, fused_arena_bytes)},
+    {"saved_bytes", offsetof(Summary, saved_bytes), 0},
+    {"arena_bytes", offsetof(Summary, arena_bytes), 0},
+    {"peak_live_bytes", offsetof(Summary, peak_live_bytes), 0},
+    {"recompute_flops", offsetof(Summary, recompute_flops), 0},
+    /* the estimate the budget solver minimizes (cost.c): whole
+     * picoseconds, so 12 digits print it exactly */
+    {"recompute_seconds", offsetof(Summary, recompute_seconds), 12},
+    {"forward_flops", offsetof(Summary, forward_flops), 0},
+    {"forward_executions", offsetof(Summary, forward_execs), 0},
+    {"recompute_executions", offsetof(Summary, recompute_execs), 0},
+    {"saved_tensors", offsetof(Summary, saved_tensors), 0},
+    {"recomputed_tensors", offsetof(Summary, recomputed_tensors), 0},
+    {"gradient_bytes", offsetof(Summary, grad_bytes), 0},
+    {"fused_arena_bytes", offsetof(Summary, fused_arena_bytes), 0},
 };
 #define NFIELDS ((int)(sizeof fields / sizeof *fields))
 
 static double field(const Summary *s, int i)
 {
     return *(const double *)((const char *)s + fields[i].off);
+}
+
+/* b's figure less a's, to the field's digits: the text's change and the
+ * JSON's read back the same (0.3 - 0.1 is not 0.2 in binary). */
+static double change(const Summary *a, const Summary *b, int i)
+{
+    double scale = pow(10, fields[i].digits);
+    return nearbyint((field(b, i) - field(a, i)) * scale) / scale;
 }
 
 /* Widest entry of each column, so the table lines up. */
@@ -91,7 +105,7 @@ static const char *proven_text(Ctx *c, const Remat *r)
 {
     return r->proven ? "yes" : r->max_arena > 0
            ? ctx_printf(c, "no (the best plan found; no plan that fits "
-                        "recomputes fewer than %.0f FLOPs)", r->floor)
+                        "recomputes in under %.12f s)", r->floor / PS_PER_S)
            : "no (a frontier was thinned)";
 }
 
@@ -133,7 +147,8 @@ void report_schedule(Buf *b, const Compiled *m)
     Summary s;
     summarize(m, &s);
     for (int i = 0; i < NFIELDS; i++)
-        buf_printf(b, "%s: %.0f\n", fields[i].name, field(&s, i));
+        buf_printf(b, "%s: %.*f\n", fields[i].name, fields[i].digits,
+                   field(&s, i));
     report_budget(b, m->remat);
 }
 
@@ -164,8 +179,9 @@ void report_diff(Buf *b, const Compiled *x, const Compiled *y)
     summarize(x, &sa);
     summarize(y, &sb);
     for (int i = 0; i < NFIELDS; i++)
-        buf_printf(b, "%s: %.0f -> %.0f (%+.0f)\n", fields[i].name,
-                   field(&sa, i), field(&sb, i), field(&sb, i) - field(&sa, i));
+        buf_printf(b, "%s: %.*f -> %.*f (%+.*f)\n", fields[i].name,
+                   fields[i].digits, field(&sa, i), fields[i].digits,
+                   field(&sb, i), fields[i].digits, change(&sa, &sb, i));
 }
 
 /* ---- the same as JSON ----------------------------------------------------- */
@@ -285,7 +301,7 @@ void report_diff_json(Buf *b, const Compiled *x, const Compiled *y)
         buf_printf(b, "{");
         json_num_member(b, "from", field(&sa, i), 1);
         json_num_member(b, "to", field(&sb, i), 0);
-        json_num_member(b, "change", field(&sb, i) - field(&sa, i), 0);
+        json_num_member(b, "change", change(&sa, &sb, i), 0);
         buf_printf(b, "}");
     }
     buf_printf(b, "}}\n");

@@ -156,6 +156,10 @@ static void run_forward(Sched *x, int n, int recompute)
     if (recompute) {
         x->s->recompute_execs++;
         x->s->recompute_flops += op_table[nd->op].flops(x->g, nd);
+        /* as the solver charges it: each rebuilt output its share */
+        for (int o = 0; o < nd->nout; o++)
+            if (x->r->keep[nd->out[o]] == KEEP_RECOMPUTE)
+                x->s->recompute_cost += output_cost(x->r->rates, x->g, nd, o);
     } else {
         x->s->forward_execs++;
         x->s->forward_flops += op_table[nd->op].flops(x->g, nd);

@@ -1,10 +1,14 @@
 /*
- * solve.c: the least recompute within a memory budget, exactly.
+ * solve.c: the least recompute time within a memory budget, exactly.
  *
  * A plan turns every free tensor (a PREFER_* decision inside a block; see
- * remat.c) to SAVE or RECOMPUTE. Its cost is the recompute FLOPs, the sum
- * of the producers' FLOPs over the tensors it recomputes (each is rebuilt
- * once per backward); its memory is the saved bytes, the sum over the
+ * remat.c) to SAVE or RECOMPUTE. Its cost is the estimated time of its
+ * recomputes: the sum, over the tensors it recomputes (each is rebuilt
+ * once per backward), of the producer's FLOPs at its rate plus the bytes
+ * it reads and writes at the memory rate (cost.c: whole picoseconds, so
+ * that sums are exact and ties stay ties, at r->rates, which `remat
+ * calibrate` measures). So a Transpose or a Concat, which do no arithmetic,
+ * are not free to rebuild. Its memory is the saved bytes, the sum over the
  * tensors it saves. Both count only needed tensors, and what is needed
  * depends on the plan: recomputing t makes its producer's inputs needed.
  *
@@ -15,7 +19,7 @@
  * state, the set of tensors that recomputes decided so far have made
  * needed (or whose buffer a saved view holds) and that are not yet reached. Plans that reach a node with the
  * same state have the same futures, so the program keeps, per state, only
- * the Pareto frontier of (saved bytes, recompute FLOPs) of the part decided
+ * the Pareto frontier of (saved bytes, recompute time) of the part decided
  * so far: a plan that another beats on both can never become optimal.
  * At the last node the states are empty, and the union of their frontiers
  * is the frontier of the whole graph: every optimal plan of every budget.
@@ -44,7 +48,7 @@
  * over the whole walk (search), which is exact when it runs to the end;
  * the report says whether the plan is proven optimal.
  *
- * Among plans of equal bytes and FLOPs the one merged first is kept (the
+ * Among plans of equal bytes and cost the one merged first is kept (the
  * branch the policy asked for is merged first; in a sum, the pair whose
  * part nearer the loss saves the more; in a union, the hub-needed case's):
  * deterministic, but not a promise that an unbinding budget gives the
@@ -52,8 +56,9 @@
  * sum's rule is the single walk's habit (recompute in the early layers,
  * save in the late ones), which the arena tends to prefer: against the
  * single walk, 11 of 216 pairs of a shipped or test graph and a budget
- * from 0 to 1 get another plan of the same bytes and FLOPs, 3 of them a
- * smaller arena, none a larger one; the other rule made 3 arenas larger.
+ * from 0 to 1 get another plan of the same bytes and cost, 3 of them a
+ * smaller arena, none a larger one; the other rule made 3 arenas larger
+ * (counted when the cost was FLOPs alone).
  */
 #include "remat.h"
 
@@ -74,14 +79,14 @@ typedef struct Trail {
 } Trail;
 
 typedef struct {
-    double bytes, flops;
+    double bytes, cost;
     const Trail *trail;
 } Point;
 
 typedef struct {
     int *marks;             /* sorted tensor indices */
     int nmarks;
-    Point *pts;             /* bytes ascending, flops descending */
+    Point *pts;             /* bytes ascending, cost descending */
     int npts;
 } State;
 
@@ -175,11 +180,11 @@ static State *layer_get(Solver *s, Layer *l, const int *marks, int n)
     return st;
 }
 
-/* st's frontier merged with pts shifted by (db, df) (and, with push >= 0,
+/* st's frontier merged with pts shifted by (db, dc) (and, with push >= 0,
  * that tensor recorded as recomputed): the Pareto-optimal points of both,
  * bytes ascending. On a tie st's own points win. */
 static void merge(Solver *s, State *st, const Point *pts, int n, double db,
-                  double df, int push)
+                  double dc, int push)
 {
     Point *out = ctx_alloc(s->c, ((size_t)st->npts + (size_t)n + 1) * sizeof *out);
     int i = 0, j = 0, k = 0;
@@ -187,12 +192,12 @@ static void merge(Solver *s, State *st, const Point *pts, int n, double db,
         Point p;
         if (j == n || (i < st->npts && (st->pts[i].bytes < pts[j].bytes + db ||
                                         (st->pts[i].bytes == pts[j].bytes + db &&
-                                         st->pts[i].flops <= pts[j].flops + df)))) {
+                                         st->pts[i].cost <= pts[j].cost + dc)))) {
             p = st->pts[i++];
         } else {
             p = pts[j++];
             p.bytes += db;
-            p.flops += df;
+            p.cost += dc;
             if (push >= 0) {
                 Trail *t = ctx_alloc(s->c, sizeof *t);
                 t->tensor = push;
@@ -203,7 +208,7 @@ static void merge(Solver *s, State *st, const Point *pts, int n, double db,
         }
         if (p.bytes > s->cap_bytes)
             continue;
-        if (k > 0 && out[k - 1].flops <= p.flops)
+        if (k > 0 && out[k - 1].cost <= p.cost)
             continue;               /* dominated by a point of fewer bytes */
         out[k++] = p;
     }
@@ -277,16 +282,16 @@ static int next_marks(const Solver *s, const State *st, int t, const Node *n,
     return k;
 }
 
-/* One branch into next: (db, df) added, push >= 0 recorded as recomputed. */
+/* One branch into next: (db, dc) added, push >= 0 recorded as recomputed. */
 static int add_branch(Solver *s, Layer *next, const State *st, int t,
                       const Node *n, int recompute, int hold_source, int early,
-                      int marks, double db, double df, int push, int *buf)
+                      int marks, double db, double dc, int push, int *buf)
 {
     int k = next_marks(s, st, t, n, recompute, hold_source, early, marks, buf);
     State *to = layer_get(s, next, buf, k);
     if (!to)
         return -1;
-    merge(s, to, st->pts, st->npts, db, df, push);
+    merge(s, to, st->pts, st->npts, db, dc, push);
     return 0;
 }
 
@@ -314,25 +319,35 @@ static double rebuilt_bytes(const Solver *s, int t, int early)
                ? at->bytes[t] : 0;
 }
 
+/* What rebuilding node n's output t costs (cost.c's output_cost). */
+static double rebuild_cost(const Graph *g, const Remat *r, const Node *n,
+                           int t)
+{
+    int o = 0;
+    while (n->out[o] != t)
+        o++;
+    return output_cost(r->rates, g, n, o);
+}
+
 /* Node n's output t, needed, kept (recompute = 0) or rebuilt: its cost. A
  * view holds no buffer: keeping it holds its source's, rebuilding it is a
- * pointer (its op's FLOPs, 0). A held tensor costs its bytes either way
- * (under solve_live_at, as rebuilt_bytes says when rebuilt). marks: t's
- * mark bits. */
+ * pointer (cost 0). A held tensor costs its bytes either way (under
+ * solve_live_at, as rebuilt_bytes says when rebuilt). marks: t's mark
+ * bits. */
 static int branch(Solver *s, Layer *next, const State *st, int t,
                   const Node *n, int recompute, int held, int marks, int push,
                   int *buf)
 {
     double bytes = kept_bytes(s, t, marks);
-    double flops = recompute ? op_table[n->op].flops(s->g, n) : 0;
+    double cost = recompute ? rebuild_cost(s->g, s->r, n, t) : 0;
     int early = s->at && (s->at->own[t] <= s->at->j || (marks & EARLY));
     if (op_table[n->op].alias)
         return add_branch(s, next, st, t, n, recompute, !recompute || held,
-                          early, marks, 0, flops, push, buf);
+                          early, marks, 0, cost, push, buf);
     if (recompute)
         bytes = s->at ? rebuilt_bytes(s, t, early) : held ? bytes : 0;
     return add_branch(s, next, st, t, n, recompute, 0, early, marks, bytes,
-                      flops, push, buf);
+                      cost, push, buf);
 }
 
 /* One output t of node n: every state of cur carried into next. */
@@ -374,7 +389,7 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
 
 /* One node: each output of the component in hand a decision of its own,
  * one after another (a node of several outputs, Split, is recomputed
- * whole; its FLOPs are counted per output rebuilt, and Split's are 0). */
+ * whole; each output rebuilt is charged its share, output_cost). */
 static int step(Solver *s, const Layer *cur, Layer *next, const Node *n,
                 int *buf)
 {
@@ -521,8 +536,8 @@ static int pair_order(const void *x, const void *y)
     const Pair *a = x, *b = y;
     if (a->p.bytes != b->p.bytes)
         return a->p.bytes < b->p.bytes ? -1 : 1;
-    if (a->p.flops != b->p.flops)
-        return a->p.flops < b->p.flops ? -1 : 1;
+    if (a->p.cost != b->p.cost)
+        return a->p.cost < b->p.cost ? -1 : 1;
     if (a->ia != b->ia)
         return a->ia < b->ia ? -1 : 1;
     return (a->ib > b->ib) - (a->ib < b->ib);
@@ -541,8 +556,8 @@ static int pair_before(const void *ctx, int x, int y)
     double by = p->a[y].bytes + p->b[p->j[y]].bytes;
     if (bx != by)
         return bx < by;
-    double fx = p->a[x].flops + p->b[p->j[x]].flops;
-    double fy = p->a[y].flops + p->b[p->j[y]].flops;
+    double fx = p->a[x].cost + p->b[p->j[x]].cost;
+    double fy = p->a[y].cost + p->b[p->j[y]].cost;
     if (fx != fy)
         return fx < fy;
     return x > y;
@@ -570,14 +585,14 @@ static Point *sum_frontiers(Solver *s, const Point *a, int na, const Point *b,
     while (h.n > 0) {
         int i = heap_pop(&h);
         const Point *pa = &a[i], *pb = &b[j[i]];
-        double flops = pa->flops + pb->flops;
-        if (k == 0 || out[k - 1].flops > flops) {
+        double cost = pa->cost + pb->cost;
+        if (k == 0 || out[k - 1].cost > cost) {
             if (k == room) {
                 room *= 2;
                 out = realloc(out, room * sizeof *out);
                 assert(out && "frontiers fit in memory");
             }
-            Point p = {pa->bytes + pb->bytes, flops, NULL};
+            Point p = {pa->bytes + pb->bytes, cost, NULL};
             if (pa->trail && pb->trail) {
                 Trail *t = ctx_alloc(s->c, sizeof *t);
                 *t = (Trail){-1, pa->trail, pb->trail};
@@ -675,7 +690,7 @@ static int sum_components(Solver *s, int whole, int *comp, Point **out,
             return -1;
         if (np == 0)
             return 0;       /* no plan in this case */
-        if (np == 1 && p[0].bytes == 0 && p[0].flops == 0 && !p[0].trail)
+        if (np == 1 && p[0].bytes == 0 && p[0].cost == 0 && !p[0].trail)
             continue;
         fr[nparts] = p;
         nfr[nparts++] = np;
@@ -716,7 +731,7 @@ static Point *union_frontiers(Solver *s, const Point *a, int na,
     Point *out = ctx_alloc(s->c, ((size_t)m + 1) * sizeof *out);
     int k = 0;
     for (int i = 0; i < m; i++)
-        if (k == 0 || out[k - 1].flops > all[i].p.flops)
+        if (k == 0 || out[k - 1].cost > all[i].p.cost)
             out[k++] = all[i].p;
     free(all);
     *n = k;
@@ -862,7 +877,7 @@ static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
         const Point *p = &pts[i];
         Plan *pl = &f->plans[i];
         pl->bytes = p->bytes;
-        pl->flops = p->flops;
+        pl->cost = p->cost;
         pl->recompute = ctx_alloc(c, (size_t)g->ntensors);
         mark_trail(p->trail, pl->recompute);
         /* free tensors not on the trail: saved when reached */
@@ -899,7 +914,7 @@ int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
 
 /* The same walk and the same costs as the program, one plan at a time,
  * depth first, abandoning a partial plan once its bytes exceed the budget
- * or its FLOPs reach the best found (both only grow). Exponential in the
+ * or its cost reaches the best found (both only grow). Exponential in the
  * worst case, so it is the fallback where the frontier is too wide (many
  * independent choices of different sizes) or the states too many; it gives
  * up after MAX_VISITS and then returns the best it found, unproven. */
@@ -909,25 +924,25 @@ typedef struct {
     double want;
     char *needed, *held;    /* marks, per tensor */
     char *rec, *best;       /* the free choices: current, best */
-    double best_flops, best_bytes;
+    double best_cost, best_bytes;
     long visits, max_visits;
     const SearchHooks *hooks;   /* NULL: the bytes bound alone */
 } Search;
 
-static void search(Search *s, int k, int o, double bytes, double flops);
+static void search(Search *s, int k, int o, double bytes, double cost);
 
 /* The walk from the decision after node order[k]'s output o. */
-static void search_next(Search *s, int k, int o, double bytes, double flops)
+static void search_next(Search *s, int k, int o, double bytes, double cost)
 {
     if (o + 1 < s->g->nodes[s->g->order[k]].nout)
-        search(s, k, o + 1, bytes, flops);
+        search(s, k, o + 1, bytes, cost);
     else
-        search(s, k - 1, 0, bytes, flops);
+        search(s, k - 1, 0, bytes, cost);
 }
 
 /* One decision about node n's output o, t, then the rest of the walk. */
 static void try_branch(Search *s, int k, int o, const Node *n, int t,
-                       int recompute, int held, double bytes, double flops)
+                       int recompute, int held, double bytes, double cost)
 {
     const Graph *g = s->g;
     int undo[MAX_IO + 1], nundo = 0, src = n->in[0];
@@ -949,7 +964,7 @@ static void try_branch(Search *s, int k, int o, const Node *n, int t,
                (s->r->needed[t] || s->needed[t]) && s->hooks;
     if (!kept || s->hooks->keep(s->hooks->ctx, t, 1))
         search_next(s, k, o, bytes + (alias || (recompute && !held) ? 0 : size),
-                    flops + (recompute ? op_table[n->op].flops(g, n) : 0));
+                    cost + (recompute ? output_cost(s->r->rates, g, n, o) : 0));
     if (kept)
         s->hooks->keep(s->hooks->ctx, t, -1);
     if (hold)
@@ -959,16 +974,16 @@ static void try_branch(Search *s, int k, int o, const Node *n, int t,
 }
 
 /* Node order[k]'s output o and every decision before it in the walk. */
-static void search(Search *s, int k, int o, double bytes, double flops)
+static void search(Search *s, int k, int o, double bytes, double cost)
 {
-    if (bytes > s->want || flops > s->best_flops ||
-        (flops == s->best_flops && bytes >= s->best_bytes) ||
+    if (bytes > s->want || cost > s->best_cost ||
+        (cost == s->best_cost && bytes >= s->best_bytes) ||
         ++s->visits > s->max_visits)
         return;
     if (k < 0) {
         if (s->hooks && !s->hooks->leaf(s->hooks->ctx, s->rec))
             return;
-        s->best_flops = flops;
+        s->best_cost = cost;
         s->best_bytes = bytes;
         memcpy(s->best, s->rec, (size_t)s->g->ntensors);
         return;
@@ -977,30 +992,30 @@ static void search(Search *s, int k, int o, double bytes, double flops)
     int t = n->out[o], held = s->held[t];
     int needed = s->r->needed[t] || s->needed[t];
     if (!needed && !held)
-        search_next(s, k, o, bytes, flops);
+        search_next(s, k, o, bytes, cost);
     else if (!needed || !s->r->free[t])
         try_branch(s, k, o, n, t, needed && s->r->wanted[t] == KEEP_RECOMPUTE,
-                   held, bytes, flops);
+                   held, bytes, cost);
     else {
-        try_branch(s, k, o, n, t, 0, held, bytes, flops);
-        try_branch(s, k, o, n, t, 1, held, bytes, flops);
+        try_branch(s, k, o, n, t, 0, held, bytes, cost);
+        try_branch(s, k, o, n, t, 1, held, bytes, cost);
     }
 }
 
-/* The least-FLOPs plan within want bytes, by branch and bound; *proven
+/* The least-cost plan within want bytes, by branch and bound; *proven
  * when the search ran to the end. 0, or -1 when no plan was found. */
 int search_hooked(Ctx *c, const Graph *g, const Remat *r, double want,
                   const SearchHooks *h, Plan *best, int *proven)
 {
     size_t nt = (size_t)g->ntensors;
     Search s = {g, r, want, ctx_alloc(c, nt), ctx_alloc(c, nt),
-                ctx_alloc(c, nt), ctx_alloc(c, nt), best->flops, best->bytes,
+                ctx_alloc(c, nt), ctx_alloc(c, nt), best->cost, best->bytes,
                 0, h ? h->max_visits : MAX_VISITS, h};
     search(&s, g->nnodes - 1, 0, 0, 0);
     *proven = s.visits <= s.max_visits;
-    if (s.best_flops == best->flops && s.best_bytes == best->bytes)
+    if (s.best_cost == best->cost && s.best_bytes == best->bytes)
         return -1;
-    *best = (Plan){s.best_bytes, s.best_flops, s.best};
+    *best = (Plan){s.best_bytes, s.best_cost, s.best};
     return 0;
 }
 
@@ -1161,7 +1176,7 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
                           "saved: " : "", no ? other.data : "");
 }
 
-/* The least-FLOPs plan within want: the program's, or where its caps were
+/* The least-cost plan within want: the program's, or where its caps were
  * hit, branch and bound's. 0 with *proven; -1 when no plan fits (no
  * message). */
 static int least_recompute(Ctx *c, const Graph *g, const Remat *r,
@@ -1191,7 +1206,11 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
     Frontier f;
     Plan pick;
     double want = budget_bytes(c, g, b);
-    if (remat_classify(c, g, p, r) || solve_frontier(c, g, r, want, &f))
+    if (remat_classify(c, g, p, r))
+        return -1;
+    if (b->rates)
+        r->rates = b->rates;
+    if (solve_frontier(c, g, r, want, &f))
         return -1;
     int proven;
     if (least_recompute(c, g, r, &f, want, &pick, &proven))

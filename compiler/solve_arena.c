@@ -24,14 +24,15 @@
  * planned arena is at least the peak of live bytes. For one j that is a
  * budget on a measure summed over the decisions, which solve.c's program
  * answers exactly (solve_live_at: its marks carry whether a tensor's
- * readers are rebuilt before j or after). So the least FLOPs within
+ * readers are rebuilt before j or after). So the least cost within
  * room[j], at the j where it is largest, is a lower bound on the answer
  * (live_bound). Each j's bound is a relaxation of the others; where the
  * best plan found reaches the bound, it is proven optimal.
  *
- * The plans tried: the saved-bytes frontier's, least FLOPs first, until one
- * fits when planned; the plan of the largest bound (when it fits, it is
- * the answer); then, if they leave a gap, solve.c's branch and bound over
+ * The plans tried: the saved-bytes frontier's, least cost first, until one
+ * fits when planned; each statement's frontier's plans cheaper than the
+ * best so far (the one reaching the bound is the answer when it fits);
+ * then, if they leave a gap, solve.c's branch and bound over
  * every plan that recomputes less than the best so far, saves at most the
  * budget and max-arena bytes (every saved buffer is live where the forward
  * ends), and keeps a cruder bound of the same kind (keep(): a saved tensor
@@ -53,7 +54,7 @@
 typedef struct {
     const Graph *g;
     Remat *r;
-    double max_arena;
+    double max_arena, want;
     size_t fwd_arena;       /* the forward-only step's, the same every plan */
     int nb;                 /* backward statements */
     int *node;              /* per backward statement: its node */
@@ -251,7 +252,7 @@ static int leaf(void *ctx, const char *recompute)
     return fits;
 }
 
-/* ---- a bound on the answer's FLOPs -------------------------------------- */
+/* ---- a bound on the answer's cost --------------------------------------- */
 
 /* The first backward statement after j where what solve_live_at counts
  * can change (some tensor's first reader), or nb. */
@@ -267,16 +268,29 @@ static int segment_end(const Arena *a, int j)
     return end;
 }
 
+/* f's plans that cost less than *fit, cheapest first, planned: the first
+ * that fits and keeps within the budget becomes *fit (copied into c). */
+static void try_plans(Ctx *c, Arena *a, const Frontier *f, Plan *fit)
+{
+    for (int i = f->n - 1; i >= 0 && f->plans[i].cost < fit->cost; i--)
+        if (leaf(a, f->plans[i].recompute) && a->r->saved_bytes <= a->want) {
+            char *rec = ctx_alloc(c, (size_t)a->g->ntensors);
+            memcpy(rec, f->plans[i].recompute, (size_t)a->g->ntensors);
+            *fit = (Plan){(double)a->r->saved_bytes, f->plans[i].cost, rec};
+            return;
+        }
+}
+
 /* Every plan that fits keeps the bytes live across each backward
  * statement j beyond what every plan holds there within room[j] (the
- * top), so the least FLOPs of a plan doing so at one j (solve_live_at's
+ * top), so the least cost of a plan doing so at one j (solve_live_at's
  * frontier) bounds the answer's from below. Returns the largest such
- * bound over the statements (HUGE_VAL: no plan fits), and *hint, the
- * plan that reaches it, a candidate. One frontier per run of statements
- * that count alike, at the least room of the run. */
-static double live_bound(Ctx *c, Arena *a, Plan *hint)
+ * bound over the statements (HUGE_VAL: no plan fits). One frontier per
+ * run of statements that count alike, at the least room of the run; the
+ * plans of each that cost less than *best are candidates (try_plans). */
+static double live_bound(Ctx *c, Arena *a, Plan *best)
 {
-    double best = 0;
+    double bound = 0;
     for (int j = 0, end; j < a->nb; j = end) {
         end = segment_end(a, j);
         double room = HUGE_VAL;
@@ -288,18 +302,13 @@ static double live_bound(Ctx *c, Arena *a, Plan *hint)
         Frontier f;
         if (solve_live_at(&x, a->g, a->r, &at, room, &f) == 0 && f.proven &&
             !f.overflow) {
-            double least = f.n ? f.plans[f.n - 1].flops : HUGE_VAL;
-            if (least > best && f.n) {
-                *hint = f.plans[f.n - 1];
-                hint->recompute = ctx_alloc(c, (size_t)a->g->ntensors);
-                memcpy(hint->recompute, f.plans[f.n - 1].recompute,
-                       (size_t)a->g->ntensors);
-            }
-            best = least > best ? least : best;
+            double least = f.n ? f.plans[f.n - 1].cost : HUGE_VAL;
+            bound = least > bound ? least : bound;
+            try_plans(c, a, &f, best);
         }
         ctx_free(&x);
     }
-    return best;
+    return bound;
 }
 
 /* ---- the search ---------------------------------------------------------- */
@@ -360,7 +369,7 @@ static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
     return check_fixed(c, a, f);
 }
 
-/* The saved-bytes frontier's least FLOPs within cap, a bound too (every
+/* The saved-bytes frontier's least cost within cap, a bound too (every
  * plan that fits saves at most max-arena bytes); 0 when it is not exact,
  * HUGE_VAL when no plan is within cap. */
 static double frontier_bound(const Frontier *f, double cap)
@@ -369,11 +378,11 @@ static double frontier_bound(const Frontier *f, double cap)
         return 0;
     for (int i = f->n - 1; i >= 0; i--)
         if (f->plans[i].bytes <= cap)
-            return f->plans[i].flops;
+            return f->plans[i].cost;
     return HUGE_VAL;
 }
 
-/* The frontier's plan of least FLOPs that fits when planned, if any. */
+/* The frontier's plan of least cost that fits when planned, if any. */
 static Plan first_fit(Arena *a, const Frontier *f)
 {
     for (int i = f->n - 1; i >= 0; i--)
@@ -390,14 +399,12 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     if (arena_init(c, g, r, max_arena, f, &a))
         return -1;
     double cap = want < max_arena ? want : max_arena;
-    Plan best = first_fit(&a, f), hint = {0, 0, NULL};
-    double least = live_bound(c, &a, &hint), by_bytes = frontier_bound(f, cap);
+    a.want = want;
+    Plan best = first_fit(&a, f);
+    double least = live_bound(c, &a, &best), by_bytes = frontier_bound(f, cap);
     least = by_bytes > least ? by_bytes : least;
     assert((least < HUGE_VAL || !best.recompute) && "a bound above a plan");
-    if (least < HUGE_VAL && hint.recompute && hint.flops < best.flops &&
-        leaf(&a, hint.recompute) && a.r->saved_bytes <= want)
-        best = (Plan){(double)a.r->saved_bytes, hint.flops, hint.recompute};
-    *proven = least == HUGE_VAL || (best.recompute && best.flops <= least);
+    *proven = least == HUGE_VAL || (best.recompute && best.cost <= least);
     SearchHooks h = {keep, leaf, &a, ARENA_VISITS};
     if (!*proven)
         search_hooked(c, g, r, cap, &h, &best, proven);

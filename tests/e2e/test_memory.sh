@@ -17,13 +17,15 @@ def fail(msg):
     sys.exit(1)
 
 def summary_lines(lines):
-    """`key: value` lines: integers as int, anything else as text."""
+    """`key: value` lines: integers as int, decimals as float, anything
+    else as text."""
     out = {}
     for line in lines:
         m = re.match(r'^([a-z_]+): (.*)$', line)
         if m:
             v = m.group(2)
-            out[m.group(1)] = int(v) if re.fullmatch(r'-?\d+', v) else v
+            out[m.group(1)] = int(v) if re.fullmatch(r'-?\d+', v) else \
+                float(v) if re.fullmatch(r'-?\d+\.\d+', v) else v
     return out
 
 def schedule(text, js):
@@ -54,7 +56,8 @@ def schedule(text, js):
     s = summary_lines(lines[2 + len(rows):])
     if s != d['summary']:
         fail('summary differs: text %r, json %r' % (s, d['summary']))
-    if not all(isinstance(v, int) for k, v in d['summary'].items() if k != 'proven_optimal'):
+    if not all(isinstance(v, int) for k, v in d['summary'].items()
+               if k not in ('proven_optimal', 'recompute_seconds')):
         fail('a summary figure is not an integer: %r' % d['summary'])
 
 def diff(text, js):
@@ -66,12 +69,13 @@ def diff(text, js):
     rows, summary = [], {}
     for line in lines[1:]:
         r = re.match(r'^(\S+) +(SAVE|RECOMPUTE|-) +-> (SAVE|RECOMPUTE|-) +\((.*) -> (.*)\)$', line)
-        f = re.match(r'^([a-z_]+): (-?\d+) -> (-?\d+) \(([-+]\d+)\)$', line)
+        f = re.match(r'^([a-z_]+): (-?\d+(?:\.\d+)?) -> (-?\d+(?:\.\d+)?) \(([-+]\d+(?:\.\d+)?)\)$', line)
         if r:
             rows.append(dict(zip(('name', 'from', 'to', 'rule_from', 'rule_to'), r.groups())))
         elif f:
-            summary[f.group(1)] = {'from': int(f.group(2)), 'to': int(f.group(3)),
-                                   'change': int(f.group(4))}
+            num = float if '.' in f.group(2) else int
+            summary[f.group(1)] = {'from': num(f.group(2)), 'to': num(f.group(3)),
+                                   'change': num(f.group(4))}
         elif line != "no tensor's decision differs":
             fail('diff line not understood: ' + line)
     if rows != d['changed']:
@@ -87,8 +91,9 @@ def pareto(text, js, *schedules):
             (d['graph'], d['policy'], len(d['plans']), d['proven']):
         fail('pareto header: %s' % lines[0])
     for line, p in zip(lines[2:], d['plans']):
-        want = '%8.4f  %12d  %12d  %16d' % (p['budget'], p['saved_bytes'], p['arena_bytes'],
-                                           p['recompute_flops'])
+        want = '%8.4f  %12d  %12d  %16d  %18.12f' % (
+            p['budget'], p['saved_bytes'], p['arena_bytes'], p['recompute_flops'],
+            p['recompute_seconds'])
         if line != want:
             fail('pareto row: text %r, json %r' % (line, want))
     if len(lines) - 2 != len(d['plans']):
@@ -99,10 +104,12 @@ def pareto(text, js, *schedules):
         fail('pareto policies: %r' % names)
     for p, s in zip(d['policies'], schedules):
         s = json.load(open(s))['summary']
-        if (p['saved_bytes'], p['recompute_flops']) != (s['saved_bytes'], s['recompute_flops']):
+        keys = ('saved_bytes', 'recompute_flops', 'recompute_seconds')
+        if [p[k] for k in keys] != [s[k] for k in keys]:
             fail('pareto: policy %s at %r, schedule says %r' % (p['name'], p, s))
-        beaten = any(q['saved_bytes'] <= p['saved_bytes'] and q['recompute_flops'] < p['recompute_flops']
-                     for q in d['plans'])
+        # the staircase's recompute axis is the solver's: estimated time
+        beaten = any(q['saved_bytes'] <= p['saved_bytes'] and
+                     q['recompute_seconds'] < p['recompute_seconds'] for q in d['plans'])
         if p['on_frontier'] == beaten:
             fail('pareto: policy %s on_frontier is %r' % (p['name'], p['on_frontier']))
 

@@ -5,13 +5,18 @@
 
 #include <math.h>
 
-/* Compiles body under the default budget policy (sac, must_save softened). */
+/* One FLOP a picosecond on every op and bytes free: a plan's cost
+ * (cost.c) is its recompute FLOPs, which the answers worked by hand count. */
+static const Rates flops_only = {1e12, 1e12, HUGE_VAL};
+
+/* Compiles body under the default budget policy (sac, must_save softened),
+ * pricing recompute in FLOPs alone. */
 static Compiled budgeted(Ctx *c, const char *body, BudgetKind kind, double v)
 {
     const char *xml = model_xml(c, body);
     Graph *g = NULL;
     Policy *p = NULL;
-    Budget b = {kind, v, 0};
+    Budget b = {kind, v, 0, &flops_only};
     Compiled m;
     int rc = policy_load(c, "sac", &p) ||
              parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) ||
@@ -178,11 +183,14 @@ static const char *random_graph(Ctx *c, int k)
     return ctx_printf(c, "%s%s", w.data, b.data);
 }
 
+/* A plan's saved bytes and recompute cost: picoseconds at the Remat's
+ * rates (the built-in ones, bytes priced too: the solver's objective is
+ * time, cost.c), as its schedule counts them. */
 typedef struct {
-    double bytes, flops;
+    double bytes, cost;
 } Cost;
 
-/* Every assignment of the free tensors, scheduled: the least FLOPs within
+/* Every assignment of the free tensors, scheduled: the least cost within
  * each budget, and the Pareto set. */
 static int exhaustive(Ctx *c, const Graph *g, const Policy *p, Remat *r,
                       Cost *all)
@@ -200,23 +208,23 @@ static int exhaustive(Ctx *c, const Graph *g, const Policy *p, Remat *r,
         ck_assert(compile_decided(c, g, p, r, &m) == 0);
         Summary s;
         summarize(&m, &s);
-        all[mask] = (Cost){s.saved_bytes, s.recompute_flops};
+        all[mask] = (Cost){s.saved_bytes, m.train->recompute_cost};
     }
     return 1 << n;
 }
 
-static double least_flops(const Cost *all, int n, double budget)
+static double least_cost(const Cost *all, int n, double budget)
 {
     double best = HUGE_VAL;
     for (int i = 0; i < n; i++)
-        if (all[i].bytes <= budget && all[i].flops < best)
-            best = all[i].flops;
+        if (all[i].bytes <= budget && all[i].cost < best)
+            best = all[i].cost;
     return best;
 }
 
 /* 300 graphs of 4 to 16 nodes with up to 14 free decisions (2^14 plans
  * each at most): the frontier is exactly the Pareto set of all plans, and
- * every budget gets the least FLOPs any plan within it has. */
+ * every budget gets the least recompute time any plan within it has. */
 START_TEST(matches_exhaustive_search)
 {
     int tried = 0, free_max = 0;
@@ -248,18 +256,18 @@ START_TEST(matches_exhaustive_search)
         int n = exhaustive(&c, g, policy_soften(&c, p), &r, all);
         /* the frontier: each point reached by some plan, none beaten */
         for (int i = 0; i < f.n; i++) {
-            ck_assert_msg(least_flops(all, n, f.plans[i].bytes) == f.plans[i].flops,
+            ck_assert_msg(least_cost(all, n, f.plans[i].bytes) == f.plans[i].cost,
                           "seed %lu point %d\n%s", seed, i, xml);
             if (i > 0)
                 ck_assert(f.plans[i].bytes > f.plans[i - 1].bytes &&
-                          f.plans[i].flops < f.plans[i - 1].flops);
+                          f.plans[i].cost < f.plans[i - 1].cost);
         }
         /* every plan is matched or beaten by a frontier point */
         for (int k = 0; k < n; k++) {
             int covered = 0;
             for (int i = 0; i < f.n && !covered; i++)
                 covered = f.plans[i].bytes <= all[k].bytes &&
-                          f.plans[i].flops <= all[k].flops;
+                          f.plans[i].cost <= all[k].cost;
             ck_assert_msg(covered, "seed %lu plan %d\n%s", seed, k, xml);
         }
         /* split at hubs (solve.c), the same frontier, each point costing
@@ -270,12 +278,12 @@ START_TEST(matches_exhaustive_search)
                       h.n, f.n, xml);
         for (int i = 0; i < h.n; i++) {
             ck_assert_msg(h.plans[i].bytes == f.plans[i].bytes &&
-                          h.plans[i].flops == f.plans[i].flops,
+                          h.plans[i].cost == f.plans[i].cost,
                           "seed %lu hubs point %d\n%s", seed, i, xml);
             Compiled m;
             remat_apply(&c, g, &r, h.plans[i].recompute);
             ck_assert(compile_decided(&c, g, policy_soften(&c, p), &r, &m) == 0);
-            ck_assert_msg(m.train->recompute_flops == h.plans[i].flops &&
+            ck_assert_msg(m.train->recompute_cost == h.plans[i].cost &&
                           (double)r.saved_bytes == h.plans[i].bytes,
                           "seed %lu hubs point %d's plan\n%s", seed, i, xml);
         }
@@ -289,19 +297,19 @@ END_TEST
  * decisions, each plan scheduled and planned; at every arena some plan
  * has, one byte below it, and halfway between two, alone and with a
  * saved-bytes budget too, the solver's plan is proven and has the least
- * FLOPs of the plans that fit both (and no plan fits where it says none
+ * cost of the plans that fit both (and no plan fits where it says none
  * does). Planning each leaf also checks solve_arena.c's bound against the
  * plan's peak (an assert). */
 typedef struct {
-    double bytes, flops, arena;
+    double bytes, cost, arena;
 } Fit;
 
 static double least_fitting(const Fit *all, int n, double want, double arena)
 {
     double best = HUGE_VAL;
     for (int i = 0; i < n; i++)
-        if (all[i].bytes <= want && all[i].arena <= arena && all[i].flops < best)
-            best = all[i].flops;
+        if (all[i].bytes <= want && all[i].arena <= arena && all[i].cost < best)
+            best = all[i].cost;
     return best;
 }
 
@@ -311,7 +319,8 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
 {
     Ctx x;
     ctx_init(&x);
-    Budget b = {want == HUGE_VAL ? BUDGET_NONE : BUDGET_BYTES, want, arena};
+    Budget b = {want == HUGE_VAL ? BUDGET_NONE : BUDGET_BYTES, want, arena,
+                NULL};
     Compiled m;
     double least = least_fitting(all, n, want, arena);
     int rc = remat_budget(&x, g, p, &b, &m);
@@ -321,11 +330,11 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
     if (rc == 0) {
         Summary s;
         summarize(&m, &s);
-        ck_assert_msg(m.remat->proven && s.recompute_flops == least &&
+        ck_assert_msg(m.remat->proven && m.train->recompute_cost == least &&
                       s.arena_bytes <= arena && s.saved_bytes <= want,
-                      "max-arena %.0f, budget %.0f: %.0f FLOPs (proven %d), "
-                      "exhaustive %.0f\n%s", arena, want, s.recompute_flops,
-                      m.remat->proven, least, xml);
+                      "max-arena %.0f, budget %.0f: cost %.0f (proven %d), "
+                      "exhaustive %.0f\n%s", arena, want,
+                      m.train->recompute_cost, m.remat->proven, least, xml);
     }
     (void)c;
     ctx_free(&x);
@@ -369,7 +378,8 @@ START_TEST(max_arena_matches_exhaustive_search)
             ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
             Summary s;
             summarize(&m, &s);
-            all[mask] = (Fit){s.saved_bytes, s.recompute_flops, s.arena_bytes};
+            all[mask] = (Fit){s.saved_bytes, m.train->recompute_cost,
+                              s.arena_bytes};
         }
         double mid_bytes = (all[0].bytes + all[n - 1].bytes) / 2;
         for (int i = 0; i < n; i += 1 + n / 6) {
@@ -427,13 +437,13 @@ START_TEST(split_outputs_match_exhaustive_search)
     int n = exhaustive(&c, g, p, &r, all);
     ck_assert_int_ge(f.n, 2);
     for (int i = 0; i < f.n; i++)
-        ck_assert_msg(least_flops(all, n, f.plans[i].bytes) == f.plans[i].flops,
+        ck_assert_msg(least_cost(all, n, f.plans[i].bytes) == f.plans[i].cost,
                       "point %d", i);
     for (int k = 0; k < n; k++) {
         int covered = 0;
         for (int i = 0; i < f.n && !covered; i++)
             covered = f.plans[i].bytes <= all[k].bytes &&
-                      f.plans[i].flops <= all[k].flops;
+                      f.plans[i].cost <= all[k].cost;
         ck_assert_msg(covered, "plan %d", k);
     }
     for (int i = 0; i < f.n; i++) {
@@ -443,7 +453,7 @@ START_TEST(split_outputs_match_exhaustive_search)
         Summary s;
         summarize(&m, &s);
         ck_assert(s.saved_bytes == f.plans[i].bytes);
-        ck_assert(s.recompute_flops == f.plans[i].flops);
+        ck_assert(m.train->recompute_cost == f.plans[i].cost);
     }
     ctx_free(&c);
 }
@@ -474,7 +484,7 @@ START_TEST(frontier_costs_are_the_schedules)
         Summary s;
         summarize(&m, &s);
         ck_assert(s.saved_bytes == f.plans[i].bytes);
-        ck_assert(s.recompute_flops == f.plans[i].flops);
+        ck_assert(m.train->recompute_cost == f.plans[i].cost);
     }
     ctx_free(&c);
 }
@@ -491,7 +501,7 @@ START_TEST(budget_too_small_names_what_forces_it)
         "<node name='s' op='ReduceSum' in='q' out='l' keepdims='0'/><output name='l'/>");
     Graph *g;
     Policy *p;
-    Budget b = {BUDGET_BYTES, 16, 0};
+    Budget b = {BUDGET_BYTES, 16, 0, NULL};
     Compiled m;
     ck_assert(policy_load(&c, "none", &p) == 0 &&
               parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0);
@@ -628,13 +638,13 @@ static Graph *generated(Ctx *c, const char *script, const char *args, Remat *r)
     return g;
 }
 
-/* The least FLOPs the frontier gives within want bytes (HUGE_VAL: none). */
+/* The least cost the frontier gives within want bytes (HUGE_VAL: none). */
 static double frontier_least(const Frontier *f, double want)
 {
     double best = HUGE_VAL;
     for (int i = 0; i < f->n; i++)
-        if (f->plans[i].bytes <= want && f->plans[i].flops < best)
-            best = f->plans[i].flops;
+        if (f->plans[i].bytes <= want && f->plans[i].cost < best)
+            best = f->plans[i].cost;
     return best;
 }
 
@@ -644,10 +654,10 @@ static void same_frontier(const Frontier *f, const Frontier *w,
     ck_assert_msg(w->n == f->n, "%s: %d points, against %d", what, f->n, w->n);
     for (int i = 0; i < f->n; i++)
         ck_assert_msg(f->plans[i].bytes == w->plans[i].bytes &&
-                      f->plans[i].flops == w->plans[i].flops,
+                      f->plans[i].cost == w->plans[i].cost,
                       "%s point %d: (%.0f, %.0f) against (%.0f, %.0f)", what,
-                      i, f->plans[i].bytes, f->plans[i].flops,
-                      w->plans[i].bytes, w->plans[i].flops);
+                      i, f->plans[i].bytes, f->plans[i].cost,
+                      w->plans[i].bytes, w->plans[i].cost);
 }
 
 /* The frontier, a sum of components' frontiers, against two answers that
@@ -681,9 +691,9 @@ static void check_against_search(Ctx *c, const Graph *g, Remat *r,
         int proven;
         ck_assert_msg(search_budget(c, g, r, want[i], &pick, &proven) == 0 &&
                       proven, "%s: %.0f bytes", what, want[i]);
-        ck_assert_msg(pick.flops == frontier_least(&f, want[i]),
+        ck_assert_msg(pick.cost == frontier_least(&f, want[i]),
                       "%s: %.0f bytes: search %.0f, frontier %.0f", what,
-                      want[i], pick.flops, frontier_least(&f, want[i]));
+                      want[i], pick.cost, frontier_least(&f, want[i]));
     }
     Policy *p;
     ck_assert(policy_load(c, "sac", &p) == 0);
@@ -697,7 +707,7 @@ static void check_against_search(Ctx *c, const Graph *g, Remat *r,
         Summary s;
         summarize(&m, &s);
         ck_assert_msg(s.saved_bytes == f.plans[i].bytes &&
-                      s.recompute_flops == f.plans[i].flops, "%s point %d",
+                      m.train->recompute_cost == f.plans[i].cost, "%s point %d",
                       what, i);
         ctx_free(&x);
     }
@@ -740,8 +750,9 @@ END_TEST
 
 /* U-Net of depth 3: every plan of its free tensors that some plan needs
  * (those needed when all are recomputed; the others never count), walked
- * by remat.c (not solve.c): saved bytes from remat_apply, FLOPs the
- * producers' of the tensors recomputed (no node here has two outputs).
+ * by remat.c (not solve.c): saved bytes from remat_apply, the cost the
+ * producers' (cost.c) of the tensors recomputed (no node here has two
+ * outputs).
  * The frontier is exactly the Pareto set of them. */
 START_TEST(unet3_matches_every_plan)
 {
@@ -769,24 +780,24 @@ START_TEST(unet3_matches_every_plan)
         for (int i = 0; i < n; i++)
             rec[free[i]] = (char)(mask >> i & 1);
         remat_apply(&x, g, &r, rec);
-        double flops = 0;
+        double cost = 0;
         for (int t = 0; t < g->ntensors; t++)
             if (r.keep[t] == KEEP_RECOMPUTE) {
                 const Node *nd = &g->nodes[g->tensors[t].producer];
-                flops += op_table[nd->op].flops(g, nd);
+                cost += node_cost(r.rates, g, nd);
             }
-        all[mask] = (Cost){(double)r.saved_bytes, flops};
+        all[mask] = (Cost){(double)r.saved_bytes, cost};
         ctx_free(&x);
     }
     int plans = 1 << n;
     for (int i = 0; i < f.n; i++)
-        ck_assert_msg(least_flops(all, plans, f.plans[i].bytes) == f.plans[i].flops,
+        ck_assert_msg(least_cost(all, plans, f.plans[i].bytes) == f.plans[i].cost,
                       "point %d", i);
     for (int k = 0; k < plans; k++) {
         int covered = 0;
         for (int i = 0; i < f.n && !covered; i++)
             covered = f.plans[i].bytes <= all[k].bytes &&
-                      f.plans[i].flops <= all[k].flops;
+                      f.plans[i].cost <= all[k].cost;
         ck_assert_msg(covered, "plan %d", k);
     }
     ctx_free(&c);
@@ -813,14 +824,14 @@ START_TEST(at_depth_proven)
         ck_assert_msg(f.proven && !f.overflow && f.n >= 100, "%s %s: %d points",
                       graphs[i].script, graphs[i].args, f.n);
         Policy *p;
-        Budget b = {BUDGET_FRACTION, 0.5, 0};
+        Budget b = {BUDGET_FRACTION, 0.5, 0, NULL};
         Compiled m;
         ck_assert(policy_load(&c, "sac", &p) == 0 &&
                   compile_parsed(&c, g, policy_soften(&c, p), &b, &m) == 0);
         ck_assert(m.remat->proven);
         double lo, hi;
         budget_ends(&c, g, &lo, &hi);
-        ck_assert_double_eq(m.train->recompute_flops,
+        ck_assert_double_eq(m.train->recompute_cost,
                             frontier_least(&f, floor(lo + 0.5 * (hi - lo))));
         ctx_free(&c);
     }
