@@ -262,6 +262,11 @@ static size_t greedy(Ctx *c, Schedule *s, int key, size_t *off)
 
 /* First fit and the greedy orders; the smallest arena wins (ties: the
  * first tried). */
+size_t schedule_peak(Ctx *c, const Schedule *s)
+{
+    return peak_live(c, s);
+}
+
 int plan_arena(Ctx *c, Schedule *s)
 {
     size_t *best = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *best);

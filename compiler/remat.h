@@ -808,6 +808,9 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
 
 #define ARENA_ALIGN 64
 int plan_arena(Ctx *c, Schedule *s);
+/* The schedule's peak_live_bytes alone (plan_arena's lower bound), for a
+ * plan that may be dropped before it is planned. */
+size_t schedule_peak(Ctx *c, const Schedule *s);
 
 /* ---- driver.c: the stages chained ------------------------------------------ */
 

@@ -45,11 +45,18 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* The walk's give-up point: a count, not a clock, so that the answer is
- * the same on every machine (about 0.3 s on a 96-node GPT). */
-#define ARENA_VISITS 4000000L
+/* Counts, not clocks, so that the answer is the same on every machine:
+ * the branch and bound's give-up point, in steps times backward statements
+ * (keep() costs one per statement; about 0.3 s), and the plans it
+ * schedules at most; the runs of statements live_bound solves; the
+ * candidate plans scheduled before it (frontiers' plans). */
+#define ARENA_WORK 400000000L
+#define ARENA_LEAVES 400
+#define BOUND_RUNS 24
+#define CANDIDATES 1024
 
 typedef struct {
     const Graph *g;
@@ -69,9 +76,9 @@ typedef struct {
     double *fixed;          /* per backward statement: held by every plan */
     double *room;           /* per backward statement: max_arena - fixed -
                              * the saved buffers the walk has counted */
-    long leaves;
+    long leaves, searched;  /* plans planned; by the branch and bound */
     double least;           /* the smallest arena planned */
-    int failed;
+    int failed, measure;
 } Arena;
 
 static double aligned(double bytes)
@@ -222,7 +229,10 @@ static int keep(void *ctx, int t, int sign)
     return fits;
 }
 
-/* A whole plan: scheduled and planned, it fits or not. */
+/* A whole plan: scheduled and, unless its peak of live bytes already
+ * exceeds the bound (the planned arena is at least the peak), planned; it
+ * fits or not. a->measure: planned whatever its peak (a->least is the
+ * smallest arena planned). */
 static int leaf(void *ctx, const char *recompute)
 {
     Arena *a = ctx;
@@ -232,20 +242,22 @@ static int leaf(void *ctx, const char *recompute)
     Schedule s;
     memset(&s, 0, sizeof s);
     int fits = 0;
-    if (schedule_build(&scratch, a->g, a->r, SCHED_TRAIN, &s) ||
-        plan_arena(&scratch, &s)) {
+    if (schedule_build(&scratch, a->g, a->r, SCHED_TRAIN, &s)) {
         a->failed = 1;
     } else {
-        double least_room = HUGE_VAL;
+        double least_room = HUGE_VAL, peak = (double)schedule_peak(&scratch, &s);
         for (int j = 0; j < a->nb; j++)
             least_room = a->room[j] < least_room ? a->room[j] : least_room;
-        assert((a->nb == 0 || a->max_arena - least_room <=
-                                  (double)s.peak_live_bytes) &&
+        assert((a->nb == 0 || a->max_arena - least_room <= peak) &&
                "the bound is below every plan's peak");
-        double arena = (double)(s.arena_bytes > a->fwd_arena ? s.arena_bytes
-                                                             : a->fwd_arena);
-        a->least = arena < a->least ? arena : a->least;
-        fits = arena <= a->max_arena;
+        if ((a->measure || (peak <= a->max_arena &&
+                            (double)a->fwd_arena <= a->max_arena)) &&
+            plan_arena(&scratch, &s) == 0) {
+            double arena = (double)(s.arena_bytes > a->fwd_arena
+                                        ? s.arena_bytes : a->fwd_arena);
+            a->least = arena < a->least ? arena : a->least;
+            fits = arena <= a->max_arena;
+        }
     }
     ctx_free(&scratch);
     a->leaves++;
@@ -268,11 +280,13 @@ static int segment_end(const Arena *a, int j)
     return end;
 }
 
-/* f's plans that cost less than *fit, cheapest first, planned: the first
- * that fits and keeps within the budget becomes *fit (copied into c). */
+/* f's plans that cost less than *fit, cheapest first, each scheduled
+ * (while the candidates tried stay within CANDIDATES): the first that
+ * fits and keeps within the budget becomes *fit (copied into c). */
 static void try_plans(Ctx *c, Arena *a, const Frontier *f, Plan *fit)
 {
-    for (int i = f->n - 1; i >= 0 && f->plans[i].cost < fit->cost; i--)
+    for (int i = f->n - 1; i >= 0 && f->plans[i].cost < fit->cost &&
+                           a->leaves < CANDIDATES; i--)
         if (leaf(a, f->plans[i].recompute) && a->r->saved_bytes <= a->want) {
             char *rec = ctx_alloc(c, (size_t)a->g->ntensors);
             memcpy(rec, f->plans[i].recompute, (size_t)a->g->ntensors);
@@ -281,27 +295,60 @@ static void try_plans(Ctx *c, Arena *a, const Frontier *f, Plan *fit)
         }
 }
 
+typedef struct {
+    int j;                  /* the first statement of a run */
+    double room;            /* the least room of the run */
+    double excess;          /* what saving every tensor keeps live across j
+                             * (by the cruder bound, first[]), beyond room */
+} Segment;
+
+static int more_excess(const void *x, const void *y)
+{
+    const Segment *p = x, *q = y;
+    return p->excess > q->excess ? -1 : p->excess < q->excess ? 1
+                                                               : p->j - q->j;
+}
+
+/* The runs of statements that count alike (segment_end), most excess
+ * first: where the bound is likely to be largest. Returns how many. */
+static int segments(Ctx *c, const Arena *a, Segment **out)
+{
+    Segment *seg = ctx_alloc(c, ((size_t)a->nb + 1) * sizeof *seg);
+    int n = 0;
+    for (int j = 0, end; j < a->nb; j = end, n++) {
+        end = segment_end(a, j);
+        seg[n] = (Segment){j, HUGE_VAL, 0};
+        for (int i = j; i < end; i++)
+            seg[n].room = a->room[i] < seg[n].room ? a->room[i] : seg[n].room;
+        for (int t = 0; t < a->g->ntensors; t++)
+            seg[n].excess += a->first[t] > j ? a->bytes[t] : 0;
+        seg[n].excess -= seg[n].room;
+    }
+    qsort(seg, (size_t)n, sizeof *seg, more_excess);
+    *out = seg;
+    return n;
+}
+
 /* Every plan that fits keeps the bytes live across each backward
  * statement j beyond what every plan holds there within room[j] (the
  * top), so the least cost of a plan doing so at one j (solve_live_at's
  * frontier) bounds the answer's from below. Returns the largest such
- * bound over the statements (HUGE_VAL: no plan fits). One frontier per
- * run of statements that count alike, at the least room of the run; the
- * plans of each that cost less than *best are candidates (try_plans). */
+ * bound over the runs of statements that count alike (HUGE_VAL: no plan
+ * fits), at the least room of each run, the BOUND_RUNS of most excess
+ * (each a program over the whole graph; a 96-layer GPT has 1,500 runs).
+ * The plans of each that cost less than *best are candidates. */
 static double live_bound(Ctx *c, Arena *a, Plan *best)
 {
+    Segment *seg;
+    int n = segments(c, a, &seg);
     double bound = 0;
-    for (int j = 0, end; j < a->nb; j = end) {
-        end = segment_end(a, j);
-        double room = HUGE_VAL;
-        for (int i = j; i < end; i++)
-            room = a->room[i] < room ? a->room[i] : room;
+    for (int i = 0; i < n && i < BOUND_RUNS; i++) {
         Ctx x;
         ctx_init(&x);
-        LiveAt at = {j, a->lo, a->own, a->bytes};
+        LiveAt at = {seg[i].j, a->lo, a->own, a->bytes};
         Frontier f;
-        if (solve_live_at(&x, a->g, a->r, &at, room, &f) == 0 && f.proven &&
-            !f.overflow) {
+        if (solve_live_at(&x, a->g, a->r, &at, seg[i].room, &f) == 0 &&
+            f.proven && !f.overflow) {
             double least = f.n ? f.plans[f.n - 1].cost : HUGE_VAL;
             bound = least > bound ? least : bound;
             try_plans(c, a, &f, best);
@@ -311,11 +358,20 @@ static double live_bound(Ctx *c, Arena *a, Plan *best)
     return bound;
 }
 
+/* The branch and bound's leaf: leaf(), until it has planned ARENA_LEAVES
+ * plans; then every plan is refused and the answer is not proven. */
+static int search_leaf(void *ctx, const char *recompute)
+{
+    Arena *a = ctx;
+    return ++a->searched <= ARENA_LEAVES && leaf(a, recompute);
+}
+
 /* ---- the search ---------------------------------------------------------- */
 
 /* The least arena of the frontier's plans, for a message. */
 static double least_on_frontier(Arena *a, const Frontier *f)
 {
+    a->measure = 1;
     for (int i = 0; i < f->n; i++)
         leaf(a, f->plans[i].recompute);
     return a->least;
@@ -382,10 +438,11 @@ static double frontier_bound(const Frontier *f, double cap)
     return HUGE_VAL;
 }
 
-/* The frontier's plan of least cost that fits when planned, if any. */
+/* The frontier's plan of least cost that fits when planned, among the
+ * first CANDIDATES / 2 tried. */
 static Plan first_fit(Arena *a, const Frontier *f)
 {
-    for (int i = f->n - 1; i >= 0; i--)
+    for (int i = f->n - 1; i >= 0 && a->leaves < CANDIDATES / 2; i--)
         if (leaf(a, f->plans[i].recompute))
             return f->plans[i];
     return (Plan){HUGE_VAL, HUGE_VAL, NULL};
@@ -405,9 +462,10 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     least = by_bytes > least ? by_bytes : least;
     assert((least < HUGE_VAL || !best.recompute) && "a bound above a plan");
     *proven = least == HUGE_VAL || (best.recompute && best.cost <= least);
-    SearchHooks h = {keep, leaf, &a, ARENA_VISITS};
+    SearchHooks h = {keep, search_leaf, &a, ARENA_WORK / (a.nb + 1)};
     if (!*proven)
         search_hooked(c, g, r, cap, &h, &best, proven);
+    *proven = *proven && a.searched <= ARENA_LEAVES;
     *bound = least;
     if (a.failed)
         return -1;
