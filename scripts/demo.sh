@@ -19,6 +19,9 @@ policies="none full sac sac-aggressive"
 rounds=5
 steps=20
 export OPENBLAS_NUM_THREADS=1
+# Recompute priced at the built-in rates (docs/cost-model.md), so that the
+# pareto table is README's on any machine, calibrated or not.
+export REMAT_RATES=builtin
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 median() { sort -g "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
