@@ -69,7 +69,7 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
         Ctx scratch;
         ctx_init(&scratch);
         Ctx *x = fast ? &scratch : c;
-        remat_apply(x, g, r, f->plans[i].recompute);
+        remat_apply(g, r, f->plans[i].recompute);
         if (fast) {
             Schedule train;
             memset(&train, 0, sizeof train);
@@ -97,8 +97,6 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
                rows[i].flops == f->plans[i].flops &&
                "the solver's costs are the schedule's");
     }
-    if (fast)       /* r->why held the scratch's strings */
-        remat_apply(c, g, r, NULL);
     return 0;
 }
 

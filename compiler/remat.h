@@ -574,6 +574,7 @@ typedef struct {
     char *boundary;         /* saved by structure (block edge, outside) */
     Keep *wanted;           /* what structure or the policy asks */
     const char **rule;      /* and which rule asked it */
+    const char **turned;    /* a free tensor's rule when a budget turns it */
     Decision *asked;
     char *scratch;          /* remat_apply's needed flags */
     int *storage;           /* per tensor: the buffer it is a view of, or itself */
@@ -590,7 +591,7 @@ int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r);
 /* The two halves: classes and static needs; then the walk that keeps each
  * needed tensor, a free one as recompute[t] says (NULL: as asked). */
 int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r);
-void remat_apply(Ctx *c, const Graph *g, Remat *r, const char *recompute);
+void remat_apply(const Graph *g, Remat *r, const char *recompute);
 
 /* ---- solve.c: the least recompute within a memory budget ------------------- */
 

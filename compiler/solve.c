@@ -1043,7 +1043,7 @@ static int decisive(Ctx *c, const Graph *g, Remat *r, int *free)
 {
     char *all = ctx_alloc(c, (size_t)g->ntensors);
     memset(all, 1, (size_t)g->ntensors);
-    remat_apply(c, g, r, all);
+    remat_apply(g, r, all);
     int n = 0;
     for (int t = 0; t < g->ntensors; t++)
         if (r->free[t] && r->keep[t] != KEEP_NONE)
@@ -1063,7 +1063,7 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
     Frontier f;
     if (solve_frontier(c, g, r, HUGE_VAL, &f) || f.n == 0)
         return ctx_error(c, g->file, 0, "%s cannot be met", asked);
-    remat_apply(c, g, r, f.plans[0].recompute);
+    remat_apply(g, r, f.plans[0].recompute);
     Buf must, other;
     buf_init(&must, c);
     buf_init(&other, c);
@@ -1122,7 +1122,7 @@ static int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
 {
     double least = HUGE_VAL;
     for (int i = f->n - 1; i >= 0; i--) {
-        remat_apply(c, g, r, f->plans[i].recompute);
+        remat_apply(g, r, f->plans[i].recompute);
         if (compile_decided(c, g, p, r, out))
             return -1;
         double a = arena_of(out);
@@ -1147,7 +1147,7 @@ static int fit_arena_exhaustive(Ctx *c, const Graph *g, const Policy *p,
     for (long mask = 0; mask < 1L << nfree; mask++) {
         for (int i = 0; i < nfree; i++)
             rec[free[i]] = (char)(mask >> i & 1);
-        remat_apply(c, g, r, rec);
+        remat_apply(g, r, rec);
         double bytes = (double)r->saved_bytes;
         if (bytes > want)
             continue;
@@ -1165,7 +1165,7 @@ static int fit_arena_exhaustive(Ctx *c, const Graph *g, const Policy *p,
         return arena_error(c, g, max_arena, least, 1);
     for (int i = 0; i < nfree; i++)
         rec[free[i]] = (char)(best >> i & 1);
-    remat_apply(c, g, r, rec);
+    remat_apply(g, r, rec);
     return compile_decided(c, g, p, r, out);
 }
 
@@ -1216,7 +1216,7 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
         rc = fit_arena(c, g, p, r, &f, b->max_arena, out);
     } else {
         proven = proven && b->max_arena <= 0;
-        remat_apply(c, g, r, pick.recompute);
+        remat_apply(g, r, pick.recompute);
         rc = compile_decided(c, g, p, r, out);
         if (!rc && b->max_arena > 0 && arena_of(out) > b->max_arena)
             rc = arena_error(c, g, b->max_arena, arena_of(out), 0);

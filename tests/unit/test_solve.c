@@ -195,7 +195,7 @@ static int exhaustive(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     for (long mask = 0; mask < 1L << n; mask++) {
         for (int i = 0; i < n; i++)
             rec[free[i]] = (char)(mask >> i & 1);
-        remat_apply(c, g, r, rec);
+        remat_apply(g, r, rec);
         Compiled m;
         ck_assert(compile_decided(c, g, p, r, &m) == 0);
         Summary s;
@@ -273,7 +273,7 @@ START_TEST(matches_exhaustive_search)
                           h.plans[i].flops == f.plans[i].flops,
                           "seed %lu hubs point %d\n%s", seed, i, xml);
             Compiled m;
-            remat_apply(&c, g, &r, h.plans[i].recompute);
+            remat_apply(g, &r, h.plans[i].recompute);
             ck_assert(compile_decided(&c, g, policy_soften(&c, p), &r, &m) == 0);
             ck_assert_msg(m.train->recompute_flops == h.plans[i].flops &&
                           (double)r.saved_bytes == h.plans[i].bytes,
@@ -334,7 +334,7 @@ START_TEST(split_outputs_match_exhaustive_search)
     }
     for (int i = 0; i < f.n; i++) {
         Compiled m;
-        remat_apply(&c, g, &r, f.plans[i].recompute);
+        remat_apply(g, &r, f.plans[i].recompute);
         ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
         Summary s;
         summarize(&m, &s);
@@ -365,7 +365,7 @@ START_TEST(frontier_costs_are_the_schedules)
     ck_assert_int_ge(f.n, 6);
     for (int i = 0; i < f.n; i++) {
         Compiled m;
-        remat_apply(&c, g, &r, f.plans[i].recompute);
+        remat_apply(g, &r, f.plans[i].recompute);
         ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
         Summary s;
         summarize(&m, &s);
@@ -588,7 +588,7 @@ static void check_against_search(Ctx *c, const Graph *g, Remat *r,
         Ctx x;
         ctx_init(&x);
         Compiled m;
-        remat_apply(&x, g, r, f.plans[i].recompute);
+        remat_apply(g, r, f.plans[i].recompute);
         ck_assert(compile_decided(&x, g, p, r, &m) == 0);
         Summary s;
         summarize(&m, &s);
@@ -648,7 +648,7 @@ START_TEST(unet3_matches_every_plan)
     int free[64], n = 0;
     char *rec = ctx_alloc(&c, (size_t)g->ntensors);
     memset(rec, 1, (size_t)g->ntensors);
-    remat_apply(&c, g, &r, rec);
+    remat_apply(g, &r, rec);
     for (int t = 0; t < g->ntensors; t++)
         if (r.free[t] && r.keep[t] != KEEP_NONE)
             free[n++] = t;
@@ -664,7 +664,7 @@ START_TEST(unet3_matches_every_plan)
         ctx_init(&x);
         for (int i = 0; i < n; i++)
             rec[free[i]] = (char)(mask >> i & 1);
-        remat_apply(&x, g, &r, rec);
+        remat_apply(g, &r, rec);
         double flops = 0;
         for (int t = 0; t < g->ntensors; t++)
             if (r.keep[t] == KEEP_RECOMPUTE) {
