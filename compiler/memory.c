@@ -23,9 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_SAVED, K_FORWARD, K_RECOMP, K_GRAD, K_SCRATCH, NKINDS };
-static const char *const kind_names[NKINDS] = {
+enum { K_SAVED = HOLD_SAVED, K_FORWARD = HOLD_FORWARD,
+       K_RECOMP = HOLD_RECOMPUTED, K_GRAD = HOLD_GRADIENT,
+       K_SCRATCH = HOLD_SCRATCH, NKINDS = NHOLDS };
+const char *const hold_names[NHOLDS] = {
     "saved", "forward", "recomputed", "gradient", "scratch"};
+#define kind_names hold_names
 static const char *const kind_colors[NKINDS] = {
     "#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#9467bd"};
 
@@ -88,11 +91,10 @@ static void find_top(Ctx *c, Mem *x)
     memcpy(x->top, all, (size_t)x->ntop * sizeof *all);
 }
 
-/* Per-kind bytes at every statement, from +size at def and -size after
- * last, as plan.c's peak_live sums them. */
-static void measure(Ctx *c, const Compiled *m, Mem *x)
+/* Per-kind bytes at every statement of s (one of m's steps), from +size
+ * at def and -size after last, as plan.c's peak_live sums them. */
+static void measure(Ctx *c, const Compiled *m, const Schedule *s, Mem *x)
 {
-    const Schedule *s = m->train;
     x->m = m;
     x->s = s;
     x->n = s->nstmts;
@@ -137,16 +139,19 @@ static const char *value_name(Ctx *c, const Mem *x, const Value *v)
     return v->kind == V_GRAD ? ctx_printf(c, "d(%s)", t) : t;
 }
 
-/* What a statement does, for the peak's label and the text. */
+/* What a statement does, for the peak's label and the text: a node's
+ * forward, recompute or backward with its op ("backward MatMul l3.fc2"),
+ * or what it does to a tensor ("zero d(x)"). */
 static const char *stmt_text(Ctx *c, const Graph *g, const Stmt *st)
 {
     const char *node = st->node >= 0 ? g->nodes[st->node].name : "";
+    const char *op = st->node >= 0 ? op_table[g->nodes[st->node].op].name : "";
     const char *t = st->tensor >= 0 ? g->tensors[st->tensor].name : "";
     switch (st->kind) {
     case S_FORWARD:
-        return ctx_printf(c, "%s %s", st->recompute ? "recompute" : "forward",
-                          node);
-    case S_BACKWARD: return ctx_printf(c, "backward %s", node);
+        return ctx_printf(c, "%s %s %s", st->recompute ? "recompute" : "forward",
+                          op, node);
+    case S_BACKWARD: return ctx_printf(c, "backward %s %s", op, node);
     case S_OUTPUT: return ctx_printf(c, "output %s", t);
     case S_SEED: return ctx_printf(c, "seed d(%s)", t);
     case S_ZERO: return ctx_printf(c, "zero d(%s)", t);
@@ -154,6 +159,57 @@ static const char *stmt_text(Ctx *c, const Graph *g, const Stmt *st)
     case S_UPDATE: return ctx_printf(c, "update %s", t);
     }
     return "";
+}
+
+/* ---- the peak, for schedule's report too ----------------------------------- */
+
+static void peak_of(Ctx *c, const Mem *x, Peak *p)
+{
+    memset(p, 0, sizeof *p);
+    p->statement = -1;
+    p->does = "";
+    if (x->n == 0)
+        return;
+    p->statement = x->peak;
+    p->does = stmt_text(c, x->m->g, &x->s->stmts[x->peak]);
+    p->total = x->total[x->peak];
+    for (int k = 0; k < NKINDS; k++)
+        p->bytes[k] = x->live[k][x->peak];
+}
+
+void find_peak(Ctx *c, const Compiled *m, const Schedule *s, Peak *p)
+{
+    Mem x;
+    memset(&x, 0, sizeof x);
+    measure(c, m, s, &x);
+    peak_of(c, &x, p);
+}
+
+/* Recomputed values at the peak are why a plan that saves less can need
+ * more arena than one that saves more: each is rebuilt ahead of the
+ * backward that reads it, with the inputs its rebuild needed, and stays
+ * live until read, so together they can outweigh the saved bytes they
+ * replace. */
+const char *peak_note(Ctx *c, const Peak *p)
+{
+    if (p->statement < 0 || p->bytes[HOLD_RECOMPUTED] <= 0)
+        return NULL;
+    return ctx_printf(c, "%.0f bytes here are recomputed values, live from "
+                      "their rebuild to their backward: they can outweigh the "
+                      "saved bytes they replace, so saving less can need a "
+                      "larger arena", p->bytes[HOLD_RECOMPUTED]);
+}
+
+void report_peak(Buf *b, const Peak *p)
+{
+    if (p->statement < 0)
+        return;
+    buf_printf(b, "peak_statement: %d\npeak_does: %s\n", p->statement, p->does);
+    for (int k = 0; k < NHOLDS; k++)
+        buf_printf(b, "peak_%s_bytes: %.0f\n", hold_names[k], p->bytes[k]);
+    const char *note = peak_note(b->ctx, p);
+    if (note)
+        buf_printf(b, "peak_note: %s\n", note);
 }
 
 /* ---- the text ------------------------------------------------------------- */
@@ -170,11 +226,9 @@ static void memory_text(Ctx *c, const Mem *x, Buf *out)
                x->s->arena_bytes, x->s->peak_live_bytes);
     if (x->n == 0)
         return;
-    buf_printf(out, "peak_statement: %d (%s)\n", x->peak,
-               stmt_text(c, g, &x->s->stmts[x->peak]));
-    for (int k = 0; k < NKINDS; k++)
-        buf_printf(out, "peak_%s_bytes: %.0f\n", kind_names[k],
-                   x->live[k][x->peak]);
+    Peak p;
+    peak_of(c, x, &p);
+    report_peak(out, &p);
     buf_printf(out, "largest at the peak:\n");
     for (int i = 0; i < x->ntop; i++) {
         const Value *v = &x->s->values[x->top[i].value];
@@ -414,7 +468,7 @@ int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out)
 {
     Mem x;
     memset(&x, 0, sizeof x);
-    measure(c, m, &x);
+    measure(c, m, m->train, &x);
     if (svg)
         return memory_svg(c, &x, svg);
     memory_text(c, &x, out);

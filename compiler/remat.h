@@ -858,6 +858,28 @@ const char *byte_unit(double max, double *scale);
  * written there (and nothing into out). */
 int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out);
 
+/* What holds live bytes: the picture's stacked kinds, bottom to top. */
+enum { HOLD_SAVED, HOLD_FORWARD, HOLD_RECOMPUTED, HOLD_GRADIENT, HOLD_SCRATCH,
+       NHOLDS };
+extern const char *const hold_names[NHOLDS];
+
+/* Where a step's live bytes peak and what holds them there. */
+typedef struct {
+    int statement;          /* the first with the most live bytes; -1: none */
+    const char *does;       /* what it does: "backward MatMul l3.fc2" */
+    double total;           /* the step's peak_live_bytes */
+    double bytes[NHOLDS];   /* of those, by what holds them */
+} Peak;
+
+/* The peak of s, one of m's schedules (its train step, or its forward). */
+void find_peak(Ctx *c, const Compiled *m, const Schedule *s, Peak *p);
+/* A sentence on why recomputed values at the peak matter, or NULL when
+ * none is live there. */
+const char *peak_note(Ctx *c, const Peak *p);
+/* The peak as `key: value` lines: peak_statement, peak_does,
+ * peak_KIND_bytes per kind, and peak_note when there is one. */
+void report_peak(Buf *b, const Peak *p);
+
 /* ---- build.c: a trainer executable from a compiled model -------------------- */
 
 typedef struct {
