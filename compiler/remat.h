@@ -341,6 +341,11 @@ struct Node {
     Attr attrs[MAX_ATTRS];  /* in the order of the op's AttrSpec list */
     int block;              /* index into Graph.blocks, -1 outside */
     Decision remat;         /* the node's own `remat`, or REMAT_UNSET */
+    /* set by autodiff.c, for node_has_backward and the two after it, which
+     * every plan's schedule asks of every node */
+    int has_backward;
+    unsigned grad_inputs;   /* bit i: input i receives a gradient */
+    unsigned backward_reads;    /* NEED_* bits */
 };
 
 typedef struct {
