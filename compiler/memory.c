@@ -23,13 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_SAVED = HOLD_SAVED, K_FORWARD = HOLD_FORWARD,
-       K_RECOMP = HOLD_RECOMPUTED, K_GRAD = HOLD_GRADIENT,
-       K_SCRATCH = HOLD_SCRATCH, NKINDS = NHOLDS };
 const char *const hold_names[NHOLDS] = {
     "saved", "forward", "recomputed", "gradient", "scratch"};
-#define kind_names hold_names
-static const char *const kind_colors[NKINDS] = {
+static const char *const kind_colors[NHOLDS] = {
     "#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#9467bd"};
 
 #define TOP 5               /* the largest values named at the peak */
@@ -44,7 +40,7 @@ typedef struct {
     const Schedule *s;
     int n;                  /* statements */
     int boundary;           /* the first backward statement (n: none) */
-    double *live[NKINDS];   /* per statement, bytes of each kind */
+    double *live[NHOLDS];   /* per statement, bytes of each kind */
     double *total;
     int peak;               /* the first statement with the most bytes */
     Held top[TOP];
@@ -59,12 +55,12 @@ static double aligned(size_t bytes)
 static int kind_of(const Mem *x, const Value *v)
 {
     switch (v->kind) {
-    case V_FWD: return v->last >= x->boundary ? K_SAVED : K_FORWARD;
-    case V_RECOMP: return K_RECOMP;
-    case V_GRAD: return K_GRAD;
-    case V_SCRATCH: return K_SCRATCH;
+    case V_FWD: return v->last >= x->boundary ? HOLD_SAVED : HOLD_FORWARD;
+    case V_RECOMP: return HOLD_RECOMPUTED;
+    case V_GRAD: return HOLD_GRADIENT;
+    case V_SCRATCH: return HOLD_SCRATCH;
     }
-    return K_SCRATCH;
+    return HOLD_SCRATCH;
 }
 
 static int heavier(const void *a, const void *b)
@@ -104,7 +100,7 @@ static void measure(Ctx *c, const Compiled *m, const Schedule *s, Mem *x)
             x->boundary = i;
             break;
         }
-    for (int k = 0; k < NKINDS; k++)
+    for (int k = 0; k < NHOLDS; k++)
         x->live[k] = ctx_alloc(c, ((size_t)x->n + 1) * sizeof(double));
     x->total = ctx_alloc(c, ((size_t)x->n + 1) * sizeof(double));
     for (int k = 0; k < s->nvalues; k++) {
@@ -115,7 +111,7 @@ static void measure(Ctx *c, const Compiled *m, const Schedule *s, Mem *x)
         d[v->def] += aligned(v->bytes);
         d[v->last + 1 < x->n ? v->last + 1 : x->n] -= aligned(v->bytes);
     }
-    for (int k = 0; k < NKINDS; k++)
+    for (int k = 0; k < NHOLDS; k++)
         for (int i = 0; i < x->n; i++) {
             if (i > 0)
                 x->live[k][i] += x->live[k][i - 1];
@@ -172,8 +168,7 @@ static void peak_of(Ctx *c, const Mem *x, Peak *p)
         return;
     p->statement = x->peak;
     p->does = stmt_text(c, x->m->g, &x->s->stmts[x->peak]);
-    p->total = x->total[x->peak];
-    for (int k = 0; k < NKINDS; k++)
+    for (int k = 0; k < NHOLDS; k++)
         p->bytes[k] = x->live[k][x->peak];
 }
 
@@ -233,7 +228,7 @@ static void memory_text(Ctx *c, const Mem *x, Buf *out)
     for (int i = 0; i < x->ntop; i++) {
         const Value *v = &x->s->values[x->top[i].value];
         buf_printf(out, "  %10.0f  %-10s  %s\n", x->top[i].bytes,
-                   kind_names[kind_of(x, v)], value_name(c, x, v));
+                   hold_names[kind_of(x, v)], value_name(c, x, v));
     }
 }
 
@@ -363,11 +358,11 @@ static void svg_series(Ctx *c, Buf *s, const Axes *a, const Mem *x)
     columns(c, x, &col);
     double *lo = ctx_alloc(c, (size_t)col.n * sizeof *lo);
     double *hi = ctx_alloc(c, (size_t)col.n * sizeof *hi);
-    for (int k = 0; k < NKINDS; k++) {
+    for (int k = 0; k < NHOLDS; k++) {
         for (int j = 0; j < col.n; j++)
             hi[j] = lo[j] + x->live[k][col.pick[j]];
         buf_printf(s, "<polygon id=\"series-%s\" class=\"series\" "
-                   "fill=\"%s\" points=\"", kind_names[k], kind_colors[k]);
+                   "fill=\"%s\" points=\"", hold_names[k], kind_colors[k]);
         steps(s, a, hi, &col, 0);
         steps(s, a, lo, &col, 1);
         buf_printf(s, "\"/>\n");
@@ -384,7 +379,7 @@ static void svg_boundary(Buf *s, const Axes *a, const Mem *x)
     buf_printf(s, "<g id=\"boundary\" data-statement=\"%d\" data-saved=\"%.0f\">"
                "\n<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
                "stroke=\"black\" stroke-dasharray=\"4,3\"/>\n", x->boundary,
-               x->live[K_SAVED][x->boundary], bx, T, bx, H - B);
+               x->live[HOLD_SAVED][x->boundary], bx, T, bx, H - B);
     /* above the plot, where the peak's label never goes */
     buf_printf(s, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"end\">forward"
                "</text>\n<text x=\"%.1f\" y=\"%d\">backward</text>\n</g>\n",
@@ -396,8 +391,8 @@ static void svg_peak(Ctx *c, Buf *s, const Axes *a, const Mem *x)
     double cx = px(a, x->peak + 0.5), cy = py(a, x->total[x->peak]);
     buf_printf(s, "<g id=\"peak\" data-statement=\"%d\" data-bytes=\"%.0f\"",
                x->peak, x->total[x->peak]);
-    for (int k = 0; k < NKINDS; k++)
-        buf_printf(s, " data-%s=\"%.0f\"", kind_names[k], x->live[k][x->peak]);
+    for (int k = 0; k < NHOLDS; k++)
+        buf_printf(s, " data-%s=\"%.0f\"", hold_names[k], x->live[k][x->peak]);
     buf_printf(s, ">\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%d\" "
                "stroke=\"#d62728\" stroke-dasharray=\"2,2\"/>\n<circle "
                "cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#d62728\"/>\n", cx, cy,
@@ -417,11 +412,11 @@ static void svg_side(Ctx *c, Buf *s, const Mem *x)
 {
     int lx = W - R + 20, y = T;
     buf_printf(s, "<g id=\"legend\">\n");
-    for (int k = NKINDS - 1; k >= 0; k--, y += 18)
+    for (int k = NHOLDS - 1; k >= 0; k--, y += 18)
         buf_printf(s, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
                    "fill=\"%s\"/>\n<text class=\"legend-item\" x=\"%d\" "
                    "y=\"%d\">%s</text>\n", lx, y, kind_colors[k], lx + 18,
-                   y + 10, kind_names[k]);
+                   y + 10, hold_names[k]);
     buf_printf(s, "</g>\n<g id=\"peak-tensors\">\n<text x=\"%d\" y=\"%d\" "
                "font-weight=\"bold\">largest at the peak</text>\n", lx, y + 20);
     y += 40;
@@ -429,7 +424,7 @@ static void svg_side(Ctx *c, Buf *s, const Mem *x)
         const Value *v = &x->s->values[x->top[i].value];
         buf_printf(s, "<text class=\"peak-tensor\" x=\"%d\" y=\"%d\" "
                    "data-bytes=\"%.0f\" data-kind=\"%s\" data-name=\"", lx, y,
-                   x->top[i].bytes, kind_names[kind_of(x, v)]);
+                   x->top[i].bytes, hold_names[kind_of(x, v)]);
         svg_escape(s, value_name(c, x, v));
         buf_printf(s, "\">");
         svg_escape(s, value_name(c, x, v));
@@ -437,7 +432,7 @@ static void svg_side(Ctx *c, Buf *s, const Mem *x)
         const char *unit = byte_unit(x->top[i].bytes, &scale);
         buf_printf(s, "<tspan x=\"%d\" dy=\"14\" fill=\"#555555\">%.4g %s, "
                    "%s</tspan></text>\n", lx + 10, x->top[i].bytes / scale,
-                   unit, kind_names[kind_of(x, v)]);
+                   unit, hold_names[kind_of(x, v)]);
     }
     buf_printf(s, "</g>\n");
 }

@@ -872,8 +872,7 @@ extern const char *const hold_names[NHOLDS];
 typedef struct {
     int statement;          /* the first with the most live bytes; -1: none */
     const char *does;       /* what it does: "backward MatMul l3.fc2" */
-    double total;           /* the step's peak_live_bytes */
-    double bytes[NHOLDS];   /* of those, by what holds them */
+    double bytes[NHOLDS];   /* the bytes live there, by what holds them */
 } Peak;
 
 /* The peak of s, one of m's schedules (its train step, or its forward). */
