@@ -116,10 +116,9 @@ static int span(const Schedule *s)
 
 /* The lower bound of any plan of this schedule: the most bytes live at one
  * statement (each value's aligned size on [def, last]; views hold none),
- * since values live at one statement cannot share bytes. */
-static size_t peak_live(Ctx *c, const Schedule *s)
+ * since values live at one statement cannot share bytes; n = span(s). */
+static size_t peak_live(Ctx *c, const Schedule *s, int n)
 {
-    int n = span(s);
     double *delta, live = 0, peak = 0;
     delta = ctx_alloc(c, ((size_t)n + 1) * sizeof *delta);
     for (int k = 0; k < s->nvalues; k++) {
@@ -156,12 +155,11 @@ static void bucket_by_last(Ctx *c, const Schedule *s, int n, int **at,
     *by_last = list;
 }
 
-/* First fit in order of definition (the file's comment); offsets into off.
- * Before value k is placed, every value placed before it whose last read
- * is before k's definition is released, as the file's comment says. */
-static size_t first_fit(Ctx *c, Schedule *s, size_t *off)
+/* First fit in order of definition (the file's comment) over n = span(s)
+ * statements; offsets into off. Before value k is placed, every value
+ * placed before it whose last read is before k's definition is released. */
+static size_t first_fit(Ctx *c, Schedule *s, int n, size_t *off)
 {
-    const int n = span(s);
     int *at, *by_last, *late = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof(int));
     Planner p = {ctx_alloc(c, ((size_t)s->nvalues + 2) * sizeof(Gap)), 0, 0};
     int nlate = 0, passed = 0;      /* buckets below `passed` are released */
@@ -301,8 +299,9 @@ int plan_arena(Ctx *c, Schedule *s)
 {
     size_t *best = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *best);
     size_t *off = ctx_alloc(c, ((size_t)s->nvalues + 1) * sizeof *off);
-    s->peak_live_bytes = peak_live(c, s);
-    s->arena_bytes = first_fit(c, s, best);
+    const int n = span(s);
+    s->peak_live_bytes = peak_live(c, s, n);
+    s->arena_bytes = first_fit(c, s, n, best);
     const double pairs = (double)s->nvalues * (double)s->nvalues + 1.0;
     const int shuffles = SHUFFLE_WORK / pairs > MAX_SHUFFLES
                              ? MAX_SHUFFLES : (int)(SHUFFLE_WORK / pairs);
