@@ -37,6 +37,10 @@ typedef struct {
 
 void ctx_init(Ctx *c);
 void ctx_free(Ctx *c);
+/* ctx_free, but the current chunk is kept, zeroed, for what comes next: a
+ * loop that allocates and frees as much each round then neither mallocs
+ * nor clears a whole chunk for each (pareto.c's rows). */
+void ctx_reset(Ctx *c);
 /* Runs fn(p) when the context is freed (a library's own allocations). */
 void ctx_defer(Ctx *c, void (*fn)(void *), void *p);
 void *ctx_alloc(Ctx *c, size_t size);               /* zeroed, never NULL */
