@@ -26,9 +26,28 @@ static int takes_grad(const Node *n, int i)
     return !(op_table[n->op].no_grad >> i & 1);
 }
 
+/* What a node's backward does, from the gradients that flow: whether it
+ * runs, which inputs it gives gradients, which values it reads. */
+static void backward_facts(Graph *g, Node *n)
+{
+    n->has_backward = 0;
+    for (int o = 0; o < n->nout; o++)
+        n->has_backward |= g->tensors[n->out[o]].has_grad;
+    int want[MAX_IO];
+    n->grad_inputs = 0;
+    for (int i = 0; i < MAX_IO; i++) {
+        want[i] = n->has_backward && i < n->nin && takes_grad(n, i) &&
+                  g->tensors[n->in[i]].requires_grad;
+        n->grad_inputs |= (unsigned)want[i] << i;
+    }
+    n->backward_reads = op_backward_needs(n, want);
+}
+
 int autodiff(Ctx *c, Graph *g)
 {
     (void)c;
+    for (int t = 0; t < g->ntensors; t++)
+        g->tensors[t].has_grad = 0;
     for (int t = 0; t < g->ntensors; t++)
         g->tensors[t].requires_grad =
             g->tensors[t].kind == T_PARAM && g->tensors[t].trainable;
@@ -40,16 +59,15 @@ int autodiff(Ctx *c, Graph *g)
         for (int o = 0; o < n->nout; o++)
             g->tensors[n->out[o]].requires_grad = any;
     }
-    if (g->loss < 0)
-        return 0;       /* forward only: no tensor has a gradient */
-    Tensor *loss = &g->tensors[g->loss];
-    loss->has_grad = loss->requires_grad;
+    if (g->loss >= 0) {     /* else forward only: no tensor has a gradient */
+        Tensor *loss = &g->tensors[g->loss];
+        loss->has_grad = loss->requires_grad;
+    }
     for (int k = g->nnodes - 1; k >= 0; k--) {
-        const Node *n = &g->nodes[g->order[k]];
-        if (!node_has_backward(g, n))
-            continue;
+        Node *n = &g->nodes[g->order[k]];
+        backward_facts(g, n);   /* its outputs' gradients are final */
         for (int i = 0; i < n->nin; i++)
-            if (takes_grad(n, i) && g->tensors[n->in[i]].requires_grad)
+            if (n->grad_inputs >> i & 1)
                 g->tensors[n->in[i]].has_grad = 1;
     }
     return 0;
@@ -57,23 +75,19 @@ int autodiff(Ctx *c, Graph *g)
 
 int node_has_backward(const Graph *g, const Node *n)
 {
-    for (int o = 0; o < n->nout; o++)
-        if (g->tensors[n->out[o]].has_grad)
-            return 1;
-    return 0;
+    (void)g;
+    return n->has_backward;
 }
 
 void node_grad_inputs(const Graph *g, const Node *n, int *want)
 {
-    int run = node_has_backward(g, n);
+    (void)g;
     for (int i = 0; i < MAX_IO; i++)
-        want[i] = run && i < n->nin && takes_grad(n, i) &&
-                  g->tensors[n->in[i]].requires_grad;
+        want[i] = n->grad_inputs >> i & 1;
 }
 
 unsigned node_backward_reads(const Graph *g, const Node *n)
 {
-    int want[MAX_IO];
-    node_grad_inputs(g, n, want);
-    return op_backward_needs(n, want);
+    (void)g;
+    return n->backward_reads;
 }

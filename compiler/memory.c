@@ -23,10 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_SAVED, K_FORWARD, K_RECOMP, K_GRAD, K_SCRATCH, NKINDS };
-static const char *const kind_names[NKINDS] = {
+const char *const hold_names[NHOLDS] = {
     "saved", "forward", "recomputed", "gradient", "scratch"};
-static const char *const kind_colors[NKINDS] = {
+static const char *const kind_colors[NHOLDS] = {
     "#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#9467bd"};
 
 #define TOP 5               /* the largest values named at the peak */
@@ -41,7 +40,7 @@ typedef struct {
     const Schedule *s;
     int n;                  /* statements */
     int boundary;           /* the first backward statement (n: none) */
-    double *live[NKINDS];   /* per statement, bytes of each kind */
+    double *live[NHOLDS];   /* per statement, bytes of each kind */
     double *total;
     int peak;               /* the first statement with the most bytes */
     Held top[TOP];
@@ -56,12 +55,12 @@ static double aligned(size_t bytes)
 static int kind_of(const Mem *x, const Value *v)
 {
     switch (v->kind) {
-    case V_FWD: return v->last >= x->boundary ? K_SAVED : K_FORWARD;
-    case V_RECOMP: return K_RECOMP;
-    case V_GRAD: return K_GRAD;
-    case V_SCRATCH: return K_SCRATCH;
+    case V_FWD: return v->last >= x->boundary ? HOLD_SAVED : HOLD_FORWARD;
+    case V_RECOMP: return HOLD_RECOMPUTED;
+    case V_GRAD: return HOLD_GRADIENT;
+    case V_SCRATCH: return HOLD_SCRATCH;
     }
-    return K_SCRATCH;
+    return HOLD_SCRATCH;
 }
 
 static int heavier(const void *a, const void *b)
@@ -88,11 +87,10 @@ static void find_top(Ctx *c, Mem *x)
     memcpy(x->top, all, (size_t)x->ntop * sizeof *all);
 }
 
-/* Per-kind bytes at every statement, from +size at def and -size after
- * last, as plan.c's peak_live sums them. */
-static void measure(Ctx *c, const Compiled *m, Mem *x)
+/* Per-kind bytes at every statement of s (one of m's steps), from +size
+ * at def and -size after last, as plan.c's peak_live sums them. */
+static void measure(Ctx *c, const Compiled *m, const Schedule *s, Mem *x)
 {
-    const Schedule *s = m->train;
     x->m = m;
     x->s = s;
     x->n = s->nstmts;
@@ -102,7 +100,7 @@ static void measure(Ctx *c, const Compiled *m, Mem *x)
             x->boundary = i;
             break;
         }
-    for (int k = 0; k < NKINDS; k++)
+    for (int k = 0; k < NHOLDS; k++)
         x->live[k] = ctx_alloc(c, ((size_t)x->n + 1) * sizeof(double));
     x->total = ctx_alloc(c, ((size_t)x->n + 1) * sizeof(double));
     for (int k = 0; k < s->nvalues; k++) {
@@ -113,7 +111,7 @@ static void measure(Ctx *c, const Compiled *m, Mem *x)
         d[v->def] += aligned(v->bytes);
         d[v->last + 1 < x->n ? v->last + 1 : x->n] -= aligned(v->bytes);
     }
-    for (int k = 0; k < NKINDS; k++)
+    for (int k = 0; k < NHOLDS; k++)
         for (int i = 0; i < x->n; i++) {
             if (i > 0)
                 x->live[k][i] += x->live[k][i - 1];
@@ -137,16 +135,19 @@ static const char *value_name(Ctx *c, const Mem *x, const Value *v)
     return v->kind == V_GRAD ? ctx_printf(c, "d(%s)", t) : t;
 }
 
-/* What a statement does, for the peak's label and the text. */
+/* What a statement does, for the peak's label and the text: a node's
+ * forward, recompute or backward with its op ("backward MatMul l3.fc2"),
+ * or what it does to a tensor ("zero d(x)"). */
 static const char *stmt_text(Ctx *c, const Graph *g, const Stmt *st)
 {
     const char *node = st->node >= 0 ? g->nodes[st->node].name : "";
+    const char *op = st->node >= 0 ? op_table[g->nodes[st->node].op].name : "";
     const char *t = st->tensor >= 0 ? g->tensors[st->tensor].name : "";
     switch (st->kind) {
     case S_FORWARD:
-        return ctx_printf(c, "%s %s", st->recompute ? "recompute" : "forward",
-                          node);
-    case S_BACKWARD: return ctx_printf(c, "backward %s", node);
+        return ctx_printf(c, "%s %s %s", st->recompute ? "recompute" : "forward",
+                          op, node);
+    case S_BACKWARD: return ctx_printf(c, "backward %s %s", op, node);
     case S_OUTPUT: return ctx_printf(c, "output %s", t);
     case S_SEED: return ctx_printf(c, "seed d(%s)", t);
     case S_ZERO: return ctx_printf(c, "zero d(%s)", t);
@@ -154,6 +155,56 @@ static const char *stmt_text(Ctx *c, const Graph *g, const Stmt *st)
     case S_UPDATE: return ctx_printf(c, "update %s", t);
     }
     return "";
+}
+
+/* ---- the peak, for schedule's report too ----------------------------------- */
+
+static void peak_of(Ctx *c, const Mem *x, Peak *p)
+{
+    memset(p, 0, sizeof *p);
+    p->statement = -1;
+    p->does = "";
+    if (x->n == 0)
+        return;
+    p->statement = x->peak;
+    p->does = stmt_text(c, x->m->g, &x->s->stmts[x->peak]);
+    for (int k = 0; k < NHOLDS; k++)
+        p->bytes[k] = x->live[k][x->peak];
+}
+
+void find_peak(Ctx *c, const Compiled *m, const Schedule *s, Peak *p)
+{
+    Mem x;
+    memset(&x, 0, sizeof x);
+    measure(c, m, s, &x);
+    peak_of(c, &x, p);
+}
+
+/* Recomputed values at the peak are why a plan that saves less can need
+ * more arena than one that saves more: each is rebuilt ahead of the
+ * backward that reads it, with the inputs its rebuild needed, and stays
+ * live until read, so together they can outweigh the saved bytes they
+ * replace. */
+const char *peak_note(Ctx *c, const Peak *p)
+{
+    if (p->statement < 0 || p->bytes[HOLD_RECOMPUTED] <= 0)
+        return NULL;
+    return ctx_printf(c, "%.0f bytes here are recomputed values, live from "
+                      "their rebuild to their backward: they can outweigh the "
+                      "saved bytes they replace, so saving less can need a "
+                      "larger arena", p->bytes[HOLD_RECOMPUTED]);
+}
+
+void report_peak(Buf *b, const Peak *p)
+{
+    if (p->statement < 0)
+        return;
+    buf_printf(b, "peak_statement: %d\npeak_does: %s\n", p->statement, p->does);
+    for (int k = 0; k < NHOLDS; k++)
+        buf_printf(b, "peak_%s_bytes: %.0f\n", hold_names[k], p->bytes[k]);
+    const char *note = peak_note(b->ctx, p);
+    if (note)
+        buf_printf(b, "peak_note: %s\n", note);
 }
 
 /* ---- the text ------------------------------------------------------------- */
@@ -170,16 +221,14 @@ static void memory_text(Ctx *c, const Mem *x, Buf *out)
                x->s->arena_bytes, x->s->peak_live_bytes);
     if (x->n == 0)
         return;
-    buf_printf(out, "peak_statement: %d (%s)\n", x->peak,
-               stmt_text(c, g, &x->s->stmts[x->peak]));
-    for (int k = 0; k < NKINDS; k++)
-        buf_printf(out, "peak_%s_bytes: %.0f\n", kind_names[k],
-                   x->live[k][x->peak]);
+    Peak p;
+    peak_of(c, x, &p);
+    report_peak(out, &p);
     buf_printf(out, "largest at the peak:\n");
     for (int i = 0; i < x->ntop; i++) {
         const Value *v = &x->s->values[x->top[i].value];
         buf_printf(out, "  %10.0f  %-10s  %s\n", x->top[i].bytes,
-                   kind_names[kind_of(x, v)], value_name(c, x, v));
+                   hold_names[kind_of(x, v)], value_name(c, x, v));
     }
 }
 
@@ -309,11 +358,11 @@ static void svg_series(Ctx *c, Buf *s, const Axes *a, const Mem *x)
     columns(c, x, &col);
     double *lo = ctx_alloc(c, (size_t)col.n * sizeof *lo);
     double *hi = ctx_alloc(c, (size_t)col.n * sizeof *hi);
-    for (int k = 0; k < NKINDS; k++) {
+    for (int k = 0; k < NHOLDS; k++) {
         for (int j = 0; j < col.n; j++)
             hi[j] = lo[j] + x->live[k][col.pick[j]];
         buf_printf(s, "<polygon id=\"series-%s\" class=\"series\" "
-                   "fill=\"%s\" points=\"", kind_names[k], kind_colors[k]);
+                   "fill=\"%s\" points=\"", hold_names[k], kind_colors[k]);
         steps(s, a, hi, &col, 0);
         steps(s, a, lo, &col, 1);
         buf_printf(s, "\"/>\n");
@@ -330,7 +379,7 @@ static void svg_boundary(Buf *s, const Axes *a, const Mem *x)
     buf_printf(s, "<g id=\"boundary\" data-statement=\"%d\" data-saved=\"%.0f\">"
                "\n<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
                "stroke=\"black\" stroke-dasharray=\"4,3\"/>\n", x->boundary,
-               x->live[K_SAVED][x->boundary], bx, T, bx, H - B);
+               x->live[HOLD_SAVED][x->boundary], bx, T, bx, H - B);
     /* above the plot, where the peak's label never goes */
     buf_printf(s, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"end\">forward"
                "</text>\n<text x=\"%.1f\" y=\"%d\">backward</text>\n</g>\n",
@@ -342,8 +391,8 @@ static void svg_peak(Ctx *c, Buf *s, const Axes *a, const Mem *x)
     double cx = px(a, x->peak + 0.5), cy = py(a, x->total[x->peak]);
     buf_printf(s, "<g id=\"peak\" data-statement=\"%d\" data-bytes=\"%.0f\"",
                x->peak, x->total[x->peak]);
-    for (int k = 0; k < NKINDS; k++)
-        buf_printf(s, " data-%s=\"%.0f\"", kind_names[k], x->live[k][x->peak]);
+    for (int k = 0; k < NHOLDS; k++)
+        buf_printf(s, " data-%s=\"%.0f\"", hold_names[k], x->live[k][x->peak]);
     buf_printf(s, ">\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%d\" "
                "stroke=\"#d62728\" stroke-dasharray=\"2,2\"/>\n<circle "
                "cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#d62728\"/>\n", cx, cy,
@@ -363,11 +412,11 @@ static void svg_side(Ctx *c, Buf *s, const Mem *x)
 {
     int lx = W - R + 20, y = T;
     buf_printf(s, "<g id=\"legend\">\n");
-    for (int k = NKINDS - 1; k >= 0; k--, y += 18)
+    for (int k = NHOLDS - 1; k >= 0; k--, y += 18)
         buf_printf(s, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
                    "fill=\"%s\"/>\n<text class=\"legend-item\" x=\"%d\" "
                    "y=\"%d\">%s</text>\n", lx, y, kind_colors[k], lx + 18,
-                   y + 10, kind_names[k]);
+                   y + 10, hold_names[k]);
     buf_printf(s, "</g>\n<g id=\"peak-tensors\">\n<text x=\"%d\" y=\"%d\" "
                "font-weight=\"bold\">largest at the peak</text>\n", lx, y + 20);
     y += 40;
@@ -375,7 +424,7 @@ static void svg_side(Ctx *c, Buf *s, const Mem *x)
         const Value *v = &x->s->values[x->top[i].value];
         buf_printf(s, "<text class=\"peak-tensor\" x=\"%d\" y=\"%d\" "
                    "data-bytes=\"%.0f\" data-kind=\"%s\" data-name=\"", lx, y,
-                   x->top[i].bytes, kind_names[kind_of(x, v)]);
+                   x->top[i].bytes, hold_names[kind_of(x, v)]);
         svg_escape(s, value_name(c, x, v));
         buf_printf(s, "\">");
         svg_escape(s, value_name(c, x, v));
@@ -383,7 +432,7 @@ static void svg_side(Ctx *c, Buf *s, const Mem *x)
         const char *unit = byte_unit(x->top[i].bytes, &scale);
         buf_printf(s, "<tspan x=\"%d\" dy=\"14\" fill=\"#555555\">%.4g %s, "
                    "%s</tspan></text>\n", lx + 10, x->top[i].bytes / scale,
-                   unit, kind_names[kind_of(x, v)]);
+                   unit, hold_names[kind_of(x, v)]);
     }
     buf_printf(s, "</g>\n");
 }
@@ -414,7 +463,7 @@ int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out)
 {
     Mem x;
     memset(&x, 0, sizeof x);
-    measure(c, m, &x);
+    measure(c, m, m->train, &x);
     if (svg)
         return memory_svg(c, &x, svg);
     memory_text(c, &x, out);

@@ -54,10 +54,39 @@ static double measure(Ctx *c, const Compiled *m)
     return ms;
 }
 
+/* A row as `remat pareto` without --measure shows it: the training
+ * schedule and its arena alone, in x; fwd is the forward's, every plan's. */
+static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
+                    Row *row)
+{
+    Schedule train;
+    memset(&train, 0, sizeof train);
+    if (schedule_build(x, g, r, SCHED_TRAIN, &train) || plan_arena(x, &train))
+        return -1;
+    const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
+    *row = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
+                 train.recompute_flops, train.recompute_cost, 0};
+    return 0;
+}
+
+/* A row from the whole compilation, and timed, its trainer's ms per step. */
+static int full_row(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                    int timed, Row *row)
+{
+    Compiled m;
+    if (compile_decided(c, g, p, r, &m))
+        return -1;
+    Summary s;
+    summarize(&m, &s);    /* as the fast rows: summarize's figures */
+    *row = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
+                 m.train->recompute_cost, 0};
+    return timed && (row->ms = measure(c, &m)) < 0 ? -1 : 0;
+}
+
 /* Each plan's row. Unmeasured, only what a row shows is built: the
  * training schedule and its arena per plan, the forward schedule once (it
  * runs no recompute, so every plan's is the same), each plan's scratch in
- * a context freed after its row: a frontier of a thousand plans of a deep
+ * a context reset after its row: a frontier of a thousand plans of a deep
  * model costs one plan's memory, not a thousand. */
 static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
                    const Frontier *f, int timed, Row *rows)
@@ -68,41 +97,22 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     if (fast && (schedule_build(c, g, r, SCHED_FORWARD, &fwd) ||
                  plan_arena(c, &fwd)))
         return -1;
+    Ctx scratch;
+    ctx_init(&scratch);
     for (int i = 0; i < f->n; i++) {
-        Ctx scratch;
-        ctx_init(&scratch);
-        Ctx *x = fast ? &scratch : c;
-        remat_apply(x, g, r, f->plans[i].recompute);
-        if (fast) {
-            Schedule train;
-            memset(&train, 0, sizeof train);
-            if (schedule_build(x, g, r, SCHED_TRAIN, &train) ||
-                plan_arena(x, &train)) {
-                ctx_free(&scratch);
-                return -1;
-            }
-            const Schedule *big = train.arena_bytes > fwd.arena_bytes ? &train
-                                                                      : &fwd;
-            rows[i] = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
-                            train.recompute_flops, train.recompute_cost, 0};
-        } else {
-            Compiled m;
-            if (compile_decided(c, g, p, r, &m))
-                return -1;
-            Summary s;
-            summarize(&m, &s);    /* as the fast rows: summarize's figures */
-            rows[i] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                            m.train->recompute_cost, 0};
-            if (timed && (rows[i].ms = measure(c, &m)) < 0)
-                return -1;
+        remat_apply(g, r, f->plans[i].recompute);
+        int rc = fast ? fast_row(&scratch, g, r, &fwd, &rows[i])
+                      : full_row(c, g, p, r, timed, &rows[i]);
+        ctx_reset(&scratch);
+        if (rc) {
+            ctx_free(&scratch);
+            return -1;
         }
-        ctx_free(&scratch);
         assert(rows[i].bytes == f->plans[i].bytes &&
                rows[i].cost == f->plans[i].cost &&
                "the solver's costs are the schedule's");
     }
-    if (fast)       /* r->why held the scratch's strings */
-        remat_apply(c, g, r, NULL);
+    ctx_free(&scratch);
     return 0;
 }
 

@@ -37,6 +37,10 @@ typedef struct {
 
 void ctx_init(Ctx *c);
 void ctx_free(Ctx *c);
+/* ctx_free, but the current chunk is kept, zeroed, for what comes next: a
+ * loop that allocates and frees as much each round then neither mallocs
+ * nor clears a whole chunk for each (pareto.c's rows). */
+void ctx_reset(Ctx *c);
 /* Runs fn(p) when the context is freed (a library's own allocations). */
 void ctx_defer(Ctx *c, void (*fn)(void *), void *p);
 void *ctx_alloc(Ctx *c, size_t size);               /* zeroed, never NULL */
@@ -341,6 +345,11 @@ struct Node {
     Attr attrs[MAX_ATTRS];  /* in the order of the op's AttrSpec list */
     int block;              /* index into Graph.blocks, -1 outside */
     Decision remat;         /* the node's own `remat`, or REMAT_UNSET */
+    /* set by autodiff.c, for node_has_backward and the two after it, which
+     * every plan's schedule asks of every node */
+    int has_backward;
+    unsigned grad_inputs;   /* bit i: input i receives a gradient */
+    unsigned backward_reads;    /* NEED_* bits */
 };
 
 typedef struct {
@@ -610,6 +619,7 @@ typedef struct {
     char *boundary;         /* saved by structure (block edge, outside) */
     Keep *wanted;           /* what structure or the policy asks */
     const char **rule;      /* and which rule asked it */
+    const char **turned;    /* a free tensor's rule when a budget turns it */
     Decision *asked;
     char *scratch;          /* remat_apply's needed flags */
     int *storage;           /* per tensor: the buffer it is a view of, or itself */
@@ -631,7 +641,7 @@ int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r);
 /* The two halves: classes and static needs; then the walk that keeps each
  * needed tensor, a free one as recompute[t] says (NULL: as asked). */
 int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r);
-void remat_apply(Ctx *c, const Graph *g, Remat *r, const char *recompute);
+void remat_apply(const Graph *g, Remat *r, const char *recompute);
 
 /* ---- solve.c: the least recompute within a memory budget ------------------- */
 
@@ -942,6 +952,27 @@ const char *byte_unit(double max, double *scale);
  * peak: a short text into out, or with svg the stacked-area picture
  * written there (and nothing into out). */
 int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out);
+
+/* What holds live bytes: the picture's stacked kinds, bottom to top. */
+enum { HOLD_SAVED, HOLD_FORWARD, HOLD_RECOMPUTED, HOLD_GRADIENT, HOLD_SCRATCH,
+       NHOLDS };
+extern const char *const hold_names[NHOLDS];
+
+/* Where a step's live bytes peak and what holds them there. */
+typedef struct {
+    int statement;          /* the first with the most live bytes; -1: none */
+    const char *does;       /* what it does: "backward MatMul l3.fc2" */
+    double bytes[NHOLDS];   /* the bytes live there, by what holds them */
+} Peak;
+
+/* The peak of s, one of m's schedules (its train step, or its forward). */
+void find_peak(Ctx *c, const Compiled *m, const Schedule *s, Peak *p);
+/* A sentence on why recomputed values at the peak matter, or NULL when
+ * none is live there. */
+const char *peak_note(Ctx *c, const Peak *p);
+/* The peak as `key: value` lines: peak_statement, peak_does,
+ * peak_KIND_bytes per kind, and peak_note when there is one. */
+void report_peak(Buf *b, const Peak *p);
 
 /* ---- build.c: a trainer executable from a compiled model -------------------- */
 

@@ -18,6 +18,13 @@
 #include <math.h>
 #include <string.h>
 
+/* The step whose arena is the model's: the train step's, or the
+ * forward's when that one needs more. */
+static const Schedule *arena_step(const Compiled *m)
+{
+    return m->train->arena_bytes > m->fwd->arena_bytes ? m->train : m->fwd;
+}
+
 void summarize(const Compiled *m, Summary *s)
 {
     const Graph *g = m->g;
@@ -27,8 +34,7 @@ void summarize(const Compiled *m, Summary *s)
         s->saved_tensors += m->remat->keep[t] == KEEP_SAVE;
         s->recomputed_tensors += m->remat->keep[t] == KEEP_RECOMPUTE;
     }
-    const Schedule *big = m->train->arena_bytes > m->fwd->arena_bytes
-                              ? m->train : m->fwd;
+    const Schedule *big = arena_step(m);
     s->arena_bytes = (double)big->arena_bytes;
     s->peak_live_bytes = (double)big->peak_live_bytes;
     if (m->fused)
@@ -149,6 +155,9 @@ void report_schedule(Buf *b, const Compiled *m)
     for (int i = 0; i < NFIELDS; i++)
         buf_printf(b, "%s: %.*f\n", fields[i].name, fields[i].digits,
                    field(&s, i));
+    Peak peak;
+    find_peak(b->ctx, m, arena_step(m), &peak);
+    report_peak(b, &peak);
     report_budget(b, m->remat);
 }
 
@@ -229,6 +238,23 @@ static void json_tensor(Buf *b, const Compiled *m, const Node *n, int t)
     buf_printf(b, "}");
 }
 
+/* report_peak's lines as members of the summary object. */
+static void json_peak(Buf *b, const Compiled *m)
+{
+    Peak p;
+    find_peak(b->ctx, m, arena_step(m), &p);
+    if (p.statement < 0)
+        return;
+    json_num_member(b, "peak_statement", p.statement, 0);
+    json_str_member(b, "peak_does", p.does, 0);
+    for (int k = 0; k < NHOLDS; k++)
+        json_num_member(b, ctx_printf(b->ctx, "peak_%s_bytes", hold_names[k]),
+                        p.bytes[k], 0);
+    const char *note = peak_note(b->ctx, &p);
+    if (note)
+        json_str_member(b, "peak_note", note, 0);
+}
+
 /* report_budget's lines as members of the summary object. */
 static void json_budget(Buf *b, const Remat *r)
 {
@@ -261,6 +287,7 @@ void report_schedule_json(Buf *b, const Compiled *m)
     summarize(m, &s);
     for (int i = 0; i < NFIELDS; i++)
         json_num_member(b, fields[i].name, field(&s, i), i == 0);
+    json_peak(b, m);
     json_budget(b, m->remat);
     buf_printf(b, "}}\n");
 }

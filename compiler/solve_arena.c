@@ -238,7 +238,7 @@ static int leaf(void *ctx, const char *recompute)
     Arena *a = ctx;
     Ctx scratch;
     ctx_init(&scratch);
-    remat_apply(&scratch, a->g, a->r, recompute);
+    remat_apply(a->g, a->r, recompute);
     Schedule s;
     memset(&s, 0, sizeof s);
     int fits = 0;
@@ -416,7 +416,7 @@ static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
     Schedule s, fwd;
     memset(&s, 0, sizeof s);
     memset(&fwd, 0, sizeof fwd);
-    remat_apply(c, g, r, NULL);
+    remat_apply(g, r, NULL);
     if (schedule_build(c, g, r, SCHED_TRAIN, &s) ||
         schedule_build(c, g, r, SCHED_FORWARD, &fwd) || plan_arena(c, &fwd))
         return -1;
@@ -473,6 +473,6 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
         return too_small(c, &a, f, *proven ? "no plan within the budget fits"
                                            : "no plan found fits (the search "
                                              "gave up)");
-    remat_apply(c, g, r, best.recompute);
+    remat_apply(g, r, best.recompute);
     return compile_decided(c, g, p, r, out);
 }

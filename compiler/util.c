@@ -76,6 +76,21 @@ void ctx_free(Ctx *c)
     c->chunks = NULL;
 }
 
+void ctx_reset(Ctx *c)
+{
+    Chunk *keep = c->chunks;
+    if (!keep || keep->cap != CHUNK_BYTES || CHUNK_BYTES == 0) {
+        ctx_free(c);
+        return;
+    }
+    c->chunks = keep->next;     /* the rest: big ones and full chunks */
+    ctx_free(c);
+    memset(keep->data, 0, keep->used);
+    keep->used = 0;
+    keep->next = NULL;
+    c->chunks = keep;
+}
+
 static Chunk *new_chunk(size_t cap)
 {
     Chunk *k = calloc(1, sizeof(Chunk) + cap);

@@ -145,5 +145,21 @@ for g in graphs/gpt.xml graphs/cnn.xml; do
         [ "$(fig arena_bytes "$work/full")" -le "$(fig arena_bytes "$work/none")" ] \
         && ok || bad "$g: full's arena is larger than none's"
 done
+# gpt (issue 14): along pareto's rows, a plan that saves fewer bytes than
+# another yet needs a larger arena has recomputed values at its peak, and
+# `schedule` says so (peak_recomputed_bytes > 0 and a peak_note). Each such
+# row's plan is scheduled by its saved bytes, which select exactly it.
+"$remat" pareto graphs/gpt.xml > "$work/gpt_rows"
+inverted=$(awk 'NR > 2 { s[n] = $2; a[n] = $3; n++ }
+    END { for (i = 0; i < n; i++) for (j = 0; j < n; j++)
+              if (s[i] < s[j] && a[i] > a[j]) { print s[i], a[i]; break } }' "$work/gpt_rows")
+[ -n "$inverted" ] && ok || bad "gpt: no row saves less and needs more arena (the check below checks nothing)"
+while read -r saved arena; do
+    "$remat" schedule graphs/gpt.xml --budget "$saved" > "$work/inv" || { bad "gpt --budget $saved"; continue; }
+    [ "$(fig saved_bytes "$work/inv")" = "$saved" ] && [ "$(fig arena_bytes "$work/inv")" = "$arena" ] \
+        && ok || bad "gpt --budget $saved: not pareto's row ($saved, $arena)"
+    [ "$(fig peak_recomputed_bytes "$work/inv")" -gt 0 ] && grep -q '^peak_note: ' "$work/inv" \
+        && ok || bad "gpt --budget $saved: arena $arena above a plan saving more, yet no recomputed bytes at its peak"
+done <<< "$inverted"
 
 finish test_budget

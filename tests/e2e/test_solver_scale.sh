@@ -2,9 +2,10 @@
 # The budget solver at depth (issue 14; docs/solver.md): a U-Net of depth
 # 32 (long skips, no blocks), the same with a diffusion model's timestep
 # embedding read at every level, and a 96-layer GPT. `remat pareto` lists a
-# proven frontier and `--budget 0.5` is proven optimal on each; the GPT's
-# pareto (1441 plans, each scheduled and planned) stays under 1 GB of
-# memory, where it took 3.2 GB. Times are docs/solver.md's, not asserted.
+# proven frontier and `--budget 0.5` is proven optimal on each; each
+# pareto (the GPT's: 1441 plans, each scheduled and planned) stays under
+# issue 14's 200 MB of memory (it takes about 21; it once took 3.2 GB).
+# Times are docs/solver.md's, not asserted: the machine is shared.
 . "$(dirname "$0")/lib.sh"
 /usr/bin/python3 scripts/make_unet.py 32 > "$work/unet32.xml"
 /usr/bin/python3 scripts/make_unet.py --emb 32 > "$work/unet32_emb.xml"
@@ -17,7 +18,7 @@ for g in unet32 unet32_emb gpt96; do
         rows=$(($(wc -l < "$work/$g.pareto") - 2))
         [ "$rows" -ge 100 ] && ok || bad "$g pareto: $rows plans"
         kb=$(tail -1 "$work/$g.rss")
-        [ "$kb" -lt 1048576 ] && ok || bad "$g pareto: $kb KB of memory"
+        [ "$kb" -lt 204800 ] && ok || bad "$g pareto: $kb KB of memory"
     else
         bad "$g pareto: $(head -c 300 "$work/$g.err")"
     fi

@@ -203,7 +203,7 @@ static int exhaustive(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     for (long mask = 0; mask < 1L << n; mask++) {
         for (int i = 0; i < n; i++)
             rec[free[i]] = (char)(mask >> i & 1);
-        remat_apply(c, g, r, rec);
+        remat_apply(g, r, rec);
         Compiled m;
         ck_assert(compile_decided(c, g, p, r, &m) == 0);
         Summary s;
@@ -281,7 +281,7 @@ START_TEST(matches_exhaustive_search)
                           h.plans[i].cost == f.plans[i].cost,
                           "seed %lu hubs point %d\n%s", seed, i, xml);
             Compiled m;
-            remat_apply(&c, g, &r, h.plans[i].recompute);
+            remat_apply(g, &r, h.plans[i].recompute);
             ck_assert(compile_decided(&c, g, policy_soften(&c, p), &r, &m) == 0);
             ck_assert_msg(m.train->recompute_cost == h.plans[i].cost &&
                           (double)r.saved_bytes == h.plans[i].bytes,
@@ -373,7 +373,7 @@ START_TEST(max_arena_matches_exhaustive_search)
         for (int mask = 0; mask < n; mask++) {
             for (int i = 0; i < nfree; i++)
                 rec[free[i]] = (char)(mask >> i & 1);
-            remat_apply(&c, g, &r, rec);
+            remat_apply(g, &r, rec);
             Compiled m;
             ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
             Summary s;
@@ -448,7 +448,7 @@ START_TEST(split_outputs_match_exhaustive_search)
     }
     for (int i = 0; i < f.n; i++) {
         Compiled m;
-        remat_apply(&c, g, &r, f.plans[i].recompute);
+        remat_apply(g, &r, f.plans[i].recompute);
         ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
         Summary s;
         summarize(&m, &s);
@@ -479,7 +479,7 @@ START_TEST(frontier_costs_are_the_schedules)
     ck_assert_int_ge(f.n, 6);
     for (int i = 0; i < f.n; i++) {
         Compiled m;
-        remat_apply(&c, g, &r, f.plans[i].recompute);
+        remat_apply(g, &r, f.plans[i].recompute);
         ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
         Summary s;
         summarize(&m, &s);
@@ -702,7 +702,7 @@ static void check_against_search(Ctx *c, const Graph *g, Remat *r,
         Ctx x;
         ctx_init(&x);
         Compiled m;
-        remat_apply(&x, g, r, f.plans[i].recompute);
+        remat_apply(g, r, f.plans[i].recompute);
         ck_assert(compile_decided(&x, g, p, r, &m) == 0);
         Summary s;
         summarize(&m, &s);
@@ -763,7 +763,7 @@ START_TEST(unet3_matches_every_plan)
     int free[64], n = 0;
     char *rec = ctx_alloc(&c, (size_t)g->ntensors);
     memset(rec, 1, (size_t)g->ntensors);
-    remat_apply(&c, g, &r, rec);
+    remat_apply(g, &r, rec);
     for (int t = 0; t < g->ntensors; t++)
         if (r.free[t] && r.keep[t] != KEEP_NONE)
             free[n++] = t;
@@ -779,7 +779,7 @@ START_TEST(unet3_matches_every_plan)
         ctx_init(&x);
         for (int i = 0; i < n; i++)
             rec[free[i]] = (char)(mask >> i & 1);
-        remat_apply(&x, g, &r, rec);
+        remat_apply(g, &r, rec);
         double cost = 0;
         for (int t = 0; t < g->ntensors; t++)
             if (r.keep[t] == KEEP_RECOMPUTE) {
