@@ -3,19 +3,22 @@
 # with and without --emb) and GPTs (scripts/make_gpt.py --layers), each
 # through `remat pareto` and `remat schedule --budget 0.5` under
 # /usr/bin/time: seconds, peak memory, and whether the answer is proven
-# optimal; and `--budget 1`'s seconds and memory, the whole frontier with
-# one plan scheduled (where pareto schedules every plan). Prints markdown. REMAT: another build of the compiler (e.g. the
+# optimal; `--budget 1`'s seconds and memory, the whole frontier with
+# one plan scheduled (where pareto schedules every plan); and --max-arena
+# halfway between full's arena and none's: seconds, memory, proven. Prints
+# markdown. REMAT: another build of the compiler (e.g. the
 # one before a change, for the before column). Timings are this machine's.
 # Usage: scripts/solver_table.sh [GRAPH-SPEC...]   (default: the table's:
 #        unet8 unet16 unet24 unet32 unet32_emb gpt24 gpt48 gpt96)
 set -u
 cd "$(dirname "$0")/.."
 remat=${REMAT:-build/remat}
+export REMAT_RATES=builtin
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 specs=${*:-unet8 unet16 unet24 unet32 unet32_emb gpt24 gpt48 gpt96}
-echo "| graph | nodes | pareto: s | MB | plans | --budget 0.5: s | MB | proven | --budget 1: s | MB |"
-echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+echo "| graph | nodes | pareto: s | MB | plans | --budget 0.5: s | MB | proven | --budget 1: s | MB | --max-arena mid: s | MB | proven |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"
 for spec in $specs; do
     g=$work/$spec.xml
     case $spec in
@@ -37,7 +40,15 @@ for spec in $specs; do
     proven=$(sed -n 's/^proven_optimal: //p' "$work/s")
     /usr/bin/time -f "%e %M" -o "$work/t" "$remat" schedule "$g" --budget 1 > "$work/s1" 2>&1
     read -r ws wk < <(tail -1 "$work/t")
-    printf "| %s | %s | %s | %.0f | %s | %s | %.0f | %s | %s | %.0f |\n" "$spec" \
-        "$nodes" "$ps" "$(echo "$pk / 1024" | bc -l)" "$plans" "$bs" \
-        "$(echo "$bk / 1024" | bc -l)" "$proven" "$ws" "$(echo "$wk / 1024" | bc -l)"
+    # --max-arena halfway between full's arena and none's
+    lo=$("$remat" schedule "$g" --policy full | sed -n 's/^arena_bytes: //p')
+    hi=$("$remat" schedule "$g" --policy none | sed -n 's/^arena_bytes: //p')
+    /usr/bin/time -f "%e %M" -o "$work/t" "$remat" schedule "$g" \
+        --max-arena $(( (lo + hi) / 2 )) > "$work/a" 2>&1
+    read -r as ak < <(tail -1 "$work/t")
+    aproven=$(sed -n 's/^proven_optimal: \(yes\|no\).*/\1/p' "$work/a")
+    printf "| %s | %s | %s | %.0f | %s | %s | %.0f | %s | %s | %.0f | %s | %.0f | %s |\n" \
+        "$spec" "$nodes" "$ps" "$(echo "$pk / 1024" | bc -l)" "$plans" "$bs" \
+        "$(echo "$bk / 1024" | bc -l)" "$proven" "$ws" "$(echo "$wk / 1024" | bc -l)" \
+        "$as" "$(echo "$ak / 1024" | bc -l)" "${aproven:-no plan}"
 done
