@@ -168,6 +168,7 @@ static void peak_of(Ctx *c, const Mem *x, Peak *p)
         return;
     p->statement = x->peak;
     p->does = stmt_text(c, x->m->g, &x->s->stmts[x->peak]);
+    p->backward = x->peak >= x->boundary;
     for (int k = 0; k < NHOLDS; k++)
         p->bytes[k] = x->live[k][x->peak];
 }
@@ -180,19 +181,37 @@ void find_peak(Ctx *c, const Compiled *m, const Schedule *s, Peak *p)
     peak_of(c, &x, p);
 }
 
-/* Recomputed values at the peak are why a plan that saves less can need
- * more arena than one that saves more: each is rebuilt ahead of the
- * backward that reads it, with the inputs its rebuild needed, and stays
- * live until read, so together they can outweigh the saved bytes they
- * replace. */
+/* Why the arena peaks where it does, which is why a plan that saves less
+ * can need more arena than one that saves more. Recomputed values at the
+ * peak: each is rebuilt ahead of the backward that reads it, with the
+ * inputs its rebuild needed, and stays live until read, so together they
+ * can outweigh the saved bytes they replace. Else, in the backward, the
+ * saved tensors still to be read: a plan saving fewer bytes in all can
+ * hold more of them there (those its backward reads last). Else, in the
+ * forward: which tensors are saved so far, and each buffer's rounding up
+ * to ARENA_ALIGN, decide it rather than the saved bytes in all. */
 const char *peak_note(Ctx *c, const Peak *p)
 {
-    if (p->statement < 0 || p->bytes[HOLD_RECOMPUTED] <= 0)
+    if (p->statement < 0)
         return NULL;
-    return ctx_printf(c, "%.0f bytes here are recomputed values, live from "
-                      "their rebuild to their backward: they can outweigh the "
-                      "saved bytes they replace, so saving less can need a "
-                      "larger arena", p->bytes[HOLD_RECOMPUTED]);
+    if (p->bytes[HOLD_RECOMPUTED] > 0)
+        return ctx_printf(c, "%.0f bytes here are recomputed values, live "
+                          "from their rebuild to their backward: they can "
+                          "outweigh the saved bytes they replace, so saving "
+                          "less can need a larger arena",
+                          p->bytes[HOLD_RECOMPUTED]);
+    if (p->backward)
+        return ctx_printf(c, "no recomputed value is live here; %.0f bytes "
+                          "of saved tensors still to be read are: the arena "
+                          "follows the saved tensors live here (those the "
+                          "backward reads last), not the saved bytes in all",
+                          p->bytes[HOLD_SAVED]);
+    return ctx_printf(c, "the peak is in the forward: %.0f bytes saved so "
+                      "far and %.0f of values in flight; the arena follows "
+                      "which tensors are saved, each buffer rounded up to "
+                      "%d bytes, not the saved bytes in all",
+                      p->bytes[HOLD_SAVED], p->bytes[HOLD_FORWARD],
+                      ARENA_ALIGN);
 }
 
 void report_peak(Buf *b, const Peak *p)

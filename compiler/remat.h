@@ -962,6 +962,7 @@ extern const char *const hold_names[NHOLDS];
 typedef struct {
     int statement;          /* the first with the most live bytes; -1: none */
     const char *does;       /* what it does: "backward MatMul l3.fc2" */
+    int backward;           /* it is in the backward part of the step */
     double bytes[NHOLDS];   /* the bytes live there, by what holds them */
 } Peak;
 

@@ -65,16 +65,27 @@ KINDS = ['saved', 'forward', 'recomputed', 'gradient', 'scratch']
 
 def peak(f):
     """The peak's lines: its kinds add up to peak_live_bytes, and a note
-    says why exactly when recomputed values are live there."""
+    says why the peak is there: the recomputed values live there when
+    there are any, else in the backward the saved tensors still to be
+    read, else (a forward statement) the saved and in-flight values."""
     if 'peak_statement' not in f:
         fail('no peak_statement: %r' % f)
     if sum(f['peak_%s_bytes' % k] for k in KINDS) != f['peak_live_bytes']:
         fail('the kinds at the peak do not add up to peak_live_bytes: %r' % f)
-    if ('peak_note' in f) != (f['peak_recomputed_bytes'] > 0):
-        fail('peak_note %r with %d recomputed bytes at the peak' % (f.get('peak_note'),
-                                                                   f['peak_recomputed_bytes']))
-    if 'peak_note' in f and str(f['peak_recomputed_bytes']) not in f['peak_note']:
-        fail('peak_note does not give the recomputed bytes: %r' % f['peak_note'])
+    note, does = f.get('peak_note', ''), f['peak_does']
+    if f['peak_recomputed_bytes'] > 0:
+        want = '%d bytes here are recomputed values' % f['peak_recomputed_bytes']
+    elif note.startswith('the peak is in the forward'):
+        want = '%d bytes saved so far and %d of values in flight' % (
+            f['peak_saved_bytes'], f['peak_forward_bytes'])
+        if does.split()[0] in ('backward', 'recompute', 'seed', 'zero', 'update'):
+            fail('a forward note at %r' % does)
+    else:
+        want = 'no recomputed value is live here; %d bytes of saved tensors' % f['peak_saved_bytes']
+        if does.split()[0] in ('forward', 'output'):
+            fail('a backward note at %r' % does)
+    if want not in note:
+        fail('peak_note %r does not say %r' % (note, want))
 
 def diff(text, js):
     lines = open(text).read().splitlines()
