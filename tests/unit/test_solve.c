@@ -222,6 +222,21 @@ static double least_cost(const Cost *all, int n, double budget)
     return best;
 }
 
+/* A random graph of 4 to 16 nodes (rng_state seeded), parsed, shaped,
+ * differentiated and classified under sac or none, must_save softened:
+ * that policy. */
+static Policy *random_case(Ctx *c, const char **xml, Graph **g, Remat *r)
+{
+    Policy *p;
+    *xml = model_xml(c, random_graph(c, 4 + rnd(13)));
+    ck_assert_msg(policy_load(c, rnd(2) ? "sac" : "none", &p) == 0 &&
+                  parse_graph_memory(c, "t.xml", *xml, strlen(*xml), g) == 0 &&
+                  infer_shapes(c, *g) == 0 && autodiff(c, *g) == 0 &&
+                  remat_classify(c, *g, policy_soften(c, p), r) == 0,
+                  "%s\n%s", c->err, *xml);
+    return policy_soften(c, p);
+}
+
 /* 300 graphs of 4 to 16 nodes with up to 14 free decisions (2^14 plans
  * each at most): the frontier is exactly the Pareto set of all plans, and
  * every budget gets the least recompute time any plan within it has. */
@@ -232,16 +247,11 @@ START_TEST(matches_exhaustive_search)
         rng_state = seed;
         Ctx c;
         ctx_init(&c);
-        const char *xml = model_xml(&c, random_graph(&c, 4 + rnd(13)));
+        const char *xml;
         Graph *g;
-        Policy *p;
         Remat r;
         Frontier f;
-        ck_assert_msg(policy_load(&c, rnd(2) ? "sac" : "none", &p) == 0 &&
-                      parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
-                      infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
-                      remat_classify(&c, g, policy_soften(&c, p), &r) == 0,
-                      "%s\n%s", c.err, xml);
+        Policy *p = random_case(&c, &xml, &g, &r);
         int nfree = 0;
         for (int t = 0; t < g->ntensors; t++)
             nfree += r.free[t];
@@ -253,7 +263,7 @@ START_TEST(matches_exhaustive_search)
         free_max = nfree > free_max ? nfree : free_max;
         ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
         Cost *all = ctx_alloc(&c, ((size_t)1 << nfree) * sizeof *all);
-        int n = exhaustive(&c, g, policy_soften(&c, p), &r, all);
+        int n = exhaustive(&c, g, p, &r, all);
         /* the frontier: each point reached by some plan, none beaten */
         for (int i = 0; i < f.n; i++) {
             ck_assert_msg(least_cost(all, n, f.plans[i].bytes) == f.plans[i].cost,
@@ -282,7 +292,7 @@ START_TEST(matches_exhaustive_search)
                           "seed %lu hubs point %d\n%s", seed, i, xml);
             Compiled m;
             remat_apply(g, &r, h.plans[i].recompute);
-            ck_assert(compile_decided(&c, g, policy_soften(&c, p), &r, &m) == 0);
+            ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
             ck_assert_msg(m.train->recompute_cost == h.plans[i].cost &&
                           (double)r.saved_bytes == h.plans[i].bytes,
                           "seed %lu hubs point %d's plan\n%s", seed, i, xml);
@@ -347,16 +357,10 @@ START_TEST(max_arena_matches_exhaustive_search)
         rng_state = seed;
         Ctx c;
         ctx_init(&c);
-        const char *xml = model_xml(&c, random_graph(&c, 4 + rnd(13)));
+        const char *xml;
         Graph *g;
-        Policy *p;
         Remat r;
-        ck_assert_msg(policy_load(&c, rnd(2) ? "sac" : "none", &p) == 0 &&
-                      parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
-                      infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
-                      remat_classify(&c, g, policy_soften(&c, p), &r) == 0,
-                      "%s\n%s", c.err, xml);
-        p = policy_soften(&c, p);
+        Policy *p = random_case(&c, &xml, &g, &r);
         int free[64], nfree = 0;
         for (int t = 0; t < g->ntensors; t++)
             if (r.free[t])
