@@ -222,6 +222,29 @@ static double least_cost(const Cost *all, int n, double budget)
     return best;
 }
 
+/* f is the Pareto set of every plan (all, n of them): each point reached
+ * by some plan and none beaten, the points rising in bytes and falling in
+ * cost, and every plan matched or beaten by a point. */
+static void is_pareto_set(const Frontier *f, const Cost *all, int n,
+                          const char *what)
+{
+    for (int i = 0; i < f->n; i++) {
+        ck_assert_msg(least_cost(all, n, f->plans[i].bytes) == f->plans[i].cost,
+                      "%s: point %d", what, i);
+        if (i > 0)
+            ck_assert_msg(f->plans[i].bytes > f->plans[i - 1].bytes &&
+                          f->plans[i].cost < f->plans[i - 1].cost,
+                          "%s: point %d is not below point %d", what, i, i - 1);
+    }
+    for (int k = 0; k < n; k++) {
+        int covered = 0;
+        for (int i = 0; i < f->n && !covered; i++)
+            covered = f->plans[i].bytes <= all[k].bytes &&
+                      f->plans[i].cost <= all[k].cost;
+        ck_assert_msg(covered, "%s: plan %d", what, k);
+    }
+}
+
 /* A random graph of 4 to 16 nodes (rng_state seeded), parsed, shaped,
  * differentiated and classified under sac or none, must_save softened:
  * that policy. */
@@ -264,22 +287,7 @@ START_TEST(matches_exhaustive_search)
         ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
         Cost *all = ctx_alloc(&c, ((size_t)1 << nfree) * sizeof *all);
         int n = exhaustive(&c, g, p, &r, all);
-        /* the frontier: each point reached by some plan, none beaten */
-        for (int i = 0; i < f.n; i++) {
-            ck_assert_msg(least_cost(all, n, f.plans[i].bytes) == f.plans[i].cost,
-                          "seed %lu point %d\n%s", seed, i, xml);
-            if (i > 0)
-                ck_assert(f.plans[i].bytes > f.plans[i - 1].bytes &&
-                          f.plans[i].cost < f.plans[i - 1].cost);
-        }
-        /* every plan is matched or beaten by a frontier point */
-        for (int k = 0; k < n; k++) {
-            int covered = 0;
-            for (int i = 0; i < f.n && !covered; i++)
-                covered = f.plans[i].bytes <= all[k].bytes &&
-                          f.plans[i].cost <= all[k].cost;
-            ck_assert_msg(covered, "seed %lu plan %d\n%s", seed, k, xml);
-        }
+        is_pareto_set(&f, all, n, ctx_printf(&c, "seed %lu\n%s", seed, xml));
         /* split at hubs (solve.c), the same frontier, each point costing
          * what its schedule does */
         Frontier h;
@@ -440,16 +448,7 @@ START_TEST(split_outputs_match_exhaustive_search)
     Cost *all = ctx_alloc(&c, ((size_t)1 << nfree) * sizeof *all);
     int n = exhaustive(&c, g, p, &r, all);
     ck_assert_int_ge(f.n, 2);
-    for (int i = 0; i < f.n; i++)
-        ck_assert_msg(least_cost(all, n, f.plans[i].bytes) == f.plans[i].cost,
-                      "point %d", i);
-    for (int k = 0; k < n; k++) {
-        int covered = 0;
-        for (int i = 0; i < f.n && !covered; i++)
-            covered = f.plans[i].bytes <= all[k].bytes &&
-                      f.plans[i].cost <= all[k].cost;
-        ck_assert_msg(covered, "plan %d", k);
-    }
+    is_pareto_set(&f, all, n, "split");
     for (int i = 0; i < f.n; i++) {
         Compiled m;
         remat_apply(g, &r, f.plans[i].recompute);
@@ -793,17 +792,7 @@ START_TEST(unet3_matches_every_plan)
         all[mask] = (Cost){(double)r.saved_bytes, cost};
         ctx_free(&x);
     }
-    int plans = 1 << n;
-    for (int i = 0; i < f.n; i++)
-        ck_assert_msg(least_cost(all, plans, f.plans[i].bytes) == f.plans[i].cost,
-                      "point %d", i);
-    for (int k = 0; k < plans; k++) {
-        int covered = 0;
-        for (int i = 0; i < f.n && !covered; i++)
-            covered = f.plans[i].bytes <= all[k].bytes &&
-                      f.plans[i].cost <= all[k].cost;
-        ck_assert_msg(covered, "plan %d", k);
-    }
+    is_pareto_set(&f, all, 1 << n, "unet3");
     ctx_free(&c);
 }
 END_TEST
