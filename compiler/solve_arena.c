@@ -66,10 +66,7 @@ typedef struct {
     size_t fwd_arena;       /* the forward-only step's, the same every plan */
     int nb;                 /* backward statements */
     int *node;              /* per backward statement: its node */
-    int *first;             /* per tensor: its first backward reader, or
-                             * first_needs()'s, or 0 */
-    int *need;              /* first_needs()'s: per tensor, the earliest
-                             * backward statement that could need it */
+    int *first;             /* per tensor: first_needs()'s */
     int *lo, *own;          /* per tensor: the first backward statement
                              * reading its buffer (-1: none), reading it
                              * itself (INT_MAX: none) */
@@ -85,11 +82,6 @@ typedef struct {
 static double aligned(double bytes)
 {
     return ceil(bytes / ARENA_ALIGN) * ARENA_ALIGN;
-}
-
-static double tensor_bytes(const Graph *g, int t)
-{
-    return aligned((double)g->tensors[t].numel * sizeof(float));
 }
 
 static double *zeros(Ctx *c, int n)
@@ -131,8 +123,8 @@ static void backward_buffers(Ctx *c, Arena *a, const Schedule *s, double *at)
 static void read_at(Arena *a, int t, int j, int *lo, int *hi)
 {
     int st = a->r->storage[t];
-    if (a->first[t] < 0)
-        a->first[t] = a->own[t] = j;
+    if (a->own[t] == INT_MAX)
+        a->own[t] = j;
     if (a->g->tensors[st].kind != T_ACT)
         return;             /* a view of the caller's memory */
     if (lo[st] < 0)
@@ -149,26 +141,29 @@ static void read_at(Arena *a, int t, int j, int *lo, int *hi)
  * rebuilt from it, through tensors that may be rebuilt (a block boundary
  * never is, which keeps this within a block). first[t] becomes that
  * statement (0 when none could). */
-static void first_needs(Arena *a, const int *lo)
+static void first_needs(Ctx *c, Arena *a)
 {
     const Graph *g = a->g;
+    int *need = ctx_alloc(c, (size_t)g->ntensors * sizeof *need);
+    for (int t = 0; t < g->ntensors; t++)
+        need[t] = INT_MAX;
     for (int k = g->nnodes - 1; k >= 0; k--) {
         const Node *n = &g->nodes[g->order[k]];
         int earliest = a->nb;
         for (int o = 0; o < n->nout; o++) {
-            int t = n->out[o], e = a->need[t];
+            int t = n->out[o];
             if (!a->r->free[t] && a->r->wanted[t] != KEEP_RECOMPUTE)
                 continue;   /* never rebuilt: never reads its inputs */
-            if (a->first[t] >= 0 && a->first[t] < e)
-                e = a->first[t];
+            int e = a->own[t] < need[t] ? a->own[t] : need[t];
             earliest = e < earliest ? e : earliest;
         }
         for (int i = 0; i < n->nin; i++)
-            if (earliest < a->need[n->in[i]])
-                a->need[n->in[i]] = earliest;
+            if (earliest < need[n->in[i]])
+                need[n->in[i]] = earliest;
     }
+    a->first = ctx_alloc(c, (size_t)g->ntensors * sizeof *a->first);
     for (int t = 0; t < g->ntensors; t++)
-        a->first[t] = lo[t] >= 0 ? lo[t] : a->need[t] < a->nb ? a->need[t] : 0;
+        a->first[t] = a->lo[t] >= 0 ? a->lo[t] : need[t] < a->nb ? need[t] : 0;
 }
 
 /* The bytes every plan holds at each backward statement (the top). */
@@ -178,14 +173,12 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
     int nt = g->ntensors;
     int *lo = a->lo = ctx_alloc(c, (size_t)nt * sizeof(int));
     int *hi = ctx_alloc(c, (size_t)nt * sizeof(int));
-    a->first = ctx_alloc(c, (size_t)nt * sizeof(int));
-    a->need = ctx_alloc(c, (size_t)nt * sizeof(int));
     a->own = ctx_alloc(c, (size_t)nt * sizeof(int));
     a->bytes = ctx_alloc(c, (size_t)nt * sizeof(double));
     for (int t = 0; t < nt; t++) {
-        lo[t] = hi[t] = a->first[t] = -1;
-        a->need[t] = a->own[t] = INT_MAX;
-        a->bytes[t] = tensor_bytes(g, t);
+        lo[t] = hi[t] = -1;
+        a->own[t] = INT_MAX;
+        a->bytes[t] = aligned((double)g->tensors[t].numel * sizeof(float));
     }
     a->node = ctx_alloc(c, ((size_t)s->nstmts + 1) * sizeof(int));
     a->fixed = zeros(c, s->nstmts);
@@ -203,8 +196,8 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
     double *span = zeros(c, a->nb);
     for (int t = 0; t < nt; t++)
         if (lo[t] >= 0) {
-            span[lo[t]] += tensor_bytes(g, t);
-            span[hi[t] + 1] -= tensor_bytes(g, t);
+            span[lo[t]] += a->bytes[t];
+            span[hi[t] + 1] -= a->bytes[t];
         }
     running_sum(span, a->nb);
     a->room = zeros(c, a->nb);
@@ -212,7 +205,7 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
         a->fixed[j] += span[j];
         a->room[j] = a->max_arena - a->fixed[j];
     }
-    first_needs(a, lo);
+    first_needs(c, a);
 }
 
 /* ---- the walk's hooks ---------------------------------------------------- */
@@ -221,7 +214,7 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
 static int keep(void *ctx, int t, int sign)
 {
     Arena *a = ctx;
-    double b = sign * tensor_bytes(a->g, t);
+    double b = sign * a->bytes[t];
     int fits = 1;
     for (int j = 0; j < a->first[t]; j++) {
         a->room[j] -= b;
@@ -251,8 +244,8 @@ static int leaf(void *ctx, const char *recompute)
             least_room = a->room[j] < least_room ? a->room[j] : least_room;
         assert((a->nb == 0 || a->max_arena - least_room <= peak) &&
                "the bound is below every plan's peak");
-        if ((a->measure || (peak <= a->max_arena &&
-                            (double)a->fwd_arena <= a->max_arena)) &&
+        /* (the forward's own arena fits: check_fixed) */
+        if ((a->measure || peak <= a->max_arena) &&
             plan_arena(&scratch, &s) == 0) {
             double arena = (double)(s.arena_bytes > a->fwd_arena
                                         ? s.arena_bytes : a->fwd_arena);
