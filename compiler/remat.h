@@ -698,13 +698,22 @@ int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
 int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
                   Plan *out, int *proven);
 /* The same walk with a second bound and a last word (solve_arena.c):
- * keep(ctx, t, +1) when a plan saves t, a buffer of its own, returning 0
- * when no plan that saves it can fit (keep(ctx, t, -1) undoes it); and
- * leaf(ctx, recompute) on every whole plan better than the best so far,
- * 0 to reject it. */
+ * decide(ctx, node, t, how, +1) on every decision about an output t that
+ * is needed or holds a buffer (how: DECIDE_* bits), returning 0 when no
+ * plan deciding so can fit (decide(..., -1) undoes it, in reverse order);
+ * visit(ctx, k, bytes, cost, best) on reaching node order[k] with the
+ * decisions after it made (best: the least cost found so far), returning
+ * 0 when the rest of the walk can be skipped (no plan from here costs
+ * less, or another partial plan seen there does at least as well), else followed
+ * by leave(ctx, k) when the walk below it is done; and
+ * leaf(ctx, recompute, cost) on every whole plan better than the best so
+ * far, 0 to reject it. */
+enum { DECIDE_REBUILD = 1, DECIDE_NEEDED = 2, DECIDE_HOLD = 4 };
 typedef struct {
-    int (*keep)(void *ctx, int t, int sign);
-    int (*leaf)(void *ctx, const char *recompute);
+    int (*decide)(void *ctx, int node, int t, int how, int sign);
+    int (*visit)(void *ctx, int k, double bytes, double cost, double best);
+    void (*leave)(void *ctx, int k);
+    int (*leaf)(void *ctx, const char *recompute, double cost);
     void *ctx;
     long max_visits;
 } SearchHooks;
@@ -739,6 +748,9 @@ double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
 int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
               const Frontier *f, double want, double max_arena,
               Compiled *out, int *proven, double *bound);
+/* For the tests: fit_arena answers by its branch and bound alone (no
+ * candidate plans, no per-statement bound), so that they check it. */
+extern int fit_arena_walk_only;
 /* Decides g under p within the budget (the least recompute), then
  * schedules and plans it into out; an error when no plan fits. */
 int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,

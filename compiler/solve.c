@@ -980,14 +980,16 @@ static void try_branch(Search *s, int k, int o, const Node *n, int t,
                !s->held[src];
     s->held[src] |= (char)hold;
     s->rec[t] = (char)recompute;
-    /* a saved buffer of its own: the hooks' bound may rule the rest out */
-    int kept = !recompute && !alias &&
-               (s->r->needed[t] || s->needed[t]) && s->hooks;
-    if (!kept || s->hooks->keep(s->hooks->ctx, t, 1))
+    /* the hooks' bound may rule the rest out */
+    int how = (recompute ? DECIDE_REBUILD : 0) | (hold ? DECIDE_HOLD : 0) |
+              (s->r->needed[t] || s->needed[t] ? DECIDE_NEEDED : 0);
+    int told = s->hooks && (how & (DECIDE_NEEDED | DECIDE_HOLD) || held);
+    int node = (int)(n - g->nodes);
+    if (!told || s->hooks->decide(s->hooks->ctx, node, t, how, 1))
         search_next(s, k, o, bytes + (alias || (recompute && !held) ? 0 : size),
                     cost + (recompute ? output_cost(s->r->rates, g, n, o) : 0));
-    if (kept)
-        s->hooks->keep(s->hooks->ctx, t, -1);
+    if (told)
+        s->hooks->decide(s->hooks->ctx, node, t, how, -1);
     if (hold)
         s->held[src] = 0;
     while (nundo)
@@ -1002,13 +1004,17 @@ static void search(Search *s, int k, int o, double bytes, double cost)
         ++s->visits > s->max_visits)
         return;
     if (k < 0) {
-        if (s->hooks && !s->hooks->leaf(s->hooks->ctx, s->rec))
+        if (s->hooks && !s->hooks->leaf(s->hooks->ctx, s->rec, cost))
             return;
         s->best_cost = cost;
         s->best_bytes = bytes;
         memcpy(s->best, s->rec, (size_t)s->g->ntensors);
         return;
     }
+    int visited = o == 0 && s->hooks && s->hooks->visit;
+    if (visited &&
+        !s->hooks->visit(s->hooks->ctx, k, bytes, cost, s->best_cost))
+        return;
     const Node *n = &s->g->nodes[s->g->order[k]];
     int t = n->out[o], held = s->held[t];
     int needed = s->r->needed[t] || s->needed[t];
@@ -1021,6 +1027,8 @@ static void search(Search *s, int k, int o, double bytes, double cost)
         try_branch(s, k, o, n, t, 0, held, bytes, cost);
         try_branch(s, k, o, n, t, 1, held, bytes, cost);
     }
+    if (visited)
+        s->hooks->leave(s->hooks->ctx, k);
 }
 
 /* The least-cost plan within want bytes, by branch and bound; *proven

@@ -47,14 +47,15 @@ sweep() {   # graph
     none=$("$remat" schedule "$g" --policy none | sed -n 's/^saved_bytes: //p')
     [ "$(fig budget_bytes "$d/s0")" = "$full" ] && [ "$(fig budget_bytes "$d/s1")" = "$none" ] \
         && ok || bad "$name: budget 0 and 1 are not full's and none's saved bytes"
-    # a bounded arena, at a quarter, half and three quarters of the way
-    # from full's arena to none's: within it, and proven the least
+    # a bounded arena, at each eighth of the way from full's arena to
+    # none's (gpt's hardest, where the best plan for one statement
+    # overflows another, is at the first): within it, and proven the least
     # recompute (docs/memory.md; tests/unit/test_solve.c checks the answers
     # against every plan of small graphs)
     local lo hi q bound
     lo=$(fig arena_bytes "$d/s0") hi=$(fig arena_bytes "$d/s1")
-    for q in 1 2 3; do
-        bound=$(( lo + (hi - lo) * q / 4 ))
+    for q in 1 2 3 4 5 6 7; do
+        bound=$(( lo + (hi - lo) * q / 8 ))
         if "$remat" schedule "$g" --max-arena "$bound" > "$d/arena"; then
             [ "$(fig arena_bytes "$d/arena")" -le "$bound" ] && ok \
                 || bad "$name --max-arena $bound: arena $(fig arena_bytes "$d/arena")"
