@@ -691,6 +691,31 @@ typedef struct {
 } LiveAt;
 int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
                   double cap, Frontier *f);
+/* ranges.c: whole numbers at points 0..n-1 under additions over ranges,
+ * with the least over a range and a hash of a suffix in O(log n) each. */
+typedef struct {
+    int n;
+    int64_t *least, *add;   /* segment tree */
+    uint64_t *w[2];         /* per family, prefix sums of the weights */
+    uint64_t *base[2];      /* per family, prefix hashes of the start */
+    uint64_t *d, *dw[2];    /* Fenwick trees of the additions' ends */
+} Ranges;
+void ranges_init(Ctx *c, Ranges *r, const int64_t *values, int n);
+void ranges_add(Ranges *r, int from, int to, int64_t d);   /* [from, to) */
+int64_t ranges_min(const Ranges *r, int from, int to);  /* INT64_MAX: none */
+void ranges_hash(const Ranges *r, int from, uint64_t *h1, uint64_t *h2);
+
+/* Per walk position k (g->order[k]), the frontier under at's measure
+ * within cap of the components (solve.c) whose decisions all lie at
+ * order[0..k]: a bound below every plan on what those decisions cost for
+ * the bytes they hold (solve_arena.c's walk). A component whose states
+ * overflow, or whose frontier or sum would be thinned, is left out. */
+typedef struct {
+    int n;
+    double *bytes, *cost;   /* bytes ascending, cost falling */
+} Curve;
+int solve_prefix_curves(Ctx *c, const Graph *g, const Remat *r,
+                        const LiveAt *at, double cap, Curve *per_k);
 /* The least-cost plan within want bytes by branch and bound over the
  * whole walk (no components), the answer where the frontier's caps are
  * hit, and the tests' second opinion; *proven when it ran to the end. 0,
@@ -749,7 +774,8 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
               const Frontier *f, double want, double max_arena,
               Compiled *out, int *proven, double *bound);
 /* For the tests: fit_arena answers by its branch and bound alone (no
- * candidate plans, no per-statement bound), so that they check it. */
+ * candidate plans, no per-statement bound), so that they check it; at 2,
+ * without its cut on the cost still to come either. */
 extern int fit_arena_walk_only;
 /* Decides g under p within the budget (the least recompute), then
  * schedules and plans it into out; an error when no plan fits. */

@@ -44,16 +44,20 @@
  * than as a saved buffer live from the forward are closed: every buffer
  * the rest of the walk saves is live at each of them, so only their least
  * room matters (the slack). A partial plan whose cost, plus the least the
- * rest must recompute to keep within the slack (cost_below), reaches the
+ * rest must recompute to keep within the slack (curve_below), reaches the
  * best so far is cut; so is one that another partial plan seen at the
  * same node, with the same room everywhere else and the same open
  * decisions (key_of), beat on slack, cost and saved bytes (visit()): its
- * futures are that one's, none better. Each whole plan reached is
- * scheduled and planned; one that does not fit (the count is a bound, not
- * the arena) makes every partial plan above it unfit to cut others
- * (leave()). When the walk ends, the best is proven; it gives up after
- * ARENA_WORK and the answer then says so, with the per-statement bound.
-  */
+ * futures are that one's, none better. What the rest must recompute is
+ * bounded by the frontier, under the live bytes at the first statement,
+ * of the components the rest decides alone (solve_prefix_curves). Each
+ * whole plan reached is scheduled and planned; one that does not fit (the
+ * count is a bound, not the arena) makes every partial plan above it
+ * unfit to cut others (leave()). When the walk ends, the best is proven;
+ * it gives up after ARENA_WORK and the answer then says so, with the
+ * per-statement bound. The room at every point is kept in ranges.c's
+ * tree, so that reaching a node costs O(log n).
+ */
 #include "remat.h"
 
 #include <limits.h>
@@ -62,12 +66,13 @@
 #include <string.h>
 
 /* Counts, not clocks, so that the answer is the same on every machine:
- * the walk's give-up point, in points visited or changed (about 1 s on
- * this machine; a 4-layer GPT's hardest bound takes 2.8e8), and the plans
- * it schedules at most (beyond them every plan is refused); the runs of
- * statements live_bound solves; the candidate plans scheduled before it
- * (frontiers' plans); the partial plans the walk remembers. */
-#define ARENA_WORK 400000000L
+ * the walk's give-up point, in nodes reached and decisions made (a
+ * 4-layer GPT's hardest bound takes 2e5; a 96-layer GPT gives up after
+ * about a second on this machine), and the plans it schedules at most;
+ * the runs of statements live_bound solves; the candidate plans
+ * scheduled before it (frontiers' plans); the partial plans the walk
+ * remembers. */
+#define ARENA_WORK 2000000L
 #define ARENA_LEAVES 400
 #define BOUND_RUNS 24
 #define IDLE_RUNS 8         /* runs in a row that do not raise the bound */
@@ -95,11 +100,6 @@ typedef struct {
 } Seen;
 
 typedef struct {
-    int k;                  /* its walk position */
-    double bytes, cost;     /* kept; rebuilt */
-} Item;
-
-typedef struct {
     uint64_t h1, h2;
     int first;              /* into Walk.seen, -1: an empty slot */
 } Key;
@@ -114,13 +114,13 @@ typedef struct {
     double *top;            /* per node: its largest rebuilt output, whose
                              * buffer is new where the node is rebuilt */
     /* Per point: 2j is backward statement j, 2j - 1 the recomputes that
-     * run just before it. room: max-arena less what is live there
-     * throughout (every plan's, and the decisions'); peak: the most a
-     * single recompute there adds (a rebuilt input and its reader's
+     * run just before it. left: max-arena less what is live there
+     * throughout (every plan's, and the decisions') less peak, the most
+     * a single recompute there adds (a rebuilt input and its reader's
      * output, both new at that point). */
-    double *room, *peak;
+    Ranges left;
+    double *peak;
     int npoints;
-    uint64_t *odd;          /* per point, two random odd multipliers */
     int *closed;            /* per walk position k: statements before it
                              * are reached by no undecided tensor but as a
                              * saved buffer live from the forward */
@@ -135,17 +135,12 @@ typedef struct {
     int nseen, capseen;
     int *path, npath;       /* per node on the walk's path: its Seen, -1 */
     long refused;           /* plans the leaf refused so far */
-    long work;              /* points visited and changed, to ARENA_WORK */
+    double unplanned;       /* the least cost refused past ARENA_LEAVES */
+    long work;              /* nodes reached and decisions, to ARENA_WORK */
     int gave_up;
     double *later;          /* per k: the saved bytes the decisions at
                              * order[0..k] could add at most */
-    /* A bound on what the undecided part must still recompute: each
-     * tensor a backward reads, decided at k, saved or rebuilt (at a cost,
-     * leaving its inputs out); `must` the bytes kept whatever the plan,
-     * per k, `could` those of all kept */
-    Item *items;            /* least cost per byte first */
-    int nitems;
-    double *must, *could;
+    Curve *curves;          /* per k: solve_prefix_curves' */
 } Walk;
 
 typedef struct {
@@ -353,13 +348,15 @@ static int rebuilt_at(const Arena *a, int t, int latest)
 
 static int add_room(Walk *w, const Step *st, int sign)
 {
-    int fits = 1;
-    w->work += st->to - st->from;
-    for (int i = st->from; i < st->to; i++) {
-        w->room[i] -= sign * st->bytes;
-        fits &= w->room[i] >= w->peak[i];
-    }
-    return fits;
+    w->work++;
+    ranges_add(&w->left, st->from, st->to, (int64_t)(-sign * st->bytes));
+    return st->from >= st->to || ranges_min(&w->left, st->from, st->to) >= 0;
+}
+
+static void set_peak(Walk *w, int p, double peak)
+{
+    ranges_add(&w->left, p, p + 1, (int64_t)(w->peak[p] - peak));
+    w->peak[p] = peak;
 }
 
 /* Rebuilt t at statement at, a buffer of its own: live from there to its
@@ -385,7 +382,7 @@ static void rebuilt_step(Arena *a, int t, int at, Step *st)
     if (p > 0 && top > 0 && a->bytes[t] + top > w->peak[p]) {
         st->point = p;
         st->peak = w->peak[p];
-        w->peak[p] = a->bytes[t] + top;
+        set_peak(w, p, a->bytes[t] + top);
     }
 }
 
@@ -397,7 +394,7 @@ static int decide(void *ctx, int node, int t, int how, int sign)
         Step *st = &w->steps[--w->nsteps];
         add_room(w, st, -1);
         if (st->point >= 0)
-            w->peak[st->point] = st->peak;
+            set_peak(w, st->point, st->peak);
         w->top[node] = st->top;
         w->rebuild[node] = st->rebuild;
         w->hold_until[node] = st->hold;
@@ -427,7 +424,8 @@ static int decide(void *ctx, int node, int t, int how, int sign)
     w->nhold[node] += (how & DECIDE_HOLD) != 0;
     w->steps[w->nsteps++] = st;
     int fits = add_room(w, &st, 1);
-    return fits && (st.point < 0 || w->room[st.point] >= w->peak[st.point]);
+    return fits && (st.point < 0 ||
+                    ranges_min(&w->left, st.point, st.point + 1) >= 0);
 }
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -447,25 +445,17 @@ static uint64_t mix(uint64_t h, uint64_t x)
  * slack_at's. */
 static double slack_at(const Walk *w, int k)
 {
-    double least = HUGE_VAL;
-    for (int i = 0; i < 2 * w->closed[k] - 1; i++)
-        least = w->room[i] - w->peak[i] < least ? w->room[i] - w->peak[i]
-                                                : least;
-    return least;
+    int64_t least = ranges_min(&w->left, 0, 2 * w->closed[k] - 1);
+    return least == INT64_MAX ? HUGE_VAL : (double)least;
 }
 
 static Key key_of(const Arena *a, int k)
 {
     const Walk *w = &a->w;
-    int closed = 2 * w->closed[k] - 1;
-    uint64_t h1 = mix(1, (uint64_t)k), h2 = mix(2, (uint64_t)k);
-    for (int i = closed > 0 ? closed : 0; i < w->npoints; i++) {
-        double left = w->room[i] - w->peak[i];
-        uint64_t bits;
-        memcpy(&bits, &left, sizeof bits);
-        h1 += bits * w->odd[2 * i];
-        h2 += bits * w->odd[2 * i + 1];
-    }
+    uint64_t h1, h2;
+    ranges_hash(&w->left, 2 * w->closed[k] - 1, &h1, &h2);
+    h1 = mix(h1, (uint64_t)k);
+    h2 = mix(h2 ^ 0x5555, (uint64_t)k);
     for (int i = w->cut_at[k]; i < w->cut_at[k + 1]; i++) {
         int m = w->cut[i];
         uint64_t x = (uint64_t)(unsigned)w->rebuild[m] << 34 |
@@ -503,37 +493,34 @@ static void keys_grow(Walk *w)
  * least as well on every count: then this one's futures are its futures
  * (the closed statements lose the same bytes to each), none better, and
  * the walk skips them. Otherwise it is remembered, while MEMO_SEEN last. */
-/* The least the decisions at order[0..k] must recompute to keep within
- * slack at the closed points (every buffer they keep is live at each):
- * the tensors read by a backward, rebuilt whole or in part, least cost
- * per byte first (a fractional knapsack: below any plan's cost). */
-static double cost_below(const Walk *w, int k, double slack)
+/* The least cost on k's curve of the components decided at order[0..k]
+ * alone whose bytes live at the first statement are within slack (every
+ * one is live at every closed point). */
+static double curve_below(const Walk *w, int k, double slack)
 {
-    double over = w->must[k] + w->could[k] - slack, cost = 0;
-    if (w->must[k] > slack)
-        return HUGE_VAL;
-    for (int i = 0; i < w->nitems && over > 0; i++) {
-        const Item *it = &w->items[i];
-        if (it->k > k)
-            continue;
-        double part = it->bytes < over ? 1 : over / it->bytes;
-        cost += part * it->cost;
-        over -= it->bytes;
+    const Curve *cv = &w->curves[k];
+    int lo = 0, hi = cv->n;     /* the first point above slack */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (cv->bytes[mid] <= slack)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return cost;
+    return lo ? cv->cost[lo - 1] : HUGE_VAL;
 }
 
 static int visit(void *ctx, int k, double bytes, double cost, double best)
 {
     Arena *a = ctx;
     Walk *w = &a->w;
-    w->work += w->npoints;
+    w->work++;
     if (w->work > ARENA_WORK) {
         w->gave_up = 1;
         return 0;
     }
     double slack = slack_at(w, k);
-    if (cost + cost_below(w, k, slack) > best)
+    if (fit_arena_walk_only < 2 && cost + curve_below(w, k, slack) > best)
         return 0;
     if (bytes + w->later[k] <= a->want_cap || a->want_cap == HUGE_VAL)
         bytes = -1;         /* no plan from here can reach the budget */
@@ -604,9 +591,10 @@ static int leaf(void *ctx, const char *recompute, double cost)
         double least_room = HUGE_VAL, peak = (double)schedule_peak(&scratch, &s);
         for (int j = 0; j < a->nb; j++)
             least_room = a->room[j] < least_room ? a->room[j] : least_room;
-        for (int i = 0; a->w.room && i < a->w.npoints; i++)
-            if (a->w.room[i] - a->w.peak[i] < least_room)
-                least_room = a->w.room[i] - a->w.peak[i];
+        if (a->w.peak) {
+            int64_t left = ranges_min(&a->w.left, 0, a->w.npoints);
+            least_room = (double)left < least_room ? (double)left : least_room;
+        }
         assert((a->nb == 0 || a->max_arena - least_room <= peak) &&
                "the bound is below every plan's peak");
         /* (the forward's own arena fits: check_fixed) */
@@ -722,52 +710,23 @@ static double live_bound(Ctx *c, Arena *a, double bound, Plan *best)
     return bound;
 }
 
-/* The branch and bound's leaf: leaf(), until it has planned ARENA_LEAVES
- * plans; then every plan is refused. The least cost refused bounds what
- * the plans the memo skipped could reach (each skipped partial plan does
- * no better than one whose futures were walked). */
+/* The branch and bound's leaf: leaf(). A plan that does not fit makes the
+ * partial plans above it unfit to cut others (leave()), for the first
+ * ARENA_LEAVES plans; past them a plan is refused unplanned and only its
+ * cost is kept (Walk.unplanned): every plan the walk cut for a partial
+ * plan that did at least as well costs at least the least of those, so
+ * when the walk ends that is a bound, and the proof when the best is no
+ * dearer. */
 static int search_leaf(void *ctx, const char *recompute, double cost)
 {
     Arena *a = ctx;
-    int fits = ++a->searched <= ARENA_LEAVES && leaf(a, recompute, cost);
+    if (++a->searched > ARENA_LEAVES) {
+        a->w.unplanned = cost < a->w.unplanned ? cost : a->w.unplanned;
+        return 0;
+    }
+    int fits = leaf(a, recompute, cost);
     a->w.refused += !fits;
     return fits;
-}
-
-static int cheaper_per_byte(const void *x, const void *y)
-{
-    const Item *p = x, *q = y;
-    double l = p->cost * q->bytes, r = q->cost * p->bytes;
-    return l < r ? -1 : l > r ? 1 : p->k - q->k;
-}
-
-static void items_init(Ctx *c, Arena *a)
-{
-    const Graph *g = a->g;
-    const Remat *r = a->r;
-    Walk *w = &a->w;
-    int nn = g->nnodes;
-    w->items = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *w->items);
-    w->must = zeros(c, nn);
-    w->could = zeros(c, nn);
-    for (int k = 0; k < nn; k++) {
-        const Node *n = &g->nodes[g->order[k]];
-        w->must[k] = k ? w->must[k - 1] : 0;
-        w->could[k] = k ? w->could[k - 1] : 0;
-        for (int o = 0; o < n->nout && !op_table[n->op].alias; o++) {
-            int t = n->out[o];
-            if (!r->needed[t] || g->tensors[t].kind != T_ACT || a->lo[t] < 0)
-                continue;
-            if (r->free[t]) {
-                w->items[w->nitems++] = (Item){k, a->bytes[t],
-                                               output_cost(r->rates, g, n, o)};
-                w->could[k] += a->bytes[t];
-            } else if (r->wanted[t] != KEEP_RECOMPUTE) {
-                w->must[k] += a->bytes[t];
-            }
-        }
-    }
-    qsort(w->items, (size_t)w->nitems, sizeof *w->items, cheaper_per_byte);
 }
 
 /* The nodes reading each tensor; per walk position k, the statements
@@ -807,7 +766,9 @@ static void walk_init(Ctx *c, Arena *a)
     w->steps = ctx_alloc(c, ((size_t)nt + 1) * sizeof *w->steps);
     w->path = ctx_alloc(c, ((size_t)nn + 1) * sizeof *w->path);
     w->top = zeros(c, nn);
-    items_init(c, a);
+    w->curves = ctx_alloc(c, ((size_t)nn + 1) * sizeof *w->curves);
+    LiveAt at = {0, a->lo, a->own, a->bytes};
+    solve_prefix_curves(c, g, a->r, &at, a->max_arena, w->curves);
     w->later = zeros(c, nn);
     for (int k = 0; k < nn; k++) {
         const Node *n = &g->nodes[g->order[k]];
@@ -816,17 +777,15 @@ static void walk_init(Ctx *c, Arena *a)
             w->later[k] += (double)g->tensors[n->out[o]].numel * sizeof(float);
     }
     w->npoints = 2 * a->nb;
-    w->room = zeros(c, w->npoints);
     w->peak = zeros(c, w->npoints);
-    w->odd = ctx_alloc(c, 2 * ((size_t)w->npoints + 1) * sizeof *w->odd);
-    for (int i = 0; i < 2 * w->npoints; i++)
-        w->odd[i] = mix(0x1234567, (uint64_t)i) | 1;
-    for (int j = 0; j < a->nb; j++) {
-        w->room[2 * j] = a->room[j];
-        w->room[2 * j + 1] = a->max_arena;
+    int64_t *left = ctx_alloc(c, ((size_t)w->npoints + 1) * sizeof *left);
+    for (int j = 0; j < a->nb; j++) {   /* whole bytes, so exact */
+        left[2 * j] = llround(a->room[j]);
+        left[2 * j + 1] = llround(a->max_arena);
         if (j > 0)
-            w->room[2 * j - 1] -= a->between[j] + a->grad_between[j];
+            left[2 * j - 1] -= llround(a->between[j] + a->grad_between[j]);
     }
+    ranges_init(c, &w->left, left, w->npoints);
     w->closed = ctx_alloc(c, ((size_t)nn + 1) * sizeof(int));
     for (int k = 0, least = a->nb; k < nn; k++) {
         const Node *n = &g->nodes[g->order[k]];
@@ -969,9 +928,14 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
          * budget below it, the walk leaves saved bytes to the arena */
         a.want_cap = want < max_arena ? want : HUGE_VAL;
         walk_init(c, &a);
+        a.w.unplanned = HUGE_VAL;
         SearchHooks h = {decide, visit, leave, search_leaf, &a, LONG_MAX};
         search_hooked(c, g, r, a.want_cap, &h, &best, proven);
         *proven = *proven && !a.w.gave_up;
+        if (*proven && a.w.unplanned < best.cost) {
+            *proven = 0;
+            least = a.w.unplanned > least ? a.w.unplanned : least;
+        }
         ctx_free(&a.w.memo);
     }
     *bound = least;
