@@ -17,6 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The one place the version is defined. 0.x: the command line, the graph
+ * format's optional parts and the generated code's API (NAME_ functions,
+ * rt_model) may still change between versions; 1.0 will say they are kept.
+ * It goes into every generated file (emit.c), so a firmware build knows
+ * what wrote its code: a new version rewrites generated/ (make generated). */
+#define REMAT_VERSION "0.1.0"
+
 #define MAX_RANK 6
 #define MAX_IO 8
 #define MAX_ATTRS 8
