@@ -5,12 +5,14 @@
  * 2 a usage error (two lines: what is wrong, and which --help to read;
  * never the whole help, which would bury the message).
  */
+#define _DEFAULT_SOURCE
 #include "remat.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *usage_main =
     "usage: remat COMMAND GRAPH [options]\n"
@@ -408,6 +410,7 @@ static int cmd_build(Ctx *c, const Args *a)
 {
     Compiled m;
     const BuildOptions o = {a->no_blas, a->cflags};
+    progress(c, "remat build: compiling %s", a->graph);
     if (compile_args(c, a, 0, &m) ||
         build_trainer(c, &m, a->out, &o))
         return 1;
@@ -602,7 +605,9 @@ static int run_command(const Command *cmd, int argc, char **argv)
     }
     Ctx c;
     ctx_init(&c);
+    c.progress = isatty(STDERR_FILENO);
     rc = cmd->run(&c, &a);
+    progress_clear(&c);
     if (rc == 1)
         fprintf(stderr, "%s\n", c.err);
     ctx_free(&c);

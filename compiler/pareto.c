@@ -99,7 +99,11 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
         return -1;
     Ctx scratch;
     ctx_init(&scratch);
+    int every = f->n / 100 > 1 ? f->n / 100 : 1;    /* the line's updates */
     for (int i = 0; i < f->n; i++) {
+        if (i % every == 0 || timed)
+            progress(c, "remat pareto: %s plan %d of %d", timed ? "building "
+                     "and timing" : "scheduling", i + 1, f->n);
         remat_apply(g, r, f->plans[i].recompute);
         int rc = fast ? fast_row(&scratch, g, r, &fwd, &rows[i])
                       : full_row(c, g, p, r, timed, &rows[i]);
@@ -342,6 +346,7 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
     if (infer_shapes(c, g) || autodiff(c, g) || remat_classify(c, g, p, r))
         return -1;
     r->rates = rates;
+    progress(c, "remat pareto: finding every optimal plan of %s", g->name);
     if (solve_frontier(c, g, r, HUGE_VAL, &f))
         return -1;
     if (f.overflow)

@@ -40,6 +40,8 @@ typedef struct {
     Chunk *chunks;          /* every allocation of one compilation */
     Defer *defers;          /* what ctx_free runs first (ctx_defer) */
     char err[1024];         /* the one error message, if any */
+    int progress;           /* 1: show progress (main: stderr is a terminal) */
+    int progress_len;       /* characters of the progress line shown */
 } Ctx;
 
 void ctx_init(Ctx *c);
@@ -55,6 +57,11 @@ char *ctx_strdup(Ctx *c, const char *s);
 char *ctx_printf(Ctx *c, const char *fmt, ...);
 /* Records "file:line: message" (line 0: "file: message"); returns -1. */
 int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...);
+/* What a long step is doing, as one line on stderr rewritten in place,
+ * when c->progress is set; progress_clear blanks it (before anything else
+ * is printed, and at the end). */
+void progress(Ctx *c, const char *fmt, ...);
+void progress_clear(Ctx *c);
 
 /* A growing text buffer: the emitter and the reports write through it. */
 typedef struct {

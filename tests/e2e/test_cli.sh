@@ -141,6 +141,31 @@ REMAT_CACHE_DIR=/dev/null/cache "$remat" build tests/graphs/edge_cases.xml -o "$
 "$work/c5" --seed 1 --dump "$work/c5d" > /dev/null && "$work/c6" --seed 1 --dump "$work/c6d" > /dev/null \
     && cmp -s "$work/c5d/loss.npy" "$work/c2d/loss.npy" && ok || bad "the concurrent builds' trainers"
 
+# --- progress: on a terminal only ----------------------------------------------------
+# Piped, build and pareto print nothing on stderr. On a terminal (script(1)
+# gives them one) they say what they are doing on one line rewritten with
+# \r, and blank it at the end; the build's runtime step only shows on a
+# cold cache, so each run gets a fresh one.
+/usr/bin/python3 scripts/make_chain.py 400 > "$work/chain400.xml"
+REMAT_CACHE_DIR=$work/pc1 "$remat" build graphs/mlp12.xml -o "$work/p1" 2> "$work/perr" &&
+    "$remat" pareto "$work/chain400.xml" -o "$work/p.svg" > "$work/ptable" 2>> "$work/perr" &&
+    [ ! -s "$work/perr" ] && ok || bad "build or pareto wrote to a pipe: $(cat "$work/perr")"
+# the last of the pieces between \r and line ends that is not empty: blanks
+blanked() { tr '\r' '\n' < "$1" | grep -v '^$' | tail -1 | grep -qx ' *'; }
+if command -v script > /dev/null; then
+    REMAT_CACHE_DIR=$work/pc2 script -qec "'$remat' build graphs/mlp12.xml -o '$work/p2'" /dev/null > "$work/tty" &&
+        grep -q "remat build: compiling the runtime's remat_rt.c (cached for later builds)" "$work/tty" &&
+        grep -q "remat build: compiling mlp12.c and linking the trainer" "$work/tty" && blanked "$work/tty" \
+        && ok || bad "build on a terminal: $(od -c "$work/tty" | tail -5)"
+    script -qec "'$remat' pareto '$work/chain400.xml' > '$work/ptable2'" /dev/null > "$work/tty" &&
+        cmp -s "$work/ptable" "$work/ptable2" && blanked "$work/tty" &&
+        n=$(sed -n 's/.*: \([0-9]*\) optimal plans.*/\1/p' "$work/ptable") &&
+        grep -q "remat pareto: scheduling plan $n of $n" "$work/tty" \
+        && ok || bad "pareto on a terminal: $(tr '\r' '\n' < "$work/tty" | tail -3)"
+else
+    echo "note: no script(1) here; progress on a terminal was not checked"
+fi
+
 # --- errors ------------------------------------------------------------------------
 printf '<model name="m" format="1"><graph>\n<input name="x" shape="4 0"/>\n</graph></model>\n' > "$work/bad.xml"
 cp "$work/full.c" "$work/keep.c"
