@@ -958,6 +958,8 @@ void svg_escape(Buf *s, const char *text);
 double nice_step(double span, int ticks);
 /* "B", "KiB", "MiB" or "GiB", whichever max reads best in; *scale its bytes. */
 const char *byte_unit(double max, double *scale);
+/* The unit a time up to max picoseconds reads best in: µs, ms or s. */
+const char *time_unit(double max, double *scale);
 
 /* ---- memory.c: the bytes live at each statement, as text or a picture ------ */
 
