@@ -563,6 +563,19 @@ static const Command *command_named(const char *name)
     return NULL;
 }
 
+/* An unknown command or option, with the name it most likely meant. */
+static int unknown(const char *what, const char *name)
+{
+    const char *const names[] = {"compile", "schedule", "diff", "build",
+                                 "pareto", "memory", "import", "calibrate",
+                                 "help", "--help", "--version"};
+    const char *near = closest_name(name, names, sizeof names / sizeof *names);
+    if (near)
+        return usage_error(NULL, "unknown %s '%s' (did you mean '%s'?)", what,
+                           name, near);
+    return usage_error(NULL, "unknown %s '%s'", what, name);
+}
+
 static int is_help(const char *s)
 {
     return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0;
@@ -580,7 +593,7 @@ static int help(int argc, char **argv)
     }
     const Command *cmd = command_named(argv[2]);
     if (!cmd)
-        return usage_error(NULL, "unknown command '%s'", argv[2]);
+        return unknown("command", argv[2]);
     fputs(*cmd->usage, stdout);
     return 0;
 }
@@ -635,7 +648,6 @@ int main(int argc, char **argv)
         return help(argc, argv);
     const Command *cmd = command_named(first);
     if (!cmd)
-        return usage_error(NULL, first[0] == '-' ? "unknown option '%s'"
-                           : "unknown command '%s'", first);
+        return unknown(first[0] == '-' ? "option" : "command", first);
     return cmd->run ? run_command(cmd, argc, argv) : calibrate(argc, argv);
 }
