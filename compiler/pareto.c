@@ -362,6 +362,7 @@ static void svg_policies(Ctx *c, Buf *s, const Axes *a, const Row *rows,
     }
     buf_printf(s, "</g>\n");
 }
+
 static int write_svg(Ctx *c, const Graph *g, const Rates *rates,
                      const Row *given, int n, int by_arena, const char *path)
 {
