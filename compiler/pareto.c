@@ -324,18 +324,33 @@ static Box dot_box(double x, double y, double r)
     return (Box){x - r, y - r, x + r, y + r};
 }
 
+/* A straight line of the staircase, with its stroke's width. */
+static Box line_box(double x0, double y0, double x1, double y1)
+{
+    return (Box){fmin(x0, x1) - 1.5, fmin(y0, y1) - 1.5, fmax(x0, x1) + 1.5,
+                 fmax(y0, y1) + 1.5};
+}
+
 /* The built-in policies' markers and labels; np points at pb (bytes) and
  * pc (picoseconds). Policies on one point (within a pixel) share a label.
- * A label keeps off the other labels, every marker and the plans' dots. */
+ * A label keeps off the other labels, every marker and the staircase (its
+ * dots and lines, as svg_frontier draws them). */
 static void svg_policies(Ctx *c, Buf *s, const Axes *a, const Row *rows,
                          int n, const double *pb, const double *pc, int np)
 {
-    Box *taken = ctx_alloc(c, ((size_t)n + 2 * np) * sizeof *taken);
+    Box *taken = ctx_alloc(c, (3 * (size_t)n + 2 * np) * sizeof *taken);
     int nt = 0;
     for (int k = 0; k < np; k++)
         taken[nt++] = dot_box(px(a, pc[k]), py(a, pb[k]), 5);
-    for (int i = 0; i < n; i++)
-        taken[nt++] = dot_box(px(a, rows[i].cost), py(a, rows[i].bytes), 3);
+    for (int i = 0; i < n; i++) {
+        double x = px(a, rows[i].cost), y = py(a, rows[i].bytes);
+        taken[nt++] = dot_box(x, y, 3);
+        if (i == 0)
+            continue;
+        double x0 = px(a, rows[i - 1].cost), y0 = py(a, rows[i - 1].bytes);
+        taken[nt++] = line_box(x0, y0, x0, y);
+        taken[nt++] = line_box(x0, y, x, y);
+    }
     buf_printf(s, "<g id=\"policies\">\n");
     for (int k = 0; k < np; k++) {
         double x = px(a, pc[k]), y = py(a, pb[k]);

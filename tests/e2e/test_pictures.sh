@@ -76,12 +76,20 @@ check_ticks('y-axis')
 legend = root.find('.//%sg[@id="legend"]' % NS)
 if legend is None or len(list(legend.iter(NS + 'text'))) < 2:
     fail('no legend')
+b = boxes()
 if kind == 'pareto':
     labels = [text_of(t) for t in root.iter(NS + 'text') if t.get('class') == 'policy-label']
     names = sorted(n for l in labels for n in l.split(', '))
     if names != sorted(['none', 'full', 'sac', 'sac-aggressive']):
         fail('policy labels %r' % labels)
-b = boxes()
+    # nor does a label cross the staircase
+    line = root.find('.//%spolyline[@id="frontier"]' % NS)
+    pts = [tuple(map(float, p.split(','))) for p in line.get('points').split()]
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        for s, u0, v0, u1, v1 in b:
+            if s in labels and min(x0, x1) - 1 < u1 and u0 < max(x0, x1) + 1 \
+                    and min(y0, y1) - 1 < v1 and v0 < max(y0, y1) + 1:
+                fail('label %r crosses the staircase' % s)
 for i, (s, x0, y0, x1, y1) in enumerate(b):
     if x0 < 0 or y0 < 0 or x1 > W or y1 > H:
         fail('%r leaves the picture' % s)
