@@ -17,6 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The one place the version is defined. 0.x: the command line, the graph
+ * format's optional parts and the generated code's API (NAME_ functions,
+ * rt_model) may still change between versions; 1.0 will say they are kept.
+ * It goes into every generated file (emit.c), so a firmware build knows
+ * what wrote its code: a new version rewrites generated/ (make generated). */
+#define REMAT_VERSION "0.1.0"
+
 #define MAX_RANK 6
 #define MAX_IO 8
 #define MAX_ATTRS 8
@@ -33,6 +40,8 @@ typedef struct {
     Chunk *chunks;          /* every allocation of one compilation */
     Defer *defers;          /* what ctx_free runs first (ctx_defer) */
     char err[1024];         /* the one error message, if any */
+    int progress;           /* 1: show progress (main: stderr is a terminal) */
+    int progress_len;       /* characters of the progress line shown */
 } Ctx;
 
 void ctx_init(Ctx *c);
@@ -48,6 +57,11 @@ char *ctx_strdup(Ctx *c, const char *s);
 char *ctx_printf(Ctx *c, const char *fmt, ...);
 /* Records "file:line: message" (line 0: "file: message"); returns -1. */
 int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...);
+/* What a long step is doing, as one line on stderr rewritten in place,
+ * when c->progress is set; progress_clear blanks it (before anything else
+ * is printed, and at the end). */
+void progress(Ctx *c, const char *fmt, ...);
+void progress_clear(Ctx *c);
 
 /* A growing text buffer: the emitter and the reports write through it. */
 typedef struct {
@@ -982,6 +996,8 @@ void svg_escape(Buf *s, const char *text);
 double nice_step(double span, int ticks);
 /* "B", "KiB", "MiB" or "GiB", whichever max reads best in; *scale its bytes. */
 const char *byte_unit(double max, double *scale);
+/* The unit a time up to max picoseconds reads best in: µs, ms or s. */
+const char *time_unit(double max, double *scale);
 
 /* ---- memory.c: the bytes live at each statement, as text or a picture ------ */
 

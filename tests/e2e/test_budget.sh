@@ -72,7 +72,7 @@ sweep() {   # graph
     [ "$first" = "$full" ] && [ "${last#* }" = 0.000000000000 ] && [ "${last% *}" -le "$none" ] && ok \
         || bad "$name: pareto runs from $first to $last; full saves $full, none $none"
     /usr/bin/python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' \
-        "$d/curve.svg" && grep -q '>sac-aggressive<' "$d/curve.svg" \
+        "$d/curve.svg" && grep -qE 'class="policy-label"[^>]*>([^<]*, )?sac-aggressive(, [^<]*)?<' "$d/curve.svg" \
         && ok || bad "$name: curve.svg is not a picture with the policies marked"
     # rendered by librsvg (scripts/deps.sh installs librsvg2-bin)
     if command -v rsvg-convert >/dev/null; then
@@ -129,7 +129,7 @@ assert [(p["saved_bytes"], p["arena_bytes"], p["recompute_flops"]) for p in d["p
     [(int(r[1]), int(r[2]), int(r[3])) for r in rows]
 ' "$work/arena.json" "$work/arena"; then ok
     else bad "$name: pareto --by arena --json differs from its text"; fi
-    grep -q '>arena KiB</text>' "$work/arena.svg" && ok \
+    grep -qE '>arena bytes \((B|KiB|MiB|GiB)\)</text>' "$work/arena.svg" && ok \
         || bad "$name: the --by arena picture's y axis is not arena bytes"
     if command -v rsvg-convert >/dev/null; then
         rsvg-convert "$work/arena.svg" -o "$work/arena.png" && [ -s "$work/arena.png" ] \
