@@ -20,7 +20,7 @@ rounds=5
 steps=20
 export OPENBLAS_NUM_THREADS=1
 # Recompute priced at the built-in rates (docs/cost-model.md), so that the
-# pareto table is README's on any machine, calibrated or not.
+# pareto table is docs/benchmarks.md's on any machine, calibrated or not.
 export REMAT_RATES=builtin
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's table of frozen-parameter cases (docs/training.md, "Frozen
+# The table of frozen-parameter cases in docs/training.md ("Frozen
 # parameters"): for mlp12 and gpt under sac, full training against
 # fine-tuning the last layers, the biases alone, or the second half. Prints
 # markdown rows: trainable floats, gradient + AdamW state bytes, saved

@@ -237,7 +237,7 @@ for g in graphs/*.xml; do
     done
 done
 
-# --- the size the README promises ------------------------------------------------------------
+# --- the size docs/limits.md promises --------------------------------------------------------
 # 25,000 blocks of (Gemm, Gelu, Gemm, Add) and a loss: 100,001 nodes. Under sac
 # the forward runs each once and the backward reruns the 25,000 Gelus.
 /usr/bin/python3 scripts/make_chain.py 100000 > "$work/chain.xml"

@@ -121,7 +121,7 @@ weights_file() {   # name expected_param_floats
 case " $models " in *" wide "*) weights_file wide 264708 ;; esac
 
 # 10.5M parameters: imported and compiled to a small C file and a 42 MB
-# weights file (untimed here; README gives the time).
+# weights file (untimed here; docs/onnx.md gives the time).
 if [ -z "${ONNX_MODELS:-}" ]; then
     d=$work/big
     mkdir -p "$d/a"
