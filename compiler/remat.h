@@ -814,6 +814,11 @@ enum { SCHED_FORWARD, SCHED_TRAIN, SCHED_FUSED };
 int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s);
 
+/* Per tensor, the statement of train schedule s after which a trainable
+ * parameter's gradient is final (nothing later adds into it); -1 for
+ * every other tensor. Where NAME_train_step_hooked calls its hook. */
+int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s);
+
 /* ---- plan.c: arena offsets from liveness ------------------------------------ */
 
 #define ARENA_ALIGN 64
@@ -870,6 +875,10 @@ struct Emit {
     size_t trainable;       /* floats of the trainable parameters: where
                              * AdamW's second state half starts */
     unsigned writes;        /* the backward call's Stmt.writes */
+    /* writing the train schedule: per statement, the first trainable
+     * parameter whose gradient is final after it (ready_next chains the
+     * rest, in tensor order), -1 for none; NULL elsewhere */
+    const int *ready_first, *ready_next;
 };
 
 /* Zeroes din[i] for the bits of Emit.writes not in `handled`: a gradient

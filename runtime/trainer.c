@@ -517,7 +517,8 @@ static void check_model(const rt_model *m)
         !m->train_step != !m->sgd_step ||
         !m->train_step != !m->adamw_step ||
         !m->train_step != !m->clip_grad_norm ||
-        !m->train_step != !m->train_step_fused)
+        !m->train_step != !m->train_step_fused ||
+        !m->train_step != !m->train_step_hooked)
         die("model descriptor: a function pointer is missing");
     if (m->forward_arena_bytes > m->arena_bytes)
         die("model descriptor: the forward's arena exceeds arena_bytes");
