@@ -23,6 +23,10 @@
  * runtime is compiled into the temporary folder as part of each build.
  * Nothing removes old objects: delete the folder to reclaim the space.
  *
+ * --mpi builds the data-parallel trainer: the same objects compiled with
+ * -DRT_MPI, plus runtime/trainer_mpi.c, all by mpicc ($CC when set), which
+ * knows where its MPI lives.
+ *
  * The runtime is found from the compiler's own location (build/remat ->
  * runtime/), so `remat build` works from any working directory;
  * REMAT_RUNTIME_DIR overrides it.
@@ -87,10 +91,10 @@ static int run(char *const *argv)
 }
 
 /* $CC split on spaces ("ccache gcc" works) into argv[0..n). */
-static int cc_words(Ctx *c, char **argv)
+static int cc_words(Ctx *c, char **argv, int mpi)
 {
     const char *cc = getenv("CC");
-    char *words = ctx_strdup(c, cc && *cc ? cc : "cc");
+    char *words = ctx_strdup(c, cc && *cc ? cc : mpi ? "mpicc" : "cc");
     int n = 0;
     for (char *w = strtok(words, " "); w && n < 32; w = strtok(NULL, " "))
         argv[n++] = w;
@@ -123,6 +127,8 @@ static const char *const *cc_flags(Ctx *c, const BuildOptions *o)
     if (host)
         flags[n++] = "-march=native";
     flags[n++] = o->no_blas ? "-DRT_NO_BLAS" : "-DRT_BLAS";
+    if (o->mpi)
+        flags[n++] = "-DRT_MPI";
     for (int i = 0; i < ne; i++)
         flags[n++] = extra[i];
     flags[n] = NULL;
@@ -227,12 +233,14 @@ static const char *cache_dir(Ctx *c)
 
 /* The runtime's object files for this compiler and these flags, from the
  * cache or compiled into it (or into the build folder `dir` when there is
- * no cache); their paths in obj[0] (remat_rt.o) and obj[1] (trainer.o). */
+ * no cache); their paths in obj[0] (remat_rt.o), obj[1] (trainer.o) and,
+ * with --mpi, obj[2] (trainer_mpi.o). */
 static int runtime_objects(Ctx *c, const char *rt, const char *dir,
                            char **words, int nw, const BuildOptions *o,
                            const char **obj)
 {
-    static const char *const srcs[] = {"remat_rt.c", "trainer.c"};
+    static const char *const srcs[] = {"remat_rt.c", "trainer.c",
+                                       "trainer_mpi.c"};
     const char *const *flags = cc_flags(c, o);
     uint64_t h = fnv_str(14695981039346656037u, "remat runtime objects 1");
     for (int i = 0; i < nw; i++)
@@ -241,15 +249,16 @@ static int runtime_objects(Ctx *c, const char *rt, const char *dir,
     for (int i = 0; flags[i]; i++)
         h = fnv_str(h, flags[i]);
     static const char *const hashed[] = {"remat_rt.c", "remat_rt.h",
-                                         "trainer.c"};
-    for (int i = 0; i < 3; i++) {
+                                         "trainer.c", "trainer_mpi.c",
+                                         "trainer_mpi.h"};
+    for (int i = 0; i < 5; i++) {
         h = fnv_str(h, hashed[i]);
         if (fnv_file(&h, ctx_printf(c, "%s/%s", rt, hashed[i])))
             return ctx_error(c, ctx_printf(c, "%s/%s", rt, hashed[i]), 0,
                              "cannot read the runtime: %s", strerror(errno));
     }
     const char *cache = cache_dir(c);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < (o->mpi ? 3 : 2); i++) {
         const char *base = ctx_printf(c, "%.*s", (int)strlen(srcs[i]) - 2,
                                       srcs[i]);
         obj[i] = cache ? ctx_printf(c, "%s/%s-%016llx.o", cache, base,
@@ -286,8 +295,12 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
                            const char *out)
 {
     char *words[40];
-    int nw = cc_words(c, words);
-    const char *obj[2];
+    int nw = cc_words(c, words, o->mpi);
+    const char *obj[3] = {NULL, NULL, NULL};
+    if (o->mpi && !strchr(words[0], '/') && !*cc_identity(c, words[0]))
+        return ctx_error(c, out, 0, "--mpi needs the MPI compiler wrapper "
+                         "%s, which is not on PATH (Debian: apt-get install "
+                         "mpich libmpich-dev, or scripts/deps.sh)", words[0]);
     if (runtime_objects(c, rt, dir, words, nw, o, obj))
         return -1;
     const char *const *flags = cc_flags(c, o);
@@ -299,7 +312,7 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
         ctx_printf(c, "-I%s", dir), ctx_printf(c, "-I%s", rt),
         ctx_printf(c, "%s/%s.c", dir, name), ctx_printf(c, "%s/main.c", dir),
         obj[0], obj[1], "-o", out, o->no_blas ? "-lm" : "-lopenblas",
-        "-pthread", "-lm", NULL};
+        "-pthread", "-lm", obj[2], NULL};
     for (int k = 0; more[k]; k++)
         rest[n++] = more[k];
     rest[n] = NULL;
@@ -313,6 +326,7 @@ static void remove_dir(Ctx *c, const char *dir, const char *name)
     remove(ctx_printf(c, "%s/main.c", dir));
     remove(ctx_printf(c, "%s/remat_rt.o", dir));    /* when there is no cache */
     remove(ctx_printf(c, "%s/trainer.o", dir));
+    remove(ctx_printf(c, "%s/trainer_mpi.o", dir));
     rmdir(dir);
 }
 

@@ -989,6 +989,8 @@ void report_peak(Buf *b, const Peak *p);
 typedef struct {
     int no_blas;            /* the portable GEMM instead of OpenBLAS */
     const char *cflags;     /* more C compiler flags, split on spaces; NULL */
+    int mpi;                /* the data-parallel trainer: mpicc, -DRT_MPI and
+                             * runtime/trainer_mpi.c */
 } BuildOptions;
 int build_trainer(Ctx *c, const Compiled *m, const char *exe,
                   const BuildOptions *o);
