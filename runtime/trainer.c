@@ -1588,7 +1588,10 @@ static void agree(const rt_model *m, const options *o, const batches *data)
     f.v[3] = m->int_input_count;
     f.v[4] = tables_hash(m);
     f.v[5] = opt;
-    memcpy(&f.v[6], &o->lr, sizeof o->lr);
+    {
+        double lr = o->lr;
+        memcpy(&f.v[DP_LR], &lr, sizeof lr);
+    }
     f.v[7] = (uint64_t)o->steps;
     f.v[8] = (uint64_t)o->accumulate;
     f.v[9] = o->seed;

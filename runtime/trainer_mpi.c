@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* enough requests for one per parameter of any shipped graph; past it a
  * bucket waits for the oldest */
@@ -70,6 +71,61 @@ static void fail(const char *what, int rc)
     exit(1);
 }
 
+/* A rank ended by a signal it can catch says so in one line before it
+ * dies of it; the launcher then ends the others. */
+static void on_signal(int sig)
+{
+    char line[160], *p = line;
+    const char *parts[3] = {"trainer: rank ", ": ended by signal ", " ("};
+    long nums[2];
+    int k;
+    nums[0] = dp.rank;
+    nums[1] = sig;
+    for (k = 0; k < 2; k++) {
+        const char *s = parts[k];
+        char digits[24];
+        int n = 0;
+        long v = nums[k];
+        while (*s)
+            *p++ = *s++;
+        do
+            digits[n++] = (char)('0' + v % 10);
+        while ((v /= 10) > 0);
+        while (n > 0)
+            *p++ = digits[--n];
+    }
+    {
+        const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT"
+                         : sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS"
+                         : sig == SIGFPE ? "SIGFPE" : "SIGABRT";
+        const char *s = parts[2];
+        while (*s)
+            *p++ = *s++;
+        while (*name)
+            *p++ = *name++;
+        *p++ = ')';
+        *p++ = '\n';
+    }
+    if (write(2, line, (size_t)(p - line)) < 0)
+        _exit(128 + sig);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_signals(void)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE,
+                               SIGABRT};
+    size_t i;
+    for (i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sa.sa_flags = (int)SA_RESETHAND;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 void dp_init(int *argc, char ***argv)
 {
     if (MPI_Init(argc, argv) != MPI_SUCCESS) {
@@ -80,6 +136,7 @@ void dp_init(int *argc, char ***argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &dp.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &dp.size);
     dp.timeout_s = 60.0;
+    catch_signals();
 }
 
 int dp_rank(void)
@@ -144,7 +201,15 @@ static int differs(const dp_fingerprint *f, const dp_fingerprint *g,
         return 1;
     }
     for (i = 0; i < DP_VALUES; i++)
-        if (f->v[i] != g->v[i]) {
+        if (i == DP_LR && f->v[i] != g->v[i]) {
+            double a, b;
+            memcpy(&a, &f->v[i], sizeof a);
+            memcpy(&b, &g->v[i], sizeof b);
+            snprintf(why, len, "rank %d's learning rate (%g) differs from "
+                     "rank 0's (%g): every rank needs the same options",
+                     rank, b, a);
+            return 1;
+        } else if (f->v[i] != g->v[i]) {
             snprintf(why, len, "rank %d's %s (%llu) differs from rank 0's "
                      "(%llu): every rank needs the same model and options",
                      rank, dp_value_names[i], (unsigned long long)g->v[i],
@@ -228,8 +293,9 @@ void dp_finish_grads(long step)
     dp.wait_ms = now_ms() - t0;
 }
 
-/* REMAT_TEST_MPI_FAULT=kill:R:S or stop:R:S: the test suite's stand-in for
- * a rank that dies (SIGKILL) or hangs (SIGSTOP) at the start of step S. */
+/* REMAT_TEST_MPI_FAULT=kill:R:S, term:R:S or stop:R:S: the test suite's
+ * stand-in for a rank that dies (SIGKILL, SIGTERM) or hangs (SIGSTOP) at
+ * the start of step S. */
 void dp_test_fault(long step)
 {
     const char *env = getenv("REMAT_TEST_MPI_FAULT");
@@ -240,7 +306,8 @@ void dp_test_fault(long step)
     if (!env || sscanf(env, "%7[a-z]:%d:%ld", kind, &rank, &at) != 3 ||
         rank != dp.rank || at != step)
         return;
-    raise(strcmp(kind, "stop") == 0 ? SIGSTOP : SIGKILL);
+    raise(strcmp(kind, "stop") == 0 ? SIGSTOP
+          : strcmp(kind, "term") == 0 ? SIGTERM : SIGKILL);
 }
 
 double dp_sum(double x, long step)

@@ -16,6 +16,7 @@
 /* What every rank must share before the first step; the names of v's
  * entries are dp_value_names. */
 #define DP_VALUES 12
+#define DP_LR 6          /* v[DP_LR] holds a double's bits */
 typedef struct {
     char model[64];      /* name and policy */
     char inputs[192];    /* every input's name and shape */
