@@ -15,7 +15,8 @@
  * object's name is a hash of everything that goes into it: the C compiler
  * command ($CC's words, and the size and time of the executable they name,
  * so that an upgraded compiler misses), the flags, and the bytes of
- * remat_rt.c, remat_rt.h and trainer.c. An object is compiled to a temporary
+ * remat_rt.c, remat_rt.h and trainer.c (and, with --mpi, trainer_mpi.c and
+ * trainer_mpi.h). An object is compiled to a temporary
  * name in the cache and renamed into place, so concurrent builds never see
  * half a file; two that miss together both compile and the last rename wins
  * with identical contents. The cache is $REMAT_CACHE_DIR, else
@@ -248,10 +249,11 @@ static int runtime_objects(Ctx *c, const char *rt, const char *dir,
     h = fnv_str(h, cc_identity(c, words[0]));
     for (int i = 0; flags[i]; i++)
         h = fnv_str(h, flags[i]);
+    /* the MPI part only in --mpi builds, which alone compile it */
     static const char *const hashed[] = {"remat_rt.c", "remat_rt.h",
                                          "trainer.c", "trainer_mpi.c",
                                          "trainer_mpi.h"};
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < (o->mpi ? 5 : 3); i++) {
         h = fnv_str(h, hashed[i]);
         if (fnv_file(&h, ctx_printf(c, "%s/%s", rt, hashed[i])))
             return ctx_error(c, ctx_printf(c, "%s/%s", rt, hashed[i]), 0,

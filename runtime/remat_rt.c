@@ -4812,6 +4812,8 @@ void rt_grad_ready(rt_grad_hook *h, float *grads, size_t offset, size_t count)
     int i, j;
     if (!h)
         return;
+    if (h->progress)
+        h->progress(h->ctx);
     i = hook_touching(h, offset, offset + count, -1);
     if (i < 0) {
         if (h->n == RT_HOOK_RANGES)

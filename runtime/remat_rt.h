@@ -540,6 +540,9 @@ void rt_optimizer_update(const rt_optimizer *o, float *p, const float *g,
  * data-parallel trainer starts a non-blocking all-reduce there (the MPI
  * trainer, runtime/trainer_mpi.c), and an app may plug any collective.
  * `bucket` may change the floats of its range (average them) but no other.
+ * `progress`, when not NULL, is called at every rt_grad_ready, between
+ * the backward's statements: a collective library that moves only inside
+ * its own calls (MPICH's non-blocking collectives) gets the chance to.
  * n, lo and hi are the runtime's own (the ranges waiting, at most
  * RT_HOOK_RANGES: past that the oldest goes out early); zero them once. A
  * NULL hook makes both calls do nothing. */
@@ -548,6 +551,7 @@ typedef struct rt_grad_hook {
     void (*bucket)(void *ctx, float *grads, size_t offset, size_t count);
     void *ctx;
     size_t bucket_floats;
+    void (*progress)(void *ctx);
     int n;
     size_t lo[RT_HOOK_RANGES], hi[RT_HOOK_RANGES];
 } rt_grad_hook;

@@ -11,9 +11,9 @@
  * same summed gradients and applies the same optimizer step, so the
  * parameters stay bitwise identical without ever being sent.
  *
- * MPICH progresses a non-blocking collective only inside MPI calls, so each
- * bucket also tests the ones before it: the earlier reductions move on
- * while later buckets are started.
+ * MPICH progresses a non-blocking collective only inside MPI calls, so the
+ * hook's progress call tests the started ones at every gradient the
+ * backward finishes: the reductions move on between its statements.
  *
  * Faults: errors are returned, not fatal, and every wait is a loop of
  * MPI_Test against a deadline, so a rank that stops answering ends the
@@ -45,6 +45,8 @@ static struct {
     MPI_Request req[DP_MAX_REQ];
     int nreq;
     double first_bucket_ms, backward_end_ms, wait_ms;
+    int buckets, step_buckets;      /* this step's, the last finished one's */
+    size_t last_count;              /* floats of the last bucket started */
 } dp;
 
 const char *const dp_value_names[DP_VALUES] = {
@@ -246,14 +248,36 @@ void dp_agree(const dp_fingerprint *f, double timeout_s)
     exit(1);
 }
 
+int dp_same(uint64_t h, const char *what)
+{
+    uint64_t *all = malloc((size_t)dp.size * sizeof *all);
+    MPI_Request req;
+    int r, bad = -1, rc;
+    if (!all) {
+        fprintf(stderr, "trainer: rank %d: out of memory\n", dp.rank);
+        dp_abort(1);
+    }
+    rc = MPI_Iallgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T,
+                        MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS)
+        fail(what, rc);
+    wait_all(&req, 1, what);
+    for (r = 1; r < dp.size && bad < 0; r++)
+        if (all[r] != all[0])
+            bad = r;
+    free(all);
+    return bad;
+}
+
 /* The hook: an in-place sum of one bucket, started now, finished before
  * the update; the earlier buckets tested so that they move on. */
 static void start_bucket(void *ctx, float *grads, size_t offset, size_t count)
 {
     int rc;
     (void)ctx;
-    if (dp.nreq == 0)
+    if (dp.buckets++ == 0)
         dp.first_bucket_ms = now_ms();
+    dp.last_count = count;
     if (dp.nreq == DP_MAX_REQ) {
         wait_all(dp.req, dp.nreq, "a gradient all-reduce");
         dp.nreq = 0;
@@ -271,10 +295,19 @@ static void start_bucket(void *ctx, float *grads, size_t offset, size_t count)
     test_all(dp.req, dp.nreq, "a gradient all-reduce");
 }
 
+/* Between the backward's statements: MPICH moves a non-blocking
+ * collective on only inside MPI calls. */
+static void progress(void *ctx)
+{
+    (void)ctx;
+    test_all(dp.req, dp.nreq, "a gradient all-reduce");
+}
+
 rt_grad_hook *dp_hook(size_t bucket_floats)
 {
     memset(&dp.hook, 0, sizeof dp.hook);
     dp.hook.bucket = start_bucket;
+    dp.hook.progress = progress;
     dp.hook.bucket_floats = bucket_floats;
     return &dp.hook;
 }
@@ -291,12 +324,14 @@ void dp_finish_grads(long step)
     wait_all(dp.req, dp.nreq, "a gradient all-reduce");
     dp.nreq = 0;
     dp.wait_ms = now_ms() - t0;
+    dp.step_buckets = dp.buckets;
+    dp.buckets = 0;
 }
 
 /* REMAT_TEST_MPI_FAULT=kill:R:S, term:R:S or stop:R:S: the test suite's
  * stand-in for a rank that dies (SIGKILL, SIGTERM) or hangs (SIGSTOP) at
- * the start of step S. */
-void dp_test_fault(long step)
+ * the start of step S; flip:R:S, for ranks whose parameters drift apart. */
+int dp_test_fault(long step)
 {
     const char *env = getenv("REMAT_TEST_MPI_FAULT");
     char kind[8];
@@ -305,9 +340,12 @@ void dp_test_fault(long step)
     dp.step = step;
     if (!env || sscanf(env, "%7[a-z]:%d:%ld", kind, &rank, &at) != 3 ||
         rank != dp.rank || at != step)
-        return;
+        return 0;
+    if (strcmp(kind, "flip") == 0)
+        return 1;
     raise(strcmp(kind, "stop") == 0 ? SIGSTOP
           : strcmp(kind, "term") == 0 ? SIGTERM : SIGKILL);
+    return 0;
 }
 
 double dp_sum(double x, long step)
@@ -355,10 +393,13 @@ double dp_allreduce_ms(float *buf, size_t n, int reps)
     return mid;
 }
 
-void dp_last_step_ms(double *wait_ms, double *window_ms)
+void dp_last_step(double *wait_ms, double *window_ms, int *buckets,
+                  size_t *last_floats)
 {
     *wait_ms = dp.wait_ms;
     *window_ms = dp.backward_end_ms - dp.first_bucket_ms;
+    *buckets = dp.step_buckets;
+    *last_floats = dp.last_count;
 }
 
 void dp_finalize(void)

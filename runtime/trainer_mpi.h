@@ -35,22 +35,29 @@ void dp_abort(int status);
  * 0 prints one line naming the rank and what differs, and every rank
  * exits 1. timeout_s bounds every wait on the other ranks. */
 void dp_agree(const dp_fingerprint *f, double timeout_s);
+/* -1 when every rank passed the same h, else the first rank whose differs
+ * from rank 0's. */
+int dp_same(uint64_t h, const char *what);
 /* The hook that starts an all-reduce (a sum) of each bucket of
  * bucket_floats floats as the backward finishes it. */
 rt_grad_hook *dp_hook(size_t bucket_floats);
 /* Waits for every bucket started since the last call: the gradient
  * buffer then holds the sum over the ranks. step names the step in errors. */
 void dp_finish_grads(long step);
-/* The test suite's faults (REMAT_TEST_MPI_FAULT), at the start of a step. */
-void dp_test_fault(long step);
+/* The test suite's faults (REMAT_TEST_MPI_FAULT), at the start of a step;
+ * 1 when this rank is to change a parameter's bits (flip:R:S). */
+int dp_test_fault(long step);
 /* The sum of x over the ranks (the loss). */
 double dp_sum(double x, long step);
 /* Milliseconds of a blocking all-reduce of n floats, the median of reps:
  * the communication that the overlap hides. */
 double dp_allreduce_ms(float *buf, size_t n, int reps);
-/* Per step: milliseconds waited in dp_finish_grads, and from the first
- * bucket to the end of the backward (the window the overlap can use). */
-void dp_last_step_ms(double *wait_ms, double *window_ms);
+/* The last step's milliseconds waited in dp_finish_grads and from the
+ * first bucket to the end of the backward (the window the overlap can
+ * use), its buckets, and the floats of its last bucket (which starts as
+ * the backward ends and cannot be hidden). */
+void dp_last_step(double *wait_ms, double *window_ms, int *buckets,
+                  size_t *last_floats);
 void dp_mark_backward_end(void);
 void dp_finalize(void);
 

@@ -178,6 +178,11 @@ fault "--fused under mpirun" 2 "--fused updates each parameter before the ranks'
 fault "different learning rates" 1 "rank 1's learning rate (0.1) differs from rank 0's (0.01)" \
     -n 1 "$work/mlp12_mpi" --steps 3 : -n 1 "$work/mlp12_mpi" --steps 3 --lr 0.1 &&
     [ "$(wc -l < "$work/err")" -eq 1 ] && ok || bad "a mismatch is more than one line"
+# parameters that drift apart (one bit of rank 1's) are caught, not saved
+REMAT_TEST_MPI_FAULT=flip:1:2 fault "ranks whose parameters differ" 1 \
+    "trainer: rank 0: rank 1's parameters are not rank 0's bit for bit after step 3: nothing saved" \
+    -n 2 "$work/mlp12_mpi" --steps 3 --save "$work/flip"
+[ ! -e "$work/flip" ] && ok || bad "a checkpoint was saved from ranks that differ"
 run 2 "$work/mlp12" --steps 3 --bucket-kb 64 &&
     grep -qF -- "--bucket-kb needs a trainer built with remat build --mpi" "$work/err" &&
     ok || bad "a trainer without --mpi takes --bucket-kb"
