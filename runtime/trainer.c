@@ -188,13 +188,15 @@ static void usage_error(const char *fmt, ...)
 static void die(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", prog);
-    if (RANKS > 1)
-        fprintf(stderr, "rank %d: ", RANK);
+    char line[2048];
+    int n = RANKS > 1 ? snprintf(line, sizeof line, "%s: rank %d: ", prog,
+                                 RANK)
+                      : snprintf(line, sizeof line, "%s: ", prog);
+    /* one write: mpirun forwards what it has read when it tears down */
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "%s\n", line);
 #ifdef RT_MPI
     dp_abort(1);
 #endif

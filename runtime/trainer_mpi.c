@@ -69,8 +69,7 @@ static void fail(const char *what, int rc)
     MPI_Error_string(rc, text, &len);
     fprintf(stderr, "trainer: rank %d: step %ld: %s failed (%s): another "
             "rank has died or left\n", dp.rank, dp.step, what, text);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    dp_abort(1);
 }
 
 /* A rank ended by a signal it can catch says so in one line before it
@@ -151,9 +150,14 @@ int dp_size(void)
     return dp.size;
 }
 
+/* The pause lets mpirun forward the line just written before MPI_Abort
+ * has it tear every rank down. */
 void dp_abort(int status)
 {
+    struct timespec pause = {0, 200000000};
     fflush(stdout);
+    fflush(stderr);
+    nanosleep(&pause, NULL);
     MPI_Abort(MPI_COMM_WORLD, status);
     exit(status);
 }

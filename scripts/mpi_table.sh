@@ -50,8 +50,8 @@ for g in mlp12 gpt; do
             -v h="$(get hidden "$f")" -v fl="$(get gradient_floats "$f")" \
             -v b="$(get buckets "$f")" 'BEGIN {
             printf "| %s | %d | %.1f | %d | %.2f | %.2f | %.2f | %s | %s |\n", g, n,
-                fl * 4 / 1e6, b, s, w, win, n > 1 ? sprintf("%.2f", a) : "-",
-                n > 1 ? h : "-" }'
+                fl * 4 / 1e6, b, s, w, win, (n > 1 ? sprintf("%.2f", a) : "-"),
+                (n > 1 ? h : "-") }'
     done
 done
 echo

@@ -108,6 +108,15 @@ for g in mlp12 gpt; do
     against_accumulate $g "--momentum 0.9 --lr 0.05"
     against_accumulate $g "--optimizer adamw --weight-decay 0.1 --clip-grad-norm 0.5"
 done
+# 2 ranks of 2 micro-batches each: the 4 of --accumulate 4, rank 1 taking
+# the third and fourth
+rm -rf "$work/c"*
+if mpirun_ 0 -n 2 "$work/mlp12_mpi" --steps 10 --seed 1 --data "$work/data_mlp12" --bits \
+        --accumulate 2 --momentum 0.9 --save "$work/c.mpi" && cp "$work/out" "$work/c.mpi.log" &&
+    run 0 "$work/mlp12" --steps 10 --seed 1 --data "$work/data_mlp12" --bits \
+        --accumulate 4 --momentum 0.9 --save "$work/c.one" && cp "$work/out" "$work/c.one.log" &&
+    compare "$work/c.mpi" "$work/c.one" "$work/c.mpi.log" "$work/c.one.log"; then ok
+else bad "mlp12: 2 ranks accumulating 2 differ from one process accumulating 4"; fi
 # seeded data: every micro-batch the same inputs, gpt's Dropout masks drawn
 # from the micro-batch's number, rank 1's as the second micro-batch's
 rm -rf "$work/c"*
