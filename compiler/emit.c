@@ -4,8 +4,10 @@
  * The .c file is, in order: a comment block that summarises the plan; the
  * static data the kernels read (broadcast maps, initializer values from
  * files); the parameter, input and output tables; NAME_init; NAME_forward
- * (the forward schedule); NAME_train_step (the train schedule);
- * NAME_train_step_fused (the fused schedule: the optimizer inside the
+ * (the forward schedule); NAME_train_step, NAME_train_step_acc and
+ * NAME_train_step_hooked (the train schedule, once, with a call to the
+ * gradient hook after each statement that makes a parameter's gradient
+ * final: grad_final_after); NAME_train_step_fused (the fused schedule: the optimizer inside the
  * backward); NAME_sgd and the optimizers' steps; and the rt_model
  * descriptor. A forward-only graph (no loss) has no train step
  * and no SGD: its header says NAME_HAS_TRAIN_STEP 0 and its descriptor holds
