@@ -44,7 +44,7 @@ static struct {
     rt_grad_hook hook;
     MPI_Request req[DP_MAX_REQ];
     int nreq;
-    double first_bucket_ms, backward_end_ms, wait_ms;
+    double first_bucket_ms, backward_end_ms, wait_ms, wait_end_ms;
     int buckets, step_buckets;      /* this step's, the last finished one's */
     size_t last_count;              /* floats of the last bucket started */
 } dp;
@@ -327,7 +327,8 @@ void dp_finish_grads(long step)
     dp.step = step;
     wait_all(dp.req, dp.nreq, "a gradient all-reduce");
     dp.nreq = 0;
-    dp.wait_ms = now_ms() - t0;
+    dp.wait_end_ms = now_ms();
+    dp.wait_ms = dp.wait_end_ms - t0;
     dp.step_buckets = dp.buckets;
     dp.buckets = 0;
 }
@@ -404,6 +405,28 @@ void dp_last_step(double *wait_ms, double *window_ms, int *buckets,
     *window_ms = dp.backward_end_ms - dp.first_bucket_ms;
     *buckets = dp.step_buckets;
     *last_floats = dp.last_count;
+}
+
+double dp_exposed_ms(void)
+{
+    double *ends = malloc((size_t)dp.size * sizeof *ends), last;
+    MPI_Request req;
+    int r, rc;
+    if (!ends) {
+        fprintf(stderr, "trainer: rank %d: out of memory\n", dp.rank);
+        dp_abort(1);
+    }
+    rc = MPI_Iallgather(&dp.backward_end_ms, 1, MPI_DOUBLE, ends, 1,
+                        MPI_DOUBLE, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS)
+        fail("the timing exchange", rc);
+    wait_all(&req, 1, "the timing exchange");
+    last = ends[0];
+    for (r = 1; r < dp.size; r++)
+        if (ends[r] > last)
+            last = ends[r];
+    free(ends);
+    return dp.wait_end_ms > last ? dp.wait_end_ms - last : 0.0;
 }
 
 void dp_finalize(void)

@@ -59,6 +59,12 @@ double dp_allreduce_ms(float *buf, size_t n, int reps);
 void dp_last_step(double *wait_ms, double *window_ms, int *buckets,
                   size_t *last_floats);
 void dp_mark_backward_end(void);
+/* The last step's communication left after every rank's backward had
+ * ended: its wait ended that long after the last rank's backward did.
+ * A rank's wait also holds the time it waits for slower ranks, which is
+ * not communication; this leaves that out. The ranks' clocks must agree
+ * (CLOCK_MONOTONIC: one machine). A collective: every rank calls it. */
+double dp_exposed_ms(void);
 void dp_finalize(void);
 
 #endif

@@ -5,12 +5,16 @@
 #
 # Measured, per graph and rank count (medians over N steps, after warm-up):
 #   step      the hooked train step, then the wait for the last all-reduce
-#   wait      the part of it spent waiting, after the backward
+#   wait      the part of it spent waiting, after this rank's backward (for
+#             the all-reduces, and for a slower rank)
+#   exposed   the communication left once the last rank's backward ended:
+#             the wait without the time spent waiting for a slower rank
+#             (the ranks' clocks compared: one machine)
 #   window    from the first bucket handed on to the end of the backward:
 #             the time the all-reduces can run under
 #   blocking  one blocking all-reduce of the whole gradient buffer: what the
 #             step would wait with no overlap
-#   hidden    1 - wait / blocking (0 when the wait is longer)
+#   hidden    1 - exposed / blocking (0 when the exposed time is longer)
 #
 # Projected, for K machines of this machine's 1-rank compute (weak scaling:
 # each rank its own micro-batch), a ring all-reduce over a network of BW
@@ -38,19 +42,20 @@ get() { sed -n "s/^$1 //p" "$2"; }
 
 echo "Measured by scripts/mpi_table.sh $steps on $(nproc) cores, MPICH $(mpichversion 2>/dev/null | sed -n 's/^MPICH Version:[[:space:]]*//p'), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start:"
 echo
-echo "| graph | ranks | gradient MB | buckets | step ms | wait ms | window ms | blocking all-reduce ms | hidden |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| graph | ranks | gradient MB | buckets | step ms | wait ms | exposed ms | window ms | blocking all-reduce ms | hidden |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for g in mlp12 gpt; do
     build/remat build "graphs/$g.xml" --mpi -o "$tmp/$g" > /dev/null
     for n in 1 2; do
         mpirun -n "$n" "$tmp/$g" --bench "$steps" > "$tmp/$g.$n"
         f=$tmp/$g.$n
         awk -v g="$g" -v n="$n" -v s="$(get median_ms "$f")" -v w="$(get wait_ms "$f")" \
+            -v e="$(get exposed_ms "$f")" \
             -v win="$(get window_ms "$f")" -v a="$(get allreduce_ms "$f")" \
             -v h="$(get hidden "$f")" -v fl="$(get gradient_floats "$f")" \
             -v b="$(get buckets "$f")" 'BEGIN {
-            printf "| %s | %d | %.1f | %d | %.2f | %.2f | %.2f | %s | %s |\n", g, n,
-                fl * 4 / 1e6, b, s, w, win, (n > 1 ? sprintf("%.2f", a) : "-"),
+            printf "| %s | %d | %.1f | %d | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", g, n,
+                fl * 4 / 1e6, b, s, w, e, win, (n > 1 ? sprintf("%.2f", a) : "-"),
                 (n > 1 ? h : "-") }'
     done
 done

@@ -196,6 +196,13 @@ run 2 "$work/mlp12" --steps 3 --bucket-kb 64 &&
     grep -qF -- "--bucket-kb needs a trainer built with remat build --mpi" "$work/err" &&
     ok || bad "a trainer without --mpi takes --bucket-kb"
 
+# ---- --bench under mpirun: the figures scripts/mpi_table.sh reads ------------------
+if mpirun_ 0 -n 2 "$work/gpt_mpi" --bench 3 &&
+    for f in ranks median_ms wait_ms exposed_ms window_ms allreduce_ms gradient_floats buckets last_bucket_floats hidden; do
+        grep -q "^$f [0-9.]*$" "$work/out" || exit 1
+    done && grep -q '^ranks 2$' "$work/out"; then ok
+else cat "$work/out"; bad "--bench under mpirun lacks a figure"; fi
+
 # ---- checkpoints -------------------------------------------------------------------------
 # rank 0 alone writes (no other folder appears); 6 steps, save, 4 more
 # resumed equal 10 at once, every file
