@@ -299,10 +299,6 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
     char *words[40];
     int nw = cc_words(c, words, o->mpi);
     const char *obj[3] = {NULL, NULL, NULL};
-    if (o->mpi && !strchr(words[0], '/') && !*cc_identity(c, words[0]))
-        return ctx_error(c, out, 0, "--mpi needs the MPI compiler wrapper "
-                         "%s, which is not on PATH (Debian: apt-get install "
-                         "mpich libmpich-dev, or scripts/deps.sh)", words[0]);
     if (runtime_objects(c, rt, dir, words, nw, o, obj))
         return -1;
     const char *const *flags = cc_flags(c, o);
@@ -332,10 +328,24 @@ static void remove_dir(Ctx *c, const char *dir, const char *name)
     rmdir(dir);
 }
 
+/* --mpi's compiler, when PATH has no such command: NULL when it has. */
+static const char *missing_mpicc(Ctx *c)
+{
+    char *words[40];
+    cc_words(c, words, 1);
+    return !strchr(words[0], '/') && !*cc_identity(c, words[0]) ? words[0]
+                                                                 : NULL;
+}
+
 int build_trainer(Ctx *c, const Compiled *m, const char *exe,
                   const BuildOptions *o)
 {
     const char *rt = runtime_dir(c);
+    const char *mpicc = o->mpi ? missing_mpicc(c) : NULL;
+    if (mpicc)
+        return ctx_error(c, exe, 0, "--mpi needs the MPI compiler wrapper "
+                         "%s, which is not on PATH (Debian: apt-get install "
+                         "mpich libmpich-dev, or scripts/deps.sh)", mpicc);
     if (!is_file(ctx_printf(c, "%s/trainer.c", rt)))
         return ctx_error(c, rt, 0, "runtime not found (no trainer.c there); "
                          "set REMAT_RUNTIME_DIR to the runtime/ folder");

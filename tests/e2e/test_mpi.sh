@@ -32,6 +32,13 @@ for g in mlp12 gpt; do
         "$remat" build "graphs/$g.xml" --policy sac --mpi -o "$work/${g}_mpi" &&
         ok || bad "build $g with and without --mpi"
 done
+# without mpicc on PATH: one line saying what to install, no trainer
+mkdir "$work/bin"
+ln -s "$(command -v cc)" "$work/bin/cc"
+if PATH=$work/bin run 1 "$remat" build graphs/mlp12.xml --mpi -o "$work/nompi" &&
+    grep -qF "$work/nompi: --mpi needs the MPI compiler wrapper mpicc, which is not on PATH (Debian: apt-get install mpich libmpich-dev" "$work/err" &&
+    [ "$(wc -l < "$work/err")" -eq 1 ] && [ ! -e "$work/nompi" ]; then ok
+else cat "$work/err"; bad "remat build --mpi without mpicc"; fi
 sed 's/shape="32 256"/shape="8 256"/' graphs/mlp12.xml > "$work/mlp12_small.xml"
 "$remat" build "$work/mlp12_small.xml" --policy sac --mpi -o "$work/small_mpi" &&
     ok || bad "build mlp12 with another batch shape"
