@@ -268,6 +268,8 @@ static int runtime_objects(Ctx *c, const char *rt, const char *dir,
                        : ctx_printf(c, "%s/%s.o", dir, base);
         if (cache && is_file(obj[i]))
             continue;
+        progress(c, "remat build: compiling the runtime's %s (%s)", srcs[i],
+                 cache ? "cached for later builds" : "no cache folder");
         const char *tmp = ctx_printf(c, "%s.tmp.%ld", obj[i], (long)getpid());
         const char *rest[80];
         int n = 0;
@@ -302,6 +304,7 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
     if (runtime_objects(c, rt, dir, words, nw, o, obj))
         return -1;
     const char *const *flags = cc_flags(c, o);
+    progress(c, "remat build: compiling %s.c and linking the trainer", name);
     const char *rest[96];
     int n = 0;
     for (int k = 0; flags[k]; k++)

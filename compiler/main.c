@@ -2,13 +2,17 @@
  * main.c: the command line. It parses arguments, chains the stages through
  * compile_graph, and is the only place that prints an error and exits:
  * 0 done, 1 an error in the input (one message: file:line: what is wrong),
- * 2 a usage error.
+ * 2 a usage error (two lines: what is wrong, and which --help to read;
+ * never the whole help, which would bury the message).
  */
+#define _DEFAULT_SOURCE
 #include "remat.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *usage_main =
     "usage: remat COMMAND GRAPH [options]\n"
@@ -28,10 +32,12 @@ static const char *usage_main =
     "  calibrate time this machine's kernels for the cost model (no GRAPH)\n"
     "\n"
     "policies: none, full, sac, sac-aggressive, or a policy file FILE.xml\n"
-    "`remat COMMAND --help` describes each command. Recompute is priced in\n"
-    "time (docs/cost-model.md) at the rates `remat calibrate` stored, else\n"
+    "`remat COMMAND --help` (or `remat help COMMAND`) describes each command;\n"
+    "`remat --version` prints the version. Recompute is priced in time\n"
+    "(docs/cost-model.md) at the rates `remat calibrate` stored, else\n"
     "built-in ones; REMAT_RATES=FILE reads another file, REMAT_RATES=builtin\n"
-    "ignores it.\n";
+    "ignores it. A usage error exits 2, an error in the input 1\n"
+    "(docs/cli.md).\n";
 
 /* The option every compiling command takes. */
 #define FREEZE_HELP \
@@ -208,14 +214,17 @@ typedef struct {
     const Rates *rates;     /* how recompute is priced (cost.c) */
 } Args;
 
-/* Two lines: what is wrong, and the command's synopsis (its --help has
- * the rest), so the message is not lost above a page of help. */
-static int usage_error(const char *usage, const char *fmt, const char *arg)
+/* Two lines: what is wrong, and where the rest is, so the message is not
+ * lost above a page of help. cmd is NULL for the command itself. */
+static int usage_error(const char *cmd, const char *fmt, ...)
 {
-    fprintf(stderr, "remat: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%.*s (--help for more)\n",
-            (int)strcspn(usage, "\n"), usage);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "remat%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\ntry 'remat %s%s--help'\n", cmd ? cmd : "",
+            cmd ? " " : "");
     return 2;
 }
 
@@ -230,29 +239,29 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
                    && strcmp(a->cmd, "pareto") != 0) {
             const char **v = s[2] == 'b' ? &a->budget : &a->max_arena;
             if (i + 1 >= argc)
-                return usage_error(usage, "%s needs a value", s);
+                return usage_error(a->cmd, "%s needs a value", s);
             if (*v)
-                return usage_error(usage, "%s given twice", s);
+                return usage_error(a->cmd, "%s given twice", s);
             *v = argv[++i];
         } else if (strcmp(s, "--policy") == 0 || strcmp(s, "-o") == 0) {
             if (i + 1 >= argc)
-                return usage_error(usage, "%s needs a value", s);
+                return usage_error(a->cmd, "%s needs a value", s);
             if (s[1] == 'o')
                 a->out = argv[++i];
             else if (a->npolicy == 2)
-                return usage_error(usage, "%s given more than twice", s);
+                return usage_error(a->cmd, "%s given more than twice", s);
             else
                 a->policy[a->npolicy++] = argv[++i];
         } else if (strcmp(s, "--blocks") == 0 && strcmp(a->cmd, "import") == 0) {
             if (i + 1 >= argc)
-                return usage_error(usage, "%s needs a value", s);
+                return usage_error(a->cmd, "%s needs a value", s);
             a->blocks = argv[++i];
             if (strcmp(a->blocks, "auto") && strcmp(a->blocks, "none"))
-                return usage_error(usage, "--blocks takes auto or none, not "
+                return usage_error(a->cmd, "--blocks takes auto or none, not "
                                    "%s", a->blocks);
         } else if (strcmp(s, "--freeze") == 0 && strcmp(a->cmd, "import") != 0) {
             if (i + 1 >= argc)
-                return usage_error(usage, "%s needs a value", s);
+                return usage_error(a->cmd, "%s needs a value", s);
             a->freeze[a->nfreeze++] = argv[++i];
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
@@ -260,39 +269,38 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             a->mpi = 1;
         } else if (strcmp(s, "--cflags") == 0 && strcmp(a->cmd, "build") == 0) {
             if (i + 1 >= argc)
-                return usage_error(usage, "%s needs a value", s);
+                return usage_error(a->cmd, "%s needs a value", s);
             if (a->cflags)
-                return usage_error(usage, "%s given twice", s);
+                return usage_error(a->cmd, "%s given twice", s);
             a->cflags = argv[++i];
         } else if (strcmp(s, "--measure") == 0 && strcmp(a->cmd, "pareto") == 0) {
             a->measure = 1;
         } else if (strcmp(s, "--by") == 0 && strcmp(a->cmd, "pareto") == 0) {
             if (i + 1 >= argc)
-                return usage_error(usage, "%s needs a value", s);
+                return usage_error(a->cmd, "%s needs a value", s);
             s = argv[++i];
             if (strcmp(s, "arena") && strcmp(s, "saved"))
-                return usage_error(usage, "--by takes saved or arena, not %s", s);
+                return usage_error(a->cmd, "--by takes saved or arena, not %s", s);
             a->by_arena = strcmp(s, "arena") == 0;
         } else if (strcmp(s, "--json") == 0 && (strcmp(a->cmd, "schedule") == 0
                    || strcmp(a->cmd, "diff") == 0
                    || strcmp(a->cmd, "pareto") == 0)) {
             a->json = 1;
         } else if (s[0] == '-' && s[1])
-            return usage_error(usage, "unknown option %s", s);
+            return usage_error(a->cmd, "unknown option %s", s);
         else if (a->graph)
-            return usage_error(usage, "more than one graph file (%s)", s);
+            return usage_error(a->cmd, "more than one graph file (%s)", s);
         else
             a->graph = s;
     }
     if (!a->graph)
-        return usage_error(usage, "%s needs a graph file", a->cmd);
+        return usage_error(a->cmd, "no graph file given");
     int want = strcmp(a->cmd, "diff") == 0 ? 2 : 1;
     int budgeted = a->budget || a->max_arena;
     if (want == 2 && a->npolicy != 2 && !budgeted)
-        return usage_error(usage, "%s needs --policy twice (or a budget)",
-                           a->cmd);
+        return usage_error(a->cmd, "needs --policy twice (or a budget)");
     if ((want == 1 || budgeted) && a->npolicy > want)
-        return usage_error(usage, "%s takes one --policy", a->cmd);
+        return usage_error(a->cmd, "takes one --policy");
     /* with a budget and no policy: sac, must_save softened (compile_graph) */
     int pareto = strcmp(a->cmd, "pareto") == 0;
     if (a->npolicy == 0 && !budgeted && !pareto)
@@ -300,11 +308,10 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
     int needs_out = strcmp(a->cmd, "compile") == 0 ||
                     strcmp(a->cmd, "build") == 0 || strcmp(a->cmd, "import") == 0;
     if (needs_out && !a->out)
-        return usage_error(usage, "%s needs -o OUTPUT", a->cmd);
+        return usage_error(a->cmd, "needs -o OUTPUT");
     int may_out = pareto || strcmp(a->cmd, "memory") == 0;
     if (!needs_out && !may_out && a->out)
-        return usage_error(usage, "%s prints to standard output; it takes no -o",
-                           a->cmd);
+        return usage_error(a->cmd, "prints to standard output; it takes no -o");
     return 0;
 }
 
@@ -407,6 +414,7 @@ static int cmd_build(Ctx *c, const Args *a)
 {
     Compiled m;
     const BuildOptions o = {a->no_blas, a->cflags, a->mpi};
+    progress(c, "remat build: compiling %s", a->graph);
     if (compile_args(c, a, 0, &m) ||
         build_trainer(c, &m, a->out, &o))
         return 1;
@@ -498,7 +506,7 @@ static int calibrate(int argc, char **argv)
         return 0;
     }
     if (argc > 2)
-        return usage_error(usage_calibrate, "calibrate takes no argument "
+        return usage_error("calibrate", "takes no argument "
                            "(%s)", argv[2]);
     Ctx c;
     ctx_init(&c);
@@ -535,57 +543,115 @@ static int load_rates(Rates *rt)
     return rc ? 1 : 0;
 }
 
-int main(int argc, char **argv)
+typedef struct {
+    const char *name, *const *usage;
+    int (*run)(Ctx *, const Args *);    /* NULL: calibrate, no graph */
+} Command;
+
+static const Command commands[] = {
+    {"compile", &usage_compile, cmd_compile},
+    {"schedule", &usage_schedule, cmd_schedule},
+    {"diff", &usage_diff, cmd_diff},
+    {"build", &usage_build, cmd_build},
+    {"pareto", &usage_pareto, cmd_pareto},
+    {"memory", &usage_memory, cmd_memory},
+    {"import", &usage_import, cmd_import},
+    {"calibrate", &usage_calibrate, NULL},
+};
+
+static const Command *command_named(const char *name)
 {
-    static const struct {
-        const char *name, **usage;
-        int (*run)(Ctx *, const Args *);
-    } cmds[] = {
-        {"compile", &usage_compile, cmd_compile},
-        {"schedule", &usage_schedule, cmd_schedule},
-        {"diff", &usage_diff, cmd_diff},
-        {"build", &usage_build, cmd_build},
-        {"pareto", &usage_pareto, cmd_pareto},
-        {"memory", &usage_memory, cmd_memory},
-        {"import", &usage_import, cmd_import},
-    };
-    if (argc < 2) {
-        fputs(usage_main, stderr);
-        return 2;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* An unknown command or option, with the name it most likely meant. */
+static int unknown(const char *what, const char *name)
+{
+    const char *const names[] = {"compile", "schedule", "diff", "build",
+                                 "pareto", "memory", "import", "calibrate",
+                                 "help", "--help", "--version"};
+    const char *near = closest_name(name, names, sizeof names / sizeof *names);
+    if (near)
+        return usage_error(NULL, "unknown %s '%s' (did you mean '%s'?)", what,
+                           name, near);
+    return usage_error(NULL, "unknown %s '%s'", what, name);
+}
+
+static int is_help(const char *s)
+{
+    return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0;
+}
+
+/* remat help [COMMAND]: the help `remat [COMMAND] --help` prints. */
+static int help(int argc, char **argv)
+{
+    if (argc > 3)
+        return usage_error(NULL, "help takes one command, not also '%s'",
+                           argv[3]);
+    if (argc < 3 || is_help(argv[2])) {
         fputs(usage_main, stdout);
         return 0;
     }
-    if (strcmp(argv[1], "calibrate") == 0)
-        return calibrate(argc, argv);
-    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
-        if (strcmp(argv[1], cmds[i].name) != 0)
-            continue;
-        Rates rates;
-        Args a = {.cmd = cmds[i].name, .rates = &rates};
-        const char **freeze = calloc((size_t)argc, sizeof *freeze);
-        if (!freeze) {
-            fputs("remat: out of memory\n", stderr);
-            return 1;
-        }
-        a.freeze = freeze;
-        int rc = parse_args(argc, argv, *cmds[i].usage, &a);
-        if (!rc && strcmp(a.cmd, "import") != 0)
-            rc = load_rates(&rates);
-        if (rc) {
-            free(freeze);
-            return rc;
-        }
-        Ctx c;
-        ctx_init(&c);
-        rc = cmds[i].run(&c, &a);
-        if (rc == 1)
-            fprintf(stderr, "%s\n", c.err);
-        ctx_free(&c);
+    const Command *cmd = command_named(argv[2]);
+    if (!cmd)
+        return unknown("command", argv[2]);
+    fputs(*cmd->usage, stdout);
+    return 0;
+}
+
+/* A command that compiles a graph: its arguments, the rates, the run. */
+static int run_command(const Command *cmd, int argc, char **argv)
+{
+    Rates rates;
+    Args a = {.cmd = cmd->name, .rates = &rates};
+    const char **freeze = calloc((size_t)argc, sizeof *freeze);
+    if (!freeze) {
+        fputs("remat: out of memory\n", stderr);
+        return 1;
+    }
+    a.freeze = freeze;
+    int rc = parse_args(argc, argv, *cmd->usage, &a);
+    if (!rc && strcmp(a.cmd, "import") != 0)
+        rc = load_rates(&rates);
+    if (rc) {
         free(freeze);
         return rc;
     }
-    fprintf(stderr, "remat: unknown command '%s'\n\n%s", argv[1], usage_main);
-    return 2;
+    Ctx c;
+    ctx_init(&c);
+    c.progress = isatty(STDERR_FILENO);
+    rc = cmd->run(&c, &a);
+    progress_clear(&c);
+    if (rc == 1)
+        fprintf(stderr, "%s\n", c.err);
+    ctx_free(&c);
+    free(freeze);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {     /* the synopsis, not a page of help: exit 2 */
+        fputs("usage: remat COMMAND GRAPH [options]\n"
+              "try 'remat --help'\n", stderr);
+        return 2;
+    }
+    const char *first = argv[1];
+    if (is_help(first)) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (strcmp(first, "--version") == 0) {
+        printf("remat %s\n", REMAT_VERSION);
+        return 0;
+    }
+    if (strcmp(first, "help") == 0)
+        return help(argc, argv);
+    const Command *cmd = command_named(first);
+    if (!cmd)
+        return unknown(first[0] == '-' ? "option" : "command", first);
+    return cmd->run ? run_command(cmd, argc, argv) : calibrate(argc, argv);
 }

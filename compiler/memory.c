@@ -405,6 +405,12 @@ static void svg_boundary(Buf *s, const Axes *a, const Mem *x)
                bx - 4, T - 4, bx + 4, T - 4);
 }
 
+/* The peak's label stays inside the plot, clear of the legend: beside the
+ * marker on the side with room, cut (with "...") when even the plot's
+ * width is too short, judged at CHAR_W a character (graph names are
+ * ASCII, so a cut never splits a character). */
+#define CHAR_W 7.2          /* a 12px sans-serif character, about */
+
 static void svg_peak(Ctx *c, Buf *s, const Axes *a, const Mem *x)
 {
     double cx = px(a, x->peak + 0.5), cy = py(a, x->total[x->peak]);
@@ -416,13 +422,19 @@ static void svg_peak(Ctx *c, Buf *s, const Axes *a, const Mem *x)
                "stroke=\"#d62728\" stroke-dasharray=\"2,2\"/>\n<circle "
                "cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#d62728\"/>\n", cx, cy,
                cx, H - B, cx, cy);
-    int left = cx > (L + W - R) / 2.0;
-    buf_printf(s, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\" "
-               "text-anchor=\"%s\">peak %.0f bytes at statement %d (",
-               cx + (left ? -8 : 8), cy < T + 20 ? cy + 16 : cy - 8,
-               left ? "end" : "start", x->total[x->peak], x->peak);
-    svg_escape(s, stmt_text(c, x->m->g, &x->s->stmts[x->peak]));
-    buf_printf(s, ")</text>\n</g>\n");
+    const char *text = ctx_printf(c, "peak %.0f bytes at statement %d (%s)",
+                                  x->total[x->peak], x->peak,
+                                  stmt_text(c, x->m->g, &x->s->stmts[x->peak]));
+    int fit = (int)((W - R - L - 12) / CHAR_W);
+    if ((int)strlen(text) > fit)
+        text = ctx_printf(c, "%.*s...", fit - 3, text);
+    double w = strlen(text) * CHAR_W;
+    double lx = cx + 8 + w <= W - R - 4 ? cx + 8 : cx - 8 - w;
+    lx = lx < L + 4 ? L + 4 : lx;
+    buf_printf(s, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">", lx,
+               cy < T + 20 ? cy + 16 : cy - 8);
+    svg_escape(s, text);
+    buf_printf(s, "</text>\n</g>\n");
 }
 
 /* The legend, top to bottom as stacked, then the largest values at the

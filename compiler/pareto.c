@@ -99,7 +99,11 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
         return -1;
     Ctx scratch;
     ctx_init(&scratch);
+    int every = f->n / 100 > 1 ? f->n / 100 : 1;    /* the line's updates */
     for (int i = 0; i < f->n; i++) {
+        if (i % every == 0 || timed)
+            progress(c, "remat pareto: %s plan %d of %d", timed ? "building "
+                     "and timing" : "scheduling", i + 1, f->n);
         remat_apply(g, r, f->plans[i].recompute);
         int rc = fast ? fast_row(&scratch, g, r, &fwd, &rows[i])
                       : full_row(c, g, p, r, timed, &rows[i]);
@@ -134,59 +138,81 @@ static int arena_frontier(Row *rows, int n)
 
 /* ---- the picture ---------------------------------------------------------- */
 
-#define W 640
+/* The plot runs from 0 on both axes to a round value past the largest, with
+ * ticks on 1-2-5 steps in a unit the numbers read well in (KiB or MiB, µs or
+ * ms); the legend is on the right. Each policy is labelled beside its
+ * marker; policies on the same point share one label, and a label that
+ * would cover another moves to a free place nearby (with a line to its
+ * marker), judged by boxes from an estimated character width. */
+#define W 660
 #define H 420
-#define L 80                /* margins: left, right, top, bottom */
-#define R 150
-#define T 30
+#define L 80                /* margins: left, right (legend), top, bottom */
+#define R 170
+#define T 40
 #define B 50
+#define CHAR_W 7.2          /* a 12px sans-serif character, about */
+#define ROW 14              /* a line of 12px text */
 
 typedef struct {
-    double x0, x1, y0, y1;  /* data ranges: picoseconds, bytes */
+    double top, step, scale;    /* data units: axis end, tick step, per unit */
+    const char *unit;
+} Axis;
+
+typedef struct {
+    Axis x, y;              /* x: recompute picoseconds, y: bytes */
 } Axes;
+
+static void axis_fit(Axis *a, double max, double scale, const char *unit)
+{
+    double m = max > 0 ? max / scale : 1;
+    double step = nice_step(m, 5);
+    a->step = step * scale;
+    a->top = ceil(m / step - 1e-9) * step * scale;
+    a->scale = scale;
+    a->unit = unit;
+}
 
 static double px(const Axes *a, double cost)
 {
-    double span = a->x1 > a->x0 ? a->x1 - a->x0 : 1;
-    return L + (cost - a->x0) / span * (W - L - R);
+    return L + cost / a->x.top * (W - L - R);
 }
 
 static double py(const Axes *a, double bytes)
 {
-    double span = a->y1 > a->y0 ? a->y1 - a->y0 : 1;
-    return H - B - (bytes - a->y0) / span * (H - T - B);
+    return H - B - bytes / a->y.top * (H - T - B);
 }
 
-static void svg_axes(Buf *s, const Axes *a, const char *title,
-                     const char *y_title)
+static void svg_axes(Buf *s, const Axes *a, const char *y_what)
 {
-    svg_begin(s, W, H);
-    buf_printf(s, "<text x=\"%d\" y=\"18\">", L);
-    svg_escape(s, title);
-    buf_printf(s, "</text>\n");
-    buf_printf(s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
-               "stroke=\"black\"/>\n", L, H - B, W - R, H - B);
-    buf_printf(s, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
-               "stroke=\"black\"/>\n", L, T, L, H - B);
-    for (int i = 0; i <= 4; i++) {
-        double fx = a->x0 + (a->x1 - a->x0) * i / 4;
-        double by = a->y0 + (a->y1 - a->y0) * i / 4;
-        buf_printf(s, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">"
-                   "%.3g</text>\n", px(a, fx), H - B + 16, fx / 1e9);
-        buf_printf(s, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">"
-                   "%.4g</text>\n", L - 6, py(a, by) + 4, by / 1024);
+    buf_printf(s, "<g id=\"x-axis\">\n<line x1=\"%d\" y1=\"%d\" x2=\"%d\" "
+               "y2=\"%d\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);
+    for (int k = 0; k * a->x.step <= a->x.top * (1 + 1e-9); k++)
+        buf_printf(s, "<text class=\"tick\" x=\"%.1f\" y=\"%d\" text-anchor="
+                   "\"middle\">%g</text>\n", px(a, k * a->x.step), H - B + 16,
+                   k * a->x.step / a->x.scale);
+    buf_printf(s, "<text class=\"axis-title\" x=\"%d\" y=\"%d\" text-anchor="
+               "\"middle\">recompute time per train step (%s, estimated)"
+               "</text>\n</g>\n", (L + W - R) / 2, H - 12, a->x.unit);
+    buf_printf(s, "<g id=\"y-axis\">\n<line x1=\"%d\" y1=\"%d\" x2=\"%d\" "
+               "y2=\"%d\" stroke=\"black\"/>\n", L, T, L, H - B);
+    for (int k = 0; k * a->y.step <= a->y.top * (1 + 1e-9); k++) {
+        double y = py(a, k * a->y.step);
+        if (k > 0)
+            buf_printf(s, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                       "stroke=\"#dddddd\"/>\n", L, y, W - R, y);
+        buf_printf(s, "<text class=\"tick\" x=\"%d\" y=\"%.1f\" text-anchor="
+                   "\"end\">%g</text>\n", L - 6, y + 4,
+                   k * a->y.step / a->y.scale);
     }
-    buf_printf(s, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">recompute "
-               "ms per train step (estimated)</text>\n", (L + W - R) / 2,
-               H - 12);
-    buf_printf(s, "<text x=\"16\" y=\"%d\" transform=\"rotate(-90 16 %d)\" "
-               "text-anchor=\"middle\">%s KiB</text>\n", (T + H - B) / 2,
-               (T + H - B) / 2, y_title);
+    buf_printf(s, "<text class=\"axis-title\" x=\"16\" y=\"%d\" transform="
+               "\"rotate(-90 16 %d)\" text-anchor=\"middle\">%s bytes (%s)"
+               "</text>\n</g>\n", (T + H - B) / 2, (T + H - B) / 2, y_what,
+               a->y.unit);
 }
 
 static void svg_frontier(Buf *s, const Axes *a, const Row *rows, int n)
 {
-    buf_printf(s, "<polyline fill=\"none\" stroke=\"#1f77b4\" "
+    buf_printf(s, "<polyline id=\"frontier\" fill=\"none\" stroke=\"#1f77b4\" "
                "stroke-width=\"2\" points=\"");
     for (int i = 0; i < n; i++) {
         if (i > 0)      /* a step: the same cost until the next plan */
@@ -201,17 +227,25 @@ static void svg_frontier(Buf *s, const Axes *a, const Row *rows, int n)
                    py(a, rows[i].bytes));
 }
 
-static void svg_policy(Buf *s, const Axes *a, const char *name, double bytes,
-                       double cost, int k)
+static void svg_legend(Buf *s, const char *y_what)
 {
-    double x = px(a, cost), y = py(a, bytes);
-    buf_printf(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" "
-               "fill=\"#d62728\"/>\n", x - 4, y - 4);
-    buf_printf(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%d\" y2=\"%d\" "
-               "stroke=\"#d62728\" stroke-dasharray=\"2,2\"/>\n", x, y,
-               W - R + 10, T + 20 * k + 10);
-    buf_printf(s, "<text x=\"%d\" y=\"%d\" fill=\"#d62728\">%s</text>\n",
-               W - R + 14, T + 20 * k + 14, name);
+    int x = W - R + 20, y = T + 10;
+    buf_printf(s, "<g id=\"legend\">\n<line x1=\"%d\" y1=\"%d\" x2=\"%d\" "
+               "y2=\"%d\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\n<circle "
+               "cx=\"%d\" cy=\"%d\" r=\"3\" fill=\"#1f77b4\"/>\n<text "
+               "class=\"legend-item\" x=\"%d\" y=\"%d\">optimal plans</text>\n",
+               x, y, x + 16, y, x + 8, y, x + 22, y + 4);
+    buf_printf(s, "<rect x=\"%d\" y=\"%d\" width=\"8\" height=\"8\" "
+               "fill=\"#d62728\"/>\n<text class=\"legend-item\" x=\"%d\" "
+               "y=\"%d\">built-in policy</text>\n", x + 4, y + ROW + 6,
+               x + 22, y + ROW + 14);
+    /* what a plan is, under the entries (20 characters fit) */
+    buf_printf(s, "<text class=\"legend-note\" x=\"%d\" y=\"%d\" fill=\"#555555\">"
+               "plan: the least</text>\n<text class=\"legend-note\" x=\"%d\" "
+               "y=\"%d\" fill=\"#555555\">recompute time for</text>\n<text "
+               "class=\"legend-note\" x=\"%d\" y=\"%d\" fill=\"#555555\">its %s "
+               "bytes</text>\n</g>\n", x, y + 3 * ROW + 10, x, y + 4 * ROW + 10,
+               x, y + 5 * ROW + 10, y_what);
 }
 
 /* Where the built-in policies fall: pb[k] saved bytes (by_arena: arena
@@ -240,38 +274,148 @@ static int policy_points(Ctx *c, const Graph *g, const Rates *rates,
     return np;
 }
 
+/* A label's box, from its left end and baseline. */
+typedef struct {
+    double x0, y0, x1, y1;
+} Box;
+
+static Box text_box(double x, double y, const char *text)
+{
+    return (Box){x, y - 10, x + strlen(text) * CHAR_W, y + 3};
+}
+
+static int overlaps(Box a, Box b)
+{
+    return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
+}
+
+/* Where a label of text for the marker at (mx, my) goes, its left end and
+ * baseline: beside the marker if that is free and inside the plot, else
+ * rows further down, then up. Returns 1 when it moved away (a line then
+ * joins it to its marker). */
+static int place_label(const Box *taken, int n, double mx, double my,
+                       const char *text, double *lx, double *ly)
+{
+    double w = strlen(text) * CHAR_W;
+    const double cand[][2] = {{mx + 8, my + 4}, {mx - 8 - w, my + 4},
+                              {mx - w / 2, my - 8}, {mx - w / 2, my + 18}};
+    for (int k = 0; k < 4 + 2 * 40; k++) {
+        int r = k < 4 ? 0 : (k - 4) / 2 + 1;     /* rows away */
+        double x = k < 4 ? cand[k][0] : mx + 8;
+        double y = k < 4 ? cand[k][1] : my + 4 + ((k - 4) % 2 ? -r : r) * ROW;
+        Box b = text_box(x, y, text);
+        int free = b.x0 >= L + 2 && b.x1 <= W - R - 2 && b.y0 >= T - 12 &&
+                   b.y1 <= H - B - 2;
+        for (int i = 0; free && i < n; i++)
+            free = !overlaps(b, taken[i]);
+        if (free) {
+            *lx = x;
+            *ly = y;
+            return k >= 4;
+        }
+    }
+    *lx = mx + 8;       /* nowhere free: beside it all the same */
+    *ly = my + 4;
+    return 0;
+}
+
+static Box dot_box(double x, double y, double r)
+{
+    return (Box){x - r, y - r, x + r, y + r};
+}
+
+/* A straight line of the staircase, with its stroke's width. */
+static Box line_box(double x0, double y0, double x1, double y1)
+{
+    return (Box){fmin(x0, x1) - 1.5, fmin(y0, y1) - 1.5, fmax(x0, x1) + 1.5,
+                 fmax(y0, y1) + 1.5};
+}
+
+/* The built-in policies' markers and labels; np points at pb (bytes) and
+ * pc (picoseconds). Policies on one point (within a pixel) share a label.
+ * A label keeps off the other labels, every marker and the staircase (its
+ * dots and lines, as svg_frontier draws them). */
+static void svg_policies(Ctx *c, Buf *s, const Axes *a, const Row *rows,
+                         int n, const double *pb, const double *pc, int np)
+{
+    Box *taken = ctx_alloc(c, (3 * (size_t)n + 2 * np) * sizeof *taken);
+    int nt = 0;
+    for (int k = 0; k < np; k++)
+        taken[nt++] = dot_box(px(a, pc[k]), py(a, pb[k]), 5);
+    for (int i = 0; i < n; i++) {
+        double x = px(a, rows[i].cost), y = py(a, rows[i].bytes);
+        taken[nt++] = dot_box(x, y, 3);
+        if (i == 0)
+            continue;
+        double x0 = px(a, rows[i - 1].cost), y0 = py(a, rows[i - 1].bytes);
+        taken[nt++] = line_box(x0, y0, x0, y);
+        taken[nt++] = line_box(x0, y, x, y);
+    }
+    buf_printf(s, "<g id=\"policies\">\n");
+    for (int k = 0; k < np; k++) {
+        double x = px(a, pc[k]), y = py(a, pb[k]);
+        int first = 1;
+        for (int j = 0; j < k && first; j++)
+            first = fabs(px(a, pc[j]) - x) >= 1 || fabs(py(a, pb[j]) - y) >= 1;
+        if (!first)
+            continue;
+        char *text = ctx_strdup(c, builtin_policies[k]);
+        for (int j = k + 1; j < np; j++)
+            if (fabs(px(a, pc[j]) - x) < 1 && fabs(py(a, pb[j]) - y) < 1)
+                text = ctx_printf(c, "%s, %s", text, builtin_policies[j]);
+        buf_printf(s, "<rect class=\"policy\" data-name=\"%s\" x=\"%.1f\" "
+                   "y=\"%.1f\" width=\"8\" height=\"8\" fill=\"#d62728\"/>\n",
+                   text, x - 4, y - 4);
+        double lx, ly;
+        if (place_label(taken, nt, x, y, text, &lx, &ly))
+            buf_printf(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                       "stroke=\"#d62728\" stroke-width=\"0.5\"/>\n", x, y,
+                       lx - 2, ly - 4);
+        taken[nt++] = text_box(lx, ly, text);
+        buf_printf(s, "<text class=\"policy-label\" x=\"%.1f\" y=\"%.1f\" "
+                   "fill=\"#d62728\">%s</text>\n", lx, ly, text);
+    }
+    buf_printf(s, "</g>\n");
+}
+
 static int write_svg(Ctx *c, const Graph *g, const Rates *rates,
                      const Row *given, int n, int by_arena, const char *path)
 {
     double pb[MAX_MARKED], pf[MAX_MARKED], pc[MAX_MARKED];
     int np = policy_points(c, g, rates, by_arena, pb, pf, pc);
-    Axes a = {0, 0, 0, 0};
-    Row *rows = ctx_alloc(c, ((size_t)n + 1) * sizeof *rows);
     if (np < 0)
         return -1;
+    Row *rows = ctx_alloc(c, ((size_t)n + 1) * sizeof *rows);
+    double xmax = 0, ymax = 0;
     for (int i = 0; i < n; i++) {   /* the curve's bytes: saved or arena */
         rows[i] = given[i];
         rows[i].bytes = by_arena ? given[i].arena : given[i].bytes;
-        a.x1 = fmax(a.x1, rows[i].cost);
-        a.y1 = fmax(a.y1, rows[i].bytes);
+        xmax = fmax(xmax, rows[i].cost);
+        ymax = fmax(ymax, rows[i].bytes);
     }
     for (int k = 0; k < np; k++) {
-        a.x1 = fmax(a.x1, pc[k]);
-        a.y1 = fmax(a.y1, pb[k]);
+        xmax = fmax(xmax, pc[k]);
+        ymax = fmax(ymax, pb[k]);
     }
-    a.x1 *= 1.05;
-    a.y1 *= 1.05;
+    Axes a;
+    double scale;
+    const char *unit = time_unit(xmax, &scale);
+    axis_fit(&a.x, xmax, scale, unit);
+    unit = byte_unit(ymax, &scale);
+    axis_fit(&a.y, ymax, scale, unit);
+    const char *what = by_arena ? "arena" : "saved";
     Buf s;
     buf_init(&s, c);
-    svg_axes(&s, &a,
-             by_arena ? ctx_printf(c, "%s: arena bytes against recompute, "
-                                   "the plans that lower the arena", g->name)
-                      : ctx_printf(c, "%s: saved bytes against recompute, "
-                                   "every optimal plan", g->name),
-             by_arena ? "arena" : "saved");
+    svg_begin(&s, W, H);
+    buf_printf(&s, "<text id=\"title\" x=\"%d\" y=\"20\">", L);
+    svg_escape(&s, g->name);
+    buf_printf(&s, by_arena ? ": arena bytes against recompute, the plans "
+               "that lower the arena</text>\n" : ": saved bytes against "
+               "recompute, every optimal plan</text>\n");
+    svg_axes(&s, &a, what);
     svg_frontier(&s, &a, rows, n);
-    for (int k = 0; k < np; k++)
-        svg_policy(&s, &a, builtin_policies[k], pb[k], pc[k], k);
+    svg_policies(c, &s, &a, rows, n, pb, pc, np);
+    svg_legend(&s, what);
     buf_printf(&s, "</svg>\n");
     return buf_write_file(&s, path);
 }
@@ -342,6 +486,7 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
     if (infer_shapes(c, g) || autodiff(c, g) || remat_classify(c, g, p, r))
         return -1;
     r->rates = rates;
+    progress(c, "remat pareto: finding every optimal plan of %s", g->name);
     if (solve_frontier(c, g, r, HUGE_VAL, &f))
         return -1;
     if (f.overflow)

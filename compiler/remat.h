@@ -17,6 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The one place the version is defined. 0.x: the command line, the graph
+ * format's optional parts and the generated code's API (NAME_ functions,
+ * rt_model) may still change between versions; 1.0 will say they are kept.
+ * It goes into every generated file (emit.c), so a firmware build knows
+ * what wrote its code: a new version rewrites generated/ (make generated). */
+#define REMAT_VERSION "0.1.0"
+
 #define MAX_RANK 6
 #define MAX_IO 8
 #define MAX_ATTRS 8
@@ -33,6 +40,8 @@ typedef struct {
     Chunk *chunks;          /* every allocation of one compilation */
     Defer *defers;          /* what ctx_free runs first (ctx_defer) */
     char err[1024];         /* the one error message, if any */
+    int progress;           /* 1: show progress (main: stderr is a terminal) */
+    int progress_len;       /* characters of the progress line shown */
 } Ctx;
 
 void ctx_init(Ctx *c);
@@ -48,6 +57,11 @@ char *ctx_strdup(Ctx *c, const char *s);
 char *ctx_printf(Ctx *c, const char *fmt, ...);
 /* Records "file:line: message" (line 0: "file: message"); returns -1. */
 int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...);
+/* What a long step is doing, as one line on stderr rewritten in place,
+ * when c->progress is set; progress_clear blanks it (before anything else
+ * is printed, and at the end). */
+void progress(Ctx *c, const char *fmt, ...);
+void progress_clear(Ctx *c);
 
 /* A growing text buffer: the emitter and the reports write through it. */
 typedef struct {
@@ -691,6 +705,31 @@ typedef struct {
 } LiveAt;
 int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
                   double cap, Frontier *f);
+/* ranges.c: whole numbers at points 0..n-1 under additions over ranges,
+ * with the least over a range and a hash of a suffix in O(log n) each. */
+typedef struct {
+    int n;
+    int64_t *least, *add;   /* segment tree */
+    uint64_t *w[2];         /* per family, prefix sums of the weights */
+    uint64_t *base[2];      /* per family, prefix hashes of the start */
+    uint64_t *d, *dw[2];    /* Fenwick trees of the additions' ends */
+} Ranges;
+void ranges_init(Ctx *c, Ranges *r, const int64_t *values, int n);
+void ranges_add(Ranges *r, int from, int to, int64_t d);   /* [from, to) */
+int64_t ranges_min(const Ranges *r, int from, int to);  /* INT64_MAX: none */
+void ranges_hash(const Ranges *r, int from, uint64_t *h1, uint64_t *h2);
+
+/* Per walk position k (g->order[k]), the frontier under at's measure
+ * within cap of the components (solve.c) whose decisions all lie at
+ * order[0..k]: a bound below every plan on what those decisions cost for
+ * the bytes they hold (solve_arena.c's walk). A component whose states
+ * overflow, or whose frontier or sum would be thinned, is left out. */
+typedef struct {
+    int n;
+    double *bytes, *cost;   /* bytes ascending, cost falling */
+} Curve;
+int solve_prefix_curves(Ctx *c, const Graph *g, const Remat *r,
+                        const LiveAt *at, double cap, Curve *per_k);
 /* The least-cost plan within want bytes by branch and bound over the
  * whole walk (no components), the answer where the frontier's caps are
  * hit, and the tests' second opinion; *proven when it ran to the end. 0,
@@ -698,13 +737,22 @@ int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
 int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
                   Plan *out, int *proven);
 /* The same walk with a second bound and a last word (solve_arena.c):
- * keep(ctx, t, +1) when a plan saves t, a buffer of its own, returning 0
- * when no plan that saves it can fit (keep(ctx, t, -1) undoes it); and
- * leaf(ctx, recompute) on every whole plan better than the best so far,
- * 0 to reject it. */
+ * decide(ctx, node, t, how, +1) on every decision about an output t that
+ * is needed or holds a buffer (how: DECIDE_* bits), returning 0 when no
+ * plan deciding so can fit (decide(..., -1) undoes it, in reverse order);
+ * visit(ctx, k, bytes, cost, best) on reaching node order[k] with the
+ * decisions after it made (best: the least cost found so far), returning
+ * 0 when the rest of the walk can be skipped (no plan from here costs
+ * less, or another partial plan seen there does at least as well), else followed
+ * by leave(ctx, k) when the walk below it is done; and
+ * leaf(ctx, recompute, cost) on every whole plan better than the best so
+ * far, 0 to reject it. */
+enum { DECIDE_REBUILD = 1, DECIDE_NEEDED = 2, DECIDE_HOLD = 4 };
 typedef struct {
-    int (*keep)(void *ctx, int t, int sign);
-    int (*leaf)(void *ctx, const char *recompute);
+    int (*decide)(void *ctx, int node, int t, int how, int sign);
+    int (*visit)(void *ctx, int k, double bytes, double cost, double best);
+    void (*leave)(void *ctx, int k);
+    int (*leaf)(void *ctx, const char *recompute, double cost);
     void *ctx;
     long max_visits;
 } SearchHooks;
@@ -739,6 +787,10 @@ double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
 int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
               const Frontier *f, double want, double max_arena,
               Compiled *out, int *proven, double *bound);
+/* For the tests: fit_arena answers by its branch and bound alone (no
+ * candidate plans, no per-statement bound), so that they check it; at 2,
+ * without its cut on the cost still to come either. */
+extern int fit_arena_walk_only;
 /* Decides g under p within the budget (the least recompute), then
  * schedules and plans it into out; an error when no plan fits. */
 int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
@@ -953,6 +1005,8 @@ void svg_escape(Buf *s, const char *text);
 double nice_step(double span, int ticks);
 /* "B", "KiB", "MiB" or "GiB", whichever max reads best in; *scale its bytes. */
 const char *byte_unit(double max, double *scale);
+/* The unit a time up to max picoseconds reads best in: µs, ms or s. */
+const char *time_unit(double max, double *scale);
 
 /* ---- memory.c: the bytes live at each statement, as text or a picture ------ */
 

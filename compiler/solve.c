@@ -651,18 +651,14 @@ static void mark_trail(const Trail *t, char *recompute)
     }
 }
 
-/* The frontier under s's case: each component's, summed (comp: each
- * tensor's component, filled here). 0, with no points when the case has no
- * plan; or -1 with *over, the node where a component's states outgrew
- * s->max_states. */
-static int sum_components(Solver *s, int whole, int *comp, Point **out,
-                          int *nout, const Node **over)
+/* Each of the ncomp components' nodes (s->comp), as walk positions in the
+ * walk's order, the last first (CSR: ks[start[x] .. start[x + 1])). */
+static void component_nodes(const Solver *s, int ncomp, int **start_out,
+                            int **ks_out)
 {
     Ctx *c = s->c;
     const Graph *g = s->g;
-    int ncomp = whole ? 1 : components(c, s, comp);
-    s->comp = comp;
-    /* each component's nodes, in the walk's order (CSR) */
+    const int *comp = s->comp;
     int *start = ctx_alloc(c, ((size_t)ncomp + 2) * sizeof *start);
     int *seen = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *seen);
     for (int i = 0; i < ncomp; i++)
@@ -696,6 +692,22 @@ static int sum_components(Solver *s, int whole, int *comp, Point **out,
             }
         }
     }
+    *start_out = start;
+    *ks_out = ks;
+}
+
+/* The frontier under s's case: each component's, summed (comp: each
+ * tensor's component, filled here). 0, with no points when the case has no
+ * plan; or -1 with *over, the node where a component's states outgrew
+ * s->max_states. */
+static int sum_components(Solver *s, int whole, int *comp, Point **out,
+                          int *nout, const Node **over)
+{
+    Ctx *c = s->c;
+    int ncomp = whole ? 1 : components(c, s, comp);
+    s->comp = comp;
+    int *start, *ks;
+    component_nodes(s, ncomp, &start, &ks);
     /* the components' frontiers; those of one point of no cost drop out */
     Point **fr = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *fr);
     int *nfr = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *nfr);
@@ -931,6 +943,67 @@ int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
     return frontier(c, g, r, cap, 0, 0, at, f);
 }
 
+/* A component's frontier as a curve (bytes ascending, cost falling). */
+static Curve as_curve(Ctx *c, const Point *p, int n)
+{
+    Curve cv = {n, ctx_alloc(c, ((size_t)n + 1) * sizeof(double)),
+                ctx_alloc(c, ((size_t)n + 1) * sizeof(double))};
+    for (int i = 0; i < n; i++) {
+        cv.bytes[i] = p[i].bytes;
+        cv.cost[i] = p[i].cost;
+    }
+    return cv;
+}
+
+int solve_prefix_curves(Ctx *c, const Graph *g, const Remat *r,
+                        const LiveAt *at, double cap, Curve *per_k)
+{
+    Solver s = {c, g, r, cap, 0, NULL, 0, NULL, NULL, 0, MAX_STATES, at};
+    s.as_needed = ctx_alloc(c, (size_t)g->ntensors + 1);
+    s.no_rebuild = ctx_alloc(c, (size_t)g->ntensors + 1);
+    int *comp = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *comp);
+    int ncomp = components(c, &s, comp);
+    s.comp = comp;
+    int *start, *ks;
+    component_nodes(&s, ncomp, &start, &ks);
+    /* the components by their last node (the walk's first): a
+     * counting sort, ks[start[x]] being x's last */
+    int *at_k = ctx_alloc(c, ((size_t)g->nnodes + 2) * sizeof *at_k);
+    int *byk = ctx_alloc(c, ((size_t)ncomp + 1) * sizeof *byk);
+    for (int x = 0; x < ncomp; x++)
+        at_k[ks[start[x]] + 1]++;
+    for (int k = 0; k < g->nnodes; k++)
+        at_k[k + 1] += at_k[k];
+    int *fill = ctx_alloc(c, ((size_t)g->nnodes + 1) * sizeof *fill);
+    for (int x = 0; x < ncomp; x++) {
+        int k = ks[start[x]];
+        byk[at_k[k] + fill[k]++] = x;
+    }
+    Point zero = {0, 0, NULL}, *sum = &zero;
+    int nsum = 1;
+    Curve cur = as_curve(c, sum, nsum);
+    for (int k = 0; k < g->nnodes; k++) {
+        for (int i = at_k[k]; i < at_k[k + 1]; i++) {
+            int x = byk[i], np;
+            const Node *over;
+            s.which = x;
+            s.thinned = 0;
+            Point *p = solve_component(c, &s, ks + start[x],
+                                       start[x + 1] - start[x], &np, &over);
+            if (over || s.thinned || np == 0)
+                continue;   /* left out: the curve stays below the truth */
+            Point *more = sum_frontiers(&s, sum, nsum, p, np, &np);
+            if (s.thinned)
+                continue;
+            sum = more;
+            nsum = np;
+            cur = as_curve(c, sum, nsum);
+        }
+        per_k[k] = cur;
+    }
+    return 0;
+}
+
 /* ---- branch and bound: one budget, when the program's caps are hit -------- */
 
 /* The same walk and the same costs as the program, one plan at a time,
@@ -980,14 +1053,16 @@ static void try_branch(Search *s, int k, int o, const Node *n, int t,
                !s->held[src];
     s->held[src] |= (char)hold;
     s->rec[t] = (char)recompute;
-    /* a saved buffer of its own: the hooks' bound may rule the rest out */
-    int kept = !recompute && !alias &&
-               (s->r->needed[t] || s->needed[t]) && s->hooks;
-    if (!kept || s->hooks->keep(s->hooks->ctx, t, 1))
+    /* the hooks' bound may rule the rest out */
+    int how = (recompute ? DECIDE_REBUILD : 0) | (hold ? DECIDE_HOLD : 0) |
+              (s->r->needed[t] || s->needed[t] ? DECIDE_NEEDED : 0);
+    int told = s->hooks && (how & (DECIDE_NEEDED | DECIDE_HOLD) || held);
+    int node = (int)(n - g->nodes);
+    if (!told || s->hooks->decide(s->hooks->ctx, node, t, how, 1))
         search_next(s, k, o, bytes + (alias || (recompute && !held) ? 0 : size),
                     cost + (recompute ? output_cost(s->r->rates, g, n, o) : 0));
-    if (kept)
-        s->hooks->keep(s->hooks->ctx, t, -1);
+    if (told)
+        s->hooks->decide(s->hooks->ctx, node, t, how, -1);
     if (hold)
         s->held[src] = 0;
     while (nundo)
@@ -1002,13 +1077,17 @@ static void search(Search *s, int k, int o, double bytes, double cost)
         ++s->visits > s->max_visits)
         return;
     if (k < 0) {
-        if (s->hooks && !s->hooks->leaf(s->hooks->ctx, s->rec))
+        if (s->hooks && !s->hooks->leaf(s->hooks->ctx, s->rec, cost))
             return;
         s->best_cost = cost;
         s->best_bytes = bytes;
         memcpy(s->best, s->rec, (size_t)s->g->ntensors);
         return;
     }
+    int visited = o == 0 && s->hooks && s->hooks->visit;
+    if (visited &&
+        !s->hooks->visit(s->hooks->ctx, k, bytes, cost, s->best_cost))
+        return;
     const Node *n = &s->g->nodes[s->g->order[k]];
     int t = n->out[o], held = s->held[t];
     int needed = s->r->needed[t] || s->needed[t];
@@ -1021,6 +1100,8 @@ static void search(Search *s, int k, int o, double bytes, double cost)
         try_branch(s, k, o, n, t, 0, held, bytes, cost);
         try_branch(s, k, o, n, t, 1, held, bytes, cost);
     }
+    if (visited)
+        s->hooks->leave(s->hooks->ctx, k);
 }
 
 /* The least-cost plan within want bytes, by branch and bound; *proven

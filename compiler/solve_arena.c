@@ -31,15 +31,32 @@
  *
  * The plans tried: the saved-bytes frontier's, least cost first, until one
  * fits when planned; each statement's frontier's plans cheaper than the
- * best so far (the one reaching the bound is the answer when it fits);
- * then, if they leave a gap, solve.c's branch and bound over
- * every plan that recomputes less than the best so far, saves at most the
- * budget and max-arena bytes (every saved buffer is live where the forward
- * ends), and keeps a cruder bound of the same kind (keep(): a saved tensor
- * counts before the earliest statement that any plan could read it), each
- * one that reaches the end planned. When that walk ends the best is proven
- * too; it gives up after a number of steps and the answer then says so,
- * with the bound.
+ * best so far (the one reaching the bound is the answer when it fits).
+ *
+ * Where they leave a gap (the best plan for one statement overflows
+ * another, as in a GPT whose layers are alike), the walk: solve.c's branch
+ * and bound over the decisions, loss first, with hooks that count the same
+ * live bytes at every statement at once, and at the recomputes between
+ * two statements (decide()). Walking from the loss, a decision's readers
+ * are decided before it, so it is known where each of them is rebuilt and
+ * with that where the tensor's buffer is live. On reaching a node, the
+ * statements before the first that an undecided tensor can reach other
+ * than as a saved buffer live from the forward are closed: every buffer
+ * the rest of the walk saves is live at each of them, so only their least
+ * room matters (the slack). A partial plan whose cost, plus the least the
+ * rest must recompute to keep within the slack (curve_below), reaches the
+ * best so far is cut; so is one that another partial plan seen at the
+ * same node, with the same room everywhere else and the same open
+ * decisions (key_of), beat on slack, cost and saved bytes (visit()): its
+ * futures are that one's, none better. What the rest must recompute is
+ * bounded by the frontier, under the live bytes at the first statement,
+ * of the components the rest decides alone (solve_prefix_curves). Each
+ * whole plan reached is scheduled and planned; one that does not fit (the
+ * count is a bound, not the arena) makes every partial plan above it
+ * unfit to cut others (leave()). When the walk ends, the best is proven;
+ * it gives up after ARENA_WORK and the answer then says so, with the
+ * per-statement bound. The room at every point is kept in ranges.c's
+ * tree, so that reaching a node costs O(log n).
  */
 #include "remat.h"
 
@@ -49,34 +66,108 @@
 #include <string.h>
 
 /* Counts, not clocks, so that the answer is the same on every machine:
- * the branch and bound's give-up point, in steps times backward statements
- * (keep() costs one per statement; about 0.3 s), and the plans it
- * schedules at most; the runs of statements live_bound solves; the
- * candidate plans scheduled before it (frontiers' plans). */
-#define ARENA_WORK 400000000L
+ * the walk's give-up point, in nodes reached and decisions made (a
+ * 4-layer GPT's hardest bound takes 2e5; a 96-layer GPT gives up after
+ * about a second on this machine), and the plans it schedules at most;
+ * the runs of statements live_bound solves; the candidate plans
+ * scheduled before it (frontiers' plans); the partial plans the walk
+ * remembers. */
+#define ARENA_WORK 2000000L
 #define ARENA_LEAVES 400
 #define BOUND_RUNS 24
 #define IDLE_RUNS 8         /* runs in a row that do not raise the bound */
 #define CANDIDATES 1024
+#define MEMO_SEEN (1 << 21) /* 40 bytes each */
+
+/* One decision the walk made: the statements [from, to) whose buffers it
+ * added `bytes` to, and its node's rebuild point before it. */
+typedef struct {
+    int from, to;           /* points (Walk.room), not statements */
+    int rebuild, hold;      /* the node's before it */
+    double bytes;
+    int point;              /* where it raised a peak (Walk.peak), or -1 */
+    double peak, top;       /* that peak before it; the node's top before */
+} Step;
+
+/* A partial plan seen on reaching a node (memo): its least room over the
+ * statements only a saved buffer can still reach (closed), its cost and
+ * its saved bytes; the next of the same key. */
+typedef struct {
+    double slack, cost, bytes;
+    int next;
+    long refused;           /* Walk.refused on reaching it; -1 when a plan
+                             * below it was refused (it may not prune) */
+} Seen;
+
+typedef struct {
+    uint64_t h1, h2;
+    int first;              /* into Walk.seen, -1: an empty slot */
+} Key;
+
+typedef struct {
+    int *cons, *cons_at;    /* per tensor, the nodes reading it (CSR) */
+    int *rebuild;           /* per node: the first backward statement any of
+                             * its rebuilt outputs is needed at (INT_MAX) */
+    int *nrebuilt, *nhold;  /* per node: outputs rebuilt; views holding */
+    int *hold_until;        /* per view kept: the last statement before
+                             * which a recompute reads it (-1: not kept) */
+    double *top;            /* per node: its largest rebuilt output, whose
+                             * buffer is new where the node is rebuilt */
+    /* Per point: 2j is backward statement j, 2j - 1 the recomputes that
+     * run just before it. left: max-arena less what is live there
+     * throughout (every plan's, and the decisions') less peak, the most
+     * a single recompute there adds (a rebuilt input and its reader's
+     * output, both new at that point). */
+    Ranges left;
+    double *peak;
+    int npoints;
+    int *closed;            /* per walk position k: statements before it
+                             * are reached by no undecided tensor but as a
+                             * saved buffer live from the forward */
+    int *cut, *cut_at;      /* per k: the decided nodes reading an
+                             * undecided tensor (CSR) */
+    Step *steps;
+    int nsteps;
+    Ctx memo;               /* keys and seen plans */
+    Key *keys;
+    int nkeys, capkeys;
+    Seen *seen;
+    int nseen, capseen;
+    int *path, npath;       /* per node on the walk's path: its Seen, -1 */
+    long refused;           /* plans the leaf refused so far */
+    double unplanned;       /* the least cost refused past ARENA_LEAVES */
+    long work;              /* nodes reached and decisions, to ARENA_WORK */
+    int gave_up;
+    double *later;          /* per k: the saved bytes the decisions at
+                             * order[0..k] could add at most */
+    Curve *curves;          /* per k: solve_prefix_curves' */
+} Walk;
 
 typedef struct {
     const Graph *g;
     Remat *r;
     double max_arena, want;
+    double want_cap;        /* the walk's bound on saved bytes */
     size_t fwd_arena;       /* the forward-only step's, the same every plan */
     int nb;                 /* backward statements */
     int *node;              /* per backward statement: its node */
     int *first;             /* per tensor: first_needs()'s */
+    int *need;              /* per tensor: the first backward statement a
+                             * tensor rebuilt from it could be needed at */
     int *lo, *own;          /* per tensor: the first backward statement
                              * reading its buffer (-1: none), reading it
                              * itself (INT_MAX: none) */
     double *bytes;          /* per tensor, aligned */
     double *fixed;          /* per backward statement: held by every plan */
-    double *room;           /* per backward statement: max_arena - fixed -
-                             * the saved buffers the walk has counted */
+    double *between;        /* per j: the buffers read by backwards both
+                             * before and after the recomputes that run
+                             * just before statement j */
+    double *grad_between;   /* per j: the gradients and scratch live there */
+    double *room;           /* per backward statement: max_arena - fixed */
     long leaves, searched;  /* plans planned; by the branch and bound */
     double least;           /* the smallest arena planned */
     int failed, measure;
+    Walk w;                 /* the branch and bound's own state */
 } Arena;
 
 static double aligned(double bytes)
@@ -102,14 +193,27 @@ static void running_sum(double *a, int n)
 static void backward_buffers(Ctx *c, Arena *a, const Schedule *s, double *at)
 {
     double *live = zeros(c, s->nstmts);
+    int *upto = ctx_alloc(c, ((size_t)s->nstmts + 1) * sizeof *upto);
+    for (int i = 0, n = 0; i < s->nstmts; i++)
+        upto[i + 1] = n += s->stmts[i].kind == S_BACKWARD;
+    double *across = a->grad_between = zeros(c, s->nstmts);
     for (int i = 0; i < s->nvalues; i++) {
         const Value *v = &s->values[i];
         if ((v->kind == V_GRAD || v->kind == V_SCRATCH) && v->view == VIEW_NONE) {
-            live[v->def] += aligned((double)v->bytes);
-            live[v->last + 1] -= aligned((double)v->bytes);
+            double b = aligned((double)v->bytes);
+            live[v->def] += b;
+            live[v->last + 1] -= b;
+            /* the boundaries before j where the statements j-1 and j
+             * both see it: j-1 at or after def, j at or before last */
+            int from = upto[v->def] + 1, to = upto[v->last + 1] - 1;
+            if (from <= to) {
+                across[from] += b;
+                across[to + 1] -= b;
+            }
         }
     }
     running_sum(live, s->nstmts);
+    running_sum(across, s->nstmts);
     a->nb = 0;
     for (int i = 0; i < s->nstmts; i++)
         if (s->stmts[i].kind == S_BACKWARD) {
@@ -144,7 +248,7 @@ static void read_at(Arena *a, int t, int j, int *lo, int *hi)
 static void first_needs(Ctx *c, Arena *a)
 {
     const Graph *g = a->g;
-    int *need = ctx_alloc(c, (size_t)g->ntensors * sizeof *need);
+    int *need = a->need = ctx_alloc(c, (size_t)g->ntensors * sizeof *need);
     for (int t = 0; t < g->ntensors; t++)
         need[t] = INT_MAX;
     for (int k = g->nnodes - 1; k >= 0; k--) {
@@ -194,10 +298,13 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
                 read_at(a, n->out[o], j, lo, hi);
     }
     double *span = zeros(c, a->nb);
+    a->between = zeros(c, a->nb);
     for (int t = 0; t < nt; t++)
         if (lo[t] >= 0) {
             span[lo[t]] += a->bytes[t];
             span[hi[t] + 1] -= a->bytes[t];
+            a->between[lo[t] + 1] += a->bytes[t];
+            a->between[hi[t] + 1] -= a->bytes[t];
         }
     running_sum(span, a->nb);
     a->room = zeros(c, a->nb);
@@ -205,30 +312,272 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
         a->fixed[j] += span[j];
         a->room[j] = a->max_arena - a->fixed[j];
     }
+    running_sum(a->between, a->nb);
     first_needs(c, a);
 }
 
 /* ---- the walk's hooks ---------------------------------------------------- */
 
-/* The plan saves t, a buffer of its own: live before its first reader. */
-static int keep(void *ctx, int t, int sign)
+/* The walk decides a node's outputs after every reader's (reverse
+ * topological order), so when it decides t it knows when t's readers are
+ * rebuilt, and with that the statements where t's buffer is live in the
+ * backward beyond what every plan holds (fixed_profile). The same count as
+ * solve_live_at's, at every statement at once:
+ *   - kept, read by a backward: before its first reader, lo[t];
+ *   - kept, read only by recomputes: before the last of them runs (each
+ *     runs just before the first statement needing what it rebuilds);
+ *   - rebuilt, read by a backward itself: from where it is rebuilt (its
+ *     first reader, or a rebuilt reader's rebuild point if earlier) to its
+ *     buffer's first backward read.
+ * A view holds no buffer of its own, and what a saved view holds of its
+ * source is not counted (a bound may leave bytes out, never add them). */
+static int rebuilt_at(const Arena *a, int t, int latest)
+{
+    const Walk *w = &a->w;
+    int at = latest ? -1 : a->own[t];
+    for (int i = w->cons_at[t]; i < w->cons_at[t + 1]; i++) {
+        int m = w->cons[i], r = w->nrebuilt[m] ? w->rebuild[m]
+                                 : latest ? w->hold_until[m] : INT_MAX;
+        if (r == INT_MAX || r < 0)
+            continue;   /* not rebuilt (nor a view kept), or not known
+                         * where: leave it out */
+        at = latest ? (r > at ? r : at) : (r < at ? r : at);
+    }
+    return at;
+}
+
+static int add_room(Walk *w, const Step *st, int sign)
+{
+    w->work++;
+    ranges_add(&w->left, st->from, st->to, (int64_t)(-sign * st->bytes));
+    return st->from >= st->to || ranges_min(&w->left, st->from, st->to) >= 0;
+}
+
+static void set_peak(Walk *w, int p, double peak)
+{
+    ranges_add(&w->left, p, p + 1, (int64_t)(w->peak[p] - peak));
+    w->peak[p] = peak;
+}
+
+/* Rebuilt t at statement at, a buffer of its own: live from there to its
+ * buffer's first backward read (through the recomputes before it), or,
+ * read by none, to the last recompute reading it (not through those). And
+ * where a recompute reading it is run at the same point, both t and that
+ * node's new output are live at once, on top of what lives through. */
+static void rebuilt_step(Arena *a, int t, int at, Step *st)
+{
+    Walk *w = &a->w;
+    if (at == INT_MAX)
+        return;
+    int to = a->lo[t] >= 0 ? 2 * a->lo[t] : 2 * rebuilt_at(a, t, 1) - 1;
+    if (to > 2 * at)
+        *st = (Step){2 * at, to, st->rebuild, st->hold, a->bytes[t], -1, 0, 0};
+    double top = 0;
+    for (int i = w->cons_at[t]; i < w->cons_at[t + 1]; i++) {
+        int m = w->cons[i];
+        if (w->nrebuilt[m] && w->rebuild[m] == at && w->top[m] > top)
+            top = w->top[m];
+    }
+    int p = 2 * at - 1;
+    if (p > 0 && top > 0 && a->bytes[t] + top > w->peak[p]) {
+        st->point = p;
+        st->peak = w->peak[p];
+        set_peak(w, p, a->bytes[t] + top);
+    }
+}
+
+static int decide(void *ctx, int node, int t, int how, int sign)
 {
     Arena *a = ctx;
-    double b = sign * a->bytes[t];
-    int fits = 1;
-    for (int j = 0; j < a->first[t]; j++) {
-        a->room[j] -= b;
-        fits &= a->room[j] >= 0;
+    Walk *w = &a->w;
+    if (sign < 0) {
+        Step *st = &w->steps[--w->nsteps];
+        add_room(w, st, -1);
+        if (st->point >= 0)
+            set_peak(w, st->point, st->peak);
+        w->top[node] = st->top;
+        w->rebuild[node] = st->rebuild;
+        w->hold_until[node] = st->hold;
+        w->nrebuilt[node] -= (how & DECIDE_REBUILD) != 0;
+        w->nhold[node] -= (how & DECIDE_HOLD) != 0;
+        return 1;
     }
-    return fits;
+    Step st = {0, 0, w->rebuild[node], w->hold_until[node], 0, -1, 0,
+               w->top[node]};
+    int view = op_table[a->g->nodes[node].op].alias;
+    if (how & DECIDE_REBUILD) {
+        int at = rebuilt_at(a, t, 0);
+        if (!view) {
+            rebuilt_step(a, t, at, &st);
+            if ((a->lo[t] < 0 || a->lo[t] >= at) && a->bytes[t] > w->top[node])
+                w->top[node] = a->bytes[t];
+        }
+        w->rebuild[node] = at < w->rebuild[node] ? at : w->rebuild[node];
+        w->nrebuilt[node]++;
+    } else if (view) {          /* kept: its source's buffer lives on */
+        w->hold_until[node] = rebuilt_at(a, t, 1);
+    } else {                    /* kept: live from the forward */
+        int to = a->lo[t] >= 0 ? 2 * a->lo[t] : 2 * rebuilt_at(a, t, 1) - 1;
+        if (to > 0)
+            st = (Step){0, to, st.rebuild, st.hold, a->bytes[t], -1, 0, st.top};
+    }
+    w->nhold[node] += (how & DECIDE_HOLD) != 0;
+    w->steps[w->nsteps++] = st;
+    int fits = add_room(w, &st, 1);
+    return fits && (st.point < 0 ||
+                    ranges_min(&w->left, st.point, st.point + 1) >= 0);
+}
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+    h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 29);
+}
+
+/* What the rest of the walk depends on, past the closed points' least
+ * room (*slack): the room of every other point, and per decided node
+ * reading an undecided tensor, whether and where it is rebuilt and
+ * whether it holds its source. Two hashes (sums of each value times a
+ * random odd number per place), so that telling two partial plans apart
+ * never rests on one 64-bit value. The closed points' least room is
+ * slack_at's. */
+static double slack_at(const Walk *w, int k)
+{
+    int64_t least = ranges_min(&w->left, 0, 2 * w->closed[k] - 1);
+    return least == INT64_MAX ? HUGE_VAL : (double)least;
+}
+
+static Key key_of(const Arena *a, int k)
+{
+    const Walk *w = &a->w;
+    uint64_t h1, h2;
+    ranges_hash(&w->left, 2 * w->closed[k] - 1, &h1, &h2);
+    h1 = mix(h1, (uint64_t)k);
+    h2 = mix(h2 ^ 0x5555, (uint64_t)k);
+    for (int i = w->cut_at[k]; i < w->cut_at[k + 1]; i++) {
+        int m = w->cut[i];
+        uint64_t x = (uint64_t)(unsigned)w->rebuild[m] << 34 |
+                     (uint64_t)(unsigned)(w->hold_until[m] + 1) << 2 |
+                     (uint64_t)(w->nrebuilt[m] > 0) << 1 | (w->nhold[m] > 0);
+        h1 = mix(h1, x);
+        h2 = mix(h2 ^ 0xaaaa, x);
+    }
+    return (Key){h1, h2, -1};
+}
+
+static Key *key_slot(Walk *w, const Key *key)
+{
+    size_t i = key->h1 & (size_t)(w->capkeys - 1);
+    while (w->keys[i].first >= 0 &&
+           (w->keys[i].h1 != key->h1 || w->keys[i].h2 != key->h2))
+        i = (i + 1) & (size_t)(w->capkeys - 1);
+    return &w->keys[i];
+}
+
+static void keys_grow(Walk *w)
+{
+    Key *old = w->keys;
+    int n = w->capkeys;
+    w->capkeys = n ? 2 * n : 1 << 12;
+    w->keys = ctx_alloc(&w->memo, (size_t)w->capkeys * sizeof *w->keys);
+    for (int i = 0; i < w->capkeys; i++)
+        w->keys[i].first = -1;
+    for (int i = 0; i < n; i++)
+        if (old[i].first >= 0)
+            *key_slot(w, &old[i]) = old[i];
+}
+
+/* Whether a partial plan seen at the same node with the same key did at
+ * least as well on every count: then this one's futures are its futures
+ * (the closed statements lose the same bytes to each), none better, and
+ * the walk skips them. Otherwise it is remembered, while MEMO_SEEN last. */
+/* The least cost on k's curve of the components decided at order[0..k]
+ * alone whose bytes live at the first statement are within slack (every
+ * one is live at every closed point). */
+static double curve_below(const Walk *w, int k, double slack)
+{
+    const Curve *cv = &w->curves[k];
+    int lo = 0, hi = cv->n;     /* the first point above slack */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (cv->bytes[mid] <= slack)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? cv->cost[lo - 1] : HUGE_VAL;
+}
+
+static int visit(void *ctx, int k, double bytes, double cost, double best)
+{
+    Arena *a = ctx;
+    Walk *w = &a->w;
+    w->work++;
+    if (w->work > ARENA_WORK) {
+        w->gave_up = 1;
+        return 0;
+    }
+    double slack = slack_at(w, k);
+    if (fit_arena_walk_only < 2 && cost + curve_below(w, k, slack) > best)
+        return 0;
+    if (bytes + w->later[k] <= a->want_cap || a->want_cap == HUGE_VAL)
+        bytes = -1;         /* no plan from here can reach the budget */
+    Key key = key_of(a, k);
+    if (2 * (w->nkeys + 1) > w->capkeys)
+        keys_grow(w);
+    Key *slot = key_slot(w, &key);
+    for (int *at = &slot->first; *at >= 0;) {
+        const Seen *p = &w->seen[*at];
+        if (p->refused >= 0 && p->slack >= slack && p->cost <= cost &&
+            p->bytes <= bytes)
+            return 0;
+        if (p->slack <= slack && p->cost >= cost && p->bytes >= bytes &&
+            w->nseen < MEMO_SEEN)
+            *at = p->next;  /* this one, remembered below, does as well */
+        else
+            at = &w->seen[*at].next;
+    }
+    w->path[w->npath++] = -1;
+    if (w->nseen == MEMO_SEEN)
+        return 1;
+    if (w->nseen == w->capseen) {
+        Seen *old = w->seen;
+        w->capseen = w->capseen ? 2 * w->capseen : 1 << 12;
+        w->seen = ctx_alloc(&w->memo, (size_t)w->capseen * sizeof *w->seen);
+        if (w->nseen)
+            memcpy(w->seen, old, (size_t)w->nseen * sizeof *w->seen);
+    }
+    if (slot->first < 0) {
+        *slot = key;
+        w->nkeys++;
+    }
+    w->seen[w->nseen] = (Seen){slack, cost, bytes, slot->first, w->refused};
+    w->path[w->npath - 1] = w->nseen;
+    slot->first = w->nseen++;
+    return 1;
+}
+
+/* A partial plan below which a whole plan was refused (it did not fit
+ * when planned, though within the bound) says nothing of the plans it
+ * would skip: they might fit. It no longer prunes. */
+static void leave(void *ctx, int k)
+{
+    Walk *w = &((Arena *)ctx)->w;
+    (void)k;
+    int i = w->path[--w->npath];
+    if (i >= 0 && w->refused > w->seen[i].refused)
+        w->seen[i].refused = -1;
 }
 
 /* A whole plan: scheduled and, unless its peak of live bytes already
  * exceeds the bound (the planned arena is at least the peak), planned; it
  * fits or not. a->measure: planned whatever its peak (a->least is the
  * smallest arena planned). */
-static int leaf(void *ctx, const char *recompute)
+static int leaf(void *ctx, const char *recompute, double cost)
 {
+    (void)cost;
     Arena *a = ctx;
     Ctx scratch;
     ctx_init(&scratch);
@@ -242,6 +591,10 @@ static int leaf(void *ctx, const char *recompute)
         double least_room = HUGE_VAL, peak = (double)schedule_peak(&scratch, &s);
         for (int j = 0; j < a->nb; j++)
             least_room = a->room[j] < least_room ? a->room[j] : least_room;
+        if (a->w.peak) {
+            int64_t left = ranges_min(&a->w.left, 0, a->w.npoints);
+            least_room = (double)left < least_room ? (double)left : least_room;
+        }
         assert((a->nb == 0 || a->max_arena - least_room <= peak) &&
                "the bound is below every plan's peak");
         /* (the forward's own arena fits: check_fixed) */
@@ -281,7 +634,7 @@ static void try_plans(Ctx *c, Arena *a, const Frontier *f, Plan *fit)
 {
     for (int i = f->n - 1; i >= 0 && f->plans[i].cost < fit->cost &&
                            a->leaves < CANDIDATES; i--)
-        if (leaf(a, f->plans[i].recompute) && a->r->saved_bytes <= a->want) {
+        if (leaf(a, f->plans[i].recompute, 0) && a->r->saved_bytes <= a->want) {
             char *rec = ctx_alloc(c, (size_t)a->g->ntensors);
             memcpy(rec, f->plans[i].recompute, (size_t)a->g->ntensors);
             *fit = (Plan){(double)a->r->saved_bytes, f->plans[i].cost, rec};
@@ -357,12 +710,114 @@ static double live_bound(Ctx *c, Arena *a, double bound, Plan *best)
     return bound;
 }
 
-/* The branch and bound's leaf: leaf(), until it has planned ARENA_LEAVES
- * plans; then every plan is refused and the answer is not proven. */
-static int search_leaf(void *ctx, const char *recompute)
+/* The branch and bound's leaf: leaf(). A plan that does not fit makes the
+ * partial plans above it unfit to cut others (leave()), for the first
+ * ARENA_LEAVES plans; past them a plan is refused unplanned and only its
+ * cost is kept (Walk.unplanned): every plan the walk cut for a partial
+ * plan that did at least as well costs at least the least of those, so
+ * when the walk ends that is a bound, and the proof when the best is no
+ * dearer. */
+static int search_leaf(void *ctx, const char *recompute, double cost)
 {
     Arena *a = ctx;
-    return ++a->searched <= ARENA_LEAVES && leaf(a, recompute);
+    if (++a->searched > ARENA_LEAVES) {
+        a->w.unplanned = cost < a->w.unplanned ? cost : a->w.unplanned;
+        return 0;
+    }
+    int fits = leaf(a, recompute, cost);
+    a->w.refused += !fits;
+    return fits;
+}
+
+/* The nodes reading each tensor; per walk position k, the statements
+ * closed there (before the first any undecided tensor can reach other
+ * than as a saved buffer live from the forward: its first reader, or a
+ * rebuild of a tensor it feeds) and the cut (decided nodes reading an
+ * undecided tensor). */
+static void walk_init(Ctx *c, Arena *a)
+{
+    const Graph *g = a->g;
+    Walk *w = &a->w;
+    int nn = g->nnodes, nt = g->ntensors;
+    int *pos = ctx_alloc(c, (size_t)nn * sizeof *pos);
+    for (int k = 0; k < nn; k++)
+        pos[g->order[k]] = k;
+    w->cons_at = ctx_alloc(c, ((size_t)nt + 1) * sizeof(int));
+    for (int n = 0; n < nn; n++)
+        for (int i = 0; i < g->nodes[n].nin; i++)
+            w->cons_at[g->nodes[n].in[i] + 1]++;
+    for (int t = 0; t < nt; t++)
+        w->cons_at[t + 1] += w->cons_at[t];
+    w->cons = ctx_alloc(c, ((size_t)w->cons_at[nt] + 1) * sizeof(int));
+    int *fill = ctx_alloc(c, ((size_t)nt + 1) * sizeof(int));
+    for (int n = 0; n < nn; n++)
+        for (int i = 0; i < g->nodes[n].nin; i++) {
+            int t = g->nodes[n].in[i];
+            w->cons[w->cons_at[t] + fill[t]++] = n;
+        }
+    w->rebuild = ctx_alloc(c, (size_t)nn * sizeof(int));
+    w->nrebuilt = ctx_alloc(c, (size_t)nn * sizeof(int));
+    w->nhold = ctx_alloc(c, (size_t)nn * sizeof(int));
+    w->hold_until = ctx_alloc(c, (size_t)nn * sizeof(int));
+    for (int n = 0; n < nn; n++) {
+        w->rebuild[n] = INT_MAX;
+        w->hold_until[n] = -1;
+    }
+    w->steps = ctx_alloc(c, ((size_t)nt + 1) * sizeof *w->steps);
+    w->path = ctx_alloc(c, ((size_t)nn + 1) * sizeof *w->path);
+    w->top = zeros(c, nn);
+    w->curves = ctx_alloc(c, ((size_t)nn + 1) * sizeof *w->curves);
+    LiveAt at = {0, a->lo, a->own, a->bytes};
+    solve_prefix_curves(c, g, a->r, &at, a->max_arena, w->curves);
+    w->later = zeros(c, nn);
+    for (int k = 0; k < nn; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        w->later[k] = k ? w->later[k - 1] : 0;
+        for (int o = 0; o < n->nout; o++)
+            w->later[k] += (double)g->tensors[n->out[o]].numel * sizeof(float);
+    }
+    w->npoints = 2 * a->nb;
+    w->peak = zeros(c, w->npoints);
+    int64_t *left = ctx_alloc(c, ((size_t)w->npoints + 1) * sizeof *left);
+    for (int j = 0; j < a->nb; j++) {   /* whole bytes, so exact */
+        left[2 * j] = llround(a->room[j]);
+        left[2 * j + 1] = llround(a->max_arena);
+        if (j > 0)
+            left[2 * j - 1] -= llround(a->between[j] + a->grad_between[j]);
+    }
+    ranges_init(c, &w->left, left, w->npoints);
+    w->closed = ctx_alloc(c, ((size_t)nn + 1) * sizeof(int));
+    for (int k = 0, least = a->nb; k < nn; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o], e = a->own[t] < a->need[t] ? a->own[t] : a->need[t];
+            e = a->lo[t] >= 0 && a->lo[t] < e ? a->lo[t] : e;
+            least = e < least ? e : least;
+        }
+        w->closed[k] = least;
+    }
+    /* node n is in the cut from its earliest input's producer to itself */
+    int *from = ctx_alloc(c, (size_t)nn * sizeof *from);
+    w->cut_at = ctx_alloc(c, ((size_t)nn + 2) * sizeof(int));
+    for (int n = 0; n < nn; n++) {
+        from[n] = pos[n];
+        for (int i = 0; i < g->nodes[n].nin; i++) {
+            int p = g->tensors[g->nodes[n].in[i]].producer;
+            if (p >= 0 && pos[p] < from[n])
+                from[n] = pos[p];
+        }
+        for (int k = from[n]; k < pos[n]; k++)
+            w->cut_at[k + 1]++;
+    }
+    for (int k = 0; k < nn; k++)
+        w->cut_at[k + 1] += w->cut_at[k];
+    w->cut = ctx_alloc(c, ((size_t)w->cut_at[nn] + 1) * sizeof(int));
+    memset(fill, 0, ((size_t)nt + 1) * sizeof(int));
+    int *cfill = ctx_alloc(c, ((size_t)nn + 1) * sizeof(int));
+    for (int n = 0; n < nn; n++)
+        for (int k = from[n]; k < pos[n]; k++)
+            w->cut[w->cut_at[k] + cfill[k]++] = n;
+    ctx_init(&w->memo);
 }
 
 /* ---- the search ---------------------------------------------------------- */
@@ -372,7 +827,7 @@ static double least_on_frontier(Arena *a, const Frontier *f)
 {
     a->measure = 1;
     for (int i = 0; i < f->n; i++)
-        leaf(a, f->plans[i].recompute);
+        leaf(a, f->plans[i].recompute, 0);
     return a->least;
 }
 
@@ -442,10 +897,12 @@ static double frontier_bound(const Frontier *f, double cap)
 static Plan first_fit(Arena *a, const Frontier *f)
 {
     for (int i = f->n - 1; i >= 0 && a->leaves < CANDIDATES / 2; i--)
-        if (leaf(a, f->plans[i].recompute))
+        if (leaf(a, f->plans[i].recompute, 0))
             return f->plans[i];
     return (Plan){HUGE_VAL, HUGE_VAL, NULL};
 }
+
+int fit_arena_walk_only;
 
 int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
               const Frontier *f, double want, double max_arena,
@@ -456,14 +913,31 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
         return -1;
     double cap = want < max_arena ? want : max_arena;
     a.want = want;
-    Plan best = first_fit(&a, f);
-    double least = live_bound(c, &a, frontier_bound(f, cap), &best);
+    Plan best = {HUGE_VAL, HUGE_VAL, NULL};
+    double least = 0;
+    if (!fit_arena_walk_only) {
+        best = first_fit(&a, f);
+        least = live_bound(c, &a, frontier_bound(f, cap), &best);
+    }
     assert((least < HUGE_VAL || !best.recompute) && "a bound above a plan");
-    *proven = least == HUGE_VAL || (best.recompute && best.cost <= least);
-    SearchHooks h = {keep, search_leaf, &a, ARENA_WORK / (a.nb + 1)};
-    if (!*proven)
-        search_hooked(c, g, r, cap, &h, &best, proven);
-    *proven = *proven && a.searched <= ARENA_LEAVES;
+    *proven = !fit_arena_walk_only &&
+              (least == HUGE_VAL || (best.recompute && best.cost <= least));
+    if (!*proven) {
+        /* every buffer saved is live where the backward starts, so a
+         * bound on saved bytes of max-arena is the arena's own; without a
+         * budget below it, the walk leaves saved bytes to the arena */
+        a.want_cap = want < max_arena ? want : HUGE_VAL;
+        walk_init(c, &a);
+        a.w.unplanned = HUGE_VAL;
+        SearchHooks h = {decide, visit, leave, search_leaf, &a, LONG_MAX};
+        search_hooked(c, g, r, a.want_cap, &h, &best, proven);
+        *proven = *proven && !a.w.gave_up;
+        if (*proven && a.w.unplanned < best.cost) {
+            *proven = 0;
+            least = a.w.unplanned > least ? a.w.unplanned : least;
+        }
+        ctx_free(&a.w.memo);
+    }
     *bound = least;
     if (a.failed)
         return -1;

@@ -1,7 +1,7 @@
 /*
  * svg.c: what the two pictures (pareto.c's curve, memory.c's arena) share:
- * the document's head, text escaped for XML, round tick steps and byte
- * units. Numbers are printed with fixed formats, so a picture is byte for
+ * the document's head, text escaped for XML, round tick steps, and the
+ * units of bytes and times. Numbers are printed with fixed formats, so a picture is byte for
  * byte the same for the same input.
  */
 #include "remat.h"
@@ -58,4 +58,11 @@ const char *byte_unit(double max, double *scale)
         u++;
     }
     return units[u];
+}
+
+/* The unit a time up to max picoseconds reads best in: µs, ms or s. */
+const char *time_unit(double max, double *scale)
+{
+    *scale = max >= 1e12 ? 1e12 : max >= 1e9 ? 1e9 : 1e6;
+    return max >= 1e12 ? "s" : max >= 1e9 ? "ms" : "\xc2\xb5s";     /* UTF-8 µ */
 }

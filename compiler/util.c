@@ -192,6 +192,37 @@ int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...)
     return -1;
 }
 
+/* Progress is for a person at a terminal: main sets c->progress only when
+ * stderr is one, so a pipe or a log file never holds these lines. The line
+ * is rewritten with \r and padded with spaces over the longer one before
+ * it: no terminal escape codes needed. A line is cut to 79 characters:
+ * one wider than the terminal would wrap, and \r would not reach its
+ * start. */
+void progress(Ctx *c, const char *fmt, ...)
+{
+    if (!c->progress)
+        return;
+    char line[80];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    n = n < 0 ? 0 : n >= (int)sizeof line ? (int)sizeof line - 1 : n;
+    fprintf(stderr, "\r%s%*s", line, c->progress_len > n ?
+            c->progress_len - n : 0, "");
+    fflush(stderr);
+    c->progress_len = n;
+}
+
+void progress_clear(Ctx *c)
+{
+    if (!c->progress || c->progress_len == 0)
+        return;
+    fprintf(stderr, "\r%*s\r", c->progress_len, "");
+    fflush(stderr);
+    c->progress_len = 0;
+}
+
 void buf_init(Buf *b, Ctx *c)
 {
     memset(b, 0, sizeof *b);

@@ -84,6 +84,7 @@ static void usage(FILE *f)
 "                 every step, or on --data's batches, and print 'step K loss\n"
 "                 L' for step 1, every max(1, N/10) steps and the last step\n"
 "                 (every step with --data); not for a forward-only model.\n"
+"                 On a terminal, stderr shows the progress (--bench too).\n"
 "  --bench N      run %d warm-up train steps (no SGD), time N more one by one\n"
 "                 and print 'median_ms T' and 'min_ms T' in milliseconds; a\n"
 "                 forward-only model times its forward.\n"
@@ -183,6 +184,39 @@ static void usage_error(const char *fmt, ...)
     exit(2);
 }
 
+/* ---- the progress line ------------------------------------------------------ */
+
+/* A long run shows where it is on one stderr line rewritten with \r, only
+ * when stderr is a terminal (main sets meter_on): a pipe or a log file
+ * gets no such lines. Blanked before anything else is printed. */
+static int meter_on;
+static int meter_len;   /* characters shown */
+
+static void meter_clear(void)
+{
+    if (meter_len > 0) {
+        fprintf(stderr, "\r%*s\r", meter_len, "");
+        fflush(stderr);
+    }
+    meter_len = 0;
+}
+
+static void meter_show(const char *fmt, ...)
+{
+    char line[80];      /* wider than the terminal would wrap */
+    va_list ap;
+    int n;
+    if (!meter_on)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    n = n < 0 ? 0 : n >= (int)sizeof line ? (int)sizeof line - 1 : n;
+    fprintf(stderr, "\r%s%*s", line, meter_len > n ? meter_len - n : 0, "");
+    fflush(stderr);
+    meter_len = n;
+}
+
 /* Under mpirun an error may be one rank's alone (its file, its data): it
  * names the rank and ends them all, as the others would wait for it. */
 static void die(const char *fmt, ...)
@@ -193,6 +227,7 @@ static void die(const char *fmt, ...)
                                  RANK)
                       : snprintf(line, sizeof line, "%s: ", prog);
     /* one write: mpirun forwards what it has read when it tears down */
+    meter_clear();
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
@@ -1608,6 +1643,7 @@ static void print_loss(const options *o, uint64_t step, float loss)
     uint32_t u;
     if (RANK != 0)
         return;
+    meter_clear();
     memcpy(&u, &loss, sizeof u);
     if (o->bits)
         printf("step %llu loss %.6f bits 0x%08lx\n", (unsigned long long)step,
@@ -1618,6 +1654,21 @@ static void print_loss(const options *o, uint64_t step, float loss)
     fflush(stdout);
 }
 
+/* The meter during --steps: the step, and with --data the epoch. */
+static void show_step(const options *o, const batches *data,
+                      const progress *pg, long k, double ms)
+{
+    double rate = (double)k * 1e3 / (ms + 1e-9);
+    if (o->data_dir)
+        meter_show("%s: step %ld of %ld (%ld%%), epoch %llu, %.1f steps/s",
+                   prog, k, o->steps, k * 100 / o->steps,
+                   (unsigned long long)((pg->micro - 1) /
+                                        (uint64_t)data->n + 1), rate);
+    else
+        meter_show("%s: step %ld of %ld (%ld%%), %.1f steps/s", prog, k,
+                   o->steps, k * 100 / o->steps, rate);
+}
+
 static void train(const rt_model *m, options *o, buffers *b)
 {
     size_t state_floats = o->adamw ? m->adamw_state_floats
@@ -1625,6 +1676,7 @@ static void train(const rt_model *m, options *o, buffers *b)
     float *state = alloc64(float_bytes(state_floats, "optimizer state"),
                            "optimizer state");
     long every = o->steps / 10 > 1 ? o->steps / 10 : 1;
+    long shown = o->steps / 100 > 1 ? o->steps / 100 : 1;  /* meter updates */
     batches data = {0, NULL};
     progress pg = {0, 0, 0};
     double t0 = now_ms();
@@ -1640,21 +1692,21 @@ static void train(const rt_model *m, options *o, buffers *b)
     for (k = 1; k <= o->steps; k++) {
         uint64_t step = pg.step + (uint64_t)k;   /* from 1 */
         float loss;
+        int said;
 #ifdef RT_MPI
         if (dp_test_fault((long)step))
             b->params[0] = nextafterf(b->params[0], 1e30f);
 #endif
         loss = (o->fused ? fused_step : buffered_step)(m, o, b, &data, state,
                                                        step, &pg);
-        if (o->data_dir || k == 1 || k % every == 0 || k == o->steps)
+        said = o->data_dir || k == 1 || k % every == 0 || k == o->steps;
+        if (said)
             print_loss(o, step, loss);
-        if (RANK == 0 && o->data_dir && o->steps >= 100 && k % every == 0)
-            fprintf(stderr, "%s: step %ld of %ld (%ld%%), epoch %llu, %.1f "
-                    "steps/s\n", prog, k, o->steps, k * 100 / o->steps,
-                    (unsigned long long)((pg.micro - 1) /
-                                         (uint64_t)data.n + 1),
-                    (double)k * 1e3 / (now_ms() - t0 + 1e-9));
+        /* after a loss line too, or --data's line a step would hide it */
+        if (RANK == 0 && (said || k % shown == 0) && k < o->steps)
+            show_step(o, &data, &pg, k, now_ms() - t0);
     }
+    meter_clear();
     pg.step += (uint64_t)o->steps;
 #ifdef RT_MPI
     /* the update keeps the ranks equal only if the all-reduce handed every
@@ -1767,8 +1819,10 @@ static void bench(const rt_model *m, const options *o, buffers *b)
             forward(m, b);
     }
     for (k = 0; k < o->bench; k++) {
-        double t0 = now_ms();
+        double t0;
         float loss = 0.0f;
+        meter_show("%s: timing run %ld of %ld", prog, k + 1, o->bench);
+        t0 = now_ms();      /* the meter's write is not timed */
         if (m->train_step)
             loss = train_step(m, o, b, (uint64_t)(BENCH_WARMUP + k));
         else
@@ -1776,6 +1830,7 @@ static void bench(const rt_model *m, const options *o, buffers *b)
         ms[k] = now_ms() - t0;
         check_loss(BENCH_WARMUP + 1 + k, loss);
     }
+    meter_clear();
     printf("median_ms %.4f\n", median(ms, o->bench));
     printf("min_ms %.4f\n", ms[0]);
     free(ms);
@@ -1817,6 +1872,7 @@ int main(int argc, char **argv)
     dp_init(&argc, &argv);
 #endif
     parse_args(argc, argv, &o);
+    meter_on = isatty(STDERR_FILENO);
     if (!o.weights && argc > 0 && argv[0]) {
         static char path[4096];
         snprintf(path, sizeof path, "%s.weights", argv[0]);

@@ -3,7 +3,8 @@
 # every malformed graph or policy file must give exactly the message in its
 # .expect file, exit 1, print nothing on standard output, and leave an
 # existing OUT.c and OUT.h byte-for-byte as they were, with no temporary
-# file left beside them.
+# file left beside them. A usage error (a .usage case) is the same but
+# exits 2, and its message is two lines.
 #
 # REMAT=path runs another build of the compiler (the sanitizer build);
 # REMAT_WRAP="valgrind ..." runs every case under a wrapper; a wrapper's
@@ -23,8 +24,8 @@ mkdir -p "$gen"
 # the catalogue runs three times (plain, sanitizers, valgrind).
 case_args() {
     local c=$1
-    if [ -f "$c.args" ]; then
-        args=$(<"$c.args")
+    if [ -f "$c.args" ] || [ -f "$c.usage" ]; then
+        [ -f "$c.args" ] && args=$(<"$c.args") || args=$(<"$c.usage")
         args=${args//OUT.c/$out/m.c}
     elif [ -f "$c.policy.xml" ]; then
         args="compile tests/bad/data/base.xml --policy $c.policy.xml -o $out/m.c"
@@ -38,7 +39,8 @@ case_args() {
 }
 
 run_case() {
-    local c=$1 name=${1##*/} args want got rc left
+    local c=$1 name=${1##*/} args want got rc left status=1
+    [ -f "$c.usage" ] && status=2
     if [ -f "$c.gen" ]; then
         /usr/bin/python3 "$c.gen" > "$gen/$name.xml" || { bad "$name: generator failed"; return; }
     fi
@@ -51,7 +53,7 @@ run_case() {
     want=$(<"$c.expect")
     got=$(<"$work/stderr")
     got=${got//"$gen/"/GEN/}
-    if [ "$rc" -ne 1 ]; then bad "$name: exit $rc, want 1 ($got)"; return; fi
+    if [ "$rc" -ne "$status" ]; then bad "$name: exit $rc, want $status ($got)"; return; fi
     if [ "$got" != "$want" ]; then
         bad "$name: message differs"
         echo "   want: $want"

@@ -214,7 +214,7 @@ usage_case "--accumulate needs every gradient" "$mlp" --steps 1 --fused --accumu
 usage_case "--clip-grad-norm needs every gradient" "$mlp" --steps 1 --fused --clip-grad-norm 1 && ok || bad "--fused --clip-grad-norm"
 usage_case "--fused is only used with --steps" "$mlp" --bench 3 --fused && ok || bad "--fused without --steps"
 
-# ---- --data: the loss per step, a progress line on long runs ----------------------------
+# ---- --data: the loss per step, a progress line on a terminal ----------------------------
 $PY - "$work/mdata" <<'PY' && ok || bad "write mlp12's batches"
 import os, sys, numpy as np
 d = sys.argv[1]
@@ -223,7 +223,35 @@ r = np.random.default_rng(1)
 for n in ("x", "target"):
     np.save(os.path.join(d, f"input.{n}.npy"), r.uniform(-1, 1, (7, 32, 256)).astype(np.float32))
 PY
+# Piped, stderr stays empty; on a terminal (script(1) gives one) the
+# progress line is rewritten with \r, and blanked before each loss line and
+# at the end, so that the loss lines read as if it had never been there.
 run 0 "$mlp" --steps 100 --data "$work/mdata" && [ "$(grep -c '^step [0-9]* loss ' "$work/out")" -eq 100 ] \
-    && grep -q 'step 50 of 100 (50%), epoch 8' "$work/err" && ok || bad "--data's loss lines and progress"
+    && [ ! -s "$work/err" ] && ok || bad "--data's loss lines, and nothing on a piped stderr"
+cp "$work/out" "$work/piped"
+if command -v script > /dev/null; then
+    script -qec "'$mlp' --steps 100 --data '$work/mdata'" /dev/null > "$work/tty" &&
+        grep -q "trainer: step 50 of 100 (50%), epoch 8, [0-9.]* steps/s" "$work/tty" &&
+        # the screen script saw, each \r back to the line's start: the
+        # loss lines alone, as piped (a line not blanked would show in one)
+        $PY -c '
+import sys
+for line in open(sys.argv[1], newline="").read().split("\n"):
+    cells, at = [], 0
+    for ch in line:
+        if ch == "\r":
+            at = 0
+            continue
+        cells[at:at + 1] = [ch]
+        at += 1
+    if "".join(cells).strip():
+        print("".join(cells).rstrip())' "$work/tty" | cmp -s - "$work/piped" \
+        && ok || bad "--data on a terminal: $(tr '\r' '\n' < "$work/tty" | head -5)"
+    script -qec "'$mlp' --bench 5" /dev/null > "$work/tty" && grep -q "trainer: timing run 5 of 5" "$work/tty" &&
+        [ "$(tr '\r' '\n' < "$work/tty" | grep -c '^median_ms ')" -eq 1 ] \
+        && ok || bad "--bench on a terminal: $(tr '\r' '\n' < "$work/tty" | head -5)"
+else
+    echo "note: no script(1) here; progress on a terminal was not checked"
+fi
 
 finish test_optim

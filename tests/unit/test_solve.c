@@ -398,8 +398,13 @@ START_TEST(max_arena_matches_exhaustive_search)
             double a = all[i].arena, lower = all[(i * 7 + 3) % n].arena;
             double arenas[] = {a, a - 1, (a + lower) / 2};
             for (int k = 0; k < 3; k++) {
-                check_max_arena(&c, g, p, all, n, HUGE_VAL, arenas[k], xml);
-                check_max_arena(&c, g, p, all, n, mid_bytes, arenas[k], xml);
+                /* as a user gets it, then the branch and bound alone */
+                for (fit_arena_walk_only = 0; fit_arena_walk_only < 2;
+                     fit_arena_walk_only++) {
+                    check_max_arena(&c, g, p, all, n, HUGE_VAL, arenas[k], xml);
+                    check_max_arena(&c, g, p, all, n, mid_bytes, arenas[k], xml);
+                }
+                fit_arena_walk_only = 0;
                 binding += least_fitting(all, n, HUGE_VAL, arenas[k]) >
                            least_fitting(all, n, HUGE_VAL, HUGE_VAL);
             }
@@ -751,6 +756,61 @@ START_TEST(gpts_match_branch_and_bound)
 }
 END_TEST
 
+/* The walk's cut on what the rest must recompute (solve_prefix_curves'
+ * frontiers) removes no answer: on GPTs of 2 and 3 layers, too big for
+ * every plan to be tried, at bounds from full's arena to none's, the walk
+ * alone gives the same proven cost with the cut and without it. */
+START_TEST(max_arena_cut_removes_no_answer)
+{
+    for (int l = 2; l <= 3; l++) {
+        Ctx c;
+        ctx_init(&c);
+        Remat r;
+        Graph *g = generated(&c, "make_gpt.py", ctx_printf(&c, "--layers %d", l),
+                             &r);
+        Policy *p;
+        ck_assert(policy_load(&c, "sac", &p) == 0);
+        p = policy_soften(&c, p);
+        double arena[2];
+        for (int end = 0; end < 2; end++) {
+            Policy *q;
+            Compiled m;
+            Summary s;
+            ck_assert(policy_load(&c, end ? "none" : "full", &q) == 0 &&
+                      compile_parsed(&c, g, q, NULL, &m) == 0);
+            summarize(&m, &s);
+            arena[end] = s.arena_bytes;
+        }
+        for (int i = 0; i <= 8; i++) {
+            double bound = arena[0] + (arena[1] - arena[0]) * i / 8 -
+                           (i == 0) * (arena[1] - arena[0]) / 16;
+            double cost[3];
+            int rc[3], proven[3];
+            for (fit_arena_walk_only = 1; fit_arena_walk_only <= 2;
+                 fit_arena_walk_only++) {
+                Ctx x;
+                ctx_init(&x);
+                Budget b = {BUDGET_NONE, 0, bound, NULL};
+                Compiled m;
+                int w = fit_arena_walk_only;
+                rc[w] = remat_budget(&x, g, p, &b, &m);
+                proven[w] = rc[w] == 0 && m.remat->proven;
+                cost[w] = rc[w] == 0 ? m.train->recompute_cost : -1;
+                ctx_free(&x);
+            }
+            fit_arena_walk_only = 0;
+            ck_assert_msg(rc[1] == rc[2] && cost[1] == cost[2] &&
+                          (rc[1] || (proven[1] && proven[2])),
+                          "gpt %d layers, max-arena %.0f: with the cut rc %d "
+                          "cost %.0f proven %d, without rc %d cost %.0f "
+                          "proven %d", l, bound, rc[1], cost[1], proven[1],
+                          rc[2], cost[2], proven[2]);
+        }
+        ctx_free(&c);
+    }
+}
+END_TEST
+
 /* U-Net of depth 3: every plan of its free tensors that some plan needs
  * (those needed when all are recomputed; the others never count), walked
  * by remat.c (not solve.c): saved bytes from remat_apply, the cost the
@@ -899,6 +959,7 @@ int main(void)
     tcase_add_test(t, five_pairs_by_hand);
     tcase_add_test(t, matches_exhaustive_search);
     tcase_add_test(t, max_arena_matches_exhaustive_search);
+    tcase_add_test(t, max_arena_cut_removes_no_answer);
     tcase_add_test(t, frontier_costs_are_the_schedules);
     tcase_add_test(t, split_outputs_match_exhaustive_search);
     tcase_add_test(t, budget_too_small_names_what_forces_it);
