@@ -15,13 +15,18 @@
  * object's name is a hash of everything that goes into it: the C compiler
  * command ($CC's words, and the size and time of the executable they name,
  * so that an upgraded compiler misses), the flags, and the bytes of
- * remat_rt.c, remat_rt.h and trainer.c. An object is compiled to a temporary
+ * remat_rt.c, remat_rt.h and trainer.c (and, with --mpi, trainer_mpi.c and
+ * trainer_mpi.h). An object is compiled to a temporary
  * name in the cache and renamed into place, so concurrent builds never see
  * half a file; two that miss together both compile and the last rename wins
  * with identical contents. The cache is $REMAT_CACHE_DIR, else
  * $XDG_CACHE_HOME/remat, else ~/.cache/remat; when none can be made, the
  * runtime is compiled into the temporary folder as part of each build.
  * Nothing removes old objects: delete the folder to reclaim the space.
+ *
+ * --mpi builds the data-parallel trainer: the same objects compiled with
+ * -DRT_MPI, plus runtime/trainer_mpi.c, all by mpicc ($CC when set), which
+ * knows where its MPI lives.
  *
  * The runtime is found from the compiler's own location (build/remat ->
  * runtime/), so `remat build` works from any working directory;
@@ -87,10 +92,10 @@ static int run(char *const *argv)
 }
 
 /* $CC split on spaces ("ccache gcc" works) into argv[0..n). */
-static int cc_words(Ctx *c, char **argv)
+static int cc_words(Ctx *c, char **argv, int mpi)
 {
     const char *cc = getenv("CC");
-    char *words = ctx_strdup(c, cc && *cc ? cc : "cc");
+    char *words = ctx_strdup(c, cc && *cc ? cc : mpi ? "mpicc" : "cc");
     int n = 0;
     for (char *w = strtok(words, " "); w && n < 32; w = strtok(NULL, " "))
         argv[n++] = w;
@@ -123,6 +128,8 @@ static const char *const *cc_flags(Ctx *c, const BuildOptions *o)
     if (host)
         flags[n++] = "-march=native";
     flags[n++] = o->no_blas ? "-DRT_NO_BLAS" : "-DRT_BLAS";
+    if (o->mpi)
+        flags[n++] = "-DRT_MPI";
     for (int i = 0; i < ne; i++)
         flags[n++] = extra[i];
     flags[n] = NULL;
@@ -227,12 +234,14 @@ static const char *cache_dir(Ctx *c)
 
 /* The runtime's object files for this compiler and these flags, from the
  * cache or compiled into it (or into the build folder `dir` when there is
- * no cache); their paths in obj[0] (remat_rt.o) and obj[1] (trainer.o). */
+ * no cache); their paths in obj[0] (remat_rt.o), obj[1] (trainer.o) and,
+ * with --mpi, obj[2] (trainer_mpi.o). */
 static int runtime_objects(Ctx *c, const char *rt, const char *dir,
                            char **words, int nw, const BuildOptions *o,
                            const char **obj)
 {
-    static const char *const srcs[] = {"remat_rt.c", "trainer.c"};
+    static const char *const srcs[] = {"remat_rt.c", "trainer.c",
+                                       "trainer_mpi.c"};
     const char *const *flags = cc_flags(c, o);
     uint64_t h = fnv_str(14695981039346656037u, "remat runtime objects 1");
     for (int i = 0; i < nw; i++)
@@ -240,16 +249,18 @@ static int runtime_objects(Ctx *c, const char *rt, const char *dir,
     h = fnv_str(h, cc_identity(c, words[0]));
     for (int i = 0; flags[i]; i++)
         h = fnv_str(h, flags[i]);
+    /* the MPI part only in --mpi builds, which alone compile it */
     static const char *const hashed[] = {"remat_rt.c", "remat_rt.h",
-                                         "trainer.c"};
-    for (int i = 0; i < 3; i++) {
+                                         "trainer.c", "trainer_mpi.c",
+                                         "trainer_mpi.h"};
+    for (int i = 0; i < (o->mpi ? 5 : 3); i++) {
         h = fnv_str(h, hashed[i]);
         if (fnv_file(&h, ctx_printf(c, "%s/%s", rt, hashed[i])))
             return ctx_error(c, ctx_printf(c, "%s/%s", rt, hashed[i]), 0,
                              "cannot read the runtime: %s", strerror(errno));
     }
     const char *cache = cache_dir(c);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < (o->mpi ? 3 : 2); i++) {
         const char *base = ctx_printf(c, "%.*s", (int)strlen(srcs[i]) - 2,
                                       srcs[i]);
         obj[i] = cache ? ctx_printf(c, "%s/%s-%016llx.o", cache, base,
@@ -288,8 +299,8 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
                            const char *out)
 {
     char *words[40];
-    int nw = cc_words(c, words);
-    const char *obj[2];
+    int nw = cc_words(c, words, o->mpi);
+    const char *obj[3] = {NULL, NULL, NULL};
     if (runtime_objects(c, rt, dir, words, nw, o, obj))
         return -1;
     const char *const *flags = cc_flags(c, o);
@@ -302,7 +313,7 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
         ctx_printf(c, "-I%s", dir), ctx_printf(c, "-I%s", rt),
         ctx_printf(c, "%s/%s.c", dir, name), ctx_printf(c, "%s/main.c", dir),
         obj[0], obj[1], "-o", out, o->no_blas ? "-lm" : "-lopenblas",
-        "-pthread", "-lm", NULL};
+        "-pthread", "-lm", obj[2], NULL};
     for (int k = 0; more[k]; k++)
         rest[n++] = more[k];
     rest[n] = NULL;
@@ -316,13 +327,28 @@ static void remove_dir(Ctx *c, const char *dir, const char *name)
     remove(ctx_printf(c, "%s/main.c", dir));
     remove(ctx_printf(c, "%s/remat_rt.o", dir));    /* when there is no cache */
     remove(ctx_printf(c, "%s/trainer.o", dir));
+    remove(ctx_printf(c, "%s/trainer_mpi.o", dir));
     rmdir(dir);
+}
+
+/* --mpi's compiler, when PATH has no such command: NULL when it has. */
+static const char *missing_mpicc(Ctx *c)
+{
+    char *words[40];
+    cc_words(c, words, 1);
+    return !strchr(words[0], '/') && !*cc_identity(c, words[0]) ? words[0]
+                                                                 : NULL;
 }
 
 int build_trainer(Ctx *c, const Compiled *m, const char *exe,
                   const BuildOptions *o)
 {
     const char *rt = runtime_dir(c);
+    const char *mpicc = o->mpi ? missing_mpicc(c) : NULL;
+    if (mpicc)
+        return ctx_error(c, exe, 0, "--mpi needs the MPI compiler wrapper "
+                         "%s, which is not on PATH (Debian: apt-get install "
+                         "mpich libmpich-dev, or scripts/deps.sh)", mpicc);
     if (!is_file(ctx_printf(c, "%s/trainer.c", rt)))
         return ctx_error(c, rt, 0, "runtime not found (no trainer.c there); "
                          "set REMAT_RUNTIME_DIR to the runtime/ folder");

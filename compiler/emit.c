@@ -4,8 +4,10 @@
  * The .c file is, in order: a comment block that summarises the plan; the
  * static data the kernels read (broadcast maps, initializer values from
  * files); the parameter, input and output tables; NAME_init; NAME_forward
- * (the forward schedule); NAME_train_step (the train schedule);
- * NAME_train_step_fused (the fused schedule: the optimizer inside the
+ * (the forward schedule); NAME_train_step, NAME_train_step_acc and
+ * NAME_train_step_hooked (the train schedule, once, with a call to the
+ * gradient hook after each statement that makes a parameter's gradient
+ * final: grad_final_after); NAME_train_step_fused (the fused schedule: the optimizer inside the
  * backward); NAME_sgd and the optimizers' steps; and the rt_model
  * descriptor. A forward-only graph (no loss) has no train step
  * and no SGD: its header says NAME_HAS_TRAIN_STEP 0 and its descriptor holds
@@ -424,22 +426,57 @@ static void emit_buffer_pointers(Emit *e, int train)
     }
 }
 
+/* The hook calls after statement i: each parameter whose gradient it
+ * finished, so that a data-parallel trainer starts reducing it while the
+ * rest of the backward runs. */
+static void emit_ready(Emit *e, int i)
+{
+    for (int t = e->ready_first ? e->ready_first[i] : -1; t >= 0;
+         t = e->ready_next[t]) {
+        const Tensor *x = &e->g->tensors[t];
+        emit(e, "rt_grad_ready(hook, grads, %zu, %ld); /* d(%s) is final */",
+             e->grad_offset[t], x->numel, x->name);
+    }
+}
+
 static void emit_body(Emit *e, const Compiled *m, const Schedule *s)
 {
     for (int i = 0; i < s->nstmts; i++) {
         emit(e, "");
         emit_stmt(e, m, s, &s->stmts[i]);
+        emit_ready(e, i);
     }
 }
 
+/* grad_final_after turned into per-statement lists for emit_ready. */
+static void index_ready(Emit *e, const Schedule *s)
+{
+    const Graph *g = e->g;
+    int *after = grad_final_after(e->ctx, g, s);
+    int *first = ctx_alloc(e->ctx, (size_t)(s->nstmts + 1) * sizeof(int));
+    int *next = ctx_alloc(e->ctx, (size_t)(g->ntensors + 1) * sizeof(int));
+    for (int i = 0; i < s->nstmts; i++)
+        first[i] = -1;
+    for (int t = g->ntensors - 1; t >= 0; t--) {
+        next[t] = -1;
+        if (after[t] >= 0) {
+            next[t] = first[after[t]];
+            first[after[t]] = t;
+        }
+    }
+    e->ready_first = first;
+    e->ready_next = next;
+}
+
 /* train 1: NAME_train_step's, 2: NAME_train_step_acc's, 3: the static
- * function both call (the train schedule, once), with its flag; 4:
- * NAME_train_step_fused's. */
+ * function all three call (the train schedule, once), with its flag and
+ * hook; 4: NAME_train_step_fused's; 5: NAME_train_step_hooked's. */
 static const char *signature(Ctx *c, const char *name, int train)
 {
     static const char *const fn[] = {"", "float %s_train_step",
                                      "float %s_train_step_acc",
-                                     "static float %s_train_schedule"};
+                                     "static float %s_train_schedule", "",
+                                     "float %s_train_step_hooked"};
     if (train == 4)
         return ctx_printf(c, "float %s_train_step_fused(float *params, "
                           "const float *inputs,\n    const int64_t "
@@ -452,7 +489,9 @@ static const char *signature(Ctx *c, const char *name, int train)
                           "float *grads, uint64_t seed, uint64_t step, "
                           "void *arena%s)",
                           ctx_printf(c, fn[train], name),
-                          train == 3 ? ", int accumulate" : "");
+                          train == 3 || train == 5
+                              ? ",\n    int accumulate, rt_grad_hook *hook"
+                              : "");
     return ctx_printf(c, "float %s_forward(const float *params, const float "
                       "*inputs, const int64_t *int_inputs, float *outputs, "
                       "void *arena)", name);
@@ -509,10 +548,15 @@ static void emit_function(Emit *e, const Compiled *m, int train)
     e->indent++;
     e->train = train;
     emit_prologue(e, train);
-    if (train)
+    if (train) {
         emit(e, "if (!accumulate)\n        rt_zero(grads, %s_GRAD_FLOATS);",
              upper(e->ctx, name));
+        index_ready(e, s);
+    }
     emit_body(e, m, s);
+    e->ready_first = e->ready_next = NULL;
+    if (train)
+        emit(e, "rt_grad_flush(hook, grads);");
     emit(e, graph_trains(e->g) ? "return loss;"
                                : "return 0.0f; /* forward only: no loss */");
     e->indent--;
@@ -523,7 +567,16 @@ static void emit_function(Emit *e, const Compiled *m, int train)
         emit(e, "{");
         emit(e, "    return %s_train_schedule(params, inputs, int_inputs, "
              "outputs, grads,\n        seed, step, "
-             "arena, %d);", name, acc);
+             "arena, %d, NULL);", name, acc);
+        emit(e, "}");
+        emit(e, "");
+    }
+    if (train) {
+        emit(e, "%s", signature(e->ctx, name, 5));
+        emit(e, "{");
+        emit(e, "    return %s_train_schedule(params, inputs, int_inputs, "
+             "outputs, grads,\n        seed, step, "
+             "arena, accumulate, hook);", name);
         emit(e, "}");
         emit(e, "");
     }
@@ -891,6 +944,10 @@ static void emit_descriptor(Emit *e, const Compiled *m)
         emit(e, "    0, NULL, 0,");
     }
     emit(e, "    %s_FORWARD_ARENA_BYTES,", u);
+    if (graph_trains(e->g))
+        emit(e, "    %s_train_step_hooked,", n);
+    else
+        emit(e, "    NULL, /* forward only */");
     emit(e, "};");
 }
 
@@ -1045,6 +1102,15 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
         emit(e, " * gradient accumulation (scale the sum by 1/k after k "
              "micro-batches). */");
         emit(e, "%s;", signature(e->ctx, n, 2));
+        emit(e, "/* train_step (accumulate 0) or train_step_acc (1) that hands "
+             "each");
+        emit(e, " * trainable gradient to hook as soon as it is final, in "
+             "buckets");
+        emit(e, " * (rt_grad_hook in remat_rt.h): a data-parallel trainer "
+             "reduces them");
+        emit(e, " * across processes while the backward goes on. hook may "
+             "be NULL. */");
+        emit(e, "%s;", signature(e->ctx, n, 5));
         emit(e, "/* params -= lr * grads, over the trainable parameters. */");
         emit(e, "void %s_sgd(float *params, const float *grads, float lr);", n);
         emit(e, "/* Optimizer state: a slot per trainable parameter float, the "
@@ -1124,7 +1190,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
     Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0,
-              grad_layout(c, m->g), 0, trainable_floats(m->g), 0};
+              grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL, NULL};
     size_t wf = weights_file_floats(m->g);
     e.weights_file = wf > 0;
     if (weights) {
@@ -1158,7 +1224,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset, 0, e.trainable, 0};
+              e.grad_offset, 0, e.trainable, 0, NULL, NULL};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

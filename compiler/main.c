@@ -152,7 +152,7 @@ static const char *usage_memory =
 
 static const char *usage_build =
     "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas]\n"
-    "                   [--cflags \"FLAGS\"] -o EXE\n"
+    "                   [--cflags \"FLAGS\"] [--mpi] -o EXE\n"
     "\n"
     "Compiles the graph, then builds a trainer executable with $CC (else cc),\n"
     "the runtime and OpenBLAS, with -std=c99 -O3, and -march=native when the\n"
@@ -175,6 +175,8 @@ static const char *usage_build =
     "               bitwise equal to firmware: --no-blas --cflags\n"
     "               -ffp-contract=off (docs/firmware.md)\n"
     "  CC=COMPILER  cross-compile (CC=aarch64-linux-gnu-gcc): no -march=native\n"
+    "  --mpi        a data-parallel trainer for mpirun -n K, built with mpicc\n"
+    "               (or $CC, which must then be an MPI wrapper; docs/mpi.md)\n"
     "  --policy, --budget, --max-arena: as for compile\n"
     FREEZE_HELP;
 
@@ -204,7 +206,7 @@ static const char *usage_calibrate =
 typedef struct {
     const char *cmd, *graph, *out, *blocks;
     const char *policy[2];
-    int npolicy, no_blas, measure, json, by_arena;
+    int npolicy, no_blas, measure, json, by_arena, mpi;
     const char *cflags;               /* build's --cflags */
     const char *budget, *max_arena;   /* as given */
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
@@ -263,6 +265,8 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             a->freeze[a->nfreeze++] = argv[++i];
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
+        } else if (strcmp(s, "--mpi") == 0 && strcmp(a->cmd, "build") == 0) {
+            a->mpi = 1;
         } else if (strcmp(s, "--cflags") == 0 && strcmp(a->cmd, "build") == 0) {
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
@@ -409,7 +413,7 @@ static int cmd_diff(Ctx *c, const Args *a)
 static int cmd_build(Ctx *c, const Args *a)
 {
     Compiled m;
-    const BuildOptions o = {a->no_blas, a->cflags};
+    const BuildOptions o = {a->no_blas, a->cflags, a->mpi};
     progress(c, "remat build: compiling %s", a->graph);
     if (compile_args(c, a, 0, &m) ||
         build_trainer(c, &m, a->out, &o))

@@ -866,6 +866,11 @@ enum { SCHED_FORWARD, SCHED_TRAIN, SCHED_FUSED };
 int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s);
 
+/* Per tensor, the statement of train schedule s after which a trainable
+ * parameter's gradient is final (nothing later adds into it); -1 for
+ * every other tensor. Where NAME_train_step_hooked calls its hook. */
+int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s);
+
 /* ---- plan.c: arena offsets from liveness ------------------------------------ */
 
 #define ARENA_ALIGN 64
@@ -922,6 +927,10 @@ struct Emit {
     size_t trainable;       /* floats of the trainable parameters: where
                              * AdamW's second state half starts */
     unsigned writes;        /* the backward call's Stmt.writes */
+    /* writing the train schedule: per statement, the first trainable
+     * parameter whose gradient is final after it (ready_next chains the
+     * rest, in tensor order), -1 for none; NULL elsewhere */
+    const int *ready_first, *ready_next;
 };
 
 /* Zeroes din[i] for the bits of Emit.writes not in `handled`: a gradient
@@ -1034,6 +1043,8 @@ void report_peak(Buf *b, const Peak *p);
 typedef struct {
     int no_blas;            /* the portable GEMM instead of OpenBLAS */
     const char *cflags;     /* more C compiler flags, split on spaces; NULL */
+    int mpi;                /* the data-parallel trainer: mpicc, -DRT_MPI and
+                             * runtime/trainer_mpi.c */
 } BuildOptions;
 int build_trainer(Ctx *c, const Compiled *m, const char *exe,
                   const BuildOptions *o);

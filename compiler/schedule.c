@@ -414,6 +414,35 @@ static void place_updates(Sched *x)
     }
 }
 
+/* The statement after which each trainable parameter's gradient in the
+ * caller's buffer is final in a train schedule: the last backward that adds
+ * into it or into a view of it (a gradient made a view of the parameter's
+ * writes through to it). One the loss does not reach is final from the
+ * start (zeroed): its statement is the seed's. -1 for every other tensor. */
+int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s)
+{
+    int *after = filled(c, g->ntensors, -1), seed = 0;
+    for (int i = 0; i < s->nstmts; i++)
+        if (s->stmts[i].kind == S_SEED)
+            seed = i;
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].kind == T_PARAM && g->tensors[t].trainable)
+            after[t] = seed;
+    for (int i = 0; i < s->nstmts; i++) {
+        if (s->stmts[i].kind != S_BACKWARD)
+            continue;
+        const Node *n = &g->nodes[s->stmts[i].node];
+        int want[MAX_IO];
+        node_grad_inputs(g, n, want);
+        for (int k = 0; k < n->nin; k++) {
+            int p = want[k] ? param_under(g, n->in[k]) : -1;
+            if (p >= 0 && after[p] >= 0)
+                after[p] = i;
+        }
+    }
+    return after;
+}
+
 /* An elementwise forward (fwd_in_place) whose input's buffer is read by
  * nothing after it writes its output over that buffer: the output becomes
  * a view of the input's value, which then lives as long as the output is

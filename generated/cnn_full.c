@@ -122,7 +122,8 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
 
 /* The train schedule: grads += every gradient, after zeroing grads
  * unless accumulate is 1. */
-static float cnn_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena, int accumulate)
+static float cnn_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
+    int accumulate, rt_grad_hook *hook)
 {
     unsigned char *a = arena;
     float loss;
@@ -208,6 +209,8 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
 
     /* fc: Gemm backward */
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
+    rt_grad_ready(hook, grads, 4800, 15680); /* d(fc.weight) is final */
+    rt_grad_ready(hook, grads, 20480, 10); /* d(fc.bias) is final */
 
     /* stage2.conv: Conv -> stage2.c [32x32x14x14] recompute */
     float *r_stage2_c = (float *)(void *)(a + 0);
@@ -235,6 +238,8 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
 
     /* stage2.conv: Conv backward */
     rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 0));
+    rt_grad_ready(hook, grads, 160, 4608); /* d(conv2.weight) is final */
+    rt_grad_ready(hook, grads, 4768, 32); /* d(conv2.bias) is final */
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] recompute */
     float *r_stage1_c = (float *)(void *)(a + 0);
@@ -258,19 +263,29 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
 
     /* stage1.conv: Conv backward */
     rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 0));
+    rt_grad_ready(hook, grads, 0, 144); /* d(conv1.weight) is final */
+    rt_grad_ready(hook, grads, 144, 16); /* d(conv1.bias) is final */
+    rt_grad_flush(hook, grads);
     return loss;
 }
 
 float cnn_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     return cnn_train_schedule(params, inputs, int_inputs, outputs, grads,
-        seed, step, arena, 0);
+        seed, step, arena, 0, NULL);
 }
 
 float cnn_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     return cnn_train_schedule(params, inputs, int_inputs, outputs, grads,
-        seed, step, arena, 1);
+        seed, step, arena, 1, NULL);
+}
+
+float cnn_train_step_hooked(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
+    int accumulate, rt_grad_hook *hook)
+{
+    return cnn_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, accumulate, hook);
 }
 
 float cnn_train_step_fused(float *params, const float *inputs,
@@ -525,4 +540,5 @@ const rt_model cnn_model = {
     cnn_sgd_step, cnn_adamw_step, cnn_clip_grad_norm,
     CNN_GRAD_FLOATS, cnn_train_step_fused, CNN_FUSED_ARENA_BYTES,
     CNN_FORWARD_ARENA_BYTES,
+    cnn_train_step_hooked,
 };

@@ -927,7 +927,8 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
 
 /* The train schedule: grads += every gradient, after zeroing grads
  * unless accumulate is 1. */
-static float gpt_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena, int accumulate)
+static float gpt_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
+    int accumulate, rt_grad_hook *hook)
 {
     unsigned char *a = arena;
     float loss;
@@ -1542,6 +1543,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* head: MatMul backward */
     rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 833792, 32768); /* d(head.weight) is final */
 
     /* d(l3.out) sums over its readers */
     float *d_l3_out = (float *)(void *)(a + 4194304);
@@ -1549,6 +1551,8 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* lnf: LayerNormalization backward */
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 833536, 128); /* d(lnf.scale) is final */
+    rt_grad_ready(hook, grads, 833664, 128); /* d(lnf.bias) is final */
 
     /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l3_r = (float *)(void *)(a + 4194304);
@@ -1570,6 +1574,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.fc2.bias: Add backward */
     rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
+    rt_grad_ready(hook, grads, 833408, 128); /* d(l3.fc2.bias) is final */
 
     /* l3.fc.bias: Add -> l3.f1 [4x64x512] recompute */
     float *r_l3_f1 = (float *)(void *)(a + 4980736);
@@ -1584,6 +1589,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.fc2: MatMul backward */
     rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 767872, 65536); /* d(l3.fc2.weight) is final */
 
     /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f1 = (float *)(void *)(a + 5505024);
@@ -1596,6 +1602,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.fc.bias: Add backward */
     rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
+    rt_grad_ready(hook, grads, 767360, 512); /* d(l3.fc.bias) is final */
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
     float *r_l3_o1 = (float *)(void *)(a + 3014656);
@@ -1618,9 +1625,12 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.fc: MatMul backward */
     rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 701824, 65536); /* d(l3.fc.weight) is final */
 
     /* l3.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 701568, 128); /* d(l3.ln2.scale) is final */
+    rt_grad_ready(hook, grads, 701696, 128); /* d(l3.ln2.bias) is final */
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_out = (float *)(void *)(a + 4194304);
@@ -1642,6 +1652,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.proj.bias: Add backward */
     rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
+    rt_grad_ready(hook, grads, 701440, 128); /* d(l3.proj.bias) is final */
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
     float *r_l3_q1 = (float *)(void *)(a + 4063232);
@@ -1692,6 +1703,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.proj: MatMul backward */
     rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 685056, 16384); /* d(l3.proj.weight) is final */
 
     /* d(l3.att): its first contribution writes it */
     float *d_l3_att = (float *)(void *)(a + 3014656);
@@ -1729,6 +1741,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.v.bias: Add backward */
     rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
+    rt_grad_ready(hook, grads, 684928, 128); /* d(l3.v.bias) is final */
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
     float *r_l3_a = (float *)(void *)(a + 3801088);
@@ -1739,6 +1752,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.v: MatMul backward */
     rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 668544, 16384); /* d(l3.v.weight) is final */
 
     /* d(l3.k0) sums over its readers */
     float *d_l3_k0 = (float *)(void *)(a + 3014656);
@@ -1752,6 +1766,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.k: MatMul backward */
     rt_gemm_backward(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, r_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 652160, 16384); /* d(l3.k.weight) is final */
 
     /* d(l3.q1) sums over its readers */
     float *d_l3_q1 = (float *)(void *)(a + 3014656);
@@ -1768,12 +1783,16 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.q.bias: Add backward */
     rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, 0x1u);
+    rt_grad_ready(hook, grads, 652032, 128); /* d(l3.q.bias) is final */
 
     /* l3.q: MatMul backward */
     rt_gemm_backward(d_l3_a, d_l3_q_weight, NULL, d_l3_q0, r_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 635648, 16384); /* d(l3.q.weight) is final */
 
     /* l3.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 635392, 128); /* d(l3.ln1.scale) is final */
+    rt_grad_ready(hook, grads, 635520, 128); /* d(l3.ln1.bias) is final */
 
     /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_r = (float *)(void *)(a + 4194304);
@@ -1795,6 +1814,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.fc2.bias: Add backward */
     rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
+    rt_grad_ready(hook, grads, 635264, 128); /* d(l2.fc2.bias) is final */
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
     float *r_l2_f1 = (float *)(void *)(a + 4325376);
@@ -1809,6 +1829,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.fc2: MatMul backward */
     rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 569728, 65536); /* d(l2.fc2.weight) is final */
 
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f1 = (float *)(void *)(a + 4849664);
@@ -1821,6 +1842,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.fc.bias: Add backward */
     rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
+    rt_grad_ready(hook, grads, 569216, 512); /* d(l2.fc.bias) is final */
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
     float *r_l2_o1 = (float *)(void *)(a + 1835008);
@@ -1843,9 +1865,12 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.fc: MatMul backward */
     rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 503680, 65536); /* d(l2.fc.weight) is final */
 
     /* l2.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 503424, 128); /* d(l2.ln2.scale) is final */
+    rt_grad_ready(hook, grads, 503552, 128); /* d(l2.ln2.bias) is final */
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_out = (float *)(void *)(a + 4194304);
@@ -1867,6 +1892,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.proj.bias: Add backward */
     rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
+    rt_grad_ready(hook, grads, 503296, 128); /* d(l2.proj.bias) is final */
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
     float *r_l2_q1 = (float *)(void *)(a + 2883584);
@@ -1917,6 +1943,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.proj: MatMul backward */
     rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 486912, 16384); /* d(l2.proj.weight) is final */
 
     /* d(l2.att): its first contribution writes it */
     float *d_l2_att = (float *)(void *)(a + 1835008);
@@ -1954,6 +1981,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.v.bias: Add backward */
     rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
+    rt_grad_ready(hook, grads, 486784, 128); /* d(l2.v.bias) is final */
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
     float *r_l2_a = (float *)(void *)(a + 2621440);
@@ -1964,6 +1992,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.v: MatMul backward */
     rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 470400, 16384); /* d(l2.v.weight) is final */
 
     /* d(l2.k0) sums over its readers */
     float *d_l2_k0 = (float *)(void *)(a + 1835008);
@@ -1977,6 +2006,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.k: MatMul backward */
     rt_gemm_backward(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, r_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 454016, 16384); /* d(l2.k.weight) is final */
 
     /* d(l2.q1) sums over its readers */
     float *d_l2_q1 = (float *)(void *)(a + 1835008);
@@ -1993,12 +2023,16 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.q.bias: Add backward */
     rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, 0x1u);
+    rt_grad_ready(hook, grads, 453888, 128); /* d(l2.q.bias) is final */
 
     /* l2.q: MatMul backward */
     rt_gemm_backward(d_l2_a, d_l2_q_weight, NULL, d_l2_q0, r_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 437504, 16384); /* d(l2.q.weight) is final */
 
     /* l2.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 437248, 128); /* d(l2.ln1.scale) is final */
+    rt_grad_ready(hook, grads, 437376, 128); /* d(l2.ln1.bias) is final */
 
     /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_r = (float *)(void *)(a + 4194304);
@@ -2020,6 +2054,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.fc2.bias: Add backward */
     rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
+    rt_grad_ready(hook, grads, 437120, 128); /* d(l1.fc2.bias) is final */
 
     /* l1.fc.bias: Add -> l1.f1 [4x64x512] recompute */
     float *r_l1_f1 = (float *)(void *)(a + 2621440);
@@ -2034,6 +2069,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.fc2: MatMul backward */
     rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 371584, 65536); /* d(l1.fc2.weight) is final */
 
     /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f1 = (float *)(void *)(a + 3145728);
@@ -2046,6 +2082,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.fc.bias: Add backward */
     rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
+    rt_grad_ready(hook, grads, 371072, 512); /* d(l1.fc.bias) is final */
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
     float *r_l1_o1 = (float *)(void *)(a + 655360);
@@ -2068,9 +2105,12 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.fc: MatMul backward */
     rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 305536, 65536); /* d(l1.fc.weight) is final */
 
     /* l1.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 305280, 128); /* d(l1.ln2.scale) is final */
+    rt_grad_ready(hook, grads, 305408, 128); /* d(l1.ln2.bias) is final */
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_out = (float *)(void *)(a + 4194304);
@@ -2092,6 +2132,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.proj.bias: Add backward */
     rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
+    rt_grad_ready(hook, grads, 305152, 128); /* d(l1.proj.bias) is final */
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
     float *r_l1_q1 = (float *)(void *)(a + 1703936);
@@ -2142,6 +2183,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.proj: MatMul backward */
     rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 288768, 16384); /* d(l1.proj.weight) is final */
 
     /* d(l1.att): its first contribution writes it */
     float *d_l1_att = (float *)(void *)(a + 655360);
@@ -2179,6 +2221,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.v.bias: Add backward */
     rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
+    rt_grad_ready(hook, grads, 288640, 128); /* d(l1.v.bias) is final */
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
     float *r_l1_a = (float *)(void *)(a + 1441792);
@@ -2189,6 +2232,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.v: MatMul backward */
     rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 272256, 16384); /* d(l1.v.weight) is final */
 
     /* d(l1.k0) sums over its readers */
     float *d_l1_k0 = (float *)(void *)(a + 655360);
@@ -2202,6 +2246,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.k: MatMul backward */
     rt_gemm_backward(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, r_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 255872, 16384); /* d(l1.k.weight) is final */
 
     /* d(l1.q1) sums over its readers */
     float *d_l1_q1 = (float *)(void *)(a + 655360);
@@ -2218,12 +2263,16 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.q.bias: Add backward */
     rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, 0x1u);
+    rt_grad_ready(hook, grads, 255744, 128); /* d(l1.q.bias) is final */
 
     /* l1.q: MatMul backward */
     rt_gemm_backward(d_l1_a, d_l1_q_weight, NULL, d_l1_q0, r_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 239360, 16384); /* d(l1.q.weight) is final */
 
     /* l1.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 239104, 128); /* d(l1.ln1.scale) is final */
+    rt_grad_ready(hook, grads, 239232, 128); /* d(l1.ln1.bias) is final */
 
     /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_r = (float *)(void *)(a + 4194304);
@@ -2245,6 +2294,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.fc2.bias: Add backward */
     rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
+    rt_grad_ready(hook, grads, 238976, 128); /* d(l0.fc2.bias) is final */
 
     /* l0.fc.bias: Add -> l0.f1 [4x64x512] recompute */
     float *r_l0_f1 = (float *)(void *)(a + 1441792);
@@ -2259,6 +2309,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.fc2: MatMul backward */
     rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 173440, 65536); /* d(l0.fc2.weight) is final */
 
     /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f1 = (float *)(void *)(a + 1966080);
@@ -2271,6 +2322,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.fc.bias: Add backward */
     rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
+    rt_grad_ready(hook, grads, 172928, 512); /* d(l0.fc.bias) is final */
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
     float *r_l0_o1 = (float *)(void *)(a + 0);
@@ -2293,9 +2345,12 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.fc: MatMul backward */
     rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 107392, 65536); /* d(l0.fc.weight) is final */
 
     /* l0.ln2: LayerNormalization backward */
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 107136, 128); /* d(l0.ln2.scale) is final */
+    rt_grad_ready(hook, grads, 107264, 128); /* d(l0.ln2.bias) is final */
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_h0 = (float *)(void *)(a + 4194304);
@@ -2317,6 +2372,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.proj.bias: Add backward */
     rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
+    rt_grad_ready(hook, grads, 107008, 128); /* d(l0.proj.bias) is final */
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
     float *r_l0_q1 = (float *)(void *)(a + 524288);
@@ -2367,6 +2423,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.proj: MatMul backward */
     rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 90624, 16384); /* d(l0.proj.weight) is final */
 
     /* d(l0.att): its first contribution writes it */
     float *d_l0_att = (float *)(void *)(a + 0);
@@ -2404,6 +2461,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.v.bias: Add backward */
     rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
+    rt_grad_ready(hook, grads, 90496, 128); /* d(l0.v.bias) is final */
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
     float *r_l0_a = (float *)(void *)(a + 262144);
@@ -2414,6 +2472,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.v: MatMul backward */
     rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_grad_ready(hook, grads, 74112, 16384); /* d(l0.v.weight) is final */
 
     /* d(l0.k0) sums over its readers */
     float *d_l0_k0 = (float *)(void *)(a + 0);
@@ -2427,6 +2486,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.k: MatMul backward */
     rt_gemm_backward(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, r_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 57728, 16384); /* d(l0.k.weight) is final */
 
     /* d(l0.q1) sums over its readers */
     float *d_l0_q1 = (float *)(void *)(a + 0);
@@ -2443,12 +2503,16 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.q.bias: Add backward */
     rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
+    rt_grad_ready(hook, grads, 57600, 128); /* d(l0.q.bias) is final */
 
     /* l0.q: MatMul backward */
     rt_gemm_backward(d_l0_a, d_l0_q_weight, NULL, d_l0_q0, r_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_grad_ready(hook, grads, 41216, 16384); /* d(l0.q.weight) is final */
 
     /* l0.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_grad_ready(hook, grads, 40960, 128); /* d(l0.ln1.scale) is final */
+    rt_grad_ready(hook, grads, 41088, 128); /* d(l0.ln1.bias) is final */
 
     /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_emb = (float *)(void *)(a + 4194304);
@@ -2461,22 +2525,32 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* pos: Add backward */
     rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, 0x1u);
+    rt_grad_ready(hook, grads, 32768, 8192); /* d(wpe) is final */
 
     /* embed: Gather backward */
     rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
+    rt_grad_ready(hook, grads, 0, 32768); /* d(wte) is final */
+    rt_grad_flush(hook, grads);
     return loss;
 }
 
 float gpt_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     return gpt_train_schedule(params, inputs, int_inputs, outputs, grads,
-        seed, step, arena, 0);
+        seed, step, arena, 0, NULL);
 }
 
 float gpt_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     return gpt_train_schedule(params, inputs, int_inputs, outputs, grads,
-        seed, step, arena, 1);
+        seed, step, arena, 1, NULL);
+}
+
+float gpt_train_step_hooked(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
+    int accumulate, rt_grad_hook *hook)
+{
+    return gpt_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, accumulate, hook);
 }
 
 float gpt_train_step_fused(float *params, const float *inputs,
@@ -4899,4 +4973,5 @@ const rt_model gpt_model = {
     gpt_sgd_step, gpt_adamw_step, gpt_clip_grad_norm,
     GPT_GRAD_FLOATS, gpt_train_step_fused, GPT_FUSED_ARENA_BYTES,
     GPT_FORWARD_ARENA_BYTES,
+    gpt_train_step_hooked,
 };

@@ -500,7 +500,8 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
 
 /* The train schedule: grads += every gradient, after zeroing grads
  * unless accumulate is 1. */
-static float mlp12_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena, int accumulate)
+static float mlp12_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
+    int accumulate, rt_grad_hook *hook)
 {
     unsigned char *a = arena;
     float loss;
@@ -862,6 +863,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b11.fc2: Gemm backward */
     rt_gemm_backward_set(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, r_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 1513216, 65536); /* d(b11.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 1578752, 256); /* d(b11.fc2.bias) is final */
 
     /* d(b11.h1): its first contribution writes it, in d(b11.g)'s buffer */
     float *d_b11_h1 = (float *)(void *)(a + 851968);
@@ -871,6 +874,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b11.fc1: Gemm backward */
     rt_gemm_backward(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 1447424, 65536); /* d(b11.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 1512960, 256); /* d(b11.fc1.bias) is final */
 
     /* d(b9.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b9_out = (float *)(void *)(a + 786432);
@@ -890,6 +895,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b10.fc2: Gemm backward */
     rt_gemm_backward_set(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, r_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 1381632, 65536); /* d(b10.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 1447168, 256); /* d(b10.fc2.bias) is final */
 
     /* d(b10.h1): its first contribution writes it, in d(b10.g)'s buffer */
     float *d_b10_h1 = (float *)(void *)(a + 753664);
@@ -899,6 +906,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b10.fc1: Gemm backward */
     rt_gemm_backward(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 1315840, 65536); /* d(b10.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 1381376, 256); /* d(b10.fc1.bias) is final */
 
     /* d(b8.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b8_out = (float *)(void *)(a + 786432);
@@ -918,6 +927,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b9.fc2: Gemm backward */
     rt_gemm_backward_set(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, r_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 1250048, 65536); /* d(b9.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 1315584, 256); /* d(b9.fc2.bias) is final */
 
     /* d(b9.h1): its first contribution writes it, in d(b9.g)'s buffer */
     float *d_b9_h1 = (float *)(void *)(a + 688128);
@@ -927,6 +938,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b9.fc1: Gemm backward */
     rt_gemm_backward(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 1184256, 65536); /* d(b9.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 1249792, 256); /* d(b9.fc1.bias) is final */
 
     /* d(b7.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b7_out = (float *)(void *)(a + 786432);
@@ -946,6 +959,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b8.fc2: Gemm backward */
     rt_gemm_backward_set(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, r_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 1118464, 65536); /* d(b8.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 1184000, 256); /* d(b8.fc2.bias) is final */
 
     /* d(b8.h1): its first contribution writes it, in d(b8.g)'s buffer */
     float *d_b8_h1 = (float *)(void *)(a + 622592);
@@ -955,6 +970,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b8.fc1: Gemm backward */
     rt_gemm_backward(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 1052672, 65536); /* d(b8.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 1118208, 256); /* d(b8.fc1.bias) is final */
 
     /* d(b6.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b6_out = (float *)(void *)(a + 786432);
@@ -974,6 +991,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b7.fc2: Gemm backward */
     rt_gemm_backward_set(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, r_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 986880, 65536); /* d(b7.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 1052416, 256); /* d(b7.fc2.bias) is final */
 
     /* d(b7.h1): its first contribution writes it, in d(b7.g)'s buffer */
     float *d_b7_h1 = (float *)(void *)(a + 557056);
@@ -983,6 +1002,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b7.fc1: Gemm backward */
     rt_gemm_backward(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 921088, 65536); /* d(b7.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 986624, 256); /* d(b7.fc1.bias) is final */
 
     /* d(b5.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b5_out = (float *)(void *)(a + 786432);
@@ -1002,6 +1023,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b6.fc2: Gemm backward */
     rt_gemm_backward_set(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, r_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 855296, 65536); /* d(b6.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 920832, 256); /* d(b6.fc2.bias) is final */
 
     /* d(b6.h1): its first contribution writes it, in d(b6.g)'s buffer */
     float *d_b6_h1 = (float *)(void *)(a + 491520);
@@ -1011,6 +1034,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b6.fc1: Gemm backward */
     rt_gemm_backward(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 789504, 65536); /* d(b6.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 855040, 256); /* d(b6.fc1.bias) is final */
 
     /* d(b4.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b4_out = (float *)(void *)(a + 786432);
@@ -1030,6 +1055,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b5.fc2: Gemm backward */
     rt_gemm_backward_set(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, r_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 723712, 65536); /* d(b5.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 789248, 256); /* d(b5.fc2.bias) is final */
 
     /* d(b5.h1): its first contribution writes it, in d(b5.g)'s buffer */
     float *d_b5_h1 = (float *)(void *)(a + 425984);
@@ -1039,6 +1066,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b5.fc1: Gemm backward */
     rt_gemm_backward(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 657920, 65536); /* d(b5.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 723456, 256); /* d(b5.fc1.bias) is final */
 
     /* d(b3.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b3_out = (float *)(void *)(a + 786432);
@@ -1058,6 +1087,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b4.fc2: Gemm backward */
     rt_gemm_backward_set(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, r_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 592128, 65536); /* d(b4.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 657664, 256); /* d(b4.fc2.bias) is final */
 
     /* d(b4.h1): its first contribution writes it, in d(b4.g)'s buffer */
     float *d_b4_h1 = (float *)(void *)(a + 360448);
@@ -1067,6 +1098,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b4.fc1: Gemm backward */
     rt_gemm_backward(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 526336, 65536); /* d(b4.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 591872, 256); /* d(b4.fc1.bias) is final */
 
     /* d(b2.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b2_out = (float *)(void *)(a + 786432);
@@ -1086,6 +1119,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b3.fc2: Gemm backward */
     rt_gemm_backward_set(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, r_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 460544, 65536); /* d(b3.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 526080, 256); /* d(b3.fc2.bias) is final */
 
     /* d(b3.h1): its first contribution writes it, in d(b3.g)'s buffer */
     float *d_b3_h1 = (float *)(void *)(a + 294912);
@@ -1095,6 +1130,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b3.fc1: Gemm backward */
     rt_gemm_backward(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 394752, 65536); /* d(b3.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 460288, 256); /* d(b3.fc1.bias) is final */
 
     /* d(b1.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b1_out = (float *)(void *)(a + 786432);
@@ -1114,6 +1151,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b2.fc2: Gemm backward */
     rt_gemm_backward_set(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, r_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 328960, 65536); /* d(b2.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 394496, 256); /* d(b2.fc2.bias) is final */
 
     /* d(b2.h1): its first contribution writes it, in d(b2.g)'s buffer */
     float *d_b2_h1 = (float *)(void *)(a + 229376);
@@ -1123,6 +1162,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b2.fc1: Gemm backward */
     rt_gemm_backward(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 263168, 65536); /* d(b2.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 328704, 256); /* d(b2.fc1.bias) is final */
 
     /* d(b0.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b0_out = (float *)(void *)(a + 786432);
@@ -1142,6 +1183,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b1.fc2: Gemm backward */
     rt_gemm_backward_set(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, r_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 197376, 65536); /* d(b1.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 262912, 256); /* d(b1.fc2.bias) is final */
 
     /* d(b1.h1): its first contribution writes it, in d(b1.g)'s buffer */
     float *d_b1_h1 = (float *)(void *)(a + 163840);
@@ -1151,6 +1194,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b1.fc1: Gemm backward */
     rt_gemm_backward(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 131584, 65536); /* d(b1.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 197120, 256); /* d(b1.fc1.bias) is final */
 
     /* d(b0.y): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b0_y = (float *)(void *)(a + 786432);
@@ -1167,6 +1212,8 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b0.fc2: Gemm backward */
     rt_gemm_backward_set(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, r_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_grad_ready(hook, grads, 65792, 65536); /* d(b0.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 131328, 256); /* d(b0.fc2.bias) is final */
 
     /* d(b0.h1): its first contribution writes it, in d(b0.g)'s buffer */
     float *d_b0_h1 = (float *)(void *)(a + 65536);
@@ -1176,19 +1223,29 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
 
     /* b0.fc1: Gemm backward */
     rt_gemm_backward(NULL, d_b0_fc1_weight, d_b0_fc1_bias, d_b0_h1, v_x, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_grad_ready(hook, grads, 0, 65536); /* d(b0.fc1.weight) is final */
+    rt_grad_ready(hook, grads, 65536, 256); /* d(b0.fc1.bias) is final */
+    rt_grad_flush(hook, grads);
     return loss;
 }
 
 float mlp12_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     return mlp12_train_schedule(params, inputs, int_inputs, outputs, grads,
-        seed, step, arena, 0);
+        seed, step, arena, 0, NULL);
 }
 
 float mlp12_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena)
 {
     return mlp12_train_schedule(params, inputs, int_inputs, outputs, grads,
-        seed, step, arena, 1);
+        seed, step, arena, 1, NULL);
+}
+
+float mlp12_train_step_hooked(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
+    int accumulate, rt_grad_hook *hook)
+{
+    return mlp12_train_schedule(params, inputs, int_inputs, outputs, grads,
+        seed, step, arena, accumulate, hook);
 }
 
 float mlp12_train_step_fused(float *params, const float *inputs,
@@ -2529,4 +2586,5 @@ const rt_model mlp12_model = {
     mlp12_sgd_step, mlp12_adamw_step, mlp12_clip_grad_norm,
     MLP12_GRAD_FLOATS, mlp12_train_step_fused, MLP12_FUSED_ARENA_BYTES,
     MLP12_FORWARD_ARENA_BYTES,
+    mlp12_train_step_hooked,
 };

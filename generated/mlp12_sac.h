@@ -62,6 +62,12 @@ float mlp12_train_step(float *params, const float *inputs, const int64_t *int_in
 /* The same, but adds into grads instead of overwriting them:
  * gradient accumulation (scale the sum by 1/k after k micro-batches). */
 float mlp12_train_step_acc(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);
+/* train_step (accumulate 0) or train_step_acc (1) that hands each
+ * trainable gradient to hook as soon as it is final, in buckets
+ * (rt_grad_hook in remat_rt.h): a data-parallel trainer reduces them
+ * across processes while the backward goes on. hook may be NULL. */
+float mlp12_train_step_hooked(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
+    int accumulate, rt_grad_hook *hook);
 /* params -= lr * grads, over the trainable parameters. */
 void mlp12_sgd(float *params, const float *grads, float lr);
 /* Optimizer state: a slot per trainable parameter float, the gradient

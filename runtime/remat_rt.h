@@ -526,6 +526,38 @@ typedef struct {
 void rt_optimizer_update(const rt_optimizer *o, float *p, const float *g,
                          float *state, size_t second, size_t n);
 
+/* ---- the gradient hook: final gradients in buckets, during the backward ---- */
+
+/* NAME_train_step_hooked calls rt_grad_ready on each trainable parameter's
+ * gradient right after the statement that makes it final (nothing later in
+ * the step adds into it), in the order the backward finishes them, and
+ * rt_grad_flush once at the end. rt_grad_ready merges the ranges that touch
+ * into contiguous ranges of the gradient buffer and hands one to `bucket`
+ * as soon as it holds bucket_floats floats or more (0: every range at
+ * once); the flush hands on what is left. So the hook sees every trainable
+ * float exactly once per step, in a sequence of calls that depends only on
+ * the model and bucket_floats, and each as soon as its bucket is full: a
+ * data-parallel trainer starts a non-blocking all-reduce there (the MPI
+ * trainer, runtime/trainer_mpi.c), and an app may plug any collective.
+ * `bucket` may change the floats of its range (average them) but no other.
+ * `progress`, when not NULL, is called at every rt_grad_ready, between
+ * the backward's statements: a collective library that moves only inside
+ * its own calls (MPICH's non-blocking collectives) gets the chance to.
+ * n, lo and hi are the runtime's own (the ranges waiting, at most
+ * RT_HOOK_RANGES: past that the oldest goes out early); zero them once. A
+ * NULL hook makes both calls do nothing. */
+#define RT_HOOK_RANGES 8
+typedef struct rt_grad_hook {
+    void (*bucket)(void *ctx, float *grads, size_t offset, size_t count);
+    void *ctx;
+    size_t bucket_floats;
+    void (*progress)(void *ctx);
+    int n;
+    size_t lo[RT_HOOK_RANGES], hi[RT_HOOK_RANGES];
+} rt_grad_hook;
+void rt_grad_ready(rt_grad_hook *h, float *grads, size_t offset, size_t count);
+void rt_grad_flush(rt_grad_hook *h, float *grads);
+
 /* The sum of g[i]^2, accumulated in double: one range's share of the
  * global gradient norm. */
 double rt_grad_norm_sq(const float *g, size_t n);
@@ -752,6 +784,14 @@ typedef struct {
                               uint64_t seed, uint64_t step, void *arena);
     size_t fused_arena_bytes;  /* what train_step_fused needs */
     size_t forward_arena_bytes;  /* what forward alone needs (inference) */
+    /* NULL on a forward-only model. train_step (accumulate 0) or
+     * train_step_acc (1) calling hook as each gradient becomes final
+     * (rt_grad_hook); hook may be NULL. */
+    float (*train_step_hooked)(float *params, const float *inputs,
+                               const int64_t *int_inputs, float *outputs,
+                               float *grads, uint64_t seed, uint64_t step,
+                               void *arena, int accumulate,
+                               rt_grad_hook *hook);
 } rt_model;
 
 #ifdef __cplusplus

@@ -10,6 +10,15 @@
  * NULL) runs its forward where a trainer runs a train step: --dump writes
  * inputs, parameters and outputs, --bench times the forward, and --steps is
  * refused.
+ *
+ * Built with RT_MPI (remat build --mpi) it is the data-parallel trainer
+ * under mpirun: rank r of K runs micro-batches r*A .. r*A+A-1 of the K*A
+ * that one process with --accumulate K*A would run per step, the last one
+ * through train_step_hooked so that each bucket of final gradients is
+ * summed across the ranks while the backward goes on (trainer_mpi.c);
+ * then every rank scales the sum by 1/(K*A) and takes the same optimizer
+ * step. Rank 0 alone prints the losses and writes checkpoints. Without
+ * RT_MPI the same code runs with K = 1 and no hook.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -27,6 +36,15 @@
 #include <unistd.h>
 
 #include "remat_rt.h"
+
+#ifdef RT_MPI
+#include "trainer_mpi.h"
+#define RANK dp_rank()
+#define RANKS dp_size()
+#else
+#define RANK 0
+#define RANKS 1
+#endif
 
 extern const rt_model *const rt_trainer_model;
 
@@ -134,6 +152,13 @@ static void usage(FILE *f)
 "                 in its code (more than 262,144 of them); default: this\n"
 "                 program's path with .weights added, where remat build\n"
 "                 writes it.\n"
+"  --bucket-kb N  (a trainer built with remat build --mpi, run under\n"
+"                 mpirun -n K) start each gradient all-reduce once N KiB\n"
+"                 of gradients are final; default 1024. The results do not\n"
+"                 depend on N (docs/mpi.md).\n"
+"  --mpi-timeout S\n"
+"                 (--mpi) the longest a rank waits for the others before it\n"
+"                 ends them all as stopped or dead; default 60 seconds.\n"
 "  -h, --help     print this help and exit.\n"
 "\n"
 "In file names, every '/' of a tensor name is written as '%%2F'.\n"
@@ -141,14 +166,21 @@ static void usage(FILE *f)
 "gradient: nothing is saved then), 2 on a usage error.\n");
 }
 
+/* Every rank reads the same command line: rank 0 alone says what is
+ * wrong with it. */
 static void usage_error(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", prog);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (try --help)\n");
+    if (RANK == 0) {
+        fprintf(stderr, "%s: ", prog);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, " (try --help)\n");
+    }
+#ifdef RT_MPI
+    dp_finalize();
+#endif
     exit(2);
 }
 
@@ -185,15 +217,24 @@ static void meter_show(const char *fmt, ...)
     meter_len = n;
 }
 
+/* Under mpirun an error may be one rank's alone (its file, its data): it
+ * names the rank and ends them all, as the others would wait for it. */
 static void die(const char *fmt, ...)
 {
     va_list ap;
+    char line[2048];
+    int n = RANKS > 1 ? snprintf(line, sizeof line, "%s: rank %d: ", prog,
+                                 RANK)
+                      : snprintf(line, sizeof line, "%s: ", prog);
+    /* one write: mpirun forwards what it has read when it tears down */
     meter_clear();
-    fprintf(stderr, "%s: ", prog);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "%s\n", line);
+#ifdef RT_MPI
+    dp_abort(1);
+#endif
     exit(1);
 }
 
@@ -224,6 +265,8 @@ typedef struct {
     int bits;     /* --bits */
     int fused;    /* --fused: train_step_fused, no gradient buffer */
     long threads; /* 0: not given */
+    long bucket_kb;      /* --bucket-kb; 0: not given */
+    double mpi_timeout;  /* --mpi-timeout; 0: not given */
 } options;
 
 static uint64_t parse_u64(const char *opt, const char *s)
@@ -282,7 +325,7 @@ static const char *const value_options[] = {
     "--seed", "--dump", "--load", "--steps", "--lr", "--bench", "--weights",
     "--optimizer", "--momentum", "--dampening", "--weight-decay", "--betas",
     "--eps", "--clip-grad-norm", "--accumulate", "--save", "--resume",
-    "--data", "--threads", NULL};
+    "--data", "--threads", "--bucket-kb", "--mpi-timeout", NULL};
 
 static int is_value_option(const char *name)
 {
@@ -305,6 +348,29 @@ static const char *dir_value(const char *name, const char *old, char *val)
     while (n > 1 && val[n - 1] == '/')
         val[--n] = '\0';
     return val;
+}
+
+/* What only the data-parallel trainer takes, and what it cannot do. */
+static void check_mpi_options(options *o)
+{
+#ifndef RT_MPI
+    if (o->bucket_kb || o->mpi_timeout > 0.0)
+        usage_error("%s needs a trainer built with remat build --mpi",
+                    o->bucket_kb ? "--bucket-kb" : "--mpi-timeout");
+#else
+    if (RANKS > 1 && o->dump_dir)
+        usage_error("--dump is one process's step: run it without mpirun");
+    if (RANKS > 1 && o->fused)
+        usage_error("--fused updates each parameter before the ranks' "
+                    "gradients are summed: leave it out under mpirun");
+    if ((o->bucket_kb || o->mpi_timeout > 0.0) && o->dump_dir)
+        usage_error("--bucket-kb and --mpi-timeout are for --steps and "
+                    "--bench");
+#endif
+    if (!o->bucket_kb)
+        o->bucket_kb = 1024;
+    if (!(o->mpi_timeout > 0.0))
+        o->mpi_timeout = 60.0;
 }
 
 static void parse_args(int argc, char **argv, options *o)
@@ -454,6 +520,17 @@ static void parse_args(int argc, char **argv, options *o)
             if (o->threads > RT_MAX_THREADS)
                 usage_error("--threads wants 1 to %d, got '%s'",
                             RT_MAX_THREADS, val);
+        } else if (strcmp(name, "--bucket-kb") == 0) {
+            if (o->bucket_kb)
+                usage_error("--bucket-kb given twice");
+            o->bucket_kb = parse_count(name, val);
+        } else if (strcmp(name, "--mpi-timeout") == 0) {
+            if (o->mpi_timeout > 0.0)
+                usage_error("--mpi-timeout given twice");
+            o->mpi_timeout = parse_real(name, val, 0.0, 0.0);
+            if (!(o->mpi_timeout > 0.0))
+                usage_error("--mpi-timeout wants a positive number of "
+                            "seconds, got '%s'", val);
         } else if (strcmp(name, "--lr") == 0) {
             if (o->have_lr)
                 usage_error("--lr given twice");
@@ -504,6 +581,7 @@ static void parse_args(int argc, char **argv, options *o)
         usage_error("--bits is only used with --steps");
     if (o->fused && !o->steps)
         usage_error("--fused is only used with --steps");
+    check_mpi_options(o);
     if (o->fused && (o->accumulate != 1 || have_clip))
         usage_error("--fused updates each parameter inside the backward, "
                     "without a gradient buffer, but %s needs every gradient "
@@ -552,7 +630,8 @@ static void check_model(const rt_model *m)
         !m->train_step != !m->sgd_step ||
         !m->train_step != !m->adamw_step ||
         !m->train_step != !m->clip_grad_norm ||
-        !m->train_step != !m->train_step_fused)
+        !m->train_step != !m->train_step_fused ||
+        !m->train_step != !m->train_step_hooked)
         die("model descriptor: a function pointer is missing");
     if (m->forward_arena_bytes > m->arena_bytes)
         die("model descriptor: the forward's arena exceeds arena_bytes");
@@ -1382,32 +1461,57 @@ static void resume(const rt_model *m, options *o, buffers *b, float *state,
 
 /* ---- training --------------------------------------------------------------- */
 
+#ifdef RT_MPI
+static rt_grad_hook *grad_hook;   /* dp_hook's, set in main */
+#endif
+
+/* Micro-batch j of this rank's, global number `micro` (Dropout's step):
+ * the last one hands its final gradients to the hook under mpirun. */
+static float micro_step(const rt_model *m, const options *o, buffers *b,
+                        long j, uint64_t micro)
+{
+#ifdef RT_MPI
+    if (j == o->accumulate - 1)
+        return m->train_step_hooked(b->params, b->inputs, b->ints,
+                                    b->outputs, b->grads, o->seed, micro,
+                                    b->arena, j > 0, grad_hook);
+#endif
+    return (j == 0 ? m->train_step : m->train_step_acc)(
+        b->params, b->inputs, b->ints, b->outputs, b->grads, o->seed, micro,
+        b->arena);
+}
+
 /* One optimizer step over --accumulate micro-batches (the unfused path):
- * the gradients summed in the gradient buffer, checked, clipped, then the
- * optimizer's step. Returns the micro-batches' mean loss. */
+ * the gradients summed in the gradient buffer (and over the ranks), checked,
+ * clipped, then the optimizer's step. Rank r takes the step's micro-batches
+ * r*A to r*A+A-1, numbered as one process with --accumulate K*A numbers
+ * them. Returns the mean loss of all K*A. */
 static float buffered_step(const rt_model *m, const options *o, buffers *b,
                            batches *data, float *state, uint64_t step,
                            progress *pg)
 {
     double sum = 0.0;
-    long j;
+    long j, total = o->accumulate * RANKS;
+    uint64_t first = pg->micro + (uint64_t)(RANK * o->accumulate);
     for (j = 0; j < o->accumulate; j++) {
         float loss;
         if (o->data_dir)
-            use_batch(m, data, b, pg->micro);
-        loss = (j == 0 ? m->train_step : m->train_step_acc)(
-            b->params, b->inputs, b->ints, b->outputs, b->grads, o->seed,
-            pg->micro, b->arena);
+            use_batch(m, data, b, first + (uint64_t)j);
+        loss = micro_step(m, o, b, j, first + (uint64_t)j);
         check_loss((long)step, loss);
         sum += loss;
-        pg->micro++;
     }
+    pg->micro += (uint64_t)total;
+#ifdef RT_MPI
+    dp_mark_backward_end();
+    dp_finish_grads((long)step);
+    sum = dp_sum(sum, (long)step);
+#endif
     /* the mean over the micro-batches: PyTorch's recipe scales each loss
      * by 1/K before its backward; the sum scaled once is the same to
      * rounding */
-    if (o->accumulate > 1)
-        rt_scale(b->grads, m->grad_floats,
-                 (float)(1.0 / (double)o->accumulate));
+    if (total > 1)
+        rt_scale(b->grads, m->grad_floats, (float)(1.0 / (double)total));
     check_grads(m, b->grads, (long)step);   /* before the update spreads it */
     if (o->clip > 0.0f)
         m->clip_grad_norm(b->grads, o->clip);
@@ -1415,7 +1519,7 @@ static float buffered_step(const rt_model *m, const options *o, buffers *b,
         m->adamw_step(b->params, b->grads, state, o->lr, &o->adam, step);
     else
         m->sgd_step(b->params, b->grads, state, o->lr, &o->sgd, step);
-    return (float)(sum / (double)o->accumulate);
+    return (float)(sum / (double)total);
 }
 
 /* The fused step has no gradient to check before its update: a gradient
@@ -1457,6 +1561,99 @@ static float fused_step(const rt_model *m, const options *o, buffers *b,
     return loss;
 }
 
+#ifdef RT_MPI
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    size_t i;
+    for (i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211u;
+    return h;
+}
+
+/* The tables' names, shapes and places, hashed: two builds of one graph
+ * agree, a different graph or batch shape does not. */
+static uint64_t tables_hash(const rt_model *m)
+{
+    uint64_t h = 14695981039346656037u;
+    int i;
+    for (i = 0; i < m->n_params; i++) {
+        const rt_tensor_info *t = &m->params[i];
+        h = fnv(h, t->name, strlen(t->name) + 1);
+        h = fnv(h, t->dims, sizeof t->dims);
+        h = fnv(h, &t->offset, sizeof t->offset);
+        h = fnv(h, &t->trainable, sizeof t->trainable);
+    }
+    return h;
+}
+
+/* "x[32,256] y[32]": the inputs, which say the batch's shape. */
+static void inputs_text(const rt_model *m, char *out, size_t len)
+{
+    size_t n = 0;
+    int i, d;
+    out[0] = '\0';
+    for (i = 0; i < m->n_inputs + m->n_int_inputs && n + 1 < len; i++) {
+        const rt_tensor_info *t = i < m->n_inputs ? &m->inputs[i]
+                                  : &m->int_inputs[i - m->n_inputs];
+        n += (size_t)snprintf(out + n, len - n, "%s%s[", i ? " " : "",
+                              t->name);
+        for (d = 0; d < t->rank && n + 1 < len; d++)
+            n += (size_t)snprintf(out + n, len - n, "%s%d", d ? "," : "",
+                                  t->dims[d]);
+        if (n + 1 < len)
+            n += (size_t)snprintf(out + n, len - n, "]");
+    }
+}
+
+/* Every rank must train the same model with the same options on data of
+ * the same length, or the all-reduces would pair unlike buffers (or hang). */
+static void agree(const rt_model *m, const options *o, const batches *data)
+{
+    dp_fingerprint f;
+    uint64_t opt = o->adamw;
+    memset(&f, 0, sizeof f);
+    snprintf(f.model, sizeof f.model, "model '%s' (policy %s)", m->name,
+             m->policy);
+    inputs_text(m, f.inputs, sizeof f.inputs);
+    opt = fnv(opt, &o->sgd, sizeof o->sgd);
+    opt = fnv(opt, &o->adam, sizeof o->adam);
+    opt = fnv(opt, &o->clip, sizeof o->clip);
+    f.v[0] = m->param_floats;
+    f.v[1] = m->grad_floats;
+    f.v[2] = m->input_floats;
+    f.v[3] = m->int_input_count;
+    f.v[4] = tables_hash(m);
+    f.v[5] = opt;
+    {
+        double lr = o->lr;
+        memcpy(&f.v[DP_LR], &lr, sizeof lr);
+    }
+    f.v[7] = (uint64_t)o->steps;
+    f.v[8] = (uint64_t)o->accumulate;
+    f.v[9] = o->seed;
+    f.v[10] = (uint64_t)o->bucket_kb;
+    f.v[11] = (uint64_t)data->n;
+    dp_agree(&f, o->mpi_timeout);
+}
+#endif
+
+static void print_loss(const options *o, uint64_t step, float loss)
+{
+    uint32_t u;
+    if (RANK != 0)
+        return;
+    meter_clear();
+    memcpy(&u, &loss, sizeof u);
+    if (o->bits)
+        printf("step %llu loss %.6f bits 0x%08lx\n", (unsigned long long)step,
+               (double)loss, (unsigned long)u);
+    else
+        printf("step %llu loss %.6f\n", (unsigned long long)step,
+               (double)loss);
+    fflush(stdout);
+}
+
 /* The meter during --steps: the step, and with --data the epoch. */
 static void show_step(const options *o, const batches *data,
                       const progress *pg, long k, double ms)
@@ -1489,32 +1686,52 @@ static void train(const rt_model *m, options *o, buffers *b)
         resume(m, o, b, state, &pg);
     if (o->data_dir)
         load_data(m, o, &data);
+#ifdef RT_MPI
+    agree(m, o, &data);
+#endif
     for (k = 1; k <= o->steps; k++) {
         uint64_t step = pg.step + (uint64_t)k;   /* from 1 */
-        float loss = (o->fused ? fused_step : buffered_step)(
-            m, o, b, &data, state, step, &pg);
-        int said = o->data_dir || k == 1 || k % every == 0 || k == o->steps;
-        if (said) {
-            uint32_t u;
-            meter_clear();
-            memcpy(&u, &loss, sizeof u);
-            if (o->bits)
-                printf("step %llu loss %.6f bits 0x%08lx\n",
-                       (unsigned long long)step, (double)loss,
-                       (unsigned long)u);
-            else
-                printf("step %llu loss %.6f\n", (unsigned long long)step,
-                       (double)loss);
-            fflush(stdout);
-        }
+        float loss;
+        int said;
+#ifdef RT_MPI
+        if (dp_test_fault((long)step))
+            b->params[0] = nextafterf(b->params[0], 1e30f);
+#endif
+        loss = (o->fused ? fused_step : buffered_step)(m, o, b, &data, state,
+                                                       step, &pg);
+        said = o->data_dir || k == 1 || k % every == 0 || k == o->steps;
+        if (said)
+            print_loss(o, step, loss);
         /* after a loss line too, or --data's line a step would hide it */
-        if ((said || k % shown == 0) && k < o->steps)
+        if (RANK == 0 && (said || k % shown == 0) && k < o->steps)
             show_step(o, &data, &pg, k, now_ms() - t0);
     }
     meter_clear();
     pg.step += (uint64_t)o->steps;
-    if (o->save_dir)
+#ifdef RT_MPI
+    /* the update keeps the ranks equal only if the all-reduce handed every
+     * rank the same bits; MPI does not promise it, so it is checked */
+    k = dp_same(fnv(14695981039346656037u, b->params,
+                    m->param_floats * sizeof(float)), "the parameters' check");
+    if (k >= 0 && RANK == 0)
+        die("rank %ld's parameters are not rank 0's bit for bit after step "
+            "%llu: nothing saved", k, (unsigned long long)pg.step);
+    if (k >= 0)   /* rank 0 says it and ends every rank */
+        dp_sum(0.0, (long)pg.step);
+#endif
+    if (o->save_dir && RANK == 0)   /* the ranks' parameters are identical */
         save_checkpoint(m, o, b, state, &pg);
+#ifdef RT_MPI
+    if (o->save_dir && RANK > 0 && getenv("REMAT_TEST_MPI_SAVE_ALL")) {
+        /* the test suite's look at every rank's parameters: DIR.rankR */
+        options mine = *o;
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, ".rank%d", RANK);
+        mine.save_dir = join(o->save_dir, suffix);
+        save_checkpoint(m, &mine, b, state, &pg);
+        free((char *)mine.save_dir);
+    }
+#endif
     free(state);
     if (data.per_input) {
         int i;
@@ -1523,6 +1740,70 @@ static void train(const rt_model *m, options *o, buffers *b)
         free(data.per_input);
     }
 }
+
+static double median(double *v, long n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#ifdef RT_MPI
+/* A data-parallel step without the update: the hooked train step, then
+ * the wait for the last all-reduce. Rank 0 prints the medians of the step,
+ * of the wait, of the window from the first bucket to the end of the
+ * backward, and of the exposed communication (what was left after the last
+ * rank's backward: the wait without the time spent waiting for a slower
+ * rank), with a blocking all-reduce of the whole gradient buffer: what the
+ * step would wait without the overlap. hidden is the share of that the
+ * overlap removed: 1 - exposed / blocking. Ranks on one machine (the
+ * exposed figure compares their clocks). */
+static void bench_mpi(const rt_model *m, const options *o, buffers *b)
+{
+    double *ms = malloc(4 * (size_t)o->bench * sizeof *ms), full, exposed;
+    int buckets = 0;
+    size_t last = 0;
+    long k;
+    batches none = {0, NULL};
+    if (!ms)
+        die("out of memory");
+    agree(m, o, &none);
+    for (k = -BENCH_WARMUP; k < o->bench; k++) {
+        uint64_t micro = (uint64_t)(k + BENCH_WARMUP) * (uint64_t)RANKS +
+                         (uint64_t)RANK;
+        double t0 = now_ms(), w, win;
+        check_loss(k + BENCH_WARMUP + 1, m->train_step_hooked(
+            b->params, b->inputs, b->ints, b->outputs, b->grads, o->seed,
+            micro, b->arena, 0, grad_hook));
+        dp_mark_backward_end();
+        dp_finish_grads(k + BENCH_WARMUP + 1);
+        dp_last_step(&w, &win, &buckets, &last);
+        if (k >= 0) {
+            ms[k] = now_ms() - t0;
+            ms[o->bench + k] = w;
+            ms[2 * o->bench + k] = win;
+        }
+        w = dp_exposed_ms();   /* outside the step's time */
+        if (k >= 0)
+            ms[3 * o->bench + k] = w;
+    }
+    full = dp_allreduce_ms(b->grads, m->grad_floats, 25);
+    exposed = median(ms + 3 * o->bench, o->bench);
+    if (RANK == 0) {
+        printf("ranks %d\n", RANKS);
+        printf("median_ms %.4f\n", median(ms, o->bench));
+        printf("wait_ms %.4f\n", median(ms + o->bench, o->bench));
+        printf("exposed_ms %.4f\n", exposed);
+        printf("window_ms %.4f\n", median(ms + 2 * o->bench, o->bench));
+        printf("allreduce_ms %.4f\n", full);
+        printf("gradient_floats %zu\n", m->grad_floats);
+        printf("buckets %d\n", buckets);
+        printf("last_bucket_floats %zu\n", last);
+        printf("hidden %.3f\n", full > 0.0 && exposed < full
+                                     ? 1.0 - exposed / full : 0.0);
+    }
+    free(ms);
+}
+#endif
 
 /* A forward-only model times its forward; there is no loss to check. */
 static void bench(const rt_model *m, const options *o, buffers *b)
@@ -1550,10 +1831,7 @@ static void bench(const rt_model *m, const options *o, buffers *b)
         check_loss(BENCH_WARMUP + 1 + k, loss);
     }
     meter_clear();
-    qsort(ms, (size_t)o->bench, sizeof *ms, cmp_double);
-    printf("median_ms %.4f\n",
-           o->bench % 2 ? ms[o->bench / 2]
-                        : 0.5 * (ms[o->bench / 2 - 1] + ms[o->bench / 2]));
+    printf("median_ms %.4f\n", median(ms, o->bench));
     printf("min_ms %.4f\n", ms[0]);
     free(ms);
 }
@@ -1590,6 +1868,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: no model linked in\n", prog);
         return 1;
     }
+#ifdef RT_MPI
+    dp_init(&argc, &argv);
+#endif
     parse_args(argc, argv, &o);
     meter_on = isatty(STDERR_FILENO);
     if (!o.weights && argc > 0 && argv[0]) {
@@ -1605,14 +1886,24 @@ int main(int argc, char **argv)
                     m->name ? m->name : "?");
     alloc_buffers(m, &o, &b);
     fill_buffers(m, &o, &b);
+#ifdef RT_MPI
+    grad_hook = dp_hook((size_t)o.bucket_kb * 1024 / sizeof(float));
+#endif
     if (o.dump_dir)
         dump(m, &o, &b);
     else if (o.steps)
         train(m, &o, &b);
+#ifdef RT_MPI
+    else if (m->train_step)
+        bench_mpi(m, &o, &b);
+#endif
     else
         bench(m, &o, &b);
     if (fflush(stdout) != 0 || ferror(stdout))
         die("cannot write to standard output");
     free_buffers(&b);
+#ifdef RT_MPI
+    dp_finalize();
+#endif
     return 0;
 }

@@ -143,6 +143,22 @@ static float toy_clip_grad_norm(float *grads, float max_norm)
     return norm;
 }
 
+/* fc/W's gradient, the only one, is final when the step ends */
+static float toy_train_step_hooked(float *params, const float *inputs,
+                                   const int64_t *ints, float *outputs,
+                                   float *grads, uint64_t seed, uint64_t step,
+                                   void *arena, int accumulate,
+                                   rt_grad_hook *hook)
+{
+    float loss;
+    (void)seed;
+    (void)step;
+    loss = toy_step(params, inputs, ints, outputs, grads, arena, accumulate);
+    rt_grad_ready(hook, grads, GRAD_W, K * N);
+    rt_grad_flush(hook, grads);
+    return loss;
+}
+
 /* the gradient in the arena after y, then fc/W's update */
 static float toy_train_step_fused(float *params, const float *inputs,
                                   const int64_t *ints, float *outputs,
@@ -185,6 +201,7 @@ const rt_model toy_model = {
     toy_train_step_fused,
     (M * N + K * N) * sizeof(float),   /* y, then fc/W's gradient */
     M * N * sizeof(float),             /* the forward: y */
+    toy_train_step_hooked,
 };
 
 /* the shim that a generated build links beside trainer.c */
