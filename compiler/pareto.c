@@ -8,6 +8,8 @@
  * times its trainer (--measure), and writes one row per plan: the budget
  * fraction at which it becomes optimal, saved bytes, arena bytes,
  * recompute FLOPs and estimated seconds (and measured ms per step).
+ * With --by arena the rows are the arena curve instead, walked down by
+ * --max-arena's solver (arena_curve) as far as a count allows.
  * The SVG draws saved bytes against recompute time as a staircase (a
  * budget between two plans gets the one to its left), with the built-in
  * policies marked where they fall; a policy off the staircase is beaten
@@ -134,6 +136,65 @@ static int arena_frontier(Row *rows, int n)
         }
     memmove(rows, rows + k, (size_t)(n - k) * sizeof *rows);
     return n - k;
+}
+
+/* The exact arena curve, down from the last row (the least recompute):
+ * each next point the least recompute whose planned arena is below the
+ * one before's (--max-arena a byte under it: fit_arena's walk), until no
+ * plan fits, one is not proven (it is kept, the last), or ARENA_CURVE_WORK
+ * (solves times nodes, so that a deep graph stops early: a count, the same
+ * on every machine) runs out. Then the saved-bytes rows beyond the last
+ * point that still fall in arena and rise in recompute. rows (n of them,
+ * arena_frontier's) are replaced; *exact: the points proven so. */
+#define ARENA_CURVE_WORK 8000
+static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
+                       const Rates *rates, int timed, Row **rows, int *n,
+                       int *exact)
+{
+    Row *old = *rows;
+    int k = 0;
+    Row *out = ctx_alloc(c, ((size_t)*n + ARENA_CURVE_WORK /
+                             (size_t)g->nnodes + 2) * sizeof *out);
+    out[k++] = old[*n - 1];
+    *exact = 1;
+    for (long work = g->nnodes; work <= ARENA_CURVE_WORK; work += g->nnodes) {
+        progress(c, "remat pareto: the least recompute below arena %.0f",
+                 out[k - 1].arena);
+        Ctx x;
+        ctx_init(&x);
+        x.progress = 0;
+        Budget b = {BUDGET_NONE, 0, out[k - 1].arena - 1, rates};
+        Compiled m;
+        int rc = remat_budget(&x, g, p, &b, &m), proven = rc == 0 &&
+                                                         m.remat->proven;
+        if (rc == 0) {      /* a plan below, the least or not */
+            Summary s;
+            summarize(&m, &s);
+            out[k] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
+                           m.train->recompute_cost, 0};
+            if (timed && (out[k].ms = measure(&x, &m)) < 0) {
+                memcpy(c->err, x.err, sizeof c->err);
+                ctx_free(&x);
+                return -1;
+            }
+            k++;
+            *exact += proven;
+        }
+        ctx_free(&x);
+        if (!proven)
+            break;
+    }
+    for (int i = *n - 1; i >= 0; i--)   /* the rest, from the rows */
+        if (old[i].arena < out[k - 1].arena && old[i].cost > out[k - 1].cost)
+            out[k++] = old[i];
+    for (int i = 0; i < k / 2; i++) {   /* saved bytes rising, as the rows */
+        Row t = out[i];
+        out[i] = out[k - 1 - i];
+        out[k - 1 - i] = t;
+    }
+    *rows = out;
+    *n = k;
+    return 0;
 }
 
 /* ---- the picture ---------------------------------------------------------- */
@@ -436,7 +497,7 @@ static int on_frontier(const Row *rows, int n, double bytes, double cost)
 static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
                        const Rates *rates, const Frontier *f, const Row *rows,
                        int n, double lo, double hi, int timed, int by_arena,
-                       Buf *out)
+                       int exact, Buf *out)
 {
     double pb[MAX_MARKED], pf[MAX_MARKED], pc[MAX_MARKED];
     int np = policy_points(c, g, rates, 0, pb, pf, pc);
@@ -447,8 +508,11 @@ static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
     buf_printf(out, ", \"forward_only\": %s, \"policy\": ",
                graph_trains(g) ? "false" : "true");
     buf_json_string(out, p->name);
-    buf_printf(out, ", \"proven\": %s, \"by\": \"%s\",\n \"plans\": [",
+    buf_printf(out, ", \"proven\": %s, \"by\": \"%s\",",
                f->proven ? "true" : "false", by_arena ? "arena" : "saved");
+    if (by_arena)   /* the rows proven the least recompute in their arena */
+        buf_printf(out, " \"arena_rows_proven\": %d,", exact);
+    buf_printf(out, "\n \"plans\": [");
     for (int i = 0; i < n; i++) {
         buf_printf(out, "%s\n  {\"budget\": ", i ? "," : "");
         buf_json_number(out, hi > lo ? (rows[i].bytes - lo) / (hi - lo) : 0);
@@ -498,19 +562,26 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
     Row *rows = ctx_alloc(c, ((size_t)f.n + 1) * sizeof *rows);
     if (rows_of(c, g, p, r, &f, timed, rows))
         return -1;
-    int n = by_arena ? arena_frontier(rows, f.n) : f.n;
+    int n = by_arena ? arena_frontier(rows, f.n) : f.n, exact = 0;
+    if (by_arena && graph_trains(g) && n > 0 &&
+        arena_curve(c, g, p, rates, timed, &rows, &n, &exact))
+        return -1;
     double lo, hi;
     budget_ends(c, g, &lo, &hi);
     if (json)
         return pareto_json(c, g, p, rates, &f, rows, n, lo, hi, timed,
-                           by_arena, out) ||
+                           by_arena, exact, out) ||
                (svg && write_svg(c, g, rates, rows, n, by_arena, svg)) ? -1
                                                                        : 0;
     buf_printf(out, "# model %s, policy %s: %d optimal plans%s%s%s\n", g->name,
                p->name, f.n, f.proven ? ", proven" : " (not proven: a "
                "frontier was thinned)", by_arena ? ctx_printf(c, "; by arena "
                "%d, each needing less arena than every one with less "
-               "recompute", n) : "", graph_trains(g) ? "" : "; forward "
+               "recompute (%s)", n, exact == n ? "each the least recompute "
+               "within its arena, proven" : ctx_printf(c, "%d of them proven "
+               "the least recompute within their arena, the others the best "
+               "plans found", exact)) : "", graph_trains(g) ? "" :
+               "; forward "
                "only (no output is the loss): nothing is saved or recomputed");
     buf_printf(out, "%8s  %12s  %12s  %16s  %18s%s\n", "budget", "saved_bytes",
                "arena_bytes", "recompute_flops", "recompute_seconds",
