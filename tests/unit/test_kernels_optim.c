@@ -281,6 +281,18 @@ static void log_progress(void *ctx)
     ((hook_log *)ctx)->progress++;
 }
 
+/* A hook that logs its buckets into l, of bucket_floats floats. */
+static rt_grad_hook logging_hook(hook_log *l, size_t bucket_floats)
+{
+    rt_grad_hook h;
+    memset(l, 0, sizeof *l);
+    memset(&h, 0, sizeof h);
+    h.bucket = log_bucket;
+    h.ctx = l;
+    h.bucket_floats = bucket_floats;
+    return h;
+}
+
 /* Two layers, each a weight then its bias in the buffer (W1 [0,10), b1
  * [10,12), W2 [12,22), b2 [22,24)), finished as a backward finishes them:
  * W2, b2, W1, b1. Returns the hook's log for this bucket size. */
@@ -288,15 +300,10 @@ static hook_log two_layers(size_t bucket_floats)
 {
     static const size_t off[] = {12, 22, 0, 10}, count[] = {10, 2, 10, 2};
     hook_log l;
-    rt_grad_hook h;
+    rt_grad_hook h = logging_hook(&l, bucket_floats);
     float g[24];
     int i;
-    memset(&l, 0, sizeof l);
-    memset(&h, 0, sizeof h);
-    h.bucket = log_bucket;
     h.progress = log_progress;
-    h.ctx = &l;
-    h.bucket_floats = bucket_floats;
     for (i = 0; i < 4; i++)
         rt_grad_ready(&h, g, off[i], count[i]);
     rt_grad_flush(&h, g);
@@ -327,14 +334,9 @@ END_TEST
 START_TEST(grad_hook_too_many_ranges)
 {
     hook_log l;
-    rt_grad_hook h;
+    rt_grad_hook h = logging_hook(&l, 1000);
     float g[64];
     int i;
-    memset(&l, 0, sizeof l);
-    memset(&h, 0, sizeof h);
-    h.bucket = log_bucket;
-    h.ctx = &l;
-    h.bucket_floats = 1000;
     for (i = 0; i <= RT_HOOK_RANGES; i++)   /* every other float */
         rt_grad_ready(&h, g, 2 * (size_t)i, 1);
     ck_assert_int_eq(l.calls, 1);
