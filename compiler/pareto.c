@@ -160,9 +160,8 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
     for (long work = g->nnodes; work <= ARENA_CURVE_WORK; work += g->nnodes) {
         progress(c, "remat pareto: the least recompute below arena %.0f",
                  out[k - 1].arena);
-        Ctx x;
+        Ctx x;         /* (its own progress off: ctx_init zeroes it) */
         ctx_init(&x);
-        x.progress = 0;
         Budget b = {BUDGET_NONE, 0, out[k - 1].arena - 1, rates};
         Compiled m;
         int rc = remat_budget(&x, g, p, &b, &m), proven = rc == 0 &&
@@ -187,7 +186,7 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
     for (int i = *n - 1; i >= 0; i--)   /* the rest, from the rows */
         if (old[i].arena < out[k - 1].arena && old[i].cost > out[k - 1].cost)
             out[k++] = old[i];
-    for (int i = 0; i < k / 2; i++) {   /* saved bytes rising, as the rows */
+    for (int i = 0; i < k / 2; i++) {   /* least arena first, as the rows */
         Row t = out[i];
         out[i] = out[k - 1 - i];
         out[k - 1 - i] = t;

@@ -744,14 +744,14 @@ int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
  * decisions after it made (best: the least cost found so far), returning
  * 0 when the rest of the walk can be skipped (no plan from here costs
  * less, or another partial plan seen there does at least as well), else followed
- * by leave(ctx, k) when the walk below it is done; and
+ * by leave(ctx) when the walk below it is done; and
  * leaf(ctx, recompute, cost) on every whole plan better than the best so
  * far, 0 to reject it. */
 enum { DECIDE_REBUILD = 1, DECIDE_NEEDED = 2, DECIDE_HOLD = 4 };
 typedef struct {
     int (*decide)(void *ctx, int node, int t, int how, int sign);
     int (*visit)(void *ctx, int k, double bytes, double cost, double best);
-    void (*leave)(void *ctx, int k);
+    void (*leave)(void *ctx);
     int (*leaf)(void *ctx, const char *recompute, double cost);
     void *ctx;
     long max_visits;

@@ -886,13 +886,21 @@ static int solve_cases(Solver *s, int whole, int hubs, Point **out, int *n,
     return 0;
 }
 
-static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
-                    int whole, int eager, const LiveAt *at, Frontier *f)
+/* A solver for g within cap_bytes, no hub case taken yet. */
+static Solver solver_of(Ctx *c, const Graph *g, const Remat *r,
+                        double cap_bytes, int eager, const LiveAt *at)
 {
     Solver s = {c, g, r, cap_bytes, 0, NULL, 0, NULL, NULL, eager, MAX_STATES,
                 at};
     s.as_needed = ctx_alloc(c, (size_t)g->ntensors + 1);
     s.no_rebuild = ctx_alloc(c, (size_t)g->ntensors + 1);
+    return s;
+}
+
+static int frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                    int whole, int eager, const LiveAt *at, Frontier *f)
+{
+    Solver s = solver_of(c, g, r, cap_bytes, eager, at);
     Point *pts;
     int n;
     const Node *over;
@@ -958,9 +966,7 @@ static Curve as_curve(Ctx *c, const Point *p, int n)
 int solve_prefix_curves(Ctx *c, const Graph *g, const Remat *r,
                         const LiveAt *at, double cap, Curve *per_k)
 {
-    Solver s = {c, g, r, cap, 0, NULL, 0, NULL, NULL, 0, MAX_STATES, at};
-    s.as_needed = ctx_alloc(c, (size_t)g->ntensors + 1);
-    s.no_rebuild = ctx_alloc(c, (size_t)g->ntensors + 1);
+    Solver s = solver_of(c, g, r, cap, 0, at);
     int *comp = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *comp);
     int ncomp = components(c, &s, comp);
     s.comp = comp;
@@ -1101,7 +1107,7 @@ static void search(Search *s, int k, int o, double bytes, double cost)
         try_branch(s, k, o, n, t, 1, held, bytes, cost);
     }
     if (visited)
-        s->hooks->leave(s->hooks->ctx, k);
+        s->hooks->leave(s->hooks->ctx);
 }
 
 /* The least-cost plan within want bytes, by branch and bound; *proven

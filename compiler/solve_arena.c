@@ -436,19 +436,20 @@ static uint64_t mix(uint64_t h, uint64_t x)
     return h ^ (h >> 29);
 }
 
-/* What the rest of the walk depends on, past the closed points' least
- * room (*slack): the room of every other point, and per decided node
- * reading an undecided tensor, whether and where it is rebuilt and
- * whether it holds its source. Two hashes (sums of each value times a
- * random odd number per place), so that telling two partial plans apart
- * never rests on one 64-bit value. The closed points' least room is
- * slack_at's. */
+/* The least room over the points closed at walk position k: every buffer
+ * the rest of the walk saves is live at each of them. */
 static double slack_at(const Walk *w, int k)
 {
     int64_t least = ranges_min(&w->left, 0, 2 * w->closed[k] - 1);
     return least == INT64_MAX ? HUGE_VAL : (double)least;
 }
 
+/* What the rest of the walk depends on, past the closed points' least
+ * room (slack_at): the room of every other point, and per decided node
+ * reading an undecided tensor, whether and where it is rebuilt and
+ * whether it holds its source. Two hashes (sums of each value times a
+ * random odd number per place), so that telling two partial plans apart
+ * never rests on one 64-bit value. */
 static Key key_of(const Arena *a, int k)
 {
     const Walk *w = &a->w;
@@ -489,10 +490,6 @@ static void keys_grow(Walk *w)
             *key_slot(w, &old[i]) = old[i];
 }
 
-/* Whether a partial plan seen at the same node with the same key did at
- * least as well on every count: then this one's futures are its futures
- * (the closed statements lose the same bytes to each), none better, and
- * the walk skips them. Otherwise it is remembered, while MEMO_SEEN last. */
 /* The least cost on k's curve of the components decided at order[0..k]
  * alone whose bytes live at the first statement are within slack (every
  * one is live at every closed point). */
@@ -510,6 +507,12 @@ static double curve_below(const Walk *w, int k, double slack)
     return lo ? cv->cost[lo - 1] : HUGE_VAL;
 }
 
+/* Whether the rest of the walk from here can be skipped: it gave up, or
+ * no plan from here costs less than the best (curve_below), or a partial
+ * plan seen at the same node with the same key did at least as well on
+ * every count (then this one's futures are its futures: the closed
+ * statements lose the same bytes to each; none better). Otherwise it is
+ * remembered, while MEMO_SEEN last. */
 static int visit(void *ctx, int k, double bytes, double cost, double best)
 {
     Arena *a = ctx;
@@ -562,10 +565,9 @@ static int visit(void *ctx, int k, double bytes, double cost, double best)
 /* A partial plan below which a whole plan was refused (it did not fit
  * when planned, though within the bound) says nothing of the plans it
  * would skip: they might fit. It no longer prunes. */
-static void leave(void *ctx, int k)
+static void leave(void *ctx)
 {
     Walk *w = &((Arena *)ctx)->w;
-    (void)k;
     int i = w->path[--w->npath];
     if (i >= 0 && w->refused > w->seen[i].refused)
         w->seen[i].refused = -1;
@@ -575,9 +577,8 @@ static void leave(void *ctx, int k)
  * exceeds the bound (the planned arena is at least the peak), planned; it
  * fits or not. a->measure: planned whatever its peak (a->least is the
  * smallest arena planned). */
-static int leaf(void *ctx, const char *recompute, double cost)
+static int leaf(void *ctx, const char *recompute)
 {
-    (void)cost;
     Arena *a = ctx;
     Ctx scratch;
     ctx_init(&scratch);
@@ -634,7 +635,7 @@ static void try_plans(Ctx *c, Arena *a, const Frontier *f, Plan *fit)
 {
     for (int i = f->n - 1; i >= 0 && f->plans[i].cost < fit->cost &&
                            a->leaves < CANDIDATES; i--)
-        if (leaf(a, f->plans[i].recompute, 0) && a->r->saved_bytes <= a->want) {
+        if (leaf(a, f->plans[i].recompute) && a->r->saved_bytes <= a->want) {
             char *rec = ctx_alloc(c, (size_t)a->g->ntensors);
             memcpy(rec, f->plans[i].recompute, (size_t)a->g->ntensors);
             *fit = (Plan){(double)a->r->saved_bytes, f->plans[i].cost, rec};
@@ -724,7 +725,7 @@ static int search_leaf(void *ctx, const char *recompute, double cost)
         a->w.unplanned = cost < a->w.unplanned ? cost : a->w.unplanned;
         return 0;
     }
-    int fits = leaf(a, recompute, cost);
+    int fits = leaf(a, recompute);
     a->w.refused += !fits;
     return fits;
 }
@@ -812,11 +813,11 @@ static void walk_init(Ctx *c, Arena *a)
     for (int k = 0; k < nn; k++)
         w->cut_at[k + 1] += w->cut_at[k];
     w->cut = ctx_alloc(c, ((size_t)w->cut_at[nn] + 1) * sizeof(int));
-    memset(fill, 0, ((size_t)nt + 1) * sizeof(int));
     int *cfill = ctx_alloc(c, ((size_t)nn + 1) * sizeof(int));
     for (int n = 0; n < nn; n++)
         for (int k = from[n]; k < pos[n]; k++)
             w->cut[w->cut_at[k] + cfill[k]++] = n;
+    w->unplanned = HUGE_VAL;
     ctx_init(&w->memo);
 }
 
@@ -827,7 +828,7 @@ static double least_on_frontier(Arena *a, const Frontier *f)
 {
     a->measure = 1;
     for (int i = 0; i < f->n; i++)
-        leaf(a, f->plans[i].recompute, 0);
+        leaf(a, f->plans[i].recompute);
     return a->least;
 }
 
@@ -897,7 +898,7 @@ static double frontier_bound(const Frontier *f, double cap)
 static Plan first_fit(Arena *a, const Frontier *f)
 {
     for (int i = f->n - 1; i >= 0 && a->leaves < CANDIDATES / 2; i--)
-        if (leaf(a, f->plans[i].recompute, 0))
+        if (leaf(a, f->plans[i].recompute))
             return f->plans[i];
     return (Plan){HUGE_VAL, HUGE_VAL, NULL};
 }
@@ -928,7 +929,6 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
          * budget below it, the walk leaves saved bytes to the arena */
         a.want_cap = want < max_arena ? want : HUGE_VAL;
         walk_init(c, &a);
-        a.w.unplanned = HUGE_VAL;
         SearchHooks h = {decide, visit, leave, search_leaf, &a, LONG_MAX};
         search_hooked(c, g, r, a.want_cap, &h, &best, proven);
         *proven = *proven && !a.w.gave_up;
