@@ -42,15 +42,15 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     Schedule *fwd = ctx_alloc(c, sizeof *fwd);
     Schedule *train = fwd;      /* forward only: the one schedule */
     Schedule *fused = NULL;
-    if (schedule_build(c, g, r, SCHED_FORWARD, fwd) || plan_arena(c, fwd))
+    if (schedule_build(c, g, r, SCHED_FORWARD, fwd) || plan_arena(c, fwd, r->max_arena))
         return -1;
     if (graph_trains(g)) {
         train = ctx_alloc(c, sizeof *train);
         fused = ctx_alloc(c, sizeof *fused);
         if (schedule_build(c, g, r, SCHED_TRAIN, train) ||
-            plan_arena(c, train) ||
+            plan_arena(c, train, r->max_arena) ||
             schedule_build(c, g, r, SCHED_FUSED, fused) ||
-            plan_arena(c, fused))
+            plan_arena(c, fused, r->max_arena))
             return -1;
     }
     m->g = g;

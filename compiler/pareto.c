@@ -63,7 +63,7 @@ static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
 {
     Schedule train;
     memset(&train, 0, sizeof train);
-    if (schedule_build(x, g, r, SCHED_TRAIN, &train) || plan_arena(x, &train))
+    if (schedule_build(x, g, r, SCHED_TRAIN, &train) || plan_arena(x, &train, r->max_arena))
         return -1;
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
     *row = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
@@ -97,7 +97,7 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     Schedule fwd;
     memset(&fwd, 0, sizeof fwd);
     if (fast && (schedule_build(c, g, r, SCHED_FORWARD, &fwd) ||
-                 plan_arena(c, &fwd)))
+                 plan_arena(c, &fwd, 0)))
         return -1;
     Ctx scratch;
     ctx_init(&scratch);

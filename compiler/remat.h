@@ -874,7 +874,10 @@ int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s);
 /* ---- plan.c: arena offsets from liveness ------------------------------------ */
 
 #define ARENA_ALIGN 64
-int plan_arena(Ctx *c, Schedule *s);
+/* Every value of s an offset (s->arena_bytes, s->peak_live_bytes). goal:
+ * the arena the plan must fit (--max-arena's bytes), 0 for none; on large
+ * schedules the planner works harder only when first fit misses it. */
+int plan_arena(Ctx *c, Schedule *s, double goal);
 /* The schedule's peak_live_bytes alone (plan_arena's lower bound), for a
  * plan that may be dropped before it is planned. */
 size_t schedule_peak(Ctx *c, const Schedule *s);

@@ -118,12 +118,48 @@ START_TEST(random_intervals)
             v->bytes = 4 * (1 + (size_t)(r >> 20) % 500);
             total += (v->bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
         }
-        ck_assert_int_eq(plan_arena(&c, &s), 0);
+        ck_assert_int_eq(plan_arena(&c, &s, 0), 0);
         assert_plan_sound(&s);
         ck_assert_uint_eq(s.peak_live_bytes, brute_peak(&s));
         ck_assert_uint_ge(s.arena_bytes, s.peak_live_bytes);
         ck_assert_uint_lt(s.arena_bytes, total);    /* something was reused */
     }
+    ctx_free(&c);
+}
+END_TEST
+
+/* A schedule past the size where first fit alone plans (3,000 values):
+ * 1,000 blocks apart in time, each a small value a of 64 bytes on
+ * [6k, 6k+1] and two of 512, b on [6k, 6k+5] and c on [6k+2, 6k+5].
+ * Worked out by hand: first fit in order of definition puts a at 0 and b
+ * at 64; a dies, and its 64 bytes are too few for c, which goes on top:
+ * 64 + 512 + 512 = 1,088 bytes. Never more than b and c are live at once,
+ * 1,024 bytes, and placing the largest first reaches that (b at 0, c at
+ * 512, a at 512 once c is not yet born). Without a goal the planner keeps
+ * first fit's arena; with the goal 1,024 it works for it and gets it. */
+START_TEST(a_goal_first_fit_misses_gets_the_greedy_orders)
+{
+    Ctx c;
+    ctx_init(&c);
+    Schedule s;
+    memset(&s, 0, sizeof s);
+    s.nvalues = 3000;
+    s.values = ctx_alloc(&c, (size_t)s.nvalues * sizeof(Value));
+    for (int k = 0; k < 1000; k++) {
+        Value *v = &s.values[3 * k];
+        v[0] = (Value){.def = 6 * k, .last = 6 * k + 1, .bytes = 64};
+        v[1] = (Value){.def = 6 * k, .last = 6 * k + 5, .bytes = 512};
+        v[2] = (Value){.def = 6 * k + 2, .last = 6 * k + 5, .bytes = 512};
+    }
+    ck_assert_int_eq(plan_arena(&c, &s, 0), 0);
+    assert_plan_sound(&s);
+    ck_assert_uint_eq(s.peak_live_bytes, 1024);
+    ck_assert_uint_eq(s.arena_bytes, 1088);
+    ck_assert_int_eq(plan_arena(&c, &s, 2000), 0);     /* first fit fits it */
+    ck_assert_uint_eq(s.arena_bytes, 1088);
+    ck_assert_int_eq(plan_arena(&c, &s, 1024), 0);
+    assert_plan_sound(&s);
+    ck_assert_uint_eq(s.arena_bytes, 1024);
     ctx_free(&c);
 }
 END_TEST
@@ -240,6 +276,7 @@ int main(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, shipped_and_test_graphs_under_every_policy);
     tcase_add_test(t, random_intervals);
+    tcase_add_test(t, a_goal_first_fit_misses_gets_the_greedy_orders);
     tcase_add_test(t, a_reshape_chain_is_one_buffer);
     tcase_add_test(t, a_view_of_the_caller_takes_no_arena);
     suite_add_tcase(s, t);
