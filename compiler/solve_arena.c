@@ -508,7 +508,10 @@ static double curve_below(const Walk *w, int k, double slack)
 }
 
 /* Whether the rest of the walk from here can be skipped: it gave up, or
- * no plan from here costs less than the best (curve_below), or a partial
+ * no plan from here costs less than the best (curve_below; one that costs
+ * the same is no better here, whatever its saved bytes: with alike layers
+ * many partial plans reach the best's cost exactly, and walking them all
+ * kept 48- and 96-layer GPTs from a proof), or a partial
  * plan seen at the same node with the same key did at least as well on
  * every count (then this one's futures are its futures: the closed
  * statements lose the same bytes to each; none better). Otherwise it is
@@ -523,7 +526,7 @@ static int visit(void *ctx, int k, double bytes, double cost, double best)
         return 0;
     }
     double slack = slack_at(w, k);
-    if (fit_arena_walk_only < 2 && cost + curve_below(w, k, slack) > best)
+    if (fit_arena_walk_only < 2 && cost + curve_below(w, k, slack) >= best)
         return 0;
     if (bytes + w->later[k] <= a->want_cap || a->want_cap == HUGE_VAL)
         bytes = -1;         /* no plan from here can reach the budget */
@@ -600,7 +603,7 @@ static int leaf(void *ctx, const char *recompute)
                "the bound is below every plan's peak");
         /* (the forward's own arena fits: check_fixed) */
         if ((a->measure || peak <= a->max_arena) &&
-            plan_arena(&scratch, &s) == 0) {
+            plan_arena(&scratch, &s, a->max_arena) == 0) {
             double arena = (double)(s.arena_bytes > a->fwd_arena
                                         ? s.arena_bytes : a->fwd_arena);
             a->least = arena < a->least ? arena : a->least;
@@ -873,7 +876,8 @@ static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
     memset(&fwd, 0, sizeof fwd);
     remat_apply(g, r, NULL);
     if (schedule_build(c, g, r, SCHED_TRAIN, &s) ||
-        schedule_build(c, g, r, SCHED_FORWARD, &fwd) || plan_arena(c, &fwd))
+        schedule_build(c, g, r, SCHED_FORWARD, &fwd) ||
+        plan_arena(c, &fwd, max_arena))
         return -1;
     a->fwd_arena = fwd.arena_bytes;
     fixed_profile(c, a, &s);
@@ -946,5 +950,6 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
                                            : "no plan found fits (the search "
                                              "gave up)");
     remat_apply(g, r, best.recompute);
+    r->max_arena = max_arena;   /* planned as leaf() planned it */
     return compile_decided(c, g, p, r, out);
 }

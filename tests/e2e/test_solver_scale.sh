@@ -5,7 +5,10 @@
 # proven frontier and `--budget 0.5` is proven optimal on each; each
 # pareto (the GPT's: 1441 plans, each scheduled and planned) stays under
 # issue 14's 200 MB of memory (it takes about 21; it once took 3.2 GB).
-# Times are docs/solver.md's, not asserted: the machine is shared.
+# --max-arena on the GPT at bounds from near full's arena to halfway to
+# none's: proven optimal, its planned arena within the bound, and under
+# 200 MB (it takes about 30). Times are docs/solver.md's, not asserted:
+# the machine is shared.
 . "$(dirname "$0")/lib.sh"
 /usr/bin/python3 scripts/make_unet.py 32 > "$work/unet32.xml"
 /usr/bin/python3 scripts/make_unet.py --emb 32 > "$work/unet32_emb.xml"
@@ -33,6 +36,25 @@ for g in unet32 unet32_emb gpt96; do
             || bad "$g --budget 0.5: recompute $got, the frontier's $least"
     else
         bad "$g --budget 0.5: no plan"
+    fi
+done
+fig() { sed -n "s/^$1: //p" "$2"; }
+"$remat" schedule "$work/gpt96.xml" --policy full > "$work/full.s"
+"$remat" schedule "$work/gpt96.xml" --policy none > "$work/none.s"
+lo=$(fig arena_bytes "$work/full.s")
+hi=$(fig arena_bytes "$work/none.s")
+for i in 1 2 4 8; do
+    a=$(( lo + (hi - lo) * i / 16 ))
+    if /usr/bin/time -f %M -o "$work/a.rss" "$remat" schedule "$work/gpt96.xml" \
+        --max-arena "$a" > "$work/a.s" 2> "$work/a.err"; then
+        grep -q '^proven_optimal: yes$' "$work/a.s" && ok \
+            || bad "gpt96 --max-arena $a: $(grep proven_optimal "$work/a.s")"
+        [ "$(fig arena_bytes "$work/a.s")" -le "$a" ] && ok \
+            || bad "gpt96 --max-arena $a: arena $(fig arena_bytes "$work/a.s")"
+        kb=$(tail -1 "$work/a.rss")
+        [ "$kb" -lt 204800 ] && ok || bad "gpt96 --max-arena $a: $kb KB of memory"
+    else
+        bad "gpt96 --max-arena $a: $(head -c 300 "$work/a.err")"
     fi
 done
 finish test_solver_scale
