@@ -113,6 +113,9 @@ typedef struct {
                              * which a recompute reads it (-1: not kept) */
     double *top;            /* per node: its largest rebuilt output, whose
                              * buffer is new where the node is rebuilt */
+    int *rebuilt_at;        /* per tensor rebuilt in a buffer of its own:
+                             * the statement it is rebuilt for (INT_MAX) */
+    double *chain;          /* per such tensor: rebuilt_peak's */
     /* Per point: 2j is backward statement j, 2j - 1 the recomputes that
      * run just before it. left: max-arena less what is live there
      * throughout (every plan's, and the decisions') less peak, the most
@@ -120,6 +123,9 @@ typedef struct {
      * output, both new at that point). */
     Ranges left;
     double *peak;
+    Ranges peaks;           /* peak again, for key_of's hash: the same left
+                             * can hide different peaks, and what a later
+                             * decision does to left depends on which */
     int npoints;
     int *closed;            /* per walk position k: statements before it
                              * are reached by no undecided tensor but as a
@@ -356,14 +362,54 @@ static int add_room(Walk *w, const Step *st, int sign)
 static void set_peak(Walk *w, int p, double peak)
 {
     ranges_add(&w->left, p, p + 1, (int64_t)(w->peak[p] - peak));
+    ranges_add(&w->peaks, p, p + 1, (int64_t)(peak - w->peak[p]));
     w->peak[p] = peak;
+}
+
+/* What recompute m, rebuilt at the same point as its input t, adds to
+ * t's bytes while it runs: its new output, less t's bytes where it may
+ * write that output over t (schedule.c's forward_in_place). */
+static double output_over(const Arena *a, int m, int t)
+{
+    const Node *n = &a->g->nodes[m];
+    return op_table[n->op].fwd_in_place && n->in[0] == t
+               ? fmax(a->w.top[m] - a->bytes[t], 0) : a->w.top[m];
+}
+
+/* The most bytes live at once, counting t, while the recomputes before
+ * statement at run, along one chain of them from t: t = u0, read by m1,
+ * whose output u1 is read by m2, ..., to mk, each rebuilt there. When mk
+ * runs, its input u(k-1), its new output, and every earlier u that a
+ * backward reads later are live. -1: no recompute there reads t. Each
+ * u's best is kept (Walk.chain) when it is decided, after its readers,
+ * so t's is one step from its readers' outputs'. */
+static double rebuilt_peak(const Arena *a, int t, int at)
+{
+    const Walk *w = &a->w;
+    const Graph *g = a->g;
+    double peak = -1, held = a->lo[t] >= at ? a->bytes[t] : 0;
+    for (int i = w->cons_at[t]; i < w->cons_at[t + 1]; i++) {
+        int m = w->cons[i];
+        if (!w->nrebuilt[m] || w->rebuild[m] != at)
+            continue;
+        double last = a->bytes[t] + output_over(a, m, t);
+        peak = last > peak ? last : peak;
+        for (int k = 0; k < g->nodes[m].nout && !op_table[g->nodes[m].op].alias;
+             k++) {
+            int o = g->nodes[m].out[k];
+            if (w->rebuilt_at[o] == at && w->chain[o] >= 0 &&
+                held + w->chain[o] > peak)
+                peak = held + w->chain[o];
+        }
+    }
+    return peak;
 }
 
 /* Rebuilt t at statement at, a buffer of its own: live from there to its
  * buffer's first backward read (through the recomputes before it), or,
  * read by none, to the last recompute reading it (not through those). And
- * where a recompute reading it is run at the same point, both t and that
- * node's new output are live at once, on top of what lives through. */
+ * while the recomputes there run, what rebuilt_peak counts is live at
+ * once, on top of what lives through. */
 static void rebuilt_step(Arena *a, int t, int at, Step *st)
 {
     Walk *w = &a->w;
@@ -371,18 +417,14 @@ static void rebuilt_step(Arena *a, int t, int at, Step *st)
         return;
     int to = a->lo[t] >= 0 ? 2 * a->lo[t] : 2 * rebuilt_at(a, t, 1) - 1;
     if (to > 2 * at)
-        *st = (Step){2 * at, to, st->rebuild, st->hold, a->bytes[t], -1, 0, 0};
-    double top = 0;
-    for (int i = w->cons_at[t]; i < w->cons_at[t + 1]; i++) {
-        int m = w->cons[i];
-        if (w->nrebuilt[m] && w->rebuild[m] == at && w->top[m] > top)
-            top = w->top[m];
-    }
+        *st = (Step){2 * at, to, st->rebuild, st->hold, a->bytes[t], -1, 0,
+                     st->top};
+    double peak = w->chain[t] = rebuilt_peak(a, t, at);
     int p = 2 * at - 1;
-    if (p > 0 && top > 0 && a->bytes[t] + top > w->peak[p]) {
+    if (p > 0 && peak > w->peak[p]) {
         st->point = p;
         st->peak = w->peak[p];
-        set_peak(w, p, a->bytes[t] + top);
+        set_peak(w, p, peak);
     }
 }
 
@@ -396,6 +438,7 @@ static int decide(void *ctx, int node, int t, int how, int sign)
         if (st->point >= 0)
             set_peak(w, st->point, st->peak);
         w->top[node] = st->top;
+        w->rebuilt_at[t] = INT_MAX;
         w->rebuild[node] = st->rebuild;
         w->hold_until[node] = st->hold;
         w->nrebuilt[node] -= (how & DECIDE_REBUILD) != 0;
@@ -409,6 +452,7 @@ static int decide(void *ctx, int node, int t, int how, int sign)
         int at = rebuilt_at(a, t, 0);
         if (!view) {
             rebuilt_step(a, t, at, &st);
+            w->rebuilt_at[t] = at;
             if ((a->lo[t] < 0 || a->lo[t] >= at) && a->bytes[t] > w->top[node])
                 w->top[node] = a->bytes[t];
         }
@@ -445,7 +489,9 @@ static double slack_at(const Walk *w, int k)
 }
 
 /* What the rest of the walk depends on, past the closed points' least
- * room (slack_at): the room of every other point, and per decided node
+ * room (slack_at): the room and the peak of every other point (a later
+ * recompute's peak there adds only what exceeds the peak so far), and
+ * per decided node
  * reading an undecided tensor, whether and where it is rebuilt and
  * whether it holds its source. Two hashes (sums of each value times a
  * random odd number per place), so that telling two partial plans apart
@@ -453,8 +499,11 @@ static double slack_at(const Walk *w, int k)
 static Key key_of(const Arena *a, int k)
 {
     const Walk *w = &a->w;
-    uint64_t h1, h2;
+    uint64_t h1, h2, p1, p2;
     ranges_hash(&w->left, 2 * w->closed[k] - 1, &h1, &h2);
+    ranges_hash(&w->peaks, 2 * w->closed[k] - 1, &p1, &p2);
+    h1 = mix(h1, p1);
+    h2 = mix(h2, p2);
     h1 = mix(h1, (uint64_t)k);
     h2 = mix(h2 ^ 0x5555, (uint64_t)k);
     for (int i = w->cut_at[k]; i < w->cut_at[k + 1]; i++) {
@@ -521,7 +570,8 @@ static int visit(void *ctx, int k, double bytes, double cost, double best)
     Arena *a = ctx;
     Walk *w = &a->w;
     w->work++;
-    if (w->work > ARENA_WORK) {
+    /* the walk without its cut is a test's reference: more steps */
+    if (w->work > (fit_arena_walk_only == 2 ? 4 : 1) * ARENA_WORK) {
         w->gave_up = 1;
         return 0;
     }
@@ -763,6 +813,10 @@ static void walk_init(Ctx *c, Arena *a)
     w->nrebuilt = ctx_alloc(c, (size_t)nn * sizeof(int));
     w->nhold = ctx_alloc(c, (size_t)nn * sizeof(int));
     w->hold_until = ctx_alloc(c, (size_t)nn * sizeof(int));
+    w->rebuilt_at = ctx_alloc(c, (size_t)nt * sizeof(int));
+    w->chain = zeros(c, nt);
+    for (int t = 0; t < nt; t++)
+        w->rebuilt_at[t] = INT_MAX;
     for (int n = 0; n < nn; n++) {
         w->rebuild[n] = INT_MAX;
         w->hold_until[n] = -1;
@@ -790,6 +844,8 @@ static void walk_init(Ctx *c, Arena *a)
             left[2 * j - 1] -= llround(a->between[j] + a->grad_between[j]);
     }
     ranges_init(c, &w->left, left, w->npoints);
+    memset(left, 0, (size_t)w->npoints * sizeof *left);
+    ranges_init(c, &w->peaks, left, w->npoints);
     w->closed = ctx_alloc(c, ((size_t)nn + 1) * sizeof(int));
     for (int k = 0, least = a->nb; k < nn; k++) {
         const Node *n = &g->nodes[g->order[k]];
@@ -946,9 +1002,10 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     if (a.failed)
         return -1;
     if (best.recompute == NULL)
-        return too_small(c, &a, f, *proven ? "no plan within the budget fits"
-                                           : "no plan found fits (the search "
-                                             "gave up)");
+        return too_small(c, &a, f, !*proven ? "no plan found fits (the search "
+                                              "gave up)"
+                                   : want < HUGE_VAL ? "no plan within the budget fits"
+                                   : "no plan fits");
     remat_apply(g, r, best.recompute);
     r->max_arena = max_arena;   /* planned as leaf() planned it */
     return compile_decided(c, g, p, r, out);
