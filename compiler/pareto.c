@@ -561,7 +561,8 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
     Row *rows = ctx_alloc(c, ((size_t)f.n + 1) * sizeof *rows);
     if (rows_of(c, g, p, r, &f, timed, rows))
         return -1;
-    int n = by_arena ? arena_frontier(rows, f.n) : f.n, exact = 0;
+    int n = by_arena ? arena_frontier(rows, f.n) : f.n;
+    int exact = graph_trains(g) ? 0 : n;    /* forward only: no recompute */
     if (by_arena && graph_trains(g) && n > 0 &&
         arena_curve(c, g, p, rates, timed, &rows, &n, &exact))
         return -1;
