@@ -10,7 +10,9 @@
  * plan holds the gradients and scratch live there (no recompute decision
  * changes them) and every buffer a backward reads both at or before j and
  * at or after j, saved or recomputed (it exists from its first reader to
- * its last): `fixed[j]`, and room[j] = max-arena - fixed[j]. On top of
+ * its last; a tensor rebuilt while a saved view keeps its forward buffer
+ * is two, so there each reader's own span: add_span): `fixed[j]`, and
+ * room[j] = max-arena - fixed[j]. On top of
  * that a plan holds, depending on its decisions:
  *
  *   - a saved tensor's forward buffer, when a backward reads it (or a view
@@ -228,18 +230,75 @@ static void backward_buffers(Ctx *c, Arena *a, const Schedule *s, double *at)
         }
 }
 
-/* Tensor t read by backward statement j: its first reader, and the span
- * over which its buffer (its storage's) is read. */
-static void read_at(Arena *a, int t, int j, int *lo, int *hi)
+/* Tensor t read by backward statement j: its first and last reader
+ * (own, last), and the span over which its buffer (its storage's) is
+ * read. */
+static void read_at(Arena *a, int t, int j, int *lo, int *hi, int *last)
 {
     int st = a->r->storage[t];
     if (a->own[t] == INT_MAX)
         a->own[t] = j;
+    last[t] = j;
     if (a->g->tensors[st].kind != T_ACT)
         return;             /* a view of the caller's memory */
     if (lo[st] < 0)
         lo[st] = j;
     hi[st] = j;
+}
+
+/* Whether storage st may be two buffers in the backward: rebuilt itself
+ * while a view of it, read by a backward, keeps its forward buffer. Then
+ * neither need be live between the view's last read and the rebuild. */
+static int may_split(const Arena *a, int st)
+{
+    const Remat *r = a->r;
+    if (!r->free[st] && r->wanted[st] != KEEP_RECOMPUTE)
+        return 0;
+    for (int t = 0; t < a->g->ntensors; t++)
+        if (t != st && r->storage[t] == st && a->own[t] != INT_MAX)
+            return 1;
+    return 0;
+}
+
+static int by_start(const void *x, const void *y)
+{
+    const int *a = x, *b = y;
+    return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* Adds st's bytes to d (a difference array over backward statements) over
+ * the statements where its buffer is surely live: from its first backward
+ * read to its last, or, where it may be two buffers (may_split), over the
+ * union of each reader tensor's own first-to-last reads (one instance
+ * each). to_first: from the statement after the first read instead (the
+ * boundaries before j with a read on both sides). */
+static void add_span(Ctx *c, const Arena *a, int st, const int *lo,
+                     const int *hi, const int *last, double *d, int to_first)
+{
+    int n = 0, (*iv)[2] = NULL;
+    if (may_split(a, st)) {
+        iv = ctx_alloc(c, (size_t)a->g->ntensors * sizeof *iv);
+        for (int t = 0; t < a->g->ntensors; t++)
+            if (a->r->storage[t] == st && a->own[t] != INT_MAX) {
+                iv[n][0] = a->own[t];
+                iv[n++][1] = last[t];
+            }
+        qsort(iv, (size_t)n, sizeof *iv, by_start);
+    }
+    if (n == 0) {
+        d[lo[st] + to_first] += a->bytes[st];
+        d[hi[st] + 1] -= a->bytes[st];
+        return;
+    }
+    for (int i = 0; i < n;) {   /* each run of touching intervals once */
+        int from = iv[i][0], to = iv[i][1];
+        for (i++; i < n && iv[i][0] <= to; i++)
+            to = iv[i][1] > to ? iv[i][1] : to;
+        if (from + to_first <= to) {
+            d[from + to_first] += a->bytes[st];
+            d[to + 1] -= a->bytes[st];
+        }
+    }
 }
 
 /* Where a saved buffer is first read. A buffer that a backward reads (t
@@ -283,6 +342,7 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
     int nt = g->ntensors;
     int *lo = a->lo = ctx_alloc(c, (size_t)nt * sizeof(int));
     int *hi = ctx_alloc(c, (size_t)nt * sizeof(int));
+    int *last = ctx_alloc(c, (size_t)nt * sizeof(int));
     a->own = ctx_alloc(c, (size_t)nt * sizeof(int));
     a->bytes = ctx_alloc(c, (size_t)nt * sizeof(double));
     for (int t = 0; t < nt; t++) {
@@ -298,19 +358,17 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
         unsigned reads = node_backward_reads(g, n);
         for (int i = 0; i < n->nin; i++)
             if ((reads & NEED_IN(i)) && g->tensors[n->in[i]].kind == T_ACT)
-                read_at(a, n->in[i], j, lo, hi);
+                read_at(a, n->in[i], j, lo, hi, last);
         for (int o = 0; o < n->nout; o++)
             if (reads & NEED_OUT(o))
-                read_at(a, n->out[o], j, lo, hi);
+                read_at(a, n->out[o], j, lo, hi, last);
     }
     double *span = zeros(c, a->nb);
     a->between = zeros(c, a->nb);
     for (int t = 0; t < nt; t++)
         if (lo[t] >= 0) {
-            span[lo[t]] += a->bytes[t];
-            span[hi[t] + 1] -= a->bytes[t];
-            a->between[lo[t] + 1] += a->bytes[t];
-            a->between[hi[t] + 1] -= a->bytes[t];
+            add_span(c, a, t, lo, hi, last, span, 0);
+            add_span(c, a, t, lo, hi, last, a->between, 1);
         }
     running_sum(span, a->nb);
     a->room = zeros(c, a->nb);
@@ -491,9 +549,10 @@ static double slack_at(const Walk *w, int k)
 /* What the rest of the walk depends on, past the closed points' least
  * room (slack_at): the room and the peak of every other point (a later
  * recompute's peak there adds only what exceeds the peak so far), and
- * per decided node
- * reading an undecided tensor, whether and where it is rebuilt and
- * whether it holds its source. Two hashes (sums of each value times a
+ * per decided node reading an undecided tensor, whether and where it is
+ * rebuilt, whether it holds its source, and what rebuilt_peak reads of it
+ * and its outputs (top, and where each is rebuilt and its chain). Two
+ * hashes (sums of each value times a
  * random odd number per place), so that telling two partial plans apart
  * never rests on one 64-bit value. */
 static Key key_of(const Arena *a, int k)
@@ -513,6 +572,16 @@ static Key key_of(const Arena *a, int k)
                      (uint64_t)(w->nrebuilt[m] > 0) << 1 | (w->nhold[m] > 0);
         h1 = mix(h1, x);
         h2 = mix(h2 ^ 0xaaaa, x);
+        /* what rebuilt_peak reads of it when its inputs are decided */
+        const Node *n = &a->g->nodes[m];
+        x = (uint64_t)llround(w->top[m]);
+        for (int o = 0; o < n->nout; o++) {
+            int t = n->out[o];
+            x = mix(x, (uint64_t)(unsigned)w->rebuilt_at[t]);
+            x = mix(x, (uint64_t)llround(w->chain[t] + 1));
+        }
+        h1 = mix(h1, x);
+        h2 = mix(h2 ^ 0x3333, x);
     }
     return (Key){h1, h2, -1};
 }
