@@ -552,9 +552,8 @@ static double slack_at(const Walk *w, int k)
  * per decided node reading an undecided tensor, whether and where it is
  * rebuilt, whether it holds its source, and what rebuilt_peak reads of it
  * and its outputs (top, and where each is rebuilt and its chain). Two
- * hashes (sums of each value times a
- * random odd number per place), so that telling two partial plans apart
- * never rests on one 64-bit value. */
+ * hashes (sums of each value times a random odd number per place), so
+ * that telling two partial plans apart never rests on one 64-bit value. */
 static Key key_of(const Arena *a, int k)
 {
     const Walk *w = &a->w;
@@ -629,11 +628,11 @@ static double curve_below(const Walk *w, int k, double slack)
  * no plan from here costs less than the best (curve_below; one that costs
  * the same is no better here, whatever its saved bytes: with alike layers
  * many partial plans reach the best's cost exactly, and walking them all
- * kept 48- and 96-layer GPTs from a proof), or a partial
- * plan seen at the same node with the same key did at least as well on
- * every count (then this one's futures are its futures: the closed
- * statements lose the same bytes to each; none better). Otherwise it is
- * remembered, while MEMO_SEEN last. */
+ * kept 48- and 96-layer GPTs from a proof), or a partial plan seen at the
+ * same node with the same key did at least as well on every count (then
+ * this one's futures are its futures: the closed statements lose the same
+ * bytes to each; none better). Otherwise it is remembered, while
+ * MEMO_SEEN last. */
 static int visit(void *ctx, int k, double bytes, double cost, double best)
 {
     Arena *a = ctx;
