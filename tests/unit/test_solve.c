@@ -190,26 +190,45 @@ typedef struct {
     double bytes, cost;
 } Cost;
 
-/* Every assignment of the free tensors, scheduled: the least cost within
- * each budget, and the Pareto set. */
-static int exhaustive(Ctx *c, const Graph *g, const Policy *p, Remat *r,
-                      Cost *all)
+/* A plan's saved bytes, recompute and planned arena. */
+typedef struct {
+    double bytes, cost, arena;
+} Fit;
+
+/* Every plan of g's free decisions (tensor indices in free), scheduled,
+ * planned and summarized. */
+static Fit *every_plan(Ctx *c, const Graph *g, Remat *r, const Policy *p,
+                       const int *free, int nfree)
 {
-    int free[64], n = 0;
-    for (int t = 0; t < g->ntensors; t++)
-        if (r->free[t])
-            free[n++] = t;
+    int n = 1 << nfree;
+    Fit *all = ctx_alloc(c, (size_t)n * sizeof *all);
     char *rec = ctx_alloc(c, (size_t)g->ntensors);
-    for (long mask = 0; mask < 1L << n; mask++) {
-        for (int i = 0; i < n; i++)
+    for (int mask = 0; mask < n; mask++) {
+        for (int i = 0; i < nfree; i++)
             rec[free[i]] = (char)(mask >> i & 1);
         remat_apply(g, r, rec);
         Compiled m;
         ck_assert(compile_decided(c, g, p, r, &m) == 0);
         Summary s;
         summarize(&m, &s);
-        all[mask] = (Cost){s.saved_bytes, m.train->recompute_cost};
+        all[mask] = (Fit){s.saved_bytes, m.train->recompute_cost,
+                          s.arena_bytes};
     }
+    return all;
+}
+
+/* Every assignment of the free tensors, scheduled: the least cost within
+ * each budget, and the Pareto set. */
+static int exhaustive(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                      Cost *all)
+{
+    int free[64] = {0}, n = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        if (r->free[t])
+            free[n++] = t;
+    const Fit *fit = every_plan(c, g, r, p, free, n);
+    for (long mask = 0; mask < 1L << n; mask++)
+        all[mask] = (Cost){fit[mask].bytes, fit[mask].cost};
     return 1 << n;
 }
 
@@ -319,9 +338,6 @@ END_TEST
  * cost of the plans that fit both (and no plan fits where it says none
  * does). Planning each leaf also checks solve_arena.c's bound against the
  * plan's peak (an assert). */
-typedef struct {
-    double bytes, cost, arena;
-} Fit;
 
 static double least_fitting(const Fit *all, int n, double want, double arena)
 {
@@ -359,28 +375,6 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
     }
     (void)c;
     ctx_free(&x);
-}
-
-/* Every plan of g's free decisions (tensor indices in free), scheduled,
- * planned and summarized. */
-static Fit *every_plan(Ctx *c, const Graph *g, Remat *r, const Policy *p,
-                       const int *free, int nfree)
-{
-    int n = 1 << nfree;
-    Fit *all = ctx_alloc(c, (size_t)n * sizeof *all);
-    char *rec = ctx_alloc(c, (size_t)g->ntensors);
-    for (int mask = 0; mask < n; mask++) {
-        for (int i = 0; i < nfree; i++)
-            rec[free[i]] = (char)(mask >> i & 1);
-        remat_apply(g, r, rec);
-        Compiled m;
-        ck_assert(compile_decided(c, g, p, r, &m) == 0);
-        Summary s;
-        summarize(&m, &s);
-        all[mask] = (Fit){s.saved_bytes, m.train->recompute_cost,
-                          s.arena_bytes};
-    }
-    return all;
 }
 
 START_TEST(max_arena_matches_exhaustive_search)
