@@ -42,7 +42,8 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     Schedule *fwd = ctx_alloc(c, sizeof *fwd);
     Schedule *train = fwd;      /* forward only: the one schedule */
     Schedule *fused = NULL;
-    if (schedule_build(c, g, r, SCHED_FORWARD, fwd) || plan_arena(c, fwd, r->max_arena))
+    if (schedule_build(c, g, r, SCHED_FORWARD, fwd) ||
+        plan_arena(c, fwd, r->max_arena))
         return -1;
     if (graph_trains(g)) {
         train = ctx_alloc(c, sizeof *train);

@@ -63,7 +63,8 @@ static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
 {
     Schedule train;
     memset(&train, 0, sizeof train);
-    if (schedule_build(x, g, r, SCHED_TRAIN, &train) || plan_arena(x, &train, r->max_arena))
+    if (schedule_build(x, g, r, SCHED_TRAIN, &train) ||
+        plan_arena(x, &train, r->max_arena))
         return -1;
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
     *row = (Row){(double)r->saved_bytes, (double)big->arena_bytes,

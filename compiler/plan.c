@@ -192,11 +192,11 @@ static size_t first_fit(Ctx *c, Schedule *s, int n, size_t *off)
 
 /* Greedy placement costs values^2: past this many values first fit alone
  * plans, as it did before, unless the caller needs the plan to fit an
- * arena first fit misses (plan_arena's goal). The 100,000-node chain's schedule (about
- * 400,000 values) took 1.0 s with first fit, 23.7 s with the greedy
- * orders (bench/run.py's compiler table); `remat pareto` on a 96-layer
- * GPT (1,441 plans of about 6,600 values) 12.6 s with them, 1.8 s without,
- * its arenas at most 0.7% larger (scripts/make_gpt.py --layers 96). Then
+ * arena first fit misses (plan_arena's goal). The 100,000-node chain's
+ * schedule (about 400,000 values) took 1.0 s with first fit, 23.7 s with
+ * the greedy orders (bench/run.py's compiler table); `remat pareto` on a
+ * 96-layer GPT (1,441 plans of about 6,600 values) 12.6 s with them, 1.8
+ * s without, its arenas at most 0.7% larger (scripts/make_gpt.py --layers 96). Then
  * seeded shuffles of the greedy placement, as many as SHUFFLE_WORK pair
  * checks allow (at most MAX_SHUFFLES): small graphs that the three orders
  * miss reach the bound with them (cnn under sac-aggressive, 40 values,
@@ -252,8 +252,10 @@ static size_t greedy(Ctx *c, Schedule *s, int key, size_t *off)
 {
     const size_t cap = (size_t)s->nvalues + 1;
     int *order = ctx_alloc(c, cap * sizeof *order);
-    int *def = ctx_alloc(c, cap * sizeof *def), *last = ctx_alloc(c, cap * sizeof *last);
-    size_t *at = ctx_alloc(c, cap * sizeof *at), *end = ctx_alloc(c, cap * sizeof *end);
+    int *def = ctx_alloc(c, cap * sizeof *def);
+    int *last = ctx_alloc(c, cap * sizeof *last);
+    size_t *at = ctx_alloc(c, cap * sizeof *at);
+    size_t *end = ctx_alloc(c, cap * sizeof *end);
     int n = 0, np = 0;
     size_t arena = 0;
     for (int k = 0; k < s->nvalues; k++)

@@ -11,9 +11,9 @@
  * changes them) and every buffer a backward reads both at or before j and
  * at or after j, saved or recomputed (it exists from its first reader to
  * its last; a tensor rebuilt while a saved view keeps its forward buffer
- * is two, so there each reader's own span: add_span): `fixed[j]`, and
- * room[j] = max-arena - fixed[j]. On top of
- * that a plan holds, depending on its decisions:
+ * is two, so there each reader's own span: storage_spans): `fixed[j]`,
+ * and room[j] = max-arena - fixed[j]. On top of that a plan holds,
+ * depending on its decisions:
  *
  *   - a saved tensor's forward buffer, when a backward reads it (or a view
  *     of it) after j, or none does and a recompute that reads it runs
@@ -115,14 +115,13 @@ typedef struct {
                              * which a recompute reads it (-1: not kept) */
     double *top;            /* per node: its largest rebuilt output, whose
                              * buffer is new where the node is rebuilt */
-    int *rebuilt_at;        /* per tensor rebuilt in a buffer of its own:
+    int *rebuilt_for;       /* per tensor rebuilt in a buffer of its own:
                              * the statement it is rebuilt for (INT_MAX) */
     double *chain;          /* per such tensor: rebuilt_peak's */
     /* Per point: 2j is backward statement j, 2j - 1 the recomputes that
      * run just before it. left: max-arena less what is live there
      * throughout (every plan's, and the decisions') less peak, the most
-     * a single recompute there adds (a rebuilt input and its reader's
-     * output, both new at that point). */
+     * the recomputes there hold at once (rebuilt_peak). */
     Ranges left;
     double *peak;
     Ranges peaks;           /* peak again, for key_of's hash: the same left
@@ -246,57 +245,63 @@ static void read_at(Arena *a, int t, int j, int *lo, int *hi, int *last)
     hi[st] = j;
 }
 
-/* Whether storage st may be two buffers in the backward: rebuilt itself
- * while a view of it, read by a backward, keeps its forward buffer. Then
- * neither need be live between the view's last read and the rebuild. */
-static int may_split(const Arena *a, int st)
-{
-    const Remat *r = a->r;
-    if (!r->free[st] && r->wanted[st] != KEEP_RECOMPUTE)
-        return 0;
-    for (int t = 0; t < a->g->ntensors; t++)
-        if (t != st && r->storage[t] == st && a->own[t] != INT_MAX)
-            return 1;
-    return 0;
-}
-
 static int by_start(const void *x, const void *y)
 {
     const int *a = x, *b = y;
     return (a[0] > b[0]) - (a[0] < b[0]);
 }
 
-/* Adds st's bytes to d (a difference array over backward statements) over
- * the statements where its buffer is surely live: from its first backward
- * read to its last, or, where it may be two buffers (may_split), over the
- * union of each reader tensor's own first-to-last reads (one instance
- * each). to_first: from the statement after the first read instead (the
- * boundaries before j with a read on both sides). */
-static void add_span(Ctx *c, const Arena *a, int st, const int *lo,
-                     const int *hi, const int *last, double *d, int to_first)
+/* Adds each storage's bytes where its buffer is surely live: to span over
+ * the backward statements, to between over the boundaries before j with a
+ * read on both sides. That is from the buffer's first backward read to its
+ * last (lo, hi), unless the storage may be two buffers: rebuilt itself
+ * while a view of it, read by a backward, keeps its forward buffer, so
+ * that neither need be live between the view's last read and the rebuild.
+ * Then it is the union of each reader tensor's own first-to-last reads
+ * (own, last: one instance each). */
+static void storage_spans(Ctx *c, const Arena *a, const int *lo,
+                          const int *hi, const int *last, double *span,
+                          double *between)
 {
-    int n = 0, (*iv)[2] = NULL;
-    if (may_split(a, st)) {
-        iv = ctx_alloc(c, (size_t)a->g->ntensors * sizeof *iv);
-        for (int t = 0; t < a->g->ntensors; t++)
-            if (a->r->storage[t] == st && a->own[t] != INT_MAX) {
-                iv[n][0] = a->own[t];
-                iv[n++][1] = last[t];
-            }
+    const Graph *g = a->g;
+    const Remat *r = a->r;
+    int nt = g->ntensors;
+    int *from = ctx_alloc(c, ((size_t)nt + 2) * sizeof *from);
+    int *readers = ctx_alloc(c, ((size_t)nt + 1) * sizeof *readers);
+    int (*iv)[2] = ctx_alloc(c, ((size_t)nt + 1) * sizeof *iv);
+    for (int t = 0; t < nt; t++)    /* each storage's reader tensors (CSR) */
+        if (a->own[t] != INT_MAX)
+            from[r->storage[t] + 2]++;
+    for (int t = 0; t < nt; t++)
+        from[t + 2] += from[t + 1];
+    for (int t = 0; t < nt; t++)
+        if (a->own[t] != INT_MAX)
+            readers[from[r->storage[t] + 1]++] = t;
+    for (int st = 0; st < nt; st++) {
+        if (lo[st] < 0)
+            continue;
+        int n = 0, one = from[st + 1] - from[st] <= 1 ||
+                         (!r->free[st] && r->wanted[st] != KEEP_RECOMPUTE);
+        for (int i = from[st]; i < from[st + 1] && !one; i++) {
+            iv[n][0] = a->own[readers[i]];
+            iv[n++][1] = last[readers[i]];
+        }
+        if (one) {
+            iv[0][0] = lo[st];
+            iv[0][1] = hi[st];
+            n = 1;
+        }
         qsort(iv, (size_t)n, sizeof *iv, by_start);
-    }
-    if (n == 0) {
-        d[lo[st] + to_first] += a->bytes[st];
-        d[hi[st] + 1] -= a->bytes[st];
-        return;
-    }
-    for (int i = 0; i < n;) {   /* each run of touching intervals once */
-        int from = iv[i][0], to = iv[i][1];
-        for (i++; i < n && iv[i][0] <= to; i++)
-            to = iv[i][1] > to ? iv[i][1] : to;
-        if (from + to_first <= to) {
-            d[from + to_first] += a->bytes[st];
-            d[to + 1] -= a->bytes[st];
+        for (int i = 0; i < n;) {   /* each run of touching intervals once */
+            int start = iv[i][0], end = iv[i][1];
+            for (i++; i < n && iv[i][0] <= end; i++)
+                end = iv[i][1] > end ? iv[i][1] : end;
+            span[start] += a->bytes[st];
+            span[end + 1] -= a->bytes[st];
+            if (start < end) {
+                between[start + 1] += a->bytes[st];
+                between[end + 1] -= a->bytes[st];
+            }
         }
     }
 }
@@ -365,11 +370,7 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
     }
     double *span = zeros(c, a->nb);
     a->between = zeros(c, a->nb);
-    for (int t = 0; t < nt; t++)
-        if (lo[t] >= 0) {
-            add_span(c, a, t, lo, hi, last, span, 0);
-            add_span(c, a, t, lo, hi, last, a->between, 1);
-        }
+    storage_spans(c, a, lo, hi, last, span, a->between);
     running_sum(span, a->nb);
     a->room = zeros(c, a->nb);
     for (int j = 0; j < a->nb; j++) {
@@ -408,6 +409,13 @@ static int rebuilt_at(const Arena *a, int t, int latest)
         at = latest ? (r > at ? r : at) : (r < at ? r : at);
     }
     return at;
+}
+
+/* The point t's buffer, live from the forward or rebuilt, lives until:
+ * its first backward read, or the last recompute reading it (exclusive). */
+static int live_until(const Arena *a, int t)
+{
+    return a->lo[t] >= 0 ? 2 * a->lo[t] : 2 * rebuilt_at(a, t, 1) - 1;
 }
 
 static int add_room(Walk *w, const Step *st, int sign)
@@ -455,7 +463,7 @@ static double rebuilt_peak(const Arena *a, int t, int at)
         for (int k = 0; k < g->nodes[m].nout && !op_table[g->nodes[m].op].alias;
              k++) {
             int o = g->nodes[m].out[k];
-            if (w->rebuilt_at[o] == at && w->chain[o] >= 0 &&
+            if (w->rebuilt_for[o] == at && w->chain[o] >= 0 &&
                 held + w->chain[o] > peak)
                 peak = held + w->chain[o];
         }
@@ -473,7 +481,7 @@ static void rebuilt_step(Arena *a, int t, int at, Step *st)
     Walk *w = &a->w;
     if (at == INT_MAX)
         return;
-    int to = a->lo[t] >= 0 ? 2 * a->lo[t] : 2 * rebuilt_at(a, t, 1) - 1;
+    int to = live_until(a, t);
     if (to > 2 * at)
         *st = (Step){2 * at, to, st->rebuild, st->hold, a->bytes[t], -1, 0,
                      st->top};
@@ -496,7 +504,7 @@ static int decide(void *ctx, int node, int t, int how, int sign)
         if (st->point >= 0)
             set_peak(w, st->point, st->peak);
         w->top[node] = st->top;
-        w->rebuilt_at[t] = INT_MAX;
+        w->rebuilt_for[t] = INT_MAX;
         w->rebuild[node] = st->rebuild;
         w->hold_until[node] = st->hold;
         w->nrebuilt[node] -= (how & DECIDE_REBUILD) != 0;
@@ -510,7 +518,7 @@ static int decide(void *ctx, int node, int t, int how, int sign)
         int at = rebuilt_at(a, t, 0);
         if (!view) {
             rebuilt_step(a, t, at, &st);
-            w->rebuilt_at[t] = at;
+            w->rebuilt_for[t] = at;
             if ((a->lo[t] < 0 || a->lo[t] >= at) && a->bytes[t] > w->top[node])
                 w->top[node] = a->bytes[t];
         }
@@ -519,7 +527,7 @@ static int decide(void *ctx, int node, int t, int how, int sign)
     } else if (view) {          /* kept: its source's buffer lives on */
         w->hold_until[node] = rebuilt_at(a, t, 1);
     } else {                    /* kept: live from the forward */
-        int to = a->lo[t] >= 0 ? 2 * a->lo[t] : 2 * rebuilt_at(a, t, 1) - 1;
+        int to = live_until(a, t);
         if (to > 0)
             st = (Step){0, to, st.rebuild, st.hold, a->bytes[t], -1, 0, st.top};
     }
@@ -576,7 +584,7 @@ static Key key_of(const Arena *a, int k)
         x = (uint64_t)llround(w->top[m]);
         for (int o = 0; o < n->nout; o++) {
             int t = n->out[o];
-            x = mix(x, (uint64_t)(unsigned)w->rebuilt_at[t]);
+            x = mix(x, (uint64_t)(unsigned)w->rebuilt_for[t]);
             x = mix(x, (uint64_t)llround(w->chain[t] + 1));
         }
         h1 = mix(h1, x);
@@ -881,10 +889,10 @@ static void walk_init(Ctx *c, Arena *a)
     w->nrebuilt = ctx_alloc(c, (size_t)nn * sizeof(int));
     w->nhold = ctx_alloc(c, (size_t)nn * sizeof(int));
     w->hold_until = ctx_alloc(c, (size_t)nn * sizeof(int));
-    w->rebuilt_at = ctx_alloc(c, (size_t)nt * sizeof(int));
+    w->rebuilt_for = ctx_alloc(c, (size_t)nt * sizeof(int));
     w->chain = zeros(c, nt);
     for (int t = 0; t < nt; t++)
-        w->rebuilt_at[t] = INT_MAX;
+        w->rebuilt_for[t] = INT_MAX;
     for (int n = 0; n < nn; n++) {
         w->rebuild[n] = INT_MAX;
         w->hold_until[n] = -1;
@@ -1070,10 +1078,10 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     if (a.failed)
         return -1;
     if (best.recompute == NULL)
-        return too_small(c, &a, f, !*proven ? "no plan found fits (the search "
-                                              "gave up)"
-                                   : want < HUGE_VAL ? "no plan within the budget fits"
-                                   : "no plan fits");
+        return too_small(c, &a, f,
+                         !*proven ? "no plan found fits (the search gave up)"
+                         : want < HUGE_VAL ? "no plan within the budget fits"
+                         : "no plan fits");
     remat_apply(g, r, best.recompute);
     r->max_arena = max_arena;   /* planned as leaf() planned it */
     return compile_decided(c, g, p, r, out);
