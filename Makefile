@@ -15,7 +15,10 @@ RT_CFLAGS = -std=c99 -O2 -g $(WARN) -Wcast-align=strict
 SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_CFLAGS = $(SAN) -O1 $(filter-out -O2,$(CFLAGS))
 
-SRCS = $(wildcard compiler/*.c)
+# compiler/: the command line, the driver and util at the top, the stages in
+# one folder per family (docs/layout.md); objects mirror the folders.
+SRCS = $(wildcard compiler/*.c compiler/*/*.c)
+HDRS = compiler/remat.h $(wildcard compiler/*/*.h) runtime/remat_rt.h build/gen/onnx.pb-c.h
 OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/obj/remat_rt_host.o build/obj/onnx.pb-c.o
 LIB_OBJS = $(filter-out build/obj/main.o,$(OBJS))
 SAN_OBJS = $(OBJS:build/obj/%=build/asan/obj/%)
@@ -38,8 +41,8 @@ build/obj/onnx.pb-c.o: build/gen/onnx.pb-c.c
 	@mkdir -p build/obj
 	$(CC) $(PB_CFLAGS) -c $< -o $@
 
-build/obj/%.o: compiler/%.c compiler/remat.h compiler/onnx_impl.h runtime/remat_rt.h build/gen/onnx.pb-c.h
-	@mkdir -p build/obj
+build/obj/%.o: compiler/%.c $(HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 # The compiler reads init="file" .npy files with the runtime's reader (no
@@ -51,8 +54,8 @@ build/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 build/remat: $(OBJS)
 	$(CC) $(OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
 
-build/asan/obj/%.o: compiler/%.c compiler/remat.h compiler/onnx_impl.h runtime/remat_rt.h build/gen/onnx.pb-c.h
-	@mkdir -p build/asan/obj
+build/asan/obj/%.o: compiler/%.c $(HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(SAN_CFLAGS) -c $< -o $@
 build/asan/obj/onnx.pb-c.o: build/gen/onnx.pb-c.c
 	@mkdir -p build/asan/obj
@@ -94,8 +97,8 @@ FUZZ_OBJS = $(filter-out build/fuzz/main.o,$(SRCS:compiler/%.c=build/fuzz/%.o)) 
 build/fuzz/onnx.pb-c.o: build/gen/onnx.pb-c.c
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link -Ibuild/gen -c $< -o $@
-build/fuzz/%.o: compiler/%.c compiler/remat.h compiler/onnx_impl.h runtime/remat_rt.h build/gen/onnx.pb-c.h
-	@mkdir -p build/fuzz
+build/fuzz/%.o: compiler/%.c $(HDRS)
+	@mkdir -p $(@D)
 	$(FUZZ_CC) -std=c11 $(FUZZ_CFLAGS) $(XML_CFLAGS) -Ibuild/gen -DREMAT_SOURCE_DIR='"$(CURDIR)"' -c $< -o $@
 build/fuzz/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
 	@mkdir -p build/fuzz

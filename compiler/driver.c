@@ -4,8 +4,59 @@
  * plans, which every command starts from: the forward, the train step and
  * the fused train step. A forward-only graph (no loss)
  * has one schedule, the forward, which Compiled.train then points to too.
+ *
+ * It is also where the choices between front ends are made, so that no
+ * stage calls back up the pipeline: which front end reads a graph file (by
+ * its content), whether a policy is a built-in or a file, and, with a
+ * budget, scheduling the plan the solver decided.
  */
 #include "remat.h"
+
+#include <string.h>
+
+/* An ONNX model holds its weights: up to 2 GiB, protobuf's own limit; any
+ * other file stops at MAX_FILE_BYTES, as soon as that much is read. */
+int read_graph_file(Ctx *c, const char *file, char **data, size_t *len)
+{
+    return read_whole_file(c, file, (size_t)2 << 30, onnx_is_model, data, len);
+}
+
+/* The one place that tells the formats apart, by content: XML to parse.c,
+ * an ONNX model through the importer (onnx.c) and then parse.c. */
+int load_graph(Ctx *c, const char *file, Graph **out)
+{
+    char *data;
+    size_t len;
+    if (read_graph_file(c, file, &data, &len))
+        return -1;
+    if (!onnx_is_model(data, len))
+        return parse_graph_memory(c, file, data, len, out);
+    Imported im;
+    ImportOptions opt = {NULL, 1};
+    int rc = onnx_import(c, file, data, len, &opt, &im);
+    if (rc > 0)     /* not ONNX after all */
+        return parse_graph_memory(c, file, data, len, out);
+    if (rc < 0)
+        return -1;
+    return parse_graph_imported(c, file, &im, out);
+}
+
+/* A built-in policy's name, else a policy file, which the XML parser reads. */
+int policy_load(Ctx *c, const char *name, Policy **out)
+{
+    *out = policy_builtin(c, name);
+    if (*out)
+        return 0;
+    if (!strchr(name, '/') && !strstr(name, ".xml"))
+        return ctx_error(c, name, 0, "unknown policy%s; use none, full, sac, "
+                         "sac-aggressive or a policy file (FILE.xml)",
+                         did_you_mean(c, name, builtin_policies, 4));
+    Policy *p = ctx_alloc(c, sizeof *p);
+    if (parse_policy(c, name, p))
+        return -1;
+    *out = p;
+    return 0;
+}
 
 int compile_graph(Ctx *c, const char *file, const char *policy,
                   const Budget *budget, const char *const *freeze,
@@ -14,7 +65,7 @@ int compile_graph(Ctx *c, const char *file, const char *policy,
     Graph *g;
     Policy *p;
     if (policy_load(c, policy ? policy : "sac", &p) ||
-        parse_graph(c, file, &g) || freeze_params(c, g, freeze))
+        load_graph(c, file, &g) || freeze_params(c, g, freeze))
         return -1;
     if (!policy)        /* a budget without a policy: matmuls may go too */
         p = policy_soften(c, p);
@@ -27,12 +78,21 @@ int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
     if (infer_shapes(c, g) || autodiff(c, g))
         return -1;
     if (budget && (budget->kind != BUDGET_NONE || budget->max_arena > 0))
-        return remat_budget(c, g, p, budget, m);
+        return compile_budget(c, g, p, budget, m);
     Remat *r = ctx_alloc(c, sizeof *r);
     if (remat_decide(c, g, p, r))
         return -1;
     if (budget && budget->rates)    /* the report's recompute seconds */
         r->rates = budget->rates;
+    return compile_decided(c, g, p, r, m);
+}
+
+int compile_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
+                   Compiled *m)
+{
+    Remat *r;
+    if (remat_budget(c, g, p, b, &r))
+        return -1;
     return compile_decided(c, g, p, r, m);
 }
 

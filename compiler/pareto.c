@@ -165,7 +165,7 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
         ctx_init(&x);
         Budget b = {BUDGET_NONE, 0, out[k - 1].arena - 1, rates};
         Compiled m;
-        int rc = remat_budget(&x, g, p, &b, &m), proven = rc == 0 &&
+        int rc = compile_budget(&x, g, p, &b, &m), proven = rc == 0 &&
                                                          m.remat->proven;
         if (rc == 0) {      /* a plan below, the least or not */
             Summary s;

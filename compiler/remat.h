@@ -1,13 +1,20 @@
 /*
- * remat.h: the compiler's one internal header, in sections per .c file.
- * Each section lists only what that file exports; everything else there is
- * static. The pipeline (see DESIGN.md):
+ * remat.h: the contract between the compiler's stages. First the data
+ * structures every stage reads and adds to, then what each file exports,
+ * both in pipeline order:
  *
- *   parse -> shapes -> autodiff -> remat -> schedule -> plan -> emit
+ *   front/ (XML parse.c, ONNX onnx*.c) -> IR -> middle/shapes -> autodiff
+ *     -> remat (policy, cost; solver/ within a budget) -> schedule -> plan
+ *     -> back/emit (and the reports)
  *
- * Every stage reads the IR the one before left and adds one thing. Errors
- * are values: a stage that fails records one message in ctx->err and returns
- * -1; only main.c prints it.
+ * with main.c, driver.c and pareto.c at the top, chaining the stages, and
+ * util.c and the op table (ops/) below everything. Stages call down that
+ * order, never back up (scripts/check_circles.py checks it on the objects).
+ * A family's own helpers live in its private header (ops/ops.h,
+ * solver/solver.h, front/onnx_impl.h); everything else in a file is
+ * static. Every stage reads the IR the one before left and adds one thing.
+ * Errors are values: a stage that fails records one message in ctx->err and
+ * returns -1; only main.c prints it.
  */
 #ifndef REMAT_H
 #define REMAT_H
@@ -31,7 +38,9 @@
 #define MAX_NUMEL (1L << 28)    /* 1 GiB of floats: kernels index with int */
 #define MAX_FILE_BYTES ((size_t)32 << 20)   /* graph and policy files */
 
-/* ---- util.c: context, arena allocation, errors, strings ------------------ */
+/* ==== The data structures, in pipeline order ============================== */
+
+/* ---- util.c: context, arena allocation, errors, strings ------------------------ */
 
 typedef struct Chunk Chunk;
 typedef struct Defer Defer;
@@ -44,58 +53,12 @@ typedef struct {
     int progress_len;       /* characters of the progress line shown */
 } Ctx;
 
-void ctx_init(Ctx *c);
-void ctx_free(Ctx *c);
-/* ctx_free, but the current chunk is kept, zeroed, for what comes next: a
- * loop that allocates and frees as much each round then neither mallocs
- * nor clears a whole chunk for each (pareto.c's rows). */
-void ctx_reset(Ctx *c);
-/* Runs fn(p) when the context is freed (a library's own allocations). */
-void ctx_defer(Ctx *c, void (*fn)(void *), void *p);
-void *ctx_alloc(Ctx *c, size_t size);               /* zeroed, never NULL */
-char *ctx_strdup(Ctx *c, const char *s);
-char *ctx_printf(Ctx *c, const char *fmt, ...);
-/* Records "file:line: message" (line 0: "file: message"); returns -1. */
-int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...);
-/* What a long step is doing, as one line on stderr rewritten in place,
- * when c->progress is set; progress_clear blanks it (before anything else
- * is printed, and at the end). */
-void progress(Ctx *c, const char *fmt, ...);
-void progress_clear(Ctx *c);
-
 /* A growing text buffer: the emitter and the reports write through it. */
 typedef struct {
     Ctx *ctx;
     char *data;
     size_t len, cap;
 } Buf;
-
-void buf_init(Buf *b, Ctx *c);
-void buf_printf(Buf *b, const char *fmt, ...);
-void buf_vprintf(Buf *b, const char *fmt, va_list ap);
-/* Writes the buffer to path through a temporary file and a rename, so the
- * target is either untouched or complete. */
-int buf_write_file(Buf *b, const char *path);
-int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len);
-/* Two files replaced together (see util.c). */
-int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
-/* s as a JSON string, quoted and escaped (control characters as \u00XX). */
-void buf_json_string(Buf *b, const char *s);
-/* A JSON number: an integer as digits, else the shortest "%.Ng" that reads
- * back to v; null for a NaN or an infinity, which JSON cannot write. */
-void buf_json_number(Buf *b, double v);
-/* "%.9g" plus what makes it a float literal: reads back to the same float;
- * an infinity as a constant expression, "(-1.0f / 0.0f)". */
-const char *fmt_float(Ctx *c, float v);
-int glob_match(const char *pattern, const char *s);
-/* The folder of a file's path: "." for a bare name, "/" at the root. */
-const char *path_dir(Ctx *c, const char *file);
-/* The one candidate nearest to s within a typo's reach (case-blind: one
- * edit from 3 characters, two from 6), or NULL; for messages. */
-const char *closest_name(const char *s, const char *const *cands, int n);
-/* " (did you mean 'x'?)" when closest_name finds one, else "". */
-const char *did_you_mean(Ctx *c, const char *s, const char *const *cands,
-                         int n);
 
 /* A binary heap of ints; `before(ctx, a, b)` says a comes out first. */
 typedef struct {
@@ -105,10 +68,7 @@ typedef struct {
     const void *ctx;
 } Heap;
 
-void heap_push(Heap *h, int x);
-int heap_pop(Heap *h);
-
-/* ---- ops.c: the op table -------------------------------------------------- */
+/* ---- ops/ops.c: the op table --------------------------------------------------- */
 
 typedef enum {
     OP_GEMM,
@@ -269,19 +229,19 @@ typedef struct {
      * from element i of x alone: Relu, Gelu, Dropout), which the schedule
      * does where input 0 is read by nothing after (schedule.c). */
     int fwd_in_place;
+    /* 1: the forward's FLOPs run through rt_sgemm (Conv by im2col,
+     * Attention's products), so cost.c prices them at the GEMM's rate. */
+    int gemm_rate;
+    /* 1: the forward draws a keep-mask from the step's seed with its
+     * `ratio` attribute (Dropout): the generated NAME_dropouts table lists
+     * the node, for the trainer's --dump of the masks. */
+    int random_mask;
 } OpInfo;
 
 extern const OpInfo op_table[];
 extern const char *const category_names[CAT_COUNT];
-int op_lookup(const char *name);                    /* -1 if unknown */
-int attr_index(const OpInfo *op, const char *name); /* -1 if unknown */
-long node_int(const Node *n, const char *name);
-float node_float(const Node *n, const char *name);
-const Attr *node_attr(const Node *n, const char *name);
-/* The needs mask of a node's backward, given which inputs want gradients. */
-unsigned op_backward_needs(const Node *n, const int *want);
 
-/* ---- onnx.c: an ONNX ModelProto as the format's XML --------------------------- */
+/* ---- front/onnx.c: an ONNX ModelProto as the format's XML ---------------------- */
 
 /* An initializer's values, found by the path its XML names. */
 typedef struct {
@@ -304,17 +264,7 @@ typedef struct {
     Buf report;             /* what was folded and rewritten */
 } Imported;
 
-/* Not XML: the first byte is not '<', a byte-order mark or white space. */
-int onnx_is_model(const char *data, size_t len);
-/* 0, or -1 with an error; 1 (the error set too) when the bytes are no
- * ModelProto and the file is not named .onnx: a caller may read them as
- * XML instead, so that a broken .xml gets the XML parser's message. */
-int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
-                const ImportOptions *opt, Imported *out);
-/* util.c: the weights as .npy files at their paths beside xml_path. */
-int write_weights(Ctx *c, const char *xml_path, const Imported *im);
-
-/* ---- parse.c: XML -> IR ---------------------------------------------------- */
+/* ---- front/parse.c: XML -> IR -------------------------------------------------- */
 
 typedef enum { T_INPUT, T_PARAM, T_ACT } TensorKind;
 typedef enum { INIT_ZEROS, INIT_ONES, INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL,
@@ -354,6 +304,8 @@ struct Node {
     const char *cname;
     int line;
     OpKind op;
+    const OpInfo *row;      /* &op_table[op], set with op: an op family reads
+                             * its node's row here, never op_table */
     int nin, nout;
     int in[MAX_IO], out[MAX_IO];
     Attr attrs[MAX_ATTRS];  /* in the order of the op's AttrSpec list */
@@ -388,165 +340,7 @@ struct Graph {
     int *order;             /* node indices in topological order (shapes.c) */
 };
 
-/* Parses a graph file, or an in-memory document named `file`. */
-int parse_graph(Ctx *c, const char *file, Graph **out);
-int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
-                       Graph **out);
-/* An imported graph: init="file" paths found in im's table take its values
- * instead of reading a file. */
-int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
-                         Graph **out);
-/* --freeze: every parameter whose name one of the globs (NULL-terminated,
- * or NULL for none) matches becomes non-trainable, as trainable="false"
- * in the file makes it: no gradient, no optimizer state. A glob matching
- * no parameter is an error naming it and the nearest names. Before shapes
- * and autodiff. */
-int freeze_params(Ctx *c, Graph *g, const char *const *globs);
-/* A graph file of either format: XML, or ONNX (told apart by content). */
-int read_graph_file(Ctx *c, const char *file, char **data, size_t *len);
-int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
-/* The generated-symbol prefix (rt, map, win, ...) a model name would
- * clash with, or NULL. */
-const char *model_name_clash(const char *name);
-/* "32x256", "scalar" */
-const char *shape_str(Ctx *c, const Tensor *t);
-
-/* ---- ops.c: helpers for the op-family files ---------------------------------- */
-
-/* Helpers the op-family files (ops_*.c) share with ops.c; each family
- * exports only the functions its table rows name. */
-#define IN(i) (&g->tensors[n->in[i]])
-#define OUT(i) (&g->tensors[n->out[i]])
-void set_shape(Tensor *t, int rank, const long *dims);
-long dims_product(const Tensor *t, int from, int to);  /* dims [from, to) */
-int node_error(Ctx *c, const Graph *g, const Node *n, const char *what);
-const char *or_null(const char *const *v, int i, int n);
-/* The last argument of a backward's _set twin (", 0x1u"), or "" when the
- * call writes nothing. */
-const char *set_arg(Emit *e);
-/* "_set" when the call writes (the twin's name), else "". */
-const char *set_suffix(const Emit *e);
-int node_axis(Ctx *c, const Graph *g, const Node *n, int rank, int hi);
-int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
-              long dflt, int count, long *out);
-int shape_same(Ctx *c, Graph *g, Node *n);
-double flops_none(const Graph *g, const Node *n);
-double flops_relu(const Graph *g, const Node *n);   /* one per output */
-double flops_out(const Graph *g, const Node *n);
-double flops_in(const Graph *g, const Node *n);
-void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
-                   const char *const *dout, const char *const *in,
-                   const char *const *out);
-
-/* ---- ops_pointwise.c: Erf, Reciprocal, Pow, Where, Expand --------------------- */
-
-double flops_erf(const Graph *g, const Node *n);
-double flops_pow(const Graph *g, const Node *n);
-int shape_where(Ctx *c, Graph *g, Node *n);
-void emit_where_static(Emit *e, const Node *n);
-void emit_where_fwd(Emit *e, const Node *n, const char *const *out,
-                    const char *const *in);
-void emit_where_bwd(Emit *e, const Node *n, const char *const *din,
-                    const char *const *dout, const char *const *in,
-                    const char *const *out);
-int shape_expand(Ctx *c, Graph *g, Node *n);
-void emit_expand_static(Emit *e, const Node *n);
-void emit_expand_fwd(Emit *e, const Node *n, const char *const *out,
-                     const char *const *in);
-void emit_expand_bwd(Emit *e, const Node *n, const char *const *din,
-                     const char *const *dout, const char *const *in,
-                     const char *const *out);
-/* ---- ops_structural.c: Identity, Unsqueeze, Squeeze, Concat, Split, Slice */
-
-/* The rules and emitters the op table's structural rows name. */
-int shape_unsqueeze(Ctx *c, Graph *g, Node *n);
-int shape_squeeze(Ctx *c, Graph *g, Node *n);
-int shape_concat(Ctx *c, Graph *g, Node *n);
-int shape_split(Ctx *c, Graph *g, Node *n);
-int shape_slice(Ctx *c, Graph *g, Node *n);
-/* ONNX Slice's clamping along one dimension: the first index taken and
- * how many (the ONNX importer's folds use it too). */
-void slice_axis(long dim, long start, long end, long step, long *first,
-                long *count);
-void emit_concat_fwd(Emit *e, const Node *n, const char *const *out,
-                     const char *const *in);
-void emit_concat_bwd(Emit *e, const Node *n, const char *const *din,
-                     const char *const *dout, const char *const *in,
-                     const char *const *out);
-void emit_split_fwd(Emit *e, const Node *n, const char *const *out,
-                    const char *const *in);
-void emit_split_bwd(Emit *e, const Node *n, const char *const *din,
-                    const char *const *dout, const char *const *in,
-                    const char *const *out);
-void emit_slice_static(Emit *e, const Node *n);
-void emit_slice_fwd(Emit *e, const Node *n, const char *const *out,
-                    const char *const *in);
-void emit_slice_bwd(Emit *e, const Node *n, const char *const *din,
-                    const char *const *dout, const char *const *in,
-                    const char *const *out);
-/* ---- ops_conv.c: Conv, the pools, Attention ------------------------------ */
-
-int shape_window(Ctx *c, Graph *g, Node *n);
-void emit_window_static(Emit *e, const Node *n);
-long scratch_conv(const Graph *g, const Node *n, int backward);
-double flops_conv(const Graph *g, const Node *n);
-double flops_pool(const Graph *g, const Node *n);
-void emit_conv_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in);
-void emit_conv_bwd(Emit *e, const Node *n, const char *const *din,
-                          const char *const *dout, const char *const *in,
-                          const char *const *out);
-void emit_pool_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in);
-void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
-                          const char *const *dout, const char *const *in,
-                          const char *const *out);
-int shape_global_pool(Ctx *c, Graph *g, Node *n);
-void emit_global_pool_fwd(Emit *e, const Node *n,
-                                 const char *const *out, const char *const *in);
-void emit_global_pool_bwd(Emit *e, const Node *n,
-                                 const char *const *din,
-                                 const char *const *dout,
-                                 const char *const *in, const char *const *out);
-int shape_attention(Ctx *c, Graph *g, Node *n);
-void emit_attention_fwd(Emit *e, const Node *n, const char *const *out,
-                               const char *const *in);
-void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
-                               const char *const *dout,
-                               const char *const *in, const char *const *out);
-long scratch_attention(const Graph *g, const Node *n, int backward);
-double flops_attention(const Graph *g, const Node *n);
-
-/* ---- ops_norm.c: BatchNormalization ----------------------------------------- */
-
-extern const AttrSpec batch_norm_attrs[];
-int shape_batch_norm(Ctx *c, Graph *g, Node *n);
-double flops_batch_norm(const Graph *g, const Node *n);
-void emit_batch_norm_fwd(Emit *e, const Node *n, const char *const *out,
-                         const char *const *in);
-void emit_batch_norm_bwd(Emit *e, const Node *n, const char *const *din,
-                         const char *const *dout, const char *const *in,
-                         const char *const *out);
-
-/* ---- shapes.c: topological order and shape inference ---------------------- */
-
-int infer_shapes(Ctx *c, Graph *g);
-/* 1 when the graph has a loss, so a backward and a train step; 0 when it is
- * forward only (no output is the loss; see find_scalar_loss). */
-int graph_trains(const Graph *g);
-
-/* ---- autodiff.c: which tensors get gradients -------------------------------- */
-
-/* Sets requires_grad and has_grad; a node's backward runs when
- * node_has_backward(). */
-int autodiff(Ctx *c, Graph *g);
-int node_has_backward(const Graph *g, const Node *n);
-/* want[i] = input i receives a gradient */
-void node_grad_inputs(const Graph *g, const Node *n, int *want);
-/* The inputs/outputs (NEED_* bits) the node's backward reads. */
-unsigned node_backward_reads(const Graph *g, const Node *n);
-
-/* ---- policy.c: policies and their rules ------------------------------------ */
+/* ---- middle/policy.c: policies and their rules --------------------------------- */
 
 typedef struct {
     int kind;               /* RULE_OP, RULE_CATEGORY, RULE_NODE, RULE_DEFAULT */
@@ -564,23 +358,7 @@ typedef struct {
 
 enum { RULE_OP, RULE_CATEGORY, RULE_NODE, RULE_DEFAULT };
 
-/* parse.c reads policy files too: the XML is one stage. A policy file, or
- * an in-memory document named `file`. */
-int parse_policy(Ctx *c, const char *file, Policy *out);
-int parse_policy_memory(Ctx *c, const char *file, const char *data,
-                        size_t len, Policy *out);
-/* A built-in name or a policy XML file. */
-int policy_load(Ctx *c, const char *name_or_file, Policy **out);
-extern const char *const builtin_policies[];        /* NULL-terminated */
-/* The decision for a node's outputs: its own remat attribute, else the
- * first matching rule; *why says which. */
-Decision policy_decide(Ctx *c, const Policy *p, const Node *n,
-                       const char **why);
-const char *decision_name(Decision d);
-/* The same rules with MUST_SAVE turned PREFER_SAVE ("NAME-softened"). */
-Policy *policy_soften(Ctx *c, const Policy *p);
-
-/* ---- cost.c: what a recompute costs, in time ------------------------------ */
+/* ---- middle/cost.c: what a recompute costs, in time ---------------------------- */
 
 /* How fast this machine runs the runtime's kernels (docs/cost-model.md). */
 typedef struct {
@@ -592,31 +370,7 @@ typedef struct {
 
 #define PS_PER_S 1e12           /* costs are whole picoseconds */
 
-/* The constants used where nothing was calibrated. */
-const Rates *rates_builtin(void);
-/* Picoseconds to run node n once at rt: FLOPs at the op's rate plus the
- * bytes it reads and writes; 0 for a view (cost.c). */
-double node_cost(const Rates *rt, const Graph *g, const Node *n);
-/* What rebuilding output o of n is charged: node_cost, or for a node of
- * several outputs (Split) that output's share of it (o < 0: the whole). */
-double output_cost(const Rates *rt, const Graph *g, const Node *n, int o);
-/* Where the rates file is: $REMAT_RATES, else
- * ${XDG_CONFIG_HOME:-$HOME/.config}/remat/rates; NULL when REMAT_RATES is
- * "builtin" (or no folder is known). */
-const char *rates_path(Ctx *c);
-/* The file's rates; -1 with "file:line: what is wrong" when malformed. */
-int rates_read(Ctx *c, const char *file, Rates *rt);
-/* rates_path's file, or the built-in rates where there is none (*from:
- * the path read, or "builtin"); -1 when the file is malformed. */
-int rates_load(Ctx *c, Rates *rt, const char **from);
-/* The file's text: a comment header, then `key value` lines. */
-void rates_text(Buf *b, const Rates *rt);
-/* Writes the file whole (temporary file and rename), its folder made. */
-int rates_write(Ctx *c, const char *path, const Rates *rt);
-/* Times the runtime's copy, Relu, Tanh and GEMM in this process. */
-int rates_calibrate(Ctx *c, Rates *rt);
-
-/* ---- remat.c: SAVE or RECOMPUTE for every needed forward tensor ------------ */
+/* ---- middle/remat.c: SAVE or RECOMPUTE for every needed forward tensor --------- */
 
 typedef enum { KEEP_NONE, KEEP_SAVE, KEEP_RECOMPUTE } Keep;
 
@@ -650,14 +404,7 @@ typedef struct {
     const Rates *rates;
 } Remat;
 
-/* Classifies every tensor, then applies the policy's own decisions. */
-int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r);
-/* The two halves: classes and static needs; then the walk that keeps each
- * needed tensor, a free one as recompute[t] says (NULL: as asked). */
-int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r);
-void remat_apply(const Graph *g, Remat *r, const char *recompute);
-
-/* ---- solve.c: the least recompute within a memory budget ------------------- */
+/* ---- solver/solve.c: the least recompute within a memory budget ---------------- */
 
 /* A plan: its saved bytes and recompute cost (picoseconds at r->rates,
  * cost.c), and which free tensors it recomputes (per tensor, 1 =
@@ -681,86 +428,6 @@ typedef struct {
  * all of them), over r's free tensors (remat_classify). */
 int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
                    Frontier *f);
-/* The same, by one program over the whole graph, the components not
- * split (its marks may then outgrow MAX_FRONTIER_STATES): the tests'
- * second opinion on the components' sum. */
-int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
-                         double cap_bytes, Frontier *f);
-/* The same, split at up to 4 hubs (solve.c) whether or not a component
- * outgrows its states, so that the tests check the hubs' cases on graphs
- * small enough to check. */
-int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
-                        double cap_bytes, Frontier *f);
-/* The frontier of another measure than saved bytes (solve_arena.c's
- * bound): the bytes of the kept tensors live across backward statement j
- * (the j-th that runs a node's backward) and not read by a backward around
- * it. Per tensor: lo, the first backward statement reading its buffer (-1:
- * none); own, the first reading the tensor itself (INT_MAX: none); bytes,
- * what keeping it counts (aligned). Which recompute reads a kept tensor
- * when depends on the plan: the program carries it in its marks. */
-typedef struct {
-    int j;
-    const int *lo, *own;
-    const double *bytes;
-} LiveAt;
-int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
-                  double cap, Frontier *f);
-/* ranges.c: whole numbers at points 0..n-1 under additions over ranges,
- * with the least over a range and a hash of a suffix in O(log n) each. */
-typedef struct {
-    int n;
-    int64_t *least, *add;   /* segment tree */
-    uint64_t *w[2];         /* per family, prefix sums of the weights */
-    uint64_t *base[2];      /* per family, prefix hashes of the start */
-    uint64_t *d, *dw[2];    /* Fenwick trees of the additions' ends */
-} Ranges;
-void ranges_init(Ctx *c, Ranges *r, const int64_t *values, int n);
-void ranges_add(Ranges *r, int from, int to, int64_t d);   /* [from, to) */
-int64_t ranges_min(const Ranges *r, int from, int to);  /* INT64_MAX: none */
-void ranges_hash(const Ranges *r, int from, uint64_t *h1, uint64_t *h2);
-
-/* Per walk position k (g->order[k]), the frontier under at's measure
- * within cap of the components (solve.c) whose decisions all lie at
- * order[0..k]: a bound below every plan on what those decisions cost for
- * the bytes they hold (solve_arena.c's walk). A component whose states
- * overflow, or whose frontier or sum would be thinned, is left out. */
-typedef struct {
-    int n;
-    double *bytes, *cost;   /* bytes ascending, cost falling */
-} Curve;
-int solve_prefix_curves(Ctx *c, const Graph *g, const Remat *r,
-                        const LiveAt *at, double cap, Curve *per_k);
-/* The least-cost plan within want bytes by branch and bound over the
- * whole walk (no components), the answer where the frontier's caps are
- * hit, and the tests' second opinion; *proven when it ran to the end. 0,
- * or -1 when no plan fits. */
-int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
-                  Plan *out, int *proven);
-/* The same walk with a second bound and a last word (solve_arena.c):
- * decide(ctx, node, t, how, +1) on every decision about an output t that
- * is needed or holds a buffer (how: DECIDE_* bits), returning 0 when no
- * plan deciding so can fit (decide(..., -1) undoes it, in reverse order);
- * visit(ctx, k, bytes, cost, best) on reaching node order[k] with the
- * decisions after it made (best: the least cost found so far), returning
- * 0 when the rest of the walk can be skipped (no plan from here costs
- * less, or another partial plan seen there does at least as well), else followed
- * by leave(ctx) when the walk below it is done; and
- * leaf(ctx, recompute, cost) on every whole plan better than the best so
- * far, 0 to reject it. */
-enum { DECIDE_REBUILD = 1, DECIDE_NEEDED = 2, DECIDE_HOLD = 4 };
-typedef struct {
-    int (*decide)(void *ctx, int node, int t, int how, int sign);
-    int (*visit)(void *ctx, int k, double bytes, double cost, double best);
-    void (*leave)(void *ctx);
-    int (*leaf)(void *ctx, const char *recompute, double cost);
-    void *ctx;
-    long max_visits;
-} SearchHooks;
-/* Starts from *best (HUGE_VAL figures: none) and replaces it with a better
- * plan: 0 when one was found, else -1; *proven when the walk ended. */
-int search_hooked(Ctx *c, const Graph *g, const Remat *r, double want,
-                  const SearchHooks *h, Plan *best, int *proven);
-
 typedef enum { BUDGET_NONE, BUDGET_FRACTION, BUDGET_BYTES } BudgetKind;
 
 typedef struct {
@@ -770,33 +437,7 @@ typedef struct {
     const Rates *rates;     /* how recompute is priced; NULL: built-in */
 } Budget;
 
-/* "0.4" (a fraction: 0 is full checkpointing's saved bytes, 1 none's),
- * "3MiB", "750KiB", "123456" (bytes). -1 with a message naming opt. */
-int budget_parse(Ctx *c, const char *opt, const char *text, int fraction_ok,
-                 BudgetKind *kind, double *value);
-/* The saved bytes of fractions 0 and 1: full's and none's, the smaller
- * first. */
-void budget_ends(Ctx *c, const Graph *g, double *lo, double *hi);
-/* Saved bytes of a fraction: lo + f * (hi - lo). */
-double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
-/* solve_arena.c: the least-recompute plan within want saved bytes whose
- * planned arena is at most max_arena (f: the saved-bytes frontier within
- * want), scheduled and planned into out; *proven when it is the least,
- * else *bound, a cost no plan that fits has less of. An error when no
- * plan fits. */
-int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
-              const Frontier *f, double want, double max_arena,
-              Compiled *out, int *proven, double *bound);
-/* For the tests: fit_arena answers by its branch and bound alone (no
- * candidate plans, no per-statement bound), so that they check it; at 2,
- * without its cut on the cost still to come either. */
-extern int fit_arena_walk_only;
-/* Decides g under p within the budget (the least recompute), then
- * schedules and plans it into out; an error when no plan fits. */
-int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
-                 Compiled *out);
-
-/* ---- schedule.c: one straight-line list of statements ---------------------- */
+/* ---- middle/schedule.c: one straight-line list of statements ------------------- */
 
 typedef enum {
     S_FORWARD,              /* run node forward (first time, or a recompute) */
@@ -863,26 +504,12 @@ typedef struct {
  * its S_UPDATE, placed after the gradient is final and the parameter's last
  * read). */
 enum { SCHED_FORWARD, SCHED_TRAIN, SCHED_FUSED };
-int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
-                   Schedule *s);
 
-/* Per tensor, the statement of train schedule s after which a trainable
- * parameter's gradient is final (nothing later adds into it); -1 for
- * every other tensor. Where NAME_train_step_hooked calls its hook. */
-int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s);
-
-/* ---- plan.c: arena offsets from liveness ------------------------------------ */
+/* ---- middle/plan.c: arena offsets from liveness -------------------------------- */
 
 #define ARENA_ALIGN 64
-/* Every value of s an offset (s->arena_bytes, s->peak_live_bytes). goal:
- * the arena the plan must fit (--max-arena's bytes), 0 for none; on large
- * schedules the planner works harder only when first fit misses it. */
-int plan_arena(Ctx *c, Schedule *s, double goal);
-/* The schedule's peak_live_bytes alone (plan_arena's lower bound), for a
- * plan that may be dropped before it is planned. */
-size_t schedule_peak(Ctx *c, const Schedule *s);
 
-/* ---- driver.c: the stages chained ------------------------------------------ */
+/* ---- driver.c: the stages chained ---------------------------------------------- */
 
 struct Compiled {
     const Graph *g;
@@ -897,20 +524,7 @@ struct Compiled {
     const Schedule *fused;
 };
 
-/* Compiles graph file + policy all the way to planned schedules; budget
- * may be NULL, and freeze (globs of parameters to freeze, NULL-terminated;
- * freeze_params). */
-int compile_graph(Ctx *c, const char *file, const char *policy,
-                  const Budget *budget, const char *const *freeze,
-                  Compiled *out);
-/* The same from a parsed graph (shapes onwards). */
-int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
-                   Compiled *out);
-/* Schedules and plans a decided graph (the tail of compile_parsed). */
-int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
-                    Compiled *out);
-
-/* ---- emit.c: NAME.c and NAME.h ---------------------------------------------- */
+/* ---- back/emit.c: NAME.c and NAME.h -------------------------------------------- */
 
 struct Emit {
     Buf *out;
@@ -936,37 +550,12 @@ struct Emit {
     const int *ready_first, *ready_next;
 };
 
-/* Zeroes din[i] for the bits of Emit.writes not in `handled`: a gradient
- * the schedule left unzeroed for a call that, on this node, only adds. */
-void emit_unwritten(Emit *e, const Node *n, const char *const *din,
-                    unsigned handled);
-
-/* Writes one line at the current indentation. */
-void emit(Emit *e, const char *fmt, ...);
-/* A static rt_bcast for a binary op or a reduction; returns its C name. */
-const char *emit_bcast(Emit *e, const Node *n, const Tensor *y,
-                       const Tensor *a, const Tensor *b);
-/* "static const int NAME[] = {...};" */
-void emit_int_array(Emit *e, const char *name, const long *v, int n);
-/* reduced[d]: input dimension d is summed away */
-const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
-                            const int *reduced);
-
 /* Initial values given as data stay in the C file up to this many floats;
  * a model with more has them in NAME.weights, the parameter buffer's
  * image (a 10M-parameter model would be 150 MB of C text). */
 #define WEIGHTS_EMBED_MAX ((size_t)1 << 18)
-/* Floats of the trainable parameters: the gradient buffer's, one optimizer
- * state slot each. */
-size_t trainable_floats(const Graph *g);
-/* The floats of NAME.weights (the parameter buffer), 0 when embedded. */
-size_t weights_file_floats(const Graph *g);
-/* header_name: the file name the .c includes; weights, if not NULL, gets
- * NAME.weights's bytes (empty when the values are in the code). */
-int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
-           Buf *hfile, Buf *weights);
 
-/* ---- report.c: schedule and diff reports ------------------------------------ */
+/* ---- back/report.c: schedule and diff reports ---------------------------------- */
 
 typedef struct {
     double saved_bytes, arena_bytes, recompute_flops, forward_flops,
@@ -981,6 +570,294 @@ typedef struct {
     double recompute_seconds;
 } Summary;
 
+/* ---- back/memory.c: the bytes live at each statement, as text or a picture ----- */
+
+/* What holds live bytes: the picture's stacked kinds, bottom to top. */
+enum { HOLD_SAVED, HOLD_FORWARD, HOLD_RECOMPUTED, HOLD_GRADIENT, HOLD_SCRATCH,
+       NHOLDS };
+
+/* Where a step's live bytes peak and what holds them there. */
+typedef struct {
+    int statement;          /* the first with the most live bytes; -1: none */
+    const char *does;       /* what it does: "backward MatMul l3.fc2" */
+    int backward;           /* it is in the backward part of the step */
+    double bytes[NHOLDS];   /* the bytes live there, by what holds them */
+} Peak;
+
+/* ---- back/build.c: a trainer executable from a compiled model ------------------ */
+
+typedef struct {
+    int no_blas;            /* the portable GEMM instead of OpenBLAS */
+    const char *cflags;     /* more C compiler flags, split on spaces; NULL */
+    int mpi;                /* the data-parallel trainer: mpicc, -DRT_MPI and
+                             * runtime/trainer_mpi.c */
+} BuildOptions;
+
+/* ==== What each stage exports, in pipeline order ============================ */
+
+/* ---- util.c: context, arena allocation, errors, strings ------------------------ */
+
+void ctx_init(Ctx *c);
+void ctx_free(Ctx *c);
+/* ctx_free, but the current chunk is kept, zeroed, for what comes next: a
+ * loop that allocates and frees as much each round then neither mallocs
+ * nor clears a whole chunk for each (pareto.c's rows). */
+void ctx_reset(Ctx *c);
+/* Runs fn(p) when the context is freed (a library's own allocations). */
+void ctx_defer(Ctx *c, void (*fn)(void *), void *p);
+void *ctx_alloc(Ctx *c, size_t size);               /* zeroed, never NULL */
+char *ctx_strdup(Ctx *c, const char *s);
+char *ctx_printf(Ctx *c, const char *fmt, ...);
+/* Records "file:line: message" (line 0: "file: message"); returns -1. */
+int ctx_error(Ctx *c, const char *file, int line, const char *fmt, ...);
+/* What a long step is doing, as one line on stderr rewritten in place,
+ * when c->progress is set; progress_clear blanks it (before anything else
+ * is printed, and at the end). */
+void progress(Ctx *c, const char *fmt, ...);
+void progress_clear(Ctx *c);
+
+void buf_init(Buf *b, Ctx *c);
+void buf_printf(Buf *b, const char *fmt, ...);
+void buf_vprintf(Buf *b, const char *fmt, va_list ap);
+/* Writes the buffer to path through a temporary file and a rename, so the
+ * target is either untouched or complete. */
+int buf_write_file(Buf *b, const char *path);
+int write_file_atomic(Ctx *c, const char *path, const char *data, size_t len);
+/* Two files replaced together (see util.c). */
+int write_pair_atomic(Ctx *c, const char *p1, Buf *b1, const char *p2, Buf *b2);
+/* s as a JSON string, quoted and escaped (control characters as \u00XX). */
+void buf_json_string(Buf *b, const char *s);
+/* A JSON number: an integer as digits, else the shortest "%.Ng" that reads
+ * back to v; null for a NaN or an infinity, which JSON cannot write. */
+void buf_json_number(Buf *b, double v);
+/* "%.9g" plus what makes it a float literal: reads back to the same float;
+ * an infinity as a constant expression, "(-1.0f / 0.0f)". */
+const char *fmt_float(Ctx *c, float v);
+int glob_match(const char *pattern, const char *s);
+/* Reads a whole file into memory, NUL-terminated. One past MAX_FILE_BYTES
+ * is refused as soon as that much is read, unless big_ok (may be NULL)
+ * accepts what was read so far; none is read past max. */
+int read_whole_file(Ctx *c, const char *file, size_t max,
+                    int (*big_ok)(const char *data, size_t len),
+                    char **data, size_t *len);
+/* "file is larger than 32 MiB, ..." for file; returns -1. */
+int file_too_big(Ctx *c, const char *file);
+/* The folder of a file's path: "." for a bare name, "/" at the root. */
+const char *path_dir(Ctx *c, const char *file);
+/* The one candidate nearest to s within a typo's reach (case-blind: one
+ * edit from 3 characters, two from 6), or NULL; for messages. */
+const char *closest_name(const char *s, const char *const *cands, int n);
+/* " (did you mean 'x'?)" when closest_name finds one, else "". */
+const char *did_you_mean(Ctx *c, const char *s, const char *const *cands,
+                         int n);
+
+void heap_push(Heap *h, int x);
+int heap_pop(Heap *h);
+
+/* "32x256", "scalar" */
+const char *shape_str(Ctx *c, const Tensor *t);
+
+/* ---- ops/ops.c: the op table --------------------------------------------------- */
+
+int op_lookup(const char *name);                    /* -1 if unknown */
+/* The needs mask of a node's backward, given which inputs want gradients. */
+unsigned op_backward_needs(const Node *n, const int *want);
+
+/* ops/node.c: an attribute by name (-1: the op has none of that name), and
+ * a node's attribute through its row; t's rank, dims and numel. */
+int attr_index(const OpInfo *op, const char *name);
+long node_int(const Node *n, const char *name);
+float node_float(const Node *n, const char *name);
+const Attr *node_attr(const Node *n, const char *name);
+void set_shape(Tensor *t, int rank, const long *dims);
+/* ONNX Slice's clamping along one dimension: the first index taken and
+ * how many (ops_structural.c; the ONNX importer's folds use it too). */
+void slice_axis(long dim, long start, long end, long step, long *first,
+                long *count);
+
+/* ---- front/onnx.c: an ONNX ModelProto as the format's XML ---------------------- */
+
+/* Not XML: the first byte is not '<', a byte-order mark or white space. */
+int onnx_is_model(const char *data, size_t len);
+/* 0, or -1 with an error; 1 (the error set too) when the bytes are no
+ * ModelProto and the file is not named .onnx: a caller may read them as
+ * XML instead, so that a broken .xml gets the XML parser's message. */
+int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
+                const ImportOptions *opt, Imported *out);
+/* util.c: the weights as .npy files at their paths beside xml_path. */
+int write_weights(Ctx *c, const char *xml_path, const Imported *im);
+
+/* ---- front/parse.c: XML -> IR -------------------------------------------------- */
+
+/* Parses a graph file, or an in-memory document named `file`. */
+int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
+                       Graph **out);
+/* An imported graph: init="file" paths found in im's table take its values
+ * instead of reading a file. */
+int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
+                         Graph **out);
+/* --freeze: every parameter whose name one of the globs (NULL-terminated,
+ * or NULL for none) matches becomes non-trainable, as trainable="false"
+ * in the file makes it: no gradient, no optimizer state. A glob matching
+ * no parameter is an error naming it and the nearest names. Before shapes
+ * and autodiff. */
+int freeze_params(Ctx *c, Graph *g, const char *const *globs);
+int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
+/* The generated-symbol prefix (rt, map, win, ...) a model name would
+ * clash with, or NULL. */
+const char *model_name_clash(const char *name);
+
+
+/* ---- middle/shapes.c: topological order and shape inference -------------------- */
+
+int infer_shapes(Ctx *c, Graph *g);
+/* 1 when the graph has a loss, so a backward and a train step; 0 when it is
+ * forward only (no output is the loss; see find_scalar_loss). */
+int graph_trains(const Graph *g);
+/* Floats of the trainable parameters: the gradient buffer's, one optimizer
+ * state slot each. */
+size_t trainable_floats(const Graph *g);
+
+/* ---- middle/autodiff.c: which tensors get gradients ---------------------------- */
+
+/* Sets requires_grad and has_grad; a node's backward runs when
+ * node_has_backward(). */
+int autodiff(Ctx *c, Graph *g);
+int node_has_backward(const Graph *g, const Node *n);
+/* want[i] = input i receives a gradient */
+void node_grad_inputs(const Graph *g, const Node *n, int *want);
+/* The inputs/outputs (NEED_* bits) the node's backward reads. */
+unsigned node_backward_reads(const Graph *g, const Node *n);
+
+/* ---- middle/policy.c: policies and their rules --------------------------------- */
+
+/* parse.c reads policy files too: the XML is one stage. A policy file, or
+ * an in-memory document named `file`. */
+int parse_policy(Ctx *c, const char *file, Policy *out);
+int parse_policy_memory(Ctx *c, const char *file, const char *data,
+                        size_t len, Policy *out);
+/* A built-in policy by name, or NULL. */
+Policy *policy_builtin(Ctx *c, const char *name);
+extern const char *const builtin_policies[];        /* NULL-terminated */
+extern const char *const decision_names[4];         /* in Decision's order */
+/* The decision for a node's outputs: its own remat attribute, else the
+ * first matching rule; *why says which. */
+Decision policy_decide(Ctx *c, const Policy *p, const Node *n,
+                       const char **why);
+const char *decision_name(Decision d);
+/* The same rules with MUST_SAVE turned PREFER_SAVE ("NAME-softened"). */
+Policy *policy_soften(Ctx *c, const Policy *p);
+
+/* ---- middle/cost.c: what a recompute costs, in time ---------------------------- */
+
+/* The constants used where nothing was calibrated. */
+const Rates *rates_builtin(void);
+/* Picoseconds to run node n once at rt: FLOPs at the op's rate plus the
+ * bytes it reads and writes; 0 for a view (cost.c). */
+double node_cost(const Rates *rt, const Graph *g, const Node *n);
+/* What rebuilding output o of n is charged: node_cost, or for a node of
+ * several outputs (Split) that output's share of it (o < 0: the whole). */
+double output_cost(const Rates *rt, const Graph *g, const Node *n, int o);
+/* Where the rates file is: $REMAT_RATES, else
+ * ${XDG_CONFIG_HOME:-$HOME/.config}/remat/rates; NULL when REMAT_RATES is
+ * "builtin" (or no folder is known). */
+const char *rates_path(Ctx *c);
+/* The file's rates; -1 with "file:line: what is wrong" when malformed. */
+int rates_read(Ctx *c, const char *file, Rates *rt);
+/* rates_path's file, or the built-in rates where there is none (*from:
+ * the path read, or "builtin"); -1 when the file is malformed. */
+int rates_load(Ctx *c, Rates *rt, const char **from);
+/* The file's text: a comment header, then `key value` lines. */
+void rates_text(Buf *b, const Rates *rt);
+/* Writes the file whole (temporary file and rename), its folder made. */
+int rates_write(Ctx *c, const char *path, const Rates *rt);
+/* Times the runtime's copy, Relu, Tanh and GEMM in this process. */
+int rates_calibrate(Ctx *c, Rates *rt);
+
+/* ---- middle/remat.c: SAVE or RECOMPUTE for every needed forward tensor --------- */
+
+/* Classifies every tensor, then applies the policy's own decisions. */
+int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r);
+/* The two halves: classes and static needs; then the walk that keeps each
+ * needed tensor, a free one as recompute[t] says (NULL: as asked). */
+int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r);
+void remat_apply(const Graph *g, Remat *r, const char *recompute);
+
+/* ---- solver/solve.c: the least recompute within a memory budget ---------------- */
+
+/* "0.4" (a fraction: 0 is full checkpointing's saved bytes, 1 none's),
+ * "3MiB", "750KiB", "123456" (bytes). -1 with a message naming opt. */
+int budget_parse(Ctx *c, const char *opt, const char *text, int fraction_ok,
+                 BudgetKind *kind, double *value);
+/* The saved bytes of fractions 0 and 1: full's and none's, the smaller
+ * first. */
+void budget_ends(Ctx *c, const Graph *g, double *lo, double *hi);
+/* Saved bytes of a fraction: lo + f * (hi - lo). */
+double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
+/* Decides g under p within the budget (the least recompute) into *out,
+ * which the driver then schedules and plans (compile_budget); an error
+ * when no plan fits. */
+int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
+                 Remat **out);
+
+/* ---- middle/schedule.c: one straight-line list of statements ------------------- */
+
+int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
+                   Schedule *s);
+
+/* Per tensor, the statement of train schedule s after which a trainable
+ * parameter's gradient is final (nothing later adds into it); -1 for
+ * every other tensor. Where NAME_train_step_hooked calls its hook. */
+int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s);
+
+/* ---- middle/plan.c: arena offsets from liveness -------------------------------- */
+
+/* Every value of s an offset (s->arena_bytes, s->peak_live_bytes). goal:
+ * the arena the plan must fit (--max-arena's bytes), 0 for none; on large
+ * schedules the planner works harder only when first fit misses it. */
+int plan_arena(Ctx *c, Schedule *s, double goal);
+/* The schedule's peak_live_bytes alone (plan_arena's lower bound), for a
+ * plan that may be dropped before it is planned. */
+size_t schedule_peak(Ctx *c, const Schedule *s);
+
+/* ---- driver.c: the stages chained ---------------------------------------------- */
+
+/* Compiles graph file + policy all the way to planned schedules; budget
+ * may be NULL, and freeze (globs of parameters to freeze, NULL-terminated;
+ * freeze_params). */
+int compile_graph(Ctx *c, const char *file, const char *policy,
+                  const Budget *budget, const char *const *freeze,
+                  Compiled *out);
+/* The same from a parsed graph (shapes onwards). */
+int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
+                   Compiled *out);
+/* Schedules and plans a decided graph (the tail of compile_parsed). */
+/* A built-in name or a policy XML file. */
+int policy_load(Ctx *c, const char *name_or_file, Policy **out);
+/* A graph file of either format: XML, or ONNX (told apart by content). */
+int read_graph_file(Ctx *c, const char *file, char **data, size_t *len);
+int load_graph(Ctx *c, const char *file, Graph **out);
+/* remat_budget's decision, scheduled and planned into m. */
+int compile_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
+                   Compiled *m);
+int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                    Compiled *out);
+
+/* ---- back/emit.c: NAME.c and NAME.h -------------------------------------------- */
+
+/* ops/emit_text.c: writes one line at the current indentation (the op
+ * rows' emitters and emit.c write every line through it). */
+void emit(Emit *e, const char *fmt, ...);
+
+/* The floats of NAME.weights (the parameter buffer), 0 when embedded. */
+size_t weights_file_floats(const Graph *g);
+/* header_name: the file name the .c includes; weights, if not NULL, gets
+ * NAME.weights's bytes (empty when the values are in the code). */
+int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
+           Buf *hfile, Buf *weights);
+
+/* ---- back/report.c: schedule and diff reports ---------------------------------- */
+
 void summarize(const Compiled *m, Summary *s);
 void report_schedule(Buf *b, const Compiled *m);
 void report_diff(Buf *b, const Compiled *a, const Compiled *bm);
@@ -988,7 +865,7 @@ void report_diff(Buf *b, const Compiled *a, const Compiled *bm);
 void report_schedule_json(Buf *b, const Compiled *m);
 void report_diff_json(Buf *b, const Compiled *a, const Compiled *bm);
 
-/* ---- pareto.c: every optimal plan as a table and a picture ------------------ */
+/* ---- pareto.c: every optimal plan as a table and a picture --------------------- */
 
 /* One row per plan of g's frontier under p: budget, saved and arena bytes,
  * recompute FLOPs, and with timed the trainer's ms per step; with json, as
@@ -998,7 +875,7 @@ void report_diff_json(Buf *b, const Compiled *a, const Compiled *bm);
 int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
                   int timed, int json, int by_arena, const char *svg, Buf *out);
 
-/* ---- svg.c: what the pictures share ---------------------------------------- */
+/* ---- back/svg.c: what the pictures share --------------------------------------- */
 
 /* The <svg> element's opening and a white background. */
 void svg_begin(Buf *s, int w, int h);
@@ -1011,7 +888,7 @@ const char *byte_unit(double max, double *scale);
 /* The unit a time up to max picoseconds reads best in: µs, ms or s. */
 const char *time_unit(double max, double *scale);
 
-/* ---- memory.c: the bytes live at each statement, as text or a picture ------ */
+/* ---- back/memory.c: the bytes live at each statement, as text or a picture ----- */
 
 /* What holds the bytes live at each statement of the train step (of the
  * forward when the graph is forward only), and the largest values at the
@@ -1019,18 +896,7 @@ const char *time_unit(double max, double *scale);
  * written there (and nothing into out). */
 int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out);
 
-/* What holds live bytes: the picture's stacked kinds, bottom to top. */
-enum { HOLD_SAVED, HOLD_FORWARD, HOLD_RECOMPUTED, HOLD_GRADIENT, HOLD_SCRATCH,
-       NHOLDS };
 extern const char *const hold_names[NHOLDS];
-
-/* Where a step's live bytes peak and what holds them there. */
-typedef struct {
-    int statement;          /* the first with the most live bytes; -1: none */
-    const char *does;       /* what it does: "backward MatMul l3.fc2" */
-    int backward;           /* it is in the backward part of the step */
-    double bytes[NHOLDS];   /* the bytes live there, by what holds them */
-} Peak;
 
 /* The peak of s, one of m's schedules (its train step, or its forward). */
 void find_peak(Ctx *c, const Compiled *m, const Schedule *s, Peak *p);
@@ -1041,14 +907,8 @@ const char *peak_note(Ctx *c, const Peak *p);
  * peak_KIND_bytes per kind, and peak_note when there is one. */
 void report_peak(Buf *b, const Peak *p);
 
-/* ---- build.c: a trainer executable from a compiled model -------------------- */
+/* ---- back/build.c: a trainer executable from a compiled model ------------------ */
 
-typedef struct {
-    int no_blas;            /* the portable GEMM instead of OpenBLAS */
-    const char *cflags;     /* more C compiler flags, split on spaces; NULL */
-    int mpi;                /* the data-parallel trainer: mpicc, -DRT_MPI and
-                             * runtime/trainer_mpi.c */
-} BuildOptions;
 int build_trainer(Ctx *c, const Compiled *m, const char *exe,
                   const BuildOptions *o);
 

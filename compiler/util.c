@@ -463,6 +463,56 @@ const char *path_dir(Ctx *c, const char *file)
     return d[0] ? d : "/";
 }
 
+int file_too_big(Ctx *c, const char *file)
+{
+    return ctx_error(c, file, 0, "file is larger than %d MiB, the most this "
+                     "compiler reads", (int)(MAX_FILE_BYTES >> 20));
+}
+
+int read_whole_file(Ctx *c, const char *file, size_t max,
+                    int (*big_ok)(const char *data, size_t len),
+                    char **data, size_t *len)
+{
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return ctx_error(c, file, 0, "cannot open: %s", strerror(errno));
+    size_t cap = 65536, n = 0;
+    char *d = ctx_alloc(c, cap + 1);
+    size_t got;
+    while ((got = fread(d + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n > max || (n > MAX_FILE_BYTES && !(big_ok && big_ok(d, n)))) {
+            fclose(f);
+            return file_too_big(c, file);
+        }
+        if (n == cap) {
+            char *bigger = ctx_alloc(c, 2 * cap + 1);
+            memcpy(bigger, d, n);
+            d = bigger;
+            cap *= 2;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return ctx_error(c, file, 0, "cannot read: %s", strerror(errno));
+    *data = d;
+    *len = n;
+    return 0;
+}
+
+/* "32x256", or "scalar" for rank 0: a shape as messages and reports write it. */
+const char *shape_str(Ctx *c, const Tensor *t)
+{
+    if (t->rank == 0)
+        return "scalar";
+    Buf b;
+    buf_init(&b, c);
+    for (int i = 0; i < t->rank; i++)
+        buf_printf(&b, "%s%ld", i ? "x" : "", t->dims[i]);
+    return b.data;
+}
+
 /* Each weight as DIR/PATH (PATH relative to the XML's folder), through a
  * temporary file and a rename, so each .npy is whole or absent. */
 int write_weights(Ctx *c, const char *xml_path, const Imported *im)

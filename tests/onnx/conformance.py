@@ -58,8 +58,8 @@ FOLDED = {"Constant", "Shape", "Size", "ConstantOfShape", "Cast", "Range",
 
 
 def supported_ops():
-    """The ONNX names of the op table's rows (compiler/ops.c)."""
-    text = open(os.path.join(ROOT, "compiler", "ops.c")).read()
+    """The ONNX names of the op table's rows (compiler/ops/ops.c)."""
+    text = open(os.path.join(ROOT, "compiler", "ops", "ops.c")).read()
     names = set(re.findall(r'\[OP_\w+\]\s*=\s*(?:\{|BINARY\(|UNARY\()\s*"(\w+)"', text))
     return names
 

@@ -148,7 +148,7 @@ START_TEST(broken_xml_and_wrong_root)
     const char *fmt = "<model name='m' format='2'><graph/></model>";
     ck_assert_int_eq(parse_graph_memory(&c, "f.xml", fmt, strlen(fmt), &g), -1);
     ck_assert_contains(c.err, "format=\"2\" is not supported");
-    ck_assert_int_eq(parse_graph(&c, "/nonexistent/g.xml", &g), -1);
+    ck_assert_int_eq(load_graph(&c, "/nonexistent/g.xml", &g), -1);
     ck_assert_contains(c.err, "/nonexistent/g.xml: cannot open");
     ctx_free(&c);
 }

@@ -2,6 +2,7 @@
  * the least over every range, and the hash of a suffix, equal where the
  * suffixes are equal and (here, with 64-bit hashes) different where not. */
 #include "testutil.h"
+#include "solver/solver.h"
 
 #include <stdint.h>
 

@@ -2,6 +2,7 @@
  * exhaustive search over every plan of random small graphs. */
 #define _DEFAULT_SOURCE     /* popen: the generator scripts */
 #include "testutil.h"
+#include "solver/solver.h"
 
 #include <math.h>
 
@@ -358,7 +359,7 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
                 NULL};
     Compiled m;
     double least = least_fitting(all, n, want, arena);
-    int rc = remat_budget(&x, g, p, &b, &m);
+    int rc = compile_budget(&x, g, p, &b, &m);
     ck_assert_msg((rc == 0) == (least < HUGE_VAL),
                   "max-arena %.0f, budget %.0f%s: rc %d, exhaustive %.0f: %s\n%s",
                   arena, want, fit_arena_walk_only ? " (walk alone)" : "", rc,
@@ -887,7 +888,7 @@ START_TEST(max_arena_cut_removes_no_answer)
                 Budget b = {BUDGET_NONE, 0, bound, NULL};
                 Compiled m;
                 int w = fit_arena_walk_only;
-                rc[w] = remat_budget(&x, g, p, &b, &m);
+                rc[w] = compile_budget(&x, g, p, &b, &m);
                 proven[w] = rc[w] == 0 && m.remat->proven;
                 cost[w] = rc[w] == 0 ? m.train->recompute_cost : -1;
                 ctx_free(&x);

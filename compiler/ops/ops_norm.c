@@ -1,5 +1,8 @@
 /*
- * ops_norm.c: BatchNormalization, the op table's row functions.
+ * ops_norm.c: LayerNormalization and BatchNormalization (runtime norm.c).
+ *
+ * LayerNormalization normalizes over the axes from `axis` on; its
+ * backward reads X and scale and recomputes the mean and 1/std from X.
  *
  * BatchNormalization(X, scale, B, input_mean, input_var) over X of shape
  * (N, C, D1, ...), or (N, C): every channel is normalized on its own. The
@@ -27,9 +30,57 @@
  * ONNX's optional outputs 1 and 2 (the updated running statistics) are not
  * outputs here: the update is in place.
  */
-#include "remat.h"
+#include "ops.h"
 
-#include <string.h>
+/* Scale and bias hold exactly the normalized dimensions (x's from axis). */
+int shape_layer_norm(Ctx *c, Graph *g, Node *n)
+{
+    int a = node_axis(c, g, n, IN(0)->rank, IN(0)->rank - 1);
+    if (a < 0)
+        return -1;
+    long cols = dims_product(IN(0), a, IN(0)->rank);
+    for (int i = 1; i < n->nin; i++)
+        if (IN(i)->numel != cols)
+            return node_error(c, g, n, ctx_printf(c,
+                "LayerNormalization input %d '%s' has shape %s but must hold "
+                "the %ld elements of input 0's dimensions from axis %d on",
+                i, IN(i)->name, shape_str(c, IN(i)), cols, a));
+    return shape_same(c, g, n);
+}
+
+static const char *layer_norm_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    long a = node_int(n, "axis");
+    int axis = (int)(a < 0 ? a + x->rank : a);
+    return ctx_printf(e->ctx, "%ld, %ld, %s", dims_product(x, 0, axis),
+                      dims_product(x, axis, x->rank),
+                      fmt_float(e->ctx, node_float(n, "epsilon")));
+}
+
+void emit_layer_norm_fwd(Emit *e, const Node *n, const char *const *out,
+                         const char *const *in)
+{
+    emit(e, "rt_layernorm_forward(%s, %s, %s, %s, %s);", out[0], in[0], in[1],
+         n->nin == 3 ? in[2] : "NULL", layer_norm_sizes(e, n));
+}
+
+void emit_layer_norm_bwd(Emit *e, const Node *n, const char *const *din,
+                         const char *const *dout, const char *const *in,
+                         const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_layernorm_backward(%s, %s, %s, %s, %s, %s, %s);",
+         or_null(din, 0, n->nin), or_null(din, 1, n->nin),
+         or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
+         or_null(in, 1, n->nin), layer_norm_sizes(e, n));
+}
+
+double flops_layer_norm(const Graph *g, const Node *n)
+{
+    return 8.0 * OUT(0)->numel;
+}
 
 const AttrSpec batch_norm_attrs[] = {
     {.name = "epsilon", .type = ATTR_FLOAT, .f = 1e-5f},

@@ -28,8 +28,8 @@
  * has the file format.
  */
 #define _DEFAULT_SOURCE     /* clock_gettime */
-#include "remat.h"
-#include "../runtime/remat_rt.h"
+#include "../remat.h"
+#include "../../runtime/remat_rt.h"
 
 #include <errno.h>
 #include <math.h>
@@ -50,13 +50,12 @@ const Rates *rates_builtin(void)
     return &builtin;
 }
 
-/* The ops whose FLOPs run through rt_sgemm (Conv by im2col) go at the
- * GEMM's rate, every other op's at the other rate. */
+/* The ops whose FLOPs run through rt_sgemm (their rows' gemm_rate) go at
+ * the GEMM's rate, every other op's at the other rate. */
 static double flop_rate_of(const Rates *rt, OpKind op)
 {
-    int gemm = op == OP_GEMM || op == OP_MATMUL || op == OP_CONV ||
-               op == OP_ATTENTION;
-    return gemm ? rt->gemm_flops_per_s : rt->other_flops_per_s;
+    return op_table[op].gemm_rate ? rt->gemm_flops_per_s
+                                  : rt->other_flops_per_s;
 }
 
 static double tensor_bytes(const Tensor *t)
@@ -286,7 +285,7 @@ static double table_flops(OpKind op, long n)
 {
     Tensor t = {.numel = n, .rank = 1, .dims = {n}};
     Graph g = {.tensors = &t, .ntensors = 1};
-    Node nd = {.op = op, .nin = 1, .nout = 1};
+    Node nd = {.op = op, .row = &op_table[op], .nin = 1, .nout = 1};
     return op_table[op].flops(&g, &nd);
 }
 

@@ -18,7 +18,7 @@
  * weights' sum below p, the values' part of the hash below x is
  * W(x) * sum(D[p], p < x) - sum(D[p] * W(p), p < x).
  */
-#include "remat.h"
+#include "solver.h"
 
 #include <limits.h>
 #include <string.h>

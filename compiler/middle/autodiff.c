@@ -18,7 +18,7 @@
  * backward kernels accumulate), so the sum needs no extra node. A graph
  * without a loss (forward only) has no gradient anywhere.
  */
-#include "remat.h"
+#include "../remat.h"
 
 /* Whether the op differentiates with respect to its input i at all. */
 static int takes_grad(const Node *n, int i)

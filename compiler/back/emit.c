@@ -29,21 +29,10 @@
  * version, floats printed with 9 significant digits (they read back to the
  * same float), everything in schedule or file order.
  */
-#include "remat.h"
+#include "../remat.h"
 
 #include <ctype.h>
 #include <string.h>
-
-void emit(Emit *e, const char *fmt, ...)
-{
-    for (int i = 0; *fmt && i < e->indent; i++)
-        buf_printf(e->out, "    ");
-    va_list ap;
-    va_start(ap, fmt);
-    buf_vprintf(e->out, fmt, ap);
-    va_end(ap);
-    buf_printf(e->out, "\n");
-}
 
 static const char *upper(Ctx *c, const char *s)
 {
@@ -63,95 +52,6 @@ static const char *comment_safe(Ctx *c, const char *s)
     for (char *p = d; (p = strstr(p, "/*")) != NULL;)
         p[1] = '?';
     return d;
-}
-
-/* ---- broadcast maps ------------------------------------------------------------ */
-
-static void contiguous_strides(const Tensor *t, long *st)
-{
-    long s = 1;
-    for (int i = t->rank - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= t->dims[i];
-    }
-}
-
-static int same_shape(const Tensor *a, const Tensor *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i])
-            return 0;
-    return 1;
-}
-
-static void emit_map(Emit *e, const Node *n, int rank, const long *dims,
-                     const long *sa, const long *sb)
-{
-    Buf b;
-    buf_init(&b, e->ctx);
-    const long *rows[3] = {dims, sa, sb};
-    for (int r = 0; r < 3; r++) {
-        buf_printf(&b, ", {");
-        for (int i = 0; i < rank; i++)
-            buf_printf(&b, "%s%ld", i ? ", " : "", rows[r][i]);
-        buf_printf(&b, rank ? "}" : "0}");     /* ISO C: no empty braces */
-    }
-    emit(e, "static const rt_bcast map_%s = {%d%s};", n->cname, rank, b.data);
-}
-
-void emit_int_array(Emit *e, const char *name, const long *v, int n)
-{
-    Buf b;
-    buf_init(&b, e->ctx);
-    for (int i = 0; i < n; i++)
-        buf_printf(&b, "%s%ld", i ? ", " : "", v[i]);
-    emit(e, "static const int %s[] = {%s};", name, n ? b.data : "0");
-}
-
-/* Strides of `t` seen from an output of `rank` dims `dims`: right-aligned,
- * 0 where t has extent 1 (or no dimension) and is broadcast. */
-static void broadcast_strides(const Tensor *t, int rank, const long *dims,
-                              long *st)
-{
-    long own[MAX_RANK];
-    contiguous_strides(t, own);
-    for (int i = 0; i < rank; i++) {
-        int j = i - (rank - t->rank);
-        st[i] = j >= 0 && t->dims[j] == dims[i] && dims[i] != 1 ? own[j] : 0;
-    }
-}
-
-const char *emit_bcast(Emit *e, const Node *n, const Tensor *y,
-                       const Tensor *a, const Tensor *b)
-{
-    long dims[MAX_RANK], sa[MAX_RANK], sb[MAX_RANK];
-    if (same_shape(a, y) && same_shape(b, y)) {
-        /* the common case: one flat loop */
-        dims[0] = y->numel;
-        sa[0] = sb[0] = 1;
-        emit_map(e, n, 1, dims, sa, sb);
-    } else {
-        memcpy(dims, y->dims, sizeof dims);
-        broadcast_strides(a, y->rank, y->dims, sa);
-        broadcast_strides(b, y->rank, y->dims, sb);
-        emit_map(e, n, y->rank, dims, sa, sb);
-    }
-    return n->cname;
-}
-
-const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
-                            const int *reduced)
-{
-    long sa[MAX_RANK], sb[MAX_RANK], s = 1;
-    contiguous_strides(x, sa);
-    for (int i = x->rank - 1; i >= 0; i--) {
-        sb[i] = reduced[i] ? 0 : s;
-        s *= reduced[i] ? 1 : x->dims[i];
-    }
-    emit_map(e, n, x->rank, x->dims, sa, sb);
-    return n->cname;
 }
 
 /* ---- names ------------------------------------------------------------------------ */
@@ -266,14 +166,6 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     e->writes = st->writes;
     op_table[n->op].emit_backward(e, n, din, dout, in, out);
     e->writes = 0;
-}
-
-void emit_unwritten(Emit *e, const Node *n, const char *const *din,
-                    unsigned handled)
-{
-    for (int i = 0; i < n->nin; i++)
-        if ((e->writes & ~handled & (1u << i)) && din[i])
-            emit(e, "rt_zero(%s, %ld);", din[i], e->g->tensors[n->in[i]].numel);
 }
 
 static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
@@ -649,15 +541,6 @@ static void emit_sgd(Emit *e)
     emit(e, "");
 }
 
-size_t trainable_floats(const Graph *g)
-{
-    size_t n = 0;
-    for (int t = 0; t < g->ntensors; t++)
-        if (g->tensors[t].kind == T_PARAM && g->tensors[t].trainable)
-            n += (size_t)g->tensors[t].numel;
-    return n;
-}
-
 /* NAME_sgd_step, NAME_adamw_step and NAME_clip_grad_norm: one runtime call
  * per trainable parameter's range. The state has the gradient buffer's
  * layout (the trainable parameters' slots in table order): SGD's momentum
@@ -748,7 +631,7 @@ static int count_dropouts(const Graph *g)
 {
     int n = 0;
     for (int k = 0; k < g->nnodes; k++)
-        n += g->nodes[k].op == OP_DROPOUT;
+        n += op_table[g->nodes[k].op].random_mask;
     return n;
 }
 
@@ -815,7 +698,7 @@ static void emit_dropout_table(Emit *e)
     for (int k = 0; k < g->nnodes; k++) {
         const Node *d = &g->nodes[k];
         const Tensor *y = &g->tensors[d->out[0]];
-        if (d->op == OP_DROPOUT)
+        if (op_table[d->op].random_mask)
             emit(e, "    {\"%s\", %ld, %d, {%s}, %s, %d},", d->name, y->numel,
                  y->rank, dims_list(e, y->rank, y->dims),
                  fmt_float(e->ctx, node_float(d, "ratio")), k);

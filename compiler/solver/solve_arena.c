@@ -60,7 +60,7 @@
  * per-statement bound. The room at every point is kept in ranges.c's
  * tree, so that reaching a node costs O(log n).
  */
-#include "remat.h"
+#include "solver.h"
 
 #include <limits.h>
 #include <math.h>
@@ -1041,9 +1041,8 @@ static Plan first_fit(Arena *a, const Frontier *f)
 
 int fit_arena_walk_only;
 
-int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
-              const Frontier *f, double want, double max_arena,
-              Compiled *out, int *proven, double *bound)
+int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
+              double want, double max_arena, int *proven, double *bound)
 {
     Arena a;
     if (arena_init(c, g, r, max_arena, f, &a))
@@ -1083,6 +1082,6 @@ int fit_arena(Ctx *c, const Graph *g, const Policy *p, Remat *r,
                          : want < HUGE_VAL ? "no plan within the budget fits"
                          : "no plan fits");
     remat_apply(g, r, best.recompute);
-    r->max_arena = max_arena;   /* planned as leaf() planned it */
-    return compile_decided(c, g, p, r, out);
+    r->max_arena = max_arena;   /* the driver plans it as leaf() did */
+    return 0;
 }

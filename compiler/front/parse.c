@@ -1,7 +1,8 @@
 /*
  * parse.c: graph format v1 (docs/graph-format.md) from XML to the IR.
  *
- * parse_graph() returns 0 and a Graph whose tensors and nodes are all
+ * parse_graph_memory() (and parse_graph_imported(), for what the ONNX importer
+ * wrote) returns 0 and a Graph whose tensors and nodes are all
  * resolved: every node input and output is a tensor index, every attribute is
  * typed by the op's schema (ONNX defaults filled in), every name is valid and
  * unique in its kind, every tensor has exactly one definition (an input, an
@@ -15,8 +16,8 @@
  * hash table, so a large graph parses in linear time.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "remat.h"
-#include "../runtime/remat_rt.h"
+#include "../remat.h"
+#include "../../runtime/remat_rt.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -372,17 +373,6 @@ static int parse_shape(Parser *p, xmlNode *x, const char *name, Tensor *t)
     return 0;
 }
 
-const char *shape_str(Ctx *c, const Tensor *t)
-{
-    if (t->rank == 0)
-        return "scalar";
-    Buf b;
-    buf_init(&b, c);
-    for (int i = 0; i < t->rank; i++)
-        buf_printf(&b, "%s%ld", i ? "x" : "", t->dims[i]);
-    return b.data;
-}
-
 /* ---- tensors ------------------------------------------------------------------------- */
 
 static Tensor *new_tensor(Parser *p, xmlNode *x, const char *name,
@@ -681,16 +671,6 @@ static int parse_op_attrs(Parser *p, xmlNode *x, Node *n)
     return 0;
 }
 
-static const char *const remat_names[] = {
-    [MUST_SAVE] = "must_save", [PREFER_SAVE] = "prefer_save",
-    [MUST_RECOMPUTE] = "must_recompute", [PREFER_RECOMPUTE] = "prefer_recompute",
-};
-
-const char *decision_name(Decision d)
-{
-    return d == REMAT_UNSET ? "unset" : remat_names[d];
-}
-
 static int parse_remat(Parser *p, xmlNode *x, Node *n)
 {
     n->remat = REMAT_UNSET;
@@ -698,7 +678,7 @@ static int parse_remat(Parser *p, xmlNode *x, Node *n)
     if (!v)
         return 0;
     for (int d = 0; d < 4; d++)
-        if (strcmp(v, remat_names[d]) == 0)
+        if (strcmp(v, decision_names[d]) == 0)
             n->remat = (Decision)d;
     if (n->remat == REMAT_UNSET)
         return ELEM_ERROR(p, x, "node '%s': remat=\"%s\" must be must_save, "
@@ -783,6 +763,7 @@ static int parse_node(Parser *p, xmlNode *x, int block)
     n->cname = mangle(p, &p->cnames_n, name);
     n->line = (int)xmlGetLineNo(x);
     n->op = (OpKind)op;
+    n->row = &op_table[op];
     n->block = block;
     const char *outs[MAX_IO];
     if (check_attrs(p, x, ok, &op_table[op]) || parse_op_attrs(p, x, n) ||
@@ -1146,12 +1127,6 @@ static int parse_tree(Parser *p, xmlNode *root)
     return 0;
 }
 
-static int file_too_big(Ctx *c, const char *file)
-{
-    return ctx_error(c, file, 0, "file is larger than %d MiB, the most this "
-                     "compiler reads", (int)(MAX_FILE_BYTES >> 20));
-}
-
 /* libxml2 keeps its last error, but after one mistake the parser stumbles
  * on and the last is often an echo ("Premature end of data") far from it;
  * the first is the one to show. */
@@ -1248,53 +1223,6 @@ static int parse_xml(Parser *p, const char *data, size_t len,
     return rc;
 }
 
-/* Reads a whole file into memory (NUL-terminated), refusing one larger than
- * max before reading it all. */
-static int read_file_max(Ctx *c, const char *file, char **data, size_t *len,
-                         size_t max);
-
-static int read_file(Ctx *c, const char *file, char **data, size_t *len)
-{
-    return read_file_max(c, file, data, len, MAX_FILE_BYTES);
-}
-
-/* An ONNX model holds its weights: up to 2 GiB, protobuf's own limit. */
-int read_graph_file(Ctx *c, const char *file, char **data, size_t *len)
-{
-    return read_file_max(c, file, data, len, (size_t)2 << 30);
-}
-
-static int read_file_max(Ctx *c, const char *file, char **data, size_t *len,
-                         size_t max)
-{
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return ctx_error(c, file, 0, "cannot open: %s", strerror(errno));
-    size_t cap = 65536, n = 0;
-    char *d = ctx_alloc(c, cap + 1);
-    size_t got;
-    while ((got = fread(d + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n > max || (n > MAX_FILE_BYTES && !onnx_is_model(d, n))) {
-            fclose(f);
-            return file_too_big(c, file);
-        }
-        if (n == cap) {
-            char *bigger = ctx_alloc(c, 2 * cap + 1);
-            memcpy(bigger, d, n);
-            d = bigger;
-            cap *= 2;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad)
-        return ctx_error(c, file, 0, "cannot read: %s", strerror(errno));
-    *data = d;
-    *len = n;
-    return 0;
-}
-
 int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
                        Graph **out)
 {
@@ -1330,25 +1258,6 @@ int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
         g->blocks[b].line = 0;
     *out = g;
     return 0;
-}
-
-/* XML, or an ONNX model imported on the way (onnx.c). */
-int parse_graph(Ctx *c, const char *file, Graph **out)
-{
-    char *data;
-    size_t len;
-    if (read_graph_file(c, file, &data, &len))
-        return -1;
-    if (!onnx_is_model(data, len))
-        return parse_graph_memory(c, file, data, len, out);
-    Imported im;
-    ImportOptions opt = {NULL, 1};
-    int rc = onnx_import(c, file, data, len, &opt, &im);
-    if (rc > 0)     /* not ONNX after all */
-        return parse_graph_memory(c, file, data, len, out);
-    if (rc < 0)
-        return -1;
-    return parse_graph_imported(c, file, &im, out);
 }
 
 /* ---- --freeze: parameters made constants at compile time ------------------------ */
@@ -1436,13 +1345,13 @@ static int parse_decision(Parser *p, xmlNode *x, Decision *d)
     if (!v)
         return -1;
     for (int k = 0; k < 4; k++)
-        if (strcmp(v, remat_names[k]) == 0) {
+        if (strcmp(v, decision_names[k]) == 0) {
             *d = (Decision)k;
             return 0;
         }
     return ELEM_ERROR(p, x, "<%s>: decision=\"%s\" must be must_save, "
                       "prefer_save, must_recompute or prefer_recompute%s",
-                      ename(x), v, did_you_mean(p->c, v, remat_names, 4));
+                      ename(x), v, did_you_mean(p->c, v, decision_names, 4));
 }
 
 static int parse_rule(Parser *p, xmlNode *x, Rule *r)
@@ -1543,7 +1452,7 @@ int parse_policy(Ctx *c, const char *file, Policy *out)
 {
     char *data;
     size_t len;
-    if (read_file(c, file, &data, &len))
+    if (read_whole_file(c, file, MAX_FILE_BYTES, NULL, &data, &len))
         return -1;
     return parse_policy_memory(c, file, data, len, out);
 }

@@ -17,16 +17,29 @@
  * matmuls too (policy_soften; the name gets "-softened").
  *
  * A policy file without a <default> behaves as if it ended in
- * <default decision="prefer_save"/>: what no rule mentions is kept.
+ * <default decision="prefer_save"/>: what no rule mentions is kept. The
+ * XML parser reads policy files (parse_policy); the driver's policy_load
+ * picks a built-in or a file.
  */
-#include "remat.h"
+#include "../remat.h"
 
 #include <string.h>
 
 const char *const builtin_policies[] = {"none", "full", "sac",
                                         "sac-aggressive", NULL};
 
-static Policy *builtin(Ctx *c, const char *name)
+/* In Decision's order: the XML's `remat` and `decision` values. */
+const char *const decision_names[4] = {
+    [MUST_SAVE] = "must_save", [PREFER_SAVE] = "prefer_save",
+    [MUST_RECOMPUTE] = "must_recompute", [PREFER_RECOMPUTE] = "prefer_recompute",
+};
+
+const char *decision_name(Decision d)
+{
+    return d == REMAT_UNSET ? "unset" : decision_names[d];
+}
+
+Policy *policy_builtin(Ctx *c, const char *name)
 {
     static const Rule none[] = {{RULE_DEFAULT, NULL, PREFER_SAVE, 0}};
     static const Rule full[] = {{RULE_DEFAULT, NULL, PREFER_RECOMPUTE, 0}};
@@ -59,22 +72,6 @@ static Policy *builtin(Ctx *c, const char *name)
             return p;
         }
     return NULL;
-}
-
-int policy_load(Ctx *c, const char *name, Policy **out)
-{
-    *out = builtin(c, name);
-    if (*out)
-        return 0;
-    if (!strchr(name, '/') && !strstr(name, ".xml"))
-        return ctx_error(c, name, 0, "unknown policy%s; use none, full, sac, "
-                         "sac-aggressive or a policy file (FILE.xml)",
-                         did_you_mean(c, name, builtin_policies, 4));
-    Policy *p = ctx_alloc(c, sizeof *p);
-    if (parse_policy(c, name, p))
-        return -1;
-    *out = p;
-    return 0;
 }
 
 Policy *policy_soften(Ctx *c, const Policy *p)

@@ -1,6 +1,8 @@
 /*
- * ops_structural.c: the structural ops' shape rules and emitters, for the
- * op table's rows (ops.c): Identity, Unsqueeze and Squeeze, which are
+ * ops_structural.c: the ops that move data without arithmetic (runtime
+ * structural.c), for the op table's rows (ops.c): Transpose; Gather (an
+ * embedding lookup, whose backward scatter-adds into the table); Reshape,
+ * Flatten, Identity, Unsqueeze and Squeeze, which are
  * views (alias rows: the output is the input's floats, or int64s, with
  * another shape, and needs no rule beyond its shape), and Concat, Split
  * and Slice, which move data with the runtime's rt_concat_*, rt_split_* and
@@ -17,9 +19,196 @@
  * Slice's starts and steps are clamped here, by ONNX's rules, and the
  * kernel only walks them.
  */
-#include "remat.h"
+#include "ops.h"
 
-/* ---- views: Unsqueeze and Squeeze (Identity is shape_same) ------------------- */
+#include <string.h>
+
+int shape_transpose(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *perm = node_attr(n, "perm");
+    long p[MAX_RANK], dims[MAX_RANK];
+    int seen[MAX_RANK] = {0};
+    if (perm->set && perm->nints != x->rank)
+        return node_error(c, g, n, ctx_printf(c, "Transpose perm has %d "
+            "entries but input '%s' has rank %d; perm lists every dimension "
+            "once", perm->nints, x->name, x->rank));
+    for (int d = 0; d < x->rank; d++) {
+        p[d] = perm->set ? perm->ints[d] : x->rank - 1 - d;
+        if (p[d] < 0 || p[d] >= x->rank || seen[p[d]]++)
+            return node_error(c, g, n, ctx_printf(c, "Transpose perm is not a "
+                "permutation of 0..%d; perm lists every dimension once",
+                x->rank - 1));
+        dims[d] = x->dims[p[d]];
+    }
+    set_shape(OUT(0), x->rank, dims);
+    return 0;
+}
+
+static void transpose_perm(const Node *n, int rank, long *p)
+{
+    const Attr *perm = node_attr(n, "perm");
+    for (int d = 0; d < rank; d++)
+        p[d] = perm->set ? perm->ints[d] : rank - 1 - d;
+}
+
+void emit_transpose_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    long p[MAX_RANK];
+    transpose_perm(n, IN(0)->rank, p);
+    emit_int_array(e, ctx_printf(e->ctx, "dims_%s", n->cname), IN(0)->dims,
+                   IN(0)->rank);
+    emit_int_array(e, ctx_printf(e->ctx, "perm_%s", n->cname), p, IN(0)->rank);
+}
+
+void emit_transpose_fwd(Emit *e, const Node *n, const char *const *out,
+                        const char *const *in)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_transpose_forward(%s, %s, %d, dims_%s, perm_%s);", out[0],
+         in[0], IN(0)->rank, n->cname, n->cname);
+}
+
+void emit_transpose_bwd(Emit *e, const Node *n, const char *const *din,
+                        const char *const *dout, const char *const *in,
+                        const char *const *out)
+{
+    const Graph *g = e->g;
+    (void)in;
+    (void)out;
+    emit(e, "rt_transpose_backward%s(%s, %s, %d, dims_%s, perm_%s%s);",
+         set_suffix(e), din[0], dout[0], IN(0)->rank, n->cname,
+         n->cname, set_arg(e));
+}
+
+/* ONNX Reshape with its shape as an attribute: 0 copies the input's
+ * dimension at that place (allowzero=0), one -1 takes what is left. */
+int shape_reshape(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *want = node_attr(n, "shape");
+    long dims[MAX_RANK], known = 1;
+    int infer = -1;
+    if (!want->set)
+        return node_error(c, g, n, "Reshape needs shape=\"D0 D1 ...\" (ONNX's "
+                          "shape input, given as an attribute)");
+    if (want->nints > MAX_RANK)
+        return node_error(c, g, n, ctx_printf(c, "Reshape shape has %d "
+            "dimensions; at most %d are supported", want->nints, MAX_RANK));
+    for (int d = 0; d < want->nints; d++) {
+        long v = want->ints[d];
+        if (v == 0 && d >= x->rank)
+            return node_error(c, g, n, ctx_printf(c, "Reshape shape entry %d "
+                "is 0 (copy the input's dimension) but input '%s' has rank %d",
+                d, x->name, x->rank));
+        dims[d] = v == 0 ? x->dims[d] : v;
+        if (v == -1 && infer >= 0)
+            return node_error(c, g, n, "Reshape shape has more than one -1; "
+                              "at most one dimension is inferred");
+        if (v < -1)
+            return node_error(c, g, n, ctx_printf(c, "Reshape shape entry %d "
+                "is %ld; entries are positive, 0 (copy) or -1 (infer)", d, v));
+        if (v == -1)
+            infer = d;
+        else
+            known *= dims[d];
+    }
+    if (infer >= 0 && known > 0 && x->numel % known == 0)
+        dims[infer] = x->numel / known;
+    else if (infer >= 0)
+        known = -1;
+    if (known != -1 && (infer >= 0 || known == x->numel)) {
+        set_shape(OUT(0), want->nints, dims);
+        return 0;
+    }
+    Buf b;
+    buf_init(&b, c);
+    for (int d = 0; d < want->nints; d++)
+        buf_printf(&b, "%s%ld", d ? " " : "", want->ints[d]);
+    return node_error(c, g, n, ctx_printf(c, "Reshape cannot make input '%s' "
+        "(%s, %ld elements) into shape \"%s\"; the element count must stay "
+        "the same", x->name, shape_str(c, x), x->numel, b.len ? b.data : ""));
+}
+
+int shape_flatten(Ctx *c, Graph *g, Node *n)
+{
+    int a = node_axis(c, g, n, IN(0)->rank, IN(0)->rank);
+    if (a < 0)
+        return -1;
+    long dims[2] = {dims_product(IN(0), 0, a),
+                    dims_product(IN(0), a, IN(0)->rank)};
+    set_shape(OUT(0), 2, dims);
+    return 0;
+}
+
+/* Reshape and Flatten move no data: their rows are alias rows, so the
+ * output is a pointer to the input's floats and no forward call is written
+ * (emit.c). Where the gradient cannot share storage with the input's
+ * (schedule.c says when), the backward adds it back unchanged. */
+void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out)
+{
+    const Graph *g = e->g;
+    (void)in;
+    (void)out;
+    emit(e, "rt_accumulate(%s, %s, %ld);", din[0], dout[0], OUT(0)->numel);
+}
+
+/* ONNX Gather on axis 0: y = table[idx] row by row, y's shape idx's shape
+ * followed by table's without its first dimension. */
+int shape_gather(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *t = IN(0), *idx = IN(1);
+    long axis = node_int(n, "axis");
+    if (t->rank == 0)
+        return node_error(c, g, n, ctx_printf(c, "Gather input 0 '%s' is a "
+            "scalar; it needs a first dimension to index", t->name));
+    if (axis != 0 && axis != -t->rank)
+        return node_error(c, g, n, ctx_printf(c, "Gather axis %ld is not "
+            "supported; this version gathers rows, axis 0", axis));
+    if (idx->rank + t->rank - 1 > MAX_RANK)
+        return node_error(c, g, n, ctx_printf(c, "Gather output would have "
+            "rank %d; at most %d is supported", idx->rank + t->rank - 1,
+            MAX_RANK));
+    long dims[MAX_RANK];
+    memcpy(dims, idx->dims, (size_t)idx->rank * sizeof dims[0]);
+    memcpy(dims + idx->rank, t->dims + 1, (size_t)(t->rank - 1) * sizeof dims[0]);
+    set_shape(OUT(0), idx->rank + t->rank - 1, dims);
+    return 0;
+}
+
+/* "n, rows, width": indices, the table's rows, floats per row */
+static const char *gather_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    return ctx_printf(e->ctx, "%ld, %ld, %ld", IN(1)->numel, IN(0)->dims[0],
+                      dims_product(IN(0), 1, IN(0)->rank));
+}
+
+void emit_gather_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in)
+{
+    emit(e, "rt_gather_forward(%s, %s, %s, %s);", out[0], in[0], in[1],
+         gather_sizes(e, n));
+}
+
+void emit_gather_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_gather_backward(%s, %s, %s, %s);", din[0], dout[0], in[1],
+         gather_sizes(e, n));
+}
+
+/* ONNX accepts -rows..rows-1 (negative counts from the end). */
+void range_gather(const Graph *g, const Node *n, long *lo, long *hi)
+{
+    *lo = -IN(0)->dims[0];
+    *hi = IN(0)->dims[0];
+}
 
 int shape_unsqueeze(Ctx *c, Graph *g, Node *n)
 {
@@ -87,8 +276,6 @@ int shape_squeeze(Ctx *c, Graph *g, Node *n)
     set_shape(OUT(0), rank, dims);
     return 0;
 }
-
-/* ---- Concat and Split ------------------------------------------------------------ */
 
 /* The axis, made non-negative (the shape rule has checked it). */
 static int axis_of(const Node *n, int rank)
@@ -248,8 +435,6 @@ void emit_split_bwd(Emit *e, const Node *n, const char *const *din,
     emit(e, "rt_split_backward(%s, %s, %s);", din[0],
          pointers(e, "const float *const", dout, n->nout), split_pieces(e, n));
 }
-
-/* ---- Slice ------------------------------------------------------------------------ */
 
 /* ONNX's clamping along one dimension of extent dim: a negative start or
  * end counts from the end; then a positive step clamps both to [0, dim], a

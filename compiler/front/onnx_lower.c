@@ -196,6 +196,7 @@ Node *new_node(Im *m, const char *raw, OpKind op)
     n->name = ir_name(m, &m->node_names, raw);
     n->cname = n->name;
     n->op = op;
+    n->row = &op_table[op];
     n->block = -1;
     n->remat = REMAT_UNSET;
     const OpInfo *info = &op_table[op];

@@ -43,7 +43,7 @@
  *
  * The forward-only schedule is the first two parts alone.
  */
-#include "remat.h"
+#include "../remat.h"
 
 typedef struct {
     Ctx *c;

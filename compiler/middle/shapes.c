@@ -12,7 +12,7 @@
  * every tensor has a shape and a consumer count; the loss is a scalar, or
  * there is none (g->loss == -1) and the graph is forward only.
  */
-#include "remat.h"
+#include "../remat.h"
 
 #include <string.h>
 
@@ -144,6 +144,15 @@ static int find_scalar_loss(Ctx *c, Graph *g)
 int graph_trains(const Graph *g)
 {
     return g->loss >= 0;
+}
+
+size_t trainable_floats(const Graph *g)
+{
+    size_t n = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].kind == T_PARAM && g->tensors[t].trainable)
+            n += (size_t)g->tensors[t].numel;
+    return n;
 }
 
 /* int64 tensors are graph inputs and their views: read only where an op's

@@ -60,7 +60,7 @@
  * smaller arena, none a larger one; the other rule made 3 arenas larger
  * (counted when the cost was FLOPs alone).
  */
-#include "remat.h"
+#include "solver.h"
 
 #include <limits.h>
 #include <math.h>
@@ -1203,9 +1203,8 @@ int budget_parse(Ctx *c, const char *opt, const char *text, int fraction_ok,
 
 static double bytes_under(Ctx *c, const Graph *g, const char *policy)
 {
-    Policy *p;
     Remat r;
-    int bad = policy_load(c, policy, &p) || remat_decide(c, g, p, &r);
+    int bad = remat_decide(c, g, policy_builtin(c, policy), &r);
     assert(!bad && "a built-in policy decides any graph");
     (void)bad;
     return (double)r.saved_bytes;
@@ -1308,7 +1307,7 @@ static int least_recompute(Ctx *c, const Graph *g, const Remat *r,
 }
 
 int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
-                 Compiled *out)
+                 Remat **out)
 {
     Remat *r = ctx_alloc(c, sizeof *r);
     Frontier f;
@@ -1325,11 +1324,10 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
         return budget_error(c, g, r, b, want);
     int rc;
     if (b->max_arena > 0) {
-        rc = fit_arena(c, g, p, r, &f, want, b->max_arena, out, &proven,
-                       &r->floor);
+        rc = fit_arena(c, g, r, &f, want, b->max_arena, &proven, &r->floor);
     } else {
         remat_apply(g, r, pick.recompute);
-        rc = compile_decided(c, g, p, r, out);
+        rc = 0;
     }
     if (rc)
         return -1;
@@ -1338,5 +1336,6 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
     r->max_arena = b->max_arena;
     r->proven = proven;
     r->nfree = count_free(g, r);
+    *out = r;
     return 0;
 }

@@ -6,7 +6,7 @@
 #ifndef ONNX_IMPL_H
 #define ONNX_IMPL_H
 
-#include "remat.h"
+#include "../remat.h"
 #include "onnx.pb-c.h"
 
 typedef enum { DT_F32, DT_I64, DT_BOOL } DType;  /* bool held as int64 0/1 */

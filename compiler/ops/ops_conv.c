@@ -1,31 +1,29 @@
 /*
- * ops_conv.c: the op table's rows for images and sequences: Conv, the
- * pools (MaxPool, AveragePool, GlobalAveragePool: an rt_window each, with
- * ceil_mode and auto_pad) and Attention. Their shape rules, FLOPs,
- * scratch sizes and emitters; ops.c keeps the rows.
+ * ops_conv.c: Conv (runtime conv.c, im2col and a GEMM), and the window
+ * every Conv and pool is described by: an rt_window with strides, pads,
+ * dilations, ceil_mode and auto_pad, checked and written here once for both
+ * families (ops_pool.c uses shape_window and emit_window_static).
  */
-#include "remat.h"
-#include "../runtime/remat_rt.h"
+#include "ops.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
-/* ---- Conv and the pools: an rt_window each --------------------------------------- */
-
 /* An ints attribute of exactly two values (the default when not given). */
-int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
-              long dflt, int count, long *out)
+static int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
+                     long dflt, int count, long *out)
 {
     const Attr *a = node_attr(n, name);
     if (a->set && a->nints != count)
         return node_error(c, g, n, ctx_printf(c, "%s %s has %d values; it "
-            "takes %d for a 2-D input", op_table[n->op].name, name, a->nints,
+            "takes %d for a 2-D input", n->row->name, name, a->nints,
             count));
     for (int i = 0; i < count; i++) {
         out[i] = a->set ? a->ints[i] : dflt;
         if (out[i] < (dflt > 0) || (dflt > 0 && out[i] < 1))
             return node_error(c, g, n, ctx_printf(c, "%s %s has %ld; %s",
-                op_table[n->op].name, name, out[i], dflt > 0
+                n->row->name, name, out[i], dflt > 0
                     ? "values must be positive" : "pads must be 0 or more"));
     }
     return 0;
@@ -75,7 +73,7 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
     int conv = n->op == OP_CONV;
     if (x->rank != 4)
         return node_error(c, g, n, ctx_printf(c, "%s input '%s' has shape %s "
-            "but must be 4-D (N, C, H, W)", op_table[n->op].name, x->name,
+            "but must be 4-D (N, C, H, W)", n->row->name, x->name,
             shape_str(c, x)));
     long k[2], s[2], d[2], p[4];
     if (conv && IN(1)->rank != 4)
@@ -84,7 +82,7 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
             shape_str(c, IN(1))));
     if (!conv && !node_attr(n, "kernel_shape")->set)
         return node_error(c, g, n, ctx_printf(c, "%s needs kernel_shape=\"kH "
-            "kW\"", op_table[n->op].name));
+            "kW\"", n->row->name));
     if (pair_attr(c, g, n, "kernel_shape", conv ? IN(1)->dims[2] : 1, 2, k) ||
         pair_attr(c, g, n, "strides", 1, 2, s) ||
         pair_attr(c, g, n, "dilations", 1, 2, d) ||
@@ -100,10 +98,10 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
     if (strcmp(auto_pad, "NOTSET") != 0 && node_attr(n, "pads")->set)
         return node_error(c, g, n, ctx_printf(c, "%s has both pads and "
             "auto_pad=\"%s\"; give one of them (auto_pad=\"NOTSET\" uses "
-            "pads)", op_table[n->op].name, auto_pad));
+            "pads)", n->row->name, auto_pad));
     if (ceil_mode != 0 && ceil_mode != 1)
         return node_error(c, g, n, ctx_printf(c, "%s ceil_mode is %ld; it "
-            "must be 0 (floor) or 1 (ceil)", op_table[n->op].name,
+            "must be 0 (floor) or 1 (ceil)", n->row->name,
             ceil_mode));
     *w = (rt_window){.n = (int)x->dims[0], .c = (int)x->dims[1],
                      .h = (int)x->dims[2], .w = (int)x->dims[3],
@@ -120,7 +118,7 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
     if (oh < 1 || ow < 1)
         return node_error(c, g, n, ctx_printf(c, "%s window %ldx%ld (with "
             "dilations) is larger than input '%s' padded to %ldx%ld",
-            op_table[n->op].name, eh, ew, x->name, x->dims[2] + ph[0] + ph[1],
+            n->row->name, eh, ew, x->name, x->dims[2] + ph[0] + ph[1],
             x->dims[3] + pw[0] + pw[1]));
     w->pad_top = (int)ph[0], w->pad_bottom = (int)ph[1];
     w->pad_left = (int)pw[0], w->pad_right = (int)pw[1];
@@ -155,7 +153,7 @@ int shape_window(Ctx *c, Graph *g, Node *n)
     return 0;
 }
 
-static rt_window window_of(const Graph *g, const Node *n)
+rt_window window_of(const Graph *g, const Node *n)
 {
     rt_window w;
     int bad = node_window(NULL, g, n, &w);
@@ -186,12 +184,6 @@ double flops_conv(const Graph *g, const Node *n)
            (n->nin == 3 ? (double)OUT(0)->numel : 0);
 }
 
-double flops_pool(const Graph *g, const Node *n)
-{
-    rt_window w = window_of(g, n);
-    return (double)OUT(0)->numel * w.kh * w.kw;
-}
-
 void emit_conv_fwd(Emit *e, const Node *n, const char *const *out,
                           const char *const *in)
 {
@@ -210,142 +202,3 @@ void emit_conv_bwd(Emit *e, const Node *n, const char *const *din,
          or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
          or_null(in, 1, n->nin), n->cname, e->scratch ? e->scratch : "NULL");
 }
-
-static const char *pool_kernel(const Node *n)
-{
-    return n->op == OP_MAX_POOL ? "maxpool" : "avgpool";
-}
-
-/* AveragePool's last argument: count_include_pad */
-static const char *pool_tail(Emit *e, const Node *n)
-{
-    return n->op == OP_AVERAGE_POOL
-               ? ctx_printf(e->ctx, ", %ld", node_int(n, "count_include_pad"))
-               : "";
-}
-
-void emit_pool_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in)
-{
-    emit(e, "rt_%s_forward(%s, %s, &win_%s%s);", pool_kernel(n), out[0], in[0],
-         n->cname, pool_tail(e, n));
-}
-
-void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
-                          const char *const *dout, const char *const *in,
-                          const char *const *out)
-{
-    (void)out;
-    if (n->op == OP_MAX_POOL)
-        emit(e, "rt_maxpool_backward%s(%s, %s, %s, &win_%s%s);",
-             set_suffix(e), din[0], dout[0], in[0], n->cname,
-             set_arg(e));
-    else
-        emit(e, "rt_avgpool_backward(%s, %s, &win_%s%s);", din[0], dout[0],
-             n->cname, pool_tail(e, n));
-}
-
-int shape_global_pool(Ctx *c, Graph *g, Node *n)
-{
-    const Tensor *x = IN(0);
-    if (x->rank < 3)
-        return node_error(c, g, n, ctx_printf(c, "GlobalAveragePool input '%s' "
-            "has shape %s but needs (N, C, spatial...)", x->name,
-            shape_str(c, x)));
-    long dims[MAX_RANK];
-    for (int d = 0; d < x->rank; d++)
-        dims[d] = d < 2 ? x->dims[d] : 1;
-    set_shape(OUT(0), x->rank, dims);
-    return 0;
-}
-
-void emit_global_pool_fwd(Emit *e, const Node *n,
-                                 const char *const *out, const char *const *in)
-{
-    const Graph *g = e->g;
-    emit(e, "rt_global_avgpool_forward(%s, %s, %ld, %ld);", out[0], in[0],
-         OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
-}
-
-void emit_global_pool_bwd(Emit *e, const Node *n,
-                                 const char *const *din,
-                                 const char *const *dout,
-                                 const char *const *in, const char *const *out)
-{
-    const Graph *g = e->g;
-    (void)in;
-    (void)out;
-    emit(e, "rt_global_avgpool_backward(%s, %s, %ld, %ld);", din[0], dout[0],
-         OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
-}
-
-/* ---- Attention (ONNX opset 23, 4-D Q, K, V) ---------------------------------------- */
-
-int shape_attention(Ctx *c, Graph *g, Node *n)
-{
-    const Tensor *q = IN(0), *k = IN(1), *v = IN(2);
-    for (int i = 0; i < 3; i++)
-        if (IN(i)->rank != 4)
-            return node_error(c, g, n, ctx_printf(c, "Attention input %d '%s' "
-                "has shape %s but must be 4-D (batch, heads, sequence, head "
-                "size)", i, IN(i)->name, shape_str(c, IN(i))));
-    if (k->dims[0] != q->dims[0] || k->dims[1] != q->dims[1] ||
-        k->dims[3] != q->dims[3] || v->dims[0] != q->dims[0] ||
-        v->dims[1] != q->dims[1] || v->dims[2] != k->dims[2])
-        return node_error(c, g, n, ctx_printf(c, "Attention inputs Q '%s' (%s), "
-            "K '%s' (%s) and V '%s' (%s) do not fit: K needs Q's batch, heads "
-            "and head size, V K's batch, heads and sequence", q->name,
-            shape_str(c, q), k->name, shape_str(c, k), v->name,
-            shape_str(c, v)));
-    long dims[4] = {q->dims[0], q->dims[1], q->dims[2], v->dims[3]};
-    set_shape(OUT(0), 4, dims);
-    return 0;
-}
-
-/* "bh, sq, skv, e, ev, scale, causal"; scale defaults to 1/sqrt(head size) */
-static const char *attention_args(Emit *e, const Node *n)
-{
-    const Graph *g = e->g;
-    const Tensor *q = IN(0), *k = IN(1), *v = IN(2);
-    const Attr *scale = node_attr(n, "scale");
-    float s = scale->set ? scale->f : (float)(1.0 / sqrt((double)q->dims[3]));
-    return ctx_printf(e->ctx, "%ld, %ld, %ld, %ld, %ld, %s, %ld",
-                      q->dims[0] * q->dims[1], q->dims[2], k->dims[2],
-                      q->dims[3], v->dims[3], fmt_float(e->ctx, s),
-                      node_int(n, "is_causal"));
-}
-
-void emit_attention_fwd(Emit *e, const Node *n, const char *const *out,
-                               const char *const *in)
-{
-    emit(e, "rt_attention_forward(%s, %s, %s, %s, %s, %s);", out[0], in[0],
-         in[1], in[2], attention_args(e, n), e->scratch);
-}
-
-void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
-                               const char *const *dout,
-                               const char *const *in, const char *const *out)
-{
-    (void)out;
-    emit(e, "rt_attention_backward(%s, %s, %s, %s, %s, %s, %s, %s, %s);",
-         or_null(din, 0, 3), or_null(din, 1, 3), or_null(din, 2, 3), dout[0],
-         in[0], in[1], in[2], attention_args(e, n), e->scratch);
-}
-
-/* A block of scores and its softmax statistics in the forward; scores,
- * their gradients and the statistics in the backward, which rebuilds the
- * probabilities from Q and K. Bounded in skv (blocks of keys). */
-long scratch_attention(const Graph *g, const Node *n, int backward)
-{
-    int skv = (int)IN(1)->dims[2];
-    return (long)(backward ? rt_attention_backward_scratch(skv)
-                           : rt_attention_scratch(skv));
-}
-
-double flops_attention(const Graph *g, const Node *n)
-{
-    const Tensor *q = IN(0), *k = IN(1), *v = IN(2);
-    double rows = (double)q->dims[0] * q->dims[1] * q->dims[2];
-    return rows * k->dims[2] * (2.0 * q->dims[3] + 2.0 * v->dims[3] + 5.0);
-}
-

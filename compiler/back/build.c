@@ -33,7 +33,7 @@
  * REMAT_RUNTIME_DIR overrides it.
  */
 #define _DEFAULT_SOURCE
-#include "remat.h"
+#include "../remat.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -29,7 +29,7 @@
  * as any other. (A heap ordered by last use released the same values; on
  * the 96-layer GPT's `remat pareto` it took a third of the time.)
  */
-#include "remat.h"
+#include "../remat.h"
 
 #include <stdlib.h>
 #include <string.h>

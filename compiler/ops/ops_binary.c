@@ -1,28 +1,68 @@
 /*
- * ops_pointwise.c: the shape rules, costs and emitters of the ONNX pointwise
- * family that torch exports around attention and normalization: Erf,
- * Reciprocal, Pow, Where and Expand. The rows themselves are in ops.c's
- * table; Erf and Reciprocal are plain unary rows, Pow is a broadcasting
- * binary row like Mul and Div, and LogSoftmax shares Softmax's rule and
- * emitters there, so they need only their costs from here.
+ * ops_binary.c: the broadcasting ops: Add, Sub, Mul, Div and Pow (one
+ * rt_bcast map each, the runtime's binary.c), Where (three inputs through
+ * its own stride table) and Expand (its input broadcast to a shape, the
+ * backward summing the gradient back over the broadcast dimensions).
  *
  * Broadcasting is ONNX's multidirectional (numpy) rule: shapes align on
  * their last dimension, and each dimension is 1 or the largest extent there.
- * Where broadcasts three inputs through its own stride table (rt_where);
- * Expand broadcasts its input to broadcast(input, shape) through an
- * rt_bcast, as the binary ops do, and its backward sums the gradient back
- * over the broadcast dimensions.
  */
-#include "remat.h"
+#include "ops.h"
 
+#include <math.h>
 #include <string.h>
 
-/* ---- costs ------------------------------------------------------------------- */
-
-/* As Tanh, Exp and Log count a transcendental: 4 per element. */
-double flops_erf(const Graph *g, const Node *n)
+/* ONNX multidirectional (numpy) broadcasting. */
+int shape_binary(Ctx *c, Graph *g, Node *n)
 {
-    return 4.0 * OUT(0)->numel;
+    const Tensor *a = IN(0), *b = IN(1);
+    int rank = a->rank > b->rank ? a->rank : b->rank;
+    long dims[MAX_RANK];
+    for (int i = 0; i < rank; i++) {
+        int ia = i - (rank - a->rank), ib = i - (rank - b->rank);
+        long da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return node_error(c, g, n, ctx_printf(c,
+                "%s inputs '%s' (%s) and '%s' (%s) do not broadcast: "
+                "dimension %d is %ld against %ld; each pair of trailing "
+                "dimensions must be equal or 1", n->row->name,
+                a->name, shape_str(c, a), b->name, shape_str(c, b), i, da,
+                db));
+        dims[i] = da > db ? da : db;
+    }
+    set_shape(OUT(0), rank, dims);
+    return 0;
+}
+
+void emit_binary_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    emit_bcast(e, n, OUT(0), IN(0), IN(1));
+}
+
+void emit_binary_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in)
+{
+    emit(e, "rt_%s_forward(%s, %s, %s, &map_%s);", n->row->kernel, out[0],
+         in[0], in[1], n->cname);
+}
+
+void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out)
+{
+    (void)out;
+    if (n->op == OP_ADD && e->writes)
+        emit(e, "rt_add_backward_set(%s, %s, %s, &map_%s%s);",
+             or_null(din, 0, 2), or_null(din, 1, 2), dout[0], n->cname,
+             set_arg(e));
+    else if (n->op == OP_ADD || n->op == OP_SUB)
+        emit(e, "rt_%s_backward(%s, %s, %s, &map_%s);", n->row->kernel,
+             or_null(din, 0, 2), or_null(din, 1, 2), dout[0], n->cname);
+    else
+        emit(e, "rt_%s_backward(%s, %s, %s, %s, %s, &map_%s);", n->row->kernel,
+             or_null(din, 0, 2), or_null(din, 1, 2), dout[0],
+             or_null(in, 0, 2), or_null(in, 1, 2), n->cname);
 }
 
 /* powf is a log and an exp: twice a transcendental. */
@@ -30,8 +70,6 @@ double flops_pow(const Graph *g, const Node *n)
 {
     return 8.0 * OUT(0)->numel;
 }
-
-/* ---- broadcasting ------------------------------------------------------------ */
 
 /* The multidirectional broadcast of `count` shapes into dims/rank; -1 with
  * *bad the first output dimension where two extents above 1 differ. */
@@ -95,8 +133,6 @@ static const char *brace_list(Ctx *c, const long *v, int n)
     return b.data;
 }
 
-/* ---- Where ------------------------------------------------------------------- */
-
 int shape_where(Ctx *c, Graph *g, Node *n)
 {
     const Tensor *ts[3] = {IN(0), IN(1), IN(2)};
@@ -155,8 +191,6 @@ void emit_where_bwd(Emit *e, const Node *n, const char *const *din,
     emit(e, "rt_where_backward(%s, %s, %s, %s, &where_%s);",
          or_null(din, 1, 3), or_null(din, 2, 3), dout[0], in[0], n->cname);
 }
-
-/* ---- Expand ---------------------------------------------------------------------- */
 
 /* ONNX Expand with its shape input as an attribute: the output is the
  * bidirectional broadcast of the input's shape and `shape`, so `shape` may

@@ -4,7 +4,7 @@
  * units of bytes and times. Numbers are printed with fixed formats, so a picture is byte for
  * byte the same for the same input.
  */
-#include "remat.h"
+#include "../remat.h"
 
 #include <math.h>
 

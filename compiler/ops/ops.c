@@ -1,0 +1,342 @@
+/*
+ * ops.c: the op table, the one place that knows an op.
+ *
+ * A row says the op's ONNX name, its arity, its cost category, its typed
+ * attributes with ONNX's defaults, its shape rule, its FLOPs, which inputs
+ * and outputs each input's gradient reads, and how its forward and backward
+ * calls are written. Everything downstream (autodiff, remat, schedule, emit)
+ * asks the table and never switches on the op.
+ *
+ * The needs masks are what makes rematerialization precise: Add's backward
+ * reads nothing, so under any policy the output of the GEMM feeding an Add is
+ * never kept for it; Gelu reads its input; Tanh, Sigmoid and Relu read their
+ * output; a GEMM's weight gradient reads the activation, its input gradient
+ * the weight.
+ *
+ * The functions a row names live in one file per op family, named as the
+ * runtime's kernel file and the family's unit test are (ops_gemm.c,
+ * runtime/gemm.c, tests/unit/test_kernels_gemm.c); what every family
+ * reads of a node is in node.c, how they write C in emit_text.c. This file
+ * keeps the rows and the lookups that read them. The families never read
+ * op_table: a node reaches its own row through Node.row, so the table
+ * calls down into the families and nothing calls back up.
+ *
+ * To add an op: see compiler/ADDING_AN_OP.md.
+ */
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *const category_names[CAT_COUNT] = {
+    [CAT_MATMUL] = "matmul",
+    [CAT_CONV] = "conv",
+    [CAT_ATTENTION] = "attention",
+    [CAT_POINTWISE] = "pointwise",
+    [CAT_REDUCTION] = "reduction",
+    [CAT_NORMALIZATION] = "normalization",
+    [CAT_SHAPE] = "shape",
+    [CAT_RANDOM] = "random",
+    [CAT_LOSS] = "loss",
+};
+
+static const char *const gelu_modes[] = {"none", "tanh", NULL};
+
+static const AttrSpec gemm_attrs[] = {
+    {.name = "alpha", .type = ATTR_FLOAT, .f = 1.0f},
+    {.name = "beta", .type = ATTR_FLOAT, .f = 1.0f},
+    {.name = "transA", .type = ATTR_INT, .i = 0},
+    {.name = "transB", .type = ATTR_INT, .i = 0},
+    {0},
+};
+static const AttrSpec gelu_attrs[] = {
+    {.name = "approximate", .type = ATTR_STRING, .s = "none",
+     .choices = gelu_modes},
+    {0},
+};
+static const AttrSpec reduce_attrs[] = {
+    {.name = "axes", .type = ATTR_INTS},
+    {.name = "keepdims", .type = ATTR_INT, .i = 1},
+    {.name = "noop_with_empty_axes", .type = ATTR_INT, .i = 0},
+    {0},
+};
+static const AttrSpec no_attrs[] = {{0}};
+static const AttrSpec softmax_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = -1},
+    {0},
+};
+static const AttrSpec layer_norm_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = -1},
+    {.name = "epsilon", .type = ATTR_FLOAT, .f = 1e-5f},
+    {0},
+};
+static const AttrSpec transpose_attrs[] = {
+    {.name = "perm", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec reshape_attrs[] = {
+    {.name = "shape", .type = ATTR_INTS},
+    {0},
+};
+static const char *const auto_pads[] = {"NOTSET", "VALID", "SAME_UPPER",
+                                        "SAME_LOWER", NULL};
+static const AttrSpec conv_attrs[] = {
+    {.name = "kernel_shape", .type = ATTR_INTS},
+    {.name = "strides", .type = ATTR_INTS},
+    {.name = "pads", .type = ATTR_INTS},
+    {.name = "dilations", .type = ATTR_INTS},
+    {.name = "group", .type = ATTR_INT, .i = 1},
+    {.name = "auto_pad", .type = ATTR_STRING, .s = "NOTSET",
+     .choices = auto_pads},
+    {0},
+};
+static const AttrSpec max_pool_attrs[] = {
+    {.name = "kernel_shape", .type = ATTR_INTS},
+    {.name = "strides", .type = ATTR_INTS},
+    {.name = "pads", .type = ATTR_INTS},
+    {.name = "dilations", .type = ATTR_INTS},
+    {.name = "auto_pad", .type = ATTR_STRING, .s = "NOTSET",
+     .choices = auto_pads},
+    {.name = "ceil_mode", .type = ATTR_INT, .i = 0},
+    {0},
+};
+static const AttrSpec average_pool_attrs[] = {
+    {.name = "kernel_shape", .type = ATTR_INTS},
+    {.name = "strides", .type = ATTR_INTS},
+    {.name = "pads", .type = ATTR_INTS},
+    {.name = "dilations", .type = ATTR_INTS},
+    {.name = "count_include_pad", .type = ATTR_INT, .i = 0},
+    {.name = "auto_pad", .type = ATTR_STRING, .s = "NOTSET",
+     .choices = auto_pads},
+    {.name = "ceil_mode", .type = ATTR_INT, .i = 0},
+    {0},
+};
+static const AttrSpec attention_attrs[] = {
+    {.name = "is_causal", .type = ATTR_INT, .i = 0},
+    {.name = "scale", .type = ATTR_FLOAT},
+    {0},
+};
+static const AttrSpec flatten_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = 1},
+    {0},
+};
+static const AttrSpec gather_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = 0},
+    {0},
+};
+static const char *const sce_reductions[] = {"mean", "sum", "none", NULL};
+static const AttrSpec sce_attrs[] = {
+    {.name = "reduction", .type = ATTR_STRING, .s = "mean",
+     .choices = sce_reductions},
+    {.name = "ignore_index", .type = ATTR_INT},
+    {0},
+};
+static const AttrSpec dropout_attrs[] = {
+    {.name = "ratio", .type = ATTR_FLOAT, .f = 0.5f},
+    {0},
+};
+static const AttrSpec axes_attrs[] = {
+    {.name = "axes", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec concat_attrs[] = {
+    {.name = "axis", .type = ATTR_INT},     /* required: shape_concat */
+    {0},
+};
+static const AttrSpec split_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = 0},
+    {.name = "split", .type = ATTR_INTS},
+    {0},
+};
+static const AttrSpec slice_attrs[] = {
+    {.name = "starts", .type = ATTR_INTS},
+    {.name = "ends", .type = ATTR_INTS},
+    {.name = "axes", .type = ATTR_INTS},
+    {.name = "steps", .type = ATTR_INTS},
+    {0},
+};
+
+#define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
+    {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
+     emit_binary_fwd, emit_binary_bwd, emit_binary_static}
+#define UNARY(NAME, KERNEL, FLOPS, NEED)                                         \
+    {NAME, KERNEL, 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same, FLOPS, {NEED},       \
+     emit_unary_fwd, emit_unary_bwd, NULL}
+
+const OpInfo op_table[] = {
+    [OP_GEMM] = {"Gemm", "gemm", 2, 3, 1, CAT_MATMUL, gemm_attrs, shape_gemm,
+                 flops_gemm, {NEED_IN(1), NEED_IN(0), 0}, emit_gemm_fwd,
+                 emit_gemm_bwd, NULL, .bwd_writes = 7, .gemm_rate = 1},
+    [OP_MATMUL] = {"MatMul", "gemm", 2, 2, 1, CAT_MATMUL, no_attrs, shape_gemm,
+                   flops_gemm, {NEED_IN(1), NEED_IN(0)}, emit_gemm_fwd,
+                   emit_gemm_bwd, emit_matmul_static, .bwd_writes = 3,
+                   .gemm_rate = 1},
+    [OP_ADD] = {"Add", "add", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
+                flops_out, {0, 0}, emit_binary_fwd, emit_binary_bwd,
+                emit_binary_static, .bwd_writes = 3, .bwd_in_place = 3},
+    [OP_SUB] = BINARY("Sub", "sub", 0, 0),
+    [OP_MUL] = BINARY("Mul", "mul", NEED_IN(1), NEED_IN(0)),
+    [OP_DIV] = BINARY("Div", "div", NEED_IN(1),
+                      NEED_IN(0) | NEED_IN(1)),
+    [OP_RELU] = {"Relu", "relu", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
+                 flops_relu, {NEED_OUT(0)}, emit_unary_fwd, emit_unary_bwd,
+                 NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1},
+    [OP_GELU] = {"Gelu", "gelu", 1, 1, 1, CAT_POINTWISE, gelu_attrs, shape_same,
+                 flops_gelu, {NEED_IN(0)}, emit_unary_fwd, emit_unary_bwd,
+                 NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1},
+    [OP_TANH] = UNARY("Tanh", "tanh", flops_tanh, NEED_OUT(0)),
+    [OP_SIGMOID] = UNARY("Sigmoid", "sigmoid", flops_tanh, NEED_OUT(0)),
+    [OP_REDUCE_MEAN] = {"ReduceMean", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
+                        shape_reduce, flops_in, {0}, emit_reduce_fwd,
+                        emit_reduce_bwd, emit_reduce_static},
+    [OP_REDUCE_SUM] = {"ReduceSum", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
+                       shape_reduce, flops_in, {0}, emit_reduce_fwd,
+                       emit_reduce_bwd, emit_reduce_static},
+    [OP_EXP] = UNARY("Exp", "exp", flops_tanh, NEED_OUT(0)),
+    [OP_LOG] = UNARY("Log", "log", flops_tanh, NEED_IN(0)),
+    [OP_SQRT] = UNARY("Sqrt", "sqrt", flops_tanh, NEED_OUT(0)),
+    [OP_NEG] = UNARY("Neg", "neg", flops_relu, 0),
+    [OP_SOFTMAX] = {"Softmax", "softmax", 1, 1, 1, CAT_REDUCTION, softmax_attrs,
+                    shape_softmax, flops_softmax, {NEED_OUT(0)},
+                    emit_softmax_fwd, emit_softmax_bwd, NULL},
+    /* the backward recomputes mean and 1/std from X: nothing else is kept */
+    [OP_LAYER_NORM] = {"LayerNormalization", "layernorm", 2, 3, 1,
+                       CAT_NORMALIZATION, layer_norm_attrs, shape_layer_norm,
+                       flops_layer_norm,
+                       {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0},
+                       emit_layer_norm_fwd, emit_layer_norm_bwd, NULL},
+    [OP_TRANSPOSE] = {"Transpose", "transpose", 1, 1, 1, CAT_SHAPE,
+                      transpose_attrs, shape_transpose, flops_none, {0},
+                      emit_transpose_fwd, emit_transpose_bwd,
+                      emit_transpose_static, .bwd_writes = 1},
+    /* views: no forward call, the output is the input's floats */
+    [OP_RESHAPE] = {"Reshape", "copy", 1, 1, 1, CAT_SHAPE, reshape_attrs,
+                    shape_reshape, flops_none, {0}, NULL, emit_copy_bwd,
+                    NULL, NULL, 0, NULL, 1},
+    [OP_FLATTEN] = {"Flatten", "copy", 1, 1, 1, CAT_SHAPE, flatten_attrs,
+                    shape_flatten, flops_none, {0}, NULL, emit_copy_bwd,
+                    NULL, NULL, 0, NULL, 1},
+    /* im2col columns in scratch, forward and backward alike */
+    [OP_CONV] = {"Conv", "conv", 2, 3, 1, CAT_CONV, conv_attrs, shape_window,
+                 flops_conv, {NEED_IN(1), NEED_IN(0), 0}, emit_conv_fwd,
+                 emit_conv_bwd, emit_window_static, scratch_conv,
+                 .gemm_rate = 1},
+    /* the backward re-finds each window's maximum in X: no indices kept */
+    [OP_MAX_POOL] = {"MaxPool", "maxpool", 1, 1, 1, CAT_CONV, max_pool_attrs,
+                     shape_window, flops_pool, {NEED_IN(0)}, emit_pool_fwd,
+                     emit_pool_bwd, emit_window_static, NULL, .bwd_writes = 1},
+    [OP_AVERAGE_POOL] = {"AveragePool", "avgpool", 1, 1, 1, CAT_CONV,
+                         average_pool_attrs, shape_window, flops_pool, {0},
+                         emit_pool_fwd, emit_pool_bwd, emit_window_static,
+                         NULL},
+    [OP_GLOBAL_AVERAGE_POOL] = {"GlobalAveragePool", "global_avgpool", 1, 1, 1,
+                                CAT_CONV, no_attrs, shape_global_pool,
+                                flops_in, {0}, emit_global_pool_fwd,
+                                emit_global_pool_bwd, NULL, NULL},
+    /* train_step: batch statistics, and inputs 3 and 4 (the running mean
+     * and variance) updated in place, PyTorch's way (unbiased variance;
+     * ops_norm.c); forward: the running statistics. The backward recomputes
+     * the batch statistics from X: it reads X and scale alone. */
+    [OP_BATCH_NORM] = {"BatchNormalization", "batchnorm", 5, 5, 1,
+                       CAT_NORMALIZATION, batch_norm_attrs, shape_batch_norm,
+                       flops_batch_norm,
+                       {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0, 0, 0},
+                       emit_batch_norm_fwd, emit_batch_norm_bwd, NULL, NULL,
+                       0, NULL, 0, 0, NEED_IN(3) | NEED_IN(4)},
+    /* The backward reads Q, K and V only and rebuilds the probabilities
+     * block by block in scratch: neither the probability matrix nor softmax
+     * statistics are kept between forward and backward. */
+    [OP_ATTENTION] = {"Attention", "attention", 3, 3, 1, CAT_ATTENTION,
+                      attention_attrs, shape_attention, flops_attention,
+                      {NEED_IN(0) | NEED_IN(1) | NEED_IN(2),
+                       NEED_IN(0) | NEED_IN(1) | NEED_IN(2),
+                       NEED_IN(0) | NEED_IN(1) | NEED_IN(2)},
+                      emit_attention_fwd, emit_attention_bwd, NULL,
+                      scratch_attention, .gemm_rate = 1},
+    /* the backward scatter-adds into the table: it reads the indices only */
+    [OP_GATHER] = {"Gather", "gather", 2, 2, 1, CAT_SHAPE, gather_attrs,
+                   shape_gather, flops_out, {NEED_IN(1), 0}, emit_gather_fwd,
+                   emit_gather_bwd, NULL, NULL, 1u << 1, range_gather},
+    /* the backward recomputes the softmax from the scores: no probabilities
+     * are kept. The optional class weights (input 2) get no gradient: its
+     * needs mask is 0, no_grad keeps autodiff from asking for one (even of
+     * a trainable parameter), and the backward passes none */
+    [OP_SOFTMAX_CROSS_ENTROPY] = {"SoftmaxCrossEntropyLoss", "sce", 2, 3, 1,
+                                  CAT_LOSS, sce_attrs, shape_sce, flops_sce,
+                                  {NEED_IN(0) | NEED_IN(1) | NEED_IN(2), 0, 0},
+                                  emit_sce_fwd, emit_sce_bwd, NULL, NULL,
+                                  1u << 1, range_sce, .no_grad = 1u << 2},
+    /* the mask is drawn again from (seed, step, node), never stored: the
+     * backward reads nothing */
+    [OP_DROPOUT] = {"Dropout", "dropout", 1, 1, 1, CAT_RANDOM, dropout_attrs,
+                    shape_dropout, flops_dropout, {0}, emit_dropout_fwd,
+                    emit_dropout_bwd, NULL, NULL, 0, NULL, .bwd_writes = 1,
+                    .bwd_in_place = 1, .fwd_in_place = 1, .random_mask = 1},
+    /* erf'(x) = 2/sqrt(pi) exp(-x^2) reads the input */
+    [OP_ERF] = UNARY("Erf", "erf", flops_erf, NEED_IN(0)),
+    /* d(1/x) = -y^2 reads the output */
+    [OP_RECIPROCAL] = UNARY("Reciprocal", "reciprocal", flops_relu,
+                            NEED_OUT(0)),
+    /* both gradients from X and Y (Y X^(Y-1), X^Y ln X): never the output */
+    [OP_POW] = {"Pow", "pow", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
+                flops_pow, {NEED_IN(0) | NEED_IN(1), NEED_IN(0) | NEED_IN(1)},
+                emit_binary_fwd, emit_binary_bwd, emit_binary_static},
+    /* the condition (float, true where nonzero) selects and is not
+     * differentiated: no_grad, so a condition computed from a parameter
+     * neither gets a zero gradient nor runs its producers' backwards; X's
+     * and Y's gradients read the condition only */
+    [OP_WHERE] = {"Where", "where", 3, 3, 1, CAT_POINTWISE, no_attrs,
+                  shape_where, flops_out, {0, NEED_IN(0), NEED_IN(0)},
+                  emit_where_fwd, emit_where_bwd, emit_where_static,
+                  .no_grad = 1u << 0},
+    [OP_LOG_SOFTMAX] = {"LogSoftmax", "log_softmax", 1, 1, 1, CAT_REDUCTION,
+                        softmax_attrs, shape_softmax, flops_softmax,
+                        {NEED_OUT(0)}, emit_softmax_fwd, emit_softmax_bwd,
+                        NULL},
+    /* `shape` as Reshape's; the backward sums dY back and reads nothing */
+    [OP_EXPAND] = {"Expand", "expand", 1, 1, 1, CAT_SHAPE, reshape_attrs,
+                   shape_expand, flops_none, {0}, emit_expand_fwd,
+                   emit_expand_bwd, emit_expand_static},
+    /* structural ops (ops_structural.c): Identity, Unsqueeze and Squeeze
+     * are views, like Reshape, and pass int64 on; Concat, Split and Slice
+     * move floats, and their backwards read only shapes */
+    [OP_IDENTITY] = {"Identity", "copy", 1, 1, 1, CAT_SHAPE, no_attrs,
+                     shape_same, flops_none, {0}, NULL, emit_copy_bwd, NULL,
+                     NULL, 0, NULL, 1},
+    [OP_UNSQUEEZE] = {"Unsqueeze", "copy", 1, 1, 1, CAT_SHAPE, axes_attrs,
+                      shape_unsqueeze, flops_none, {0}, NULL, emit_copy_bwd,
+                      NULL, NULL, 0, NULL, 1},
+    [OP_SQUEEZE] = {"Squeeze", "copy", 1, 1, 1, CAT_SHAPE, axes_attrs,
+                    shape_squeeze, flops_none, {0}, NULL, emit_copy_bwd, NULL,
+                    NULL, 0, NULL, 1},
+    [OP_CONCAT] = {"Concat", "concat", 1, MAX_IO, 1, CAT_SHAPE, concat_attrs,
+                   shape_concat, flops_none, {0}, emit_concat_fwd,
+                   emit_concat_bwd, NULL, NULL, 0, NULL, 0},
+    [OP_SPLIT] = {"Split", "split", 1, 1, MAX_IO, CAT_SHAPE, split_attrs,
+                  shape_split, flops_none, {0}, emit_split_fwd, emit_split_bwd,
+                  NULL, NULL, 0, NULL, 0, 1},
+    [OP_SLICE] = {"Slice", "slice", 1, 1, 1, CAT_SHAPE, slice_attrs,
+                  shape_slice, flops_none, {0}, emit_slice_fwd, emit_slice_bwd,
+                  emit_slice_static, NULL, 0, NULL, 0},
+};
+
+/* The last OpKind has a row (a unit test checks that every row is filled). */
+_Static_assert(sizeof op_table / sizeof op_table[0] == OP_COUNT,
+               "op_table must cover OpKind");
+
+int op_lookup(const char *name)
+{
+    for (int i = 0; i < OP_COUNT; i++)
+        if (op_table[i].name && strcmp(op_table[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+unsigned op_backward_needs(const Node *n, const int *want)
+{
+    unsigned mask = 0;
+    for (int i = 0; i < n->nin; i++)
+        if (want[i])
+            mask |= op_table[n->op].needs[i];
+    return mask;
+}

@@ -1,0 +1,86 @@
+/*
+ * ops_reduce.c: ReduceSum and ReduceMean over any set of axes, through the
+ * runtime's reduce.c and a broadcast map from the input to the reduced
+ * output (the backward broadcasts the gradient back).
+ */
+#include "ops.h"
+
+#include <assert.h>
+
+/* reduced[d] = 1 when input dimension d is reduced; -1 on a bad axis. */
+static int reduced_axes(Ctx *c, const Graph *g, const Node *n, int *reduced)
+{
+    const Tensor *x = IN(0);
+    const Attr *axes = node_attr(n, "axes");
+    int none_given = !axes->set || axes->nints == 0;
+    /* ONNX: no axes (or an empty list) reduces every axis, unless
+     * noop_with_empty_axes makes it the identity */
+    for (int d = 0; d < x->rank; d++)
+        reduced[d] = none_given && !node_int(n, "noop_with_empty_axes");
+    for (int i = 0; !none_given && i < axes->nints; i++) {
+        long a = axes->ints[i];
+        if (a < -x->rank || a >= x->rank)
+            return node_error(c, g, n, ctx_printf(c,
+                "%s axis %ld is out of range for input '%s' of rank %d; "
+                "axes must be in [%d, %d]", n->row->name, a, x->name,
+                x->rank, -x->rank, x->rank - 1));
+        int d = (int)(a < 0 ? a + x->rank : a);
+        if (reduced[d])
+            return node_error(c, g, n, ctx_printf(c,
+                "%s axis %ld is listed twice (axis %d names the same "
+                "dimension)", n->row->name, a, d));
+        reduced[d] = 1;
+    }
+    return 0;
+}
+
+int shape_reduce(Ctx *c, Graph *g, Node *n)
+{
+    int reduced[MAX_RANK];
+    if (reduced_axes(c, g, n, reduced))
+        return -1;
+    long dims[MAX_RANK];
+    int rank = 0, keep = node_int(n, "keepdims") != 0;
+    for (int d = 0; d < IN(0)->rank; d++)
+        if (!reduced[d] || keep)
+            dims[rank++] = reduced[d] ? 1 : IN(0)->dims[d];
+    set_shape(OUT(0), rank, dims);
+    return 0;
+}
+
+static const char *reduce_scale(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    float scale = 1.0f;
+    if (n->op == OP_REDUCE_MEAN)
+        scale = (float)(1.0 / ((double)IN(0)->numel / (double)OUT(0)->numel));
+    return fmt_float(e->ctx, scale);
+}
+
+void emit_reduce_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    int reduced[MAX_RANK];
+    int bad = reduced_axes(e->ctx, g, n, reduced);
+    assert(!bad && "shapes.c accepted the axes");
+    (void)bad;
+    emit_reduce_map(e, n, IN(0), reduced);
+}
+
+void emit_reduce_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_reduce_forward(%s, %s, &map_%s, %ld, %s);", out[0], in[0],
+         n->cname, OUT(0)->numel, reduce_scale(e, n));
+}
+
+void emit_reduce_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out)
+{
+    (void)in;
+    (void)out;
+    emit(e, "rt_reduce_backward(%s, %s, &map_%s, %s);", din[0], dout[0],
+         n->cname, reduce_scale(e, n));
+}

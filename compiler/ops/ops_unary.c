@@ -1,0 +1,58 @@
+/*
+ * ops_unary.c: the one-input pointwise rows: Relu, Gelu (exact or tanh),
+ * Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf and Reciprocal. Each writes
+ * rt_<kernel>_forward over the output's elements; the backward reads what
+ * the row's needs mask says (Relu, Tanh and Sigmoid their output, Gelu and
+ * Erf their input).
+ */
+#include "ops.h"
+
+#include <string.h>
+
+double flops_relu(const Graph *g, const Node *n) { return (double)OUT(0)->numel; }
+double flops_tanh(const Graph *g, const Node *n) { return 4.0 * OUT(0)->numel; }
+double flops_gelu(const Graph *g, const Node *n) { return 8.0 * OUT(0)->numel; }
+
+static int gelu_tanh(const Node *n)
+{
+    return n->op == OP_GELU && strcmp(node_attr(n, "approximate")->s, "tanh") == 0;
+}
+
+void emit_unary_fwd(Emit *e, const Node *n, const char *const *out,
+                    const char *const *in)
+{
+    const Graph *g = e->g;
+    if (n->op == OP_GELU)
+        emit(e, "rt_gelu_forward(%s, %s, %ld, %d);", out[0], in[0],
+             OUT(0)->numel, gelu_tanh(n));
+    else
+        emit(e, "rt_%s_forward(%s, %s, %ld);", n->row->kernel, out[0], in[0],
+             OUT(0)->numel);
+}
+
+/* The backward reads what the row's needs mask says: the input (Gelu, Log),
+ * the output (Relu, Tanh, Sigmoid, Exp, Sqrt) or nothing (Neg). */
+void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
+                    const char *const *dout, const char *const *in,
+                    const char *const *out)
+{
+    const Graph *g = e->g;
+    unsigned needs = n->row->needs[0];
+    const char *read = needs & NEED_IN(0) ? ctx_printf(e->ctx, "%s, ", in[0])
+                       : needs & NEED_OUT(0) ? ctx_printf(e->ctx, "%s, ", out[0])
+                                             : "";
+    /* the rows that write (Relu, Gelu) have a _set twin */
+    const char *set = set_suffix(e);
+    if (n->op == OP_GELU)
+        emit(e, "rt_gelu_backward%s(%s, %s, %s%ld, %d%s);", set, din[0],
+             dout[0], read, OUT(0)->numel, gelu_tanh(n), set_arg(e));
+    else
+        emit(e, "rt_%s_backward%s(%s, %s, %s%ld%s);", n->row->kernel,
+             set, din[0], dout[0], read, OUT(0)->numel, set_arg(e));
+}
+
+/* As Tanh, Exp and Log count a transcendental: 4 per element. */
+double flops_erf(const Graph *g, const Node *n)
+{
+    return 4.0 * OUT(0)->numel;
+}

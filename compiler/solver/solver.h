@@ -1,0 +1,103 @@
+/*
+ * solver.h: what the solver's files (solve.c, solve_arena.c, ranges.c)
+ * share, and the tests that check them, beyond the contract in remat.h
+ * (solve_frontier, remat_budget): the frontier's other programs, the
+ * walk and its hooks, the live-bytes measure and the segment tree.
+ */
+#ifndef SOLVER_H
+#define SOLVER_H
+
+#include "../remat.h"
+
+/* The same, by one program over the whole graph, the components not
+ * split (its marks may then outgrow MAX_FRONTIER_STATES): the tests'
+ * second opinion on the components' sum. */
+int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
+                         double cap_bytes, Frontier *f);
+/* The same, split at up to 4 hubs (solve.c) whether or not a component
+ * outgrows its states, so that the tests check the hubs' cases on graphs
+ * small enough to check. */
+int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
+                        double cap_bytes, Frontier *f);
+/* The frontier of another measure than saved bytes (solve_arena.c's
+ * bound): the bytes of the kept tensors live across backward statement j
+ * (the j-th that runs a node's backward) and not read by a backward around
+ * it. Per tensor: lo, the first backward statement reading its buffer (-1:
+ * none); own, the first reading the tensor itself (INT_MAX: none); bytes,
+ * what keeping it counts (aligned). Which recompute reads a kept tensor
+ * when depends on the plan: the program carries it in its marks. */
+typedef struct {
+    int j;
+    const int *lo, *own;
+    const double *bytes;
+} LiveAt;
+int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
+                  double cap, Frontier *f);
+/* ranges.c: whole numbers at points 0..n-1 under additions over ranges,
+ * with the least over a range and a hash of a suffix in O(log n) each. */
+typedef struct {
+    int n;
+    int64_t *least, *add;   /* segment tree */
+    uint64_t *w[2];         /* per family, prefix sums of the weights */
+    uint64_t *base[2];      /* per family, prefix hashes of the start */
+    uint64_t *d, *dw[2];    /* Fenwick trees of the additions' ends */
+} Ranges;
+void ranges_init(Ctx *c, Ranges *r, const int64_t *values, int n);
+void ranges_add(Ranges *r, int from, int to, int64_t d);   /* [from, to) */
+int64_t ranges_min(const Ranges *r, int from, int to);  /* INT64_MAX: none */
+void ranges_hash(const Ranges *r, int from, uint64_t *h1, uint64_t *h2);
+
+/* Per walk position k (g->order[k]), the frontier under at's measure
+ * within cap of the components (solve.c) whose decisions all lie at
+ * order[0..k]: a bound below every plan on what those decisions cost for
+ * the bytes they hold (solve_arena.c's walk). A component whose states
+ * overflow, or whose frontier or sum would be thinned, is left out. */
+typedef struct {
+    int n;
+    double *bytes, *cost;   /* bytes ascending, cost falling */
+} Curve;
+int solve_prefix_curves(Ctx *c, const Graph *g, const Remat *r,
+                        const LiveAt *at, double cap, Curve *per_k);
+/* The least-cost plan within want bytes by branch and bound over the
+ * whole walk (no components), the answer where the frontier's caps are
+ * hit, and the tests' second opinion; *proven when it ran to the end. 0,
+ * or -1 when no plan fits. */
+int search_budget(Ctx *c, const Graph *g, const Remat *r, double want,
+                  Plan *out, int *proven);
+/* The same walk with a second bound and a last word (solve_arena.c):
+ * decide(ctx, node, t, how, +1) on every decision about an output t that
+ * is needed or holds a buffer (how: DECIDE_* bits), returning 0 when no
+ * plan deciding so can fit (decide(..., -1) undoes it, in reverse order);
+ * visit(ctx, k, bytes, cost, best) on reaching node order[k] with the
+ * decisions after it made (best: the least cost found so far), returning
+ * 0 when the rest of the walk can be skipped (no plan from here costs
+ * less, or another partial plan seen there does at least as well), else followed
+ * by leave(ctx) when the walk below it is done; and
+ * leaf(ctx, recompute, cost) on every whole plan better than the best so
+ * far, 0 to reject it. */
+enum { DECIDE_REBUILD = 1, DECIDE_NEEDED = 2, DECIDE_HOLD = 4 };
+typedef struct {
+    int (*decide)(void *ctx, int node, int t, int how, int sign);
+    int (*visit)(void *ctx, int k, double bytes, double cost, double best);
+    void (*leave)(void *ctx);
+    int (*leaf)(void *ctx, const char *recompute, double cost);
+    void *ctx;
+    long max_visits;
+} SearchHooks;
+/* Starts from *best (HUGE_VAL figures: none) and replaces it with a better
+ * plan: 0 when one was found, else -1; *proven when the walk ended. */
+int search_hooked(Ctx *c, const Graph *g, const Remat *r, double want,
+                  const SearchHooks *h, Plan *best, int *proven);
+
+/* solve_arena.c: the least-recompute plan within want saved bytes whose
+ * planned arena is at most max_arena (f: the saved-bytes frontier within
+ * want), applied to r; *proven when it is the least, else *bound, a cost
+ * no plan that fits has less of. An error when no plan fits. */
+int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
+              double want, double max_arena, int *proven, double *bound);
+/* For the tests: fit_arena answers by its branch and bound alone (no
+ * candidate plans, no per-statement bound), so that they check it; at 2,
+ * without its cut on the cost still to come either. */
+extern int fit_arena_walk_only;
+
+#endif
