@@ -148,6 +148,7 @@ typedef struct {
     float f;
     const char *s;
     const char *const *choices;  /* allowed strings, NULL-terminated */
+    int flag;               /* an int that must be 0 or 1 (Gemm's transA) */
 } AttrSpec;
 
 typedef struct Graph Graph;

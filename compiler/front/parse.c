@@ -660,14 +660,10 @@ static int parse_op_attrs(Parser *p, xmlNode *x, Node *n)
         if (v && parse_attr_value(p, x, n->name, s, v, a))
             return -1;
     }
-    if (n->op == OP_GEMM)
-        for (int i = 0; i < 2; i++) {
-            const char *t = i ? "transB" : "transA";
-            long v = node_int(n, t);
-            if (v != 0 && v != 1)
-                return ELEM_ERROR(p, x, "node '%s': %s=\"%ld\" must be 0 or 1",
-                                  n->name, t, v);
-        }
+    for (int i = 0; op->attrs[i].name; i++)    /* once every value parsed */
+        if (op->attrs[i].flag && n->attrs[i].i != 0 && n->attrs[i].i != 1)
+            return ELEM_ERROR(p, x, "node '%s': %s=\"%ld\" must be 0 or 1",
+                              n->name, op->attrs[i].name, n->attrs[i].i);
     return 0;
 }
 

@@ -45,8 +45,8 @@ static const char *const gelu_modes[] = {"none", "tanh", NULL};
 static const AttrSpec gemm_attrs[] = {
     {.name = "alpha", .type = ATTR_FLOAT, .f = 1.0f},
     {.name = "beta", .type = ATTR_FLOAT, .f = 1.0f},
-    {.name = "transA", .type = ATTR_INT, .i = 0},
-    {.name = "transB", .type = ATTR_INT, .i = 0},
+    {.name = "transA", .type = ATTR_INT, .i = 0, .flag = 1},
+    {.name = "transB", .type = ATTR_INT, .i = 0, .flag = 1},
     {0},
 };
 static const AttrSpec gelu_attrs[] = {
