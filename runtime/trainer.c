@@ -1841,7 +1841,7 @@ static void bench(const rt_model *m, const options *o, buffers *b)
  * it the runtime splits GEMMs over its own threads, each part a
  * one-thread OpenBLAS call: on gpt's small GEMMs OpenBLAS's own threads
  * gained nothing where two parts on two threads took 0.6 of the time
- * (runtime/remat_rt.c, RT_PAR_GEMM). OpenBLAS's own threads, started
+ * (runtime/gemm.c, RT_PAR_GEMM). OpenBLAS's own threads, started
  * when it loads, still spin for about 0.1 s before they sleep: a short
  * run with --threads is steadier under OPENBLAS_NUM_THREADS=1
  * (bench/run.py does that). */
