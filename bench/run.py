@@ -43,7 +43,7 @@ REMAT = os.path.join(ROOT, "build", "remat")
 RT = os.path.join(ROOT, "runtime")
 # the single-file runtime (make dist), and the trainer's own files in RT
 DIST = os.path.join(ROOT, "dist")
-TRAINER_SRCS = ["trainer.c", "npy.c"]
+TRAINER_SRCS = ["trainer.c", "trainer_args.c", "trainer_io.c", "npy.c"]
 POLICIES = ["none", "full", "sac", "sac-aggressive"]
 PY = "/usr/bin/python3"
 

@@ -252,6 +252,9 @@ static const struct {
     {"remat_rt.h", 0, 0},   /* what the trainer's files include */
     {"npy.c", 0, 0},
     {"trainer.c", 0, 0},
+    {"trainer_args.c", 0, 0},
+    {"trainer_io.c", 0, 0},
+    {"trainer_impl.h", 0, 0},
     {"trainer_mpi.c", 0, 1},
     {"trainer_mpi.h", 0, 1},
 };

@@ -112,12 +112,12 @@ echo "$out" | grep -qE '^b1\.h1 .*SAVE .*keep_gelu.xml:5 node=b1\.\* prefer_save
 
 # --- the runtime's objects are cached ------------------------------------------------
 # The first build compiles the runtime's objects into the cache (the single
-# file remat_rt.c, npy.c and trainer.c); the next reuses
+# file remat_rt.c, npy.c and the trainer's three files); the next reuses
 # them untouched (same inode and modification time), --no-blas has its own,
 # and a changed runtime source misses. Two cold builds at once both succeed
 # and leave no temporary file.
 cache=$work/cache
-nobj=3
+nobj=5
 stamp() { stat -c '%n %i %.9Y' "$cache"/*.o | sort; }
 REMAT_CACHE_DIR=$cache "$remat" build tests/graphs/edge_cases.xml -o "$work/c1" && ok || bad "cached build 1"
 expect "objects after the first build" $nobj "$(ls "$cache"/*.o | wc -l)"
@@ -130,7 +130,8 @@ REMAT_CACHE_DIR=$cache "$remat" build tests/graphs/edge_cases.xml --no-blas -o "
 expect "--no-blas has objects of its own" $((2 * nobj)) "$(ls "$cache"/*.o | wc -l)"
 mkdir "$work/rt"
 # a flat copy: the single-file runtime beside the trainer's files
-cp dist/remat_rt.c dist/remat_rt.h runtime/npy.c runtime/trainer.c "$work/rt/"
+cp dist/remat_rt.c dist/remat_rt.h runtime/npy.c runtime/trainer.c runtime/trainer_args.c \
+    runtime/trainer_io.c runtime/trainer_impl.h "$work/rt/"
 echo "/* changed */" >> "$work/rt/trainer.c"
 REMAT_RUNTIME_DIR=$work/rt REMAT_CACHE_DIR=$cache "$remat" build tests/graphs/edge_cases.xml -o "$work/c4" \
     && ok || bad "build with a changed runtime"

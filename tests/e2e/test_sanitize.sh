@@ -95,7 +95,7 @@ kit() {   # kind flags...: $work/rt_KIND.o and $work/trainer_KIND/*.o
     shift
     mkdir -p "$work/trainer_$k"
     cc -std=c99 "$@" -Iruntime -c dist/remat_rt.c -o "$work/rt_$k.o" || built=0
-    for f in npy trainer; do
+    for f in npy trainer trainer_args trainer_io; do
         cc -std=c99 "$@" -Iruntime -c runtime/$f.c -o "$work/trainer_$k/$f.o" || built=0
     done
     [ $built = 1 ] || bad "the runtime does not build ($k)"
