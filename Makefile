@@ -19,13 +19,18 @@ SAN_CFLAGS = $(SAN) -O1 $(filter-out -O2,$(CFLAGS))
 # one folder per family (docs/layout.md); objects mirror the folders.
 SRCS = $(wildcard compiler/*.c compiler/*/*.c)
 HDRS = compiler/remat.h $(wildcard compiler/*/*.h) runtime/remat_rt.h build/gen/onnx.pb-c.h
-OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/obj/remat_rt_host.o build/obj/onnx.pb-c.o
+OBJS = $(SRCS:compiler/%.c=build/obj/%.o) build/rt_host/libremat_rt.a build/obj/onnx.pb-c.o
 LIB_OBJS = $(filter-out build/obj/main.o,$(OBJS))
-SAN_OBJS = $(OBJS:build/obj/%=build/asan/obj/%)
+SAN_OBJS = $(OBJS:build/%=build/asan/%)
 UNIT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_*.c))
 # The runtime's tests (test_kernels*.c) run again on the portable GEMM loops.
 RT_TESTS = $(patsubst tests/unit/%.c,build/%,$(wildcard tests/unit/test_kernels*.c))
 NOBLAS_TESTS = $(RT_TESTS:%=%_noblas)
+# The runtime: one file per kernel family plus npy.c (the trainer's and the
+# compiler's .npy I/O), not the trainer's own files.
+RT_SRCS = $(filter-out runtime/trainer%,$(wildcard runtime/*.c))
+RT_HDRS = runtime/remat_rt.h runtime/rt_impl.h
+rt_objs = $(RT_SRCS:runtime/%.c=$(1)/%.o)
 GRAPHS = $(wildcard graphs/*.xml)
 GEN_POLICIES = none full sac sac-aggressive
 
@@ -45,11 +50,26 @@ build/obj/%.o: compiler/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# The compiler reads init="file" .npy files with the runtime's reader (no
-# thread pool: it runs no kernels).
-build/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
-	@mkdir -p build/obj
+# The runtime, built once per flavour into an archive, from which each link
+# takes the families it calls: build/rt (OpenBLAS) and build/rt_noblas for
+# the kernel tests; build/rt_host for the compiler, which reads init="file"
+# .npy files with it, times a few kernels (cost.c) and sizes conv and
+# attention scratch (no BLAS, no thread pool).
+build/rt/%.o: runtime/%.c $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(RT_CFLAGS) -c $< -o $@
+build/rt_noblas/%.o: runtime/%.c $(RT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -c $< -o $@
+build/rt_host/%.o: runtime/%.c $(RT_HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -DRT_NO_THREADS -c $< -o $@
+build/rt/libremat_rt.a: $(call rt_objs,build/rt)
+	rm -f $@ && $(AR) rcs $@ $^
+build/rt_noblas/libremat_rt.a: $(call rt_objs,build/rt_noblas)
+	rm -f $@ && $(AR) rcs $@ $^
+build/rt_host/libremat_rt.a: $(call rt_objs,build/rt_host)
+	rm -f $@ && $(AR) rcs $@ $^
 
 build/remat: $(OBJS)
 	$(CC) $(OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
@@ -60,20 +80,19 @@ build/asan/obj/%.o: compiler/%.c $(HDRS)
 build/asan/obj/onnx.pb-c.o: build/gen/onnx.pb-c.c
 	@mkdir -p build/asan/obj
 	$(CC) $(SAN) -O1 -g -std=c11 -Ibuild/gen -c $< -o $@
-build/asan/obj/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
-	@mkdir -p build/asan/obj
+build/asan/rt_host/%.o: runtime/%.c $(RT_HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(SAN) -O1 $(filter-out -O2,$(RT_CFLAGS)) -DRT_NO_BLAS -DRT_NO_THREADS -c $< -o $@
+build/asan/rt_host/libremat_rt.a: $(call rt_objs,build/asan/rt_host)
+	rm -f $@ && $(AR) rcs $@ $^
 build/asan/remat: $(SAN_OBJS)
 	$(CC) $(SAN) $(SAN_OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
 
 # Unit tests: test_kernels*.c link the runtime alone, the others the compiler.
-RT_TEST_DEPS = tests/unit/rt_testutil.h runtime/remat_rt.c runtime/remat_rt.h
-build/test_kernel%_noblas: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
-	@mkdir -p build
-	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -pthread -lm -o $@
-build/test_kernel%: tests/unit/test_kernel%.c $(RT_TEST_DEPS)
-	@mkdir -p build
-	$(CC) $(RT_CFLAGS) -Iruntime $< runtime/remat_rt.c $(CHECK_LIBS) -lopenblas -pthread -lm -o $@
+build/test_kernel%_noblas: tests/unit/test_kernel%.c tests/unit/rt_testutil.h runtime/remat_rt.h build/rt_noblas/libremat_rt.a
+	$(CC) $(RT_CFLAGS) -DRT_NO_BLAS -Iruntime $< build/rt_noblas/libremat_rt.a $(CHECK_LIBS) -pthread -lm -o $@
+build/test_kernel%: tests/unit/test_kernel%.c tests/unit/rt_testutil.h runtime/remat_rt.h build/rt/libremat_rt.a
+	$(CC) $(RT_CFLAGS) -Iruntime $< build/rt/libremat_rt.a $(CHECK_LIBS) -lopenblas -pthread -lm -o $@
 build/test_%: tests/unit/test_%.c tests/unit/testutil.h $(LIB_OBJS)
 	$(CC) $(CFLAGS) -Icompiler $< $(LIB_OBJS) $(XML_LIBS) $(PB_LIBS) $(CHECK_LIBS) -lm -o $@
 
@@ -92,7 +111,7 @@ FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_WARN = $(filter-out -Werror,$(WARN))
 FUZZ_CFLAGS = -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(FUZZ_WARN)
 FUZZ_OBJS = $(filter-out build/fuzz/main.o,$(SRCS:compiler/%.c=build/fuzz/%.o)) \
-	build/fuzz/remat_rt_host.o build/fuzz/onnx.pb-c.o
+	build/fuzz/rt_host/libremat_rt.a build/fuzz/onnx.pb-c.o
 
 build/fuzz/onnx.pb-c.o: build/gen/onnx.pb-c.c
 	@mkdir -p build/fuzz
@@ -100,14 +119,16 @@ build/fuzz/onnx.pb-c.o: build/gen/onnx.pb-c.c
 build/fuzz/%.o: compiler/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -std=c11 $(FUZZ_CFLAGS) $(XML_CFLAGS) -Ibuild/gen -DREMAT_SOURCE_DIR='"$(CURDIR)"' -c $< -o $@
-build/fuzz/remat_rt_host.o: runtime/remat_rt.c runtime/remat_rt.h
-	@mkdir -p build/fuzz
+build/fuzz/rt_host/%.o: runtime/%.c $(RT_HDRS)
+	@mkdir -p $(@D)
 	$(FUZZ_CC) -std=c99 $(FUZZ_CFLAGS) -DRT_NO_BLAS -DRT_NO_THREADS -c $< -o $@
+build/fuzz/rt_host/libremat_rt.a: $(call rt_objs,build/fuzz/rt_host)
+	rm -f $@ && $(AR) rcs $@ $^
 .SECONDARY: $(FUZZ_OBJS)
 build/fuzz_%: fuzz/fuzz_%.c compiler/remat.h $(FUZZ_OBJS)
 	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(FUZZ_WARN) -Icompiler $< $(FUZZ_OBJS) $(XML_LIBS) $(PB_LIBS) -lm -o $@
-build/fuzz_npy: fuzz/fuzz_npy.c build/fuzz/remat_rt_host.o
-	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(FUZZ_WARN) $< build/fuzz/remat_rt_host.o -lm -o $@
+build/fuzz_npy: fuzz/fuzz_npy.c build/fuzz/rt_host/npy.o
+	$(FUZZ_CC) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(FUZZ_WARN) $< build/fuzz/rt_host/npy.o -lm -o $@
 
 # generated/: the shipped graphs under the policies a reader compares, at
 # the built-in cost rates whatever this machine's calibration.
@@ -138,14 +159,14 @@ fuzz: deps
 
 # The portable GEMM: against OpenBLAS on this machine (one thread), and its
 # instructions per multiply-add on a Cortex-M4 under qemu (docs/firmware.md).
-build/gemm_blas: bench/gemm_blas.c runtime/remat_rt.c runtime/remat_rt.h
+build/gemm_blas: bench/gemm_blas.c dist/remat_rt.c dist/remat_rt.h
 	@mkdir -p build
-	$(CC) -std=c99 -O3 -march=native $(WARN) -DRT_NO_BLAS -Iruntime bench/gemm_blas.c runtime/remat_rt.c -lopenblas -lm -o $@
+	$(CC) -std=c99 -O3 -march=native $(WARN) -DRT_NO_BLAS -Idist bench/gemm_blas.c dist/remat_rt.c -lopenblas -lm -o $@
 M4_FLAGS = -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16
-build/gemm_m4.elf: bench/gemm_m4.c runtime/remat_rt.c runtime/remat_rt.h tests/firmware/startup.c tests/firmware/mps2-an386.ld
+build/gemm_m4.elf: bench/gemm_m4.c dist/remat_rt.c dist/remat_rt.h tests/firmware/startup.c tests/firmware/mps2-an386.ld
 	@mkdir -p build
-	arm-none-eabi-gcc -std=c99 -O2 -ffp-contract=off $(WARN) $(M4_FLAGS) -DRT_NO_BLAS -DRT_NO_STDIO -Iruntime -Itests/firmware \
-	  bench/gemm_m4.c tests/firmware/startup.c runtime/remat_rt.c -ffunction-sections -fdata-sections \
+	arm-none-eabi-gcc -std=c99 -O2 -ffp-contract=off $(WARN) $(M4_FLAGS) -DRT_NO_BLAS -DRT_NO_STDIO -Idist -Itests/firmware \
+	  bench/gemm_m4.c tests/firmware/startup.c dist/remat_rt.c -ffunction-sections -fdata-sections \
 	  -nostartfiles -T tests/firmware/mps2-an386.ld --specs=nosys.specs -Wl,--gc-sections -lm -o $@
 bench-gemm: deps build/gemm_blas build/gemm_m4.elf
 	@OPENBLAS_NUM_THREADS=1 build/gemm_blas
@@ -156,7 +177,13 @@ bench: deps
 	@$(MAKE) --no-print-directory all bench-gemm
 	@/usr/bin/python3 bench/run.py
 
+# dist/: the single-file runtime that firmware and apps copy, made from
+# runtime/'s family files (scripts/amalgamate.sh) and checked in; make test
+# fails when it is not what they make.
+dist:
+	@scripts/amalgamate.sh
+
 clean:
 	rm -rf build
 
-.PHONY: all deps generated unit test demo fuzz bench bench-gemm clean
+.PHONY: all deps generated unit test demo fuzz bench bench-gemm dist clean

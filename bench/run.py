@@ -41,6 +41,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REMAT = os.path.join(ROOT, "build", "remat")
 RT = os.path.join(ROOT, "runtime")
+# the single-file runtime (make dist), and the trainer's own files in RT
+DIST = os.path.join(ROOT, "dist")
+TRAINER_SRCS = ["trainer.c", "trainer_args.c", "trainer_io.c", "npy.c"]
 POLICIES = ["none", "full", "sac", "sac-aggressive"]
 PY = "/usr/bin/python3"
 
@@ -68,14 +71,15 @@ def build(graph, work):
         f.write(f'#include "model.h"\nconst rt_model *const rt_trainer_model = &{name}_model;\n')
     trace = os.path.join(work, "trace")
     run(["cc", "-std=c99", "-O3", "-march=native", "-DRT_TRACE_GEMM", "-I" + work,
-         "-I" + RT, c, os.path.join(work, "shim.c"), os.path.join(RT, "remat_rt.c"),
-         os.path.join(RT, "trainer.c"), "-lopenblas", "-pthread", "-lm", "-o", trace])
+         "-I" + RT, c, os.path.join(work, "shim.c"), os.path.join(DIST, "remat_rt.c")]
+        + [os.path.join(RT, f) for f in TRAINER_SRCS]
+        + ["-lopenblas", "-pthread", "-lm", "-o", trace])
     _, calls = run([trace, "--seed", "1", "--dump", os.path.join(work, "dump")])
     with open(os.path.join(work, "calls.txt"), "w") as f:
         f.write(calls)
     floor = os.path.join(work, "floor")
     run(["cc", "-std=c99", "-O3", "-march=native", "-I" + RT,
-         os.path.join(ROOT, "bench", "gemm_floor.c"), os.path.join(RT, "remat_rt.c"),
+         os.path.join(ROOT, "bench", "gemm_floor.c"), os.path.join(DIST, "remat_rt.c"),
          "-lopenblas", "-pthread", "-lm", "-o", floor])
     return exes, floor
 

@@ -8,6 +8,13 @@ passed=0
 failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# dist/ is checked in: it must be what runtime/'s files make (make dist).
+if scripts/amalgamate.sh --check; then
+    passed=$((passed + 1))
+    echo "dist: the single-file runtime is runtime/'s"
+else
+    failed=$((failed + 1))
+fi
 for t in build/test_*; do
     [ -x "$t" ] || continue
     "$t" > "$log" 2>&1

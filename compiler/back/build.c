@@ -14,9 +14,10 @@
  * of a build's time: they are compiled once into a cache and reused. An
  * object's name is a hash of everything that goes into it: the C compiler
  * command ($CC's words, and the size and time of the executable they name,
- * so that an upgraded compiler misses), the flags, and the bytes of
- * remat_rt.c, remat_rt.h and trainer.c (and, with --mpi, trainer_mpi.c and
- * trainer_mpi.h). An object is compiled to a temporary
+ * so that an upgraded compiler misses), the flags, and the bytes of every
+ * file in runtime_files below (the single-file runtime and its header, the
+ * trainer's files; with --mpi, trainer_mpi.c and trainer_mpi.h). An object
+ * is compiled to a temporary
  * name in the cache and renamed into place, so concurrent builds never see
  * half a file; two that miss together both compile and the last rename wins
  * with identical contents. The cache is $REMAT_CACHE_DIR, else
@@ -28,9 +29,15 @@
  * -DRT_MPI, plus runtime/trainer_mpi.c, all by mpicc ($CC when set), which
  * knows where its MPI lives.
  *
- * The runtime is found from the compiler's own location (build/remat ->
- * runtime/), so `remat build` works from any working directory;
- * REMAT_RUNTIME_DIR overrides it.
+ * The runtime is the single-file one that firmware copies, dist/remat_rt.c
+ * and dist/remat_rt.h (scripts/amalgamate.sh makes them from runtime/'s
+ * kernel families), so that the trainer runs exactly that code; the
+ * trainer's own files and npy.c, host-only, come from runtime/. Both are
+ * found from the compiler's own location (build/remat -> runtime/ and
+ * dist/), so `remat build` works from any working directory.
+ * REMAT_RUNTIME_DIR names the runtime/ folder instead: its ../dist holds
+ * the single file, unless the folder has a remat_rt.c of its own (a flat
+ * copy of every file the build compiles, as an installed runtime is).
  */
 #define _DEFAULT_SOURCE
 #include "../remat.h"
@@ -232,57 +239,105 @@ static const char *cache_dir(Ctx *c)
     return dir && make_dirs(c, dir) == 0 ? dir : NULL;
 }
 
+/* Every file a build reads besides the model: `single` ones from the
+ * single-file runtime's folder, the others from runtime/; the .c files are
+ * compiled, one object each; `mpi` ones only in --mpi builds, which alone
+ * compile them. The hash covers them all. */
+static const struct {
+    const char *name;
+    int single, mpi;
+} runtime_files[] = {
+    {"remat_rt.c", 1, 0},
+    {"remat_rt.h", 1, 0},
+    {"remat_rt.h", 0, 0},   /* what the trainer's files include */
+    {"npy.c", 0, 0},
+    {"trainer.c", 0, 0},
+    {"trainer_args.c", 0, 0},
+    {"trainer_io.c", 0, 0},
+    {"trainer_impl.h", 0, 0},
+    {"trainer_mpi.c", 0, 1},
+    {"trainer_mpi.h", 0, 1},
+};
+#define N_RUNTIME_FILES (sizeof runtime_files / sizeof runtime_files[0])
+
+/* The folder of the single-file runtime: rt itself when it holds
+ * remat_rt.c (a flat copy), else ../dist beside it (the source tree). */
+static const char *single_dir(Ctx *c, const char *rt)
+{
+    if (is_file(ctx_printf(c, "%s/remat_rt.c", rt)))
+        return rt;
+    return ctx_printf(c, "%s/../dist", rt);
+}
+
+/* runtime_files[i]'s path. */
+static const char *runtime_path(Ctx *c, const char *rt, size_t i)
+{
+    return ctx_printf(c, "%s/%s", runtime_files[i].single ? single_dir(c, rt)
+                                                         : rt,
+                      runtime_files[i].name);
+}
+
+/* Whether runtime_files[i] is compiled into an object in this build. */
+static int compiled(size_t i, const BuildOptions *o)
+{
+    const char *name = runtime_files[i].name;
+    return (o->mpi || !runtime_files[i].mpi) &&
+           strcmp(name + strlen(name) - 2, ".c") == 0;
+}
+
 /* The runtime's object files for this compiler and these flags, from the
  * cache or compiled into it (or into the build folder `dir` when there is
- * no cache); their paths in obj[0] (remat_rt.o), obj[1] (trainer.o) and,
- * with --mpi, obj[2] (trainer_mpi.o). */
+ * no cache); obj[i] is runtime_files[i]'s object, NULL for the files that
+ * are not compiled. */
 static int runtime_objects(Ctx *c, const char *rt, const char *dir,
                            char **words, int nw, const BuildOptions *o,
                            const char **obj)
 {
-    static const char *const srcs[] = {"remat_rt.c", "trainer.c",
-                                       "trainer_mpi.c"};
     const char *const *flags = cc_flags(c, o);
-    uint64_t h = fnv_str(14695981039346656037u, "remat runtime objects 1");
+    uint64_t h = fnv_str(14695981039346656037u, "remat runtime objects 2");
     for (int i = 0; i < nw; i++)
         h = fnv_str(h, words[i]);
     h = fnv_str(h, cc_identity(c, words[0]));
     for (int i = 0; flags[i]; i++)
         h = fnv_str(h, flags[i]);
-    /* the MPI part only in --mpi builds, which alone compile it */
-    static const char *const hashed[] = {"remat_rt.c", "remat_rt.h",
-                                         "trainer.c", "trainer_mpi.c",
-                                         "trainer_mpi.h"};
-    for (int i = 0; i < (o->mpi ? 5 : 3); i++) {
-        h = fnv_str(h, hashed[i]);
-        if (fnv_file(&h, ctx_printf(c, "%s/%s", rt, hashed[i])))
-            return ctx_error(c, ctx_printf(c, "%s/%s", rt, hashed[i]), 0,
-                             "cannot read the runtime: %s", strerror(errno));
+    for (size_t i = 0; i < N_RUNTIME_FILES; i++) {
+        const char *path = runtime_path(c, rt, i);
+        if (runtime_files[i].mpi && !o->mpi)
+            continue;
+        h = fnv_str(h, runtime_files[i].name);
+        if (fnv_file(&h, path))
+            return ctx_error(c, path, 0, "cannot read the runtime: %s",
+                             strerror(errno));
     }
     const char *cache = cache_dir(c);
-    for (int i = 0; i < (o->mpi ? 3 : 2); i++) {
-        const char *base = ctx_printf(c, "%.*s", (int)strlen(srcs[i]) - 2,
-                                      srcs[i]);
+    for (size_t i = 0; i < N_RUNTIME_FILES; i++) {
+        const char *src = runtime_files[i].name;
+        obj[i] = NULL;
+        if (!compiled(i, o))
+            continue;
+        const char *base = ctx_printf(c, "%.*s", (int)strlen(src) - 2, src);
         obj[i] = cache ? ctx_printf(c, "%s/%s-%016llx.o", cache, base,
                                     (unsigned long long)h)
                        : ctx_printf(c, "%s/%s.o", dir, base);
         if (cache && is_file(obj[i]))
             continue;
-        progress(c, "remat build: compiling the runtime's %s (%s)", srcs[i],
+        progress(c, "remat build: compiling the runtime's %s (%s)", src,
                  cache ? "cached for later builds" : "no cache folder");
         const char *tmp = ctx_printf(c, "%s.tmp.%ld", obj[i], (long)getpid());
+        const char *path = runtime_path(c, rt, i);
         const char *rest[80];
         int n = 0;
         for (int k = 0; flags[k]; k++)
             rest[n++] = flags[k];
-        rest[n++] = ctx_printf(c, "-I%s", rt);
+        rest[n++] = ctx_printf(c, "-I%.*s", (int)(strrchr(path, '/') - path),
+                               path);
         rest[n++] = "-c";
-        rest[n++] = ctx_printf(c, "%s/%s", rt, srcs[i]);
+        rest[n++] = path;
         rest[n++] = "-o";
         rest[n++] = tmp;
         rest[n] = NULL;
         int rc = run_cc(c, words, nw, rest, obj[i],
-                        ctx_printf(c, "the runtime's %s", srcs[i]));
+                        ctx_printf(c, "the runtime's %s", src));
         if (!rc && rename(tmp, obj[i]) != 0)
             rc = ctx_error(c, obj[i], 0, "cannot write: %s", strerror(errno));
         if (rc) {
@@ -293,14 +348,15 @@ static int runtime_objects(Ctx *c, const char *rt, const char *dir,
     return 0;
 }
 
-/* The model and its shim, linked with the runtime's objects. */
+/* The model and its shim, linked with the runtime's objects; the model
+ * includes the single-file runtime's header, as it does in firmware. */
 static int compile_trainer(Ctx *c, const char *dir, const char *rt,
                            const char *name, const BuildOptions *o,
                            const char *out)
 {
     char *words[40];
     int nw = cc_words(c, words, o->mpi);
-    const char *obj[3] = {NULL, NULL, NULL};
+    const char *obj[N_RUNTIME_FILES];
     if (runtime_objects(c, rt, dir, words, nw, o, obj))
         return -1;
     const char *const *flags = cc_flags(c, o);
@@ -309,13 +365,18 @@ static int compile_trainer(Ctx *c, const char *dir, const char *rt,
     int n = 0;
     for (int k = 0; flags[k]; k++)
         rest[n++] = flags[k];
-    const char *more[] = {
-        ctx_printf(c, "-I%s", dir), ctx_printf(c, "-I%s", rt),
-        ctx_printf(c, "%s/%s.c", dir, name), ctx_printf(c, "%s/main.c", dir),
-        obj[0], obj[1], "-o", out, o->no_blas ? "-lm" : "-lopenblas",
-        "-pthread", "-lm", obj[2], NULL};
-    for (int k = 0; more[k]; k++)
-        rest[n++] = more[k];
+    rest[n++] = ctx_printf(c, "-I%s", dir);
+    rest[n++] = ctx_printf(c, "-I%s", single_dir(c, rt));
+    rest[n++] = ctx_printf(c, "%s/%s.c", dir, name);
+    rest[n++] = ctx_printf(c, "%s/main.c", dir);
+    for (size_t i = 0; i < N_RUNTIME_FILES; i++)
+        if (obj[i])
+            rest[n++] = obj[i];
+    rest[n++] = "-o";
+    rest[n++] = out;
+    rest[n++] = o->no_blas ? "-lm" : "-lopenblas";
+    rest[n++] = "-pthread";
+    rest[n++] = "-lm";
     rest[n] = NULL;
     return run_cc(c, words, nw, rest, out, "the trainer");
 }
@@ -325,9 +386,10 @@ static void remove_dir(Ctx *c, const char *dir, const char *name)
     remove(ctx_printf(c, "%s/%s.c", dir, name));
     remove(ctx_printf(c, "%s/%s.h", dir, name));
     remove(ctx_printf(c, "%s/main.c", dir));
-    remove(ctx_printf(c, "%s/remat_rt.o", dir));    /* when there is no cache */
-    remove(ctx_printf(c, "%s/trainer.o", dir));
-    remove(ctx_printf(c, "%s/trainer_mpi.o", dir));
+    for (size_t i = 0; i < N_RUNTIME_FILES; i++) {  /* when there is no cache */
+        const char *src = runtime_files[i].name;
+        remove(ctx_printf(c, "%s/%.*s.o", dir, (int)strlen(src) - 2, src));
+    }
     rmdir(dir);
 }
 

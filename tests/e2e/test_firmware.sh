@@ -38,16 +38,19 @@ if [ -n "$need" ]; then
 fi
 ok
 
-# firmware DIR [CFLAGS...]: DIR/model.c cross-compiled and linked with the
-# runtime and tests/firmware into DIR/firmware.elf
+# firmware DIR [CFLAGS...]: the four files a firmware project copies, DIR's
+# model.c and model.h and the single-file runtime dist/remat_rt.c and .h
+# (copied into DIR), cross-compiled and linked with tests/firmware into
+# DIR/firmware.elf
 firmware() {
     local d=$1
     shift
+    cp dist/remat_rt.c dist/remat_rt.h "$d/" &&
     arm-none-eabi-gcc $FW_WARN -O2 $ARM "$@" -DRT_NO_BLAS -DRT_NO_STDIO \
         -DFW_UPPER=MLP_TINY -DFW_LOWER=mlp_tiny -DFW_SEED=$SEED -DFW_STEPS=$STEPS \
         -DFW_ADAMW_STEPS=$ASTEPS -DFW_CLIP=$CLIP \
-        -Iruntime -I"$d" -Itests/firmware -ffunction-sections -fdata-sections \
-        tests/firmware/main.c tests/firmware/startup.c "$d/model.c" runtime/remat_rt.c \
+        -I"$d" -Itests/firmware -ffunction-sections -fdata-sections \
+        tests/firmware/main.c tests/firmware/startup.c "$d/model.c" "$d/remat_rt.c" \
         -nostartfiles -T tests/firmware/mps2-an386.ld --specs=nosys.specs \
         -Wl,--gc-sections -lm -o "$d/firmware.elf"
 }
@@ -209,11 +212,11 @@ int main()
     return 0;
 }
 EOF
-if cc -std=c99 -O2 -ffp-contract=off -fsanitize=address -DRT_NO_BLAS -Iruntime -I"$d" \
+if cc -std=c99 -O2 -ffp-contract=off -fsanitize=address -DRT_NO_BLAS -I"$d" \
         -c "$d/model.c" -o "$d/model.o" &&
-    cc -std=c99 -O2 -ffp-contract=off -fsanitize=address -DRT_NO_BLAS -Iruntime \
-        -c runtime/remat_rt.c -o "$d/rt.o" &&
-    g++ -std=c++11 -Wall -Wextra -pedantic -Werror -fsanitize=address -Iruntime -I"$d" \
+    cc -std=c99 -O2 -ffp-contract=off -fsanitize=address -DRT_NO_BLAS -I"$d" \
+        -c "$d/remat_rt.c" -o "$d/rt.o" &&
+    g++ -std=c++11 -Wall -Wextra -pedantic -Werror -fsanitize=address -I"$d" \
         "$d/probe.cpp" "$d/model.o" "$d/rt.o" -lm -o "$d/probe"; then
     ok
     if "$d/probe" >"$d/probe.out" && [ "$(cat "$d/probe.out")" = "$(head -1 "$d/host")" ]; then

@@ -54,7 +54,7 @@ int main(void)
 }
 EOF
 cc -std=c99 -Wall -Wextra -pedantic -Wcast-align=strict -Werror -I"$work" -Iruntime "$work/probe.c" "$c" \
-    runtime/remat_rt.c -lopenblas -lm -o "$work/probe" && "$work/probe" && ok \
+    dist/remat_rt.c -lopenblas -lm -o "$work/probe" && "$work/probe" && ok \
     || bad "the descriptor has a train step"
 # a training graph says it has one
 "$remat" compile tests/graphs/embedding_loss.xml -o "$work/el.c"

@@ -30,7 +30,7 @@ finite_differences() {   # graph policy dir model
     printf '#include "model.h"\nconst rt_model *const rt_trainer_model = &%s_model;\n' \
         "$model" > "$d/shim.c"
     cc -std=c99 -O2 -I"$d" -I"$root/runtime" "$d/model.c" "$d/shim.c" \
-        "$root/runtime/remat_rt.c" "$root/tests/e2e/gradcheck.c" \
+        "$root/dist/remat_rt.c" "$root/tests/e2e/gradcheck.c" \
         -lopenblas -lm -o "$d/gradcheck" || { bad "$g $p: gradcheck build"; return; }
     if "$d/gradcheck" > "$d/gradcheck.log"; then ok; else
         cat "$d/gradcheck.log"; bad "$g $p: gradients differ from finite differences"; fi

@@ -161,7 +161,7 @@ for g in graphs/mlp12.xml graphs/gpt.xml tests/graphs/broadcast.xml; do
     model=$(sed -n 's/^const rt_model \([A-Za-z0-9_]*\) = {$/\1/p' "$d/model.c")
     printf '#include "model.h"\nconst rt_model *const rt_trainer_model = &%s;\n' "$model" > "$d/shim.c"
     if cc -std=c99 -O2 -Wall -Wextra -pedantic -Werror -I"$d" -I"$root/runtime" \
-            "$d/model.c" "$d/shim.c" "$root/runtime/remat_rt.c" tests/e2e/hookcheck.c \
+            "$d/model.c" "$d/shim.c" "$root/dist/remat_rt.c" tests/e2e/hookcheck.c \
             -lopenblas -lm -o "$d/hookcheck" && "$d/hookcheck" > "$d/check.log"; then ok
     else cat "$d/check.log"; bad "$n: the hook saw other gradients than the step's"; fi
 done

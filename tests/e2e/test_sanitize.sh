@@ -90,13 +90,17 @@ same_output() {   # graph policy dir
 # The runtime and the trainer main, compiled once per kind: normal with
 # build.c's flags (checked below against `remat build`), and with the
 # sanitizers linked to OpenBLAS or to the portable GEMM.
-kit() {   # kind flags...: $work/rt_KIND.o and $work/trainer_KIND.o
-    local k=$1
+kit() {   # kind flags...: $work/rt_KIND.o and $work/trainer_KIND/*.o
+    local k=$1 f built=1
     shift
-    cc -std=c99 "$@" -Iruntime -c runtime/remat_rt.c -o "$work/rt_$k.o" &&
-        cc -std=c99 "$@" -Iruntime -c runtime/trainer.c -o "$work/trainer_$k.o" ||
-        bad "the runtime does not build ($k)"
+    mkdir -p "$work/trainer_$k"
+    cc -std=c99 "$@" -Iruntime -c dist/remat_rt.c -o "$work/rt_$k.o" || built=0
+    for f in npy trainer trainer_args trainer_io; do
+        cc -std=c99 "$@" -Iruntime -c runtime/$f.c -o "$work/trainer_$k/$f.o" || built=0
+    done
+    [ $built = 1 ] || bad "the runtime does not build ($k)"
 }
+
 kit normal -O3 -march=native -DRT_BLAS
 kit blas $san -DRT_BLAS
 kit noblas $san -DRT_NO_BLAS
@@ -113,7 +117,7 @@ trainer() {   # dir kind flags...
     local d=$1 k=$2
     shift 2
     cc -std=c99 "$@" -I"$d" -Iruntime "$d/unit.c" "$work/rt_$k.o" \
-        "$work/trainer_$k.o" -lopenblas -lm -o "$d/t_$k" && return
+        "$work/trainer_$k"/*.o -lopenblas -lm -o "$d/t_$k" && return
     bad "$d: trainer ($k) does not build"
     return 1
 }

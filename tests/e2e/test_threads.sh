@@ -56,7 +56,7 @@ done
 # The pool under ThreadSanitizer: the kernels' test in one process
 # (CK_FORK=no), so that the workers outlive a case and see the next jobs.
 if cc -std=c99 -O1 -g -fsanitize=thread -DRT_NO_BLAS -Iruntime \
-        tests/unit/test_kernels_threads.c runtime/remat_rt.c \
+        tests/unit/test_kernels_threads.c dist/remat_rt.c \
         $(pkg-config --libs check) -pthread -lm -o "$work/tsan" 2>"$work/err"; then
     if CK_FORK=no "$work/tsan" >"$work/out" 2>&1 && ! grep -q "ThreadSanitizer" "$work/out"
     then ok

@@ -41,11 +41,14 @@ one_error_line() { [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q '^trainer: ' "$TM
 
 # ---- build -------------------------------------------------------------------
 mkdir -p build
-check "trainer.c compiles warning-free" \
-    cc -std=c99 -Wall -Wextra -pedantic -Werror -O2 -Iruntime -c runtime/trainer.c -o "$TMP/trainer.o"
+for f in trainer trainer_args trainer_io; do
+    check "$f.c compiles warning-free" \
+        cc -std=c99 -Wall -Wextra -pedantic -Werror -O2 -Iruntime -c runtime/$f.c -o "$TMP/$f.o"
+done
 check "toy_model.c compiles warning-free" \
     cc -std=c99 -Wall -Wextra -pedantic -Werror -O2 -Iruntime -c tests/unit/toy_model.c -o "$TMP/toy.o"
-if ! cc -std=c99 -O2 -Iruntime runtime/trainer.c runtime/remat_rt.c tests/unit/toy_model.c \
+if ! cc -std=c99 -O2 -Iruntime runtime/trainer.c runtime/trainer_args.c runtime/trainer_io.c \
+        runtime/npy.c dist/remat_rt.c tests/unit/toy_model.c \
         -lopenblas -lm -o "$BIN"; then
     bad "build $BIN"
     echo "$passed passed, $failed failed"

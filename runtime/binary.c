@@ -1,0 +1,428 @@
+/*
+ * binary.c: the broadcasting binary ops Add, Sub, Mul, Div and Pow, with
+ * Where and Expand. They walk an rt_bcast map (remat_rt.h) one innermost
+ * row at a time, through rt_bc_run and rt_bc_run_split (rt_impl.h), which
+ * reduce.c and structural.c's Transpose walk their maps with too. A
+ * backward whose gradient is a sum over a broadcast dim stays on one
+ * thread, so its sums keep one order.
+ */
+#include "rt_impl.h"
+
+/* ---- broadcasting binary ops ---------------------------------------------- */
+
+/* Runs `row` over innermost rows [lo, hi) of m's index space (rank >= 1,
+ * no empty dim), keeping the offsets of a and b up to date with an odometer
+ * over the outer dims, started at row lo's digits. */
+static void bc_rows(const rt_bcast *m, const bc_args *p, bc_row row,
+                    size_t lo, size_t hi)
+{
+    int idx[RT_MAX_RANK] = {0};
+    const int r = m->rank, n = m->dims[r - 1];
+    ptrdiff_t oa = 0, ob = 0;
+    size_t q = lo, k;
+    int d;
+    for (d = r - 2; d >= 0; d--) {
+        idx[d] = (int)(q % (size_t)m->dims[d]);
+        q /= (size_t)m->dims[d];
+        oa += (ptrdiff_t)idx[d] * m->sa[d];
+        ob += (ptrdiff_t)idx[d] * m->sb[d];
+    }
+    for (k = lo; k < hi; k++) {
+        row(p, (ptrdiff_t)k * n, oa, ob, n, m->sa[r - 1], m->sb[r - 1]);
+        for (d = r - 2; d >= 0; d--) {
+            oa += m->sa[d];
+            ob += m->sb[d];
+            if (++idx[d] < m->dims[d])
+                break;
+            idx[d] = 0;
+            oa -= (ptrdiff_t)m->dims[d] * m->sa[d];
+            ob -= (ptrdiff_t)m->dims[d] * m->sb[d];
+        }
+    }
+}
+
+/* The number of innermost rows, 0 when a dim is empty; -1 for a scalar. */
+static long bc_count_rows(const rt_bcast *m)
+{
+    long rows = 1;
+    int d;
+    if (m->rank <= 0)
+        return -1;
+    for (d = 0; d < m->rank; d++)
+        if (m->dims[d] <= 0)
+            return 0;
+    for (d = 0; d < m->rank - 1; d++)
+        rows *= m->dims[d];
+    return rows;
+}
+
+/* Runs `row` over every innermost row of m's index space, in order. */
+RT_PRIVATE void rt_bc_run(const rt_bcast *m, const bc_args *p, bc_row row)
+{
+    const long rows = bc_count_rows(m);
+    if (rows < 0) /* a scalar */
+        row(p, 0, 0, 0, 1, 0, 0);
+    else
+        bc_rows(m, p, row, 0, (size_t)rows);
+}
+
+typedef struct {
+    const rt_bcast *m;
+    const bc_args *p;
+    bc_row row;
+} bc_job;
+
+static void bc_part_rows(void *ctx, size_t lo, size_t hi)
+{
+    const bc_job *j = ctx;
+    bc_rows(j->m, j->p, j->row, lo, hi);
+}
+
+/* Elements [lo, hi) of a map that is one row. */
+static void bc_part_elems(void *ctx, size_t lo, size_t hi)
+{
+    const bc_job *j = ctx;
+    const int r = j->m->rank, sa = j->m->sa[r - 1], sb = j->m->sb[r - 1];
+    j->row(j->p, (ptrdiff_t)lo, (ptrdiff_t)lo * sa, (ptrdiff_t)lo * sb,
+           (int)(hi - lo), sa, sb);
+}
+
+/* rt_bc_run split over threads, for a row function whose elements are
+ * independent: each writes its own output (not a sum over a broadcast
+ * dim). Rows when there are several, else the one row's elements. */
+RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p, bc_row row)
+{
+    const long rows = bc_count_rows(m);
+    bc_job job;
+    size_t n;
+    if (rows <= 0) {
+        rt_bc_run(m, p, row);
+        return;
+    }
+    job.m = m;
+    job.p = p;
+    job.row = row;
+    n = (size_t)m->dims[m->rank - 1];
+    if (rows == 1)
+        rt_parallel_for(n, 16, n, RT_PAR_CHEAP, bc_part_elems, &job);
+    else
+        rt_parallel_for((size_t)rows, 1, (size_t)rows * n, RT_PAR_CHEAP,
+                        bc_part_rows, &job);
+}
+
+/* Whether a gradient written through strides s is a sum over some dim
+ * (stride 0 along a dim longer than 1): then its elements are not
+ * independent and the backward stays on one thread. */
+static int bc_sums(const rt_bcast *m, const int *s)
+{
+    int d;
+    for (d = 0; d < m->rank; d++)
+        if (m->dims[d] > 1 && s[d] == 0)
+            return 1;
+    return 0;
+}
+
+/* Forward rows. The unit-stride branch is the plain loop that equal shapes
+ * (collapsed by the compiler to rank 1) run, and that vectorises. */
+#define RT_BINARY_ROW(name, OP)                                              \
+    static void name(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,           \
+                     ptrdiff_t ob, int n, int sa, int sb)                    \
+    {                                                                        \
+        float *y = p->y + oy;                                                \
+        const float *a = p->a + oa, *b = p->b + ob;                          \
+        int j;                                                               \
+        if (sa == 1 && sb == 1) {                                            \
+            for (j = 0; j < n; j++)                                          \
+                y[j] = a[j] OP b[j];                                         \
+        } else {                                                             \
+            for (j = 0; j < n; j++)                                          \
+                y[j] = a[(ptrdiff_t)j * sa] OP b[(ptrdiff_t)j * sb];         \
+        }                                                                    \
+    }
+
+RT_BINARY_ROW(add_row, +)
+RT_BINARY_ROW(sub_row, -)
+RT_BINARY_ROW(mul_row, *)
+RT_BINARY_ROW(div_row, /)
+
+static void binary(float *y, const float *a, const float *b,
+                   const rt_bcast *m, bc_row row)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    p.y = y;
+    p.a = a;
+    p.b = b;
+    rt_bc_run_split(m, &p, row);
+}
+
+void rt_add_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, add_row);
+}
+
+void rt_sub_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, sub_row);
+}
+
+void rt_mul_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, mul_row);
+}
+
+void rt_div_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, div_row);
+}
+
+/* Backward rows. A stride of 0 makes every element of the row land on the
+ * same gradient entry, which is exactly the sum over the broadcast dim.
+ * Each update reads and writes memory afresh, so da == db (and a == b, as in
+ * Mul(d, d)) simply accumulates both contributions. */
+static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        if (p->da != NULL)
+            p->da[oa + (ptrdiff_t)j * sa] += dy[j];
+        if (p->db != NULL)
+            p->db[ob + (ptrdiff_t)j * sb] += p->scale * dy[j];
+    }
+}
+
+static void mul_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        if (p->da != NULL)
+            p->da[ia] += dy[j] * p->b[ib];
+        if (p->db != NULL)
+            p->db[ib] += dy[j] * p->a[ia];
+    }
+}
+
+/* d(a/b)/db = -a/b^2, computed as (dy/b) * (a/b) so that b*b cannot
+ * overflow or underflow on its own. */
+static void div_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        const float q = dy[j] / p->b[ib];
+        if (p->da != NULL)
+            p->da[ia] += q;
+        if (p->db != NULL)
+            p->db[ib] -= q * (p->a[ia] / p->b[ib]);
+    }
+}
+
+static void binary_back(float *da, float *db, const float *dy, const float *a,
+                        const float *b, const rt_bcast *m, float scale,
+                        bc_row row)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    if (da == NULL && db == NULL)
+        return;
+    p.da = da;
+    p.db = db;
+    p.dy = dy;
+    p.a = a;
+    p.b = b;
+    p.scale = scale;
+    if ((da != NULL && bc_sums(m, m->sa)) || (db != NULL && bc_sums(m, m->sb)))
+        rt_bc_run(m, &p, row);
+    else
+        rt_bc_run_split(m, &p, row);
+}
+
+void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
+{
+    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row);
+}
+
+/* Elements of an element count: the product of the map's dims where the
+ * stride is not 0 (a broadcast input's own size). */
+static size_t bc_numel(const rt_bcast *m, const int *stride)
+{
+    size_t n = 1;
+    int d;
+    for (d = 0; d < m->rank; d++)
+        if (stride[d] != 0)
+            n *= (size_t)m->dims[d];
+    return n;
+}
+
+/* Written, an input of the output's shape gets a copy of dy (nothing at
+ * all when it is dy's own buffer: the gradient written in place), and a
+ * broadcast one is zeroed and summed into; the rest add as before. */
+static float *add_write(float *d, const float *dy, const rt_bcast *m,
+                        const int *stride)
+{
+    if (bc_sums(m, stride)) {
+        rt_zero(d, bc_numel(m, stride));
+        return d;
+    }
+    if (d != dy)
+        rt_copy(d, dy, bc_numel(m, stride));
+    return NULL;
+}
+
+void rt_add_backward_set(float *da, float *db, const float *dy,
+                         const rt_bcast *m, unsigned set)
+{
+    if (da != NULL && (set & 1u))
+        da = add_write(da, dy, m, m->sa);
+    if (db != NULL && (set & 2u))
+        db = add_write(db, dy, m, m->sb);
+    rt_add_backward(da, db, dy, m);
+}
+
+/* Sub is Add with the second gradient negated (scale -1). */
+void rt_sub_backward(float *da, float *db, const float *dy, const rt_bcast *m)
+{
+    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row);
+}
+
+void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row);
+}
+
+void rt_div_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row);
+}
+
+/* a^b; b == 2 (x**2 as torch exports it) as one exact product. */
+static float pow1(float a, float b)
+{
+    return b == 2.0f ? a * a : powf(a, b);
+}
+
+static void pow_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                    ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *a = p->a + oa, *b = p->b + ob;
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = pow1(a[(ptrdiff_t)j * sa], b[(ptrdiff_t)j * sb]);
+}
+
+void rt_pow_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    binary(y, a, b, m, pow_row);
+}
+
+/* The two special cases keep 0 * inf from making a NaN: b == 0 (b * a^-1
+ * at a == 0) and a == 0 with b >= 0 (a^b * ln a). */
+static void pow_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        const float a = p->a[ia], b = p->b[ib];
+        if (p->da != NULL && b != 0.0f)
+            p->da[ia] += dy[j] * (b == 2.0f ? 2.0f * a : b * powf(a, b - 1.0f));
+        if (p->db != NULL && !(a == 0.0f && b >= 0.0f))
+            p->db[ib] += dy[j] * pow1(a, b) * logf(a);
+    }
+}
+
+void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row);
+}
+
+/* Elements of a Where's output, and one step of its odometer: idx and the
+ * offsets off[0..2] of cond, a and b move to the next element of y. */
+static size_t where_count(const rt_where *m)
+{
+    size_t n = 1;
+    int d;
+    for (d = 0; d < m->rank; d++)
+        n *= m->dims[d] > 0 ? (size_t)m->dims[d] : 0;
+    return n;
+}
+
+static void where_step(const rt_where *m, int *idx, ptrdiff_t *off)
+{
+    int d;
+    for (d = m->rank - 1; d >= 0; d--) {
+        off[0] += m->sc[d];
+        off[1] += m->sa[d];
+        off[2] += m->sb[d];
+        if (++idx[d] < m->dims[d])
+            return;
+        idx[d] = 0;
+        off[0] -= (ptrdiff_t)m->dims[d] * m->sc[d];
+        off[1] -= (ptrdiff_t)m->dims[d] * m->sa[d];
+        off[2] -= (ptrdiff_t)m->dims[d] * m->sb[d];
+    }
+}
+
+void rt_where_forward(float *y, const float *cond, const float *a,
+                      const float *b, const rt_where *m)
+{
+    int idx[RT_MAX_RANK] = {0};
+    ptrdiff_t off[3] = {0, 0, 0};
+    size_t i, n = where_count(m);
+    for (i = 0; i < n; i++) {
+        y[i] = cond[off[0]] != 0.0f ? a[off[1]] : b[off[2]];
+        where_step(m, idx, off);
+    }
+}
+
+void rt_where_backward(float *da, float *db, const float *dy,
+                       const float *cond, const rt_where *m)
+{
+    int idx[RT_MAX_RANK] = {0};
+    ptrdiff_t off[3] = {0, 0, 0};
+    size_t i, n = where_count(m);
+    if (da == NULL && db == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        if (cond[off[0]] != 0.0f) {
+            if (da != NULL)
+                da[off[1]] += dy[i];
+        } else if (db != NULL) {
+            db[off[2]] += dy[i];
+        }
+        where_step(m, idx, off);
+    }
+}
+
+static void expand_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                       ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *x = p->a + oa;
+    int j;
+    (void)ob;
+    (void)sb;
+    for (j = 0; j < n; j++)
+        y[j] = x[(ptrdiff_t)j * sa];
+}
+
+void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
+{
+    binary(y, x, NULL, m, expand_row);
+}
+
+/* Add's backward row with no second gradient: a stride of 0 sums. */
+void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
+{
+    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row);
+}

@@ -1,0 +1,214 @@
+/*
+ * loss.c: SoftmaxCrossEntropyLoss (rt_sce_*), with ONNX's class weights,
+ * ignore_index and reductions. Positions split over the threads; the
+ * reduced loss is added up in position order, as one thread would.
+ */
+#include "rt_impl.h"
+
+/* ---- loss, dropout, attention --------------------------------------------- */
+
+/* The log-sum-exp of c >= 1 values x[0], x[stride], ...: the max m is
+ * taken out first, so no exp overflows and the largest term is exactly 1. */
+static float log_sum_exp(const float *x, int c, int stride)
+{
+    float m = x[0], sum = 0.0f;
+    int k;
+    for (k = 1; k < c; k++)
+        if (x[(size_t)k * stride] > m)
+            m = x[(size_t)k * stride];
+    for (k = 0; k < c; k++)
+        sum += expf(x[(size_t)k * stride] - m);
+    return m + logf(sum);
+}
+
+/* Whether a label selects a class: not ignored and inside [0, c). */
+static int sce_takes_part(int64_t label, int c, int has_ignore,
+                          int64_t ignore_index)
+{
+    return !(has_ignore && label == ignore_index) && label >= 0 && label < c;
+}
+
+/* w_p of the header: what a position weighs in the mean. */
+static float sce_weight(int64_t label, const float *weights, int c,
+                        int has_ignore, int64_t ignore_index)
+{
+    if (has_ignore && label == ignore_index)
+        return 0.0f;
+    if (weights == NULL)
+        return 1.0f;
+    return label >= 0 && label < c ? weights[label] : 0.0f;
+}
+
+/* The mean's denominator: the sum of w_p over every position. */
+static float sce_total_weight(const int64_t *labels, const float *weights,
+                              size_t positions, int c, int has_ignore,
+                              int64_t ignore_index)
+{
+    size_t p;
+    float total = 0.0f;
+    for (p = 0; p < positions; p++)
+        total += sce_weight(labels[p], weights, c, has_ignore, ignore_index);
+    return total;
+}
+
+/* The loss's operands. Positions are independent; the forward's sum over
+ * them is not split: blocks of RT_SCE_BLOCK positions compute their losses
+ * on the threads into `part`, then one thread adds them in position order,
+ * as a single loop would. */
+#define RT_SCE_BLOCK 256
+typedef struct {
+    float *out;        /* loss per position, or dscores */
+    const float *scores, *weights, *dloss;
+    const int64_t *labels;
+    int c, inner, has_ignore, reduction;
+    int64_t ignore_index;
+    float g;           /* the backward's dloss / total weight */
+    size_t p0;         /* the forward's block */
+    float part[RT_SCE_BLOCK];
+} sce_job;
+
+/* Position p = (i, d) reads scores[(i c + k) inner + d] for class k. */
+static float sce_loss_at(const sce_job *s, size_t p)
+{
+    const size_t i = p / (size_t)s->inner, d = p % (size_t)s->inner;
+    const int64_t label = s->labels[p];
+    const float *row = s->scores + i * (size_t)s->c * s->inner + d;
+    if (!sce_takes_part(label, s->c, s->has_ignore, s->ignore_index))
+        return 0.0f;
+    return sce_weight(label, s->weights, s->c, s->has_ignore,
+                      s->ignore_index) *
+           (log_sum_exp(row, s->c, s->inner) - row[(size_t)label * s->inner]);
+}
+
+static void sce_loss_part(void *ctx, size_t lo, size_t hi)
+{
+    sce_job *s = ctx;
+    size_t p;
+    for (p = lo; p < hi; p++) {
+        if (s->reduction == RT_SCE_NONE)
+            s->out[p] = sce_loss_at(s, p);
+        else
+            s->part[p] = sce_loss_at(s, s->p0 + p);
+    }
+}
+
+/* The sum of every position's loss, in position order. */
+static float sce_sum(sce_job *s, size_t positions)
+{
+    const size_t work = positions * (size_t)s->c;
+    float total = 0.0f;
+    size_t p, k, nb;
+    if (work < RT_PAR_COSTLY || rt_threads() == 1) {
+        for (p = 0; p < positions; p++)
+            total += sce_loss_at(s, p);
+        return total;
+    }
+    for (p = 0; p < positions; p += RT_SCE_BLOCK) {
+        nb = positions - p < RT_SCE_BLOCK ? positions - p : RT_SCE_BLOCK;
+        s->p0 = p;
+        rt_parallel_for(nb, 1, 0, 0, sce_loss_part, s);
+        for (k = 0; k < nb; k++)
+            total += s->part[k];
+    }
+    return total;
+}
+
+static void sce_setup(sce_job *s, const float *scores, const int64_t *labels,
+                      const float *weights, int c, int inner, int reduction,
+                      int has_ignore, int64_t ignore_index)
+{
+    s->scores = scores;
+    s->labels = labels;
+    s->weights = weights;
+    s->c = c;
+    s->inner = inner;
+    s->reduction = reduction;
+    s->has_ignore = has_ignore;
+    s->ignore_index = ignore_index;
+}
+
+void rt_sce_forward(float *loss, const float *scores, const int64_t *labels,
+                    const float *weights, int n, int c, int inner,
+                    int reduction, int has_ignore, int64_t ignore_index)
+{
+    const size_t positions = (size_t)n * inner;
+    sce_job s;
+    float total;
+    if (n <= 0 || inner <= 0) {
+        if (reduction != RT_SCE_NONE)
+            loss[0] = 0.0f;
+        return;
+    }
+    sce_setup(&s, scores, labels, weights, c, inner, reduction, has_ignore,
+              ignore_index);
+    s.out = loss;
+    if (reduction == RT_SCE_NONE) {
+        rt_parallel_for(positions, 1, positions * (size_t)c, RT_PAR_COSTLY,
+                        sce_loss_part, &s);
+        return;
+    }
+    total = sce_sum(&s, positions);
+    if (reduction == RT_SCE_MEAN) {
+        const float w = sce_total_weight(labels, weights, positions, c,
+                                         has_ignore, ignore_index);
+        total = w != 0.0f ? total / w : 0.0f;
+    }
+    loss[0] = total;
+}
+
+/* Positions [lo, hi): d/ds_k of w (lse(s) - s_label) is
+ * w (softmax(s)_k - [k == label]). */
+static void sce_back_part(void *ctx, size_t lo, size_t hi)
+{
+    const sce_job *s = ctx;
+    const int c = s->c;
+    const size_t inner = (size_t)s->inner;
+    size_t p;
+    int k;
+    for (p = lo; p < hi; p++) {
+        const int64_t label = s->labels[p];
+        const size_t base = p / inner * (size_t)c * inner + p % inner;
+        const float *row = s->scores + base;
+        float *drow = s->out + base;
+        float lse, gw;
+        if (!sce_takes_part(label, c, s->has_ignore, s->ignore_index))
+            continue;
+        gw = (s->reduction == RT_SCE_NONE ? s->dloss[p] : s->g) *
+             sce_weight(label, s->weights, c, s->has_ignore, s->ignore_index);
+        /* softmax_k = exp(s_k - lse), with s_k - lse <= 0 */
+        lse = log_sum_exp(row, c, s->inner);
+        for (k = 0; k < c; k++) {
+            const float q = expf(row[(size_t)k * inner] - lse);
+            drow[(size_t)k * inner] += gw * (k == label ? q - 1.0f : q);
+        }
+    }
+}
+
+void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
+                     const int64_t *labels, const float *weights, int n,
+                     int c, int inner, int reduction, int has_ignore,
+                     int64_t ignore_index)
+{
+    float g = 0.0f;
+    sce_job s;
+    if (dscores == NULL)
+        return;
+    if (reduction != RT_SCE_NONE)
+        g = dloss[0];
+    if (reduction == RT_SCE_MEAN) {
+        const float w = sce_total_weight(labels, weights, (size_t)n * inner,
+                                         c, has_ignore, ignore_index);
+        if (w == 0.0f)
+            return;
+        g /= w;
+    }
+    if (n <= 0 || inner <= 0)
+        return;
+    sce_setup(&s, scores, labels, weights, c, inner, reduction, has_ignore,
+              ignore_index);
+    s.out = dscores;
+    s.dloss = dloss;
+    s.g = g;
+    rt_parallel_for((size_t)n * inner, 1, (size_t)n * inner * c, RT_PAR_COSTLY,
+                    sce_back_part, &s);
+}

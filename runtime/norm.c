@@ -1,0 +1,307 @@
+/*
+ * norm.c: LayerNorm and BatchNormalization. Each computes a row's (a
+ * channel's) moments in two passes, and its backward recomputes them with
+ * the same function, so it sees exactly the statistics the forward used.
+ */
+#include "rt_impl.h"
+
+/* Mean and 1/sqrt(var + eps) of one row of cols > 0 values, var biased. Two
+ * passes: summing (x - mean)^2 rather than forming E[x^2] - mean^2 avoids
+ * the cancellation that makes the latter wrong (even negative) when
+ * |mean| >> std. Forward and backward both call this, so the backward sees
+ * exactly the statistics the forward used. */
+static void row_moments(const float *x, int cols, float eps, float *mean,
+                        float *rstd)
+{
+    float s = 0.0f, v = 0.0f;
+    int j;
+    for (j = 0; j < cols; j++)
+        s += x[j];
+    *mean = s / (float)cols;
+    for (j = 0; j < cols; j++)
+        v += (x[j] - *mean) * (x[j] - *mean);
+    *rstd = 1.0f / sqrtf(v / (float)cols + eps);
+}
+
+/* LayerNorm's operands; rows are independent except for the backward's
+ * dscale and dbias, sums over rows (see rt_layernorm_backward). mean and
+ * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). */
+#define RT_LN_BLOCK 128
+typedef struct {
+    float *y, *dx, *dscale, *dbias;
+    const float *x, *dy, *scale, *bias;
+    int cols, r0, nrows;
+    float eps;
+    float mean[RT_LN_BLOCK], rstd[RT_LN_BLOCK];
+} ln_job;
+
+static void ln_fwd_part(void *ctx, size_t lo, size_t hi)
+{
+    const ln_job *l = ctx;
+    size_t r;
+    int j;
+    for (r = lo; r < hi; r++) {
+        const float *xr = l->x + r * (size_t)l->cols;
+        float *yr = l->y + r * (size_t)l->cols;
+        float mean, rstd;
+        row_moments(xr, l->cols, l->eps, &mean, &rstd);
+        for (j = 0; j < l->cols; j++)
+            yr[j] = (xr[j] - mean) * rstd * l->scale[j] +
+                    (l->bias != NULL ? l->bias[j] : 0.0f);
+    }
+}
+
+void rt_layernorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, int rows, int cols, float eps)
+{
+    ln_job l;
+    if (cols <= 0 || rows <= 0)
+        return;
+    l.y = y;
+    l.x = x;
+    l.scale = scale;
+    l.bias = bias;
+    l.cols = cols;
+    l.eps = eps;
+    rt_parallel_for((size_t)rows, 1, (size_t)rows * cols, RT_PAR_COSTLY,
+                    ln_fwd_part, &l);
+}
+
+/* One row. With xhat = (x - mean) * rstd and g = dy * scale (the gradient
+ * reaching xhat), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)): the
+ * two means are the paths through mean and variance, which depend on every
+ * x of the row. */
+static void layernorm_back_row(float *dx, float *dscale, float *dbias,
+                               const float *dy, const float *x,
+                               const float *scale, int cols, float mean,
+                               float rstd)
+{
+    float sum_g = 0.0f, sum_gx = 0.0f, mg, mgx;
+    int j;
+    for (j = 0; j < cols; j++) {
+        const float xhat = (x[j] - mean) * rstd;
+        if (dscale != NULL)
+            dscale[j] += dy[j] * xhat;
+        if (dbias != NULL)
+            dbias[j] += dy[j];
+        if (dx != NULL) {
+            sum_g += dy[j] * scale[j];
+            sum_gx += dy[j] * scale[j] * xhat;
+        }
+    }
+    if (dx == NULL)
+        return;
+    mg = sum_g / (float)cols;
+    mgx = sum_gx / (float)cols;
+    for (j = 0; j < cols; j++) {
+        const float xhat = (x[j] - mean) * rstd;
+        dx[j] += rstd * (dy[j] * scale[j] - mg - xhat * mgx);
+    }
+}
+
+/* Rows [lo, hi) of the block at r0: their moments, kept for
+ * ln_back_cols, and (when wanted) their dx. */
+static void ln_back_rows(void *ctx, size_t lo, size_t hi)
+{
+    ln_job *l = ctx;
+    size_t i;
+    for (i = lo; i < hi; i++) {
+        const size_t o = ((size_t)l->r0 + i) * (size_t)l->cols;
+        row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
+        if (l->dx != NULL)
+            layernorm_back_row(l->dx + o, NULL, NULL, l->dy + o, l->x + o,
+                               l->scale, l->cols, l->mean[i], l->rstd[i]);
+    }
+}
+
+/* Columns [lo, hi) of dscale and dbias over the block's rows, row by row
+ * with the same xhat as layernorm_back_row: each entry gets the terms of
+ * one thread's loop in the same order. */
+static void ln_back_cols(void *ctx, size_t lo, size_t hi)
+{
+    const ln_job *l = ctx;
+    size_t j;
+    int i;
+    for (i = 0; i < l->nrows; i++) {
+        const size_t o = ((size_t)l->r0 + (size_t)i) * (size_t)l->cols;
+        for (j = lo; j < hi; j++) {
+            const float xhat = (l->x[o + j] - l->mean[i]) * l->rstd[i];
+            if (l->dscale != NULL)
+                l->dscale[j] += l->dy[o + j] * xhat;
+            if (l->dbias != NULL)
+                l->dbias[j] += l->dy[o + j];
+        }
+    }
+}
+
+/* Several threads: blocks of rows, each first split by rows (moments, dx),
+ * then by columns (dscale, dbias: sums over rows). */
+static void layernorm_back_split(ln_job *l, int rows)
+{
+    const size_t cols = (size_t)l->cols;
+    for (l->r0 = 0; l->r0 < rows; l->r0 += RT_LN_BLOCK) {
+        l->nrows = rows - l->r0 < RT_LN_BLOCK ? rows - l->r0 : RT_LN_BLOCK;
+        rt_parallel_for((size_t)l->nrows, 1, 0, 0, ln_back_rows, l);
+        if (l->dscale != NULL || l->dbias != NULL)
+            rt_parallel_for(cols, 16, 0, 0, ln_back_cols, l);
+    }
+}
+
+/* Offsets, not pointers, for the same reason as bc_row: a NULL gradient
+ * never takes part in pointer arithmetic. */
+void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x, const float *scale,
+                           int rows, int cols, float eps)
+{
+    int r, j;
+    if (cols <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
+        return;
+    if (dx == NULL && dscale == NULL) {
+        /* the bias alone (a frozen scale and input): x is not read, and
+         * the sums are the same as layernorm_back_row's, in its order */
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < cols; j++)
+                dbias[j] += dy[(size_t)r * cols + j];
+        return;
+    }
+    if (rt_threads() > 1 && (size_t)rows * cols >= RT_PAR_COSTLY) {
+        ln_job l;
+        l.dx = dx;
+        l.dscale = dscale;
+        l.dbias = dbias;
+        l.dy = dy;
+        l.x = x;
+        l.scale = scale;
+        l.cols = cols;
+        l.eps = eps;
+        layernorm_back_split(&l, rows);
+        return;
+    }
+    for (r = 0; r < rows; r++) {
+        const size_t o = (size_t)r * cols;
+        float mean, rstd;
+        row_moments(x + o, cols, eps, &mean, &rstd);
+        layernorm_back_row(dx != NULL ? dx + o : NULL, dscale, dbias, dy + o,
+                           x + o, scale, cols, mean, rstd);
+    }
+}
+
+/* ---- batch normalization --------------------------------------------------- */
+
+/* Channel ch's mean and biased variance over the n * inner values
+ * x[i, ch, j], two passes as row_moments. The train forward and the
+ * backward both call this, so the backward (and a recompute) sees exactly
+ * the statistics the forward used. */
+static void channel_moments(const float *x, int n, int c, int inner, int ch,
+                            float *mean, float *var)
+{
+    const float m = (float)n * (float)inner;
+    float s = 0.0f, v = 0.0f;
+    int i, j;
+    for (i = 0; i < n; i++) {
+        const float *xc = x + ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            s += xc[j];
+    }
+    *mean = s / m;
+    for (i = 0; i < n; i++) {
+        const float *xc = x + ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            v += (xc[j] - *mean) * (xc[j] - *mean);
+    }
+    *var = v / m;
+}
+
+/* y[i, ch, j] = (x[i, ch, j] - mean) * rstd * scale[ch] + bias[ch] */
+static void channel_normalize(float *y, const float *x, int n, int c,
+                              int inner, int ch, float mean, float rstd,
+                              float scale, float bias)
+{
+    int i, j;
+    for (i = 0; i < n; i++) {
+        const size_t o = ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++)
+            y[o + j] = (x[o + j] - mean) * rstd * scale + bias;
+    }
+}
+
+void rt_batchnorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, const float *mean,
+                          const float *var, int n, int c, int inner, float eps)
+{
+    int ch;
+    for (ch = 0; ch < c; ch++)
+        channel_normalize(y, x, n, c, inner, ch, mean[ch],
+                          1.0f / sqrtf(var[ch] + eps), scale[ch], bias[ch]);
+}
+
+void rt_batchnorm_train_forward(float *y, float *running_mean,
+                                float *running_var, const float *x,
+                                const float *scale, const float *bias, int n,
+                                int c, int inner, float eps, float momentum)
+{
+    const float m = (float)n * (float)inner;
+    int ch;
+    if (n <= 0 || inner <= 0)
+        return;
+    for (ch = 0; ch < c; ch++) {
+        float mean, var;
+        channel_moments(x, n, c, inner, ch, &mean, &var);
+        channel_normalize(y, x, n, c, inner, ch, mean, 1.0f / sqrtf(var + eps),
+                          scale[ch], bias[ch]);
+        if (running_mean != NULL)
+            running_mean[ch] = momentum * running_mean[ch] +
+                               (1.0f - momentum) * mean;
+        if (running_var != NULL)
+            running_var[ch] = momentum * running_var[ch] +
+                              (1.0f - momentum) *
+                                  (m > 1.0f ? var * m / (m - 1.0f) : var);
+    }
+}
+
+/* Per channel, as layernorm_back_row with the channel's n * inner values in
+ * place of a row's: the means of g and g * xhat run over the batch and the
+ * spatial positions. */
+void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x, const float *scale,
+                           int n, int c, int inner, float eps)
+{
+    const float m = (float)n * (float)inner;
+    int ch, i, j;
+    if (n <= 0 || inner <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
+        return;
+    for (ch = 0; ch < c; ch++) {
+        float mean, var, rstd, sum_dy = 0.0f, sum_dyx = 0.0f, mg, mgx;
+        if (dx == NULL && dscale == NULL) {     /* x is not read */
+            for (i = 0; i < n; i++)
+                for (j = 0; j < inner; j++)
+                    sum_dy += dy[((size_t)i * c + ch) * inner + j];
+            dbias[ch] += sum_dy;
+            continue;
+        }
+        channel_moments(x, n, c, inner, ch, &mean, &var);
+        rstd = 1.0f / sqrtf(var + eps);
+        for (i = 0; i < n; i++) {
+            const size_t o = ((size_t)i * c + ch) * inner;
+            for (j = 0; j < inner; j++) {
+                sum_dy += dy[o + j];
+                sum_dyx += dy[o + j] * (x[o + j] - mean) * rstd;
+            }
+        }
+        if (dscale != NULL)
+            dscale[ch] += sum_dyx;
+        if (dbias != NULL)
+            dbias[ch] += sum_dy;
+        if (dx == NULL)
+            continue;
+        mg = sum_dy * scale[ch] / m;
+        mgx = sum_dyx * scale[ch] / m;
+        for (i = 0; i < n; i++) {
+            const size_t o = ((size_t)i * c + ch) * inner;
+            for (j = 0; j < inner; j++) {
+                const float xhat = (x[o + j] - mean) * rstd;
+                dx[o + j] += rstd * (dy[o + j] * scale[ch] - mg - xhat * mgx);
+            }
+        }
+    }
+}

@@ -1,0 +1,520 @@
+/*
+ * pool.c: MaxPool, AveragePool and GlobalAveragePool. Each window is walked
+ * directly, visiting only its taps inside the input (inside(), rt_impl.h),
+ * with row kernels for the common 2x2 and 3x3 windows of stride 2 (the
+ * fast paths) that give the generic walk's bits.
+ */
+#include "rt_impl.h"
+
+/* The taps of window (oy, ox) inside the input: rows [*k0, *k1) of the
+ * kernel, columns [*l0, *l1); returns their number. When it is not 0, *at
+ * is the input offset (in its plane) of tap (*k0, *l0); otherwise *at is
+ * not set and the caller forms no pointer from it. */
+static int window_taps(const rt_window *p, int oy, int ox, int *k0, int *k1,
+                       int *l0, int *l1, size_t *at)
+{
+    const int y0 = oy * p->sh - p->pad_top, x0 = ox * p->sw - p->pad_left;
+    inside(y0, p->dh, p->h, p->kh, k0, k1);
+    inside(x0, p->dw, p->w, p->kw, l0, l1);
+    if (*k0 == *k1 || *l0 == *l1)
+        return 0;
+    *at = (size_t)(y0 + *k0 * p->dh) * p->w + (size_t)(x0 + *l0 * p->dw);
+    return (*k1 - *k0) * (*l1 - *l0);
+}
+
+/* The plane offset of window (oy, ox)'s maximum, -1 if no tap is inside:
+ * the first in row-major window order on ties, the first NaN if any. The
+ * forward and the backward both use it, so they agree on the element. */
+static ptrdiff_t window_argmax(const float *xq, const rt_window *p, int oy,
+                               int ox)
+{
+    ptrdiff_t best = -1;
+    float bv = 0.0f;
+    size_t at = 0;
+    int k0, k1, l0, l1, ki, kj;
+    if (window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at) == 0)
+        return -1;
+    for (ki = k0; ki < k1; ki++)
+        for (kj = l0; kj < l1; kj++) {
+            const ptrdiff_t e = (ptrdiff_t)(at + (size_t)(ki - k0) * p->dh * p->w +
+                                            (size_t)(kj - l0) * p->dw);
+            const float v = xq[e];
+            if (best < 0 || v > bv || (isnan(v) && !isnan(bv))) {
+                best = e;
+                bv = v;
+            }
+        }
+    return best;
+}
+
+/* The outputs [*o0, *o1) along one axis whose every tap is inside: the
+ * window starts at o * step - pad >= 0 and ends at or before size - 1. */
+static void interior(int pad, int step, int dil, int k, int size, int out,
+                     int *o0, int *o1)
+{
+    const int last = size - 1 - (k - 1) * dil + pad;  /* o * step <= last */
+    *o0 = (pad + step - 1) / step;
+    *o1 = last < 0 ? 0 : last / step + 1;
+    if (*o1 > out)
+        *o1 = out;
+    if (*o0 > *o1)
+        *o0 = *o1;
+}
+
+/* window_argmax where every tap is inside: no bounds to find, the same
+ * order and the same rule on ties and NaN. */
+static ptrdiff_t argmax_inside(const float *xq, const rt_window *p, int oy,
+                               int ox)
+{
+    const ptrdiff_t base = (ptrdiff_t)(oy * p->sh - p->pad_top) * p->w +
+                           (ox * p->sw - p->pad_left);
+    ptrdiff_t best = base;
+    float bv = xq[base];
+    int ki, kj;
+    for (ki = 0; ki < p->kh; ki++)
+        for (kj = 0; kj < p->kw; kj++) {
+            const ptrdiff_t e = base + (ptrdiff_t)ki * p->dh * p->w +
+                                (ptrdiff_t)kj * p->dw;
+            const float v = xq[e];
+            if (v > bv || (isnan(v) && !isnan(bv))) {
+                best = e;
+                bv = v;
+            }
+        }
+    return best;
+}
+
+/* ---- pooling fast paths ---------------------------------------------------- */
+
+/* The common pooling windows, k x k with k 2 or 3, stride 2, no dilation,
+ * get row kernels with the window shape fixed at compile time: no bounds
+ * logic, no loops over taps, and for MaxPool's forward a branch-free max
+ * the compiler can vectorize. They run on the interior box only (every tap
+ * inside the input); the outputs around it, and every other window, take
+ * the generic walk. Both visit the outputs of a row in the same order, so
+ * a backward whose windows overlap (3x3) adds into dx in the same order
+ * and the results are bitwise those of the generic walk. */
+
+/* The interior box [y0, y1) x [x0, x1) of outputs, and the fast kernel's k
+ * (0: none applies). */
+typedef struct {
+    int y0, y1, x0, x1, k;
+} pool_plan;
+
+static pool_plan pool_plan_of(const rt_window *p)
+{
+    pool_plan b;
+    interior(p->pad_top, p->sh, p->dh, p->kh, p->h, p->oh, &b.y0, &b.y1);
+    interior(p->pad_left, p->sw, p->dw, p->kw, p->w, p->ow, &b.x0, &b.x1);
+    b.k = p->sh == 2 && p->sw == 2 && p->dh == 1 && p->dw == 1 &&
+                  p->kh == p->kw && (p->kh == 2 || p->kh == 3)
+              ? p->kh
+              : 0;
+    return b;
+}
+
+/* The outputs [*f0, *f1) of row oy that a fast kernel computes; both are
+ * ow when none does, so that a caller's "before" span is the whole row. */
+static void fast_span(const pool_plan *b, const rt_window *p, int oy, int *f0,
+                      int *f1)
+{
+    const int on = b->k != 0 && oy >= b->y0 && oy < b->y1 && b->x0 < b->x1;
+    *f0 = on ? b->x0 : p->ow;
+    *f1 = on ? b->x1 : p->ow;
+}
+
+/* The input offset (in its plane) of window (oy, ox)'s tap (0, 0). Only for
+ * interior windows, whose tap (0, 0) is inside. */
+static size_t window_start(const rt_window *p, int oy, int ox)
+{
+    return (size_t)(oy * p->sh - p->pad_top) * p->w +
+           (size_t)(ox * p->sw - p->pad_left);
+}
+
+/* window_argmax's rule: v replaces the best so far, m, unless m is a NaN
+ * (the first NaN stays) or v <= m (a tie keeps the first); a NaN v fails
+ * v <= m and so replaces a number. */
+static inline int max_takes(float v, float m)
+{
+    return m == m && !(v <= m);
+}
+
+/* The k x k window at r (rows w apart): its maximum's offset from r, by
+ * window_argmax's rule. k is a constant wherever this is inlined. */
+static inline ptrdiff_t argmax_kk(const float *r, ptrdiff_t w, int k)
+{
+    ptrdiff_t best = 0;
+    float m = r[0];
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++) {
+            const ptrdiff_t e = ki * w + kj;
+            const int t = max_takes(r[e], m); /* selects, not a branch */
+            best = t ? e : best;
+            m = t ? r[e] : m;
+        }
+    return best;
+}
+
+/* The same window's maximum itself: the same rule, written as nested
+ * selects, which gcc vectorizes (a select on max_takes it does not). */
+static inline float max_kk(const float *r, ptrdiff_t w, int k)
+{
+    float m = r[0];
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++) {
+            const float v = r[ki * w + kj];
+            m = m != m ? m : v <= m ? m : v;
+        }
+    return m;
+}
+
+/* n outputs of one row, the first window's tap (0, 0) at r; windows are 2
+ * apart. One instance per k, so that each is unrolled. */
+static void maxpool_row2(float *y, const float *r, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = max_kk(r + 2 * j, w, 2);
+}
+
+static void maxpool_row3(float *y, const float *r, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = max_kk(r + 2 * j, w, 3);
+}
+
+static void maxpool_back_row2(float *dx, const float *r, const float *dy,
+                              ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        dx[2 * j + argmax_kk(r + 2 * j, w, 2)] += dy[j];
+}
+
+static void maxpool_back_row3(float *dx, const float *r, const float *dy,
+                              ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        dx[2 * j + argmax_kk(r + 2 * j, w, 3)] += dy[j];
+}
+
+/* Window (oy, ox)'s maximum by the generic walk (-1 if no tap is inside). */
+static ptrdiff_t pool_argmax(const float *xq, const rt_window *p,
+                             const pool_plan *b, int oy, int ox)
+{
+    return oy >= b->y0 && oy < b->y1 && ox >= b->x0 && ox < b->x1
+               ? argmax_inside(xq, p, oy, ox)
+               : window_argmax(xq, p, oy, ox);
+}
+
+static void maxpool_span(float *yr, const float *xq, const rt_window *p,
+                         const pool_plan *b, int oy, int from, int to)
+{
+    int ox;
+    for (ox = from; ox < to; ox++) {
+        const ptrdiff_t e = pool_argmax(xq, p, b, oy, ox);
+        yr[ox] = e < 0 ? -INFINITY : xq[e];
+    }
+}
+
+static void maxpool_back_span(float *dxq, const float *dyr, const float *xq,
+                              const rt_window *p, const pool_plan *b, int oy,
+                              int from, int to)
+{
+    int ox;
+    for (ox = from; ox < to; ox++) {
+        const ptrdiff_t e = pool_argmax(xq, p, b, oy, ox);
+        if (e >= 0)
+            dxq[e] += dyr[ox];
+    }
+}
+
+/* A MaxPool over planes [lo, hi) of n * c: each plane's outputs (and in
+ * the backward its dx) are its own, so planes split across threads with
+ * the same bits. */
+typedef struct {
+    float *out;             /* y, or dx */
+    const float *x, *dy;
+    const rt_window *p;
+    int set;                /* the backward's dx written, not added to */
+} pool_job;
+
+static void maxpool_fwd_planes(void *ctx, size_t lo, size_t hi)
+{
+    const pool_job *j = ctx;
+    const rt_window *p = j->p;
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    const pool_plan b = pool_plan_of(p);
+    size_t q;
+    int oy, f0, f1;
+    for (q = lo; q < hi; q++) {
+        const float *xq = j->x + q * hw;
+        for (oy = 0; oy < p->oh; oy++) {
+            float *yr = j->out + q * ohw + (size_t)oy * p->ow;
+            fast_span(&b, p, oy, &f0, &f1);
+            maxpool_span(yr, xq, p, &b, oy, 0, f0);
+            if (f0 < f1) {
+                const float *r = xq + window_start(p, oy, f0);
+                if (b.k == 2)
+                    maxpool_row2(yr + f0, r, p->w, f1 - f0);
+                else
+                    maxpool_row3(yr + f0, r, p->w, f1 - f0);
+            }
+            maxpool_span(yr, xq, p, &b, oy, f1, p->ow);
+        }
+    }
+}
+
+static void maxpool_back_planes(void *ctx, size_t lo, size_t hi)
+{
+    const pool_job *j = ctx;
+    const rt_window *p = j->p;
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    const pool_plan b = pool_plan_of(p);
+    size_t q;
+    int oy, f0, f1;
+    /* written: the chunk's planes zeroed here, while they are in cache (a
+     * memset inside the plane loop below made gcc compile it 5x slower) */
+    if (j->set)
+        memset(j->out + lo * hw, 0, (hi - lo) * hw * sizeof *j->out);
+    for (q = lo; q < hi; q++) {
+        const float *xq = j->x + q * hw;
+        float *dxq = j->out + q * hw;
+        for (oy = 0; oy < p->oh; oy++) {
+            const float *dyr = j->dy + q * ohw + (size_t)oy * p->ow;
+            fast_span(&b, p, oy, &f0, &f1);
+            maxpool_back_span(dxq, dyr, xq, p, &b, oy, 0, f0);
+            if (f0 < f1) {
+                const size_t at = window_start(p, oy, f0);
+                if (b.k == 2)
+                    maxpool_back_row2(dxq + at, xq + at, dyr + f0, p->w, f1 - f0);
+                else
+                    maxpool_back_row3(dxq + at, xq + at, dyr + f0, p->w, f1 - f0);
+            }
+            maxpool_back_span(dxq, dyr, xq, p, &b, oy, f1, p->ow);
+        }
+    }
+}
+
+static void pool_run_set(rt_chunk_fn fn, float *out, const float *x,
+                         const float *dy, const rt_window *p, int set)
+{
+    pool_job j;
+    const size_t planes = (size_t)p->n * (size_t)p->c;
+    j.out = out;
+    j.x = x;
+    j.dy = dy;
+    j.p = p;
+    j.set = set;
+    if (planes > 0)
+        rt_parallel_for(planes, 1, planes * (size_t)p->h * (size_t)p->w,
+                        RT_PAR_CHEAP, fn, &j);
+}
+
+void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
+{
+    pool_run_set(maxpool_fwd_planes, y, x, NULL, p, 0);
+}
+
+void rt_maxpool_backward(float *dx, const float *dy, const float *x,
+                         const rt_window *p)
+{
+    rt_maxpool_backward_set(dx, dy, x, p, 0);
+}
+
+void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
+                             const rt_window *p, unsigned set)
+{
+    if (dx != NULL)
+        pool_run_set(maxpool_back_planes, dx, x, dy, p, (int)(set & 1u));
+}
+
+/* count_include_pad's divisor for window (oy, ox): its taps inside the
+ * padded input, rows [-pad_top, h + pad_bottom) and columns [-pad_left,
+ * w + pad_right). That is kh * kw for every window of a floor-mode
+ * geometry; a ceil_mode window that runs past the padding counts only its
+ * taps within it (ONNX, and PyTorch's avg_pool2d). */
+static int padded_taps(const rt_window *p, int oy, int ox)
+{
+    int k0, k1, l0, l1;
+    inside(oy * p->sh, p->dh, p->h + p->pad_top + p->pad_bottom, p->kh, &k0,
+           &k1);
+    inside(ox * p->sw, p->dw, p->w + p->pad_left + p->pad_right, p->kw, &l0,
+           &l1);
+    return (k1 - k0) * (l1 - l0);
+}
+
+/* The fast AveragePool rows sum as the generic walk does, from 0.0f in
+ * row-major window order, and divide (not multiply by a reciprocal) by
+ * k * k, which is the divisor of an interior window with or without
+ * count_include_pad. */
+static inline float sum_kk(const float *r, ptrdiff_t w, int k)
+{
+    float s = 0.0f;
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++)
+            s += r[ki * w + kj];
+    return s;
+}
+
+static void avgpool_row2(float *y, const float *r, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = sum_kk(r + 2 * j, w, 2) / 4.0f;
+}
+
+static void avgpool_row3(float *y, const float *r, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = sum_kk(r + 2 * j, w, 3) / 9.0f;
+}
+
+/* dx at r (rows w apart) += g over a k x k window, row-major. */
+static inline void spread_kk(float *r, ptrdiff_t w, int k, float g)
+{
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++)
+            r[ki * w + kj] += g;
+}
+
+static void avgpool_back_row2(float *dx, const float *dy, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        spread_kk(dx + 2 * j, w, 2, dy[j] / 4.0f);
+}
+
+static void avgpool_back_row3(float *dx, const float *dy, ptrdiff_t w, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        spread_kk(dx + 2 * j, w, 3, dy[j] / 9.0f);
+}
+
+/* The generic walk over outputs [from, to) of row oy: each window's taps
+ * inside the input and its divisor, found per window. */
+static void avgpool_span(float *yr, const float *xq, const rt_window *p,
+                         int cip, int oy, int from, int to)
+{
+    int ox, ki, kj;
+    for (ox = from; ox < to; ox++) {
+        int k0, k1, l0, l1;
+        size_t at = 0;
+        const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+        /* what the sum is divided by: the taps inside the input, or with
+         * count_include_pad those inside the padded input */
+        const int d = cip ? padded_taps(p, oy, ox) : taps;
+        float s = 0.0f;
+        if (taps > 0)
+            for (ki = k0; ki < k1; ki++) {
+                const float *r = xq + at + (size_t)(ki - k0) * p->dh * p->w;
+                for (kj = l0; kj < l1; kj++)
+                    s += r[(size_t)(kj - l0) * p->dw];
+            }
+        yr[ox] = d > 0 ? s / (float)d : 0.0f;
+    }
+}
+
+static void avgpool_back_span(float *dxq, const float *dyr, const rt_window *p,
+                              int cip, int oy, int from, int to)
+{
+    int ox, ki, kj;
+    for (ox = from; ox < to; ox++) {
+        int k0, k1, l0, l1;
+        size_t at = 0;
+        const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+        const int d = cip ? padded_taps(p, oy, ox) : taps;
+        float g;
+        if (taps == 0)
+            continue;
+        g = dyr[ox] / (float)d;
+        for (ki = k0; ki < k1; ki++) {
+            float *r = dxq + at + (size_t)(ki - k0) * p->dh * p->w;
+            for (kj = l0; kj < l1; kj++)
+                r[(size_t)(kj - l0) * p->dw] += g;
+        }
+    }
+}
+
+void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
+                        int count_include_pad)
+{
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    const pool_plan b = pool_plan_of(p);
+    int q, oy, f0, f1;
+    for (q = 0; q < p->n * p->c; q++) {
+        const float *xq = x + (size_t)q * hw;
+        for (oy = 0; oy < p->oh; oy++) {
+            float *yr = y + (size_t)q * ohw + (size_t)oy * p->ow;
+            fast_span(&b, p, oy, &f0, &f1);
+            avgpool_span(yr, xq, p, count_include_pad, oy, 0, f0);
+            if (f0 < f1) {
+                const float *r = xq + window_start(p, oy, f0);
+                if (b.k == 2)
+                    avgpool_row2(yr + f0, r, p->w, f1 - f0);
+                else
+                    avgpool_row3(yr + f0, r, p->w, f1 - f0);
+            }
+            avgpool_span(yr, xq, p, count_include_pad, oy, f1, p->ow);
+        }
+    }
+}
+
+void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
+                         int count_include_pad)
+{
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    const pool_plan b = pool_plan_of(p);
+    int q, oy, f0, f1;
+    if (dx == NULL)
+        return;
+    for (q = 0; q < p->n * p->c; q++) {
+        float *dxq = dx + (size_t)q * hw;
+        for (oy = 0; oy < p->oh; oy++) {
+            const float *dyr = dy + (size_t)q * ohw + (size_t)oy * p->ow;
+            fast_span(&b, p, oy, &f0, &f1);
+            avgpool_back_span(dxq, dyr, p, count_include_pad, oy, 0, f0);
+            if (f0 < f1) {
+                float *r = dxq + window_start(p, oy, f0);
+                if (b.k == 2)
+                    avgpool_back_row2(r, dyr + f0, p->w, f1 - f0);
+                else
+                    avgpool_back_row3(r, dyr + f0, p->w, f1 - f0);
+            }
+            avgpool_back_span(dxq, dyr, p, count_include_pad, oy, f1, p->ow);
+        }
+    }
+}
+
+void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw)
+{
+    int q, j;
+    for (q = 0; q < nc; q++) {
+        const float *xq = x + (size_t)q * hw;
+        float s = 0.0f;
+        for (j = 0; j < hw; j++)
+            s += xq[j];
+        y[q] = s / (float)hw;
+    }
+}
+
+void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw)
+{
+    int q, j;
+    if (dx == NULL)
+        return;
+    for (q = 0; q < nc; q++) {
+        float *dxq = dx + (size_t)q * hw;
+        const float g = dy[q] / (float)hw;
+        for (j = 0; j < hw; j++)
+            dxq[j] += g;
+    }
+}

@@ -1,0 +1,61 @@
+/*
+ * reduce.c: the reductions (rt_reduce_forward and _backward): x walked in
+ * order with binary.c's rt_bc_run over a map whose second strides are y's
+ * (0 along a reduced dim), so each y is summed in x's order, on the
+ * calling thread.
+ */
+#include "rt_impl.h"
+
+/* ---- reductions ----------------------------------------------------------- */
+
+/* x is walked in order (offset oy); y's offset comes from m->sb. */
+static void reduce_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                       ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy;
+    float *y = p->y + ob;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++)
+        y[(ptrdiff_t)j * sb] += x[j];
+}
+
+static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                            ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *dx = p->da + oy;
+    const float *dy = p->dy + ob;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++)
+        dx[j] += p->scale * dy[(ptrdiff_t)j * sb];
+}
+
+void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
+                       float scale)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    int i;
+    for (i = 0; i < ny; i++)
+        y[i] = 0.0f;
+    p.y = y;
+    p.a = x;
+    rt_bc_run(m, &p, reduce_row);
+    if (scale != 1.0f)
+        for (i = 0; i < ny; i++)
+            y[i] *= scale;
+}
+
+void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
+                        float scale)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    if (dx == NULL)
+        return;
+    p.da = dx;
+    p.dy = dy;
+    p.scale = scale;
+    rt_bc_run(m, &p, reduce_back_row);
+}

@@ -1,0 +1,129 @@
+/*
+ * rt_impl.h: what the runtime's family files share; private to them.
+ *
+ * The runtime behind remat_rt.h is one source file per kernel family
+ * (threads.c, gemm.c, binary.c, ...), each including this header first.
+ * C99, no allocation: every buffer, including scratch, is the caller's or a
+ * small fixed array on the stack; the thread pool is a static struct. With
+ * RT_NO_STDIO nothing from <stdio.h> is used, so the files build for
+ * targets without a C library's I/O.
+ *
+ * Firmware and apps copy the runtime as one file, dist/remat_rt.c, which
+ * scripts/amalgamate.sh makes (as SQLite ships its amalgamation): this
+ * header, then every family file but npy.c, in a fixed order. There
+ * RT_PRIVATE is `static`, so the functions declared with it below, which
+ * one family defines and others call, stay inside that one file; built
+ * file by file they are extern, and carry the rt_ prefix so that they
+ * cannot clash with a caller's names. Everything else a family defines
+ * is static and its names are distinct across the families, so that the
+ * single file compiles.
+ */
+#ifndef RT_IMPL_H
+#define RT_IMPL_H
+
+/* The thread pool needs POSIX threads and GCC's __atomic builtins (gcc and
+ * clang): a firmware build (RT_NO_STDIO, or a target that is not Unix)
+ * leaves it out and runs every kernel on the calling thread. Here, before
+ * any system header, because _POSIX_C_SOURCE must come first. */
+#if !defined(RT_NO_THREADS) && (defined(RT_NO_STDIO) || !defined(__GNUC__) || \
+    !(defined(__unix__) || defined(__APPLE__)))
+#define RT_NO_THREADS
+#endif
+#if !defined(RT_NO_THREADS) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "remat_rt.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifndef RT_PRIVATE
+#define RT_PRIVATE
+#endif
+
+/* Strict C99 has no M_PI & co.; spell the constants out (float-rounded). */
+#define RT_INV_SQRT2      0.70710678118654752f /* 1/sqrt(2) */
+#define RT_INV_SQRT_2PI   0.39894228040143268f /* 1/sqrt(2*pi) */
+#define RT_SQRT_2_OVER_PI 0.79788456080286536f /* sqrt(2/pi) */
+#define RT_GELU_CUBIC     0.044715f
+#define RT_TWO_PI         6.28318530717958648f
+
+/* The GEMM's tile and the loops around it must be inlined into each case
+ * of gemm_portable for their constant strides and alpha to count (and
+ * attention's exp into its row loops); compilers that do not know the
+ * attribute get the same code, slower. */
+#if defined(__GNUC__)
+#define RT_INLINE static inline __attribute__((always_inline))
+#else
+#define RT_INLINE static inline
+#endif
+
+/* ---- threads.c ----------------------------------------------------------- */
+
+/* A kernel's share of the work: items [lo, hi) of its own numbering (rows,
+ * columns, elements). */
+typedef void (*rt_chunk_fn)(void *ctx, size_t lo, size_t hi);
+
+/* Below these many floats a kernel stays on the calling thread: a job
+ * costs a few microseconds (waking a worker, the caller's wait), more than
+ * a small loop. Measured on the 2-core EPYC: an Add of 32K floats took
+ * 1.7 us alone and 3.4 on two threads, of 128K the same on both, of 1M
+ * 100 us and 61; Gelu and LayerNorm (about 1 ns a float) gained from 32K
+ * (33 us to 21). So ops with an exp, a hash or a row's statistics split
+ * from 4K floats, plain arithmetic and copies from 128K. */
+#define RT_PAR_CHEAP  ((size_t)1 << 17)
+#define RT_PAR_COSTLY ((size_t)1 << 12)
+
+/* fn over items [0, n) in per_thread chunks for each thread (align: chunk
+ * edges a multiple of it), on every thread. */
+RT_PRIVATE void rt_parallel_parts(size_t n, size_t align,
+                                  size_t per_thread, rt_chunk_fn fn, void *ctx);
+/* The same in chunks when the kernel touches at least min_work floats
+ * (work); else all on the calling thread. */
+RT_PRIVATE void rt_parallel_for(size_t n, size_t align, size_t work,
+                                size_t min_work, rt_chunk_fn fn, void *ctx);
+
+/* ---- binary.c: walking a broadcast map ------------------------------------ */
+
+/* Everything a row kernel may touch; unused members are NULL. For the binary
+ * ops y/dy are the output side and a/b (da/db) the inputs; the reductions put
+ * x (or dx) in a (da) and y (or dy) in y (dy). */
+typedef struct {
+    float *y, *da, *db;
+    const float *a, *b, *dy;
+    float scale;
+    unsigned set;   /* backward rows: bit 0 da, bit 1 db written, not added */
+} bc_args;
+
+/* One innermost row of n elements: the output (walked in order) starts at
+ * oy, a at oa with stride sa, b at ob with stride sb. Offsets, not pointers,
+ * so that a NULL gradient never takes part in pointer arithmetic. */
+typedef void (*bc_row)(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                       ptrdiff_t ob, int n, int sa, int sb);
+
+/* `row` over every innermost row of m's index space, in order, on the
+ * calling thread; and split over the threads, for a row function whose
+ * elements are independent. */
+RT_PRIVATE void rt_bc_run(const rt_bcast *m, const bc_args *p, bc_row row);
+RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
+                                bc_row row);
+
+/* ---- conv.c and pool.c: window geometry ----------------------------------- */
+
+/* The indices i in [0, count) with 0 <= off + i * step < size, as the range
+ * [*lo, *hi), empty when *lo == *hi; step > 0. */
+static inline void inside(int off, int step, int size, int count, int *lo,
+                          int *hi)
+{
+    int a = off >= 0 ? 0 : (step - 1 - off) / step;
+    int b = size - off <= 0 ? 0 : (size - off + step - 1) / step;
+    if (b > count)
+        b = count;
+    if (a > b)
+        a = b;
+    *lo = a;
+    *hi = b;
+}
+
+#endif /* RT_IMPL_H */
