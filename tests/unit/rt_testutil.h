@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "remat_rt.h"
@@ -140,6 +141,62 @@ static inline void expect_near(const char *what, const float *got,
         ck_assert_msg(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]),
                       "%s[%d]: got %.9g, want %.9g", what, (int)i,
                       (double)got[i], want[i]);
+}
+
+/* got == want as floats, element by element. */
+static inline void expect_same(const char *what, const float *got,
+                               const float *want, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s[%d]: got %.9g, want %.9g", what,
+                      i, (double)got[i], (double)want[i]);
+}
+
+/* Heap buffers of n floats: random in [-2, 2) (from trng), NaN, zero, or a
+ * copy of x; the caller frees them. */
+static inline float *rnd(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    fill(x, n, -2.0f, 2.0f);
+    return x;
+}
+
+static inline float *nans(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    size_t i;
+    ck_assert_ptr_nonnull(x);
+    for (i = 0; i < n; i++)
+        x[i] = NAN;
+    return x;
+}
+
+static inline float *zeros(size_t n)
+{
+    float *x = calloc(n, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static inline float *copy(const float *x, size_t n)
+{
+    float *y = malloc(n * sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+/* The _set tests' check: written (want, from zeros) against got (from
+ * NaNs), equal floats. */
+static inline void same_values(const char *what, const float *want,
+                               const float *got, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        ck_assert_msg(want[i] == got[i], "%s: element %zu is %g, want %g",
+                      what, i, (double)got[i], (double)want[i]);
 }
 
 #endif

@@ -19,17 +19,6 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- helpers (the rest are rt_testutil.h's) ------------------------------- */
-
-static void expect_same(const char *what, const float *got, const float *want,
-                        int n)
-{
-    int i;
-    for (i = 0; i < n; i++)
-        ck_assert_msg(got[i] == want[i], "%s[%d]: got %.9g, want %.9g", what,
-                      i, (double)got[i], (double)want[i]);
-}
-
 /* ---- SoftmaxCrossEntropyLoss ---------------------------------------------- */
 
 #define IGN (-100)

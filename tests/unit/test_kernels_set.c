@@ -17,49 +17,6 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-static float *rnd(size_t n)
-{
-    float *x = malloc(n * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    fill(x, n, -2.0f, 2.0f);
-    return x;
-}
-
-static float *nans(size_t n)
-{
-    float *x = malloc(n * sizeof *x);
-    size_t i;
-    ck_assert_ptr_nonnull(x);
-    for (i = 0; i < n; i++)
-        x[i] = NAN;
-    return x;
-}
-
-static float *zeros(size_t n)
-{
-    float *x = calloc(n, sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    return x;
-}
-
-static float *copy(const float *x, size_t n)
-{
-    float *y = malloc(n * sizeof *y);
-    ck_assert_ptr_nonnull(y);
-    memcpy(y, x, n * sizeof *y);
-    return y;
-}
-
-/* Written (want, from zeros) against got (from NaNs): equal floats. */
-static void same_values(const char *what, const float *want, const float *got,
-                        size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++)
-        ck_assert_msg(want[i] == got[i], "%s: element %zu is %g, want %g",
-                      what, i, (double)got[i], (double)want[i]);
-}
-
 START_TEST(gemm_writes_da_and_db)
 {
     const int m = 37, n = 29, k = 41;
