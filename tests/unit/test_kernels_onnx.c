@@ -465,112 +465,6 @@ START_TEST(where_infinities_flow)
 }
 END_TEST
 
-/* ---- LogSoftmax --------------------------------------------------------------- */
-
-typedef struct {
-    int outer, dim, inner;
-} lanes;
-
-static const lanes lane_layouts[] = {
-    {1, 7, 1}, {3, 5, 1}, {2, 4, 3}, {1, 6, 5}, {4, 1, 2},
-};
-#define N_LS ((int)(sizeof lane_layouts / sizeof lane_layouts[0]))
-
-typedef struct {
-    lanes l;
-    int n;
-    float x[32], y[32], dy[32];
-} ls_case;
-
-static double ls_loss(void *v)
-{
-    ls_case *c = v;
-    rt_log_softmax_forward(c->y, c->x, c->l.outer, c->l.dim, c->l.inner);
-    return dot(c->y, c->dy, (size_t)c->n);
-}
-
-static void ls_setup(ls_case *c, int k, uint64_t seed)
-{
-    c->l = lane_layouts[k];
-    c->n = c->l.outer * c->l.dim * c->l.inner;
-    ck_assert_int_le(c->n, 32);
-    tseed(seed);
-    fill(c->x, (size_t)c->n, -2, 2);
-    fill(c->dy, (size_t)c->n, -1, 1);
-}
-
-START_TEST(log_softmax_grad)
-{
-    ls_case c;
-    float dx[32], px[32], diff[32];
-    ls_setup(&c, _i, 7500 + _i);
-    fill(px, (size_t)c.n, -1, 1);
-    memcpy(dx, px, sizeof dx);
-    rt_log_softmax_forward(c.y, c.x, c.l.outer, c.l.dim, c.l.inner);
-    rt_log_softmax_backward(dx, c.dy, c.y, c.l.outer, c.l.dim, c.l.inner);
-    added(diff, dx, px, (size_t)c.n);
-    expect_grad("log_softmax", c.x, (size_t)c.n, diff, ls_loss, &c);
-    rt_log_softmax_backward(NULL, c.dy, c.y, c.l.outer, c.l.dim, c.l.inner);
-}
-END_TEST
-
-/* x - log(sum over the lane of exp(x)) in double, by index arithmetic. */
-START_TEST(log_softmax_forward_matches_formula)
-{
-    ls_case c;
-    double want[32];
-    int o, d, i;
-    ls_setup(&c, _i, 7600 + _i);
-    rt_log_softmax_forward(c.y, c.x, c.l.outer, c.l.dim, c.l.inner);
-    for (o = 0; o < c.l.outer; o++)
-        for (i = 0; i < c.l.inner; i++) {
-            double s = 0;
-            for (d = 0; d < c.l.dim; d++)
-                s += exp(c.x[(o * c.l.dim + d) * c.l.inner + i]);
-            for (d = 0; d < c.l.dim; d++) {
-                const int e = (o * c.l.dim + d) * c.l.inner + i;
-                want[e] = c.x[e] - log(s);
-            }
-        }
-    expect_near("log_softmax", c.y, want, (size_t)c.n, 1e-6, 1e-6);
-}
-END_TEST
-
-/* {1, 1}: -ln 2 each; {0, 1}: -ln(1 + e) and 1 - ln(1 + e); large inputs
- * stay finite; a -inf (a masked score) gives -inf there and leaves the rest
- * a log-softmax of the others, with a finite backward. Backward by hand:
- * y = {-ln 2, -ln 2}, dy = {1, 3}: dx = dy - 0.5 * 4 = {-1, 1} on preset 0. */
-START_TEST(log_softmax_by_hand)
-{
-    const float x1[2] = {1, 1}, x2[2] = {0, 1}, big[3] = {1000, 999, -1000};
-    const float masked[3] = {0, -HUGE_VALF, 0};
-    const double w1[2] = {-0.6931471806, -0.6931471806},
-                 w2[2] = {-1.3132616875, -0.3132616875},
-                 wbig[3] = {-0.3132616875, -1.3132616875, -2000.3132616875},
-                 wm[2] = {-0.6931471806, -0.6931471806}, wdx[2] = {-1, 1};
-    const float dy[3] = {1, 3, 2};
-    float y[3], dx[3], two[2];
-    rt_log_softmax_forward(y, x1, 1, 2, 1);
-    expect_near("{1,1}", y, w1, 2, 1e-6, 0);
-    rt_log_softmax_forward(y, x2, 1, 2, 1);
-    expect_near("{0,1}", y, w2, 2, 1e-6, 0);
-    rt_log_softmax_forward(y, big, 1, 3, 1);
-    expect_near("large", y, wbig, 3, 1e-6, 0);
-    rt_log_softmax_forward(y, masked, 1, 3, 1);
-    ck_assert(isinf(y[1]) && y[1] < 0);
-    two[0] = y[0], two[1] = y[2];
-    expect_near("masked", two, wm, 2, 1e-6, 0);
-    rt_zero(dx, 3);
-    rt_log_softmax_backward(dx, dy, y, 1, 3, 1);
-    ck_assert(isfinite(dx[0]) && isfinite(dx[1]) && isfinite(dx[2]));
-    ck_assert_float_eq(dx[1], 3.0f); /* exp(-inf) = 0: dx = dy */
-    rt_log_softmax_forward(y, x1, 1, 2, 1);
-    rt_zero(dx, 2);
-    rt_log_softmax_backward(dx, dy, y, 1, 2, 1);
-    expect_near("backward", dx, wdx, 2, 1e-6, 1e-6);
-}
-END_TEST
-
 /* ---- Expand ----------------------------------------------------------------- */
 
 /* Output (2, 3, 4) from x of shape (3, 1) (right-aligned: 1, 3, 1), and
@@ -686,12 +580,6 @@ static Suite *onnx_suite(void)
     tcase_add_loop_test(tc, where_forward_by_index, 0, N_WL);
     tcase_add_loop_test(tc, where_grad, 0, N_WL);
     tcase_add_test(tc, where_infinities_flow);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("log_softmax");
-    tcase_add_loop_test(tc, log_softmax_grad, 0, N_LS);
-    tcase_add_loop_test(tc, log_softmax_forward_matches_formula, 0, N_LS);
-    tcase_add_test(tc, log_softmax_by_hand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("expand");
