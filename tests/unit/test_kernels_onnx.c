@@ -84,109 +84,6 @@ static size_t src_index(size_t i, const int *own, const int *out, int rank)
     return at;
 }
 
-/* ---- Erf and Reciprocal ------------------------------------------------------ */
-
-typedef struct {
-    int recip, n;
-    float x[32], y[32], dy[32];
-} un_case;
-
-static void un_fwd(un_case *c)
-{
-    if (c->recip)
-        rt_reciprocal_forward(c->y, c->x, c->n);
-    else
-        rt_erf_forward(c->y, c->x, c->n);
-}
-
-static double un_loss(void *v)
-{
-    un_case *c = v;
-    un_fwd(c);
-    return dot(c->y, c->dy, (size_t)c->n);
-}
-
-/* Erf reads x, Reciprocal y. Reciprocal's x away from 0 (either sign). */
-START_TEST(unary_grad)
-{
-    un_case c;
-    float dx[32], px[32], diff[32];
-    c.recip = _i, c.n = 32;
-    tseed(7000 + _i);
-    if (c.recip)
-        fill_away(c.x, 32, 0.5f, 2.0f);
-    else
-        fill(c.x, 32, -2.5f, 2.5f);
-    fill(c.dy, 32, -1, 1);
-    fill(px, 32, -1, 1);
-    memcpy(dx, px, sizeof dx);
-    un_fwd(&c);
-    if (c.recip)
-        rt_reciprocal_backward(dx, c.dy, c.y, c.n);
-    else
-        rt_erf_backward(dx, c.dy, c.x, c.n);
-    added(diff, dx, px, 32);
-    expect_grad(c.recip ? "reciprocal" : "erf", c.x, 32, diff, un_loss, &c);
-    /* NULL dx: nothing to do, nothing to crash */
-    rt_reciprocal_backward(NULL, c.dy, c.y, c.n);
-    rt_erf_backward(NULL, c.dy, c.x, c.n);
-}
-END_TEST
-
-/* erf(0.5) = 0.5204998778, erf(1) = 0.8427007929, odd, erf(3) = 0.9999779095;
- * and over a grid against libm's double erf. */
-START_TEST(erf_forward)
-{
-    const float x[5] = {0, 0.5f, 1, -1, 3};
-    const double want[5] = {0, 0.5204998778, 0.8427007929, -0.8427007929,
-                            0.9999779095};
-    float y[101], g[101];
-    double w[101];
-    int i;
-    rt_erf_forward(y, x, 5);
-    expect_near("erf", y, want, 5, 1e-6, 0);
-    for (i = 0; i < 101; i++) {
-        g[i] = -4.0f + 0.08f * (float)i;
-        w[i] = erf(g[i]);
-    }
-    rt_erf_forward(y, g, 101);
-    expect_near("erf grid", y, w, 101, 2e-7, 1e-7);
-}
-END_TEST
-
-/* dy = 2 on a preset dx = 1: dx = 1 + 2 * 2/sqrt(pi) * exp(-x^2), so
- * x = 0: 3.2567583342, x = 1 and -1: 1.8302149948, x = 2: 1.0413339707. */
-START_TEST(erf_backward_by_hand)
-{
-    const float x[4] = {0, 1, -1, 2}, dy[4] = {2, 2, 2, 2};
-    const double want[4] = {3.2567583342, 1.8302149948, 1.8302149948,
-                            1.0413339707};
-    float dx[4];
-    rt_fill(dx, 4, 1.0f);
-    rt_erf_backward(dx, dy, x, 4);
-    expect_near("erf'", dx, want, 4, 1e-6, 0);
-}
-END_TEST
-
-/* 1/x, with 1/0 = +inf and 1/-0 = -inf as IEEE; the backward -dy y^2 on a
- * preset 1 with dy = 2: y = {0.5, -0.25, 4}: {0.5, 0.875, -31}. */
-START_TEST(reciprocal_by_hand)
-{
-    const float x[5] = {2, -4, 0.25f, 0.0f, -0.0f};
-    const double want[3] = {0.5, -0.25, 4};
-    const float y3[3] = {0.5f, -0.25f, 4}, dy[3] = {2, 2, 2};
-    const double wdx[3] = {0.5, 0.875, -31};
-    float y[5], dx[3];
-    rt_reciprocal_forward(y, x, 5);
-    expect_near("1/x", y, want, 3, 0, 0);
-    ck_assert(isinf(y[3]) && y[3] > 0);
-    ck_assert(isinf(y[4]) && y[4] < 0);
-    rt_fill(dx, 3, 1.0f);
-    rt_reciprocal_backward(dx, dy, y3, 3);
-    expect_near("-y^2", dx, wdx, 3, 0, 0);
-}
-END_TEST
-
 /* ---- Pow -------------------------------------------------------------------- */
 
 typedef struct {
@@ -561,13 +458,6 @@ static Suite *onnx_suite(void)
 {
     Suite *s = suite_create("remat_rt ONNX pointwise ops");
     TCase *tc;
-
-    tc = tcase_create("erf_reciprocal");
-    tcase_add_loop_test(tc, unary_grad, 0, 2);
-    tcase_add_test(tc, erf_forward);
-    tcase_add_test(tc, erf_backward_by_hand);
-    tcase_add_test(tc, reciprocal_by_hand);
-    suite_add_tcase(s, tc);
 
     tc = tcase_create("pow");
     tcase_add_loop_test(tc, pow_grad, 0, N_LAYOUTS);
