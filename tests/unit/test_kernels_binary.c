@@ -1,14 +1,16 @@
 /*
- * test_kernels_onnx.c: unit tests of the runtime's ONNX pointwise kernels
- * (the "ONNX pointwise" section of remat_rt.h: Erf, Reciprocal, Pow, Where,
- * LogSoftmax, Expand), with Check.
+ * test_kernels_binary.c: unit tests of the runtime's broadcasting binary
+ * kernels (Add, Sub, Mul, Div over an rt_bcast map, and Add's _set twin),
+ * Pow, Where and Expand, with Check.
  *
  * Every backward is checked against central finite differences of its
- * forward (rt_testutil.h), from a random preset gradient so that `+=` is
- * tested too, and called with NULL gradients. Every forward is checked
- * against hand-worked numbers or a formula in double written here (libm's
- * double functions, index arithmetic), never against the kernels
- * themselves.
+ * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
+ * gradient dy, from a random preset gradient so that `+=` is tested too
+ * (summed over the broadcast dimensions), and called with NULL gradients.
+ * Every forward is checked against hand-worked numbers or a formula in
+ * double written here (libm's pow, each output element's operands found by
+ * index arithmetic), never against the kernels themselves. The _set twin
+ * is checked against the adding kernel as rt_testutil.h's same_values says.
  */
 #include <check.h>
 #include <math.h>
@@ -19,6 +21,180 @@
 
 #include "remat_rt.h"
 #include "rt_testutil.h"
+
+/* ---- broadcasting binary ops --------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int rank, dims[3], sa[3], sb[3], na, nb, ny;
+} shape_case;
+
+static const shape_case shapes[] = {
+    {"(12) op (12)", 1, {12}, {1}, {1}, 12, 12, 12},
+    {"(3,4) op (4)", 2, {3, 4}, {4, 1}, {0, 1}, 12, 4, 12},
+    {"(3,4) op ()", 2, {3, 4}, {4, 1}, {0, 0}, 12, 1, 12},
+    {"(3,1) op (1,4)", 2, {3, 4}, {1, 0}, {0, 1}, 3, 4, 12},
+    {"(4) op (3,4)", 2, {3, 4}, {0, 1}, {4, 1}, 4, 12, 12},
+    {"(2,3,4) op (2,1,4)", 3, {2, 3, 4}, {12, 4, 1}, {4, 0, 1}, 24, 8, 24},
+};
+#define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+static const char *const op_names[4] = {"Add", "Sub", "Mul", "Div"};
+
+typedef struct {
+    int op;
+    rt_bcast m;
+    float *a, *b; /* may be the same buffer */
+    float y[32], dy[32];
+    int ny;
+} binary_case;
+
+static void binary_fwd(binary_case *c)
+{
+    switch (c->op) {
+    case 0: rt_add_forward(c->y, c->a, c->b, &c->m); break;
+    case 1: rt_sub_forward(c->y, c->a, c->b, &c->m); break;
+    case 2: rt_mul_forward(c->y, c->a, c->b, &c->m); break;
+    default: rt_div_forward(c->y, c->a, c->b, &c->m); break;
+    }
+}
+
+static void binary_bwd(binary_case *c, float *da, float *db)
+{
+    switch (c->op) {
+    case 0: rt_add_backward(da, db, c->dy, &c->m); break;
+    case 1: rt_sub_backward(da, db, c->dy, &c->m); break;
+    case 2: rt_mul_backward(da, db, c->dy, c->a, c->b, &c->m); break;
+    default: rt_div_backward(da, db, c->dy, c->a, c->b, &c->m); break;
+    }
+}
+
+static double binary_loss(void *v)
+{
+    binary_case *c = v;
+    binary_fwd(c);
+    return dot(c->y, c->dy, c->ny);
+}
+
+/* _i = op + 4 * shape case. */
+START_TEST(binary_grad)
+{
+    const shape_case *s = &shapes[_i / 4];
+    binary_case c;
+    float a[32] = {0}, b[32] = {0}, da[32], db[32], pa[32] = {0}, pb[32] = {0},
+          diff[32] = {0};
+    char what[80];
+    c.op = _i % 4;
+    c.m = make_bcast(s->rank, s->dims, s->sa, s->sb);
+    c.a = a, c.b = b, c.ny = s->ny;
+    tseed(200 + _i);
+    fill(a, s->na, -1.5f, 1.5f);
+    fill_away(b, s->nb, 0.5f, 1.5f);
+    fill(c.dy, s->ny, -1, 1);
+    fill(pa, s->na, -1, 1);
+    fill(pb, s->nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    binary_bwd(&c, da, db);
+    snprintf(what, sizeof what, "%s %s: da", op_names[c.op], s->name);
+    added(diff, da, pa, s->na);
+    expect_grad(what, a, s->na, diff, binary_loss, &c);
+    what[strlen(what) - 1] = 'b';
+    added(diff, db, pb, s->nb);
+    expect_grad(what, b, s->nb, diff, binary_loss, &c);
+}
+END_TEST
+
+/* Mul(d, d) and Div(d, d): a == b and da == db; both contributions add up
+ * (d(d*d)/dd = 2d, d(d/d)/dd = 0), and only one of two NULLs is skipped. */
+START_TEST(binary_grad_aliased_operands)
+{
+    const int dims[1] = {10}, one[1] = {1};
+    binary_case c;
+    float d[32], dd[32], pd[32], diff[32];
+    c.op = 2 + _i;
+    c.m = make_bcast(1, dims, one, one);
+    c.a = c.b = d, c.ny = 10;
+    tseed(300 + _i);
+    fill_away(d, 10, 0.5f, 1.5f);
+    fill(c.dy, 10, -1, 1);
+    fill(pd, 10, -1, 1);
+    memcpy(dd, pd, sizeof dd);
+    binary_bwd(&c, dd, dd);
+    added(diff, dd, pd, 10);
+    expect_grad(op_names[c.op], d, 10, diff, binary_loss, &c);
+    if (c.op == 2) { /* with db NULL only the da half (dy * d) is added */
+        int i;
+        memcpy(dd, pd, sizeof dd);
+        binary_bwd(&c, dd, NULL);
+        for (i = 0; i < 10; i++)
+            ck_assert_float_eq_tol(dd[i] - pd[i], c.dy[i] * d[i], 1e-6);
+    }
+}
+END_TEST
+
+START_TEST(binary_forward_by_hand)
+{
+    const int d23[2] = {2, 3}, s23[2] = {3, 1}, s03[2] = {0, 1},
+              s10[2] = {1, 0}, d4[1] = {4}, one[1] = {1}, zero[1] = {0},
+              d222[3] = {2, 2, 2}, s421[3] = {4, 2, 1}, s201[3] = {2, 0, 1};
+    const float a6[6] = {1, 2, 3, 4, 5, 6}, b3[3] = {10, 20, 30},
+                a2[2] = {1, 2}, a4[4] = {1, 2, 3, 4}, b4[4] = {2, 4, 8, 16},
+                s3[1] = {3}, a8[8] = {0, 1, 2, 3, 4, 5, 6, 7},
+                b4b[4] = {100, 200, 300, 400};
+    float y[8];
+    rt_bcast m;
+    /* (2,3) + (3): rows of a plus b */
+    const double w_add[6] = {11, 22, 33, 14, 25, 36};
+    /* (2,1) - (1,3): y[i][j] = a[i] - b[j] */
+    const double w_sub[6] = {-9, -19, -29, -8, -18, -28};
+    /* (4) * () */
+    const double w_mul[4] = {3, 6, 9, 12};
+    /* (4) / (4) */
+    const double w_div[4] = {0.5, 0.5, 0.375, 0.25};
+    /* (2,2,2) + (2,1,2): y[i][j][l] = a[i][j][l] + b[i][l] */
+    const double w_add3[8] = {100, 201, 102, 203, 304, 405, 306, 407};
+
+    m = make_bcast(2, d23, s23, s03);
+    rt_add_forward(y, a6, b3, &m);
+    expect_near("add", y, w_add, 6, 0, 0);
+    m = make_bcast(2, d23, s10, s03);
+    rt_sub_forward(y, a2, b3, &m);
+    expect_near("sub", y, w_sub, 6, 0, 0);
+    m = make_bcast(1, d4, one, zero);
+    rt_mul_forward(y, a4, s3, &m);
+    expect_near("mul", y, w_mul, 4, 0, 0);
+    m = make_bcast(1, d4, one, one);
+    rt_div_forward(y, a4, b4, &m);
+    expect_near("div", y, w_div, 4, 0, 0);
+    m = make_bcast(3, d222, s421, s201);
+    rt_add_forward(y, a8, b4b, &m);
+    expect_near("add rank 3", y, w_add3, 8, 0, 0);
+    /* rank 0: scalars */
+    m = make_bcast(0, d4, one, one);
+    rt_mul_forward(y, s3, s3, &m);
+    ck_assert_float_eq(y[0], 9.0f);
+}
+END_TEST
+
+START_TEST(binary_backward_by_hand)
+{
+    /* (3,4) - (4), dy = 1: da += 1 everywhere, db -= 3 (summed over rows). */
+    const int dims[2] = {3, 4}, sa[2] = {4, 1}, sb[2] = {0, 1};
+    const rt_bcast m = make_bcast(2, dims, sa, sb);
+    float dy[12], da[12], db[4] = {1, 1, 1, 1};
+    double wa[12], wb[4] = {-2, -2, -2, -2};
+    int i;
+    for (i = 0; i < 12; i++)
+        dy[i] = 1, da[i] = (float)i, wa[i] = i + 1;
+    rt_sub_backward(da, db, dy, &m);
+    expect_near("da", da, wa, 12, 0, 0);
+    expect_near("db", db, wb, 4, 0, 0);
+    rt_add_backward(NULL, db, dy, &m);
+    for (i = 0; i < 4; i++)
+        wb[i] = 1;
+    expect_near("db after add", db, wb, 4, 0, 0);
+}
+END_TEST
 
 /* ---- broadcast layouts ------------------------------------------------------ */
 
@@ -454,10 +630,61 @@ START_TEST(expand_by_hand)
 }
 END_TEST
 
-static Suite *onnx_suite(void)
+/* ---- _set twin ---------------------------------------------------------- */
+
+/* Add (5, 7, 3) + b broadcast over the middle dim (5, 1, 3): da written
+ * element by element, db written as a sum over the broadcast dim. */
+START_TEST(add_writes_plain_and_broadcast_inputs)
 {
-    Suite *s = suite_create("remat_rt ONNX pointwise ops");
+    const int dims[3] = {5, 7, 3}, sa[3] = {21, 3, 1}, sb[3] = {3, 0, 1};
+    const rt_bcast m = make_bcast(3, dims, sa, sb);
+    const size_t ny = 105, nb = 15;
+    float *dy = rnd(ny);
+    unsigned set;
+    for (set = 1; set <= 3; set++) {
+        float *da0 = zeros(ny), *db0 = zeros(nb);
+        float *da1 = set & 1u ? nans(ny) : zeros(ny);
+        float *db1 = set & 2u ? nans(nb) : zeros(nb);
+        rt_add_backward(da0, db0, dy, &m);
+        rt_add_backward_set(da1, db1, dy, &m, set);
+        same_values("add da", da0, da1, ny);
+        same_values("add db", db0, db1, nb);
+        free(da0), free(db0), free(da1), free(db1);
+    }
+    free(dy);
+}
+END_TEST
+
+/* In place: da is dy's own buffer (the schedule's in-place gradient), db
+ * the bias's, broadcast over the rows and added into. */
+START_TEST(add_writes_in_place)
+{
+    const int dims[2] = {6, 5}, sa[2] = {5, 1}, sb[2] = {0, 1};
+    const rt_bcast m = make_bcast(2, dims, sa, sb);
+    float *dy = rnd(30), *want_da = copy(dy, 30), *db0 = rnd(5);
+    float *want_db = copy(db0, 5), *db1 = copy(db0, 5);
+    float *zero = zeros(30);
+    rt_add_backward(zero, want_db, dy, &m);
+    rt_add_backward_set(dy, db1, dy, &m, 1u);
+    same_values("add in place da", want_da, dy, 30);
+    same_values("add in place db", want_db, db1, 5);
+    free(dy), free(want_da), free(db0), free(want_db), free(db1), free(zero);
+}
+END_TEST
+
+/* ---- suite ---------------------------------------------------------------- */
+
+static Suite *binary_suite(void)
+{
+    Suite *s = suite_create("remat_rt binary");
     TCase *tc;
+
+    tc = tcase_create("binary");
+    tcase_add_loop_test(tc, binary_grad, 0, 4 * N_SHAPES);
+    tcase_add_loop_test(tc, binary_grad_aliased_operands, 0, 2);
+    tcase_add_test(tc, binary_forward_by_hand);
+    tcase_add_test(tc, binary_backward_by_hand);
+    suite_add_tcase(s, tc);
 
     tc = tcase_create("pow");
     tcase_add_loop_test(tc, pow_grad, 0, N_LAYOUTS);
@@ -477,13 +704,19 @@ static Suite *onnx_suite(void)
     tcase_add_loop_test(tc, expand_grad, 0, N_EX);
     tcase_add_test(tc, expand_by_hand);
     suite_add_tcase(s, tc);
+
+    tc = tcase_create("set");
+    tcase_add_test(tc, add_writes_plain_and_broadcast_inputs);
+    tcase_add_test(tc, add_writes_in_place);
+    suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(onnx_suite());
+    SRunner *sr = srunner_create(binary_suite());
     int failed;
+    tseed(5); /* the _set tests draw their inputs unseeded */
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
