@@ -1,13 +1,17 @@
 /*
- * test_kernels_loss.c: unit tests of the runtime's loss, dropout and
- * attention kernels (runtime/remat_rt.c), with Check.
+ * test_kernels_loss.c: unit tests of the runtime's loss kernel,
+ * SoftmaxCrossEntropyLoss (rt_sce_forward, rt_sce_backward): reductions
+ * mean and sum without weights, then class weights and reduction "none",
+ * with Check.
  *
- * As in test_kernels.c: gradients are checked against central finite
- * differences of the forward kernels, with loss L = sum(dy * y) for a random
- * upstream dy (summed in double); every gradient buffer starts from random
- * values and the check is on (after - before), so accumulation is tested
- * everywhere. Forward values are checked against formulas written here in
- * double, never against the kernels themselves.
+ * Forward values are checked against ONNX's definition written here in
+ * double (log(sum_k exp(s_k)) - s_label per position, weighted by w[label]
+ * and divided by the weights present for a weighted mean) and small cases
+ * worked by hand, never against the kernels themselves. Gradients are
+ * checked against central finite differences of the forward kernel
+ * (rt_testutil.h) with L = sum(dloss * loss) for a random upstream dloss,
+ * summed in double; every gradient buffer starts from random values and
+ * the check is on (after - before), so that accumulation is tested too.
  */
 #include <check.h>
 #include <math.h>
@@ -216,11 +220,292 @@ START_TEST(sce_large_scores_stay_finite)
 }
 END_TEST
 
+/* ---- SoftmaxCrossEntropyLoss: class weights, reduction none ------------- */
+
+#define MAXP 8          /* positions (n * inner) */
+#define MAXS 32         /* scores (n * c * inner) */
+
+/* wsce_: these cases' spec and case, as sce_spec and sce_case are the
+ * unweighted ones'. */
+typedef struct {
+    const char *name;
+    int n, c, inner, reduction, has_ignore, weighted;
+    int64_t ignore_index;
+    int64_t labels[MAXP];
+} wsce_spec;
+
+static const wsce_spec specs[] = {
+    {"2-D weights mean", 4, 3, 1, RT_SCE_MEAN, 0, 1, 0, {0, 2, 1, 2}},
+    {"2-D weights sum", 4, 3, 1, RT_SCE_SUM, 0, 1, 0, {0, 2, 1, 2}},
+    {"2-D weights none", 4, 3, 1, RT_SCE_NONE, 0, 1, 0, {0, 2, 1, 2}},
+    {"2-D none", 4, 3, 1, RT_SCE_NONE, 0, 0, 0, {0, 2, 1, 2}},
+    {"inner 3 weights mean ignore", 2, 4, 3, RT_SCE_MEAN, 1, 1, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"inner 3 weights sum ignore", 2, 4, 3, RT_SCE_SUM, 1, 1, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"inner 3 weights none ignore", 2, 4, 3, RT_SCE_NONE, 1, 1, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"inner 3 none ignore", 2, 4, 3, RT_SCE_NONE, 1, 0, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"weights mean ignore class 1", 4, 3, 1, RT_SCE_MEAN, 1, 1, 1,
+     {1, 0, 1, 2}},
+    {"inner 2 weights none ignore class 0", 2, 3, 2, RT_SCE_NONE, 1, 1, 0,
+     {0, 2, 1, 0}},
+};
+#define N_SPECS ((int)(sizeof specs / sizeof specs[0]))
+
+typedef struct {
+    const wsce_spec *s;
+    float scores[MAXS];
+    float weights[8];
+    float dloss[MAXP];
+} wsce_case;
+
+static int positions(const wsce_spec *s)
+{
+    return s->n * s->inner;
+}
+
+static const float *weights_of(const wsce_case *t)
+{
+    return t->s->weighted ? t->weights : NULL;
+}
+
+/* The kernel's output: one number, or one per position for none. */
+static void run(const wsce_case *t, float *loss)
+{
+    const wsce_spec *s = t->s;
+    rt_sce_forward(loss, t->scores, s->labels, weights_of(t), s->n, s->c,
+                   s->inner, s->reduction, s->has_ignore, s->ignore_index);
+}
+
+static double weighted_loss(void *v)
+{
+    const wsce_case *t = v;
+    float loss[MAXP];
+    int p, np = t->s->reduction == RT_SCE_NONE ? positions(t->s) : 1;
+    double sum = 0;
+    run(t, loss);
+    for (p = 0; p < np; p++)
+        sum += (double)t->dloss[p] * loss[p];
+    return sum;
+}
+
+/* ONNX's definition in double: l_p = -w[y] log softmax(x_p)[y], 0 where y
+ * is ignored; none: l; sum: sum l; mean: sum l / sum of w[y] over the
+ * labels not ignored. Fills want[] (one entry unless none). */
+static void expect(const wsce_case *t, double *want)
+{
+    const wsce_spec *s = t->s;
+    double total = 0, wsum = 0;
+    int i, d, k;
+    for (i = 0; i < s->n; i++)
+        for (d = 0; d < s->inner; d++) {
+            const int p = i * s->inner + d;
+            const int64_t y = s->labels[p];
+            double sum = 0, w, l;
+            if (s->has_ignore && y == s->ignore_index) {
+                want[p] = 0;
+                continue;
+            }
+            w = s->weighted ? t->weights[y] : 1.0;
+            for (k = 0; k < s->c; k++)
+                sum += exp((double)t->scores[(i * s->c + k) * s->inner + d]);
+            l = w * (log(sum) - t->scores[(i * s->c + (int)y) * s->inner + d]);
+            if (s->reduction == RT_SCE_NONE)
+                want[p] = l;
+            total += l;
+            wsum += w;
+        }
+    if (s->reduction == RT_SCE_SUM)
+        want[0] = total;
+    if (s->reduction == RT_SCE_MEAN)
+        want[0] = total / wsum;
+}
+
+/* _i: the case in specs[]. */
+START_TEST(sce_weights_none_forward_and_grad)
+{
+    const wsce_spec *s = &specs[_i];
+    const int ns = s->n * s->c * s->inner;
+    const int np = s->reduction == RT_SCE_NONE ? positions(s) : 1;
+    wsce_case t;
+    float loss[MAXP], ds[MAXS], pre[MAXS] = {0}, diff[MAXS], wcopy[8];
+    double want[MAXP];
+    char what[96];
+    int p;
+    t.s = s;
+    tseed(900 + _i);
+    fill(t.scores, ns, -3, 3);
+    fill(t.weights, s->c, 0.25f, 3);
+    fill(t.dloss, MAXP, -2, 2);
+    memcpy(wcopy, t.weights, sizeof wcopy);
+    for (p = 0; p < MAXP; p++)
+        loss[p] = NAN;
+    run(&t, loss);
+    expect(&t, want);
+    for (p = 0; p < np; p++)
+        ck_assert_msg(fabs(loss[p] - want[p]) <= 1e-5 * (1 + fabs(want[p])),
+                      "%s: loss[%d] %.9g, want %.9g", s->name, p,
+                      (double)loss[p], want[p]);
+    /* none writes its positions only; the others write loss[0] only */
+    for (p = np; p < MAXP; p++)
+        ck_assert_msg(isnan(loss[p]), "%s: loss[%d] written", s->name, p);
+
+    fill(pre, ns, -1, 1);
+    memcpy(ds, pre, sizeof ds);
+    rt_sce_backward(ds, t.dloss, t.scores, s->labels, weights_of(&t), s->n,
+                    s->c, s->inner, s->reduction, s->has_ignore,
+                    s->ignore_index);
+    added(diff, ds, pre, ns);
+    snprintf(what, sizeof what, "sce %s: dscores", s->name);
+    expect_grad(what, t.scores, ns, diff, weighted_loss, &t);
+    /* the weights are read, never written (they get no gradient) */
+    ck_assert(memcmp(wcopy, t.weights, sizeof wcopy) == 0);
+    /* NULL dscores: nothing to do, nothing to crash */
+    rt_sce_backward(NULL, t.dloss, t.scores, s->labels, weights_of(&t), s->n,
+                    s->c, s->inner, s->reduction, s->has_ignore,
+                    s->ignore_index);
+}
+END_TEST
+
+START_TEST(sce_weights_by_hand)
+{
+    /* Scores (2, 2): row 0 = (0, 0), label 1: -log(1/2) = ln 2, weight
+     * w[1] = 1/2; row 1 = (ln 3, 0), label 0: -log(3/4) = ln(4/3), weight
+     * w[0] = 2. none: (ln 2 / 2, 2 ln(4/3)); sum: their sum; mean: the sum
+     * over 1/2 + 2 = 5/2.
+     * Backward, mean, dloss 2: g = 2 / (5/2) = 0.8; row 0 += 0.8 * 1/2 *
+     * (1/2, 1/2 - 1) = (0.2, -0.2); row 1 += 0.8 * 2 * (3/4 - 1, 1/4) =
+     * (-0.4, 0.4). Backward, none, dloss (3, -1): row 0 += 3 * 1/2 * (1/2,
+     * -1/2) = (0.75, -0.75); row 1 += -1 * 2 * (-1/4, 1/4) = (0.5, -0.5). */
+    const float s[4] = {0, 0, (float)log(3.0), 0};
+    const int64_t lab[2] = {1, 0};
+    const float w[2] = {2, 0.5f};
+    const float dmean = 2, dnone[2] = {3, -1};
+    const double l0 = log(2.0) / 2, l1 = 2 * log(4.0 / 3);
+    const double wmean[4] = {1.2, 0.8, 0.6, 1.4};
+    const double wnone[4] = {1.75, 0.25, 1.5, 0.5};
+    float loss[2], ds[4] = {1, 1, 1, 1};
+    rt_sce_forward(loss, s, lab, w, 2, 2, 1, RT_SCE_NONE, 0, 0);
+    ck_assert_double_eq_tol(loss[0], l0, 1e-6);
+    ck_assert_double_eq_tol(loss[1], l1, 1e-6);
+    rt_sce_forward(loss, s, lab, w, 2, 2, 1, RT_SCE_SUM, 0, 0);
+    ck_assert_double_eq_tol(loss[0], l0 + l1, 1e-6);
+    rt_sce_forward(loss, s, lab, w, 2, 2, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_double_eq_tol(loss[0], (l0 + l1) / 2.5, 1e-6);
+    rt_sce_backward(ds, &dmean, s, lab, w, 2, 2, 1, RT_SCE_MEAN, 0, 0);
+    expect_near("dscores mean", ds, wmean, 4, 0, 1e-6);
+    ds[0] = ds[1] = ds[2] = ds[3] = 1;
+    rt_sce_backward(ds, dnone, s, lab, w, 2, 2, 1, RT_SCE_NONE, 0, 0);
+    expect_near("dscores none", ds, wnone, 4, 0, 1e-6);
+}
+END_TEST
+
+/* Weights of 1 are no weights, bit for bit; none summed in order is sum. */
+START_TEST(sce_unit_weights_and_none_agree_with_the_plain_loss)
+{
+    enum { N = 3, C = 4, INNER = 2, P = N * INNER };
+    const int64_t lab[P] = {0, 3, IGN, 1, 2, 2};
+    const float ones[C] = {1, 1, 1, 1};
+    float s[N * C * INNER], plain, weighted, none[P], sum = 0;
+    float d1[N * C * INNER] = {0}, d2[N * C * INNER] = {0};
+    const float dl = 1.5f;
+    int r, p;
+    tseed(77);
+    fill(s, N * C * INNER, -2, 2);
+    for (r = RT_SCE_SUM; r <= RT_SCE_MEAN; r++) {
+        rt_sce_forward(&plain, s, lab, NULL, N, C, INNER, r, 1, IGN);
+        rt_sce_forward(&weighted, s, lab, ones, N, C, INNER, r, 1, IGN);
+        ck_assert_msg(plain == weighted, "reduction %d: %.9g vs %.9g", r,
+                      (double)plain, (double)weighted);
+        rt_sce_backward(d1, &dl, s, lab, NULL, N, C, INNER, r, 1, IGN);
+        rt_sce_backward(d2, &dl, s, lab, ones, N, C, INNER, r, 1, IGN);
+        ck_assert(memcmp(d1, d2, sizeof d1) == 0);
+    }
+    rt_sce_forward(none, s, lab, ones, N, C, INNER, RT_SCE_NONE, 1, IGN);
+    ck_assert_float_eq(none[2], 0.0f);      /* ignored: exactly 0 */
+    for (p = 0; p < P; p++)
+        sum += none[p];
+    rt_sce_forward(&plain, s, lab, NULL, N, C, INNER, RT_SCE_SUM, 1, IGN);
+    ck_assert_float_eq(sum, plain);
+}
+END_TEST
+
+/* The mean divides by the weight of the labels present, not their count;
+ * a label whose class weighs 0 adds nothing to either, and when nothing
+ * weighs anything the loss is 0 and the backward adds nothing. */
+START_TEST(sce_mean_divides_by_the_weights_present)
+{
+    const float s[6] = {0.5f, -1, 2, 1, 0, -0.5f};
+    const int64_t lab[2] = {2, 0};
+    const float w[3] = {0, 7, 4};
+    const float dl = 1;
+    float loss, only, ds[6] = {0}, zero[6] = {0};
+    const int64_t lab1[1] = {2};
+    const float wz[3] = {0, 7, 0};
+    /* row 1's class 0 weighs 0: the mean is row 0's loss alone */
+    rt_sce_forward(&loss, s, lab, w, 2, 3, 1, RT_SCE_MEAN, 0, 0);
+    rt_sce_forward(&only, s, lab1, w, 1, 3, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_float_eq_tol(loss, only, 1e-6f);
+    ck_assert_double_eq_tol(only, log(exp(0.5) + exp(-1.0) + exp(2.0)) - 2,
+                            1e-6);
+    /* both labels' classes weigh 0: 0, not 0/0 */
+    rt_sce_forward(&loss, s, lab, wz, 2, 3, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_float_eq(loss, 0.0f);
+    rt_sce_backward(ds, &dl, s, lab, wz, 2, 3, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert(memcmp(ds, zero, sizeof ds) == 0);
+}
+END_TEST
+
+/* With weights a label outside [0, c) that is not ignored has no weight to
+ * read: it adds 0 to the loss and 0 to the mean's denominator, and no
+ * gradient; without weights it still counts 1 (test_kernels_loss.c). */
+START_TEST(sce_weights_label_out_of_range_weighs_nothing)
+{
+    const float s[6] = {0, 1, 2, 2, 1, 0};
+    const int64_t lab[2] = {1, 3};
+    const int64_t lab1[1] = {1};
+    const float w[3] = {1, 2, 3};
+    const float dl[2] = {1, 1};
+    float loss[2], one, ds[6] = {0};
+    rt_sce_forward(loss, s, lab, w, 2, 3, 1, RT_SCE_MEAN, 0, 0);
+    rt_sce_forward(&one, s, lab1, w, 1, 3, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_float_eq(loss[0], one);
+    rt_sce_forward(loss, s, lab, w, 2, 3, 1, RT_SCE_NONE, 0, 0);
+    ck_assert_float_eq(loss[1], 0.0f);
+    rt_sce_backward(ds, dl, s, lab, w, 2, 3, 1, RT_SCE_NONE, 0, 0);
+    ck_assert_float_eq(ds[3], 0.0f);
+    ck_assert_float_eq(ds[4], 0.0f);
+    ck_assert_float_eq(ds[5], 0.0f);
+}
+END_TEST
+
+/* Large scores: log-sum-exp keeps the per-sample losses finite. */
+START_TEST(sce_none_large_scores_stay_finite)
+{
+    const float s[6] = {1000, 0, -1000, -1000, 0, 1000};
+    const int64_t lab[2] = {0, 0};
+    const float w[3] = {0.5f, 1, 1};
+    const float dl[2] = {1, 1};
+    float loss[2], ds[6] = {0};
+    int i;
+    rt_sce_forward(loss, s, lab, w, 2, 3, 1, RT_SCE_NONE, 0, 0);
+    ck_assert_float_eq_tol(loss[0], 0.0f, 1e-6f);
+    ck_assert_float_eq_tol(loss[1], 1000.0f, 1e-2f);    /* 0.5 * 2000 */
+    rt_sce_backward(ds, dl, s, lab, w, 2, 3, 1, RT_SCE_NONE, 0, 0);
+    for (i = 0; i < 6; i++)
+        ck_assert_msg(isfinite(ds[i]), "ds[%d] = %g", i, (double)ds[i]);
+    ck_assert_float_eq_tol(ds[3], -0.5f, 1e-6f);
+    ck_assert_float_eq_tol(ds[5], 0.5f, 1e-6f);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------- */
 
 static Suite *loss_suite(void)
 {
-    Suite *s = suite_create("remat_rt loss, dropout, attention");
+    Suite *s = suite_create("remat_rt loss");
     TCase *tc;
 
     tc = tcase_create("sce");
@@ -231,6 +516,14 @@ static Suite *loss_suite(void)
     tcase_add_test(tc, sce_large_scores_stay_finite);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("sce_weights_none");
+    tcase_add_loop_test(tc, sce_weights_none_forward_and_grad, 0, N_SPECS);
+    tcase_add_test(tc, sce_weights_by_hand);
+    tcase_add_test(tc, sce_unit_weights_and_none_agree_with_the_plain_loss);
+    tcase_add_test(tc, sce_mean_divides_by_the_weights_present);
+    tcase_add_test(tc, sce_weights_label_out_of_range_weighs_nothing);
+    tcase_add_test(tc, sce_none_large_scores_stay_finite);
+    suite_add_tcase(s, tc);
     return s;
 }
 
