@@ -209,7 +209,7 @@ static inline void same_values(const char *what, const float *want,
                       what, i, (double)got[i], (double)want[i]);
 }
 
-/* ---- windows, for test_kernels_conv.c and _pool.c ----------------------- */
+/* ---- windows, for test_kernels_conv.c and _pool.c ------------------------ */
 
 /* Only where RT_TEST_WINDOWS is defined before the #include:
  * test_kernels_attention.c has a GUARD and an expect_guard of its own, for

@@ -24,7 +24,7 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- Attention ------------------------------------------------------------ */
+/* ---- Attention ----------------------------------------------------------- */
 
 typedef struct {
     const char *name;
@@ -480,7 +480,7 @@ START_TEST(attention_blocked_matches_reference)
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *attention_suite(void)
 {

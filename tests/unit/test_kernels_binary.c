@@ -196,7 +196,7 @@ START_TEST(binary_backward_by_hand)
 }
 END_TEST
 
-/* ---- broadcast layouts ------------------------------------------------------ */
+/* ---- broadcast layouts --------------------------------------------------- */
 
 /* Output dims, a's and b's dims right-aligned to them (1 = broadcast). */
 typedef struct {
@@ -260,7 +260,7 @@ static size_t src_index(size_t i, const int *own, const int *out, int rank)
     return at;
 }
 
-/* ---- Pow -------------------------------------------------------------------- */
+/* ---- Pow ----------------------------------------------------------------- */
 
 typedef struct {
     const layout *l;
@@ -401,7 +401,7 @@ START_TEST(pow_zero_base_no_nan)
 }
 END_TEST
 
-/* ---- Where ------------------------------------------------------------------ */
+/* ---- Where --------------------------------------------------------------- */
 
 /* Output dims; cond's, a's and b's dims right-aligned (1 = broadcast). */
 typedef struct {
@@ -538,7 +538,7 @@ START_TEST(where_infinities_flow)
 }
 END_TEST
 
-/* ---- Expand ----------------------------------------------------------------- */
+/* ---- Expand -------------------------------------------------------------- */
 
 /* Output (2, 3, 4) from x of shape (3, 1) (right-aligned: 1, 3, 1), and
  * from (2, 1, 4); and a scalar to (5). */
@@ -630,7 +630,7 @@ START_TEST(expand_by_hand)
 }
 END_TEST
 
-/* ---- _set twin ---------------------------------------------------------- */
+/* ---- _set twin ----------------------------------------------------------- */
 
 /* Add (5, 7, 3) + b broadcast over the middle dim (5, 1, 3): da written
  * element by element, db written as a sum over the broadcast dim. */
@@ -672,7 +672,7 @@ START_TEST(add_writes_in_place)
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *binary_suite(void)
 {

@@ -27,7 +27,7 @@
 #define RT_TEST_WINDOWS /* guarded, win_spec, window_of, tap_at */
 #include "rt_testutil.h"
 
-/* ---- convolution ------------------------------------------------------------ */
+/* ---- convolution --------------------------------------------------------- */
 
 /*                 name                 n  c  h  w oc kh kw sh sw dh dw pt pl pb pr g  b */
 static const win_spec convs[] = {
@@ -294,7 +294,7 @@ START_TEST(conv_scratch_size)
 }
 END_TEST
 
-/* ---- suite ------------------------------------------------------------------ */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *conv_suite(void)
 {

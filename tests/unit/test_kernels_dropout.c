@@ -22,7 +22,7 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- Dropout -------------------------------------------------------------- */
+/* ---- Dropout ------------------------------------------------------------- */
 
 /* The header's mask, spelled out here rather than through the macro. */
 static int test_keeps(uint64_t seed, uint64_t step, uint32_t node, int i,
@@ -171,7 +171,7 @@ START_TEST(dropout_kept_fraction)
 }
 END_TEST
 
-/* ---- random numbers ------------------------------------------------------- */
+/* ---- random numbers ------------------------------------------------------ */
 
 START_TEST(rng_deterministic_and_streams_differ)
 {
@@ -253,7 +253,7 @@ START_TEST(rng_normal_moments)
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *dropout_suite(void)
 {

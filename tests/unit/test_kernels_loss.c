@@ -23,7 +23,7 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- SoftmaxCrossEntropyLoss ---------------------------------------------- */
+/* ---- SoftmaxCrossEntropyLoss --------------------------------------------- */
 
 #define IGN (-100)
 
@@ -220,7 +220,7 @@ START_TEST(sce_large_scores_stay_finite)
 }
 END_TEST
 
-/* ---- SoftmaxCrossEntropyLoss: class weights, reduction none ------------- */
+/* ---- SoftmaxCrossEntropyLoss: class weights, reduction none -------------- */
 
 #define MAXP 8          /* positions (n * inner) */
 #define MAXS 32         /* scores (n * c * inner) */
@@ -501,7 +501,7 @@ START_TEST(sce_none_large_scores_stay_finite)
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *loss_suite(void)
 {

@@ -23,7 +23,7 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- layernorm ------------------------------------------------------------ */
+/* ---- layernorm ----------------------------------------------------------- */
 
 typedef struct {
     int rows, cols, has_bias;
@@ -208,7 +208,7 @@ START_TEST(layernorm_backward_skips_null)
 }
 END_TEST
 
-/* ---- batchnorm ------------------------------------------------------------ */
+/* ---- batchnorm ----------------------------------------------------------- */
 
 typedef struct {
     int n, c, inner;
@@ -479,7 +479,7 @@ START_TEST(batchnorm_backward_skips_null)
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *norm_suite(void)
 {

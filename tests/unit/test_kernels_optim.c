@@ -262,7 +262,7 @@ START_TEST(optimizer_update_dispatches)
 }
 END_TEST
 
-/* ---- memory, optimizer ---------------------------------------------------- */
+/* ---- memory, optimizer --------------------------------------------------- */
 
 START_TEST(memory_and_sgd)
 {

@@ -26,7 +26,7 @@
 #define RT_TEST_WINDOWS /* guarded, win_spec, window_of, tap_at */
 #include "rt_testutil.h"
 
-/* ---- helpers (the rest are rt_testutil.h's) --------------------------------- */
+/* ---- helpers (the rest are rt_testutil.h's) ------------------------------ */
 
 /* Distinct values, all negative, at least 0.05 apart in random order: a
  * finite-difference step (0.01) never changes which is a window's maximum,
@@ -46,7 +46,7 @@ static void fill_distinct_negative(float *x, size_t n)
     }
 }
 
-/* ---- pooling ---------------------------------------------------------------- */
+/* ---- pooling ------------------------------------------------------------- */
 
 /* oc 0 means c; group 1, no bias.
  *                 name                       n  c  h  w oc kh kw sh sw dh dw pt pl pb pr g  b */
@@ -412,7 +412,7 @@ START_TEST(avgpool_by_hand)
 }
 END_TEST
 
-/* ---- pooling fast paths ------------------------------------------------------ */
+/* ---- pooling fast paths -------------------------------------------------- */
 
 /* The kernels run k x k windows of stride 2 (k 2 or 3) through row kernels
  * on the interior and the generic walk around it. These references are the
@@ -595,7 +595,7 @@ START_TEST(maxpool_fast_ties_by_hand)
 }
 END_TEST
 
-/* ---- global average pool ----------------------------------------------------- */
+/* ---- global average pool ------------------------------------------------- */
 
 typedef struct {
     float x[60], y[8], dy[8];
@@ -652,7 +652,7 @@ START_TEST(global_avgpool_by_hand)
 }
 END_TEST
 
-/* ---- _set twin -------------------------------------------------------------- */
+/* ---- _set twin ----------------------------------------------------------- */
 
 /* 2x2 stride 2 (every input in one window) and 3x3 stride 2 with padding
  * (overlapping windows, inputs in none: their gradient is 0). */
@@ -674,7 +674,7 @@ START_TEST(maxpool_writes)
 }
 END_TEST
 
-/* ---- suite ------------------------------------------------------------------ */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *pool_suite(void)
 {

@@ -19,7 +19,7 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- reductions ----------------------------------------------------------- */
+/* ---- reductions ---------------------------------------------------------- */
 
 typedef struct {
     const char *name;
@@ -111,7 +111,7 @@ START_TEST(reduce_backward_by_hand)
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *reduce_suite(void)
 {

@@ -20,7 +20,7 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- softmax -------------------------------------------------------------- */
+/* ---- softmax ------------------------------------------------------------- */
 
 typedef struct {
     int outer, dim, inner;
@@ -161,7 +161,7 @@ START_TEST(softmax_backward_by_hand)
 }
 END_TEST
 
-/* ---- LogSoftmax --------------------------------------------------------------- */
+/* ---- LogSoftmax ---------------------------------------------------------- */
 
 typedef struct {
     int outer, dim, inner;
@@ -267,7 +267,7 @@ START_TEST(log_softmax_by_hand)
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *softmax_suite(void)
 {

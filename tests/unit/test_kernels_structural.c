@@ -30,7 +30,7 @@ static void expect_floats(const char *what, const float *got,
                       (double)got[i], (double)want[i]);
 }
 
-/* ---- Concat ---------------------------------------------------------------- */
+/* ---- Concat -------------------------------------------------------------- */
 
 /* (2, 2) and (2, 1) along axis 1: widths 2 and 1, 2 rows. */
 START_TEST(concat_forward_by_hand)
@@ -109,7 +109,7 @@ START_TEST(concat_grad)
 }
 END_TEST
 
-/* ---- Split ----------------------------------------------------------------- */
+/* ---- Split --------------------------------------------------------------- */
 
 /* The inverse of concat_forward_by_hand. */
 START_TEST(split_forward_by_hand)
@@ -187,7 +187,7 @@ START_TEST(split_backward_by_hand)
 }
 END_TEST
 
-/* ---- Slice ----------------------------------------------------------------- */
+/* ---- Slice --------------------------------------------------------------- */
 
 /* x (3, 4) holds 0..11. */
 START_TEST(slice_forward_by_hand)
@@ -272,7 +272,7 @@ START_TEST(slice_rank0_copies_one)
 }
 END_TEST
 
-/* ---- Transpose ------------------------------------------------------------- */
+/* ---- Transpose ----------------------------------------------------------- */
 
 /* y's shape: ydims[d] = dims[perm[d]]. */
 static int y_dims(int rank, const int *dims, const int *perm, int *ydims)
@@ -438,7 +438,7 @@ START_TEST(transpose_rank0_copies_one)
 }
 END_TEST
 
-/* ---- Gather ---------------------------------------------------------------- */
+/* ---- Gather -------------------------------------------------------------- */
 
 enum { G_ROWS = 5, G_W = 3, G_N = 10 };
 /* rows 0, 4, 4 (-1), 2, 4, 0 (-5), then four out of range */
@@ -518,7 +518,7 @@ START_TEST(gather_grad)
 }
 END_TEST
 
-/* ---- _set twin ---------------------------------------------------------- */
+/* ---- _set twin ----------------------------------------------------------- */
 
 START_TEST(transpose_writes)
 {
@@ -532,7 +532,7 @@ START_TEST(transpose_writes)
 }
 END_TEST
 
-/* ---- suite -------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *structural_suite(void)
 {

@@ -190,7 +190,7 @@ START_TEST(unary_backward_accumulates)
 }
 END_TEST
 
-/* ---- Exp, Log, Sqrt, Neg -------------------------------------------------- */
+/* ---- Exp, Log, Sqrt, Neg ------------------------------------------------- */
 
 enum { P_EXP, P_LOG, P_SQRT, P_NEG, P_COUNT };
 static const char *const pw_names[P_COUNT] = {"Exp", "Log", "Sqrt", "Neg"};
@@ -319,7 +319,7 @@ START_TEST(pointwise_backward_by_hand)
 }
 END_TEST
 
-/* ---- Erf and Reciprocal --------------------------------------------------- */
+/* ---- Erf and Reciprocal -------------------------------------------------- */
 
 typedef struct {
     int recip, n;
@@ -422,7 +422,7 @@ START_TEST(reciprocal_by_hand)
 }
 END_TEST
 
-/* ---- _set twins --------------------------------------------------------- */
+/* ---- _set twins ---------------------------------------------------------- */
 
 START_TEST(pointwise_kernels_write)
 {
@@ -467,7 +467,7 @@ START_TEST(set_zero_adds)
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *unary_suite(void)
 {
