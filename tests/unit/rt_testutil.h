@@ -197,7 +197,7 @@ static inline float *copy(const float *x, size_t n)
  * equal as floats (a zero's sign may differ: adding a -0 contribution into
  * +0 gives +0, writing it keeps -0). A gradient the twin is not told to
  * write still adds: it starts from random values in both runs and must come
- * out bitwise the same. The inputs are rnd()'s, from the seed main sets.
+ * out bitwise the same. The inputs are rnd()'s, from set_seed's seed.
  *
  * Written (want, from zeros) against got (from NaNs): equal floats. */
 static inline void same_values(const char *what, const float *want,
@@ -207,6 +207,13 @@ static inline void same_values(const char *what, const float *want,
     for (i = 0; i < n; i++)
         ck_assert_msg(want[i] == got[i], "%s: element %zu is %g, want %g",
                       what, i, (double)got[i], (double)want[i]);
+}
+
+/* The "set" test cases' checked fixture: each _set test draws from this
+ * seed (the one test_kernels_set.c's main set for them). */
+static inline void set_seed(void)
+{
+    tseed(5);
 }
 
 /* ---- windows, for test_kernels_conv.c and _pool.c ------------------------ */

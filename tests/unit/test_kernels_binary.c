@@ -706,6 +706,7 @@ static Suite *binary_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");
+    tcase_add_checked_fixture(tc, set_seed, NULL);
     tcase_add_test(tc, add_writes_plain_and_broadcast_inputs);
     tcase_add_test(tc, add_writes_in_place);
     suite_add_tcase(s, tc);
@@ -716,7 +717,6 @@ int main(void)
 {
     SRunner *sr = srunner_create(binary_suite());
     int failed;
-    tseed(5); /* the _set tests draw their inputs unseeded */
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

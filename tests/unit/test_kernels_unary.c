@@ -497,6 +497,7 @@ static Suite *unary_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");
+    tcase_add_checked_fixture(tc, set_seed, NULL);
     tcase_add_test(tc, pointwise_kernels_write);
     tcase_add_test(tc, set_zero_adds);
     suite_add_tcase(s, tc);
@@ -507,7 +508,6 @@ int main(void)
 {
     SRunner *sr = srunner_create(unary_suite());
     int failed;
-    tseed(5); /* the _set tests draw their inputs unseeded */
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
