@@ -2,7 +2,8 @@
  * test_kernels_unary.c: unit tests of the runtime's unary pointwise
  * kernels (Relu, Gelu, Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf,
  * Reciprocal: rt_relu_* ... rt_reciprocal_*, and the _set twins of Relu
- * and Gelu), with Check.
+ * and Gelu, with Dropout's alongside them in pointwise_kernels_write), with
+ * Check.
  *
  * Every backward is checked against central finite differences of its
  * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
