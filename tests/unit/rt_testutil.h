@@ -209,8 +209,8 @@ static inline void same_values(const char *what, const float *want,
                       what, i, (double)got[i], (double)want[i]);
 }
 
-/* The "set" test cases' checked fixture: each _set test draws from this
- * seed (the one test_kernels_set.c's main set for them). */
+/* The "set" test cases' checked fixture: each _set test draws its inputs
+ * (rnd) from this seed. */
 static inline void set_seed(void)
 {
     tseed(5);
