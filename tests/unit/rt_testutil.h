@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "remat_rt.h"
@@ -141,5 +142,148 @@ static inline void expect_near(const char *what, const float *got,
                       "%s[%d]: got %.9g, want %.9g", what, (int)i,
                       (double)got[i], want[i]);
 }
+
+/* got == want as floats, element by element. */
+static inline void expect_same(const char *what, const float *got,
+                               const float *want, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s[%d]: got %.9g, want %.9g", what,
+                      i, (double)got[i], (double)want[i]);
+}
+
+/* Heap buffers of n floats: random in [-2, 2) (from trng), NaN, zero, or a
+ * copy of x; the caller frees them. */
+static inline float *rnd(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    fill(x, n, -2.0f, 2.0f);
+    return x;
+}
+
+static inline float *nans(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    size_t i;
+    ck_assert_ptr_nonnull(x);
+    for (i = 0; i < n; i++)
+        x[i] = NAN;
+    return x;
+}
+
+static inline float *zeros(size_t n)
+{
+    float *x = calloc(n, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static inline float *copy(const float *x, size_t n)
+{
+    float *y = malloc(n * sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+/* The _set twins' tests (the "set" test case of a family's file). A
+ * backward kernel's _set twin writes the gradient it is told to
+ * (remat_rt.h): the same values as the adding kernel on a zeroed buffer,
+ * without reading the buffer's old contents. Every case runs the plain
+ * kernel into zeros and the _set twin into a buffer of NaNs: a twin that
+ * read (or added into) its old contents would leave NaNs. Values must be
+ * equal as floats (a zero's sign may differ: adding a -0 contribution into
+ * +0 gives +0, writing it keeps -0). A gradient the twin is not told to
+ * write still adds: it starts from random values in both runs and must come
+ * out bitwise the same. The inputs are rnd()'s, from set_seed's seed.
+ *
+ * Written (want, from zeros) against got (from NaNs): equal floats. */
+static inline void same_values(const char *what, const float *want,
+                               const float *got, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        ck_assert_msg(want[i] == got[i], "%s: element %zu is %g, want %g",
+                      what, i, (double)got[i], (double)want[i]);
+}
+
+/* The "set" test cases' checked fixture: each _set test draws its inputs
+ * (rnd) from this seed. */
+static inline void set_seed(void)
+{
+    tseed(5);
+}
+
+/* ---- windows, for test_kernels_conv.c and _pool.c ------------------------ */
+
+/* Only where RT_TEST_WINDOWS is defined before the #include:
+ * test_kernels_attention.c has a GUARD and an expect_guard of its own, for
+ * its scratch. */
+#ifdef RT_TEST_WINDOWS
+
+/* Buffers of n floats followed by GUARD sentinels that no kernel may write. */
+#define GUARD 16
+#define SENTINEL 12345.0f
+
+/* Not inline: inlined into test_kernels_pool.c's fast-path test, gcc 12
+ * warns of an impossible malloc size (-Walloc-size-larger-than). */
+static float *guarded(size_t n)
+{
+    float *p = malloc((n + GUARD) * sizeof *p);
+    size_t i;
+    ck_assert(p != NULL);
+    for (i = 0; i < n + GUARD; i++)
+        p[i] = SENTINEL;
+    return p;
+}
+
+static inline void expect_guard(const char *what, const float *p, size_t n)
+{
+    size_t i;
+    for (i = n; i < n + GUARD; i++)
+        ck_assert_msg(p[i] == SENTINEL, "%s: written past its %d floats",
+                      what, (int)n);
+}
+
+typedef struct {
+    const char *name;
+    int n, c, h, w, oc;
+    int kh, kw, sh, sw, dh, dw;
+    int pt, pl, pb, pr;
+    int group, bias; /* conv only */
+} win_spec;
+
+/* ONNX's output size, floor mode. */
+static inline int out_size(int in, int pad0, int pad1, int k, int s, int d)
+{
+    return (in + pad0 + pad1 - (d * (k - 1) + 1)) / s + 1;
+}
+
+static inline rt_window window_of(const win_spec *s)
+{
+    rt_window p;
+    memset(&p, 0, sizeof p);
+    p.n = s->n, p.c = s->c, p.h = s->h, p.w = s->w;
+    p.oc = s->oc ? s->oc : s->c;
+    p.kh = s->kh, p.kw = s->kw, p.sh = s->sh, p.sw = s->sw;
+    p.dh = s->dh, p.dw = s->dw;
+    p.pad_top = s->pt, p.pad_left = s->pl;
+    p.pad_bottom = s->pb, p.pad_right = s->pr;
+    p.group = s->group ? s->group : 1;
+    p.oh = out_size(s->h, s->pt, s->pb, s->kh, s->sh, s->dh);
+    p.ow = out_size(s->w, s->pl, s->pr, s->kw, s->sw, s->dw);
+    ck_assert_msg(p.oh > 0 && p.ow > 0, "%s: empty output", s->name);
+    return p;
+}
+
+/* Input row (or column) that output position o reads for tap k. */
+static inline int tap_at(int o, int stride, int pad, int k, int dil)
+{
+    return o * stride - pad + k * dil;
+}
+
+#endif /* RT_TEST_WINDOWS */
 
 #endif

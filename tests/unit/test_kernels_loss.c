@@ -1,13 +1,17 @@
 /*
- * test_kernels_loss.c: unit tests of the runtime's loss, dropout and
- * attention kernels (runtime/remat_rt.c), with Check.
+ * test_kernels_loss.c: unit tests of the runtime's loss kernel,
+ * SoftmaxCrossEntropyLoss (rt_sce_forward, rt_sce_backward): reductions
+ * mean and sum without weights, then class weights and reduction "none",
+ * with Check.
  *
- * As in test_kernels.c: gradients are checked against central finite
- * differences of the forward kernels, with loss L = sum(dy * y) for a random
- * upstream dy (summed in double); every gradient buffer starts from random
- * values and the check is on (after - before), so accumulation is tested
- * everywhere. Forward values are checked against formulas written here in
- * double, never against the kernels themselves.
+ * Forward values are checked against ONNX's definition written here in
+ * double (log(sum_k exp(s_k)) - s_label per position, weighted by w[label]
+ * and divided by the weights present for a weighted mean) and small cases
+ * worked by hand, never against the kernels themselves. Gradients are
+ * checked against central finite differences of the forward kernel
+ * (rt_testutil.h) with L = sum(dloss * loss) for a random upstream dloss,
+ * summed in double; every gradient buffer starts from random values and
+ * the check is on (after - before), so that accumulation is tested too.
  */
 #include <check.h>
 #include <math.h>
@@ -19,18 +23,7 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- helpers (the rest are rt_testutil.h's) ------------------------------- */
-
-static void expect_same(const char *what, const float *got, const float *want,
-                        int n)
-{
-    int i;
-    for (i = 0; i < n; i++)
-        ck_assert_msg(got[i] == want[i], "%s[%d]: got %.9g, want %.9g", what,
-                      i, (double)got[i], (double)want[i]);
-}
-
-/* ---- SoftmaxCrossEntropyLoss ---------------------------------------------- */
+/* ---- SoftmaxCrossEntropyLoss --------------------------------------------- */
 
 #define IGN (-100)
 
@@ -227,616 +220,292 @@ START_TEST(sce_large_scores_stay_finite)
 }
 END_TEST
 
-/* ---- Dropout -------------------------------------------------------------- */
+/* ---- SoftmaxCrossEntropyLoss: class weights, reduction none -------------- */
 
-/* The header's mask, spelled out here rather than through the macro. */
-static int test_keeps(uint64_t seed, uint64_t step, uint32_t node, int i,
-                      float ratio)
-{
-    const uint64_t stream = (UINT64_C(1) << 63) | (step << 24) | node;
-    return rt_rand_uniform(seed, stream, (uint64_t)i) >= ratio;
-}
+#define MAXP 8          /* positions (n * inner) */
+#define MAXS 32         /* scores (n * c * inner) */
 
-START_TEST(dropout_stream_layout)
-{
-    ck_assert(RT_DROPOUT_STREAM(0, 0) == UINT64_C(0x8000000000000000));
-    ck_assert(RT_DROPOUT_STREAM(3, 5) == UINT64_C(0x8000000003000005));
-    ck_assert(RT_DROPOUT_STREAM(1, 0xffffff) == UINT64_C(0x8000000001ffffff));
-    /* never an initializer's stream (< 2^32) */
-    ck_assert(RT_DROPOUT_STREAM(0, 1) > UINT64_C(0xffffffff));
-}
-END_TEST
-
-typedef struct {
-    float x[48], y[48], dy[48];
-    int n;
-    float ratio;
-    uint64_t seed, step;
-    uint32_t node;
-} dropout_case;
-
-static double dropout_loss(void *v)
-{
-    dropout_case *c = v;
-    rt_dropout_forward(c->y, c->x, c->n, c->ratio, c->seed, c->step, c->node);
-    return dot(c->y, c->dy, c->n);
-}
-
-/* _i picks a ratio: 0, 0.1, 0.5, 0.9. */
-START_TEST(dropout_forward_mask_backward_agree)
-{
-    static const float ratios[4] = {0.0f, 0.1f, 0.5f, 0.9f};
-    dropout_case c;
-    float mask[48], dx[48], pre[48], diff[48];
-    char what[64];
-    float s;
-    int i;
-    c.n = 48, c.ratio = ratios[_i], c.seed = 11, c.step = 7, c.node = 3;
-    s = 1.0f / (1.0f - c.ratio);
-    tseed(700 + _i);
-    fill(c.x, c.n, -2, 2);
-    fill(c.dy, c.n, -1, 1);
-    fill(pre, c.n, -1, 1);
-    memcpy(dx, pre, sizeof dx);
-    memset(mask, 0x7f, sizeof mask); /* garbage: must be overwritten */
-    rt_dropout_forward(c.y, c.x, c.n, c.ratio, c.seed, c.step, c.node);
-    rt_dropout_mask(mask, c.n, c.ratio, c.seed, c.step, c.node);
-    rt_dropout_backward(dx, c.dy, c.n, c.ratio, c.seed, c.step, c.node);
-    for (i = 0; i < c.n; i++) {
-        const int keep = test_keeps(c.seed, c.step, c.node, i, c.ratio);
-        ck_assert_msg(mask[i] == (keep ? 1.0f : 0.0f), "mask[%d] = %g", i,
-                      (double)mask[i]);
-        ck_assert_msg(c.y[i] == c.x[i] * mask[i] * s, "y[%d] = %.9g, x %.9g",
-                      i, (double)c.y[i], (double)c.x[i]);
-        ck_assert_msg(dx[i] == pre[i] + c.dy[i] * mask[i] * s,
-                      "dx[%d] = %.9g", i, (double)dx[i]);
-        if (c.ratio == 0.0f) {
-            ck_assert(c.y[i] == c.x[i]);
-            ck_assert(dx[i] == pre[i] + c.dy[i]);
-        }
-    }
-    added(diff, dx, pre, c.n);
-    snprintf(what, sizeof what, "dropout ratio %g: dx", (double)c.ratio);
-    expect_grad(what, c.x, c.n, diff, dropout_loss, &c);
-    /* in place: y may be x (the finite differences left a stale c.y) */
-    rt_dropout_forward(c.y, c.x, c.n, c.ratio, c.seed, c.step, c.node);
-    memcpy(mask, c.x, sizeof mask);
-    rt_dropout_forward(mask, mask, c.n, c.ratio, c.seed, c.step, c.node);
-    expect_same("in place", mask, c.y, c.n);
-    /* NULL dx: nothing to do, nothing to crash */
-    rt_dropout_backward(NULL, c.dy, c.n, c.ratio, c.seed, c.step, c.node);
-}
-END_TEST
-
-START_TEST(dropout_deterministic_and_keys_differ)
-{
-    enum { N = 1000 };
-    static float m0[N], m1[N], x[N], y0[N], y1[N];
-    int i, d_step = 0, d_node = 0, d_seed = 0;
-    rt_dropout_mask(m0, N, 0.5f, 1, 2, 3);
-    rt_dropout_mask(m1, N, 0.5f, 1, 2, 3);
-    expect_same("same key", m1, m0, N);
-    tseed(77);
-    fill(x, N, -1, 1);
-    rt_dropout_forward(y0, x, N, 0.5f, 1, 2, 3);
-    rt_dropout_forward(y1, x, N, 0.5f, 1, 2, 3);
-    expect_same("same key forward", y1, y0, N);
-    /* Independent masks at ratio 0.5 differ in half the places (sd 16). */
-    rt_dropout_mask(m1, N, 0.5f, 1, 3, 3);
-    for (i = 0; i < N; i++)
-        d_step += m0[i] != m1[i];
-    rt_dropout_mask(m1, N, 0.5f, 1, 2, 4);
-    for (i = 0; i < N; i++)
-        d_node += m0[i] != m1[i];
-    rt_dropout_mask(m1, N, 0.5f, 2, 2, 3);
-    for (i = 0; i < N; i++)
-        d_seed += m0[i] != m1[i];
-    ck_assert_msg(d_step > 400 && d_step < 600, "step: %d differ", d_step);
-    ck_assert_msg(d_node > 400 && d_node < 600, "node: %d differ", d_node);
-    ck_assert_msg(d_seed > 400 && d_seed < 600, "seed: %d differ", d_seed);
-    /* a prefix is the same mask: element i depends on i alone */
-    rt_dropout_mask(m1, 10, 0.5f, 1, 2, 3);
-    expect_same("prefix", m1, m0, 10);
-}
-END_TEST
-
-/* Kept means u >= ratio: with ratio equal to element i's own draw, i stays. */
-START_TEST(dropout_threshold_is_inclusive)
-{
-    const uint64_t stream = RT_DROPOUT_STREAM(9, 2);
-    float m[8];
-    int i;
-    for (i = 0; i < 8; i++) {
-        const float u = rt_rand_uniform(4, stream, (uint64_t)i);
-        rt_dropout_mask(m, 8, u, 4, 9, 2);
-        ck_assert_msg(m[i] == 1.0f, "u[%d] = %.9g == ratio: dropped", i,
-                      (double)u);
-    }
-}
-END_TEST
-
-/* The kept fraction is binomial: within 3 sigma of 1 - ratio. */
-START_TEST(dropout_kept_fraction)
-{
-    enum { N = 100000 };
-    static float m[N];
-    static const float ratios[3] = {0.1f, 0.5f, 0.9f};
-    int r, i;
-    for (r = 0; r < 3; r++) {
-        const double p = 1.0 - ratios[r], sigma = sqrt(p * (1 - p) / N);
-        double kept = 0;
-        rt_dropout_mask(m, N, ratios[r], 5, 100, (uint32_t)r);
-        for (i = 0; i < N; i++)
-            kept += m[i];
-        kept /= N;
-        ck_assert_msg(fabs(kept - p) <= 3 * sigma,
-                      "ratio %g: kept %.5f, want %.5f +- %.5f",
-                      (double)ratios[r], kept, p, 3 * sigma);
-    }
-}
-END_TEST
-
-/* ---- Attention ------------------------------------------------------------ */
-
+/* wsce_: these cases' spec and case, as sce_spec and sce_case are the
+ * unweighted ones'. */
 typedef struct {
     const char *name;
-    int bh, sq, skv, e, ev, causal;
-    float scale;
-} attn_spec;
+    int n, c, inner, reduction, has_ignore, weighted;
+    int64_t ignore_index;
+    int64_t labels[MAXP];
+} wsce_spec;
 
-static const attn_spec attns[] = {
-    {"sq < skv", 2, 3, 4, 3, 2, 0, 0.57735027f},
-    {"sq < skv causal", 2, 3, 4, 3, 2, 1, 0.57735027f},
-    {"sq == skv", 2, 4, 4, 3, 2, 0, 0.9f},
-    {"sq == skv causal", 2, 4, 4, 3, 2, 1, 0.9f},
-    {"sq > skv", 2, 5, 3, 3, 2, 0, 1.3f},
-    {"sq > skv causal", 2, 5, 3, 3, 2, 1, 0.57735027f},
-    {"one key causal", 1, 3, 1, 2, 3, 1, 1.0f},
-    {"e 1, ev 4", 3, 2, 3, 1, 4, 1, 2.0f},
+static const wsce_spec specs[] = {
+    {"2-D weights mean", 4, 3, 1, RT_SCE_MEAN, 0, 1, 0, {0, 2, 1, 2}},
+    {"2-D weights sum", 4, 3, 1, RT_SCE_SUM, 0, 1, 0, {0, 2, 1, 2}},
+    {"2-D weights none", 4, 3, 1, RT_SCE_NONE, 0, 1, 0, {0, 2, 1, 2}},
+    {"2-D none", 4, 3, 1, RT_SCE_NONE, 0, 0, 0, {0, 2, 1, 2}},
+    {"inner 3 weights mean ignore", 2, 4, 3, RT_SCE_MEAN, 1, 1, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"inner 3 weights sum ignore", 2, 4, 3, RT_SCE_SUM, 1, 1, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"inner 3 weights none ignore", 2, 4, 3, RT_SCE_NONE, 1, 1, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"inner 3 none ignore", 2, 4, 3, RT_SCE_NONE, 1, 0, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"weights mean ignore class 1", 4, 3, 1, RT_SCE_MEAN, 1, 1, 1,
+     {1, 0, 1, 2}},
+    {"inner 2 weights none ignore class 0", 2, 3, 2, RT_SCE_NONE, 1, 1, 0,
+     {0, 2, 1, 0}},
 };
-#define N_ATTNS ((int)(sizeof attns / sizeof attns[0]))
-#define ATTN_CAP 64
-#define ATTN_SCRATCH_CAP 1024
-#define GUARD 4
-#define GUARD_VALUE 1234.5f
+#define N_SPECS ((int)(sizeof specs / sizeof specs[0]))
 
 typedef struct {
-    const attn_spec *s;
-    float q[ATTN_CAP], k[ATTN_CAP], v[ATTN_CAP], y[ATTN_CAP], dy[ATTN_CAP];
-    float scratch[ATTN_SCRATCH_CAP + GUARD];
-    int nq, nk, nv, ny;
-} attn_case;
+    const wsce_spec *s;
+    float scores[MAXS];
+    float weights[8];
+    float dloss[MAXP];
+} wsce_case;
 
-static void attn_setup(attn_case *c, const attn_spec *s)
+static int positions(const wsce_spec *s)
 {
-    c->s = s;
-    c->nq = s->bh * s->sq * s->e;
-    c->nk = s->bh * s->skv * s->e;
-    c->nv = s->bh * s->skv * s->ev;
-    c->ny = s->bh * s->sq * s->ev;
-    ck_assert(c->nq <= ATTN_CAP && c->nk <= ATTN_CAP && c->nv <= ATTN_CAP &&
-              c->ny <= ATTN_CAP);
-    ck_assert(rt_attention_backward_scratch(s->skv) <= ATTN_SCRATCH_CAP);
+    return s->n * s->inner;
 }
 
-/* Scratch of exactly the size the header promises, then a guard. */
-static float *guarded_scratch(attn_case *c, size_t n)
+static const float *weights_of(const wsce_case *t)
 {
-    size_t i;
-    for (i = 0; i < n + GUARD; i++)
-        c->scratch[i] = i < n ? NAN : GUARD_VALUE;
-    return c->scratch;
+    return t->s->weighted ? t->weights : NULL;
 }
 
-static void expect_guard(attn_case *c, size_t n)
+/* The kernel's output: one number, or one per position for none. */
+static void run(const wsce_case *t, float *loss)
 {
-    size_t i;
-    for (i = n; i < n + GUARD; i++)
-        ck_assert_msg(c->scratch[i] == GUARD_VALUE,
-                      "scratch written past its %lu floats", (unsigned long)n);
+    const wsce_spec *s = t->s;
+    rt_sce_forward(loss, t->scores, s->labels, weights_of(t), s->n, s->c,
+                   s->inner, s->reduction, s->has_ignore, s->ignore_index);
 }
 
-static void attn_fwd(attn_case *c)
+static double weighted_loss(void *v)
 {
-    const attn_spec *s = c->s;
-    const size_t ns = rt_attention_scratch(s->skv);
-    int i;
-    for (i = 0; i < c->ny; i++)
-        c->y[i] = NAN; /* must not be read */
-    rt_attention_forward(c->y, c->q, c->k, c->v, s->bh, s->sq, s->skv, s->e,
-                         s->ev, s->scale, s->causal, guarded_scratch(c, ns));
-    expect_guard(c, ns);
+    const wsce_case *t = v;
+    float loss[MAXP];
+    int p, np = t->s->reduction == RT_SCE_NONE ? positions(t->s) : 1;
+    double sum = 0;
+    run(t, loss);
+    for (p = 0; p < np; p++)
+        sum += (double)t->dloss[p] * loss[p];
+    return sum;
 }
 
-static void attn_bwd(attn_case *c, float *dq, float *dk, float *dv)
+/* ONNX's definition in double: l_p = -w[y] log softmax(x_p)[y], 0 where y
+ * is ignored; none: l; sum: sum l; mean: sum l / sum of w[y] over the
+ * labels not ignored. Fills want[] (one entry unless none). */
+static void expect(const wsce_case *t, double *want)
 {
-    const attn_spec *s = c->s;
-    const size_t ns = rt_attention_backward_scratch(s->skv);
-    rt_attention_backward(dq, dk, dv, c->dy, c->q, c->k, c->v, s->bh, s->sq,
-                          s->skv, s->e, s->ev, s->scale, s->causal,
-                          guarded_scratch(c, ns));
-    expect_guard(c, ns);
-}
-
-static double attn_loss(void *v)
-{
-    attn_case *c = v;
-    attn_fwd(c);
-    return dot(c->y, c->dy, c->ny);
-}
-
-/* The definition in double: the full score matrix of a head, the causal
- * mask as -inf, softmax with its max, the weighted sum of v. */
-static void attn_expect(const attn_case *c, double *want)
-{
-    const attn_spec *s = c->s;
-    double sc[8][8], m, sum;
-    int b, i, j, t, p;
-    for (b = 0; b < s->bh; b++) {
-        for (i = 0; i < s->sq; i++)
-            for (j = 0; j < s->skv; j++) {
-                double d = 0;
-                for (p = 0; p < s->e; p++)
-                    d += (double)c->q[(b * s->sq + i) * s->e + p] *
-                         c->k[(b * s->skv + j) * s->e + p];
-                sc[i][j] = s->scale * d +
-                           (s->causal && j > i ? -INFINITY : 0.0);
+    const wsce_spec *s = t->s;
+    double total = 0, wsum = 0;
+    int i, d, k;
+    for (i = 0; i < s->n; i++)
+        for (d = 0; d < s->inner; d++) {
+            const int p = i * s->inner + d;
+            const int64_t y = s->labels[p];
+            double sum = 0, w, l;
+            if (s->has_ignore && y == s->ignore_index) {
+                want[p] = 0;
+                continue;
             }
-        for (i = 0; i < s->sq; i++) {
-            double *w = want + (b * s->sq + i) * s->ev;
-            for (t = 0; t < s->ev; t++)
-                w[t] = 0;
-            m = -INFINITY;
-            for (j = 0; j < s->skv; j++)
-                m = fmax(m, sc[i][j]);
-            if (m == -INFINITY)
-                continue; /* no visible key */
-            sum = 0;
-            for (j = 0; j < s->skv; j++)
-                sum += exp(sc[i][j] - m);
-            for (j = 0; j < s->skv; j++)
-                for (t = 0; t < s->ev; t++)
-                    w[t] += exp(sc[i][j] - m) / sum *
-                            c->v[(b * s->skv + j) * s->ev + t];
+            w = s->weighted ? t->weights[y] : 1.0;
+            for (k = 0; k < s->c; k++)
+                sum += exp((double)t->scores[(i * s->c + k) * s->inner + d]);
+            l = w * (log(sum) - t->scores[(i * s->c + (int)y) * s->inner + d]);
+            if (s->reduction == RT_SCE_NONE)
+                want[p] = l;
+            total += l;
+            wsum += w;
         }
-    }
+    if (s->reduction == RT_SCE_SUM)
+        want[0] = total;
+    if (s->reduction == RT_SCE_MEAN)
+        want[0] = total / wsum;
 }
 
-/* _i: the case in attns[]. */
-START_TEST(attention_forward_and_grad)
+/* _i: the case in specs[]. */
+START_TEST(sce_weights_none_forward_and_grad)
 {
-    const attn_spec *s = &attns[_i];
-    attn_case c;
-    float dq[ATTN_CAP], dk[ATTN_CAP], dv[ATTN_CAP];
-    float pq[ATTN_CAP] = {0}, pk[ATTN_CAP] = {0}, pv[ATTN_CAP] = {0};
-    float diff[ATTN_CAP];
-    double want[ATTN_CAP];
-    char what[80];
-    attn_setup(&c, s);
-    tseed(800 + _i);
-    fill(c.q, c.nq, -1.5f, 1.5f);
-    fill(c.k, c.nk, -1.5f, 1.5f);
-    fill(c.v, c.nv, -1, 1);
-    fill(c.dy, c.ny, -1, 1);
-    fill(pq, c.nq, -1, 1);
-    fill(pk, c.nk, -1, 1);
-    fill(pv, c.nv, -1, 1);
-    memcpy(dq, pq, sizeof dq);
-    memcpy(dk, pk, sizeof dk);
-    memcpy(dv, pv, sizeof dv);
-
-    attn_fwd(&c);
-    attn_expect(&c, want);
-    snprintf(what, sizeof what, "attention %s: y", s->name);
-    expect_near(what, c.y, want, c.ny, 1e-5, 1e-6);
-
-    attn_bwd(&c, dq, dk, dv);
-    snprintf(what, sizeof what, "attention %s: dq", s->name);
-    added(diff, dq, pq, c.nq);
-    expect_grad(what, c.q, c.nq, diff, attn_loss, &c);
-    what[strlen(what) - 1] = 'k';
-    added(diff, dk, pk, c.nk);
-    expect_grad(what, c.k, c.nk, diff, attn_loss, &c);
-    what[strlen(what) - 1] = 'v';
-    added(diff, dv, pv, c.nv);
-    expect_grad(what, c.v, c.nv, diff, attn_loss, &c);
-}
-END_TEST
-
-/* Each gradient alone (the others NULL) is exactly what the full call adds;
- * all three NULL touches nothing (scratch included). */
-START_TEST(attention_null_gradients_skipped)
-{
-    attn_case c;
-    float full[3][ATTN_CAP], one[ATTN_CAP];
-    int g;
-    attn_setup(&c, &attns[3]);
-    tseed(850);
-    fill(c.q, c.nq, -1, 1);
-    fill(c.k, c.nk, -1, 1);
-    fill(c.v, c.nv, -1, 1);
-    fill(c.dy, c.ny, -1, 1);
-    memset(full, 0, sizeof full);
-    attn_bwd(&c, full[0], full[1], full[2]);
-    for (g = 0; g < 3; g++) {
-        const int n = g == 0 ? c.nq : g == 1 ? c.nk : c.nv;
-        memset(one, 0, sizeof one);
-        attn_bwd(&c, g == 0 ? one : NULL, g == 1 ? one : NULL,
-                 g == 2 ? one : NULL);
-        expect_same(g == 0 ? "dq alone" : g == 1 ? "dk alone" : "dv alone",
-                    one, full[g], n);
-    }
-    {
-        const size_t ns = rt_attention_backward_scratch(c.s->skv);
-        size_t i;
-        for (i = 0; i < ns + GUARD; i++)
-            c.scratch[i] = GUARD_VALUE;
-        rt_attention_backward(NULL, NULL, NULL, c.dy, c.q, c.k, c.v, c.s->bh,
-                              c.s->sq, c.s->skv, c.s->e, c.s->ev, c.s->scale,
-                              c.s->causal, c.scratch);
-        expect_guard(&c, 0);
-    }
-}
-END_TEST
-
-/* Scale 0 makes every visible key equally likely, so with causal query i
- * averages v_0..v_i: the mask by hand. sq 3, skv 2, e 1, ev 1. */
-START_TEST(attention_causal_by_hand)
-{
-    const float q[3] = {1, 2, 3}, k[2] = {4, 5}, v[2] = {10, 20};
-    const double want[3] = {10, 15, 15}, want_full[3] = {15, 15, 15};
-    float y[3], scratch[ATTN_SCRATCH_CAP];
-    ck_assert(rt_attention_scratch(2) <= ATTN_SCRATCH_CAP);
-    rt_attention_forward(y, q, k, v, 1, 3, 2, 1, 1, 0.0f, 1, scratch);
-    expect_near("causal", y, want, 3, 0, 1e-6);
-    rt_attention_forward(y, q, k, v, 1, 3, 2, 1, 1, 0.0f, 0, scratch);
-    expect_near("full", y, want_full, 3, 0, 1e-6);
-}
-END_TEST
-
-/* No keys (skv 0): no row sees one, so y is 0 and no gradient flows. */
-START_TEST(attention_no_visible_key)
-{
-    const float q[4] = {1, 2, 3, 4}, dy[4] = {1, 1, 1, 1};
-    float k[1] = {0}, v[1] = {0}, y[4] = {NAN, NAN, NAN, NAN};
-    float dq[4] = {1, 2, 3, 4}, dk[1] = {5}, dv[1] = {6}, scratch[1] = {7};
-    const double zeros[4] = {0, 0, 0, 0}, wdq[4] = {1, 2, 3, 4};
-    int causal;
-    ck_assert_uint_eq(rt_attention_scratch(0), 0);
-    ck_assert_uint_eq(rt_attention_backward_scratch(0), 0);
-    for (causal = 0; causal < 2; causal++) {
-        rt_attention_forward(y, q, k, v, 2, 2, 0, 1, 1, 1.0f, causal, scratch);
-        expect_near("y", y, zeros, 4, 0, 0);
-        rt_attention_backward(dq, dk, dv, dy, q, k, v, 2, 2, 0, 1, 1, 1.0f,
-                              causal, scratch);
-        expect_near("dq", dq, wdq, 4, 0, 0);
-        ck_assert_float_eq(dk[0], 5.0f);
-        ck_assert_float_eq(dv[0], 6.0f);
-        ck_assert_float_eq(scratch[0], 7.0f);
-    }
-}
-END_TEST
-
-/* Scores in the millions: without the max subtracted exp overflows. The
- * softmax is then one-hot on the largest score. */
-START_TEST(attention_large_scores_stay_finite)
-{
-    /* one head, sq 2, skv 3, e 2, ev 1; scale 1.
-     * q0 = (1000, 0): scores 1e6 * (1, -1, 0.5) -> key 0.
-     * q1 = (-1000, 1000): scores 1e6 * (-1, 1, 1.5) -> key 2. */
-    const float q[4] = {1000, 0, -1000, 1000};
-    const float k[6] = {1000, 0, -1000, 0, 500, 2000};
-    const float v[3] = {1, 2, 3}, dy[2] = {1, 1};
-    const double want[2] = {1, 3};
-    float y[2], dq[4] = {0}, dk[6] = {0}, dv[3] = {0};
-    float scratch[ATTN_SCRATCH_CAP];
-    int i;
-    ck_assert(rt_attention_backward_scratch(3) <= ATTN_SCRATCH_CAP);
-    rt_attention_forward(y, q, k, v, 1, 2, 3, 2, 1, 1.0f, 0, scratch);
-    expect_near("y", y, want, 2, 0, 1e-6);
-    rt_attention_backward(dq, dk, dv, dy, q, k, v, 1, 2, 3, 2, 1, 1.0f, 0,
-                          scratch);
-    for (i = 0; i < 4; i++)
-        ck_assert_msg(isfinite(dq[i]), "dq[%d] = %g", i, (double)dq[i]);
-    for (i = 0; i < 6; i++)
-        ck_assert_msg(isfinite(dk[i]), "dk[%d] = %g", i, (double)dk[i]);
-    for (i = 0; i < 3; i++)
-        ck_assert_msg(isfinite(dv[i]), "dv[%d] = %g", i, (double)dv[i]);
-    /* saturated softmax: dv is one-hot per query, dq and dk vanish */
-    ck_assert_float_eq(dv[0], 1.0f);
-    ck_assert_float_eq(dv[1], 0.0f);
-    ck_assert_float_eq(dv[2], 1.0f);
-    for (i = 0; i < 4; i++)
-        ck_assert_float_eq(dq[i], 0.0f);
-}
-END_TEST
-
-/* ---- blocked attention against a double reference ------------------------ */
-
-/* Lengths around the kernel's blocks (not multiples of them, one block, a
- * block and one, two and a bit) and head dims from 1 to past a SIMD row. */
-static const int attn_lens[] = {1, 7, 64, 65, 130};
-static const int attn_dims[] = {1, 16, 32, 48};
-#define N_LENS 5
-#define N_DIMS 4
-#define BIG_LEN 130
-#define BIG_DIM 48
-#define BIG_N (BIG_LEN * BIG_DIM)
-#define BIG_SCRATCH 65536
-
-typedef struct {
-    int sq, skv, e, ev, causal;
-    float scale;
-    float q[BIG_N], k[BIG_N], v[BIG_N], y[BIG_N], dy[BIG_N];
-    float g[3][BIG_N], g0[3][BIG_N], full[3][BIG_N];
-    double p[BIG_LEN][BIG_LEN], ds[BIG_LEN][BIG_LEN];
-    double wy[BIG_N], wg[3][BIG_N];
-    float scratch[BIG_SCRATCH + GUARD];
-} attn_big;
-
-static attn_big big;
-
-/* expect_near and expect_same, but one assertion per array: check logs
- * every assertion it passes, which over these sizes costs seconds. */
-static void big_near(const char *what, const float *got, const double *want,
-                     int n)
-{
-    int i = 0;
-    while (i < n && fabs(got[i] - want[i]) <= 2e-5 + 1e-4 * fabs(want[i]))
-        i++;
-    ck_assert_msg(i == n, "%s[%d]: got %.9g, want %.9g", what, i,
-                  i < n ? (double)got[i] : 0.0, i < n ? want[i] : 0.0);
-}
-
-static void big_same(const char *what, const float *got, const float *want,
-                     int n)
-{
-    int i = 0;
-    while (i < n && got[i] == want[i])
-        i++;
-    ck_assert_msg(i == n, "%s[%d]: got %.9g, want %.9g", what, i,
-                  i < n ? (double)got[i] : 0.0, i < n ? (double)want[i] : 0.0);
-}
-
-/* p in double, the causal mask as "not summed", then y. */
-static void big_ref_forward(attn_big *c)
-{
-    int i, j, t;
-    for (i = 0; i < c->sq; i++) {
-        const int nv = c->causal && i + 1 < c->skv ? i + 1 : c->skv;
-        double m = -INFINITY, sum = 0;
-        for (j = 0; j < c->skv; j++) {
-            double d = 0;
-            for (t = 0; t < c->e; t++)
-                d += (double)c->q[i * c->e + t] * c->k[j * c->e + t];
-            c->p[i][j] = j < nv ? c->scale * d : -INFINITY;
-            m = fmax(m, c->p[i][j]);
-        }
-        for (j = 0; j < c->skv; j++)
-            sum += c->p[i][j] = exp(c->p[i][j] - m);
-        for (t = 0; t < c->ev; t++) {
-            double acc = 0;
-            for (j = 0; j < c->skv; j++)
-                acc += c->p[i][j] / sum * c->v[j * c->ev + t];
-            c->wy[i * c->ev + t] = acc;
-        }
-        for (j = 0; j < c->skv; j++)
-            c->p[i][j] /= sum;
-    }
-}
-
-/* The gradients by the textbook formulas: ds = scale p (dp - rowsum(p dp)). */
-static void big_ref_backward(attn_big *c)
-{
-    int i, j, t;
-    memset(c->wg, 0, sizeof c->wg);
-    for (i = 0; i < c->sq; i++) {
-        double dsum = 0;
-        for (j = 0; j < c->skv; j++) {
-            double dp = 0;
-            for (t = 0; t < c->ev; t++)
-                dp += (double)c->dy[i * c->ev + t] * c->v[j * c->ev + t];
-            c->ds[i][j] = dp;
-            dsum += c->p[i][j] * dp;
-        }
-        for (j = 0; j < c->skv; j++)
-            c->ds[i][j] = c->scale * c->p[i][j] * (c->ds[i][j] - dsum);
-    }
-    for (i = 0; i < c->sq; i++)
-        for (j = 0; j < c->skv; j++) {
-            for (t = 0; t < c->e; t++) {
-                c->wg[0][i * c->e + t] += c->ds[i][j] * c->k[j * c->e + t];
-                c->wg[1][j * c->e + t] += c->ds[i][j] * c->q[i * c->e + t];
-            }
-            for (t = 0; t < c->ev; t++)
-                c->wg[2][j * c->ev + t] += c->p[i][j] * c->dy[i * c->ev + t];
-        }
-}
-
-/* The gradient g (NULL: skipped) added to g0, against the reference. */
-static void big_expect_grad(attn_big *c, int g, int n, const char *what)
-{
-    double want[BIG_N];
-    int i;
-    for (i = 0; i < n; i++)
-        want[i] = c->g0[g][i] + c->wg[g][i];
-    big_near(what, c->g[g], want, n);
-}
-
-/* One case: forward, the full backward, then with the gradients in mask
- * `null` NULL, which must add bit for bit what the full call added. */
-static void big_case(attn_big *c, int null)
-{
-    const int nq = c->sq * c->e, nk = c->skv * c->e, nv = c->skv * c->ev;
-    const int n[3] = {nq, nk, nv};
-    size_t ns;
-    float *gp[3];
-    int g;
+    const wsce_spec *s = &specs[_i];
+    const int ns = s->n * s->c * s->inner;
+    const int np = s->reduction == RT_SCE_NONE ? positions(s) : 1;
+    wsce_case t;
+    float loss[MAXP], ds[MAXS], pre[MAXS] = {0}, diff[MAXS], wcopy[8];
+    double want[MAXP];
     char what[96];
-    fill(c->q, nq, -1.5f, 1.5f);
-    fill(c->k, nk, -1.5f, 1.5f);
-    fill(c->v, nv, -1, 1);
-    fill(c->dy, c->sq * c->ev, -1, 1);
-    big_ref_forward(c);
-    big_ref_backward(c);
-    ns = rt_attention_scratch(c->skv);
-    ck_assert(ns <= BIG_SCRATCH);
-    c->scratch[ns] = GUARD_VALUE;
-    rt_attention_forward(c->y, c->q, c->k, c->v, 1, c->sq, c->skv, c->e,
-                         c->ev, c->scale, c->causal, c->scratch);
-    ck_assert(c->scratch[ns] == GUARD_VALUE);
-    snprintf(what, sizeof what, "sq %d skv %d e %d ev %d causal %d: y", c->sq,
-             c->skv, c->e, c->ev, c->causal);
-    big_near(what, c->y, c->wy, c->sq * c->ev);
-    ns = rt_attention_backward_scratch(c->skv);
-    ck_assert(ns <= BIG_SCRATCH);
-    for (g = 0; g < 3; g++) {
-        fill(c->g0[g], n[g], -1, 1);
-        memcpy(c->g[g], c->g0[g], n[g] * sizeof(float));
-    }
-    c->scratch[ns] = GUARD_VALUE;
-    rt_attention_backward(c->g[0], c->g[1], c->g[2], c->dy, c->q, c->k, c->v,
-                          1, c->sq, c->skv, c->e, c->ev, c->scale, c->causal,
-                          c->scratch);
-    ck_assert(c->scratch[ns] == GUARD_VALUE);
-    for (g = 0; g < 3; g++) {
-        what[strlen(what) - 1] = "qkv"[g];
-        big_expect_grad(c, g, n[g], what);
-        memcpy(c->full[g], c->g[g], n[g] * sizeof(float));
-        memcpy(c->g[g], c->g0[g], n[g] * sizeof(float));
-        gp[g] = null >> g & 1 ? NULL : c->g[g];
-    }
-    rt_attention_backward(gp[0], gp[1], gp[2], c->dy, c->q, c->k, c->v, 1,
-                          c->sq, c->skv, c->e, c->ev, c->scale, c->causal,
-                          c->scratch);
-    for (g = 0; g < 3; g++)
-        big_same(null >> g & 1 ? "untouched" : "alone", c->g[g],
-                 null >> g & 1 ? c->g0[g] : c->full[g], n[g]);
-}
-
-/* _i: sq, skv and causal; every e and ev, with NULL patterns cycling. */
-START_TEST(attention_blocked_matches_reference)
-{
-    int de, dv;
-    big.sq = attn_lens[_i / (2 * N_LENS)];
-    big.skv = attn_lens[_i / 2 % N_LENS];
-    big.causal = _i % 2;
+    int p;
+    t.s = s;
     tseed(900 + _i);
-    for (de = 0; de < N_DIMS; de++)
-        for (dv = 0; dv < N_DIMS; dv++) {
-            big.e = attn_dims[de];
-            big.ev = attn_dims[dv];
-            big.scale = 1.0f / sqrtf((float)big.e);
-            big_case(&big, 1 + (de * N_DIMS + dv + _i) % 6);
-        }
+    fill(t.scores, ns, -3, 3);
+    fill(t.weights, s->c, 0.25f, 3);
+    fill(t.dloss, MAXP, -2, 2);
+    memcpy(wcopy, t.weights, sizeof wcopy);
+    for (p = 0; p < MAXP; p++)
+        loss[p] = NAN;
+    run(&t, loss);
+    expect(&t, want);
+    for (p = 0; p < np; p++)
+        ck_assert_msg(fabs(loss[p] - want[p]) <= 1e-5 * (1 + fabs(want[p])),
+                      "%s: loss[%d] %.9g, want %.9g", s->name, p,
+                      (double)loss[p], want[p]);
+    /* none writes its positions only; the others write loss[0] only */
+    for (p = np; p < MAXP; p++)
+        ck_assert_msg(isnan(loss[p]), "%s: loss[%d] written", s->name, p);
+
+    fill(pre, ns, -1, 1);
+    memcpy(ds, pre, sizeof ds);
+    rt_sce_backward(ds, t.dloss, t.scores, s->labels, weights_of(&t), s->n,
+                    s->c, s->inner, s->reduction, s->has_ignore,
+                    s->ignore_index);
+    added(diff, ds, pre, ns);
+    snprintf(what, sizeof what, "sce %s: dscores", s->name);
+    expect_grad(what, t.scores, ns, diff, weighted_loss, &t);
+    /* the weights are read, never written (they get no gradient) */
+    ck_assert(memcmp(wcopy, t.weights, sizeof wcopy) == 0);
+    /* NULL dscores: nothing to do, nothing to crash */
+    rt_sce_backward(NULL, t.dloss, t.scores, s->labels, weights_of(&t), s->n,
+                    s->c, s->inner, s->reduction, s->has_ignore,
+                    s->ignore_index);
 }
 END_TEST
 
-/* ---- suite ---------------------------------------------------------------- */
+START_TEST(sce_weights_by_hand)
+{
+    /* Scores (2, 2): row 0 = (0, 0), label 1: -log(1/2) = ln 2, weight
+     * w[1] = 1/2; row 1 = (ln 3, 0), label 0: -log(3/4) = ln(4/3), weight
+     * w[0] = 2. none: (ln 2 / 2, 2 ln(4/3)); sum: their sum; mean: the sum
+     * over 1/2 + 2 = 5/2.
+     * Backward, mean, dloss 2: g = 2 / (5/2) = 0.8; row 0 += 0.8 * 1/2 *
+     * (1/2, 1/2 - 1) = (0.2, -0.2); row 1 += 0.8 * 2 * (3/4 - 1, 1/4) =
+     * (-0.4, 0.4). Backward, none, dloss (3, -1): row 0 += 3 * 1/2 * (1/2,
+     * -1/2) = (0.75, -0.75); row 1 += -1 * 2 * (-1/4, 1/4) = (0.5, -0.5). */
+    const float s[4] = {0, 0, (float)log(3.0), 0};
+    const int64_t lab[2] = {1, 0};
+    const float w[2] = {2, 0.5f};
+    const float dmean = 2, dnone[2] = {3, -1};
+    const double l0 = log(2.0) / 2, l1 = 2 * log(4.0 / 3);
+    const double wmean[4] = {1.2, 0.8, 0.6, 1.4};
+    const double wnone[4] = {1.75, 0.25, 1.5, 0.5};
+    float loss[2], ds[4] = {1, 1, 1, 1};
+    rt_sce_forward(loss, s, lab, w, 2, 2, 1, RT_SCE_NONE, 0, 0);
+    ck_assert_double_eq_tol(loss[0], l0, 1e-6);
+    ck_assert_double_eq_tol(loss[1], l1, 1e-6);
+    rt_sce_forward(loss, s, lab, w, 2, 2, 1, RT_SCE_SUM, 0, 0);
+    ck_assert_double_eq_tol(loss[0], l0 + l1, 1e-6);
+    rt_sce_forward(loss, s, lab, w, 2, 2, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_double_eq_tol(loss[0], (l0 + l1) / 2.5, 1e-6);
+    rt_sce_backward(ds, &dmean, s, lab, w, 2, 2, 1, RT_SCE_MEAN, 0, 0);
+    expect_near("dscores mean", ds, wmean, 4, 0, 1e-6);
+    ds[0] = ds[1] = ds[2] = ds[3] = 1;
+    rt_sce_backward(ds, dnone, s, lab, w, 2, 2, 1, RT_SCE_NONE, 0, 0);
+    expect_near("dscores none", ds, wnone, 4, 0, 1e-6);
+}
+END_TEST
+
+/* Weights of 1 are no weights, bit for bit; none summed in order is sum. */
+START_TEST(sce_unit_weights_and_none_agree_with_the_plain_loss)
+{
+    enum { N = 3, C = 4, INNER = 2, P = N * INNER };
+    const int64_t lab[P] = {0, 3, IGN, 1, 2, 2};
+    const float ones[C] = {1, 1, 1, 1};
+    float s[N * C * INNER], plain, weighted, none[P], sum = 0;
+    float d1[N * C * INNER] = {0}, d2[N * C * INNER] = {0};
+    const float dl = 1.5f;
+    int r, p;
+    tseed(77);
+    fill(s, N * C * INNER, -2, 2);
+    for (r = RT_SCE_SUM; r <= RT_SCE_MEAN; r++) {
+        rt_sce_forward(&plain, s, lab, NULL, N, C, INNER, r, 1, IGN);
+        rt_sce_forward(&weighted, s, lab, ones, N, C, INNER, r, 1, IGN);
+        ck_assert_msg(plain == weighted, "reduction %d: %.9g vs %.9g", r,
+                      (double)plain, (double)weighted);
+        rt_sce_backward(d1, &dl, s, lab, NULL, N, C, INNER, r, 1, IGN);
+        rt_sce_backward(d2, &dl, s, lab, ones, N, C, INNER, r, 1, IGN);
+        ck_assert(memcmp(d1, d2, sizeof d1) == 0);
+    }
+    rt_sce_forward(none, s, lab, ones, N, C, INNER, RT_SCE_NONE, 1, IGN);
+    ck_assert_float_eq(none[2], 0.0f);      /* ignored: exactly 0 */
+    for (p = 0; p < P; p++)
+        sum += none[p];
+    rt_sce_forward(&plain, s, lab, NULL, N, C, INNER, RT_SCE_SUM, 1, IGN);
+    ck_assert_float_eq(sum, plain);
+}
+END_TEST
+
+/* The mean divides by the weight of the labels present, not their count;
+ * a label whose class weighs 0 adds nothing to either, and when nothing
+ * weighs anything the loss is 0 and the backward adds nothing. */
+START_TEST(sce_mean_divides_by_the_weights_present)
+{
+    const float s[6] = {0.5f, -1, 2, 1, 0, -0.5f};
+    const int64_t lab[2] = {2, 0};
+    const float w[3] = {0, 7, 4};
+    const float dl = 1;
+    float loss, only, ds[6] = {0}, zero[6] = {0};
+    const int64_t lab1[1] = {2};
+    const float wz[3] = {0, 7, 0};
+    /* row 1's class 0 weighs 0: the mean is row 0's loss alone */
+    rt_sce_forward(&loss, s, lab, w, 2, 3, 1, RT_SCE_MEAN, 0, 0);
+    rt_sce_forward(&only, s, lab1, w, 1, 3, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_float_eq_tol(loss, only, 1e-6f);
+    ck_assert_double_eq_tol(only, log(exp(0.5) + exp(-1.0) + exp(2.0)) - 2,
+                            1e-6);
+    /* both labels' classes weigh 0: 0, not 0/0 */
+    rt_sce_forward(&loss, s, lab, wz, 2, 3, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_float_eq(loss, 0.0f);
+    rt_sce_backward(ds, &dl, s, lab, wz, 2, 3, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert(memcmp(ds, zero, sizeof ds) == 0);
+}
+END_TEST
+
+/* With weights a label outside [0, c) that is not ignored has no weight to
+ * read: it adds 0 to the loss and 0 to the mean's denominator, and no
+ * gradient; without weights it still counts 1 (test_kernels_loss.c). */
+START_TEST(sce_weights_label_out_of_range_weighs_nothing)
+{
+    const float s[6] = {0, 1, 2, 2, 1, 0};
+    const int64_t lab[2] = {1, 3};
+    const int64_t lab1[1] = {1};
+    const float w[3] = {1, 2, 3};
+    const float dl[2] = {1, 1};
+    float loss[2], one, ds[6] = {0};
+    rt_sce_forward(loss, s, lab, w, 2, 3, 1, RT_SCE_MEAN, 0, 0);
+    rt_sce_forward(&one, s, lab1, w, 1, 3, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_float_eq(loss[0], one);
+    rt_sce_forward(loss, s, lab, w, 2, 3, 1, RT_SCE_NONE, 0, 0);
+    ck_assert_float_eq(loss[1], 0.0f);
+    rt_sce_backward(ds, dl, s, lab, w, 2, 3, 1, RT_SCE_NONE, 0, 0);
+    ck_assert_float_eq(ds[3], 0.0f);
+    ck_assert_float_eq(ds[4], 0.0f);
+    ck_assert_float_eq(ds[5], 0.0f);
+}
+END_TEST
+
+/* Large scores: log-sum-exp keeps the per-sample losses finite. */
+START_TEST(sce_none_large_scores_stay_finite)
+{
+    const float s[6] = {1000, 0, -1000, -1000, 0, 1000};
+    const int64_t lab[2] = {0, 0};
+    const float w[3] = {0.5f, 1, 1};
+    const float dl[2] = {1, 1};
+    float loss[2], ds[6] = {0};
+    int i;
+    rt_sce_forward(loss, s, lab, w, 2, 3, 1, RT_SCE_NONE, 0, 0);
+    ck_assert_float_eq_tol(loss[0], 0.0f, 1e-6f);
+    ck_assert_float_eq_tol(loss[1], 1000.0f, 1e-2f);    /* 0.5 * 2000 */
+    rt_sce_backward(ds, dl, s, lab, w, 2, 3, 1, RT_SCE_NONE, 0, 0);
+    for (i = 0; i < 6; i++)
+        ck_assert_msg(isfinite(ds[i]), "ds[%d] = %g", i, (double)ds[i]);
+    ck_assert_float_eq_tol(ds[3], -0.5f, 1e-6f);
+    ck_assert_float_eq_tol(ds[5], 0.5f, 1e-6f);
+}
+END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *loss_suite(void)
 {
-    Suite *s = suite_create("remat_rt loss, dropout, attention");
+    Suite *s = suite_create("remat_rt loss");
     TCase *tc;
 
     tc = tcase_create("sce");
@@ -847,22 +516,13 @@ static Suite *loss_suite(void)
     tcase_add_test(tc, sce_large_scores_stay_finite);
     suite_add_tcase(s, tc);
 
-    tc = tcase_create("dropout");
-    tcase_add_test(tc, dropout_stream_layout);
-    tcase_add_loop_test(tc, dropout_forward_mask_backward_agree, 0, 4);
-    tcase_add_test(tc, dropout_deterministic_and_keys_differ);
-    tcase_add_test(tc, dropout_threshold_is_inclusive);
-    tcase_add_test(tc, dropout_kept_fraction);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("attention");
-    tcase_add_loop_test(tc, attention_forward_and_grad, 0, N_ATTNS);
-    tcase_add_test(tc, attention_null_gradients_skipped);
-    tcase_add_test(tc, attention_causal_by_hand);
-    tcase_add_test(tc, attention_no_visible_key);
-    tcase_add_test(tc, attention_large_scores_stay_finite);
-    tcase_add_loop_test(tc, attention_blocked_matches_reference, 0,
-                        2 * N_LENS * N_LENS);
+    tc = tcase_create("sce_weights_none");
+    tcase_add_loop_test(tc, sce_weights_none_forward_and_grad, 0, N_SPECS);
+    tcase_add_test(tc, sce_weights_by_hand);
+    tcase_add_test(tc, sce_unit_weights_and_none_agree_with_the_plain_loss);
+    tcase_add_test(tc, sce_mean_divides_by_the_weights_present);
+    tcase_add_test(tc, sce_weights_label_out_of_range_weighs_nothing);
+    tcase_add_test(tc, sce_none_large_scores_stay_finite);
     suite_add_tcase(s, tc);
     return s;
 }

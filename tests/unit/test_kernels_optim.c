@@ -1,14 +1,16 @@
 /*
- * test_kernels_optim.c: unit tests of the optimizer kernels (rt_sgd_update,
- * rt_adamw_update, rt_optimizer_update, rt_grad_norm_sq, rt_clip_coef,
- * rt_scale), with Check.
+ * test_kernels_optim.c: unit tests of the optimizer kernels (rt_sgd,
+ * rt_sgd_update, rt_adamw_update, rt_optimizer_update, rt_grad_norm_sq,
+ * rt_clip_coef, rt_scale) and the memory ones (rt_zero, rt_fill, rt_copy),
+ * with Check.
  *
  * The expected values come from torch.optim's documented update rules
  * written here in double, one step at a time over several steps (so the
  * state's carry-over is tested), and from facts that do not depend on the
  * formulas' arrangement: SGD's first momentum buffer is the gradient
  * itself, AdamW's first step moves each element by lr * g / (|g| + eps),
- * clip_grad_norm_ leaves gradients under the norm alone.
+ * clip_grad_norm_ leaves gradients under the norm alone. The memory kernels
+ * and plain rt_sgd against values worked out by hand.
  */
 #include <check.h>
 #include <math.h>
@@ -260,97 +262,34 @@ START_TEST(optimizer_update_dispatches)
 }
 END_TEST
 
-/* ---- the gradient hook's buckets ---- */
+/* ---- memory, optimizer --------------------------------------------------- */
 
-typedef struct {
-    size_t off[16], count[16];
-    int calls, progress;
-} hook_log;
-
-static void log_bucket(void *ctx, float *grads, size_t offset, size_t count)
+START_TEST(memory_and_sgd)
 {
-    hook_log *l = ctx;
-    (void)grads;
-    ck_assert_int_lt(l->calls, 16);
-    l->off[l->calls] = offset;
-    l->count[l->calls++] = count;
-}
-
-static void log_progress(void *ctx)
-{
-    ((hook_log *)ctx)->progress++;
-}
-
-/* A hook that logs its buckets into l, of bucket_floats floats. */
-static rt_grad_hook logging_hook(hook_log *l, size_t bucket_floats)
-{
-    rt_grad_hook h;
-    memset(l, 0, sizeof *l);
-    memset(&h, 0, sizeof h);
-    h.bucket = log_bucket;
-    h.ctx = l;
-    h.bucket_floats = bucket_floats;
-    return h;
-}
-
-/* Two layers, each a weight then its bias in the buffer (W1 [0,10), b1
- * [10,12), W2 [12,22), b2 [22,24)), finished as a backward finishes them:
- * W2, b2, W1, b1. Returns the hook's log for this bucket size. */
-static hook_log two_layers(size_t bucket_floats)
-{
-    static const size_t off[] = {12, 22, 0, 10}, count[] = {10, 2, 10, 2};
-    hook_log l;
-    rt_grad_hook h = logging_hook(&l, bucket_floats);
-    float g[24];
-    int i;
-    h.progress = log_progress;
-    for (i = 0; i < 4; i++)
-        rt_grad_ready(&h, g, off[i], count[i]);
-    rt_grad_flush(&h, g);
-    ck_assert_int_eq(h.n, 0);
-    ck_assert_int_eq(l.progress, 4);
-    return l;
-}
-
-START_TEST(grad_hook_buckets)
-{
-    hook_log l = two_layers(100);   /* b1 bridges the two: one range */
-    ck_assert_int_eq(l.calls, 1);
-    ck_assert(l.off[0] == 0 && l.count[0] == 24);
-    l = two_layers(12);             /* a layer fills a bucket */
-    ck_assert_int_eq(l.calls, 2);
-    ck_assert(l.off[0] == 12 && l.count[0] == 12);
-    ck_assert(l.off[1] == 0 && l.count[1] == 12);
-    l = two_layers(0);              /* every range at once */
-    ck_assert_int_eq(l.calls, 4);
-    ck_assert(l.off[0] == 12 && l.off[1] == 22 && l.off[2] == 0 &&
-              l.off[3] == 10);
-    rt_grad_ready(NULL, NULL, 0, 1);   /* no hook: nothing happens */
-    rt_grad_flush(NULL, NULL);
-}
-END_TEST
-
-/* Past RT_HOOK_RANGES ranges apart, the oldest goes out early. */
-START_TEST(grad_hook_too_many_ranges)
-{
-    hook_log l;
-    rt_grad_hook h = logging_hook(&l, 1000);
-    float g[64];
-    int i;
-    for (i = 0; i <= RT_HOOK_RANGES; i++)   /* every other float */
-        rt_grad_ready(&h, g, 2 * (size_t)i, 1);
-    ck_assert_int_eq(l.calls, 1);
-    ck_assert(l.off[0] == 0 && l.count[0] == 1);
-    rt_grad_flush(&h, g);
-    ck_assert_int_eq(l.calls, RT_HOOK_RANGES + 1);
-    ck_assert(l.off[RT_HOOK_RANGES] == 2 * RT_HOOK_RANGES);
+    float x[5] = {1, 2, 3, 4, 5}, g[5] = {1, -1, 2, -2, 0}, z[5];
+    rt_sgd(x, g, 5, 0.5f);
+    ck_assert_float_eq(x[0], 0.5f);
+    ck_assert_float_eq(x[1], 2.5f);
+    ck_assert_float_eq(x[3], 5.0f);
+    ck_assert_float_eq(x[4], 5.0f);
+    rt_copy(z, x, 5);
+    ck_assert(memcmp(z, x, sizeof z) == 0);
+    rt_fill(z, 4, 7.0f);
+    ck_assert_float_eq(z[3], 7.0f);
+    ck_assert_float_eq(z[4], 5.0f); /* past n: untouched */
+    rt_zero(z, 4);
+    ck_assert_float_eq(z[0], 0.0f);
+    ck_assert_float_eq(z[3], 0.0f);
+    ck_assert_float_eq(z[4], 5.0f);
 }
 END_TEST
 
 static Suite *optim_suite(void)
 {
-    Suite *s = suite_create("remat_rt optimizers");
-    TCase *tc = tcase_create("optim");
+    Suite *s = suite_create("remat_rt optim");
+    TCase *tc;
+
+    tc = tcase_create("optim");
     tcase_add_loop_test(tc, sgd_matches_torch_rule, 0, N_SGD);
     tcase_add_test(tc, sgd_first_buffer_is_the_gradient);
     tcase_add_test(tc, sgd_plain_equals_rt_sgd_bitwise);
@@ -359,8 +298,10 @@ static Suite *optim_suite(void)
     tcase_add_test(tc, adamw_decay_is_decoupled);
     tcase_add_test(tc, clip_norm_and_coef);
     tcase_add_test(tc, optimizer_update_dispatches);
-    tcase_add_test(tc, grad_hook_buckets);
-    tcase_add_test(tc, grad_hook_too_many_ranges);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory");
+    tcase_add_test(tc, memory_and_sgd);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -30,14 +30,6 @@ static void keep(const float *x, size_t n)
     out_len += n;
 }
 
-static float *rnd(size_t n)
-{
-    float *x = malloc(n * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    fill(x, n, -2.0f, 2.0f);
-    return x;
-}
-
 typedef void (*case_fn)(void);
 
 /* Odd sizes, so no chunk edge falls where another thread count's does;

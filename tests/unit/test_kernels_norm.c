@@ -1,14 +1,17 @@
 /*
- * test_kernels_bn.c: unit tests of the runtime's batch normalization
- * kernels (rt_batchnorm_*), with Check. Built twice like every
- * test_kernels*.c (with and without BLAS), though these kernels call no
- * GEMM.
+ * test_kernels_norm.c: unit tests of the runtime's normalization kernels,
+ * LayerNormalization (rt_layernorm_*) and BatchNormalization
+ * (rt_batchnorm_*), with Check. Built twice like every test_kernels*.c
+ * (with and without BLAS), though these kernels call no GEMM.
  *
- * The backward is checked against central finite differences of the
- * training forward (rt_testutil.h), from a random preset gradient so that
- * `+=` is tested, and with NULL gradients. The forwards are checked against
- * the ONNX formula in double written here; the running-statistics update
- * against values worked out by hand, PyTorch's rule (unbiased variance).
+ * Every backward is checked against central finite differences of its
+ * forward (rt_testutil.h; BatchNorm's of the training forward), from a
+ * random preset gradient so that `+=` is tested, and with NULL gradients.
+ * The forwards are checked against the ONNX formulas in double written
+ * here (LayerNorm's two-pass mean and biased variance) and hand-worked
+ * numbers, never against the kernels themselves; BatchNorm's
+ * running-statistics update against values worked out by hand, PyTorch's
+ * rule (unbiased variance).
  */
 #include <check.h>
 #include <math.h>
@@ -19,6 +22,193 @@
 
 #include "remat_rt.h"
 #include "rt_testutil.h"
+
+/* ---- layernorm ----------------------------------------------------------- */
+
+typedef struct {
+    int rows, cols, has_bias;
+    float eps;
+} ln_spec;
+
+/* cols 1: every x is its row's mean, so y = bias and dx = 0. */
+static const ln_spec ln_specs[] = {
+    {3, 8, 1, 1e-5f}, {2, 5, 0, 0.5f}, {1, 16, 1, 1e-3f}, {2, 1, 1, 1e-5f},
+};
+#define N_LN ((int)(sizeof ln_specs / sizeof ln_specs[0]))
+
+typedef struct {
+    ln_spec s;
+    int n;
+    float x[32], scale[16], bias[16], y[32], dy[32];
+} ln_case;
+
+static double ln_loss(void *v)
+{
+    ln_case *c = v;
+    memset(c->y, 0x7f, sizeof c->y); /* garbage: forward must overwrite */
+    rt_layernorm_forward(c->y, c->x, c->scale, c->s.has_bias ? c->bias : NULL,
+                         c->s.rows, c->s.cols, c->s.eps);
+    return dot(c->y, c->dy, c->n);
+}
+
+static void ln_setup(ln_case *c, int spec, uint64_t seed)
+{
+    c->s = ln_specs[spec];
+    c->n = c->s.rows * c->s.cols;
+    tseed(seed);
+    fill(c->x, c->n, -1, 1);
+    fill_away(c->scale, c->s.cols, 0.5f, 1.5f);
+    fill(c->bias, c->s.cols, -1, 1);
+    fill(c->dy, c->n, -1, 1);
+}
+
+START_TEST(layernorm_grad)
+{
+    ln_case c;
+    float dx[32], dscale[16], dbias[16], px[32], ps[16], pb[16], diff[32];
+    char what[64];
+    ln_setup(&c, _i, 1300 + _i);
+    fill(px, c.n, -1, 1);
+    fill(ps, c.s.cols, -1, 1);
+    fill(pb, c.s.cols, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    memcpy(dscale, ps, sizeof dscale);
+    memcpy(dbias, pb, sizeof dbias);
+    rt_layernorm_backward(dx, dscale, dbias, c.dy, c.x, c.scale, c.s.rows,
+                          c.s.cols, c.s.eps);
+    snprintf(what, sizeof what, "layernorm (%d,%d) eps %g: dx", c.s.rows,
+             c.s.cols, (double)c.s.eps);
+    added(diff, dx, px, c.n);
+    expect_grad(what, c.x, c.n, diff, ln_loss, &c);
+    strcpy(what + strlen(what) - 2, "dscale");
+    added(diff, dscale, ps, c.s.cols);
+    expect_grad(what, c.scale, c.s.cols, diff, ln_loss, &c);
+    if (c.s.has_bias) {
+        strcpy(what + strlen(what) - 6, "dbias");
+        added(diff, dbias, pb, c.s.cols);
+        expect_grad(what, c.bias, c.s.cols, diff, ln_loss, &c);
+    }
+}
+END_TEST
+
+/* The ONNX formula in double: two-pass mean and biased variance. */
+static void ln_expect(const ln_case *c, double *want)
+{
+    const int cols = c->s.cols;
+    int r, j;
+    for (r = 0; r < c->s.rows; r++) {
+        const float *x = c->x + r * cols;
+        double mean = 0, var = 0;
+        for (j = 0; j < cols; j++)
+            mean += x[j];
+        mean /= cols;
+        for (j = 0; j < cols; j++)
+            var += (x[j] - mean) * (x[j] - mean);
+        var /= cols;
+        for (j = 0; j < cols; j++)
+            want[r * cols + j] = (x[j] - mean) / sqrt(var + c->s.eps) *
+                                     c->scale[j] +
+                                 (c->s.has_bias ? c->bias[j] : 0);
+    }
+}
+
+START_TEST(layernorm_forward_matches_formula)
+{
+    ln_case c;
+    double want[32];
+    ln_setup(&c, _i, 1400 + _i);
+    ln_loss(&c);
+    ln_expect(&c, want);
+    expect_near("layernorm", c.y, want, c.n, 1e-5, 1e-5);
+}
+END_TEST
+
+/* With scale 1 and no bias every row has mean 0 and variance
+ * var / (var + eps): 1 when eps is 0. */
+START_TEST(layernorm_rows_have_mean_0_variance_1)
+{
+    enum { R = 4, C = 24 };
+    float x[R * C], y[R * C], one[C];
+    int r, j, e;
+    tseed(1500);
+    fill(x, R * C, -3, 5);
+    rt_fill(one, C, 1.0f);
+    for (e = 0; e < 2; e++) {
+        const float eps = e == 0 ? 0.0f : 1e-2f;
+        rt_layernorm_forward(y, x, one, NULL, R, C, eps);
+        for (r = 0; r < R; r++) {
+            double xm = 0, xv = 0, m = 0, v = 0;
+            for (j = 0; j < C; j++)
+                xm += x[r * C + j], m += y[r * C + j];
+            xm /= C, m /= C;
+            for (j = 0; j < C; j++) {
+                xv += (x[r * C + j] - xm) * (x[r * C + j] - xm);
+                v += (y[r * C + j] - m) * (y[r * C + j] - m);
+            }
+            xv /= C, v /= C;
+            ck_assert_msg(fabs(m) < 1e-6, "row %d mean %g", r, m);
+            ck_assert_msg(fabs(v - xv / (xv + eps)) < 1e-5,
+                          "row %d eps %g: variance %.9g, want %.9g", r,
+                          (double)eps, v, xv / (xv + eps));
+        }
+    }
+}
+END_TEST
+
+/* x = {1, 2, 3, 4}, eps 0: mean 2.5, var 1.25, 1/std = 0.894427191,
+ * xhat = {-1.341640786, -0.4472135955, 0.4472135955, 1.341640786};
+ * scale {2, 1, 1, 1}, bias {0, 0, 0, 10}. The second row is the same plus
+ * 10000: the normalisation must not lose it to cancellation (float's
+ * spacing there is 2^-10, so xhat is exact to ~1e-3). */
+START_TEST(layernorm_forward_by_hand)
+{
+    const float x[8] = {1, 2, 3, 4, 10001, 10002, 10003, 10004},
+                scale[4] = {2, 1, 1, 1}, bias[4] = {0, 0, 0, 10};
+    const double w[4] = {-2.683281573, -0.4472135955, 0.4472135955,
+                         11.34164079};
+    float y[8];
+    rt_layernorm_forward(y, x, scale, bias, 2, 4, 0.0f);
+    expect_near("row 0", y, w, 4, 1e-6, 0);
+    expect_near("row 1 (mean 10002.5)", y + 4, w, 4, 0, 1e-3);
+}
+END_TEST
+
+/* Every subset of (dx, dscale, dbias) as NULL: from the same presets, the
+ * others end exactly where the call with all three leaves them, scale
+ * may be NULL when dx is, and x when dx and dscale are (a frozen scale:
+ * the backward reads nothing for the bias alone). */
+START_TEST(layernorm_backward_skips_null)
+{
+    ln_case c;
+    float full[3][32], got[3][32], pre[3][32];
+    const int len[3] = {24, 8, 8};
+    int mask, g, i;
+    ln_setup(&c, 0, 1600);
+    for (g = 0; g < 3; g++)
+        fill(pre[g], len[g], -1, 1);
+    memcpy(full, pre, sizeof full);
+    rt_layernorm_backward(full[0], full[1], full[2], c.dy, c.x, c.scale,
+                          c.s.rows, c.s.cols, c.s.eps);
+    for (mask = 0; mask < 8; mask++) {
+        memcpy(got, pre, sizeof got);
+        rt_layernorm_backward(mask & 1 ? got[0] : NULL,
+                              mask & 2 ? got[1] : NULL,
+                              mask & 4 ? got[2] : NULL, c.dy,
+                              mask & 3 ? c.x : NULL,
+                              mask & 1 ? c.scale : NULL, c.s.rows, c.s.cols,
+                              c.s.eps);
+        for (g = 0; g < 3; g++)
+            for (i = 0; i < len[g]; i++) {
+                const float w = mask >> g & 1 ? full[g][i] : pre[g][i];
+                ck_assert_msg(got[g][i] == w, "mask %d gradient %d [%d]: "
+                              "%.9g, want %.9g", mask, g, i,
+                              (double)got[g][i], (double)w);
+            }
+    }
+}
+END_TEST
+
+/* ---- batchnorm ----------------------------------------------------------- */
 
 typedef struct {
     int n, c, inner;
@@ -289,10 +479,22 @@ START_TEST(batchnorm_backward_skips_null)
 }
 END_TEST
 
-static Suite *bn_suite(void)
+/* ---- suite --------------------------------------------------------------- */
+
+static Suite *norm_suite(void)
 {
-    Suite *s = suite_create("batchnorm kernels");
-    TCase *tc = tcase_create("batchnorm");
+    Suite *s = suite_create("remat_rt norm");
+    TCase *tc;
+
+    tc = tcase_create("layernorm");
+    tcase_add_loop_test(tc, layernorm_grad, 0, N_LN);
+    tcase_add_loop_test(tc, layernorm_forward_matches_formula, 0, N_LN);
+    tcase_add_test(tc, layernorm_rows_have_mean_0_variance_1);
+    tcase_add_test(tc, layernorm_forward_by_hand);
+    tcase_add_test(tc, layernorm_backward_skips_null);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("batchnorm");
     tcase_add_loop_test(tc, batchnorm_grad, 0, N_BN);
     tcase_add_test(tc, batchnorm_dx_sums_to_zero_per_channel);
     tcase_add_loop_test(tc, batchnorm_train_forward_matches_formula, 0, N_BN);
@@ -307,7 +509,7 @@ static Suite *bn_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(bn_suite());
+    SRunner *sr = srunner_create(norm_suite());
     int failed;
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

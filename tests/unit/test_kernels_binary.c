@@ -1,14 +1,16 @@
 /*
- * test_kernels_onnx.c: unit tests of the runtime's ONNX pointwise kernels
- * (the "ONNX pointwise" section of remat_rt.h: Erf, Reciprocal, Pow, Where,
- * LogSoftmax, Expand), with Check.
+ * test_kernels_binary.c: unit tests of the runtime's broadcasting binary
+ * kernels (Add, Sub, Mul, Div over an rt_bcast map, and Add's _set twin),
+ * Pow, Where and Expand, with Check.
  *
  * Every backward is checked against central finite differences of its
- * forward (rt_testutil.h), from a random preset gradient so that `+=` is
- * tested too, and called with NULL gradients. Every forward is checked
- * against hand-worked numbers or a formula in double written here (libm's
- * double functions, index arithmetic), never against the kernels
- * themselves.
+ * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
+ * gradient dy, from a random preset gradient so that `+=` is tested too
+ * (summed over the broadcast dimensions), and called with NULL gradients.
+ * Every forward is checked against hand-worked numbers or a formula in
+ * double written here (libm's pow, each output element's operands found by
+ * index arithmetic), never against the kernels themselves. The _set twin
+ * is checked against the adding kernel as rt_testutil.h's same_values says.
  */
 #include <check.h>
 #include <math.h>
@@ -20,7 +22,181 @@
 #include "remat_rt.h"
 #include "rt_testutil.h"
 
-/* ---- broadcast layouts ------------------------------------------------------ */
+/* ---- broadcasting binary ops --------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int rank, dims[3], sa[3], sb[3], na, nb, ny;
+} shape_case;
+
+static const shape_case shapes[] = {
+    {"(12) op (12)", 1, {12}, {1}, {1}, 12, 12, 12},
+    {"(3,4) op (4)", 2, {3, 4}, {4, 1}, {0, 1}, 12, 4, 12},
+    {"(3,4) op ()", 2, {3, 4}, {4, 1}, {0, 0}, 12, 1, 12},
+    {"(3,1) op (1,4)", 2, {3, 4}, {1, 0}, {0, 1}, 3, 4, 12},
+    {"(4) op (3,4)", 2, {3, 4}, {0, 1}, {4, 1}, 4, 12, 12},
+    {"(2,3,4) op (2,1,4)", 3, {2, 3, 4}, {12, 4, 1}, {4, 0, 1}, 24, 8, 24},
+};
+#define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+static const char *const op_names[4] = {"Add", "Sub", "Mul", "Div"};
+
+typedef struct {
+    int op;
+    rt_bcast m;
+    float *a, *b; /* may be the same buffer */
+    float y[32], dy[32];
+    int ny;
+} binary_case;
+
+static void binary_fwd(binary_case *c)
+{
+    switch (c->op) {
+    case 0: rt_add_forward(c->y, c->a, c->b, &c->m); break;
+    case 1: rt_sub_forward(c->y, c->a, c->b, &c->m); break;
+    case 2: rt_mul_forward(c->y, c->a, c->b, &c->m); break;
+    default: rt_div_forward(c->y, c->a, c->b, &c->m); break;
+    }
+}
+
+static void binary_bwd(binary_case *c, float *da, float *db)
+{
+    switch (c->op) {
+    case 0: rt_add_backward(da, db, c->dy, &c->m); break;
+    case 1: rt_sub_backward(da, db, c->dy, &c->m); break;
+    case 2: rt_mul_backward(da, db, c->dy, c->a, c->b, &c->m); break;
+    default: rt_div_backward(da, db, c->dy, c->a, c->b, &c->m); break;
+    }
+}
+
+static double binary_loss(void *v)
+{
+    binary_case *c = v;
+    binary_fwd(c);
+    return dot(c->y, c->dy, c->ny);
+}
+
+/* _i = op + 4 * shape case. */
+START_TEST(binary_grad)
+{
+    const shape_case *s = &shapes[_i / 4];
+    binary_case c;
+    float a[32] = {0}, b[32] = {0}, da[32], db[32], pa[32] = {0}, pb[32] = {0},
+          diff[32] = {0};
+    char what[80];
+    c.op = _i % 4;
+    c.m = make_bcast(s->rank, s->dims, s->sa, s->sb);
+    c.a = a, c.b = b, c.ny = s->ny;
+    tseed(200 + _i);
+    fill(a, s->na, -1.5f, 1.5f);
+    fill_away(b, s->nb, 0.5f, 1.5f);
+    fill(c.dy, s->ny, -1, 1);
+    fill(pa, s->na, -1, 1);
+    fill(pb, s->nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    binary_bwd(&c, da, db);
+    snprintf(what, sizeof what, "%s %s: da", op_names[c.op], s->name);
+    added(diff, da, pa, s->na);
+    expect_grad(what, a, s->na, diff, binary_loss, &c);
+    what[strlen(what) - 1] = 'b';
+    added(diff, db, pb, s->nb);
+    expect_grad(what, b, s->nb, diff, binary_loss, &c);
+}
+END_TEST
+
+/* Mul(d, d) and Div(d, d): a == b and da == db; both contributions add up
+ * (d(d*d)/dd = 2d, d(d/d)/dd = 0), and only one of two NULLs is skipped. */
+START_TEST(binary_grad_aliased_operands)
+{
+    const int dims[1] = {10}, one[1] = {1};
+    binary_case c;
+    float d[32], dd[32], pd[32], diff[32];
+    c.op = 2 + _i;
+    c.m = make_bcast(1, dims, one, one);
+    c.a = c.b = d, c.ny = 10;
+    tseed(300 + _i);
+    fill_away(d, 10, 0.5f, 1.5f);
+    fill(c.dy, 10, -1, 1);
+    fill(pd, 10, -1, 1);
+    memcpy(dd, pd, sizeof dd);
+    binary_bwd(&c, dd, dd);
+    added(diff, dd, pd, 10);
+    expect_grad(op_names[c.op], d, 10, diff, binary_loss, &c);
+    if (c.op == 2) { /* with db NULL only the da half (dy * d) is added */
+        int i;
+        memcpy(dd, pd, sizeof dd);
+        binary_bwd(&c, dd, NULL);
+        for (i = 0; i < 10; i++)
+            ck_assert_float_eq_tol(dd[i] - pd[i], c.dy[i] * d[i], 1e-6);
+    }
+}
+END_TEST
+
+START_TEST(binary_forward_by_hand)
+{
+    const int d23[2] = {2, 3}, s23[2] = {3, 1}, s03[2] = {0, 1},
+              s10[2] = {1, 0}, d4[1] = {4}, one[1] = {1}, zero[1] = {0},
+              d222[3] = {2, 2, 2}, s421[3] = {4, 2, 1}, s201[3] = {2, 0, 1};
+    const float a6[6] = {1, 2, 3, 4, 5, 6}, b3[3] = {10, 20, 30},
+                a2[2] = {1, 2}, a4[4] = {1, 2, 3, 4}, b4[4] = {2, 4, 8, 16},
+                s3[1] = {3}, a8[8] = {0, 1, 2, 3, 4, 5, 6, 7},
+                b4b[4] = {100, 200, 300, 400};
+    float y[8];
+    rt_bcast m;
+    /* (2,3) + (3): rows of a plus b */
+    const double w_add[6] = {11, 22, 33, 14, 25, 36};
+    /* (2,1) - (1,3): y[i][j] = a[i] - b[j] */
+    const double w_sub[6] = {-9, -19, -29, -8, -18, -28};
+    /* (4) * () */
+    const double w_mul[4] = {3, 6, 9, 12};
+    /* (4) / (4) */
+    const double w_div[4] = {0.5, 0.5, 0.375, 0.25};
+    /* (2,2,2) + (2,1,2): y[i][j][l] = a[i][j][l] + b[i][l] */
+    const double w_add3[8] = {100, 201, 102, 203, 304, 405, 306, 407};
+
+    m = make_bcast(2, d23, s23, s03);
+    rt_add_forward(y, a6, b3, &m);
+    expect_near("add", y, w_add, 6, 0, 0);
+    m = make_bcast(2, d23, s10, s03);
+    rt_sub_forward(y, a2, b3, &m);
+    expect_near("sub", y, w_sub, 6, 0, 0);
+    m = make_bcast(1, d4, one, zero);
+    rt_mul_forward(y, a4, s3, &m);
+    expect_near("mul", y, w_mul, 4, 0, 0);
+    m = make_bcast(1, d4, one, one);
+    rt_div_forward(y, a4, b4, &m);
+    expect_near("div", y, w_div, 4, 0, 0);
+    m = make_bcast(3, d222, s421, s201);
+    rt_add_forward(y, a8, b4b, &m);
+    expect_near("add rank 3", y, w_add3, 8, 0, 0);
+    /* rank 0: scalars */
+    m = make_bcast(0, d4, one, one);
+    rt_mul_forward(y, s3, s3, &m);
+    ck_assert_float_eq(y[0], 9.0f);
+}
+END_TEST
+
+START_TEST(binary_backward_by_hand)
+{
+    /* (3,4) - (4), dy = 1: da += 1 everywhere, db -= 3 (summed over rows). */
+    const int dims[2] = {3, 4}, sa[2] = {4, 1}, sb[2] = {0, 1};
+    const rt_bcast m = make_bcast(2, dims, sa, sb);
+    float dy[12], da[12], db[4] = {1, 1, 1, 1};
+    double wa[12], wb[4] = {-2, -2, -2, -2};
+    int i;
+    for (i = 0; i < 12; i++)
+        dy[i] = 1, da[i] = (float)i, wa[i] = i + 1;
+    rt_sub_backward(da, db, dy, &m);
+    expect_near("da", da, wa, 12, 0, 0);
+    expect_near("db", db, wb, 4, 0, 0);
+    rt_add_backward(NULL, db, dy, &m);
+    for (i = 0; i < 4; i++)
+        wb[i] = 1;
+    expect_near("db after add", db, wb, 4, 0, 0);
+}
+END_TEST
+
+/* ---- broadcast layouts --------------------------------------------------- */
 
 /* Output dims, a's and b's dims right-aligned to them (1 = broadcast). */
 typedef struct {
@@ -84,110 +260,7 @@ static size_t src_index(size_t i, const int *own, const int *out, int rank)
     return at;
 }
 
-/* ---- Erf and Reciprocal ------------------------------------------------------ */
-
-typedef struct {
-    int recip, n;
-    float x[32], y[32], dy[32];
-} un_case;
-
-static void un_fwd(un_case *c)
-{
-    if (c->recip)
-        rt_reciprocal_forward(c->y, c->x, c->n);
-    else
-        rt_erf_forward(c->y, c->x, c->n);
-}
-
-static double un_loss(void *v)
-{
-    un_case *c = v;
-    un_fwd(c);
-    return dot(c->y, c->dy, (size_t)c->n);
-}
-
-/* Erf reads x, Reciprocal y. Reciprocal's x away from 0 (either sign). */
-START_TEST(unary_grad)
-{
-    un_case c;
-    float dx[32], px[32], diff[32];
-    c.recip = _i, c.n = 32;
-    tseed(7000 + _i);
-    if (c.recip)
-        fill_away(c.x, 32, 0.5f, 2.0f);
-    else
-        fill(c.x, 32, -2.5f, 2.5f);
-    fill(c.dy, 32, -1, 1);
-    fill(px, 32, -1, 1);
-    memcpy(dx, px, sizeof dx);
-    un_fwd(&c);
-    if (c.recip)
-        rt_reciprocal_backward(dx, c.dy, c.y, c.n);
-    else
-        rt_erf_backward(dx, c.dy, c.x, c.n);
-    added(diff, dx, px, 32);
-    expect_grad(c.recip ? "reciprocal" : "erf", c.x, 32, diff, un_loss, &c);
-    /* NULL dx: nothing to do, nothing to crash */
-    rt_reciprocal_backward(NULL, c.dy, c.y, c.n);
-    rt_erf_backward(NULL, c.dy, c.x, c.n);
-}
-END_TEST
-
-/* erf(0.5) = 0.5204998778, erf(1) = 0.8427007929, odd, erf(3) = 0.9999779095;
- * and over a grid against libm's double erf. */
-START_TEST(erf_forward)
-{
-    const float x[5] = {0, 0.5f, 1, -1, 3};
-    const double want[5] = {0, 0.5204998778, 0.8427007929, -0.8427007929,
-                            0.9999779095};
-    float y[101], g[101];
-    double w[101];
-    int i;
-    rt_erf_forward(y, x, 5);
-    expect_near("erf", y, want, 5, 1e-6, 0);
-    for (i = 0; i < 101; i++) {
-        g[i] = -4.0f + 0.08f * (float)i;
-        w[i] = erf(g[i]);
-    }
-    rt_erf_forward(y, g, 101);
-    expect_near("erf grid", y, w, 101, 2e-7, 1e-7);
-}
-END_TEST
-
-/* dy = 2 on a preset dx = 1: dx = 1 + 2 * 2/sqrt(pi) * exp(-x^2), so
- * x = 0: 3.2567583342, x = 1 and -1: 1.8302149948, x = 2: 1.0413339707. */
-START_TEST(erf_backward_by_hand)
-{
-    const float x[4] = {0, 1, -1, 2}, dy[4] = {2, 2, 2, 2};
-    const double want[4] = {3.2567583342, 1.8302149948, 1.8302149948,
-                            1.0413339707};
-    float dx[4];
-    rt_fill(dx, 4, 1.0f);
-    rt_erf_backward(dx, dy, x, 4);
-    expect_near("erf'", dx, want, 4, 1e-6, 0);
-}
-END_TEST
-
-/* 1/x, with 1/0 = +inf and 1/-0 = -inf as IEEE; the backward -dy y^2 on a
- * preset 1 with dy = 2: y = {0.5, -0.25, 4}: {0.5, 0.875, -31}. */
-START_TEST(reciprocal_by_hand)
-{
-    const float x[5] = {2, -4, 0.25f, 0.0f, -0.0f};
-    const double want[3] = {0.5, -0.25, 4};
-    const float y3[3] = {0.5f, -0.25f, 4}, dy[3] = {2, 2, 2};
-    const double wdx[3] = {0.5, 0.875, -31};
-    float y[5], dx[3];
-    rt_reciprocal_forward(y, x, 5);
-    expect_near("1/x", y, want, 3, 0, 0);
-    ck_assert(isinf(y[3]) && y[3] > 0);
-    ck_assert(isinf(y[4]) && y[4] < 0);
-    rt_fill(dx, 3, 1.0f);
-    rt_reciprocal_backward(dx, dy, y3, 3);
-    expect_near("-y^2", dx, wdx, 3, 0, 0);
-}
-END_TEST
-
-/* ---- Pow -------------------------------------------------------------------- */
+/* ---- Pow ----------------------------------------------------------------- */
 
 typedef struct {
     const layout *l;
@@ -328,7 +401,7 @@ START_TEST(pow_zero_base_no_nan)
 }
 END_TEST
 
-/* ---- Where ------------------------------------------------------------------ */
+/* ---- Where --------------------------------------------------------------- */
 
 /* Output dims; cond's, a's and b's dims right-aligned (1 = broadcast). */
 typedef struct {
@@ -465,113 +538,7 @@ START_TEST(where_infinities_flow)
 }
 END_TEST
 
-/* ---- LogSoftmax --------------------------------------------------------------- */
-
-typedef struct {
-    int outer, dim, inner;
-} lanes;
-
-static const lanes lane_layouts[] = {
-    {1, 7, 1}, {3, 5, 1}, {2, 4, 3}, {1, 6, 5}, {4, 1, 2},
-};
-#define N_LS ((int)(sizeof lane_layouts / sizeof lane_layouts[0]))
-
-typedef struct {
-    lanes l;
-    int n;
-    float x[32], y[32], dy[32];
-} ls_case;
-
-static double ls_loss(void *v)
-{
-    ls_case *c = v;
-    rt_log_softmax_forward(c->y, c->x, c->l.outer, c->l.dim, c->l.inner);
-    return dot(c->y, c->dy, (size_t)c->n);
-}
-
-static void ls_setup(ls_case *c, int k, uint64_t seed)
-{
-    c->l = lane_layouts[k];
-    c->n = c->l.outer * c->l.dim * c->l.inner;
-    ck_assert_int_le(c->n, 32);
-    tseed(seed);
-    fill(c->x, (size_t)c->n, -2, 2);
-    fill(c->dy, (size_t)c->n, -1, 1);
-}
-
-START_TEST(log_softmax_grad)
-{
-    ls_case c;
-    float dx[32], px[32], diff[32];
-    ls_setup(&c, _i, 7500 + _i);
-    fill(px, (size_t)c.n, -1, 1);
-    memcpy(dx, px, sizeof dx);
-    rt_log_softmax_forward(c.y, c.x, c.l.outer, c.l.dim, c.l.inner);
-    rt_log_softmax_backward(dx, c.dy, c.y, c.l.outer, c.l.dim, c.l.inner);
-    added(diff, dx, px, (size_t)c.n);
-    expect_grad("log_softmax", c.x, (size_t)c.n, diff, ls_loss, &c);
-    rt_log_softmax_backward(NULL, c.dy, c.y, c.l.outer, c.l.dim, c.l.inner);
-}
-END_TEST
-
-/* x - log(sum over the lane of exp(x)) in double, by index arithmetic. */
-START_TEST(log_softmax_forward_matches_formula)
-{
-    ls_case c;
-    double want[32];
-    int o, d, i;
-    ls_setup(&c, _i, 7600 + _i);
-    rt_log_softmax_forward(c.y, c.x, c.l.outer, c.l.dim, c.l.inner);
-    for (o = 0; o < c.l.outer; o++)
-        for (i = 0; i < c.l.inner; i++) {
-            double s = 0;
-            for (d = 0; d < c.l.dim; d++)
-                s += exp(c.x[(o * c.l.dim + d) * c.l.inner + i]);
-            for (d = 0; d < c.l.dim; d++) {
-                const int e = (o * c.l.dim + d) * c.l.inner + i;
-                want[e] = c.x[e] - log(s);
-            }
-        }
-    expect_near("log_softmax", c.y, want, (size_t)c.n, 1e-6, 1e-6);
-}
-END_TEST
-
-/* {1, 1}: -ln 2 each; {0, 1}: -ln(1 + e) and 1 - ln(1 + e); large inputs
- * stay finite; a -inf (a masked score) gives -inf there and leaves the rest
- * a log-softmax of the others, with a finite backward. Backward by hand:
- * y = {-ln 2, -ln 2}, dy = {1, 3}: dx = dy - 0.5 * 4 = {-1, 1} on preset 0. */
-START_TEST(log_softmax_by_hand)
-{
-    const float x1[2] = {1, 1}, x2[2] = {0, 1}, big[3] = {1000, 999, -1000};
-    const float masked[3] = {0, -HUGE_VALF, 0};
-    const double w1[2] = {-0.6931471806, -0.6931471806},
-                 w2[2] = {-1.3132616875, -0.3132616875},
-                 wbig[3] = {-0.3132616875, -1.3132616875, -2000.3132616875},
-                 wm[2] = {-0.6931471806, -0.6931471806}, wdx[2] = {-1, 1};
-    const float dy[3] = {1, 3, 2};
-    float y[3], dx[3], two[2];
-    rt_log_softmax_forward(y, x1, 1, 2, 1);
-    expect_near("{1,1}", y, w1, 2, 1e-6, 0);
-    rt_log_softmax_forward(y, x2, 1, 2, 1);
-    expect_near("{0,1}", y, w2, 2, 1e-6, 0);
-    rt_log_softmax_forward(y, big, 1, 3, 1);
-    expect_near("large", y, wbig, 3, 1e-6, 0);
-    rt_log_softmax_forward(y, masked, 1, 3, 1);
-    ck_assert(isinf(y[1]) && y[1] < 0);
-    two[0] = y[0], two[1] = y[2];
-    expect_near("masked", two, wm, 2, 1e-6, 0);
-    rt_zero(dx, 3);
-    rt_log_softmax_backward(dx, dy, y, 1, 3, 1);
-    ck_assert(isfinite(dx[0]) && isfinite(dx[1]) && isfinite(dx[2]));
-    ck_assert_float_eq(dx[1], 3.0f); /* exp(-inf) = 0: dx = dy */
-    rt_log_softmax_forward(y, x1, 1, 2, 1);
-    rt_zero(dx, 2);
-    rt_log_softmax_backward(dx, dy, y, 1, 2, 1);
-    expect_near("backward", dx, wdx, 2, 1e-6, 1e-6);
-}
-END_TEST
-
-/* ---- Expand ----------------------------------------------------------------- */
+/* ---- Expand -------------------------------------------------------------- */
 
 /* Output (2, 3, 4) from x of shape (3, 1) (right-aligned: 1, 3, 1), and
  * from (2, 1, 4); and a scalar to (5). */
@@ -663,16 +630,60 @@ START_TEST(expand_by_hand)
 }
 END_TEST
 
-static Suite *onnx_suite(void)
+/* ---- _set twin ----------------------------------------------------------- */
+
+/* Add (5, 7, 3) + b broadcast over the middle dim (5, 1, 3): da written
+ * element by element, db written as a sum over the broadcast dim. */
+START_TEST(add_writes_plain_and_broadcast_inputs)
 {
-    Suite *s = suite_create("remat_rt ONNX pointwise ops");
+    const int dims[3] = {5, 7, 3}, sa[3] = {21, 3, 1}, sb[3] = {3, 0, 1};
+    const rt_bcast m = make_bcast(3, dims, sa, sb);
+    const size_t ny = 105, nb = 15;
+    float *dy = rnd(ny);
+    unsigned set;
+    for (set = 1; set <= 3; set++) {
+        float *da0 = zeros(ny), *db0 = zeros(nb);
+        float *da1 = set & 1u ? nans(ny) : zeros(ny);
+        float *db1 = set & 2u ? nans(nb) : zeros(nb);
+        rt_add_backward(da0, db0, dy, &m);
+        rt_add_backward_set(da1, db1, dy, &m, set);
+        same_values("add da", da0, da1, ny);
+        same_values("add db", db0, db1, nb);
+        free(da0), free(db0), free(da1), free(db1);
+    }
+    free(dy);
+}
+END_TEST
+
+/* In place: da is dy's own buffer (the schedule's in-place gradient), db
+ * the bias's, broadcast over the rows and added into. */
+START_TEST(add_writes_in_place)
+{
+    const int dims[2] = {6, 5}, sa[2] = {5, 1}, sb[2] = {0, 1};
+    const rt_bcast m = make_bcast(2, dims, sa, sb);
+    float *dy = rnd(30), *want_da = copy(dy, 30), *db0 = rnd(5);
+    float *want_db = copy(db0, 5), *db1 = copy(db0, 5);
+    float *zero = zeros(30);
+    rt_add_backward(zero, want_db, dy, &m);
+    rt_add_backward_set(dy, db1, dy, &m, 1u);
+    same_values("add in place da", want_da, dy, 30);
+    same_values("add in place db", want_db, db1, 5);
+    free(dy), free(want_da), free(db0), free(want_db), free(db1), free(zero);
+}
+END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
+
+static Suite *binary_suite(void)
+{
+    Suite *s = suite_create("remat_rt binary");
     TCase *tc;
 
-    tc = tcase_create("erf_reciprocal");
-    tcase_add_loop_test(tc, unary_grad, 0, 2);
-    tcase_add_test(tc, erf_forward);
-    tcase_add_test(tc, erf_backward_by_hand);
-    tcase_add_test(tc, reciprocal_by_hand);
+    tc = tcase_create("binary");
+    tcase_add_loop_test(tc, binary_grad, 0, 4 * N_SHAPES);
+    tcase_add_loop_test(tc, binary_grad_aliased_operands, 0, 2);
+    tcase_add_test(tc, binary_forward_by_hand);
+    tcase_add_test(tc, binary_backward_by_hand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pow");
@@ -688,23 +699,23 @@ static Suite *onnx_suite(void)
     tcase_add_test(tc, where_infinities_flow);
     suite_add_tcase(s, tc);
 
-    tc = tcase_create("log_softmax");
-    tcase_add_loop_test(tc, log_softmax_grad, 0, N_LS);
-    tcase_add_loop_test(tc, log_softmax_forward_matches_formula, 0, N_LS);
-    tcase_add_test(tc, log_softmax_by_hand);
-    suite_add_tcase(s, tc);
-
     tc = tcase_create("expand");
     tcase_add_loop_test(tc, expand_forward_by_index, 0, N_EX);
     tcase_add_loop_test(tc, expand_grad, 0, N_EX);
     tcase_add_test(tc, expand_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("set");
+    tcase_add_checked_fixture(tc, set_seed, NULL);
+    tcase_add_test(tc, add_writes_plain_and_broadcast_inputs);
+    tcase_add_test(tc, add_writes_in_place);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(onnx_suite());
+    SRunner *sr = srunner_create(binary_suite());
     int failed;
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -1,0 +1,510 @@
+/*
+ * test_kernels_attention.c: unit tests of the runtime's fused attention
+ * kernels (rt_attention_forward, rt_attention_backward and their scratch
+ * sizes), with Check.
+ *
+ * Gradients are checked against central finite differences of the forward
+ * (rt_testutil.h), with loss L = sum(dy * y) for a random upstream dy
+ * (summed in double); every gradient buffer starts from random values and
+ * the check is on (after - before), so accumulation is tested everywhere.
+ * Forward values are checked against the definition written here in double
+ * (the full score matrix, the causal mask as -inf, softmax with its max)
+ * and hand-worked numbers, never against the kernels themselves; the
+ * blocked kernel over lengths around its blocks against a double reference
+ * of the textbook formulas, forward and backward. Scratch buffers carry a
+ * guard past the size the header promises.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat_rt.h"
+#include "rt_testutil.h"
+
+/* ---- Attention ----------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int bh, sq, skv, e, ev, causal;
+    float scale;
+} attn_spec;
+
+static const attn_spec attns[] = {
+    {"sq < skv", 2, 3, 4, 3, 2, 0, 0.57735027f},
+    {"sq < skv causal", 2, 3, 4, 3, 2, 1, 0.57735027f},
+    {"sq == skv", 2, 4, 4, 3, 2, 0, 0.9f},
+    {"sq == skv causal", 2, 4, 4, 3, 2, 1, 0.9f},
+    {"sq > skv", 2, 5, 3, 3, 2, 0, 1.3f},
+    {"sq > skv causal", 2, 5, 3, 3, 2, 1, 0.57735027f},
+    {"one key causal", 1, 3, 1, 2, 3, 1, 1.0f},
+    {"e 1, ev 4", 3, 2, 3, 1, 4, 1, 2.0f},
+};
+#define N_ATTNS ((int)(sizeof attns / sizeof attns[0]))
+#define ATTN_CAP 64
+#define ATTN_SCRATCH_CAP 1024
+#define GUARD 4
+#define GUARD_VALUE 1234.5f
+
+typedef struct {
+    const attn_spec *s;
+    float q[ATTN_CAP], k[ATTN_CAP], v[ATTN_CAP], y[ATTN_CAP], dy[ATTN_CAP];
+    float scratch[ATTN_SCRATCH_CAP + GUARD];
+    int nq, nk, nv, ny;
+} attn_case;
+
+static void attn_setup(attn_case *c, const attn_spec *s)
+{
+    c->s = s;
+    c->nq = s->bh * s->sq * s->e;
+    c->nk = s->bh * s->skv * s->e;
+    c->nv = s->bh * s->skv * s->ev;
+    c->ny = s->bh * s->sq * s->ev;
+    ck_assert(c->nq <= ATTN_CAP && c->nk <= ATTN_CAP && c->nv <= ATTN_CAP &&
+              c->ny <= ATTN_CAP);
+    ck_assert(rt_attention_backward_scratch(s->skv) <= ATTN_SCRATCH_CAP);
+}
+
+/* Scratch of exactly the size the header promises, then a guard. */
+static float *guarded_scratch(attn_case *c, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n + GUARD; i++)
+        c->scratch[i] = i < n ? NAN : GUARD_VALUE;
+    return c->scratch;
+}
+
+static void expect_guard(attn_case *c, size_t n)
+{
+    size_t i;
+    for (i = n; i < n + GUARD; i++)
+        ck_assert_msg(c->scratch[i] == GUARD_VALUE,
+                      "scratch written past its %lu floats", (unsigned long)n);
+}
+
+static void attn_fwd(attn_case *c)
+{
+    const attn_spec *s = c->s;
+    const size_t ns = rt_attention_scratch(s->skv);
+    int i;
+    for (i = 0; i < c->ny; i++)
+        c->y[i] = NAN; /* must not be read */
+    rt_attention_forward(c->y, c->q, c->k, c->v, s->bh, s->sq, s->skv, s->e,
+                         s->ev, s->scale, s->causal, guarded_scratch(c, ns));
+    expect_guard(c, ns);
+}
+
+static void attn_bwd(attn_case *c, float *dq, float *dk, float *dv)
+{
+    const attn_spec *s = c->s;
+    const size_t ns = rt_attention_backward_scratch(s->skv);
+    rt_attention_backward(dq, dk, dv, c->dy, c->q, c->k, c->v, s->bh, s->sq,
+                          s->skv, s->e, s->ev, s->scale, s->causal,
+                          guarded_scratch(c, ns));
+    expect_guard(c, ns);
+}
+
+static double attn_loss(void *v)
+{
+    attn_case *c = v;
+    attn_fwd(c);
+    return dot(c->y, c->dy, c->ny);
+}
+
+/* The definition in double: the full score matrix of a head, the causal
+ * mask as -inf, softmax with its max, the weighted sum of v. */
+static void attn_expect(const attn_case *c, double *want)
+{
+    const attn_spec *s = c->s;
+    double sc[8][8], m, sum;
+    int b, i, j, t, p;
+    for (b = 0; b < s->bh; b++) {
+        for (i = 0; i < s->sq; i++)
+            for (j = 0; j < s->skv; j++) {
+                double d = 0;
+                for (p = 0; p < s->e; p++)
+                    d += (double)c->q[(b * s->sq + i) * s->e + p] *
+                         c->k[(b * s->skv + j) * s->e + p];
+                sc[i][j] = s->scale * d +
+                           (s->causal && j > i ? -INFINITY : 0.0);
+            }
+        for (i = 0; i < s->sq; i++) {
+            double *w = want + (b * s->sq + i) * s->ev;
+            for (t = 0; t < s->ev; t++)
+                w[t] = 0;
+            m = -INFINITY;
+            for (j = 0; j < s->skv; j++)
+                m = fmax(m, sc[i][j]);
+            if (m == -INFINITY)
+                continue; /* no visible key */
+            sum = 0;
+            for (j = 0; j < s->skv; j++)
+                sum += exp(sc[i][j] - m);
+            for (j = 0; j < s->skv; j++)
+                for (t = 0; t < s->ev; t++)
+                    w[t] += exp(sc[i][j] - m) / sum *
+                            c->v[(b * s->skv + j) * s->ev + t];
+        }
+    }
+}
+
+/* _i: the case in attns[]. */
+START_TEST(attention_forward_and_grad)
+{
+    const attn_spec *s = &attns[_i];
+    attn_case c;
+    float dq[ATTN_CAP], dk[ATTN_CAP], dv[ATTN_CAP];
+    float pq[ATTN_CAP] = {0}, pk[ATTN_CAP] = {0}, pv[ATTN_CAP] = {0};
+    float diff[ATTN_CAP];
+    double want[ATTN_CAP];
+    char what[80];
+    attn_setup(&c, s);
+    tseed(800 + _i);
+    fill(c.q, c.nq, -1.5f, 1.5f);
+    fill(c.k, c.nk, -1.5f, 1.5f);
+    fill(c.v, c.nv, -1, 1);
+    fill(c.dy, c.ny, -1, 1);
+    fill(pq, c.nq, -1, 1);
+    fill(pk, c.nk, -1, 1);
+    fill(pv, c.nv, -1, 1);
+    memcpy(dq, pq, sizeof dq);
+    memcpy(dk, pk, sizeof dk);
+    memcpy(dv, pv, sizeof dv);
+
+    attn_fwd(&c);
+    attn_expect(&c, want);
+    snprintf(what, sizeof what, "attention %s: y", s->name);
+    expect_near(what, c.y, want, c.ny, 1e-5, 1e-6);
+
+    attn_bwd(&c, dq, dk, dv);
+    snprintf(what, sizeof what, "attention %s: dq", s->name);
+    added(diff, dq, pq, c.nq);
+    expect_grad(what, c.q, c.nq, diff, attn_loss, &c);
+    what[strlen(what) - 1] = 'k';
+    added(diff, dk, pk, c.nk);
+    expect_grad(what, c.k, c.nk, diff, attn_loss, &c);
+    what[strlen(what) - 1] = 'v';
+    added(diff, dv, pv, c.nv);
+    expect_grad(what, c.v, c.nv, diff, attn_loss, &c);
+}
+END_TEST
+
+/* Each gradient alone (the others NULL) is exactly what the full call adds;
+ * all three NULL touches nothing (scratch included). */
+START_TEST(attention_null_gradients_skipped)
+{
+    attn_case c;
+    float full[3][ATTN_CAP], one[ATTN_CAP];
+    int g;
+    attn_setup(&c, &attns[3]);
+    tseed(850);
+    fill(c.q, c.nq, -1, 1);
+    fill(c.k, c.nk, -1, 1);
+    fill(c.v, c.nv, -1, 1);
+    fill(c.dy, c.ny, -1, 1);
+    memset(full, 0, sizeof full);
+    attn_bwd(&c, full[0], full[1], full[2]);
+    for (g = 0; g < 3; g++) {
+        const int n = g == 0 ? c.nq : g == 1 ? c.nk : c.nv;
+        memset(one, 0, sizeof one);
+        attn_bwd(&c, g == 0 ? one : NULL, g == 1 ? one : NULL,
+                 g == 2 ? one : NULL);
+        expect_same(g == 0 ? "dq alone" : g == 1 ? "dk alone" : "dv alone",
+                    one, full[g], n);
+    }
+    {
+        const size_t ns = rt_attention_backward_scratch(c.s->skv);
+        size_t i;
+        for (i = 0; i < ns + GUARD; i++)
+            c.scratch[i] = GUARD_VALUE;
+        rt_attention_backward(NULL, NULL, NULL, c.dy, c.q, c.k, c.v, c.s->bh,
+                              c.s->sq, c.s->skv, c.s->e, c.s->ev, c.s->scale,
+                              c.s->causal, c.scratch);
+        expect_guard(&c, 0);
+    }
+}
+END_TEST
+
+/* Scale 0 makes every visible key equally likely, so with causal query i
+ * averages v_0..v_i: the mask by hand. sq 3, skv 2, e 1, ev 1. */
+START_TEST(attention_causal_by_hand)
+{
+    const float q[3] = {1, 2, 3}, k[2] = {4, 5}, v[2] = {10, 20};
+    const double want[3] = {10, 15, 15}, want_full[3] = {15, 15, 15};
+    float y[3], scratch[ATTN_SCRATCH_CAP];
+    ck_assert(rt_attention_scratch(2) <= ATTN_SCRATCH_CAP);
+    rt_attention_forward(y, q, k, v, 1, 3, 2, 1, 1, 0.0f, 1, scratch);
+    expect_near("causal", y, want, 3, 0, 1e-6);
+    rt_attention_forward(y, q, k, v, 1, 3, 2, 1, 1, 0.0f, 0, scratch);
+    expect_near("full", y, want_full, 3, 0, 1e-6);
+}
+END_TEST
+
+/* No keys (skv 0): no row sees one, so y is 0 and no gradient flows. */
+START_TEST(attention_no_visible_key)
+{
+    const float q[4] = {1, 2, 3, 4}, dy[4] = {1, 1, 1, 1};
+    float k[1] = {0}, v[1] = {0}, y[4] = {NAN, NAN, NAN, NAN};
+    float dq[4] = {1, 2, 3, 4}, dk[1] = {5}, dv[1] = {6}, scratch[1] = {7};
+    const double zeros[4] = {0, 0, 0, 0}, wdq[4] = {1, 2, 3, 4};
+    int causal;
+    ck_assert_uint_eq(rt_attention_scratch(0), 0);
+    ck_assert_uint_eq(rt_attention_backward_scratch(0), 0);
+    for (causal = 0; causal < 2; causal++) {
+        rt_attention_forward(y, q, k, v, 2, 2, 0, 1, 1, 1.0f, causal, scratch);
+        expect_near("y", y, zeros, 4, 0, 0);
+        rt_attention_backward(dq, dk, dv, dy, q, k, v, 2, 2, 0, 1, 1, 1.0f,
+                              causal, scratch);
+        expect_near("dq", dq, wdq, 4, 0, 0);
+        ck_assert_float_eq(dk[0], 5.0f);
+        ck_assert_float_eq(dv[0], 6.0f);
+        ck_assert_float_eq(scratch[0], 7.0f);
+    }
+}
+END_TEST
+
+/* Scores in the millions: without the max subtracted exp overflows. The
+ * softmax is then one-hot on the largest score. */
+START_TEST(attention_large_scores_stay_finite)
+{
+    /* one head, sq 2, skv 3, e 2, ev 1; scale 1.
+     * q0 = (1000, 0): scores 1e6 * (1, -1, 0.5) -> key 0.
+     * q1 = (-1000, 1000): scores 1e6 * (-1, 1, 1.5) -> key 2. */
+    const float q[4] = {1000, 0, -1000, 1000};
+    const float k[6] = {1000, 0, -1000, 0, 500, 2000};
+    const float v[3] = {1, 2, 3}, dy[2] = {1, 1};
+    const double want[2] = {1, 3};
+    float y[2], dq[4] = {0}, dk[6] = {0}, dv[3] = {0};
+    float scratch[ATTN_SCRATCH_CAP];
+    int i;
+    ck_assert(rt_attention_backward_scratch(3) <= ATTN_SCRATCH_CAP);
+    rt_attention_forward(y, q, k, v, 1, 2, 3, 2, 1, 1.0f, 0, scratch);
+    expect_near("y", y, want, 2, 0, 1e-6);
+    rt_attention_backward(dq, dk, dv, dy, q, k, v, 1, 2, 3, 2, 1, 1.0f, 0,
+                          scratch);
+    for (i = 0; i < 4; i++)
+        ck_assert_msg(isfinite(dq[i]), "dq[%d] = %g", i, (double)dq[i]);
+    for (i = 0; i < 6; i++)
+        ck_assert_msg(isfinite(dk[i]), "dk[%d] = %g", i, (double)dk[i]);
+    for (i = 0; i < 3; i++)
+        ck_assert_msg(isfinite(dv[i]), "dv[%d] = %g", i, (double)dv[i]);
+    /* saturated softmax: dv is one-hot per query, dq and dk vanish */
+    ck_assert_float_eq(dv[0], 1.0f);
+    ck_assert_float_eq(dv[1], 0.0f);
+    ck_assert_float_eq(dv[2], 1.0f);
+    for (i = 0; i < 4; i++)
+        ck_assert_float_eq(dq[i], 0.0f);
+}
+END_TEST
+
+/* ---- blocked attention against a double reference ------------------------ */
+
+/* Lengths around the kernel's blocks (not multiples of them, one block, a
+ * block and one, two and a bit) and head dims from 1 to past a SIMD row. */
+static const int attn_lens[] = {1, 7, 64, 65, 130};
+static const int attn_dims[] = {1, 16, 32, 48};
+#define N_LENS 5
+#define N_DIMS 4
+#define BIG_LEN 130
+#define BIG_DIM 48
+#define BIG_N (BIG_LEN * BIG_DIM)
+#define BIG_SCRATCH 65536
+
+typedef struct {
+    int sq, skv, e, ev, causal;
+    float scale;
+    float q[BIG_N], k[BIG_N], v[BIG_N], y[BIG_N], dy[BIG_N];
+    float g[3][BIG_N], g0[3][BIG_N], full[3][BIG_N];
+    double p[BIG_LEN][BIG_LEN], ds[BIG_LEN][BIG_LEN];
+    double wy[BIG_N], wg[3][BIG_N];
+    float scratch[BIG_SCRATCH + GUARD];
+} attn_big;
+
+static attn_big big;
+
+/* expect_near and expect_same, but one assertion per array: check logs
+ * every assertion it passes, which over these sizes costs seconds. */
+static void big_near(const char *what, const float *got, const double *want,
+                     int n)
+{
+    int i = 0;
+    while (i < n && fabs(got[i] - want[i]) <= 2e-5 + 1e-4 * fabs(want[i]))
+        i++;
+    ck_assert_msg(i == n, "%s[%d]: got %.9g, want %.9g", what, i,
+                  i < n ? (double)got[i] : 0.0, i < n ? want[i] : 0.0);
+}
+
+static void big_same(const char *what, const float *got, const float *want,
+                     int n)
+{
+    int i = 0;
+    while (i < n && got[i] == want[i])
+        i++;
+    ck_assert_msg(i == n, "%s[%d]: got %.9g, want %.9g", what, i,
+                  i < n ? (double)got[i] : 0.0, i < n ? (double)want[i] : 0.0);
+}
+
+/* p in double, the causal mask as "not summed", then y. */
+static void big_ref_forward(attn_big *c)
+{
+    int i, j, t;
+    for (i = 0; i < c->sq; i++) {
+        const int nv = c->causal && i + 1 < c->skv ? i + 1 : c->skv;
+        double m = -INFINITY, sum = 0;
+        for (j = 0; j < c->skv; j++) {
+            double d = 0;
+            for (t = 0; t < c->e; t++)
+                d += (double)c->q[i * c->e + t] * c->k[j * c->e + t];
+            c->p[i][j] = j < nv ? c->scale * d : -INFINITY;
+            m = fmax(m, c->p[i][j]);
+        }
+        for (j = 0; j < c->skv; j++)
+            sum += c->p[i][j] = exp(c->p[i][j] - m);
+        for (t = 0; t < c->ev; t++) {
+            double acc = 0;
+            for (j = 0; j < c->skv; j++)
+                acc += c->p[i][j] / sum * c->v[j * c->ev + t];
+            c->wy[i * c->ev + t] = acc;
+        }
+        for (j = 0; j < c->skv; j++)
+            c->p[i][j] /= sum;
+    }
+}
+
+/* The gradients by the textbook formulas: ds = scale p (dp - rowsum(p dp)). */
+static void big_ref_backward(attn_big *c)
+{
+    int i, j, t;
+    memset(c->wg, 0, sizeof c->wg);
+    for (i = 0; i < c->sq; i++) {
+        double dsum = 0;
+        for (j = 0; j < c->skv; j++) {
+            double dp = 0;
+            for (t = 0; t < c->ev; t++)
+                dp += (double)c->dy[i * c->ev + t] * c->v[j * c->ev + t];
+            c->ds[i][j] = dp;
+            dsum += c->p[i][j] * dp;
+        }
+        for (j = 0; j < c->skv; j++)
+            c->ds[i][j] = c->scale * c->p[i][j] * (c->ds[i][j] - dsum);
+    }
+    for (i = 0; i < c->sq; i++)
+        for (j = 0; j < c->skv; j++) {
+            for (t = 0; t < c->e; t++) {
+                c->wg[0][i * c->e + t] += c->ds[i][j] * c->k[j * c->e + t];
+                c->wg[1][j * c->e + t] += c->ds[i][j] * c->q[i * c->e + t];
+            }
+            for (t = 0; t < c->ev; t++)
+                c->wg[2][j * c->ev + t] += c->p[i][j] * c->dy[i * c->ev + t];
+        }
+}
+
+/* The gradient g (NULL: skipped) added to g0, against the reference. */
+static void big_expect_grad(attn_big *c, int g, int n, const char *what)
+{
+    double want[BIG_N];
+    int i;
+    for (i = 0; i < n; i++)
+        want[i] = c->g0[g][i] + c->wg[g][i];
+    big_near(what, c->g[g], want, n);
+}
+
+/* One case: forward, the full backward, then with the gradients in mask
+ * `null` NULL, which must add bit for bit what the full call added. */
+static void big_case(attn_big *c, int null)
+{
+    const int nq = c->sq * c->e, nk = c->skv * c->e, nv = c->skv * c->ev;
+    const int n[3] = {nq, nk, nv};
+    size_t ns;
+    float *gp[3];
+    int g;
+    char what[96];
+    fill(c->q, nq, -1.5f, 1.5f);
+    fill(c->k, nk, -1.5f, 1.5f);
+    fill(c->v, nv, -1, 1);
+    fill(c->dy, c->sq * c->ev, -1, 1);
+    big_ref_forward(c);
+    big_ref_backward(c);
+    ns = rt_attention_scratch(c->skv);
+    ck_assert(ns <= BIG_SCRATCH);
+    c->scratch[ns] = GUARD_VALUE;
+    rt_attention_forward(c->y, c->q, c->k, c->v, 1, c->sq, c->skv, c->e,
+                         c->ev, c->scale, c->causal, c->scratch);
+    ck_assert(c->scratch[ns] == GUARD_VALUE);
+    snprintf(what, sizeof what, "sq %d skv %d e %d ev %d causal %d: y", c->sq,
+             c->skv, c->e, c->ev, c->causal);
+    big_near(what, c->y, c->wy, c->sq * c->ev);
+    ns = rt_attention_backward_scratch(c->skv);
+    ck_assert(ns <= BIG_SCRATCH);
+    for (g = 0; g < 3; g++) {
+        fill(c->g0[g], n[g], -1, 1);
+        memcpy(c->g[g], c->g0[g], n[g] * sizeof(float));
+    }
+    c->scratch[ns] = GUARD_VALUE;
+    rt_attention_backward(c->g[0], c->g[1], c->g[2], c->dy, c->q, c->k, c->v,
+                          1, c->sq, c->skv, c->e, c->ev, c->scale, c->causal,
+                          c->scratch);
+    ck_assert(c->scratch[ns] == GUARD_VALUE);
+    for (g = 0; g < 3; g++) {
+        what[strlen(what) - 1] = "qkv"[g];
+        big_expect_grad(c, g, n[g], what);
+        memcpy(c->full[g], c->g[g], n[g] * sizeof(float));
+        memcpy(c->g[g], c->g0[g], n[g] * sizeof(float));
+        gp[g] = null >> g & 1 ? NULL : c->g[g];
+    }
+    rt_attention_backward(gp[0], gp[1], gp[2], c->dy, c->q, c->k, c->v, 1,
+                          c->sq, c->skv, c->e, c->ev, c->scale, c->causal,
+                          c->scratch);
+    for (g = 0; g < 3; g++)
+        big_same(null >> g & 1 ? "untouched" : "alone", c->g[g],
+                 null >> g & 1 ? c->g0[g] : c->full[g], n[g]);
+}
+
+/* _i: sq, skv and causal; every e and ev, with NULL patterns cycling. */
+START_TEST(attention_blocked_matches_reference)
+{
+    int de, dv;
+    big.sq = attn_lens[_i / (2 * N_LENS)];
+    big.skv = attn_lens[_i / 2 % N_LENS];
+    big.causal = _i % 2;
+    tseed(900 + _i);
+    for (de = 0; de < N_DIMS; de++)
+        for (dv = 0; dv < N_DIMS; dv++) {
+            big.e = attn_dims[de];
+            big.ev = attn_dims[dv];
+            big.scale = 1.0f / sqrtf((float)big.e);
+            big_case(&big, 1 + (de * N_DIMS + dv + _i) % 6);
+        }
+}
+END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
+
+static Suite *attention_suite(void)
+{
+    Suite *s = suite_create("remat_rt attention");
+    TCase *tc;
+
+    tc = tcase_create("attention");
+    tcase_add_loop_test(tc, attention_forward_and_grad, 0, N_ATTNS);
+    tcase_add_test(tc, attention_null_gradients_skipped);
+    tcase_add_test(tc, attention_causal_by_hand);
+    tcase_add_test(tc, attention_no_visible_key);
+    tcase_add_test(tc, attention_large_scores_stay_finite);
+    tcase_add_loop_test(tc, attention_blocked_matches_reference, 0,
+                        2 * N_LENS * N_LENS);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(attention_suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,516 @@
+/*
+ * test_kernels_unary.c: unit tests of the runtime's unary pointwise
+ * kernels (Relu, Gelu, Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf,
+ * Reciprocal: rt_relu_* ... rt_reciprocal_*, and the _set twins of Relu
+ * and Gelu, with Dropout's alongside them in pointwise_kernels_write), with
+ * Check.
+ *
+ * Every backward is checked against central finite differences of its
+ * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
+ * gradient dy, from a random preset gradient so that `+=` is tested too,
+ * and called with a NULL gradient. Every forward is checked against
+ * hand-worked numbers or formulas in double written here (libm's double
+ * functions over grids; Gelu against the textbook formulas with erfc),
+ * never against the kernels themselves. The _set twins are checked against
+ * the adding kernels as rt_testutil.h's same_values says.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remat_rt.h"
+#include "rt_testutil.h"
+
+/* ---- Relu, Gelu, Tanh, Sigmoid ------------------------------------------- */
+
+enum { U_RELU, U_GELU, U_GELU_TANH, U_TANH, U_SIGMOID, U_COUNT };
+static const char *const unary_names[U_COUNT] = {"Relu", "Gelu", "Gelu(tanh)",
+                                                 "Tanh", "Sigmoid"};
+
+typedef struct {
+    int op, n;
+    float x[32], y[32], dy[32];
+} unary_case;
+
+static void unary_fwd(unary_case *c)
+{
+    switch (c->op) {
+    case U_RELU: rt_relu_forward(c->y, c->x, c->n); break;
+    case U_GELU: rt_gelu_forward(c->y, c->x, c->n, 0); break;
+    case U_GELU_TANH: rt_gelu_forward(c->y, c->x, c->n, 1); break;
+    case U_TANH: rt_tanh_forward(c->y, c->x, c->n); break;
+    default: rt_sigmoid_forward(c->y, c->x, c->n); break;
+    }
+}
+
+/* Relu, Tanh and Sigmoid take the output y; Gelu takes x. */
+static void unary_bwd(unary_case *c, float *dx)
+{
+    unary_fwd(c);
+    switch (c->op) {
+    case U_RELU: rt_relu_backward(dx, c->dy, c->y, c->n); break;
+    case U_GELU: rt_gelu_backward(dx, c->dy, c->x, c->n, 0); break;
+    case U_GELU_TANH: rt_gelu_backward(dx, c->dy, c->x, c->n, 1); break;
+    case U_TANH: rt_tanh_backward(dx, c->dy, c->y, c->n); break;
+    default: rt_sigmoid_backward(dx, c->dy, c->y, c->n); break;
+    }
+}
+
+static double unary_loss(void *v)
+{
+    unary_case *c = v;
+    unary_fwd(c);
+    return dot(c->y, c->dy, c->n);
+}
+
+START_TEST(unary_grad)
+{
+    unary_case c;
+    float dx[32], px[32], diff[32];
+    c.op = _i, c.n = 32;
+    tseed(400 + _i);
+    if (c.op == U_RELU)
+        fill_away(c.x, c.n, 0.1f, 2.0f); /* h = 0.01 never crosses the kink */
+    else
+        fill(c.x, c.n, -4, 4);
+    fill(c.dy, c.n, -1, 1);
+    fill(px, c.n, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    unary_bwd(&c, dx);
+    added(diff, dx, px, c.n);
+    expect_grad(unary_names[c.op], c.x, c.n, diff, unary_loss, &c);
+    /* NULL dx: nothing to do, nothing to crash */
+    unary_bwd(&c, NULL);
+}
+END_TEST
+
+START_TEST(unary_forward_by_hand)
+{
+    const float x[5] = {-1, 0, 2, 1, 0.5f};
+    float y[5];
+    rt_relu_forward(y, x, 3);
+    ck_assert_float_eq(y[0], 0.0f);
+    ck_assert_float_eq(y[1], 0.0f);
+    ck_assert_float_eq(y[2], 2.0f);
+    rt_gelu_forward(y, x, 5, 0);
+    ck_assert_float_eq_tol(y[3], 0.8413447f, 1e-6f);   /* 0.5(1+erf(1/sqrt2)) */
+    ck_assert_float_eq_tol(y[0], -0.1586553f, 1e-6f);  /* -1 * Phi(-1) */
+    ck_assert_float_eq(y[1], 0.0f);
+    rt_gelu_forward(y, x, 5, 1);
+    ck_assert_float_eq_tol(y[3], 0.8411920f, 1e-6f);   /* tanh(0.7978846*1.044715) */
+    ck_assert_float_eq_tol(y[0], -0.1588080f, 1e-6f);
+    rt_sigmoid_forward(y, x, 3);
+    ck_assert_float_eq(y[1], 0.5f);
+    ck_assert_float_eq_tol(y[2], 0.8807971f, 1e-6f);   /* 1/(1+e^-2) */
+    ck_assert_float_eq_tol(y[0], 0.2689414f, 1e-6f);   /* 1/(1+e) */
+    rt_tanh_forward(y, x, 5);
+    ck_assert_float_eq(y[1], 0.0f);
+    ck_assert_float_eq_tol(y[4], 0.4621172f, 1e-6f);
+}
+END_TEST
+
+/* Over a grid, against the textbook formulas in double (erfc for Phi, and
+ * x * sigmoid(2u) for the tanh form, which is exact algebra, not the kernel's
+ * code). Relative accuracy must hold in the far negative tail too, where
+ * 1 + erf(x/sqrt2) in float would be 0. There gelu is ill-conditioned:
+ * d ln y / d ln x ~ 1 + x^2, so one rounding of x/sqrt2 (or of x itself)
+ * moves y by ~(1 + x^2) float epsilons; the tolerance scales with that. */
+START_TEST(gelu_accurate_over_grid)
+{
+    float x[161], y0[161], y1[161];
+    int i;
+    for (i = 0; i < 161; i++)
+        x[i] = -8.0f + 0.1f * (float)i;
+    rt_gelu_forward(y0, x, 161, 0);
+    rt_gelu_forward(y1, x, 161, 1);
+    for (i = 0; i < 161; i++) {
+        const double xd = x[i];
+        const double e = 0.5 * xd * erfc(-xd / sqrt(2.0));
+        const double u = sqrt(2.0 / 3.14159265358979323846) *
+                         (xd + 0.044715 * xd * xd * xd);
+        const double t = xd / (1.0 + exp(-2.0 * u));
+        const double cond = 1 + xd * xd;
+        ck_assert_msg(fabs(y0[i] - e) <= 1e-6 * cond * fabs(e) + 1e-30,
+                      "gelu(%g) = %.9g, want %.9g", xd, (double)y0[i], e);
+        ck_assert_msg(fabs(y1[i] - t) <= 1e-6 * cond * fabs(t) + 1e-30,
+                      "gelu_tanh(%g) = %.9g, want %.9g", xd, (double)y1[i], t);
+    }
+    x[0] = -10.0f;
+    rt_gelu_forward(y0, x, 1, 0); /* -10 Phi(-10) = -7.6198530e-23 */
+    ck_assert_msg(fabs(y0[0] / -7.6198530e-23 - 1) < 1e-4, "gelu(-10) = %g",
+                  (double)y0[0]);
+}
+END_TEST
+
+START_TEST(unary_large_inputs_stay_finite)
+{
+    const float x[6] = {-1e30f, -1000, -100, 100, 1000, 1e30f};
+    float y[6], dx[6], dy[6] = {1, 1, 1, 1, 1, 1};
+    int i, mode;
+    rt_sigmoid_forward(y, x, 6);
+    for (i = 0; i < 6; i++)
+        ck_assert_msg(y[i] >= 0 && y[i] <= 1, "sigmoid(%g) = %g", (double)x[i],
+                      (double)y[i]);
+    ck_assert(y[2] > 0 && y[2] < 1e-40f); /* e^-100, subnormal, not 0/0 */
+    ck_assert_float_eq(y[3], 1.0f);
+    for (mode = 0; mode < 2; mode++) {
+        memset(dx, 0, sizeof dx);
+        rt_gelu_forward(y, x, 6, mode);
+        rt_gelu_backward(dx, dy, x, 6, mode);
+        for (i = 0; i < 6; i++) {
+            ck_assert_msg(isfinite(y[i]) && isfinite(dx[i]),
+                          "gelu mode %d at %g: y %g dx %g", mode, (double)x[i],
+                          (double)y[i], (double)dx[i]);
+            ck_assert_float_eq_tol(dx[i], x[i] > 0 ? 1.0f : 0.0f, 1e-6f);
+            ck_assert_float_eq_tol(y[i], x[i] > 0 ? x[i] : 0.0f,
+                                   x[i] > 0 ? 1e-6f * x[i] : 1e-6f);
+        }
+    }
+}
+END_TEST
+
+START_TEST(unary_backward_accumulates)
+{
+    /* y = relu(x) for x = (-1, 2): dx = preset + dy * [y > 0]. */
+    const float y[2] = {0, 2}, dy[2] = {5, 7};
+    float dx[2] = {1, 1};
+    rt_relu_backward(dx, dy, y, 2);
+    ck_assert_float_eq(dx[0], 1.0f);
+    ck_assert_float_eq(dx[1], 8.0f);
+    /* sigmoid at y = 0.5: dy * 0.25 */
+    rt_sigmoid_backward(dx, dy, (const float[]){0.5f, 0.5f}, 2);
+    ck_assert_float_eq(dx[0], 2.25f);
+    ck_assert_float_eq(dx[1], 9.75f);
+    /* tanh at y = 0.5: dy * 0.75 */
+    rt_tanh_backward(dx, dy, (const float[]){0.5f, 0.5f}, 2);
+    ck_assert_float_eq(dx[0], 6.0f);
+    ck_assert_float_eq(dx[1], 15.0f);
+}
+END_TEST
+
+/* ---- Exp, Log, Sqrt, Neg ------------------------------------------------- */
+
+enum { P_EXP, P_LOG, P_SQRT, P_NEG, P_COUNT };
+static const char *const pw_names[P_COUNT] = {"Exp", "Log", "Sqrt", "Neg"};
+
+typedef struct {
+    int op, n;
+    float x[32], y[32], dy[32];
+} pw_case;
+
+static void pw_fwd(pw_case *c)
+{
+    switch (c->op) {
+    case P_EXP: rt_exp_forward(c->y, c->x, c->n); break;
+    case P_LOG: rt_log_forward(c->y, c->x, c->n); break;
+    case P_SQRT: rt_sqrt_forward(c->y, c->x, c->n); break;
+    default: rt_neg_forward(c->y, c->x, c->n); break;
+    }
+}
+
+/* Exp and Sqrt read the output y, Log the input x, Neg neither. */
+static void pw_bwd(pw_case *c, float *dx)
+{
+    pw_fwd(c);
+    switch (c->op) {
+    case P_EXP: rt_exp_backward(dx, c->dy, c->y, c->n); break;
+    case P_LOG: rt_log_backward(dx, c->dy, c->x, c->n); break;
+    case P_SQRT: rt_sqrt_backward(dx, c->dy, c->y, c->n); break;
+    default: rt_neg_backward(dx, c->dy, c->n); break;
+    }
+}
+
+static double pw_loss(void *v)
+{
+    pw_case *c = v;
+    pw_fwd(c);
+    return dot(c->y, c->dy, c->n);
+}
+
+/* Log and Sqrt on positive inputs, away from 0 where they blow up. */
+START_TEST(pointwise_grad)
+{
+    pw_case c;
+    float dx[32], px[32], diff[32];
+    c.op = _i, c.n = 32;
+    tseed(1000 + _i);
+    if (c.op == P_LOG || c.op == P_SQRT)
+        fill(c.x, c.n, 0.5f, 3.0f);
+    else
+        fill(c.x, c.n, -2.0f, 2.0f);
+    fill(c.dy, c.n, -1, 1);
+    fill(px, c.n, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    pw_bwd(&c, dx);
+    added(diff, dx, px, c.n);
+    expect_grad(pw_names[c.op], c.x, c.n, diff, pw_loss, &c);
+    pw_bwd(&c, NULL); /* NULL dx: nothing to do, nothing to crash */
+}
+END_TEST
+
+START_TEST(pointwise_forward_by_hand)
+{
+    const float x[4] = {0, 1, -1, 4}, pos[4] = {1, 2.7182818f, 0.5f, 4};
+    float y[4] = {NAN, NAN, NAN, NAN}; /* forward must overwrite */
+    const double w_exp[4] = {1, 2.718281828, 0.3678794412, 54.59815003},
+                 w_log[4] = {0, 1, -0.6931471806, 1.386294361},
+                 w_sqrt[4] = {1, 1.648721271, 0.7071067812, 2},
+                 w_neg[4] = {0, -1, 1, -4};
+    rt_exp_forward(y, x, 4);
+    expect_near("exp", y, w_exp, 4, 1e-6, 0);
+    rt_log_forward(y, pos, 4);
+    expect_near("log", y, w_log, 4, 1e-6, 1e-7);
+    rt_sqrt_forward(y, pos, 4);
+    expect_near("sqrt", y, w_sqrt, 4, 1e-6, 0);
+    rt_neg_forward(y, x, 4);
+    expect_near("neg", y, w_neg, 4, 0, 0);
+    ck_assert(signbit(y[0])); /* -0, as IEEE negation gives */
+}
+END_TEST
+
+/* Over a grid, against libm's double functions. */
+START_TEST(pointwise_forward_over_grid)
+{
+    float x[101], y[101];
+    double want[101];
+    int i;
+    for (i = 0; i < 101; i++)
+        x[i] = 0.05f + 0.2f * (float)i; /* (0, 20] */
+    rt_exp_forward(y, x, 101);
+    for (i = 0; i < 101; i++)
+        want[i] = exp(x[i]);
+    expect_near("exp", y, want, 101, 2e-7, 0);
+    rt_log_forward(y, x, 101);
+    for (i = 0; i < 101; i++)
+        want[i] = log(x[i]);
+    expect_near("log", y, want, 101, 2e-7, 1e-7);
+    rt_sqrt_forward(y, x, 101);
+    for (i = 0; i < 101; i++)
+        want[i] = sqrt(x[i]);
+    expect_near("sqrt", y, want, 101, 1e-7, 0);
+}
+END_TEST
+
+/* dy = 2 on a preset dx = 1:
+ * exp, y = {1, 2, 4}: dx = 1 + 2y = {3, 5, 9};
+ * log, x = {1, 2, 4}: dx = 1 + 2/x = {3, 2, 1.5};
+ * sqrt, y = {1, 2, 4}: dx = 1 + 2 * 0.5/y = {2, 1.5, 1.25};
+ * neg: dx = 1 - 2 = -1. */
+START_TEST(pointwise_backward_by_hand)
+{
+    const float v[3] = {1, 2, 4}, dy[3] = {2, 2, 2};
+    const double w_exp[3] = {3, 5, 9}, w_log[3] = {3, 2, 1.5},
+                 w_sqrt[3] = {2, 1.5, 1.25}, w_neg[3] = {-1, -1, -1};
+    float dx[3];
+    rt_fill(dx, 3, 1.0f);
+    rt_exp_backward(dx, dy, v, 3);
+    expect_near("exp", dx, w_exp, 3, 0, 0);
+    rt_fill(dx, 3, 1.0f);
+    rt_log_backward(dx, dy, v, 3);
+    expect_near("log", dx, w_log, 3, 0, 0);
+    rt_fill(dx, 3, 1.0f);
+    rt_sqrt_backward(dx, dy, v, 3);
+    expect_near("sqrt", dx, w_sqrt, 3, 0, 0);
+    rt_fill(dx, 3, 1.0f);
+    rt_neg_backward(dx, dy, 3);
+    expect_near("neg", dx, w_neg, 3, 0, 0);
+}
+END_TEST
+
+/* ---- Erf and Reciprocal -------------------------------------------------- */
+
+typedef struct {
+    int recip, n;
+    float x[32], y[32], dy[32];
+} un_case;
+
+static void un_fwd(un_case *c)
+{
+    if (c->recip)
+        rt_reciprocal_forward(c->y, c->x, c->n);
+    else
+        rt_erf_forward(c->y, c->x, c->n);
+}
+
+static double un_loss(void *v)
+{
+    un_case *c = v;
+    un_fwd(c);
+    return dot(c->y, c->dy, (size_t)c->n);
+}
+
+/* Erf reads x, Reciprocal y. Reciprocal's x away from 0 (either sign). */
+START_TEST(erf_reciprocal_grad)
+{
+    un_case c;
+    float dx[32], px[32], diff[32];
+    c.recip = _i, c.n = 32;
+    tseed(7000 + _i);
+    if (c.recip)
+        fill_away(c.x, 32, 0.5f, 2.0f);
+    else
+        fill(c.x, 32, -2.5f, 2.5f);
+    fill(c.dy, 32, -1, 1);
+    fill(px, 32, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    un_fwd(&c);
+    if (c.recip)
+        rt_reciprocal_backward(dx, c.dy, c.y, c.n);
+    else
+        rt_erf_backward(dx, c.dy, c.x, c.n);
+    added(diff, dx, px, 32);
+    expect_grad(c.recip ? "reciprocal" : "erf", c.x, 32, diff, un_loss, &c);
+    /* NULL dx: nothing to do, nothing to crash */
+    rt_reciprocal_backward(NULL, c.dy, c.y, c.n);
+    rt_erf_backward(NULL, c.dy, c.x, c.n);
+}
+END_TEST
+
+/* erf(0.5) = 0.5204998778, erf(1) = 0.8427007929, odd, erf(3) = 0.9999779095;
+ * and over a grid against libm's double erf. */
+START_TEST(erf_forward)
+{
+    const float x[5] = {0, 0.5f, 1, -1, 3};
+    const double want[5] = {0, 0.5204998778, 0.8427007929, -0.8427007929,
+                            0.9999779095};
+    float y[101], g[101];
+    double w[101];
+    int i;
+    rt_erf_forward(y, x, 5);
+    expect_near("erf", y, want, 5, 1e-6, 0);
+    for (i = 0; i < 101; i++) {
+        g[i] = -4.0f + 0.08f * (float)i;
+        w[i] = erf(g[i]);
+    }
+    rt_erf_forward(y, g, 101);
+    expect_near("erf grid", y, w, 101, 2e-7, 1e-7);
+}
+END_TEST
+
+/* dy = 2 on a preset dx = 1: dx = 1 + 2 * 2/sqrt(pi) * exp(-x^2), so
+ * x = 0: 3.2567583342, x = 1 and -1: 1.8302149948, x = 2: 1.0413339707. */
+START_TEST(erf_backward_by_hand)
+{
+    const float x[4] = {0, 1, -1, 2}, dy[4] = {2, 2, 2, 2};
+    const double want[4] = {3.2567583342, 1.8302149948, 1.8302149948,
+                            1.0413339707};
+    float dx[4];
+    rt_fill(dx, 4, 1.0f);
+    rt_erf_backward(dx, dy, x, 4);
+    expect_near("erf'", dx, want, 4, 1e-6, 0);
+}
+END_TEST
+
+/* 1/x, with 1/0 = +inf and 1/-0 = -inf as IEEE; the backward -dy y^2 on a
+ * preset 1 with dy = 2: y = {0.5, -0.25, 4}: {0.5, 0.875, -31}. */
+START_TEST(reciprocal_by_hand)
+{
+    const float x[5] = {2, -4, 0.25f, 0.0f, -0.0f};
+    const double want[3] = {0.5, -0.25, 4};
+    const float y3[3] = {0.5f, -0.25f, 4}, dy[3] = {2, 2, 2};
+    const double wdx[3] = {0.5, 0.875, -31};
+    float y[5], dx[3];
+    rt_reciprocal_forward(y, x, 5);
+    expect_near("1/x", y, want, 3, 0, 0);
+    ck_assert(isinf(y[3]) && y[3] > 0);
+    ck_assert(isinf(y[4]) && y[4] < 0);
+    rt_fill(dx, 3, 1.0f);
+    rt_reciprocal_backward(dx, dy, y3, 3);
+    expect_near("-y^2", dx, wdx, 3, 0, 0);
+}
+END_TEST
+
+/* ---- _set twins ---------------------------------------------------------- */
+
+START_TEST(pointwise_kernels_write)
+{
+    const int n = 1000;
+    float *x = rnd((size_t)n), *dy = rnd((size_t)n), *y = rnd((size_t)n);
+    float *want = zeros((size_t)n), *got = nans((size_t)n);
+    int approximate;
+    x[0] = 0.0f;   /* ReLU's kink and Gelu's centre */
+    y[0] = 0.0f;
+    rt_relu_backward(want, dy, y, n);
+    rt_relu_backward_set(got, dy, y, n, 1u);
+    same_values("relu", want, got, (size_t)n);
+    for (approximate = 0; approximate < 2; approximate++) {
+        memset(want, 0, (size_t)n * sizeof *want);
+        free(got);
+        got = nans((size_t)n);
+        rt_gelu_backward(want, dy, x, n, approximate);
+        rt_gelu_backward_set(got, dy, x, n, approximate, 1u);
+        same_values("gelu", want, got, (size_t)n);
+    }
+    memset(want, 0, (size_t)n * sizeof *want);
+    free(got);
+    got = nans((size_t)n);
+    rt_dropout_backward(want, dy, n, 0.3f, 7, 2, 11);
+    rt_dropout_backward_set(got, dy, n, 0.3f, 7, 2, 11, 1u);
+    same_values("dropout", want, got, (size_t)n);
+    free(x), free(dy), free(y), free(want), free(got);
+}
+END_TEST
+
+/* set 0 is the plain kernel: it adds into what is there. */
+START_TEST(set_zero_adds)
+{
+    const int n = 300;
+    float *dy = rnd((size_t)n), *y = rnd((size_t)n), *start = rnd((size_t)n);
+    float *a = copy(start, (size_t)n), *b = copy(start, (size_t)n);
+    rt_relu_backward(a, dy, y, n);
+    rt_relu_backward_set(b, dy, y, n, 0u);
+    ck_assert(memcmp(a, b, (size_t)n * sizeof *a) == 0);
+    ck_assert(memcmp(a, start, (size_t)n * sizeof *a) != 0);
+    free(dy), free(y), free(start), free(a), free(b);
+}
+END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
+
+static Suite *unary_suite(void)
+{
+    Suite *s = suite_create("remat_rt unary");
+    TCase *tc;
+
+    tc = tcase_create("unary");
+    tcase_add_loop_test(tc, unary_grad, 0, U_COUNT);
+    tcase_add_test(tc, unary_forward_by_hand);
+    tcase_add_test(tc, gelu_accurate_over_grid);
+    tcase_add_test(tc, unary_large_inputs_stay_finite);
+    tcase_add_test(tc, unary_backward_accumulates);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pointwise");
+    tcase_add_loop_test(tc, pointwise_grad, 0, P_COUNT);
+    tcase_add_test(tc, pointwise_forward_by_hand);
+    tcase_add_test(tc, pointwise_forward_over_grid);
+    tcase_add_test(tc, pointwise_backward_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("erf_reciprocal");
+    tcase_add_loop_test(tc, erf_reciprocal_grad, 0, 2);
+    tcase_add_test(tc, erf_forward);
+    tcase_add_test(tc, erf_backward_by_hand);
+    tcase_add_test(tc, reciprocal_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("set");
+    tcase_add_checked_fixture(tc, set_seed, NULL);
+    tcase_add_test(tc, pointwise_kernels_write);
+    tcase_add_test(tc, set_zero_adds);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(unary_suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
