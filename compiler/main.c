@@ -52,7 +52,7 @@ static const char *usage_compile =
     "\n"
     "Writes OUT.c and OUT.h beside it: the model's init, forward, train step\n"
     "(loss and gradients) and SGD functions, straight-line C calling the\n"
-    "runtime (runtime/remat_rt.c), with every buffer at a planned offset in\n"
+    "runtime (dist/remat_rt.c), with every buffer at a planned offset in\n"
     "one arena of NAME_ARENA_BYTES. Files are replaced only when complete.\n"
     "A graph none of whose outputs is the loss (docs/graph-format.md) is\n"
     "forward only: init and forward, and NAME_HAS_TRAIN_STEP 0.\n"

@@ -2,9 +2,7 @@
  * test_kernels_conv.c: unit tests of the runtime's convolution kernels
  * (rt_conv_forward, rt_conv_backward and their scratch sizes), with Check.
  *
- *   gcc -std=c99 -Wall -Wextra -O2 -Iruntime tests/unit/test_kernels_conv.c \
- *       runtime/remat_rt.c $(pkg-config --cflags --libs check) -lopenblas -lm \
- *       -o build/test_kernels_conv
+ *   make build/test_kernels_conv && build/test_kernels_conv
  *
  * As in every test_kernels_*.c: gradients are checked against central
  * finite differences of the forward kernels (rt_testutil.h), with loss

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The source layout keeps its promises (issue 24; docs/layout.md):
+#  - the compiler's files flow one way: no circle of files (from the objects'
+#    symbols, scripts/check_circles.py) spans two families or holds more
+#    than six files; the largest circle is printed;
+#  - the check itself catches a circle across two families, made here from
+#    two small files that call each other;
+#  - no .c or .h file in compiler/ or runtime/ is over 1,500 lines;
+#  - docs/layout.md names every source file, every path it names exists, and
+#    its picture of which family uses which is the one the objects give.
+. "$(dirname "$0")/lib.sh"
+
+# --- one way ----------------------------------------------------------------------------------
+if scripts/check_circles.py build/obj compiler >"$work/out" 2>"$work/err"; then ok
+else bad "a circle of compiler files: $(cat "$work/err")"; fi
+cat "$work/out"
+
+# two families, x.c in a/ and y.c in b/, each calling the other: one circle
+mkdir -p "$work/src/a" "$work/src/b" "$work/obj/a" "$work/obj/b"
+printf 'int y(int);\nint x(int v) { return v ? y(v - 1) : 0; }\n' >"$work/src/a/x.c"
+printf 'int x(int);\nint y(int v) { return v ? x(v - 1) : 1; }\n' >"$work/src/b/y.c"
+cc -c "$work/src/a/x.c" -o "$work/obj/a/x.o" && cc -c "$work/src/b/y.c" -o "$work/obj/b/y.o"
+if scripts/check_circles.py "$work/obj" "$work/src" >"$work/out" 2>"$work/err"; then
+    bad "check_circles passed a circle across families a and b"
+elif grep -q 'spans the families a/, b/' "$work/err" && grep -q 'a/x.c -> b/y.c: y' "$work/err"; then ok
+else bad "check_circles failed without naming the circle: $(cat "$work/err")"; fi
+
+# the picture docs/layout.md draws is the one the objects give today
+awk '/^<!-- families:/ { on = 1; next } on && /^```$/ { if (inside) exit; inside = 1; next }
+     inside { print }' docs/layout.md >"$work/drawn"
+scripts/check_circles.py --families build/obj compiler >"$work/now"
+if [ -s "$work/drawn" ] && cmp -s "$work/drawn" "$work/now"; then ok
+else bad "docs/layout.md's family picture is not the code's: $(diff "$work/drawn" "$work/now" | head -5)"; fi
+
+# --- file sizes ---------------------------------------------------------------------------------
+big=$(find compiler runtime -name '*.[ch]' -exec wc -l {} + | awk '$2 != "total" && $1 > 1500')
+[ -z "$big" ] && ok || bad "over 1,500 lines: $big"
+
+# --- the map ----------------------------------------------------------------------------------
+# Every file git tracks that holds code or drives the build and the tests.
+sources=$(git ls-files compiler runtime dist scripts tests bench fuzz 2>/dev/null |
+    grep -E '\.(c|h|py|sh|ld|supp|dict)$|^tests/bad/README.md$|^compiler/ADDING_AN_OP.md$' |
+    grep -v '^tests/onnx/seeds/')
+[ -n "$sources" ] || bad "git ls-files found no sources"
+missing=""
+for f in $sources; do
+    grep -qF "\`$f\`" docs/layout.md || missing="$missing $f"
+done
+[ -z "$missing" ] && ok || bad "docs/layout.md does not name:$missing"
+stale=""
+for f in $(grep -oE '^- `[^`]+`' docs/layout.md | sed 's/^- `//; s/`$//'); do
+    [ -e "$f" ] || stale="$stale $f"
+done
+[ -z "$stale" ] && ok || bad "docs/layout.md names files that do not exist:$stale"
+
+finish test_layout
