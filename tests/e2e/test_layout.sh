@@ -5,6 +5,8 @@
 #    than six files; the largest circle is printed;
 #  - the check itself catches a circle across two families, made here from
 #    two small files that call each other;
+#  - an op family has one name: compiler/ops/ops_NAME.c, runtime/NAME.c and
+#    tests/unit/test_kernels_NAME.c;
 #  - no .c or .h file in compiler/ or runtime/ is over 1,500 lines;
 #  - docs/layout.md names every source file, every path it names exists, and
 #    its picture of which family uses which is the one the objects give.
@@ -31,6 +33,26 @@ awk '/^<!-- families:/ { on = 1; next } on && /^```$/ { if (inside) exit; inside
 scripts/check_circles.py --families build/obj compiler >"$work/now"
 if [ -s "$work/drawn" ] && cmp -s "$work/drawn" "$work/now"; then ok
 else bad "docs/layout.md's family picture is not the code's: $(diff "$work/drawn" "$work/now" | head -5)"; fi
+
+# --- one family, one name ------------------------------------------------------------------
+# every op family of the compiler has the runtime's file and the test file of
+# that name, and every runtime family (all of runtime/ but the trainer and
+# rt_impl.h) has its test file
+names=""
+for f in compiler/ops/ops_*.c; do
+    fam=$(basename "$f" .c); fam=${fam#ops_}
+    [ -f "runtime/$fam.c" ] || names="$names runtime/$fam.c"
+done
+for f in runtime/*.c; do
+    fam=$(basename "$f" .c)
+    case $fam in trainer*) continue ;; esac
+    [ -f "tests/unit/test_kernels_$fam.c" ] || names="$names tests/unit/test_kernels_$fam.c"
+done
+for f in tests/unit/test_kernels_*.c; do
+    fam=$(basename "$f" .c); fam=${fam#test_kernels_}
+    [ -f "runtime/$fam.c" ] || names="$names runtime/$fam.c (for $f)"
+done
+[ -z "$names" ] && ok || bad "a family without its file of the same name:$names"
 
 # --- file sizes ---------------------------------------------------------------------------------
 big=$(find compiler runtime -name '*.[ch]' -exec wc -l {} + | awk '$2 != "total" && $1 > 1500')
