@@ -10,11 +10,11 @@
  * with main.c, driver.c and pareto.c at the top, chaining the stages, and
  * util.c and the op table (ops/) below everything. Stages call down that
  * order, never back up (scripts/check_circles.py checks it on the objects).
- * A family's own helpers live in its private header (ops/ops.h,
- * solver/solver.h, front/onnx_impl.h); everything else in a file is
- * static. Every stage reads the IR the one before left and adds one thing.
- * Errors are values: a stage that fails records one message in ctx->err and
- * returns -1; only main.c prints it.
+ * A family's own helpers live in its private header (front/onnx_impl.h,
+ * ops/ops.h, middle/middle.h, solver/solver.h, back/back.h); everything
+ * else in a file is static. Every stage reads the IR the one before left
+ * and adds one thing. Errors are values: a stage that fails records one
+ * message in ctx->err and returns -1; only main.c prints it.
  */
 #ifndef REMAT_H
 #define REMAT_H
@@ -265,7 +265,7 @@ typedef struct {
     Buf report;             /* what was folded and rewritten */
 } Imported;
 
-/* ---- front/parse.c: XML -> IR -------------------------------------------------- */
+/* ---- the IR: tensors, nodes and the graph, which the front ends build ---------- */
 
 typedef enum { T_INPUT, T_PARAM, T_ACT } TensorKind;
 typedef enum { INIT_ZEROS, INIT_ONES, INIT_CONSTANT, INIT_UNIFORM, INIT_NORMAL,
@@ -363,8 +363,8 @@ enum { RULE_OP, RULE_CATEGORY, RULE_NODE, RULE_DEFAULT };
 
 /* How fast this machine runs the runtime's kernels (docs/cost-model.md). */
 typedef struct {
-    double gemm_flops_per_s;    /* the ops that run rt_sgemm: Gemm, MatMul,
-                                 * Conv, Attention */
+    double gemm_flops_per_s;    /* the rows whose work runs rt_sgemm
+                                 * (OpInfo.gemm_rate) */
     double other_flops_per_s;   /* every other op's FLOPs */
     double bytes_per_s;         /* inputs read plus outputs written */
 } Rates;
@@ -425,10 +425,6 @@ typedef struct {
 
 #define MAX_FRONTIER_STATES 16384  /* per node; beyond, Frontier.overflow */
 
-/* The frontier of plans whose saved bytes are at most cap_bytes (HUGE_VAL:
- * all of them), over r's free tensors (remat_classify). */
-int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
-                   Frontier *f);
 typedef enum { BUDGET_NONE, BUDGET_FRACTION, BUDGET_BYTES } BudgetKind;
 
 typedef struct {
@@ -551,11 +547,6 @@ struct Emit {
     const int *ready_first, *ready_next;
 };
 
-/* Initial values given as data stay in the C file up to this many floats;
- * a model with more has them in NAME.weights, the parameter buffer's
- * image (a 10M-parameter model would be 150 MB of C text). */
-#define WEIGHTS_EMBED_MAX ((size_t)1 << 18)
-
 /* ---- back/report.c: schedule and diff reports ---------------------------------- */
 
 typedef struct {
@@ -570,20 +561,6 @@ typedef struct {
     /* the recomputes' estimated time (cost.c), seconds */
     double recompute_seconds;
 } Summary;
-
-/* ---- back/memory.c: the bytes live at each statement, as text or a picture ----- */
-
-/* What holds live bytes: the picture's stacked kinds, bottom to top. */
-enum { HOLD_SAVED, HOLD_FORWARD, HOLD_RECOMPUTED, HOLD_GRADIENT, HOLD_SCRATCH,
-       NHOLDS };
-
-/* Where a step's live bytes peak and what holds them there. */
-typedef struct {
-    int statement;          /* the first with the most live bytes; -1: none */
-    const char *does;       /* what it does: "backward MatMul l3.fc2" */
-    int backward;           /* it is in the backward part of the step */
-    double bytes[NHOLDS];   /* the bytes live there, by what holds them */
-} Peak;
 
 /* ---- back/build.c: a trainer executable from a compiled model ------------------ */
 
@@ -657,6 +634,8 @@ int heap_pop(Heap *h);
 
 /* "32x256", "scalar" */
 const char *shape_str(Ctx *c, const Tensor *t);
+/* An import's weights as .npy files at their paths beside xml_path. */
+int write_weights(Ctx *c, const char *xml_path, const Imported *im);
 
 /* ---- ops/ops.c: the op table --------------------------------------------------- */
 
@@ -675,6 +654,9 @@ void set_shape(Tensor *t, int rank, const long *dims);
  * how many (ops_structural.c; the ONNX importer's folds use it too). */
 void slice_axis(long dim, long start, long end, long step, long *first,
                 long *count);
+/* ops/emit_text.c: writes one line at the current indentation (the op
+ * rows' emitters and back/emit.c write every line through it). */
+void emit(Emit *e, const char *fmt, ...);
 
 /* ---- front/onnx.c: an ONNX ModelProto as the format's XML ---------------------- */
 
@@ -685,12 +667,10 @@ int onnx_is_model(const char *data, size_t len);
  * XML instead, so that a broken .xml gets the XML parser's message. */
 int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
                 const ImportOptions *opt, Imported *out);
-/* util.c: the weights as .npy files at their paths beside xml_path. */
-int write_weights(Ctx *c, const char *xml_path, const Imported *im);
 
 /* ---- front/parse.c: XML -> IR -------------------------------------------------- */
 
-/* Parses a graph file, or an in-memory document named `file`. */
+/* Parses an in-memory XML document named `file`. */
 int parse_graph_memory(Ctx *c, const char *file, const char *data, size_t len,
                        Graph **out);
 /* An imported graph: init="file" paths found in im's table take its values
@@ -707,7 +687,11 @@ int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
 /* The generated-symbol prefix (rt, map, win, ...) a model name would
  * clash with, or NULL. */
 const char *model_name_clash(const char *name);
-
+/* Policy files are XML too, read here: a policy file, or an in-memory
+ * document named `file`. */
+int parse_policy(Ctx *c, const char *file, Policy *out);
+int parse_policy_memory(Ctx *c, const char *file, const char *data,
+                        size_t len, Policy *out);
 
 /* ---- middle/shapes.c: topological order and shape inference -------------------- */
 
@@ -732,20 +716,10 @@ unsigned node_backward_reads(const Graph *g, const Node *n);
 
 /* ---- middle/policy.c: policies and their rules --------------------------------- */
 
-/* parse.c reads policy files too: the XML is one stage. A policy file, or
- * an in-memory document named `file`. */
-int parse_policy(Ctx *c, const char *file, Policy *out);
-int parse_policy_memory(Ctx *c, const char *file, const char *data,
-                        size_t len, Policy *out);
 /* A built-in policy by name, or NULL. */
 Policy *policy_builtin(Ctx *c, const char *name);
 extern const char *const builtin_policies[];        /* NULL-terminated */
 extern const char *const decision_names[4];         /* in Decision's order */
-/* The decision for a node's outputs: its own remat attribute, else the
- * first matching rule; *why says which. */
-Decision policy_decide(Ctx *c, const Policy *p, const Node *n,
-                       const char **why);
-const char *decision_name(Decision d);
 /* The same rules with MUST_SAVE turned PREFER_SAVE ("NAME-softened"). */
 Policy *policy_soften(Ctx *c, const Policy *p);
 
@@ -793,8 +767,10 @@ int budget_parse(Ctx *c, const char *opt, const char *text, int fraction_ok,
 /* The saved bytes of fractions 0 and 1: full's and none's, the smaller
  * first. */
 void budget_ends(Ctx *c, const Graph *g, double *lo, double *hi);
-/* Saved bytes of a fraction: lo + f * (hi - lo). */
-double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
+/* The frontier of plans whose saved bytes are at most cap_bytes (HUGE_VAL:
+ * all of them), over r's free tensors (remat_classify). */
+int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
+                   Frontier *f);
 /* Decides g under p within the budget (the least recompute) into *out,
  * which the driver then schedules and plans (compile_budget); an error
  * when no plan fits. */
@@ -832,26 +808,23 @@ int compile_graph(Ctx *c, const char *file, const char *policy,
 /* The same from a parsed graph (shapes onwards). */
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *out);
-/* Schedules and plans a decided graph (the tail of compile_parsed). */
-/* A built-in name or a policy XML file. */
-int policy_load(Ctx *c, const char *name_or_file, Policy **out);
-/* A graph file of either format: XML, or ONNX (told apart by content). */
-int read_graph_file(Ctx *c, const char *file, char **data, size_t *len);
-int load_graph(Ctx *c, const char *file, Graph **out);
 /* remat_budget's decision, scheduled and planned into m. */
 int compile_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
                    Compiled *m);
+/* Schedules and plans a decided graph (the tail of compile_parsed). */
 int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
                     Compiled *out);
+/* A built-in name or a policy XML file (which front/parse.c reads). */
+int policy_load(Ctx *c, const char *name_or_file, Policy **out);
+/* A graph file's bytes: up to 2 GiB for an ONNX model (protobuf's limit),
+ * MAX_FILE_BYTES for anything else. */
+int read_graph_file(Ctx *c, const char *file, char **data, size_t *len);
+/* A graph file of either format, told apart by content: XML to
+ * front/parse.c, ONNX through the importer (front/onnx.c) and then parse.c. */
+int load_graph(Ctx *c, const char *file, Graph **out);
 
 /* ---- back/emit.c: NAME.c and NAME.h -------------------------------------------- */
 
-/* ops/emit_text.c: writes one line at the current indentation (the op
- * rows' emitters and emit.c write every line through it). */
-void emit(Emit *e, const char *fmt, ...);
-
-/* The floats of NAME.weights (the parameter buffer), 0 when embedded. */
-size_t weights_file_floats(const Graph *g);
 /* header_name: the file name the .c includes; weights, if not NULL, gets
  * NAME.weights's bytes (empty when the values are in the code). */
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
@@ -896,17 +869,6 @@ const char *time_unit(double max, double *scale);
  * peak: a short text into out, or with svg the stacked-area picture
  * written there (and nothing into out). */
 int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out);
-
-extern const char *const hold_names[NHOLDS];
-
-/* The peak of s, one of m's schedules (its train step, or its forward). */
-void find_peak(Ctx *c, const Compiled *m, const Schedule *s, Peak *p);
-/* A sentence on why recomputed values at the peak matter, or NULL when
- * none is live there. */
-const char *peak_note(Ctx *c, const Peak *p);
-/* The peak as `key: value` lines: peak_statement, peak_does,
- * peak_KIND_bytes per kind, and peak_note when there is one. */
-void report_peak(Buf *b, const Peak *p);
 
 /* ---- back/build.c: a trainer executable from a compiled model ------------------ */
 

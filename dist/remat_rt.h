@@ -680,6 +680,11 @@ void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
 
 /* ---- .npy files (float32 or int64, little-endian, C order) ---------------- */
 
+/* Defined in runtime/npy.c, which is host-only: the trainer and the
+ * compiler read and write .npy files, generated code never does, so
+ * dist/remat_rt.c leaves them out. A host program that wants them compiles
+ * runtime/npy.c beside the single file. */
+
 #ifndef RT_NO_STDIO
 /* Writes a float32 array of the given shape (rank 0 is a scalar).
  * Returns 0, or -1 with errno set. */

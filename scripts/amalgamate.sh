@@ -12,6 +12,11 @@
 #   scripts/amalgamate.sh --check  exits 1 when dist/ is not what the
 #                                  runtime's files produce (`make test`)
 set -eu
+# DIR as given, from where the script was run, before the cd below
+case "${1:-}" in
+""|--check) ;;
+*) mkdir -p "$1"; set -- "$(cd "$1" && pwd)" ;;
+esac
 cd "$(dirname "$0")/.."
 
 # Dependencies first where it reads well (threads, then the GEMM the others
@@ -20,8 +25,22 @@ cd "$(dirname "$0")/.."
 FAMILIES="threads gemm binary unary softmax reduce norm conv pool structural
 attention loss dropout optim hook"
 
+# Every kernel file of runtime/ is in FAMILIES and every name there has its
+# file (the trainer's files and npy.c are the host's, not the single file's),
+# so that a new family cannot be left out of dist/ unnoticed.
+check_families() {
+    listed=$(printf '%s\n' $FAMILIES | sort | tr '\n' ' ')
+    present=$(ls runtime/*.c | sed 's|^runtime/||; s|\.c$||' |
+        grep -v -e '^trainer' -e '^npy$' | sort | tr '\n' ' ')
+    if [ "$listed" != "$present" ]; then
+        echo "FAIL: scripts/amalgamate.sh's FAMILIES ($listed) are not runtime/'s kernel files ($present): list each family's file there" >&2
+        exit 1
+    fi
+}
+
 # $1/remat_rt.c and $1/remat_rt.h, each written whole or not at all.
 amalgamate() {
+    check_families
     {
         echo "/*"
         echo " * remat_rt.c: the runtime behind remat_rt.h, as one file: with"

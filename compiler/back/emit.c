@@ -783,7 +783,13 @@ static void emit_load_weights(Emit *e)
     emit(e, "");
 }
 
-size_t weights_file_floats(const Graph *g)
+/* Initial values given as data stay in the C file up to this many floats;
+ * a model with more has them in NAME.weights, the parameter buffer's
+ * image (a 10M-parameter model would be 150 MB of C text). */
+#define WEIGHTS_EMBED_MAX ((size_t)1 << 18)
+
+/* The floats of NAME.weights (the parameter buffer), 0 when embedded. */
+static size_t weights_file_floats(const Graph *g)
 {
     size_t n = 0, all = 0;
     for (int t = 0; t < g->ntensors; t++) {

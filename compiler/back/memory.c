@@ -17,7 +17,7 @@
  * schedule beats, so the picture says which kind to shrink to lower it.
  * Without a picture the same figures come as `key: value` text.
  */
-#include "../remat.h"
+#include "back.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
  * parameter holds no arena bytes at all (remat.c says exactly what counts).
  * The per-tensor bytes column is each tensor's own size, views included.
  */
-#include "../remat.h"
+#include "back.h"
 
 #include <math.h>
 #include <string.h>

@@ -998,9 +998,10 @@ static int has_prefix(const char *name, const char *word)
 
 /* The model's name prefixes every generated symbol (NAME_forward, ...),
  * beside the runtime's rt_ symbols and the generated file's own tables:
- * map_NODE (emit.c), init_TENSOR (emit.c), bmm_NODE, bmma_NODE, bmmb_NODE,
- * dims_NODE, perm_NODE and win_NODE (ops.c), where_NODE and slice*_NODE
- * (ops_pointwise.c, ops_structural.c). A model named map, or map_x, could give one of its
+ * map_NODE (ops/emit_text.c), init_TENSOR (back/emit.c), bmm_NODE,
+ * bmma_NODE and bmmb_NODE (ops_gemm.c), dims_NODE, perm_NODE and
+ * slice*_NODE (ops_structural.c), win_NODE (ops_conv.c) and where_NODE
+ * (ops_binary.c), all in ops/. A model named map, or map_x, could give one of its
  * functions a table's name: map_forward for a node named forward, which
  * the C compiler then refuses. A new table prefix belongs here too. */
 static const char *const tables[][2] = {

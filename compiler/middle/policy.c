@@ -21,7 +21,7 @@
  * XML parser reads policy files (parse_policy); the driver's policy_load
  * picks a built-in or a file.
  */
-#include "../remat.h"
+#include "middle.h"
 
 #include <string.h>
 
@@ -34,7 +34,7 @@ const char *const decision_names[4] = {
     [MUST_RECOMPUTE] = "must_recompute", [PREFER_RECOMPUTE] = "prefer_recompute",
 };
 
-const char *decision_name(Decision d)
+static const char *decision_name(Decision d)
 {
     return d == REMAT_UNSET ? "unset" : decision_names[d];
 }

@@ -30,7 +30,7 @@
  * the arena's. The per-tensor lines of the report still give each tensor's
  * own size, and saved_tensors counts SAVE tensors, views among them.
  */
-#include "../remat.h"
+#include "middle.h"
 
 #include <string.h>
 

@@ -42,15 +42,15 @@ static const char *attention_args(Emit *e, const Node *n)
 }
 
 void emit_attention_fwd(Emit *e, const Node *n, const char *const *out,
-                               const char *const *in)
+                        const char *const *in)
 {
     emit(e, "rt_attention_forward(%s, %s, %s, %s, %s, %s);", out[0], in[0],
          in[1], in[2], attention_args(e, n), e->scratch);
 }
 
 void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
-                               const char *const *dout,
-                               const char *const *in, const char *const *out)
+                        const char *const *dout,
+                        const char *const *in, const char *const *out)
 {
     (void)out;
     emit(e, "rt_attention_backward(%s, %s, %s, %s, %s, %s, %s, %s, %s);",

@@ -185,7 +185,7 @@ double flops_conv(const Graph *g, const Node *n)
 }
 
 void emit_conv_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in)
+                   const char *const *in)
 {
     emit(e, "rt_conv_forward(%s, %s, %s, %s, &win_%s, %s);", out[0], in[0],
          in[1], n->nin == 3 ? in[2] : "NULL", n->cname,
@@ -193,8 +193,8 @@ void emit_conv_fwd(Emit *e, const Node *n, const char *const *out,
 }
 
 void emit_conv_bwd(Emit *e, const Node *n, const char *const *din,
-                          const char *const *dout, const char *const *in,
-                          const char *const *out)
+                   const char *const *dout, const char *const *in,
+                   const char *const *out)
 {
     (void)out;
     emit(e, "rt_conv_backward(%s, %s, %s, %s, %s, %s, &win_%s, %s);",

@@ -25,15 +25,15 @@ static const char *pool_tail(Emit *e, const Node *n)
 }
 
 void emit_pool_fwd(Emit *e, const Node *n, const char *const *out,
-                          const char *const *in)
+                   const char *const *in)
 {
     emit(e, "rt_%s_forward(%s, %s, &win_%s%s);", pool_kernel(n), out[0], in[0],
          n->cname, pool_tail(e, n));
 }
 
 void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
-                          const char *const *dout, const char *const *in,
-                          const char *const *out)
+                   const char *const *dout, const char *const *in,
+                   const char *const *out)
 {
     (void)out;
     if (n->op == OP_MAX_POOL)
@@ -60,7 +60,7 @@ int shape_global_pool(Ctx *c, Graph *g, Node *n)
 }
 
 void emit_global_pool_fwd(Emit *e, const Node *n,
-                                 const char *const *out, const char *const *in)
+                          const char *const *out, const char *const *in)
 {
     const Graph *g = e->g;
     emit(e, "rt_global_avgpool_forward(%s, %s, %ld, %ld);", out[0], in[0],
@@ -68,9 +68,9 @@ void emit_global_pool_fwd(Emit *e, const Node *n,
 }
 
 void emit_global_pool_bwd(Emit *e, const Node *n,
-                                 const char *const *din,
-                                 const char *const *dout,
-                                 const char *const *in, const char *const *out)
+                          const char *const *din,
+                          const char *const *dout,
+                          const char *const *in, const char *const *out)
 {
     const Graph *g = e->g;
     (void)in;

@@ -147,8 +147,8 @@ int shape_flatten(Ctx *c, Graph *g, Node *n)
  * (emit.c). Where the gradient cannot share storage with the input's
  * (schedule.c says when), the backward adds it back unchanged. */
 void emit_copy_bwd(Emit *e, const Node *n, const char *const *din,
-                          const char *const *dout, const char *const *in,
-                          const char *const *out)
+                   const char *const *dout, const char *const *in,
+                   const char *const *out)
 {
     const Graph *g = e->g;
     (void)in;

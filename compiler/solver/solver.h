@@ -9,9 +9,9 @@
 
 #include "../remat.h"
 
-/* The same, by one program over the whole graph, the components not
- * split (its marks may then outgrow MAX_FRONTIER_STATES): the tests'
- * second opinion on the components' sum. */
+/* solve_frontier's answer by one program over the whole graph, the
+ * components not split (its marks may then outgrow MAX_FRONTIER_STATES):
+ * the tests' second opinion on the components' sum. */
 int solve_frontier_whole(Ctx *c, const Graph *g, const Remat *r,
                          double cap_bytes, Frontier *f);
 /* The same, split at up to 4 hubs (solve.c) whether or not a component
@@ -99,5 +99,8 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
  * candidate plans, no per-statement bound), so that they check it; at 2,
  * without its cut on the cost still to come either. */
 extern int fit_arena_walk_only;
+
+/* Saved bytes of a fraction: lo + f * (hi - lo). */
+double budget_bytes(Ctx *c, const Graph *g, const Budget *b);
 
 #endif

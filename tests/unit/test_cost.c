@@ -1,4 +1,4 @@
-/* The cost model (compiler/cost.c): what a node costs in time, the rates
+/* The cost model (compiler/middle/cost.c): what a node costs in time, the rates
  * file, and the budget solver minimizing time rather than FLOPs. */
 #define _DEFAULT_SOURCE     /* mkstemp, setenv */
 #include "testutil.h"

@@ -1,4 +1,4 @@
-/* The budget solver (compiler/solve.c): answers worked out by hand, and
+/* The budget solver (compiler/solver/solve.c): answers worked out by hand, and
  * exhaustive search over every plan of random small graphs. */
 #define _DEFAULT_SOURCE     /* popen: the generator scripts */
 #include "testutil.h"
