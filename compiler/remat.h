@@ -7,9 +7,11 @@
  *     -> remat (policy, cost; solver/ within a budget) -> schedule -> plan
  *     -> back/emit (and the reports)
  *
- * with main.c, driver.c and pareto.c at the top, chaining the stages, and
- * util.c and the op table (ops/) below everything. Stages call down that
- * order, never back up (scripts/check_circles.py checks it on the objects).
+ * with main.c, pareto.c and driver.c at the top, chaining the stages, and
+ * util.c and the op table (ops/) below everything. Files call down, never
+ * back up: the front ends, the back end and the solver use the middle
+ * stages and what is below them, never each other or the driver
+ * (scripts/check_circles.py checks it on the objects; docs/layout.md).
  * A family's own helpers live in its private header (front/onnx_impl.h,
  * ops/ops.h, middle/middle.h, solver/solver.h, back/back.h); everything
  * else in a file is static. Every stage reads the IR the one before left
