@@ -25,7 +25,7 @@
  *  4. blocks from what repeats (layers.N / blocks.N / h.N scopes), then the
  *     XML (onnx_write in onnx_lower.c).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700      /* POSIX 2008 with realpath(3) */
 #include "onnx_impl.h"
 
 #include <errno.h>
@@ -157,6 +157,55 @@ void val_alloc(Im *m, Val *x)
         x->i = ctx_alloc(m->c, n * sizeof(int64_t));
 }
 
+/* The real path of path (realpath(3): absolute, no link, no '.' or '..'),
+ * in the compilation's arena; NULL with errno set if it has none. */
+static const char *real_path(Ctx *c, const char *path)
+{
+    char *r = realpath(path, NULL);
+    if (!r)
+        return NULL;
+    const char *copy = ctx_strdup(c, r);
+    free(r);
+    return copy;
+}
+
+/* External data must come from inside the model's folder. The textual
+ * checks (no absolute path, no '..') do not see symbolic links, so the data
+ * file's real path must lie below the folder's real path: a link (or a
+ * linked folder on the way) that leads out is refused, and one that stays
+ * inside is followed. On success *real is the real path, for the caller
+ * to open: the file read is the file checked. */
+static int real_path_inside(Im *m, const char *tensor, const char *loc,
+                            const char *path, const char **real)
+{
+    const char *dir = real_path(m->c, m->dir);
+    if (!dir)
+        return ctx_error(m->c, m->file, 0, "initializer '%s': cannot resolve "
+                         "the model's folder '%s' to find external data: %s",
+                         tensor, m->dir, strerror(errno));
+    const char *file = real_path(m->c, path);
+    if (!file)
+        return ctx_error(m->c, m->file, 0, "initializer '%s': cannot open "
+                         "external data '%s': %s", tensor, path,
+                         strerror(errno));
+    size_t n = strlen(dir);
+    if (n && dir[n - 1] == '/')     /* the folder is "/" */
+        n--;
+    if (strncmp(file, dir, n) == 0 && file[n] == '/' && file[n + 1]) {
+        *real = file;
+        return 0;
+    }
+    if (strcmp(file, dir) == 0)     /* ".", or a link to the folder */
+        return ctx_error(m->c, m->file, 0, "initializer '%s': external data "
+                         "location '%s' is the model's folder itself; it must "
+                         "be a file inside that folder", tensor, loc);
+    return ctx_error(m->c, m->file, 0, "initializer '%s': external data "
+                     "location '%s' leads through a symbolic link to '%s', "
+                     "outside the model's folder '%s'; it must be a file "
+                     "inside that folder (a link there may point only within "
+                     "it)", tensor, loc, file, dir);
+}
+
 /* Reads an external data file's bytes [offset, offset + len). */
 static int read_external(Im *m, const Onnx__TensorProto *t, size_t want,
                          unsigned char **out)
@@ -180,7 +229,7 @@ static int read_external(Im *m, const Onnx__TensorProto *t, size_t want,
                          "without a 'location'; it needs location (a file "
                          "beside the model), and may give offset and length",
                          t->name);
-    if (loc[0] == '/' || strstr(loc, ".."))
+    if (!loc[0] || loc[0] == '/' || strstr(loc, ".."))
         return ctx_error(m->c, m->file, 0, "initializer '%s': external data "
                          "location '%s' must be a path inside the model's "
                          "folder", t->name, loc);
@@ -189,7 +238,10 @@ static int read_external(Im *m, const Onnx__TensorProto *t, size_t want,
                          "length %lld does not match its shape (%zu bytes)",
                          t->name, len, want);
     const char *path = ctx_printf(m->c, "%s/%s", m->dir, loc);
-    FILE *f = fopen(path, "rb");
+    const char *real = NULL;
+    if (real_path_inside(m, t->name, loc, path, &real))
+        return -1;
+    FILE *f = fopen(real, "rb");
     if (!f)
         return ctx_error(m->c, m->file, 0, "initializer '%s': cannot open "
                          "external data '%s': %s", t->name, path,

@@ -9,7 +9,8 @@
 #    module's own parameters and inputs, agree with torch autograd (float64)
 #    within 1e-4 relative, and are bitwise identical to none's;
 #  - sac keeps fewer saved bytes than none (on the models with blocks);
-#  - initializers in an external data file load as from the model itself;
+#  - initializers in an external data file load as from the model itself,
+#    and only from inside the model's folder, symbolic links resolved;
 #  - past 262,144 initial values (wide, and a 10.5M-parameter model), the
 #    values go to a weights file, not into the C.
 . "$(dirname "$0")/lib.sh"
@@ -82,6 +83,52 @@ PY
        cmp -s "$d/a/m.c" "$d/b/m.c"; then ok
     else bad "a model with external data compiles to other C than with raw_data"; fi
 fi
+
+# External data stays inside the model's folder even through a symbolic
+# link: a location that is a link to a file outside the folder, or a path
+# through a linked folder that leads out, is refused with one line naming
+# the real paths, exit 1 and no output written; a link that stays inside
+# and a plain file inside are read.
+d=$work/extlink
+mkdir -p "$d/m" "$d/out"
+$py - "$d" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+d = sys.argv[1]
+np.arange(6, dtype=np.float32).tofile(d + "/outside.bin")
+np.arange(6, dtype=np.float32).tofile(d + "/m/inside.bin")
+for name, loc in (("link", "w.bin"), ("folder", "up/outside.bin"),
+                  ("plain", "inside.bin")):
+    w = nh.from_array(np.zeros((2, 3), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = T.EXTERNAL
+    w.external_data.add(key="location", value=loc)
+    g = h.make_graph([h.make_node("Mul", ["x", "w"], ["y"], name="scale")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 3])], [w])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]),
+              f"{d}/m/{name}.onnx")
+PY
+ln -s ../outside.bin "$d/m/w.bin"
+ln -s .. "$d/m/up"
+real=$(cd "$d" && pwd -P)
+refused() {   # model location: refused, exit 1, nothing written
+    local want="$d/m/$1.onnx: initializer 'w': external data location '$2' leads through a symbolic link to '$real/outside.bin', outside the model's folder '$real/m'; it must be a file inside that folder (a link there may point only within it)"
+    if run 1 "$remat" compile "$d/m/$1.onnx" -o "$d/out/m.c" &&
+       [ "$(cat "$work/err")" = "$want" ] && [ ! -s "$work/out" ] &&
+       [ -z "$(ls "$d/out")" ]; then ok
+    else bad "external data $2 through a link out of the folder: $(cat "$work/err")"; fi
+}
+refused link w.bin
+refused folder up/outside.bin
+if run 0 "$remat" compile "$d/m/plain.onnx" -o "$d/out/m.c" &&
+   grep -q '0.0f,1.0f,2.0f,3.0f,4.0f,5.0f' "$d/out/m.c"; then ok
+else bad "external data in a plain file inside the folder is not read"; fi
+rm -f "$d/m/w.bin" "$d/out"/*
+ln -s inside.bin "$d/m/w.bin"
+if run 0 "$remat" compile "$d/m/link.onnx" -o "$d/out/m.c" &&
+   grep -q '0.0f,1.0f,2.0f,3.0f,4.0f,5.0f' "$d/out/m.c"; then ok
+else bad "external data through a link that stays in the folder is not read"; fi
 
 # Import semantics the review found wrong once, each a small model against
 # numpy or against what must train (tests/onnx/import_semantics.py).
