@@ -105,6 +105,10 @@ for case in onnx_unknown_op:mystery:Foo onnx_folded_only_op:magnitude:Abs; do
         [[ $msg == *"node '$node' ($op): op $op is "*"(remat ops lists the ops remat computes)" ]] \
         && ok || bad "$f: the message is not one line under 160 characters naming $node and $op: $msg"
 done
+"$remat" compile tests/bad/op_misspelled.xml -o "$work/op.c" 2> "$work/operr"
+msg=$(cat "$work/operr")
+[ "${#msg}" -lt 160 ] && [[ $msg == *"unknown op 'Matmul' (did you mean 'MatMul'?); remat ops lists"* ]] \
+    && ok || bad "an unknown op in XML: not one short line pointing to remat ops: $msg"
 
 # --- mlp12's figures ------------------------------------------------------------
 # One activation is 32x256 floats = 32768 bytes. What the backward reads, per
