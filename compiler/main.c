@@ -30,6 +30,7 @@ static const char *usage_main =
     "  memory    what the arena holds at each statement, as text or SVG\n"
     "  import    write an ONNX model as the format's XML and .npy weights\n"
     "  calibrate time this machine's kernels for the cost model (no GRAPH)\n"
+    "  ops       list the ops remat computes, and those it only folds (no GRAPH)\n"
     "\n"
     "policies: none, full, sac, sac-aggressive, or a policy file FILE.xml\n"
     "`remat COMMAND --help` (or `remat help COMMAND`) describes each command;\n"
@@ -203,6 +204,17 @@ static const char *usage_calibrate =
     "at them; REMAT_RATES=builtin uses the built-in rates instead\n"
     "(docs/cost-model.md).\n";
 
+static const char *usage_ops =
+    "usage: remat ops [--json]\n"
+    "\n"
+    "Lists every op remat computes, forward and backward, one per line: its\n"
+    "ONNX name (the op=\"...\" of the graph format) and its category (matmul,\n"
+    "conv, attention, pointwise, reduction, normalization, shape, random,\n"
+    "loss), in the op table's order; then the ONNX ops the importer only\n"
+    "folds: evaluates at import when their inputs are constants (Shape and\n"
+    "Size: static shapes), and refuses on a computed tensor unless noted.\n"
+    "  --json       the same as one JSON object (docs/cli.md)\n";
+
 typedef struct {
     const char *cmd, *graph, *out, *blocks;
     const char *policy[2];
@@ -226,6 +238,11 @@ static int usage_error(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "\ntry 'remat %s%s--help'\n", cmd ? cmd : "",
             cmd ? " " : "");
     return 2;
+}
+
+static int is_help(const char *s)
+{
+    return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0;
 }
 
 static int parse_args(int argc, char **argv, const char *usage, Args *a)
@@ -530,6 +547,34 @@ static int calibrate(int argc, char **argv)
     return rc;
 }
 
+/* remat ops: the op table and the importer's folds, as text or JSON. */
+static int ops(int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 2; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(usage_ops, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return usage_error("ops", "unknown option %s", argv[i]);
+        } else {
+            return usage_error("ops", "takes no argument (%s)", argv[i]);
+        }
+    }
+    const char *names[64], *notes[64];
+    int n = onnx_folded_ops(names, notes, 64);
+    Ctx c;
+    ctx_init(&c);
+    Buf b;
+    buf_init(&b, &c);
+    report_ops(&b, names, notes, n, json);
+    fwrite(b.data, 1, b.len, stdout);
+    ctx_free(&c);
+    return 0;
+}
+
 /* The command's rates: the file's, or built-in; 1 after the file's error. */
 static int load_rates(Rates *rt)
 {
@@ -545,18 +590,20 @@ static int load_rates(Rates *rt)
 
 typedef struct {
     const char *name, *const *usage;
-    int (*run)(Ctx *, const Args *);    /* NULL: calibrate, no graph */
+    int (*run)(Ctx *, const Args *);    /* a command that reads a graph */
+    int (*alone)(int, char **);         /* else one that reads none */
 } Command;
 
 static const Command commands[] = {
-    {"compile", &usage_compile, cmd_compile},
-    {"schedule", &usage_schedule, cmd_schedule},
-    {"diff", &usage_diff, cmd_diff},
-    {"build", &usage_build, cmd_build},
-    {"pareto", &usage_pareto, cmd_pareto},
-    {"memory", &usage_memory, cmd_memory},
-    {"import", &usage_import, cmd_import},
-    {"calibrate", &usage_calibrate, NULL},
+    {"compile", &usage_compile, cmd_compile, NULL},
+    {"schedule", &usage_schedule, cmd_schedule, NULL},
+    {"diff", &usage_diff, cmd_diff, NULL},
+    {"build", &usage_build, cmd_build, NULL},
+    {"pareto", &usage_pareto, cmd_pareto, NULL},
+    {"memory", &usage_memory, cmd_memory, NULL},
+    {"import", &usage_import, cmd_import, NULL},
+    {"calibrate", &usage_calibrate, NULL, calibrate},
+    {"ops", &usage_ops, NULL, ops},
 };
 
 static const Command *command_named(const char *name)
@@ -572,17 +619,12 @@ static int unknown(const char *what, const char *name)
 {
     const char *const names[] = {"compile", "schedule", "diff", "build",
                                  "pareto", "memory", "import", "calibrate",
-                                 "help", "--help", "--version"};
+                                 "ops", "help", "--help", "--version"};
     const char *near = closest_name(name, names, sizeof names / sizeof *names);
     if (near)
         return usage_error(NULL, "unknown %s '%s' (did you mean '%s'?)", what,
                            name, near);
     return usage_error(NULL, "unknown %s '%s'", what, name);
-}
-
-static int is_help(const char *s)
-{
-    return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0;
 }
 
 /* remat help [COMMAND]: the help `remat [COMMAND] --help` prints. */
@@ -653,5 +695,5 @@ int main(int argc, char **argv)
     const Command *cmd = command_named(first);
     if (!cmd)
         return unknown(first[0] == '-' ? "option" : "command", first);
-    return cmd->run ? run_command(cmd, argc, argv) : calibrate(argc, argv);
+    return cmd->run ? run_command(cmd, argc, argv) : cmd->alone(argc, argv);
 }

@@ -670,6 +670,12 @@ int onnx_is_model(const char *data, size_t len);
 int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
                 const ImportOptions *opt, Imported *out);
 
+/* front/onnx_eval.c: the ONNX ops the importer evaluates at import (from
+ * constants and static shapes) that the op table does not compute, in its
+ * fold table's order, at most max; notes[k] is NULL, or how the importer
+ * takes op k when an input is computed. Returns how many. */
+int onnx_folded_ops(const char **names, const char **notes, int max);
+
 /* ---- front/parse.c: XML -> IR -------------------------------------------------- */
 
 /* Parses an in-memory XML document named `file`. */
@@ -832,7 +838,7 @@ int load_graph(Ctx *c, const char *file, Graph **out);
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights);
 
-/* ---- back/report.c: schedule and diff reports ---------------------------------- */
+/* ---- back/report.c: schedule, diff and ops reports ----------------------------- */
 
 void summarize(const Compiled *m, Summary *s);
 void report_schedule(Buf *b, const Compiled *m);
@@ -840,6 +846,10 @@ void report_diff(Buf *b, const Compiled *a, const Compiled *bm);
 /* The same figures as one JSON object (docs/memory.md lists the keys). */
 void report_schedule_json(Buf *b, const Compiled *m);
 void report_diff_json(Buf *b, const Compiled *a, const Compiled *bm);
+/* `remat ops`: the op table's rows (ONNX name, category), then the n ops
+ * the importer only folds (names, with notes[k] or NULL), as text or JSON. */
+void report_ops(Buf *b, const char *const *names, const char *const *notes,
+                int n, int json);
 
 /* ---- pareto.c: every optimal plan as a table and a picture --------------------- */
 

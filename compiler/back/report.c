@@ -6,7 +6,8 @@
  * RECOMPUTE, or "-" when the backward never reads it) and the rule that
  * decided it, then summary lines of the form `key: value`. The diff report
  * lists the tensors whose decision differs between two policies and each
- * summary figure's change. Both depend only on the inputs.
+ * summary figure's change. Both depend only on the inputs. `remat ops`
+ * lists the op table's rows and the ops the ONNX importer only folds.
  *
  * saved_bytes counts each kept buffer once: a saved Reshape or Flatten
  * output is a view of its source's buffer, and a view of a graph input or
@@ -332,4 +333,57 @@ void report_diff_json(Buf *b, const Compiled *x, const Compiled *y)
         buf_printf(b, "}");
     }
     buf_printf(b, "}}\n");
+}
+
+/* ---- remat ops: what remat computes and what it only folds ---------------- */
+
+static void ops_text(Buf *b, const char *const *names,
+                     const char *const *notes, int n)
+{
+    buf_printf(b, "computed, forward and backward (ONNX name, category):\n");
+    for (int i = 0; i < OP_COUNT; i++)
+        buf_printf(b, "  %-24s %s\n", op_table[i].name,
+                   category_names[op_table[i].cat]);
+    buf_printf(b, "\nfolded only, at import from constants and static "
+               "shapes (ONNX name, note):\n");
+    for (int k = 0; k < n; k++) {
+        if (notes[k])
+            buf_printf(b, "  %-24s %s\n", names[k], notes[k]);
+        else
+            buf_printf(b, "  %s\n", names[k]);
+    }
+}
+
+static void ops_json(Buf *b, const char *const *names,
+                     const char *const *notes, int n)
+{
+    buf_printf(b, "{");
+    json_num_member(b, "computed_count", OP_COUNT, 1);
+    buf_printf(b, ",\n \"computed\": [");
+    for (int i = 0; i < OP_COUNT; i++) {
+        buf_printf(b, "%s\n  {", i ? "," : "");
+        json_str_member(b, "op", op_table[i].name, 1);
+        json_str_member(b, "category", category_names[op_table[i].cat], 0);
+        buf_printf(b, "}");
+    }
+    buf_printf(b, "],\n ");
+    json_num_member(b, "folded_count", n, 1);
+    buf_printf(b, ",\n \"folded\": [");
+    for (int k = 0; k < n; k++) {
+        buf_printf(b, "%s\n  {", k ? "," : "");
+        json_str_member(b, "op", names[k], 1);
+        if (notes[k])
+            json_str_member(b, "note", notes[k], 0);
+        buf_printf(b, "}");
+    }
+    buf_printf(b, "]}\n");
+}
+
+void report_ops(Buf *b, const char *const *names, const char *const *notes,
+                int n, int json)
+{
+    if (json)
+        ops_json(b, names, notes, n);
+    else
+        ops_text(b, names, notes, n);
 }

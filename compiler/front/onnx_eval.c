@@ -9,6 +9,8 @@
  *
  * onnx_fold returns 1 when it evaluated the node, 0 when the op is not one
  * it knows (the node is then lowered as any other), -1 on an error.
+ * onnx_folded_ops names the ops it folds that the op table does not
+ * compute, for `remat ops`.
  */
 #include "onnx_impl.h"
 
@@ -803,23 +805,61 @@ static void count_fold(Im *m, const char *op)
     }
 }
 
+/* The folds by op name; binary_ops and unary_ops fold arithmetic too. */
+static const struct {
+    const char *op;
+    int (*fn)(Im *, ONode *);
+    int need;               /* inputs that must be known (bits) */
+} folds[] = {
+    {"Constant", fold_constant, 0}, {"Shape", fold_shape, 0},
+    {"Size", fold_shape, 0}, {"Cast", fold_cast, 1},
+    {"Reshape", fold_reshape, 3}, {"Unsqueeze", fold_unsqueeze, 1},
+    {"Squeeze", fold_unsqueeze, 1}, {"Flatten", fold_flatten, 1},
+    {"Gather", fold_gather, 3}, {"Concat", fold_concat, -1},
+    {"Slice", fold_slice, -1}, {"Where", fold_where, 7},
+    {"Expand", fold_expand, 3}, {"ConstantOfShape", fold_constant_of_shape, 1},
+    {"Range", fold_range, 7}, {"Transpose", fold_transpose, 1},
+    {"Trilu", fold_trilu, -1},
+};
+
+/* How the importer takes a folded op the op table lacks when an input is
+ * computed (onnx_lower.c), or NULL: it is then refused. */
+static const char *computed_as(const char *op)
+{
+    if (!strcmp(op, "Cast"))
+        return "on a computed tensor, only to its own type (an Identity)";
+    if (!strcmp(op, "Trilu"))
+        return "on a computed float tensor, a Mul by its 0/1 mask";
+    return NULL;
+}
+
+static int add_folded(const char *op, const char **names, const char **notes,
+                      int n, int max)
+{
+    if (op_lookup(op) >= 0 || n >= max)
+        return n;
+    for (int k = 0; k < n; k++)
+        if (!strcmp(names[k], op))
+            return n;
+    names[n] = op;
+    notes[n] = computed_as(op);
+    return n + 1;
+}
+
+int onnx_folded_ops(const char **names, const char **notes, int max)
+{
+    int n = 0;
+    for (size_t k = 0; k < sizeof folds / sizeof *folds; k++)
+        n = add_folded(folds[k].op, names, notes, n, max);
+    for (int k = 0; binary_ops[k]; k++)
+        n = add_folded(binary_ops[k], names, notes, n, max);
+    for (int k = 0; unary_ops[k]; k++)
+        n = add_folded(unary_ops[k], names, notes, n, max);
+    return n;
+}
+
 int onnx_fold(Im *m, ONode *o)
 {
-    static const struct {
-        const char *op;
-        int (*fn)(Im *, ONode *);
-        int need;           /* inputs that must be known (bits) */
-    } folds[] = {
-        {"Constant", fold_constant, 0}, {"Shape", fold_shape, 0},
-        {"Size", fold_shape, 0}, {"Cast", fold_cast, 1},
-        {"Reshape", fold_reshape, 3}, {"Unsqueeze", fold_unsqueeze, 1},
-        {"Squeeze", fold_unsqueeze, 1}, {"Flatten", fold_flatten, 1},
-        {"Gather", fold_gather, 3}, {"Concat", fold_concat, -1},
-        {"Slice", fold_slice, -1}, {"Where", fold_where, 7},
-        {"Expand", fold_expand, 3}, {"ConstantOfShape", fold_constant_of_shape, 1},
-        {"Range", fold_range, 7}, {"Transpose", fold_transpose, 1},
-        {"Trilu", fold_trilu, -1},
-    };
     int (*fn)(Im *, ONode *) = NULL;
     int need = -1;
     for (size_t k = 0; k < sizeof folds / sizeof *folds; k++)

@@ -522,15 +522,14 @@ static int lower_node(Im *m, ONode *o)
         o->p = NULL;    /* `to` is the input's own type: nothing to keep */
     }
     int k = op_lookup(op);
-    if (k < 0) {
-        Buf b;
-        buf_init(&b, m->c);
-        for (int i = 0; i < OP_COUNT; i++)
-            buf_printf(&b, "%s%s", i ? ", " : "", op_table[i].name);
-        return lower_error(m, o, ctx_printf(m->c, "op %s is not supported; "
-            "remat computes %s (and folds constant subgraphs of Shape, "
-            "Constant, ConstantOfShape, Cast, Equal, Range, ...)", o->op,
-            b.data));
+    if (k < 0) {    /* short: `remat ops` has the lists */
+        const char *names[64], *notes[64];
+        int n = onnx_folded_ops(names, notes, 64), folded = 0;
+        for (int i = 0; i < n; i++)
+            folded |= !strcmp(names[i], o->op);
+        return lower_error(m, o, ctx_printf(m->c, "op %s is %s "
+            "(remat ops lists the ops remat computes)", o->op, folded ?
+            "folded from constants only, not computed" : "not supported"));
     }
     return lower_plain(m, o, (OpKind)k);
 }

@@ -741,14 +741,10 @@ static int parse_node(Parser *p, xmlNode *x, int block)
     if (!opname)
         return -1;
     int op = op_lookup(opname);
-    if (op < 0) {
-        Buf b;
-        buf_init(&b, p->c);
-        for (int i = 0; i < OP_COUNT; i++)
-            buf_printf(&b, "%s%s", i ? ", " : "", op_table[i].name);
-        return ELEM_ERROR(p, x, "node '%s': unknown op '%s'%s; supported: %s",
-                          name, opname, similar_op(p, opname), b.data);
-    }
+    if (op < 0)     /* short: `remat ops` has the list */
+        return ELEM_ERROR(p, x, "node '%s': unknown op '%s'%s; remat ops "
+                          "lists the ops remat computes", name, opname,
+                          similar_op(p, opname));
     int prev = names_add(&p->nodes, name, g->nnodes);
     if (prev >= 0)
         return ELEM_ERROR(p, x, "node '%s': a node of that name is already "

@@ -14,7 +14,7 @@ figure() {   # policy key -> value from `remat schedule graphs/mlp12.xml`
 "$remat" --help | grep -q "schedule" && ok || bad "remat --help"
 "$remat" -h | cmp -s - <("$remat" --help) && ok || bad "remat -h is not --help"
 "$remat" help | cmp -s - <("$remat" --help) && ok || bad "remat help is not --help"
-for c in compile schedule diff build pareto memory import calibrate; do
+for c in compile schedule diff build pareto memory import calibrate ops; do
     "$remat" $c --help > "$work/h1" && grep -q "^usage: remat $c" "$work/h1" && ok || bad "remat $c --help"
     "$remat" help $c > "$work/h2" && cmp -s "$work/h1" "$work/h2" && ok || bad "remat help $c differs from $c --help"
 done
@@ -34,7 +34,7 @@ v=${version#remat }
 # usage CMD ARGS...: the last line must send the reader to the right --help
 usage() {
     local hint="try 'remat --help'"
-    case ${1:-} in compile|schedule|diff|build|pareto|memory|import|calibrate) hint="try 'remat $1 --help'" ;; esac
+    case ${1:-} in compile|schedule|diff|build|pareto|memory|import|calibrate|ops) hint="try 'remat $1 --help'" ;; esac
     "$remat" "$@" > "$work/uout" 2> "$work/uerr"
     local rc=$?
     if [ "$rc" -eq 2 ] && [ ! -s "$work/uout" ] && [ "$(wc -l < "$work/uerr")" -eq 2 ] &&
@@ -52,11 +52,63 @@ for c in compile schedule diff build pareto memory import; do
     usage $c graphs/mlp12.xml -o                # an option without its value
 done
 usage calibrate now
+usage ops graphs/mlp12.xml                      # ops reads no graph
+usage ops --frobnicate
 usage compile graphs/mlp12.xml                  # no -o
 usage diff graphs/mlp12.xml --policy sac        # one side
 usage schedule graphs/mlp12.xml graphs/cnn.xml  # two graphs
 grep -q "^remat compile: unknown option --frobnicate$" <("$remat" compile graphs/mlp12.xml --frobnicate 2>&1) \
     && ok || bad "an unknown option is not named"
+
+# --- remat ops: the op table, and what the importer only folds ----------------------
+# The rows are read from compiler/ops/ops.c itself: each `[OP_...] = {"Name"`
+# or `BINARY("Name"` row of op_table, in order, and the categories from
+# category_names. remat ops must list exactly those, each with a known
+# category, and --json the same as the text.
+"$remat" ops > "$work/ops" 2> "$work/opserr" && [ ! -s "$work/opserr" ] && ok || bad "remat ops failed"
+rows=$(sed -n '/^const OpInfo op_table\[\] = {/,/^};/p' compiler/ops/ops.c |
+       sed -n 's/^ *\[OP_[A-Z0-9_]*\] = [A-Z]*[({] *"\([A-Za-z]*\)".*/\1/p')
+cats=$(sed -n '/category_names\[CAT_COUNT\] = {/,/^};/p' compiler/ops/ops.c | sed -n 's/.*\] = "\([a-z]*\)",$/\1/p')
+listed=$(sed -n '/^computed/,/^$/p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\) .*/\1/p')
+expect "op table rows parsed from ops.c" "$(grep -c '^ *\[OP_[A-Z0-9_]*\] =' compiler/ops/ops.c)" "$(echo "$rows" | wc -l)"
+[ "$(echo "$rows" | wc -l)" -ge 40 ] && ok || bad "too few op table rows parsed: $(echo "$rows" | wc -l)"
+expect "remat ops lists the op table in order" "$rows" "$listed"
+[ "$(echo "$cats" | wc -l)" -ge 9 ] && ok || bad "categories parsed from ops.c: $cats"
+bad_cat=$(sed -n '/^computed/,/^$/p' "$work/ops" | sed -n 's/^  [A-Za-z]* *\([a-z]*\)$/\1/p' |
+          grep -vxF "$cats")
+n_cat=$(sed -n '/^computed/,/^$/p' "$work/ops" | grep -c '^  [A-Za-z]* *[a-z]*$')
+expect "remat ops: every row has a category" "$(echo "$rows" | wc -l)" "$n_cat"
+expect "remat ops: categories outside ops.c's" "" "$bad_cat"
+folded=$(sed -n '/^folded only/,$p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\).*/\1/p')
+for op in Constant Shape ConstantOfShape Range Equal; do
+    echo "$folded" | grep -qx "$op" && ok || bad "remat ops does not list $op as folded"
+done
+expect "folded ops the table computes too" "" "$(echo "$folded" | grep -xF "$rows")"
+"$remat" ops --json > "$work/ops.json" && /usr/bin/python3 - "$work/ops" "$work/ops.json" <<'PY' && ok || bad "remat ops --json"
+import json, re, sys
+text = open(sys.argv[1]).read().split("\n\n")
+d = json.load(open(sys.argv[2]))
+rows = [tuple(l.split()) for l in text[0].splitlines()[1:]]
+assert [(o["op"], o["category"]) for o in d["computed"]] == rows, "computed differs"
+assert d["computed_count"] == len(rows)
+folded = [l.split(None, 1) for l in text[1].splitlines()[1:]]
+assert [[o["op"]] + ([o["note"]] if "note" in o else []) for o in d["folded"]] == folded, "folded differs"
+assert d["folded_count"] == len(folded)
+PY
+# the message for an op remat does not compute: one short line naming the
+# node and the op, sending the reader to remat ops
+for case in onnx_unknown_op:mystery:Foo onnx_folded_only_op:magnitude:Abs; do
+    IFS=: read -r f node op <<< "$case"
+    "$remat" compile "tests/bad/$f.onnx" -o "$work/op.c" 2> "$work/operr"
+    msg=$(cat "$work/operr")
+    [ "$(wc -l < "$work/operr")" -eq 1 ] && [ "${#msg}" -lt 160 ] &&
+        [[ $msg == *"node '$node' ($op): op $op is "*"(remat ops lists the ops remat computes)" ]] \
+        && ok || bad "$f: the message is not one line under 160 characters naming $node and $op: $msg"
+done
+"$remat" compile tests/bad/op_misspelled.xml -o "$work/op.c" 2> "$work/operr"
+msg=$(cat "$work/operr")
+[ "${#msg}" -lt 160 ] && [[ $msg == *"unknown op 'Matmul' (did you mean 'MatMul'?); remat ops lists"* ]] \
+    && ok || bad "an unknown op in XML: not one short line pointing to remat ops: $msg"
 
 # --- mlp12's figures ------------------------------------------------------------
 # One activation is 32x256 floats = 32768 bytes. What the backward reads, per
