@@ -116,6 +116,14 @@ typedef enum {
     OP_CONCAT,
     OP_SPLIT,
     OP_SLICE,
+    /* torch.nn's activations (ops_unary.c) */
+    OP_LEAKY_RELU,
+    OP_HARD_SWISH,
+    OP_HARD_SIGMOID,
+    OP_CLIP,
+    OP_ELU,
+    OP_SOFTPLUS,
+    OP_ABS,
     OP_COUNT
 } OpKind;
 

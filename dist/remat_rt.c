@@ -1378,7 +1378,9 @@ void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
 /* ==== runtime/unary.c ==== */
 /*
  * unary.c: the pointwise ops of one input: Relu, Gelu (exact, and the tanh
- * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg.
+ * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg, and
+ * torch.nn's activations as ONNX defines them: LeakyRelu, HardSwish,
+ * HardSigmoid, Clip, Elu, Softplus, Abs.
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
  * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
  * vectorize.
@@ -1741,6 +1743,144 @@ void rt_neg_backward(float *dx, const float *dy, int n)
         return;
     for (i = 0; i < n; i++)
         dx[i] -= dy[i];
+}
+
+/* ---- torch.nn's activations, as ONNX defines them -------------------------- */
+
+/* At a kink each backward takes the one-sided slope torch's autograd takes,
+ * so that a gradient compared with torch's agrees even there (remat_rt.h
+ * says which side). */
+
+void rt_leaky_relu_forward(float *y, const float *x, int n, float alpha)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
+}
+
+void rt_leaky_relu_backward(float *dx, const float *dy, const float *x, int n,
+                            float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += x[i] > 0.0f ? dy[i] : alpha * dy[i];
+}
+
+/* x * min(max(x/6 + 1/2, 0), 1): ONNX's alpha = 1/6, beta = 1/2, written as
+ * (x + 3)/6 so that the slope term below is exact where it is 0 or 1. */
+void rt_hard_swish_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float t = x[i] + 3.0f;
+        y[i] = t <= 0.0f ? 0.0f : t >= 6.0f ? x[i] : x[i] * t / 6.0f;
+    }
+}
+
+void rt_hard_swish_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += x[i] < -3.0f ? 0.0f
+                 : x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i];
+}
+
+void rt_hard_sigmoid_forward(float *y, const float *x, int n, float alpha,
+                             float beta)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float z = alpha * x[i] + beta;
+        y[i] = z < 0.0f ? 0.0f : z > 1.0f ? 1.0f : z;
+    }
+}
+
+void rt_hard_sigmoid_backward(float *dx, const float *dy, const float *y,
+                              int n, float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (y[i] > 0.0f && y[i] < 1.0f)
+            dx[i] += alpha * dy[i];
+}
+
+void rt_clip_forward(float *y, const float *x, int n, float lo, float hi)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float v = x[i] < lo ? lo : x[i];
+        y[i] = v > hi ? hi : v;
+    }
+}
+
+void rt_clip_backward(float *dx, const float *dy, const float *x, int n,
+                      float lo, float hi)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (x[i] >= lo && x[i] <= hi)
+            dx[i] += dy[i];
+}
+
+/* alpha (e^x - 1) as alpha * expm1(x): no cancellation near 0 */
+void rt_elu_forward(float *y, const float *x, int n, float alpha)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : alpha * expm1f(x[i]);
+}
+
+void rt_elu_backward(float *dx, const float *dy, const float *x, int n,
+                     float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += x[i] > 0.0f ? dy[i] : dy[i] * alpha * expf(x[i]);
+}
+
+/* ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): e^ never overflows */
+void rt_softplus_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float a = x[i] < 0.0f ? -x[i] : x[i];
+        y[i] = (x[i] > 0.0f ? x[i] : 0.0f) + log1pf(expf(-a));
+    }
+}
+
+void rt_softplus_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += dy[i] * sigmoid1(x[i]);
+}
+
+void rt_abs_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = fabsf(x[i]);
+}
+
+void rt_abs_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += x[i] > 0.0f ? dy[i] : x[i] < 0.0f ? -dy[i] : 0.0f;
 }
 
 /* ==== runtime/softmax.c ==== */

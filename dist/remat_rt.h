@@ -151,6 +151,40 @@ void rt_tanh_backward(float *dx, const float *dy, const float *y, int n);
 void rt_sigmoid_forward(float *y, const float *x, int n);
 void rt_sigmoid_backward(float *dx, const float *dy, const float *y, int n);
 
+/* torch.nn's activations, as ONNX defines them. Each backward adds
+ * dy * f'(x) into dx (nothing when dx is NULL); at a kink f' is the slope
+ * torch's autograd takes there, written after each. */
+/* y = x > 0 ? x : alpha x (LeakyRelu); f'(0) = alpha */
+void rt_leaky_relu_forward(float *y, const float *x, int n, float alpha);
+void rt_leaky_relu_backward(float *dx, const float *dy, const float *x, int n,
+                            float alpha);
+/* y = x min(max(x/6 + 1/2, 0), 1) (HardSwish); f' = 0 below -3, x/3 + 1/2
+ * on [-3, 3] (both ends included), 1 above 3 */
+void rt_hard_swish_forward(float *y, const float *x, int n);
+void rt_hard_swish_backward(float *dx, const float *dy, const float *x, int n);
+/* y = min(max(alpha x + beta, 0), 1) (HardSigmoid); the backward reads y:
+ * f' = alpha where 0 < y < 1, else 0 (0 at the two kinks) */
+void rt_hard_sigmoid_forward(float *y, const float *x, int n, float alpha,
+                             float beta);
+void rt_hard_sigmoid_backward(float *dx, const float *dy, const float *y,
+                              int n, float alpha);
+/* y = min(max(x, lo), hi) (Clip; infinite lo or hi: no bound there, and
+ * lo > hi gives hi everywhere, as ONNX says); f' = 1 where
+ * lo <= x <= hi (both ends included, as torch.clamp), else 0 */
+void rt_clip_forward(float *y, const float *x, int n, float lo, float hi);
+void rt_clip_backward(float *dx, const float *dy, const float *x, int n,
+                      float lo, float hi);
+/* y = x > 0 ? x : alpha (e^x - 1) (Elu); f' = alpha e^x for x <= 0 */
+void rt_elu_forward(float *y, const float *x, int n, float alpha);
+void rt_elu_backward(float *dx, const float *dy, const float *x, int n,
+                     float alpha);
+/* y = ln(1 + e^x) (Softplus, without overflow); f' = 1/(1 + e^-x) */
+void rt_softplus_forward(float *y, const float *x, int n);
+void rt_softplus_backward(float *dx, const float *dy, const float *x, int n);
+/* y = |x| (Abs); f' = sign(x), 0 at 0 */
+void rt_abs_forward(float *y, const float *x, int n);
+void rt_abs_backward(float *dx, const float *dy, const float *x, int n);
+
 /* ---- ONNX pointwise: Erf, Reciprocal, Pow, Where, LogSoftmax, Expand ------ */
 
 /* y = erf(x) */

@@ -5,7 +5,7 @@
  * Lowering is one table-driven walk. Each ONNX op maps to the IR op of
  * the same name; where ONNX passes as an input what the IR takes as an
  * attribute (Reshape's shape, Slice's starts, Unsqueeze's axes, Dropout's
- * ratio), the constant input becomes that attribute. Constant data inputs
+ * ratio, Clip's min and max), the constant input becomes that attribute. Constant data inputs
  * become non-trainable parameters; trainable initializers become
  * parameters under their own names. Optional outputs nobody reads (a
  * Dropout's mask, a LayerNormalization's mean) are dropped; one that is
@@ -351,6 +351,36 @@ static int ints_input(Im *m, const ONode *o, int i, Node *n, const char *attr)
     return 0;
 }
 
+/* Clip's bounds (inputs 1 and 2 since opset 11) as its float attributes
+ * min and max: each a constant float32 scalar. One left out, -inf as min
+ * or +inf as max is no bound (the attribute stays unset, its default an
+ * infinity, so the XML remat import writes never holds one). */
+static int clip_bounds(Im *m, const ONode *o, Node *n)
+{
+    static const char *const names[2] = {"min", "max"};
+    for (int i = 1; i <= 2 && i < o->nin; i++) {
+        if (o->in[i] < 0)
+            continue;
+        const Val *v = &m->v[o->in[i]];
+        if (!v->known || v->dt != DT_F32 || v->numel != 1)
+            return lower_error(m, o, ctx_printf(m->c, "input %d '%s' (%s) "
+                "must be a constant float32 scalar: remat's Clip takes its "
+                "bounds as attributes, fixed when it compiles", i, v->name,
+                names[i - 1]));
+        const float f = v->f[0];
+        if (i == 1 ? f == -INFINITY : f == INFINITY)
+            continue;
+        if (!isfinite(f))
+            return lower_error(m, o, ctx_printf(m->c, "input %d '%s' (%s) is "
+                "%g; a bound must be finite, or %sinf for none", i, v->name,
+                names[i - 1], (double)f, i == 1 ? "-" : "+"));
+        Attr *a = attr_of(n, names[i - 1]);
+        a->set = 1;
+        a->f = f;
+    }
+    return 0;
+}
+
 /* ---- the generic lowering ------------------------------------------------------------ */
 
 typedef struct {
@@ -370,6 +400,7 @@ static const Lowering lowerings[] = {
     {"ReduceSum", 1, 1, {"axes"}},
     {"ReduceMean", 1, 1, {"axes"}},
     {"Dropout", 1, 1, {0}},
+    {"Clip", 1, 1, {0}},
     {"BatchNormalization", 5, 1, {0}},
     {"LayerNormalization", 3, 1, {0}},
     {"MaxPool", 1, 1, {0}},
@@ -471,6 +502,8 @@ int lower_plain(Im *m, ONode *o, OpKind op)
         a->set = 1;
         a->f = r->f[0];
     }
+    if (op == OP_CLIP && clip_bounds(m, o, n))
+        return -1;
     for (int i = 0; i < outs; i++)
         add_out(m, n, o->out[i] >= 0 ? m->v[o->out[i]].name
                                      : ctx_printf(m->c, "%s_out%d", o->name, i));

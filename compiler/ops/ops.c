@@ -156,11 +156,35 @@ static const AttrSpec slice_attrs[] = {
     {0},
 };
 
+static const AttrSpec leaky_relu_attrs[] = {
+    {.name = "alpha", .type = ATTR_FLOAT, .f = 0.01f},
+    {0},
+};
+static const AttrSpec hard_sigmoid_attrs[] = {
+    {.name = "alpha", .type = ATTR_FLOAT, .f = 0.2f},
+    {.name = "beta", .type = ATTR_FLOAT, .f = 0.5f},
+    {0},
+};
+/* ONNX's min and max are inputs since opset 11; remat's are attributes
+ * (the importer folds constant ones), and one left out is no bound */
+static const AttrSpec clip_attrs[] = {
+    {.name = "min", .type = ATTR_FLOAT, .f = -INFINITY},
+    {.name = "max", .type = ATTR_FLOAT, .f = INFINITY},
+    {0},
+};
+static const AttrSpec elu_attrs[] = {
+    {.name = "alpha", .type = ATTR_FLOAT, .f = 1.0f},
+    {0},
+};
+
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
      emit_binary_fwd, emit_binary_bwd, emit_binary_static}
 #define UNARY(NAME, KERNEL, FLOPS, NEED)                                         \
     {NAME, KERNEL, 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same, FLOPS, {NEED},       \
+     emit_unary_fwd, emit_unary_bwd, NULL}
+#define UNARY_ATTRS(NAME, KERNEL, ATTRS, FLOPS, NEED)                            \
+    {NAME, KERNEL, 1, 1, 1, CAT_POINTWISE, ATTRS, shape_same, FLOPS, {NEED},          \
      emit_unary_fwd, emit_unary_bwd, NULL}
 
 const OpInfo op_table[] = {
@@ -318,6 +342,23 @@ const OpInfo op_table[] = {
     [OP_SLICE] = {"Slice", "slice", 1, 1, 1, CAT_SHAPE, slice_attrs,
                   shape_slice, flops_none, {0}, emit_slice_fwd, emit_slice_bwd,
                   emit_slice_static, NULL, 0, NULL, 0},
+    /* torch.nn's activations (ops_unary.c). Each backward reads what makes
+     * its gradient exact for every attribute value: the input where the
+     * output cannot tell the side of a kink (LeakyRelu with alpha <= 0,
+     * Clip at its bounds, Abs) or f' needs x (HardSwish, Elu, Softplus);
+     * HardSigmoid its output, which is strictly between 0 and 1 exactly
+     * where the slope is alpha */
+    [OP_LEAKY_RELU] = UNARY_ATTRS("LeakyRelu", "leaky_relu", leaky_relu_attrs,
+                                  flops_relu, NEED_IN(0)),
+    [OP_HARD_SWISH] = UNARY("HardSwish", "hard_swish", flops_hard, NEED_IN(0)),
+    [OP_HARD_SIGMOID] = UNARY_ATTRS("HardSigmoid", "hard_sigmoid",
+                                    hard_sigmoid_attrs, flops_hard,
+                                    NEED_OUT(0)),
+    [OP_CLIP] = UNARY_ATTRS("Clip", "clip", clip_attrs, flops_hard,
+                            NEED_IN(0)),
+    [OP_ELU] = UNARY_ATTRS("Elu", "elu", elu_attrs, flops_tanh, NEED_IN(0)),
+    [OP_SOFTPLUS] = UNARY("Softplus", "softplus", flops_tanh, NEED_IN(0)),
+    [OP_ABS] = UNARY("Abs", "abs", flops_relu, NEED_IN(0)),
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

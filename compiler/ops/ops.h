@@ -105,6 +105,9 @@ void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
                     const char *const *dout, const char *const *in,
                     const char *const *out);
 double flops_erf(const Graph *g, const Node *n);
+/* Two per element: a clamp and a multiply-add (HardSwish, HardSigmoid,
+ * Clip). */
+double flops_hard(const Graph *g, const Node *n);
 
 /* ---- ops_reduce.c: ReduceSum, ReduceMean --------------------------------------- */
 

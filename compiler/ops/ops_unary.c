@@ -1,9 +1,11 @@
 /*
  * ops_unary.c: the one-input pointwise rows: Relu, Gelu (exact or tanh),
- * Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf and Reciprocal. Each writes
- * rt_<kernel>_forward over the output's elements; the backward reads what
- * the row's needs mask says (Relu, Tanh and Sigmoid their output, Gelu and
- * Erf their input).
+ * Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf and Reciprocal, and torch.nn's
+ * activations LeakyRelu, HardSwish, HardSigmoid, Clip, Elu, Softplus and
+ * Abs. Each writes rt_<kernel>_forward over the output's elements, with
+ * its float attributes as literals after the count; the backward reads
+ * what the row's needs mask says (Relu, Tanh and Sigmoid their output, Gelu
+ * and Erf their input).
  */
 #include "ops.h"
 
@@ -12,6 +14,28 @@
 double flops_relu(const Graph *g, const Node *n) { return (double)OUT(0)->numel; }
 double flops_tanh(const Graph *g, const Node *n) { return 4.0 * OUT(0)->numel; }
 double flops_gelu(const Graph *g, const Node *n) { return 8.0 * OUT(0)->numel; }
+double flops_hard(const Graph *g, const Node *n) { return 2.0 * OUT(0)->numel; }
+
+/* The float attributes a kernel takes after the element count, in the
+ * order remat_rt.h declares them: ", alpha" and the like, or "". Clip's
+ * missing bounds are infinities, which fmt_float writes as constant
+ * expressions. HardSigmoid's backward reads its output and needs alpha
+ * alone. */
+static const char *unary_attrs(Emit *e, const Node *n, int backward)
+{
+    const char *alpha = "";
+    if (n->op == OP_LEAKY_RELU || n->op == OP_ELU || n->op == OP_HARD_SIGMOID)
+        alpha = ctx_printf(e->ctx, ", %s",
+                           fmt_float(e->ctx, node_float(n, "alpha")));
+    if (n->op == OP_HARD_SIGMOID && !backward)
+        return ctx_printf(e->ctx, "%s, %s", alpha,
+                          fmt_float(e->ctx, node_float(n, "beta")));
+    if (n->op == OP_CLIP)
+        return ctx_printf(e->ctx, ", %s, %s",
+                          fmt_float(e->ctx, node_float(n, "min")),
+                          fmt_float(e->ctx, node_float(n, "max")));
+    return alpha;
+}
 
 static int gelu_tanh(const Node *n)
 {
@@ -26,8 +50,8 @@ void emit_unary_fwd(Emit *e, const Node *n, const char *const *out,
         emit(e, "rt_gelu_forward(%s, %s, %ld, %d);", out[0], in[0],
              OUT(0)->numel, gelu_tanh(n));
     else
-        emit(e, "rt_%s_forward(%s, %s, %ld);", n->row->kernel, out[0], in[0],
-             OUT(0)->numel);
+        emit(e, "rt_%s_forward(%s, %s, %ld%s);", n->row->kernel, out[0],
+             in[0], OUT(0)->numel, unary_attrs(e, n, 0));
 }
 
 /* The backward reads what the row's needs mask says: the input (Gelu, Log),
@@ -47,8 +71,9 @@ void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
         emit(e, "rt_gelu_backward%s(%s, %s, %s%ld, %d%s);", set, din[0],
              dout[0], read, OUT(0)->numel, gelu_tanh(n), set_arg(e));
     else
-        emit(e, "rt_%s_backward%s(%s, %s, %s%ld%s);", n->row->kernel,
-             set, din[0], dout[0], read, OUT(0)->numel, set_arg(e));
+        emit(e, "rt_%s_backward%s(%s, %s, %s%ld%s%s);", n->row->kernel,
+             set, din[0], dout[0], read, OUT(0)->numel, unary_attrs(e, n, 1),
+             set_arg(e));
 }
 
 /* As Tanh, Exp and Log count a transcendental: 4 per element. */

@@ -64,3 +64,9 @@ save("onnx_concat_mismatch", model([h.make_node("Concat", ["c", "d"], ["cd"], na
                                     h.make_node("ReduceSum", ["cd"], ["s"], name="r", keepdims=0),
                                     h.make_node("Add", ["x", "s"], ["y"], name="sum")],
                                    [x], [y], [c23, nh.from_array(np.ones((2, 4), np.float32), "d")]))
+# Clip's bounds are inputs in ONNX, attributes in remat: constants only
+save("onnx_clip_varying_min", model([h.make_node("Clip", ["x", "lo"], ["y"], name="clamp")],
+                                    [x, vi("lo", [])], [y]))
+save("onnx_clip_inf_min", model([h.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clamp")],
+                                [x], [y], [nh.from_array(np.array(np.inf, np.float32), "lo"),
+                                           nh.from_array(np.array(6, np.float32), "hi")]))

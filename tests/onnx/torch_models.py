@@ -12,7 +12,8 @@ Usage: torch_models.py --compare REF_DIR DUMP_DIR TOL
 Usage: torch_models.py --same-weights REF_DIR WEIGHTS_DIR
   checks that remat import wrote every parameter bit for bit.
 
-Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha, cnn_bn, wide or big.
+Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha, cnn_bn, wide, big or
+activations.
 """
 import math
 import os
@@ -228,8 +229,54 @@ class Big(nn.Module):
                 torch.randint(0, 10, (8,), generator=g))
 
 
+class ActBlock(nn.Module):
+    """One Linear, then every activation of issue 25 side by side, each on
+    values that straddle its kinks (3h reaches past HardSwish's -3 and 3,
+    HardSigmoid's and ReLU6's)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.leaky = nn.LeakyReLU(0.1)
+        self.hswish = nn.Hardswish()
+        self.hsig = nn.Hardsigmoid()
+        self.relu6 = nn.ReLU6()
+        self.elu = nn.ELU(alpha=0.8)
+        self.softplus = nn.Softplus()
+
+    def forward(self, x):
+        h = self.fc(x)
+        w = 3 * h
+        return (self.leaky(h) + self.hswish(w) * self.hsig(w) +
+                self.relu6(w) + self.elu(h) + self.softplus(h) + x.abs())
+
+
+class Activations(nn.Module):
+    """torch.nn's activations, which export as LeakyRelu, HardSwish,
+    HardSigmoid, Clip (ReLU6, its bounds constant inputs), Elu, Softplus
+    and Abs, in two blocks."""
+
+    def __init__(self, d=16, n=2, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.blocks = nn.ModuleList([ActBlock(d) for _ in range(n)])
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        return F.cross_entropy(self.head(h), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(6, 8, generator=g),
+                torch.randint(0, 5, (6,), generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
-          "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big}
+          "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
+          "activations": Activations}
 
 
 def fname(name):

@@ -348,6 +348,26 @@ def batch_norm(a, ins, at, updated=None):
     return y
 
 
+def clip(a, ins, at):
+    """ONNX Clip: min(max(x, min), max), a bound left out being no bound
+    (and min > max giving max everywhere, as torch.clamp does too)."""
+    lo = float(at["min"]) if "min" in at else None
+    hi = float(at["max"]) if "max" in at else None
+    return ins[0] if lo is None and hi is None else torch.clamp(ins[0], lo, hi)
+
+
+def hard_sigmoid(a, ins, at):
+    """ONNX HardSigmoid: max(0, min(1, alpha x + beta))."""
+    alpha, beta = float(at.get("alpha", "0.2")), float(at.get("beta", "0.5"))
+    return torch.clamp(alpha * ins[0] + beta, 0, 1)
+
+
+def elu(a, ins, at):
+    """ONNX Elu: x for x > 0, alpha (e^x - 1) elsewhere."""
+    x = ins[0]
+    return torch.where(x > 0, x, float(at.get("alpha", "1.0")) * (torch.exp(x) - 1))
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -391,6 +411,17 @@ OPS = {
     "LogSoftmax": log_softmax,
     "Expand": expand,
     "BatchNormalization": batch_norm,   # run() gives it training mode
+    # ONNX LeakyRelu: x for x >= 0, alpha x below
+    "LeakyRelu": lambda a, i, at: torch.where(i[0] >= 0, i[0],
+                                              float(at.get("alpha", "0.01")) * i[0]),
+    # ONNX HardSwish: x max(0, min(1, x/6 + 1/2))
+    "HardSwish": lambda a, i, at: i[0] * torch.clamp(i[0] / 6 + 0.5, 0, 1),
+    "HardSigmoid": hard_sigmoid,
+    "Clip": clip,
+    "Elu": elu,
+    # ONNX Softplus: ln(e^x + 1)
+    "Softplus": lambda a, i, at: torch.log(torch.exp(i[0]) + 1),
+    "Abs": lambda a, i, at: torch.abs(i[0]),
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py

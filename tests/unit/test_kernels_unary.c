@@ -1,9 +1,11 @@
 /*
  * test_kernels_unary.c: unit tests of the runtime's unary pointwise
  * kernels (Relu, Gelu, Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf,
- * Reciprocal: rt_relu_* ... rt_reciprocal_*, and the _set twins of Relu
- * and Gelu, with Dropout's alongside them in pointwise_kernels_write), with
- * Check.
+ * Reciprocal: rt_relu_* ... rt_reciprocal_*; torch.nn's activations
+ * LeakyRelu, HardSwish, HardSigmoid, Clip, Elu, Softplus, Abs, at their
+ * kinks too, where each must take torch's one-sided slope; and the _set
+ * twins of Relu and Gelu, with Dropout's alongside them in
+ * pointwise_kernels_write), with Check.
  *
  * Every backward is checked against central finite differences of its
  * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
@@ -423,6 +425,237 @@ START_TEST(reciprocal_by_hand)
 }
 END_TEST
 
+/* ---- torch.nn's activations ---------------------------------------------- */
+
+/* Each with attributes other than ONNX's defaults where it has any (so a
+ * kernel that ignored them would fail), and its kinks: gradient points
+ * stay 0.05 away from them (the finite difference steps 0.01). */
+enum { A_LEAKY, A_HSWISH, A_HSIGMOID, A_CLIP, A_ELU, A_SOFTPLUS, A_ABS,
+       A_COUNT };
+static const char *const act_names[A_COUNT] = {
+    "LeakyRelu", "HardSwish", "HardSigmoid", "Clip", "Elu", "Softplus", "Abs"};
+static const float act_kinks[A_COUNT][2] = {
+    {0, 0}, {-3, 3}, {-2, 2}, {-1, 1.5f}, {0, 0}, {99, 99}, {0, 0}};
+#define A_ALPHA_LEAKY 0.1f
+#define A_ALPHA_HSIG  0.25f     /* with beta 0.5: kinks at -2 and 2 */
+#define A_BETA_HSIG   0.5f
+#define A_LO          -1.0f
+#define A_HI          1.5f
+#define A_ALPHA_ELU   0.7f      /* not 1: Elu then has a kink at 0 */
+
+typedef struct {
+    int op, n;
+    float x[32], y[32], dy[32];
+} act_case;
+
+static void act_fwd(act_case *c)
+{
+    switch (c->op) {
+    case A_LEAKY: rt_leaky_relu_forward(c->y, c->x, c->n, A_ALPHA_LEAKY); break;
+    case A_HSWISH: rt_hard_swish_forward(c->y, c->x, c->n); break;
+    case A_HSIGMOID:
+        rt_hard_sigmoid_forward(c->y, c->x, c->n, A_ALPHA_HSIG, A_BETA_HSIG);
+        break;
+    case A_CLIP: rt_clip_forward(c->y, c->x, c->n, A_LO, A_HI); break;
+    case A_ELU: rt_elu_forward(c->y, c->x, c->n, A_ALPHA_ELU); break;
+    case A_SOFTPLUS: rt_softplus_forward(c->y, c->x, c->n); break;
+    default: rt_abs_forward(c->y, c->x, c->n); break;
+    }
+}
+
+/* HardSigmoid reads its output y, the others their input x. */
+static void act_bwd(act_case *c, float *dx)
+{
+    act_fwd(c);
+    switch (c->op) {
+    case A_LEAKY:
+        rt_leaky_relu_backward(dx, c->dy, c->x, c->n, A_ALPHA_LEAKY);
+        break;
+    case A_HSWISH: rt_hard_swish_backward(dx, c->dy, c->x, c->n); break;
+    case A_HSIGMOID:
+        rt_hard_sigmoid_backward(dx, c->dy, c->y, c->n, A_ALPHA_HSIG);
+        break;
+    case A_CLIP: rt_clip_backward(dx, c->dy, c->x, c->n, A_LO, A_HI); break;
+    case A_ELU: rt_elu_backward(dx, c->dy, c->x, c->n, A_ALPHA_ELU); break;
+    case A_SOFTPLUS: rt_softplus_backward(dx, c->dy, c->x, c->n); break;
+    default: rt_abs_backward(dx, c->dy, c->x, c->n); break;
+    }
+}
+
+static double act_loss(void *v)
+{
+    act_case *c = v;
+    act_fwd(c);
+    return dot(c->y, c->dy, c->n);
+}
+
+/* x over [-5, 5], on both sides of every kink, none within 0.05 of one */
+START_TEST(activation_grad)
+{
+    act_case c;
+    float dx[32], px[32], diff[32];
+    int i, k;
+    c.op = _i, c.n = 32;
+    tseed(1400 + _i);
+    for (i = 0; i < c.n; i++) {
+        do
+            c.x[i] = trand(-5, 5);
+        while (fabsf(c.x[i] - act_kinks[c.op][0]) < 0.05f ||
+               fabsf(c.x[i] - act_kinks[c.op][1]) < 0.05f);
+    }
+    for (k = 0; k < 2; k++) {
+        int below = 0, above = 0;
+        for (i = 0; i < c.n; i++) {
+            below += c.x[i] < act_kinks[c.op][k];
+            above += c.x[i] > act_kinks[c.op][k];
+        }
+        ck_assert(c.op == A_SOFTPLUS || (below > 2 && above > 2));
+    }
+    fill(c.dy, c.n, -1, 1);
+    fill(px, c.n, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    act_bwd(&c, dx);
+    added(diff, dx, px, c.n);
+    expect_grad(act_names[c.op], c.x, c.n, diff, act_loss, &c);
+    act_bwd(&c, NULL);
+}
+END_TEST
+
+/* ONNX's definitions in double over a grid through every kink */
+START_TEST(activation_forward_over_grid)
+{
+    act_case c;
+    double want[32];
+    int op, j, i;
+    for (op = 0; op < A_COUNT; op++)
+        for (j = 0; j < 8; j++) {
+            c.op = op, c.n = 32;
+            for (i = 0; i < 32; i++)
+                c.x[i] = -8.0f + 0.0625f * (float)(32 * j + i);
+            act_fwd(&c);
+            for (i = 0; i < 32; i++) {
+                const double x = c.x[i];
+                double y;
+                switch (op) {
+                case A_LEAKY: y = x >= 0 ? x : 0.1 * x; break;
+                case A_HSWISH: y = x * fmax(0, fmin(1, x / 6 + 0.5)); break;
+                case A_HSIGMOID: y = fmax(0, fmin(1, 0.25 * x + 0.5)); break;
+                case A_CLIP: y = fmin(fmax(x, -1), 1.5); break;
+                case A_ELU: y = x > 0 ? x : 0.7 * (exp(x) - 1); break;
+                case A_SOFTPLUS: y = log(1 + exp(x)); break;
+                default: y = x < 0 ? -x : x; break;
+                }
+                want[i] = y;
+            }
+            expect_near(act_names[op], c.y, want, 32, 1e-6, 1e-7);
+        }
+}
+END_TEST
+
+START_TEST(activation_forward_by_hand)
+{
+    const float x[6] = {-4, -2, 0, 1, 4, -1};
+    float y[6];
+    rt_leaky_relu_forward(y, x, 6, 0.01f);
+    ck_assert_float_eq(y[0], -0.04f);
+    ck_assert_float_eq(y[3], 1.0f);
+    rt_hard_swish_forward(y, x, 6);
+    ck_assert_float_eq(y[0], 0.0f);                     /* below -3 */
+    ck_assert_float_eq_tol(y[1], -0.3333333f, 1e-6f);   /* -2 * 1/6 */
+    ck_assert_float_eq_tol(y[3], 0.6666667f, 1e-6f);    /* 1 * 4/6 */
+    ck_assert_float_eq(y[4], 4.0f);                     /* above 3 */
+    rt_hard_sigmoid_forward(y, x, 6, 0.2f, 0.5f);       /* ONNX's defaults */
+    ck_assert_float_eq(y[0], 0.0f);                     /* -0.3 clamped */
+    ck_assert_float_eq_tol(y[1], 0.1f, 1e-7f);
+    ck_assert_float_eq(y[2], 0.5f);
+    ck_assert_float_eq_tol(y[3], 0.7f, 1e-7f);
+    ck_assert_float_eq(y[4], 1.0f);                     /* 1.3 clamped */
+    rt_clip_forward(y, x, 6, 0.0f, 6.0f);               /* ReLU6 */
+    ck_assert_float_eq(y[0], 0.0f);
+    ck_assert_float_eq(y[4], 4.0f);
+    rt_clip_forward(y, x, 6, -INFINITY, INFINITY);      /* no bounds */
+    ck_assert(memcmp(y, x, sizeof y) == 0);
+    rt_clip_forward(y, x, 6, 2.0f, 1.0f);               /* min > max: max */
+    ck_assert_float_eq(y[0], 1.0f);
+    ck_assert_float_eq(y[4], 1.0f);
+    rt_elu_forward(y, x, 6, 1.0f);
+    ck_assert_float_eq_tol(y[5], -0.6321206f, 1e-6f);   /* e^-1 - 1 */
+    ck_assert_float_eq(y[2], 0.0f);
+    ck_assert_float_eq(y[3], 1.0f);
+    rt_softplus_forward(y, x, 6);
+    ck_assert_float_eq_tol(y[2], 0.6931472f, 1e-6f);    /* ln 2 */
+    ck_assert_float_eq_tol(y[3], 1.3132616f, 1e-6f);    /* ln(1 + e) */
+    rt_abs_forward(y, x, 6);
+    ck_assert_float_eq(y[0], 4.0f);
+    ck_assert_float_eq(y[3], 1.0f);
+}
+END_TEST
+
+/* At the kinks, torch's one-sided slopes, added to dx = 1 (dy = 2). */
+START_TEST(activation_backward_at_kinks)
+{
+    const float dy[2] = {2, 2};
+    float dx[2];
+    rt_fill(dx, 2, 1.0f);
+    rt_leaky_relu_backward(dx, dy, (const float[]){0, 0}, 2, 0.25f);
+    ck_assert_float_eq(dx[0], 1.5f);                     /* alpha at 0 */
+    rt_fill(dx, 2, 1.0f);
+    rt_hard_swish_backward(dx, dy, (const float[]){-3, 3}, 2);
+    ck_assert_float_eq(dx[0], 0.0f);                     /* 1 + 2 * -1/2 */
+    ck_assert_float_eq(dx[1], 4.0f);                     /* 1 + 2 * 3/2 */
+    rt_fill(dx, 2, 1.0f);
+    rt_hard_sigmoid_backward(dx, dy, (const float[]){0, 1}, 2, 0.25f);
+    ck_assert_float_eq(dx[0], 1.0f);                     /* 0 at both ends */
+    ck_assert_float_eq(dx[1], 1.0f);
+    rt_hard_sigmoid_backward(dx, dy, (const float[]){0.5f, 0.5f}, 2, 0.25f);
+    ck_assert_float_eq(dx[0], 1.5f);
+    rt_fill(dx, 2, 1.0f);
+    rt_clip_backward(dx, dy, (const float[]){0, 6}, 2, 0.0f, 6.0f);
+    ck_assert_float_eq(dx[0], 3.0f);                     /* bounds included */
+    ck_assert_float_eq(dx[1], 3.0f);
+    rt_clip_backward(dx, dy, (const float[]){-1, 7}, 2, 0.0f, 6.0f);
+    ck_assert_float_eq(dx[0], 3.0f);                     /* outside: 0 */
+    ck_assert_float_eq(dx[1], 3.0f);
+    rt_clip_backward(dx, dy, (const float[]){-1e30f, 1e30f}, 2, -INFINITY,
+                     INFINITY);
+    ck_assert_float_eq(dx[0], 5.0f);
+    ck_assert_float_eq(dx[1], 5.0f);
+    rt_clip_backward(dx, dy, (const float[]){1.5f, 1.5f}, 2, 2.0f, 1.0f);
+    ck_assert_float_eq(dx[0], 5.0f);                     /* min > max: 0 */
+    rt_fill(dx, 2, 1.0f);
+    rt_elu_backward(dx, dy, (const float[]){0, -1}, 2, 0.5f);
+    ck_assert_float_eq(dx[0], 2.0f);                     /* alpha e^0 */
+    ck_assert_float_eq_tol(dx[1], 1.3678794f, 1e-6f);    /* 1 + 2 * e^-1/2 */
+    rt_fill(dx, 2, 1.0f);
+    rt_abs_backward(dx, dy, (const float[]){0, -5}, 2);
+    ck_assert_float_eq(dx[0], 1.0f);                     /* sign(0) = 0 */
+    ck_assert_float_eq(dx[1], -1.0f);
+    rt_fill(dx, 2, 1.0f);
+    rt_softplus_backward(dx, dy, (const float[]){0, 0}, 2);
+    ck_assert_float_eq(dx[0], 2.0f);                     /* sigmoid(0) = 1/2 */
+}
+END_TEST
+
+START_TEST(activation_large_inputs_stay_finite)
+{
+    const float x[4] = {-1000, -100, 100, 1000};
+    float y[4], dx[4] = {0, 0, 0, 0}, dy[4] = {1, 1, 1, 1};
+    int i;
+    rt_softplus_forward(y, x, 4);
+    rt_softplus_backward(dx, dy, x, 4);
+    for (i = 0; i < 4; i++)
+        ck_assert_msg(isfinite(y[i]) && y[i] >= 0 && isfinite(dx[i]),
+                      "softplus(%g) = %g, dx %g", (double)x[i], (double)y[i],
+                      (double)dx[i]);
+    ck_assert_float_eq(y[2], 100.0f);
+    ck_assert_float_eq(y[3], 1000.0f);
+    ck_assert_float_eq(dx[3], 1.0f);
+    ck_assert_float_eq(dx[0], 0.0f);
+    rt_elu_forward(y, x, 4, 2.0f);
+    ck_assert_float_eq(y[0], -2.0f);
+}
+END_TEST
+
 /* ---- _set twins ---------------------------------------------------------- */
 
 START_TEST(pointwise_kernels_write)
@@ -495,6 +728,14 @@ static Suite *unary_suite(void)
     tcase_add_test(tc, erf_forward);
     tcase_add_test(tc, erf_backward_by_hand);
     tcase_add_test(tc, reciprocal_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("activations");
+    tcase_add_loop_test(tc, activation_grad, 0, A_COUNT);
+    tcase_add_test(tc, activation_forward_over_grid);
+    tcase_add_test(tc, activation_forward_by_hand);
+    tcase_add_test(tc, activation_backward_at_kinks);
+    tcase_add_test(tc, activation_large_inputs_stay_finite);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");
