@@ -1380,7 +1380,7 @@ void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
  * unary.c: the pointwise ops of one input: Relu, Gelu (exact, and the tanh
  * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg, and
  * torch.nn's activations as ONNX defines them: LeakyRelu, HardSwish,
- * HardSigmoid, Clip, Elu, Softplus, Abs.
+ * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish.
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
  * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
  * vectorize.
@@ -1881,6 +1881,96 @@ void rt_abs_backward(float *dx, const float *dy, const float *x, int n)
         return;
     for (i = 0; i < n; i++)
         dx[i] += x[i] > 0.0f ? dy[i] : x[i] < 0.0f ? -dy[i] : 0.0f;
+}
+
+/* gamma alpha (e^x - 1) as gamma alpha expm1(x): no cancellation near 0 */
+void rt_selu_forward(float *y, const float *x, int n, float alpha,
+                     float gamma)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? gamma * x[i] : gamma * alpha * expm1f(x[i]);
+}
+
+void rt_selu_backward(float *dx, const float *dy, const float *x, int n,
+                      float alpha, float gamma)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += x[i] > 0.0f ? gamma * dy[i]
+                             : dy[i] * gamma * alpha * expf(x[i]);
+}
+
+void rt_celu_forward(float *y, const float *x, int n, float alpha)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : alpha * expm1f(x[i] / alpha);
+}
+
+void rt_celu_backward(float *dx, const float *dy, const float *x, int n,
+                      float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += x[i] > 0.0f ? dy[i] : dy[i] * expf(x[i] / alpha);
+}
+
+void rt_softsign_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = x[i] / (1.0f + fabsf(x[i]));
+}
+
+void rt_softsign_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        const float d = 1.0f + fabsf(x[i]);
+        dx[i] += dy[i] / (d * d);
+    }
+}
+
+/* tanh(ln(1 + e^x)) = t / (t + 2) with t = e^x (e^x + 2): no cancellation
+ * for x very negative (t ~ 2 e^x); above 20 it is 1 in float, and e^x is
+ * never taken where it could overflow. 1 - tanh^2 = 4 (t + 1) / (t + 2)^2,
+ * exact where tanh rounds to 1. */
+#define MISH_BIG 20.0f
+
+void rt_mish_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        if (x[i] > MISH_BIG) {
+            y[i] = x[i];
+        } else {
+            const float e = expf(x[i]), t = e * (e + 2.0f);
+            y[i] = x[i] * (t / (t + 2.0f));
+        }
+    }
+}
+
+void rt_mish_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        if (x[i] > MISH_BIG) {
+            dx[i] += dy[i];
+        } else {
+            const float e = expf(x[i]), t = e * (e + 2.0f), u = t + 2.0f;
+            const float sech2 = 4.0f * (t + 1.0f) / (u * u);
+            dx[i] += dy[i] * (t / u + x[i] * sigmoid1(x[i]) * sech2);
+        }
+    }
 }
 
 /* ==== runtime/softmax.c ==== */

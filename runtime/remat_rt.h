@@ -184,6 +184,24 @@ void rt_softplus_backward(float *dx, const float *dy, const float *x, int n);
 /* y = |x| (Abs); f' = sign(x), 0 at 0 */
 void rt_abs_forward(float *y, const float *x, int n);
 void rt_abs_backward(float *dx, const float *dy, const float *x, int n);
+/* y = gamma x for x > 0, gamma alpha (e^x - 1) elsewhere (Selu);
+ * f' = gamma alpha e^x for x <= 0 (gamma alpha at 0, as torch) */
+void rt_selu_forward(float *y, const float *x, int n, float alpha,
+                     float gamma);
+void rt_selu_backward(float *dx, const float *dy, const float *x, int n,
+                      float alpha, float gamma);
+/* y = max(0, x) + min(0, alpha (e^(x/alpha) - 1)) (Celu); f' = e^(x/alpha)
+ * for x <= 0 (1 at 0, as torch) */
+void rt_celu_forward(float *y, const float *x, int n, float alpha);
+void rt_celu_backward(float *dx, const float *dy, const float *x, int n,
+                      float alpha);
+/* y = x / (1 + |x|) (Softsign); f' = 1 / (1 + |x|)^2 */
+void rt_softsign_forward(float *y, const float *x, int n);
+void rt_softsign_backward(float *dx, const float *dy, const float *x, int n);
+/* y = x tanh(ln(1 + e^x)) (Mish, without overflow);
+ * f' = tanh(sp(x)) + x sigmoid(x) (1 - tanh(sp(x))^2) */
+void rt_mish_forward(float *y, const float *x, int n);
+void rt_mish_backward(float *dx, const float *dy, const float *x, int n);
 
 /* ---- ONNX pointwise: Erf, Reciprocal, Pow, Where, LogSoftmax, Expand ------ */
 

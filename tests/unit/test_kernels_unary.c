@@ -2,8 +2,8 @@
  * test_kernels_unary.c: unit tests of the runtime's unary pointwise
  * kernels (Relu, Gelu, Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf,
  * Reciprocal: rt_relu_* ... rt_reciprocal_*; torch.nn's activations
- * LeakyRelu, HardSwish, HardSigmoid, Clip, Elu, Softplus, Abs, at their
- * kinks too, where each must take torch's one-sided slope; and the _set
+ * LeakyRelu, HardSwish, HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu,
+ * Softsign, Mish, at their kinks too, where each must take torch's one-sided slope; and the _set
  * twins of Relu and Gelu, with Dropout's alongside them in
  * pointwise_kernels_write), with Check.
  *
@@ -431,17 +431,24 @@ END_TEST
  * kernel that ignored them would fail), and its kinks: gradient points
  * stay 0.05 away from them (the finite difference steps 0.01). */
 enum { A_LEAKY, A_HSWISH, A_HSIGMOID, A_CLIP, A_ELU, A_SOFTPLUS, A_ABS,
-       A_COUNT };
+       A_SELU, A_CELU, A_SOFTSIGN, A_MISH, A_COUNT };
 static const char *const act_names[A_COUNT] = {
-    "LeakyRelu", "HardSwish", "HardSigmoid", "Clip", "Elu", "Softplus", "Abs"};
+    "LeakyRelu", "HardSwish", "HardSigmoid", "Clip", "Elu", "Softplus", "Abs",
+    "Selu", "Celu", "Softsign", "Mish"};
+/* 99: smooth, no kink (Celu's first derivative is continuous at 0, but
+ * its second is not: the points still straddle 0) */
 static const float act_kinks[A_COUNT][2] = {
-    {0, 0}, {-3, 3}, {-2, 2}, {-1, 1.5f}, {0, 0}, {99, 99}, {0, 0}};
+    {0, 0}, {-3, 3}, {-2, 2}, {-1, 1.5f}, {0, 0}, {99, 99}, {0, 0},
+    {0, 0}, {0, 0}, {99, 99}, {99, 99}};
 #define A_ALPHA_LEAKY 0.1f
 #define A_ALPHA_HSIG  0.25f     /* with beta 0.5: kinks at -2 and 2 */
 #define A_BETA_HSIG   0.5f
 #define A_LO          -1.0f
 #define A_HI          1.5f
 #define A_ALPHA_ELU   0.7f      /* not 1: Elu then has a kink at 0 */
+#define A_ALPHA_SELU  1.5f      /* not ONNX's 1.673..., 1.050... */
+#define A_GAMMA_SELU  1.2f
+#define A_ALPHA_CELU  0.5f      /* not 1: x/alpha differs from x */
 
 typedef struct {
     int op, n;
@@ -459,6 +466,12 @@ static void act_fwd(act_case *c)
     case A_CLIP: rt_clip_forward(c->y, c->x, c->n, A_LO, A_HI); break;
     case A_ELU: rt_elu_forward(c->y, c->x, c->n, A_ALPHA_ELU); break;
     case A_SOFTPLUS: rt_softplus_forward(c->y, c->x, c->n); break;
+    case A_SELU:
+        rt_selu_forward(c->y, c->x, c->n, A_ALPHA_SELU, A_GAMMA_SELU);
+        break;
+    case A_CELU: rt_celu_forward(c->y, c->x, c->n, A_ALPHA_CELU); break;
+    case A_SOFTSIGN: rt_softsign_forward(c->y, c->x, c->n); break;
+    case A_MISH: rt_mish_forward(c->y, c->x, c->n); break;
     default: rt_abs_forward(c->y, c->x, c->n); break;
     }
 }
@@ -478,6 +491,12 @@ static void act_bwd(act_case *c, float *dx)
     case A_CLIP: rt_clip_backward(dx, c->dy, c->x, c->n, A_LO, A_HI); break;
     case A_ELU: rt_elu_backward(dx, c->dy, c->x, c->n, A_ALPHA_ELU); break;
     case A_SOFTPLUS: rt_softplus_backward(dx, c->dy, c->x, c->n); break;
+    case A_SELU:
+        rt_selu_backward(dx, c->dy, c->x, c->n, A_ALPHA_SELU, A_GAMMA_SELU);
+        break;
+    case A_CELU: rt_celu_backward(dx, c->dy, c->x, c->n, A_ALPHA_CELU); break;
+    case A_SOFTSIGN: rt_softsign_backward(dx, c->dy, c->x, c->n); break;
+    case A_MISH: rt_mish_backward(dx, c->dy, c->x, c->n); break;
     default: rt_abs_backward(dx, c->dy, c->x, c->n); break;
     }
 }
@@ -509,7 +528,7 @@ START_TEST(activation_grad)
             below += c.x[i] < act_kinks[c.op][k];
             above += c.x[i] > act_kinks[c.op][k];
         }
-        ck_assert(c.op == A_SOFTPLUS || (below > 2 && above > 2));
+        ck_assert(act_kinks[c.op][k] == 99 || (below > 2 && above > 2));
     }
     fill(c.dy, c.n, -1, 1);
     fill(px, c.n, -1, 1);
@@ -543,6 +562,14 @@ START_TEST(activation_forward_over_grid)
                 case A_CLIP: y = fmin(fmax(x, -1), 1.5); break;
                 case A_ELU: y = x > 0 ? x : 0.7 * (exp(x) - 1); break;
                 case A_SOFTPLUS: y = log(1 + exp(x)); break;
+                case A_SELU:
+                    y = x > 0 ? 1.2 * x : 1.2 * (1.5 * exp(x) - 1.5);
+                    break;
+                case A_CELU:
+                    y = fmax(0, x) + fmin(0, 0.5 * (exp(x / 0.5) - 1));
+                    break;
+                case A_SOFTSIGN: y = x / (1 + fabs(x)); break;
+                case A_MISH: y = x * tanh(log(1 + exp(x))); break;
                 default: y = x < 0 ? -x : x; break;
                 }
                 want[i] = y;
@@ -588,6 +615,22 @@ START_TEST(activation_forward_by_hand)
     rt_abs_forward(y, x, 6);
     ck_assert_float_eq(y[0], 4.0f);
     ck_assert_float_eq(y[3], 1.0f);
+    rt_selu_forward(y, x, 6, 1.67326319217681884765625f,
+                    1.05070102214813232421875f);        /* ONNX's defaults */
+    ck_assert_float_eq_tol(y[5], -1.1113307f, 1e-6f);   /* g a (e^-1 - 1) */
+    ck_assert_float_eq(y[2], 0.0f);
+    ck_assert_float_eq_tol(y[3], 1.0507010f, 1e-6f);    /* gamma */
+    rt_celu_forward(y, x, 6, 1.0f);
+    ck_assert_float_eq_tol(y[5], -0.6321206f, 1e-6f);   /* e^-1 - 1 */
+    ck_assert_float_eq(y[3], 1.0f);
+    rt_softsign_forward(y, x, 6);
+    ck_assert_float_eq(y[0], -0.8f);
+    ck_assert_float_eq(y[2], 0.0f);
+    ck_assert_float_eq(y[3], 0.5f);
+    rt_mish_forward(y, x, 6);
+    ck_assert_float_eq(y[2], 0.0f);
+    ck_assert_float_eq_tol(y[3], 0.8650984f, 1e-6f);    /* tanh(ln(1 + e)) */
+    ck_assert_float_eq_tol(y[0], -0.0725917f, 1e-6f);
 }
 END_TEST
 
@@ -633,6 +676,26 @@ START_TEST(activation_backward_at_kinks)
     rt_fill(dx, 2, 1.0f);
     rt_softplus_backward(dx, dy, (const float[]){0, 0}, 2);
     ck_assert_float_eq(dx[0], 2.0f);                     /* sigmoid(0) = 1/2 */
+    rt_fill(dx, 2, 1.0f);
+    rt_selu_backward(dx, dy, (const float[]){0, -1}, 2,
+                     1.67326319217681884765625f, 1.05070102214813232421875f);
+    ck_assert_float_eq_tol(dx[0], 4.5161987f, 1e-5f);    /* 1 + 2 g a at 0 */
+    ck_assert_float_eq_tol(dx[1], 2.2935372f, 1e-5f);    /* 1 + 2 g a e^-1 */
+    rt_fill(dx, 2, 1.0f);
+    rt_celu_backward(dx, dy, (const float[]){0, -1}, 2, 0.5f);
+    ck_assert_float_eq(dx[0], 3.0f);                     /* e^0 = 1 at 0 */
+    ck_assert_float_eq_tol(dx[1], 1.2706706f, 1e-6f);    /* 1 + 2 e^-2 */
+    rt_fill(dx, 2, 1.0f);
+    rt_softsign_backward(dx, dy, (const float[]){0, -1}, 2);
+    ck_assert_float_eq(dx[0], 3.0f);                     /* 1 / 1^2 */
+    ck_assert_float_eq(dx[1], 1.5f);                     /* 1 / 2^2 */
+    rt_fill(dx, 2, 1.0f);
+    rt_mish_backward(dx, dy, (const float[]){0, 0}, 2);
+    ck_assert_float_eq_tol(dx[0], 2.2f, 1e-6f);          /* tanh(ln 2) = 0.6 */
+    rt_selu_backward(NULL, dy, (const float[]){0, -1}, 2, 1.0f, 1.0f);
+    rt_celu_backward(NULL, dy, (const float[]){0, -1}, 2, 1.0f);
+    rt_softsign_backward(NULL, dy, (const float[]){0, -1}, 2);
+    rt_mish_backward(NULL, dy, (const float[]){0, -1}, 2);
 }
 END_TEST
 
@@ -653,6 +716,22 @@ START_TEST(activation_large_inputs_stay_finite)
     ck_assert_float_eq(dx[0], 0.0f);
     rt_elu_forward(y, x, 4, 2.0f);
     ck_assert_float_eq(y[0], -2.0f);
+    rt_mish_forward(y, x, 4);
+    rt_fill(dx, 4, 0.0f);
+    rt_mish_backward(dx, dy, x, 4);
+    for (i = 0; i < 4; i++)
+        ck_assert_msg(isfinite(y[i]) && isfinite(dx[i]), "mish(%g) = %g, dx %g",
+                      (double)x[i], (double)y[i], (double)dx[i]);
+    ck_assert_float_eq(y[3], 1000.0f);
+    ck_assert_float_eq(dx[3], 1.0f);
+    ck_assert_float_eq(y[0], 0.0f);
+    rt_softsign_forward(y, x, 4);
+    ck_assert_float_eq_tol(y[3], 0.999001f, 1e-6f);
+    rt_selu_forward(y, x, 4, 1.67326319217681884765625f,
+                    1.05070102214813232421875f);
+    ck_assert_float_eq_tol(y[0], -1.7580993f, 1e-6f);    /* -gamma alpha */
+    rt_celu_forward(y, x, 4, 0.5f);
+    ck_assert_float_eq(y[0], -0.5f);
 }
 END_TEST
 
