@@ -124,6 +124,10 @@ typedef enum {
     OP_ELU,
     OP_SOFTPLUS,
     OP_ABS,
+    OP_SELU,
+    OP_CELU,
+    OP_SOFTSIGN,
+    OP_MISH,
     OP_COUNT
 } OpKind;
 

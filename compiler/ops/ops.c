@@ -176,6 +176,16 @@ static const AttrSpec elu_attrs[] = {
     {.name = "alpha", .type = ATTR_FLOAT, .f = 1.0f},
     {0},
 };
+/* ONNX's defaults, the float32 values of SELU's constants */
+static const AttrSpec selu_attrs[] = {
+    {.name = "alpha", .type = ATTR_FLOAT, .f = 1.67326319217681884765625f},
+    {.name = "gamma", .type = ATTR_FLOAT, .f = 1.05070102214813232421875f},
+    {0},
+};
+static const AttrSpec celu_attrs[] = {
+    {.name = "alpha", .type = ATTR_FLOAT, .f = 1.0f},
+    {0},
+};
 
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
@@ -359,6 +369,13 @@ const OpInfo op_table[] = {
     [OP_ELU] = UNARY_ATTRS("Elu", "elu", elu_attrs, flops_tanh, NEED_IN(0)),
     [OP_SOFTPLUS] = UNARY("Softplus", "softplus", flops_tanh, NEED_IN(0)),
     [OP_ABS] = UNARY("Abs", "abs", flops_relu, NEED_IN(0)),
+    /* Selu, Celu, Softsign, Mish: f' needs x */
+    [OP_SELU] = UNARY_ATTRS("Selu", "selu", selu_attrs, flops_tanh,
+                            NEED_IN(0)),
+    [OP_CELU] = UNARY_ATTRS("Celu", "celu", celu_attrs, flops_tanh,
+                            NEED_IN(0)),
+    [OP_SOFTSIGN] = UNARY("Softsign", "softsign", flops_hard, NEED_IN(0)),
+    [OP_MISH] = UNARY("Mish", "mish", flops_gelu, NEED_IN(0)),
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

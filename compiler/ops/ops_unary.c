@@ -1,11 +1,11 @@
 /*
  * ops_unary.c: the one-input pointwise rows: Relu, Gelu (exact or tanh),
  * Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf and Reciprocal, and torch.nn's
- * activations LeakyRelu, HardSwish, HardSigmoid, Clip, Elu, Softplus and
- * Abs. Each writes rt_<kernel>_forward over the output's elements, with
- * its float attributes as literals after the count; the backward reads
- * what the row's needs mask says (Relu, Tanh and Sigmoid their output, Gelu
- * and Erf their input).
+ * activations LeakyRelu, HardSwish, HardSigmoid, Clip, Elu, Softplus,
+ * Abs, Selu, Celu, Softsign and Mish. Each writes rt_<kernel>_forward
+ * over the output's elements, with its float attributes as literals after
+ * the count; the backward reads what the row's needs mask says (Relu,
+ * Tanh and Sigmoid their output, Gelu and Erf their input).
  */
 #include "ops.h"
 
@@ -24,9 +24,13 @@ double flops_hard(const Graph *g, const Node *n) { return 2.0 * OUT(0)->numel; }
 static const char *unary_attrs(Emit *e, const Node *n, int backward)
 {
     const char *alpha = "";
-    if (n->op == OP_LEAKY_RELU || n->op == OP_ELU || n->op == OP_HARD_SIGMOID)
+    if (n->op == OP_LEAKY_RELU || n->op == OP_ELU || n->op == OP_HARD_SIGMOID ||
+        n->op == OP_SELU || n->op == OP_CELU)
         alpha = ctx_printf(e->ctx, ", %s",
                            fmt_float(e->ctx, node_float(n, "alpha")));
+    if (n->op == OP_SELU)
+        return ctx_printf(e->ctx, "%s, %s", alpha,
+                          fmt_float(e->ctx, node_float(n, "gamma")));
     if (n->op == OP_HARD_SIGMOID && !backward)
         return ctx_printf(e->ctx, "%s, %s", alpha,
                           fmt_float(e->ctx, node_float(n, "beta")));

@@ -368,6 +368,21 @@ def elu(a, ins, at):
     return torch.where(x > 0, x, float(at.get("alpha", "1.0")) * (torch.exp(x) - 1))
 
 
+def selu(a, ins, at):
+    """ONNX Selu: gamma x for x > 0, gamma (alpha e^x - alpha) elsewhere."""
+    x = ins[0]
+    alpha = float(at.get("alpha", "1.67326319217681884765625"))
+    gamma = float(at.get("gamma", "1.05070102214813232421875"))
+    return torch.where(x > 0, gamma * x, gamma * (alpha * torch.exp(x) - alpha))
+
+
+def celu(a, ins, at):
+    """ONNX Celu: max(0, x) + min(0, alpha (e^(x/alpha) - 1))."""
+    x = ins[0]
+    alpha = float(at.get("alpha", "1.0"))
+    return torch.clamp(x, min=0) + torch.clamp(alpha * (torch.exp(x / alpha) - 1), max=0)
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -422,6 +437,12 @@ OPS = {
     # ONNX Softplus: ln(e^x + 1)
     "Softplus": lambda a, i, at: torch.log(torch.exp(i[0]) + 1),
     "Abs": lambda a, i, at: torch.abs(i[0]),
+    "Selu": selu,
+    "Celu": celu,
+    # ONNX Softsign: x / (1 + |x|)
+    "Softsign": lambda a, i, at: i[0] / (1 + torch.abs(i[0])),
+    # ONNX Mish: x tanh(softplus(x)), softplus as ONNX's ln(e^x + 1)
+    "Mish": lambda a, i, at: i[0] * torch.tanh(torch.log(torch.exp(i[0]) + 1)),
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py
