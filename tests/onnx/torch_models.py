@@ -232,7 +232,7 @@ class Big(nn.Module):
 class ActBlock(nn.Module):
     """One Linear, then every activation of issue 25 side by side, each on
     values that straddle its kinks (3h reaches past HardSwish's -3 and 3,
-    HardSigmoid's and ReLU6's)."""
+    HardSigmoid's and ReLU6's), and SELU, CELU, Softsign and Mish."""
 
     def __init__(self, d):
         super().__init__()
@@ -243,18 +243,26 @@ class ActBlock(nn.Module):
         self.relu6 = nn.ReLU6()
         self.elu = nn.ELU(alpha=0.8)
         self.softplus = nn.Softplus()
+        self.selu = nn.SELU()
+        self.celu = nn.CELU(alpha=0.6)
+        self.softsign = nn.Softsign()
+        self.mish = nn.Mish()
 
     def forward(self, x):
         h = self.fc(x)
         w = 3 * h
         return (self.leaky(h) + self.hswish(w) * self.hsig(w) +
-                self.relu6(w) + self.elu(h) + self.softplus(h) + x.abs())
+                self.relu6(w) + self.elu(h) + self.softplus(h) + x.abs() +
+                self.selu(h) * self.celu(w) + self.softsign(w) +
+                self.mish(w))
 
 
 class Activations(nn.Module):
     """torch.nn's activations, which export as LeakyRelu, HardSwish,
-    HardSigmoid, Clip (ReLU6, its bounds constant inputs), Elu, Softplus
-    and Abs, in two blocks."""
+    HardSigmoid, Clip (ReLU6, its bounds constant inputs), Elu, Softplus,
+    Abs, Selu and Celu, in two blocks; at opset 17 torch spells Softsign
+    out (Abs, Add, Div) and Mish too (Softplus, Tanh, Mul): ONNX's Mish is
+    opset 18."""
 
     def __init__(self, d=16, n=2, classes=5):
         super().__init__()
