@@ -563,8 +563,8 @@ static int ops(int argc, char **argv)
             return usage_error("ops", "takes no argument (%s)", argv[i]);
         }
     }
-    const char *names[64], *notes[64];
-    int n = onnx_folded_ops(names, notes, 64);
+    const char *names[MAX_FOLDED_OPS], *notes[MAX_FOLDED_OPS];
+    int n = onnx_folded_ops(names, notes, MAX_FOLDED_OPS);
     Ctx c;
     ctx_init(&c);
     Buf b;

@@ -687,6 +687,7 @@ int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
  * fold table's order, at most max; notes[k] is NULL, or how the importer
  * takes op k when an input is computed. Returns how many. */
 int onnx_folded_ops(const char **names, const char **notes, int max);
+#define MAX_FOLDED_OPS 64   /* room enough for every op the importer folds */
 
 /* ---- front/parse.c: XML -> IR -------------------------------------------------- */
 

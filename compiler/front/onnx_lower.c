@@ -556,8 +556,8 @@ static int lower_node(Im *m, ONode *o)
     }
     int k = op_lookup(op);
     if (k < 0) {    /* short: `remat ops` has the lists */
-        const char *names[64], *notes[64];
-        int n = onnx_folded_ops(names, notes, 64), folded = 0;
+        const char *names[MAX_FOLDED_OPS], *notes[MAX_FOLDED_OPS];
+        int n = onnx_folded_ops(names, notes, MAX_FOLDED_OPS), folded = 0;
         for (int i = 0; i < n; i++)
             folded |= !strcmp(names[i], o->op);
         return lower_error(m, o, ctx_printf(m->c, "op %s is %s "
