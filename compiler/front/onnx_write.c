@@ -46,6 +46,41 @@ static const char *node_key(Im *m, const Node *n, size_t *stem)
     return k;
 }
 
+/* Block b takes in every node outside all blocks that lies on a path
+ * between two of its nodes: one that reads, directly or not, a value of
+ * the block and is read, directly or not, by the block. Such a node (a
+ * GELU between two Gemms of a block whose scopes carry no index) would
+ * otherwise cut the block in three, and its input and output, crossing
+ * block edges, would be saved under every policy. Nodes are in ONNX's
+ * topological order, so one sweep each way finds them; joining adds no
+ * new path, so one round is the closure. */
+static void make_convex(Im *m, int b)
+{
+    Graph *g = m->g;
+    char *from = ctx_alloc(m->c, (size_t)g->ntensors + 1);  /* reads the block */
+    char *to = ctx_alloc(m->c, (size_t)g->ntensors + 1);    /* the block reads */
+    char *after = ctx_alloc(m->c, (size_t)g->nnodes + 1);
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        int reads = n->block == b;
+        for (int i = 0; i < n->nin && !reads; i++)
+            reads = from[n->in[i]];
+        after[k] = reads && n->block != b;
+        for (int o = 0; o < n->nout && reads; o++)
+            from[n->out[o]] = 1;
+    }
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        Node *n = &g->nodes[k];
+        int feeds = n->block == b;
+        for (int o = 0; o < n->nout && !feeds; o++)
+            feeds = to[n->out[o]];
+        for (int i = 0; i < n->nin && feeds; i++)
+            to[n->in[i]] = 1;
+        if (feeds && after[k] && n->block < 0)
+            n->block = b;
+    }
+}
+
 static void find_blocks(Im *m)
 {
     Graph *g = m->g;
@@ -74,6 +109,8 @@ static void find_blocks(Im *m)
         }
         g->nodes[k].block = b;
     }
+    for (int b = 0; b < g->nblocks; b++)
+        make_convex(m, b);
 }
 
 /* ---- the XML ------------------------------------------------------------------------------------ */

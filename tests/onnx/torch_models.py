@@ -12,8 +12,8 @@ Usage: torch_models.py --compare REF_DIR DUMP_DIR TOL
 Usage: torch_models.py --same-weights REF_DIR WEIGHTS_DIR
   checks that remat import wrote every parameter bit for bit.
 
-Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha, cnn_bn, wide, big or
-activations.
+Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha, cnn_bn, wide, big,
+activations or resmlp_dict.
 """
 import math
 import os
@@ -282,9 +282,37 @@ class Activations(nn.Module):
                 torch.randint(0, 5, (6,), generator=g))
 
 
+class ResMlpDict(nn.Module):
+    """Residual MLP blocks as an nn.ModuleDict each, called by key in a
+    loop: torch names the nodes /fc1/Gemm, /ln_1/... without the block's
+    index, so the importer finds each block by its parameters
+    (blocks.N.fc1.weight) while the GELU between the Gemms, which reads
+    none, has no key; the block must take it in (convexity), or every
+    policy saves the GELU's input and output at the block's edges."""
+
+    def __init__(self, d=16, n=3, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.blocks = nn.ModuleList([nn.ModuleDict({
+            "ln_1": nn.LayerNorm(d), "fc1": nn.Linear(d, 4 * d),
+            "fc2": nn.Linear(4 * d, d)}) for _ in range(n)])
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for blk in self.blocks:
+            h = h + blk["fc2"](F.gelu(blk["fc1"](blk["ln_1"](h))))
+        return F.cross_entropy(self.head(h), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(6, 8, generator=g),
+                torch.randint(0, 5, (6,), generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
-          "activations": Activations}
+          "activations": Activations, "resmlp_dict": ResMlpDict}
 
 
 def fname(name):
