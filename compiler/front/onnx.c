@@ -136,7 +136,8 @@ int val_set_shape(Im *m, Val *x, int rank, const int64_t *dims, const char *what
     x->rank = rank;
     x->numel = 1;
     for (int d = 0; d < rank; d++) {
-        if (dims[d] < 0 || (dims[d] > 0 && x->numel > MAX_NUMEL / dims[d]))
+        if (dims[d] < 0 || dims[d] > MAX_NUMEL ||
+            (dims[d] > 0 && x->numel > MAX_NUMEL / dims[d]))
             return ctx_error(m->c, m->file, 0, "%s: '%s' has dimension %lld; "
                              "dimensions are 0 or more and a tensor holds at "
                              "most %ld elements", what, x->name,
@@ -670,6 +671,11 @@ int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
             o->has_version)
             m.opset = (long)o->version;
     }
+    if (m.opset > ONNX_MAX_OPSET)
+        return ctx_error(c, file, 0, "the model imports opset %ld of ONNX's "
+                         "default domain; remat implements ops as defined up "
+                         "to opset %d: export with opset_version=%d or lower",
+                         m.opset, ONNX_MAX_OPSET, ONNX_MAX_OPSET);
     buf_init(&m.log, c);
     if (read_values(&m) || read_nodes(&m) || read_outputs(&m))
         return -1;

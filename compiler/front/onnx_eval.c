@@ -409,6 +409,10 @@ static int fold_reshape(Im *m, ONode *o)
     for (int d = 0; d < r; d++) {
         if (s[d] == 0 && !onnx_attr_int(o, "allowzero", 0))
             s[d] = d < x->rank ? x->dims[d] : 1;
+        if (s[d] < -1 || s[d] > MAX_NUMEL ||
+            (s[d] > 0 && known > MAX_NUMEL / s[d]))
+            return fold_error(m, o, "a shape entry is below -1, or the "
+                              "shape holds more elements than a tensor may");
         if (s[d] == -1)
             infer = d;
         else

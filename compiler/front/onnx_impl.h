@@ -9,6 +9,11 @@
 #include "../remat.h"
 #include "onnx.pb-c.h"
 
+/* The newest opset of the default domain whose op definitions the
+ * importer follows (ONNX 1.13's); a model importing a newer one is
+ * refused rather than read by older definitions. */
+#define ONNX_MAX_OPSET 18
+
 typedef enum { DT_F32, DT_I64, DT_BOOL } DType;  /* bool held as int64 0/1 */
 
 typedef struct {

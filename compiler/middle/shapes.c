@@ -243,12 +243,15 @@ int infer_shapes(Ctx *c, Graph *g)
         if (check_dtypes(c, g, n) || check_updates(c, g, n) ||
             op_table[n->op].shape(c, g, n))
             return -1;
-        for (int o = 0; o < n->nout; o++)
-            if (g->tensors[n->out[o]].numel > MAX_NUMEL)
+        for (int o = 0; o < n->nout; o++) {
+            const Tensor *y = &g->tensors[n->out[o]];
+            if (y->numel > MAX_NUMEL)
                 return ctx_error(c, g->file, n->line, "node '%s': output '%s' "
-                                 "would have %ld elements; at most %ld are "
-                                 "supported (1 GiB of float32)", n->name, g->tensors[n->out[o]].name,
-                                 g->tensors[n->out[o]].numel, MAX_NUMEL);
+                                 "would have shape (%s), more than %ld "
+                                 "elements (1 GiB of float32), the most "
+                                 "supported", n->name, y->name,
+                                 shape_str(c, y), MAX_NUMEL);
+        }
     }
     if (check_int_outputs(c, g) || (g->loss < 0 && find_scalar_loss(c, g)))
         return -1;

@@ -11,14 +11,25 @@
 #include <assert.h>
 #include <string.h>
 
+/* numel saturates at MAX_NUMEL + 1 when the product (or any one
+ * dimension, even beside a 0) exceeds MAX_NUMEL, so that no shape rule
+ * multiplies past a long and shapes.c refuses the tensor; below that
+ * bound every product of its dimensions fits. */
 void set_shape(Tensor *t, int rank, const long *dims)
 {
+    int big = 0;
     t->rank = rank;
     t->numel = 1;
     for (int i = 0; i < rank; i++) {
         t->dims[i] = dims[i];
-        t->numel *= dims[i];
+        if (dims[i] > MAX_NUMEL ||
+            (dims[i] > 0 && t->numel > MAX_NUMEL / dims[i]))
+            big = 1;
+        else
+            t->numel *= dims[i];
     }
+    if (big)
+        t->numel = MAX_NUMEL + 1;
 }
 
 /* The product of t's dimensions [from, to). */

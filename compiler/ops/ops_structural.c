@@ -82,6 +82,17 @@ void emit_transpose_bwd(Emit *e, const Node *n, const char *const *din,
          n->cname, set_arg(e));
 }
 
+/* A shape attribute's entries as the XML spells them: "2 -1 16". */
+static const char *ints_text(Ctx *c, const Attr *a)
+{
+    Buf b;
+    buf_init(&b, c);
+    buf_printf(&b, "%s", "");
+    for (int d = 0; d < a->nints; d++)
+        buf_printf(&b, "%s%ld", d ? " " : "", a->ints[d]);
+    return b.data;
+}
+
 /* ONNX Reshape with its shape as an attribute: 0 copies the input's
  * dimension at that place (allowzero=0), one -1 takes what is left. */
 int shape_reshape(Ctx *c, Graph *g, Node *n)
@@ -109,6 +120,11 @@ int shape_reshape(Ctx *c, Graph *g, Node *n)
         if (v < -1)
             return node_error(c, g, n, ctx_printf(c, "Reshape shape entry %d "
                 "is %ld; entries are positive, 0 (copy) or -1 (infer)", d, v));
+        if (v > MAX_NUMEL || (dims[d] > 0 && known > MAX_NUMEL / dims[d]))
+            return node_error(c, g, n, ctx_printf(c, "Reshape shape \"%s\" "
+                "holds more than %ld elements, the most supported; it must "
+                "hold the %ld elements of input '%s'", ints_text(c, want),
+                MAX_NUMEL, x->numel, x->name));
         if (v == -1)
             infer = d;
         else
@@ -122,13 +138,9 @@ int shape_reshape(Ctx *c, Graph *g, Node *n)
         set_shape(OUT(0), want->nints, dims);
         return 0;
     }
-    Buf b;
-    buf_init(&b, c);
-    for (int d = 0; d < want->nints; d++)
-        buf_printf(&b, "%s%ld", d ? " " : "", want->ints[d]);
     return node_error(c, g, n, ctx_printf(c, "Reshape cannot make input '%s' "
         "(%s, %ld elements) into shape \"%s\"; the element count must stay "
-        "the same", x->name, shape_str(c, x), x->numel, b.len ? b.data : ""));
+        "the same", x->name, shape_str(c, x), x->numel, ints_text(c, want)));
 }
 
 int shape_flatten(Ctx *c, Graph *g, Node *n)

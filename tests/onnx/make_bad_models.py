@@ -70,3 +70,11 @@ save("onnx_clip_varying_min", model([h.make_node("Clip", ["x", "lo"], ["y"], nam
 save("onnx_clip_inf_min", model([h.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clamp")],
                                 [x], [y], [nh.from_array(np.array(np.inf, np.float32), "lo"),
                                            nh.from_array(np.array(6, np.float32), "hi")]))
+# an opset newer than the definitions the importer follows
+save("onnx_opset_too_new", model(relu, [x], [y], opset=19))
+# Reshape's shape input with an entry whose product with the next passes
+# a long (the ONNX fuzzer's find): refused by size, no overflow
+save("onnx_reshape_overflow", model(
+    [h.make_node("Reshape", ["x", "s"], ["r"], name="reshape")], [x],
+    [vi("r", None)],
+    [nh.from_array(np.array([1400000000000000000, 32], np.int64), "s")]))
