@@ -128,6 +128,12 @@ typedef enum {
     OP_CELU,
     OP_SOFTSIGN,
     OP_MISH,
+    /* Max, Min, PRelu (ops_binary.c); ReduceMax, ReduceMin (ops_reduce.c) */
+    OP_MAX,
+    OP_MIN,
+    OP_PRELU,
+    OP_REDUCE_MAX,
+    OP_REDUCE_MIN,
     OP_COUNT
 } OpKind;
 

@@ -1294,6 +1294,116 @@ void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
     binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row);
 }
 
+/* ---- Max, Min and PRelu ----------------------------------------------------- */
+
+/* Max and Min of two: a NaN in either gives NaN (torch.maximum). The sign
+ * (p->scale) picks max (1) or min (-1). */
+static void extreme2_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *a = p->a + oa, *b = p->b + ob;
+    int j;
+    for (j = 0; j < n; j++) {
+        const float u = a[(ptrdiff_t)j * sa], v = b[(ptrdiff_t)j * sb];
+        if (u != u || v != v)
+            y[j] = u + v;
+        else
+            y[j] = (p->scale > 0.0f ? u >= v : u <= v) ? u : v;
+    }
+}
+
+void rt_max_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 1.0f, 0u};
+    p.y = y;
+    p.a = a;
+    p.b = b;
+    rt_bc_run_split(m, &p, extreme2_row);
+}
+
+void rt_min_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, -1.0f, 0u};
+    p.y = y;
+    p.a = a;
+    p.b = b;
+    rt_bc_run_split(m, &p, extreme2_row);
+}
+
+/* The gradient goes to the input that was taken; a tie shares it half
+ * and half, as torch.maximum's and torch.minimum's backward do. */
+static void extreme2_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                              ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        const float u = p->a[ia], v = p->b[ib];
+        const float wa = u == v ? 0.5f : (p->scale > 0.0f ? u > v : u < v) ? 1.0f : 0.0f;
+        if (p->da != NULL)
+            p->da[ia] += wa * dy[j];
+        if (p->db != NULL)
+            p->db[ib] += (u == v ? 0.5f : 1.0f - wa) * dy[j];
+    }
+}
+
+void rt_max_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, extreme2_back_row);
+}
+
+void rt_min_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, -1.0f, extreme2_back_row);
+}
+
+/* PRelu: x where x > 0, else slope * x (the slope broadcast to x). */
+static void prelu_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                      ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *x = p->a + oa, *s = p->b + ob;
+    int j;
+    for (j = 0; j < n; j++) {
+        const float v = x[(ptrdiff_t)j * sa];
+        y[j] = v > 0.0f ? v : s[(ptrdiff_t)j * sb] * v;
+    }
+}
+
+void rt_prelu_forward(float *y, const float *x, const float *slope,
+                      const rt_bcast *m)
+{
+    binary(y, x, slope, m, prelu_row);
+}
+
+/* dx = dy where x > 0, else dy * slope; dslope = dy * x where x <= 0
+ * (summed over the dims the slope is broadcast along). The slope is read
+ * only for dx. */
+static void prelu_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                           ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        const float v = p->a[ia];
+        if (p->da != NULL)
+            p->da[ia] += v > 0.0f ? dy[j] : dy[j] * p->b[ib];
+        if (p->db != NULL && !(v > 0.0f))
+            p->db[ib] += dy[j] * v;
+    }
+}
+
+void rt_prelu_backward(float *dx, float *dslope, const float *dy,
+                       const float *x, const float *slope, const rt_bcast *m)
+{
+    binary_back(dx, dslope, dy, x, slope, m, 1.0f, prelu_back_row);
+}
+
 /* Elements of a Where's output, and one step of its odometer: idx and the
  * offsets off[0..2] of cond, a and b move to the next element of y. */
 static size_t where_count(const rt_where *m)
@@ -2194,6 +2304,102 @@ void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
     p.dy = dy;
     p.scale = scale;
     rt_bc_run(m, &p, reduce_back_row);
+}
+
+/* ---- ReduceMax and ReduceMin ---------------------------------------------- */
+
+/* y = the largest (sign 1) or smallest (sign -1) x over the reduced dims;
+ * a NaN anywhere in the group makes it NaN, as in torch.amax. The sign
+ * rides in p->scale. */
+static void extreme_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                        ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy;
+    float *y = p->y + ob;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++) {
+        float *t = &y[(ptrdiff_t)j * sb];
+        const float v = x[j];
+        if (v != v || (p->scale > 0.0f ? v > *t : v < *t))
+            *t = v;
+    }
+}
+
+static void extreme_forward(float *y, const float *x, const rt_bcast *m,
+                            int ny, float sign)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    int i;
+    for (i = 0; i < ny; i++)
+        y[i] = -sign * INFINITY;
+    p.y = y;
+    p.a = x;
+    p.scale = sign;
+    rt_bc_run(m, &p, extreme_row);
+}
+
+void rt_reduce_max_forward(float *y, const float *x, const rt_bcast *m, int ny)
+{
+    extreme_forward(y, x, m, ny, 1.0f);
+}
+
+void rt_reduce_min_forward(float *y, const float *x, const rt_bcast *m, int ny)
+{
+    extreme_forward(y, x, m, ny, -1.0f);
+}
+
+/* count[o] = how many x of group o equal its extreme y[o] (p->y is count,
+ * p->b is y). */
+static void ties_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                     ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy, *y = p->b + ob;
+    float *count = p->y + ob;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++)
+        if (x[j] == y[(ptrdiff_t)j * sb])
+            count[(ptrdiff_t)j * sb] += 1.0f;
+}
+
+/* dx += dy / count where x is its group's extreme, as torch.amax's
+ * backward shares the gradient evenly among ties. */
+static void extreme_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                             ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy, *y = p->b + ob, *dy = p->dy + ob;
+    const float *count = p->y + ob;
+    float *dx = p->da + oy;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t o = (ptrdiff_t)j * sb;
+        if (x[j] == y[o])
+            dx[j] += dy[o] / count[o];
+    }
+}
+
+void rt_reduce_extreme_backward(float *dx, const float *dy, const float *x,
+                                const float *y, const rt_bcast *m, int ny,
+                                float *count)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < ny; i++)
+        count[i] = 0.0f;
+    p.y = count;
+    p.a = x;
+    p.b = y;
+    rt_bc_run(m, &p, ties_row);
+    p.da = dx;
+    p.dy = dy;
+    rt_bc_run(m, &p, extreme_back_row);
 }
 
 /* ==== runtime/norm.c ==== */

@@ -133,6 +133,21 @@ void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m);
 void rt_div_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m);
+/* Max and Min of two broadcast inputs (NaN if either is); the gradient
+ * goes to the input taken, half to each on a tie (torch.maximum). */
+void rt_max_forward(float *y, const float *a, const float *b, const rt_bcast *m);
+void rt_min_forward(float *y, const float *a, const float *b, const rt_bcast *m);
+void rt_max_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m);
+void rt_min_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m);
+/* PRelu: y = x > 0 ? x : slope * x, the slope broadcast to x's shape;
+ * dx += dy * (x > 0 ? 1 : slope), dslope += dy * x where x <= 0, summed
+ * over the slope's broadcast dims. x is read for both, slope for dx. */
+void rt_prelu_forward(float *y, const float *x, const float *slope,
+                      const rt_bcast *m);
+void rt_prelu_backward(float *dx, float *dslope, const float *dy,
+                       const float *x, const float *slope, const rt_bcast *m);
 
 /* ---- unary pointwise ------------------------------------------------------ */
 
@@ -275,6 +290,16 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
 /* dx[i] += scale * dy[o(i)]. */
 void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
                         float scale);
+/* ReduceMax and ReduceMin over the same map: y = the extreme of each group
+ * (-inf / +inf for an empty one; NaN if the group holds one). The
+ * backward adds dy / (number of x equal to y) to each such x, as
+ * torch.amax shares the gradient among ties; count is scratch of ny
+ * floats. */
+void rt_reduce_max_forward(float *y, const float *x, const rt_bcast *m, int ny);
+void rt_reduce_min_forward(float *y, const float *x, const rt_bcast *m, int ny);
+void rt_reduce_extreme_backward(float *dx, const float *dy, const float *x,
+                                const float *y, const rt_bcast *m, int ny,
+                                float *count);
 
 /* ---- transformer ops ------------------------------------------------------ */
 

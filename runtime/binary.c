@@ -346,6 +346,116 @@ void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
     binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row);
 }
 
+/* ---- Max, Min and PRelu ----------------------------------------------------- */
+
+/* Max and Min of two: a NaN in either gives NaN (torch.maximum). The sign
+ * (p->scale) picks max (1) or min (-1). */
+static void extreme2_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *a = p->a + oa, *b = p->b + ob;
+    int j;
+    for (j = 0; j < n; j++) {
+        const float u = a[(ptrdiff_t)j * sa], v = b[(ptrdiff_t)j * sb];
+        if (u != u || v != v)
+            y[j] = u + v;
+        else
+            y[j] = (p->scale > 0.0f ? u >= v : u <= v) ? u : v;
+    }
+}
+
+void rt_max_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 1.0f, 0u};
+    p.y = y;
+    p.a = a;
+    p.b = b;
+    rt_bc_run_split(m, &p, extreme2_row);
+}
+
+void rt_min_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, -1.0f, 0u};
+    p.y = y;
+    p.a = a;
+    p.b = b;
+    rt_bc_run_split(m, &p, extreme2_row);
+}
+
+/* The gradient goes to the input that was taken; a tie shares it half
+ * and half, as torch.maximum's and torch.minimum's backward do. */
+static void extreme2_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                              ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        const float u = p->a[ia], v = p->b[ib];
+        const float wa = u == v ? 0.5f : (p->scale > 0.0f ? u > v : u < v) ? 1.0f : 0.0f;
+        if (p->da != NULL)
+            p->da[ia] += wa * dy[j];
+        if (p->db != NULL)
+            p->db[ib] += (u == v ? 0.5f : 1.0f - wa) * dy[j];
+    }
+}
+
+void rt_max_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, extreme2_back_row);
+}
+
+void rt_min_backward(float *da, float *db, const float *dy, const float *a,
+                     const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, -1.0f, extreme2_back_row);
+}
+
+/* PRelu: x where x > 0, else slope * x (the slope broadcast to x). */
+static void prelu_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                      ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *x = p->a + oa, *s = p->b + ob;
+    int j;
+    for (j = 0; j < n; j++) {
+        const float v = x[(ptrdiff_t)j * sa];
+        y[j] = v > 0.0f ? v : s[(ptrdiff_t)j * sb] * v;
+    }
+}
+
+void rt_prelu_forward(float *y, const float *x, const float *slope,
+                      const rt_bcast *m)
+{
+    binary(y, x, slope, m, prelu_row);
+}
+
+/* dx = dy where x > 0, else dy * slope; dslope = dy * x where x <= 0
+ * (summed over the dims the slope is broadcast along). The slope is read
+ * only for dx. */
+static void prelu_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                           ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        const float v = p->a[ia];
+        if (p->da != NULL)
+            p->da[ia] += v > 0.0f ? dy[j] : dy[j] * p->b[ib];
+        if (p->db != NULL && !(v > 0.0f))
+            p->db[ib] += dy[j] * v;
+    }
+}
+
+void rt_prelu_backward(float *dx, float *dslope, const float *dy,
+                       const float *x, const float *slope, const rt_bcast *m)
+{
+    binary_back(dx, dslope, dy, x, slope, m, 1.0f, prelu_back_row);
+}
+
 /* Elements of a Where's output, and one step of its odometer: idx and the
  * offsets off[0..2] of cond, a and b move to the next element of y. */
 static size_t where_count(const rt_where *m)

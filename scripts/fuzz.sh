@@ -30,6 +30,21 @@ done
 for f in tests/bad/onnx_*.onnx tests/onnx/seeds/*.onnx; do
     [ -f "$f" ] && cp "$f" "$corpus/onnx/seed-$(basename "$f")"
 done
+# ...and the test zoo's models as torch exports them (tests/onnx/
+# torch_models.py), exported once into build/fuzz-seeds/ and kept; those
+# past the fuzzer's 64 KiB input limit are left out.
+seeds=build/fuzz-seeds
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    for m in $(/usr/bin/python3 tests/onnx/torch_models.py --names); do
+        [ -f "$seeds/$m/$m.onnx" ] ||
+            /usr/bin/python3 tests/onnx/torch_models.py "$m" "$seeds/$m" \
+                > /dev/null 2>&1 || { echo "fuzz: torch export of $m failed"; exit 1; }
+        [ "$(wc -c < "$seeds/$m/$m.onnx")" -le 65536 ] &&
+            cp "$seeds/$m/$m.onnx" "$corpus/onnx/seed-zoo-$m.onnx"
+    done
+else
+    echo "fuzz: no torch (python3-torch): the ONNX target starts without the zoo's exports"
+fi
 for f in tests/graphs/data/*.npy tests/unit/data/*.npy; do
     cp "$f" "$corpus/npy/seed-$(basename "$f")"
 done

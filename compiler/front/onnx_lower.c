@@ -399,6 +399,8 @@ static const Lowering lowerings[] = {
     {"Expand", 1, 1, {"shape"}},
     {"ReduceSum", 1, 1, {"axes"}},
     {"ReduceMean", 1, 1, {"axes"}},
+    {"ReduceMax", 1, 1, {"axes"}},
+    {"ReduceMin", 1, 1, {"axes"}},
     {"Dropout", 1, 1, {0}},
     {"Clip", 1, 1, {0}},
     {"BatchNormalization", 5, 1, {0}},

@@ -376,6 +376,25 @@ const OpInfo op_table[] = {
                             NEED_IN(0)),
     [OP_SOFTSIGN] = UNARY("Softsign", "softsign", flops_hard, NEED_IN(0)),
     [OP_MISH] = UNARY("Mish", "mish", flops_gelu, NEED_IN(0)),
+    /* Max, Min and PRelu (ops_binary.c); each gradient reads both inputs
+     * but PRelu's slope gradient, which reads x alone */
+    [OP_MAX] = BINARY("Max", "max", NEED_IN(0) | NEED_IN(1),
+                      NEED_IN(0) | NEED_IN(1)),
+    [OP_MIN] = BINARY("Min", "min", NEED_IN(0) | NEED_IN(1),
+                      NEED_IN(0) | NEED_IN(1)),
+    [OP_PRELU] = {"PRelu", "prelu", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_prelu,
+                  flops_out, {NEED_IN(0) | NEED_IN(1), NEED_IN(0)},
+                  emit_binary_fwd, emit_binary_bwd, emit_binary_static},
+    /* ReduceMax, ReduceMin (ops_reduce.c): the gradient reaches the
+     * extremes, found by comparing x with y */
+    [OP_REDUCE_MAX] = {"ReduceMax", "reduce_max", 1, 1, 1, CAT_REDUCTION,
+                       reduce_attrs, shape_reduce, flops_in,
+                       {NEED_IN(0) | NEED_OUT(0)}, emit_extreme_fwd,
+                       emit_extreme_bwd, emit_reduce_static, scratch_extreme},
+    [OP_REDUCE_MIN] = {"ReduceMin", "reduce_min", 1, 1, 1, CAT_REDUCTION,
+                       reduce_attrs, shape_reduce, flops_in,
+                       {NEED_IN(0) | NEED_OUT(0)}, emit_extreme_fwd,
+                       emit_extreme_bwd, emit_reduce_static, scratch_extreme},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

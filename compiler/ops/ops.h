@@ -67,9 +67,10 @@ void emit_gemm_bwd(Emit *e, const Node *n, const char *const *din,
                    const char *const *dout, const char *const *in,
                    const char *const *out);
 
-/* ---- ops_binary.c: Add, Sub, Mul, Div, Pow, Where, Expand ---------------------- */
+/* ---- ops_binary.c: Add, Sub, Mul, Div, Pow, Max, Min, PRelu, Where, Expand ----- */
 
 int shape_binary(Ctx *c, Graph *g, Node *n);
+int shape_prelu(Ctx *c, Graph *g, Node *n);
 void emit_binary_static(Emit *e, const Node *n);
 void emit_binary_fwd(Emit *e, const Node *n, const char *const *out,
                      const char *const *in);
@@ -109,7 +110,7 @@ double flops_erf(const Graph *g, const Node *n);
  * Clip). */
 double flops_hard(const Graph *g, const Node *n);
 
-/* ---- ops_reduce.c: ReduceSum, ReduceMean --------------------------------------- */
+/* ---- ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceMin ----------------- */
 
 int shape_reduce(Ctx *c, Graph *g, Node *n);
 void emit_reduce_static(Emit *e, const Node *n);
@@ -118,6 +119,12 @@ void emit_reduce_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_reduce_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
+void emit_extreme_fwd(Emit *e, const Node *n, const char *const *out,
+                      const char *const *in);
+void emit_extreme_bwd(Emit *e, const Node *n, const char *const *din,
+                      const char *const *dout, const char *const *in,
+                      const char *const *out);
+long scratch_extreme(const Graph *g, const Node *n, int backward);
 
 /* ---- ops_softmax.c: Softmax, LogSoftmax ---------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
- * ops_binary.c: the broadcasting ops: Add, Sub, Mul, Div and Pow (one
- * rt_bcast map each, the runtime's binary.c), Where (three inputs through
+ * ops_binary.c: the broadcasting ops: Add, Sub, Mul, Div, Pow, Max, Min
+ * and PRelu (one rt_bcast map each, the runtime's binary.c), Where (three inputs through
  * its own stride table) and Expand (its input broadcast to a shape, the
  * backward summing the gradient back over the broadcast dimensions).
  *
@@ -63,6 +63,22 @@ void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
         emit(e, "rt_%s_backward(%s, %s, %s, %s, %s, &map_%s);", n->row->kernel,
              or_null(din, 0, 2), or_null(din, 1, 2), dout[0],
              or_null(in, 0, 2), or_null(in, 1, 2), n->cname);
+}
+
+/* PRelu broadcasts its slope to x (ONNX's unidirectional rule): the
+ * output is x's shape. */
+int shape_prelu(Ctx *c, Graph *g, Node *n)
+{
+    if (shape_binary(c, g, n))
+        return -1;
+    const Tensor *x = IN(0), *y = OUT(0);
+    if (y->rank != x->rank || y->numel != x->numel)
+        return node_error(c, g, n, ctx_printf(c, "PRelu slope '%s' (%s) does "
+            "not broadcast to input '%s' (%s); the slope's shape must "
+            "broadcast to the input's, as (C, 1, 1) for a 4-D input's "
+            "channels", IN(1)->name, shape_str(c, IN(1)), x->name,
+            shape_str(c, x)));
+    return 0;
 }
 
 /* powf is a log and an exp: twice a transcendental. */

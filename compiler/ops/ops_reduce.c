@@ -1,7 +1,8 @@
 /*
- * ops_reduce.c: ReduceSum and ReduceMean over any set of axes, through the
- * runtime's reduce.c and a broadcast map from the input to the reduced
- * output (the backward broadcasts the gradient back).
+ * ops_reduce.c: ReduceSum, ReduceMean, ReduceMax and ReduceMin over any
+ * set of axes, through the runtime's reduce.c and a broadcast map from
+ * the input to the reduced output (the backward broadcasts the gradient
+ * back; ReduceMax's and ReduceMin's to the extremes only).
  */
 #include "ops.h"
 
@@ -83,4 +84,29 @@ void emit_reduce_bwd(Emit *e, const Node *n, const char *const *din,
     (void)out;
     emit(e, "rt_reduce_backward(%s, %s, &map_%s, %s);", din[0], dout[0],
          n->cname, reduce_scale(e, n));
+}
+
+/* ReduceMax, ReduceMin: the same map; the backward reads x and y to find
+ * the extremes, and counts ties in scratch. */
+void emit_extreme_fwd(Emit *e, const Node *n, const char *const *out,
+                      const char *const *in)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_%s_forward(%s, %s, &map_%s, %ld);", n->row->kernel, out[0],
+         in[0], n->cname, OUT(0)->numel);
+}
+
+void emit_extreme_bwd(Emit *e, const Node *n, const char *const *din,
+                      const char *const *dout, const char *const *in,
+                      const char *const *out)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_reduce_extreme_backward(%s, %s, %s, %s, &map_%s, %ld, %s);",
+         din[0], dout[0], in[0], out[0], n->cname, OUT(0)->numel, e->scratch);
+}
+
+/* a tie count per output element, in the backward */
+long scratch_extreme(const Graph *g, const Node *n, int backward)
+{
+    return backward ? OUT(0)->numel : 0;
 }

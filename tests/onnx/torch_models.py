@@ -11,6 +11,8 @@ Usage: torch_models.py --compare REF_DIR DUMP_DIR TOL
   error max|ours - torch| / max|torch|; fails above TOL.
 Usage: torch_models.py --same-weights REF_DIR WEIGHTS_DIR
   checks that remat import wrote every parameter bit for bit.
+Usage: torch_models.py --names
+  prints the names of the models small enough to seed the ONNX fuzzer.
 
 Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha, cnn_bn, wide, big,
 activations or resmlp_dict.
@@ -411,6 +413,9 @@ def same_weights(ref, weights):
 
 if __name__ == "__main__":
     a = sys.argv[1:]
+    if a[0] == "--names":   # the models small enough to seed the fuzzer
+        print(" ".join(n for n in MODELS if n not in ("big", "wide")))
+        sys.exit(0)
     if a[0] == "--compare":
         sys.exit(0 if compare(a[1], a[2], float(a[3])) else 1)
     if a[0] == "--same-weights":

@@ -396,6 +396,15 @@ OPS = {
     "Sigmoid": lambda a, i, at: 1 / (1 + torch.exp(-i[0])),
     "ReduceMean": reduce(torch.mean),
     "ReduceSum": reduce(torch.sum),
+    # torch.amax / amin share a tie's gradient evenly, as ONNX leaves open
+    # and remat does
+    "ReduceMax": reduce(torch.amax),
+    "ReduceMin": reduce(torch.amin),
+    # torch.maximum / minimum: half the gradient to each input on a tie
+    "Max": lambda a, i, at: torch.maximum(i[0], i[1]),
+    "Min": lambda a, i, at: torch.minimum(i[0], i[1]),
+    # ONNX PRelu: x where x > 0, else slope x (slope broadcast to x)
+    "PRelu": lambda a, i, at: torch.where(i[0] > 0, i[0], i[1] * i[0]),
     "Exp": lambda a, i, at: torch.exp(i[0]),
     "Log": lambda a, i, at: torch.log(i[0]),
     "Sqrt": lambda a, i, at: torch.sqrt(i[0]),

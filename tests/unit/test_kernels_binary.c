@@ -1,7 +1,7 @@
 /*
  * test_kernels_binary.c: unit tests of the runtime's broadcasting binary
  * kernels (Add, Sub, Mul, Div over an rt_bcast map, and Add's _set twin),
- * Pow, Where and Expand, with Check.
+ * Pow, Max, Min, PRelu, Where and Expand, with Check.
  *
  * Every backward is checked against central finite differences of its
  * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
@@ -401,6 +401,133 @@ START_TEST(pow_zero_base_no_nan)
 }
 END_TEST
 
+/* ---- Max, Min and PRelu -------------------------------------------------- */
+
+typedef void (*fwd2)(float *, const float *, const float *, const rt_bcast *);
+typedef void (*bwd2)(float *, float *, const float *, const float *,
+                     const float *, const rt_bcast *);
+static const char *const ext_names[3] = {"Max", "Min", "PRelu"};
+static const fwd2 ext_fwd[3] = {rt_max_forward, rt_min_forward, rt_prelu_forward};
+static const bwd2 ext_bwd[3] = {rt_max_backward, rt_min_backward,
+                                rt_prelu_backward};
+
+typedef struct {
+    int op;
+    pow_case p;
+} ext_case;
+
+static double ext_loss(void *v)
+{
+    ext_case *c = v;
+    ext_fwd[c->op](c->p.y, c->p.a, c->p.b, &c->p.m);
+    return dot(c->p.y, c->p.dy, c->p.n);
+}
+
+/* No a within 0.05 of any b (Max, Min), no x within 0.05 of 0 (PRelu): a
+ * finite-difference step of 0.01 never crosses a kink. */
+static void ext_setup(ext_case *c, int op, int k, uint64_t seed)
+{
+    size_t i, j;
+    pow_setup(&c->p, k, seed);
+    c->op = op;
+    if (op == 2) {
+        fill_away(c->p.a, c->p.na, 0.05f, 1.5f);
+        fill(c->p.b, c->p.nb, 0.05f, 0.6f);
+        return;
+    }
+    fill(c->p.a, c->p.na, -1, 1);
+    fill(c->p.b, c->p.nb, -1, 1);
+    for (i = 0; i < c->p.na; i++)
+        for (j = 0; j < c->p.nb; j++)
+            if (fabsf(c->p.a[i] - c->p.b[j]) < 0.05f) {
+                c->p.a[i] += 0.11f;
+                j = (size_t)-1;     /* look again from the first b */
+            }
+}
+
+/* op, layout: PRelu takes the layouts whose output is a's shape (its
+ * slope broadcasts one way) */
+static const int ext_runs[][2] = {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4},
+                                  {1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4},
+                                  {2, 0}, {2, 1}};
+#define N_EXT ((int)(sizeof ext_runs / sizeof ext_runs[0]))
+
+START_TEST(extreme_grad)
+{
+    ext_case c;
+    float da[24], db[24], pa[24], pb[24], diff[24], keep[24];
+    const int op = ext_runs[_i][0];
+    ext_setup(&c, op, ext_runs[_i][1], 7600 + _i);
+    fill(pa, c.p.na, -1, 1);
+    fill(pb, c.p.nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    ext_bwd[op](da, db, c.p.dy, c.p.a, c.p.b, &c.p.m);
+    added(diff, da, pa, c.p.na);
+    expect_grad(ext_names[op], c.p.a, c.p.na, diff, ext_loss, &c);
+    added(diff, db, pb, c.p.nb);
+    expect_grad(ext_names[op], c.p.b, c.p.nb, diff, ext_loss, &c);
+    /* one gradient alone is what it was beside the other */
+    memcpy(keep, da, sizeof keep);
+    memcpy(da, pa, sizeof da);
+    ext_bwd[op](da, NULL, c.p.dy, c.p.a, c.p.b, &c.p.m);
+    ck_assert_mem_eq(da, keep, c.p.na * sizeof(float));
+    ext_bwd[op](NULL, NULL, c.p.dy, c.p.a, c.p.b, &c.p.m);
+}
+END_TEST
+
+/* Each output element by index arithmetic against its definition. */
+START_TEST(extreme_forward_by_index)
+{
+    ext_case c;
+    double want[24];
+    size_t i;
+    const int op = ext_runs[_i][0];
+    ext_setup(&c, op, ext_runs[_i][1], 7700 + _i);
+    ext_fwd[op](c.p.y, c.p.a, c.p.b, &c.p.m);
+    for (i = 0; i < c.p.n; i++) {
+        const double a = c.p.a[src_index(i, c.p.l->da, c.p.l->dims, c.p.l->rank)];
+        const double b = c.p.b[src_index(i, c.p.l->db, c.p.l->dims, c.p.l->rank)];
+        want[i] = op == 0 ? (a > b ? a : b) : op == 1 ? (a < b ? a : b)
+                                                     : (a > 0 ? a : b * a);
+    }
+    /* PRelu rounds one float product: half an ulp */
+    expect_near(ext_names[op], c.p.y, want, c.p.n, op == 2 ? 6e-8 : 0, 0);
+}
+END_TEST
+
+/* Worked by hand: a tie sends half the gradient each way (torch.maximum);
+ * a NaN on either side is NaN; PRelu at 0 gives 0 and a slope gradient
+ * of 0. */
+START_TEST(extreme_ties_nan_by_hand)
+{
+    const float a[3] = {1, 2, NAN}, b[3] = {1, 3, 0}, dy[3] = {4, 4, 4};
+    float y[3], da[3] = {0, 0, 0}, db[3] = {0, 0, 0};
+    const double wda[2] = {2, 0}, wdb[2] = {2, 4};
+    const float x[3] = {0, -2, 3}, s[3] = {0.5f, 0.25f, 0.75f};
+    const double wy[3] = {0, -0.5, 3}, wdx[3] = {2, 1, 4}, wds[3] = {0, -8, 0};
+    rt_bcast m;
+    memset(&m, 0, sizeof m);
+    m.rank = 1;
+    m.dims[0] = 3;
+    m.sa[0] = m.sb[0] = 1;
+    rt_max_forward(y, a, b, &m);
+    ck_assert(y[0] == 1 && y[1] == 3 && isnan(y[2]));
+    rt_min_forward(y, a, b, &m);
+    ck_assert(y[0] == 1 && y[1] == 2 && isnan(y[2]));
+    rt_max_backward(da, db, dy, a, b, &m);
+    expect_near("max da", da, wda, 2, 0, 0);
+    expect_near("max db", db, wdb, 2, 0, 0);
+    rt_prelu_forward(y, x, s, &m);
+    expect_near("prelu y", y, wy, 3, 0, 0);
+    memset(da, 0, sizeof da);
+    memset(db, 0, sizeof db);
+    rt_prelu_backward(da, db, dy, x, s, &m);
+    expect_near("prelu dx", da, wdx, 3, 0, 0);
+    expect_near("prelu dslope", db, wds, 3, 0, 0);
+}
+END_TEST
+
 /* ---- Where --------------------------------------------------------------- */
 
 /* Output dims; cond's, a's and b's dims right-aligned (1 = broadcast). */
@@ -691,6 +818,12 @@ static Suite *binary_suite(void)
     tcase_add_loop_test(tc, pow_forward_matches_formula, 0, N_LAYOUTS);
     tcase_add_test(tc, pow_scalar_exponents);
     tcase_add_test(tc, pow_zero_base_no_nan);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("extreme");
+    tcase_add_loop_test(tc, extreme_grad, 0, N_EXT);
+    tcase_add_loop_test(tc, extreme_forward_by_index, 0, N_EXT);
+    tcase_add_test(tc, extreme_ties_nan_by_hand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("where");

@@ -1,7 +1,8 @@
 /*
  * test_kernels_reduce.c: unit tests of the runtime's reductions
  * (rt_reduce_forward, rt_reduce_backward: ReduceSum, and ReduceMean as a
- * scaled sum, over any of x's dimensions), with Check.
+ * scaled sum, over any of x's dimensions; ReduceMax and ReduceMin, whose
+ * backward shares a tie's gradient), with Check.
  *
  * The backward is checked against central finite differences of the
  * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
@@ -111,6 +112,106 @@ START_TEST(reduce_backward_by_hand)
 }
 END_TEST
 
+/* ---- ReduceMax and ReduceMin --------------------------------------------- */
+
+typedef struct {
+    reduce_case r;
+    int min;
+} extreme_case;
+
+static double extreme_loss(void *v)
+{
+    extreme_case *c = v;
+    memset(c->r.y, 0x7f, sizeof c->r.y);
+    if (c->min)
+        rt_reduce_min_forward(c->r.y, c->r.x, &c->r.m, c->r.ny);
+    else
+        rt_reduce_max_forward(c->r.y, c->r.x, &c->r.m, c->r.ny);
+    return dot(c->r.y, c->r.dy, c->r.ny);
+}
+
+/* x: the values -1.2, -1.1, ..., 1.1 in a random order, 0.1 apart, so a
+ * finite-difference step never changes which one is the extreme. */
+static void extreme_setup(extreme_case *c, int k, int min, uint64_t seed)
+{
+    int i;
+    c->r.m = make_bcast(3, rdims, rsa, reduces[k].sb);
+    c->r.ny = reduces[k].ny;
+    c->min = min;
+    tseed(seed);
+    for (i = 0; i < 24; i++)
+        c->r.x[i] = 0.1f * (float)(i - 12);
+    for (i = 23; i > 0; i--) {
+        const int j = (int)trand(0, (float)i + 0.999f);
+        const float t = c->r.x[i];
+        c->r.x[i] = c->r.x[j];
+        c->r.x[j] = t;
+    }
+    fill(c->r.dy, (size_t)c->r.ny, -1, 1);
+}
+
+START_TEST(extreme_grad)
+{
+    extreme_case c;
+    float dx[24], px[24], diff[24];
+    extreme_setup(&c, _i / 2, _i % 2, 900 + _i);
+    extreme_loss(&c);
+    fill(px, 24, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    rt_reduce_extreme_backward(dx, c.r.dy, c.r.x, c.r.y, &c.r.m, c.r.ny,
+                               c.r.y + 12);
+    added(diff, dx, px, 24);
+    expect_grad(reduces[_i / 2].name, c.r.x, 24, diff, extreme_loss, &c);
+}
+END_TEST
+
+/* Each output against the extreme of its group found by index arithmetic:
+ * x[i][j][l] contributes to y at sum of coordinate * sb. */
+START_TEST(extreme_forward_by_index)
+{
+    extreme_case c;
+    double want[24];
+    int i, j, l;
+    extreme_setup(&c, _i / 2, _i % 2, 950 + _i);
+    extreme_loss(&c);
+    for (i = 0; i < c.r.ny; i++)
+        want[i] = c.min ? 1e30 : -1e30;
+    for (i = 0; i < 2; i++)
+        for (j = 0; j < 3; j++)
+            for (l = 0; l < 4; l++) {
+                const int *sb = reduces[_i / 2].sb;
+                const int o = i * sb[0] + j * sb[1] + l * sb[2];
+                const double v = c.r.x[12 * i + 4 * j + l];
+                if (c.min ? v < want[o] : v > want[o])
+                    want[o] = v;
+            }
+    expect_near(reduces[_i / 2].name, c.r.y, want, (size_t)c.r.ny, 0, 0);
+}
+END_TEST
+
+/* Ties share the gradient evenly (torch.amax); a NaN makes the group NaN;
+ * an empty group is -inf. Worked by hand. */
+START_TEST(extreme_ties_by_hand)
+{
+    const int dims[1] = {4}, sa[1] = {1}, sb[1] = {0}, d0[1] = {0};
+    const float x[4] = {1, 3, 3, 2}, nan4[4] = {1, NAN, 5, 2}, dy[1] = {6};
+    float y[1], dx[4] = {0, 0, 0, 0}, count[1];
+    const double wdx[4] = {0, 3, 3, 0};
+    rt_bcast m = make_bcast(1, dims, sa, sb), e = make_bcast(1, d0, sa, sb);
+    rt_reduce_max_forward(y, x, &m, 1);
+    ck_assert(y[0] == 3);
+    rt_reduce_extreme_backward(dx, dy, x, y, &m, 1, count);
+    expect_near("tied max dx", dx, wdx, 4, 0, 0);
+    rt_reduce_min_forward(y, x, &m, 1);
+    ck_assert(y[0] == 1);
+    rt_reduce_max_forward(y, nan4, &m, 1);
+    ck_assert(isnan(y[0]));
+    rt_reduce_max_forward(y, x, &e, 1);
+    ck_assert(isinf(y[0]) && y[0] < 0);
+    rt_reduce_extreme_backward(NULL, dy, x, y, &m, 1, count);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *reduce_suite(void)
@@ -122,6 +223,11 @@ static Suite *reduce_suite(void)
     tcase_add_loop_test(tc, reduce_grad, 0, N_REDUCES);
     tcase_add_test(tc, reduce_forward_by_hand);
     tcase_add_test(tc, reduce_backward_by_hand);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("extreme");
+    tcase_add_loop_test(tc, extreme_grad, 0, 2 * N_REDUCES);
+    tcase_add_loop_test(tc, extreme_forward_by_index, 0, 2 * N_REDUCES);
+    tcase_add_test(tc, extreme_ties_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }
