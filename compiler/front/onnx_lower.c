@@ -519,11 +519,46 @@ int lower_plain(Im *m, ONode *o, OpKind op)
     return 0;
 }
 
+/* ONNX's Max and Min take one or more inputs; the table's rows take two.
+ * One input is the identity; three or more a chain of pairs, left to
+ * right (max(max(a, b), c)), each link a node of its own. */
+static int lower_variadic(Im *m, ONode *o, OpKind op)
+{
+    if (o->nin == 1)
+        return lower_plain(m, o, OP_IDENTITY);
+    int t = -1;
+    for (int i = 0; i < o->nin; i++)
+        if (o->in[i] < 0)
+            return lower_error(m, o, ctx_printf(m->c, "input %d is left out; "
+                               "%s reads every input given", i, o->op));
+    if (o->nout < 1 || o->out[0] < 0)
+        return lower_error(m, o, "has no output 0");
+    Val *y = &m->v[o->out[0]];
+    for (int i = 1; i < o->nin; i++) {
+        int a = i == 1 ? tensor_of(m, o->in[0], o) : t;
+        int b = tensor_of(m, o->in[i], o);
+        if (a < 0 || b < 0)
+            return -1;
+        Node *n = new_node(m, ctx_printf(m->c, "%s_%d", o->name, i), op);
+        n->in[n->nin++] = a;
+        n->in[n->nin++] = b;
+        t = add_out(m, n, i == o->nin - 1 ? y->name
+                                          : ctx_printf(m->c, "%s_%d_out", o->name, i));
+        if (finish_node(m, n, o))
+            return -1;
+    }
+    y->tensor = t;
+    shape_to_val(y, &m->g->tensors[t]);
+    return 0;
+}
+
 static int lower_node(Im *m, ONode *o)
 {
     if (!strcmp(o->op, "Trilu") && o->in[0] >= 0 && m->v[o->in[0]].tensor >= 0)
         return lower_trilu(m, o);
     int known = op_lookup(o->op);
+    if ((known == OP_MAX || known == OP_MIN) && o->nin != 2 && o->nin > 0)
+        return lower_variadic(m, o, (OpKind)known);
     for (int i = 0; known >= 0 && i < op_table[known].min_in; i++)
         if (i >= o->nin || o->in[i] < 0)
             return lower_error(m, o, ctx_printf(m->c, "input %d is left out; "
