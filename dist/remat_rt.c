@@ -1313,22 +1313,25 @@ static void extreme2_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
-void rt_max_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+static void extreme2(float *y, const float *a, const float *b,
+                     const rt_bcast *m, float sign)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 1.0f, 0u};
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     p.y = y;
     p.a = a;
     p.b = b;
+    p.scale = sign;
     rt_bc_run_split(m, &p, extreme2_row);
+}
+
+void rt_max_forward(float *y, const float *a, const float *b, const rt_bcast *m)
+{
+    extreme2(y, a, b, m, 1.0f);
 }
 
 void rt_min_forward(float *y, const float *a, const float *b, const rt_bcast *m)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, -1.0f, 0u};
-    p.y = y;
-    p.a = a;
-    p.b = b;
-    rt_bc_run_split(m, &p, extreme2_row);
+    extreme2(y, a, b, m, -1.0f);
 }
 
 /* The gradient goes to the input that was taken; a tie shares it half
