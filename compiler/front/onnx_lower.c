@@ -565,6 +565,17 @@ int lower_plain(Im *m, ONode *o, OpKind op)
         return -1;
     if (apply_fold_pads(m, o, n))
         return -1;
+    if (op == OP_GROUP_NORM && o->p && n->nin == 3) {
+        const Tensor *x = &m->g->tensors[n->in[0]];
+        const Tensor *sc = &m->g->tensors[n->in[1]];
+        long groups = onnx_attr_int(o, "num_groups", 0);
+        if (x->rank >= 2 && sc->numel == groups && groups != x->dims[1])
+            return lower_error(m, o, ctx_printf(m->c, "scale '%s' holds %ld "
+                "values, one per group (opset 18's GroupNormalization); "
+                "remat's scale and bias are per channel (%ld), as opset 21 "
+                "and torch's nn.GroupNorm define them", sc->name, sc->numel,
+                x->dims[1]));
+    }
     if (!strcmp(o->op, "GroupNormalization") && !o->p) {
         const Tensor *x = &m->g->tensors[n->in[0]];
         if (x->rank != o->causal)

@@ -220,8 +220,8 @@ int shape_group_norm(Ctx *c, Graph *g, Node *n)
     const int min_rank = n->op == OP_GROUP_NORM ? 2 : 3;
     if (x->rank < min_rank)
         return node_error(c, g, n, ctx_printf(c, "%s input 0 '%s' has shape "
-            "%s but must be (N, C%s)", op, x->name, shape_str(c, x),
-            min_rank == 2 ? ", ...)" : ", D1, ...)"));
+            "%s but must be %s", op, x->name, shape_str(c, x),
+            min_rank == 2 ? "(N, C) or (N, C, D1, ...)" : "(N, C, D1, ...)"));
     long ch = x->dims[1];
     if (n->op == OP_GROUP_NORM) {
         const Attr *ng = node_attr(n, "num_groups");

@@ -73,9 +73,14 @@ int shape_pad(Ctx *c, Graph *g, Node *n)
     pad_plan(x, n, p);
     for (int d = 0; d < x->rank; d++) {
         /* |pads| beyond MAX_NUMEL could only overflow: refuse them first */
-        if (p[d] < -MAX_NUMEL || p[d] > MAX_NUMEL ||
-            p[x->rank + d] < -MAX_NUMEL || p[x->rank + d] > MAX_NUMEL ||
-            x->dims[d] + p[d] + p[x->rank + d] < 1)
+        for (int e = 0; e < 2; e++)
+            if (p[e * x->rank + d] < -MAX_NUMEL ||
+                p[e * x->rank + d] > MAX_NUMEL)
+                return node_error(c, g, n, ctx_printf(c, "Pad pads %ld %s "
+                    "axis %d of input '%s'; a pad is at most %ld elements "
+                    "either way", p[e * x->rank + d], e ? "after" : "before",
+                    d, x->name, (long)MAX_NUMEL));
+        if (x->dims[d] + p[d] + p[x->rank + d] < 1)
             return node_error(c, g, n, ctx_printf(c, "Pad pads %ld before and "
                 "%ld after axis %d of input '%s' (%s) leave %ld elements; "
                 "every axis must keep at least 1", p[d], p[x->rank + d], d,
