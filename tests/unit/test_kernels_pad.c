@@ -101,7 +101,7 @@ END_TEST
 /* ---- against a formula, and finite differences ----------------------------- */
 
 typedef struct {
-    int rank, dims[4], pads[8], mode;
+    int rank, dims[6], pads[12], mode;
 } pad_spec;
 
 static const pad_spec pad_specs[] = {
@@ -114,6 +114,11 @@ static const pad_spec pad_specs[] = {
     {4, {1, 2, 3, 4}, {0, 0, 2, 3, 0, 0, 2, 3}, RT_PAD_REFLECT},
     {4, {2, 1, 3, 2}, {0, 2, -1, 1, 1, 0, 0, 2}, RT_PAD_EDGE},
     {1, {5}, {-2, -1}, RT_PAD_CONSTANT},
+    {5, {2, 1, 2, 2, 3}, {0, 1, 0, 1, 1, 1, 0, 1, 0, -1}, RT_PAD_EDGE},
+    {6, {1, 2, 1, 2, 2, 2}, {1, 0, 0, 1, 0, 1, 0, 1, 1, 0, 1, 0},
+     RT_PAD_REFLECT},
+    {6, {2, 1, 2, 1, 2, 2}, {0, 1, 1, 0, 1, 0, 1, 0, 0, 1, 0, 1},
+     RT_PAD_CONSTANT},
 };
 #define N_PAD ((int)(sizeof pad_specs / sizeof pad_specs[0]))
 
@@ -142,7 +147,7 @@ static int mirror(int i, int n, int mode)
 static void pad_expect(const pad_spec *s, const float *x, float value,
                        double *want)
 {
-    int ydims[4], d, k;
+    int ydims[6], d, k;
     for (d = 0; d < s->rank; d++)
         ydims[d] = s->dims[d] + s->pads[d] + s->pads[s->rank + d];
     for (k = 0; k < numel(s->rank, ydims); k++) {
@@ -179,7 +184,7 @@ static double pad_loss(void *v)
 
 static void pad_setup(pad_case *c, int spec, uint64_t seed)
 {
-    int ydims[4], d;
+    int ydims[6], d;
     c->s = &pad_specs[spec];
     for (d = 0; d < c->s->rank; d++)
         ydims[d] = c->s->dims[d] + c->s->pads[d] + c->s->pads[c->s->rank + d];
