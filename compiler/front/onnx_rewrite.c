@@ -522,7 +522,8 @@ static int try_group_norm(Im *m, ONode *in)
  * 1.13 exports nn.AvgPool2d with count_include_pad=True so, even with
  * zero padding: the AveragePool then counts the padding
  * (count_include_pad 1), which is what it did to the Pad's zeros; one
- * that did not count its own nonzero pads is left alone. */
+ * that did not count its own nonzero pads is left alone, and so is one
+ * with ceil_mode (which treats a window starting in the padding apart). */
 static int try_fold_pad(Im *m, ONode *pad)
 {
     if (strcmp(pad->op, "Pad") || pad->nin < 2 || m->opset < 11 ||
@@ -549,6 +550,10 @@ static int try_fold_pad(Im *m, ONode *pad)
     if (ap && !(ap->s.len == 6 && !memcmp(ap->s.data, "NOTSET", 6)))
         return 0;
     int pool = !strcmp(next->op, "AveragePool");
+    /* ceil_mode drops a last window that would start in the end padding:
+     * the Pad's zeros would become such padding, so the shape could change */
+    if (pool && onnx_attr_int(next, "ceil_mode", 0))
+        return 0;
     const Onnx__AttributeProto *own = onnx_attr(next, "pads");
     if (own && own->n_ints != (size_t)(k - 4))
         return 0;

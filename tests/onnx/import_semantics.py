@@ -197,4 +197,20 @@ check("pad_pool_unfolded", out is not None and np.allclose(out["output.y"][0, 0]
                                                            rtol=1e-5, atol=1e-6),
       err or "Pad zeros count, AveragePool's own pads (count_include_pad 0) do not")
 
+# ...nor one with ceil_mode: its last window starts in the Pad's zeros,
+# which are input to it; folded, they would be end padding, and the window
+# would be dropped (a 3x3 output, not 2x2).
+m = model([h.make_node("Pad", ["x", "pads"], ["p"]),
+           h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], strides=[2, 2],
+                       ceil_mode=1)],
+          [vi("x", [1, 1, 3, 3])], [vi("y", [1, 1, 3, 3])],
+          [nh.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")])
+out, err = run("pad_pool_ceil", m, {"x": x7})
+padded = np.pad(x7[0, 0].astype(np.float64), 1)
+want = np.array([[padded[2 * i:2 * i + 2, 2 * j:2 * j + 2].mean() for j in range(3)]
+                 for i in range(3)])
+check("pad_pool_ceil", out is not None and out["output.y"].shape == (1, 1, 3, 3) and
+      np.allclose(out["output.y"][0, 0], want, rtol=1e-5, atol=1e-6),
+      err or "Pad then AveragePool ceil_mode=1: the window over the Pad's last zeros is kept")
+
 sys.exit(1 if failures else 0)
