@@ -36,7 +36,7 @@
 #define MAX_RANK 6
 #define MAX_IO 8
 #define MAX_ATTRS 8
-#define MAX_INTS 8
+#define MAX_INTS 12     /* 2 * MAX_RANK: Pad's begin and end for every axis */
 #define MAX_NUMEL (1L << 28)    /* 1 GiB of floats: kernels index with int */
 #define MAX_FILE_BYTES ((size_t)32 << 20)   /* graph and policy files */
 
@@ -134,6 +134,11 @@ typedef enum {
     OP_PRELU,
     OP_REDUCE_MAX,
     OP_REDUCE_MIN,
+    /* Pad (ops_pad.c), GroupNormalization and InstanceNormalization
+     * (ops_norm.c): issue 25 */
+    OP_PAD,
+    OP_GROUP_NORM,
+    OP_INSTANCE_NORM,
     OP_COUNT
 } OpKind;
 

@@ -21,6 +21,7 @@
  *     dropout.c
  *     optim.c
  *     hook.c
+ *     pad.c
  *
  * Do not edit it here: edit those files and run make dist.
  */
@@ -2713,6 +2714,148 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
     }
 }
 
+/* ---- GroupNormalization, and InstanceNormalization (one channel a group) --- */
+
+/* Mean and 1/sqrt(var + eps) of one group's m > 0 values, both passes
+ * summed in double (so that neither drifts with m), var biased. The
+ * forward and the backward call this, so they see the same statistics. */
+static void group_moments(const float *x, long m, float eps, double *mean,
+                          double *rstd)
+{
+    double s = 0.0, v = 0.0;
+    long j;
+    for (j = 0; j < m; j++)
+        s += x[j];
+    *mean = s / (double)m;
+    for (j = 0; j < m; j++) {
+        const double d = x[j] - *mean;
+        v += d * d;
+    }
+    *rstd = 1.0 / sqrt(v / (double)m + eps);
+}
+
+void rt_groupnorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, int n, int c, int inner,
+                          int groups, float eps)
+{
+    const int per = c / groups;
+    const long m = (long)per * inner;
+    int b, g, ch;
+    long j;
+    for (b = 0; b < n; b++)
+        for (g = 0; g < groups; g++) {
+            const size_t off = ((size_t)b * c + (size_t)g * per) * inner;
+            double mean, rstd;
+            group_moments(x + off, m, eps, &mean, &rstd);
+            for (ch = 0; ch < per; ch++) {
+                const int k = g * per + ch;
+                const float *xr = x + off + (size_t)ch * inner;
+                float *yr = y + off + (size_t)ch * inner;
+                for (j = 0; j < inner; j++)
+                    yr[j] = (float)((xr[j] - mean) * rstd * scale[k] +
+                                    bias[k]);
+            }
+        }
+}
+
+/* dx: per (batch, group), with xhat = (x - mean) * rstd and g = dy * scale,
+ * dx += rstd * (g - mean(g) - xhat * mean(g * xhat)). */
+static void groupnorm_dx(float *dx, const float *dy, const float *x,
+                         const float *scale, int n, int c, int inner,
+                         int groups, float eps)
+{
+    const int per = c / groups;
+    const long m = (long)per * inner;
+    int b, g, ch;
+    long j;
+    for (b = 0; b < n; b++)
+        for (g = 0; g < groups; g++) {
+            const size_t off = ((size_t)b * c + (size_t)g * per) * inner;
+            double mean, rstd, sg = 0.0, sgx = 0.0;
+            group_moments(x + off, m, eps, &mean, &rstd);
+            for (ch = 0; ch < per; ch++) {
+                const double k = scale[g * per + ch];
+                const size_t o = off + (size_t)ch * inner;
+                for (j = 0; j < inner; j++) {
+                    const double gr = dy[o + j] * k;
+                    sg += gr;
+                    sgx += gr * ((x[o + j] - mean) * rstd);
+                }
+            }
+            sg /= (double)m;
+            sgx /= (double)m;
+            for (ch = 0; ch < per; ch++) {
+                const double k = scale[g * per + ch];
+                const size_t o = off + (size_t)ch * inner;
+                for (j = 0; j < inner; j++) {
+                    const double xh = (x[o + j] - mean) * rstd;
+                    dx[o + j] += (float)(rstd * (dy[o + j] * k - sg -
+                                                 xh * sgx));
+                }
+            }
+        }
+}
+
+/* dscale[ch] += the sum over the batch and the spatial positions of
+ * dy * xhat, in double: RT_GN_CHUNK channels at a time (a stack array,
+ * no allocation), each group's statistics computed for every chunk it
+ * reaches into. */
+#define RT_GN_CHUNK 64
+static void groupnorm_dscale(float *dscale, const float *dy, const float *x,
+                             int n, int c, int inner, int groups, float eps)
+{
+    const int per = c / groups;
+    const long m = (long)per * inner;
+    double ds[RT_GN_CHUNK];
+    int c0, b, g, ch;
+    long j;
+    for (c0 = 0; c0 < c; c0 += RT_GN_CHUNK) {
+        const int c1 = c - c0 < RT_GN_CHUNK ? c : c0 + RT_GN_CHUNK;
+        for (ch = c0; ch < c1; ch++)
+            ds[ch - c0] = 0.0;
+        for (b = 0; b < n; b++)
+            for (g = c0 / per; g <= (c1 - 1) / per; g++) {
+                const size_t off = ((size_t)b * c + (size_t)g * per) * inner;
+                const int lo = g * per < c0 ? c0 : g * per;
+                const int hi = (g + 1) * per > c1 ? c1 : (g + 1) * per;
+                double mean, rstd;
+                group_moments(x + off, m, eps, &mean, &rstd);
+                for (ch = lo; ch < hi; ch++) {
+                    const size_t o = ((size_t)b * c + ch) * inner;
+                    double s = 0.0;
+                    for (j = 0; j < inner; j++)
+                        s += dy[o + j] * ((x[o + j] - mean) * rstd);
+                    ds[ch - c0] += s;
+                }
+            }
+        for (ch = c0; ch < c1; ch++)
+            dscale[ch] += (float)ds[ch - c0];
+    }
+}
+
+void rt_groupnorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x,
+                           const float *scale, int n, int c, int inner,
+                           int groups, float eps)
+{
+    int b, ch;
+    long j;
+    if (dbias != NULL)      /* dy alone: x may be NULL */
+        for (ch = 0; ch < c; ch++) {
+            double s = 0.0;
+            for (b = 0; b < n; b++) {
+                const float *d = dy + ((size_t)b * c + ch) * inner;
+                for (j = 0; j < inner; j++)
+                    s += d[j];
+            }
+            dbias[ch] += (float)s;
+        }
+    if (dx != NULL)
+        groupnorm_dx(dx, dy, x, scale, n, c, inner, groups, eps);
+    if (dscale != NULL)
+        groupnorm_dscale(dscale, dy, x, n, c, inner, groups, eps);
+}
+
 /* ==== runtime/conv.c ==== */
 /*
  * conv.c: convolution (rt_conv_*), a GEMM over im2col's columns, its
@@ -5052,4 +5195,101 @@ void rt_grad_ready(rt_grad_hook *h, float *grads, size_t offset, size_t count)
     }
     if (h->hi[i] - h->lo[i] >= h->bucket_floats)
         hook_send(h, grads, i);
+}
+
+/* ==== runtime/pad.c ==== */
+/*
+ * pad.c: ONNX Pad in its three modes (constant, reflect, edge) over any
+ * rank, negative pads (cropping) included. Every output element comes
+ * from one input element or is the constant, so the backward adds each
+ * element of dy into the input element the forward read it from. Both
+ * walk y in order on the calling thread: the backward's sums (an edge
+ * element gathers a whole border) are then the same bits every time.
+ */
+
+/* The input index output index o reads along one axis of extent n with
+ * `before` elements padded (negative: cropped) in front, or -1 for the
+ * constant. Reflect mirrors about the first and last elements without
+ * repeating them (numpy's and ONNX's "reflect"), as often as the pad
+ * needs; edge repeats them. */
+static long pad_source(long o, long n, long before, int mode)
+{
+    long i = o - before;
+    if (i >= 0 && i < n)
+        return i;
+    if (mode == RT_PAD_CONSTANT)
+        return -1;
+    if (mode == RT_PAD_EDGE || n == 1)
+        return i < 0 ? 0 : n - 1;
+    {
+        const long period = 2 * (n - 1);
+        i %= period;
+        if (i < 0)
+            i += period;
+        return i < n ? i : period - i;
+    }
+}
+
+/* Walks y in order; for each element calls back with the offset of the
+ * x element it reads, or -1 for the constant. Rows of the last axis are
+ * handled at once: the outer coordinates fix the row of x (or the whole
+ * row is the constant). */
+static void pad_walk(float *y, const float *x, float *dx, const float *dy,
+                     int rank, const int *xdims, const int *pads, int mode,
+                     float value)
+{
+    int ydims[RT_MAX_RANK] = {0}, idx[RT_MAX_RANK] = {0}, d;
+    long xstride[RT_MAX_RANK] = {0}, s = 1, rows = 1, r;
+    int last, ylast;
+    size_t oy = 0;
+    if (rank == 0) {
+        if (y != NULL)
+            y[0] = x[0];
+        else
+            dx[0] += dy[0];
+        return;
+    }
+    for (d = rank - 1; d >= 0; d--) {
+        xstride[d] = s;
+        s *= xdims[d];
+        ydims[d] = xdims[d] + pads[d] + pads[rank + d];
+        idx[d] = 0;
+    }
+    for (d = 0; d < rank - 1; d++)
+        rows *= ydims[d];
+    last = xdims[rank - 1];
+    ylast = ydims[rank - 1];
+    for (r = 0; r < rows; r++, oy += (size_t)ylast) {
+        long base = 0;
+        int j;
+        for (d = 0; d < rank - 1 && base >= 0; d++) {
+            long i = pad_source(idx[d], xdims[d], pads[d], mode);
+            base = i < 0 ? -1 : base + i * xstride[d];
+        }
+        for (j = 0; j < ylast; j++) {
+            long i = base < 0 ? -1 : pad_source(j, last, pads[rank - 1], mode);
+            if (y != NULL)
+                y[oy + (size_t)j] = i < 0 ? value : x[base + i];
+            else if (i >= 0)
+                dx[base + i] += dy[oy + (size_t)j];
+        }
+        for (d = rank - 2; d >= 0; d--) {   /* the next row's coordinates */
+            if (++idx[d] < ydims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+void rt_pad_forward(float *y, const float *x, int rank, const int *xdims,
+                    const int *pads, int mode, float value)
+{
+    pad_walk(y, x, NULL, NULL, rank, xdims, pads, mode, value);
+}
+
+void rt_pad_backward(float *dx, const float *dy, int rank, const int *xdims,
+                     const int *pads, int mode)
+{
+    if (dx != NULL)
+        pad_walk(NULL, NULL, dx, dy, rank, xdims, pads, mode, 0.0f);
 }

@@ -384,6 +384,30 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int n, int c, int inner, float eps);
 
+/* GroupNormalization (scale and bias per channel, as torch's nn.GroupNorm
+ * and ONNX opset 21 define it) and InstanceNormalization (groups = c): x
+ * (and y) viewed as (n, c, inner), inner the product of the spatial
+ * dimensions; the c channels form `groups` groups of c / groups
+ * consecutive channels (groups divides c), and each (batch, group)'s
+ * m = c / groups * inner values are normalized together:
+ *   y[i, ch, j] = (x[i, ch, j] - mu) / sqrt(v + eps) * scale[ch] + bias[ch],
+ * mu and v the mean and the biased variance of the group, both summed in
+ * double (no drift with m). */
+void rt_groupnorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, int n, int c, int inner,
+                          int groups, float eps);
+/* The gradients, the statistics recomputed from x (nothing is saved): per
+ * (batch, group), with rstd = 1 / sqrt(v + eps), xhat = (x - mu) * rstd
+ * and g = dy * scale[ch], dx += rstd * (g - mean(g) - xhat * mean(g *
+ * xhat)), the means over the group's m values; dscale[ch] += sum of
+ * dy * xhat and dbias[ch] += sum of dy over the batch and inner, summed
+ * in double. Any of dx, dscale, dbias may be NULL; scale is read only for
+ * dx, x only for dx and dscale (either may then be NULL). */
+void rt_groupnorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x,
+                           const float *scale, int n, int c, int inner,
+                           int groups, float eps);
+
 /* ONNX Transpose: x has `rank` (<= RT_MAX_RANK) dims `dims`, x's shape; y's
  * dim d is x's dim perm[d], and y[j_0, ..., j_{rank-1}] = x[i] with
  * i_{perm[d]} = j_d. Rank 0 copies one element. */
@@ -535,6 +559,29 @@ void rt_slice_forward(float *y, const float *x, int rank, const int *xdims,
  * their values. dx may be NULL. */
 void rt_slice_backward(float *dx, const float *dy, int rank, const int *xdims,
                        const int *ydims, const int *starts, const int *steps);
+
+/* ---- Pad (pad.c) ------------------------------------------------------------ */
+
+/* ONNX Pad's modes. */
+enum { RT_PAD_CONSTANT = 0, RT_PAD_REFLECT = 1, RT_PAD_EDGE = 2 };
+/* ONNX Pad: x has `rank` (<= RT_MAX_RANK) dims xdims; pads holds 2 * rank
+ * ints, the elements added before each axis then after each (negative:
+ * that many removed), and y's dim d is xdims[d] + pads[d] + pads[rank + d]
+ * (each >= 1). Along every axis output index o reads input index
+ * i = o - pads[d] where 0 <= i < xdims[d]; elsewhere mode says what it
+ * holds: RT_PAD_CONSTANT `value`, RT_PAD_REFLECT the input mirrored about
+ * its first and last elements (not repeating them: index -1 reads 1,
+ * xdims[d] reads xdims[d] - 2; mirrored again as often as the pad needs;
+ * an axis of extent 1 repeats its element), RT_PAD_EDGE the first or last
+ * element. An element padded along any axis in constant mode is `value`.
+ * Rank 0 copies one element. */
+void rt_pad_forward(float *y, const float *x, int rank, const int *xdims,
+                    const int *pads, int mode, float value);
+/* dx (x's shape) += every dy element at the input element the forward
+ * read it from (an edge or reflected element gathers several); a constant
+ * element adds nothing. dx may be NULL. */
+void rt_pad_backward(float *dx, const float *dy, int rank, const int *xdims,
+                     const int *pads, int mode);
 
 /* ---- memory, optimizer ---------------------------------------------------- */
 

@@ -305,3 +305,145 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
         }
     }
 }
+
+/* ---- GroupNormalization, and InstanceNormalization (one channel a group) --- */
+
+/* Mean and 1/sqrt(var + eps) of one group's m > 0 values, both passes
+ * summed in double (so that neither drifts with m), var biased. The
+ * forward and the backward call this, so they see the same statistics. */
+static void group_moments(const float *x, long m, float eps, double *mean,
+                          double *rstd)
+{
+    double s = 0.0, v = 0.0;
+    long j;
+    for (j = 0; j < m; j++)
+        s += x[j];
+    *mean = s / (double)m;
+    for (j = 0; j < m; j++) {
+        const double d = x[j] - *mean;
+        v += d * d;
+    }
+    *rstd = 1.0 / sqrt(v / (double)m + eps);
+}
+
+void rt_groupnorm_forward(float *y, const float *x, const float *scale,
+                          const float *bias, int n, int c, int inner,
+                          int groups, float eps)
+{
+    const int per = c / groups;
+    const long m = (long)per * inner;
+    int b, g, ch;
+    long j;
+    for (b = 0; b < n; b++)
+        for (g = 0; g < groups; g++) {
+            const size_t off = ((size_t)b * c + (size_t)g * per) * inner;
+            double mean, rstd;
+            group_moments(x + off, m, eps, &mean, &rstd);
+            for (ch = 0; ch < per; ch++) {
+                const int k = g * per + ch;
+                const float *xr = x + off + (size_t)ch * inner;
+                float *yr = y + off + (size_t)ch * inner;
+                for (j = 0; j < inner; j++)
+                    yr[j] = (float)((xr[j] - mean) * rstd * scale[k] +
+                                    bias[k]);
+            }
+        }
+}
+
+/* dx: per (batch, group), with xhat = (x - mean) * rstd and g = dy * scale,
+ * dx += rstd * (g - mean(g) - xhat * mean(g * xhat)). */
+static void groupnorm_dx(float *dx, const float *dy, const float *x,
+                         const float *scale, int n, int c, int inner,
+                         int groups, float eps)
+{
+    const int per = c / groups;
+    const long m = (long)per * inner;
+    int b, g, ch;
+    long j;
+    for (b = 0; b < n; b++)
+        for (g = 0; g < groups; g++) {
+            const size_t off = ((size_t)b * c + (size_t)g * per) * inner;
+            double mean, rstd, sg = 0.0, sgx = 0.0;
+            group_moments(x + off, m, eps, &mean, &rstd);
+            for (ch = 0; ch < per; ch++) {
+                const double k = scale[g * per + ch];
+                const size_t o = off + (size_t)ch * inner;
+                for (j = 0; j < inner; j++) {
+                    const double gr = dy[o + j] * k;
+                    sg += gr;
+                    sgx += gr * ((x[o + j] - mean) * rstd);
+                }
+            }
+            sg /= (double)m;
+            sgx /= (double)m;
+            for (ch = 0; ch < per; ch++) {
+                const double k = scale[g * per + ch];
+                const size_t o = off + (size_t)ch * inner;
+                for (j = 0; j < inner; j++) {
+                    const double xh = (x[o + j] - mean) * rstd;
+                    dx[o + j] += (float)(rstd * (dy[o + j] * k - sg -
+                                                 xh * sgx));
+                }
+            }
+        }
+}
+
+/* dscale[ch] += the sum over the batch and the spatial positions of
+ * dy * xhat, in double: RT_GN_CHUNK channels at a time (a stack array,
+ * no allocation), each group's statistics computed for every chunk it
+ * reaches into. */
+#define RT_GN_CHUNK 64
+static void groupnorm_dscale(float *dscale, const float *dy, const float *x,
+                             int n, int c, int inner, int groups, float eps)
+{
+    const int per = c / groups;
+    const long m = (long)per * inner;
+    double ds[RT_GN_CHUNK];
+    int c0, b, g, ch;
+    long j;
+    for (c0 = 0; c0 < c; c0 += RT_GN_CHUNK) {
+        const int c1 = c - c0 < RT_GN_CHUNK ? c : c0 + RT_GN_CHUNK;
+        for (ch = c0; ch < c1; ch++)
+            ds[ch - c0] = 0.0;
+        for (b = 0; b < n; b++)
+            for (g = c0 / per; g <= (c1 - 1) / per; g++) {
+                const size_t off = ((size_t)b * c + (size_t)g * per) * inner;
+                const int lo = g * per < c0 ? c0 : g * per;
+                const int hi = (g + 1) * per > c1 ? c1 : (g + 1) * per;
+                double mean, rstd;
+                group_moments(x + off, m, eps, &mean, &rstd);
+                for (ch = lo; ch < hi; ch++) {
+                    const size_t o = ((size_t)b * c + ch) * inner;
+                    double s = 0.0;
+                    for (j = 0; j < inner; j++)
+                        s += dy[o + j] * ((x[o + j] - mean) * rstd);
+                    ds[ch - c0] += s;
+                }
+            }
+        for (ch = c0; ch < c1; ch++)
+            dscale[ch] += (float)ds[ch - c0];
+    }
+}
+
+void rt_groupnorm_backward(float *dx, float *dscale, float *dbias,
+                           const float *dy, const float *x,
+                           const float *scale, int n, int c, int inner,
+                           int groups, float eps)
+{
+    int b, ch;
+    long j;
+    if (dbias != NULL)      /* dy alone: x may be NULL */
+        for (ch = 0; ch < c; ch++) {
+            double s = 0.0;
+            for (b = 0; b < n; b++) {
+                const float *d = dy + ((size_t)b * c + ch) * inner;
+                for (j = 0; j < inner; j++)
+                    s += d[j];
+            }
+            dbias[ch] += (float)s;
+        }
+    if (dx != NULL)
+        groupnorm_dx(dx, dy, x, scale, n, c, inner, groups, eps);
+    if (dscale != NULL)
+        groupnorm_dscale(dscale, dy, x, n, c, inner, groups, eps);
+}

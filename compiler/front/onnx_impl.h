@@ -54,6 +54,12 @@ typedef struct {
     float scale;
     const char *approximate;   /* a rewrite's Gelu: "tanh", or NULL */
     float epsilon;             /* a rewrite's LayerNormalization */
+    long num_groups;           /* a rewrite's GroupNormalization */
+    /* a zero Pad folded into this Conv or AveragePool (issue 25): added
+     * to its pads (begins, then ends, spatial axes only) when lowered;
+     * an AveragePool then counts the padding (count_include_pad 1) */
+    int nfold_pads;
+    long fold_pads[2 * MAX_RANK];
 } ONode;
 
 typedef struct {
@@ -136,6 +142,8 @@ int lower_matmul_t(Im *m, ONode *o);
 int lower_gather_const(Im *m, ONode *o);
 int try_attention(Im *m, ONode *tr);
 int lower_trilu(Im *m, ONode *o);
+/* o's pads and count_include_pad with a folded Pad's added (issue 25) */
+int apply_fold_pads(Im *m, const ONode *o, Node *n);
 
 /* onnx_write.c */
 int onnx_write(Im *m, const char *model_stem, Imported *out);

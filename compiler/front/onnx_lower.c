@@ -274,6 +274,7 @@ static int ignorable(const ONode *o, const Onnx__AttributeProto *a)
     static const char *const any[][2] = {
         {"LayerNormalization", "stash_type"}, {"Dropout", "seed"},
         {"BatchNormalization", "training_mode"}, {"Split", "num_outputs"},
+        {"Pad", "value"},   /* before opset 11: read by pad_inputs */
     };
     for (size_t k = 0; k < sizeof any / sizeof *any; k++)
         if (!strcmp(o->op, any[k][0]) && !strcmp(a->name, any[k][1]))
@@ -381,6 +382,61 @@ static int clip_bounds(Im *m, const ONode *o, Node *n)
     return 0;
 }
 
+/* Pad's constant_value (input 2 since opset 11, the attribute `value`
+ * before) and axes (input 3, opset 18) as its attributes; pads (input 1)
+ * is folded by the Lowering table. Each must be a constant. */
+static int pad_inputs(Im *m, const ONode *o, Node *n)
+{
+    float value = 0.0f;
+    int given = 0;
+    const Onnx__AttributeProto *va = onnx_attr(o, "value");
+    if (va && va->has_f) {
+        value = va->f;
+        given = 1;
+    }
+    if (o->nin > 2 && o->in[2] >= 0) {
+        const Val *v = &m->v[o->in[2]];
+        if (!v->known || v->dt != DT_F32 || v->numel != 1)
+            return lower_error(m, o, ctx_printf(m->c, "input 2 '%s' "
+                "(constant_value) must be a constant float32 scalar: remat's "
+                "Pad takes it as an attribute, fixed when it compiles",
+                v->name));
+        value = v->f[0];
+        given = 1;
+    }
+    if (given) {
+        if (isnan(value))
+            return lower_error(m, o, "constant_value is NaN; remat pads with "
+                               "a number or an infinity");
+        Attr *a = attr_of(n, "constant_value");
+        a->set = 1;
+        a->f = value;
+    }
+    return ints_input(m, o, 3, n, "axes");
+}
+
+int apply_fold_pads(Im *m, const ONode *o, Node *n)
+{
+    if (!o->nfold_pads)
+        return 0;
+    Attr *a = attr_of(n, "pads");
+    if (!a->set || !a->nints) {
+        a->set = 1;
+        a->nints = o->nfold_pads;
+        for (int i = 0; i < a->nints; i++)
+            a->ints[i] = 0;
+    }
+    if (a->nints != o->nfold_pads)
+        return lower_error(m, o, ctx_printf(m->c, "pads has %d values; with "
+            "the Pad before it folded in it needs %d", a->nints,
+            o->nfold_pads));
+    for (int i = 0; i < a->nints; i++)
+        a->ints[i] += o->fold_pads[i];
+    if (n->op == OP_AVERAGE_POOL)
+        set_int(n, "count_include_pad", 1);
+    return 0;
+}
+
 /* ---- the generic lowering ------------------------------------------------------------ */
 
 typedef struct {
@@ -403,6 +459,7 @@ static const Lowering lowerings[] = {
     {"ReduceMin", 1, 1, {"axes"}},
     {"Dropout", 1, 1, {0}},
     {"Clip", 1, 1, {0}},
+    {"Pad", 1, 1, {"pads"}},    /* constant_value and axes: pad_inputs */
     {"BatchNormalization", 5, 1, {0}},
     {"LayerNormalization", 3, 1, {0}},
     {"MaxPool", 1, 1, {0}},
@@ -506,6 +563,34 @@ int lower_plain(Im *m, ONode *o, OpKind op)
     }
     if (op == OP_CLIP && clip_bounds(m, o, n))
         return -1;
+    if (op == OP_PAD && pad_inputs(m, o, n))
+        return -1;
+    if (apply_fold_pads(m, o, n))
+        return -1;
+    if (op == OP_GROUP_NORM && o->p && n->nin == 3) {
+        const Tensor *x = &m->g->tensors[n->in[0]];
+        const Tensor *sc = &m->g->tensors[n->in[1]];
+        long groups = onnx_attr_int(o, "num_groups", 0);
+        if (x->rank >= 2 && sc->numel == groups && groups != x->dims[1])
+            return lower_error(m, o, ctx_printf(m->c, "scale '%s' holds %ld "
+                "values, one per group (opset 18's GroupNormalization); "
+                "remat's scale and bias are per channel (%ld), as opset 21 "
+                "and torch's nn.GroupNorm define them", sc->name, sc->numel,
+                x->dims[1]));
+    }
+    if (!strcmp(o->op, "GroupNormalization") && !o->p) {
+        const Tensor *x = &m->g->tensors[n->in[0]];
+        if (x->rank != o->causal)
+            return lower_error(m, o, ctx_printf(m->c, "the GroupNorm pattern "
+                "ending here normalizes '%s' of shape %s, but its weight and "
+                "bias are unsqueezed to rank %d: they do not broadcast along "
+                "its channels (axis 1)", x->name, shape_str(m->c, x),
+                o->causal));
+        set_int(n, "num_groups", o->num_groups);
+        Attr *a = attr_of(n, "epsilon");
+        a->set = 1;
+        a->f = o->epsilon;
+    }
     for (int i = 0; i < outs; i++)
         add_out(m, n, o->out[i] >= 0 ? m->v[o->out[i]].name
                                      : ctx_printf(m->c, "%s_out%d", o->name, i));

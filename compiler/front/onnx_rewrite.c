@@ -3,7 +3,8 @@
  * patterns torch spells out that become the op they stand for (GELU in
  * both forms, LayerNorm before opset 17, causal attention, a transposed
  * weight under MatMul, Gather of a constant range, Trilu of a computed
- * tensor), and the optional outputs computed beside the node that has
+ * tensor, torch's GroupNorm, a zero Pad before a Conv or an AveragePool),
+ * and the optional outputs computed beside the node that has
  * them (LayerNormalization's statistics, SoftmaxCrossEntropyLoss's
  * log-probabilities). Each matches exactly or leaves the nodes alone.
  */
@@ -393,13 +394,194 @@ static int try_layer_norm(Im *m, ONode *r1)
     return 1;
 }
 
+/* ---- issue 25: torch's GroupNorm, and zero Pads before a Conv or pool ----------- */
+
+/* The values of v, a known 1-D int64 constant of at most max values (a
+ * Shape of a computed tensor too: shapes are static), into out: their
+ * count, or -1. */
+static int const_ints(const Im *m, int v, long *out, int max)
+{
+    if (v < 0 || !m->v[v].known || m->v[v].dt == DT_F32 ||
+        m->v[v].rank != 1 || m->v[v].numel > max)
+        return -1;
+    for (long k = 0; k < m->v[v].numel; k++)
+        out[k] = (long)val_geti(&m->v[v], k);
+    return (int)m->v[v].numel;
+}
+
+/* v is a known float constant of n values, each exactly want. */
+static int const_fill(const Im *m, int v, long n, double want)
+{
+    if (v < 0 || !m->v[v].known || m->v[v].varying || m->v[v].dt != DT_F32 ||
+        m->v[v].numel != n)
+        return 0;
+    for (long k = 0; k < n; k++)
+        if (val_get(&m->v[v], k) != want)
+            return 0;
+    return 1;
+}
+
+/* v = Unsqueeze(W), read only here, W a float initializer of c values
+ * made (c, 1, ..., 1) by the axes 1 .. rank - 2, so that it broadcasts
+ * per channel against a (N, c, ...) tensor of `rank` dims: W, or -1. A
+ * *c or *rank of -1 is taken from W and the axes. */
+static int unsqueezed_param(Im *m, int v, long *c, int *rank, ONode **uq)
+{
+    ONode *u = single_producer(m, v, "Unsqueeze");
+    if (!u || u->nin < 1 || u->in[0] < 0)
+        return -1;
+    const Val *w = &m->v[u->in[0]];
+    if (!w->init || w->dt != DT_F32 || w->rank != 1 ||
+        (*c >= 0 && w->dims[0] != *c))
+        return -1;
+    long axes[MAX_RANK];
+    int na = -1;
+    if (u->nin > 1 && u->in[1] >= 0)
+        na = const_ints(m, u->in[1], axes, MAX_RANK - 2);
+    else {
+        const Onnx__AttributeProto *a = onnx_attr(u, "axes");
+        if (a && a->n_ints <= MAX_RANK - 2) {
+            na = (int)a->n_ints;
+            for (int k = 0; k < na; k++)
+                axes[k] = (long)a->ints[k];
+        }
+    }
+    if (na < 0 || (*rank >= 0 && na != *rank - 2))
+        return -1;
+    int seen[MAX_RANK] = {0};
+    for (int k = 0; k < na; k++) {
+        long a = axes[k] < 0 ? axes[k] + na + 1 : axes[k];
+        if (a < 1 || a > na || seen[a]++)
+            return -1;
+    }
+    *c = w->dims[0];
+    *rank = na + 2;
+    *uq = u;
+    return u->in[0];
+}
+
+/* torch 1.13's nn.GroupNorm(G, C): Reshape x to (0, G, -1),
+ * InstanceNormalization with constant ones and zeros (G of each), Reshape
+ * back to Shape(x), Mul by Unsqueeze(weight), Add Unsqueeze(bias): one
+ * GroupNormalization of x, weight and bias (per channel), the Add's
+ * output keeping its name and the parameters theirs. x's shape is not
+ * known yet (shapes come as the nodes are lowered): the channels are the
+ * weight's length, and lower_plain checks x's rank against the rank the
+ * Unsqueezes broadcast to (a pattern that broadcasts elsewhere is
+ * refused, never compiled to something else). */
+static int try_group_norm(Im *m, ONode *in)
+{
+    if (strcmp(in->op, "InstanceNormalization") || in->nin != 3)
+        return 0;
+    ONode *r1 = single_producer(m, in->in[0], "Reshape");
+    ONode *r2 = r1 && r1->nin >= 2 ? only_reader(m, in->out[0], "Reshape")
+                                   : NULL;
+    if (!r2 || r2->nin < 2 || r2->in[0] != in->out[0] || r2->in[1] < 0 ||
+        m->v[r2->in[1]].producer < 0)
+        return 0;
+    int x = r1->in[0];
+    const ONode *sh = &m->nodes[m->v[r2->in[1]].producer];
+    long grouped[3];
+    if (strcmp(sh->op, "Shape") || sh->nin < 1 || sh->in[0] != x ||
+        onnx_attr(sh, "start") || onnx_attr(sh, "end") ||
+        const_ints(m, r1->in[1], grouped, 3) != 3 || grouped[0] != 0 ||
+        grouped[2] != -1)
+        return 0;
+    long c = -1, groups = grouped[1];
+    int rank = -1;
+    ONode *mul = only_reader(m, r2->out[0], "Mul"), *uw = NULL, *ub = NULL;
+    int w = mul ? unsqueezed_param(m, other(mul, r2->out[0]), &c, &rank, &uw)
+                : -1;
+    ONode *add = w >= 0 ? only_reader(m, mul->out[0], "Add") : NULL;
+    int b = add ? unsqueezed_param(m, other(add, mul->out[0]), &c, &rank, &ub)
+                : -1;
+    if (b < 0 || uw == ub || groups < 1 || c % groups ||
+        !const_fill(m, in->in[1], groups, 1.0) ||
+        !const_fill(m, in->in[2], groups, 0.0))
+        return 0;
+    const Onnx__AttributeProto *ea = onnx_attr(in, "epsilon");
+    r1->done = in->done = r2->done = mul->done = uw->done = ub->done = 1;
+    add->op = "GroupNormalization";
+    add->p = NULL;
+    add->in[0] = x;
+    add->in[1] = w;
+    add->in[2] = b;
+    add->nin = 3;
+    add->num_groups = groups;
+    add->causal = rank;     /* x's rank, for lower_plain to check */
+    add->epsilon = ea && ea->has_f ? ea->f : 1e-5f;
+    log_rewrite(m, "Reshape/InstanceNormalization/Reshape/Mul/Add (torch's "
+                "GroupNorm) as GroupNormalization", add);
+    return 1;
+}
+
+/* A Pad of zeros (constant mode, value 0) of the spatial axes alone, by
+ * no negative amount, whose output only a Conv or an AveragePool reads,
+ * as its input 0, with explicit pads (no auto_pad): the Pad goes, and
+ * its amounts are added to that node's pads when it is lowered. torch
+ * 1.13 exports nn.AvgPool2d with count_include_pad=True so, even with
+ * zero padding: the AveragePool then counts the padding
+ * (count_include_pad 1), which is what it did to the Pad's zeros; one
+ * that did not count its own nonzero pads is left alone, and so is one
+ * with ceil_mode (which treats a window starting in the padding apart). */
+static int try_fold_pad(Im *m, ONode *pad)
+{
+    if (strcmp(pad->op, "Pad") || pad->nin < 2 || m->opset < 11 ||
+        (pad->nin > 3 && pad->in[3] >= 0) ||
+        (pad->nin > 2 && pad->in[2] >= 0 &&
+         !is_const_scalar(m, pad->in[2], 0.0, 0)))
+        return 0;
+    const Onnx__AttributeProto *mode = onnx_attr(pad, "mode");
+    if (mode && !(mode->s.len == 8 && !memcmp(mode->s.data, "constant", 8)))
+        return 0;
+    long p[2 * MAX_RANK];
+    int k = const_ints(m, pad->in[1], p, 2 * MAX_RANK), rank = k / 2;
+    if (k < 6 || k % 2 || p[0] || p[1] || p[rank] || p[rank + 1])
+        return 0;
+    for (int i = 0; i < k; i++)
+        if (p[i] < 0)
+            return 0;
+    ONode *next = only_reader(m, pad->out[0], "Conv");
+    if (!next)
+        next = only_reader(m, pad->out[0], "AveragePool");
+    if (!next || next->in[0] != pad->out[0] || next->nfold_pads || !next->p)
+        return 0;
+    const Onnx__AttributeProto *ap = onnx_attr(next, "auto_pad");
+    if (ap && !(ap->s.len == 6 && !memcmp(ap->s.data, "NOTSET", 6)))
+        return 0;
+    int pool = !strcmp(next->op, "AveragePool");
+    /* ceil_mode drops a last window that would start in the end padding:
+     * the Pad's zeros would become such padding, so the shape could change */
+    if (pool && onnx_attr_int(next, "ceil_mode", 0))
+        return 0;
+    const Onnx__AttributeProto *own = onnx_attr(next, "pads");
+    if (own && own->n_ints != (size_t)(k - 4))
+        return 0;
+    if (pool && !onnx_attr_int(next, "count_include_pad", 0))
+        for (size_t i = 0; own && i < own->n_ints; i++)
+            if (own->ints[i])
+                return 0;
+    next->nfold_pads = k - 4;
+    for (int d = 0; d < rank - 2; d++) {
+        next->fold_pads[d] = p[2 + d];
+        next->fold_pads[rank - 2 + d] = p[rank + 2 + d];
+    }
+    next->in[0] = pad->in[0];
+    pad->done = 1;
+    log_rewrite(m, pool ? "a zero Pad folded into AveragePool's pads "
+                "(count_include_pad=1)" : "a zero Pad folded into Conv's "
+                "pads", next);
+    return 1;
+}
+
 void rewrite_patterns(Im *m)
 {
     for (int k = 0; k < m->nn; k++) {
         ONode *o = &m->nodes[k];
         if (o->done || o->nout < 1 || o->out[0] < 0 || m->v[o->out[0]].known)
             continue;
-        (void)(try_gelu(m, o) || try_gelu_tanh(m, o) || try_layer_norm(m, o));
+        (void)(try_gelu(m, o) || try_gelu_tanh(m, o) || try_layer_norm(m, o) ||
+               try_group_norm(m, o) || try_fold_pad(m, o));
     }
 }
 

@@ -326,6 +326,9 @@ static int is_infinity(const char *s, float *out)
 }
 
 /* Space-separated integers; returns the count, or -1 on garbage / too many. */
+/* parse_attr_value's message says how many ints an attribute holds */
+_Static_assert(MAX_INTS == 12, "parse_attr_value's message says 12");
+
 static int parse_ints(const char *s, long *out, int max)
 {
     int n = 0;
@@ -625,7 +628,7 @@ static int parse_attr_value(Parser *p, xmlNode *x, const char *node,
     case ATTR_INTS:
         a->nints = parse_ints(v, a->ints, MAX_INTS);
         if (a->nints < 0)
-            what = "a list of at most 8 integers separated by spaces";
+            what = "a list of at most 12 integers separated by spaces";
         break;
     case ATTR_STRING:
         a->s = v;

@@ -395,6 +395,22 @@ const OpInfo op_table[] = {
                        reduce_attrs, shape_reduce, flops_in,
                        {NEED_IN(0) | NEED_OUT(0)}, emit_extreme_fwd,
                        emit_extreme_bwd, emit_reduce_static, scratch_extreme},
+    /* Pad, GroupNormalization, InstanceNormalization (issue 25). Pad's
+     * backward adds d(output) back where the forward read: it reads no
+     * tensor. The norms recompute their group statistics from X, as
+     * LayerNorm does: d(X) reads X and scale, d(scale) X, d(B) nothing */
+    [OP_PAD] = {"Pad", "pad", 1, 1, 1, CAT_SHAPE, pad_attrs, shape_pad,
+                flops_none, {0}, emit_pad_fwd, emit_pad_bwd, emit_pad_static},
+    [OP_GROUP_NORM] = {"GroupNormalization", "groupnorm", 3, 3, 1,
+                       CAT_NORMALIZATION, group_norm_attrs, shape_group_norm,
+                       flops_layer_norm,
+                       {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0},
+                       emit_group_norm_fwd, emit_group_norm_bwd, NULL},
+    [OP_INSTANCE_NORM] = {"InstanceNormalization", "groupnorm", 3, 3, 1,
+                          CAT_NORMALIZATION, instance_norm_attrs,
+                          shape_group_norm, flops_layer_norm,
+                          {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0},
+                          emit_group_norm_fwd, emit_group_norm_bwd, NULL},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

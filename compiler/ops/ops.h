@@ -154,6 +154,16 @@ void emit_batch_norm_bwd(Emit *e, const Node *n, const char *const *din,
                          const char *const *dout, const char *const *in,
                          const char *const *out);
 
+/* GroupNormalization, InstanceNormalization (issue 25) */
+extern const AttrSpec group_norm_attrs[];
+extern const AttrSpec instance_norm_attrs[];
+int shape_group_norm(Ctx *c, Graph *g, Node *n);
+void emit_group_norm_fwd(Emit *e, const Node *n, const char *const *out,
+                         const char *const *in);
+void emit_group_norm_bwd(Emit *e, const Node *n, const char *const *din,
+                         const char *const *dout, const char *const *in,
+                         const char *const *out);
+
 /* ---- ops_structural.c: views, Transpose, Gather, Concat, Split, Slice ---------- */
 
 int shape_transpose(Ctx *c, Graph *g, Node *n);
@@ -247,6 +257,17 @@ void emit_global_pool_bwd(Emit *e, const Node *n,
                           const char *const *din,
                           const char *const *dout,
                           const char *const *in, const char *const *out);
+
+/* ---- ops_pad.c: Pad ------------------------------------------------------------ */
+
+extern const AttrSpec pad_attrs[];
+int shape_pad(Ctx *c, Graph *g, Node *n);
+void emit_pad_static(Emit *e, const Node *n);
+void emit_pad_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in);
+void emit_pad_bwd(Emit *e, const Node *n, const char *const *din,
+                  const char *const *dout, const char *const *in,
+                  const char *const *out);
 
 /* ---- ops_attention.c: Attention ------------------------------------------------ */
 

@@ -182,3 +182,101 @@ void emit_batch_norm_bwd(Emit *e, const Node *n, const char *const *din,
          or_null(in, 1, n->nin),
          bn_sizes(e, n));
 }
+
+/* ---- GroupNormalization and InstanceNormalization ------------------------------- */
+
+/* GroupNormalization(X, scale, B) over X of shape (N, C, D1, ...): the C
+ * channels form num_groups groups of C / num_groups consecutive channels,
+ * and each sample's group is normalized with its own mean and biased
+ * variance; then y = xhat * scale[ch] + B[ch], scale and bias PER CHANNEL
+ * as torch's nn.GroupNorm and ONNX opset 21 define them (opset 18 gave
+ * one per group; the ONNX importer refuses that form where it differs).
+ * InstanceNormalization(X, scale, B) is the same with one channel a group.
+ * Both run rt_groupnorm_*, whose statistics are summed in double; the
+ * backward reads X and scale and recomputes them, as LayerNorm's does. */
+
+const AttrSpec group_norm_attrs[] = {
+    {.name = "epsilon", .type = ATTR_FLOAT, .f = 1e-5f},
+    {.name = "num_groups", .type = ATTR_INT},     /* required: shape rule */
+    /* opset 21: the precision of the statistics, 1 (float32) by default;
+     * remat's are double, at least as precise: 1 and 11 (double) accepted */
+    {.name = "stash_type", .type = ATTR_INT, .i = 1},
+    {0},
+};
+const AttrSpec instance_norm_attrs[] = {
+    {.name = "epsilon", .type = ATTR_FLOAT, .f = 1e-5f},
+    {0},
+};
+
+static long norm_groups(const Graph *g, const Node *n)
+{
+    return n->op == OP_GROUP_NORM ? node_int(n, "num_groups") : IN(0)->dims[1];
+}
+
+int shape_group_norm(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const char *op = n->row->name;
+    const int min_rank = n->op == OP_GROUP_NORM ? 2 : 3;
+    if (x->rank < min_rank)
+        return node_error(c, g, n, ctx_printf(c, "%s input 0 '%s' has shape "
+            "%s but must be %s", op, x->name, shape_str(c, x),
+            min_rank == 2 ? "(N, C) or (N, C, D1, ...)" : "(N, C, D1, ...)"));
+    long ch = x->dims[1];
+    if (n->op == OP_GROUP_NORM) {
+        const Attr *ng = node_attr(n, "num_groups");
+        if (!ng->set)
+            return node_error(c, g, n, "GroupNormalization needs "
+                              "num_groups=\"...\", the number of groups of "
+                              "channels");
+        if (ng->i < 1 || ng->i > ch || ch % ng->i)
+            return node_error(c, g, n, ctx_printf(c, "GroupNormalization "
+                "num_groups %ld does not divide the %ld channels of input 0 "
+                "'%s' (%s); it must be a divisor of %ld", ng->i, ch, x->name,
+                shape_str(c, x), ch));
+        long st = node_int(n, "stash_type");
+        if (st != 1 && st != 11)
+            return node_error(c, g, n, ctx_printf(c, "GroupNormalization "
+                "stash_type %ld is not supported; remat computes the "
+                "statistics in double: 1 (float32) or 11 (double)", st));
+    }
+    for (int i = 1; i < 3; i++)
+        if (IN(i)->rank != 1 || IN(i)->dims[0] != ch)
+            return node_error(c, g, n, ctx_printf(c, "%s input %d (%s) '%s' "
+                "has shape %s but must be %ld, one value per channel of input "
+                "0 '%s' (%s)", op, i, i == 1 ? "scale" : "B", IN(i)->name,
+                shape_str(c, IN(i)), ch, x->name, shape_str(c, x)));
+    if (!(node_float(n, "epsilon") >= 0.0f))
+        return node_error(c, g, n, ctx_printf(c, "%s epsilon %g is negative; "
+            "it must be 0 or more", op, (double)node_float(n, "epsilon")));
+    return shape_same(c, g, n);
+}
+
+/* "n, c, inner, groups, eps" */
+static const char *gn_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    return ctx_printf(e->ctx, "%ld, %ld, %ld, %ld, %s", x->dims[0],
+                      x->dims[1], dims_product(x, 2, x->rank),
+                      norm_groups(g, n),
+                      fmt_float(e->ctx, node_float(n, "epsilon")));
+}
+
+void emit_group_norm_fwd(Emit *e, const Node *n, const char *const *out,
+                         const char *const *in)
+{
+    emit(e, "rt_groupnorm_forward(%s, %s, %s, %s, %s);", out[0], in[0], in[1],
+         in[2], gn_sizes(e, n));
+}
+
+void emit_group_norm_bwd(Emit *e, const Node *n, const char *const *din,
+                         const char *const *dout, const char *const *in,
+                         const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_groupnorm_backward(%s, %s, %s, %s, %s, %s, %s);",
+         or_null(din, 0, n->nin), or_null(din, 1, n->nin),
+         or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
+         or_null(in, 1, n->nin), gn_sizes(e, n));
+}

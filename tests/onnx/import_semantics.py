@@ -139,4 +139,78 @@ text = open(xmlpath).read()
 check("dropout_inputs", 'op="Dropout"' in text and 'ratio="0.25"' in text and "mask" not in text,
       "Dropout's ratio input becomes ratio=\"0.25\" and its unread mask is dropped")
 
+# Pad at opset 18 with axes (negative, out of order), a reflect pad and a
+# crop, against numpy.pad: pads are per listed axis, begins then ends.
+x5 = rng.standard_normal((2, 3, 4)).astype(np.float32)
+m = model([h.make_node("Pad", ["x", "pads", "", "axes"], ["y"], mode="reflect")],
+          [vi("x", [2, 3, 4])], [vi("y", [2, 4, 6])],
+          [nh.from_array(np.array([2, 1, 0, 0], np.int64), "pads"),
+           nh.from_array(np.array([-1, 1], np.int64), "axes")], opset=18)
+out, err = run("pad_axes", m, {"x": x5})
+check("pad_axes", out is not None and np.array_equal(
+          out["output.y"], np.pad(x5, ((0, 0), (1, 0), (2, 0)), mode="reflect")),
+      err or "Pad axes=[-1, 1] pads=[2, 1, 0, 0] is numpy's ((0,0),(1,0),(2,0))")
+
+# Pad before opset 11: pads and value attributes; a negative pad crops.
+m = model([h.make_node("Pad", ["x"], ["y"], pads=[1, -1, 0, 2], value=-3.0)],
+          [vi("x", [2, 3])], [vi("y", [3, 4])], opset=10)
+out, err = run("pad_opset10", m, {"x": x})
+want = np.pad(x[:, 1:], ((1, 0), (0, 2)), constant_values=-3.0)
+check("pad_opset10", out is not None and np.array_equal(out["output.y"], want),
+      err or "Pad opset 10: pads and value attributes, a negative pad crops")
+
+# GroupNormalization as a node (opset 21's per-channel scale and bias,
+# here at opset 18 where num_groups equals C, the two definitions agree)
+# against numpy.
+x6 = rng.standard_normal((2, 4, 3)).astype(np.float32)
+s6 = rng.uniform(0.5, 1.5, 4).astype(np.float32)
+b6 = rng.standard_normal(4).astype(np.float32)
+m = model([h.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=4,
+                       epsilon=1e-3)],
+          [vi("x", [2, 4, 3])], [vi("y", [2, 4, 3])],
+          [nh.from_array(s6, "s"), nh.from_array(b6, "b")], opset=18)
+out, err = run("group_norm_node", m, {"x": x6}, {"s": s6, "b": b6})
+xd = x6.astype(np.float64)
+mu, var = xd.mean(2, keepdims=True), xd.var(2, keepdims=True)
+want = (xd - mu) / np.sqrt(var + 1e-3) * s6[None, :, None] + b6[None, :, None]
+check("group_norm_node", out is not None and np.allclose(out["output.y"], want, rtol=1e-5,
+                                                         atol=1e-6),
+      err or "GroupNormalization num_groups=C is per-channel instance norm")
+
+# A zero Pad before an AveragePool that pads by itself without counting
+# its padding (count_include_pad 0) is not folded: the Pad's zeros count,
+# the pool's own padding does not.
+x7 = rng.standard_normal((1, 1, 3, 3)).astype(np.float32)
+m = model([h.make_node("Pad", ["x", "pads"], ["p"]),
+           h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 1, 1])],
+          [vi("x", [1, 1, 3, 3])], [vi("y", [1, 1, 5, 5])],
+          [nh.from_array(np.array([0, 0, 1, 1, 0, 0, 0, 0], np.int64), "pads")])
+out, err = run("pad_pool_unfolded", m, {"x": x7})
+padded = np.pad(x7[0, 0].astype(np.float64), ((1, 0), (1, 0)))   # the Pad's zeros
+want = np.zeros((5, 5))
+for i in range(5):
+    for j in range(5):
+        win = [padded[a, b] for a in (i - 1, i) for b in (j - 1, j)
+               if 0 <= a < 4 and 0 <= b < 4]
+        want[i, j] = sum(win) / len(win)
+check("pad_pool_unfolded", out is not None and np.allclose(out["output.y"][0, 0], want,
+                                                           rtol=1e-5, atol=1e-6),
+      err or "Pad zeros count, AveragePool's own pads (count_include_pad 0) do not")
+
+# ...nor one with ceil_mode: its last window starts in the Pad's zeros,
+# which are input to it; folded, they would be end padding, and the window
+# would be dropped (a 3x3 output, not 2x2).
+m = model([h.make_node("Pad", ["x", "pads"], ["p"]),
+           h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], strides=[2, 2],
+                       ceil_mode=1)],
+          [vi("x", [1, 1, 3, 3])], [vi("y", [1, 1, 3, 3])],
+          [nh.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")])
+out, err = run("pad_pool_ceil", m, {"x": x7})
+padded = np.pad(x7[0, 0].astype(np.float64), 1)
+want = np.array([[padded[2 * i:2 * i + 2, 2 * j:2 * j + 2].mean() for j in range(3)]
+                 for i in range(3)])
+check("pad_pool_ceil", out is not None and out["output.y"].shape == (1, 1, 3, 3) and
+      np.allclose(out["output.y"][0, 0], want, rtol=1e-5, atol=1e-6),
+      err or "Pad then AveragePool ceil_mode=1: the window over the Pad's last zeros is kept")
+
 sys.exit(1 if failures else 0)

@@ -78,3 +78,16 @@ save("onnx_reshape_overflow", model(
     [h.make_node("Reshape", ["x", "s"], ["r"], name="reshape")], [x],
     [vi("r", None)],
     [nh.from_array(np.array([1400000000000000000, 32], np.int64), "s")]))
+# Pad's pads and constant_value are inputs in ONNX, attributes in remat:
+# constants only (issue 25); and opset 18's GroupNormalization, whose scale
+# and bias are per group, where that differs from per channel
+save("onnx_pad_varying_pads", model([h.make_node("Pad", ["x", "p"], ["y"], name="pad")],
+                                    [x, vi("p", [4], T.INT64)], [vi("y", [3, 5])]))
+save("onnx_pad_varying_value", model([h.make_node("Pad", ["x", "p", "v"], ["y"], name="pad")],
+                                     [x, vi("v", [])], [vi("y", [3, 5])],
+                                     [nh.from_array(np.array([0, 1, 1, 1], np.int64), "p")]))
+save("onnx_groupnorm_per_group",
+     model([h.make_node("GroupNormalization", ["x4", "s", "b"], ["y4"], name="gn", num_groups=2)],
+           [vi("x4", [2, 4, 3])], [vi("y4", [2, 4, 3])],
+           [nh.from_array(np.ones(2, np.float32), "s"), nh.from_array(np.zeros(2, np.float32), "b")],
+           opset=18))

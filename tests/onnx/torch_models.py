@@ -19,8 +19,8 @@ Usage: torch_models.py --same-weights REF_DIR WEIGHTS_DIR
 Usage: torch_models.py --names
   prints the names of the models small enough to seed the ONNX fuzzer.
 
-Names: NAME is mlp_ln_gelu, mlp_opset16, gpt, mha, cnn_bn, wide, big,
-activations, resmlp_dict, mobilenetv2 or prelu_max.
+Names: NAME is a key of MODELS below (`--names` lists all but the two
+large ones).
 """
 import math
 import os
@@ -387,10 +387,145 @@ class PreluMax(nn.Module):
                 torch.randint(0, 5, (3,), generator=g))
 
 
+def random_affine(model):
+    """Norm layers' weights and biases drawn away from 1 and 0: at their
+    defaults a norm followed by ReLU, a conv and another norm is invariant
+    to the first one's scale, its weight's gradient zero up to rounding,
+    which no relative check can hold."""
+    for mod in model.modules():
+        if isinstance(mod, (nn.BatchNorm2d, nn.GroupNorm, nn.InstanceNorm2d)):
+            nn.init.uniform_(mod.weight, 0.5, 1.5)
+            nn.init.uniform_(mod.bias, -0.5, 0.5)
+
+
+class DsBlock(nn.Module):
+    """A depthwise-separable block: depthwise 3x3 (groups = channels),
+    BatchNorm, ReLU, pointwise 1x1, BatchNorm, ReLU."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.pw = nn.Conv2d(c, c, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return F.relu(self.bn2(self.pw(F.relu(self.bn1(self.dw(x))))))
+
+
+class DsCnn(nn.Module):
+    """A DS-CNN keyword spotter (MLPerf Tiny's, smaller): a strided Conv2d
+    over MFCC frames, BatchNorm, ReLU, depthwise-separable blocks, then
+    nn.AvgPool2d over the whole map with its default count_include_pad=True,
+    which torch 1.13 exports as a Pad of zeros before the AveragePool (one
+    more, 3x3 with padding 1, between the blocks), and a Linear."""
+
+    def __init__(self, c=8, n=3, classes=6):
+        super().__init__()
+        self.conv = nn.Conv2d(1, c, (5, 3), stride=2, padding=(2, 1), bias=False)
+        self.bn = nn.BatchNorm2d(c)
+        self.blocks = nn.ModuleList([DsBlock(c) for _ in range(n)])
+        self.smooth = nn.AvgPool2d(3, stride=1, padding=1)
+        self.pool = nn.AvgPool2d((6, 3))
+        self.fc = nn.Linear(c, classes)
+        random_affine(self)
+
+    def forward(self, x, y):
+        h = F.relu(self.bn(self.conv(x)))
+        for i, b in enumerate(self.blocks):
+            h = b(h)
+            if i == 0:
+                h = self.smooth(h)
+        return F.cross_entropy(self.fc(torch.flatten(self.pool(h), 1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(3, 1, 12, 6, generator=g),
+                torch.randint(0, 6, (3,), generator=g))
+
+
+class GnBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.inorm = nn.InstanceNorm2d(c, affine=True)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.gn = nn.GroupNorm(2, c)
+
+    def forward(self, x):
+        return x + self.gn(self.conv2(F.relu(self.inorm(self.conv1(x)))))
+
+
+class GroupNormNet(nn.Module):
+    """A conv net normalized without batch statistics: nn.GroupNorm, which
+    torch 1.13 exports as Reshape to (N, G, -1), InstanceNormalization with
+    constant ones and zeros, Reshape back, Mul by the weight and Add the
+    bias (each unsqueezed), and nn.InstanceNorm2d(affine=True), exported as
+    InstanceNormalization of its own weight and bias; residual blocks. The
+    convolutions before a norm have no bias (the norm takes it out)."""
+
+    def __init__(self, c=8, n=2, classes=5):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1, bias=False)
+        self.gn = nn.GroupNorm(4, c)
+        self.blocks = nn.ModuleList([GnBlock(c) for _ in range(n)])
+        self.fc = nn.Linear(c, classes)
+        random_affine(self)
+
+    def forward(self, x, y):
+        h = F.relu(self.gn(self.stem(x)))
+        for b in self.blocks:
+            h = F.relu(b(h))
+        return F.cross_entropy(self.fc(h.mean((2, 3))), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 3, 6, 6, generator=g),
+                torch.randint(0, 5, (2,), generator=g))
+
+
+class PadBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3)
+        self.conv2 = nn.Conv2d(c, c, (2, 3))
+        self.conv3 = nn.Conv2d(c, c, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.conv1(F.pad(x, (1, 1, 1, 1), mode="reflect")))
+        h = torch.tanh(self.conv2(F.pad(h, (2, 0, 1, 0), mode="replicate")))
+        h = F.pad(h, (1, 1, 2, 1), value=0.5)[:, :, 1:, :]
+        return x + self.conv3(h)
+
+
+class PadModes(nn.Module):
+    """F.pad in each mode: reflect and replicate (ONNX's edge) before
+    convolutions, a constant 0.5 (not foldable), and zeros before a Conv
+    (folded into its pads), in blocks."""
+
+    def __init__(self, c=3, n=2, classes=4):
+        super().__init__()
+        self.blocks = nn.ModuleList([PadBlock(c) for _ in range(n)])
+        self.conv = nn.Conv2d(c, c, 3)
+        self.fc = nn.Linear(c * 6 * 6, classes)
+
+    def forward(self, x, y):
+        for b in self.blocks:
+            x = b(x)
+        h = torch.tanh(self.conv(F.pad(x, (1, 1, 1, 1))))
+        return F.cross_entropy(self.fc(torch.flatten(h, 1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 3, 6, 6, generator=g),
+                torch.randint(0, 4, (2,), generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
-          "mobilenetv2": MobileNetV2, "prelu_max": PreluMax}
+          "mobilenetv2": MobileNetV2, "prelu_max": PreluMax,
+          "dscnn": DsCnn, "groupnorm": GroupNormNet, "pad_modes": PadModes}
 
 
 def fname(name):

@@ -383,6 +383,56 @@ def celu(a, ins, at):
     return torch.clamp(x, min=0) + torch.clamp(alpha * (torch.exp(x / alpha) - 1), max=0)
 
 
+def pad(a, ins, at):
+    """ONNX Pad: pads (begins, then ends) for every axis, or for the axes
+    `axes` names; a negative pad removes elements. Each axis in turn: the
+    output index o reads input index o - begin, and outside the input
+    constant mode gives constant_value, edge the nearest end, reflect the
+    input mirrored about its ends (numpy's 'reflect', again as far as the
+    pad goes). Written as index lists, not with F.pad."""
+    x = ins[0]
+    mode = at.get("mode", "constant")
+    value = float(at.get("constant_value", "0"))
+    p = ints(at["pads"])
+    axes = ints(at["axes"]) if "axes" in at else list(range(x.dim()))
+    k = len(axes)
+    for ax, b, e in zip(axes, p[:k], p[k:]):
+        ax %= x.dim()
+        n = x.shape[ax]
+        idx = []
+        for o in range(n + b + e):
+            i = o - b
+            if mode == "edge":
+                i = min(max(i, 0), n - 1)
+            elif mode == "reflect":
+                while not 0 <= i < n:
+                    i = 0 if n == 1 else (-i if i < 0 else 2 * (n - 1) - i)
+            idx.append(i)
+        inside = torch.tensor([0 <= j < n for j in idx])
+        safe = torch.tensor([min(max(j, 0), n - 1) for j in idx], dtype=torch.long)
+        y = torch.index_select(x, ax, safe)
+        if mode == "constant":
+            shape = [1] * x.dim()
+            shape[ax] = len(idx)
+            y = torch.where(inside.reshape(shape), y, torch.full_like(y, value))
+        x = y
+    return x
+
+
+def group_norm(a, ins, at):
+    """GroupNormalization with scale and bias per channel (torch's
+    nn.GroupNorm, ONNX opset 21)."""
+    return torch.nn.functional.group_norm(ins[0], int(at["num_groups"]), ins[1], ins[2],
+                                          eps=float(at.get("epsilon", "1e-5")))
+
+
+def instance_norm(a, ins, at):
+    """ONNX InstanceNormalization: each (sample, channel) normalized over
+    its spatial values, then scale and B per channel."""
+    return torch.nn.functional.instance_norm(ins[0], weight=ins[1], bias=ins[2],
+                                             eps=float(at.get("epsilon", "1e-5")))
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -452,6 +502,10 @@ OPS = {
     "Softsign": lambda a, i, at: i[0] / (1 + torch.abs(i[0])),
     # ONNX Mish: x tanh(softplus(x)), softplus as ONNX's ln(e^x + 1)
     "Mish": lambda a, i, at: i[0] * torch.tanh(torch.log(torch.exp(i[0]) + 1)),
+    # issue 25: Pad, GroupNormalization, InstanceNormalization
+    "Pad": pad,
+    "GroupNormalization": group_norm,
+    "InstanceNormalization": instance_norm,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py

@@ -479,6 +479,202 @@ START_TEST(batchnorm_backward_skips_null)
 }
 END_TEST
 
+/* ---- groupnorm (and instancenorm: one channel a group) -------------------- */
+
+typedef struct {
+    int n, c, inner, groups;
+    float eps;
+} gn_spec;
+
+/* groups == c is InstanceNormalization; groups 1 normalizes each sample
+ * whole; inner 1 with groups == c: every x is its group's mean. */
+static const gn_spec gn_specs[] = {
+    {2, 4, 6, 2, 1e-5f}, {2, 3, 5, 3, 1e-5f}, {1, 6, 4, 1, 0.1f},
+    {3, 4, 3, 4, 1e-3f}, {2, 2, 1, 2, 1e-5f}, {2, 6, 2, 3, 0.5f},
+};
+#define N_GN ((int)(sizeof gn_specs / sizeof gn_specs[0]))
+
+typedef struct {
+    gn_spec s;
+    int nx;
+    float x[64], scale[8], bias[8], y[64], dy[64];
+} gn_case;
+
+static double gn_loss(void *v)
+{
+    gn_case *c = v;
+    memset(c->y, 0x7f, sizeof c->y);
+    rt_groupnorm_forward(c->y, c->x, c->scale, c->bias, c->s.n, c->s.c,
+                         c->s.inner, c->s.groups, c->s.eps);
+    return dot(c->y, c->dy, c->nx);
+}
+
+static void gn_setup(gn_case *c, int spec, uint64_t seed)
+{
+    c->s = gn_specs[spec];
+    c->nx = c->s.n * c->s.c * c->s.inner;
+    ck_assert(c->nx <= 64 && c->s.c <= 8);
+    tseed(seed);
+    fill(c->x, c->nx, -1, 1);
+    fill_away(c->scale, c->s.c, 0.5f, 1.5f);
+    fill(c->bias, c->s.c, -1, 1);
+    fill(c->dy, c->nx, -1, 1);
+}
+
+START_TEST(groupnorm_grad)
+{
+    gn_case c;
+    float dx[64], ds[8], db[8], px[64], ps[8], pb[8], diff[64];
+    char what[80];
+    gn_setup(&c, _i, 3100 + _i);
+    fill(px, c.nx, -1, 1);
+    fill(ps, c.s.c, -1, 1);
+    fill(pb, c.s.c, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    memcpy(ds, ps, sizeof ds);
+    memcpy(db, pb, sizeof db);
+    rt_groupnorm_backward(dx, ds, db, c.dy, c.x, c.scale, c.s.n, c.s.c,
+                          c.s.inner, c.s.groups, c.s.eps);
+    snprintf(what, sizeof what, "groupnorm (%d,%d,%d) groups %d: dx", c.s.n,
+             c.s.c, c.s.inner, c.s.groups);
+    added(diff, dx, px, c.nx);
+    expect_grad(what, c.x, c.nx, diff, gn_loss, &c);
+    strcpy(what + strlen(what) - 2, "dscale");
+    added(diff, ds, ps, c.s.c);
+    expect_grad(what, c.scale, c.s.c, diff, gn_loss, &c);
+    strcpy(what + strlen(what) - 6, "dbias");
+    added(diff, db, pb, c.s.c);
+    expect_grad(what, c.bias, c.s.c, diff, gn_loss, &c);
+}
+END_TEST
+
+/* The definition in double: each (sample, group) of c / groups channels
+ * normalized with its mean and biased variance, then per-channel affine. */
+static void gn_expect(const gn_case *c, double *want)
+{
+    const int per = c->s.c / c->s.groups, m = per * c->s.inner;
+    int b, g, j;
+    for (b = 0; b < c->s.n; b++)
+        for (g = 0; g < c->s.groups; g++) {
+            const int off = (b * c->s.c + g * per) * c->s.inner;
+            double mean = 0, var = 0;
+            for (j = 0; j < m; j++)
+                mean += c->x[off + j];
+            mean /= m;
+            for (j = 0; j < m; j++)
+                var += (c->x[off + j] - mean) * (c->x[off + j] - mean);
+            var /= m;
+            for (j = 0; j < m; j++) {
+                const int ch = g * per + j / c->s.inner;
+                want[off + j] = (c->x[off + j] - mean) /
+                                sqrt(var + c->s.eps) * c->scale[ch] +
+                                c->bias[ch];
+            }
+        }
+}
+
+START_TEST(groupnorm_forward_matches_formula)
+{
+    gn_case c;
+    double want[64];
+    gn_setup(&c, _i, 3200 + _i);
+    gn_loss(&c);
+    gn_expect(&c, want);
+    expect_near("groupnorm", c.y, want, c.nx, 1e-5, 1e-6);
+}
+END_TEST
+
+/* x = {1, 2, 3, 4} as one group of 2 channels of 2, eps 0: mean 2.5,
+ * var 1.25, xhat = +-1.341640786, +-0.4472135955; channel scales {2, 1},
+ * biases {0, 10}. As instance norm (2 groups): each channel of 2 values
+ * normalizes to -1, 1 (eps 0). */
+START_TEST(groupnorm_forward_by_hand)
+{
+    const float x[4] = {1, 2, 3, 4}, scale[2] = {2, 1}, bias[2] = {0, 10};
+    const double w[4] = {-2.683281573, -0.894427191, 10.4472135955,
+                         11.341640786},
+                 wi[4] = {-2, 2, 9, 11};
+    float y[4];
+    rt_groupnorm_forward(y, x, scale, bias, 1, 2, 2, 1, 0.0f);
+    expect_near("one group", y, w, 4, 1e-6, 0);
+    rt_groupnorm_forward(y, x, scale, bias, 1, 2, 2, 2, 0.0f);
+    expect_near("instance", y, wi, 4, 1e-6, 1e-6);
+}
+END_TEST
+
+/* 2^20 values of mean 1000 and spread 1 in one group: float32 running sums
+ * would be off by ~1e-3 relative; the double sums give each y within 1e-5
+ * of the definition in double. */
+START_TEST(groupnorm_no_drift)
+{
+    enum { M = 1 << 20 };
+    float *x = malloc(M * sizeof *x), *y = malloc(M * sizeof *y);
+    const float one = 1.0f, zero = 0.0f;
+    double mean = 0, var = 0;
+    int j;
+    ck_assert(x != NULL && y != NULL);
+    tseed(3300);
+    for (j = 0; j < M; j++)
+        x[j] = 1000.0f + trand(-1, 1);
+    rt_groupnorm_forward(y, x, &one, &zero, 1, 1, M, 1, 1e-5f);
+    for (j = 0; j < M; j++)
+        mean += x[j];
+    mean /= M;
+    for (j = 0; j < M; j++)
+        var += (x[j] - mean) * (x[j] - mean);
+    var /= M;
+    for (j = 0; j < M; j += 997) {
+        const double want = (x[j] - mean) / sqrt(var + 1e-5);
+        ck_assert_msg(fabs(y[j] - want) < 1e-5, "y[%d] %.9g, want %.9g", j,
+                      (double)y[j], want);
+    }
+    free(x);
+    free(y);
+}
+END_TEST
+
+/* Every subset of (dx, dscale, dbias) as NULL gives the same values in
+ * the others as the call with all three; x and scale may be NULL where
+ * nothing reads them. More than RT_GN_CHUNK (64) channels, so dscale's
+ * chunks meet inside a group. */
+START_TEST(groupnorm_backward_skips_null)
+{
+    enum { N = 2, C = 90, I = 3, G = 9 };
+    float *x = rnd(N * C * I), *dy = rnd(N * C * I), *scale = rnd(C);
+    float *pre[3], *full[3], *got[3];
+    const size_t len[3] = {N * C * I, C, C};
+    int mask, g;
+    tseed(3400);
+    for (g = 0; g < 3; g++) {
+        pre[g] = rnd(len[g]);
+        full[g] = copy(pre[g], len[g]);
+    }
+    rt_groupnorm_backward(full[0], full[1], full[2], dy, x, scale, N, C, I, G,
+                          1e-5f);
+    for (mask = 0; mask < 8; mask++) {
+        for (g = 0; g < 3; g++)
+            got[g] = copy(pre[g], len[g]);
+        rt_groupnorm_backward(mask & 1 ? got[0] : NULL,
+                              mask & 2 ? got[1] : NULL,
+                              mask & 4 ? got[2] : NULL, dy,
+                              mask & 3 ? x : NULL, mask & 1 ? scale : NULL, N,
+                              C, I, G, 1e-5f);
+        for (g = 0; g < 3; g++) {
+            expect_same(mask & (1 << g) ? "computed" : "left alone", got[g],
+                        mask & (1 << g) ? full[g] : pre[g], (int)len[g]);
+            free(got[g]);
+        }
+    }
+    for (g = 0; g < 3; g++) {
+        free(pre[g]);
+        free(full[g]);
+    }
+    free(x);
+    free(dy);
+    free(scale);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *norm_suite(void)
@@ -503,6 +699,14 @@ static Suite *norm_suite(void)
     tcase_add_test(tc, batchnorm_running_update_by_hand);
     tcase_add_test(tc, batchnorm_running_update_momentum_ends);
     tcase_add_test(tc, batchnorm_backward_skips_null);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("groupnorm");
+    tcase_add_loop_test(tc, groupnorm_grad, 0, N_GN);
+    tcase_add_loop_test(tc, groupnorm_forward_matches_formula, 0, N_GN);
+    tcase_add_test(tc, groupnorm_forward_by_hand);
+    tcase_add_test(tc, groupnorm_no_drift);
+    tcase_add_test(tc, groupnorm_backward_skips_null);
     suite_add_tcase(s, tc);
     return s;
 }

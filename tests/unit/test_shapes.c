@@ -566,6 +566,38 @@ START_TEST(pointwise_onnx_backward_reads)
 }
 END_TEST
 
+/* Pad's output shape (axes, a crop, rank 6) and what its backward and the
+ * group normalizations' read under `none`: Pad nothing, GroupNormalization
+ * and InstanceNormalization their input (issue 25). */
+START_TEST(pad_and_group_norm_shapes_and_reads)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='2 4 3'/><input name='x6' shape='1 2 1 2 1 2'/>"
+        "<initializer name='w' shape='3 3' init='uniform'/>"
+        "<initializer name='s' shape='5' init='ones'/>"
+        "<initializer name='b' shape='5' init='zeros'/>"
+        "<node name='mm' op='MatMul' in='x w' out='h'/>"
+        "<node name='pad' op='Pad' in='h' out='p' pads='1 1 1 0' axes='-1 1'/>"
+        "<node name='gn' op='GroupNormalization' in='p s b' out='g' num_groups='5'/>"
+        "<node name='neg' op='Neg' in='g' out='n'/>"
+        "<node name='in' op='InstanceNormalization' in='n s b' out='i'/>"
+        "<node name='r0' op='ReduceSum' in='i' out='l0' keepdims='0'/>"
+        "<node name='pad6' op='Pad' in='x6' out='p6' mode='edge' "
+        "pads='0 0 0 0 0 -1 1 1 1 1 1 1'/>"
+        "<node name='r1' op='ReduceSum' in='p6' out='l1' keepdims='0'/>"
+        "<node name='sum' op='Add' in='l0 l1' out='l'/><output name='l'/>", "none");
+    assert_dims(T(&m, "p"), 3, (long[]){2, 5, 5});
+    assert_dims(T(&m, "p6"), 6, (long[]){2, 3, 2, 3, 2, 2});
+    ck_assert_int_eq(keep_of(&m, "h"), KEEP_NONE);     /* Pad reads nothing */
+    ck_assert_int_eq(keep_of(&m, "p"), KEEP_SAVE);     /* GroupNorm's X */
+    ck_assert_int_eq(keep_of(&m, "g"), KEEP_NONE);     /* its output */
+    ck_assert_int_eq(keep_of(&m, "n"), KEEP_SAVE);     /* InstanceNorm's X */
+    ctx_free(&c);
+}
+END_TEST
+
 /* Every error the family's shape rules give, with what would be right. */
 START_TEST(pointwise_onnx_shape_errors)
 {
@@ -905,6 +937,7 @@ int main(void)
     tcase_add_test(t, pool_ceil_mode_and_auto_pad_errors);
     tcase_add_test(t, sce_weights_and_reduction_none_shapes);
     tcase_add_test(t, sce_weights_and_reduction_errors);
+    tcase_add_test(t, pad_and_group_norm_shapes_and_reads);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
