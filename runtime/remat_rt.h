@@ -765,13 +765,23 @@ typedef struct {
     int rank;
     int dims[RT_MAX_RANK];
     int trainable;           /* parameters only */
-    int64_t lo, hi;          /* int64 inputs: what every use accepts, [lo, hi) */
+    int64_t lo, hi;          /* int64 inputs: what every use accepts, [lo, hi)
+                                (and ignore, when has_ignore, below) */
     /* --- appended (positional initializers above stay valid) --- */
     /* trainable parameters: in floats, into the gradient buffer (and the
      * optimizer state), which holds the trainable parameters only; 0 for
      * every other tensor */
     size_t grad_offset;
+    /* int64 inputs: one value accepted besides [lo, hi) when has_ignore,
+     * the ignore index of the losses that read them (ignore_index, -100 as
+     * torch exports it, outside the classes [lo, hi)): RT_INT_ACCEPTS */
+    int has_ignore;
+    int64_t ignore;
 } rt_tensor_info;
+
+/* Whether int64 input *t (an rt_tensor_info) accepts the value v. */
+#define RT_INT_ACCEPTS(t, v) \
+    (((v) >= (t)->lo && (v) < (t)->hi) || ((t)->has_ignore && (v) == (t)->ignore))
 
 /* A Dropout node of the model, for the trainer's --dump of its mask. */
 typedef struct {

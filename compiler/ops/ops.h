@@ -167,7 +167,7 @@ void emit_gather_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_gather_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
-void range_gather(const Graph *g, const Node *n, long *lo, long *hi);
+void range_gather(const Graph *g, const Node *n, IntRange *r);
 int shape_unsqueeze(Ctx *c, Graph *g, Node *n);
 int shape_squeeze(Ctx *c, Graph *g, Node *n);
 int shape_concat(Ctx *c, Graph *g, Node *n);
@@ -199,7 +199,7 @@ void emit_sce_bwd(Emit *e, const Node *n, const char *const *din,
                   const char *const *dout, const char *const *in,
                   const char *const *out);
 double flops_sce(const Graph *g, const Node *n);
-void range_sce(const Graph *g, const Node *n, long *lo, long *hi);
+void range_sce(const Graph *g, const Node *n, IntRange *r);
 
 /* ---- ops_dropout.c: Dropout ---------------------------------------------------- */
 

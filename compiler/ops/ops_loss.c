@@ -85,14 +85,14 @@ double flops_sce(const Graph *g, const Node *n)
     return 4.0 * IN(0)->numel;      /* max, exp, sum, and the pick */
 }
 
-/* Classes 0..C-1, and ignore_index wherever it lies. */
-void range_sce(const Graph *g, const Node *n, long *lo, long *hi)
+/* Classes 0..C-1, and ignore_index (when the node has one) wherever it
+ * lies; -50 beside an ignore index of -100 is no label (torch: "Target -50
+ * is out of bounds"). */
+void range_sce(const Graph *g, const Node *n, IntRange *r)
 {
     const Attr *ig = node_attr(n, "ignore_index");
-    *lo = 0;
-    *hi = IN(0)->dims[1];
-    if (ig->set && ig->i < *lo)
-        *lo = ig->i;
-    if (ig->set && ig->i >= *hi)
-        *hi = ig->i + 1;
+    r->lo = 0;
+    r->hi = IN(0)->dims[1];
+    r->has_ignore = ig->set && (ig->i < r->lo || ig->i >= r->hi);
+    r->ignore = r->has_ignore ? ig->i : 0;
 }
