@@ -368,6 +368,17 @@ check "ignore_index -100: --data of 10 (= C): exit 1" eval '
 check "ignore_index -100: --load of -1: exit 1" eval '
     ig_labels 0 0 -1 0 && run 1 --load "$TMP/igl" --steps 1 && one_error_line &&
     err_has "element 2 is -1; '"'"'labels'"'"' must be in [0, 10) or the ignore index -100"'
+# --load with --data: DIR holds the parameters alone (the inputs are the
+# batches), and step 1 trains on batch 0 exactly as --load of the parameters
+# and batch 0's inputs does.
+check "--load DIR of parameters alone with --data trains on the batches" eval '
+    ig_labels 0 0 0 0 && rm -rf "$TMP/igp" && mkdir "$TMP/igp" &&
+    cp "$TMP"/ig/param.*.npy "$TMP/igp/" && ! ls "$TMP"/igp/input.* 2>/dev/null &&
+    run 0 --load "$TMP/igl" --steps 1 --bits && head -1 "$TMP/out" > "$TMP/one" &&
+    run 0 --load "$TMP/igp" --data "$TMP/igd" --steps 4 --bits &&
+    [ "$(grep -c "^step" "$TMP/out")" -eq 4 ] && head -1 "$TMP/out" | cmp -s - "$TMP/one"'
+check "--load DIR of parameters alone without --data: exit 1 naming the input" eval '
+    run 1 --load "$TMP/igp" --steps 1 && one_error_line && err_has "input.x.npy"'
 # Without ignore_index (the attribute is optional) -100 is no label either.
 sed 's/ ignore_index="-100"//' "$TMP/ignore.xml" > "$TMP/noignore.xml"
 build/remat build "$TMP/noignore.xml" -o "$TMP/noignore"
