@@ -178,7 +178,7 @@ const rt_tensor_info gpt_inputs[1] = {
     {"", 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0},
 };
 const rt_tensor_info gpt_int_inputs[2] = {
-    {"tokens", 0, 256, 2, {4, 64}, 0, -256, 256, 0, 0, 139887730299984},
+    {"tokens", 0, 256, 2, {4, 64}, 0, -256, 256, 0, 0, 0},
     {"targets", 256, 256, 2, {4, 64}, 0, 0, 256, 0, 0, 0},
 };
 const rt_tensor_info gpt_params[65] = {

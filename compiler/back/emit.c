@@ -683,11 +683,13 @@ static void int_readers(const Graph *g, int t, IntRange *acc, int *any)
 
 /* What int64 input t accepts (rt_tensor_info's lo, hi, has_ignore and
  * ignore): [0, 1) for an input nothing reads. */
-static IntRange int_range(const Graph *g, int t)
+IntRange int_input_range(const Graph *g, int t)
 {
     int any = 0;
     IntRange r = {0, 1, 0, 0};
     int_readers(g, t, &r, &any);
+    if (!r.has_ignore)
+        r.ignore = 0;               /* whatever a row left there */
     return r;
 }
 
@@ -705,7 +707,7 @@ static void emit_info(Emit *e, int t, size_t off)
     const Tensor *x = &e->g->tensors[t];
     IntRange r = {0, 0, 0, 0};
     if (x->is_int)
-        r = int_range(e->g, t);
+        r = int_input_range(e->g, t);
     int trainable = x->kind == T_PARAM && x->trainable;
     emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d, %ld, %ld, %zu, %d, %ld},",
          x->name, off, x->numel, x->rank, dims_list(e, x->rank, x->dims),

@@ -209,6 +209,7 @@ void range_gather(const Graph *g, const Node *n, IntRange *r)
     r->lo = -IN(0)->dims[0];
     r->hi = IN(0)->dims[0];
     r->has_ignore = 0;
+    r->ignore = 0;
 }
 
 int shape_unsqueeze(Ctx *c, Graph *g, Node *n)

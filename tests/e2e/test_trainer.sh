@@ -60,6 +60,14 @@ ok "build $BIN"
 check "--help exits 0 and mentions %2F" \
     eval 'run 0 --help && out_has "%2F" && out_has "--dump" && out_has "--bench"'
 check "no arguments: usage, exit 2" eval 'run 2 && grep -q "usage" "$TMP/err"'
+# --help names every input and output with its dtype, shape and file (the
+# toy's x is 4x3 and y 4x2) and counts the parameters (fc/W trainable,
+# loss_scale not)
+check "--help lists the inputs and outputs with dtype, shape and file" eval '
+    run 0 --help &&
+    grep -Eq "^  x +float32 +\(4, 3\) +input\.x\.npy$" "$TMP/out" &&
+    grep -Eq "^  y +float32 +\(4, 2\) +output\.y\.npy$" "$TMP/out" &&
+    out_has "Parameters: 2 (1 trainable), param.NAME.npy each."'
 usage_case() {
     run 2 "$@" && one_error_line
 }
@@ -379,6 +387,11 @@ check "--load DIR of parameters alone with --data trains on the batches" eval '
     [ "$(grep -c "^step" "$TMP/out")" -eq 4 ] && head -1 "$TMP/out" | cmp -s - "$TMP/one"'
 check "--load DIR of parameters alone without --data: exit 1 naming the input" eval '
     run 1 --load "$TMP/igp" --steps 1 && one_error_line && err_has "input.x.npy"'
+check "--help lists int64 labels with what they accept, the ignore index too" eval '
+    run 0 --help &&
+    grep -Eq "^  labels +int64 +\(4,\) +input\.labels\.npy +values \[0, 10\) or -100$" "$TMP/out" &&
+    grep -Eq "^  x +float32 +\(4, 3\) +input\.x\.npy$" "$TMP/out" &&
+    grep -Eq "^  loss +float32 +\(\) +output\.loss\.npy$" "$TMP/out"'
 # Without ignore_index (the attribute is optional) -100 is no label either.
 sed 's/ ignore_index="-100"//' "$TMP/ignore.xml" > "$TMP/noignore.xml"
 build/remat build "$TMP/noignore.xml" -o "$TMP/noignore"
