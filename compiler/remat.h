@@ -128,6 +128,8 @@ typedef enum {
     OP_CELU,
     OP_SOFTSIGN,
     OP_MISH,
+    /* loss family (ops_loss.c): NegativeLogLikelihoodLoss */
+    OP_NLL_LOSS,
     OP_COUNT
 } OpKind;
 

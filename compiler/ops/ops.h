@@ -200,6 +200,14 @@ void emit_sce_bwd(Emit *e, const Node *n, const char *const *din,
                   const char *const *out);
 double flops_sce(const Graph *g, const Node *n);
 void range_sce(const Graph *g, const Node *n, IntRange *r);
+/* NegativeLogLikelihoodLoss: shape_sce's shapes, sce's attributes and
+ * labels (range_sce) */
+void emit_nll_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in);
+void emit_nll_bwd(Emit *e, const Node *n, const char *const *din,
+                  const char *const *dout, const char *const *in,
+                  const char *const *out);
+double flops_nll(const Graph *g, const Node *n);
 
 /* ---- ops_dropout.c: Dropout ---------------------------------------------------- */
 
