@@ -139,6 +139,8 @@ typedef enum {
     OP_PAD,
     OP_GROUP_NORM,
     OP_INSTANCE_NORM,
+    /* loss family (ops_loss.c): NegativeLogLikelihoodLoss */
+    OP_NLL_LOSS,
     OP_COUNT
 } OpKind;
 
@@ -186,6 +188,16 @@ typedef struct Compiled Compiled;
 #define NEED_IN(i) (1u << (i))
 #define NEED_OUT(i) (1u << (8 + (i)))
 
+/* The int64 values an op's int input accepts: [lo, hi), and ignore too when
+ * has_ignore (SoftmaxCrossEntropyLoss's and NegativeLogLikelihoodLoss's
+ * ignore_index: labels are [0, C) and the ignore index, which may lie
+ * anywhere, -100 usually; -50 beside it is no label). */
+typedef struct {
+    long lo, hi;
+    int has_ignore;
+    long ignore;
+} IntRange;
+
 typedef struct {
     const char *name;       /* ONNX op type */
     const char *kernel;     /* runtime kernel family: rt_<kernel>_forward */
@@ -215,9 +227,9 @@ typedef struct {
     long (*scratch)(const Graph *g, const Node *n, int backward);
     /* Bit i: input i is int64 (indices, labels); every other is float32. */
     unsigned int_inputs;
-    /* The int64 values the node's int input accepts, [*lo, *hi): the
-     * trainer draws and checks a graph's int64 inputs against it. */
-    void (*int_range)(const Graph *g, const Node *n, long *lo, long *hi);
+    /* The int64 values the node's int input accepts: the trainer draws and
+     * checks a graph's int64 inputs against them. */
+    void (*int_range)(const Graph *g, const Node *n, IntRange *r);
     /* 1: output 0 is a view of input 0, the same floats in the same order
      * (Reshape, Flatten). It gets no buffer of its own: the schedule makes
      * its value share input 0's, the emitter names a pointer instead of

@@ -741,6 +741,27 @@ void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
                      int c, int inner, int reduction, int has_ignore,
                      int64_t ignore_index);
 
+/* ONNX NegativeLogLikelihoodLoss (torch's nn.NLLLoss), the reduction one of
+ * RT_SCE_*. input (n, c, inner): log-probabilities, the class axis with
+ * stride inner; labels (n, inner), int64; weights (c) or NULL.
+ * Position p = (i, d) with label y has weight w_p = weights[y] (1 without
+ * weights) and loss l_p = -w_p * input[i, y, d]. A label equal to
+ * ignore_index (when has_ignore), or outside [0, c), has l_p = 0 and
+ * w_p = 0 (the trainer refuses the latter before a step).
+ * RT_SCE_NONE: loss (n, inner), loss[p] = l_p; RT_SCE_SUM: loss[0] = sum
+ * of l_p; RT_SCE_MEAN: sum of l_p / sum of w_p, 0 when that is 0. Sums
+ * run in double. */
+void rt_nll_forward(float *loss, const float *input, const int64_t *labels,
+                    const float *weights, int n, int c, int inner,
+                    int reduction, int has_ignore, int64_t ignore_index);
+/* dinput[i, y, d] += -w_p * g_p, g_p = dloss[p] (RT_SCE_NONE), dloss[0]
+ * (RT_SCE_SUM) or dloss[0] / sum of w_p (RT_SCE_MEAN; nothing when that is
+ * 0); nothing for ignored positions. The weights get no gradient. NULL
+ * dinput: nothing to do. */
+void rt_nll_backward(float *dinput, const float *dloss, const int64_t *labels,
+                     const float *weights, int n, int c, int inner,
+                     int reduction, int has_ignore, int64_t ignore_index);
+
 /* The random stream of one dropout node at one training step. Above 2^63,
  * so the parameter initializers (streams < 2^32) never use it; node < 2^24,
  * step < 2^39. */
@@ -837,13 +858,23 @@ typedef struct {
     int rank;
     int dims[RT_MAX_RANK];
     int trainable;           /* parameters only */
-    int64_t lo, hi;          /* int64 inputs: what every use accepts, [lo, hi) */
+    int64_t lo, hi;          /* int64 inputs: what every use accepts, [lo, hi)
+                                (and ignore, when has_ignore, below) */
     /* --- appended (positional initializers above stay valid) --- */
     /* trainable parameters: in floats, into the gradient buffer (and the
      * optimizer state), which holds the trainable parameters only; 0 for
      * every other tensor */
     size_t grad_offset;
+    /* int64 inputs: one value accepted besides [lo, hi) when has_ignore,
+     * the ignore index of the losses that read them (ignore_index, -100 as
+     * torch exports it, outside the classes [lo, hi)): RT_INT_ACCEPTS */
+    int has_ignore;
+    int64_t ignore;
 } rt_tensor_info;
+
+/* Whether int64 input *t (an rt_tensor_info) accepts the value v. */
+#define RT_INT_ACCEPTS(t, v) \
+    (((v) >= (t)->lo && (v) < (t)->hi) || ((t)->has_ignore && (v) == (t)->ignore))
 
 /* A Dropout node of the model, for the trainer's --dump of its mask. */
 typedef struct {

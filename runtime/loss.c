@@ -212,3 +212,90 @@ void rt_sce_backward(float *dscores, const float *dloss, const float *scores,
     rt_parallel_for((size_t)n * inner, 1, (size_t)n * inner * c, RT_PAR_COSTLY,
                     sce_back_part, &s);
 }
+
+/* ---- NegativeLogLikelihoodLoss (rt_nll_*) ---------------------------------
+ * Its own region: it shares nothing with the softmax cross-entropy above.
+ * One product per position, so no threads; the sums (of the losses and, for
+ * the mean, of the weights) run in double in position order, so their
+ * error does not grow with the number of positions and every thread count
+ * gives the same bits. */
+
+/* w_p: what position p's label weighs; 0 when ignored or not a class. */
+static double nll_weight(int64_t label, const float *weights, int c,
+                         int has_ignore, int64_t ignore_index)
+{
+    if ((has_ignore && label == ignore_index) || label < 0 || label >= c)
+        return 0.0;
+    return weights ? (double)weights[label] : 1.0;
+}
+
+/* The mean's denominator, sum of w_p. */
+static double nll_total_weight(const int64_t *labels, const float *weights,
+                               size_t positions, int c, int has_ignore,
+                               int64_t ignore_index)
+{
+    double total = 0.0;
+    size_t p;
+    for (p = 0; p < positions; p++)
+        total += nll_weight(labels[p], weights, c, has_ignore, ignore_index);
+    return total;
+}
+
+void rt_nll_forward(float *loss, const float *input, const int64_t *labels,
+                    const float *weights, int n, int c, int inner,
+                    int reduction, int has_ignore, int64_t ignore_index)
+{
+    const size_t positions = n > 0 && inner > 0 ? (size_t)n * inner : 0;
+    double total = 0.0;
+    size_t p;
+    for (p = 0; p < positions; p++) {
+        const int64_t y = labels[p];
+        const double w = nll_weight(y, weights, c, has_ignore, ignore_index);
+        double l = 0.0;
+        if (w != 0.0)
+            l = -w * (double)input[(p / (size_t)inner * (size_t)c +
+                                    (size_t)y) * (size_t)inner +
+                                   p % (size_t)inner];
+        if (reduction == RT_SCE_NONE)
+            loss[p] = (float)l;
+        else
+            total += l;
+    }
+    if (reduction == RT_SCE_NONE)
+        return;
+    if (reduction == RT_SCE_MEAN) {
+        const double w = nll_total_weight(labels, weights, positions, c,
+                                          has_ignore, ignore_index);
+        total = w != 0.0 ? total / w : 0.0;
+    }
+    loss[0] = (float)total;
+}
+
+void rt_nll_backward(float *dinput, const float *dloss, const int64_t *labels,
+                     const float *weights, int n, int c, int inner,
+                     int reduction, int has_ignore, int64_t ignore_index)
+{
+    const size_t positions = n > 0 && inner > 0 ? (size_t)n * inner : 0;
+    double g = 0.0;
+    size_t p;
+    if (dinput == NULL || positions == 0)
+        return;
+    if (reduction != RT_SCE_NONE)
+        g = (double)dloss[0];
+    if (reduction == RT_SCE_MEAN) {
+        const double w = nll_total_weight(labels, weights, positions, c,
+                                          has_ignore, ignore_index);
+        if (w == 0.0)
+            return;
+        g /= w;
+    }
+    for (p = 0; p < positions; p++) {
+        const int64_t y = labels[p];
+        const double w = nll_weight(y, weights, c, has_ignore, ignore_index);
+        if (w == 0.0)
+            continue;
+        dinput[(p / (size_t)inner * (size_t)c + (size_t)y) * (size_t)inner +
+               p % (size_t)inner] +=
+            (float)(-w * (reduction == RT_SCE_NONE ? (double)dloss[p] : g));
+    }
+}

@@ -310,9 +310,10 @@ static void fill_buffers(const rt_model *m, const options *o, buffers *b)
 {
     int i;
     if (o->load_dir) {
-        for (i = 0; i < m->n_inputs; i++)
+        /* with --data the batches are the inputs: DIR holds parameters */
+        for (i = 0; i < m->n_inputs && !o->data_dir; i++)
             read_tensor(o->load_dir, "input", &m->inputs[i], b->inputs);
-        for (i = 0; i < m->n_int_inputs; i++)
+        for (i = 0; i < m->n_int_inputs && !o->data_dir; i++)
             read_ints(o->load_dir, &m->int_inputs[i], b->ints);
         /* a parameter left out that is not trainable keeps init's value */
         init_params(m, o, b->params, 0);

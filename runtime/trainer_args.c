@@ -21,12 +21,76 @@
 
 #include "trainer_impl.h"
 
+/* One line of the help's file list: name, dtype, shape as numpy prints it
+ * and the file name in DIR; what an int64 input accepts. */
+static void print_file(FILE *f, const rt_tensor_info *t, const char *prefix,
+                       const char *dtype, int width)
+{
+    char shape[16 * RT_MAX_RANK + 4];
+    size_t len = 0;
+    char *path = tensor_path(".", prefix, t->name);
+    int d;
+    shape[len++] = '(';
+    for (d = 0; d < t->rank; d++)
+        len += (size_t)sprintf(shape + len, "%s%d", d ? ", " : "", t->dims[d]);
+    sprintf(shape + len, "%s)", t->rank == 1 ? "," : "");
+    fprintf(f, "  %-*s %-7s %-14s ", width, t->name, dtype, shape);
+    if (strcmp(dtype, "int64") != 0)
+        fprintf(f, "%s", path + 2);
+    else {
+        fprintf(f, "%-*s  values [%lld, %lld)", width + 11, path + 2,
+                (long long)t->lo,
+                (long long)t->hi);
+        if (t->has_ignore)
+            fprintf(f, " or %lld", (long long)t->ignore);
+    }
+    fputc('\n', f);
+    free(path);
+}
+
+/* The model's inputs and outputs: the files --load, --data and --dump read
+ * and write, so that a user knows what to name the data. */
+static void print_files(FILE *f, const rt_model *m)
+{
+    int i, width = 4, trainable = 0;
+    for (i = 0; i < m->n_inputs + m->n_int_inputs + m->n_outputs; i++) {
+        const rt_tensor_info *t =
+            i < m->n_inputs ? &m->inputs[i]
+            : i < m->n_inputs + m->n_int_inputs
+                ? &m->int_inputs[i - m->n_inputs]
+                : &m->outputs[i - m->n_inputs - m->n_int_inputs];
+        int n = (int)strlen(t->name);
+        if (n > width)
+            width = n < 24 ? n : 24;
+    }
+    for (i = 0; i < m->n_params; i++)
+        trainable += m->params[i].trainable != 0;
+    fprintf(f, "\nInputs: NAME, dtype, shape, the file --load reads in DIR"
+               " (--data: the same\nname, shaped (batches, *shape)):\n");
+    for (i = 0; i < m->n_inputs; i++)
+        print_file(f, &m->inputs[i], "input", "float32", width);
+    for (i = 0; i < m->n_int_inputs; i++)
+        print_file(f, &m->int_inputs[i], "input", "int64", width);
+    if (m->n_inputs + m->n_int_inputs == 0)
+        fprintf(f, "  (none)\n");
+    fprintf(f, "Outputs: the files --dump writes:\n");
+    for (i = 0; i < m->n_outputs; i++)
+        print_file(f, &m->outputs[i], "output", "float32", width);
+    fprintf(f, "Parameters: %d (%d trainable), param.NAME.npy each.\n",
+            m->n_params, trainable);
+}
+
 static void usage(FILE *f)
 {
     const rt_model *m = rt_trainer_model;
     fprintf(f,
 "usage: %s ACTION [OPTIONS]\n"
-"%s the model '%s' (policy %s) linked into this program%s.\n"
+"%s the model '%s' (policy %s) linked into this program%s.\n",
+            argv0, m->train_step ? "Trains" : "Runs",
+            m->name ? m->name : "?", m->policy ? m->policy : "?",
+            m->train_step ? "" : " (forward only: it has no loss)");
+    print_files(f, m);
+    fprintf(f,
 "\n"
 "Actions (exactly one):\n"
 "  --dump DIR     run one train step (forward + backward, step 0) and write\n"
@@ -59,8 +123,9 @@ static void usage(FILE *f)
 "                 step K-1.\n"
 "  --load DIR     read input.NAME.npy and param.NAME.npy from DIR instead of\n"
 "                 seeding (not with --seed; Dropout's seed is then 0). Every\n"
-"                 input and every trainable parameter must be there; a\n"
-"                 parameter that is not trainable (a constant) may be left\n"
+"                 input and every trainable parameter must be there (with\n"
+"                 --data, the parameters alone: the inputs are its batches);\n"
+"                 a parameter that is not trainable (a constant) may be left\n"
 "                 out and then keeps the model's own value (its init, seed 0).\n"
 "  --lr F         learning rate; default 0.01 (SGD), 0.001 (AdamW).\n"
 "  --bits         with --steps: end each loss line with the loss's float32\n"
@@ -73,9 +138,6 @@ static void usage(FILE *f)
 "                 build with OpenBLAS the bits may depend on N. Without\n"
 "                 --threads OpenBLAS keeps its own count\n"
 "                 (OPENBLAS_NUM_THREADS).\n",
-            argv0, m->train_step ? "Trains" : "Runs",
-            m->name ? m->name : "?", m->policy ? m->policy : "?",
-            m->train_step ? "" : " (forward only: it has no loss)",
             BENCH_WARMUP, RT_MAX_THREADS);
     fprintf(f,
 "\n"

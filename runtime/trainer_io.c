@@ -120,6 +120,40 @@ void write_ints(const char *dir, const rt_tensor_info *t,
     free(path);
 }
 
+/* Dies on value v at element j of batch b (-1: --load, no batch) of the
+ * int64 input t read from path: one line with the file, the batch, the
+ * element (and its coordinates when t has two dimensions or more), the
+ * value and exactly what t accepts. */
+static void refuse_int(const char *path, const rt_tensor_info *t, long b,
+                       size_t j, int64_t v)
+{
+    char where[64 + 24 * RT_MAX_RANK];
+    size_t len = 0, rest = j;
+    int d;
+    if (b >= 0)
+        len += (size_t)sprintf(where, "batch %ld ", b);
+    len += (size_t)sprintf(where + len, "element %zu", j);
+    if (t->rank >= 2) {
+        size_t at[RT_MAX_RANK];
+        for (d = t->rank - 1; d >= 0; d--) {
+            size_t n = t->dims[d] > 0 ? (size_t)t->dims[d] : 1;
+            at[d] = rest % n;
+            rest /= n;
+        }
+        len += (size_t)sprintf(where + len, " (at [");
+        for (d = 0; d < t->rank; d++)
+            len += (size_t)sprintf(where + len, "%s%zu", d ? ", " : "", at[d]);
+        sprintf(where + len, "])");
+    }
+    if (t->has_ignore)
+        die("%s: %s is %lld; '%s' must be in [%lld, %lld) or the ignore "
+            "index %lld", path, where, (long long)v, t->name,
+            (long long)t->lo, (long long)t->hi, (long long)t->ignore);
+    die("%s: %s is %lld, outside [%lld, %lld), the values the model's "
+        "readers of '%s' accept", path, where, (long long)v,
+        (long long)t->lo, (long long)t->hi, t->name);
+}
+
 /* An int64 input from DIR, every value within what its readers accept. */
 void read_ints(const char *dir, const rt_tensor_info *t, int64_t *base)
 {
@@ -132,18 +166,14 @@ void read_ints(const char *dir, const rt_tensor_info *t, int64_t *base)
     if (rt_npy_read_i64(path, base + t->offset, t->rank, t->dims, why,
                         sizeof why) != 0)
         die("cannot read %s: %s", path, why[0] ? why : "unknown error");
-    for (j = 0; j < t->count; j++) {
-        int64_t v = base[t->offset + j];
-        if (v < t->lo || v >= t->hi)
-            die("%s: element %zu is %lld, outside [%lld, %lld), the values "
-                "the model's readers of '%s' accept", path, j, (long long)v,
-                (long long)t->lo, (long long)t->hi, t->name);
-    }
+    for (j = 0; j < t->count; j++)
+        if (!RT_INT_ACCEPTS(t, base[t->offset + j]))
+            refuse_int(path, t, -1, j, base[t->offset + j]);
     free(path);
 }
 
 /* Uniform over [max(lo, 0), hi): class labels and token ids, not the
- * negative aliases or an ignore_index below 0. */
+ * negative aliases, nor an ignore index. */
 void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
                uint64_t stream)
 {
@@ -258,11 +288,8 @@ static void *read_batches(const char *dir, const rt_tensor_info *t, int ints,
         const int64_t *v = data;
         size_t j;
         for (j = 0; j < (size_t)nb * t->count; j++)
-            if (v[j] < t->lo || v[j] >= t->hi)
-                die("%s: batch %zu element %zu is %lld, outside [%lld, %lld), "
-                    "the values the model's readers of '%s' accept", path,
-                    j / t->count, j % t->count, (long long)v[j],
-                    (long long)t->lo, (long long)t->hi, t->name);
+            if (!RT_INT_ACCEPTS(t, v[j]))
+                refuse_int(path, t, (long)(j / t->count), j % t->count, v[j]);
     }
     if (*first != path)
         free(path);

@@ -31,4 +31,8 @@ const char *peak_note(Ctx *c, const Peak *p);
  * peak_KIND_bytes per kind, and peak_note when there is one. */
 void report_peak(Buf *b, const Peak *p);
 
+/* The int64 values input t accepts, what every reader of it takes (the
+ * generated table's lo, hi, has_ignore and ignore; emit.c). */
+IntRange int_input_range(const Graph *g, int t);
+
 #endif

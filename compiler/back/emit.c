@@ -635,38 +635,62 @@ static int count_dropouts(const Graph *g)
     return n;
 }
 
+static int in_range(const IntRange *r, long v)
+{
+    return (v >= r->lo && v < r->hi) || (r->has_ignore && v == r->ignore);
+}
+
 /* The values every reader of int64 tensor t accepts (the intersection of
  * their op rows' ranges), down through views of t; *any = 0 when nothing
- * reads it. */
-static void int_readers(const Graph *g, int t, long *lo, long *hi, int *any)
+ * reads it. An ignore index survives when every other reader accepts it
+ * too (labels read by two losses with the same ignore_index). */
+static void int_readers(const Graph *g, int t, IntRange *acc, int *any)
 {
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];
         for (int i = 0; i < n->nin; i++) {
-            long l, h;
+            IntRange r, m;
             if (n->in[i] != t)
                 continue;
             if (op_table[n->op].alias && i == 0) {
-                int_readers(g, n->out[0], lo, hi, any);
+                int_readers(g, n->out[0], acc, any);
                 continue;
             }
             if (!(op_table[n->op].int_inputs >> i & 1))
                 continue;
-            op_table[n->op].int_range(g, n, &l, &h);
-            *lo = *any && *lo > l ? *lo : l;
-            *hi = *any && *hi < h ? *hi : h;
-            *any = 1;
+            op_table[n->op].int_range(g, n, &r);
+            if (!*any) {
+                *acc = r;
+                *any = 1;
+                continue;
+            }
+            m.lo = acc->lo > r.lo ? acc->lo : r.lo;
+            m.hi = acc->hi < r.hi ? acc->hi : r.hi;
+            m.has_ignore = 0;
+            m.ignore = 0;
+            if (acc->has_ignore && in_range(&r, acc->ignore))
+                m.ignore = acc->ignore, m.has_ignore = 1;
+            else if (r.has_ignore && in_range(acc, r.ignore))
+                m.ignore = r.ignore, m.has_ignore = 1;
+            if (m.hi < m.lo)
+                m.hi = m.lo;                /* nothing but the ignore index */
+            if (m.has_ignore && m.ignore >= m.lo && m.ignore < m.hi)
+                m.has_ignore = 0;
+            *acc = m;
         }
     }
 }
 
-/* [lo, hi) for int64 input t; [0, 1) for an input nothing reads. */
-static void int_range(const Graph *g, int t, long *lo, long *hi)
+/* What int64 input t accepts (rt_tensor_info's lo, hi, has_ignore and
+ * ignore): [0, 1) for an input nothing reads. */
+IntRange int_input_range(const Graph *g, int t)
 {
     int any = 0;
-    *lo = 0;
-    *hi = 1;
-    int_readers(g, t, lo, hi, &any);
+    IntRange r = {0, 1, 0, 0};
+    int_readers(g, t, &r, &any);
+    if (!r.has_ignore)
+        r.ignore = 0;               /* whatever a row left there */
+    return r;
 }
 
 static const char *dims_list(Emit *e, int rank, const long *dims)
@@ -681,13 +705,14 @@ static const char *dims_list(Emit *e, int rank, const long *dims)
 static void emit_info(Emit *e, int t, size_t off)
 {
     const Tensor *x = &e->g->tensors[t];
-    long lo = 0, hi = 0;
+    IntRange r = {0, 0, 0, 0};
     if (x->is_int)
-        int_range(e->g, t, &lo, &hi);
+        r = int_input_range(e->g, t);
     int trainable = x->kind == T_PARAM && x->trainable;
-    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d, %ld, %ld, %zu},", x->name,
-         off, x->numel, x->rank, dims_list(e, x->rank, x->dims), trainable,
-         lo, hi, trainable ? e->grad_offset[t] : (size_t)0);
+    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d, %ld, %ld, %zu, %d, %ld},",
+         x->name, off, x->numel, x->rank, dims_list(e, x->rank, x->dims),
+         trainable, r.lo, r.hi, trainable ? e->grad_offset[t] : (size_t)0,
+         r.has_ignore, r.ignore);
 }
 
 static void emit_dropout_table(Emit *e)
@@ -720,7 +745,7 @@ static void emit_tables(Emit *e)
             if (buffer_of(&g->tensors[t]) == b)
                 emit_info(e, t, e->offset[t]);
         if (!n)
-            emit(e, "    {\"\", 0, 0, 0, {0}, 0, 0, 0, 0},");
+            emit(e, "    {\"\", 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0},");
         emit(e, "};");
     }
     emit(e, "const rt_tensor_info %s_outputs[%d] = {", g->name, g->noutputs);

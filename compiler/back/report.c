@@ -129,6 +129,8 @@ static void report_budget(Buf *b, const Remat *r)
     buf_printf(b, "proven_optimal: %s\n", proven_text(b->ctx, r));
 }
 
+static void report_files(Buf *b, const Compiled *m, int json);
+
 void report_schedule(Buf *b, const Compiled *m)
 {
     const Graph *g = m->g;
@@ -136,6 +138,7 @@ void report_schedule(Buf *b, const Compiled *m)
     widths(m, b->ctx, w);
     buf_printf(b, "# model %s, policy %s%s\n", g->name, m->policy->name,
                graph_trains(g) ? "" : ", forward only (no output is the loss)");
+    report_files(b, m, 0);
     buf_printf(b, "%-*s  %-*s  %-*s  %-*s  %10s  %-9s  %s\n", w[0], "tensor",
                w[1], "node", w[2], "op", w[3], "shape", "bytes", "decision",
                "rule");
@@ -269,12 +272,81 @@ static void json_budget(Buf *b, const Remat *r)
     json_str_member(b, "proven_optimal", proven_text(b->ctx, r), 0);
 }
 
+/* The file the trainer reads or writes for tensor x: PREFIX.NAME.npy,
+ * each '/' of the name written %2F (runtime/trainer_io.c's tensor_path). */
+static const char *npy_name(Ctx *c, const char *prefix, const char *name)
+{
+    Buf f;
+    buf_init(&f, c);
+    buf_printf(&f, "%s.", prefix);
+    for (const char *s = name; *s; s++)
+        buf_printf(&f, *s == '/' ? "%%2F" : "%c", *s);
+    buf_printf(&f, ".npy");
+    return f.data;
+}
+
+/* The graph's inputs (float32 first, then int64, the trainer's order) and
+ * outputs, each once: role, name, dtype, shape, file, and for int64 what
+ * it accepts. */
+static void report_files(Buf *b, const Compiled *m, int json)
+{
+    const Graph *g = m->g;
+    int w = 4;
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].kind == T_INPUT &&
+            (int)strlen(g->tensors[t].name) > w)
+            w = (int)strlen(g->tensors[t].name);
+    for (int i = 0; i < g->noutputs; i++)
+        if ((int)strlen(g->tensors[g->outputs[i]].name) > w)
+            w = (int)strlen(g->tensors[g->outputs[i]].name);
+    for (int pass = 0; pass < 3; pass++) {
+        int n = pass < 2 ? g->ntensors : g->noutputs;
+        for (int i = 0; i < n; i++) {
+            int t = pass < 2 ? i : g->outputs[i];
+            const Tensor *x = &g->tensors[t];
+            if (pass < 2 && (x->kind != T_INPUT || x->is_int != (pass == 1)))
+                continue;
+            const char *role = pass < 2 ? "input" : "output";
+            const char *dtype = x->is_int ? "int64" : "float32";
+            const char *file = npy_name(b->ctx, role, x->name);
+            IntRange r = {0, 0, 0, 0};
+            if (x->is_int)
+                r = int_input_range(g, t);
+            if (json) {
+                buf_printf(b, "%s\n  {", json++ > 1 ? "," : "");
+                json_str_member(b, "role", role, 1);
+                json_str_member(b, "name", x->name, 0);
+                json_str_member(b, "dtype", dtype, 0);
+                json_str_member(b, "shape", shape_str(b->ctx, x), 0);
+                json_str_member(b, "file", file, 0);
+                if (x->is_int) {
+                    json_num_member(b, "lo", (double)r.lo, 0);
+                    json_num_member(b, "hi", (double)r.hi, 0);
+                }
+                if (r.has_ignore)
+                    json_num_member(b, "ignore", (double)r.ignore, 0);
+                buf_printf(b, "}");
+                continue;
+            }
+            buf_printf(b, "# %-6s  %-*s  %-7s  %-12s  %s", role, w, x->name,
+                       dtype, shape_str(b->ctx, x), file);
+            if (x->is_int)
+                buf_printf(b, "  values [%ld, %ld)", r.lo, r.hi);
+            if (r.has_ignore)
+                buf_printf(b, " or %ld", r.ignore);
+            buf_printf(b, "\n");
+        }
+    }
+}
+
 void report_schedule_json(Buf *b, const Compiled *m)
 {
     const Graph *g = m->g;
     json_head(b, g);
     json_str_member(b, "policy", m->policy->name, 0);
-    buf_printf(b, ",\n \"tensors\": [");
+    buf_printf(b, ",\n \"files\": [");
+    report_files(b, m, 1);
+    buf_printf(b, "],\n \"tensors\": [");
     int first = 1;
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[g->order[k]];

@@ -564,6 +564,7 @@ int onnx_input_differentiable(const ONode *o, int i)
         {"Slice", 0x1eu}, {"Where", 1u << 0}, {"Gather", 1u << 1},
         {"BatchNormalization", 0x18u}, {"Dropout", 0x6u},
         {"SoftmaxCrossEntropyLoss", 0x6u}, {"ReduceSum", 1u << 1},
+        {"NegativeLogLikelihoodLoss", 0x6u},
         {"ReduceMean", 1u << 1}, {"ConstantOfShape", 0x1u},
         {"Pad", 0xeu}, {"Trilu", 1u << 1},
     };

@@ -184,8 +184,9 @@ static int check_dtypes(Ctx *c, Graph *g, const Node *n)
                              t->kind == T_PARAM ? "initializer" : "activation");
         return ctx_error(c, g->file, n->line, "node '%s': %s input %d '%s' is "
                          "int64 but must be float32; int64 inputs are read "
-                         "only as Gather's indices and "
-                         "SoftmaxCrossEntropyLoss's labels", n->name, op->name,
+                         "only as Gather's indices and the labels of "
+                         "SoftmaxCrossEntropyLoss and "
+                         "NegativeLogLikelihoodLoss", n->name, op->name,
                          i, t->name);
     }
     return 0;

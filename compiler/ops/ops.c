@@ -411,6 +411,15 @@ const OpInfo op_table[] = {
                           shape_group_norm, flops_layer_norm,
                           {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0},
                           emit_group_norm_fwd, emit_group_norm_bwd, NULL},
+    /* loss family (ops_loss.c). NegativeLogLikelihoodLoss: its backward
+     * reads the labels and the class weights, never the log-probabilities;
+     * the weights get no gradient (no_grad, as SoftmaxCrossEntropyLoss's),
+     * the labels take [0, C) and ignore_index */
+    [OP_NLL_LOSS] = {"NegativeLogLikelihoodLoss", "nll", 2, 3, 1, CAT_LOSS,
+                     sce_attrs, shape_sce, flops_nll,
+                     {NEED_IN(1) | NEED_IN(2), 0, 0}, emit_nll_fwd,
+                     emit_nll_bwd, NULL, NULL, 1u << 1, range_sce,
+                     .no_grad = 1u << 2},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

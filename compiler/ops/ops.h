@@ -184,7 +184,7 @@ void emit_gather_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_gather_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
-void range_gather(const Graph *g, const Node *n, long *lo, long *hi);
+void range_gather(const Graph *g, const Node *n, IntRange *r);
 int shape_unsqueeze(Ctx *c, Graph *g, Node *n);
 int shape_squeeze(Ctx *c, Graph *g, Node *n);
 int shape_concat(Ctx *c, Graph *g, Node *n);
@@ -216,7 +216,15 @@ void emit_sce_bwd(Emit *e, const Node *n, const char *const *din,
                   const char *const *dout, const char *const *in,
                   const char *const *out);
 double flops_sce(const Graph *g, const Node *n);
-void range_sce(const Graph *g, const Node *n, long *lo, long *hi);
+void range_sce(const Graph *g, const Node *n, IntRange *r);
+/* NegativeLogLikelihoodLoss: shape_sce's shapes, sce's attributes and
+ * labels (range_sce) */
+void emit_nll_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in);
+void emit_nll_bwd(Emit *e, const Node *n, const char *const *din,
+                  const char *const *dout, const char *const *in,
+                  const char *const *out);
+double flops_nll(const Graph *g, const Node *n);
 
 /* ---- ops_dropout.c: Dropout ---------------------------------------------------- */
 

@@ -216,10 +216,12 @@ void emit_gather_bwd(Emit *e, const Node *n, const char *const *din,
 }
 
 /* ONNX accepts -rows..rows-1 (negative counts from the end). */
-void range_gather(const Graph *g, const Node *n, long *lo, long *hi)
+void range_gather(const Graph *g, const Node *n, IntRange *r)
 {
-    *lo = -IN(0)->dims[0];
-    *hi = IN(0)->dims[0];
+    r->lo = -IN(0)->dims[0];
+    r->hi = IN(0)->dims[0];
+    r->has_ignore = 0;
+    r->ignore = 0;
 }
 
 int shape_unsqueeze(Ctx *c, Graph *g, Node *n)

@@ -142,6 +142,35 @@ expect "full: recompute statements in train_step_fused" 24 "$n"
 grep -q 'b0.fc2: Gemm -> b0.y \[32x256\] recompute' "$work/full.c" \
     && bad "full reruns fc2, which the backward does not need" || ok
 
+# --- the files a trainer reads and writes, listed by schedule -------------------------
+# every input (float32 first, then int64) and output with dtype, shape, file
+# name ('/' as %2F) and, for int64, what its readers accept
+cat > "$work/files.xml" <<'EOF'
+<?xml version="1.0"?>
+<model name="files" format="1">
+  <graph>
+    <input name="img/x" shape="4 3"/>
+    <input name="labels" shape="4" dtype="int64"/>
+    <initializer name="w" shape="3 10" init="uniform" low="-1" high="1"/>
+    <node name="head" op="MatMul" in="img/x w" out="scores"/>
+    <node name="ce" op="SoftmaxCrossEntropyLoss" in="scores labels" out="loss" ignore_index="-100"/>
+    <output name="loss" loss="true"/>
+    <output name="scores"/>
+  </graph>
+</model>
+EOF
+"$remat" schedule "$work/files.xml" > "$work/files.txt" &&
+    [ "$(sed -n 2,5p "$work/files.txt" | tr -s ' ')" = "$(printf '%s\n' \
+        '# input img/x float32 4x3 input.img%2Fx.npy' \
+        '# input labels int64 4 input.labels.npy values [0, 10) or -100' \
+        '# output loss float32 scalar output.loss.npy' \
+        '# output scores float32 4x10 output.scores.npy')" ] \
+    && ok || bad "schedule does not list the inputs and outputs: $(head -6 "$work/files.txt")"
+"$remat" schedule graphs/mlp12.xml | sed -n 2,4p | tr -s ' ' > "$work/mlpfiles" &&
+    printf '%s\n' '# input x float32 32x256 input.x.npy' '# input target float32 32x256 input.target.npy' \
+        '# output loss float32 scalar output.loss.npy' | cmp -s - "$work/mlpfiles" \
+    && ok || bad "mlp12's schedule file lines: $(cat "$work/mlpfiles")"
+
 # --- diff ------------------------------------------------------------------------
 "$remat" diff graphs/mlp12.xml --policy none --policy sac > "$work/diff"
 expect "diff none sac: changed tensors" 12 "$(grep -c 'SAVE  *-> RECOMPUTE' "$work/diff")"

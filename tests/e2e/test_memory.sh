@@ -36,6 +36,23 @@ def schedule(text, js):
         fail('header: ' + lines[0])
     if (m.group(1), m.group(2), bool(m.group(3))) != (d['graph'], d['policy'], d['forward_only']):
         fail('graph, policy or forward_only differ: %s' % lines[0])
+    # '# input NAME DTYPE SHAPE FILE [values [LO, HI) [or IGNORE]]' lines,
+    # then the table's head
+    files = []
+    for line in lines[1:]:
+        f = re.match(r'^# (input|output) +(\S+) +(float32|int64) +(\S+) +(\S+)'
+                     r'(?:  values \[(-?\d+), (-?\d+)\)(?: or (-?\d+))?)?$', line)
+        if not f:
+            break
+        row = dict(zip(('role', 'name', 'dtype', 'shape', 'file'), f.groups()[:5]))
+        if f.group(6) is not None:
+            row['lo'], row['hi'] = int(f.group(6)), int(f.group(7))
+        if f.group(8) is not None:
+            row['ignore'] = int(f.group(8))
+        files.append(row)
+    if files != d['files'] or not any(f['role'] == 'output' for f in files):
+        fail('file lines differ: text %r, json %r' % (files, d['files']))
+    lines = lines[len(files):]
     head = lines[1]
     cols = [head.index(w) for w in ('node', ' op ', 'shape', 'decision', 'rule')]
     cols[1] += 1

@@ -184,7 +184,7 @@ bad_case "--data: wrong dtype" "$work/bad/dtype/input.x.npy" "$mlp" --steps 2 --
 bad_case "--data: too few batches" "holds 1 batches, fewer than the 2" "$mlp" --steps 2 --accumulate 2 --data "$work/bad/few"
 bad_case "--data: batch counts differ" "$work/bad/counts/input.target.npy: holds 2 batches but" "$mlp" --steps 2 --data "$work/bad/counts"
 bad_case "--data: missing input" "$work/bad/missing/input.target.npy: no such file" "$mlp" --steps 2 --data "$work/bad/missing"
-bad_case "--data: token out of range" "batch 0 element 0 is 256" "$gpt" --steps 2 --data "$work/bad/tokens"
+bad_case "--data: token out of range" "batch 0 element 0 (at [0, 0]) is 256" "$gpt" --steps 2 --data "$work/bad/tokens"
 bad_case "checkpoint of another model" "a checkpoint of the model 'cnn', not of 'mlp12'" "$mlp" --steps 1 --resume "$work/ckc"
 bad_case "checkpoint of another optimizer" "give --optimizer sgd" "$mlp" --steps 1 --optimizer adamw --resume "$work/ck"
 bad_case "NaN on a step" "step 2: " "$mlp" --seed 1 --steps 5 --lr 1e30

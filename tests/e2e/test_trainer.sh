@@ -60,6 +60,14 @@ ok "build $BIN"
 check "--help exits 0 and mentions %2F" \
     eval 'run 0 --help && out_has "%2F" && out_has "--dump" && out_has "--bench"'
 check "no arguments: usage, exit 2" eval 'run 2 && grep -q "usage" "$TMP/err"'
+# --help names every input and output with its dtype, shape and file (the
+# toy's x is 4x3 and y 4x2) and counts the parameters (fc/W trainable,
+# loss_scale not)
+check "--help lists the inputs and outputs with dtype, shape and file" eval '
+    run 0 --help &&
+    grep -Eq "^  x +float32 +\(4, 3\) +input\.x\.npy$" "$TMP/out" &&
+    grep -Eq "^  y +float32 +\(4, 2\) +output\.y\.npy$" "$TMP/out" &&
+    out_has "Parameters: 2 (1 trainable), param.NAME.npy each."'
 usage_case() {
     run 2 "$@" && one_error_line
 }
@@ -292,7 +300,7 @@ check "--load token id past the table: exit 1 naming file, element and range" ev
     mkdir -p "$TMP/elbad" && cp "$TMP"/el0/*.npy "$TMP/elbad/" &&
     "$PY" -c "import numpy as np; np.save(\"$TMP/elbad/input.tokens.npy\", np.full((2, 5), 11, np.int64))" &&
     run 1 --load "$TMP/elbad" --steps 1 && one_error_line &&
-    err_has "input.tokens.npy: element 0 is 11, outside [-11, 11)"'
+    err_has "input.tokens.npy: element 0 (at [0, 0]) is 11, outside [-11, 11)"'
 check "--load float32 in place of int64 labels: exit 1" eval '
     cp "$TMP"/el0/input.tokens.npy "$TMP/elbad/" &&
     "$PY" -c "import numpy as np; np.save(\"$TMP/elbad/input.labels.npy\", np.zeros((2, 5), np.float32))" &&
@@ -311,7 +319,87 @@ check "int64 labels through views: drawn within the loss's classes" eval '
 check "int64 labels through views: --load of a class past the scores: exit 1" eval '
     "$PY" -c "import numpy as np; np.save(\"$TMP/so3/input.labels.npy\", np.full((2, 3), 6, np.int64))" &&
     run 1 --load "$TMP/so3" --steps 1 && one_error_line &&
-    err_has "input.labels.npy: element 0 is 6, outside [0, 6)"'
+    err_has "input.labels.npy: element 0 (at [0, 0]) is 6, outside [0, 6)"'
+# Labels with ignore_index -100 and 10 classes accept exactly [0, 10) and
+# -100, as torch does ("Target -50 is out of bounds"): -50 is no label,
+# though it lies between the two, and the message names both, for --load and
+# for --data (with the batch).
+cat > "$TMP/ignore.xml" <<'EOF'
+<?xml version="1.0"?>
+<model name="ignore" format="1">
+  <graph>
+    <input name="x" shape="4 3"/>
+    <input name="labels" shape="4" dtype="int64"/>
+    <initializer name="w" shape="3 10" init="uniform" low="-1" high="1"/>
+    <node name="head" op="MatMul" in="x w" out="scores"/>
+    <node name="ce" op="SoftmaxCrossEntropyLoss" in="scores labels" out="loss" ignore_index="-100"/>
+    <output name="loss" loss="true"/>
+  </graph>
+</model>
+EOF
+BIN=$TMP/ignore
+build/remat build "$TMP/ignore.xml" -o "$BIN"
+run 0 --seed 2 --dump "$TMP/ig"
+# ig_labels V0 V1 V2 V3: $TMP/igl for --load holds these four labels (and
+# the dump's x and w); $TMP/igd for --data holds 4 batches, these in batch 3
+# and zeros before
+ig_labels() {
+    mkdir -p "$TMP/igl" "$TMP/igd" &&
+    cp "$TMP"/ig/*.npy "$TMP/igl/" &&
+    "$PY" -c "import sys, numpy as np
+v = np.array([int(a) for a in sys.argv[2:]], np.int64)
+x = np.load(sys.argv[1] + '/igl/input.x.npy')
+np.save(sys.argv[1] + '/igl/input.labels.npy', v)
+np.save(sys.argv[1] + '/igd/input.x.npy', np.stack([x] * 4))
+d = np.zeros((4, 4), np.int64); d[3] = v
+np.save(sys.argv[1] + '/igd/input.labels.npy', d)" "$TMP" "$@"
+}
+check "ignore_index -100: drawn labels are classes, not the ignore index" eval '
+    "$PY" -c "import sys, numpy as np; a = np.load(sys.argv[1]); assert a.min() >= 0 and a.max() < 10, a" "$TMP/ig/input.labels.npy"'
+check "ignore_index -100: --load of 0, 9 and -100 trains" eval '
+    ig_labels 0 9 -100 -100 && run 0 --load "$TMP/igl" --steps 1'
+check "ignore_index -100: --data of 0, 9 and -100 trains" eval '
+    ig_labels 9 -100 0 9 && run 0 --data "$TMP/igd" --steps 4'
+check "ignore_index -100: --load of -50: exit 1 naming element, value, classes and ignore index" eval '
+    ig_labels 0 -100 -50 9 && run 1 --load "$TMP/igl" --steps 1 && one_error_line &&
+    err_has "input.labels.npy: element 2 is -50; '"'"'labels'"'"' must be in [0, 10) or the ignore index -100"'
+check "ignore_index -100: --data of -50: exit 1 naming the batch" eval '
+    ig_labels 0 -100 -50 9 && run 1 --data "$TMP/igd" --steps 1 && one_error_line &&
+    err_has "input.labels.npy: batch 3 element 2 is -50; '"'"'labels'"'"' must be in [0, 10) or the ignore index -100"'
+check "ignore_index -100: --load of 10 (= C): exit 1" eval '
+    ig_labels 10 0 0 0 && run 1 --load "$TMP/igl" --steps 1 && one_error_line &&
+    err_has "input.labels.npy: element 0 is 10; '"'"'labels'"'"' must be in [0, 10) or the ignore index -100" &&
+    ! grep -qF "[-100" "$TMP/err"'
+check "ignore_index -100: --data of 10 (= C): exit 1" eval '
+    ig_labels 0 0 0 10 && run 1 --data "$TMP/igd" --steps 1 && one_error_line &&
+    err_has "input.labels.npy: batch 3 element 3 is 10; '"'"'labels'"'"' must be in [0, 10) or the ignore index -100"'
+check "ignore_index -100: --load of -1: exit 1" eval '
+    ig_labels 0 0 -1 0 && run 1 --load "$TMP/igl" --steps 1 && one_error_line &&
+    err_has "element 2 is -1; '"'"'labels'"'"' must be in [0, 10) or the ignore index -100"'
+# --load with --data: DIR holds the parameters alone (the inputs are the
+# batches), and step 1 trains on batch 0 exactly as --load of the parameters
+# and batch 0's inputs does.
+check "--load DIR of parameters alone with --data trains on the batches" eval '
+    ig_labels 0 0 0 0 && rm -rf "$TMP/igp" && mkdir "$TMP/igp" &&
+    cp "$TMP"/ig/param.*.npy "$TMP/igp/" && ! ls "$TMP"/igp/input.* 2>/dev/null &&
+    run 0 --load "$TMP/igl" --steps 1 --bits && head -1 "$TMP/out" > "$TMP/one" &&
+    run 0 --load "$TMP/igp" --data "$TMP/igd" --steps 4 --bits &&
+    [ "$(grep -c "^step" "$TMP/out")" -eq 4 ] && head -1 "$TMP/out" | cmp -s - "$TMP/one"'
+check "--load DIR of parameters alone without --data: exit 1 naming the input" eval '
+    run 1 --load "$TMP/igp" --steps 1 && one_error_line && err_has "input.x.npy"'
+check "--help lists int64 labels with what they accept, the ignore index too" eval '
+    run 0 --help &&
+    grep -Eq "^  labels +int64 +\(4,\) +input\.labels\.npy +values \[0, 10\) or -100$" "$TMP/out" &&
+    grep -Eq "^  x +float32 +\(4, 3\) +input\.x\.npy$" "$TMP/out" &&
+    grep -Eq "^  loss +float32 +\(\) +output\.loss\.npy$" "$TMP/out"'
+# Without ignore_index (the attribute is optional) -100 is no label either.
+sed 's/ ignore_index="-100"//' "$TMP/ignore.xml" > "$TMP/noignore.xml"
+build/remat build "$TMP/noignore.xml" -o "$TMP/noignore"
+check "no ignore_index: --load of -100: exit 1, outside [0, 10)" eval '
+    ig_labels 0 -100 0 0 && BIN=$TMP/noignore run 1 --load "$TMP/igl" --steps 1 && one_error_line &&
+    err_has "input.labels.npy: element 1 is -100, outside [0, 10)"'
+check "no ignore_index: --data of 9 and 0 trains" eval '
+    ig_labels 9 0 9 0 && BIN=$TMP/noignore run 0 --data "$TMP/igd" --steps 4'
 BIN=$TMP/el_none
 # PyTorch's own test of checkpointing (test_checkpoint_rng_*): gradients with
 # and without it are equal with dropout in the model. Here full recomputes

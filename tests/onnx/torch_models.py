@@ -519,13 +519,45 @@ class PadModes(nn.Module):
     def inputs(g):
         return (torch.randn(2, 3, 6, 6, generator=g),
                 torch.randint(0, 4, (2,), generator=g))
+class Nll(nn.Module):
+    """nn.NLLLoss after LogSoftmax, as classifiers written in the older
+    style do: a class weight and ignore_index -100 (two labels carry it),
+    the mean over the weights present; torch exports it as
+    NegativeLogLikelihoodLoss. (A second F.nll_loss reading the same
+    LogSoftmax output is not added: torch 1.13's exporter fuses that pair
+    into a SoftmaxCrossEntropyLoss of the wrong tensor and drops the input
+    x from the graph; tests/graphs/nll_loss.xml covers (N, C, D) and the
+    other reductions.)"""
+
+    def __init__(self, d=16, n=2, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, classes)
+        self.nll = nn.NLLLoss(weight=torch.tensor([1.0, 2.0, 0.5, 1.5, 0.75]),
+                              ignore_index=-100)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        logits = self.head(h)                               # (2, 3, 5)
+        logp = F.log_softmax(logits, dim=-1)
+        return self.nll(logp.view(-1, logp.size(-1)), y.view(-1))
+
+    @staticmethod
+    def inputs(g):
+        y = torch.randint(0, 5, (2, 3), generator=g)
+        y[0, 1] = -100
+        y[1, 2] = -100
+        return (torch.randn(2, 3, 8, generator=g), y)
 
 
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
-          "mobilenetv2": MobileNetV2, "prelu_max": PreluMax,
-          "dscnn": DsCnn, "groupnorm": GroupNormNet, "pad_modes": PadModes}
+          "mobilenetv2": MobileNetV2, "prelu_max": PreluMax, "dscnn": DsCnn,
+          "groupnorm": GroupNormNet, "pad_modes": PadModes, "nll": Nll}
 
 
 def fname(name):

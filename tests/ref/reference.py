@@ -229,6 +229,38 @@ def softmax_cross_entropy(a, ins, at):
                                              ignore_index=ignore, reduction=how)
 
 
+def negative_log_likelihood(a, ins, at):
+    """ONNX NegativeLogLikelihoodLoss, from its definition: input x (N, C,
+    d...) of log-probabilities, labels (N, d...), optional class weights w
+    (C); l = -w[label] * x[n, label, d...] at every position (w = 1 without
+    weights), 0 where label == ignore_index; none: l in the labels' shape;
+    sum: sum l; mean: sum l over the sum of w[label] at the positions not
+    ignored. Written with gather, not torch's nll_loss. The weights get no
+    gradient (as SoftmaxCrossEntropyLoss's), so they are detached."""
+    x, labels = ins[0], ins[1]
+    c = x.shape[1]
+    if "ignore_index" in at:
+        kept = labels != int(at["ignore_index"])
+    else:
+        kept = torch.ones_like(labels, dtype=torch.bool)
+    present = labels[kept]
+    if present.numel() and not (0 <= int(present.min()) and int(present.max()) < c):
+        raise SystemExit(f"{a.get('name')}: a label outside [0, {c})")
+    safe = torch.where(kept, labels, torch.zeros_like(labels))
+    picked = x.gather(1, safe.unsqueeze(1)).squeeze(1)
+    w = ins[2].detach()[safe] if len(ins) > 2 else torch.ones_like(picked)
+    w = torch.where(kept, w, torch.zeros_like(w))
+    loss = -w * picked
+    how = at.get("reduction", "mean")
+    if how == "none":
+        return loss
+    if how == "sum":
+        return loss.sum()
+    if how == "mean":
+        return loss.sum() / w.sum()
+    raise SystemExit(f"{a.get('name')}: reduction {how!r}")
+
+
 def dropout(a, ins, at, dump=None):
     """ONNX Dropout in training mode: y = x * mask / (1 - ratio), mask being
     the one the trainer drew (its --dump writes mask.NODE.npy)."""
@@ -471,6 +503,7 @@ OPS = {
     "Attention": attention,
     "Gather": gather,
     "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
+    "NegativeLogLikelihoodLoss": negative_log_likelihood,
     "Dropout": dropout,     # run() gives it the dump directory
     "Identity": lambda a, i, at: i[0],
     "Unsqueeze": unsqueeze,

@@ -2,7 +2,8 @@
  * test_kernels_loss.c: unit tests of the runtime's loss kernel,
  * SoftmaxCrossEntropyLoss (rt_sce_forward, rt_sce_backward): reductions
  * mean and sum without weights, then class weights and reduction "none",
- * with Check.
+ * and NegativeLogLikelihoodLoss (rt_nll_forward, rt_nll_backward), with
+ * Check.
  *
  * Forward values are checked against ONNX's definition written here in
  * double (log(sum_k exp(s_k)) - s_label per position, weighted by w[label]
@@ -501,6 +502,176 @@ START_TEST(sce_none_large_scores_stay_finite)
 }
 END_TEST
 
+/* ---- NegativeLogLikelihoodLoss ------------------------------------------- */
+
+/* Cases of rt_nll_*: every reduction, with and without weights, 2-D and
+ * inner positions, the ignore index -100 and a class as the ignore index. */
+typedef struct {
+    const char *name;
+    int n, c, inner, reduction, weighted, has_ignore;
+    int64_t ignore_index;
+    int64_t labels[8];
+} nll_spec;
+
+static const nll_spec nlls[] = {
+    {"2-D mean", 4, 3, 1, RT_SCE_MEAN, 0, 0, 0, {0, 2, 1, 2}},
+    {"2-D sum", 4, 3, 1, RT_SCE_SUM, 0, 0, 0, {0, 2, 1, 2}},
+    {"2-D none", 4, 3, 1, RT_SCE_NONE, 0, 0, 0, {0, 2, 1, 2}},
+    {"2-D weighted mean ignore -100", 4, 3, 1, RT_SCE_MEAN, 1, 1, IGN,
+     {0, IGN, 1, 2}},
+    {"inner 3 weighted mean", 2, 4, 3, RT_SCE_MEAN, 1, 0, 0,
+     {3, 0, 1, 2, 2, 0}},
+    {"inner 3 weighted sum ignore -100", 2, 4, 3, RT_SCE_SUM, 1, 1, IGN,
+     {3, IGN, 1, IGN, 2, 0}},
+    {"inner 3 weighted none ignore class 1", 2, 4, 3, RT_SCE_NONE, 1, 1, 1,
+     {3, 1, 1, 0, 2, 0}},
+    {"inner 4 mean ignore class 0", 2, 2, 4, RT_SCE_MEAN, 0, 1, 0,
+     {0, 1, 1, 0, 1, 1, 0, 1}},
+};
+#define N_NLLS ((int)(sizeof nlls / sizeof nlls[0]))
+
+typedef struct {
+    const nll_spec *s;
+    float input[32], weights[8], dloss[8];
+} nll_case;
+
+static int nll_positions(const nll_spec *s) { return s->n * s->inner; }
+
+/* L = sum_p dloss[p] loss[p] (none) or dloss[0] loss[0]. */
+static double nll_loss(void *v)
+{
+    const nll_case *t = v;
+    const nll_spec *s = t->s;
+    float loss[8];
+    double l = 0;
+    int p;
+    rt_nll_forward(loss, t->input, s->labels, s->weighted ? t->weights : NULL,
+                   s->n, s->c, s->inner, s->reduction, s->has_ignore,
+                   s->ignore_index);
+    if (s->reduction != RT_SCE_NONE)
+        return (double)t->dloss[0] * loss[0];
+    for (p = 0; p < nll_positions(s); p++)
+        l += (double)t->dloss[p] * loss[p];
+    return l;
+}
+
+/* ONNX's definition in double: l_p = -w[y] x[i, y, d]; the mean divides
+ * by the weights of the labels not ignored. */
+static void nll_expect(const nll_case *t, double *want)
+{
+    const nll_spec *s = t->s;
+    double total = 0, wsum = 0;
+    int i, d;
+    for (i = 0; i < s->n; i++)
+        for (d = 0; d < s->inner; d++) {
+            const int p = i * s->inner + d;
+            const int64_t y = s->labels[p];
+            double w, l;
+            want[p] = 0;
+            if (s->has_ignore && y == s->ignore_index)
+                continue;
+            w = s->weighted ? t->weights[y] : 1.0;
+            l = -w * t->input[(i * s->c + (int)y) * s->inner + d];
+            want[p] = l;
+            total += l;
+            wsum += w;
+        }
+    if (s->reduction == RT_SCE_SUM)
+        want[0] = total;
+    if (s->reduction == RT_SCE_MEAN)
+        want[0] = total / wsum;
+}
+
+/* _i: the case in nlls[]. */
+START_TEST(nll_forward_and_grad)
+{
+    const nll_spec *s = &nlls[_i];
+    const int ns = s->n * s->c * s->inner;
+    const int np = s->reduction == RT_SCE_NONE ? nll_positions(s) : 1;
+    nll_case t;
+    float loss[8], di[32], pre[32] = {0}, diff[32], wcopy[8];
+    double want[8];
+    char what[96];
+    int p;
+    t.s = s;
+    tseed(1200 + _i);
+    fill(t.input, ns, -4, 0);
+    fill(t.weights, s->c, 0.25f, 3);
+    fill(t.dloss, 8, 0.5f, 2);
+    memcpy(wcopy, t.weights, sizeof wcopy);
+    nll_expect(&t, want);
+    rt_nll_forward(loss, t.input, s->labels, s->weighted ? t.weights : NULL,
+                   s->n, s->c, s->inner, s->reduction, s->has_ignore,
+                   s->ignore_index);
+    for (p = 0; p < np; p++)
+        ck_assert_msg(fabs(loss[p] - want[p]) <= 1e-5 * (1 + fabs(want[p])),
+                      "nll %s: loss[%d] %.9g, want %.9g", s->name, p,
+                      (double)loss[p], want[p]);
+
+    fill(pre, ns, -1, 1);
+    memcpy(di, pre, sizeof di);
+    rt_nll_backward(di, t.dloss, s->labels, s->weighted ? t.weights : NULL,
+                    s->n, s->c, s->inner, s->reduction, s->has_ignore,
+                    s->ignore_index);
+    added(diff, di, pre, ns);
+    snprintf(what, sizeof what, "nll %s: dinput", s->name);
+    expect_grad(what, t.input, ns, diff, nll_loss, &t);
+    ck_assert_msg(memcmp(wcopy, t.weights, sizeof wcopy) == 0,
+                  "nll %s: the weights changed", s->name);
+    /* NULL dinput: nothing to do, nothing to crash */
+    rt_nll_backward(NULL, t.dloss, s->labels, NULL, s->n, s->c, s->inner,
+                    s->reduction, s->has_ignore, s->ignore_index);
+}
+END_TEST
+
+START_TEST(nll_by_hand)
+{
+    /* log-probabilities (3, 2), labels 1, 0, -100 (ignored), weights
+     * (2, 0.5): losses 0.5 * 0.25, 2 * 1.5, 0; mean over weights 2.5:
+     * 3.125 / 2.5 = 1.25. Backward, dloss 2: -2 * w / 2.5 at each label. */
+    const float x[6] = {-1, -0.25f, -1.5f, -3, -7, -9};
+    const int64_t lab[3] = {1, 0, IGN};
+    const float w[2] = {2, 0.5f}, dloss = 2;
+    float loss = NAN, dx[6] = {0};
+    rt_nll_forward(&loss, x, lab, w, 3, 2, 1, RT_SCE_MEAN, 1, IGN);
+    ck_assert_float_eq_tol(loss, 1.25f, 1e-6f);
+    rt_nll_backward(dx, &dloss, lab, w, 3, 2, 1, RT_SCE_MEAN, 1, IGN);
+    ck_assert_float_eq_tol(dx[1], -0.4f, 1e-6f);
+    ck_assert_float_eq_tol(dx[2], -1.6f, 1e-6f);
+    ck_assert_float_eq(dx[0], 0.0f);
+    ck_assert_float_eq(dx[3], 0.0f);
+    ck_assert_float_eq(dx[4], 0.0f);
+    ck_assert_float_eq(dx[5], 0.0f);
+    /* every label ignored: the mean is 0 and the backward adds nothing */
+    {
+        const int64_t all[3] = {IGN, IGN, IGN};
+        rt_nll_forward(&loss, x, all, w, 3, 2, 1, RT_SCE_MEAN, 1, IGN);
+        ck_assert_float_eq(loss, 0.0f);
+        rt_nll_backward(dx, &dloss, all, w, 3, 2, 1, RT_SCE_MEAN, 1, IGN);
+        ck_assert_float_eq(dx[0], 0.0f);
+    }
+}
+END_TEST
+
+/* The mean of 100,000 equal losses is that loss: summed in double, no
+ * drift with the number of positions. */
+START_TEST(nll_long_mean_does_not_drift)
+{
+    enum { P = 100000 };
+    static float x[2 * P];
+    static int64_t lab[P];
+    float loss = NAN;
+    int p;
+    for (p = 0; p < P; p++) {
+        x[2 * p] = -0.1f;
+        x[2 * p + 1] = -5;
+        lab[p] = 0;
+    }
+    rt_nll_forward(&loss, x, lab, NULL, P, 2, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_float_eq(loss, 0.1f);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *loss_suite(void)
@@ -523,6 +694,12 @@ static Suite *loss_suite(void)
     tcase_add_test(tc, sce_mean_divides_by_the_weights_present);
     tcase_add_test(tc, sce_weights_label_out_of_range_weighs_nothing);
     tcase_add_test(tc, sce_none_large_scores_stay_finite);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("nll");
+    tcase_add_loop_test(tc, nll_forward_and_grad, 0, N_NLLS);
+    tcase_add_test(tc, nll_by_hand);
+    tcase_add_test(tc, nll_long_mean_does_not_drift);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -376,7 +376,7 @@ START_TEST(int64_labels_through_views)
     buf_init(&cf, &c);
     buf_init(&hf, &c);
     ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
-    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7, 0},");
+    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7, 0, 0, 0},");
     ck_assert_contains(cf.data, "const int64_t *v_ti = v_ts;");
     ctx_free(&c);
 }
@@ -395,7 +395,9 @@ START_TEST(int64_views_refused_elsewhere)
         "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/><output name='l'/>");
     ck_assert_contains(msg, "node 'fc': MatMul input 0 't' is int64 but must be "
                             "float32; int64 inputs are read only as Gather's "
-                            "indices and SoftmaxCrossEntropyLoss's labels");
+                            "indices and the labels of "
+                            "SoftmaxCrossEntropyLoss and "
+                            "NegativeLogLikelihoodLoss");
     ctx_free(&c);
     ctx_init(&c);
     msg = error_of(&c,
