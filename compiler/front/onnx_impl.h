@@ -1,6 +1,6 @@
 /*
  * onnx_impl.h: what the ONNX front end's files (onnx.c, onnx_eval.c,
- * onnx_lower.c) share. Nothing outside them includes it: the rest of the
+ * onnx_lower.c, onnx_rewrite.c, onnx_rnn.c, onnx_write.c) share. Nothing outside them includes it: the rest of the
  * compiler sees onnx_import() in remat.h and the XML it returns.
  */
 #ifndef ONNX_IMPL_H
@@ -131,6 +131,13 @@ int lower_matmul_t(Im *m, ONode *o);
 int lower_gather_const(Im *m, ONode *o);
 int try_attention(Im *m, ONode *tr);
 int lower_trilu(Im *m, ONode *o);
+
+/* onnx_rnn.c: LSTM, GRU and RNN unrolled over their sequence, one block
+ * per time step (0, or -1 with the error). */
+int lower_rnn(Im *m, ONode *o);
+/* onnx_lower.c: room for `nodes` more IR nodes and tensors (the arrays
+ * move: hold no Node or Tensor pointer across it). */
+int im_reserve(Im *m, int nodes);
 
 /* onnx_write.c */
 int onnx_write(Im *m, const char *model_stem, Imported *out);
