@@ -523,6 +523,26 @@ static int step(Rnn *r, Dir *d, int k, long t, int *h, int *c)
     return *h < 0 ? -1 : 0;
 }
 
+/* ---- remat ops ------------------------------------------------------------------------- */
+
+int onnx_lowered_ops(const char **names, const char **how, int max)
+{
+    static const char *const ops[][2] = {
+        {"LSTM", "unrolled over its sequence, one block per step: Gemm, "
+                 "Split, Sigmoid, Tanh, Mul, Add"},
+        {"GRU", "unrolled over its sequence, one block per step: Gemm, "
+                "Split, Sigmoid, Tanh, Add, Sub, Mul, Neg"},
+        {"RNN", "unrolled over its sequence, one block per step: Gemm, "
+                "Tanh or Relu"},
+    };
+    int n = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof *ops && n < max; k++) {
+        names[n] = ops[k][0];
+        how[n++] = ops[k][1];
+    }
+    return n;
+}
+
 /* ---- the node ------------------------------------------------------------------------ */
 
 static int read_anywhere(const Im *m, const ONode *o, int i)
@@ -638,7 +658,9 @@ int lower_rnn(Im *m, ONode *o)
                                   : r.base;
             for (long t = 0; t < T; t++) {
                 int u = axes_op(&r, nm(&r, tag, -1, ctx_printf(m->c, "y%ld", t)),
-                                OP_UNSQUEEZE, hs[k * T + t], ta, da, 2, NULL);
+                                OP_UNSQUEEZE, hs[k * T + t], ta, da, 2,
+                                T == 1 && r.dirs == 1 ? m->v[o->out[0]].name
+                                                      : NULL);
                 if (u < 0)
                     return -1;
                 hs[k * T + t] = u;

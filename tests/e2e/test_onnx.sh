@@ -70,6 +70,31 @@ for m in $models; do
     check_model "$m"
 done
 
+# lstm32 (issue 25): the LSTM over 32 steps unrolls into one block per
+# time step, lstm.t0 to lstm.t31 in order and nothing else, the steps'
+# nodes named /lstm.tN/..., and `remat pareto` proves its frontier (as
+# test_budget.sh checks pareto): from full's saved bytes down to a plan
+# without recompute that saves no more than none.
+if [ -f "$work/lstm32/xml/lstm32.xml" ]; then
+    d=$work/lstm32
+    want=$(seq 0 31 | sed 's/^/lstm.t/' | tr '\n' ' ')
+    got=$(sed -n 's/^ *<block name="\([^"]*\)">$/\1/p' "$d/xml/lstm32.xml" | tr '\n' ' ')
+    if [ "$got" = "$want" ]; then ok
+    else bad "lstm32: blocks are '$got', not one per step lstm.t0 .. lstm.t31"; fi
+    outside=$(awk '/<block /{b=1} /<\/block>/{b=0} b && /<node / && !/name="\/lstm\.t[0-9]+\//' "$d/xml/lstm32.xml" | wc -l)
+    [ "$outside" = 0 ] && ok || bad "lstm32: $outside nodes in a step's block are not named /lstm.tN/"
+    full=$(saved "$d/lstm32.onnx" full) none=$(saved "$d/lstm32.onnx" none)
+    if "$remat" pareto "$d/lstm32.onnx" > "$d/pareto"; then
+        first=$(awk 'NR == 3 {print $2}' "$d/pareto")
+        last=$(tail -1 "$d/pareto" | awk '{print $2, $5}')
+        if head -1 "$d/pareto" | grep -q 'optimal plans, proven$' &&
+           [ "$first" = "$full" ] && [ "${last#* }" = 0.000000000000 ] &&
+           [ "${last% *}" -le "$none" ]; then ok
+        else bad "lstm32: pareto '$(head -1 "$d/pareto")' runs from $first to $last; full saves $full, none $none"; fi
+    else bad "lstm32: pareto"; fi
+    echo "lstm32: 32 step blocks; pareto $(head -1 "$d/pareto" | sed 's/.*: //'), $first to ${last% *} bytes"
+fi
+
 # Initializers in an external data file (location, offset, length), as
 # onnx.save_model(save_as_external_data=True) writes a large model: the
 # same C, byte for byte, as from raw_data in the model itself.
