@@ -36,6 +36,7 @@ typedef struct {
     int tensor;             /* its IR tensor, -1 until made */
     int transposed_of;      /* a Transpose(W) kept for a MatMul: W, or -1 */
     const char *const_name; /* the name a folded constant takes as a param */
+    struct RnnStack *stack; /* onnx_rnn.c: Y as its steps, not yet whole */
 } Val;
 
 typedef struct {
@@ -133,7 +134,8 @@ int try_attention(Im *m, ONode *tr);
 int lower_trilu(Im *m, ONode *o);
 
 /* onnx_rnn.c: LSTM, GRU and RNN unrolled over their sequence, one block
- * per time step (0, or -1 with the error). */
+ * per time step, and a Squeeze of their Y; 1 when it lowered o, -1 on an
+ * error, 0 when o is another op (whose inputs it then made whole). */
 int lower_rnn(Im *m, ONode *o);
 /* onnx_lower.c: room for `nodes` more IR nodes and tensors (the arrays
  * move: hold no Node or Tensor pointer across it). */

@@ -22,6 +22,8 @@
  *    of W and no copy of x;
  *  - Gather with constant indices that form a range becomes a Slice (and
  *    a Reshape view for a scalar index).
+ * LSTM, GRU and RNN are unrolled over their sequence, one block per time
+ * step (onnx_rnn.c, which lower_node asks first about every node).
  * The walk is two passes: one that folds what it can and lets the
  * patterns see the constants they compare with, then one that folds the
  * rest (a Shape needs the shape of what it reads) and lowers the others.
@@ -544,9 +546,9 @@ int im_reserve(Im *m, int nodes)
 
 static int lower_node(Im *m, ONode *o)
 {
-    if (!strcmp(o->op, "LSTM") || !strcmp(o->op, "GRU") ||
-        !strcmp(o->op, "RNN"))
-        return lower_rnn(m, o);     /* issue 25: recurrent layers */
+    int rnn = lower_rnn(m, o);      /* issue 25: recurrent layers */
+    if (rnn)
+        return rnn < 0 ? -1 : 0;
     if (!strcmp(o->op, "Trilu") && o->in[0] >= 0 && m->v[o->in[0]].tensor >= 0)
         return lower_trilu(m, o);
     int known = op_lookup(o->op);

@@ -11,7 +11,9 @@
  * reorders the gates; the per-direction rows come from Squeeze or Slice
  * of them, so every gradient reaches the original tensors and no value
  * is copied at import. Y, Y_h and Y_c are built (Unsqueeze views and
- * Concat) only where something reads them.
+ * Concat) only where something reads them; a one-direction Y waits as its
+ * steps until a reader needs it whole, so a stacked layer reads each h_t
+ * as its x_t (struct RnnStack below).
  *
  * Names: the node "/lstm/LSTM" (scope "/lstm/") unrolls into nodes named
  * "/lstm.t7/..." for time step 7, so onnx_write.c's block_key makes each
@@ -53,6 +55,7 @@ typedef struct {
     const char *pre;        /* the scope before the base ("/") */
     const char *base;       /* "lstm", "lstm.l1" */
     int X, W, R, Bias, h0, c0;      /* IR tensors, -1 if absent */
+    const int *Xs;          /* X as the steps of an earlier layer's Y */
 } Rnn;
 
 /* ---- building nodes ------------------------------------------------------------ */
@@ -170,6 +173,107 @@ static int concat(Rnn *r, const char *name, int *in, int n, long axis,
         n = m;
     }
     return in[0];
+}
+
+/* ---- Y held as its steps ------------------------------------------------------------ */
+
+/* A one-direction Y (or a Squeeze of it) is not concatenated when made:
+ * its Val holds the steps' h tensors, and the whole tensor is built only
+ * for a reader that needs it (whole). A recurrent layer that reads it as X
+ * along its time axis (torch's stacked layers: Y, Squeeze, the next LSTM)
+ * takes each step's h itself, with no Concat, no Slice and no copy of the
+ * sequence kept for the backward beside the h_t every step keeps. */
+struct RnnStack {
+    int n;                  /* steps, in time order */
+    int *t;                 /* their IR tensors, each [B, H] */
+    long axis;              /* the whole value's axis they stack along */
+    long ins[2];            /* the axes each step gains (Unsqueeze) */
+    int nins;
+    const char *name;       /* what the nodes that make it whole are named */
+};
+
+/* v's shape from its stack. */
+static void stack_shape(Val *v, const Tensor *step, const struct RnnStack *s)
+{
+    int rank = step->rank + s->nins, j = 0;
+    v->rank = rank;
+    v->numel = 1;
+    for (int d = 0; d < rank; d++) {
+        int in = (s->nins > 0 && d == s->ins[0]) || (s->nins > 1 &&
+                                                      d == s->ins[1]);
+        v->dims[d] = d == s->axis ? s->n : in ? 1 : step->dims[j++];
+        v->numel *= v->dims[d];
+    }
+    v->shaped = 1;
+    v->dt = DT_F32;
+}
+
+/* Builds value vi whole from its stack, if it has one and is not yet. */
+static int whole(Im *m, int vi, ONode *o)
+{
+    Val *v = &m->v[vi];
+    struct RnnStack *s = v->stack;
+    if (!s || v->tensor >= 0)
+        return 0;
+    if (im_reserve(m, 2 * s->n + 16))
+        return -1;
+    Rnn r = {0};
+    r.m = m;
+    r.o = o;
+    int *u = ctx_alloc(m->c, (size_t)s->n * sizeof(int));
+    for (int k = 0; k < s->n; k++) {
+        u[k] = axes_op(&r, ctx_printf(m->c, "%s_%d", s->name, k), OP_UNSQUEEZE,
+                       s->t[k], s->ins[0], s->ins[1], s->nins,
+                       s->n == 1 ? v->name : NULL);
+        if (u[k] < 0)
+            return -1;
+    }
+    int y = concat(&r, s->name, u, s->n, s->axis, v->name);
+    if (y < 0)
+        return -1;
+    v->tensor = y;
+    shape_to_val(v, &m->g->tensors[y]);
+    return 0;
+}
+
+/* Squeeze(Y, axes) of a stacked Y, an axis each step gained: stacked too. */
+static int squeeze_stack(Im *m, ONode *o)
+{
+    const Val *x = &m->v[o->in[0]];
+    const struct RnnStack *s = x->stack;
+    if (!s || x->tensor >= 0 || o->nout != 1 || o->out[0] < 0 ||
+        m->v[o->out[0]].is_output)
+        return 0;
+    long axis;
+    const Onnx__AttributeProto *a = o->p ? onnx_attr(o, "axes") : NULL;
+    if (o->nin > 1 && o->in[1] >= 0) {
+        const Val *ax = &m->v[o->in[1]];
+        if (!ax->known || ax->dt == DT_F32 || ax->numel != 1)
+            return 0;
+        axis = (long)ax->i[0];
+    } else if (a && a->n_ints == 1) {
+        axis = (long)a->ints[0];
+    } else {
+        return 0;
+    }
+    if (axis < 0)
+        axis += x->rank;
+    int k = s->nins > 0 && s->ins[0] == axis ? 0
+            : s->nins > 1 && s->ins[1] == axis ? 1 : -1;
+    if (k < 0 || axis == s->axis)
+        return 0;
+    struct RnnStack *q = ctx_alloc(m->c, sizeof *q);
+    *q = *s;
+    q->nins = 0;
+    for (int j = 0; j < s->nins; j++)
+        if (j != k)
+            q->ins[q->nins++] = s->ins[j] > axis ? s->ins[j] - 1 : s->ins[j];
+    if (q->axis > axis)
+        q->axis--;
+    Val *y = &m->v[o->out[0]];
+    y->stack = q;
+    stack_shape(y, &m->g->tensors[s->t[0]], q);
+    return 1;
 }
 
 /* ---- checks ----------------------------------------------------------------------- */
@@ -307,32 +411,41 @@ static int read_inputs(Rnn *r)
     ONode *o = r->o;
     if (o->nin < 3 || o->in[1] < 0 || o->in[2] < 0)
         return fail(r, "inputs X, W and R are required");
-    r->X = tensor_of(m, o->in[0], o);
+    r->layout = (int)onnx_attr_int(o, "layout", 0);
+    const Val *xv = &m->v[o->in[0]];
+    const struct RnnStack *st = xv->stack;
+    long ta = r->layout ? 1 : 0;
+    r->X = -1;
+    if (st && xv->tensor < 0 && st->nins == 1 && st->ins[0] == ta &&
+        st->axis == ta)
+        r->Xs = st->t;      /* x_t is the earlier layer's h_t */
+    for (int i = r->Xs ? 1 : 0; i < o->nin; i++)
+        if (o->in[i] >= 0 && whole(m, o->in[i], o))
+            return -1;
+    if (!r->Xs && (r->X = tensor_of(m, o->in[0], o)) < 0)
+        return -1;
     r->W = tensor_of(m, o->in[1], o);
     r->R = tensor_of(m, o->in[2], o);
-    if (r->X < 0 || r->W < 0 || r->R < 0)
+    if (r->W < 0 || r->R < 0)
         return -1;
-    const Tensor *x = &m->g->tensors[r->X], *w = &m->g->tensors[r->W],
-                 *rt = &m->g->tensors[r->R];
-    if (x->is_int || x->rank != 3)
-        return fail(r, ctx_printf(m->c, "X '%s' has shape %s; it must be a "
-            "3-D float tensor", x->name, shape_str(m->c, x)));
+    const Tensor *rt = &m->g->tensors[r->R];
+    if (xv->dt != DT_F32 || xv->rank != 3)
+        return fail(r, ctx_printf(m->c, "X '%s' has %d dimensions; it must "
+            "be a 3-D float tensor", xv->name, xv->rank));
     if (rt->rank != 3 || rt->dims[1] % r->gates)
         return fail(r, ctx_printf(m->c, "R '%s' has shape %s; it must be "
             "directions x %d*hidden x hidden", rt->name, shape_str(m->c, rt),
             r->gates));
     r->H = rt->dims[1] / r->gates;
-    r->layout = (int)onnx_attr_int(o, "layout", 0);
-    r->T = x->dims[r->layout ? 1 : 0];
-    r->B = x->dims[r->layout ? 0 : 1];
-    r->I = x->dims[2];
+    r->T = xv->dims[r->layout ? 1 : 0];
+    r->B = xv->dims[r->layout ? 0 : 1];
+    r->I = xv->dims[2];
     if (read_attrs(r))
         return -1;
     long G = r->gates * r->H;
     if (check_shape(r, r->W, "W", r->dirs, G, r->I, 3) ||
         check_shape(r, r->R, "R", r->dirs, G, r->H, 3))
         return -1;
-    (void)w;
     int bad = 0;
     r->Bias = state_input(r, 3, &bad);
     if (r->Bias >= 0 && check_shape(r, r->Bias, "B", r->dirs, 2 * G, 0, 2))
@@ -445,7 +558,7 @@ static int step(Rnn *r, Dir *d, int k, long t, int *h, int *c)
     Ctx *cx = r->m->c;
     const char *s = d->tag;
     long ta = r->layout ? 1 : 0;
-    int x = r->T == 1 ? axes_op(r, nm(r, s, t, "x"), OP_SQUEEZE, r->X, ta, 0,
+    int x = r->Xs ? r->Xs[t] : r->T == 1 ? axes_op(r, nm(r, s, t, "x"), OP_SQUEEZE, r->X, ta, 0,
                                 1, NULL)
                       : take(r, nm(r, s, t, "x"), r->X, ta, t);
     if (x < 0)
@@ -597,7 +710,7 @@ static void names(Rnn *r)
         r->base = ctx_printf(m->c, "%s.l%d", r->base, index);
 }
 
-int lower_rnn(Im *m, ONode *o)
+static int unroll(Im *m, ONode *o)
 {
     Rnn r = {0};
     r.m = m;
@@ -614,6 +727,9 @@ int lower_rnn(Im *m, ONode *o)
     if (o->nin > 2 && o->in[2] >= 0 && xv->shaped && xv->rank == 3) {
         long layout = onnx_attr_int(o, "layout", 0), T = xv->dims[layout ? 1
                                                                        : 0];
+        if (T > 10000)
+            return fail(&r, ctx_printf(m->c, "X '%s' is a sequence of %ld "
+                "steps; remat unrolls at most 10,000", xv->name, T));
         /* room for every step's nodes and tensors */
         if (im_reserve(m, (int)(2 * (T + 2) * 32 + 64)))
             return -1;
@@ -648,8 +764,24 @@ int lower_rnn(Im *m, ONode *o)
         last_h[k] = h;
         last_c[k] = c;
     }
-    /* Y: [T, dirs, B, H] (layout 1: [B, T, dirs, H]) */
-    if (want_y) {
+    /* Y: [T, dirs, B, H] (layout 1: [B, T, dirs, H]); one direction's
+     * is held as its steps until a reader needs it whole */
+    if (want_y && r.dirs == 1) {
+        struct RnnStack *s = ctx_alloc(m->c, sizeof *s);
+        s->n = (int)T;
+        s->t = hs;
+        s->axis = r.layout ? 1 : 0;
+        s->ins[0] = s->axis;
+        s->ins[1] = s->axis + 1;
+        s->nins = 2;
+        s->name = nm(&r, r.reverse ? ctx_printf(m->c, "%s.rev", r.base)
+                                   : r.base, -1, "Y");
+        Val *y = &m->v[o->out[0]];
+        y->stack = s;
+        stack_shape(y, &m->g->tensors[hs[0]], s);
+        if (y->is_output && whole(m, o->out[0], o))
+            return -1;
+    } else if (want_y) {
         long ta = r.layout ? 1 : 0, da = r.layout ? 2 : 1;
         int per_dir[2];
         for (int k = 0; k < r.dirs; k++) {
@@ -705,5 +837,19 @@ int lower_rnn(Im *m, ONode *o)
                r.reverse ? ".rev" : "", T - 1,
                r.dirs == 2 ? ctx_printf(m->c, ", and %s.rev.t0 to .t%ld",
                                         r.base, T - 1) : "");
+    return 0;
+}
+
+int lower_rnn(Im *m, ONode *o)
+{
+    if (!strcmp(o->op, "LSTM") || !strcmp(o->op, "GRU") ||
+        !strcmp(o->op, "RNN"))
+        return unroll(m, o) ? -1 : 1;
+    if (!strcmp(o->op, "Squeeze") && o->nin > 0 && o->in[0] >= 0 &&
+        squeeze_stack(m, o))
+        return 1;
+    for (int i = 0; i < o->nin; i++)
+        if (o->in[i] >= 0 && whole(m, o->in[i], o))
+            return -1;
     return 0;
 }

@@ -247,4 +247,44 @@ rnn_case("rnn_relu_reverse", "RNN", 1, 5, 2, 3, 4, direction="reverse",
          activations=["Relu"], states=False)
 rnn_case("rnn_tanh_bidirectional", "RNN", 2, 3, 2, 3, 2, direction="bidirectional")
 
+
+# Stacked layers as torch exports them: Y -> Squeeze(the directions axis)
+# -> the next layer's X, which then reads each step's h directly; and the
+# same with layout 1 and with the first Y also a graph output (built whole).
+def stacked_case(name, layout, y1_out):
+    T_, N, I, H = 4, 2, 3, 2
+    ws = [(0.5 * rng.standard_normal(s)).astype(np.float32) for s in
+          ((1, 4 * H, I), (1, 4 * H, H), (1, 8 * H), (1, 4 * H, H), (1, 4 * H, H), (1, 8 * H))]
+    xs = rng.standard_normal((N, T_, I) if layout else (T_, N, I)).astype(np.float32)
+    ax = nh.from_array(np.array([2 if layout else 1], np.int64), "ax")
+    nodes = [h.make_node("LSTM", ["x", "W1", "R1", "B1"], ["y1", "", ""], name="/lstm/LSTM",
+                         hidden_size=H, layout=layout),
+             h.make_node("Squeeze", ["y1", "ax"], ["x2"], name="/lstm/Squeeze"),
+             h.make_node("LSTM", ["x2", "W2", "R2", "B2"], ["y2", "", ""], name="/lstm/LSTM_1",
+                         hidden_size=H, layout=layout)]
+    y1s = [N, T_, 1, H] if layout else [T_, 1, N, H]
+    outs = [vi("y2", y1s)] + ([vi("y1", y1s)] if y1_out else [])
+    inits = [nh.from_array(w, n) for w, n in zip(ws, ["W1", "R1", "B1", "W2", "R2", "B2"])]
+    m = model(nodes, [vi("x", list(xs.shape))], outs, inits + [ax])
+    out, err = run(name, m, {"x": xs})
+    y1 = onnx_rnn("LSTM", xs, ws[0], ws[1], ws[2], layout=layout)[0]
+    y2 = onnx_rnn("LSTM", np.squeeze(y1, 2 if layout else 1), ws[3], ws[4], ws[5],
+                  layout=layout)[0]
+    ok = out is not None and np.allclose(out.get("output.y2", np.inf), y2, rtol=1e-4, atol=1e-5)
+    if ok and y1_out:
+        ok = np.allclose(out.get("output.y1", np.inf), y1, rtol=1e-4, atol=1e-5)
+    xml = trainable(name, m) is not None and open(os.path.join(
+        WORK, name + "_xml", name + ".xml")).read()
+    # the second layer reads the first one's h_t: it slices no x_t from a
+    # whole Y, where the first slices x
+    sliced = not xml or 'name="/lstm.l1.t1/x' in xml or 'name="/lstm.l0.t1/x' not in xml
+    check(name, ok and (y1_out or not sliced), err or f"two stacked LSTMs, layout={layout}"
+          f"{', the first Y an output' if y1_out else ', no Slice of the first Y'}, "
+          "match ONNX's equations")
+
+
+stacked_case("lstm_stacked", 0, False)
+stacked_case("lstm_stacked_layout1", 1, False)
+stacked_case("lstm_stacked_y1_output", 0, True)
+
 sys.exit(1 if failures else 0)
