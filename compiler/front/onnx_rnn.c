@@ -367,14 +367,44 @@ static int read_attrs(Rnn *r)
     return 0;
 }
 
-/* A float input: its IR tensor; -1 absent (and *bad 1 on an error). A
- * constant of zeros that does not train is absent, as ONNX's default. */
-static int state_input(Rnn *r, int i, int *bad)
+/* Input i has shape d0 x d1 (x d2); else an error naming it. */
+static int check_shape(Rnn *r, int i, const char *what, long d0, long d1,
+                       long d2, int rank)
+{
+    const Val *x = &r->m->v[r->o->in[i]];
+    long want[3] = {d0, d1, d2};
+    int ok = x->shaped && x->rank == rank;
+    for (int d = 0; ok && d < rank; d++)
+        ok = x->dims[d] == want[d];
+    if (ok)
+        return 0;
+    Buf b, h;
+    buf_init(&b, r->m->c);
+    buf_init(&h, r->m->c);
+    buf_printf(&b, "%s", "");
+    buf_printf(&h, "%s", x->rank ? "" : "scalar");
+    for (int d = 0; d < rank; d++)
+        buf_printf(&b, "%s%ld", d ? "x" : "", want[d]);
+    for (int d = 0; d < x->rank; d++)
+        buf_printf(&h, "%s%ld", d ? "x" : "", x->dims[d]);
+    return fail(r, ctx_printf(r->m->c, "%s '%s' has shape %s; it must be %s",
+                              what, x->name, h.data, b.data));
+}
+
+/* A float input of the given shape: its IR tensor; -1 absent (and *bad 1
+ * on an error). An initial state that is a constant of zeros and does not
+ * train is absent, as ONNX's default. */
+static int state_input(Rnn *r, int i, int *bad, const char *what, long d0,
+                       long d1, long d2, int rank)
 {
     if (i >= r->o->nin || r->o->in[i] < 0)
         return -1;
+    if (check_shape(r, i, what, d0, d1, d2, rank)) {
+        *bad = 1;
+        return -1;
+    }
     Val *v = &r->m->v[r->o->in[i]];
-    if (v->known && !v->trainable && v->dt == DT_F32) {
+    if (i >= 5 && v->known && !v->trainable && v->dt == DT_F32) {
         int zero = 1;
         for (long k = 0; k < v->numel && zero; k++)
             zero = v->f[k] == 0.0f;
@@ -384,25 +414,6 @@ static int state_input(Rnn *r, int i, int *bad)
     int t = tensor_of(r->m, r->o->in[i], r->o);
     *bad |= t < 0;
     return t;
-}
-
-static int check_shape(Rnn *r, int t, const char *what, long d0, long d1,
-                       long d2, int rank)
-{
-    const Tensor *x = &r->m->g->tensors[t];
-    long want[3] = {d0, d1, d2};
-    int ok = x->rank == rank;
-    for (int d = 0; ok && d < rank; d++)
-        ok = x->dims[d] == want[d];
-    if (ok)
-        return 0;
-    Buf b;
-    buf_init(&b, r->m->c);
-    buf_printf(&b, "%s", "");
-    for (int d = 0; d < rank; d++)
-        buf_printf(&b, "%s%ld", d ? "x" : "", want[d]);
-    return fail(r, ctx_printf(r->m->c, "%s '%s' has shape %s; it must be %s",
-                              what, x->name, shape_str(r->m->c, x), b.data));
 }
 
 static int read_inputs(Rnn *r)
@@ -443,12 +454,12 @@ static int read_inputs(Rnn *r)
     if (read_attrs(r))
         return -1;
     long G = r->gates * r->H;
-    if (check_shape(r, r->W, "W", r->dirs, G, r->I, 3) ||
-        check_shape(r, r->R, "R", r->dirs, G, r->H, 3))
+    if (check_shape(r, 1, "W", r->dirs, G, r->I, 3) ||
+        check_shape(r, 2, "R", r->dirs, G, r->H, 3))
         return -1;
     int bad = 0;
-    r->Bias = state_input(r, 3, &bad);
-    if (r->Bias >= 0 && check_shape(r, r->Bias, "B", r->dirs, 2 * G, 0, 2))
+    r->Bias = state_input(r, 3, &bad, "B", r->dirs, 2 * G, 0, 2);
+    if (bad)
         return -1;
     if (o->nin > 4 && o->in[4] >= 0) {
         const Val *s = &m->v[o->in[4]];
@@ -461,17 +472,14 @@ static int read_inputs(Rnn *r)
                 "all %ld steps (leave sequence_lens out)", s->name, r->T,
                 r->T));
     }
-    r->h0 = state_input(r, 5, &bad);
-    r->c0 = r->kind == K_LSTM ? state_input(r, 6, &bad) : -1;
+    long s0 = r->layout ? r->B : r->dirs, s1 = r->layout ? r->dirs : r->B;
+    r->h0 = state_input(r, 5, &bad, "initial_h", s0, s1, r->H, 3);
+    if (!bad && r->kind == K_LSTM)
+        r->c0 = state_input(r, 6, &bad, "initial_c", s0, s1, r->H, 3);
+    else
+        r->c0 = -1;
     if (bad)
         return -1;
-    for (int s = 0; s < 2; s++) {
-        int t = s ? r->c0 : r->h0;
-        if (t >= 0 && check_shape(r, t, s ? "initial_c" : "initial_h",
-                                  r->layout ? r->B : r->dirs,
-                                  r->layout ? r->dirs : r->B, r->H, 3))
-            return -1;
-    }
     if (r->kind == K_LSTM && o->nin > 7 && o->in[7] >= 0) {
         const Val *pv = &m->v[o->in[7]];
         int zero = pv->known && !pv->trainable && pv->dt == DT_F32;
