@@ -563,12 +563,12 @@ static int act_sum(Rnn *r, const char *scope, long t, const char *what,
 /* One time step t of direction d: h (and c) from x, h, c (-1: zeros). */
 static int step(Rnn *r, Dir *d, int k, long t, int *h, int *c)
 {
-    Ctx *cx = r->m->c;
     const char *s = d->tag;
     long ta = r->layout ? 1 : 0;
-    int x = r->Xs ? r->Xs[t] : r->T == 1 ? axes_op(r, nm(r, s, t, "x"), OP_SQUEEZE, r->X, ta, 0,
-                                1, NULL)
-                      : take(r, nm(r, s, t, "x"), r->X, ta, t);
+    int x = r->Xs ? r->Xs[t]    /* the layer below's h_t */
+            : r->T == 1 ? axes_op(r, nm(r, s, t, "x"), OP_SQUEEZE, r->X, ta,
+                                  0, 1, NULL)
+                        : take(r, nm(r, s, t, "x"), r->X, ta, t);
     if (x < 0)
         return -1;
     if (r->kind != K_GRU) {
@@ -588,7 +588,7 @@ static int step(Rnn *r, Dir *d, int k, long t, int *h, int *c)
         int i = op1(r, nm(r, s, t, "i"), OP_SIGMOID, q[0], -1);
         int o = op1(r, nm(r, s, t, "o"), OP_SIGMOID, q[1], -1);
         int u = op1(r, nm(r, s, t, "u"), OP_TANH, q[3], -1);
-        int cn = op1(r, nm(r, s, t, "iu"), OP_MUL, i, u);
+        int cn = op1(r, nm(r, s, t, *c >= 0 ? "iu" : "c"), OP_MUL, i, u);
         if (*c >= 0) {
             int f = op1(r, nm(r, s, t, "f"), OP_SIGMOID, q[2], -1);
             int fc = op1(r, nm(r, s, t, "fc"), OP_MUL, f, *c);
@@ -640,7 +640,6 @@ static int step(Rnn *r, Dir *d, int k, long t, int *h, int *c)
                        : op1(r, nm(r, s, t, "minus_n"), OP_NEG, n, -1);
     int zd = op1(r, nm(r, s, t, "z_diff"), OP_MUL, z, diff);
     *h = op1(r, nm(r, s, t, "h"), OP_ADD, n, zd);
-    (void)cx;
     return *h < 0 ? -1 : 0;
 }
 
