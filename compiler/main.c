@@ -212,7 +212,8 @@ static const char *usage_ops =
     "conv, attention, pointwise, reduction, normalization, shape, random,\n"
     "loss), in the op table's order; then the ONNX ops the importer only\n"
     "folds: evaluates at import when their inputs are constants (Shape and\n"
-    "Size: static shapes), and refuses on a computed tensor unless noted.\n"
+    "Size: static shapes), and refuses on a computed tensor unless noted;\n"
+    "then those it lowers into the ops above (LSTM, GRU, RNN: unrolled).\n"
     "  --json       the same as one JSON object (docs/cli.md)\n";
 
 typedef struct {
@@ -565,11 +566,13 @@ static int ops(int argc, char **argv)
     }
     const char *names[MAX_FOLDED_OPS], *notes[MAX_FOLDED_OPS];
     int n = onnx_folded_ops(names, notes, MAX_FOLDED_OPS);
+    const char *lowered[MAX_FOLDED_OPS], *how[MAX_FOLDED_OPS];
+    int nl = onnx_lowered_ops(lowered, how, MAX_FOLDED_OPS);
     Ctx c;
     ctx_init(&c);
     Buf b;
     buf_init(&b, &c);
-    report_ops(&b, names, notes, n, json);
+    report_ops(&b, names, notes, n, lowered, how, nl, json);
     fwrite(b.data, 1, b.len, stdout);
     ctx_free(&c);
     return 0;

@@ -711,6 +711,9 @@ int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
  * takes op k when an input is computed. Returns how many. */
 int onnx_folded_ops(const char **names, const char **notes, int max);
 #define MAX_FOLDED_OPS 64   /* room enough for every op the importer folds */
+/* The ONNX ops the importer lowers into the op table's (onnx_rnn.c: LSTM,
+ * GRU, RNN unrolled), with how[k] saying into what; how many (<= max). */
+int onnx_lowered_ops(const char **names, const char **how, int max);
 
 /* ---- front/parse.c: XML -> IR -------------------------------------------------- */
 
@@ -883,9 +886,11 @@ void report_diff(Buf *b, const Compiled *a, const Compiled *bm);
 void report_schedule_json(Buf *b, const Compiled *m);
 void report_diff_json(Buf *b, const Compiled *a, const Compiled *bm);
 /* `remat ops`: the op table's rows (ONNX name, category), then the n ops
- * the importer only folds (names, with notes[k] or NULL), as text or JSON. */
+ * the importer only folds (names, with notes[k] or NULL), then the nl it
+ * lowers into the table's (lowered, with how[k]), as text or JSON. */
 void report_ops(Buf *b, const char *const *names, const char *const *notes,
-                int n, int json);
+                int n, const char *const *lowered, const char *const *how,
+                int nl, int json);
 
 /* ---- pareto.c: every optimal plan as a table and a picture --------------------- */
 

@@ -410,7 +410,9 @@ void report_diff_json(Buf *b, const Compiled *x, const Compiled *y)
 /* ---- remat ops: what remat computes and what it only folds ---------------- */
 
 static void ops_text(Buf *b, const char *const *names,
-                     const char *const *notes, int n)
+                     const char *const *notes, int n,
+                     const char *const *lowered, const char *const *how,
+                     int nl)
 {
     buf_printf(b, "computed, forward and backward (ONNX name, category):\n");
     for (int i = 0; i < OP_COUNT; i++)
@@ -424,10 +426,16 @@ static void ops_text(Buf *b, const char *const *names,
         else
             buf_printf(b, "  %s\n", names[k]);
     }
+    buf_printf(b, "\nlowered, at import into the ops above (ONNX name, "
+               "how):\n");
+    for (int k = 0; k < nl; k++)
+        buf_printf(b, "  %-24s %s\n", lowered[k], how[k]);
 }
 
 static void ops_json(Buf *b, const char *const *names,
-                     const char *const *notes, int n)
+                     const char *const *notes, int n,
+                     const char *const *lowered, const char *const *how,
+                     int nl)
 {
     buf_printf(b, "{");
     json_num_member(b, "computed_count", OP_COUNT, 1);
@@ -448,14 +456,24 @@ static void ops_json(Buf *b, const char *const *names,
             json_str_member(b, "note", notes[k], 0);
         buf_printf(b, "}");
     }
+    buf_printf(b, "],\n ");
+    json_num_member(b, "lowered_count", nl, 1);
+    buf_printf(b, ",\n \"lowered\": [");
+    for (int k = 0; k < nl; k++) {
+        buf_printf(b, "%s\n  {", k ? "," : "");
+        json_str_member(b, "op", lowered[k], 1);
+        json_str_member(b, "how", how[k], 0);
+        buf_printf(b, "}");
+    }
     buf_printf(b, "]}\n");
 }
 
 void report_ops(Buf *b, const char *const *names, const char *const *notes,
-                int n, int json)
+                int n, const char *const *lowered, const char *const *how,
+                int nl, int json)
 {
     if (json)
-        ops_json(b, names, notes, n);
+        ops_json(b, names, notes, n, lowered, how, nl);
     else
-        ops_text(b, names, notes, n);
+        ops_text(b, names, notes, n, lowered, how, nl);
 }

@@ -490,7 +490,12 @@ static int read_nodes(Im *m)
                              p->domain);
         o->nin = (int)p->n_input;
         o->nout = (int)p->n_output;
-        if (o->nout < 1 || !*p->output[0])
+        /* a recurrent layer may leave Y out and give only Y_h or Y_c */
+        int named = 0, rnn = !strcmp(o->op, "LSTM") || !strcmp(o->op, "GRU") ||
+                             !strcmp(o->op, "RNN");
+        for (size_t i = 0; i < p->n_output; i++)
+            named |= *p->output[i] && (i == 0 || rnn);
+        if (!named)
             return ctx_error(m->c, m->file, 0, "%s: has no output; every node "
                              "computes at least one, named", o->what);
         o->in = ctx_alloc(m->c, ((size_t)o->nin + 1) * sizeof(int));

@@ -1,6 +1,6 @@
 /*
  * onnx_impl.h: what the ONNX front end's files (onnx.c, onnx_eval.c,
- * onnx_lower.c) share. Nothing outside them includes it: the rest of the
+ * onnx_lower.c, onnx_rewrite.c, onnx_rnn.c, onnx_write.c) share. Nothing outside them includes it: the rest of the
  * compiler sees onnx_import() in remat.h and the XML it returns.
  */
 #ifndef ONNX_IMPL_H
@@ -41,6 +41,7 @@ typedef struct {
     int tensor;             /* its IR tensor, -1 until made */
     int transposed_of;      /* a Transpose(W) kept for a MatMul: W, or -1 */
     const char *const_name; /* the name a folded constant takes as a param */
+    struct RnnStack *stack; /* onnx_rnn.c: Y as its steps, not yet whole */
 } Val;
 
 typedef struct {
@@ -144,6 +145,14 @@ int try_attention(Im *m, ONode *tr);
 int lower_trilu(Im *m, ONode *o);
 /* o's pads and count_include_pad with a folded Pad's added (issue 25) */
 int apply_fold_pads(Im *m, const ONode *o, Node *n);
+
+/* onnx_rnn.c: LSTM, GRU and RNN unrolled over their sequence, one block
+ * per time step, and a Squeeze of their Y; 1 when it lowered o, -1 on an
+ * error, 0 when o is another op (whose inputs it then made whole). */
+int lower_rnn(Im *m, ONode *o);
+/* onnx_lower.c: room for `nodes` more IR nodes and tensors (the arrays
+ * move: hold no Node or Tensor pointer across it). */
+int im_reserve(Im *m, int nodes);
 
 /* onnx_write.c */
 int onnx_write(Im *m, const char *model_stem, Imported *out);

@@ -22,6 +22,8 @@
  *    of W and no copy of x;
  *  - Gather with constant indices that form a range becomes a Slice (and
  *    a Reshape view for a scalar index).
+ * LSTM, GRU and RNN are unrolled over their sequence, one block per time
+ * step (onnx_rnn.c, which lower_node asks first about every node).
  * The walk is two passes: one that folds what it can and lets the
  * patterns see the constants they compare with, then one that folds the
  * rest (a Shape needs the shape of what it reads) and lowers the others.
@@ -637,8 +639,36 @@ static int lower_variadic(Im *m, ONode *o, OpKind op)
     return 0;
 }
 
+/* Grows the IR's node and tensor arrays so that `nodes` more of each fit
+ * (a recurrent node unrolls into many). */
+int im_reserve(Im *m, int nodes)
+{
+    Graph *g = m->g;
+    if (nodes < 0 || nodes > 1000000)
+        return ctx_error(m->c, m->file, 0, "graph: needs %d more nodes; remat "
+                         "unrolls at most 1,000,000", nodes);
+    if (g->nnodes + nodes > m->ncap) {
+        int cap = g->nnodes + nodes + m->ncap;
+        Node *n = ctx_alloc(m->c, (size_t)cap * sizeof(Node));
+        memcpy(n, g->nodes, (size_t)g->nnodes * sizeof(Node));
+        g->nodes = n;
+        m->ncap = cap;
+    }
+    if (g->ntensors + 2 * nodes > m->tcap) {
+        int cap = g->ntensors + 2 * nodes + m->tcap;
+        Tensor *t = ctx_alloc(m->c, (size_t)cap * sizeof(Tensor));
+        memcpy(t, g->tensors, (size_t)g->ntensors * sizeof(Tensor));
+        g->tensors = t;
+        m->tcap = cap;
+    }
+    return 0;
+}
+
 static int lower_node(Im *m, ONode *o)
 {
+    int rnn = lower_rnn(m, o);      /* issue 25: recurrent layers */
+    if (rnn)
+        return rnn < 0 ? -1 : 0;
     if (!strcmp(o->op, "Trilu") && o->in[0] >= 0 && m->v[o->in[0]].tensor >= 0)
         return lower_trilu(m, o);
     int known = op_lookup(o->op);

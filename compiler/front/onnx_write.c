@@ -10,14 +10,16 @@
 
 /* ---- blocks --------------------------------------------------------------------------------- */
 
-/* The NAME.N key in s, the first of the form IDENT.DIGITS ending at a '/'
- * or '.'; NULL if none. stem_len: the length of NAME. */
+/* The NAME.N key in s, the first of the form IDENT.DIGITS (or IDENT.tDIGITS,
+ * an unrolled recurrent layer's time step, onnx_rnn.c) ending at a '/' or
+ * '.'; NULL if none. stem_len: the length of NAME. */
 static const char *block_key(Ctx *c, const char *s, size_t *stem_len)
 {
     for (const char *p = s; *p; p++) {
-        if (*p != '.' || p == s || !(p[1] >= '0' && p[1] <= '9'))
+        int step = p[1] == 't' && p[2] >= '0' && p[2] <= '9';
+        if (*p != '.' || p == s || !(step || (p[1] >= '0' && p[1] <= '9')))
             continue;
-        const char *e = p + 1;
+        const char *e = p + 1 + step;
         while (*e >= '0' && *e <= '9')
             e++;
         if (*e && *e != '/' && *e != '.')

@@ -79,7 +79,11 @@ bad_cat=$(sed -n '/^computed/,/^$/p' "$work/ops" | sed -n 's/^  [A-Za-z]* *\([a-
 n_cat=$(sed -n '/^computed/,/^$/p' "$work/ops" | grep -c '^  [A-Za-z]* *[a-z]*$')
 expect "remat ops: every row has a category" "$(echo "$rows" | wc -l)" "$n_cat"
 expect "remat ops: categories outside ops.c's" "" "$bad_cat"
-folded=$(sed -n '/^folded only/,$p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\).*/\1/p')
+folded=$(sed -n '/^folded only/,/^$/p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\).*/\1/p')
+# the recurrent layers the importer unrolls (issue 25), each with how
+lowered=$(sed -n '/^lowered, at import/,$p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\)  *unrolled .*/\1/p')
+expect "remat ops lists LSTM, GRU, RNN as lowered" "LSTM GRU RNN" "$(echo $lowered)"
+expect "lowered ops the table computes too" "" "$(echo "$lowered" | grep -xF "$rows")"
 for op in Constant Shape ConstantOfShape Range Equal; do
     echo "$folded" | grep -qx "$op" && ok || bad "remat ops does not list $op as folded"
 done
@@ -94,6 +98,9 @@ assert d["computed_count"] == len(rows)
 folded = [l.split(None, 1) for l in text[1].splitlines()[1:]]
 assert [[o["op"]] + ([o["note"]] if "note" in o else []) for o in d["folded"]] == folded, "folded differs"
 assert d["folded_count"] == len(folded)
+lowered = [l.split(None, 1) for l in text[2].splitlines()[1:] if l]
+assert [[o["op"], o["how"]] for o in d["lowered"]] == lowered, "lowered differs"
+assert d["lowered_count"] == len(lowered) == 3
 PY
 # the message for an op remat does not compute: one short line naming the
 # node and the op, sending the reader to remat ops

@@ -212,5 +212,152 @@ want = np.array([[padded[2 * i:2 * i + 2, 2 * j:2 * j + 2].mean() for j in range
 check("pad_pool_ceil", out is not None and out["output.y"].shape == (1, 1, 3, 3) and
       np.allclose(out["output.y"][0, 0], want, rtol=1e-5, atol=1e-6),
       err or "Pad then AveragePool ceil_mode=1: the window over the Pad's last zeros is kept")
+# LSTM, GRU and RNN (issue 25) unrolled: each direction, layout 1, initial
+# states given or not, GRU linear_before_reset 0 and 1, Y, Y_h and Y_c,
+# against numpy written from ONNX's equations.
+def sigmoid(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def onnx_rnn(kind, X, W, R, B=None, h0=None, c0=None, direction="forward",
+             layout=0, lbr=0, act=np.tanh):
+    X = X.astype(np.float64)
+    if layout:
+        X = X.transpose(1, 0, 2)
+        h0 = None if h0 is None else h0.transpose(1, 0, 2)
+        c0 = None if c0 is None else c0.transpose(1, 0, 2)
+    T, N = X.shape[0], X.shape[1]
+    dirs, H = W.shape[0], R.shape[2]
+    G = W.shape[1] // H
+    Y = np.zeros((T, dirs, N, H))
+    Yh, Yc = np.zeros((dirs, N, H)), np.zeros((dirs, N, H))
+    for d in range(dirs):
+        Wd, Rd = W[d].astype(np.float64), R[d].astype(np.float64)
+        Bd = np.zeros(2 * G * H) if B is None else B[d].astype(np.float64)
+        Wb, Rb = Bd[:G * H], Bd[G * H:]
+        h = np.zeros((N, H)) if h0 is None else h0[d].astype(np.float64)
+        c = np.zeros((N, H)) if c0 is None else c0[d].astype(np.float64)
+        rev = direction == "reverse" or d == 1
+        for t in (range(T - 1, -1, -1) if rev else range(T)):
+            x = X[t]
+            if kind == "LSTM":
+                g = x @ Wd.T + h @ Rd.T + Wb + Rb
+                i, o, f, u = (g[:, k * H:(k + 1) * H] for k in range(4))
+                c = sigmoid(f) * c + sigmoid(i) * np.tanh(u)
+                h = sigmoid(o) * np.tanh(c)
+            elif kind == "GRU":
+                gx = x @ Wd.T + Wb
+                z = sigmoid(gx[:, :H] + h @ Rd[:H].T + Rb[:H])
+                r = sigmoid(gx[:, H:2 * H] + h @ Rd[H:2 * H].T + Rb[H:2 * H])
+                if lbr:
+                    n = np.tanh(gx[:, 2 * H:] + r * (h @ Rd[2 * H:].T + Rb[2 * H:]))
+                else:
+                    n = np.tanh(gx[:, 2 * H:] + (r * h) @ Rd[2 * H:].T + Rb[2 * H:])
+                h = (1 - z) * n + z * h
+            else:
+                h = act(x @ Wd.T + h @ Rd.T + Wb + Rb)
+            Y[t, d] = h
+        Yh[d], Yc[d] = h, c
+    if layout:
+        return Y.transpose(2, 0, 1, 3), Yh.transpose(1, 0, 2), Yc.transpose(1, 0, 2)
+    return Y, Yh, Yc
+
+
+def rnn_case(name, kind, dirs, T_, N, I, H, layout=0, direction="forward", bias=True,
+             states=True, outs=("Y", "Y_h", "Y_c"), **attrs):
+    G = {"LSTM": 4, "GRU": 3, "RNN": 1}[kind]
+    Wv = (0.5 * rng.standard_normal((dirs, G * H, I))).astype(np.float32)
+    Rv = (0.5 * rng.standard_normal((dirs, G * H, H))).astype(np.float32)
+    Bv = (0.5 * rng.standard_normal((dirs, 2 * G * H))).astype(np.float32)
+    xs = rng.standard_normal((N, T_, I) if layout else (T_, N, I)).astype(np.float32)
+    sh = (N, dirs, H) if layout else (dirs, N, H)
+    h0 = rng.standard_normal(sh).astype(np.float32)
+    c0 = rng.standard_normal(sh).astype(np.float32)
+    ins = ["x", "W", "R", "B" if bias else "", ""]
+    feeds, decl = {"x": xs}, [vi("x", list(xs.shape))]
+    if states:
+        ins.append("h0")
+        feeds["h0"], decl = h0, decl + [vi("h0", list(sh))]
+        if kind == "LSTM":
+            ins.append("c0")
+            feeds["c0"], decl = c0, decl + [vi("c0", list(sh))]
+    while not ins[-1]:
+        ins.pop()
+    names = ["Y", "Y_h", "Y_c"][:3 if kind == "LSTM" else 2]
+    node = h.make_node(kind, ins, [n if n in outs else "" for n in names], name=name,
+                       hidden_size=H, direction=direction, layout=layout, **attrs)
+    yshape = {"Y": [N, T_, dirs, H] if layout else [T_, dirs, N, H],
+              "Y_h": list(sh), "Y_c": list(sh)}
+    inits = [nh.from_array(Wv, "W"), nh.from_array(Rv, "R")] + (
+        [nh.from_array(Bv, "B")] if bias else [])
+    m = model([node], decl, [vi(n, yshape[n]) for n in names if n in outs], inits)
+    out, err = run(name, m, feeds)
+    relu = attrs.get("activations") == ["Relu"] * dirs
+    want = onnx_rnn(kind, xs, Wv, Rv, Bv if bias else None, h0 if states else None,
+                    c0 if states and kind == "LSTM" else None, direction, layout,
+                    attrs.get("linear_before_reset", 0),
+                    (lambda v: np.maximum(v, 0)) if relu else np.tanh)
+    ok = out is not None
+    for k, n in enumerate(names):
+        if ok and n in outs:
+            got = out.get("output." + n)
+            ok = got is not None and got.shape == want[k].shape and \
+                np.allclose(got, want[k], rtol=1e-4, atol=1e-5)
+    check(name, ok, err or f"{kind} {direction} layout={layout} "
+          f"({', '.join(n for n in names if n in outs)}) "
+          "matches ONNX's equations")
+
+
+rnn_case("lstm_bidirectional_layout1", "LSTM", 2, 4, 2, 3, 2, layout=1,
+         direction="bidirectional")
+rnn_case("lstm_reverse_no_state", "LSTM", 1, 3, 2, 2, 3, direction="reverse",
+         states=False, bias=False, outs=("Y", "Y_c"))
+rnn_case("gru_reverse_lbr0", "GRU", 1, 4, 2, 3, 2, direction="reverse")
+rnn_case("gru_bidirectional_lbr1_zero_state", "GRU", 2, 3, 3, 2, 2,
+         direction="bidirectional", states=False, linear_before_reset=1, outs=("Y_h",))
+rnn_case("gru_lbr0_zero_state_layout1", "GRU", 1, 3, 2, 2, 2, layout=1, states=False)
+rnn_case("rnn_relu_reverse", "RNN", 1, 5, 2, 3, 4, direction="reverse",
+         activations=["Relu"], states=False)
+rnn_case("rnn_tanh_bidirectional", "RNN", 2, 3, 2, 3, 2, direction="bidirectional")
+
+
+# Stacked layers as torch exports them: Y -> Squeeze(the directions axis)
+# -> the next layer's X, which then reads each step's h directly; and the
+# same with layout 1 and with the first Y also a graph output (built whole).
+def stacked_case(name, layout, y1_out):
+    T_, N, I, H = 4, 2, 3, 2
+    ws = [(0.5 * rng.standard_normal(s)).astype(np.float32) for s in
+          ((1, 4 * H, I), (1, 4 * H, H), (1, 8 * H), (1, 4 * H, H), (1, 4 * H, H), (1, 8 * H))]
+    xs = rng.standard_normal((N, T_, I) if layout else (T_, N, I)).astype(np.float32)
+    ax = nh.from_array(np.array([2 if layout else 1], np.int64), "ax")
+    nodes = [h.make_node("LSTM", ["x", "W1", "R1", "B1"], ["y1", "", ""], name="/lstm/LSTM",
+                         hidden_size=H, layout=layout),
+             h.make_node("Squeeze", ["y1", "ax"], ["x2"], name="/lstm/Squeeze"),
+             h.make_node("LSTM", ["x2", "W2", "R2", "B2"], ["y2", "", ""], name="/lstm/LSTM_1",
+                         hidden_size=H, layout=layout)]
+    y1s = [N, T_, 1, H] if layout else [T_, 1, N, H]
+    outs = [vi("y2", y1s)] + ([vi("y1", y1s)] if y1_out else [])
+    inits = [nh.from_array(w, n) for w, n in zip(ws, ["W1", "R1", "B1", "W2", "R2", "B2"])]
+    m = model(nodes, [vi("x", list(xs.shape))], outs, inits + [ax])
+    out, err = run(name, m, {"x": xs})
+    y1 = onnx_rnn("LSTM", xs, ws[0], ws[1], ws[2], layout=layout)[0]
+    y2 = onnx_rnn("LSTM", np.squeeze(y1, 2 if layout else 1), ws[3], ws[4], ws[5],
+                  layout=layout)[0]
+    ok = out is not None and np.allclose(out.get("output.y2", np.inf), y2, rtol=1e-4, atol=1e-5)
+    if ok and y1_out:
+        ok = np.allclose(out.get("output.y1", np.inf), y1, rtol=1e-4, atol=1e-5)
+    xml = trainable(name, m) is not None and open(os.path.join(
+        WORK, name + "_xml", name + ".xml")).read()
+    # the second layer reads the first one's h_t: it slices no x_t from a
+    # whole Y, where the first slices x
+    sliced = not xml or 'name="/lstm.l1.t1/x' in xml or 'name="/lstm.l0.t1/x' not in xml
+    check(name, ok and (y1_out or not sliced), err or f"two stacked LSTMs, layout={layout}"
+          f"{', the first Y an output' if y1_out else ', no Slice of the first Y'}, "
+          "match ONNX's equations")
+
+
+stacked_case("lstm_stacked", 0, False)
+stacked_case("lstm_stacked_layout1", 1, False)
+stacked_case("lstm_stacked_y1_output", 0, True)
 
 sys.exit(1 if failures else 0)

@@ -91,3 +91,23 @@ save("onnx_groupnorm_per_group",
            [vi("x4", [2, 4, 3])], [vi("y4", [2, 4, 3])],
            [nh.from_array(np.ones(2, np.float32), "s"), nh.from_array(np.zeros(2, np.float32), "b")],
            opset=18))
+# issue 25: recurrent layers unroll with ONNX's default activations only;
+# what would compute something else is refused, naming node and attribute
+xs = vi("xs", [5, 2, 3])
+hn = vi("hn", [1, 2, 2])
+rw = nh.from_array(np.full((1, 8, 3), 0.1, np.float32), "W")
+rr = nh.from_array(np.full((1, 8, 2), 0.1, np.float32), "R")
+save("onnx_lstm_clip", model([h.make_node("LSTM", ["xs", "W", "R"], ["", "hn"], name="lstm",
+                                          hidden_size=2, clip=3.0)], [xs], [hn], [rw, rr]))
+save("onnx_lstm_sequence_lens", model(
+    [h.make_node("LSTM", ["xs", "W", "R", "", "lens"], ["", "hn"], name="lstm", hidden_size=2)],
+    [xs], [hn], [rw, rr, nh.from_array(np.array([5, 3], np.int32), "lens")]))
+save("onnx_lstm_peepholes", model(
+    [h.make_node("LSTM", ["xs", "W", "R", "", "", "", "", "P"], ["", "hn"], name="lstm",
+                 hidden_size=2)],
+    [xs], [hn], [rw, rr, nh.from_array(np.full((1, 6), 0.5, np.float32), "P")]))
+save("onnx_gru_activation", model(
+    [h.make_node("GRU", ["xs", "Wg", "Rg"], ["", "hn"], name="gru", hidden_size=2,
+                 activations=["Sigmoid", "Relu"])],
+    [xs], [hn], [nh.from_array(np.full((1, 6, 3), 0.1, np.float32), "Wg"),
+                 nh.from_array(np.full((1, 6, 2), 0.1, np.float32), "Rg")]))

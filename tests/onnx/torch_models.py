@@ -551,13 +551,98 @@ class Nll(nn.Module):
         y[0, 1] = -100
         y[1, 2] = -100
         return (torch.randn(2, 3, 8, generator=g), y)
+class Lstm(nn.Module):
+    """An LSTM classifier: a 2-layer nn.LSTM with batch_first=True (torch
+    exports a Transpose before it and one LSTM node per layer), the last
+    step's hidden state, a Linear and cross-entropy."""
+
+    def __init__(self, i=5, h=6, classes=4):
+        super().__init__()
+        self.lstm = nn.LSTM(i, h, num_layers=2, batch_first=True)
+        self.head = nn.Linear(h, classes)
+
+    def forward(self, x, y):
+        out, _ = self.lstm(x)
+        return F.cross_entropy(self.head(out[:, -1]), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(3, 7, 5, generator=g),
+                torch.randint(0, 4, (3,), generator=g))
+
+
+class BiGru(nn.Module):
+    """A bidirectional nn.GRU (torch's linear_before_reset=1) over a
+    sequence-first input, its initial state given as an input, then a
+    second one started from zeros; the mean over time, a Linear and
+    cross-entropy."""
+
+    input_names = ["x", "h0", "y"]
+
+    def __init__(self, i=4, h=5, classes=3):
+        super().__init__()
+        self.gru = nn.GRU(i, h, bidirectional=True)
+        self.gru2 = nn.GRU(2 * h, h, bidirectional=True)
+        self.head = nn.Linear(2 * h, classes)
+
+    def forward(self, x, h0, y):
+        out, _ = self.gru(x, h0)
+        out, _ = self.gru2(out, x.new_zeros(2, x.size(1), out.size(2) // 2))
+        return F.cross_entropy(self.head(out.mean(0)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(6, 3, 4, generator=g),
+                torch.randn(2, 3, 5, generator=g),
+                torch.randint(0, 3, (3,), generator=g))
+
+
+class Rnn(nn.Module):
+    """An Elman nn.RNN with tanh, then one with relu whose final hidden
+    state (Y_h) feeds the head besides its last output."""
+
+    def __init__(self, i=4, h=6, classes=3):
+        super().__init__()
+        self.rnn1 = nn.RNN(i, h, batch_first=True)
+        self.rnn2 = nn.RNN(h, h, nonlinearity="relu", batch_first=True)
+        self.head = nn.Linear(2 * h, classes)
+
+    def forward(self, x, y):
+        out, _ = self.rnn1(x)
+        out, hn = self.rnn2(out)
+        return F.cross_entropy(self.head(torch.cat([out.mean(1), hn[0]], 1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 5, 4, generator=g),
+                torch.randint(0, 3, (2,), generator=g))
+
+
+class Lstm32(nn.Module):
+    """An LSTM over 32 steps with a small hidden size: one block per step,
+    and the last hidden and cell states (Y_h, Y_c) in the loss."""
+
+    def __init__(self, i=3, h=4, classes=3):
+        super().__init__()
+        self.lstm = nn.LSTM(i, h)
+        self.head = nn.Linear(2 * h, classes)
+
+    def forward(self, x, y):
+        _, (hn, cn) = self.lstm(x)
+        return F.cross_entropy(self.head(torch.cat([hn[0], cn[0]], 1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(32, 2, 3, generator=g),
+                torch.randint(0, 3, (2,), generator=g))
 
 
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
           "mobilenetv2": MobileNetV2, "prelu_max": PreluMax, "dscnn": DsCnn,
-          "groupnorm": GroupNormNet, "pad_modes": PadModes, "nll": Nll}
+          "groupnorm": GroupNormNet, "pad_modes": PadModes, "nll": Nll,
+          "lstm": Lstm, "bigru": BiGru, "rnn": Rnn, "lstm32": Lstm32}
 
 
 def fname(name):
@@ -570,7 +655,8 @@ def export(name, out):
     model = cls()
     g = torch.Generator().manual_seed(1)
     inputs = cls.inputs(g)
-    names = ["x", "y"] if name != "gpt" else ["idx", "targets"]
+    names = getattr(cls, "input_names", None) or (
+        ["x", "y"] if name != "gpt" else ["idx", "targets"])
     os.makedirs(os.path.join(out, "ref"), exist_ok=True)
     model.train()
     torch.onnx.export(model, inputs, os.path.join(out, name + ".onnx"),
