@@ -21,6 +21,8 @@
  *     dropout.c
  *     optim.c
  *     hook.c
+ *     conv_transpose.c
+ *     resize.c
  *
  * Do not edit it here: edit those files and run make dist.
  */
@@ -4843,4 +4845,214 @@ void rt_grad_ready(rt_grad_hook *h, float *grads, size_t offset, size_t count)
     }
     if (h->hi[i] - h->lo[i] >= h->bucket_floats)
         hook_send(h, grads, i);
+}
+
+/* ==== runtime/conv_transpose.c ==== */
+/*
+ * conv_transpose.c: ONNX ConvTranspose in 1, 2 or 3 spatial dimensions
+ * (rt_convt_*), by direct loops: every input element scatters its products
+ * with the kernel's taps onto the output. One code path for every rank:
+ * a missing spatial dimension is one of size 1 with a kernel, stride and
+ * dilation of 1 and no padding. The backward's sums (each element of dx,
+ * dw and db) accumulate in double, so their error does not grow with the
+ * number of terms, and every element is summed in one fixed order: the
+ * bits do not depend on the thread count (the kernel runs on the calling
+ * thread).
+ */
+
+/* ---- transposed convolution ------------------------------------------------ */
+
+static int convt_ksize(const rt_convt *p)
+{
+    return p->k[0] * p->k[1] * p->k[2];
+}
+
+static int convt_isize(const rt_convt *p)
+{
+    return p->in[0] * p->in[1] * p->in[2];
+}
+
+static int convt_osize(const rt_convt *p)
+{
+    return p->out[0] * p->out[1] * p->out[2];
+}
+
+/* The output element (flat, within one plane) that input position i
+ * (flat) reaches through kernel tap t (flat), or -1 where it falls
+ * outside the output (in the padding that is cropped). */
+static int convt_target(const rt_convt *p, int i, int t)
+{
+    int at = 0, a, ia[3], ta[3];
+    ia[2] = i % p->in[2], i /= p->in[2];
+    ia[1] = i % p->in[1], ia[0] = i / p->in[1];
+    ta[2] = t % p->k[2], t /= p->k[2];
+    ta[1] = t % p->k[1], ta[0] = t / p->k[1];
+    for (a = 0; a < 3; a++) {
+        int o = ia[a] * p->s[a] - p->pad[a] + ta[a] * p->d[a];
+        if (o < 0 || o >= p->out[a])
+            return -1;
+        at = at * p->out[a] + o;
+    }
+    return at;
+}
+
+void rt_convt_forward(float *y, const float *x, const float *w,
+                      const float *b, const rt_convt *p)
+{
+    const int cg = p->c / p->group, mg = p->m / p->group;
+    const int isz = convt_isize(p), osz = convt_osize(p), ksz = convt_ksize(p);
+    int n, ch, g, ci, mo, i, t, j;
+    for (n = 0; n < p->n; n++)
+        for (ch = 0; ch < p->m; ch++) {
+            float *yc = y + ((size_t)n * p->m + ch) * osz;
+            const float v = b ? b[ch] : 0.0f;
+            for (j = 0; j < osz; j++)
+                yc[j] = v;
+        }
+    for (n = 0; n < p->n; n++)
+        for (g = 0; g < p->group; g++)
+            for (mo = 0; mo < mg; mo++) {
+                float *yc = y + ((size_t)n * p->m + g * mg + mo) * osz;
+                for (ci = 0; ci < cg; ci++) {
+                    const int cin = g * cg + ci;
+                    const float *xc = x + ((size_t)n * p->c + cin) * isz;
+                    const float *wk = w + ((size_t)cin * mg + mo) * ksz;
+                    for (i = 0; i < isz; i++)
+                        for (t = 0; t < ksz; t++) {
+                            const int o = convt_target(p, i, t);
+                            if (o >= 0)
+                                yc[o] += xc[i] * wk[t];
+                        }
+                }
+            }
+}
+
+void rt_convt_backward(float *dx, float *dw, float *db, const float *dy,
+                       const float *x, const float *w, const rt_convt *p)
+{
+    const int cg = p->c / p->group, mg = p->m / p->group;
+    const int isz = convt_isize(p), osz = convt_osize(p), ksz = convt_ksize(p);
+    int n, g, ci, mo, i, t, j;
+    if (db)
+        for (j = 0; j < p->m; j++) {
+            double s = 0;
+            for (n = 0; n < p->n; n++) {
+                const float *d = dy + ((size_t)n * p->m + j) * osz;
+                for (i = 0; i < osz; i++)
+                    s += d[i];
+            }
+            db[j] += (float)s;
+        }
+    for (g = 0; g < p->group; g++)
+        for (ci = 0; ci < cg; ci++) {
+            const int cin = g * cg + ci;
+            if (dx)     /* dx[n, cin, i] = sum over mo, t of dy * w */
+                for (n = 0; n < p->n; n++) {
+                    float *dxc = dx + ((size_t)n * p->c + cin) * isz;
+                    for (i = 0; i < isz; i++) {
+                        double s = 0;
+                        for (mo = 0; mo < mg; mo++) {
+                            const float *d = dy + ((size_t)n * p->m + g * mg +
+                                                   mo) * osz;
+                            const float *wk = w + ((size_t)cin * mg + mo) * ksz;
+                            for (t = 0; t < ksz; t++) {
+                                const int o = convt_target(p, i, t);
+                                if (o >= 0)
+                                    s += (double)d[o] * wk[t];
+                            }
+                        }
+                        dxc[i] += (float)s;
+                    }
+                }
+            if (dw)     /* dw[cin, mo, t] = sum over n, i of x * dy */
+                for (mo = 0; mo < mg; mo++)
+                    for (t = 0; t < ksz; t++) {
+                        double s = 0;
+                        for (n = 0; n < p->n; n++) {
+                            const float *xc = x + ((size_t)n * p->c + cin) * isz;
+                            const float *d = dy + ((size_t)n * p->m + g * mg +
+                                                   mo) * osz;
+                            for (i = 0; i < isz; i++) {
+                                const int o = convt_target(p, i, t);
+                                if (o >= 0)
+                                    s += (double)xc[i] * d[o];
+                            }
+                        }
+                        dw[((size_t)cin * mg + mo) * ksz + t] += (float)s;
+                    }
+        }
+}
+
+/* ==== runtime/resize.c ==== */
+/*
+ * resize.c: ONNX Resize (rt_resize_*), nearest and (multi)linear, over
+ * tensors of any rank up to RT_RESIZE_MAX_RANK. The compiler works out,
+ * per axis, which input indices each output index reads and with which
+ * weights (the coordinate transformation, the rounding of nearest, the
+ * clamping at the edges), and passes them as tables: the kernels only
+ * gather (forward) and scatter-add (backward, the adjoint) along them.
+ * Each output element is the sum over the corners of its cell (one or two
+ * taps per axis) of the product of the axes' weights times the input.
+ * Serial, in one fixed order: the same bits on any thread count.
+ */
+
+/* ---- resize ---------------------------------------------------------------- */
+
+/* Calls f(ctx, output index, input index, weight) for every tap of every
+ * output element, output elements in row-major order and, within one,
+ * corners with the last axis fastest. */
+#define RESIZE_WALK(p, BODY)                                                   \
+    do {                                                                       \
+        int pos_[RT_RESIZE_MAX_RANK], taps_[RT_RESIZE_MAX_RANK];               \
+        int istr_[RT_RESIZE_MAX_RANK], a_, total_ = 1, o_, ncorner_ = 1;       \
+        for (a_ = (p)->rank - 1; a_ >= 0; a_--) {                              \
+            istr_[a_] = a_ == (p)->rank - 1 ? 1                                \
+                        : istr_[a_ + 1] * (p)->in[a_ + 1];                     \
+            taps_[a_] = (p)->wt[a_] ? 2 : 1;                                   \
+            ncorner_ *= taps_[a_];                                             \
+            total_ *= (p)->out[a_];                                            \
+            pos_[a_] = 0;                                                      \
+        }                                                                      \
+        for (o_ = 0; o_ < total_; o_++) {                                      \
+            int c_;                                                            \
+            for (c_ = 0; c_ < ncorner_; c_++) {                                \
+                int rest_ = c_, off_ = 0;                                      \
+                float wgt_ = 1.0f;                                             \
+                for (a_ = (p)->rank - 1; a_ >= 0; a_--) {                      \
+                    const int k_ = taps_[a_] == 2 ? rest_ % 2 : 0;             \
+                    const int q_ = pos_[a_] * taps_[a_] + k_;                  \
+                    rest_ /= taps_[a_];                                        \
+                    off_ += ((p)->idx[a_] ? (p)->idx[a_][q_] : pos_[a_]) *     \
+                            istr_[a_];                                         \
+                    if (taps_[a_] == 2)                                        \
+                        wgt_ *= (p)->wt[a_][q_];                               \
+                }                                                              \
+                {                                                              \
+                    const int out_ = o_, in_ = off_;                           \
+                    const float w_ = wgt_;                                     \
+                    BODY;                                                      \
+                }                                                              \
+            }                                                                  \
+            for (a_ = (p)->rank - 1; a_ >= 0; a_--) {                          \
+                if (++pos_[a_] < (p)->out[a_])                                 \
+                    break;                                                     \
+                pos_[a_] = 0;                                                  \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
+void rt_resize_forward(float *y, const float *x, const rt_resize *p)
+{
+    int a, total = 1;
+    for (a = 0; a < p->rank; a++)
+        total *= p->out[a];
+    for (a = 0; a < total; a++)
+        y[a] = 0.0f;
+    RESIZE_WALK(p, y[out_] += w_ * x[in_]);
+}
+
+void rt_resize_backward(float *dx, const float *dy, const rt_resize *p)
+{
+    if (dx)
+        RESIZE_WALK(p, dx[in_] += w_ * dy[out_]);
 }
