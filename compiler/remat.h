@@ -128,6 +128,9 @@ typedef enum {
     OP_CELU,
     OP_SOFTSIGN,
     OP_MISH,
+    /* ConvTranspose and Resize (ops_conv_transpose.c, ops_resize.c) */
+    OP_CONV_TRANSPOSE,
+    OP_RESIZE,
     OP_COUNT
 } OpKind;
 

@@ -383,6 +383,99 @@ def celu(a, ins, at):
     return torch.clamp(x, min=0) + torch.clamp(alpha * (torch.exp(x / alpha) - 1), max=0)
 
 
+def conv_transpose(a, ins, at):
+    """ONNX ConvTranspose in 1 to 3 spatial dimensions: torch's
+    conv_transpose of the full output, (in - 1) * s + (k - 1) * d + 1 per
+    axis, then per ONNX the output is out positions starting at pad_begin
+    of it (output_padding adds positions at the end; output_shape and
+    auto_pad SAME_* set out and split the total padding, the odd one at the
+    end for SAME_UPPER, at the beginning otherwise), and the bias."""
+    x, w = ins[0], ins[1]
+    nd = x.dim() - 2
+    k = list(w.shape[2:])
+    s = ints(at.get("strides", " ".join(["1"] * nd)))
+    d = ints(at.get("dilations", " ".join(["1"] * nd)))
+    pads = ints(at.get("pads", " ".join(["0"] * 2 * nd)))
+    op = ints(at.get("output_padding", " ".join(["0"] * nd)))
+    auto = at.get("auto_pad", "NOTSET")
+    shape = ints(at["output_shape"])[-nd:] if "output_shape" in at else None
+    g = int(at.get("group", "1"))
+    fn = [None, torch.nn.functional.conv_transpose1d,
+          torch.nn.functional.conv_transpose2d,
+          torch.nn.functional.conv_transpose3d][nd]
+    y = fn(x, w, None, stride=s, dilation=d, groups=g)
+    for ax in range(nd):
+        full = s[ax] * (x.shape[2 + ax] - 1) + op[ax] + d[ax] * (k[ax] - 1) + 1
+        if shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+            out = shape[ax] if shape is not None else x.shape[2 + ax] * s[ax]
+            total = full - out
+            begin = total // 2 if auto == "SAME_UPPER" else total - total // 2
+        elif auto == "VALID":
+            out, begin = full, 0
+        else:
+            out, begin = full - pads[ax] - pads[nd + ax], pads[ax]
+        have = y.shape[2 + ax]
+        lo, hi = max(0, -begin), max(0, begin + out - have)
+        padding = [0, 0] * (nd - 1 - ax) + [lo, hi]     # last axis first
+        y = torch.nn.functional.pad(y, padding)
+        y = y.narrow(2 + ax, begin + lo, out)
+    if len(ins) > 2:
+        y = y + ins[2].reshape([1, -1] + [1] * nd)
+    return y
+
+
+def resize_matrix(at, n_in, n_out):
+    """ONNX Resize along one axis as an (out, in) matrix: output j's
+    coordinate in the input by coordinate_transformation_mode (scale = out /
+    in), then nearest (rounded by nearest_mode) or linear (floor and floor +
+    1, weights 1 - f and f), indices clamped into [0, in) (edge padding)."""
+    mode = at.get("mode", "nearest")
+    ctm = at.get("coordinate_transformation_mode", "half_pixel")
+    nm = at.get("nearest_mode", "round_prefer_floor")
+    scale = n_out / n_in
+    m = torch.zeros(n_out, n_in, dtype=torch.float64)
+    for j in range(n_out):
+        if ctm == "align_corners":
+            x = 0.0 if n_out == 1 else j * (n_in - 1) / (n_out - 1)
+        elif ctm == "asymmetric":
+            x = j / scale
+        elif ctm == "tf_half_pixel_for_nearest":
+            x = (j + 0.5) / scale
+        elif ctm == "pytorch_half_pixel" and n_out == 1:
+            x = 0.0
+        else:
+            x = (j + 0.5) / scale - 0.5
+        def clamp(i):
+            return min(max(i, 0), n_in - 1)
+        if mode == "nearest":
+            if nm == "floor":
+                i = math.floor(x)
+            elif nm == "ceil":
+                i = math.ceil(x)
+            elif x - math.floor(x) == 0.5:
+                i = math.floor(x) + (1 if nm == "round_prefer_ceil" else 0)
+            else:
+                i = math.floor(x + 0.5)
+            m[j, clamp(i)] += 1
+        else:
+            i0 = math.floor(x)
+            f = x - i0
+            m[j, clamp(i0)] += 1 - f
+            m[j, clamp(i0 + 1)] += f
+    return m
+
+
+def resize(a, ins, at):
+    """ONNX Resize (nearest, linear) to the shape `sizes`: one matrix per
+    axis (resize_matrix), applied axis by axis."""
+    y = ins[0]
+    sizes = ints(at["sizes"])
+    for ax, n_out in enumerate(sizes):
+        m = resize_matrix(at, y.shape[ax], n_out)
+        y = torch.movedim(torch.tensordot(m, y, dims=([1], [ax])), 0, ax)
+    return y
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -443,6 +536,8 @@ OPS = {
     "Softsign": lambda a, i, at: i[0] / (1 + torch.abs(i[0])),
     # ONNX Mish: x tanh(softplus(x)), softplus as ONNX's ln(e^x + 1)
     "Mish": lambda a, i, at: i[0] * torch.tanh(torch.log(torch.exp(i[0]) + 1)),
+    "ConvTranspose": conv_transpose,
+    "Resize": resize,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py
