@@ -274,11 +274,17 @@ static int ignorable(const ONode *o, const Onnx__AttributeProto *a)
     static const char *const any[][2] = {
         {"LayerNormalization", "stash_type"}, {"Dropout", "seed"},
         {"BatchNormalization", "training_mode"}, {"Split", "num_outputs"},
+        /* Resize's cubic coefficient and extrapolation value act only in
+         * modes remat refuses (cubic, tf_crop_and_resize) */
+        {"Resize", "cubic_coeff_a"}, {"Resize", "extrapolation_value"},
     };
     for (size_t k = 0; k < sizeof any / sizeof *any; k++)
         if (!strcmp(o->op, any[k][0]) && !strcmp(a->name, any[k][1]))
             return 1;
     if (!strcmp(a->name, "stash_type") && a->i == 1)
+        return 1;
+    if (!strcmp(o->op, "Resize") && !strcmp(a->name, "keep_aspect_ratio_policy")
+        && a->s.len == 7 && !memcmp(a->s.data, "stretch", 7))
         return 1;
     return 0;
 }
@@ -381,6 +387,54 @@ static int clip_bounds(Im *m, const ONode *o, Node *n)
     return 0;
 }
 
+/* Resize's output shape (issue 25): from its constant sizes input (3), or
+ * from its constant scales input (2) where each input size times its scale
+ * is a whole number (then out / in is the scale, so the coordinates remat
+ * computes from sizes are ONNX's), as the IR's `sizes` attribute. The roi
+ * input (1) matters only in tf_crop_and_resize, which remat refuses. */
+static int resize_sizes(Im *m, const ONode *o, Node *n)
+{
+    const Tensor *x = &m->g->tensors[n->in[0]];
+    if (m->opset < 11)
+        return lower_error(m, o, ctx_printf(m->c, "Resize at opset %ld "
+            "(scales as input 1) is not supported; export at opset 11 or "
+            "later", m->opset));
+    const Val *sz = o->nin > 3 && o->in[3] >= 0 ? &m->v[o->in[3]] : NULL;
+    const Val *sc = o->nin > 2 && o->in[2] >= 0 ? &m->v[o->in[2]] : NULL;
+    if (sz && sz->known && sz->numel == 0)
+        sz = NULL;
+    if (sc && sc->known && sc->numel == 0)
+        sc = NULL;
+    const Val *v = sz ? sz : sc;
+    if (!v || !v->known)
+        return lower_error(m, o, ctx_printf(m->c, "input %d '%s' (%s) must be "
+            "a constant: remat compiles static shapes", sz ? 3 : 2,
+            v ? v->name : "", sz ? "sizes" : "scales"));
+    if (v->numel != x->rank || (sz && sz->dt == DT_F32) ||
+        (!sz && sc->dt != DT_F32))
+        return lower_error(m, o, ctx_printf(m->c, "%s '%s' must be %d %s "
+            "values, one per axis of input '%s' of shape %s", sz ? "sizes"
+            : "scales", v->name, x->rank, sz ? "int64" : "float32", x->name,
+            shape_str(m->c, x)));
+    long out[MAX_RANK];
+    for (int a = 0; a < x->rank; a++) {
+        if (sz) {
+            out[a] = (long)sz->i[a];
+            continue;
+        }
+        double want = (double)x->dims[a] * (double)sc->f[a];
+        out[a] = (long)floor(want);
+        if ((double)out[a] != want || out[a] < 1)
+            return lower_error(m, o, ctx_printf(m->c, "scales '%s' gives "
+                "axis %d of %ld elements %g times, %g, not a positive whole "
+                "number; remat resizes exactly only where size times scale "
+                "is one (give sizes instead)", sc->name, a, x->dims[a],
+                (double)sc->f[a], want));
+    }
+    set_ints(n, "sizes", out, x->rank);
+    return 0;
+}
+
 /* ---- the generic lowering ------------------------------------------------------------ */
 
 typedef struct {
@@ -405,6 +459,7 @@ static const Lowering lowerings[] = {
     {"LayerNormalization", 3, 1, {0}},
     {"MaxPool", 1, 1, {0}},
     {"SoftmaxCrossEntropyLoss", 3, 1, {0}},
+    {"Resize", 1, 1, {0}},
 };
 
 static int read_anywhere(const Im *m, const ONode *o, int i)
@@ -503,6 +558,8 @@ int lower_plain(Im *m, ONode *o, OpKind op)
         a->f = r->f[0];
     }
     if (op == OP_CLIP && clip_bounds(m, o, n))
+        return -1;
+    if (op == OP_RESIZE && resize_sizes(m, o, n))
         return -1;
     for (int i = 0; i < outs; i++)
         add_out(m, n, o->out[i] >= 0 ? m->v[o->out[i]].name
