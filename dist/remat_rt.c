@@ -4985,13 +4985,13 @@ void rt_convt_backward(float *dx, float *dw, float *db, const float *dy,
 
 /* ==== runtime/resize.c ==== */
 /*
- * resize.c: ONNX Resize (rt_resize_*), nearest and (multi)linear, over
+ * resize.c: ONNX Resize (rt_resize_*), nearest, (multi)linear and cubic, over
  * tensors of any rank up to RT_RESIZE_MAX_RANK. The compiler works out,
  * per axis, which input indices each output index reads and with which
  * weights (the coordinate transformation, the rounding of nearest, the
  * clamping at the edges), and passes them as tables: the kernels only
  * gather (forward) and scatter-add (backward, the adjoint) along them.
- * Each output element is the sum over the corners of its cell (one or two
+ * Each output element is the sum over the corners of its cell (1, 2 or 4
  * taps per axis) of the product of the axes' weights times the input.
  * Serial, in one fixed order: the same bits on any thread count.
  */
@@ -5008,7 +5008,7 @@ void rt_convt_backward(float *dx, float *dw, float *db, const float *dy,
         for (a_ = (p)->rank - 1; a_ >= 0; a_--) {                              \
             istr_[a_] = a_ == (p)->rank - 1 ? 1                                \
                         : istr_[a_ + 1] * (p)->in[a_ + 1];                     \
-            taps_[a_] = (p)->wt[a_] ? 2 : 1;                                   \
+            taps_[a_] = (p)->taps[a_] > 1 ? (p)->taps[a_] : 1;                 \
             ncorner_ *= taps_[a_];                                             \
             total_ *= (p)->out[a_];                                            \
             pos_[a_] = 0;                                                      \
@@ -5019,12 +5019,12 @@ void rt_convt_backward(float *dx, float *dw, float *db, const float *dy,
                 int rest_ = c_, off_ = 0;                                      \
                 float wgt_ = 1.0f;                                             \
                 for (a_ = (p)->rank - 1; a_ >= 0; a_--) {                      \
-                    const int k_ = taps_[a_] == 2 ? rest_ % 2 : 0;             \
+                    const int k_ = rest_ % taps_[a_];                          \
                     const int q_ = pos_[a_] * taps_[a_] + k_;                  \
                     rest_ /= taps_[a_];                                        \
-                    off_ += ((p)->idx[a_] ? (p)->idx[a_][q_] : pos_[a_]) *     \
+                    off_ += ((p)->taps[a_] ? (p)->idx[a_][q_] : pos_[a_]) *    \
                             istr_[a_];                                         \
-                    if (taps_[a_] == 2)                                        \
+                    if ((p)->wt[a_])                                           \
                         wgt_ *= (p)->wt[a_][q_];                               \
                 }                                                              \
                 {                                                              \

@@ -757,12 +757,13 @@ void rt_convt_forward(float *y, const float *x, const float *w,
 void rt_convt_backward(float *dx, float *dw, float *db, const float *dy,
                        const float *x, const float *w, const rt_convt *p);
 
-/* ONNX Resize (nearest, linear) over a tensor of rank <= RT_RESIZE_MAX_RANK:
- * per axis a, output index j reads input index idx[a][j] (one tap: wt[a]
- * NULL) or input indices idx[a][2j], idx[a][2j + 1] with weights
- * wt[a][2j], wt[a][2j + 1] (two taps); idx[a] NULL is the identity (one
- * tap, j itself). The compiler fills the tables from the coordinate
- * transformation and the mode, indices clamped into [0, in[a]):
+/* ONNX Resize (nearest, linear, cubic) over a tensor of rank <=
+ * RT_RESIZE_MAX_RANK: along axis a, output index j reads taps[a] input
+ * indices idx[a][j * taps[a] + t] with weights wt[a][j * taps[a] + t]
+ * (t < taps[a]; wt[a] NULL with one tap: weight 1); taps[a] 0 is the
+ * identity (j itself; idx[a] NULL). The compiler fills the tables from the
+ * coordinate transformation and the mode (nearest: 1 tap, linear: 2,
+ * cubic: 4), indices clamped into [0, in[a]):
  *   y[j] = sum over the corners of the taps of (product of the axes'
  *          weights) * x[the corner's indices].
  * The backward is the adjoint: dx[corner] += weights * dy[j]. */
@@ -770,6 +771,7 @@ void rt_convt_backward(float *dx, float *dw, float *db, const float *dy,
 typedef struct {
     int rank;
     int in[RT_RESIZE_MAX_RANK], out[RT_RESIZE_MAX_RANK];
+    int taps[RT_RESIZE_MAX_RANK];
     const int *idx[RT_RESIZE_MAX_RANK];
     const float *wt[RT_RESIZE_MAX_RANK];
 } rt_resize;

@@ -274,9 +274,9 @@ static int ignorable(const ONode *o, const Onnx__AttributeProto *a)
     static const char *const any[][2] = {
         {"LayerNormalization", "stash_type"}, {"Dropout", "seed"},
         {"BatchNormalization", "training_mode"}, {"Split", "num_outputs"},
-        /* Resize's cubic coefficient and extrapolation value act only in
-         * modes remat refuses (cubic, tf_crop_and_resize) */
-        {"Resize", "cubic_coeff_a"}, {"Resize", "extrapolation_value"},
+        /* Resize's extrapolation value acts only in tf_crop_and_resize,
+         * which remat refuses */
+        {"Resize", "extrapolation_value"},
     };
     for (size_t k = 0; k < sizeof any / sizeof *any; k++)
         if (!strcmp(o->op, any[k][0]) && !strcmp(a->name, any[k][1]))
@@ -388,10 +388,10 @@ static int clip_bounds(Im *m, const ONode *o, Node *n)
 }
 
 /* Resize's output shape (issue 25): from its constant sizes input (3), or
- * from its constant scales input (2) where each input size times its scale
- * is a whole number (then out / in is the scale, so the coordinates remat
- * computes from sizes are ONNX's), as the IR's `sizes` attribute. The roi
- * input (1) matters only in tf_crop_and_resize, which remat refuses. */
+ * its constant scales input (2), as the IR's `sizes` attribute (each
+ * floor(in * scale) for scales); given scales are also kept, as the
+ * attribute `scales`, since ONNX's coordinates read them. The roi input
+ * (1) matters only in tf_crop_and_resize, which remat refuses. */
 static int resize_sizes(Im *m, const ONode *o, Node *n)
 {
     const Tensor *x = &m->g->tensors[n->in[0]];
@@ -416,22 +416,29 @@ static int resize_sizes(Im *m, const ONode *o, Node *n)
             "values, one per axis of input '%s' of shape %s", sz ? "sizes"
             : "scales", v->name, x->rank, sz ? "int64" : "float32", x->name,
             shape_str(m->c, x)));
-    long out[MAX_RANK];
+    long out[MAX_RANK] = {0};
+    Buf b;
+    buf_init(&b, m->c);
     for (int a = 0; a < x->rank; a++) {
         if (sz) {
             out[a] = (long)sz->i[a];
             continue;
         }
-        double want = (double)x->dims[a] * (double)sc->f[a];
-        out[a] = (long)floor(want);
-        if ((double)out[a] != want || out[a] < 1)
-            return lower_error(m, o, ctx_printf(m->c, "scales '%s' gives "
-                "axis %d of %ld elements %g times, %g, not a positive whole "
-                "number; remat resizes exactly only where size times scale "
-                "is one (give sizes instead)", sc->name, a, x->dims[a],
-                (double)sc->f[a], want));
+        const double f = sc->f[a];
+        if (!(f > 0) || !isfinite(f) || floor((double)x->dims[a] * f) < 1 ||
+            floor((double)x->dims[a] * f) > 1e9)
+            return lower_error(m, o, ctx_printf(m->c, "scales '%s' has %g "
+                "for axis %d of %ld elements; a scale must be positive and "
+                "leave at least one element", sc->name, f, a, x->dims[a]));
+        out[a] = (long)floor((double)x->dims[a] * f);
+        buf_printf(&b, "%s%.9g", a ? " " : "", f);
     }
     set_ints(n, "sizes", out, x->rank);
+    if (!sz) {
+        Attr *t = attr_of(n, "scales");
+        t->set = 1;
+        t->s = b.data;
+    }
     return 0;
 }
 

@@ -200,14 +200,17 @@ static const AttrSpec conv_transpose_attrs[] = {
     {.name = "output_shape", .type = ATTR_INTS},
     {0},
 };
-static const char *const resize_modes[] = {"nearest", "linear", NULL};
+static const char *const resize_modes[] = {"nearest", "linear", "cubic",
+                                           NULL};
 static const char *const resize_transforms[] = {
     "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-    "tf_half_pixel_for_nearest", NULL};
+    "tf_half_pixel_for_nn", NULL};
 static const char *const resize_roundings[] = {
     "round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
 /* ONNX's defaults; `sizes` (the output's shape) is required: the
- * importer folds ONNX's constant scales or sizes inputs into it */
+ * importer folds ONNX's constant scales or sizes inputs into it, and
+ * keeps given scales as `scales` (numbers, one per axis: ONNX's
+ * coordinates read them), a string the shape rule parses */
 static const AttrSpec resize_attrs[] = {
     {.name = "mode", .type = ATTR_STRING, .s = "nearest",
      .choices = resize_modes},
@@ -216,6 +219,9 @@ static const AttrSpec resize_attrs[] = {
     {.name = "nearest_mode", .type = ATTR_STRING, .s = "round_prefer_floor",
      .choices = resize_roundings},
     {.name = "sizes", .type = ATTR_INTS},
+    {.name = "scales", .type = ATTR_STRING},
+    {.name = "cubic_coeff_a", .type = ATTR_FLOAT, .f = -0.75f},
+    {.name = "exclude_outside", .type = ATTR_INT, .i = 0, .flag = 1},
     {0},
 };
 

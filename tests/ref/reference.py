@@ -424,57 +424,83 @@ def conv_transpose(a, ins, at):
     return y
 
 
-def resize_matrix(at, n_in, n_out):
-    """ONNX Resize along one axis as an (out, in) matrix: output j's
-    coordinate in the input by coordinate_transformation_mode (scale = out /
-    in), then nearest (rounded by nearest_mode) or linear (floor and floor +
-    1, weights 1 - f and f), indices clamped into [0, in) (edge padding)."""
+def resize_matrix(at, n_in, n_out, scale=None):
+    """ONNX Resize along one axis as an (out, in) matrix, the way ONNX's
+    own reference computes it: output j's coordinate x in the input by
+    coordinate_transformation_mode (with the given scale and resized
+    length in * scale, or out / in and out), r = x - floor(x) (1 where x is
+    whole), the mode's coefficients (nearest by nearest_mode, linear 1 - r
+    and r, cubic Keys' with a = cubic_coeff_a) over the n input positions
+    nearest x in the input padded with its edge values, and with
+    exclude_outside the coefficients of positions outside the input
+    zeroed and the rest normalized."""
     mode = at.get("mode", "nearest")
     ctm = at.get("coordinate_transformation_mode", "half_pixel")
     nm = at.get("nearest_mode", "round_prefer_floor")
-    scale = n_out / n_in
+    A = float(at.get("cubic_coeff_a", "-0.75"))
+    exclude = at.get("exclude_outside", "0") == "1"
+    length = n_in * scale if scale is not None else n_out
+    scale = scale if scale is not None else n_out / n_in
     m = torch.zeros(n_out, n_in, dtype=torch.float64)
     for j in range(n_out):
         if ctm == "align_corners":
-            x = 0.0 if n_out == 1 else j * (n_in - 1) / (n_out - 1)
+            x = 0.0 if length == 1 else j * (n_in - 1) / (length - 1)
         elif ctm == "asymmetric":
             x = j / scale
-        elif ctm == "tf_half_pixel_for_nearest":
+        elif ctm == "tf_half_pixel_for_nn":
             x = (j + 0.5) / scale
-        elif ctm == "pytorch_half_pixel" and n_out == 1:
-            x = 0.0
+        elif ctm == "pytorch_half_pixel" and length == 1:
+            x = -0.5
         else:
             x = (j + 0.5) / scale - 0.5
-        def clamp(i):
-            return min(max(i, 0), n_in - 1)
+        r = 1.0 if float(x).is_integer() else x - math.floor(x)
         if mode == "nearest":
-            if nm == "floor":
-                i = math.floor(x)
-            elif nm == "ceil":
-                i = math.ceil(x)
-            elif x - math.floor(x) == 0.5:
-                i = math.floor(x) + (1 if nm == "round_prefer_ceil" else 0)
+            if r == 1.0:
+                c = [0, 1]
+            elif nm == "round_prefer_floor":
+                c = [r <= 0.5, r > 0.5]
+            elif nm == "round_prefer_ceil":
+                c = [r < 0.5, r >= 0.5]
+            elif nm == "floor":
+                c = [1, 0]
             else:
-                i = math.floor(x + 0.5)
-            m[j, clamp(i)] += 1
+                c = [0, 1]
+        elif mode == "linear":
+            c = [1 - r, r]
         else:
-            i0 = math.floor(x)
-            f = x - i0
-            m[j, clamp(i0)] += 1 - f
-            m[j, clamp(i0 + 1)] += f
+            q = 1 - r
+            c = [((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A,
+                 ((A + 2) * r - (A + 3)) * r * r + 1,
+                 ((A + 2) * q - (A + 3)) * q * q + 1,
+                 ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A]
+        c = [float(v) for v in c]
+        n = len(c)
+        pad = math.ceil(n / 2)
+        # the n positions of the padded input nearest x + pad, ties to the left
+        near = sorted(sorted(range(n_in + 2 * pad),
+                             key=lambda i: (abs(x + pad - i), i))[:n])
+        idx = [i - pad for i in near]
+        if exclude:
+            c = [0.0 if i < 0 or i >= n_in else v for v, i in zip(c, idx)]
+            total = sum(c)
+            c = [v / total for v in c]
+        for v, i in zip(c, idx):
+            m[j, min(max(i, 0), n_in - 1)] += v
     return m
 
 
 def resize(a, ins, at):
-    """ONNX Resize (nearest, linear) to the shape `sizes`: one matrix per
-    axis (resize_matrix), applied axis by axis."""
+    """ONNX Resize (nearest, linear, cubic) to the shape `sizes` (with the
+    given `scales`, if any, for the coordinates): one matrix per axis
+    (resize_matrix), applied axis by axis."""
     y = ins[0]
     sizes = ints(at["sizes"])
+    scales = [float(v) for v in at["scales"].split()] if "scales" in at else None
     for ax, n_out in enumerate(sizes):
-        m = resize_matrix(at, y.shape[ax], n_out)
+        m = resize_matrix(at, y.shape[ax], n_out,
+                          scales[ax] if scales is not None else None)
         y = torch.movedim(torch.tensordot(m, y, dims=([1], [ax])), 0, ax)
     return y
-
 
 OPS = {
     "Gemm": gemm,

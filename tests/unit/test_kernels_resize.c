@@ -29,6 +29,10 @@ static const int ac_idx[10] = {0, 1, 0, 1, 1, 2, 1, 2, 2, 2};
 static const float ac_wt[10] = {1, 0, 0.5f, 0.5f, 1, 0, 0.5f, 0.5f, 1, 0};
 /* nearest, asymmetric + floor, 3 -> 7 (scale 7/3): floor(j * 3 / 7) */
 static const int near_idx[7] = {0, 0, 0, 1, 1, 2, 2};
+/* four taps per output (a cubic's table; any weights do for the adjoint) */
+static const int cub_idx[8] = {0, 0, 1, 2, 0, 1, 2, 2};
+static const float cub_wt[8] = {-0.1f, 0.6f, 0.6f, -0.1f,
+                                -0.05f, 0.3f, 0.8f, -0.05f};
 /* nearest, downsampling 5 -> 2, half_pixel + round_prefer_ceil:
  * (j + 0.5) * 2.5 - 0.5 = 0.75, 3.25 -> 1, 3 */
 static const int down_idx[2] = {1, 3};
@@ -41,7 +45,7 @@ START_TEST(resize_by_hand)
     float y[4];
     memset(&p, 0, sizeof p);
     p.rank = 1, p.in[0] = 2, p.out[0] = 4, p.idx[0] = lin_idx;
-    p.wt[0] = lin_wt;
+    p.wt[0] = lin_wt, p.taps[0] = 2;
     rt_resize_forward(y, x, &p);
     expect_same("linear 2 -> 4", y, want, 4);
 }
@@ -60,6 +64,7 @@ START_TEST(resize_bilinear_by_hand)
     p.in[0] = p.in[1] = p.out[0] = p.out[1] = 1;
     p.in[2] = p.in[3] = 3, p.out[2] = p.out[3] = 5;
     p.idx[2] = p.idx[3] = ac_idx, p.wt[2] = p.wt[3] = ac_wt;
+    p.taps[2] = p.taps[3] = 2;
     for (i = 0; i < 9; i++)
         x[i] = (float)i;
     for (i = 0; i < 25; i++)
@@ -80,7 +85,7 @@ START_TEST(resize_nearest_by_hand)
     float y[14];
     memset(&p, 0, sizeof p);
     p.rank = 2, p.in[0] = p.out[0] = 2, p.in[1] = 3, p.out[1] = 7;
-    p.idx[1] = near_idx;
+    p.idx[1] = near_idx, p.taps[1] = 1;
     rt_resize_forward(y, x, &p);
     expect_same("nearest 3 -> 7", y, want, 14);
     p.in[1] = 5, p.out[1] = 2, p.idx[1] = down_idx;
@@ -104,7 +109,8 @@ static double resize_loss(void *v)
 
 /* The gradient of each table case: (2, 2, 2, 3) -> (2, 2, 4, 5) with
  * linear 2 -> 4 and align_corners 3 -> 5; (2, 3) -> (2, 7) nearest; a
- * 3-D trilinear (1, 1, 2, 3, 2) -> (1, 1, 4, 5, 4). */
+ * 3-D trilinear (1, 1, 2, 3, 2) -> (1, 1, 4, 5, 4); four taps (2, 3) ->
+ * (2, 2). */
 START_TEST(resize_grad)
 {
     rt_resize p;
@@ -117,16 +123,24 @@ START_TEST(resize_grad)
         p.rank = 4;
         p.in[0] = p.out[0] = 2, p.in[1] = p.out[1] = 2;
         p.in[2] = 2, p.out[2] = 4, p.idx[2] = lin_idx, p.wt[2] = lin_wt;
+        p.taps[2] = 2;
         p.in[3] = 3, p.out[3] = 5, p.idx[3] = ac_idx, p.wt[3] = ac_wt;
+        p.taps[3] = 2;
     } else if (_i == 1) {
         p.rank = 2, p.in[0] = p.out[0] = 2, p.in[1] = 3, p.out[1] = 7;
-        p.idx[1] = near_idx;
-    } else {
+        p.idx[1] = near_idx, p.taps[1] = 1;
+    } else if (_i == 2) {
         p.rank = 5;
         p.in[0] = p.out[0] = p.in[1] = p.out[1] = 1;
         p.in[2] = 2, p.out[2] = 4, p.idx[2] = lin_idx, p.wt[2] = lin_wt;
+        p.taps[2] = 2;
         p.in[3] = 3, p.out[3] = 5, p.idx[3] = ac_idx, p.wt[3] = ac_wt;
+        p.taps[3] = 2;
         p.in[4] = 2, p.out[4] = 4, p.idx[4] = lin_idx, p.wt[4] = lin_wt;
+        p.taps[4] = 2;
+    } else {    /* 4 taps (cubic), 3 -> 2, with repeated clamped indices */
+        p.rank = 2, p.in[0] = p.out[0] = 2, p.in[1] = 3, p.out[1] = 2;
+        p.idx[1] = cub_idx, p.wt[1] = cub_wt, p.taps[1] = 4;
     }
     c.p = &p, c.nx = c.ny = 1;
     for (a = 0; a < p.rank; a++)
@@ -152,7 +166,7 @@ static Suite *resize_suite(void)
     tcase_add_test(tc, resize_by_hand);
     tcase_add_test(tc, resize_bilinear_by_hand);
     tcase_add_test(tc, resize_nearest_by_hand);
-    tcase_add_loop_test(tc, resize_grad, 0, 3);
+    tcase_add_loop_test(tc, resize_grad, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }
