@@ -54,8 +54,9 @@ static int convt_geometry(Ctx *c, const Graph *g, const Node *n, rt_convt *p)
     long group = node_int(n, "group");
     if (w->rank != x->rank)
         return node_error(c, g, n, ctx_printf(c, "ConvTranspose weight '%s' "
-            "has shape %s but must be %d-D (C, M/group, %d kernel sizes) for "
-            "input '%s'", w->name, shape_str(c, w), x->rank, nd, x->name));
+            "has shape %s but must be %d-D (C, M/group, then the kernel's %d "
+            "spatial sizes) for input '%s'", w->name, shape_str(c, w),
+            x->rank, nd, x->name));
     if (group < 1 || x->dims[1] % group)
         return node_error(c, g, n, ctx_printf(c, "ConvTranspose group=%ld "
             "must be positive and divide the input's %ld channels", group,
