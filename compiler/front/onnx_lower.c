@@ -395,12 +395,15 @@ static int clip_bounds(Im *m, const ONode *o, Node *n)
 static int resize_sizes(Im *m, const ONode *o, Node *n)
 {
     const Tensor *x = &m->g->tensors[n->in[0]];
-    if (m->opset < 11)
-        return lower_error(m, o, ctx_printf(m->c, "Resize at opset %ld "
-            "(scales as input 1) is not supported; export at opset 11 or "
-            "later", m->opset));
-    const Val *sz = o->nin > 3 && o->in[3] >= 0 ? &m->v[o->in[3]] : NULL;
-    const Val *sc = o->nin > 2 && o->in[2] >= 0 ? &m->v[o->in[2]] : NULL;
+    const int up = !strcmp(o->op, "Upsample");
+    if (m->opset < (up ? 9 : 11))
+        return lower_error(m, o, ctx_printf(m->c, "%s at opset %ld is not "
+            "supported; export at opset %d or later", o->op, m->opset,
+            up ? 9 : 11));
+    const Val *sz = !up && o->nin > 3 && o->in[3] >= 0 ? &m->v[o->in[3]]
+                                                       : NULL;
+    const int si = up ? 1 : 2;
+    const Val *sc = o->nin > si && o->in[si] >= 0 ? &m->v[o->in[si]] : NULL;
     if (sz && sz->known && sz->numel == 0)
         sz = NULL;
     if (sc && sc->known && sc->numel == 0)
@@ -408,7 +411,7 @@ static int resize_sizes(Im *m, const ONode *o, Node *n)
     const Val *v = sz ? sz : sc;
     if (!v || !v->known)
         return lower_error(m, o, ctx_printf(m->c, "input %d '%s' (%s) must be "
-            "a constant: remat compiles static shapes", sz ? 3 : 2,
+            "a constant: remat compiles static shapes", sz ? 3 : si,
             v ? v->name : "", sz ? "sizes" : "scales"));
     if (v->numel != x->rank || (sz && sz->dt == DT_F32) ||
         (!sz && sc->dt != DT_F32))
@@ -434,6 +437,22 @@ static int resize_sizes(Im *m, const ONode *o, Node *n)
         buf_printf(&b, "%s%.9g", a ? " " : "", f);
     }
     set_ints(n, "sizes", out, x->rank);
+    if (up) {   /* Upsample: nearest by whole scales, each input repeated */
+        for (int a = 0; a < x->rank; a++)
+            if (sc->f[a] != floorf(sc->f[a]) || sc->f[a] < 1 ||
+                strcmp(attr_of(n, "mode")->s ? attr_of(n, "mode")->s
+                                             : "nearest", "nearest"))
+                return lower_error(m, o, "Upsample is taken in mode nearest "
+                    "with whole-number scales only (each element repeated); "
+                    "export Resize (opset 11 or later) for the others");
+        Attr *t = attr_of(n, "coordinate_transformation_mode");
+        t->set = 1;
+        t->s = "asymmetric";
+        t = attr_of(n, "nearest_mode");
+        t->set = 1;
+        t->s = "floor";
+        return 0;
+    }
     if (!sz) {
         Attr *t = attr_of(n, "scales");
         t->set = 1;
@@ -467,6 +486,7 @@ static const Lowering lowerings[] = {
     {"MaxPool", 1, 1, {0}},
     {"SoftmaxCrossEntropyLoss", 3, 1, {0}},
     {"Resize", 1, 1, {0}},
+    {"Upsample", 1, 1, {0}},
 };
 
 static int read_anywhere(const Im *m, const ONode *o, int i)
@@ -618,6 +638,8 @@ static int lower_node(Im *m, ONode *o)
         op = "Identity";
         o->p = NULL;    /* `to` is the input's own type: nothing to keep */
     }
+    if (!strcmp(op, "Upsample"))   /* the deprecated Resize (opset 9) */
+        return lower_plain(m, o, OP_RESIZE);
     int k = op_lookup(op);
     if (k < 0) {    /* short: `remat ops` has the lists */
         const char *names[MAX_FOLDED_OPS], *notes[MAX_FOLDED_OPS];
