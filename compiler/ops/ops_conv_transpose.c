@@ -28,9 +28,10 @@ static int convt_ints(Ctx *c, const Graph *g, const Node *n, const char *name,
             count, IN(0)->name, shape_str(c, IN(0))));
     for (int i = 0; i < count; i++) {
         out[i] = a->set ? a->ints[i] : dflt;
-        if (out[i] < lo)
+        if (out[i] < lo || out[i] > MAX_NUMEL)
             return node_error(c, g, n, ctx_printf(c, "ConvTranspose %s has "
-                "%ld; values must be %ld or more", name, out[i], lo));
+                "%ld; values must be %ld to %ld", name, out[i], lo,
+                (long)MAX_NUMEL));
     }
     return 0;
 }
@@ -94,10 +95,10 @@ static int convt_geometry(Ctx *c, const Graph *g, const Node *n, rt_convt *p)
                 os->nints, nd));
         for (int a = 0; a < nd; a++) {
             shape[a] = os->ints[os->nints - nd + a];
-            if (shape[a] < 1)
+            if (shape[a] < 1 || shape[a] > MAX_NUMEL)
                 return node_error(c, g, n, ctx_printf(c, "ConvTranspose "
-                    "output_shape has %ld; sizes must be positive",
-                    shape[a]));
+                    "output_shape has %ld; sizes must be 1 to %ld", shape[a],
+                    (long)MAX_NUMEL));
         }
     }
     if (strcmp(auto_pad, "NOTSET") != 0 && node_attr(n, "pads")->set)
@@ -124,6 +125,10 @@ static int convt_geometry(Ctx *c, const Graph *g, const Node *n, rt_convt *p)
         } else {
             out = full - pads[a] - pads[nd + a], pb = pads[a];
         }
+        if (out > MAX_NUMEL)
+            return node_error(c, g, n, ctx_printf(c, "ConvTranspose output "
+                "along spatial axis %d would have %ld elements; at most %ld",
+                a, out, (long)MAX_NUMEL));
         if (out < 1)
             return node_error(c, g, n, ctx_printf(c, "ConvTranspose output "
                 "along spatial axis %d would have %ld elements; its pads "
@@ -145,6 +150,12 @@ int shape_conv_transpose(Ctx *c, Graph *g, Node *n)
     if (convt_geometry(c, g, n, &p))
         return -1;
     long dims[5] = {p.n, p.m, p.out[0], p.out[1], p.out[2]};
+    double numel = 1;
+    for (int a = 0; a < p.nd + 2; a++)
+        numel *= (double)dims[a];
+    if (numel > (double)MAX_NUMEL)
+        return node_error(c, g, n, ctx_printf(c, "ConvTranspose output would "
+            "have %.0f elements; at most %ld", numel, (long)MAX_NUMEL));
     set_shape(OUT(0), p.nd + 2, dims);
     return 0;
 }

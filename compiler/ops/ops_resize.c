@@ -62,16 +62,21 @@ int shape_resize(Ctx *c, Graph *g, Node *n)
             "be %d positive numbers, one per axis of input '%s'",
             node_attr(n, "scales")->s, x->rank, x->name));
     long dims[MAX_RANK];
+    double numel = 1;
     for (int a = 0; a < x->rank; a++) {
         dims[a] = s->ints[a];
         if (dims[a] < 1)
             return node_error(c, g, n, ctx_printf(c, "Resize sizes has %ld "
                 "for axis %d; sizes must be positive", dims[a], a));
-        if (given && (long)floor((double)x->dims[a] * sc[a]) != dims[a])
+        numel *= (double)dims[a];
+        if (numel > (double)MAX_NUMEL)
+            return node_error(c, g, n, ctx_printf(c, "Resize sizes give more "
+                "than %ld elements", (long)MAX_NUMEL));
+        if (given && floor((double)x->dims[a] * sc[a]) != (double)dims[a])
             return node_error(c, g, n, ctx_printf(c, "Resize sizes has %ld "
-                "for axis %d but scale %g of its %ld elements gives %ld "
+                "for axis %d but scale %g of its %ld elements gives %.0f "
                 "(floor of the product)", dims[a], a, sc[a], x->dims[a],
-                (long)floor((double)x->dims[a] * sc[a])));
+                floor((double)x->dims[a] * sc[a])));
     }
     set_shape(OUT(0), x->rank, dims);
     return 0;

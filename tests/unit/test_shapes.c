@@ -834,7 +834,7 @@ START_TEST(conv_transpose_and_resize_errors)
         {"ConvTranspose", "2 2 3 3", "",
          "dimension 0 must be 1"},
         {"ConvTranspose", "1 2 3 3", "output_padding='-1 0'",
-         "ConvTranspose output_padding has -1; values must be 0 or more"},
+         "ConvTranspose output_padding has -1; values must be 0 to 268435456"},
         {"Resize", NULL, "sizes='1 1 0 4'",
          "Resize sizes has 0 for axis 2; sizes must be positive"},
         {"Resize", NULL, "mode='linear'", "Resize needs sizes=\"...\" with 4"},
