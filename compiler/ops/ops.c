@@ -415,14 +415,16 @@ const OpInfo op_table[] = {
     [OP_SOFTSIGN] = UNARY("Softsign", "softsign", flops_hard, NEED_IN(0)),
     [OP_MISH] = UNARY("Mish", "mish", flops_gelu, NEED_IN(0)),
     /* ConvTranspose and Resize (issue 25). ConvTranspose as Conv: dX reads
-     * W, dW reads X, dB nothing; direct loops, no scratch. Resize's
-     * backward scatters dY along the forward's tables: it reads nothing */
+     * W, dW reads X, dB nothing; direct loops, no scratch. Resize is a
+     * gather with weights (category shape, as Gather: cheap to recompute,
+     * its output large); its backward scatters dY along the forward's
+     * tables and reads nothing */
     [OP_CONV_TRANSPOSE] = {"ConvTranspose", "convt", 2, 3, 1, CAT_CONV,
                            conv_transpose_attrs, shape_conv_transpose,
                            flops_conv_transpose, {NEED_IN(1), NEED_IN(0), 0},
                            emit_conv_transpose_fwd, emit_conv_transpose_bwd,
                            emit_conv_transpose_static},
-    [OP_RESIZE] = {"Resize", "resize", 1, 1, 1, CAT_CONV, resize_attrs,
+    [OP_RESIZE] = {"Resize", "resize", 1, 1, 1, CAT_SHAPE, resize_attrs,
                    shape_resize, flops_resize, {0}, emit_resize_fwd,
                    emit_resize_bwd, emit_resize_static},
 };
