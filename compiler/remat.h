@@ -141,6 +141,9 @@ typedef enum {
     OP_INSTANCE_NORM,
     /* loss family (ops_loss.c): NegativeLogLikelihoodLoss */
     OP_NLL_LOSS,
+    /* ConvTranspose and Resize (ops_conv_transpose.c, ops_resize.c) */
+    OP_CONV_TRANSPOSE,
+    OP_RESIZE,
     OP_COUNT
 } OpKind;
 

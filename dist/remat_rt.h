@@ -823,6 +823,55 @@ void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
                            int bh, int sq, int skv, int e, int ev, float scale,
                            int causal, float *scratch);
 
+/* ---- transposed convolution and resize (issue 25) ------------------------- */
+
+/* ONNX ConvTranspose in 1 to 3 spatial dimensions: x is (n, c, in...), w
+ * (c, m/group, k...), b (m) or NULL, y (n, m, out...). Spatial sizes are
+ * in[3], out[3], k[3] with a missing dimension 1 (its stride and dilation
+ * 1, its pad 0); pad[a] is the begin padding of axis a (output_padding,
+ * output_shape and the end padding only set out[a], which the compiler
+ * works out). Input position i of channel ci in group g = ci / (c/group),
+ * through tap t, adds x * w[ci, mo, t] to output o = i * s - pad + t * d
+ * (per axis) of channel g * (m/group) + mo, where o is inside out:
+ *   y[n, g*mg + mo, o] = b[g*mg + mo] + sum over ci in g, i, t with
+ *       i*s - pad + t*d = o of x[n, ci, i] * w[ci, mo, t].
+ * Direct loops, no scratch. */
+typedef struct {
+    int nd;                  /* spatial dimensions, 1 to 3 */
+    int n, c, m, group;      /* images, input and output channels, groups */
+    int in[3], out[3], k[3]; /* spatial sizes, 1 past nd */
+    int s[3], d[3], pad[3];  /* strides, dilations, begin pads */
+} rt_convt;
+void rt_convt_forward(float *y, const float *x, const float *w,
+                      const float *b, const rt_convt *p);
+/* dx += dL/dx (reads w), dw += dL/dw (reads x), db += the sum of dy over
+ * images and positions; any of dx, dw, db may be NULL. Each element's sum
+ * is accumulated in double. */
+void rt_convt_backward(float *dx, float *dw, float *db, const float *dy,
+                       const float *x, const float *w, const rt_convt *p);
+
+/* ONNX Resize (nearest, linear, cubic) over a tensor of rank <=
+ * RT_RESIZE_MAX_RANK: along axis a, output index j reads taps[a] input
+ * indices idx[a][j * taps[a] + t] with weights wt[a][j * taps[a] + t]
+ * (t < taps[a]; wt[a] NULL with one tap: weight 1); taps[a] 0 is the
+ * identity (j itself; idx[a] NULL). The compiler fills the tables from the
+ * coordinate transformation and the mode (nearest: 1 tap, linear: 2,
+ * cubic: 4), indices clamped into [0, in[a]):
+ *   y[j] = sum over the corners of the taps of (product of the axes'
+ *          weights) * x[the corner's indices].
+ * The backward is the adjoint: dx[corner] += weights * dy[j]. */
+#define RT_RESIZE_MAX_RANK 6
+typedef struct {
+    int rank;
+    int in[RT_RESIZE_MAX_RANK], out[RT_RESIZE_MAX_RANK];
+    int taps[RT_RESIZE_MAX_RANK];
+    const int *idx[RT_RESIZE_MAX_RANK];
+    const float *wt[RT_RESIZE_MAX_RANK];
+} rt_resize;
+void rt_resize_forward(float *y, const float *x, const rt_resize *p);
+/* dx += the adjoint of the forward applied to dy; dx may be NULL. */
+void rt_resize_backward(float *dx, const float *dy, const rt_resize *p);
+
 /* ---- .npy files (float32 or int64, little-endian, C order) ---------------- */
 
 /* Defined in runtime/npy.c, which is host-only: the trainer and the

@@ -277,11 +277,17 @@ static int ignorable(const ONode *o, const Onnx__AttributeProto *a)
         {"LayerNormalization", "stash_type"}, {"Dropout", "seed"},
         {"BatchNormalization", "training_mode"}, {"Split", "num_outputs"},
         {"Pad", "value"},   /* before opset 11: read by pad_inputs */
+        /* Resize's extrapolation value acts only in tf_crop_and_resize,
+         * which remat refuses */
+        {"Resize", "extrapolation_value"},
     };
     for (size_t k = 0; k < sizeof any / sizeof *any; k++)
         if (!strcmp(o->op, any[k][0]) && !strcmp(a->name, any[k][1]))
             return 1;
     if (!strcmp(a->name, "stash_type") && a->i == 1)
+        return 1;
+    if (!strcmp(o->op, "Resize") && !strcmp(a->name, "keep_aspect_ratio_policy")
+        && a->s.len == 7 && !memcmp(a->s.data, "stretch", 7))
         return 1;
     return 0;
 }
@@ -439,6 +445,80 @@ int apply_fold_pads(Im *m, const ONode *o, Node *n)
     return 0;
 }
 
+/* Resize's output shape (issue 25): from its constant sizes input (3), or
+ * its constant scales input (2), as the IR's `sizes` attribute (each
+ * floor(in * scale) for scales); given scales are also kept, as the
+ * attribute `scales`, since ONNX's coordinates read them. The roi input
+ * (1) matters only in tf_crop_and_resize, which remat refuses. */
+static int resize_sizes(Im *m, const ONode *o, Node *n)
+{
+    const Tensor *x = &m->g->tensors[n->in[0]];
+    const int up = !strcmp(o->op, "Upsample");
+    if (m->opset < (up ? 9 : 11))
+        return lower_error(m, o, ctx_printf(m->c, "%s at opset %ld is not "
+            "supported; export at opset %d or later", o->op, m->opset,
+            up ? 9 : 11));
+    const Val *sz = !up && o->nin > 3 && o->in[3] >= 0 ? &m->v[o->in[3]]
+                                                       : NULL;
+    const int si = up ? 1 : 2;
+    const Val *sc = o->nin > si && o->in[si] >= 0 ? &m->v[o->in[si]] : NULL;
+    if (sz && sz->known && sz->numel == 0)
+        sz = NULL;
+    if (sc && sc->known && sc->numel == 0)
+        sc = NULL;
+    const Val *v = sz ? sz : sc;
+    if (!v || !v->known)
+        return lower_error(m, o, ctx_printf(m->c, "input %d '%s' (%s) must be "
+            "a constant: remat compiles static shapes", sz ? 3 : si,
+            v ? v->name : "", sz ? "sizes" : "scales"));
+    if (v->numel != x->rank || (sz && sz->dt == DT_F32) ||
+        (!sz && sc->dt != DT_F32))
+        return lower_error(m, o, ctx_printf(m->c, "%s '%s' must be %d %s "
+            "values, one per axis of input '%s' of shape %s", sz ? "sizes"
+            : "scales", v->name, x->rank, sz ? "int64" : "float32", x->name,
+            shape_str(m->c, x)));
+    long out[MAX_RANK] = {0};
+    Buf b;
+    buf_init(&b, m->c);
+    for (int a = 0; a < x->rank; a++) {
+        if (sz) {
+            out[a] = (long)sz->i[a];
+            continue;
+        }
+        const double f = sc->f[a];
+        if (!(f > 0) || !isfinite(f) || floor((double)x->dims[a] * f) < 1 ||
+            floor((double)x->dims[a] * f) > 1e9)
+            return lower_error(m, o, ctx_printf(m->c, "scales '%s' has %g "
+                "for axis %d of %ld elements; a scale must be positive and "
+                "leave at least one element", sc->name, f, a, x->dims[a]));
+        out[a] = (long)floor((double)x->dims[a] * f);
+        buf_printf(&b, "%s%.9g", a ? " " : "", f);
+    }
+    set_ints(n, "sizes", out, x->rank);
+    if (up) {   /* Upsample: nearest by whole scales, each input repeated */
+        for (int a = 0; a < x->rank; a++)
+            if (sc->f[a] != floorf(sc->f[a]) || sc->f[a] < 1 ||
+                strcmp(attr_of(n, "mode")->s ? attr_of(n, "mode")->s
+                                             : "nearest", "nearest"))
+                return lower_error(m, o, "Upsample is taken in mode nearest "
+                    "with whole-number scales only (each element repeated); "
+                    "export Resize (opset 11 or later) for the others");
+        Attr *t = attr_of(n, "coordinate_transformation_mode");
+        t->set = 1;
+        t->s = "asymmetric";
+        t = attr_of(n, "nearest_mode");
+        t->set = 1;
+        t->s = "floor";
+        return 0;
+    }
+    if (!sz) {
+        Attr *t = attr_of(n, "scales");
+        t->set = 1;
+        t->s = b.data;
+    }
+    return 0;
+}
+
 /* ---- the generic lowering ------------------------------------------------------------ */
 
 typedef struct {
@@ -466,6 +546,8 @@ static const Lowering lowerings[] = {
     {"LayerNormalization", 3, 1, {0}},
     {"MaxPool", 1, 1, {0}},
     {"SoftmaxCrossEntropyLoss", 3, 1, {0}},
+    {"Resize", 1, 1, {0}},
+    {"Upsample", 1, 1, {0}},
 };
 
 static int read_anywhere(const Im *m, const ONode *o, int i)
@@ -593,6 +675,8 @@ int lower_plain(Im *m, ONode *o, OpKind op)
         a->set = 1;
         a->f = o->epsilon;
     }
+    if (op == OP_RESIZE && resize_sizes(m, o, n))
+        return -1;
     for (int i = 0; i < outs; i++)
         add_out(m, n, o->out[i] >= 0 ? m->v[o->out[i]].name
                                      : ctx_printf(m->c, "%s_out%d", o->name, i));
@@ -706,6 +790,8 @@ static int lower_node(Im *m, ONode *o)
         op = "Identity";
         o->p = NULL;    /* `to` is the input's own type: nothing to keep */
     }
+    if (!strcmp(op, "Upsample"))   /* the deprecated Resize (opset 9) */
+        return lower_plain(m, o, OP_RESIZE);
     int k = op_lookup(op);
     if (k < 0) {    /* short: `remat ops` has the lists */
         const char *names[MAX_FOLDED_OPS], *notes[MAX_FOLDED_OPS];

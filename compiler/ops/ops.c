@@ -187,6 +187,44 @@ static const AttrSpec celu_attrs[] = {
     {0},
 };
 
+/* ConvTranspose and Resize (issue 25) */
+static const AttrSpec conv_transpose_attrs[] = {
+    {.name = "kernel_shape", .type = ATTR_INTS},
+    {.name = "strides", .type = ATTR_INTS},
+    {.name = "pads", .type = ATTR_INTS},
+    {.name = "dilations", .type = ATTR_INTS},
+    {.name = "group", .type = ATTR_INT, .i = 1},
+    {.name = "auto_pad", .type = ATTR_STRING, .s = "NOTSET",
+     .choices = auto_pads},
+    {.name = "output_padding", .type = ATTR_INTS},
+    {.name = "output_shape", .type = ATTR_INTS},
+    {0},
+};
+static const char *const resize_modes[] = {"nearest", "linear", "cubic",
+                                           NULL};
+static const char *const resize_transforms[] = {
+    "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+    "tf_half_pixel_for_nn", NULL};
+static const char *const resize_roundings[] = {
+    "round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
+/* ONNX's defaults; `sizes` (the output's shape) is required: the
+ * importer folds ONNX's constant scales or sizes inputs into it, and
+ * keeps given scales as `scales` (numbers, one per axis: ONNX's
+ * coordinates read them), a string the shape rule parses */
+static const AttrSpec resize_attrs[] = {
+    {.name = "mode", .type = ATTR_STRING, .s = "nearest",
+     .choices = resize_modes},
+    {.name = "coordinate_transformation_mode", .type = ATTR_STRING,
+     .s = "half_pixel", .choices = resize_transforms},
+    {.name = "nearest_mode", .type = ATTR_STRING, .s = "round_prefer_floor",
+     .choices = resize_roundings},
+    {.name = "sizes", .type = ATTR_INTS},
+    {.name = "scales", .type = ATTR_STRING},
+    {.name = "cubic_coeff_a", .type = ATTR_FLOAT, .f = -0.75f},
+    {.name = "exclude_outside", .type = ATTR_INT, .i = 0, .flag = 1},
+    {0},
+};
+
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
      emit_binary_fwd, emit_binary_bwd, emit_binary_static}
@@ -420,6 +458,19 @@ const OpInfo op_table[] = {
                      {NEED_IN(1) | NEED_IN(2), 0, 0}, emit_nll_fwd,
                      emit_nll_bwd, NULL, NULL, 1u << 1, range_sce,
                      .no_grad = 1u << 2},
+    /* ConvTranspose and Resize (issue 25). ConvTranspose as Conv: dX reads
+     * W, dW reads X, dB nothing; direct loops, no scratch. Resize is a
+     * gather with weights (category shape, as Gather: cheap to recompute,
+     * its output large); its backward scatters dY along the forward's
+     * tables and reads nothing */
+    [OP_CONV_TRANSPOSE] = {"ConvTranspose", "convt", 2, 3, 1, CAT_CONV,
+                           conv_transpose_attrs, shape_conv_transpose,
+                           flops_conv_transpose, {NEED_IN(1), NEED_IN(0), 0},
+                           emit_conv_transpose_fwd, emit_conv_transpose_bwd,
+                           emit_conv_transpose_static},
+    [OP_RESIZE] = {"Resize", "resize", 1, 1, 1, CAT_SHAPE, resize_attrs,
+                   shape_resize, flops_resize, {0}, emit_resize_fwd,
+                   emit_resize_bwd, emit_resize_static},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

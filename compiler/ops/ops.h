@@ -288,4 +288,26 @@ void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
 long scratch_attention(const Graph *g, const Node *n, int backward);
 double flops_attention(const Graph *g, const Node *n);
 
+/* ---- ops_conv_transpose.c: ConvTranspose (issue 25) ---------------------------- */
+
+int shape_conv_transpose(Ctx *c, Graph *g, Node *n);
+void emit_conv_transpose_static(Emit *e, const Node *n);
+double flops_conv_transpose(const Graph *g, const Node *n);
+void emit_conv_transpose_fwd(Emit *e, const Node *n, const char *const *out,
+                             const char *const *in);
+void emit_conv_transpose_bwd(Emit *e, const Node *n, const char *const *din,
+                             const char *const *dout, const char *const *in,
+                             const char *const *out);
+
+/* ---- ops_resize.c: Resize (issue 25) ------------------------------------------- */
+
+int shape_resize(Ctx *c, Graph *g, Node *n);
+void emit_resize_static(Emit *e, const Node *n);
+double flops_resize(const Graph *g, const Node *n);
+void emit_resize_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in);
+void emit_resize_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out);
+
 #endif

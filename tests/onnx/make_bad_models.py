@@ -111,3 +111,20 @@ save("onnx_gru_activation", model(
                  activations=["Sigmoid", "Relu"])],
     [xs], [hn], [nh.from_array(np.full((1, 6, 3), 0.1, np.float32), "Wg"),
                  nh.from_array(np.full((1, 6, 2), 0.1, np.float32), "Rg")]))
+# Resize's scales and sizes are inputs in ONNX, its output shape in remat:
+# constants only; what remat does not compute exactly is refused (issue 25)
+x4, y4 = vi("x4", [1, 1, 2, 2]), vi("y4", [1, 1, 4, 4])
+scales2 = nh.from_array(np.array([1, 1, 2, 2], np.float32), "sc")
+save("onnx_resize_varying_scales", model([h.make_node("Resize", ["x4", "", "sc"], ["y4"], name="up")],
+                                         [x4, vi("sc", [4])], [y4]))
+save("onnx_resize_antialias", model([h.make_node("Resize", ["x4", "", "sc"], ["y4"], name="up",
+                                                 mode="linear", antialias=1)],
+                                    [x4], [y4], [scales2], opset=18))
+save("onnx_resize_crop", model([h.make_node("Resize", ["x4", "", "sc"], ["y4"], name="up",
+                                            coordinate_transformation_mode="tf_crop_and_resize")],
+                               [x4], [y4], [scales2]))
+save("onnx_resize_opset10", model([h.make_node("Resize", ["x4", "sc"], ["y4"], name="up")],
+                                  [x4], [y4], [scales2], opset=10))
+save("onnx_upsample_linear", model([h.make_node("Upsample", ["x4", "sc"], ["y4"], name="up",
+                                               mode="linear")],
+                                   [x4], [y4], [scales2], opset=9))

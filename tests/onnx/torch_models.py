@@ -635,6 +635,60 @@ class Lstm32(nn.Module):
     def inputs(g):
         return (torch.randn(32, 2, 3, generator=g),
                 torch.randint(0, 3, (2,), generator=g))
+class UnetConvt(nn.Module):
+    """A small U-Net: a Conv2d + ReLU encoder, MaxPool2d, a bottleneck,
+    a ConvTranspose2d(k=2, s=2) decoder, the skip Concat, a 1x1 head and
+    a mean square loss against a target image (F.mse_loss does not
+    export: written out, Sub, Pow, ReduceMean)."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.enc2 = nn.Conv2d(4, 8, 3, padding=1)
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.dec = nn.Conv2d(8, 4, 3, padding=1)
+        self.head = nn.Conv2d(4, 1, 1)
+
+    def upsample(self, x):
+        return self.up(x)
+
+    def forward(self, x, y):
+        e1 = F.relu(self.enc1(x))
+        e2 = F.relu(self.enc2(F.max_pool2d(e1, 2)))
+        d = F.relu(self.dec(torch.cat([self.upsample(e2), e1], dim=1)))
+        return ((self.head(d) - y) ** 2).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 2, 8, 8, generator=g),
+                torch.randn(2, 1, 8, 8, generator=g))
+
+
+class UnetUpsample(UnetConvt):
+    """The same U-Net with nn.Upsample(scale_factor=2, mode="bilinear",
+    align_corners=False) and a 1x1 Conv2d as its upsampler (Resize,
+    linear, half_pixel), and the pooled features upsampled by nearest
+    (nn.Upsample's default: Resize, asymmetric, floor) added to the
+    decoder's input."""
+
+    def __init__(self):
+        super().__init__()
+        # not an nn.Sequential: its scopes up.0 and up.1 would become two
+        # blocks of one node each
+        self.bilinear = nn.Upsample(scale_factor=2, mode="bilinear",
+                                    align_corners=False)
+        self.up = nn.Conv2d(8, 4, 1)
+        self.near = nn.Upsample(scale_factor=2)
+        self.mix = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x, y):
+        e1 = F.relu(self.enc1(x))
+        p = F.max_pool2d(e1, 2)
+        e2 = F.relu(self.enc2(p))
+        skip = e1 + self.mix(self.near(p))
+        d = F.relu(self.dec(torch.cat([self.up(self.bilinear(e2)), skip],
+                                      dim=1)))
+        return ((self.head(d) - y) ** 2).mean()
 
 
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
@@ -642,7 +696,8 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "activations": Activations, "resmlp_dict": ResMlpDict,
           "mobilenetv2": MobileNetV2, "prelu_max": PreluMax, "dscnn": DsCnn,
           "groupnorm": GroupNormNet, "pad_modes": PadModes, "nll": Nll,
-          "lstm": Lstm, "bigru": BiGru, "rnn": Rnn, "lstm32": Lstm32}
+          "lstm": Lstm, "bigru": BiGru, "rnn": Rnn, "lstm32": Lstm32,
+          "unet_convt": UnetConvt, "unet_upsample": UnetUpsample}
 
 
 def fname(name):

@@ -464,6 +464,124 @@ def instance_norm(a, ins, at):
     return torch.nn.functional.instance_norm(ins[0], weight=ins[1], bias=ins[2],
                                              eps=float(at.get("epsilon", "1e-5")))
 
+def conv_transpose(a, ins, at):
+    """ONNX ConvTranspose in 1 to 3 spatial dimensions: torch's
+    conv_transpose of the full output, (in - 1) * s + (k - 1) * d + 1 per
+    axis, then per ONNX the output is out positions starting at pad_begin
+    of it (output_padding adds positions at the end; output_shape and
+    auto_pad SAME_* set out and split the total padding, the odd one at the
+    end for SAME_UPPER, at the beginning otherwise), and the bias."""
+    x, w = ins[0], ins[1]
+    nd = x.dim() - 2
+    k = list(w.shape[2:])
+    s = ints(at.get("strides", " ".join(["1"] * nd)))
+    d = ints(at.get("dilations", " ".join(["1"] * nd)))
+    pads = ints(at.get("pads", " ".join(["0"] * 2 * nd)))
+    op = ints(at.get("output_padding", " ".join(["0"] * nd)))
+    auto = at.get("auto_pad", "NOTSET")
+    shape = ints(at["output_shape"])[-nd:] if "output_shape" in at else None
+    g = int(at.get("group", "1"))
+    fn = [None, torch.nn.functional.conv_transpose1d,
+          torch.nn.functional.conv_transpose2d,
+          torch.nn.functional.conv_transpose3d][nd]
+    y = fn(x, w, None, stride=s, dilation=d, groups=g)
+    for ax in range(nd):
+        full = s[ax] * (x.shape[2 + ax] - 1) + op[ax] + d[ax] * (k[ax] - 1) + 1
+        if shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+            out = shape[ax] if shape is not None else x.shape[2 + ax] * s[ax]
+            total = full - out
+            begin = total // 2 if auto == "SAME_UPPER" else total - total // 2
+        elif auto == "VALID":
+            out, begin = full, 0
+        else:
+            out, begin = full - pads[ax] - pads[nd + ax], pads[ax]
+        have = y.shape[2 + ax]
+        lo, hi = max(0, -begin), max(0, begin + out - have)
+        padding = [0, 0] * (nd - 1 - ax) + [lo, hi]     # last axis first
+        y = torch.nn.functional.pad(y, padding)
+        y = y.narrow(2 + ax, begin + lo, out)
+    if len(ins) > 2:
+        y = y + ins[2].reshape([1, -1] + [1] * nd)
+    return y
+
+
+def resize_matrix(at, n_in, n_out, scale=None):
+    """ONNX Resize along one axis as an (out, in) matrix, the way ONNX's
+    own reference computes it: output j's coordinate x in the input by
+    coordinate_transformation_mode (with the given scale and resized
+    length in * scale, or out / in and out), r = x - floor(x) (1 where x is
+    whole), the mode's coefficients (nearest by nearest_mode, linear 1 - r
+    and r, cubic Keys' with a = cubic_coeff_a) over the n input positions
+    nearest x in the input padded with its edge values, and with
+    exclude_outside the coefficients of positions outside the input
+    zeroed and the rest normalized."""
+    mode = at.get("mode", "nearest")
+    ctm = at.get("coordinate_transformation_mode", "half_pixel")
+    nm = at.get("nearest_mode", "round_prefer_floor")
+    A = float(at.get("cubic_coeff_a", "-0.75"))
+    exclude = at.get("exclude_outside", "0") == "1"
+    length = n_in * scale if scale is not None else n_out
+    scale = scale if scale is not None else n_out / n_in
+    m = torch.zeros(n_out, n_in, dtype=torch.float64)
+    for j in range(n_out):
+        if ctm == "align_corners":
+            x = 0.0 if length == 1 else j * (n_in - 1) / (length - 1)
+        elif ctm == "asymmetric":
+            x = j / scale
+        elif ctm == "tf_half_pixel_for_nn":
+            x = (j + 0.5) / scale
+        elif ctm == "pytorch_half_pixel" and length == 1:
+            x = -0.5
+        else:
+            x = (j + 0.5) / scale - 0.5
+        r = 1.0 if float(x).is_integer() else x - math.floor(x)
+        if mode == "nearest":
+            if r == 1.0:
+                c = [0, 1]
+            elif nm == "round_prefer_floor":
+                c = [r <= 0.5, r > 0.5]
+            elif nm == "round_prefer_ceil":
+                c = [r < 0.5, r >= 0.5]
+            elif nm == "floor":
+                c = [1, 0]
+            else:
+                c = [0, 1]
+        elif mode == "linear":
+            c = [1 - r, r]
+        else:
+            q = 1 - r
+            c = [((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A,
+                 ((A + 2) * r - (A + 3)) * r * r + 1,
+                 ((A + 2) * q - (A + 3)) * q * q + 1,
+                 ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A]
+        c = [float(v) for v in c]
+        n = len(c)
+        pad = math.ceil(n / 2)
+        # the n positions of the padded input nearest x + pad, ties to the left
+        near = sorted(sorted(range(n_in + 2 * pad),
+                             key=lambda i: (abs(x + pad - i), i))[:n])
+        idx = [i - pad for i in near]
+        if exclude:
+            c = [0.0 if i < 0 or i >= n_in else v for v, i in zip(c, idx)]
+            total = sum(c)
+            c = [v / total for v in c]
+        for v, i in zip(c, idx):
+            m[j, min(max(i, 0), n_in - 1)] += v
+    return m
+
+
+def resize(a, ins, at):
+    """ONNX Resize (nearest, linear, cubic) to the shape `sizes` (with the
+    given `scales`, if any, for the coordinates): one matrix per axis
+    (resize_matrix), applied axis by axis."""
+    y = ins[0]
+    sizes = ints(at["sizes"])
+    scales = [float(v) for v in at["scales"].split()] if "scales" in at else None
+    for ax, n_out in enumerate(sizes):
+        m = resize_matrix(at, y.shape[ax], n_out,
+                          scales[ax] if scales is not None else None)
+        y = torch.movedim(torch.tensordot(m, y, dims=([1], [ax])), 0, ax)
+    return y
 
 OPS = {
     "Gemm": gemm,
@@ -539,6 +657,8 @@ OPS = {
     "Pad": pad,
     "GroupNormalization": group_norm,
     "InstanceNormalization": instance_norm,
+    "ConvTranspose": conv_transpose,
+    "Resize": resize,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py

@@ -808,6 +808,95 @@ START_TEST(pool_ceil_mode_and_auto_pad_errors)
 END_TEST
 
 
+/* ---- ConvTranspose and Resize (issue 25) ---------------------------------- */
+
+/* y's shape after one node `op` on x (and W of shape w, if any). */
+static void convt_resize_shape(const char *op, const char *x, const char *w,
+                               const char *attrs, const char *want)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c, ctx_printf(&c,
+        "<input name='x' shape='%s'/>%s%s%s"
+        "<node name='p' op='%s' in='x%s' out='y' %s/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", x, w ? "<initializer name='w' shape='" : "",
+        w ? w : "", w ? "' init='ones'/>" : "", op, w ? " w" : "", attrs),
+        "none");
+    const char *got = shape_str(&c, T(&m, "y"));
+    ck_assert_msg(strcmp(got, want) == 0, "%s %s on %s: got %s, want %s", op,
+                  attrs, x, got, want);
+    ctx_free(&c);
+}
+
+START_TEST(conv_transpose_and_resize_shapes)
+{
+    /* ONNX: s (in - 1) + output_padding + (k - 1) d + 1 - pads */
+    convt_resize_shape("ConvTranspose", "2 4 3 5", "4 3 2 2",
+                       "strides='2 2'", "2x3x6x10");
+    convt_resize_shape("ConvTranspose", "2 4 3 5", "4 3 2 2",
+                       "strides='2 2' group='2'", "2x6x6x10");
+    convt_resize_shape("ConvTranspose", "1 2 5", "2 1 3",
+                       "strides='2' pads='1 1' output_padding='1'", "1x1x10");
+    convt_resize_shape("ConvTranspose", "1 2 4 4", "2 1 3 3",
+                       "dilations='2 1' pads='1 0 1 0'", "1x1x6x6");
+    convt_resize_shape("ConvTranspose", "1 1 2 3 4", "1 1 3 3 3",
+                       "strides='2 2 2' auto_pad='SAME_LOWER'", "1x1x4x6x8");
+    convt_resize_shape("ConvTranspose", "1 1 2 3 4", "1 1 3 3 3",
+                       "strides='2 2 2' auto_pad='VALID'", "1x1x5x7x9");
+    convt_resize_shape("ConvTranspose", "1 1 3 3", "1 2 3 3",
+                       "strides='3 2' output_shape='10 8'", "1x2x10x8");
+    convt_resize_shape("Resize", "1 2 3 4", NULL, "sizes='1 2 6 9'",
+                       "1x2x6x9");
+    convt_resize_shape("Resize", "1 2 3 4", NULL,
+                       "sizes='2 1 1 2' mode='linear' scales='2 0.5 0.4 0.6'",
+                       "2x1x1x2");
+}
+END_TEST
+
+START_TEST(conv_transpose_and_resize_errors)
+{
+    static const struct {
+        const char *op, *w, *attrs, *want;
+    } cases[] = {
+        {"ConvTranspose", "1 2 3 3", "strides='2'",
+         "ConvTranspose strides has 1 values; it takes 2"},
+        {"ConvTranspose", "1 2 3 3", "pads='0 0 0 0' auto_pad='VALID'",
+         "ConvTranspose has both pads and auto_pad=\"VALID\""},
+        {"ConvTranspose", "1 2 3 3", "pads='3 0 3 0'",
+         "its pads (3, 3) crop more than the 6 it makes"},
+        {"ConvTranspose", "2 2 3 3", "",
+         "dimension 0 must be 1"},
+        {"ConvTranspose", "1 2 3 3", "output_padding='-1 0'",
+         "ConvTranspose output_padding has -1; values must be 0 to 268435456"},
+        {"Resize", NULL, "sizes='1 1 0 4'",
+         "Resize sizes has 0 for axis 2; sizes must be positive"},
+        {"Resize", NULL, "mode='linear'", "Resize needs sizes=\"...\" with 4"},
+        {"Resize", NULL, "sizes='1 1 8 8' scales='1 1 2'",
+         "Resize scales=\"1 1 2\" must be 4 positive numbers"},
+        {"Resize", NULL, "sizes='1 1 8 8' scales='1 1 2 2.5'",
+         "Resize sizes has 8 for axis 3 but scale 2.5 of its 4 elements "
+         "gives 10"},
+        {"Resize", NULL, "sizes='1 1 8 8' mode='area'",
+         "mode=\"area\" must be \"nearest\" or \"linear\" or \"cubic\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Ctx c;
+        ctx_init(&c);
+        const char *w = cases[i].w;
+        const char *msg = error_of(&c, ctx_printf(&c,
+            "<input name='x' shape='1 1 4 4'/>%s%s%s"
+            "<node name='p' op='%s' in='x%s' out='y' %s/>"
+            "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+            "<output name='l'/>", w ? "<initializer name='w' shape='" : "",
+            w ? w : "", w ? "' init='ones'/>" : "", cases[i].op,
+            w ? " w" : "", cases[i].attrs));
+        ck_assert_contains(msg, cases[i].want);
+        ctx_free(&c);
+    }
+}
+END_TEST
+
 /* ---- SoftmaxCrossEntropyLoss: class weights, reduction none -------------- */
 
 /* ONNX: reduction none gives one loss per label, the labels' shape (a
@@ -940,6 +1029,8 @@ int main(void)
     tcase_add_test(t, sce_weights_and_reduction_none_shapes);
     tcase_add_test(t, sce_weights_and_reduction_errors);
     tcase_add_test(t, pad_and_group_norm_shapes_and_reads);
+    tcase_add_test(t, conv_transpose_and_resize_shapes);
+    tcase_add_test(t, conv_transpose_and_resize_errors);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
