@@ -128,6 +128,8 @@ typedef enum {
     OP_CELU,
     OP_SOFTSIGN,
     OP_MISH,
+    /* convolution and pooling in 1-3 spatial dims (ops_pool.c) */
+    OP_GLOBAL_MAX_POOL,
     OP_COUNT
 } OpKind;
 
