@@ -392,13 +392,13 @@ static int padded_taps(const rt_window *p, int oz, int oy, int ox)
     return (z1 - z0) * (k1 - k0) * (l1 - l0);
 }
 
-/* The fast AveragePool rows sum as the generic walk does, from 0.0f in
- * row-major window order, and divide (not multiply by a reciprocal) by
- * k * k, which is the divisor of an interior window with or without
- * count_include_pad. */
-static inline float sum_kk(const float *r, ptrdiff_t w, int k)
+/* The fast AveragePool rows sum as the generic walk does, in double from
+ * 0 in row-major window order (a window's sum does not drift with its
+ * size), and divide (not multiply by a reciprocal) by k * k, which is the
+ * divisor of an interior window with or without count_include_pad. */
+static inline double sum_kk(const float *r, ptrdiff_t w, int k)
 {
-    float s = 0.0f;
+    double s = 0.0;
     int ki, kj;
     for (ki = 0; ki < k; ki++)
         for (kj = 0; kj < k; kj++)
@@ -410,14 +410,14 @@ static void avgpool_row2(float *y, const float *r, ptrdiff_t w, int n)
 {
     int j;
     for (j = 0; j < n; j++)
-        y[j] = sum_kk(r + 2 * j, w, 2) / 4.0f;
+        y[j] = (float)(sum_kk(r + 2 * j, w, 2) / 4.0);
 }
 
 static void avgpool_row3(float *y, const float *r, ptrdiff_t w, int n)
 {
     int j;
     for (j = 0; j < n; j++)
-        y[j] = sum_kk(r + 2 * j, w, 3) / 9.0f;
+        y[j] = (float)(sum_kk(r + 2 * j, w, 3) / 9.0);
 }
 
 /* dx at r (rows w apart) += g over a k x k window, row-major. */
@@ -455,7 +455,7 @@ static void avgpool_span(float *yr, const float *xq, const rt_window *p,
         /* what the sum is divided by: the taps inside the input, or with
          * count_include_pad those inside the padded input */
         const int d = cip ? padded_taps(p, oz, oy, ox) : taps;
-        float s = 0.0f;
+        double s = 0.0;
         if (taps > 0)
             for (kz = t.z0; kz < t.z1; kz++)
                 for (ki = t.k0; ki < t.k1; ki++) {
@@ -463,7 +463,7 @@ static void avgpool_span(float *yr, const float *xq, const rt_window *p,
                     for (kj = t.l0; kj < t.l1; kj++)
                         s += r[(size_t)(kj - t.l0) * p->dw];
                 }
-        yr[ox] = d > 0 ? s / (float)d : 0.0f;
+        yr[ox] = d > 0 ? (float)(s / (double)d) : 0.0f;
     }
 }
 

@@ -540,10 +540,10 @@ static void pool_ref(float *y, float *dx, const float *x, const float *dy,
                         dxq[best] += dy[o];
                 } else {
                     const int d = kind == 2 ? padded : n;
-                    float s = 0.0f;
+                    double s = 0.0; /* the window summed in double */
                     for (t = 0; t < n; t++)
                         s += xq[off[t]];
-                    y[o] = d > 0 ? s / (float)d : 0.0f;
+                    y[o] = d > 0 ? (float)(s / (double)d) : 0.0f;
                     for (t = 0; t < n; t++)
                         dxq[off[t]] += dy[o] / (float)d;
                 }
@@ -682,6 +682,26 @@ START_TEST(global_avgpool_by_hand)
 }
 END_TEST
 
+/* An AveragePool window of 256x256 summed in double: 2^16 values of 0.1f
+ * average to 0.1f to float's precision (a float running sum drifts by
+ * about 1e-3 relative). */
+START_TEST(avgpool_large_window_does_not_drift)
+{
+    const nd_spec sp = {"256x256 window", 1, 1, 0, 0, 0, 0, {1, 256, 256},
+                        {1, 256, 256}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0},
+                        {0, 0, 0}};
+    const rt_window p = window_nd(&sp);
+    const size_t n = (size_t)256 * 256;
+    float *x = malloc(n * sizeof *x), y;
+    size_t j;
+    for (j = 0; j < n; j++)
+        x[j] = 0.1f;
+    rt_avgpool_forward(&y, x, &p, 0);
+    ck_assert_msg(fabs(y - (double)0.1f) <= 1e-7, "y %.9g", (double)y);
+    free(x);
+}
+END_TEST
+
 /* A mean over a large plane summed in double: 2^20 values of 0.1f give
  * 0.1f to float's precision, where a float running sum drifts by about
  * 1e-3 relative. */
@@ -801,6 +821,7 @@ static Suite *pool_suite(void)
     tcase_add_test(tc, global_avgpool);
     tcase_add_test(tc, global_avgpool_by_hand);
     tcase_add_test(tc, global_avgpool_does_not_drift);
+    tcase_add_test(tc, avgpool_large_window_does_not_drift);
     tcase_add_test(tc, global_maxpool);
     tcase_add_test(tc, global_maxpool_by_hand);
     suite_add_tcase(s, tc);
