@@ -2772,15 +2772,14 @@ static void col2im_add(float *dx, float *col, int cg, const rt_window *p)
         }
 }
 
-/* The sum of x[0..n), in SUM_LANES interleaved partial sums in double
- * added up at the end: a sum the compiler vectorizes, where one running
- * sum is a chain of dependent adds, and whose error does not grow with n
- * as a float sum's does (a bias gradient sums a whole output plane). */
-#define SUM_LANES 8
-static float sum_lanes(const float *x, int n)
+/* The sum of x[0..n), in SUM_LANES interleaved float partial sums added
+ * up at the end: a sum the compiler vectorizes, where one running sum is a
+ * chain of dependent adds. */
+#define SUM_LANES 16
+static float sum_lanes_f(const float *x, int n)
 {
-    double part[SUM_LANES] = {0};
-    double s = 0.0;
+    float part[SUM_LANES] = {0};
+    float s = 0.0f;
     int j = 0, l;
     for (; j + SUM_LANES <= n; j += SUM_LANES)
         for (l = 0; l < SUM_LANES; l++)
@@ -2789,6 +2788,23 @@ static float sum_lanes(const float *x, int n)
         s += part[l];
     for (; j < n; j++)
         s += x[j];
+    return s;
+}
+
+/* The sum of x[0..n) (a bias gradient's output plane): sum_lanes_f over
+ * blocks of SUM_BLOCK, each block's sum added in double, so that the error
+ * does not grow with n (each lane adds SUM_BLOCK / SUM_LANES values at
+ * most) at float's speed. A plane of SUM_BLOCK or fewer gets sum_lanes_f's
+ * bits. */
+#define SUM_BLOCK 256
+static float sum_lanes(const float *x, int n)
+{
+    double s = 0.0;
+    int j = 0;
+    if (n <= SUM_BLOCK)
+        return sum_lanes_f(x, n);
+    for (; j < n; j += SUM_BLOCK)
+        s += sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK);
     return (float)s;
 }
 
@@ -3052,13 +3068,23 @@ typedef struct {
     size_t at;
 } win_taps;
 
+/* A 2-D window (one depth slice, no depth pads): its one slice is inside,
+ * found without inside()'s divisions. */
+static int flat_window(const rt_window *p)
+{
+    return p->d == 1 && p->kd == 1 && p->pad_front == 0 && p->pad_back == 0;
+}
+
 /* Window (oz, oy, ox)'s taps inside the input; returns their number. When
  * it is 0, t->at is not set and the caller forms no pointer from it. */
 static int window_taps(const rt_window *p, int oz, int oy, int ox, win_taps *t)
 {
     const int z0 = oz * p->sd - p->pad_front;
     const int y0 = oy * p->sh - p->pad_top, x0 = ox * p->sw - p->pad_left;
-    inside(z0, p->dd, p->d, p->kd, &t->z0, &t->z1);
+    if (flat_window(p))
+        t->z0 = 0, t->z1 = 1;
+    else
+        inside(z0, p->dd, p->d, p->kd, &t->z0, &t->z1);
     inside(y0, p->dh, p->h, p->kh, &t->k0, &t->k1);
     inside(x0, p->dw, p->w, p->kw, &t->l0, &t->l1);
     if (t->z0 == t->z1 || t->k0 == t->k1 || t->l0 == t->l1)
@@ -3417,9 +3443,10 @@ void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
  * avg_pool2d). */
 static int padded_taps(const rt_window *p, int oz, int oy, int ox)
 {
-    int z0, z1, k0, k1, l0, l1;
-    inside(oz * p->sd, p->dd, p->d + p->pad_front + p->pad_back, p->kd, &z0,
-           &z1);
+    int z0 = 0, z1 = 1, k0, k1, l0, l1;
+    if (!flat_window(p))
+        inside(oz * p->sd, p->dd, p->d + p->pad_front + p->pad_back, p->kd,
+               &z0, &z1);
     inside(oy * p->sh, p->dh, p->h + p->pad_top + p->pad_bottom, p->kh, &k0,
            &k1);
     inside(ox * p->sw, p->dw, p->w + p->pad_left + p->pad_right, p->kw, &l0,
@@ -3427,13 +3454,24 @@ static int padded_taps(const rt_window *p, int oz, int oy, int ox)
     return (z1 - z0) * (k1 - k0) * (l1 - l0);
 }
 
-/* The fast AveragePool rows sum as the generic walk does, in double from
- * 0 in row-major window order (a window's sum does not drift with its
- * size), and divide (not multiply by a reciprocal) by k * k, which is the
- * divisor of an interior window with or without count_include_pad. */
-static inline double sum_kk(const float *r, ptrdiff_t w, int k)
+/* An AveragePool window's sum: in float for a kernel of at most
+ * AVG_FLOAT_TAPS taps (kd * kh * kw), whose error that bounds (and which
+ * keeps the fast rows' speed and the 2-D results' bits of old), in double
+ * for a larger one, so that the error does not grow with the window. */
+#define AVG_FLOAT_TAPS 16
+
+static int avg_in_double(const rt_window *p)
 {
-    double s = 0.0;
+    return (long)p->kd * p->kh * p->kw > AVG_FLOAT_TAPS;
+}
+
+/* The fast AveragePool rows (k * k <= AVG_FLOAT_TAPS: float) sum as the
+ * generic walk does, from 0.0f in row-major window order, and divide (not
+ * multiply by a reciprocal) by k * k, which is the divisor of an interior
+ * window with or without count_include_pad. */
+static inline float sum_kk(const float *r, ptrdiff_t w, int k)
+{
+    float s = 0.0f;
     int ki, kj;
     for (ki = 0; ki < k; ki++)
         for (kj = 0; kj < k; kj++)
@@ -3445,14 +3483,14 @@ static void avgpool_row2(float *y, const float *r, ptrdiff_t w, int n)
 {
     int j;
     for (j = 0; j < n; j++)
-        y[j] = (float)(sum_kk(r + 2 * j, w, 2) / 4.0);
+        y[j] = sum_kk(r + 2 * j, w, 2) / 4.0f;
 }
 
 static void avgpool_row3(float *y, const float *r, ptrdiff_t w, int n)
 {
     int j;
     for (j = 0; j < n; j++)
-        y[j] = (float)(sum_kk(r + 2 * j, w, 3) / 9.0);
+        y[j] = sum_kk(r + 2 * j, w, 3) / 9.0f;
 }
 
 /* dx at r (rows w apart) += g over a k x k window, row-major. */
@@ -3478,27 +3516,56 @@ static void avgpool_back_row3(float *dx, const float *dy, ptrdiff_t w, int n)
         spread_kk(dx + 2 * j, w, 3, dy[j] / 9.0f);
 }
 
+/* Window t's sum over its taps inside the input, in float (a kernel of at
+ * most AVG_FLOAT_TAPS taps) or in double. */
+static float window_sum(const float *xq, const rt_window *p, const win_taps *t)
+{
+    float s = 0.0f;
+    int kz, ki, kj;
+    for (kz = t->z0; kz < t->z1; kz++)
+        for (ki = t->k0; ki < t->k1; ki++) {
+            const float *r = xq + t->at + tap_offset(p, t, kz, ki, t->l0);
+            for (kj = t->l0; kj < t->l1; kj++)
+                s += r[(size_t)(kj - t->l0) * p->dw];
+        }
+    return s;
+}
+
+static double window_sum_wide(const float *xq, const rt_window *p,
+                              const win_taps *t)
+{
+    double s = 0.0;
+    int kz, ki, kj;
+    for (kz = t->z0; kz < t->z1; kz++)
+        for (ki = t->k0; ki < t->k1; ki++) {
+            const float *r = xq + t->at + tap_offset(p, t, kz, ki, t->l0);
+            for (kj = t->l0; kj < t->l1; kj++)
+                s += r[(size_t)(kj - t->l0) * p->dw];
+        }
+    return s;
+}
+
 /* The generic walk over outputs [from, to) of row (oz, oy): each window's
  * taps inside the input and its divisor, found per window. */
 static void avgpool_span(float *yr, const float *xq, const rt_window *p,
                          int cip, int oz, int oy, int from, int to)
 {
-    int ox, kz, ki, kj;
+    const int wide = avg_in_double(p);
+    int ox;
     for (ox = from; ox < to; ox++) {
         win_taps t;
         const int taps = window_taps(p, oz, oy, ox, &t);
         /* what the sum is divided by: the taps inside the input, or with
          * count_include_pad those inside the padded input */
         const int d = cip ? padded_taps(p, oz, oy, ox) : taps;
-        double s = 0.0;
-        if (taps > 0)
-            for (kz = t.z0; kz < t.z1; kz++)
-                for (ki = t.k0; ki < t.k1; ki++) {
-                    const float *r = xq + t.at + tap_offset(p, &t, kz, ki, t.l0);
-                    for (kj = t.l0; kj < t.l1; kj++)
-                        s += r[(size_t)(kj - t.l0) * p->dw];
-                }
-        yr[ox] = d > 0 ? (float)(s / (double)d) : 0.0f;
+        if (d <= 0)
+            yr[ox] = 0.0f;
+        else if (taps == 0)
+            yr[ox] = 0.0f;
+        else if (wide)
+            yr[ox] = (float)(window_sum_wide(xq, p, &t) / (double)d);
+        else
+            yr[ox] = window_sum(xq, p, &t) / (float)d;
     }
 }
 

@@ -253,15 +253,14 @@ static void col2im_add(float *dx, float *col, int cg, const rt_window *p)
         }
 }
 
-/* The sum of x[0..n), in SUM_LANES interleaved partial sums in double
- * added up at the end: a sum the compiler vectorizes, where one running
- * sum is a chain of dependent adds, and whose error does not grow with n
- * as a float sum's does (a bias gradient sums a whole output plane). */
-#define SUM_LANES 8
-static float sum_lanes(const float *x, int n)
+/* The sum of x[0..n), in SUM_LANES interleaved float partial sums added
+ * up at the end: a sum the compiler vectorizes, where one running sum is a
+ * chain of dependent adds. */
+#define SUM_LANES 16
+static float sum_lanes_f(const float *x, int n)
 {
-    double part[SUM_LANES] = {0};
-    double s = 0.0;
+    float part[SUM_LANES] = {0};
+    float s = 0.0f;
     int j = 0, l;
     for (; j + SUM_LANES <= n; j += SUM_LANES)
         for (l = 0; l < SUM_LANES; l++)
@@ -270,6 +269,23 @@ static float sum_lanes(const float *x, int n)
         s += part[l];
     for (; j < n; j++)
         s += x[j];
+    return s;
+}
+
+/* The sum of x[0..n) (a bias gradient's output plane): sum_lanes_f over
+ * blocks of SUM_BLOCK, each block's sum added in double, so that the error
+ * does not grow with n (each lane adds SUM_BLOCK / SUM_LANES values at
+ * most) at float's speed. A plane of SUM_BLOCK or fewer gets sum_lanes_f's
+ * bits. */
+#define SUM_BLOCK 256
+static float sum_lanes(const float *x, int n)
+{
+    double s = 0.0;
+    int j = 0;
+    if (n <= SUM_BLOCK)
+        return sum_lanes_f(x, n);
+    for (; j < n; j += SUM_BLOCK)
+        s += sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK);
     return (float)s;
 }
 

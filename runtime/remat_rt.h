@@ -479,9 +479,10 @@ void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
  * count_include_pad, by the number of its taps inside the padded input
  * (kh * kw, the whole window, except for a ceil_mode window that runs past
  * the padding: ONNX and PyTorch clip it). A window with no tap inside the
- * input gives 0 when !count_include_pad. The window's sum is in double, so
- * that its error does not grow with the window. The backward adds dy /
- * (that divisor) to each tap inside the input; dx may be NULL. */
+ * input gives 0 when !count_include_pad. The window's sum is in float for
+ * a kernel of at most 16 taps, in double for a larger one, so that its
+ * error does not grow with the window. The backward adds dy / (that
+ * divisor) to each tap inside the input; dx may be NULL. */
 void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                         int count_include_pad);
 void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,

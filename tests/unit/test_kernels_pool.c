@@ -539,11 +539,13 @@ static void pool_ref(float *y, float *dx, const float *x, const float *dy,
                     if (best >= 0)
                         dxq[best] += dy[o];
                 } else {
+                    /* these kernels have at most 16 taps: summed in float */
                     const int d = kind == 2 ? padded : n;
-                    double s = 0.0; /* the window summed in double */
+                    float s = 0.0f;
+                    ck_assert(p->kh * p->kw <= 16);
                     for (t = 0; t < n; t++)
                         s += xq[off[t]];
-                    y[o] = d > 0 ? (float)(s / (double)d) : 0.0f;
+                    y[o] = d > 0 ? s / (float)d : 0.0f;
                     for (t = 0; t < n; t++)
                         dxq[off[t]] += dy[o] / (float)d;
                 }
