@@ -144,6 +144,8 @@ typedef enum {
     /* ConvTranspose and Resize (ops_conv_transpose.c, ops_resize.c) */
     OP_CONV_TRANSPOSE,
     OP_RESIZE,
+    /* convolution and pooling in 1-3 spatial dims (ops_pool.c) */
+    OP_GLOBAL_MAX_POOL,
     OP_COUNT
 } OpKind;
 

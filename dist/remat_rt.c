@@ -158,6 +158,19 @@ static inline void inside(int off, int step, int size, int count, int *lo,
     *hi = b;
 }
 
+/* *p with its depth fields made explicit: 0 in d, od, kd, sd or dd means
+ * 1 (a 2-D window), so that the kernels read one 3-D geometry. */
+static inline rt_window window3(const rt_window *p)
+{
+    rt_window q = *p;
+    q.d = q.d > 0 ? q.d : 1;
+    q.od = q.od > 0 ? q.od : 1;
+    q.kd = q.kd > 0 ? q.kd : 1;
+    q.sd = q.sd > 0 ? q.sd : 1;
+    q.dd = q.dd > 0 ? q.dd : 1;
+    return q;
+}
+
 #endif /* RT_IMPL_H */
 
 /* ==== runtime/threads.c ==== */
@@ -2871,7 +2884,9 @@ void rt_groupnorm_backward(float *dx, float *dscale, float *dbias,
 /* Convolution is a GEMM over im2col's column matrix: for one image and group,
  * row (ci, ki, kj) of col holds, for every output position, the input element
  * that tap reads (0 in the padding), so y_g (oc/group x oh*ow) = w_g
- * (oc/group x cg*kh*kw) * col. The backward is the two transposed products,
+ * (oc/group x cg*kh*kw) * col; a 3-D window adds its depth to both, row
+ * (ci, kz, ki, kj) and column (oz, oy, ox), and a 1-D one is a 2-D one
+ * row high, so one code path serves the three. The backward is the two transposed products,
  * dw_g += dy_g * col^T and dcol = w_g^T * dy_g, with col2im scattering dcol
  * back onto dx. The pooling kernels walk each window directly, visiting only
  * its taps inside the input, with row kernels for the common windows (see
@@ -2883,7 +2898,8 @@ void rt_groupnorm_backward(float *dx, float *dscale, float *dbias,
  * of h*w = oh*ow) already is its column matrix. */
 static int conv_is_pointwise(const rt_window *p)
 {
-    return p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 &&
+    return p->kd == 1 && p->kh == 1 && p->kw == 1 && p->sd == 1 &&
+           p->sh == 1 && p->sw == 1 && p->pad_front == 0 && p->pad_back == 0 &&
            p->pad_top == 0 && p->pad_left == 0 && p->pad_bottom == 0 &&
            p->pad_right == 0;
 }
@@ -2921,7 +2937,8 @@ static void add_strided(float *dst, const float *src, int n, int step)
  * small planes (14 wide) cost more than the copying. */
 static int conv_is_run(const rt_window *p)
 {
-    return p->sh == 1 && p->sw == 1 && p->dw == 1 && p->ow == p->w;
+    return p->d == 1 && p->od == 1 && p->kd == 1 && p->pad_front == 0 &&
+           p->sh == 1 && p->sw == 1 && p->dw == 1 && p->ow == p->w;
 }
 
 /* Tap (ki, kj)'s run: col[j] = x[j + d] for j in [j0, j1) (the rows
@@ -3008,40 +3025,58 @@ static void col2im_runs(float *dx, float *col, int cg, const rt_window *p)
         }
 }
 
-/* col (cg*kh*kw x oh*ow) from the cg channels of one image at x. */
+/* col (cg*kd*kh*kw x od*oh*ow) from the cg channels of one image at x:
+ * row (ci, kz, ki, kj), column (oz, oy, ox). A 2-D window is the one
+ * depth slice (kd = od = d = 1). */
 static void im2col(float *col, const float *x, int cg, const rt_window *p)
 {
-    const size_t ohw = (size_t)p->oh * p->ow;
-    int ci, ki, kj, oy, ox;
+    const size_t ohw = (size_t)p->oh * p->ow, ncol = ohw * (size_t)p->od;
+    const size_t hw = (size_t)p->h * p->w;
+    int ci, kz, ki, kj, oz, oy, ox;
     if (conv_is_run(p)) {
         im2col_runs(col, x, cg, p);
         return;
     }
     for (ci = 0; ci < cg; ci++)
-        for (ki = 0; ki < p->kh; ki++) {
-            const int offy = ki * p->dh - p->pad_top;
-            int ylo, yhi;
-            inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
-            for (kj = 0; kj < p->kw; kj++) {
-                const int offx = kj * p->dw - p->pad_left;
-                float *row = col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
-                int xlo, xhi;
-                inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
-                for (oy = 0; oy < p->oh; oy++) {
-                    float *r = row + (size_t)oy * p->ow;
-                    ox = 0;
-                    if (oy >= ylo && oy < yhi && xlo < xhi) {
-                        /* xr: the element output ox = xlo reads */
-                        const float *xr =
-                            x + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
-                            (offx + xlo * p->sw);
-                        for (; ox < xlo; ox++)
-                            r[ox] = 0.0f;
-                        copy_strided(r + xlo, xr, xhi - xlo, p->sw);
-                        ox = xhi;
+        for (kz = 0; kz < p->kd; kz++) {
+            const int offz = kz * p->dd - p->pad_front;
+            int zlo, zhi;
+            inside(offz, p->sd, p->d, p->od, &zlo, &zhi);
+            for (ki = 0; ki < p->kh; ki++) {
+                const int offy = ki * p->dh - p->pad_top;
+                int ylo, yhi;
+                inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
+                for (kj = 0; kj < p->kw; kj++) {
+                    const int offx = kj * p->dw - p->pad_left;
+                    float *row = col + ((((size_t)ci * p->kd + kz) * p->kh + ki) *
+                                            p->kw + kj) * ncol;
+                    int xlo, xhi;
+                    inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
+                    for (oz = 0; oz < p->od; oz++) {
+                        float *rz = row + (size_t)oz * ohw;
+                        const float *xz;
+                        if (oz < zlo || oz >= zhi) { /* a slice of padding */
+                            memset(rz, 0, ohw * sizeof *rz);
+                            continue;
+                        }
+                        xz = x + ((size_t)ci * p->d + (oz * p->sd + offz)) * hw;
+                        for (oy = 0; oy < p->oh; oy++) {
+                            float *r = rz + (size_t)oy * p->ow;
+                            ox = 0;
+                            if (oy >= ylo && oy < yhi && xlo < xhi) {
+                                /* xr: the element output ox = xlo reads */
+                                const float *xr =
+                                    xz + (size_t)(oy * p->sh + offy) * p->w +
+                                    (offx + xlo * p->sw);
+                                for (; ox < xlo; ox++)
+                                    r[ox] = 0.0f;
+                                copy_strided(r + xlo, xr, xhi - xlo, p->sw);
+                                ox = xhi;
+                            }
+                            for (; ox < p->ow; ox++)
+                                r[ox] = 0.0f;
+                        }
                     }
-                    for (; ox < p->ow; ox++)
-                        r[ox] = 0.0f;
                 }
             }
         }
@@ -3051,40 +3086,51 @@ static void im2col(float *col, const float *x, int cg, const rt_window *p)
  * column entry added to the input element it was read from. */
 static void col2im_add(float *dx, float *col, int cg, const rt_window *p)
 {
-    const size_t ohw = (size_t)p->oh * p->ow;
-    int ci, ki, kj, oy;
+    const size_t ohw = (size_t)p->oh * p->ow, ncol = ohw * (size_t)p->od;
+    const size_t hw = (size_t)p->h * p->w;
+    int ci, kz, ki, kj, oz, oy;
     if (conv_is_run(p)) {
         col2im_runs(dx, col, cg, p);
         return;
     }
     for (ci = 0; ci < cg; ci++)
-        for (ki = 0; ki < p->kh; ki++) {
-            const int offy = ki * p->dh - p->pad_top;
-            int ylo, yhi;
-            inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
-            for (kj = 0; kj < p->kw; kj++) {
-                const int offx = kj * p->dw - p->pad_left;
-                const float *row =
-                    col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
-                int xlo, xhi;
-                inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
-                if (xlo == xhi) /* no pointer into the padding is formed */
-                    continue;
-                for (oy = ylo; oy < yhi; oy++) {
-                    const float *r = row + (size_t)oy * p->ow;
-                    float *dr = dx + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
-                                (offx + xlo * p->sw);
-                    add_strided(dr, r + xlo, xhi - xlo, p->sw);
+        for (kz = 0; kz < p->kd; kz++) {
+            const int offz = kz * p->dd - p->pad_front;
+            int zlo, zhi;
+            inside(offz, p->sd, p->d, p->od, &zlo, &zhi);
+            for (ki = 0; ki < p->kh; ki++) {
+                const int offy = ki * p->dh - p->pad_top;
+                int ylo, yhi;
+                inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
+                for (kj = 0; kj < p->kw; kj++) {
+                    const int offx = kj * p->dw - p->pad_left;
+                    const float *row =
+                        col + ((((size_t)ci * p->kd + kz) * p->kh + ki) * p->kw +
+                               kj) * ncol;
+                    int xlo, xhi;
+                    inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
+                    if (xlo == xhi) /* no pointer into the padding is formed */
+                        continue;
+                    for (oz = zlo; oz < zhi; oz++) {
+                        const float *rz = row + (size_t)oz * ohw;
+                        float *dz = dx + ((size_t)ci * p->d + (oz * p->sd + offz)) * hw;
+                        for (oy = ylo; oy < yhi; oy++) {
+                            const float *r = rz + (size_t)oy * p->ow;
+                            float *dr = dz + (size_t)(oy * p->sh + offy) * p->w +
+                                        (offx + xlo * p->sw);
+                            add_strided(dr, r + xlo, xhi - xlo, p->sw);
+                        }
+                    }
                 }
             }
         }
 }
 
-/* The sum of x[0..n), in SUM_LANES interleaved partial sums added up at
- * the end: a sum the compiler vectorizes, where one running sum is a chain
- * of dependent adds. */
+/* The sum of x[0..n), in SUM_LANES interleaved float partial sums added
+ * up at the end: a sum the compiler vectorizes, where one running sum is a
+ * chain of dependent adds. */
 #define SUM_LANES 16
-static float sum_lanes(const float *x, int n)
+static float sum_lanes_f(const float *x, int n)
 {
     float part[SUM_LANES] = {0};
     float s = 0.0f;
@@ -3097,6 +3143,23 @@ static float sum_lanes(const float *x, int n)
     for (; j < n; j++)
         s += x[j];
     return s;
+}
+
+/* The sum of x[0..n) (a bias gradient's output plane): sum_lanes_f over
+ * blocks of SUM_BLOCK, each block's sum added in double, so that the error
+ * does not grow with n (each lane adds SUM_BLOCK / SUM_LANES values at
+ * most) at float's speed. A plane of SUM_BLOCK or fewer gets sum_lanes_f's
+ * bits. */
+#define SUM_BLOCK 256
+static float sum_lanes(const float *x, int n)
+{
+    double s = 0.0;
+    int j = 0;
+    if (n <= SUM_BLOCK)
+        return sum_lanes_f(x, n);
+    for (; j < n; j += SUM_BLOCK)
+        s += sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK);
+    return (float)s;
 }
 
 /* The per-image loop of a convolution runs in lanes: a fixed number of
@@ -3136,24 +3199,28 @@ static size_t conv_col_floats(const rt_window *p)
 {
     if (conv_is_pointwise(p))
         return 0;
-    return (size_t)(p->c / p->group) * p->kh * p->kw * p->oh * p->ow;
+    return (size_t)(p->c / p->group) * p->kd * p->kh * p->kw * p->od * p->oh *
+           p->ow;
 }
 
 /* One lane's partial dw (oc x c/group x kh x kw) and db (oc) after it. */
 static size_t conv_partial_floats(const rt_window *p)
 {
-    return (size_t)p->oc * (p->c / p->group) * p->kh * p->kw + (size_t)p->oc;
+    return (size_t)p->oc * (p->c / p->group) * p->kd * p->kh * p->kw +
+           (size_t)p->oc;
 }
 
 size_t rt_conv_scratch(const rt_window *p)
 {
-    return (size_t)conv_lanes(p) * conv_col_floats(p);
+    const rt_window q = window3(p);
+    return (size_t)conv_lanes(&q) * conv_col_floats(&q);
 }
 
 size_t rt_conv_backward_scratch(const rt_window *p)
 {
-    return rt_conv_scratch(p) +
-           (size_t)(conv_lanes(p) - 1) * conv_partial_floats(p);
+    const rt_window q = window3(p);
+    return rt_conv_scratch(&q) +
+           (size_t)(conv_lanes(&q) - 1) * conv_partial_floats(&q);
 }
 
 /* A convolution's operands, for its lanes; the backward's gradients and
@@ -3179,8 +3246,8 @@ static void conv_fwd_images(const conv_job *j, int i0, int i1, float *col)
 {
     const rt_window *p = j->p;
     const int cg = p->c / p->group, og = p->oc / p->group;
-    const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
-    const size_t hw = (size_t)p->h * p->w;
+    const int kk = cg * p->kd * p->kh * p->kw, ohw = p->od * p->oh * p->ow;
+    const size_t hw = (size_t)p->d * p->h * p->w;
     int i, g, o, k;
     for (i = i0; i < i1; i++)
         for (g = 0; g < p->group; g++) {
@@ -3213,8 +3280,9 @@ static void conv_fwd_lanes(void *ctx, size_t lo, size_t hi)
 }
 
 void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
-                     const rt_window *p, float *scratch)
+                     const rt_window *win, float *scratch)
 {
+    const rt_window q = window3(win), *p = &q;
     conv_job j;
     memset(&j, 0, sizeof j);
     j.p = p;
@@ -3237,8 +3305,8 @@ static void conv_bwd_images(const conv_job *j, int i0, int i1, float *dw,
 {
     const rt_window *p = j->p;
     const int cg = p->c / p->group, og = p->oc / p->group;
-    const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
-    const size_t hw = (size_t)p->h * p->w;
+    const int kk = cg * p->kd * p->kh * p->kw, ohw = p->od * p->oh * p->ow;
+    const size_t hw = (size_t)p->d * p->h * p->w;
     int i, g, o;
     for (i = i0; i < i1; i++) {
         const float beta = i == i0 ? first_beta : 1.0f;
@@ -3305,9 +3373,10 @@ static void conv_bwd_lanes(void *ctx, size_t lo, size_t hi)
 }
 
 void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
-                      const float *x, const float *w, const rt_window *p,
+                      const float *x, const float *w, const rt_window *win,
                       float *scratch)
 {
+    const rt_window q = window3(win), *p = &q;
     const size_t nw = conv_dw_floats(p);
     const int lanes = conv_lanes(p);
     conv_job j;
@@ -3336,50 +3405,80 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
 
 /* ==== runtime/pool.c ==== */
 /*
- * pool.c: MaxPool, AveragePool and GlobalAveragePool. Each window is walked
+ * pool.c: MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool, in 1,
+ * 2 or 3 spatial dimensions (one geometry: rt_window's, a 2-D window one
+ * depth slice, a 1-D one a row high). Each window is walked
  * directly, visiting only its taps inside the input (inside(), rt_impl.h),
  * with row kernels for the common 2x2 and 3x3 windows of stride 2 (the
  * fast paths) that give the generic walk's bits.
  */
 
-/* The taps of window (oy, ox) inside the input: rows [*k0, *k1) of the
- * kernel, columns [*l0, *l1); returns their number. When it is not 0, *at
- * is the input offset (in its plane) of tap (*k0, *l0); otherwise *at is
- * not set and the caller forms no pointer from it. */
-static int window_taps(const rt_window *p, int oy, int ox, int *k0, int *k1,
-                       int *l0, int *l1, size_t *at)
+/* A window's taps inside the input: depth slices [z0, z1) of the kernel,
+ * rows [k0, k1), columns [l0, l1); at is the input offset (in its volume
+ * of d * h * w) of tap (z0, k0, l0) when there is one. A 2-D window has
+ * the one slice z0 = 0, z1 = 1. */
+typedef struct {
+    int z0, z1, k0, k1, l0, l1;
+    size_t at;
+} win_taps;
+
+/* A 2-D window (one depth slice, no depth pads): its one slice is inside,
+ * found without inside()'s divisions. */
+static int flat_window(const rt_window *p)
 {
-    const int y0 = oy * p->sh - p->pad_top, x0 = ox * p->sw - p->pad_left;
-    inside(y0, p->dh, p->h, p->kh, k0, k1);
-    inside(x0, p->dw, p->w, p->kw, l0, l1);
-    if (*k0 == *k1 || *l0 == *l1)
-        return 0;
-    *at = (size_t)(y0 + *k0 * p->dh) * p->w + (size_t)(x0 + *l0 * p->dw);
-    return (*k1 - *k0) * (*l1 - *l0);
+    return p->d == 1 && p->kd == 1 && p->pad_front == 0 && p->pad_back == 0;
 }
 
-/* The plane offset of window (oy, ox)'s maximum, -1 if no tap is inside:
- * the first in row-major window order on ties, the first NaN if any. The
- * forward and the backward both use it, so they agree on the element. */
-static ptrdiff_t window_argmax(const float *xq, const rt_window *p, int oy,
-                               int ox)
+/* Window (oz, oy, ox)'s taps inside the input; returns their number. When
+ * it is 0, t->at is not set and the caller forms no pointer from it. */
+static int window_taps(const rt_window *p, int oz, int oy, int ox, win_taps *t)
+{
+    const int z0 = oz * p->sd - p->pad_front;
+    const int y0 = oy * p->sh - p->pad_top, x0 = ox * p->sw - p->pad_left;
+    if (flat_window(p))
+        t->z0 = 0, t->z1 = 1;
+    else
+        inside(z0, p->dd, p->d, p->kd, &t->z0, &t->z1);
+    inside(y0, p->dh, p->h, p->kh, &t->k0, &t->k1);
+    inside(x0, p->dw, p->w, p->kw, &t->l0, &t->l1);
+    if (t->z0 == t->z1 || t->k0 == t->k1 || t->l0 == t->l1)
+        return 0;
+    t->at = ((size_t)(z0 + t->z0 * p->dd) * p->h + (size_t)(y0 + t->k0 * p->dh)) *
+                p->w + (size_t)(x0 + t->l0 * p->dw);
+    return (t->z1 - t->z0) * (t->k1 - t->k0) * (t->l1 - t->l0);
+}
+
+/* The offset of tap (kz, ki, kj) of t's window from its first tap inside. */
+static size_t tap_offset(const rt_window *p, const win_taps *t, int kz,
+                         int ki, int kj)
+{
+    return ((size_t)(kz - t->z0) * p->dd * p->h + (size_t)(ki - t->k0) * p->dh) *
+               p->w + (size_t)(kj - t->l0) * p->dw;
+}
+
+/* The plane offset of window (oz, oy, ox)'s maximum, -1 if no tap is
+ * inside: the first in row-major window order on ties, the first NaN if
+ * any. The forward and the backward both use it, so they agree on the
+ * element. */
+static ptrdiff_t window_argmax(const float *xq, const rt_window *p, int oz,
+                               int oy, int ox)
 {
     ptrdiff_t best = -1;
     float bv = 0.0f;
-    size_t at = 0;
-    int k0, k1, l0, l1, ki, kj;
-    if (window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at) == 0)
+    win_taps t;
+    int kz, ki, kj;
+    if (window_taps(p, oz, oy, ox, &t) == 0)
         return -1;
-    for (ki = k0; ki < k1; ki++)
-        for (kj = l0; kj < l1; kj++) {
-            const ptrdiff_t e = (ptrdiff_t)(at + (size_t)(ki - k0) * p->dh * p->w +
-                                            (size_t)(kj - l0) * p->dw);
-            const float v = xq[e];
-            if (best < 0 || v > bv || (isnan(v) && !isnan(bv))) {
-                best = e;
-                bv = v;
+    for (kz = t.z0; kz < t.z1; kz++)
+        for (ki = t.k0; ki < t.k1; ki++)
+            for (kj = t.l0; kj < t.l1; kj++) {
+                const ptrdiff_t e = (ptrdiff_t)(t.at + tap_offset(p, &t, kz, ki, kj));
+                const float v = xq[e];
+                if (best < 0 || v > bv || (isnan(v) && !isnan(bv))) {
+                    best = e;
+                    bv = v;
+                }
             }
-        }
     return best;
 }
 
@@ -3399,24 +3498,27 @@ static void interior(int pad, int step, int dil, int k, int size, int out,
 
 /* window_argmax where every tap is inside: no bounds to find, the same
  * order and the same rule on ties and NaN. */
-static ptrdiff_t argmax_inside(const float *xq, const rt_window *p, int oy,
-                               int ox)
+static ptrdiff_t argmax_inside(const float *xq, const rt_window *p, int oz,
+                               int oy, int ox)
 {
-    const ptrdiff_t base = (ptrdiff_t)(oy * p->sh - p->pad_top) * p->w +
-                           (ox * p->sw - p->pad_left);
+    const ptrdiff_t base =
+        ((ptrdiff_t)(oz * p->sd - p->pad_front) * p->h +
+         (oy * p->sh - p->pad_top)) * p->w + (ox * p->sw - p->pad_left);
     ptrdiff_t best = base;
     float bv = xq[base];
-    int ki, kj;
-    for (ki = 0; ki < p->kh; ki++)
-        for (kj = 0; kj < p->kw; kj++) {
-            const ptrdiff_t e = base + (ptrdiff_t)ki * p->dh * p->w +
-                                (ptrdiff_t)kj * p->dw;
-            const float v = xq[e];
-            if (v > bv || (isnan(v) && !isnan(bv))) {
-                best = e;
-                bv = v;
+    int kz, ki, kj;
+    for (kz = 0; kz < p->kd; kz++)
+        for (ki = 0; ki < p->kh; ki++)
+            for (kj = 0; kj < p->kw; kj++) {
+                const ptrdiff_t e = base +
+                    ((ptrdiff_t)kz * p->dd * p->h + (ptrdiff_t)ki * p->dh) * p->w +
+                    (ptrdiff_t)kj * p->dw;
+                const float v = xq[e];
+                if (v > bv || (isnan(v) && !isnan(bv))) {
+                    best = e;
+                    bv = v;
+                }
             }
-        }
     return best;
 }
 
@@ -3431,39 +3533,44 @@ static ptrdiff_t argmax_inside(const float *xq, const rt_window *p, int oy,
  * a backward whose windows overlap (3x3) adds into dx in the same order
  * and the results are bitwise those of the generic walk. */
 
-/* The interior box [y0, y1) x [x0, x1) of outputs, and the fast kernel's k
- * (0: none applies). */
+/* The interior box [z0, z1) x [y0, y1) x [x0, x1) of outputs, and the fast
+ * kernel's k (0: none applies). A fast kernel walks one depth slice: it
+ * applies to a 3-D window of depth 1 too (kd == 1), slice by slice. */
 typedef struct {
-    int y0, y1, x0, x1, k;
+    int z0, z1, y0, y1, x0, x1, k;
 } pool_plan;
 
 static pool_plan pool_plan_of(const rt_window *p)
 {
     pool_plan b;
+    interior(p->pad_front, p->sd, p->dd, p->kd, p->d, p->od, &b.z0, &b.z1);
     interior(p->pad_top, p->sh, p->dh, p->kh, p->h, p->oh, &b.y0, &b.y1);
     interior(p->pad_left, p->sw, p->dw, p->kw, p->w, p->ow, &b.x0, &b.x1);
-    b.k = p->sh == 2 && p->sw == 2 && p->dh == 1 && p->dw == 1 &&
+    b.k = p->kd == 1 && p->sh == 2 && p->sw == 2 && p->dh == 1 && p->dw == 1 &&
                   p->kh == p->kw && (p->kh == 2 || p->kh == 3)
               ? p->kh
               : 0;
     return b;
 }
 
-/* The outputs [*f0, *f1) of row oy that a fast kernel computes; both are
- * ow when none does, so that a caller's "before" span is the whole row. */
-static void fast_span(const pool_plan *b, const rt_window *p, int oy, int *f0,
-                      int *f1)
+/* The outputs [*f0, *f1) of row (oz, oy) that a fast kernel computes; both
+ * are ow when none does, so that a caller's "before" span is the whole
+ * row. */
+static void fast_span(const pool_plan *b, const rt_window *p, int oz, int oy,
+                      int *f0, int *f1)
 {
-    const int on = b->k != 0 && oy >= b->y0 && oy < b->y1 && b->x0 < b->x1;
+    const int on = b->k != 0 && oz >= b->z0 && oz < b->z1 && oy >= b->y0 &&
+                   oy < b->y1 && b->x0 < b->x1;
     *f0 = on ? b->x0 : p->ow;
     *f1 = on ? b->x1 : p->ow;
 }
 
-/* The input offset (in its plane) of window (oy, ox)'s tap (0, 0). Only for
- * interior windows, whose tap (0, 0) is inside. */
-static size_t window_start(const rt_window *p, int oy, int ox)
+/* The input offset (in its volume) of window (oz, oy, ox)'s tap (0, 0, 0).
+ * Only for interior windows, whose tap (0, 0, 0) is inside. */
+static size_t window_start(const rt_window *p, int oz, int oy, int ox)
 {
-    return (size_t)(oy * p->sh - p->pad_top) * p->w +
+    return ((size_t)(oz * p->sd - p->pad_front) * p->h +
+            (size_t)(oy * p->sh - p->pad_top)) * p->w +
            (size_t)(ox * p->sw - p->pad_left);
 }
 
@@ -3538,32 +3645,34 @@ static void maxpool_back_row3(float *dx, const float *r, const float *dy,
         dx[2 * j + argmax_kk(r + 2 * j, w, 3)] += dy[j];
 }
 
-/* Window (oy, ox)'s maximum by the generic walk (-1 if no tap is inside). */
+/* Window (oz, oy, ox)'s maximum by the generic walk (-1 if no tap is
+ * inside). */
 static ptrdiff_t pool_argmax(const float *xq, const rt_window *p,
-                             const pool_plan *b, int oy, int ox)
+                             const pool_plan *b, int oz, int oy, int ox)
 {
-    return oy >= b->y0 && oy < b->y1 && ox >= b->x0 && ox < b->x1
-               ? argmax_inside(xq, p, oy, ox)
-               : window_argmax(xq, p, oy, ox);
+    return oz >= b->z0 && oz < b->z1 && oy >= b->y0 && oy < b->y1 &&
+                   ox >= b->x0 && ox < b->x1
+               ? argmax_inside(xq, p, oz, oy, ox)
+               : window_argmax(xq, p, oz, oy, ox);
 }
 
 static void maxpool_span(float *yr, const float *xq, const rt_window *p,
-                         const pool_plan *b, int oy, int from, int to)
+                         const pool_plan *b, int oz, int oy, int from, int to)
 {
     int ox;
     for (ox = from; ox < to; ox++) {
-        const ptrdiff_t e = pool_argmax(xq, p, b, oy, ox);
+        const ptrdiff_t e = pool_argmax(xq, p, b, oz, oy, ox);
         yr[ox] = e < 0 ? -INFINITY : xq[e];
     }
 }
 
 static void maxpool_back_span(float *dxq, const float *dyr, const float *xq,
-                              const rt_window *p, const pool_plan *b, int oy,
-                              int from, int to)
+                              const rt_window *p, const pool_plan *b, int oz,
+                              int oy, int from, int to)
 {
     int ox;
     for (ox = from; ox < to; ox++) {
-        const ptrdiff_t e = pool_argmax(xq, p, b, oy, ox);
+        const ptrdiff_t e = pool_argmax(xq, p, b, oz, oy, ox);
         if (e >= 0)
             dxq[e] += dyr[ox];
     }
@@ -3583,25 +3692,28 @@ static void maxpool_fwd_planes(void *ctx, size_t lo, size_t hi)
 {
     const pool_job *j = ctx;
     const rt_window *p = j->p;
-    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    const size_t hw = (size_t)p->d * p->h * p->w;
+    const size_t ohw = (size_t)p->od * p->oh * p->ow;
     const pool_plan b = pool_plan_of(p);
     size_t q;
-    int oy, f0, f1;
+    int oz, oy, f0, f1;
     for (q = lo; q < hi; q++) {
         const float *xq = j->x + q * hw;
-        for (oy = 0; oy < p->oh; oy++) {
-            float *yr = j->out + q * ohw + (size_t)oy * p->ow;
-            fast_span(&b, p, oy, &f0, &f1);
-            maxpool_span(yr, xq, p, &b, oy, 0, f0);
-            if (f0 < f1) {
-                const float *r = xq + window_start(p, oy, f0);
-                if (b.k == 2)
-                    maxpool_row2(yr + f0, r, p->w, f1 - f0);
-                else
-                    maxpool_row3(yr + f0, r, p->w, f1 - f0);
+        for (oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++) {
+                float *yr = j->out + q * ohw +
+                            ((size_t)oz * p->oh + (size_t)oy) * p->ow;
+                fast_span(&b, p, oz, oy, &f0, &f1);
+                maxpool_span(yr, xq, p, &b, oz, oy, 0, f0);
+                if (f0 < f1) {
+                    const float *r = xq + window_start(p, oz, oy, f0);
+                    if (b.k == 2)
+                        maxpool_row2(yr + f0, r, p->w, f1 - f0);
+                    else
+                        maxpool_row3(yr + f0, r, p->w, f1 - f0);
+                }
+                maxpool_span(yr, xq, p, &b, oz, oy, f1, p->ow);
             }
-            maxpool_span(yr, xq, p, &b, oy, f1, p->ow);
-        }
     }
 }
 
@@ -3609,10 +3721,11 @@ static void maxpool_back_planes(void *ctx, size_t lo, size_t hi)
 {
     const pool_job *j = ctx;
     const rt_window *p = j->p;
-    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    const size_t hw = (size_t)p->d * p->h * p->w;
+    const size_t ohw = (size_t)p->od * p->oh * p->ow;
     const pool_plan b = pool_plan_of(p);
     size_t q;
-    int oy, f0, f1;
+    int oz, oy, f0, f1;
     /* written: the chunk's planes zeroed here, while they are in cache (a
      * memset inside the plane loop below made gcc compile it 5x slower) */
     if (j->set)
@@ -3620,19 +3733,23 @@ static void maxpool_back_planes(void *ctx, size_t lo, size_t hi)
     for (q = lo; q < hi; q++) {
         const float *xq = j->x + q * hw;
         float *dxq = j->out + q * hw;
-        for (oy = 0; oy < p->oh; oy++) {
-            const float *dyr = j->dy + q * ohw + (size_t)oy * p->ow;
-            fast_span(&b, p, oy, &f0, &f1);
-            maxpool_back_span(dxq, dyr, xq, p, &b, oy, 0, f0);
-            if (f0 < f1) {
-                const size_t at = window_start(p, oy, f0);
-                if (b.k == 2)
-                    maxpool_back_row2(dxq + at, xq + at, dyr + f0, p->w, f1 - f0);
-                else
-                    maxpool_back_row3(dxq + at, xq + at, dyr + f0, p->w, f1 - f0);
+        for (oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++) {
+                const float *dyr = j->dy + q * ohw +
+                                   ((size_t)oz * p->oh + (size_t)oy) * p->ow;
+                fast_span(&b, p, oz, oy, &f0, &f1);
+                maxpool_back_span(dxq, dyr, xq, p, &b, oz, oy, 0, f0);
+                if (f0 < f1) {
+                    const size_t at = window_start(p, oz, oy, f0);
+                    if (b.k == 2)
+                        maxpool_back_row2(dxq + at, xq + at, dyr + f0, p->w,
+                                          f1 - f0);
+                    else
+                        maxpool_back_row3(dxq + at, xq + at, dyr + f0, p->w,
+                                          f1 - f0);
+                }
+                maxpool_back_span(dxq, dyr, xq, p, &b, oz, oy, f1, p->ow);
             }
-            maxpool_back_span(dxq, dyr, xq, p, &b, oy, f1, p->ow);
-        }
     }
 }
 
@@ -3647,13 +3764,15 @@ static void pool_run_set(rt_chunk_fn fn, float *out, const float *x,
     j.p = p;
     j.set = set;
     if (planes > 0)
-        rt_parallel_for(planes, 1, planes * (size_t)p->h * (size_t)p->w,
+        rt_parallel_for(planes, 1,
+                        planes * (size_t)p->d * (size_t)p->h * (size_t)p->w,
                         RT_PAR_CHEAP, fn, &j);
 }
 
 void rt_maxpool_forward(float *y, const float *x, const rt_window *p)
 {
-    pool_run_set(maxpool_fwd_planes, y, x, NULL, p, 0);
+    const rt_window q = window3(p);
+    pool_run_set(maxpool_fwd_planes, y, x, NULL, &q, 0);
 }
 
 void rt_maxpool_backward(float *dx, const float *dy, const float *x,
@@ -3665,29 +3784,45 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
 void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
                              const rt_window *p, unsigned set)
 {
+    const rt_window q = window3(p);
     if (dx != NULL)
-        pool_run_set(maxpool_back_planes, dx, x, dy, p, (int)(set & 1u));
+        pool_run_set(maxpool_back_planes, dx, x, dy, &q, (int)(set & 1u));
 }
 
-/* count_include_pad's divisor for window (oy, ox): its taps inside the
- * padded input, rows [-pad_top, h + pad_bottom) and columns [-pad_left,
- * w + pad_right). That is kh * kw for every window of a floor-mode
- * geometry; a ceil_mode window that runs past the padding counts only its
- * taps within it (ONNX, and PyTorch's avg_pool2d). */
-static int padded_taps(const rt_window *p, int oy, int ox)
+/* count_include_pad's divisor for window (oz, oy, ox): its taps inside
+ * the padded input, slices [-pad_front, d + pad_back), rows [-pad_top, h +
+ * pad_bottom) and columns [-pad_left, w + pad_right). That is kd * kh * kw
+ * for every window of a floor-mode geometry; a ceil_mode window that runs
+ * past the padding counts only its taps within it (ONNX, and PyTorch's
+ * avg_pool2d). */
+static int padded_taps(const rt_window *p, int oz, int oy, int ox)
 {
-    int k0, k1, l0, l1;
+    int z0 = 0, z1 = 1, k0, k1, l0, l1;
+    if (!flat_window(p))
+        inside(oz * p->sd, p->dd, p->d + p->pad_front + p->pad_back, p->kd,
+               &z0, &z1);
     inside(oy * p->sh, p->dh, p->h + p->pad_top + p->pad_bottom, p->kh, &k0,
            &k1);
     inside(ox * p->sw, p->dw, p->w + p->pad_left + p->pad_right, p->kw, &l0,
            &l1);
-    return (k1 - k0) * (l1 - l0);
+    return (z1 - z0) * (k1 - k0) * (l1 - l0);
 }
 
-/* The fast AveragePool rows sum as the generic walk does, from 0.0f in
- * row-major window order, and divide (not multiply by a reciprocal) by
- * k * k, which is the divisor of an interior window with or without
- * count_include_pad. */
+/* An AveragePool window's sum: in float for a kernel of at most
+ * AVG_FLOAT_TAPS taps (kd * kh * kw), whose error that bounds (and which
+ * keeps the fast rows' speed and the 2-D results' bits of old), in double
+ * for a larger one, so that the error does not grow with the window. */
+#define AVG_FLOAT_TAPS 16
+
+static int avg_in_double(const rt_window *p)
+{
+    return (long)p->kd * p->kh * p->kw > AVG_FLOAT_TAPS;
+}
+
+/* The fast AveragePool rows (k * k <= AVG_FLOAT_TAPS: float) sum as the
+ * generic walk does, from 0.0f in row-major window order, and divide (not
+ * multiply by a reciprocal) by k * k, which is the divisor of an interior
+ * window with or without count_include_pad. */
 static inline float sum_kk(const float *r, ptrdiff_t w, int k)
 {
     float s = 0.0f;
@@ -3735,110 +3870,151 @@ static void avgpool_back_row3(float *dx, const float *dy, ptrdiff_t w, int n)
         spread_kk(dx + 2 * j, w, 3, dy[j] / 9.0f);
 }
 
-/* The generic walk over outputs [from, to) of row oy: each window's taps
- * inside the input and its divisor, found per window. */
-static void avgpool_span(float *yr, const float *xq, const rt_window *p,
-                         int cip, int oy, int from, int to)
+/* Window t's sum over its taps inside the input, in float (a kernel of at
+ * most AVG_FLOAT_TAPS taps) or in double. */
+static float window_sum(const float *xq, const rt_window *p, const win_taps *t)
 {
-    int ox, ki, kj;
+    float s = 0.0f;
+    int kz, ki, kj;
+    for (kz = t->z0; kz < t->z1; kz++)
+        for (ki = t->k0; ki < t->k1; ki++) {
+            const float *r = xq + t->at + tap_offset(p, t, kz, ki, t->l0);
+            for (kj = t->l0; kj < t->l1; kj++)
+                s += r[(size_t)(kj - t->l0) * p->dw];
+        }
+    return s;
+}
+
+static double window_sum_wide(const float *xq, const rt_window *p,
+                              const win_taps *t)
+{
+    double s = 0.0;
+    int kz, ki, kj;
+    for (kz = t->z0; kz < t->z1; kz++)
+        for (ki = t->k0; ki < t->k1; ki++) {
+            const float *r = xq + t->at + tap_offset(p, t, kz, ki, t->l0);
+            for (kj = t->l0; kj < t->l1; kj++)
+                s += r[(size_t)(kj - t->l0) * p->dw];
+        }
+    return s;
+}
+
+/* The generic walk over outputs [from, to) of row (oz, oy): each window's
+ * taps inside the input and its divisor, found per window. */
+static void avgpool_span(float *yr, const float *xq, const rt_window *p,
+                         int cip, int oz, int oy, int from, int to)
+{
+    const int wide = avg_in_double(p);
+    int ox;
     for (ox = from; ox < to; ox++) {
-        int k0, k1, l0, l1;
-        size_t at = 0;
-        const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
+        win_taps t;
+        const int taps = window_taps(p, oz, oy, ox, &t);
         /* what the sum is divided by: the taps inside the input, or with
          * count_include_pad those inside the padded input */
-        const int d = cip ? padded_taps(p, oy, ox) : taps;
-        float s = 0.0f;
-        if (taps > 0)
-            for (ki = k0; ki < k1; ki++) {
-                const float *r = xq + at + (size_t)(ki - k0) * p->dh * p->w;
-                for (kj = l0; kj < l1; kj++)
-                    s += r[(size_t)(kj - l0) * p->dw];
-            }
-        yr[ox] = d > 0 ? s / (float)d : 0.0f;
+        const int d = cip ? padded_taps(p, oz, oy, ox) : taps;
+        if (d <= 0)
+            yr[ox] = 0.0f;
+        else if (taps == 0)
+            yr[ox] = 0.0f;
+        else if (wide)
+            yr[ox] = (float)(window_sum_wide(xq, p, &t) / (double)d);
+        else
+            yr[ox] = window_sum(xq, p, &t) / (float)d;
     }
 }
 
 static void avgpool_back_span(float *dxq, const float *dyr, const rt_window *p,
-                              int cip, int oy, int from, int to)
+                              int cip, int oz, int oy, int from, int to)
 {
-    int ox, ki, kj;
+    int ox, kz, ki, kj;
     for (ox = from; ox < to; ox++) {
-        int k0, k1, l0, l1;
-        size_t at = 0;
-        const int taps = window_taps(p, oy, ox, &k0, &k1, &l0, &l1, &at);
-        const int d = cip ? padded_taps(p, oy, ox) : taps;
+        win_taps t;
+        const int taps = window_taps(p, oz, oy, ox, &t);
+        const int d = cip ? padded_taps(p, oz, oy, ox) : taps;
         float g;
         if (taps == 0)
             continue;
         g = dyr[ox] / (float)d;
-        for (ki = k0; ki < k1; ki++) {
-            float *r = dxq + at + (size_t)(ki - k0) * p->dh * p->w;
-            for (kj = l0; kj < l1; kj++)
-                r[(size_t)(kj - l0) * p->dw] += g;
-        }
+        for (kz = t.z0; kz < t.z1; kz++)
+            for (ki = t.k0; ki < t.k1; ki++) {
+                float *r = dxq + t.at + tap_offset(p, &t, kz, ki, t.l0);
+                for (kj = t.l0; kj < t.l1; kj++)
+                    r[(size_t)(kj - t.l0) * p->dw] += g;
+            }
     }
 }
 
-void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
+void rt_avgpool_forward(float *y, const float *x, const rt_window *win,
                         int count_include_pad)
 {
-    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    const rt_window q3 = window3(win), *p = &q3;
+    const size_t hw = (size_t)p->d * p->h * p->w;
+    const size_t ohw = (size_t)p->od * p->oh * p->ow;
     const pool_plan b = pool_plan_of(p);
-    int q, oy, f0, f1;
+    int q, oz, oy, f0, f1;
     for (q = 0; q < p->n * p->c; q++) {
         const float *xq = x + (size_t)q * hw;
-        for (oy = 0; oy < p->oh; oy++) {
-            float *yr = y + (size_t)q * ohw + (size_t)oy * p->ow;
-            fast_span(&b, p, oy, &f0, &f1);
-            avgpool_span(yr, xq, p, count_include_pad, oy, 0, f0);
-            if (f0 < f1) {
-                const float *r = xq + window_start(p, oy, f0);
-                if (b.k == 2)
-                    avgpool_row2(yr + f0, r, p->w, f1 - f0);
-                else
-                    avgpool_row3(yr + f0, r, p->w, f1 - f0);
+        for (oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++) {
+                float *yr = y + (size_t)q * ohw +
+                            ((size_t)oz * p->oh + (size_t)oy) * p->ow;
+                fast_span(&b, p, oz, oy, &f0, &f1);
+                avgpool_span(yr, xq, p, count_include_pad, oz, oy, 0, f0);
+                if (f0 < f1) {
+                    const float *r = xq + window_start(p, oz, oy, f0);
+                    if (b.k == 2)
+                        avgpool_row2(yr + f0, r, p->w, f1 - f0);
+                    else
+                        avgpool_row3(yr + f0, r, p->w, f1 - f0);
+                }
+                avgpool_span(yr, xq, p, count_include_pad, oz, oy, f1, p->ow);
             }
-            avgpool_span(yr, xq, p, count_include_pad, oy, f1, p->ow);
-        }
     }
 }
 
-void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
+void rt_avgpool_backward(float *dx, const float *dy, const rt_window *win,
                          int count_include_pad)
 {
-    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    const rt_window q3 = window3(win), *p = &q3;
+    const size_t hw = (size_t)p->d * p->h * p->w;
+    const size_t ohw = (size_t)p->od * p->oh * p->ow;
     const pool_plan b = pool_plan_of(p);
-    int q, oy, f0, f1;
+    int q, oz, oy, f0, f1;
     if (dx == NULL)
         return;
     for (q = 0; q < p->n * p->c; q++) {
         float *dxq = dx + (size_t)q * hw;
-        for (oy = 0; oy < p->oh; oy++) {
-            const float *dyr = dy + (size_t)q * ohw + (size_t)oy * p->ow;
-            fast_span(&b, p, oy, &f0, &f1);
-            avgpool_back_span(dxq, dyr, p, count_include_pad, oy, 0, f0);
-            if (f0 < f1) {
-                float *r = dxq + window_start(p, oy, f0);
-                if (b.k == 2)
-                    avgpool_back_row2(r, dyr + f0, p->w, f1 - f0);
-                else
-                    avgpool_back_row3(r, dyr + f0, p->w, f1 - f0);
+        for (oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++) {
+                const float *dyr = dy + (size_t)q * ohw +
+                                   ((size_t)oz * p->oh + (size_t)oy) * p->ow;
+                fast_span(&b, p, oz, oy, &f0, &f1);
+                avgpool_back_span(dxq, dyr, p, count_include_pad, oz, oy, 0, f0);
+                if (f0 < f1) {
+                    float *r = dxq + window_start(p, oz, oy, f0);
+                    if (b.k == 2)
+                        avgpool_back_row2(r, dyr + f0, p->w, f1 - f0);
+                    else
+                        avgpool_back_row3(r, dyr + f0, p->w, f1 - f0);
+                }
+                avgpool_back_span(dxq, dyr, p, count_include_pad, oz, oy, f1,
+                                  p->ow);
             }
-            avgpool_back_span(dxq, dyr, p, count_include_pad, oy, f1, p->ow);
-        }
     }
 }
 
+/* The planes' sums in double: the error of a mean over a large plane (a
+ * global pool over 32x32) then does not grow with its size. In order, one
+ * running sum per plane, so the bits do not depend on the thread count. */
 void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw)
 {
     int q, j;
     for (q = 0; q < nc; q++) {
         const float *xq = x + (size_t)q * hw;
-        float s = 0.0f;
+        double s = 0.0;
         for (j = 0; j < hw; j++)
             s += xq[j];
-        y[q] = s / (float)hw;
+        y[q] = (float)(s / (double)hw);
     }
 }
 
@@ -3853,6 +4029,36 @@ void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw)
         for (j = 0; j < hw; j++)
             dxq[j] += g;
     }
+}
+
+/* Plane q's maximum's offset, by window_argmax's rule (first on ties, the
+ * first NaN if any); hw > 0. */
+static int plane_argmax(const float *xq, int hw)
+{
+    int best = 0, j;
+    for (j = 1; j < hw; j++)
+        if (max_takes(xq[j], xq[best]))
+            best = j;
+    return best;
+}
+
+void rt_global_maxpool_forward(float *y, const float *x, int nc, int hw)
+{
+    int q;
+    for (q = 0; q < nc; q++) {
+        const float *xq = x + (size_t)q * hw;
+        y[q] = hw > 0 ? xq[plane_argmax(xq, hw)] : -INFINITY;
+    }
+}
+
+void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
+                                int nc, int hw)
+{
+    int q;
+    if (dx == NULL || hw <= 0)
+        return;
+    for (q = 0; q < nc; q++)
+        dx[(size_t)q * hw + (size_t)plane_argmax(x + (size_t)q * hw, hw)] += dy[q];
 }
 
 /* ==== runtime/structural.c ==== */

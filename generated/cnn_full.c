@@ -18,10 +18,10 @@
  */
 #include "cnn_full.h"
 
-static const rt_window win_stage1_conv = {32, 1, 28, 28, 16, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-static const rt_window win_stage1_pool = {32, 16, 28, 28, 16, 14, 14, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1};
-static const rt_window win_stage2_conv = {32, 16, 14, 14, 32, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-static const rt_window win_stage2_pool = {32, 32, 14, 14, 32, 7, 7, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1};
+static const rt_window win_stage1_conv = {32, 1, 28, 28, 16, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+static const rt_window win_stage1_pool = {32, 16, 28, 28, 16, 14, 14, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
+static const rt_window win_stage2_conv = {32, 16, 14, 14, 32, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+static const rt_window win_stage2_pool = {32, 32, 14, 14, 32, 7, 7, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
 
 const rt_tensor_info cnn_inputs[1] = {
     {"x", 0, 25088, 4, {32, 1, 28, 28}, 0, 0, 0, 0, 0, 0},

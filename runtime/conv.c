@@ -11,7 +11,9 @@
 /* Convolution is a GEMM over im2col's column matrix: for one image and group,
  * row (ci, ki, kj) of col holds, for every output position, the input element
  * that tap reads (0 in the padding), so y_g (oc/group x oh*ow) = w_g
- * (oc/group x cg*kh*kw) * col. The backward is the two transposed products,
+ * (oc/group x cg*kh*kw) * col; a 3-D window adds its depth to both, row
+ * (ci, kz, ki, kj) and column (oz, oy, ox), and a 1-D one is a 2-D one
+ * row high, so one code path serves the three. The backward is the two transposed products,
  * dw_g += dy_g * col^T and dcol = w_g^T * dy_g, with col2im scattering dcol
  * back onto dx. The pooling kernels walk each window directly, visiting only
  * its taps inside the input, with row kernels for the common windows (see
@@ -23,7 +25,8 @@
  * of h*w = oh*ow) already is its column matrix. */
 static int conv_is_pointwise(const rt_window *p)
 {
-    return p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 &&
+    return p->kd == 1 && p->kh == 1 && p->kw == 1 && p->sd == 1 &&
+           p->sh == 1 && p->sw == 1 && p->pad_front == 0 && p->pad_back == 0 &&
            p->pad_top == 0 && p->pad_left == 0 && p->pad_bottom == 0 &&
            p->pad_right == 0;
 }
@@ -61,7 +64,8 @@ static void add_strided(float *dst, const float *src, int n, int step)
  * small planes (14 wide) cost more than the copying. */
 static int conv_is_run(const rt_window *p)
 {
-    return p->sh == 1 && p->sw == 1 && p->dw == 1 && p->ow == p->w;
+    return p->d == 1 && p->od == 1 && p->kd == 1 && p->pad_front == 0 &&
+           p->sh == 1 && p->sw == 1 && p->dw == 1 && p->ow == p->w;
 }
 
 /* Tap (ki, kj)'s run: col[j] = x[j + d] for j in [j0, j1) (the rows
@@ -148,40 +152,58 @@ static void col2im_runs(float *dx, float *col, int cg, const rt_window *p)
         }
 }
 
-/* col (cg*kh*kw x oh*ow) from the cg channels of one image at x. */
+/* col (cg*kd*kh*kw x od*oh*ow) from the cg channels of one image at x:
+ * row (ci, kz, ki, kj), column (oz, oy, ox). A 2-D window is the one
+ * depth slice (kd = od = d = 1). */
 static void im2col(float *col, const float *x, int cg, const rt_window *p)
 {
-    const size_t ohw = (size_t)p->oh * p->ow;
-    int ci, ki, kj, oy, ox;
+    const size_t ohw = (size_t)p->oh * p->ow, ncol = ohw * (size_t)p->od;
+    const size_t hw = (size_t)p->h * p->w;
+    int ci, kz, ki, kj, oz, oy, ox;
     if (conv_is_run(p)) {
         im2col_runs(col, x, cg, p);
         return;
     }
     for (ci = 0; ci < cg; ci++)
-        for (ki = 0; ki < p->kh; ki++) {
-            const int offy = ki * p->dh - p->pad_top;
-            int ylo, yhi;
-            inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
-            for (kj = 0; kj < p->kw; kj++) {
-                const int offx = kj * p->dw - p->pad_left;
-                float *row = col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
-                int xlo, xhi;
-                inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
-                for (oy = 0; oy < p->oh; oy++) {
-                    float *r = row + (size_t)oy * p->ow;
-                    ox = 0;
-                    if (oy >= ylo && oy < yhi && xlo < xhi) {
-                        /* xr: the element output ox = xlo reads */
-                        const float *xr =
-                            x + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
-                            (offx + xlo * p->sw);
-                        for (; ox < xlo; ox++)
-                            r[ox] = 0.0f;
-                        copy_strided(r + xlo, xr, xhi - xlo, p->sw);
-                        ox = xhi;
+        for (kz = 0; kz < p->kd; kz++) {
+            const int offz = kz * p->dd - p->pad_front;
+            int zlo, zhi;
+            inside(offz, p->sd, p->d, p->od, &zlo, &zhi);
+            for (ki = 0; ki < p->kh; ki++) {
+                const int offy = ki * p->dh - p->pad_top;
+                int ylo, yhi;
+                inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
+                for (kj = 0; kj < p->kw; kj++) {
+                    const int offx = kj * p->dw - p->pad_left;
+                    float *row = col + ((((size_t)ci * p->kd + kz) * p->kh + ki) *
+                                            p->kw + kj) * ncol;
+                    int xlo, xhi;
+                    inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
+                    for (oz = 0; oz < p->od; oz++) {
+                        float *rz = row + (size_t)oz * ohw;
+                        const float *xz;
+                        if (oz < zlo || oz >= zhi) { /* a slice of padding */
+                            memset(rz, 0, ohw * sizeof *rz);
+                            continue;
+                        }
+                        xz = x + ((size_t)ci * p->d + (oz * p->sd + offz)) * hw;
+                        for (oy = 0; oy < p->oh; oy++) {
+                            float *r = rz + (size_t)oy * p->ow;
+                            ox = 0;
+                            if (oy >= ylo && oy < yhi && xlo < xhi) {
+                                /* xr: the element output ox = xlo reads */
+                                const float *xr =
+                                    xz + (size_t)(oy * p->sh + offy) * p->w +
+                                    (offx + xlo * p->sw);
+                                for (; ox < xlo; ox++)
+                                    r[ox] = 0.0f;
+                                copy_strided(r + xlo, xr, xhi - xlo, p->sw);
+                                ox = xhi;
+                            }
+                            for (; ox < p->ow; ox++)
+                                r[ox] = 0.0f;
+                        }
                     }
-                    for (; ox < p->ow; ox++)
-                        r[ox] = 0.0f;
                 }
             }
         }
@@ -191,40 +213,51 @@ static void im2col(float *col, const float *x, int cg, const rt_window *p)
  * column entry added to the input element it was read from. */
 static void col2im_add(float *dx, float *col, int cg, const rt_window *p)
 {
-    const size_t ohw = (size_t)p->oh * p->ow;
-    int ci, ki, kj, oy;
+    const size_t ohw = (size_t)p->oh * p->ow, ncol = ohw * (size_t)p->od;
+    const size_t hw = (size_t)p->h * p->w;
+    int ci, kz, ki, kj, oz, oy;
     if (conv_is_run(p)) {
         col2im_runs(dx, col, cg, p);
         return;
     }
     for (ci = 0; ci < cg; ci++)
-        for (ki = 0; ki < p->kh; ki++) {
-            const int offy = ki * p->dh - p->pad_top;
-            int ylo, yhi;
-            inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
-            for (kj = 0; kj < p->kw; kj++) {
-                const int offx = kj * p->dw - p->pad_left;
-                const float *row =
-                    col + ((size_t)(ci * p->kh + ki) * p->kw + kj) * ohw;
-                int xlo, xhi;
-                inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
-                if (xlo == xhi) /* no pointer into the padding is formed */
-                    continue;
-                for (oy = ylo; oy < yhi; oy++) {
-                    const float *r = row + (size_t)oy * p->ow;
-                    float *dr = dx + ((size_t)ci * p->h + (oy * p->sh + offy)) * p->w +
-                                (offx + xlo * p->sw);
-                    add_strided(dr, r + xlo, xhi - xlo, p->sw);
+        for (kz = 0; kz < p->kd; kz++) {
+            const int offz = kz * p->dd - p->pad_front;
+            int zlo, zhi;
+            inside(offz, p->sd, p->d, p->od, &zlo, &zhi);
+            for (ki = 0; ki < p->kh; ki++) {
+                const int offy = ki * p->dh - p->pad_top;
+                int ylo, yhi;
+                inside(offy, p->sh, p->h, p->oh, &ylo, &yhi);
+                for (kj = 0; kj < p->kw; kj++) {
+                    const int offx = kj * p->dw - p->pad_left;
+                    const float *row =
+                        col + ((((size_t)ci * p->kd + kz) * p->kh + ki) * p->kw +
+                               kj) * ncol;
+                    int xlo, xhi;
+                    inside(offx, p->sw, p->w, p->ow, &xlo, &xhi);
+                    if (xlo == xhi) /* no pointer into the padding is formed */
+                        continue;
+                    for (oz = zlo; oz < zhi; oz++) {
+                        const float *rz = row + (size_t)oz * ohw;
+                        float *dz = dx + ((size_t)ci * p->d + (oz * p->sd + offz)) * hw;
+                        for (oy = ylo; oy < yhi; oy++) {
+                            const float *r = rz + (size_t)oy * p->ow;
+                            float *dr = dz + (size_t)(oy * p->sh + offy) * p->w +
+                                        (offx + xlo * p->sw);
+                            add_strided(dr, r + xlo, xhi - xlo, p->sw);
+                        }
+                    }
                 }
             }
         }
 }
 
-/* The sum of x[0..n), in SUM_LANES interleaved partial sums added up at
- * the end: a sum the compiler vectorizes, where one running sum is a chain
- * of dependent adds. */
+/* The sum of x[0..n), in SUM_LANES interleaved float partial sums added
+ * up at the end: a sum the compiler vectorizes, where one running sum is a
+ * chain of dependent adds. */
 #define SUM_LANES 16
-static float sum_lanes(const float *x, int n)
+static float sum_lanes_f(const float *x, int n)
 {
     float part[SUM_LANES] = {0};
     float s = 0.0f;
@@ -237,6 +270,23 @@ static float sum_lanes(const float *x, int n)
     for (; j < n; j++)
         s += x[j];
     return s;
+}
+
+/* The sum of x[0..n) (a bias gradient's output plane): sum_lanes_f over
+ * blocks of SUM_BLOCK, each block's sum added in double, so that the error
+ * does not grow with n (each lane adds SUM_BLOCK / SUM_LANES values at
+ * most) at float's speed. A plane of SUM_BLOCK or fewer gets sum_lanes_f's
+ * bits. */
+#define SUM_BLOCK 256
+static float sum_lanes(const float *x, int n)
+{
+    double s = 0.0;
+    int j = 0;
+    if (n <= SUM_BLOCK)
+        return sum_lanes_f(x, n);
+    for (; j < n; j += SUM_BLOCK)
+        s += sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK);
+    return (float)s;
 }
 
 /* The per-image loop of a convolution runs in lanes: a fixed number of
@@ -276,24 +326,28 @@ static size_t conv_col_floats(const rt_window *p)
 {
     if (conv_is_pointwise(p))
         return 0;
-    return (size_t)(p->c / p->group) * p->kh * p->kw * p->oh * p->ow;
+    return (size_t)(p->c / p->group) * p->kd * p->kh * p->kw * p->od * p->oh *
+           p->ow;
 }
 
 /* One lane's partial dw (oc x c/group x kh x kw) and db (oc) after it. */
 static size_t conv_partial_floats(const rt_window *p)
 {
-    return (size_t)p->oc * (p->c / p->group) * p->kh * p->kw + (size_t)p->oc;
+    return (size_t)p->oc * (p->c / p->group) * p->kd * p->kh * p->kw +
+           (size_t)p->oc;
 }
 
 size_t rt_conv_scratch(const rt_window *p)
 {
-    return (size_t)conv_lanes(p) * conv_col_floats(p);
+    const rt_window q = window3(p);
+    return (size_t)conv_lanes(&q) * conv_col_floats(&q);
 }
 
 size_t rt_conv_backward_scratch(const rt_window *p)
 {
-    return rt_conv_scratch(p) +
-           (size_t)(conv_lanes(p) - 1) * conv_partial_floats(p);
+    const rt_window q = window3(p);
+    return rt_conv_scratch(&q) +
+           (size_t)(conv_lanes(&q) - 1) * conv_partial_floats(&q);
 }
 
 /* A convolution's operands, for its lanes; the backward's gradients and
@@ -319,8 +373,8 @@ static void conv_fwd_images(const conv_job *j, int i0, int i1, float *col)
 {
     const rt_window *p = j->p;
     const int cg = p->c / p->group, og = p->oc / p->group;
-    const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
-    const size_t hw = (size_t)p->h * p->w;
+    const int kk = cg * p->kd * p->kh * p->kw, ohw = p->od * p->oh * p->ow;
+    const size_t hw = (size_t)p->d * p->h * p->w;
     int i, g, o, k;
     for (i = i0; i < i1; i++)
         for (g = 0; g < p->group; g++) {
@@ -353,8 +407,9 @@ static void conv_fwd_lanes(void *ctx, size_t lo, size_t hi)
 }
 
 void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
-                     const rt_window *p, float *scratch)
+                     const rt_window *win, float *scratch)
 {
+    const rt_window q = window3(win), *p = &q;
     conv_job j;
     memset(&j, 0, sizeof j);
     j.p = p;
@@ -377,8 +432,8 @@ static void conv_bwd_images(const conv_job *j, int i0, int i1, float *dw,
 {
     const rt_window *p = j->p;
     const int cg = p->c / p->group, og = p->oc / p->group;
-    const int kk = cg * p->kh * p->kw, ohw = p->oh * p->ow;
-    const size_t hw = (size_t)p->h * p->w;
+    const int kk = cg * p->kd * p->kh * p->kw, ohw = p->od * p->oh * p->ow;
+    const size_t hw = (size_t)p->d * p->h * p->w;
     int i, g, o;
     for (i = i0; i < i1; i++) {
         const float beta = i == i0 ? first_beta : 1.0f;
@@ -445,9 +500,10 @@ static void conv_bwd_lanes(void *ctx, size_t lo, size_t hi)
 }
 
 void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
-                      const float *x, const float *w, const rt_window *p,
+                      const float *x, const float *w, const rt_window *win,
                       float *scratch)
 {
+    const rt_window q = window3(win), *p = &q;
     const size_t nw = conv_dw_floats(p);
     const int lanes = conv_lanes(p);
     conv_job j;

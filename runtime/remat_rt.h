@@ -454,8 +454,8 @@ void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
 
 /* ---- convolution and pooling ---------------------------------------------- */
 
-/* A 2-D convolution or pooling window over NCHW input, as ONNX: pads are
- * (top, left, bottom, right); output size
+/* A convolution or pooling window over NCHW (or NCDHW) input, as ONNX:
+ * pads are (top, left, bottom, right); output size
  *   oh = (h + pad_top + pad_bottom - (dh * (kh - 1) + 1)) / sh + 1 (floor),
  * likewise ow, or, for a pool with ceil_mode, rounded up (less one where
  * the last window would start in the bottom or right padding), so that the
@@ -470,9 +470,19 @@ typedef struct {
     int kh, kw, sh, sw, dh, dw;
     int pad_top, pad_left, pad_bottom, pad_right;
     int group;               /* conv: c and oc are multiples of group */
+    /* The depth axis of a 3-D window (NCDHW input, output (n, oc, od, oh,
+     * ow)), as h's: input depth d, output od, kernel kd, stride sd,
+     * dilation dd, pads pad_front and pad_back; output (oz, oy, ox) reads,
+     * for tap (kz, ki, kj), depth oz * sd - pad_front + kz * dd as well. A
+     * 2-D window has d = od = kd = sd = dd = 1 and no depth pads; 0 in d,
+     * od, kd, sd or dd (a window written before these fields, or
+     * zero-filled) means 1. A 1-D window (NCL) is the 2-D window with h =
+     * oh = kh = sh = dh = 1 and no top or bottom pad. */
+    int d, od, kd, sd, dd, pad_front, pad_back;
 } rt_window;
 
-/* ONNX Conv (2-D, NCHW):
+/* ONNX Conv (1-D, 2-D or 3-D; written here for 2-D, NCHW; a 3-D window adds
+ * its depth axis to x, y, w and the taps as rt_window says):
  *   y[i, o, oy, ox] = b[o] + sum over ci < c/group, ki, kj of
  *       w[o, ci, ki, kj] * x[i, g * c/group + ci, row, col]
  * with g = o / (oc/group), (row, col) the tap's input element as in
@@ -502,7 +512,7 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
                       const float *x, const float *w, const rt_window *p,
                       float *scratch);
 
-/* ONNX MaxPool (2-D; p->oc, p->group unused): y[i, ch, oy, ox] = the maximum
+/* ONNX MaxPool (1-D to 3-D; p->oc, p->group unused): y[i, ch, oy, ox] = the maximum
  * of x over the window's taps inside the input; padding never wins (it is
  * -inf), and a window with no tap inside the input gives -inf. A NaN in the
  * window gives NaN. The backward re-finds each window's maximum in x (the
@@ -513,22 +523,31 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
                          const rt_window *p);
 void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
                              const rt_window *p, unsigned set);
-/* ONNX AveragePool (2-D; p->oc, p->group unused): y = the sum of x over the
+/* ONNX AveragePool (1-D to 3-D; p->oc, p->group unused): y = the sum of x over the
  * window's taps inside the input, divided by their number, or, when
  * count_include_pad, by the number of its taps inside the padded input
  * (kh * kw, the whole window, except for a ceil_mode window that runs past
  * the padding: ONNX and PyTorch clip it). A window with no tap inside the
- * input gives 0 when !count_include_pad. The backward adds dy / (that
+ * input gives 0 when !count_include_pad. The window's sum is in float for
+ * a kernel of at most 16 taps, in double for a larger one, so that its
+ * error does not grow with the window. The backward adds dy / (that
  * divisor) to each tap inside the input; dx may be NULL. */
 void rt_avgpool_forward(float *y, const float *x, const rt_window *p,
                         int count_include_pad);
 void rt_avgpool_backward(float *dx, const float *dy, const rt_window *p,
                          int count_include_pad);
 /* ONNX GlobalAveragePool: y[q] (nc) = mean of x[q * hw .. q * hw + hw - 1],
- * each of nc planes of hw elements; dx[q * hw + j] += dy[q] / hw (dx may be
- * NULL). */
+ * each of nc planes of hw elements (any number of spatial axes), summed in
+ * double so that the error does not grow with hw; dx[q * hw + j] += dy[q] /
+ * hw (dx may be NULL). */
 void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw);
 void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw);
+/* ONNX GlobalMaxPool: y[q] (nc) = the maximum of plane q's hw elements (a
+ * NaN in it gives NaN); the backward re-finds it in x (the first one on
+ * ties, the first NaN if any) and adds dy[q] there (dx may be NULL). */
+void rt_global_maxpool_forward(float *y, const float *x, int nc, int hw);
+void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
+                                int nc, int hw);
 
 /* ---- structural ops: Concat, Split, Slice ---------------------------------- */
 

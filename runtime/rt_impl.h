@@ -126,4 +126,17 @@ static inline void inside(int off, int step, int size, int count, int *lo,
     *hi = b;
 }
 
+/* *p with its depth fields made explicit: 0 in d, od, kd, sd or dd means
+ * 1 (a 2-D window), so that the kernels read one 3-D geometry. */
+static inline rt_window window3(const rt_window *p)
+{
+    rt_window q = *p;
+    q.d = q.d > 0 ? q.d : 1;
+    q.od = q.od > 0 ? q.od : 1;
+    q.kd = q.kd > 0 ? q.kd : 1;
+    q.sd = q.sd > 0 ? q.sd : 1;
+    q.dd = q.dd > 0 ? q.dd : 1;
+    return q;
+}
+
 #endif /* RT_IMPL_H */

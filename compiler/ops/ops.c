@@ -471,6 +471,12 @@ const OpInfo op_table[] = {
     [OP_RESIZE] = {"Resize", "resize", 1, 1, 1, CAT_SHAPE, resize_attrs,
                    shape_resize, flops_resize, {0}, emit_resize_fwd,
                    emit_resize_bwd, emit_resize_static},
+    /* convolution and pooling in 1-3 spatial dims: the backward re-finds
+     * each plane's maximum in X (ops_pool.c) */
+    [OP_GLOBAL_MAX_POOL] = {"GlobalMaxPool", "global_maxpool", 1, 1, 1,
+                            CAT_CONV, no_attrs, shape_global_pool, flops_in,
+                            {NEED_IN(0)}, emit_global_pool_fwd,
+                            emit_global_pool_bwd, NULL, NULL},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

@@ -1,8 +1,8 @@
 /*
  * ops_conv.c: Conv (runtime conv.c, im2col and a GEMM), and the window
  * every Conv and pool is described by: an rt_window with strides, pads,
- * dilations, ceil_mode and auto_pad, checked and written here once for both
- * families (ops_pool.c uses shape_window and emit_window_static).
+ * dilations, ceil_mode and auto_pad over 1, 2 or 3 spatial axes, checked
+ * and written here once for both families (ops_pool.c uses shape_window and emit_window_static).
  */
 #include "ops.h"
 
@@ -10,23 +10,34 @@
 #include <math.h>
 #include <string.h>
 
-/* An ints attribute of exactly two values (the default when not given). */
-static int pair_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
-                     long dflt, int count, long *out)
+/* An ints attribute of exactly `count` values, for a window over `sp`
+ * spatial axes (the default, dflt[i] or else dflt1, when not given). */
+static int ints_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
+                     long dflt1, const long *dflt, int count, int sp,
+                     long *out)
 {
     const Attr *a = node_attr(n, name);
     if (a->set && a->nints != count)
         return node_error(c, g, n, ctx_printf(c, "%s %s has %d values; it "
-            "takes %d for a 2-D input", n->row->name, name, a->nints,
-            count));
+            "takes %d for a %d-D input", n->row->name, name, a->nints,
+            count, sp));
     for (int i = 0; i < count; i++) {
-        out[i] = a->set ? a->ints[i] : dflt;
-        if (out[i] < (dflt > 0) || (dflt > 0 && out[i] < 1))
+        out[i] = a->set ? a->ints[i] : dflt ? dflt[i] : dflt1;
+        if (out[i] < (dflt1 > 0) || (dflt1 > 0 && out[i] < 1))
             return node_error(c, g, n, ctx_printf(c, "%s %s has %ld; %s",
-                n->row->name, name, out[i], dflt > 0
+                n->row->name, name, out[i], dflt1 > 0
                     ? "values must be positive" : "pads must be 0 or more"));
     }
     return 0;
+}
+
+/* "AxBxC": the sizes v[0..count) for a message. */
+static const char *sizes_str(Ctx *c, const long *v, int count)
+{
+    const char *s = ctx_printf(c, "%ld", v[0]);
+    for (int i = 1; i < count; i++)
+        s = ctx_printf(c, "%sx%ld", s, v[i]);
+    return s;
 }
 
 /* One spatial axis of a window: the input's extent `in`, the window's
@@ -66,33 +77,41 @@ static long window_axis(const char *auto_pad, int ceil_mode, long in, long ek,
 }
 
 /* The geometry of a Conv or pool node from its shapes and attributes;
- * -1 with ctx error (c may be NULL once shapes.c has accepted it). */
+ * -1 with ctx error (c may be NULL once shapes.c has accepted it). The
+ * input has 1, 2 or 3 spatial axes after (N, C); they are the last of
+ * rt_window's (d, h, w), the others 1 with no pads: a 1-D window is a 2-D
+ * one a row high, a 2-D one a single depth slice. */
 static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
 {
+    static const char *const kernel_names[] = {"kL", "kH kW", "kD kH kW"};
     const Tensor *x = IN(0);
     int conv = n->op == OP_CONV;
-    if (x->rank != 4)
+    if (x->rank < 3 || x->rank > 5)
         return node_error(c, g, n, ctx_printf(c, "%s input '%s' has shape %s "
-            "but must be 4-D (N, C, H, W)", n->row->name, x->name,
-            shape_str(c, x)));
-    long k[2], s[2], d[2], p[4];
-    if (conv && IN(1)->rank != 4)
+            "but must be 3-D, 4-D or 5-D (N, C, then 1 to 3 spatial axes: "
+            "N, C, H, W for 2-D)", n->row->name, x->name, shape_str(c, x)));
+    const int sp = x->rank - 2;
+    long k[3], s[3], d[3], p[6];
+    if (conv && IN(1)->rank != x->rank)
         return node_error(c, g, n, ctx_printf(c, "Conv weight '%s' has shape "
-            "%s but must be 4-D (M, C/group, kH, kW)", IN(1)->name,
-            shape_str(c, IN(1))));
+            "%s but must be %d-D (M, C/group, %s) for input '%s' of shape %s",
+            IN(1)->name, shape_str(c, IN(1)), x->rank, kernel_names[sp - 1],
+            x->name, shape_str(c, x)));
     if (!conv && !node_attr(n, "kernel_shape")->set)
-        return node_error(c, g, n, ctx_printf(c, "%s needs kernel_shape=\"kH "
-            "kW\"", n->row->name));
-    if (pair_attr(c, g, n, "kernel_shape", conv ? IN(1)->dims[2] : 1, 2, k) ||
-        pair_attr(c, g, n, "strides", 1, 2, s) ||
-        pair_attr(c, g, n, "dilations", 1, 2, d) ||
-        pair_attr(c, g, n, "pads", 0, 4, p))
+        return node_error(c, g, n, ctx_printf(c, "%s needs kernel_shape=\"%s\"",
+            n->row->name, kernel_names[sp - 1]));
+    if (ints_attr(c, g, n, "kernel_shape", 1, conv ? IN(1)->dims + 2 : NULL,
+                  sp, sp, k) ||
+        ints_attr(c, g, n, "strides", 1, NULL, sp, sp, s) ||
+        ints_attr(c, g, n, "dilations", 1, NULL, sp, sp, d) ||
+        ints_attr(c, g, n, "pads", 0, NULL, 2 * sp, sp, p))
         return -1;
-    if (conv && node_attr(n, "kernel_shape")->set &&
-        (k[0] != IN(1)->dims[2] || k[1] != IN(1)->dims[3]))
-        return node_error(c, g, n, ctx_printf(c, "Conv kernel_shape is "
-            "%ldx%ld but weight '%s' is %s", k[0], k[1], IN(1)->name,
-            shape_str(c, IN(1))));
+    if (conv && node_attr(n, "kernel_shape")->set)
+        for (int i = 0; i < sp; i++)
+            if (k[i] != IN(1)->dims[2 + i])
+                return node_error(c, g, n, ctx_printf(c, "Conv kernel_shape is "
+                    "%s but weight '%s' is %s", sizes_str(c, k, sp),
+                    IN(1)->name, shape_str(c, IN(1))));
     const char *auto_pad = node_attr(n, "auto_pad")->s;
     long ceil_mode = conv ? 0 : node_int(n, "ceil_mode");
     if (strcmp(auto_pad, "NOTSET") != 0 && node_attr(n, "pads")->set)
@@ -103,27 +122,41 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
         return node_error(c, g, n, ctx_printf(c, "%s ceil_mode is %ld; it "
             "must be 0 (floor) or 1 (ceil)", n->row->name,
             ceil_mode));
+    /* axis a of (d, h, w): the input's spatial axis a - (3 - sp), if any */
+    long in[3] = {1, 1, 1}, kk[3] = {1, 1, 1}, ss[3] = {1, 1, 1},
+         dd[3] = {1, 1, 1}, pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0},
+         out[3] = {1, 1, 1}, ext[3], padded[3];
+    for (int i = 0; i < sp; i++) {
+        const int a = 3 - sp + i;
+        in[a] = x->dims[2 + i], kk[a] = k[i], ss[a] = s[i], dd[a] = d[i];
+        pb[a] = p[i], pe[a] = p[sp + i];
+    }
+    int empty = 0;
+    for (int a = 3 - sp; a < 3; a++) {
+        long pads[2] = {pb[a], pe[a]};
+        ext[a] = dd[a] * (kk[a] - 1) + 1;
+        out[a] = window_axis(auto_pad, (int)ceil_mode, in[a], ext[a], ss[a],
+                             pads);
+        pb[a] = pads[0], pe[a] = pads[1];
+        padded[a] = in[a] + pads[0] + pads[1];
+        empty |= out[a] < 1;
+    }
+    if (empty)
+        return node_error(c, g, n, ctx_printf(c, "%s window %s (with "
+            "dilations) is larger than input '%s' padded to %s",
+            n->row->name, sizes_str(c, ext + 3 - sp, sp), x->name,
+            sizes_str(c, padded + 3 - sp, sp)));
     *w = (rt_window){.n = (int)x->dims[0], .c = (int)x->dims[1],
-                     .h = (int)x->dims[2], .w = (int)x->dims[3],
+                     .d = (int)in[0], .h = (int)in[1], .w = (int)in[2],
                      .oc = conv ? (int)IN(1)->dims[0] : (int)x->dims[1],
-                     .kh = (int)k[0], .kw = (int)k[1], .sh = (int)s[0],
-                     .sw = (int)s[1], .dh = (int)d[0], .dw = (int)d[1],
-                     .pad_top = (int)p[0], .pad_left = (int)p[1],
-                     .pad_bottom = (int)p[2], .pad_right = (int)p[3],
+                     .od = (int)out[0], .oh = (int)out[1], .ow = (int)out[2],
+                     .kd = (int)kk[0], .kh = (int)kk[1], .kw = (int)kk[2],
+                     .sd = (int)ss[0], .sh = (int)ss[1], .sw = (int)ss[2],
+                     .dd = (int)dd[0], .dh = (int)dd[1], .dw = (int)dd[2],
+                     .pad_front = (int)pb[0], .pad_top = (int)pb[1],
+                     .pad_left = (int)pb[2], .pad_back = (int)pe[0],
+                     .pad_bottom = (int)pe[1], .pad_right = (int)pe[2],
                      .group = conv ? (int)node_int(n, "group") : 1};
-    long eh = (long)w->dh * (w->kh - 1) + 1, ew = (long)w->dw * (w->kw - 1) + 1;
-    long ph[2] = {p[0], p[2]}, pw[2] = {p[1], p[3]};
-    long oh = window_axis(auto_pad, (int)ceil_mode, x->dims[2], eh, s[0], ph);
-    long ow = window_axis(auto_pad, (int)ceil_mode, x->dims[3], ew, s[1], pw);
-    if (oh < 1 || ow < 1)
-        return node_error(c, g, n, ctx_printf(c, "%s window %ldx%ld (with "
-            "dilations) is larger than input '%s' padded to %ldx%ld",
-            n->row->name, eh, ew, x->name, x->dims[2] + ph[0] + ph[1],
-            x->dims[3] + pw[0] + pw[1]));
-    w->pad_top = (int)ph[0], w->pad_bottom = (int)ph[1];
-    w->pad_left = (int)pw[0], w->pad_right = (int)pw[1];
-    w->oh = (int)oh;
-    w->ow = (int)ow;
     return 0;
 }
 
@@ -148,8 +181,12 @@ int shape_window(Ctx *c, Graph *g, Node *n)
                 "%s but must be %d, one per filter", IN(2)->name,
                 shape_str(c, IN(2)), w.oc));
     }
-    long dims[4] = {w.n, w.oc, w.oh, w.ow};
-    set_shape(OUT(0), 4, dims);
+    /* (N, M or C, then the output's last rank - 2 of (od, oh, ow)) */
+    const int rank = IN(0)->rank;
+    long all[3] = {w.od, w.oh, w.ow}, dims[5] = {w.n, w.oc};
+    for (int i = 2; i < rank; i++)
+        dims[i] = all[3 - (rank - 2) + i - 2];
+    set_shape(OUT(0), rank, dims);
     return 0;
 }
 
@@ -166,9 +203,10 @@ void emit_window_static(Emit *e, const Node *n)
 {
     rt_window w = window_of(e->g, n);
     emit(e, "static const rt_window win_%s = {%d, %d, %d, %d, %d, %d, %d, %d, "
-         "%d, %d, %d, %d, %d, %d, %d, %d, %d, %d};", n->cname, w.n, w.c, w.h,
-         w.w, w.oc, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, w.pad_top,
-         w.pad_left, w.pad_bottom, w.pad_right, w.group);
+         "%d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d};",
+         n->cname, w.n, w.c, w.h, w.w, w.oc, w.oh, w.ow, w.kh, w.kw, w.sh,
+         w.sw, w.dh, w.dw, w.pad_top, w.pad_left, w.pad_bottom, w.pad_right,
+         w.group, w.d, w.od, w.kd, w.sd, w.dd, w.pad_front, w.pad_back);
 }
 
 long scratch_conv(const Graph *g, const Node *n, int backward)
@@ -180,7 +218,7 @@ long scratch_conv(const Graph *g, const Node *n, int backward)
 double flops_conv(const Graph *g, const Node *n)
 {
     rt_window w = window_of(g, n);
-    return 2.0 * OUT(0)->numel * (w.c / w.group) * w.kh * w.kw +
+    return 2.0 * OUT(0)->numel * (w.c / w.group) * w.kd * w.kh * w.kw +
            (n->nin == 3 ? (double)OUT(0)->numel : 0);
 }
 

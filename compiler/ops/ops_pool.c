@@ -1,14 +1,15 @@
 /*
- * ops_pool.c: MaxPool, AveragePool and GlobalAveragePool (runtime pool.c).
- * MaxPool's backward re-finds each window's maximum in X: no indices are
- * kept. Their windows are ops_conv.c's.
+ * ops_pool.c: MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool
+ * (runtime pool.c), over 1, 2 or 3 spatial dims. MaxPool's and
+ * GlobalMaxPool's backward re-find each window's maximum in X: no indices
+ * are kept. Their windows are ops_conv.c's.
  */
 #include "ops.h"
 
 double flops_pool(const Graph *g, const Node *n)
 {
     rt_window w = window_of(g, n);
-    return (double)OUT(0)->numel * w.kh * w.kw;
+    return (double)OUT(0)->numel * (w.kd > 0 ? w.kd : 1) * w.kh * w.kw;
 }
 
 static const char *pool_kernel(const Node *n)
@@ -49,8 +50,8 @@ int shape_global_pool(Ctx *c, Graph *g, Node *n)
 {
     const Tensor *x = IN(0);
     if (x->rank < 3)
-        return node_error(c, g, n, ctx_printf(c, "GlobalAveragePool input '%s' "
-            "has shape %s but needs (N, C, spatial...)", x->name,
+        return node_error(c, g, n, ctx_printf(c, "%s input '%s' has shape %s "
+            "but needs (N, C, spatial...)", n->row->name, x->name,
             shape_str(c, x)));
     long dims[MAX_RANK];
     for (int d = 0; d < x->rank; d++)
@@ -63,7 +64,8 @@ void emit_global_pool_fwd(Emit *e, const Node *n,
                           const char *const *out, const char *const *in)
 {
     const Graph *g = e->g;
-    emit(e, "rt_global_avgpool_forward(%s, %s, %ld, %ld);", out[0], in[0],
+    emit(e, "rt_global_%s_forward(%s, %s, %ld, %ld);",
+         n->op == OP_GLOBAL_MAX_POOL ? "maxpool" : "avgpool", out[0], in[0],
          OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
 }
 
@@ -73,8 +75,11 @@ void emit_global_pool_bwd(Emit *e, const Node *n,
                           const char *const *in, const char *const *out)
 {
     const Graph *g = e->g;
-    (void)in;
     (void)out;
-    emit(e, "rt_global_avgpool_backward(%s, %s, %ld, %ld);", din[0], dout[0],
-         OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
+    if (n->op == OP_GLOBAL_MAX_POOL)
+        emit(e, "rt_global_maxpool_backward(%s, %s, %s, %ld, %ld);", din[0],
+             dout[0], in[0], OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
+    else
+        emit(e, "rt_global_avgpool_backward(%s, %s, %ld, %ld);", din[0],
+             dout[0], OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
 }

@@ -691,13 +691,107 @@ class UnetUpsample(UnetConvt):
         return ((self.head(d) - y) ** 2).mean()
 
 
+class Conv1dNet(nn.Module):
+    """A keyword-spotter-like 1-D convnet over (batch, features, time):
+    Conv1d + BatchNorm1d + ReLU + MaxPool1d (ceil_mode), a dilated
+    depthwise Conv1d, a pointwise one, AdaptiveAvgPool1d(1) (exported as GlobalAveragePool) and
+    a Linear."""
+
+    def __init__(self, feats=8, classes=4):
+        super().__init__()
+        self.conv1 = nn.Conv1d(feats, 12, 5, padding=2, bias=False)
+        self.bn1 = nn.BatchNorm1d(12)
+        # no BatchNorm after the depthwise conv: per channel, it would undo
+        # bn1's scale, and bn1.weight's gradient would be rounding noise
+        self.dw = nn.Conv1d(12, 12, 3, padding=2, dilation=2, groups=12)
+        self.pw = nn.Conv1d(12, 16, 1)
+        self.pool = nn.AdaptiveAvgPool1d(1)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x, y):
+        x = F.max_pool1d(F.relu(self.bn1(self.conv1(x))), 3, stride=2,
+                         ceil_mode=True)
+        x = F.relu(self.dw(x))
+        x = F.relu(self.pw(x))
+        return F.cross_entropy(self.fc(self.pool(x).flatten(1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(4, 8, 21, generator=g),
+                torch.randint(0, 4, (4,), generator=g))
+
+
+class TcnBlock(nn.Module):
+    """Two dilated causal Conv1d: padded (k - 1) * d on both sides by
+    Conv1d's padding, the right end dropped by a slice, and a residual
+    connection (a 1x1 Conv1d where the channels change)."""
+
+    def __init__(self, c_in, c, k, d):
+        super().__init__()
+        self.cut = (k - 1) * d
+        self.conv1 = nn.Conv1d(c_in, c, k, padding=self.cut, dilation=d)
+        self.conv2 = nn.Conv1d(c, c, k, padding=self.cut, dilation=d)
+        self.down = nn.Conv1d(c_in, c, 1) if c_in != c else None
+
+    def forward(self, x):
+        h = F.relu(self.conv1(x)[:, :, :-self.cut])
+        h = F.relu(self.conv2(h)[:, :, :-self.cut])
+        return F.relu(h + (x if self.down is None else self.down(x)))
+
+
+class Tcn(nn.Module):
+    """A temporal convolutional network: dilations 1, 2, 4, a classifier on
+    the last time step."""
+
+    def __init__(self, c_in=6, c=8, classes=3):
+        super().__init__()
+        self.blocks = nn.ModuleList([TcnBlock(c_in if i == 0 else c, c, 3, d)
+                                     for i, d in enumerate((1, 2, 4))])
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x, y):
+        for b in self.blocks:
+            x = b(x)
+        return F.cross_entropy(self.head(x[:, :, -1]), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(3, 6, 16, generator=g),
+                torch.randint(0, 3, (3,), generator=g))
+
+
+class Conv3dNet(nn.Module):
+    """A small volumetric convnet: Conv3d + ReLU + MaxPool3d, a strided
+    (1, 3, 3) Conv3d, AdaptiveMaxPool3d(1) (exported as GlobalMaxPool) and
+    a Linear."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.conv1 = nn.Conv3d(2, 4, 3, padding=1)
+        self.conv2 = nn.Conv3d(4, 6, (1, 3, 3), padding=(0, 1, 1),
+                               stride=(1, 2, 2))
+        self.pool = nn.AdaptiveMaxPool3d(1)
+        self.fc = nn.Linear(6, classes)
+
+    def forward(self, x, y):
+        x = F.max_pool3d(F.relu(self.conv1(x)), 2)
+        x = F.relu(self.conv2(x))
+        return F.cross_entropy(self.fc(self.pool(x).flatten(1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 2, 4, 6, 6, generator=g),
+                torch.randint(0, 3, (2,), generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
           "mobilenetv2": MobileNetV2, "prelu_max": PreluMax, "dscnn": DsCnn,
           "groupnorm": GroupNormNet, "pad_modes": PadModes, "nll": Nll,
           "lstm": Lstm, "bigru": BiGru, "rnn": Rnn, "lstm32": Lstm32,
-          "unet_convt": UnetConvt, "unet_upsample": UnetUpsample}
+          "unet_convt": UnetConvt, "unet_upsample": UnetUpsample,
+          "conv1d": Conv1dNet, "tcn": Tcn, "conv3d": Conv3dNet}
 
 
 def fname(name):

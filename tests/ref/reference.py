@@ -105,13 +105,15 @@ def window(at, hw, k_default=None):
     takes split in halves, the odd one at the end / the beginning), or the
     pads given, with ceil_mode rounding the output size up but dropping a
     last window that would start in the end padding."""
+    nsp = len(hw)                                      # 1, 2 or 3 spatial axes
     k = ints(at["kernel_shape"]) if "kernel_shape" in at else k_default
-    s = ints(at.get("strides", "1 1"))
-    d = ints(at.get("dilations", "1 1"))
+    s = ints(at["strides"]) if "strides" in at else [1] * nsp
+    d = ints(at["dilations"]) if "dilations" in at else [1] * nsp
     auto = at.get("auto_pad", "NOTSET")
-    given = ints(at.get("pads", "0 0 0 0"))            # top left bottom right
+    given = ints(at["pads"]) if "pads" in at else [0] * (2 * nsp)  # begins, ends
+    assert len(k) == len(s) == len(d) == nsp and len(given) == 2 * nsp, at
     begin, end, out = [], [], []
-    for ax in range(2):
+    for ax in range(nsp):
         n, ek = hw[ax], d[ax] * (k[ax] - 1) + 1
         if auto in ("SAME_UPPER", "SAME_LOWER"):
             o = math.ceil(n / s[ax])
@@ -119,7 +121,7 @@ def window(at, hw, k_default=None):
             b = total // 2 if auto == "SAME_UPPER" else total - total // 2
             e = total - b
         else:
-            b, e = (0, 0) if auto == "VALID" else (given[ax], given[ax + 2])
+            b, e = (0, 0) if auto == "VALID" else (given[ax], given[ax + nsp])
             if at.get("ceil_mode", "0") == "1":
                 o = math.ceil((n + b + e - ek) / s[ax]) + 1
                 if (o - 1) * s[ax] >= n + b:
@@ -132,37 +134,50 @@ def window(at, hw, k_default=None):
     return k, s, d, begin, end, out
 
 
+def torch_pads(begin, end):
+    """torch.nn.functional.pad's list: the last axis first."""
+    return [p for ax in reversed(range(len(begin))) for p in (begin[ax], end[ax])]
+
+
 def conv(a, ins, at):
+    """ONNX Conv over 1, 2 or 3 spatial axes: torch's conv1d/2d/3d on the
+    input padded as window() says."""
     x, w = ins[0], ins[1]
     k, s, d, b, e, out = window(at, list(x.shape[2:]), list(w.shape[2:]))
-    y = torch.nn.functional.conv2d(torch.nn.functional.pad(x, (b[1], e[1], b[0], e[0])),
-                                   w, ins[2] if len(ins) > 2 else None, stride=s,
-                                   dilation=d, groups=int(at.get("group", "1")))
+    convnd = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
+              3: torch.nn.functional.conv3d}[x.dim() - 2]
+    y = convnd(torch.nn.functional.pad(x, torch_pads(b, e)),
+               w, ins[2] if len(ins) > 2 else None, stride=s,
+               dilation=d, groups=int(at.get("group", "1")))
     assert list(y.shape[2:]) == out, (y.shape, out)
     return y
 
 
 def taps(x, at, fill, pad_value=None):
-    """Every window's elements as (N, C, kh*kw, positions) and the output
-    size: the pads hold pad_value (fill if None); where a ceil_mode window
-    runs past the padded input, it reads fill."""
+    """Every window's elements as (N, C, taps, positions) and the output
+    size (a list, one per spatial axis): the pads hold pad_value (fill if
+    None); where a ceil_mode window runs past the padded input, it reads
+    fill. Any number of spatial axes: each is unfolded in turn, and a
+    window's taps come out in row-major order."""
     k, s, d, b, e, out = window(at, list(x.shape[2:]))
-    xp = torch.nn.functional.pad(x, (b[1], e[1], b[0], e[0]),
+    nsp = x.dim() - 2
+    xp = torch.nn.functional.pad(x, torch_pads(b, e),
                                  value=fill if pad_value is None else pad_value)
-    need = [(out[ax] - 1) * s[ax] + d[ax] * (k[ax] - 1) + 1 for ax in range(2)]
-    more = [max(0, need[ax] - xp.shape[2 + ax]) for ax in range(2)]
-    xp = torch.nn.functional.pad(xp, (0, more[1], 0, more[0]), value=fill)
-    xp = xp[:, :, :need[0], :need[1]]          # no window past the last one
-    u = torch.nn.functional.unfold(xp, k, dilation=d, stride=s)
+    need = [(out[ax] - 1) * s[ax] + d[ax] * (k[ax] - 1) + 1 for ax in range(nsp)]
+    more = [max(0, need[ax] - xp.shape[2 + ax]) for ax in range(nsp)]
+    xp = torch.nn.functional.pad(xp, torch_pads([0] * nsp, more), value=fill)
+    xp = xp[(slice(None), slice(None)) + tuple(slice(0, n) for n in need)]
+    for ax in range(nsp):                     # no window past the last one
+        xp = xp.unfold(2 + ax, d[ax] * (k[ax] - 1) + 1, s[ax])[..., ::d[ax]]
     n, c = x.shape[:2]
-    assert u.shape[-1] == out[0] * out[1], (u.shape, out)
-    return u.reshape(n, c, k[0] * k[1], -1), out[0]
+    assert list(xp.shape[2:2 + nsp]) == out, (xp.shape, out)
+    return xp.reshape(n, c, math.prod(out), math.prod(k)).transpose(2, 3), out
 
 
 def max_pool(a, ins, at):
-    t, oh = taps(ins[0], at, float("-inf"))
+    t, out = taps(ins[0], at, float("-inf"))
     m = t.max(dim=2).values
-    return m.reshape(m.shape[0], m.shape[1], oh, -1)
+    return m.reshape(m.shape[0], m.shape[1], *out)
 
 
 def average_pool(a, ins, at):
@@ -170,11 +185,11 @@ def average_pool(a, ins, at):
     count_include_pad inside the padded input (ONNX clips a ceil_mode
     window that runs past it)."""
     x = ins[0]
-    t, oh = taps(x, at, 0.0)
+    t, out = taps(x, at, 0.0)
     pads_count = at.get("count_include_pad", "0") == "1"
     inside, _ = taps(torch.ones_like(x), at, 0.0, 1.0 if pads_count else 0.0)
     m = t.sum(dim=2) / inside.sum(dim=2)
-    return m.reshape(m.shape[0], m.shape[1], oh, -1)
+    return m.reshape(m.shape[0], m.shape[1], *out)
 
 
 def attention(a, ins, at):
@@ -618,6 +633,7 @@ OPS = {
     "MaxPool": max_pool,
     "AveragePool": average_pool,
     "GlobalAveragePool": lambda a, i, at: i[0].mean(dim=list(range(2, i[0].dim())), keepdim=True),
+    "GlobalMaxPool": lambda a, i, at: i[0].amax(dim=list(range(2, i[0].dim())), keepdim=True),
     "Attention": attention,
     "Gather": gather,
     "SoftmaxCrossEntropyLoss": softmax_cross_entropy,

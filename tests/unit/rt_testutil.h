@@ -284,6 +284,49 @@ static inline int tap_at(int o, int stride, int pad, int k, int dil)
     return o * stride - pad + k * dil;
 }
 
+/* A window over 1 to 3 spatial axes, each axis's numbers in (depth,
+ * height, width) order: a 1-D window is one row high (the compiler's
+ * form), a 2-D one a single depth slice. ceil: ceil_mode's output size. */
+typedef struct {
+    const char *name;
+    int n, c, oc, group, bias, ceil;
+    int in[3], k[3], s[3], d[3], pb[3], pe[3];
+} nd_spec;
+
+/* ONNX's output size with ceil_mode: rounded up, less one where the last
+ * window would start in the end padding. */
+static inline int out_size_ceil_mode(int in, int pad0, int pad1, int k,
+                                     int s, int d)
+{
+    const int span = in + pad0 + pad1 - (d * (k - 1) + 1);
+    int o = (span + s - 1) / s + 1;
+    if ((o - 1) * s >= in + pad0)
+        o--;
+    return o;
+}
+
+static inline rt_window window_nd(const nd_spec *s)
+{
+    rt_window p;
+    int o[3], a;
+    for (a = 0; a < 3; a++)
+        o[a] = (s->ceil ? out_size_ceil_mode : out_size)(
+            s->in[a], s->pb[a], s->pe[a], s->k[a], s->s[a], s->d[a]);
+    memset(&p, 0, sizeof p);
+    p.n = s->n, p.c = s->c, p.oc = s->oc ? s->oc : s->c;
+    p.group = s->group ? s->group : 1;
+    p.d = s->in[0], p.h = s->in[1], p.w = s->in[2];
+    p.od = o[0], p.oh = o[1], p.ow = o[2];
+    p.kd = s->k[0], p.kh = s->k[1], p.kw = s->k[2];
+    p.sd = s->s[0], p.sh = s->s[1], p.sw = s->s[2];
+    p.dd = s->d[0], p.dh = s->d[1], p.dw = s->d[2];
+    p.pad_front = s->pb[0], p.pad_top = s->pb[1], p.pad_left = s->pb[2];
+    p.pad_back = s->pe[0], p.pad_bottom = s->pe[1], p.pad_right = s->pe[2];
+    ck_assert_msg(p.od > 0 && p.oh > 0 && p.ow > 0, "%s: empty output",
+                  s->name);
+    return p;
+}
+
 #endif /* RT_TEST_WINDOWS */
 
 #endif

@@ -292,6 +292,212 @@ START_TEST(conv_scratch_size)
 }
 END_TEST
 
+/* ---- 1-D and 3-D convolution --------------------------------------------- */
+
+/* Axes in (depth, height, width) order; a 1-D conv is one row high. */
+static const nd_spec conv_nds[] = {
+    /* name                      n  c oc  g  b ceil  in         k        s        d        pads begin  pads end */
+    {"1-D k3 pad 1",             2, 3, 4, 1, 1, 0, {1, 1, 9}, {1, 1, 3}, {1, 1, 1}, {1, 1, 1}, {0, 0, 1}, {0, 0, 1}},
+    {"1-D k3 dilation 2, causal pads 4,4", 1, 2, 3, 1, 1, 0, {1, 1, 7}, {1, 1, 3}, {1, 1, 1}, {1, 1, 2}, {0, 0, 4}, {0, 0, 4}},
+    {"1-D depthwise x2, stride 2, dilation 2", 2, 3, 6, 3, 0, 0, {1, 1, 10}, {1, 1, 3}, {1, 1, 2}, {1, 1, 2}, {0, 0, 2}, {0, 0, 1}},
+    {"1-D k1 (pointwise)",       2, 3, 2, 1, 1, 0, {1, 1, 5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}},
+    {"3-D 3x3x3 pad 1",          2, 2, 3, 1, 1, 0, {4, 5, 4}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+    {"3-D stride 2, dilation 2x1x1, pads 1,0,1/0,1,0, group 2", 1, 4, 4, 2, 1, 0, {6, 5, 5}, {2, 3, 2}, {2, 2, 1}, {2, 1, 1}, {1, 0, 1}, {0, 1, 0}},
+    {"3-D depthwise 1x3x3",      2, 3, 3, 3, 1, 0, {3, 4, 4}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},
+    {"3-D 1x1x1, no bias",       2, 3, 2, 1, 0, 0, {2, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}},
+    {"3-D depth taps wholly in the padding", 1, 2, 2, 1, 1, 0, {2, 3, 3}, {3, 2, 2}, {1, 1, 1}, {1, 1, 1}, {2, 0, 1}, {2, 1, 0}},
+    {"3-D 5 images, stride 1x2x2", 5, 2, 2, 1, 1, 0, {3, 4, 5}, {2, 2, 2}, {1, 2, 2}, {1, 1, 1}, {0, 1, 0}, {1, 0, 1}},
+};
+#define N_CONV_NDS ((int)(sizeof conv_nds / sizeof conv_nds[0]))
+
+typedef struct {
+    rt_window p;
+    int bias;
+    size_t nx, nw, ny, nfwd, nscratch;
+    float *x, *w, *b, *y, *dy, *scratch;
+} nd_case;
+
+static nd_case nd_setup(int i, uint64_t seed)
+{
+    nd_case c;
+    const rt_window *p = &c.p;
+    c.p = window_nd(&conv_nds[i]);
+    c.bias = conv_nds[i].bias;
+    c.nx = (size_t)p->n * p->c * p->d * p->h * p->w;
+    c.nw = (size_t)p->oc * (p->c / p->group) * p->kd * p->kh * p->kw;
+    c.ny = (size_t)p->n * p->oc * p->od * p->oh * p->ow;
+    c.nfwd = rt_conv_scratch(p);
+    c.nscratch = rt_conv_backward_scratch(p);
+    tseed(seed);
+    c.x = guarded(c.nx), c.w = guarded(c.nw), c.b = guarded((size_t)p->oc);
+    c.y = guarded(c.ny), c.dy = guarded(c.ny);
+    c.scratch = c.nscratch ? guarded(c.nscratch) : NULL;
+    fill(c.x, c.nx, -1, 1);
+    fill(c.w, c.nw, -1, 1);
+    fill(c.b, (size_t)p->oc, -1, 1);
+    fill(c.dy, c.ny, -1, 1);
+    return c;
+}
+
+static void nd_free(nd_case *c)
+{
+    free(c->x), free(c->w), free(c->b), free(c->y), free(c->dy);
+    free(c->scratch);
+}
+
+static double nd_loss(void *v)
+{
+    nd_case *c = v;
+    rt_conv_forward(c->y, c->x, c->w, c->bias ? c->b : NULL, &c->p,
+                    c->nfwd ? c->scratch : NULL);
+    return dot(c->y, c->dy, c->ny);
+}
+
+/* ONNX's definition over (depth, height, width), in double. */
+static void nd_naive(double *want, const nd_case *c)
+{
+    const rt_window *p = &c->p;
+    const int cg = p->c / p->group, og = p->oc / p->group;
+    int i, o, oz, oy, ox, ci, kz, ki, kj;
+    for (i = 0; i < p->n; i++)
+        for (o = 0; o < p->oc; o++)
+            for (oz = 0; oz < p->od; oz++)
+                for (oy = 0; oy < p->oh; oy++)
+                    for (ox = 0; ox < p->ow; ox++) {
+                        const int g = o / og;
+                        double s = c->bias ? c->b[o] : 0.0;
+                        for (ci = 0; ci < cg; ci++)
+                            for (kz = 0; kz < p->kd; kz++)
+                                for (ki = 0; ki < p->kh; ki++)
+                                    for (kj = 0; kj < p->kw; kj++) {
+                                        const int iz = tap_at(oz, p->sd, p->pad_front, kz, p->dd);
+                                        const int iy = tap_at(oy, p->sh, p->pad_top, ki, p->dh);
+                                        const int ix = tap_at(ox, p->sw, p->pad_left, kj, p->dw);
+                                        if (iz < 0 || iz >= p->d || iy < 0 || iy >= p->h ||
+                                            ix < 0 || ix >= p->w)
+                                            continue;
+                                        s += (double)c->w[(((o * cg + ci) * p->kd + kz) * p->kh + ki) * p->kw + kj] *
+                                             c->x[(((i * p->c + g * cg + ci) * p->d + iz) * p->h + iy) * p->w + ix];
+                                    }
+                        want[(((i * p->oc + o) * p->od + oz) * p->oh + oy) * p->ow + ox] = s;
+                    }
+}
+
+START_TEST(conv_nd_forward_matches_definition)
+{
+    nd_case c = nd_setup(_i, 1500 + _i);
+    double *want = malloc(c.ny * sizeof *want);
+    char what[128];
+    size_t j;
+    for (j = 0; j < c.ny; j++)
+        c.y[j] = NAN;
+    if (c.scratch)
+        for (j = 0; j < c.nscratch; j++)
+            c.scratch[j] = NAN;
+    nd_loss(&c);
+    nd_naive(want, &c);
+    snprintf(what, sizeof what, "conv %s: y", conv_nds[_i].name);
+    expect_near(what, c.y, want, c.ny, 1e-5, 1e-5);
+    expect_guard("y", c.y, c.ny);
+    if (c.scratch)
+        expect_guard("scratch", c.scratch, c.nscratch);
+    free(want);
+    nd_free(&c);
+}
+END_TEST
+
+START_TEST(conv_nd_grad)
+{
+    nd_case c = nd_setup(_i, 1600 + _i);
+    const size_t nb = (size_t)c.p.oc;
+    float *dx = guarded(c.nx), *dw = guarded(c.nw), *db = guarded(nb);
+    float *px = malloc(c.nx * sizeof *px), *pw = malloc(c.nw * sizeof *pw),
+          *pb = malloc(nb * sizeof *pb);
+    float *diff = malloc((c.nx + c.nw + nb) * sizeof *diff);
+    char what[128];
+    fill(px, c.nx, -1, 1);
+    fill(pw, c.nw, -1, 1);
+    fill(pb, nb, -1, 1);
+    memcpy(dx, px, c.nx * sizeof *dx);
+    memcpy(dw, pw, c.nw * sizeof *dw);
+    memcpy(db, pb, nb * sizeof *db);
+    if (c.scratch)
+        fill(c.scratch, c.nscratch, -9, 9);
+    rt_conv_backward(dx, dw, c.bias ? db : NULL, c.dy, c.x, c.w, &c.p,
+                     c.scratch);
+    expect_guard("dx", dx, c.nx);
+    expect_guard("dw", dw, c.nw);
+    expect_guard("db", db, nb);
+    if (c.scratch)
+        expect_guard("scratch", c.scratch, c.nscratch);
+    snprintf(what, sizeof what, "conv %s: dx", conv_nds[_i].name);
+    added(diff, dx, px, c.nx);
+    expect_grad(what, c.x, c.nx, diff, nd_loss, &c);
+    what[strlen(what) - 1] = 'w';
+    added(diff, dw, pw, c.nw);
+    expect_grad(what, c.w, c.nw, diff, nd_loss, &c);
+    if (c.bias) {
+        what[strlen(what) - 1] = 'b';
+        added(diff, db, pb, nb);
+        expect_grad(what, c.b, nb, diff, nd_loss, &c);
+    } else {
+        ck_assert(memcmp(db, pb, nb * sizeof *db) == 0);
+    }
+    free(dx), free(dw), free(db), free(px), free(pw), free(pb), free(diff);
+    nd_free(&c);
+}
+END_TEST
+
+/* A 2-D window written with its depth fields (d = od = kd = sd = dd = 1)
+ * and the same window with them left 0 give the same bits. */
+START_TEST(conv_depth_fields_default_to_one)
+{
+    const nd_spec s = {"2-D", 2, 3, 4, 1, 1, 0, {1, 5, 6}, {1, 3, 3},
+                       {1, 2, 1}, {1, 1, 2}, {0, 1, 2}, {0, 1, 2}};
+    rt_window full = window_nd(&s), bare = full;
+    size_t nx, nw, ny, ns, j;
+    float *x, *w, *b, *y1, *y2, *dy, *d1, *d2, *scr;
+    bare.d = bare.od = bare.kd = bare.sd = bare.dd = 0;
+    ck_assert(rt_conv_scratch(&full) == rt_conv_scratch(&bare));
+    ck_assert(rt_conv_backward_scratch(&full) == rt_conv_backward_scratch(&bare));
+    nx = (size_t)2 * 3 * 5 * 6, nw = (size_t)4 * 3 * 9;
+    ny = (size_t)2 * 4 * full.oh * full.ow, ns = rt_conv_backward_scratch(&full);
+    tseed(1700);
+    x = rnd(nx), w = rnd(nw), b = rnd(4), dy = rnd(ny), scr = rnd(ns);
+    y1 = rnd(ny), y2 = rnd(ny), d1 = zeros(nx), d2 = zeros(nx);
+    rt_conv_forward(y1, x, w, b, &full, scr);
+    rt_conv_forward(y2, x, w, b, &bare, scr);
+    rt_conv_backward(d1, NULL, NULL, dy, x, w, &full, scr);
+    rt_conv_backward(d2, NULL, NULL, dy, x, w, &bare, scr);
+    for (j = 0; j < ny; j++)
+        ck_assert(y1[j] == y2[j]);
+    for (j = 0; j < nx; j++)
+        ck_assert(d1[j] == d2[j]);
+    free(x), free(w), free(b), free(dy), free(scr), free(y1), free(y2);
+    free(d1), free(d2);
+}
+END_TEST
+
+/* A bias gradient sums a whole output plane: summed in double, a plane
+ * of 2^16 values of 0.1 gives 6553.6 to float's precision, where a float
+ * running sum drifts by about 1e-3 relative. */
+START_TEST(conv_bias_grad_does_not_drift)
+{
+    const nd_spec s = {"1x1 over 256x256", 1, 1, 1, 1, 1, 0, {1, 256, 256},
+                       {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}};
+    const rt_window p = window_nd(&s);
+    const size_t n = (size_t)256 * 256;
+    float *dy = malloc(n * sizeof *dy), db = 0.0f;
+    size_t j;
+    for (j = 0; j < n; j++)
+        dy[j] = 0.1f;
+    rt_conv_backward(NULL, NULL, &db, dy, NULL, NULL, &p, NULL);
+    ck_assert_msg(fabs(db - (double)n * 0.1f) <= 1e-6 * (double)n * 0.1f,
+                  "db %.9g, want %.9g", (double)db, (double)n * 0.1f);
+    free(dy);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *conv_suite(void)
@@ -305,6 +511,13 @@ static Suite *conv_suite(void)
     tcase_add_loop_test(tc, conv_backward_skips_null, 0, N_CONVS);
     tcase_add_test(tc, conv_by_hand);
     tcase_add_test(tc, conv_scratch_size);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("conv_nd");
+    tcase_add_loop_test(tc, conv_nd_forward_matches_definition, 0, N_CONV_NDS);
+    tcase_add_loop_test(tc, conv_nd_grad, 0, N_CONV_NDS);
+    tcase_add_test(tc, conv_depth_fields_default_to_one);
+    tcase_add_test(tc, conv_bias_grad_does_not_drift);
     suite_add_tcase(s, tc);
 
     return s;

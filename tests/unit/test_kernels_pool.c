@@ -1,7 +1,8 @@
 /*
  * test_kernels_pool.c: unit tests of the runtime's pooling kernels
- * (MaxPool, AveragePool, GlobalAveragePool: rt_maxpool_*, rt_avgpool_*,
- * rt_global_avgpool_*, and rt_maxpool_backward_set), with Check.
+ * (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool: rt_maxpool_*,
+ * rt_avgpool_*, rt_global_avgpool_*, rt_global_maxpool_*, and
+ * rt_maxpool_backward_set, over 1, 2 and 3 spatial dims), with Check.
  *
  * As in every test_kernels_*.c: gradients are checked against central
  * finite differences of the forward kernels (rt_testutil.h), with loss
@@ -90,24 +91,48 @@ static rt_window window_ceil(const win_spec *s)
     return p;
 }
 
+/* 1-D and 3-D windows, axes in (depth, height, width) order (a 1-D window
+ * is one row high, as the compiler writes it); ceil: ceil_mode. */
+static const nd_spec nd_pools[] = {
+    /* name                             n  c oc g b ceil in          k          s          d          pads begin pads end */
+    {"1-D k3 stride 2 pads 1",          2, 3, 0, 0, 0, 0, {1, 1, 9}, {1, 1, 3}, {1, 1, 2}, {1, 1, 1}, {0, 0, 1}, {0, 0, 1}},
+    {"1-D k2 dilation 2, ceil",         1, 2, 0, 0, 0, 1, {1, 1, 8}, {1, 1, 2}, {1, 1, 3}, {1, 1, 2}, {0, 0, 0}, {0, 0, 1}},
+    {"1-D k4 pads 0,3 stride 3, ceil",  1, 1, 0, 0, 0, 1, {1, 1, 10}, {1, 1, 4}, {1, 1, 3}, {1, 1, 1}, {0, 0, 0}, {0, 0, 3}},
+    {"3-D 2x2x2 stride 2",              1, 2, 0, 0, 0, 0, {4, 4, 6}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}},
+    {"3-D 3x3x3 stride 2 pads 1",       1, 2, 0, 0, 0, 0, {5, 5, 4}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+    {"3-D 2x3x2 strides 1x2x3, dilation 2x1x1, ceil", 2, 1, 0, 0, 0, 1, {5, 6, 7}, {2, 3, 2}, {1, 2, 3}, {2, 1, 1}, {1, 0, 1}, {0, 1, 1}},
+    {"3-D 1x2x2 stride 1x2x2 (fast rows per slice)", 1, 2, 0, 0, 0, 0, {3, 6, 6}, {1, 2, 2}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}},
+    {"3-D 1x3x3 stride 2 pads 0,1,1",   1, 1, 0, 0, 0, 0, {5, 7, 7}, {1, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},
+    {"3-D 2x3x3 stride 1x2x2 pads 1,1,1, ceil", 1, 2, 0, 0, 0, 1, {3, 6, 6}, {2, 3, 3}, {1, 2, 2}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+};
+#define N_ND ((int)(sizeof nd_pools / sizeof nd_pools[0]))
+
 /* kind: 0 MaxPool, 1 AveragePool, 2 AveragePool with count_include_pad */
 typedef struct {
-    const win_spec *s;
+    const char *name;
     rt_window p;
     int kind;
     size_t nx, ny;
     float *x, *y, *dy;
 } pool_case;
 
-/* i < N_POOLS: pools[i], floor mode; past it, ceil_pools[i - N_POOLS]. */
+/* i < N_POOLS: pools[i], floor mode; then ceil_pools[i - N_POOLS]; then
+ * nd_pools[i - N_POOLS - N_CEIL]. */
 static pool_case pool_setup(int i, int kind, uint64_t seed)
 {
     pool_case c;
-    c.s = i < N_POOLS ? &pools[i] : &ceil_pools[i - N_POOLS];
-    c.p = i < N_POOLS ? window_of(c.s) : window_ceil(c.s);
+    if (i < N_POOLS + N_CEIL) {
+        const win_spec *s = i < N_POOLS ? &pools[i] : &ceil_pools[i - N_POOLS];
+        c.name = s->name;
+        c.p = i < N_POOLS ? window_of(s) : window_ceil(s);
+        c.p.d = c.p.od = c.p.kd = c.p.sd = c.p.dd = 1; /* as the compiler */
+    } else {
+        c.name = nd_pools[i - N_POOLS - N_CEIL].name;
+        c.p = window_nd(&nd_pools[i - N_POOLS - N_CEIL]);
+    }
     c.kind = kind;
-    c.nx = (size_t)c.p.n * c.p.c * c.p.h * c.p.w;
-    c.ny = (size_t)c.p.n * c.p.c * c.p.oh * c.p.ow;
+    c.nx = (size_t)c.p.n * c.p.c * c.p.d * c.p.h * c.p.w;
+    c.ny = (size_t)c.p.n * c.p.c * c.p.od * c.p.oh * c.p.ow;
     tseed(seed);
     c.x = guarded(c.nx);
     c.y = guarded(c.ny);
@@ -154,31 +179,36 @@ static double pool_loss(void *v)
 static void pool_naive(double *want, const pool_case *c)
 {
     const rt_window *p = &c->p;
-    int q, oy, ox, ki, kj;
+    int q, oz, oy, ox, kz, ki, kj;
     for (q = 0; q < p->n * p->c; q++)
-        for (oy = 0; oy < p->oh; oy++)
-            for (ox = 0; ox < p->ow; ox++) {
-                double m = -INFINITY, s = 0;
-                int count = 0, padded = 0;
-                for (ki = 0; ki < p->kh; ki++)
-                    for (kj = 0; kj < p->kw; kj++) {
-                        const int iy = tap_at(oy, p->sh, p->pad_top, ki, p->dh);
-                        const int ix = tap_at(ox, p->sw, p->pad_left, kj, p->dw);
-                        double v;
-                        padded += iy >= -p->pad_top && iy < p->h + p->pad_bottom &&
-                                  ix >= -p->pad_left && ix < p->w + p->pad_right;
-                        if (iy < 0 || iy >= p->h || ix < 0 || ix >= p->w)
-                            continue;
-                        v = c->x[(q * p->h + iy) * p->w + ix];
-                        m = v > m ? v : m;
-                        s += v;
-                        count++;
-                    }
-                want[(q * p->oh + oy) * p->ow + ox] =
-                    c->kind == 0 ? m
-                    : c->kind == 2 ? s / padded
-                                   : s / count;
-            }
+        for (oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++)
+                for (ox = 0; ox < p->ow; ox++) {
+                    double m = -INFINITY, s = 0;
+                    int count = 0, padded = 0;
+                    for (kz = 0; kz < p->kd; kz++)
+                        for (ki = 0; ki < p->kh; ki++)
+                            for (kj = 0; kj < p->kw; kj++) {
+                                const int iz = tap_at(oz, p->sd, p->pad_front, kz, p->dd);
+                                const int iy = tap_at(oy, p->sh, p->pad_top, ki, p->dh);
+                                const int ix = tap_at(ox, p->sw, p->pad_left, kj, p->dw);
+                                double v;
+                                padded += iz >= -p->pad_front && iz < p->d + p->pad_back &&
+                                          iy >= -p->pad_top && iy < p->h + p->pad_bottom &&
+                                          ix >= -p->pad_left && ix < p->w + p->pad_right;
+                                if (iz < 0 || iz >= p->d || iy < 0 || iy >= p->h ||
+                                    ix < 0 || ix >= p->w)
+                                    continue;
+                                v = c->x[((q * p->d + iz) * p->h + iy) * p->w + ix];
+                                m = v > m ? v : m;
+                                s += v;
+                                count++;
+                            }
+                    want[((q * p->od + oz) * p->oh + oy) * p->ow + ox] =
+                        c->kind == 0 ? m
+                        : c->kind == 2 ? s / padded
+                                       : s / count;
+                }
 }
 
 static const char *const pool_names[3] = {"MaxPool", "AveragePool",
@@ -195,7 +225,7 @@ START_TEST(pool_forward_matches_definition)
         c.y[j] = NAN;
     pool_forward(&c);
     pool_naive(want, &c);
-    snprintf(what, sizeof what, "%s %s: y", pool_names[c.kind], c.s->name);
+    snprintf(what, sizeof what, "%s %s: y", pool_names[c.kind], c.name);
     expect_near(what, c.y, want, c.ny, c.kind == 0 ? 0 : 1e-6, c.kind == 0 ? 0 : 1e-6);
     expect_guard("y", c.y, c.ny);
     free(want);
@@ -213,7 +243,7 @@ START_TEST(pool_grad)
     memcpy(dx, pre, c.nx * sizeof *dx);
     pool_backward(&c, dx);
     expect_guard("dx", dx, c.nx);
-    snprintf(what, sizeof what, "%s %s: dx", pool_names[c.kind], c.s->name);
+    snprintf(what, sizeof what, "%s %s: dx", pool_names[c.kind], c.name);
     added(diff, dx, pre, c.nx);
     expect_grad(what, c.x, c.nx, diff, pool_loss, &c);
     pool_backward(&c, NULL); /* skipped, not a crash */
@@ -509,8 +539,10 @@ static void pool_ref(float *y, float *dx, const float *x, const float *dy,
                     if (best >= 0)
                         dxq[best] += dy[o];
                 } else {
+                    /* these kernels have at most 16 taps: summed in float */
                     const int d = kind == 2 ? padded : n;
                     float s = 0.0f;
+                    ck_assert(p->kh * p->kw <= 16);
                     for (t = 0; t < n; t++)
                         s += xq[off[t]];
                     y[o] = d > 0 ? s / (float)d : 0.0f;
@@ -652,6 +684,98 @@ START_TEST(global_avgpool_by_hand)
 }
 END_TEST
 
+/* An AveragePool window of 256x256 summed in double: 2^16 values of 0.1f
+ * average to 0.1f to float's precision (a float running sum drifts by
+ * about 1e-3 relative). */
+START_TEST(avgpool_large_window_does_not_drift)
+{
+    const nd_spec sp = {"256x256 window", 1, 1, 0, 0, 0, 0, {1, 256, 256},
+                        {1, 256, 256}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0},
+                        {0, 0, 0}};
+    const rt_window p = window_nd(&sp);
+    const size_t n = (size_t)256 * 256;
+    float *x = malloc(n * sizeof *x), y;
+    size_t j;
+    for (j = 0; j < n; j++)
+        x[j] = 0.1f;
+    rt_avgpool_forward(&y, x, &p, 0);
+    ck_assert_msg(fabs(y - (double)0.1f) <= 1e-7, "y %.9g", (double)y);
+    free(x);
+}
+END_TEST
+
+/* A mean over a large plane summed in double: 2^20 values of 0.1f give
+ * 0.1f to float's precision, where a float running sum drifts by about
+ * 1e-3 relative. */
+START_TEST(global_avgpool_does_not_drift)
+{
+    const int hw = 1 << 20;
+    float *x = malloc((size_t)hw * sizeof *x), y;
+    int j;
+    for (j = 0; j < hw; j++)
+        x[j] = 0.1f;
+    rt_global_avgpool_forward(&y, x, 1, hw);
+    ck_assert_msg(fabs(y - (double)0.1f) <= 1e-7, "y %.9g", (double)y);
+    free(x);
+}
+END_TEST
+
+/* ---- global max pool ----------------------------------------------------- */
+
+static double gmp_loss(void *v)
+{
+    gap_case *c = v;
+    rt_global_maxpool_forward(c->y, c->x, c->nc, c->hw);
+    return dot(c->y, c->dy, (size_t)c->nc);
+}
+
+START_TEST(global_maxpool)
+{
+    gap_case c;
+    float dx[60], pre[60], diff[60];
+    double want[8];
+    int q, j;
+    c.nc = 6, c.hw = 10;
+    tseed(1100);
+    fill_distinct_negative(c.x, 60);
+    fill(c.dy, 6, -1, 1);
+    fill(pre, 60, -1, 1);
+    c.y[6] = SENTINEL;
+    gmp_loss(&c);
+    for (q = 0; q < c.nc; q++) {
+        double m = -INFINITY;
+        for (j = 0; j < c.hw; j++)
+            m = c.x[q * c.hw + j] > m ? c.x[q * c.hw + j] : m;
+        want[q] = m;
+    }
+    expect_near("y", c.y, want, 6, 0, 0);
+    ck_assert(c.y[6] == SENTINEL);
+    memcpy(dx, pre, sizeof dx);
+    rt_global_maxpool_backward(dx, c.dy, c.x, c.nc, c.hw);
+    added(diff, dx, pre, 60);
+    expect_grad("GlobalMaxPool dx", c.x, 60, diff, gmp_loss, &c);
+    rt_global_maxpool_backward(NULL, c.dy, c.x, c.nc, c.hw);
+}
+END_TEST
+
+START_TEST(global_maxpool_by_hand)
+{
+    /* planes [1 7 7], [4 NaN 9 NaN] as 3 planes of 3: [1 7 7] ties on the
+     * first 7; [4 NaN 9] gives NaN, its gradient on the NaN; [-2 -5 -1]
+     * gives -1. dy = [1 2 4] lands on x[1], x[4], x[8], on top of 10. */
+    const float x[9] = {1, 7, 7, 4, NAN, 9, -2, -5, -1}, dy[3] = {1, 2, 4};
+    float y[3], dx[9];
+    const double wdx[9] = {10, 11, 10, 10, 12, 10, 10, 10, 14};
+    int j;
+    rt_global_maxpool_forward(y, x, 3, 3);
+    ck_assert(y[0] == 7 && isnan(y[1]) && y[2] == -1);
+    for (j = 0; j < 9; j++)
+        dx[j] = 10;
+    rt_global_maxpool_backward(dx, dy, x, 3, 3);
+    expect_near("dx", dx, wdx, 9, 0, 0);
+}
+END_TEST
+
 /* ---- _set twin ----------------------------------------------------------- */
 
 /* 2x2 stride 2 (every input in one window) and 3x3 stride 2 with padding
@@ -683,8 +807,8 @@ static Suite *pool_suite(void)
 
     tc = tcase_create("pool");
     tcase_add_loop_test(tc, pool_forward_matches_definition, 0,
-                        3 * (N_POOLS + N_CEIL));
-    tcase_add_loop_test(tc, pool_grad, 0, 3 * (N_POOLS + N_CEIL));
+                        3 * (N_POOLS + N_CEIL + N_ND));
+    tcase_add_loop_test(tc, pool_grad, 0, 3 * (N_POOLS + N_CEIL + N_ND));
     tcase_add_test(tc, pool_ceil_mode_by_hand);
     tcase_add_test(tc, avgpool_ceil_clips_to_padded_input);
     tcase_add_test(tc, maxpool_ties_by_hand);
@@ -698,6 +822,10 @@ static Suite *pool_suite(void)
     tc = tcase_create("global_avgpool");
     tcase_add_test(tc, global_avgpool);
     tcase_add_test(tc, global_avgpool_by_hand);
+    tcase_add_test(tc, global_avgpool_does_not_drift);
+    tcase_add_test(tc, avgpool_large_window_does_not_drift);
+    tcase_add_test(tc, global_maxpool);
+    tcase_add_test(tc, global_maxpool_by_hand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");

@@ -772,6 +772,54 @@ START_TEST(pool_ceil_mode_and_auto_pad_sizes)
 }
 END_TEST
 
+/* The output shape of one window node over x with weight w (Conv) in 1, 2
+ * or 3 spatial dims, as "AxBx..". */
+static void window_nd_shape(const char *op, const char *x, const char *w,
+                            const char *attrs, const char *want)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c, ctx_printf(&c,
+        "<input name='x' shape='%s'/>%s"
+        "<node name='p' op='%s' in='x%s' out='y' %s/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", x,
+        w ? ctx_printf(&c, "<initializer name='w' shape='%s' init='ones'/>", w)
+          : "", op, w ? " w" : "", attrs), "none");
+    const char *got = shape_str(&c, T(&m, "y"));
+    ck_assert_msg(strcmp(got, want) == 0, "%s %s on %s: got %s, want %s", op,
+                  attrs, x, got, want);
+    ctx_free(&c);
+}
+
+START_TEST(window_1d_and_3d_sizes)
+{
+    /* 1-D: (9 + 2 - 3) / 2 + 1 = 5; dilation 2 causal pads 4,4: 7 + 8 - 5
+     * + 1 = 11; ceil: (8 - 2) / 4 rounds up to 2, + 1 = 3, less the
+     * window that would start at 8, past the input: 2 */
+    window_nd_shape("Conv", "2 3 9", "4 3 3", "pads='1 1' strides='2'", "2x4x5");
+    window_nd_shape("Conv", "1 2 7", "3 2 3", "pads='4 4' dilations='2'",
+                    "1x3x11");
+    window_nd_shape("Conv", "1 4 7", "4 1 3", "group='4' auto_pad='SAME_UPPER' "
+                    "strides='2'", "1x4x4");
+    window_nd_shape("MaxPool", "1 2 8", NULL, "kernel_shape='2' strides='4' "
+                    "ceil_mode='1'", "1x2x2");
+    window_nd_shape("AveragePool", "1 2 8", NULL, "kernel_shape='3' "
+                    "auto_pad='VALID'", "1x2x6");
+    /* 3-D: per axis as 2-D's */
+    window_nd_shape("Conv", "1 2 4 5 6", "3 2 3 3 3", "pads='1 1 1 1 1 1'",
+                    "1x3x4x5x6");
+    window_nd_shape("Conv", "1 2 6 5 5", "2 1 2 3 2", "group='2' strides='2 2 1' "
+                    "dilations='2 1 1' pads='1 0 1 0 1 0'", "1x2x3x2x5");
+    window_nd_shape("MaxPool", "1 2 5 5 5", NULL, "kernel_shape='2 2 2' "
+                    "strides='2 2 2' ceil_mode='1'", "1x2x3x3x3");
+    window_nd_shape("AveragePool", "1 2 5 6 7", NULL, "kernel_shape='3 3 3' "
+                    "strides='2 2 2' auto_pad='SAME_LOWER'", "1x2x3x3x4");
+    window_nd_shape("GlobalMaxPool", "2 3 4 5 6", NULL, "", "2x3x1x1x1");
+    window_nd_shape("GlobalMaxPool", "2 3 7", NULL, "", "2x3x1");
+}
+END_TEST
+
 START_TEST(pool_ceil_mode_and_auto_pad_errors)
 {
     static const struct {
@@ -1026,6 +1074,7 @@ int main(void)
     tcase_add_test(t, batchnorm_errors);
     tcase_add_test(t, pool_ceil_mode_and_auto_pad_sizes);
     tcase_add_test(t, pool_ceil_mode_and_auto_pad_errors);
+    tcase_add_test(t, window_1d_and_3d_sizes);
     tcase_add_test(t, sce_weights_and_reduction_none_shapes);
     tcase_add_test(t, sce_weights_and_reduction_errors);
     tcase_add_test(t, pad_and_group_norm_shapes_and_reads);
