@@ -88,6 +88,80 @@
 #define RT_INLINE static inline
 #endif
 
+/* ---- sums that do not drift ------------------------------------------------ */
+
+/* Every reduction of the runtime (norm statistics and their backward sums,
+ * ReduceSum/ReduceMean, softmax and cross-entropy sums, bias gradients and
+ * the sums over broadcast dims) adds its terms through rt_sum: in float in
+ * blocks of RT_SUM_BLOCK terms, each block's sum then added to a running
+ * total with Neumaier's compensation (hi + lo), all in float, so no soft
+ * double on a Cortex-M4. A plain float loop's error grows with the count n
+ * (n eps in the worst case, sqrt(n) eps typically); here it is bounded by
+ * about RT_SUM_BLOCK eps of the sum of |terms| (sqrt(RT_SUM_BLOCK) eps
+ * typically) whatever n, and costs one float add per term plus five float
+ * operations per block. The terms are taken in the order given, so a sum is
+ * the same bits whichever thread runs it. */
+#define RT_SUM_BLOCK 32
+typedef struct {
+    float hi, lo;   /* the finished blocks: hi + lo */
+    float part;     /* the current block's plain float sum */
+    int k;          /* terms in part */
+} rt_sum;
+
+static inline void rt_sum_init(rt_sum *s)
+{
+    s->hi = s->lo = s->part = 0.0f;
+    s->k = 0;
+}
+
+/* hi + lo += v, keeping the rounding error of hi + v in lo. */
+static inline void rt_sum_fold(rt_sum *s, float v)
+{
+    const float t = s->hi + v;
+    if (fabsf(s->hi) >= fabsf(v))
+        s->lo += (s->hi - t) + v;
+    else
+        s->lo += (v - t) + s->hi;
+    s->hi = t;
+}
+
+static inline void rt_sum_add(rt_sum *s, float v)
+{
+    s->part += v;
+    if (++s->k == RT_SUM_BLOCK) {
+        rt_sum_fold(s, s->part);
+        s->part = 0.0f;
+        s->k = 0;
+    }
+}
+
+/* The sum so far (s is left as it was). An infinite or NaN total is
+ * returned as it is: its compensation would be NaN. */
+static inline float rt_sum_value(const rt_sum *s)
+{
+    rt_sum t = *s;
+    rt_sum_fold(&t, t.part);
+    return t.hi - t.hi == 0.0f ? t.hi + t.lo : t.hi;
+}
+
+/* x[0], x[stride], ..., x[(n - 1) stride] added as rt_sum_add would, the
+ * same bits, a block at a time. */
+static inline float rt_sum_strided(const float *x, size_t n, ptrdiff_t stride)
+{
+    rt_sum s;
+    size_t i = 0, e;
+    rt_sum_init(&s);
+    while (n - i >= RT_SUM_BLOCK) {
+        float part = 0.0f;
+        for (e = i + RT_SUM_BLOCK; i < e; i++)
+            part += x[(ptrdiff_t)i * stride];
+        rt_sum_fold(&s, part);
+    }
+    for (; i < n; i++)
+        s.part += x[(ptrdiff_t)i * stride];
+    return rt_sum_value(&s);
+}
+
 /* ---- threads.c ----------------------------------------------------------- */
 
 /* A kernel's share of the work: items [lo, hi) of its own numbering (rows,
@@ -2201,6 +2275,8 @@ void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
  * norm.c: LayerNorm and BatchNormalization. Each computes a row's (a
  * channel's) moments in two passes, and its backward recomputes them with
  * the same function, so it sees exactly the statistics the forward used.
+ * Every sum (moments, the backward's means, dscale and dbias) goes through
+ * rt_sum (rt_impl.h), so its error does not grow with its length.
  */
 
 /* Mean and 1/sqrt(var + eps) of one row of cols > 0 values, var biased. Two
@@ -2211,19 +2287,20 @@ void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
 static void row_moments(const float *x, int cols, float eps, float *mean,
                         float *rstd)
 {
-    float s = 0.0f, v = 0.0f;
+    rt_sum v;
     int j;
+    *mean = rt_sum_strided(x, (size_t)cols, 1) / (float)cols;
+    rt_sum_init(&v);
     for (j = 0; j < cols; j++)
-        s += x[j];
-    *mean = s / (float)cols;
-    for (j = 0; j < cols; j++)
-        v += (x[j] - *mean) * (x[j] - *mean);
-    *rstd = 1.0f / sqrtf(v / (float)cols + eps);
+        rt_sum_add(&v, (x[j] - *mean) * (x[j] - *mean));
+    *rstd = 1.0f / sqrtf(rt_sum_value(&v) / (float)cols + eps);
 }
 
 /* LayerNorm's operands; rows are independent except for the backward's
  * dscale and dbias, sums over rows (see rt_layernorm_backward). mean and
- * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). */
+ * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). dscale and dbias
+ * gain one rt_sum per block of rows: their error grows with rows / 128 (a
+ * float add per block), not with rows. */
 #define RT_LN_BLOCK 128
 typedef struct {
     float *y, *dx, *dscale, *dbias;
@@ -2269,28 +2346,22 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
  * reaching xhat), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)): the
  * two means are the paths through mean and variance, which depend on every
  * x of the row. */
-static void layernorm_back_row(float *dx, float *dscale, float *dbias,
-                               const float *dy, const float *x,
+static void layernorm_back_row(float *dx, const float *dy, const float *x,
                                const float *scale, int cols, float mean,
                                float rstd)
 {
-    float sum_g = 0.0f, sum_gx = 0.0f, mg, mgx;
+    rt_sum sum_g, sum_gx;
+    float mg, mgx;
     int j;
+    rt_sum_init(&sum_g);
+    rt_sum_init(&sum_gx);
     for (j = 0; j < cols; j++) {
         const float xhat = (x[j] - mean) * rstd;
-        if (dscale != NULL)
-            dscale[j] += dy[j] * xhat;
-        if (dbias != NULL)
-            dbias[j] += dy[j];
-        if (dx != NULL) {
-            sum_g += dy[j] * scale[j];
-            sum_gx += dy[j] * scale[j] * xhat;
-        }
+        rt_sum_add(&sum_g, dy[j] * scale[j]);
+        rt_sum_add(&sum_gx, dy[j] * scale[j] * xhat);
     }
-    if (dx == NULL)
-        return;
-    mg = sum_g / (float)cols;
-    mgx = sum_gx / (float)cols;
+    mg = rt_sum_value(&sum_g) / (float)cols;
+    mgx = rt_sum_value(&sum_gx) / (float)cols;
     for (j = 0; j < cols; j++) {
         const float xhat = (x[j] - mean) * rstd;
         dx[j] += rstd * (dy[j] * scale[j] - mg - xhat * mgx);
@@ -2305,43 +2376,55 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
     size_t i;
     for (i = lo; i < hi; i++) {
         const size_t o = ((size_t)l->r0 + i) * (size_t)l->cols;
-        row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
+        if (l->x != NULL)
+            row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
         if (l->dx != NULL)
-            layernorm_back_row(l->dx + o, NULL, NULL, l->dy + o, l->x + o,
-                               l->scale, l->cols, l->mean[i], l->rstd[i]);
+            layernorm_back_row(l->dx + o, l->dy + o, l->x + o, l->scale,
+                               l->cols, l->mean[i], l->rstd[i]);
     }
 }
 
-/* Columns [lo, hi) of dscale and dbias over the block's rows, row by row
- * with the same xhat as layernorm_back_row: each entry gets the terms of
- * one thread's loop in the same order. */
+/* Columns [lo, hi) of dscale and dbias: each the rt_sum of the block's
+ * rows, in row order, with the same xhat as layernorm_back_row, added to
+ * the gradient. */
 static void ln_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const ln_job *l = ctx;
+    const size_t cols = (size_t)l->cols;
+    const size_t o = (size_t)l->r0 * cols;
     size_t j;
     int i;
-    for (i = 0; i < l->nrows; i++) {
-        const size_t o = ((size_t)l->r0 + (size_t)i) * (size_t)l->cols;
-        for (j = lo; j < hi; j++) {
-            const float xhat = (l->x[o + j] - l->mean[i]) * l->rstd[i];
-            if (l->dscale != NULL)
-                l->dscale[j] += l->dy[o + j] * xhat;
-            if (l->dbias != NULL)
-                l->dbias[j] += l->dy[o + j];
+    for (j = lo; j < hi; j++) {
+        if (l->dscale != NULL) {
+            rt_sum s;
+            rt_sum_init(&s);
+            for (i = 0; i < l->nrows; i++) {
+                const size_t at = o + (size_t)i * cols + j;
+                rt_sum_add(&s, l->dy[at] *
+                                   ((l->x[at] - l->mean[i]) * l->rstd[i]));
+            }
+            l->dscale[j] += rt_sum_value(&s);
         }
+        if (l->dbias != NULL)
+            l->dbias[j] += rt_sum_strided(l->dy + o + j, (size_t)l->nrows,
+                                          (ptrdiff_t)cols);
     }
 }
 
-/* Several threads: blocks of rows, each first split by rows (moments, dx),
- * then by columns (dscale, dbias: sums over rows). */
-static void layernorm_back_split(ln_job *l, int rows)
+/* Blocks of rows, each first split by rows (moments, dx), then by columns
+ * (dscale, dbias: sums over rows). One thread runs the same blocks, so the
+ * bits do not depend on the thread count. */
+static void layernorm_back_blocks(ln_job *l, int rows)
 {
     const size_t cols = (size_t)l->cols;
     for (l->r0 = 0; l->r0 < rows; l->r0 += RT_LN_BLOCK) {
+        size_t work;
         l->nrows = rows - l->r0 < RT_LN_BLOCK ? rows - l->r0 : RT_LN_BLOCK;
-        rt_parallel_for((size_t)l->nrows, 1, 0, 0, ln_back_rows, l);
+        work = (size_t)l->nrows * cols;
+        rt_parallel_for((size_t)l->nrows, 1, work, RT_PAR_COSTLY,
+                        ln_back_rows, l);
         if (l->dscale != NULL || l->dbias != NULL)
-            rt_parallel_for(cols, 16, 0, 0, ln_back_cols, l);
+            rt_parallel_for(cols, 16, work, RT_PAR_COSTLY, ln_back_cols, l);
     }
 }
 
@@ -2351,37 +2434,20 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps)
 {
-    int r, j;
-    if (cols <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
+    ln_job l;
+    if (cols <= 0 || rows <= 0 ||
+        (dx == NULL && dscale == NULL && dbias == NULL))
         return;
-    if (dx == NULL && dscale == NULL) {
-        /* the bias alone (a frozen scale and input): x is not read, and
-         * the sums are the same as layernorm_back_row's, in its order */
-        for (r = 0; r < rows; r++)
-            for (j = 0; j < cols; j++)
-                dbias[j] += dy[(size_t)r * cols + j];
-        return;
-    }
-    if (rt_threads() > 1 && (size_t)rows * cols >= RT_PAR_COSTLY) {
-        ln_job l;
-        l.dx = dx;
-        l.dscale = dscale;
-        l.dbias = dbias;
-        l.dy = dy;
-        l.x = x;
-        l.scale = scale;
-        l.cols = cols;
-        l.eps = eps;
-        layernorm_back_split(&l, rows);
-        return;
-    }
-    for (r = 0; r < rows; r++) {
-        const size_t o = (size_t)r * cols;
-        float mean, rstd;
-        row_moments(x + o, cols, eps, &mean, &rstd);
-        layernorm_back_row(dx != NULL ? dx + o : NULL, dscale, dbias, dy + o,
-                           x + o, scale, cols, mean, rstd);
-    }
+    l.dx = dx;
+    l.dscale = dscale;
+    l.dbias = dbias;
+    l.dy = dy;
+    /* the bias alone (a frozen scale and input): x is not read */
+    l.x = dx == NULL && dscale == NULL ? NULL : x;
+    l.scale = scale;
+    l.cols = cols;
+    l.eps = eps;
+    layernorm_back_blocks(&l, rows);
 }
 
 /* ---- batch normalization --------------------------------------------------- */
@@ -2394,20 +2460,22 @@ static void channel_moments(const float *x, int n, int c, int inner, int ch,
                             float *mean, float *var)
 {
     const float m = (float)n * (float)inner;
-    float s = 0.0f, v = 0.0f;
+    rt_sum s, v;
     int i, j;
+    rt_sum_init(&s);
+    rt_sum_init(&v);
     for (i = 0; i < n; i++) {
         const float *xc = x + ((size_t)i * c + ch) * inner;
         for (j = 0; j < inner; j++)
-            s += xc[j];
+            rt_sum_add(&s, xc[j]);
     }
-    *mean = s / m;
+    *mean = rt_sum_value(&s) / m;
     for (i = 0; i < n; i++) {
         const float *xc = x + ((size_t)i * c + ch) * inner;
         for (j = 0; j < inner; j++)
-            v += (xc[j] - *mean) * (xc[j] - *mean);
+            rt_sum_add(&v, (xc[j] - *mean) * (xc[j] - *mean));
     }
-    *var = v / m;
+    *var = rt_sum_value(&v) / m;
 }
 
 /* y[i, ch, j] = (x[i, ch, j] - mean) * rstd * scale[ch] + bias[ch] */
@@ -2469,12 +2537,15 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
     if (n <= 0 || inner <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
         return;
     for (ch = 0; ch < c; ch++) {
-        float mean, var, rstd, sum_dy = 0.0f, sum_dyx = 0.0f, mg, mgx;
+        float mean, var, rstd, sum_dy, sum_dyx, mg, mgx;
+        rt_sum s_dy, s_dyx;
+        rt_sum_init(&s_dy);
+        rt_sum_init(&s_dyx);
         if (dx == NULL && dscale == NULL) {     /* x is not read */
             for (i = 0; i < n; i++)
                 for (j = 0; j < inner; j++)
-                    sum_dy += dy[((size_t)i * c + ch) * inner + j];
-            dbias[ch] += sum_dy;
+                    rt_sum_add(&s_dy, dy[((size_t)i * c + ch) * inner + j]);
+            dbias[ch] += rt_sum_value(&s_dy);
             continue;
         }
         channel_moments(x, n, c, inner, ch, &mean, &var);
@@ -2482,10 +2553,12 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
         for (i = 0; i < n; i++) {
             const size_t o = ((size_t)i * c + ch) * inner;
             for (j = 0; j < inner; j++) {
-                sum_dy += dy[o + j];
-                sum_dyx += dy[o + j] * (x[o + j] - mean) * rstd;
+                rt_sum_add(&s_dy, dy[o + j]);
+                rt_sum_add(&s_dyx, dy[o + j] * (x[o + j] - mean) * rstd);
             }
         }
+        sum_dy = rt_sum_value(&s_dy);
+        sum_dyx = rt_sum_value(&s_dyx);
         if (dscale != NULL)
             dscale[ch] += sum_dyx;
         if (dbias != NULL)
