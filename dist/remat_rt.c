@@ -212,6 +212,21 @@ RT_PRIVATE void rt_bc_run(const rt_bcast *m, const bc_args *p, bc_row row);
 RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
                                 bc_row row);
 
+/* Sums over broadcast dims, one gradient (or reduced) entry at a time. An
+ * index space of `rank` dims walked in order (element e's offset in the
+ * walked tensor is e itself) and ns (<= 3) further tensors with strides
+ * st[k] (0 along a dim they are broadcast over). For each entry of tensor
+ * `target` (one of them), the terms term(p, off) over every element that
+ * lands on it (off[0] the walked offset, off[1 + k] tensor k's) are added
+ * with an rt_sum in the walk's order and the total added to
+ * grad[entry]. Unlike rt_bc_run with a stride-0 row, a sum's error does
+ * not grow with its length. Entries split over the threads, each summed
+ * on one, so the bits do not depend on the thread count. */
+typedef float (*bc_term)(const bc_args *p, const ptrdiff_t *off);
+RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
+                           int ns, int target, float *grad, bc_term term,
+                           const bc_args *p);
+
 /* ---- conv.c and pool.c: window geometry ----------------------------------- */
 
 /* The indices i in [0, count) with 0 <= off + i * step < size, as the range
@@ -854,26 +869,55 @@ static void bias_rows(void *ctx, size_t lo, size_t hi)
                 b->beta * b->in[bias_at(i, j, b->c_rows, b->c_cols)];
 }
 
-/* Rows [lo, hi) and columns [j0, j1) of the backward's sum, row by row. */
-static void bias_back_block(const bias_job *b, int lo, int hi, int j0, int j1)
+/* The sum of beta * dy over rows [lo, hi) and columns [j0, j1), row by
+ * row, an rt_sum (rt_impl.h) added to dc entry `at`. */
+static void bias_back_sum(const bias_job *b, size_t at, int lo, int hi,
+                          int j0, int j1)
 {
+    rt_sum s;
     int i, j;
+    rt_sum_init(&s);
     for (i = lo; i < hi; i++)
         for (j = j0; j < j1; j++)
-            b->out[bias_at(i, j, b->c_rows, b->c_cols)] +=
-                b->beta * b->in[(size_t)i * b->n + j];
+            rt_sum_add(&s, b->beta * b->in[(size_t)i * b->n + j]);
+    b->out[at] += rt_sum_value(&s);
 }
 
+/* dc with one entry per row: rows [lo, hi), each summed over the columns
+ * when dc has one column, else each entry dy's one term. */
 static void bias_back_rows(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *b = ctx;
-    bias_back_block(b, (int)lo, (int)hi, 0, b->n);
+    int i, j;
+    for (i = (int)lo; i < (int)hi; i++) {
+        if (b->c_cols == 1) {
+            bias_back_sum(b, (size_t)i, i, i + 1, 0, b->n);
+            continue;
+        }
+        for (j = 0; j < b->n; j++)
+            b->out[(size_t)i * b->n + j] +=
+                b->beta * b->in[(size_t)i * b->n + j];
+    }
 }
 
+/* dc one row (a Linear's bias): columns [lo, hi), each summed over the
+ * rows. */
 static void bias_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *b = ctx;
-    bias_back_block(b, 0, b->m, (int)lo, (int)hi);
+    rt_sum acc[16]; /* 16 columns at a time, rows in memory order */
+    size_t j0, j, w;
+    int i;
+    for (j0 = lo; j0 < hi; j0 += w) {
+        w = hi - j0 < 16 ? hi - j0 : 16;
+        for (j = 0; j < w; j++)
+            rt_sum_init(&acc[j]);
+        for (i = 0; i < b->m; i++)
+            for (j = 0; j < w; j++)
+                rt_sum_add(&acc[j], b->beta * b->in[(size_t)i * b->n + j0 + j]);
+        for (j = 0; j < w; j++)
+            b->out[j0 + j] += rt_sum_value(&acc[j]);
+    }
 }
 
 /* Each dc entry is summed on one thread in row order, as one thread would:
@@ -892,7 +936,7 @@ static void bias_back(float *dc, const float *dy, int m, int n, float beta,
         rt_parallel_for((size_t)n, 16, work, RT_PAR_CHEAP, bias_back_cols,
                         (void *)&job);
     else
-        bias_back_block(&job, 0, m, 0, n);
+        bias_back_sum(&job, 0, 0, m, 0, n);
 }
 
 void rt_gemm_forward(float *y, const float *a, const float *b, const float *c,
@@ -1026,8 +1070,9 @@ void rt_bmm_backward(float *da, float *db, const float *dy, const float *a,
  * Where and Expand. They walk an rt_bcast map (remat_rt.h) one innermost
  * row at a time, through rt_bc_run and rt_bc_run_split (rt_impl.h), which
  * reduce.c and structural.c's Transpose walk their maps with too. A
- * backward whose gradient is a sum over a broadcast dim stays on one
- * thread, so its sums keep one order.
+ * gradient that is a sum over a broadcast dim is summed one entry at a
+ * time by rt_bc_sums (rt_impl.h; ReduceSum's forward too), an rt_sum in
+ * the walk's order, entries split over the threads.
  */
 
 /* ---- broadcasting binary ops ---------------------------------------------- */
@@ -1132,6 +1177,101 @@ RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p, bc_row row)
                         bc_part_rows, &job);
 }
 
+/* ---- sums over broadcast dims (rt_impl.h) -------------------------------- */
+
+typedef struct {
+    const int *dims;
+    const int *const *st;
+    int ns, target;
+    ptrdiff_t wst[RT_MAX_RANK]; /* the walked tensor's (contiguous) strides */
+    int kd[RT_MAX_RANK], nk;    /* kept dims: they number the entries */
+    int rd[RT_MAX_RANK], nr;    /* reduced dims: summed over */
+    float *grad;
+    bc_term term;
+    const bc_args *p;
+} sums_job;
+
+/* Entries [lo, hi), numbered by the kept dims' digits, the last fastest;
+ * each the rt_sum of its terms, the reduced dims walked with an odometer
+ * in the walk's order. */
+static void sums_part(void *ctx, size_t lo, size_t hi)
+{
+    const sums_job *j = ctx;
+    const int ns = j->ns;
+    int idx[RT_MAX_RANK];
+    size_t e;
+    for (e = lo; e < hi; e++) {
+        ptrdiff_t base[4] = {0, 0, 0, 0}, off[4];
+        size_t q = e;
+        int a, k;
+        rt_sum s;
+        for (a = j->nk - 1; a >= 0; a--) {
+            const int d = j->kd[a];
+            const ptrdiff_t i = (ptrdiff_t)(q % (size_t)j->dims[d]);
+            q /= (size_t)j->dims[d];
+            base[0] += i * j->wst[d];
+            for (k = 0; k < ns; k++)
+                base[1 + k] += i * j->st[k][d];
+        }
+        for (k = 0; k <= ns; k++)
+            off[k] = base[k];
+        for (a = 0; a < j->nr; a++)
+            idx[a] = 0;
+        rt_sum_init(&s);
+        for (;;) {
+            rt_sum_add(&s, j->term(j->p, off));
+            for (a = j->nr - 1; a >= 0; a--) {
+                const int d = j->rd[a];
+                off[0] += j->wst[d];
+                for (k = 0; k < ns; k++)
+                    off[1 + k] += j->st[k][d];
+                if (++idx[a] < j->dims[d])
+                    break;
+                idx[a] = 0;
+                off[0] -= (ptrdiff_t)j->dims[d] * j->wst[d];
+                for (k = 0; k < ns; k++)
+                    off[1 + k] -= (ptrdiff_t)j->dims[d] * j->st[k][d];
+            }
+            if (a < 0)
+                break;
+        }
+        j->grad[base[1 + j->target]] += rt_sum_value(&s);
+    }
+}
+
+RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
+                           int ns, int target, float *grad, bc_term term,
+                           const bc_args *p)
+{
+    sums_job j;
+    size_t entries = 1, total = 1;
+    int d;
+    for (d = 0; d < rank; d++)
+        if (dims[d] <= 0)
+            return; /* nothing to add */
+    j.dims = dims;
+    j.st = st;
+    j.ns = ns;
+    j.target = target;
+    j.grad = grad;
+    j.term = term;
+    j.p = p;
+    j.nk = j.nr = 0;
+    for (d = rank - 1; d >= 0; d--) {
+        j.wst[d] = (ptrdiff_t)total;
+        total *= (size_t)dims[d];
+    }
+    for (d = 0; d < rank; d++) {
+        if (dims[d] > 1 && st[target][d] == 0) {
+            j.rd[j.nr++] = d;
+        } else {
+            j.kd[j.nk++] = d;
+            entries *= (size_t)dims[d];
+        }
+    }
+    rt_parallel_for(entries, 1, total, RT_PAR_CHEAP, sums_part, &j);
+}
+
 /* Whether a gradient written through strides s is a sum over some dim
  * (stride 0 along a dim longer than 1): then its elements are not
  * independent and the backward stays on one thread. */
@@ -1214,6 +1354,39 @@ static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* The terms of each gradient's sum over broadcast dims, the same values
+ * the rows add (off: dy's, a's, b's offsets). */
+static float add_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]];
+}
+
+static float add_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->scale * p->dy[off[0]];
+}
+
+static float mul_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] * p->b[off[2]];
+}
+
+static float mul_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] * p->a[off[1]];
+}
+
+static float div_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] / p->b[off[2]];
+}
+
+static float div_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float q = p->dy[off[0]] / p->b[off[2]];
+    return -(q * (p->a[off[1]] / p->b[off[2]]));
+}
+
 static void mul_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                          ptrdiff_t ob, int n, int sa, int sb)
 {
@@ -1245,11 +1418,15 @@ static void div_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* A gradient that is a sum over broadcast dims is summed entry by entry
+ * (rt_bc_sums, with the op's term); one that is not, row by row, split
+ * over the threads. */
 static void binary_back(float *da, float *db, const float *dy, const float *a,
                         const float *b, const rt_bcast *m, float scale,
-                        bc_row row)
+                        bc_row row, bc_term da_term, bc_term db_term)
 {
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[2] = {m->sa, m->sb};
     if (da == NULL && db == NULL)
         return;
     p.da = da;
@@ -1258,15 +1435,22 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
     p.a = a;
     p.b = b;
     p.scale = scale;
-    if ((da != NULL && bc_sums(m, m->sa)) || (db != NULL && bc_sums(m, m->sb)))
-        rt_bc_run(m, &p, row);
-    else
+    if (da != NULL && bc_sums(m, m->sa)) {
+        rt_bc_sums(m->rank, m->dims, st, 2, 0, da, da_term, &p);
+        p.da = NULL;
+    }
+    if (db != NULL && bc_sums(m, m->sb)) {
+        rt_bc_sums(m->rank, m->dims, st, 2, 1, db, db_term, &p);
+        p.db = NULL;
+    }
+    if (p.da != NULL || p.db != NULL)
         rt_bc_run_split(m, &p, row);
 }
 
 void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row);
+    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row, add_da_term,
+                add_db_term);
 }
 
 /* Elements of an element count: the product of the map's dims where the
@@ -1309,19 +1493,22 @@ void rt_add_backward_set(float *da, float *db, const float *dy,
 /* Sub is Add with the second gradient negated (scale -1). */
 void rt_sub_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row);
+    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row, add_da_term,
+                add_db_term);
 }
 
 void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row, mul_da_term,
+                mul_db_term);
 }
 
 void rt_div_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row, div_da_term,
+                div_db_term);
 }
 
 /* a^b; b == 2 (x**2 as torch exports it) as one exact product. */
@@ -1362,10 +1549,27 @@ static void pow_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+static float pow_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float a = p->a[off[1]], b = p->b[off[2]];
+    if (b == 0.0f)
+        return 0.0f;
+    return p->dy[off[0]] * (b == 2.0f ? 2.0f * a : b * powf(a, b - 1.0f));
+}
+
+static float pow_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float a = p->a[off[1]], b = p->b[off[2]];
+    if (a == 0.0f && b >= 0.0f)
+        return 0.0f;
+    return p->dy[off[0]] * pow1(a, b) * logf(a);
+}
+
 void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row, pow_da_term,
+                pow_db_term);
 }
 
 /* Elements of a Where's output, and one step of its odometer: idx and the
@@ -1407,12 +1611,45 @@ void rt_where_forward(float *y, const float *cond, const float *a,
     }
 }
 
+/* Where's terms: off[1] is cond's offset (the a of bc_args). */
+static float where_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->a[off[1]] != 0.0f ? p->dy[off[0]] : 0.0f;
+}
+
+static float where_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->a[off[1]] != 0.0f ? 0.0f : p->dy[off[0]];
+}
+
+/* Whether strides s sum over some dim of a Where's map. */
+static int where_sums(const rt_where *m, const int *s)
+{
+    int d;
+    for (d = 0; d < m->rank; d++)
+        if (m->dims[d] > 1 && s[d] == 0)
+            return 1;
+    return 0;
+}
+
 void rt_where_backward(float *da, float *db, const float *dy,
                        const float *cond, const rt_where *m)
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
     size_t i, n = where_count(m);
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[3] = {m->sc, m->sa, m->sb};
+    p.a = cond;
+    p.dy = dy;
+    if (da != NULL && where_sums(m, m->sa)) {
+        rt_bc_sums(m->rank, m->dims, st, 3, 1, da, where_da_term, &p);
+        da = NULL;
+    }
+    if (db != NULL && where_sums(m, m->sb)) {
+        rt_bc_sums(m->rank, m->dims, st, 3, 2, db, where_db_term, &p);
+        db = NULL;
+    }
     if (da == NULL && db == NULL)
         return;
     for (i = 0; i < n; i++) {
@@ -1446,7 +1683,8 @@ void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
 /* Add's backward row with no second gradient: a stride of 0 sums. */
 void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
 {
-    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row);
+    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row, add_da_term,
+                add_db_term);
 }
 
 /* ==== runtime/unary.c ==== */
@@ -2217,25 +2455,18 @@ void rt_softmax_backward(float *dx, const float *dy, const float *y,
 
 /* ==== runtime/reduce.c ==== */
 /*
- * reduce.c: the reductions (rt_reduce_forward and _backward): x walked in
- * order with binary.c's rt_bc_run over a map whose second strides are y's
- * (0 along a reduced dim), so each y is summed in x's order, on the
- * calling thread.
+ * reduce.c: the reductions (rt_reduce_forward and _backward) over a map
+ * whose second strides are y's (0 along a reduced dim): each y is the
+ * rt_sum of its x in x's order (binary.c's rt_bc_sums), y's entries split
+ * over the threads; the backward is walked with rt_bc_run.
  */
 
 /* ---- reductions ----------------------------------------------------------- */
 
-/* x is walked in order (offset oy); y's offset comes from m->sb. */
-static void reduce_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
-                       ptrdiff_t ob, int n, int sa, int sb)
+/* x is walked in order (offset off[0]); y's offset comes from m->sb. */
+static float reduce_term(const bc_args *p, const ptrdiff_t *off)
 {
-    const float *x = p->a + oy;
-    float *y = p->y + ob;
-    int j;
-    (void)oa;
-    (void)sa;
-    for (j = 0; j < n; j++)
-        y[(ptrdiff_t)j * sb] += x[j];
+    return p->a[off[0]];
 }
 
 static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
@@ -2254,12 +2485,13 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
                        float scale)
 {
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[1] = {m->sb};
     int i;
     for (i = 0; i < ny; i++)
         y[i] = 0.0f;
     p.y = y;
     p.a = x;
-    rt_bc_run(m, &p, reduce_row);
+    rt_bc_sums(m->rank, m->dims, st, 1, 0, y, reduce_term, &p);
     if (scale != 1.0f)
         for (i = 0; i < ny; i++)
             y[i] *= scale;

@@ -3,8 +3,9 @@
  * Where and Expand. They walk an rt_bcast map (remat_rt.h) one innermost
  * row at a time, through rt_bc_run and rt_bc_run_split (rt_impl.h), which
  * reduce.c and structural.c's Transpose walk their maps with too. A
- * backward whose gradient is a sum over a broadcast dim stays on one
- * thread, so its sums keep one order.
+ * gradient that is a sum over a broadcast dim is summed one entry at a
+ * time by rt_bc_sums (rt_impl.h; ReduceSum's forward too), an rt_sum in
+ * the walk's order, entries split over the threads.
  */
 #include "rt_impl.h"
 
@@ -110,6 +111,101 @@ RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p, bc_row row)
                         bc_part_rows, &job);
 }
 
+/* ---- sums over broadcast dims (rt_impl.h) -------------------------------- */
+
+typedef struct {
+    const int *dims;
+    const int *const *st;
+    int ns, target;
+    ptrdiff_t wst[RT_MAX_RANK]; /* the walked tensor's (contiguous) strides */
+    int kd[RT_MAX_RANK], nk;    /* kept dims: they number the entries */
+    int rd[RT_MAX_RANK], nr;    /* reduced dims: summed over */
+    float *grad;
+    bc_term term;
+    const bc_args *p;
+} sums_job;
+
+/* Entries [lo, hi), numbered by the kept dims' digits, the last fastest;
+ * each the rt_sum of its terms, the reduced dims walked with an odometer
+ * in the walk's order. */
+static void sums_part(void *ctx, size_t lo, size_t hi)
+{
+    const sums_job *j = ctx;
+    const int ns = j->ns;
+    int idx[RT_MAX_RANK];
+    size_t e;
+    for (e = lo; e < hi; e++) {
+        ptrdiff_t base[4] = {0, 0, 0, 0}, off[4];
+        size_t q = e;
+        int a, k;
+        rt_sum s;
+        for (a = j->nk - 1; a >= 0; a--) {
+            const int d = j->kd[a];
+            const ptrdiff_t i = (ptrdiff_t)(q % (size_t)j->dims[d]);
+            q /= (size_t)j->dims[d];
+            base[0] += i * j->wst[d];
+            for (k = 0; k < ns; k++)
+                base[1 + k] += i * j->st[k][d];
+        }
+        for (k = 0; k <= ns; k++)
+            off[k] = base[k];
+        for (a = 0; a < j->nr; a++)
+            idx[a] = 0;
+        rt_sum_init(&s);
+        for (;;) {
+            rt_sum_add(&s, j->term(j->p, off));
+            for (a = j->nr - 1; a >= 0; a--) {
+                const int d = j->rd[a];
+                off[0] += j->wst[d];
+                for (k = 0; k < ns; k++)
+                    off[1 + k] += j->st[k][d];
+                if (++idx[a] < j->dims[d])
+                    break;
+                idx[a] = 0;
+                off[0] -= (ptrdiff_t)j->dims[d] * j->wst[d];
+                for (k = 0; k < ns; k++)
+                    off[1 + k] -= (ptrdiff_t)j->dims[d] * j->st[k][d];
+            }
+            if (a < 0)
+                break;
+        }
+        j->grad[base[1 + j->target]] += rt_sum_value(&s);
+    }
+}
+
+RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
+                           int ns, int target, float *grad, bc_term term,
+                           const bc_args *p)
+{
+    sums_job j;
+    size_t entries = 1, total = 1;
+    int d;
+    for (d = 0; d < rank; d++)
+        if (dims[d] <= 0)
+            return; /* nothing to add */
+    j.dims = dims;
+    j.st = st;
+    j.ns = ns;
+    j.target = target;
+    j.grad = grad;
+    j.term = term;
+    j.p = p;
+    j.nk = j.nr = 0;
+    for (d = rank - 1; d >= 0; d--) {
+        j.wst[d] = (ptrdiff_t)total;
+        total *= (size_t)dims[d];
+    }
+    for (d = 0; d < rank; d++) {
+        if (dims[d] > 1 && st[target][d] == 0) {
+            j.rd[j.nr++] = d;
+        } else {
+            j.kd[j.nk++] = d;
+            entries *= (size_t)dims[d];
+        }
+    }
+    rt_parallel_for(entries, 1, total, RT_PAR_CHEAP, sums_part, &j);
+}
+
 /* Whether a gradient written through strides s is a sum over some dim
  * (stride 0 along a dim longer than 1): then its elements are not
  * independent and the backward stays on one thread. */
@@ -192,6 +288,39 @@ static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* The terms of each gradient's sum over broadcast dims, the same values
+ * the rows add (off: dy's, a's, b's offsets). */
+static float add_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]];
+}
+
+static float add_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->scale * p->dy[off[0]];
+}
+
+static float mul_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] * p->b[off[2]];
+}
+
+static float mul_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] * p->a[off[1]];
+}
+
+static float div_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] / p->b[off[2]];
+}
+
+static float div_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float q = p->dy[off[0]] / p->b[off[2]];
+    return -(q * (p->a[off[1]] / p->b[off[2]]));
+}
+
 static void mul_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                          ptrdiff_t ob, int n, int sa, int sb)
 {
@@ -223,11 +352,15 @@ static void div_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* A gradient that is a sum over broadcast dims is summed entry by entry
+ * (rt_bc_sums, with the op's term); one that is not, row by row, split
+ * over the threads. */
 static void binary_back(float *da, float *db, const float *dy, const float *a,
                         const float *b, const rt_bcast *m, float scale,
-                        bc_row row)
+                        bc_row row, bc_term da_term, bc_term db_term)
 {
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[2] = {m->sa, m->sb};
     if (da == NULL && db == NULL)
         return;
     p.da = da;
@@ -236,15 +369,22 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
     p.a = a;
     p.b = b;
     p.scale = scale;
-    if ((da != NULL && bc_sums(m, m->sa)) || (db != NULL && bc_sums(m, m->sb)))
-        rt_bc_run(m, &p, row);
-    else
+    if (da != NULL && bc_sums(m, m->sa)) {
+        rt_bc_sums(m->rank, m->dims, st, 2, 0, da, da_term, &p);
+        p.da = NULL;
+    }
+    if (db != NULL && bc_sums(m, m->sb)) {
+        rt_bc_sums(m->rank, m->dims, st, 2, 1, db, db_term, &p);
+        p.db = NULL;
+    }
+    if (p.da != NULL || p.db != NULL)
         rt_bc_run_split(m, &p, row);
 }
 
 void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row);
+    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row, add_da_term,
+                add_db_term);
 }
 
 /* Elements of an element count: the product of the map's dims where the
@@ -287,19 +427,22 @@ void rt_add_backward_set(float *da, float *db, const float *dy,
 /* Sub is Add with the second gradient negated (scale -1). */
 void rt_sub_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row);
+    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row, add_da_term,
+                add_db_term);
 }
 
 void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row, mul_da_term,
+                mul_db_term);
 }
 
 void rt_div_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row, div_da_term,
+                div_db_term);
 }
 
 /* a^b; b == 2 (x**2 as torch exports it) as one exact product. */
@@ -340,10 +483,27 @@ static void pow_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+static float pow_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float a = p->a[off[1]], b = p->b[off[2]];
+    if (b == 0.0f)
+        return 0.0f;
+    return p->dy[off[0]] * (b == 2.0f ? 2.0f * a : b * powf(a, b - 1.0f));
+}
+
+static float pow_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float a = p->a[off[1]], b = p->b[off[2]];
+    if (a == 0.0f && b >= 0.0f)
+        return 0.0f;
+    return p->dy[off[0]] * pow1(a, b) * logf(a);
+}
+
 void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row, pow_da_term,
+                pow_db_term);
 }
 
 /* Elements of a Where's output, and one step of its odometer: idx and the
@@ -385,12 +545,45 @@ void rt_where_forward(float *y, const float *cond, const float *a,
     }
 }
 
+/* Where's terms: off[1] is cond's offset (the a of bc_args). */
+static float where_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->a[off[1]] != 0.0f ? p->dy[off[0]] : 0.0f;
+}
+
+static float where_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->a[off[1]] != 0.0f ? 0.0f : p->dy[off[0]];
+}
+
+/* Whether strides s sum over some dim of a Where's map. */
+static int where_sums(const rt_where *m, const int *s)
+{
+    int d;
+    for (d = 0; d < m->rank; d++)
+        if (m->dims[d] > 1 && s[d] == 0)
+            return 1;
+    return 0;
+}
+
 void rt_where_backward(float *da, float *db, const float *dy,
                        const float *cond, const rt_where *m)
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
     size_t i, n = where_count(m);
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[3] = {m->sc, m->sa, m->sb};
+    p.a = cond;
+    p.dy = dy;
+    if (da != NULL && where_sums(m, m->sa)) {
+        rt_bc_sums(m->rank, m->dims, st, 3, 1, da, where_da_term, &p);
+        da = NULL;
+    }
+    if (db != NULL && where_sums(m, m->sb)) {
+        rt_bc_sums(m->rank, m->dims, st, 3, 2, db, where_db_term, &p);
+        db = NULL;
+    }
     if (da == NULL && db == NULL)
         return;
     for (i = 0; i < n; i++) {
@@ -424,5 +617,6 @@ void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
 /* Add's backward row with no second gradient: a stride of 0 sums. */
 void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
 {
-    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row);
+    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row, add_da_term,
+                add_db_term);
 }

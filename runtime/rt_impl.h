@@ -183,6 +183,21 @@ RT_PRIVATE void rt_bc_run(const rt_bcast *m, const bc_args *p, bc_row row);
 RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
                                 bc_row row);
 
+/* Sums over broadcast dims, one gradient (or reduced) entry at a time. An
+ * index space of `rank` dims walked in order (element e's offset in the
+ * walked tensor is e itself) and ns (<= 3) further tensors with strides
+ * st[k] (0 along a dim they are broadcast over). For each entry of tensor
+ * `target` (one of them), the terms term(p, off) over every element that
+ * lands on it (off[0] the walked offset, off[1 + k] tensor k's) are added
+ * with an rt_sum in the walk's order and the total added to
+ * grad[entry]. Unlike rt_bc_run with a stride-0 row, a sum's error does
+ * not grow with its length. Entries split over the threads, each summed
+ * on one, so the bits do not depend on the thread count. */
+typedef float (*bc_term)(const bc_args *p, const ptrdiff_t *off);
+RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
+                           int ns, int target, float *grad, bc_term term,
+                           const bc_args *p);
+
 /* ---- conv.c and pool.c: window geometry ----------------------------------- */
 
 /* The indices i in [0, count) with 0 <= off + i * step < size, as the range
