@@ -123,7 +123,106 @@ typedef struct {
     float *grad;
     bc_term term;
     const bc_args *p;
+    size_t chunks;              /* lanes: chunks of RT_SUM_LANES per group */
 } sums_job;
+
+/* The entries of a group of the last dim summed side by side: every term
+ * of RT_SUM_LANES entries for one position of the reduced dims, in memory
+ * order, each lane an rt_sum kept as arrays (the same blocks, the same
+ * bits as one rt_sum per entry). */
+#define RT_SUM_LANES 32
+
+/* Offsets off[0..ns] of the entry numbered e by the kept dims a < nk
+ * (the last kept dim fastest). */
+static void sums_entry(const sums_job *j, size_t e, int nk, ptrdiff_t *off)
+{
+    int a, k;
+    for (k = 0; k <= j->ns; k++)
+        off[k] = 0;
+    for (a = nk - 1; a >= 0; a--) {
+        const int d = j->kd[a];
+        const ptrdiff_t i = (ptrdiff_t)(e % (size_t)j->dims[d]);
+        e /= (size_t)j->dims[d];
+        off[0] += i * j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] += i * j->st[k][d];
+    }
+}
+
+/* One step of the reduced dims' odometer; 0 when it wraps (done). */
+static int sums_step(const sums_job *j, int *idx, ptrdiff_t *off)
+{
+    int a, k;
+    for (a = j->nr - 1; a >= 0; a--) {
+        const int d = j->rd[a];
+        off[0] += j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] += j->st[k][d];
+        if (++idx[a] < j->dims[d])
+            return 1;
+        idx[a] = 0;
+        off[0] -= (ptrdiff_t)j->dims[d] * j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] -= (ptrdiff_t)j->dims[d] * j->st[k][d];
+    }
+    return 0;
+}
+
+/* Items [lo, hi): chunk c of group g is item g * chunks + c, lanes
+ * [c * RT_SUM_LANES, ...) of the last dim. */
+static void sums_lanes_part(void *ctx, size_t lo, size_t hi)
+{
+    const sums_job *j = ctx;
+    const int ns = j->ns, last = j->kd[j->nk - 1];
+    const size_t len = (size_t)j->dims[last];
+    float part[RT_SUM_LANES];
+    rt_sum acc[RT_SUM_LANES];
+    int idx[RT_MAX_RANK];
+    size_t item;
+    for (item = lo; item < hi; item++) {
+        const size_t j0 = item % j->chunks * RT_SUM_LANES;
+        const int w = (int)(len - j0 < RT_SUM_LANES ? len - j0 : RT_SUM_LANES);
+        ptrdiff_t off[4], lane[4];
+        int a, k, l, n = 0;
+        sums_entry(j, item / j->chunks, j->nk - 1, off);
+        off[0] += (ptrdiff_t)j0 * j->wst[last];
+        for (k = 0; k < ns; k++)
+            off[1 + k] += (ptrdiff_t)j0 * j->st[k][last];
+        for (a = 0; a < j->nr; a++)
+            idx[a] = 0;
+        for (l = 0; l < w; l++) {
+            rt_sum_init(&acc[l]);
+            part[l] = 0.0f;
+        }
+        do {
+            if (j->term == NULL) { /* scale * dy, dy walked: lanes adjacent */
+                const float *dy = j->p->dy + off[0], sc = j->p->scale;
+                for (l = 0; l < w; l++)
+                    part[l] += sc * dy[l];
+            } else {
+                for (l = 0; l < w; l++) {
+                    lane[0] = off[0] + (ptrdiff_t)l * j->wst[last];
+                    for (k = 0; k < ns; k++)
+                        lane[1 + k] = off[1 + k] + (ptrdiff_t)l * j->st[k][last];
+                    part[l] += j->term(j->p, lane);
+                }
+            }
+            if (++n == RT_SUM_BLOCK) {
+                for (l = 0; l < w; l++) {
+                    rt_sum_fold(&acc[l], part[l]);
+                    part[l] = 0.0f;
+                }
+                n = 0;
+            }
+        } while (sums_step(j, idx, off));
+        for (l = 0; l < w; l++) {
+            acc[l].part = part[l];
+            j->grad[off[1 + j->target] +
+                    (ptrdiff_t)l * j->st[j->target][last]] +=
+                rt_sum_value(&acc[l]);
+        }
+    }
+}
 
 /* Entries [lo, hi), numbered by the kept dims' digits, the last fastest;
  * each the rt_sum of its terms, the reduced dims walked with an odometer
@@ -131,45 +230,36 @@ typedef struct {
 static void sums_part(void *ctx, size_t lo, size_t hi)
 {
     const sums_job *j = ctx;
-    const int ns = j->ns;
-    int idx[RT_MAX_RANK];
+    sums_job outer = *j; /* the reduced dims but the last */
+    int idx[RT_MAX_RANK], inner = 0;
     size_t e;
+    if (j->term == NULL && j->nr > 0 && j->rd[j->nr - 1] == j->nk + j->nr - 1)
+        inner = j->dims[j->rd[--outer.nr]];
     for (e = lo; e < hi; e++) {
-        ptrdiff_t base[4] = {0, 0, 0, 0}, off[4];
-        size_t q = e;
-        int a, k;
+        ptrdiff_t off[4];
+        int a;
         rt_sum s;
-        for (a = j->nk - 1; a >= 0; a--) {
-            const int d = j->kd[a];
-            const ptrdiff_t i = (ptrdiff_t)(q % (size_t)j->dims[d]);
-            q /= (size_t)j->dims[d];
-            base[0] += i * j->wst[d];
-            for (k = 0; k < ns; k++)
-                base[1 + k] += i * j->st[k][d];
-        }
-        for (k = 0; k <= ns; k++)
-            off[k] = base[k];
+        sums_entry(j, e, j->nk, off);
         for (a = 0; a < j->nr; a++)
             idx[a] = 0;
         rt_sum_init(&s);
-        for (;;) {
-            rt_sum_add(&s, j->term(j->p, off));
-            for (a = j->nr - 1; a >= 0; a--) {
-                const int d = j->rd[a];
-                off[0] += j->wst[d];
-                for (k = 0; k < ns; k++)
-                    off[1 + k] += j->st[k][d];
-                if (++idx[a] < j->dims[d])
-                    break;
-                idx[a] = 0;
-                off[0] -= (ptrdiff_t)j->dims[d] * j->wst[d];
-                for (k = 0; k < ns; k++)
-                    off[1 + k] -= (ptrdiff_t)j->dims[d] * j->st[k][d];
-            }
-            if (a < 0)
-                break;
+        /* the odometer comes back to the entry's own offsets */
+        if (inner > 0) { /* scale * dy, the last dim reduced: a plain loop */
+            const float sc = j->p->scale;
+            do {
+                const float *dy = j->p->dy + off[0];
+                int i;
+                for (i = 0; i < inner; i++)
+                    rt_sum_add(&s, sc * dy[i]);
+            } while (sums_step(&outer, idx, off));
+        } else {
+            do
+                rt_sum_add(&s, j->term != NULL
+                                   ? j->term(j->p, off)
+                                   : j->p->scale * j->p->dy[off[0]]);
+            while (sums_step(j, idx, off));
         }
-        j->grad[base[1 + j->target]] += rt_sum_value(&s);
+        j->grad[off[1 + j->target]] += rt_sum_value(&s);
     }
 }
 
@@ -202,6 +292,15 @@ RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
             j.kd[j.nk++] = d;
             entries *= (size_t)dims[d];
         }
+    }
+    if (j.nk > 0 && j.kd[j.nk - 1] == rank - 1 && dims[rank - 1] > 1 &&
+        j.nr > 0) {
+        /* the last dim is kept: its entries side by side, in memory order */
+        const size_t len = (size_t)dims[rank - 1];
+        j.chunks = (len + RT_SUM_LANES - 1) / RT_SUM_LANES;
+        rt_parallel_for(entries / len * j.chunks, 1, total, RT_PAR_CHEAP,
+                        sums_lanes_part, &j);
+        return;
     }
     rt_parallel_for(entries, 1, total, RT_PAR_CHEAP, sums_part, &j);
 }
@@ -289,16 +388,8 @@ static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 }
 
 /* The terms of each gradient's sum over broadcast dims, the same values
- * the rows add (off: dy's, a's, b's offsets). */
-static float add_da_term(const bc_args *p, const ptrdiff_t *off)
-{
-    return p->dy[off[0]];
-}
-
-static float add_db_term(const bc_args *p, const ptrdiff_t *off)
-{
-    return p->scale * p->dy[off[0]];
-}
+ * the rows add (off: dy's, a's, b's offsets). Add's are NULL: scale * dy,
+ * rt_bc_sums's own loop. */
 
 static float mul_da_term(const bc_args *p, const ptrdiff_t *off)
 {
@@ -370,7 +461,9 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
     p.b = b;
     p.scale = scale;
     if (da != NULL && bc_sums(m, m->sa)) {
-        rt_bc_sums(m->rank, m->dims, st, 2, 0, da, da_term, &p);
+        bc_args one = p; /* da's term is never scaled (Sub's db's is) */
+        one.scale = 1.0f;
+        rt_bc_sums(m->rank, m->dims, st, 2, 0, da, da_term, &one);
         p.da = NULL;
     }
     if (db != NULL && bc_sums(m, m->sb)) {
@@ -383,8 +476,7 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
 
 void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row, add_da_term,
-                add_db_term);
+    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row, NULL, NULL);
 }
 
 /* Elements of an element count: the product of the map's dims where the
@@ -427,8 +519,7 @@ void rt_add_backward_set(float *da, float *db, const float *dy,
 /* Sub is Add with the second gradient negated (scale -1). */
 void rt_sub_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row, add_da_term,
-                add_db_term);
+    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row, NULL, NULL);
 }
 
 void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
@@ -617,6 +708,5 @@ void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
 /* Add's backward row with no second gradient: a stride of 0 sums. */
 void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
 {
-    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row, add_da_term,
-                add_db_term);
+    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row, NULL, NULL);
 }

@@ -366,18 +366,32 @@ static void bias_back_rows(void *ctx, size_t lo, size_t hi)
 static void bias_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *b = ctx;
-    rt_sum acc[16]; /* 16 columns at a time, rows in memory order */
+    float part[32]; /* 32 columns at a time, rows in memory order: each */
+    rt_sum acc[32]; /* column an rt_sum kept as arrays, the same bits */
     size_t j0, j, w;
-    int i;
+    int i, n;
     for (j0 = lo; j0 < hi; j0 += w) {
-        w = hi - j0 < 16 ? hi - j0 : 16;
-        for (j = 0; j < w; j++)
+        w = hi - j0 < 32 ? hi - j0 : 32;
+        for (j = 0; j < w; j++) {
             rt_sum_init(&acc[j]);
-        for (i = 0; i < b->m; i++)
+            part[j] = 0.0f;
+        }
+        for (i = 0, n = 0; i < b->m; i++) {
+            const float *row = b->in + (size_t)i * b->n + j0;
             for (j = 0; j < w; j++)
-                rt_sum_add(&acc[j], b->beta * b->in[(size_t)i * b->n + j0 + j]);
-        for (j = 0; j < w; j++)
+                part[j] += b->beta * row[j];
+            if (++n == RT_SUM_BLOCK) {
+                for (j = 0; j < w; j++) {
+                    rt_sum_fold(&acc[j], part[j]);
+                    part[j] = 0.0f;
+                }
+                n = 0;
+            }
+        }
+        for (j = 0; j < w; j++) {
+            acc[j].part = part[j];
             b->out[j0 + j] += rt_sum_value(&acc[j]);
+        }
     }
 }
 

@@ -8,11 +8,6 @@
 
 /* ---- reductions ----------------------------------------------------------- */
 
-/* x is walked in order (offset off[0]); y's offset comes from m->sb. */
-static float reduce_term(const bc_args *p, const ptrdiff_t *off)
-{
-    return p->a[off[0]];
-}
 
 static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                             ptrdiff_t ob, int n, int sa, int sb)
@@ -34,9 +29,10 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
     int i;
     for (i = 0; i < ny; i++)
         y[i] = 0.0f;
-    p.y = y;
-    p.a = x;
-    rt_bc_sums(m->rank, m->dims, st, 1, 0, y, reduce_term, &p);
+    /* the terms are 1 * x, x walked in order; y's offsets from m->sb */
+    p.dy = x;
+    p.scale = 1.0f;
+    rt_bc_sums(m->rank, m->dims, st, 1, 0, y, NULL, &p);
     if (scale != 1.0f)
         for (i = 0; i < ny; i++)
             y[i] *= scale;

@@ -190,7 +190,8 @@ RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
  * `target` (one of them), the terms term(p, off) over every element that
  * lands on it (off[0] the walked offset, off[1 + k] tensor k's) are added
  * with an rt_sum in the walk's order and the total added to
- * grad[entry]. Unlike rt_bc_run with a stride-0 row, a sum's error does
+ * grad[entry]; a NULL term is p->scale * p->dy[off[0]], summed by a
+ * loop of its own. Unlike rt_bc_run with a stride-0 row, a sum's error does
  * not grow with its length. Entries split over the threads, each summed
  * on one, so the bits do not depend on the thread count. */
 typedef float (*bc_term)(const bc_args *p, const ptrdiff_t *off);
