@@ -91,6 +91,80 @@
 #define RT_INLINE static inline
 #endif
 
+/* ---- sums that do not drift ------------------------------------------------ */
+
+/* Every reduction of the runtime (norm statistics and their backward sums,
+ * ReduceSum/ReduceMean, softmax and cross-entropy sums, bias gradients and
+ * the sums over broadcast dims) adds its terms through rt_sum: in float in
+ * blocks of RT_SUM_BLOCK terms, each block's sum then added to a running
+ * total with Neumaier's compensation (hi + lo), all in float, so no soft
+ * double on a Cortex-M4. A plain float loop's error grows with the count n
+ * (n eps in the worst case, sqrt(n) eps typically); here it is bounded by
+ * about RT_SUM_BLOCK eps of the sum of |terms| (sqrt(RT_SUM_BLOCK) eps
+ * typically) whatever n, and costs one float add per term plus five float
+ * operations per block. The terms are taken in the order given, so a sum is
+ * the same bits whichever thread runs it. */
+#define RT_SUM_BLOCK 32
+typedef struct {
+    float hi, lo;   /* the finished blocks: hi + lo */
+    float part;     /* the current block's plain float sum */
+    int k;          /* terms in part */
+} rt_sum;
+
+static inline void rt_sum_init(rt_sum *s)
+{
+    s->hi = s->lo = s->part = 0.0f;
+    s->k = 0;
+}
+
+/* hi + lo += v, keeping the rounding error of hi + v in lo. */
+static inline void rt_sum_fold(rt_sum *s, float v)
+{
+    const float t = s->hi + v;
+    if (fabsf(s->hi) >= fabsf(v))
+        s->lo += (s->hi - t) + v;
+    else
+        s->lo += (v - t) + s->hi;
+    s->hi = t;
+}
+
+static inline void rt_sum_add(rt_sum *s, float v)
+{
+    s->part += v;
+    if (++s->k == RT_SUM_BLOCK) {
+        rt_sum_fold(s, s->part);
+        s->part = 0.0f;
+        s->k = 0;
+    }
+}
+
+/* The sum so far (s is left as it was). An infinite or NaN total is
+ * returned as it is: its compensation would be NaN. */
+static inline float rt_sum_value(const rt_sum *s)
+{
+    rt_sum t = *s;
+    rt_sum_fold(&t, t.part);
+    return t.hi - t.hi == 0.0f ? t.hi + t.lo : t.hi;
+}
+
+/* x[0], x[stride], ..., x[(n - 1) stride] added as rt_sum_add would, the
+ * same bits, a block at a time. */
+static inline float rt_sum_strided(const float *x, size_t n, ptrdiff_t stride)
+{
+    rt_sum s;
+    size_t i = 0, e;
+    rt_sum_init(&s);
+    while (n - i >= RT_SUM_BLOCK) {
+        float part = 0.0f;
+        for (e = i + RT_SUM_BLOCK; i < e; i++)
+            part += x[(ptrdiff_t)i * stride];
+        rt_sum_fold(&s, part);
+    }
+    for (; i < n; i++)
+        s.part += x[(ptrdiff_t)i * stride];
+    return rt_sum_value(&s);
+}
+
 /* ---- threads.c ----------------------------------------------------------- */
 
 /* A kernel's share of the work: items [lo, hi) of its own numbering (rows,
@@ -140,6 +214,22 @@ typedef void (*bc_row)(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 RT_PRIVATE void rt_bc_run(const rt_bcast *m, const bc_args *p, bc_row row);
 RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
                                 bc_row row);
+
+/* Sums over broadcast dims, one gradient (or reduced) entry at a time. An
+ * index space of `rank` dims walked in order (element e's offset in the
+ * walked tensor is e itself) and ns (<= 3) further tensors with strides
+ * st[k] (0 along a dim they are broadcast over). For each entry of tensor
+ * `target` (one of them), the terms term(p, off) over every element that
+ * lands on it (off[0] the walked offset, off[1 + k] tensor k's) are added
+ * with an rt_sum in the walk's order and the total added to
+ * grad[entry]; a NULL term is p->scale * p->dy[off[0]], summed by a
+ * loop of its own. Unlike rt_bc_run with a stride-0 row, a sum's error does
+ * not grow with its length. Entries split over the threads, each summed
+ * on one, so the bits do not depend on the thread count. */
+typedef float (*bc_term)(const bc_args *p, const ptrdiff_t *off);
+RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
+                           int ns, int target, float *grad, bc_term term,
+                           const bc_args *p);
 
 /* ---- conv.c and pool.c: window geometry ----------------------------------- */
 
@@ -796,26 +886,69 @@ static void bias_rows(void *ctx, size_t lo, size_t hi)
                 b->beta * b->in[bias_at(i, j, b->c_rows, b->c_cols)];
 }
 
-/* Rows [lo, hi) and columns [j0, j1) of the backward's sum, row by row. */
-static void bias_back_block(const bias_job *b, int lo, int hi, int j0, int j1)
+/* The sum of beta * dy over rows [lo, hi) and columns [j0, j1), row by
+ * row, an rt_sum (rt_impl.h) added to dc entry `at`. */
+static void bias_back_sum(const bias_job *b, size_t at, int lo, int hi,
+                          int j0, int j1)
 {
+    rt_sum s;
     int i, j;
+    rt_sum_init(&s);
     for (i = lo; i < hi; i++)
         for (j = j0; j < j1; j++)
-            b->out[bias_at(i, j, b->c_rows, b->c_cols)] +=
-                b->beta * b->in[(size_t)i * b->n + j];
+            rt_sum_add(&s, b->beta * b->in[(size_t)i * b->n + j]);
+    b->out[at] += rt_sum_value(&s);
 }
 
+/* dc with one entry per row: rows [lo, hi), each summed over the columns
+ * when dc has one column, else each entry dy's one term. */
 static void bias_back_rows(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *b = ctx;
-    bias_back_block(b, (int)lo, (int)hi, 0, b->n);
+    int i, j;
+    for (i = (int)lo; i < (int)hi; i++) {
+        if (b->c_cols == 1) {
+            bias_back_sum(b, (size_t)i, i, i + 1, 0, b->n);
+            continue;
+        }
+        for (j = 0; j < b->n; j++)
+            b->out[(size_t)i * b->n + j] +=
+                b->beta * b->in[(size_t)i * b->n + j];
+    }
 }
 
+/* dc one row (a Linear's bias): columns [lo, hi), each summed over the
+ * rows. */
 static void bias_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *b = ctx;
-    bias_back_block(b, 0, b->m, (int)lo, (int)hi);
+    float part[32]; /* 32 columns at a time, rows in memory order: each */
+    rt_sum acc[32]; /* column an rt_sum kept as arrays, the same bits */
+    size_t j0, j, w;
+    int i, n;
+    for (j0 = lo; j0 < hi; j0 += w) {
+        w = hi - j0 < 32 ? hi - j0 : 32;
+        for (j = 0; j < w; j++) {
+            rt_sum_init(&acc[j]);
+            part[j] = 0.0f;
+        }
+        for (i = 0, n = 0; i < b->m; i++) {
+            const float *row = b->in + (size_t)i * b->n + j0;
+            for (j = 0; j < w; j++)
+                part[j] += b->beta * row[j];
+            if (++n == RT_SUM_BLOCK) {
+                for (j = 0; j < w; j++) {
+                    rt_sum_fold(&acc[j], part[j]);
+                    part[j] = 0.0f;
+                }
+                n = 0;
+            }
+        }
+        for (j = 0; j < w; j++) {
+            acc[j].part = part[j];
+            b->out[j0 + j] += rt_sum_value(&acc[j]);
+        }
+    }
 }
 
 /* Each dc entry is summed on one thread in row order, as one thread would:
@@ -834,7 +967,7 @@ static void bias_back(float *dc, const float *dy, int m, int n, float beta,
         rt_parallel_for((size_t)n, 16, work, RT_PAR_CHEAP, bias_back_cols,
                         (void *)&job);
     else
-        bias_back_block(&job, 0, m, 0, n);
+        bias_back_sum(&job, 0, 0, m, 0, n);
 }
 
 void rt_gemm_forward(float *y, const float *a, const float *b, const float *c,
@@ -968,8 +1101,9 @@ void rt_bmm_backward(float *da, float *db, const float *dy, const float *a,
  * Where and Expand. They walk an rt_bcast map (remat_rt.h) one innermost
  * row at a time, through rt_bc_run and rt_bc_run_split (rt_impl.h), which
  * reduce.c and structural.c's Transpose walk their maps with too. A
- * backward whose gradient is a sum over a broadcast dim stays on one
- * thread, so its sums keep one order.
+ * gradient that is a sum over a broadcast dim is summed one entry at a
+ * time by rt_bc_sums (rt_impl.h; ReduceSum's forward too), an rt_sum in
+ * the walk's order, entries split over the threads.
  */
 
 /* ---- broadcasting binary ops ---------------------------------------------- */
@@ -1074,6 +1208,200 @@ RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p, bc_row row)
                         bc_part_rows, &job);
 }
 
+/* ---- sums over broadcast dims (rt_impl.h) -------------------------------- */
+
+typedef struct {
+    const int *dims;
+    const int *const *st;
+    int ns, target;
+    ptrdiff_t wst[RT_MAX_RANK]; /* the walked tensor's (contiguous) strides */
+    int kd[RT_MAX_RANK], nk;    /* kept dims: they number the entries */
+    int rd[RT_MAX_RANK], nr;    /* reduced dims: summed over */
+    float *grad;
+    bc_term term;
+    const bc_args *p;
+    size_t chunks;              /* lanes: chunks of RT_SUM_LANES per group */
+} sums_job;
+
+/* The entries of a group of the last dim summed side by side: every term
+ * of RT_SUM_LANES entries for one position of the reduced dims, in memory
+ * order, each lane an rt_sum kept as arrays (the same blocks, the same
+ * bits as one rt_sum per entry). */
+#define RT_SUM_LANES 32
+
+/* Offsets off[0..ns] of the entry numbered e by the kept dims a < nk
+ * (the last kept dim fastest). */
+static void sums_entry(const sums_job *j, size_t e, int nk, ptrdiff_t *off)
+{
+    int a, k;
+    for (k = 0; k <= j->ns; k++)
+        off[k] = 0;
+    for (a = nk - 1; a >= 0; a--) {
+        const int d = j->kd[a];
+        const ptrdiff_t i = (ptrdiff_t)(e % (size_t)j->dims[d]);
+        e /= (size_t)j->dims[d];
+        off[0] += i * j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] += i * j->st[k][d];
+    }
+}
+
+/* One step of the reduced dims' odometer; 0 when it wraps (done). */
+static int sums_step(const sums_job *j, int *idx, ptrdiff_t *off)
+{
+    int a, k;
+    for (a = j->nr - 1; a >= 0; a--) {
+        const int d = j->rd[a];
+        off[0] += j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] += j->st[k][d];
+        if (++idx[a] < j->dims[d])
+            return 1;
+        idx[a] = 0;
+        off[0] -= (ptrdiff_t)j->dims[d] * j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] -= (ptrdiff_t)j->dims[d] * j->st[k][d];
+    }
+    return 0;
+}
+
+/* Items [lo, hi): chunk c of group g is item g * chunks + c, lanes
+ * [c * RT_SUM_LANES, ...) of the last dim. */
+static void sums_lanes_part(void *ctx, size_t lo, size_t hi)
+{
+    const sums_job *j = ctx;
+    const int ns = j->ns, last = j->kd[j->nk - 1];
+    const size_t len = (size_t)j->dims[last];
+    float part[RT_SUM_LANES];
+    rt_sum acc[RT_SUM_LANES];
+    int idx[RT_MAX_RANK];
+    size_t item;
+    for (item = lo; item < hi; item++) {
+        const size_t j0 = item % j->chunks * RT_SUM_LANES;
+        const int w = (int)(len - j0 < RT_SUM_LANES ? len - j0 : RT_SUM_LANES);
+        ptrdiff_t off[4], lane[4];
+        int a, k, l, n = 0;
+        sums_entry(j, item / j->chunks, j->nk - 1, off);
+        off[0] += (ptrdiff_t)j0 * j->wst[last];
+        for (k = 0; k < ns; k++)
+            off[1 + k] += (ptrdiff_t)j0 * j->st[k][last];
+        for (a = 0; a < j->nr; a++)
+            idx[a] = 0;
+        for (l = 0; l < w; l++) {
+            rt_sum_init(&acc[l]);
+            part[l] = 0.0f;
+        }
+        do {
+            if (j->term == NULL) { /* scale * dy, dy walked: lanes adjacent */
+                const float *dy = j->p->dy + off[0], sc = j->p->scale;
+                for (l = 0; l < w; l++)
+                    part[l] += sc * dy[l];
+            } else {
+                for (l = 0; l < w; l++) {
+                    lane[0] = off[0] + (ptrdiff_t)l * j->wst[last];
+                    for (k = 0; k < ns; k++)
+                        lane[1 + k] = off[1 + k] + (ptrdiff_t)l * j->st[k][last];
+                    part[l] += j->term(j->p, lane);
+                }
+            }
+            if (++n == RT_SUM_BLOCK) {
+                for (l = 0; l < w; l++) {
+                    rt_sum_fold(&acc[l], part[l]);
+                    part[l] = 0.0f;
+                }
+                n = 0;
+            }
+        } while (sums_step(j, idx, off));
+        for (l = 0; l < w; l++) {
+            acc[l].part = part[l];
+            j->grad[off[1 + j->target] +
+                    (ptrdiff_t)l * j->st[j->target][last]] +=
+                rt_sum_value(&acc[l]);
+        }
+    }
+}
+
+/* Entries [lo, hi), numbered by the kept dims' digits, the last fastest;
+ * each the rt_sum of its terms, the reduced dims walked with an odometer
+ * in the walk's order. */
+static void sums_part(void *ctx, size_t lo, size_t hi)
+{
+    const sums_job *j = ctx;
+    sums_job outer = *j; /* the reduced dims but the last */
+    int idx[RT_MAX_RANK], inner = 0;
+    size_t e;
+    if (j->term == NULL && j->nr > 0 && j->rd[j->nr - 1] == j->nk + j->nr - 1)
+        inner = j->dims[j->rd[--outer.nr]];
+    for (e = lo; e < hi; e++) {
+        ptrdiff_t off[4];
+        int a;
+        rt_sum s;
+        sums_entry(j, e, j->nk, off);
+        for (a = 0; a < j->nr; a++)
+            idx[a] = 0;
+        rt_sum_init(&s);
+        /* the odometer comes back to the entry's own offsets */
+        if (inner > 0) { /* scale * dy, the last dim reduced: a plain loop */
+            const float sc = j->p->scale;
+            do {
+                const float *dy = j->p->dy + off[0];
+                int i;
+                for (i = 0; i < inner; i++)
+                    rt_sum_add(&s, sc * dy[i]);
+            } while (sums_step(&outer, idx, off));
+        } else {
+            do
+                rt_sum_add(&s, j->term != NULL
+                                   ? j->term(j->p, off)
+                                   : j->p->scale * j->p->dy[off[0]]);
+            while (sums_step(j, idx, off));
+        }
+        j->grad[off[1 + j->target]] += rt_sum_value(&s);
+    }
+}
+
+RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
+                           int ns, int target, float *grad, bc_term term,
+                           const bc_args *p)
+{
+    sums_job j;
+    size_t entries = 1, total = 1;
+    int d;
+    for (d = 0; d < rank; d++)
+        if (dims[d] <= 0)
+            return; /* nothing to add */
+    j.dims = dims;
+    j.st = st;
+    j.ns = ns;
+    j.target = target;
+    j.grad = grad;
+    j.term = term;
+    j.p = p;
+    j.nk = j.nr = 0;
+    for (d = rank - 1; d >= 0; d--) {
+        j.wst[d] = (ptrdiff_t)total;
+        total *= (size_t)dims[d];
+    }
+    for (d = 0; d < rank; d++) {
+        if (dims[d] > 1 && st[target][d] == 0) {
+            j.rd[j.nr++] = d;
+        } else {
+            j.kd[j.nk++] = d;
+            entries *= (size_t)dims[d];
+        }
+    }
+    if (j.nk > 0 && j.kd[j.nk - 1] == rank - 1 && dims[rank - 1] > 1 &&
+        j.nr > 0) {
+        /* the last dim is kept: its entries side by side, in memory order */
+        const size_t len = (size_t)dims[rank - 1];
+        j.chunks = (len + RT_SUM_LANES - 1) / RT_SUM_LANES;
+        rt_parallel_for(entries / len * j.chunks, 1, total, RT_PAR_CHEAP,
+                        sums_lanes_part, &j);
+        return;
+    }
+    rt_parallel_for(entries, 1, total, RT_PAR_CHEAP, sums_part, &j);
+}
+
 /* Whether a gradient written through strides s is a sum over some dim
  * (stride 0 along a dim longer than 1): then its elements are not
  * independent and the backward stays on one thread. */
@@ -1156,6 +1484,31 @@ static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* The terms of each gradient's sum over broadcast dims, the same values
+ * the rows add (off: dy's, a's, b's offsets). Add's are NULL: scale * dy,
+ * rt_bc_sums's own loop. */
+
+static float mul_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] * p->b[off[2]];
+}
+
+static float mul_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] * p->a[off[1]];
+}
+
+static float div_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] / p->b[off[2]];
+}
+
+static float div_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float q = p->dy[off[0]] / p->b[off[2]];
+    return -(q * (p->a[off[1]] / p->b[off[2]]));
+}
+
 static void mul_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                          ptrdiff_t ob, int n, int sa, int sb)
 {
@@ -1187,11 +1540,15 @@ static void div_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* A gradient that is a sum over broadcast dims is summed entry by entry
+ * (rt_bc_sums, with the op's term); one that is not, row by row, split
+ * over the threads. */
 static void binary_back(float *da, float *db, const float *dy, const float *a,
                         const float *b, const rt_bcast *m, float scale,
-                        bc_row row)
+                        bc_row row, bc_term da_term, bc_term db_term)
 {
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[2] = {m->sa, m->sb};
     if (da == NULL && db == NULL)
         return;
     p.da = da;
@@ -1200,15 +1557,23 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
     p.a = a;
     p.b = b;
     p.scale = scale;
-    if ((da != NULL && bc_sums(m, m->sa)) || (db != NULL && bc_sums(m, m->sb)))
-        rt_bc_run(m, &p, row);
-    else
+    if (da != NULL && bc_sums(m, m->sa)) {
+        bc_args one = p; /* da's term is never scaled (Sub's db's is) */
+        one.scale = 1.0f;
+        rt_bc_sums(m->rank, m->dims, st, 2, 0, da, da_term, &one);
+        p.da = NULL;
+    }
+    if (db != NULL && bc_sums(m, m->sb)) {
+        rt_bc_sums(m->rank, m->dims, st, 2, 1, db, db_term, &p);
+        p.db = NULL;
+    }
+    if (p.da != NULL || p.db != NULL)
         rt_bc_run_split(m, &p, row);
 }
 
 void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row);
+    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row, NULL, NULL);
 }
 
 /* Elements of an element count: the product of the map's dims where the
@@ -1251,19 +1616,21 @@ void rt_add_backward_set(float *da, float *db, const float *dy,
 /* Sub is Add with the second gradient negated (scale -1). */
 void rt_sub_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row);
+    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row, NULL, NULL);
 }
 
 void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row, mul_da_term,
+                mul_db_term);
 }
 
 void rt_div_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row, div_da_term,
+                div_db_term);
 }
 
 /* a^b; b == 2 (x**2 as torch exports it) as one exact product. */
@@ -1304,10 +1671,27 @@ static void pow_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+static float pow_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float a = p->a[off[1]], b = p->b[off[2]];
+    if (b == 0.0f)
+        return 0.0f;
+    return p->dy[off[0]] * (b == 2.0f ? 2.0f * a : b * powf(a, b - 1.0f));
+}
+
+static float pow_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float a = p->a[off[1]], b = p->b[off[2]];
+    if (a == 0.0f && b >= 0.0f)
+        return 0.0f;
+    return p->dy[off[0]] * pow1(a, b) * logf(a);
+}
+
 void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row, pow_da_term,
+                pow_db_term);
 }
 
 /* ---- Max, Min and PRelu ----------------------------------------------------- */
@@ -1352,6 +1736,11 @@ void rt_min_forward(float *y, const float *a, const float *b, const rt_bcast *m)
 
 /* The gradient goes to the input that was taken; a tie shares it half
  * and half, as torch.maximum's and torch.minimum's backward do. */
+static float share(float u, float v, int a_wins)
+{
+    return u == v ? 0.5f : a_wins ? 1.0f : 0.0f;
+}
+
 static void extreme2_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                               ptrdiff_t ob, int n, int sa, int sb)
 {
@@ -1360,24 +1749,52 @@ static void extreme2_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     for (j = 0; j < n; j++) {
         const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
         const float u = p->a[ia], v = p->b[ib];
-        const float wa = u == v ? 0.5f : (p->scale > 0.0f ? u > v : u < v) ? 1.0f : 0.0f;
+        const int max = p->scale > 0.0f;
         if (p->da != NULL)
-            p->da[ia] += wa * dy[j];
+            p->da[ia] += share(u, v, max ? u > v : u < v) * dy[j];
         if (p->db != NULL)
-            p->db[ib] += (u == v ? 0.5f : 1.0f - wa) * dy[j];
+            p->db[ib] += share(u, v, max ? v > u : v < u) * dy[j];
     }
+}
+
+/* The terms a broadcast sum adds (rt_bc_sums; off: dy's, a's, b's
+ * offsets), the row's rule one element at a time. */
+static float max_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float u = p->a[off[1]], v = p->b[off[2]];
+    return share(u, v, u > v) * p->dy[off[0]];
+}
+
+static float max_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float u = p->a[off[1]], v = p->b[off[2]];
+    return share(u, v, v > u) * p->dy[off[0]];
+}
+
+static float min_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float u = p->a[off[1]], v = p->b[off[2]];
+    return share(u, v, u < v) * p->dy[off[0]];
+}
+
+static float min_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float u = p->a[off[1]], v = p->b[off[2]];
+    return share(u, v, v < u) * p->dy[off[0]];
 }
 
 void rt_max_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, extreme2_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, extreme2_back_row, max_da_term,
+                max_db_term);
 }
 
 void rt_min_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, -1.0f, extreme2_back_row);
+    binary_back(da, db, dy, a, b, m, -1.0f, extreme2_back_row, min_da_term,
+                min_db_term);
 }
 
 /* PRelu: x where x > 0, else slope * x (the slope broadcast to x). */
@@ -1417,10 +1834,23 @@ static void prelu_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+static float prelu_dx_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float dy = p->dy[off[0]];
+    return p->a[off[1]] > 0.0f ? dy : dy * p->b[off[2]];
+}
+
+static float prelu_dslope_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float v = p->a[off[1]];
+    return v > 0.0f ? 0.0f : p->dy[off[0]] * v;
+}
+
 void rt_prelu_backward(float *dx, float *dslope, const float *dy,
                        const float *x, const float *slope, const rt_bcast *m)
 {
-    binary_back(dx, dslope, dy, x, slope, m, 1.0f, prelu_back_row);
+    binary_back(dx, dslope, dy, x, slope, m, 1.0f, prelu_back_row,
+                prelu_dx_term, prelu_dslope_term);
 }
 
 /* Elements of a Where's output, and one step of its odometer: idx and the
@@ -1462,12 +1892,45 @@ void rt_where_forward(float *y, const float *cond, const float *a,
     }
 }
 
+/* Where's terms: off[1] is cond's offset (the a of bc_args). */
+static float where_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->a[off[1]] != 0.0f ? p->dy[off[0]] : 0.0f;
+}
+
+static float where_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->a[off[1]] != 0.0f ? 0.0f : p->dy[off[0]];
+}
+
+/* Whether strides s sum over some dim of a Where's map. */
+static int where_sums(const rt_where *m, const int *s)
+{
+    int d;
+    for (d = 0; d < m->rank; d++)
+        if (m->dims[d] > 1 && s[d] == 0)
+            return 1;
+    return 0;
+}
+
 void rt_where_backward(float *da, float *db, const float *dy,
                        const float *cond, const rt_where *m)
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
     size_t i, n = where_count(m);
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[3] = {m->sc, m->sa, m->sb};
+    p.a = cond;
+    p.dy = dy;
+    if (da != NULL && where_sums(m, m->sa)) {
+        rt_bc_sums(m->rank, m->dims, st, 3, 1, da, where_da_term, &p);
+        da = NULL;
+    }
+    if (db != NULL && where_sums(m, m->sb)) {
+        rt_bc_sums(m->rank, m->dims, st, 3, 2, db, where_db_term, &p);
+        db = NULL;
+    }
     if (da == NULL && db == NULL)
         return;
     for (i = 0; i < n; i++) {
@@ -1501,7 +1964,7 @@ void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
 /* Add's backward row with no second gradient: a stride of 0 sums. */
 void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
 {
-    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row);
+    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row, NULL, NULL);
 }
 
 /* ==== runtime/unary.c ==== */
@@ -2106,6 +2569,7 @@ void rt_mish_backward(float *dx, const float *dy, const float *x, int n)
 /*
  * softmax.c: Softmax and LogSoftmax along one axis: a lane function run
  * over every lane (outer x inner), the lanes split over the threads.
+ * Sums along a lane are rt_sums (rt_impl.h).
  */
 
 /* ---- normalizing along one axis: Softmax and LogSoftmax -------------- */
@@ -2184,14 +2648,16 @@ static void each_back_lane(back_lane_fn f, float *dx, const float *dy,
  * sum is >= 1 (the max's term is 1), so the log is finite. y may be x. */
 static void log_softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
 {
-    float mx = x[0], sum = 0.0f, lse;
+    float mx = x[0], lse;
+    rt_sum sum;
     int d;
     for (d = 1; d < dim; d++)
         if (x[d * s] > mx)
             mx = x[d * s];
+    rt_sum_init(&sum);
     for (d = 0; d < dim; d++)
-        sum += expf(x[d * s] - mx);
-    lse = logf(sum);
+        rt_sum_add(&sum, expf(x[d * s] - mx));
+    lse = logf(rt_sum_value(&sum));
     for (d = 0; d < dim; d++)
         y[d * s] = (x[d * s] - mx) - lse;
 }
@@ -2200,10 +2666,8 @@ static void log_softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
 static void log_softmax_back_lane(float *dx, const float *dy, const float *y,
                                   int dim, ptrdiff_t s)
 {
-    float sum = 0.0f;
+    const float sum = rt_sum_strided(dy, (size_t)dim, s);
     int d;
-    for (d = 0; d < dim; d++)
-        sum += dy[d * s];
     for (d = 0; d < dim; d++)
         dx[d * s] += dy[d * s] - expf(y[d * s]) * sum;
 }
@@ -2226,15 +2690,18 @@ void rt_log_softmax_backward(float *dx, const float *dy, const float *y,
  * division by zero. y may be x: each x is read before its y is written. */
 static void softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
 {
-    float mx = x[0], sum = 0.0f;
+    float mx = x[0], sum;
+    rt_sum acc;
     int d;
     for (d = 1; d < dim; d++)
         if (x[d * s] > mx)
             mx = x[d * s];
+    rt_sum_init(&acc);
     for (d = 0; d < dim; d++) {
         y[d * s] = expf(x[d * s] - mx);
-        sum += y[d * s];
+        rt_sum_add(&acc, y[d * s]);
     }
+    sum = rt_sum_value(&acc);
     for (d = 0; d < dim; d++)
         y[d * s] /= sum;
 }
@@ -2243,10 +2710,13 @@ static void softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
 static void softmax_back_lane(float *dx, const float *dy, const float *y,
                               int dim, ptrdiff_t s)
 {
-    float dot = 0.0f;
+    float dot;
+    rt_sum acc;
     int d;
+    rt_sum_init(&acc);
     for (d = 0; d < dim; d++)
-        dot += dy[d * s] * y[d * s];
+        rt_sum_add(&acc, dy[d * s] * y[d * s]);
+    dot = rt_sum_value(&acc);
     for (d = 0; d < dim; d++)
         dx[d * s] += y[d * s] * (dy[d * s] - dot);
 }
@@ -2265,26 +2735,14 @@ void rt_softmax_backward(float *dx, const float *dy, const float *y,
 
 /* ==== runtime/reduce.c ==== */
 /*
- * reduce.c: the reductions (rt_reduce_forward and _backward): x walked in
- * order with binary.c's rt_bc_run over a map whose second strides are y's
- * (0 along a reduced dim), so each y is summed in x's order, on the
- * calling thread.
+ * reduce.c: the reductions (rt_reduce_forward and _backward) over a map
+ * whose second strides are y's (0 along a reduced dim): each y is the
+ * rt_sum of its x in x's order (binary.c's rt_bc_sums), y's entries split
+ * over the threads; the backward is walked with rt_bc_run.
  */
 
 /* ---- reductions ----------------------------------------------------------- */
 
-/* x is walked in order (offset oy); y's offset comes from m->sb. */
-static void reduce_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
-                       ptrdiff_t ob, int n, int sa, int sb)
-{
-    const float *x = p->a + oy;
-    float *y = p->y + ob;
-    int j;
-    (void)oa;
-    (void)sa;
-    for (j = 0; j < n; j++)
-        y[(ptrdiff_t)j * sb] += x[j];
-}
 
 static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                             ptrdiff_t ob, int n, int sa, int sb)
@@ -2302,12 +2760,14 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
                        float scale)
 {
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[1] = {m->sb};
     int i;
     for (i = 0; i < ny; i++)
         y[i] = 0.0f;
-    p.y = y;
-    p.a = x;
-    rt_bc_run(m, &p, reduce_row);
+    /* the terms are 1 * x, x walked in order; y's offsets from m->sb */
+    p.dy = x;
+    p.scale = 1.0f;
+    rt_bc_sums(m->rank, m->dims, st, 1, 0, y, NULL, &p);
     if (scale != 1.0f)
         for (i = 0; i < ny; i++)
             y[i] *= scale;
@@ -2426,6 +2886,8 @@ void rt_reduce_extreme_backward(float *dx, const float *dy, const float *x,
  * norm.c: LayerNorm and BatchNormalization. Each computes a row's (a
  * channel's) moments in two passes, and its backward recomputes them with
  * the same function, so it sees exactly the statistics the forward used.
+ * Every sum (moments, the backward's means, dscale and dbias) goes through
+ * rt_sum (rt_impl.h), so its error does not grow with its length.
  */
 
 /* Mean and 1/sqrt(var + eps) of one row of cols > 0 values, var biased. Two
@@ -2436,19 +2898,20 @@ void rt_reduce_extreme_backward(float *dx, const float *dy, const float *x,
 static void row_moments(const float *x, int cols, float eps, float *mean,
                         float *rstd)
 {
-    float s = 0.0f, v = 0.0f;
+    rt_sum v;
     int j;
+    *mean = rt_sum_strided(x, (size_t)cols, 1) / (float)cols;
+    rt_sum_init(&v);
     for (j = 0; j < cols; j++)
-        s += x[j];
-    *mean = s / (float)cols;
-    for (j = 0; j < cols; j++)
-        v += (x[j] - *mean) * (x[j] - *mean);
-    *rstd = 1.0f / sqrtf(v / (float)cols + eps);
+        rt_sum_add(&v, (x[j] - *mean) * (x[j] - *mean));
+    *rstd = 1.0f / sqrtf(rt_sum_value(&v) / (float)cols + eps);
 }
 
 /* LayerNorm's operands; rows are independent except for the backward's
  * dscale and dbias, sums over rows (see rt_layernorm_backward). mean and
- * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). */
+ * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). dscale and dbias
+ * gain one rt_sum per block of rows: their error grows with rows / 128 (a
+ * float add per block), not with rows. */
 #define RT_LN_BLOCK 128
 typedef struct {
     float *y, *dx, *dscale, *dbias;
@@ -2494,28 +2957,22 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
  * reaching xhat), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)): the
  * two means are the paths through mean and variance, which depend on every
  * x of the row. */
-static void layernorm_back_row(float *dx, float *dscale, float *dbias,
-                               const float *dy, const float *x,
+static void layernorm_back_row(float *dx, const float *dy, const float *x,
                                const float *scale, int cols, float mean,
                                float rstd)
 {
-    float sum_g = 0.0f, sum_gx = 0.0f, mg, mgx;
+    rt_sum sum_g, sum_gx;
+    float mg, mgx;
     int j;
+    rt_sum_init(&sum_g);
+    rt_sum_init(&sum_gx);
     for (j = 0; j < cols; j++) {
         const float xhat = (x[j] - mean) * rstd;
-        if (dscale != NULL)
-            dscale[j] += dy[j] * xhat;
-        if (dbias != NULL)
-            dbias[j] += dy[j];
-        if (dx != NULL) {
-            sum_g += dy[j] * scale[j];
-            sum_gx += dy[j] * scale[j] * xhat;
-        }
+        rt_sum_add(&sum_g, dy[j] * scale[j]);
+        rt_sum_add(&sum_gx, dy[j] * scale[j] * xhat);
     }
-    if (dx == NULL)
-        return;
-    mg = sum_g / (float)cols;
-    mgx = sum_gx / (float)cols;
+    mg = rt_sum_value(&sum_g) / (float)cols;
+    mgx = rt_sum_value(&sum_gx) / (float)cols;
     for (j = 0; j < cols; j++) {
         const float xhat = (x[j] - mean) * rstd;
         dx[j] += rstd * (dy[j] * scale[j] - mg - xhat * mgx);
@@ -2530,43 +2987,55 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
     size_t i;
     for (i = lo; i < hi; i++) {
         const size_t o = ((size_t)l->r0 + i) * (size_t)l->cols;
-        row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
+        if (l->x != NULL)
+            row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
         if (l->dx != NULL)
-            layernorm_back_row(l->dx + o, NULL, NULL, l->dy + o, l->x + o,
-                               l->scale, l->cols, l->mean[i], l->rstd[i]);
+            layernorm_back_row(l->dx + o, l->dy + o, l->x + o, l->scale,
+                               l->cols, l->mean[i], l->rstd[i]);
     }
 }
 
-/* Columns [lo, hi) of dscale and dbias over the block's rows, row by row
- * with the same xhat as layernorm_back_row: each entry gets the terms of
- * one thread's loop in the same order. */
+/* Columns [lo, hi) of dscale and dbias: each the rt_sum of the block's
+ * rows, in row order, with the same xhat as layernorm_back_row, added to
+ * the gradient. */
 static void ln_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const ln_job *l = ctx;
+    const size_t cols = (size_t)l->cols;
+    const size_t o = (size_t)l->r0 * cols;
     size_t j;
     int i;
-    for (i = 0; i < l->nrows; i++) {
-        const size_t o = ((size_t)l->r0 + (size_t)i) * (size_t)l->cols;
-        for (j = lo; j < hi; j++) {
-            const float xhat = (l->x[o + j] - l->mean[i]) * l->rstd[i];
-            if (l->dscale != NULL)
-                l->dscale[j] += l->dy[o + j] * xhat;
-            if (l->dbias != NULL)
-                l->dbias[j] += l->dy[o + j];
+    for (j = lo; j < hi; j++) {
+        if (l->dscale != NULL) {
+            rt_sum s;
+            rt_sum_init(&s);
+            for (i = 0; i < l->nrows; i++) {
+                const size_t at = o + (size_t)i * cols + j;
+                rt_sum_add(&s, l->dy[at] *
+                                   ((l->x[at] - l->mean[i]) * l->rstd[i]));
+            }
+            l->dscale[j] += rt_sum_value(&s);
         }
+        if (l->dbias != NULL)
+            l->dbias[j] += rt_sum_strided(l->dy + o + j, (size_t)l->nrows,
+                                          (ptrdiff_t)cols);
     }
 }
 
-/* Several threads: blocks of rows, each first split by rows (moments, dx),
- * then by columns (dscale, dbias: sums over rows). */
-static void layernorm_back_split(ln_job *l, int rows)
+/* Blocks of rows, each first split by rows (moments, dx), then by columns
+ * (dscale, dbias: sums over rows). One thread runs the same blocks, so the
+ * bits do not depend on the thread count. */
+static void layernorm_back_blocks(ln_job *l, int rows)
 {
     const size_t cols = (size_t)l->cols;
     for (l->r0 = 0; l->r0 < rows; l->r0 += RT_LN_BLOCK) {
+        size_t work;
         l->nrows = rows - l->r0 < RT_LN_BLOCK ? rows - l->r0 : RT_LN_BLOCK;
-        rt_parallel_for((size_t)l->nrows, 1, 0, 0, ln_back_rows, l);
+        work = (size_t)l->nrows * cols;
+        rt_parallel_for((size_t)l->nrows, 1, work, RT_PAR_COSTLY,
+                        ln_back_rows, l);
         if (l->dscale != NULL || l->dbias != NULL)
-            rt_parallel_for(cols, 16, 0, 0, ln_back_cols, l);
+            rt_parallel_for(cols, 16, work, RT_PAR_COSTLY, ln_back_cols, l);
     }
 }
 
@@ -2576,37 +3045,20 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps)
 {
-    int r, j;
-    if (cols <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
+    ln_job l;
+    if (cols <= 0 || rows <= 0 ||
+        (dx == NULL && dscale == NULL && dbias == NULL))
         return;
-    if (dx == NULL && dscale == NULL) {
-        /* the bias alone (a frozen scale and input): x is not read, and
-         * the sums are the same as layernorm_back_row's, in its order */
-        for (r = 0; r < rows; r++)
-            for (j = 0; j < cols; j++)
-                dbias[j] += dy[(size_t)r * cols + j];
-        return;
-    }
-    if (rt_threads() > 1 && (size_t)rows * cols >= RT_PAR_COSTLY) {
-        ln_job l;
-        l.dx = dx;
-        l.dscale = dscale;
-        l.dbias = dbias;
-        l.dy = dy;
-        l.x = x;
-        l.scale = scale;
-        l.cols = cols;
-        l.eps = eps;
-        layernorm_back_split(&l, rows);
-        return;
-    }
-    for (r = 0; r < rows; r++) {
-        const size_t o = (size_t)r * cols;
-        float mean, rstd;
-        row_moments(x + o, cols, eps, &mean, &rstd);
-        layernorm_back_row(dx != NULL ? dx + o : NULL, dscale, dbias, dy + o,
-                           x + o, scale, cols, mean, rstd);
-    }
+    l.dx = dx;
+    l.dscale = dscale;
+    l.dbias = dbias;
+    l.dy = dy;
+    /* the bias alone (a frozen scale and input): x is not read */
+    l.x = dx == NULL && dscale == NULL ? NULL : x;
+    l.scale = scale;
+    l.cols = cols;
+    l.eps = eps;
+    layernorm_back_blocks(&l, rows);
 }
 
 /* ---- batch normalization --------------------------------------------------- */
@@ -2619,20 +3071,22 @@ static void channel_moments(const float *x, int n, int c, int inner, int ch,
                             float *mean, float *var)
 {
     const float m = (float)n * (float)inner;
-    float s = 0.0f, v = 0.0f;
+    rt_sum s, v;
     int i, j;
+    rt_sum_init(&s);
+    rt_sum_init(&v);
     for (i = 0; i < n; i++) {
         const float *xc = x + ((size_t)i * c + ch) * inner;
         for (j = 0; j < inner; j++)
-            s += xc[j];
+            rt_sum_add(&s, xc[j]);
     }
-    *mean = s / m;
+    *mean = rt_sum_value(&s) / m;
     for (i = 0; i < n; i++) {
         const float *xc = x + ((size_t)i * c + ch) * inner;
         for (j = 0; j < inner; j++)
-            v += (xc[j] - *mean) * (xc[j] - *mean);
+            rt_sum_add(&v, (xc[j] - *mean) * (xc[j] - *mean));
     }
-    *var = v / m;
+    *var = rt_sum_value(&v) / m;
 }
 
 /* y[i, ch, j] = (x[i, ch, j] - mean) * rstd * scale[ch] + bias[ch] */
@@ -2694,12 +3148,15 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
     if (n <= 0 || inner <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
         return;
     for (ch = 0; ch < c; ch++) {
-        float mean, var, rstd, sum_dy = 0.0f, sum_dyx = 0.0f, mg, mgx;
+        float mean, var, rstd, sum_dy, sum_dyx, mg, mgx;
+        rt_sum s_dy, s_dyx;
+        rt_sum_init(&s_dy);
+        rt_sum_init(&s_dyx);
         if (dx == NULL && dscale == NULL) {     /* x is not read */
             for (i = 0; i < n; i++)
                 for (j = 0; j < inner; j++)
-                    sum_dy += dy[((size_t)i * c + ch) * inner + j];
-            dbias[ch] += sum_dy;
+                    rt_sum_add(&s_dy, dy[((size_t)i * c + ch) * inner + j]);
+            dbias[ch] += rt_sum_value(&s_dy);
             continue;
         }
         channel_moments(x, n, c, inner, ch, &mean, &var);
@@ -2707,10 +3164,12 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
         for (i = 0; i < n; i++) {
             const size_t o = ((size_t)i * c + ch) * inner;
             for (j = 0; j < inner; j++) {
-                sum_dy += dy[o + j];
-                sum_dyx += dy[o + j] * (x[o + j] - mean) * rstd;
+                rt_sum_add(&s_dy, dy[o + j]);
+                rt_sum_add(&s_dyx, dy[o + j] * (x[o + j] - mean) * rstd);
             }
         }
+        sum_dy = rt_sum_value(&s_dy);
+        sum_dyx = rt_sum_value(&s_dyx);
         if (dscale != NULL)
             dscale[ch] += sum_dyx;
         if (dbias != NULL)
@@ -4814,18 +5273,26 @@ void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
 
 /* ---- loss, dropout, attention --------------------------------------------- */
 
-/* The log-sum-exp of c >= 1 values x[0], x[stride], ...: the max m is
- * taken out first, so no exp overflows and the largest term is exactly 1. */
-static float log_sum_exp(const float *x, int c, int stride)
+/* The log-sum-exp of c >= 1 values x[0], x[stride], ..., as its two
+ * parts: the max *m, taken out first so that no exp overflows and the
+ * largest term is exactly 1, and the returned log(sum exp(x - m)) >= 0.
+ * Callers form log-softmax as (x - m) - log(sum), as torch does: adding m
+ * back first (lse = m + log(sum)) and then subtracting x would round away
+ * log(sum)'s low bits, which are all there is when the model is confident
+ * (log(sum) tiny next to m). The sum is an rt_sum. */
+static float log_sum_exp(const float *x, int c, int stride, float *m)
 {
-    float m = x[0], sum = 0.0f;
+    rt_sum sum;
+    float mx = x[0];
     int k;
     for (k = 1; k < c; k++)
-        if (x[(size_t)k * stride] > m)
-            m = x[(size_t)k * stride];
+        if (x[(size_t)k * stride] > mx)
+            mx = x[(size_t)k * stride];
+    rt_sum_init(&sum);
     for (k = 0; k < c; k++)
-        sum += expf(x[(size_t)k * stride] - m);
-    return m + logf(sum);
+        rt_sum_add(&sum, expf(x[(size_t)k * stride] - mx));
+    *m = mx;
+    return logf(rt_sum_value(&sum));
 }
 
 /* Whether a label selects a class: not ignored and inside [0, c). */
@@ -4852,10 +5319,12 @@ static float sce_total_weight(const int64_t *labels, const float *weights,
                               int64_t ignore_index)
 {
     size_t p;
-    float total = 0.0f;
+    rt_sum total;
+    rt_sum_init(&total);
     for (p = 0; p < positions; p++)
-        total += sce_weight(labels[p], weights, c, has_ignore, ignore_index);
-    return total;
+        rt_sum_add(&total, sce_weight(labels[p], weights, c, has_ignore,
+                                      ignore_index));
+    return rt_sum_value(&total);
 }
 
 /* The loss's operands. Positions are independent; the forward's sum over
@@ -4880,11 +5349,14 @@ static float sce_loss_at(const sce_job *s, size_t p)
     const size_t i = p / (size_t)s->inner, d = p % (size_t)s->inner;
     const int64_t label = s->labels[p];
     const float *row = s->scores + i * (size_t)s->c * s->inner + d;
+    float m, log_sum;
     if (!sce_takes_part(label, s->c, s->has_ignore, s->ignore_index))
         return 0.0f;
+    log_sum = log_sum_exp(row, s->c, s->inner, &m);
+    /* -log_softmax(x)_label = -((x_label - m) - log_sum) */
     return sce_weight(label, s->weights, s->c, s->has_ignore,
                       s->ignore_index) *
-           (log_sum_exp(row, s->c, s->inner) - row[(size_t)label * s->inner]);
+           -((row[(size_t)label * s->inner] - m) - log_sum);
 }
 
 static void sce_loss_part(void *ctx, size_t lo, size_t hi)
@@ -4899,25 +5371,26 @@ static void sce_loss_part(void *ctx, size_t lo, size_t hi)
     }
 }
 
-/* The sum of every position's loss, in position order. */
+/* The rt_sum of every position's loss, in position order. */
 static float sce_sum(sce_job *s, size_t positions)
 {
     const size_t work = positions * (size_t)s->c;
-    float total = 0.0f;
+    rt_sum total;
     size_t p, k, nb;
+    rt_sum_init(&total);
     if (work < RT_PAR_COSTLY || rt_threads() == 1) {
         for (p = 0; p < positions; p++)
-            total += sce_loss_at(s, p);
-        return total;
+            rt_sum_add(&total, sce_loss_at(s, p));
+        return rt_sum_value(&total);
     }
     for (p = 0; p < positions; p += RT_SCE_BLOCK) {
         nb = positions - p < RT_SCE_BLOCK ? positions - p : RT_SCE_BLOCK;
         s->p0 = p;
         rt_parallel_for(nb, 1, 0, 0, sce_loss_part, s);
         for (k = 0; k < nb; k++)
-            total += s->part[k];
+            rt_sum_add(&total, s->part[k]);
     }
-    return total;
+    return rt_sum_value(&total);
 }
 
 static void sce_setup(sce_job *s, const float *scores, const int64_t *labels,
@@ -4977,15 +5450,15 @@ static void sce_back_part(void *ctx, size_t lo, size_t hi)
         const size_t base = p / inner * (size_t)c * inner + p % inner;
         const float *row = s->scores + base;
         float *drow = s->out + base;
-        float lse, gw;
+        float m, log_sum, gw;
         if (!sce_takes_part(label, c, s->has_ignore, s->ignore_index))
             continue;
         gw = (s->reduction == RT_SCE_NONE ? s->dloss[p] : s->g) *
              sce_weight(label, s->weights, c, s->has_ignore, s->ignore_index);
-        /* softmax_k = exp(s_k - lse), with s_k - lse <= 0 */
-        lse = log_sum_exp(row, c, s->inner);
+        /* softmax_k = exp((s_k - m) - log_sum), the exponent <= 0 */
+        log_sum = log_sum_exp(row, c, s->inner, &m);
         for (k = 0; k < c; k++) {
-            const float q = expf(row[(size_t)k * inner] - lse);
+            const float q = expf((row[(size_t)k * inner] - m) - log_sum);
             drow[(size_t)k * inner] += gw * (k == label ? q - 1.0f : q);
         }
     }

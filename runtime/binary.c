@@ -3,8 +3,9 @@
  * Where and Expand. They walk an rt_bcast map (remat_rt.h) one innermost
  * row at a time, through rt_bc_run and rt_bc_run_split (rt_impl.h), which
  * reduce.c and structural.c's Transpose walk their maps with too. A
- * backward whose gradient is a sum over a broadcast dim stays on one
- * thread, so its sums keep one order.
+ * gradient that is a sum over a broadcast dim is summed one entry at a
+ * time by rt_bc_sums (rt_impl.h; ReduceSum's forward too), an rt_sum in
+ * the walk's order, entries split over the threads.
  */
 #include "rt_impl.h"
 
@@ -110,6 +111,200 @@ RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p, bc_row row)
                         bc_part_rows, &job);
 }
 
+/* ---- sums over broadcast dims (rt_impl.h) -------------------------------- */
+
+typedef struct {
+    const int *dims;
+    const int *const *st;
+    int ns, target;
+    ptrdiff_t wst[RT_MAX_RANK]; /* the walked tensor's (contiguous) strides */
+    int kd[RT_MAX_RANK], nk;    /* kept dims: they number the entries */
+    int rd[RT_MAX_RANK], nr;    /* reduced dims: summed over */
+    float *grad;
+    bc_term term;
+    const bc_args *p;
+    size_t chunks;              /* lanes: chunks of RT_SUM_LANES per group */
+} sums_job;
+
+/* The entries of a group of the last dim summed side by side: every term
+ * of RT_SUM_LANES entries for one position of the reduced dims, in memory
+ * order, each lane an rt_sum kept as arrays (the same blocks, the same
+ * bits as one rt_sum per entry). */
+#define RT_SUM_LANES 32
+
+/* Offsets off[0..ns] of the entry numbered e by the kept dims a < nk
+ * (the last kept dim fastest). */
+static void sums_entry(const sums_job *j, size_t e, int nk, ptrdiff_t *off)
+{
+    int a, k;
+    for (k = 0; k <= j->ns; k++)
+        off[k] = 0;
+    for (a = nk - 1; a >= 0; a--) {
+        const int d = j->kd[a];
+        const ptrdiff_t i = (ptrdiff_t)(e % (size_t)j->dims[d]);
+        e /= (size_t)j->dims[d];
+        off[0] += i * j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] += i * j->st[k][d];
+    }
+}
+
+/* One step of the reduced dims' odometer; 0 when it wraps (done). */
+static int sums_step(const sums_job *j, int *idx, ptrdiff_t *off)
+{
+    int a, k;
+    for (a = j->nr - 1; a >= 0; a--) {
+        const int d = j->rd[a];
+        off[0] += j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] += j->st[k][d];
+        if (++idx[a] < j->dims[d])
+            return 1;
+        idx[a] = 0;
+        off[0] -= (ptrdiff_t)j->dims[d] * j->wst[d];
+        for (k = 0; k < j->ns; k++)
+            off[1 + k] -= (ptrdiff_t)j->dims[d] * j->st[k][d];
+    }
+    return 0;
+}
+
+/* Items [lo, hi): chunk c of group g is item g * chunks + c, lanes
+ * [c * RT_SUM_LANES, ...) of the last dim. */
+static void sums_lanes_part(void *ctx, size_t lo, size_t hi)
+{
+    const sums_job *j = ctx;
+    const int ns = j->ns, last = j->kd[j->nk - 1];
+    const size_t len = (size_t)j->dims[last];
+    float part[RT_SUM_LANES];
+    rt_sum acc[RT_SUM_LANES];
+    int idx[RT_MAX_RANK];
+    size_t item;
+    for (item = lo; item < hi; item++) {
+        const size_t j0 = item % j->chunks * RT_SUM_LANES;
+        const int w = (int)(len - j0 < RT_SUM_LANES ? len - j0 : RT_SUM_LANES);
+        ptrdiff_t off[4], lane[4];
+        int a, k, l, n = 0;
+        sums_entry(j, item / j->chunks, j->nk - 1, off);
+        off[0] += (ptrdiff_t)j0 * j->wst[last];
+        for (k = 0; k < ns; k++)
+            off[1 + k] += (ptrdiff_t)j0 * j->st[k][last];
+        for (a = 0; a < j->nr; a++)
+            idx[a] = 0;
+        for (l = 0; l < w; l++) {
+            rt_sum_init(&acc[l]);
+            part[l] = 0.0f;
+        }
+        do {
+            if (j->term == NULL) { /* scale * dy, dy walked: lanes adjacent */
+                const float *dy = j->p->dy + off[0], sc = j->p->scale;
+                for (l = 0; l < w; l++)
+                    part[l] += sc * dy[l];
+            } else {
+                for (l = 0; l < w; l++) {
+                    lane[0] = off[0] + (ptrdiff_t)l * j->wst[last];
+                    for (k = 0; k < ns; k++)
+                        lane[1 + k] = off[1 + k] + (ptrdiff_t)l * j->st[k][last];
+                    part[l] += j->term(j->p, lane);
+                }
+            }
+            if (++n == RT_SUM_BLOCK) {
+                for (l = 0; l < w; l++) {
+                    rt_sum_fold(&acc[l], part[l]);
+                    part[l] = 0.0f;
+                }
+                n = 0;
+            }
+        } while (sums_step(j, idx, off));
+        for (l = 0; l < w; l++) {
+            acc[l].part = part[l];
+            j->grad[off[1 + j->target] +
+                    (ptrdiff_t)l * j->st[j->target][last]] +=
+                rt_sum_value(&acc[l]);
+        }
+    }
+}
+
+/* Entries [lo, hi), numbered by the kept dims' digits, the last fastest;
+ * each the rt_sum of its terms, the reduced dims walked with an odometer
+ * in the walk's order. */
+static void sums_part(void *ctx, size_t lo, size_t hi)
+{
+    const sums_job *j = ctx;
+    sums_job outer = *j; /* the reduced dims but the last */
+    int idx[RT_MAX_RANK], inner = 0;
+    size_t e;
+    if (j->term == NULL && j->nr > 0 && j->rd[j->nr - 1] == j->nk + j->nr - 1)
+        inner = j->dims[j->rd[--outer.nr]];
+    for (e = lo; e < hi; e++) {
+        ptrdiff_t off[4];
+        int a;
+        rt_sum s;
+        sums_entry(j, e, j->nk, off);
+        for (a = 0; a < j->nr; a++)
+            idx[a] = 0;
+        rt_sum_init(&s);
+        /* the odometer comes back to the entry's own offsets */
+        if (inner > 0) { /* scale * dy, the last dim reduced: a plain loop */
+            const float sc = j->p->scale;
+            do {
+                const float *dy = j->p->dy + off[0];
+                int i;
+                for (i = 0; i < inner; i++)
+                    rt_sum_add(&s, sc * dy[i]);
+            } while (sums_step(&outer, idx, off));
+        } else {
+            do
+                rt_sum_add(&s, j->term != NULL
+                                   ? j->term(j->p, off)
+                                   : j->p->scale * j->p->dy[off[0]]);
+            while (sums_step(j, idx, off));
+        }
+        j->grad[off[1 + j->target]] += rt_sum_value(&s);
+    }
+}
+
+RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
+                           int ns, int target, float *grad, bc_term term,
+                           const bc_args *p)
+{
+    sums_job j;
+    size_t entries = 1, total = 1;
+    int d;
+    for (d = 0; d < rank; d++)
+        if (dims[d] <= 0)
+            return; /* nothing to add */
+    j.dims = dims;
+    j.st = st;
+    j.ns = ns;
+    j.target = target;
+    j.grad = grad;
+    j.term = term;
+    j.p = p;
+    j.nk = j.nr = 0;
+    for (d = rank - 1; d >= 0; d--) {
+        j.wst[d] = (ptrdiff_t)total;
+        total *= (size_t)dims[d];
+    }
+    for (d = 0; d < rank; d++) {
+        if (dims[d] > 1 && st[target][d] == 0) {
+            j.rd[j.nr++] = d;
+        } else {
+            j.kd[j.nk++] = d;
+            entries *= (size_t)dims[d];
+        }
+    }
+    if (j.nk > 0 && j.kd[j.nk - 1] == rank - 1 && dims[rank - 1] > 1 &&
+        j.nr > 0) {
+        /* the last dim is kept: its entries side by side, in memory order */
+        const size_t len = (size_t)dims[rank - 1];
+        j.chunks = (len + RT_SUM_LANES - 1) / RT_SUM_LANES;
+        rt_parallel_for(entries / len * j.chunks, 1, total, RT_PAR_CHEAP,
+                        sums_lanes_part, &j);
+        return;
+    }
+    rt_parallel_for(entries, 1, total, RT_PAR_CHEAP, sums_part, &j);
+}
+
 /* Whether a gradient written through strides s is a sum over some dim
  * (stride 0 along a dim longer than 1): then its elements are not
  * independent and the backward stays on one thread. */
@@ -192,6 +387,31 @@ static void add_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* The terms of each gradient's sum over broadcast dims, the same values
+ * the rows add (off: dy's, a's, b's offsets). Add's are NULL: scale * dy,
+ * rt_bc_sums's own loop. */
+
+static float mul_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] * p->b[off[2]];
+}
+
+static float mul_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] * p->a[off[1]];
+}
+
+static float div_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]] / p->b[off[2]];
+}
+
+static float div_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float q = p->dy[off[0]] / p->b[off[2]];
+    return -(q * (p->a[off[1]] / p->b[off[2]]));
+}
+
 static void mul_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                          ptrdiff_t ob, int n, int sa, int sb)
 {
@@ -223,11 +443,15 @@ static void div_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+/* A gradient that is a sum over broadcast dims is summed entry by entry
+ * (rt_bc_sums, with the op's term); one that is not, row by row, split
+ * over the threads. */
 static void binary_back(float *da, float *db, const float *dy, const float *a,
                         const float *b, const rt_bcast *m, float scale,
-                        bc_row row)
+                        bc_row row, bc_term da_term, bc_term db_term)
 {
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[2] = {m->sa, m->sb};
     if (da == NULL && db == NULL)
         return;
     p.da = da;
@@ -236,15 +460,23 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
     p.a = a;
     p.b = b;
     p.scale = scale;
-    if ((da != NULL && bc_sums(m, m->sa)) || (db != NULL && bc_sums(m, m->sb)))
-        rt_bc_run(m, &p, row);
-    else
+    if (da != NULL && bc_sums(m, m->sa)) {
+        bc_args one = p; /* da's term is never scaled (Sub's db's is) */
+        one.scale = 1.0f;
+        rt_bc_sums(m->rank, m->dims, st, 2, 0, da, da_term, &one);
+        p.da = NULL;
+    }
+    if (db != NULL && bc_sums(m, m->sb)) {
+        rt_bc_sums(m->rank, m->dims, st, 2, 1, db, db_term, &p);
+        p.db = NULL;
+    }
+    if (p.da != NULL || p.db != NULL)
         rt_bc_run_split(m, &p, row);
 }
 
 void rt_add_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row);
+    binary_back(da, db, dy, NULL, NULL, m, 1.0f, add_back_row, NULL, NULL);
 }
 
 /* Elements of an element count: the product of the map's dims where the
@@ -287,19 +519,21 @@ void rt_add_backward_set(float *da, float *db, const float *dy,
 /* Sub is Add with the second gradient negated (scale -1). */
 void rt_sub_backward(float *da, float *db, const float *dy, const rt_bcast *m)
 {
-    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row);
+    binary_back(da, db, dy, NULL, NULL, m, -1.0f, add_back_row, NULL, NULL);
 }
 
 void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, mul_back_row, mul_da_term,
+                mul_db_term);
 }
 
 void rt_div_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, div_back_row, div_da_term,
+                div_db_term);
 }
 
 /* a^b; b == 2 (x**2 as torch exports it) as one exact product. */
@@ -340,10 +574,27 @@ static void pow_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+static float pow_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float a = p->a[off[1]], b = p->b[off[2]];
+    if (b == 0.0f)
+        return 0.0f;
+    return p->dy[off[0]] * (b == 2.0f ? 2.0f * a : b * powf(a, b - 1.0f));
+}
+
+static float pow_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float a = p->a[off[1]], b = p->b[off[2]];
+    if (a == 0.0f && b >= 0.0f)
+        return 0.0f;
+    return p->dy[off[0]] * pow1(a, b) * logf(a);
+}
+
 void rt_pow_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, pow_back_row, pow_da_term,
+                pow_db_term);
 }
 
 /* ---- Max, Min and PRelu ----------------------------------------------------- */
@@ -388,6 +639,11 @@ void rt_min_forward(float *y, const float *a, const float *b, const rt_bcast *m)
 
 /* The gradient goes to the input that was taken; a tie shares it half
  * and half, as torch.maximum's and torch.minimum's backward do. */
+static float share(float u, float v, int a_wins)
+{
+    return u == v ? 0.5f : a_wins ? 1.0f : 0.0f;
+}
+
 static void extreme2_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                               ptrdiff_t ob, int n, int sa, int sb)
 {
@@ -396,24 +652,52 @@ static void extreme2_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     for (j = 0; j < n; j++) {
         const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
         const float u = p->a[ia], v = p->b[ib];
-        const float wa = u == v ? 0.5f : (p->scale > 0.0f ? u > v : u < v) ? 1.0f : 0.0f;
+        const int max = p->scale > 0.0f;
         if (p->da != NULL)
-            p->da[ia] += wa * dy[j];
+            p->da[ia] += share(u, v, max ? u > v : u < v) * dy[j];
         if (p->db != NULL)
-            p->db[ib] += (u == v ? 0.5f : 1.0f - wa) * dy[j];
+            p->db[ib] += share(u, v, max ? v > u : v < u) * dy[j];
     }
+}
+
+/* The terms a broadcast sum adds (rt_bc_sums; off: dy's, a's, b's
+ * offsets), the row's rule one element at a time. */
+static float max_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float u = p->a[off[1]], v = p->b[off[2]];
+    return share(u, v, u > v) * p->dy[off[0]];
+}
+
+static float max_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float u = p->a[off[1]], v = p->b[off[2]];
+    return share(u, v, v > u) * p->dy[off[0]];
+}
+
+static float min_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float u = p->a[off[1]], v = p->b[off[2]];
+    return share(u, v, u < v) * p->dy[off[0]];
+}
+
+static float min_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float u = p->a[off[1]], v = p->b[off[2]];
+    return share(u, v, v < u) * p->dy[off[0]];
 }
 
 void rt_max_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, 1.0f, extreme2_back_row);
+    binary_back(da, db, dy, a, b, m, 1.0f, extreme2_back_row, max_da_term,
+                max_db_term);
 }
 
 void rt_min_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m)
 {
-    binary_back(da, db, dy, a, b, m, -1.0f, extreme2_back_row);
+    binary_back(da, db, dy, a, b, m, -1.0f, extreme2_back_row, min_da_term,
+                min_db_term);
 }
 
 /* PRelu: x where x > 0, else slope * x (the slope broadcast to x). */
@@ -453,10 +737,23 @@ static void prelu_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
     }
 }
 
+static float prelu_dx_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float dy = p->dy[off[0]];
+    return p->a[off[1]] > 0.0f ? dy : dy * p->b[off[2]];
+}
+
+static float prelu_dslope_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float v = p->a[off[1]];
+    return v > 0.0f ? 0.0f : p->dy[off[0]] * v;
+}
+
 void rt_prelu_backward(float *dx, float *dslope, const float *dy,
                        const float *x, const float *slope, const rt_bcast *m)
 {
-    binary_back(dx, dslope, dy, x, slope, m, 1.0f, prelu_back_row);
+    binary_back(dx, dslope, dy, x, slope, m, 1.0f, prelu_back_row,
+                prelu_dx_term, prelu_dslope_term);
 }
 
 /* Elements of a Where's output, and one step of its odometer: idx and the
@@ -498,12 +795,45 @@ void rt_where_forward(float *y, const float *cond, const float *a,
     }
 }
 
+/* Where's terms: off[1] is cond's offset (the a of bc_args). */
+static float where_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->a[off[1]] != 0.0f ? p->dy[off[0]] : 0.0f;
+}
+
+static float where_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->a[off[1]] != 0.0f ? 0.0f : p->dy[off[0]];
+}
+
+/* Whether strides s sum over some dim of a Where's map. */
+static int where_sums(const rt_where *m, const int *s)
+{
+    int d;
+    for (d = 0; d < m->rank; d++)
+        if (m->dims[d] > 1 && s[d] == 0)
+            return 1;
+    return 0;
+}
+
 void rt_where_backward(float *da, float *db, const float *dy,
                        const float *cond, const rt_where *m)
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
     size_t i, n = where_count(m);
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[3] = {m->sc, m->sa, m->sb};
+    p.a = cond;
+    p.dy = dy;
+    if (da != NULL && where_sums(m, m->sa)) {
+        rt_bc_sums(m->rank, m->dims, st, 3, 1, da, where_da_term, &p);
+        da = NULL;
+    }
+    if (db != NULL && where_sums(m, m->sb)) {
+        rt_bc_sums(m->rank, m->dims, st, 3, 2, db, where_db_term, &p);
+        db = NULL;
+    }
     if (da == NULL && db == NULL)
         return;
     for (i = 0; i < n; i++) {
@@ -537,5 +867,5 @@ void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
 /* Add's backward row with no second gradient: a stride of 0 sums. */
 void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
 {
-    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row);
+    binary_back(dx, NULL, dy, NULL, NULL, m, 1.0f, add_back_row, NULL, NULL);
 }

@@ -330,26 +330,69 @@ static void bias_rows(void *ctx, size_t lo, size_t hi)
                 b->beta * b->in[bias_at(i, j, b->c_rows, b->c_cols)];
 }
 
-/* Rows [lo, hi) and columns [j0, j1) of the backward's sum, row by row. */
-static void bias_back_block(const bias_job *b, int lo, int hi, int j0, int j1)
+/* The sum of beta * dy over rows [lo, hi) and columns [j0, j1), row by
+ * row, an rt_sum (rt_impl.h) added to dc entry `at`. */
+static void bias_back_sum(const bias_job *b, size_t at, int lo, int hi,
+                          int j0, int j1)
 {
+    rt_sum s;
     int i, j;
+    rt_sum_init(&s);
     for (i = lo; i < hi; i++)
         for (j = j0; j < j1; j++)
-            b->out[bias_at(i, j, b->c_rows, b->c_cols)] +=
-                b->beta * b->in[(size_t)i * b->n + j];
+            rt_sum_add(&s, b->beta * b->in[(size_t)i * b->n + j]);
+    b->out[at] += rt_sum_value(&s);
 }
 
+/* dc with one entry per row: rows [lo, hi), each summed over the columns
+ * when dc has one column, else each entry dy's one term. */
 static void bias_back_rows(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *b = ctx;
-    bias_back_block(b, (int)lo, (int)hi, 0, b->n);
+    int i, j;
+    for (i = (int)lo; i < (int)hi; i++) {
+        if (b->c_cols == 1) {
+            bias_back_sum(b, (size_t)i, i, i + 1, 0, b->n);
+            continue;
+        }
+        for (j = 0; j < b->n; j++)
+            b->out[(size_t)i * b->n + j] +=
+                b->beta * b->in[(size_t)i * b->n + j];
+    }
 }
 
+/* dc one row (a Linear's bias): columns [lo, hi), each summed over the
+ * rows. */
 static void bias_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *b = ctx;
-    bias_back_block(b, 0, b->m, (int)lo, (int)hi);
+    float part[32]; /* 32 columns at a time, rows in memory order: each */
+    rt_sum acc[32]; /* column an rt_sum kept as arrays, the same bits */
+    size_t j0, j, w;
+    int i, n;
+    for (j0 = lo; j0 < hi; j0 += w) {
+        w = hi - j0 < 32 ? hi - j0 : 32;
+        for (j = 0; j < w; j++) {
+            rt_sum_init(&acc[j]);
+            part[j] = 0.0f;
+        }
+        for (i = 0, n = 0; i < b->m; i++) {
+            const float *row = b->in + (size_t)i * b->n + j0;
+            for (j = 0; j < w; j++)
+                part[j] += b->beta * row[j];
+            if (++n == RT_SUM_BLOCK) {
+                for (j = 0; j < w; j++) {
+                    rt_sum_fold(&acc[j], part[j]);
+                    part[j] = 0.0f;
+                }
+                n = 0;
+            }
+        }
+        for (j = 0; j < w; j++) {
+            acc[j].part = part[j];
+            b->out[j0 + j] += rt_sum_value(&acc[j]);
+        }
+    }
 }
 
 /* Each dc entry is summed on one thread in row order, as one thread would:
@@ -368,7 +411,7 @@ static void bias_back(float *dc, const float *dy, int m, int n, float beta,
         rt_parallel_for((size_t)n, 16, work, RT_PAR_CHEAP, bias_back_cols,
                         (void *)&job);
     else
-        bias_back_block(&job, 0, m, 0, n);
+        bias_back_sum(&job, 0, 0, m, 0, n);
 }
 
 void rt_gemm_forward(float *y, const float *a, const float *b, const float *c,

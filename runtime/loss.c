@@ -7,18 +7,26 @@
 
 /* ---- loss, dropout, attention --------------------------------------------- */
 
-/* The log-sum-exp of c >= 1 values x[0], x[stride], ...: the max m is
- * taken out first, so no exp overflows and the largest term is exactly 1. */
-static float log_sum_exp(const float *x, int c, int stride)
+/* The log-sum-exp of c >= 1 values x[0], x[stride], ..., as its two
+ * parts: the max *m, taken out first so that no exp overflows and the
+ * largest term is exactly 1, and the returned log(sum exp(x - m)) >= 0.
+ * Callers form log-softmax as (x - m) - log(sum), as torch does: adding m
+ * back first (lse = m + log(sum)) and then subtracting x would round away
+ * log(sum)'s low bits, which are all there is when the model is confident
+ * (log(sum) tiny next to m). The sum is an rt_sum. */
+static float log_sum_exp(const float *x, int c, int stride, float *m)
 {
-    float m = x[0], sum = 0.0f;
+    rt_sum sum;
+    float mx = x[0];
     int k;
     for (k = 1; k < c; k++)
-        if (x[(size_t)k * stride] > m)
-            m = x[(size_t)k * stride];
+        if (x[(size_t)k * stride] > mx)
+            mx = x[(size_t)k * stride];
+    rt_sum_init(&sum);
     for (k = 0; k < c; k++)
-        sum += expf(x[(size_t)k * stride] - m);
-    return m + logf(sum);
+        rt_sum_add(&sum, expf(x[(size_t)k * stride] - mx));
+    *m = mx;
+    return logf(rt_sum_value(&sum));
 }
 
 /* Whether a label selects a class: not ignored and inside [0, c). */
@@ -45,10 +53,12 @@ static float sce_total_weight(const int64_t *labels, const float *weights,
                               int64_t ignore_index)
 {
     size_t p;
-    float total = 0.0f;
+    rt_sum total;
+    rt_sum_init(&total);
     for (p = 0; p < positions; p++)
-        total += sce_weight(labels[p], weights, c, has_ignore, ignore_index);
-    return total;
+        rt_sum_add(&total, sce_weight(labels[p], weights, c, has_ignore,
+                                      ignore_index));
+    return rt_sum_value(&total);
 }
 
 /* The loss's operands. Positions are independent; the forward's sum over
@@ -73,11 +83,14 @@ static float sce_loss_at(const sce_job *s, size_t p)
     const size_t i = p / (size_t)s->inner, d = p % (size_t)s->inner;
     const int64_t label = s->labels[p];
     const float *row = s->scores + i * (size_t)s->c * s->inner + d;
+    float m, log_sum;
     if (!sce_takes_part(label, s->c, s->has_ignore, s->ignore_index))
         return 0.0f;
+    log_sum = log_sum_exp(row, s->c, s->inner, &m);
+    /* -log_softmax(x)_label = -((x_label - m) - log_sum) */
     return sce_weight(label, s->weights, s->c, s->has_ignore,
                       s->ignore_index) *
-           (log_sum_exp(row, s->c, s->inner) - row[(size_t)label * s->inner]);
+           -((row[(size_t)label * s->inner] - m) - log_sum);
 }
 
 static void sce_loss_part(void *ctx, size_t lo, size_t hi)
@@ -92,25 +105,26 @@ static void sce_loss_part(void *ctx, size_t lo, size_t hi)
     }
 }
 
-/* The sum of every position's loss, in position order. */
+/* The rt_sum of every position's loss, in position order. */
 static float sce_sum(sce_job *s, size_t positions)
 {
     const size_t work = positions * (size_t)s->c;
-    float total = 0.0f;
+    rt_sum total;
     size_t p, k, nb;
+    rt_sum_init(&total);
     if (work < RT_PAR_COSTLY || rt_threads() == 1) {
         for (p = 0; p < positions; p++)
-            total += sce_loss_at(s, p);
-        return total;
+            rt_sum_add(&total, sce_loss_at(s, p));
+        return rt_sum_value(&total);
     }
     for (p = 0; p < positions; p += RT_SCE_BLOCK) {
         nb = positions - p < RT_SCE_BLOCK ? positions - p : RT_SCE_BLOCK;
         s->p0 = p;
         rt_parallel_for(nb, 1, 0, 0, sce_loss_part, s);
         for (k = 0; k < nb; k++)
-            total += s->part[k];
+            rt_sum_add(&total, s->part[k]);
     }
-    return total;
+    return rt_sum_value(&total);
 }
 
 static void sce_setup(sce_job *s, const float *scores, const int64_t *labels,
@@ -170,15 +184,15 @@ static void sce_back_part(void *ctx, size_t lo, size_t hi)
         const size_t base = p / inner * (size_t)c * inner + p % inner;
         const float *row = s->scores + base;
         float *drow = s->out + base;
-        float lse, gw;
+        float m, log_sum, gw;
         if (!sce_takes_part(label, c, s->has_ignore, s->ignore_index))
             continue;
         gw = (s->reduction == RT_SCE_NONE ? s->dloss[p] : s->g) *
              sce_weight(label, s->weights, c, s->has_ignore, s->ignore_index);
-        /* softmax_k = exp(s_k - lse), with s_k - lse <= 0 */
-        lse = log_sum_exp(row, c, s->inner);
+        /* softmax_k = exp((s_k - m) - log_sum), the exponent <= 0 */
+        log_sum = log_sum_exp(row, c, s->inner, &m);
         for (k = 0; k < c; k++) {
-            const float q = expf(row[(size_t)k * inner] - lse);
+            const float q = expf((row[(size_t)k * inner] - m) - log_sum);
             drow[(size_t)k * inner] += gw * (k == label ? q - 1.0f : q);
         }
     }

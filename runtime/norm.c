@@ -2,6 +2,8 @@
  * norm.c: LayerNorm and BatchNormalization. Each computes a row's (a
  * channel's) moments in two passes, and its backward recomputes them with
  * the same function, so it sees exactly the statistics the forward used.
+ * Every sum (moments, the backward's means, dscale and dbias) goes through
+ * rt_sum (rt_impl.h), so its error does not grow with its length.
  */
 #include "rt_impl.h"
 
@@ -13,19 +15,20 @@
 static void row_moments(const float *x, int cols, float eps, float *mean,
                         float *rstd)
 {
-    float s = 0.0f, v = 0.0f;
+    rt_sum v;
     int j;
+    *mean = rt_sum_strided(x, (size_t)cols, 1) / (float)cols;
+    rt_sum_init(&v);
     for (j = 0; j < cols; j++)
-        s += x[j];
-    *mean = s / (float)cols;
-    for (j = 0; j < cols; j++)
-        v += (x[j] - *mean) * (x[j] - *mean);
-    *rstd = 1.0f / sqrtf(v / (float)cols + eps);
+        rt_sum_add(&v, (x[j] - *mean) * (x[j] - *mean));
+    *rstd = 1.0f / sqrtf(rt_sum_value(&v) / (float)cols + eps);
 }
 
 /* LayerNorm's operands; rows are independent except for the backward's
  * dscale and dbias, sums over rows (see rt_layernorm_backward). mean and
- * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). */
+ * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). dscale and dbias
+ * gain one rt_sum per block of rows: their error grows with rows / 128 (a
+ * float add per block), not with rows. */
 #define RT_LN_BLOCK 128
 typedef struct {
     float *y, *dx, *dscale, *dbias;
@@ -71,28 +74,22 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
  * reaching xhat), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)): the
  * two means are the paths through mean and variance, which depend on every
  * x of the row. */
-static void layernorm_back_row(float *dx, float *dscale, float *dbias,
-                               const float *dy, const float *x,
+static void layernorm_back_row(float *dx, const float *dy, const float *x,
                                const float *scale, int cols, float mean,
                                float rstd)
 {
-    float sum_g = 0.0f, sum_gx = 0.0f, mg, mgx;
+    rt_sum sum_g, sum_gx;
+    float mg, mgx;
     int j;
+    rt_sum_init(&sum_g);
+    rt_sum_init(&sum_gx);
     for (j = 0; j < cols; j++) {
         const float xhat = (x[j] - mean) * rstd;
-        if (dscale != NULL)
-            dscale[j] += dy[j] * xhat;
-        if (dbias != NULL)
-            dbias[j] += dy[j];
-        if (dx != NULL) {
-            sum_g += dy[j] * scale[j];
-            sum_gx += dy[j] * scale[j] * xhat;
-        }
+        rt_sum_add(&sum_g, dy[j] * scale[j]);
+        rt_sum_add(&sum_gx, dy[j] * scale[j] * xhat);
     }
-    if (dx == NULL)
-        return;
-    mg = sum_g / (float)cols;
-    mgx = sum_gx / (float)cols;
+    mg = rt_sum_value(&sum_g) / (float)cols;
+    mgx = rt_sum_value(&sum_gx) / (float)cols;
     for (j = 0; j < cols; j++) {
         const float xhat = (x[j] - mean) * rstd;
         dx[j] += rstd * (dy[j] * scale[j] - mg - xhat * mgx);
@@ -107,43 +104,55 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
     size_t i;
     for (i = lo; i < hi; i++) {
         const size_t o = ((size_t)l->r0 + i) * (size_t)l->cols;
-        row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
+        if (l->x != NULL)
+            row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
         if (l->dx != NULL)
-            layernorm_back_row(l->dx + o, NULL, NULL, l->dy + o, l->x + o,
-                               l->scale, l->cols, l->mean[i], l->rstd[i]);
+            layernorm_back_row(l->dx + o, l->dy + o, l->x + o, l->scale,
+                               l->cols, l->mean[i], l->rstd[i]);
     }
 }
 
-/* Columns [lo, hi) of dscale and dbias over the block's rows, row by row
- * with the same xhat as layernorm_back_row: each entry gets the terms of
- * one thread's loop in the same order. */
+/* Columns [lo, hi) of dscale and dbias: each the rt_sum of the block's
+ * rows, in row order, with the same xhat as layernorm_back_row, added to
+ * the gradient. */
 static void ln_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const ln_job *l = ctx;
+    const size_t cols = (size_t)l->cols;
+    const size_t o = (size_t)l->r0 * cols;
     size_t j;
     int i;
-    for (i = 0; i < l->nrows; i++) {
-        const size_t o = ((size_t)l->r0 + (size_t)i) * (size_t)l->cols;
-        for (j = lo; j < hi; j++) {
-            const float xhat = (l->x[o + j] - l->mean[i]) * l->rstd[i];
-            if (l->dscale != NULL)
-                l->dscale[j] += l->dy[o + j] * xhat;
-            if (l->dbias != NULL)
-                l->dbias[j] += l->dy[o + j];
+    for (j = lo; j < hi; j++) {
+        if (l->dscale != NULL) {
+            rt_sum s;
+            rt_sum_init(&s);
+            for (i = 0; i < l->nrows; i++) {
+                const size_t at = o + (size_t)i * cols + j;
+                rt_sum_add(&s, l->dy[at] *
+                                   ((l->x[at] - l->mean[i]) * l->rstd[i]));
+            }
+            l->dscale[j] += rt_sum_value(&s);
         }
+        if (l->dbias != NULL)
+            l->dbias[j] += rt_sum_strided(l->dy + o + j, (size_t)l->nrows,
+                                          (ptrdiff_t)cols);
     }
 }
 
-/* Several threads: blocks of rows, each first split by rows (moments, dx),
- * then by columns (dscale, dbias: sums over rows). */
-static void layernorm_back_split(ln_job *l, int rows)
+/* Blocks of rows, each first split by rows (moments, dx), then by columns
+ * (dscale, dbias: sums over rows). One thread runs the same blocks, so the
+ * bits do not depend on the thread count. */
+static void layernorm_back_blocks(ln_job *l, int rows)
 {
     const size_t cols = (size_t)l->cols;
     for (l->r0 = 0; l->r0 < rows; l->r0 += RT_LN_BLOCK) {
+        size_t work;
         l->nrows = rows - l->r0 < RT_LN_BLOCK ? rows - l->r0 : RT_LN_BLOCK;
-        rt_parallel_for((size_t)l->nrows, 1, 0, 0, ln_back_rows, l);
+        work = (size_t)l->nrows * cols;
+        rt_parallel_for((size_t)l->nrows, 1, work, RT_PAR_COSTLY,
+                        ln_back_rows, l);
         if (l->dscale != NULL || l->dbias != NULL)
-            rt_parallel_for(cols, 16, 0, 0, ln_back_cols, l);
+            rt_parallel_for(cols, 16, work, RT_PAR_COSTLY, ln_back_cols, l);
     }
 }
 
@@ -153,37 +162,20 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps)
 {
-    int r, j;
-    if (cols <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
+    ln_job l;
+    if (cols <= 0 || rows <= 0 ||
+        (dx == NULL && dscale == NULL && dbias == NULL))
         return;
-    if (dx == NULL && dscale == NULL) {
-        /* the bias alone (a frozen scale and input): x is not read, and
-         * the sums are the same as layernorm_back_row's, in its order */
-        for (r = 0; r < rows; r++)
-            for (j = 0; j < cols; j++)
-                dbias[j] += dy[(size_t)r * cols + j];
-        return;
-    }
-    if (rt_threads() > 1 && (size_t)rows * cols >= RT_PAR_COSTLY) {
-        ln_job l;
-        l.dx = dx;
-        l.dscale = dscale;
-        l.dbias = dbias;
-        l.dy = dy;
-        l.x = x;
-        l.scale = scale;
-        l.cols = cols;
-        l.eps = eps;
-        layernorm_back_split(&l, rows);
-        return;
-    }
-    for (r = 0; r < rows; r++) {
-        const size_t o = (size_t)r * cols;
-        float mean, rstd;
-        row_moments(x + o, cols, eps, &mean, &rstd);
-        layernorm_back_row(dx != NULL ? dx + o : NULL, dscale, dbias, dy + o,
-                           x + o, scale, cols, mean, rstd);
-    }
+    l.dx = dx;
+    l.dscale = dscale;
+    l.dbias = dbias;
+    l.dy = dy;
+    /* the bias alone (a frozen scale and input): x is not read */
+    l.x = dx == NULL && dscale == NULL ? NULL : x;
+    l.scale = scale;
+    l.cols = cols;
+    l.eps = eps;
+    layernorm_back_blocks(&l, rows);
 }
 
 /* ---- batch normalization --------------------------------------------------- */
@@ -196,20 +188,22 @@ static void channel_moments(const float *x, int n, int c, int inner, int ch,
                             float *mean, float *var)
 {
     const float m = (float)n * (float)inner;
-    float s = 0.0f, v = 0.0f;
+    rt_sum s, v;
     int i, j;
+    rt_sum_init(&s);
+    rt_sum_init(&v);
     for (i = 0; i < n; i++) {
         const float *xc = x + ((size_t)i * c + ch) * inner;
         for (j = 0; j < inner; j++)
-            s += xc[j];
+            rt_sum_add(&s, xc[j]);
     }
-    *mean = s / m;
+    *mean = rt_sum_value(&s) / m;
     for (i = 0; i < n; i++) {
         const float *xc = x + ((size_t)i * c + ch) * inner;
         for (j = 0; j < inner; j++)
-            v += (xc[j] - *mean) * (xc[j] - *mean);
+            rt_sum_add(&v, (xc[j] - *mean) * (xc[j] - *mean));
     }
-    *var = v / m;
+    *var = rt_sum_value(&v) / m;
 }
 
 /* y[i, ch, j] = (x[i, ch, j] - mean) * rstd * scale[ch] + bias[ch] */
@@ -271,12 +265,15 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
     if (n <= 0 || inner <= 0 || (dx == NULL && dscale == NULL && dbias == NULL))
         return;
     for (ch = 0; ch < c; ch++) {
-        float mean, var, rstd, sum_dy = 0.0f, sum_dyx = 0.0f, mg, mgx;
+        float mean, var, rstd, sum_dy, sum_dyx, mg, mgx;
+        rt_sum s_dy, s_dyx;
+        rt_sum_init(&s_dy);
+        rt_sum_init(&s_dyx);
         if (dx == NULL && dscale == NULL) {     /* x is not read */
             for (i = 0; i < n; i++)
                 for (j = 0; j < inner; j++)
-                    sum_dy += dy[((size_t)i * c + ch) * inner + j];
-            dbias[ch] += sum_dy;
+                    rt_sum_add(&s_dy, dy[((size_t)i * c + ch) * inner + j]);
+            dbias[ch] += rt_sum_value(&s_dy);
             continue;
         }
         channel_moments(x, n, c, inner, ch, &mean, &var);
@@ -284,10 +281,12 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
         for (i = 0; i < n; i++) {
             const size_t o = ((size_t)i * c + ch) * inner;
             for (j = 0; j < inner; j++) {
-                sum_dy += dy[o + j];
-                sum_dyx += dy[o + j] * (x[o + j] - mean) * rstd;
+                rt_sum_add(&s_dy, dy[o + j]);
+                rt_sum_add(&s_dyx, dy[o + j] * (x[o + j] - mean) * rstd);
             }
         }
+        sum_dy = rt_sum_value(&s_dy);
+        sum_dyx = rt_sum_value(&s_dyx);
         if (dscale != NULL)
             dscale[ch] += sum_dyx;
         if (dbias != NULL)

@@ -1,25 +1,13 @@
 /*
- * reduce.c: the reductions (rt_reduce_forward and _backward): x walked in
- * order with binary.c's rt_bc_run over a map whose second strides are y's
- * (0 along a reduced dim), so each y is summed in x's order, on the
- * calling thread.
+ * reduce.c: the reductions (rt_reduce_forward and _backward) over a map
+ * whose second strides are y's (0 along a reduced dim): each y is the
+ * rt_sum of its x in x's order (binary.c's rt_bc_sums), y's entries split
+ * over the threads; the backward is walked with rt_bc_run.
  */
 #include "rt_impl.h"
 
 /* ---- reductions ----------------------------------------------------------- */
 
-/* x is walked in order (offset oy); y's offset comes from m->sb. */
-static void reduce_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
-                       ptrdiff_t ob, int n, int sa, int sb)
-{
-    const float *x = p->a + oy;
-    float *y = p->y + ob;
-    int j;
-    (void)oa;
-    (void)sa;
-    for (j = 0; j < n; j++)
-        y[(ptrdiff_t)j * sb] += x[j];
-}
 
 static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
                             ptrdiff_t ob, int n, int sa, int sb)
@@ -37,12 +25,14 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
                        float scale)
 {
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[1] = {m->sb};
     int i;
     for (i = 0; i < ny; i++)
         y[i] = 0.0f;
-    p.y = y;
-    p.a = x;
-    rt_bc_run(m, &p, reduce_row);
+    /* the terms are 1 * x, x walked in order; y's offsets from m->sb */
+    p.dy = x;
+    p.scale = 1.0f;
+    rt_bc_sums(m->rank, m->dims, st, 1, 0, y, NULL, &p);
     if (scale != 1.0f)
         for (i = 0; i < ny; i++)
             y[i] *= scale;

@@ -59,6 +59,80 @@
 #define RT_INLINE static inline
 #endif
 
+/* ---- sums that do not drift ------------------------------------------------ */
+
+/* Every reduction of the runtime (norm statistics and their backward sums,
+ * ReduceSum/ReduceMean, softmax and cross-entropy sums, bias gradients and
+ * the sums over broadcast dims) adds its terms through rt_sum: in float in
+ * blocks of RT_SUM_BLOCK terms, each block's sum then added to a running
+ * total with Neumaier's compensation (hi + lo), all in float, so no soft
+ * double on a Cortex-M4. A plain float loop's error grows with the count n
+ * (n eps in the worst case, sqrt(n) eps typically); here it is bounded by
+ * about RT_SUM_BLOCK eps of the sum of |terms| (sqrt(RT_SUM_BLOCK) eps
+ * typically) whatever n, and costs one float add per term plus five float
+ * operations per block. The terms are taken in the order given, so a sum is
+ * the same bits whichever thread runs it. */
+#define RT_SUM_BLOCK 32
+typedef struct {
+    float hi, lo;   /* the finished blocks: hi + lo */
+    float part;     /* the current block's plain float sum */
+    int k;          /* terms in part */
+} rt_sum;
+
+static inline void rt_sum_init(rt_sum *s)
+{
+    s->hi = s->lo = s->part = 0.0f;
+    s->k = 0;
+}
+
+/* hi + lo += v, keeping the rounding error of hi + v in lo. */
+static inline void rt_sum_fold(rt_sum *s, float v)
+{
+    const float t = s->hi + v;
+    if (fabsf(s->hi) >= fabsf(v))
+        s->lo += (s->hi - t) + v;
+    else
+        s->lo += (v - t) + s->hi;
+    s->hi = t;
+}
+
+static inline void rt_sum_add(rt_sum *s, float v)
+{
+    s->part += v;
+    if (++s->k == RT_SUM_BLOCK) {
+        rt_sum_fold(s, s->part);
+        s->part = 0.0f;
+        s->k = 0;
+    }
+}
+
+/* The sum so far (s is left as it was). An infinite or NaN total is
+ * returned as it is: its compensation would be NaN. */
+static inline float rt_sum_value(const rt_sum *s)
+{
+    rt_sum t = *s;
+    rt_sum_fold(&t, t.part);
+    return t.hi - t.hi == 0.0f ? t.hi + t.lo : t.hi;
+}
+
+/* x[0], x[stride], ..., x[(n - 1) stride] added as rt_sum_add would, the
+ * same bits, a block at a time. */
+static inline float rt_sum_strided(const float *x, size_t n, ptrdiff_t stride)
+{
+    rt_sum s;
+    size_t i = 0, e;
+    rt_sum_init(&s);
+    while (n - i >= RT_SUM_BLOCK) {
+        float part = 0.0f;
+        for (e = i + RT_SUM_BLOCK; i < e; i++)
+            part += x[(ptrdiff_t)i * stride];
+        rt_sum_fold(&s, part);
+    }
+    for (; i < n; i++)
+        s.part += x[(ptrdiff_t)i * stride];
+    return rt_sum_value(&s);
+}
+
 /* ---- threads.c ----------------------------------------------------------- */
 
 /* A kernel's share of the work: items [lo, hi) of its own numbering (rows,
@@ -108,6 +182,22 @@ typedef void (*bc_row)(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 RT_PRIVATE void rt_bc_run(const rt_bcast *m, const bc_args *p, bc_row row);
 RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
                                 bc_row row);
+
+/* Sums over broadcast dims, one gradient (or reduced) entry at a time. An
+ * index space of `rank` dims walked in order (element e's offset in the
+ * walked tensor is e itself) and ns (<= 3) further tensors with strides
+ * st[k] (0 along a dim they are broadcast over). For each entry of tensor
+ * `target` (one of them), the terms term(p, off) over every element that
+ * lands on it (off[0] the walked offset, off[1 + k] tensor k's) are added
+ * with an rt_sum in the walk's order and the total added to
+ * grad[entry]; a NULL term is p->scale * p->dy[off[0]], summed by a
+ * loop of its own. Unlike rt_bc_run with a stride-0 row, a sum's error does
+ * not grow with its length. Entries split over the threads, each summed
+ * on one, so the bits do not depend on the thread count. */
+typedef float (*bc_term)(const bc_args *p, const ptrdiff_t *off);
+RT_PRIVATE void rt_bc_sums(int rank, const int *dims, const int *const *st,
+                           int ns, int target, float *grad, bc_term term,
+                           const bc_args *p);
 
 /* ---- conv.c and pool.c: window geometry ----------------------------------- */
 

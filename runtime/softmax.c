@@ -1,6 +1,7 @@
 /*
  * softmax.c: Softmax and LogSoftmax along one axis: a lane function run
  * over every lane (outer x inner), the lanes split over the threads.
+ * Sums along a lane are rt_sums (rt_impl.h).
  */
 #include "rt_impl.h"
 
@@ -80,14 +81,16 @@ static void each_back_lane(back_lane_fn f, float *dx, const float *dy,
  * sum is >= 1 (the max's term is 1), so the log is finite. y may be x. */
 static void log_softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
 {
-    float mx = x[0], sum = 0.0f, lse;
+    float mx = x[0], lse;
+    rt_sum sum;
     int d;
     for (d = 1; d < dim; d++)
         if (x[d * s] > mx)
             mx = x[d * s];
+    rt_sum_init(&sum);
     for (d = 0; d < dim; d++)
-        sum += expf(x[d * s] - mx);
-    lse = logf(sum);
+        rt_sum_add(&sum, expf(x[d * s] - mx));
+    lse = logf(rt_sum_value(&sum));
     for (d = 0; d < dim; d++)
         y[d * s] = (x[d * s] - mx) - lse;
 }
@@ -96,10 +99,8 @@ static void log_softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
 static void log_softmax_back_lane(float *dx, const float *dy, const float *y,
                                   int dim, ptrdiff_t s)
 {
-    float sum = 0.0f;
+    const float sum = rt_sum_strided(dy, (size_t)dim, s);
     int d;
-    for (d = 0; d < dim; d++)
-        sum += dy[d * s];
     for (d = 0; d < dim; d++)
         dx[d * s] += dy[d * s] - expf(y[d * s]) * sum;
 }
@@ -122,15 +123,18 @@ void rt_log_softmax_backward(float *dx, const float *dy, const float *y,
  * division by zero. y may be x: each x is read before its y is written. */
 static void softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
 {
-    float mx = x[0], sum = 0.0f;
+    float mx = x[0], sum;
+    rt_sum acc;
     int d;
     for (d = 1; d < dim; d++)
         if (x[d * s] > mx)
             mx = x[d * s];
+    rt_sum_init(&acc);
     for (d = 0; d < dim; d++) {
         y[d * s] = expf(x[d * s] - mx);
-        sum += y[d * s];
+        rt_sum_add(&acc, y[d * s]);
     }
+    sum = rt_sum_value(&acc);
     for (d = 0; d < dim; d++)
         y[d * s] /= sum;
 }
@@ -139,10 +143,13 @@ static void softmax_lane(float *y, const float *x, int dim, ptrdiff_t s)
 static void softmax_back_lane(float *dx, const float *dy, const float *y,
                               int dim, ptrdiff_t s)
 {
-    float dot = 0.0f;
+    float dot;
+    rt_sum acc;
     int d;
+    rt_sum_init(&acc);
     for (d = 0; d < dim; d++)
-        dot += dy[d * s] * y[d * s];
+        rt_sum_add(&acc, dy[d * s] * y[d * s]);
+    dot = rt_sum_value(&acc);
     for (d = 0; d < dim; d++)
         dx[d * s] += y[d * s] * (dy[d * s] - dot);
 }

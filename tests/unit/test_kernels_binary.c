@@ -801,6 +801,70 @@ END_TEST
 
 /* ---- suite --------------------------------------------------------------- */
 
+
+/* ---- sums that do not drift (issue 25) ----------------------------------- */
+
+/* n values 0.1 + noise: a float loop adding them drifts (adding 0.1 to a
+ * total near 1e4 rounds by up to 5e-4, the same way each time). */
+static float *drift_values(size_t n, unsigned seed, float noise)
+{
+    float *x = malloc(n * sizeof *x);
+    size_t i;
+    ck_assert_ptr_nonnull(x);
+    tseed(seed);
+    for (i = 0; i < n; i++)
+        x[i] = 0.1f + trand(-noise, noise);
+    return x;
+}
+
+/* y = a (2^17, 4) + b (1, 4) and y = a * c (a scalar): db and dc are sums
+ * over 2^17 rows (and every element), within a few ulps of float64 and the
+ * same bits on 1, 2 and 3 threads; da, not a sum, is dy (Add). */
+START_TEST(broadcast_backward_sums_do_not_drift)
+{
+    const int rows = 1 << 17, n = rows * 4;
+    const int dims[2] = {1 << 17, 4}, sa[2] = {4, 1}, sb[2] = {0, 1};
+    const int s0[2] = {0, 0};
+    const rt_bcast row_b = make_bcast(2, dims, sa, sb);
+    const rt_bcast scalar_c = make_bcast(2, dims, sa, s0);
+    float *dy = drift_values((size_t)n, 5, 0.02f);
+    float *a = drift_values((size_t)n, 6, 0.5f);
+    float *da = malloc((size_t)n * sizeof *da);
+    float db[4], dc, db1[4], dc1, c = 2.0f;
+    double want_b[4] = {0, 0, 0, 0}, want_c = 0;
+    int i, t;
+    ck_assert_ptr_nonnull(da);
+    for (i = 0; i < n; i++) {
+        want_b[i % 4] += dy[i];
+        want_c += (double)dy[i] * a[i];
+    }
+    for (t = 1; t <= 3; t++) {
+        rt_set_threads(t);
+        memset(db, 0, sizeof db);
+        memset(da, 0, (size_t)n * sizeof *da);
+        dc = 0.0f;
+        rt_add_backward(da, db, dy, &row_b);
+        rt_mul_backward(NULL, &dc, dy, a, &c, &scalar_c);
+        for (i = 0; i < 4; i++)
+            ck_assert_msg(fabs(db[i] - want_b[i]) <= 4e-7 * want_b[i],
+                          "db %d: %.9g, double %.12g", i, db[i], want_b[i]);
+        ck_assert_msg(fabs(dc - want_c) <= 4e-7 * fabs(want_c),
+                      "dc %.9g, double %.12g", dc, want_c);
+        ck_assert(memcmp(da, dy, (size_t)n * sizeof *da) == 0);
+        if (t == 1) {
+            memcpy(db1, db, sizeof db);
+            dc1 = dc;
+        }
+        ck_assert(memcmp(db, db1, sizeof db) == 0);
+        ck_assert(memcmp(&dc, &dc1, sizeof dc) == 0);
+    }
+    rt_set_threads(1);
+    free(dy);
+    free(a);
+    free(da);
+}
+END_TEST
+
 static Suite *binary_suite(void)
 {
     Suite *s = suite_create("remat_rt binary");
@@ -842,6 +906,10 @@ static Suite *binary_suite(void)
     tcase_add_checked_fixture(tc, set_seed, NULL);
     tcase_add_test(tc, add_writes_plain_and_broadcast_inputs);
     tcase_add_test(tc, add_writes_in_place);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("sums");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, broadcast_backward_sums_do_not_drift);
     suite_add_tcase(s, tc);
     return s;
 }

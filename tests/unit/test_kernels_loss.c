@@ -674,6 +674,83 @@ END_TEST
 
 /* ---- suite --------------------------------------------------------------- */
 
+/* ---- a confident model (issue 25) ---------------------------------------- */
+
+/* 64 rows of 10 classes, the label's score 30 and the others in [22, 26]:
+ * the loss is log(1 + d) ~ d ~ 1e-2, and the label's gradient is q - 1 ~ -d.
+ * Formed as m + log(sum) and then minus the score, log(sum)'s low bits go
+ * with ulp(30) = 1.9e-6 (losses and gradients off by up to 9.5e-7, as the
+ * old kernel was); as torch's (x - m) - log(sum), every loss and gradient
+ * is within 2e-7 of float64. */
+START_TEST(sce_confident_rows_match_double)
+{
+    enum { N = 64, C = 10 };
+    float scores[N * C], loss[N], dscores[N * C], dloss[N];
+    int64_t labels[N];
+    double worst_loss = 0, worst_grad = 0;
+    int i, k;
+    tseed(25);
+    for (i = 0; i < N; i++) {
+        labels[i] = i % C;
+        dloss[i] = 1.0f;
+        for (k = 0; k < C; k++)
+            scores[i * C + k] = k == labels[i] ? 30.0f : trand(22.0f, 26.0f);
+    }
+    memset(dscores, 0, sizeof dscores);
+    rt_sce_forward(loss, scores, labels, NULL, N, C, 1, RT_SCE_NONE, 0, 0);
+    rt_sce_backward(dscores, dloss, scores, labels, NULL, N, C, 1,
+                    RT_SCE_NONE, 0, 0);
+    for (i = 0; i < N; i++) {
+        const float *x = scores + i * C;
+        double sum = 0, want;
+        for (k = 0; k < C; k++)
+            sum += exp((double)x[k] - 30.0);
+        want = log(sum) - ((double)x[labels[i]] - 30.0);
+        if (fabs(loss[i] - want) > worst_loss)
+            worst_loss = fabs(loss[i] - want);
+        for (k = 0; k < C; k++) {
+            const double g = exp((double)x[k] - 30.0) / sum -
+                             (k == labels[i] ? 1.0 : 0.0);
+            if (fabs(dscores[i * C + k] - g) > worst_grad)
+                worst_grad = fabs(dscores[i * C + k] - g);
+        }
+    }
+    ck_assert_msg(worst_loss <= 2e-7, "loss off by %.3g", worst_loss);
+    ck_assert_msg(worst_grad <= 2e-7, "gradient off by %.3g", worst_grad);
+}
+END_TEST
+
+/* The mean over 2^18 positions of losses ~0.1 to 2.4 (two classes): the
+ * sum of the losses is an rt_sum, so it stays within a few ulps of float64
+ * where a float loop drifts by ~1e-4 relative. */
+START_TEST(sce_mean_over_many_positions_does_not_drift)
+{
+    const int n = 1 << 18, c = 2;
+    float *scores = malloc((size_t)n * c * sizeof *scores), loss;
+    int64_t *labels = malloc((size_t)n * sizeof *labels);
+    double want = 0;
+    int i;
+    ck_assert_ptr_nonnull(scores);
+    ck_assert_ptr_nonnull(labels);
+    tseed(7);
+    for (i = 0; i < n; i++) {
+        const double a = trand(-1.0f, 1.0f);
+        scores[2 * i] = (float)a;
+        scores[2 * i + 1] = 0.0f;
+        labels[i] = i % 2;
+        /* -log softmax of the label, two classes */
+        want += labels[i] == 0 ? log1p(exp(-(double)scores[2 * i]))
+                               : log1p(exp((double)scores[2 * i]));
+    }
+    want /= n;
+    rt_sce_forward(&loss, scores, labels, NULL, n, c, 1, RT_SCE_MEAN, 0, 0);
+    ck_assert_msg(fabs(loss - want) <= 1e-6 * want, "mean loss %.9g, double %.12g",
+                  loss, want);
+    free(scores);
+    free(labels);
+}
+END_TEST
+
 static Suite *loss_suite(void)
 {
     Suite *s = suite_create("remat_rt loss");
@@ -700,6 +777,11 @@ static Suite *loss_suite(void)
     tcase_add_loop_test(tc, nll_forward_and_grad, 0, N_NLLS);
     tcase_add_test(tc, nll_by_hand);
     tcase_add_test(tc, nll_long_mean_does_not_drift);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sums");
+    tcase_add_test(tc, sce_confident_rows_match_double);
+    tcase_add_test(tc, sce_mean_over_many_positions_does_not_drift);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -214,6 +214,60 @@ END_TEST
 
 /* ---- suite --------------------------------------------------------------- */
 
+
+/* ---- sums that do not drift (issue 25) ----------------------------------- */
+
+/* n values 0.1 + noise: a float loop adding them drifts (adding 0.1 to a
+ * total near 1e4 rounds by up to 5e-4, the same way each time). */
+static float *drift_values(size_t n, unsigned seed, float noise)
+{
+    float *x = malloc(n * sizeof *x);
+    size_t i;
+    ck_assert_ptr_nonnull(x);
+    tseed(seed);
+    for (i = 0; i < n; i++)
+        x[i] = 0.1f + trand(-noise, noise);
+    return x;
+}
+
+/* x (2^17, 3) reduced over axis 0 (each y a strided sum of 2^17 values)
+ * and over both (ReduceMean of all): within a few ulps of float64, and the
+ * same bits on 1, 2 and 3 threads. */
+START_TEST(reduce_long_sums_do_not_drift)
+{
+    const int rows = 1 << 17, dims[2] = {1 << 17, 3}, sa[2] = {3, 1};
+    const int sb_axis0[2] = {0, 1}, sb_all[2] = {0, 0};
+    const rt_bcast axis0 = make_bcast(2, dims, sa, sb_axis0);
+    const rt_bcast all = make_bcast(2, dims, sa, sb_all);
+    float *x = drift_values((size_t)rows * 3, 11, 0.02f);
+    float y[3], mean, y1[3], mean1;
+    double want[3] = {0, 0, 0}, want_mean;
+    int i, j, t;
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < 3; j++)
+            want[j] += x[i * 3 + j];
+    want_mean = (want[0] + want[1] + want[2]) / (3.0 * rows);
+    for (t = 1; t <= 3; t++) {
+        rt_set_threads(t);
+        rt_reduce_forward(y, x, &axis0, 3, 1.0f);
+        rt_reduce_forward(&mean, x, &all, 1, 1.0f / (3.0f * rows));
+        for (j = 0; j < 3; j++)
+            ck_assert_msg(fabs(y[j] - want[j]) <= 4e-7 * want[j],
+                          "sum %d: %.9g, double %.12g", j, y[j], want[j]);
+        ck_assert_msg(fabs(mean - want_mean) <= 4e-7 * want_mean,
+                      "mean %.9g, double %.12g", mean, want_mean);
+        if (t == 1) {
+            memcpy(y1, y, sizeof y);
+            mean1 = mean;
+        }
+        ck_assert(memcmp(y, y1, sizeof y) == 0);
+        ck_assert(memcmp(&mean, &mean1, sizeof mean) == 0);
+    }
+    rt_set_threads(1);
+    free(x);
+}
+END_TEST
+
 static Suite *reduce_suite(void)
 {
     Suite *s = suite_create("remat_rt reduce");
@@ -228,6 +282,11 @@ static Suite *reduce_suite(void)
     tcase_add_loop_test(tc, extreme_grad, 0, 2 * N_REDUCES);
     tcase_add_loop_test(tc, extreme_forward_by_index, 0, 2 * N_REDUCES);
     tcase_add_test(tc, extreme_ties_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sums");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, reduce_long_sums_do_not_drift);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -267,6 +267,66 @@ START_TEST(log_softmax_by_hand)
 }
 END_TEST
 
+/* ---- long lanes (issue 25) ----------------------------------------------- */
+
+/* One lane of 2^18 scores in [-4, 0]: every y is exp(x - max) / sum, so the
+ * sum's relative error is every y's. A float loop adding 2^18 terms drifts
+ * by ~1e-5 relative; the rt_sum stays within a few ulps of float64. The
+ * same for LogSoftmax (y = (x - max) - log(sum)) and for the backward's
+ * sums (dot(dy, y), sum(dy)). */
+START_TEST(softmax_long_lane_matches_double)
+{
+    const int n = 1 << 18;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    float *ly = malloc((size_t)n * sizeof *ly), *dy = malloc((size_t)n * sizeof *dy);
+    float *ldx = malloc((size_t)n * sizeof *ldx);
+    double mx = -1e30, sum = 0, sum_dy = 0, worst = 0, worst_log = 0;
+    double worst_back = 0;
+    int i;
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_ptr_nonnull(ly);
+    ck_assert_ptr_nonnull(dy);
+    ck_assert_ptr_nonnull(ldx);
+    tseed(3);
+    for (i = 0; i < n; i++) {
+        x[i] = trand(-4.0f, 0.0f);
+        dy[i] = trand(0.5f, 1.5f);
+        ldx[i] = 0.0f;
+        if (x[i] > mx)
+            mx = x[i];
+        sum_dy += dy[i];
+    }
+    for (i = 0; i < n; i++)
+        sum += exp((double)x[i] - mx);
+    rt_softmax_forward(y, x, 1, n, 1);
+    rt_log_softmax_forward(ly, x, 1, n, 1);
+    rt_log_softmax_backward(ldx, dy, ly, 1, n, 1);
+    for (i = 0; i < n; i++) {
+        const double p = exp((double)x[i] - mx) / sum;
+        const double e = fabs(y[i] - p) / p;
+        const double el = fabs(ly[i] - (((double)x[i] - mx) - log(sum)));
+        /* dx = dy - softmax * sum(dy); softmax * sum(dy) ~ 4 */
+        const double eb = fabs(ldx[i] - (dy[i] - p * sum_dy));
+        if (e > worst)
+            worst = e;
+        if (el > worst_log)
+            worst_log = el;
+        if (eb > worst_back)
+            worst_back = eb;
+    }
+    ck_assert_msg(worst <= 6e-7, "softmax off by %.3g relative", worst);
+    ck_assert_msg(worst_log <= 1e-6, "log softmax off by %.3g", worst_log);
+    ck_assert_msg(worst_back <= 8e-6, "log softmax backward off by %.3g",
+                  worst_back);
+    free(x);
+    free(y);
+    free(ly);
+    free(dy);
+    free(ldx);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *softmax_suite(void)
@@ -285,6 +345,10 @@ static Suite *softmax_suite(void)
     tcase_add_loop_test(tc, log_softmax_grad, 0, N_LS);
     tcase_add_loop_test(tc, log_softmax_forward_matches_formula, 0, N_LS);
     tcase_add_test(tc, log_softmax_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sums");
+    tcase_add_test(tc, softmax_long_lane_matches_double);
     suite_add_tcase(s, tc);
     return s;
 }
