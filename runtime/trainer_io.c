@@ -143,12 +143,16 @@ void read_ints(const char *dir, const rt_tensor_info *t, int64_t *base)
 }
 
 /* Uniform over [max(lo, 0), hi): class labels and token ids, not the
- * negative aliases or an ignore_index below 0. */
+ * negative aliases or an ignore_index below 0. An input every reader takes
+ * whole (Cast, the comparisons: a range wider than 2^32) is a mask of 0s
+ * and 1s. */
 void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
                uint64_t stream)
 {
     int64_t lo = t->lo > 0 || t->hi <= 0 ? t->lo : 0;
     double span = (double)(t->hi - lo);
+    if (span > 4294967296.0)
+        span = 2;
     size_t j;
     for (j = 0; j < t->count; j++) {
         int64_t v = lo + (int64_t)(rt_rand_uniform(seed, stream, j) * span);

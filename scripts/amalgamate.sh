@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 # call); each family's shared functions are declared in rt_impl.h, so the
 # order is not needed for compiling.
 FAMILIES="threads gemm binary unary softmax reduce norm conv pool structural
-attention loss dropout optim hook"
+attention loss dropout optim hook integer"
 
 # Every kernel file of runtime/ is in FAMILIES and every name there has its
 # file (the trainer's files and npy.c are the host's, not the single file's),

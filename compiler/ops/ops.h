@@ -252,4 +252,17 @@ void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
 long scratch_attention(const Graph *g, const Node *n, int backward);
 double flops_attention(const Graph *g, const Node *n);
 
+/* ---- ops_integer.c: Cast, the comparisons and logical ops (issue 25) ----------- */
+
+int shape_cast(Ctx *c, Graph *g, Node *n);
+void emit_cast_fwd(Emit *e, const Node *n, const char *const *out,
+                   const char *const *in);
+int shape_compare(Ctx *c, Graph *g, Node *n);
+void emit_compare_fwd(Emit *e, const Node *n, const char *const *out,
+                      const char *const *in);
+void emit_not_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in);
+void range_any(const Graph *g, const Node *n, long *lo, long *hi);
+void range_bool(const Graph *g, const Node *n, long *lo, long *hi);
+
 #endif
