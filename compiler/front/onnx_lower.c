@@ -248,7 +248,7 @@ int finish_node(Im *m, Node *n, const ONode *o)
     const OpInfo *info = &op_table[n->op];
     for (int i = 0; i < n->nin; i++)
         g->tensors[n->in[i]].nconsumers++;
-    if (info->shape(m->c, g, n)) {
+    if (node_dtypes(m->c, g, n) || info->shape(m->c, g, n)) {
         /* the rule's message names the IR node; say which ONNX node */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", m->c->err);
@@ -256,8 +256,6 @@ int finish_node(Im *m, Node *n, const ONode *o)
         return ctx_error(m->c, m->file, 0, "%s: %s", o->what,
                          tail ? strchr(tail + 8, '\'') + 3 : msg);
     }
-    if (info->alias && g->tensors[n->in[0]].is_int)
-        g->tensors[n->out[0]].is_int = 1;
     return 0;
 }
 
@@ -517,6 +515,29 @@ int lower_plain(Im *m, ONode *o, OpKind op)
     return 0;
 }
 
+/* Cast of a computed tensor: an int64 or bool one to float32 at run time
+ * (remat's Cast); to its own type, or a bool to int64 (remat's bools are
+ * int64 0 and 1), an Identity; anything else to an integer is refused
+ * (constants were folded before this). */
+static int lower_cast(Im *m, ONode *o)
+{
+    const Val *x = &m->v[o->in[0]];
+    long to_attr = onnx_attr_int(o, "to", 0);
+    int to = dtype_of((int)to_attr), is_int = x->dt != DT_F32;
+    if (to_attr == 1 && is_int) {
+        o->p = NULL;    /* the row's `to` defaults to 1 */
+        return lower_plain(m, o, OP_CAST);
+    }
+    if ((to == DT_F32 && !is_int) || (to == DT_I64 && is_int)) {
+        o->p = NULL;    /* `to` is the input's own type: nothing to keep */
+        return lower_plain(m, o, OP_IDENTITY);
+    }
+    return lower_error(m, o, ctx_printf(m->c, "Cast of a computed %s tensor "
+        "to %s; remat casts int64 and bool to float32 at run time, and "
+        "folds other casts of constants", is_int ? "int64" : "float32",
+        onnx_dtype_name((int)to_attr)));
+}
+
 static int lower_node(Im *m, ONode *o)
 {
     if (!strcmp(o->op, "Trilu") && o->in[0] >= 0 && m->v[o->in[0]].tensor >= 0)
@@ -543,17 +564,8 @@ static int lower_node(Im *m, ONode *o)
         !m->v[o->in[1]].varying)
         return lower_gather_const(m, o);
     const char *op = o->op;
-    if (!strcmp(op, "Cast")) {
-        const Val *x = &m->v[o->in[0]];
-        int to = dtype_of((int)onnx_attr_int(o, "to", 0));
-        if (to != (int)x->dt)
-            return lower_error(m, o, ctx_printf(m->c, "Cast of a computed "
-                "tensor from %s to %s; remat casts only constants",
-                x->dt == DT_F32 ? "float32" : "int64",
-                onnx_dtype_name((int)onnx_attr_int(o, "to", 0))));
-        op = "Identity";
-        o->p = NULL;    /* `to` is the input's own type: nothing to keep */
-    }
+    if (!strcmp(op, "Cast"))
+        return lower_cast(m, o);
     int k = op_lookup(op);
     if (k < 0) {    /* short: `remat ops` has the lists */
         const char *names[MAX_FOLDED_OPS], *notes[MAX_FOLDED_OPS];

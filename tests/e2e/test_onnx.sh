@@ -16,7 +16,7 @@
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 py=/usr/bin/python3
-models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations"}
+models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations gpt2_hf bert_mask"}
 
 saved() {   # model.onnx policy
     "$remat" schedule "$1" --policy "$2" | sed -n 's/^saved_bytes: //p'
