@@ -640,9 +640,9 @@ static int count_dropouts(const Graph *g)
 }
 
 /* The values every reader of int64 tensor t accepts (the intersection of
- * their op rows' ranges), down through views of t and the rows that pass int64 on (Slice,
- * Concat, Transpose, Expand: INT_OUT_PASS); *any = 0 when nothing
- * reads it. */
+ * their op rows' ranges), down through views of t and the rows that pass
+ * int64 on (Slice, Concat, Transpose, Expand: INT_OUT_PASS); *any = 0
+ * when nothing reads it. */
 static void int_readers(const Graph *g, int t, long *lo, long *hi, int *any)
 {
     for (int k = 0; k < g->nnodes; k++) {
