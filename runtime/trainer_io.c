@@ -144,8 +144,8 @@ void read_ints(const char *dir, const rt_tensor_info *t, int64_t *base)
 
 /* Uniform over [max(lo, 0), hi): class labels and token ids, not the
  * negative aliases or an ignore_index below 0. An input every reader takes
- * whole (Cast, the comparisons: a range wider than 2^32) is a mask of 0s
- * and 1s. */
+ * whole (Cast, the comparisons, the logical ops, Where's condition: a
+ * range wider than 2^32) is a mask of 0s and 1s. */
 void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
                uint64_t stream)
 {

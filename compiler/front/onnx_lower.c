@@ -518,8 +518,9 @@ int lower_plain(Im *m, ONode *o, OpKind op)
 
 /* Cast of a computed tensor: an int64 or bool one to float32 at run time
  * (remat's Cast); to its own type, or a bool to int64 (remat's bools are
- * int64 0 and 1), an Identity; anything else to an integer is refused
- * (constants were folded before this). */
+ * int64 0 and 1), an Identity; an int64 one to bool, x != 0, two Nots;
+ * a float32 one to an integer is refused (constants were folded before
+ * this). */
 static int lower_cast(Im *m, ONode *o)
 {
     const Val *x = &m->v[o->in[0]];
@@ -532,6 +533,24 @@ static int lower_cast(Im *m, ONode *o)
     if ((to == DT_F32 && !is_int) || (to == DT_I64 && is_int)) {
         o->p = NULL;    /* `to` is the input's own type: nothing to keep */
         return lower_plain(m, o, OP_IDENTITY);
+    }
+    if (to == DT_BOOL && is_int) {  /* x != 0, a bool: Not of Not */
+        int x0 = tensor_of(m, o->in[0], o);
+        if (x0 < 0)
+            return -1;
+        Node *n1, *n2;
+        int t1 = node1(m, o, ctx_printf(m->c, "%s/not", o->name), OP_NOT,
+                       &x0, 1, ctx_printf(m->c, "%s_not",
+                                          m->v[o->out[0]].name), &n1);
+        if (finish_node(m, n1, o))
+            return -1;
+        int y = node1(m, o, o->name, OP_NOT, &t1, 1, m->v[o->out[0]].name,
+                      &n2);
+        if (finish_node(m, n2, o))
+            return -1;
+        m->v[o->out[0]].tensor = y;
+        shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+        return 0;
     }
     return lower_error(m, o, ctx_printf(m->c, "Cast of a computed %s tensor "
         "to %s; remat casts int64 and bool to float32 at run time, and "

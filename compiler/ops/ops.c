@@ -201,7 +201,7 @@ static const AttrSpec celu_attrs[] = {
      .no_grad = 3, .int_ok = 3, .int_out = INT_OUT_BOOL}
 #define LOGIC(NAME)                                                              \
     {NAME, "compare", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out,  \
-     {0, 0}, emit_compare_fwd, NULL, emit_binary_static, NULL, 3, range_bool,    \
+     {0, 0}, emit_compare_fwd, NULL, emit_binary_static, NULL, 3, range_any,    \
      .int_out = INT_OUT_BOOL}
 #define UNARY(NAME, KERNEL, FLOPS, NEED)                                         \
     {NAME, KERNEL, 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same, FLOPS, {NEED},       \
@@ -336,7 +336,7 @@ const OpInfo op_table[] = {
     [OP_WHERE] = {"Where", "where", 3, 3, 1, CAT_POINTWISE, no_attrs,
                   shape_where, flops_out, {0, NEED_IN(0), NEED_IN(0)},
                   emit_where_fwd, emit_where_bwd, emit_where_static,
-                  .int_range = range_bool, .no_grad = 1u << 0, .int_ok = 1},
+                  .int_range = range_any, .no_grad = 1u << 0, .int_ok = 1},
     [OP_LOG_SOFTMAX] = {"LogSoftmax", "log_softmax", 1, 1, 1, CAT_REDUCTION,
                         softmax_attrs, shape_softmax, flops_softmax,
                         {NEED_OUT(0)}, emit_softmax_fwd, emit_softmax_bwd,
@@ -408,7 +408,7 @@ const OpInfo op_table[] = {
     [OP_GREATER_OR_EQUAL] = COMPARE("GreaterOrEqual"),
     [OP_NOT] = {"Not", "not", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
                 flops_out, {0}, emit_not_fwd, NULL, NULL, NULL, 1u << 0,
-                range_bool, .int_out = INT_OUT_BOOL},
+                range_any, .int_out = INT_OUT_BOOL},
     [OP_AND] = LOGIC("And"),
     [OP_OR] = LOGIC("Or"),
     [OP_XOR] = LOGIC("Xor"),

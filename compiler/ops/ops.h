@@ -263,6 +263,5 @@ void emit_compare_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_not_fwd(Emit *e, const Node *n, const char *const *out,
                   const char *const *in);
 void range_any(const Graph *g, const Node *n, long *lo, long *hi);
-void range_bool(const Graph *g, const Node *n, long *lo, long *hi);
 
 #endif

@@ -9,10 +9,10 @@
  * int64 tensor. None has a gradient: integers carry none (their rows set
  * no_grad where a float32 input could otherwise ask for one).
  *
- * The trainer draws and checks the int64 graph inputs these ops read with
- * the ranges below: the logical ops take bools, [0, 2); Cast and the
- * comparisons take any value, which the trainer draws from {0, 1} (a mask)
- * unless another reader narrows it (the intersection, emit.c).
+ * Every one of them takes any int64 value (the logical ops and Where's
+ * condition take nonzero as true), which the trainer draws from {0, 1}, a
+ * mask, unless another reader narrows the range (the intersection,
+ * emit.c), and checks no further.
  */
 #include "ops.h"
 
@@ -93,12 +93,4 @@ void range_any(const Graph *g, const Node *n, long *lo, long *hi)
     (void)n;
     *lo = -ANY_VALUE;
     *hi = ANY_VALUE;
-}
-
-void range_bool(const Graph *g, const Node *n, long *lo, long *hi)
-{
-    (void)g;
-    (void)n;
-    *lo = 0;
-    *hi = 2;
 }

@@ -200,4 +200,15 @@ out, err = run("cast_float_to_int", m, {"x": x})
 check("cast_float_to_int", out is None and "Cast of a computed float32 tensor to int64" in err
       and "\n" not in err, err or "compiled a float to int64 Cast")
 
+# Cast of a computed int64 tensor to bool is x != 0 (two Nots), for any
+# value, which the trainer's checks accept (nonzero is true).
+codes = np.array([[0, 3, -2], [1, 0, 7]], np.int64)
+m = model([h.make_node("Cast", ["codes"], ["b"], to=T.BOOL),
+           h.make_node("Where", ["b", "x", "zero"], ["y"])],
+          [vi("x", [2, 3]), vi("codes", [2, 3], T.INT64)], [vi("y", [2, 3])],
+          [nh.from_array(np.array(0.5, np.float32), "zero")])
+out, err = run("cast_int_to_bool", m, {"x": x24, "codes": codes})
+check("cast_int_to_bool", out is not None and np.array_equal(out["output.y"], np.where(codes != 0, x24, 0.5)),
+      err or "Cast to bool of int64 codes selects where they are nonzero")
+
 sys.exit(1 if failures else 0)
