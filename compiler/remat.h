@@ -146,6 +146,17 @@ typedef enum {
     OP_RESIZE,
     /* convolution and pooling in 1-3 spatial dims (ops_pool.c) */
     OP_GLOBAL_MAX_POOL,
+    /* int64 and bool tensors (ops_integer.c, issue 25) */
+    OP_CAST,
+    OP_EQUAL,
+    OP_LESS,
+    OP_GREATER,
+    OP_LESS_OR_EQUAL,
+    OP_GREATER_OR_EQUAL,
+    OP_NOT,
+    OP_AND,
+    OP_OR,
+    OP_XOR,
     OP_COUNT
 } OpKind;
 
@@ -279,7 +290,20 @@ typedef struct {
      * `ratio` attribute (Dropout): the generated NAME_dropouts table lists
      * the node, for the trainer's --dump of the masks. */
     int random_mask;
+    /* Bit i: input i may be int64 (a bool is an int64 0 or 1) as well as
+     * float32 (Slice, Concat, Transpose, Expand, the comparisons, Where's
+     * condition); the emitter picks the kernel by the dtype. Such an input
+     * never has a gradient. What the output is says int_out. */
+    unsigned int_ok;
+    /* The dtype of every output: INT_OUT_FLOAT (float32),
+     * INT_OUT_PASS (int64 where input 0 is, and then every int_ok input
+     * must be int64 too: Slice, Concat of int64), INT_OUT_BOOL (int64 0/1
+     * always: the comparisons and logical ops). The trainer's int64-input
+     * checks see through an INT_OUT_PASS row to its readers (emit.c). */
+    int int_out;
 } OpInfo;
+
+enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL };
 
 extern const OpInfo op_table[];
 extern const char *const category_names[CAT_COUNT];
@@ -748,6 +772,10 @@ int parse_policy_memory(Ctx *c, const char *file, const char *data,
 /* ---- middle/shapes.c: topological order and shape inference -------------------- */
 
 int infer_shapes(Ctx *c, Graph *g);
+/* Checks node n's input dtypes against its row (int_inputs, int_ok, alias)
+ * and sets its outputs' is_int (int_out); -1 with the error. The ONNX
+ * importer calls it as it makes each node. */
+int node_dtypes(Ctx *c, Graph *g, const Node *n);
 /* 1 when the graph has a loss, so a backward and a train step; 0 when it is
  * forward only (no output is the loss; see find_scalar_loss). */
 int graph_trains(const Graph *g);

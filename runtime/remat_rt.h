@@ -601,6 +601,42 @@ void rt_pad_forward(float *y, const float *x, int rank, const int *xdims,
  * element adds nothing. dx may be NULL. */
 void rt_pad_backward(float *dx, const float *dy, int rank, const int *xdims,
                      const int *pads, int mode);
+/* ---- int64 and bool tensors (integer.c, issue 25) ------------------------- */
+
+/* int64 tensors are graph inputs (labels, indices, masks) and what the ops
+ * below make of them; a bool is stored as an int64 0 or 1. No kernel here
+ * has a backward but Where's: integers carry no gradient. */
+
+/* rt_slice_forward, rt_concat_forward, rt_transpose_forward and
+ * rt_expand_forward on int64 elements: the same arguments, the same walk. */
+void rt_slice_i64_forward(int64_t *y, const int64_t *x, int rank,
+                          const int *xdims, const int *ydims,
+                          const int *starts, const int *steps);
+void rt_concat_i64_forward(int64_t *y, const int64_t *const *xs, int n,
+                           const int *widths, int outer);
+void rt_transpose_i64_forward(int64_t *y, const int64_t *x, int rank,
+                              const int *dims, const int *perm);
+void rt_expand_i64_forward(int64_t *y, const int64_t *x, const rt_bcast *m);
+/* ONNX Cast to float32: y[i] = x[i] rounded to the nearest float. */
+void rt_cast_i64_forward(float *y, const int64_t *x, size_t n);
+/* The comparisons and logical ops, as ONNX defines them, broadcast through
+ * m as the binary ops are (a at sa, b at sb): y[i] = 1 where
+ * a OP b holds, else 0. And, Or and Xor take nonzero as true. */
+enum { RT_CMP_EQUAL, RT_CMP_LESS, RT_CMP_GREATER, RT_CMP_LESS_EQUAL,
+       RT_CMP_GREATER_EQUAL, RT_CMP_AND, RT_CMP_OR, RT_CMP_XOR };
+void rt_compare_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                            int op, const rt_bcast *m);
+/* float32 operands (NaN compares false, and is true for And, Or, Xor) */
+void rt_compare_f32_forward(int64_t *y, const float *a, const float *b,
+                            int op, const rt_bcast *m);
+/* ONNX Not: y[i] = 1 where x[i] == 0, else 0. */
+void rt_not_forward(int64_t *y, const int64_t *x, size_t n);
+/* rt_where_forward and rt_where_backward with an int64 condition (true
+ * where nonzero). */
+void rt_where_i64_forward(float *y, const int64_t *cond, const float *a,
+                          const float *b, const rt_where *m);
+void rt_where_i64_backward(float *da, float *db, const float *dy,
+                           const int64_t *cond, const rt_where *m);
 
 /* ---- memory, optimizer ---------------------------------------------------- */
 

@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 # order is not needed for compiling.
 FAMILIES="threads gemm binary unary softmax reduce norm conv pool structural
 attention loss dropout optim hook pad
-conv_transpose resize"
+conv_transpose resize integer"
 
 # Every kernel file of runtime/ is in FAMILIES and every name there has its
 # file (the trainer's files and npy.c are the host's, not the single file's),

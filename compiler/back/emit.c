@@ -75,10 +75,14 @@ static const char *read_name(Emit *e, const Compiled *m, int t,
     return ctx_printf(e->ctx, "%s_%s", rec ? "r" : "v", x->cname);
 }
 
+/* int64 for an int64 tensor's forward value (a gradient is float) */
 static void declare(Emit *e, const Schedule *s, int v)
 {
-    emit(e, "float *%s = (float *)(void *)(a + %zu);", value_name(e, s, v),
-         s->values[v].offset);
+    const Value *val = &s->values[v];
+    const char *type = val->kind != V_GRAD &&
+                       e->g->tensors[val->tensor].is_int ? "int64_t" : "float";
+    emit(e, "%s *%s = (%s *)(void *)(a + %zu);", type, value_name(e, s, v),
+         type, val->offset);
 }
 
 /* A statement's scratch, used in its one call and so never named. */
@@ -641,9 +645,10 @@ static int in_range(const IntRange *r, long v)
 }
 
 /* The values every reader of int64 tensor t accepts (the intersection of
- * their op rows' ranges), down through views of t; *any = 0 when nothing
- * reads it. An ignore index survives when every other reader accepts it
- * too (labels read by two losses with the same ignore_index). */
+ * their op rows' ranges), down through views of t and the rows that pass
+ * int64 on (Slice, Concat, Transpose, Expand: INT_OUT_PASS); *any = 0
+ * when nothing reads it. An ignore index survives when every other reader
+ * accepts it too (labels read by two losses with the same ignore_index). */
 static void int_readers(const Graph *g, int t, IntRange *acc, int *any)
 {
     for (int k = 0; k < g->nnodes; k++) {
@@ -652,11 +657,14 @@ static void int_readers(const Graph *g, int t, IntRange *acc, int *any)
             IntRange r, m;
             if (n->in[i] != t)
                 continue;
-            if (op_table[n->op].alias && i == 0) {
+            if ((op_table[n->op].alias && i == 0) ||
+                (op_table[n->op].int_out == INT_OUT_PASS &&
+                 op_table[n->op].int_ok >> i & 1)) {
                 int_readers(g, n->out[0], acc, any);
                 continue;
             }
-            if (!(op_table[n->op].int_inputs >> i & 1))
+            if (!((op_table[n->op].int_inputs | op_table[n->op].int_ok) >> i
+                  & 1) || !op_table[n->op].int_range)
                 continue;
             op_table[n->op].int_range(g, n, &r);
             if (!*any) {

@@ -378,10 +378,12 @@ static int declared_shape(Im *m, const Onnx__ValueInfoProto *vi, Val *x,
     }
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     int dt = tt->has_elem_type ? dtype_of(tt->elem_type) : -1;
-    if (dt < 0 || (need && dt == DT_BOOL) || (need && tt->elem_type != 1 &&
-                                              tt->elem_type != 7))
+    /* a bool input is an int64 one holding 0 and 1 (remat's bools) */
+    if (dt < 0 || (need && tt->elem_type != 1 && tt->elem_type != 7 &&
+                   tt->elem_type != 9))
         return ctx_error(m->c, m->file, 0, "%s '%s': has dtype %s; graph "
-                         "inputs are float32 (data) or int64 (indices, labels)",
+                         "inputs are float32 (data), int64 (indices, labels) "
+                         "or bool (masks, as int64 0 and 1)",
                          what, vi->name, onnx_dtype_name(tt->elem_type));
     x->dt = dt;
     if (!tt->shape) {

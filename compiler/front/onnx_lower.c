@@ -147,8 +147,9 @@ static int param_of(Im *m, Val *v, const ONode *o)
 {
     if (v->dt != DT_F32 && v->dt != DT_BOOL)
         return lower_error(m, o, ctx_printf(m->c, "int64 constant '%s' is "
-            "read as data; remat reads int64 only as indices and labels that "
-            "are graph inputs", v->name));
+            "read with a computed tensor; remat folds int64 constants and "
+            "computes only with int64 inputs and what is made of them",
+            v->name));
     for (int d = 0; d < v->rank; d++)
         if (v->dims[d] == 0)
             return lower_error(m, o, ctx_printf(m->c, "constant '%s' is "
@@ -250,7 +251,7 @@ int finish_node(Im *m, Node *n, const ONode *o)
     const OpInfo *info = &op_table[n->op];
     for (int i = 0; i < n->nin; i++)
         g->tensors[n->in[i]].nconsumers++;
-    if (info->shape(m->c, g, n)) {
+    if (node_dtypes(m->c, g, n) || info->shape(m->c, g, n)) {
         /* the rule's message names the IR node; say which ONNX node */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", m->c->err);
@@ -258,8 +259,6 @@ int finish_node(Im *m, Node *n, const ONode *o)
         return ctx_error(m->c, m->file, 0, "%s: %s", o->what,
                          tail ? strchr(tail + 8, '\'') + 3 : msg);
     }
-    if (info->alias && g->tensors[n->in[0]].is_int)
-        g->tensors[n->out[0]].is_int = 1;
     return 0;
 }
 
@@ -748,6 +747,48 @@ int im_reserve(Im *m, int nodes)
     return 0;
 }
 
+/* Cast of a computed tensor: an int64 or bool one to float32 at run time
+ * (remat's Cast); to its own type, or a bool to int64 (remat's bools are
+ * int64 0 and 1), an Identity; an int64 one to bool, x != 0, two Nots;
+ * a float32 one to an integer is refused (constants were folded before
+ * this). */
+static int lower_cast(Im *m, ONode *o)
+{
+    const Val *x = &m->v[o->in[0]];
+    long to_attr = onnx_attr_int(o, "to", 0);
+    int to = dtype_of((int)to_attr), is_int = x->dt != DT_F32;
+    if (to_attr == 1 && is_int) {
+        o->p = NULL;    /* the row's `to` defaults to 1 */
+        return lower_plain(m, o, OP_CAST);
+    }
+    if ((to == DT_F32 && !is_int) || (to == DT_I64 && is_int)) {
+        o->p = NULL;    /* `to` is the input's own type: nothing to keep */
+        return lower_plain(m, o, OP_IDENTITY);
+    }
+    if (to == DT_BOOL && is_int) {  /* x != 0, a bool: Not of Not */
+        int x0 = tensor_of(m, o->in[0], o);
+        if (x0 < 0)
+            return -1;
+        Node *n1, *n2;
+        int t1 = node1(m, o, ctx_printf(m->c, "%s/not", o->name), OP_NOT,
+                       &x0, 1, ctx_printf(m->c, "%s_not",
+                                          m->v[o->out[0]].name), &n1);
+        if (finish_node(m, n1, o))
+            return -1;
+        int y = node1(m, o, o->name, OP_NOT, &t1, 1, m->v[o->out[0]].name,
+                      &n2);
+        if (finish_node(m, n2, o))
+            return -1;
+        m->v[o->out[0]].tensor = y;
+        shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+        return 0;
+    }
+    return lower_error(m, o, ctx_printf(m->c, "Cast of a computed %s tensor "
+        "to %s; remat casts int64 and bool to float32 at run time, and "
+        "folds other casts of constants", is_int ? "int64" : "float32",
+        onnx_dtype_name((int)to_attr)));
+}
+
 static int lower_node(Im *m, ONode *o)
 {
     int rnn = lower_rnn(m, o);      /* issue 25: recurrent layers */
@@ -779,17 +820,8 @@ static int lower_node(Im *m, ONode *o)
         !m->v[o->in[1]].varying)
         return lower_gather_const(m, o);
     const char *op = o->op;
-    if (!strcmp(op, "Cast")) {
-        const Val *x = &m->v[o->in[0]];
-        int to = dtype_of((int)onnx_attr_int(o, "to", 0));
-        if (to != (int)x->dt)
-            return lower_error(m, o, ctx_printf(m->c, "Cast of a computed "
-                "tensor from %s to %s; remat casts only constants",
-                x->dt == DT_F32 ? "float32" : "int64",
-                onnx_dtype_name((int)onnx_attr_int(o, "to", 0))));
-        op = "Identity";
-        o->p = NULL;    /* `to` is the input's own type: nothing to keep */
-    }
+    if (!strcmp(op, "Cast"))
+        return lower_cast(m, o);
     if (!strcmp(op, "Upsample"))   /* the deprecated Resize (opset 9) */
         return lower_plain(m, o, OP_RESIZE);
     int k = op_lookup(op);

@@ -670,7 +670,14 @@ int lower_matmul_t(Im *m, ONode *o)
     return 0;
 }
 
-/* Gather(data, constant indices): a Slice when the indices are a range. */
+/* Gather(data, constant indices of any shape) where the indices,
+ * flattened, are a range (Hugging Face's position ids, a (1, T) buffer of
+ * 0 .. T-1, or torch.arange(T).unsqueeze(0)) or one index repeated (BERT's
+ * token type ids, a buffer of zeros): a Slice of those rows of data along
+ * the axis, then a Reshape view to Gather's output shape (data's
+ * dimensions before the axis, the indices' shape, data's after it) where
+ * it differs, and for a repeated index an Expand to that shape. Negative
+ * indices count from the end; one outside [-n, n) is an error. */
 int lower_gather_const(Im *m, ONode *o)
 {
     const Val *ix = &m->v[o->in[1]];
@@ -684,49 +691,77 @@ int lower_gather_const(Im *m, ONode *o)
     if (ix->dt == DT_F32)
         return lower_error(m, o, "Gather's indices are float; ONNX takes "
                            "int64 or int32 indices");
-    if (ix->rank > 1 || ix->numel == 0 || axis < 0 || axis >= x->rank)
-        return lower_error(m, o, "Gather with constant indices is supported "
-                           "for a scalar or a 1-D range of indices");
+    if (ix->numel == 0 || axis < 0 || axis >= x->rank)
+        return lower_error(m, o, "Gather with constant indices needs at least "
+                           "one index and an axis of the data");
+    if (x->rank - 1 + ix->rank > MAX_RANK)
+        return lower_error(m, o, ctx_printf(m->c, "Gather's output would have "
+                           "rank %d; remat takes at most %d",
+                           x->rank - 1 + ix->rank, MAX_RANK));
     long n = x->dims[axis];
     int64_t first = ix->i[0] < 0 ? ix->i[0] + n : ix->i[0];
+    int range = 1, same = 1;
     for (long k = 0; k < ix->numel; k++) {
         int64_t v = ix->i[k] < 0 ? ix->i[k] + n : ix->i[k];
-        if (v != first + k || v < 0 || v >= n)
-            return lower_error(m, o, "Gather with constant indices is "
-                "supported where they are consecutive (a range): make them "
-                "an int64 graph input otherwise");
+        if (v < 0 || v >= n)
+            return lower_error(m, o, ctx_printf(m->c, "Gather index %lld is "
+                "outside [-%ld, %ld), the data's extent along axis %ld",
+                (long long)ix->i[k], n, n, axis));
+        range &= v == first + k;
+        same &= v == first;
     }
-    int op = op_lookup("Slice");
-    if (op < 0)
-        return lower_error(m, o, "Gather with constant indices needs Slice");
-    Node *s = new_node(m, ix->rank == 0 ? ctx_printf(m->c, "%s/slice", o->name)
-                                       : o->name, (OpKind)op);
+    if (!range && !same)
+        return lower_error(m, o, "Gather with constant indices is supported "
+            "where they are consecutive (a range) or all one index: make them "
+            "an int64 graph input otherwise");
+    /* Gather's output shape */
+    long out[MAX_RANK], mid[MAX_RANK];
+    int rank = 0;
+    for (int d = 0; d < axis; d++)
+        mid[rank] = out[rank] = x->dims[d], rank++;
+    for (int d = 0; d < ix->rank; d++)
+        mid[rank] = range ? ix->dims[d] : 1, out[rank++] = ix->dims[d];
+    for (int d = (int)axis + 1; d < x->rank; d++)
+        mid[rank] = out[rank] = x->dims[d], rank++;
+    const char *yname = m->v[o->out[0]].name;
+    long count = range ? ix->numel : 1;
+    int reshape = x->rank != rank, expand = !range && ix->numel > 1;
+    for (int d = 0; !reshape && d < rank; d++)
+        reshape = (d == axis ? count : x->dims[d]) != mid[d];
+    /* the last node has the ONNX node's name and output's; those before
+     * it, these with a suffix */
+    Node *s = new_node(m, reshape || expand ? ctx_printf(m->c, "%s/slice",
+                       o->name) : o->name, OP_SLICE);
     s->in[s->nin++] = dt;
-    long st = (long)first, en = (long)first + ix->numel, ax = axis;
+    long st = (long)first, en = (long)first + count, ax = axis;
     set_ints(s, "starts", &st, 1);
     set_ints(s, "ends", &en, 1);
     set_ints(s, "axes", &ax, 1);
-    const char *yname = m->v[o->out[0]].name;
-    int y = add_out(m, s, ix->rank == 0 ? ctx_printf(m->c, "%s_1", yname) : yname);
+    int y = add_out(m, s, reshape || expand ? ctx_printf(m->c, "%s_rows",
+                    yname) : yname);
     if (finish_node(m, s, o))
         return -1;
-    if (ix->rank == 0) {    /* the axis goes away: a Reshape view */
-        Node *r = new_node(m, o->name, OP_RESHAPE);
+    if (reshape) {          /* the indices' dimensions: a Reshape view */
+        Node *r = new_node(m, expand ? ctx_printf(m->c, "%s/reshape", o->name)
+                                     : o->name, OP_RESHAPE);
         r->in[r->nin++] = y;
-        long shape[MAX_RANK];
-        int rk = 0;
-        x = &m->g->tensors[dt];
-        for (int d = 0; d < x->rank; d++)
-            if (d != axis)
-                shape[rk++] = x->dims[d];
-        set_ints(r, "shape", shape, rk);
-        y = add_out(m, r, yname);
+        set_ints(r, "shape", mid, rank);
+        y = add_out(m, r, expand ? ctx_printf(m->c, "%s_view", yname) : yname);
         if (finish_node(m, r, o))
+            return -1;
+    }
+    if (expand) {           /* one row, repeated */
+        Node *e = new_node(m, o->name, OP_EXPAND);
+        e->in[e->nin++] = y;
+        set_ints(e, "shape", out, rank);
+        y = add_out(m, e, yname);
+        if (finish_node(m, e, o))
             return -1;
     }
     m->v[o->out[0]].tensor = y;
     shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
-    log_rewrite(m, "Gather of a constant range as Slice", o);
+    log_rewrite(m, range ? "Gather of a constant range as Slice"
+                         : "Gather of one constant index as Slice and Expand", o);
     return 0;
 }
 

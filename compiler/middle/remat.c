@@ -128,7 +128,7 @@ static size_t saved_bytes(const Graph *g, const Remat *r, char *held)
         const Tensor *s = &g->tensors[r->storage[t]];
         if (r->keep[t] == KEEP_SAVE && s->kind == T_ACT && !held[r->storage[t]]) {
             held[r->storage[t]] = 1;
-            bytes += (size_t)s->numel * sizeof(float);
+            bytes += (size_t)s->numel * (s->is_int ? 8 : 4);
         }
     }
     return bytes;

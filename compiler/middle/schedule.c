@@ -90,7 +90,8 @@ static int new_value(Sched *x, int tensor, ValueKind kind, int def)
     v->tensor = tensor;
     v->kind = kind;
     v->def = v->last = def;
-    v->bytes = (size_t)x->g->tensors[tensor].numel * sizeof(float);
+    v->bytes = (size_t)x->g->tensors[tensor].numel *
+               (x->g->tensors[tensor].is_int ? sizeof(int64_t) : sizeof(float));
     int *slot = kind == V_FWD ? s->fwd : kind == V_RECOMP ? s->rec : s->grad;
     slot[tensor] = s->nvalues;
     return s->nvalues++;

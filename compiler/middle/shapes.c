@@ -155,19 +155,32 @@ size_t trainable_floats(const Graph *g)
     return n;
 }
 
-/* int64 tensors are graph inputs and their views: read only where an op's
- * row says so (Gather's indices, the loss's labels), or by a view (an alias
- * row: Reshape, Flatten, Identity, Unsqueeze, Squeeze), whose output is then
- * int64 too; every other tensor is float32. */
-static int check_dtypes(Ctx *c, Graph *g, const Node *n)
+/* int64 tensors are graph inputs and what the integer-aware rows make of
+ * them (a bool is an int64 0 or 1; ops_integer.c): read where an op's row
+ * says input i is int64 (int_inputs: Gather's indices, the loss's labels)
+ * or may be (int_ok: Slice, Concat, Transpose, Expand, the comparisons,
+ * Where's condition), or by a view (an alias row: Reshape, Flatten,
+ * Identity, Unsqueeze, Squeeze), whose output is then int64 too; the row's
+ * int_out says what its outputs are. Every other tensor is float32. */
+int node_dtypes(Ctx *c, Graph *g, const Node *n)
 {
-    const OpInfo *op = &op_table[n->op];
+    const OpInfo *op = n->row;
+    int pass = (op->alias || op->int_out == INT_OUT_PASS) &&
+               g->tensors[n->in[0]].is_int;
     for (int i = 0; i < n->nin; i++) {
         const Tensor *t = &g->tensors[n->in[i]];
         int want = (op->int_inputs >> i) & 1;
-        if (op->alias && i == 0 && t->is_int) {
-            g->tensors[n->out[0]].is_int = 1;
+        if (op->alias && i == 0)
             continue;
+        if (op->int_ok >> i & 1) {
+            if (op->int_out != INT_OUT_PASS || t->is_int == pass)
+                continue;
+            return ctx_error(c, g->file, n->line, "node '%s': %s input %d "
+                             "'%s' is %s but input 0 '%s' is %s; the inputs "
+                             "must have one dtype", n->name, op->name, i,
+                             t->name, t->is_int ? "int64" : "float32",
+                             g->tensors[n->in[0]].name,
+                             pass ? "int64" : "float32");
         }
         if (t->is_int == want)
             continue;
@@ -179,16 +192,17 @@ static int check_dtypes(Ctx *c, Graph *g, const Node *n)
         if (want)
             return ctx_error(c, g->file, n->line, "node '%s': %s input %d '%s' "
                              "is a float32 %s but must be int64: a graph "
-                             "input declared dtype=\"int64\"", n->name,
+                             "input declared dtype=\"int64\" or an int64 "
+                             "tensor made from one", n->name,
                              op->name, i, t->name,
                              t->kind == T_PARAM ? "initializer" : "activation");
         return ctx_error(c, g->file, n->line, "node '%s': %s input %d '%s' is "
-                         "int64 but must be float32; int64 inputs are read "
-                         "only as Gather's indices and the labels of "
-                         "SoftmaxCrossEntropyLoss and "
-                         "NegativeLogLikelihoodLoss", n->name, op->name,
-                         i, t->name);
+                         "int64 but must be float32 (Cast it: to=\"1\")",
+                         n->name, op->name, i, t->name);
     }
+    for (int o = 0; o < n->nout; o++)
+        g->tensors[n->out[o]].is_int =
+            op->int_out == INT_OUT_BOOL || (pass && o == 0);
     return 0;
 }
 
@@ -199,8 +213,8 @@ static int check_int_outputs(Ctx *c, const Graph *g)
         const Tensor *t = &g->tensors[g->outputs[i]];
         if (t->is_int && t->kind == T_ACT)
             return ctx_error(c, g->file, t->output_line, "output '%s': is "
-                             "int64, a view of an int64 input; graph outputs "
-                             "are float32", t->name);
+                             "int64, made from an int64 input; graph outputs "
+                             "are float32 (Cast it)", t->name);
     }
     return 0;
 }
@@ -241,7 +255,7 @@ int infer_shapes(Ctx *c, Graph *g)
         return -1;
     for (int k = 0; k < g->nnodes; k++) {
         Node *n = &g->nodes[g->order[k]];
-        if (check_dtypes(c, g, n) || check_updates(c, g, n) ||
+        if (node_dtypes(c, g, n) || check_updates(c, g, n) ||
             op_table[n->op].shape(c, g, n))
             return -1;
         for (int o = 0; o < n->nout; o++) {

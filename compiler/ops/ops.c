@@ -61,6 +61,11 @@ static const AttrSpec reduce_attrs[] = {
     {0},
 };
 static const AttrSpec no_attrs[] = {{0}};
+/* Cast's target type as ONNX numbers it; remat computes 1 (float32) */
+static const AttrSpec cast_attrs[] = {
+    {.name = "to", .type = ATTR_INT, .i = 1},
+    {0},
+};
 static const AttrSpec softmax_attrs[] = {
     {.name = "axis", .type = ATTR_INT, .i = -1},
     {0},
@@ -228,6 +233,14 @@ static const AttrSpec resize_attrs[] = {
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
      emit_binary_fwd, emit_binary_bwd, emit_binary_static}
+#define COMPARE(NAME)                                                            \
+    {NAME, "compare", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_compare, flops_out, \
+     {0, 0}, emit_compare_fwd, NULL, emit_binary_static, NULL, 0, range_any,     \
+     .no_grad = 3, .int_ok = 3, .int_out = INT_OUT_BOOL}
+#define LOGIC(NAME)                                                              \
+    {NAME, "compare", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out,  \
+     {0, 0}, emit_compare_fwd, NULL, emit_binary_static, NULL, 3, range_any,    \
+     .int_out = INT_OUT_BOOL}
 #define UNARY(NAME, KERNEL, FLOPS, NEED)                                         \
     {NAME, KERNEL, 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same, FLOPS, {NEED},       \
      emit_unary_fwd, emit_unary_bwd, NULL}
@@ -280,7 +293,8 @@ const OpInfo op_table[] = {
     [OP_TRANSPOSE] = {"Transpose", "transpose", 1, 1, 1, CAT_SHAPE,
                       transpose_attrs, shape_transpose, flops_none, {0},
                       emit_transpose_fwd, emit_transpose_bwd,
-                      emit_transpose_static, .bwd_writes = 1},
+                      emit_transpose_static, .bwd_writes = 1, .int_ok = 1,
+                      .int_out = INT_OUT_PASS},
     /* views: no forward call, the output is the input's floats */
     [OP_RESHAPE] = {"Reshape", "copy", 1, 1, 1, CAT_SHAPE, reshape_attrs,
                     shape_reshape, flops_none, {0}, NULL, emit_copy_bwd,
@@ -353,14 +367,14 @@ const OpInfo op_table[] = {
     [OP_POW] = {"Pow", "pow", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_pow, {NEED_IN(0) | NEED_IN(1), NEED_IN(0) | NEED_IN(1)},
                 emit_binary_fwd, emit_binary_bwd, emit_binary_static},
-    /* the condition (float, true where nonzero) selects and is not
-     * differentiated: no_grad, so a condition computed from a parameter
-     * neither gets a zero gradient nor runs its producers' backwards; X's
-     * and Y's gradients read the condition only */
+    /* the condition (float32, or int64/bool: int_ok; true where nonzero)
+     * selects and is not differentiated: no_grad, so a condition computed
+     * from a parameter neither gets a zero gradient nor runs its
+     * producers' backwards; X's and Y's gradients read the condition only */
     [OP_WHERE] = {"Where", "where", 3, 3, 1, CAT_POINTWISE, no_attrs,
                   shape_where, flops_out, {0, NEED_IN(0), NEED_IN(0)},
                   emit_where_fwd, emit_where_bwd, emit_where_static,
-                  .no_grad = 1u << 0},
+                  .int_range = range_any, .no_grad = 1u << 0, .int_ok = 1},
     [OP_LOG_SOFTMAX] = {"LogSoftmax", "log_softmax", 1, 1, 1, CAT_REDUCTION,
                         softmax_attrs, shape_softmax, flops_softmax,
                         {NEED_OUT(0)}, emit_softmax_fwd, emit_softmax_bwd,
@@ -368,7 +382,8 @@ const OpInfo op_table[] = {
     /* `shape` as Reshape's; the backward sums dY back and reads nothing */
     [OP_EXPAND] = {"Expand", "expand", 1, 1, 1, CAT_SHAPE, reshape_attrs,
                    shape_expand, flops_none, {0}, emit_expand_fwd,
-                   emit_expand_bwd, emit_expand_static},
+                   emit_expand_bwd, emit_expand_static, .int_ok = 1,
+                   .int_out = INT_OUT_PASS},
     /* structural ops (ops_structural.c): Identity, Unsqueeze and Squeeze
      * are views, like Reshape, and pass int64 on; Concat, Split and Slice
      * move floats, and their backwards read only shapes */
@@ -383,13 +398,15 @@ const OpInfo op_table[] = {
                     NULL, 0, NULL, 1},
     [OP_CONCAT] = {"Concat", "concat", 1, MAX_IO, 1, CAT_SHAPE, concat_attrs,
                    shape_concat, flops_none, {0}, emit_concat_fwd,
-                   emit_concat_bwd, NULL, NULL, 0, NULL, 0},
+                   emit_concat_bwd, NULL, NULL, 0, NULL, 0, .int_ok = 0xffu,
+                   .int_out = INT_OUT_PASS},
     [OP_SPLIT] = {"Split", "split", 1, 1, MAX_IO, CAT_SHAPE, split_attrs,
                   shape_split, flops_none, {0}, emit_split_fwd, emit_split_bwd,
                   NULL, NULL, 0, NULL, 0, 1},
     [OP_SLICE] = {"Slice", "slice", 1, 1, 1, CAT_SHAPE, slice_attrs,
                   shape_slice, flops_none, {0}, emit_slice_fwd, emit_slice_bwd,
-                  emit_slice_static, NULL, 0, NULL, 0},
+                  emit_slice_static, NULL, 0, NULL, 0, .int_ok = 1,
+                  .int_out = INT_OUT_PASS},
     /* torch.nn's activations (ops_unary.c). Each backward reads what makes
      * its gradient exact for every attribute value: the input where the
      * output cannot tell the side of a kink (LeakyRelu with alpha <= 0,
@@ -477,6 +494,25 @@ const OpInfo op_table[] = {
                             CAT_CONV, no_attrs, shape_global_pool, flops_in,
                             {NEED_IN(0)}, emit_global_pool_fwd,
                             emit_global_pool_bwd, NULL, NULL},
+    /* int64 and bool tensors (ops_integer.c, issue 25): a bool is an int64
+     * 0 or 1; no row has a backward. Cast reads any int64 value; the
+     * comparisons take two int64 or two float32 inputs (no_grad: a float32
+     * operand computed from a parameter asks for no gradient); the logical
+     * ops read bools */
+    [OP_CAST] = {"Cast", "cast", 1, 1, 1, CAT_POINTWISE, cast_attrs,
+                 shape_cast, flops_out, {0}, emit_cast_fwd, NULL, NULL, NULL,
+                 1u << 0, range_any},
+    [OP_EQUAL] = COMPARE("Equal"),
+    [OP_LESS] = COMPARE("Less"),
+    [OP_GREATER] = COMPARE("Greater"),
+    [OP_LESS_OR_EQUAL] = COMPARE("LessOrEqual"),
+    [OP_GREATER_OR_EQUAL] = COMPARE("GreaterOrEqual"),
+    [OP_NOT] = {"Not", "not", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
+                flops_out, {0}, emit_not_fwd, NULL, NULL, NULL, 1u << 0,
+                range_any, .int_out = INT_OUT_BOOL},
+    [OP_AND] = LOGIC("And"),
+    [OP_OR] = LOGIC("Or"),
+    [OP_XOR] = LOGIC("Xor"),
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

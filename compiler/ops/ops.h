@@ -309,5 +309,16 @@ void emit_resize_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_resize_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
+/* ---- ops_integer.c: Cast, the comparisons and logical ops (issue 25) ----------- */
+
+int shape_cast(Ctx *c, Graph *g, Node *n);
+void emit_cast_fwd(Emit *e, const Node *n, const char *const *out,
+                   const char *const *in);
+int shape_compare(Ctx *c, Graph *g, Node *n);
+void emit_compare_fwd(Emit *e, const Node *n, const char *const *out,
+                      const char *const *in);
+void emit_not_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in);
+void range_any(const Graph *g, const Node *n, IntRange *r);
 
 #endif

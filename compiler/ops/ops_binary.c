@@ -193,8 +193,9 @@ void emit_where_static(Emit *e, const Node *n)
 void emit_where_fwd(Emit *e, const Node *n, const char *const *out,
                     const char *const *in)
 {
-    emit(e, "rt_where_forward(%s, %s, %s, %s, &where_%s);", out[0], in[0],
-         in[1], in[2], n->cname);
+    const Graph *g = e->g;
+    emit(e, "rt_where%s_forward(%s, %s, %s, %s, &where_%s);",
+         IN(0)->is_int ? "_i64" : "", out[0], in[0], in[1], in[2], n->cname);
 }
 
 /* The condition gets no gradient (it is a selector, piecewise constant):
@@ -203,9 +204,11 @@ void emit_where_bwd(Emit *e, const Node *n, const char *const *din,
                     const char *const *dout, const char *const *in,
                     const char *const *out)
 {
+    const Graph *g = e->g;
     (void)out;
-    emit(e, "rt_where_backward(%s, %s, %s, %s, &where_%s);",
-         or_null(din, 1, 3), or_null(din, 2, 3), dout[0], in[0], n->cname);
+    emit(e, "rt_where%s_backward(%s, %s, %s, %s, &where_%s);",
+         IN(0)->is_int ? "_i64" : "", or_null(din, 1, 3), or_null(din, 2, 3),
+         dout[0], in[0], n->cname);
 }
 
 /* ONNX Expand with its shape input as an attribute: the output is the
@@ -260,7 +263,9 @@ void emit_expand_static(Emit *e, const Node *n)
 void emit_expand_fwd(Emit *e, const Node *n, const char *const *out,
                      const char *const *in)
 {
-    emit(e, "rt_expand_forward(%s, %s, &map_%s);", out[0], in[0], n->cname);
+    const Graph *g = e->g;
+    emit(e, "rt_expand%s_forward(%s, %s, &map_%s);",
+         IN(0)->is_int ? "_i64" : "", out[0], in[0], n->cname);
 }
 
 void emit_expand_bwd(Emit *e, const Node *n, const char *const *din,

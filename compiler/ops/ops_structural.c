@@ -66,8 +66,9 @@ void emit_transpose_fwd(Emit *e, const Node *n, const char *const *out,
                         const char *const *in)
 {
     const Graph *g = e->g;
-    emit(e, "rt_transpose_forward(%s, %s, %d, dims_%s, perm_%s);", out[0],
-         in[0], IN(0)->rank, n->cname, n->cname);
+    emit(e, "rt_transpose%s_forward(%s, %s, %d, dims_%s, perm_%s);",
+         IN(0)->is_int ? "_i64" : "", out[0], in[0], IN(0)->rank, n->cname,
+         n->cname);
 }
 
 void emit_transpose_bwd(Emit *e, const Node *n, const char *const *din,
@@ -416,8 +417,11 @@ static const char *split_pieces(Emit *e, const Node *n)
 void emit_concat_fwd(Emit *e, const Node *n, const char *const *out,
                      const char *const *in)
 {
-    emit(e, "rt_concat_forward(%s, %s, %s);", out[0],
-         pointers(e, "const float *const", in, n->nin), concat_pieces(e, n));
+    const Graph *g = e->g;
+    int i64 = IN(0)->is_int;
+    emit(e, "rt_concat%s_forward(%s, %s, %s);", i64 ? "_i64" : "", out[0],
+         pointers(e, i64 ? "const int64_t *const" : "const float *const", in,
+                  n->nin), concat_pieces(e, n));
 }
 
 void emit_concat_bwd(Emit *e, const Node *n, const char *const *din,
@@ -575,7 +579,9 @@ static const char *slice_args(Emit *e, const Node *n)
 void emit_slice_fwd(Emit *e, const Node *n, const char *const *out,
                     const char *const *in)
 {
-    emit(e, "rt_slice_forward(%s, %s, %s);", out[0], in[0], slice_args(e, n));
+    const Graph *g = e->g;
+    emit(e, "rt_slice%s_forward(%s, %s, %s);", IN(0)->is_int ? "_i64" : "",
+         out[0], in[0], slice_args(e, n));
 }
 
 void emit_slice_bwd(Emit *e, const Node *n, const char *const *din,

@@ -179,9 +179,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < M->n_int_inputs; i++) {
         const rt_tensor_info *t = &M->int_inputs[i];
         int64_t lo = t->lo > 0 ? t->lo : 0;
+        /* an input every reader takes whole (Cast, the comparisons, the
+         * logical ops, Where's condition) is a 0/1 mask, as the trainer
+         * draws it */
+        uint64_t span = (uint64_t)(t->hi - lo) > 0xffffffffu
+                            ? 2u : (uint64_t)(t->hi - lo);
         for (size_t k = 0; k < t->count; k++)
             ints[t->offset + k] = lo + (int64_t)(rt_rand_u32(seed, 2000 + i, k)
-                                                 % (uint64_t)(t->hi - lo));
+                                                 % span);
     }
     /* Non-zero biases, so that every path carries signal. */
     for (int i = 0; i < M->n_params; i++)

@@ -84,7 +84,7 @@ folded=$(sed -n '/^folded only/,/^$/p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\).
 lowered=$(sed -n '/^lowered, at import/,$p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\)  *unrolled .*/\1/p')
 expect "remat ops lists LSTM, GRU, RNN as lowered" "LSTM GRU RNN" "$(echo $lowered)"
 expect "lowered ops the table computes too" "" "$(echo "$lowered" | grep -xF "$rows")"
-for op in Constant Shape ConstantOfShape Range Equal; do
+for op in Constant Shape ConstantOfShape Range Size; do
     echo "$folded" | grep -qx "$op" && ok || bad "remat ops does not list $op as folded"
 done
 expect "folded ops the table computes too" "" "$(echo "$folded" | grep -xF "$rows")"

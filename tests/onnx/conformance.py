@@ -11,12 +11,16 @@ against the test's expected outputs (numpy.allclose, rtol 1e-4, atol 1e-5).
 remat compiles static shapes, so an int64 input that an op takes as a
 shape, axes, starts, ends, steps or sizes (Reshape's shape, Slice's
 starts, ...) is made an initializer holding the test's own value before
-the build: that is the one change made to a test.
+the build. remat's graph outputs are float32 and its bools int64 0 and 1
+(docs/ops.md), so a bool or int64 output gets a Cast to float32 after it,
+and its values are compared (exact for bools and for integers below 2^24),
+and a bool input's file holds int64 0 and 1. Those are the changes made to
+a test.
 
 The counts come in two groups: tests whose ops are all rows of remat's op
 table (the ops it computes: the 90% target is over these), and tests that
 use an op remat only folds on constants (Shape, Size, Constant,
-ConstantOfShape, Cast, Range, Equal, Trilu), which the node tests apply to
+ConstantOfShape, Range, Trilu), which the node tests apply to
 graph inputs and whose outputs are often int64 (remat's outputs are
 float32).
 
@@ -37,7 +41,8 @@ from onnx import numpy_helper
 
 NODE_DIR = "/usr/include/onnx/backend/test/data/node"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FLOAT, INT64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+FLOAT, INT64, BOOL = (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64,
+                      onnx.TensorProto.BOOL)
 
 # Inputs an op reads as compile-time constants: (op, input index).
 CONST_INPUTS = {
@@ -54,8 +59,7 @@ CONST_INPUTS = {
 # mask subgraphs torch emits, folded when their inputs are constants (the
 # rest of what onnx_eval.c folds, Max or Floor say, appears in no such
 # subgraph torch writes and is no op of remat's).
-FOLDED = {"Constant", "Shape", "Size", "ConstantOfShape", "Cast", "Range",
-          "Equal", "Trilu"}
+FOLDED = {"Constant", "Shape", "Size", "ConstantOfShape", "Range", "Trilu"}
 # Ops the importer unrolls into the op table's (compiler/front/onnx_rnn.c):
 # computed, forward and backward, so their tests count as computed ops'.
 LOWERED = {"LSTM", "GRU", "RNN"}
@@ -64,7 +68,8 @@ LOWERED = {"LSTM", "GRU", "RNN"}
 def supported_ops():
     """The ONNX names of the op table's rows (compiler/ops/ops.c)."""
     text = open(os.path.join(ROOT, "compiler", "ops", "ops.c")).read()
-    names = set(re.findall(r'\[OP_\w+\]\s*=\s*(?:\{|BINARY\(|UNARY\(|UNARY_ATTRS\()\s*"(\w+)"', text))
+    names = set(re.findall(r'\[OP_\w+\]\s*=\s*(?:\{|BINARY\(|UNARY\(|UNARY_ATTRS\(|'
+                           r'COMPARE\(|LOGIC\()\s*"(\w+)"', text))
     return names
 
 
@@ -81,7 +86,7 @@ def eligible(path, ops):
     kinds = {n.op_type for n in model.graph.node}
     if not kinds or not kinds <= ops:
         return None
-    if any(t not in (FLOAT, INT64) for t in tensor_types(model)):
+    if any(t not in (FLOAT, INT64, BOOL) for t in tensor_types(model)):
         return None
     return model
 
@@ -125,10 +130,21 @@ def run_one(args):
     keep = [i for i in model.graph.input if i.name not in const]
     del model.graph.input[:]
     model.graph.input.extend(keep)
+    # an integer or bool output: a Cast to float32 after it, same name
+    for o in model.graph.output:
+        if o.type.tensor_type.elem_type == FLOAT:
+            continue
+        inner = o.name + "__int"
+        for node in model.graph.node:
+            node.output[:] = [inner if x == o.name else x for x in node.output]
+            node.input[:] = [inner if x == o.name else x for x in node.input]
+        model.graph.node.append(onnx.helper.make_node("Cast", [inner], [o.name], to=FLOAT))
+        o.type.tensor_type.elem_type = FLOAT
     onnx.save(model, os.path.join(d, "model.onnx"))
     for n, v in values.items():
         if n not in const:
-            np.save(os.path.join(d, "in", f"input.{fname(n)}.npy"), v)
+            np.save(os.path.join(d, "in", f"input.{fname(n)}.npy"),
+                    v.astype(np.int64) if v.dtype == np.bool_ else v)
     r = subprocess.run([remat, "build", os.path.join(d, "model.onnx"), "-o",
                         os.path.join(d, "trainer")], capture_output=True, text=True)
     if r.returncode:

@@ -360,4 +360,76 @@ stacked_case("lstm_stacked", 0, False)
 stacked_case("lstm_stacked_layout1", 1, False)
 stacked_case("lstm_stacked_y1_output", 0, True)
 
+# Gather with constant indices of any shape (issue 25): a (1, 4) range as
+# Hugging Face's position ids, a repeated negative index as token type ids
+# of zeros, a range of negative indices: each as numpy's take.
+table = rng.standard_normal((5, 3)).astype(np.float32)
+for name, idx in (("gather_const_range_2d", [[1, 2, 3, 4]]),
+                  ("gather_const_repeated", [[-1, -1], [-1, -1]]),
+                  ("gather_const_negative_range", [[-3, -2]])):
+    idx = np.array(idx, np.int64)
+    xg = rng.standard_normal(idx.shape + (3,)).astype(np.float32)
+    m = model([h.make_node("Gather", ["table", "idx"], ["g"]),
+               h.make_node("Add", ["x", "g"], ["y"])],
+              [vi("x", list(xg.shape))], [vi("y", list(xg.shape))],
+              [nh.from_array(table, "table"), nh.from_array(idx, "idx")])
+    out, err = run(name, m, {"x": xg})
+    check(name, out is not None and np.array_equal(out["output.y"], xg + np.take(table, idx, axis=0)),
+          err or f"constant indices {idx.tolist()} gather table's rows")
+
+# Constant indices into computed data that are neither a range nor one
+# index are refused in one line (they would need an int64 constant in the
+# IR); into a constant table they fold.
+m = model([h.make_node("Gather", ["t", "idx"], ["y"])],
+          [vi("t", [5, 3])], [vi("y", [2, 3])],
+          [nh.from_array(np.array([2, 0], np.int64), "idx")])
+out, err = run("gather_const_scattered", m, {"t": table})
+check("gather_const_scattered", out is None and "consecutive (a range) or all one index" in err
+      and "\n" not in err, err or "compiled indices [2, 0]")
+
+# int64 and bool at run time: labels and a mask (int64 inputs) through
+# Slice (the label shift), the comparisons, the logical ops, Where with a
+# bool condition, Cast to float; against numpy.
+labels = np.array([[3, 1, 0, 2], [1, 1, 2, 0]], np.int64)
+maskv = np.array([[1, 1, 0, 1], [0, 1, 1, 1]], np.int64)
+x24 = rng.standard_normal((2, 3)).astype(np.float32)
+sl = [nh.from_array(np.array([v], np.int64), n) for v, n in
+      ((1, "one"), (4, "four"), (0, "zero"), (3, "three"))]
+m = model([h.make_node("Slice", ["labels", "one", "four", "one"], ["ls"]),
+           h.make_node("Slice", ["mask", "zero", "three", "one"], ["ms"]),
+           h.make_node("Equal", ["ls", "ms"], ["eq"]),
+           h.make_node("Greater", ["ls", "ms"], ["gt"]),
+           h.make_node("Not", ["gt"], ["ngt"]),
+           h.make_node("And", ["eq", "ngt"], ["c1"]),
+           h.make_node("LessOrEqual", ["ls", "ms"], ["le"]),
+           h.make_node("Xor", ["c1", "le"], ["c2"]),
+           h.make_node("Cast", ["ms"], ["mf"], to=T.FLOAT),
+           h.make_node("Where", ["c2", "x", "mf"], ["y"])],
+          [vi("x", [2, 3]), vi("labels", [2, 4], T.INT64), vi("mask", [2, 4], T.INT64)],
+          [vi("y", [2, 3])], sl)
+out, err = run("int_runtime", m, {"x": x24, "labels": labels, "mask": maskv})
+ls_, ms_ = labels[:, 1:4], maskv[:, 0:3]
+want = np.where(((ls_ == ms_) & ~(ls_ > ms_)) ^ (ls_ <= ms_), x24, ms_.astype(np.float32))
+check("int_runtime", out is not None and np.array_equal(out["output.y"], want),
+      err or "Slice, Equal, Greater, Not, And, LessOrEqual, Xor, Cast, Where on int64 inputs")
+
+# A Cast of a computed float32 tensor to an integer is refused in one line.
+m = model([h.make_node("Cast", ["x"], ["xi"], to=T.INT64),
+           h.make_node("Cast", ["xi"], ["y"], to=T.FLOAT)],
+          [vi("x", [2, 3])], [vi("y", [2, 3])])
+out, err = run("cast_float_to_int", m, {"x": x})
+check("cast_float_to_int", out is None and "Cast of a computed float32 tensor to int64" in err
+      and "\n" not in err, err or "compiled a float to int64 Cast")
+
+# Cast of a computed int64 tensor to bool is x != 0 (two Nots), for any
+# value, which the trainer's checks accept (nonzero is true).
+codes = np.array([[0, 3, -2], [1, 0, 7]], np.int64)
+m = model([h.make_node("Cast", ["codes"], ["b"], to=T.BOOL),
+           h.make_node("Where", ["b", "x", "zero"], ["y"])],
+          [vi("x", [2, 3]), vi("codes", [2, 3], T.INT64)], [vi("y", [2, 3])],
+          [nh.from_array(np.array(0.5, np.float32), "zero")])
+out, err = run("cast_int_to_bool", m, {"x": x24, "codes": codes})
+check("cast_int_to_bool", out is not None and np.array_equal(out["output.y"], np.where(codes != 0, x24, 0.5)),
+      err or "Cast to bool of int64 codes selects where they are nonzero")
+
 sys.exit(1 if failures else 0)

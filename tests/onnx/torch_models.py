@@ -22,7 +22,8 @@ Usage: torch_models.py --names
   prints the names of the models small enough to seed the ONNX fuzzer.
 
 Names: NAME is a key of MODELS below (`--names` lists all but the two
-large ones).
+large ones). A model's inputs are named by its class's input_names (x and
+y by default; gpt's idx and targets).
 """
 import math
 import os
@@ -837,6 +838,161 @@ class Conv3dNet(nn.Module):
                 torch.randint(0, 3, (2,), generator=g))
 
 
+class Gpt2Attention(nn.Module):
+    """GPT-2's attention as Hugging Face writes it: one packed c_attn Linear
+    split into q, k, v, heads by view and permute, the causal mask a
+    registered bool buffer sliced to T, torch.where with the dtype's
+    smallest value, softmax, c_proj."""
+
+    def __init__(self, d, heads, t):
+        super().__init__()
+        self.h = heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.register_buffer("bias", torch.tril(torch.ones(t, t, dtype=torch.bool))
+                             .view(1, 1, t, t))
+
+    def heads(self, x):
+        B, T, C = x.size()
+        return x.view(B, T, self.h, C // self.h).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = self.heads(q), self.heads(k), self.heads(v)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(v.size(-1))
+        causal = self.bias[:, :, :T, :T]
+        w = torch.where(causal, w, torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype))
+        w = F.softmax(w, dim=-1)
+        a = torch.matmul(w, v).permute(0, 2, 1, 3).contiguous().view(B, T, C)
+        return self.c_proj(a)
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self, d, heads, t):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = Gpt2Attention(d, heads, t)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.c_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class Gpt2Hf(nn.Module):
+    """A small GPT-2 as Hugging Face's GPT2LMHeadModel writes it: wte + wpe
+    with position ids from a registered (1, T) buffer (Gather of constant
+    (1, T) indices), and the loss on shifted logits and labels
+    (labels[..., 1:], a Slice of an int64 input, then .view(-1))."""
+
+    input_names = ["input_ids", "labels"]
+
+    def __init__(self, vocab=13, t=6, d=16, heads=2, n=2):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(t, d)
+        self.register_buffer("position_ids", torch.arange(t).unsqueeze(0))
+        self.h = nn.ModuleList([Gpt2Block(d, heads, t) for _ in range(n)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids, labels):
+        T = input_ids.size(-1)
+        position_ids = self.position_ids[:, :T]
+        x = self.wte(input_ids) + self.wpe(position_ids)
+        for b in self.h:
+            x = b(x)
+        logits = self.lm_head(self.ln_f(x))
+        shift_logits = logits[..., :-1, :].contiguous()
+        shift_labels = labels[..., 1:].contiguous()
+        return nn.CrossEntropyLoss()(shift_logits.view(-1, shift_logits.size(-1)),
+                                     shift_labels.view(-1))
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randint(0, 13, (2, 6), generator=g),
+                torch.randint(0, 13, (2, 6), generator=g))
+
+
+class BertLayer(nn.Module):
+    """A post-norm BERT encoder layer: scores plus the extended attention
+    mask, softmax, output dense, LayerNorm; GELU intermediate."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h = heads
+        self.query = nn.Linear(d, d)
+        # no key bias: the softmax takes it out (see Attn)
+        self.key = nn.Linear(d, d, bias=False)
+        self.value = nn.Linear(d, d)
+        self.dense = nn.Linear(d, d)
+        self.ln_1 = nn.LayerNorm(d, eps=1e-12)
+        self.intermediate = nn.Linear(d, 4 * d)
+        self.output = nn.Linear(4 * d, d)
+        self.ln_2 = nn.LayerNorm(d, eps=1e-12)
+
+    def heads(self, x):
+        B, T, C = x.size()
+        return x.view(B, T, self.h, C // self.h).permute(0, 2, 1, 3)
+
+    def forward(self, x, mask):
+        B, T, C = x.size()
+        q, k, v = self.heads(self.query(x)), self.heads(self.key(x)), self.heads(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(C // self.h)
+        probs = F.softmax(scores + mask, dim=-1)
+        ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous().view(B, T, C)
+        x = self.ln_1(x + self.dense(ctx))
+        return self.ln_2(x + self.output(F.gelu(self.intermediate(x))))
+
+
+class BertMask(nn.Module):
+    """A BERT-style encoder as Hugging Face writes it: word, position (a
+    registered (1, T) buffer) and token type embeddings (a registered
+    buffer of zeros expanded to the batch: Gather of one constant index);
+    the attention_mask an int64 input of 1s and 0s, extended as
+    (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
+    and added to the scores; the [CLS] position pooled through a tanh
+    Linear into a classifier with cross-entropy."""
+
+    input_names = ["input_ids", "attention_mask", "labels"]
+
+    def __init__(self, vocab=17, t=6, d=16, heads=2, n=2, classes=3):
+        super().__init__()
+        self.word = nn.Embedding(vocab, d)
+        self.position = nn.Embedding(t, d)
+        self.token_type = nn.Embedding(2, d)
+        self.register_buffer("position_ids", torch.arange(t).expand((1, -1)))
+        self.register_buffer("token_type_ids", torch.zeros((1, t), dtype=torch.long))
+        self.ln = nn.LayerNorm(d, eps=1e-12)
+        self.layers = nn.ModuleList([BertLayer(d, heads) for _ in range(n)])
+        self.pooler = nn.Linear(d, d)
+        self.classifier = nn.Linear(d, classes)
+
+    def forward(self, input_ids, attention_mask, labels):
+        B, T = input_ids.size()
+        token_type_ids = self.token_type_ids[:, :T].expand(B, T)
+        x = (self.word(input_ids) + self.token_type(token_type_ids) +
+             self.position(self.position_ids[:, :T]))
+        x = self.ln(x)
+        ext = attention_mask[:, None, None, :].to(torch.float32)
+        ext = (1.0 - ext) * -10000.0
+        for layer in self.layers:
+            x = layer(x, ext)
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        return F.cross_entropy(self.classifier(pooled), labels)
+
+    @staticmethod
+    def inputs(g):
+        mask = torch.ones(2, 6, dtype=torch.long)
+        mask[0, 4:] = 0
+        mask[1, 2:] = 0
+        return (torch.randint(0, 17, (2, 6), generator=g), mask,
+                torch.randint(0, 3, (2,), generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
@@ -845,7 +1001,7 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "lstm": Lstm, "bigru": BiGru, "rnn": Rnn, "lstm32": Lstm32,
           "unet_convt": UnetConvt, "unet_upsample": UnetUpsample,
           "conv1d": Conv1dNet, "tcn": Tcn, "conv3d": Conv3dNet,
-          "resnet8": ResNet8}
+          "resnet8": ResNet8, "gpt2_hf": Gpt2Hf, "bert_mask": BertMask}
 
 
 def fname(name):

@@ -355,7 +355,8 @@ def slice_(a, ins, at):
     return x
 def where(a, ins, at):
     """ONNX Where: X where the condition holds, Y elsewhere, the three
-    broadcast together; our condition is float, true where nonzero."""
+    broadcast together; the condition is bool (remat's: float32, or int64
+    0 and 1), true where nonzero."""
     cond, x, y = ins
     return torch.where(cond != 0, x, y)
 
@@ -598,6 +599,13 @@ def resize(a, ins, at):
         y = torch.movedim(torch.tensordot(m, y, dims=([1], [ax])), 0, ax)
     return y
 
+def cast(a, ins, at):
+    """ONNX Cast: remat computes to=1 (float32) alone, of int64 or bool."""
+    if at.get("to", "1") != "1":
+        raise SystemExit(f"{a.get('name')}: Cast to {at['to']}")
+    return ins[0].to(torch.float64 if DTYPE == np.float64 else torch.float32)
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -675,6 +683,21 @@ OPS = {
     "InstanceNormalization": instance_norm,
     "ConvTranspose": conv_transpose,
     "Resize": resize,
+
+    # int64 and bool tensors (issue 25). ONNX Cast to= 1 (float32): the
+    # integer's value as a float (the reference's float64 holds it exactly)
+    "Cast": cast,
+    # ONNX's comparisons: a bool tensor, the operands broadcast
+    "Equal": lambda a, i, at: i[0] == i[1],
+    "Less": lambda a, i, at: i[0] < i[1],
+    "Greater": lambda a, i, at: i[0] > i[1],
+    "LessOrEqual": lambda a, i, at: i[0] <= i[1],
+    "GreaterOrEqual": lambda a, i, at: i[0] >= i[1],
+    # ONNX's logical ops on bool tensors (remat's bools are int64 0 and 1)
+    "Not": lambda a, i, at: torch.logical_not(i[0].bool()),
+    "And": lambda a, i, at: torch.logical_and(i[0].bool(), i[1].bool()),
+    "Or": lambda a, i, at: torch.logical_or(i[0].bool(), i[1].bool()),
+    "Xor": lambda a, i, at: torch.logical_xor(i[0].bool(), i[1].bool()),
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py

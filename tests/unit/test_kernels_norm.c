@@ -479,6 +479,121 @@ START_TEST(batchnorm_backward_skips_null)
 }
 END_TEST
 
+/* ---- sums that do not drift (issue 25) ----------------------------------- */
+
+/* Lengths 2^16, 2^18, 2^20 of values 0.1 + noise: a float loop's error grows
+ * with the length (adding 0.1 to a total near 1e5 rounds by up to 4e-3), so
+ * the one-value-at-a-time sums these kernels had miss every bound below by
+ * orders of magnitude; the blocked, compensated rt_sum stays within a few
+ * ulps of the double sum of the same floats at every length. */
+static const int drift_log2[] = {16, 18, 20};
+#define N_DRIFT ((int)(sizeof drift_log2 / sizeof drift_log2[0]))
+
+static float *drift_values(size_t n, float noise)
+{
+    float *x = malloc(n * sizeof *x);
+    size_t i;
+    ck_assert_ptr_nonnull(x);
+    tseed(n);
+    for (i = 0; i < n; i++)
+        x[i] = 0.1f + trand(-noise, noise);
+    return x;
+}
+
+static void double_moments(const float *x, size_t n, double *mean,
+                           double *var)
+{
+    double s = 0, v = 0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        s += x[i];
+    *mean = s / (double)n;
+    for (i = 0; i < n; i++)
+        v += (x[i] - *mean) * (x[i] - *mean);
+    *var = v / (double)n;
+}
+
+/* One channel of n = 2^k values (batch 1, one spatial dim): the running
+ * statistics with momentum 0 are the batch mean and the unbiased variance. */
+START_TEST(batchnorm_statistics_do_not_drift)
+{
+    const size_t n = (size_t)1 << drift_log2[_i];
+    float *x = drift_values(n, 0.01f), *y = malloc(n * sizeof *y);
+    const float scale = 1.0f, bias = 0.0f;
+    float rm = 5.0f, rv = 5.0f;
+    double mean, var;
+    ck_assert_ptr_nonnull(y);
+    double_moments(x, n, &mean, &var);
+    var = var * (double)n / (double)(n - 1);
+    rt_batchnorm_train_forward(y, &rm, &rv, x, &scale, &bias, 1, 1, (int)n,
+                               0.0f, 0.0f);
+    /* a float ulp of 0.1 is 7.5e-9; of var (~3.3e-5) 3.6e-12 */
+    ck_assert_msg(fabs(rm - mean) <= 3.0e-8, "n %zu: mean %.9g, double %.12g",
+                  n, rm, mean);
+    ck_assert_msg(fabs(rv - var) <= 4.0e-6 * var,
+                  "n %zu: var %.9g, double %.12g", n, rv, var);
+    free(x);
+    free(y);
+}
+END_TEST
+
+/* dbias is the sum of dy over the channel, with dx wanted (the path that
+ * also sums dy * xhat) and alone. */
+START_TEST(batchnorm_backward_sums_do_not_drift)
+{
+    const size_t n = (size_t)1 << drift_log2[_i];
+    float *x = drift_values(n, 0.01f), *dy = drift_values(n, 0.05f);
+    float *dx = zeros(n);
+    const float scale = 1.0f;
+    float dscale = 0.0f, dbias = 0.0f, dbias_only = 0.0f;
+    double want = 0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        want += dy[i];
+    rt_batchnorm_backward(dx, &dscale, &dbias, dy, x, &scale, 1, 1, (int)n,
+                          1e-5f);
+    rt_batchnorm_backward(NULL, NULL, &dbias_only, dy, x, &scale, 1, 1,
+                          (int)n, 1e-5f);
+    ck_assert_msg(fabs(dbias - want) <= 4e-7 * want,
+                  "n %zu: dbias %.9g, double %.12g", n, dbias, want);
+    ck_assert_msg(fabs(dbias_only - want) <= 4e-7 * want,
+                  "n %zu: dbias alone %.9g, double %.12g", n, dbias_only,
+                  want);
+    free(x);
+    free(dy);
+    free(dx);
+}
+END_TEST
+
+/* One LayerNorm row of n = 2^k values with std ~5.8e-3: y = (x - mean) *
+ * rstd carries the mean's error times rstd (~170), so a mean off by the
+ * old loop's ~1e-6 puts y off by ~1e-4; a mean within an ulp, by ~1e-6. */
+START_TEST(layernorm_statistics_do_not_drift)
+{
+    const size_t n = (size_t)1 << drift_log2[_i];
+    float *x = drift_values(n, 0.01f), *y = malloc(n * sizeof *y);
+    float *scale = malloc(n * sizeof *scale);
+    double mean, var, rstd, worst = 0;
+    size_t i;
+    ck_assert_ptr_nonnull(y);
+    ck_assert_ptr_nonnull(scale);
+    for (i = 0; i < n; i++)
+        scale[i] = 1.0f;
+    double_moments(x, n, &mean, &var);
+    rstd = 1.0 / sqrt(var + 1e-5);
+    rt_layernorm_forward(y, x, scale, NULL, 1, (int)n, 1e-5f);
+    for (i = 0; i < n; i++) {
+        const double e = fabs(y[i] - (x[i] - mean) * rstd);
+        if (e > worst)
+            worst = e;
+    }
+    ck_assert_msg(worst <= 1e-5, "n %zu: y off by %.3g", n, worst);
+    free(x);
+    free(y);
+    free(scale);
+}
+END_TEST
+
 /* ---- groupnorm (and instancenorm: one channel a group) -------------------- */
 
 typedef struct {
@@ -628,59 +743,6 @@ START_TEST(groupnorm_no_drift)
         ck_assert_msg(fabs(y[j] - want) < 1e-5, "y[%d] %.9g, want %.9g", j,
                       (double)y[j], want);
     }
-/* ---- sums that do not drift (issue 25) ----------------------------------- */
-
-/* Lengths 2^16, 2^18, 2^20 of values 0.1 + noise: a float loop's error grows
- * with the length (adding 0.1 to a total near 1e5 rounds by up to 4e-3), so
- * the one-value-at-a-time sums these kernels had miss every bound below by
- * orders of magnitude; the blocked, compensated rt_sum stays within a few
- * ulps of the double sum of the same floats at every length. */
-static const int drift_log2[] = {16, 18, 20};
-#define N_DRIFT ((int)(sizeof drift_log2 / sizeof drift_log2[0]))
-
-static float *drift_values(size_t n, float noise)
-{
-    float *x = malloc(n * sizeof *x);
-    size_t i;
-    ck_assert_ptr_nonnull(x);
-    tseed(n);
-    for (i = 0; i < n; i++)
-        x[i] = 0.1f + trand(-noise, noise);
-    return x;
-}
-
-static void double_moments(const float *x, size_t n, double *mean,
-                           double *var)
-{
-    double s = 0, v = 0;
-    size_t i;
-    for (i = 0; i < n; i++)
-        s += x[i];
-    *mean = s / (double)n;
-    for (i = 0; i < n; i++)
-        v += (x[i] - *mean) * (x[i] - *mean);
-    *var = v / (double)n;
-}
-
-/* One channel of n = 2^k values (batch 1, one spatial dim): the running
- * statistics with momentum 0 are the batch mean and the unbiased variance. */
-START_TEST(batchnorm_statistics_do_not_drift)
-{
-    const size_t n = (size_t)1 << drift_log2[_i];
-    float *x = drift_values(n, 0.01f), *y = malloc(n * sizeof *y);
-    const float scale = 1.0f, bias = 0.0f;
-    float rm = 5.0f, rv = 5.0f;
-    double mean, var;
-    ck_assert_ptr_nonnull(y);
-    double_moments(x, n, &mean, &var);
-    var = var * (double)n / (double)(n - 1);
-    rt_batchnorm_train_forward(y, &rm, &rv, x, &scale, &bias, 1, 1, (int)n,
-                               0.0f, 0.0f);
-    /* a float ulp of 0.1 is 7.5e-9; of var (~3.3e-5) 3.6e-12 */
-    ck_assert_msg(fabs(rm - mean) <= 3.0e-8, "n %zu: mean %.9g, double %.12g",
-                  n, rm, mean);
-    ck_assert_msg(fabs(rv - var) <= 4.0e-6 * var,
-                  "n %zu: var %.9g, double %.12g", n, rv, var);
     free(x);
     free(y);
 }
@@ -724,59 +786,6 @@ START_TEST(groupnorm_backward_skips_null)
     }
     free(x);
     free(dy);
-/* dbias is the sum of dy over the channel, with dx wanted (the path that
- * also sums dy * xhat) and alone. */
-START_TEST(batchnorm_backward_sums_do_not_drift)
-{
-    const size_t n = (size_t)1 << drift_log2[_i];
-    float *x = drift_values(n, 0.01f), *dy = drift_values(n, 0.05f);
-    float *dx = zeros(n);
-    const float scale = 1.0f;
-    float dscale = 0.0f, dbias = 0.0f, dbias_only = 0.0f;
-    double want = 0;
-    size_t i;
-    for (i = 0; i < n; i++)
-        want += dy[i];
-    rt_batchnorm_backward(dx, &dscale, &dbias, dy, x, &scale, 1, 1, (int)n,
-                          1e-5f);
-    rt_batchnorm_backward(NULL, NULL, &dbias_only, dy, x, &scale, 1, 1,
-                          (int)n, 1e-5f);
-    ck_assert_msg(fabs(dbias - want) <= 4e-7 * want,
-                  "n %zu: dbias %.9g, double %.12g", n, dbias, want);
-    ck_assert_msg(fabs(dbias_only - want) <= 4e-7 * want,
-                  "n %zu: dbias alone %.9g, double %.12g", n, dbias_only,
-                  want);
-    free(x);
-    free(dy);
-    free(dx);
-}
-END_TEST
-
-/* One LayerNorm row of n = 2^k values with std ~5.8e-3: y = (x - mean) *
- * rstd carries the mean's error times rstd (~170), so a mean off by the
- * old loop's ~1e-6 puts y off by ~1e-4; a mean within an ulp, by ~1e-6. */
-START_TEST(layernorm_statistics_do_not_drift)
-{
-    const size_t n = (size_t)1 << drift_log2[_i];
-    float *x = drift_values(n, 0.01f), *y = malloc(n * sizeof *y);
-    float *scale = malloc(n * sizeof *scale);
-    double mean, var, rstd, worst = 0;
-    size_t i;
-    ck_assert_ptr_nonnull(y);
-    ck_assert_ptr_nonnull(scale);
-    for (i = 0; i < n; i++)
-        scale[i] = 1.0f;
-    double_moments(x, n, &mean, &var);
-    rstd = 1.0 / sqrt(var + 1e-5);
-    rt_layernorm_forward(y, x, scale, NULL, 1, (int)n, 1e-5f);
-    for (i = 0; i < n; i++) {
-        const double e = fabs(y[i] - (x[i] - mean) * rstd);
-        if (e > worst)
-            worst = e;
-    }
-    ck_assert_msg(worst <= 1e-5, "n %zu: y off by %.3g", n, worst);
-    free(x);
-    free(y);
     free(scale);
 }
 END_TEST

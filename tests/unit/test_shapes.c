@@ -214,13 +214,18 @@ START_TEST(op_table_is_complete)
         ck_assert(op->shape != NULL);
         ck_assert(op->flops != NULL);
         ck_assert(op->emit_forward != NULL || op->alias);   /* a view: none */
-        ck_assert(op->emit_backward != NULL);
+        /* no backward only where no input can take a gradient: each is
+         * int64 or no_grad (Cast, the comparisons and logical ops) */
+        ck_assert(op->emit_backward != NULL ||
+                  ((op->int_inputs | op->no_grad) + 1) >> op->max_in == 1);
         ck_assert_int_eq(op_lookup(op->name), i);
         ck_assert_int_le(op->min_in, op->max_in);
         ck_assert_int_le(op->min_out, op->nout);      /* 0: exactly nout */
         ck_assert_int_le(op->nout, MAX_IO);
-        /* an op with int64 inputs says what values they take */
-        ck_assert(!op->int_inputs == !op->int_range);
+        /* an op that reads int64 inputs says what values they take, unless
+         * it passes them on (Slice: its readers say) */
+        ck_assert(!(op->int_inputs || (op->int_ok && op->int_out !=
+                                       INT_OUT_PASS)) == !op->int_range);
     }
     ck_assert_int_eq(op_lookup("Convolution"), -1);
     ck_assert_int_eq(op_lookup("conv"), -1);     /* op names are case-sensitive */
@@ -382,6 +387,58 @@ START_TEST(int64_labels_through_views)
 }
 END_TEST
 
+/* Issue 25: Slice, Concat, Transpose and Expand pass int64 on (8 bytes an
+ * element in the arena), the comparisons and logical ops make bools
+ * (int64), Cast makes float32, Where reads an int64 condition; the labels'
+ * range is found through the Slice, and a mask read by Cast alone takes
+ * any value. */
+START_TEST(int64_through_shape_ops_and_masks)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='2 5 7'/><input name='lab' shape='2 5' dtype='int64'/>"
+        "<input name='mask' shape='2 5' dtype='int64'/>"
+        "<node name='s' op='Slice' in='lab' out='ls' starts='1' ends='5' axes='1'/>"
+        "<node name='j' op='Concat' in='ls ls' out='lc' axis='1'/>"
+        "<node name='tr' op='Transpose' in='lc' out='lt' perm='1 0'/>"
+        "<node name='e' op='Expand' in='ls' out='le' shape='3 2 4'/>"
+        "<node name='eq' op='Equal' in='lab mask' out='b'/>"
+        "<node name='gt' op='Greater' in='x x' out='fb'/>"
+        "<node name='no' op='Not' in='b' out='nb'/>"
+        "<node name='cm' op='Cast' in='mask' out='mf'/>"
+        "<node name='u' op='Unsqueeze' in='nb' out='nbu' axes='2'/>"
+        "<node name='w' op='Where' in='nbu x x' out='xw'/>"
+        "<node name='xs' op='Slice' in='xw' out='xs2' starts='0' ends='4' axes='1'/>"
+        "<node name='r' op='Reshape' in='xs2' out='logits' shape='-1 7'/>"
+        "<node name='f' op='Reshape' in='ls' out='t' shape='-1'/>"
+        "<node name='ce' op='SoftmaxCrossEntropyLoss' in='logits t' out='l'/>"
+        "<output name='l'/>", "none");
+    const char *ints[] = {"ls", "lc", "lt", "le", "b", "fb", "nb", "t"};
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(T(&m, ints[i])->is_int, "%s is not int64", ints[i]);
+    ck_assert(!T(&m, "mf")->is_int && !T(&m, "xw")->is_int);
+    assert_dims(T(&m, "le"), 3, (long[]){3, 2, 4});
+    ck_assert(!T(&m, "x")->has_grad && !T(&m, "b")->requires_grad);
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
+    /* lab: [0, 7) through the Slice and the Reshape, narrowed from the
+     * comparison's any; mask: any */
+    ck_assert_contains(cf.data, "{\"lab\", 0, 10, 2, {2, 5}, 0, 0, 7, 0, 0, 0},");
+    ck_assert_contains(cf.data, "{\"mask\", 10, 10, 2, {2, 5}, 0, "
+                                "-4611686018427387904, 4611686018427387904, 0, 0, "
+                                "0},");
+    ck_assert_contains(cf.data, "rt_slice_i64_forward(v_ls, v_lab,");
+    ck_assert_contains(cf.data, "rt_compare_f32_forward(v_fb, v_x, v_x, "
+                                "RT_CMP_GREATER,");
+    ck_assert_contains(cf.data, "rt_where_i64_forward(v_xw, v_nbu,");
+    ck_assert_contains(cf.data, "rt_cast_i64_forward(v_mf, v_mask, 10);");
+    ctx_free(&c);
+}
+END_TEST
+
 /* Misuse of an int64 view keeps the messages of int64 inputs. */
 START_TEST(int64_views_refused_elsewhere)
 {
@@ -394,17 +451,15 @@ START_TEST(int64_views_refused_elsewhere)
         "<node name='fc' op='MatMul' in='t w' out='y'/>"
         "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/><output name='l'/>");
     ck_assert_contains(msg, "node 'fc': MatMul input 0 't' is int64 but must be "
-                            "float32; int64 inputs are read only as Gather's "
-                            "indices and the labels of "
-                            "SoftmaxCrossEntropyLoss and "
-                            "NegativeLogLikelihoodLoss");
+                            "float32 (Cast it: to=\"1\")");
     ctx_free(&c);
     ctx_init(&c);
     msg = error_of(&c,
-        "<input name='lab' shape='4 3' dtype='int64'/><input name='x' shape='2'/>"
-        "<node name='v' op='Concat' in='lab lab' out='t' axis='0'/>"
+        "<input name='lab' shape='4 3' dtype='int64'/><input name='x' shape='4 3'/>"
+        "<node name='v' op='Concat' in='lab x' out='t' axis='0'/>"
         "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/><output name='l'/>");
-    ck_assert_contains(msg, "Concat input 0 'lab' is int64 but must be float32");
+    ck_assert_contains(msg, "Concat input 1 'x' is float32 but input 0 'lab' "
+                            "is int64; the inputs must have one dtype");
     ctx_free(&c);
     ctx_init(&c);
     msg = error_of(&c,
@@ -412,7 +467,7 @@ START_TEST(int64_views_refused_elsewhere)
         "<node name='v' op='Reshape' in='lab' out='t' shape='12'/>"
         "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/>"
         "<output name='l' loss='true'/><output name='t'/>");
-    ck_assert_contains(msg, "output 't': is int64, a view of an int64 input; "
+    ck_assert_contains(msg, "output 't': is int64, made from an int64 input; "
                             "graph outputs are float32");
     ctx_free(&c);
 }
@@ -1066,6 +1121,7 @@ int main(void)
     tcase_add_test(t, slice_clamps_like_onnx);
     tcase_add_test(t, int64_labels_through_views);
     tcase_add_test(t, int64_views_refused_elsewhere);
+    tcase_add_test(t, int64_through_shape_ops_and_masks);
     tcase_add_test(t, structural_shape_errors);
     tcase_add_test(t, pointwise_onnx_shapes);
     tcase_add_test(t, pointwise_onnx_backward_reads);
