@@ -416,20 +416,20 @@ static void ops_text(Buf *b, const char *const *names,
 {
     buf_printf(b, "computed, forward and backward (ONNX name, category):\n");
     for (int i = 0; i < OP_COUNT; i++)
-        buf_printf(b, "  %-24s %s\n", op_table[i].name,
+        buf_printf(b, "  %-26s %s\n", op_table[i].name,
                    category_names[op_table[i].cat]);
     buf_printf(b, "\nfolded only, at import from constants and static "
                "shapes (ONNX name, note):\n");
     for (int k = 0; k < n; k++) {
         if (notes[k])
-            buf_printf(b, "  %-24s %s\n", names[k], notes[k]);
+            buf_printf(b, "  %-26s %s\n", names[k], notes[k]);
         else
             buf_printf(b, "  %s\n", names[k]);
     }
     buf_printf(b, "\nlowered, at import into the ops above (ONNX name, "
                "how):\n");
     for (int k = 0; k < nl; k++)
-        buf_printf(b, "  %-24s %s\n", lowered[k], how[k]);
+        buf_printf(b, "  %-26s %s\n", lowered[k], how[k]);
 }
 
 static void ops_json(Buf *b, const char *const *names,
