@@ -20,10 +20,13 @@
 #include <string.h>
 
 /* The step whose arena is the model's: the train step's, or the
- * forward's when that one needs more. */
+ * forward's only when that one needs more. A tie is the train step's:
+ * its peak is the one `remat memory` draws, and there a forward value
+ * the backward reads is saved, where in the forward step alone (no
+ * backward) every value is a forward one. */
 static const Schedule *arena_step(const Compiled *m)
 {
-    return m->train->arena_bytes > m->fwd->arena_bytes ? m->train : m->fwd;
+    return m->fwd->arena_bytes > m->train->arena_bytes ? m->fwd : m->train;
 }
 
 void summarize(const Compiled *m, Summary *s)

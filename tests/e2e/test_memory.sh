@@ -217,7 +217,8 @@ def svg(path, sched, memtext):
             or any(f['peak_%s_bytes' % k] != int(peak.get('data-' + k)) for k in kinds):
         fail('memory text and picture differ: %r' % f)
     # and schedule's: the same peak, where its arena is the train step's
-    # (always, on these graphs: the forward's is never larger)
+    # (always, on these graphs: the forward's is never larger, and a tie,
+    # as on int_shape_ops, is the train step's)
     keys = ['peak_statement', 'peak_does', 'peak_note'] + ['peak_%s_bytes' % k for k in kinds]
     if {k: f.get(k) for k in keys} != {k: s['summary'].get(k) for k in keys}:
         fail('memory text and schedule differ at the peak: %r, %r' % (f, s['summary']))
