@@ -92,6 +92,8 @@ if [ -f "$work/resmlp_dict/resmlp_dict.onnx" ]; then
        sed -n '/<block name="blocks.1"/,/<\/block>/p' "$work/resmlp_dict/c.xml" |
            grep -q 'op="Gelu"'; then ok
     else bad "resmlp_dict: the GELU is not inside its block"; fi
+fi
+
 # lstm32 (issue 25): the LSTM over 32 steps unrolls into one block per
 # time step, lstm.t0 to lstm.t31 in order and nothing else, the steps'
 # nodes named /lstm.tN/..., and `remat pareto` proves its frontier (as
