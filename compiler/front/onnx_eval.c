@@ -291,6 +291,39 @@ static int fold_shape(Im *m, ONode *o)
     return 1;
 }
 
+/* ReduceProd of a constant over every axis: torch's x.var() and x.std()
+ * count the reduced elements as ReduceProd(Gather(Shape(x))), static.
+ * The product over some axes only is left to the refusal. */
+static int fold_reduce_prod(Im *m, ONode *o)
+{
+    Val *x = IV(m, o, 0);
+    const Onnx__AttributeProto *a = onnx_attr(o, "axes");
+    int all = x->rank <= 1 || (!a && (o->nin < 2 || o->in[1] < 0));
+    if (!all)
+        return 0;
+    long ones[MAX_RANK];
+    int keep = onnx_attr_int(o, "keepdims", 1) != 0;
+    for (int d = 0; d < x->rank; d++)
+        ones[d] = 1;
+    Val *y = make_out(m, o, 0, x->dt, keep ? x->rank : 0, ones);
+    if (!y)
+        return -1;
+    double p = 1.0;
+    int64_t q = 1;
+    for (long k = 0; k < x->numel; k++) {
+        if (x->dt == DT_F32)
+            p *= x->f[k];
+        else if (__builtin_mul_overflow(q, x->i[k], &q))
+            return fold_error(m, o, "the product of the int64 constant's "
+                              "entries passes 2^63");
+    }
+    if (x->dt == DT_F32)
+        y->f[0] = (float)p;
+    else
+        y->i[0] = q;
+    return 1;
+}
+
 /* A constant 1-D int input as longs; -1 on a bad one. */
 static int ints_of(Im *m, ONode *o, const Val *x, long *out, int max)
 {
@@ -823,7 +856,7 @@ static const struct {
     {"Slice", fold_slice, -1}, {"Where", fold_where, 7},
     {"Expand", fold_expand, 3}, {"ConstantOfShape", fold_constant_of_shape, 1},
     {"Range", fold_range, 7}, {"Transpose", fold_transpose, 1},
-    {"Trilu", fold_trilu, -1},
+    {"Trilu", fold_trilu, -1}, {"ReduceProd", fold_reduce_prod, 1},
 };
 
 /* How the importer takes a folded op the op table lacks when an input is

@@ -417,7 +417,8 @@ class MobileNetV2(nn.Module):
 
 class PreluMax(nn.Module):
     """nn.PReLU per channel on a feature map and with one shared slope,
-    torch.maximum and minimum of two tensors, amax and amin over axes."""
+    torch.maximum and minimum of two tensors, amax and amin over axes, and
+    std (whose element count torch exports as a ReduceProd of the shape)."""
 
     def __init__(self, classes=5):
         super().__init__()
@@ -431,7 +432,8 @@ class PreluMax(nn.Module):
         h = self.act(self.conv(x))                      # (N, 4, 5, 6)
         m = torch.maximum(h, h.mean(dim=3, keepdim=True))
         m = torch.minimum(m, torch.full_like(m, 0.8))
-        f = m.amax(dim=3) - 0.5 * m.amin(dim=3)         # (N, 4, 5)
+        # std's element count is ReduceProd(Gather(Shape)), folded
+        f = m.amax(dim=3) - 0.5 * m.amin(dim=3) + m.std(dim=3)  # (N, 4, 5)
         z = self.act2(self.fc(torch.flatten(f, 1)))
         return F.cross_entropy(self.head(z), y)
 
