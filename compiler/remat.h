@@ -128,6 +128,8 @@ typedef enum {
     OP_CELU,
     OP_SOFTSIGN,
     OP_MISH,
+    OP_SIN,
+    OP_COS,
     /* Max, Min, PRelu (ops_binary.c); ReduceMax, ReduceMin (ops_reduce.c) */
     OP_MAX,
     OP_MIN,

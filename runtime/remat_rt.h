@@ -211,6 +211,11 @@ void rt_celu_forward(float *y, const float *x, int n, float alpha);
 void rt_celu_backward(float *dx, const float *dy, const float *x, int n,
                       float alpha);
 /* y = x / (1 + |x|) (Softsign); f' = 1 / (1 + |x|)^2 */
+/* ONNX Sin, Cos: y = sin x (cos x); dx += dy cos x (-dy sin x). */
+void rt_sin_forward(float *y, const float *x, int n);
+void rt_sin_backward(float *dx, const float *dy, const float *x, int n);
+void rt_cos_forward(float *y, const float *x, int n);
+void rt_cos_backward(float *dx, const float *dy, const float *x, int n);
 void rt_softsign_forward(float *y, const float *x, int n);
 void rt_softsign_backward(float *dx, const float *dy, const float *x, int n);
 /* y = x tanh(ln(1 + e^x)) (Mish, without overflow);

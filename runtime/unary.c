@@ -543,6 +543,40 @@ void rt_celu_backward(float *dx, const float *dy, const float *x, int n,
         dx[i] += x[i] > 0.0f ? dy[i] : dy[i] * expf(x[i] / alpha);
 }
 
+/* Sin and Cos (a diffusion model's timestep embedding, rotary position
+ * angles computed at run time): f' is the other, read from x. */
+void rt_sin_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = sinf(x[i]);
+}
+
+void rt_sin_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += dy[i] * cosf(x[i]);
+}
+
+void rt_cos_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = cosf(x[i]);
+}
+
+void rt_cos_backward(float *dx, const float *dy, const float *x, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] -= dy[i] * sinf(x[i]);
+}
+
 void rt_softsign_forward(float *y, const float *x, int n)
 {
     int i;

@@ -231,6 +231,8 @@ static double unary(const char *op, double x)
     if (!strcmp(op, "Sigmoid")) return 1 / (1 + exp(-x));
     if (!strcmp(op, "Floor")) return floor(x);
     if (!strcmp(op, "Ceil")) return ceil(x);
+    if (!strcmp(op, "Sin")) return sin(x);
+    if (!strcmp(op, "Cos")) return cos(x);
     if (!strcmp(op, "Not")) return x == 0;
     if (!strcmp(op, "Identity")) return x;
     return NAN;
@@ -238,7 +240,7 @@ static double unary(const char *op, double x)
 
 static const char *const unary_ops[] = {
     "Neg", "Sqrt", "Abs", "Reciprocal", "Exp", "Log", "Erf", "Relu", "Tanh",
-    "Sigmoid", "Floor", "Ceil", "Not", "Identity", NULL};
+    "Sigmoid", "Floor", "Ceil", "Not", "Identity", "Sin", "Cos", NULL};
 
 static int fold_unary(Im *m, ONode *o)
 {

@@ -431,6 +431,9 @@ const OpInfo op_table[] = {
                             NEED_IN(0)),
     [OP_SOFTSIGN] = UNARY("Softsign", "softsign", flops_hard, NEED_IN(0)),
     [OP_MISH] = UNARY("Mish", "mish", flops_gelu, NEED_IN(0)),
+    /* Sin, Cos: f' is the other one, from x */
+    [OP_SIN] = UNARY("Sin", "sin", flops_tanh, NEED_IN(0)),
+    [OP_COS] = UNARY("Cos", "cos", flops_tanh, NEED_IN(0)),
     /* Max, Min and PRelu (ops_binary.c); each gradient reads both inputs
      * but PRelu's slope gradient, which reads x alone */
     [OP_MAX] = BINARY("Max", "max", NEED_IN(0) | NEED_IN(1),

@@ -677,6 +677,8 @@ OPS = {
     "Softsign": lambda a, i, at: i[0] / (1 + torch.abs(i[0])),
     # ONNX Mish: x tanh(softplus(x)), softplus as ONNX's ln(e^x + 1)
     "Mish": lambda a, i, at: i[0] * torch.tanh(torch.log(torch.exp(i[0]) + 1)),
+    "Sin": lambda a, i, at: torch.sin(i[0]),
+    "Cos": lambda a, i, at: torch.cos(i[0]),
     # issue 25: Pad, GroupNormalization, InstanceNormalization
     "Pad": pad,
     "GroupNormalization": group_norm,

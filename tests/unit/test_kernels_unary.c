@@ -431,15 +431,15 @@ END_TEST
  * kernel that ignored them would fail), and its kinks: gradient points
  * stay 0.05 away from them (the finite difference steps 0.01). */
 enum { A_LEAKY, A_HSWISH, A_HSIGMOID, A_CLIP, A_ELU, A_SOFTPLUS, A_ABS,
-       A_SELU, A_CELU, A_SOFTSIGN, A_MISH, A_COUNT };
+       A_SELU, A_CELU, A_SOFTSIGN, A_MISH, A_SIN, A_COS, A_COUNT };
 static const char *const act_names[A_COUNT] = {
     "LeakyRelu", "HardSwish", "HardSigmoid", "Clip", "Elu", "Softplus", "Abs",
-    "Selu", "Celu", "Softsign", "Mish"};
+    "Selu", "Celu", "Softsign", "Mish", "Sin", "Cos"};
 /* 99: smooth, no kink (Celu's first derivative is continuous at 0, but
  * its second is not: the points still straddle 0) */
 static const float act_kinks[A_COUNT][2] = {
     {0, 0}, {-3, 3}, {-2, 2}, {-1, 1.5f}, {0, 0}, {99, 99}, {0, 0},
-    {0, 0}, {0, 0}, {99, 99}, {99, 99}};
+    {0, 0}, {0, 0}, {99, 99}, {99, 99}, {99, 99}, {99, 99}};
 #define A_ALPHA_LEAKY 0.1f
 #define A_ALPHA_HSIG  0.25f     /* with beta 0.5: kinks at -2 and 2 */
 #define A_BETA_HSIG   0.5f
@@ -472,6 +472,8 @@ static void act_fwd(act_case *c)
     case A_CELU: rt_celu_forward(c->y, c->x, c->n, A_ALPHA_CELU); break;
     case A_SOFTSIGN: rt_softsign_forward(c->y, c->x, c->n); break;
     case A_MISH: rt_mish_forward(c->y, c->x, c->n); break;
+    case A_SIN: rt_sin_forward(c->y, c->x, c->n); break;
+    case A_COS: rt_cos_forward(c->y, c->x, c->n); break;
     default: rt_abs_forward(c->y, c->x, c->n); break;
     }
 }
@@ -497,6 +499,8 @@ static void act_bwd(act_case *c, float *dx)
     case A_CELU: rt_celu_backward(dx, c->dy, c->x, c->n, A_ALPHA_CELU); break;
     case A_SOFTSIGN: rt_softsign_backward(dx, c->dy, c->x, c->n); break;
     case A_MISH: rt_mish_backward(dx, c->dy, c->x, c->n); break;
+    case A_SIN: rt_sin_backward(dx, c->dy, c->x, c->n); break;
+    case A_COS: rt_cos_backward(dx, c->dy, c->x, c->n); break;
     default: rt_abs_backward(dx, c->dy, c->x, c->n); break;
     }
 }
@@ -570,6 +574,8 @@ START_TEST(activation_forward_over_grid)
                     break;
                 case A_SOFTSIGN: y = x / (1 + fabs(x)); break;
                 case A_MISH: y = x * tanh(log(1 + exp(x))); break;
+                case A_SIN: y = sin(x); break;
+                case A_COS: y = cos(x); break;
                 default: y = x < 0 ? -x : x; break;
                 }
                 want[i] = y;
