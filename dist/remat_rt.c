@@ -213,6 +213,10 @@ typedef void (*bc_row)(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
  * calling thread; and split over the threads, for a row function whose
  * elements are independent. */
 RT_PRIVATE void rt_bc_run(const rt_bcast *m, const bc_args *p, bc_row row);
+/* A Where's element count and one step of its odometer over y: idx and
+ * the offsets off[0..2] of cond, a and b (binary.c; integer.c too). */
+RT_PRIVATE size_t rt_where_count(const rt_where *m);
+RT_PRIVATE void rt_where_step(const rt_where *m, int *idx, ptrdiff_t *off);
 RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
                                 bc_row row);
 
@@ -1855,8 +1859,9 @@ void rt_prelu_backward(float *dx, float *dslope, const float *dy,
 }
 
 /* Elements of a Where's output, and one step of its odometer: idx and the
- * offsets off[0..2] of cond, a and b move to the next element of y. */
-static size_t where_count(const rt_where *m)
+ * offsets off[0..2] of cond, a and b move to the next element of y
+ * (integer.c's Where with an int64 condition walks the same). */
+RT_PRIVATE size_t rt_where_count(const rt_where *m)
 {
     size_t n = 1;
     int d;
@@ -1865,7 +1870,7 @@ static size_t where_count(const rt_where *m)
     return n;
 }
 
-static void where_step(const rt_where *m, int *idx, ptrdiff_t *off)
+RT_PRIVATE void rt_where_step(const rt_where *m, int *idx, ptrdiff_t *off)
 {
     int d;
     for (d = m->rank - 1; d >= 0; d--) {
@@ -1886,10 +1891,10 @@ void rt_where_forward(float *y, const float *cond, const float *a,
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
-    size_t i, n = where_count(m);
+    size_t i, n = rt_where_count(m);
     for (i = 0; i < n; i++) {
         y[i] = cond[off[0]] != 0.0f ? a[off[1]] : b[off[2]];
-        where_step(m, idx, off);
+        rt_where_step(m, idx, off);
     }
 }
 
@@ -1919,7 +1924,7 @@ void rt_where_backward(float *da, float *db, const float *dy,
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
-    size_t i, n = where_count(m);
+    size_t i, n = rt_where_count(m);
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     const int *const st[3] = {m->sc, m->sa, m->sb};
     p.a = cond;
@@ -1941,7 +1946,7 @@ void rt_where_backward(float *da, float *db, const float *dy,
         } else if (db != NULL) {
             db[off[2]] += dy[i];
         }
-        where_step(m, idx, off);
+        rt_where_step(m, idx, off);
     }
 }
 
@@ -6532,40 +6537,15 @@ void rt_not_forward(int64_t *y, const int64_t *x, size_t n)
 
 /* ---- Where with an int64 condition ------------------------------------------ */
 
-static size_t where_n(const rt_where *m)
-{
-    size_t n = 1;
-    int d;
-    for (d = 0; d < m->rank; d++)
-        n *= (size_t)m->dims[d];
-    return n;
-}
-
-static void where_next(const rt_where *m, int *idx, ptrdiff_t *off)
-{
-    int d;
-    for (d = m->rank - 1; d >= 0; d--) {
-        off[0] += m->sc[d];
-        off[1] += m->sa[d];
-        off[2] += m->sb[d];
-        if (++idx[d] < m->dims[d])
-            return;
-        off[0] -= (ptrdiff_t)m->sc[d] * m->dims[d];
-        off[1] -= (ptrdiff_t)m->sa[d] * m->dims[d];
-        off[2] -= (ptrdiff_t)m->sb[d] * m->dims[d];
-        idx[d] = 0;
-    }
-}
-
 void rt_where_i64_forward(float *y, const int64_t *cond, const float *a,
                           const float *b, const rt_where *m)
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
-    size_t i, n = where_n(m);
+    size_t i, n = rt_where_count(m);
     for (i = 0; i < n; i++) {
         y[i] = cond[off[0]] != 0 ? a[off[1]] : b[off[2]];
-        where_next(m, idx, off);
+        rt_where_step(m, idx, off);
     }
 }
 
@@ -6574,7 +6554,7 @@ void rt_where_i64_backward(float *da, float *db, const float *dy,
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
-    size_t i, n = where_n(m);
+    size_t i, n = rt_where_count(m);
     if (da == NULL && db == NULL)
         return;
     for (i = 0; i < n; i++) {
@@ -6584,6 +6564,6 @@ void rt_where_i64_backward(float *da, float *db, const float *dy,
         } else if (db != NULL) {
             db[off[2]] += dy[i];
         }
-        where_next(m, idx, off);
+        rt_where_step(m, idx, off);
     }
 }

@@ -757,8 +757,9 @@ void rt_prelu_backward(float *dx, float *dslope, const float *dy,
 }
 
 /* Elements of a Where's output, and one step of its odometer: idx and the
- * offsets off[0..2] of cond, a and b move to the next element of y. */
-static size_t where_count(const rt_where *m)
+ * offsets off[0..2] of cond, a and b move to the next element of y
+ * (integer.c's Where with an int64 condition walks the same). */
+RT_PRIVATE size_t rt_where_count(const rt_where *m)
 {
     size_t n = 1;
     int d;
@@ -767,7 +768,7 @@ static size_t where_count(const rt_where *m)
     return n;
 }
 
-static void where_step(const rt_where *m, int *idx, ptrdiff_t *off)
+RT_PRIVATE void rt_where_step(const rt_where *m, int *idx, ptrdiff_t *off)
 {
     int d;
     for (d = m->rank - 1; d >= 0; d--) {
@@ -788,10 +789,10 @@ void rt_where_forward(float *y, const float *cond, const float *a,
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
-    size_t i, n = where_count(m);
+    size_t i, n = rt_where_count(m);
     for (i = 0; i < n; i++) {
         y[i] = cond[off[0]] != 0.0f ? a[off[1]] : b[off[2]];
-        where_step(m, idx, off);
+        rt_where_step(m, idx, off);
     }
 }
 
@@ -821,7 +822,7 @@ void rt_where_backward(float *da, float *db, const float *dy,
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
-    size_t i, n = where_count(m);
+    size_t i, n = rt_where_count(m);
     bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
     const int *const st[3] = {m->sc, m->sa, m->sb};
     p.a = cond;
@@ -843,7 +844,7 @@ void rt_where_backward(float *da, float *db, const float *dy,
         } else if (db != NULL) {
             db[off[2]] += dy[i];
         }
-        where_step(m, idx, off);
+        rt_where_step(m, idx, off);
     }
 }
 

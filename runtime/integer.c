@@ -179,40 +179,15 @@ void rt_not_forward(int64_t *y, const int64_t *x, size_t n)
 
 /* ---- Where with an int64 condition ------------------------------------------ */
 
-static size_t where_n(const rt_where *m)
-{
-    size_t n = 1;
-    int d;
-    for (d = 0; d < m->rank; d++)
-        n *= (size_t)m->dims[d];
-    return n;
-}
-
-static void where_next(const rt_where *m, int *idx, ptrdiff_t *off)
-{
-    int d;
-    for (d = m->rank - 1; d >= 0; d--) {
-        off[0] += m->sc[d];
-        off[1] += m->sa[d];
-        off[2] += m->sb[d];
-        if (++idx[d] < m->dims[d])
-            return;
-        off[0] -= (ptrdiff_t)m->sc[d] * m->dims[d];
-        off[1] -= (ptrdiff_t)m->sa[d] * m->dims[d];
-        off[2] -= (ptrdiff_t)m->sb[d] * m->dims[d];
-        idx[d] = 0;
-    }
-}
-
 void rt_where_i64_forward(float *y, const int64_t *cond, const float *a,
                           const float *b, const rt_where *m)
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
-    size_t i, n = where_n(m);
+    size_t i, n = rt_where_count(m);
     for (i = 0; i < n; i++) {
         y[i] = cond[off[0]] != 0 ? a[off[1]] : b[off[2]];
-        where_next(m, idx, off);
+        rt_where_step(m, idx, off);
     }
 }
 
@@ -221,7 +196,7 @@ void rt_where_i64_backward(float *da, float *db, const float *dy,
 {
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
-    size_t i, n = where_n(m);
+    size_t i, n = rt_where_count(m);
     if (da == NULL && db == NULL)
         return;
     for (i = 0; i < n; i++) {
@@ -231,6 +206,6 @@ void rt_where_i64_backward(float *da, float *db, const float *dy,
         } else if (db != NULL) {
             db[off[2]] += dy[i];
         }
-        where_next(m, idx, off);
+        rt_where_step(m, idx, off);
     }
 }

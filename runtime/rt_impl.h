@@ -180,6 +180,10 @@ typedef void (*bc_row)(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
  * calling thread; and split over the threads, for a row function whose
  * elements are independent. */
 RT_PRIVATE void rt_bc_run(const rt_bcast *m, const bc_args *p, bc_row row);
+/* A Where's element count and one step of its odometer over y: idx and
+ * the offsets off[0..2] of cond, a and b (binary.c; integer.c too). */
+RT_PRIVATE size_t rt_where_count(const rt_where *m);
+RT_PRIVATE void rt_where_step(const rt_where *m, int *idx, ptrdiff_t *off);
 RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
                                 bc_row row);
 
