@@ -163,6 +163,20 @@ static inline float *rnd(size_t n)
     return x;
 }
 
+/* n values 0.1 + noise from seed: a float loop adding them drifts
+ * (adding 0.1 to a total near 1e4 rounds by up to 5e-4, the same way each
+ * time), which the "sums" test cases hold the kernels against. */
+static inline float *drift_values(size_t n, unsigned seed, float noise)
+{
+    float *x = malloc(n * sizeof *x);
+    size_t i;
+    ck_assert_ptr_nonnull(x);
+    tseed(seed);
+    for (i = 0; i < n; i++)
+        x[i] = 0.1f + trand(-noise, noise);
+    return x;
+}
+
 static inline float *nans(size_t n)
 {
     float *x = malloc(n * sizeof *x);

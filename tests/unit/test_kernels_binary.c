@@ -799,23 +799,7 @@ START_TEST(add_writes_in_place)
 }
 END_TEST
 
-/* ---- suite --------------------------------------------------------------- */
-
-
 /* ---- sums that do not drift (issue 25) ----------------------------------- */
-
-/* n values 0.1 + noise: a float loop adding them drifts (adding 0.1 to a
- * total near 1e4 rounds by up to 5e-4, the same way each time). */
-static float *drift_values(size_t n, unsigned seed, float noise)
-{
-    float *x = malloc(n * sizeof *x);
-    size_t i;
-    ck_assert_ptr_nonnull(x);
-    tseed(seed);
-    for (i = 0; i < n; i++)
-        x[i] = 0.1f + trand(-noise, noise);
-    return x;
-}
 
 /* y = a (2^17, 4) + b (1, 4) and y = a * c (a scalar): db and dc are sums
  * over 2^17 rows (and every element), within a few ulps of float64 and the
@@ -864,6 +848,8 @@ START_TEST(broadcast_backward_sums_do_not_drift)
     free(da);
 }
 END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *binary_suite(void)
 {

@@ -416,23 +416,7 @@ START_TEST(gemm_writes_da_and_db)
 }
 END_TEST
 
-/* ---- suite --------------------------------------------------------------- */
-
-
 /* ---- sums that do not drift (issue 25) ----------------------------------- */
-
-/* n values 0.1 + noise: a float loop adding them drifts (adding 0.1 to a
- * total near 1e4 rounds by up to 5e-4, the same way each time). */
-static float *drift_values(size_t n, unsigned seed, float noise)
-{
-    float *x = malloc(n * sizeof *x);
-    size_t i;
-    ck_assert_ptr_nonnull(x);
-    tseed(seed);
-    for (i = 0; i < n; i++)
-        x[i] = 0.1f + trand(-noise, noise);
-    return x;
-}
 
 /* A Linear's bias gradient, dc (1 x 24) = the column sums of dy over
  * m = 2^16 rows, and a scalar bias's (the sum of every dy): within a few
@@ -475,6 +459,8 @@ START_TEST(bias_gradient_does_not_drift)
     free(dy);
 }
 END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *gemm_suite(void)
 {

@@ -212,23 +212,7 @@ START_TEST(extreme_ties_by_hand)
 }
 END_TEST
 
-/* ---- suite --------------------------------------------------------------- */
-
-
 /* ---- sums that do not drift (issue 25) ----------------------------------- */
-
-/* n values 0.1 + noise: a float loop adding them drifts (adding 0.1 to a
- * total near 1e4 rounds by up to 5e-4, the same way each time). */
-static float *drift_values(size_t n, unsigned seed, float noise)
-{
-    float *x = malloc(n * sizeof *x);
-    size_t i;
-    ck_assert_ptr_nonnull(x);
-    tseed(seed);
-    for (i = 0; i < n; i++)
-        x[i] = 0.1f + trand(-noise, noise);
-    return x;
-}
 
 /* x (2^17, 3) reduced over axis 0 (each y a strided sum of 2^17 values)
  * and over both (ReduceMean of all): within a few ulps of float64, and the
@@ -267,6 +251,8 @@ START_TEST(reduce_long_sums_do_not_drift)
     free(x);
 }
 END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
 
 static Suite *reduce_suite(void)
 {
