@@ -148,8 +148,9 @@ static int param_of(Im *m, Val *v, const ONode *o)
     if (v->dt != DT_F32 && v->dt != DT_BOOL)
         return lower_error(m, o, ctx_printf(m->c, "int64 constant '%s' is "
             "read with a computed tensor; remat folds int64 constants and "
-            "computes only with int64 inputs and what is made of them",
-            v->name));
+            "computes only with int64 inputs and what is made of them: "
+            "compute in float32 instead (a mask: `ids.float() != 0`), or "
+            "pass the result as an input", v->name));
     for (int d = 0; d < v->rank; d++)
         if (v->dims[d] == 0)
             return lower_error(m, o, ctx_printf(m->c, "constant '%s' is "
