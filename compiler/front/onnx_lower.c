@@ -119,6 +119,16 @@ int new_tensor(Im *m, const char *raw, TensorKind kind)
     return t;
 }
 
+/* Tensor t named after raw instead (the Einsum lowering names its last
+ * step's output after the ONNX value once it knows which step is last;
+ * the old name stays taken). */
+void rename_tensor(Im *m, int t, const char *raw)
+{
+    Tensor *x = &m->g->tensors[t];
+    x->name = ir_name(m, &m->tensor_names, raw);
+    x->cname = x->name;
+}
+
 static void copy_shape(Tensor *t, const Val *v)
 {
     t->rank = v->rank;
@@ -797,6 +807,8 @@ static int lower_node(Im *m, ONode *o)
         return rnn < 0 ? -1 : 0;
     if (!strcmp(o->op, "Trilu") && o->in[0] >= 0 && m->v[o->in[0]].tensor >= 0)
         return lower_trilu(m, o);
+    if (!strcmp(o->op, "Einsum"))  /* issue 25: lowered, onnx_rewrite.c */
+        return lower_einsum(m, o);
     int known = op_lookup(o->op);
     if ((known == OP_MAX || known == OP_MIN) && o->nin != 2 && o->nin > 0)
         return lower_variadic(m, o, (OpKind)known);
