@@ -23,7 +23,8 @@
  *  - Gather with constant indices that form a range becomes a Slice (and
  *    a Reshape view for a scalar index).
  * LSTM, GRU and RNN are unrolled over their sequence, one block per time
- * step (onnx_rnn.c, which lower_node asks first about every node).
+ * step (onnx_rnn.c, which lower_node asks first about every node);
+ * Einsum becomes ReduceSum, Transpose, Reshape and MatMul (onnx_rewrite.c).
  * The walk is two passes: one that folds what it can and lets the
  * patterns see the constants they compare with, then one that folds the
  * rest (a Shape needs the shape of what it reads) and lowers the others.

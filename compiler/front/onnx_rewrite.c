@@ -7,6 +7,8 @@
  * and the optional outputs computed beside the node that has
  * them (LayerNormalization's statistics, SoftmaxCrossEntropyLoss's
  * log-probabilities). Each matches exactly or leaves the nodes alone.
+ * Einsum is lowered here too, into ReduceSum, Transpose, Reshape and
+ * MatMul (issue 25; the section at the end).
  */
 #include "onnx_impl.h"
 
@@ -1255,7 +1257,7 @@ static int ein_parse(Ein *e, EinVal *x, int *out, int *nout)
     if (++ni != e->o->nin)
         return ein_error(e, ctx_printf(m->c, "has %d term%s for the node's %d "
                          "inputs", ni, ni == 1 ? "" : "s", e->o->nin));
-    int count[EIN_CODES] = {0};
+    int count[EIN_CODES] = {0}, from[EIN_CODES] = {0};
     for (int i = 0; i < ni; i++) {
         if (ein_expand(e, lab[i], n[i], m->g->tensors[x[i].t].rank, ell, &x[i],
                        ctx_printf(m->c, "input %d", i)))
@@ -1266,12 +1268,14 @@ static int ein_parse(Ein *e, EinVal *x, int *out, int *nout)
             long s = t->dims[d];
             count[c]++;
             if (count[c] > 1 && s != e->size[c] && s != 1 && e->size[c] != 1)
-                return ein_error(e, ctx_printf(m->c, "gives %s sizes %ld and "
-                    "%ld (input %d), which do not broadcast", c < EIN_ELL ?
-                    "'...'" : ctx_printf(m->c, "'%c'", ein_char(c)),
-                    e->size[c], s, i));
-            if (count[c] == 1 || e->size[c] == 1)
+                return ein_error(e, ctx_printf(m->c, "gives %s size %ld in "
+                    "input %d and %ld in input %d, which do not broadcast",
+                    c < EIN_ELL ? "'...'" : ctx_printf(m->c, "'%c'",
+                    ein_char(c)), e->size[c], from[c], s, i));
+            if (count[c] == 1 || e->size[c] == 1) {
                 e->size[c] = s;
+                from[c] = i;
+            }
         }
     }
     *nout = 0;
