@@ -481,4 +481,23 @@ out, err = run("einsum_diagonal", m, {"x": rng.standard_normal((3, 5, 5)).astype
 check("einsum_diagonal", out is None and "equation '...ii->...i' repeats 'i' in input 0" in err
       and "\n" not in err, err or "compiled a diagonal")
 
+# ArgMax (issue 25) feeding an int64 consumer, as a user counts accuracy
+# beside the loss: (logits.argmax(-1) == labels).float().mean(), against
+# numpy; the weights still train through the loss alone.
+xa = rng.standard_normal((6, 3)).astype(np.float32)
+la = np.array([0, 2, 1, 1, 0, 2], np.int64)
+m = model([h.make_node("MatMul", ["x", "W"], ["logits"]),
+           h.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss"]),
+           h.make_node("ArgMax", ["logits"], ["pred"], axis=-1, keepdims=0),
+           h.make_node("Equal", ["pred", "labels"], ["hit"]),
+           h.make_node("Cast", ["hit"], ["hitf"], to=T.FLOAT),
+           h.make_node("ReduceMean", ["hitf"], ["acc"], keepdims=0)],
+          [vi("x", [6, 3]), vi("labels", [6], T.INT64)], [vi("loss", []), vi("acc", [])],
+          [nh.from_array(W, "W")])
+out, err = run("argmax_accuracy", m, {"x": xa, "labels": la}, {"W": W})
+want = np.mean((xa @ W).argmax(-1) == la)
+check("argmax_accuracy", out is not None and out["output.acc"] == np.float32(want) and
+      0 < want < 1 and "grad.W" in out,
+      err or f"accuracy {want} by ArgMax, Equal, Cast, ReduceMean; W trains")
+
 sys.exit(1 if failures else 0)
