@@ -1280,12 +1280,14 @@ static int ein_parse(Ein *e, EinVal *x, int *out, int *nout)
     }
     *nout = 0;
     if (!arrow) {   /* implicit: the ellipsis, then letters met once, sorted */
-        for (int c = 0; c < EIN_CODES; c++)
-            if (c < ell || (c >= EIN_ELL && count[c] == 1))
-                out[(*nout)++] = c;
-        if (*nout > MAX_RANK)
-            return ein_error(e, ctx_printf(m->c, "has an output of rank %d; "
-                             "remat's rank is at most %d", *nout, MAX_RANK));
+        for (int c = 0; c < EIN_CODES; c++) {
+            if (!(c < ell || (c >= EIN_ELL && count[c] == 1)))
+                continue;
+            if (*nout == MAX_RANK)
+                return ein_error(e, ctx_printf(m->c, "has an output of rank "
+                                 "more than %d, remat's highest", MAX_RANK));
+            out[(*nout)++] = c;
+        }
         return 0;
     }
     int ol[MAX_RANK + 1], no = ein_term(e, arrow + 2, strlen(arrow + 2), ol);
