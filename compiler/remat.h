@@ -159,6 +159,10 @@ typedef enum {
     OP_AND,
     OP_OR,
     OP_XOR,
+    /* ArgMax and ArgMin (ops_reduce.c, issue 25): int64 indices along one
+     * axis, no gradient */
+    OP_ARGMAX,
+    OP_ARGMIN,
     OP_COUNT
 } OpKind;
 
@@ -299,8 +303,8 @@ typedef struct {
     unsigned int_ok;
     /* The dtype of every output: INT_OUT_FLOAT (float32),
      * INT_OUT_PASS (int64 where input 0 is, and then every int_ok input
-     * must be int64 too: Slice, Concat of int64), INT_OUT_BOOL (int64 0/1
-     * always: the comparisons and logical ops). The trainer's int64-input
+     * must be int64 too: Slice, Concat of int64), INT_OUT_BOOL (int64
+     * always: the comparisons' and logical ops' 0/1, ArgMax's indices). The trainer's int64-input
      * checks see through an INT_OUT_PASS row to its readers (emit.c). */
     int int_out;
 } OpInfo;

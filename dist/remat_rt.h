@@ -305,6 +305,16 @@ void rt_reduce_min_forward(float *y, const float *x, const rt_bcast *m, int ny);
 void rt_reduce_extreme_backward(float *dx, const float *dy, const float *x,
                                 const float *y, const rt_bcast *m, int ny,
                                 float *count);
+/* ArgMax and ArgMin (issue 25) along one axis of x viewed as
+ * (outer, n, inner): y[o * inner + i] = the k < n whose x[(o * n + k) *
+ * inner + i] is the largest (argmax) or smallest (argmin); the first such
+ * k, or the last where `last` is 1 (ONNX's select_last_index). A NaN is
+ * beyond every number (the first NaN is taken, or the last). No backward:
+ * the indices have no gradient. */
+void rt_argmax_forward(int64_t *y, const float *x, long outer, long n,
+                       long inner, int last);
+void rt_argmin_forward(int64_t *y, const float *x, long outer, long n,
+                       long inner, int last);
 
 /* ---- transformer ops ------------------------------------------------------ */
 

@@ -145,3 +145,47 @@ void rt_reduce_extreme_backward(float *dx, const float *dy, const float *x,
     p.dy = dy;
     rt_bc_run(m, &p, extreme_back_row);
 }
+
+/* ---- ArgMax and ArgMin (issue 25) ----------------------------------------- */
+
+/* y[o][i] = the k of the largest (sign 1) or smallest (sign -1) x[o][k][i];
+ * the first among equals, or the last with `last`. A NaN counts as beyond
+ * every number, as numpy's and torch's argmax and argmin take it. */
+static void arg_extreme(int64_t *y, const float *x, long outer, long n,
+                        long inner, int last, float sign)
+{
+    long o, i, k;
+    for (o = 0; o < outer; o++)
+        for (i = 0; i < inner; i++) {
+            const float *p = x + o * n * inner + i;
+            long best = 0;
+            float b = p[0];
+            for (k = 1; k < n; k++) {
+                const float v = p[k * inner];
+                int take;
+                if (b != b)
+                    take = last && v != v;
+                else if (v != v)
+                    take = 1;
+                else
+                    take = sign * v > sign * b || (last && v == b);
+                if (take) {
+                    best = k;
+                    b = v;
+                }
+            }
+            y[o * inner + i] = (int64_t)best;
+        }
+}
+
+void rt_argmax_forward(int64_t *y, const float *x, long outer, long n,
+                       long inner, int last)
+{
+    arg_extreme(y, x, outer, n, inner, last, 1.0f);
+}
+
+void rt_argmin_forward(int64_t *y, const float *x, long outer, long n,
+                       long inner, int last)
+{
+    arg_extreme(y, x, outer, n, inner, last, -1.0f);
+}

@@ -115,6 +115,8 @@ void nameset_add(Ctx *c, NameSet *t, const char *s);
 int onnx_lower(Im *m);
 /* A new IR tensor named after raw (made valid and unique); its index. */
 int new_tensor(Im *m, const char *raw, TensorKind kind);
+/* Tensor t named after raw instead (its old name stays taken). */
+void rename_tensor(Im *m, int t, const char *raw);
 /* A new IR node named after raw, its attributes at their defaults. */
 Node *new_node(Im *m, const char *raw, OpKind op);
 /* A new output of n named after raw; its tensor. */
@@ -143,6 +145,8 @@ int lower_matmul_t(Im *m, ONode *o);
 int lower_gather_const(Im *m, ONode *o);
 int try_attention(Im *m, ONode *tr);
 int lower_trilu(Im *m, ONode *o);
+/* Einsum as ReduceSum, Transpose, Reshape and MatMul (issue 25) */
+int lower_einsum(Im *m, ONode *o);
 /* o's pads and count_include_pad with a folded Pad's added (issue 25) */
 int apply_fold_pads(Im *m, const ONode *o, Node *n);
 

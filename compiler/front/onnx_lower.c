@@ -23,7 +23,8 @@
  *  - Gather with constant indices that form a range becomes a Slice (and
  *    a Reshape view for a scalar index).
  * LSTM, GRU and RNN are unrolled over their sequence, one block per time
- * step (onnx_rnn.c, which lower_node asks first about every node).
+ * step (onnx_rnn.c, which lower_node asks first about every node);
+ * Einsum becomes ReduceSum, Transpose, Reshape and MatMul (onnx_rewrite.c).
  * The walk is two passes: one that folds what it can and lets the
  * patterns see the constants they compare with, then one that folds the
  * rest (a Shape needs the shape of what it reads) and lowers the others.
@@ -117,6 +118,16 @@ int new_tensor(Im *m, const char *raw, TensorKind kind)
     x->kind = kind;
     x->producer = -1;
     return t;
+}
+
+/* Tensor t named after raw instead (the Einsum lowering names its last
+ * step's output after the ONNX value once it knows which step is last;
+ * the old name stays taken). */
+void rename_tensor(Im *m, int t, const char *raw)
+{
+    Tensor *x = &m->g->tensors[t];
+    x->name = ir_name(m, &m->tensor_names, raw);
+    x->cname = x->name;
 }
 
 static void copy_shape(Tensor *t, const Val *v)
@@ -797,6 +808,8 @@ static int lower_node(Im *m, ONode *o)
         return rnn < 0 ? -1 : 0;
     if (!strcmp(o->op, "Trilu") && o->in[0] >= 0 && m->v[o->in[0]].tensor >= 0)
         return lower_trilu(m, o);
+    if (!strcmp(o->op, "Einsum"))  /* issue 25: lowered, onnx_rewrite.c */
+        return lower_einsum(m, o);
     int known = op_lookup(o->op);
     if ((known == OP_MAX || known == OP_MIN) && o->nin != 2 && o->nin > 0)
         return lower_variadic(m, o, (OpKind)known);

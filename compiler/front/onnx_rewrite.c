@@ -7,6 +7,8 @@
  * and the optional outputs computed beside the node that has
  * them (LayerNormalization's statistics, SoftmaxCrossEntropyLoss's
  * log-probabilities). Each matches exactly or leaves the nodes alone.
+ * Einsum is lowered here too, into ReduceSum, Transpose, Reshape and
+ * MatMul (issue 25; the section at the end).
  */
 #include "onnx_impl.h"
 
@@ -947,3 +949,451 @@ int lower_trilu(Im *m, ONode *o)
     return 0;
 }
 
+
+/* ---- Einsum (issue 25) --------------------------------------------------------------- */
+
+/* Einsum is lowered at import into the IR's own ops, whose backward
+ * passes give its gradient. Labels are codes: the ellipsis's dimensions
+ * 0 .. EIN_ELL-1 (aligned to the right across the inputs, as numpy
+ * broadcasts them), then 'A'-'Z' and 'a'-'z' in ASCII order, so that
+ * sorted codes order an implicit output as numpy does (ellipsis first).
+ * One input: ReduceSum over the letters the output lacks, then a
+ * Transpose to the output's order. Two: each input sums out the letters
+ * that neither the other nor the output has (and a dimension of 1 that
+ * another input broadcasts), is transposed to (batch, free, contracted)
+ * letters and reshaped to one free and one contracted dimension; MatMul
+ * multiplies them over the batch letters; a Reshape and a Transpose give
+ * the output's order. Steps that would change nothing are left out (a
+ * Reshape is a view anyway). More inputs fold from the left, each partial
+ * product keeping the letters the output or a later input has. A letter
+ * twice in one term (a diagonal or a trace) is refused. */
+#define EIN_ELL MAX_RANK
+#define EIN_CODES (EIN_ELL + 52)
+
+typedef struct {
+    int rank;
+    int lab[MAX_RANK];
+    int t;                  /* its IR tensor */
+} EinVal;
+
+typedef struct {
+    Im *m;
+    ONode *o;
+    const char *eq;         /* the equation, for messages */
+    const char *out;        /* the ONNX output's name */
+    long size[EIN_CODES];   /* each label's size, broadcast */
+    int used[5];            /* the ops made: ein_ops's order */
+} Ein;
+
+static const OpKind ein_ops[5] = {OP_REDUCE_SUM, OP_TRANSPOSE, OP_RESHAPE,
+                                  OP_MATMUL, OP_IDENTITY};
+
+static int ein_code(char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return EIN_ELL + (ch - 'A');
+    if (ch >= 'a' && ch <= 'z')
+        return EIN_ELL + 26 + (ch - 'a');
+    return -1;
+}
+
+static char ein_char(int code)
+{
+    code -= EIN_ELL;
+    return (char)(code < 26 ? 'A' + code : 'a' + code - 26);
+}
+
+static int ein_error(Ein *e, const char *what)
+{
+    return lower_error(e->m, e->o, ctx_printf(e->m->c, "equation '%s' %s",
+                                              e->eq, what));
+}
+
+/* Term s[0..len) as labels, -1 where the ellipsis stands: the count, or
+ * -1 on an error. */
+static int ein_term(Ein *e, const char *s, size_t len, int *lab)
+{
+    int n = 0, ell = 0;
+    for (size_t k = 0; k < len; k++) {
+        if (len - k >= 3 && !strncmp(s + k, "...", 3) && !ell) {
+            lab[n++] = -1;
+            ell = 1;
+            k += 2;
+        } else if (ein_code(s[k]) >= 0) {
+            if (n - ell == MAX_RANK)
+                return ein_error(e, ctx_printf(e->m->c, "has a term of more "
+                                 "than %d letters, remat's highest rank",
+                                 MAX_RANK));
+            lab[n++] = ein_code(s[k]);
+        } else {
+            return ein_error(e, ctx_printf(e->m->c, "has '%c' in a term; "
+                             "a term is letters and at most one '...'", s[k]));
+        }
+    }
+    return n;
+}
+
+/* Term lab[0..n) of an operand of rank `rank` (ell: the most dimensions
+ * any input's ellipsis stands for) as x's labels; which: "input 1". */
+static int ein_expand(Ein *e, const int *lab, int n, int rank, int ell,
+                      EinVal *x, const char *which)
+{
+    int letters = 0, has_ell = 0;
+    for (int k = 0; k < n; k++)
+        lab[k] < 0 ? (void)(has_ell = 1) : (void)letters++;
+    int mine = rank - letters;      /* dimensions its ellipsis stands for */
+    if (mine < 0 || (!has_ell && mine))
+        return ein_error(e, ctx_printf(e->m->c, "has %d letter%s%s for %s, "
+                         "of rank %d", letters, letters == 1 ? "" : "s",
+                         has_ell ? " and '...'" : "", which, rank));
+    x->rank = 0;
+    for (int k = 0; k < n; k++) {
+        if (lab[k] >= 0) {
+            for (int j = 0; j < x->rank; j++)
+                if (x->lab[j] == lab[k])
+                    return ein_error(e, ctx_printf(e->m->c, "repeats '%c' in "
+                        "%s (a diagonal or a trace); remat lowers Einsum with "
+                        "each letter once per term", ein_char(lab[k]), which));
+            x->lab[x->rank++] = lab[k];
+        } else {
+            for (int j = ell - mine; j < ell; j++)
+                x->lab[x->rank++] = j;
+        }
+    }
+    return 0;
+}
+
+static int ein_has(const EinVal *x, int code)
+{
+    for (int d = 0; d < x->rank; d++)
+        if (x->lab[d] == code)
+            return 1;
+    return 0;
+}
+
+/* A node of op reading in0 (and in1 unless -1), named after the Einsum
+ * with the suffix what, its output after the Einsum's output; shape
+ * inference runs once the caller has set its attributes (ein_done). */
+static Node *ein_node(Ein *e, OpKind op, int in0, int in1, const char *what)
+{
+    Im *m = e->m;
+    Node *n = new_node(m, ctx_printf(m->c, "%s/%s", e->o->name, what), op);
+    for (int k = 0; k < 5; k++)
+        e->used[k] |= ein_ops[k] == op;
+    n->in[n->nin++] = in0;
+    if (in1 >= 0)
+        n->in[n->nin++] = in1;
+    add_out(m, n, ctx_printf(m->c, "%s_%s", e->out, what));
+    return n;
+}
+
+static int ein_done(Ein *e, Node *n, EinVal *x)
+{
+    if (finish_node(e->m, n, e->o))
+        return -1;
+    x->t = n->out[0];
+    return 0;
+}
+
+/* x's labels that keep[] does not hold summed out, and so is a dimension
+ * of 1 that another input broadcasts to more. */
+static int ein_sum(Ein *e, EinVal *x, const int *keep, const char *what)
+{
+    const Tensor *t = &e->m->g->tensors[x->t];
+    long axes[MAX_RANK];
+    int na = 0, r = 0;
+    for (int d = 0; d < x->rank; d++)
+        if (!keep[x->lab[d]] || (t->dims[d] == 1 && e->size[x->lab[d]] > 1))
+            axes[na++] = d;
+        else
+            x->lab[r++] = x->lab[d];
+    if (!na)
+        return 0;
+    Node *n = ein_node(e, OP_REDUCE_SUM, x->t, -1, what);
+    set_ints(n, "axes", axes, na);
+    set_int(n, "keepdims", 0);
+    x->rank = r;
+    return ein_done(e, n, x);
+}
+
+/* x transposed so that its labels run as order[0..x->rank). */
+static int ein_transpose(Ein *e, EinVal *x, const int *order, const char *what)
+{
+    long perm[MAX_RANK];
+    int same = 1;
+    for (int k = 0; k < x->rank; k++) {
+        perm[k] = -1;
+        for (int d = 0; d < x->rank; d++)
+            if (x->lab[d] == order[k])
+                perm[k] = d;
+        assert(perm[k] >= 0);
+        same &= perm[k] == k;
+    }
+    if (same)
+        return 0;
+    Node *n = ein_node(e, OP_TRANSPOSE, x->t, -1, what);
+    set_ints(n, "perm", perm, x->rank);
+    for (int k = 0; k < x->rank; k++)
+        x->lab[k] = order[k];
+    return ein_done(e, n, x);
+}
+
+/* x's floats as shape dims[0..rank) (a view; none where it has it). */
+static int ein_reshape(Ein *e, EinVal *x, int rank, const long *dims,
+                       const char *what)
+{
+    const Tensor *t = &e->m->g->tensors[x->t];
+    int same = t->rank == rank;
+    for (int d = 0; same && d < rank; d++)
+        same = t->dims[d] == dims[d];
+    if (same)
+        return 0;
+    Node *n = ein_node(e, OP_RESHAPE, x->t, -1, what);
+    set_ints(n, "shape", dims, rank);
+    return ein_done(e, n, x);
+}
+
+/* The product of a and b keeping the labels need[] holds, as r. */
+static int ein_pair(Ein *e, EinVal *a, EinVal *b, const int *need, EinVal *r)
+{
+    int keep[EIN_CODES];
+    for (int c = 0; c < EIN_CODES; c++)
+        keep[c] = need[c] || ein_has(b, c);
+    if (ein_sum(e, a, keep, "sum_a"))
+        return -1;
+    for (int c = 0; c < EIN_CODES; c++)
+        keep[c] = need[c] || ein_has(a, c);
+    if (ein_sum(e, b, keep, "sum_b"))
+        return -1;
+    /* batch letters (both, kept), a's free, contracted (both, not kept),
+     * b's free; ordered as they come in a, then in b */
+    int bat[MAX_RANK], fa[MAX_RANK], ct[MAX_RANK], fb[MAX_RANK];
+    int nb = 0, nfa = 0, nct = 0, nfb = 0;
+    for (int d = 0; d < a->rank; d++) {
+        int c = a->lab[d];
+        if (!ein_has(b, c))
+            fa[nfa++] = c;
+        else if (need[c])
+            bat[nb++] = c;
+        else
+            ct[nct++] = c;
+    }
+    for (int d = 0; d < b->rank; d++)
+        if (!ein_has(a, b->lab[d]))
+            fb[nfb++] = b->lab[d];
+    if (nb + nfa + nfb > MAX_RANK)
+        return ein_error(e, ctx_printf(e->m->c, "makes a product of rank %d; "
+                         "remat's rank is at most %d", nb + nfa + nfb,
+                         MAX_RANK));
+    int oa[MAX_RANK], ob[MAX_RANK], na = 0, nob = 0;
+    long pfa = 1, pct = 1, pfb = 1;
+    for (int k = 0; k < nb; k++)
+        oa[na++] = ob[nob++] = bat[k];
+    for (int k = 0; k < nfa; k++)
+        pfa *= e->size[oa[na++] = fa[k]];
+    for (int k = 0; k < nct; k++)
+        pct *= e->size[oa[na++] = ob[nob++] = ct[k]];
+    for (int k = 0; k < nfb; k++)
+        pfb *= e->size[ob[nob++] = fb[k]];
+    if (ein_transpose(e, a, oa, "t_a") || ein_transpose(e, b, ob, "t_b"))
+        return -1;
+    /* the batch letters as they are, or as one where 2 more would not fit */
+    long da[MAX_RANK], db[MAX_RANK], dr[MAX_RANK];
+    int rb = nb + 2 <= MAX_RANK ? nb : 1;
+    for (int k = 0; k < rb; k++)
+        da[k] = db[k] = dr[k] = 1;
+    for (int k = 0; k < nb; k++)
+        da[rb == nb ? k : 0] *= e->size[bat[k]];
+    for (int k = 0; k < rb; k++)
+        db[k] = da[k];
+    da[rb] = pfa;
+    da[rb + 1] = db[rb] = pct;
+    db[rb + 1] = pfb;
+    if (ein_reshape(e, a, rb + 2, da, "a_3d") ||
+        ein_reshape(e, b, rb + 2, db, "b_3d"))
+        return -1;
+    Node *n = ein_node(e, OP_MATMUL, a->t, b->t, "matmul");
+    if (ein_done(e, n, r))
+        return -1;
+    r->rank = 0;
+    for (int k = 0; k < nb; k++)
+        r->lab[r->rank++] = bat[k];
+    for (int k = 0; k < nfa; k++)
+        r->lab[r->rank++] = fa[k];
+    for (int k = 0; k < nfb; k++)
+        r->lab[r->rank++] = fb[k];
+    for (int k = 0; k < r->rank; k++)
+        dr[k] = e->size[r->lab[k]];
+    return ein_reshape(e, r, r->rank, dr, "unflat");
+}
+
+/* The equation's terms as each input's labels (x[0..nin)) and the
+ * output's (out, its count *nout): checked, and each label's size. */
+static int ein_parse(Ein *e, EinVal *x, int *out, int *nout)
+{
+    Im *m = e->m;
+    const char *eq = e->eq, *arrow = strstr(eq, "->");
+    const char *end = arrow ? arrow : eq + strlen(eq);
+    int lab[MAX_IO][MAX_RANK + 1], n[MAX_IO], ell = 0, ni = 0;
+    for (const char *s = eq; ; ni++) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *stop = comma ? comma : end;
+        if (ni == e->o->nin)
+            return ein_error(e, ctx_printf(m->c, "has more terms than the "
+                             "node's %d input%s", e->o->nin,
+                             e->o->nin == 1 ? "" : "s"));
+        if ((n[ni] = ein_term(e, s, (size_t)(stop - s), lab[ni])) < 0)
+            return -1;
+        int letters = 0;
+        for (int k = 0; k < n[ni]; k++)
+            letters += lab[ni][k] >= 0;
+        int mine = m->g->tensors[x[ni].t].rank - letters;
+        if (letters < n[ni] && mine > ell)
+            ell = mine;
+        if (!comma)
+            break;
+        s = comma + 1;
+    }
+    if (++ni != e->o->nin)
+        return ein_error(e, ctx_printf(m->c, "has %d term%s for the node's %d "
+                         "inputs", ni, ni == 1 ? "" : "s", e->o->nin));
+    int count[EIN_CODES] = {0}, from[EIN_CODES] = {0};
+    for (int i = 0; i < ni; i++) {
+        if (ein_expand(e, lab[i], n[i], m->g->tensors[x[i].t].rank, ell, &x[i],
+                       ctx_printf(m->c, "input %d", i)))
+            return -1;
+        const Tensor *t = &m->g->tensors[x[i].t];
+        for (int d = 0; d < x[i].rank; d++) {
+            int c = x[i].lab[d];
+            long s = t->dims[d];
+            count[c]++;
+            if (count[c] > 1 && s != e->size[c] && s != 1 && e->size[c] != 1)
+                return ein_error(e, ctx_printf(m->c, "gives %s size %ld in "
+                    "input %d and %ld in input %d, which do not broadcast",
+                    c < EIN_ELL ? "'...'" : ctx_printf(m->c, "'%c'",
+                    ein_char(c)), e->size[c], from[c], s, i));
+            if (count[c] == 1 || e->size[c] == 1) {
+                e->size[c] = s;
+                from[c] = i;
+            }
+        }
+    }
+    *nout = 0;
+    if (!arrow) {   /* implicit: the ellipsis, then letters met once, sorted */
+        for (int c = 0; c < EIN_CODES; c++) {
+            if (!(c < ell || (c >= EIN_ELL && count[c] == 1)))
+                continue;
+            if (*nout == MAX_RANK)
+                return ein_error(e, ctx_printf(m->c, "has an output of rank "
+                                 "more than %d, remat's highest", MAX_RANK));
+            out[(*nout)++] = c;
+        }
+        return 0;
+    }
+    int ol[MAX_RANK + 1], no = ein_term(e, arrow + 2, strlen(arrow + 2), ol);
+    if (no < 0)
+        return -1;
+    int has_ell = 0;
+    for (int k = 0; k < no; k++) {
+        if (ol[k] < 0) {
+            has_ell = 1;
+            if (*nout + ell > MAX_RANK)
+                return ein_error(e, ctx_printf(m->c, "has an output of rank "
+                                 "more than %d, remat's highest", MAX_RANK));
+            for (int j = 0; j < ell; j++)
+                out[(*nout)++] = j;
+            continue;
+        }
+        for (int j = 0; j < *nout; j++)
+            if (out[j] == ol[k])
+                return ein_error(e, ctx_printf(m->c, "repeats '%c' in its "
+                                 "output", ein_char(ol[k])));
+        if (!count[ol[k]])
+            return ein_error(e, ctx_printf(m->c, "has '%c' in its output but "
+                             "in no input", ein_char(ol[k])));
+        if (*nout == MAX_RANK)
+            return ein_error(e, ctx_printf(m->c, "has an output of rank more "
+                             "than %d, remat's highest", MAX_RANK));
+        out[(*nout)++] = ol[k];
+    }
+    if (ell && !has_ell)
+        return ein_error(e, "has '...' standing for dimensions in an input "
+                         "but not in its output; ONNX and numpy refuse that");
+    return 0;
+}
+
+int lower_einsum(Im *m, ONode *o)
+{
+    const Onnx__AttributeProto *a = onnx_attr(o, "equation");
+    if (!a || a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
+        return lower_error(m, o, "has no equation attribute (a string)");
+    if (o->nin < 1 || o->nin > MAX_IO || o->nout != 1 || o->out[0] < 0)
+        return lower_error(m, o, ctx_printf(m->c, "has %d inputs and %d "
+                           "outputs; remat lowers Einsum of 1 to %d inputs "
+                           "with its one output", o->nin, o->nout, MAX_IO));
+    /* the equation without its spaces */
+    char *eq = ctx_alloc(m->c, a->s.len + 1);
+    size_t len = 0;
+    for (size_t k = 0; k < a->s.len; k++)
+        if (a->s.data[k] != ' ')
+            eq[len++] = (char)a->s.data[k];
+    eq[len] = '\0';
+    Ein e = {.m = m, .o = o, .eq = eq, .out = m->v[o->out[0]].name};
+    if (im_reserve(m, 10 * o->nin + 2))
+        return -1;
+    EinVal x[MAX_IO];
+    for (int i = 0; i < o->nin; i++) {
+        if (o->in[i] < 0)
+            return lower_error(m, o, ctx_printf(m->c, "input %d is left out; "
+                               "Einsum reads every input given", i));
+        if ((x[i].t = tensor_of(m, o->in[i], o)) < 0)
+            return -1;
+        if (m->g->tensors[x[i].t].is_int)
+            return lower_error(m, o, ctx_printf(m->c, "input %d '%s' is "
+                "int64; remat computes Einsum in float32", i,
+                m->g->tensors[x[i].t].name));
+    }
+    int out[MAX_RANK], nout = 0, first = m->g->ntensors;
+    if (ein_parse(&e, x, out, &nout))
+        return -1;
+    int need[EIN_CODES] = {0};
+    for (int k = 0; k < nout; k++)
+        need[out[k]] = 1;
+    EinVal acc = x[0];
+    if (o->nin == 1) {
+        if (ein_sum(&e, &acc, need, "sum"))
+            return -1;
+    }
+    for (int i = 1; i < o->nin; i++) {
+        int later[EIN_CODES];
+        for (int c = 0; c < EIN_CODES; c++) {
+            later[c] = need[c];
+            for (int j = i + 1; j < o->nin; j++)
+                later[c] |= ein_has(&x[j], c);
+        }
+        EinVal r;
+        if (ein_pair(&e, &acc, &x[i], later, &r))
+            return -1;
+        acc = r;
+    }
+    if (ein_transpose(&e, &acc, out, "t"))
+        return -1;
+    if (acc.t < first) {    /* the output is an input as it is */
+        Node *n = ein_node(&e, OP_IDENTITY, acc.t, -1, "identity");
+        if (ein_done(&e, n, &acc))
+            return -1;
+    }
+    rename_tensor(m, acc.t, e.out);
+    m->v[o->out[0]].tensor = acc.t;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[acc.t]);
+    const char *ops = "";
+    int nused = 0;
+    for (int k = 0; k < 5; k++)
+        nused += e.used[k];
+    for (int k = 0, j = 0; k < 5; k++)
+        if (e.used[k])
+            ops = ctx_printf(m->c, "%s%s%s", ops, !j++ ? "" : j == nused ?
+                             " and " : ", ", op_table[ein_ops[k]].name);
+    log_rewrite(m, ctx_printf(m->c, "Einsum '%s' as %s", eq, ops), o);
+    return 0;
+}

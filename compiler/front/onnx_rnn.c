@@ -654,6 +654,8 @@ int onnx_lowered_ops(const char **names, const char **how, int max)
                 "Split, Sigmoid, Tanh, Add, Sub, Mul, Neg"},
         {"RNN", "unrolled over its sequence, one block per step: Gemm, "
                 "Tanh or Relu"},
+        {"Einsum", "ReduceSum, Transpose, Reshape, MatMul (no repeated "
+                   "letter in a term)"},
     };
     int n = 0;
     for (size_t k = 0; k < sizeof ops / sizeof *ops && n < max; k++) {

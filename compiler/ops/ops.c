@@ -61,6 +61,13 @@ static const AttrSpec reduce_attrs[] = {
     {0},
 };
 static const AttrSpec no_attrs[] = {{0}};
+/* ArgMax, ArgMin (issue 25) */
+static const AttrSpec arg_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = 0},
+    {.name = "keepdims", .type = ATTR_INT, .i = 1, .flag = 1},
+    {.name = "select_last_index", .type = ATTR_INT, .i = 0, .flag = 1},
+    {0},
+};
 /* Cast's target type as ONNX numbers it; remat computes 1 (float32) */
 static const AttrSpec cast_attrs[] = {
     {.name = "to", .type = ATTR_INT, .i = 1},
@@ -516,6 +523,15 @@ const OpInfo op_table[] = {
     [OP_AND] = LOGIC("And"),
     [OP_OR] = LOGIC("Or"),
     [OP_XOR] = LOGIC("Xor"),
+    /* ArgMax and ArgMin (ops_reduce.c, issue 25): the index of the largest
+     * or smallest value along one axis, int64 (INT_OUT_BOOL: int64 always);
+     * no backward, as the comparisons have none */
+    [OP_ARGMAX] = {"ArgMax", "argmax", 1, 1, 1, CAT_REDUCTION, arg_attrs,
+                   shape_arg, flops_in, {0}, emit_arg_fwd, NULL, NULL, NULL,
+                   .no_grad = 1, .int_out = INT_OUT_BOOL},
+    [OP_ARGMIN] = {"ArgMin", "argmin", 1, 1, 1, CAT_REDUCTION, arg_attrs,
+                   shape_arg, flops_in, {0}, emit_arg_fwd, NULL, NULL, NULL,
+                   .no_grad = 1, .int_out = INT_OUT_BOOL},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

@@ -125,6 +125,10 @@ void emit_extreme_bwd(Emit *e, const Node *n, const char *const *din,
                       const char *const *dout, const char *const *in,
                       const char *const *out);
 long scratch_extreme(const Graph *g, const Node *n, int backward);
+/* ArgMax, ArgMin (issue 25) */
+int shape_arg(Ctx *c, Graph *g, Node *n);
+void emit_arg_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in);
 
 /* ---- ops_softmax.c: Softmax, LogSoftmax ---------------------------------------- */
 

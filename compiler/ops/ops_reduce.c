@@ -2,7 +2,8 @@
  * ops_reduce.c: ReduceSum, ReduceMean, ReduceMax and ReduceMin over any
  * set of axes, through the runtime's reduce.c and a broadcast map from
  * the input to the reduced output (the backward broadcasts the gradient
- * back; ReduceMax's and ReduceMin's to the extremes only).
+ * back; ReduceMax's and ReduceMin's to the extremes only); ArgMax and
+ * ArgMin, the int64 index of the extreme along one axis, no backward.
  */
 #include "ops.h"
 
@@ -109,4 +110,50 @@ void emit_extreme_bwd(Emit *e, const Node *n, const char *const *din,
 long scratch_extreme(const Graph *g, const Node *n, int backward)
 {
     return backward ? OUT(0)->numel : 0;
+}
+
+/* ---- ArgMax and ArgMin (issue 25) ------------------------------------------------- */
+
+/* The input's axis, normalized; -1 with an error. */
+static int arg_axis(Ctx *c, const Graph *g, const Node *n)
+{
+    const Tensor *x = IN(0);
+    long a = node_int(n, "axis");
+    if (x->rank < 1 || a < -x->rank || a >= x->rank)
+        return node_error(c, g, n, ctx_printf(c, "%s axis %ld is out of "
+            "range for input '%s' of rank %d; it must be in [%d, %d]",
+            n->row->name, a, x->name, x->rank, -x->rank, x->rank - 1));
+    return (int)(a < 0 ? a + x->rank : a);
+}
+
+int shape_arg(Ctx *c, Graph *g, Node *n)
+{
+    int a = arg_axis(c, g, n);
+    if (a < 0)
+        return -1;
+    const Tensor *x = IN(0);
+    long dims[MAX_RANK];
+    int rank = 0, keep = node_int(n, "keepdims") != 0;
+    for (int d = 0; d < x->rank; d++)
+        if (d != a || keep)
+            dims[rank++] = d == a ? 1 : x->dims[d];
+    set_shape(OUT(0), rank, dims);
+    return 0;
+}
+
+void emit_arg_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    int a = arg_axis(e->ctx, g, n);
+    assert(a >= 0 && "shapes.c accepted the axis");
+    long outer = 1, inner = 1;
+    for (int d = 0; d < a; d++)
+        outer *= x->dims[d];
+    for (int d = a + 1; d < x->rank; d++)
+        inner *= x->dims[d];
+    emit(e, "rt_%s_forward(%s, %s, %ld, %ld, %ld, %d);", n->row->kernel,
+         out[0], in[0], outer, x->dims[a], inner,
+         (int)node_int(n, "select_last_index"));
 }

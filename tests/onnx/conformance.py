@@ -3,8 +3,8 @@
 Usage: conformance.py REMAT WORK_DIR EXPECTED_FAILURES [-j N] [TEST ...]
 
 Runs every node test under /usr/include/onnx/backend/test/data/node/ whose
-ops are all ones remat computes or folds and whose tensors are all float32
-or int64: `remat build` of the model, then the trainer's
+ops are all ones remat computes or folds and whose tensors are all float32,
+int64 or bool, or float64 in a test without a Cast: `remat build` of the model, then the trainer's
 `--load DIR --dump OUT` on the test's inputs, and its output.NAME.npy files
 against the test's expected outputs (numpy.allclose, rtol 1e-4, atol 1e-5).
 
@@ -14,8 +14,11 @@ starts, ...) is made an initializer holding the test's own value before
 the build. remat's graph outputs are float32 and its bools int64 0 and 1
 (docs/ops.md), so a bool or int64 output gets a Cast to float32 after it,
 and its values are compared (exact for bools and for integers below 2^24),
-and a bool input's file holds int64 0 and 1. Those are the changes made to
-a test.
+and a bool input's file holds int64 0 and 1. remat computes in float32,
+so a float64 test (Einsum's, Max's and Min's; not a Cast's, whose type is
+its subject) has its float64 inputs, outputs and initializers made
+float32 and its inputs rounded to float32, and is compared at the same
+tolerance with its float64 outputs. Those are the changes made to a test.
 
 The counts come in two groups: tests whose ops are all rows of remat's op
 table (the ops it computes: the 90% target is over these), and tests that
@@ -41,8 +44,8 @@ from onnx import numpy_helper
 
 NODE_DIR = "/usr/include/onnx/backend/test/data/node"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FLOAT, INT64, BOOL = (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64,
-                      onnx.TensorProto.BOOL)
+FLOAT, INT64, BOOL, DOUBLE = (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64,
+                              onnx.TensorProto.BOOL, onnx.TensorProto.DOUBLE)
 
 # Inputs an op reads as compile-time constants: (op, input index).
 CONST_INPUTS = {
@@ -60,9 +63,10 @@ CONST_INPUTS = {
 # rest of what onnx_eval.c folds, Max or Floor say, appears in no such
 # subgraph torch writes and is no op of remat's).
 FOLDED = {"Constant", "Shape", "Size", "ConstantOfShape", "Range", "Trilu"}
-# Ops the importer unrolls into the op table's (compiler/front/onnx_rnn.c):
-# computed, forward and backward, so their tests count as computed ops'.
-LOWERED = {"LSTM", "GRU", "RNN"}
+# Ops the importer unrolls or lowers into the op table's
+# (compiler/front/onnx_rnn.c, Einsum in onnx_rewrite.c): computed, forward
+# and backward, so their tests count as computed ops'.
+LOWERED = {"LSTM", "GRU", "RNN", "Einsum"}
 
 
 def supported_ops():
@@ -86,9 +90,24 @@ def eligible(path, ops):
     kinds = {n.op_type for n in model.graph.node}
     if not kinds or not kinds <= ops:
         return None
-    if any(t not in (FLOAT, INT64, BOOL) for t in tensor_types(model)):
+    casts = kinds & {"Cast", "CastLike"}
+    if any(t not in (FLOAT, INT64, BOOL) and (t != DOUBLE or casts)
+           for t in tensor_types(model)):
         return None
     return model
+
+
+def float64_to_float32(model):
+    """A float64 test's declared inputs, outputs and initializers as
+    float32 (remat computes in float32; eligible() took no Cast)."""
+    g = model.graph
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        if v.type.tensor_type.elem_type == DOUBLE:
+            v.type.tensor_type.elem_type = FLOAT
+    for k, t in enumerate(g.initializer):
+        if t.data_type == DOUBLE:
+            g.initializer[k].CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(t).astype(np.float32), t.name))
 
 
 def folds_only(path):
@@ -119,6 +138,8 @@ def run_one(args):
         with open(os.path.join(data, f"input_{k}.pb"), "rb") as f:
             t.ParseFromString(f.read())
         values[n] = numpy_helper.to_array(t)
+        if values[n].dtype == np.float64:
+            values[n] = values[n].astype(np.float32)
     # shape-like int64 inputs become initializers holding the test's value
     const = set()
     for node in model.graph.node:
@@ -127,6 +148,7 @@ def run_one(args):
                 const.add(n)
     for n in sorted(const):
         model.graph.initializer.append(numpy_helper.from_array(values[n], n))
+    float64_to_float32(model)
     keep = [i for i in model.graph.input if i.name not in const]
     del model.graph.input[:]
     model.graph.input.extend(keep)

@@ -432,4 +432,72 @@ out, err = run("cast_int_to_bool", m, {"x": x24, "codes": codes})
 check("cast_int_to_bool", out is not None and np.array_equal(out["output.y"], np.where(codes != 0, x24, 0.5)),
       err or "Cast to bool of int64 codes selects where they are nonzero")
 
+# Einsum (issue 25) is lowered at import into ReduceSum, Transpose,
+# Reshape and MatMul: each equation's output against numpy.einsum and the
+# gradients of sum(einsum * R) with respect to every operand (trainable
+# initializers) against torch.einsum's autograd in float64. Implicit
+# outputs (sorted, uppercase first), '...' broadcast across inputs of
+# different ranks, a dimension of 1 broadcast, three operands, a scalar.
+import torch  # noqa: E402
+
+EINSUM_CASES = [
+    ("ij->ji", [(3, 4)]), ("ij->i", [(3, 4)]), ("ij->", [(3, 4)]),
+    ("ji", [(3, 4)]), ("ij->ij", [(2, 3)]),
+    ("bij, bjk -> bik", [(5, 2, 3), (5, 3, 4)]), ("i,i", [(5,), (5,)]),
+    ("bi,bi->b", [(4, 5), (4, 5)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("bhqk,bhkd->bhqd", [(2, 3, 4, 6), (2, 3, 6, 5)]), ("bnd,dk->bnk", [(2, 3, 4), (4, 5)]),
+    ("...ij->...ji", [(2, 3, 4, 5)]), ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 6)]),
+    ("...i,i", [(4, 2, 3), (3,)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("i,j->ij", [(3,), (4,)]), ("ij,ij->ij", [(1, 3), (2, 3)]),
+    ("abc,cd->", [(2, 3, 4), (4, 5)]), ("bik,bkj->bji", [(2, 3, 4), (2, 4, 5)]),
+    ("ijk,jil->kl", [(2, 3, 4), (3, 2, 5)]), ("Ab,bc", [(2, 3), (3, 4)]),
+    ("a,b,c->", [(2,), (3,), (4,)]), ("i,->i", [(3,), ()]),
+]
+for k, (eq, shapes) in enumerate(EINSUM_CASES):
+    name = f"einsum_{k}"
+    ws = [rng.standard_normal(sh).astype(np.float32) for sh in shapes]
+    want = np.einsum(eq.replace(" ", ""), *[w.astype(np.float64) for w in ws])
+    R = rng.standard_normal(want.shape).astype(np.float32)
+    names = [f"w{i}" for i in range(len(ws))]
+    m = model([h.make_node("Einsum", names, ["y"], equation=eq),
+               h.make_node("Mul", ["y", "R"], ["z"]),
+               h.make_node("ReduceSum", ["z"], ["loss"], keepdims=0)],
+              [vi("R", list(R.shape))], [vi("loss", []), vi("y", list(want.shape))],
+              [nh.from_array(w, n) for n, w in zip(names, ws)])
+    out, err = run(name, m, {"R": R}, dict(zip(names, ws)))
+    tw = [torch.tensor(w, dtype=torch.float64, requires_grad=True) for w in ws]
+    (torch.einsum(eq.replace(" ", ""), *tw) * torch.tensor(R, dtype=torch.float64)).sum().backward()
+    ok = out is not None and out["output.y"].shape == want.shape and \
+        np.allclose(out["output.y"], want, rtol=1e-5, atol=1e-5)
+    for n, t in zip(names, tw):
+        ok = ok and np.allclose(out[f"grad.{n}"], t.grad.numpy(), rtol=1e-5, atol=1e-5)
+    check(name, ok, err or f"Einsum '{eq}' of {shapes}: output and gradients")
+
+# Einsum with a letter twice in a term (a diagonal, a trace) is refused in
+# one line naming the equation.
+m = model([h.make_node("Einsum", ["x"], ["y"], equation="...ii->...i")],
+          [vi("x", [3, 5, 5])], [vi("y", [3, 5])])
+out, err = run("einsum_diagonal", m, {"x": rng.standard_normal((3, 5, 5)).astype(np.float32)})
+check("einsum_diagonal", out is None and "equation '...ii->...i' repeats 'i' in input 0" in err
+      and "\n" not in err, err or "compiled a diagonal")
+
+# ArgMax (issue 25) feeding an int64 consumer, as a user counts accuracy
+# beside the loss: (logits.argmax(-1) == labels).float().mean(), against
+# numpy; the weights still train through the loss alone.
+xa = rng.standard_normal((6, 3)).astype(np.float32)
+la = np.array([0, 2, 1, 1, 0, 2], np.int64)
+m = model([h.make_node("MatMul", ["x", "W"], ["logits"]),
+           h.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss"]),
+           h.make_node("ArgMax", ["logits"], ["pred"], axis=-1, keepdims=0),
+           h.make_node("Equal", ["pred", "labels"], ["hit"]),
+           h.make_node("Cast", ["hit"], ["hitf"], to=T.FLOAT),
+           h.make_node("ReduceMean", ["hitf"], ["acc"], keepdims=0)],
+          [vi("x", [6, 3]), vi("labels", [6], T.INT64)], [vi("loss", []), vi("acc", [])],
+          [nh.from_array(W, "W")])
+out, err = run("argmax_accuracy", m, {"x": xa, "labels": la}, {"W": W})
+want = np.mean((xa @ W).argmax(-1) == la)
+check("argmax_accuracy", out is not None and out["output.acc"] == np.float32(want) and
+      0 < want < 1 and "grad.W" in out,
+      err or f"accuracy {want} by ArgMax, Equal, Cast, ReduceMean; W trains")
+
 sys.exit(1 if failures else 0)

@@ -128,3 +128,12 @@ save("onnx_resize_opset10", model([h.make_node("Resize", ["x4", "sc"], ["y4"], n
 save("onnx_upsample_linear", model([h.make_node("Upsample", ["x4", "sc"], ["y4"], name="up",
                                                mode="linear")],
                                    [x4], [y4], [scales2], opset=9))
+# Einsum is lowered at import (issue 25): a letter twice in a term (a
+# diagonal or a trace) is refused, and so are sizes that do not broadcast
+save("onnx_einsum_diagonal", model([h.make_node("Einsum", ["sq"], ["d"], name="diag",
+                                                equation="ii->i")],
+                                   [vi("sq", [3, 3])], [vi("d", [3])]))
+save("onnx_einsum_sizes", model([h.make_node("Einsum", ["x", "w"], ["y"], name="proj",
+                                             equation="ij,jk->ik")],
+                                [x], [vi("y", [2, 4])],
+                                [nh.from_array(np.ones((4, 4), np.float32), "w")]))

@@ -995,6 +995,66 @@ class BertMask(nn.Module):
                 torch.randint(0, 3, (2,), generator=g))
 
 
+class EinsumLayer(nn.Module):
+    """A pre-LayerNorm transformer layer written with torch.einsum, as
+    einops-style code does: heads projected straight from (b, n, d)
+    ('bnd,dhe->bhne'), scores q k^T ('bhqd,bhkd->bhqk'), softmax,
+    attn @ v ('bhqk,bhkd->bhqd'), the heads merged back by contracting
+    two letters ('bhne,hed->bnd'), and an MLP of 'bnd,dk->bnk'
+    projections."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        e = d // heads
+        self.scale = 1.0 / math.sqrt(e)
+        self.ln_1 = nn.LayerNorm(d)
+        self.wq = nn.Parameter(torch.randn(d, heads, e) / math.sqrt(d))
+        self.wk = nn.Parameter(torch.randn(d, heads, e) / math.sqrt(d))
+        self.wv = nn.Parameter(torch.randn(d, heads, e) / math.sqrt(d))
+        self.wo = nn.Parameter(torch.randn(heads, e, d) / math.sqrt(d))
+        self.ln_2 = nn.LayerNorm(d)
+        self.w1 = nn.Parameter(torch.randn(d, 2 * d) / math.sqrt(d))
+        self.w2 = nn.Parameter(torch.randn(2 * d, d) / math.sqrt(2 * d))
+
+    def forward(self, x):
+        y = self.ln_1(x)
+        q = torch.einsum("bnd,dhe->bhne", y, self.wq)
+        k = torch.einsum("bnd,dhe->bhne", y, self.wk)
+        v = torch.einsum("bnd,dhe->bhne", y, self.wv)
+        att = torch.einsum("bhqd,bhkd->bhqk", q, k) * self.scale
+        o = torch.einsum("bhqk,bhkd->bhqd", F.softmax(att, dim=-1), v)
+        x = x + torch.einsum("bhne,hed->bnd", o, self.wo)
+        h = F.gelu(torch.einsum("bnd,dk->bnk", self.ln_2(x), self.w1))
+        return x + torch.einsum("bnd,dk->bnk", h, self.w2)
+
+
+class EinsumAttn(nn.Module):
+    """Two EinsumLayers, then the mean over the sequence scored by a
+    bilinear form ('bi,ij,bj->b', three operands in one Einsum) plus a
+    'bi,bi->b' dot of the pooled vector with itself, against real targets
+    (mean squared error)."""
+
+    def __init__(self, d=16, heads=2, n=2):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.layers = nn.ModuleList([EinsumLayer(d, heads) for _ in range(n)])
+        self.ln_f = nn.LayerNorm(d)
+        self.bilinear = nn.Parameter(torch.randn(d, d) / d)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for layer in self.layers:
+            h = layer(h)
+        p = self.ln_f(h).mean(dim=1)
+        score = torch.einsum("bi,ij,bj->b", p, self.bilinear, p)
+        score = score + 0.1 * torch.einsum("bi,bi->b", p, p)
+        return ((score - y) ** 2).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(3, 5, 8, generator=g), torch.randn(3, generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
@@ -1003,7 +1063,8 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "lstm": Lstm, "bigru": BiGru, "rnn": Rnn, "lstm32": Lstm32,
           "unet_convt": UnetConvt, "unet_upsample": UnetUpsample,
           "conv1d": Conv1dNet, "tcn": Tcn, "conv3d": Conv3dNet,
-          "resnet8": ResNet8, "gpt2_hf": Gpt2Hf, "bert_mask": BertMask}
+          "resnet8": ResNet8, "gpt2_hf": Gpt2Hf, "bert_mask": BertMask,
+          "einsum_attn": EinsumAttn}
 
 
 def fname(name):

@@ -599,6 +599,20 @@ def resize(a, ins, at):
         y = torch.movedim(torch.tensordot(m, y, dims=([1], [ax])), 0, ax)
     return y
 
+def arg_extreme(fn):
+    """ONNX ArgMax / ArgMin: int64 indices along `axis`, the first among
+    equals, or the last with select_last_index (the first in the flipped
+    tensor, counted from the end)."""
+    def run_arg(a, ins, at):
+        x, axis = ins[0], int(at.get("axis", "0"))
+        keep = at.get("keepdims", "1") != "0"
+        if at.get("select_last_index", "0") != "0":
+            n = x.shape[axis]
+            return n - 1 - fn(torch.flip(x, [axis]), dim=axis, keepdim=keep)
+        return fn(x, dim=axis, keepdim=keep)
+    return run_arg
+
+
 def cast(a, ins, at):
     """ONNX Cast: remat computes to=1 (float32) alone, of int64 or bool."""
     if at.get("to", "1") != "1":
@@ -700,6 +714,9 @@ OPS = {
     "And": lambda a, i, at: torch.logical_and(i[0].bool(), i[1].bool()),
     "Or": lambda a, i, at: torch.logical_or(i[0].bool(), i[1].bool()),
     "Xor": lambda a, i, at: torch.logical_xor(i[0].bool(), i[1].bool()),
+    # ArgMax and ArgMin (issue 25): int64 indices, no gradient
+    "ArgMax": arg_extreme(torch.argmax),
+    "ArgMin": arg_extreme(torch.argmin),
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py

@@ -2,7 +2,8 @@
  * test_kernels_reduce.c: unit tests of the runtime's reductions
  * (rt_reduce_forward, rt_reduce_backward: ReduceSum, and ReduceMean as a
  * scaled sum, over any of x's dimensions; ReduceMax and ReduceMin, whose
- * backward shares a tie's gradient), with Check.
+ * backward shares a tie's gradient; ArgMax and ArgMin, the index of the
+ * extreme along one axis), with Check.
  *
  * The backward is checked against central finite differences of the
  * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
@@ -252,6 +253,75 @@ START_TEST(reduce_long_sums_do_not_drift)
 }
 END_TEST
 
+/* ---- ArgMax and ArgMin (issue 25) ---------------------------------------- */
+
+/* x (2, 3, 2) with ties and a NaN, each index worked by hand along each
+ * axis, first and last among equals. */
+START_TEST(arg_by_hand)
+{
+    const float nan = NAN;
+    /* x[o][k][i]: o in 0..1, k in 0..2, i in 0..1 */
+    const float x[12] = {1, 5, 3, 5, 3, -2,     /* o = 0: k0 (1,5) k1 (3,5) k2 (3,-2) */
+                         0, nan, -1, 2, -1, nan}; /* o = 1: k0 (0,NaN) k1 (-1,2) k2 (-1,NaN) */
+    int64_t y[12];
+    /* along axis 1 (outer 2, n 3, inner 2) */
+    const int64_t amax_first[4] = {1, 0, 0, 0}, amax_last[4] = {2, 1, 0, 2};
+    const int64_t amin_first[4] = {0, 2, 1, 0}, amin_last[4] = {0, 2, 2, 2};
+    /* along axis 2 (outer 6, n 2, inner 1): pairs (1,5) (3,5) (3,-2)
+     * (0,NaN) (-1,2) (-1,NaN) */
+    const int64_t amax2[6] = {1, 1, 0, 1, 1, 1}, amin2[6] = {0, 0, 1, 1, 0, 1};
+    /* along axis 0 (outer 1, n 2, inner 6) */
+    const int64_t amax0[6] = {0, 1, 0, 0, 0, 1}, amin0[6] = {1, 1, 1, 1, 1, 1};
+    int i;
+
+    rt_argmax_forward(y, x, 2, 3, 2, 0);
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(y[i], amax_first[i]);
+    rt_argmax_forward(y, x, 2, 3, 2, 1);
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(y[i], amax_last[i]);
+    rt_argmin_forward(y, x, 2, 3, 2, 0);
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(y[i], amin_first[i]);
+    rt_argmin_forward(y, x, 2, 3, 2, 1);
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(y[i], amin_last[i]);
+    rt_argmax_forward(y, x, 6, 2, 1, 0);
+    for (i = 0; i < 6; i++)
+        ck_assert_int_eq(y[i], amax2[i]);
+    rt_argmin_forward(y, x, 6, 2, 1, 0);
+    for (i = 0; i < 6; i++)
+        ck_assert_int_eq(y[i], amin2[i]);
+    rt_argmax_forward(y, x, 1, 2, 6, 0);
+    for (i = 0; i < 6; i++)
+        ck_assert_int_eq(y[i], amax0[i]);
+    rt_argmin_forward(y, x, 1, 2, 6, 0);
+    for (i = 0; i < 6; i++)
+        ck_assert_int_eq(y[i], amin0[i]);
+}
+END_TEST
+
+/* A row of random values: the index found is where the row's largest
+ * (smallest) value is, compared with every other (an independent scan). */
+START_TEST(arg_random_rows)
+{
+    enum { N = 37, ROWS = 5 };
+    float x[ROWS * N];
+    int64_t ymax[ROWS], ymin[ROWS];
+    int r, k;
+    fill(x, ROWS * N, -1.0f, 1.0f);
+    rt_argmax_forward(ymax, x, ROWS, N, 1, 0);
+    rt_argmin_forward(ymin, x, ROWS, N, 1, 0);
+    for (r = 0; r < ROWS; r++) {
+        ck_assert(ymax[r] >= 0 && ymax[r] < N && ymin[r] >= 0 && ymin[r] < N);
+        for (k = 0; k < N; k++) {
+            ck_assert(x[r * N + k] <= x[r * N + ymax[r]]);
+            ck_assert(x[r * N + k] >= x[r * N + ymin[r]]);
+        }
+    }
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *reduce_suite(void)
@@ -268,6 +338,10 @@ static Suite *reduce_suite(void)
     tcase_add_loop_test(tc, extreme_grad, 0, 2 * N_REDUCES);
     tcase_add_loop_test(tc, extreme_forward_by_index, 0, 2 * N_REDUCES);
     tcase_add_test(tc, extreme_ties_by_hand);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("arg");
+    tcase_add_test(tc, arg_by_hand);
+    tcase_add_test(tc, arg_random_rows);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("sums");

@@ -473,6 +473,51 @@ START_TEST(int64_views_refused_elsewhere)
 }
 END_TEST
 
+/* ArgMax and ArgMin (issue 25): int64 indices along one axis, kept as 1 or
+ * dropped, negative axes from the end; no gradient; the axis out of range
+ * refused, and a float32 input required. */
+START_TEST(argmax_shapes_and_errors)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='2 5 7'/><input name='lab' shape='2 7' dtype='int64'/>"
+        "<initializer name='w' shape='7' init='uniform' low='-1' high='1'/>"
+        "<node name='m' op='Mul' in='x w' out='h'/>"
+        "<node name='a' op='ArgMax' in='h' out='i1' axis='1' keepdims='0'/>"
+        "<node name='b' op='ArgMin' in='h' out='i2' axis='-1' select_last_index='1'/>"
+        "<node name='c' op='ArgMax' in='h' out='i3'/>"
+        "<node name='eq' op='Equal' in='i1 lab' out='hit'/>"
+        "<node name='f' op='Cast' in='hit' out='hf'/>"
+        "<node name='g' op='Cast' in='i2' out='i2f'/>"
+        "<node name='k' op='Cast' in='i3' out='i3f'/>"
+        "<node name='r' op='ReduceSum' in='h' out='l' keepdims='0'/>"
+        "<output name='l' loss='true'/><output name='hf'/><output name='i2f'/>"
+        "<output name='i3f'/>", "none");
+    assert_dims(T(&m, "i1"), 2, (long[]){2, 7});
+    assert_dims(T(&m, "i2"), 3, (long[]){2, 5, 1});
+    assert_dims(T(&m, "i3"), 3, (long[]){1, 5, 7});
+    ck_assert(T(&m, "i1")->is_int && T(&m, "i2")->is_int && T(&m, "i3")->is_int);
+    ck_assert(!T(&m, "i1")->requires_grad && !T(&m, "hf")->requires_grad);
+    ctx_free(&c);
+    ctx_init(&c);
+    const char *msg = error_of(&c,
+        "<input name='x' shape='2 3'/>"
+        "<node name='a' op='ArgMin' in='x' out='i' axis='-3'/>"
+        "<node name='f' op='Cast' in='i' out='y'/><output name='y'/>");
+    ck_assert_contains(msg, "node 'a': ArgMin axis -3 is out of range for input "
+                            "'x' of rank 2; it must be in [-2, 1]");
+    ctx_free(&c);
+    ctx_init(&c);
+    msg = error_of(&c,
+        "<input name='lab' shape='2 3' dtype='int64'/>"
+        "<node name='a' op='ArgMax' in='lab' out='i'/>"
+        "<node name='f' op='Cast' in='i' out='y'/><output name='y'/>");
+    ck_assert_contains(msg, "ArgMax input 0 'lab' is int64 but must be float32");
+    ctx_free(&c);
+}
+END_TEST
+
 /* Every error the structural shape rules give, by a piece of its text. */
 START_TEST(structural_shape_errors)
 {
@@ -1121,6 +1166,7 @@ int main(void)
     tcase_add_test(t, slice_clamps_like_onnx);
     tcase_add_test(t, int64_labels_through_views);
     tcase_add_test(t, int64_views_refused_elsewhere);
+    tcase_add_test(t, argmax_shapes_and_errors);
     tcase_add_test(t, int64_through_shape_ops_and_masks);
     tcase_add_test(t, structural_shape_errors);
     tcase_add_test(t, pointwise_onnx_shapes);
