@@ -159,6 +159,13 @@ typedef enum {
     OP_AND,
     OP_OR,
     OP_XOR,
+    /* ops users meet that were refused (issue 25, newops1): GatherElements
+     * and OneHot (ops_structural.c), CumSum (ops_reduce.c), Tile
+     * (ops_binary.c, beside Expand, whose kernels it runs) */
+    OP_GATHER_ELEMENTS,
+    OP_ONE_HOT,
+    OP_CUMSUM,
+    OP_TILE,
     OP_COUNT
 } OpKind;
 
