@@ -725,6 +725,11 @@ long node_int(const Node *n, const char *name);
 float node_float(const Node *n, const char *name);
 const Attr *node_attr(const Node *n, const char *name);
 void set_shape(Tensor *t, int rank, const long *dims);
+/* How many dimensions the runtime walks for Tile of x by repeats (one per
+ * dimension of x, each >= 1; ops_binary.c): over MAX_RANK (the runtime's
+ * RT_MAX_RANK), the shape rule refuses the node and the ONNX importer
+ * splits it. */
+int tile_walk(const Tensor *x, const long *repeats);
 /* ONNX Slice's clamping along one dimension: the first index taken and
  * how many (ops_structural.c; the ONNX importer's folds use it too). */
 void slice_axis(long dim, long start, long end, long step, long *first,

@@ -288,7 +288,7 @@ void emit_expand_bwd(Emit *e, const Node *n, const char *const *din,
  * merged, so an (a, b) input tiled (2, 1) is a map of rank 2. Returns the
  * map's rank, which may exceed the runtime's RT_MAX_RANK (the shape rule
  * refuses that). */
-static int tile_map(const Tensor *x, const Attr *rep, long *dims, long *st)
+static int tile_map(const Tensor *x, const long *rep, long *dims, long *st)
 {
     long own[MAX_RANK], s = 1;
     long d2[2 * MAX_RANK], s2[2 * MAX_RANK];
@@ -298,7 +298,7 @@ static int tile_map(const Tensor *x, const Attr *rep, long *dims, long *st)
         s *= x->dims[d];
     }
     for (int d = 0; d < x->rank; d++) {
-        d2[k] = rep->ints[d], s2[k++] = 0;
+        d2[k] = rep[d], s2[k++] = 0;
         d2[k] = x->dims[d], s2[k++] = own[d];
     }
     for (int i = 0; i < k; i++) {
@@ -342,7 +342,7 @@ int shape_tile(Ctx *c, Graph *g, Node *n)
                 rep->ints[d], MAX_NUMEL));
     }
     set_shape(OUT(0), x->rank, dims);
-    int walk = tile_map(x, rep, dims, st);
+    int walk = tile_map(x, rep->ints, dims, st);
     if (walk > RT_MAX_RANK)
         return node_error(c, g, n, ctx_printf(c, "Tile of input '%s' (%s) "
             "would walk %d dimensions (each repeated one as two); the "
@@ -357,6 +357,12 @@ void emit_tile_static(Emit *e, const Node *n)
 {
     const Graph *g = e->g;
     long dims[2 * MAX_RANK], st[2 * MAX_RANK];
-    int r = tile_map(IN(0), node_attr(n, "repeats"), dims, st);
+    int r = tile_map(IN(0), node_attr(n, "repeats")->ints, dims, st);
     emit_map(e, n, r, dims, st, st);
+}
+
+int tile_walk(const Tensor *x, const long *repeats)
+{
+    long dims[2 * MAX_RANK], st[2 * MAX_RANK];
+    return tile_map(x, repeats, dims, st);
 }
