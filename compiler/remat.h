@@ -163,6 +163,13 @@ typedef enum {
      * axis, no gradient */
     OP_ARGMAX,
     OP_ARGMIN,
+    /* ops users meet that were refused (issue 25, newops1): GatherElements
+     * and OneHot (ops_structural.c), CumSum (ops_reduce.c), Tile
+     * (ops_binary.c, beside Expand, whose kernels it runs) */
+    OP_GATHER_ELEMENTS,
+    OP_ONE_HOT,
+    OP_CUMSUM,
+    OP_TILE,
     OP_COUNT
 } OpKind;
 
@@ -722,6 +729,11 @@ long node_int(const Node *n, const char *name);
 float node_float(const Node *n, const char *name);
 const Attr *node_attr(const Node *n, const char *name);
 void set_shape(Tensor *t, int rank, const long *dims);
+/* How many dimensions the runtime walks for Tile of x by repeats (one per
+ * dimension of x, each >= 1; ops_binary.c): over MAX_RANK (the runtime's
+ * RT_MAX_RANK), the shape rule refuses the node and the ONNX importer
+ * splits it. */
+int tile_walk(const Tensor *x, const long *repeats);
 /* ONNX Slice's clamping along one dimension: the first index taken and
  * how many (ops_structural.c; the ONNX importer's folds use it too). */
 void slice_axis(long dim, long start, long end, long step, long *first,

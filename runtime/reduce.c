@@ -189,3 +189,73 @@ void rt_argmin_forward(int64_t *y, const float *x, long outer, long n,
 {
     arg_extreme(y, x, outer, n, inner, last, -1.0f);
 }
+
+/* ---- CumSum (issue 25) ----------------------------------------------------- */
+
+/* One job for both ways: the lanes (o, i) split over the threads, each
+ * walked along the axis in the sum's direction with one rt_sum, so a lane
+ * gives the same bits whichever thread runs it. add: the backward adds
+ * into out instead of writing it. */
+typedef struct {
+    float *out;
+    const float *in;
+    int n, inner, exclusive, reverse, add;
+} cumsum_job;
+
+static void cumsum_part(void *ctx, size_t lo, size_t hi)
+{
+    const cumsum_job *c = ctx;
+    size_t lane;
+    for (lane = lo; lane < hi; lane++) {
+        const size_t o = lane / (size_t)c->inner, i = lane % (size_t)c->inner;
+        const size_t base = o * (size_t)c->n * (size_t)c->inner + i;
+        rt_sum s;
+        int j;
+        rt_sum_init(&s);
+        for (j = 0; j < c->n; j++) {
+            const int k = c->reverse ? c->n - 1 - j : j;
+            const size_t at = base + (size_t)k * (size_t)c->inner;
+            float v;
+            if (!c->exclusive)
+                rt_sum_add(&s, c->in[at]);
+            v = rt_sum_value(&s);
+            if (c->exclusive)
+                rt_sum_add(&s, c->in[at]);
+            if (c->add)
+                c->out[at] += v;
+            else
+                c->out[at] = v;
+        }
+    }
+}
+
+static void cumsum_run(float *out, const float *in, int outer, int n,
+                       int inner, int exclusive, int reverse, int add)
+{
+    cumsum_job c;
+    size_t lanes = (size_t)(outer > 0 ? outer : 0) *
+                   (size_t)(inner > 0 ? inner : 0);
+    c.out = out;
+    c.in = in;
+    c.n = n;
+    c.inner = inner;
+    c.exclusive = exclusive;
+    c.reverse = reverse;
+    c.add = add;
+    if (lanes > 0 && n > 0)
+        rt_parallel_for(lanes, 1, lanes * (size_t)n, RT_PAR_COSTLY,
+                        cumsum_part, &c);
+}
+
+void rt_cumsum_forward(float *y, const float *x, int outer, int n, int inner,
+                       int exclusive, int reverse)
+{
+    cumsum_run(y, x, outer, n, inner, exclusive != 0, reverse != 0, 0);
+}
+
+void rt_cumsum_backward(float *dx, const float *dy, int outer, int n,
+                        int inner, int exclusive, int reverse)
+{
+    if (dx != NULL)
+        cumsum_run(dx, dy, outer, n, inner, exclusive != 0, reverse == 0, 1);
+}

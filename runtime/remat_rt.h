@@ -295,6 +295,16 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
 /* dx[i] += scale * dy[o(i)]. */
 void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
                         float scale);
+/* ONNX CumSum along the middle axis of x seen as (outer, n, inner):
+ * y[o, k, i] = sum of x[o, j, i] over j <= k (j < k when exclusive; j >= k,
+ * or j > k, when reverse), each running sum an rt_sum (no drift with n). */
+void rt_cumsum_forward(float *y, const float *x, int outer, int n, int inner,
+                       int exclusive, int reverse);
+/* dx += the cumulative sum of dy the other way (reverse flipped, exclusive
+ * kept): dx[k] += sum of dy[j] over the j whose y read x[k]. dx may be
+ * NULL. */
+void rt_cumsum_backward(float *dx, const float *dy, int outer, int n,
+                        int inner, int exclusive, int reverse);
 /* ReduceMax and ReduceMin over the same map: y = the extreme of each group
  * (-inf / +inf for an empty one; NaN if the group holds one). The
  * backward adds dy / (number of x equal to y) to each such x, as
@@ -466,6 +476,27 @@ void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
  * its rows of dy. dtable may be NULL. */
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
                         int n, int rows, int width);
+
+/* ONNX GatherElements (torch.gather): idx has data's rank and dims idims
+ * (each <= data's xdims, the axis aside); y has idx's shape and
+ * y[i] = x[i with its coordinate along `axis` replaced by idx[i]], a
+ * negative index counting from the end (idx + xdims[axis]). An index
+ * outside [-xdims[axis], xdims[axis]) gives 0 (the trainer checks indices
+ * before they get here; the kernel never reads out of bounds). */
+void rt_gather_elements_forward(float *y, const float *x, const int64_t *idx,
+                                int rank, const int *xdims, const int *idims,
+                                int axis);
+/* dx[where y[i] was read] += dy[i], in i's order: a scatter-add, so a
+ * repeated index sums. dx may be NULL. */
+void rt_gather_elements_backward(float *dx, const float *dy,
+                                 const int64_t *idx, int rank,
+                                 const int *xdims, const int *idims, int axis);
+/* ONNX OneHot: idx is (outer, inner) seen around the new axis, y is
+ * (outer, depth, inner): y[o, d, i] = on where idx[o, i] (+ depth when
+ * negative) is d, else off. An index outside [-depth, depth) makes its
+ * whole row off. No backward: the indices have no gradient. */
+void rt_one_hot_forward(float *y, const int64_t *idx, int outer, int depth,
+                        int inner, float off, float on);
 
 /* ---- convolution and pooling ---------------------------------------------- */
 

@@ -261,3 +261,76 @@ void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
         gather_run(gather_back_part, (size_t)(width > 0 ? width : 0), dtable,
                    dy, idx, n, rows, width);
 }
+
+/* ---- GatherElements and OneHot (issue 25) ---------------------------------- */
+
+/* The offset in x of idx's element at multi-index c (idx's row-major
+ * order), its coordinate along the axis replaced by the index; -1 when
+ * the index is out of range. */
+static ptrdiff_t gather_elements_at(const int *c, int rank, const int *xdims,
+                                    int axis, int64_t v)
+{
+    ptrdiff_t off = 0;
+    int d;
+    if (v < 0)
+        v += xdims[axis];
+    if (v < 0 || v >= xdims[axis])
+        return -1;
+    for (d = 0; d < rank; d++)
+        off = off * xdims[d] + (d == axis ? (ptrdiff_t)v : c[d]);
+    return off;
+}
+
+/* Walks idx in order (one odometer), calling the forward (dx NULL) or
+ * the backward (y NULL) for each element. Serial: a repeated index adds in
+ * index order, the same bits on every thread count. */
+static void gather_elements_walk(float *y, float *dx, const float *src,
+                                 const int64_t *idx, int rank,
+                                 const int *xdims, const int *idims, int axis)
+{
+    int c[RT_MAX_RANK] = {0};
+    size_t count = 1, i;
+    int d;
+    for (d = 0; d < rank; d++)
+        count *= (size_t)(idims[d] > 0 ? idims[d] : 0);
+    for (i = 0; i < count; i++) {
+        const ptrdiff_t at = gather_elements_at(c, rank, xdims, axis, idx[i]);
+        if (y != NULL)
+            y[i] = at < 0 ? 0.0f : src[at];
+        else if (at >= 0)
+            dx[at] += src[i];
+        for (d = rank - 1; d >= 0 && ++c[d] == idims[d]; d--)
+            c[d] = 0;
+    }
+}
+
+void rt_gather_elements_forward(float *y, const float *x, const int64_t *idx,
+                                int rank, const int *xdims, const int *idims,
+                                int axis)
+{
+    gather_elements_walk(y, NULL, x, idx, rank, xdims, idims, axis);
+}
+
+void rt_gather_elements_backward(float *dx, const float *dy,
+                                 const int64_t *idx, int rank,
+                                 const int *xdims, const int *idims, int axis)
+{
+    if (dx != NULL)
+        gather_elements_walk(NULL, dx, dy, idx, rank, xdims, idims, axis);
+}
+
+void rt_one_hot_forward(float *y, const int64_t *idx, int outer, int depth,
+                        int inner, float off, float on)
+{
+    size_t o, i;
+    int d;
+    for (o = 0; o < (size_t)(outer > 0 ? outer : 0); o++)
+        for (d = 0; d < depth; d++)
+            for (i = 0; i < (size_t)(inner > 0 ? inner : 0); i++) {
+                int64_t v = idx[o * (size_t)inner + i];
+                if (v < 0)
+                    v += depth;
+                y[(o * (size_t)depth + (size_t)d) * (size_t)inner + i] =
+                    v == d ? on : off;
+            }
+}

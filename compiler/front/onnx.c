@@ -574,12 +574,13 @@ int onnx_input_differentiable(const ONode *o, int i)
         {"NegativeLogLikelihoodLoss", 0x6u},
         {"ReduceMean", 1u << 1}, {"ConstantOfShape", 0x1u},
         {"Pad", 0xeu}, {"Trilu", 1u << 1},
+        {"GatherElements", 1u << 1}, {"CumSum", 1u << 1},
     };
     static const char *const never[] = {
         "Shape", "Size", "Equal", "Less", "Greater", "LessOrEqual",
         "GreaterOrEqual", "Not", "And", "Or", "Range", "ArgMax", "ArgMin",
         "NonZero", "Floor", "Ceil", "Round", "Sign", "ConstantOfShape",
-        "EyeLike", NULL};
+        "EyeLike", "OneHot", NULL};
     for (int k = 0; never[k]; k++)
         if (strcmp(op, never[k]) == 0)
             return 0;

@@ -530,6 +530,115 @@ static int resize_sizes(Im *m, const ONode *o, Node *n)
     return 0;
 }
 
+/* Constant input i as `count` numbers (any numeric type), or an error
+ * naming what it is for. */
+static int const_numbers(Im *m, const ONode *o, int i, long count,
+                         const char *what, double *out)
+{
+    const Val *v = i < o->nin && o->in[i] >= 0 ? &m->v[o->in[i]] : NULL;
+    if (!v || !v->known || v->numel != count || v->rank > 1)
+        return lower_error(m, o, ctx_printf(m->c, "input %d%s%s%s (%s) must "
+            "be a constant of %ld value%s: remat compiles it in", i,
+            v ? " '" : "", v ? v->name : "", v ? "'" : "", what, count,
+            count > 1 ? "s" : ""));
+    for (long k = 0; k < count; k++)
+        out[k] = v->dt == DT_F32 ? (double)v->f[k] : (double)v->i[k];
+    return 0;
+}
+
+/* CumSum's axis (input 1) and OneHot's depth and values (inputs 1, 2) as
+ * the IR's attributes (issue 25). OneHot's values may be int64 (torch's
+ * F.one_hot: [0, 1], its output then Cast to float): the IR's OneHot
+ * computes float32, exact for integers up to 2^24, so a Cast to float32 of
+ * it is the identity (lower_cast). */
+static int new_op_inputs(Im *m, const ONode *o, Node *n)
+{
+    double v[2];
+    if (n->op == OP_CUMSUM) {
+        if (const_numbers(m, o, 1, 1, "axis", v))
+            return -1;
+        set_int(n, "axis", (long)v[0]);
+        return 0;
+    }
+    if (const_numbers(m, o, 1, 1, "depth", v))
+        return -1;
+    if (v[0] != floor(v[0]) || v[0] < 1 || v[0] > MAX_NUMEL)
+        return lower_error(m, o, ctx_printf(m->c, "depth is %g; remat takes "
+            "a whole number of classes from 1 to %ld", v[0], MAX_NUMEL));
+    set_int(n, "depth", (long)v[0]);
+    if (const_numbers(m, o, 2, 2, "values: off, on", v))
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        if (fabs(v[k]) > 16777216.0)
+            return lower_error(m, o, ctx_printf(m->c, "value %g is beyond "
+                "2^24; remat's OneHot computes float32, exact to 2^24", v[k]));
+        Attr *a = attr_of(n, k ? "on_value" : "off_value");
+        a->set = 1;
+        a->f = (float)v[k];
+    }
+    return 0;
+}
+
+/* Tile whose walk is deeper than the runtime's (ONNX's test_tile: every
+ * dimension of a rank-4 input repeated walks 8) as a chain of Tiles, each
+ * repeating the next dimensions while its walk fits; the last has the
+ * ONNX node's name and output. Anything else is one Tile (issue 25). */
+static int lower_tile(Im *m, ONode *o)
+{
+    const Val *r = o->nin > 1 && o->in[1] >= 0 ? &m->v[o->in[1]] : NULL;
+    int t = tensor_of(m, o->in[0], o);
+    if (t < 0)
+        return -1;
+    Tensor cur = m->g->tensors[t];
+    if (!r || !r->known || r->dt == DT_F32 || r->numel != cur.rank)
+        return lower_plain(m, o, OP_TILE);      /* its errors */
+    long rep[MAX_RANK], part[MAX_RANK], dims[MAX_RANK];
+    for (int d = 0; d < cur.rank; d++) {
+        rep[d] = (long)r->i[d];
+        if (rep[d] < 1 || rep[d] > MAX_NUMEL)
+            return lower_plain(m, o, OP_TILE);
+    }
+    if (tile_walk(&cur, rep) <= MAX_RANK)
+        return lower_plain(m, o, OP_TILE);
+    if (im_reserve(m, cur.rank))
+        return -1;
+    for (int d = 0; d < cur.rank; d++)
+        part[d] = 1;
+    int step = 0;
+    for (int d = 0; d <= cur.rank; d++) {
+        if (d < cur.rank) {
+            if (rep[d] == 1)
+                continue;
+            part[d] = rep[d];
+            if (tile_walk(&cur, part) <= MAX_RANK)
+                continue;
+            part[d] = 1;    /* dimension d starts the next Tile */
+        }
+        const int last = d == cur.rank;
+        Node *n = new_node(m, last ? o->name : ctx_printf(m->c, "%s/tile%d",
+                           o->name, step), OP_TILE);
+        n->in[n->nin++] = t;
+        set_ints(n, "repeats", part, cur.rank);
+        t = add_out(m, n, last ? m->v[o->out[0]].name
+                               : ctx_printf(m->c, "%s_tile%d",
+                                            m->v[o->out[0]].name, step));
+        if (finish_node(m, n, o))
+            return -1;
+        step++;
+        for (int k = 0; k < cur.rank; k++)
+            dims[k] = cur.dims[k] * part[k], part[k] = 1;
+        set_shape(&cur, cur.rank, dims);
+        if (!last)
+            part[d] = rep[d];
+    }
+    m->v[o->out[0]].tensor = t;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[t]);
+    m->nrewritten++;    /* as onnx_rewrite.c's log_rewrite */
+    buf_printf(&m->log, "  rewrote a Tile deeper than the runtime walks as "
+               "%d Tiles at %s\n", step, o->name);
+    return 0;
+}
+
 /* ---- the generic lowering ------------------------------------------------------------ */
 
 typedef struct {
@@ -559,6 +668,11 @@ static const Lowering lowerings[] = {
     {"SoftmaxCrossEntropyLoss", 3, 1, {0}},
     {"Resize", 1, 1, {0}},
     {"Upsample", 1, 1, {0}},
+    /* issue 25 (newops1): CumSum's axis and OneHot's depth and values:
+     * new_op_inputs; Tile's repeats */
+    {"CumSum", 1, 1, {0}},
+    {"OneHot", 1, 1, {0}},
+    {"Tile", 1, 1, {"repeats"}},
 };
 
 static int read_anywhere(const Im *m, const ONode *o, int i)
@@ -687,6 +801,8 @@ int lower_plain(Im *m, ONode *o, OpKind op)
         a->f = o->epsilon;
     }
     if (op == OP_RESIZE && resize_sizes(m, o, n))
+        return -1;
+    if ((op == OP_CUMSUM || op == OP_ONE_HOT) && new_op_inputs(m, o, n))
         return -1;
     for (int i = 0; i < outs; i++)
         add_out(m, n, o->out[i] >= 0 ? m->v[o->out[i]].name
@@ -836,6 +952,8 @@ static int lower_node(Im *m, ONode *o)
     const char *op = o->op;
     if (!strcmp(op, "Cast"))
         return lower_cast(m, o);
+    if (!strcmp(op, "Tile") && o->nout == 1 && o->out[0] >= 0)
+        return lower_tile(m, o);
     if (!strcmp(op, "Upsample"))   /* the deprecated Resize (opset 9) */
         return lower_plain(m, o, OP_RESIZE);
     int k = op_lookup(op);

@@ -43,8 +43,8 @@ static int same_shape(const Tensor *a, const Tensor *b)
     return 1;
 }
 
-static void emit_map(Emit *e, const Node *n, int rank, const long *dims,
-                     const long *sa, const long *sb)
+void emit_map(Emit *e, const Node *n, int rank, const long *dims,
+              const long *sa, const long *sb)
 {
     Buf b;
     buf_init(&b, e->ctx);

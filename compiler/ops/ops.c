@@ -147,6 +147,26 @@ static const AttrSpec dropout_attrs[] = {
     {.name = "ratio", .type = ATTR_FLOAT, .f = 0.5f},
     {0},
 };
+/* issue 25 (newops1): OneHot's depth and values (ONNX's inputs 1 and 2,
+ * constants the importer reads) as attributes; CumSum's axis likewise,
+ * Tile's repeats */
+static const AttrSpec one_hot_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = -1},
+    {.name = "depth", .type = ATTR_INT, .i = 0},
+    {.name = "off_value", .type = ATTR_FLOAT, .f = 0.0f},
+    {.name = "on_value", .type = ATTR_FLOAT, .f = 1.0f},
+    {0},
+};
+static const AttrSpec cumsum_attrs[] = {
+    {.name = "axis", .type = ATTR_INT, .i = 0},
+    {.name = "exclusive", .type = ATTR_INT, .i = 0, .flag = 1},
+    {.name = "reverse", .type = ATTR_INT, .i = 0, .flag = 1},
+    {0},
+};
+static const AttrSpec tile_attrs[] = {
+    {.name = "repeats", .type = ATTR_INTS},
+    {0},
+};
 static const AttrSpec axes_attrs[] = {
     {.name = "axes", .type = ATTR_INTS},
     {0},
@@ -532,6 +552,27 @@ const OpInfo op_table[] = {
     [OP_ARGMIN] = {"ArgMin", "argmin", 1, 1, 1, CAT_REDUCTION, arg_attrs,
                    shape_arg, flops_in, {0}, emit_arg_fwd, NULL, NULL, NULL,
                    .no_grad = 1, .int_out = INT_OUT_BOOL},
+    /* ops users meet that were refused (issue 25, newops1).
+     * GatherElements: the backward scatter-adds into the data, reading the
+     * indices only (as Gather). OneHot: int64 indices in, float32 out, no
+     * backward. CumSum: the backward is the running sum of dY the other
+     * way, reading nothing. Tile: Expand's kernels over its own map (the
+     * backward sums the tiles, reading nothing); int64 passes through */
+    [OP_GATHER_ELEMENTS] = {"GatherElements", "gather_elements", 2, 2, 1,
+                            CAT_SHAPE, gather_attrs, shape_gather_elements,
+                            flops_out, {NEED_IN(1), 0},
+                            emit_gather_elements_fwd, emit_gather_elements_bwd,
+                            emit_gather_elements_static, NULL, 1u << 1,
+                            range_gather_elements},
+    [OP_ONE_HOT] = {"OneHot", "one_hot", 1, 1, 1, CAT_SHAPE, one_hot_attrs,
+                    shape_one_hot, flops_out, {0}, emit_one_hot_fwd, NULL,
+                    NULL, NULL, 1u << 0, range_one_hot},
+    [OP_CUMSUM] = {"CumSum", "cumsum", 1, 1, 1, CAT_REDUCTION, cumsum_attrs,
+                   shape_cumsum, flops_out, {0}, emit_cumsum_fwd,
+                   emit_cumsum_bwd, NULL},
+    [OP_TILE] = {"Tile", "expand", 1, 1, 1, CAT_SHAPE, tile_attrs, shape_tile,
+                 flops_none, {0}, emit_expand_fwd, emit_expand_bwd,
+                 emit_tile_static, .int_ok = 1, .int_out = INT_OUT_PASS},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

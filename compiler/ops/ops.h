@@ -44,6 +44,9 @@ double flops_in(const Graph *g, const Node *n);
 
 /* `static const int name[] = {...};` */
 void emit_int_array(Emit *e, const char *name, const long *v, int n);
+/* Node n's rt_bcast map_NAME with these dims and strides, as given. */
+void emit_map(Emit *e, const Node *n, int rank, const long *dims,
+              const long *sa, const long *sb);
 /* Node n's rt_bcast map_NAME from y's shape to a's and b's strides (one
  * flat loop when all three are alike); returns the map's name. */
 const char *emit_bcast(Emit *e, const Node *n, const Tensor *y,
@@ -92,6 +95,10 @@ void emit_expand_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_expand_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
+/* Tile (issue 25): Expand's kernels over a map that splits each repeated
+ * dimension in two (the repeat, stride 0, and the input's extent) */
+int shape_tile(Ctx *c, Graph *g, Node *n);
+void emit_tile_static(Emit *e, const Node *n);
 
 /* ---- ops_unary.c: the one-input pointwise rows --------------------------------- */
 
@@ -129,6 +136,13 @@ long scratch_extreme(const Graph *g, const Node *n, int backward);
 int shape_arg(Ctx *c, Graph *g, Node *n);
 void emit_arg_fwd(Emit *e, const Node *n, const char *const *out,
                   const char *const *in);
+/* CumSum (issue 25): a running rt_sum along one axis */
+int shape_cumsum(Ctx *c, Graph *g, Node *n);
+void emit_cumsum_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in);
+void emit_cumsum_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out);
 
 /* ---- ops_softmax.c: Softmax, LogSoftmax ---------------------------------------- */
 
@@ -189,6 +203,19 @@ void emit_gather_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
 void range_gather(const Graph *g, const Node *n, IntRange *r);
+/* GatherElements and OneHot (issue 25) */
+int shape_gather_elements(Ctx *c, Graph *g, Node *n);
+void emit_gather_elements_static(Emit *e, const Node *n);
+void emit_gather_elements_fwd(Emit *e, const Node *n, const char *const *out,
+                              const char *const *in);
+void emit_gather_elements_bwd(Emit *e, const Node *n, const char *const *din,
+                              const char *const *dout, const char *const *in,
+                              const char *const *out);
+void range_gather_elements(const Graph *g, const Node *n, IntRange *r);
+int shape_one_hot(Ctx *c, Graph *g, Node *n);
+void emit_one_hot_fwd(Emit *e, const Node *n, const char *const *out,
+                      const char *const *in);
+void range_one_hot(const Graph *g, const Node *n, IntRange *r);
 int shape_unsqueeze(Ctx *c, Graph *g, Node *n);
 int shape_squeeze(Ctx *c, Graph *g, Node *n);
 int shape_concat(Ctx *c, Graph *g, Node *n);

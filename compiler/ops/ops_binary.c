@@ -2,7 +2,9 @@
  * ops_binary.c: the broadcasting ops: Add, Sub, Mul, Div, Pow, Max, Min
  * and PRelu (one rt_bcast map each, the runtime's binary.c), Where (three inputs through
  * its own stride table) and Expand (its input broadcast to a shape, the
- * backward summing the gradient back over the broadcast dimensions).
+ * backward summing the gradient back over the broadcast dimensions), and
+ * Tile, which runs Expand's kernels over a map of its own: each repeated
+ * dimension split in two, the repeat (stride 0) and the input's extent.
  *
  * Broadcasting is ONNX's multidirectional (numpy) rule: shapes align on
  * their last dimension, and each dimension is 1 or the largest extent there.
@@ -276,4 +278,91 @@ void emit_expand_bwd(Emit *e, const Node *n, const char *const *din,
     (void)out;
     emit(e, "rt_expand_backward(%s, %s, &map_%s);", din[0], dout[0],
          n->cname);
+}
+
+/* ---- Tile (issue 25) ------------------------------------------------------------- */
+
+/* Tile's map: y's dimension d, x_d * r_d, walked as (r_d, x_d), x's stride
+ * 0 along the repeat and its own along x_d. Dimensions of extent 1 are
+ * dropped and neighbours that walk x (or its repeats) in one stride are
+ * merged, so an (a, b) input tiled (2, 1) is a map of rank 2. Returns the
+ * map's rank, which may exceed the runtime's RT_MAX_RANK (the shape rule
+ * refuses that). */
+static int tile_map(const Tensor *x, const long *rep, long *dims, long *st)
+{
+    long own[MAX_RANK], s = 1;
+    long d2[2 * MAX_RANK], s2[2 * MAX_RANK];
+    int k = 0, r = 0;
+    for (int d = x->rank - 1; d >= 0; d--) {
+        own[d] = s;
+        s *= x->dims[d];
+    }
+    for (int d = 0; d < x->rank; d++) {
+        d2[k] = rep[d], s2[k++] = 0;
+        d2[k] = x->dims[d], s2[k++] = own[d];
+    }
+    for (int i = 0; i < k; i++) {
+        if (d2[i] == 1)
+            continue;
+        if (r > 0 && st[r - 1] == s2[i] * d2[i]) {
+            dims[r - 1] *= d2[i];
+            st[r - 1] = s2[i];
+            continue;
+        }
+        if (r == 2 * MAX_RANK)
+            return r + 1;
+        dims[r] = d2[i], st[r++] = s2[i];
+    }
+    if (r == 0)
+        dims[r] = 1, st[r++] = 1;
+    return r;
+}
+
+/* ONNX Tile with its repeats input as the attribute `repeats`: one
+ * positive count per input dimension, the output x_d * r_d. */
+int shape_tile(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *rep = node_attr(n, "repeats");
+    long dims[2 * MAX_RANK], st[2 * MAX_RANK];
+    if (!rep->set || rep->nints != x->rank)
+        return node_error(c, g, n, ctx_printf(c, "Tile needs repeats=\"R0 "
+            "...\" with one count per dimension of input '%s' (%s): %d, "
+            "not %d", x->name, shape_str(c, x), x->rank,
+            rep->set ? rep->nints : 0));
+    for (int d = 0; d < x->rank; d++) {
+        if (rep->ints[d] < 1 || rep->ints[d] > MAX_NUMEL)
+            return node_error(c, g, n, ctx_printf(c, "Tile repeats entry %d "
+                "is %ld; each count must be at least 1 (1 keeps the "
+                "dimension)", d, rep->ints[d]));
+        dims[d] = x->dims[d] * rep->ints[d];
+        if (dims[d] > MAX_NUMEL)
+            return node_error(c, g, n, ctx_printf(c, "Tile output dimension "
+                "%d would be %ld * %ld, more than %ld", d, x->dims[d],
+                rep->ints[d], MAX_NUMEL));
+    }
+    set_shape(OUT(0), x->rank, dims);
+    int walk = tile_map(x, rep->ints, dims, st);
+    if (walk > RT_MAX_RANK)
+        return node_error(c, g, n, ctx_printf(c, "Tile of input '%s' (%s) "
+            "would walk %d dimensions (each repeated one as two); the "
+            "runtime walks at most %d: tile in two steps, or Reshape first",
+            x->name, shape_str(c, x), walk, RT_MAX_RANK));
+    return 0;
+}
+
+/* map_NAME: y walked as tile_map's split dims, x's strides in sa (and sb,
+ * unused) */
+void emit_tile_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    long dims[2 * MAX_RANK], st[2 * MAX_RANK];
+    int r = tile_map(IN(0), node_attr(n, "repeats")->ints, dims, st);
+    emit_map(e, n, r, dims, st, st);
+}
+
+int tile_walk(const Tensor *x, const long *repeats)
+{
+    long dims[2 * MAX_RANK], st[2 * MAX_RANK];
+    return tile_map(x, repeats, dims, st);
 }

@@ -3,7 +3,10 @@
  * set of axes, through the runtime's reduce.c and a broadcast map from
  * the input to the reduced output (the backward broadcasts the gradient
  * back; ReduceMax's and ReduceMin's to the extremes only); ArgMax and
- * ArgMin, the int64 index of the extreme along one axis, no backward.
+ * ArgMin, the int64 index of the extreme along one axis, no backward;
+ * and CumSum, a running sum along one axis (runtime reduce.c's rt_cumsum_*, each prefix
+ * an rt_sum, so it does not drift with the axis's length), whose backward
+ * is the same running sum of the gradient the other way.
  */
 #include "ops.h"
 
@@ -156,4 +159,47 @@ void emit_arg_fwd(Emit *e, const Node *n, const char *const *out,
     emit(e, "rt_%s_forward(%s, %s, %ld, %ld, %ld, %d);", n->row->kernel,
          out[0], in[0], outer, x->dims[a], inner,
          (int)node_int(n, "select_last_index"));
+}
+
+/* ---- CumSum (issue 25) ------------------------------------------------------------ */
+
+/* ONNX CumSum with its axis input as the attribute `axis` (the importer
+ * reads the constant): the input's shape. */
+int shape_cumsum(Ctx *c, Graph *g, Node *n)
+{
+    if (IN(0)->rank == 0)
+        return node_error(c, g, n, ctx_printf(c, "CumSum input '%s' is a "
+            "scalar; it needs an axis to sum along", IN(0)->name));
+    if (node_axis(c, g, n, IN(0)->rank, IN(0)->rank - 1) < 0)
+        return -1;
+    return shape_same(c, g, n);
+}
+
+/* "outer, n, inner, exclusive, reverse" around the axis */
+static const char *cumsum_args(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    long a = node_int(n, "axis");
+    int ax = (int)(a < 0 ? a + x->rank : a);
+    return ctx_printf(e->ctx, "%ld, %ld, %ld, %ld, %ld", dims_product(x, 0, ax),
+                      x->dims[ax], dims_product(x, ax + 1, x->rank),
+                      node_int(n, "exclusive"), node_int(n, "reverse"));
+}
+
+void emit_cumsum_fwd(Emit *e, const Node *n, const char *const *out,
+                     const char *const *in)
+{
+    emit(e, "rt_cumsum_forward(%s, %s, %s);", out[0], in[0],
+         cumsum_args(e, n));
+}
+
+void emit_cumsum_bwd(Emit *e, const Node *n, const char *const *din,
+                     const char *const *dout, const char *const *in,
+                     const char *const *out)
+{
+    (void)in;
+    (void)out;
+    emit(e, "rt_cumsum_backward(%s, %s, %s);", din[0], dout[0],
+         cumsum_args(e, n));
 }

@@ -6,7 +6,10 @@
  * views (alias rows: the output is the input's floats, or int64s, with
  * another shape, and needs no rule beyond its shape), and Concat, Split
  * and Slice, which move data with the runtime's rt_concat_*, rt_split_* and
- * rt_slice_* kernels.
+ * rt_slice_* kernels. GatherElements (torch.gather: one index per
+ * output element, along one axis; the backward scatter-adds) and OneHot
+ * (int64 indices to float32 rows of off and on values) read int64 indices
+ * as Gather does.
  *
  * ONNX gives Unsqueeze's and Squeeze's axes, Split's sizes and Slice's
  * starts, ends, axes and steps as inputs since opset 13; here they are
@@ -592,4 +595,130 @@ void emit_slice_bwd(Emit *e, const Node *n, const char *const *din,
     (void)out;
     emit(e, "rt_slice_backward(%s, %s, %s);", din[0], dout[0],
          slice_args(e, n));
+}
+
+/* ---- GatherElements and OneHot (issue 25) -------------------------------------- */
+
+/* ONNX GatherElements (torch.gather): indices of data's rank, each
+ * dimension but the axis at most data's (torch's rule; ONNX's reference
+ * reads the same), the output of the indices' shape. */
+int shape_gather_elements(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0), *idx = IN(1);
+    if (x->rank == 0)
+        return node_error(c, g, n, ctx_printf(c, "GatherElements input 0 "
+            "'%s' is a scalar; it needs an axis to gather along", x->name));
+    if (node_axis(c, g, n, x->rank, x->rank - 1) < 0)
+        return -1;
+    if (idx->rank != x->rank)
+        return node_error(c, g, n, ctx_printf(c, "GatherElements indices "
+            "'%s' (%s) have rank %d but data '%s' (%s) has rank %d; they "
+            "must have one rank", idx->name, shape_str(c, idx), idx->rank,
+            x->name, shape_str(c, x), x->rank));
+    int axis = axis_of(n, x->rank);
+    for (int d = 0; d < x->rank; d++)
+        if (d != axis && idx->dims[d] > x->dims[d])
+            return node_error(c, g, n, ctx_printf(c, "GatherElements indices "
+                "'%s' (%s) are longer than data '%s' (%s) along dimension "
+                "%d; off the axis (%d) they may be at most data's extent",
+                idx->name, shape_str(c, idx), x->name, shape_str(c, x), d,
+                axis));
+    set_shape(OUT(0), idx->rank, idx->dims);
+    return 0;
+}
+
+/* xdims_NAME and idims_NAME: data's and the indices' dimensions */
+void emit_gather_elements_static(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    emit_int_array(e, ctx_printf(e->ctx, "xdims_%s", n->cname), IN(0)->dims,
+                   IN(0)->rank);
+    emit_int_array(e, ctx_printf(e->ctx, "idims_%s", n->cname), IN(1)->dims,
+                   IN(1)->rank);
+}
+
+static const char *gather_elements_sizes(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    return ctx_printf(e->ctx, "%d, xdims_%s, idims_%s, %d", IN(0)->rank,
+                      n->cname, n->cname, axis_of(n, IN(0)->rank));
+}
+
+void emit_gather_elements_fwd(Emit *e, const Node *n, const char *const *out,
+                              const char *const *in)
+{
+    emit(e, "rt_gather_elements_forward(%s, %s, %s, %s);", out[0], in[0],
+         in[1], gather_elements_sizes(e, n));
+}
+
+void emit_gather_elements_bwd(Emit *e, const Node *n, const char *const *din,
+                              const char *const *dout, const char *const *in,
+                              const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_gather_elements_backward(%s, %s, %s, %s);", din[0], dout[0],
+         in[1], gather_elements_sizes(e, n));
+}
+
+/* ONNX accepts -n..n-1 along the axis (negative counts from the end). */
+void range_gather_elements(const Graph *g, const Node *n, IntRange *r)
+{
+    long extent = IN(0)->dims[axis_of(n, IN(0)->rank)];
+    r->lo = -extent;
+    r->hi = extent;
+    r->has_ignore = 0;
+    r->ignore = 0;
+}
+
+/* ONNX OneHot with depth and values as attributes (the importer reads
+ * its constant inputs): the indices' shape with `depth` inserted at axis
+ * (an axis of the output, rank + 1 of them). */
+int shape_one_hot(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *idx = IN(0);
+    long depth = node_int(n, "depth");
+    int rank = idx->rank + 1;
+    if (depth < 1 || depth > MAX_NUMEL)
+        return node_error(c, g, n, ctx_printf(c, "OneHot depth is %ld; it "
+            "must be given (depth=\"N\") and be at least 1", depth));
+    if (rank > MAX_RANK)
+        return node_error(c, g, n, ctx_printf(c, "OneHot of indices '%s' "
+            "(rank %d) would have rank %d; at most %d is supported",
+            idx->name, idx->rank, rank, MAX_RANK));
+    long a = node_int(n, "axis");
+    if (a < -rank || a >= rank)
+        return node_error(c, g, n, ctx_printf(c, "OneHot axis %ld is out of "
+            "range for the output's rank %d (indices '%s' of rank %d, and the "
+            "new axis); axis must be in [%d, %d]", a, rank, idx->name,
+            idx->rank, -rank, rank - 1));
+    int axis = axis_of(n, rank);
+    long dims[MAX_RANK];
+    for (int d = 0, from = 0; d < rank; d++)
+        dims[d] = d == axis ? depth : idx->dims[from++];
+    set_shape(OUT(0), rank, dims);
+    return 0;
+}
+
+void emit_one_hot_fwd(Emit *e, const Node *n, const char *const *out,
+                      const char *const *in)
+{
+    const Graph *g = e->g;
+    const Tensor *idx = IN(0);
+    int axis = axis_of(n, idx->rank + 1);
+    emit(e, "rt_one_hot_forward(%s, %s, %ld, %ld, %ld, %s, %s);", out[0],
+         in[0], dims_product(idx, 0, axis), node_int(n, "depth"),
+         dims_product(idx, axis, idx->rank),
+         fmt_float(e->ctx, node_float(n, "off_value")),
+         fmt_float(e->ctx, node_float(n, "on_value")));
+}
+
+/* ONNX accepts -depth..depth-1 (negative counts from the end); any other
+ * index makes its row all off_value, which torch's one_hot refuses. */
+void range_one_hot(const Graph *g, const Node *n, IntRange *r)
+{
+    (void)g;
+    r->lo = -node_int(n, "depth");
+    r->hi = node_int(n, "depth");
+    r->has_ignore = 0;
+    r->ignore = 0;
 }

@@ -54,6 +54,7 @@ CONST_INPUTS = {
     "Dropout": {1, 2}, "ConstantOfShape": {0}, "Range": {0, 1, 2},
     "Tile": {1}, "Trilu": {1}, "Clip": {1, 2}, "Pad": {1, 2, 3},
     "Resize": {1, 2, 3},
+    "CumSum": {1}, "OneHot": {1, 2},
     # remat holds running statistics as state (parameters the train step
     # updates), not as inputs
     "BatchNormalization": {3, 4},

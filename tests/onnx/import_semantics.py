@@ -499,5 +499,49 @@ want = np.mean((xa @ W).argmax(-1) == la)
 check("argmax_accuracy", out is not None and out["output.acc"] == np.float32(want) and
       0 < want < 1 and "grad.W" in out,
       err or f"accuracy {want} by ArgMax, Equal, Cast, ReduceMean; W trains")
+# issue 25: CumSum's axis input (int32, negative) with exclusive and
+# reverse, against numpy: y[k] = sum of x[j] over j > k along the last axis.
+x25 = rng.standard_normal((3, 5)).astype(np.float32)
+m = model([h.make_node("CumSum", ["x", "ax"], ["y"], exclusive=1, reverse=1)],
+          [vi("x", [3, 5])], [vi("y", [3, 5])],
+          [nh.from_array(np.array(-1, np.int32), "ax")])
+out, err = run("cumsum_exclusive_reverse", m, {"x": x25})
+want = np.flip(np.cumsum(np.flip(x25.astype(np.float64), 1), 1), 1) - x25
+check("cumsum_exclusive_reverse", out is not None and np.allclose(out["output.y"], want,
+                                                                  rtol=1e-5, atol=1e-6),
+      err or "CumSum axis=-1 (an int32 input) exclusive=1 reverse=1 sums the later entries")
+
+# OneHot with a float depth, float values [off, on] and axis 1, of int64
+# indices with a negative one, against numpy.
+ids = np.array([[0, 3, -1], [2, -4, 1]], np.int64)
+m = model([h.make_node("OneHot", ["ids", "depth", "vals"], ["y"], axis=1)],
+          [vi("ids", [2, 3], T.INT64)], [vi("y", [2, 4, 3])],
+          [nh.from_array(np.array([4.0], np.float32), "depth"),
+           nh.from_array(np.array([-1.0, 5.0], np.float32), "vals")])
+out, err = run("one_hot_axis_values", m, {"ids": ids})
+want = np.where(np.arange(4)[None, :, None] == (ids % 4)[:, None, :], 5.0, -1.0)
+check("one_hot_axis_values", out is not None and np.array_equal(out["output.y"], want),
+      err or "OneHot axis=1 depth 4.0 values [-1, 5] with negative indices")
+
+# GatherElements along axis -1 with indices narrower than the data and
+# negative ones, against numpy's take_along_axis.
+x26 = rng.standard_normal((3, 4)).astype(np.float32)
+gi = np.array([[0, -1], [3, 3], [-4, 2]], np.int64)
+m = model([h.make_node("GatherElements", ["x", "gi"], ["y"], axis=-1)],
+          [vi("x", [3, 4]), vi("gi", [3, 2], T.INT64)], [vi("y", [3, 2])])
+out, err = run("gather_elements_negative", m, {"x": x26, "gi": gi})
+check("gather_elements_negative", out is not None and np.array_equal(
+          out["output.y"], np.take_along_axis(x26, gi % 4, axis=-1)),
+      err or "GatherElements axis=-1, negative and repeated indices")
+
+# Tile of an int64 input (passed on as int64, then Cast), against np.tile.
+ti = np.array([[1, -2, 3], [40, 5, 6]], np.int64)
+m = model([h.make_node("Tile", ["ti", "reps"], ["t"]),
+           h.make_node("Cast", ["t"], ["y"], to=T.FLOAT)],
+          [vi("ti", [2, 3], T.INT64)], [vi("y", [4, 9])],
+          [nh.from_array(np.array([2, 3], np.int64), "reps")])
+out, err = run("tile_int64", m, {"ti": ti})
+check("tile_int64", out is not None and np.array_equal(out["output.y"], np.tile(ti, (2, 3))),
+      err or "Tile of int64 by (2, 3) is np.tile")
 
 sys.exit(1 if failures else 0)

@@ -1053,6 +1053,105 @@ class EinsumAttn(nn.Module):
     @staticmethod
     def inputs(g):
         return (torch.randn(3, 5, 8, generator=g), torch.randn(3, generator=g))
+class LabelSmooth(nn.Module):
+    """Label smoothing written by hand, as people did before
+    F.cross_entropy took label_smoothing: the log-probability of each
+    label picked with logp.gather(1, y.unsqueeze(1)) (GatherElements),
+    mixed with the mean over the classes."""
+
+    eps = 0.1
+
+    def __init__(self, d=16, classes=6):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.block = Block(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        logp = F.log_softmax(self.head(self.block(self.inp(x))), dim=-1)
+        nll = -logp.gather(1, y.unsqueeze(1)).squeeze(1)
+        smooth = -logp.mean(dim=-1)
+        return ((1 - self.eps) * nll + self.eps * smooth).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(5, 8, generator=g),
+                torch.randint(0, 6, (5,), generator=g))
+
+
+class OneHotCe(nn.Module):
+    """Soft targets from F.one_hot(y, C).float() (torch exports OneHot
+    with int64 values, then a Cast to float), smoothed, against
+    log_softmax: the cross-entropy spelled out."""
+
+    def __init__(self, d=16, classes=6):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.block = Block(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        logits = self.head(self.block(self.inp(x)))          # (2, 3, 6)
+        target = F.one_hot(y, logits.size(-1)).float() * 0.85 + 0.025
+        return -(target * F.log_softmax(logits, dim=-1)).sum(-1).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 3, 8, generator=g),
+                torch.randint(0, 6, (2, 3), generator=g))
+
+
+class CumsumPool(nn.Module):
+    """Causal mean pooling over time with torch.cumsum (CumSum) divided by
+    the count so far, and a reverse cumulative sum through torch.flip,
+    before a classifier on the last step."""
+
+    def __init__(self, d=12, classes=4):
+        super().__init__()
+        self.inp = nn.Linear(6, d)
+        self.mix = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.inp(x))                          # (2, 7, d)
+        steps = torch.arange(1, h.size(1) + 1, dtype=h.dtype).view(1, -1, 1)
+        mean = torch.cumsum(h, dim=1) / steps
+        back = torch.cumsum(h.flip(1), dim=-2).flip(1)
+        z = torch.tanh(self.mix(mean)) + 0.1 * back
+        return F.cross_entropy(self.head(z[:, -1]), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 7, 6, generator=g),
+                torch.randint(0, 4, (2,), generator=g))
+
+
+class TileMlp(nn.Module):
+    """x.repeat(...) (Tile): hidden features repeated side by side before
+    the next Linear, a learned (1, d) row repeated over the batch, and a
+    (2, 2, 2, 3) parameter repeated (2, 2, 2, 2), deeper than the runtime
+    walks in one Tile (the importer chains two)."""
+
+    def __init__(self, d=8, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(6, d)
+        self.row = nn.Parameter(torch.randn(1, d) * 0.5)
+        self.mix = nn.Linear(3 * d, d)
+        self.head = nn.Linear(d, classes)
+        self.cube = nn.Parameter(torch.randn(2, 2, 2, 3))
+
+    def forward(self, x, y):
+        h = torch.relu(self.inp(x))                          # (4, d)
+        h = h + self.row.repeat(h.size(0), 1)
+        h = torch.tanh(self.mix(h.repeat(1, 3)))
+        big = self.cube.repeat(2, 2, 2, 2)                   # (4, 4, 4, 6)
+        spread = torch.linspace(-1, 1, 6)
+        return F.cross_entropy(self.head(h), y) + (torch.tanh(big) * spread).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(4, 6, generator=g),
+                torch.randint(0, 5, (4,), generator=g))
 
 
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
@@ -1064,7 +1163,9 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "unet_convt": UnetConvt, "unet_upsample": UnetUpsample,
           "conv1d": Conv1dNet, "tcn": Tcn, "conv3d": Conv3dNet,
           "resnet8": ResNet8, "gpt2_hf": Gpt2Hf, "bert_mask": BertMask,
-          "einsum_attn": EinsumAttn}
+          "einsum_attn": EinsumAttn,
+          "label_smooth": LabelSmooth, "one_hot_ce": OneHotCe,
+          "cumsum_pool": CumsumPool, "tile_mlp": TileMlp}
 
 
 def fname(name):

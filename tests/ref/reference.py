@@ -620,6 +620,62 @@ def cast(a, ins, at):
     return ins[0].to(torch.float64 if DTYPE == np.float64 else torch.float32)
 
 
+def gather_elements(a, ins, at):
+    """ONNX GatherElements: out[i_0, ..., i_r] = data[i_0, ..., idx[i], ...,
+    i_r], the index replacing the coordinate along axis (negative ones
+    counting from the end); out has the indices' shape. Advanced indexing
+    with every coordinate spelled out, so a repeated index adds its
+    gradients as the definition's sum does."""
+    data, idx = ins
+    axis = int(at.get("axis", "0")) % data.dim()
+    n = data.shape[axis]
+    if idx.numel() and not (-n <= int(idx.min()) and int(idx.max()) < n):
+        raise SystemExit(f"{a.get('name')}: GatherElements index outside [-{n}, {n})")
+    idx = torch.where(idx < 0, idx + n, idx)
+    coords = list(torch.meshgrid(*[torch.arange(d) for d in idx.shape], indexing="ij"))
+    coords[axis] = idx
+    return data[tuple(coords)]
+
+
+def one_hot(a, ins, at):
+    """ONNX OneHot with depth and values as attributes: a new axis of depth
+    entries at axis, on_value where the entry's number is the index (a
+    negative index + depth), off_value elsewhere."""
+    idx = ins[0]
+    depth = int(at["depth"])
+    axis = int(at.get("axis", "-1")) % (idx.dim() + 1)
+    idx = torch.where(idx < 0, idx + depth, idx).unsqueeze(axis)
+    shape = [1] * (idx.dim())
+    shape[axis] = depth
+    hit = idx == torch.arange(depth).reshape(shape)
+    on, off = float(at.get("on_value", "1")), float(at.get("off_value", "0"))
+    return hit.to(torch.float64 if DTYPE == np.float64 else torch.float32) * (on - off) + off
+
+
+def cumsum(a, ins, at):
+    """ONNX CumSum along axis: y[k] = sum of x[j] over j <= k (j < k when
+    exclusive; j >= k or j > k when reverse), as a product with the
+    matrix of those (k, j) pairs."""
+    x = ins[0]
+    axis = int(at.get("axis", "0")) % x.dim()
+    n = x.shape[axis]
+    k = torch.arange(n).reshape(n, 1)
+    j = torch.arange(n).reshape(1, n)
+    rev, excl = int(at.get("reverse", "0")), int(at.get("exclusive", "0"))
+    take = (j > k if excl else j >= k) if rev else (j < k if excl else j <= k)
+    y = torch.tensordot(x.movedim(axis, -1), take.to(x.dtype).t(), dims=1)
+    return y.movedim(-1, axis)
+
+
+def tile(a, ins, at):
+    """ONNX Tile: output dimension d is x's times repeats[d], and
+    out[i] = x[i mod x's shape], one index_select per dimension."""
+    x = ins[0]
+    for d, r in enumerate(ints(at["repeats"])):
+        x = torch.index_select(x, d, torch.arange(x.shape[d] * r) % x.shape[d])
+    return x
+
+
 OPS = {
     "Gemm": gemm,
     "MatMul": lambda a, i, at: i[0] @ i[1],
@@ -717,6 +773,11 @@ OPS = {
     # ArgMax and ArgMin (issue 25): int64 indices, no gradient
     "ArgMax": arg_extreme(torch.argmax),
     "ArgMin": arg_extreme(torch.argmin),
+    # ops users meet (issue 25): GatherElements, OneHot, CumSum, Tile
+    "GatherElements": gather_elements,
+    "OneHot": one_hot,
+    "CumSum": cumsum,
+    "Tile": tile,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py

@@ -1,7 +1,8 @@
 /*
  * test_kernels_binary.c: unit tests of the runtime's broadcasting binary
  * kernels (Add, Sub, Mul, Div over an rt_bcast map, and Add's _set twin),
- * Pow, Max, Min, PRelu, Where and Expand, with Check.
+ * Pow, Max, Min, PRelu, Where and Expand (and Tile, Expand over a split
+ * map), with Check.
  *
  * Every backward is checked against central finite differences of its
  * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
@@ -757,6 +758,73 @@ START_TEST(expand_by_hand)
 }
 END_TEST
 
+/* ---- Tile (issue 25): Expand's kernels over a split map ------------------ */
+
+/* The maps ops_binary.c's tile_map makes: x (3, 4) tiled (2, 2), walked
+ * as (2, 3, 2, 4) with x's strides (0, 4, 0, 1); x (2, 1, 3) tiled
+ * (2, 2, 3), walked as (2, 2, 6, 3), strides (0, 3, 0, 1) (the extent-1
+ * dimension dropped, two repeats merged). */
+typedef struct {
+    int xrank, xdims[3], rep[3];
+    int rank, dims[4], sa[4];
+} tlayout;
+
+static const tlayout tlayouts[] = {
+    {2, {3, 4, 1}, {2, 2, 1}, 4, {2, 3, 2, 4}, {0, 4, 0, 1}},
+    {3, {2, 1, 3}, {2, 2, 3}, 4, {2, 2, 6, 3}, {0, 3, 0, 1}},
+};
+
+typedef struct {
+    rt_bcast m;
+    size_t n, nx;
+    float x[12], y[72], dy[72];
+} tile_case;
+
+static double tile_loss(void *v)
+{
+    tile_case *c = v;
+    rt_expand_forward(c->y, c->x, &c->m);
+    return dot(c->y, c->dy, c->n);
+}
+
+/* The forward against ONNX's definition, out[i] = x[i mod x's shape] over
+ * the output's (x_d * r_d) dimensions; the backward (the tiles summed)
+ * against central differences. */
+START_TEST(tile_forward_and_grad)
+{
+    const tlayout *l = &tlayouts[_i];
+    tile_case c;
+    int ydims[3], d;
+    double want[72];
+    float dx[12], px[12], diff[12];
+    size_t i;
+    c.m = make_bcast(l->rank, l->dims, l->sa, l->sa);
+    c.nx = count_of(l->xdims, l->xrank);
+    for (d = 0; d < l->xrank; d++)
+        ydims[d] = l->xdims[d] * l->rep[d];
+    c.n = count_of(ydims, l->xrank);
+    tseed(7900 + (unsigned)_i);
+    fill(c.x, c.nx, -2, 2);
+    fill(c.dy, c.n, -1, 1);
+    rt_expand_forward(c.y, c.x, &c.m);
+    for (i = 0; i < c.n; i++) {
+        size_t q = i, from = 0, scale = 1;
+        for (d = l->xrank - 1; d >= 0; d--) {
+            from += (q % (size_t)ydims[d]) % (size_t)l->xdims[d] * scale;
+            scale *= (size_t)l->xdims[d];
+            q /= (size_t)ydims[d];
+        }
+        want[i] = c.x[from];
+    }
+    expect_near("tile", c.y, want, c.n, 0, 0);
+    fill(px, c.nx, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    rt_expand_backward(dx, c.dy, &c.m);
+    added(diff, dx, px, c.nx);
+    expect_grad("tile dx", c.x, c.nx, diff, tile_loss, &c);
+}
+END_TEST
+
 /* ---- _set twin ----------------------------------------------------------- */
 
 /* Add (5, 7, 3) + b broadcast over the middle dim (5, 1, 3): da written
@@ -886,6 +954,7 @@ static Suite *binary_suite(void)
     tcase_add_loop_test(tc, expand_forward_by_index, 0, N_EX);
     tcase_add_loop_test(tc, expand_grad, 0, N_EX);
     tcase_add_test(tc, expand_by_hand);
+    tcase_add_loop_test(tc, tile_forward_and_grad, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");

@@ -1,7 +1,7 @@
 /*
  * test_kernels_structural.c: unit tests of the runtime's structural
- * kernels (Concat, Split, Slice, Transpose, Gather, and Transpose's _set
- * twin), with Check. The Makefile builds it twice, with BLAS and with
+ * kernels (Concat, Split, Slice, Transpose, Gather, GatherElements,
+ * OneHot, and Transpose's _set twin), with Check. The Makefile builds it twice, with BLAS and with
  * -DRT_NO_BLAS.
  *
  * Forwards are checked against numbers worked out by hand or index
@@ -518,6 +518,115 @@ START_TEST(gather_grad)
 }
 END_TEST
 
+/* ---- GatherElements and OneHot (issue 25) --------------------------------- */
+
+/* x (3, 4) with x[r][c] = 10r + c, along axis 1 with indices (2, 3) shorter
+ * than x's rows: [[0, 3, -1], [2, 2, -4]] reads 0 3 3 / 12 12 10, and
+ * along axis 0 with [[2, -3, 1, 7]]: 20 1 12 and 0 (out of range). */
+START_TEST(gather_elements_forward_by_hand)
+{
+    const int xdims[2] = {3, 4}, i1[2] = {2, 3}, i0[2] = {1, 4};
+    const int64_t idx1[6] = {0, 3, -1, 2, 2, -4}, idx0[4] = {2, -3, 1, 7};
+    const float want1[6] = {0, 3, 3, 12, 12, 10}, want0[4] = {20, 1, 12, 0};
+    float x[12], y[6];
+    int i;
+    for (i = 0; i < 12; i++)
+        x[i] = (float)(10 * (i / 4) + i % 4);
+    rt_fill(y, 6, NAN);
+    rt_gather_elements_forward(y, x, idx1, 2, xdims, i1, 1);
+    expect_same("gather_elements axis 1", y, want1, 6);
+    rt_fill(y, 6, NAN);
+    rt_gather_elements_forward(y, x, idx0, 2, xdims, i0, 0);
+    expect_same("gather_elements axis 0", y, want0, 4);
+}
+END_TEST
+
+enum { GE_A = 2, GE_B = 4, GE_C = 3, GE_X = GE_A * GE_B * GE_C };
+enum { GE_IB = 5, GE_IC = 2, GE_N = GE_A * GE_IB * GE_IC };
+
+/* x (2, 4, 3) gathered along axis 1 by indices (2, 5, 2): five indices per
+ * lane out of four rows, so some repeat (and add); negative ones too. */
+typedef struct {
+    float x[GE_X], y[GE_N], dy[GE_N];
+    int64_t idx[GE_N];
+} gather_elements_case;
+
+static const int ge_xdims[3] = {GE_A, GE_B, GE_C};
+static const int ge_idims[3] = {GE_A, GE_IB, GE_IC};
+
+static double gather_elements_loss(void *v)
+{
+    gather_elements_case *c = v;
+    rt_gather_elements_forward(c->y, c->x, c->idx, 3, ge_xdims, ge_idims, 1);
+    return dot(c->y, c->dy, GE_N);
+}
+
+static void gather_elements_fill(gather_elements_case *c)
+{
+    int i;
+    fill(c->x, GE_X, -1, 1);
+    fill(c->dy, GE_N, -1, 1);
+    for (i = 0; i < GE_N; i++)
+        c->idx[i] = (int64_t)(trand(0, 8)) - 4;     /* [-4, 4) */
+}
+
+/* The forward element by element from the definition, the backward as a
+ * sum over the elements that read each x, and against central
+ * differences; it adds, and a NULL gradient is skipped. */
+START_TEST(gather_elements_backward_and_grad)
+{
+    gather_elements_case c;
+    float dx[GE_X], pre[GE_X], diff[GE_X];
+    double want[GE_X];
+    int a, b, k, i;
+    tseed(2500);
+    gather_elements_fill(&c);
+    fill(pre, GE_X, -1, 1);
+    rt_gather_elements_forward(c.y, c.x, c.idx, 3, ge_xdims, ge_idims, 1);
+    for (i = 0; i < GE_X; i++)
+        want[i] = pre[i];
+    for (a = 0; a < GE_A; a++)
+        for (b = 0; b < GE_IB; b++)
+            for (k = 0; k < GE_IC; k++) {
+                const int at = (a * GE_IB + b) * GE_IC + k;
+                const int r = (int)(c.idx[at] < 0 ? c.idx[at] + GE_B
+                                                  : c.idx[at]);
+                const int from = (a * GE_B + r) * GE_C + k;
+                ck_assert_msg(c.y[at] == c.x[from], "y[%d] = %g, want x[%d] "
+                              "= %g", at, (double)c.y[at], from,
+                              (double)c.x[from]);
+                want[from] += c.dy[at];
+            }
+    memcpy(dx, pre, sizeof dx);
+    rt_gather_elements_backward(dx, c.dy, c.idx, 3, ge_xdims, ge_idims, 1);
+    expect_near("gather_elements dx", dx, want, GE_X, 1e-6, 1e-6);
+    added(diff, dx, pre, GE_X);
+    expect_grad("gather_elements dx", c.x, GE_X, diff, gather_elements_loss,
+                &c);
+    rt_gather_elements_backward(NULL, c.dy, c.idx, 3, ge_xdims, ge_idims, 1);
+}
+END_TEST
+
+/* indices (2, 2) [[1, -1], [3, 7]], depth 4, off 0.25, on 2: along the
+ * last axis (outer 4, inner 1) rows 1, 3, 3 and none (7 is out of range);
+ * along axis 1 (outer 2, inner 2) the same hits, transposed per row. */
+START_TEST(one_hot_forward_by_hand)
+{
+    const int64_t idx[4] = {1, -1, 3, 7};
+    const float o = 0.25f, l = 2.0f;
+    const float last[16] = {o, l, o, o, o, o, o, l, o, o, o, l, o, o, o, o};
+    const float mid[16] = {o, o, l, o, o, o, o, l,   /* index 0's row: 1, 3 */
+                           o, o, o, o, o, o, l, o};  /* index 1's: 3, none */
+    float y[16];
+    rt_fill(y, 16, NAN);
+    rt_one_hot_forward(y, idx, 4, 4, 1, o, l);
+    expect_same("one_hot last axis", y, last, 16);
+    rt_fill(y, 16, NAN);
+    rt_one_hot_forward(y, idx, 2, 4, 2, o, l);
+    expect_same("one_hot axis 1", y, mid, 16);
+}
+END_TEST
+
 /* ---- _set twin ----------------------------------------------------------- */
 
 START_TEST(transpose_writes)
@@ -569,6 +678,12 @@ static Suite *structural_suite(void)
     tcase_add_test(tc, gather_forward_by_hand);
     tcase_add_test(tc, gather_backward_scatter_adds);
     tcase_add_test(tc, gather_grad);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("gather_elements and one_hot");
+    tcase_add_test(tc, gather_elements_forward_by_hand);
+    tcase_add_test(tc, gather_elements_backward_and_grad);
+    tcase_add_test(tc, one_hot_forward_by_hand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");

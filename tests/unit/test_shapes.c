@@ -1002,6 +1002,53 @@ START_TEST(conv_transpose_and_resize_shapes)
 }
 END_TEST
 
+/* issue 25: GatherElements, OneHot, CumSum and Tile. y's shape after the
+ * one node `node` (reading x float32 and k int64) and its dtype. */
+static void new_op_shape(const char *x, const char *k, const char *node,
+                         const char *want, int want_int)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c, ctx_printf(&c,
+        "<input name='x' shape='%s'/><input name='k' shape='%s' "
+        "dtype='int64'/>%s<node name='c' op='Cast' in='k' out='kf'/>"
+        "<node name='r' op='ReduceSum' in='y' out='l0' keepdims='0'/>"
+        "<node name='r2' op='ReduceSum' in='x' out='l1' keepdims='0'/>"
+        "<node name='a' op='Add' in='l0 l1' out='l'/>"
+        "<output name='l'/>", x, k, node), "none");
+    const char *got = shape_str(&c, T(&m, "y"));
+    ck_assert_msg(strcmp(got, want) == 0, "%s: got %s, want %s", node, got,
+                  want);
+    ck_assert_int_eq(T(&m, "y")->is_int, want_int);
+    ctx_free(&c);
+}
+
+START_TEST(gather_elements_one_hot_cumsum_tile_shapes)
+{
+    /* GatherElements: the indices' shape, shorter than data off the axis */
+    new_op_shape("3 4", "2 6", "<node name='g' op='GatherElements' "
+                 "in='x k' out='y' axis='-1'/>", "2x6", 0);
+    new_op_shape("3 4 5", "7 2 1", "<node name='g' op='GatherElements' "
+                 "in='x k' out='y'/>", "7x2x1", 0);
+    /* OneHot: depth inserted at axis, of the output's rank */
+    new_op_shape("1", "2 3", "<node name='o' op='OneHot' in='k' out='y' "
+                 "depth='5'/>", "2x3x5", 0);
+    new_op_shape("1", "2 3", "<node name='o' op='OneHot' in='k' out='y' "
+                 "depth='5' axis='-3'/>", "5x2x3", 0);
+    new_op_shape("1", "2 3", "<node name='o' op='OneHot' in='k' out='y' "
+                 "depth='4' axis='1'/>", "2x4x3", 0);
+    /* CumSum: the input's shape */
+    new_op_shape("2 3 4", "1", "<node name='s' op='CumSum' in='x' out='y' "
+                 "axis='-2' exclusive='1' reverse='1'/>", "2x3x4", 0);
+    /* Tile: x_d r_d; int64 passes through */
+    new_op_shape("2 1 3", "1", "<node name='t' op='Tile' in='x' out='y' "
+                 "repeats='2 4 1'/>", "4x4x3", 0);
+    new_op_shape("1", "3 2", "<node name='t' op='Tile' in='k' out='ki' "
+                 "repeats='1 2'/><node name='c2' op='Cast' in='ki' out='y'/>",
+                 "3x4", 0);
+}
+END_TEST
+
 START_TEST(conv_transpose_and_resize_errors)
 {
     static const struct {
@@ -1181,6 +1228,7 @@ int main(void)
     tcase_add_test(t, sce_weights_and_reduction_errors);
     tcase_add_test(t, pad_and_group_norm_shapes_and_reads);
     tcase_add_test(t, conv_transpose_and_resize_shapes);
+    tcase_add_test(t, gather_elements_one_hot_cumsum_tile_shapes);
     tcase_add_test(t, conv_transpose_and_resize_errors);
     suite_add_tcase(s, t);
     return run_suite(s);
