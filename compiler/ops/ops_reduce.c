@@ -2,7 +2,9 @@
  * ops_reduce.c: ReduceSum, ReduceMean, ReduceMax and ReduceMin over any
  * set of axes, through the runtime's reduce.c and a broadcast map from
  * the input to the reduced output (the backward broadcasts the gradient
- * back; ReduceMax's and ReduceMin's to the extremes only).
+ * back; ReduceMax's and ReduceMin's to the extremes only); ReduceL1,
+ * ReduceL2, ReduceSumSquare and ReduceLogSumExp over the same map, each
+ * an rt_sum of a term of x (|x|, x^2, exp(x - max)).
  */
 #include "ops.h"
 
@@ -109,4 +111,41 @@ void emit_extreme_bwd(Emit *e, const Node *n, const char *const *din,
 long scratch_extreme(const Graph *g, const Node *n, int backward)
 {
     return backward ? OUT(0)->numel : 0;
+}
+
+/* ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (issue 25): the
+ * same map; the kernel is the row's (rt_reduce_l1_forward, ...). The
+ * backward reads x, and y where the row's needs mask says (ReduceL2's x / y,
+ * ReduceLogSumExp's exp(x - y)); ReduceLogSumExp's forward sums in
+ * scratch. */
+void emit_reduce_term_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_%s_forward(%s, %s, &map_%s, %ld%s%s);", n->row->kernel,
+         out[0], in[0], n->cname, OUT(0)->numel,
+         n->op == OP_REDUCE_LOG_SUM_EXP ? ", " : "",
+         n->op == OP_REDUCE_LOG_SUM_EXP ? e->scratch : "");
+}
+
+void emit_reduce_term_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out)
+{
+    int reads_y = (n->row->needs[0] & NEED_OUT(0)) != 0;
+    emit(e, "rt_%s_backward(%s, %s, %s%s%s, &map_%s);", n->row->kernel,
+         din[0], dout[0], in[0], reads_y ? ", " : "", reads_y ? out[0] : "",
+         n->cname);
+}
+
+/* ReduceLogSumExp's forward: the sums, one per output element */
+long scratch_log_sum_exp(const Graph *g, const Node *n, int backward)
+{
+    return backward ? 0 : OUT(0)->numel;
+}
+
+/* A term and an add per input element; ReduceLogSumExp's exp counts four */
+double flops_reduce_term(const Graph *g, const Node *n)
+{
+    return (n->op == OP_REDUCE_LOG_SUM_EXP ? 6.0 : 2.0) * IN(0)->numel;
 }
