@@ -20,6 +20,14 @@ static int reduced_axes(Ctx *c, const Graph *g, const Node *n, int *reduced)
      * noop_with_empty_axes makes it the identity */
     for (int d = 0; d < x->rank; d++)
         reduced[d] = none_given && !node_int(n, "noop_with_empty_axes");
+    /* ONNX makes such a ReduceL1 or ReduceL2 the input unchanged (its
+     * reference returns x, not |x|): not a reduction remat computes */
+    if (none_given && node_int(n, "noop_with_empty_axes") &&
+        (n->op == OP_REDUCE_L1 || n->op == OP_REDUCE_L2))
+        return node_error(c, g, n, ctx_printf(c, "%s with no axes and "
+            "noop_with_empty_axes=1 is ONNX's identity, which remat does not "
+            "compute as a reduction; give axes, or use Identity",
+            n->row->name));
     for (int i = 0; !none_given && i < axes->nints; i++) {
         long a = axes->ints[i];
         if (a < -x->rank || a >= x->rank)
