@@ -20,10 +20,12 @@ static int reduced_axes(Ctx *c, const Graph *g, const Node *n, int *reduced)
      * noop_with_empty_axes makes it the identity */
     for (int d = 0; d < x->rank; d++)
         reduced[d] = none_given && !node_int(n, "noop_with_empty_axes");
-    /* ONNX makes such a ReduceL1 or ReduceL2 the input unchanged (its
-     * reference returns x, not |x|): not a reduction remat computes */
+    /* ONNX's text makes such a ReduceL1, ReduceL2 or ReduceSumSquare the
+     * input unchanged (its reference returns x for the first two, x^2 for
+     * the third): not a reduction remat computes */
     if (none_given && node_int(n, "noop_with_empty_axes") &&
-        (n->op == OP_REDUCE_L1 || n->op == OP_REDUCE_L2))
+        (n->op == OP_REDUCE_L1 || n->op == OP_REDUCE_L2 ||
+         n->op == OP_REDUCE_SUM_SQUARE))
         return node_error(c, g, n, ctx_printf(c, "%s with no axes and "
             "noop_with_empty_axes=1 is ONNX's identity, which remat does not "
             "compute as a reduction; give axes, or use Identity",
