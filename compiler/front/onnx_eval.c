@@ -696,6 +696,10 @@ static int fold_split(Im *m, ONode *o)
             sizes[k] = (long)a->ints[k];
     } else {
         long whole = x->dims[axis], part = n ? (whole + n - 1) / n : 0;
+        if (m->opset < 18 && n && whole % n)
+            return fold_error(m, o, ctx_printf(m->c, "Split cannot cut an "
+                "axis of %ld into %d equal parts; before opset 18 they must "
+                "divide it", whole, n));
         for (int k = 0; k < n; k++)
             sizes[k] = whole - part * k < part ? whole - part * k : part;
     }
