@@ -170,6 +170,16 @@ typedef enum {
     OP_ONE_HOT,
     OP_CUMSUM,
     OP_TILE,
+    /* ops users meet (issue 25, newops2): ReduceL1, ReduceL2,
+     * ReduceSumSquare, ReduceLogSumExp (ops_reduce.c), Sign (ops_unary.c),
+     * DepthToSpace, SpaceToDepth (ops_structural.c) */
+    OP_REDUCE_L1,
+    OP_REDUCE_L2,
+    OP_REDUCE_SUM_SQUARE,
+    OP_REDUCE_LOG_SUM_EXP,
+    OP_SIGN,
+    OP_DEPTH_TO_SPACE,
+    OP_SPACE_TO_DEPTH,
     OP_COUNT
 } OpKind;
 

@@ -1978,7 +1978,8 @@ void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
  * unary.c: the pointwise ops of one input: Relu, Gelu (exact, and the tanh
  * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg, and
  * torch.nn's activations as ONNX defines them: LeakyRelu, HardSwish,
- * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish.
+ * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish, Sin,
+ * Cos, and Sign (no backward: its gradient is zero).
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
  * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
  * vectorize.
@@ -2605,6 +2606,16 @@ void rt_mish_backward(float *dx, const float *dy, const float *x, int n)
     }
 }
 
+/* ---- Sign (issue 25) ------------------------------------------------------- */
+
+void rt_sign_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? 1.0f : x[i] < 0.0f ? -1.0f
+               : x[i] == 0.0f ? 0.0f : x[i];
+}
+
 /* ==== runtime/softmax.c ==== */
 /*
  * softmax.c: Softmax and LogSoftmax along one axis: a lane function run
@@ -2778,7 +2789,10 @@ void rt_softmax_backward(float *dx, const float *dy, const float *y,
  * reduce.c: the reductions (rt_reduce_forward and _backward) over a map
  * whose second strides are y's (0 along a reduced dim): each y is the
  * rt_sum of its x in x's order (binary.c's rt_bc_sums), y's entries split
- * over the threads; the backward is walked with rt_bc_run.
+ * over the threads; the backward is walked with rt_bc_run. ReduceMax and
+ * ReduceMin walk the map with rt_bc_run; ReduceL1, ReduceL2,
+ * ReduceSumSquare and ReduceLogSumExp (its shift the group's maximum) sum
+ * a term of x with rt_bc_sums, their backwards split over the threads.
  */
 
 /* ---- reductions ----------------------------------------------------------- */
@@ -3033,6 +3047,171 @@ void rt_cumsum_backward(float *dx, const float *dy, int outer, int n,
 {
     if (dx != NULL)
         cumsum_run(dx, dy, outer, n, inner, exclusive != 0, reverse == 0, 1);
+}
+
+/* ---- ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (issue 25) ------ */
+
+/* Each y is an rt_sum of a term of its x, in x's order (rt_bc_sums, as
+ * ReduceSum's forward): |x|, x^2, or exp(x - shift), the shift its group's
+ * maximum, read at y's offset (off[1]) from p->b. */
+static float l1_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return fabsf(p->a[off[0]]);
+}
+
+static float square_term(const bc_args *p, const ptrdiff_t *off)
+{
+    const float v = p->a[off[0]];
+    return v * v;
+}
+
+static float exp_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return expf(p->a[off[0]] - p->b[off[1]]);
+}
+
+/* y = the sum of term(x) over each group, y overwritten. */
+static void term_sums(float *y, const float *x, const float *shift,
+                      const rt_bcast *m, int ny, bc_term term)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    const int *const st[1] = {m->sb};
+    int i;
+    for (i = 0; i < ny; i++)
+        y[i] = 0.0f;
+    p.a = x;
+    p.b = shift;
+    rt_bc_sums(m->rank, m->dims, st, 1, 0, y, term, &p);
+}
+
+void rt_reduce_l1_forward(float *y, const float *x, const rt_bcast *m, int ny)
+{
+    term_sums(y, x, NULL, m, ny, l1_term);
+}
+
+void rt_reduce_sum_square_forward(float *y, const float *x, const rt_bcast *m,
+                                  int ny)
+{
+    term_sums(y, x, NULL, m, ny, square_term);
+}
+
+void rt_reduce_l2_forward(float *y, const float *x, const rt_bcast *m, int ny)
+{
+    int i;
+    term_sums(y, x, NULL, m, ny, square_term);
+    for (i = 0; i < ny; i++)
+        y[i] = sqrtf(y[i]);
+}
+
+/* y = shift + log(sum exp(x - shift)), the shift each group's maximum (0
+ * where that is infinite, as torch.logsumexp: a group of -inf gives -inf,
+ * one holding +inf gives +inf); sums is scratch of ny floats. */
+void rt_reduce_log_sum_exp_forward(float *y, const float *x,
+                                   const rt_bcast *m, int ny, float *sums)
+{
+    int i;
+    extreme_forward(y, x, m, ny, 1.0f);
+    for (i = 0; i < ny; i++)
+        if (isinf(y[i]))
+            y[i] = 0.0f;
+    term_sums(sums, x, y, m, ny, exp_term);
+    for (i = 0; i < ny; i++)
+        y[i] += logf(sums[i]);
+}
+
+/* Backward rows: x (and dx) walked at oy, y and dy at ob with stride sb;
+ * every dx element its own, so the rows split over the threads. */
+static void l1_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                        ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy, *dy = p->dy + ob;
+    float *dx = p->da + oy;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++) {
+        const float v = x[j], g = dy[(ptrdiff_t)j * sb];
+        dx[j] += v > 0.0f ? g : v < 0.0f ? -g : 0.0f;
+    }
+}
+
+static void square_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                            ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy, *dy = p->dy + ob;
+    float *dx = p->da + oy;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++)
+        dx[j] += 2.0f * x[j] * dy[(ptrdiff_t)j * sb];
+}
+
+static void l2_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                        ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy, *y = p->b + ob, *dy = p->dy + ob;
+    float *dx = p->da + oy;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t o = (ptrdiff_t)j * sb;
+        if (y[o] != 0.0f)
+            dx[j] += x[j] * (dy[o] / y[o]);
+    }
+}
+
+static void lse_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *x = p->a + oy, *y = p->b + ob, *dy = p->dy + ob;
+    float *dx = p->da + oy;
+    int j;
+    (void)oa;
+    (void)sa;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t o = (ptrdiff_t)j * sb;
+        dx[j] += dy[o] * expf(x[j] - y[o]);
+    }
+}
+
+static void term_backward(float *dx, const float *dy, const float *x,
+                          const float *y, const rt_bcast *m, bc_row row)
+{
+    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    if (dx == NULL)
+        return;
+    p.da = dx;
+    p.dy = dy;
+    p.a = x;
+    p.b = y;
+    rt_bc_run_split(m, &p, row);
+}
+
+void rt_reduce_l1_backward(float *dx, const float *dy, const float *x,
+                           const rt_bcast *m)
+{
+    term_backward(dx, dy, x, NULL, m, l1_back_row);
+}
+
+void rt_reduce_sum_square_backward(float *dx, const float *dy, const float *x,
+                                   const rt_bcast *m)
+{
+    term_backward(dx, dy, x, NULL, m, square_back_row);
+}
+
+void rt_reduce_l2_backward(float *dx, const float *dy, const float *x,
+                           const float *y, const rt_bcast *m)
+{
+    term_backward(dx, dy, x, y, m, l2_back_row);
+}
+
+void rt_reduce_log_sum_exp_backward(float *dx, const float *dy,
+                                    const float *x, const float *y,
+                                    const rt_bcast *m)
+{
+    term_backward(dx, dy, x, y, m, lse_back_row);
 }
 
 /* ==== runtime/norm.c ==== */
@@ -4677,7 +4856,8 @@ void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
 /* ==== runtime/structural.c ==== */
 /*
  * structural.c: the ops that move elements rather than compute them
- * (their backwards add): Concat, Split, Slice, Transpose, Gather.
+ * (their backwards add): Concat, Split, Slice, Transpose, Gather, and
+ * DepthToSpace and SpaceToDepth (Transposes of a 6-D view).
  */
 
 /* ---- structural ops: Concat, Split, Slice ---------------------------------- */
@@ -5009,6 +5189,70 @@ void rt_one_hot_forward(float *y, const int64_t *idx, int outer, int depth,
                 y[(o * (size_t)depth + (size_t)d) * (size_t)inner + i] =
                     v == d ? on : off;
             }
+}
+
+/* ---- DepthToSpace and SpaceToDepth (issue 25) ------------------------------ */
+
+/* Each is a Transpose of x seen with six dims (ONNX's own definition):
+ * DepthToSpace DCR x as (n, b, b, c/b^2, h, w), perm (0, 3, 4, 1, 5, 2);
+ * CRD as (n, c/b^2, b, b, h, w), perm (0, 1, 4, 2, 5, 3); SpaceToDepth x
+ * as (n, c, h/b, b, w/b, b), perm (0, 3, 5, 1, 2, 4). The result is y's
+ * floats in order. */
+static void d2s_view(int n, int c, int h, int w, int b, int mode, int *dims,
+                     int *perm)
+{
+    static const int dcr[6] = {0, 3, 4, 1, 5, 2}, crd[6] = {0, 1, 4, 2, 5, 3},
+                     s2d[6] = {0, 3, 5, 1, 2, 4};
+    const int *p = mode == 0 ? dcr : mode == 1 ? crd : s2d;
+    int d;
+    dims[0] = n;
+    if (mode == 2) {
+        dims[1] = c;
+        dims[2] = h / b;
+        dims[3] = b;
+        dims[4] = w / b;
+        dims[5] = b;
+    } else {
+        dims[mode == 0 ? 3 : 1] = c / (b * b);
+        dims[mode == 0 ? 1 : 2] = b;
+        dims[mode == 0 ? 2 : 3] = b;
+        dims[4] = h;
+        dims[5] = w;
+    }
+    for (d = 0; d < 6; d++)
+        perm[d] = p[d];
+}
+
+void rt_depth_to_space_forward(float *y, const float *x, int n, int c, int h,
+                               int w, int blocksize, int crd)
+{
+    int dims[6], perm[6];
+    d2s_view(n, c, h, w, blocksize, crd ? 1 : 0, dims, perm);
+    rt_transpose_forward(y, x, 6, dims, perm);
+}
+
+void rt_depth_to_space_backward(float *dx, const float *dy, int n, int c,
+                                int h, int w, int blocksize, int crd)
+{
+    int dims[6], perm[6];
+    d2s_view(n, c, h, w, blocksize, crd ? 1 : 0, dims, perm);
+    rt_transpose_backward(dx, dy, 6, dims, perm);
+}
+
+void rt_space_to_depth_forward(float *y, const float *x, int n, int c, int h,
+                               int w, int blocksize)
+{
+    int dims[6], perm[6];
+    d2s_view(n, c, h, w, blocksize, 2, dims, perm);
+    rt_transpose_forward(y, x, 6, dims, perm);
+}
+
+void rt_space_to_depth_backward(float *dx, const float *dy, int n, int c,
+                                int h, int w, int blocksize)
+{
+    int dims[6], perm[6];
+    d2s_view(n, c, h, w, blocksize, 2, dims, perm);
+    rt_transpose_backward(dx, dy, 6, dims, perm);
 }
 
 /* ==== runtime/attention.c ==== */

@@ -222,6 +222,11 @@ void rt_softsign_backward(float *dx, const float *dy, const float *x, int n);
  * f' = tanh(sp(x)) + x sigmoid(x) (1 - tanh(sp(x))^2) */
 void rt_mish_forward(float *y, const float *x, int n);
 void rt_mish_backward(float *dx, const float *dy, const float *x, int n);
+/* ONNX Sign (issue 25): y = 1 for x > 0, -1 for x < 0, 0 at 0 (either
+ * zero), NaN for NaN (numpy.sign, ONNX's reference). It has no backward:
+ * its gradient is zero everywhere it has one, and the op table's row asks
+ * for none. */
+void rt_sign_forward(float *y, const float *x, int n);
 
 /* ---- ONNX pointwise: Erf, Reciprocal, Pow, Where, LogSoftmax, Expand ------ */
 
@@ -325,6 +330,28 @@ void rt_argmax_forward(int64_t *y, const float *x, long outer, long n,
                        long inner, int last);
 void rt_argmin_forward(int64_t *y, const float *x, long outer, long n,
                        long inner, int last);
+/* ReduceL1, ReduceSumSquare, ReduceL2 and ReduceLogSumExp over the same
+ * map (issue 25): y = sum |x|, sum x^2, sqrt(sum x^2), and
+ * log(sum exp(x)) computed as s + log(sum exp(x - s)) with s the group's
+ * maximum (0 where that is infinite), each sum an rt_sum in x's order;
+ * sums is scratch of ny floats. The backwards add to dx (NULL: nothing)
+ * dy sign(x) (0 at 0), 2 x dy, x dy / y (0 where y is 0, as torch's norm),
+ * and dy exp(x - y). */
+void rt_reduce_l1_forward(float *y, const float *x, const rt_bcast *m, int ny);
+void rt_reduce_l1_backward(float *dx, const float *dy, const float *x,
+                           const rt_bcast *m);
+void rt_reduce_sum_square_forward(float *y, const float *x, const rt_bcast *m,
+                                  int ny);
+void rt_reduce_sum_square_backward(float *dx, const float *dy, const float *x,
+                                   const rt_bcast *m);
+void rt_reduce_l2_forward(float *y, const float *x, const rt_bcast *m, int ny);
+void rt_reduce_l2_backward(float *dx, const float *dy, const float *x,
+                           const float *y, const rt_bcast *m);
+void rt_reduce_log_sum_exp_forward(float *y, const float *x,
+                                   const rt_bcast *m, int ny, float *sums);
+void rt_reduce_log_sum_exp_backward(float *dx, const float *dy,
+                                    const float *x, const float *y,
+                                    const rt_bcast *m);
 
 /* ---- transformer ops ------------------------------------------------------ */
 
@@ -444,6 +471,22 @@ void rt_transpose_backward(float *dx, const float *dy, int rank,
                            const int *dims, const int *perm);
 void rt_transpose_backward_set(float *dx, const float *dy, int rank,
                                const int *dims, const int *perm, unsigned set);
+
+/* ONNX DepthToSpace and SpaceToDepth (issue 25) on x of shape (n, c, h, w)
+ * with block b: DepthToSpace's y is (n, c/b^2, h b, w b), y[i, k, r b + u,
+ * s b + v] = x[i, (u b + v) c/b^2 + k, r, s] in mode DCR (crd 0) and
+ * x[i, k b^2 + u b + v, r, s] in mode CRD (crd 1, torch's pixel_shuffle);
+ * SpaceToDepth's y is (n, c b^2, h/b, w/b), DCR's inverse: y[i, (u b + v)
+ * c + k, r, s] = x[i, k, r b + u, s b + v]. The backwards add dy moved
+ * back into dx (x's shape; NULL: nothing). */
+void rt_depth_to_space_forward(float *y, const float *x, int n, int c, int h,
+                               int w, int blocksize, int crd);
+void rt_depth_to_space_backward(float *dx, const float *dy, int n, int c,
+                                int h, int w, int blocksize, int crd);
+void rt_space_to_depth_forward(float *y, const float *x, int n, int c, int h,
+                               int w, int blocksize);
+void rt_space_to_depth_backward(float *dx, const float *dy, int n, int c,
+                                int h, int w, int blocksize);
 
 /* ONNX MatMul, N-D, with broadcast batch dimensions, as a list of `batch`
  * matrix products: output matrix i (m x n) = A matrix a_index[i] (m x k)

@@ -1,6 +1,7 @@
 /*
  * structural.c: the ops that move elements rather than compute them
- * (their backwards add): Concat, Split, Slice, Transpose, Gather.
+ * (their backwards add): Concat, Split, Slice, Transpose, Gather, and
+ * DepthToSpace and SpaceToDepth (Transposes of a 6-D view).
  */
 #include "rt_impl.h"
 
@@ -333,4 +334,68 @@ void rt_one_hot_forward(float *y, const int64_t *idx, int outer, int depth,
                 y[(o * (size_t)depth + (size_t)d) * (size_t)inner + i] =
                     v == d ? on : off;
             }
+}
+
+/* ---- DepthToSpace and SpaceToDepth (issue 25) ------------------------------ */
+
+/* Each is a Transpose of x seen with six dims (ONNX's own definition):
+ * DepthToSpace DCR x as (n, b, b, c/b^2, h, w), perm (0, 3, 4, 1, 5, 2);
+ * CRD as (n, c/b^2, b, b, h, w), perm (0, 1, 4, 2, 5, 3); SpaceToDepth x
+ * as (n, c, h/b, b, w/b, b), perm (0, 3, 5, 1, 2, 4). The result is y's
+ * floats in order. */
+static void d2s_view(int n, int c, int h, int w, int b, int mode, int *dims,
+                     int *perm)
+{
+    static const int dcr[6] = {0, 3, 4, 1, 5, 2}, crd[6] = {0, 1, 4, 2, 5, 3},
+                     s2d[6] = {0, 3, 5, 1, 2, 4};
+    const int *p = mode == 0 ? dcr : mode == 1 ? crd : s2d;
+    int d;
+    dims[0] = n;
+    if (mode == 2) {
+        dims[1] = c;
+        dims[2] = h / b;
+        dims[3] = b;
+        dims[4] = w / b;
+        dims[5] = b;
+    } else {
+        dims[mode == 0 ? 3 : 1] = c / (b * b);
+        dims[mode == 0 ? 1 : 2] = b;
+        dims[mode == 0 ? 2 : 3] = b;
+        dims[4] = h;
+        dims[5] = w;
+    }
+    for (d = 0; d < 6; d++)
+        perm[d] = p[d];
+}
+
+void rt_depth_to_space_forward(float *y, const float *x, int n, int c, int h,
+                               int w, int blocksize, int crd)
+{
+    int dims[6], perm[6];
+    d2s_view(n, c, h, w, blocksize, crd ? 1 : 0, dims, perm);
+    rt_transpose_forward(y, x, 6, dims, perm);
+}
+
+void rt_depth_to_space_backward(float *dx, const float *dy, int n, int c,
+                                int h, int w, int blocksize, int crd)
+{
+    int dims[6], perm[6];
+    d2s_view(n, c, h, w, blocksize, crd ? 1 : 0, dims, perm);
+    rt_transpose_backward(dx, dy, 6, dims, perm);
+}
+
+void rt_space_to_depth_forward(float *y, const float *x, int n, int c, int h,
+                               int w, int blocksize)
+{
+    int dims[6], perm[6];
+    d2s_view(n, c, h, w, blocksize, 2, dims, perm);
+    rt_transpose_forward(y, x, 6, dims, perm);
+}
+
+void rt_space_to_depth_backward(float *dx, const float *dy, int n, int c,
+                                int h, int w, int blocksize)
+{
+    int dims[6], perm[6];
+    d2s_view(n, c, h, w, blocksize, 2, dims, perm);
+    rt_transpose_backward(dx, dy, 6, dims, perm);
 }

@@ -2,7 +2,8 @@
  * unary.c: the pointwise ops of one input: Relu, Gelu (exact, and the tanh
  * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg, and
  * torch.nn's activations as ONNX defines them: LeakyRelu, HardSwish,
- * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish.
+ * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish, Sin,
+ * Cos, and Sign (no backward: its gradient is zero).
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
  * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
  * vectorize.
@@ -628,4 +629,14 @@ void rt_mish_backward(float *dx, const float *dy, const float *x, int n)
             dx[i] += dy[i] * (t / u + x[i] * sigmoid1(x[i]) * sech2);
         }
     }
+}
+
+/* ---- Sign (issue 25) ------------------------------------------------------- */
+
+void rt_sign_forward(float *y, const float *x, int n)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? 1.0f : x[i] < 0.0f ? -1.0f
+               : x[i] == 0.0f ? 0.0f : x[i];
 }

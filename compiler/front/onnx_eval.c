@@ -233,6 +233,7 @@ static double unary(const char *op, double x)
     if (!strcmp(op, "Ceil")) return ceil(x);
     if (!strcmp(op, "Sin")) return sin(x);
     if (!strcmp(op, "Cos")) return cos(x);
+    if (!strcmp(op, "Sign")) return x > 0 ? 1 : x < 0 ? -1 : x;
     if (!strcmp(op, "Not")) return x == 0;
     if (!strcmp(op, "Identity")) return x;
     return NAN;
@@ -240,7 +241,7 @@ static double unary(const char *op, double x)
 
 static const char *const unary_ops[] = {
     "Neg", "Sqrt", "Abs", "Reciprocal", "Exp", "Log", "Erf", "Relu", "Tanh",
-    "Sigmoid", "Floor", "Ceil", "Not", "Identity", "Sin", "Cos", NULL};
+    "Sigmoid", "Floor", "Ceil", "Not", "Identity", "Sin", "Cos", "Sign", NULL};
 
 static int fold_unary(Im *m, ONode *o)
 {
@@ -664,6 +665,85 @@ static int fold_slice(Im *m, ONode *o)
     return 1;
 }
 
+/* Split of a constant (issue 25: torch's repeat_interleave splits a
+ * constant of repeats): the sizes from input 1 (opset 13 on) or the
+ * attribute, else as many equal parts as outputs, the last one smaller
+ * when they do not divide (opset 18's num_outputs). */
+static int fold_split(Im *m, ONode *o)
+{
+    Val *x = IV(m, o, 0);
+    long axis = onnx_attr_int(o, "axis", 0), sizes[MAX_IO];
+    if (x->rank == 0)
+        return fold_error(m, o, "Split of a scalar; it needs a dimension");
+    if (axis < 0)
+        axis += x->rank;
+    if (axis < 0 || axis >= x->rank)
+        return fold_error(m, o, "Split's axis is out of range");
+    if (o->nout > MAX_IO)
+        return fold_error(m, o, ctx_printf(m->c, "Split has %d outputs; "
+                                           "remat takes at most %d", o->nout,
+                                           MAX_IO));
+    const Onnx__AttributeProto *a = onnx_attr(o, "split");
+    int n = o->nout;
+    if (IV(m, o, 1)) {
+        n = ints_of(m, o, IV(m, o, 1), sizes, MAX_IO);
+        if (n < 0)
+            return -1;
+    } else if (a) {
+        if ((int)a->n_ints != o->nout)
+            return fold_error(m, o, "Split's split lists a size per output");
+        for (int k = 0; k < n; k++)
+            sizes[k] = (long)a->ints[k];
+    } else {
+        long whole = x->dims[axis], part = n ? (whole + n - 1) / n : 0;
+        if (m->opset < 18 && n && whole % n)
+            return fold_error(m, o, ctx_printf(m->c, "Split cannot cut an "
+                "axis of %ld into %d equal parts; before opset 18 they must "
+                "divide it", whole, n));
+        for (int k = 0; k < n; k++)
+            sizes[k] = whole - part * k < part ? whole - part * k : part;
+    }
+    long sum = 0;
+    for (int k = 0; k < n; k++) {
+        if (sizes[k] < 0 || sizes[k] > x->dims[axis])
+            return fold_error(m, o, "Split's sizes must be in [0, the axis's "
+                              "extent]");
+        sum += sizes[k];
+    }
+    if (n != o->nout || sum != x->dims[axis])
+        return fold_error(m, o, ctx_printf(m->c, "Split's %d sizes must be "
+            "one per output (%d) and add up to the axis's extent %ld", n,
+            o->nout, x->dims[axis]));
+    long outer = 1, inner = 1, first = 0;
+    for (int d = 0; d < axis; d++)
+        outer *= x->dims[d];
+    for (int d = (int)axis + 1; d < x->rank; d++)
+        inner *= x->dims[d];
+    for (int k = 0; k < n; k++) {
+        long dims[MAX_RANK];
+        memcpy(dims, x->dims, sizeof dims);
+        dims[axis] = sizes[k];
+        if (o->out[k] < 0) {    /* an output left out: nothing to keep */
+            first += sizes[k];
+            continue;
+        }
+        Val *y = make_out(m, o, k, x->dt, x->rank, dims);
+        if (!y)
+            return -1;
+        long at = 0;
+        for (long p = 0; p < outer; p++)
+            for (long i = 0; i < sizes[k] * inner; i++, at++) {
+                long src = (p * x->dims[axis] + first) * inner + i;
+                if (x->dt == DT_F32)
+                    y->f[at] = x->f[src];
+                else
+                    y->i[at] = x->i[src];
+            }
+        first += sizes[k];
+    }
+    return 1;
+}
+
 static int fold_where(Im *m, ONode *o)
 {
     Val *in[3] = {IV(m, o, 0), IV(m, o, 1), IV(m, o, 2)};
@@ -859,6 +939,7 @@ static const struct {
     {"Expand", fold_expand, 3}, {"ConstantOfShape", fold_constant_of_shape, 1},
     {"Range", fold_range, 7}, {"Transpose", fold_transpose, 1},
     {"Trilu", fold_trilu, -1}, {"ReduceProd", fold_reduce_prod, 1},
+    {"Split", fold_split, 3},
 };
 
 /* How the importer takes a folded op the op table lacks when an input is

@@ -659,6 +659,10 @@ static const Lowering lowerings[] = {
     {"ReduceMean", 1, 1, {"axes"}},
     {"ReduceMax", 1, 1, {"axes"}},
     {"ReduceMin", 1, 1, {"axes"}},
+    {"ReduceL1", 1, 1, {"axes"}},
+    {"ReduceL2", 1, 1, {"axes"}},
+    {"ReduceSumSquare", 1, 1, {"axes"}},
+    {"ReduceLogSumExp", 1, 1, {"axes"}},
     {"Dropout", 1, 1, {0}},
     {"Clip", 1, 1, {0}},
     {"Pad", 1, 1, {"pads"}},    /* constant_value and axes: pad_inputs */

@@ -257,6 +257,19 @@ static const AttrSpec resize_attrs[] = {
     {0},
 };
 
+/* ops users meet (issue 25, newops2): DepthToSpace's mode, ONNX's default;
+ * blocksize is required (shape_depth_to_space) */
+static const char *const d2s_modes[] = {"DCR", "CRD", NULL};
+static const AttrSpec depth_to_space_attrs[] = {
+    {.name = "blocksize", .type = ATTR_INT},
+    {.name = "mode", .type = ATTR_STRING, .s = "DCR", .choices = d2s_modes},
+    {0},
+};
+static const AttrSpec space_to_depth_attrs[] = {
+    {.name = "blocksize", .type = ATTR_INT},
+    {0},
+};
+
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
      emit_binary_fwd, emit_binary_bwd, emit_binary_static}
@@ -573,6 +586,43 @@ const OpInfo op_table[] = {
     [OP_TILE] = {"Tile", "expand", 1, 1, 1, CAT_SHAPE, tile_attrs, shape_tile,
                  flops_none, {0}, emit_expand_fwd, emit_expand_bwd,
                  emit_tile_static, .int_ok = 1, .int_out = INT_OUT_PASS},
+    /* ops users meet (issue 25, newops2). ReduceL1, ReduceL2,
+     * ReduceSumSquare and ReduceLogSumExp sum a term of x over the axes
+     * (ops_reduce.c): each gradient reads x (sign(x), 2x), and ReduceL2's
+     * (x / y) and ReduceLogSumExp's (exp(x - y)) y too. Sign's gradient is
+     * zero: no_grad and no backward, so a Sign of a parameter asks nothing
+     * of it. DepthToSpace and SpaceToDepth move elements: their backwards
+     * move d(output) back and read nothing */
+    [OP_REDUCE_L1] = {"ReduceL1", "reduce_l1", 1, 1, 1, CAT_REDUCTION,
+                      reduce_attrs, shape_reduce, flops_reduce_term,
+                      {NEED_IN(0)}, emit_reduce_term_fwd,
+                      emit_reduce_term_bwd, emit_reduce_static},
+    [OP_REDUCE_L2] = {"ReduceL2", "reduce_l2", 1, 1, 1, CAT_REDUCTION,
+                      reduce_attrs, shape_reduce, flops_reduce_term,
+                      {NEED_IN(0) | NEED_OUT(0)}, emit_reduce_term_fwd,
+                      emit_reduce_term_bwd, emit_reduce_static},
+    [OP_REDUCE_SUM_SQUARE] = {"ReduceSumSquare", "reduce_sum_square", 1, 1, 1,
+                              CAT_REDUCTION, reduce_attrs, shape_reduce,
+                              flops_reduce_term, {NEED_IN(0)},
+                              emit_reduce_term_fwd, emit_reduce_term_bwd,
+                              emit_reduce_static},
+    [OP_REDUCE_LOG_SUM_EXP] = {"ReduceLogSumExp", "reduce_log_sum_exp", 1, 1,
+                               1, CAT_REDUCTION, reduce_attrs, shape_reduce,
+                               flops_reduce_term, {NEED_IN(0) | NEED_OUT(0)},
+                               emit_reduce_term_fwd, emit_reduce_term_bwd,
+                               emit_reduce_static, scratch_log_sum_exp},
+    [OP_SIGN] = {"Sign", "sign", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
+                 flops_relu, {0}, emit_unary_fwd, NULL, NULL, .no_grad = 1},
+    [OP_DEPTH_TO_SPACE] = {"DepthToSpace", "depth_to_space", 1, 1, 1,
+                           CAT_SHAPE, depth_to_space_attrs,
+                           shape_depth_to_space, flops_none, {0},
+                           emit_depth_to_space_fwd, emit_depth_to_space_bwd,
+                           NULL},
+    [OP_SPACE_TO_DEPTH] = {"SpaceToDepth", "space_to_depth", 1, 1, 1,
+                           CAT_SHAPE, space_to_depth_attrs,
+                           shape_depth_to_space, flops_none, {0},
+                           emit_depth_to_space_fwd, emit_depth_to_space_bwd,
+                           NULL},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

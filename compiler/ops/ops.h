@@ -117,7 +117,7 @@ double flops_erf(const Graph *g, const Node *n);
  * Clip). */
 double flops_hard(const Graph *g, const Node *n);
 
-/* ---- ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceMin ----------------- */
+/* ---- ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceL1, ... --- */
 
 int shape_reduce(Ctx *c, Graph *g, Node *n);
 void emit_reduce_static(Emit *e, const Node *n);
@@ -143,6 +143,14 @@ void emit_cumsum_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_cumsum_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
+/* ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (issue 25) */
+void emit_reduce_term_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in);
+void emit_reduce_term_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out);
+long scratch_log_sum_exp(const Graph *g, const Node *n, int backward);
+double flops_reduce_term(const Graph *g, const Node *n);
 
 /* ---- ops_softmax.c: Softmax, LogSoftmax ---------------------------------------- */
 
@@ -230,6 +238,13 @@ void emit_split_fwd(Emit *e, const Node *n, const char *const *out,
 void emit_split_bwd(Emit *e, const Node *n, const char *const *din,
                     const char *const *dout, const char *const *in,
                     const char *const *out);
+/* DepthToSpace, SpaceToDepth (issue 25) */
+int shape_depth_to_space(Ctx *c, Graph *g, Node *n);
+void emit_depth_to_space_fwd(Emit *e, const Node *n, const char *const *out,
+                             const char *const *in);
+void emit_depth_to_space_bwd(Emit *e, const Node *n, const char *const *din,
+                             const char *const *dout, const char *const *in,
+                             const char *const *out);
 int shape_slice(Ctx *c, Graph *g, Node *n);
 void emit_slice_static(Emit *e, const Node *n);
 void emit_slice_fwd(Emit *e, const Node *n, const char *const *out,

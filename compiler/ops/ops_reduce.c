@@ -2,11 +2,13 @@
  * ops_reduce.c: ReduceSum, ReduceMean, ReduceMax and ReduceMin over any
  * set of axes, through the runtime's reduce.c and a broadcast map from
  * the input to the reduced output (the backward broadcasts the gradient
- * back; ReduceMax's and ReduceMin's to the extremes only); ArgMax and
- * ArgMin, the int64 index of the extreme along one axis, no backward;
- * and CumSum, a running sum along one axis (runtime reduce.c's rt_cumsum_*, each prefix
- * an rt_sum, so it does not drift with the axis's length), whose backward
- * is the same running sum of the gradient the other way.
+ * back; ReduceMax's and ReduceMin's to the extremes only); ReduceL1,
+ * ReduceL2, ReduceSumSquare and ReduceLogSumExp over the same map, each
+ * an rt_sum of a term of x (|x|, x^2, exp(x - max)); ArgMax and ArgMin,
+ * the int64 index of the extreme along one axis, no backward; and CumSum,
+ * a running sum along one axis (runtime reduce.c's rt_cumsum_*, each
+ * prefix an rt_sum, so it does not drift with the axis's length), whose
+ * backward is the same running sum of the gradient the other way.
  */
 #include "ops.h"
 
@@ -22,6 +24,16 @@ static int reduced_axes(Ctx *c, const Graph *g, const Node *n, int *reduced)
      * noop_with_empty_axes makes it the identity */
     for (int d = 0; d < x->rank; d++)
         reduced[d] = none_given && !node_int(n, "noop_with_empty_axes");
+    /* ONNX's text makes such a ReduceL1, ReduceL2 or ReduceSumSquare the
+     * input unchanged (its reference returns x for the first two, x^2 for
+     * the third): not a reduction remat computes */
+    if (none_given && node_int(n, "noop_with_empty_axes") &&
+        (n->op == OP_REDUCE_L1 || n->op == OP_REDUCE_L2 ||
+         n->op == OP_REDUCE_SUM_SQUARE))
+        return node_error(c, g, n, ctx_printf(c, "%s with no axes and "
+            "noop_with_empty_axes=1 is ONNX's identity, which remat does not "
+            "compute as a reduction; give axes, or use Identity",
+            n->row->name));
     for (int i = 0; !none_given && i < axes->nints; i++) {
         long a = axes->ints[i];
         if (a < -x->rank || a >= x->rank)
@@ -202,4 +214,41 @@ void emit_cumsum_bwd(Emit *e, const Node *n, const char *const *din,
     (void)out;
     emit(e, "rt_cumsum_backward(%s, %s, %s);", din[0], dout[0],
          cumsum_args(e, n));
+}
+
+/* ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (issue 25): the
+ * same map; the kernel is the row's (rt_reduce_l1_forward, ...). The
+ * backward reads x, and y where the row's needs mask says (ReduceL2's x / y,
+ * ReduceLogSumExp's exp(x - y)); ReduceLogSumExp's forward sums in
+ * scratch. */
+void emit_reduce_term_fwd(Emit *e, const Node *n, const char *const *out,
+                          const char *const *in)
+{
+    const Graph *g = e->g;
+    emit(e, "rt_%s_forward(%s, %s, &map_%s, %ld%s%s);", n->row->kernel,
+         out[0], in[0], n->cname, OUT(0)->numel,
+         n->op == OP_REDUCE_LOG_SUM_EXP ? ", " : "",
+         n->op == OP_REDUCE_LOG_SUM_EXP ? e->scratch : "");
+}
+
+void emit_reduce_term_bwd(Emit *e, const Node *n, const char *const *din,
+                          const char *const *dout, const char *const *in,
+                          const char *const *out)
+{
+    int reads_y = (n->row->needs[0] & NEED_OUT(0)) != 0;
+    emit(e, "rt_%s_backward(%s, %s, %s%s%s, &map_%s);", n->row->kernel,
+         din[0], dout[0], in[0], reads_y ? ", " : "", reads_y ? out[0] : "",
+         n->cname);
+}
+
+/* ReduceLogSumExp's forward: the sums, one per output element */
+long scratch_log_sum_exp(const Graph *g, const Node *n, int backward)
+{
+    return backward ? 0 : OUT(0)->numel;
+}
+
+/* A term and an add per input element; ReduceLogSumExp's exp counts four */
+double flops_reduce_term(const Graph *g, const Node *n)
+{
+    return (n->op == OP_REDUCE_LOG_SUM_EXP ? 6.0 : 2.0) * IN(0)->numel;
 }

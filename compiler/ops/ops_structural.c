@@ -9,7 +9,8 @@
  * rt_slice_* kernels. GatherElements (torch.gather: one index per
  * output element, along one axis; the backward scatter-adds) and OneHot
  * (int64 indices to float32 rows of off and on values) read int64 indices
- * as Gather does.
+ * as Gather does. DepthToSpace and SpaceToDepth the runtime computes as
+ * Transposes of a 6-D view of the input.
  *
  * ONNX gives Unsqueeze's and Squeeze's axes, Split's sizes and Slice's
  * starts, ends, axes and steps as inputs since opset 13; here they are
@@ -721,4 +722,78 @@ void range_one_hot(const Graph *g, const Node *n, IntRange *r)
     r->hi = node_int(n, "depth");
     r->has_ignore = 0;
     r->ignore = 0;
+}
+
+/* ---- DepthToSpace and SpaceToDepth (issue 25) ------------------------------ */
+
+/* x is (N, C, H, W): DepthToSpace moves blocks of C into H and W,
+ * (N, C/b^2, H b, W b), SpaceToDepth back, (N, C b^2, H/b, W/b). */
+int shape_depth_to_space(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *x = IN(0);
+    const Attr *bs = node_attr(n, "blocksize");
+    int d2s = n->op == OP_DEPTH_TO_SPACE;
+    if (!bs->set)
+        return node_error(c, g, n, ctx_printf(c, "%s needs blocksize=\"B\" "
+                          "(a positive integer)", n->row->name));
+    long b = bs->i;
+    if (b < 1 || b > 4096)
+        return node_error(c, g, n, ctx_printf(c, "%s blocksize is %ld; it "
+                          "must be a positive integer, at most 4096",
+                          n->row->name, b));
+    if (x->rank != 4)
+        return node_error(c, g, n, ctx_printf(c, "%s input '%s' is %s; it "
+            "must be 4-D (N, C, H, W)", n->row->name, x->name,
+            shape_str(c, x)));
+    long dims[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
+    if (d2s && x->dims[1] % (b * b) != 0)
+        return node_error(c, g, n, ctx_printf(c, "DepthToSpace input '%s' "
+            "(%s) has %ld channels; blocksize %ld needs a multiple of %ld",
+            x->name, shape_str(c, x), x->dims[1], b, b * b));
+    if (!d2s && (x->dims[2] % b != 0 || x->dims[3] % b != 0))
+        return node_error(c, g, n, ctx_printf(c, "SpaceToDepth input '%s' "
+            "(%s): height and width must be multiples of blocksize %ld",
+            x->name, shape_str(c, x), b));
+    if (d2s) {
+        dims[1] /= b * b;
+        dims[2] *= b;
+        dims[3] *= b;
+    } else {
+        dims[1] *= b * b;
+        dims[2] /= b;
+        dims[3] /= b;
+    }
+    set_shape(OUT(0), 4, dims);
+    return 0;
+}
+
+/* "N, C, H, W, B" (x's dims) and DepthToSpace's ", crd" */
+static const char *d2s_args(Emit *e, const Node *n)
+{
+    const Graph *g = e->g;
+    const Tensor *x = IN(0);
+    const char *args = ctx_printf(e->ctx, "%ld, %ld, %ld, %ld, %ld",
+                                  x->dims[0], x->dims[1], x->dims[2],
+                                  x->dims[3], node_int(n, "blocksize"));
+    if (n->op != OP_DEPTH_TO_SPACE)
+        return args;
+    return ctx_printf(e->ctx, "%s, %d", args,
+                      strcmp(node_attr(n, "mode")->s, "CRD") == 0);
+}
+
+void emit_depth_to_space_fwd(Emit *e, const Node *n, const char *const *out,
+                             const char *const *in)
+{
+    emit(e, "rt_%s_forward(%s, %s, %s);", n->row->kernel, out[0], in[0],
+         d2s_args(e, n));
+}
+
+void emit_depth_to_space_bwd(Emit *e, const Node *n, const char *const *din,
+                             const char *const *dout, const char *const *in,
+                             const char *const *out)
+{
+    (void)in;
+    (void)out;
+    emit(e, "rt_%s_backward(%s, %s, %s);", n->row->kernel, din[0], dout[0],
+         d2s_args(e, n));
 }

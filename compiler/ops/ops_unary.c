@@ -2,7 +2,8 @@
  * ops_unary.c: the one-input pointwise rows: Relu, Gelu (exact or tanh),
  * Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf and Reciprocal, and torch.nn's
  * activations LeakyRelu, HardSwish, HardSigmoid, Clip, Elu, Softplus,
- * Abs, Selu, Celu, Softsign, Mish, Sin and Cos. Each writes rt_<kernel>_forward
+ * Abs, Selu, Celu, Softsign, Mish, Sin and Cos; and Sign, whose row has no
+ * backward (its gradient is zero). Each writes rt_<kernel>_forward
  * over the output's elements, with its float attributes as literals after
  * the count; the backward reads what the row's needs mask says (Relu,
  * Tanh and Sigmoid their output, Gelu and Erf their input).

@@ -67,16 +67,16 @@ grep -q "^remat compile: unknown option --frobnicate$" <("$remat" compile graphs
 # category, and --json the same as the text.
 "$remat" ops > "$work/ops" 2> "$work/opserr" && [ ! -s "$work/opserr" ] && ok || bad "remat ops failed"
 rows=$(sed -n '/^const OpInfo op_table\[\] = {/,/^};/p' compiler/ops/ops.c |
-       sed -n 's/^ *\[OP_[A-Z0-9_]*\] = [A-Z_]*[({] *"\([A-Za-z]*\)".*/\1/p')
+       sed -n 's/^ *\[OP_[A-Z0-9_]*\] = [A-Z_]*[({] *"\([A-Za-z0-9]*\)".*/\1/p')
 cats=$(sed -n '/category_names\[CAT_COUNT\] = {/,/^};/p' compiler/ops/ops.c | sed -n 's/.*\] = "\([a-z]*\)",$/\1/p')
-listed=$(sed -n '/^computed/,/^$/p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\) .*/\1/p')
+listed=$(sed -n '/^computed/,/^$/p' "$work/ops" | sed -n 's/^  \([A-Za-z0-9]*\) .*/\1/p')
 expect "op table rows parsed from ops.c" "$(grep -c '^ *\[OP_[A-Z0-9_]*\] =' compiler/ops/ops.c)" "$(echo "$rows" | wc -l)"
 [ "$(echo "$rows" | wc -l)" -ge 40 ] && ok || bad "too few op table rows parsed: $(echo "$rows" | wc -l)"
 expect "remat ops lists the op table in order" "$rows" "$listed"
 [ "$(echo "$cats" | wc -l)" -ge 9 ] && ok || bad "categories parsed from ops.c: $cats"
-bad_cat=$(sed -n '/^computed/,/^$/p' "$work/ops" | sed -n 's/^  [A-Za-z]* *\([a-z]*\)$/\1/p' |
+bad_cat=$(sed -n '/^computed/,/^$/p' "$work/ops" | sed -n 's/^  [A-Za-z0-9]* *\([a-z]*\)$/\1/p' |
           grep -vxF "$cats")
-n_cat=$(sed -n '/^computed/,/^$/p' "$work/ops" | grep -c '^  [A-Za-z]* *[a-z]*$')
+n_cat=$(sed -n '/^computed/,/^$/p' "$work/ops" | grep -c '^  [A-Za-z0-9]* *[a-z]*$')
 expect "remat ops: every row has a category" "$(echo "$rows" | wc -l)" "$n_cat"
 expect "remat ops: categories outside ops.c's" "" "$bad_cat"
 folded=$(sed -n '/^folded only/,/^$/p' "$work/ops" | sed -n 's/^  \([A-Za-z]*\).*/\1/p')

@@ -101,6 +101,33 @@ out, err = run("mod_int", m, {"x": x3})
 check("mod_int", out is not None and np.array_equal(out["output.y"], [2.0, -2.0, -1.0]),
       err or "int64 Mod folds to the divisor's sign")
 
+# A Split of constants folds (torch's repeat_interleave splits its
+# repeats so): int64 sizes from the split input, float32 equal parts, and
+# opset 18's uneven last part ([3, 3, 2] of 8), each read with x.
+iv = nh.from_array(np.arange(1, 7, dtype=np.int64), "iv")
+fv = nh.from_array(np.arange(6, dtype=np.float32).reshape(2, 3) / 4, "fv")
+ev = nh.from_array(np.arange(8, dtype=np.float32), "ev")
+sizes = nh.from_array(np.array([2, 4], np.int64), "sizes")
+m = model([h.make_node("Split", ["iv", "sizes"], ["i0", "i1"], axis=0),
+           h.make_node("Cast", ["i1"], ["f1"], to=T.FLOAT),
+           h.make_node("Split", ["fv"], ["p0", "p1", "p2"], axis=1),
+           h.make_node("Split", ["ev"], ["e0", "e1", "e2"], axis=0, num_outputs=3),
+           h.make_node("Concat", ["p0", "p2"], ["pc"], axis=0),
+           h.make_node("Reshape", ["pc", "shape4"], ["p4"]),
+           h.make_node("Mul", ["x", "f1"], ["a"]),
+           h.make_node("Add", ["a", "p4"], ["b"]),
+           h.make_node("Concat", ["e2", "e2"], ["e4"], axis=0),
+           h.make_node("Sub", ["b", "e4"], ["y"])],
+          [vi("x", [4])], [vi("y", [4])],
+          [iv, fv, ev, sizes, nh.from_array(np.array([4], np.int64), "shape4")],
+          opset=18)
+xs = rng.standard_normal(4).astype(np.float32)
+want = xs * np.arange(3, 7, dtype=np.float32) + np.array([0, 0.75, 0.5, 1.25], np.float32) \
+    - np.array([6, 7, 6, 7], np.float32)
+out, err = run("split_const", m, {"x": xs})
+check("split_const", out is not None and np.allclose(out["output.y"], want, rtol=1e-6),
+      err or "Split of int64 and float32 constants (sizes, equal parts, opset 18's uneven last) folds")
+
 # A Slice with a negative step and a start below -dim starts at 0, folded
 # or computed alike.
 x4 = rng.standard_normal((3, 2)).astype(np.float32)

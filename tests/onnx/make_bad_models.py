@@ -137,3 +137,11 @@ save("onnx_einsum_sizes", model([h.make_node("Einsum", ["x", "w"], ["y"], name="
                                              equation="ij,jk->ik")],
                                 [x], [vi("y", [2, 4])],
                                 [nh.from_array(np.ones((4, 4), np.float32), "w")]))
+# A Split of a constant folds (issue 25); equal parts that do not divide
+# the axis are opset 18's rule, refused before it
+save("onnx_split_const_uneven", model(
+    [h.make_node("Split", ["c5"], ["s0", "s1"], name="cut", axis=0),
+     h.make_node("Concat", ["s0", "s0"], ["s2"], name="join", axis=0),
+     h.make_node("Add", ["x6", "s2"], ["y6"], name="plus")],
+    [vi("x6", [6])], [vi("y6", [6])],
+    [nh.from_array(np.arange(5, dtype=np.float32), "c5")]))

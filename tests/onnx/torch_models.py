@@ -1147,11 +1147,136 @@ class TileMlp(nn.Module):
         big = self.cube.repeat(2, 2, 2, 2)                   # (4, 4, 4, 6)
         spread = torch.linspace(-1, 1, 6)
         return F.cross_entropy(self.head(h), y) + (torch.tanh(big) * spread).mean()
+# ---- ops users meet (issue 25, newops2) ------------------------------------
+
+
+class CosBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc1 = nn.Linear(d, 2 * d)
+        self.fc2 = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(x)))
+
+
+class CosineHead(nn.Module):
+    """A cosine classifier: F.normalize (ReduceL2, a Clip at eps, Expand,
+    Div) of the features and of the class weights, the logits their scaled
+    cosine similarity, cross-entropy."""
+
+    def __init__(self, d=12, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(6, d)
+        self.blocks = nn.ModuleList([CosBlock(d) for _ in range(2)])
+        self.classes = nn.Parameter(torch.randn(classes, d))
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        f = F.normalize(h, dim=1)
+        w = F.normalize(self.classes, dim=1)
+        return F.cross_entropy(8.0 * f @ w.t(), y)
 
     @staticmethod
     def inputs(g):
         return (torch.randn(4, 6, generator=g),
                 torch.randint(0, 5, (4,), generator=g))
+
+
+class LseBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.fc(x)
+        # h * sign(h) is |h|, its gradient sign(h): Sign's own is zero
+        return x + torch.tanh(h) + 0.1 * h * torch.sign(h)
+
+
+class LogSumExpPool(nn.Module):
+    """A sequence pooled by torch.logsumexp over time (ReduceLogSumExp)
+    and by an L1 norm (x.norm(p=1): ReduceL1), with torch.sign in the
+    blocks; a linear head, cross-entropy."""
+
+    def __init__(self, d=8, classes=4):
+        super().__init__()
+        self.inp = nn.Linear(5, d)
+        self.blocks = nn.ModuleList([LseBlock(d) for _ in range(2)])
+        self.head = nn.Linear(2 * d, classes)
+
+    def forward(self, x, y):
+        h = self.inp(x)                                 # (N, T, d)
+        for b in self.blocks:
+            h = b(h)
+        pooled = torch.cat([torch.logsumexp(3.0 * h, dim=1),
+                            h.norm(p=1, dim=1) / h.size(1)], dim=1)
+        return F.cross_entropy(self.head(pooled), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(3, 7, 5, generator=g),
+                torch.randint(0, 4, (3,), generator=g))
+
+
+class SrBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        return x + F.relu(self.conv(x))
+
+
+class PixelShuffleSr(nn.Module):
+    """A tiny super-resolution net: convolutions, F.pixel_shuffle
+    (DepthToSpace, mode CRD) to twice the size, MSE against the target;
+    and F.pixel_unshuffle (a Reshape, a 6-D Transpose, a Reshape) of the
+    output back, a small penalty on it."""
+
+    def __init__(self, c=4):
+        super().__init__()
+        self.inp = nn.Conv2d(3, c, 3, padding=1)
+        self.blocks = nn.ModuleList([SrBlock(c) for _ in range(2)])
+        self.up = nn.Conv2d(c, 3 * 4, 3, padding=1)
+        self.out = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        o = self.out(F.pixel_shuffle(self.up(h), 2))    # (N, 3, 2H, 2W)
+        down = F.pixel_unshuffle(o, 2)                   # (N, 12, H, W)
+        return ((o - y) ** 2).mean() + 0.1 * (down.mean(1) ** 2).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 3, 4, 5, generator=g),
+                torch.randn(2, 3, 8, 10, generator=g))
+
+
+class RepeatInterleave(nn.Module):
+    """x.repeat_interleave(2, dim=1), which torch exports as a Split of a
+    constant of repeats (folded) and a Split, Expands and Reshapes of x."""
+
+    def __init__(self, d=4, classes=3):
+        super().__init__()
+        self.inp = nn.Linear(5, d)
+        self.blocks = nn.ModuleList([CosBlock(2 * d) for _ in range(2)])
+        self.head = nn.Linear(2 * d, classes)
+
+    def forward(self, x, y):
+        h = self.inp(x).repeat_interleave(2, dim=1)     # (N, 2d)
+        for b in self.blocks:
+            h = b(h)
+        return F.cross_entropy(self.head(h), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(3, 5, generator=g),
+                torch.randint(0, 3, (3,), generator=g))
 
 
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
@@ -1165,7 +1290,10 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "resnet8": ResNet8, "gpt2_hf": Gpt2Hf, "bert_mask": BertMask,
           "einsum_attn": EinsumAttn,
           "label_smooth": LabelSmooth, "one_hot_ce": OneHotCe,
-          "cumsum_pool": CumsumPool, "tile_mlp": TileMlp}
+          "cumsum_pool": CumsumPool, "tile_mlp": TileMlp,
+          "cosine_head": CosineHead, "logsumexp_pool": LogSumExpPool,
+          "pixel_shuffle_sr": PixelShuffleSr,
+          "repeat_interleave": RepeatInterleave}
 
 
 def fname(name):

@@ -613,6 +613,27 @@ def arg_extreme(fn):
     return run_arg
 
 
+def depth_to_space(a, ins, at):
+    """ONNX DepthToSpace, as its definition writes it: a reshape to 6-D, a
+    transpose, a reshape (DCR: depth, column, row; CRD: torch's
+    pixel_shuffle)."""
+    x, b = ins[0], int(at["blocksize"])
+    n, c, h, w = x.shape
+    if at.get("mode", "DCR") == "DCR":
+        t = x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+    else:
+        t = x.reshape(n, c // (b * b), b, b, h, w).permute(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+def space_to_depth(a, ins, at):
+    """ONNX SpaceToDepth: DepthToSpace DCR's inverse."""
+    x, b = ins[0], int(at["blocksize"])
+    n, c, h, w = x.shape
+    t = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    return t.reshape(n, c * b * b, h // b, w // b)
+
+
 def cast(a, ins, at):
     """ONNX Cast: remat computes to=1 (float32) alone, of int64 or bool."""
     if at.get("to", "1") != "1":
@@ -778,6 +799,24 @@ OPS = {
     "OneHot": one_hot,
     "CumSum": cumsum,
     "Tile": tile,
+
+    # ops users meet (issue 25, newops2), from ONNX's definitions: ReduceL1
+    # sum |x|, ReduceL2 sqrt(sum x^2), ReduceSumSquare sum x^2,
+    # ReduceLogSumExp log(sum exp(x)) (plain: float64 holds the tests'
+    # values); Sign, whose gradient torch makes zero; DepthToSpace and
+    # SpaceToDepth as ONNX's reshape-transpose-reshape
+    "ReduceL1": reduce(lambda x, dim, keepdim:
+                       torch.sum(torch.abs(x), dim=dim, keepdim=keepdim)),
+    "ReduceL2": reduce(lambda x, dim, keepdim:
+                       torch.sqrt(torch.sum(x * x, dim=dim, keepdim=keepdim))),
+    "ReduceSumSquare": reduce(lambda x, dim, keepdim:
+                              torch.sum(x * x, dim=dim, keepdim=keepdim)),
+    "ReduceLogSumExp": reduce(lambda x, dim, keepdim:
+                              torch.log(torch.sum(torch.exp(x), dim=dim,
+                                                  keepdim=keepdim))),
+    "Sign": lambda a, i, at: torch.sign(i[0]),
+    "DepthToSpace": depth_to_space,
+    "SpaceToDepth": space_to_depth,
 }
 NODE_KEYS = {"name", "op", "in", "out", "remat"}
 # the precision the model runs in: float64, the reference; optim_reference.py

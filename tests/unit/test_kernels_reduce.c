@@ -2,9 +2,10 @@
  * test_kernels_reduce.c: unit tests of the runtime's reductions
  * (rt_reduce_forward, rt_reduce_backward: ReduceSum, and ReduceMean as a
  * scaled sum, over any of x's dimensions; ReduceMax and ReduceMin, whose
- * backward shares a tie's gradient; ArgMax and ArgMin, the index of the
- * extreme along one axis; CumSum in its four modes, and over 2^20 values
- * without drift), with Check.
+ * backward shares a tie's gradient; ReduceL1, ReduceL2, ReduceSumSquare
+ * and ReduceLogSumExp, against double-precision formulas; ArgMax and
+ * ArgMin, the index of the extreme along one axis; CumSum in its four
+ * modes, and over 2^20 values without drift), with Check.
  *
  * The backward is checked against central finite differences of the
  * forward (rt_testutil.h), with loss L = sum(dy * y) for a random upstream
@@ -442,6 +443,215 @@ START_TEST(cumsum_long_does_not_drift)
 }
 END_TEST
 
+/* ---- ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (issue 25) ---- */
+
+enum { T_L1, T_L2, T_SQUARE, T_LSE, T_COUNT };
+static const char *const term_names[T_COUNT] = {"l1", "l2", "sum_square",
+                                                "log_sum_exp"};
+
+typedef struct {
+    reduce_case r;
+    int op;
+    float sums[24];
+} term_case;
+
+static void term_forward(term_case *c)
+{
+    switch (c->op) {
+    case T_L1: rt_reduce_l1_forward(c->r.y, c->r.x, &c->r.m, c->r.ny); break;
+    case T_L2: rt_reduce_l2_forward(c->r.y, c->r.x, &c->r.m, c->r.ny); break;
+    case T_SQUARE:
+        rt_reduce_sum_square_forward(c->r.y, c->r.x, &c->r.m, c->r.ny);
+        break;
+    default:
+        rt_reduce_log_sum_exp_forward(c->r.y, c->r.x, &c->r.m, c->r.ny,
+                                      c->sums);
+    }
+}
+
+static void term_backward(const term_case *c, float *dx)
+{
+    switch (c->op) {
+    case T_L1: rt_reduce_l1_backward(dx, c->r.dy, c->r.x, &c->r.m); break;
+    case T_L2:
+        rt_reduce_l2_backward(dx, c->r.dy, c->r.x, c->r.y, &c->r.m);
+        break;
+    case T_SQUARE:
+        rt_reduce_sum_square_backward(dx, c->r.dy, c->r.x, &c->r.m);
+        break;
+    default:
+        rt_reduce_log_sum_exp_backward(dx, c->r.dy, c->r.x, c->r.y, &c->r.m);
+    }
+}
+
+static double term_loss(void *v)
+{
+    term_case *c = v;
+    memset(c->r.y, 0x7f, sizeof c->r.y); /* garbage: forward must overwrite */
+    memset(c->sums, 0x7f, sizeof c->sums);
+    term_forward(c);
+    return dot(c->r.y, c->r.dy, (size_t)c->r.ny);
+}
+
+/* The reduction of x (2,3,4) by the map of reduces[k], in double: each
+ * x[i][j][l] lands on y at i sb0 + j sb1 + l sb2. */
+static void term_want(const term_case *c, int k, double *want)
+{
+    const int *sb = reduces[k].sb;
+    double mx[24];
+    int i, j, l, o;
+    for (o = 0; o < c->r.ny; o++) {
+        want[o] = 0;
+        mx[o] = -INFINITY;
+    }
+    for (i = 0; i < 24; i++) {
+        o = i / 12 * sb[0] + i / 4 % 3 * sb[1] + i % 4 * sb[2];
+        if (c->r.x[i] > mx[o])
+            mx[o] = c->r.x[i];
+    }
+    for (i = 0; i < 2; i++)
+        for (j = 0; j < 3; j++)
+            for (l = 0; l < 4; l++) {
+                const double v = c->r.x[12 * i + 4 * j + l];
+                o = i * sb[0] + j * sb[1] + l * sb[2];
+                want[o] += c->op == T_L1 ? fabs(v)
+                           : c->op == T_LSE ? exp(v - mx[o]) : v * v;
+            }
+    for (o = 0; o < c->r.ny; o++)
+        want[o] = c->op == T_L2 ? sqrt(want[o])
+                  : c->op == T_LSE ? mx[o] + log(want[o]) : want[o];
+}
+
+/* _i = map * T_COUNT + op; x away from 0 (|x|'s kink) */
+static void term_setup(term_case *c, int i, uint64_t seed)
+{
+    const int k = i / T_COUNT;
+    c->op = i % T_COUNT;
+    c->r.m = make_bcast(3, rdims, rsa, reduces[k].sb);
+    c->r.ny = reduces[k].ny;
+    tseed(seed);
+    fill_away(c->r.x, 24, 0.2f, 2);
+    fill(c->r.dy, (size_t)c->r.ny, -1, 1);
+}
+
+START_TEST(term_grad)
+{
+    term_case c;
+    float dx[24], px[24], diff[24];
+    term_setup(&c, _i, 1300 + (uint64_t)_i);
+    term_loss(&c);
+    fill(px, 24, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    term_backward(&c, dx);
+    added(diff, dx, px, 24);
+    expect_grad(term_names[c.op], c.r.x, 24, diff, term_loss, &c);
+    term_backward(&c, NULL); /* no gradient wanted: nothing touched */
+}
+END_TEST
+
+START_TEST(term_forward_vs_double)
+{
+    term_case c;
+    double want[24];
+    term_setup(&c, _i, 1400 + (uint64_t)_i);
+    term_loss(&c);
+    term_want(&c, _i / T_COUNT, want);
+    expect_near(term_names[c.op], c.r.y, want, (size_t)c.r.ny, 2e-6, 1e-7);
+}
+END_TEST
+
+/* By hand: x = (3, -4, 0, 12) over its one axis: L1 19, SumSquare 169,
+ * L2 13; L2's gradient x / 13 and L1's sign(x), 0 at 0; an all-zero group
+ * has L2 0 and gradient 0 (torch's norm), not NaN. LogSumExp of (1000,
+ * 1000) is 1000 + ln 2 with no overflow, of (-inf, -inf) -inf, of (inf,
+ * 1) inf; its gradient softmax(x) dy. */
+START_TEST(term_by_hand)
+{
+    const int dims[1] = {4}, sa[1] = {1}, sb[1] = {0}, d2[1] = {2};
+    const rt_bcast m = make_bcast(1, dims, sa, sb), m2 = make_bcast(1, d2, sa, sb);
+    const float x[4] = {3, -4, 0, 12}, z[4] = {0, 0, 0, 0}, dy[1] = {26};
+    const float big[2] = {1000, 1000}, ninf[2] = {-INFINITY, -INFINITY},
+                pinf[2] = {INFINITY, 1}, two[2] = {0, 0.693147181f};
+    float y[1], dx[4], sums[1];
+    const double wl2[4] = {6, -8, 0, 24}, wl1[4] = {26, -26, 0, 26},
+                 wsq[4] = {156, -208, 0, 624}, wz[4] = {0, 0, 0, 0},
+                 wlse[2] = {26.0 / 3, 52.0 / 3};
+    rt_reduce_l1_forward(y, x, &m, 1);
+    ck_assert(y[0] == 19);
+    rt_reduce_sum_square_forward(y, x, &m, 1);
+    ck_assert(y[0] == 169);
+    rt_reduce_l2_forward(y, x, &m, 1);
+    ck_assert(y[0] == 13);
+    memset(dx, 0, sizeof dx);
+    rt_reduce_l2_backward(dx, dy, x, y, &m);
+    expect_near("l2 dx", dx, wl2, 4, 1e-7, 0);
+    memset(dx, 0, sizeof dx);
+    rt_reduce_l1_backward(dx, dy, x, &m);
+    expect_near("l1 dx", dx, wl1, 4, 0, 0);
+    memset(dx, 0, sizeof dx);
+    rt_reduce_sum_square_backward(dx, dy, x, &m);
+    expect_near("sum_square dx", dx, wsq, 4, 0, 0);
+    rt_reduce_l2_forward(y, z, &m, 1);
+    ck_assert(y[0] == 0);
+    memset(dx, 0, sizeof dx);
+    rt_reduce_l2_backward(dx, dy, z, y, &m);
+    expect_near("l2 dx at 0", dx, wz, 4, 0, 0);
+    rt_reduce_log_sum_exp_forward(y, big, &m2, 1, sums);
+    ck_assert_msg(y[0] == 1000.0f + 0.693147181f, "lse(1000, 1000) = %.9g",
+                  (double)y[0]);
+    rt_reduce_log_sum_exp_forward(y, ninf, &m2, 1, sums);
+    ck_assert(isinf(y[0]) && y[0] < 0);
+    rt_reduce_log_sum_exp_forward(y, pinf, &m2, 1, sums);
+    ck_assert(isinf(y[0]) && y[0] > 0);
+    /* softmax(0, ln 2) = (1/3, 2/3) */
+    rt_reduce_log_sum_exp_forward(y, two, &m2, 1, sums);
+    memset(dx, 0, sizeof dx);
+    rt_reduce_log_sum_exp_backward(dx, dy, two, y, &m2);
+    expect_near("lse dx", dx, wlse, 2, 1e-6, 0);
+}
+END_TEST
+
+/* Over 2^17 rows (each y a strided sum of 2^17 terms): L1, SumSquare
+ * and LogSumExp within a few ulps of double, the same bits on 1, 2 and
+ * 3 threads. */
+START_TEST(term_long_sums_do_not_drift)
+{
+    const int rows = 1 << 17, dims[2] = {1 << 17, 3}, sa[2] = {3, 1};
+    const int sb[2] = {0, 1};
+    const rt_bcast m = make_bcast(2, dims, sa, sb);
+    float *x = drift_values((size_t)rows * 3, 12, 0.02f);
+    float y[3][3], y1[3][3], sums[3];
+    double want[3][3] = {{0}};
+    int i, j, t, op;
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < 3; j++) {
+            const double v = x[i * 3 + j];
+            want[0][j] += fabs(v);
+            want[1][j] += v * v;
+            want[2][j] += exp(v);
+        }
+    for (j = 0; j < 3; j++)
+        want[2][j] = log(want[2][j]);
+    for (t = 1; t <= 3; t++) {
+        rt_set_threads(t);
+        rt_reduce_l1_forward(y[0], x, &m, 3);
+        rt_reduce_sum_square_forward(y[1], x, &m, 3);
+        rt_reduce_log_sum_exp_forward(y[2], x, &m, 3, sums);
+        for (op = 0; op < 3; op++)
+            for (j = 0; j < 3; j++)
+                ck_assert_msg(fabs(y[op][j] - want[op][j]) <=
+                                  4e-7 * fabs(want[op][j]),
+                              "op %d sum %d: %.9g, double %.12g", op, j,
+                              (double)y[op][j], want[op][j]);
+        if (t == 1)
+            memcpy(y1, y, sizeof y);
+        ck_assert(memcmp(y, y1, sizeof y) == 0);
+    }
+    rt_set_threads(1);
+    free(x);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *reduce_suite(void)
@@ -464,9 +674,16 @@ static Suite *reduce_suite(void)
     tcase_add_test(tc, arg_random_rows);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("terms");
+    tcase_add_loop_test(tc, term_grad, 0, T_COUNT * N_REDUCES);
+    tcase_add_loop_test(tc, term_forward_vs_double, 0, T_COUNT * N_REDUCES);
+    tcase_add_test(tc, term_by_hand);
+    suite_add_tcase(s, tc);
+
     tc = tcase_create("sums");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, reduce_long_sums_do_not_drift);
+    tcase_add_test(tc, term_long_sums_do_not_drift);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("cumsum");

@@ -1,7 +1,8 @@
 /*
  * test_kernels_structural.c: unit tests of the runtime's structural
  * kernels (Concat, Split, Slice, Transpose, Gather, GatherElements,
- * OneHot, and Transpose's _set twin), with Check. The Makefile builds it twice, with BLAS and with
+ * OneHot, and Transpose's _set twin; DepthToSpace in both modes and
+ * SpaceToDepth), with Check. The Makefile builds it twice, with BLAS and with
  * -DRT_NO_BLAS.
  *
  * Forwards are checked against numbers worked out by hand or index
@@ -641,6 +642,127 @@ START_TEST(transpose_writes)
 }
 END_TEST
 
+/* ---- DepthToSpace and SpaceToDepth (issue 25) ------------------------------ */
+
+/* x (2, 8, 3, 2) with block 2 (DepthToSpace: y (2, 2, 6, 4)) or x
+ * (2, 3, 4, 4) (SpaceToDepth: y (2, 12, 2, 2)): _i is the kind, 0 DCR,
+ * 1 CRD, 2 SpaceToDepth. */
+typedef struct {
+    int kind;
+    float x[96], y[96], dy[96];
+} d2s_case;
+
+static const int d2s_dims[3][4] = {{2, 8, 3, 2}, {2, 8, 3, 2}, {2, 3, 4, 4}};
+
+static void d2s_forward(d2s_case *c)
+{
+    const int *d = d2s_dims[c->kind];
+    if (c->kind == 2)
+        rt_space_to_depth_forward(c->y, c->x, d[0], d[1], d[2], d[3], 2);
+    else
+        rt_depth_to_space_forward(c->y, c->x, d[0], d[1], d[2], d[3], 2,
+                                  c->kind);
+}
+
+static double d2s_loss(void *v)
+{
+    d2s_case *c = v;
+    memset(c->y, 0x7f, sizeof c->y);
+    d2s_forward(c);
+    return dot(c->y, c->dy, 96);
+}
+
+/* Each y element against ONNX's formula, written with indices: for
+ * DepthToSpace y[i, k, r b + u, s b + v] = x[i, ch, r, s] with ch =
+ * (u b + v) C' + k (DCR) or k b^2 + u b + v (CRD), C' = C / b^2; for
+ * SpaceToDepth y[i, (u b + v) C + k, r, s] = x[i, k, r b + u, s b + v]. */
+START_TEST(d2s_forward_by_index)
+{
+    d2s_case c;
+    const int b = 2, *d = d2s_dims[_i];
+    int i, k, r, s, u, v, checked = 0;
+    c.kind = _i;
+    for (i = 0; i < 96; i++)
+        c.x[i] = (float)i;
+    d2s_loss(&c);
+    if (_i < 2) {
+        const int cc = d[1] / (b * b), h = d[2], w = d[3];
+        for (i = 0; i < d[0]; i++)
+            for (k = 0; k < cc; k++)
+                for (r = 0; r < h; r++)
+                    for (u = 0; u < b; u++)
+                        for (s = 0; s < w; s++)
+                            for (v = 0; v < b; v++) {
+                                const int ch = _i == 0 ? (u * b + v) * cc + k
+                                                       : k * b * b + u * b + v;
+                                const int yo = ((i * cc + k) * h * b + r * b + u)
+                                               * w * b + s * b + v;
+                                const int xo = ((i * d[1] + ch) * h + r) * w + s;
+                                ck_assert_msg(c.y[yo] == c.x[xo], "kind %d y[%d]"
+                                              " = %g, want x[%d]", _i, yo,
+                                              (double)c.y[yo], xo);
+                                checked++;
+                            }
+    } else {
+        const int cc = d[1], h = d[2] / b, w = d[3] / b;
+        for (i = 0; i < d[0]; i++)
+            for (k = 0; k < cc; k++)
+                for (r = 0; r < h; r++)
+                    for (u = 0; u < b; u++)
+                        for (s = 0; s < w; s++)
+                            for (v = 0; v < b; v++) {
+                                const int ch = (u * b + v) * cc + k;
+                                const int yo = ((i * cc * b * b + ch) * h + r)
+                                               * w + s;
+                                const int xo = ((i * cc + k) * d[2] + r * b + u)
+                                               * d[3] + s * b + v;
+                                ck_assert_msg(c.y[yo] == c.x[xo], "s2d y[%d] ="
+                                              " %g, want x[%d]", yo,
+                                              (double)c.y[yo], xo);
+                                checked++;
+                            }
+    }
+    ck_assert_int_eq(checked, 96);
+}
+END_TEST
+
+START_TEST(d2s_grad)
+{
+    d2s_case c;
+    const int *d = d2s_dims[_i];
+    float dx[96], px[96], diff[96];
+    c.kind = _i;
+    tseed(1700 + (uint64_t)_i);
+    fill(c.x, 96, -1, 1);
+    fill(c.dy, 96, -1, 1);
+    fill(px, 96, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    if (_i == 2) {
+        rt_space_to_depth_backward(dx, c.dy, d[0], d[1], d[2], d[3], 2);
+        rt_space_to_depth_backward(NULL, c.dy, d[0], d[1], d[2], d[3], 2);
+    } else {
+        rt_depth_to_space_backward(dx, c.dy, d[0], d[1], d[2], d[3], 2, _i);
+        rt_depth_to_space_backward(NULL, c.dy, d[0], d[1], d[2], d[3], 2, _i);
+    }
+    added(diff, dx, px, 96);
+    expect_grad(_i == 2 ? "space_to_depth" : "depth_to_space", c.x, 96, diff,
+                d2s_loss, &c);
+}
+END_TEST
+
+/* SpaceToDepth undoes DepthToSpace in mode DCR: ONNX's pair. */
+START_TEST(d2s_dcr_round_trip)
+{
+    float x[96], y[96], z[96];
+    int i;
+    for (i = 0; i < 96; i++)
+        x[i] = (float)(i * 7 % 96);
+    rt_depth_to_space_forward(y, x, 2, 8, 3, 2, 2, 0);
+    rt_space_to_depth_forward(z, y, 2, 2, 6, 4, 2);
+    expect_floats("round trip", z, x, 96);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *structural_suite(void)
@@ -684,6 +806,12 @@ static Suite *structural_suite(void)
     tcase_add_test(tc, gather_elements_forward_by_hand);
     tcase_add_test(tc, gather_elements_backward_and_grad);
     tcase_add_test(tc, one_hot_forward_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("depth_to_space");
+    tcase_add_loop_test(tc, d2s_forward_by_index, 0, 3);
+    tcase_add_loop_test(tc, d2s_grad, 0, 3);
+    tcase_add_test(tc, d2s_dcr_round_trip);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");

@@ -3,7 +3,8 @@
  * kernels (Relu, Gelu, Tanh, Sigmoid, Exp, Log, Sqrt, Neg, Erf,
  * Reciprocal: rt_relu_* ... rt_reciprocal_*; torch.nn's activations
  * LeakyRelu, HardSwish, HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu,
- * Softsign, Mish, at their kinks too, where each must take torch's one-sided slope; and the _set
+ * Softsign, Mish, at their kinks too, where each must take torch's one-sided slope; Sign,
+ * which has no backward; and the _set
  * twins of Relu and Gelu, with Dropout's alongside them in
  * pointwise_kernels_write), with Check.
  *
@@ -788,6 +789,28 @@ END_TEST
 
 /* ---- suite --------------------------------------------------------------- */
 
+/* ---- Sign (issue 25) ------------------------------------------------------ */
+
+/* By hand: 1, -1, 0 for either zero, NaN for NaN (numpy.sign), and +-1 at
+ * the extremes of float (denormals, infinities). */
+START_TEST(sign_by_hand)
+{
+    const float x[9] = {2.5f, -0.001f, 0.0f, -0.0f, NAN, 1e-45f, -1e-45f,
+                        INFINITY, -INFINITY};
+    const float want[8] = {1, -1, 0, 0, 0, 1, -1, 1};
+    float y[9];
+    int i;
+    memset(y, 0x7f, sizeof y);
+    rt_sign_forward(y, x, 9);
+    for (i = 0; i < 8; i++)
+        if (i != 4)
+            ck_assert_msg(y[i] == want[i], "sign(%g) = %g", (double)x[i],
+                          (double)y[i]);
+    ck_assert(isnan(y[4]));
+    ck_assert(y[8] == -1.0f);
+}
+END_TEST
+
 static Suite *unary_suite(void)
 {
     Suite *s = suite_create("remat_rt unary");
@@ -821,6 +844,7 @@ static Suite *unary_suite(void)
     tcase_add_test(tc, activation_forward_by_hand);
     tcase_add_test(tc, activation_backward_at_kinks);
     tcase_add_test(tc, activation_large_inputs_stay_finite);
+    tcase_add_test(tc, sign_by_hand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");

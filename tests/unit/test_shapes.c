@@ -700,6 +700,47 @@ START_TEST(pad_and_group_norm_shapes_and_reads)
 }
 END_TEST
 
+/* issue 25 (newops2): ReduceL1/L2/SumSquare/LogSumExp reduce as
+ * ReduceSum; DepthToSpace and SpaceToDepth move blocks between channels
+ * and space; what each backward reads (a Sign reads nothing: it has no
+ * backward, and asks no gradient of its input's producer). */
+START_TEST(newops2_shapes_and_reads)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='2 8 3 2'/>"
+        "<initializer name='w' shape='2 2' init='uniform'/>"
+        "<node name='mm' op='MatMul' in='x w' out='h'/>"
+        "<node name='d2s' op='DepthToSpace' in='h' out='d' blocksize='2' mode='CRD'/>"
+        "<node name='s2d' op='SpaceToDepth' in='d' out='s' blocksize='2'/>"
+        "<node name='tanh' op='Tanh' in='s' out='t'/>"
+        "<node name='l1' op='ReduceL1' in='t' out='a' axes='1' keepdims='0'/>"
+        "<node name='l2' op='ReduceL2' in='a' out='b' axes='-1'/>"
+        "<node name='neg' op='Neg' in='b' out='nb'/>"
+        "<node name='sq' op='ReduceSumSquare' in='nb' out='q' axes='0 2'/>"
+        "<node name='exp' op='Exp' in='q' out='e'/>"
+        "<node name='sign' op='Sign' in='e' out='g'/>"
+        "<node name='mul' op='Mul' in='e g' out='eg'/>"
+        "<node name='lse' op='ReduceLogSumExp' in='eg' out='l' keepdims='0'/>"
+        "<output name='l'/>", "none");
+    assert_dims(T(&m, "d"), 4, (long[]){2, 2, 6, 4});
+    assert_dims(T(&m, "s"), 4, (long[]){2, 8, 3, 2});
+    assert_dims(T(&m, "a"), 3, (long[]){2, 3, 2});
+    assert_dims(T(&m, "b"), 3, (long[]){2, 3, 1});
+    assert_dims(T(&m, "q"), 3, (long[]){1, 3, 1});
+    assert_dims(T(&m, "l"), 0, (long[]){0});
+    ck_assert_int_eq(keep_of(&m, "h"), KEEP_NONE);     /* DepthToSpace: nothing */
+    ck_assert_int_eq(keep_of(&m, "t"), KEEP_SAVE);     /* ReduceL1's x, Tanh's y */
+    ck_assert_int_eq(keep_of(&m, "a"), KEEP_SAVE);     /* ReduceL2's x */
+    ck_assert_int_eq(keep_of(&m, "b"), KEEP_SAVE);     /* ReduceL2's y */
+    ck_assert_int_eq(keep_of(&m, "nb"), KEEP_SAVE);    /* ReduceSumSquare's x */
+    ck_assert_int_eq(keep_of(&m, "g"), KEEP_SAVE);     /* Mul's other input */
+    ck_assert_int_eq(keep_of(&m, "l"), KEEP_SAVE);     /* LogSumExp's y */
+    ctx_free(&c);
+}
+END_TEST
+
 /* Every error the family's shape rules give, with what would be right. */
 START_TEST(pointwise_onnx_shape_errors)
 {
@@ -1227,6 +1268,7 @@ int main(void)
     tcase_add_test(t, sce_weights_and_reduction_none_shapes);
     tcase_add_test(t, sce_weights_and_reduction_errors);
     tcase_add_test(t, pad_and_group_norm_shapes_and_reads);
+    tcase_add_test(t, newops2_shapes_and_reads);
     tcase_add_test(t, conv_transpose_and_resize_shapes);
     tcase_add_test(t, gather_elements_one_hot_cumsum_tile_shapes);
     tcase_add_test(t, conv_transpose_and_resize_errors);
