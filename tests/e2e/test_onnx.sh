@@ -36,6 +36,8 @@ check_model() {   # name
     mkdir -p "$d/xml" "$d/a" "$d/b"
     if ! "$remat" import "$onnx" -o "$d/xml/$m.xml" > "$d/import.log" 2>&1; then
         cat "$d/import.log"; bad "$m: import"; return; fi
+    # a clean export (no folding, no padding_idx) gets no import warning
+    if grep 'warning:' "$d/import.log"; then bad "$m: import warns on a clean export"; else ok; fi
     if $py tests/onnx/torch_models.py --same-weights "$d/ref" "$d/xml/$m.weights"; then
         ok; else bad "$m: imported weights differ from the state_dict"; fi
     "$remat" compile "$onnx" --policy sac -o "$d/a/$m.c"
@@ -209,6 +211,46 @@ else bad "import of an XML file: $(cat "$work/cli/err")"; fi
 if [ $? -eq 1 ] && [ "$(cat "$work/cli/keep.xml")" = sentinel ] &&
    [ ! -e "$work/cli/keep.weights" ]; then ok
 else bad "a failed import touched the existing XML or wrote weights"; fi
+
+# Import warnings (issue 25): exports that import and train, but not as
+# the module does, get one line each on stderr and the import succeeds:
+# weights folded by do_constant_folding=True (onnx::MatMul_N initializers,
+# transposed copies of fc.weight), and an embedding's all-zero row, which
+# nn.Embedding(padding_idx=0) leaves and a plain Gather then trains. The
+# same model exported cleanly gets none.
+d=$work/warnings
+mkdir -p "$d"
+$py - "$d" <<'PY' > "$d/export.log" 2>&1 || { cat "$d/export.log"; bad "warnings: torch export"; }
+import sys, torch, torch.nn as nn
+d = sys.argv[1]
+class M(nn.Module):
+    def __init__(self, padding_idx):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4, padding_idx=padding_idx)
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 3)
+    def forward(self, ids, y):   # 3-D: a MatMul by each transposed weight
+        return ((self.fc2(torch.relu(self.fc1(self.emb(ids)))) - y) ** 2).mean()
+ids, y = torch.randint(0, 10, (2, 5)), torch.randn(2, 5, 3)
+for name, pad, fold in (("clean", None, False), ("padding", 0, False),
+                        ("folded", None, True)):
+    torch.manual_seed(0)
+    torch.onnx.export(M(pad), (ids, y), f"{d}/{name}.onnx", opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=fold, input_names=["ids", "y"],
+                      output_names=["loss"])
+PY
+warns() {   # name: import succeeds; its stderr to $work/err
+    run 0 "$remat" import "$d/$1.onnx" -o "$d/$1.xml"
+}
+if warns clean && [ ! -s "$work/err" ]; then ok
+else bad "warnings: a clean export warns: $(cat "$work/err")"; fi
+if warns padding && [ "$(wc -l < "$work/err")" = 1 ] &&
+   grep -q '^remat import: warning: row 0 of emb.weight, which Gather reads, is all zeros, as nn.Embedding(padding_idx=0) leaves it; .*trains where torch.s stays zero$' "$work/err"; then ok
+else bad "warnings: padding_idx: '$(cat "$work/err")'"; fi
+if warns folded && [ "$(wc -l < "$work/err")" = 1 ] &&
+   grep -q '^remat import: warning: 2 trainable initializers named after the op that reads them (onnx::MatMul_[0-9]*, onnx::MatMul_[0-9]*) look like weights torch folded at export (do_constant_folding=True): .*; export with do_constant_folding=False$' "$work/err" &&
+   grep -q 'name="onnx::MatMul_[0-9]*" shape="4 8"' "$d/folded.xml"; then ok
+else bad "warnings: do_constant_folding=True: '$(cat "$work/err")'"; fi
 
 # A model past 262,144 initial values keeps them out of the C file: the
 # trainer above (wide) read them from EXE.weights; here the files' sizes.
