@@ -10,14 +10,16 @@
 #    within 1e-4 relative (or, on a tensor float32 cannot resolve, within 8
 #    times torch float32's own error), and so do the parameters after three
 #    SGD steps; both are bitwise identical to none's;
-#  - sac keeps fewer saved bytes than none (on the models with blocks);
-#    within 1e-4 relative, and are bitwise identical to none's;
 #  - sac keeps fewer saved bytes than none (on the models with blocks;
 #    no more on the Elman RNN, whose steps have nothing to recompute);
 #  - initializers in an external data file load as from the model itself,
 #    and only from inside the model's folder, symbolic links resolved;
 #  - past 262,144 initial values (wide, and a 10.5M-parameter model), the
-#    values go to a weights file, not into the C.
+#    values go to a weights file, not into the C;
+#  - `remat import` warns on no clean export, and on a folded or a
+#    padding_idx export with one line each.
+# The models are checked ONNX_JOBS at a time (default: nproc), each one's
+# output printed whole and in order.
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 py=/usr/bin/python3
@@ -76,9 +78,39 @@ check_model() {   # name
     echo "model $m: checked (sac saves $a bytes, none $b)"
 }
 
+# The models run side by side, ONNX_JOBS at a time (default: the number
+# of processors), each in a subshell whose output goes to its own log and
+# whose counts to its own file; the logs are printed whole and in the
+# list's order, each as soon as it and all before it are done, and the
+# counts summed, so the output reads as a run one after another would.
+onnx_jobs=${ONNX_JOBS:-$(nproc 2>/dev/null || echo 2)}
+case $onnx_jobs in ''|*[!0-9]*|0) echo "ONNX_JOBS=$onnx_jobs: not a positive number" >&2; exit 2 ;; esac
+queue=()     # models started, not yet printed, in order
+declare -A pid_of
+print_done() {   # all: wait for every model; else print the leading finished ones
+    while [ ${#queue[@]} -gt 0 ]; do
+        local m=${queue[0]} p f
+        if [ "$1" = all ]; then wait "${pid_of[$m]}"
+        elif [ ! -e "$work/$m.counts" ] && kill -0 "${pid_of[$m]}" 2>/dev/null; then return
+        else wait "${pid_of[$m]}"; fi
+        cat "$work/$m.log"
+        if read -r p f 2>/dev/null < "$work/$m.counts"; then
+            pass=$((pass + p)) fail=$((fail + f))
+        else
+            bad "$m: its check stopped before the end"
+        fi
+        queue=("${queue[@]:1}")
+    done
+}
 for m in $models; do
-    check_model "$m"
+    while [ "$(jobs -rp | wc -l)" -ge "$onnx_jobs" ]; do wait -n || true; done
+    print_done some
+    ( pass=0 fail=0; check_model "$m"; echo "$pass $fail" > "$work/$m.counts" ) \
+        > "$work/$m.log" 2>&1 < /dev/null &
+    pid_of[$m]=$!
+    queue+=("$m")
 done
+print_done all
 
 # Inferred blocks are convex: resmlp_dict's blocks are found by their
 # parameters, and the GELU between two Gemms of a block, which reads no
