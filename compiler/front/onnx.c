@@ -673,18 +673,16 @@ static void find_warnings(Im *m, Buf *w)
                    nfolded > 1 ? "" : "s", nfolded > 1 ? "copies" : "a copy",
                    nfolded > 1 ? "s" : "");
     }
-    for (int v = 0; v < m->nv; v++) {
-        const Val *x = &m->v[v];
+    char *seen = ctx_alloc(m->c, (size_t)m->nv + 1);   /* zeroed */
+    for (int k = 0; k < m->nn; k++) {
+        const ONode *o = &m->nodes[k];
+        if (strcmp(o->op, "Gather") != 0 || o->nin < 1 || o->in[0] < 0 ||
+            onnx_attr_int(o, "axis", 0) != 0 || seen[o->in[0]])
+            continue;
+        seen[o->in[0]] = 1;
+        const Val *x = &m->v[o->in[0]];
         if (!x->init || !x->trainable || x->dt != DT_F32 || x->rank != 2 ||
             x->dims[0] < 2 || x->dims[1] < 1 || !x->f)
-            continue;
-        int gathered = 0;
-        for (int k = 0; k < m->nn && !gathered; k++) {
-            const ONode *o = &m->nodes[k];
-            gathered = strcmp(o->op, "Gather") == 0 && o->nin > 0 &&
-                       o->in[0] == v && onnx_attr_int(o, "axis", 0) == 0;
-        }
-        if (!gathered)
             continue;
         long row = x->dims[1];
         for (long r = 0; r < x->dims[0]; r++) {
