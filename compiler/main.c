@@ -511,6 +511,12 @@ static int cmd_import(Ctx *c, const Args *a)
         write_weights(c, a->out, &im) ||
         write_file_atomic(c, a->out, im.xml.data, im.xml.len))
         return 1;
+    for (const char *w = im.warnings.data; w && *w; ) {
+        const char *e = strchr(w, '\n');
+        size_t n = e ? (size_t)(e - w) : strlen(w);
+        fprintf(stderr, "remat import: %.*s\n", (int)n, w);
+        w += n + (e != NULL);
+    }
     fwrite(im.report.data, 1, im.report.len, stdout);
     printf("wrote %s and %d weight files\n", a->out, im.nweights);
     return 0;

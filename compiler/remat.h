@@ -352,6 +352,9 @@ typedef struct {
     Weight *weights;        /* every init="file" initializer's values */
     int nweights;
     Buf report;             /* what was folded and rewritten */
+    Buf warnings;           /* export mismatches the import still takes,
+                             * one line each ("warning: ...\n"); `remat
+                             * import` prints them on stderr */
 } Imported;
 
 /* ---- the IR: tensors, nodes and the graph, which the front ends build ---------- */

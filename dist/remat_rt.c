@@ -201,7 +201,11 @@ typedef struct {
     const float *a, *b, *dy;
     float scale;
     unsigned set;   /* backward rows: bit 0 da, bit 1 db written, not added */
+    int64_t *iy;    /* rt_bc_copy on int64 elements: y and a's twins */
+    const int64_t *ia;
 } bc_args;
+/* A bc_args with every member NULL or 0, to fill in. */
+#define BC_ARGS_NONE {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u, NULL, NULL}
 
 /* One innermost row of n elements: the output (walked in order) starts at
  * oy, a at oa with stride sa, b at ob with stride sb. Offsets, not pointers,
@@ -219,6 +223,12 @@ RT_PRIVATE size_t rt_where_count(const rt_where *m);
 RT_PRIVATE void rt_where_step(const rt_where *m, int *idx, ptrdiff_t *off);
 RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
                                 bc_row row);
+/* y[i] = x[the map's offset of i] over m's index space (sa strides x; y
+ * is walked in order), split over the threads: the forward of Expand,
+ * Transpose and Slice. Float32 elements (iy and ix NULL) or int64 ones
+ * (y and x NULL), the one walk for both (binary.c). */
+RT_PRIVATE void rt_bc_copy(const rt_bcast *m, float *y, const float *x,
+                           int64_t *iy, const int64_t *ix);
 
 /* Sums over broadcast dims, one gradient (or reduced) entry at a time. An
  * index space of `rank` dims walked in order (element e's offset in the
@@ -1445,7 +1455,7 @@ RT_BINARY_ROW(div_row, /)
 static void binary(float *y, const float *a, const float *b,
                    const rt_bcast *m, bc_row row)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     p.y = y;
     p.a = a;
     p.b = b;
@@ -1552,7 +1562,7 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
                         const float *b, const rt_bcast *m, float scale,
                         bc_row row, bc_term da_term, bc_term db_term)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     const int *const st[2] = {m->sa, m->sb};
     if (da == NULL && db == NULL)
         return;
@@ -1721,7 +1731,7 @@ static void extreme2_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 static void extreme2(float *y, const float *a, const float *b,
                      const rt_bcast *m, float sign)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     p.y = y;
     p.a = a;
     p.b = b;
@@ -1925,7 +1935,7 @@ void rt_where_backward(float *da, float *db, const float *dy,
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
     size_t i, n = rt_where_count(m);
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     const int *const st[3] = {m->sc, m->sa, m->sb};
     p.a = cond;
     p.dy = dy;
@@ -1950,8 +1960,12 @@ void rt_where_backward(float *da, float *db, const float *dy,
     }
 }
 
-static void expand_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
-                       ptrdiff_t ob, int n, int sa, int sb)
+/* ---- copies along a map: Expand, Transpose, Slice, float32 and int64 ------- */
+
+/* Rows of rt_bc_copy: y[j] = x[j * sa], float32 or int64 (one row
+ * function each, so that the float rows test nothing per row). */
+static void copy_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                     ptrdiff_t ob, int n, int sa, int sb)
 {
     float *y = p->y + oy;
     const float *x = p->a + oa;
@@ -1962,9 +1976,37 @@ static void expand_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
         y[j] = x[(ptrdiff_t)j * sa];
 }
 
+static void copy_row_i64(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    int64_t *y = p->iy + oy;
+    const int64_t *x = p->ia + oa;
+    int j;
+    (void)ob;
+    (void)sb;
+    for (j = 0; j < n; j++)
+        y[j] = x[(ptrdiff_t)j * sa];
+}
+
+RT_PRIVATE void rt_bc_copy(const rt_bcast *m, float *y, const float *x,
+                           int64_t *iy, const int64_t *ix)
+{
+    bc_args p = BC_ARGS_NONE;
+    p.y = y;
+    p.a = x;
+    p.iy = iy;
+    p.ia = ix;
+    rt_bc_run_split(m, &p, iy != NULL ? copy_row_i64 : copy_row);
+}
+
 void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
 {
-    binary(y, x, NULL, m, expand_row);
+    rt_bc_copy(m, y, x, NULL, NULL);
+}
+
+void rt_expand_i64_forward(int64_t *y, const int64_t *x, const rt_bcast *m)
+{
+    rt_bc_copy(m, NULL, NULL, y, x);
 }
 
 /* Add's backward row with no second gradient: a stride of 0 sums. */
@@ -2813,7 +2855,7 @@ static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
                        float scale)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     const int *const st[1] = {m->sb};
     int i;
     for (i = 0; i < ny; i++)
@@ -2830,7 +2872,7 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
 void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
                         float scale)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     if (dx == NULL)
         return;
     p.da = dx;
@@ -2863,7 +2905,7 @@ static void extreme_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 static void extreme_forward(float *y, const float *x, const rt_bcast *m,
                             int ny, float sign)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     int i;
     for (i = 0; i < ny; i++)
         y[i] = -sign * INFINITY;
@@ -2920,7 +2962,7 @@ void rt_reduce_extreme_backward(float *dx, const float *dy, const float *x,
                                 const float *y, const rt_bcast *m, int ny,
                                 float *count)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     int i;
     if (dx == NULL)
         return;
@@ -3074,7 +3116,7 @@ static float exp_term(const bc_args *p, const ptrdiff_t *off)
 static void term_sums(float *y, const float *x, const float *shift,
                       const rt_bcast *m, int ny, bc_term term)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     const int *const st[1] = {m->sb};
     int i;
     for (i = 0; i < ny; i++)
@@ -3179,7 +3221,7 @@ static void lse_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 static void term_backward(float *dx, const float *dy, const float *x,
                           const float *y, const rt_bcast *m, bc_row row)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     if (dx == NULL)
         return;
     p.da = dx;
@@ -4857,40 +4899,61 @@ void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
 /*
  * structural.c: the ops that move elements rather than compute them
  * (their backwards add): Concat, Split, Slice, Transpose, Gather, and
- * DepthToSpace and SpaceToDepth (Transposes of a 6-D view).
+ * DepthToSpace and SpaceToDepth (Transposes of a 6-D view). Concat,
+ * Slice and Transpose take int64 elements too (issue 25: masks, positions
+ * and shifted labels), through the same walks: Concat's rows by their
+ * element size, Slice and Transpose as maps that rt_bc_copy (binary.c)
+ * copies along, float32 or int64.
  */
 
 /* ---- structural ops: Concat, Split, Slice ---------------------------------- */
 
-/* Copies (add = 0) or adds (add = 1) n elements. */
-static void move(float *dst, const float *src, int n, int add)
+/* Copies (add = 0) or adds (add = 1, float32 only) n elements of es
+ * bytes. */
+static void move(unsigned char *dst, const unsigned char *src, int n,
+                 size_t es, int add)
 {
     int i;
-    if (add)
+    if (add) {
+        float *d = (float *)(void *)dst;
+        const float *s = (const float *)(const void *)src;
         for (i = 0; i < n; i++)
-            dst[i] += src[i];
-    else
-        memcpy(dst, src, (size_t)n * sizeof(float));
+            d[i] += s[i];
+    } else {
+        memcpy(dst, src, (size_t)n * es);
+    }
 }
 
 /* Walks the concatenated rows: piece i of row r is whole[r*total + off_i
- * ...] against part i's row r; to_whole says which way the data goes. */
-static void concat_walk(float *whole, const float *cwhole, float *const *parts,
-                        const float *const *cparts, int n, const int *widths,
-                        int outer, int to_whole, int add)
+ * ...] against part i's row r; to_whole says which way the data goes.
+ * The parts are float32 (parts written, or cparts read) or, when iparts
+ * is given, int64 ones read (Concat on int64): the walk is the same with
+ * 8-byte elements. Inline, so that each caller's constant arguments leave
+ * the float paths the instructions they had before. */
+static inline void concat_walk(unsigned char *whole,
+                               const unsigned char *cwhole,
+                               float *const *parts, const float *const *cparts,
+                               const int64_t *const *iparts, int n,
+                               const int *widths, int outer, int to_whole,
+                               int add)
 {
+    const size_t es = iparts != NULL ? sizeof(int64_t) : sizeof(float);
     int total = 0, i, r, off;
     for (i = 0; i < n; i++)
         total += widths[i];
     for (r = 0; r < outer; r++) {
         off = 0;
         for (i = 0; i < n; i++) {
-            const size_t w = (size_t)r * total + (size_t)off;
-            const size_t p = (size_t)r * widths[i];
-            if (to_whole && cparts[i] != NULL)
-                move(whole + w, cparts[i] + p, widths[i], add);
+            const size_t w = ((size_t)r * total + (size_t)off) * es;
+            const size_t p = (size_t)r * widths[i] * es;
+            const unsigned char *src =
+                iparts != NULL ? (const unsigned char *)iparts[i]
+                : cparts != NULL ? (const unsigned char *)cparts[i] : NULL;
+            if (to_whole && src != NULL)
+                move(whole + w, src + p, widths[i], es, add);
             else if (!to_whole && parts[i] != NULL)
-                move(parts[i] + p, cwhole + w, widths[i], add);
+                move((unsigned char *)parts[i] + p, cwhole + w, widths[i],
+                     es, add);
             off += widths[i];
         }
     }
@@ -4899,74 +4962,112 @@ static void concat_walk(float *whole, const float *cwhole, float *const *parts,
 void rt_concat_forward(float *y, const float *const *xs, int n,
                        const int *widths, int outer)
 {
-    concat_walk(y, NULL, NULL, xs, n, widths, outer, 1, 0);
+    concat_walk((unsigned char *)y, NULL, NULL, xs, NULL, n, widths, outer,
+                1, 0);
+}
+
+void rt_concat_i64_forward(int64_t *y, const int64_t *const *xs, int n,
+                           const int *widths, int outer)
+{
+    concat_walk((unsigned char *)y, NULL, NULL, NULL, xs, n, widths, outer,
+                1, 0);
 }
 
 void rt_concat_backward(float *const *dxs, const float *dy, int n,
                         const int *widths, int outer)
 {
-    concat_walk(NULL, dy, dxs, NULL, n, widths, outer, 0, 1);
+    concat_walk(NULL, (const unsigned char *)dy, dxs, NULL, NULL, n, widths,
+                outer, 0, 1);
 }
 
 void rt_split_forward(float *const *ys, const float *x, int n,
                       const int *widths, int outer)
 {
-    concat_walk(NULL, x, ys, NULL, n, widths, outer, 0, 0);
+    concat_walk(NULL, (const unsigned char *)x, ys, NULL, NULL, n, widths,
+                outer, 0, 0);
 }
 
 void rt_split_backward(float *dx, const float *const *dys, int n,
                        const int *widths, int outer)
 {
     if (dx != NULL)
-        concat_walk(dx, NULL, NULL, dys, n, widths, outer, 1, 1);
+        concat_walk((unsigned char *)dx, NULL, NULL, dys, NULL, n, widths,
+                    outer, 1, 1);
 }
 
-/* Every element of y in order with the offset of the x element it reads:
- * an odometer over y's index, x's offset moved by step * stride. */
-static void slice_walk(float *y, const float *cy, float *x, const float *cx,
-                       int rank, const int *xdims, const int *ydims,
-                       const int *starts, const int *steps, int backward)
+/* Scatters a row back along a map: dx[j * sa] = dy[j], or += unless
+ * p->set: the backward of Transpose and Slice (each dx element is one
+ * y element's, so the rows split over the threads). */
+static void scatter_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                        ptrdiff_t ob, int n, int sa, int sb)
 {
-    long stride[RT_MAX_RANK], at = 0;
-    int j[RT_MAX_RANK], d;
-    size_t k, count = 1;
+    float *dx = p->da + oa;
+    const float *dy = p->dy + oy;
+    int j;
+    (void)ob;
+    (void)sb;
+    if (p->set)
+        for (j = 0; j < n; j++)
+            dx[(ptrdiff_t)j * sa] = dy[j];
+    else
+        for (j = 0; j < n; j++)
+            dx[(ptrdiff_t)j * sa] += dy[j];
+}
+
+/* Slice as a map over y (rank >= 1): x's stride times the step along each
+ * of y's dims (0 where y has one element: no step taken), and in *base
+ * the offset of x's first element read. */
+static rt_bcast slice_map(int rank, const int *xdims, const int *ydims,
+                          const int *starts, const int *steps, ptrdiff_t *base)
+{
+    rt_bcast m;
+    ptrdiff_t stride = 1;
+    int d;
+    memset(&m, 0, sizeof m);
+    m.rank = rank;
+    *base = 0;
     for (d = rank - 1; d >= 0; d--) {
-        stride[d] = d == rank - 1 ? 1 : stride[d + 1] * xdims[d + 1];
-        at += (long)starts[d] * stride[d];
-        j[d] = 0;
-        count *= (size_t)ydims[d];
+        m.dims[d] = ydims[d];
+        m.sa[d] = ydims[d] > 1 ? (int)(steps[d] * stride) : 0;
+        *base += (ptrdiff_t)starts[d] * stride;
+        stride *= xdims[d];
     }
-    for (k = 0; k < count; k++) {
-        if (backward)
-            x[at] += cy[k];
-        else
-            y[k] = cx[at];
-        for (d = rank - 1; d >= 0; d--) {   /* the next index of y */
-            at += (long)steps[d] * stride[d];
-            if (++j[d] < ydims[d])
-                break;
-            at -= (long)steps[d] * stride[d] * ydims[d];
-            j[d] = 0;
-        }
-    }
+    return m;
 }
 
 void rt_slice_forward(float *y, const float *x, int rank, const int *xdims,
                       const int *ydims, const int *starts, const int *steps)
 {
-    slice_walk(y, NULL, NULL, x, rank, xdims, ydims, starts, steps, 0);
+    ptrdiff_t base;
+    const rt_bcast m = slice_map(rank, xdims, ydims, starts, steps, &base);
+    rt_bc_copy(&m, y, x + base, NULL, NULL);
+}
+
+void rt_slice_i64_forward(int64_t *y, const int64_t *x, int rank,
+                          const int *xdims, const int *ydims,
+                          const int *starts, const int *steps)
+{
+    ptrdiff_t base;
+    const rt_bcast m = slice_map(rank, xdims, ydims, starts, steps, &base);
+    rt_bc_copy(&m, NULL, NULL, y, x + base);
 }
 
 void rt_slice_backward(float *dx, const float *dy, int rank, const int *xdims,
                        const int *ydims, const int *starts, const int *steps)
 {
-    if (dx != NULL)
-        slice_walk(NULL, dy, dx, NULL, rank, xdims, ydims, starts, steps, 1);
+    ptrdiff_t base;
+    const rt_bcast m = slice_map(rank, xdims, ydims, starts, steps, &base);
+    bc_args p = BC_ARGS_NONE;
+    if (dx == NULL)
+        return;
+    p.da = dx + base;
+    p.dy = dy;
+    rt_bc_run_split(&m, &p, scatter_row);
 }
 
-/* Transpose walks y in order with rt_bc_run: the map's dims are y's, and its
- * sa holds x's stride along each of y's dims, so oa is x's offset of the
- * element at oy. */
+/* Transpose walks y in order: the map's dims are y's, and its sa holds x's
+ * stride along each of y's dims, so oa is x's offset of the element at
+ * oy. */
 static rt_bcast transpose_map(int rank, const int *dims, const int *perm)
 {
     rt_bcast m;
@@ -4984,55 +5085,31 @@ static rt_bcast transpose_map(int rank, const int *dims, const int *perm)
     return m;
 }
 
-static void transpose_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
-                          ptrdiff_t ob, int n, int sa, int sb)
-{
-    float *y = p->y + oy;
-    const float *x = p->a + oa;
-    int j;
-    (void)ob;
-    (void)sb;
-    for (j = 0; j < n; j++)
-        y[j] = x[(ptrdiff_t)j * sa];
-}
-
-static void transpose_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
-                               ptrdiff_t ob, int n, int sa, int sb)
-{
-    float *dx = p->da + oa;
-    const float *dy = p->dy + oy;
-    int j;
-    (void)ob;
-    (void)sb;
-    if (p->set)
-        for (j = 0; j < n; j++)
-            dx[(ptrdiff_t)j * sa] = dy[j];
-    else
-        for (j = 0; j < n; j++)
-            dx[(ptrdiff_t)j * sa] += dy[j];
-}
-
 void rt_transpose_forward(float *y, const float *x, int rank, const int *dims,
                           const int *perm)
 {
     const rt_bcast m = transpose_map(rank, dims, perm);
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
-    p.y = y;
-    p.a = x;
-    rt_bc_run_split(&m, &p, transpose_row);
+    rt_bc_copy(&m, y, x, NULL, NULL);
+}
+
+void rt_transpose_i64_forward(int64_t *y, const int64_t *x, int rank,
+                              const int *dims, const int *perm)
+{
+    const rt_bcast m = transpose_map(rank, dims, perm);
+    rt_bc_copy(&m, NULL, NULL, y, x);
 }
 
 void rt_transpose_backward_set(float *dx, const float *dy, int rank,
                                const int *dims, const int *perm, unsigned set)
 {
     const rt_bcast m = transpose_map(rank, dims, perm);
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     if (dx == NULL)
         return;
     p.da = dx;
     p.dy = dy;
     p.set = set & 1u;   /* a permutation: every dx element written once */
-    rt_bc_run_split(&m, &p, transpose_back_row);
+    rt_bc_run_split(&m, &p, scatter_row);
 }
 
 void rt_transpose_backward(float *dx, const float *dy, int rank,
@@ -6791,52 +6868,15 @@ void rt_resize_backward(float *dx, const float *dy, const rt_resize *p)
 /*
  * integer.c: the kernels of int64 and bool tensors (issue 25), where
  * models build masks, positions and shifted labels from integer graph
- * inputs: the structural ops on int64 (Slice, Concat, Transpose, Expand:
- * the same walks as the float kernels, on 8-byte elements), Cast of an
- * int64 tensor to float32, the comparisons and the logical ops, whose bool
- * results are stored as int64 0 or 1, and Where with an int64 condition.
- * None of them has a backward but Where's: integers carry no gradient.
+ * inputs: Cast of an int64 tensor to float32, the comparisons and the
+ * logical ops, whose bool results are stored as int64 0 or 1, and Where
+ * with an int64 condition. None of them has a backward but Where's:
+ * integers carry no gradient. Slice, Concat, Transpose and Expand on int64
+ * are the float kernels' walks with 8-byte elements, beside them in
+ * structural.c and binary.c.
  */
 
-/* ---- structural ops on int64 ----------------------------------------------- */
-
-void rt_slice_i64_forward(int64_t *y, const int64_t *x, int rank,
-                          const int *xdims, const int *ydims,
-                          const int *starts, const int *steps)
-{
-    long stride[RT_MAX_RANK], at = 0;
-    int j[RT_MAX_RANK], d;
-    size_t k, count = 1;
-    for (d = rank - 1; d >= 0; d--) {
-        stride[d] = d == rank - 1 ? 1 : stride[d + 1] * xdims[d + 1];
-        at += (long)starts[d] * stride[d];
-        j[d] = 0;
-        count *= (size_t)ydims[d];
-    }
-    for (k = 0; k < count; k++) {
-        y[k] = x[at];
-        for (d = rank - 1; d >= 0; d--) {   /* the next index of y */
-            at += (long)steps[d] * stride[d];
-            if (++j[d] < ydims[d])
-                break;
-            at -= (long)steps[d] * stride[d] * ydims[d];
-            j[d] = 0;
-        }
-    }
-}
-
-void rt_concat_i64_forward(int64_t *y, const int64_t *const *xs, int n,
-                           const int *widths, int outer)
-{
-    int i, r;
-    size_t off = 0;
-    for (r = 0; r < outer; r++)
-        for (i = 0; i < n; i++) {
-            memcpy(y + off, xs[i] + (size_t)r * widths[i],
-                   (size_t)widths[i] * sizeof(int64_t));
-            off += (size_t)widths[i];
-        }
-}
+/* ---- Cast, comparisons, logic ------------------------------------------------ */
 
 /* Walks the multi-index of an output of m->rank dims m->dims in order:
  * after each element, off[0] moves by m->sa and off[1] by m->sb. */
@@ -6862,43 +6902,6 @@ static size_t i64_count(const rt_bcast *m)
         n *= (size_t)m->dims[d];
     return n;
 }
-
-void rt_transpose_i64_forward(int64_t *y, const int64_t *x, int rank,
-                              const int *dims, const int *perm)
-{
-    rt_bcast m;
-    int xs[RT_MAX_RANK], d, s = 1, idx[RT_MAX_RANK] = {0};
-    ptrdiff_t off[2] = {0, 0};
-    size_t i, n;
-    memset(&m, 0, sizeof m);
-    m.rank = rank;
-    for (d = rank - 1; d >= 0; d--) {
-        xs[d] = s;
-        s *= dims[d];
-    }
-    for (d = 0; d < rank; d++) {
-        m.dims[d] = dims[perm[d]];
-        m.sa[d] = xs[perm[d]];
-    }
-    n = i64_count(&m);
-    for (i = 0; i < n; i++) {
-        y[i] = x[off[0]];
-        i64_step(&m, idx, off);
-    }
-}
-
-void rt_expand_i64_forward(int64_t *y, const int64_t *x, const rt_bcast *m)
-{
-    int idx[RT_MAX_RANK] = {0};
-    ptrdiff_t off[2] = {0, 0};
-    size_t i, n = i64_count(m);
-    for (i = 0; i < n; i++) {
-        y[i] = x[off[0]];
-        i64_step(m, idx, off);
-    }
-}
-
-/* ---- Cast, comparisons, logic ------------------------------------------------ */
 
 void rt_cast_i64_forward(float *y, const int64_t *x, size_t n)
 {

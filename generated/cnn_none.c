@@ -16,10 +16,34 @@
  */
 #include "cnn_none.h"
 
-static const rt_window win_stage1_conv = {32, 1, 28, 28, 16, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
-static const rt_window win_stage1_pool = {32, 16, 28, 28, 16, 14, 14, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
-static const rt_window win_stage2_conv = {32, 16, 14, 14, 32, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
-static const rt_window win_stage2_pool = {32, 32, 14, 14, 32, 7, 7, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
+static const rt_window win_stage1_conv = {
+    .n = 32, .c = 1, .h = 28, .w = 28,
+    .oc = 16, .oh = 28, .ow = 28,
+    .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
+    .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1,
+    .group = 1,
+    .d = 1, .od = 1, .kd = 1, .sd = 1, .dd = 1, .pad_front = 0, .pad_back = 0};
+static const rt_window win_stage1_pool = {
+    .n = 32, .c = 16, .h = 28, .w = 28,
+    .oc = 16, .oh = 14, .ow = 14,
+    .kh = 2, .kw = 2, .sh = 2, .sw = 2, .dh = 1, .dw = 1,
+    .pad_top = 0, .pad_left = 0, .pad_bottom = 0, .pad_right = 0,
+    .group = 1,
+    .d = 1, .od = 1, .kd = 1, .sd = 1, .dd = 1, .pad_front = 0, .pad_back = 0};
+static const rt_window win_stage2_conv = {
+    .n = 32, .c = 16, .h = 14, .w = 14,
+    .oc = 32, .oh = 14, .ow = 14,
+    .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
+    .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1,
+    .group = 1,
+    .d = 1, .od = 1, .kd = 1, .sd = 1, .dd = 1, .pad_front = 0, .pad_back = 0};
+static const rt_window win_stage2_pool = {
+    .n = 32, .c = 32, .h = 14, .w = 14,
+    .oc = 32, .oh = 7, .ow = 7,
+    .kh = 2, .kw = 2, .sh = 2, .sw = 2, .dh = 1, .dw = 1,
+    .pad_top = 0, .pad_left = 0, .pad_bottom = 0, .pad_right = 0,
+    .group = 1,
+    .d = 1, .od = 1, .kd = 1, .sd = 1, .dd = 1, .pad_front = 0, .pad_back = 0};
 
 const rt_tensor_info cnn_inputs[1] = {
     {"x", 0, 25088, 4, {32, 1, 28, 28}, 0, 0, 0, 0, 0, 0},

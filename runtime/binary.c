@@ -343,7 +343,7 @@ RT_BINARY_ROW(div_row, /)
 static void binary(float *y, const float *a, const float *b,
                    const rt_bcast *m, bc_row row)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     p.y = y;
     p.a = a;
     p.b = b;
@@ -450,7 +450,7 @@ static void binary_back(float *da, float *db, const float *dy, const float *a,
                         const float *b, const rt_bcast *m, float scale,
                         bc_row row, bc_term da_term, bc_term db_term)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     const int *const st[2] = {m->sa, m->sb};
     if (da == NULL && db == NULL)
         return;
@@ -619,7 +619,7 @@ static void extreme2_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 static void extreme2(float *y, const float *a, const float *b,
                      const rt_bcast *m, float sign)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     p.y = y;
     p.a = a;
     p.b = b;
@@ -823,7 +823,7 @@ void rt_where_backward(float *da, float *db, const float *dy,
     int idx[RT_MAX_RANK] = {0};
     ptrdiff_t off[3] = {0, 0, 0};
     size_t i, n = rt_where_count(m);
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     const int *const st[3] = {m->sc, m->sa, m->sb};
     p.a = cond;
     p.dy = dy;
@@ -848,8 +848,12 @@ void rt_where_backward(float *da, float *db, const float *dy,
     }
 }
 
-static void expand_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
-                       ptrdiff_t ob, int n, int sa, int sb)
+/* ---- copies along a map: Expand, Transpose, Slice, float32 and int64 ------- */
+
+/* Rows of rt_bc_copy: y[j] = x[j * sa], float32 or int64 (one row
+ * function each, so that the float rows test nothing per row). */
+static void copy_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                     ptrdiff_t ob, int n, int sa, int sb)
 {
     float *y = p->y + oy;
     const float *x = p->a + oa;
@@ -860,9 +864,37 @@ static void expand_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
         y[j] = x[(ptrdiff_t)j * sa];
 }
 
+static void copy_row_i64(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                         ptrdiff_t ob, int n, int sa, int sb)
+{
+    int64_t *y = p->iy + oy;
+    const int64_t *x = p->ia + oa;
+    int j;
+    (void)ob;
+    (void)sb;
+    for (j = 0; j < n; j++)
+        y[j] = x[(ptrdiff_t)j * sa];
+}
+
+RT_PRIVATE void rt_bc_copy(const rt_bcast *m, float *y, const float *x,
+                           int64_t *iy, const int64_t *ix)
+{
+    bc_args p = BC_ARGS_NONE;
+    p.y = y;
+    p.a = x;
+    p.iy = iy;
+    p.ia = ix;
+    rt_bc_run_split(m, &p, iy != NULL ? copy_row_i64 : copy_row);
+}
+
 void rt_expand_forward(float *y, const float *x, const rt_bcast *m)
 {
-    binary(y, x, NULL, m, expand_row);
+    rt_bc_copy(m, y, x, NULL, NULL);
+}
+
+void rt_expand_i64_forward(int64_t *y, const int64_t *x, const rt_bcast *m)
+{
+    rt_bc_copy(m, NULL, NULL, y, x);
 }
 
 /* Add's backward row with no second gradient: a stride of 0 sums. */

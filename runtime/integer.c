@@ -1,53 +1,16 @@
 /*
  * integer.c: the kernels of int64 and bool tensors (issue 25), where
  * models build masks, positions and shifted labels from integer graph
- * inputs: the structural ops on int64 (Slice, Concat, Transpose, Expand:
- * the same walks as the float kernels, on 8-byte elements), Cast of an
- * int64 tensor to float32, the comparisons and the logical ops, whose bool
- * results are stored as int64 0 or 1, and Where with an int64 condition.
- * None of them has a backward but Where's: integers carry no gradient.
+ * inputs: Cast of an int64 tensor to float32, the comparisons and the
+ * logical ops, whose bool results are stored as int64 0 or 1, and Where
+ * with an int64 condition. None of them has a backward but Where's:
+ * integers carry no gradient. Slice, Concat, Transpose and Expand on int64
+ * are the float kernels' walks with 8-byte elements, beside them in
+ * structural.c and binary.c.
  */
 #include "rt_impl.h"
 
-/* ---- structural ops on int64 ----------------------------------------------- */
-
-void rt_slice_i64_forward(int64_t *y, const int64_t *x, int rank,
-                          const int *xdims, const int *ydims,
-                          const int *starts, const int *steps)
-{
-    long stride[RT_MAX_RANK], at = 0;
-    int j[RT_MAX_RANK], d;
-    size_t k, count = 1;
-    for (d = rank - 1; d >= 0; d--) {
-        stride[d] = d == rank - 1 ? 1 : stride[d + 1] * xdims[d + 1];
-        at += (long)starts[d] * stride[d];
-        j[d] = 0;
-        count *= (size_t)ydims[d];
-    }
-    for (k = 0; k < count; k++) {
-        y[k] = x[at];
-        for (d = rank - 1; d >= 0; d--) {   /* the next index of y */
-            at += (long)steps[d] * stride[d];
-            if (++j[d] < ydims[d])
-                break;
-            at -= (long)steps[d] * stride[d] * ydims[d];
-            j[d] = 0;
-        }
-    }
-}
-
-void rt_concat_i64_forward(int64_t *y, const int64_t *const *xs, int n,
-                           const int *widths, int outer)
-{
-    int i, r;
-    size_t off = 0;
-    for (r = 0; r < outer; r++)
-        for (i = 0; i < n; i++) {
-            memcpy(y + off, xs[i] + (size_t)r * widths[i],
-                   (size_t)widths[i] * sizeof(int64_t));
-            off += (size_t)widths[i];
-        }
-}
+/* ---- Cast, comparisons, logic ------------------------------------------------ */
 
 /* Walks the multi-index of an output of m->rank dims m->dims in order:
  * after each element, off[0] moves by m->sa and off[1] by m->sb. */
@@ -73,43 +36,6 @@ static size_t i64_count(const rt_bcast *m)
         n *= (size_t)m->dims[d];
     return n;
 }
-
-void rt_transpose_i64_forward(int64_t *y, const int64_t *x, int rank,
-                              const int *dims, const int *perm)
-{
-    rt_bcast m;
-    int xs[RT_MAX_RANK], d, s = 1, idx[RT_MAX_RANK] = {0};
-    ptrdiff_t off[2] = {0, 0};
-    size_t i, n;
-    memset(&m, 0, sizeof m);
-    m.rank = rank;
-    for (d = rank - 1; d >= 0; d--) {
-        xs[d] = s;
-        s *= dims[d];
-    }
-    for (d = 0; d < rank; d++) {
-        m.dims[d] = dims[perm[d]];
-        m.sa[d] = xs[perm[d]];
-    }
-    n = i64_count(&m);
-    for (i = 0; i < n; i++) {
-        y[i] = x[off[0]];
-        i64_step(&m, idx, off);
-    }
-}
-
-void rt_expand_i64_forward(int64_t *y, const int64_t *x, const rt_bcast *m)
-{
-    int idx[RT_MAX_RANK] = {0};
-    ptrdiff_t off[2] = {0, 0};
-    size_t i, n = i64_count(m);
-    for (i = 0; i < n; i++) {
-        y[i] = x[off[0]];
-        i64_step(m, idx, off);
-    }
-}
-
-/* ---- Cast, comparisons, logic ------------------------------------------------ */
 
 void rt_cast_i64_forward(float *y, const int64_t *x, size_t n)
 {

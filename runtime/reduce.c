@@ -27,7 +27,7 @@ static void reduce_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
                        float scale)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     const int *const st[1] = {m->sb};
     int i;
     for (i = 0; i < ny; i++)
@@ -44,7 +44,7 @@ void rt_reduce_forward(float *y, const float *x, const rt_bcast *m, int ny,
 void rt_reduce_backward(float *dx, const float *dy, const rt_bcast *m,
                         float scale)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     if (dx == NULL)
         return;
     p.da = dx;
@@ -77,7 +77,7 @@ static void extreme_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 static void extreme_forward(float *y, const float *x, const rt_bcast *m,
                             int ny, float sign)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     int i;
     for (i = 0; i < ny; i++)
         y[i] = -sign * INFINITY;
@@ -134,7 +134,7 @@ void rt_reduce_extreme_backward(float *dx, const float *dy, const float *x,
                                 const float *y, const rt_bcast *m, int ny,
                                 float *count)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     int i;
     if (dx == NULL)
         return;
@@ -288,7 +288,7 @@ static float exp_term(const bc_args *p, const ptrdiff_t *off)
 static void term_sums(float *y, const float *x, const float *shift,
                       const rt_bcast *m, int ny, bc_term term)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     const int *const st[1] = {m->sb};
     int i;
     for (i = 0; i < ny; i++)
@@ -393,7 +393,7 @@ static void lse_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
 static void term_backward(float *dx, const float *dy, const float *x,
                           const float *y, const rt_bcast *m, bc_row row)
 {
-    bc_args p = {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u};
+    bc_args p = BC_ARGS_NONE;
     if (dx == NULL)
         return;
     p.da = dx;

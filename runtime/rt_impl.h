@@ -168,7 +168,11 @@ typedef struct {
     const float *a, *b, *dy;
     float scale;
     unsigned set;   /* backward rows: bit 0 da, bit 1 db written, not added */
+    int64_t *iy;    /* rt_bc_copy on int64 elements: y and a's twins */
+    const int64_t *ia;
 } bc_args;
+/* A bc_args with every member NULL or 0, to fill in. */
+#define BC_ARGS_NONE {NULL, NULL, NULL, NULL, NULL, NULL, 0.0f, 0u, NULL, NULL}
 
 /* One innermost row of n elements: the output (walked in order) starts at
  * oy, a at oa with stride sa, b at ob with stride sb. Offsets, not pointers,
@@ -186,6 +190,12 @@ RT_PRIVATE size_t rt_where_count(const rt_where *m);
 RT_PRIVATE void rt_where_step(const rt_where *m, int *idx, ptrdiff_t *off);
 RT_PRIVATE void rt_bc_run_split(const rt_bcast *m, const bc_args *p,
                                 bc_row row);
+/* y[i] = x[the map's offset of i] over m's index space (sa strides x; y
+ * is walked in order), split over the threads: the forward of Expand,
+ * Transpose and Slice. Float32 elements (iy and ix NULL) or int64 ones
+ * (y and x NULL), the one walk for both (binary.c). */
+RT_PRIVATE void rt_bc_copy(const rt_bcast *m, float *y, const float *x,
+                           int64_t *iy, const int64_t *ix);
 
 /* Sums over broadcast dims, one gradient (or reduced) entry at a time. An
  * index space of `rank` dims walked in order (element e's offset in the

@@ -632,6 +632,76 @@ static void find_trainable(Im *m)
     }
 }
 
+/* ---- warnings: what imports but will not train as torch does ------------------- */
+
+/* Up to three names of a list, then how many more, for a warning. */
+static void name_list(Buf *b, const char **names, int n)
+{
+    for (int k = 0; k < n && k < 3; k++)
+        buf_printf(b, "%s%s", k ? ", " : "", names[k]);
+    if (n > 3)
+        buf_printf(b, " and %d more", n - 3);
+}
+
+/* Patterns of an export that import and compile but do not train as the
+ * torch module does (issue 25), one line each:
+ * - trainable initializers named onnx::OP_N: torch's constant folding
+ *   (do_constant_folding=True) replaced a parameter by a folded copy
+ *   (a transposed weight) named after the op that reads it;
+ * - an all-zero row of a trainable initializer that Gather reads along
+ *   axis 0: what nn.Embedding(padding_idx=k) leaves, exported as a plain
+ *   Gather, so the row trains here and not in torch.
+ * A buffer (register_buffer) imported as trainable leaves no trace in
+ * ONNX; docs/onnx.md says so instead. */
+static void find_warnings(Im *m, Buf *w)
+{
+    const char **folded = ctx_alloc(m->c, ((size_t)m->nv + 1) * sizeof *folded);
+    int nfolded = 0;
+    for (int v = 0; v < m->nv; v++)
+        if (m->v[v].init && m->v[v].trainable &&
+            strncmp(m->v[v].name, "onnx::", 6) == 0)
+            folded[nfolded++] = m->v[v].name;
+    if (nfolded) {
+        buf_printf(w, "warning: %d trainable initializer%s named after the "
+                   "op that reads %s (", nfolded, nfolded > 1 ? "s" : "",
+                   nfolded > 1 ? "them" : "it");
+        name_list(w, folded, nfolded);
+        buf_printf(w, ") look%s like weights torch folded at export "
+                   "(do_constant_folding=True): %s train%s as %s whose "
+                   "name%s match no state_dict entry (often transposed); "
+                   "export with do_constant_folding=False\n",
+                   nfolded > 1 ? "" : "s", nfolded > 1 ? "they" : "it",
+                   nfolded > 1 ? "" : "s", nfolded > 1 ? "copies" : "a copy",
+                   nfolded > 1 ? "s" : "");
+    }
+    char *seen = ctx_alloc(m->c, (size_t)m->nv + 1);   /* zeroed */
+    for (int k = 0; k < m->nn; k++) {
+        const ONode *o = &m->nodes[k];
+        if (strcmp(o->op, "Gather") != 0 || o->nin < 1 || o->in[0] < 0 ||
+            onnx_attr_int(o, "axis", 0) != 0 || seen[o->in[0]])
+            continue;
+        seen[o->in[0]] = 1;
+        const Val *x = &m->v[o->in[0]];
+        if (!x->init || !x->trainable || x->dt != DT_F32 || x->rank != 2 ||
+            x->dims[0] < 2 || x->dims[1] < 1 || !x->f)
+            continue;
+        long row = x->dims[1];
+        for (long r = 0; r < x->dims[0]; r++) {
+            long j = 0;
+            while (j < row && x->f[r * row + j] == 0.0f)
+                j++;
+            if (j < row)
+                continue;
+            buf_printf(w, "warning: row %ld of %s, which Gather reads, is "
+                       "all zeros, as nn.Embedding(padding_idx=%ld) leaves "
+                       "it; torch exports a plain Gather, so here that row "
+                       "gets a gradient and trains where torch's stays "
+                       "zero\n", r, x->name, r);
+            break;
+        }
+    }
+}
+
 /* ---- the whole import ----------------------------------------------------------- */
 
 static const char *stem_of(Ctx *c, const char *path)
@@ -691,5 +761,7 @@ int onnx_import(Ctx *c, const char *file, const char *data, size_t len,
     find_trainable(&m);
     if (onnx_lower(&m) || onnx_write(&m, stem_of(c, file), out))
         return -1;
+    buf_init(&out->warnings, c);
+    find_warnings(&m, &out->warnings);
     return 0;
 }

@@ -199,14 +199,23 @@ rt_window window_of(const Graph *g, const Node *n)
     return w;
 }
 
+/* The window as C99 designated initializers, one line per group of
+ * rt_window's fields, so that an embedder reading the generated C sees
+ * which number is which (every field written, the depth axis's too). */
 void emit_window_static(Emit *e, const Node *n)
 {
     rt_window w = window_of(e->g, n);
-    emit(e, "static const rt_window win_%s = {%d, %d, %d, %d, %d, %d, %d, %d, "
-         "%d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d};",
-         n->cname, w.n, w.c, w.h, w.w, w.oc, w.oh, w.ow, w.kh, w.kw, w.sh,
-         w.sw, w.dh, w.dw, w.pad_top, w.pad_left, w.pad_bottom, w.pad_right,
-         w.group, w.d, w.od, w.kd, w.sd, w.dd, w.pad_front, w.pad_back);
+    emit(e, "static const rt_window win_%s = {", n->cname);
+    emit(e, "    .n = %d, .c = %d, .h = %d, .w = %d,", w.n, w.c, w.h, w.w);
+    emit(e, "    .oc = %d, .oh = %d, .ow = %d,", w.oc, w.oh, w.ow);
+    emit(e, "    .kh = %d, .kw = %d, .sh = %d, .sw = %d, .dh = %d, .dw = %d,",
+         w.kh, w.kw, w.sh, w.sw, w.dh, w.dw);
+    emit(e, "    .pad_top = %d, .pad_left = %d, .pad_bottom = %d, "
+         ".pad_right = %d,", w.pad_top, w.pad_left, w.pad_bottom, w.pad_right);
+    emit(e, "    .group = %d,", w.group);
+    emit(e, "    .d = %d, .od = %d, .kd = %d, .sd = %d, .dd = %d, "
+         ".pad_front = %d, .pad_back = %d};", w.d, w.od, w.kd, w.sd, w.dd,
+         w.pad_front, w.pad_back);
 }
 
 long scratch_conv(const Graph *g, const Node *n, int backward)

@@ -10,14 +10,16 @@
 #    within 1e-4 relative (or, on a tensor float32 cannot resolve, within 8
 #    times torch float32's own error), and so do the parameters after three
 #    SGD steps; both are bitwise identical to none's;
-#  - sac keeps fewer saved bytes than none (on the models with blocks);
-#    within 1e-4 relative, and are bitwise identical to none's;
 #  - sac keeps fewer saved bytes than none (on the models with blocks;
 #    no more on the Elman RNN, whose steps have nothing to recompute);
 #  - initializers in an external data file load as from the model itself,
 #    and only from inside the model's folder, symbolic links resolved;
 #  - past 262,144 initial values (wide, and a 10.5M-parameter model), the
-#    values go to a weights file, not into the C.
+#    values go to a weights file, not into the C;
+#  - `remat import` warns on no clean export, and on a folded or a
+#    padding_idx export with one line each.
+# The models are checked ONNX_JOBS at a time (default: nproc), each one's
+# output printed whole and in order.
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 py=/usr/bin/python3
@@ -36,6 +38,8 @@ check_model() {   # name
     mkdir -p "$d/xml" "$d/a" "$d/b"
     if ! "$remat" import "$onnx" -o "$d/xml/$m.xml" > "$d/import.log" 2>&1; then
         cat "$d/import.log"; bad "$m: import"; return; fi
+    # a clean export (no folding, no padding_idx) gets no import warning
+    if grep 'warning:' "$d/import.log"; then bad "$m: import warns on a clean export"; else ok; fi
     if $py tests/onnx/torch_models.py --same-weights "$d/ref" "$d/xml/$m.weights"; then
         ok; else bad "$m: imported weights differ from the state_dict"; fi
     "$remat" compile "$onnx" --policy sac -o "$d/a/$m.c"
@@ -74,9 +78,39 @@ check_model() {   # name
     echo "model $m: checked (sac saves $a bytes, none $b)"
 }
 
+# The models run side by side, ONNX_JOBS at a time (default: the number
+# of processors), each in a subshell whose output goes to its own log and
+# whose counts to its own file; the logs are printed whole and in the
+# list's order, each as soon as it and all before it are done, and the
+# counts summed, so the output reads as a run one after another would.
+onnx_jobs=${ONNX_JOBS:-$(nproc 2>/dev/null || echo 2)}
+case $onnx_jobs in ''|*[!0-9]*|0) echo "ONNX_JOBS=$onnx_jobs: not a positive number" >&2; exit 2 ;; esac
+queue=()     # models started, not yet printed, in order
+declare -A pid_of
+print_done() {   # all: wait for every model; else print the leading finished ones
+    while [ ${#queue[@]} -gt 0 ]; do
+        local m=${queue[0]} p f
+        if [ "$1" = all ]; then wait "${pid_of[$m]}"
+        elif [ ! -e "$work/$m.counts" ] && kill -0 "${pid_of[$m]}" 2>/dev/null; then return
+        else wait "${pid_of[$m]}"; fi
+        cat "$work/$m.log"
+        if read -r p f 2>/dev/null < "$work/$m.counts"; then
+            pass=$((pass + p)) fail=$((fail + f))
+        else
+            bad "$m: its check stopped before the end"
+        fi
+        queue=("${queue[@]:1}")
+    done
+}
 for m in $models; do
-    check_model "$m"
+    while [ "$(jobs -rp | wc -l)" -ge "$onnx_jobs" ]; do wait -n || true; done
+    print_done some
+    ( pass=0 fail=0; check_model "$m"; echo "$pass $fail" > "$work/$m.counts" ) \
+        > "$work/$m.log" 2>&1 < /dev/null &
+    pid_of[$m]=$!
+    queue+=("$m")
 done
+print_done all
 
 # Inferred blocks are convex: resmlp_dict's blocks are found by their
 # parameters, and the GELU between two Gemms of a block, which reads no
@@ -209,6 +243,46 @@ else bad "import of an XML file: $(cat "$work/cli/err")"; fi
 if [ $? -eq 1 ] && [ "$(cat "$work/cli/keep.xml")" = sentinel ] &&
    [ ! -e "$work/cli/keep.weights" ]; then ok
 else bad "a failed import touched the existing XML or wrote weights"; fi
+
+# Import warnings (issue 25): exports that import and train, but not as
+# the module does, get one line each on stderr and the import succeeds:
+# weights folded by do_constant_folding=True (onnx::MatMul_N initializers,
+# transposed copies of fc.weight), and an embedding's all-zero row, which
+# nn.Embedding(padding_idx=0) leaves and a plain Gather then trains. The
+# same model exported cleanly gets none.
+d=$work/warnings
+mkdir -p "$d"
+$py - "$d" <<'PY' > "$d/export.log" 2>&1 || { cat "$d/export.log"; bad "warnings: torch export"; }
+import sys, torch, torch.nn as nn
+d = sys.argv[1]
+class M(nn.Module):
+    def __init__(self, padding_idx):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4, padding_idx=padding_idx)
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 3)
+    def forward(self, ids, y):   # 3-D: a MatMul by each transposed weight
+        return ((self.fc2(torch.relu(self.fc1(self.emb(ids)))) - y) ** 2).mean()
+ids, y = torch.randint(0, 10, (2, 5)), torch.randn(2, 5, 3)
+for name, pad, fold in (("clean", None, False), ("padding", 0, False),
+                        ("folded", None, True)):
+    torch.manual_seed(0)
+    torch.onnx.export(M(pad), (ids, y), f"{d}/{name}.onnx", opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=fold, input_names=["ids", "y"],
+                      output_names=["loss"])
+PY
+warns() {   # name: import succeeds; its stderr to $work/err
+    run 0 "$remat" import "$d/$1.onnx" -o "$d/$1.xml"
+}
+if warns clean && [ ! -s "$work/err" ]; then ok
+else bad "warnings: a clean export warns: $(cat "$work/err")"; fi
+if warns padding && [ "$(wc -l < "$work/err")" = 1 ] &&
+   grep -q '^remat import: warning: row 0 of emb.weight, which Gather reads, is all zeros, as nn.Embedding(padding_idx=0) leaves it; .*trains where torch.s stays zero$' "$work/err"; then ok
+else bad "warnings: padding_idx: '$(cat "$work/err")'"; fi
+if warns folded && [ "$(wc -l < "$work/err")" = 1 ] &&
+   grep -q '^remat import: warning: 2 trainable initializers named after the op that reads them (onnx::MatMul_[0-9]*, onnx::MatMul_[0-9]*) look like weights torch folded at export (do_constant_folding=True): .*; export with do_constant_folding=False$' "$work/err" &&
+   grep -q 'name="onnx::MatMul_[0-9]*" shape="4 8"' "$d/folded.xml"; then ok
+else bad "warnings: do_constant_folding=True: '$(cat "$work/err")'"; fi
 
 # A model past 262,144 initial values keeps them out of the C file: the
 # trainer above (wide) read them from EXE.weights; here the files' sizes.

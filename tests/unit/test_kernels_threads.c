@@ -101,6 +101,37 @@ static void case_transpose(void)
     free(x), free(y), free(dx);
 }
 
+/* Slice, split over the threads since issue 25: rows (a middle step 2,
+ * the inner axis reversed), one long row (step 3), and int64 elements
+ * (their values kept as floats: small integers, exact). */
+static void case_slice(void)
+{
+    const int xd[3] = {13, 89, 131}, yd[3] = {12, 44, 131};
+    const int st[3] = {1, 1, 130}, sp[3] = {1, 2, -1};
+    const int xd1[1] = {150001}, yd1[1] = {50000}, st1[1] = {2}, sp1[1] = {3};
+    const size_t n = 13 * 89 * 131, m = 12 * 44 * 131;
+    float *x = rnd(n), *y = rnd(n), *dx = rnd(n), *f = rnd(n);
+    int64_t *ix = malloc(n * sizeof *ix), *iy = malloc(n * sizeof *iy);
+    size_t i;
+    ck_assert_ptr_nonnull(ix);
+    ck_assert_ptr_nonnull(iy);
+    rt_slice_forward(y, x, 3, xd, yd, st, sp);
+    keep(y, m);
+    rt_slice_backward(dx, x, 3, xd, yd, st, sp);
+    keep(dx, n);
+    rt_slice_forward(y, x, 1, xd1, yd1, st1, sp1);
+    keep(y, 50000);
+    rt_slice_backward(dx, x, 1, xd1, yd1, st1, sp1);
+    keep(dx, 150001);
+    for (i = 0; i < n; i++)
+        ix[i] = (int64_t)i * 7 % 1000003;
+    rt_slice_i64_forward(iy, ix, 3, xd, yd, st, sp);
+    for (i = 0; i < m; i++)
+        f[i] = (float)iy[i];
+    keep(f, m);
+    free(x), free(y), free(dx), free(f), free(ix), free(iy);
+}
+
 static void case_layernorm(void)
 {
     const size_t n = (size_t)ROWS * COLS;
@@ -336,7 +367,7 @@ static const case_fn cases[] = {case_pointwise, case_broadcast,
                                 case_transpose, case_layernorm, case_softmax,
                                 case_sce,       case_gather,    case_gemm_bias,
                                 case_memory,    case_pool,      case_attention,
-                                case_conv
+                                case_conv,      case_slice
 #ifdef RT_NO_BLAS
                                 , case_gemm_split
 #endif
