@@ -349,10 +349,14 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
  * and over all rows dscale += sum of dy * xhat, dbias += sum of dy. Mean and
  * rstd are recomputed from x (nothing is saved). Any of dx, dscale, dbias
  * may be NULL; scale is read only for dx, and x only for dx or dscale (the
- * bias alone reads dy alone: x may be NULL). */
+ * bias alone reads dy alone: x may be NULL). scratch: see below. */
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
-                           int rows, int cols, float eps);
+                           int rows, int cols, float eps, float *scratch);
+/* The backward's scratch: 2 cols floats, the compensation terms of dscale's
+ * and dbias's sums over the rows (so that their error does not grow with
+ * rows); read only when dscale or dbias is wanted. */
+size_t rt_layernorm_backward_scratch(int cols);
 
 /* ONNX BatchNormalization, x (and y) viewed as (n, c, inner): the batch,
  * the channels and inner = the product of the spatial dimensions (1 for a

@@ -146,6 +146,7 @@ void emit_layer_norm_bwd(Emit *e, const Node *n, const char *const *din,
                          const char *const *dout, const char *const *in,
                          const char *const *out);
 double flops_layer_norm(const Graph *g, const Node *n);
+long scratch_layer_norm(const Graph *g, const Node *n, int backward);
 int shape_batch_norm(Ctx *c, Graph *g, Node *n);
 double flops_batch_norm(const Graph *g, const Node *n);
 void emit_batch_norm_fwd(Emit *e, const Node *n, const char *const *out,

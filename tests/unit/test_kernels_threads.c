@@ -107,18 +107,22 @@ static void case_layernorm(void)
     float *x = rnd(n), *y = rnd(n), *dy = rnd(n), *dx = rnd(n);
     float *scale = rnd(COLS), *bias = rnd(COLS);
     float *ds = rnd(COLS), *db = rnd(COLS);
+    float *scratch = rnd(rt_layernorm_backward_scratch(COLS));
     rt_layernorm_forward(y, x, scale, bias, ROWS, COLS, 1e-5f);
     keep(y, n);
-    rt_layernorm_backward(dx, ds, db, dy, x, scale, ROWS, COLS, 1e-5f);
+    rt_layernorm_backward(dx, ds, db, dy, x, scale, ROWS, COLS, 1e-5f,
+                          scratch);
     keep(dx, n);
     keep(ds, COLS);
     keep(db, COLS);
-    rt_layernorm_backward(NULL, ds, NULL, dy, x, scale, ROWS, COLS, 1e-5f);
+    rt_layernorm_backward(NULL, ds, NULL, dy, x, scale, ROWS, COLS, 1e-5f,
+                          scratch);
     keep(ds, COLS);
-    rt_layernorm_backward(dx, NULL, NULL, dy, x, scale, ROWS, COLS, 1e-5f);
+    rt_layernorm_backward(dx, NULL, NULL, dy, x, scale, ROWS, COLS, 1e-5f,
+                          NULL);
     keep(dx, n);
     free(x), free(y), free(dy), free(dx);
-    free(scale), free(bias), free(ds), free(db);
+    free(scale), free(bias), free(ds), free(db), free(scratch);
 }
 
 /* The last axis (inner 1) and a middle one (inner 5). */
