@@ -4801,11 +4801,13 @@ static int gather_row(int64_t idx, int rows)
 
 /* Gather's operands: the forward splits the n indices; the backward, whose
  * rows may repeat an index (a sum), splits the width: each thread adds its
- * columns of every row, in index order. */
+ * columns of every table row. perm (the backward's scratch) lists the
+ * indices' positions sorted by table row, in index order within a row. */
 typedef struct {
     float *out;
     const float *in;
     const int64_t *idx;
+    const int *perm;
     int n, rows, width;
 } gather_job;
 
@@ -4822,49 +4824,123 @@ static void gather_fwd_part(void *ctx, size_t lo, size_t hi)
     }
 }
 
+/* Positions a before b: by table row, then by position (so the order is
+ * total and the sort's result does not depend on how it got there). */
+static int gather_before(const gather_job *g, int a, int b)
+{
+    const int ra = gather_row(g->idx[a], g->rows);
+    const int rb = gather_row(g->idx[b], g->rows);
+    return ra != rb ? ra < rb : a < b;
+}
+
+/* perm = 0..n-1 sorted by gather_before: a heapsort, in place (the scratch
+ * is n ints), O(n log n) whatever the indices. */
+static void gather_sort(const gather_job *g, int *perm)
+{
+    int i, end;
+    for (i = 0; i < g->n; i++)
+        perm[i] = i;
+    for (end = g->n, i = g->n / 2 - 1; end > 1; ) {
+        int root, child, t;
+        if (i >= 0) {           /* heapify: sift down from i */
+            root = i--;
+        } else {                /* move the largest past the heap */
+            t = perm[0];
+            perm[0] = perm[--end];
+            perm[end] = t;
+            root = 0;
+        }
+        while ((child = 2 * root + 1) < end) {
+            if (child + 1 < end &&
+                gather_before(g, perm[child], perm[child + 1]))
+                child++;
+            if (!gather_before(g, perm[root], perm[child]))
+                break;
+            t = perm[root];
+            perm[root] = perm[child];
+            perm[child] = t;
+            root = child;
+        }
+    }
+}
+
+/* Columns [lo, hi) of every table row some index names: the sum of its dy
+ * rows in index order, an rt_sum per column (RT_GATHER_COLS at a time, on
+ * the stack), added to the gradient; a row named once adds its dy row. */
+#define RT_GATHER_COLS 64
 static void gather_back_part(void *ctx, size_t lo, size_t hi)
 {
     const gather_job *g = ctx;
-    size_t j;
-    int i;
-    for (i = 0; i < g->n; i++) {
-        const int r = gather_row(g->idx[i], g->rows);
-        const float *dyi = g->in + (size_t)i * g->width;
-        if (r < 0)
-            continue;
-        for (j = lo; j < hi; j++)
-            g->out[(size_t)r * g->width + j] += dyi[j];
+    const size_t w = (size_t)g->width;
+    int k0 = 0, k1, k;
+    while (k0 < g->n) {
+        const int r = gather_row(g->idx[g->perm[k0]], g->rows);
+        size_t c0, c1, j;
+        for (k1 = k0 + 1; k1 < g->n &&
+             gather_row(g->idx[g->perm[k1]], g->rows) == r; k1++)
+            ;
+        if (r >= 0 && k1 - k0 == 1) {
+            const float *dyi = g->in + (size_t)g->perm[k0] * w;
+            for (j = lo; j < hi; j++)
+                g->out[(size_t)r * w + j] += dyi[j];
+        } else if (r >= 0) {
+            for (c0 = lo; c0 < hi; c0 = c1) {
+                rt_sum s[RT_GATHER_COLS];
+                c1 = hi - c0 < RT_GATHER_COLS ? hi : c0 + RT_GATHER_COLS;
+                for (j = c0; j < c1; j++)
+                    rt_sum_init(&s[j - c0]);
+                for (k = k0; k < k1; k++) {
+                    const float *dyi = g->in + (size_t)g->perm[k] * w;
+                    for (j = c0; j < c1; j++)
+                        rt_sum_add(&s[j - c0], dyi[j]);
+                }
+                for (j = c0; j < c1; j++)
+                    g->out[(size_t)r * w + j] += rt_sum_value(&s[j - c0]);
+            }
+        }
+        k0 = k1;
     }
 }
 
 static void gather_run(rt_chunk_fn fn, size_t items, float *out,
-                       const float *in, const int64_t *idx, int n, int rows,
-                       int width)
+                       const float *in, const int64_t *idx, int *perm,
+                       int n, int rows, int width)
 {
     gather_job g;
     g.out = out;
     g.in = in;
     g.idx = idx;
+    g.perm = perm;
     g.n = n;
     g.rows = rows;
     g.width = width;
-    if (n > 0 && width > 0)
+    if (n > 0 && width > 0) {
+        if (perm != NULL)
+            gather_sort(&g, perm);
         rt_parallel_for(items, 16, (size_t)n * width, RT_PAR_CHEAP, fn, &g);
+    }
 }
 
 void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
                        int rows, int width)
 {
-    gather_run(gather_fwd_part, (size_t)(n > 0 ? n : 0), y, table, idx, n,
-               rows, width);
+    gather_run(gather_fwd_part, (size_t)(n > 0 ? n : 0), y, table, idx, NULL,
+               n, rows, width);
+}
+
+size_t rt_gather_backward_scratch(int n)
+{
+    return n > 0 ? ((size_t)n * sizeof(int) + sizeof(float) - 1) /
+                       sizeof(float)
+                 : 0;
 }
 
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
-                        int n, int rows, int width)
+                        int n, int rows, int width, float *scratch)
 {
-    if (dtable != NULL)
+    if (dtable != NULL && n > 0)
         gather_run(gather_back_part, (size_t)(width > 0 ? width : 0), dtable,
-                   dy, idx, n, rows, width);
+                   dy, idx, (int *)(void *)scratch, n, rows, width);
 }
 
 /* ==== runtime/attention.c ==== */

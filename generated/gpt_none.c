@@ -2200,7 +2200,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 32768, 8192); /* d(wpe) is final */
 
     /* embed: Gather backward */
-    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
+    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128, (float *)(void *)(a + 0));
     rt_grad_ready(hook, grads, 0, 32768); /* d(wte) is final */
     rt_grad_flush(hook, grads);
     return loss;
@@ -3876,7 +3876,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_wte, 32768);
 
     /* embed: Gather backward */
-    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
+    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128, (float *)(void *)(a + 131072));
 
     /* d(wte) is final and nothing reads wte again: step it */
     rt_optimizer_update(opt, params + 0, d_wte, state + 0, 866560, 32768);

@@ -457,9 +457,13 @@ void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
                        int rows, int width);
 /* dtable[idx[i], :] += dy[i, :] for every i < n with idx[i] in range
  * (negative ones as in the forward): a scatter-add, so a repeated index sums
- * its rows of dy. dtable may be NULL. */
+ * its rows of dy, in index order with an rt_sum per column (its error does
+ * not grow with the repeats), then adds the sum to dtable's row. dtable may
+ * be NULL. scratch: rt_gather_backward_scratch(n) floats, the caller's
+ * (the positions sorted by table row, n ints). */
+size_t rt_gather_backward_scratch(int n);
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
-                        int n, int rows, int width);
+                        int n, int rows, int width, float *scratch);
 
 /* ---- convolution and pooling ---------------------------------------------- */
 

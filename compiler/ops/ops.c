@@ -343,7 +343,8 @@ const OpInfo op_table[] = {
     /* the backward scatter-adds into the table: it reads the indices only */
     [OP_GATHER] = {"Gather", "gather", 2, 2, 1, CAT_SHAPE, gather_attrs,
                    shape_gather, flops_out, {NEED_IN(1), 0}, emit_gather_fwd,
-                   emit_gather_bwd, NULL, NULL, 1u << 1, range_gather},
+                   emit_gather_bwd, NULL, scratch_gather, 1u << 1,
+                   range_gather},
     /* the backward recomputes the softmax from the scores: no probabilities
      * are kept. The optional class weights (input 2) get no gradient: its
      * needs mask is 0, no_grad keeps autodiff from asking for one (even of

@@ -186,6 +186,7 @@ void emit_gather_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
 void range_gather(const Graph *g, const Node *n, IntRange *r);
+long scratch_gather(const Graph *g, const Node *n, int backward);
 int shape_unsqueeze(Ctx *c, Graph *g, Node *n);
 int shape_squeeze(Ctx *c, Graph *g, Node *n);
 int shape_concat(Ctx *c, Graph *g, Node *n);

@@ -173,15 +173,16 @@ static void case_gather(void)
     const int rows = 50, n = 1100, width = 129;
     float *table = rnd((size_t)rows * width), *y = rnd((size_t)n * width);
     float *dt = rnd((size_t)rows * width);
+    float *scratch = rnd(rt_gather_backward_scratch(n));
     int64_t idx[1100];
     int i;
     for (i = 0; i < n; i++)
         idx[i] = (int64_t)(trand(0, 1) * 120.0f) - 60;
     rt_gather_forward(y, table, idx, n, rows, width);
     keep(y, (size_t)n * width);
-    rt_gather_backward(dt, y, idx, n, rows, width);
+    rt_gather_backward(dt, y, idx, n, rows, width, scratch);
     keep(dt, (size_t)rows * width);
-    free(table), free(y), free(dt);
+    free(table), free(y), free(dt), free(scratch);
 }
 
 /* The bias of a Gemm: per column (a Linear's), per row, and a scalar. */
