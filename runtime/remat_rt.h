@@ -870,10 +870,11 @@ void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
  * the diagonal are skipped.
  * Heads are independent: they run in two groups, each with its own half
  * of the scratch, on the runtime's threads (the bits do not depend on it).
- * scratch: rt_attention_scratch(skv) floats, the caller's (per group a
- * block of scores and the statistics: it stops growing once skv passes a
- * block). */
-size_t rt_attention_scratch(int skv);
+ * scratch: rt_attention_scratch(skv, ev) floats, the caller's (per group a
+ * block of scores and the statistics, and past one block of keys a block
+ * of y rows and their compensation terms, so that the sums over key blocks
+ * do not drift: it stops growing once skv passes a block). */
+size_t rt_attention_scratch(int skv, int ev);
 void rt_attention_forward(float *y, const float *q, const float *k,
                           const float *v, int bh, int sq, int skv, int e,
                           int ev, float scale, int causal, float *scratch);
@@ -884,8 +885,10 @@ void rt_attention_forward(float *y, const float *q, const float *k,
  * ds_ij = p_ij (dy_i . v_j - sum_l p_il dy_i . v_l):
  * dv_j += sum_i p_ij dy_i, dq_i += scale sum_j ds_ij k_j,
  * dk_j += scale sum_i ds_ij q_i. Keys a query does not see get nothing from it.
- * scratch: rt_attention_backward_scratch(skv) floats, the caller's. */
-size_t rt_attention_backward_scratch(int skv);
+ * scratch: rt_attention_backward_scratch(skv, e) floats, the caller's (dq's
+ * sum over key blocks is compensated; dk's and dv's over query blocks are
+ * not: they add each block's GEMM into the gradient). */
+size_t rt_attention_backward_scratch(int skv, int e);
 void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
                            const float *q, const float *k, const float *v,
                            int bh, int sq, int skv, int e, int ev, float scale,

@@ -248,8 +248,8 @@ static void case_attention(void)
     const size_t nv = (size_t)bh * skv * ev, ny = (size_t)bh * sq * ev;
     float *q = rnd(nq), *k = rnd(nk), *v = rnd(nv), *dy = rnd(ny);
     float *y = rnd(ny), *dq = rnd(nq), *dk = rnd(nk), *dv = rnd(nv);
-    float *fs = rnd(rt_attention_scratch(skv));
-    float *bs = rnd(rt_attention_backward_scratch(skv));
+    float *fs = rnd(rt_attention_scratch(skv, ev));
+    float *bs = rnd(rt_attention_backward_scratch(skv, e));
     int causal;
     for (causal = 0; causal < 2; causal++) {
         rt_attention_forward(y, q, k, v, bh, sq, skv, e, ev, 0.2f, causal, fs);
