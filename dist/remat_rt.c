@@ -119,16 +119,17 @@ static inline void rt_sum_init(rt_sum *s)
 }
 
 /* *hi + *lo += v, keeping the rounding error of *hi + v in *lo
- * (Neumaier). Also for totals kept in arrays across calls of a loop: a
- * gradient entry as hi with its lo in scratch (LayerNorm's dscale over
- * blocks of rows), a row's softmax sum over key blocks (attention). */
+ * (Neumaier's compensation, the error found by Knuth's TwoSum: exact
+ * whichever of *hi and v is larger, with no comparison to branch on, so
+ * the same bits as the textbook form at a lower cost on arrays). Also for
+ * totals kept in arrays across calls of a loop: a gradient entry as hi
+ * with its lo in scratch (LayerNorm's dscale over blocks of rows), a
+ * row's softmax sum and y over key blocks (attention). */
 static inline void rt_comp_add(float *hi, float *lo, float v)
 {
-    const float t = *hi + v;
-    if (fabsf(*hi) >= fabsf(v))
-        *lo += (*hi - t) + v;
-    else
-        *lo += (v - t) + *hi;
+    const float a = *hi, t = a + v;
+    const float vb = t - a, va = t - vb;
+    *lo += (a - va) + (v - vb);
     *hi = t;
 }
 
@@ -4801,13 +4802,14 @@ static int gather_row(int64_t idx, int rows)
 
 /* Gather's operands: the forward splits the n indices; the backward, whose
  * rows may repeat an index (a sum), splits the width: each thread adds its
- * columns of every table row. perm (the backward's scratch) lists the
- * indices' positions sorted by table row, in index order within a row. */
+ * columns of every table row. The backward's scratch holds perm, the
+ * indices' positions sorted by table row (in index order within a row),
+ * and row, each position's table row (-1 out of range). */
 typedef struct {
     float *out;
     const float *in;
     const int64_t *idx;
-    const int *perm;
+    const int *perm, *row;
     int n, rows, width;
 } gather_job;
 
@@ -4826,20 +4828,20 @@ static void gather_fwd_part(void *ctx, size_t lo, size_t hi)
 
 /* Positions a before b: by table row, then by position (so the order is
  * total and the sort's result does not depend on how it got there). */
-static int gather_before(const gather_job *g, int a, int b)
+static int gather_before(const int *row, int a, int b)
 {
-    const int ra = gather_row(g->idx[a], g->rows);
-    const int rb = gather_row(g->idx[b], g->rows);
-    return ra != rb ? ra < rb : a < b;
+    return row[a] != row[b] ? row[a] < row[b] : a < b;
 }
 
-/* perm = 0..n-1 sorted by gather_before: a heapsort, in place (the scratch
- * is n ints), O(n log n) whatever the indices. */
-static void gather_sort(const gather_job *g, int *perm)
+/* row[i] = idx[i]'s table row, and perm = 0..n-1 sorted by gather_before:
+ * a heapsort, in place, O(n log n) whatever the indices. */
+static void gather_sort(const gather_job *g, int *perm, int *row)
 {
     int i, end;
-    for (i = 0; i < g->n; i++)
+    for (i = 0; i < g->n; i++) {
         perm[i] = i;
+        row[i] = gather_row(g->idx[i], g->rows);
+    }
     for (end = g->n, i = g->n / 2 - 1; end > 1; ) {
         int root, child, t;
         if (i >= 0) {           /* heapify: sift down from i */
@@ -4852,9 +4854,9 @@ static void gather_sort(const gather_job *g, int *perm)
         }
         while ((child = 2 * root + 1) < end) {
             if (child + 1 < end &&
-                gather_before(g, perm[child], perm[child + 1]))
+                gather_before(row, perm[child], perm[child + 1]))
                 child++;
-            if (!gather_before(g, perm[root], perm[child]))
+            if (!gather_before(row, perm[root], perm[child]))
                 break;
             t = perm[root];
             perm[root] = perm[child];
@@ -4864,39 +4866,72 @@ static void gather_sort(const gather_job *g, int *perm)
     }
 }
 
-/* Columns [lo, hi) of every table row some index names: the sum of its dy
- * rows in index order, an rt_sum per column (RT_GATHER_COLS at a time, on
- * the stack), added to the gradient; a row named once adds its dy row. */
+/* Columns [c0, c1) (at most RT_GATHER_COLS) of table row r, named at the
+ * positions perm[k0..k1): their dy rows summed in index order as rt_sum
+ * does (float blocks of RT_SUM_BLOCK terms, each folded into hi + lo with
+ * compensation; a single block is its plain sum, as in rt_sum), the total
+ * added to the gradient. */
 #define RT_GATHER_COLS 64
+static void gather_back_sum(const gather_job *g, int r, int k0, int k1,
+                            size_t c0, size_t c1)
+{
+    const size_t w = (size_t)g->width, nc = c1 - c0;
+    float hi[RT_GATHER_COLS], lo[RT_GATHER_COLS], part[RT_GATHER_COLS];
+    float *restrict out = g->out + (size_t)r * w + c0;
+    size_t j;
+    int kb, k;
+    if (k1 - k0 <= RT_SUM_BLOCK) {  /* one block: its plain float sum */
+        for (j = 0; j < nc; j++)
+            part[j] = 0.0f;
+        for (k = k0; k < k1; k++) {
+            const float *restrict dyk = g->in + (size_t)g->perm[k] * w + c0;
+            for (j = 0; j < nc; j++)
+                part[j] += dyk[j];
+        }
+        for (j = 0; j < nc; j++)
+            out[j] += part[j];
+        return;
+    }
+    for (j = 0; j < nc; j++)
+        hi[j] = lo[j] = 0.0f;
+    for (kb = k0; kb < k1; kb += RT_SUM_BLOCK) {
+        const int ke = k1 - kb < RT_SUM_BLOCK ? k1 : kb + RT_SUM_BLOCK;
+        for (j = 0; j < nc; j++)
+            part[j] = 0.0f;
+        for (k = kb; k < ke; k++) {
+            const float *restrict dyk = g->in + (size_t)g->perm[k] * w + c0;
+            for (j = 0; j < nc; j++)
+                part[j] += dyk[j];
+        }
+        for (j = 0; j < nc; j++)
+            rt_comp_add(&hi[j], &lo[j], part[j]);
+    }
+    for (j = 0; j < nc; j++)
+        out[j] += rt_comp_value(hi[j], lo[j]);
+}
+
+/* Columns [lo, hi) of every table row some index names: a row named once
+ * adds its dy row, a repeated one the sum of its dy rows. */
 static void gather_back_part(void *ctx, size_t lo, size_t hi)
 {
     const gather_job *g = ctx;
     const size_t w = (size_t)g->width;
-    int k0 = 0, k1, k;
+    int k0 = 0, k1;
     while (k0 < g->n) {
-        const int r = gather_row(g->idx[g->perm[k0]], g->rows);
-        size_t c0, c1, j;
-        for (k1 = k0 + 1; k1 < g->n &&
-             gather_row(g->idx[g->perm[k1]], g->rows) == r; k1++)
+        const int r = g->row[g->perm[k0]];
+        size_t c0, j;
+        for (k1 = k0 + 1; k1 < g->n && g->row[g->perm[k1]] == r; k1++)
             ;
         if (r >= 0 && k1 - k0 == 1) {
-            const float *dyi = g->in + (size_t)g->perm[k0] * w;
+            const float *restrict dyi = g->in + (size_t)g->perm[k0] * w;
+            float *restrict out = g->out + (size_t)r * w;
             for (j = lo; j < hi; j++)
-                g->out[(size_t)r * w + j] += dyi[j];
+                out[j] += dyi[j];
         } else if (r >= 0) {
-            for (c0 = lo; c0 < hi; c0 = c1) {
-                rt_sum s[RT_GATHER_COLS];
-                c1 = hi - c0 < RT_GATHER_COLS ? hi : c0 + RT_GATHER_COLS;
-                for (j = c0; j < c1; j++)
-                    rt_sum_init(&s[j - c0]);
-                for (k = k0; k < k1; k++) {
-                    const float *dyi = g->in + (size_t)g->perm[k] * w;
-                    for (j = c0; j < c1; j++)
-                        rt_sum_add(&s[j - c0], dyi[j]);
-                }
-                for (j = c0; j < c1; j++)
-                    g->out[(size_t)r * w + j] += rt_sum_value(&s[j - c0]);
-            }
+            for (c0 = lo; c0 < hi; c0 += RT_GATHER_COLS)
+                gather_back_sum(g, r, k0, k1, c0,
+                                hi - c0 < RT_GATHER_COLS ? hi
+                                                         : c0 + RT_GATHER_COLS);
         }
         k0 = k1;
     }
@@ -4911,12 +4946,13 @@ static void gather_run(rt_chunk_fn fn, size_t items, float *out,
     g.in = in;
     g.idx = idx;
     g.perm = perm;
+    g.row = perm != NULL ? perm + n : NULL;
     g.n = n;
     g.rows = rows;
     g.width = width;
     if (n > 0 && width > 0) {
         if (perm != NULL)
-            gather_sort(&g, perm);
+            gather_sort(&g, perm, perm + n);
         rt_parallel_for(items, 16, (size_t)n * width, RT_PAR_CHEAP, fn, &g);
     }
 }
@@ -4930,7 +4966,7 @@ void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
 
 size_t rt_gather_backward_scratch(int n)
 {
-    return n > 0 ? ((size_t)n * sizeof(int) + sizeof(float) - 1) /
+    return n > 0 ? (2 * (size_t)n * sizeof(int) + sizeof(float) - 1) /
                        sizeof(float)
                  : 0;
 }
@@ -5139,11 +5175,21 @@ static float attn_fold_row(float *s, int nv, int nk, float *m, float *l,
 }
 
 /* hi[t] + lo[t] += v[t]: a key block's product folded into a compensated
- * total (y, dq) across key blocks. */
-static void attn_fold_into(float *hi, float *lo, const float *v, int n)
+ * total (y, dq) across key blocks; ATTN_LANES at a time, so that it
+ * vectorizes (each element's operations are rt_comp_add's, in its
+ * order: the same bits). */
+static void attn_fold_into(float *restrict hi, float *restrict lo,
+                           const float *restrict v, int n)
 {
-    int t;
-    for (t = 0; t < n; t++)
+    int t = 0, l;
+    for (; t + ATTN_LANES <= n; t += ATTN_LANES)
+        for (l = 0; l < ATTN_LANES; l++) {
+            const float a = hi[t + l], b = v[t + l], s = a + b;
+            const float bb = s - a, aa = s - bb;
+            lo[t + l] += (a - aa) + (b - bb);
+            hi[t + l] = s;
+        }
+    for (; t < n; t++)
         rt_comp_add(&hi[t], &lo[t], v[t]);
 }
 

@@ -194,11 +194,21 @@ static float attn_fold_row(float *s, int nv, int nk, float *m, float *l,
 }
 
 /* hi[t] + lo[t] += v[t]: a key block's product folded into a compensated
- * total (y, dq) across key blocks. */
-static void attn_fold_into(float *hi, float *lo, const float *v, int n)
+ * total (y, dq) across key blocks; ATTN_LANES at a time, so that it
+ * vectorizes (each element's operations are rt_comp_add's, in its
+ * order: the same bits). */
+static void attn_fold_into(float *restrict hi, float *restrict lo,
+                           const float *restrict v, int n)
 {
-    int t;
-    for (t = 0; t < n; t++)
+    int t = 0, l;
+    for (; t + ATTN_LANES <= n; t += ATTN_LANES)
+        for (l = 0; l < ATTN_LANES; l++) {
+            const float a = hi[t + l], b = v[t + l], s = a + b;
+            const float bb = s - a, aa = s - bb;
+            lo[t + l] += (a - aa) + (b - bb);
+            hi[t + l] = s;
+        }
+    for (; t < n; t++)
         rt_comp_add(&hi[t], &lo[t], v[t]);
 }
 

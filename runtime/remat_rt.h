@@ -460,7 +460,7 @@ void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
  * its rows of dy, in index order with an rt_sum per column (its error does
  * not grow with the repeats), then adds the sum to dtable's row. dtable may
  * be NULL. scratch: rt_gather_backward_scratch(n) floats, the caller's
- * (the positions sorted by table row, n ints). */
+ * (the positions sorted by table row and each one's row, 2 n ints). */
 size_t rt_gather_backward_scratch(int n);
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
                         int n, int rows, int width, float *scratch);
