@@ -3689,20 +3689,22 @@ static float sum_lanes_f(const float *x, int n)
 }
 
 /* The sum of x[0..n) (a bias gradient's output plane): sum_lanes_f over
- * blocks of SUM_BLOCK, each block's sum added in double, so that the error
- * does not grow with n (each lane adds SUM_BLOCK / SUM_LANES values at
- * most) at float's speed. A plane of SUM_BLOCK or fewer gets sum_lanes_f's
- * bits. */
+ * blocks of SUM_BLOCK, each block's sum folded into a compensated float
+ * total (rt_comp_add), so that the error does not grow with n (each lane
+ * adds SUM_BLOCK / SUM_LANES values at most) at float's speed, with no
+ * soft double on a Cortex-M4. A plane of SUM_BLOCK or fewer gets
+ * sum_lanes_f's bits. */
 #define SUM_BLOCK 256
 static float sum_lanes(const float *x, int n)
 {
-    double s = 0.0;
+    float hi = 0.0f, lo = 0.0f;
     int j = 0;
     if (n <= SUM_BLOCK)
         return sum_lanes_f(x, n);
     for (; j < n; j += SUM_BLOCK)
-        s += sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK);
-    return (float)s;
+        rt_comp_add(&hi, &lo,
+                    sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK));
+    return rt_comp_value(hi, lo);
 }
 
 /* The per-image loop of a convolution runs in lanes: a fixed number of
@@ -4351,13 +4353,14 @@ static int padded_taps(const rt_window *p, int oz, int oy, int ox)
     return (z1 - z0) * (k1 - k0) * (l1 - l0);
 }
 
-/* An AveragePool window's sum: in float for a kernel of at most
+/* An AveragePool window's sum: a plain float loop for a kernel of at most
  * AVG_FLOAT_TAPS taps (kd * kh * kw), whose error that bounds (and which
- * keeps the fast rows' speed and the 2-D results' bits of old), in double
- * for a larger one, so that the error does not grow with the window. */
+ * keeps the fast rows' speed and the 2-D results' bits of old), an rt_sum
+ * for a larger one, so that the error does not grow with the window (all
+ * float: no soft double on a Cortex-M4). */
 #define AVG_FLOAT_TAPS 16
 
-static int avg_in_double(const rt_window *p)
+static int avg_wide(const rt_window *p)
 {
     return (long)p->kd * p->kh * p->kw > AVG_FLOAT_TAPS;
 }
@@ -4414,7 +4417,7 @@ static void avgpool_back_row3(float *dx, const float *dy, ptrdiff_t w, int n)
 }
 
 /* Window t's sum over its taps inside the input, in float (a kernel of at
- * most AVG_FLOAT_TAPS taps) or in double. */
+ * most AVG_FLOAT_TAPS taps) or through rt_sum. */
 static float window_sum(const float *xq, const rt_window *p, const win_taps *t)
 {
     float s = 0.0f;
@@ -4428,18 +4431,19 @@ static float window_sum(const float *xq, const rt_window *p, const win_taps *t)
     return s;
 }
 
-static double window_sum_wide(const float *xq, const rt_window *p,
-                              const win_taps *t)
+static float window_sum_wide(const float *xq, const rt_window *p,
+                             const win_taps *t)
 {
-    double s = 0.0;
+    rt_sum s;
     int kz, ki, kj;
+    rt_sum_init(&s);
     for (kz = t->z0; kz < t->z1; kz++)
         for (ki = t->k0; ki < t->k1; ki++) {
             const float *r = xq + t->at + tap_offset(p, t, kz, ki, t->l0);
             for (kj = t->l0; kj < t->l1; kj++)
-                s += r[(size_t)(kj - t->l0) * p->dw];
+                rt_sum_add(&s, r[(size_t)(kj - t->l0) * p->dw]);
         }
-    return s;
+    return rt_sum_value(&s);
 }
 
 /* The generic walk over outputs [from, to) of row (oz, oy): each window's
@@ -4447,7 +4451,7 @@ static double window_sum_wide(const float *xq, const rt_window *p,
 static void avgpool_span(float *yr, const float *xq, const rt_window *p,
                          int cip, int oz, int oy, int from, int to)
 {
-    const int wide = avg_in_double(p);
+    const int wide = avg_wide(p);
     int ox;
     for (ox = from; ox < to; ox++) {
         win_taps t;
@@ -4460,7 +4464,7 @@ static void avgpool_span(float *yr, const float *xq, const rt_window *p,
         else if (taps == 0)
             yr[ox] = 0.0f;
         else if (wide)
-            yr[ox] = (float)(window_sum_wide(xq, p, &t) / (double)d);
+            yr[ox] = window_sum_wide(xq, p, &t) / (float)d;
         else
             yr[ox] = window_sum(xq, p, &t) / (float)d;
     }
@@ -4546,19 +4550,15 @@ void rt_avgpool_backward(float *dx, const float *dy, const rt_window *win,
     }
 }
 
-/* The planes' sums in double: the error of a mean over a large plane (a
- * global pool over 32x32) then does not grow with its size. In order, one
- * running sum per plane, so the bits do not depend on the thread count. */
+/* The planes' sums through rt_sum: the error of a mean over a large plane
+ * (a global pool over 32x32) then does not grow with its size, in float.
+ * In order, one sum per plane, so the bits do not depend on the thread
+ * count. */
 void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw)
 {
-    int q, j;
-    for (q = 0; q < nc; q++) {
-        const float *xq = x + (size_t)q * hw;
-        double s = 0.0;
-        for (j = 0; j < hw; j++)
-            s += xq[j];
-        y[q] = (float)(s / (double)hw);
-    }
+    int q;
+    for (q = 0; q < nc; q++)
+        y[q] = rt_sum_strided(x + (size_t)q * hw, (size_t)hw, 1) / (float)hw;
 }
 
 void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw)
