@@ -118,15 +118,31 @@ static inline void rt_sum_init(rt_sum *s)
     s->k = 0;
 }
 
+/* *hi + *lo += v, keeping the rounding error of *hi + v in *lo
+ * (Neumaier's compensation, the error found by Knuth's TwoSum: exact
+ * whichever of *hi and v is larger, with no comparison to branch on, so
+ * the same bits as the textbook form at a lower cost on arrays). Also for
+ * totals kept in arrays across calls of a loop: a gradient entry as hi
+ * with its lo in scratch (LayerNorm's dscale over blocks of rows), a
+ * row's softmax sum and y over key blocks (attention). */
+static inline void rt_comp_add(float *hi, float *lo, float v)
+{
+    const float a = *hi, t = a + v;
+    const float vb = t - a, va = t - vb;
+    *lo += (a - va) + (v - vb);
+    *hi = t;
+}
+
+/* hi + lo, or hi alone when it is infinite or NaN (lo would be NaN). */
+static inline float rt_comp_value(float hi, float lo)
+{
+    return hi - hi == 0.0f ? hi + lo : hi;
+}
+
 /* hi + lo += v, keeping the rounding error of hi + v in lo. */
 static inline void rt_sum_fold(rt_sum *s, float v)
 {
-    const float t = s->hi + v;
-    if (fabsf(s->hi) >= fabsf(v))
-        s->lo += (s->hi - t) + v;
-    else
-        s->lo += (v - t) + s->hi;
-    s->hi = t;
+    rt_comp_add(&s->hi, &s->lo, v);
 }
 
 static inline void rt_sum_add(rt_sum *s, float v)
@@ -145,7 +161,7 @@ static inline float rt_sum_value(const rt_sum *s)
 {
     rt_sum t = *s;
     rt_sum_fold(&t, t.part);
-    return t.hi - t.hi == 0.0f ? t.hi + t.lo : t.hi;
+    return rt_comp_value(t.hi, t.lo);
 }
 
 /* x[0], x[stride], ..., x[(n - 1) stride] added as rt_sum_add would, the
@@ -3262,7 +3278,9 @@ void rt_reduce_log_sum_exp_backward(float *dx, const float *dy,
  * channel's) moments in two passes, and its backward recomputes them with
  * the same function, so it sees exactly the statistics the forward used.
  * Every sum (moments, the backward's means, dscale and dbias) goes through
- * rt_sum (rt_impl.h), so its error does not grow with its length.
+ * rt_sum (rt_impl.h), so its error does not grow with its length; LayerNorm's
+ * dscale and dbias, summed over blocks of rows, keep their compensation
+ * terms in the caller's scratch.
  */
 
 /* Mean and 1/sqrt(var + eps) of one row of cols > 0 values, var biased. Two
@@ -3284,12 +3302,15 @@ static void row_moments(const float *x, int cols, float eps, float *mean,
 
 /* LayerNorm's operands; rows are independent except for the backward's
  * dscale and dbias, sums over rows (see rt_layernorm_backward). mean and
- * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). dscale and dbias
- * gain one rt_sum per block of rows: their error grows with rows / 128 (a
- * float add per block), not with rows. */
+ * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). Each block's rt_sum
+ * of a column is folded into the gradient entry with Neumaier's
+ * compensation (rt_comp_add): the entry is the total's hi, lo_s[j] and
+ * lo_b[j] (the caller's scratch) its lo, added in at the end. So their
+ * error does not grow with rows either (a plain float add per block grew
+ * with rows / 128). */
 #define RT_LN_BLOCK 128
 typedef struct {
-    float *y, *dx, *dscale, *dbias;
+    float *y, *dx, *dscale, *dbias, *lo_s, *lo_b;
     const float *x, *dy, *scale, *bias;
     int cols, r0, nrows;
     float eps;
@@ -3371,8 +3392,8 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
 }
 
 /* Columns [lo, hi) of dscale and dbias: each the rt_sum of the block's
- * rows, in row order, with the same xhat as layernorm_back_row, added to
- * the gradient. */
+ * rows, in row order, with the same xhat as layernorm_back_row, folded into
+ * the gradient's compensated total. */
 static void ln_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const ln_job *l = ctx;
@@ -3389,12 +3410,22 @@ static void ln_back_cols(void *ctx, size_t lo, size_t hi)
                 rt_sum_add(&s, l->dy[at] *
                                    ((l->x[at] - l->mean[i]) * l->rstd[i]));
             }
-            l->dscale[j] += rt_sum_value(&s);
+            rt_comp_add(&l->dscale[j], &l->lo_s[j], rt_sum_value(&s));
         }
         if (l->dbias != NULL)
-            l->dbias[j] += rt_sum_strided(l->dy + o + j, (size_t)l->nrows,
-                                          (ptrdiff_t)cols);
+            rt_comp_add(&l->dbias[j], &l->lo_b[j],
+                        rt_sum_strided(l->dy + o + j, (size_t)l->nrows,
+                                       (ptrdiff_t)cols));
     }
+}
+
+/* grad[j] = grad[j] + lo[j], the compensated totals' values. */
+static void ln_comp_finish(float *grad, const float *lo, int cols)
+{
+    int j;
+    if (grad != NULL)
+        for (j = 0; j < cols; j++)
+            grad[j] = rt_comp_value(grad[j], lo[j]);
 }
 
 /* Blocks of rows, each first split by rows (moments, dx), then by columns
@@ -3416,9 +3447,14 @@ static void layernorm_back_blocks(ln_job *l, int rows)
 
 /* Offsets, not pointers, for the same reason as bc_row: a NULL gradient
  * never takes part in pointer arithmetic. */
+size_t rt_layernorm_backward_scratch(int cols)
+{
+    return cols > 0 ? 2 * (size_t)cols : 0;
+}
+
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
-                           int rows, int cols, float eps)
+                           int rows, int cols, float eps, float *scratch)
 {
     ln_job l;
     if (cols <= 0 || rows <= 0 ||
@@ -3433,7 +3469,15 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
     l.scale = scale;
     l.cols = cols;
     l.eps = eps;
+    l.lo_s = dscale != NULL ? scratch : NULL;
+    l.lo_b = dbias != NULL ? scratch + cols : NULL;
+    if (l.lo_s != NULL)
+        memset(l.lo_s, 0, (size_t)cols * sizeof *l.lo_s);
+    if (l.lo_b != NULL)
+        memset(l.lo_b, 0, (size_t)cols * sizeof *l.lo_b);
     layernorm_back_blocks(&l, rows);
+    ln_comp_finish(dscale, l.lo_s, cols);
+    ln_comp_finish(dbias, l.lo_b, cols);
 }
 
 /* ---- batch normalization --------------------------------------------------- */
@@ -3980,20 +4024,22 @@ static float sum_lanes_f(const float *x, int n)
 }
 
 /* The sum of x[0..n) (a bias gradient's output plane): sum_lanes_f over
- * blocks of SUM_BLOCK, each block's sum added in double, so that the error
- * does not grow with n (each lane adds SUM_BLOCK / SUM_LANES values at
- * most) at float's speed. A plane of SUM_BLOCK or fewer gets sum_lanes_f's
- * bits. */
+ * blocks of SUM_BLOCK, each block's sum folded into a compensated float
+ * total (rt_comp_add), so that the error does not grow with n (each lane
+ * adds SUM_BLOCK / SUM_LANES values at most) at float's speed, with no
+ * soft double on a Cortex-M4. A plane of SUM_BLOCK or fewer gets
+ * sum_lanes_f's bits. */
 #define SUM_BLOCK 256
 static float sum_lanes(const float *x, int n)
 {
-    double s = 0.0;
+    float hi = 0.0f, lo = 0.0f;
     int j = 0;
     if (n <= SUM_BLOCK)
         return sum_lanes_f(x, n);
     for (; j < n; j += SUM_BLOCK)
-        s += sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK);
-    return (float)s;
+        rt_comp_add(&hi, &lo,
+                    sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK));
+    return rt_comp_value(hi, lo);
 }
 
 /* The per-image loop of a convolution runs in lanes: a fixed number of
@@ -4642,13 +4688,14 @@ static int padded_taps(const rt_window *p, int oz, int oy, int ox)
     return (z1 - z0) * (k1 - k0) * (l1 - l0);
 }
 
-/* An AveragePool window's sum: in float for a kernel of at most
+/* An AveragePool window's sum: a plain float loop for a kernel of at most
  * AVG_FLOAT_TAPS taps (kd * kh * kw), whose error that bounds (and which
- * keeps the fast rows' speed and the 2-D results' bits of old), in double
- * for a larger one, so that the error does not grow with the window. */
+ * keeps the fast rows' speed and the 2-D results' bits of old), an rt_sum
+ * for a larger one, so that the error does not grow with the window (all
+ * float: no soft double on a Cortex-M4). */
 #define AVG_FLOAT_TAPS 16
 
-static int avg_in_double(const rt_window *p)
+static int avg_wide(const rt_window *p)
 {
     return (long)p->kd * p->kh * p->kw > AVG_FLOAT_TAPS;
 }
@@ -4705,7 +4752,7 @@ static void avgpool_back_row3(float *dx, const float *dy, ptrdiff_t w, int n)
 }
 
 /* Window t's sum over its taps inside the input, in float (a kernel of at
- * most AVG_FLOAT_TAPS taps) or in double. */
+ * most AVG_FLOAT_TAPS taps) or through rt_sum. */
 static float window_sum(const float *xq, const rt_window *p, const win_taps *t)
 {
     float s = 0.0f;
@@ -4719,18 +4766,19 @@ static float window_sum(const float *xq, const rt_window *p, const win_taps *t)
     return s;
 }
 
-static double window_sum_wide(const float *xq, const rt_window *p,
-                              const win_taps *t)
+static float window_sum_wide(const float *xq, const rt_window *p,
+                             const win_taps *t)
 {
-    double s = 0.0;
+    rt_sum s;
     int kz, ki, kj;
+    rt_sum_init(&s);
     for (kz = t->z0; kz < t->z1; kz++)
         for (ki = t->k0; ki < t->k1; ki++) {
             const float *r = xq + t->at + tap_offset(p, t, kz, ki, t->l0);
             for (kj = t->l0; kj < t->l1; kj++)
-                s += r[(size_t)(kj - t->l0) * p->dw];
+                rt_sum_add(&s, r[(size_t)(kj - t->l0) * p->dw]);
         }
-    return s;
+    return rt_sum_value(&s);
 }
 
 /* The generic walk over outputs [from, to) of row (oz, oy): each window's
@@ -4738,7 +4786,7 @@ static double window_sum_wide(const float *xq, const rt_window *p,
 static void avgpool_span(float *yr, const float *xq, const rt_window *p,
                          int cip, int oz, int oy, int from, int to)
 {
-    const int wide = avg_in_double(p);
+    const int wide = avg_wide(p);
     int ox;
     for (ox = from; ox < to; ox++) {
         win_taps t;
@@ -4751,7 +4799,7 @@ static void avgpool_span(float *yr, const float *xq, const rt_window *p,
         else if (taps == 0)
             yr[ox] = 0.0f;
         else if (wide)
-            yr[ox] = (float)(window_sum_wide(xq, p, &t) / (double)d);
+            yr[ox] = window_sum_wide(xq, p, &t) / (float)d;
         else
             yr[ox] = window_sum(xq, p, &t) / (float)d;
     }
@@ -4837,19 +4885,15 @@ void rt_avgpool_backward(float *dx, const float *dy, const rt_window *win,
     }
 }
 
-/* The planes' sums in double: the error of a mean over a large plane (a
- * global pool over 32x32) then does not grow with its size. In order, one
- * running sum per plane, so the bits do not depend on the thread count. */
+/* The planes' sums through rt_sum: the error of a mean over a large plane
+ * (a global pool over 32x32) then does not grow with its size, in float.
+ * In order, one sum per plane, so the bits do not depend on the thread
+ * count. */
 void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw)
 {
-    int q, j;
-    for (q = 0; q < nc; q++) {
-        const float *xq = x + (size_t)q * hw;
-        double s = 0.0;
-        for (j = 0; j < hw; j++)
-            s += xq[j];
-        y[q] = (float)(s / (double)hw);
-    }
+    int q;
+    for (q = 0; q < nc; q++)
+        y[q] = rt_sum_strided(x + (size_t)q * hw, (size_t)hw, 1) / (float)hw;
 }
 
 void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw)
@@ -5129,11 +5173,14 @@ static int gather_row(int64_t idx, int rows)
 
 /* Gather's operands: the forward splits the n indices; the backward, whose
  * rows may repeat an index (a sum), splits the width: each thread adds its
- * columns of every row, in index order. */
+ * columns of every table row. The backward's scratch holds perm, the
+ * indices' positions sorted by table row (in index order within a row),
+ * and row, each position's table row (-1 out of range). */
 typedef struct {
     float *out;
     const float *in;
     const int64_t *idx;
+    const int *perm, *row;
     int n, rows, width;
 } gather_job;
 
@@ -5150,49 +5197,157 @@ static void gather_fwd_part(void *ctx, size_t lo, size_t hi)
     }
 }
 
+/* Positions a before b: by table row, then by position (so the order is
+ * total and the sort's result does not depend on how it got there). */
+static int gather_before(const int *row, int a, int b)
+{
+    return row[a] != row[b] ? row[a] < row[b] : a < b;
+}
+
+/* row[i] = idx[i]'s table row, and perm = 0..n-1 sorted by gather_before:
+ * a heapsort, in place, O(n log n) whatever the indices. */
+static void gather_sort(const gather_job *g, int *perm, int *row)
+{
+    int i, end;
+    for (i = 0; i < g->n; i++) {
+        perm[i] = i;
+        row[i] = gather_row(g->idx[i], g->rows);
+    }
+    for (end = g->n, i = g->n / 2 - 1; end > 1; ) {
+        int root, child, t;
+        if (i >= 0) {           /* heapify: sift down from i */
+            root = i--;
+        } else {                /* move the largest past the heap */
+            t = perm[0];
+            perm[0] = perm[--end];
+            perm[end] = t;
+            root = 0;
+        }
+        while ((child = 2 * root + 1) < end) {
+            if (child + 1 < end &&
+                gather_before(row, perm[child], perm[child + 1]))
+                child++;
+            if (!gather_before(row, perm[root], perm[child]))
+                break;
+            t = perm[root];
+            perm[root] = perm[child];
+            perm[child] = t;
+            root = child;
+        }
+    }
+}
+
+/* Columns [c0, c1) (at most RT_GATHER_COLS) of table row r, named at the
+ * positions perm[k0..k1): their dy rows summed in index order as rt_sum
+ * does (float blocks of RT_SUM_BLOCK terms, each folded into hi + lo with
+ * compensation; a single block is its plain sum, as in rt_sum), the total
+ * added to the gradient. */
+#define RT_GATHER_COLS 64
+static void gather_back_sum(const gather_job *g, int r, int k0, int k1,
+                            size_t c0, size_t c1)
+{
+    const size_t w = (size_t)g->width, nc = c1 - c0;
+    float hi[RT_GATHER_COLS], lo[RT_GATHER_COLS], part[RT_GATHER_COLS];
+    float *restrict out = g->out + (size_t)r * w + c0;
+    size_t j;
+    int kb, k;
+    if (k1 - k0 <= RT_SUM_BLOCK) {  /* one block: its plain float sum */
+        for (j = 0; j < nc; j++)
+            part[j] = 0.0f;
+        for (k = k0; k < k1; k++) {
+            const float *restrict dyk = g->in + (size_t)g->perm[k] * w + c0;
+            for (j = 0; j < nc; j++)
+                part[j] += dyk[j];
+        }
+        for (j = 0; j < nc; j++)
+            out[j] += part[j];
+        return;
+    }
+    for (j = 0; j < nc; j++)
+        hi[j] = lo[j] = 0.0f;
+    for (kb = k0; kb < k1; kb += RT_SUM_BLOCK) {
+        const int ke = k1 - kb < RT_SUM_BLOCK ? k1 : kb + RT_SUM_BLOCK;
+        for (j = 0; j < nc; j++)
+            part[j] = 0.0f;
+        for (k = kb; k < ke; k++) {
+            const float *restrict dyk = g->in + (size_t)g->perm[k] * w + c0;
+            for (j = 0; j < nc; j++)
+                part[j] += dyk[j];
+        }
+        for (j = 0; j < nc; j++)
+            rt_comp_add(&hi[j], &lo[j], part[j]);
+    }
+    for (j = 0; j < nc; j++)
+        out[j] += rt_comp_value(hi[j], lo[j]);
+}
+
+/* Columns [lo, hi) of every table row some index names: a row named once
+ * adds its dy row, a repeated one the sum of its dy rows. */
 static void gather_back_part(void *ctx, size_t lo, size_t hi)
 {
     const gather_job *g = ctx;
-    size_t j;
-    int i;
-    for (i = 0; i < g->n; i++) {
-        const int r = gather_row(g->idx[i], g->rows);
-        const float *dyi = g->in + (size_t)i * g->width;
-        if (r < 0)
-            continue;
-        for (j = lo; j < hi; j++)
-            g->out[(size_t)r * g->width + j] += dyi[j];
+    const size_t w = (size_t)g->width;
+    int k0 = 0, k1;
+    while (k0 < g->n) {
+        const int r = g->row[g->perm[k0]];
+        size_t c0, j;
+        for (k1 = k0 + 1; k1 < g->n && g->row[g->perm[k1]] == r; k1++)
+            ;
+        if (r >= 0 && k1 - k0 == 1) {
+            const float *restrict dyi = g->in + (size_t)g->perm[k0] * w;
+            float *restrict out = g->out + (size_t)r * w;
+            for (j = lo; j < hi; j++)
+                out[j] += dyi[j];
+        } else if (r >= 0) {
+            for (c0 = lo; c0 < hi; c0 += RT_GATHER_COLS)
+                gather_back_sum(g, r, k0, k1, c0,
+                                hi - c0 < RT_GATHER_COLS ? hi
+                                                         : c0 + RT_GATHER_COLS);
+        }
+        k0 = k1;
     }
 }
 
 static void gather_run(rt_chunk_fn fn, size_t items, float *out,
-                       const float *in, const int64_t *idx, int n, int rows,
-                       int width)
+                       const float *in, const int64_t *idx, int *perm,
+                       int n, int rows, int width)
 {
     gather_job g;
     g.out = out;
     g.in = in;
     g.idx = idx;
+    g.perm = perm;
+    g.row = perm != NULL ? perm + n : NULL;
     g.n = n;
     g.rows = rows;
     g.width = width;
-    if (n > 0 && width > 0)
+    if (n > 0 && width > 0) {
+        if (perm != NULL)
+            gather_sort(&g, perm, perm + n);
         rt_parallel_for(items, 16, (size_t)n * width, RT_PAR_CHEAP, fn, &g);
+    }
 }
 
 void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
                        int rows, int width)
 {
-    gather_run(gather_fwd_part, (size_t)(n > 0 ? n : 0), y, table, idx, n,
-               rows, width);
+    gather_run(gather_fwd_part, (size_t)(n > 0 ? n : 0), y, table, idx, NULL,
+               n, rows, width);
+}
+
+size_t rt_gather_backward_scratch(int n)
+{
+    return n > 0 ? (2 * (size_t)n * sizeof(int) + sizeof(float) - 1) /
+                       sizeof(float)
+                 : 0;
 }
 
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
-                        int n, int rows, int width)
+                        int n, int rows, int width, float *scratch)
 {
-    if (dtable != NULL)
+    if (dtable != NULL && n > 0)
         gather_run(gather_back_part, (size_t)(width > 0 ? width : 0), dtable,
-                   dy, idx, n, rows, width);
+                   dy, idx, (int *)(void *)scratch, n, rows, width);
 }
 
 /* ---- GatherElements and OneHot (issue 25) ---------------------------------- */
@@ -5336,7 +5491,11 @@ void rt_space_to_depth_backward(float *dx, const float *dy, int n, int c,
 /*
  * attention.c: fused scaled dot-product attention (rt_attention_*), in
  * FlashAttention's tiling with an online softmax, so that its scratch does
- * not grow with the sequence; heads in a fixed number of lanes.
+ * not grow with the sequence; heads in a fixed number of lanes. The sums
+ * across key blocks (the softmax's l, the backward's D, y's and dq's
+ * accumulation of block products) are compensated (rt_comp_add), so their
+ * error does not grow with the keys; within a block they are 8-lane float
+ * sums (l, D) and the GEMM's (P V, ds K).
  */
 
 /* Attention works on blocks of RT_ATTN_BQ queries against blocks of up to
@@ -5505,17 +5664,49 @@ static void attn_exp_row(float *s, int nv, int nk, float m, float c)
 }
 
 /* Folds a key block into one row's statistics: the nv visible scores of s
- * become exp(s - m) against the new running max m, the masked rest 0, and l
- * gains their sum. Returns the factor exp(m_old - m) that sums taken against
- * the old max need (0 while the row had seen nothing, m_old = -inf). */
-static float attn_fold_row(float *s, int nv, int nk, float *m, float *l)
+ * become exp(s - m) against the new running max m, the masked rest 0, and
+ * l + llo (a compensated total, rt_comp_add: its error does not grow with
+ * the key blocks) gains their sum. Returns the factor exp(m_old - m) that
+ * sums taken against the old max need (0 while the row had seen nothing,
+ * m_old = -inf). */
+static float attn_fold_row(float *s, int nv, int nk, float *m, float *l,
+                           float *llo)
 {
     const float mx = attn_row_max(s, nv, *m);
     const float c = nv > 0 ? expf(*m - mx) : 1.0f;
     attn_exp_row(s, nv, nk, mx, 1.0f);
-    *l = *l * c + attn_row_sum(s, nv);
+    *l *= c;
+    *llo *= c;
+    rt_comp_add(l, llo, attn_row_sum(s, nv));
     *m = mx;
     return c;
+}
+
+/* hi[t] + lo[t] += v[t]: a key block's product folded into a compensated
+ * total (y, dq) across key blocks; ATTN_LANES at a time, so that it
+ * vectorizes (each element's operations are rt_comp_add's, in its
+ * order: the same bits). */
+static void attn_fold_into(float *restrict hi, float *restrict lo,
+                           const float *restrict v, int n)
+{
+    int t = 0, l;
+    for (; t + ATTN_LANES <= n; t += ATTN_LANES)
+        for (l = 0; l < ATTN_LANES; l++) {
+            const float a = hi[t + l], b = v[t + l], s = a + b;
+            const float bb = s - a, aa = s - bb;
+            lo[t + l] += (a - aa) + (b - bb);
+            hi[t + l] = s;
+        }
+    for (; t < n; t++)
+        rt_comp_add(&hi[t], &lo[t], v[t]);
+}
+
+/* hi[t] = hi[t] + lo[t], the totals' values. */
+static void attn_fold_finish(float *hi, const float *lo, int n)
+{
+    int t;
+    for (t = 0; t < n; t++)
+        hi[t] = rt_comp_value(hi[t], lo[t]);
 }
 
 static void attn_scale_row(float *x, int n, float c)
@@ -5525,34 +5716,44 @@ static void attn_scale_row(float *x, int n, float c)
         x[t] *= c;
 }
 
-/* One lane's: a score block, then m and l per query. */
-static size_t attn_lane_scratch(int skv)
+/* One lane's: a score block, then m, l and l's compensation per query;
+ * past one key block, a block's product P V and y's compensation. */
+static size_t attn_lane_scratch(int skv, int ev)
 {
     return skv > 0 ? (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK) +
-                         2 * RT_ATTN_BQ
+                         3 * RT_ATTN_BQ +
+                         (skv > RT_ATTN_BK ? 2 * (size_t)RT_ATTN_BQ * ev : 0)
                    : 0;
 }
 
-size_t rt_attention_scratch(int skv)
+size_t rt_attention_scratch(int skv, int ev)
 {
-    return RT_ATTN_LANES * attn_lane_scratch(skv);
+    return RT_ATTN_LANES * attn_lane_scratch(skv, ev);
 }
 
 /* One query block of one head: y rows accumulate P V unnormalized, rescaled
- * whenever a row's max grows, and are divided by l at the end. */
+ * whenever a row's max grows, and are divided by l at the end. Past one
+ * key block, each block's P V goes to pv and is folded into y with
+ * compensation (ylo), so that y's error does not grow with the key
+ * blocks; with one block y gets the product directly (the same bits). */
 static void attn_forward_block(float *y, const float *q, const float *k,
                                const float *v, int i0, int mq, int skv, int e,
                                int ev, float scale, int causal, float *scratch)
 {
     float *s = scratch;
     float *m = s + (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK);
-    float *l = m + RT_ATTN_BQ;
+    float *l = m + RT_ATTN_BQ, *llo = l + RT_ATTN_BQ;
+    float *pv = llo + RT_ATTN_BQ, *ylo = pv + (size_t)RT_ATTN_BQ * ev;
+    float *yb = y + (size_t)i0 * ev;
     const int end = attn_keys_end(i0, mq, skv, causal);
+    const size_t rows = (size_t)mq * ev;
     int i, j0;
-    memset(y + (size_t)i0 * ev, 0, (size_t)mq * ev * sizeof *y);
+    memset(yb, 0, rows * sizeof *y);
+    if (end > RT_ATTN_BK)
+        memset(ylo, 0, rows * sizeof *ylo);
     for (i = 0; i < mq; i++) {
         m[i] = -INFINITY;
-        l[i] = 0.0f;
+        l[i] = llo[i] = 0.0f;
     }
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
@@ -5561,16 +5762,27 @@ static void attn_forward_block(float *y, const float *q, const float *k,
             const float c =
                 attn_fold_row(s + (size_t)i * nk,
                               attn_row_keys(i0 + i, j0, nk, causal), nk,
-                              &m[i], &l[i]);
-            if (c != 1.0f && j0 > 0)
-                attn_scale_row(y + (size_t)(i0 + i) * ev, ev, c);
+                              &m[i], &l[i], &llo[i]);
+            if (c != 1.0f && j0 > 0) {
+                attn_scale_row(yb + (size_t)i * ev, ev, c);
+                attn_scale_row(ylo + (size_t)i * ev, ev, c);
+            }
         }
-        rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v + (size_t)j0 * ev, ev,
-                 1.0f, y + (size_t)i0 * ev, ev);
+        if (j0 == 0) {
+            rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v, ev, 1.0f, yb, ev);
+        } else {
+            rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v + (size_t)j0 * ev, ev,
+                     0.0f, pv, ev);
+            attn_fold_into(yb, ylo, pv, (int)rows);
+        }
     }
-    for (i = 0; i < mq; i++)
-        if (l[i] > 0.0f)
-            attn_scale_row(y + (size_t)(i0 + i) * ev, ev, 1.0f / l[i]);
+    if (end > RT_ATTN_BK)
+        attn_fold_finish(yb, ylo, (int)rows);
+    for (i = 0; i < mq; i++) {
+        const float li = rt_comp_value(l[i], llo[i]);
+        if (li > 0.0f)
+            attn_scale_row(yb + (size_t)i * ev, ev, 1.0f / li);
+    }
 }
 
 typedef struct {
@@ -5583,7 +5795,8 @@ typedef struct {
 static void attn_forward_heads(void *ctx, int lane, int b0, int b1)
 {
     const attn_fwd *a = ctx;
-    float *scratch = a->scratch + (size_t)lane * attn_lane_scratch(a->skv);
+    float *scratch =
+        a->scratch + (size_t)lane * attn_lane_scratch(a->skv, a->ev);
     int b, i0;
     for (b = b0; b < b1; b++) {
         const float *qb = a->q + (size_t)b * a->sq * a->e;
@@ -5631,20 +5844,26 @@ typedef struct {
     const float *dy, *q, *k, *v; /* the head's */
     int sq, skv, e, ev, causal;
     float scale;
-    float *s, *dp, *m, *l, *d; /* scratch: 2 blocks, 3 rows of stats */
+    /* scratch: 2 blocks, 5 rows of stats (l and D with their
+     * compensation), past one key block dq's block product and its
+     * compensation */
+    float *s, *dp, *m, *l, *llo, *d, *dlo, *dqb, *dqlo;
 } attn_bwd;
 
-/* One lane's: p, then ds, two score blocks; m, l and D per query. */
-static size_t attn_bwd_lane_scratch(int skv)
+/* One lane's: p, then ds, two score blocks; m, l, D and the compensation
+ * of l and D per query; past one key block, a block's ds K and dq's
+ * compensation. */
+static size_t attn_bwd_lane_scratch(int skv, int e)
 {
     return skv > 0 ? (size_t)2 * RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK) +
-                         3 * RT_ATTN_BQ
+                         5 * RT_ATTN_BQ +
+                         (skv > RT_ATTN_BK ? 2 * (size_t)RT_ATTN_BQ * e : 0)
                    : 0;
 }
 
-size_t rt_attention_backward_scratch(int skv)
+size_t rt_attention_backward_scratch(int skv, int e)
 {
-    return RT_ATTN_LANES * attn_bwd_lane_scratch(skv);
+    return RT_ATTN_LANES * attn_bwd_lane_scratch(skv, e);
 }
 
 static int attn_bwd_needs_ds(const attn_bwd *a)
@@ -5659,15 +5878,16 @@ static void attn_dp(const attn_bwd *a, int i0, int mq, int j0, int nk)
              a->v + (size_t)j0 * a->ev, a->ev, 0.0f, a->dp, nk);
 }
 
-/* First pass: m, l and D of rows i0.. from scratch; leaves the last key
- * block's exp(s - m) in a->s and its dp in a->dp. */
+/* First pass: m, l and D of rows i0.. from scratch (l and D summed over
+ * the key blocks with compensation, then left as their values); leaves
+ * the last key block's exp(s - m) in a->s and its dp in a->dp. */
 static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
 {
     const int ds = attn_bwd_needs_ds(a);
     int i, j0;
     for (i = 0; i < mq; i++) {
         a->m[i] = -INFINITY;
-        a->l[i] = a->d[i] = 0.0f;
+        a->l[i] = a->llo[i] = a->d[i] = a->dlo[i] = 0.0f;
     }
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
@@ -5677,14 +5897,21 @@ static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
         for (i = 0; i < mq; i++) {
             float *si = a->s + (size_t)i * nk;
             const int nv = attn_row_keys(i0 + i, j0, nk, a->causal);
-            const float c = attn_fold_row(si, nv, nk, &a->m[i], &a->l[i]);
-            if (ds)
-                a->d[i] = a->d[i] * c +
-                          attn_row_dot(si, a->dp + (size_t)i * nk, nv);
+            const float c = attn_fold_row(si, nv, nk, &a->m[i], &a->l[i],
+                                          &a->llo[i]);
+            if (ds) {
+                a->d[i] *= c;
+                a->dlo[i] *= c;
+                rt_comp_add(&a->d[i], &a->dlo[i],
+                            attn_row_dot(si, a->dp + (size_t)i * nk, nv));
+            }
         }
     }
-    for (i = 0; i < mq; i++)
-        a->d[i] = a->l[i] > 0.0f ? a->d[i] / a->l[i] : 0.0f;
+    for (i = 0; i < mq; i++) {
+        const float d = rt_comp_value(a->d[i], a->dlo[i]);
+        a->l[i] = rt_comp_value(a->l[i], a->llo[i]);
+        a->d[i] = a->l[i] > 0.0f ? d / a->l[i] : 0.0f;
+    }
 }
 
 /* p = exp(s - m) / l in a->s for the block pair; recomputed from q, k (and
@@ -5710,8 +5937,11 @@ static void attn_bwd_probs(const attn_bwd *a, int i0, int mq, int j0, int nk,
 }
 
 /* Second pass over one key block: dv += p^T dy, then ds (in a->dp),
- * dq += ds k, dk += ds^T q. */
-static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk)
+ * dq += ds k, dk += ds^T q. With more than one key block (many), dq's
+ * rows gain each block's ds k with compensation (a->dqlo), finished by
+ * attn_bwd_query_block. */
+static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk,
+                           int many)
 {
     const float *p = a->s;
     int i, j;
@@ -5726,9 +5956,14 @@ static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk)
         for (j = 0; j < nk; j++)
             dsi[j] = a->scale * pi[j] * (dsi[j] - a->d[i]);
     }
-    if (a->dq != NULL)
+    if (a->dq != NULL && many) {
+        rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->e,
+                 a->e, 0.0f, a->dqb, a->e);
+        attn_fold_into(a->dq + (size_t)i0 * a->e, a->dqlo, a->dqb, mq * a->e);
+    } else if (a->dq != NULL) {
         rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->e,
                  a->e, 1.0f, a->dq + (size_t)i0 * a->e, a->e);
+    }
     if (a->dk != NULL)
         rt_sgemm(1, 0, nk, a->e, mq, 1.0f, a->dp, nk, a->q + (size_t)i0 * a->e,
                  a->e, 1.0f, a->dk + (size_t)j0 * a->e, a->e);
@@ -5740,11 +5975,15 @@ static void attn_bwd_query_block(const attn_bwd *a, int i0, int mq)
     const int reuse = end <= RT_ATTN_BK;
     int j0;
     attn_bwd_stats(a, i0, mq, end);
+    if (!reuse && a->dq != NULL)
+        memset(a->dqlo, 0, (size_t)mq * a->e * sizeof *a->dqlo);
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
         attn_bwd_probs(a, i0, mq, j0, nk, reuse);
-        attn_bwd_block(a, i0, mq, j0, nk);
+        attn_bwd_block(a, i0, mq, j0, nk, !reuse);
     }
+    if (!reuse && a->dq != NULL)
+        attn_fold_finish(a->dq + (size_t)i0 * a->e, a->dqlo, mq * a->e);
 }
 
 /* The arguments of rt_attention_backward, for its lanes. */
@@ -5767,11 +6006,15 @@ static void attn_backward_heads(void *ctx, int lane, int b0, int b1)
     a.ev = w->ev;
     a.causal = w->causal;
     a.scale = w->scale;
-    a.s = w->scratch + (size_t)lane * attn_bwd_lane_scratch(w->skv);
+    a.s = w->scratch + (size_t)lane * attn_bwd_lane_scratch(w->skv, w->e);
     a.dp = a.s + blk;
     a.m = a.dp + blk;
     a.l = a.m + RT_ATTN_BQ;
-    a.d = a.l + RT_ATTN_BQ;
+    a.llo = a.l + RT_ATTN_BQ;
+    a.d = a.llo + RT_ATTN_BQ;
+    a.dlo = a.d + RT_ATTN_BQ;
+    a.dqb = a.dlo + RT_ATTN_BQ;
+    a.dqlo = a.dqb + (size_t)RT_ATTN_BQ * a.e;
     for (b = b0; b < b1; b++) {
         const size_t oq = (size_t)b * a.sq, ok = (size_t)b * a.skv;
         a.dq = w->dq != NULL ? w->dq + oq * a.e : NULL;

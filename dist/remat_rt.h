@@ -396,10 +396,14 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
  * and over all rows dscale += sum of dy * xhat, dbias += sum of dy. Mean and
  * rstd are recomputed from x (nothing is saved). Any of dx, dscale, dbias
  * may be NULL; scale is read only for dx, and x only for dx or dscale (the
- * bias alone reads dy alone: x may be NULL). */
+ * bias alone reads dy alone: x may be NULL). scratch: see below. */
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
-                           int rows, int cols, float eps);
+                           int rows, int cols, float eps, float *scratch);
+/* The backward's scratch: 2 cols floats, the compensation terms of dscale's
+ * and dbias's sums over the rows (so that their error does not grow with
+ * rows); read only when dscale or dbias is wanted. */
+size_t rt_layernorm_backward_scratch(int cols);
 
 /* ONNX BatchNormalization, x (and y) viewed as (n, c, inner): the batch,
  * the channels and inner = the product of the spatial dimensions (1 for a
@@ -516,9 +520,13 @@ void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
                        int rows, int width);
 /* dtable[idx[i], :] += dy[i, :] for every i < n with idx[i] in range
  * (negative ones as in the forward): a scatter-add, so a repeated index sums
- * its rows of dy. dtable may be NULL. */
+ * its rows of dy, in index order with an rt_sum per column (its error does
+ * not grow with the repeats), then adds the sum to dtable's row. dtable may
+ * be NULL. scratch: rt_gather_backward_scratch(n) floats, the caller's
+ * (the positions sorted by table row and each one's row, 2 n ints). */
+size_t rt_gather_backward_scratch(int n);
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
-                        int n, int rows, int width);
+                        int n, int rows, int width, float *scratch);
 
 /* ONNX GatherElements (torch.gather): idx has data's rank and dims idims
  * (each <= data's xdims, the axis aside); y has idx's shape and
@@ -946,10 +954,11 @@ void rt_dropout_mask(float *mask, int n, float ratio, uint64_t seed,
  * the diagonal are skipped.
  * Heads are independent: they run in two groups, each with its own half
  * of the scratch, on the runtime's threads (the bits do not depend on it).
- * scratch: rt_attention_scratch(skv) floats, the caller's (per group a
- * block of scores and the statistics: it stops growing once skv passes a
- * block). */
-size_t rt_attention_scratch(int skv);
+ * scratch: rt_attention_scratch(skv, ev) floats, the caller's (per group a
+ * block of scores and the statistics, and past one block of keys a block
+ * of y rows and their compensation terms, so that the sums over key blocks
+ * do not drift: it stops growing once skv passes a block). */
+size_t rt_attention_scratch(int skv, int ev);
 void rt_attention_forward(float *y, const float *q, const float *k,
                           const float *v, int bh, int sq, int skv, int e,
                           int ev, float scale, int causal, float *scratch);
@@ -960,8 +969,10 @@ void rt_attention_forward(float *y, const float *q, const float *k,
  * ds_ij = p_ij (dy_i . v_j - sum_l p_il dy_i . v_l):
  * dv_j += sum_i p_ij dy_i, dq_i += scale sum_j ds_ij k_j,
  * dk_j += scale sum_i ds_ij q_i. Keys a query does not see get nothing from it.
- * scratch: rt_attention_backward_scratch(skv) floats, the caller's. */
-size_t rt_attention_backward_scratch(int skv);
+ * scratch: rt_attention_backward_scratch(skv, e) floats, the caller's (dq's
+ * sum over key blocks is compensated; dk's and dv's over query blocks are
+ * not: they add each block's GEMM into the gradient). */
+size_t rt_attention_backward_scratch(int skv, int e);
 void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
                            const float *q, const float *k, const float *v,
                            int bh, int sq, int skv, int e, int ev, float scale,

@@ -1550,7 +1550,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2883584));
     rt_grad_ready(hook, grads, 833536, 128); /* d(lnf.scale) is final */
     rt_grad_ready(hook, grads, 833664, 128); /* d(lnf.bias) is final */
 
@@ -1628,7 +1628,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 701824, 65536); /* d(l3.fc.weight) is final */
 
     /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1572864));
     rt_grad_ready(hook, grads, 701568, 128); /* d(l3.ln2.scale) is final */
     rt_grad_ready(hook, grads, 701696, 128); /* d(l3.ln2.bias) is final */
 
@@ -1786,7 +1786,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 635648, 16384); /* d(l3.q.weight) is final */
 
     /* l3.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 6160384));
     rt_grad_ready(hook, grads, 635392, 128); /* d(l3.ln1.scale) is final */
     rt_grad_ready(hook, grads, 635520, 128); /* d(l3.ln1.bias) is final */
 
@@ -1864,7 +1864,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 503680, 65536); /* d(l2.fc.weight) is final */
 
     /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
     rt_grad_ready(hook, grads, 503424, 128); /* d(l2.ln2.scale) is final */
     rt_grad_ready(hook, grads, 503552, 128); /* d(l2.ln2.bias) is final */
 
@@ -2022,7 +2022,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 437504, 16384); /* d(l2.q.weight) is final */
 
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4849664));
     rt_grad_ready(hook, grads, 437248, 128); /* d(l2.ln1.scale) is final */
     rt_grad_ready(hook, grads, 437376, 128); /* d(l2.ln1.bias) is final */
 
@@ -2100,7 +2100,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 305536, 65536); /* d(l1.fc.weight) is final */
 
     /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 524288));
     rt_grad_ready(hook, grads, 305280, 128); /* d(l1.ln2.scale) is final */
     rt_grad_ready(hook, grads, 305408, 128); /* d(l1.ln2.bias) is final */
 
@@ -2258,7 +2258,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 239360, 16384); /* d(l1.q.weight) is final */
 
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4063232));
     rt_grad_ready(hook, grads, 239104, 128); /* d(l1.ln1.scale) is final */
     rt_grad_ready(hook, grads, 239232, 128); /* d(l1.ln1.bias) is final */
 
@@ -2336,7 +2336,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 107392, 65536); /* d(l0.fc.weight) is final */
 
     /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
     rt_grad_ready(hook, grads, 107136, 128); /* d(l0.ln2.scale) is final */
     rt_grad_ready(hook, grads, 107264, 128); /* d(l0.ln2.bias) is final */
 
@@ -2494,7 +2494,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 41216, 16384); /* d(l0.q.weight) is final */
 
     /* l0.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3276800));
     rt_grad_ready(hook, grads, 40960, 128); /* d(l0.ln1.scale) is final */
     rt_grad_ready(hook, grads, 41088, 128); /* d(l0.ln1.bias) is final */
 
@@ -2512,7 +2512,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 32768, 8192); /* d(wpe) is final */
 
     /* embed: Gather backward */
-    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
+    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128, (float *)(void *)(a + 0));
     rt_grad_ready(hook, grads, 0, 32768); /* d(wte) is final */
     rt_grad_flush(hook, grads);
     return loss;
@@ -3100,15 +3100,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l3_out, 32768);
 
     /* d(lnf.scale) sums over its readers */
-    float *d_lnf_scale = (float *)(void *)(a + 2097152);
+    float *d_lnf_scale = (float *)(void *)(a + 2098176);
     rt_zero(d_lnf_scale, 128);
 
     /* d(lnf.bias) sums over its readers */
-    float *d_lnf_bias = (float *)(void *)(a + 2097664);
+    float *d_lnf_bias = (float *)(void *)(a + 2098688);
     rt_zero(d_lnf_bias, 128);
 
     /* lnf: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2097152));
 
     /* d(lnf.scale) is final and nothing reads lnf.scale again: step it */
     rt_optimizer_update(opt, params + 833536, d_lnf_scale, state + 833536, 866560, 128);
@@ -3214,15 +3214,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state + 701824, 866560, 65536);
 
     /* d(l3.ln2.scale) sums over its readers */
-    float *d_l3_ln2_scale = (float *)(void *)(a + 1572864);
+    float *d_l3_ln2_scale = (float *)(void *)(a + 1573888);
     rt_zero(d_l3_ln2_scale, 128);
 
     /* d(l3.ln2.bias) sums over its readers */
-    float *d_l3_ln2_bias = (float *)(void *)(a + 1573376);
+    float *d_l3_ln2_bias = (float *)(void *)(a + 1574400);
     rt_zero(d_l3_ln2_bias, 128);
 
     /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1572864));
 
     /* d(l3.ln2.scale) is final and nothing reads l3.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 701568, d_l3_ln2_scale, state + 701568, 866560, 128);
@@ -3426,15 +3426,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635648, d_l3_q_weight, state + 635648, 866560, 16384);
 
     /* d(l3.ln1.scale) sums over its readers */
-    float *d_l3_ln1_scale = (float *)(void *)(a + 6422528);
+    float *d_l3_ln1_scale = (float *)(void *)(a + 6423552);
     rt_zero(d_l3_ln1_scale, 128);
 
     /* d(l3.ln1.bias) sums over its readers */
-    float *d_l3_ln1_bias = (float *)(void *)(a + 6423040);
+    float *d_l3_ln1_bias = (float *)(void *)(a + 6424064);
     rt_zero(d_l3_ln1_bias, 128);
 
     /* l3.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 6422528));
 
     /* d(l3.ln1.scale) is final and nothing reads l3.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 635392, d_l3_ln1_scale, state + 635392, 866560, 128);
@@ -3540,15 +3540,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state + 503680, 866560, 65536);
 
     /* d(l2.ln2.scale) sums over its readers */
-    float *d_l2_ln2_scale = (float *)(void *)(a + 3014656);
+    float *d_l2_ln2_scale = (float *)(void *)(a + 3015680);
     rt_zero(d_l2_ln2_scale, 128);
 
     /* d(l2.ln2.bias) sums over its readers */
-    float *d_l2_ln2_bias = (float *)(void *)(a + 3015168);
+    float *d_l2_ln2_bias = (float *)(void *)(a + 3016192);
     rt_zero(d_l2_ln2_bias, 128);
 
     /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
 
     /* d(l2.ln2.scale) is final and nothing reads l2.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 503424, d_l2_ln2_scale, state + 503424, 866560, 128);
@@ -3752,15 +3752,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437504, d_l2_q_weight, state + 437504, 866560, 16384);
 
     /* d(l2.ln1.scale) sums over its readers */
-    float *d_l2_ln1_scale = (float *)(void *)(a + 5111808);
+    float *d_l2_ln1_scale = (float *)(void *)(a + 5112832);
     rt_zero(d_l2_ln1_scale, 128);
 
     /* d(l2.ln1.bias) sums over its readers */
-    float *d_l2_ln1_bias = (float *)(void *)(a + 5112320);
+    float *d_l2_ln1_bias = (float *)(void *)(a + 5113344);
     rt_zero(d_l2_ln1_bias, 128);
 
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 5111808));
 
     /* d(l2.ln1.scale) is final and nothing reads l2.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 437248, d_l2_ln1_scale, state + 437248, 866560, 128);
@@ -3866,15 +3866,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state + 305536, 866560, 65536);
 
     /* d(l1.ln2.scale) sums over its readers */
-    float *d_l1_ln2_scale = (float *)(void *)(a + 917504);
+    float *d_l1_ln2_scale = (float *)(void *)(a + 918528);
     rt_zero(d_l1_ln2_scale, 128);
 
     /* d(l1.ln2.bias) sums over its readers */
-    float *d_l1_ln2_bias = (float *)(void *)(a + 918016);
+    float *d_l1_ln2_bias = (float *)(void *)(a + 919040);
     rt_zero(d_l1_ln2_bias, 128);
 
     /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 917504));
 
     /* d(l1.ln2.scale) is final and nothing reads l1.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 305280, d_l1_ln2_scale, state + 305280, 866560, 128);
@@ -4078,15 +4078,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239360, d_l1_q_weight, state + 239360, 866560, 16384);
 
     /* d(l1.ln1.scale) sums over its readers */
-    float *d_l1_ln1_scale = (float *)(void *)(a + 4325376);
+    float *d_l1_ln1_scale = (float *)(void *)(a + 4326400);
     rt_zero(d_l1_ln1_scale, 128);
 
     /* d(l1.ln1.bias) sums over its readers */
-    float *d_l1_ln1_bias = (float *)(void *)(a + 4325888);
+    float *d_l1_ln1_bias = (float *)(void *)(a + 4326912);
     rt_zero(d_l1_ln1_bias, 128);
 
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4325376));
 
     /* d(l1.ln1.scale) is final and nothing reads l1.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 239104, d_l1_ln1_scale, state + 239104, 866560, 128);
@@ -4192,15 +4192,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state + 107392, 866560, 65536);
 
     /* d(l0.ln2.scale) sums over its readers */
-    float *d_l0_ln2_scale = (float *)(void *)(a + 393216);
+    float *d_l0_ln2_scale = (float *)(void *)(a + 394240);
     rt_zero(d_l0_ln2_scale, 128);
 
     /* d(l0.ln2.bias) sums over its readers */
-    float *d_l0_ln2_bias = (float *)(void *)(a + 393728);
+    float *d_l0_ln2_bias = (float *)(void *)(a + 394752);
     rt_zero(d_l0_ln2_bias, 128);
 
     /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 393216));
 
     /* d(l0.ln2.scale) is final and nothing reads l0.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 107136, d_l0_ln2_scale, state + 107136, 866560, 128);
@@ -4404,15 +4404,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 41216, d_l0_q_weight, state + 41216, 866560, 16384);
 
     /* d(l0.ln1.scale) sums over its readers */
-    float *d_l0_ln1_scale = (float *)(void *)(a + 3538944);
+    float *d_l0_ln1_scale = (float *)(void *)(a + 3539968);
     rt_zero(d_l0_ln1_scale, 128);
 
     /* d(l0.ln1.bias) sums over its readers */
-    float *d_l0_ln1_bias = (float *)(void *)(a + 3539456);
+    float *d_l0_ln1_bias = (float *)(void *)(a + 3540480);
     rt_zero(d_l0_ln1_bias, 128);
 
     /* l0.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3538944));
 
     /* d(l0.ln1.scale) is final and nothing reads l0.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 40960, d_l0_ln1_scale, state + 40960, 866560, 128);
@@ -4444,7 +4444,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_wte, 32768);
 
     /* embed: Gather backward */
-    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
+    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128, (float *)(void *)(a + 131072));
 
     /* d(wte) is final and nothing reads wte again: step it */
     rt_optimizer_update(opt, params + 0, d_wte, state + 0, 866560, 32768);

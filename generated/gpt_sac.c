@@ -1550,7 +1550,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4980736));
     rt_grad_ready(hook, grads, 833536, 128); /* d(lnf.scale) is final */
     rt_grad_ready(hook, grads, 833664, 128); /* d(lnf.bias) is final */
 
@@ -1628,7 +1628,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 701824, 65536); /* d(l3.fc.weight) is final */
 
     /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
     rt_grad_ready(hook, grads, 701568, 128); /* d(l3.ln2.scale) is final */
     rt_grad_ready(hook, grads, 701696, 128); /* d(l3.ln2.bias) is final */
 
@@ -1790,7 +1790,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 635648, 16384); /* d(l3.q.weight) is final */
 
     /* l3.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
     rt_grad_ready(hook, grads, 635392, 128); /* d(l3.ln1.scale) is final */
     rt_grad_ready(hook, grads, 635520, 128); /* d(l3.ln1.bias) is final */
 
@@ -1868,7 +1868,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 503680, 65536); /* d(l2.fc.weight) is final */
 
     /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
     rt_grad_ready(hook, grads, 503424, 128); /* d(l2.ln2.scale) is final */
     rt_grad_ready(hook, grads, 503552, 128); /* d(l2.ln2.bias) is final */
 
@@ -2030,7 +2030,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 437504, 16384); /* d(l2.q.weight) is final */
 
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
     rt_grad_ready(hook, grads, 437248, 128); /* d(l2.ln1.scale) is final */
     rt_grad_ready(hook, grads, 437376, 128); /* d(l2.ln1.bias) is final */
 
@@ -2108,7 +2108,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 305536, 65536); /* d(l1.fc.weight) is final */
 
     /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 655360));
     rt_grad_ready(hook, grads, 305280, 128); /* d(l1.ln2.scale) is final */
     rt_grad_ready(hook, grads, 305408, 128); /* d(l1.ln2.bias) is final */
 
@@ -2270,7 +2270,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 239360, 16384); /* d(l1.q.weight) is final */
 
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 655360));
     rt_grad_ready(hook, grads, 239104, 128); /* d(l1.ln1.scale) is final */
     rt_grad_ready(hook, grads, 239232, 128); /* d(l1.ln1.bias) is final */
 
@@ -2348,7 +2348,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 107392, 65536); /* d(l0.fc.weight) is final */
 
     /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
     rt_grad_ready(hook, grads, 107136, 128); /* d(l0.ln2.scale) is final */
     rt_grad_ready(hook, grads, 107264, 128); /* d(l0.ln2.bias) is final */
 
@@ -2510,7 +2510,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 41216, 16384); /* d(l0.q.weight) is final */
 
     /* l0.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
     rt_grad_ready(hook, grads, 40960, 128); /* d(l0.ln1.scale) is final */
     rt_grad_ready(hook, grads, 41088, 128); /* d(l0.ln1.bias) is final */
 
@@ -2528,7 +2528,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 32768, 8192); /* d(wpe) is final */
 
     /* embed: Gather backward */
-    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
+    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128, (float *)(void *)(a + 0));
     rt_grad_ready(hook, grads, 0, 32768); /* d(wte) is final */
     rt_grad_flush(hook, grads);
     return loss;
@@ -3124,7 +3124,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_lnf_bias, 128);
 
     /* lnf: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4981760));
 
     /* d(lnf.scale) is final and nothing reads lnf.scale again: step it */
     rt_optimizer_update(opt, params + 833536, d_lnf_scale, state + 833536, 866560, 128);
@@ -3238,7 +3238,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l3_ln2_bias, 128);
 
     /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3015680));
 
     /* d(l3.ln2.scale) is final and nothing reads l3.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 701568, d_l3_ln2_scale, state + 701568, 866560, 128);
@@ -3454,7 +3454,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l3_ln1_bias, 128);
 
     /* l3.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3015680));
 
     /* d(l3.ln1.scale) is final and nothing reads l3.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 635392, d_l3_ln1_scale, state + 635392, 866560, 128);
@@ -3568,7 +3568,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l2_ln2_bias, 128);
 
     /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1836032));
 
     /* d(l2.ln2.scale) is final and nothing reads l2.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 503424, d_l2_ln2_scale, state + 503424, 866560, 128);
@@ -3784,7 +3784,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l2_ln1_bias, 128);
 
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1836032));
 
     /* d(l2.ln1.scale) is final and nothing reads l2.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 437248, d_l2_ln1_scale, state + 437248, 866560, 128);
@@ -3898,7 +3898,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l1_ln2_bias, 128);
 
     /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 656384));
 
     /* d(l1.ln2.scale) is final and nothing reads l1.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 305280, d_l1_ln2_scale, state + 305280, 866560, 128);
@@ -4114,7 +4114,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l1_ln1_bias, 128);
 
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 656384));
 
     /* d(l1.ln1.scale) is final and nothing reads l1.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 239104, d_l1_ln1_scale, state + 239104, 866560, 128);
@@ -4228,7 +4228,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l0_ln2_bias, 128);
 
     /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1024));
 
     /* d(l0.ln2.scale) is final and nothing reads l0.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 107136, d_l0_ln2_scale, state + 107136, 866560, 128);
@@ -4444,7 +4444,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l0_ln1_bias, 128);
 
     /* l0.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f);
+    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1024));
 
     /* d(l0.ln1.scale) is final and nothing reads l0.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 40960, d_l0_ln1_scale, state + 40960, 866560, 128);
@@ -4476,7 +4476,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_wte, 32768);
 
     /* embed: Gather backward */
-    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128);
+    rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128, (float *)(void *)(a + 131072));
 
     /* d(wte) is final and nothing reads wte again: step it */
     rt_optimizer_update(opt, params + 0, d_wte, state + 0, 866560, 32768);

@@ -1,7 +1,11 @@
 /*
  * attention.c: fused scaled dot-product attention (rt_attention_*), in
  * FlashAttention's tiling with an online softmax, so that its scratch does
- * not grow with the sequence; heads in a fixed number of lanes.
+ * not grow with the sequence; heads in a fixed number of lanes. The sums
+ * across key blocks (the softmax's l, the backward's D, y's and dq's
+ * accumulation of block products) are compensated (rt_comp_add), so their
+ * error does not grow with the keys; within a block they are 8-lane float
+ * sums (l, D) and the GEMM's (P V, ds K).
  */
 #include "rt_impl.h"
 
@@ -171,17 +175,49 @@ static void attn_exp_row(float *s, int nv, int nk, float m, float c)
 }
 
 /* Folds a key block into one row's statistics: the nv visible scores of s
- * become exp(s - m) against the new running max m, the masked rest 0, and l
- * gains their sum. Returns the factor exp(m_old - m) that sums taken against
- * the old max need (0 while the row had seen nothing, m_old = -inf). */
-static float attn_fold_row(float *s, int nv, int nk, float *m, float *l)
+ * become exp(s - m) against the new running max m, the masked rest 0, and
+ * l + llo (a compensated total, rt_comp_add: its error does not grow with
+ * the key blocks) gains their sum. Returns the factor exp(m_old - m) that
+ * sums taken against the old max need (0 while the row had seen nothing,
+ * m_old = -inf). */
+static float attn_fold_row(float *s, int nv, int nk, float *m, float *l,
+                           float *llo)
 {
     const float mx = attn_row_max(s, nv, *m);
     const float c = nv > 0 ? expf(*m - mx) : 1.0f;
     attn_exp_row(s, nv, nk, mx, 1.0f);
-    *l = *l * c + attn_row_sum(s, nv);
+    *l *= c;
+    *llo *= c;
+    rt_comp_add(l, llo, attn_row_sum(s, nv));
     *m = mx;
     return c;
+}
+
+/* hi[t] + lo[t] += v[t]: a key block's product folded into a compensated
+ * total (y, dq) across key blocks; ATTN_LANES at a time, so that it
+ * vectorizes (each element's operations are rt_comp_add's, in its
+ * order: the same bits). */
+static void attn_fold_into(float *restrict hi, float *restrict lo,
+                           const float *restrict v, int n)
+{
+    int t = 0, l;
+    for (; t + ATTN_LANES <= n; t += ATTN_LANES)
+        for (l = 0; l < ATTN_LANES; l++) {
+            const float a = hi[t + l], b = v[t + l], s = a + b;
+            const float bb = s - a, aa = s - bb;
+            lo[t + l] += (a - aa) + (b - bb);
+            hi[t + l] = s;
+        }
+    for (; t < n; t++)
+        rt_comp_add(&hi[t], &lo[t], v[t]);
+}
+
+/* hi[t] = hi[t] + lo[t], the totals' values. */
+static void attn_fold_finish(float *hi, const float *lo, int n)
+{
+    int t;
+    for (t = 0; t < n; t++)
+        hi[t] = rt_comp_value(hi[t], lo[t]);
 }
 
 static void attn_scale_row(float *x, int n, float c)
@@ -191,34 +227,44 @@ static void attn_scale_row(float *x, int n, float c)
         x[t] *= c;
 }
 
-/* One lane's: a score block, then m and l per query. */
-static size_t attn_lane_scratch(int skv)
+/* One lane's: a score block, then m, l and l's compensation per query;
+ * past one key block, a block's product P V and y's compensation. */
+static size_t attn_lane_scratch(int skv, int ev)
 {
     return skv > 0 ? (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK) +
-                         2 * RT_ATTN_BQ
+                         3 * RT_ATTN_BQ +
+                         (skv > RT_ATTN_BK ? 2 * (size_t)RT_ATTN_BQ * ev : 0)
                    : 0;
 }
 
-size_t rt_attention_scratch(int skv)
+size_t rt_attention_scratch(int skv, int ev)
 {
-    return RT_ATTN_LANES * attn_lane_scratch(skv);
+    return RT_ATTN_LANES * attn_lane_scratch(skv, ev);
 }
 
 /* One query block of one head: y rows accumulate P V unnormalized, rescaled
- * whenever a row's max grows, and are divided by l at the end. */
+ * whenever a row's max grows, and are divided by l at the end. Past one
+ * key block, each block's P V goes to pv and is folded into y with
+ * compensation (ylo), so that y's error does not grow with the key
+ * blocks; with one block y gets the product directly (the same bits). */
 static void attn_forward_block(float *y, const float *q, const float *k,
                                const float *v, int i0, int mq, int skv, int e,
                                int ev, float scale, int causal, float *scratch)
 {
     float *s = scratch;
     float *m = s + (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK);
-    float *l = m + RT_ATTN_BQ;
+    float *l = m + RT_ATTN_BQ, *llo = l + RT_ATTN_BQ;
+    float *pv = llo + RT_ATTN_BQ, *ylo = pv + (size_t)RT_ATTN_BQ * ev;
+    float *yb = y + (size_t)i0 * ev;
     const int end = attn_keys_end(i0, mq, skv, causal);
+    const size_t rows = (size_t)mq * ev;
     int i, j0;
-    memset(y + (size_t)i0 * ev, 0, (size_t)mq * ev * sizeof *y);
+    memset(yb, 0, rows * sizeof *y);
+    if (end > RT_ATTN_BK)
+        memset(ylo, 0, rows * sizeof *ylo);
     for (i = 0; i < mq; i++) {
         m[i] = -INFINITY;
-        l[i] = 0.0f;
+        l[i] = llo[i] = 0.0f;
     }
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
@@ -227,16 +273,27 @@ static void attn_forward_block(float *y, const float *q, const float *k,
             const float c =
                 attn_fold_row(s + (size_t)i * nk,
                               attn_row_keys(i0 + i, j0, nk, causal), nk,
-                              &m[i], &l[i]);
-            if (c != 1.0f && j0 > 0)
-                attn_scale_row(y + (size_t)(i0 + i) * ev, ev, c);
+                              &m[i], &l[i], &llo[i]);
+            if (c != 1.0f && j0 > 0) {
+                attn_scale_row(yb + (size_t)i * ev, ev, c);
+                attn_scale_row(ylo + (size_t)i * ev, ev, c);
+            }
         }
-        rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v + (size_t)j0 * ev, ev,
-                 1.0f, y + (size_t)i0 * ev, ev);
+        if (j0 == 0) {
+            rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v, ev, 1.0f, yb, ev);
+        } else {
+            rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v + (size_t)j0 * ev, ev,
+                     0.0f, pv, ev);
+            attn_fold_into(yb, ylo, pv, (int)rows);
+        }
     }
-    for (i = 0; i < mq; i++)
-        if (l[i] > 0.0f)
-            attn_scale_row(y + (size_t)(i0 + i) * ev, ev, 1.0f / l[i]);
+    if (end > RT_ATTN_BK)
+        attn_fold_finish(yb, ylo, (int)rows);
+    for (i = 0; i < mq; i++) {
+        const float li = rt_comp_value(l[i], llo[i]);
+        if (li > 0.0f)
+            attn_scale_row(yb + (size_t)i * ev, ev, 1.0f / li);
+    }
 }
 
 typedef struct {
@@ -249,7 +306,8 @@ typedef struct {
 static void attn_forward_heads(void *ctx, int lane, int b0, int b1)
 {
     const attn_fwd *a = ctx;
-    float *scratch = a->scratch + (size_t)lane * attn_lane_scratch(a->skv);
+    float *scratch =
+        a->scratch + (size_t)lane * attn_lane_scratch(a->skv, a->ev);
     int b, i0;
     for (b = b0; b < b1; b++) {
         const float *qb = a->q + (size_t)b * a->sq * a->e;
@@ -297,20 +355,26 @@ typedef struct {
     const float *dy, *q, *k, *v; /* the head's */
     int sq, skv, e, ev, causal;
     float scale;
-    float *s, *dp, *m, *l, *d; /* scratch: 2 blocks, 3 rows of stats */
+    /* scratch: 2 blocks, 5 rows of stats (l and D with their
+     * compensation), past one key block dq's block product and its
+     * compensation */
+    float *s, *dp, *m, *l, *llo, *d, *dlo, *dqb, *dqlo;
 } attn_bwd;
 
-/* One lane's: p, then ds, two score blocks; m, l and D per query. */
-static size_t attn_bwd_lane_scratch(int skv)
+/* One lane's: p, then ds, two score blocks; m, l, D and the compensation
+ * of l and D per query; past one key block, a block's ds K and dq's
+ * compensation. */
+static size_t attn_bwd_lane_scratch(int skv, int e)
 {
     return skv > 0 ? (size_t)2 * RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK) +
-                         3 * RT_ATTN_BQ
+                         5 * RT_ATTN_BQ +
+                         (skv > RT_ATTN_BK ? 2 * (size_t)RT_ATTN_BQ * e : 0)
                    : 0;
 }
 
-size_t rt_attention_backward_scratch(int skv)
+size_t rt_attention_backward_scratch(int skv, int e)
 {
-    return RT_ATTN_LANES * attn_bwd_lane_scratch(skv);
+    return RT_ATTN_LANES * attn_bwd_lane_scratch(skv, e);
 }
 
 static int attn_bwd_needs_ds(const attn_bwd *a)
@@ -325,15 +389,16 @@ static void attn_dp(const attn_bwd *a, int i0, int mq, int j0, int nk)
              a->v + (size_t)j0 * a->ev, a->ev, 0.0f, a->dp, nk);
 }
 
-/* First pass: m, l and D of rows i0.. from scratch; leaves the last key
- * block's exp(s - m) in a->s and its dp in a->dp. */
+/* First pass: m, l and D of rows i0.. from scratch (l and D summed over
+ * the key blocks with compensation, then left as their values); leaves
+ * the last key block's exp(s - m) in a->s and its dp in a->dp. */
 static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
 {
     const int ds = attn_bwd_needs_ds(a);
     int i, j0;
     for (i = 0; i < mq; i++) {
         a->m[i] = -INFINITY;
-        a->l[i] = a->d[i] = 0.0f;
+        a->l[i] = a->llo[i] = a->d[i] = a->dlo[i] = 0.0f;
     }
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
@@ -343,14 +408,21 @@ static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
         for (i = 0; i < mq; i++) {
             float *si = a->s + (size_t)i * nk;
             const int nv = attn_row_keys(i0 + i, j0, nk, a->causal);
-            const float c = attn_fold_row(si, nv, nk, &a->m[i], &a->l[i]);
-            if (ds)
-                a->d[i] = a->d[i] * c +
-                          attn_row_dot(si, a->dp + (size_t)i * nk, nv);
+            const float c = attn_fold_row(si, nv, nk, &a->m[i], &a->l[i],
+                                          &a->llo[i]);
+            if (ds) {
+                a->d[i] *= c;
+                a->dlo[i] *= c;
+                rt_comp_add(&a->d[i], &a->dlo[i],
+                            attn_row_dot(si, a->dp + (size_t)i * nk, nv));
+            }
         }
     }
-    for (i = 0; i < mq; i++)
-        a->d[i] = a->l[i] > 0.0f ? a->d[i] / a->l[i] : 0.0f;
+    for (i = 0; i < mq; i++) {
+        const float d = rt_comp_value(a->d[i], a->dlo[i]);
+        a->l[i] = rt_comp_value(a->l[i], a->llo[i]);
+        a->d[i] = a->l[i] > 0.0f ? d / a->l[i] : 0.0f;
+    }
 }
 
 /* p = exp(s - m) / l in a->s for the block pair; recomputed from q, k (and
@@ -376,8 +448,11 @@ static void attn_bwd_probs(const attn_bwd *a, int i0, int mq, int j0, int nk,
 }
 
 /* Second pass over one key block: dv += p^T dy, then ds (in a->dp),
- * dq += ds k, dk += ds^T q. */
-static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk)
+ * dq += ds k, dk += ds^T q. With more than one key block (many), dq's
+ * rows gain each block's ds k with compensation (a->dqlo), finished by
+ * attn_bwd_query_block. */
+static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk,
+                           int many)
 {
     const float *p = a->s;
     int i, j;
@@ -392,9 +467,14 @@ static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk)
         for (j = 0; j < nk; j++)
             dsi[j] = a->scale * pi[j] * (dsi[j] - a->d[i]);
     }
-    if (a->dq != NULL)
+    if (a->dq != NULL && many) {
+        rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->e,
+                 a->e, 0.0f, a->dqb, a->e);
+        attn_fold_into(a->dq + (size_t)i0 * a->e, a->dqlo, a->dqb, mq * a->e);
+    } else if (a->dq != NULL) {
         rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->e,
                  a->e, 1.0f, a->dq + (size_t)i0 * a->e, a->e);
+    }
     if (a->dk != NULL)
         rt_sgemm(1, 0, nk, a->e, mq, 1.0f, a->dp, nk, a->q + (size_t)i0 * a->e,
                  a->e, 1.0f, a->dk + (size_t)j0 * a->e, a->e);
@@ -406,11 +486,15 @@ static void attn_bwd_query_block(const attn_bwd *a, int i0, int mq)
     const int reuse = end <= RT_ATTN_BK;
     int j0;
     attn_bwd_stats(a, i0, mq, end);
+    if (!reuse && a->dq != NULL)
+        memset(a->dqlo, 0, (size_t)mq * a->e * sizeof *a->dqlo);
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
         attn_bwd_probs(a, i0, mq, j0, nk, reuse);
-        attn_bwd_block(a, i0, mq, j0, nk);
+        attn_bwd_block(a, i0, mq, j0, nk, !reuse);
     }
+    if (!reuse && a->dq != NULL)
+        attn_fold_finish(a->dq + (size_t)i0 * a->e, a->dqlo, mq * a->e);
 }
 
 /* The arguments of rt_attention_backward, for its lanes. */
@@ -433,11 +517,15 @@ static void attn_backward_heads(void *ctx, int lane, int b0, int b1)
     a.ev = w->ev;
     a.causal = w->causal;
     a.scale = w->scale;
-    a.s = w->scratch + (size_t)lane * attn_bwd_lane_scratch(w->skv);
+    a.s = w->scratch + (size_t)lane * attn_bwd_lane_scratch(w->skv, w->e);
     a.dp = a.s + blk;
     a.m = a.dp + blk;
     a.l = a.m + RT_ATTN_BQ;
-    a.d = a.l + RT_ATTN_BQ;
+    a.llo = a.l + RT_ATTN_BQ;
+    a.d = a.llo + RT_ATTN_BQ;
+    a.dlo = a.d + RT_ATTN_BQ;
+    a.dqb = a.dlo + RT_ATTN_BQ;
+    a.dqlo = a.dqb + (size_t)RT_ATTN_BQ * a.e;
     for (b = b0; b < b1; b++) {
         const size_t oq = (size_t)b * a.sq, ok = (size_t)b * a.skv;
         a.dq = w->dq != NULL ? w->dq + oq * a.e : NULL;

@@ -273,20 +273,22 @@ static float sum_lanes_f(const float *x, int n)
 }
 
 /* The sum of x[0..n) (a bias gradient's output plane): sum_lanes_f over
- * blocks of SUM_BLOCK, each block's sum added in double, so that the error
- * does not grow with n (each lane adds SUM_BLOCK / SUM_LANES values at
- * most) at float's speed. A plane of SUM_BLOCK or fewer gets sum_lanes_f's
- * bits. */
+ * blocks of SUM_BLOCK, each block's sum folded into a compensated float
+ * total (rt_comp_add), so that the error does not grow with n (each lane
+ * adds SUM_BLOCK / SUM_LANES values at most) at float's speed, with no
+ * soft double on a Cortex-M4. A plane of SUM_BLOCK or fewer gets
+ * sum_lanes_f's bits. */
 #define SUM_BLOCK 256
 static float sum_lanes(const float *x, int n)
 {
-    double s = 0.0;
+    float hi = 0.0f, lo = 0.0f;
     int j = 0;
     if (n <= SUM_BLOCK)
         return sum_lanes_f(x, n);
     for (; j < n; j += SUM_BLOCK)
-        s += sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK);
-    return (float)s;
+        rt_comp_add(&hi, &lo,
+                    sum_lanes_f(x + j, n - j < SUM_BLOCK ? n - j : SUM_BLOCK));
+    return rt_comp_value(hi, lo);
 }
 
 /* The per-image loop of a convolution runs in lanes: a fixed number of

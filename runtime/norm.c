@@ -3,7 +3,9 @@
  * channel's) moments in two passes, and its backward recomputes them with
  * the same function, so it sees exactly the statistics the forward used.
  * Every sum (moments, the backward's means, dscale and dbias) goes through
- * rt_sum (rt_impl.h), so its error does not grow with its length.
+ * rt_sum (rt_impl.h), so its error does not grow with its length; LayerNorm's
+ * dscale and dbias, summed over blocks of rows, keep their compensation
+ * terms in the caller's scratch.
  */
 #include "rt_impl.h"
 
@@ -26,12 +28,15 @@ static void row_moments(const float *x, int cols, float eps, float *mean,
 
 /* LayerNorm's operands; rows are independent except for the backward's
  * dscale and dbias, sums over rows (see rt_layernorm_backward). mean and
- * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). dscale and dbias
- * gain one rt_sum per block of rows: their error grows with rows / 128 (a
- * float add per block), not with rows. */
+ * rstd hold the moments of rows [r0, r0 + RT_LN_BLOCK). Each block's rt_sum
+ * of a column is folded into the gradient entry with Neumaier's
+ * compensation (rt_comp_add): the entry is the total's hi, lo_s[j] and
+ * lo_b[j] (the caller's scratch) its lo, added in at the end. So their
+ * error does not grow with rows either (a plain float add per block grew
+ * with rows / 128). */
 #define RT_LN_BLOCK 128
 typedef struct {
-    float *y, *dx, *dscale, *dbias;
+    float *y, *dx, *dscale, *dbias, *lo_s, *lo_b;
     const float *x, *dy, *scale, *bias;
     int cols, r0, nrows;
     float eps;
@@ -113,8 +118,8 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
 }
 
 /* Columns [lo, hi) of dscale and dbias: each the rt_sum of the block's
- * rows, in row order, with the same xhat as layernorm_back_row, added to
- * the gradient. */
+ * rows, in row order, with the same xhat as layernorm_back_row, folded into
+ * the gradient's compensated total. */
 static void ln_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const ln_job *l = ctx;
@@ -131,12 +136,22 @@ static void ln_back_cols(void *ctx, size_t lo, size_t hi)
                 rt_sum_add(&s, l->dy[at] *
                                    ((l->x[at] - l->mean[i]) * l->rstd[i]));
             }
-            l->dscale[j] += rt_sum_value(&s);
+            rt_comp_add(&l->dscale[j], &l->lo_s[j], rt_sum_value(&s));
         }
         if (l->dbias != NULL)
-            l->dbias[j] += rt_sum_strided(l->dy + o + j, (size_t)l->nrows,
-                                          (ptrdiff_t)cols);
+            rt_comp_add(&l->dbias[j], &l->lo_b[j],
+                        rt_sum_strided(l->dy + o + j, (size_t)l->nrows,
+                                       (ptrdiff_t)cols));
     }
+}
+
+/* grad[j] = grad[j] + lo[j], the compensated totals' values. */
+static void ln_comp_finish(float *grad, const float *lo, int cols)
+{
+    int j;
+    if (grad != NULL)
+        for (j = 0; j < cols; j++)
+            grad[j] = rt_comp_value(grad[j], lo[j]);
 }
 
 /* Blocks of rows, each first split by rows (moments, dx), then by columns
@@ -158,9 +173,14 @@ static void layernorm_back_blocks(ln_job *l, int rows)
 
 /* Offsets, not pointers, for the same reason as bc_row: a NULL gradient
  * never takes part in pointer arithmetic. */
+size_t rt_layernorm_backward_scratch(int cols)
+{
+    return cols > 0 ? 2 * (size_t)cols : 0;
+}
+
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
-                           int rows, int cols, float eps)
+                           int rows, int cols, float eps, float *scratch)
 {
     ln_job l;
     if (cols <= 0 || rows <= 0 ||
@@ -175,7 +195,15 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
     l.scale = scale;
     l.cols = cols;
     l.eps = eps;
+    l.lo_s = dscale != NULL ? scratch : NULL;
+    l.lo_b = dbias != NULL ? scratch + cols : NULL;
+    if (l.lo_s != NULL)
+        memset(l.lo_s, 0, (size_t)cols * sizeof *l.lo_s);
+    if (l.lo_b != NULL)
+        memset(l.lo_b, 0, (size_t)cols * sizeof *l.lo_b);
     layernorm_back_blocks(&l, rows);
+    ln_comp_finish(dscale, l.lo_s, cols);
+    ln_comp_finish(dbias, l.lo_b, cols);
 }
 
 /* ---- batch normalization --------------------------------------------------- */

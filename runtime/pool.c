@@ -403,13 +403,14 @@ static int padded_taps(const rt_window *p, int oz, int oy, int ox)
     return (z1 - z0) * (k1 - k0) * (l1 - l0);
 }
 
-/* An AveragePool window's sum: in float for a kernel of at most
+/* An AveragePool window's sum: a plain float loop for a kernel of at most
  * AVG_FLOAT_TAPS taps (kd * kh * kw), whose error that bounds (and which
- * keeps the fast rows' speed and the 2-D results' bits of old), in double
- * for a larger one, so that the error does not grow with the window. */
+ * keeps the fast rows' speed and the 2-D results' bits of old), an rt_sum
+ * for a larger one, so that the error does not grow with the window (all
+ * float: no soft double on a Cortex-M4). */
 #define AVG_FLOAT_TAPS 16
 
-static int avg_in_double(const rt_window *p)
+static int avg_wide(const rt_window *p)
 {
     return (long)p->kd * p->kh * p->kw > AVG_FLOAT_TAPS;
 }
@@ -466,7 +467,7 @@ static void avgpool_back_row3(float *dx, const float *dy, ptrdiff_t w, int n)
 }
 
 /* Window t's sum over its taps inside the input, in float (a kernel of at
- * most AVG_FLOAT_TAPS taps) or in double. */
+ * most AVG_FLOAT_TAPS taps) or through rt_sum. */
 static float window_sum(const float *xq, const rt_window *p, const win_taps *t)
 {
     float s = 0.0f;
@@ -480,18 +481,19 @@ static float window_sum(const float *xq, const rt_window *p, const win_taps *t)
     return s;
 }
 
-static double window_sum_wide(const float *xq, const rt_window *p,
-                              const win_taps *t)
+static float window_sum_wide(const float *xq, const rt_window *p,
+                             const win_taps *t)
 {
-    double s = 0.0;
+    rt_sum s;
     int kz, ki, kj;
+    rt_sum_init(&s);
     for (kz = t->z0; kz < t->z1; kz++)
         for (ki = t->k0; ki < t->k1; ki++) {
             const float *r = xq + t->at + tap_offset(p, t, kz, ki, t->l0);
             for (kj = t->l0; kj < t->l1; kj++)
-                s += r[(size_t)(kj - t->l0) * p->dw];
+                rt_sum_add(&s, r[(size_t)(kj - t->l0) * p->dw]);
         }
-    return s;
+    return rt_sum_value(&s);
 }
 
 /* The generic walk over outputs [from, to) of row (oz, oy): each window's
@@ -499,7 +501,7 @@ static double window_sum_wide(const float *xq, const rt_window *p,
 static void avgpool_span(float *yr, const float *xq, const rt_window *p,
                          int cip, int oz, int oy, int from, int to)
 {
-    const int wide = avg_in_double(p);
+    const int wide = avg_wide(p);
     int ox;
     for (ox = from; ox < to; ox++) {
         win_taps t;
@@ -512,7 +514,7 @@ static void avgpool_span(float *yr, const float *xq, const rt_window *p,
         else if (taps == 0)
             yr[ox] = 0.0f;
         else if (wide)
-            yr[ox] = (float)(window_sum_wide(xq, p, &t) / (double)d);
+            yr[ox] = window_sum_wide(xq, p, &t) / (float)d;
         else
             yr[ox] = window_sum(xq, p, &t) / (float)d;
     }
@@ -598,19 +600,15 @@ void rt_avgpool_backward(float *dx, const float *dy, const rt_window *win,
     }
 }
 
-/* The planes' sums in double: the error of a mean over a large plane (a
- * global pool over 32x32) then does not grow with its size. In order, one
- * running sum per plane, so the bits do not depend on the thread count. */
+/* The planes' sums through rt_sum: the error of a mean over a large plane
+ * (a global pool over 32x32) then does not grow with its size, in float.
+ * In order, one sum per plane, so the bits do not depend on the thread
+ * count. */
 void rt_global_avgpool_forward(float *y, const float *x, int nc, int hw)
 {
-    int q, j;
-    for (q = 0; q < nc; q++) {
-        const float *xq = x + (size_t)q * hw;
-        double s = 0.0;
-        for (j = 0; j < hw; j++)
-            s += xq[j];
-        y[q] = (float)(s / (double)hw);
-    }
+    int q;
+    for (q = 0; q < nc; q++)
+        y[q] = rt_sum_strided(x + (size_t)q * hw, (size_t)hw, 1) / (float)hw;
 }
 
 void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw)

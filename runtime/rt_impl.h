@@ -85,15 +85,31 @@ static inline void rt_sum_init(rt_sum *s)
     s->k = 0;
 }
 
+/* *hi + *lo += v, keeping the rounding error of *hi + v in *lo
+ * (Neumaier's compensation, the error found by Knuth's TwoSum: exact
+ * whichever of *hi and v is larger, with no comparison to branch on, so
+ * the same bits as the textbook form at a lower cost on arrays). Also for
+ * totals kept in arrays across calls of a loop: a gradient entry as hi
+ * with its lo in scratch (LayerNorm's dscale over blocks of rows), a
+ * row's softmax sum and y over key blocks (attention). */
+static inline void rt_comp_add(float *hi, float *lo, float v)
+{
+    const float a = *hi, t = a + v;
+    const float vb = t - a, va = t - vb;
+    *lo += (a - va) + (v - vb);
+    *hi = t;
+}
+
+/* hi + lo, or hi alone when it is infinite or NaN (lo would be NaN). */
+static inline float rt_comp_value(float hi, float lo)
+{
+    return hi - hi == 0.0f ? hi + lo : hi;
+}
+
 /* hi + lo += v, keeping the rounding error of hi + v in lo. */
 static inline void rt_sum_fold(rt_sum *s, float v)
 {
-    const float t = s->hi + v;
-    if (fabsf(s->hi) >= fabsf(v))
-        s->lo += (s->hi - t) + v;
-    else
-        s->lo += (v - t) + s->hi;
-    s->hi = t;
+    rt_comp_add(&s->hi, &s->lo, v);
 }
 
 static inline void rt_sum_add(rt_sum *s, float v)
@@ -112,7 +128,7 @@ static inline float rt_sum_value(const rt_sum *s)
 {
     rt_sum t = *s;
     rt_sum_fold(&t, t.part);
-    return t.hi - t.hi == 0.0f ? t.hi + t.lo : t.hi;
+    return rt_comp_value(t.hi, t.lo);
 }
 
 /* x[0], x[stride], ..., x[(n - 1) stride] added as rt_sum_add would, the

@@ -232,11 +232,14 @@ static int gather_row(int64_t idx, int rows)
 
 /* Gather's operands: the forward splits the n indices; the backward, whose
  * rows may repeat an index (a sum), splits the width: each thread adds its
- * columns of every row, in index order. */
+ * columns of every table row. The backward's scratch holds perm, the
+ * indices' positions sorted by table row (in index order within a row),
+ * and row, each position's table row (-1 out of range). */
 typedef struct {
     float *out;
     const float *in;
     const int64_t *idx;
+    const int *perm, *row;
     int n, rows, width;
 } gather_job;
 
@@ -253,49 +256,157 @@ static void gather_fwd_part(void *ctx, size_t lo, size_t hi)
     }
 }
 
+/* Positions a before b: by table row, then by position (so the order is
+ * total and the sort's result does not depend on how it got there). */
+static int gather_before(const int *row, int a, int b)
+{
+    return row[a] != row[b] ? row[a] < row[b] : a < b;
+}
+
+/* row[i] = idx[i]'s table row, and perm = 0..n-1 sorted by gather_before:
+ * a heapsort, in place, O(n log n) whatever the indices. */
+static void gather_sort(const gather_job *g, int *perm, int *row)
+{
+    int i, end;
+    for (i = 0; i < g->n; i++) {
+        perm[i] = i;
+        row[i] = gather_row(g->idx[i], g->rows);
+    }
+    for (end = g->n, i = g->n / 2 - 1; end > 1; ) {
+        int root, child, t;
+        if (i >= 0) {           /* heapify: sift down from i */
+            root = i--;
+        } else {                /* move the largest past the heap */
+            t = perm[0];
+            perm[0] = perm[--end];
+            perm[end] = t;
+            root = 0;
+        }
+        while ((child = 2 * root + 1) < end) {
+            if (child + 1 < end &&
+                gather_before(row, perm[child], perm[child + 1]))
+                child++;
+            if (!gather_before(row, perm[root], perm[child]))
+                break;
+            t = perm[root];
+            perm[root] = perm[child];
+            perm[child] = t;
+            root = child;
+        }
+    }
+}
+
+/* Columns [c0, c1) (at most RT_GATHER_COLS) of table row r, named at the
+ * positions perm[k0..k1): their dy rows summed in index order as rt_sum
+ * does (float blocks of RT_SUM_BLOCK terms, each folded into hi + lo with
+ * compensation; a single block is its plain sum, as in rt_sum), the total
+ * added to the gradient. */
+#define RT_GATHER_COLS 64
+static void gather_back_sum(const gather_job *g, int r, int k0, int k1,
+                            size_t c0, size_t c1)
+{
+    const size_t w = (size_t)g->width, nc = c1 - c0;
+    float hi[RT_GATHER_COLS], lo[RT_GATHER_COLS], part[RT_GATHER_COLS];
+    float *restrict out = g->out + (size_t)r * w + c0;
+    size_t j;
+    int kb, k;
+    if (k1 - k0 <= RT_SUM_BLOCK) {  /* one block: its plain float sum */
+        for (j = 0; j < nc; j++)
+            part[j] = 0.0f;
+        for (k = k0; k < k1; k++) {
+            const float *restrict dyk = g->in + (size_t)g->perm[k] * w + c0;
+            for (j = 0; j < nc; j++)
+                part[j] += dyk[j];
+        }
+        for (j = 0; j < nc; j++)
+            out[j] += part[j];
+        return;
+    }
+    for (j = 0; j < nc; j++)
+        hi[j] = lo[j] = 0.0f;
+    for (kb = k0; kb < k1; kb += RT_SUM_BLOCK) {
+        const int ke = k1 - kb < RT_SUM_BLOCK ? k1 : kb + RT_SUM_BLOCK;
+        for (j = 0; j < nc; j++)
+            part[j] = 0.0f;
+        for (k = kb; k < ke; k++) {
+            const float *restrict dyk = g->in + (size_t)g->perm[k] * w + c0;
+            for (j = 0; j < nc; j++)
+                part[j] += dyk[j];
+        }
+        for (j = 0; j < nc; j++)
+            rt_comp_add(&hi[j], &lo[j], part[j]);
+    }
+    for (j = 0; j < nc; j++)
+        out[j] += rt_comp_value(hi[j], lo[j]);
+}
+
+/* Columns [lo, hi) of every table row some index names: a row named once
+ * adds its dy row, a repeated one the sum of its dy rows. */
 static void gather_back_part(void *ctx, size_t lo, size_t hi)
 {
     const gather_job *g = ctx;
-    size_t j;
-    int i;
-    for (i = 0; i < g->n; i++) {
-        const int r = gather_row(g->idx[i], g->rows);
-        const float *dyi = g->in + (size_t)i * g->width;
-        if (r < 0)
-            continue;
-        for (j = lo; j < hi; j++)
-            g->out[(size_t)r * g->width + j] += dyi[j];
+    const size_t w = (size_t)g->width;
+    int k0 = 0, k1;
+    while (k0 < g->n) {
+        const int r = g->row[g->perm[k0]];
+        size_t c0, j;
+        for (k1 = k0 + 1; k1 < g->n && g->row[g->perm[k1]] == r; k1++)
+            ;
+        if (r >= 0 && k1 - k0 == 1) {
+            const float *restrict dyi = g->in + (size_t)g->perm[k0] * w;
+            float *restrict out = g->out + (size_t)r * w;
+            for (j = lo; j < hi; j++)
+                out[j] += dyi[j];
+        } else if (r >= 0) {
+            for (c0 = lo; c0 < hi; c0 += RT_GATHER_COLS)
+                gather_back_sum(g, r, k0, k1, c0,
+                                hi - c0 < RT_GATHER_COLS ? hi
+                                                         : c0 + RT_GATHER_COLS);
+        }
+        k0 = k1;
     }
 }
 
 static void gather_run(rt_chunk_fn fn, size_t items, float *out,
-                       const float *in, const int64_t *idx, int n, int rows,
-                       int width)
+                       const float *in, const int64_t *idx, int *perm,
+                       int n, int rows, int width)
 {
     gather_job g;
     g.out = out;
     g.in = in;
     g.idx = idx;
+    g.perm = perm;
+    g.row = perm != NULL ? perm + n : NULL;
     g.n = n;
     g.rows = rows;
     g.width = width;
-    if (n > 0 && width > 0)
+    if (n > 0 && width > 0) {
+        if (perm != NULL)
+            gather_sort(&g, perm, perm + n);
         rt_parallel_for(items, 16, (size_t)n * width, RT_PAR_CHEAP, fn, &g);
+    }
 }
 
 void rt_gather_forward(float *y, const float *table, const int64_t *idx, int n,
                        int rows, int width)
 {
-    gather_run(gather_fwd_part, (size_t)(n > 0 ? n : 0), y, table, idx, n,
-               rows, width);
+    gather_run(gather_fwd_part, (size_t)(n > 0 ? n : 0), y, table, idx, NULL,
+               n, rows, width);
+}
+
+size_t rt_gather_backward_scratch(int n)
+{
+    return n > 0 ? (2 * (size_t)n * sizeof(int) + sizeof(float) - 1) /
+                       sizeof(float)
+                 : 0;
 }
 
 void rt_gather_backward(float *dtable, const float *dy, const int64_t *idx,
-                        int n, int rows, int width)
+                        int n, int rows, int width, float *scratch)
 {
-    if (dtable != NULL)
+    if (dtable != NULL && n > 0)
         gather_run(gather_back_part, (size_t)(width > 0 ? width : 0), dtable,
-                   dy, idx, n, rows, width);
+                   dy, idx, (int *)(void *)scratch, n, rows, width);
 }
 
 /* ---- GatherElements and OneHot (issue 25) ---------------------------------- */

@@ -329,7 +329,8 @@ const OpInfo op_table[] = {
                        CAT_NORMALIZATION, layer_norm_attrs, shape_layer_norm,
                        flops_layer_norm,
                        {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0},
-                       emit_layer_norm_fwd, emit_layer_norm_bwd, NULL},
+                       emit_layer_norm_fwd, emit_layer_norm_bwd, NULL,
+                       scratch_layer_norm},
     [OP_TRANSPOSE] = {"Transpose", "transpose", 1, 1, 1, CAT_SHAPE,
                       transpose_attrs, shape_transpose, flops_none, {0},
                       emit_transpose_fwd, emit_transpose_bwd,
@@ -382,7 +383,8 @@ const OpInfo op_table[] = {
     /* the backward scatter-adds into the table: it reads the indices only */
     [OP_GATHER] = {"Gather", "gather", 2, 2, 1, CAT_SHAPE, gather_attrs,
                    shape_gather, flops_out, {NEED_IN(1), 0}, emit_gather_fwd,
-                   emit_gather_bwd, NULL, NULL, 1u << 1, range_gather},
+                   emit_gather_bwd, NULL, scratch_gather, 1u << 1,
+                   range_gather},
     /* the backward recomputes the softmax from the scores: no probabilities
      * are kept. The optional class weights (input 2) get no gradient: its
      * needs mask is 0, no_grad keeps autodiff from asking for one (even of

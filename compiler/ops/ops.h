@@ -172,6 +172,7 @@ void emit_layer_norm_bwd(Emit *e, const Node *n, const char *const *din,
                          const char *const *dout, const char *const *in,
                          const char *const *out);
 double flops_layer_norm(const Graph *g, const Node *n);
+long scratch_layer_norm(const Graph *g, const Node *n, int backward);
 int shape_batch_norm(Ctx *c, Graph *g, Node *n);
 double flops_batch_norm(const Graph *g, const Node *n);
 void emit_batch_norm_fwd(Emit *e, const Node *n, const char *const *out,
@@ -224,6 +225,7 @@ int shape_one_hot(Ctx *c, Graph *g, Node *n);
 void emit_one_hot_fwd(Emit *e, const Node *n, const char *const *out,
                       const char *const *in);
 void range_one_hot(const Graph *g, const Node *n, IntRange *r);
+long scratch_gather(const Graph *g, const Node *n, int backward);
 int shape_unsqueeze(Ctx *c, Graph *g, Node *n);
 int shape_squeeze(Ctx *c, Graph *g, Node *n);
 int shape_concat(Ctx *c, Graph *g, Node *n);

@@ -60,12 +60,14 @@ void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
 
 /* A block of scores and its softmax statistics in the forward; scores,
  * their gradients and the statistics in the backward, which rebuilds the
- * probabilities from Q and K. Bounded in skv (blocks of keys). */
+ * probabilities from Q and K; past one key block, a block of y (dq) rows
+ * and their compensation terms. Bounded in skv (blocks of keys). */
 long scratch_attention(const Graph *g, const Node *n, int backward)
 {
     int skv = (int)IN(1)->dims[2];
-    return (long)(backward ? rt_attention_backward_scratch(skv)
-                           : rt_attention_scratch(skv));
+    return (long)(backward ? rt_attention_backward_scratch(
+                                 skv, (int)IN(0)->dims[3])
+                           : rt_attention_scratch(skv, (int)IN(2)->dims[3]));
 }
 
 double flops_attention(const Graph *g, const Node *n)

@@ -71,10 +71,22 @@ void emit_layer_norm_bwd(Emit *e, const Node *n, const char *const *din,
                          const char *const *out)
 {
     (void)out;
-    emit(e, "rt_layernorm_backward(%s, %s, %s, %s, %s, %s, %s);",
+    emit(e, "rt_layernorm_backward(%s, %s, %s, %s, %s, %s, %s, %s);",
          or_null(din, 0, n->nin), or_null(din, 1, n->nin),
          or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
-         or_null(in, 1, n->nin), layer_norm_sizes(e, n));
+         or_null(in, 1, n->nin), layer_norm_sizes(e, n), e->scratch);
+}
+
+/* The backward's compensation terms of dscale and dbias (2 cols floats):
+ * their sums over rows do not drift with the number of rows. */
+long scratch_layer_norm(const Graph *g, const Node *n, int backward)
+{
+    const Tensor *x = IN(0);
+    long a = node_int(n, "axis");
+    int axis = (int)(a < 0 ? a + x->rank : a);
+    return backward ? (long)rt_layernorm_backward_scratch(
+                          (int)dims_product(x, axis, x->rank))
+                    : 0;
 }
 
 double flops_layer_norm(const Graph *g, const Node *n)

@@ -216,8 +216,15 @@ void emit_gather_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *out)
 {
     (void)out;
-    emit(e, "rt_gather_backward(%s, %s, %s, %s);", din[0], dout[0], in[1],
-         gather_sizes(e, n));
+    emit(e, "rt_gather_backward(%s, %s, %s, %s, %s);", din[0], dout[0], in[1],
+         gather_sizes(e, n), e->scratch);
+}
+
+/* The backward's positions sorted by table row and each one's row (2 n
+ * ints), so that a repeated index's rows are summed without drift. */
+long scratch_gather(const Graph *g, const Node *n, int backward)
+{
+    return backward ? (long)rt_gather_backward_scratch((int)IN(1)->numel) : 0;
 }
 
 /* ONNX accepts -rows..rows-1 (negative counts from the end). */

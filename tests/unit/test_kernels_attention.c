@@ -64,7 +64,7 @@ static void attn_setup(attn_case *c, const attn_spec *s)
     c->ny = s->bh * s->sq * s->ev;
     ck_assert(c->nq <= ATTN_CAP && c->nk <= ATTN_CAP && c->nv <= ATTN_CAP &&
               c->ny <= ATTN_CAP);
-    ck_assert(rt_attention_backward_scratch(s->skv) <= ATTN_SCRATCH_CAP);
+    ck_assert(rt_attention_backward_scratch(s->skv, s->e) <= ATTN_SCRATCH_CAP);
 }
 
 /* Scratch of exactly the size the header promises, then a guard. */
@@ -87,7 +87,7 @@ static void expect_guard(attn_case *c, size_t n)
 static void attn_fwd(attn_case *c)
 {
     const attn_spec *s = c->s;
-    const size_t ns = rt_attention_scratch(s->skv);
+    const size_t ns = rt_attention_scratch(s->skv, s->ev);
     int i;
     for (i = 0; i < c->ny; i++)
         c->y[i] = NAN; /* must not be read */
@@ -99,7 +99,7 @@ static void attn_fwd(attn_case *c)
 static void attn_bwd(attn_case *c, float *dq, float *dk, float *dv)
 {
     const attn_spec *s = c->s;
-    const size_t ns = rt_attention_backward_scratch(s->skv);
+    const size_t ns = rt_attention_backward_scratch(s->skv, s->e);
     rt_attention_backward(dq, dk, dv, c->dy, c->q, c->k, c->v, s->bh, s->sq,
                           s->skv, s->e, s->ev, s->scale, s->causal,
                           guarded_scratch(c, ns));
@@ -215,7 +215,7 @@ START_TEST(attention_null_gradients_skipped)
                     one, full[g], n);
     }
     {
-        const size_t ns = rt_attention_backward_scratch(c.s->skv);
+        const size_t ns = rt_attention_backward_scratch(c.s->skv, c.s->e);
         size_t i;
         for (i = 0; i < ns + GUARD; i++)
             c.scratch[i] = GUARD_VALUE;
@@ -234,7 +234,7 @@ START_TEST(attention_causal_by_hand)
     const float q[3] = {1, 2, 3}, k[2] = {4, 5}, v[2] = {10, 20};
     const double want[3] = {10, 15, 15}, want_full[3] = {15, 15, 15};
     float y[3], scratch[ATTN_SCRATCH_CAP];
-    ck_assert(rt_attention_scratch(2) <= ATTN_SCRATCH_CAP);
+    ck_assert(rt_attention_scratch(2, 1) <= ATTN_SCRATCH_CAP);
     rt_attention_forward(y, q, k, v, 1, 3, 2, 1, 1, 0.0f, 1, scratch);
     expect_near("causal", y, want, 3, 0, 1e-6);
     rt_attention_forward(y, q, k, v, 1, 3, 2, 1, 1, 0.0f, 0, scratch);
@@ -250,8 +250,8 @@ START_TEST(attention_no_visible_key)
     float dq[4] = {1, 2, 3, 4}, dk[1] = {5}, dv[1] = {6}, scratch[1] = {7};
     const double zeros[4] = {0, 0, 0, 0}, wdq[4] = {1, 2, 3, 4};
     int causal;
-    ck_assert_uint_eq(rt_attention_scratch(0), 0);
-    ck_assert_uint_eq(rt_attention_backward_scratch(0), 0);
+    ck_assert_uint_eq(rt_attention_scratch(0, 1), 0);
+    ck_assert_uint_eq(rt_attention_backward_scratch(0, 1), 0);
     for (causal = 0; causal < 2; causal++) {
         rt_attention_forward(y, q, k, v, 2, 2, 0, 1, 1, 1.0f, causal, scratch);
         expect_near("y", y, zeros, 4, 0, 0);
@@ -279,7 +279,8 @@ START_TEST(attention_large_scores_stay_finite)
     float y[2], dq[4] = {0}, dk[6] = {0}, dv[3] = {0};
     float scratch[ATTN_SCRATCH_CAP];
     int i;
-    ck_assert(rt_attention_backward_scratch(3) <= ATTN_SCRATCH_CAP);
+    ck_assert(rt_attention_backward_scratch(3, 2) <= ATTN_SCRATCH_CAP);
+    ck_assert(rt_attention_scratch(3, 1) <= ATTN_SCRATCH_CAP);
     rt_attention_forward(y, q, k, v, 1, 2, 3, 2, 1, 1.0f, 0, scratch);
     expect_near("y", y, want, 2, 0, 1e-6);
     rt_attention_backward(dq, dk, dv, dy, q, k, v, 1, 2, 3, 2, 1, 1.0f, 0,
@@ -427,7 +428,7 @@ static void big_case(attn_big *c, int null)
     fill(c->dy, c->sq * c->ev, -1, 1);
     big_ref_forward(c);
     big_ref_backward(c);
-    ns = rt_attention_scratch(c->skv);
+    ns = rt_attention_scratch(c->skv, c->ev);
     ck_assert(ns <= BIG_SCRATCH);
     c->scratch[ns] = GUARD_VALUE;
     rt_attention_forward(c->y, c->q, c->k, c->v, 1, c->sq, c->skv, c->e,
@@ -436,7 +437,7 @@ static void big_case(attn_big *c, int null)
     snprintf(what, sizeof what, "sq %d skv %d e %d ev %d causal %d: y", c->sq,
              c->skv, c->e, c->ev, c->causal);
     big_near(what, c->y, c->wy, c->sq * c->ev);
-    ns = rt_attention_backward_scratch(c->skv);
+    ns = rt_attention_backward_scratch(c->skv, c->e);
     ck_assert(ns <= BIG_SCRATCH);
     for (g = 0; g < 3; g++) {
         fill(c->g0[g], n[g], -1, 1);
@@ -480,6 +481,70 @@ START_TEST(attention_blocked_matches_reference)
 }
 END_TEST
 
+/* ---- sums over key blocks that do not drift (issue 25) -------------------- */
+
+/* One query against 2^k keys (64 per block): scores k_j[0] in (-0.5, 0]
+ * after a first key of 0.5 (the row's max from the start: no rescale), v
+ * about 0.1, so y is a weighted mean and the softmax sum l, D and dq are
+ * long sums across key blocks. Against the same formulas in double on the
+ * same floats: y relative, dq relative to the sum of |terms| (dq's terms
+ * cancel). The old kernel added each key block's sums and products in
+ * float and failed here at every length (dq off by 3.2e-7 at 2^12 keys, y
+ * by 3.6e-7 at 2^16, dq by 2.3e-7 at 2^18; 1.5e-6 and 1.8e-6 at 2^18 in
+ * another draw); compensated, both stay within 1e-7 (7e-8 at worst). */
+static const int attn_drift_log2[] = {12, 16, 18};
+
+START_TEST(attention_key_sums_do_not_drift)
+{
+    const int n = 1 << attn_drift_log2[_i];
+    const float q[2] = {1, 0}, dy[2] = {1, -0.5f};
+    float *k = malloc(2 * (size_t)n * sizeof *k);
+    float *v = drift_values(2 * (size_t)n, 60u + (unsigned)n, 0.05f);
+    float *fs = malloc(rt_attention_scratch(n, 2) * sizeof *fs);
+    float *bs = malloc(rt_attention_backward_scratch(n, 2) * sizeof *bs);
+    double *p = malloc((size_t)n * sizeof *p), *dp = malloc((size_t)n * sizeof *dp);
+    double l = 0, d = 0, wy[2] = {0, 0}, wdq[2] = {0, 0}, mag[2] = {0, 0};
+    float y[2], dq[2] = {0, 0};
+    int j, t;
+    ck_assert(k && fs && bs && p && dp);
+    tseed(61u + (unsigned)n);
+    for (j = 0; j < n; j++) {
+        k[2 * j] = j == 0 ? 0.5f : -0.5f * trand(0, 1);
+        k[2 * j + 1] = trand(-1, 1);
+    }
+    for (j = 0; j < n; j++)
+        l += p[j] = exp((double)k[2 * j] - 0.5);
+    for (j = 0; j < n; j++) {
+        p[j] /= l;
+        dp[j] = 0;
+        for (t = 0; t < 2; t++) {
+            wy[t] += p[j] * v[2 * j + t];
+            dp[j] += (double)dy[t] * v[2 * j + t];
+        }
+        d += p[j] * dp[j];
+    }
+    for (j = 0; j < n; j++)
+        for (t = 0; t < 2; t++) {
+            const double term = p[j] * (dp[j] - d) * k[2 * j + t];
+            wdq[t] += term;
+            mag[t] += fabs(term);
+        }
+    rt_attention_forward(y, q, k, v, 1, 1, n, 2, 2, 1.0f, 0, fs);
+    rt_attention_backward(dq, NULL, NULL, dy, q, k, v, 1, 1, n, 2, 2, 1.0f, 0,
+                          bs);
+    for (t = 0; t < 2; t++) {
+        ck_assert_msg(fabs(y[t] - wy[t]) <= 1e-7 * fabs(wy[t]),
+                      "%d keys: y[%d] %.9g, double %.12g (%.3g rel)", n, t,
+                      (double)y[t], wy[t], fabs(y[t] - wy[t]) / fabs(wy[t]));
+        ck_assert_msg(fabs(dq[t] - wdq[t]) <= 1e-7 * mag[t],
+                      "%d keys: dq[%d] %.9g, double %.12g (%.3g of the sum "
+                      "of |terms|)", n, t, (double)dq[t], wdq[t],
+                      fabs(dq[t] - wdq[t]) / mag[t]);
+    }
+    free(k), free(v), free(fs), free(bs), free(p), free(dp);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *attention_suite(void)
@@ -495,6 +560,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, attention_large_scores_stay_finite);
     tcase_add_loop_test(tc, attention_blocked_matches_reference, 0,
                         2 * N_LENS * N_LENS);
+    tcase_add_loop_test(tc, attention_key_sums_do_not_drift, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -478,9 +478,9 @@ START_TEST(conv_depth_fields_default_to_one)
 }
 END_TEST
 
-/* A bias gradient sums a whole output plane: summed in double, a plane
- * of 2^16 values of 0.1 gives 6553.6 to float's precision, where a float
- * running sum drifts by about 1e-3 relative. */
+/* A bias gradient sums a whole output plane: in blocks folded with
+ * compensation, a plane of 2^16 values of 0.1 gives 6553.6 to float's
+ * precision, where a float running sum drifts by about 1e-3 relative. */
 START_TEST(conv_bias_grad_does_not_drift)
 {
     const nd_spec s = {"1x1 over 256x256", 1, 1, 1, 1, 1, 0, {1, 256, 256},

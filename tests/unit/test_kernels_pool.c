@@ -684,8 +684,8 @@ START_TEST(global_avgpool_by_hand)
 }
 END_TEST
 
-/* An AveragePool window of 256x256 summed in double: 2^16 values of 0.1f
- * average to 0.1f to float's precision (a float running sum drifts by
+/* An AveragePool window of 256x256 summed through rt_sum: 2^16 values of
+ * 0.1f average to 0.1f to float's precision (a float running sum drifts by
  * about 1e-3 relative). */
 START_TEST(avgpool_large_window_does_not_drift)
 {
@@ -704,9 +704,9 @@ START_TEST(avgpool_large_window_does_not_drift)
 }
 END_TEST
 
-/* A mean over a large plane summed in double: 2^20 values of 0.1f give
- * 0.1f to float's precision, where a float running sum drifts by about
- * 1e-3 relative. */
+/* A mean over a large plane summed through rt_sum: 2^20 values of 0.1f
+ * give 0.1f to float's precision, where a float running sum drifts by
+ * about 1e-3 relative. */
 START_TEST(global_avgpool_does_not_drift)
 {
     const int hw = 1 << 20;

@@ -138,18 +138,22 @@ static void case_layernorm(void)
     float *x = rnd(n), *y = rnd(n), *dy = rnd(n), *dx = rnd(n);
     float *scale = rnd(COLS), *bias = rnd(COLS);
     float *ds = rnd(COLS), *db = rnd(COLS);
+    float *scratch = rnd(rt_layernorm_backward_scratch(COLS));
     rt_layernorm_forward(y, x, scale, bias, ROWS, COLS, 1e-5f);
     keep(y, n);
-    rt_layernorm_backward(dx, ds, db, dy, x, scale, ROWS, COLS, 1e-5f);
+    rt_layernorm_backward(dx, ds, db, dy, x, scale, ROWS, COLS, 1e-5f,
+                          scratch);
     keep(dx, n);
     keep(ds, COLS);
     keep(db, COLS);
-    rt_layernorm_backward(NULL, ds, NULL, dy, x, scale, ROWS, COLS, 1e-5f);
+    rt_layernorm_backward(NULL, ds, NULL, dy, x, scale, ROWS, COLS, 1e-5f,
+                          scratch);
     keep(ds, COLS);
-    rt_layernorm_backward(dx, NULL, NULL, dy, x, scale, ROWS, COLS, 1e-5f);
+    rt_layernorm_backward(dx, NULL, NULL, dy, x, scale, ROWS, COLS, 1e-5f,
+                          NULL);
     keep(dx, n);
     free(x), free(y), free(dy), free(dx);
-    free(scale), free(bias), free(ds), free(db);
+    free(scale), free(bias), free(ds), free(db), free(scratch);
 }
 
 /* The last axis (inner 1) and a middle one (inner 5). */
@@ -200,15 +204,16 @@ static void case_gather(void)
     const int rows = 50, n = 1100, width = 129;
     float *table = rnd((size_t)rows * width), *y = rnd((size_t)n * width);
     float *dt = rnd((size_t)rows * width);
+    float *scratch = rnd(rt_gather_backward_scratch(n));
     int64_t idx[1100];
     int i;
     for (i = 0; i < n; i++)
         idx[i] = (int64_t)(trand(0, 1) * 120.0f) - 60;
     rt_gather_forward(y, table, idx, n, rows, width);
     keep(y, (size_t)n * width);
-    rt_gather_backward(dt, y, idx, n, rows, width);
+    rt_gather_backward(dt, y, idx, n, rows, width, scratch);
     keep(dt, (size_t)rows * width);
-    free(table), free(y), free(dt);
+    free(table), free(y), free(dt), free(scratch);
 }
 
 /* The bias of a Gemm: per column (a Linear's), per row, and a scalar. */
@@ -274,8 +279,8 @@ static void case_attention(void)
     const size_t nv = (size_t)bh * skv * ev, ny = (size_t)bh * sq * ev;
     float *q = rnd(nq), *k = rnd(nk), *v = rnd(nv), *dy = rnd(ny);
     float *y = rnd(ny), *dq = rnd(nq), *dk = rnd(nk), *dv = rnd(nv);
-    float *fs = rnd(rt_attention_scratch(skv));
-    float *bs = rnd(rt_attention_backward_scratch(skv));
+    float *fs = rnd(rt_attention_scratch(skv, ev));
+    float *bs = rnd(rt_attention_backward_scratch(skv, e));
     int causal;
     for (causal = 0; causal < 2; causal++) {
         rt_attention_forward(y, q, k, v, bh, sq, skv, e, ev, 0.2f, causal, fs);
