@@ -642,6 +642,21 @@ void rt_where_i64_forward(float *y, const int64_t *cond, const float *a,
                           const float *b, const rt_where *m);
 void rt_where_i64_backward(float *da, float *db, const float *dy,
                            const int64_t *cond, const rt_where *m);
+/* Where of int64 values X (a) and Y (b) by an int64 condition: y[i] =
+ * a[...] where cond[...] != 0, else b[...], through m as
+ * rt_where_forward. No backward: integers carry no gradient. */
+void rt_where_i64_i64_forward(int64_t *y, const int64_t *cond,
+                              const int64_t *a, const int64_t *b,
+                              const rt_where *m);
+/* ONNX Add, Sub and Mul of two int64 tensors, broadcast through m as the
+ * float32 kernels are: y[i] = a OP b in int64, wrapping on overflow as
+ * numpy does (two's complement). */
+void rt_add_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m);
+void rt_sub_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m);
+void rt_mul_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m);
 
 /* ---- memory, optimizer ---------------------------------------------------- */
 

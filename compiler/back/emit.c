@@ -237,11 +237,19 @@ typedef enum { BUF_INPUTS, BUF_INT_INPUTS, BUF_PARAMS, BUF_NONE } Buffer;
 
 static const char *const buffer_names[] = {"inputs", "int_inputs", "params"};
 
+/* An int64 constant (a T_PARAM with is_int: ids != pad_id's pad_id)
+ * is in no buffer: it is a static const array of the C file, init_NAME,
+ * which v_NAME points at, not state that trains or a checkpoint holds. */
+static int int_constant(const Tensor *x)
+{
+    return x->kind == T_PARAM && x->is_int;
+}
+
 static Buffer buffer_of(const Tensor *x)
 {
     if (x->kind == T_INPUT)
         return x->is_int ? BUF_INT_INPUTS : BUF_INPUTS;
-    return x->kind == T_PARAM ? BUF_PARAMS : BUF_NONE;
+    return x->kind == T_PARAM && !x->is_int ? BUF_PARAMS : BUF_NONE;
 }
 
 /* The caller's buffers, laid out once: float inputs, int64 inputs and
@@ -309,6 +317,10 @@ static void emit_buffer_pointers(Emit *e, int train)
         if (x->kind == T_ACT || x->nconsumers == 0)
             continue;
         int write = train && updated[t];
+        if (int_constant(x)) {
+            emit(e, "const int64_t *v_%s = init_%s;", x->cname, x->cname);
+            continue;
+        }
         emit(e, "%s%s *v_%s = %s + %zu;%s", write ? "" : "const ",
              x->is_int ? "int64_t" : "float", x->cname,
              buffer_names[buffer_of(x)], e->offset[t],
@@ -489,7 +501,7 @@ static void emit_init(Emit *e)
     int stream = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind != T_PARAM)
+        if (x->kind != T_PARAM || int_constant(x))
             continue;
         const char *p = ctx_printf(e->ctx, "params + %zu", e->offset[t]);
         const char *a = fmt_float(e->ctx, x->init_a);
@@ -618,6 +630,16 @@ static void emit_optimizers(Emit *e)
 
 /* ---- tables and data ------------------------------------------------------------ */
 
+/* An int64 value as a C constant: INT64_MIN has no literal of its own. */
+static const char *fmt_int64(Ctx *c, int64_t v)
+{
+    if (v == INT64_MIN)
+        return "INT64_MIN";
+    if (v >= -2147483647 && v <= 2147483647)
+        return ctx_printf(c, "%lld", (long long)v);
+    return ctx_printf(c, "INT64_C(%lld)", (long long)v);
+}
+
 /* Tensors in buffer b, and their elements. */
 static int count_buffer(const Graph *g, Buffer b, size_t *elems)
 {
@@ -646,7 +668,9 @@ static int in_range(const IntRange *r, long v)
 
 /* The values every reader of int64 tensor t accepts (the intersection of
  * their op rows' ranges), down through views of t and the rows that pass
- * int64 on (Slice, Concat, Transpose, Expand: INT_OUT_PASS); *any = 0
+ * int64 on (Slice, Concat, Transpose, Expand: INT_OUT_PASS without an
+ * int_range; int64 Add, Sub and Mul compute new values and give their
+ * own, any value); *any = 0
  * when nothing reads it. An ignore index survives when every other reader
  * accepts it too (labels read by two losses with the same ignore_index). */
 static void int_readers(const Graph *g, int t, IntRange *acc, int *any)
@@ -659,6 +683,7 @@ static void int_readers(const Graph *g, int t, IntRange *acc, int *any)
                 continue;
             if ((op_table[n->op].alias && i == 0) ||
                 (op_table[n->op].int_out == INT_OUT_PASS &&
+                 !op_table[n->op].int_range &&
                  op_table[n->op].int_ok >> i & 1)) {
                 int_readers(g, n->out[0], acc, any);
                 continue;
@@ -777,9 +802,25 @@ static void emit_statics(Emit *e)
     }
     if (any)
         emit(e, "");
-    for (int t = 0; t < g->ntensors && !e->weights_file; t++) {
+    for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind != T_PARAM || x->init != INIT_FILE)
+        if (int_constant(x) && x->nconsumers) {
+            emit(e, "/* %s: an int64 constant */",
+                 comment_safe(e->ctx, x->name));
+            emit(e, "static const int64_t init_%s[%ld] = {", x->cname,
+                 x->numel);
+            for (long i = 0; i < x->numel; i += 8) {
+                Buf b;
+                buf_init(&b, e->ctx);
+                for (long j = i; j < i + 8 && j < x->numel; j++)
+                    buf_printf(&b, "%s,", fmt_int64(e->ctx, x->idata[j]));
+                emit(e, "    %s", b.data);
+            }
+            emit(e, "};");
+            emit(e, "");
+        }
+        if (e->weights_file || x->kind != T_PARAM || x->init != INIT_FILE ||
+            int_constant(x))
             continue;
         /* no path: the same values give the same file wherever they are */
         emit(e, "/* %s: its initial values */", comment_safe(e->ctx, x->name));
@@ -806,7 +847,7 @@ static void emit_load_weights(Emit *e)
     e->indent++;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind == T_PARAM && x->init == INIT_FILE)
+        if (x->kind == T_PARAM && x->init == INIT_FILE && !int_constant(x))
             emit(e, "rt_copy(params + %zu, image + %zu, %ld); /* %s */",
                  e->offset[t], e->offset[t], x->numel,
                  comment_safe(e->ctx, x->name));
@@ -827,7 +868,7 @@ static size_t weights_file_floats(const Graph *g)
     size_t n = 0, all = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind == T_PARAM) {
+        if (x->kind == T_PARAM && !int_constant(x)) {
             all += (size_t)x->numel;
             if (x->init == INIT_FILE)
                 n += (size_t)x->numel;
@@ -1093,7 +1134,7 @@ static void weights_image(Ctx *c, const Graph *g, const size_t *offset,
     unsigned char *img = ctx_alloc(c, floats * 4 + 1);
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind != T_PARAM || x->init != INIT_FILE)
+        if (x->kind != T_PARAM || x->init != INIT_FILE || int_constant(x))
             continue;
         for (long i = 0; i < x->numel; i++) {
             uint32_t u;

@@ -155,31 +155,36 @@ size_t trainable_floats(const Graph *g)
     return n;
 }
 
-/* int64 tensors are graph inputs and what the integer-aware rows make of
- * them (a bool is an int64 0 or 1; ops_integer.c): read where an op's row
- * says input i is int64 (int_inputs: Gather's indices, the loss's labels)
- * or may be (int_ok: Slice, Concat, Transpose, Expand, the comparisons,
- * Where's condition), or by a view (an alias row: Reshape, Flatten,
- * Identity, Unsqueeze, Squeeze), whose output is then int64 too; the row's
- * int_out says what its outputs are. Every other tensor is float32. */
+/* int64 tensors are graph inputs, int64 constants and what the
+ * integer-aware rows make of them (a bool is an int64 0 or 1;
+ * ops_integer.c): read where an op's row says input i is int64
+ * (int_inputs: Gather's indices, the loss's labels) or may be (int_ok:
+ * Slice, Concat, Transpose, Expand, the comparisons, Add, Sub and Mul,
+ * Where's condition, X and Y), or by a view (an alias row: Reshape,
+ * Flatten, Identity, Unsqueeze, Squeeze), whose output is then int64 too;
+ * the row's int_out says what its outputs are. Every other tensor is
+ * float32. */
 int node_dtypes(Ctx *c, Graph *g, const Node *n)
 {
     const OpInfo *op = n->row;
-    int pass = (op->alias || op->int_out == INT_OUT_PASS) &&
-               g->tensors[n->in[0]].is_int;
+    int sel = op->int_out == INT_OUT_SELECT && n->nin > 1;
+    int lead = sel ? 1 : 0;     /* the input whose dtype the output takes */
+    int pass = (op->alias || op->int_out == INT_OUT_PASS || sel) &&
+               g->tensors[n->in[lead]].is_int;
     for (int i = 0; i < n->nin; i++) {
         const Tensor *t = &g->tensors[n->in[i]];
         int want = (op->int_inputs >> i) & 1;
         if (op->alias && i == 0)
             continue;
         if (op->int_ok >> i & 1) {
-            if (op->int_out != INT_OUT_PASS || t->is_int == pass)
+            if ((op->int_out != INT_OUT_PASS && !sel) || (sel && i == 0) ||
+                t->is_int == pass)
                 continue;
             return ctx_error(c, g->file, n->line, "node '%s': %s input %d "
-                             "'%s' is %s but input 0 '%s' is %s; the inputs "
+                             "'%s' is %s but input %d '%s' is %s; the inputs "
                              "must have one dtype", n->name, op->name, i,
-                             t->name, t->is_int ? "int64" : "float32",
-                             g->tensors[n->in[0]].name,
+                             t->name, t->is_int ? "int64" : "float32", lead,
+                             g->tensors[n->in[lead]].name,
                              pass ? "int64" : "float32");
         }
         if (t->is_int == want)
