@@ -739,6 +739,14 @@ def run(graph, dump, train=True):
         values[el.get("name")] = load(dump, "input", el.get("name"), ints(el.get("shape")),
                                       el.get("dtype", "float32"))
     for el in g.iter("initializer"):
+        if el.get("dtype") == "int64":
+            # an int64 constant (issue 25): not a parameter the trainer
+            # dumps, its values the .npy file beside the graph
+            a = np.load(os.path.join(os.path.dirname(graph), el.get("path")))
+            if a.dtype != np.int64 or tuple(a.shape) != tuple(ints(el.get("shape"))):
+                raise SystemExit(f"{graph}: {el.get('path')} is {a.dtype} {a.shape}")
+            values[el.get("name")] = torch.tensor(a)
+            continue
         t = load(dump, "param", el.get("name"), ints(el.get("shape")))
         if el.get("trainable", "true") in ("true", "1"):
             t.requires_grad_(True)
