@@ -569,12 +569,14 @@ static int parse_init(Parser *p, xmlNode *x, Tensor *t)
     if (check_attrs(p, x, ok, NULL))
         return -1;
     t->init = s->kind;
-    if (t->is_int && (s->kind != INIT_FILE || t->trainable))
+    if (t->is_int && s->kind != INIT_FILE)
+        return ELEM_ERROR(p, x, "initializer '%s': dtype=\"int64\" takes "
+                          "init=\"file\" (an int64 .npy), not init=\"%s\"",
+                          t->name, init);
+    if (t->is_int && t->trainable)
         return ELEM_ERROR(p, x, "initializer '%s': dtype=\"int64\" is a "
-                          "constant: it needs init=\"file\" and "
-                          "trainable=\"false\" (an int64 .npy), not "
-                          "init=\"%s\"%s", t->name, init,
-                          t->trainable ? " trainable=\"true\"" : "");
+                          "constant: it needs trainable=\"false\" (integers "
+                          "get no gradient)", t->name);
     if (s->kind == INIT_FILE) {
         t->path = attr(p, x, "path");
         if (!t->path)
