@@ -271,3 +271,11 @@ void rt_mul_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
 {
     arith_i64_run(y, a, b, I64_MUL, m);
 }
+
+/* ---- int64 graph outputs ------------------------------------------------------ */
+
+void rt_store_i64(float *dst, const int64_t *x, size_t n)
+{
+    if (n > 0)
+        memcpy(dst, x, n * sizeof(int64_t));
+}

@@ -126,7 +126,8 @@ static int find_scalar_loss(Ctx *c, Graph *g)
                          "node outputs for a forward-only model");
     for (int i = 0; i < g->noutputs; i++)
         if (g->tensors[g->outputs[i]].numel == 1 &&
-            !g->tensors[g->outputs[i]].not_loss) {
+            !g->tensors[g->outputs[i]].not_loss &&
+            !g->tensors[g->outputs[i]].is_int) {    /* an int64 count */
             g->loss = g->outputs[i];
             n++;
         }
@@ -211,19 +212,6 @@ int node_dtypes(Ctx *c, Graph *g, const Node *n)
     return 0;
 }
 
-/* Graph outputs are float32 (the outputs buffer): an int64 view is not one. */
-static int check_int_outputs(Ctx *c, const Graph *g)
-{
-    for (int i = 0; i < g->noutputs; i++) {
-        const Tensor *t = &g->tensors[g->outputs[i]];
-        if (t->is_int && t->kind == T_ACT)
-            return ctx_error(c, g->file, t->output_line, "output '%s': is "
-                             "int64, made from an int64 input; graph outputs "
-                             "are float32 (Cast it)", t->name);
-    }
-    return 0;
-}
-
 /* An input the train step updates in place (the row's `updates`: running
  * statistics) is a parameter outside the optimizer's reach, and nothing
  * else reads it: another reader would see it before or after the update
@@ -273,11 +261,16 @@ int infer_shapes(Ctx *c, Graph *g)
                                  shape_str(c, y), MAX_NUMEL);
         }
     }
-    if (check_int_outputs(c, g) || (g->loss < 0 && find_scalar_loss(c, g)))
+    if (g->loss < 0 && find_scalar_loss(c, g))
         return -1;
     if (g->loss < 0)
         return 0;       /* forward only */
     Tensor *loss = &g->tensors[g->loss];
+    if (loss->is_int)
+        return ctx_error(c, g->file, loss->output_line, "output '%s': the "
+                         "loss is int64 (made from int64 tensors); the loss "
+                         "is a float32 scalar (Cast it: to=\"1\")",
+                         loss->name);
     if (loss->numel != 1)
         return ctx_error(c, g->file, loss->output_line, "output '%s': the loss must "
                          "be a scalar (one element) but has shape %s",

@@ -437,7 +437,8 @@ m = model([h.make_node("Equal", ["ids", "pad"], ["ispad"]),
            h.make_node("Equal", ["again", "w"], ["same"]),
            h.make_node("Cast", ["w"], ["wf"], to=T.FLOAT),
            h.make_node("Where", ["same", "wf", "x"], ["y"])],
-          [vi("x", [2, 3]), vi("ids", [2, 3], T.INT64)], [vi("y", [2, 3])],
+          [vi("x", [2, 3]), vi("ids", [2, 3], T.INT64)],
+          [vi("y", [2, 3]), vi("w", [2, 3], T.INT64), vi("ispad", [2, 3], T.BOOL)],
           [nh.from_array(np.array(0, np.int64), "pad"),
            nh.from_array(np.array([[0], [1]], np.int64), "rows"),
            nh.from_array(np.array(10, np.int64), "width"),
@@ -446,8 +447,12 @@ m = model([h.make_node("Equal", ["ids", "pad"], ["ispad"]),
 out, err = run("int64_arith", m, {"x": x24, "ids": ids})
 w_ = np.where(ids == 0, -1, ids + np.array([[0], [1]]) * 10 - big)
 want = w_.astype(np.float32)
-check("int64_arith", out is not None and np.array_equal(out["output.y"], want),
-      err or "Equal with a constant, Mul, Add, Sub, Where on int64 inputs and constants")
+ok = out is not None and np.array_equal(out["output.y"], want)
+# the int64 and bool outputs: int64 files, exact (w holds values past 2^53)
+ok = ok and out["output.w"].dtype == np.int64 and np.array_equal(out["output.w"], w_)
+ok = ok and out["output.ispad"].dtype == np.int64 and np.array_equal(out["output.ispad"], ids == 0)
+check("int64_arith", ok, err or "Equal with a constant, Mul, Add, Sub, Where on int64 inputs "
+      "and constants; int64 and bool outputs")
 
 # A Cast of a computed float32 tensor to an integer is refused in one line.
 m = model([h.make_node("Cast", ["x"], ["xi"], to=T.INT64),

@@ -384,7 +384,7 @@ START_TEST(int64_labels_through_views)
     buf_init(&cf, &c);
     buf_init(&hf, &c);
     ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
-    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7, 0, 0, 0},");
+    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7, 0, 0, 0, 1},");
     ck_assert_contains(cf.data, "const int64_t *v_ti = v_ts;");
     ctx_free(&c);
 }
@@ -429,10 +429,10 @@ START_TEST(int64_through_shape_ops_and_masks)
     ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
     /* lab: [0, 7) through the Slice and the Reshape, narrowed from the
      * comparison's any; mask: any */
-    ck_assert_contains(cf.data, "{\"lab\", 0, 10, 2, {2, 5}, 0, 0, 7, 0, 0, 0},");
+    ck_assert_contains(cf.data, "{\"lab\", 0, 10, 2, {2, 5}, 0, 0, 7, 0, 0, 0, 1},");
     ck_assert_contains(cf.data, "{\"mask\", 10, 10, 2, {2, 5}, 0, "
                                 "-4611686018427387904, 4611686018427387904, 0, 0, "
-                                "0},");
+                                "0, 1},");
     ck_assert_contains(cf.data, "rt_slice_i64_forward(v_ls, v_lab,");
     ck_assert_contains(cf.data, "rt_compare_f32_forward(v_fb, v_x, v_x, "
                                 "RT_CMP_GREATER,");
@@ -464,14 +464,30 @@ START_TEST(int64_views_refused_elsewhere)
     ck_assert_contains(msg, "Concat input 1 'x' is float32 but input 0 'lab' "
                             "is int64; the inputs must have one dtype");
     ctx_free(&c);
+    /* an int64 output (issue 25): its int64s' bytes in the outputs
+     * buffer, two floats each from an even offset, is_int 1 in its row */
     ctx_init(&c);
-    msg = error_of(&c,
+    Compiled m = compile_body(&c,
         "<input name='lab' shape='4 3' dtype='int64'/><input name='x' shape='2'/>"
         "<node name='v' op='Reshape' in='lab' out='t' shape='12'/>"
         "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/>"
-        "<output name='l' loss='true'/><output name='t'/>");
-    ck_assert_contains(msg, "output 't': is int64, made from an int64 input; "
-                            "graph outputs are float32");
+        "<output name='l' loss='true'/><output name='t'/>", "none");
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
+    ck_assert_contains(cf.data, "{\"t\", 2, 12, 1, {12}, 0, 0, 0, 0, 0, 0, 1},");
+    ck_assert_contains(cf.data, "rt_store_i64(outputs + 2, v_t, 12);");
+    ck_assert_contains(hf.data, "_OUTPUT_FLOATS 26\n");
+    ctx_free(&c);
+    /* an int64 scalar is never the loss */
+    ctx_init(&c);
+    msg = error_of(&c,
+        "<input name='lab' shape='1' dtype='int64'/>"
+        "<node name='v' op='Identity' in='lab' out='t'/>"
+        "<output name='t' loss='true'/>");
+    ck_assert_contains(msg, "output 't': the loss is int64 (made from int64 "
+                            "tensors); the loss is a float32 scalar");
     ctx_free(&c);
 }
 END_TEST
@@ -509,7 +525,7 @@ START_TEST(int64_arithmetic_dtypes)
     /* y: any value (through Add, Sub, Where), not Gather's [-8, 8) */
     ck_assert_contains(cf.data, "{\"y\", 0, 4, 1, {4}, 0, "
                                 "-4611686018427387904, 4611686018427387904, 0, 0, "
-                                "0},");
+                                "0, 1},");
     ctx_free(&c);
     ctx_init(&c);
     const char *msg = error_of(&c,
