@@ -6,8 +6,9 @@
  * the same name; where ONNX passes as an input what the IR takes as an
  * attribute (Reshape's shape, Slice's starts, Unsqueeze's axes, Dropout's
  * ratio, Clip's min and max), the constant input becomes that attribute. Constant data inputs
- * become non-trainable parameters; trainable initializers become
- * parameters under their own names. Optional outputs nobody reads (a
+ * become non-trainable parameters (an int64 one, read with a computed
+ * int64 tensor, an int64 constant: param_of); trainable initializers
+ * become parameters under their own names. Optional outputs nobody reads (a
  * Dropout's mask, a LayerNormalization's mean) are dropped; one that is
  * read is an error naming it. The IR node's shape rule runs as soon as the
  * node is made, so the importer always knows every value's shape.
