@@ -321,12 +321,16 @@ typedef struct {
     /* The dtype of every output: INT_OUT_FLOAT (float32),
      * INT_OUT_PASS (int64 where input 0 is, and then every int_ok input
      * must be int64 too: Slice, Concat of int64), INT_OUT_BOOL (int64
-     * always: the comparisons' and logical ops' 0/1, ArgMax's indices). The trainer's int64-input
-     * checks see through an INT_OUT_PASS row to its readers (emit.c). */
+     * always: the comparisons' and logical ops' 0/1, ArgMax's indices),
+     * INT_OUT_SELECT (int64 where input 1 is, and then input 2 must be
+     * too: Where's X and Y; input 0, the condition, is either). The
+     * trainer's int64-input checks see through an INT_OUT_PASS row without
+     * an int_range of its own to its readers (emit.c): a row that computes
+     * with the values (int64 Add, Sub, Mul) gives their range itself. */
     int int_out;
 } OpInfo;
 
-enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL };
+enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL, INT_OUT_SELECT };
 
 extern const OpInfo op_table[];
 extern const char *const category_names[CAT_COUNT];
@@ -337,6 +341,7 @@ extern const char *const category_names[CAT_COUNT];
 typedef struct {
     const char *path, *name;
     const float *data;
+    const int64_t *idata;   /* an int64 constant's values (data NULL) */
     long numel;
     int rank;
     long dims[MAX_RANK];
@@ -369,7 +374,9 @@ typedef struct {
     TensorKind kind;
     int line;
     int is_int;             /* int64 (else float32): an input of that dtype,
-                             * or a view of one (shapes.c) */
+                             * an int64 constant (a T_PARAM with idata),
+                             * or what the int64 rows make of them
+                             * (shapes.c) */
     int rank;
     long dims[MAX_RANK];
     long numel;
@@ -380,6 +387,9 @@ typedef struct {
     float init_a, init_b;   /* value | low, high | mean, std */
     const char *path;
     float *data;            /* INIT_FILE: the values read at compile time */
+    int64_t *idata;         /* an int64 constant's (is_int, trainable 0,
+                             * INIT_FILE) values: not in the parameter
+                             * buffer but a static array of the C file */
     /* set by shapes.c / autodiff.c */
     int nconsumers;
     int is_output, is_loss;

@@ -530,7 +530,8 @@ int write_weights(Ctx *c, const char *xml_path, const Imported *im)
         for (int d = 0; d < w->rank; d++)
             dims[d] = (int)w->dims[d];
         const char *tmp = ctx_printf(c, "%s.tmp%ld", path, (long)getpid());
-        if (rt_npy_write(tmp, w->data, w->rank, dims) != 0 ||
+        if ((w->idata ? rt_npy_write_i64(tmp, w->idata, w->rank, dims)
+                      : rt_npy_write(tmp, w->data, w->rank, dims)) != 0 ||
             rename(tmp, path) != 0) {
             int e = errno;
             remove(tmp);

@@ -734,6 +734,26 @@ void rt_where_i64_forward(float *y, const int64_t *cond, const float *a,
                           const float *b, const rt_where *m);
 void rt_where_i64_backward(float *da, float *db, const float *dy,
                            const int64_t *cond, const rt_where *m);
+/* Where of int64 values X (a) and Y (b) by an int64 condition: y[i] =
+ * a[...] where cond[...] != 0, else b[...], through m as
+ * rt_where_forward. No backward: integers carry no gradient. */
+void rt_where_i64_i64_forward(int64_t *y, const int64_t *cond,
+                              const int64_t *a, const int64_t *b,
+                              const rt_where *m);
+/* An int64 (or bool) graph output into the float outputs buffer: the
+ * bytes of x's n int64s into dst's 2 n floats (dst 8-byte aligned: an
+ * even offset into an aligned buffer); read them back through an int64
+ * pointer or memcpy. */
+void rt_store_i64(float *dst, const int64_t *x, size_t n);
+/* ONNX Add, Sub and Mul of two int64 tensors, broadcast through m as the
+ * float32 kernels are: y[i] = a OP b in int64, wrapping on overflow as
+ * numpy does (two's complement). */
+void rt_add_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m);
+void rt_sub_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m);
+void rt_mul_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m);
 
 /* ---- memory, optimizer ---------------------------------------------------- */
 
@@ -1074,6 +1094,10 @@ typedef struct {
      * torch exports it, outside the classes [lo, hi)): RT_INT_ACCEPTS */
     int has_ignore;
     int64_t ignore;
+    /* 1: an int64 tensor (every int_inputs row; an int64 or bool output,
+     * whose count int64s' bytes fill 2 * count floats of the outputs
+     * buffer from an even offset: rt_store_i64) */
+    int is_int;
 } rt_tensor_info;
 
 /* Whether int64 input *t (an rt_tensor_info) accepts the value v. */

@@ -37,7 +37,9 @@ extern "C" {
 #define CNN_N_DROPOUTS 0
 
 /* Where each tensor lives in its buffer, and its shape; an int64
- * input's table row also says which values its readers accept. */
+ * input's table row also says which values its readers accept. An
+ * int64 (or bool: 0 or 1) output, is_int 1, holds its int64s' bytes in
+ * the outputs buffer, two floats each, at an even offset. */
 extern const rt_tensor_info cnn_params[];
 extern const rt_tensor_info cnn_inputs[];
 extern const rt_tensor_info cnn_int_inputs[];

@@ -37,7 +37,9 @@ extern "C" {
 #define GPT_N_DROPOUTS 9
 
 /* Where each tensor lives in its buffer, and its shape; an int64
- * input's table row also says which values its readers accept. */
+ * input's table row also says which values its readers accept. An
+ * int64 (or bool: 0 or 1) output, is_int 1, holds its int64s' bytes in
+ * the outputs buffer, two floats each, at an even offset. */
 extern const rt_tensor_info gpt_params[];
 extern const rt_tensor_info gpt_inputs[];
 extern const rt_tensor_info gpt_int_inputs[];

@@ -2,11 +2,13 @@
  * integer.c: the kernels of int64 and bool tensors (issue 25), where
  * models build masks, positions and shifted labels from integer graph
  * inputs: Cast of an int64 tensor to float32, the comparisons and the
- * logical ops, whose bool results are stored as int64 0 or 1, and Where
- * with an int64 condition. None of them has a backward but Where's:
- * integers carry no gradient. Slice, Concat, Transpose and Expand on int64
- * are the float kernels' walks with 8-byte elements, beside them in
- * structural.c and binary.c.
+ * logical ops, whose bool results are stored as int64 0 or 1, Where with
+ * an int64 condition (of float32 or of int64 values), and Add, Sub and
+ * Mul of two int64 tensors (ids against an int64 constant, labels plus
+ * row offsets). None of them has a backward but Where's: integers carry
+ * no gradient. Slice, Concat, Transpose and Expand on int64 are the float
+ * kernels' walks with 8-byte elements, beside them in structural.c and
+ * binary.c.
  */
 #include "rt_impl.h"
 
@@ -134,4 +136,72 @@ void rt_where_i64_backward(float *da, float *db, const float *dy,
         }
         rt_where_step(m, idx, off);
     }
+}
+
+/* ---- Where of int64 values, int64 Add, Sub and Mul --------------------------- */
+
+void rt_where_i64_i64_forward(int64_t *y, const int64_t *cond,
+                              const int64_t *a, const int64_t *b,
+                              const rt_where *m)
+{
+    int idx[RT_MAX_RANK] = {0};
+    ptrdiff_t off[3] = {0, 0, 0};
+    size_t i, n = rt_where_count(m);
+    for (i = 0; i < n; i++) {
+        y[i] = cond[off[0]] != 0 ? a[off[1]] : b[off[2]];
+        rt_where_step(m, idx, off);
+    }
+}
+
+enum { I64_ADD, I64_SUB, I64_MUL };
+
+/* Two's complement arithmetic, wrapping as numpy's int64 does (signed
+ * overflow in C is undefined; unsigned wraps, and the conversion back
+ * keeps the bits on every compiler remat's runtime builds with). */
+static int64_t arith_i64(int op, int64_t a, int64_t b)
+{
+    uint64_t x = (uint64_t)a, z = (uint64_t)b;
+    switch (op) {
+    case I64_ADD: return (int64_t)(x + z);
+    case I64_SUB: return (int64_t)(x - z);
+    default: return (int64_t)(x * z);
+    }
+}
+
+static void arith_i64_run(int64_t *y, const int64_t *a, const int64_t *b,
+                          int op, const rt_bcast *m)
+{
+    int idx[RT_MAX_RANK] = {0};
+    ptrdiff_t off[2] = {0, 0};
+    size_t i, n = i64_count(m);
+    for (i = 0; i < n; i++) {
+        y[i] = arith_i64(op, a[off[0]], b[off[1]]);
+        i64_step(m, idx, off);
+    }
+}
+
+void rt_add_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m)
+{
+    arith_i64_run(y, a, b, I64_ADD, m);
+}
+
+void rt_sub_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m)
+{
+    arith_i64_run(y, a, b, I64_SUB, m);
+}
+
+void rt_mul_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m)
+{
+    arith_i64_run(y, a, b, I64_MUL, m);
+}
+
+/* ---- int64 graph outputs ------------------------------------------------------ */
+
+void rt_store_i64(float *dst, const int64_t *x, size_t n)
+{
+    if (n > 0)
+        memcpy(dst, x, n * sizeof(int64_t));
 }

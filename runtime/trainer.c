@@ -128,7 +128,10 @@ static void check_table(const char *what, const rt_tensor_info *t, int n,
         if (count != t[i].count)
             die("model descriptor: %s '%s' has count %zu but its shape has "
                 "%zu elements", what, t[i].name, t[i].count, count);
-        if (t[i].offset > floats || t[i].count > floats - t[i].offset)
+        /* an int64 output: two floats an element, from an even offset */
+        if (t[i].is_int && !strcmp(what, "output"))
+            count = (t[i].offset & 1) ? (size_t)-1 : 2 * count;
+        if (t[i].offset > floats || count > floats - t[i].offset)
             die("model descriptor: %s '%s' lies outside its buffer", what,
                 t[i].name);
     }
@@ -385,7 +388,7 @@ static void dump(const rt_model *m, const options *o, buffers *b)
         write_ints(o->dump_dir, &m->int_inputs[i], b->ints);
     for (i = 0; i < m->n_params; i++)
         write_tensor(o->dump_dir, "param", &m->params[i], before);
-    /* every output is float32: int64 tensors are graph inputs only */
+    /* float32 outputs, and int64 ones ('<i8', a bool's 0 and 1) */
     for (i = 0; i < m->n_outputs && b->outputs; i++)
         write_tensor(o->dump_dir, "output", &m->outputs[i], b->outputs);
     if (!m->train_step) {

@@ -35,7 +35,7 @@ static void print_file(FILE *f, const rt_tensor_info *t, const char *prefix,
         len += (size_t)sprintf(shape + len, "%s%d", d ? ", " : "", t->dims[d]);
     sprintf(shape + len, "%s)", t->rank == 1 ? "," : "");
     fprintf(f, "  %-*s %-7s %-14s ", width, t->name, dtype, shape);
-    if (strcmp(dtype, "int64") != 0)
+    if (strcmp(dtype, "int64") != 0 || strcmp(prefix, "output") == 0)
         fprintf(f, "%s", path + 2);
     else {
         fprintf(f, "%-*s  values [%lld, %lld)", width + 11, path + 2,
@@ -75,7 +75,8 @@ static void print_files(FILE *f, const rt_model *m)
         fprintf(f, "  (none)\n");
     fprintf(f, "Outputs: the files --dump writes:\n");
     for (i = 0; i < m->n_outputs; i++)
-        print_file(f, &m->outputs[i], "output", "float32", width);
+        print_file(f, &m->outputs[i], "output",
+                   m->outputs[i].is_int ? "int64" : "float32", width);
     fprintf(f, "Parameters: %d (%d trainable), param.NAME.npy each.\n",
             m->n_params, trainable);
 }

@@ -77,7 +77,12 @@ void write_tensor(const char *dir, const char *prefix,
                   const rt_tensor_info *t, const float *base)
 {
     char *path = tensor_path(dir, prefix, t->name);
-    if (rt_npy_write(path, base + t->offset, t->rank, t->dims) != 0)
+    /* an int64 output: its int64s at an even offset (rt_store_i64) */
+    int rc = t->is_int
+        ? rt_npy_write_i64(path, (const int64_t *)(const void *)(base +
+                           t->offset), t->rank, t->dims)
+        : rt_npy_write(path, base + t->offset, t->rank, t->dims);
+    if (rc != 0)
         die("cannot write %s: %s", path, strerror(errno));
     free(path);
 }

@@ -184,8 +184,12 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
     case S_OUTPUT:
         emit(e, "/* output %s [%s] */", t->name, shape_str(e->ctx, t));
         emit(e, "if (outputs)");
-        emit(e, "    rt_copy(outputs + %zu, v_%s, %ld);",
-             e->offset[st->tensor], t->cname, t->numel);
+        if (t->is_int)      /* its int64s' bytes, two floats each */
+            emit(e, "    rt_store_i64(outputs + %zu, v_%s, %ld);",
+                 e->offset[st->tensor], t->cname, t->numel);
+        else
+            emit(e, "    rt_copy(outputs + %zu, v_%s, %ld);",
+                 e->offset[st->tensor], t->cname, t->numel);
         if (t->is_loss)
             emit(e, "loss = v_%s[0];", t->cname);
         break;
@@ -237,11 +241,34 @@ typedef enum { BUF_INPUTS, BUF_INT_INPUTS, BUF_PARAMS, BUF_NONE } Buffer;
 
 static const char *const buffer_names[] = {"inputs", "int_inputs", "params"};
 
+/* An int64 constant (a T_PARAM with is_int: ids != pad_id's pad_id)
+ * is in no buffer: it is a static const array of the C file, init_NAME,
+ * which v_NAME points at, not state that trains or a checkpoint holds. */
+static int int_constant(const Tensor *x)
+{
+    return x->kind == T_PARAM && x->is_int;
+}
+
 static Buffer buffer_of(const Tensor *x)
 {
     if (x->kind == T_INPUT)
         return x->is_int ? BUF_INT_INPUTS : BUF_INPUTS;
-    return x->kind == T_PARAM ? BUF_PARAMS : BUF_NONE;
+    return x->kind == T_PARAM && !x->is_int ? BUF_PARAMS : BUF_NONE;
+}
+
+/* Output i's offset in the outputs buffer, in floats, from *next (the
+ * floats of the outputs before it), which it moves past the output. An
+ * int64 (or bool) output takes two floats per element, their bytes its
+ * int64s, at an even offset: a buffer aligned for int64 holds it aligned
+ * (issue 25: ids != pad_id, a mask a model returns). */
+static size_t output_place(const Graph *g, int i, size_t *next)
+{
+    const Tensor *x = &g->tensors[g->outputs[i]];
+    size_t at = *next;
+    if (x->is_int)
+        at += at & 1;
+    *next = at + (size_t)x->numel * (x->is_int ? 2 : 1);
+    return at;
 }
 
 /* The caller's buffers, laid out once: float inputs, int64 inputs and
@@ -260,10 +287,8 @@ static size_t *layout(Ctx *c, const Graph *g)
             next[b] += (size_t)x->numel;
         }
     }
-    for (int i = 0; i < g->noutputs; i++) {
-        offset[g->outputs[i]] = outputs;
-        outputs += (size_t)g->tensors[g->outputs[i]].numel;
-    }
+    for (int i = 0; i < g->noutputs; i++)
+        offset[g->outputs[i]] = output_place(g, i, &outputs);
     return offset;
 }
 
@@ -309,6 +334,10 @@ static void emit_buffer_pointers(Emit *e, int train)
         if (x->kind == T_ACT || x->nconsumers == 0)
             continue;
         int write = train && updated[t];
+        if (int_constant(x)) {
+            emit(e, "const int64_t *v_%s = init_%s;", x->cname, x->cname);
+            continue;
+        }
         emit(e, "%s%s *v_%s = %s + %zu;%s", write ? "" : "const ",
              x->is_int ? "int64_t" : "float", x->cname,
              buffer_names[buffer_of(x)], e->offset[t],
@@ -489,7 +518,7 @@ static void emit_init(Emit *e)
     int stream = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind != T_PARAM)
+        if (x->kind != T_PARAM || int_constant(x))
             continue;
         const char *p = ctx_printf(e->ctx, "params + %zu", e->offset[t]);
         const char *a = fmt_float(e->ctx, x->init_a);
@@ -618,6 +647,16 @@ static void emit_optimizers(Emit *e)
 
 /* ---- tables and data ------------------------------------------------------------ */
 
+/* An int64 value as a C constant: INT64_MIN has no literal of its own. */
+static const char *fmt_int64(Ctx *c, int64_t v)
+{
+    if (v == INT64_MIN)
+        return "INT64_MIN";
+    if (v >= -2147483647 && v <= 2147483647)
+        return ctx_printf(c, "%lld", (long long)v);
+    return ctx_printf(c, "INT64_C(%lld)", (long long)v);
+}
+
 /* Tensors in buffer b, and their elements. */
 static int count_buffer(const Graph *g, Buffer b, size_t *elems)
 {
@@ -646,7 +685,9 @@ static int in_range(const IntRange *r, long v)
 
 /* The values every reader of int64 tensor t accepts (the intersection of
  * their op rows' ranges), down through views of t and the rows that pass
- * int64 on (Slice, Concat, Transpose, Expand: INT_OUT_PASS); *any = 0
+ * int64 on (Slice, Concat, Transpose, Expand: INT_OUT_PASS without an
+ * int_range; int64 Add, Sub and Mul compute new values and give their
+ * own, any value); *any = 0
  * when nothing reads it. An ignore index survives when every other reader
  * accepts it too (labels read by two losses with the same ignore_index). */
 static void int_readers(const Graph *g, int t, IntRange *acc, int *any)
@@ -659,6 +700,7 @@ static void int_readers(const Graph *g, int t, IntRange *acc, int *any)
                 continue;
             if ((op_table[n->op].alias && i == 0) ||
                 (op_table[n->op].int_out == INT_OUT_PASS &&
+                 !op_table[n->op].int_range &&
                  op_table[n->op].int_ok >> i & 1)) {
                 int_readers(g, n->out[0], acc, any);
                 continue;
@@ -714,13 +756,13 @@ static void emit_info(Emit *e, int t, size_t off)
 {
     const Tensor *x = &e->g->tensors[t];
     IntRange r = {0, 0, 0, 0};
-    if (x->is_int)
+    if (x->is_int && x->kind == T_INPUT)
         r = int_input_range(e->g, t);
     int trainable = x->kind == T_PARAM && x->trainable;
-    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d, %ld, %ld, %zu, %d, %ld},",
+    emit(e, "    {\"%s\", %zu, %ld, %d, {%s}, %d, %ld, %ld, %zu, %d, %ld, %d},",
          x->name, off, x->numel, x->rank, dims_list(e, x->rank, x->dims),
          trainable, r.lo, r.hi, trainable ? e->grad_offset[t] : (size_t)0,
-         r.has_ignore, r.ignore);
+         r.has_ignore, r.ignore, x->is_int);
 }
 
 static void emit_dropout_table(Emit *e)
@@ -753,7 +795,7 @@ static void emit_tables(Emit *e)
             if (buffer_of(&g->tensors[t]) == b)
                 emit_info(e, t, e->offset[t]);
         if (!n)
-            emit(e, "    {\"\", 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0},");
+            emit(e, "    {\"\", 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0, 0},");
         emit(e, "};");
     }
     emit(e, "const rt_tensor_info %s_outputs[%d] = {", g->name, g->noutputs);
@@ -777,9 +819,25 @@ static void emit_statics(Emit *e)
     }
     if (any)
         emit(e, "");
-    for (int t = 0; t < g->ntensors && !e->weights_file; t++) {
+    for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind != T_PARAM || x->init != INIT_FILE)
+        if (int_constant(x) && x->nconsumers) {
+            emit(e, "/* %s: an int64 constant */",
+                 comment_safe(e->ctx, x->name));
+            emit(e, "static const int64_t init_%s[%ld] = {", x->cname,
+                 x->numel);
+            for (long i = 0; i < x->numel; i += 8) {
+                Buf b;
+                buf_init(&b, e->ctx);
+                for (long j = i; j < i + 8 && j < x->numel; j++)
+                    buf_printf(&b, "%s,", fmt_int64(e->ctx, x->idata[j]));
+                emit(e, "    %s", b.data);
+            }
+            emit(e, "};");
+            emit(e, "");
+        }
+        if (e->weights_file || x->kind != T_PARAM || x->init != INIT_FILE ||
+            int_constant(x))
             continue;
         /* no path: the same values give the same file wherever they are */
         emit(e, "/* %s: its initial values */", comment_safe(e->ctx, x->name));
@@ -806,7 +864,7 @@ static void emit_load_weights(Emit *e)
     e->indent++;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind == T_PARAM && x->init == INIT_FILE)
+        if (x->kind == T_PARAM && x->init == INIT_FILE && !int_constant(x))
             emit(e, "rt_copy(params + %zu, image + %zu, %ld); /* %s */",
                  e->offset[t], e->offset[t], x->numel,
                  comment_safe(e->ctx, x->name));
@@ -827,7 +885,7 @@ static size_t weights_file_floats(const Graph *g)
     size_t n = 0, all = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind == T_PARAM) {
+        if (x->kind == T_PARAM && !int_constant(x)) {
             all += (size_t)x->numel;
             if (x->init == INIT_FILE)
                 n += (size_t)x->numel;
@@ -914,7 +972,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     int nii = count_buffer(g, BUF_INT_INPUTS, &iin);
     size_t of = 0;
     for (int i = 0; i < g->noutputs; i++)
-        of += (size_t)g->tensors[g->outputs[i]].numel;
+        output_place(g, i, &of);
     size_t arena = m->train->arena_bytes > m->fwd->arena_bytes
                        ? m->train->arena_bytes : m->fwd->arena_bytes;
     emit(e, "/* Generated by remat %s from model '%s' under policy '%s'. */",
@@ -973,7 +1031,9 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "#define %s_N_DROPOUTS %d", u, count_dropouts(g));
     emit(e, "");
     emit(e, "/* Where each tensor lives in its buffer, and its shape; an int64");
-    emit(e, " * input's table row also says which values its readers accept. */");
+    emit(e, " * input's table row also says which values its readers accept. An");
+    emit(e, " * int64 (or bool: 0 or 1) output, is_int 1, holds its int64s' bytes in");
+    emit(e, " * the outputs buffer, two floats each, at an even offset. */");
     emit(e, "extern const rt_tensor_info %s_params[];", n);
     emit(e, "extern const rt_tensor_info %s_inputs[];", n);
     emit(e, "extern const rt_tensor_info %s_int_inputs[];", n);
@@ -1093,7 +1153,7 @@ static void weights_image(Ctx *c, const Graph *g, const size_t *offset,
     unsigned char *img = ctx_alloc(c, floats * 4 + 1);
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind != T_PARAM || x->init != INIT_FILE)
+        if (x->kind != T_PARAM || x->init != INIT_FILE || int_constant(x))
             continue;
         for (long i = 0; i < x->numel; i++) {
             uint32_t u;

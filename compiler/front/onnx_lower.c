@@ -6,8 +6,9 @@
  * the same name; where ONNX passes as an input what the IR takes as an
  * attribute (Reshape's shape, Slice's starts, Unsqueeze's axes, Dropout's
  * ratio, Clip's min and max), the constant input becomes that attribute. Constant data inputs
- * become non-trainable parameters; trainable initializers become
- * parameters under their own names. Optional outputs nobody reads (a
+ * become non-trainable parameters (an int64 one, read with a computed
+ * int64 tensor, an int64 constant: param_of); trainable initializers
+ * become parameters under their own names. Optional outputs nobody reads (a
  * Dropout's mask, a LayerNormalization's mean) are dropped; one that is
  * read is an error naming it. The IR node's shape rule runs as soon as the
  * node is made, so the importer always knows every value's shape.
@@ -156,12 +157,6 @@ int lower_error(Im *m, const ONode *o, const char *what)
 /* A constant or parameter value as a parameter tensor (made once). */
 static int param_of(Im *m, Val *v, const ONode *o)
 {
-    if (v->dt != DT_F32 && v->dt != DT_BOOL)
-        return lower_error(m, o, ctx_printf(m->c, "int64 constant '%s' is "
-            "read with a computed tensor; remat folds int64 constants and "
-            "computes only with int64 inputs and what is made of them: "
-            "compute in float32 instead (a mask: `ids.float() != 0`), or "
-            "pass the result as an input", v->name));
     for (int d = 0; d < v->rank; d++)
         if (v->dims[d] == 0)
             return lower_error(m, o, ctx_printf(m->c, "constant '%s' is "
@@ -171,6 +166,17 @@ static int param_of(Im *m, Val *v, const ONode *o)
     copy_shape(x, v);
     x->trainable = v->trainable;
     x->init = INIT_FILE;
+    if (v->dt == DT_I64) {
+        /* an int64 constant read with a computed int64 tensor (ids !=
+         * pad_id, y + offsets): its values as they are, a static array of
+         * the C file (emit.c); the rows that read it say whether int64
+         * may go there (shapes.c) */
+        x->is_int = 1;
+        x->trainable = 0;
+        x->idata = v->i;
+        v->tensor = t;
+        return t;
+    }
     if (v->dt == DT_BOOL) {
         float *f = ctx_alloc(m->c, (size_t)(v->numel ? v->numel : 1) * sizeof(float));
         for (long k = 0; k < v->numel; k++)

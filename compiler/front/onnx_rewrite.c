@@ -678,7 +678,8 @@ int lower_matmul_t(Im *m, ONode *o)
  * token type ids, a buffer of zeros): a Slice of those rows of data along
  * the axis, then a Reshape view to Gather's output shape (data's
  * dimensions before the axis, the indices' shape, data's after it) where
- * it differs, and for a repeated index an Expand to that shape. Negative
+ * it differs, and for a repeated index an Expand to that shape. Other
+ * indices along axis 0 stay a Gather, of an int64 constant. Negative
  * indices count from the end; one outside [-n, n) is an error. */
 int lower_gather_const(Im *m, ONode *o)
 {
@@ -712,10 +713,15 @@ int lower_gather_const(Im *m, ONode *o)
         range &= v == first + k;
         same &= v == first;
     }
+    /* other indices along axis 0: a Gather reading them as an int64
+     * constant (a static array of the C file) */
+    if (!range && !same && axis == 0)
+        return lower_plain(m, o, OP_GATHER);
     if (!range && !same)
-        return lower_error(m, o, "Gather with constant indices is supported "
-            "where they are consecutive (a range) or all one index: make them "
-            "an int64 graph input otherwise");
+        return lower_error(m, o, ctx_printf(m->c, "Gather with constant "
+            "indices along axis %ld is supported where they are consecutive "
+            "(a range) or all one index; along axis 0 any indices are",
+            axis));
     /* Gather's output shape */
     long out[MAX_RANK], mid[MAX_RANK];
     int rank = 0;

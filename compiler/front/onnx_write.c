@@ -235,13 +235,15 @@ int onnx_write(Im *m, const char *stem, Imported *out)
         if (x->kind != T_PARAM)
             continue;
         const char *path = weight_path(m, x);
-        buf_printf(b, "    <initializer name=\"%s\" shape=\"%s\" init=\"file\" "
-                   "path=\"%s\"%s/>\n", x->name, shape_attr(c, x), path,
+        buf_printf(b, "    <initializer name=\"%s\" shape=\"%s\"%s init=\"file\" "
+                   "path=\"%s\"%s/>\n", x->name, shape_attr(c, x),
+                   x->is_int ? " dtype=\"int64\"" : "", path,
                    x->trainable ? "" : " trainable=\"false\"");
         Weight *w = &out->weights[out->nweights++];
         w->path = path;
         w->name = x->name;
         w->data = x->data;
+        w->idata = x->idata;
         w->numel = x->numel;
         w->rank = x->rank;
         for (int d = 0; d < x->rank; d++)

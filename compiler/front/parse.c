@@ -433,12 +433,13 @@ static int check_init_file(Parser *p, xmlNode *x, const Tensor *t,
 {
     struct stat st;
     char why[256] = "";
-    size_t need = (size_t)t->numel * sizeof(float) + 10;
+    size_t need = (size_t)t->numel * (t->is_int ? 8 : sizeof(float)) + 10;
     int found = stat(path, &st) == 0;   /* else rt_npy_read says why */
     if (found && !S_ISREG(st.st_mode))
         return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': not a "
                           "regular file", t->name, path);
-    if (rt_npy_read(path, NULL, t->rank, dims, why, sizeof why) != 0)
+    if ((t->is_int ? rt_npy_read_i64(path, NULL, t->rank, dims, why, sizeof why)
+                   : rt_npy_read(path, NULL, t->rank, dims, why, sizeof why)) != 0)
         return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",
                           t->name, path, why);
     if (found && (size_t)st.st_size < need)
@@ -459,10 +460,11 @@ static int imported_values(Parser *p, xmlNode *x, Tensor *t)
     int same = w->rank == t->rank;
     for (int d = 0; same && d < t->rank; d++)
         same = w->dims[d] == t->dims[d];
-    if (!same)
+    if (!same || !w->idata != !t->is_int)
         return ELEM_ERROR(p, x, "initializer '%s': the model's values have "
-                          "another shape", t->name);
+                          "another shape or dtype", t->name);
     t->data = (float *)w->data;
+    t->idata = (int64_t *)w->idata;
     return 1;
 }
 
@@ -471,7 +473,7 @@ static int imported_values(Parser *p, xmlNode *x, Tensor *t)
 static int check_values(Parser *p, xmlNode *x, const Tensor *t,
                         const char *path)
 {
-    for (long i = 0; i < t->numel; i++)
+    for (long i = 0; i < t->numel && !t->is_int; i++)
         if (isnan(t->data[i]) || (t->trainable && !isfinite(t->data[i])))
             return ELEM_ERROR(p, x, "initializer '%s': '%s' holds %s at "
                               "element %ld; %s", t->name, path,
@@ -497,8 +499,15 @@ static int read_init_file(Parser *p, xmlNode *x, Tensor *t)
     if (check_init_file(p, x, t, path, dims))
         return -1;
     char why[256] = "";
-    t->data = ctx_alloc(p->c, (size_t)t->numel * sizeof(float));
-    if (rt_npy_read(path, t->data, t->rank, dims, why, sizeof why) != 0)
+    int rc;
+    if (t->is_int) {
+        t->idata = ctx_alloc(p->c, (size_t)t->numel * sizeof(int64_t));
+        rc = rt_npy_read_i64(path, t->idata, t->rank, dims, why, sizeof why);
+    } else {
+        t->data = ctx_alloc(p->c, (size_t)t->numel * sizeof(float));
+        rc = rt_npy_read(path, t->data, t->rank, dims, why, sizeof why);
+    }
+    if (rc != 0)
         return ELEM_ERROR(p, x, "initializer '%s': cannot use '%s': %s",
                           t->name, path, why);
     return check_values(p, x, t, path);
@@ -555,10 +564,19 @@ static int parse_init(Parser *p, xmlNode *x, Tensor *t)
         return ELEM_ERROR(p, x, "initializer '%s': unknown init \"%s\"; use "
                           "zeros, ones, constant, uniform, normal or file",
                           t->name, init);
-    const char *ok[] = {"name", "shape", "init", "trainable", s->a, s->b, NULL};
+    const char *ok[] = {"name", "shape", "init", "trainable", "dtype", s->a,
+                        s->b, NULL};
     if (check_attrs(p, x, ok, NULL))
         return -1;
     t->init = s->kind;
+    if (t->is_int && s->kind != INIT_FILE)
+        return ELEM_ERROR(p, x, "initializer '%s': dtype=\"int64\" takes "
+                          "init=\"file\" (an int64 .npy), not init=\"%s\"",
+                          t->name, init);
+    if (t->is_int && t->trainable)
+        return ELEM_ERROR(p, x, "initializer '%s': dtype=\"int64\" is a "
+                          "constant: it needs trainable=\"false\" (integers "
+                          "get no gradient)", t->name);
     if (s->kind == INIT_FILE) {
         t->path = attr(p, x, "path");
         if (!t->path)
@@ -606,6 +624,13 @@ static int parse_initializer(Parser *p, xmlNode *x)
     if (!t || parse_shape(p, x, name, t) ||
         parse_bool(p, x, "trainable", 1, &t->trainable))
         return -1;
+    const char *dtype = attr(p, x, "dtype");
+    t->is_int = dtype && strcmp(dtype, "int64") == 0;
+    if (dtype && !t->is_int && strcmp(dtype, "float32") != 0)
+        return ELEM_ERROR(p, x, "initializer '%s': dtype '%s' is not "
+                          "supported; use float32 (the default) or int64 "
+                          "(a constant of indices, ids or offsets)", name,
+                          dtype);
     return parse_init(p, x, t);
 }
 

@@ -126,7 +126,8 @@ static int find_scalar_loss(Ctx *c, Graph *g)
                          "node outputs for a forward-only model");
     for (int i = 0; i < g->noutputs; i++)
         if (g->tensors[g->outputs[i]].numel == 1 &&
-            !g->tensors[g->outputs[i]].not_loss) {
+            !g->tensors[g->outputs[i]].not_loss &&
+            !g->tensors[g->outputs[i]].is_int) {    /* an int64 count */
             g->loss = g->outputs[i];
             n++;
         }
@@ -155,31 +156,36 @@ size_t trainable_floats(const Graph *g)
     return n;
 }
 
-/* int64 tensors are graph inputs and what the integer-aware rows make of
- * them (a bool is an int64 0 or 1; ops_integer.c): read where an op's row
- * says input i is int64 (int_inputs: Gather's indices, the loss's labels)
- * or may be (int_ok: Slice, Concat, Transpose, Expand, the comparisons,
- * Where's condition), or by a view (an alias row: Reshape, Flatten,
- * Identity, Unsqueeze, Squeeze), whose output is then int64 too; the row's
- * int_out says what its outputs are. Every other tensor is float32. */
+/* int64 tensors are graph inputs, int64 constants and what the
+ * integer-aware rows make of them (a bool is an int64 0 or 1;
+ * ops_integer.c): read where an op's row says input i is int64
+ * (int_inputs: Gather's indices, the loss's labels) or may be (int_ok:
+ * Slice, Concat, Transpose, Expand, the comparisons, Add, Sub and Mul,
+ * Where's condition, X and Y), or by a view (an alias row: Reshape,
+ * Flatten, Identity, Unsqueeze, Squeeze), whose output is then int64 too;
+ * the row's int_out says what its outputs are. Every other tensor is
+ * float32. */
 int node_dtypes(Ctx *c, Graph *g, const Node *n)
 {
     const OpInfo *op = n->row;
-    int pass = (op->alias || op->int_out == INT_OUT_PASS) &&
-               g->tensors[n->in[0]].is_int;
+    int sel = op->int_out == INT_OUT_SELECT && n->nin > 1;
+    int lead = sel ? 1 : 0;     /* the input whose dtype the output takes */
+    int pass = (op->alias || op->int_out == INT_OUT_PASS || sel) &&
+               g->tensors[n->in[lead]].is_int;
     for (int i = 0; i < n->nin; i++) {
         const Tensor *t = &g->tensors[n->in[i]];
         int want = (op->int_inputs >> i) & 1;
         if (op->alias && i == 0)
             continue;
         if (op->int_ok >> i & 1) {
-            if (op->int_out != INT_OUT_PASS || t->is_int == pass)
+            if ((op->int_out != INT_OUT_PASS && !sel) || (sel && i == 0) ||
+                t->is_int == pass)
                 continue;
             return ctx_error(c, g->file, n->line, "node '%s': %s input %d "
-                             "'%s' is %s but input 0 '%s' is %s; the inputs "
+                             "'%s' is %s but input %d '%s' is %s; the inputs "
                              "must have one dtype", n->name, op->name, i,
-                             t->name, t->is_int ? "int64" : "float32",
-                             g->tensors[n->in[0]].name,
+                             t->name, t->is_int ? "int64" : "float32", lead,
+                             g->tensors[n->in[lead]].name,
                              pass ? "int64" : "float32");
         }
         if (t->is_int == want)
@@ -203,19 +209,6 @@ int node_dtypes(Ctx *c, Graph *g, const Node *n)
     for (int o = 0; o < n->nout; o++)
         g->tensors[n->out[o]].is_int =
             op->int_out == INT_OUT_BOOL || (pass && o == 0);
-    return 0;
-}
-
-/* Graph outputs are float32 (the outputs buffer): an int64 view is not one. */
-static int check_int_outputs(Ctx *c, const Graph *g)
-{
-    for (int i = 0; i < g->noutputs; i++) {
-        const Tensor *t = &g->tensors[g->outputs[i]];
-        if (t->is_int && t->kind == T_ACT)
-            return ctx_error(c, g->file, t->output_line, "output '%s': is "
-                             "int64, made from an int64 input; graph outputs "
-                             "are float32 (Cast it)", t->name);
-    }
     return 0;
 }
 
@@ -268,11 +261,16 @@ int infer_shapes(Ctx *c, Graph *g)
                                  shape_str(c, y), MAX_NUMEL);
         }
     }
-    if (check_int_outputs(c, g) || (g->loss < 0 && find_scalar_loss(c, g)))
+    if (g->loss < 0 && find_scalar_loss(c, g))
         return -1;
     if (g->loss < 0)
         return 0;       /* forward only */
     Tensor *loss = &g->tensors[g->loss];
+    if (loss->is_int)
+        return ctx_error(c, g->file, loss->output_line, "output '%s': the "
+                         "loss is int64 (made from int64 tensors); the loss "
+                         "is a float32 scalar (Cast it: to=\"1\")",
+                         loss->name);
     if (loss->numel != 1)
         return ctx_error(c, g->file, loss->output_line, "output '%s': the loss must "
                          "be a scalar (one element) but has shape %s",

@@ -270,6 +270,9 @@ static const AttrSpec space_to_depth_attrs[] = {
     {0},
 };
 
+/* int64 and bool tensors (issue 25): a row that computes int64 from two
+ * int64 operands as it does float32 from two float32 ones (Add, Sub, Mul) */
+#define INT_INT64 .int_range = range_any, .int_ok = 3, .int_out = INT_OUT_PASS
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
      emit_binary_fwd, emit_binary_bwd, emit_binary_static}
@@ -296,11 +299,19 @@ const OpInfo op_table[] = {
                    flops_gemm, {NEED_IN(1), NEED_IN(0)}, emit_gemm_fwd,
                    emit_gemm_bwd, emit_matmul_static, .bwd_writes = 3,
                    .gemm_rate = 1},
+    /* Add, Sub and Mul also compute int64 from two int64 operands (ONNX:
+     * one dtype, broadcast; y + arange * C, torch's advanced indexing):
+     * INT_INT64 below, ops_integer.c's range_any */
     [OP_ADD] = {"Add", "add", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_out, {0, 0}, emit_binary_fwd, emit_binary_bwd,
-                emit_binary_static, .bwd_writes = 3, .bwd_in_place = 3},
-    [OP_SUB] = BINARY("Sub", "sub", 0, 0),
-    [OP_MUL] = BINARY("Mul", "mul", NEED_IN(1), NEED_IN(0)),
+                emit_binary_static, .bwd_writes = 3, .bwd_in_place = 3,
+                INT_INT64},
+    [OP_SUB] = {"Sub", "sub", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
+                flops_out, {0, 0}, emit_binary_fwd, emit_binary_bwd,
+                emit_binary_static, INT_INT64},
+    [OP_MUL] = {"Mul", "mul", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
+                flops_out, {NEED_IN(1), NEED_IN(0)}, emit_binary_fwd,
+                emit_binary_bwd, emit_binary_static, INT_INT64},
     [OP_DIV] = BINARY("Div", "div", NEED_IN(1),
                       NEED_IN(0) | NEED_IN(1)),
     [OP_RELU] = {"Relu", "relu", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
@@ -410,13 +421,15 @@ const OpInfo op_table[] = {
                 flops_pow, {NEED_IN(0) | NEED_IN(1), NEED_IN(0) | NEED_IN(1)},
                 emit_binary_fwd, emit_binary_bwd, emit_binary_static},
     /* the condition (float32, or int64/bool: int_ok; true where nonzero)
-     * selects and is not differentiated: no_grad, so a condition computed
+     * selects and is not differentiated; X and Y may be int64 (both, and
+     * then the condition too: INT_OUT_SELECT), the output int64 then: no_grad, so a condition computed
      * from a parameter neither gets a zero gradient nor runs its
      * producers' backwards; X's and Y's gradients read the condition only */
     [OP_WHERE] = {"Where", "where", 3, 3, 1, CAT_POINTWISE, no_attrs,
                   shape_where, flops_out, {0, NEED_IN(0), NEED_IN(0)},
                   emit_where_fwd, emit_where_bwd, emit_where_static,
-                  .int_range = range_any, .no_grad = 1u << 0, .int_ok = 1},
+                  .int_range = range_any, .no_grad = 1u << 0, .int_ok = 7,
+                  .int_out = INT_OUT_SELECT},
     [OP_LOG_SOFTMAX] = {"LogSoftmax", "log_softmax", 1, 1, 1, CAT_REDUCTION,
                         softmax_attrs, shape_softmax, flops_softmax,
                         {NEED_OUT(0)}, emit_softmax_fwd, emit_softmax_bwd,

@@ -42,11 +42,14 @@ void emit_binary_static(Emit *e, const Node *n)
     emit_bcast(e, n, OUT(0), IN(0), IN(1));
 }
 
+/* Two int64 operands (Add, Sub, Mul: the row's int_ok) make an int64
+ * output, computed by the runtime's integer.c */
 void emit_binary_fwd(Emit *e, const Node *n, const char *const *out,
                      const char *const *in)
 {
-    emit(e, "rt_%s_forward(%s, %s, %s, &map_%s);", n->row->kernel, out[0],
-         in[0], in[1], n->cname);
+    const Graph *g = e->g;
+    emit(e, "rt_%s%s_forward(%s, %s, %s, &map_%s);", n->row->kernel,
+         OUT(0)->is_int ? "_i64" : "", out[0], in[0], in[1], n->cname);
 }
 
 void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
@@ -154,6 +157,11 @@ static const char *brace_list(Ctx *c, const long *v, int n)
 int shape_where(Ctx *c, Graph *g, Node *n)
 {
     const Tensor *ts[3] = {IN(0), IN(1), IN(2)};
+    if (IN(1)->is_int && !IN(0)->is_int)
+        return node_error(c, g, n, ctx_printf(c, "Where selects int64 X "
+            "'%s' and Y '%s' by a float32 condition '%s'; the condition of "
+            "int64 values must be a bool (a comparison) or int64",
+            IN(1)->name, IN(2)->name, IN(0)->name));
     long dims[MAX_RANK];
     int rank, bad;
     if (broadcast_shapes(ts, 3, dims, &rank, &bad) == 0) {
@@ -196,8 +204,9 @@ void emit_where_fwd(Emit *e, const Node *n, const char *const *out,
                     const char *const *in)
 {
     const Graph *g = e->g;
-    emit(e, "rt_where%s_forward(%s, %s, %s, %s, &where_%s);",
-         IN(0)->is_int ? "_i64" : "", out[0], in[0], in[1], in[2], n->cname);
+    emit(e, "rt_where%s%s_forward(%s, %s, %s, %s, &where_%s);",
+         IN(0)->is_int ? "_i64" : "", OUT(0)->is_int ? "_i64" : "", out[0],
+         in[0], in[1], in[2], n->cname);
 }
 
 /* The condition gets no gradient (it is a selector, piecewise constant):

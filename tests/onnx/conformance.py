@@ -11,8 +11,8 @@ against the test's expected outputs (numpy.allclose, rtol 1e-4, atol 1e-5).
 remat compiles static shapes, so an int64 input that an op takes as a
 shape, axes, starts, ends, steps or sizes (Reshape's shape, Slice's
 starts, ...) is made an initializer holding the test's own value before
-the build. remat's graph outputs are float32 and its bools int64 0 and 1
-(docs/ops.md), so a bool or int64 output gets a Cast to float32 after it,
+the build. remat's bools are int64 0 and 1 (docs/ops.md), and the runner
+compares float32 files, so a bool or int64 output gets a Cast to float32 after it,
 and its values are compared (exact for bools and for integers below 2^24),
 and a bool input's file holds int64 0 and 1. remat computes in float32,
 so a float64 test (Einsum's, Max's and Min's; not a Cast's, whose type is

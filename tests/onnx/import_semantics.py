@@ -405,14 +405,22 @@ for name, idx in (("gather_const_range_2d", [[1, 2, 3, 4]]),
           err or f"constant indices {idx.tolist()} gather table's rows")
 
 # Constant indices into computed data that are neither a range nor one
-# index are refused in one line (they would need an int64 constant in the
-# IR); into a constant table they fold.
+# index: along axis 0 a Gather of an int64 constant (issue 25), as numpy's
+# take; along another axis refused in one line; into a constant table
+# they fold.
 m = model([h.make_node("Gather", ["t", "idx"], ["y"])],
-          [vi("t", [5, 3])], [vi("y", [2, 3])],
-          [nh.from_array(np.array([2, 0], np.int64), "idx")])
+          [vi("t", [5, 3])], [vi("y", [2, 2, 3])],
+          [nh.from_array(np.array([[2, 0], [-1, 2]], np.int64), "idx")])
 out, err = run("gather_const_scattered", m, {"t": table})
-check("gather_const_scattered", out is None and "consecutive (a range) or all one index" in err
-      and "\n" not in err, err or "compiled indices [2, 0]")
+want = np.take(table, np.array([[2, 0], [-1, 2]]), axis=0)
+check("gather_const_scattered", out is not None and np.array_equal(out["output.y"], want),
+      err or "constant indices [[2, 0], [-1, 2]] gather table's rows through an int64 constant")
+m = model([h.make_node("Gather", ["t", "idx"], ["y"], axis=1)],
+          [vi("t", [5, 3])], [vi("y", [5, 2])],
+          [nh.from_array(np.array([2, 0], np.int64), "idx")])
+out, err = run("gather_const_scattered_axis1", m, {"t": table})
+check("gather_const_scattered_axis1", out is None and "consecutive (a range) or all one index" in err
+      and "\n" not in err, err or "compiled indices [2, 0] along axis 1")
 
 # int64 and bool at run time: labels and a mask (int64 inputs) through
 # Slice (the label shift), the comparisons, the logical ops, Where with a
@@ -439,6 +447,39 @@ ls_, ms_ = labels[:, 1:4], maskv[:, 0:3]
 want = np.where(((ls_ == ms_) & ~(ls_ > ms_)) ^ (ls_ <= ms_), x24, ms_.astype(np.float32))
 check("int_runtime", out is not None and np.array_equal(out["output.y"], want),
       err or "Slice, Equal, Greater, Not, And, LessOrEqual, Xor, Cast, Where on int64 inputs")
+
+# int64 constants computed with int64 tensors (issue 25): ids against a
+# constant pad id, labels plus row offsets (Mul, Add of an arange constant
+# broadcast over rows), Sub, and Where of int64 values by a bool; numbers
+# beyond 2^53 stay exact (int64, never through a double); against numpy.
+ids = np.array([[4, 0, 7], [0, 2, 3]], np.int64)
+big = np.array([[1 << 60, -(1 << 61), 3]], np.int64)
+m = model([h.make_node("Equal", ["ids", "pad"], ["ispad"]),
+           h.make_node("Mul", ["rows", "width"], ["off"]),
+           h.make_node("Add", ["ids", "off"], ["flat"]),
+           h.make_node("Sub", ["flat", "big"], ["d"]),
+           h.make_node("Where", ["ispad", "minus1", "d"], ["w"]),
+           h.make_node("Sub", ["w", "big"], ["back"]),
+           h.make_node("Add", ["back", "big"], ["again"]),
+           h.make_node("Equal", ["again", "w"], ["same"]),
+           h.make_node("Cast", ["w"], ["wf"], to=T.FLOAT),
+           h.make_node("Where", ["same", "wf", "x"], ["y"])],
+          [vi("x", [2, 3]), vi("ids", [2, 3], T.INT64)],
+          [vi("y", [2, 3]), vi("w", [2, 3], T.INT64), vi("ispad", [2, 3], T.BOOL)],
+          [nh.from_array(np.array(0, np.int64), "pad"),
+           nh.from_array(np.array([[0], [1]], np.int64), "rows"),
+           nh.from_array(np.array(10, np.int64), "width"),
+           nh.from_array(big, "big"),
+           nh.from_array(np.array(-1, np.int64), "minus1")])
+out, err = run("int64_arith", m, {"x": x24, "ids": ids})
+w_ = np.where(ids == 0, -1, ids + np.array([[0], [1]]) * 10 - big)
+want = w_.astype(np.float32)
+ok = out is not None and np.array_equal(out["output.y"], want)
+# the int64 and bool outputs: int64 files, exact (w holds values past 2^53)
+ok = ok and out["output.w"].dtype == np.int64 and np.array_equal(out["output.w"], w_)
+ok = ok and out["output.ispad"].dtype == np.int64 and np.array_equal(out["output.ispad"], ids == 0)
+check("int64_arith", ok, err or "Equal with a constant, Mul, Add, Sub, Where on int64 inputs "
+      "and constants; int64 and bool outputs")
 
 # A Cast of a computed float32 tensor to an integer is refused in one line.
 m = model([h.make_node("Cast", ["x"], ["xi"], to=T.INT64),

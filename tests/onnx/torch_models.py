@@ -1242,6 +1242,63 @@ class PixelShuffleSr(nn.Module):
         self.blocks = nn.ModuleList([SrBlock(c) for _ in range(2)])
         self.up = nn.Conv2d(c, 3 * 4, 3, padding=1)
         self.out = nn.Conv2d(3, 3, 3, padding=1)
+class BertPadMask(BertMask):
+    """The BERT-style encoder building its attention mask inside the model
+    from the ids, as models without an attention_mask input do:
+    mask = input_ids != pad_id (Equal of the int64 input and an int64
+    constant, then Not), extended as (1.0 - mask.float()) * -10000.0; the
+    ids hold pad tokens (0) at the end of each row."""
+
+    input_names = ["input_ids", "labels"]
+    pad_id = 0
+
+    def forward(self, input_ids, labels):
+        mask = (input_ids != self.pad_id).long()
+        return super().forward(input_ids, mask, labels)
+
+    @staticmethod
+    def inputs(g):
+        ids = torch.randint(1, 17, (2, 6), generator=g)
+        ids[0, 4:] = 0
+        ids[1, 3:] = 0
+        return (ids, torch.randint(0, 3, (2,), generator=g))
+
+
+class NllIndex(nn.Module):
+    """NLL written by hand, -logp[arange(N), y].mean(): torch 1.13 exports
+    the advanced indexing as int64 arithmetic on the indices (the label
+    input plus an arange constant times the row width, Mul and Add of
+    int64) and a Gather on the flattened log-probabilities."""
+
+    def __init__(self, d=16, n=2, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        logp = F.log_softmax(self.head(h), dim=-1)          # (6, 5)
+        return -logp[torch.arange(x.shape[0]), y].mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(6, 8, generator=g),
+                torch.randint(0, 5, (6,), generator=g))
+
+
+class BinaryFromLabels(nn.Module):
+    """Binary targets from int64 class labels inside the model: BCE with
+    logits against (y == 1).float() (Equal of the label input and an int64
+    constant, then Cast)."""
+
+    def __init__(self, d=16, n=2):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, 1)
 
     def forward(self, x, y):
         h = self.inp(x)
@@ -1277,6 +1334,39 @@ class RepeatInterleave(nn.Module):
     def inputs(g):
         return (torch.randn(3, 5, generator=g),
                 torch.randint(0, 3, (3,), generator=g))
+        target = (y == 1).float()
+        return F.binary_cross_entropy_with_logits(self.head(h).squeeze(-1),
+                                                  target)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(6, 8, generator=g),
+                torch.tensor([1, 0, 2, 1, 1, 3]))
+
+
+class WhereLabels(nn.Module):
+    """Labels masked in the model: torch.where(y == -1, 0, y) (Where of
+    int64 values, an int64 constant and the label input, by a bool), then
+    cross-entropy on the result; two labels are -1."""
+
+    def __init__(self, d=16, n=2, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(8, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        return F.cross_entropy(self.head(h), torch.where(y == -1, 0, y))
+
+    @staticmethod
+    def inputs(g):
+        y = torch.randint(0, 5, (6,), generator=g)
+        y[1] = -1
+        y[4] = -1
+        return (torch.randn(6, 8, generator=g), y)
 
 
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
@@ -1293,7 +1383,11 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "cumsum_pool": CumsumPool, "tile_mlp": TileMlp,
           "cosine_head": CosineHead, "logsumexp_pool": LogSumExpPool,
           "pixel_shuffle_sr": PixelShuffleSr,
-          "repeat_interleave": RepeatInterleave}
+          "repeat_interleave": RepeatInterleave,
+          # int64 constants computed with int64 tensors (issue 25)
+          "bert_padmask": BertPadMask, "nll_index": NllIndex,
+          "binary_from_labels": BinaryFromLabels,
+          "where_labels": WhereLabels}
 
 
 def fname(name):

@@ -856,6 +856,14 @@ def run(graph, dump, train=True):
         values[el.get("name")] = load(dump, "input", el.get("name"), ints(el.get("shape")),
                                       el.get("dtype", "float32"))
     for el in g.iter("initializer"):
+        if el.get("dtype") == "int64":
+            # an int64 constant (issue 25): not a parameter the trainer
+            # dumps, its values the .npy file beside the graph
+            a = np.load(os.path.join(os.path.dirname(graph), el.get("path")))
+            if a.dtype != np.int64 or tuple(a.shape) != tuple(ints(el.get("shape"))):
+                raise SystemExit(f"{graph}: {el.get('path')} is {a.dtype} {a.shape}")
+            values[el.get("name")] = torch.tensor(a)
+            continue
         t = load(dump, "param", el.get("name"), ints(el.get("shape")))
         if el.get("trainable", "true") in ("true", "1"):
             t.requires_grad_(True)
@@ -912,9 +920,15 @@ def check(graph, dump, tol):
         errs["loss"] = rel(np.load(os.path.join(dump, "loss.npy")), loss.detach().numpy())
     for name, v in outputs.items():
         ours = np.load(os.path.join(dump, f"output.{fname(name)}.npy"))
-        if ours.dtype != np.float32 or tuple(ours.shape) != tuple(v.shape):
+        # an int64 (or bool) output is int64, and exact (issue 25)
+        want = np.int64 if v.dtype in (torch.int64, torch.bool) else np.float32
+        if ours.dtype != want or tuple(ours.shape) != tuple(v.shape):
             raise SystemExit(f"{dump}: output.{name} is {ours.dtype} {ours.shape}, "
-                             f"want float32 {tuple(v.shape)}")
+                             f"want {np.dtype(want).name} {tuple(v.shape)}")
+        if want == np.int64:
+            errs["output." + name] = 0.0 if np.array_equal(
+                ours, v.numpy().astype(np.int64)) else float("inf")
+            continue
         errs["output." + name] = rel(ours, v.detach().numpy())
     for name, gr in grads.items():
         errs["grad." + name] = rel(np.load(os.path.join(dump, f"grad.{fname(name)}.npy")),

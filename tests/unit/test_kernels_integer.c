@@ -1,8 +1,8 @@
 /*
  * test_kernels_integer.c: unit tests of the runtime's int64 and bool
  * kernels (integer.c: Slice, Concat, Transpose and Expand on int64, Cast,
- * the comparisons and logical ops, Where with an int64 condition), with
- * Check. The Makefile builds it twice, with BLAS and with -DRT_NO_BLAS.
+ * the comparisons and logical ops, Where with an int64 condition, Where of
+ * int64 values, int64 Add, Sub and Mul), with Check. The Makefile builds it twice, with BLAS and with -DRT_NO_BLAS.
  *
  * The int64 structural kernels are checked against the float kernels on
  * the same values (small integers, exact in float) and, for values no
@@ -10,7 +10,9 @@
  * comparisons against C's operators element by element through the
  * broadcast written out by hand; Where's backward against central finite
  * differences of its forward, from a random preset gradient so that `+=`
- * is tested, and with NULL gradients.
+ * is tested, and with NULL gradients; int64 Add, Sub and Mul against C's
+ * unsigned arithmetic element by element through the broadcast written
+ * out by hand (values above 2^53, and a product that wraps).
  */
 #include <check.h>
 #include <math.h>
@@ -250,6 +252,63 @@ START_TEST(where_i64_grad)
 }
 END_TEST
 
+/* Where of int64 values: X (2, 3) and Y (3) by cond (2, 1), values no
+ * double holds exactly */
+START_TEST(where_i64_values_by_hand)
+{
+    const int64_t x[] = {BIG + 1, BIG + 2, BIG + 3, -4, -5, -6};
+    const int64_t yv[] = {BIG - 1, BIG - 2, BIG - 3};
+    int64_t y[WR * WC];
+    int j;
+    tseed(5);
+    where_setup();      /* wmap: cond (2, 1), a (2, 3), b (3) */
+    rt_where_i64_i64_forward(y, wcond, x, yv, &wmap);
+    for (j = 0; j < WC; j++) {
+        ck_assert(y[j] == yv[j]);               /* row 0: cond 0 */
+        ck_assert(y[WC + j] == x[WC + j]);      /* row 1: cond 7 */
+    }
+}
+END_TEST
+
+/* a (2, 3) OP b (2, 1) broadcast along columns, every op, against C's
+ * uint64 arithmetic (two's complement, as numpy's int64 wraps) */
+START_TEST(arith_i64_broadcast)
+{
+    const int64_t a[] = {BIG + 1, -7, 0, 3, INT64_MAX, -BIG};
+    const int64_t b[] = {BIG, 16};
+    const int dims[] = {2, 3}, sa[] = {3, 1}, sb[] = {1, 0};
+    const rt_bcast m = make_bcast(2, dims, sa, sb);
+    int64_t y[6];
+    int op, i, j;
+    for (op = 0; op < 3; op++) {
+        if (op == 0)
+            rt_add_i64_forward(y, a, b, &m);
+        else if (op == 1)
+            rt_sub_i64_forward(y, a, b, &m);
+        else
+            rt_mul_i64_forward(y, a, b, &m);
+        for (i = 0; i < 2; i++)
+            for (j = 0; j < 3; j++) {
+                const uint64_t p = (uint64_t)a[i * 3 + j], q = (uint64_t)b[i];
+                const uint64_t want = op == 0 ? p + q : op == 1 ? p - q
+                                                      : p * q;
+                ck_assert_msg((uint64_t)y[i * 3 + j] == want, "op %d at "
+                              "(%d, %d): got %lld", op, i, j,
+                              (long long)y[i * 3 + j]);
+            }
+    }
+    /* worked by hand: (BIG + 1) - BIG is 1, which a double would lose;
+     * INT64_MAX + 16 wraps to INT64_MIN + 15; -BIG * 16 is -2^64, which
+     * wraps to 0 */
+    rt_sub_i64_forward(y, a, b, &m);
+    ck_assert(y[0] == 1 && y[1] == -7 - BIG);
+    rt_add_i64_forward(y, a, b, &m);
+    ck_assert(y[4] == INT64_MIN + 15 && y[3] == 19);
+    rt_mul_i64_forward(y, a, b, &m);
+    ck_assert(y[1] == -7 * BIG && y[5] == 0);
+}
+END_TEST
+
 static Suite *integer_suite(void)
 {
     Suite *s = suite_create("remat_rt integer");
@@ -270,6 +329,11 @@ static Suite *integer_suite(void)
     tc = tcase_create("where");
     tcase_add_test(tc, where_i64_forward_by_hand);
     tcase_add_test(tc, where_i64_grad);
+    tcase_add_test(tc, where_i64_values_by_hand);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("int64 arithmetic");
+    tcase_add_test(tc, arith_i64_broadcast);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -119,6 +119,11 @@ static const struct {
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='n' op='Relu' in='x' out='z'/>", "a node of that name is already defined"},
     {"<input name='x' shape='2'/><node name='n' op='Relu' in='x' out='y'/><node name='m' op='Relu' in='x' out='y'/>", "tensor 'y' is already defined"},
     {"<initializer name='w' shape='2 3' init='file' path='tests/unit/data/inf.npy'/>", "holds an infinity at element 5"},
+    {"<initializer name='k' shape='2' dtype='int64' init='zeros' trainable='false'/>", "dtype=\"int64\" takes init=\"file\" (an int64 .npy), not init=\"zeros\""},
+    {"<initializer name='k' shape='3' dtype='int64' init='file' path='tests/unit/data/int64.npy'/>", "is a constant: it needs trainable=\"false\" (integers get no gradient)"},
+    {"<initializer name='k' shape='3' dtype='int8' init='file' path='tests/unit/data/int64.npy' trainable='false'/>", "dtype 'int8' is not supported"},
+    {"<initializer name='k' shape='2 3' dtype='int64' init='file' path='tests/unit/data/inf.npy' trainable='false'/>", "initializer 'k': cannot use './tests/unit/data/inf.npy'"},
+    {"<initializer name='k' shape='3' init='file' path='tests/unit/data/int64.npy'/>", "initializer 'k': cannot use './tests/unit/data/int64.npy'"},
     {"<input name='x' shape='2'/><node name='n' op='ReduceSum' in='x' out='y'/><node name='m' op='ReduceSum' in='x' out='z'/><output name='y'/><output name='z'/>", "more than one scalar output"},
 };
 
@@ -238,6 +243,43 @@ END_TEST
 /* A constant may be infinite (Where's -inf, an additive attention mask):
  * value="-inf" parses to -inf and is written as a C constant expression;
  * a trainable parameter may not be, nor may an overflow (1e39) or NaN. */
+/* dtype="int64" (issue 25): a constant read from an int64 .npy, in no
+ * buffer of the caller's but a static array of the C file */
+START_TEST(int64_constants)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='x' shape='3'/><input name='ids' shape='3' dtype='int64'/>"
+        "<initializer name='k' shape='3' dtype='int64' init='file' "
+        "path='tests/unit/data/int64.npy' trainable='false'/>"
+        "<initializer name='w' shape='3' init='uniform'/>"
+        "<node name='add' op='Add' in='ids k' out='s'/>"
+        "<node name='eq' op='Equal' in='s k' out='b'/>"
+        "<node name='f' op='Cast' in='b' out='bf' to='1'/>"
+        "<node name='m' op='Mul' in='x w' out='xw'/>"
+        "<node name='p' op='Mul' in='xw bf' out='y'/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", "none");
+    const Tensor *k = &m.g->tensors[tensor_id(&m, "k")];
+    ck_assert(k->kind == T_PARAM && k->is_int && !k->trainable);
+    ck_assert(k->idata[0] == 5 && k->idata[1] == -3 &&
+              k->idata[2] == (int64_t)1 << 40);
+    ck_assert(m.g->tensors[tensor_id(&m, "s")].is_int);
+    ck_assert(!m.g->tensors[tensor_id(&m, "bf")].is_int);
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
+    ck_assert_contains(cf.data, "static const int64_t init_k[3] = {");
+    ck_assert_contains(cf.data, "5,-3,INT64_C(1099511627776),");
+    ck_assert_contains(cf.data, "const int64_t *v_k = init_k;");
+    ck_assert_contains(cf.data, "rt_add_i64_forward(v_s, v_ids, v_k, ");
+    ck_assert_contains(hf.data, "_PARAM_FLOATS 3\n");   /* w alone */
+    ctx_free(&c);
+}
+END_TEST
+
 START_TEST(constants_may_be_infinite)
 {
     Ctx c;
@@ -303,6 +345,7 @@ int main(void)
     tcase_add_test(t, model_names_that_clash_with_the_runtime);
     tcase_add_test(t, glob_patterns);
     tcase_add_test(t, policy_files);
+    tcase_add_test(t, int64_constants);
     tcase_add_test(t, constants_may_be_infinite);
     suite_add_tcase(s, t);
     return run_suite(s);

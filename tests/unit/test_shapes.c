@@ -223,9 +223,12 @@ START_TEST(op_table_is_complete)
         ck_assert_int_le(op->min_out, op->nout);      /* 0: exactly nout */
         ck_assert_int_le(op->nout, MAX_IO);
         /* an op that reads int64 inputs says what values they take, unless
-         * it passes them on (Slice: its readers say) */
-        ck_assert(!(op->int_inputs || (op->int_ok && op->int_out !=
-                                       INT_OUT_PASS)) == !op->int_range);
+         * it passes them on (Slice: its readers say); one that computes
+         * int64 from them (Add) says so too; one that reads none, never */
+        if (op->int_inputs || (op->int_ok && op->int_out != INT_OUT_PASS))
+            ck_assert(op->int_range != NULL);
+        if (!op->int_inputs && !op->int_ok)
+            ck_assert(op->int_range == NULL);
     }
     ck_assert_int_eq(op_lookup("Convolution"), -1);
     ck_assert_int_eq(op_lookup("conv"), -1);     /* op names are case-sensitive */
@@ -381,7 +384,7 @@ START_TEST(int64_labels_through_views)
     buf_init(&cf, &c);
     buf_init(&hf, &c);
     ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
-    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7, 0, 0, 0},");
+    ck_assert_contains(cf.data, "{\"lab\", 0, 256, 2, {4, 64}, 0, 0, 7, 0, 0, 0, 1},");
     ck_assert_contains(cf.data, "const int64_t *v_ti = v_ts;");
     ctx_free(&c);
 }
@@ -426,10 +429,10 @@ START_TEST(int64_through_shape_ops_and_masks)
     ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
     /* lab: [0, 7) through the Slice and the Reshape, narrowed from the
      * comparison's any; mask: any */
-    ck_assert_contains(cf.data, "{\"lab\", 0, 10, 2, {2, 5}, 0, 0, 7, 0, 0, 0},");
+    ck_assert_contains(cf.data, "{\"lab\", 0, 10, 2, {2, 5}, 0, 0, 7, 0, 0, 0, 1},");
     ck_assert_contains(cf.data, "{\"mask\", 10, 10, 2, {2, 5}, 0, "
                                 "-4611686018427387904, 4611686018427387904, 0, 0, "
-                                "0},");
+                                "0, 1},");
     ck_assert_contains(cf.data, "rt_slice_i64_forward(v_ls, v_lab,");
     ck_assert_contains(cf.data, "rt_compare_f32_forward(v_fb, v_x, v_x, "
                                 "RT_CMP_GREATER,");
@@ -461,14 +464,84 @@ START_TEST(int64_views_refused_elsewhere)
     ck_assert_contains(msg, "Concat input 1 'x' is float32 but input 0 'lab' "
                             "is int64; the inputs must have one dtype");
     ctx_free(&c);
+    /* an int64 output (issue 25): its int64s' bytes in the outputs
+     * buffer, two floats each from an even offset, is_int 1 in its row */
     ctx_init(&c);
-    msg = error_of(&c,
+    Compiled m = compile_body(&c,
         "<input name='lab' shape='4 3' dtype='int64'/><input name='x' shape='2'/>"
         "<node name='v' op='Reshape' in='lab' out='t' shape='12'/>"
         "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/>"
-        "<output name='l' loss='true'/><output name='t'/>");
-    ck_assert_contains(msg, "output 't': is int64, made from an int64 input; "
-                            "graph outputs are float32");
+        "<output name='l' loss='true'/><output name='t'/>", "none");
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
+    ck_assert_contains(cf.data, "{\"t\", 2, 12, 1, {12}, 0, 0, 0, 0, 0, 0, 1},");
+    ck_assert_contains(cf.data, "rt_store_i64(outputs + 2, v_t, 12);");
+    ck_assert_contains(hf.data, "_OUTPUT_FLOATS 26\n");
+    ctx_free(&c);
+    /* an int64 scalar is never the loss */
+    ctx_init(&c);
+    msg = error_of(&c,
+        "<input name='lab' shape='1' dtype='int64'/>"
+        "<node name='v' op='Identity' in='lab' out='t'/>"
+        "<output name='t' loss='true'/>");
+    ck_assert_contains(msg, "output 't': the loss is int64 (made from int64 "
+                            "tensors); the loss is a float32 scalar");
+    ctx_free(&c);
+}
+END_TEST
+
+/* int64 arithmetic (issue 25): Add, Sub and Mul of two int64 tensors are
+ * int64, Where of int64 X and Y too; the int64 input read only through
+ * them takes any value (their own range), not the Gather's it feeds. */
+START_TEST(int64_arithmetic_dtypes)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='y' shape='4' dtype='int64'/><input name='x' shape='8 2'/>"
+        "<input name='off' shape='4' dtype='int64'/>"
+        "<node name='a' op='Add' in='y off' out='s'/>"
+        "<node name='m' op='Mul' in='s s' out='p'/>"
+        "<node name='d' op='Sub' in='p y' out='q'/>"
+        "<node name='e' op='Equal' in='q y' out='b'/>"
+        "<node name='w' op='Where' in='b q y' out='z'/>"
+        "<node name='g' op='Gather' in='x z' out='h'/>"
+        "<node name='r' op='ReduceSum' in='h' out='l' keepdims='0'/>"
+        "<output name='l'/>", "none");
+    const char *ints[] = {"s", "p", "q", "b", "z"};
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(T(&m, ints[i])->is_int, "%s is not int64", ints[i]);
+    ck_assert(!T(&m, "h")->is_int);
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
+    ck_assert_contains(cf.data, "rt_add_i64_forward(v_s, v_y, v_off, ");
+    ck_assert_contains(cf.data, "rt_mul_i64_forward(v_p, v_s, v_s, ");
+    ck_assert_contains(cf.data, "rt_sub_i64_forward(v_q, v_p, v_y, ");
+    ck_assert_contains(cf.data, "rt_where_i64_i64_forward(v_z, v_b, v_q, v_y, ");
+    /* y: any value (through Add, Sub, Where), not Gather's [-8, 8) */
+    ck_assert_contains(cf.data, "{\"y\", 0, 4, 1, {4}, 0, "
+                                "-4611686018427387904, 4611686018427387904, 0, 0, "
+                                "0, 1},");
+    ctx_free(&c);
+    ctx_init(&c);
+    const char *msg = error_of(&c,
+        "<input name='y' shape='4' dtype='int64'/><input name='x' shape='4'/>"
+        "<node name='w' op='Where' in='y x y' out='z'/>"
+        "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/><output name='l'/>");
+    ck_assert_contains(msg, "Where input 2 'y' is int64 but input 1 'x' is "
+                            "float32; the inputs must have one dtype");
+    ctx_free(&c);
+    ctx_init(&c);
+    msg = error_of(&c,
+        "<input name='y' shape='4' dtype='int64'/><input name='x' shape='4'/>"
+        "<node name='w' op='Sub' in='x y' out='z'/>"
+        "<node name='r' op='ReduceSum' in='z' out='l' keepdims='0'/><output name='l'/>");
+    ck_assert_contains(msg, "Sub input 1 'y' is int64 but input 0 'x' is "
+                            "float32; the inputs must have one dtype");
     ctx_free(&c);
 }
 END_TEST
@@ -1255,6 +1328,7 @@ int main(void)
     tcase_add_test(t, int64_labels_through_views);
     tcase_add_test(t, int64_views_refused_elsewhere);
     tcase_add_test(t, argmax_shapes_and_errors);
+    tcase_add_test(t, int64_arithmetic_dtypes);
     tcase_add_test(t, int64_through_shape_ops_and_masks);
     tcase_add_test(t, structural_shape_errors);
     tcase_add_test(t, pointwise_onnx_shapes);

@@ -24,14 +24,14 @@
 #define GRAD_W 0        /* fc/W's place in the gradient buffer */
 
 static const rt_tensor_info toy_params[] = {
-    {"loss_scale", OFF_SCALE, 1, 0, {0}, 0, 0, 0, 0, 0, 0},
-    {"fc/W", OFF_W, K * N, 2, {K, N}, 1, 0, 0, GRAD_W, 0, 0},
+    {"loss_scale", OFF_SCALE, 1, 0, {0}, 0, 0, 0, 0, 0, 0, 0},
+    {"fc/W", OFF_W, K * N, 2, {K, N}, 1, 0, 0, GRAD_W, 0, 0, 0},
 };
 static const rt_tensor_info toy_inputs[] = {
-    {"x", 0, M * K, 2, {M, K}, 0, 0, 0, 0, 0, 0},
+    {"x", 0, M * K, 2, {M, K}, 0, 0, 0, 0, 0, 0, 0},
 };
 static const rt_tensor_info toy_outputs[] = {
-    {"y", 0, M * N, 2, {M, N}, 0, 0, 0, 0, 0, 0},
+    {"y", 0, M * N, 2, {M, N}, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static void toy_init(float *params, uint64_t seed)
