@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *usage_main =
@@ -653,6 +654,24 @@ static int help(int argc, char **argv)
     return 0;
 }
 
+/* 1 with one line when OUT's folder does not exist: found before the
+ * command compiles anything, and said as what it is, rather than as the
+ * C compiler's or a temporary file's failure when the output is written. */
+static int out_folder_missing(const char *out)
+{
+    const char *slash = out ? strrchr(out, '/') : NULL;
+    if (!slash || slash == out)
+        return 0;
+    char dir[4096];
+    int n = snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
+    struct stat st;
+    if (n < 0 || (size_t)n >= sizeof dir || (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
+        return 0;
+    fprintf(stderr, "remat: -o %s: the folder '%s' does not exist; create it "
+            "first, or name an output in a folder that does\n", out, dir);
+    return 1;
+}
+
 /* A command that compiles a graph: its arguments, the rates, the run. */
 static int run_command(const Command *cmd, int argc, char **argv)
 {
@@ -665,6 +684,8 @@ static int run_command(const Command *cmd, int argc, char **argv)
     }
     a.freeze = freeze;
     int rc = parse_args(argc, argv, *cmd->usage, &a);
+    if (!rc)
+        rc = out_folder_missing(a.out);
     if (!rc && strcmp(a.cmd, "import") != 0)
         rc = load_rates(&rates);
     if (rc) {

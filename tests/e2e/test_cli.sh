@@ -57,6 +57,18 @@ usage ops --frobnicate
 usage compile graphs/mlp12.xml                  # no -o
 usage diff graphs/mlp12.xml --policy sac        # one side
 usage schedule graphs/mlp12.xml graphs/cnn.xml  # two graphs
+
+# -o into a folder that does not exist: one line naming the folder, exit 1,
+# before anything is compiled (not the C compiler's or a temporary file's
+# failure), and nothing written
+for c in "compile graphs/mlp12.xml -o $work/nodir/m.c" "build graphs/mlp12.xml -o $work/nodir/t" \
+         "memory graphs/mlp12.xml -o $work/nodir/m.svg" "import tests/onnx/seeds/mlp.onnx -o $work/nodir/m.xml"; do
+    "$remat" $c > "$work/uout" 2> "$work/uerr"
+    rc=$?
+    if [ "$rc" -eq 1 ] && [ ! -s "$work/uout" ] && [ "$(wc -l < "$work/uerr")" -eq 1 ] && [ ! -e "$work/nodir" ] &&
+        grep -q "the folder '$work/nodir' does not exist" "$work/uerr"; then ok
+    else bad "remat $c: exit $rc, stderr: $(cat "$work/uerr")"; fi
+done
 grep -q "^remat compile: unknown option --frobnicate$" <("$remat" compile graphs/mlp12.xml --frobnicate 2>&1) \
     && ok || bad "an unknown option is not named"
 
