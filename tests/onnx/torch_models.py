@@ -1369,6 +1369,78 @@ class WhereLabels(nn.Module):
         return (torch.randn(6, 8, generator=g), y)
 
 
+class PadMaskAttn(Attn):
+    """Causal self-attention whose mask is a constant bool buffer (the
+    causal triangle) and-ed with the padding mask of each sequence: the
+    scores masked_fill-ed with -inf where either says no."""
+
+    def __init__(self, d, heads, t):
+        super().__init__(d, heads, t)
+        del self.mask
+        self.register_buffer("causal", torch.ones(t, t, dtype=torch.bool).tril())
+
+    def forward(self, x, pad):
+        B, T, C = x.size()
+        q = self.q(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        k = self.k(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        v = self.v(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = self.causal[:T, :T] & pad    # (B, 1, T, T): a bool constant & a bool
+        att = att.masked_fill(~mask, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+class PadMaskBlock(GptBlock):
+    def __init__(self, d, heads, t):
+        super().__init__(d, heads, t)
+        self.attn = PadMaskAttn(d, heads, t)
+
+    def forward(self, x, pad):
+        x = x + self.attn(self.ln_1(x), pad)
+        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
+
+
+class GptPadMask(nn.Module):
+    """A small GPT over right-padded sequences: the attention mask is
+    causal & attention_mask.bool()[:, None, None, :] (And of a constant
+    bool buffer, torch.ones(8, 8, dtype=torch.bool).tril() sliced to the
+    sequence's 6, and a bool computed from the int64 attention_mask
+    input), masked_fill with -inf; cross-entropy ignores the padded
+    targets (-100)."""
+
+    input_names = ["input_ids", "attention_mask", "targets"]
+
+    def __init__(self, vocab=11, t=8, d=16, heads=2, n=2):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(t, d)
+        self.h = nn.ModuleList([PadMaskBlock(d, heads, t) for _ in range(n)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids, attention_mask, targets):
+        B, T = input_ids.size()
+        pos = torch.arange(0, T, dtype=torch.long)
+        x = self.wte(input_ids) + self.wpe(pos)
+        pad = attention_mask.bool()[:, None, None, :]
+        for b in self.h:
+            x = b(x, pad)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    @staticmethod
+    def inputs(g):
+        ids = torch.randint(0, 11, (2, 6), generator=g)
+        mask = torch.ones(2, 6, dtype=torch.long)
+        mask[0, 4:] = 0
+        mask[1, 3:] = 0
+        targets = torch.randint(0, 11, (2, 6), generator=g)
+        targets[mask == 0] = -100
+        return (ids, mask, targets)
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
@@ -1387,7 +1459,9 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           # int64 constants computed with int64 tensors (issue 25)
           "bert_padmask": BertPadMask, "nll_index": NllIndex,
           "binary_from_labels": BinaryFromLabels,
-          "where_labels": WhereLabels}
+          "where_labels": WhereLabels,
+          # bool constants computed with bool tensors, int64 sums (issue 25)
+          "gpt_padmask": GptPadMask}
 
 
 def fname(name):
