@@ -754,6 +754,16 @@ void rt_sub_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
                         const rt_bcast *m);
 void rt_mul_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
                         const rt_bcast *m);
+/* ONNX Div of two int64 tensors: the quotient truncated toward zero (C's
+ * and ONNX's integer division); x / 0 is 0 (numpy's answer; ONNX leaves
+ * it undefined) and INT64_MIN / -1 wraps to INT64_MIN, as numpy's. */
+void rt_div_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m);
+/* ONNX ReduceSum of an int64 (or bool) tensor through rt_reduce_forward's
+ * map: y[o(i)] = sum of x[i] over the reduced dimensions, exact, wrapping
+ * on overflow as numpy's int64 (mask.sum(-1), a sequence's length). */
+void rt_reduce_sum_i64_forward(int64_t *y, const int64_t *x,
+                               const rt_bcast *m, int ny);
 
 /* ---- memory, optimizer ---------------------------------------------------- */
 

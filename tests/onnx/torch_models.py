@@ -1441,6 +1441,43 @@ class GptPadMask(nn.Module):
         return (ids, mask, targets)
 
 
+class LastTokenCls(nn.Module):
+    """A sequence classifier on right-padded ids that reads each sequence's
+    last real token, the usual head: lengths = attention_mask.sum(1) - 1
+    (ReduceSum of the int64 mask, then Sub), h[torch.arange(B), lengths]
+    (torch 1.13 exports the advanced indexing as int64 Mul and Add of the
+    indices and a Gather), then a Linear and cross-entropy; beside it the
+    mean over the real tokens, divided by lengths.float() (Cast)."""
+
+    input_names = ["input_ids", "attention_mask", "labels"]
+
+    def __init__(self, vocab=13, d=16, n=2, classes=3):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.head = nn.Linear(2 * d, classes)
+
+    def forward(self, input_ids, attention_mask, labels):
+        B = input_ids.size(0)
+        h = self.wte(input_ids)
+        for b in self.blocks:
+            h = b(h)
+        n = attention_mask.sum(1)                             # (B,) int64
+        last = h[torch.arange(B), n - 1]                      # (B, d)
+        m = attention_mask.unsqueeze(-1).float()
+        mean = (h * m).sum(1) / n.float().unsqueeze(-1)
+        return F.cross_entropy(self.head(torch.cat([last, mean], -1)), labels)
+
+    @staticmethod
+    def inputs(g):
+        ids = torch.randint(1, 13, (3, 6), generator=g)
+        mask = torch.ones(3, 6, dtype=torch.long)
+        mask[0, 4:] = 0
+        mask[1, 1:] = 0
+        ids[mask == 0] = 0
+        return (ids, mask, torch.randint(0, 3, (3,), generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
@@ -1461,7 +1498,7 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "binary_from_labels": BinaryFromLabels,
           "where_labels": WhereLabels,
           # bool constants computed with bool tensors, int64 sums (issue 25)
-          "gpt_padmask": GptPadMask}
+          "gpt_padmask": GptPadMask, "last_token_cls": LastTokenCls}
 
 
 def fname(name):

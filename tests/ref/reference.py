@@ -63,6 +63,17 @@ def reduce(fn):
     return run
 
 
+def div(x, y):
+    """ONNX Div: float division, or of two int64 tensors the quotient
+    truncated toward zero (issue 25); ONNX leaves x / 0 undefined, and
+    remat gives 0 as numpy does."""
+    if x.is_floating_point() or y.is_floating_point():
+        return x / y
+    zero = y == 0
+    q = torch.div(x, torch.where(zero, torch.ones_like(y), y), rounding_mode="trunc")
+    return torch.where(zero, torch.zeros_like(q), q)
+
+
 def gelu(a, ins, at):
     x = ins[0]
     if at.get("approximate", "none") == "tanh":
@@ -703,7 +714,7 @@ OPS = {
     "Add": lambda a, i, at: i[0] + i[1],
     "Sub": lambda a, i, at: i[0] - i[1],
     "Mul": lambda a, i, at: i[0] * i[1],
-    "Div": lambda a, i, at: i[0] / i[1],
+    "Div": lambda a, i, at: div(i[0], i[1]),
     "Relu": lambda a, i, at: torch.clamp(i[0], min=0),
     "Gelu": gelu,
     "Tanh": lambda a, i, at: torch.tanh(i[0]),
