@@ -265,6 +265,11 @@ static const AttrSpec depth_to_space_attrs[] = {
     {.name = "mode", .type = ATTR_STRING, .s = "DCR", .choices = d2s_modes},
     {0},
 };
+/* Mod (issue 25): 0, the divisor's sign (Python's %); 1, the dividend's (C's fmod) */
+static const AttrSpec mod_attrs[] = {
+    {.name = "fmod", .type = ATTR_INT, .i = 0, .flag = 1},
+    {0},
+};
 static const AttrSpec space_to_depth_attrs[] = {
     {.name = "blocksize", .type = ATTR_INT},
     {0},
@@ -300,7 +305,7 @@ const OpInfo op_table[] = {
                    flops_gemm, {NEED_IN(1), NEED_IN(0)}, emit_gemm_fwd,
                    emit_gemm_bwd, emit_matmul_static, .bwd_writes = 3,
                    .gemm_rate = 1},
-    /* Add, Sub, Mul and Div also compute int64 from two int64 operands (ONNX:
+    /* Add, Sub, Mul, Div (and Mod, below) also compute int64 from two int64 operands (ONNX:
      * one dtype, broadcast; y + arange * C, torch's advanced indexing):
      * INT_INT64 below, ops_integer.c's range_any */
     [OP_ADD] = {"Add", "add", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
@@ -646,6 +651,12 @@ const OpInfo op_table[] = {
                            shape_depth_to_space, flops_none, {0},
                            emit_depth_to_space_fwd, emit_depth_to_space_bwd,
                            NULL},
+    /* int64 arithmetic (issue 25, boolconst): Mod of two int64 tensors
+     * (fmod 0 or 1) or of two float32 ones (fmod 1, as ONNX requires);
+     * dA is dY, dB is -trunc(A / B) dY: both read A and B */
+    [OP_MOD] = {"Mod", "mod", 2, 2, 1, CAT_POINTWISE, mod_attrs, shape_mod,
+                flops_out, {0, NEED_IN(0) | NEED_IN(1)}, emit_mod_fwd,
+                emit_mod_bwd, emit_binary_static, INT_INT64},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

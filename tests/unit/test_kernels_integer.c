@@ -2,7 +2,7 @@
  * test_kernels_integer.c: unit tests of the runtime's int64 and bool
  * kernels (integer.c: Slice, Concat, Transpose and Expand on int64, Cast,
  * the comparisons and logical ops, Where with an int64 condition, Where of
- * int64 values, int64 Add, Sub, Mul and Div, int64 ReduceSum), with
+ * int64 values, int64 Add, Sub, Mul, Div and Mod, int64 ReduceSum), with
  * Check. The Makefile builds it twice, with BLAS and with -DRT_NO_BLAS.
  *
  * The int64 structural kernels are checked against the float kernels on
@@ -350,6 +350,52 @@ START_TEST(div_i64_truncates)
 }
 END_TEST
 
+/* ONNX Mod of int64: by hand (fmod 0, the divisor's sign, as Python's %;
+ * fmod 1, the dividend's, as C's), x mod 0 and INT64_MIN mod -1 giving 0;
+ * then for many pairs against the definition: |r| < |b|, r zero or of
+ * b's sign (fmod 0) or a's (fmod 1), and a - r a multiple of b. */
+START_TEST(mod_i64_both_signs)
+{
+    const int64_t a[] = {-4, 7, 5, -4, 7, 5, 9, INT64_MIN, BIG + 7};
+    const int64_t b[] = {2, -3, 8, -2, 3, -8, 0, -1, BIG};
+    const int64_t want0[] = {0, -2, 5, 0, 1, -3, 0, 0, 7};
+    const int64_t want1[] = {0, 1, 5, 0, 1, 5, 0, 0, 7};
+    const int dims[] = {9}, st[] = {1}, d1[] = {1}, s0[] = {0};
+    const rt_bcast m = make_bcast(1, dims, st, st);
+    const rt_bcast one = make_bcast(1, d1, s0, s0);
+    int64_t y[9];
+    int k, fm;
+    rt_mod_i64_forward(y, a, b, 0, &m);
+    for (k = 0; k < 9; k++)
+        ck_assert_msg(y[k] == want0[k], "%lld mod %lld: got %lld",
+                      (long long)a[k], (long long)b[k], (long long)y[k]);
+    rt_mod_i64_forward(y, a, b, 1, &m);
+    for (k = 0; k < 9; k++)
+        ck_assert_msg(y[k] == want1[k], "fmod(%lld, %lld): got %lld",
+                      (long long)a[k], (long long)b[k], (long long)y[k]);
+    srand(26);
+    for (k = 0; k < 4000; k++) {
+        int64_t p = ((int64_t)rand() << 20) ^ rand(), q = rand() % 97 + 1;
+        int64_t r, aq;
+        if (k & 1)
+            p = -p;
+        if (k & 2)
+            q = -q;
+        if (k & 4)
+            q *= (int64_t)1 << 30;
+        fm = k >> 3 & 1;
+        rt_mod_i64_forward(&r, &p, &q, fm, &one);
+        aq = q >= 0 ? q : -q;
+        ck_assert_msg((r >= 0 ? r : -r) < aq, "%lld mod %lld: got %lld",
+                      (long long)p, (long long)q, (long long)r);
+        ck_assert_msg(r == 0 || (r < 0) == (fm ? p < 0 : q < 0),
+                      "%lld mod %lld (fmod %d): got %lld of the wrong sign",
+                      (long long)p, (long long)q, fm, (long long)r);
+        ck_assert((p - r) % q == 0);
+    }
+}
+END_TEST
+
 /* ReduceSum of int64 over x (2, 3, 4): along axis 1 (y (2, 1, 4)) and
  * along axes 0 and 2 (y (3)), against sums written here; values above
  * 2^53 stay exact, and a sum past INT64_MAX wraps as numpy's. */
@@ -426,6 +472,7 @@ static Suite *integer_suite(void)
     tc = tcase_create("int64 arithmetic");
     tcase_add_test(tc, arith_i64_broadcast);
     tcase_add_test(tc, div_i64_truncates);
+    tcase_add_test(tc, mod_i64_both_signs);
     tcase_add_test(tc, reduce_sum_i64_by_axes);
     suite_add_tcase(s, tc);
     return s;
