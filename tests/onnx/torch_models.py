@@ -1242,6 +1242,21 @@ class PixelShuffleSr(nn.Module):
         self.blocks = nn.ModuleList([SrBlock(c) for _ in range(2)])
         self.up = nn.Conv2d(c, 3 * 4, 3, padding=1)
         self.out = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        o = self.out(F.pixel_shuffle(self.up(h), 2))    # (N, 3, 2H, 2W)
+        down = F.pixel_unshuffle(o, 2)                   # (N, 12, H, W)
+        return ((o - y) ** 2).mean() + 0.1 * (down.mean(1) ** 2).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 3, 4, 5, generator=g),
+                torch.randn(2, 3, 8, 10, generator=g))
+
+
 class BertPadMask(BertMask):
     """The BERT-style encoder building its attention mask inside the model
     from the ids, as models without an attention_mask input do:
@@ -1304,14 +1319,14 @@ class BinaryFromLabels(nn.Module):
         h = self.inp(x)
         for b in self.blocks:
             h = b(h)
-        o = self.out(F.pixel_shuffle(self.up(h), 2))    # (N, 3, 2H, 2W)
-        down = F.pixel_unshuffle(o, 2)                   # (N, 12, H, W)
-        return ((o - y) ** 2).mean() + 0.1 * (down.mean(1) ** 2).mean()
+        target = (y == 1).float()
+        return F.binary_cross_entropy_with_logits(self.head(h).squeeze(-1),
+                                                  target)
 
     @staticmethod
     def inputs(g):
-        return (torch.randn(2, 3, 4, 5, generator=g),
-                torch.randn(2, 3, 8, 10, generator=g))
+        return (torch.randn(6, 8, generator=g),
+                torch.tensor([1, 0, 2, 1, 1, 3]))
 
 
 class RepeatInterleave(nn.Module):
@@ -1334,14 +1349,6 @@ class RepeatInterleave(nn.Module):
     def inputs(g):
         return (torch.randn(3, 5, generator=g),
                 torch.randint(0, 3, (3,), generator=g))
-        target = (y == 1).float()
-        return F.binary_cross_entropy_with_logits(self.head(h).squeeze(-1),
-                                                  target)
-
-    @staticmethod
-    def inputs(g):
-        return (torch.randn(6, 8, generator=g),
-                torch.tensor([1, 0, 2, 1, 1, 3]))
 
 
 class WhereLabels(nn.Module):
