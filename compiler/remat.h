@@ -180,6 +180,9 @@ typedef enum {
     OP_SIGN,
     OP_DEPTH_TO_SPACE,
     OP_SPACE_TO_DEPTH,
+    /* int64 arithmetic (issue 25, boolconst): Mod (ops_binary.c), of two
+     * int64 tensors (fmod 0 or 1) or of two float32 ones (fmod 1) */
+    OP_MOD,
     OP_COUNT
 } OpKind;
 

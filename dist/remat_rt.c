@@ -1128,7 +1128,7 @@ void rt_bmm_backward(float *da, float *db, const float *dy, const float *a,
 
 /* ==== runtime/binary.c ==== */
 /*
- * binary.c: the broadcasting binary ops Add, Sub, Mul, Div and Pow, with
+ * binary.c: the broadcasting binary ops Add, Sub, Mul, Div, Mod (fmod) and Pow, with
  * Where and Expand. They walk an rt_bcast map (remat_rt.h) one innermost
  * row at a time, through rt_bc_run and rt_bc_run_split (rt_impl.h), which
  * reduce.c and structural.c's Transpose walk their maps with too. A
@@ -1662,6 +1662,63 @@ void rt_div_backward(float *da, float *db, const float *dy, const float *a,
 {
     binary_back(da, db, dy, a, b, m, 1.0f, div_back_row, div_da_term,
                 div_db_term);
+}
+
+/* ---- Mod, fmod=1 (issue 25) ------------------------------------------------------ */
+
+static void fmod_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                     ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *a = p->a + oa, *b = p->b + ob;
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = fmodf(a[(ptrdiff_t)j * sa], b[(ptrdiff_t)j * sb]);
+}
+
+void rt_fmod_forward(float *y, const float *a, const float *b,
+                     const rt_bcast *m)
+{
+    binary(y, a, b, m, fmod_row);
+}
+
+/* n = trunc(a / b) as fmod takes it: a - fmodf(a, b) is n b (fmodf is
+ * exact), and its quotient by b rounds to n while n < 2^23; a / b itself
+ * may round up to the next integer and give the wrong n. */
+static float fmod_quotient(float a, float b)
+{
+    return rintf((a - fmodf(a, b)) / b);
+}
+
+static float fmod_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]];
+}
+
+static float fmod_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return -(fmod_quotient(p->a[off[1]], p->b[off[2]]) * p->dy[off[0]]);
+}
+
+static void fmod_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                          ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        if (p->da != NULL)
+            p->da[ia] += dy[j];
+        if (p->db != NULL)
+            p->db[ib] -= fmod_quotient(p->a[ia], p->b[ib]) * dy[j];
+    }
+}
+
+void rt_fmod_backward(float *da, float *db, const float *dy, const float *a,
+                      const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, fmod_back_row, fmod_da_term,
+                fmod_db_term);
 }
 
 /* a^b; b == 2 (x**2 as torch exports it) as one exact product. */
@@ -7113,10 +7170,10 @@ void rt_resize_backward(float *dx, const float *dy, const rt_resize *p)
  * models build masks, positions and shifted labels from integer graph
  * inputs: Cast of an int64 tensor to float32, the comparisons and the
  * logical ops, whose bool results are stored as int64 0 or 1, Where with
- * an int64 condition (of float32 or of int64 values), and Add, Sub and
- * Mul of two int64 tensors (ids against an int64 constant, labels plus
- * row offsets). None of them has a backward but Where's: integers carry
- * no gradient. Slice, Concat, Transpose and Expand on int64 are the float
+ * an int64 condition (of float32 or of int64 values), Add, Sub, Mul, Div
+ * and Mod of two int64 tensors (ids against an int64 constant, labels plus
+ * row offsets), and ReduceSum of one (a mask's length). None of them
+ * has a backward but Where's: integers carry no gradient. Slice, Concat, Transpose and Expand on int64 are the float
  * kernels' walks with 8-byte elements, beside them in structural.c and
  * binary.c.
  */
@@ -7262,7 +7319,7 @@ void rt_where_i64_i64_forward(int64_t *y, const int64_t *cond,
     }
 }
 
-enum { I64_ADD, I64_SUB, I64_MUL };
+enum { I64_ADD, I64_SUB, I64_MUL, I64_DIV, I64_MOD, I64_FMOD };
 
 /* Two's complement arithmetic, wrapping as numpy's int64 does (signed
  * overflow in C is undefined; unsigned wraps, and the conversion back
@@ -7273,7 +7330,25 @@ static int64_t arith_i64(int op, int64_t a, int64_t b)
     switch (op) {
     case I64_ADD: return (int64_t)(x + z);
     case I64_SUB: return (int64_t)(x - z);
-    default: return (int64_t)(x * z);
+    case I64_MUL: return (int64_t)(x * z);
+    case I64_MOD:
+    case I64_FMOD: {
+        /* C's % truncates (a's sign); fmod 0 moves a remainder of the
+         * other sign to b's. x % 0 is 0, x % -1 is 0 (C leaves
+         * INT64_MIN % -1 undefined). */
+        int64_t r = b == 0 || b == -1 ? 0 : a % b;
+        if (op == I64_MOD && r != 0 && (r < 0) != (b < 0))
+            r += b;
+        return r;
+    }
+    default:
+        /* truncated toward zero; C leaves x / 0 and INT64_MIN / -1
+         * undefined: 0 (numpy's) and the negation, wrapping */
+        if (b == 0)
+            return 0;
+        if (b == -1)
+            return (int64_t)(0u - x);
+        return a / b;
     }
 }
 
@@ -7305,6 +7380,38 @@ void rt_mul_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
                         const rt_bcast *m)
 {
     arith_i64_run(y, a, b, I64_MUL, m);
+}
+
+void rt_div_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m)
+{
+    arith_i64_run(y, a, b, I64_DIV, m);
+}
+
+void rt_mod_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        long fmod, const rt_bcast *m)
+{
+    arith_i64_run(y, a, b, fmod ? I64_FMOD : I64_MOD, m);
+}
+
+/* ---- int64 ReduceSum ------------------------------------------------------------ */
+
+/* x walked in order; m->sb gives y's offset (0 along a reduced dim), as
+ * rt_reduce_forward reads the map. Sums of integers are exact: no
+ * pairing needed, only the wrap of unsigned arithmetic. */
+void rt_reduce_sum_i64_forward(int64_t *y, const int64_t *x,
+                               const rt_bcast *m, int ny)
+{
+    int idx[RT_MAX_RANK] = {0};
+    ptrdiff_t off[2] = {0, 0};
+    size_t i, n = i64_count(m);
+    int k;
+    for (k = 0; k < ny; k++)
+        y[k] = 0;
+    for (i = 0; i < n; i++) {
+        y[off[1]] = (int64_t)((uint64_t)y[off[1]] + (uint64_t)x[i]);
+        i64_step(m, idx, off);
+    }
 }
 
 /* ---- int64 graph outputs ------------------------------------------------------ */

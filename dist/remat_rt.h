@@ -133,6 +133,14 @@ void rt_mul_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m);
 void rt_div_backward(float *da, float *db, const float *dy, const float *a,
                      const float *b, const rt_bcast *m);
+/* ONNX Mod with fmod=1 on float32 (issue 25): y = fmodf(a, b), the
+ * remainder of a / b truncated toward zero, of a's sign; NaN where b is 0.
+ * The backward: da += dy, db += -n dy with n = trunc(a / b), the integer
+ * y = a - n b holds with (found from fmodf's exact remainder). */
+void rt_fmod_forward(float *y, const float *a, const float *b,
+                     const rt_bcast *m);
+void rt_fmod_backward(float *da, float *db, const float *dy, const float *a,
+                      const float *b, const rt_bcast *m);
 /* Max and Min of two broadcast inputs (NaN if either is); the gradient
  * goes to the input taken, half to each on a tie (torch.maximum). */
 void rt_max_forward(float *y, const float *a, const float *b, const rt_bcast *m);
@@ -754,6 +762,22 @@ void rt_sub_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
                         const rt_bcast *m);
 void rt_mul_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
                         const rt_bcast *m);
+/* ONNX Div of two int64 tensors: the quotient truncated toward zero (C's
+ * and ONNX's integer division); x / 0 is 0 (numpy's answer; ONNX leaves
+ * it undefined) and INT64_MIN / -1 wraps to INT64_MIN, as numpy's. */
+void rt_div_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m);
+/* ONNX ReduceSum of an int64 (or bool) tensor through rt_reduce_forward's
+ * map: y[o(i)] = sum of x[i] over the reduced dimensions, exact, wrapping
+ * on overflow as numpy's int64 (mask.sum(-1), a sequence's length). */
+void rt_reduce_sum_i64_forward(int64_t *y, const int64_t *x,
+                               const rt_bcast *m, int ny);
+/* ONNX Mod of two int64 tensors through m: fmod 0, the remainder of a
+ * floored division, of b's sign (Python's a % b); fmod 1, of a truncated
+ * one, of a's sign (C's %). x mod 0 is 0 (numpy's answer; ONNX leaves it
+ * undefined). */
+void rt_mod_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        long fmod, const rt_bcast *m);
 
 /* ---- memory, optimizer ---------------------------------------------------- */
 

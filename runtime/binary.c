@@ -1,5 +1,5 @@
 /*
- * binary.c: the broadcasting binary ops Add, Sub, Mul, Div and Pow, with
+ * binary.c: the broadcasting binary ops Add, Sub, Mul, Div, Mod (fmod) and Pow, with
  * Where and Expand. They walk an rt_bcast map (remat_rt.h) one innermost
  * row at a time, through rt_bc_run and rt_bc_run_split (rt_impl.h), which
  * reduce.c and structural.c's Transpose walk their maps with too. A
@@ -534,6 +534,63 @@ void rt_div_backward(float *da, float *db, const float *dy, const float *a,
 {
     binary_back(da, db, dy, a, b, m, 1.0f, div_back_row, div_da_term,
                 div_db_term);
+}
+
+/* ---- Mod, fmod=1 (issue 25) ------------------------------------------------------ */
+
+static void fmod_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                     ptrdiff_t ob, int n, int sa, int sb)
+{
+    float *y = p->y + oy;
+    const float *a = p->a + oa, *b = p->b + ob;
+    int j;
+    for (j = 0; j < n; j++)
+        y[j] = fmodf(a[(ptrdiff_t)j * sa], b[(ptrdiff_t)j * sb]);
+}
+
+void rt_fmod_forward(float *y, const float *a, const float *b,
+                     const rt_bcast *m)
+{
+    binary(y, a, b, m, fmod_row);
+}
+
+/* n = trunc(a / b) as fmod takes it: a - fmodf(a, b) is n b (fmodf is
+ * exact), and its quotient by b rounds to n while n < 2^23; a / b itself
+ * may round up to the next integer and give the wrong n. */
+static float fmod_quotient(float a, float b)
+{
+    return rintf((a - fmodf(a, b)) / b);
+}
+
+static float fmod_da_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return p->dy[off[0]];
+}
+
+static float fmod_db_term(const bc_args *p, const ptrdiff_t *off)
+{
+    return -(fmod_quotient(p->a[off[1]], p->b[off[2]]) * p->dy[off[0]]);
+}
+
+static void fmod_back_row(const bc_args *p, ptrdiff_t oy, ptrdiff_t oa,
+                          ptrdiff_t ob, int n, int sa, int sb)
+{
+    const float *dy = p->dy + oy;
+    int j;
+    for (j = 0; j < n; j++) {
+        const ptrdiff_t ia = oa + (ptrdiff_t)j * sa, ib = ob + (ptrdiff_t)j * sb;
+        if (p->da != NULL)
+            p->da[ia] += dy[j];
+        if (p->db != NULL)
+            p->db[ib] -= fmod_quotient(p->a[ia], p->b[ib]) * dy[j];
+    }
+}
+
+void rt_fmod_backward(float *da, float *db, const float *dy, const float *a,
+                      const float *b, const rt_bcast *m)
+{
+    binary_back(da, db, dy, a, b, m, 1.0f, fmod_back_row, fmod_da_term,
+                fmod_db_term);
 }
 
 /* a^b; b == 2 (x**2 as torch exports it) as one exact product. */

@@ -3,10 +3,10 @@
  * models build masks, positions and shifted labels from integer graph
  * inputs: Cast of an int64 tensor to float32, the comparisons and the
  * logical ops, whose bool results are stored as int64 0 or 1, Where with
- * an int64 condition (of float32 or of int64 values), and Add, Sub and
- * Mul of two int64 tensors (ids against an int64 constant, labels plus
- * row offsets). None of them has a backward but Where's: integers carry
- * no gradient. Slice, Concat, Transpose and Expand on int64 are the float
+ * an int64 condition (of float32 or of int64 values), Add, Sub, Mul, Div
+ * and Mod of two int64 tensors (ids against an int64 constant, labels plus
+ * row offsets), and ReduceSum of one (a mask's length). None of them
+ * has a backward but Where's: integers carry no gradient. Slice, Concat, Transpose and Expand on int64 are the float
  * kernels' walks with 8-byte elements, beside them in structural.c and
  * binary.c.
  */
@@ -153,7 +153,7 @@ void rt_where_i64_i64_forward(int64_t *y, const int64_t *cond,
     }
 }
 
-enum { I64_ADD, I64_SUB, I64_MUL };
+enum { I64_ADD, I64_SUB, I64_MUL, I64_DIV, I64_MOD, I64_FMOD };
 
 /* Two's complement arithmetic, wrapping as numpy's int64 does (signed
  * overflow in C is undefined; unsigned wraps, and the conversion back
@@ -164,7 +164,25 @@ static int64_t arith_i64(int op, int64_t a, int64_t b)
     switch (op) {
     case I64_ADD: return (int64_t)(x + z);
     case I64_SUB: return (int64_t)(x - z);
-    default: return (int64_t)(x * z);
+    case I64_MUL: return (int64_t)(x * z);
+    case I64_MOD:
+    case I64_FMOD: {
+        /* C's % truncates (a's sign); fmod 0 moves a remainder of the
+         * other sign to b's. x % 0 is 0, x % -1 is 0 (C leaves
+         * INT64_MIN % -1 undefined). */
+        int64_t r = b == 0 || b == -1 ? 0 : a % b;
+        if (op == I64_MOD && r != 0 && (r < 0) != (b < 0))
+            r += b;
+        return r;
+    }
+    default:
+        /* truncated toward zero; C leaves x / 0 and INT64_MIN / -1
+         * undefined: 0 (numpy's) and the negation, wrapping */
+        if (b == 0)
+            return 0;
+        if (b == -1)
+            return (int64_t)(0u - x);
+        return a / b;
     }
 }
 
@@ -196,6 +214,38 @@ void rt_mul_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
                         const rt_bcast *m)
 {
     arith_i64_run(y, a, b, I64_MUL, m);
+}
+
+void rt_div_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        const rt_bcast *m)
+{
+    arith_i64_run(y, a, b, I64_DIV, m);
+}
+
+void rt_mod_i64_forward(int64_t *y, const int64_t *a, const int64_t *b,
+                        long fmod, const rt_bcast *m)
+{
+    arith_i64_run(y, a, b, fmod ? I64_FMOD : I64_MOD, m);
+}
+
+/* ---- int64 ReduceSum ------------------------------------------------------------ */
+
+/* x walked in order; m->sb gives y's offset (0 along a reduced dim), as
+ * rt_reduce_forward reads the map. Sums of integers are exact: no
+ * pairing needed, only the wrap of unsigned arithmetic. */
+void rt_reduce_sum_i64_forward(int64_t *y, const int64_t *x,
+                               const rt_bcast *m, int ny)
+{
+    int idx[RT_MAX_RANK] = {0};
+    ptrdiff_t off[2] = {0, 0};
+    size_t i, n = i64_count(m);
+    int k;
+    for (k = 0; k < ny; k++)
+        y[k] = 0;
+    for (i = 0; i < n; i++) {
+        y[off[1]] = (int64_t)((uint64_t)y[off[1]] + (uint64_t)x[i]);
+        i64_step(m, idx, off);
+    }
 }
 
 /* ---- int64 graph outputs ------------------------------------------------------ */

@@ -686,7 +686,7 @@ static int in_range(const IntRange *r, long v)
 /* The values every reader of int64 tensor t accepts (the intersection of
  * their op rows' ranges), down through views of t and the rows that pass
  * int64 on (Slice, Concat, Transpose, Expand: INT_OUT_PASS without an
- * int_range; int64 Add, Sub and Mul compute new values and give their
+ * int_range; int64 Add, Sub, Mul, Div and ReduceSum compute new values and give their
  * own, any value); *any = 0
  * when nothing reads it. An ignore index survives when every other reader
  * accepts it too (labels read by two losses with the same ignore_index). */

@@ -93,6 +93,7 @@ int im_new_val(Im *m, const char *name, const char *what)
     x->name = name;
     x->producer = -1;
     x->tensor = -1;
+    x->int_tensor = -1;
     x->transposed_of = -1;
     size_t k = hash_str(name) & (m->cap - 1);
     while (m->slots[k] >= 0)

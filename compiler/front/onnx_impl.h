@@ -39,6 +39,8 @@ typedef struct {
     int grad;               /* the loss depends on it differentiably */
     int trainable;          /* a float initializer the gradient reaches */
     int tensor;             /* its IR tensor, -1 until made */
+    int int_tensor;         /* a bool constant's int64 twin (0/1), -1 until
+                             * a row taking int64 reads it (tensor_read) */
     int transposed_of;      /* a Transpose(W) kept for a MatMul: W, or -1 */
     const char *const_name; /* the name a folded constant takes as a param */
     struct RnnStack *stack; /* onnx_rnn.c: Y as its steps, not yet whole */
@@ -128,6 +130,7 @@ int finish_node(Im *m, Node *n, const ONode *o);
 void shape_to_val(Val *v, const Tensor *t);
 /* The IR tensor of value vi: made a parameter if it is a constant. */
 int tensor_of(Im *m, int vi, const ONode *o);
+int tensor_read(Im *m, int vi, const ONode *o, OpKind op, int i);
 int lower_error(Im *m, const ONode *o, const char *what);
 /* ONNX node o as one IR node of op (constant inputs become attributes). */
 int lower_plain(Im *m, ONode *o, OpKind op);

@@ -154,8 +154,9 @@ int lower_error(Im *m, const ONode *o, const char *what)
     return ctx_error(m->c, m->file, 0, "%s: %s", o->what, what);
 }
 
-/* A constant or parameter value as a parameter tensor (made once). */
-static int param_of(Im *m, Val *v, const ONode *o)
+/* A constant or parameter value as a parameter tensor (made once; a
+ * bool constant once as float32 and once as int64: as_int). */
+static int param_of(Im *m, Val *v, const ONode *o, int as_int)
 {
     for (int d = 0; d < v->rank; d++)
         if (v->dims[d] == 0)
@@ -166,15 +167,16 @@ static int param_of(Im *m, Val *v, const ONode *o)
     copy_shape(x, v);
     x->trainable = v->trainable;
     x->init = INIT_FILE;
-    if (v->dt == DT_I64) {
+    if (v->dt == DT_I64 || as_int) {
         /* an int64 constant read with a computed int64 tensor (ids !=
-         * pad_id, y + offsets): its values as they are, a static array of
-         * the C file (emit.c); the rows that read it say whether int64
-         * may go there (shapes.c) */
+         * pad_id, y + offsets), or a bool one (0/1) read where a row
+         * takes int64 (tensor_read): its values as they are, a static
+         * array of the C file (emit.c); the rows that read it say
+         * whether int64 may go there (shapes.c) */
         x->is_int = 1;
         x->trainable = 0;
         x->idata = v->i;
-        v->tensor = t;
+        *(as_int ? &v->int_tensor : &v->tensor) = t;
         return t;
     }
     if (v->dt == DT_BOOL) {
@@ -204,9 +206,29 @@ int tensor_of(Im *m, int vi, const ONode *o)
     if (v->tensor >= 0)
         return v->tensor;
     if (v->known)
-        return param_of(m, v, o);
+        return param_of(m, v, o, 0);
     return lower_error(m, o, ctx_printf(m->c, "input '%s' has no value "
                                         "remat can compute", v->name));
+}
+
+/* Value vi read as input i of a node of row op. A bool constant is an
+ * int64 constant of 0s and 1s, as remat's computed bools are, where the
+ * row takes int64 at that input (And, Or, Xor and Equal with a computed
+ * bool, Where's condition, X and Y, Concat, the views: int_inputs, int_ok
+ * or an alias row's input 0), and a float32 one of 0s and 1s elsewhere,
+ * as tensor_of makes it (issue 25: causal & padding_mask). */
+int tensor_read(Im *m, int vi, const ONode *o, OpKind op, int i)
+{
+    Val *v = &m->v[vi];
+    const OpInfo *r = &op_table[op];
+    int takes_int = ((r->int_inputs | r->int_ok) >> i & 1) ||
+                    (r->alias && i == 0);
+    if (v->dt != DT_BOOL || !v->known || !takes_int ||
+        (v->tensor >= 0 && m->g->tensors[v->tensor].kind != T_PARAM))
+        return tensor_of(m, vi, o);
+    if (v->int_tensor >= 0)
+        return v->int_tensor;
+    return param_of(m, v, o, 1);
 }
 
 Node *new_node(Im *m, const char *raw, OpKind op)
@@ -742,7 +764,7 @@ int lower_plain(Im *m, ONode *o, OpKind op)
         if (o->in[i] < 0)
             return lower_error(m, o, ctx_printf(m->c, "input %d is left out; "
                                "remat needs it", i));
-        int t = tensor_of(m, o->in[i], o);
+        int t = tensor_read(m, o->in[i], o, op, i);
         if (t < 0)
             return -1;
         n->in[n->nin++] = t;
@@ -1021,7 +1043,7 @@ static int constant_output(Im *m, Val *x)
                .what = ctx_printf(m->c, "graph output '%s'", x->name)};
     const char *keep = x->name;
     x->const_name = ctx_printf(m->c, "%s_value", x->name);
-    int p = param_of(m, x, &o);
+    int p = param_of(m, x, &o, 0);
     if (p < 0)
         return -1;
     x->tensor = -1;
@@ -1055,7 +1077,7 @@ int onnx_lower(Im *m)
     }
     /* trainable initializers come first, in the file's order */
     for (int v = 0; v < m->nv; v++)
-        if (m->v[v].trainable && param_of(m, &m->v[v], &init_node) < 0)
+        if (m->v[v].trainable && param_of(m, &m->v[v], &init_node, 0) < 0)
             return -1;
     if (fold_pass(m, 0))
         return -1;

@@ -160,8 +160,8 @@ size_t trainable_floats(const Graph *g)
  * integer-aware rows make of them (a bool is an int64 0 or 1;
  * ops_integer.c): read where an op's row says input i is int64
  * (int_inputs: Gather's indices, the loss's labels) or may be (int_ok:
- * Slice, Concat, Transpose, Expand, the comparisons, Add, Sub and Mul,
- * Where's condition, X and Y), or by a view (an alias row: Reshape,
+ * Slice, Concat, Transpose, Expand, the comparisons, Add, Sub, Mul and
+ * Div, ReduceSum, Where's condition, X and Y), or by a view (an alias row: Reshape,
  * Flatten, Identity, Unsqueeze, Squeeze), whose output is then int64 too;
  * the row's int_out says what its outputs are. Every other tensor is
  * float32. */

@@ -265,13 +265,19 @@ static const AttrSpec depth_to_space_attrs[] = {
     {.name = "mode", .type = ATTR_STRING, .s = "DCR", .choices = d2s_modes},
     {0},
 };
+/* Mod (issue 25): 0, the divisor's sign (Python's %); 1, the dividend's (C's fmod) */
+static const AttrSpec mod_attrs[] = {
+    {.name = "fmod", .type = ATTR_INT, .i = 0, .flag = 1},
+    {0},
+};
 static const AttrSpec space_to_depth_attrs[] = {
     {.name = "blocksize", .type = ATTR_INT},
     {0},
 };
 
 /* int64 and bool tensors (issue 25): a row that computes int64 from two
- * int64 operands as it does float32 from two float32 ones (Add, Sub, Mul) */
+ * int64 operands as it does float32 from two float32 ones (Add, Sub, Mul,
+ * Div) */
 #define INT_INT64 .int_range = range_any, .int_ok = 3, .int_out = INT_OUT_PASS
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
@@ -299,7 +305,7 @@ const OpInfo op_table[] = {
                    flops_gemm, {NEED_IN(1), NEED_IN(0)}, emit_gemm_fwd,
                    emit_gemm_bwd, emit_matmul_static, .bwd_writes = 3,
                    .gemm_rate = 1},
-    /* Add, Sub and Mul also compute int64 from two int64 operands (ONNX:
+    /* Add, Sub, Mul, Div (and Mod, below) also compute int64 from two int64 operands (ONNX:
      * one dtype, broadcast; y + arange * C, torch's advanced indexing):
      * INT_INT64 below, ops_integer.c's range_any */
     [OP_ADD] = {"Add", "add", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
@@ -312,8 +318,11 @@ const OpInfo op_table[] = {
     [OP_MUL] = {"Mul", "mul", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_out, {NEED_IN(1), NEED_IN(0)}, emit_binary_fwd,
                 emit_binary_bwd, emit_binary_static, INT_INT64},
-    [OP_DIV] = BINARY("Div", "div", NEED_IN(1),
-                      NEED_IN(0) | NEED_IN(1)),
+    /* Div of two int64 tensors truncates toward zero (issue 25) */
+    [OP_DIV] = {"Div", "div", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
+                flops_out, {NEED_IN(1), NEED_IN(0) | NEED_IN(1)},
+                emit_binary_fwd, emit_binary_bwd, emit_binary_static,
+                INT_INT64},
     [OP_RELU] = {"Relu", "relu", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
                  flops_relu, {NEED_OUT(0)}, emit_unary_fwd, emit_unary_bwd,
                  NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1},
@@ -325,9 +334,13 @@ const OpInfo op_table[] = {
     [OP_REDUCE_MEAN] = {"ReduceMean", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
                         shape_reduce, flops_in, {0}, emit_reduce_fwd,
                         emit_reduce_bwd, emit_reduce_static},
+    /* ReduceSum also sums an int64 or bool tensor into int64 (issue 25:
+     * lengths = mask.sum(-1)), with no gradient: int_ok, INT_OUT_PASS */
     [OP_REDUCE_SUM] = {"ReduceSum", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
                        shape_reduce, flops_in, {0}, emit_reduce_fwd,
-                       emit_reduce_bwd, emit_reduce_static},
+                       emit_reduce_bwd, emit_reduce_static,
+                       .int_range = range_any, .int_ok = 1,
+                       .int_out = INT_OUT_PASS},
     [OP_EXP] = UNARY("Exp", "exp", flops_tanh, NEED_OUT(0)),
     [OP_LOG] = UNARY("Log", "log", flops_tanh, NEED_IN(0)),
     [OP_SQRT] = UNARY("Sqrt", "sqrt", flops_tanh, NEED_OUT(0)),
@@ -638,6 +651,12 @@ const OpInfo op_table[] = {
                            shape_depth_to_space, flops_none, {0},
                            emit_depth_to_space_fwd, emit_depth_to_space_bwd,
                            NULL},
+    /* int64 arithmetic (issue 25, boolconst): Mod of two int64 tensors
+     * (fmod 0 or 1) or of two float32 ones (fmod 1, as ONNX requires);
+     * dA is dY, dB is -trunc(A / B) dY: both read A and B */
+    [OP_MOD] = {"Mod", "mod", 2, 2, 1, CAT_POINTWISE, mod_attrs, shape_mod,
+                flops_out, {0, NEED_IN(0) | NEED_IN(1)}, emit_mod_fwd,
+                emit_mod_bwd, emit_binary_static, INT_INT64},
 };
 
 /* The last OpKind has a row (a unit test checks that every row is filled). */

@@ -70,7 +70,7 @@ void emit_gemm_bwd(Emit *e, const Node *n, const char *const *din,
                    const char *const *dout, const char *const *in,
                    const char *const *out);
 
-/* ---- ops_binary.c: Add, Sub, Mul, Div, Pow, Max, Min, PRelu, Where, Expand ----- */
+/* ---- ops_binary.c: Add, Sub, Mul, Div, Mod, Pow, Max, Min, PRelu, Where, Expand ----- */
 
 int shape_binary(Ctx *c, Graph *g, Node *n);
 int shape_prelu(Ctx *c, Graph *g, Node *n);
@@ -81,6 +81,13 @@ void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *dout, const char *const *in,
                      const char *const *out);
 double flops_pow(const Graph *g, const Node *n);
+/* Mod (issue 25): fmod 0 (the divisor's sign) of int64 only */
+int shape_mod(Ctx *c, Graph *g, Node *n);
+void emit_mod_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in);
+void emit_mod_bwd(Emit *e, const Node *n, const char *const *din,
+                  const char *const *dout, const char *const *in,
+                  const char *const *out);
 int shape_where(Ctx *c, Graph *g, Node *n);
 void emit_where_static(Emit *e, const Node *n);
 void emit_where_fwd(Emit *e, const Node *n, const char *const *out,

@@ -70,6 +70,40 @@ void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
              or_null(in, 0, 2), or_null(in, 1, 2), n->cname);
 }
 
+/* ONNX Mod (issue 25): fmod 0 takes the divisor's sign, defined for
+ * integers only; fmod 1 the dividend's (C's fmod), for both. */
+int shape_mod(Ctx *c, Graph *g, Node *n)
+{
+    if (!IN(0)->is_int && node_int(n, "fmod") == 0)
+        return node_error(c, g, n, ctx_printf(c, "Mod of float32 tensors "
+            "'%s' and '%s' needs fmod=\"1\" (the dividend's sign, C's fmod); "
+            "ONNX defines fmod=\"0\" for integers only", IN(0)->name,
+            IN(1)->name));
+    return shape_binary(c, g, n);
+}
+
+void emit_mod_fwd(Emit *e, const Node *n, const char *const *out,
+                  const char *const *in)
+{
+    const Graph *g = e->g;
+    if (OUT(0)->is_int)
+        emit(e, "rt_mod_i64_forward(%s, %s, %s, %ld, &map_%s);", out[0],
+             in[0], in[1], node_int(n, "fmod"), n->cname);
+    else
+        emit(e, "rt_fmod_forward(%s, %s, %s, &map_%s);", out[0], in[0],
+             in[1], n->cname);
+}
+
+void emit_mod_bwd(Emit *e, const Node *n, const char *const *din,
+                  const char *const *dout, const char *const *in,
+                  const char *const *out)
+{
+    (void)out;
+    emit(e, "rt_fmod_backward(%s, %s, %s, %s, %s, &map_%s);",
+         or_null(din, 0, 2), or_null(din, 1, 2), dout[0], or_null(in, 0, 2),
+         or_null(in, 1, 2), n->cname);
+}
+
 /* PRelu broadcasts its slope to x (ONNX's unidirectional rule): the
  * output is x's shape. */
 int shape_prelu(Ctx *c, Graph *g, Node *n)

@@ -88,8 +88,12 @@ void emit_reduce_fwd(Emit *e, const Node *n, const char *const *out,
                      const char *const *in)
 {
     const Graph *g = e->g;
-    emit(e, "rt_reduce_forward(%s, %s, &map_%s, %ld, %s);", out[0], in[0],
-         n->cname, OUT(0)->numel, reduce_scale(e, n));
+    if (OUT(0)->is_int)     /* ReduceSum of int64 or bool (issue 25) */
+        emit(e, "rt_reduce_sum_i64_forward(%s, %s, &map_%s, %ld);", out[0],
+             in[0], n->cname, OUT(0)->numel);
+    else
+        emit(e, "rt_reduce_forward(%s, %s, &map_%s, %ld, %s);", out[0],
+             in[0], n->cname, OUT(0)->numel, reduce_scale(e, n));
 }
 
 void emit_reduce_bwd(Emit *e, const Node *n, const char *const *din,

@@ -23,7 +23,7 @@
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 py=/usr/bin/python3
-models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels"}
+models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls"}
 
 saved() {   # model.onnx policy
     "$remat" schedule "$1" --policy "$2" | sed -n 's/^saved_bytes: //p'

@@ -481,6 +481,49 @@ ok = ok and out["output.ispad"].dtype == np.int64 and np.array_equal(out["output
 check("int64_arith", ok, err or "Equal with a constant, Mul, Add, Sub, Where on int64 inputs "
       "and constants; int64 and bool outputs")
 
+# Bool constants read with computed bools (issue 25): a causal triangle
+# And a padding mask made from int64 ids, Or, Xor and Equal with a
+# constant row, Where choosing between a constant bool and a computed one;
+# a bool constant as Where's condition over float32 X and Y; and one bool
+# constant read both by And (as int64 0/1) and as Gather's data (float32
+# 0/1, then a Where condition). Against numpy; the bool outputs exact.
+tri = np.tril(np.ones((3, 3), bool))
+rowc = np.array([True, False, True])
+m = model([h.make_node("Equal", ["ids", "pad"], ["ispad"]),
+           h.make_node("Not", ["ispad"], ["keep"]),                # (2, 3)
+           h.make_node("Unsqueeze", ["keep", "ax1"], ["keep3"]),   # (2, 1, 3)
+           h.make_node("And", ["tri", "keep3"], ["both"]),         # (2, 3, 3)
+           h.make_node("Or", ["keep", "rowc"], ["or_"]),
+           h.make_node("Xor", ["rowc", "keep"], ["xor_"]),
+           h.make_node("Equal", ["rowc", "xor_"], ["eqb"]),
+           h.make_node("Where", ["or_", "rowc", "eqb"], ["sel"]),
+           h.make_node("Where", ["tri", "x33", "neg"], ["yt"]),
+           h.make_node("Gather", ["tri", "pick"], ["trif"]),       # (2, 3, 3)
+           h.make_node("Where", ["trif", "yt", "neg"], ["y2"]),
+           h.make_node("Cast", ["both"], ["bothf"], to=T.FLOAT),
+           h.make_node("Add", ["y2", "bothf"], ["y"])],
+          [vi("x33", [3, 3]), vi("ids", [2, 3], T.INT64)],
+          [vi("y", [2, 3, 3]), vi("both", [2, 3, 3], T.BOOL), vi("sel", [2, 3], T.BOOL)],
+          [nh.from_array(np.array(0, np.int64), "pad"),
+           nh.from_array(np.array([1], np.int64), "ax1"),
+           nh.from_array(tri, "tri"), nh.from_array(rowc, "rowc"),
+           nh.from_array(np.array(-5.0, np.float32), "neg")])
+x33 = rng.standard_normal((3, 3)).astype(np.float32)
+pick = np.array([[2, 0, 1], [1, 1, 0]], np.int64)
+m.graph.input.append(vi("pick", [2, 3], T.INT64))
+out, err = run("bool_constants", m, {"x33": x33, "ids": ids, "pick": pick})
+keep_ = ids != 0
+both_ = tri & keep_[:, None, :]
+or_, xor_ = keep_ | rowc, rowc ^ keep_
+sel_ = np.where(or_, rowc, rowc == xor_)
+yt_ = np.where(tri, x33, np.float32(-5))
+want = np.where(tri[pick], yt_, np.float32(-5)) + both_.astype(np.float32)
+ok = out is not None and np.array_equal(out["output.y"], want)
+ok = ok and out["output.both"].dtype == np.int64 and np.array_equal(out["output.both"], both_)
+ok = ok and np.array_equal(out["output.sel"], sel_)
+check("bool_constants", ok, err or "bool constants with computed bools (And, Or, Xor, "
+      "Equal, Where of bools), as a float32 Where's condition and Gather's data")
+
 # A Cast of a computed float32 tensor to an integer is refused in one line.
 m = model([h.make_node("Cast", ["x"], ["xi"], to=T.INT64),
            h.make_node("Cast", ["xi"], ["y"], to=T.FLOAT)],

@@ -1242,6 +1242,21 @@ class PixelShuffleSr(nn.Module):
         self.blocks = nn.ModuleList([SrBlock(c) for _ in range(2)])
         self.up = nn.Conv2d(c, 3 * 4, 3, padding=1)
         self.out = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        o = self.out(F.pixel_shuffle(self.up(h), 2))    # (N, 3, 2H, 2W)
+        down = F.pixel_unshuffle(o, 2)                   # (N, 12, H, W)
+        return ((o - y) ** 2).mean() + 0.1 * (down.mean(1) ** 2).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 3, 4, 5, generator=g),
+                torch.randn(2, 3, 8, 10, generator=g))
+
+
 class BertPadMask(BertMask):
     """The BERT-style encoder building its attention mask inside the model
     from the ids, as models without an attention_mask input do:
@@ -1304,14 +1319,14 @@ class BinaryFromLabels(nn.Module):
         h = self.inp(x)
         for b in self.blocks:
             h = b(h)
-        o = self.out(F.pixel_shuffle(self.up(h), 2))    # (N, 3, 2H, 2W)
-        down = F.pixel_unshuffle(o, 2)                   # (N, 12, H, W)
-        return ((o - y) ** 2).mean() + 0.1 * (down.mean(1) ** 2).mean()
+        target = (y == 1).float()
+        return F.binary_cross_entropy_with_logits(self.head(h).squeeze(-1),
+                                                  target)
 
     @staticmethod
     def inputs(g):
-        return (torch.randn(2, 3, 4, 5, generator=g),
-                torch.randn(2, 3, 8, 10, generator=g))
+        return (torch.randn(6, 8, generator=g),
+                torch.tensor([1, 0, 2, 1, 1, 3]))
 
 
 class RepeatInterleave(nn.Module):
@@ -1334,14 +1349,6 @@ class RepeatInterleave(nn.Module):
     def inputs(g):
         return (torch.randn(3, 5, generator=g),
                 torch.randint(0, 3, (3,), generator=g))
-        target = (y == 1).float()
-        return F.binary_cross_entropy_with_logits(self.head(h).squeeze(-1),
-                                                  target)
-
-    @staticmethod
-    def inputs(g):
-        return (torch.randn(6, 8, generator=g),
-                torch.tensor([1, 0, 2, 1, 1, 3]))
 
 
 class WhereLabels(nn.Module):
@@ -1369,6 +1376,115 @@ class WhereLabels(nn.Module):
         return (torch.randn(6, 8, generator=g), y)
 
 
+class PadMaskAttn(Attn):
+    """Causal self-attention whose mask is a constant bool buffer (the
+    causal triangle) and-ed with the padding mask of each sequence: the
+    scores masked_fill-ed with -inf where either says no."""
+
+    def __init__(self, d, heads, t):
+        super().__init__(d, heads, t)
+        del self.mask
+        self.register_buffer("causal", torch.ones(t, t, dtype=torch.bool).tril())
+
+    def forward(self, x, pad):
+        B, T, C = x.size()
+        q = self.q(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        k = self.k(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        v = self.v(x).view(B, T, self.h, C // self.h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = self.causal[:T, :T] & pad    # (B, 1, T, T): a bool constant & a bool
+        att = att.masked_fill(~mask, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+class PadMaskBlock(GptBlock):
+    def __init__(self, d, heads, t):
+        super().__init__(d, heads, t)
+        self.attn = PadMaskAttn(d, heads, t)
+
+    def forward(self, x, pad):
+        x = x + self.attn(self.ln_1(x), pad)
+        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
+
+
+class GptPadMask(nn.Module):
+    """A small GPT over right-padded sequences: the attention mask is
+    causal & attention_mask.bool()[:, None, None, :] (And of a constant
+    bool buffer, torch.ones(8, 8, dtype=torch.bool).tril() sliced to the
+    sequence's 6, and a bool computed from the int64 attention_mask
+    input), masked_fill with -inf; cross-entropy ignores the padded
+    targets (-100)."""
+
+    input_names = ["input_ids", "attention_mask", "targets"]
+
+    def __init__(self, vocab=11, t=8, d=16, heads=2, n=2):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(t, d)
+        self.h = nn.ModuleList([PadMaskBlock(d, heads, t) for _ in range(n)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids, attention_mask, targets):
+        B, T = input_ids.size()
+        pos = torch.arange(0, T, dtype=torch.long)
+        x = self.wte(input_ids) + self.wpe(pos)
+        pad = attention_mask.bool()[:, None, None, :]
+        for b in self.h:
+            x = b(x, pad)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    @staticmethod
+    def inputs(g):
+        ids = torch.randint(0, 11, (2, 6), generator=g)
+        mask = torch.ones(2, 6, dtype=torch.long)
+        mask[0, 4:] = 0
+        mask[1, 3:] = 0
+        targets = torch.randint(0, 11, (2, 6), generator=g)
+        targets[mask == 0] = -100
+        return (ids, mask, targets)
+
+
+class LastTokenCls(nn.Module):
+    """A sequence classifier on right-padded ids that reads each sequence's
+    last real token, the usual head: lengths = attention_mask.sum(1) - 1
+    (ReduceSum of the int64 mask, then Sub), h[torch.arange(B), lengths]
+    (torch 1.13 exports the advanced indexing as int64 Mul and Add of the
+    indices and a Gather), then a Linear and cross-entropy; beside it the
+    mean over the real tokens, divided by lengths.float() (Cast)."""
+
+    input_names = ["input_ids", "attention_mask", "labels"]
+
+    def __init__(self, vocab=13, d=16, n=2, classes=3):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.head = nn.Linear(2 * d, classes)
+
+    def forward(self, input_ids, attention_mask, labels):
+        B = input_ids.size(0)
+        h = self.wte(input_ids)
+        for b in self.blocks:
+            h = b(h)
+        n = attention_mask.sum(1)                             # (B,) int64
+        last = h[torch.arange(B), n - 1]                      # (B, d)
+        m = attention_mask.unsqueeze(-1).float()
+        mean = (h * m).sum(1) / n.float().unsqueeze(-1)
+        return F.cross_entropy(self.head(torch.cat([last, mean], -1)), labels)
+
+    @staticmethod
+    def inputs(g):
+        ids = torch.randint(1, 13, (3, 6), generator=g)
+        mask = torch.ones(3, 6, dtype=torch.long)
+        mask[0, 4:] = 0
+        mask[1, 1:] = 0
+        ids[mask == 0] = 0
+        return (ids, mask, torch.randint(0, 3, (3,), generator=g))
+
+
 MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "mha": Mha, "cnn_bn": CnnBn, "wide": Wide, "big": Big,
           "activations": Activations, "resmlp_dict": ResMlpDict,
@@ -1387,7 +1503,9 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           # int64 constants computed with int64 tensors (issue 25)
           "bert_padmask": BertPadMask, "nll_index": NllIndex,
           "binary_from_labels": BinaryFromLabels,
-          "where_labels": WhereLabels}
+          "where_labels": WhereLabels,
+          # bool constants computed with bool tensors, int64 sums (issue 25)
+          "gpt_padmask": GptPadMask, "last_token_cls": LastTokenCls}
 
 
 def fname(name):

@@ -63,6 +63,29 @@ def reduce(fn):
     return run
 
 
+def div(x, y):
+    """ONNX Div: float division, or of two int64 tensors the quotient
+    truncated toward zero (issue 25); ONNX leaves x / 0 undefined, and
+    remat gives 0 as numpy does."""
+    if x.is_floating_point() or y.is_floating_point():
+        return x / y
+    zero = y == 0
+    q = torch.div(x, torch.where(zero, torch.ones_like(y), y), rounding_mode="trunc")
+    return torch.where(zero, torch.zeros_like(q), q)
+
+
+def mod(x, y, fmod):
+    """ONNX Mod: fmod 1, the dividend's sign (torch.fmod, whose gradient
+    to y is -trunc(x / y)); fmod 0, of int64 only, the divisor's
+    (torch.remainder); x mod 0 is 0 in remat, as numpy's (issue 25)."""
+    if x.is_floating_point() or y.is_floating_point():
+        return torch.fmod(x, y)
+    zero = y == 0
+    safe = torch.where(zero, torch.ones_like(y), y)
+    r = torch.fmod(x, safe) if fmod else torch.remainder(x, safe)
+    return torch.where(zero, torch.zeros_like(r), r)
+
+
 def gelu(a, ins, at):
     x = ins[0]
     if at.get("approximate", "none") == "tanh":
@@ -703,7 +726,8 @@ OPS = {
     "Add": lambda a, i, at: i[0] + i[1],
     "Sub": lambda a, i, at: i[0] - i[1],
     "Mul": lambda a, i, at: i[0] * i[1],
-    "Div": lambda a, i, at: i[0] / i[1],
+    "Div": lambda a, i, at: div(i[0], i[1]),
+    "Mod": lambda a, i, at: mod(i[0], i[1], int(at.get("fmod", 0))),
     "Relu": lambda a, i, at: torch.clamp(i[0], min=0),
     "Gelu": gelu,
     "Tanh": lambda a, i, at: torch.tanh(i[0]),

@@ -1,7 +1,7 @@
 /*
  * test_kernels_binary.c: unit tests of the runtime's broadcasting binary
  * kernels (Add, Sub, Mul, Div over an rt_bcast map, and Add's _set twin),
- * Pow, Max, Min, PRelu, Where and Expand (and Tile, Expand over a split
+ * Pow, Mod (fmod=1), Max, Min, PRelu, Where and Expand (and Tile, Expand over a split
  * map), with Check.
  *
  * Every backward is checked against central finite differences of its
@@ -331,6 +331,95 @@ START_TEST(pow_forward_matches_formula)
         want[i] = pow(c.a[src_index(i, c.l->da, c.l->dims, c.l->rank)],
                       c.b[src_index(i, c.l->db, c.l->dims, c.l->rank)]);
     expect_near("pow", c.y, want, c.n, 1e-6, 0);
+}
+END_TEST
+
+/* ---- Mod, fmod=1 (issue 25) ---------------------------------------------- */
+
+static double fmod_loss(void *v)
+{
+    pow_case *c = v;
+    rt_fmod_forward(c->y, c->a, c->b, &c->m);
+    return dot(c->y, c->dy, c->n);
+}
+
+/* a near k + 1/2 for integers k in [-3, 3], b of either sign with |b| in
+ * [1, 1.1]: every a / b is 0.13 or more from an integer, where fmod jumps,
+ * so central differences (step 1e-2) see the smooth piece. */
+static void fmod_setup(pow_case *c, int k, uint64_t seed)
+{
+    size_t i;
+    c->l = &layouts[k];
+    c->m = map_of(c->l);
+    c->n = count_of(c->l->dims, c->l->rank);
+    c->na = count_of(c->l->da, c->l->rank);
+    c->nb = count_of(c->l->db, c->l->rank);
+    tseed(seed);
+    fill(c->a, c->na, -0.05f, 0.05f);
+    for (i = 0; i < c->na; i++)
+        c->a[i] += (float)((int)(i * 5 % 7) - 3) + 0.5f;
+    fill_away(c->b, c->nb, 1.0f, 1.1f);
+    fill(c->dy, c->n, -1, 1);
+}
+
+/* Both gradients, summed over broadcast dimensions, against finite
+ * differences, from random presets, and a NULL gradient skipped. */
+START_TEST(fmod_grad)
+{
+    pow_case c;
+    float da[24], db[24], pa[24], pb[24], diff[24];
+    fmod_setup(&c, _i, 7300 + _i);
+    fill(pa, c.na, -1, 1);
+    fill(pb, c.nb, -1, 1);
+    memcpy(da, pa, sizeof da);
+    memcpy(db, pb, sizeof db);
+    rt_fmod_backward(da, db, c.dy, c.a, c.b, &c.m);
+    added(diff, da, pa, c.na);
+    expect_grad("fmod da", c.a, c.na, diff, fmod_loss, &c);
+    added(diff, db, pb, c.nb);
+    expect_grad("fmod db", c.b, c.nb, diff, fmod_loss, &c);
+    memcpy(db, pb, sizeof db);
+    rt_fmod_backward(NULL, db, c.dy, c.a, c.b, &c.m);
+    added(diff, db, pb, c.nb);
+    expect_grad("fmod db alone", c.b, c.nb, diff, fmod_loss, &c);
+    rt_fmod_backward(NULL, NULL, c.dy, c.a, c.b, &c.m);
+}
+END_TEST
+
+/* By hand: the dividend's sign; 0.9f / 0.1f rounds to 9 in float, but
+ * 0.9f is just under 9 * 0.1f, so the remainder is 0.1f less a little and
+ * the quotient fmod takes is 8: db is -8 dy (a naive trunc(a / b), 9,
+ * would be wrong). Then every element against a - trunc(a / b) b in
+ * double at the element's own operands. */
+START_TEST(fmod_forward_by_hand)
+{
+    const float a[] = {5.5f, -5.5f, 5.5f, -5.5f, 7.0f, 0.25f, 0.9f};
+    const float b[] = {2.0f, 2.0f, -2.0f, -2.0f, 7.0f, 3.0f, 0.1f};
+    const double want[] = {1.5, -1.5, 1.5, -1.5, 0.0, 0.25,
+                           (double)0.9f - 8.0 * (double)0.1f};
+    const int dims[] = {7}, st[] = {1};
+    const rt_bcast m = make_bcast(1, dims, st, st);
+    float y[7], dy[7] = {1, 1, 1, 1, 1, 1, 1}, da[7] = {0}, db[7] = {0};
+    pow_case c;
+    double w[24];
+    size_t i;
+    rt_fmod_forward(y, a, b, &m);
+    expect_near("fmod", y, want, 7, 0, 1e-9);
+    rt_fmod_backward(da, db, dy, a, b, &m);
+    ck_assert(da[6] == 1.0f && db[6] == -8.0f);
+    ck_assert(db[0] == -2.0f && db[1] == 2.0f && db[2] == 2.0f &&
+              db[3] == -2.0f && db[4] == -1.0f && db[5] == 0.0f);
+    for (i = 0; i < (size_t)N_LAYOUTS; i++) {
+        size_t j;
+        fmod_setup(&c, (int)i, 7400 + i);
+        rt_fmod_forward(c.y, c.a, c.b, &c.m);
+        for (j = 0; j < c.n; j++) {
+            const double p = c.a[src_index(j, c.l->da, c.l->dims, c.l->rank)];
+            const double q = c.b[src_index(j, c.l->db, c.l->dims, c.l->rank)];
+            w[j] = p - trunc(p / q) * q;
+        }
+        expect_near("fmod by layout", c.y, w, c.n, 1e-6, 1e-6);
+    }
 }
 END_TEST
 
@@ -936,6 +1025,11 @@ static Suite *binary_suite(void)
     tcase_add_loop_test(tc, pow_forward_matches_formula, 0, N_LAYOUTS);
     tcase_add_test(tc, pow_scalar_exponents);
     tcase_add_test(tc, pow_zero_base_no_nan);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("mod");
+    tcase_add_loop_test(tc, fmod_grad, 0, N_LAYOUTS);
+    tcase_add_test(tc, fmod_forward_by_hand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("extreme");

@@ -2,7 +2,8 @@
  * test_kernels_integer.c: unit tests of the runtime's int64 and bool
  * kernels (integer.c: Slice, Concat, Transpose and Expand on int64, Cast,
  * the comparisons and logical ops, Where with an int64 condition, Where of
- * int64 values, int64 Add, Sub and Mul), with Check. The Makefile builds it twice, with BLAS and with -DRT_NO_BLAS.
+ * int64 values, int64 Add, Sub, Mul, Div and Mod, int64 ReduceSum), with
+ * Check. The Makefile builds it twice, with BLAS and with -DRT_NO_BLAS.
  *
  * The int64 structural kernels are checked against the float kernels on
  * the same values (small integers, exact in float) and, for values no
@@ -12,7 +13,9 @@
  * differences of its forward, from a random preset gradient so that `+=`
  * is tested, and with NULL gradients; int64 Add, Sub and Mul against C's
  * unsigned arithmetic element by element through the broadcast written
- * out by hand (values above 2^53, and a product that wraps).
+ * out by hand (values above 2^53, and a product that wraps); Div by
+ * hand and against the definition of a truncated quotient (no division);
+ * ReduceSum against sums written out here.
  */
 #include <check.h>
 #include <math.h>
@@ -309,6 +312,140 @@ START_TEST(arith_i64_broadcast)
 }
 END_TEST
 
+/* ONNX integer Div truncates toward zero: by hand, then for many pairs
+ * against the definition (a = q b + r, |r| < |b|, r zero or of a's sign),
+ * which uses no division. x / 0 is 0 and INT64_MIN / -1 wraps. */
+START_TEST(div_i64_truncates)
+{
+    const int64_t a[] = {7, -7, 7, -7, 5, INT64_MIN, BIG + 5, -1};
+    const int64_t b[] = {2, 2, -2, -2, 0, -1, BIG, 3};
+    const int64_t want[] = {3, -3, -3, 3, 0, INT64_MIN, 1, 0};
+    const int dims[] = {8}, sa[] = {1}, sb[] = {1};
+    const rt_bcast m = make_bcast(1, dims, sa, sb);
+    const int d1[] = {1}, s0[] = {0};
+    const rt_bcast one = make_bcast(1, d1, s0, s0);
+    int64_t y[8];
+    int k;
+    rt_div_i64_forward(y, a, b, &m);
+    for (k = 0; k < 8; k++)
+        ck_assert_msg(y[k] == want[k], "%lld / %lld: got %lld",
+                      (long long)a[k], (long long)b[k], (long long)y[k]);
+    srand(25);
+    for (k = 0; k < 2000; k++) {
+        int64_t p = ((int64_t)rand() << 20) ^ rand(), q = rand() % 97 + 1;
+        int64_t r;
+        if (k & 1)
+            p = -p;
+        if (k & 2)
+            q = -q;
+        if (k & 4)
+            q *= (int64_t)1 << 40;
+        rt_div_i64_forward(y, &p, &q, &one);
+        r = p - y[0] * q;
+        ck_assert_msg((r >= 0 ? r : -r) < (q >= 0 ? q : -q) &&
+                      (r == 0 || (r < 0) == (p < 0)),
+                      "%lld / %lld: got %lld", (long long)p, (long long)q,
+                      (long long)y[0]);
+    }
+}
+END_TEST
+
+/* ONNX Mod of int64: by hand (fmod 0, the divisor's sign, as Python's %;
+ * fmod 1, the dividend's, as C's), x mod 0 and INT64_MIN mod -1 giving 0;
+ * then for many pairs against the definition: |r| < |b|, r zero or of
+ * b's sign (fmod 0) or a's (fmod 1), and a - r a multiple of b. */
+START_TEST(mod_i64_both_signs)
+{
+    const int64_t a[] = {-4, 7, 5, -4, 7, 5, 9, INT64_MIN, BIG + 7};
+    const int64_t b[] = {2, -3, 8, -2, 3, -8, 0, -1, BIG};
+    const int64_t want0[] = {0, -2, 5, 0, 1, -3, 0, 0, 7};
+    const int64_t want1[] = {0, 1, 5, 0, 1, 5, 0, 0, 7};
+    const int dims[] = {9}, st[] = {1}, d1[] = {1}, s0[] = {0};
+    const rt_bcast m = make_bcast(1, dims, st, st);
+    const rt_bcast one = make_bcast(1, d1, s0, s0);
+    int64_t y[9];
+    int k, fm;
+    rt_mod_i64_forward(y, a, b, 0, &m);
+    for (k = 0; k < 9; k++)
+        ck_assert_msg(y[k] == want0[k], "%lld mod %lld: got %lld",
+                      (long long)a[k], (long long)b[k], (long long)y[k]);
+    rt_mod_i64_forward(y, a, b, 1, &m);
+    for (k = 0; k < 9; k++)
+        ck_assert_msg(y[k] == want1[k], "fmod(%lld, %lld): got %lld",
+                      (long long)a[k], (long long)b[k], (long long)y[k]);
+    srand(26);
+    for (k = 0; k < 4000; k++) {
+        int64_t p = ((int64_t)rand() << 20) ^ rand(), q = rand() % 97 + 1;
+        int64_t r, aq;
+        if (k & 1)
+            p = -p;
+        if (k & 2)
+            q = -q;
+        if (k & 4)
+            q *= (int64_t)1 << 30;
+        fm = k >> 3 & 1;
+        rt_mod_i64_forward(&r, &p, &q, fm, &one);
+        aq = q >= 0 ? q : -q;
+        ck_assert_msg((r >= 0 ? r : -r) < aq, "%lld mod %lld: got %lld",
+                      (long long)p, (long long)q, (long long)r);
+        ck_assert_msg(r == 0 || (r < 0) == (fm ? p < 0 : q < 0),
+                      "%lld mod %lld (fmod %d): got %lld of the wrong sign",
+                      (long long)p, (long long)q, fm, (long long)r);
+        ck_assert((p - r) % q == 0);
+    }
+}
+END_TEST
+
+/* ReduceSum of int64 over x (2, 3, 4): along axis 1 (y (2, 1, 4)) and
+ * along axes 0 and 2 (y (3)), against sums written here; values above
+ * 2^53 stay exact, and a sum past INT64_MAX wraps as numpy's. */
+START_TEST(reduce_sum_i64_by_axes)
+{
+    int64_t x[24], y[8], want[8];
+    const int dims[] = {2, 3, 4}, sa[] = {12, 4, 1};
+    const int sb1[] = {4, 0, 1}, sb02[] = {0, 1, 0};
+    const rt_bcast m1 = make_bcast(3, dims, sa, sb1);
+    const rt_bcast m02 = make_bcast(3, dims, sa, sb02);
+    int i, j, k;
+    for (k = 0; k < 24; k++)
+        x[k] = (k % 5 == 0 ? BIG : 0) + k * (k % 2 ? -3 : 7);
+    rt_reduce_sum_i64_forward(y, x, &m1, 8);
+    for (i = 0; i < 2; i++)
+        for (k = 0; k < 4; k++) {
+            want[i * 4 + k] = 0;
+            for (j = 0; j < 3; j++)
+                want[i * 4 + k] += x[i * 12 + j * 4 + k];
+            ck_assert_msg(y[i * 4 + k] == want[i * 4 + k], "axis 1 at "
+                          "(%d, %d): got %lld, want %lld", i, k,
+                          (long long)y[i * 4 + k], (long long)want[i * 4 + k]);
+        }
+    rt_reduce_sum_i64_forward(y, x, &m02, 3);
+    for (j = 0; j < 3; j++) {
+        want[j] = 0;
+        for (i = 0; i < 2; i++)
+            for (k = 0; k < 4; k++)
+                want[j] += x[i * 12 + j * 4 + k];
+        ck_assert(y[j] == want[j]);
+    }
+    /* a mask's lengths, by hand: rows of 1s then 0s */
+    {
+        const int64_t mask[] = {1, 1, 1, 0, 1, 0, 0, 0};
+        const int md[] = {2, 4}, ms[] = {4, 1}, my[] = {1, 0};
+        const rt_bcast mm = make_bcast(2, md, ms, my);
+        rt_reduce_sum_i64_forward(y, mask, &mm, 2);
+        ck_assert(y[0] == 3 && y[1] == 1);
+    }
+    /* INT64_MAX + 2 wraps to INT64_MIN + 1 */
+    {
+        const int64_t w[] = {INT64_MAX, 2};
+        const int wd[] = {2}, ws[] = {1}, wy[] = {0};
+        const rt_bcast mw = make_bcast(1, wd, ws, wy);
+        rt_reduce_sum_i64_forward(y, w, &mw, 1);
+        ck_assert(y[0] == INT64_MIN + 1);
+    }
+}
+END_TEST
+
 static Suite *integer_suite(void)
 {
     Suite *s = suite_create("remat_rt integer");
@@ -334,6 +471,9 @@ static Suite *integer_suite(void)
 
     tc = tcase_create("int64 arithmetic");
     tcase_add_test(tc, arith_i64_broadcast);
+    tcase_add_test(tc, div_i64_truncates);
+    tcase_add_test(tc, mod_i64_both_signs);
+    tcase_add_test(tc, reduce_sum_i64_by_axes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -546,6 +546,58 @@ START_TEST(int64_arithmetic_dtypes)
 }
 END_TEST
 
+/* int64 ReduceSum, Div and Mod (issue 25): a mask's lengths are int64,
+ * summed, divided and taken modulo by the int64 kernels; the mask read only through them takes
+ * any value; ReduceMean of int64 and Div of int64 by float32 are refused. */
+START_TEST(int64_reduce_sum_and_div_dtypes)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c,
+        "<input name='mask' shape='2 4' dtype='int64'/><input name='x' shape='8 2'/>"
+        "<node name='n' op='ReduceSum' in='mask' out='len' axes='1' keepdims='0'/>"
+        "<node name='d' op='Div' in='len len' out='q0'/>"
+        "<node name='o' op='Mod' in='q0 len' out='q1' fmod='1'/>"
+        "<node name='p' op='Mod' in='q1 len' out='q'/>"
+        "<node name='g' op='Gather' in='x q' out='h'/>"
+        "<node name='r' op='ReduceSum' in='h' out='l' keepdims='0'/>"
+        "<output name='l'/>", "none");
+    ck_assert(T(&m, "len")->is_int && T(&m, "q")->is_int && T(&m, "q1")->is_int);
+    assert_dims(T(&m, "len"), 1, (long[]){2});
+    ck_assert(!T(&m, "h")->is_int && !T(&m, "l")->is_int);
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
+    ck_assert_contains(cf.data, "rt_reduce_sum_i64_forward(v_len, v_mask, &map_n, 2);");
+    ck_assert_contains(cf.data, "rt_div_i64_forward(v_q0, v_len, v_len, ");
+    ck_assert_contains(cf.data, "rt_mod_i64_forward(v_q1, v_q0, v_len, 1, ");
+    ck_assert_contains(cf.data, "rt_mod_i64_forward(v_q, v_q1, v_len, 0, ");
+    ck_assert_contains(cf.data, "rt_reduce_forward(v_l, v_h, &map_r, 1, ");
+    /* mask: any value (through ReduceSum), not Gather's [-8, 8) */
+    ck_assert_contains(cf.data, "{\"mask\", 0, 8, 2, {2, 4}, 0, "
+                                "-4611686018427387904, 4611686018427387904, 0, 0, "
+                                "0, 1},");
+    ctx_free(&c);
+    ctx_init(&c);
+    const char *msg = error_of(&c,
+        "<input name='mask' shape='2 4' dtype='int64'/>"
+        "<node name='n' op='ReduceMean' in='mask' out='l' keepdims='0'/>"
+        "<output name='l'/>");
+    ck_assert_contains(msg, "ReduceMean input 0 'mask' is int64 but must be "
+                            "float32 (Cast it: to=\"1\")");
+    ctx_free(&c);
+    ctx_init(&c);
+    msg = error_of(&c,
+        "<input name='y' shape='4' dtype='int64'/><input name='x' shape='4'/>"
+        "<node name='w' op='Div' in='y x' out='z'/>"
+        "<node name='r' op='ReduceSum' in='x' out='l' keepdims='0'/><output name='l'/>");
+    ck_assert_contains(msg, "Div input 1 'x' is float32 but input 0 'y' is "
+                            "int64; the inputs must have one dtype");
+    ctx_free(&c);
+}
+END_TEST
+
 /* ArgMax and ArgMin (issue 25): int64 indices along one axis, kept as 1 or
  * dropped, negative axes from the end; no gradient; the axis out of range
  * refused, and a float32 input required. */
@@ -1329,6 +1381,7 @@ int main(void)
     tcase_add_test(t, int64_views_refused_elsewhere);
     tcase_add_test(t, argmax_shapes_and_errors);
     tcase_add_test(t, int64_arithmetic_dtypes);
+    tcase_add_test(t, int64_reduce_sum_and_div_dtypes);
     tcase_add_test(t, int64_through_shape_ops_and_masks);
     tcase_add_test(t, structural_shape_errors);
     tcase_add_test(t, pointwise_onnx_shapes);
