@@ -48,7 +48,13 @@ for t in tests/e2e/test_*.sh; do
     passed=$((passed + p))
     failed=$((failed + f))
     if [ "$f" -eq 0 ]; then echo "$(basename "$t"): $p passed"
-    else grep -E 'FAIL|error' "$log" | head -40; echo "$(basename "$t"): $f FAILED"; fi
+    else
+        # the failed checks; a script that stopped before its summary line
+        # (a crash, an unset variable) shows its last lines instead
+        if [ -n "$line" ]; then grep -E '^ *FAIL|error:' "$log" | head -40
+        else tail -20 "$log"; fi
+        echo "$(basename "$t"): $f FAILED"
+    fi
 done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

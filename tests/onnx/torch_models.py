@@ -1147,6 +1147,13 @@ class TileMlp(nn.Module):
         big = self.cube.repeat(2, 2, 2, 2)                   # (4, 4, 4, 6)
         spread = torch.linspace(-1, 1, 6)
         return F.cross_entropy(self.head(h), y) + (torch.tanh(big) * spread).mean()
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(4, 6, generator=g),
+                torch.randint(0, 5, (4,), generator=g))
+
+
 # ---- ops users meet (issue 25, newops2) ------------------------------------
 
 
