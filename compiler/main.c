@@ -8,6 +8,7 @@
 #define _DEFAULT_SOURCE
 #include "remat.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,7 +223,9 @@ typedef struct {
     const char *policy[2];
     int npolicy, no_blas, measure, json, by_arena, mpi;
     const char *cflags;               /* build's --cflags */
-    const char *budget, *max_arena;   /* as given */
+    const char *budget, *max_arena, *max_ram;   /* as given */
+    Optim optim;            /* --optimizer, --momentum, --fused */
+    int have_optimizer, have_momentum;
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
     int nfreeze;
     const Rates *rates;     /* how recompute is priced (cost.c) */
@@ -247,6 +250,46 @@ static int is_help(const char *s)
     return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0;
 }
 
+static int is_optim_flag(const char *s)
+{
+    return strcmp(s, "--optimizer") == 0 || strcmp(s, "--momentum") == 0 ||
+           strcmp(s, "--fused") == 0;
+}
+
+/* The trainer's optimizer flags (runtime/trainer_args.c), so that
+ * ram_bytes counts the state of the optimizer the trainer will use:
+ * argv[*i] is one of them; 2 after a usage error. */
+static int optim_arg(int argc, char **argv, int *i, Args *a)
+{
+    const char *s = argv[*i];
+    if (strcmp(s, "--fused") == 0) {
+        if (a->optim.fused)
+            return usage_error(a->cmd, "%s given twice", s);
+        a->optim.fused = 1;
+        return 0;
+    }
+    if (*i + 1 >= argc)
+        return usage_error(a->cmd, "%s needs a value", s);
+    const char *v = argv[++*i];
+    int *seen = s[2] == 'o' ? &a->have_optimizer : &a->have_momentum;
+    if ((*seen)++)
+        return usage_error(a->cmd, "%s given twice", s);
+    if (s[2] == 'o') {
+        if (strcmp(v, "sgd") && strcmp(v, "adamw"))
+            return usage_error(a->cmd, "--optimizer takes sgd or adamw, not "
+                               "%s", v);
+        a->optim.adamw = strcmp(v, "adamw") == 0;
+        return 0;
+    }
+    char *end;
+    double m = strtod(v, &end);
+    if (!*v || *end || !isfinite(m) || m < 0)
+        return usage_error(a->cmd, "--momentum takes a number of 0 or more, "
+                           "not %s", v);
+    a->optim.momentum = m;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, const char *usage, Args *a)
 {
     for (int i = 2; i < argc; i++) {
@@ -262,6 +305,17 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             if (*v)
                 return usage_error(a->cmd, "%s given twice", s);
             *v = argv[++i];
+        } else if (strcmp(s, "--max-ram") == 0 && strcmp(a->cmd, "pareto") != 0
+                   && strcmp(a->cmd, "import") != 0) {
+            if (i + 1 >= argc)
+                return usage_error(a->cmd, "%s needs a value", s);
+            if (a->max_ram)
+                return usage_error(a->cmd, "%s given twice", s);
+            a->max_ram = argv[++i];
+        } else if (is_optim_flag(s) && strcmp(a->cmd, "import") != 0) {
+            int rc = optim_arg(argc, argv, &i, a);
+            if (rc)
+                return rc;
         } else if (strcmp(s, "--policy") == 0 || strcmp(s, "-o") == 0) {
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
@@ -314,8 +368,13 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
     }
     if (!a->graph)
         return usage_error(a->cmd, "no graph file given");
+    if (a->max_ram && a->max_arena)
+        return usage_error(a->cmd, "--max-ram and --max-arena both bound the "
+                           "arena; give one");
+    if (a->have_momentum && a->optim.adamw)
+        return usage_error(a->cmd, "--momentum is SGD's; --optimizer is adamw");
     int want = strcmp(a->cmd, "diff") == 0 ? 2 : 1;
-    int budgeted = a->budget || a->max_arena;
+    int budgeted = a->budget || a->max_arena || a->max_ram;
     if (want == 2 && a->npolicy != 2 && !budgeted)
         return usage_error(a->cmd, "needs --policy twice (or a budget)");
     if ((want == 1 || budgeted) && a->npolicy > want)
@@ -340,13 +399,20 @@ static int budget_of(Ctx *c, const Args *a, Budget *b, const Budget **out)
 {
     memset(b, 0, sizeof *b);
     b->rates = a->rates;
+    b->optim = a->optim;
     *out = b;
+    BudgetKind k;
+    if (a->max_ram && budget_parse(c, "--max-ram", a->max_ram, 0, &k,
+                                   &b->max_ram))
+        return -1;
+    if (a->max_ram && b->max_ram < 1)
+        return ctx_error(c, "--max-ram", 0, "'%s' leaves no RAM; give a "
+                         "positive byte count", a->max_ram);
     if (!a->budget && !a->max_arena)
         return 0;
     if (a->budget && budget_parse(c, "--budget", a->budget, 1, &b->kind,
                                   &b->value))
         return -1;
-    BudgetKind k;
     if (a->max_arena && budget_parse(c, "--max-arena", a->max_arena, 0, &k,
                                      &b->max_arena))
         return -1;
@@ -415,7 +481,7 @@ static int cmd_diff(Ctx *c, const Args *a)
     buf_init(&b, c);
     /* with a budget and one policy: that policy without, then with it */
     int one = a->npolicy < 2;
-    Budget rates = {BUDGET_NONE, 0, 0, a->rates};
+    Budget rates = {BUDGET_NONE, 0, 0, a->rates, 0, a->optim, 0};
     if ((one ? compile_graph(c, a->graph, a->policy[0] ? a->policy[0] : "sac",
                              &rates, a->freeze, &x)
              : compile_args(c, a, 0, &x)) ||
@@ -465,8 +531,8 @@ static int cmd_pareto(Ctx *c, const Args *a)
         return 1;
     if (!a->policy[0])
         p = policy_soften(c, p);
-    if (report_pareto(c, g, p, a->rates, a->measure, a->json, a->by_arena,
-                      a->out, &b))
+    if (report_pareto(c, g, p, a->rates, &a->optim, a->measure, a->json,
+                      a->by_arena, a->out, &b))
         return 1;
     fwrite(b.data, 1, b.len, stdout);
     return 0;
