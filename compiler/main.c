@@ -42,6 +42,22 @@ static const char *usage_main =
     "ignores it. A usage error exits 2, an error in the input 1\n"
     "(docs/cli.md).\n";
 
+/* The trainer's optimizer flags, which every command that plans takes. */
+#define OPTIM_HELP \
+    "  --optimizer sgd|adamw, --momentum M, --fused\n" \
+    "               the optimizer the trainer will use (its flags of the same\n" \
+    "               names; default plain SGD, not fused): ram_bytes counts\n" \
+    "               its state (momentum > 0: one float per trainable float,\n" \
+    "               AdamW two) and, unless fused, the gradient buffer\n" \
+    "               (docs/memory.md)\n"
+
+/* --max-ram, on the commands that take --max-arena. */
+#define MAX_RAM_HELP \
+    "  --max-ram B  the same, bounding ram_bytes (bytes): the arena gets\n" \
+    "               what the parameters, optimizer state, gradients and\n" \
+    "               inputs and outputs leave (the fused arena with --fused);\n" \
+    "               not with --max-arena\n"
+
 /* The option every compiling command takes. */
 #define FREEZE_HELP \
     "  --freeze GLOB  make the parameters GLOB matches (* and ? over whole\n" \
@@ -64,7 +80,9 @@ static const char *usage_compile =
     "               a fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
-    "  (with either and no --policy, the policy is sac, must_save softened)\n"
+    MAX_RAM_HELP
+    "  (with any and no --policy, the policy is sac, must_save softened)\n"
+    OPTIM_HELP
     FREEZE_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
@@ -95,14 +113,23 @@ static const char *usage_schedule =
     "  saved_tensors, recomputed_tensors\n"
     "  gradient_bytes, fused_arena_bytes  the gradient buffer, and the\n"
     "                        arena of the step with the update fused\n"
-    "and with a budget: budget_bytes, max_arena_bytes, free_decisions (the\n"
-    "prefer_* decisions the budget could turn) and proven_optimal.\n"
+    "  ram_bytes             what a device holds in RAM to train, for the\n"
+    "                        optimizer below; then its terms: ram_params_bytes,\n"
+    "                        ram_optimizer_bytes, ram_gradient_bytes,\n"
+    "                        ram_arena_bytes, ram_io_bytes\n"
+    "  flash_bytes           frozen parameters and int64 constants\n"
+    "  optimizer             the optimizer ram_bytes is for\n"
+    "and with a budget: budget_bytes, max_ram_bytes, max_arena_bytes,\n"
+    "free_decisions (the prefer_* decisions the budget could turn) and\n"
+    "proven_optimal.\n"
     "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n"
     "  --budget B   the least recompute time keeping saved bytes within B:\n"
     "               a fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
-    "  (with either and no --policy, the policy is sac, must_save softened)\n"
+    MAX_RAM_HELP
+    "  (with any and no --policy, the policy is sac, must_save softened)\n"
+    OPTIM_HELP
     JSON_HELP
     FREEZE_HELP;
 
@@ -114,7 +141,9 @@ static const char *usage_diff =
     "the rule behind each side, then every summary figure as `key: A -> B\n"
     "(change)`. With a budget, both sides are within it; with a budget and one\n"
     "policy (default sac), the sides are that policy without and with it.\n"
-    "Both sides freeze what --freeze says.\n"
+    "Both sides freeze what --freeze says. --max-arena and --max-ram bound\n"
+    "as a budget does (see schedule).\n"
+    OPTIM_HELP
     JSON_HELP
     FREEZE_HELP;
 
@@ -136,6 +165,8 @@ static const char *usage_pareto =
     "               every plan\n"
     "  --policy P   the decisions the budget may turn (its PREFER_* ones);\n"
     "               default sac with must_save softened to prefer_save\n"
+    "The last column, ram_bytes, is each plan's (see schedule).\n"
+    OPTIM_HELP
     JSON_HELP
     FREEZE_HELP;
 
@@ -149,8 +180,9 @@ static const char *usage_memory =
     "(peak_live_bytes) marked and its largest values named; it prints\n"
     "nothing. Without -o, prints the peak statement, its bytes by kind and\n"
     "its largest values instead (docs/memory.md).\n"
-    "  --policy, --budget, --max-arena: as for schedule\n"
+    "  --policy, --budget, --max-arena, --max-ram: as for schedule\n"
     "  -o MEMORY.svg  the picture to write (replaced only when complete)\n"
+    OPTIM_HELP
     FREEZE_HELP;
 
 static const char *usage_build =
@@ -180,7 +212,8 @@ static const char *usage_build =
     "  CC=COMPILER  cross-compile (CC=aarch64-linux-gnu-gcc): no -march=native\n"
     "  --mpi        a data-parallel trainer for mpirun -n K, built with mpicc\n"
     "               (or $CC, which must then be an MPI wrapper; docs/mpi.md)\n"
-    "  --policy, --budget, --max-arena: as for compile\n"
+    "  --policy, --budget, --max-arena, --max-ram: as for compile\n"
+    OPTIM_HELP
     FREEZE_HELP;
 
 static const char *usage_import =

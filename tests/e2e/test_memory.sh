@@ -222,6 +222,10 @@ def svg(path, sched, memtext):
     keys = ['peak_statement', 'peak_does', 'peak_note'] + ['peak_%s_bytes' % k for k in kinds]
     if {k: f.get(k) for k in keys} != {k: s['summary'].get(k) for k in keys}:
         fail('memory text and schedule differ at the peak: %r, %r' % (f, s['summary']))
+    # and on what the device holds (docs/memory.md's ram_bytes, flash_bytes)
+    if [f.get(k) for k in ('ram_bytes', 'flash_bytes')] != \
+            [s['summary'][k] for k in ('ram_bytes', 'flash_bytes')]:
+        fail('memory text and schedule differ on RAM: %r, %r' % (f, s['summary']))
     listed = [tuple(l.split(None, 2)) for l in t[t.index('largest at the peak:') + 1:]]
     if listed != [(str(b), k, n) for n, b, k in named]:
         fail('memory text lists %r, picture %r' % (listed, named))
