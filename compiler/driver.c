@@ -129,9 +129,12 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
         return 0;
     int proven;
     r.arena = least_arena(g, p, &b, &proven);
-    if (r.arena == HUGE_VAL)
-        return ctx_error(c, g->file, 0, "max-ram %.0f bytes cannot be met: "
-                         "no plan fits any arena", b.max_ram);
+    if (r.arena == HUGE_VAL) {  /* no plan at all (a --budget too low):
+                                 * the solver's own message */
+        b.max_arena = 0;
+        return compile_budget(c, g, p, &b, m) ? -1 : ctx_error(c, g->file, 0,
+            "max-ram %.0f bytes cannot be met", b.max_ram);
+    }
     return ctx_error(c, g->file, 0, "max-ram %.0f bytes cannot be met: %s "
                      "%.0f bytes: %s", b.max_ram, proven ? "needs at least"
                      : "the least found (the search gave up) is",

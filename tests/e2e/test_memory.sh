@@ -73,7 +73,8 @@ def schedule(text, js):
     s = summary_lines(lines[2 + len(rows):])
     if s != d['summary']:
         fail('summary differs: text %r, json %r' % (s, d['summary']))
-    text_keys = ('proven_optimal', 'peak_does', 'peak_note', 'recompute_seconds')
+    text_keys = ('proven_optimal', 'peak_does', 'peak_note', 'recompute_seconds',
+                 'optimizer')
     if not all(isinstance(v, int) for k, v in d['summary'].items() if k not in text_keys):
         fail('a summary figure is not an integer: %r' % d['summary'])
     peak(d['summary'])
@@ -135,9 +136,9 @@ def pareto(text, js, *schedules):
             (d['graph'], d['policy'], len(d['plans']), d['proven']):
         fail('pareto header: %s' % lines[0])
     for line, p in zip(lines[2:], d['plans']):
-        want = '%8.4f  %12d  %12d  %16d  %18.12f' % (
+        want = '%8.4f  %12d  %12d  %16d  %18.12f  %12d' % (
             p['budget'], p['saved_bytes'], p['arena_bytes'], p['recompute_flops'],
-            p['recompute_seconds'])
+            p['recompute_seconds'], p['ram_bytes'])
         if line != want:
             fail('pareto row: text %r, json %r' % (line, want))
     if len(lines) - 2 != len(d['plans']):
