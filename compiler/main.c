@@ -214,6 +214,8 @@ static const char *usage_build =
     "               (or $CC, which must then be an MPI wrapper; docs/mpi.md)\n"
     "  --policy, --budget, --max-arena, --max-ram: as for compile\n"
     OPTIM_HELP
+    "               (for the count: the trainer does not take them from\n"
+    "               here, so run it with the same flags)\n"
     FREEZE_HELP;
 
 static const char *usage_import =
