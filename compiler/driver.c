@@ -12,6 +12,7 @@
  */
 #include "remat.h"
 
+#include <math.h>
 #include <string.h>
 
 /* An ONNX model holds its weights: up to 2 GiB, protobuf's own limit; any
@@ -72,19 +73,97 @@ int compile_graph(Ctx *c, const char *file, const char *policy,
     return compile_parsed(c, g, p, budget, m);
 }
 
+/* "params P, optimizer O, grads G, arena A, io I" */
+static const char *ram_terms(Ctx *c, const Ram *r)
+{
+    return ctx_printf(c, "params %.0f, optimizer %.0f, grads %.0f, arena "
+                      "%.0f, io %.0f", r->params, r->optimizer, r->grads,
+                      r->arena, r->io);
+}
+
+/* The least arena of any plan, walked down as `pareto --by arena` does:
+ * from the plan of least recompute, each next the least recompute whose
+ * arena is a byte below the last, until none fits. *proven: the last
+ * refusal was proven (no plan fits, the search did not give up). */
+static double least_arena(const Graph *g, const Policy *p,
+                          const Budget *budget, int *proven)
+{
+    Budget b = *budget;     /* within --budget, if given */
+    b.max_ram = 0;
+    b.max_arena = 0;        /* first the least recompute, unbounded */
+    double least = HUGE_VAL;
+    *proven = 0;
+    for (int k = 0; k < 1000; k++) {
+        Ctx x;
+        ctx_init(&x);
+        Compiled m;
+        int rc = compile_budget(&x, g, p, &b, &m);
+        Ram r;
+        if (rc == 0) {
+            m.optim = b.optim;
+            ram_of(&m, &r);
+            least = r.arena;
+        } else {
+            *proven = strstr(x.err, "gave up") == NULL;
+        }
+        ctx_free(&x);
+        if (rc || r.arena < 1)
+            break;
+        b.max_arena = r.arena - 1;
+    }
+    return least;
+}
+
+/* --max-ram as --max-arena of what the fixed terms leave; with --fused
+ * the bound is on the fused step's arena. No plan fits: one line with
+ * the least RAM and its terms. */
+static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
+                           const Budget *budget, Compiled *m)
+{
+    Budget b = *budget;
+    Ram r;
+    ram_fixed(g, &b.optim, &r);
+    b.max_arena = b.max_ram - ram_total(&r);
+    b.fused_arena = b.optim.fused && graph_trains(g);
+    if (b.max_arena >= 1 && compile_budget(c, g, p, &b, m) == 0)
+        return 0;
+    int proven;
+    r.arena = least_arena(g, p, &b, &proven);
+    if (r.arena == HUGE_VAL) {  /* no plan at all (a --budget too low):
+                                 * the solver's own message */
+        b.max_arena = 0;
+        return compile_budget(c, g, p, &b, m) ? -1 : ctx_error(c, g->file, 0,
+            "max-ram %.0f bytes cannot be met", b.max_ram);
+    }
+    return ctx_error(c, g->file, 0, "max-ram %.0f bytes cannot be met: %s "
+                     "%.0f bytes: %s", b.max_ram, proven ? "needs at least"
+                     : "the least found (the search gave up) is",
+                     ram_total(&r), ram_terms(c, &r));
+}
+
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *m)
 {
     if (infer_shapes(c, g) || autodiff(c, g))
         return -1;
-    if (budget && (budget->kind != BUDGET_NONE || budget->max_arena > 0))
-        return compile_budget(c, g, p, budget, m);
-    Remat *r = ctx_alloc(c, sizeof *r);
-    if (remat_decide(c, g, p, r))
-        return -1;
-    if (budget && budget->rates)    /* the report's recompute seconds */
-        r->rates = budget->rates;
-    return compile_decided(c, g, p, r, m);
+    int rc;
+    if (budget && budget->max_ram > 0)
+        rc = compile_max_ram(c, g, p, budget, m);
+    else if (budget && (budget->kind != BUDGET_NONE || budget->max_arena > 0))
+        rc = compile_budget(c, g, p, budget, m);
+    else {
+        Remat *r = ctx_alloc(c, sizeof *r);
+        if (remat_decide(c, g, p, r))
+            return -1;
+        if (budget && budget->rates)    /* the report's recompute seconds */
+            r->rates = budget->rates;
+        rc = compile_decided(c, g, p, r, m);
+    }
+    if (rc == 0 && budget) {
+        m->optim = budget->optim;
+        m->max_ram = budget->max_ram;
+    }
+    return rc;
 }
 
 int compile_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
@@ -114,6 +193,8 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
             plan_arena(c, fused, r->max_arena))
             return -1;
     }
+    m->optim = (Optim){0, 0, 0};    /* the trainer's default */
+    m->max_ram = 0;
     m->g = g;
     m->policy = p;
     m->remat = r;

@@ -8,6 +8,7 @@
 #define _DEFAULT_SOURCE
 #include "remat.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,22 @@ static const char *usage_main =
     "ignores it. A usage error exits 2, an error in the input 1\n"
     "(docs/cli.md).\n";
 
+/* The trainer's optimizer flags, which every command that plans takes. */
+#define OPTIM_HELP \
+    "  --optimizer sgd|adamw, --momentum M, --fused\n" \
+    "               the optimizer the trainer will use (its flags of the same\n" \
+    "               names; default plain SGD, not fused): ram_bytes counts\n" \
+    "               its state (momentum > 0: one float per trainable float,\n" \
+    "               AdamW two) and, unless fused, the gradient buffer\n" \
+    "               (docs/memory.md)\n"
+
+/* --max-ram, on the commands that take --max-arena. */
+#define MAX_RAM_HELP \
+    "  --max-ram B  the same, bounding ram_bytes (bytes): the arena gets\n" \
+    "               what the parameters, optimizer state, gradients and\n" \
+    "               inputs and outputs leave (the fused arena with --fused);\n" \
+    "               not with --max-arena\n"
+
 /* The option every compiling command takes. */
 #define FREEZE_HELP \
     "  --freeze GLOB  make the parameters GLOB matches (* and ? over whole\n" \
@@ -63,7 +80,9 @@ static const char *usage_compile =
     "               a fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
-    "  (with either and no --policy, the policy is sac, must_save softened)\n"
+    MAX_RAM_HELP
+    "  (with any and no --policy, the policy is sac, must_save softened)\n"
+    OPTIM_HELP
     FREEZE_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
@@ -94,14 +113,23 @@ static const char *usage_schedule =
     "  saved_tensors, recomputed_tensors\n"
     "  gradient_bytes, fused_arena_bytes  the gradient buffer, and the\n"
     "                        arena of the step with the update fused\n"
-    "and with a budget: budget_bytes, max_arena_bytes, free_decisions (the\n"
-    "prefer_* decisions the budget could turn) and proven_optimal.\n"
+    "  ram_bytes             what a device holds in RAM to train, for the\n"
+    "                        optimizer below; then its terms: ram_params_bytes,\n"
+    "                        ram_optimizer_bytes, ram_gradient_bytes,\n"
+    "                        ram_arena_bytes, ram_io_bytes\n"
+    "  flash_bytes           frozen parameters and int64 constants\n"
+    "  optimizer             the optimizer ram_bytes is for\n"
+    "and with a budget: budget_bytes, max_ram_bytes, max_arena_bytes,\n"
+    "free_decisions (the prefer_* decisions the budget could turn) and\n"
+    "proven_optimal.\n"
     "  --policy P   none (default), full, sac, sac-aggressive, or FILE.xml\n"
     "  --budget B   the least recompute time keeping saved bytes within B:\n"
     "               a fraction (0.4: 0 is full's saved bytes, 1 none's) or\n"
     "               bytes (3MiB, 750KiB, 123456); only prefer_* decisions move\n"
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
-    "  (with either and no --policy, the policy is sac, must_save softened)\n"
+    MAX_RAM_HELP
+    "  (with any and no --policy, the policy is sac, must_save softened)\n"
+    OPTIM_HELP
     JSON_HELP
     FREEZE_HELP;
 
@@ -113,7 +141,9 @@ static const char *usage_diff =
     "the rule behind each side, then every summary figure as `key: A -> B\n"
     "(change)`. With a budget, both sides are within it; with a budget and one\n"
     "policy (default sac), the sides are that policy without and with it.\n"
-    "Both sides freeze what --freeze says.\n"
+    "Both sides freeze what --freeze says. --max-arena and --max-ram bound\n"
+    "as a budget does (see schedule).\n"
+    OPTIM_HELP
     JSON_HELP
     FREEZE_HELP;
 
@@ -135,6 +165,8 @@ static const char *usage_pareto =
     "               every plan\n"
     "  --policy P   the decisions the budget may turn (its PREFER_* ones);\n"
     "               default sac with must_save softened to prefer_save\n"
+    "The last column, ram_bytes, is each plan's (see schedule).\n"
+    OPTIM_HELP
     JSON_HELP
     FREEZE_HELP;
 
@@ -148,8 +180,9 @@ static const char *usage_memory =
     "(peak_live_bytes) marked and its largest values named; it prints\n"
     "nothing. Without -o, prints the peak statement, its bytes by kind and\n"
     "its largest values instead (docs/memory.md).\n"
-    "  --policy, --budget, --max-arena: as for schedule\n"
+    "  --policy, --budget, --max-arena, --max-ram: as for schedule\n"
     "  -o MEMORY.svg  the picture to write (replaced only when complete)\n"
+    OPTIM_HELP
     FREEZE_HELP;
 
 static const char *usage_build =
@@ -179,7 +212,10 @@ static const char *usage_build =
     "  CC=COMPILER  cross-compile (CC=aarch64-linux-gnu-gcc): no -march=native\n"
     "  --mpi        a data-parallel trainer for mpirun -n K, built with mpicc\n"
     "               (or $CC, which must then be an MPI wrapper; docs/mpi.md)\n"
-    "  --policy, --budget, --max-arena: as for compile\n"
+    "  --policy, --budget, --max-arena, --max-ram: as for compile\n"
+    OPTIM_HELP
+    "               (for the count: the trainer does not take them from\n"
+    "               here, so run it with the same flags)\n"
     FREEZE_HELP;
 
 static const char *usage_import =
@@ -222,7 +258,9 @@ typedef struct {
     const char *policy[2];
     int npolicy, no_blas, measure, json, by_arena, mpi;
     const char *cflags;               /* build's --cflags */
-    const char *budget, *max_arena;   /* as given */
+    const char *budget, *max_arena, *max_ram;   /* as given */
+    Optim optim;            /* --optimizer, --momentum, --fused */
+    int have_optimizer, have_momentum;
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
     int nfreeze;
     const Rates *rates;     /* how recompute is priced (cost.c) */
@@ -247,6 +285,46 @@ static int is_help(const char *s)
     return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0;
 }
 
+static int is_optim_flag(const char *s)
+{
+    return strcmp(s, "--optimizer") == 0 || strcmp(s, "--momentum") == 0 ||
+           strcmp(s, "--fused") == 0;
+}
+
+/* The trainer's optimizer flags (runtime/trainer_args.c), so that
+ * ram_bytes counts the state of the optimizer the trainer will use:
+ * argv[*i] is one of them; 2 after a usage error. */
+static int optim_arg(int argc, char **argv, int *i, Args *a)
+{
+    const char *s = argv[*i];
+    if (strcmp(s, "--fused") == 0) {
+        if (a->optim.fused)
+            return usage_error(a->cmd, "%s given twice", s);
+        a->optim.fused = 1;
+        return 0;
+    }
+    if (*i + 1 >= argc)
+        return usage_error(a->cmd, "%s needs a value", s);
+    const char *v = argv[++*i];
+    int *seen = s[2] == 'o' ? &a->have_optimizer : &a->have_momentum;
+    if ((*seen)++)
+        return usage_error(a->cmd, "%s given twice", s);
+    if (s[2] == 'o') {
+        if (strcmp(v, "sgd") && strcmp(v, "adamw"))
+            return usage_error(a->cmd, "--optimizer takes sgd or adamw, not "
+                               "%s", v);
+        a->optim.adamw = strcmp(v, "adamw") == 0;
+        return 0;
+    }
+    char *end;
+    double m = strtod(v, &end);
+    if (!*v || *end || !isfinite(m) || m < 0)
+        return usage_error(a->cmd, "--momentum takes a number of 0 or more, "
+                           "not %s", v);
+    a->optim.momentum = m;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, const char *usage, Args *a)
 {
     for (int i = 2; i < argc; i++) {
@@ -262,6 +340,17 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             if (*v)
                 return usage_error(a->cmd, "%s given twice", s);
             *v = argv[++i];
+        } else if (strcmp(s, "--max-ram") == 0 && strcmp(a->cmd, "pareto") != 0
+                   && strcmp(a->cmd, "import") != 0) {
+            if (i + 1 >= argc)
+                return usage_error(a->cmd, "%s needs a value", s);
+            if (a->max_ram)
+                return usage_error(a->cmd, "%s given twice", s);
+            a->max_ram = argv[++i];
+        } else if (is_optim_flag(s) && strcmp(a->cmd, "import") != 0) {
+            int rc = optim_arg(argc, argv, &i, a);
+            if (rc)
+                return rc;
         } else if (strcmp(s, "--policy") == 0 || strcmp(s, "-o") == 0) {
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
@@ -314,8 +403,13 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
     }
     if (!a->graph)
         return usage_error(a->cmd, "no graph file given");
+    if (a->max_ram && a->max_arena)
+        return usage_error(a->cmd, "--max-ram and --max-arena both bound the "
+                           "arena; give one");
+    if (a->have_momentum && a->optim.adamw)
+        return usage_error(a->cmd, "--momentum is SGD's; --optimizer is adamw");
     int want = strcmp(a->cmd, "diff") == 0 ? 2 : 1;
-    int budgeted = a->budget || a->max_arena;
+    int budgeted = a->budget || a->max_arena || a->max_ram;
     if (want == 2 && a->npolicy != 2 && !budgeted)
         return usage_error(a->cmd, "needs --policy twice (or a budget)");
     if ((want == 1 || budgeted) && a->npolicy > want)
@@ -340,13 +434,20 @@ static int budget_of(Ctx *c, const Args *a, Budget *b, const Budget **out)
 {
     memset(b, 0, sizeof *b);
     b->rates = a->rates;
+    b->optim = a->optim;
     *out = b;
+    BudgetKind k;
+    if (a->max_ram && budget_parse(c, "--max-ram", a->max_ram, 0, &k,
+                                   &b->max_ram))
+        return -1;
+    if (a->max_ram && b->max_ram < 1)
+        return ctx_error(c, "--max-ram", 0, "'%s' leaves no RAM; give a "
+                         "positive byte count", a->max_ram);
     if (!a->budget && !a->max_arena)
         return 0;
     if (a->budget && budget_parse(c, "--budget", a->budget, 1, &b->kind,
                                   &b->value))
         return -1;
-    BudgetKind k;
     if (a->max_arena && budget_parse(c, "--max-arena", a->max_arena, 0, &k,
                                      &b->max_arena))
         return -1;
@@ -415,7 +516,7 @@ static int cmd_diff(Ctx *c, const Args *a)
     buf_init(&b, c);
     /* with a budget and one policy: that policy without, then with it */
     int one = a->npolicy < 2;
-    Budget rates = {BUDGET_NONE, 0, 0, a->rates};
+    Budget rates = {BUDGET_NONE, 0, 0, a->rates, 0, a->optim, 0};
     if ((one ? compile_graph(c, a->graph, a->policy[0] ? a->policy[0] : "sac",
                              &rates, a->freeze, &x)
              : compile_args(c, a, 0, &x)) ||
@@ -465,8 +566,8 @@ static int cmd_pareto(Ctx *c, const Args *a)
         return 1;
     if (!a->policy[0])
         p = policy_soften(c, p);
-    if (report_pareto(c, g, p, a->rates, a->measure, a->json, a->by_arena,
-                      a->out, &b))
+    if (report_pareto(c, g, p, a->rates, &a->optim, a->measure, a->json,
+                      a->by_arena, a->out, &b))
         return 1;
     fwrite(b.data, 1, b.len, stdout);
     return 0;

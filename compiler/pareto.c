@@ -29,6 +29,7 @@ typedef struct {
     double bytes, arena, flops;
     double cost;            /* the recompute's picoseconds (cost.c) */
     double ms;
+    double ram;             /* ram_bytes for the trainer's optimizer */
 } Row;
 
 /* Builds the plan's trainer in a temporary file and returns the median ms
@@ -59,30 +60,39 @@ static double measure(Ctx *c, const Compiled *m)
 /* A row as `remat pareto` without --measure shows it: the training
  * schedule and its arena alone, in x; fwd is the forward's, every plan's. */
 static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
-                    Row *row)
+                    const Optim *o, Row *row)
 {
-    Schedule train;
+    Schedule train, fused;
     memset(&train, 0, sizeof train);
+    memset(&fused, 0, sizeof fused);
     if (schedule_build(x, g, r, SCHED_TRAIN, &train) ||
-        plan_arena(x, &train, r->max_arena))
+        plan_arena(x, &train, r->max_arena) ||
+        (o->fused && (schedule_build(x, g, r, SCHED_FUSED, &fused) ||
+                      plan_arena(x, &fused, r->max_arena))))
         return -1;
+    /* the figures ram_of gives the whole compilation */
+    Compiled m = {g, NULL, r, fwd, &train, o->fused ? &fused : NULL, *o, 0};
+    Ram ram;
+    ram_of(&m, &ram);
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
     *row = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
-                 train.recompute_flops, train.recompute_cost, 0};
+                 train.recompute_flops, train.recompute_cost, 0,
+                 ram_total(&ram)};
     return 0;
 }
 
 /* A row from the whole compilation, and timed, its trainer's ms per step. */
 static int full_row(Ctx *c, const Graph *g, const Policy *p, Remat *r,
-                    int timed, Row *row)
+                    const Optim *o, int timed, Row *row)
 {
     Compiled m;
     if (compile_decided(c, g, p, r, &m))
         return -1;
+    m.optim = *o;
     Summary s;
     summarize(&m, &s);    /* as the fast rows: summarize's figures */
     *row = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                 m.train->recompute_cost, 0};
+                 m.train->recompute_cost, 0, s.ram_bytes};
     return timed && (row->ms = measure(c, &m)) < 0 ? -1 : 0;
 }
 
@@ -92,7 +102,7 @@ static int full_row(Ctx *c, const Graph *g, const Policy *p, Remat *r,
  * a context reset after its row: a frontier of a thousand plans of a deep
  * model costs one plan's memory, not a thousand. */
 static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
-                   const Frontier *f, int timed, Row *rows)
+                   const Optim *o, const Frontier *f, int timed, Row *rows)
 {
     int fast = !timed && graph_trains(g);
     Schedule fwd;
@@ -108,8 +118,8 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
             progress(c, "remat pareto: %s plan %d of %d", timed ? "building "
                      "and timing" : "scheduling", i + 1, f->n);
         remat_apply(g, r, f->plans[i].recompute);
-        int rc = fast ? fast_row(&scratch, g, r, &fwd, &rows[i])
-                      : full_row(c, g, p, r, timed, &rows[i]);
+        int rc = fast ? fast_row(&scratch, g, r, &fwd, o, &rows[i])
+                      : full_row(c, g, p, r, o, timed, &rows[i]);
         ctx_reset(&scratch);
         if (rc) {
             ctx_free(&scratch);
@@ -149,8 +159,8 @@ static int arena_frontier(Row *rows, int n)
  * arena_frontier's) are replaced; *exact: the points proven so. */
 #define ARENA_CURVE_WORK 8000
 static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
-                       const Rates *rates, int timed, Row **rows, int *n,
-                       int *exact)
+                       const Rates *rates, const Optim *o, int timed,
+                       Row **rows, int *n, int *exact)
 {
     Row *old = *rows;
     int k = 0;
@@ -163,15 +173,16 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
                  out[k - 1].arena);
         Ctx x;         /* (its own progress off: ctx_init zeroes it) */
         ctx_init(&x);
-        Budget b = {BUDGET_NONE, 0, out[k - 1].arena - 1, rates};
+        Budget b = {BUDGET_NONE, 0, out[k - 1].arena - 1, rates, 0, {0, 0, 0}, 0};
         Compiled m;
         int rc = compile_budget(&x, g, p, &b, &m), proven = rc == 0 &&
                                                          m.remat->proven;
         if (rc == 0) {      /* a plan below, the least or not */
+            m.optim = *o;
             Summary s;
             summarize(&m, &s);
             out[k] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                           m.train->recompute_cost, 0};
+                           m.train->recompute_cost, 0, s.ram_bytes};
             if (timed && (out[k].ms = measure(&x, &m)) < 0) {
                 memcpy(c->err, x.err, sizeof c->err);
                 ctx_free(&x);
@@ -524,7 +535,7 @@ static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
             buf_printf(out, ", \"ms_per_step\": ");
             buf_json_number(out, rows[i].ms);
         }
-        buf_printf(out, "}");
+        buf_printf(out, ", \"ram_bytes\": %.0f}", rows[i].ram);
     }
     buf_printf(out, "],\n \"policies\": [");
     for (int k = 0; k < np; k++) {
@@ -541,7 +552,8 @@ static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
 }
 
 int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
-                  int timed, int json, int by_arena, const char *svg, Buf *out)
+                  const Optim *o, int timed, int json, int by_arena,
+                  const char *svg, Buf *out)
 {
     Remat *r = ctx_alloc(c, sizeof *r);
     Frontier f;
@@ -560,12 +572,12 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
                          "--budget is still solved, by branch and bound",
                          f.overflow->name, MAX_FRONTIER_STATES);
     Row *rows = ctx_alloc(c, ((size_t)f.n + 1) * sizeof *rows);
-    if (rows_of(c, g, p, r, &f, timed, rows))
+    if (rows_of(c, g, p, r, o, &f, timed, rows))
         return -1;
     int n = by_arena ? arena_frontier(rows, f.n) : f.n;
     int exact = graph_trains(g) ? 0 : n;    /* forward only: no recompute */
     if (by_arena && graph_trains(g) && n > 0 &&
-        arena_curve(c, g, p, rates, timed, &rows, &n, &exact))
+        arena_curve(c, g, p, rates, o, timed, &rows, &n, &exact))
         return -1;
     double lo, hi;
     budget_ends(c, g, &lo, &hi);
@@ -584,9 +596,9 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
                "plans found", exact)) : "", graph_trains(g) ? "" :
                "; forward "
                "only (no output is the loss): nothing is saved or recomputed");
-    buf_printf(out, "%8s  %12s  %12s  %16s  %18s%s\n", "budget", "saved_bytes",
-               "arena_bytes", "recompute_flops", "recompute_seconds",
-               timed ? "  ms_per_step" : "");
+    buf_printf(out, "%8s  %12s  %12s  %16s  %18s%s  %12s\n", "budget",
+               "saved_bytes", "arena_bytes", "recompute_flops",
+               "recompute_seconds", timed ? "  ms_per_step" : "", "ram_bytes");
     for (int i = 0; i < n; i++) {
         double frac = hi > lo ? (rows[i].bytes - lo) / (hi - lo) : 0;
         buf_printf(out, "%8.4f  %12.0f  %12.0f  %16.0f  %18.12f", frac,
@@ -594,7 +606,7 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
                    rows[i].cost / PS_PER_S);
         if (timed)
             buf_printf(out, "  %11.3f", rows[i].ms);
-        buf_printf(out, "\n");
+        buf_printf(out, "  %12.0f\n", rows[i].ram);
     }
     return svg ? write_svg(c, g, rates, rows, n, by_arena, svg) : 0;
 }

@@ -532,11 +532,39 @@ typedef struct {
 
 typedef enum { BUDGET_NONE, BUDGET_FRACTION, BUDGET_BYTES } BudgetKind;
 
+/* The optimizer the trainer will use (its --optimizer, --momentum and
+ * --fused): what state it keeps, whether a gradient buffer exists, and
+ * which arena the step needs. The zero value is the trainer's default:
+ * plain SGD (no state), gradients in their buffer. */
+typedef struct {
+    int adamw;              /* AdamW: two floats per trainable float */
+    double momentum;        /* SGD: above 0, one float per trainable float */
+    int fused;              /* the update inside the backward: no gradient
+                             * buffer, the fused step's arena */
+} Optim;
+
+/* What a train step holds in RAM and what may stay in flash, in bytes
+ * (middle/ram.c; docs/memory.md has the formula term by term). Every term
+ * but the arena is fixed by the graph and the Optim. */
+typedef struct {
+    double params;          /* trainable parameters and the state a train
+                             * step writes (BatchNorm's running statistics) */
+    double optimizer;       /* the Optim's state */
+    double grads;           /* the gradient buffer (0 when fused) */
+    double io;              /* the step's float and int64 inputs, outputs */
+    double arena;           /* the arena the step runs in */
+    double flash;           /* frozen parameters and int64 constants */
+} Ram;
+
 typedef struct {
     BudgetKind kind;
     double value;           /* a fraction in [0, 1], or bytes */
     double max_arena;       /* bytes; 0: no bound */
     const Rates *rates;     /* how recompute is priced; NULL: built-in */
+    double max_ram;         /* bytes (--max-ram); 0: no bound. The driver
+                             * turns it into max_arena less the fixed terms */
+    Optim optim;            /* the trainer's optimizer, for the RAM figures */
+    int fused_arena;        /* 1: max_arena bounds the fused step's arena */
 } Budget;
 
 /* ---- middle/schedule.c: one straight-line list of statements ------------------- */
@@ -624,6 +652,8 @@ struct Compiled {
     /* the fused train step's (optimizer inside the backward); NULL when
      * forward only */
     const Schedule *fused;
+    Optim optim;            /* the trainer's optimizer (ram_of) */
+    double max_ram;         /* --max-ram's bytes, 0 without */
 };
 
 /* ---- back/emit.c: NAME.c and NAME.h -------------------------------------------- */
@@ -665,6 +695,10 @@ typedef struct {
     double peak_live_bytes;
     /* the recomputes' estimated time (cost.c), seconds */
     double recompute_seconds;
+    /* RAM and flash for the Compiled's optimizer (ram_of): the total and
+     * its terms */
+    double ram_bytes, flash_bytes, ram_params_bytes, ram_optimizer_bytes,
+        ram_gradient_bytes, ram_arena_bytes, ram_io_bytes;
 } Summary;
 
 /* ---- back/build.c: a trainer executable from a compiled model ------------------ */
@@ -827,6 +861,18 @@ int graph_trains(const Graph *g);
  * state slot each. */
 size_t trainable_floats(const Graph *g);
 
+/* ---- middle/ram.c: RAM and flash of a train step ------------------------------- */
+
+/* The terms fixed by the graph and o (all but the arena, left 0); after
+ * infer_shapes. */
+void ram_fixed(const Graph *g, const Optim *o, Ram *r);
+/* The same with the arena of m's step for m->optim: the fused step's
+ * when fused (at least the forward's), else the larger of the forward's
+ * and the train step's. */
+void ram_of(const Compiled *m, Ram *r);
+/* params + optimizer + grads + io + arena */
+double ram_total(const Ram *r);
+
 /* ---- middle/autodiff.c: which tensors get gradients ---------------------------- */
 
 /* Sets requires_grad and has_grad; a node's backward runs when
@@ -972,12 +1018,13 @@ void report_ops(Buf *b, const char *const *names, const char *const *notes,
 /* ---- pareto.c: every optimal plan as a table and a picture --------------------- */
 
 /* One row per plan of g's frontier under p: budget, saved and arena bytes,
- * recompute FLOPs, and with timed the trainer's ms per step; with json, as
+ * recompute FLOPs, RAM for the optimizer o (ram_of), and with timed the trainer's ms per step; with json, as
  * one JSON object with the built-in policies' points; with svg, the curve
  * drawn there too. by_arena: only the plans whose arena no plan with less
  * recompute matches, the curve of arena bytes against recompute. */
 int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
-                  int timed, int json, int by_arena, const char *svg, Buf *out);
+                  const Optim *o, int timed, int json, int by_arena,
+                  const char *svg, Buf *out);
 
 /* ---- back/svg.c: what the pictures share --------------------------------------- */
 

@@ -35,6 +35,12 @@ extern "C" {
 #define CNN_N_INT_INPUTS 1
 #define CNN_N_OUTPUTS 1
 #define CNN_N_DROPOUTS 0
+/* Bytes of RAM a train step needs with plain SGD: the parameters it writes,
+ * the optimizer's state, the gradient buffer (none when fused), the arena
+ * and the inputs and outputs; and bytes that may stay in flash: frozen
+ * parameters and int64 constants (docs/memory.md). */
+#define CNN_RAM_BYTES 3877204
+#define CNN_FLASH_BYTES 0
 
 /* Where each tensor lives in its buffer, and its shape; an int64
  * input's table row also says which values its readers accept. An

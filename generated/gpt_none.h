@@ -35,6 +35,12 @@ extern "C" {
 #define GPT_N_INT_INPUTS 2
 #define GPT_N_OUTPUTS 1
 #define GPT_N_DROPOUTS 9
+/* Bytes of RAM a train step needs with plain SGD: the parameters it writes,
+ * the optimizer's state, the gradient buffer (none when fused), the arena
+ * and the inputs and outputs; and bytes that may stay in flash: frozen
+ * parameters and int64 constants (docs/memory.md). */
+#define GPT_RAM_BYTES 16111684
+#define GPT_FLASH_BYTES 0
 
 /* Where each tensor lives in its buffer, and its shape; an int64
  * input's table row also says which values its readers accept. An

@@ -35,6 +35,12 @@ extern "C" {
 #define MLP12_N_INT_INPUTS 0
 #define MLP12_N_OUTPUTS 1
 #define MLP12_N_DROPOUTS 0
+/* Bytes of RAM a train step needs with plain SGD: the parameters it writes,
+ * the optimizer's state, the gradient buffer (none when fused), the arena
+ * and the inputs and outputs; and bytes that may stay in flash: frozen
+ * parameters and int64 constants (docs/memory.md). */
+#define MLP12_RAM_BYTES 13582340
+#define MLP12_FLASH_BYTES 0
 
 /* Where each tensor lives in its buffer, and its shape; an int64
  * input's table row also says which values its readers accept. An

@@ -962,6 +962,27 @@ static void emit_summary(Emit *e, const Compiled *m)
                  shape_str(e->ctx, &g->tensors[t]));
 }
 
+/* What the device holds, for the optimizer remat was told (remat
+ * schedule prints the terms; docs/memory.md has the formula). */
+static void emit_ram(Emit *e, const Compiled *m, const char *u)
+{
+    Ram r;
+    ram_of(m, &r);
+    const Optim *o = &m->optim;
+    emit(e, "/* Bytes of RAM a %s step needs with %s%s%s: the parameters it "
+         "writes,", graph_trains(e->g) ? "train" : "forward",
+         o->adamw ? "AdamW" : o->momentum > 0 ? "SGD with momentum"
+         : "plain SGD", o->fused ? ", fused" : "",
+         graph_trains(e->g) ? "" : " (unused: forward only)");
+    emit(e, " * the optimizer's state, the gradient buffer (none when fused), "
+         "the arena");
+    emit(e, " * and the inputs and outputs; and bytes that may stay in "
+         "flash: frozen");
+    emit(e, " * parameters and int64 constants (docs/memory.md). */");
+    emit(e, "#define %s_RAM_BYTES %.0f", u, ram_total(&r));
+    emit(e, "#define %s_FLASH_BYTES %.0f", u, r.flash);
+}
+
 static void emit_header(Emit *e, const Compiled *m, const char *guard)
 {
     const Graph *g = e->g;
@@ -1029,6 +1050,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, "#define %s_N_INT_INPUTS %d", u, nii);
     emit(e, "#define %s_N_OUTPUTS %d", u, g->noutputs);
     emit(e, "#define %s_N_DROPOUTS %d", u, count_dropouts(g));
+    emit_ram(e, m, u);
     emit(e, "");
     emit(e, "/* Where each tensor lives in its buffer, and its shape; an int64");
     emit(e, " * input's table row also says which values its readers accept. An");

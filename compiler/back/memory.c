@@ -238,6 +238,10 @@ static void memory_text(Ctx *c, const Mem *x, Buf *out)
         buf_printf(out, ", backward from statement %d", x->boundary);
     buf_printf(out, "\narena_bytes: %zu\npeak_live_bytes: %zu\n",
                x->s->arena_bytes, x->s->peak_live_bytes);
+    Ram r;          /* what the device holds besides, as schedule says */
+    ram_of(x->m, &r);
+    buf_printf(out, "ram_bytes: %.0f\nflash_bytes: %.0f\n", ram_total(&r),
+               r.flash);
     if (x->n == 0)
         return;
     Peak p;

@@ -49,6 +49,15 @@ void summarize(const Compiled *m, Summary *s)
     s->forward_flops = m->train->forward_flops;
     s->forward_execs = m->train->forward_execs;
     s->recompute_execs = m->train->recompute_execs;
+    Ram r;
+    ram_of(m, &r);
+    s->ram_bytes = ram_total(&r);
+    s->flash_bytes = r.flash;
+    s->ram_params_bytes = r.params;
+    s->ram_optimizer_bytes = r.optimizer;
+    s->ram_gradient_bytes = r.grads;
+    s->ram_arena_bytes = r.arena;
+    s->ram_io_bytes = r.io;
 }
 
 static const char *keep_name(Keep k)
@@ -77,6 +86,14 @@ static const Field fields[] = {
     {"recomputed_tensors", offsetof(Summary, recomputed_tensors), 0},
     {"gradient_bytes", offsetof(Summary, grad_bytes), 0},
     {"fused_arena_bytes", offsetof(Summary, fused_arena_bytes), 0},
+    /* RAM for the trainer's optimizer, its terms, and flash (ram.c) */
+    {"ram_bytes", offsetof(Summary, ram_bytes), 0},
+    {"ram_params_bytes", offsetof(Summary, ram_params_bytes), 0},
+    {"ram_optimizer_bytes", offsetof(Summary, ram_optimizer_bytes), 0},
+    {"ram_gradient_bytes", offsetof(Summary, ram_gradient_bytes), 0},
+    {"ram_arena_bytes", offsetof(Summary, ram_arena_bytes), 0},
+    {"ram_io_bytes", offsetof(Summary, ram_io_bytes), 0},
+    {"flash_bytes", offsetof(Summary, flash_bytes), 0},
 };
 #define NFIELDS ((int)(sizeof fields / sizeof *fields))
 
@@ -119,13 +136,27 @@ static const char *proven_text(Ctx *c, const Remat *r)
            : "no (a frontier was thinned)";
 }
 
-/* With a budget: what it asked and whether the plan is proven optimal. */
-static void report_budget(Buf *b, const Remat *r)
+/* The optimizer ram_bytes is for: "sgd", "sgd momentum 0.9" or "adamw",
+ * and ", fused" when the update is inside the backward. */
+static const char *optim_text(Ctx *c, const Optim *o)
 {
+    return ctx_printf(c, "%s%s%s", o->adamw ? "adamw" : "sgd",
+                      !o->adamw && o->momentum > 0
+                          ? ctx_printf(c, " momentum %g", o->momentum) : "",
+                      o->fused ? ", fused" : "");
+}
+
+/* With a budget: what it asked and whether the plan is proven optimal.
+ * Under --max-ram, max_arena_bytes is what it leaves the arena. */
+static void report_budget(Buf *b, const Compiled *m)
+{
+    const Remat *r = m->remat;
     if (!r->budgeted)
         return;
     if (r->budget_bytes < 1e300)
         buf_printf(b, "budget_bytes: %.0f\n", r->budget_bytes);
+    if (m->max_ram > 0)
+        buf_printf(b, "max_ram_bytes: %.0f\n", m->max_ram);
     if (r->max_arena > 0)
         buf_printf(b, "max_arena_bytes: %.0f\n", r->max_arena);
     buf_printf(b, "free_decisions: %d\n", r->nfree);
@@ -164,8 +195,9 @@ void report_schedule(Buf *b, const Compiled *m)
                    field(&s, i));
     Peak peak;
     find_peak(b->ctx, m, arena_step(m), &peak);
+    buf_printf(b, "optimizer: %s\n", optim_text(b->ctx, &m->optim));
     report_peak(b, &peak);
-    report_budget(b, m->remat);
+    report_budget(b, m);
 }
 
 void report_diff(Buf *b, const Compiled *x, const Compiled *y)
@@ -263,12 +295,15 @@ static void json_peak(Buf *b, const Compiled *m)
 }
 
 /* report_budget's lines as members of the summary object. */
-static void json_budget(Buf *b, const Remat *r)
+static void json_budget(Buf *b, const Compiled *m)
 {
+    const Remat *r = m->remat;
     if (!r->budgeted)
         return;
     if (r->budget_bytes < 1e300)
         json_num_member(b, "budget_bytes", r->budget_bytes, 0);
+    if (m->max_ram > 0)
+        json_num_member(b, "max_ram_bytes", m->max_ram, 0);
     if (r->max_arena > 0)
         json_num_member(b, "max_arena_bytes", r->max_arena, 0);
     json_num_member(b, "free_decisions", r->nfree, 0);
@@ -363,8 +398,9 @@ void report_schedule_json(Buf *b, const Compiled *m)
     summarize(m, &s);
     for (int i = 0; i < NFIELDS; i++)
         json_num_member(b, fields[i].name, field(&s, i), i == 0);
+    json_str_member(b, "optimizer", optim_text(b->ctx, &m->optim), 0);
     json_peak(b, m);
-    json_budget(b, m->remat);
+    json_budget(b, m);
     buf_printf(b, "}}\n");
 }
 

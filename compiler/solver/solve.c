@@ -1324,7 +1324,9 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
         return budget_error(c, g, r, b, want);
     int rc;
     if (b->max_arena > 0) {
-        rc = fit_arena(c, g, r, &f, want, b->max_arena, &proven, &r->floor);
+        rc = fit_arena(c, g, r, &f, want, b->max_arena,
+                       b->fused_arena ? SCHED_FUSED : SCHED_TRAIN, &proven,
+                       &r->floor);
     } else {
         remat_apply(g, r, pick.recompute);
         rc = 0;

@@ -156,6 +156,10 @@ typedef struct {
     double max_arena, want;
     double want_cap;        /* the walk's bound on saved bytes */
     size_t fwd_arena;       /* the forward-only step's, the same every plan */
+    int step;               /* the step whose arena is bounded: SCHED_TRAIN,
+                             * or SCHED_FUSED (its parameter gradients are
+                             * values live where the backward writes them,
+                             * the same in every plan, so the bounds hold) */
     int nb;                 /* backward statements */
     int *node;              /* per backward statement: its node */
     int *first;             /* per tensor: first_needs()'s */
@@ -715,7 +719,7 @@ static int leaf(void *ctx, const char *recompute)
     Schedule s;
     memset(&s, 0, sizeof s);
     int fits = 0;
-    if (schedule_build(&scratch, a->g, a->r, SCHED_TRAIN, &s)) {
+    if (schedule_build(&scratch, a->g, a->r, a->step, &s)) {
         a->failed = 1;
     } else {
         double least_room = HUGE_VAL, peak = (double)schedule_peak(&scratch, &s);
@@ -996,18 +1000,19 @@ static int check_fixed(Ctx *c, Arena *a, const Frontier *f)
 
 /* The profile from the policy's own plan (any plan gives the same). */
 static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
-                      const Frontier *f, Arena *a)
+                      int step, const Frontier *f, Arena *a)
 {
     memset(a, 0, sizeof *a);
     a->g = g;
     a->r = r;
+    a->step = step;
     a->max_arena = max_arena;
     a->least = HUGE_VAL;
     Schedule s, fwd;
     memset(&s, 0, sizeof s);
     memset(&fwd, 0, sizeof fwd);
     remat_apply(g, r, NULL);
-    if (schedule_build(c, g, r, SCHED_TRAIN, &s) ||
+    if (schedule_build(c, g, r, step, &s) ||
         schedule_build(c, g, r, SCHED_FORWARD, &fwd) ||
         plan_arena(c, &fwd, max_arena))
         return -1;
@@ -1042,10 +1047,11 @@ static Plan first_fit(Arena *a, const Frontier *f)
 int fit_arena_walk_only;
 
 int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
-              double want, double max_arena, int *proven, double *bound)
+              double want, double max_arena, int step, int *proven,
+              double *bound)
 {
     Arena a;
-    if (arena_init(c, g, r, max_arena, f, &a))
+    if (arena_init(c, g, r, max_arena, step, f, &a))
         return -1;
     double cap = want < max_arena ? want : max_arena;
     a.want = want;

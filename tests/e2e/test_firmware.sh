@@ -120,6 +120,12 @@ for p in none sac; do
         fused=$(arm-none-eabi-size -A "$d/firmware.elf" | awk '$1 == ".bss" {print $2}')
         echo "$p: .bss of the fused-only image $fused bytes, of the full one $full"
         [ -n "$fused" ] && [ "$fused" -lt "$full" ] && ok || bad "$p: the fused-only image is not smaller"
+        # what it holds is what remat counts for AdamW fused (docs/memory.md):
+        # all of ram_bytes, and beyond it only the image's few padding floats
+        # (each static array is one element longer) and the runtime's statics
+        ram=$("$remat" schedule $G --policy $p --optimizer adamw --fused | sed -n 's/^ram_bytes: //p')
+        [ -n "$ram" ] && [ "$fused" -ge "$ram" ] && [ "$fused" -le $((ram + 64)) ] && ok ||
+            bad "$p: .bss of the fused-only image $fused bytes, remat's ram_bytes ${ram:-?}"
     else
         bad "$p: fused-only firmware build or run"
     fi

@@ -73,7 +73,8 @@ def schedule(text, js):
     s = summary_lines(lines[2 + len(rows):])
     if s != d['summary']:
         fail('summary differs: text %r, json %r' % (s, d['summary']))
-    text_keys = ('proven_optimal', 'peak_does', 'peak_note', 'recompute_seconds')
+    text_keys = ('proven_optimal', 'peak_does', 'peak_note', 'recompute_seconds',
+                 'optimizer')
     if not all(isinstance(v, int) for k, v in d['summary'].items() if k not in text_keys):
         fail('a summary figure is not an integer: %r' % d['summary'])
     peak(d['summary'])
@@ -135,9 +136,9 @@ def pareto(text, js, *schedules):
             (d['graph'], d['policy'], len(d['plans']), d['proven']):
         fail('pareto header: %s' % lines[0])
     for line, p in zip(lines[2:], d['plans']):
-        want = '%8.4f  %12d  %12d  %16d  %18.12f' % (
+        want = '%8.4f  %12d  %12d  %16d  %18.12f  %12d' % (
             p['budget'], p['saved_bytes'], p['arena_bytes'], p['recompute_flops'],
-            p['recompute_seconds'])
+            p['recompute_seconds'], p['ram_bytes'])
         if line != want:
             fail('pareto row: text %r, json %r' % (line, want))
     if len(lines) - 2 != len(d['plans']):
@@ -222,6 +223,10 @@ def svg(path, sched, memtext):
     keys = ['peak_statement', 'peak_does', 'peak_note'] + ['peak_%s_bytes' % k for k in kinds]
     if {k: f.get(k) for k in keys} != {k: s['summary'].get(k) for k in keys}:
         fail('memory text and schedule differ at the peak: %r, %r' % (f, s['summary']))
+    # and on what the device holds (docs/memory.md's ram_bytes, flash_bytes)
+    if [f.get(k) for k in ('ram_bytes', 'flash_bytes')] != \
+            [s['summary'][k] for k in ('ram_bytes', 'flash_bytes')]:
+        fail('memory text and schedule differ on RAM: %r, %r' % (f, s['summary']))
     listed = [tuple(l.split(None, 2)) for l in t[t.index('largest at the peak:') + 1:]]
     if listed != [(str(b), k, n) for n, b, k in named]:
         fail('memory text lists %r, picture %r' % (listed, named))

@@ -17,7 +17,7 @@ static Compiled budgeted(Ctx *c, const char *body, BudgetKind kind, double v)
     const char *xml = model_xml(c, body);
     Graph *g = NULL;
     Policy *p = NULL;
-    Budget b = {kind, v, 0, &flops_only};
+    Budget b = {kind, v, 0, &flops_only, 0, {0, 0, 0}, 0};
     Compiled m;
     int rc = policy_load(c, "sac", &p) ||
              parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) ||
@@ -191,9 +191,10 @@ typedef struct {
     double bytes, cost;
 } Cost;
 
-/* A plan's saved bytes, recompute and planned arena. */
+/* A plan's saved bytes, recompute and planned arena; and the fused
+ * step's arena, at least the forward's (what --max-ram --fused bounds). */
 typedef struct {
-    double bytes, cost, arena;
+    double bytes, cost, arena, fused;
 } Fit;
 
 /* Every plan of g's free decisions (tensor indices in free), scheduled,
@@ -212,8 +213,10 @@ static Fit *every_plan(Ctx *c, const Graph *g, Remat *r, const Policy *p,
         ck_assert(compile_decided(c, g, p, r, &m) == 0);
         Summary s;
         summarize(&m, &s);
+        double fused = m.fused ? (double)m.fused->arena_bytes : 0;
+        double fwd = (double)m.fwd->arena_bytes;
         all[mask] = (Fit){s.saved_bytes, m.train->recompute_cost,
-                          s.arena_bytes};
+                          s.arena_bytes, fused > fwd ? fused : fwd};
     }
     return all;
 }
@@ -356,7 +359,7 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
     Ctx x;
     ctx_init(&x);
     Budget b = {want == HUGE_VAL ? BUDGET_NONE : BUDGET_BYTES, want, arena,
-                NULL};
+                NULL, 0, {0, 0, 0}, 0};
     Compiled m;
     double least = least_fitting(all, n, want, arena);
     int rc = compile_budget(&x, g, p, &b, &m);
@@ -377,6 +380,75 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
     (void)c;
     ctx_free(&x);
 }
+
+/* The fused step's arena bound (--max-ram with --fused: the solver
+ * schedules and plans SCHED_FUSED, parameter gradients in the arena)
+ * against every plan: 200 random graphs of up to 10 free decisions, at
+ * some plans' fused arenas and a byte below, proven and the least cost of
+ * the plans that fit, or refused exactly where none does. */
+static void check_fused_arena(const Graph *g, const Policy *p, const Fit *all,
+                              int n, double arena, const char *xml)
+{
+    Ctx x;
+    ctx_init(&x);
+    Budget b = {BUDGET_NONE, 0, arena, NULL, 0, {0, 0, 1}, 1};
+    double least = HUGE_VAL;
+    for (int i = 0; i < n; i++)
+        if (all[i].fused <= arena && all[i].cost < least)
+            least = all[i].cost;
+    Compiled m;
+    int rc = compile_budget(&x, g, p, &b, &m);
+    ck_assert_msg((rc == 0) == (least < HUGE_VAL), "fused arena %.0f: rc %d, "
+                  "exhaustive %.0f: %s\n%s", arena, rc, least, x.err, xml);
+    if (rc == 0) {
+        double fused = (double)m.fused->arena_bytes;
+        double fwd = (double)m.fwd->arena_bytes;
+        ck_assert_msg(m.remat->proven && m.train->recompute_cost == least &&
+                      (fused > fwd ? fused : fwd) <= arena,
+                      "fused arena %.0f: cost %.0f (proven %d), exhaustive "
+                      "%.0f\n%s", arena, m.train->recompute_cost,
+                      m.remat->proven, least, xml);
+    }
+    ctx_free(&x);
+}
+
+START_TEST(fused_arena_matches_exhaustive_search)
+{
+    int tried = 0, binding = 0;
+    for (unsigned long seed = 7000; tried < 200; seed++) {
+        rng_state = seed;
+        Ctx c;
+        ctx_init(&c);
+        const char *xml;
+        Graph *g;
+        Remat r;
+        Policy *p = random_case(&c, &xml, &g, &r);
+        int free[64], nfree = 0;
+        for (int t = 0; t < g->ntensors; t++)
+            if (r.free[t])
+                free[nfree++] = t;
+        if (nfree > 10 || !graph_trains(g)) {
+            ctx_free(&c);
+            continue;
+        }
+        tried++;
+        int n = 1 << nfree;
+        Fit *all = every_plan(&c, g, &r, p, free, nfree);
+        double most = 0, cheapest = HUGE_VAL;
+        for (int i = 0; i < n; i++)
+            if (all[i].cost < cheapest || (all[i].cost == cheapest &&
+                                           all[i].fused < most))
+                cheapest = all[i].cost, most = all[i].fused;
+        for (int i = 0; i < n; i += 1 + n / 5) {
+            check_fused_arena(g, p, all, n, all[i].fused, xml);
+            check_fused_arena(g, p, all, n, all[i].fused - 1, xml);
+            binding += all[i].fused - 1 < most;
+        }
+        ctx_free(&c);
+    }
+    ck_assert_int_ge(binding, 50);     /* the bound often decided */
+}
+END_TEST
 
 START_TEST(max_arena_matches_exhaustive_search)
 {
@@ -604,7 +676,7 @@ START_TEST(budget_too_small_names_what_forces_it)
         "<node name='s' op='ReduceSum' in='q' out='l' keepdims='0'/><output name='l'/>");
     Graph *g;
     Policy *p;
-    Budget b = {BUDGET_BYTES, 16, 0, NULL};
+    Budget b = {BUDGET_BYTES, 16, 0, NULL, 0, {0, 0, 0}, 0};
     Compiled m;
     ck_assert(policy_load(&c, "none", &p) == 0 &&
               parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0);
@@ -885,7 +957,7 @@ START_TEST(max_arena_cut_removes_no_answer)
                  fit_arena_walk_only++) {
                 Ctx x;
                 ctx_init(&x);
-                Budget b = {BUDGET_NONE, 0, bound, NULL};
+                Budget b = {BUDGET_NONE, 0, bound, NULL, 0, {0, 0, 0}, 0};
                 Compiled m;
                 int w = fit_arena_walk_only;
                 rc[w] = compile_budget(&x, g, p, &b, &m);
@@ -972,7 +1044,7 @@ START_TEST(at_depth_proven)
         ck_assert_msg(f.proven && !f.overflow && f.n >= 100, "%s %s: %d points",
                       graphs[i].script, graphs[i].args, f.n);
         Policy *p;
-        Budget b = {BUDGET_FRACTION, 0.5, 0, NULL};
+        Budget b = {BUDGET_FRACTION, 0.5, 0, NULL, 0, {0, 0, 0}, 0};
         Compiled m;
         ck_assert(policy_load(&c, "sac", &p) == 0 &&
                   compile_parsed(&c, g, policy_soften(&c, p), &b, &m) == 0);
@@ -1054,6 +1126,7 @@ int main(void)
     tcase_add_test(t, five_pairs_by_hand);
     tcase_add_test(t, matches_exhaustive_search);
     tcase_add_test(t, max_arena_matches_exhaustive_search);
+    tcase_add_test(t, fused_arena_matches_exhaustive_search);
     tcase_add_test(t, max_arena_cut_removes_no_answer);
     tcase_add_test(t, max_arena_hand_made_cases);
     tcase_add_test(t, frontier_costs_are_the_schedules);

@@ -1,0 +1,85 @@
+/*
+ * ram.c: what a train step needs in RAM and what may stay in flash.
+ *
+ * A device that trains holds, besides the arena, the parameters it
+ * writes, the optimizer's state, the gradient buffer and the step's inputs
+ * and outputs; every one of these is fixed by the graph and the optimizer,
+ * so a bound on the whole (--max-ram) is a bound on the arena less them.
+ * Parameters nothing writes (frozen weights) and int64 constants are read
+ * only: flash. docs/memory.md gives the formula term by term.
+ */
+#include "../remat.h"
+
+/* 1 when a train step writes parameter t in place though it does not
+ * train (BatchNormalization's running statistics: an `updates` input). */
+static int updated(const Graph *g, int t)
+{
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i] == t && (n->row->updates & (1u << i)))
+                return 1;
+    }
+    return 0;
+}
+
+/* The outputs buffer's floats, laid out as the emitter lays it out: an
+ * int64 output two floats per element, at an even offset. */
+static double output_bytes(const Graph *g)
+{
+    size_t at = 0;
+    for (int i = 0; i < g->noutputs; i++) {
+        const Tensor *x = &g->tensors[g->outputs[i]];
+        if (x->is_int)
+            at += at & 1;
+        at += (size_t)x->numel * (x->is_int ? 2 : 1);
+    }
+    return (double)at * sizeof(float);
+}
+
+/* The optimizer's state floats per trainable float. */
+static int state_per_float(const Optim *o)
+{
+    return o->adamw ? 2 : o->momentum > 0 ? 1 : 0;
+}
+
+void ram_fixed(const Graph *g, const Optim *o, Ram *r)
+{
+    *r = (Ram){0, 0, 0, 0, 0, 0};
+    int trains = graph_trains(g);
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        double bytes = (double)x->numel * (x->is_int ? 8 : 4);
+        if (x->kind == T_INPUT)
+            r->io += bytes;
+        else if (x->kind != T_PARAM)
+            continue;
+        else if (x->is_int)
+            r->flash += bytes;          /* a static const array */
+        else if ((trains && x->trainable) || (trains && updated(g, t)))
+            r->params += bytes;
+        else
+            r->flash += bytes;
+    }
+    r->io += output_bytes(g);
+    if (!trains)
+        return;
+    double trainable = (double)trainable_floats(g) * sizeof(float);
+    r->optimizer = trainable * state_per_float(o);
+    r->grads = o->fused ? 0 : trainable;
+}
+
+void ram_of(const Compiled *m, Ram *r)
+{
+    ram_fixed(m->g, &m->optim, r);
+    size_t fwd = m->fwd->arena_bytes, train = m->train->arena_bytes;
+    size_t arena = train > fwd ? train : fwd;
+    if (m->fused && m->optim.fused)
+        arena = m->fused->arena_bytes > fwd ? m->fused->arena_bytes : fwd;
+    r->arena = (double)arena;
+}
+
+double ram_total(const Ram *r)
+{
+    return r->params + r->optimizer + r->grads + r->io + r->arena;
+}
