@@ -331,6 +331,11 @@ typedef struct {
      * an int_range of its own to its readers (emit.c): a row that computes
      * with the values (int64 Add, Sub, Mul) gives their range itself. */
     int int_out;
+    /* What the gradients of the wanted inputs read (want[i]: d(input i) is
+     * wanted) where that depends on the node's attributes, or NULL: the
+     * union of needs[] then (op_backward_needs). BatchNormalization in
+     * eval mode reads the running statistics and not X for dX. */
+    unsigned (*needs_of)(const Node *n, const int *want);
 } OpInfo;
 
 enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL, INT_OUT_SELECT };

@@ -407,7 +407,9 @@ def batch_norm(a, ins, at, updated=None):
     is 1 - ONNX's), recorded in `updated` under the inputs' names."""
     x, scale, bias, mean, var = ins
     eps = float(at.get("epsilon", "1e-5"))
-    if updated is None:
+    # training_mode 0 (the XML's default is 1): eval mode in training too,
+    # as torch's module.eval(), and the running statistics stay as they are
+    if updated is None or int(at.get("training_mode", "1")) == 0:
         return torch.nn.functional.batch_norm(x, mean, var, scale, bias,
                                               training=False, eps=eps)
     rm, rv = mean.detach().clone(), var.detach().clone()
