@@ -808,6 +808,10 @@ int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
  * no parameter is an error naming it and the nearest names. Before shapes
  * and autodiff. */
 int freeze_params(Ctx *c, Graph *g, const char *const *globs);
+/* BatchNormalization in eval mode folded into the frozen Conv or Gemm
+ * before it where every value involved is frozen and known at compile time
+ * (front/fold.c); after freeze_params, before shapes. */
+int fold_batch_norms(Ctx *c, Graph *g);
 int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
 /* The generated-symbol prefix (rt, map, win, ...) a model name would
  * clash with, or NULL. */
