@@ -890,6 +890,13 @@ def run(graph, dump, train=True):
                 raise SystemExit(f"{graph}: {el.get('path')} is {a.dtype} {a.shape}")
             values[el.get("name")] = torch.tensor(a)
             continue
+        path = os.path.join(dump, f"param.{fname(el.get('name'))}.npy")
+        if not os.path.exists(path) and el.get("init") == "file":
+            # folded away at compile time (an eval BatchNormalization into
+            # a frozen Conv or Gemm): the unfolded values, from the file
+            a = np.load(os.path.join(os.path.dirname(graph), el.get("path")))
+            values[el.get("name")] = torch.tensor(a.astype(DTYPE))
+            continue
         t = load(dump, "param", el.get("name"), ints(el.get("shape")))
         if el.get("trainable", "true") in ("true", "1"):
             t.requires_grad_(True)
