@@ -250,8 +250,11 @@ class FrozenBnFold(nn.Module):
 class EvalBnAffine(nn.Module):
     """An eval-mode BatchNorm whose scale and bias train (its statistics
     fixed, never updated), then a training-mode one: remat runs the first
-    as an affine map with its own backward, nothing folded."""
+    as an affine map with its own backward, nothing folded. Opset 13, which
+    has no training_mode: torch tells the two apart by the number of
+    outputs (1 in eval mode, 5 in training), and so does the importer."""
     export_mode = torch.onnx.TrainingMode.PRESERVE
+    opset = 13
 
     def __init__(self):
         super().__init__()
