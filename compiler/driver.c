@@ -66,7 +66,8 @@ int compile_graph(Ctx *c, const char *file, const char *policy,
     Graph *g;
     Policy *p;
     if (policy_load(c, policy ? policy : "sac", &p) ||
-        load_graph(c, file, &g) || freeze_params(c, g, freeze))
+        load_graph(c, file, &g) || freeze_params(c, g, freeze) ||
+        fold_batch_norms(c, g))
         return -1;
     if (!policy)        /* a budget without a policy: matmuls may go too */
         p = policy_soften(c, p);

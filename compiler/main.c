@@ -562,7 +562,8 @@ static int cmd_pareto(Ctx *c, const Args *a)
     Buf b;
     buf_init(&b, c);
     if (policy_load(c, a->policy[0] ? a->policy[0] : "sac", &p) ||
-        load_graph(c, a->graph, &g) || freeze_params(c, g, a->freeze))
+        load_graph(c, a->graph, &g) || freeze_params(c, g, a->freeze) ||
+        fold_batch_norms(c, g))
         return 1;
     if (!a->policy[0])
         p = policy_soften(c, p);

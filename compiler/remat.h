@@ -331,6 +331,11 @@ typedef struct {
      * an int_range of its own to its readers (emit.c): a row that computes
      * with the values (int64 Add, Sub, Mul) gives their range itself. */
     int int_out;
+    /* What the gradients of the wanted inputs read (want[i]: d(input i) is
+     * wanted) where that depends on the node's attributes, or NULL: the
+     * union of needs[] then (op_backward_needs). BatchNormalization in
+     * eval mode reads the running statistics and not X for dX. */
+    unsigned (*needs_of)(const Node *n, const int *want);
 } OpInfo;
 
 enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL, INT_OUT_SELECT };
@@ -837,6 +842,10 @@ int parse_graph_imported(Ctx *c, const char *file, const Imported *im,
  * no parameter is an error naming it and the nearest names. Before shapes
  * and autodiff. */
 int freeze_params(Ctx *c, Graph *g, const char *const *globs);
+/* BatchNormalization in eval mode folded into the frozen Conv or Gemm
+ * before it where every value involved is frozen and known at compile time
+ * (front/fold.c); after freeze_params, before shapes. */
+int fold_batch_norms(Ctx *c, Graph *g);
 int tensor_lookup(const Graph *g, const char *name);    /* -1 if none */
 /* The generated-symbol prefix (rt, map, win, ...) a model name would
  * clash with, or NULL. */

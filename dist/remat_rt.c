@@ -3664,6 +3664,63 @@ void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
     }
 }
 
+/* Channel ch's sum of dy, and of dy * (x - mean) * rstd unless x is NULL
+ * (compensated, so neither drifts with n * inner). */
+static void channel_dy_sums(const float *dy, const float *x, int n, int c,
+                            int inner, int ch, float mean, float rstd,
+                            float *sum_dy, float *sum_dyx)
+{
+    rt_sum s_dy, s_dyx;
+    int i, j;
+    rt_sum_init(&s_dy);
+    rt_sum_init(&s_dyx);
+    for (i = 0; i < n; i++) {
+        const size_t o = ((size_t)i * c + ch) * inner;
+        for (j = 0; j < inner; j++) {
+            rt_sum_add(&s_dy, dy[o + j]);
+            if (x != NULL)
+                rt_sum_add(&s_dyx, dy[o + j] * (x[o + j] - mean) * rstd);
+        }
+    }
+    *sum_dy = rt_sum_value(&s_dy);
+    *sum_dyx = rt_sum_value(&s_dyx);
+}
+
+/* The statistics are constants here, so dx is dy scaled per channel: no
+ * term through a mean or a variance, unlike rt_batchnorm_backward. */
+void rt_batchnorm_eval_backward(float *dx, float *dscale, float *dbias,
+                                const float *dy, const float *x,
+                                const float *scale, const float *mean,
+                                const float *var, int n, int c, int inner,
+                                float eps)
+{
+    int ch, i, j;
+    if (n <= 0 || inner <= 0)
+        return;
+    for (ch = 0; ch < c; ch++) {
+        const float rstd = dx != NULL || dscale != NULL
+                               ? 1.0f / sqrtf(var[ch] + eps) : 0.0f;
+        if (dscale != NULL || dbias != NULL) {
+            float sum_dy, sum_dyx;
+            channel_dy_sums(dy, dscale != NULL ? x : NULL, n, c, inner, ch,
+                            dscale != NULL ? mean[ch] : 0.0f, rstd, &sum_dy,
+                            &sum_dyx);
+            if (dscale != NULL)
+                dscale[ch] += sum_dyx;
+            if (dbias != NULL)
+                dbias[ch] += sum_dy;
+        }
+        if (dx == NULL)
+            continue;
+        for (i = 0; i < n; i++) {
+            const size_t o = ((size_t)i * c + ch) * inner;
+            const float a = scale[ch] * rstd;
+            for (j = 0; j < inner; j++)
+                dx[o + j] += dy[o + j] * a;
+        }
+    }
+}
+
 /* ---- GroupNormalization, and InstanceNormalization (one channel a group) --- */
 
 /* Mean and 1/sqrt(var + eps) of one group's m > 0 values, both passes

@@ -447,6 +447,18 @@ void rt_batchnorm_train_forward(float *y, float *running_mean,
 void rt_batchnorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int n, int c, int inner, float eps);
+/* The gradients of eval mode (rt_batchnorm_forward in the train step:
+ * ONNX training_mode=0, torch's module.eval()), where mean and var are
+ * constants and the map is affine per channel: with rstd = 1 / sqrt(var
+ * + eps), dx += dy * scale[ch] * rstd, dscale[ch] += sum of dy * (x -
+ * mean[ch]) * rstd, dbias[ch] += sum of dy. Any of dx, dscale, dbias may
+ * be NULL; scale is read only for dx, x and mean only for dscale (each may
+ * then be NULL), var for dx or dscale. */
+void rt_batchnorm_eval_backward(float *dx, float *dscale, float *dbias,
+                                const float *dy, const float *x,
+                                const float *scale, const float *mean,
+                                const float *var, int n, int c, int inner,
+                                float eps);
 
 /* GroupNormalization (scale and bias per channel, as torch's nn.GroupNorm
  * and ONNX opset 21 define it) and InstanceNormalization (groups = c): x

@@ -63,7 +63,7 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
 /* Forward in training mode, loss, backward: overwrites grads and
  * returns the loss. Dropout's masks are a function of (seed, step,
  * node): the same arguments give the same masks and gradients.
- * BatchNormalization normalizes with the batch's statistics and
+ * BatchNormalization (training mode) uses the batch's statistics and
  * updates its running statistics in params, the only parameters
  * a train step writes. */
 float gpt_train_step(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena);

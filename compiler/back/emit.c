@@ -1098,7 +1098,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
         emit(e, "/* Forward in training mode, loss, backward: overwrites grads and");
         emit(e, " * returns the loss. Dropout's masks are a function of (seed, step,");
         emit(e, " * node): the same arguments give the same masks and gradients.");
-        emit(e, " * BatchNormalization normalizes with the batch's statistics and");
+        emit(e, " * BatchNormalization (training mode) uses the batch's statistics and");
         emit(e, " * updates its running statistics in params, the only parameters");
         emit(e, " * a train step writes. */");
         emit(e, "%s;", signature(e->ctx, n, 1));

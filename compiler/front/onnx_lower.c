@@ -771,6 +771,10 @@ int lower_plain(Im *m, ONode *o, OpKind op)
     }
     if (copy_attrs(m, o, n))
         return -1;
+    /* ONNX's default is eval mode (0), remat's XML default training (1);
+     * before opset 14 a training export is told by its extra outputs */
+    if (op == OP_BATCH_NORM && !attr_of(n, "training_mode")->set)
+        set_int(n, "training_mode", m->opset < 14 && o->nout > 1);
     if ((op == OP_SOFTMAX || !strcmp(o->op, "LogSoftmax")) && o->p &&
         m->opset < 13 && old_softmax(m, o, n))
         return -1;

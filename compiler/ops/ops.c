@@ -393,7 +393,8 @@ const OpInfo op_table[] = {
                        flops_batch_norm,
                        {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0, 0, 0},
                        emit_batch_norm_fwd, emit_batch_norm_bwd, NULL, NULL,
-                       0, NULL, 0, 0, NEED_IN(3) | NEED_IN(4)},
+                       0, NULL, 0, 0, NEED_IN(3) | NEED_IN(4),
+                       .needs_of = batch_norm_needs},
     /* The backward reads Q, K and V only and rebuilds the probabilities
      * block by block in scratch: neither the probability matrix nor softmax
      * statistics are kept between forward and backward. */
@@ -674,6 +675,8 @@ int op_lookup(const char *name)
 unsigned op_backward_needs(const Node *n, const int *want)
 {
     unsigned mask = 0;
+    if (op_table[n->op].needs_of)
+        return op_table[n->op].needs_of(n, want);
     for (int i = 0; i < n->nin; i++)
         if (want[i])
             mask |= op_table[n->op].needs[i];

@@ -10,9 +10,10 @@
  *
  *   - NAME_forward (inference) normalizes with input_mean and input_var,
  *     the running statistics: y = scale * (x - mean) / sqrt(var + eps) + B.
- *   - NAME_train_step normalizes with the batch's statistics (the mean and
- *     the biased variance over N and the spatial dimensions), whatever
- *     training_mode says, and its backward is the full batch-statistics
+ *   - NAME_train_step, where training_mode is 1 (the XML's default; an
+ *     ONNX export gives it for a module in train()), normalizes with the
+ *     batch's statistics (the mean and the biased variance over N and the
+ *     spatial dimensions), and its backward is the full batch-statistics
  *     gradient. The node's forward then updates the running statistics in
  *     place, as PyTorch does: running = momentum * running + (1 - momentum)
  *     * batch, with the UNBIASED batch variance for running_var (ONNX's
@@ -26,6 +27,16 @@
  * are updated once per step under every policy. The backward reads X and
  * scale alone and recomputes the batch mean and 1/std from X, as
  * LayerNormalization's does: nothing else is kept.
+ *
+ * With training_mode 0 (a BatchNorm a user keeps in eval() while the rest
+ * trains, as partial fine-tuning does) train_step runs the inference
+ * forward too: per channel an affine map y = x * a + b with a = scale /
+ * sqrt(var + eps) and b = B - mean * a, the running statistics never
+ * updated. Its backward (rt_batchnorm_eval_backward) has no terms through
+ * the statistics: dX = dY * a reads scale and var, not X; dscale reads X
+ * and the statistics; dB reads nothing. Where scale and B are frozen too
+ * and the node follows a frozen Conv or Gemm whose values are known at
+ * compile time, front/fold.c folds it into that node instead.
  *
  * ONNX's optional outputs 1 and 2 (the updated running statistics) are not
  * outputs here: the update is in place.
@@ -97,7 +108,9 @@ double flops_layer_norm(const Graph *g, const Node *n)
 const AttrSpec batch_norm_attrs[] = {
     {.name = "epsilon", .type = ATTR_FLOAT, .f = 1e-5f},
     {.name = "momentum", .type = ATTR_FLOAT, .f = 0.9f},
-    {.name = "training_mode", .type = ATTR_INT, .i = 0},
+    /* ONNX's default is 0; the XML's is 1, the meaning its graphs had
+     * before eval mode existed (the ONNX importer writes the attribute) */
+    {.name = "training_mode", .type = ATTR_INT, .i = 1},
     {0},
 };
 
@@ -130,17 +143,18 @@ int shape_batch_norm(Ctx *c, Graph *g, Node *n)
                 "per channel of input 0 '%s' (%s)", i, bn_input_names[i],
                 IN(i)->name, shape_str(c, IN(i)), ch, x->name,
                 shape_str(c, x)));
-    if (nb * inner < 2)
-        return node_error(c, g, n, ctx_printf(c, "BatchNormalization input 0 "
-            "'%s' has shape %s: one value per channel, and the train step's "
-            "batch statistics need at least 2 (N times the spatial size)",
-            x->name, shape_str(c, x)));
     long mode = node_int(n, "training_mode");
     if (mode != 0 && mode != 1)
         return node_error(c, g, n, ctx_printf(c, "BatchNormalization "
-            "training_mode is %ld; it must be 0 or 1 (either way, train_step "
-            "uses the batch's statistics and forward the running ones)",
+            "training_mode is %ld; it must be 1 (train_step normalizes with "
+            "the batch's statistics) or 0 (eval mode: the running ones)",
             mode));
+    if (mode == 1 && nb * inner < 2)
+        return node_error(c, g, n, ctx_printf(c, "BatchNormalization input 0 "
+            "'%s' has shape %s: one value per channel, and the train step's "
+            "batch statistics need at least 2 (N times the spatial size; "
+            "training_mode=\"0\" normalizes with the running ones)",
+            x->name, shape_str(c, x)));
     float m = node_float(n, "momentum"), eps = node_float(n, "epsilon");
     if (!(m >= 0.0f && m <= 1.0f))
         return node_error(c, g, n, ctx_printf(c, "BatchNormalization momentum "
@@ -150,6 +164,23 @@ int shape_batch_norm(Ctx *c, Graph *g, Node *n)
         return node_error(c, g, n, ctx_printf(c, "BatchNormalization epsilon "
             "%g is negative; it must be 0 or more", (double)eps));
     return shape_same(c, g, n);
+}
+
+static int bn_eval(const Node *n)
+{
+    return node_int(n, "training_mode") == 0;
+}
+
+/* Eval mode: dX reads scale and var, dscale X and both statistics, dB
+ * nothing. Training mode: the row's needs[] (X and scale for dX, X for
+ * dscale). */
+unsigned batch_norm_needs(const Node *n, const int *want)
+{
+    if (!bn_eval(n))
+        return (want[0] ? n->row->needs[0] : 0) |
+               (want[1] ? n->row->needs[1] : 0);
+    return (want[0] ? NEED_IN(1) | NEED_IN(4) : 0) |
+           (want[1] ? NEED_IN(0) | NEED_IN(3) | NEED_IN(4) : 0);
 }
 
 /* Mean, variance, normalize, scale and shift. */
@@ -171,7 +202,7 @@ static const char *bn_sizes(Emit *e, const Node *n)
 void emit_batch_norm_fwd(Emit *e, const Node *n, const char *const *out,
                          const char *const *in)
 {
-    if (!e->train) {
+    if (!e->train || bn_eval(n)) {     /* the running statistics, as read */
         emit(e, "rt_batchnorm_forward(%s, %s, %s, %s, %s, %s, %s);", out[0],
              in[0], in[1], in[2], in[3], in[4], bn_sizes(e, n));
         return;
@@ -188,6 +219,14 @@ void emit_batch_norm_bwd(Emit *e, const Node *n, const char *const *din,
                          const char *const *out)
 {
     (void)out;
+    if (bn_eval(n)) {
+        emit(e, "rt_batchnorm_eval_backward(%s, %s, %s, %s, %s, %s, %s, %s, "
+             "%s);", or_null(din, 0, n->nin), or_null(din, 1, n->nin),
+             or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),
+             or_null(in, 1, n->nin), or_null(in, 3, n->nin),
+             or_null(in, 4, n->nin), bn_sizes(e, n));
+        return;
+    }
     emit(e, "rt_batchnorm_backward(%s, %s, %s, %s, %s, %s, %s);",
          or_null(din, 0, n->nin), or_null(din, 1, n->nin),
          or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),

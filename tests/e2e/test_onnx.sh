@@ -23,10 +23,22 @@
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 py=/usr/bin/python3
-models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls"}
+models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls frozen_bn_fold eval_bn_affine"}
 
-saved() {   # model.onnx policy
-    "$remat" schedule "$1" --policy "$2" | sed -n 's/^saved_bytes: //p'
+saved() {   # model.onnx policy [flags]
+    # shellcheck disable=SC2086
+    "$remat" schedule "$1" --policy "$2" $3 | sed -n 's/^saved_bytes: //p'
+}
+
+# frozen_bn_fold: with its --freeze flags the eval-mode BatchNorm after the
+# frozen conv is folded into it (front/fold.c), so `remat schedule` lists
+# no BatchNormalization; without them conv1 trains and nothing folds.
+check_folded() {   # model.onnx flags
+    # shellcheck disable=SC2086
+    local bn='$3 == "BatchNormalization" { n++ } END { print n + 0 }'
+    if [ "$("$remat" schedule "$1" --policy none $2 | awk "$bn")" = 0 ] &&
+       [ "$("$remat" schedule "$1" --policy none | awk "$bn")" = 1 ]; then ok
+    else bad "frozen_bn_fold: BatchNormalization not folded under $2 (or folded without)"; fi
 }
 
 check_model() {   # name
@@ -34,7 +46,9 @@ check_model() {   # name
     mkdir -p "$d"
     if ! $py tests/onnx/torch_models.py "$m" "$d" > "$d/export.log" 2>&1; then
         cat "$d/export.log"; bad "$m: torch export"; return; fi
-    local onnx=$d/$m.onnx
+    local onnx=$d/$m.onnx flags
+    flags=$($py tests/onnx/torch_models.py --flags "$m")
+    [ "$m" = frozen_bn_fold ] && check_folded "$onnx" "$flags"
     mkdir -p "$d/xml" "$d/a" "$d/b"
     if ! "$remat" import "$onnx" -o "$d/xml/$m.xml" > "$d/import.log" 2>&1; then
         cat "$d/import.log"; bad "$m: import"; return; fi
@@ -42,13 +56,16 @@ check_model() {   # name
     if grep 'warning:' "$d/import.log"; then bad "$m: import warns on a clean export"; else ok; fi
     if $py tests/onnx/torch_models.py --same-weights "$d/ref" "$d/xml/$m.weights"; then
         ok; else bad "$m: imported weights differ from the state_dict"; fi
-    "$remat" compile "$onnx" --policy sac -o "$d/a/$m.c"
-    "$remat" compile "$d/xml/$m.xml" --policy sac -o "$d/b/$m.c"
+    # shellcheck disable=SC2086
+    "$remat" compile "$onnx" --policy sac $flags -o "$d/a/$m.c"
+    # shellcheck disable=SC2086
+    "$remat" compile "$d/xml/$m.xml" --policy sac $flags -o "$d/b/$m.c"
     if cmp -s "$d/a/$m.c" "$d/b/$m.c" && cmp -s "$d/a/$m.h" "$d/b/$m.h"; then ok
     else bad "$m: the .onnx and its imported XML compile to different C"; fi
     for p in $policies; do
         mkdir -p "$d/$p"
-        if ! "$remat" build "$onnx" --policy "$p" -o "$d/$p/trainer" > "$d/$p/build.log" 2>&1; then
+        # shellcheck disable=SC2086
+        if ! "$remat" build "$onnx" --policy "$p" $flags -o "$d/$p/trainer" > "$d/$p/build.log" 2>&1; then
             cat "$d/$p/build.log"; bad "$m $p: build"; continue; fi
         if ! "$d/$p/trainer" --load "$d/ref" --dump "$d/$p/dump" > "$d/$p/run.log" 2>&1; then
             cat "$d/$p/run.log"; bad "$m $p: trainer --load --dump"; continue; fi
@@ -67,7 +84,7 @@ check_model() {   # name
     done
     [ "$m" = wide ] && return    # no blocks: sac keeps what none keeps
     local a b
-    a=$(saved "$onnx" sac) b=$(saved "$onnx" none)
+    a=$(saved "$onnx" sac "$flags") b=$(saved "$onnx" none "$flags")
     if [ "$m" = rnn ]; then
         # an Elman step's backward reads only h_t (a block boundary) and
         # x_t: nothing for sac to recompute, so no more than none

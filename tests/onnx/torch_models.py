@@ -202,6 +202,85 @@ class CnnBn(nn.Module):
                 torch.randint(0, 4, (3,), generator=g))
 
 
+def eval_statistics(bn):
+    """Running statistics and an affine an eval-mode BatchNorm could have
+    after training (fresh ones, 0 and 1, would hide a mix-up of the two)."""
+    with torch.no_grad():
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-0.2, 0.2)
+
+
+class FrozenBnFold(nn.Module):
+    """Partial fine-tuning: the middle conv-BN-ReLU is frozen, its BatchNorm
+    in eval mode (module.eval() inside a model that trains), as TinyTL and
+    the 256 KB work keep it. With `--freeze` on conv1 and bn1 remat folds
+    bn1 into conv1 at compile time (no BatchNormalization is left); conv0
+    and the head train through the folded conv."""
+    export_mode = torch.onnx.TrainingMode.PRESERVE
+    freeze = ["conv1.*", "bn1.*"]
+
+    def __init__(self):
+        super().__init__()
+        self.conv0 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 4)
+        eval_statistics(self.bn1)
+        for p in list(self.conv1.parameters()) + list(self.bn1.parameters()):
+            p.requires_grad_(False)
+
+    def train(self, mode=True):
+        super().train(mode)
+        self.bn1.eval()
+        return self
+
+    def forward(self, x, y):
+        h = F.relu(self.conv0(x))
+        h = F.relu(self.bn1(self.conv1(h)))
+        return F.cross_entropy(self.fc(h.mean(dim=(2, 3))), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 3, 8, 8, generator=g),
+                torch.randint(0, 4, (2,), generator=g))
+
+
+class EvalBnAffine(nn.Module):
+    """An eval-mode BatchNorm whose scale and bias train (its statistics
+    fixed, never updated), then a training-mode one: remat runs the first
+    as an affine map with its own backward, nothing folded. Opset 13, which
+    has no training_mode: torch tells the two apart by the number of
+    outputs (1 in eval mode, 5 in training), and so does the importer."""
+    export_mode = torch.onnx.TrainingMode.PRESERVE
+    opset = 13
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(2, 6, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(6)
+        self.conv2 = nn.Conv2d(6, 6, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(6)
+        self.fc = nn.Linear(6 * 3 * 3, 3)
+        eval_statistics(self.bn1)
+
+    def train(self, mode=True):
+        super().train(mode)
+        self.bn1.eval()
+        return self
+
+    def forward(self, x, y):
+        h = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        h = F.relu(self.bn2(self.conv2(h)))
+        return F.cross_entropy(self.fc(torch.flatten(h, 1)), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(3, 2, 6, 6, generator=g),
+                torch.randint(0, 3, (3,), generator=g))
+
+
 class ResBlock(nn.Module):
     """A ResNet basic block: conv-BN-ReLU, conv-BN, plus the shortcut (a
     strided 1x1 conv where the shape changes), then ReLU."""
@@ -1512,7 +1591,9 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "binary_from_labels": BinaryFromLabels,
           "where_labels": WhereLabels,
           # bool constants computed with bool tensors, int64 sums (issue 25)
-          "gpt_padmask": GptPadMask, "last_token_cls": LastTokenCls}
+          "gpt_padmask": GptPadMask, "last_token_cls": LastTokenCls,
+          # eval-mode BatchNorm, folded and with a trainable affine (issue 26)
+          "frozen_bn_fold": FrozenBnFold, "eval_bn_affine": EvalBnAffine}
 
 
 def fname(name):
@@ -1531,7 +1612,7 @@ def export(name, out):
     os.makedirs(os.path.join(out, "ref"), exist_ok=True)
     model.train()
     torch.onnx.export(model, inputs, os.path.join(out, name + ".onnx"),
-                      opset_version=getattr(cls, "opset", 17), training=torch.onnx.TrainingMode.TRAINING,
+                      opset_version=getattr(cls, "opset", 17), training=getattr(cls, "export_mode", torch.onnx.TrainingMode.TRAINING),
                       do_constant_folding=False, input_names=names,
                       output_names=["loss"])
     ref = os.path.join(out, "ref")
@@ -1551,12 +1632,14 @@ def export(name, out):
     loss = ref_model(*args)
     loss.backward()
     np.save(os.path.join(ref, "ref_loss.npy"), loss.detach().numpy())
-    # running statistics after the step (BatchNorm in training mode)
+    # running statistics after the step (BatchNorm in training mode; one in
+    # eval mode leaves them as they were, and so must remat: no after.*)
     for k, v in ref_model.state_dict().items():
-        if "running_" in k:
+        if "running_" in k and not torch.equal(v, state[k].double()):
             np.save(os.path.join(ref, f"ref_after.{fname(k)}.npy"), v.numpy())
     for k, p in ref_model.named_parameters():
-        np.save(os.path.join(ref, f"ref_grad.{fname(k)}.npy"), p.grad.numpy())
+        if p.requires_grad:     # a frozen one has none (remat's --freeze)
+            np.save(os.path.join(ref, f"ref_grad.{fname(k)}.npy"), p.grad.numpy())
     # torch's own float32 gradients from the same values: how well float32
     # can do on each tensor (compare's floor for ill-conditioned ones)
     m32 = cls()
@@ -1564,9 +1647,10 @@ def export(name, out):
     m32.train()
     m32(*inputs).backward()
     for k, p in m32.named_parameters():
-        np.save(os.path.join(ref, f"ref32_grad.{fname(k)}.npy"), p.grad.numpy())
+        if p.requires_grad:
+            np.save(os.path.join(ref, f"ref32_grad.{fname(k)}.npy"), p.grad.numpy())
     for k, v in m32.state_dict().items():
-        if "running_" in k:
+        if "running_" in k and not torch.equal(v, state[k]):
             np.save(os.path.join(ref, f"ref32_after.{fname(k)}.npy"), v.numpy())
     # three steps of plain SGD (lr SGD_LR) on the same batch, in float64
     # and float32: every parameter and running statistic afterwards
@@ -1577,7 +1661,8 @@ def export(name, out):
                 m(*a).backward()
             with torch.no_grad():
                 for p in m.parameters():
-                    p -= SGD_LR * p.grad
+                    if p.requires_grad:
+                        p -= SGD_LR * p.grad
         for k, v in m.state_dict().items():
             if v.is_floating_point():
                 np.save(os.path.join(ref, f"{tag}.{fname(k)}.npy"), v.numpy())
@@ -1657,6 +1742,12 @@ def compare(ref, dump, tol):
                 print(f"FAIL {dump}: no {f[4:]}: the step left torch's updated {f[10:-4]} as it was")
                 return False
             errs[f[4:-4]] = error(ref, f, mine, tol)
+    # a running statistic torch left alone (an eval-mode BatchNorm's) the
+    # step must leave alone too: the dump has after.X only for what changed
+    for f in sorted(os.listdir(dump)):
+        if f.startswith("after.") and not os.path.exists(os.path.join(ref, "ref_" + f)):
+            print(f"FAIL {dump}: {f}: the step changed {f[6:-4]}, which torch left as it was")
+            return False
     worst = max(errs, key=errs.get)
     ok = errs[worst] <= tol and len(errs) > 1
     print(f"{'ok  ' if ok else 'FAIL'} {dump}: {len(errs) - 1} gradients and running statistics, worst "
@@ -1690,6 +1781,9 @@ if __name__ == "__main__":
     a = sys.argv[1:]
     if a[0] == "--names":   # the models small enough to seed the fuzzer
         print(" ".join(n for n in MODELS if n not in ("big", "wide")))
+        sys.exit(0)
+    if a[0] == "--flags":   # remat's flags for the model (its frozen parts)
+        print(" ".join(f"--freeze {g}" for g in getattr(MODELS[a[1]], "freeze", [])))
         sys.exit(0)
     if a[0] == "--compare":
         sys.exit(0 if compare(a[1], a[2], float(a[3])) else 1)

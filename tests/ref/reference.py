@@ -407,7 +407,9 @@ def batch_norm(a, ins, at, updated=None):
     is 1 - ONNX's), recorded in `updated` under the inputs' names."""
     x, scale, bias, mean, var = ins
     eps = float(at.get("epsilon", "1e-5"))
-    if updated is None:
+    # training_mode 0 (the XML's default is 1): eval mode in training too,
+    # as torch's module.eval(), and the running statistics stay as they are
+    if updated is None or int(at.get("training_mode", "1")) == 0:
         return torch.nn.functional.batch_norm(x, mean, var, scale, bias,
                                               training=False, eps=eps)
     rm, rv = mean.detach().clone(), var.detach().clone()
@@ -887,6 +889,13 @@ def run(graph, dump, train=True):
             if a.dtype != np.int64 or tuple(a.shape) != tuple(ints(el.get("shape"))):
                 raise SystemExit(f"{graph}: {el.get('path')} is {a.dtype} {a.shape}")
             values[el.get("name")] = torch.tensor(a)
+            continue
+        path = os.path.join(dump, f"param.{fname(el.get('name'))}.npy")
+        if not os.path.exists(path) and el.get("init") == "file":
+            # folded away at compile time (an eval BatchNormalization into
+            # a frozen Conv or Gemm): the unfolded values, from the file
+            a = np.load(os.path.join(os.path.dirname(graph), el.get("path")))
+            values[el.get("name")] = torch.tensor(a.astype(DTYPE))
             continue
         t = load(dump, "param", el.get("name"), ints(el.get("shape")))
         if el.get("trainable", "true") in ("true", "1"):

@@ -71,6 +71,45 @@ START_TEST(backward_reads_only_what_the_wanted_gradients_need)
 }
 END_TEST
 
+/* BatchNormalization's backward reads by mode. The Gemm before it trains,
+ * so dX is wanted. Training mode: dX and dscale read X (and scale for dX).
+ * Eval mode (training_mode 0), statistics constant: dX = dY * scale /
+ * sqrt(var + eps) reads scale and var, not X; a trainable scale adds X and
+ * both statistics; a frozen scale and bias leave X unread. */
+static const char *bn_graph(Ctx *c, const char *mode, const char *frozen)
+{
+    return ctx_printf(c,
+        "<input name='x' shape='4 3'/>"
+        "<initializer name='w' shape='3 3' init='ones'/>"
+        "<initializer name='s' shape='3' init='ones' %s/>"
+        "<initializer name='b' shape='3' init='zeros' %s/>"
+        "<initializer name='m' shape='3' init='zeros' trainable='false'/>"
+        "<initializer name='v' shape='3' init='ones' trainable='false'/>"
+        "<node name='fc' op='MatMul' in='x w' out='h'/>"
+        "<node name='bn' op='BatchNormalization' in='h s b m v' out='y' "
+        "training_mode='%s'/>"
+        "<node name='r' op='ReduceSum' in='y' out='l' keepdims='0'/>"
+        "<output name='l'/>", frozen, frozen, mode);
+}
+
+START_TEST(batchnorm_backward_reads_by_mode)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c, bn_graph(&c, "1", ""), "none");
+    ck_assert_uint_eq(node_backward_reads(m.g, N(&m, "bn")),
+                      NEED_IN(0) | NEED_IN(1));
+    m = compile_body(&c, bn_graph(&c, "0", ""), "none");
+    ck_assert_uint_eq(node_backward_reads(m.g, N(&m, "bn")),
+                      NEED_IN(0) | NEED_IN(1) | NEED_IN(3) | NEED_IN(4));
+    m = compile_body(&c, bn_graph(&c, "0", "trainable='false'"), "none");
+    ck_assert_uint_eq(node_backward_reads(m.g, N(&m, "bn")),
+                      NEED_IN(1) | NEED_IN(4));
+    ck_assert_int_eq(T(&m, "h")->has_grad, 1);
+    ctx_free(&c);
+}
+END_TEST
+
 /* h fans out to Gelu and Add: its gradient is zeroed once and both
  * backwards add into it, before fc's backward reads it. */
 START_TEST(fan_out_sums_gradients)
@@ -224,6 +263,7 @@ int main(void)
     TCase *t = tcase_create("autodiff");
     tcase_add_test(t, gradients_flow_where_the_loss_depends_on_parameters);
     tcase_add_test(t, backward_reads_only_what_the_wanted_gradients_need);
+    tcase_add_test(t, batchnorm_backward_reads_by_mode);
     tcase_add_test(t, fan_out_sums_gradients);
     tcase_add_test(t, freeze_is_trainable_false);
     tcase_add_test(t, freeze_matching_nothing_names_the_nearest);

@@ -11,7 +11,9 @@
  * here (LayerNorm's two-pass mean and biased variance) and hand-worked
  * numbers, never against the kernels themselves; BatchNorm's
  * running-statistics update against values worked out by hand, PyTorch's
- * rule (unbiased variance).
+ * rule (unbiased variance). BatchNorm's eval-mode backward (a frozen
+ * BatchNorm in the train step) against finite differences of the
+ * inference forward, which reads the given statistics.
  */
 #include <check.h>
 #include <math.h>
@@ -481,6 +483,95 @@ START_TEST(batchnorm_backward_skips_null)
 }
 END_TEST
 
+/* ---- batchnorm in eval mode (a frozen BatchNorm in the train step) ------- */
+
+/* The eval forward with fixed running statistics, whose gradient
+ * rt_batchnorm_eval_backward must be. */
+typedef struct {
+    bn_case b;
+    float mean[4], var[4];
+} bn_eval_case;
+
+static double bn_eval_loss(void *v)
+{
+    bn_eval_case *c = v;
+    memset(c->b.y, 0x7f, sizeof c->b.y);
+    rt_batchnorm_forward(c->b.y, c->b.x, c->b.scale, c->b.bias, c->mean,
+                         c->var, c->b.s.n, c->b.s.c, c->b.s.inner, c->b.s.eps);
+    return dot(c->b.y, c->b.dy, c->b.len);
+}
+
+static void bn_eval_setup(bn_eval_case *c, int spec, uint64_t seed)
+{
+    bn_setup(&c->b, spec, seed);
+    fill(c->mean, c->b.s.c, -0.5f, 0.5f);
+    fill(c->var, c->b.s.c, 0.2f, 3.0f);
+}
+
+START_TEST(batchnorm_eval_grad)
+{
+    bn_eval_case c;
+    float dx[32], dscale[4], dbias[4], px[32], ps[4], pb[4], diff[32];
+    bn_eval_setup(&c, _i, 2700 + _i);
+    fill(px, c.b.len, -1, 1);
+    fill(ps, c.b.s.c, -1, 1);
+    fill(pb, c.b.s.c, -1, 1);
+    memcpy(dx, px, sizeof dx);
+    memcpy(dscale, ps, sizeof dscale);
+    memcpy(dbias, pb, sizeof dbias);
+    rt_batchnorm_eval_backward(dx, dscale, dbias, c.b.dy, c.b.x, c.b.scale,
+                               c.mean, c.var, c.b.s.n, c.b.s.c, c.b.s.inner,
+                               c.b.s.eps);
+    added(diff, dx, px, c.b.len);
+    expect_grad("batchnorm eval: dx", c.b.x, c.b.len, diff, bn_eval_loss, &c);
+    added(diff, dscale, ps, c.b.s.c);
+    expect_grad("batchnorm eval: dscale", c.b.scale, c.b.s.c, diff,
+                bn_eval_loss, &c);
+    added(diff, dbias, pb, c.b.s.c);
+    expect_grad("batchnorm eval: dbias", c.b.bias, c.b.s.c, diff,
+                bn_eval_loss, &c);
+}
+END_TEST
+
+/* By hand: var 3, eps 1 (rstd 1/2), scale 2, mean 1; x = {5, -1}, dy =
+ * {1, 3}: dx = dy * 2 / 2 = dy, dscale = 1 * 4/2 + 3 * (-2)/2 = -1, dbias
+ * = 4. Unlike the batch gradient, dx does not sum to 0 over the channel. */
+START_TEST(batchnorm_eval_backward_by_hand)
+{
+    const float x[2] = {5.0f, -1.0f}, dy[2] = {1.0f, 3.0f}, scale = 2.0f,
+                mean = 1.0f, var = 3.0f;
+    float dx[2] = {0.5f, 0.0f}, dscale = 0.0f, dbias = 10.0f;
+    rt_batchnorm_eval_backward(dx, &dscale, &dbias, dy, x, &scale, &mean, &var,
+                               2, 1, 1, 1.0f);
+    ck_assert_float_eq(dx[0], 1.5f);
+    ck_assert_float_eq(dx[1], 3.0f);
+    ck_assert_float_eq(dscale, -1.0f);
+    ck_assert_float_eq(dbias, 14.0f);
+}
+END_TEST
+
+/* Each gradient alone is the one of the full call, and reads only what
+ * the header says: dx neither x nor mean, dbias neither scale nor var. */
+START_TEST(batchnorm_eval_backward_skips_null)
+{
+    bn_eval_case c;
+    float dx[32] = {0}, ds[4] = {0}, db[4] = {0}, rdx[32] = {0}, rds[4] = {0},
+          rdb[4] = {0};
+    bn_eval_setup(&c, 1, 2800);
+    rt_batchnorm_eval_backward(rdx, rds, rdb, c.b.dy, c.b.x, c.b.scale, c.mean,
+                               c.var, c.b.s.n, c.b.s.c, c.b.s.inner, c.b.s.eps);
+    rt_batchnorm_eval_backward(dx, NULL, NULL, c.b.dy, NULL, c.b.scale, NULL,
+                               c.var, c.b.s.n, c.b.s.c, c.b.s.inner, c.b.s.eps);
+    ck_assert_int_eq(memcmp(dx, rdx, sizeof dx), 0);
+    rt_batchnorm_eval_backward(NULL, ds, NULL, c.b.dy, c.b.x, NULL, c.mean,
+                               c.var, c.b.s.n, c.b.s.c, c.b.s.inner, c.b.s.eps);
+    ck_assert_int_eq(memcmp(ds, rds, sizeof ds), 0);
+    rt_batchnorm_eval_backward(NULL, NULL, db, c.b.dy, NULL, NULL, NULL, NULL,
+                               c.b.s.n, c.b.s.c, c.b.s.inner, c.b.s.eps);
+    ck_assert_int_eq(memcmp(db, rdb, sizeof db), 0);
+}
+END_TEST
+
 /* ---- sums that do not drift (issue 25) ----------------------------------- */
 
 /* Lengths 2^16, 2^18, 2^20 of values 0.1 + noise: a float loop's error grows
@@ -857,6 +948,9 @@ static Suite *norm_suite(void)
     tcase_add_test(tc, batchnorm_running_update_by_hand);
     tcase_add_test(tc, batchnorm_running_update_momentum_ends);
     tcase_add_test(tc, batchnorm_backward_skips_null);
+    tcase_add_loop_test(tc, batchnorm_eval_grad, 0, N_BN);
+    tcase_add_test(tc, batchnorm_eval_backward_by_hand);
+    tcase_add_test(tc, batchnorm_eval_backward_skips_null);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("groupnorm");

@@ -331,6 +331,90 @@ START_TEST(constants_may_be_infinite)
 }
 END_TEST
 
+/* ---- eval-mode BatchNormalization folded into a frozen Gemm (fold.c) ---- */
+
+/* x -> Gemm(w, c; transB, beta 0.5) -> BatchNormalization -> Tanh -> sum.
+ * By hand: a = 3 / sqrt(3 + 1) = 1.5, so W' = 2 * 1.5 = 3 and b' = 0.5 * 1
+ * * 1.5 + 0.25 - 1 * 1.5 = -0.5, beta then 1. `mode`, `wi` (w's init) and
+ * `st` (scale's trainable) vary what stops the fold. */
+static Graph *fold_graph(Ctx *c, const char *mode, const char *wi,
+                         const char *st, const char *extra)
+{
+    const char *xml = model_xml(c, ctx_printf(c,
+        "<input name='x' shape='4 3'/>"
+        "<initializer name='w' shape='2 3' %s trainable='false'/>"
+        "<initializer name='c' shape='2' init='ones' trainable='false'/>"
+        "<initializer name='s' shape='2' init='constant' value='3' "
+        "trainable='%s'/>"
+        "<initializer name='b' shape='2' init='constant' value='0.25' "
+        "trainable='false'/>"
+        "<initializer name='m' shape='2' init='ones' trainable='false'/>"
+        "<initializer name='v' shape='2' init='constant' value='3' "
+        "trainable='false'/>"
+        "<node name='fc' op='Gemm' in='x w c' out='h' transB='1' beta='0.5'/>"
+        "<node name='bn' op='BatchNormalization' in='h s b m v' out='y' "
+        "epsilon='1' training_mode='%s'/>"
+        "<node name='t' op='Tanh' in='y' out='z'/>%s"
+        "<node name='r' op='ReduceSum' in='z' out='l' keepdims='0'/>"
+        "<output name='l'/>", wi, st, mode, extra));
+    Graph *g = NULL;
+    ck_assert_int_eq(parse_graph_memory(c, "t.xml", xml, strlen(xml), &g), 0);
+    ck_assert_int_eq(fold_batch_norms(c, g), 0);
+    return g;
+}
+
+static int has_op(const Graph *g, OpKind op)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == op)
+            return 1;
+    return 0;
+}
+
+START_TEST(eval_batchnorm_folds_into_frozen_gemm)
+{
+    Ctx c;
+    ctx_init(&c);
+    Graph *g = fold_graph(&c, "0", "init='constant' value='2'", "false", "");
+    ck_assert(!has_op(g, OP_BATCH_NORM));
+    ck_assert_int_eq(g->nnodes, 3);
+    const Node *fc = &g->nodes[0];
+    const Tensor *w = &g->tensors[fc->in[1]], *b = &g->tensors[fc->in[2]];
+    ck_assert_str_eq(w->name, "w.folded");
+    ck_assert_str_eq(b->name, "c.folded");
+    ck_assert_str_eq(g->tensors[fc->out[0]].name, "y");
+    for (int i = 0; i < 6; i++)
+        ck_assert_float_eq(w->data[i], 3.0f);
+    ck_assert_float_eq(b->data[0], -0.5f);
+    ck_assert_float_eq(b->data[1], -0.5f);
+    ck_assert_float_eq(node_float(fc, "beta"), 1.0f);
+    /* the input, the folded pair and the three nodes' outputs are left */
+    ck_assert_int_eq(g->ntensors, 6);
+    Policy *p;
+    Compiled m;
+    ck_assert_int_eq(policy_load(&c, "none", &p), 0);
+    ck_assert_int_eq(compile_parsed(&c, g, p, NULL, &m), 0);
+    ctx_free(&c);
+}
+END_TEST
+
+/* Training mode, a weight drawn at run time, a trainable scale, or the
+ * Gemm's output read by another node: nothing folds. */
+START_TEST(batchnorm_folds_only_where_all_is_frozen_and_known)
+{
+    Ctx c;
+    ctx_init(&c);
+    const char *two = "init='constant' value='2'";
+    ck_assert(has_op(fold_graph(&c, "1", two, "false", ""), OP_BATCH_NORM));
+    ck_assert(has_op(fold_graph(&c, "0", "init='uniform' low='-1' high='1'",
+                                "false", ""), OP_BATCH_NORM));
+    ck_assert(has_op(fold_graph(&c, "0", two, "true", ""), OP_BATCH_NORM));
+    ck_assert(has_op(fold_graph(&c, "0", two, "false",
+                                "<output name='h'/>"), OP_BATCH_NORM));
+    ctx_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("parse");
@@ -347,6 +431,8 @@ int main(void)
     tcase_add_test(t, policy_files);
     tcase_add_test(t, int64_constants);
     tcase_add_test(t, constants_may_be_infinite);
+    tcase_add_test(t, eval_batchnorm_folds_into_frozen_gemm);
+    tcase_add_test(t, batchnorm_folds_only_where_all_is_frozen_and_known);
     suite_add_tcase(s, t);
     return run_suite(s);
 }

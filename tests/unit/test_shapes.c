@@ -945,6 +945,11 @@ START_TEST(batchnorm_keeps_shape_rank2_and_4)
     /* the running statistics get no gradient; the backward reads x and s */
     ck_assert(!T(&m2, "m")->has_grad && !T(&m2, "v")->has_grad);
     ck_assert(T(&m2, "s")->has_grad && T(&m2, "b")->has_grad);
+    /* eval mode normalizes with the running statistics: one value per
+     * channel is enough (training mode refuses it, batchnorm_errors) */
+    Compiled m3 = compile_body(&c, bn_body(&c, "1 3", "3",
+        "training_mode='0'", NULL), "none");
+    assert_shape(T(&m3, "y"), 2, 1, 3, 0);
     ctx_free(&c);
 }
 END_TEST
@@ -957,7 +962,7 @@ START_TEST(batchnorm_errors)
         {"4", "4", "", NULL, "must be (N, C) or (N, C, D1, ...)"},
         {"4 3 2", "2", "", NULL, "input 1 (scale) 's' has shape 2 but must be 3"},
         {"1 3", "3", "", NULL, "the train step's batch statistics need at least 2"},
-        {"2 3", "3", "training_mode='2'", NULL, "training_mode is 2; it must be 0 or 1"},
+        {"2 3", "3", "training_mode='2'", NULL, "training_mode is 2; it must be 1 (train_step"},
         {"2 3", "3", "momentum='1.5'", NULL, "momentum 1.5 is out of range"},
         {"2 3", "3", "epsilon='-1'", NULL, "epsilon -1 is negative"},
         {"2 3", "3", "", "<initializer name='m' shape='3' init='zeros'/>"
