@@ -41,6 +41,12 @@ static const char *usage_main =
     "ignores it. A usage error exits 2, an error in the input 1\n"
     "(docs/cli.md).\n";
 
+/* compile's and build's: frozen parameters drawn at compile time. */
+#define SEED_HELP \
+    "  --seed N     draw the frozen parameters init would draw from seed N\n" \
+    "               now, so that they are static const data (flash), not\n" \
+    "               in the parameter buffer (docs/firmware.md)\n"
+
 /* The option every compiling command takes. */
 #define FREEZE_HELP \
     "  --freeze GLOB  make the parameters GLOB matches (* and ? over whole\n" \
@@ -65,6 +71,7 @@ static const char *usage_compile =
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
     "  (with either and no --policy, the policy is sac, must_save softened)\n"
     FREEZE_HELP
+    SEED_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
 /* The option the reporting commands take. */
@@ -180,7 +187,8 @@ static const char *usage_build =
     "  --mpi        a data-parallel trainer for mpirun -n K, built with mpicc\n"
     "               (or $CC, which must then be an MPI wrapper; docs/mpi.md)\n"
     "  --policy, --budget, --max-arena: as for compile\n"
-    FREEZE_HELP;
+    FREEZE_HELP
+    SEED_HELP;
 
 static const char *usage_import =
     "usage: remat import MODEL.onnx -o MODEL.xml [--blocks auto|none]\n"
@@ -225,6 +233,8 @@ typedef struct {
     const char *budget, *max_arena;   /* as given */
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
     int nfreeze;
+    int has_seed;           /* compile's and build's --seed N */
+    uint64_t seed;
     const Rates *rates;     /* how recompute is priced (cost.c) */
 } Args;
 
@@ -245,6 +255,21 @@ static int usage_error(const char *cmd, const char *fmt, ...)
 static int is_help(const char *s)
 {
     return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0;
+}
+
+/* Decimal digits alone, within uint64_t; -1 otherwise. */
+static int parse_seed(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, const char *usage, Args *a)
@@ -282,6 +307,16 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
             a->freeze[a->nfreeze++] = argv[++i];
+        } else if (strcmp(s, "--seed") == 0 && (strcmp(a->cmd, "build") == 0 ||
+                                                strcmp(a->cmd, "compile") == 0)) {
+            if (i + 1 >= argc)
+                return usage_error(a->cmd, "%s needs a value", s);
+            if (a->has_seed)
+                return usage_error(a->cmd, "%s given twice", s);
+            if (parse_seed(argv[++i], &a->seed))
+                return usage_error(a->cmd, "--seed takes a whole number from 0 "
+                                   "to 18446744073709551615, not '%s'", argv[i]);
+            a->has_seed = 1;
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
         } else if (strcmp(s, "--mpi") == 0 && strcmp(a->cmd, "build") == 0) {
@@ -359,8 +394,12 @@ static int compile_args(Ctx *c, const Args *a, int i, Compiled *m)
 {
     Budget b;
     const Budget *bp;
-    return budget_of(c, a, &b, &bp) ||
-           compile_graph(c, a->graph, a->policy[i], bp, a->freeze, m);
+    if (budget_of(c, a, &b, &bp) ||
+        compile_graph(c, a->graph, a->policy[i], bp, a->freeze, m))
+        return -1;
+    m->has_seed = a->has_seed;
+    m->seed = a->seed;
+    return 0;
 }
 
 static const char *basename_of(const char *path)

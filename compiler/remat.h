@@ -624,6 +624,12 @@ struct Compiled {
     /* the fused train step's (optimizer inside the backward); NULL when
      * forward only */
     const Schedule *fused;
+    /* --seed N of compile and build: init's seeded draws of frozen
+     * parameters are made at compile time with it, so their values are
+     * known and go to the C file's static const NAME_frozen[] (emit.c);
+     * compile_decided sets has_seed 0 */
+    int has_seed;
+    uint64_t seed;
 };
 
 /* ---- back/emit.c: NAME.c and NAME.h -------------------------------------------- */
@@ -650,6 +656,10 @@ struct Emit {
      * parameter whose gradient is final after it (ready_next chains the
      * rest, in tensor order), -1 for none; NULL elsewhere */
     const int *ready_first, *ready_next;
+    /* per tensor, 1 for a frozen parameter whose values are known at
+     * compile time: it lives in the C file's static const NAME_frozen[]
+     * (at offset[t] there), not in params (back/emit_params.c) */
+    const char *frozen;
 };
 
 /* ---- back/report.c: schedule and diff reports ---------------------------------- */
