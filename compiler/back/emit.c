@@ -23,7 +23,9 @@
  * floats, and its gradient a pointer to its input's gradient. Parameters
  * are read through const pointers, except in train_step those a row's
  * `updates` names (BatchNormalization's running statistics), which its
- * first forward writes in place (Emit.update; never a recompute).
+ * first forward writes in place (Emit.update; never a recompute). A frozen
+ * parameter whose values are known at compile time is read from the file's
+ * static const NAME_frozen[] instead of params (emit_params.c).
  *
  * Output depends only on the input graph and policy: no time, path or
  * version, floats printed with 9 significant digits (they read back to the
@@ -315,22 +317,6 @@ static size_t *grad_layout(Ctx *c, const Graph *g)
         }
     }
     return offset;
-}
-
-/* Per tensor, 1 where a node's row says the train step writes it in place
- * (running statistics: a parameter, shapes.c checks); one pass over the
- * nodes, so a graph of any size pays once. */
-static char *updated_tensors(Ctx *c, const Graph *g)
-{
-    char *w = ctx_alloc(c, (size_t)g->ntensors + 1);
-    memset(w, 0, (size_t)g->ntensors + 1);
-    for (int k = 0; k < g->nnodes; k++) {
-        const Node *n = &g->nodes[k];
-        for (int i = 0; i < n->nin; i++)
-            if (op_table[n->op].updates & NEED_IN(i))
-                w[n->in[i]] = 1;
-    }
-    return w;
 }
 
 static void emit_buffer_pointers(Emit *e, int train)

@@ -24,8 +24,7 @@
 
 #include <string.h>
 
-/* Per tensor, 1 where a node's row says the train step writes it. */
-static char *written_tensors(Ctx *c, const Graph *g)
+char *updated_tensors(Ctx *c, const Graph *g)
 {
     char *w = ctx_alloc(c, (size_t)g->ntensors + 1);
     memset(w, 0, (size_t)g->ntensors + 1);
@@ -55,7 +54,7 @@ static int known_at_compile_time(const Compiled *m, const Tensor *x,
 char *frozen_tensors(Ctx *c, const Compiled *m, int weights_file)
 {
     const Graph *g = m->g;
-    char *written = written_tensors(c, g);
+    char *written = updated_tensors(c, g);
     char *f = ctx_alloc(c, (size_t)g->ntensors + 1);
     memset(f, 0, (size_t)g->ntensors + 1);
     for (int t = 0; t < g->ntensors; t++) {
