@@ -92,18 +92,23 @@ void emit_frozen_data(Emit *e, const Compiled *m, size_t floats)
     if (floats == 0)
         return;
     float *v = ctx_alloc(e->ctx, floats * sizeof *v);
-    int stream = 0;
+    int stream = 0, drawn = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
         if (x->kind != T_PARAM || x->is_int)
             continue;
-        if (e->frozen[t])
+        if (e->frozen[t]) {
             initial_values(m, x, stream, v + e->offset[t]);
+            drawn |= x->init == INIT_UNIFORM || x->init == INIT_NORMAL;
+        }
         stream++;
     }
     emit(e, "/* The frozen parameters' values, known at compile time: read only,");
-    emit(e, " * so they stay in flash (%s_frozen_params[] says where each is). */",
-         g->name);
+    emit(e, " * so they stay in flash (%s_frozen_params[] says where each is).%s",
+         g->name, drawn ? "" : " */");
+    if (drawn)
+        emit(e, " * The drawn ones are %s_init's draws with seed %llu (--seed). */",
+             g->name, (unsigned long long)m->seed);
     emit(e, "static const float %s_frozen[%zu] = {", g->name, floats);
     for (size_t i = 0; i < floats; i += 8) {
         Buf b;
