@@ -267,6 +267,9 @@ fi
     "$remat" compile graphs/mlp12.xml --policy sac -o "$work/m7b.c" &&
     sed 's/m7b\.h/m7.h/' "$work/m7b.c" | cmp -s - "$work/m7.c" && ok ||
     bad "--seed changed a graph with nothing frozen"
+for cmd in compile build; do
+    run 0 "$remat" $cmd --help && grep -q -- '--seed N' "$work/out" && ok || bad "$cmd --help lacks --seed"
+done
 run 2 "$remat" compile $G --seed 1x -o "$work/no.c" &&
     grep -q "^remat compile: --seed takes a whole number from 0 to 18446744073709551615, not '1x'$" "$work/err" &&
     run 2 "$remat" schedule $G --seed 1 && ok || bad "--seed's usage errors"
