@@ -202,5 +202,7 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     m->fwd = fwd;
     m->train = train;
     m->fused = fused;
+    m->has_seed = 0;
+    m->seed = 0;
     return 0;
 }

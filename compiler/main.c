@@ -58,6 +58,12 @@ static const char *usage_main =
     "               inputs and outputs leave (the fused arena with --fused);\n" \
     "               not with --max-arena\n"
 
+/* compile's and build's: frozen parameters drawn at compile time. */
+#define SEED_HELP \
+    "  --seed N     draw the frozen parameters init would draw from seed N\n" \
+    "               now, so that they are static const data (flash), not\n" \
+    "               in the parameter buffer (docs/firmware.md)\n"
+
 /* The option every compiling command takes. */
 #define FREEZE_HELP \
     "  --freeze GLOB  make the parameters GLOB matches (* and ? over whole\n" \
@@ -84,6 +90,7 @@ static const char *usage_compile =
     "  (with any and no --policy, the policy is sac, must_save softened)\n"
     OPTIM_HELP
     FREEZE_HELP
+    SEED_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
 /* The option the reporting commands take. */
@@ -216,7 +223,8 @@ static const char *usage_build =
     OPTIM_HELP
     "               (for the count: the trainer does not take them from\n"
     "               here, so run it with the same flags)\n"
-    FREEZE_HELP;
+    FREEZE_HELP
+    SEED_HELP;
 
 static const char *usage_import =
     "usage: remat import MODEL.onnx -o MODEL.xml [--blocks auto|none]\n"
@@ -263,6 +271,8 @@ typedef struct {
     int have_optimizer, have_momentum;
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
     int nfreeze;
+    int has_seed;           /* compile's and build's --seed N */
+    uint64_t seed;
     const Rates *rates;     /* how recompute is priced (cost.c) */
 } Args;
 
@@ -325,6 +335,21 @@ static int optim_arg(int argc, char **argv, int *i, Args *a)
     return 0;
 }
 
+/* Decimal digits alone, within uint64_t; -1 otherwise. */
+static int parse_seed(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, const char *usage, Args *a)
 {
     for (int i = 2; i < argc; i++) {
@@ -371,6 +396,16 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
             a->freeze[a->nfreeze++] = argv[++i];
+        } else if (strcmp(s, "--seed") == 0 && (strcmp(a->cmd, "build") == 0 ||
+                                                strcmp(a->cmd, "compile") == 0)) {
+            if (i + 1 >= argc)
+                return usage_error(a->cmd, "%s needs a value", s);
+            if (a->has_seed)
+                return usage_error(a->cmd, "%s given twice", s);
+            if (parse_seed(argv[++i], &a->seed))
+                return usage_error(a->cmd, "--seed takes a whole number from 0 "
+                                   "to 18446744073709551615, not '%s'", argv[i]);
+            a->has_seed = 1;
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
         } else if (strcmp(s, "--mpi") == 0 && strcmp(a->cmd, "build") == 0) {
@@ -460,8 +495,12 @@ static int compile_args(Ctx *c, const Args *a, int i, Compiled *m)
 {
     Budget b;
     const Budget *bp;
-    return budget_of(c, a, &b, &bp) ||
-           compile_graph(c, a->graph, a->policy[i], bp, a->freeze, m);
+    if (budget_of(c, a, &b, &bp) ||
+        compile_graph(c, a->graph, a->policy[i], bp, a->freeze, m))
+        return -1;
+    m->has_seed = a->has_seed;
+    m->seed = a->seed;
+    return 0;
 }
 
 static const char *basename_of(const char *path)

@@ -71,7 +71,8 @@ static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
                       plan_arena(x, &fused, r->max_arena))))
         return -1;
     /* the figures ram_of gives the whole compilation */
-    Compiled m = {g, NULL, r, fwd, &train, o->fused ? &fused : NULL, *o, 0};
+    Compiled m = {g, NULL, r, fwd, &train, o->fused ? &fused : NULL, *o, 0,
+                  0, 0};
     Ram ram;
     ram_of(&m, &ram);
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;

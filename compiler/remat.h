@@ -659,6 +659,12 @@ struct Compiled {
     const Schedule *fused;
     Optim optim;            /* the trainer's optimizer (ram_of) */
     double max_ram;         /* --max-ram's bytes, 0 without */
+    /* --seed N of compile and build: init's seeded draws of frozen
+     * parameters are made at compile time with it, so their values are
+     * known and go to the C file's static const NAME_frozen[] (emit.c);
+     * compile_decided sets has_seed 0 */
+    int has_seed;
+    uint64_t seed;
 };
 
 /* ---- back/emit.c: NAME.c and NAME.h -------------------------------------------- */
@@ -685,6 +691,10 @@ struct Emit {
      * parameter whose gradient is final after it (ready_next chains the
      * rest, in tensor order), -1 for none; NULL elsewhere */
     const int *ready_first, *ready_next;
+    /* per tensor, 1 for a frozen parameter whose values are known at
+     * compile time: it lives in the C file's static const NAME_frozen[]
+     * (at offset[t] there), not in params (back/emit_params.c) */
+    const char *frozen;
 };
 
 /* ---- back/report.c: schedule and diff reports ---------------------------------- */

@@ -1219,6 +1219,15 @@ typedef struct {
                                float *grads, uint64_t seed, uint64_t step,
                                void *arena, int accumulate,
                                rt_grad_hook *hook);
+    /* The frozen parameters whose values were known at compile time
+     * (docs/firmware.md): not in the parameter buffer but in the generated
+     * file's static const array `frozen`, frozen_floats floats, which no
+     * function writes; frozen_params (n_frozen rows, trainable 0) gives
+     * each one's offset into it. 0, 0, NULL, NULL when there are none. */
+    size_t frozen_floats;
+    int n_frozen;
+    const rt_tensor_info *frozen_params;
+    const float *frozen;
 } rt_model;
 
 #ifdef __cplusplus

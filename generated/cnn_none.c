@@ -531,4 +531,5 @@ const rt_model cnn_model = {
     CNN_GRAD_FLOATS, cnn_train_step_fused, CNN_FUSED_ARENA_BYTES,
     CNN_FORWARD_ARENA_BYTES,
     cnn_train_step_hooked,
+    0, 0, NULL, NULL, /* nothing frozen in this file */
 };

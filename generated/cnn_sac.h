@@ -23,6 +23,11 @@ extern "C" {
 #define CNN_FUSED_ARENA_BYTES 3612672
 /* Floats in the parameter buffer. */
 #define CNN_PARAM_FLOATS 20490
+/* Floats of the frozen parameters whose values are compiled into the C file
+ * (a static const array, so in flash), not in the parameter buffer;
+ * cnn_frozen_params[] names them when there are any. */
+#define CNN_FROZEN_FLOATS 0
+#define CNN_N_FROZEN 0
 /* Floats in the gradient buffer: the trainable parameters only, each at
  * its grad_offset in cnn_params[] (a frozen parameter has no slot). */
 #define CNN_GRAD_FLOATS 20490

@@ -4374,4 +4374,5 @@ const rt_model gpt_model = {
     GPT_GRAD_FLOATS, gpt_train_step_fused, GPT_FUSED_ARENA_BYTES,
     GPT_FORWARD_ARENA_BYTES,
     gpt_train_step_hooked,
+    0, 0, NULL, NULL, /* nothing frozen in this file */
 };

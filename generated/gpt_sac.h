@@ -23,6 +23,11 @@ extern "C" {
 #define GPT_FUSED_ARENA_BYTES 6291456
 /* Floats in the parameter buffer. */
 #define GPT_PARAM_FLOATS 866560
+/* Floats of the frozen parameters whose values are compiled into the C file
+ * (a static const array, so in flash), not in the parameter buffer;
+ * gpt_frozen_params[] names them when there are any. */
+#define GPT_FROZEN_FLOATS 0
+#define GPT_N_FROZEN 0
 /* Floats in the gradient buffer: the trainable parameters only, each at
  * its grad_offset in gpt_params[] (a frozen parameter has no slot). */
 #define GPT_GRAD_FLOATS 866560

@@ -23,6 +23,11 @@ extern "C" {
 #define MLP12_FUSED_ARENA_BYTES 787456
 /* Floats in the parameter buffer. */
 #define MLP12_PARAM_FLOATS 1579008
+/* Floats of the frozen parameters whose values are compiled into the C file
+ * (a static const array, so in flash), not in the parameter buffer;
+ * mlp12_frozen_params[] names them when there are any. */
+#define MLP12_FROZEN_FLOATS 0
+#define MLP12_N_FROZEN 0
 /* Floats in the gradient buffer: the trainable parameters only, each at
  * its grad_offset in mlp12_params[] (a frozen parameter has no slot). */
 #define MLP12_GRAD_FLOATS 1579008

@@ -2587,4 +2587,5 @@ const rt_model mlp12_model = {
     MLP12_GRAD_FLOATS, mlp12_train_step_fused, MLP12_FUSED_ARENA_BYTES,
     MLP12_FORWARD_ARENA_BYTES,
     mlp12_train_step_hooked,
+    0, 0, NULL, NULL, /* nothing frozen in this file */
 };

@@ -154,6 +154,10 @@ static void check_model(const rt_model *m)
     if (m->forward_arena_bytes > m->arena_bytes)
         die("model descriptor: the forward's arena exceeds arena_bytes");
     check_table("parameter", m->params, m->n_params, m->param_floats);
+    check_table("frozen parameter", m->frozen_params, m->n_frozen,
+                m->frozen_floats);
+    if (m->frozen_floats > 0 && !m->frozen)
+        die("model descriptor: frozen parameters without their values");
     for (i = 0; m->train_step && i < m->n_params; i++) {
         const rt_tensor_info *t = &m->params[i];
         if (t->trainable && (t->grad_offset > m->grad_floats ||
@@ -328,6 +332,7 @@ static void fill_buffers(const rt_model *m, const options *o, buffers *b)
             if (!keep)
                 read_tensor(o->load_dir, "param", t, b->params);
         }
+        check_frozen(m, o->load_dir);
         return;
     }
     init_params(m, o, b->params, o->seed);
@@ -388,6 +393,10 @@ static void dump(const rt_model *m, const options *o, buffers *b)
         write_ints(o->dump_dir, &m->int_inputs[i], b->ints);
     for (i = 0; i < m->n_params; i++)
         write_tensor(o->dump_dir, "param", &m->params[i], before);
+    /* the frozen ones compiled into the program: their values, the same
+     * files a build with them in params writes */
+    for (i = 0; i < m->n_frozen; i++)
+        write_tensor(o->dump_dir, "param", &m->frozen_params[i], m->frozen);
     /* float32 outputs, and int64 ones ('<i8', a bool's 0 and 1) */
     for (i = 0; i < m->n_outputs && b->outputs; i++)
         write_tensor(o->dump_dir, "output", &m->outputs[i], b->outputs);

@@ -79,6 +79,10 @@ static void print_files(FILE *f, const rt_model *m)
                    m->outputs[i].is_int ? "int64" : "float32", width);
     fprintf(f, "Parameters: %d (%d trainable), param.NAME.npy each.\n",
             m->n_params, trainable);
+    if (m->n_frozen > 0)
+        fprintf(f, "Frozen parameters compiled into the program: %d (--dump "
+                "writes them;\n--load checks any given; --save leaves them "
+                "out).\n", m->n_frozen);
 }
 
 static void usage(FILE *f)

@@ -94,6 +94,10 @@ void make_dirs(const char *dir);
 void write_tensor(const char *dir, const char *prefix,
                   const rt_tensor_info *t, const float *base);
 int missing(const char *path);
+/* --load DIR: a frozen parameter compiled into the program (rt_model's
+ * frozen) keeps its values; a param.NAME.npy of it in DIR must hold
+ * exactly those, else it dies naming the file. */
+void check_frozen(const rt_model *m, const char *dir);
 void read_tensor(const char *dir, const char *prefix,
                  const rt_tensor_info *t, float *base);
 void write_ints(const char *dir, const rt_tensor_info *t,

@@ -116,6 +116,33 @@ void read_tensor(const char *dir, const char *prefix,
     free(path);
 }
 
+void check_frozen(const rt_model *m, const char *dir)
+{
+    int i;
+    for (i = 0; i < m->n_frozen; i++) {
+        const rt_tensor_info *t = &m->frozen_params[i];
+        rt_tensor_info at0 = *t;    /* read into v, at its offset 0 */
+        char *path = tensor_path(dir, "param", t->name);
+        float *v;
+        if (missing(path)) {
+            free(path);
+            continue;
+        }
+        v = malloc(t->count * sizeof *v + 1);
+        if (!v)
+            die("out of memory");
+        at0.offset = 0;
+        read_tensor(dir, "param", &at0, v);
+        if (memcmp(v, m->frozen + t->offset, t->count * sizeof *v) != 0)
+            die("%s: '%s' is frozen and its values are compiled into this "
+                "program; the file holds others (leave it out, or rebuild "
+                "with these values: remat build --seed, or an init=\"file\" "
+                "initializer)", path, t->name);
+        free(v);
+        free(path);
+    }
+}
+
 void write_ints(const char *dir, const rt_tensor_info *t,
                 const int64_t *base)
 {

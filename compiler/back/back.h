@@ -1,7 +1,8 @@
 /*
  * back.h: what the back end's files share and no other stage needs: where
  * a step's live bytes peak, which memory.c finds and report.c prints in
- * the schedule report too.
+ * the schedule report too; and which parameters emit.c puts in flash
+ * (emit_params.c).
  */
 #ifndef BACK_H
 #define BACK_H
@@ -34,5 +35,18 @@ void report_peak(Buf *b, const Peak *p);
 /* The int64 values input t accepts, what every reader of it takes (the
  * generated table's lo, hi, has_ignore and ignore; emit.c). */
 IntRange int_input_range(const Graph *g, int t);
+
+/* emit_params.c: per tensor, 1 where a node's row says the train step
+ * writes it in place (running statistics: a parameter, shapes.c checks);
+ * one pass over the nodes, so a graph of any size pays once. */
+char *updated_tensors(Ctx *c, const Graph *g);
+/* Per tensor, 1 for a frozen parameter that no train step
+ * writes and whose values are known at compile time (a constant fill,
+ * data the C file embeds: not weights_file, or a draw when m has a seed):
+ * it lives in the C file's static const NAME_frozen[]. */
+char *frozen_tensors(Ctx *c, const Compiled *m, int weights_file);
+/* static const float NAME_frozen[floats], each frozen tensor's values at
+ * e->offset[t], as init would write them; nothing when floats is 0. */
+void emit_frozen_data(Emit *e, const Compiled *m, size_t floats);
 
 #endif

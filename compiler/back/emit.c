@@ -23,13 +23,15 @@
  * floats, and its gradient a pointer to its input's gradient. Parameters
  * are read through const pointers, except in train_step those a row's
  * `updates` names (BatchNormalization's running statistics), which its
- * first forward writes in place (Emit.update; never a recompute).
+ * first forward writes in place (Emit.update; never a recompute). A frozen
+ * parameter whose values are known at compile time is read from the file's
+ * static const NAME_frozen[] instead of params (emit_params.c).
  *
  * Output depends only on the input graph and policy: no time, path or
  * version, floats printed with 9 significant digits (they read back to the
  * same float), everything in schedule or file order.
  */
-#include "../remat.h"
+#include "back.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -237,9 +239,13 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
 /* ---- functions ------------------------------------------------------------------- */
 
 /* The caller's buffers that hold graph tensors from the start. */
-typedef enum { BUF_INPUTS, BUF_INT_INPUTS, BUF_PARAMS, BUF_NONE } Buffer;
+typedef enum { BUF_INPUTS, BUF_INT_INPUTS, BUF_PARAMS, BUF_FROZEN,
+               BUF_NONE } Buffer;
 
-static const char *const buffer_names[] = {"inputs", "int_inputs", "params"};
+/* The tables' names (NAME_params[], ...) and, but for the frozen
+ * parameters, which live in NAME_frozen[], the buffers' argument names. */
+static const char *const buffer_names[] = {"inputs", "int_inputs", "params",
+                                           "frozen_params"};
 
 /* An int64 constant (a T_PARAM with is_int: ids != pad_id's pad_id)
  * is in no buffer: it is a static const array of the C file, init_NAME,
@@ -249,10 +255,14 @@ static int int_constant(const Tensor *x)
     return x->kind == T_PARAM && x->is_int;
 }
 
-static Buffer buffer_of(const Tensor *x)
+/* frozen: Emit.frozen (emit_params.c), or NULL for none. */
+static Buffer buffer_of(const char *frozen, const Graph *g, int t)
 {
+    const Tensor *x = &g->tensors[t];
     if (x->kind == T_INPUT)
         return x->is_int ? BUF_INT_INPUTS : BUF_INPUTS;
+    if (frozen && frozen[t])
+        return BUF_FROZEN;
     return x->kind == T_PARAM && !x->is_int ? BUF_PARAMS : BUF_NONE;
 }
 
@@ -272,16 +282,16 @@ static size_t output_place(const Graph *g, int i, size_t *next)
 }
 
 /* The caller's buffers, laid out once: float inputs, int64 inputs and
- * parameters each in file order in their own buffer, graph outputs in
- * output order in theirs. offset[t] is tensor t's place in its buffer, in
- * elements. */
-static size_t *layout(Ctx *c, const Graph *g)
+ * parameters (and frozen ones in NAME_frozen) each in file order in their
+ * own buffer, graph outputs in output order in theirs. offset[t] is tensor
+ * t's place in its buffer, in elements. */
+static size_t *layout(Ctx *c, const Graph *g, const char *frozen)
 {
     size_t *offset = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *offset);
     size_t next[BUF_NONE] = {0}, outputs = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        Buffer b = buffer_of(x);
+        Buffer b = buffer_of(frozen, g, t);
         if (b != BUF_NONE) {
             offset[t] = next[b];
             next[b] += (size_t)x->numel;
@@ -309,22 +319,6 @@ static size_t *grad_layout(Ctx *c, const Graph *g)
     return offset;
 }
 
-/* Per tensor, 1 where a node's row says the train step writes it in place
- * (running statistics: a parameter, shapes.c checks); one pass over the
- * nodes, so a graph of any size pays once. */
-static char *updated_tensors(Ctx *c, const Graph *g)
-{
-    char *w = ctx_alloc(c, (size_t)g->ntensors + 1);
-    memset(w, 0, (size_t)g->ntensors + 1);
-    for (int k = 0; k < g->nnodes; k++) {
-        const Node *n = &g->nodes[k];
-        for (int i = 0; i < n->nin; i++)
-            if (op_table[n->op].updates & NEED_IN(i))
-                w[n->in[i]] = 1;
-    }
-    return w;
-}
-
 static void emit_buffer_pointers(Emit *e, int train)
 {
     const Graph *g = e->g;
@@ -338,9 +332,11 @@ static void emit_buffer_pointers(Emit *e, int train)
             emit(e, "const int64_t *v_%s = init_%s;", x->cname, x->cname);
             continue;
         }
+        Buffer b = buffer_of(e->frozen, g, t);
         emit(e, "%s%s *v_%s = %s + %zu;%s", write ? "" : "const ",
              x->is_int ? "int64_t" : "float", x->cname,
-             buffer_names[buffer_of(x)], e->offset[t],
+             b == BUF_FROZEN ? ctx_printf(e->ctx, "%s_frozen", g->name)
+                             : buffer_names[b], e->offset[t],
              write ? " /* updated in place */" : "");
     }
     for (int t = 0; train && !e->fused && t < g->ntensors; t++) {
@@ -520,6 +516,10 @@ static void emit_init(Emit *e)
         const Tensor *x = &g->tensors[t];
         if (x->kind != T_PARAM || int_constant(x))
             continue;
+        if (e->frozen[t]) {         /* in NAME_frozen: its stream unused */
+            stream++;
+            continue;
+        }
         const char *p = ctx_printf(e->ctx, "params + %zu", e->offset[t]);
         const char *a = fmt_float(e->ctx, x->init_a);
         const char *b = fmt_float(e->ctx, x->init_b);
@@ -658,12 +658,13 @@ static const char *fmt_int64(Ctx *c, int64_t v)
 }
 
 /* Tensors in buffer b, and their elements. */
-static int count_buffer(const Graph *g, Buffer b, size_t *elems)
+static int count_buffer(const Emit *e, Buffer b, size_t *elems)
 {
+    const Graph *g = e->g;
     int n = 0;
     *elems = 0;
     for (int t = 0; t < g->ntensors; t++)
-        if (buffer_of(&g->tensors[t]) == b) {
+        if (buffer_of(e->frozen, g, t) == b) {
             n++;
             *elems += (size_t)g->tensors[t].numel;
         }
@@ -788,11 +789,13 @@ static void emit_tables(Emit *e)
     const Graph *g = e->g;
     for (Buffer b = 0; b < BUF_NONE; b++) {
         size_t elems;
-        int n = count_buffer(g, b, &elems);
+        int n = count_buffer(e, b, &elems);
+        if (b == BUF_FROZEN && n == 0)
+            continue;           /* nothing frozen: no table, as before */
         emit(e, "const rt_tensor_info %s_%s[%d] = {", g->name,
              buffer_names[b], n ? n : 1);
         for (int t = 0; t < g->ntensors; t++)
-            if (buffer_of(&g->tensors[t]) == b)
+            if (buffer_of(e->frozen, g, t) == b)
                 emit_info(e, t, e->offset[t]);
         if (!n)
             emit(e, "    {\"\", 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0, 0},");
@@ -837,7 +840,7 @@ static void emit_statics(Emit *e)
             emit(e, "");
         }
         if (e->weights_file || x->kind != T_PARAM || x->init != INIT_FILE ||
-            int_constant(x))
+            int_constant(x) || e->frozen[t])
             continue;
         /* no path: the same values give the same file wherever they are */
         emit(e, "/* %s: its initial values */", comment_safe(e->ctx, x->name));
@@ -879,19 +882,16 @@ static void emit_load_weights(Emit *e)
  * image (a 10M-parameter model would be 150 MB of C text). */
 #define WEIGHTS_EMBED_MAX ((size_t)1 << 18)
 
-/* The floats of NAME.weights (the parameter buffer), 0 when embedded. */
-static size_t weights_file_floats(const Graph *g)
+/* 1 when the initial values given as data go to NAME.weights. */
+static int weights_in_file(const Graph *g)
 {
-    size_t n = 0, all = 0;
+    size_t n = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind == T_PARAM && !int_constant(x)) {
-            all += (size_t)x->numel;
-            if (x->init == INIT_FILE)
-                n += (size_t)x->numel;
-        }
+        if (x->kind == T_PARAM && !int_constant(x) && x->init == INIT_FILE)
+            n += (size_t)x->numel;
     }
-    return n > WEIGHTS_EMBED_MAX ? all : 0;
+    return n > WEIGHTS_EMBED_MAX;
 }
 
 static void emit_descriptor(Emit *e, const Compiled *m)
@@ -928,6 +928,13 @@ static void emit_descriptor(Emit *e, const Compiled *m)
         emit(e, "    %s_train_step_hooked,", n);
     else
         emit(e, "    NULL, /* forward only */");
+    size_t ff;
+    int nf = count_buffer(e, BUF_FROZEN, &ff);
+    if (nf)
+        emit(e, "    %s_FROZEN_FLOATS, %s_N_FROZEN, %s_frozen_params, "
+             "%s_frozen,", u, u, n, n);
+    else
+        emit(e, "    0, 0, NULL, NULL, /* nothing frozen in this file */");
     emit(e, "};");
 }
 
@@ -983,14 +990,29 @@ static void emit_ram(Emit *e, const Compiled *m, const char *u)
     emit(e, "#define %s_FLASH_BYTES %.0f", u, r.flash);
 }
 
+/* The frozen parameters' sizes: always defined, 0 when nothing frozen
+ * is in the file, so that firmware may size by them unconditionally. */
+static void emit_frozen_macros(Emit *e, int nf, size_t ff)
+{
+    const char *n = e->g->name, *u = upper(e->ctx, n);
+    emit(e, "/* Floats of the frozen parameters whose values are compiled "
+         "into the C file");
+    emit(e, " * (a static const array, so in flash), not in the parameter "
+         "buffer;");
+    emit(e, " * %s_frozen_params[] names them when there are any. */", n);
+    emit(e, "#define %s_FROZEN_FLOATS %zu", u, ff);
+    emit(e, "#define %s_N_FROZEN %d", u, nf);
+}
+
 static void emit_header(Emit *e, const Compiled *m, const char *guard)
 {
     const Graph *g = e->g;
     const char *n = g->name, *u = upper(e->ctx, n);
-    size_t pf, inf, iin;
-    int np = count_buffer(g, BUF_PARAMS, &pf);
-    int ni = count_buffer(g, BUF_INPUTS, &inf);
-    int nii = count_buffer(g, BUF_INT_INPUTS, &iin);
+    size_t pf, inf, iin, ff;
+    int np = count_buffer(e, BUF_PARAMS, &pf);
+    int ni = count_buffer(e, BUF_INPUTS, &inf);
+    int nii = count_buffer(e, BUF_INT_INPUTS, &iin);
+    int nf = count_buffer(e, BUF_FROZEN, &ff);
     size_t of = 0;
     for (int i = 0; i < g->noutputs; i++)
         output_place(g, i, &of);
@@ -1034,6 +1056,7 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     }
     emit(e, "/* Floats in the parameter buffer. */");
     emit(e, "#define %s_PARAM_FLOATS %zu", u, pf);
+    emit_frozen_macros(e, nf, ff);
     if (trains) {
         emit(e, "/* Floats in the gradient buffer: the trainable parameters "
              "only, each at");
@@ -1057,6 +1080,8 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
     emit(e, " * int64 (or bool: 0 or 1) output, is_int 1, holds its int64s' bytes in");
     emit(e, " * the outputs buffer, two floats each, at an even offset. */");
     emit(e, "extern const rt_tensor_info %s_params[];", n);
+    if (nf)
+        emit(e, "extern const rt_tensor_info %s_frozen_params[];", n);
     emit(e, "extern const rt_tensor_info %s_inputs[];", n);
     emit(e, "extern const rt_tensor_info %s_int_inputs[];", n);
     emit(e, "extern const rt_tensor_info %s_outputs[];", n);
@@ -1193,10 +1218,15 @@ static void weights_image(Ctx *c, const Graph *g, const size_t *offset,
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
-    Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0,
-              grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL, NULL};
-    size_t wf = weights_file_floats(m->g);
-    e.weights_file = wf > 0;
+    int in_file = weights_in_file(m->g);
+    const char *frozen = frozen_tensors(c, m, in_file);
+    Emit e = {cfile, c, m->g, 0, layout(c, m->g, frozen), NULL, 0, in_file,
+              0, grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL,
+              NULL, frozen};
+    size_t wf = 0, ff;
+    if (in_file)
+        count_buffer(&e, BUF_PARAMS, &wf);
+    count_buffer(&e, BUF_FROZEN, &ff);
     if (weights) {
         buf_init(weights, c);
         if (wf)
@@ -1215,6 +1245,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit(&e, "#include \"%s\"", header_name);
     emit(&e, "");
     emit_statics(&e);
+    emit_frozen_data(&e, m, ff);
     emit_tables(&e);
     emit_init(&e);
     if (e.weights_file)
@@ -1228,7 +1259,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset, 0, e.trainable, 0, NULL, NULL};
+              e.grad_offset, 0, e.trainable, 0, NULL, NULL, frozen};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -6,7 +6,8 @@
 # script for qemu's mps2-an386, a main doing what `trainer --seed 3 --steps 5`
 # does, then what `trainer --seed 3 --steps 5 --optimizer adamw
 # --clip-grad-norm 0.1` does, then `--optimizer adamw --fused`, and an image
-# with the fused step alone), run under qemu-system-arm with semihosting.
+# with the fused step alone; one with its weights frozen in flash), run
+# under qemu-system-arm with semihosting.
 # Its losses, SGD's and AdamW's, must equal, bit for bit, those of the host
 # trainer that `remat build --no-blas --cflags -ffp-contract=off` makes, and
 # the forward's loss the trainer's forward.npy. docs/firmware.md says why
@@ -130,6 +131,46 @@ for p in none sac; do
         bad "$p: fused-only firmware build or run"
     fi
 done
+
+# ---- frozen weights in flash ------------------------------------------------------
+# Every weight frozen (--freeze '*.weight') and drawn at compile time with
+# the firmware's seed (--seed 3): the weights are the model's static const
+# array, so the image's .rodata holds their 8 x 32 x 32 floats and its .bss
+# (the params buffer, gradients, state) is smaller, the same freeze with the
+# weights drawn at run time into params being the other image; the losses
+# equal the host trainer's built the same way, bit for bit.
+for v in flash ram; do
+    d=$work/frozen-$v
+    mkdir -p "$d"
+    seed=(); [ $v = flash ] && seed=(--seed $SEED)
+    if "$remat" compile $G --policy sac --freeze '*.weight' "${seed[@]}" -o "$d/model.c" &&
+       firmware "$d" -ffp-contract=off && qemu "$d/firmware.elf" "$d/fw" &&
+       "$remat" build $G --policy sac --freeze '*.weight' "${seed[@]}" --no-blas \
+           --cflags "-ffp-contract=off" -o "$d/trainer" &&
+       host "$d/trainer" "$d/host"; then
+        cmp -s "$d/fw" "$d/host" && ok || { bad "frozen $v: firmware losses differ from the host's"; paste "$d/fw" "$d/host"; }
+    else
+        bad "frozen $v: build or run"
+    fi
+done
+cmp -s "$work/frozen-flash/fw" "$work/frozen-ram/fw" && ok ||
+    bad "the weights in flash give other losses than in RAM"
+sect() { arm-none-eabi-size -A "$1" | awk -v s="$2" '$1 == s {print $2}'; }
+bss_ram=$(sect "$work/frozen-ram/firmware.elf" .bss)
+bss_flash=$(sect "$work/frozen-flash/firmware.elf" .bss)
+text_ram=$(sect "$work/frozen-ram/firmware.elf" .text)
+text_flash=$(sect "$work/frozen-flash/firmware.elf" .text)
+echo "weights frozen: .bss $bss_flash bytes with them in flash, $bss_ram in RAM;" \
+     ".text (code and read-only data, in CODE) $text_flash against $text_ram"
+# params loses the 8192 weight floats (32,768 bytes); the CODE region
+# (mps2-an386.ld puts .rodata into .text, at 0) gains them, less init's
+# draws of them: the array is 0x8000 bytes at an address below RAM's
+# 0x20000000
+[ -n "$bss_flash" ] && [ $((bss_ram - bss_flash)) -ge 32768 ] &&
+    [ "$text_flash" -gt "$text_ram" ] &&
+    arm-none-eabi-nm -S "$work/frozen-flash/firmware.elf" |
+        grep -Eq '^[01][0-9a-f]{7} 00008000 [rRtT] mlp_tiny_frozen$' && ok ||
+    bad "frozen weights: .bss $bss_flash vs $bss_ram, .text $text_flash vs $text_ram"
 
 # ---- the AdamW comparison covers the clipping: without it, other bits --------
 # (AdamW is nearly blind to a gradient's scale, but a coefficient that changes

@@ -75,20 +75,27 @@ declare -A cases=(
 # header DIR/NAME.h MACRO: a #define's value
 macro() { sed -n "s/^#define [A-Z0-9_]*_$2 //p" "$1"; }
 # frozen_floats GRAPH ARGS...: the floats of the parameters the --freeze
-# globs match, from the graph's own shapes (python's fnmatch, not remat's)
+# globs match, from the graph's own shapes (python's fnmatch, not remat's);
+# then, after a space, those of them whose init is a constant fill (zeros,
+# ones, constant: known at compile time without --seed, so in flash)
 frozen_floats() {
     /usr/bin/python3 - "$@" <<'PY'
 import fnmatch, re, sys
 xml = open(sys.argv[1]).read()
-globs = [a for a in sys.argv[2:] if a != "--freeze"]
-n = 0
-for name, shape in re.findall(r'<initializer name="([^"]*)" shape="([^"]*)"', xml):
+globs = [a for a in sys.argv[2:] if a not in ("--freeze", "--seed")]
+n = known = 0
+for tag in re.findall(r'<initializer [^>]*>', xml):
+    name = re.search(r' name="([^"]*)"', tag).group(1)
+    shape = re.search(r' shape="([^"]*)"', tag).group(1)
+    init = re.search(r' init="([^"]*)"', tag).group(1)
     if any(fnmatch.fnmatchcase(name, g) for g in globs):
         k = 1
         for d in shape.split():
             k *= int(d)
         n += k
-print(n)
+        if init in ("zeros", "ones", "constant"):
+            known += k
+print(n, known)
 PY
 }
 PY=/usr/bin/python3
@@ -113,12 +120,16 @@ for c in mlp_half mlp_last mlp_bias gpt_half gpt_last gpt_bias; do
     fi
     # NAME_GRAD_FLOATS and the optimizer state smaller by exactly the frozen
     # parameters' floats; the parameter buffer the same
-    want=$(frozen_floats "$graph" "${freeze[@]}")
+    read -r want known <<< "$(frozen_floats "$graph" "${freeze[@]}")"
     [ "$want" -gt 0 ] &&
         [ $(( $(macro "$full.h" GRAD_FLOATS) - $(macro "$exe.h" GRAD_FLOATS) )) -eq "$want" ] &&
         [ $(( $(macro "$full.h" ADAMW_STATE_FLOATS) - $(macro "$exe.h" ADAMW_STATE_FLOATS) )) -eq $((2 * want)) ] &&
-        [ "$(macro "$full.h" PARAM_FLOATS)" = "$(macro "$exe.h" PARAM_FLOATS)" ] &&
         ok || bad "$c: GRAD_FLOATS $(macro "$exe.h" GRAD_FLOATS) is not full's $(macro "$full.h" GRAD_FLOATS) less $want"
+    # the frozen parameters filled with a constant (the biases, LayerNorm's
+    # scale) are in flash, out of the parameter buffer; the drawn ones stay
+    [ "$(macro "$exe.h" FROZEN_FLOATS)" = "$known" ] &&
+        [ $(( $(macro "$full.h" PARAM_FLOATS) - $(macro "$exe.h" PARAM_FLOATS) )) -eq "$known" ] &&
+        ok || bad "$c: PARAM_FLOATS $(macro "$exe.h" PARAM_FLOATS), FROZEN_FLOATS $(macro "$exe.h" FROZEN_FLOATS): want full's $(macro "$full.h" PARAM_FLOATS) less $known"
     # a grad file for exactly the parameters left trainable, each equal to
     # full training's bitwise; the same loss
     nfrozen=0 same=1
@@ -170,5 +181,128 @@ for c in mlp_half mlp_last mlp_bias gpt_half gpt_last gpt_bias; do
     set -f
 done
 set +f
+
+# ---- frozen parameters in flash (docs/firmware.md) --------------------------------
+# mlp_tiny with every weight frozen, drawn at compile time (--seed 1): the
+# parameter buffer holds the 8 biases alone (8 x 32 floats), the 8 weights
+# (8 x 32 x 32) are NAME_frozen[], static const, in .rodata; everything a
+# run computes is bitwise what the same freeze with the weights drawn at run
+# time into params (today's layout) computes.
+G=tests/graphs/mlp_tiny.xml
+fz=(--policy sac --freeze '*.weight')
+if "$remat" compile $G "${fz[@]}" --seed 1 -o "$work/tf.c" &&
+   "$remat" compile $G "${fz[@]}" -o "$work/tr.c" &&
+   "$remat" build $G "${fz[@]}" --seed 1 -o "$work/tf" &&
+   "$remat" build $G "${fz[@]}" -o "$work/tr"; then
+    [ "$(macro "$work/tf.h" PARAM_FLOATS)" = 256 ] &&
+        [ "$(macro "$work/tf.h" GRAD_FLOATS)" = 256 ] &&
+        [ "$(macro "$work/tf.h" FROZEN_FLOATS)" = 8192 ] &&
+        [ "$(macro "$work/tf.h" N_FROZEN)" = 8 ] &&
+        [ "$(macro "$work/tr.h" PARAM_FLOATS)" = 8448 ] &&
+        [ "$(macro "$work/tr.h" FROZEN_FLOATS)" = 0 ] && ok ||
+        bad "mlp_tiny --seed: PARAM_FLOATS $(macro "$work/tf.h" PARAM_FLOATS) FROZEN_FLOATS $(macro "$work/tf.h" FROZEN_FLOATS)"
+    grep -q '^static const float mlp_tiny_frozen\[8192\] = {$' "$work/tf.c" &&
+        grep -q 'const float \*v_b0_fc1_weight = mlp_tiny_frozen + 0;' "$work/tf.c" &&
+        ! grep -q 'params + [0-9]*, 1024,' "$work/tf.c" && ok ||
+        bad "mlp_tiny --seed: no static const mlp_tiny_frozen read by the functions"
+    # the linker's view: a local read-only object of 8192 floats, so
+    # .rodata of 32 KB or more, where the run-time build has less
+    if cc -std=c99 -Wall -Wextra -pedantic -Werror -O2 -Idist -c "$work/tf.c" -o "$work/tf.o" &&
+       cc -std=c99 -Wall -Wextra -pedantic -Werror -O2 -Idist -c "$work/tr.c" -o "$work/tr.o"; then
+        objdump -t "$work/tf.o" | grep -Eq '^[0-9a-f]+ l +O \.rodata[^ ]*[[:space:]]+0*8000 mlp_tiny_frozen$' &&
+            nm "$work/tf.o" | grep -q ' r mlp_tiny_frozen$' && ok ||
+            bad "mlp_tiny_frozen is not a local .rodata object of 32768 bytes: $(objdump -t "$work/tf.o" | grep ' mlp_tiny_frozen$')"
+        rosize() { size -A "$1" | awk '$1 ~ /^\.rodata/ { n += $2 } END { print n + 0 }'; }
+        [ "$(rosize "$work/tf.o")" -ge 32768 ] && [ "$(rosize "$work/tr.o")" -lt 32768 ] && ok ||
+            bad "frozen build's .rodata $(rosize "$work/tf.o"), the run-time build's $(rosize "$work/tr.o")"
+    else
+        bad "mlp_tiny --seed: the C is not warning-free"
+    fi
+    # one step: every file (loss, forward, gradients, every parameter with
+    # the compiled-in ones, outputs) the same bits
+    "$work/tf" --seed 1 --dump "$work/tf.dump" >/dev/null &&
+        "$work/tr" --seed 1 --dump "$work/tr.dump" >/dev/null &&
+        same_dirs "$work/tf.dump" "$work/tr.dump" && ok ||
+        bad "mlp_tiny --seed: --dump differs from the weights drawn at run time"
+    # 20 AdamW steps: the checkpoint holds the trainable parameters and their
+    # state, bitwise the run-time build's; the compiled-in weights are not in it
+    if "$work/tf" --seed 1 --steps 20 --optimizer adamw --save "$work/tf.ck" >/dev/null &&
+       "$work/tr" --seed 1 --steps 20 --optimizer adamw --save "$work/tr.ck" >/dev/null; then
+        n=0 same=1
+        for f in "$work/tf.ck"/*; do
+            n=$((n + 1)); cmp -s "$f" "$work/tr.ck/$(basename "$f")" || same=0
+        done
+        [ "$same" = 1 ] && [ ! -e "$work/tf.ck/param.b0.fc1.weight.npy" ] &&
+            [ -e "$work/tr.ck/param.b0.fc1.weight.npy" ] &&
+            [ "$(ls "$work/tf.ck"/param.*.npy | wc -l)" = 8 ] && ok ||
+            bad "mlp_tiny --seed: after 20 steps (same $same, $n files)"
+        # resumed: 10 + 10 steps equal 20
+        "$work/tf" --seed 1 --steps 10 --optimizer adamw --save "$work/tf.ck10" >/dev/null &&
+            "$work/tf" --steps 10 --optimizer adamw --resume "$work/tf.ck10" --save "$work/tf.ck20" >/dev/null &&
+            same_dirs "$work/tf.ck" "$work/tf.ck20" && ok || bad "mlp_tiny --seed: 10 + 10 resumed steps"
+    else
+        bad "mlp_tiny --seed: --steps 20"
+    fi
+    # --load: a dump's own frozen files are accepted, others refused
+    run 0 "$work/tf" --load "$work/tf.dump" --dump "$work/tf.dump2" &&
+        same_dirs "$work/tf.dump" "$work/tf.dump2" && ok || bad "--load of the frozen build's dump"
+    cp -r "$work/tf.dump" "$work/tf.other"
+    cp "$work/tf.dump/param.b1.fc1.weight.npy" "$work/tf.other/param.b0.fc1.weight.npy"
+    run 1 "$work/tf" --load "$work/tf.other" --dump "$work/tf.dump3" &&
+        grep -q "^trainer: $work/tf.other/param.b0.fc1.weight.npy: 'b0.fc1.weight' is frozen and its values are compiled into this program" "$work/err" &&
+        ok || bad "--load of other frozen values: $(cat "$work/err")"
+    # reproducible, and the seed is in the values
+    mkdir -p "$work/again" "$work/seed2" &&
+        "$remat" compile $G "${fz[@]}" --seed 1 -o "$work/again/tf.c" &&
+        cmp -s "$work/tf.c" "$work/again/tf.c" && cmp -s "$work/tf.h" "$work/again/tf.h" && ok ||
+        bad "mlp_tiny --seed 1 twice: different bytes"
+    "$remat" compile $G "${fz[@]}" --seed 2 -o "$work/seed2/tf.c" &&
+        ! cmp -s "$work/tf.c" "$work/seed2/tf.c" && cmp -s "$work/tf.h" "$work/seed2/tf.h" && ok ||
+        bad "mlp_tiny --seed 2: the same frozen values as --seed 1"
+else
+    bad "mlp_tiny --seed: compile or build"
+fi
+# nothing frozen: --seed changes no byte
+"$remat" compile graphs/mlp12.xml --policy sac --seed 7 -o "$work/m7.c" &&
+    "$remat" compile graphs/mlp12.xml --policy sac -o "$work/m7b.c" &&
+    sed 's/m7b\.h/m7.h/' "$work/m7b.c" | cmp -s - "$work/m7.c" && ok ||
+    bad "--seed changed a graph with nothing frozen"
+for cmd in compile build; do
+    run 0 "$remat" $cmd --help && grep -q -- '--seed N' "$work/out" && ok || bad "$cmd --help lacks --seed"
+done
+run 2 "$remat" compile $G --seed 1x -o "$work/no.c" &&
+    grep -q "^remat compile: --seed takes a whole number from 0 to 18446744073709551615, not '1x'$" "$work/err" &&
+    run 2 "$remat" schedule $G --seed 1 && ok || bad "--seed's usage errors"
+
+# An ONNX model's initializers are data: frozen ones are in flash without
+# --seed, and the run is bitwise the unfrozen model's (the trainable
+# gradients, every parameter, the loss). mlp_ln_gelu's input layer and
+# first block: 16x8 + 16, 16 + 16, 64x16 + 64, 16x64 + 16 = 2304 floats.
+ox=$work/onnx
+mkdir -p "$ox"
+if "$PY" tests/onnx/torch_models.py mlp_ln_gelu "$ox" >"$ox/log" 2>&1 &&
+   "$remat" build "$ox/mlp_ln_gelu.onnx" --policy sac -o "$ox/all" &&
+   "$remat" compile "$ox/mlp_ln_gelu.onnx" --policy sac -o "$ox/all.c" &&
+   "$remat" compile "$ox/mlp_ln_gelu.onnx" --policy sac --freeze 'inp.*' --freeze 'blocks.0.*' -o "$ox/fz.c" &&
+   "$remat" build "$ox/mlp_ln_gelu.onnx" --policy sac --freeze 'inp.*' --freeze 'blocks.0.*' -o "$ox/fz"; then
+    [ "$(macro "$ox/fz.h" FROZEN_FLOATS)" = 2304 ] &&
+        [ $(( $(macro "$ox/all.h" PARAM_FLOATS) - $(macro "$ox/fz.h" PARAM_FLOATS) )) -eq 2304 ] &&
+        grep -q '^static const float mlp_ln_gelu_frozen\[2304\] = {$' "$ox/fz.c" &&
+        ! grep -q 'init_blocks_0_fc1_weight' "$ox/fz.c" && ok ||
+        bad "onnx: FROZEN_FLOATS $(macro "$ox/fz.h" FROZEN_FLOATS), not 2304 in a static const array"
+    if "$ox/all" --seed 1 --dump "$ox/all.dump" >/dev/null && "$ox/fz" --seed 1 --dump "$ox/fz.dump" >/dev/null; then
+        same=1
+        for f in "$ox/fz.dump"/*; do
+            cmp -s "$f" "$ox/all.dump/$(basename "$f")" || { same=0; echo "     onnx: $(basename "$f") differs"; }
+        done
+        [ "$same" = 1 ] && [ -e "$ox/fz.dump/param.blocks.0.fc1.weight.npy" ] &&
+            [ ! -e "$ox/fz.dump/grad.blocks.0.fc1.weight.npy" ] && ok ||
+            bad "onnx: the frozen build's dump differs from the unfrozen one's"
+    else
+        bad "onnx: --dump"
+    fi
+else
+    cat "$ox/log"; bad "onnx: export or build"
+fi
 
 finish test_freeze

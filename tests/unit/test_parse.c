@@ -302,8 +302,9 @@ START_TEST(constants_may_be_infinite)
     buf_init(&cf, &c);
     buf_init(&hf, &c);
     ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
-    ck_assert_contains(cf.data, ", (-1.0f / 0.0f));");
-    ck_assert_contains(cf.data, ", (1.0f / 0.0f));");
+    /* both frozen constants, in file order, in the flash array (no init
+     * call fills them) */
+    ck_assert_contains(cf.data, "_frozen[2] = {\n    (-1.0f / 0.0f),(1.0f / 0.0f),\n};");
     ck_assert_str_eq(fmt_float(&c, -HUGE_VALF), "(-1.0f / 0.0f)");
     ck_assert_str_eq(fmt_float(&c, 0.5f), "0.5f");
     ctx_free(&c);

@@ -202,6 +202,7 @@ const rt_model toy_model = {
     (M * N + K * N) * sizeof(float),   /* y, then fc/W's gradient */
     M * N * sizeof(float),             /* the forward: y */
     toy_train_step_hooked,
+    0, 0, NULL, NULL,   /* nothing frozen compiled in */
 };
 
 /* the shim that a generated build links beside trainer.c */
