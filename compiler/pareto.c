@@ -547,7 +547,8 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
     Frontier f;
     if (!rates)
         rates = rates_builtin();
-    if (infer_shapes(c, g) || autodiff(c, g) || remat_classify(c, g, p, r))
+    if (infer_shapes(c, g) || autodiff(c, g) ||
+        remat_classify_open(c, g, p, r))
         return -1;
     r->rates = rates;
     progress(c, "remat pareto: finding every optimal plan of %s", g->name);

@@ -1306,14 +1306,16 @@ static int least_recompute(Ctx *c, const Graph *g, const Remat *r,
     return 0;
 }
 
-int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
-                 Remat **out)
+/* remat_budget over the plans that keep every block boundary (nested 0)
+ * or over all of them (nested 1). */
+static int budget_within(Ctx *c, const Graph *g, const Policy *p,
+                         const Budget *b, int nested, Remat **out)
 {
     Remat *r = ctx_alloc(c, sizeof *r);
     Frontier f;
     Plan pick;
     double want = budget_bytes(c, g, b);
-    if (remat_classify(c, g, p, r))
+    if ((nested ? remat_classify_open : remat_classify)(c, g, p, r))
         return -1;
     if (b->rates)
         r->rates = b->rates;
@@ -1338,4 +1340,17 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
     r->nfree = count_free(g, r);
     *out = r;
     return 0;
+}
+
+/* A saved-bytes budget alone opens the boundaries: the frontier over every
+ * plan is exact at any size. An arena bound first asks the plans that keep
+ * every boundary, whose least recompute the walk proves as before, and
+ * opens the boundaries only when none of those fits (below it the walk,
+ * with boundaries free, proves less often: docs/solver.md). */
+int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
+                 Remat **out)
+{
+    if (b->max_arena > 0 && budget_within(c, g, p, b, 0, out) == 0)
+        return 0;
+    return budget_within(c, g, p, b, 1, out);
 }

@@ -174,6 +174,7 @@ typedef struct {
     long leaves, searched;  /* plans planned; by the branch and bound */
     double least;           /* the smallest arena planned */
     int failed, measure;
+    double cost;            /* the last plan leaf() scheduled: its cost */
     Walk w;                 /* the branch and bound's own state */
 } Arena;
 
@@ -736,6 +737,7 @@ static int leaf(void *ctx, const char *recompute)
             fits = arena <= a->max_arena;
         }
     }
+    a->cost = s.recompute_cost;
     ctx_free(&scratch);
     a->leaves++;
     return fits;
@@ -958,6 +960,55 @@ static void walk_init(Ctx *c, Arena *a)
 
 /* ---- the search ---------------------------------------------------------- */
 
+/* Nested checkpointing's plans (Chen et al. 2016): of the n tensors the
+ * structure would save and a budget opened (block boundaries, tensors
+ * outside every block), keep `kept` spread evenly along the walk and
+ * rebuild each other one from the kept one before it, through the blocks
+ * between; the other free tensors as the policy asks (inner 0) or all
+ * rebuilt (inner 1, full checkpointing inside each block). */
+static void spaced_plan(const Graph *g, const Remat *r, const int *open, int n,
+                        int kept, int inner, char *recompute)
+{
+    for (int t = 0; t < g->ntensors; t++)
+        recompute[t] = r->free[t] && (inner || r->wanted[t] == KEEP_RECOMPUTE);
+    for (int i = 0; i < n; i++)
+        recompute[open[i]] = 1;
+    for (int j = 0; j < kept; j++)
+        recompute[open[(int)((long)j * n / kept)]] = 0;
+}
+
+/* When no frontier plan fits (the frontier keeps most boundaries: saving
+ * them is cheaper than rebuilding them), the least-cost of those plans
+ * that fits, for up to SPACED_KEPT counts of kept tensors: a plan for the
+ * walk to better, and an answer when it gives up. */
+#define SPACED_KEPT 64
+static Plan spaced_fit(Ctx *c, Arena *a)
+{
+    const Graph *g = a->g;
+    const Remat *r = a->r;
+    Plan best = {HUGE_VAL, HUGE_VAL, NULL};
+    int *open = ctx_alloc(c, (size_t)g->ntensors * sizeof *open), n = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *nd = &g->nodes[g->order[k]];
+        for (int o = 0; o < nd->nout; o++)
+            if (r->opened[nd->out[o]] && r->needed[nd->out[o]])
+                open[n++] = nd->out[o];
+    }
+    int counts = n < SPACED_KEPT ? n : SPACED_KEPT;
+    char *recompute = ctx_alloc(c, (size_t)g->ntensors);
+    for (int i = 0; i < counts; i++)
+        for (int inner = 0; inner < 2; inner++) {
+            spaced_plan(g, r, open, n, (int)((long)i * n / counts), inner,
+                        recompute);
+            if (!leaf(a, recompute) || a->cost >= best.cost)
+                continue;
+            best = (Plan){(double)a->r->saved_bytes, a->cost,
+                          ctx_alloc(c, (size_t)g->ntensors)};
+            memcpy(best.recompute, recompute, (size_t)g->ntensors);
+        }
+    return best;
+}
+
 /* The least arena of the frontier's plans, for a message. */
 static double least_on_frontier(Arena *a, const Frontier *f)
 {
@@ -967,13 +1018,29 @@ static double least_on_frontier(Arena *a, const Frontier *f)
     return a->least;
 }
 
+/* The least arena of nested checkpointing's plans (HUGE_VAL: there are
+ * none, the boundaries being kept), for a message. */
+static double least_spaced(Arena *a)
+{
+    Ctx scratch;
+    ctx_init(&scratch);
+    a->measure = 1;
+    a->least = HUGE_VAL;
+    spaced_fit(&scratch, a);
+    ctx_free(&scratch);
+    return a->least;
+}
+
 static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why)
 {
-    double least = least_on_frontier(a, f);
+    double least = least_on_frontier(a, f), spaced = least_spaced(a);
     return ctx_error(c, a->g->file, 0, "max-arena %.0f bytes cannot be met: "
-                     "%s%s", a->max_arena, why, least == HUGE_VAL ? ""
+                     "%s%s%s", a->max_arena, why, least == HUGE_VAL ? ""
                      : ctx_printf(c, "; the least arena of the saved-bytes "
-                                  "frontier's plans is %.0f bytes", least));
+                                  "frontier's plans is %.0f bytes", least),
+                     spaced >= least ? "" : ctx_printf(c, ", of nested "
+                     "checkpointing's (a few boundaries kept, the others "
+                     "rebuilt from them) %.0f", spaced));
 }
 
 /* A bound below what every plan holds: say where. */
@@ -1053,6 +1120,8 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
     double least = 0;
     if (!fit_arena_walk_only) {
         best = first_fit(&a, f);
+        if (!best.recompute)
+            best = spaced_fit(c, &a);
         least = live_bound(c, &a, frontier_bound(f, cap), &best);
     }
     assert((least < HUGE_VAL || !best.recompute) && "a bound above a plan");
