@@ -29,6 +29,7 @@ typedef struct {
     double bytes, arena, flops;
     double cost;            /* the recompute's picoseconds (cost.c) */
     double ms;
+    int proven;             /* arena_curve's: the least within its arena */
 } Row;
 
 /* Builds the plan's trainer in a temporary file and returns the median ms
@@ -68,7 +69,7 @@ static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
         return -1;
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
     *row = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
-                 train.recompute_flops, train.recompute_cost, 0};
+                 train.recompute_flops, train.recompute_cost, 0, 0};
     return 0;
 }
 
@@ -82,7 +83,7 @@ static int full_row(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     Summary s;
     summarize(&m, &s);    /* as the fast rows: summarize's figures */
     *row = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                 m.train->recompute_cost, 0};
+                 m.train->recompute_cost, 0, 0};
     return timed && (row->ms = measure(c, &m)) < 0 ? -1 : 0;
 }
 
@@ -139,6 +140,28 @@ static int arena_frontier(Row *rows, int n)
     return n - k;
 }
 
+static int by_arena_then_cost(const void *x, const void *y)
+{
+    const Row *a = x, *b = y;
+    if (a->arena != b->arena)
+        return a->arena < b->arena ? -1 : 1;
+    if (a->cost != b->cost)
+        return a->cost < b->cost ? -1 : 1;
+    return b->proven - a->proven;
+}
+
+/* The rows no other beats on arena and recompute, least arena first (of
+ * equal ones the proven); returns how many. */
+static int staircase(Row *rows, int n)
+{
+    qsort(rows, (size_t)n, sizeof *rows, by_arena_then_cost);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || rows[i].cost < rows[k - 1].cost)
+            rows[k++] = rows[i];
+    return k;
+}
+
 /* The exact arena curve, down from the last row (the least recompute):
  * each next point the least recompute whose planned arena is below the
  * one before's (--max-arena a byte under it: fit_arena's walk), until no
@@ -154,10 +177,10 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
 {
     Row *old = *rows;
     int k = 0;
-    Row *out = ctx_alloc(c, ((size_t)*n + ARENA_CURVE_WORK /
+    Row *out = ctx_alloc(c, (2 * (size_t)*n + ARENA_CURVE_WORK /
                              (size_t)g->nnodes + 2) * sizeof *out);
-    out[k++] = old[*n - 1];
-    *exact = 1;
+    out[k] = old[*n - 1];
+    out[k++].proven = 1;
     for (long work = g->nnodes; work <= ARENA_CURVE_WORK; work += g->nnodes) {
         progress(c, "remat pareto: the least recompute below arena %.0f",
                  out[k - 1].arena);
@@ -167,31 +190,32 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
         Compiled m;
         int rc = compile_budget(&x, g, p, &b, &m), proven = rc == 0 &&
                                                          m.remat->proven;
+        /* at most the proven least of the plans keeping the boundaries:
+         * the curve goes on below it, the point not counted exact */
+        int onward = proven || (rc == 0 && m.remat->proven_kept);
         if (rc == 0) {      /* a plan below, the least or not */
             Summary s;
             summarize(&m, &s);
             out[k] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                           m.train->recompute_cost, 0};
+                           m.train->recompute_cost, 0, proven};
             if (timed && (out[k].ms = measure(&x, &m)) < 0) {
                 memcpy(c->err, x.err, sizeof c->err);
                 ctx_free(&x);
                 return -1;
             }
             k++;
-            *exact += proven;
         }
         ctx_free(&x);
-        if (!proven)
+        if (!onward)
             break;
     }
-    for (int i = *n - 1; i >= 0; i--)   /* the rest, from the rows */
-        if (old[i].arena < out[k - 1].arena && old[i].cost > out[k - 1].cost)
-            out[k++] = old[i];
-    for (int i = 0; i < k / 2; i++) {   /* least arena first, as the rows */
-        Row t = out[i];
-        out[i] = out[k - 1 - i];
-        out[k - 1 - i] = t;
-    }
+    /* with the rows, the staircase: a point not proven (once boundaries
+     * open the search proves less) may be beaten by a row or a later one */
+    memcpy(out + k, old, (size_t)*n * sizeof *old);
+    k = staircase(out, k + *n);
+    *exact = 0;
+    for (int i = 0; i < k; i++)
+        *exact += out[i].proven;
     *rows = out;
     *n = k;
     return 0;

@@ -506,6 +506,9 @@ typedef struct {
     double budget_bytes;    /* HUGE_VAL when only the arena is bounded */
     double max_arena;       /* 0: none */
     int proven;             /* the plan is proven optimal */
+    int proven_kept;        /* not proven, but with max_arena it costs at
+                             * most the least of the plans that keep every
+                             * block boundary, which is proven */
     double floor;           /* not proven, with max_arena: no plan that
                              * fits costs less (picoseconds) */
     int nfree;              /* free decisions among needed tensors */

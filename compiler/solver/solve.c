@@ -1307,9 +1307,11 @@ static int least_recompute(Ctx *c, const Graph *g, const Remat *r,
 }
 
 /* remat_budget over the plans that keep every block boundary (nested 0)
- * or over all of them (nested 1). */
+ * or over all of them (nested 1); with an arena bound, seed (NULL: none)
+ * is a plan for its search to better. */
 static int budget_within(Ctx *c, const Graph *g, const Policy *p,
-                         const Budget *b, int nested, Remat **out)
+                         const Budget *b, int nested, const char *seed,
+                         Remat **out)
 {
     Remat *r = ctx_alloc(c, sizeof *r);
     Frontier f;
@@ -1326,7 +1328,8 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
         return budget_error(c, g, r, b, want);
     int rc;
     if (b->max_arena > 0) {
-        rc = fit_arena(c, g, r, &f, want, b->max_arena, &proven, &r->floor);
+        rc = fit_arena(c, g, r, &f, want, b->max_arena, seed, &proven,
+                       &r->floor);
     } else {
         remat_apply(g, r, pick.recompute);
         rc = 0;
@@ -1342,15 +1345,23 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
     return 0;
 }
 
-/* A saved-bytes budget alone opens the boundaries: the frontier over every
- * plan is exact at any size. An arena bound first asks the plans that keep
- * every boundary, whose least recompute the walk proves as before, and
- * opens the boundaries only when none of those fits (below it the walk,
- * with boundaries free, proves less often: docs/solver.md). */
+/* Every budget opens the boundaries (remat_classify_open). An arena bound
+ * first finds the best plan that keeps them all, as before they opened,
+ * and hands it to the search over every plan as the one to better: the
+ * answer is never worse than that plan, though with the boundaries free
+ * the walk proves less often (docs/solver.md). */
 int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
                  Remat **out)
 {
-    if (b->max_arena > 0 && budget_within(c, g, p, b, 0, out) == 0)
-        return 0;
-    return budget_within(c, g, p, b, 1, out);
+    Remat *kept = NULL;
+    char *seed = NULL;
+    if (b->max_arena > 0 && budget_within(c, g, p, b, 0, NULL, &kept) == 0) {
+        seed = ctx_alloc(c, (size_t)g->ntensors);
+        for (int t = 0; t < g->ntensors; t++)
+            seed[t] = kept->keep[t] == KEEP_RECOMPUTE;
+    }
+    if (budget_within(c, g, p, b, 1, seed, out))
+        return -1;
+    (*out)->proven_kept = seed && kept->proven && !(*out)->proven;
+    return 0;
 }
