@@ -1356,6 +1356,10 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
     Remat *kept = NULL;
     char *seed = NULL;
     if (b->max_arena > 0 && budget_within(c, g, p, b, 0, NULL, &kept) == 0) {
+        if (g->nblocks == 0) {      /* nothing to open */
+            *out = kept;
+            return 0;
+        }
         seed = ctx_alloc(c, (size_t)g->ntensors);
         for (int t = 0; t < g->ntensors; t++)
             seed[t] = kept->keep[t] == KEEP_RECOMPUTE;

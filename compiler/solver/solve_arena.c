@@ -175,6 +175,7 @@ typedef struct {
     double least;           /* the smallest arena planned */
     int failed, measure;
     double cost;            /* the last plan leaf() scheduled: its cost */
+    long work_limit;        /* the walk's: ARENA_WORK, or less past a seed */
     Walk w;                 /* the branch and bound's own state */
 } Arena;
 
@@ -648,7 +649,7 @@ static int visit(void *ctx, int k, double bytes, double cost, double best)
     Walk *w = &a->w;
     w->work++;
     /* the walk without its cut is a test's reference: more steps */
-    if (w->work > (fit_arena_walk_only == 2 ? 4 : 1) * ARENA_WORK) {
+    if (w->work > (fit_arena_walk_only == 2 ? 4 : 1) * a->work_limit) {
         w->gave_up = 1;
         return 0;
     }
@@ -982,11 +983,12 @@ static void spaced_plan(const Graph *g, const Remat *r, const int *open, int n,
  * that fits, for up to SPACED_KEPT counts of kept tensors: a plan for the
  * walk to better, and an answer when it gives up. */
 #define SPACED_KEPT 64
-/* With the boundaries open, each statement's program in live_bound joins
- * what the boundaries kept apart: on a 96-layer GPT (2,599 nodes) one run
- * took 340 MB and a second. Past this many nodes, when the best plan that
- * keeps every boundary is known (the seed), it is not run: the answer is
- * that plan or a candidate that betters it, not proven. */
+/* With the boundaries open, each statement's program in live_bound (and
+ * the walk's prefix curves) joins what the boundaries kept apart: on a
+ * 96-layer GPT (2,599 nodes) one run took 340 MB and a second. Past this
+ * many nodes, when the best plan that keeps every boundary is known (the
+ * seed), neither runs: the answer is that plan or a frontier plan that
+ * betters it, not proven. */
 #define SEEDED_BOUND_NODES 700
 static Plan spaced_fit(Ctx *c, Arena *a)
 {
@@ -1128,9 +1130,9 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
     a.want = want;
     Plan best = {HUGE_VAL, HUGE_VAL, NULL};
     double least = 0;
+    if (seed && leaf(&a, seed))     /* the walk alone betters it too */
+        best = (Plan){(double)r->saved_bytes, a.cost, (char *)seed};
     if (!fit_arena_walk_only) {
-        if (seed && leaf(&a, seed))
-            best = (Plan){(double)r->saved_bytes, a.cost, (char *)seed};
         Plan fit = first_fit(&a, f, best.cost);
         best = fit.recompute ? fit : best;
         if (!best.recompute)
@@ -1143,10 +1145,12 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
     *proven = !fit_arena_walk_only &&
               (least == HUGE_VAL || (best.recompute && best.cost <= least));
     /* with a seed, the best plan keeping every block boundary, the walk
-     * over every plan (which proves less often once they open, and on a
-     * deep graph takes far longer) is left out: the answer is the best of
-     * the candidates and the seed, proven when it meets the bound */
-    if (!*proven && (!seed || fit_arena_walk_only)) {
+     * over every plan (which proves less often once they open) gets an
+     * eighth of its steps, and none on a deep graph: where it gives up the
+     * answer is the seed or a plan that betters it, not proven */
+    int deep = seed && !fit_arena_walk_only && g->nnodes > SEEDED_BOUND_NODES;
+    a.work_limit = seed && !fit_arena_walk_only ? ARENA_WORK / 8 : ARENA_WORK;
+    if (!*proven && !deep) {
         /* every buffer saved is live where the backward starts, so a
          * bound on saved bytes of max-arena is the arena's own; without a
          * budget below it, the walk leaves saved bytes to the arena */
