@@ -7,7 +7,9 @@
 # of `none` (recompute changes where values come from, not what they are).
 # Then --max-arena: the planned arena never exceeds the bound and the plan
 # is proven the least recompute; and `remat
-# pareto` lists a frontier whose ends are full's and none's saved bytes.
+# pareto` lists a frontier from at most full's saved bytes to none's; and
+# nested checkpointing's plans below what keeping every block boundary
+# allows.
 . "$(dirname "$0")/lib.sh"
 budgets="0 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1"
 built="0 0.3 0.6 1"      # trainers built and compared with none's
@@ -168,6 +170,26 @@ assert [(p["saved_bytes"], p["arena_bytes"], p["recompute_flops"]) for p in d["p
         rsvg-convert "$work/arena.svg" -o "$work/arena.png" && [ -s "$work/arena.png" ] \
             && ok || bad "$name: rsvg-convert cannot render the --by arena picture"
     fi
+done
+# nested checkpointing (docs/solver.md): a chain of 32 residual blocks
+# keeps 32 boundaries of 256 bytes (8,192) when it keeps them all, and no
+# such plan fits 6,000 bytes of arena; rebuilding most boundaries from a
+# few kept ones does, and gpt below the least arena of the plans keeping
+# its boundaries (2,752,512) likewise. The trainers' loss and gradients
+# are bitwise none's.
+/usr/bin/python3 scripts/make_chain.py 128 > "$work/chain32.xml"
+for case in "$work/chain32.xml 6000" "graphs/gpt.xml 2700000"; do
+    set -- $case
+    name=$(basename "$1" .xml)
+    d=$work/nested-$name
+    mkdir -p "$d"
+    if "$remat" schedule "$1" --max-arena "$2" > "$d/s" &&
+        [ "$(fig arena_bytes "$d/s")" -le "$2" ] &&
+        grep -q 'budget: turned to recompute (asked: block boundary' "$d/s"; then ok
+    else bad "$name --max-arena $2: no plan within it rebuilding a boundary"; continue; fi
+    "$remat" build "$1" --policy none -o "$d/none" && "$d/none" --seed 5 --dump "$d/dn" >/dev/null &&
+        "$remat" build "$1" --max-arena "$2" -o "$d/t" && "$d/t" --seed 5 --dump "$d/dt" >/dev/null \
+        && same_dirs "$d/dn" "$d/dt" && ok || bad "$name --max-arena $2: gradients differ from none"
 done
 "$remat" pareto tests/graphs/blocks_skip.xml --by peak 2>"$work/err" >/dev/null
 [ $? -eq 2 ] && [ "$(wc -l < "$work/err")" -le 2 ] && ok \
