@@ -162,6 +162,30 @@ static int staircase(Row *rows, int n)
     return k;
 }
 
+/* The saved-bytes frontier of the plans that keep every block boundary,
+ * its rows joined to *rows (arena_frontier's) as one staircase: with the
+ * boundaries open the frontier's plans of few saved bytes rebuild many
+ * boundaries at once and need much arena, and the plans keeping them may
+ * need less. */
+static int with_kept_rows(Ctx *c, Graph *g, const Policy *p,
+                          const Rates *rates, int timed, Row **rows, int *n)
+{
+    Remat *k = ctx_alloc(c, sizeof *k);
+    Frontier f;
+    if (remat_classify(c, g, p, k))
+        return -1;
+    k->rates = rates;
+    if (solve_frontier(c, g, k, HUGE_VAL, &f))
+        return -1;
+    Row *all = ctx_alloc(c, ((size_t)*n + (size_t)f.n + 1) * sizeof *all);
+    memcpy(all, *rows, (size_t)*n * sizeof *all);
+    if (rows_of(c, g, p, k, &f, timed, all + *n))
+        return -1;
+    *n = staircase(all, *n + f.n);
+    *rows = all;
+    return 0;
+}
+
 /* The exact arena curve, down from the last row (the least recompute):
  * each next point the least recompute whose planned arena is below the
  * one before's (--max-arena a byte under it: fit_arena's walk), until no
@@ -589,6 +613,9 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
         return -1;
     int n = by_arena ? arena_frontier(rows, f.n) : f.n;
     int exact = graph_trains(g) ? 0 : n;    /* forward only: no recompute */
+    if (by_arena && graph_trains(g) && g->nblocks > 0 && n > 0 &&
+        with_kept_rows(c, g, p, rates, timed, &rows, &n))
+        return -1;
     if (by_arena && graph_trains(g) && n > 0 &&
         arena_curve(c, g, p, rates, timed, &rows, &n, &exact))
         return -1;
