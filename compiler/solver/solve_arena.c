@@ -59,6 +59,14 @@
  * it gives up after ARENA_WORK and the answer then says so, with the
  * per-statement bound. The room at every point is kept in ranges.c's
  * tree, so that reaching a node costs O(log n).
+ *
+ * With block boundaries open (nested checkpointing, solve.c's
+ * remat_budget) fit_arena runs twice: over the plans that keep every
+ * boundary, then over every plan from that answer (the seed), which the
+ * frontier's cheaper plans, the bound and an eighth of the walk may
+ * better (none of the last two past SEEDED_BOUND_NODES). Where nothing
+ * keeping the boundaries fits, evenly spaced kept boundaries (spaced_fit)
+ * are candidates too.
  */
 #include "solver.h"
 
@@ -961,6 +969,14 @@ static void walk_init(Ctx *c, Arena *a)
 
 /* ---- the search ---------------------------------------------------------- */
 
+/* With the boundaries open, each statement's program in live_bound (and
+ * the walk's prefix curves) joins what the boundaries kept apart: on a
+ * 96-layer GPT (2,599 nodes) one run took 340 MB and a second. Past this
+ * many nodes, when the best plan that keeps every boundary is known (the
+ * seed), neither runs: the answer is that plan or a frontier plan that
+ * betters it, not proven. */
+#define SEEDED_BOUND_NODES 700
+
 /* Nested checkpointing's plans (Chen et al. 2016): of the n tensors the
  * structure would save and a budget opened (block boundaries, tensors
  * outside every block), keep `kept` spread evenly along the walk and
@@ -983,13 +999,6 @@ static void spaced_plan(const Graph *g, const Remat *r, const int *open, int n,
  * that fits, for up to SPACED_KEPT counts of kept tensors: a plan for the
  * walk to better, and an answer when it gives up. */
 #define SPACED_KEPT 64
-/* With the boundaries open, each statement's program in live_bound (and
- * the walk's prefix curves) joins what the boundaries kept apart: on a
- * 96-layer GPT (2,599 nodes) one run took 340 MB and a second. Past this
- * many nodes, when the best plan that keeps every boundary is known (the
- * seed), neither runs: the answer is that plan or a frontier plan that
- * betters it, not proven. */
-#define SEEDED_BOUND_NODES 700
 static Plan spaced_fit(Ctx *c, Arena *a)
 {
     const Graph *g = a->g;
