@@ -105,7 +105,7 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     ctx_init(&scratch);
     int every = f->n / 100 > 1 ? f->n / 100 : 1;    /* the line's updates */
     for (int i = 0; i < f->n; i++) {
-        if (i % every == 0 || timed)
+        if (i % every == 0 || i == f->n - 1 || timed)
             progress(c, "remat pareto: %s plan %d of %d", timed ? "building "
                      "and timing" : "scheduling", i + 1, f->n);
         remat_apply(g, r, f->plans[i].recompute);
