@@ -1174,6 +1174,8 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
         }
         ctx_free(&a.w.memo);
     }
+    /* a plan the walk found may meet the bound though the walk gave up */
+    *proven = *proven || (best.recompute && best.cost <= least);
     *bound = least;
     if (a.failed)
         return -1;

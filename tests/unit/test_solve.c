@@ -875,8 +875,8 @@ END_TEST
 
 /* 32 steps (an LSTM over 32 time steps unrolls to 32 such blocks,
  * onnx_rnn.c): keeping every state holds 32 x 256 bytes; under an arena
- * bound of a third of that, a plan keeps a handful of states and rebuilds
- * the others from them, as Chen et al.'s sqrt(n) checkpointing does (here
+ * bound of a third of that, the least recompute, proven, keeps a handful
+ * of states and rebuilds the others from them, as Chen et al.'s sqrt(n) checkpointing does (here
  * each rebuilt state lives from its rebuild to its own backward, so the
  * gaps between kept states shrink toward the end, as in Griewank's
  * revolve: kept k, the i-th gap from the end at most about k - i, 32 <=
@@ -894,6 +894,7 @@ START_TEST(nested_recurrence_of_32_steps)
     Summary s;
     summarize(&m, &s);
     ck_assert(s.arena_bytes <= 32 * 256 / 3);
+    ck_assert(m.remat->proven);
     int kept = 0;
     for (int i = 1; i <= 32; i++)
         kept += keep_of(&m, ctx_printf(&c, "a%d", i)) == KEEP_SAVE;
