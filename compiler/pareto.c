@@ -30,6 +30,7 @@ typedef struct {
     double cost;            /* the recompute's picoseconds (cost.c) */
     double ms;
     double ram;             /* ram_bytes for the trainer's optimizer */
+    int proven;             /* arena_curve's: the least within its arena */
 } Row;
 
 /* Builds the plan's trainer in a temporary file and returns the median ms
@@ -78,7 +79,7 @@ static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
     *row = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
                  train.recompute_flops, train.recompute_cost, 0,
-                 ram_total(&ram)};
+                 ram_total(&ram), 0};
     return 0;
 }
 
@@ -93,7 +94,7 @@ static int full_row(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     Summary s;
     summarize(&m, &s);    /* as the fast rows: summarize's figures */
     *row = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                 m.train->recompute_cost, 0, s.ram_bytes};
+                 m.train->recompute_cost, 0, s.ram_bytes, 0};
     return timed && (row->ms = measure(c, &m)) < 0 ? -1 : 0;
 }
 
@@ -115,7 +116,7 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     ctx_init(&scratch);
     int every = f->n / 100 > 1 ? f->n / 100 : 1;    /* the line's updates */
     for (int i = 0; i < f->n; i++) {
-        if (i % every == 0 || timed)
+        if (i % every == 0 || i == f->n - 1 || timed)
             progress(c, "remat pareto: %s plan %d of %d", timed ? "building "
                      "and timing" : "scheduling", i + 1, f->n);
         remat_apply(g, r, f->plans[i].recompute);
@@ -150,6 +151,53 @@ static int arena_frontier(Row *rows, int n)
     return n - k;
 }
 
+static int by_arena_then_cost(const void *x, const void *y)
+{
+    const Row *a = x, *b = y;
+    if (a->arena != b->arena)
+        return a->arena < b->arena ? -1 : 1;
+    if (a->cost != b->cost)
+        return a->cost < b->cost ? -1 : 1;
+    return b->proven - a->proven;
+}
+
+/* The rows no other beats on arena and recompute, least arena first (of
+ * equal ones the proven); returns how many. */
+static int staircase(Row *rows, int n)
+{
+    qsort(rows, (size_t)n, sizeof *rows, by_arena_then_cost);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || rows[i].cost < rows[k - 1].cost)
+            rows[k++] = rows[i];
+    return k;
+}
+
+/* The saved-bytes frontier of the plans that keep every block boundary,
+ * its rows joined to *rows (arena_frontier's) as one staircase: with the
+ * boundaries open the frontier's plans of few saved bytes rebuild many
+ * boundaries at once and need much arena, and the plans keeping them may
+ * need less. */
+static int with_kept_rows(Ctx *c, Graph *g, const Policy *p,
+                          const Rates *rates, const Optim *o, int timed,
+                          Row **rows, int *n)
+{
+    Remat *k = ctx_alloc(c, sizeof *k);
+    Frontier f;
+    if (remat_classify(c, g, p, k))
+        return -1;
+    k->rates = rates;
+    if (solve_frontier(c, g, k, HUGE_VAL, &f))
+        return -1;
+    Row *all = ctx_alloc(c, ((size_t)*n + (size_t)f.n + 1) * sizeof *all);
+    memcpy(all, *rows, (size_t)*n * sizeof *all);
+    if (rows_of(c, g, p, k, o, &f, timed, all + *n))
+        return -1;
+    *n = staircase(all, *n + f.n);
+    *rows = all;
+    return 0;
+}
+
 /* The exact arena curve, down from the last row (the least recompute):
  * each next point the least recompute whose planned arena is below the
  * one before's (--max-arena a byte under it: fit_arena's walk), until no
@@ -165,10 +213,10 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
 {
     Row *old = *rows;
     int k = 0;
-    Row *out = ctx_alloc(c, ((size_t)*n + ARENA_CURVE_WORK /
+    Row *out = ctx_alloc(c, (2 * (size_t)*n + ARENA_CURVE_WORK /
                              (size_t)g->nnodes + 2) * sizeof *out);
-    out[k++] = old[*n - 1];
-    *exact = 1;
+    out[k] = old[*n - 1];
+    out[k++].proven = 1;
     for (long work = g->nnodes; work <= ARENA_CURVE_WORK; work += g->nnodes) {
         progress(c, "remat pareto: the least recompute below arena %.0f",
                  out[k - 1].arena);
@@ -178,32 +226,33 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
         Compiled m;
         int rc = compile_budget(&x, g, p, &b, &m), proven = rc == 0 &&
                                                          m.remat->proven;
+        /* at most the proven least of the plans keeping the boundaries:
+         * the curve goes on below it, the point not counted exact */
+        int onward = proven || (rc == 0 && m.remat->proven_kept);
         if (rc == 0) {      /* a plan below, the least or not */
             m.optim = *o;
             Summary s;
             summarize(&m, &s);
             out[k] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                           m.train->recompute_cost, 0, s.ram_bytes};
+                           m.train->recompute_cost, 0, s.ram_bytes, proven};
             if (timed && (out[k].ms = measure(&x, &m)) < 0) {
                 memcpy(c->err, x.err, sizeof c->err);
                 ctx_free(&x);
                 return -1;
             }
             k++;
-            *exact += proven;
         }
         ctx_free(&x);
-        if (!proven)
+        if (!onward)
             break;
     }
-    for (int i = *n - 1; i >= 0; i--)   /* the rest, from the rows */
-        if (old[i].arena < out[k - 1].arena && old[i].cost > out[k - 1].cost)
-            out[k++] = old[i];
-    for (int i = 0; i < k / 2; i++) {   /* least arena first, as the rows */
-        Row t = out[i];
-        out[i] = out[k - 1 - i];
-        out[k - 1 - i] = t;
-    }
+    /* with the rows, the staircase: a point not proven (once boundaries
+     * open the search proves less) may be beaten by a row or a later one */
+    memcpy(out + k, old, (size_t)*n * sizeof *old);
+    k = staircase(out, k + *n);
+    *exact = 0;
+    for (int i = 0; i < k; i++)
+        *exact += out[i].proven;
     *rows = out;
     *n = k;
     return 0;
@@ -560,7 +609,8 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
     Frontier f;
     if (!rates)
         rates = rates_builtin();
-    if (infer_shapes(c, g) || autodiff(c, g) || remat_classify(c, g, p, r))
+    if (infer_shapes(c, g) || autodiff(c, g) ||
+        remat_classify_open(c, g, p, r))
         return -1;
     r->rates = rates;
     progress(c, "remat pareto: finding every optimal plan of %s", g->name);
@@ -577,6 +627,9 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
         return -1;
     int n = by_arena ? arena_frontier(rows, f.n) : f.n;
     int exact = graph_trains(g) ? 0 : n;    /* forward only: no recompute */
+    if (by_arena && graph_trains(g) && g->nblocks > 0 && n > 0 &&
+        with_kept_rows(c, g, p, rates, o, timed, &rows, &n))
+        return -1;
     if (by_arena && graph_trains(g) && n > 0 &&
         arena_curve(c, g, p, rates, o, timed, &rows, &n, &exact))
         return -1;

@@ -494,8 +494,12 @@ typedef struct {
     size_t saved_bytes;
     /* remat_classify's, for every node output whether needed or not: */
     char *needed;           /* read by a backward (before any recompute) */
-    char *free;             /* PREFER_* inside a block: a budget may turn it */
+    char *free;             /* PREFER_*, or under a budget a structural
+                             * save the policy does not must_save: a
+                             * budget may turn it */
     char *boundary;         /* saved by structure (block edge, outside) */
+    char *opened;           /* saved by structure, but free: a budget's
+                             * (remat_classify_open) */
     Keep *wanted;           /* what structure or the policy asks */
     const char **rule;      /* and which rule asked it */
     const char **turned;    /* a free tensor's rule when a budget turns it */
@@ -507,6 +511,9 @@ typedef struct {
     double budget_bytes;    /* HUGE_VAL when only the arena is bounded */
     double max_arena;       /* 0: none */
     int proven;             /* the plan is proven optimal */
+    int proven_kept;        /* not proven, but with max_arena it costs at
+                             * most the least of the plans that keep every
+                             * block boundary, which is proven */
     double floor;           /* not proven, with max_arena: no plan that
                              * fits costs less (picoseconds) */
     int nfree;              /* free decisions among needed tensors */
@@ -945,6 +952,10 @@ int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r);
 /* The two halves: classes and static needs; then the walk that keeps each
  * needed tensor, a free one as recompute[t] says (NULL: as asked). */
 int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r);
+/* The same with every save the structure asks (block boundaries, tensors
+ * outside every block) free, as a budget sees them: a budget may recompute
+ * a boundary from an earlier kept one (nested checkpointing). */
+int remat_classify_open(Ctx *c, const Graph *g, const Policy *p, Remat *r);
 void remat_apply(const Graph *g, Remat *r, const char *recompute);
 
 /* ---- solver/solve.c: the least recompute within a memory budget ---------------- */

@@ -84,7 +84,7 @@ demo() {   # graph
     svg=build/demo/$name-pareto.svg
     mkdir -p build/demo
     echo
-    echo "every optimal plan from budget 0 to 1 (build/remat pareto $graph -o $svg):"
+    echo "every optimal plan, budget 0 at full's saved bytes and 1 at none's (build/remat pareto $graph -o $svg):"
     build/remat pareto "$graph" -o "$svg"
 }
 

@@ -130,7 +130,11 @@ static void widths(const Compiled *m, Ctx *c, int *w)
 
 static const char *proven_text(Ctx *c, const Remat *r)
 {
-    return r->proven ? "yes" : r->max_arena > 0
+    return r->proven ? "yes" : r->proven_kept
+           ? ctx_printf(c, "no (at most the proven least recompute of the "
+                        "plans that keep every block boundary; no plan that "
+                        "fits recomputes in under %.12f s)", r->floor / PS_PER_S)
+           : r->max_arena > 0
            ? ctx_printf(c, "no (the best plan found; no plan that fits "
                         "recomputes in under %.12f s)", r->floor / PS_PER_S)
            : "no (a frontier was thinned)";

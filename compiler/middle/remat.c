@@ -14,7 +14,9 @@
  * every block (in a graph that has blocks) is saved, as under `none`. A graph
  * without blocks is one block. Inside a block the node's own `remat`
  * attribute, else the policy's first matching rule, decides: *_SAVE saves,
- * *_RECOMPUTE recomputes. (A memory budget may later turn PREFER_*.)
+ * *_RECOMPUTE recomputes. (A memory budget may later turn PREFER_*, and
+ * under a budget the structure's saves are PREFER_SAVE too, unless the
+ * policy says must_save: remat_classify_open.)
  *
  * Invariant: a RECOMPUTE tensor's producer reads only inputs, parameters,
  * SAVE tensors and RECOMPUTE tensors, so the schedule can rebuild it.
@@ -83,17 +85,39 @@ static void save_by_structure(Ctx *c, const Policy *p, const Node *n, int t,
                     : what;
 }
 
-/* The class of a needed tensor: fixed by structure or a MUST_* decision,
- * or free (PREFER_*), which a budget may turn either way. */
-static void classify_tensor(Ctx *c, const Graph *g, const Policy *p,
-                            const Node *n, int t, const int *rb, Remat *r)
+/* Under a budget a tensor the structure saves is a free decision that
+ * asks to be saved, so that the budget may recompute it from an earlier
+ * kept tensor through the blocks between (nested checkpointing); a
+ * must_save of the policy still holds. */
+static void open_structure(Ctx *c, const Policy *p, const Node *n, int t,
+                           const char *what, Remat *r)
 {
-    if (g->nblocks > 0 && rb[t] == -2) {
-        save_by_structure(c, p, n, t, "block boundary: a block input or output", r);
+    const char *rule;
+    if (policy_decide(c, p, n, &rule) == MUST_SAVE) {
+        save_by_structure(c, p, n, t, what, r);
         return;
     }
-    if (g->nblocks > 0 && n->block < 0) {
-        save_by_structure(c, p, n, t, "outside every block: saved as under none", r);
+    r->keep[t] = KEEP_SAVE;
+    r->decision[t] = PREFER_SAVE;
+    r->why[t] = what;
+    r->free[t] = 1;
+    r->opened[t] = 1;
+}
+
+/* The class of a needed tensor: fixed by structure or a MUST_* decision,
+ * or free (PREFER_*), which a budget may turn either way; with open, a
+ * block boundary and a tensor outside every block are free too. */
+static void classify_tensor(Ctx *c, const Graph *g, const Policy *p,
+                            const Node *n, int t, const int *rb, int open,
+                            Remat *r)
+{
+    const char *what = NULL;
+    if (g->nblocks > 0 && rb[t] == -2)
+        what = "block boundary: a block input or output";
+    else if (g->nblocks > 0 && n->block < 0)
+        what = "outside every block: saved as under none";
+    if (what) {
+        (open ? open_structure : save_by_structure)(c, p, n, t, what, r);
         return;
     }
     Decision d = policy_decide(c, p, n, &r->why[t]);
@@ -134,7 +158,8 @@ static size_t saved_bytes(const Graph *g, const Remat *r, char *held)
     return bytes;
 }
 
-int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
+static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
+                    Remat *r)
 {
     size_t nt = (size_t)g->ntensors;
     r->keep = ctx_alloc(c, nt * sizeof *r->keep);
@@ -142,6 +167,7 @@ int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
     r->decision = ctx_alloc(c, nt * sizeof *r->decision);
     r->free = ctx_alloc(c, nt);
     r->boundary = ctx_alloc(c, nt);
+    r->opened = ctx_alloc(c, nt);
     r->wanted = ctx_alloc(c, nt * sizeof *r->wanted);
     r->needed = ctx_alloc(c, nt);
     r->rule = ctx_alloc(c, nt * sizeof *r->rule);
@@ -154,7 +180,7 @@ int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
         const Node *n = &g->nodes[k];
         mark_needed(n, node_backward_reads(g, n), r->needed);
         for (int o = 0; o < n->nout; o++)
-            classify_tensor(c, g, p, n, n->out[o], rb, r);
+            classify_tensor(c, g, p, n, n->out[o], rb, open, r);
     }
     memcpy(r->wanted, r->keep, nt * sizeof *r->keep);
     memcpy(r->rule, r->why, nt * sizeof *r->why);
@@ -170,6 +196,16 @@ int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
                                                                 : "save",
                                       r->rule[t]);
     return 0;
+}
+
+int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
+{
+    return classify(c, g, p, 0, r);
+}
+
+int remat_classify_open(Ctx *c, const Graph *g, const Policy *p, Remat *r)
+{
+    return classify(c, g, p, 1, r);
 }
 
 /* The walk: in reverse topological order, a tensor is needed when a

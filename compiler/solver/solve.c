@@ -1306,14 +1306,18 @@ static int least_recompute(Ctx *c, const Graph *g, const Remat *r,
     return 0;
 }
 
-int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
-                 Remat **out)
+/* remat_budget over the plans that keep every block boundary (nested 0)
+ * or over all of them (nested 1); with an arena bound, seed (NULL: none)
+ * is a plan for its search to better. */
+static int budget_within(Ctx *c, const Graph *g, const Policy *p,
+                         const Budget *b, int nested, const char *seed,
+                         Remat **out)
 {
     Remat *r = ctx_alloc(c, sizeof *r);
     Frontier f;
     Plan pick;
     double want = budget_bytes(c, g, b);
-    if (remat_classify(c, g, p, r))
+    if ((nested ? remat_classify_open : remat_classify)(c, g, p, r))
         return -1;
     if (b->rates)
         r->rates = b->rates;
@@ -1325,8 +1329,8 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
     int rc;
     if (b->max_arena > 0) {
         rc = fit_arena(c, g, r, &f, want, b->max_arena,
-                       b->fused_arena ? SCHED_FUSED : SCHED_TRAIN, &proven,
-                       &r->floor);
+                       b->fused_arena ? SCHED_FUSED : SCHED_TRAIN, seed,
+                       &proven, &r->floor);
     } else {
         remat_apply(g, r, pick.recompute);
         rc = 0;
@@ -1339,5 +1343,30 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
     r->proven = proven;
     r->nfree = count_free(g, r);
     *out = r;
+    return 0;
+}
+
+/* Every budget opens the boundaries (remat_classify_open). An arena bound
+ * first finds the best plan that keeps them all, as before they opened,
+ * and hands it to the search over every plan as the one to better: the
+ * answer is never worse than that plan, though with the boundaries free
+ * the walk proves less often (docs/solver.md). */
+int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
+                 Remat **out)
+{
+    Remat *kept = NULL;
+    char *seed = NULL;
+    if (b->max_arena > 0 && budget_within(c, g, p, b, 0, NULL, &kept) == 0) {
+        if (g->nblocks == 0) {      /* nothing to open */
+            *out = kept;
+            return 0;
+        }
+        seed = ctx_alloc(c, (size_t)g->ntensors);
+        for (int t = 0; t < g->ntensors; t++)
+            seed[t] = kept->keep[t] == KEEP_RECOMPUTE;
+    }
+    if (budget_within(c, g, p, b, 1, seed, out))
+        return -1;
+    (*out)->proven_kept = seed && kept->proven && !(*out)->proven;
     return 0;
 }

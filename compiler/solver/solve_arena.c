@@ -59,6 +59,14 @@
  * it gives up after ARENA_WORK and the answer then says so, with the
  * per-statement bound. The room at every point is kept in ranges.c's
  * tree, so that reaching a node costs O(log n).
+ *
+ * With block boundaries open (nested checkpointing, solve.c's
+ * remat_budget) fit_arena runs twice: over the plans that keep every
+ * boundary, then over every plan from that answer (the seed), which the
+ * frontier's cheaper plans, the bound and an eighth of the walk may
+ * better (none of the last two past SEEDED_BOUND_NODES). Where nothing
+ * keeping the boundaries fits, evenly spaced kept boundaries (spaced_fit)
+ * are candidates too.
  */
 #include "solver.h"
 
@@ -178,6 +186,8 @@ typedef struct {
     long leaves, searched;  /* plans planned; by the branch and bound */
     double least;           /* the smallest arena planned */
     int failed, measure;
+    double cost;            /* the last plan leaf() scheduled: its cost */
+    long work_limit;        /* the walk's: ARENA_WORK, or less past a seed */
     Walk w;                 /* the branch and bound's own state */
 } Arena;
 
@@ -651,7 +661,7 @@ static int visit(void *ctx, int k, double bytes, double cost, double best)
     Walk *w = &a->w;
     w->work++;
     /* the walk without its cut is a test's reference: more steps */
-    if (w->work > (fit_arena_walk_only == 2 ? 4 : 1) * ARENA_WORK) {
+    if (w->work > (fit_arena_walk_only == 2 ? 4 : 1) * a->work_limit) {
         w->gave_up = 1;
         return 0;
     }
@@ -740,6 +750,7 @@ static int leaf(void *ctx, const char *recompute)
             fits = arena <= a->max_arena;
         }
     }
+    a->cost = s.recompute_cost;
     ctx_free(&scratch);
     a->leaves++;
     return fits;
@@ -962,6 +973,63 @@ static void walk_init(Ctx *c, Arena *a)
 
 /* ---- the search ---------------------------------------------------------- */
 
+/* With the boundaries open, each statement's program in live_bound (and
+ * the walk's prefix curves) joins what the boundaries kept apart: on a
+ * 96-layer GPT (2,599 nodes) one run took 340 MB and a second. Past this
+ * many nodes, when the best plan that keeps every boundary is known (the
+ * seed), neither runs: the answer is that plan or a frontier plan that
+ * betters it, not proven. */
+#define SEEDED_BOUND_NODES 700
+
+/* Nested checkpointing's plans (Chen et al. 2016): of the n tensors the
+ * structure would save and a budget opened (block boundaries, tensors
+ * outside every block), keep `kept` spread evenly along the walk and
+ * rebuild each other one from the kept one before it, through the blocks
+ * between; the other free tensors as the policy asks (inner 0) or all
+ * rebuilt (inner 1, full checkpointing inside each block). */
+static void spaced_plan(const Graph *g, const Remat *r, const int *open, int n,
+                        int kept, int inner, char *recompute)
+{
+    for (int t = 0; t < g->ntensors; t++)
+        recompute[t] = r->free[t] && (inner || r->wanted[t] == KEEP_RECOMPUTE);
+    for (int i = 0; i < n; i++)
+        recompute[open[i]] = 1;
+    for (int j = 0; j < kept; j++)
+        recompute[open[(int)((long)j * n / kept)]] = 0;
+}
+
+/* When no frontier plan fits (the frontier keeps most boundaries: saving
+ * them is cheaper than rebuilding them), the least-cost of those plans
+ * that fits, for up to SPACED_KEPT counts of kept tensors: a plan for the
+ * walk to better, and an answer when it gives up. */
+#define SPACED_KEPT 64
+static Plan spaced_fit(Ctx *c, Arena *a)
+{
+    const Graph *g = a->g;
+    const Remat *r = a->r;
+    Plan best = {HUGE_VAL, HUGE_VAL, NULL};
+    int *open = ctx_alloc(c, (size_t)g->ntensors * sizeof *open), n = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *nd = &g->nodes[g->order[k]];
+        for (int o = 0; o < nd->nout; o++)
+            if (r->opened[nd->out[o]] && r->needed[nd->out[o]])
+                open[n++] = nd->out[o];
+    }
+    int counts = n < SPACED_KEPT ? n : SPACED_KEPT;
+    char *recompute = ctx_alloc(c, (size_t)g->ntensors);
+    for (int i = 0; i < counts; i++)
+        for (int inner = 0; inner < 2; inner++) {
+            spaced_plan(g, r, open, n, (int)((long)i * n / counts), inner,
+                        recompute);
+            if (!leaf(a, recompute) || a->cost >= best.cost)
+                continue;
+            best = (Plan){(double)a->r->saved_bytes, a->cost,
+                          ctx_alloc(c, (size_t)g->ntensors)};
+            memcpy(best.recompute, recompute, (size_t)g->ntensors);
+        }
+    return best;
+}
+
 /* The least arena of the frontier's plans, for a message. */
 static double least_on_frontier(Arena *a, const Frontier *f)
 {
@@ -971,13 +1039,29 @@ static double least_on_frontier(Arena *a, const Frontier *f)
     return a->least;
 }
 
+/* The least arena of nested checkpointing's plans (HUGE_VAL: there are
+ * none, the boundaries being kept), for a message. */
+static double least_spaced(Arena *a)
+{
+    Ctx scratch;
+    ctx_init(&scratch);
+    a->measure = 1;
+    a->least = HUGE_VAL;
+    spaced_fit(&scratch, a);
+    ctx_free(&scratch);
+    return a->least;
+}
+
 static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why)
 {
-    double least = least_on_frontier(a, f);
+    double least = least_on_frontier(a, f), spaced = least_spaced(a);
     return ctx_error(c, a->g->file, 0, "max-arena %.0f bytes cannot be met: "
-                     "%s%s", a->max_arena, why, least == HUGE_VAL ? ""
+                     "%s%s%s", a->max_arena, why, least == HUGE_VAL ? ""
                      : ctx_printf(c, "; the least arena of the saved-bytes "
-                                  "frontier's plans is %.0f bytes", least));
+                                  "frontier's plans is %.0f bytes", least),
+                     spaced >= least ? "" : ctx_printf(c, ", of nested "
+                     "checkpointing's (a few boundaries kept, the others "
+                     "rebuilt from them) %.0f", spaced));
 }
 
 /* A bound below what every plan holds: say where. */
@@ -1035,11 +1119,14 @@ static double frontier_bound(const Frontier *f, double cap)
 }
 
 /* The frontier's plan of least cost that fits when planned, among the
- * first CANDIDATES / 2 tried. */
-static Plan first_fit(Arena *a, const Frontier *f)
+ * first CANDIDATES / 2 tried of those costing less than below and saving
+ * at most the bound (every saved buffer is live where the backward
+ * starts). */
+static Plan first_fit(Arena *a, const Frontier *f, double below)
 {
-    for (int i = f->n - 1; i >= 0 && a->leaves < CANDIDATES / 2; i--)
-        if (leaf(a, f->plans[i].recompute))
+    for (int i = f->n - 1; i >= 0 && a->leaves < CANDIDATES / 2 &&
+                           f->plans[i].cost < below; i--)
+        if (f->plans[i].bytes <= a->max_arena && leaf(a, f->plans[i].recompute))
             return f->plans[i];
     return (Plan){HUGE_VAL, HUGE_VAL, NULL};
 }
@@ -1047,8 +1134,8 @@ static Plan first_fit(Arena *a, const Frontier *f)
 int fit_arena_walk_only;
 
 int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
-              double want, double max_arena, int step, int *proven,
-              double *bound)
+              double want, double max_arena, int step, const char *seed,
+              int *proven, double *bound)
 {
     Arena a;
     if (arena_init(c, g, r, max_arena, step, f, &a))
@@ -1057,14 +1144,27 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
     a.want = want;
     Plan best = {HUGE_VAL, HUGE_VAL, NULL};
     double least = 0;
+    if (seed && leaf(&a, seed))     /* the walk alone betters it too */
+        best = (Plan){(double)r->saved_bytes, a.cost, (char *)seed};
     if (!fit_arena_walk_only) {
-        best = first_fit(&a, f);
-        least = live_bound(c, &a, frontier_bound(f, cap), &best);
+        Plan fit = first_fit(&a, f, best.cost);
+        best = fit.recompute ? fit : best;
+        if (!best.recompute)
+            best = spaced_fit(c, &a);
+        least = frontier_bound(f, cap);
+        if (!seed || g->nnodes <= SEEDED_BOUND_NODES)
+            least = live_bound(c, &a, least, &best);
     }
     assert((least < HUGE_VAL || !best.recompute) && "a bound above a plan");
     *proven = !fit_arena_walk_only &&
               (least == HUGE_VAL || (best.recompute && best.cost <= least));
-    if (!*proven) {
+    /* with a seed, the best plan keeping every block boundary, the walk
+     * over every plan (which proves less often once they open) gets an
+     * eighth of its steps, and none on a deep graph: where it gives up the
+     * answer is the seed or a plan that betters it, not proven */
+    int deep = seed && !fit_arena_walk_only && g->nnodes > SEEDED_BOUND_NODES;
+    a.work_limit = seed && !fit_arena_walk_only ? ARENA_WORK / 8 : ARENA_WORK;
+    if (!*proven && !deep) {
         /* every buffer saved is live where the backward starts, so a
          * bound on saved bytes of max-arena is the arena's own; without a
          * budget below it, the walk leaves saved bytes to the arena */
@@ -1079,6 +1179,8 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
         }
         ctx_free(&a.w.memo);
     }
+    /* a plan the walk found may meet the bound though the walk gave up */
+    *proven = *proven || (best.recompute && best.cost <= least);
     *bound = least;
     if (a.failed)
         return -1;

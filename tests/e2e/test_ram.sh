@@ -103,12 +103,13 @@ for args in "" "--momentum 0.9" "--optimizer adamw --fused" "--freeze b0.* --fus
         ok || bad "memory for '$args' differs from schedule's"
 done
 # pareto: each row's ram_bytes (the last column) is schedule's for that plan
-# (the row's saved bytes select it, as a budget)
+# (the row's saved bytes select it, as a budget in bytes: a bare 0 would
+# be a fraction, full's saved bytes)
 for args in "" "--optimizer adamw --fused"; do
     # shellcheck disable=SC2086
     run 0 "$remat" pareto "$g" $args && cp "$work/out" "$work/p" || { bad "pareto $args"; continue; }
     while read -r saved ram; do
-        run 0 "$remat" schedule "$g" --budget "$saved" $args &&
+        run 0 "$remat" schedule "$g" --budget "${saved}B" $args &&
             [ "$(fig ram_bytes "$work/out")" = "$ram" ] && ok ||
             bad "pareto '$args': the row saving $saved has ram_bytes $ram, schedule $(fig ram_bytes "$work/out")"
     done < <(awk 'NR > 2 {print $2, $NF}' "$work/p")

@@ -6,8 +6,9 @@
 # pareto (the GPT's: 1441 plans, each scheduled and planned) stays under
 # issue 14's 200 MB of memory (it takes about 21; it once took 3.2 GB).
 # --max-arena on the GPT at bounds from near full's arena to halfway to
-# none's: proven optimal, its planned arena within the bound, and under
-# 200 MB (it takes about 30). Times are docs/solver.md's, not asserted:
+# none's: proven optimal (or at most the proven least of the plans that
+# keep every block boundary), its planned arena within the bound, and
+# under 200 MB (it takes about 40). Times are docs/solver.md's, not asserted:
 # the machine is shared.
 . "$(dirname "$0")/lib.sh"
 /usr/bin/python3 scripts/make_unet.py 32 > "$work/unet32.xml"
@@ -47,7 +48,11 @@ for i in 1 2 4 8; do
     a=$(( lo + (hi - lo) * i / 16 ))
     if /usr/bin/time -f %M -o "$work/a.rss" "$remat" schedule "$work/gpt96.xml" \
         --max-arena "$a" > "$work/a.s" 2> "$work/a.err"; then
-        grep -q '^proven_optimal: yes$' "$work/a.s" && ok \
+        # proven, or at most the proven least of the plans that keep
+        # every block boundary (a plan rebuilding one may cost less, which
+        # the walk over every plan is not run to prove on a graph this
+        # deep: docs/solver.md)
+        grep -qE '^proven_optimal: (yes|no \(at most the proven least recompute of the plans that keep every block boundary;.*)$' "$work/a.s" && ok \
             || bad "gpt96 --max-arena $a: $(grep proven_optimal "$work/a.s")"
         [ "$(fig arena_bytes "$work/a.s")" -le "$a" ] && ok \
             || bad "gpt96 --max-arena $a: arena $(fig arena_bytes "$work/a.s")"
