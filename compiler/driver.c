@@ -75,6 +75,8 @@ int compile_graph(Ctx *c, const char *file, const char *policy,
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *m)
 {
+    if (budget)
+        g->conv_scratch = (long)budget->conv_scratch;
     if (infer_shapes(c, g) || autodiff(c, g))
         return -1;
     if (budget && (budget->kind != BUDGET_NONE || budget->max_arena > 0))

@@ -223,6 +223,7 @@ typedef struct {
     int npolicy, no_blas, measure, json, by_arena, mpi;
     const char *cflags;               /* build's --cflags */
     const char *budget, *max_arena;   /* as given */
+    const char *conv_scratch;         /* as given */
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
     int nfreeze;
     const Rates *rates;     /* how recompute is priced (cost.c) */
@@ -262,6 +263,13 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             if (*v)
                 return usage_error(a->cmd, "%s given twice", s);
             *v = argv[++i];
+        } else if (strcmp(s, "--conv-scratch") == 0 &&
+                   strcmp(a->cmd, "import") != 0) {
+            if (i + 1 >= argc)
+                return usage_error(a->cmd, "%s needs a value", s);
+            if (a->conv_scratch)
+                return usage_error(a->cmd, "%s given twice", s);
+            a->conv_scratch = argv[++i];
         } else if (strcmp(s, "--policy") == 0 || strcmp(s, "-o") == 0) {
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
@@ -341,12 +349,15 @@ static int budget_of(Ctx *c, const Args *a, Budget *b, const Budget **out)
     memset(b, 0, sizeof *b);
     b->rates = a->rates;
     *out = b;
+    BudgetKind k;
+    if (a->conv_scratch && budget_parse(c, "--conv-scratch", a->conv_scratch,
+                                        0, &k, &b->conv_scratch))
+        return -1;
     if (!a->budget && !a->max_arena)
         return 0;
     if (a->budget && budget_parse(c, "--budget", a->budget, 1, &b->kind,
                                   &b->value))
         return -1;
-    BudgetKind k;
     if (a->max_arena && budget_parse(c, "--max-arena", a->max_arena, 0, &k,
                                      &b->max_arena))
         return -1;
@@ -415,7 +426,12 @@ static int cmd_diff(Ctx *c, const Args *a)
     buf_init(&b, c);
     /* with a budget and one policy: that policy without, then with it */
     int one = a->npolicy < 2;
-    Budget rates = {BUDGET_NONE, 0, 0, a->rates};
+    Budget rates;
+    const Budget *bp;
+    if (budget_of(c, a, &rates, &bp))
+        return 1;
+    rates.kind = BUDGET_NONE;
+    rates.max_arena = 0;
     if ((one ? compile_graph(c, a->graph, a->policy[0] ? a->policy[0] : "sac",
                              &rates, a->freeze, &x)
              : compile_args(c, a, 0, &x)) ||
@@ -463,6 +479,11 @@ static int cmd_pareto(Ctx *c, const Args *a)
     if (policy_load(c, a->policy[0] ? a->policy[0] : "sac", &p) ||
         load_graph(c, a->graph, &g) || freeze_params(c, g, a->freeze))
         return 1;
+    Budget opts;
+    const Budget *bp;
+    if (budget_of(c, a, &opts, &bp))
+        return 1;
+    g->conv_scratch = (long)opts.conv_scratch;
     if (!a->policy[0])
         p = policy_soften(c, p);
     if (report_pareto(c, g, p, a->rates, a->measure, a->json, a->by_arena,

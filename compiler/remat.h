@@ -444,6 +444,9 @@ struct Graph {
                                after it in a forward-only graph) */
     int line;               /* of <graph> */
     int *order;             /* node indices in topological order (shapes.c) */
+    long conv_scratch;      /* bytes of im2col columns a Conv may hold at
+                             * once (--conv-scratch; rt_window.col_cap); 0:
+                             * no bound */
 };
 
 /* ---- middle/policy.c: policies and their rules --------------------------------- */
@@ -537,6 +540,8 @@ typedef struct {
     double value;           /* a fraction in [0, 1], or bytes */
     double max_arena;       /* bytes; 0: no bound */
     const Rates *rates;     /* how recompute is priced; NULL: built-in */
+    double conv_scratch;    /* --conv-scratch bytes (Graph.conv_scratch),
+                             * which compile_parsed gives the graph */
 } Budget;
 
 /* ---- middle/schedule.c: one straight-line list of statements ------------------- */

@@ -584,6 +584,14 @@ typedef struct {
      * zero-filled) means 1. A 1-D window (NCL) is the 2-D window with h =
      * oh = kh = sh = dh = 1 and no top or bottom pad. */
     int d, od, kd, sd, dd, pad_front, pad_back;
+    /* Conv only: the most floats of im2col columns the call may hold at
+     * once, over all its lanes; 0 (as written before this field) for no
+     * bound, each lane holding one image-group's whole column matrix. A
+     * bound makes the forward build the columns a band of output rows at
+     * a time and the backward a band of taps at a time (at least one
+     * row: rt_conv_scratch and rt_conv_backward_scratch say what the
+     * bands take), with the same bits. */
+    int col_cap;
 } rt_window;
 
 /* ONNX Conv (1-D, 2-D or 3-D; written here for 2-D, NCHW; a 3-D window adds

@@ -17,7 +17,7 @@ static Compiled budgeted(Ctx *c, const char *body, BudgetKind kind, double v)
     const char *xml = model_xml(c, body);
     Graph *g = NULL;
     Policy *p = NULL;
-    Budget b = {kind, v, 0, &flops_only};
+    Budget b = {kind, v, 0, &flops_only, 0};
     Compiled m;
     int rc = policy_load(c, "sac", &p) ||
              parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) ||
@@ -356,7 +356,7 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
     Ctx x;
     ctx_init(&x);
     Budget b = {want == HUGE_VAL ? BUDGET_NONE : BUDGET_BYTES, want, arena,
-                NULL};
+                NULL, 0};
     Compiled m;
     double least = least_fitting(all, n, want, arena);
     int rc = compile_budget(&x, g, p, &b, &m);
@@ -604,7 +604,7 @@ START_TEST(budget_too_small_names_what_forces_it)
         "<node name='s' op='ReduceSum' in='q' out='l' keepdims='0'/><output name='l'/>");
     Graph *g;
     Policy *p;
-    Budget b = {BUDGET_BYTES, 16, 0, NULL};
+    Budget b = {BUDGET_BYTES, 16, 0, NULL, 0};
     Compiled m;
     ck_assert(policy_load(&c, "none", &p) == 0 &&
               parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0);
@@ -885,7 +885,7 @@ START_TEST(max_arena_cut_removes_no_answer)
                  fit_arena_walk_only++) {
                 Ctx x;
                 ctx_init(&x);
-                Budget b = {BUDGET_NONE, 0, bound, NULL};
+                Budget b = {BUDGET_NONE, 0, bound, NULL, 0};
                 Compiled m;
                 int w = fit_arena_walk_only;
                 rc[w] = compile_budget(&x, g, p, &b, &m);
@@ -972,7 +972,7 @@ START_TEST(at_depth_proven)
         ck_assert_msg(f.proven && !f.overflow && f.n >= 100, "%s %s: %d points",
                       graphs[i].script, graphs[i].args, f.n);
         Policy *p;
-        Budget b = {BUDGET_FRACTION, 0.5, 0, NULL};
+        Budget b = {BUDGET_FRACTION, 0.5, 0, NULL, 0};
         Compiled m;
         ck_assert(policy_load(&c, "sac", &p) == 0 &&
                   compile_parsed(&c, g, policy_soften(&c, p), &b, &m) == 0);
