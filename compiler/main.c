@@ -49,6 +49,13 @@ static const char *usage_main =
     "               kept only for their gradients; a GLOB matching none is\n" \
     "               an error\n"
 
+/* And the bound on a Conv's im2col columns (docs/memory.md). */
+#define CONV_SCRATCH_HELP \
+    "  --conv-scratch B  hold at most B bytes of a Conv's im2col columns at\n" \
+    "               once (3MiB, 64KiB, 123456): built in bands of output rows\n" \
+    "               (forward) and taps (backward), at least one row; default\n" \
+    "               no bound, each image's whole columns (the fastest)\n"
+
 static const char *usage_compile =
     "usage: remat compile GRAPH.xml [--policy NAME|FILE.xml] -o OUT.c\n"
     "\n"
@@ -65,6 +72,7 @@ static const char *usage_compile =
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
     "  (with either and no --policy, the policy is sac, must_save softened)\n"
     FREEZE_HELP
+    CONV_SCRATCH_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
 /* The option the reporting commands take. */
@@ -103,7 +111,8 @@ static const char *usage_schedule =
     "  --max-arena B  the same, bounding the planned arena instead (bytes)\n"
     "  (with either and no --policy, the policy is sac, must_save softened)\n"
     JSON_HELP
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_diff =
     "usage: remat diff GRAPH.xml --policy A --policy B [--budget B]\n"
@@ -115,7 +124,8 @@ static const char *usage_diff =
     "policy (default sac), the sides are that policy without and with it.\n"
     "Both sides freeze what --freeze says.\n"
     JSON_HELP
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_pareto =
     "usage: remat pareto GRAPH.xml [--policy NAME|FILE.xml] [--measure]\n"
@@ -136,7 +146,8 @@ static const char *usage_pareto =
     "  --policy P   the decisions the budget may turn (its PREFER_* ones);\n"
     "               default sac with must_save softened to prefer_save\n"
     JSON_HELP
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_memory =
     "usage: remat memory GRAPH.xml [--policy NAME|FILE.xml] [-o MEMORY.svg]\n"
@@ -150,7 +161,8 @@ static const char *usage_memory =
     "its largest values instead (docs/memory.md).\n"
     "  --policy, --budget, --max-arena: as for schedule\n"
     "  -o MEMORY.svg  the picture to write (replaced only when complete)\n"
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_build =
     "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas]\n"
@@ -180,7 +192,8 @@ static const char *usage_build =
     "  --mpi        a data-parallel trainer for mpirun -n K, built with mpicc\n"
     "               (or $CC, which must then be an MPI wrapper; docs/mpi.md)\n"
     "  --policy, --budget, --max-arena: as for compile\n"
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_import =
     "usage: remat import MODEL.onnx -o MODEL.xml [--blocks auto|none]\n"
