@@ -3823,7 +3823,9 @@ void rt_groupnorm_backward(float *dx, float *dscale, float *dbias,
  * (ci, kz, ki, kj) and column (oz, oy, ox), and a 1-D one is a 2-D one
  * row high, so one code path serves the three. The backward is the two transposed products,
  * dw_g += dy_g * col^T and dcol = w_g^T * dy_g, with col2im scattering dcol
- * back onto dx. The pooling kernels walk each window directly, visiting only
+ * back onto dx. Under rt_window.col_cap the matrix is built in bands (see
+ * "Bands" below): of its columns in the forward, of its rows in the
+ * backward, so that no GEMM's sum is cut. The pooling kernels walk each window directly, visiting only
  * its taps inside the input, with row kernels for the common windows (see
  * "pooling fast paths"). All geometry reduces to one question, which
  * indices of a strided run land inside [0, size): inside() answers it once

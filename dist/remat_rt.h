@@ -607,8 +607,10 @@ typedef struct {
  * buffer; the lanes run side by side on two or more threads and one after
  * the other on one, with the same bits (see rt_set_threads).
  * scratch: rt_conv_scratch(p) floats, which is L * (c/group) * kh * kw * oh
- * * ow, or 0 for a 1x1 kernel with stride 1 and no padding, where x itself
- * is the column matrix (scratch may then be NULL). */
+ * * ow with col_cap 0 (L bands of b output rows under a cap: b * ow
+ * columns in place of oh * ow), or 0 for a 1x1 kernel with stride 1 and no
+ * padding, where x itself is the column matrix (scratch may then be
+ * NULL). */
 size_t rt_conv_scratch(const rt_window *p);
 void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
                      const rt_window *p, float *scratch);
@@ -617,9 +619,11 @@ void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
  * only for dx (either may then be NULL). dx goes through col2im. In the
  * same lanes as the forward: lane 0 adds its images into dw and db, lane 1
  * sums its own into a partial in the scratch, which is then added to them.
- * scratch: rt_conv_backward_scratch(p) floats: rt_conv_scratch(p) plus, for
- * lane 1 (L == 2), oc * (c/group) * kh * kw + oc, so not 0 for the 1x1
- * kernel either; scratch may be NULL only when this is 0. */
+ * scratch: rt_conv_backward_scratch(p) floats: L column buffers (with
+ * col_cap 0 rt_conv_scratch(p)'s; under a cap, bands of b of the (c/group)
+ * * kh * kw rows, b * oh * ow floats each) plus, for lane 1 (L == 2), oc *
+ * (c/group) * kh * kw + oc, so not 0 for the 1x1 kernel either; scratch
+ * may be NULL only when this is 0. */
 size_t rt_conv_backward_scratch(const rt_window *p);
 void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
                       const float *x, const float *w, const rt_window *p,
