@@ -3936,68 +3936,158 @@ static void zero_wrapped(float *r, const tap_run *t, const rt_window *p,
     }
 }
 
-/* Column row k of an image-group's im2col, (ci, kz, ki, kj) in that order
- * (k = ((ci * kd + kz) * kh + ki) * kw + kj), as the tap's offsets. */
-typedef struct {
-    int ci, offz, offy, offx, ki, kj;
-} col_row;
-
-static col_row col_row_of(const rt_window *p, int k)
+/* The channels ci whose column row ci * taps + t (t: a tap's index among
+ * the taps of one channel) lies in a band of rows [k0, k1): [*lo, *hi). */
+static void tap_channels(int k0, int k1, int t, int taps, int *lo, int *hi)
 {
-    col_row t;
-    t.kj = k % p->kw;
-    k /= p->kw;
-    t.ki = k % p->kh;
-    k /= p->kh;
-    t.offz = k % p->kd * p->dd - p->pad_front;
-    t.ci = k / p->kd;
-    t.offy = t.ki * p->dh - p->pad_top;
-    t.offx = t.kj * p->dw - p->pad_left;
-    return t;
+    *lo = k0 > t ? (k0 - t + taps - 1) / taps : 0;
+    *hi = k1 > t ? (k1 - 1 - t) / taps + 1 : 0;
+    if (*hi < *lo)
+        *hi = *lo;
 }
 
-/* Row k of im2col over output rows [r0, r1), the output rows counted over
- * depth and height (r = oz * oh + oy), into dst ((r1 - r0) * ow floats),
- * from the cg channels of one image at x. Where a "same" convolution's
- * output rows are input rows (conv_is_run) the row is one long copy of
- * the plane shifted by the tap's offset, with a zero per wrapped column:
- * for small planes (14 wide) cheaper than a copy per output row. */
-static void im2col_row(float *dst, const float *x, const rt_window *p, int k,
-                       int r0, int r1)
+/* Rows [k0, k1) of im2col over output rows [r0, r1), by runs: the taps
+ * outer, so that each tap's run is found once for all its channels. */
+static void im2col_runs(float *col, const float *x, const rt_window *p,
+                        int k0, int k1, int r0, int r1)
+{
+    const size_t hw = (size_t)p->h * p->w, ncol = (size_t)(r1 - r0) * p->ow;
+    const int taps = p->kh * p->kw, b0 = r0 * p->ow;
+    int ci, ki, kj, lo, hi;
+    for (ki = 0; ki < p->kh; ki++)
+        for (kj = 0; kj < p->kw; kj++) {
+            const int t = ki * p->kw + kj;
+            const tap_run u = tap_run_of(p, ki, kj); /* the same per channel */
+            const int a = imax(u.a, b0), b = imin(u.b, r1 * p->ow);
+            tap_channels(k0, k1, t, taps, &lo, &hi);
+            for (ci = lo; ci < hi; ci++) {
+                float *r = col + (size_t)(ci * taps + t - k0) * ncol;
+                if (a < b)
+                    memcpy(r + (a - b0), x + ci * hw + (a + u.d),
+                           (size_t)(b - a) * sizeof *r);
+                zero_wrapped(r, &u, p, r0, r1, 1);
+            }
+        }
+}
+
+/* col2im_add over runs, for rows [k0, k1) of the column matrix (all
+ * output rows): the wrapped columns of col (scratch, so ours to clear)
+ * are zeroed first, so that one long add over each run adds nothing where
+ * they land (x + 0.0f is x, but -0.0f becomes +0.0f). */
+static void col2im_runs(float *dx, float *col, const rt_window *p, int k0,
+                        int k1)
+{
+    const size_t ohw = (size_t)p->oh * p->ow, hw = (size_t)p->h * p->w;
+    const int taps = p->kh * p->kw;
+    int ci, ki, kj, lo, hi;
+    for (ki = 0; ki < p->kh; ki++)
+        for (kj = 0; kj < p->kw; kj++) {
+            const int t = ki * p->kw + kj;
+            const tap_run u = tap_run_of(p, ki, kj);
+            if (u.a == u.b)
+                continue;
+            tap_channels(k0, k1, t, taps, &lo, &hi);
+            for (ci = lo; ci < hi; ci++) {
+                float *r = col + (size_t)(ci * taps + t - k0) * ohw;
+                zero_wrapped(r, &u, p, 0, p->oh, 0);
+                add_strided(dx + ci * hw + (u.a + u.d), r + u.a, u.b - u.a, 1);
+            }
+        }
+}
+
+/* One tap of the window: its offsets and, per axis, the outputs whose
+ * read lands inside the input, [zlo, zhi), [ylo, yhi), [xlo, xhi). */
+typedef struct {
+    int offz, offy, offx, zlo, zhi, ylo, yhi, xlo, xhi;
+} tap_span;
+
+/* Row dst of im2col for tap s over output rows [r0, r1) (counted over
+ * depth and height, r = oz * oh + oy), from the channel at xc. */
+static void im2col_line(float *dst, const float *xc, const rt_window *p,
+                        const tap_span *s, int r0, int r1)
 {
     const size_t hw = (size_t)p->h * p->w;
-    const col_row t = col_row_of(p, k);
-    int zlo, zhi, ylo, yhi, xlo, xhi, r;
-    if (conv_is_run(p)) {
-        const tap_run u = tap_run_of(p, t.ki, t.kj);
-        const int b0 = r0 * p->ow, a = imax(u.a, b0),
-                  b = imin(u.b, r1 * p->ow);
-        if (a < b)
-            memcpy(dst + (a - b0), x + t.ci * hw + (a + u.d),
-                   (size_t)(b - a) * sizeof *dst);
-        zero_wrapped(dst, &u, p, r0, r1, 1);
-        return;
-    }
-    inside(t.offz, p->sd, p->d, p->od, &zlo, &zhi);
-    inside(t.offy, p->sh, p->h, p->oh, &ylo, &yhi);
-    inside(t.offx, p->sw, p->w, p->ow, &xlo, &xhi);
+    int oz = r0 / p->oh, oy = r0 % p->oh, r;
     for (r = r0; r < r1; r++) {
-        const int oz = r / p->oh, oy = r % p->oh;
         float *o = dst + (size_t)(r - r0) * p->ow;
         int ox = 0;
-        if (oz >= zlo && oz < zhi && oy >= ylo && oy < yhi && xlo < xhi) {
+        if (oz >= s->zlo && oz < s->zhi && oy >= s->ylo && oy < s->yhi &&
+            s->xlo < s->xhi) {
             /* xr: the element output ox = xlo reads */
-            const float *xr =
-                x + ((size_t)t.ci * p->d + (oz * p->sd + t.offz)) * hw +
-                (size_t)(oy * p->sh + t.offy) * p->w + (t.offx + xlo * p->sw);
-            for (; ox < xlo; ox++)
+            const float *xr = xc + (size_t)(oz * p->sd + s->offz) * hw +
+                              (size_t)(oy * p->sh + s->offy) * p->w +
+                              (s->offx + s->xlo * p->sw);
+            for (; ox < s->xlo; ox++)
                 o[ox] = 0.0f;
-            copy_strided(o + xlo, xr, xhi - xlo, p->sw);
-            ox = xhi;
+            copy_strided(o + s->xlo, xr, s->xhi - s->xlo, p->sw);
+            ox = s->xhi;
         }
         for (; ox < p->ow; ox++)
             o[ox] = 0.0f;
+        if (++oy == p->oh)
+            oy = 0, oz++;
     }
+}
+
+/* dx (the channel at dc) += col2im of row for tap s (all output rows). */
+static void col2im_line(float *dc, const float *row, const rt_window *p,
+                        const tap_span *s)
+{
+    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
+    int oz, oy;
+    if (s->xlo == s->xhi) /* no pointer into the padding is formed */
+        return;
+    for (oz = s->zlo; oz < s->zhi; oz++)
+        for (oy = s->ylo; oy < s->yhi; oy++)
+            add_strided(dc + (size_t)(oz * p->sd + s->offz) * hw +
+                            (size_t)(oy * p->sh + s->offy) * p->w +
+                            (s->offx + s->xlo * p->sw),
+                        row + oz * ohw + (size_t)oy * p->ow + s->xlo,
+                        s->xhi - s->xlo, p->sw);
+}
+
+/* Rows [k0, k1) of an image-group's column matrix, row k = ((ci * kd +
+ * kz) * kh + ki) * kw + kj, each tap's reach found once per axis as the
+ * loops reach it: im2col of them over output rows [r0, r1) into col
+ * (dx NULL), or col2im of them (all output rows) added to dx. The run
+ * path does either by runs. */
+static void col_rows(float *col, const float *x, float *dx, const rt_window *p,
+                     int k0, int k1, int r0, int r1)
+{
+    const size_t dhw = (size_t)p->d * p->h * p->w;
+    const size_t ncol = (size_t)(r1 - r0) * p->ow;
+    const int taps = p->kd * p->kh * p->kw;
+    int ci, kz, ki, kj;
+    tap_span s;
+    if (conv_is_run(p)) {
+        if (dx != NULL)
+            col2im_runs(dx, col, p, k0, k1);
+        else
+            im2col_runs(col, x, p, k0, k1, r0, r1);
+        return;
+    }
+    for (ci = k0 / taps; ci <= (k1 - 1) / taps; ci++)
+        for (kz = 0; kz < p->kd; kz++) {
+            s.offz = kz * p->dd - p->pad_front;
+            inside(s.offz, p->sd, p->d, p->od, &s.zlo, &s.zhi);
+            for (ki = 0; ki < p->kh; ki++) {
+                s.offy = ki * p->dh - p->pad_top;
+                inside(s.offy, p->sh, p->h, p->oh, &s.ylo, &s.yhi);
+                for (kj = 0; kj < p->kw; kj++) {
+                    const int k = ((ci * p->kd + kz) * p->kh + ki) * p->kw + kj;
+                    if (k < k0 || k >= k1)
+                        continue;
+                    s.offx = kj * p->dw - p->pad_left;
+                    inside(s.offx, p->sw, p->w, p->ow, &s.xlo, &s.xhi);
+                    if (dx != NULL)
+                        col2im_line(dx + ci * dhw, col + (size_t)(k - k0) * ncol,
+                                    p, &s);
+                    else
+                        im2col_line(col + (size_t)(k - k0) * ncol, x + ci * dhw,
+                                    p, &s, r0, r1);
+                }
+            }
+        }
 }
 
 /* col (rows [k0, k1) of im2col, over output rows [r0, r1)): row k - k0
@@ -4005,44 +4095,17 @@ static void im2col_row(float *dst, const float *x, const rt_window *p, int k,
 static void im2col(float *col, const float *x, const rt_window *p, int k0,
                    int k1, int r0, int r1)
 {
-    const size_t ncol = (size_t)(r1 - r0) * p->ow;
-    int k;
-    for (k = k0; k < k1; k++)
-        im2col_row(col + (size_t)(k - k0) * ncol, x, p, k, r0, r1);
+    col_rows(col, x, NULL, p, k0, k1, r0, r1);
 }
 
-/* dx (the cg channels of one image) += col2im of row k of the column
- * matrix (all od * oh * ow output columns): im2col's transpose, each
- * entry added to the input element it was read from. The run path zeroes
- * the row's wrapped columns first (the row is scratch, so ours to clear),
- * so that one long add over the run adds nothing where they land (x +
- * 0.0f is x, but -0.0f becomes +0.0f). */
-static void col2im_row(float *dx, float *row, const rt_window *p, int k)
+/* dx (the cg channels of one image) += col2im of rows [k0, k1) of the
+ * column matrix (all od * oh * ow output columns), at col: im2col's
+ * transpose, each entry added to the input element it was read from, a
+ * channel's taps in row order (so in the same order whatever the band). */
+static void col2im_add(float *dx, float *col, const rt_window *p, int k0,
+                       int k1)
 {
-    const size_t hw = (size_t)p->h * p->w, ohw = (size_t)p->oh * p->ow;
-    const col_row t = col_row_of(p, k);
-    int zlo, zhi, ylo, yhi, xlo, xhi, oz, oy;
-    if (conv_is_run(p)) {
-        const tap_run u = tap_run_of(p, t.ki, t.kj);
-        if (u.a == u.b)
-            return;
-        zero_wrapped(row, &u, p, 0, p->oh, 0);
-        add_strided(dx + t.ci * hw + (u.a + u.d), row + u.a, u.b - u.a, 1);
-        return;
-    }
-    inside(t.offz, p->sd, p->d, p->od, &zlo, &zhi);
-    inside(t.offy, p->sh, p->h, p->oh, &ylo, &yhi);
-    inside(t.offx, p->sw, p->w, p->ow, &xlo, &xhi);
-    if (xlo == xhi) /* no pointer into the padding is formed */
-        return;
-    for (oz = zlo; oz < zhi; oz++) {
-        const float *rz = row + (size_t)oz * ohw;
-        float *dz = dx + ((size_t)t.ci * p->d + (oz * p->sd + t.offz)) * hw;
-        for (oy = ylo; oy < yhi; oy++)
-            add_strided(dz + (size_t)(oy * p->sh + t.offy) * p->w +
-                            (t.offx + xlo * p->sw),
-                        rz + (size_t)oy * p->ow + xlo, xhi - xlo, p->sw);
-    }
+    col_rows(col, NULL, dx, p, k0, k1, 0, p->od * p->oh);
 }
 
 /* The sum of x[0..n), in SUM_LANES interleaved float partial sums added
@@ -4296,7 +4359,7 @@ static void conv_bwd_group(const conv_job *j, size_t xoff, size_t woff,
     const int og = p->oc / p->group, kk = conv_kk(p);
     const int ohw = conv_out_rows(p) * p->ow;
     const int band = col ? conv_band(p, 1) : kk;
-    int k0, k;
+    int k0;
     for (k0 = 0; k0 < kk; k0 += band) {
         const int k1 = imin(k0 + band, kk), nk = k1 - k0;
         if (dw != NULL) {
@@ -4314,8 +4377,7 @@ static void conv_bwd_group(const conv_job *j, size_t xoff, size_t woff,
         }
         rt_sgemm(1, 0, nk, ohw, og, 1.0f, j->w + woff + k0, kk, dyg, ohw, 0.0f,
                  col, ohw);
-        for (k = k0; k < k1; k++)
-            col2im_row(j->dx + xoff, col + (size_t)(k - k0) * ohw, p, k);
+        col2im_add(j->dx + xoff, col, p, k0, k1);
     }
 }
 
