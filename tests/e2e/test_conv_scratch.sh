@@ -6,8 +6,9 @@
 # loss, outputs and gradients byte-identical to the unbounded build's, on
 # one thread and on two; the bounded build's generated code names the
 # bound in its window and compiles warning-free; `remat memory` shows the
-# scratch it saves on ResNet-8 and the stem (the figures docs/memory.md
-# shows); a bad bound is refused with one line.
+# scratch it saves on ResNet-8 and the stem, and pareto and diff the
+# arena it lets recompute buy (the figures docs/memory.md shows); a bad
+# bound is refused with one line.
 . "$(dirname "$0")/lib.sh"
 
 graphs="graphs/cnn.xml tests/graphs/conv_ops.xml tests/graphs/conv_nd.xml
@@ -64,6 +65,17 @@ check "$r8" full 64KiB "730176 74816"
 check "$r8" full 1 "672832 17472"
 check tests/conv_scratch/mobilenet_stem.xml none none "322560 248832"
 check tests/conv_scratch/mobilenet_stem.xml none 64KiB "221184 0"
+
+# pareto and diff take the bound: unbounded, every plan has the columns'
+# peak, one plan by arena; bounded, recompute buys arena (four plans)
+rows() {   # ARGS...: rows of remat pareto --by arena
+    "$remat" pareto "$r8" --by arena "$@" | awk '$1 ~ /^[0-9.]+$/' | wc -l
+}
+if [ "$(rows)" -eq 1 ] && [ "$(rows --conv-scratch 16KiB)" -eq 4 ]; then ok
+else bad "resnet8: pareto --by arena rows $(rows), bounded $(rows --conv-scratch 16KiB); want 1 and 4"; fi
+if run 0 "$remat" diff "$r8" --policy none --policy full --conv-scratch 16KiB &&
+    grep -q '^arena_bytes: 852224 -> 681024 ' "$work/out"; then ok
+else bad "resnet8: diff under --conv-scratch 16KiB is not 852224 -> 681024"; fi
 
 # a bad bound: one line, exit 1
 if run 1 "$remat" schedule "$r8" --conv-scratch lots &&
