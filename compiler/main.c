@@ -439,6 +439,7 @@ static int cmd_diff(Ctx *c, const Args *a)
     buf_init(&b, c);
     /* with a budget and one policy: that policy without, then with it */
     int one = a->npolicy < 2;
+    /* the side without the budget: the rates and --conv-scratch alone */
     Budget rates;
     const Budget *bp;
     if (budget_of(c, a, &rates, &bp))
