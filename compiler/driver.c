@@ -145,6 +145,8 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *m)
 {
+    if (budget)
+        g->conv_scratch = (long)budget->conv_scratch;
     if (infer_shapes(c, g) || autodiff(c, g))
         return -1;
     int rc;

@@ -72,6 +72,13 @@ static const char *usage_main =
     "               kept only for their gradients; a GLOB matching none is\n" \
     "               an error\n"
 
+/* And the bound on a Conv's im2col columns (docs/memory.md). */
+#define CONV_SCRATCH_HELP \
+    "  --conv-scratch B  hold at most B bytes of a Conv's im2col columns at\n" \
+    "               once (3MiB, 64KiB, 123456): built in bands of output rows\n" \
+    "               (forward) and taps (backward), at least one row; default\n" \
+    "               no bound, each image's whole columns (the fastest)\n"
+
 static const char *usage_compile =
     "usage: remat compile GRAPH.xml [--policy NAME|FILE.xml] -o OUT.c\n"
     "\n"
@@ -91,6 +98,7 @@ static const char *usage_compile =
     OPTIM_HELP
     FREEZE_HELP
     SEED_HELP
+    CONV_SCRATCH_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
 /* The option the reporting commands take. */
@@ -138,7 +146,8 @@ static const char *usage_schedule =
     "  (with any and no --policy, the policy is sac, must_save softened)\n"
     OPTIM_HELP
     JSON_HELP
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_diff =
     "usage: remat diff GRAPH.xml --policy A --policy B [--budget B]\n"
@@ -152,7 +161,8 @@ static const char *usage_diff =
     "as a budget does (see schedule).\n"
     OPTIM_HELP
     JSON_HELP
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_pareto =
     "usage: remat pareto GRAPH.xml [--policy NAME|FILE.xml] [--measure]\n"
@@ -175,7 +185,8 @@ static const char *usage_pareto =
     "The last column, ram_bytes, is each plan's (see schedule).\n"
     OPTIM_HELP
     JSON_HELP
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_memory =
     "usage: remat memory GRAPH.xml [--policy NAME|FILE.xml] [-o MEMORY.svg]\n"
@@ -190,7 +201,8 @@ static const char *usage_memory =
     "  --policy, --budget, --max-arena, --max-ram: as for schedule\n"
     "  -o MEMORY.svg  the picture to write (replaced only when complete)\n"
     OPTIM_HELP
-    FREEZE_HELP;
+    FREEZE_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_build =
     "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas]\n"
@@ -224,7 +236,8 @@ static const char *usage_build =
     "               (for the count: the trainer does not take them from\n"
     "               here, so run it with the same flags)\n"
     FREEZE_HELP
-    SEED_HELP;
+    SEED_HELP
+    CONV_SCRATCH_HELP;
 
 static const char *usage_import =
     "usage: remat import MODEL.onnx -o MODEL.xml [--blocks auto|none]\n"
@@ -267,6 +280,7 @@ typedef struct {
     int npolicy, no_blas, measure, json, by_arena, mpi;
     const char *cflags;               /* build's --cflags */
     const char *budget, *max_arena, *max_ram;   /* as given */
+    const char *conv_scratch;                   /* as given */
     Optim optim;            /* --optimizer, --momentum, --fused */
     int have_optimizer, have_momentum;
     const char **freeze;    /* --freeze globs, NULL-terminated (argc slots) */
@@ -376,6 +390,13 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             int rc = optim_arg(argc, argv, &i, a);
             if (rc)
                 return rc;
+        } else if (strcmp(s, "--conv-scratch") == 0 &&
+                   strcmp(a->cmd, "import") != 0) {
+            if (i + 1 >= argc)
+                return usage_error(a->cmd, "%s needs a value", s);
+            if (a->conv_scratch)
+                return usage_error(a->cmd, "%s given twice", s);
+            a->conv_scratch = argv[++i];
         } else if (strcmp(s, "--policy") == 0 || strcmp(s, "-o") == 0) {
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
@@ -478,6 +499,9 @@ static int budget_of(Ctx *c, const Args *a, Budget *b, const Budget **out)
     if (a->max_ram && b->max_ram < 1)
         return ctx_error(c, "--max-ram", 0, "'%s' leaves no RAM; give a "
                          "positive byte count", a->max_ram);
+    if (a->conv_scratch && budget_parse(c, "--conv-scratch", a->conv_scratch,
+                                        0, &k, &b->conv_scratch))
+        return -1;
     if (!a->budget && !a->max_arena)
         return 0;
     if (a->budget && budget_parse(c, "--budget", a->budget, 1, &b->kind,
@@ -555,7 +579,15 @@ static int cmd_diff(Ctx *c, const Args *a)
     buf_init(&b, c);
     /* with a budget and one policy: that policy without, then with it */
     int one = a->npolicy < 2;
-    Budget rates = {BUDGET_NONE, 0, 0, a->rates, 0, a->optim, 0};
+    /* the side without the budget: the rates, the optimizer and
+     * --conv-scratch alone */
+    Budget rates;
+    const Budget *bp;
+    if (budget_of(c, a, &rates, &bp))
+        return 1;
+    rates.kind = BUDGET_NONE;
+    rates.max_arena = 0;
+    rates.max_ram = 0;
     if ((one ? compile_graph(c, a->graph, a->policy[0] ? a->policy[0] : "sac",
                              &rates, a->freeze, &x)
              : compile_args(c, a, 0, &x)) ||
@@ -604,6 +636,11 @@ static int cmd_pareto(Ctx *c, const Args *a)
         load_graph(c, a->graph, &g) || freeze_params(c, g, a->freeze) ||
         fold_batch_norms(c, g))
         return 1;
+    Budget opts;
+    const Budget *bp;
+    if (budget_of(c, a, &opts, &bp))
+        return 1;
+    g->conv_scratch = (long)opts.conv_scratch;
     if (!a->policy[0])
         p = policy_soften(c, p);
     if (report_pareto(c, g, p, a->rates, &a->optim, a->measure, a->json,

@@ -449,6 +449,9 @@ struct Graph {
                                after it in a forward-only graph) */
     int line;               /* of <graph> */
     int *order;             /* node indices in topological order (shapes.c) */
+    long conv_scratch;      /* bytes of im2col columns a Conv may hold at
+                             * once (--conv-scratch; rt_window.col_cap); 0:
+                             * no bound */
 };
 
 /* ---- middle/policy.c: policies and their rules --------------------------------- */
@@ -577,6 +580,8 @@ typedef struct {
                              * turns it into max_arena less the fixed terms */
     Optim optim;            /* the trainer's optimizer, for the RAM figures */
     int fused_arena;        /* 1: max_arena bounds the fused step's arena */
+    double conv_scratch;    /* --conv-scratch bytes (Graph.conv_scratch),
+                             * which compile_parsed gives the graph */
 } Budget;
 
 /* ---- middle/schedule.c: one straight-line list of statements ------------------- */

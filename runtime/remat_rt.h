@@ -596,6 +596,14 @@ typedef struct {
      * zero-filled) means 1. A 1-D window (NCL) is the 2-D window with h =
      * oh = kh = sh = dh = 1 and no top or bottom pad. */
     int d, od, kd, sd, dd, pad_front, pad_back;
+    /* Conv only: the most floats of im2col columns the call may hold at
+     * once, over all its lanes; 0 (as written before this field) for no
+     * bound, each lane holding one image-group's whole column matrix. A
+     * bound makes the forward build the columns a band of output rows at
+     * a time and the backward a band of taps at a time (at least one
+     * row: rt_conv_scratch and rt_conv_backward_scratch say what the
+     * bands take), with the same bits. */
+    int col_cap;
 } rt_window;
 
 /* ONNX Conv (1-D, 2-D or 3-D; written here for 2-D, NCHW; a 3-D window adds
@@ -611,8 +619,10 @@ typedef struct {
  * buffer; the lanes run side by side on two or more threads and one after
  * the other on one, with the same bits (see rt_set_threads).
  * scratch: rt_conv_scratch(p) floats, which is L * (c/group) * kh * kw * oh
- * * ow, or 0 for a 1x1 kernel with stride 1 and no padding, where x itself
- * is the column matrix (scratch may then be NULL). */
+ * * ow with col_cap 0 (L bands of b output rows under a cap: b * ow
+ * columns in place of oh * ow), or 0 for a 1x1 kernel with stride 1 and no
+ * padding, where x itself is the column matrix (scratch may then be
+ * NULL). */
 size_t rt_conv_scratch(const rt_window *p);
 void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
                      const rt_window *p, float *scratch);
@@ -621,9 +631,11 @@ void rt_conv_forward(float *y, const float *x, const float *w, const float *b,
  * only for dx (either may then be NULL). dx goes through col2im. In the
  * same lanes as the forward: lane 0 adds its images into dw and db, lane 1
  * sums its own into a partial in the scratch, which is then added to them.
- * scratch: rt_conv_backward_scratch(p) floats: rt_conv_scratch(p) plus, for
- * lane 1 (L == 2), oc * (c/group) * kh * kw + oc, so not 0 for the 1x1
- * kernel either; scratch may be NULL only when this is 0. */
+ * scratch: rt_conv_backward_scratch(p) floats: L column buffers (with
+ * col_cap 0 rt_conv_scratch(p)'s; under a cap, bands of b of the (c/group)
+ * * kh * kw rows, b * oh * ow floats each) plus, for lane 1 (L == 2), oc *
+ * (c/group) * kh * kw + oc, so not 0 for the 1x1 kernel either; scratch
+ * may be NULL only when this is 0. */
 size_t rt_conv_backward_scratch(const rt_window *p);
 void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
                       const float *x, const float *w, const rt_window *p,

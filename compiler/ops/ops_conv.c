@@ -7,6 +7,7 @@
 #include "ops.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -74,6 +75,16 @@ static long window_axis(const char *auto_pad, int ceil_mode, long in, long ek,
     if ((out - 1) * s >= in + pads[0])
         out--;
     return out;
+}
+
+/* rt_window.col_cap, in floats, from the graph's --conv-scratch bytes: 0
+ * when unbounded, else at least 1 (a cap below one float still bounds). */
+static int col_cap_of(const Graph *g)
+{
+    long f = g->conv_scratch / (long)sizeof(float);
+    if (g->conv_scratch <= 0)
+        return 0;
+    return f < 1 ? 1 : f > INT_MAX ? INT_MAX : (int)f;
 }
 
 /* The geometry of a Conv or pool node from its shapes and attributes;
@@ -156,7 +167,8 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
                      .pad_front = (int)pb[0], .pad_top = (int)pb[1],
                      .pad_left = (int)pb[2], .pad_back = (int)pe[0],
                      .pad_bottom = (int)pe[1], .pad_right = (int)pe[2],
-                     .group = conv ? (int)node_int(n, "group") : 1};
+                     .group = conv ? (int)node_int(n, "group") : 1,
+                     .col_cap = conv ? col_cap_of(g) : 0};
     return 0;
 }
 
@@ -214,8 +226,12 @@ void emit_window_static(Emit *e, const Node *n)
          ".pad_right = %d,", w.pad_top, w.pad_left, w.pad_bottom, w.pad_right);
     emit(e, "    .group = %d,", w.group);
     emit(e, "    .d = %d, .od = %d, .kd = %d, .sd = %d, .dd = %d, "
-         ".pad_front = %d, .pad_back = %d};", w.d, w.od, w.kd, w.sd, w.dd,
-         w.pad_front, w.pad_back);
+         ".pad_front = %d, .pad_back = %d%s", w.d, w.od, w.kd, w.sd, w.dd,
+         w.pad_front, w.pad_back, w.col_cap ? "," : "};");
+    /* written only when bounded, so that an unbounded window's text is
+     * what it was before the field */
+    if (w.col_cap)
+        emit(e, "    .col_cap = %d};", w.col_cap);
 }
 
 long scratch_conv(const Graph *g, const Node *n, int backward)

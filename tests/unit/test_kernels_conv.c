@@ -60,17 +60,32 @@ typedef struct {
     float *x, *w, *b, *y, *dy, *scratch; /* b NULL without bias; y guarded */
 } conv_case;
 
+/* The column cap of variant v of a window: 0 (whole), 1 (one row of the
+ * column matrix per band, the least there is) or half the whole columns
+ * (bands of about half the rows). */
+static int cap_of(const rt_window *p, int v)
+{
+    rt_window q = *p;
+    q.col_cap = 0;
+    return v == 0 ? 0 : v == 1 ? 1 : (int)(rt_conv_scratch(&q) / 2) + 1;
+}
+
+/* Case i of convs[] for i < N_CONVS; from there on the same windows again,
+ * banded: N_CONVS to 2 N_CONVS - 1 under cap_of's variant 1, then 2. */
 static conv_case conv_setup(int i, uint64_t seed)
 {
     conv_case c;
-    c.s = &convs[i];
+    size_t nb;
+    c.s = &convs[i % N_CONVS];
     c.p = window_of(c.s);
+    c.p.col_cap = cap_of(&c.p, i / N_CONVS);
     c.nx = (size_t)c.p.n * c.p.c * c.p.h * c.p.w;
     c.nw = (size_t)c.p.oc * (c.p.c / c.p.group) * c.p.kh * c.p.kw;
     c.nb = (size_t)c.p.oc;
     c.ny = (size_t)c.p.n * c.p.oc * c.p.oh * c.p.ow;
     c.nfwd = rt_conv_scratch(&c.p);
-    c.nscratch = rt_conv_backward_scratch(&c.p); /* the larger */
+    nb = rt_conv_backward_scratch(&c.p); /* banded, either may be larger */
+    c.nscratch = c.nfwd > nb ? c.nfwd : nb;
     tseed(seed);
     c.x = guarded(c.nx);
     c.w = guarded(c.nw);
@@ -146,7 +161,8 @@ START_TEST(conv_forward_matches_definition)
             c.scratch[j] = NAN;
     conv_loss(&c);
     conv_naive(want, &c);
-    snprintf(what, sizeof what, "conv %s: y", c.s->name);
+    snprintf(what, sizeof what, "conv %s, col_cap %d: y", c.s->name,
+             c.p.col_cap);
     expect_near(what, c.y, want, c.ny, 1e-5, 1e-5);
     conv_check_guards(&c);
     free(want);
@@ -175,7 +191,8 @@ START_TEST(conv_grad)
     expect_guard("dw", dw, c.nw);
     conv_check_guards(&c);
 
-    snprintf(what, sizeof what, "conv %s: dx", c.s->name);
+    snprintf(what, sizeof what, "conv %s, col_cap %d: dx", c.s->name,
+             c.p.col_cap);
     added(diff, dx, px, c.nx);
     expect_grad(what, c.x, c.nx, diff, conv_loss, &c);
     what[strlen(what) - 1] = 'w';
@@ -498,6 +515,136 @@ START_TEST(conv_bias_grad_does_not_drift)
 }
 END_TEST
 
+/* ---- bands: col_cap ------------------------------------------------------ */
+
+/* What a forward and a backward of window p give on data seeded by seed:
+ * y, and dx, dw, db added onto seeded values. The scratch starts as NaN,
+ * so that a band reading columns it did not write shows. */
+typedef struct {
+    float *y, *dx, *dw, *db;
+    size_t ny, nx, nw, nb;
+} conv_out;
+
+static conv_out conv_run(const rt_window *p, uint64_t seed)
+{
+    conv_out o;
+    const size_t nf = rt_conv_scratch(p), nbk = rt_conv_backward_scratch(p);
+    const size_t ns = nf > nbk ? nf : nbk;
+    float *x, *w, *b, *dy, *scratch = ns ? malloc(ns * sizeof(float)) : NULL;
+    size_t j;
+    o.nx = (size_t)p->n * p->c * (p->d ? p->d : 1) * p->h * p->w;
+    o.nw = (size_t)p->oc * (p->c / p->group) * (p->kd ? p->kd : 1) * p->kh *
+           p->kw;
+    o.nb = (size_t)p->oc;
+    o.ny = (size_t)p->n * p->oc * (p->od ? p->od : 1) * p->oh * p->ow;
+    tseed(seed);
+    x = malloc(o.nx * sizeof *x), w = malloc(o.nw * sizeof *w);
+    b = malloc(o.nb * sizeof *b), dy = malloc(o.ny * sizeof *dy);
+    o.y = malloc(o.ny * sizeof *o.y), o.dx = malloc(o.nx * sizeof *o.dx);
+    o.dw = malloc(o.nw * sizeof *o.dw), o.db = malloc(o.nb * sizeof *o.db);
+    fill(x, o.nx, -1, 1), fill(w, o.nw, -1, 1), fill(b, o.nb, -1, 1);
+    fill(dy, o.ny, -1, 1), fill(o.dx, o.nx, -1, 1), fill(o.dw, o.nw, -1, 1);
+    fill(o.db, o.nb, -1, 1);
+    for (j = 0; j < ns; j++)
+        scratch[j] = NAN;
+    rt_conv_forward(o.y, x, w, b, p, scratch);
+    for (j = 0; j < ns; j++)
+        scratch[j] = NAN;
+    rt_conv_backward(o.dx, o.dw, o.db, dy, x, w, p, scratch);
+    free(x), free(w), free(b), free(dy), free(scratch);
+    return o;
+}
+
+/* With the portable GEMM (the _noblas build, and firmware) a band changes
+ * no bit: each element of a GEMM's C is summed in one order whatever part
+ * of C the call computes (gemm.c), and col2im adds the rows in the same
+ * order. OpenBLAS's kernels on a part of C may round otherwise (as for
+ * the threads' split, test_threads.sh), so there the bands are held to
+ * float's precision. */
+static void expect_banded(const char *what, const rt_window *p, const float *got,
+                        const float *want, size_t n)
+{
+    size_t j;
+    for (j = 0; j < n; j++) {
+#ifdef RT_NO_BLAS
+        ck_assert_msg(memcmp(&got[j], &want[j], sizeof *got) == 0,
+                      "%s, col_cap %d: [%d] %.9g, whole %.9g", what,
+                      p->col_cap, (int)j, (double)got[j], (double)want[j]);
+#else
+        ck_assert_msg(fabsf(got[j] - want[j]) <= 1e-5f * (1 + fabsf(want[j])),
+                      "%s, col_cap %d: [%d] %.9g, whole %.9g", what,
+                      p->col_cap, (int)j, (double)got[j], (double)want[j]);
+#endif
+    }
+}
+
+static void conv_out_free(conv_out *o)
+{
+    free(o->y), free(o->dx), free(o->dw), free(o->db);
+}
+
+/* Every window of convs[] and conv_nds[], under the two caps of cap_of,
+ * against the whole columns. */
+START_TEST(conv_banded_matches_whole)
+{
+    const int k = _i % (N_CONVS + N_CONV_NDS), v = 1 + _i / (N_CONVS + N_CONV_NDS);
+    rt_window p = k < N_CONVS ? window_of(&convs[k])
+                              : window_nd(&conv_nds[k - N_CONVS]);
+    const char *name = k < N_CONVS ? convs[k].name : conv_nds[k - N_CONVS].name;
+    conv_out whole, band;
+    char what[128];
+    whole = conv_run(&p, 2100 + (uint64_t)k);
+    p.col_cap = cap_of(&p, v);
+    band = conv_run(&p, 2100 + (uint64_t)k);
+    snprintf(what, sizeof what, "conv %s: y", name);
+    expect_banded(what, &p, band.y, whole.y, whole.ny);
+    snprintf(what, sizeof what, "conv %s: dx", name);
+    expect_banded(what, &p, band.dx, whole.dx, whole.nx);
+    snprintf(what, sizeof what, "conv %s: dw", name);
+    expect_banded(what, &p, band.dw, whole.dw, whole.nw);
+    snprintf(what, sizeof what, "conv %s: db", name);
+    expect_banded(what, &p, band.db, whole.db, whole.nb);
+    conv_out_free(&whole);
+    conv_out_free(&band);
+}
+END_TEST
+
+/* The bands' scratch, worked by hand. A ResNet-8 3x3 conv, 16 -> 16
+ * channels on 32x32, two images (two lanes): the whole columns are 16 * 9
+ * = 144 rows of 32 * 32 = 1024 per lane, 2 * 144 * 1024 floats. A cap of
+ * 2 * 144 * 32 * 4 gives each lane 18432 floats: four output rows of
+ * 144 * 32 in the forward, and in the backward 18 of the 144 rows of 1024
+ * (eight even bands), plus lane 1's dw, db partial (16 * 144 + 16). A
+ * MobileNetV1 stem (3 -> 8 channels, 3x3 stride 2 pad 1, 96x96, one
+ * image: one lane, output 48x48) has 27 rows of 2304; under a cap of 20
+ * rows' worth the backward's bands are even, 14 + 13 rows, not 20 + 7,
+ * and the forward's 20 * 2304 / (27 * 48) = 35 output rows become 24 + 24.
+ * Below one row: one row (forward: one output row of 27 * 48). */
+START_TEST(conv_scratch_banded)
+{
+    const win_spec res = {"resnet8 3x3", 2, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const win_spec stem = {"mobilenet stem", 1, 3, 96, 96, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1};
+    rt_window p = window_of(&res), q = window_of(&stem);
+    ck_assert_uint_eq(rt_conv_scratch(&p), 2 * 144 * 1024);
+    p.col_cap = 2 * 144 * 32 * 4;
+    ck_assert_uint_eq(rt_conv_scratch(&p), 2 * 144 * 4 * 32);
+    ck_assert_uint_eq(rt_conv_backward_scratch(&p), 2 * 18 * 1024 + 16 * 144 + 16);
+    ck_assert_int_eq(q.oh, 48);
+    ck_assert_uint_eq(rt_conv_scratch(&q), 27 * 2304);
+    ck_assert_uint_eq(rt_conv_backward_scratch(&q), 27 * 2304);
+    q.col_cap = 20 * 2304;
+    ck_assert_uint_eq(rt_conv_backward_scratch(&q), 14 * 2304);
+    ck_assert_uint_eq(rt_conv_scratch(&q), 27 * 24 * 48);
+    q.col_cap = 1;
+    ck_assert_uint_eq(rt_conv_backward_scratch(&q), 2304);
+    ck_assert_uint_eq(rt_conv_scratch(&q), 27 * 48);
+    /* a pointwise conv has no columns to bound */
+    p = window_of(&convs[7]);
+    p.col_cap = 1;
+    ck_assert_uint_eq(rt_conv_scratch(&p), 0);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *conv_suite(void)
@@ -506,8 +653,8 @@ static Suite *conv_suite(void)
     TCase *tc;
 
     tc = tcase_create("conv");
-    tcase_add_loop_test(tc, conv_forward_matches_definition, 0, N_CONVS);
-    tcase_add_loop_test(tc, conv_grad, 0, N_CONVS);
+    tcase_add_loop_test(tc, conv_forward_matches_definition, 0, 3 * N_CONVS);
+    tcase_add_loop_test(tc, conv_grad, 0, 3 * N_CONVS);
     tcase_add_loop_test(tc, conv_backward_skips_null, 0, N_CONVS);
     tcase_add_test(tc, conv_by_hand);
     tcase_add_test(tc, conv_scratch_size);
@@ -518,6 +665,12 @@ static Suite *conv_suite(void)
     tcase_add_loop_test(tc, conv_nd_grad, 0, N_CONV_NDS);
     tcase_add_test(tc, conv_depth_fields_default_to_one);
     tcase_add_test(tc, conv_bias_grad_does_not_drift);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bands");
+    tcase_add_loop_test(tc, conv_banded_matches_whole, 0,
+                        2 * (N_CONVS + N_CONV_NDS));
+    tcase_add_test(tc, conv_scratch_banded);
     suite_add_tcase(s, tc);
 
     return s;
