@@ -94,6 +94,18 @@ static const char *scratch_expr(Emit *e, const Schedule *s, const Stmt *st)
                       s->values[st->scratch].offset);
 }
 
+/* The node's compact form where this statement writes or reads it: its
+ * first forward and its backward in a train step (the schedule made one),
+ * never a recompute. */
+static const char *compact_expr(Emit *e, const Schedule *s, const Stmt *st)
+{
+    int v = st->recompute ? -1 : s->compact[st->node];
+    if (v < 0)
+        return NULL;
+    return ctx_printf(e->ctx, "(unsigned char *)(a + %zu)",
+                      s->values[v].offset);
+}
+
 /* ---- statements ---------------------------------------------------------------- */
 
 static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
@@ -135,10 +147,12 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     for (int i = 0; i < n->nin; i++)
         in[i] = read_name(e, m, n->in[i], st->recompute);
     e->scratch = scratch_expr(e, s, st);
+    e->compact = compact_expr(e, s, st);
     /* the row's `updates` inputs change once per step, never in a recompute */
     e->update = e->train && !st->recompute;
     op_table[n->op].emit_forward(e, n, out, in);
     e->update = 0;
+    e->compact = NULL;
 }
 
 static const char *grad_name(Emit *e, int t)
@@ -168,8 +182,10 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     }
     e->scratch = scratch_expr(e, s, st);
     e->writes = st->writes;
+    e->compact = compact_expr(e, s, st);
     op_table[n->op].emit_backward(e, n, din, dout, in, out);
     e->writes = 0;
+    e->compact = NULL;
 }
 
 static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
@@ -1172,7 +1188,8 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
     Emit e = {cfile, c, m->g, 0, layout(c, m->g), NULL, 0, 0, 0,
-              grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL, NULL};
+              grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL, NULL,
+              NULL};
     size_t wf = weights_file_floats(m->g);
     e.weights_file = wf > 0;
     if (weights) {
@@ -1206,7 +1223,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset, 0, e.trainable, 0, NULL, NULL};
+              e.grad_offset, 0, e.trainable, 0, NULL, NULL, NULL};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -1276,7 +1276,8 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
         buf_printf(&other, " and %d more", no - 6);
     return ctx_error(c, g->file, 0, "%s cannot be met: the least saved bytes "
                      "of any plan is %.0f, forced by %d block-boundary "
-                     "tensor%s (%.0f bytes)%s%s%s%s", asked, f.plans[0].bytes,
+                     "tensor%s (%.0f bytes)%s%s%s%s", asked,
+                     f.plans[0].bytes + (double)r->compact_bytes,
                      nb, nb == 1 ? "" : "s", boundary,
                      nm ? "; must_save tensors: " : "", nm ? must.data : "",
                      no ? "; saved because recomputing them needs as much "
@@ -1317,14 +1318,16 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
         return -1;
     if (b->rates)
         r->rates = b->rates;
-    if (solve_frontier(c, g, r, want, &f))
+    /* the frontier's bytes leave out the compact forms every plan keeps */
+    double plans = want - (double)r->compact_bytes;
+    if (solve_frontier(c, g, r, plans, &f))
         return -1;
     int proven;
-    if (least_recompute(c, g, r, &f, want, &pick, &proven))
+    if (least_recompute(c, g, r, &f, plans, &pick, &proven))
         return budget_error(c, g, r, b, want);
     int rc;
     if (b->max_arena > 0) {
-        rc = fit_arena(c, g, r, &f, want, b->max_arena, &proven, &r->floor);
+        rc = fit_arena(c, g, r, &f, plans, b->max_arena, &proven, &r->floor);
     } else {
         remat_apply(g, r, pick.recompute);
         rc = 0;
