@@ -958,8 +958,12 @@ static void emit_summary(Emit *e, const Compiled *m)
     if (!graph_trains(g))
         emit(e, " * forward only:    no output is the loss, so no backward, "
              "train step or SGD");
-    emit(e, " * saved bytes:     %.0f (activations kept for the backward)",
-         s.saved_bytes);
+    if (s.compact_bytes > 0)
+        emit(e, " * saved bytes:     %.0f (activations kept for the backward, "
+             "%.0f of them in compact forms)", s.saved_bytes, s.compact_bytes);
+    else
+        emit(e, " * saved bytes:     %.0f (activations kept for the backward)",
+             s.saved_bytes);
     emit(e, " * arena bytes:     %.0f", s.arena_bytes);
     if (m->fused)
         emit(e, " * fused step:      %.0f arena bytes, no gradient buffer "
@@ -976,6 +980,17 @@ static void emit_summary(Emit *e, const Compiled *m)
         if (m->remat->keep[t] == KEEP_RECOMPUTE)
             emit(e, " *   %s [%s]", g->tensors[t].name,
                  shape_str(e->ctx, &g->tensors[t]));
+    if (s.compact_forms > 0)
+        emit(e, " * compact forms (what the backward reads of a tensor):");
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        int v = n->compact ? m->train->compact[n - g->nodes] : -1;
+        if (v >= 0)
+            emit(e, " *   %s: %s of %s (%zu bytes)",
+                 comment_safe(e->ctx, g->tensors[m->train->values[v].tensor].name),
+                 n->row->compact_form, comment_safe(e->ctx, n->name),
+                 m->train->values[v].bytes);
+    }
 }
 
 static void emit_header(Emit *e, const Compiled *m, const char *guard)
