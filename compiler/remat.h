@@ -530,7 +530,8 @@ typedef struct {
 
 /* ---- solver/solve.c: the least recompute within a memory budget ---------------- */
 
-/* A plan: its saved bytes and recompute cost (picoseconds at r->rates,
+/* A plan: its saved bytes (less the compact forms', Remat.compact_bytes,
+ * which every plan keeps alike) and recompute cost (picoseconds at r->rates,
  * cost.c), and which free tensors it recomputes (per tensor, 1 =
  * recompute; the other free ones are saved). */
 typedef struct {
