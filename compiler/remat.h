@@ -866,6 +866,9 @@ int node_has_backward(const Graph *g, const Node *n);
 void node_grad_inputs(const Graph *g, const Node *n, int *want);
 /* The inputs/outputs (NEED_* bits) the node's backward reads. */
 unsigned node_backward_reads(const Graph *g, const Node *n);
+/* The tensor a compact form of n's stands for (its row's `compact`
+ * operand), or -1 where the row names none; n keeps one where n->compact. */
+int compact_operand(const Node *n);
 
 /* ---- middle/policy.c: policies and their rules --------------------------------- */
 

@@ -362,11 +362,7 @@ static void report_compact(Buf *b, const Compiled *m, int json)
         const Node *n = &g->nodes[g->order[k]];
         if (!n->compact)
             continue;
-        int t = -1;
-        for (int i = 0; i < n->nin; i++)
-            t = n->row->compact == NEED_IN(i) ? n->in[i] : t;
-        for (int o = 0; o < n->nout; o++)
-            t = n->row->compact == NEED_OUT(o) ? n->out[o] : t;
+        int t = compact_operand(n);
         long bytes = n->row->compact_bytes(g, n);
         if (!json) {
             buf_printf(b, "compact: %s, %s of %s (%s), %ld bytes\n",

@@ -58,6 +58,11 @@ static int operand(const Node *n, unsigned bit)
     return -1;
 }
 
+int compact_operand(const Node *n)
+{
+    return operand(n, n->row->compact);
+}
+
 /* Whether n's backward can read its compact form of activation t (no view:
  * the floats then are the view's source's too). */
 static int reads_compact(const Graph *g, const Node *n, int t, const int *viewed)

@@ -150,10 +150,7 @@ static size_t compact_forms(const Graph *g, char *compact)
         if (!n->compact)
             continue;
         bytes += (size_t)n->row->compact_bytes(g, n);
-        for (int i = 0; i < n->nin; i++)
-            compact[n->in[i]] |= n->row->compact == NEED_IN(i);
-        for (int o = 0; o < n->nout; o++)
-            compact[n->out[o]] |= n->row->compact == NEED_OUT(o);
+        compact[compact_operand(n)] = 1;
     }
     return bytes;
 }

@@ -95,13 +95,7 @@ static void add_compact(Sched *x, int st, const Node *n)
 {
     Schedule *s = x->s;
     Value *v = &s->values[s->nvalues];
-    v->tensor = n->in[0];
-    for (int o = 0; o < n->nout; o++)
-        if (n->row->compact == NEED_OUT(o))
-            v->tensor = n->out[o];
-    for (int i = 0; i < n->nin; i++)
-        if (n->row->compact == NEED_IN(i))
-            v->tensor = n->in[i];
+    v->tensor = compact_operand(n);
     v->kind = V_COMPACT;
     v->def = v->last = st;
     v->bytes = (size_t)n->row->compact_bytes(x->g, n);
