@@ -2094,7 +2094,9 @@ void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
  * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg, and
  * torch.nn's activations as ONNX defines them: LeakyRelu, HardSwish,
  * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish, Sin,
- * Cos, and Sign (no backward: its gradient is zero).
+ * Cos, and Sign (no backward: its gradient is zero). Relu, LeakyRelu,
+ * Clip and HardSigmoid have _mask twins that keep one bit per element
+ * for the backward instead of a float tensor (compact residuals).
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
  * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
  * vectorize.
@@ -2624,6 +2626,30 @@ void rt_hard_sigmoid_forward(float *y, const float *x, int n, float alpha,
         const float z = alpha * x[i] + beta;
         y[i] = z < 0.0f ? 0.0f : z > 1.0f ? 1.0f : z;
     }
+}
+
+void rt_hard_sigmoid_forward_mask(float *y, unsigned char *mask,
+                                  const float *x, int n, float alpha,
+                                  float beta)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float z = alpha * x[i] + beta;
+        y[i] = z < 0.0f ? 0.0f : z > 1.0f ? 1.0f : z;
+        set_bit(mask, i, y[i] > 0.0f && y[i] < 1.0f);
+    }
+}
+
+void rt_hard_sigmoid_backward_mask(float *dx, const float *dy,
+                                   const unsigned char *mask, int n,
+                                   float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (get_bit(mask, i))
+            dx[i] += alpha * dy[i];
 }
 
 void rt_hard_sigmoid_backward(float *dx, const float *dy, const float *y,
@@ -4482,7 +4508,9 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
  * depth slice, a 1-D one a row high). Each window is walked
  * directly, visiting only its taps inside the input (inside(), rt_impl.h),
  * with row kernels for the common 2x2 and 3x3 windows of stride 2 (the
- * fast paths) that give the generic walk's bits.
+ * fast paths) that give the generic walk's bits. MaxPool and
+ * GlobalMaxPool have _index twins that keep which element won each window
+ * (or plane) for the backward instead of the input (compact residuals).
  */
 
 /* A window's taps inside the input: depth slices [z0, z1) of the kernel,
@@ -5289,6 +5317,36 @@ void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
         return;
     for (q = 0; q < nc; q++)
         dx[(size_t)q * hw + (size_t)plane_argmax(x + (size_t)q * hw, hw)] += dy[q];
+}
+
+/* GlobalMaxPool keeping each plane's winner, as MaxPool's indices */
+int rt_global_maxpool_index_width(int hw)
+{
+    return hw <= 256 ? 1 : hw <= 65536 ? 2 : 4;
+}
+
+void rt_global_maxpool_forward_index(float *y, unsigned char *idx,
+                                     const float *x, int nc, int hw)
+{
+    const int width = rt_global_maxpool_index_width(hw);
+    int q;
+    for (q = 0; q < nc; q++) {
+        const float *xq = x + (size_t)q * hw;
+        const int k = hw > 0 ? plane_argmax(xq, hw) : 0;
+        y[q] = hw > 0 ? xq[k] : -INFINITY;
+        index_put(idx, (size_t)q, width, k);
+    }
+}
+
+void rt_global_maxpool_backward_index(float *dx, const float *dy,
+                                      const unsigned char *idx, int nc, int hw)
+{
+    const int width = rt_global_maxpool_index_width(hw);
+    int q;
+    if (dx == NULL || hw <= 0)
+        return;
+    for (q = 0; q < nc; q++)
+        dx[(size_t)q * hw + (size_t)index_get(idx, (size_t)q, width)] += dy[q];
 }
 
 /* ==== runtime/structural.c ==== */

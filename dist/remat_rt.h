@@ -206,6 +206,13 @@ void rt_hard_sigmoid_forward(float *y, const float *x, int n, float alpha,
                              float beta);
 void rt_hard_sigmoid_backward(float *dx, const float *dy, const float *y,
                               int n, float alpha);
+/* The same keeping only 0 < y < 1, one bit per element as Relu's mask */
+void rt_hard_sigmoid_forward_mask(float *y, unsigned char *mask,
+                                  const float *x, int n, float alpha,
+                                  float beta);
+void rt_hard_sigmoid_backward_mask(float *dx, const float *dy,
+                                   const unsigned char *mask, int n,
+                                   float alpha);
 /* y = min(max(x, lo), hi) (Clip; infinite lo or hi: no bound there, and
  * lo > hi gives hi everywhere, as ONNX says); f' = 1 where
  * lo <= x <= hi (both ends included, as torch.clamp), else 0 */
@@ -688,6 +695,15 @@ void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw);
 void rt_global_maxpool_forward(float *y, const float *x, int nc, int hw);
 void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
                                 int nc, int hw);
+/* The same keeping only each plane's winner, j in [0, hw), in
+ * rt_global_maxpool_index_width(hw) bytes (1 up to 256, 2 up to 65536,
+ * else 4; least significant first): y and dx have the bits of the two
+ * above. */
+int rt_global_maxpool_index_width(int hw);
+void rt_global_maxpool_forward_index(float *y, unsigned char *idx,
+                                     const float *x, int nc, int hw);
+void rt_global_maxpool_backward_index(float *dx, const float *dy,
+                                      const unsigned char *idx, int nc, int hw);
 
 /* ---- structural ops: Concat, Split, Slice ---------------------------------- */
 

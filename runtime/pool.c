@@ -4,7 +4,9 @@
  * depth slice, a 1-D one a row high). Each window is walked
  * directly, visiting only its taps inside the input (inside(), rt_impl.h),
  * with row kernels for the common 2x2 and 3x3 windows of stride 2 (the
- * fast paths) that give the generic walk's bits.
+ * fast paths) that give the generic walk's bits. MaxPool and
+ * GlobalMaxPool have _index twins that keep which element won each window
+ * (or plane) for the backward instead of the input (compact residuals).
  */
 #include "rt_impl.h"
 
@@ -812,4 +814,34 @@ void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
         return;
     for (q = 0; q < nc; q++)
         dx[(size_t)q * hw + (size_t)plane_argmax(x + (size_t)q * hw, hw)] += dy[q];
+}
+
+/* GlobalMaxPool keeping each plane's winner, as MaxPool's indices */
+int rt_global_maxpool_index_width(int hw)
+{
+    return hw <= 256 ? 1 : hw <= 65536 ? 2 : 4;
+}
+
+void rt_global_maxpool_forward_index(float *y, unsigned char *idx,
+                                     const float *x, int nc, int hw)
+{
+    const int width = rt_global_maxpool_index_width(hw);
+    int q;
+    for (q = 0; q < nc; q++) {
+        const float *xq = x + (size_t)q * hw;
+        const int k = hw > 0 ? plane_argmax(xq, hw) : 0;
+        y[q] = hw > 0 ? xq[k] : -INFINITY;
+        index_put(idx, (size_t)q, width, k);
+    }
+}
+
+void rt_global_maxpool_backward_index(float *dx, const float *dy,
+                                      const unsigned char *idx, int nc, int hw)
+{
+    const int width = rt_global_maxpool_index_width(hw);
+    int q;
+    if (dx == NULL || hw <= 0)
+        return;
+    for (q = 0; q < nc; q++)
+        dx[(size_t)q * hw + (size_t)index_get(idx, (size_t)q, width)] += dy[q];
 }

@@ -3,7 +3,9 @@
  * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg, and
  * torch.nn's activations as ONNX defines them: LeakyRelu, HardSwish,
  * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish, Sin,
- * Cos, and Sign (no backward: its gradient is zero).
+ * Cos, and Sign (no backward: its gradient is zero). Relu, LeakyRelu,
+ * Clip and HardSigmoid have _mask twins that keep one bit per element
+ * for the backward instead of a float tensor (compact residuals).
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
  * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
  * vectorize.
@@ -534,6 +536,30 @@ void rt_hard_sigmoid_forward(float *y, const float *x, int n, float alpha,
         const float z = alpha * x[i] + beta;
         y[i] = z < 0.0f ? 0.0f : z > 1.0f ? 1.0f : z;
     }
+}
+
+void rt_hard_sigmoid_forward_mask(float *y, unsigned char *mask,
+                                  const float *x, int n, float alpha,
+                                  float beta)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float z = alpha * x[i] + beta;
+        y[i] = z < 0.0f ? 0.0f : z > 1.0f ? 1.0f : z;
+        set_bit(mask, i, y[i] > 0.0f && y[i] < 1.0f);
+    }
+}
+
+void rt_hard_sigmoid_backward_mask(float *dx, const float *dy,
+                                   const unsigned char *mask, int n,
+                                   float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (get_bit(mask, i))
+            dx[i] += alpha * dy[i];
 }
 
 void rt_hard_sigmoid_backward(float *dx, const float *dy, const float *y,

@@ -491,9 +491,11 @@ const OpInfo op_table[] = {
                        .compact = NEED_IN(0), .compact_bytes = compact_mask,
                        .compact_form = "1-bit mask"},
     [OP_HARD_SWISH] = UNARY("HardSwish", "hard_swish", flops_hard, NEED_IN(0)),
-    [OP_HARD_SIGMOID] = UNARY_ATTRS("HardSigmoid", "hard_sigmoid",
-                                    hard_sigmoid_attrs, flops_hard,
-                                    NEED_OUT(0)),
+    [OP_HARD_SIGMOID] = {"HardSigmoid", "hard_sigmoid", 1, 1, 1, CAT_POINTWISE,
+                         hard_sigmoid_attrs, shape_same, flops_hard,
+                         {NEED_OUT(0)}, emit_unary_fwd, emit_unary_bwd, NULL,
+                         .compact = NEED_OUT(0), .compact_bytes = compact_mask,
+                         .compact_form = "1-bit mask"},
     [OP_CLIP] = {"Clip", "clip", 1, 1, 1, CAT_POINTWISE, clip_attrs,
                  shape_same, flops_hard, {NEED_IN(0)}, emit_unary_fwd,
                  emit_unary_bwd, NULL, .compact = NEED_IN(0),
@@ -573,7 +575,10 @@ const OpInfo op_table[] = {
     [OP_GLOBAL_MAX_POOL] = {"GlobalMaxPool", "global_maxpool", 1, 1, 1,
                             CAT_CONV, no_attrs, shape_global_pool, flops_in,
                             {NEED_IN(0)}, emit_global_pool_fwd,
-                            emit_global_pool_bwd, NULL, NULL},
+                            emit_global_pool_bwd, NULL, NULL,
+                            .compact = NEED_IN(0),
+                            .compact_bytes = compact_plane_index,
+                            .compact_form = "plane winners"},
     /* int64 and bool tensors (ops_integer.c, issue 25): a bool is an int64
      * 0 or 1; no row has a backward. Cast reads any int64 value; the
      * comparisons take two int64 or two float32 inputs (no_grad: a float32

@@ -313,6 +313,9 @@ double flops_pool(const Graph *g, const Node *n);
 /* MaxPool's compact form: each window's winning tap, in
  * rt_maxpool_index_width bytes. */
 long compact_index(const Graph *g, const Node *n);
+/* GlobalMaxPool's: each plane's winner, in rt_global_maxpool_index_width
+ * bytes. */
+long compact_plane_index(const Graph *g, const Node *n);
 void emit_pool_fwd(Emit *e, const Node *n, const char *const *out,
                    const char *const *in);
 void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,

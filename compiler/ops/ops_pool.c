@@ -19,6 +19,12 @@ long compact_index(const Graph *g, const Node *n)
     return OUT(0)->numel * rt_maxpool_index_width(&w);
 }
 
+long compact_plane_index(const Graph *g, const Node *n)
+{
+    long hw = IN(0)->numel / OUT(0)->numel;
+    return OUT(0)->numel * rt_global_maxpool_index_width((int)hw);
+}
+
 static const char *pool_kernel(const Node *n)
 {
     return n->op == OP_MAX_POOL ? "maxpool" : "avgpool";
@@ -79,9 +85,14 @@ void emit_global_pool_fwd(Emit *e, const Node *n,
                           const char *const *out, const char *const *in)
 {
     const Graph *g = e->g;
-    emit(e, "rt_global_%s_forward(%s, %s, %ld, %ld);",
-         n->op == OP_GLOBAL_MAX_POOL ? "maxpool" : "avgpool", out[0], in[0],
-         OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
+    if (e->compact)
+        emit(e, "rt_global_maxpool_forward_index(%s, %s, %s, %ld, %ld);",
+             out[0], e->compact, in[0], OUT(0)->numel,
+             IN(0)->numel / OUT(0)->numel);
+    else
+        emit(e, "rt_global_%s_forward(%s, %s, %ld, %ld);",
+             n->op == OP_GLOBAL_MAX_POOL ? "maxpool" : "avgpool", out[0],
+             in[0], OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
 }
 
 void emit_global_pool_bwd(Emit *e, const Node *n,
@@ -91,7 +102,11 @@ void emit_global_pool_bwd(Emit *e, const Node *n,
 {
     const Graph *g = e->g;
     (void)out;
-    if (n->op == OP_GLOBAL_MAX_POOL)
+    if (n->op == OP_GLOBAL_MAX_POOL && e->compact)
+        emit(e, "rt_global_maxpool_backward_index(%s, %s, %s, %ld, %ld);",
+             din[0], dout[0], e->compact, OUT(0)->numel,
+             IN(0)->numel / OUT(0)->numel);
+    else if (n->op == OP_GLOBAL_MAX_POOL)
         emit(e, "rt_global_maxpool_backward(%s, %s, %s, %ld, %ld);", din[0],
              dout[0], in[0], OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
     else

@@ -851,6 +851,35 @@ START_TEST(maxpool_index_matches_float)
 }
 END_TEST
 
+/* GlobalMaxPool's plane winners against the float kernels, bit for bit,
+ * on ties, both zeros and numbered NaNs; planes of 300 take two bytes. */
+START_TEST(global_maxpool_index_matches_float)
+{
+    const int shapes[3][2] = {{6, 49}, {3, 300}, {2, 1}};
+    int s;
+    set_seed();
+    for (s = 0; s < 3; s++) {
+        const int nc = shapes[s][0], hw = shapes[s][1];
+        const size_t nx = (size_t)nc * hw;
+        float *x = malloc(nx * sizeof *x), *dy = rnd((size_t)nc);
+        float *wy = nans((size_t)nc), *y = nans((size_t)nc), *start = rnd(nx);
+        float *wdx = copy(start, nx), *dx = copy(start, nx);
+        unsigned char *idx = malloc((size_t)nc * 4);
+        ck_assert(x != NULL && idx != NULL);
+        fill_ties(x, nx);
+        ck_assert_int_eq(rt_global_maxpool_index_width(hw), hw > 256 ? 2 : 1);
+        rt_global_maxpool_forward(wy, x, nc, hw);
+        rt_global_maxpool_forward_index(y, idx, x, nc, hw);
+        ck_assert(memcmp(y, wy, (size_t)nc * sizeof *y) == 0);
+        rt_global_maxpool_backward(wdx, dy, x, nc, hw);
+        rt_global_maxpool_backward_index(dx, dy, idx, nc, hw);
+        ck_assert(memcmp(dx, wdx, nx * sizeof *dx) == 0);
+        free(x), free(dy), free(wy), free(y), free(start), free(wdx), free(dx);
+        free(idx);
+    }
+}
+END_TEST
+
 /* By hand: 1x1 windows with pads 1 over one element (the empty windows
  * send nothing back; the centre's tap 0 wins), a 2x2 window's winners as
  * tap numbers (ties to the first: x = [3 3; 1 3] -> tap 0), and the widths:
@@ -909,6 +938,7 @@ static Suite *pool_suite(void)
     tcase_add_test(tc, maxpool_fast_ties_by_hand);
     tcase_add_test(tc, maxpool_index_matches_float);
     tcase_add_test(tc, maxpool_index_by_hand);
+    tcase_add_test(tc, global_maxpool_index_matches_float);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("global_avgpool");

@@ -835,6 +835,13 @@ static void masks_match(int n)
     rt_leaky_relu_backward(wdx, dy, x, n, 0.1f);
     rt_leaky_relu_backward_mask(dx, dy, mask, n, 0.1f);
     ck_assert(memcmp(dx, wdx, bytes) == 0);
+    rt_hard_sigmoid_forward(wy, x, n, 0.2f, 0.5f);
+    rt_hard_sigmoid_forward_mask(y, mask, x, n, 0.2f, 0.5f);
+    ck_assert(memcmp(y, wy, bytes) == 0);
+    memcpy(wdx, start, bytes), memcpy(dx, start, bytes);
+    rt_hard_sigmoid_backward(wdx, dy, wy, n, 0.2f);
+    rt_hard_sigmoid_backward_mask(dx, dy, mask, n, 0.2f);
+    ck_assert(memcmp(dx, wdx, bytes) == 0);
     rt_clip_forward(wy, x, n, 0.0f, 6.0f);
     rt_clip_forward_mask(y, mask, x, n, 0.0f, 6.0f);
     ck_assert(memcmp(y, wy, bytes) == 0);
