@@ -214,8 +214,10 @@ def svg(path, sched, memtext):
     if 'boundary' in by_id:
         # where the backward starts, every saved value is live and nothing
         # else from the forward: remat's saved bytes, each rounded up to 64
+        # (each compact form a buffer of its own too)
         saved, lo = int(by_id['boundary'].get('data-saved')), s['summary']['saved_bytes']
-        if not lo <= saved <= lo + 63 * s['summary']['saved_tensors']:
+        bufs = s['summary']['saved_tensors'] + s['summary']['compact_forms']
+        if not lo <= saved <= lo + 63 * bufs:
             fail('saved bytes where the backward starts: %d, schedule %d' % (saved, lo))
     named = [(t.get('data-name'), int(t.get('data-bytes')), t.get('data-kind'))
              for t in by_id['peak-tensors'].iter(NS + 'text') if t.get('class') == 'peak-tensor']
