@@ -336,6 +336,15 @@ typedef struct {
      * union of needs[] then (op_backward_needs). BatchNormalization in
      * eval mode reads the running statistics and not X for dX. */
     unsigned (*needs_of)(const Node *n, const int *want);
+    /* One NEED_* bit: the operand whose compact form the row's backward can
+     * read instead (Relu's output, LeakyRelu's and Clip's input: 1-bit
+     * masks; MaxPool's input: each window's winning tap), written by the
+     * node's own first forward; 0 for none. compact_bytes says its size, 0
+     * where the node cannot (autodiff.c decides where it is used; the
+     * emitters find it in Emit.compact). */
+    unsigned compact;
+    long (*compact_bytes)(const Graph *g, const Node *n);
+    const char *compact_form;   /* what it is, for the report ("1-bit mask") */
 } OpInfo;
 
 enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL, INT_OUT_SELECT };
@@ -427,6 +436,9 @@ struct Node {
     int has_backward;
     unsigned grad_inputs;   /* bit i: input i receives a gradient */
     unsigned backward_reads;    /* NEED_* bits */
+    /* 1: the backward reads the row's compact form of its `compact`
+     * operand, which backward_reads then leaves out (autodiff.c) */
+    int compact;
 };
 
 typedef struct {
@@ -486,7 +498,10 @@ typedef struct {
 
 /* ---- middle/remat.c: SAVE or RECOMPUTE for every needed forward tensor --------- */
 
-typedef enum { KEEP_NONE, KEEP_SAVE, KEEP_RECOMPUTE } Keep;
+/* KEEP_COMPACT: the backward reads only compact forms of the tensor
+ * (Node.compact), which its readers' first forwards write and the arena
+ * keeps to their backwards; the floats themselves are not kept. */
+typedef enum { KEEP_NONE, KEEP_SAVE, KEEP_RECOMPUTE, KEEP_COMPACT } Keep;
 
 typedef struct {
     Keep *keep;             /* per tensor (activations only; else KEEP_NONE) */
@@ -495,6 +510,9 @@ typedef struct {
     /* Arena bytes the SAVE tensors hold for the backward, each buffer once:
      * a view (an alias op's output) holds its source's (remat.c). */
     size_t saved_bytes;
+    /* of those, the compact forms' (Node.compact), which every plan keeps */
+    size_t compact_bytes;
+    char *compact;          /* per tensor: some node keeps a compact form */
     /* remat_classify's, for every node output whether needed or not: */
     char *needed;           /* read by a backward (before any recompute) */
     char *free;             /* PREFER_*, or under a budget a structural
@@ -527,7 +545,8 @@ typedef struct {
 
 /* ---- solver/solve.c: the least recompute within a memory budget ---------------- */
 
-/* A plan: its saved bytes and recompute cost (picoseconds at r->rates,
+/* A plan: its saved bytes (less the compact forms', Remat.compact_bytes,
+ * which every plan keeps alike) and recompute cost (picoseconds at r->rates,
  * cost.c), and which free tensors it recomputes (per tensor, 1 =
  * recompute; the other free ones are saved). */
 typedef struct {
@@ -601,7 +620,7 @@ typedef enum {
 
 /* A value is one buffer in the arena, or a view of one: a tensor's forward
  * instance, a recomputed instance, or an activation's gradient. */
-typedef enum { V_FWD, V_RECOMP, V_GRAD, V_SCRATCH } ValueKind;
+typedef enum { V_FWD, V_RECOMP, V_GRAD, V_SCRATCH, V_COMPACT } ValueKind;
 typedef enum { VIEW_NONE, VIEW_VALUE, VIEW_CALLER } ViewKind;
 
 typedef struct {
@@ -637,6 +656,9 @@ typedef struct {
     Value *values;
     int nvalues;
     int *fwd, *rec, *grad;  /* per tensor: value index or -1 */
+    /* per node: its compact form's value (Node.compact; tensor is the one
+     * it stands for), from its first forward to its backward, or -1 */
+    int *compact;
     size_t arena_bytes;     /* plan.c */
     size_t peak_live_bytes; /* plan.c: the most bytes live at one statement */
     int forward_execs, recompute_execs;
@@ -707,6 +729,10 @@ struct Emit {
      * compile time: it lives in the C file's static const NAME_frozen[]
      * (at offset[t] there), not in params (back/emit_params.c) */
     const char *frozen;
+    /* the current call's compact form (Node.compact) as an unsigned char
+     * pointer: the forward writes it (then NULL in a recompute and in
+     * NAME_forward, which write the floats alone), the backward reads it */
+    const char *compact;
 };
 
 /* ---- back/report.c: schedule and diff reports ---------------------------------- */
@@ -726,6 +752,9 @@ typedef struct {
      * its terms */
     double ram_bytes, flash_bytes, ram_params_bytes, ram_optimizer_bytes,
         ram_gradient_bytes, ram_arena_bytes, ram_io_bytes;
+    /* of saved_bytes, the compact forms' (Remat.compact_bytes), and how
+     * many nodes keep one */
+    double compact_bytes, compact_forms;
 } Summary;
 
 /* ---- back/build.c: a trainer executable from a compiled model ------------------ */
@@ -914,6 +943,9 @@ int node_has_backward(const Graph *g, const Node *n);
 void node_grad_inputs(const Graph *g, const Node *n, int *want);
 /* The inputs/outputs (NEED_* bits) the node's backward reads. */
 unsigned node_backward_reads(const Graph *g, const Node *n);
+/* The tensor a compact form of n's stands for (its row's `compact`
+ * operand), or -1 where the row names none; n keeps one where n->compact. */
+int compact_operand(const Node *n);
 
 /* ---- middle/policy.c: policies and their rules --------------------------------- */
 

@@ -2094,7 +2094,9 @@ void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
  * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg, and
  * torch.nn's activations as ONNX defines them: LeakyRelu, HardSwish,
  * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish, Sin,
- * Cos, and Sign (no backward: its gradient is zero).
+ * Cos, and Sign (no backward: its gradient is zero). Relu, LeakyRelu,
+ * Clip and HardSigmoid have _mask twins that keep one bit per element
+ * for the backward instead of a float tensor (compact residuals).
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
  * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
  * vectorize.
@@ -2121,6 +2123,8 @@ typedef struct {
     const float *a, *b;
     int flag;
     int set;        /* a backward's dx written, not added to (_set) */
+    unsigned char *mask;    /* Relu's mask: written by the forward, read
+                             * by the backward (then not written) */
 } pw_job;
 
 static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
@@ -2133,6 +2137,7 @@ static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
     job.b = b;
     job.flag = flag;
     job.set = set;
+    job.mask = NULL;
     if (n > 0)
         rt_parallel_for((size_t)n, 16, (size_t)n, min_work, fn, &job);
 }
@@ -2188,6 +2193,80 @@ void rt_relu_backward_set(float *dx, const float *dy, const float *y, int n,
     if (dx != NULL)
         pointwise_set(relu_back_part, dx, dy, y, n, 0, RT_PAR_CHEAP,
                       (int)(set & 1u));
+}
+
+/* ---- Relu with its output's sign as a mask ------------------------------------ */
+
+/* Bit i of mask (byte i / 8, bit i % 8) is y[i] > 0: all the backward asks
+ * of y. Chunks are 16 elements aligned (pointwise_set), so each thread
+ * writes whole bytes of its own. */
+static void relu_mask_fwd_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    float *y = p->out;
+    const float *x = p->a;
+    unsigned char *mask = p->mask;
+    size_t b, k;
+    for (b = lo / 8; b * 8 < hi; b++) {
+        unsigned m = 0;
+        for (k = 0; k < 8 && b * 8 + k < hi; k++) {
+            const size_t i = b * 8 + k;
+            const float v = x[i] > 0.0f ? x[i] : 0.0f;
+            y[i] = v;
+            m |= (unsigned)(v > 0.0f) << k;
+        }
+        mask[b] = (unsigned char)m;
+    }
+}
+
+/* relu_back_part with the mask's bit for y > 0: the same sums. */
+static void relu_mask_back_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    float *dx = p->out;
+    const float *dy = p->a;
+    const unsigned char *mask = p->mask;
+    size_t i;
+    if (p->set)
+        for (i = lo; i < hi; i++)
+            dx[i] = mask[i >> 3] >> (i & 7) & 1u ? dy[i] : 0.0f;
+    else
+        for (i = lo; i < hi; i++)
+            dx[i] = mask[i >> 3] >> (i & 7) & 1u ? dx[i] + dy[i] : dx[i];
+}
+
+/* pointwise_set with a mask; the backward's is read only (cast back) */
+static void pointwise_mask(rt_chunk_fn fn, float *out, const float *a,
+                           unsigned char *mask, int n, int set)
+{
+    pw_job job;
+    job.out = out;
+    job.a = a;
+    job.b = NULL;
+    job.flag = 0;
+    job.set = set;
+    job.mask = mask;
+    if (n > 0)
+        rt_parallel_for((size_t)n, 16, (size_t)n, RT_PAR_CHEAP, fn, &job);
+}
+
+void rt_relu_forward_mask(float *y, unsigned char *mask, const float *x, int n)
+{
+    pointwise_mask(relu_mask_fwd_part, y, x, mask, n, 0);
+}
+
+void rt_relu_backward_mask(float *dx, const float *dy,
+                           const unsigned char *mask, int n)
+{
+    rt_relu_backward_mask_set(dx, dy, mask, n, 0);
+}
+
+void rt_relu_backward_mask_set(float *dx, const float *dy,
+                               const unsigned char *mask, int n, unsigned set)
+{
+    if (dx != NULL)
+        pointwise_mask(relu_mask_back_part, dx, dy, (unsigned char *)mask, n,
+                       (int)(set & 1u));
 }
 
 /* The tanh-approximation's argument u(x) = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -2482,6 +2561,42 @@ void rt_leaky_relu_backward(float *dx, const float *dy, const float *x, int n,
         dx[i] += x[i] > 0.0f ? dy[i] : alpha * dy[i];
 }
 
+/* Bit i of mask (byte i / 8, bit i % 8) set: the branch the backward
+ * takes for element i (x > 0 for LeakyRelu, lo <= x <= hi for Clip), so
+ * that a backward from it adds what the one from x adds. */
+static void set_bit(unsigned char *mask, int i, int on)
+{
+    if (i % 8 == 0)
+        mask[i / 8] = 0;
+    mask[i / 8] = (unsigned char)(mask[i / 8] | (unsigned)(on != 0) << (i % 8));
+}
+
+static int get_bit(const unsigned char *mask, int i)
+{
+    return mask[i / 8] >> (i % 8) & 1;
+}
+
+void rt_leaky_relu_forward_mask(float *y, unsigned char *mask, const float *x,
+                                int n, float alpha)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const int pos = x[i] > 0.0f;
+        y[i] = pos ? x[i] : alpha * x[i];
+        set_bit(mask, i, pos);
+    }
+}
+
+void rt_leaky_relu_backward_mask(float *dx, const float *dy,
+                                 const unsigned char *mask, int n, float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += get_bit(mask, i) ? dy[i] : alpha * dy[i];
+}
+
 /* x * min(max(x/6 + 1/2, 0), 1): ONNX's alpha = 1/6, beta = 1/2, written as
  * (x + 3)/6 so that the slope term below is exact where it is 0 or 1. */
 void rt_hard_swish_forward(float *y, const float *x, int n)
@@ -2513,6 +2628,30 @@ void rt_hard_sigmoid_forward(float *y, const float *x, int n, float alpha,
     }
 }
 
+void rt_hard_sigmoid_forward_mask(float *y, unsigned char *mask,
+                                  const float *x, int n, float alpha,
+                                  float beta)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float z = alpha * x[i] + beta;
+        y[i] = z < 0.0f ? 0.0f : z > 1.0f ? 1.0f : z;
+        set_bit(mask, i, y[i] > 0.0f && y[i] < 1.0f);
+    }
+}
+
+void rt_hard_sigmoid_backward_mask(float *dx, const float *dy,
+                                   const unsigned char *mask, int n,
+                                   float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (get_bit(mask, i))
+            dx[i] += alpha * dy[i];
+}
+
 void rt_hard_sigmoid_backward(float *dx, const float *dy, const float *y,
                               int n, float alpha)
 {
@@ -2541,6 +2680,28 @@ void rt_clip_backward(float *dx, const float *dy, const float *x, int n,
         return;
     for (i = 0; i < n; i++)
         if (x[i] >= lo && x[i] <= hi)
+            dx[i] += dy[i];
+}
+
+void rt_clip_forward_mask(float *y, unsigned char *mask, const float *x,
+                          int n, float lo, float hi)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float v = x[i] < lo ? lo : x[i];
+        set_bit(mask, i, x[i] >= lo && x[i] <= hi);
+        y[i] = v > hi ? hi : v;
+    }
+}
+
+void rt_clip_backward_mask(float *dx, const float *dy,
+                           const unsigned char *mask, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (get_bit(mask, i))
             dx[i] += dy[i];
 }
 
@@ -4536,7 +4697,9 @@ void rt_conv_backward(float *dx, float *dw, float *db, const float *dy,
  * depth slice, a 1-D one a row high). Each window is walked
  * directly, visiting only its taps inside the input (inside(), rt_impl.h),
  * with row kernels for the common 2x2 and 3x3 windows of stride 2 (the
- * fast paths) that give the generic walk's bits.
+ * fast paths) that give the generic walk's bits. MaxPool and
+ * GlobalMaxPool have _index twins that keep which element won each window
+ * (or plane) for the backward instead of the input (compact residuals).
  */
 
 /* A window's taps inside the input: depth slices [z0, z1) of the kernel,
@@ -4915,6 +5078,166 @@ void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
         pool_run_set(maxpool_back_planes, dx, x, dy, &q, (int)(set & 1u));
 }
 
+/* ---- MaxPool keeping each window's winner --------------------------------- */
+
+/* Window (oz, oy, ox)'s winning tap as (kz * kh + ki) * kw + kj, -1 if no
+ * tap is inside: window_argmax's walk, order and rule, so the same element
+ * (that of the fast paths too). */
+static long window_argtap(const float *xq, const rt_window *p, int oz, int oy,
+                          int ox)
+{
+    long best = -1;
+    float bv = 0.0f;
+    win_taps t;
+    int kz, ki, kj;
+    if (window_taps(p, oz, oy, ox, &t) == 0)
+        return -1;
+    for (kz = t.z0; kz < t.z1; kz++)
+        for (ki = t.k0; ki < t.k1; ki++)
+            for (kj = t.l0; kj < t.l1; kj++) {
+                const float v = xq[t.at + tap_offset(p, &t, kz, ki, kj)];
+                if (best < 0 || v > bv || (isnan(v) && !isnan(bv))) {
+                    best = ((long)kz * p->kh + ki) * p->kw + kj;
+                    bv = v;
+                }
+            }
+    return best;
+}
+
+/* The plane offset of window (oz, oy, ox)'s tap k, -1 when that tap is
+ * outside the input (a window with no tap inside stores tap 0, outside). */
+static ptrdiff_t tap_at(const rt_window *p, int oz, int oy, int ox, long k)
+{
+    const long kz = k / ((long)p->kh * p->kw), ki = k / p->kw % p->kh,
+               kj = k % p->kw;
+    const long z = (long)oz * p->sd - p->pad_front + kz * p->dd;
+    const long y = (long)oy * p->sh - p->pad_top + ki * p->dh;
+    const long x = (long)ox * p->sw - p->pad_left + kj * p->dw;
+    if (z < 0 || z >= p->d || y < 0 || y >= p->h || x < 0 || x >= p->w)
+        return -1;
+    return ((ptrdiff_t)z * p->h + y) * p->w + x;
+}
+
+int rt_maxpool_index_width(const rt_window *p)
+{
+    const rt_window q = window3(p);
+    const long taps = (long)q.kd * q.kh * q.kw;
+    return taps <= 256 ? 1 : taps <= 65536 ? 2 : 4;
+}
+
+/* Index j of a width-byte little-endian array (bytes, so any alignment) */
+static void index_put(unsigned char *idx, size_t j, int width, long k)
+{
+    int b;
+    for (b = 0; b < width; b++)
+        idx[j * (size_t)width + (size_t)b] =
+            (unsigned char)((unsigned long)k >> (8 * b) & 0xffu);
+}
+
+static long index_get(const unsigned char *idx, size_t j, int width)
+{
+    unsigned long k = 0;
+    int b;
+    for (b = 0; b < width; b++)
+        k |= (unsigned long)idx[j * (size_t)width + (size_t)b] << (8 * b);
+    return (long)k;
+}
+
+typedef struct {
+    float *out;             /* y, or dx */
+    const float *x, *dy;
+    unsigned char *idx;
+    const rt_window *p;
+    int width, set;
+} index_job;
+
+static void index_fwd_planes(void *ctx, size_t lo, size_t hi)
+{
+    const index_job *j = ctx;
+    const rt_window *p = j->p;
+    const size_t hw = (size_t)p->d * p->h * p->w;
+    const size_t ohw = (size_t)p->od * p->oh * p->ow;
+    size_t q, o;
+    int oz, oy, ox;
+    for (q = lo; q < hi; q++) {
+        const float *xq = j->x + q * hw;
+        for (o = q * ohw, oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++)
+                for (ox = 0; ox < p->ow; ox++, o++) {
+                    const long k = window_argtap(xq, p, oz, oy, ox);
+                    j->out[o] = k < 0 ? -INFINITY : xq[tap_at(p, oz, oy, ox, k)];
+                    index_put(j->idx, o, j->width, k < 0 ? 0 : k);
+                }
+    }
+}
+
+/* dy added at each window's winner in the order of maxpool_back_planes
+ * (outputs row by row), so overlapping windows sum in the same order */
+static void index_back_planes(void *ctx, size_t lo, size_t hi)
+{
+    const index_job *j = ctx;
+    const rt_window *p = j->p;
+    const size_t hw = (size_t)p->d * p->h * p->w;
+    const size_t ohw = (size_t)p->od * p->oh * p->ow;
+    size_t q, o;
+    int oz, oy, ox;
+    if (j->set)
+        memset(j->out + lo * hw, 0, (hi - lo) * hw * sizeof *j->out);
+    for (q = lo; q < hi; q++) {
+        float *dxq = j->out + q * hw;
+        for (o = q * ohw, oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++)
+                for (ox = 0; ox < p->ow; ox++, o++) {
+                    const ptrdiff_t e =
+                        tap_at(p, oz, oy, ox, index_get(j->idx, o, j->width));
+                    if (e >= 0)
+                        dxq[e] += j->dy[o];
+                }
+    }
+}
+
+static void index_run(rt_chunk_fn fn, float *out, const float *x,
+                      const float *dy, unsigned char *idx, const rt_window *p,
+                      int set)
+{
+    index_job j;
+    const size_t planes = (size_t)p->n * (size_t)p->c;
+    j.out = out;
+    j.x = x;
+    j.dy = dy;
+    j.idx = idx;
+    j.p = p;
+    j.width = rt_maxpool_index_width(p);
+    j.set = set;
+    if (planes > 0)
+        rt_parallel_for(planes, 1,
+                        planes * (size_t)p->d * (size_t)p->h * (size_t)p->w,
+                        RT_PAR_CHEAP, fn, &j);
+}
+
+void rt_maxpool_forward_index(float *y, unsigned char *idx, const float *x,
+                              const rt_window *p)
+{
+    const rt_window q = window3(p);
+    index_run(index_fwd_planes, y, x, NULL, idx, &q, 0);
+}
+
+void rt_maxpool_backward_index(float *dx, const float *dy,
+                               const unsigned char *idx, const rt_window *p)
+{
+    rt_maxpool_backward_index_set(dx, dy, idx, p, 0);
+}
+
+void rt_maxpool_backward_index_set(float *dx, const float *dy,
+                                   const unsigned char *idx,
+                                   const rt_window *p, unsigned set)
+{
+    const rt_window q = window3(p);
+    if (dx != NULL)
+        index_run(index_back_planes, dx, NULL, dy, (unsigned char *)idx, &q,
+                  (int)(set & 1u));
+}
+
 /* count_include_pad's divisor for window (oz, oy, ox): its taps inside
  * the padded input, slices [-pad_front, d + pad_back), rows [-pad_top, h +
  * pad_bottom) and columns [-pad_left, w + pad_right). That is kd * kh * kw
@@ -5183,6 +5506,36 @@ void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
         return;
     for (q = 0; q < nc; q++)
         dx[(size_t)q * hw + (size_t)plane_argmax(x + (size_t)q * hw, hw)] += dy[q];
+}
+
+/* GlobalMaxPool keeping each plane's winner, as MaxPool's indices */
+int rt_global_maxpool_index_width(int hw)
+{
+    return hw <= 256 ? 1 : hw <= 65536 ? 2 : 4;
+}
+
+void rt_global_maxpool_forward_index(float *y, unsigned char *idx,
+                                     const float *x, int nc, int hw)
+{
+    const int width = rt_global_maxpool_index_width(hw);
+    int q;
+    for (q = 0; q < nc; q++) {
+        const float *xq = x + (size_t)q * hw;
+        const int k = hw > 0 ? plane_argmax(xq, hw) : 0;
+        y[q] = hw > 0 ? xq[k] : -INFINITY;
+        index_put(idx, (size_t)q, width, k);
+    }
+}
+
+void rt_global_maxpool_backward_index(float *dx, const float *dy,
+                                      const unsigned char *idx, int nc, int hw)
+{
+    const int width = rt_global_maxpool_index_width(hw);
+    int q;
+    if (dx == NULL || hw <= 0)
+        return;
+    for (q = 0; q < nc; q++)
+        dx[(size_t)q * hw + (size_t)index_get(idx, (size_t)q, width)] += dy[q];
 }
 
 /* ==== runtime/structural.c ==== */

@@ -163,6 +163,16 @@ void rt_relu_forward(float *y, const float *x, int n);
 void rt_relu_backward(float *dx, const float *dy, const float *y, int n);
 void rt_relu_backward_set(float *dx, const float *dy, const float *y, int n,
                           unsigned set);
+/* The same Relu keeping only y > 0, one bit per element (bit i of the
+ * mask is bit i % 8 of byte i / 8; (n + 7) / 8 bytes): the forward writes
+ * y and the mask, the backward reads the mask where the one above reads y
+ * and gives the same bits (dx untouched where the bit is 0, so a -0 stays
+ * -0; a NaN x gives y = 0 and bit 0, as y > 0 is false for it). */
+void rt_relu_forward_mask(float *y, unsigned char *mask, const float *x, int n);
+void rt_relu_backward_mask(float *dx, const float *dy,
+                           const unsigned char *mask, int n);
+void rt_relu_backward_mask_set(float *dx, const float *dy,
+                               const unsigned char *mask, int n, unsigned set);
 /* approximate: 0 = exact (erf), 1 = tanh approximation, as ONNX Gelu. */
 void rt_gelu_forward(float *y, const float *x, int n, int approximate);
 void rt_gelu_backward(float *dx, const float *dy, const float *x, int n,
@@ -181,6 +191,11 @@ void rt_sigmoid_backward(float *dx, const float *dy, const float *y, int n);
 void rt_leaky_relu_forward(float *y, const float *x, int n, float alpha);
 void rt_leaky_relu_backward(float *dx, const float *dy, const float *x, int n,
                             float alpha);
+/* The same keeping only x > 0, one bit per element as Relu's mask */
+void rt_leaky_relu_forward_mask(float *y, unsigned char *mask, const float *x,
+                                int n, float alpha);
+void rt_leaky_relu_backward_mask(float *dx, const float *dy,
+                                 const unsigned char *mask, int n, float alpha);
 /* y = x min(max(x/6 + 1/2, 0), 1) (HardSwish); f' = 0 below -3, x/3 + 1/2
  * on [-3, 3] (both ends included), 1 above 3 */
 void rt_hard_swish_forward(float *y, const float *x, int n);
@@ -191,12 +206,24 @@ void rt_hard_sigmoid_forward(float *y, const float *x, int n, float alpha,
                              float beta);
 void rt_hard_sigmoid_backward(float *dx, const float *dy, const float *y,
                               int n, float alpha);
+/* The same keeping only 0 < y < 1, one bit per element as Relu's mask */
+void rt_hard_sigmoid_forward_mask(float *y, unsigned char *mask,
+                                  const float *x, int n, float alpha,
+                                  float beta);
+void rt_hard_sigmoid_backward_mask(float *dx, const float *dy,
+                                   const unsigned char *mask, int n,
+                                   float alpha);
 /* y = min(max(x, lo), hi) (Clip; infinite lo or hi: no bound there, and
  * lo > hi gives hi everywhere, as ONNX says); f' = 1 where
  * lo <= x <= hi (both ends included, as torch.clamp), else 0 */
 void rt_clip_forward(float *y, const float *x, int n, float lo, float hi);
 void rt_clip_backward(float *dx, const float *dy, const float *x, int n,
                       float lo, float hi);
+/* The same keeping only lo <= x <= hi, one bit per element as Relu's */
+void rt_clip_forward_mask(float *y, unsigned char *mask, const float *x,
+                          int n, float lo, float hi);
+void rt_clip_backward_mask(float *dx, const float *dy,
+                           const unsigned char *mask, int n);
 /* y = x > 0 ? x : alpha (e^x - 1) (Elu); f' = alpha e^x for x <= 0 */
 void rt_elu_forward(float *y, const float *x, int n, float alpha);
 void rt_elu_backward(float *dx, const float *dy, const float *x, int n,
@@ -652,6 +679,21 @@ void rt_maxpool_backward(float *dx, const float *dy, const float *x,
                          const rt_window *p);
 void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
                              const rt_window *p, unsigned set);
+/* The same MaxPool keeping, for each output, only which tap of its window
+ * won: (kz * kh + ki) * kw + kj, the element the backward above re-finds
+ * (0 for a window with no tap inside), in rt_maxpool_index_width(p) bytes
+ * each (1 up to 256 taps, 2 up to 65536, else 4), least significant byte
+ * first. y has the bits of rt_maxpool_forward's; the backward from the
+ * indices adds dy in the same order as the one from x, so dx has its bits
+ * too. idx holds n * c * od * oh * ow indices. */
+int rt_maxpool_index_width(const rt_window *p);
+void rt_maxpool_forward_index(float *y, unsigned char *idx, const float *x,
+                              const rt_window *p);
+void rt_maxpool_backward_index(float *dx, const float *dy,
+                               const unsigned char *idx, const rt_window *p);
+void rt_maxpool_backward_index_set(float *dx, const float *dy,
+                                   const unsigned char *idx,
+                                   const rt_window *p, unsigned set);
 /* ONNX AveragePool (1-D to 3-D; p->oc, p->group unused): y = the sum of x over the
  * window's taps inside the input, divided by their number, or, when
  * count_include_pad, by the number of its taps inside the padded input
@@ -677,6 +719,15 @@ void rt_global_avgpool_backward(float *dx, const float *dy, int nc, int hw);
 void rt_global_maxpool_forward(float *y, const float *x, int nc, int hw);
 void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
                                 int nc, int hw);
+/* The same keeping only each plane's winner, j in [0, hw), in
+ * rt_global_maxpool_index_width(hw) bytes (1 up to 256, 2 up to 65536,
+ * else 4; least significant first): y and dx have the bits of the two
+ * above. */
+int rt_global_maxpool_index_width(int hw);
+void rt_global_maxpool_forward_index(float *y, unsigned char *idx,
+                                     const float *x, int nc, int hw);
+void rt_global_maxpool_backward_index(float *dx, const float *dy,
+                                      const unsigned char *idx, int nc, int hw);
 
 /* ---- structural ops: Concat, Split, Slice ---------------------------------- */
 

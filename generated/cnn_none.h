@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 /* Bytes of the one arena forward and train_step work in. */
-#define CNN_ARENA_BYTES 3813376
+#define CNN_ARENA_BYTES 2157568
 /* Bytes cnn_forward alone needs (inference; at most CNN_ARENA_BYTES). */
 #define CNN_FORWARD_ARENA_BYTES 2007040
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
@@ -20,7 +20,7 @@ extern "C" {
 /* Bytes of the arena cnn_train_step_fused works in: the train step's
  * with each parameter's gradient in it while it is summed, instead of a
  * gradient buffer of CNN_GRAD_FLOATS floats. */
-#define CNN_FUSED_ARENA_BYTES 3813376
+#define CNN_FUSED_ARENA_BYTES 2157568
 /* Floats in the parameter buffer. */
 #define CNN_PARAM_FLOATS 20490
 /* Floats of the frozen parameters whose values are compiled into the C file
@@ -44,7 +44,7 @@ extern "C" {
  * the optimizer's state, the gradient buffer (none when fused), the arena
  * and the inputs and outputs; and bytes that may stay in flash: frozen
  * parameters and int64 constants (docs/memory.md). */
-#define CNN_RAM_BYTES 4077908
+#define CNN_RAM_BYTES 2422100
 #define CNN_FLASH_BYTES 0
 
 /* Where each tensor lives in its buffer, and its shape; an int64

@@ -4,7 +4,9 @@
  * depth slice, a 1-D one a row high). Each window is walked
  * directly, visiting only its taps inside the input (inside(), rt_impl.h),
  * with row kernels for the common 2x2 and 3x3 windows of stride 2 (the
- * fast paths) that give the generic walk's bits.
+ * fast paths) that give the generic walk's bits. MaxPool and
+ * GlobalMaxPool have _index twins that keep which element won each window
+ * (or plane) for the backward instead of the input (compact residuals).
  */
 #include "rt_impl.h"
 
@@ -384,6 +386,166 @@ void rt_maxpool_backward_set(float *dx, const float *dy, const float *x,
         pool_run_set(maxpool_back_planes, dx, x, dy, &q, (int)(set & 1u));
 }
 
+/* ---- MaxPool keeping each window's winner --------------------------------- */
+
+/* Window (oz, oy, ox)'s winning tap as (kz * kh + ki) * kw + kj, -1 if no
+ * tap is inside: window_argmax's walk, order and rule, so the same element
+ * (that of the fast paths too). */
+static long window_argtap(const float *xq, const rt_window *p, int oz, int oy,
+                          int ox)
+{
+    long best = -1;
+    float bv = 0.0f;
+    win_taps t;
+    int kz, ki, kj;
+    if (window_taps(p, oz, oy, ox, &t) == 0)
+        return -1;
+    for (kz = t.z0; kz < t.z1; kz++)
+        for (ki = t.k0; ki < t.k1; ki++)
+            for (kj = t.l0; kj < t.l1; kj++) {
+                const float v = xq[t.at + tap_offset(p, &t, kz, ki, kj)];
+                if (best < 0 || v > bv || (isnan(v) && !isnan(bv))) {
+                    best = ((long)kz * p->kh + ki) * p->kw + kj;
+                    bv = v;
+                }
+            }
+    return best;
+}
+
+/* The plane offset of window (oz, oy, ox)'s tap k, -1 when that tap is
+ * outside the input (a window with no tap inside stores tap 0, outside). */
+static ptrdiff_t tap_at(const rt_window *p, int oz, int oy, int ox, long k)
+{
+    const long kz = k / ((long)p->kh * p->kw), ki = k / p->kw % p->kh,
+               kj = k % p->kw;
+    const long z = (long)oz * p->sd - p->pad_front + kz * p->dd;
+    const long y = (long)oy * p->sh - p->pad_top + ki * p->dh;
+    const long x = (long)ox * p->sw - p->pad_left + kj * p->dw;
+    if (z < 0 || z >= p->d || y < 0 || y >= p->h || x < 0 || x >= p->w)
+        return -1;
+    return ((ptrdiff_t)z * p->h + y) * p->w + x;
+}
+
+int rt_maxpool_index_width(const rt_window *p)
+{
+    const rt_window q = window3(p);
+    const long taps = (long)q.kd * q.kh * q.kw;
+    return taps <= 256 ? 1 : taps <= 65536 ? 2 : 4;
+}
+
+/* Index j of a width-byte little-endian array (bytes, so any alignment) */
+static void index_put(unsigned char *idx, size_t j, int width, long k)
+{
+    int b;
+    for (b = 0; b < width; b++)
+        idx[j * (size_t)width + (size_t)b] =
+            (unsigned char)((unsigned long)k >> (8 * b) & 0xffu);
+}
+
+static long index_get(const unsigned char *idx, size_t j, int width)
+{
+    unsigned long k = 0;
+    int b;
+    for (b = 0; b < width; b++)
+        k |= (unsigned long)idx[j * (size_t)width + (size_t)b] << (8 * b);
+    return (long)k;
+}
+
+typedef struct {
+    float *out;             /* y, or dx */
+    const float *x, *dy;
+    unsigned char *idx;
+    const rt_window *p;
+    int width, set;
+} index_job;
+
+static void index_fwd_planes(void *ctx, size_t lo, size_t hi)
+{
+    const index_job *j = ctx;
+    const rt_window *p = j->p;
+    const size_t hw = (size_t)p->d * p->h * p->w;
+    const size_t ohw = (size_t)p->od * p->oh * p->ow;
+    size_t q, o;
+    int oz, oy, ox;
+    for (q = lo; q < hi; q++) {
+        const float *xq = j->x + q * hw;
+        for (o = q * ohw, oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++)
+                for (ox = 0; ox < p->ow; ox++, o++) {
+                    const long k = window_argtap(xq, p, oz, oy, ox);
+                    j->out[o] = k < 0 ? -INFINITY : xq[tap_at(p, oz, oy, ox, k)];
+                    index_put(j->idx, o, j->width, k < 0 ? 0 : k);
+                }
+    }
+}
+
+/* dy added at each window's winner in the order of maxpool_back_planes
+ * (outputs row by row), so overlapping windows sum in the same order */
+static void index_back_planes(void *ctx, size_t lo, size_t hi)
+{
+    const index_job *j = ctx;
+    const rt_window *p = j->p;
+    const size_t hw = (size_t)p->d * p->h * p->w;
+    const size_t ohw = (size_t)p->od * p->oh * p->ow;
+    size_t q, o;
+    int oz, oy, ox;
+    if (j->set)
+        memset(j->out + lo * hw, 0, (hi - lo) * hw * sizeof *j->out);
+    for (q = lo; q < hi; q++) {
+        float *dxq = j->out + q * hw;
+        for (o = q * ohw, oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++)
+                for (ox = 0; ox < p->ow; ox++, o++) {
+                    const ptrdiff_t e =
+                        tap_at(p, oz, oy, ox, index_get(j->idx, o, j->width));
+                    if (e >= 0)
+                        dxq[e] += j->dy[o];
+                }
+    }
+}
+
+static void index_run(rt_chunk_fn fn, float *out, const float *x,
+                      const float *dy, unsigned char *idx, const rt_window *p,
+                      int set)
+{
+    index_job j;
+    const size_t planes = (size_t)p->n * (size_t)p->c;
+    j.out = out;
+    j.x = x;
+    j.dy = dy;
+    j.idx = idx;
+    j.p = p;
+    j.width = rt_maxpool_index_width(p);
+    j.set = set;
+    if (planes > 0)
+        rt_parallel_for(planes, 1,
+                        planes * (size_t)p->d * (size_t)p->h * (size_t)p->w,
+                        RT_PAR_CHEAP, fn, &j);
+}
+
+void rt_maxpool_forward_index(float *y, unsigned char *idx, const float *x,
+                              const rt_window *p)
+{
+    const rt_window q = window3(p);
+    index_run(index_fwd_planes, y, x, NULL, idx, &q, 0);
+}
+
+void rt_maxpool_backward_index(float *dx, const float *dy,
+                               const unsigned char *idx, const rt_window *p)
+{
+    rt_maxpool_backward_index_set(dx, dy, idx, p, 0);
+}
+
+void rt_maxpool_backward_index_set(float *dx, const float *dy,
+                                   const unsigned char *idx,
+                                   const rt_window *p, unsigned set)
+{
+    const rt_window q = window3(p);
+    if (dx != NULL)
+        index_run(index_back_planes, dx, NULL, dy, (unsigned char *)idx, &q,
+                  (int)(set & 1u));
+}
+
 /* count_include_pad's divisor for window (oz, oy, ox): its taps inside
  * the padded input, slices [-pad_front, d + pad_back), rows [-pad_top, h +
  * pad_bottom) and columns [-pad_left, w + pad_right). That is kd * kh * kw
@@ -652,4 +814,34 @@ void rt_global_maxpool_backward(float *dx, const float *dy, const float *x,
         return;
     for (q = 0; q < nc; q++)
         dx[(size_t)q * hw + (size_t)plane_argmax(x + (size_t)q * hw, hw)] += dy[q];
+}
+
+/* GlobalMaxPool keeping each plane's winner, as MaxPool's indices */
+int rt_global_maxpool_index_width(int hw)
+{
+    return hw <= 256 ? 1 : hw <= 65536 ? 2 : 4;
+}
+
+void rt_global_maxpool_forward_index(float *y, unsigned char *idx,
+                                     const float *x, int nc, int hw)
+{
+    const int width = rt_global_maxpool_index_width(hw);
+    int q;
+    for (q = 0; q < nc; q++) {
+        const float *xq = x + (size_t)q * hw;
+        const int k = hw > 0 ? plane_argmax(xq, hw) : 0;
+        y[q] = hw > 0 ? xq[k] : -INFINITY;
+        index_put(idx, (size_t)q, width, k);
+    }
+}
+
+void rt_global_maxpool_backward_index(float *dx, const float *dy,
+                                      const unsigned char *idx, int nc, int hw)
+{
+    const int width = rt_global_maxpool_index_width(hw);
+    int q;
+    if (dx == NULL || hw <= 0)
+        return;
+    for (q = 0; q < nc; q++)
+        dx[(size_t)q * hw + (size_t)index_get(idx, (size_t)q, width)] += dy[q];
 }

@@ -3,7 +3,9 @@
  * approximation), Tanh, Sigmoid, Erf, Reciprocal, Exp, Log, Sqrt, Neg, and
  * torch.nn's activations as ONNX defines them: LeakyRelu, HardSwish,
  * HardSigmoid, Clip, Elu, Softplus, Abs, Selu, Celu, Softsign, Mish, Sin,
- * Cos, and Sign (no backward: its gradient is zero).
+ * Cos, and Sign (no backward: its gradient is zero). Relu, LeakyRelu,
+ * Clip and HardSigmoid have _mask twins that keep one bit per element
+ * for the backward instead of a float tensor (compact residuals).
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
  * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
  * vectorize.
@@ -31,6 +33,8 @@ typedef struct {
     const float *a, *b;
     int flag;
     int set;        /* a backward's dx written, not added to (_set) */
+    unsigned char *mask;    /* Relu's mask: written by the forward, read
+                             * by the backward (then not written) */
 } pw_job;
 
 static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
@@ -43,6 +47,7 @@ static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
     job.b = b;
     job.flag = flag;
     job.set = set;
+    job.mask = NULL;
     if (n > 0)
         rt_parallel_for((size_t)n, 16, (size_t)n, min_work, fn, &job);
 }
@@ -98,6 +103,80 @@ void rt_relu_backward_set(float *dx, const float *dy, const float *y, int n,
     if (dx != NULL)
         pointwise_set(relu_back_part, dx, dy, y, n, 0, RT_PAR_CHEAP,
                       (int)(set & 1u));
+}
+
+/* ---- Relu with its output's sign as a mask ------------------------------------ */
+
+/* Bit i of mask (byte i / 8, bit i % 8) is y[i] > 0: all the backward asks
+ * of y. Chunks are 16 elements aligned (pointwise_set), so each thread
+ * writes whole bytes of its own. */
+static void relu_mask_fwd_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    float *y = p->out;
+    const float *x = p->a;
+    unsigned char *mask = p->mask;
+    size_t b, k;
+    for (b = lo / 8; b * 8 < hi; b++) {
+        unsigned m = 0;
+        for (k = 0; k < 8 && b * 8 + k < hi; k++) {
+            const size_t i = b * 8 + k;
+            const float v = x[i] > 0.0f ? x[i] : 0.0f;
+            y[i] = v;
+            m |= (unsigned)(v > 0.0f) << k;
+        }
+        mask[b] = (unsigned char)m;
+    }
+}
+
+/* relu_back_part with the mask's bit for y > 0: the same sums. */
+static void relu_mask_back_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    float *dx = p->out;
+    const float *dy = p->a;
+    const unsigned char *mask = p->mask;
+    size_t i;
+    if (p->set)
+        for (i = lo; i < hi; i++)
+            dx[i] = mask[i >> 3] >> (i & 7) & 1u ? dy[i] : 0.0f;
+    else
+        for (i = lo; i < hi; i++)
+            dx[i] = mask[i >> 3] >> (i & 7) & 1u ? dx[i] + dy[i] : dx[i];
+}
+
+/* pointwise_set with a mask; the backward's is read only (cast back) */
+static void pointwise_mask(rt_chunk_fn fn, float *out, const float *a,
+                           unsigned char *mask, int n, int set)
+{
+    pw_job job;
+    job.out = out;
+    job.a = a;
+    job.b = NULL;
+    job.flag = 0;
+    job.set = set;
+    job.mask = mask;
+    if (n > 0)
+        rt_parallel_for((size_t)n, 16, (size_t)n, RT_PAR_CHEAP, fn, &job);
+}
+
+void rt_relu_forward_mask(float *y, unsigned char *mask, const float *x, int n)
+{
+    pointwise_mask(relu_mask_fwd_part, y, x, mask, n, 0);
+}
+
+void rt_relu_backward_mask(float *dx, const float *dy,
+                           const unsigned char *mask, int n)
+{
+    rt_relu_backward_mask_set(dx, dy, mask, n, 0);
+}
+
+void rt_relu_backward_mask_set(float *dx, const float *dy,
+                               const unsigned char *mask, int n, unsigned set)
+{
+    if (dx != NULL)
+        pointwise_mask(relu_mask_back_part, dx, dy, (unsigned char *)mask, n,
+                       (int)(set & 1u));
 }
 
 /* The tanh-approximation's argument u(x) = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -392,6 +471,42 @@ void rt_leaky_relu_backward(float *dx, const float *dy, const float *x, int n,
         dx[i] += x[i] > 0.0f ? dy[i] : alpha * dy[i];
 }
 
+/* Bit i of mask (byte i / 8, bit i % 8) set: the branch the backward
+ * takes for element i (x > 0 for LeakyRelu, lo <= x <= hi for Clip), so
+ * that a backward from it adds what the one from x adds. */
+static void set_bit(unsigned char *mask, int i, int on)
+{
+    if (i % 8 == 0)
+        mask[i / 8] = 0;
+    mask[i / 8] = (unsigned char)(mask[i / 8] | (unsigned)(on != 0) << (i % 8));
+}
+
+static int get_bit(const unsigned char *mask, int i)
+{
+    return mask[i / 8] >> (i % 8) & 1;
+}
+
+void rt_leaky_relu_forward_mask(float *y, unsigned char *mask, const float *x,
+                                int n, float alpha)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const int pos = x[i] > 0.0f;
+        y[i] = pos ? x[i] : alpha * x[i];
+        set_bit(mask, i, pos);
+    }
+}
+
+void rt_leaky_relu_backward_mask(float *dx, const float *dy,
+                                 const unsigned char *mask, int n, float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        dx[i] += get_bit(mask, i) ? dy[i] : alpha * dy[i];
+}
+
 /* x * min(max(x/6 + 1/2, 0), 1): ONNX's alpha = 1/6, beta = 1/2, written as
  * (x + 3)/6 so that the slope term below is exact where it is 0 or 1. */
 void rt_hard_swish_forward(float *y, const float *x, int n)
@@ -423,6 +538,30 @@ void rt_hard_sigmoid_forward(float *y, const float *x, int n, float alpha,
     }
 }
 
+void rt_hard_sigmoid_forward_mask(float *y, unsigned char *mask,
+                                  const float *x, int n, float alpha,
+                                  float beta)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float z = alpha * x[i] + beta;
+        y[i] = z < 0.0f ? 0.0f : z > 1.0f ? 1.0f : z;
+        set_bit(mask, i, y[i] > 0.0f && y[i] < 1.0f);
+    }
+}
+
+void rt_hard_sigmoid_backward_mask(float *dx, const float *dy,
+                                   const unsigned char *mask, int n,
+                                   float alpha)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (get_bit(mask, i))
+            dx[i] += alpha * dy[i];
+}
+
 void rt_hard_sigmoid_backward(float *dx, const float *dy, const float *y,
                               int n, float alpha)
 {
@@ -451,6 +590,28 @@ void rt_clip_backward(float *dx, const float *dy, const float *x, int n,
         return;
     for (i = 0; i < n; i++)
         if (x[i] >= lo && x[i] <= hi)
+            dx[i] += dy[i];
+}
+
+void rt_clip_forward_mask(float *y, unsigned char *mask, const float *x,
+                          int n, float lo, float hi)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const float v = x[i] < lo ? lo : x[i];
+        set_bit(mask, i, x[i] >= lo && x[i] <= hi);
+        y[i] = v > hi ? hi : v;
+    }
+}
+
+void rt_clip_backward_mask(float *dx, const float *dy,
+                           const unsigned char *mask, int n)
+{
+    int i;
+    if (dx == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        if (get_bit(mask, i))
             dx[i] += dy[i];
 }
 

@@ -96,6 +96,18 @@ static const char *scratch_expr(Emit *e, const Schedule *s, const Stmt *st)
                       s->values[st->scratch].offset);
 }
 
+/* The node's compact form where this statement writes or reads it: its
+ * first forward and its backward in a train step (the schedule made one),
+ * never a recompute. */
+static const char *compact_expr(Emit *e, const Schedule *s, const Stmt *st)
+{
+    int v = st->recompute ? -1 : s->compact[st->node];
+    if (v < 0)
+        return NULL;
+    return ctx_printf(e->ctx, "(unsigned char *)(a + %zu)",
+                      s->values[v].offset);
+}
+
 /* ---- statements ---------------------------------------------------------------- */
 
 static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
@@ -137,10 +149,12 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     for (int i = 0; i < n->nin; i++)
         in[i] = read_name(e, m, n->in[i], st->recompute);
     e->scratch = scratch_expr(e, s, st);
+    e->compact = compact_expr(e, s, st);
     /* the row's `updates` inputs change once per step, never in a recompute */
     e->update = e->train && !st->recompute;
     op_table[n->op].emit_forward(e, n, out, in);
     e->update = 0;
+    e->compact = NULL;
 }
 
 static const char *grad_name(Emit *e, int t)
@@ -170,8 +184,10 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     }
     e->scratch = scratch_expr(e, s, st);
     e->writes = st->writes;
+    e->compact = compact_expr(e, s, st);
     op_table[n->op].emit_backward(e, n, din, dout, in, out);
     e->writes = 0;
+    e->compact = NULL;
 }
 
 static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
@@ -949,8 +965,12 @@ static void emit_summary(Emit *e, const Compiled *m)
     if (!graph_trains(g))
         emit(e, " * forward only:    no output is the loss, so no backward, "
              "train step or SGD");
-    emit(e, " * saved bytes:     %.0f (activations kept for the backward)",
-         s.saved_bytes);
+    if (s.compact_bytes > 0)
+        emit(e, " * saved bytes:     %.0f (activations kept for the backward, "
+             "%.0f of them in compact forms)", s.saved_bytes, s.compact_bytes);
+    else
+        emit(e, " * saved bytes:     %.0f (activations kept for the backward)",
+             s.saved_bytes);
     emit(e, " * arena bytes:     %.0f", s.arena_bytes);
     if (m->fused)
         emit(e, " * fused step:      %.0f arena bytes, no gradient buffer "
@@ -967,6 +987,17 @@ static void emit_summary(Emit *e, const Compiled *m)
         if (m->remat->keep[t] == KEEP_RECOMPUTE)
             emit(e, " *   %s [%s]", g->tensors[t].name,
                  shape_str(e->ctx, &g->tensors[t]));
+    if (s.compact_forms > 0)
+        emit(e, " * compact forms (what the backward reads of a tensor):");
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        int v = n->compact ? m->train->compact[n - g->nodes] : -1;
+        if (v >= 0)
+            emit(e, " *   %s: %s of %s (%zu bytes)",
+                 comment_safe(e->ctx, g->tensors[m->train->values[v].tensor].name),
+                 n->row->compact_form, comment_safe(e->ctx, n->name),
+                 m->train->values[v].bytes);
+    }
 }
 
 /* What the device holds, for the optimizer remat was told (remat
@@ -1222,7 +1253,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     const char *frozen = frozen_tensors(c, m, in_file);
     Emit e = {cfile, c, m->g, 0, layout(c, m->g, frozen), NULL, 0, in_file,
               0, grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL,
-              NULL, frozen};
+              NULL, frozen, NULL};
     size_t wf = 0, ff;
     if (in_file)
         count_buffer(&e, BUF_PARAMS, &wf);
@@ -1259,7 +1290,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset, 0, e.trainable, 0, NULL, NULL, frozen};
+              e.grad_offset, 0, e.trainable, 0, NULL, NULL, frozen, NULL};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -59,6 +59,7 @@ static int kind_of(const Mem *x, const Value *v)
     case V_RECOMP: return HOLD_RECOMPUTED;
     case V_GRAD: return HOLD_GRADIENT;
     case V_SCRATCH: return HOLD_SCRATCH;
+    case V_COMPACT: return HOLD_SAVED;  /* kept for the backward alone */
     }
     return HOLD_SCRATCH;
 }
@@ -132,6 +133,9 @@ static const char *value_name(Ctx *c, const Mem *x, const Value *v)
         return ctx_printf(c, "scratch of %s",
                           g->nodes[x->s->stmts[v->def].node].name);
     const char *t = g->tensors[v->tensor].name;
+    if (v->kind == V_COMPACT)
+        return ctx_printf(c, "%s compact for %s",
+                          t, g->nodes[x->s->stmts[v->def].node].name);
     return v->kind == V_GRAD ? ctx_printf(c, "d(%s)", t) : t;
 }
 

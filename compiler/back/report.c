@@ -34,6 +34,9 @@ void summarize(const Compiled *m, Summary *s)
     const Graph *g = m->g;
     memset(s, 0, sizeof *s);
     s->saved_bytes = (double)m->remat->saved_bytes;
+    s->compact_bytes = (double)m->remat->compact_bytes;
+    for (int k = 0; k < g->nnodes; k++)
+        s->compact_forms += g->nodes[k].compact;
     for (int t = 0; t < g->ntensors; t++) {
         s->saved_tensors += m->remat->keep[t] == KEEP_SAVE;
         s->recomputed_tensors += m->remat->keep[t] == KEEP_RECOMPUTE;
@@ -62,7 +65,8 @@ void summarize(const Compiled *m, Summary *s)
 
 static const char *keep_name(Keep k)
 {
-    return k == KEEP_SAVE ? "SAVE" : k == KEEP_RECOMPUTE ? "RECOMPUTE" : "-";
+    return k == KEEP_SAVE ? "SAVE" : k == KEEP_RECOMPUTE ? "RECOMPUTE"
+           : k == KEEP_COMPACT ? "COMPACT" : "-";
 }
 
 typedef struct {
@@ -73,6 +77,8 @@ typedef struct {
 
 static const Field fields[] = {
     {"saved_bytes", offsetof(Summary, saved_bytes), 0},
+    {"compact_bytes", offsetof(Summary, compact_bytes), 0},
+    {"compact_forms", offsetof(Summary, compact_forms), 0},
     {"arena_bytes", offsetof(Summary, arena_bytes), 0},
     {"peak_live_bytes", offsetof(Summary, peak_live_bytes), 0},
     {"recompute_flops", offsetof(Summary, recompute_flops), 0},
@@ -169,6 +175,8 @@ static void report_budget(Buf *b, const Compiled *m)
 
 static void report_files(Buf *b, const Compiled *m, int json);
 
+static void report_compact(Buf *b, const Compiled *m, int json);
+
 void report_schedule(Buf *b, const Compiled *m)
 {
     const Graph *g = m->g;
@@ -192,6 +200,7 @@ void report_schedule(Buf *b, const Compiled *m)
                        keep_name(m->remat->keep[t]), m->remat->why[t]);
         }
     }
+    report_compact(b, m, 0);
     Summary s;
     summarize(m, &s);
     for (int i = 0; i < NFIELDS; i++)
@@ -381,6 +390,36 @@ static void report_files(Buf *b, const Compiled *m, int json)
     }
 }
 
+/* The compact forms the backward reads, one per node that keeps one (in
+ * topological order): its tensor, node, op, form and bytes; as text
+ * lines, or as JSON objects of an array. */
+static void report_compact(Buf *b, const Compiled *m, int json)
+{
+    const Graph *g = m->g;
+    int first = 1;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[g->order[k]];
+        if (!n->compact)
+            continue;
+        int t = compact_operand(n);
+        long bytes = n->row->compact_bytes(g, n);
+        if (!json) {
+            buf_printf(b, "compact: %s, %s of %s (%s), %ld bytes\n",
+                       g->tensors[t].name, n->row->compact_form, n->name,
+                       n->row->name, bytes);
+            continue;
+        }
+        buf_printf(b, "%s\n  {", first ? "" : ",");
+        json_str_member(b, "tensor", g->tensors[t].name, 1);
+        json_str_member(b, "node", n->name, 0);
+        json_str_member(b, "op", n->row->name, 0);
+        json_str_member(b, "form", n->row->compact_form, 0);
+        json_num_member(b, "bytes", (double)bytes, 0);
+        buf_printf(b, "}");
+        first = 0;
+    }
+}
+
 void report_schedule_json(Buf *b, const Compiled *m)
 {
     const Graph *g = m->g;
@@ -397,6 +436,8 @@ void report_schedule_json(Buf *b, const Compiled *m)
             json_tensor(b, m, n, n->out[o]);
         }
     }
+    buf_printf(b, "],\n \"compact\": [");
+    report_compact(b, m, 1);
     buf_printf(b, "],\n \"summary\": {");
     Summary s;
     summarize(m, &s);

@@ -13,7 +13,10 @@
  * A node's backward then runs when one of its outputs has a gradient, and
  * computes the gradient of exactly the inputs that require one. What it
  * reads comes from the op table's needs masks, restricted to those inputs:
- * the remat pass keeps nothing a backward does not read. Where a tensor fans
+ * the remat pass keeps nothing a backward does not read. Where every
+ * backward that reads an activation can read a compact form of it instead
+ * (a Relu's mask, a MaxPool's winners: the op table's `compact`), they do
+ * (choose_compact), and its floats are read by no backward. Where a tensor fans
  * out, each consumer's backward adds into its gradient (the runtime's
  * backward kernels accumulate), so the sum needs no extra node. A graph
  * without a loss (forward only) has no gradient anywhere.
@@ -43,9 +46,68 @@ static void backward_facts(Graph *g, Node *n)
     n->backward_reads = op_backward_needs(n, want);
 }
 
+/* The tensor a NEED_* bit of n names. */
+static int operand(const Node *n, unsigned bit)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (bit == NEED_IN(i))
+            return n->in[i];
+    for (int o = 0; o < n->nout; o++)
+        if (bit == NEED_OUT(o))
+            return n->out[o];
+    return -1;
+}
+
+int compact_operand(const Node *n)
+{
+    return operand(n, n->row->compact);
+}
+
+/* Whether n's backward can read its compact form of activation t (no view:
+ * the floats then are the view's source's too). */
+static int reads_compact(const Graph *g, const Node *n, int t, const int *viewed)
+{
+    unsigned bit = n->row->compact;
+    return bit && (n->backward_reads & bit) && operand(n, bit) == t &&
+           !viewed[t] && n->row->compact_bytes(g, n) > 0;
+}
+
+/* Where every backward that reads activation t can read a compact form of
+ * it instead, each does (Node.compact), and t's floats are needed by no
+ * backward. Where one cannot (a Gemm's weight gradient reads a Relu's
+ * output whole), none does: the floats are kept anyway, and a compact
+ * form beside them would only add bytes. */
+static void choose_compact(Ctx *c, Graph *g)
+{
+    int *viewed = ctx_alloc(c, (size_t)g->ntensors * sizeof(int));
+    int *all = ctx_alloc(c, (size_t)g->ntensors * sizeof(int));
+    for (int k = 0; k < g->nnodes; k++)
+        if (g->nodes[k].row->alias)
+            viewed[g->nodes[k].in[0]] = 1;
+    for (int t = 0; t < g->ntensors; t++)
+        all[t] = g->tensors[t].kind == T_ACT ? 1 : 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        for (int i = 0; i < n->nin + n->nout; i++) {
+            unsigned bit = i < n->nin ? NEED_IN(i) : NEED_OUT(i - n->nin);
+            int t = i < n->nin ? n->in[i] : n->out[i - n->nin];
+            if ((n->backward_reads & bit) && !reads_compact(g, n, t, viewed))
+                all[t] = 0;
+        }
+    }
+    for (int k = 0; k < g->nnodes; k++) {
+        Node *n = &g->nodes[k];
+        n->compact = 0;
+        int t = operand(n, n->row->compact);
+        if (t >= 0 && all[t] && reads_compact(g, n, t, viewed)) {
+            n->compact = 1;
+            n->backward_reads &= ~n->row->compact;
+        }
+    }
+}
+
 int autodiff(Ctx *c, Graph *g)
 {
-    (void)c;
     for (int t = 0; t < g->ntensors; t++)
         g->tensors[t].has_grad = 0;
     for (int t = 0; t < g->ntensors; t++)
@@ -70,6 +132,7 @@ int autodiff(Ctx *c, Graph *g)
             if (n->grad_inputs >> i & 1)
                 g->tensors[n->in[i]].has_grad = 1;
     }
+    choose_compact(c, g);
     return 0;
 }
 

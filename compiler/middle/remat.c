@@ -31,6 +31,12 @@
  * input or parameter costs nothing: those floats are the caller's, never
  * the arena's. The per-tensor lines of the report still give each tensor's
  * own size, and saved_tensors counts SAVE tensors, views among them.
+ *
+ * A compact form (Node.compact: a Relu's 1-bit mask, a MaxPool's window
+ * winners) is kept under every plan, from its node's forward to its
+ * backward: its bytes count in saved_bytes (and compact_bytes), and a
+ * tensor that no backward reads but through compact forms is KEEP_COMPACT
+ * (no float kept, nothing recomputed) unless a recompute needs it.
  */
 #include "middle.h"
 
@@ -158,6 +164,21 @@ static size_t saved_bytes(const Graph *g, const Remat *r, char *held)
     return bytes;
 }
 
+/* The bytes of the compact forms the backward reads (Node.compact), the
+ * same under every plan; and compact[t]: a compact form of t is kept. */
+static size_t compact_forms(const Graph *g, char *compact)
+{
+    size_t bytes = 0;
+    for (int k = 0; k < g->nnodes; k++) {
+        const Node *n = &g->nodes[k];
+        if (!n->compact)
+            continue;
+        bytes += (size_t)n->row->compact_bytes(g, n);
+        compact[compact_operand(n)] = 1;
+    }
+    return bytes;
+}
+
 static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
                     Remat *r)
 {
@@ -174,6 +195,8 @@ static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
     r->asked = ctx_alloc(c, nt * sizeof *r->asked);
     r->scratch = ctx_alloc(c, nt);
     r->storage = storages(c, g);
+    r->compact = ctx_alloc(c, nt);
+    r->compact_bytes = compact_forms(g, r->compact);
     r->rates = rates_builtin();
     int *rb = reader_blocks(c, g);
     for (int k = 0; k < g->nnodes; k++) {
@@ -225,9 +248,12 @@ void remat_apply(const Graph *g, Remat *r, const char *recompute)
             Keep want = r->wanted[t];
             if (r->free[t] && recompute)
                 want = recompute[t] ? KEEP_RECOMPUTE : KEEP_SAVE;
-            r->keep[t] = needed[t] ? want : KEEP_NONE;
+            r->keep[t] = needed[t] ? want
+                         : r->compact[t] ? KEEP_COMPACT : KEEP_NONE;
             r->decision[t] = needed[t] ? r->asked[t] : REMAT_UNSET;
             r->why[t] = !graph_trains(g) ? "forward only: no backward"
+                        : !needed[t] && r->compact[t]
+                            ? "the backward reads only its compact form"
                         : !needed[t] ? "not read by the backward"
                         : want == r->wanted[t] ? r->rule[t] : r->turned[t];
             again |= r->keep[t] == KEEP_RECOMPUTE;
@@ -235,7 +261,8 @@ void remat_apply(const Graph *g, Remat *r, const char *recompute)
         if (again)
             mark_needed(n, (1u << n->nin) - 1, needed);
     }
-    r->saved_bytes = saved_bytes(g, r, needed);  /* the walk is done with it */
+    /* the walk is done with needed */
+    r->saved_bytes = saved_bytes(g, r, needed) + r->compact_bytes;
 }
 
 int remat_decide(Ctx *c, const Graph *g, const Policy *p, Remat *r)

@@ -41,6 +41,11 @@
  * d(view) is the seed (the loss is a view) does it get a buffer of its own,
  * and the backward adds it into d(source).
  *
+ * A node whose backward reads a compact form (Node.compact: a Relu's
+ * mask, a MaxPool's winners) gets one more value, written by its first
+ * forward beside its outputs and live until its backward; a recompute of
+ * the node writes the floats alone. The forward-only schedule has none.
+ *
  * The forward-only schedule is the first two parts alone.
  */
 #include "../remat.h"
@@ -52,6 +57,7 @@ typedef struct {
     Schedule *s;
     int *stack;             /* materialize's work list */
     int fused;              /* parameter gradients in the arena, updated */
+    int train;              /* a train step: compact forms are made */
 } Sched;
 
 static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute)
@@ -81,6 +87,19 @@ static void add_scratch(Sched *x, int st, const Node *n, int backward)
     v->def = v->last = st;
     v->bytes = (size_t)floats * sizeof(float);
     s->stmts[st].scratch = s->nvalues++;
+}
+
+/* The node's compact form, written by its first forward (statement st)
+ * and read by its backward, which marks its last use. */
+static void add_compact(Sched *x, int st, const Node *n)
+{
+    Schedule *s = x->s;
+    Value *v = &s->values[s->nvalues];
+    v->tensor = compact_operand(n);
+    v->kind = V_COMPACT;
+    v->def = v->last = st;
+    v->bytes = (size_t)n->row->compact_bytes(x->g, n);
+    s->compact[n - x->g->nodes] = s->nvalues++;
 }
 
 static int new_value(Sched *x, int tensor, ValueKind kind, int def)
@@ -148,6 +167,8 @@ static void run_forward(Sched *x, int n, int recompute)
             use(x, recompute ? instance(x, nd->in[i]) : x->s->fwd[nd->in[i]], s);
     for (int o = 0; o < nd->nout; o++)
         new_value(x, nd->out[o], recompute ? V_RECOMP : V_FWD, s);
+    if (nd->compact && x->train && !recompute)
+        add_compact(x, s, nd);
     if (op_table[nd->op].alias) {
         int src = nd->in[0];
         make_view(x, recompute ? x->s->rec[nd->out[0]] : x->s->fwd[nd->out[0]],
@@ -314,6 +335,8 @@ static void run_backward(Sched *x, int n)
     int s = add_stmt(x, S_BACKWARD, n, -1, 0);
     take_first_writes(x, n, want, first, s);
     add_scratch(x, s, nd, 1);
+    if (nd->compact)
+        use(x, x->s->compact[n], s);
     for (int o = 0; o < nd->nout; o++) {
         if (g->tensors[nd->out[o]].has_grad)
             use(x, x->s->grad[nd->out[o]], s);
@@ -482,16 +505,17 @@ static void forward_in_place(Sched *x)
 int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s)
 {
-    Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED};
+    Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED, kind != SCHED_FORWARD};
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
     s->stmts = ctx_alloc(c, (3 * nn + nt + (size_t)g->noutputs + 1) *
                                 sizeof(Stmt));
     /* per tensor: forward, recompute, gradient; per node: the scratch of
-     * its forward, recompute and backward */
-    s->values = ctx_alloc(c, (3 * nt + 3 * nn) * sizeof(Value));
+     * its forward, recompute and backward, and its compact form */
+    s->values = ctx_alloc(c, (3 * nt + 4 * nn) * sizeof(Value));
     s->fwd = filled(c, g->ntensors, -1);
     s->rec = filled(c, g->ntensors, -1);
     s->grad = filled(c, g->ntensors, -1);
+    s->compact = filled(c, g->nnodes, -1);
     /* each tensor is pushed at most once per input edge reading it */
     size_t edges = 1;
     for (int k = 0; k < g->nnodes; k++)

@@ -120,6 +120,8 @@ void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
                     const char *const *dout, const char *const *in,
                     const char *const *out);
 double flops_erf(const Graph *g, const Node *n);
+/* Relu's, LeakyRelu's and Clip's compact form: a bit per element. */
+long compact_mask(const Graph *g, const Node *n);
 /* Two per element: a clamp and a multiply-add (HardSwish, HardSigmoid,
  * Clip). */
 double flops_hard(const Graph *g, const Node *n);
@@ -309,6 +311,12 @@ void emit_conv_bwd(Emit *e, const Node *n, const char *const *din,
 /* ---- ops_pool.c: the pools ----------------------------------------------------- */
 
 double flops_pool(const Graph *g, const Node *n);
+/* MaxPool's compact form: each window's winning tap, in
+ * rt_maxpool_index_width bytes. */
+long compact_index(const Graph *g, const Node *n);
+/* GlobalMaxPool's: each plane's winner, in rt_global_maxpool_index_width
+ * bytes. */
+long compact_plane_index(const Graph *g, const Node *n);
 void emit_pool_fwd(Emit *e, const Node *n, const char *const *out,
                    const char *const *in);
 void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,

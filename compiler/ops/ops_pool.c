@@ -1,8 +1,9 @@
 /*
  * ops_pool.c: MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool
  * (runtime pool.c), over 1, 2 or 3 spatial dims. MaxPool's and
- * GlobalMaxPool's backward re-find each window's maximum in X: no indices
- * are kept. Their windows are ops_conv.c's.
+ * GlobalMaxPool's backward re-find each window's maximum in X, except
+ * where MaxPool keeps its compact form (Node.compact): then the forward
+ * writes each window's winning tap and the backward reads that. Their windows are ops_conv.c's.
  */
 #include "ops.h"
 
@@ -10,6 +11,18 @@ double flops_pool(const Graph *g, const Node *n)
 {
     rt_window w = window_of(g, n);
     return (double)OUT(0)->numel * (w.kd > 0 ? w.kd : 1) * w.kh * w.kw;
+}
+
+long compact_index(const Graph *g, const Node *n)
+{
+    rt_window w = window_of(g, n);
+    return OUT(0)->numel * rt_maxpool_index_width(&w);
+}
+
+long compact_plane_index(const Graph *g, const Node *n)
+{
+    long hw = IN(0)->numel / OUT(0)->numel;
+    return OUT(0)->numel * rt_global_maxpool_index_width((int)hw);
 }
 
 static const char *pool_kernel(const Node *n)
@@ -28,8 +41,12 @@ static const char *pool_tail(Emit *e, const Node *n)
 void emit_pool_fwd(Emit *e, const Node *n, const char *const *out,
                    const char *const *in)
 {
-    emit(e, "rt_%s_forward(%s, %s, &win_%s%s);", pool_kernel(n), out[0], in[0],
-         n->cname, pool_tail(e, n));
+    if (e->compact)     /* MaxPool's winners kept for the backward */
+        emit(e, "rt_maxpool_forward_index(%s, %s, %s, &win_%s);", out[0],
+             e->compact, in[0], n->cname);
+    else
+        emit(e, "rt_%s_forward(%s, %s, &win_%s%s);", pool_kernel(n), out[0],
+             in[0], n->cname, pool_tail(e, n));
 }
 
 void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
@@ -37,7 +54,11 @@ void emit_pool_bwd(Emit *e, const Node *n, const char *const *din,
                    const char *const *out)
 {
     (void)out;
-    if (n->op == OP_MAX_POOL)
+    if (n->op == OP_MAX_POOL && e->compact)
+        emit(e, "rt_maxpool_backward_index%s(%s, %s, %s, &win_%s%s);",
+             set_suffix(e), din[0], dout[0], e->compact, n->cname,
+             set_arg(e));
+    else if (n->op == OP_MAX_POOL)
         emit(e, "rt_maxpool_backward%s(%s, %s, %s, &win_%s%s);",
              set_suffix(e), din[0], dout[0], in[0], n->cname,
              set_arg(e));
@@ -64,9 +85,14 @@ void emit_global_pool_fwd(Emit *e, const Node *n,
                           const char *const *out, const char *const *in)
 {
     const Graph *g = e->g;
-    emit(e, "rt_global_%s_forward(%s, %s, %ld, %ld);",
-         n->op == OP_GLOBAL_MAX_POOL ? "maxpool" : "avgpool", out[0], in[0],
-         OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
+    if (e->compact)
+        emit(e, "rt_global_maxpool_forward_index(%s, %s, %s, %ld, %ld);",
+             out[0], e->compact, in[0], OUT(0)->numel,
+             IN(0)->numel / OUT(0)->numel);
+    else
+        emit(e, "rt_global_%s_forward(%s, %s, %ld, %ld);",
+             n->op == OP_GLOBAL_MAX_POOL ? "maxpool" : "avgpool", out[0],
+             in[0], OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
 }
 
 void emit_global_pool_bwd(Emit *e, const Node *n,
@@ -76,7 +102,11 @@ void emit_global_pool_bwd(Emit *e, const Node *n,
 {
     const Graph *g = e->g;
     (void)out;
-    if (n->op == OP_GLOBAL_MAX_POOL)
+    if (n->op == OP_GLOBAL_MAX_POOL && e->compact)
+        emit(e, "rt_global_maxpool_backward_index(%s, %s, %s, %ld, %ld);",
+             din[0], dout[0], e->compact, OUT(0)->numel,
+             IN(0)->numel / OUT(0)->numel);
+    else if (n->op == OP_GLOBAL_MAX_POOL)
         emit(e, "rt_global_maxpool_backward(%s, %s, %s, %ld, %ld);", din[0],
              dout[0], in[0], OUT(0)->numel, IN(0)->numel / OUT(0)->numel);
     else

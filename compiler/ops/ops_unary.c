@@ -6,7 +6,10 @@
  * backward (its gradient is zero). Each writes rt_<kernel>_forward
  * over the output's elements, with its float attributes as literals after
  * the count; the backward reads what the row's needs mask says (Relu,
- * Tanh and Sigmoid their output, Gelu and Erf their input).
+ * Tanh and Sigmoid their output, Gelu and Erf their input), or, where the
+ * node keeps one (Node.compact), the 1-bit mask that Relu, LeakyRelu,
+ * Clip and HardSigmoid name as their compact form: the forward's _mask
+ * twin writes it, the backward's reads it.
  */
 #include "ops.h"
 
@@ -47,11 +50,19 @@ static int gelu_tanh(const Node *n)
     return n->op == OP_GELU && strcmp(node_attr(n, "approximate")->s, "tanh") == 0;
 }
 
+long compact_mask(const Graph *g, const Node *n)
+{
+    return (OUT(0)->numel + 7) / 8;
+}
+
 void emit_unary_fwd(Emit *e, const Node *n, const char *const *out,
                     const char *const *in)
 {
     const Graph *g = e->g;
-    if (n->op == OP_GELU)
+    if (e->compact)     /* the _mask twin writes the bits too */
+        emit(e, "rt_%s_forward_mask(%s, %s, %s, %ld%s);", n->row->kernel,
+             out[0], e->compact, in[0], OUT(0)->numel, unary_attrs(e, n, 0));
+    else if (n->op == OP_GELU)
         emit(e, "rt_gelu_forward(%s, %s, %ld, %d);", out[0], in[0],
              OUT(0)->numel, gelu_tanh(n));
     else
@@ -72,7 +83,12 @@ void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
                                              : "";
     /* the rows that write (Relu, Gelu) have a _set twin */
     const char *set = set_suffix(e);
-    if (n->op == OP_GELU)
+    if (e->compact)     /* the mask where the operand was; Clip needs no
+                         * bounds, LeakyRelu and HardSigmoid their alpha */
+        emit(e, "rt_%s_backward_mask%s(%s, %s, %s, %ld%s%s);", n->row->kernel,
+             set, din[0], dout[0], e->compact, OUT(0)->numel,
+             n->op == OP_CLIP ? "" : unary_attrs(e, n, 1), set_arg(e));
+    else if (n->op == OP_GELU)
         emit(e, "rt_gelu_backward%s(%s, %s, %s%ld, %d%s);", set, din[0],
              dout[0], read, OUT(0)->numel, gelu_tanh(n), set_arg(e));
     else

@@ -1276,7 +1276,8 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
         buf_printf(&other, " and %d more", no - 6);
     return ctx_error(c, g->file, 0, "%s cannot be met: the least saved bytes "
                      "of any plan is %.0f, forced by %d block-boundary "
-                     "tensor%s (%.0f bytes)%s%s%s%s", asked, f.plans[0].bytes,
+                     "tensor%s (%.0f bytes)%s%s%s%s", asked,
+                     f.plans[0].bytes + (double)r->compact_bytes,
                      nb, nb == 1 ? "" : "s", boundary,
                      nm ? "; must_save tensors: " : "", nm ? must.data : "",
                      no ? "; saved because recomputing them needs as much "
@@ -1321,14 +1322,16 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
         return -1;
     if (b->rates)
         r->rates = b->rates;
-    if (solve_frontier(c, g, r, want, &f))
+    /* the frontier's bytes leave out the compact forms every plan keeps */
+    double plans = want - (double)r->compact_bytes;
+    if (solve_frontier(c, g, r, plans, &f))
         return -1;
     int proven;
-    if (least_recompute(c, g, r, &f, want, &pick, &proven))
+    if (least_recompute(c, g, r, &f, plans, &pick, &proven))
         return budget_error(c, g, r, b, want);
     int rc;
     if (b->max_arena > 0) {
-        rc = fit_arena(c, g, r, &f, want, b->max_arena,
+        rc = fit_arena(c, g, r, &f, plans, b->max_arena,
                        b->fused_arena ? SCHED_FUSED : SCHED_TRAIN, seed,
                        &proven, &r->floor);
     } else {

@@ -70,7 +70,21 @@ def schedule(text, js):
             if a != b:
                 fail('row differs: text %r, json %r' % (a, b))
         fail('%d text rows, %d json rows' % (len(rows), len(d['tensors'])))
-    s = summary_lines(lines[2 + len(rows):])
+    # 'compact: TENSOR, FORM of NODE (OP), BYTES bytes' lines, then the summary
+    rest, compact = lines[2 + len(rows):], []
+    while rest and rest[0].startswith('compact: '):
+        line = rest.pop(0)
+        c = re.match(r'^compact: (\S+), (.+) of (\S+) \((\S+)\), (\d+) bytes$', line)
+        if not c:
+            fail('compact line: %r' % line)
+        compact.append(dict(zip(('tensor', 'form', 'node', 'op'), c.groups()[:4]),
+                            bytes=int(c.group(5))))
+    if compact != [dict(x) for x in d['compact']]:
+        fail('compact lines differ: text %r, json %r' % (compact, d['compact']))
+    if sum(x['bytes'] for x in compact) != d['summary']['compact_bytes'] or \
+            len(compact) != d['summary']['compact_forms']:
+        fail('compact lines do not add up to compact_bytes: %r' % compact)
+    s = summary_lines(rest)
     if s != d['summary']:
         fail('summary differs: text %r, json %r' % (s, d['summary']))
     text_keys = ('proven_optimal', 'peak_does', 'peak_note', 'recompute_seconds',
@@ -113,7 +127,7 @@ def diff(text, js):
         fail('diff header: %s' % lines[0])
     rows, summary = [], {}
     for line in lines[1:]:
-        r = re.match(r'^(\S+) +(SAVE|RECOMPUTE|-) +-> (SAVE|RECOMPUTE|-) +\((.*) -> (.*)\)$', line)
+        r = re.match(r'^(\S+) +(SAVE|RECOMPUTE|COMPACT|-) +-> (SAVE|RECOMPUTE|COMPACT|-) +\((.*) -> (.*)\)$', line)
         f = re.match(r'^([a-z_]+): (-?\d+(?:\.\d+)?) -> (-?\d+(?:\.\d+)?) \(([-+]\d+(?:\.\d+)?)\)$', line)
         if r:
             rows.append(dict(zip(('name', 'from', 'to', 'rule_from', 'rule_to'), r.groups())))
@@ -201,8 +215,10 @@ def svg(path, sched, memtext):
     if 'boundary' in by_id:
         # where the backward starts, every saved value is live and nothing
         # else from the forward: remat's saved bytes, each rounded up to 64
+        # (each compact form a buffer of its own too)
         saved, lo = int(by_id['boundary'].get('data-saved')), s['summary']['saved_bytes']
-        if not lo <= saved <= lo + 63 * s['summary']['saved_tensors']:
+        bufs = s['summary']['saved_tensors'] + s['summary']['compact_forms']
+        if not lo <= saved <= lo + 63 * bufs:
             fail('saved bytes where the backward starts: %d, schedule %d' % (saved, lo))
     named = [(t.get('data-name'), int(t.get('data-bytes')), t.get('data-kind'))
              for t in by_id['peak-tensors'].iter(NS + 'text') if t.get('class') == 'peak-tensor']

@@ -85,9 +85,11 @@ check_model() {   # name
     [ "$m" = wide ] && return    # no blocks: sac keeps what none keeps
     local a b
     a=$(saved "$onnx" sac "$flags") b=$(saved "$onnx" none "$flags")
-    if [ "$m" = rnn ]; then
+    if [ "$m" = rnn ] || [ "$m" = pixel_shuffle_sr ]; then
         # an Elman step's backward reads only h_t (a block boundary) and
-        # x_t: nothing for sac to recompute, so no more than none
+        # x_t; a pixel_shuffle_sr block's only its ReLU's sign, kept as a
+        # 1-bit mask under every policy (docs/memory.md, compact
+        # residuals): nothing for sac to recompute, so no more than none
         if [ -n "$a" ] && [ -n "$b" ] && [ "$a" -le "$b" ]; then ok
         else bad "$m: sac saves $a bytes, more than none's $b"; fi
     elif [ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ]; then ok

@@ -798,6 +798,125 @@ START_TEST(maxpool_writes)
 }
 END_TEST
 
+/* ---- MaxPool's winners kept (compact residuals) ---------------------------- */
+
+/* The window winners' forward and backward against the float kernels, bit
+ * for bit, on every fast-path geometry with ties across both zeros and
+ * numbered NaNs, then on every pool_setup geometry (floor, ceil, 1-D, 3-D):
+ * y, dx added into random values, and the _set twins from NaNs. */
+static void index_matches_float(const char *name, const rt_window *p,
+                                const float *x)
+{
+    const size_t nx = (size_t)p->n * p->c * (p->d ? p->d : 1) * p->h * p->w;
+    const size_t ny = (size_t)p->n * p->c * (p->od ? p->od : 1) * p->oh * p->ow;
+    float *dy = rnd(ny), *wy = nans(ny), *y = nans(ny), *start = rnd(nx);
+    float *wdx = copy(start, nx), *dx = copy(start, nx);
+    unsigned char *idx = malloc(ny * (size_t)rt_maxpool_index_width(p));
+    ck_assert_ptr_nonnull(idx);
+    rt_maxpool_forward(wy, x, p);
+    rt_maxpool_forward_index(y, idx, x, p);
+    ck_assert_msg(memcmp(y, wy, ny * sizeof *y) == 0, "%s: y differs", name);
+    rt_maxpool_backward(wdx, dy, x, p);
+    rt_maxpool_backward_index(dx, dy, idx, p);
+    ck_assert_msg(memcmp(dx, wdx, nx * sizeof *dx) == 0, "%s: dx differs",
+                  name);
+    free(wdx), free(dx);
+    wdx = nans(nx), dx = nans(nx);
+    rt_maxpool_backward_set(wdx, dy, x, p, 1u);
+    rt_maxpool_backward_index_set(dx, dy, idx, p, 1u);
+    ck_assert_msg(memcmp(dx, wdx, nx * sizeof *dx) == 0,
+                  "%s: written dx differs", name);
+    free(dy), free(wy), free(y), free(start), free(wdx), free(dx), free(idx);
+}
+
+START_TEST(maxpool_index_matches_float)
+{
+    int i;
+    set_seed();
+    for (i = 0; i < N_FAST; i++) {
+        const fast_spec *f = &fast_pools[i];
+        const rt_window p = f->ceil ? window_ceil(&f->s) : window_of(&f->s);
+        const size_t nx = (size_t)p.n * p.c * p.h * p.w;
+        float *x = malloc(nx * sizeof *x);
+        ck_assert_ptr_nonnull(x);
+        fill_ties(x, nx);
+        index_matches_float(f->s.name, &p, x);
+        free(x);
+    }
+    for (i = 0; i < N_POOLS + N_CEIL + N_ND; i++) {
+        pool_case c = pool_setup(i, 0, 1200 + (uint64_t)i);
+        index_matches_float(c.name, &c.p, c.x);
+        pool_free(&c);
+    }
+}
+END_TEST
+
+/* GlobalMaxPool's plane winners against the float kernels, bit for bit,
+ * on ties, both zeros and numbered NaNs; planes of 300 take two bytes. */
+START_TEST(global_maxpool_index_matches_float)
+{
+    const int shapes[3][2] = {{6, 49}, {3, 300}, {2, 1}};
+    int s;
+    set_seed();
+    for (s = 0; s < 3; s++) {
+        const int nc = shapes[s][0], hw = shapes[s][1];
+        const size_t nx = (size_t)nc * hw;
+        float *x = malloc(nx * sizeof *x), *dy = rnd((size_t)nc);
+        float *wy = nans((size_t)nc), *y = nans((size_t)nc), *start = rnd(nx);
+        float *wdx = copy(start, nx), *dx = copy(start, nx);
+        unsigned char *idx = malloc((size_t)nc * 4);
+        ck_assert(x != NULL && idx != NULL);
+        fill_ties(x, nx);
+        ck_assert_int_eq(rt_global_maxpool_index_width(hw), hw > 256 ? 2 : 1);
+        rt_global_maxpool_forward(wy, x, nc, hw);
+        rt_global_maxpool_forward_index(y, idx, x, nc, hw);
+        ck_assert(memcmp(y, wy, (size_t)nc * sizeof *y) == 0);
+        rt_global_maxpool_backward(wdx, dy, x, nc, hw);
+        rt_global_maxpool_backward_index(dx, dy, idx, nc, hw);
+        ck_assert(memcmp(dx, wdx, nx * sizeof *dx) == 0);
+        free(x), free(dy), free(wy), free(y), free(start), free(wdx), free(dx);
+        free(idx);
+    }
+}
+END_TEST
+
+/* By hand: 1x1 windows with pads 1 over one element (the empty windows
+ * send nothing back; the centre's tap 0 wins), a 2x2 window's winners as
+ * tap numbers (ties to the first: x = [3 3; 1 3] -> tap 0), and the widths:
+ * 16x16 = 256 taps in one byte, 17x16 = 272 in two. */
+START_TEST(maxpool_index_by_hand)
+{
+    const win_spec s1 = {"empty", 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    const win_spec s2 = {"2x2", 1, 1, 2, 4, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0};
+    const win_spec s3 = {"16x16", 1, 1, 16, 16, 0, 16, 16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0};
+    const win_spec s4 = {"17x16", 1, 1, 17, 16, 0, 17, 16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0};
+    const rt_window p1 = window_of(&s1), p2 = window_of(&s2),
+                    p3 = window_of(&s3), p4 = window_of(&s4);
+    const float x1[1] = {-7}, dy1[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    /* rows [3 3 0 -1; 1 3 -2 5]: windows [3 3; 1 3] and [0 -1; -2 5] */
+    const float x2[8] = {3, 3, 0, -1, 1, 3, -2, 5}, dy2[2] = {10, 20};
+    const float wdx2[8] = {10, 0, 0, 0, 0, 0, 0, 20};
+    float y1[9], dx1[1] = {0}, y2[2], dx2[8] = {0};
+    unsigned char idx1[9], idx2[2];
+    int j;
+    ck_assert_int_eq(rt_maxpool_index_width(&p1), 1);
+    rt_maxpool_forward_index(y1, idx1, x1, &p1);
+    for (j = 0; j < 9; j++)
+        ck_assert(j == 4 ? y1[j] == -7 : y1[j] == -INFINITY);
+    ck_assert_int_eq(idx1[4], 0);
+    rt_maxpool_backward_index(dx1, dy1, idx1, &p1);
+    ck_assert_float_eq(dx1[0], 5);
+    rt_maxpool_forward_index(y2, idx2, x2, &p2);
+    ck_assert(y2[0] == 3 && y2[1] == 5);
+    ck_assert(idx2[0] == 0 && idx2[1] == 3);
+    rt_maxpool_backward_index(dx2, dy2, idx2, &p2);
+    for (j = 0; j < 8; j++)
+        ck_assert_float_eq(dx2[j], wdx2[j]);
+    ck_assert_int_eq(rt_maxpool_index_width(&p3), 1);
+    ck_assert_int_eq(rt_maxpool_index_width(&p4), 2);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *pool_suite(void)
@@ -817,6 +936,9 @@ static Suite *pool_suite(void)
     tcase_add_test(tc, avgpool_by_hand);
     tcase_add_loop_test(tc, pool_fast_paths_match_generic, 0, 3 * N_FAST);
     tcase_add_test(tc, maxpool_fast_ties_by_hand);
+    tcase_add_test(tc, maxpool_index_matches_float);
+    tcase_add_test(tc, maxpool_index_by_hand);
+    tcase_add_test(tc, global_maxpool_index_matches_float);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("global_avgpool");

@@ -787,6 +787,100 @@ START_TEST(set_zero_adds)
 }
 END_TEST
 
+/* ---- masks kept instead of floats (compact residuals) -------------------- */
+
+/* x over the kinks and the odd values: both zeros, NaN, infinities, a
+ * denormal, Clip's bounds; the rest random. */
+static float *mask_inputs(size_t n)
+{
+    static const float odd[10] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY,
+                                  1e-45f, -1e-45f, 6.0f, 1.0f, -1.0f};
+    float *x = rnd(n);
+    size_t i;
+    for (i = 0; i < n; i += 7)
+        x[i] = odd[(i / 7) % 10];
+    return x;
+}
+
+/* Forward and backward from the mask against the float kernels, bit for
+ * bit: y, dx added into random values (a -0 there stays -0), and Relu's
+ * _set twin from NaNs. n = 1001 is not a whole number of bytes; n =
+ * 300001 splits over the threads where there are any. */
+static void masks_match(int n)
+{
+    float *x = mask_inputs((size_t)n), *dy = rnd((size_t)n);
+    float *start = rnd((size_t)n), *wy = nans((size_t)n), *y = nans((size_t)n);
+    float *wdx = copy(start, (size_t)n), *dx = copy(start, (size_t)n);
+    unsigned char *mask = malloc((size_t)n / 8 + 1);
+    const size_t bytes = (size_t)n * sizeof(float);
+    ck_assert_ptr_nonnull(mask);
+    start[1] = -0.0f;
+    wdx[1] = dx[1] = -0.0f;
+    rt_relu_forward(wy, x, n);
+    rt_relu_forward_mask(y, mask, x, n);
+    ck_assert(memcmp(y, wy, bytes) == 0);
+    rt_relu_backward(wdx, dy, wy, n);
+    rt_relu_backward_mask(dx, dy, mask, n);
+    ck_assert(memcmp(dx, wdx, bytes) == 0);
+    memcpy(wdx, start, bytes), memcpy(dx, start, bytes);
+    rt_relu_backward_set(wdx, dy, wy, n, 1u);
+    for (int i = 0; i < n; i++)
+        dx[i] = NAN;
+    rt_relu_backward_mask_set(dx, dy, mask, n, 1u);
+    ck_assert(memcmp(dx, wdx, bytes) == 0);
+    rt_leaky_relu_forward(wy, x, n, 0.1f);
+    rt_leaky_relu_forward_mask(y, mask, x, n, 0.1f);
+    ck_assert(memcmp(y, wy, bytes) == 0);
+    memcpy(wdx, start, bytes), memcpy(dx, start, bytes);
+    rt_leaky_relu_backward(wdx, dy, x, n, 0.1f);
+    rt_leaky_relu_backward_mask(dx, dy, mask, n, 0.1f);
+    ck_assert(memcmp(dx, wdx, bytes) == 0);
+    rt_hard_sigmoid_forward(wy, x, n, 0.2f, 0.5f);
+    rt_hard_sigmoid_forward_mask(y, mask, x, n, 0.2f, 0.5f);
+    ck_assert(memcmp(y, wy, bytes) == 0);
+    memcpy(wdx, start, bytes), memcpy(dx, start, bytes);
+    rt_hard_sigmoid_backward(wdx, dy, wy, n, 0.2f);
+    rt_hard_sigmoid_backward_mask(dx, dy, mask, n, 0.2f);
+    ck_assert(memcmp(dx, wdx, bytes) == 0);
+    rt_clip_forward(wy, x, n, 0.0f, 6.0f);
+    rt_clip_forward_mask(y, mask, x, n, 0.0f, 6.0f);
+    ck_assert(memcmp(y, wy, bytes) == 0);
+    memcpy(wdx, start, bytes), memcpy(dx, start, bytes);
+    rt_clip_backward(wdx, dy, x, n, 0.0f, 6.0f);
+    rt_clip_backward_mask(dx, dy, mask, n);
+    ck_assert(memcmp(dx, wdx, bytes) == 0);
+    free(x), free(dy), free(start), free(wy), free(y), free(wdx), free(dx);
+    free(mask);
+}
+
+START_TEST(masks_match_float_kernels)
+{
+    set_seed();
+    masks_match(1001);
+    masks_match(300001);
+}
+END_TEST
+
+/* By hand: x = [2, -1, 0, NaN, -0, 3, 0.5, -2, 7] gives Relu's mask bits
+ * 1 0 0 0 0 1 1 0 | 1 (bytes 0x61, 0x01): y > 0 is false at 0, -0 and
+ * NaN (y = 0 there). Clip(0, 6)'s bits are lo <= x <= hi: 1 0 1 0 1 1 1
+ * 0 | 0 (0x75, 0x00). */
+START_TEST(masks_by_hand)
+{
+    const float x[9] = {2, -1, 0, NAN, -0.0f, 3, 0.5f, -2, 7};
+    float y[9];
+    unsigned char mask[2];
+    rt_relu_forward_mask(y, mask, x, 9);
+    ck_assert_int_eq(mask[0], 0x61);
+    ck_assert_int_eq(mask[1], 0x01);
+    ck_assert(y[3] == 0.0f && y[0] == 2.0f);
+    rt_clip_forward_mask(y, mask, x, 9, 0.0f, 6.0f);
+    ck_assert_int_eq(mask[0], 0x75);
+    ck_assert_int_eq(mask[1] & 1, 0);
+    ck_assert(y[8] == 6.0f);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 /* ---- Sign (issue 25) ------------------------------------------------------ */
@@ -851,6 +945,8 @@ static Suite *unary_suite(void)
     tcase_add_checked_fixture(tc, set_seed, NULL);
     tcase_add_test(tc, pointwise_kernels_write);
     tcase_add_test(tc, set_zero_adds);
+    tcase_add_test(tc, masks_match_float_kernels);
+    tcase_add_test(tc, masks_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# End-to-end test of compact residuals (docs/memory.md): where every
+# backward that reads a tensor can read a compact form of it instead (a
+# Relu's, LeakyRelu's or Clip's 1-bit mask, a MaxPool's window winners),
+# every policy keeps that and not the floats. Held to:
+# - a ReLU MLP of width 1024 with every weight frozen (TinyTL's bias-only
+#   update), policy none: the three Relu outputs are COMPACT, their masks
+#   3 x 32 x 1024 / 8 = 12,288 bytes, and the saved bytes at most a
+#   sixteenth of the Relu outputs' floats (3 x 32 x 1024 x 4 = 393,216);
+#   with the weights trainable no mask (the weight gradients read the
+#   floats);
+# - its bias gradients and loss bitwise equal to the same model with the
+#   weights trainable, where the Relu backwards read the floats: the mask
+#   backward computes what the float one does; and bitwise equal across
+#   policies;
+# - graphs/cnn.xml under none: both Relu outputs kept as masks and read by
+#   their MaxPools as window winners, the bytes worked by hand, in the text
+#   report, its JSON and the generated file's summary.
+# tests/graphs/compact_residuals.xml (test_graphs.sh) holds the other ops
+# to torch and across policies. Needs cc, OpenBLAS and /usr/bin/python3.
+. "$(dirname "$0")/lib.sh"
+
+key() { sed -n "s/^$2: //p" "$1"; }
+
+# ---- the ReLU MLP, width 1024, batch 32 ---------------------------------------------
+/usr/bin/python3 - "$work/mlp.xml" <<'PY'
+import sys
+dims = [784, 1024, 1024, 1024, 10]
+inits, nodes, x = [], [], "x"
+for i in range(4):
+    n, k = dims[i + 1], dims[i]
+    inits.append(f'<initializer name="fc{i}.weight" shape="{n} {k}" init="uniform" low="-0.03" high="0.03"/>')
+    inits.append(f'<initializer name="fc{i}.bias" shape="{n}" init="uniform" low="-0.1" high="0.1"/>')
+    nodes.append(f'<node name="fc{i}" op="Gemm" in="{x} fc{i}.weight fc{i}.bias" out="h{i}" transB="1"/>')
+    x = f"h{i}"
+    if i < 3:
+        nodes.append(f'<node name="relu{i}" op="Relu" in="h{i}" out="a{i}"/>')
+        x = f"a{i}"
+body = "\n    ".join(['<input name="x" shape="32 784"/>', '<input name="target" shape="32 10"/>']
+                     + inits + nodes +
+                     [f'<node name="diff" op="Sub" in="{x} target" out="d"/>',
+                      '<node name="sq" op="Mul" in="d d" out="d2"/>',
+                      '<node name="mse" op="ReduceMean" in="d2" out="loss" keepdims="0"/>',
+                      '<output name="loss" loss="true"/>'])
+open(sys.argv[1], "w").write(f'<?xml version="1.0"?>\n<model name="relu_mlp" format="1">\n  <graph>\n    {body}\n  </graph>\n</model>\n')
+PY
+mlp=$work/mlp.xml
+set -f
+frozen=(--freeze '*.weight')
+run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" && cp "$work/out" "$work/s_frozen" &&
+    run 0 "$remat" schedule "$mlp" --policy none && cp "$work/out" "$work/s_trained" && ok ||
+    bad "mlp: schedule"
+[ "$(grep -cE '^a[012] +relu[012] +Relu .* COMPACT ' "$work/s_frozen")" = 3 ] && ok ||
+    bad "mlp frozen: the Relu outputs are not COMPACT"
+[ "$(key "$work/s_frozen" compact_bytes)" = 12288 ] &&
+    [ "$(key "$work/s_frozen" compact_forms)" = 3 ] && ok ||
+    bad "mlp frozen: compact_bytes $(key "$work/s_frozen" compact_bytes), want 12288"
+saved=$(key "$work/s_frozen" saved_bytes)
+[ "$((saved * 16))" -le 393216 ] && ok || bad "mlp frozen: saved bytes $saved above 393216 / 16"
+grep -q ' COMPACT ' "$work/s_trained" && bad "mlp trained: a COMPACT tensor" || ok
+[ "$(key "$work/s_trained" compact_bytes)" = 0 ] && ok || bad "mlp trained: compact bytes"
+# a budget counts the masks in its bytes: the least is still reachable
+run 0 "$remat" schedule "$mlp" --budget "$saved" "${frozen[@]}" &&
+    [ "$(key "$work/out" saved_bytes)" = "$saved" ] && ok || bad "mlp frozen: --budget $saved"
+
+# gradients: the frozen model under every policy, and the trained one
+for p in none full sac; do
+    "$remat" build "$mlp" --policy "$p" "${frozen[@]}" -o "$work/frozen_$p" &&
+        "$work/frozen_$p" --seed 2 --dump "$work/frozen_$p.d" >/dev/null && ok ||
+        bad "mlp frozen $p: build or dump"
+done
+"$remat" build "$mlp" --policy none -o "$work/trained" &&
+    "$work/trained" --seed 2 --dump "$work/trained.d" >/dev/null && ok || bad "mlp trained: build or dump"
+set +f
+for p in full sac; do
+    same_dirs "$work/frozen_none.d" "$work/frozen_$p.d" && ok || bad "mlp frozen: $p differs from none"
+done
+n=0
+for f in "$work"/frozen_none.d/grad.*.npy "$work/frozen_none.d/loss.npy"; do
+    n=$((n + 1))
+    cmp -s "$f" "$work/trained.d/$(basename "$f")" || bad "mlp: $(basename "$f") with masks differs from the float backward's"
+done
+[ "$n" = 5 ] && ok || bad "mlp: $n files compared, want 4 bias gradients and the loss"
+
+# ---- cnn: masks and window winners ---------------------------------------------------
+# stage1.a is 32x16x28x28 (401,408 floats: 50,176 mask bytes), its pool's
+# output 32x16x14x14 (100,352 one-byte winners of 4 taps); stage2.a is
+# 32x32x14x14 (25,088 mask bytes), its pool's 32x32x7x7 (50,176).
+run 0 "$remat" schedule graphs/cnn.xml --policy none --json &&
+    /usr/bin/python3 - "$work/out" <<'PY' && ok || bad "cnn: the JSON's compact forms"
+import json, sys
+r = json.load(open(sys.argv[1]))
+got = [(c["tensor"], c["node"], c["form"], c["bytes"]) for c in r["compact"]]
+want = [("stage1.a", "stage1.relu", "1-bit mask", 50176),
+        ("stage1.a", "stage1.pool", "window winners", 100352),
+        ("stage2.a", "stage2.relu", "1-bit mask", 25088),
+        ("stage2.a", "stage2.pool", "window winners", 50176)]
+assert got == want, got
+assert r["summary"]["compact_bytes"] == 225792
+dec = {t["name"]: t["decision"] for t in r["tensors"]}
+assert dec["stage1.a"] == dec["stage2.a"] == "COMPACT", dec
+PY
+run 0 "$remat" schedule graphs/cnn.xml --policy full &&
+    grep -q '^compact: stage1.a, window winners of stage1.pool (MaxPool), 100352 bytes$' "$work/out" &&
+    [ "$(key "$work/out" recompute_flops)" = 0 ] && ok || bad "cnn full: compact lines or a recompute"
+grep -q '^ \*   stage2.a: 1-bit mask of stage2.relu (25088 bytes)$' generated/cnn_none.c &&
+    grep -q 'rt_maxpool_backward_index' generated/cnn_none.c && ok ||
+    bad "generated/cnn_none.c: no compact forms"
+
+finish test_compact
