@@ -97,7 +97,7 @@ class TinyVww(nn.Module):
     32/2, 32, 64/2, 64, 128/2, 128 x5, 256/2, 256), average pool over the
     3x3 map, Linear to 2 classes, cross-entropy."""
 
-    test_batch = 2
+    test_batch = 4
     ref_batch = 32      # train_vww.py's BATCH_SIZE
     # (output channels, stride) of MobileNetV1's blocks at width 1, over 4
     plan = [(16, 1), (32, 2), (32, 1), (64, 2), (64, 1), (128, 2),
