@@ -142,39 +142,61 @@ def layers(params):
 
 def grow(remat, path, params, stats, first):
     """first, then the weights of one more layer from the output back at
-    a time, while the step fits: the last (train globs, memory) that fit,
-    None when first alone does not."""
-    best, train = None, list(first)
+    a time, while the step fits: (the last train globs and memory that
+    fit or None, the first ones tried)."""
+    best, tried, train = None, None, list(first)
     for layer in [[]] + layers(params):
         train = train + layer
         if not train:
             continue
         mem = least(remat, path, freeze_list(params, train), params, stats)
+        tried = tried or (list(train), mem)
         if mem[0] > PART:
             break
         best = (list(train), mem)
-    return best
+    return best, tried
 
 
 def sparse(remat, path, params, stats):
     """The largest sparse update that fits, by trained floats, of two
     kinds: the last k layers, and every bias with the last k layers
     (bias-only backpropagates through the whole network, so its
-    activations may cost more than the last layers' weights)."""
-    found = [b for b in (grow(remat, path, params, stats, []),
-                         grow(remat, path, params, stats, ["*.bias"])) if b]
-    if not found:
-        return None
-    return max(found, key=lambda b: b[1][2]["trainable parameters"])
+    activations may cost more than the last layers' weights). When none
+    fits, the least RAM of the two first tried (the last layer alone,
+    every bias), marked False: (fits, train globs, memory)."""
+    grown = [grow(remat, path, params, stats, []),
+             grow(remat, path, params, stats, ["*.bias"])]
+    found = [b for b, _ in grown if b]
+    if found:
+        return (True,) + max(found,
+                             key=lambda b: b[1][2]["trainable parameters"])
+    return (False,) + min((t for _, t in grown), key=lambda t: t[1][0])
 
 
-def describe(train):
+def collapse(names, every):
+    """names (layers) with each group whose layers are all there (those
+    of `every` sharing a name up to the last dot) given as the group."""
+    out = []
+    for n in names:
+        group = n.rsplit(".", 1)[0] if "." in n else None
+        members = [m for m in every if group and m.startswith(group + ".")
+                   and "." not in m[len(group) + 1:]]
+        if group and all(m in names for m in members):
+            if group not in out:
+                out.append(group)
+        else:
+            out.append(n)
+    return out
+
+
+def describe(train, params):
     """The globs of a sparse update as the table's text."""
+    every = [g[0][:-2] for g in layers(params)]
+    rest = [g[:-2] for g in train if g != "*.bias"]
+    text = "`%s`" % "`, `".join(collapse(rest, every)) if rest else ""
     if train[0] == "*.bias":
-        rest = train[1:]
-        return "every bias" + (", and `%s`" % "`, `".join(g[:-2] for g in rest)
-                               if rest else "")
-    return "`%s`" % "`, `".join(g[:-2] for g in train)
+        return "every bias" + (", and " + text if text else "")
+    return text
 
 
 def kib(b):
@@ -229,15 +251,14 @@ def model_rows(remat, tmp, key, title, batches, last):
                 rows.append("| %s | %d | %s | `%s` | - | - | - | remat refuses: %s |"
                             % (title, b, config, trains, refusal(e)))
         try:
-            best = sparse(remat, path, params, stats)
-        except RuntimeError:
-            best = None
-        if best:
-            rows.append(row(title, b, "largest sparse update",
-                            describe(best[0]), best[1]))
-        else:
-            rows.append("| %s | %d | largest sparse update | - | - | - | - | "
-                        "nothing fits |" % (title, b))
+            fits, train, mem = sparse(remat, path, params, stats)
+            what = describe(train, params)
+            if not fits:
+                what = "nothing fits; the least is " + what
+            rows.append(row(title, b, "largest sparse update", what, mem))
+        except RuntimeError as e:
+            rows.append("| %s | %d | largest sparse update | - | - | - | - "
+                        "| remat refuses: %s |" % (title, b, refusal(e)))
     return rows
 
 

@@ -12,8 +12,10 @@
 # 262,144 values they come from NAME.weights, linked into flash), and its
 # losses must equal, bit for bit, those of the host trainer that `remat
 # build --no-blas --cflags -ffp-contract=off` makes with the same flags
-# (docs/firmware.md says why those flags). docs/tiny.md has the table of
-# what fits and what does not (scripts/tiny_table.py).
+# (docs/firmware.md says why those flags), and the trainer's initial
+# parameters must be the torch module's bit for bit. Last, docs/tiny.md's
+# table of what fits and what does not must be what scripts/tiny_table.py
+# writes.
 # Needs Debian's gcc-arm-none-eabi, libnewlib-arm-none-eabi, qemu-system-arm.
 . "$(dirname "$0")/lib.sh"
 
@@ -31,7 +33,18 @@ command -v arm-none-eabi-gcc >/dev/null || need="$need gcc-arm-none-eabi"
 command -v qemu-system-arm >/dev/null || need="$need qemu-system-arm"
 if [ -n "$need" ]; then
     bad "missing tools; run: sudo apt-get install -y$need"
-    finish test_tiny
+    # ---- docs/tiny.md's table is what scripts/tiny_table.py writes today --------
+cp docs/tiny.md "$work/tiny.md"
+if $PY scripts/tiny_table.py --remat "$remat" --doc "$work/tiny.md" >/dev/null 2>"$work/table.err"; then
+    if cmp -s docs/tiny.md "$work/tiny.md"; then ok; else
+        bad "docs/tiny.md's table is stale; run scripts/tiny_table.py --doc docs/tiny.md:"
+        diff docs/tiny.md "$work/tiny.md" | head -10
+    fi
+else
+    tail -3 "$work/table.err"; bad "scripts/tiny_table.py failed"
+fi
+
+finish test_tiny
     exit
 fi
 
@@ -117,6 +130,30 @@ config() {
     # shellcheck disable=SC2086
     "$remat" build "$f" $flags "${freeze[@]}" --no-blas --cflags "-ffp-contract=off" \
         -o "$d/trainer" >"$d/build.log" 2>&1 || { cat "$d/build.log"; bad "$label: remat build"; return; }
+    # the weights trained from are the torch module's (the ONNX
+    # initializers), not values init drew from the seed
+    if "$d/trainer" --seed $SEED --dump "$d/dump" >/dev/null &&
+        $PY - "$name" "$d/dump" <<'PYEOF'; then ok; else bad "$label: the trainer's initial parameters are not the torch module's"; fi
+import os, sys
+import numpy as np
+import torch
+sys.path.insert(0, "tests/tiny")
+import tiny_models
+name, dump = sys.argv[1:]
+cls = tiny_models.resnet8() if name == "resnet8" else tiny_models.TINY_MODELS[name]
+torch.manual_seed(0)    # as tiny_models.py exports
+n = 0
+# the parameters (the running statistics moved when the export ran the
+# module in training mode)
+for k, v in cls().named_parameters():
+    f = os.path.join(dump, "param.%s.npy" % k)
+    if os.path.exists(f):
+        if np.load(f).tobytes() != v.detach().numpy().tobytes():
+            sys.exit("param.%s differs from the module's" % k)
+        n += 1
+print("%d parameters are the module's, bit for bit" % n)
+sys.exit(n == 0)
+PYEOF
     [ "$opt" = fused ] && fused=(--fused)
     "$d/trainer" --seed $SEED --steps $STEPS --bits "${fused[@]}" |
         sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/step \1 \2/p' >"$d/host"
@@ -138,5 +175,16 @@ config tiny_kws 1 fused 256k overflows "" "*"
 config tiny_ad 2 fused 256k overflows "" "*.bias"
 # ---- past 262,144 initial values: the weights image linked into flash --------
 config tiny_ad 2 fused 4m fits "" "*.bias"
+
+# ---- docs/tiny.md's table is what scripts/tiny_table.py writes today --------
+cp docs/tiny.md "$work/tiny.md"
+if $PY scripts/tiny_table.py --remat "$remat" --doc "$work/tiny.md" >/dev/null 2>"$work/table.err"; then
+    if cmp -s docs/tiny.md "$work/tiny.md"; then ok; else
+        bad "docs/tiny.md's table is stale; run scripts/tiny_table.py --doc docs/tiny.md:"
+        diff docs/tiny.md "$work/tiny.md" | head -10
+    fi
+else
+    tail -3 "$work/table.err"; bad "scripts/tiny_table.py failed"
+fi
 
 finish test_tiny
