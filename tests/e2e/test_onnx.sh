@@ -23,7 +23,7 @@
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 py=/usr/bin/python3
-models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls frozen_bn_fold eval_bn_affine"}
+models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls frozen_bn_fold eval_bn_affine tiny_kws tiny_vww tiny_ad"}
 
 saved() {   # model.onnx policy [flags]
     # shellcheck disable=SC2086
@@ -82,7 +82,9 @@ check_model() {   # name
         done
         [ "$same" = 1 ] && ok || bad "$m $p: not bitwise equal to none (one step, and parameters after 3)"
     done
-    [ "$m" = wide ] && return    # no blocks: sac keeps what none keeps
+    # no blocks (tiny_ad's layers are each a module of their own, none
+    # repeated): sac keeps what none keeps
+    case $m in wide|tiny_ad) return ;; esac
     local a b
     a=$(saved "$onnx" sac "$flags") b=$(saved "$onnx" none "$flags")
     if [ "$m" = rnn ] || [ "$m" = pixel_shuffle_sr ]; then

@@ -1595,6 +1595,13 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           # eval-mode BatchNorm, folded and with a trainable affine (issue 26)
           "frozen_bn_fold": FrozenBnFold, "eval_bn_affine": EvalBnAffine}
 
+# The MLPerf Tiny models (tests/tiny/tiny_models.py; its ResNet-8 is
+# resnet8 above), checked here at a small batch as any other.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "tiny"))
+from tiny_models import TINY_MODELS  # noqa: E402
+MODELS.update(TINY_MODELS)
+
 
 def fname(name):
     return name.replace("/", "%2F")
@@ -1780,7 +1787,8 @@ def same_weights(ref, weights):
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a[0] == "--names":   # the models small enough to seed the fuzzer
-        print(" ".join(n for n in MODELS if n not in ("big", "wide")))
+        print(" ".join(n for n in MODELS
+                       if n not in ("big", "wide", "tiny_vww", "tiny_ad")))
         sys.exit(0)
     if a[0] == "--flags":   # remat's flags for the model (its frozen parts)
         print(" ".join(f"--freeze {g}" for g in getattr(MODELS[a[1]], "freeze", [])))
