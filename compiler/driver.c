@@ -145,8 +145,11 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *m)
 {
-    if (budget)
+    if (budget) {
         g->conv_scratch = (long)budget->conv_scratch;
+        g->has_seed = budget->has_seed;
+        g->seed = budget->seed;
+    }
     if (infer_shapes(c, g) || autodiff(c, g))
         return -1;
     int rc;
@@ -204,7 +207,5 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     m->fwd = fwd;
     m->train = train;
     m->fused = fused;
-    m->has_seed = 0;
-    m->seed = 0;
     return 0;
 }

@@ -55,12 +55,17 @@ check momentum0  $P 0              $P    0    arena_bytes --optimizer sgd --mome
 check adamw      $P $((2 * P))     $P    0    arena_bytes --optimizer adamw
 check fused      $P 0              0     0    fused_arena_bytes --fused
 check adamfused  $P $((2 * P))     0     0    fused_arena_bytes --optimizer adamw --fused
+# b0's weights and biases frozen (2 x (32x32 + 32) floats, 8,448 bytes):
+# drawn at compile time (--seed) they are flash; drawn by init at run time
+# they sit in the params buffer, RAM, though nothing trains them
 F=25344
-check frozen     $F 0              $F    8448 arena_bytes --freeze 'b0.*'
-check frozenmom  $F $F             $F    8448 arena_bytes --freeze 'b0.*' --momentum 0.5
-check frozenadam $F $((2 * F))     0     8448 fused_arena_bytes --freeze 'b0.*' --optimizer adamw --fused
+check frozen     $F 0              $F    8448 arena_bytes --freeze 'b0.*' --seed 1
+check frozenmom  $F $F             $F    8448 arena_bytes --freeze 'b0.*' --momentum 0.5 --seed 1
+check frozenadam $F $((2 * F))     0     8448 fused_arena_bytes --freeze 'b0.*' --optimizer adamw --fused --seed 1
+check frozenrt   $P 0              $F    0    arena_bytes --freeze 'b0.*'
 # every weight frozen: nothing trains, nothing in RAM but the arena and io
-check allfrozen  0  0              0     $P   arena_bytes --freeze '*' --momentum 0.9
+check allfrozen  0  0              0     $P   arena_bytes --freeze '*' --momentum 0.9 --seed 1
+check allfrozenrt $P 0             0     0    arena_bytes --freeze '*' --momentum 0.9
 grep -qx 'optimizer: sgd momentum 0.9' "$work/momentum.txt" &&
     grep -qx 'optimizer: adamw, fused' "$work/adamfused.txt" && ok ||
     bad "the optimizer line: $(fig optimizer "$work/momentum.txt"), $(fig optimizer "$work/adamfused.txt")"
@@ -73,11 +78,23 @@ run 0 "$remat" schedule tests/graphs/batchnorm_ops.xml && cp "$work/out" "$work/
     [ "$(fig ram_params_bytes "$work/bn")" = 884 ] && [ "$(fig ram_gradient_bytes "$work/bn")" = 820 ] &&
     [ "$(fig ram_io_bytes "$work/bn")" = 1236 ] && [ "$(fig flash_bytes "$work/bn")" = 0 ] && ok ||
     bad "batchnorm_ops: $(grep -E '^(ram|flash)' "$work/bn" | tr '\n' ' ')"
-# frozen scale and bias are flash (8 + 8 floats, 64 bytes); the statistics stay
-run 0 "$remat" schedule tests/graphs/batchnorm_ops.xml --freeze 'bn*' && cp "$work/out" "$work/bnf" &&
+# frozen scale and bias drawn at compile time are flash (8 + 8 floats, 64
+# bytes); the statistics, which training mode updates, stay
+run 0 "$remat" schedule tests/graphs/batchnorm_ops.xml --freeze 'bn*' --seed 7 && cp "$work/out" "$work/bnf" &&
     [ "$(fig ram_params_bytes "$work/bnf")" = $((4 * (54 + 135 + 16))) ] &&
     [ "$(fig flash_bytes "$work/bnf")" = 64 ] && ok ||
     bad "batchnorm_ops --freeze 'bn*': $(grep -E '^(ram|flash)' "$work/bnf" | tr '\n' ' ')"
+# eval-mode BatchNorm (training_mode 0) never writes its statistics, so
+# they are constants: trainable w1 (54), bn1 scale and bias (6) and b2 (5)
+# are 65 floats, 260 bytes of RAM; bn1's statistics (6), the frozen w2
+# (135) and all of bn2 (20) are 161 floats, 644 bytes of flash, as many as
+# the header's NAME_frozen[] holds
+run 0 "$remat" schedule tests/graphs/batchnorm_eval.xml --seed 1 && cp "$work/out" "$work/be" &&
+    [ "$(fig ram_params_bytes "$work/be")" = 260 ] && [ "$(fig flash_bytes "$work/be")" = 644 ] &&
+    run 0 "$remat" compile tests/graphs/batchnorm_eval.xml --seed 1 -o "$work/be.c" &&
+    grep -qx '#define BATCHNORM_EVAL_FROZEN_FLOATS 161' "$work/be.h" &&
+    grep -qx '#define BATCHNORM_EVAL_PARAM_FLOATS 65' "$work/be.h" && ok ||
+    bad "batchnorm_eval: $(grep -E '^(ram_params|flash)' "$work/be" | tr '\n' ' ')"
 # int64 constants: rows (6), width, pad, ignore (1 each), fill (6): 15 x 8
 run 0 "$remat" schedule tests/graphs/int64_constants.xml &&
     [ "$(fig flash_bytes "$work/out")" = 120 ] && ok ||
