@@ -245,8 +245,9 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
     case S_UPDATE:
         emit(e, "/* d(%s) is final and nothing reads %s again: step it */",
              t->name, t->name);
-        emit(e, "rt_optimizer_update(opt, params + %zu, d_%s, state + %zu, "
-             "%zu, %ld);", e->offset[st->tensor], t->cname,
+        emit(e, "rt_optimizer_update(opt, params + %zu, d_%s, "
+             "state ? state + %zu : NULL, %zu, %ld);", e->offset[st->tensor],
+             t->cname,
              e->grad_offset[st->tensor], e->trainable, t->numel);
         break;
     }
@@ -620,8 +621,9 @@ static void emit_optimizers(Emit *e)
                      "%zu, state + %zu, %ld, lr, c, step);", off, go, go,
                      tf + go, x->numel);
             else
-                emit(e, "rt_sgd_update(params + %zu, grads + %zu, state + "
-                     "%zu, %ld, lr, c, step);", off, go, go, x->numel);
+                emit(e, "rt_sgd_update(params + %zu, grads + %zu, state ? "
+                     "state + %zu : NULL, %ld, lr, c, step);", off, go, go,
+                     x->numel);
         }
         e->indent--;
         emit(e, "}");
@@ -1180,7 +1182,9 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
              "gradient");
         emit(e, " * buffer's layout (AdamW: every exp_avg, then every "
              "exp_avg_sq). Zero it");
-        emit(e, " * before the first step; step counts updates from 1. */");
+        emit(e, " * before the first step; step counts updates from 1. "
+             "Plain SGD (momentum");
+        emit(e, " * 0) keeps none: its state may be NULL. */");
         emit(e, "#define %s_SGD_STATE_FLOATS %zu", u, e->trainable);
         emit(e, "#define %s_ADAMW_STATE_FLOATS %zu", u,
              2 * e->trainable);

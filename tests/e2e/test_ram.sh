@@ -214,4 +214,55 @@ usage "--fused twice" "$remat" compile "$g" --fused --fused -o "$work/x.c"
 usage "pareto --max-ram" "$remat" pareto "$g" --max-ram 9000
 usage "import --fused" "$remat" import x.onnx --fused -o "$work/x.xml"
 
+# ---- plain SGD keeps no state: ram_bytes counts none, and the generated
+# updates take state NULL (a device links no such buffer): 3 fused steps
+# and 3 sgd_step calls with NULL give the bits a zeroed state buffer gives
+# (built with UBSan; the generated code offsets state only when it is not
+# NULL, which no sanitizer here checks: gcc's does not flag NULL + n)
+sn=$work/nullstate
+mkdir -p "$sn"
+cat >"$sn/main.c" <<'EOF'
+#include "m.h"
+#include <stdio.h>
+#include <string.h>
+static float pa[MLP_TINY_PARAM_FLOATS], pb[MLP_TINY_PARAM_FLOATS];
+static float qa[MLP_TINY_PARAM_FLOATS], qb[MLP_TINY_PARAM_FLOATS];
+static float st[MLP_TINY_SGD_STATE_FLOATS], g[MLP_TINY_GRAD_FLOATS];
+static float in[MLP_TINY_INPUT_FLOATS], out[MLP_TINY_OUTPUT_FLOATS + 1];
+static unsigned char arena[MLP_TINY_ARENA_BYTES + MLP_TINY_FUSED_ARENA_BYTES];
+int main(void)
+{
+    rt_optimizer o;
+    rt_sgd_config c = {0, 0, 0, 0};
+    memset(&o, 0, sizeof o);
+    o.kind = RT_OPT_SGD;
+    o.lr = 0.05f;
+    mlp_tiny_init(pa, 3);
+    rt_init_uniform(in, MLP_TINY_INPUT_FLOATS, -1.0f, 1.0f, 3, 1000);
+    memcpy(pb, pa, sizeof pa);
+    memcpy(qa, pa, sizeof pa);
+    memcpy(qb, pa, sizeof pa);
+    for (o.step = 1; o.step <= 3; o.step++) {
+        mlp_tiny_train_step_fused(pa, in, NULL, out, NULL, &o, 3, o.step, arena);
+        mlp_tiny_train_step_fused(pb, in, NULL, out, st, &o, 3, o.step, arena);
+        mlp_tiny_train_step(qa, in, NULL, out, g, 3, o.step, arena);
+        mlp_tiny_sgd_step(qa, g, NULL, 0.05f, &c, o.step);
+        mlp_tiny_train_step(qb, in, NULL, out, g, 3, o.step, arena);
+        mlp_tiny_sgd_step(qb, g, st, 0.05f, &c, o.step);
+    }
+    int same = !memcmp(pa, pb, sizeof pa) && !memcmp(qa, qb, sizeof qa);
+    printf("%s\n", same ? "same" : "different");
+    return !same;
+}
+EOF
+if run 0 "$remat" compile "$g" --fused -o "$sn/m.c" &&
+   cc -std=c99 -Wall -Wextra -pedantic -Werror -O1 -fsanitize=undefined \
+      -fno-sanitize-recover=all -DRT_NO_BLAS -DRT_NO_THREADS -Idist -I"$sn" \
+      "$sn/main.c" "$sn/m.c" dist/remat_rt.c -lm -o "$sn/run" 2>"$sn/cc.err"; then
+    run 0 "$sn/run" && [ "$(cat "$work/out")" = same ] && ok ||
+        bad "plain SGD with state NULL: $(cat "$work/out" "$work/err")"
+else
+    bad "plain SGD with state NULL: does not build: $(head -3 "$sn/cc.err")"
+fi
+
 finish test_ram
