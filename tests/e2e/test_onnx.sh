@@ -27,7 +27,7 @@ models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations r
 
 saved() {   # model.onnx policy [flags]
     # shellcheck disable=SC2086
-    "$remat" schedule "$1" --policy "$2" $3 | sed -n 's/^saved_bytes: //p'
+    "$remat" schedule "$1" --policy "$2" ${3:-} | sed -n 's/^saved_bytes: //p'
 }
 
 # frozen_bn_fold: with its --freeze flags the eval-mode BatchNorm after the
