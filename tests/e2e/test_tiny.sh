@@ -3,13 +3,16 @@
 # under qemu (mps2-an386) whose linker script gives the program 256 KB of
 # RAM: .data, .bss (parameters, inputs, arena, gradients) and a 4 KB stack
 # together (tests/firmware/mps2-an386-256k.ld), flash as large as the
-# weights need. Each configuration below is one `config` line: the model
-# and batch, plain SGD fused into the backward or not, the RAM (256k, or
-# 4m for the board's whole SSRAM), whether the image must fit or must fail
-# to link, remat's flags, and the globs of the parameters that train (the
-# rest are frozen with --freeze). An image that fits trains 5 steps from
-# the ONNX model's own weights (the generated init copies them; past
-# 262,144 values they come from NAME.weights, linked into flash), and its
+# weights need. Each configuration below is one `par` line (run in the
+# background; `config` says what it checks): the model and batch, its
+# BatchNorms in training or eval mode, plain SGD fused into the backward
+# or not, the RAM (256k, or 4m for the board's whole SSRAM), whether the
+# image must fit or must fail to link, remat's flags, and the globs of
+# the parameters that train (the rest are frozen with --freeze). An image
+# that fits keeps its frozen parameters in flash (NAME_frozen's address),
+# trains 5 steps from the ONNX model's own weights (the generated init
+# copies them; past 262,144 values they come from NAME.weights, linked
+# into flash), and its
 # losses must equal, bit for bit, those of the host trainer that `remat
 # build --no-blas --cflags -ffp-contract=off` makes with the same flags
 # (docs/firmware.md says why those flags), and the trainer's initial

@@ -18,9 +18,12 @@ tests/e2e/test_onnx.sh checks each against torch autograd at the small
 batch `test_batch`. ResNet-8 is torch_models.py's resnet8 (the same
 network), reused here.
 
-Usage: tiny_models.py NAME BATCH OUT.onnx
+Usage: tiny_models.py NAME BATCH OUT.onnx [--eval-bn]
   exports NAME at BATCH images (weights from torch.manual_seed(0)) in
   training mode with its loss, as docs/onnx.md says; the table reads it.
+  --eval-bn: every BatchNorm in eval mode (fixed running statistics,
+  exported with PRESERVE), as partial fine-tuning with a frozen backbone
+  runs them, so that remat folds a frozen layer's BatchNorm away.
 """
 import os
 import sys
