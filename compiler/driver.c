@@ -115,9 +115,25 @@ static double least_arena(const Graph *g, const Policy *p,
     return least;
 }
 
+static int has_conv(const Graph *g)
+{
+    for (int k = 0; k < g->nnodes; k++)
+        if (g->nodes[k].op == OP_CONV)
+            return 1;
+    return 0;
+}
+
+/* The bounds on a Conv's im2col columns --max-ram tries, in bytes, when
+ * no plan fits with whole columns and --conv-scratch was not given: each
+ * trades a little speed (more, smaller GEMMs) for RAM; the last is one
+ * row of columns per lane, the least there is. */
+static const long scratch_steps[] = {65536, 16384, 4096, 1};
+
 /* --max-ram as --max-arena of what the fixed terms leave; with --fused
- * the bound is on the fused step's arena. No plan fits: one line with
- * the least RAM and its terms. */
+ * the bound is on the fused step's arena. Where no plan fits with a
+ * Conv's whole columns, smaller column bounds (Graph.conv_scratch) are
+ * tried in turn, the first that fits kept. No plan fits: one line with
+ * the least RAM and its terms, at the least column bound tried. */
 static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
                            const Budget *budget, Compiled *m)
 {
@@ -128,6 +144,13 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
     b.fused_arena = b.optim.fused && graph_trains(g);
     if (b.max_arena >= 1 && compile_budget(c, g, p, &b, m) == 0)
         return 0;
+    int steps = g->conv_scratch == 0 && has_conv(g)
+                    ? (int)(sizeof scratch_steps / sizeof *scratch_steps) : 0;
+    for (int i = 0; i < steps; i++) {
+        g->conv_scratch = scratch_steps[i];
+        if (b.max_arena >= 1 && compile_budget(c, g, p, &b, m) == 0)
+            return 0;
+    }
     int proven;
     r.arena = least_arena(g, p, &b, &proven);
     if (r.arena == HUGE_VAL) {  /* no plan at all (a --budget too low):
@@ -137,16 +160,20 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
             "max-ram %.0f bytes cannot be met", b.max_ram);
     }
     return ctx_error(c, g->file, 0, "max-ram %.0f bytes cannot be met: %s "
-                     "%.0f bytes: %s", b.max_ram, proven ? "needs at least"
+                     "%.0f bytes: %s%s", b.max_ram, proven ? "needs at least"
                      : "the least found (the search gave up) is",
-                     ram_total(&r), ram_terms(c, &r));
+                     ram_total(&r), ram_terms(c, &r),
+                     steps ? " (convolution columns a row at a time)" : "");
 }
 
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *m)
 {
-    if (budget)
+    if (budget) {
         g->conv_scratch = (long)budget->conv_scratch;
+        g->has_seed = budget->has_seed;
+        g->seed = budget->seed;
+    }
     if (infer_shapes(c, g) || autodiff(c, g))
         return -1;
     int rc;
@@ -204,7 +231,5 @@ int compile_decided(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     m->fwd = fwd;
     m->train = train;
     m->fused = fused;
-    m->has_seed = 0;
-    m->seed = 0;
     return 0;
 }

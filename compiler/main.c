@@ -58,7 +58,8 @@ static const char *usage_main =
     "               inputs and outputs leave (the fused arena with --fused);\n" \
     "               not with --max-arena\n"
 
-/* compile's and build's: frozen parameters drawn at compile time. */
+/* Frozen parameters drawn at compile time: the commands that compile, and
+ * those that count flash_bytes as compile would. */
 #define SEED_HELP \
     "  --seed N     draw the frozen parameters init would draw from seed N\n" \
     "               now, so that they are static const data (flash), not\n" \
@@ -147,6 +148,7 @@ static const char *usage_schedule =
     OPTIM_HELP
     JSON_HELP
     FREEZE_HELP
+    SEED_HELP
     CONV_SCRATCH_HELP;
 
 static const char *usage_diff =
@@ -162,6 +164,7 @@ static const char *usage_diff =
     OPTIM_HELP
     JSON_HELP
     FREEZE_HELP
+    SEED_HELP
     CONV_SCRATCH_HELP;
 
 static const char *usage_pareto =
@@ -186,6 +189,7 @@ static const char *usage_pareto =
     OPTIM_HELP
     JSON_HELP
     FREEZE_HELP
+    SEED_HELP
     CONV_SCRATCH_HELP;
 
 static const char *usage_memory =
@@ -202,6 +206,7 @@ static const char *usage_memory =
     "  -o MEMORY.svg  the picture to write (replaced only when complete)\n"
     OPTIM_HELP
     FREEZE_HELP
+    SEED_HELP
     CONV_SCRATCH_HELP;
 
 static const char *usage_build =
@@ -417,8 +422,7 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
             a->freeze[a->nfreeze++] = argv[++i];
-        } else if (strcmp(s, "--seed") == 0 && (strcmp(a->cmd, "build") == 0 ||
-                                                strcmp(a->cmd, "compile") == 0)) {
+        } else if (strcmp(s, "--seed") == 0 && strcmp(a->cmd, "import") != 0) {
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
             if (a->has_seed)
@@ -491,6 +495,8 @@ static int budget_of(Ctx *c, const Args *a, Budget *b, const Budget **out)
     memset(b, 0, sizeof *b);
     b->rates = a->rates;
     b->optim = a->optim;
+    b->has_seed = a->has_seed;
+    b->seed = a->seed;
     *out = b;
     BudgetKind k;
     if (a->max_ram && budget_parse(c, "--max-ram", a->max_ram, 0, &k,
@@ -522,8 +528,6 @@ static int compile_args(Ctx *c, const Args *a, int i, Compiled *m)
     if (budget_of(c, a, &b, &bp) ||
         compile_graph(c, a->graph, a->policy[i], bp, a->freeze, m))
         return -1;
-    m->has_seed = a->has_seed;
-    m->seed = a->seed;
     return 0;
 }
 
@@ -641,6 +645,8 @@ static int cmd_pareto(Ctx *c, const Args *a)
     if (budget_of(c, a, &opts, &bp))
         return 1;
     g->conv_scratch = (long)opts.conv_scratch;
+    g->has_seed = opts.has_seed;
+    g->seed = opts.seed;
     if (!a->policy[0])
         p = policy_soften(c, p);
     if (report_pareto(c, g, p, a->rates, &a->optim, a->measure, a->json,

@@ -72,8 +72,7 @@ static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
                       plan_arena(x, &fused, r->max_arena))))
         return -1;
     /* the figures ram_of gives the whole compilation */
-    Compiled m = {g, NULL, r, fwd, &train, o->fused ? &fused : NULL, *o, 0,
-                  0, 0};
+    Compiled m = {g, NULL, r, fwd, &train, o->fused ? &fused : NULL, *o, 0};
     Ram ram;
     ram_of(&m, &ram);
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
@@ -223,7 +222,8 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
                  out[k - 1].arena);
         Ctx x;         /* (its own progress off: ctx_init zeroes it) */
         ctx_init(&x);
-        Budget b = {BUDGET_NONE, 0, out[k - 1].arena - 1, rates, 0, {0, 0, 0}, 0, 0};
+        Budget b = {BUDGET_NONE, 0, out[k - 1].arena - 1, rates, 0, {0, 0, 0},
+                    0, 0, 0, 0};
         Compiled m;
         int rc = compile_budget(&x, g, p, &b, &m), proven = rc == 0 &&
                                                          m.remat->proven;

@@ -345,6 +345,10 @@ typedef struct {
     unsigned compact;
     long (*compact_bytes)(const Graph *g, const Node *n);
     const char *compact_form;   /* what it is, for the report ("1-bit mask") */
+    /* The `updates` inputs this node's train step writes where that depends
+     * on its attributes, or NULL: `updates` then (node_updates).
+     * BatchNormalization in eval mode writes nothing. */
+    unsigned (*updates_of)(const Node *n);
 } OpInfo;
 
 enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL, INT_OUT_SELECT };
@@ -464,6 +468,11 @@ struct Graph {
     long conv_scratch;      /* bytes of im2col columns a Conv may hold at
                              * once (--conv-scratch; rt_window.col_cap); 0:
                              * no bound */
+    /* --seed N of compile and build: init's seeded draws of frozen
+     * parameters are made at compile time with it, so their values are
+     * known and go to flash (ram.c's param_in_flash, emit_params.c) */
+    int has_seed;
+    uint64_t seed;
 };
 
 /* ---- middle/policy.c: policies and their rules --------------------------------- */
@@ -601,6 +610,8 @@ typedef struct {
     int fused_arena;        /* 1: max_arena bounds the fused step's arena */
     double conv_scratch;    /* --conv-scratch bytes (Graph.conv_scratch),
                              * which compile_parsed gives the graph */
+    int has_seed;           /* --seed N (Graph.has_seed and seed), likewise */
+    uint64_t seed;
 } Budget;
 
 /* ---- middle/schedule.c: one straight-line list of statements ------------------- */
@@ -693,12 +704,6 @@ struct Compiled {
     const Schedule *fused;
     Optim optim;            /* the trainer's optimizer (ram_of) */
     double max_ram;         /* --max-ram's bytes, 0 without */
-    /* --seed N of compile and build: init's seeded draws of frozen
-     * parameters are made at compile time with it, so their values are
-     * known and go to the C file's static const NAME_frozen[] (emit.c);
-     * compile_decided sets has_seed 0 */
-    int has_seed;
-    uint64_t seed;
 };
 
 /* ---- back/emit.c: NAME.c and NAME.h -------------------------------------------- */
@@ -837,6 +842,9 @@ int write_weights(Ctx *c, const char *xml_path, const Imported *im);
 int op_lookup(const char *name);                    /* -1 if unknown */
 /* The needs mask of a node's backward, given which inputs want gradients. */
 unsigned op_backward_needs(const Node *n, const int *want);
+/* The NEED_IN bits of the inputs n's train step writes in place (the
+ * row's `updates`, or what its updates_of says for these attributes). */
+unsigned node_updates(const Node *n);
 
 /* ops/node.c: an attribute by name (-1: the op has none of that name), and
  * a node's attribute through its row; t's rank, dims and numel. */
@@ -926,6 +934,11 @@ size_t trainable_floats(const Graph *g);
 /* The terms fixed by the graph and o (all but the arena, left 0); after
  * infer_shapes. */
 void ram_fixed(const Graph *g, const Optim *o, Ram *r);
+/* 1 when parameter t of a graph that trains lives in flash: a float no
+ * train step writes (not trainable, not updated in place) whose values
+ * are known at compile time (a constant fill, data, or a seeded draw
+ * with Graph.has_seed); the emitter puts exactly these in NAME_frozen[]. */
+int param_in_flash(const Graph *g, int t);
 /* The same with the arena of m's step for m->optim: the fused step's
  * when fused (at least the forward's), else the larger of the forward's
  * and the train step's. */

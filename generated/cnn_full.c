@@ -387,10 +387,10 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
 
     /* d(fc.weight) is final and nothing reads fc.weight again: step it */
-    rt_optimizer_update(opt, params + 4800, d_fc_weight, state + 4800, 20490, 15680);
+    rt_optimizer_update(opt, params + 4800, d_fc_weight, state ? state + 4800 : NULL, 20490, 15680);
 
     /* d(fc.bias) is final and nothing reads fc.bias again: step it */
-    rt_optimizer_update(opt, params + 20480, d_fc_bias, state + 20480, 20490, 10);
+    rt_optimizer_update(opt, params + 20480, d_fc_bias, state ? state + 20480 : NULL, 20490, 10);
 
     /* d(stage2.a): its first contribution writes it */
     float *d_stage2_a = (float *)(void *)(a + 401408);
@@ -420,10 +420,10 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_conv_backward(d_stage1_p, d_conv2_weight, d_conv2_bias, d_stage2_c, v_stage1_p, v_conv2_weight, &win_stage2_conv, (float *)(void *)(a + 1204224));
 
     /* d(conv2.weight) is final and nothing reads conv2.weight again: step it */
-    rt_optimizer_update(opt, params + 160, d_conv2_weight, state + 160, 20490, 4608);
+    rt_optimizer_update(opt, params + 160, d_conv2_weight, state ? state + 160 : NULL, 20490, 4608);
 
     /* d(conv2.bias) is final and nothing reads conv2.bias again: step it */
-    rt_optimizer_update(opt, params + 4768, d_conv2_bias, state + 4768, 20490, 32);
+    rt_optimizer_update(opt, params + 4768, d_conv2_bias, state ? state + 4768 : NULL, 20490, 32);
 
     /* d(stage1.a): its first contribution writes it */
     float *d_stage1_a = (float *)(void *)(a + 0);
@@ -449,10 +449,10 @@ float cnn_train_step_fused(float *params, const float *inputs,
     rt_conv_backward(NULL, d_conv1_weight, d_conv1_bias, d_stage1_c, v_x, NULL, &win_stage1_conv, (float *)(void *)(a + 1605632));
 
     /* d(conv1.weight) is final and nothing reads conv1.weight again: step it */
-    rt_optimizer_update(opt, params + 0, d_conv1_weight, state + 0, 20490, 144);
+    rt_optimizer_update(opt, params + 0, d_conv1_weight, state ? state + 0 : NULL, 20490, 144);
 
     /* d(conv1.bias) is final and nothing reads conv1.bias again: step it */
-    rt_optimizer_update(opt, params + 144, d_conv1_bias, state + 144, 20490, 16);
+    rt_optimizer_update(opt, params + 144, d_conv1_bias, state ? state + 144 : NULL, 20490, 16);
     return loss;
 }
 
@@ -470,17 +470,17 @@ void cnn_sgd_step(float *params, const float *grads, float *state, float lr,
     const rt_sgd_config *c, uint64_t step)
 {
     /* conv1.weight */
-    rt_sgd_update(params + 0, grads + 0, state + 0, 144, lr, c, step);
+    rt_sgd_update(params + 0, grads + 0, state ? state + 0 : NULL, 144, lr, c, step);
     /* conv1.bias */
-    rt_sgd_update(params + 144, grads + 144, state + 144, 16, lr, c, step);
+    rt_sgd_update(params + 144, grads + 144, state ? state + 144 : NULL, 16, lr, c, step);
     /* conv2.weight */
-    rt_sgd_update(params + 160, grads + 160, state + 160, 4608, lr, c, step);
+    rt_sgd_update(params + 160, grads + 160, state ? state + 160 : NULL, 4608, lr, c, step);
     /* conv2.bias */
-    rt_sgd_update(params + 4768, grads + 4768, state + 4768, 32, lr, c, step);
+    rt_sgd_update(params + 4768, grads + 4768, state ? state + 4768 : NULL, 32, lr, c, step);
     /* fc.weight */
-    rt_sgd_update(params + 4800, grads + 4800, state + 4800, 15680, lr, c, step);
+    rt_sgd_update(params + 4800, grads + 4800, state ? state + 4800 : NULL, 15680, lr, c, step);
     /* fc.bias */
-    rt_sgd_update(params + 20480, grads + 20480, state + 20480, 10, lr, c, step);
+    rt_sgd_update(params + 20480, grads + 20480, state ? state + 20480 : NULL, 10, lr, c, step);
 }
 
 void cnn_adamw_step(float *params, const float *grads, float *state, float lr,

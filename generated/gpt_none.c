@@ -2781,7 +2781,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(head.weight) is final and nothing reads head.weight again: step it */
-    rt_optimizer_update(opt, params + 833792, d_head_weight, state + 833792, 866560, 32768);
+    rt_optimizer_update(opt, params + 833792, d_head_weight, state ? state + 833792 : NULL, 866560, 32768);
 
     /* d(l3.out) sums over its readers */
     float *d_l3_out = (float *)(void *)(a + 9175040);
@@ -2799,10 +2799,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4194304));
 
     /* d(lnf.scale) is final and nothing reads lnf.scale again: step it */
-    rt_optimizer_update(opt, params + 833536, d_lnf_scale, state + 833536, 866560, 128);
+    rt_optimizer_update(opt, params + 833536, d_lnf_scale, state ? state + 833536 : NULL, 866560, 128);
 
     /* d(lnf.bias) is final and nothing reads lnf.bias again: step it */
-    rt_optimizer_update(opt, params + 833664, d_lnf_bias, state + 833664, 866560, 128);
+    rt_optimizer_update(opt, params + 833664, d_lnf_bias, state ? state + 833664 : NULL, 866560, 128);
 
     /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l3_r = (float *)(void *)(a + 9175040);
@@ -2830,7 +2830,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
 
     /* d(l3.fc2.bias) is final and nothing reads l3.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state + 833408, 866560, 128);
+    rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state ? state + 833408 : NULL, 866560, 128);
 
     /* d(l3.g): its first contribution writes it */
     float *d_l3_g = (float *)(void *)(a + 4194304);
@@ -2843,7 +2843,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, v_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.fc2.weight) is final and nothing reads l3.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state + 767872, 866560, 65536);
+    rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state ? state + 767872 : NULL, 866560, 65536);
 
     /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f1 = (float *)(void *)(a + 4194304);
@@ -2862,7 +2862,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
 
     /* d(l3.fc.bias) is final and nothing reads l3.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state + 767360, 866560, 512);
+    rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state ? state + 767360 : NULL, 866560, 512);
 
     /* d(l3.m): its first contribution writes it */
     float *d_l3_m = (float *)(void *)(a + 4718592);
@@ -2875,7 +2875,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, v_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.fc.weight) is final and nothing reads l3.fc.weight again: step it */
-    rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state + 701824, 866560, 65536);
+    rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state ? state + 701824 : NULL, 866560, 65536);
 
     /* d(l3.ln2.scale) sums over its readers */
     float *d_l3_ln2_scale = (float *)(void *)(a + 4850688);
@@ -2889,10 +2889,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, v_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4849664));
 
     /* d(l3.ln2.scale) is final and nothing reads l3.ln2.scale again: step it */
-    rt_optimizer_update(opt, params + 701568, d_l3_ln2_scale, state + 701568, 866560, 128);
+    rt_optimizer_update(opt, params + 701568, d_l3_ln2_scale, state ? state + 701568 : NULL, 866560, 128);
 
     /* d(l3.ln2.bias) is final and nothing reads l3.ln2.bias again: step it */
-    rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state + 701696, 866560, 128);
+    rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state ? state + 701696 : NULL, 866560, 128);
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_out = (float *)(void *)(a + 9175040);
@@ -2920,7 +2920,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
 
     /* d(l3.proj.bias) is final and nothing reads l3.proj.bias again: step it */
-    rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state + 701440, 866560, 128);
+    rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state ? state + 701440 : NULL, 866560, 128);
 
     /* d(l3.att2) sums over its readers */
     float *d_l3_att2 = (float *)(void *)(a + 9043968);
@@ -2937,7 +2937,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, v_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.proj.weight) is final and nothing reads l3.proj.weight again: step it */
-    rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state + 685056, 866560, 16384);
+    rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state ? state + 685056 : NULL, 866560, 16384);
 
     /* d(l3.att): its first contribution writes it */
     float *d_l3_att = (float *)(void *)(a + 8781824);
@@ -2981,7 +2981,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
 
     /* d(l3.v.bias) is final and nothing reads l3.v.bias again: step it */
-    rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state + 684928, 866560, 128);
+    rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state ? state + 684928 : NULL, 866560, 128);
 
     /* d(l3.a): its first contribution writes it */
     float *d_l3_a = (float *)(void *)(a + 8519680);
@@ -2994,7 +2994,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, v_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.v.weight) is final and nothing reads l3.v.weight again: step it */
-    rt_optimizer_update(opt, params + 668544, d_l3_v_weight, state + 668544, 866560, 16384);
+    rt_optimizer_update(opt, params + 668544, d_l3_v_weight, state ? state + 668544 : NULL, 866560, 16384);
 
     /* d(l3.k0) sums over its readers */
     float *d_l3_k0 = (float *)(void *)(a + 8388608);
@@ -3014,7 +3014,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, v_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.k.weight) is final and nothing reads l3.k.weight again: step it */
-    rt_optimizer_update(opt, params + 652160, d_l3_k_weight, state + 652160, 866560, 16384);
+    rt_optimizer_update(opt, params + 652160, d_l3_k_weight, state ? state + 652160 : NULL, 866560, 16384);
 
     /* d(l3.q1) sums over its readers */
     float *d_l3_q1 = (float *)(void *)(a + 8388608);
@@ -3037,7 +3037,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, 0x1u);
 
     /* d(l3.q.bias) is final and nothing reads l3.q.bias again: step it */
-    rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state + 652032, 866560, 128);
+    rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state ? state + 652032 : NULL, 866560, 128);
 
     /* d(l3.q.weight) sums over its readers */
     float *d_l3_q_weight = (float *)(void *)(a + 8650752);
@@ -3047,7 +3047,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l3_a, d_l3_q_weight, NULL, d_l3_q0, v_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l3.q.weight) is final and nothing reads l3.q.weight again: step it */
-    rt_optimizer_update(opt, params + 635648, d_l3_q_weight, state + 635648, 866560, 16384);
+    rt_optimizer_update(opt, params + 635648, d_l3_q_weight, state ? state + 635648 : NULL, 866560, 16384);
 
     /* d(l3.ln1.scale) sums over its readers */
     float *d_l3_ln1_scale = (float *)(void *)(a + 8258560);
@@ -3061,10 +3061,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 8257536));
 
     /* d(l3.ln1.scale) is final and nothing reads l3.ln1.scale again: step it */
-    rt_optimizer_update(opt, params + 635392, d_l3_ln1_scale, state + 635392, 866560, 128);
+    rt_optimizer_update(opt, params + 635392, d_l3_ln1_scale, state ? state + 635392 : NULL, 866560, 128);
 
     /* d(l3.ln1.bias) is final and nothing reads l3.ln1.bias again: step it */
-    rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state + 635520, 866560, 128);
+    rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state ? state + 635520 : NULL, 866560, 128);
 
     /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_r = (float *)(void *)(a + 9175040);
@@ -3092,7 +3092,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
 
     /* d(l2.fc2.bias) is final and nothing reads l2.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state + 635264, 866560, 128);
+    rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state ? state + 635264 : NULL, 866560, 128);
 
     /* d(l2.g): its first contribution writes it */
     float *d_l2_g = (float *)(void *)(a + 3145728);
@@ -3105,7 +3105,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, v_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.fc2.weight) is final and nothing reads l2.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state + 569728, 866560, 65536);
+    rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state ? state + 569728 : NULL, 866560, 65536);
 
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
     float *d_l2_f1 = (float *)(void *)(a + 3145728);
@@ -3124,7 +3124,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
 
     /* d(l2.fc.bias) is final and nothing reads l2.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state + 569216, 866560, 512);
+    rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state ? state + 569216 : NULL, 866560, 512);
 
     /* d(l2.m): its first contribution writes it */
     float *d_l2_m = (float *)(void *)(a + 2359296);
@@ -3137,7 +3137,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, v_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.fc.weight) is final and nothing reads l2.fc.weight again: step it */
-    rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state + 503680, 866560, 65536);
+    rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state ? state + 503680 : NULL, 866560, 65536);
 
     /* d(l2.ln2.scale) sums over its readers */
     float *d_l2_ln2_scale = (float *)(void *)(a + 2098176);
@@ -3151,10 +3151,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, v_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2097152));
 
     /* d(l2.ln2.scale) is final and nothing reads l2.ln2.scale again: step it */
-    rt_optimizer_update(opt, params + 503424, d_l2_ln2_scale, state + 503424, 866560, 128);
+    rt_optimizer_update(opt, params + 503424, d_l2_ln2_scale, state ? state + 503424 : NULL, 866560, 128);
 
     /* d(l2.ln2.bias) is final and nothing reads l2.ln2.bias again: step it */
-    rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state + 503552, 866560, 128);
+    rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state ? state + 503552 : NULL, 866560, 128);
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_out = (float *)(void *)(a + 9175040);
@@ -3182,7 +3182,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
 
     /* d(l2.proj.bias) is final and nothing reads l2.proj.bias again: step it */
-    rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state + 503296, 866560, 128);
+    rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state ? state + 503296 : NULL, 866560, 128);
 
     /* d(l2.att2) sums over its readers */
     float *d_l2_att2 = (float *)(void *)(a + 7995392);
@@ -3199,7 +3199,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, v_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.proj.weight) is final and nothing reads l2.proj.weight again: step it */
-    rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state + 486912, 866560, 16384);
+    rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state ? state + 486912 : NULL, 866560, 16384);
 
     /* d(l2.att): its first contribution writes it */
     float *d_l2_att = (float *)(void *)(a + 7733248);
@@ -3243,7 +3243,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
 
     /* d(l2.v.bias) is final and nothing reads l2.v.bias again: step it */
-    rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state + 486784, 866560, 128);
+    rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state ? state + 486784 : NULL, 866560, 128);
 
     /* d(l2.a): its first contribution writes it */
     float *d_l2_a = (float *)(void *)(a + 7471104);
@@ -3256,7 +3256,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, v_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.v.weight) is final and nothing reads l2.v.weight again: step it */
-    rt_optimizer_update(opt, params + 470400, d_l2_v_weight, state + 470400, 866560, 16384);
+    rt_optimizer_update(opt, params + 470400, d_l2_v_weight, state ? state + 470400 : NULL, 866560, 16384);
 
     /* d(l2.k0) sums over its readers */
     float *d_l2_k0 = (float *)(void *)(a + 7340032);
@@ -3276,7 +3276,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, v_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.k.weight) is final and nothing reads l2.k.weight again: step it */
-    rt_optimizer_update(opt, params + 454016, d_l2_k_weight, state + 454016, 866560, 16384);
+    rt_optimizer_update(opt, params + 454016, d_l2_k_weight, state ? state + 454016 : NULL, 866560, 16384);
 
     /* d(l2.q1) sums over its readers */
     float *d_l2_q1 = (float *)(void *)(a + 7340032);
@@ -3299,7 +3299,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, 0x1u);
 
     /* d(l2.q.bias) is final and nothing reads l2.q.bias again: step it */
-    rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state + 453888, 866560, 128);
+    rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state ? state + 453888 : NULL, 866560, 128);
 
     /* d(l2.q.weight) sums over its readers */
     float *d_l2_q_weight = (float *)(void *)(a + 7602176);
@@ -3309,7 +3309,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l2_a, d_l2_q_weight, NULL, d_l2_q0, v_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l2.q.weight) is final and nothing reads l2.q.weight again: step it */
-    rt_optimizer_update(opt, params + 437504, d_l2_q_weight, state + 437504, 866560, 16384);
+    rt_optimizer_update(opt, params + 437504, d_l2_q_weight, state ? state + 437504 : NULL, 866560, 16384);
 
     /* d(l2.ln1.scale) sums over its readers */
     float *d_l2_ln1_scale = (float *)(void *)(a + 7209984);
@@ -3323,10 +3323,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 7208960));
 
     /* d(l2.ln1.scale) is final and nothing reads l2.ln1.scale again: step it */
-    rt_optimizer_update(opt, params + 437248, d_l2_ln1_scale, state + 437248, 866560, 128);
+    rt_optimizer_update(opt, params + 437248, d_l2_ln1_scale, state ? state + 437248 : NULL, 866560, 128);
 
     /* d(l2.ln1.bias) is final and nothing reads l2.ln1.bias again: step it */
-    rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state + 437376, 866560, 128);
+    rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state ? state + 437376 : NULL, 866560, 128);
 
     /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_r = (float *)(void *)(a + 9175040);
@@ -3354,7 +3354,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
 
     /* d(l1.fc2.bias) is final and nothing reads l1.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state + 437120, 866560, 128);
+    rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state ? state + 437120 : NULL, 866560, 128);
 
     /* d(l1.g): its first contribution writes it */
     float *d_l1_g = (float *)(void *)(a + 2097152);
@@ -3367,7 +3367,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, v_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.fc2.weight) is final and nothing reads l1.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state + 371584, 866560, 65536);
+    rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state ? state + 371584 : NULL, 866560, 65536);
 
     /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f1 = (float *)(void *)(a + 2097152);
@@ -3386,7 +3386,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
 
     /* d(l1.fc.bias) is final and nothing reads l1.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state + 371072, 866560, 512);
+    rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state ? state + 371072 : NULL, 866560, 512);
 
     /* d(l1.m): its first contribution writes it */
     float *d_l1_m = (float *)(void *)(a + 1310720);
@@ -3399,7 +3399,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, v_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.fc.weight) is final and nothing reads l1.fc.weight again: step it */
-    rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state + 305536, 866560, 65536);
+    rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state ? state + 305536 : NULL, 866560, 65536);
 
     /* d(l1.ln2.scale) sums over its readers */
     float *d_l1_ln2_scale = (float *)(void *)(a + 1049600);
@@ -3413,10 +3413,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, v_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1048576));
 
     /* d(l1.ln2.scale) is final and nothing reads l1.ln2.scale again: step it */
-    rt_optimizer_update(opt, params + 305280, d_l1_ln2_scale, state + 305280, 866560, 128);
+    rt_optimizer_update(opt, params + 305280, d_l1_ln2_scale, state ? state + 305280 : NULL, 866560, 128);
 
     /* d(l1.ln2.bias) is final and nothing reads l1.ln2.bias again: step it */
-    rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state + 305408, 866560, 128);
+    rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state ? state + 305408 : NULL, 866560, 128);
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_out = (float *)(void *)(a + 9175040);
@@ -3444,7 +3444,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
 
     /* d(l1.proj.bias) is final and nothing reads l1.proj.bias again: step it */
-    rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state + 305152, 866560, 128);
+    rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state ? state + 305152 : NULL, 866560, 128);
 
     /* d(l1.att2) sums over its readers */
     float *d_l1_att2 = (float *)(void *)(a + 6946816);
@@ -3461,7 +3461,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, v_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.proj.weight) is final and nothing reads l1.proj.weight again: step it */
-    rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state + 288768, 866560, 16384);
+    rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state ? state + 288768 : NULL, 866560, 16384);
 
     /* d(l1.att): its first contribution writes it */
     float *d_l1_att = (float *)(void *)(a + 6684672);
@@ -3505,7 +3505,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
 
     /* d(l1.v.bias) is final and nothing reads l1.v.bias again: step it */
-    rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state + 288640, 866560, 128);
+    rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state ? state + 288640 : NULL, 866560, 128);
 
     /* d(l1.a): its first contribution writes it */
     float *d_l1_a = (float *)(void *)(a + 6422528);
@@ -3518,7 +3518,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, v_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.v.weight) is final and nothing reads l1.v.weight again: step it */
-    rt_optimizer_update(opt, params + 272256, d_l1_v_weight, state + 272256, 866560, 16384);
+    rt_optimizer_update(opt, params + 272256, d_l1_v_weight, state ? state + 272256 : NULL, 866560, 16384);
 
     /* d(l1.k0) sums over its readers */
     float *d_l1_k0 = (float *)(void *)(a + 6291456);
@@ -3538,7 +3538,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, v_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.k.weight) is final and nothing reads l1.k.weight again: step it */
-    rt_optimizer_update(opt, params + 255872, d_l1_k_weight, state + 255872, 866560, 16384);
+    rt_optimizer_update(opt, params + 255872, d_l1_k_weight, state ? state + 255872 : NULL, 866560, 16384);
 
     /* d(l1.q1) sums over its readers */
     float *d_l1_q1 = (float *)(void *)(a + 6291456);
@@ -3561,7 +3561,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, 0x1u);
 
     /* d(l1.q.bias) is final and nothing reads l1.q.bias again: step it */
-    rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state + 255744, 866560, 128);
+    rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state ? state + 255744 : NULL, 866560, 128);
 
     /* d(l1.q.weight) sums over its readers */
     float *d_l1_q_weight = (float *)(void *)(a + 6553600);
@@ -3571,7 +3571,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l1_a, d_l1_q_weight, NULL, d_l1_q0, v_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l1.q.weight) is final and nothing reads l1.q.weight again: step it */
-    rt_optimizer_update(opt, params + 239360, d_l1_q_weight, state + 239360, 866560, 16384);
+    rt_optimizer_update(opt, params + 239360, d_l1_q_weight, state ? state + 239360 : NULL, 866560, 16384);
 
     /* d(l1.ln1.scale) sums over its readers */
     float *d_l1_ln1_scale = (float *)(void *)(a + 6161408);
@@ -3585,10 +3585,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 6160384));
 
     /* d(l1.ln1.scale) is final and nothing reads l1.ln1.scale again: step it */
-    rt_optimizer_update(opt, params + 239104, d_l1_ln1_scale, state + 239104, 866560, 128);
+    rt_optimizer_update(opt, params + 239104, d_l1_ln1_scale, state ? state + 239104 : NULL, 866560, 128);
 
     /* d(l1.ln1.bias) is final and nothing reads l1.ln1.bias again: step it */
-    rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state + 239232, 866560, 128);
+    rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state ? state + 239232 : NULL, 866560, 128);
 
     /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_r = (float *)(void *)(a + 9175040);
@@ -3616,7 +3616,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
 
     /* d(l0.fc2.bias) is final and nothing reads l0.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state + 238976, 866560, 128);
+    rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state ? state + 238976 : NULL, 866560, 128);
 
     /* d(l0.g): its first contribution writes it */
     float *d_l0_g = (float *)(void *)(a + 1048576);
@@ -3629,7 +3629,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, v_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.fc2.weight) is final and nothing reads l0.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state + 173440, 866560, 65536);
+    rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state ? state + 173440 : NULL, 866560, 65536);
 
     /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f1 = (float *)(void *)(a + 1048576);
@@ -3648,7 +3648,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
 
     /* d(l0.fc.bias) is final and nothing reads l0.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state + 172928, 866560, 512);
+    rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state ? state + 172928 : NULL, 866560, 512);
 
     /* d(l0.m): its first contribution writes it */
     float *d_l0_m = (float *)(void *)(a + 262144);
@@ -3661,7 +3661,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, v_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.fc.weight) is final and nothing reads l0.fc.weight again: step it */
-    rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state + 107392, 866560, 65536);
+    rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state ? state + 107392 : NULL, 866560, 65536);
 
     /* d(l0.ln2.scale) sums over its readers */
     float *d_l0_ln2_scale = (float *)(void *)(a + 1024);
@@ -3675,10 +3675,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, v_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
 
     /* d(l0.ln2.scale) is final and nothing reads l0.ln2.scale again: step it */
-    rt_optimizer_update(opt, params + 107136, d_l0_ln2_scale, state + 107136, 866560, 128);
+    rt_optimizer_update(opt, params + 107136, d_l0_ln2_scale, state ? state + 107136 : NULL, 866560, 128);
 
     /* d(l0.ln2.bias) is final and nothing reads l0.ln2.bias again: step it */
-    rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state + 107264, 866560, 128);
+    rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state ? state + 107264 : NULL, 866560, 128);
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_h0 = (float *)(void *)(a + 9175040);
@@ -3706,7 +3706,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
 
     /* d(l0.proj.bias) is final and nothing reads l0.proj.bias again: step it */
-    rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state + 107008, 866560, 128);
+    rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state ? state + 107008 : NULL, 866560, 128);
 
     /* d(l0.att2) sums over its readers */
     float *d_l0_att2 = (float *)(void *)(a + 5898240);
@@ -3723,7 +3723,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, v_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.proj.weight) is final and nothing reads l0.proj.weight again: step it */
-    rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state + 90624, 866560, 16384);
+    rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state ? state + 90624 : NULL, 866560, 16384);
 
     /* d(l0.att): its first contribution writes it */
     float *d_l0_att = (float *)(void *)(a + 5636096);
@@ -3767,7 +3767,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
 
     /* d(l0.v.bias) is final and nothing reads l0.v.bias again: step it */
-    rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state + 90496, 866560, 128);
+    rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state ? state + 90496 : NULL, 866560, 128);
 
     /* d(l0.a): its first contribution writes it */
     float *d_l0_a = (float *)(void *)(a + 5373952);
@@ -3780,7 +3780,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, v_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.v.weight) is final and nothing reads l0.v.weight again: step it */
-    rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state + 74112, 866560, 16384);
+    rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state ? state + 74112 : NULL, 866560, 16384);
 
     /* d(l0.k0) sums over its readers */
     float *d_l0_k0 = (float *)(void *)(a + 5242880);
@@ -3800,7 +3800,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, v_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.k.weight) is final and nothing reads l0.k.weight again: step it */
-    rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state + 57728, 866560, 16384);
+    rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state ? state + 57728 : NULL, 866560, 16384);
 
     /* d(l0.q1) sums over its readers */
     float *d_l0_q1 = (float *)(void *)(a + 5242880);
@@ -3823,7 +3823,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
 
     /* d(l0.q.bias) is final and nothing reads l0.q.bias again: step it */
-    rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state + 57600, 866560, 128);
+    rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state ? state + 57600 : NULL, 866560, 128);
 
     /* d(l0.q.weight) sums over its readers */
     float *d_l0_q_weight = (float *)(void *)(a + 5505024);
@@ -3833,7 +3833,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_l0_a, d_l0_q_weight, NULL, d_l0_q0, v_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* d(l0.q.weight) is final and nothing reads l0.q.weight again: step it */
-    rt_optimizer_update(opt, params + 41216, d_l0_q_weight, state + 41216, 866560, 16384);
+    rt_optimizer_update(opt, params + 41216, d_l0_q_weight, state ? state + 41216 : NULL, 866560, 16384);
 
     /* d(l0.ln1.scale) sums over its readers */
     float *d_l0_ln1_scale = (float *)(void *)(a + 5112832);
@@ -3847,10 +3847,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 5111808));
 
     /* d(l0.ln1.scale) is final and nothing reads l0.ln1.scale again: step it */
-    rt_optimizer_update(opt, params + 40960, d_l0_ln1_scale, state + 40960, 866560, 128);
+    rt_optimizer_update(opt, params + 40960, d_l0_ln1_scale, state ? state + 40960 : NULL, 866560, 128);
 
     /* d(l0.ln1.bias) is final and nothing reads l0.ln1.bias again: step it */
-    rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state + 41088, 866560, 128);
+    rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state ? state + 41088 : NULL, 866560, 128);
 
     /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_emb = (float *)(void *)(a + 9175040);
@@ -3869,7 +3869,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, 0x1u);
 
     /* d(wpe) is final and nothing reads wpe again: step it */
-    rt_optimizer_update(opt, params + 32768, d_wpe, state + 32768, 866560, 8192);
+    rt_optimizer_update(opt, params + 32768, d_wpe, state ? state + 32768 : NULL, 866560, 8192);
 
     /* d(wte) sums over its readers */
     float *d_wte = (float *)(void *)(a + 0);
@@ -3879,7 +3879,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gather_backward(d_wte, d_tok, v_tokens, 256, 256, 128, (float *)(void *)(a + 131072));
 
     /* d(wte) is final and nothing reads wte again: step it */
-    rt_optimizer_update(opt, params + 0, d_wte, state + 0, 866560, 32768);
+    rt_optimizer_update(opt, params + 0, d_wte, state ? state + 0 : NULL, 866560, 32768);
     return loss;
 }
 
@@ -3956,135 +3956,135 @@ void gpt_sgd_step(float *params, const float *grads, float *state, float lr,
     const rt_sgd_config *c, uint64_t step)
 {
     /* wte */
-    rt_sgd_update(params + 0, grads + 0, state + 0, 32768, lr, c, step);
+    rt_sgd_update(params + 0, grads + 0, state ? state + 0 : NULL, 32768, lr, c, step);
     /* wpe */
-    rt_sgd_update(params + 32768, grads + 32768, state + 32768, 8192, lr, c, step);
+    rt_sgd_update(params + 32768, grads + 32768, state ? state + 32768 : NULL, 8192, lr, c, step);
     /* l0.ln1.scale */
-    rt_sgd_update(params + 40960, grads + 40960, state + 40960, 128, lr, c, step);
+    rt_sgd_update(params + 40960, grads + 40960, state ? state + 40960 : NULL, 128, lr, c, step);
     /* l0.ln1.bias */
-    rt_sgd_update(params + 41088, grads + 41088, state + 41088, 128, lr, c, step);
+    rt_sgd_update(params + 41088, grads + 41088, state ? state + 41088 : NULL, 128, lr, c, step);
     /* l0.q.weight */
-    rt_sgd_update(params + 41216, grads + 41216, state + 41216, 16384, lr, c, step);
+    rt_sgd_update(params + 41216, grads + 41216, state ? state + 41216 : NULL, 16384, lr, c, step);
     /* l0.q.bias */
-    rt_sgd_update(params + 57600, grads + 57600, state + 57600, 128, lr, c, step);
+    rt_sgd_update(params + 57600, grads + 57600, state ? state + 57600 : NULL, 128, lr, c, step);
     /* l0.k.weight */
-    rt_sgd_update(params + 57728, grads + 57728, state + 57728, 16384, lr, c, step);
+    rt_sgd_update(params + 57728, grads + 57728, state ? state + 57728 : NULL, 16384, lr, c, step);
     /* l0.v.weight */
-    rt_sgd_update(params + 74112, grads + 74112, state + 74112, 16384, lr, c, step);
+    rt_sgd_update(params + 74112, grads + 74112, state ? state + 74112 : NULL, 16384, lr, c, step);
     /* l0.v.bias */
-    rt_sgd_update(params + 90496, grads + 90496, state + 90496, 128, lr, c, step);
+    rt_sgd_update(params + 90496, grads + 90496, state ? state + 90496 : NULL, 128, lr, c, step);
     /* l0.proj.weight */
-    rt_sgd_update(params + 90624, grads + 90624, state + 90624, 16384, lr, c, step);
+    rt_sgd_update(params + 90624, grads + 90624, state ? state + 90624 : NULL, 16384, lr, c, step);
     /* l0.proj.bias */
-    rt_sgd_update(params + 107008, grads + 107008, state + 107008, 128, lr, c, step);
+    rt_sgd_update(params + 107008, grads + 107008, state ? state + 107008 : NULL, 128, lr, c, step);
     /* l0.ln2.scale */
-    rt_sgd_update(params + 107136, grads + 107136, state + 107136, 128, lr, c, step);
+    rt_sgd_update(params + 107136, grads + 107136, state ? state + 107136 : NULL, 128, lr, c, step);
     /* l0.ln2.bias */
-    rt_sgd_update(params + 107264, grads + 107264, state + 107264, 128, lr, c, step);
+    rt_sgd_update(params + 107264, grads + 107264, state ? state + 107264 : NULL, 128, lr, c, step);
     /* l0.fc.weight */
-    rt_sgd_update(params + 107392, grads + 107392, state + 107392, 65536, lr, c, step);
+    rt_sgd_update(params + 107392, grads + 107392, state ? state + 107392 : NULL, 65536, lr, c, step);
     /* l0.fc.bias */
-    rt_sgd_update(params + 172928, grads + 172928, state + 172928, 512, lr, c, step);
+    rt_sgd_update(params + 172928, grads + 172928, state ? state + 172928 : NULL, 512, lr, c, step);
     /* l0.fc2.weight */
-    rt_sgd_update(params + 173440, grads + 173440, state + 173440, 65536, lr, c, step);
+    rt_sgd_update(params + 173440, grads + 173440, state ? state + 173440 : NULL, 65536, lr, c, step);
     /* l0.fc2.bias */
-    rt_sgd_update(params + 238976, grads + 238976, state + 238976, 128, lr, c, step);
+    rt_sgd_update(params + 238976, grads + 238976, state ? state + 238976 : NULL, 128, lr, c, step);
     /* l1.ln1.scale */
-    rt_sgd_update(params + 239104, grads + 239104, state + 239104, 128, lr, c, step);
+    rt_sgd_update(params + 239104, grads + 239104, state ? state + 239104 : NULL, 128, lr, c, step);
     /* l1.ln1.bias */
-    rt_sgd_update(params + 239232, grads + 239232, state + 239232, 128, lr, c, step);
+    rt_sgd_update(params + 239232, grads + 239232, state ? state + 239232 : NULL, 128, lr, c, step);
     /* l1.q.weight */
-    rt_sgd_update(params + 239360, grads + 239360, state + 239360, 16384, lr, c, step);
+    rt_sgd_update(params + 239360, grads + 239360, state ? state + 239360 : NULL, 16384, lr, c, step);
     /* l1.q.bias */
-    rt_sgd_update(params + 255744, grads + 255744, state + 255744, 128, lr, c, step);
+    rt_sgd_update(params + 255744, grads + 255744, state ? state + 255744 : NULL, 128, lr, c, step);
     /* l1.k.weight */
-    rt_sgd_update(params + 255872, grads + 255872, state + 255872, 16384, lr, c, step);
+    rt_sgd_update(params + 255872, grads + 255872, state ? state + 255872 : NULL, 16384, lr, c, step);
     /* l1.v.weight */
-    rt_sgd_update(params + 272256, grads + 272256, state + 272256, 16384, lr, c, step);
+    rt_sgd_update(params + 272256, grads + 272256, state ? state + 272256 : NULL, 16384, lr, c, step);
     /* l1.v.bias */
-    rt_sgd_update(params + 288640, grads + 288640, state + 288640, 128, lr, c, step);
+    rt_sgd_update(params + 288640, grads + 288640, state ? state + 288640 : NULL, 128, lr, c, step);
     /* l1.proj.weight */
-    rt_sgd_update(params + 288768, grads + 288768, state + 288768, 16384, lr, c, step);
+    rt_sgd_update(params + 288768, grads + 288768, state ? state + 288768 : NULL, 16384, lr, c, step);
     /* l1.proj.bias */
-    rt_sgd_update(params + 305152, grads + 305152, state + 305152, 128, lr, c, step);
+    rt_sgd_update(params + 305152, grads + 305152, state ? state + 305152 : NULL, 128, lr, c, step);
     /* l1.ln2.scale */
-    rt_sgd_update(params + 305280, grads + 305280, state + 305280, 128, lr, c, step);
+    rt_sgd_update(params + 305280, grads + 305280, state ? state + 305280 : NULL, 128, lr, c, step);
     /* l1.ln2.bias */
-    rt_sgd_update(params + 305408, grads + 305408, state + 305408, 128, lr, c, step);
+    rt_sgd_update(params + 305408, grads + 305408, state ? state + 305408 : NULL, 128, lr, c, step);
     /* l1.fc.weight */
-    rt_sgd_update(params + 305536, grads + 305536, state + 305536, 65536, lr, c, step);
+    rt_sgd_update(params + 305536, grads + 305536, state ? state + 305536 : NULL, 65536, lr, c, step);
     /* l1.fc.bias */
-    rt_sgd_update(params + 371072, grads + 371072, state + 371072, 512, lr, c, step);
+    rt_sgd_update(params + 371072, grads + 371072, state ? state + 371072 : NULL, 512, lr, c, step);
     /* l1.fc2.weight */
-    rt_sgd_update(params + 371584, grads + 371584, state + 371584, 65536, lr, c, step);
+    rt_sgd_update(params + 371584, grads + 371584, state ? state + 371584 : NULL, 65536, lr, c, step);
     /* l1.fc2.bias */
-    rt_sgd_update(params + 437120, grads + 437120, state + 437120, 128, lr, c, step);
+    rt_sgd_update(params + 437120, grads + 437120, state ? state + 437120 : NULL, 128, lr, c, step);
     /* l2.ln1.scale */
-    rt_sgd_update(params + 437248, grads + 437248, state + 437248, 128, lr, c, step);
+    rt_sgd_update(params + 437248, grads + 437248, state ? state + 437248 : NULL, 128, lr, c, step);
     /* l2.ln1.bias */
-    rt_sgd_update(params + 437376, grads + 437376, state + 437376, 128, lr, c, step);
+    rt_sgd_update(params + 437376, grads + 437376, state ? state + 437376 : NULL, 128, lr, c, step);
     /* l2.q.weight */
-    rt_sgd_update(params + 437504, grads + 437504, state + 437504, 16384, lr, c, step);
+    rt_sgd_update(params + 437504, grads + 437504, state ? state + 437504 : NULL, 16384, lr, c, step);
     /* l2.q.bias */
-    rt_sgd_update(params + 453888, grads + 453888, state + 453888, 128, lr, c, step);
+    rt_sgd_update(params + 453888, grads + 453888, state ? state + 453888 : NULL, 128, lr, c, step);
     /* l2.k.weight */
-    rt_sgd_update(params + 454016, grads + 454016, state + 454016, 16384, lr, c, step);
+    rt_sgd_update(params + 454016, grads + 454016, state ? state + 454016 : NULL, 16384, lr, c, step);
     /* l2.v.weight */
-    rt_sgd_update(params + 470400, grads + 470400, state + 470400, 16384, lr, c, step);
+    rt_sgd_update(params + 470400, grads + 470400, state ? state + 470400 : NULL, 16384, lr, c, step);
     /* l2.v.bias */
-    rt_sgd_update(params + 486784, grads + 486784, state + 486784, 128, lr, c, step);
+    rt_sgd_update(params + 486784, grads + 486784, state ? state + 486784 : NULL, 128, lr, c, step);
     /* l2.proj.weight */
-    rt_sgd_update(params + 486912, grads + 486912, state + 486912, 16384, lr, c, step);
+    rt_sgd_update(params + 486912, grads + 486912, state ? state + 486912 : NULL, 16384, lr, c, step);
     /* l2.proj.bias */
-    rt_sgd_update(params + 503296, grads + 503296, state + 503296, 128, lr, c, step);
+    rt_sgd_update(params + 503296, grads + 503296, state ? state + 503296 : NULL, 128, lr, c, step);
     /* l2.ln2.scale */
-    rt_sgd_update(params + 503424, grads + 503424, state + 503424, 128, lr, c, step);
+    rt_sgd_update(params + 503424, grads + 503424, state ? state + 503424 : NULL, 128, lr, c, step);
     /* l2.ln2.bias */
-    rt_sgd_update(params + 503552, grads + 503552, state + 503552, 128, lr, c, step);
+    rt_sgd_update(params + 503552, grads + 503552, state ? state + 503552 : NULL, 128, lr, c, step);
     /* l2.fc.weight */
-    rt_sgd_update(params + 503680, grads + 503680, state + 503680, 65536, lr, c, step);
+    rt_sgd_update(params + 503680, grads + 503680, state ? state + 503680 : NULL, 65536, lr, c, step);
     /* l2.fc.bias */
-    rt_sgd_update(params + 569216, grads + 569216, state + 569216, 512, lr, c, step);
+    rt_sgd_update(params + 569216, grads + 569216, state ? state + 569216 : NULL, 512, lr, c, step);
     /* l2.fc2.weight */
-    rt_sgd_update(params + 569728, grads + 569728, state + 569728, 65536, lr, c, step);
+    rt_sgd_update(params + 569728, grads + 569728, state ? state + 569728 : NULL, 65536, lr, c, step);
     /* l2.fc2.bias */
-    rt_sgd_update(params + 635264, grads + 635264, state + 635264, 128, lr, c, step);
+    rt_sgd_update(params + 635264, grads + 635264, state ? state + 635264 : NULL, 128, lr, c, step);
     /* l3.ln1.scale */
-    rt_sgd_update(params + 635392, grads + 635392, state + 635392, 128, lr, c, step);
+    rt_sgd_update(params + 635392, grads + 635392, state ? state + 635392 : NULL, 128, lr, c, step);
     /* l3.ln1.bias */
-    rt_sgd_update(params + 635520, grads + 635520, state + 635520, 128, lr, c, step);
+    rt_sgd_update(params + 635520, grads + 635520, state ? state + 635520 : NULL, 128, lr, c, step);
     /* l3.q.weight */
-    rt_sgd_update(params + 635648, grads + 635648, state + 635648, 16384, lr, c, step);
+    rt_sgd_update(params + 635648, grads + 635648, state ? state + 635648 : NULL, 16384, lr, c, step);
     /* l3.q.bias */
-    rt_sgd_update(params + 652032, grads + 652032, state + 652032, 128, lr, c, step);
+    rt_sgd_update(params + 652032, grads + 652032, state ? state + 652032 : NULL, 128, lr, c, step);
     /* l3.k.weight */
-    rt_sgd_update(params + 652160, grads + 652160, state + 652160, 16384, lr, c, step);
+    rt_sgd_update(params + 652160, grads + 652160, state ? state + 652160 : NULL, 16384, lr, c, step);
     /* l3.v.weight */
-    rt_sgd_update(params + 668544, grads + 668544, state + 668544, 16384, lr, c, step);
+    rt_sgd_update(params + 668544, grads + 668544, state ? state + 668544 : NULL, 16384, lr, c, step);
     /* l3.v.bias */
-    rt_sgd_update(params + 684928, grads + 684928, state + 684928, 128, lr, c, step);
+    rt_sgd_update(params + 684928, grads + 684928, state ? state + 684928 : NULL, 128, lr, c, step);
     /* l3.proj.weight */
-    rt_sgd_update(params + 685056, grads + 685056, state + 685056, 16384, lr, c, step);
+    rt_sgd_update(params + 685056, grads + 685056, state ? state + 685056 : NULL, 16384, lr, c, step);
     /* l3.proj.bias */
-    rt_sgd_update(params + 701440, grads + 701440, state + 701440, 128, lr, c, step);
+    rt_sgd_update(params + 701440, grads + 701440, state ? state + 701440 : NULL, 128, lr, c, step);
     /* l3.ln2.scale */
-    rt_sgd_update(params + 701568, grads + 701568, state + 701568, 128, lr, c, step);
+    rt_sgd_update(params + 701568, grads + 701568, state ? state + 701568 : NULL, 128, lr, c, step);
     /* l3.ln2.bias */
-    rt_sgd_update(params + 701696, grads + 701696, state + 701696, 128, lr, c, step);
+    rt_sgd_update(params + 701696, grads + 701696, state ? state + 701696 : NULL, 128, lr, c, step);
     /* l3.fc.weight */
-    rt_sgd_update(params + 701824, grads + 701824, state + 701824, 65536, lr, c, step);
+    rt_sgd_update(params + 701824, grads + 701824, state ? state + 701824 : NULL, 65536, lr, c, step);
     /* l3.fc.bias */
-    rt_sgd_update(params + 767360, grads + 767360, state + 767360, 512, lr, c, step);
+    rt_sgd_update(params + 767360, grads + 767360, state ? state + 767360 : NULL, 512, lr, c, step);
     /* l3.fc2.weight */
-    rt_sgd_update(params + 767872, grads + 767872, state + 767872, 65536, lr, c, step);
+    rt_sgd_update(params + 767872, grads + 767872, state ? state + 767872 : NULL, 65536, lr, c, step);
     /* l3.fc2.bias */
-    rt_sgd_update(params + 833408, grads + 833408, state + 833408, 128, lr, c, step);
+    rt_sgd_update(params + 833408, grads + 833408, state ? state + 833408 : NULL, 128, lr, c, step);
     /* lnf.scale */
-    rt_sgd_update(params + 833536, grads + 833536, state + 833536, 128, lr, c, step);
+    rt_sgd_update(params + 833536, grads + 833536, state ? state + 833536 : NULL, 128, lr, c, step);
     /* lnf.bias */
-    rt_sgd_update(params + 833664, grads + 833664, state + 833664, 128, lr, c, step);
+    rt_sgd_update(params + 833664, grads + 833664, state ? state + 833664 : NULL, 128, lr, c, step);
     /* head.weight */
-    rt_sgd_update(params + 833792, grads + 833792, state + 833792, 32768, lr, c, step);
+    rt_sgd_update(params + 833792, grads + 833792, state ? state + 833792 : NULL, 32768, lr, c, step);
 }
 
 void gpt_adamw_step(float *params, const float *grads, float *state, float lr,

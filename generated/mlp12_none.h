@@ -85,7 +85,8 @@ float mlp12_train_step_hooked(float *params, const float *inputs, const int64_t 
 void mlp12_sgd(float *params, const float *grads, float lr);
 /* Optimizer state: a slot per trainable parameter float, the gradient
  * buffer's layout (AdamW: every exp_avg, then every exp_avg_sq). Zero it
- * before the first step; step counts updates from 1. */
+ * before the first step; step counts updates from 1. Plain SGD (momentum
+ * 0) keeps none: its state may be NULL. */
 #define MLP12_SGD_STATE_FLOATS 1579008
 #define MLP12_ADAMW_STATE_FLOATS 3158016
 /* torch.optim.SGD (momentum, dampening, Nesterov, weight decay) */

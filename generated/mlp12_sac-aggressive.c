@@ -1572,10 +1572,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, r_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b11.fc2.weight) is final and nothing reads b11.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 1513216, d_b11_fc2_weight, state + 1513216, 1579008, 65536);
+    rt_optimizer_update(opt, params + 1513216, d_b11_fc2_weight, state ? state + 1513216 : NULL, 1579008, 65536);
 
     /* d(b11.fc2.bias) is final and nothing reads b11.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 1578752, d_b11_fc2_bias, state + 1578752, 1579008, 256);
+    rt_optimizer_update(opt, params + 1578752, d_b11_fc2_bias, state ? state + 1578752 : NULL, 1579008, 256);
 
     /* d(b11.h1): its first contribution writes it, in d(b11.g)'s buffer */
     float *d_b11_h1 = (float *)(void *)(a + 851968);
@@ -1595,10 +1595,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b11.fc1.weight) is final and nothing reads b11.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 1447424, d_b11_fc1_weight, state + 1447424, 1579008, 65536);
+    rt_optimizer_update(opt, params + 1447424, d_b11_fc1_weight, state ? state + 1447424 : NULL, 1579008, 65536);
 
     /* d(b11.fc1.bias) is final and nothing reads b11.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 1512960, d_b11_fc1_bias, state + 1512960, 1579008, 256);
+    rt_optimizer_update(opt, params + 1512960, d_b11_fc1_bias, state ? state + 1512960 : NULL, 1579008, 256);
 
     /* d(b9.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b9_out = (float *)(void *)(a + 786432);
@@ -1628,10 +1628,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, r_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b10.fc2.weight) is final and nothing reads b10.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 1381632, d_b10_fc2_weight, state + 1381632, 1579008, 65536);
+    rt_optimizer_update(opt, params + 1381632, d_b10_fc2_weight, state ? state + 1381632 : NULL, 1579008, 65536);
 
     /* d(b10.fc2.bias) is final and nothing reads b10.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 1447168, d_b10_fc2_bias, state + 1447168, 1579008, 256);
+    rt_optimizer_update(opt, params + 1447168, d_b10_fc2_bias, state ? state + 1447168 : NULL, 1579008, 256);
 
     /* d(b10.h1): its first contribution writes it, in d(b10.g)'s buffer */
     float *d_b10_h1 = (float *)(void *)(a + 753664);
@@ -1651,10 +1651,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b10.fc1.weight) is final and nothing reads b10.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 1315840, d_b10_fc1_weight, state + 1315840, 1579008, 65536);
+    rt_optimizer_update(opt, params + 1315840, d_b10_fc1_weight, state ? state + 1315840 : NULL, 1579008, 65536);
 
     /* d(b10.fc1.bias) is final and nothing reads b10.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 1381376, d_b10_fc1_bias, state + 1381376, 1579008, 256);
+    rt_optimizer_update(opt, params + 1381376, d_b10_fc1_bias, state ? state + 1381376 : NULL, 1579008, 256);
 
     /* d(b8.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b8_out = (float *)(void *)(a + 786432);
@@ -1684,10 +1684,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, r_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b9.fc2.weight) is final and nothing reads b9.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 1250048, d_b9_fc2_weight, state + 1250048, 1579008, 65536);
+    rt_optimizer_update(opt, params + 1250048, d_b9_fc2_weight, state ? state + 1250048 : NULL, 1579008, 65536);
 
     /* d(b9.fc2.bias) is final and nothing reads b9.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 1315584, d_b9_fc2_bias, state + 1315584, 1579008, 256);
+    rt_optimizer_update(opt, params + 1315584, d_b9_fc2_bias, state ? state + 1315584 : NULL, 1579008, 256);
 
     /* d(b9.h1): its first contribution writes it, in d(b9.g)'s buffer */
     float *d_b9_h1 = (float *)(void *)(a + 688128);
@@ -1707,10 +1707,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b9.fc1.weight) is final and nothing reads b9.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 1184256, d_b9_fc1_weight, state + 1184256, 1579008, 65536);
+    rt_optimizer_update(opt, params + 1184256, d_b9_fc1_weight, state ? state + 1184256 : NULL, 1579008, 65536);
 
     /* d(b9.fc1.bias) is final and nothing reads b9.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 1249792, d_b9_fc1_bias, state + 1249792, 1579008, 256);
+    rt_optimizer_update(opt, params + 1249792, d_b9_fc1_bias, state ? state + 1249792 : NULL, 1579008, 256);
 
     /* d(b7.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b7_out = (float *)(void *)(a + 786432);
@@ -1740,10 +1740,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, r_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b8.fc2.weight) is final and nothing reads b8.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 1118464, d_b8_fc2_weight, state + 1118464, 1579008, 65536);
+    rt_optimizer_update(opt, params + 1118464, d_b8_fc2_weight, state ? state + 1118464 : NULL, 1579008, 65536);
 
     /* d(b8.fc2.bias) is final and nothing reads b8.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 1184000, d_b8_fc2_bias, state + 1184000, 1579008, 256);
+    rt_optimizer_update(opt, params + 1184000, d_b8_fc2_bias, state ? state + 1184000 : NULL, 1579008, 256);
 
     /* d(b8.h1): its first contribution writes it, in d(b8.g)'s buffer */
     float *d_b8_h1 = (float *)(void *)(a + 622592);
@@ -1763,10 +1763,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b8.fc1.weight) is final and nothing reads b8.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 1052672, d_b8_fc1_weight, state + 1052672, 1579008, 65536);
+    rt_optimizer_update(opt, params + 1052672, d_b8_fc1_weight, state ? state + 1052672 : NULL, 1579008, 65536);
 
     /* d(b8.fc1.bias) is final and nothing reads b8.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 1118208, d_b8_fc1_bias, state + 1118208, 1579008, 256);
+    rt_optimizer_update(opt, params + 1118208, d_b8_fc1_bias, state ? state + 1118208 : NULL, 1579008, 256);
 
     /* d(b6.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b6_out = (float *)(void *)(a + 786432);
@@ -1796,10 +1796,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, r_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b7.fc2.weight) is final and nothing reads b7.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 986880, d_b7_fc2_weight, state + 986880, 1579008, 65536);
+    rt_optimizer_update(opt, params + 986880, d_b7_fc2_weight, state ? state + 986880 : NULL, 1579008, 65536);
 
     /* d(b7.fc2.bias) is final and nothing reads b7.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 1052416, d_b7_fc2_bias, state + 1052416, 1579008, 256);
+    rt_optimizer_update(opt, params + 1052416, d_b7_fc2_bias, state ? state + 1052416 : NULL, 1579008, 256);
 
     /* d(b7.h1): its first contribution writes it, in d(b7.g)'s buffer */
     float *d_b7_h1 = (float *)(void *)(a + 557056);
@@ -1819,10 +1819,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b7.fc1.weight) is final and nothing reads b7.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 921088, d_b7_fc1_weight, state + 921088, 1579008, 65536);
+    rt_optimizer_update(opt, params + 921088, d_b7_fc1_weight, state ? state + 921088 : NULL, 1579008, 65536);
 
     /* d(b7.fc1.bias) is final and nothing reads b7.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 986624, d_b7_fc1_bias, state + 986624, 1579008, 256);
+    rt_optimizer_update(opt, params + 986624, d_b7_fc1_bias, state ? state + 986624 : NULL, 1579008, 256);
 
     /* d(b5.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b5_out = (float *)(void *)(a + 786432);
@@ -1852,10 +1852,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, r_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b6.fc2.weight) is final and nothing reads b6.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 855296, d_b6_fc2_weight, state + 855296, 1579008, 65536);
+    rt_optimizer_update(opt, params + 855296, d_b6_fc2_weight, state ? state + 855296 : NULL, 1579008, 65536);
 
     /* d(b6.fc2.bias) is final and nothing reads b6.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 920832, d_b6_fc2_bias, state + 920832, 1579008, 256);
+    rt_optimizer_update(opt, params + 920832, d_b6_fc2_bias, state ? state + 920832 : NULL, 1579008, 256);
 
     /* d(b6.h1): its first contribution writes it, in d(b6.g)'s buffer */
     float *d_b6_h1 = (float *)(void *)(a + 491520);
@@ -1875,10 +1875,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b6.fc1.weight) is final and nothing reads b6.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 789504, d_b6_fc1_weight, state + 789504, 1579008, 65536);
+    rt_optimizer_update(opt, params + 789504, d_b6_fc1_weight, state ? state + 789504 : NULL, 1579008, 65536);
 
     /* d(b6.fc1.bias) is final and nothing reads b6.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 855040, d_b6_fc1_bias, state + 855040, 1579008, 256);
+    rt_optimizer_update(opt, params + 855040, d_b6_fc1_bias, state ? state + 855040 : NULL, 1579008, 256);
 
     /* d(b4.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b4_out = (float *)(void *)(a + 786432);
@@ -1908,10 +1908,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, r_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b5.fc2.weight) is final and nothing reads b5.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 723712, d_b5_fc2_weight, state + 723712, 1579008, 65536);
+    rt_optimizer_update(opt, params + 723712, d_b5_fc2_weight, state ? state + 723712 : NULL, 1579008, 65536);
 
     /* d(b5.fc2.bias) is final and nothing reads b5.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 789248, d_b5_fc2_bias, state + 789248, 1579008, 256);
+    rt_optimizer_update(opt, params + 789248, d_b5_fc2_bias, state ? state + 789248 : NULL, 1579008, 256);
 
     /* d(b5.h1): its first contribution writes it, in d(b5.g)'s buffer */
     float *d_b5_h1 = (float *)(void *)(a + 425984);
@@ -1931,10 +1931,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b5.fc1.weight) is final and nothing reads b5.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 657920, d_b5_fc1_weight, state + 657920, 1579008, 65536);
+    rt_optimizer_update(opt, params + 657920, d_b5_fc1_weight, state ? state + 657920 : NULL, 1579008, 65536);
 
     /* d(b5.fc1.bias) is final and nothing reads b5.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 723456, d_b5_fc1_bias, state + 723456, 1579008, 256);
+    rt_optimizer_update(opt, params + 723456, d_b5_fc1_bias, state ? state + 723456 : NULL, 1579008, 256);
 
     /* d(b3.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b3_out = (float *)(void *)(a + 786432);
@@ -1964,10 +1964,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, r_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b4.fc2.weight) is final and nothing reads b4.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 592128, d_b4_fc2_weight, state + 592128, 1579008, 65536);
+    rt_optimizer_update(opt, params + 592128, d_b4_fc2_weight, state ? state + 592128 : NULL, 1579008, 65536);
 
     /* d(b4.fc2.bias) is final and nothing reads b4.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 657664, d_b4_fc2_bias, state + 657664, 1579008, 256);
+    rt_optimizer_update(opt, params + 657664, d_b4_fc2_bias, state ? state + 657664 : NULL, 1579008, 256);
 
     /* d(b4.h1): its first contribution writes it, in d(b4.g)'s buffer */
     float *d_b4_h1 = (float *)(void *)(a + 360448);
@@ -1987,10 +1987,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b4.fc1.weight) is final and nothing reads b4.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 526336, d_b4_fc1_weight, state + 526336, 1579008, 65536);
+    rt_optimizer_update(opt, params + 526336, d_b4_fc1_weight, state ? state + 526336 : NULL, 1579008, 65536);
 
     /* d(b4.fc1.bias) is final and nothing reads b4.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 591872, d_b4_fc1_bias, state + 591872, 1579008, 256);
+    rt_optimizer_update(opt, params + 591872, d_b4_fc1_bias, state ? state + 591872 : NULL, 1579008, 256);
 
     /* d(b2.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b2_out = (float *)(void *)(a + 786432);
@@ -2020,10 +2020,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, r_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b3.fc2.weight) is final and nothing reads b3.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 460544, d_b3_fc2_weight, state + 460544, 1579008, 65536);
+    rt_optimizer_update(opt, params + 460544, d_b3_fc2_weight, state ? state + 460544 : NULL, 1579008, 65536);
 
     /* d(b3.fc2.bias) is final and nothing reads b3.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 526080, d_b3_fc2_bias, state + 526080, 1579008, 256);
+    rt_optimizer_update(opt, params + 526080, d_b3_fc2_bias, state ? state + 526080 : NULL, 1579008, 256);
 
     /* d(b3.h1): its first contribution writes it, in d(b3.g)'s buffer */
     float *d_b3_h1 = (float *)(void *)(a + 294912);
@@ -2043,10 +2043,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b3.fc1.weight) is final and nothing reads b3.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 394752, d_b3_fc1_weight, state + 394752, 1579008, 65536);
+    rt_optimizer_update(opt, params + 394752, d_b3_fc1_weight, state ? state + 394752 : NULL, 1579008, 65536);
 
     /* d(b3.fc1.bias) is final and nothing reads b3.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 460288, d_b3_fc1_bias, state + 460288, 1579008, 256);
+    rt_optimizer_update(opt, params + 460288, d_b3_fc1_bias, state ? state + 460288 : NULL, 1579008, 256);
 
     /* d(b1.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b1_out = (float *)(void *)(a + 786432);
@@ -2076,10 +2076,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, r_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b2.fc2.weight) is final and nothing reads b2.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 328960, d_b2_fc2_weight, state + 328960, 1579008, 65536);
+    rt_optimizer_update(opt, params + 328960, d_b2_fc2_weight, state ? state + 328960 : NULL, 1579008, 65536);
 
     /* d(b2.fc2.bias) is final and nothing reads b2.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 394496, d_b2_fc2_bias, state + 394496, 1579008, 256);
+    rt_optimizer_update(opt, params + 394496, d_b2_fc2_bias, state ? state + 394496 : NULL, 1579008, 256);
 
     /* d(b2.h1): its first contribution writes it, in d(b2.g)'s buffer */
     float *d_b2_h1 = (float *)(void *)(a + 229376);
@@ -2099,10 +2099,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b2.fc1.weight) is final and nothing reads b2.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 263168, d_b2_fc1_weight, state + 263168, 1579008, 65536);
+    rt_optimizer_update(opt, params + 263168, d_b2_fc1_weight, state ? state + 263168 : NULL, 1579008, 65536);
 
     /* d(b2.fc1.bias) is final and nothing reads b2.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 328704, d_b2_fc1_bias, state + 328704, 1579008, 256);
+    rt_optimizer_update(opt, params + 328704, d_b2_fc1_bias, state ? state + 328704 : NULL, 1579008, 256);
 
     /* d(b0.out): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b0_out = (float *)(void *)(a + 786432);
@@ -2132,10 +2132,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, r_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b1.fc2.weight) is final and nothing reads b1.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 197376, d_b1_fc2_weight, state + 197376, 1579008, 65536);
+    rt_optimizer_update(opt, params + 197376, d_b1_fc2_weight, state ? state + 197376 : NULL, 1579008, 65536);
 
     /* d(b1.fc2.bias) is final and nothing reads b1.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 262912, d_b1_fc2_bias, state + 262912, 1579008, 256);
+    rt_optimizer_update(opt, params + 262912, d_b1_fc2_bias, state ? state + 262912 : NULL, 1579008, 256);
 
     /* d(b1.h1): its first contribution writes it, in d(b1.g)'s buffer */
     float *d_b1_h1 = (float *)(void *)(a + 163840);
@@ -2155,10 +2155,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b1.fc1.weight) is final and nothing reads b1.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 131584, d_b1_fc1_weight, state + 131584, 1579008, 65536);
+    rt_optimizer_update(opt, params + 131584, d_b1_fc1_weight, state ? state + 131584 : NULL, 1579008, 65536);
 
     /* d(b1.fc1.bias) is final and nothing reads b1.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 197120, d_b1_fc1_bias, state + 197120, 1579008, 256);
+    rt_optimizer_update(opt, params + 197120, d_b1_fc1_bias, state ? state + 197120 : NULL, 1579008, 256);
 
     /* d(b0.y): its first contribution writes it, in d(b11.out)'s buffer */
     float *d_b0_y = (float *)(void *)(a + 786432);
@@ -2185,10 +2185,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward_set(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, r_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
 
     /* d(b0.fc2.weight) is final and nothing reads b0.fc2.weight again: step it */
-    rt_optimizer_update(opt, params + 65792, d_b0_fc2_weight, state + 65792, 1579008, 65536);
+    rt_optimizer_update(opt, params + 65792, d_b0_fc2_weight, state ? state + 65792 : NULL, 1579008, 65536);
 
     /* d(b0.fc2.bias) is final and nothing reads b0.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 131328, d_b0_fc2_bias, state + 131328, 1579008, 256);
+    rt_optimizer_update(opt, params + 131328, d_b0_fc2_bias, state ? state + 131328 : NULL, 1579008, 256);
 
     /* d(b0.h1): its first contribution writes it, in d(b0.g)'s buffer */
     float *d_b0_h1 = (float *)(void *)(a + 65536);
@@ -2208,10 +2208,10 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_gemm_backward(NULL, d_b0_fc1_weight, d_b0_fc1_bias, d_b0_h1, v_x, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b0.fc1.weight) is final and nothing reads b0.fc1.weight again: step it */
-    rt_optimizer_update(opt, params + 0, d_b0_fc1_weight, state + 0, 1579008, 65536);
+    rt_optimizer_update(opt, params + 0, d_b0_fc1_weight, state ? state + 0 : NULL, 1579008, 65536);
 
     /* d(b0.fc1.bias) is final and nothing reads b0.fc1.bias again: step it */
-    rt_optimizer_update(opt, params + 65536, d_b0_fc1_bias, state + 65536, 1579008, 256);
+    rt_optimizer_update(opt, params + 65536, d_b0_fc1_bias, state ? state + 65536 : NULL, 1579008, 256);
     return loss;
 }
 
@@ -2271,101 +2271,101 @@ void mlp12_sgd_step(float *params, const float *grads, float *state, float lr,
     const rt_sgd_config *c, uint64_t step)
 {
     /* b0.fc1.weight */
-    rt_sgd_update(params + 0, grads + 0, state + 0, 65536, lr, c, step);
+    rt_sgd_update(params + 0, grads + 0, state ? state + 0 : NULL, 65536, lr, c, step);
     /* b0.fc1.bias */
-    rt_sgd_update(params + 65536, grads + 65536, state + 65536, 256, lr, c, step);
+    rt_sgd_update(params + 65536, grads + 65536, state ? state + 65536 : NULL, 256, lr, c, step);
     /* b0.fc2.weight */
-    rt_sgd_update(params + 65792, grads + 65792, state + 65792, 65536, lr, c, step);
+    rt_sgd_update(params + 65792, grads + 65792, state ? state + 65792 : NULL, 65536, lr, c, step);
     /* b0.fc2.bias */
-    rt_sgd_update(params + 131328, grads + 131328, state + 131328, 256, lr, c, step);
+    rt_sgd_update(params + 131328, grads + 131328, state ? state + 131328 : NULL, 256, lr, c, step);
     /* b1.fc1.weight */
-    rt_sgd_update(params + 131584, grads + 131584, state + 131584, 65536, lr, c, step);
+    rt_sgd_update(params + 131584, grads + 131584, state ? state + 131584 : NULL, 65536, lr, c, step);
     /* b1.fc1.bias */
-    rt_sgd_update(params + 197120, grads + 197120, state + 197120, 256, lr, c, step);
+    rt_sgd_update(params + 197120, grads + 197120, state ? state + 197120 : NULL, 256, lr, c, step);
     /* b1.fc2.weight */
-    rt_sgd_update(params + 197376, grads + 197376, state + 197376, 65536, lr, c, step);
+    rt_sgd_update(params + 197376, grads + 197376, state ? state + 197376 : NULL, 65536, lr, c, step);
     /* b1.fc2.bias */
-    rt_sgd_update(params + 262912, grads + 262912, state + 262912, 256, lr, c, step);
+    rt_sgd_update(params + 262912, grads + 262912, state ? state + 262912 : NULL, 256, lr, c, step);
     /* b2.fc1.weight */
-    rt_sgd_update(params + 263168, grads + 263168, state + 263168, 65536, lr, c, step);
+    rt_sgd_update(params + 263168, grads + 263168, state ? state + 263168 : NULL, 65536, lr, c, step);
     /* b2.fc1.bias */
-    rt_sgd_update(params + 328704, grads + 328704, state + 328704, 256, lr, c, step);
+    rt_sgd_update(params + 328704, grads + 328704, state ? state + 328704 : NULL, 256, lr, c, step);
     /* b2.fc2.weight */
-    rt_sgd_update(params + 328960, grads + 328960, state + 328960, 65536, lr, c, step);
+    rt_sgd_update(params + 328960, grads + 328960, state ? state + 328960 : NULL, 65536, lr, c, step);
     /* b2.fc2.bias */
-    rt_sgd_update(params + 394496, grads + 394496, state + 394496, 256, lr, c, step);
+    rt_sgd_update(params + 394496, grads + 394496, state ? state + 394496 : NULL, 256, lr, c, step);
     /* b3.fc1.weight */
-    rt_sgd_update(params + 394752, grads + 394752, state + 394752, 65536, lr, c, step);
+    rt_sgd_update(params + 394752, grads + 394752, state ? state + 394752 : NULL, 65536, lr, c, step);
     /* b3.fc1.bias */
-    rt_sgd_update(params + 460288, grads + 460288, state + 460288, 256, lr, c, step);
+    rt_sgd_update(params + 460288, grads + 460288, state ? state + 460288 : NULL, 256, lr, c, step);
     /* b3.fc2.weight */
-    rt_sgd_update(params + 460544, grads + 460544, state + 460544, 65536, lr, c, step);
+    rt_sgd_update(params + 460544, grads + 460544, state ? state + 460544 : NULL, 65536, lr, c, step);
     /* b3.fc2.bias */
-    rt_sgd_update(params + 526080, grads + 526080, state + 526080, 256, lr, c, step);
+    rt_sgd_update(params + 526080, grads + 526080, state ? state + 526080 : NULL, 256, lr, c, step);
     /* b4.fc1.weight */
-    rt_sgd_update(params + 526336, grads + 526336, state + 526336, 65536, lr, c, step);
+    rt_sgd_update(params + 526336, grads + 526336, state ? state + 526336 : NULL, 65536, lr, c, step);
     /* b4.fc1.bias */
-    rt_sgd_update(params + 591872, grads + 591872, state + 591872, 256, lr, c, step);
+    rt_sgd_update(params + 591872, grads + 591872, state ? state + 591872 : NULL, 256, lr, c, step);
     /* b4.fc2.weight */
-    rt_sgd_update(params + 592128, grads + 592128, state + 592128, 65536, lr, c, step);
+    rt_sgd_update(params + 592128, grads + 592128, state ? state + 592128 : NULL, 65536, lr, c, step);
     /* b4.fc2.bias */
-    rt_sgd_update(params + 657664, grads + 657664, state + 657664, 256, lr, c, step);
+    rt_sgd_update(params + 657664, grads + 657664, state ? state + 657664 : NULL, 256, lr, c, step);
     /* b5.fc1.weight */
-    rt_sgd_update(params + 657920, grads + 657920, state + 657920, 65536, lr, c, step);
+    rt_sgd_update(params + 657920, grads + 657920, state ? state + 657920 : NULL, 65536, lr, c, step);
     /* b5.fc1.bias */
-    rt_sgd_update(params + 723456, grads + 723456, state + 723456, 256, lr, c, step);
+    rt_sgd_update(params + 723456, grads + 723456, state ? state + 723456 : NULL, 256, lr, c, step);
     /* b5.fc2.weight */
-    rt_sgd_update(params + 723712, grads + 723712, state + 723712, 65536, lr, c, step);
+    rt_sgd_update(params + 723712, grads + 723712, state ? state + 723712 : NULL, 65536, lr, c, step);
     /* b5.fc2.bias */
-    rt_sgd_update(params + 789248, grads + 789248, state + 789248, 256, lr, c, step);
+    rt_sgd_update(params + 789248, grads + 789248, state ? state + 789248 : NULL, 256, lr, c, step);
     /* b6.fc1.weight */
-    rt_sgd_update(params + 789504, grads + 789504, state + 789504, 65536, lr, c, step);
+    rt_sgd_update(params + 789504, grads + 789504, state ? state + 789504 : NULL, 65536, lr, c, step);
     /* b6.fc1.bias */
-    rt_sgd_update(params + 855040, grads + 855040, state + 855040, 256, lr, c, step);
+    rt_sgd_update(params + 855040, grads + 855040, state ? state + 855040 : NULL, 256, lr, c, step);
     /* b6.fc2.weight */
-    rt_sgd_update(params + 855296, grads + 855296, state + 855296, 65536, lr, c, step);
+    rt_sgd_update(params + 855296, grads + 855296, state ? state + 855296 : NULL, 65536, lr, c, step);
     /* b6.fc2.bias */
-    rt_sgd_update(params + 920832, grads + 920832, state + 920832, 256, lr, c, step);
+    rt_sgd_update(params + 920832, grads + 920832, state ? state + 920832 : NULL, 256, lr, c, step);
     /* b7.fc1.weight */
-    rt_sgd_update(params + 921088, grads + 921088, state + 921088, 65536, lr, c, step);
+    rt_sgd_update(params + 921088, grads + 921088, state ? state + 921088 : NULL, 65536, lr, c, step);
     /* b7.fc1.bias */
-    rt_sgd_update(params + 986624, grads + 986624, state + 986624, 256, lr, c, step);
+    rt_sgd_update(params + 986624, grads + 986624, state ? state + 986624 : NULL, 256, lr, c, step);
     /* b7.fc2.weight */
-    rt_sgd_update(params + 986880, grads + 986880, state + 986880, 65536, lr, c, step);
+    rt_sgd_update(params + 986880, grads + 986880, state ? state + 986880 : NULL, 65536, lr, c, step);
     /* b7.fc2.bias */
-    rt_sgd_update(params + 1052416, grads + 1052416, state + 1052416, 256, lr, c, step);
+    rt_sgd_update(params + 1052416, grads + 1052416, state ? state + 1052416 : NULL, 256, lr, c, step);
     /* b8.fc1.weight */
-    rt_sgd_update(params + 1052672, grads + 1052672, state + 1052672, 65536, lr, c, step);
+    rt_sgd_update(params + 1052672, grads + 1052672, state ? state + 1052672 : NULL, 65536, lr, c, step);
     /* b8.fc1.bias */
-    rt_sgd_update(params + 1118208, grads + 1118208, state + 1118208, 256, lr, c, step);
+    rt_sgd_update(params + 1118208, grads + 1118208, state ? state + 1118208 : NULL, 256, lr, c, step);
     /* b8.fc2.weight */
-    rt_sgd_update(params + 1118464, grads + 1118464, state + 1118464, 65536, lr, c, step);
+    rt_sgd_update(params + 1118464, grads + 1118464, state ? state + 1118464 : NULL, 65536, lr, c, step);
     /* b8.fc2.bias */
-    rt_sgd_update(params + 1184000, grads + 1184000, state + 1184000, 256, lr, c, step);
+    rt_sgd_update(params + 1184000, grads + 1184000, state ? state + 1184000 : NULL, 256, lr, c, step);
     /* b9.fc1.weight */
-    rt_sgd_update(params + 1184256, grads + 1184256, state + 1184256, 65536, lr, c, step);
+    rt_sgd_update(params + 1184256, grads + 1184256, state ? state + 1184256 : NULL, 65536, lr, c, step);
     /* b9.fc1.bias */
-    rt_sgd_update(params + 1249792, grads + 1249792, state + 1249792, 256, lr, c, step);
+    rt_sgd_update(params + 1249792, grads + 1249792, state ? state + 1249792 : NULL, 256, lr, c, step);
     /* b9.fc2.weight */
-    rt_sgd_update(params + 1250048, grads + 1250048, state + 1250048, 65536, lr, c, step);
+    rt_sgd_update(params + 1250048, grads + 1250048, state ? state + 1250048 : NULL, 65536, lr, c, step);
     /* b9.fc2.bias */
-    rt_sgd_update(params + 1315584, grads + 1315584, state + 1315584, 256, lr, c, step);
+    rt_sgd_update(params + 1315584, grads + 1315584, state ? state + 1315584 : NULL, 256, lr, c, step);
     /* b10.fc1.weight */
-    rt_sgd_update(params + 1315840, grads + 1315840, state + 1315840, 65536, lr, c, step);
+    rt_sgd_update(params + 1315840, grads + 1315840, state ? state + 1315840 : NULL, 65536, lr, c, step);
     /* b10.fc1.bias */
-    rt_sgd_update(params + 1381376, grads + 1381376, state + 1381376, 256, lr, c, step);
+    rt_sgd_update(params + 1381376, grads + 1381376, state ? state + 1381376 : NULL, 256, lr, c, step);
     /* b10.fc2.weight */
-    rt_sgd_update(params + 1381632, grads + 1381632, state + 1381632, 65536, lr, c, step);
+    rt_sgd_update(params + 1381632, grads + 1381632, state ? state + 1381632 : NULL, 65536, lr, c, step);
     /* b10.fc2.bias */
-    rt_sgd_update(params + 1447168, grads + 1447168, state + 1447168, 256, lr, c, step);
+    rt_sgd_update(params + 1447168, grads + 1447168, state ? state + 1447168 : NULL, 256, lr, c, step);
     /* b11.fc1.weight */
-    rt_sgd_update(params + 1447424, grads + 1447424, state + 1447424, 65536, lr, c, step);
+    rt_sgd_update(params + 1447424, grads + 1447424, state ? state + 1447424 : NULL, 65536, lr, c, step);
     /* b11.fc1.bias */
-    rt_sgd_update(params + 1512960, grads + 1512960, state + 1512960, 256, lr, c, step);
+    rt_sgd_update(params + 1512960, grads + 1512960, state ? state + 1512960 : NULL, 256, lr, c, step);
     /* b11.fc2.weight */
-    rt_sgd_update(params + 1513216, grads + 1513216, state + 1513216, 65536, lr, c, step);
+    rt_sgd_update(params + 1513216, grads + 1513216, state ? state + 1513216 : NULL, 65536, lr, c, step);
     /* b11.fc2.bias */
-    rt_sgd_update(params + 1578752, grads + 1578752, state + 1578752, 256, lr, c, step);
+    rt_sgd_update(params + 1578752, grads + 1578752, state ? state + 1578752 : NULL, 256, lr, c, step);
 }
 
 void mlp12_adamw_step(float *params, const float *grads, float *state, float lr,

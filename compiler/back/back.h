@@ -44,7 +44,7 @@ char *updated_tensors(Ctx *c, const Graph *g);
  * writes and whose values are known at compile time (a constant fill,
  * data the C file embeds: not weights_file, or a draw when m has a seed):
  * it lives in the C file's static const NAME_frozen[]. */
-char *frozen_tensors(Ctx *c, const Compiled *m, int weights_file);
+char *frozen_tensors(Ctx *c, const Graph *g);
 /* static const float NAME_frozen[floats], each frozen tensor's values at
  * e->offset[t], as init would write them; nothing when floats is 0. */
 void emit_frozen_data(Emit *e, const Compiled *m, size_t floats);

@@ -245,8 +245,9 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
     case S_UPDATE:
         emit(e, "/* d(%s) is final and nothing reads %s again: step it */",
              t->name, t->name);
-        emit(e, "rt_optimizer_update(opt, params + %zu, d_%s, state + %zu, "
-             "%zu, %ld);", e->offset[st->tensor], t->cname,
+        emit(e, "rt_optimizer_update(opt, params + %zu, d_%s, "
+             "state ? state + %zu : NULL, %zu, %ld);", e->offset[st->tensor],
+             t->cname,
              e->grad_offset[st->tensor], e->trainable, t->numel);
         break;
     }
@@ -620,8 +621,9 @@ static void emit_optimizers(Emit *e)
                      "%zu, state + %zu, %ld, lr, c, step);", off, go, go,
                      tf + go, x->numel);
             else
-                emit(e, "rt_sgd_update(params + %zu, grads + %zu, state + "
-                     "%zu, %ld, lr, c, step);", off, go, go, x->numel);
+                emit(e, "rt_sgd_update(params + %zu, grads + %zu, state ? "
+                     "state + %zu : NULL, %ld, lr, c, step);", off, go, go,
+                     x->numel);
         }
         e->indent--;
         emit(e, "}");
@@ -883,7 +885,8 @@ static void emit_load_weights(Emit *e)
     e->indent++;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind == T_PARAM && x->init == INIT_FILE && !int_constant(x))
+        if (x->kind == T_PARAM && x->init == INIT_FILE && !int_constant(x) &&
+            !e->frozen[t])
             emit(e, "rt_copy(params + %zu, image + %zu, %ld); /* %s */",
                  e->offset[t], e->offset[t], x->numel,
                  comment_safe(e->ctx, x->name));
@@ -898,13 +901,15 @@ static void emit_load_weights(Emit *e)
  * image (a 10M-parameter model would be 150 MB of C text). */
 #define WEIGHTS_EMBED_MAX ((size_t)1 << 18)
 
-/* 1 when the initial values given as data go to NAME.weights. */
-static int weights_in_file(const Graph *g)
+/* 1 when the initial values given as data go to NAME.weights (never
+ * the frozen ones, which are in flash whatever their size). */
+static int weights_in_file(const Graph *g, const char *frozen)
 {
     size_t n = 0;
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind == T_PARAM && !int_constant(x) && x->init == INIT_FILE)
+        if (x->kind == T_PARAM && !int_constant(x) && x->init == INIT_FILE &&
+            !frozen[t])
             n += (size_t)x->numel;
     }
     return n > WEIGHTS_EMBED_MAX;
@@ -1177,7 +1182,9 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
              "gradient");
         emit(e, " * buffer's layout (AdamW: every exp_avg, then every "
              "exp_avg_sq). Zero it");
-        emit(e, " * before the first step; step counts updates from 1. */");
+        emit(e, " * before the first step; step counts updates from 1. "
+             "Plain SGD (momentum");
+        emit(e, " * 0) keeps none: its state may be NULL. */");
         emit(e, "#define %s_SGD_STATE_FLOATS %zu", u, e->trainable);
         emit(e, "#define %s_ADAMW_STATE_FLOATS %zu", u,
              2 * e->trainable);
@@ -1225,13 +1232,14 @@ static void emit_header(Emit *e, const Compiled *m, const char *guard)
 
 /* The weights image: the parameter buffer, little-endian float32, with
  * the data-initialized parameters at their offsets and 0 elsewhere. */
-static void weights_image(Ctx *c, const Graph *g, const size_t *offset,
-                          size_t floats, Buf *out)
+static void weights_image(Ctx *c, const Graph *g, const char *frozen,
+                          const size_t *offset, size_t floats, Buf *out)
 {
     unsigned char *img = ctx_alloc(c, floats * 4 + 1);
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        if (x->kind != T_PARAM || x->init != INIT_FILE || int_constant(x))
+        if (x->kind != T_PARAM || x->init != INIT_FILE || int_constant(x) ||
+            frozen[t])
             continue;
         for (long i = 0; i < x->numel; i++) {
             uint32_t u;
@@ -1249,8 +1257,8 @@ static void weights_image(Ctx *c, const Graph *g, const size_t *offset,
 int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
            Buf *hfile, Buf *weights)
 {
-    int in_file = weights_in_file(m->g);
-    const char *frozen = frozen_tensors(c, m, in_file);
+    const char *frozen = frozen_tensors(c, m->g);
+    int in_file = weights_in_file(m->g, frozen);
     Emit e = {cfile, c, m->g, 0, layout(c, m->g, frozen), NULL, 0, in_file,
               0, grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL,
               NULL, frozen, NULL};
@@ -1261,7 +1269,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     if (weights) {
         buf_init(weights, c);
         if (wf)
-            weights_image(c, m->g, e.offset, wf, weights);
+            weights_image(c, m->g, frozen, e.offset, wf, weights);
     }
     char *gd = (char *)upper(c, header_name);
     for (char *p = gd; *p; p++)

@@ -7,13 +7,15 @@
  * buffer at all: it goes into the C file's static const NAME_frozen[],
  * which a linker places in read-only memory (.rodata, a microcontroller's
  * flash). Its values are known when init fills it with a constant, when
- * they are data read at compile time (init="file", an ONNX initializer) and
- * the C file embeds them (not NAME.weights), and when init draws them from
+ * they are data read at compile time (init="file", an ONNX initializer,
+ * embedded even where the trainable ones go to NAME.weights), and when
+ * init draws them from
  * the seed and the compile was given one (--seed N): then the compiler
  * makes init's draws itself, with the runtime's own initializers and the
  * same stream numbers, so the values are those init(params, N) would have
  * written, bit for bit. Without --seed a drawn frozen parameter stays in
- * params, where init draws it at run time.
+ * params, where init draws it at run time. ram.c's param_in_flash decides,
+ * so that flash_bytes counts what is here.
  *
  * NAME_frozen[] is printed with fmt_float's 9 significant digits, which
  * read back to the same float, eight to a line: the same graph, policy and
@@ -31,37 +33,18 @@ char *updated_tensors(Ctx *c, const Graph *g)
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];
         for (int i = 0; i < n->nin; i++)
-            if (op_table[n->op].updates & NEED_IN(i))
+            if (node_updates(n) & NEED_IN(i))
                 w[n->in[i]] = 1;
     }
     return w;
 }
 
-static int known_at_compile_time(const Compiled *m, const Tensor *x,
-                                 int weights_file)
+char *frozen_tensors(Ctx *c, const Graph *g)
 {
-    switch (x->init) {
-    case INIT_ZEROS:
-    case INIT_ONES:
-    case INIT_CONSTANT: return 1;
-    case INIT_UNIFORM:
-    case INIT_NORMAL: return m->has_seed;
-    case INIT_FILE: return !weights_file;
-    }
-    return 0;
-}
-
-char *frozen_tensors(Ctx *c, const Compiled *m, int weights_file)
-{
-    const Graph *g = m->g;
-    char *written = updated_tensors(c, g);
     char *f = ctx_alloc(c, (size_t)g->ntensors + 1);
     memset(f, 0, (size_t)g->ntensors + 1);
-    for (int t = 0; t < g->ntensors; t++) {
-        const Tensor *x = &g->tensors[t];
-        f[t] = x->kind == T_PARAM && !x->is_int && !x->trainable &&
-               !written[t] && known_at_compile_time(m, x, weights_file);
-    }
+    for (int t = 0; t < g->ntensors; t++)
+        f[t] = (char)param_in_flash(g, t);
     return f;
 }
 
@@ -76,11 +59,11 @@ static void initial_values(const Compiled *m, const Tensor *x, int stream,
     case INIT_ONES: rt_fill(v, n, 1.0f); break;
     case INIT_CONSTANT: rt_fill(v, n, x->init_a); break;
     case INIT_UNIFORM:
-        rt_init_uniform(v, n, x->init_a, x->init_b, m->seed,
+        rt_init_uniform(v, n, x->init_a, x->init_b, m->g->seed,
                         (uint64_t)stream);
         break;
     case INIT_NORMAL:
-        rt_init_normal(v, n, x->init_a, x->init_b, m->seed, (uint64_t)stream);
+        rt_init_normal(v, n, x->init_a, x->init_b, m->g->seed, (uint64_t)stream);
         break;
     case INIT_FILE: memcpy(v, x->data, n * sizeof *v); break;
     }
@@ -108,7 +91,7 @@ void emit_frozen_data(Emit *e, const Compiled *m, size_t floats)
          g->name, drawn ? "" : " */");
     if (drawn)
         emit(e, " * The drawn ones are %s_init's draws with seed %llu (--seed). */",
-             g->name, (unsigned long long)m->seed);
+             g->name, (unsigned long long)m->g->seed);
     emit(e, "static const float %s_frozen[%zu] = {", g->name, floats);
     for (size_t i = 0; i < floats; i += 8) {
         Buf b;

@@ -161,6 +161,8 @@ static const char *optim_text(Ctx *c, const Optim *o)
 static void report_budget(Buf *b, const Compiled *m)
 {
     const Remat *r = m->remat;
+    if (m->g->conv_scratch > 0)
+        buf_printf(b, "conv_scratch_bytes: %ld\n", m->g->conv_scratch);
     if (!r->budgeted)
         return;
     if (r->budget_bytes < 1e300)
@@ -311,6 +313,9 @@ static void json_peak(Buf *b, const Compiled *m)
 static void json_budget(Buf *b, const Compiled *m)
 {
     const Remat *r = m->remat;
+    if (m->g->conv_scratch > 0)
+        json_num_member(b, "conv_scratch_bytes", (double)m->g->conv_scratch,
+                        0);
     if (!r->budgeted)
         return;
     if (r->budget_bytes < 1e300)

@@ -5,22 +5,45 @@
  * writes, the optimizer's state, the gradient buffer and the step's inputs
  * and outputs; every one of these is fixed by the graph and the optimizer,
  * so a bound on the whole (--max-ram) is a bound on the arena less them.
- * Parameters nothing writes (frozen weights) and int64 constants are read
- * only: flash. docs/memory.md gives the formula term by term.
+ * Parameters nothing writes (frozen weights, eval-mode BatchNorm
+ * statistics) whose values the compiler knows, and int64 constants, are
+ * read only: flash, where the emitter puts them (param_in_flash). A frozen
+ * parameter drawn at run time (no --seed) is in RAM, in the params buffer
+ * init fills. docs/memory.md gives the formula term by term.
  */
 #include "../remat.h"
 
 /* 1 when a train step writes parameter t in place though it does not
- * train (BatchNormalization's running statistics: an `updates` input). */
+ * train (BatchNormalization's running statistics in training mode). */
 static int updated(const Graph *g, int t)
 {
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];
         for (int i = 0; i < n->nin; i++)
-            if (n->in[i] == t && (n->row->updates & (1u << i)))
+            if (n->in[i] == t && (node_updates(n) & NEED_IN(i)))
                 return 1;
     }
     return 0;
+}
+
+static int known_at_compile_time(const Graph *g, const Tensor *x)
+{
+    switch (x->init) {
+    case INIT_ZEROS:
+    case INIT_ONES:
+    case INIT_CONSTANT:
+    case INIT_FILE: return 1;
+    case INIT_UNIFORM:
+    case INIT_NORMAL: return g->has_seed;
+    }
+    return 0;
+}
+
+int param_in_flash(const Graph *g, int t)
+{
+    const Tensor *x = &g->tensors[t];
+    return x->kind == T_PARAM && !x->is_int && !x->trainable &&
+           !updated(g, t) && known_at_compile_time(g, x);
 }
 
 /* The outputs buffer's floats, laid out as the emitter lays it out: an
@@ -56,8 +79,8 @@ void ram_fixed(const Graph *g, const Optim *o, Ram *r)
             continue;
         else if (x->is_int)
             r->flash += bytes;          /* a static const array */
-        else if ((trains && x->trainable) || (trains && updated(g, t)))
-            r->params += bytes;
+        else if (trains && !param_in_flash(g, t))
+            r->params += bytes;     /* trained, updated, or drawn at run time */
         else
             r->flash += bytes;
     }

@@ -398,7 +398,8 @@ const OpInfo op_table[] = {
                        {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0, 0, 0},
                        emit_batch_norm_fwd, emit_batch_norm_bwd, NULL, NULL,
                        0, NULL, 0, 0, NEED_IN(3) | NEED_IN(4),
-                       .needs_of = batch_norm_needs},
+                       .needs_of = batch_norm_needs,
+                       .updates_of = batch_norm_updates},
     /* The backward reads Q, K and V only and rebuilds the probabilities
      * block by block in scratch: neither the probability matrix nor softmax
      * statistics are kept between forward and backward. */
@@ -684,6 +685,12 @@ int op_lookup(const char *name)
         if (op_table[i].name && strcmp(op_table[i].name, name) == 0)
             return i;
     return -1;
+}
+
+unsigned node_updates(const Node *n)
+{
+    const OpInfo *row = &op_table[n->op];
+    return row->updates_of ? row->updates_of(n) : row->updates;
 }
 
 unsigned op_backward_needs(const Node *n, const int *want)

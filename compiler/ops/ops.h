@@ -185,6 +185,7 @@ long scratch_layer_norm(const Graph *g, const Node *n, int backward);
 int shape_batch_norm(Ctx *c, Graph *g, Node *n);
 double flops_batch_norm(const Graph *g, const Node *n);
 unsigned batch_norm_needs(const Node *n, const int *want);
+unsigned batch_norm_updates(const Node *n);
 void emit_batch_norm_fwd(Emit *e, const Node *n, const char *const *out,
                          const char *const *in);
 void emit_batch_norm_bwd(Emit *e, const Node *n, const char *const *din,

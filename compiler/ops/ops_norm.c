@@ -171,6 +171,13 @@ static int bn_eval(const Node *n)
     return node_int(n, "training_mode") == 0;
 }
 
+/* Eval mode normalizes with the running statistics and leaves them be:
+ * they are then constants, which may stay in flash (ram.c). */
+unsigned batch_norm_updates(const Node *n)
+{
+    return bn_eval(n) ? 0 : n->row->updates;
+}
+
 /* Eval mode: dX reads scale and var, dscale X and both statistics, dB
  * nothing. Training mode: the row's needs[] (X and scale for dX, X for
  * dscale). */

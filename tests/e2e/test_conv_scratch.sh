@@ -86,4 +86,37 @@ if run 1 "$remat" schedule "$r8" --conv-scratch lots &&
     [ "$(wc -l < "$work/err")" -eq 1 ] && grep -q -- "--conv-scratch" "$work/err"
 then ok; else bad "--conv-scratch lots: not one line naming the option"; fi
 
+# --max-ram sizes the columns itself when --conv-scratch is not given:
+# whole columns where they fit (no conv_scratch_bytes line), else the
+# first of 64KiB, 16KiB, 4KiB and one row per lane that fits; no fit at
+# all names the least RAM at one row. resnet8's least RAM with whole
+# columns is 2,359,460 bytes (params and grads 310,824 each, io 24,596,
+# the least arena 1,713,216); bounded, the least arena falls (above)
+ramfig() {   # KEY FILE
+    sed -n "s/^$1: //p" "$2"
+}
+"$remat" schedule "$r8" --max-ram 2400000 > "$work/mr1" &&
+    [ "$(ramfig ram_bytes "$work/mr1")" -le 2400000 ] &&
+    ! grep -q '^conv_scratch_bytes' "$work/mr1" && ok ||
+    bad "resnet8 --max-ram 2400000: $(grep -E '^(ram_bytes|conv_scratch)' "$work/mr1" | tr '\n' ' ')"
+"$remat" schedule "$r8" --max-ram 1400000 > "$work/mr2" &&
+    [ "$(ramfig ram_bytes "$work/mr2")" -le 1400000 ] &&
+    [ "$(ramfig conv_scratch_bytes "$work/mr2")" = 65536 ] && ok ||
+    bad "resnet8 --max-ram 1400000: $(grep -E '^(ram_bytes|conv_scratch)' "$work/mr2" | tr '\n' ' ')"
+"$remat" schedule "$r8" --max-ram 1287000 > "$work/mr3" &&
+    [ "$(ramfig ram_bytes "$work/mr3")" -le 1287000 ] &&
+    [ "$(ramfig conv_scratch_bytes "$work/mr3")" = 1 ] && ok ||
+    bad "resnet8 --max-ram 1287000: $(grep -E '^(ram_bytes|conv_scratch)' "$work/mr3" | tr '\n' ' ')"
+# the generated code carries the bound: its windows have a col_cap
+"$remat" compile "$r8" --max-ram 1287000 -o "$work/mr3.c" &&
+    grep -q '\.col_cap = ' "$work/mr3.c" && ok || bad "resnet8 --max-ram 1287000: no col_cap in the C"
+run 1 "$remat" schedule "$r8" --max-ram 100000 &&
+    grep -q 'max-ram 100000 bytes cannot be met: needs at least [0-9]* bytes: .* (convolution columns a row at a time)$' "$work/err" &&
+    [ "$(sed -n 's/.*needs at least \([0-9]*\) bytes.*/\1/p' "$work/err")" -lt 1287000 ] && ok ||
+    bad "resnet8 --max-ram 100000: $(cat "$work/err")"
+# given, --conv-scratch is kept: no other bound is tried
+run 1 "$remat" schedule "$r8" --max-ram 1300000 --conv-scratch 64KiB &&
+    ! grep -q 'a row at a time' "$work/err" && ok ||
+    bad "--max-ram with --conv-scratch 64KiB: $(cat "$work/err")"
+
 finish test_conv_scratch

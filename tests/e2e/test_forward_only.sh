@@ -110,10 +110,16 @@ run 0 --load "$work/l" --dump "$work/d2" && ok || bad "--load with inputs and tr
 for f in "$work"/d/*.npy; do
     cmp -s "$f" "$work/d2/${f##*/}" || bad "--load: ${f##*/} differs"
 done
+# scale is a constant fill the compiler knows: static const, in flash
+# (docs/training.md#frozen-parameters-in-flash), so --load takes its file
+# only with the values compiled in, and refuses others in one line
+cp "$work/d/param.scale.npy" "$work/l/"
+run 0 --load "$work/l" --dump "$work/d3" && cmp -s "$work/d/output.feat.npy" "$work/d3/output.feat.npy" \
+    && ok || bad "--load of the compiled-in scale's own values"
 $PY -c 'import sys, numpy as np; np.save(sys.argv[1], np.full(5, 2, np.float32))' "$work/l/param.scale.npy"
-run 0 --load "$work/l" --dump "$work/d3" && ! cmp -s "$work/d/output.feat.npy" "$work/d3/output.feat.npy" \
-    && $PY tests/ref/reference.py --tol 1e-5 "$G" "$work/d3" > /dev/null && ok \
-    || bad "--load ignores a non-trainable parameter's file"
+run 1 --load "$work/l" --dump "$work/d4" &&
+    grep -q "'scale' is frozen and its values are compiled into this program" "$work/err" && ok \
+    || bad "--load of other values for the compiled-in scale: $(cat "$work/err")"
 rm "$work/l/param.w.npy"
 run 1 --load "$work/l" --dump "$work/d4" &&
     one_line "$work/l/param.w.npy: no such file; --load needs every input and every trainable parameter (this parameter is trainable)" \

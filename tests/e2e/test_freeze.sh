@@ -267,12 +267,54 @@ fi
     "$remat" compile graphs/mlp12.xml --policy sac -o "$work/m7b.c" &&
     sed 's/m7b\.h/m7.h/' "$work/m7b.c" | cmp -s - "$work/m7.c" && ok ||
     bad "--seed changed a graph with nothing frozen"
-for cmd in compile build; do
+for cmd in compile build schedule diff memory pareto; do
     run 0 "$remat" $cmd --help && grep -q -- '--seed N' "$work/out" && ok || bad "$cmd --help lacks --seed"
 done
 run 2 "$remat" compile $G --seed 1x -o "$work/no.c" &&
     grep -q "^remat compile: --seed takes a whole number from 0 to 18446744073709551615, not '1x'$" "$work/err" &&
-    run 2 "$remat" schedule $G --seed 1 && ok || bad "--seed's usage errors"
+    run 2 "$remat" import $G --seed 1 -o "$work/no.xml" && ok || bad "--seed's usage errors"
+
+# Frozen data past the embedding limit (2^18 floats) stays in the C text,
+# flash, and only the trainable data goes to NAME.weights: a 640x512 frozen
+# weight (327,680 floats) with a trainable 512x4 head. Frozen, the build
+# has no weights file and the weight in NAME_frozen[]; unfrozen, the
+# weight is in NAME.weights (the whole params image, 1,318,912 bytes); the
+# loss and the head's gradients are the same bits.
+bw=$work/bigw
+mkdir -p "$bw/data"
+$PY - "$bw" <<'EOF'
+import numpy as np, sys
+d = sys.argv[1]
+r = np.random.default_rng(5)
+np.save(d + '/data/w.npy', (r.standard_normal((640, 512)) * 0.05).astype(np.float32))
+open(d + '/big.xml', 'w').write("""<model name="bigw" format="1"><graph>
+  <input name="x" shape="2 640"/><input name="target" shape="2 4"/>
+  <initializer name="w" shape="640 512" init="file" path="data/w.npy"/>
+  <initializer name="head" shape="512 4" init="uniform" low="-0.1" high="0.1"/>
+  <node name="fc" op="MatMul" in="x w" out="h"/>
+  <node name="act" op="Relu" in="h" out="a"/>
+  <node name="out" op="MatMul" in="a head" out="y"/>
+  <node name="diff" op="Sub" in="y target" out="d"/>
+  <node name="sq" op="Mul" in="d d" out="d2"/>
+  <node name="mse" op="ReduceMean" in="d2" out="loss" keepdims="0"/>
+  <output name="loss"/></graph></model>
+""")
+EOF
+if "$remat" build "$bw/big.xml" --freeze w -o "$bw/fz" && "$remat" build "$bw/big.xml" -o "$bw/all" &&
+   "$remat" compile "$bw/big.xml" --freeze w -o "$bw/fz.c"; then
+    [ ! -e "$bw/fz.weights" ] && [ "$(stat -c %s "$bw/all.weights")" = $(( (327680 + 2048) * 4 )) ] &&
+        [ "$(macro "$bw/fz.h" FROZEN_FLOATS)" = 327680 ] &&
+        [ "$(macro "$bw/fz.h" PARAM_FLOATS)" = 2048 ] &&
+        grep -q '^static const float bigw_frozen\[327680\] = {$' "$bw/fz.c" && ok ||
+        bad "big frozen data: weights file $(ls "$bw"), FROZEN_FLOATS $(macro "$bw/fz.h" FROZEN_FLOATS)"
+    "$bw/fz" --seed 2 --dump "$bw/fz.d" >/dev/null && "$bw/all" --seed 2 --dump "$bw/all.d" >/dev/null &&
+        cmp -s "$bw/fz.d/loss.npy" "$bw/all.d/loss.npy" &&
+        cmp -s "$bw/fz.d/grad.head.npy" "$bw/all.d/grad.head.npy" &&
+        cmp -s "$bw/fz.d/param.w.npy" "$bw/all.d/param.w.npy" && ok ||
+        bad "big frozen data: the run differs from the unfrozen build's"
+else
+    bad "big frozen data: compile or build"
+fi
 
 # An ONNX model's initializers are data: frozen ones are in flash without
 # --seed, and the run is bitwise the unfrozen model's (the trainable

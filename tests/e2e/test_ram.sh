@@ -55,12 +55,17 @@ check momentum0  $P 0              $P    0    arena_bytes --optimizer sgd --mome
 check adamw      $P $((2 * P))     $P    0    arena_bytes --optimizer adamw
 check fused      $P 0              0     0    fused_arena_bytes --fused
 check adamfused  $P $((2 * P))     0     0    fused_arena_bytes --optimizer adamw --fused
+# b0's weights and biases frozen (2 x (32x32 + 32) floats, 8,448 bytes):
+# drawn at compile time (--seed) they are flash; drawn by init at run time
+# they sit in the params buffer, RAM, though nothing trains them
 F=25344
-check frozen     $F 0              $F    8448 arena_bytes --freeze 'b0.*'
-check frozenmom  $F $F             $F    8448 arena_bytes --freeze 'b0.*' --momentum 0.5
-check frozenadam $F $((2 * F))     0     8448 fused_arena_bytes --freeze 'b0.*' --optimizer adamw --fused
+check frozen     $F 0              $F    8448 arena_bytes --freeze 'b0.*' --seed 1
+check frozenmom  $F $F             $F    8448 arena_bytes --freeze 'b0.*' --momentum 0.5 --seed 1
+check frozenadam $F $((2 * F))     0     8448 fused_arena_bytes --freeze 'b0.*' --optimizer adamw --fused --seed 1
+check frozenrt   $P 0              $F    0    arena_bytes --freeze 'b0.*'
 # every weight frozen: nothing trains, nothing in RAM but the arena and io
-check allfrozen  0  0              0     $P   arena_bytes --freeze '*' --momentum 0.9
+check allfrozen  0  0              0     $P   arena_bytes --freeze '*' --momentum 0.9 --seed 1
+check allfrozenrt $P 0             0     0    arena_bytes --freeze '*' --momentum 0.9
 grep -qx 'optimizer: sgd momentum 0.9' "$work/momentum.txt" &&
     grep -qx 'optimizer: adamw, fused' "$work/adamfused.txt" && ok ||
     bad "the optimizer line: $(fig optimizer "$work/momentum.txt"), $(fig optimizer "$work/adamfused.txt")"
@@ -73,11 +78,23 @@ run 0 "$remat" schedule tests/graphs/batchnorm_ops.xml && cp "$work/out" "$work/
     [ "$(fig ram_params_bytes "$work/bn")" = 884 ] && [ "$(fig ram_gradient_bytes "$work/bn")" = 820 ] &&
     [ "$(fig ram_io_bytes "$work/bn")" = 1236 ] && [ "$(fig flash_bytes "$work/bn")" = 0 ] && ok ||
     bad "batchnorm_ops: $(grep -E '^(ram|flash)' "$work/bn" | tr '\n' ' ')"
-# frozen scale and bias are flash (8 + 8 floats, 64 bytes); the statistics stay
-run 0 "$remat" schedule tests/graphs/batchnorm_ops.xml --freeze 'bn*' && cp "$work/out" "$work/bnf" &&
+# frozen scale and bias drawn at compile time are flash (8 + 8 floats, 64
+# bytes); the statistics, which training mode updates, stay
+run 0 "$remat" schedule tests/graphs/batchnorm_ops.xml --freeze 'bn*' --seed 7 && cp "$work/out" "$work/bnf" &&
     [ "$(fig ram_params_bytes "$work/bnf")" = $((4 * (54 + 135 + 16))) ] &&
     [ "$(fig flash_bytes "$work/bnf")" = 64 ] && ok ||
     bad "batchnorm_ops --freeze 'bn*': $(grep -E '^(ram|flash)' "$work/bnf" | tr '\n' ' ')"
+# eval-mode BatchNorm (training_mode 0) never writes its statistics, so
+# they are constants: trainable w1 (54), bn1 scale and bias (6) and b2 (5)
+# are 65 floats, 260 bytes of RAM; bn1's statistics (6), the frozen w2
+# (135) and all of bn2 (20) are 161 floats, 644 bytes of flash, as many as
+# the header's NAME_frozen[] holds
+run 0 "$remat" schedule tests/graphs/batchnorm_eval.xml --seed 1 && cp "$work/out" "$work/be" &&
+    [ "$(fig ram_params_bytes "$work/be")" = 260 ] && [ "$(fig flash_bytes "$work/be")" = 644 ] &&
+    run 0 "$remat" compile tests/graphs/batchnorm_eval.xml --seed 1 -o "$work/be.c" &&
+    grep -qx '#define BATCHNORM_EVAL_FROZEN_FLOATS 161' "$work/be.h" &&
+    grep -qx '#define BATCHNORM_EVAL_PARAM_FLOATS 65' "$work/be.h" && ok ||
+    bad "batchnorm_eval: $(grep -E '^(ram_params|flash)' "$work/be" | tr '\n' ' ')"
 # int64 constants: rows (6), width, pad, ignore (1 each), fill (6): 15 x 8
 run 0 "$remat" schedule tests/graphs/int64_constants.xml &&
     [ "$(fig flash_bytes "$work/out")" = 120 ] && ok ||
@@ -196,5 +213,56 @@ usage "--momentum with adamw" "$remat" schedule "$g" --optimizer adamw --momentu
 usage "--fused twice" "$remat" compile "$g" --fused --fused -o "$work/x.c"
 usage "pareto --max-ram" "$remat" pareto "$g" --max-ram 9000
 usage "import --fused" "$remat" import x.onnx --fused -o "$work/x.xml"
+
+# ---- plain SGD keeps no state: ram_bytes counts none, and the generated
+# updates take state NULL (a device links no such buffer): 3 fused steps
+# and 3 sgd_step calls with NULL give the bits a zeroed state buffer gives
+# (built with UBSan; the generated code offsets state only when it is not
+# NULL, which no sanitizer here checks: gcc's does not flag NULL + n)
+sn=$work/nullstate
+mkdir -p "$sn"
+cat >"$sn/main.c" <<'EOF'
+#include "m.h"
+#include <stdio.h>
+#include <string.h>
+static float pa[MLP_TINY_PARAM_FLOATS], pb[MLP_TINY_PARAM_FLOATS];
+static float qa[MLP_TINY_PARAM_FLOATS], qb[MLP_TINY_PARAM_FLOATS];
+static float st[MLP_TINY_SGD_STATE_FLOATS], g[MLP_TINY_GRAD_FLOATS];
+static float in[MLP_TINY_INPUT_FLOATS], out[MLP_TINY_OUTPUT_FLOATS + 1];
+static unsigned char arena[MLP_TINY_ARENA_BYTES + MLP_TINY_FUSED_ARENA_BYTES];
+int main(void)
+{
+    rt_optimizer o;
+    rt_sgd_config c = {0, 0, 0, 0};
+    memset(&o, 0, sizeof o);
+    o.kind = RT_OPT_SGD;
+    o.lr = 0.05f;
+    mlp_tiny_init(pa, 3);
+    rt_init_uniform(in, MLP_TINY_INPUT_FLOATS, -1.0f, 1.0f, 3, 1000);
+    memcpy(pb, pa, sizeof pa);
+    memcpy(qa, pa, sizeof pa);
+    memcpy(qb, pa, sizeof pa);
+    for (o.step = 1; o.step <= 3; o.step++) {
+        mlp_tiny_train_step_fused(pa, in, NULL, out, NULL, &o, 3, o.step, arena);
+        mlp_tiny_train_step_fused(pb, in, NULL, out, st, &o, 3, o.step, arena);
+        mlp_tiny_train_step(qa, in, NULL, out, g, 3, o.step, arena);
+        mlp_tiny_sgd_step(qa, g, NULL, 0.05f, &c, o.step);
+        mlp_tiny_train_step(qb, in, NULL, out, g, 3, o.step, arena);
+        mlp_tiny_sgd_step(qb, g, st, 0.05f, &c, o.step);
+    }
+    int same = !memcmp(pa, pb, sizeof pa) && !memcmp(qa, qb, sizeof qa);
+    printf("%s\n", same ? "same" : "different");
+    return !same;
+}
+EOF
+if run 0 "$remat" compile "$g" --fused -o "$sn/m.c" &&
+   cc -std=c99 -Wall -Wextra -pedantic -Werror -O1 -fsanitize=undefined \
+      -fno-sanitize-recover=all -DRT_NO_BLAS -DRT_NO_THREADS -Idist -I"$sn" \
+      "$sn/main.c" "$sn/m.c" dist/remat_rt.c -lm -o "$sn/run" 2>"$sn/cc.err"; then
+    run 0 "$sn/run" && [ "$(cat "$work/out")" = same ] && ok ||
+        bad "plain SGD with state NULL: $(cat "$work/out" "$work/err")"
+else
+    bad "plain SGD with state NULL: does not build: $(head -3 "$sn/cc.err")"
+fi
 
 finish test_ram
