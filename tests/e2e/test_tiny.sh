@@ -221,7 +221,7 @@ gather() {
 # stack and 2 KiB for the C library's statics, as scripts/tiny_table.py), the sparse ones exported with every BatchNorm in eval mode
 # (docs/tiny.md), the keyword spotter's and ResNet-8's the table's
 # largest sparse update that fits.
-KWS_SPARSE="*.bias fc.* blocks.3.* blocks.2.* blocks.1.bn2.*"
+KWS_SPARSE="fc.* blocks.3.* blocks.2.* blocks.1.bn2.* blocks.1.pw.* blocks.1.bn1.*"
 RESNET_SPARSE="*.bias fc.* stages.2.short.* stages.2.bn2.*"
 # shellcheck disable=SC2086
 par tiny_kws 1 eval fused 256k fits "--max-ram 256000" $KWS_SPARSE

@@ -16,8 +16,8 @@
  *
  * Only what one training step needs is in RAM: the parameters, the
  * inputs, the outputs, the arena, the gradients when unfused (no SGD
- * state when fused: plain SGD reads none; below), and the stack. Last it
- * prints the most the stack held,
+ * state: plain SGD reads none, and the step takes NULL), and the stack.
+ * Last it prints the most the stack held,
  *     stack N bytes
  * and fails when it reached the bottom of its section (the linker script
  * reserves it; a Cortex-M4 without an MPU would not fault).
@@ -43,23 +43,13 @@
 #endif
 
 /* +1: C has no zero-length arrays (no output, no integer input, no
- * gradient, no optimizer state) */
+ * gradient) */
 static float params[UP(_PARAM_FLOATS) + 1];
 static float inputs[UP(_INPUT_FLOATS) + 1];
 static float outputs[UP(_OUTPUT_FLOATS) + 1];
 static int64_t ints[UP(_INT_INPUT_COUNT) + 1];
 #ifdef FW_FUSED
 static unsigned char arena[UP(_FUSED_ARENA_BYTES)] __attribute__((aligned(64)));
-/* Plain SGD (no momentum) keeps no state and never reads or writes it,
- * but the fused step still forms state + offset, which C defines only
- * inside an object that large: where the arena is, state points into
- * it (so the RAM is what remat's ram_bytes counts, no state); else a
- * buffer of its own. */
-#if UP(_SGD_STATE_FLOATS) * 4 <= UP(_FUSED_ARENA_BYTES)
-#define sgd_state ((float *)(void *)arena)
-#else
-static float sgd_state[UP(_SGD_STATE_FLOATS) + 1];
-#endif
 #else
 static float grads[UP(_GRAD_FLOATS) + 1];
 static unsigned char arena[UP(_ARENA_BYTES)] __attribute__((aligned(64)));
@@ -156,7 +146,8 @@ static float step(const rt_model *m, long k)
     opt.kind = RT_OPT_SGD;
     opt.lr = lr;
     opt.step = (uint64_t)k;
-    return m->train_step_fused(params, inputs, ints, outputs, sgd_state, &opt,
+    /* plain SGD keeps no state: NULL, as ram_bytes counts none */
+    return m->train_step_fused(params, inputs, ints, outputs, NULL, &opt,
                                FW_SEED, (uint64_t)(k - 1), arena);
 #else
     float loss = m->train_step(params, inputs, ints, outputs, grads, FW_SEED,
