@@ -3,13 +3,16 @@
 # under qemu (mps2-an386) whose linker script gives the program 256 KB of
 # RAM: .data, .bss (parameters, inputs, arena, gradients) and a 4 KB stack
 # together (tests/firmware/mps2-an386-256k.ld), flash as large as the
-# weights need. Each configuration below is one `config` line: the model
-# and batch, plain SGD fused into the backward or not, the RAM (256k, or
-# 4m for the board's whole SSRAM), whether the image must fit or must fail
-# to link, remat's flags, and the globs of the parameters that train (the
-# rest are frozen with --freeze). An image that fits trains 5 steps from
-# the ONNX model's own weights (the generated init copies them; past
-# 262,144 values they come from NAME.weights, linked into flash), and its
+# weights need. Each configuration below is one `par` line (run in the
+# background; `config` says what it checks): the model and batch, its
+# BatchNorms in training or eval mode, plain SGD fused into the backward
+# or not, the RAM (256k, or 4m for the board's whole SSRAM), whether the
+# image must fit or must fail to link, remat's flags, and the globs of
+# the parameters that train (the rest are frozen with --freeze). An image
+# that fits keeps its frozen parameters in flash (NAME_frozen's address),
+# trains 5 steps from the ONNX model's own weights (the generated init
+# copies them; past 262,144 values they come from NAME.weights, linked
+# into flash), and its
 # losses must equal, bit for bit, those of the host trainer that `remat
 # build --no-blas --cflags -ffp-contract=off` makes with the same flags
 # (docs/firmware.md says why those flags), and the trainer's initial
@@ -48,12 +51,15 @@ finish test_tiny
     exit
 fi
 
-# onnx NAME BATCH: the model exported once per batch, in training mode
+# onnx NAME BATCH train|eval: the model exported once per batch and mode,
+# in training mode, or with every BatchNorm in eval mode (partial
+# fine-tuning: a frozen layer's BatchNorm folds into its convolution)
 onnx() {
-    local f=$work/onnx/$1-$2/$1.onnx
+    local f=$work/onnx/$1-$2-$3/$1.onnx eval=()
+    [ "$3" = eval ] && eval=(--eval-bn)
     if [ ! -f "$f" ]; then
         mkdir -p "$(dirname "$f")"
-        $PY tests/tiny/tiny_models.py "$1" "$2" "$f" >"$f.log" 2>&1 ||
+        $PY tests/tiny/tiny_models.py "$1" "$2" "$f" "${eval[@]}" >"$f.log" 2>&1 ||
             { cat "$f.log" >&2; return 1; }
     fi
     echo "$f"
@@ -96,15 +102,18 @@ qemu() {
     sed -n 's/^step \([0-9]*\) bits \(0x[0-9a-f]*\)$/step \1 \2/p' "$2.log" >"$2"
 }
 
-# config NAME BATCH sgd|fused 256k|4m fits|overflows "REMAT FLAGS" TRAIN...
+# config NAME BATCH train|eval sgd|fused 256k|4m fits|overflows "REMAT FLAGS" TRAIN...
+# (--optimizer sgd, and --fused when fused, are added to the flags)
 config() {
-    local name=$1 batch=$2 opt=$3 ram=$4 want=$5 flags=$6
-    shift 6
-    local label="$name batch $batch $opt $ram, trains $*"
-    local d=$work/$name-$batch-$opt-$ram-$(echo "$*" | tr -c 'a-z0-9\n' _)
+    local name=$1 batch=$2 bn=$3 opt=$4 ram=$5 want=$6 given=$7
+    local flags="--optimizer sgd $given"
+    shift 7
+    [ "$opt" = fused ] && flags="$flags --fused"
+    local label="$name batch $batch ($bn BN) $opt $ram $given, trains $*"
+    local d=$work/$name-$batch-$bn-$opt-$ram-$(echo "$given $*" | tr -c 'a-z0-9\n' _)
     mkdir -p "$d"
     local f freeze=() fused=()
-    f=$(onnx "$name" "$batch") || { bad "$label: torch export"; return; }
+    f=$(onnx "$name" "$batch" "$bn") || { bad "$label: torch export"; return; }
     while read -r p; do
         [ -n "$p" ] && freeze+=(--freeze "$p")
     done < <($PY scripts/tiny_table.py --freeze-args "$f" "$@")
@@ -161,29 +170,71 @@ PYEOF
         bad "$label: firmware losses differ from the host's (firmware | host):"
         paste "$d/fw" "$d/host"
     fi
-    local bss stack
+    local bss stack ram
     bss=$(arm-none-eabi-size -A "$d/firmware.elf" | awk '$1 == ".bss" || $1 == ".data" {s += $2} END {print s}')
     stack=$(sed -n 's/^stack \([0-9]*\) bytes$/\1/p' "$d/fw.log")
     [ -n "$stack" ] && ok || bad "$label: no stack line"
-    echo "$label: RAM $bss bytes of .data and .bss, the stack at most $stack of its 4096; losses $(awk '{printf "%s ", $3}' "$d/fw")"
+    # shellcheck disable=SC2086
+    ram=$("$remat" schedule "$f" $flags "${freeze[@]}" --json |
+        sed -n 's/.*"ram_bytes": \([0-9]*\).*/\1/p')
+    in_flash "$d" "$label" "${#freeze[@]}"
+    echo "$label: RAM $bss bytes of .data and .bss (remat's ram_bytes $ram), the stack at most $stack of its 4096; losses $(awk '{printf "%s ", $3}' "$d/fw")"
 }
 
-# ---- what fits today: the parameters are in RAM, frozen or not ---------------
-# (frozen ones move to flash on the flash branch; then more lines fit)
-config tiny_kws 1 fused 256k fits "" "fc.*"
-config tiny_kws 1 sgd 256k fits "" "fc.*"
-# the most of the keyword spotter that links today: the classifier and the
-# last pointwise conv with its BatchNorm, at the plan of least arena
-# (scripts/tiny_table.py's way: pareto's least, 128,000 bytes)
-config tiny_kws 1 fused 256k fits "--max-arena 128000" "fc.*" "blocks.3.pw.*" "blocks.3.bn2.*"
-config tiny_kws 1 sgd 256k fits "--max-arena 128000" "fc.*" "blocks.3.pw.*" "blocks.3.bn2.*"
+# in_flash DIR LABEL N: with frozen parameters (N > 0), the generated
+# NAME_frozen array is linked in CODE (flash, below 0x20000000), and no
+# frozen parameter is left in RAM: the parameter buffer holds what trains
+in_flash() {
+    [ "$3" -gt 0 ] || return 0
+    local at
+    at=$(arm-none-eabi-nm "$1/firmware.elf" | awk '$3 ~ /_frozen$/ {print $1}' | head -1)
+    if [ -z "$at" ]; then
+        bad "$2: no NAME_frozen array linked: the frozen parameters are in RAM"
+    elif [ $((16#$at)) -lt $((16#20000000)) ]; then
+        ok; echo "$2: NAME_frozen at 0x$at, in flash"
+    else
+        bad "$2: NAME_frozen at 0x$at, in RAM"
+    fi
+}
+
+# par CONFIG...: config in the background, its output and counts to a file
+# of its own (the runs take a minute each; together they share the cores)
+npar=0
+par() {
+    npar=$((npar + 1))
+    ( pass=0; fail=0; config "$@"; echo "counts $pass $fail" ) >"$work/par.$npar" 2>&1 &
+}
+# gather: wait for them all, print what each said in order, add the counts
+gather() {
+    local i p f
+    wait
+    for i in $(seq 1 $npar); do
+        # (a line may end in qemu's terminal codes, so not anchored at ^)
+        sed 's/counts [0-9]* [0-9]*$//; /^$/d' "$work/par.$i"
+        read -r _ p f < <(grep -o 'counts [0-9]* [0-9]*$' "$work/par.$i" ||
+                          echo "counts 0 1")
+        pass=$((pass + p)); fail=$((fail + f))
+    done
+}
+
+# Each at the plan `--max-ram 256000` picks (256 KiB less the 4 KiB
+# stack and 2 KiB for the C library's statics, as scripts/tiny_table.py), the sparse ones exported with every BatchNorm in eval mode
+# (docs/tiny.md), the keyword spotter's and ResNet-8's the table's
+# largest sparse update that fits.
+KWS_SPARSE="fc.* blocks.3.* blocks.2.* blocks.1.bn2.* blocks.1.pw.* blocks.1.bn1.*"
+RESNET_SPARSE="*.bias fc.* stages.2.short.* stages.2.bn2.*"
+# shellcheck disable=SC2086
+par tiny_kws 1 eval fused 256k fits "--max-ram 256000" $KWS_SPARSE
+par tiny_ad 1 eval fused 256k fits "--max-ram 256000" "*.bias"
+# shellcheck disable=SC2086
+par resnet8 1 eval fused 256k fits "--conv-scratch 16384 --max-ram 256000" $RESNET_SPARSE
 # ---- what must not: the linker refuses the RAM, no run needed ----------------
-# the whole last block (its least arena, 160,000 bytes), and full training
-config tiny_kws 1 fused 256k overflows "--max-arena 160000" "fc.*" "blocks.3.*"
-config tiny_kws 1 fused 256k overflows "" "*"
-config tiny_ad 2 fused 256k overflows "" "*.bias"
-# ---- past 262,144 initial values: the weights image linked into flash --------
-config tiny_ad 2 fused 4m fits "" "*.bias"
+# the keyword spotter's full training at its least RAM (323,812 bytes, the
+# least `--max-ram` meets), and MobileNet's classifier alone at its least
+# (407,572 bytes, the table's 398 KiB): no configuration of it fits
+par tiny_kws 1 train fused 256k overflows "--max-ram 323812" "*"
+par tiny_vww 1 eval fused 256k overflows "--conv-scratch 16384 --max-ram 407572" "fc.*"
+gather
 
 # ---- docs/tiny.md's table is what scripts/tiny_table.py writes today --------
 cp docs/tiny.md "$work/tiny.md"

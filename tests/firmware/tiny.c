@@ -15,9 +15,9 @@
  * image linked into flash (the test assembles it with .incbin).
  *
  * Only what one training step needs is in RAM: the parameters, the
- * inputs, the outputs, the arena, the gradients when unfused (the SGD
- * state when fused: the fused step forms state + offset even when plain
- * SGD reads none), and the stack. Last it prints the most the stack held,
+ * inputs, the outputs, the arena, the gradients when unfused (no SGD
+ * state: plain SGD reads none, and the step takes NULL), and the stack.
+ * Last it prints the most the stack held,
  *     stack N bytes
  * and fails when it reached the bottom of its section (the linker script
  * reserves it; a Cortex-M4 without an MPU would not fault).
@@ -43,13 +43,12 @@
 #endif
 
 /* +1: C has no zero-length arrays (no output, no integer input, no
- * gradient, no optimizer state) */
+ * gradient) */
 static float params[UP(_PARAM_FLOATS) + 1];
 static float inputs[UP(_INPUT_FLOATS) + 1];
 static float outputs[UP(_OUTPUT_FLOATS) + 1];
 static int64_t ints[UP(_INT_INPUT_COUNT) + 1];
 #ifdef FW_FUSED
-static float sgd_state[UP(_SGD_STATE_FLOATS) + 1];
 static unsigned char arena[UP(_FUSED_ARENA_BYTES)] __attribute__((aligned(64)));
 #else
 static float grads[UP(_GRAD_FLOATS) + 1];
@@ -147,7 +146,8 @@ static float step(const rt_model *m, long k)
     opt.kind = RT_OPT_SGD;
     opt.lr = lr;
     opt.step = (uint64_t)k;
-    return m->train_step_fused(params, inputs, ints, outputs, sgd_state, &opt,
+    /* plain SGD keeps no state: NULL, as ram_bytes counts none */
+    return m->train_step_fused(params, inputs, ints, outputs, NULL, &opt,
                                FW_SEED, (uint64_t)(k - 1), arena);
 #else
     float loss = m->train_step(params, inputs, ints, outputs, grads, FW_SEED,

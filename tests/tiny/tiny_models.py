@@ -18,9 +18,12 @@ tests/e2e/test_onnx.sh checks each against torch autograd at the small
 batch `test_batch`. ResNet-8 is torch_models.py's resnet8 (the same
 network), reused here.
 
-Usage: tiny_models.py NAME BATCH OUT.onnx
+Usage: tiny_models.py NAME BATCH OUT.onnx [--eval-bn]
   exports NAME at BATCH images (weights from torch.manual_seed(0)) in
   training mode with its loss, as docs/onnx.md says; the table reads it.
+  --eval-bn: every BatchNorm in eval mode (fixed running statistics,
+  exported with PRESERVE), as partial fine-tuning with a frozen backbone
+  runs them, so that remat folds a frozen layer's BatchNorm away.
 """
 import os
 import sys
@@ -180,23 +183,25 @@ def resnet8():
     return TinyResNet8
 
 
-def export(name, batch, out):
+def export(name, batch, out, eval_bn=False):
+    """The model at this batch into out. eval_bn: every BatchNorm in eval
+    mode (its running statistics fixed, none updated), the rest training:
+    what partial fine-tuning does with a frozen backbone (the 256 KB work
+    folds BatchNorm into the convolution before it trains), exported with
+    PRESERVE so that remat folds a frozen layer's BatchNorm away."""
     cls = resnet8() if name == "resnet8" else TINY_MODELS[name]
     torch.manual_seed(0)
     model = cls()
     inputs = cls.inputs(torch.Generator().manual_seed(1), batch)
     mode = torch.onnx.TrainingMode.TRAINING
-    if batch == 1 and cls is TinyAd:
+    model.train()
+    if eval_bn or (batch == 1 and cls is TinyAd):
         # torch refuses training-mode BatchNorm1d over one value per
-        # channel; remat's train step uses the batch statistics whatever
-        # the mode says, so the exported graph and its bytes are the same
-        model.train()
+        # channel; at batch 1 the autoencoder's are exported in eval mode
         for m in model.modules():
-            if isinstance(m, nn.BatchNorm1d):
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
                 m.eval()
         mode = torch.onnx.TrainingMode.PRESERVE
-    else:
-        model.train()
     names = getattr(cls, "input_names", ["x", "y"])
     torch.onnx.export(model, inputs, out, opset_version=17, training=mode,
                       do_constant_folding=False, input_names=names,
@@ -204,6 +209,7 @@ def export(name, batch, out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        sys.exit("usage: tiny_models.py NAME BATCH OUT.onnx")
-    export(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    args = [a for a in sys.argv[1:] if a != "--eval-bn"]
+    if len(args) != 3:
+        sys.exit("usage: tiny_models.py NAME BATCH OUT.onnx [--eval-bn]")
+    export(args[0], int(args[1]), args[2], "--eval-bn" in sys.argv[1:])
