@@ -105,7 +105,8 @@ static double least_arena(const Graph *g, const Policy *p,
             ram_of(&m, &r);
             least = r.arena;
         } else {
-            *proven = strstr(x.err, "gave up") == NULL;
+            *proven = strstr(x.err, "gave up") == NULL &&
+                      strstr(x.err, "not proven") == NULL;
         }
         ctx_free(&x);
         if (rc || r.arena < 1)
@@ -161,7 +162,7 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
     }
     return ctx_error(c, g->file, 0, "max-ram %.0f bytes cannot be met: %s "
                      "%.0f bytes: %s%s", b.max_ram, proven ? "needs at least"
-                     : "the least found (the search gave up) is",
+                     : "the least found (not proven) is",
                      ram_total(&r), ram_terms(c, &r),
                      steps ? " (convolution columns a row at a time)" : "");
 }

@@ -512,6 +512,11 @@ typedef struct {
  * keeps to their backwards; the floats themselves are not kept. */
 typedef enum { KEEP_NONE, KEEP_SAVE, KEEP_RECOMPUTE, KEEP_COMPACT } Keep;
 
+/* Remat.rebuild: recomputed values live to their last reader (NONE), or
+ * are forgotten after each backward (EACH), or after each backward unless
+ * the next one reads them (NEXT: more live at once, less recompute). */
+enum { REBUILD_NONE, REBUILD_EACH, REBUILD_NEXT };
+
 typedef struct {
     Keep *keep;             /* per tensor (activations only; else KEEP_NONE) */
     const char **why;       /* per tensor: the rule that decided it */
@@ -547,6 +552,11 @@ typedef struct {
     double floor;           /* not proven, with max_arena: no plan that
                              * fits costs less (picoseconds) */
     int nfree;              /* free decisions among needed tensors */
+    /* with max_arena, when no plan that recomputes each tensor once fits:
+     * every recomputed tensor is rebuilt for each backward that reads it
+     * and forgotten after (schedule.c), from the nearest kept tensor;
+     * REBUILD_NEXT keeps one the next backward reads too */
+    int rebuild;
     /* how recompute is priced (cost.c): remat_classify sets the built-in
      * rates, a caller with others sets them after */
     const Rates *rates;
@@ -647,6 +657,8 @@ typedef struct {
      * (schedule.c); plan.c gives it the owner's offset. */
     ViewKind view;
     int owner;              /* VIEW_VALUE */
+    int copy;               /* V_RECOMP: how many rebuilds of the tensor
+                             * came before this one (Remat.rebuild) */
 } Value;
 
 typedef struct {
@@ -655,6 +667,8 @@ typedef struct {
     int tensor;             /* S_OUTPUT, S_SEED, S_ZERO, S_GRAD_VIEW */
     int recompute;
     int scratch;            /* S_FORWARD, S_BACKWARD: a value, or -1 */
+    int out;                /* S_FORWARD: output 0's value (output o's is
+                             * out + o), or -1 */
     /* S_BACKWARD: bit i, the call writes d(input i), its first
      * contribution; S_ZERO: 1 when that call writes the gradient, so
      * only its pointer is declared here */
@@ -738,6 +752,9 @@ struct Emit {
      * pointer: the forward writes it (then NULL in a recompute and in
      * NAME_forward, which write the floats alone), the backward reads it */
     const char *compact;
+    /* per tensor, the recomputed value the backward reads now: a plan
+     * that rebuilds (Remat.rebuild) makes several, one after another */
+    int *rec;
 };
 
 /* ---- back/report.c: schedule and diff reports ---------------------------------- */

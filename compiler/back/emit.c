@@ -62,19 +62,22 @@ static const char *value_name(Emit *e, const Schedule *s, int v)
 {
     const Value *val = &s->values[v];
     const char *pre = val->kind == V_FWD ? "v" : val->kind == V_RECOMP ? "r" : "d";
+    if (val->copy)          /* a plan that rebuilds: r2_x, r3_x, ... */
+        return ctx_printf(e->ctx, "%s%d_%s", pre, val->copy + 1,
+                          e->g->tensors[val->tensor].cname);
     return ctx_printf(e->ctx, "%s_%s", pre, e->g->tensors[val->tensor].cname);
 }
 
 /* What a statement reads for tensor t: in the forward (or a recompute's
  * inputs) the forward value; in the backward the value the plan keeps. */
-static const char *read_name(Emit *e, const Compiled *m, int t,
-                             int backward_phase)
+static const char *read_name(Emit *e, const Compiled *m, const Schedule *s,
+                             int t, int backward_phase)
 {
     const Tensor *x = &e->g->tensors[t];
-    if (x->kind != T_ACT || !backward_phase)
+    if (x->kind != T_ACT || !backward_phase ||
+        m->remat->keep[t] != KEEP_RECOMPUTE)
         return ctx_printf(e->ctx, "v_%s", x->cname);
-    int rec = m->remat->keep[t] == KEEP_RECOMPUTE;
-    return ctx_printf(e->ctx, "%s_%s", rec ? "r" : "v", x->cname);
+    return value_name(e, s, e->rec[t]);
 }
 
 /* int64 for an int64 tensor's forward value (a gradient is float) */
@@ -118,7 +121,9 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     const char *out[MAX_IO], *in[MAX_IO];
     const Tensor *y = &g->tensors[n->out[0]];
     int view = op_table[n->op].alias;
-    int v0 = st->recompute ? s->rec[n->out[0]] : s->fwd[n->out[0]];
+    int v0 = st->recompute ? st->out : s->fwd[n->out[0]];
+    for (int o = 0; st->recompute && o < n->nout; o++)
+        e->rec[n->out[o]] = st->out + o;
     /* written over its input's buffer (fwd_in_place), which the reader
      * sees as two names for one address */
     int in_place = !view && s->values[v0].view == VIEW_VALUE;
@@ -133,21 +138,20 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
          view ? " view, no copy" : "", in_place ? ", in place" : "");
     if (view) {
         /* read-only: a view may point into the caller's const inputs */
-        const char *name = value_name(e, s, st->recompute ? s->rec[n->out[0]]
-                                                          : s->fwd[n->out[0]]);
+        const char *name = value_name(e, s, v0);
         emit(e, "const %s *%s = %s;", y->is_int ? "int64_t" : "float", name,
-             read_name(e, m, n->in[0], st->recompute));
+             read_name(e, m, s, n->in[0], st->recompute));
         if (y->nconsumers == 0 && !y->is_output)
             emit(e, "(void)%s;", name);
         return;
     }
     for (int o = 0; o < n->nout; o++) {
-        int v = st->recompute ? s->rec[n->out[o]] : s->fwd[n->out[o]];
+        int v = st->recompute ? st->out + o : s->fwd[n->out[o]];
         declare(e, s, v);
         out[o] = value_name(e, s, v);
     }
     for (int i = 0; i < n->nin; i++)
-        in[i] = read_name(e, m, n->in[i], st->recompute);
+        in[i] = read_name(e, m, s, n->in[i], st->recompute);
     e->scratch = scratch_expr(e, s, st);
     e->compact = compact_expr(e, s, st);
     /* the row's `updates` inputs change once per step, never in a recompute */
@@ -175,12 +179,12 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     emit(e, "/* %s: %s backward */", n->name, op_table[n->op].name);
     for (int i = 0; i < n->nin; i++) {
         din[i] = want[i] ? grad_name(e, n->in[i]) : NULL;
-        in[i] = reads & NEED_IN(i) ? read_name(e, m, n->in[i], 1) : NULL;
+        in[i] = reads & NEED_IN(i) ? read_name(e, m, s, n->in[i], 1) : NULL;
     }
     for (int o = 0; o < n->nout; o++) {
         dout[o] = g->tensors[n->out[o]].has_grad ? grad_name(e, n->out[o])
                                                  : NULL;
-        out[o] = reads & NEED_OUT(o) ? read_name(e, m, n->out[o], 1) : NULL;
+        out[o] = reads & NEED_OUT(o) ? read_name(e, m, s, n->out[o], 1) : NULL;
     }
     e->scratch = scratch_expr(e, s, st);
     e->writes = st->writes;
@@ -379,6 +383,7 @@ static void emit_ready(Emit *e, int i)
 
 static void emit_body(Emit *e, const Compiled *m, const Schedule *s)
 {
+    e->rec = ctx_alloc(e->ctx, (size_t)e->g->ntensors * sizeof *e->rec);
     for (int i = 0; i < s->nstmts; i++) {
         emit(e, "");
         emit_stmt(e, m, s, &s->stmts[i]);
@@ -1261,7 +1266,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     int in_file = weights_in_file(m->g, frozen);
     Emit e = {cfile, c, m->g, 0, layout(c, m->g, frozen), NULL, 0, in_file,
               0, grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL,
-              NULL, frozen, NULL};
+              NULL, frozen, NULL, NULL};
     size_t wf = 0, ff;
     if (in_file)
         count_buffer(&e, BUF_PARAMS, &wf);
@@ -1298,7 +1303,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset, 0, e.trainable, 0, NULL, NULL, frozen, NULL};
+              e.grad_offset, 0, e.trainable, 0, NULL, NULL, frozen, NULL, NULL};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

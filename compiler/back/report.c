@@ -136,7 +136,10 @@ static void widths(const Compiled *m, Ctx *c, int *w)
 
 static const char *proven_text(Ctx *c, const Remat *r)
 {
-    return r->proven ? "yes" : r->proven_kept
+    return r->proven ? "yes" : r->rebuild
+           ? "no (no plan that recomputes a tensor once fits: this one "
+             "rebuilds at each use, the best of those found)"
+           : r->proven_kept
            ? ctx_printf(c, "no (at most the proven least recompute of the "
                         "plans that keep every block boundary; no plan that "
                         "fits recomputes in under %.12f s)", r->floor / PS_PER_S)
@@ -172,6 +175,7 @@ static void report_budget(Buf *b, const Compiled *m)
     if (r->max_arena > 0)
         buf_printf(b, "max_arena_bytes: %.0f\n", r->max_arena);
     buf_printf(b, "free_decisions: %d\n", r->nfree);
+    buf_printf(b, "rebuild: %s\n", r->rebuild ? "yes" : "no");
     buf_printf(b, "proven_optimal: %s\n", proven_text(b->ctx, r));
 }
 
@@ -269,6 +273,12 @@ static void json_num_member(Buf *b, const char *key, double v, int first)
     buf_json_number(b, v);
 }
 
+static void json_bool_member(Buf *b, const char *key, int v, int first)
+{
+    json_key(b, key, first);
+    buf_printf(b, "%s", v ? "true" : "false");
+}
+
 /* "graph", "policy" (or "policies") and "forward_only", opening the object. */
 static void json_head(Buf *b, const Graph *g)
 {
@@ -325,6 +335,7 @@ static void json_budget(Buf *b, const Compiled *m)
     if (r->max_arena > 0)
         json_num_member(b, "max_arena_bytes", r->max_arena, 0);
     json_num_member(b, "free_decisions", r->nfree, 0);
+    json_bool_member(b, "rebuild", r->rebuild, 0);
     json_str_member(b, "proven_optimal", proven_text(b->ctx, r), 0);
 }
 

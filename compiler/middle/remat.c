@@ -198,6 +198,7 @@ static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
     r->compact = ctx_alloc(c, nt);
     r->compact_bytes = compact_forms(g, r->compact);
     r->rates = rates_builtin();
+    r->rebuild = 0;         /* each recompute runs once, until fit_arena */
     int *rb = reader_blocks(c, g);
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];

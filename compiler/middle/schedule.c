@@ -11,6 +11,15 @@
  * second reader reuses it. Recompute is a pass over the graph, not logic in
  * the emitter: the emitter only prints these statements.
  *
+ * A plan that rebuilds (Remat.rebuild, the last resort of --max-arena)
+ * forgets every recomputed value once the backward it was rebuilt for has
+ * run: the next backward that reads the tensor rebuilds it again, from the
+ * nearest kept tensor. So no recomputed value outlives one backward, and a
+ * chain of rebuilt blocks is walked with two of its buffers live at a time
+ * (Chen et al.'s quadratic checkpointing, and with some boundaries kept,
+ * revolve's repeated forward sweeps). Each rebuild is a value of its own
+ * (Value.copy counts them per tensor, for the emitter's names).
+ *
  * Every buffer in the arena is a Value with the statements that define and
  * last read it; plan.c turns those intervals into offsets. A SAVE tensor's
  * forward value lives until its last reader in the backward; a RECOMPUTE
@@ -50,6 +59,8 @@
  */
 #include "../remat.h"
 
+#include <string.h>
+
 typedef struct {
     Ctx *c;
     const Graph *g;
@@ -58,17 +69,46 @@ typedef struct {
     int *stack;             /* materialize's work list */
     int fused;              /* parameter gradients in the arena, updated */
     int train;              /* a train step: compact forms are made */
+    int cap_stmts, cap_values;  /* room in s->stmts, s->values */
+    int *copies;            /* per tensor: recomputed values made so far */
+    int next;               /* the node whose backward runs after the one
+                             * being placed, or -1 */
+    int *held, nheld;       /* a plan that rebuilds: the tensors whose
+                             * rebuilt value is remembered (rec[t] >= 0) */
 } Sched;
+
+/* Room for one more of n items of size bytes at *items, doubling (a plan
+ * that rebuilds makes a statement per rebuild, unknown in advance). */
+static void *room_for(Ctx *c, void *items, int n, int *cap, size_t size)
+{
+    if (n < *cap)
+        return items;
+    void *more = ctx_alloc(c, 2 * (size_t)*cap * size);
+    memcpy(more, items, (size_t)n * size);
+    *cap *= 2;
+    return more;
+}
+
+static Value *next_value(Sched *x)
+{
+    Schedule *s = x->s;
+    s->values = room_for(x->c, s->values, s->nvalues, &x->cap_values,
+                         sizeof *s->values);
+    return &s->values[s->nvalues];
+}
 
 static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute)
 {
     Schedule *s = x->s;
+    s->stmts = room_for(x->c, s->stmts, s->nstmts, &x->cap_stmts,
+                        sizeof *s->stmts);
     Stmt *st = &s->stmts[s->nstmts];
     st->kind = kind;
     st->node = node;
     st->tensor = tensor;
     st->recompute = recompute;
     st->scratch = -1;
+    st->out = -1;
     st->writes = 0;
     return s->nstmts++;
 }
@@ -81,7 +121,7 @@ static void add_scratch(Sched *x, int st, const Node *n, int backward)
     if (floats <= 0)
         return;
     Schedule *s = x->s;
-    Value *v = &s->values[s->nvalues];
+    Value *v = next_value(x);
     v->tensor = -1;
     v->kind = V_SCRATCH;
     v->def = v->last = st;
@@ -94,7 +134,7 @@ static void add_scratch(Sched *x, int st, const Node *n, int backward)
 static void add_compact(Sched *x, int st, const Node *n)
 {
     Schedule *s = x->s;
-    Value *v = &s->values[s->nvalues];
+    Value *v = next_value(x);
     v->tensor = compact_operand(n);
     v->kind = V_COMPACT;
     v->def = v->last = st;
@@ -105,9 +145,10 @@ static void add_compact(Sched *x, int st, const Node *n)
 static int new_value(Sched *x, int tensor, ValueKind kind, int def)
 {
     Schedule *s = x->s;
-    Value *v = &s->values[s->nvalues];
+    Value *v = next_value(x);
     v->tensor = tensor;
     v->kind = kind;
+    v->copy = kind == V_RECOMP ? x->copies[tensor]++ : 0;
     v->def = v->last = def;
     v->bytes = (size_t)x->g->tensors[tensor].numel *
                (x->g->tensors[tensor].is_int ? sizeof(int64_t) : sizeof(float));
@@ -165,8 +206,12 @@ static void run_forward(Sched *x, int n, int recompute)
     for (int i = 0; i < nd->nin; i++)
         if (is_act(x, nd->in[i]))
             use(x, recompute ? instance(x, nd->in[i]) : x->s->fwd[nd->in[i]], s);
-    for (int o = 0; o < nd->nout; o++)
-        new_value(x, nd->out[o], recompute ? V_RECOMP : V_FWD, s);
+    for (int o = 0; o < nd->nout; o++) {
+        int v = new_value(x, nd->out[o], recompute ? V_RECOMP : V_FWD, s);
+        x->s->stmts[s].out = o ? x->s->stmts[s].out : v;
+        if (recompute && x->r->rebuild)
+            x->held[x->nheld++] = nd->out[o];
+    }
     if (nd->compact && x->train && !recompute)
         add_compact(x, s, nd);
     if (op_table[nd->op].alias) {
@@ -309,6 +354,40 @@ static void take_first_writes(Sched *x, int n, const int *want, int first,
     }
 }
 
+/* Node n's backward reads tensor t. */
+static int backward_reads(const Graph *g, int n, int t)
+{
+    const Node *nd = &g->nodes[n];
+    unsigned reads = node_backward_reads(g, nd);
+    for (int i = 0; i < nd->nin; i++)
+        if ((reads & NEED_IN(i)) && nd->in[i] == t)
+            return 1;
+    for (int o = 0; o < nd->nout; o++)
+        if ((reads & NEED_OUT(o)) && nd->out[o] == t)
+            return 1;
+    return 0;
+}
+
+/* A plan that rebuilds, after a backward: every rebuilt value is
+ * forgotten, so that the next reader rebuilds its own; under REBUILD_NEXT
+ * not one the very next backward reads (a block's input, read by its
+ * first node's backward and by the backward of the node that made it, is
+ * then rebuilt once for both, at the price of more live at once where the
+ * two are far apart in the graph). */
+static void forget_rebuilt(Sched *x)
+{
+    int k = 0;
+    for (int i = 0; i < x->nheld; i++) {
+        int t = x->held[i];
+        if (x->r->rebuild == REBUILD_NEXT && x->next >= 0 &&
+            backward_reads(x->g, x->next, t))
+            x->held[k++] = t;
+        else
+            x->s->rec[t] = -1;
+    }
+    x->nheld = k;
+}
+
 static void run_backward(Sched *x, int n)
 {
     const Graph *g = x->g;
@@ -349,6 +428,8 @@ static void run_backward(Sched *x, int n)
         if (want[i] && grad_in_arena(x, nd->in[i]))
             use(x, x->s->grad[nd->in[i]], s);
     }
+    if (x->r->rebuild)
+        forget_rebuilt(x);
 }
 
 static int *filled(Ctx *c, int n, int v)
@@ -478,15 +559,20 @@ int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s)
 static void forward_in_place(Sched *x)
 {
     Schedule *s = x->s;
+    int *rec = filled(x->c, x->g->ntensors, -1);    /* as of statement i */
     for (int i = 0; i < s->nstmts; i++) {
         const Stmt *st = &s->stmts[i];
         if (st->kind != S_FORWARD)
             continue;
         const Node *nd = &x->g->nodes[st->node];
+        for (int o = 0; st->recompute && o < nd->nout; o++)
+            rec[nd->out[o]] = st->out + o;
         if (!op_table[nd->op].fwd_in_place || !is_act(x, nd->in[0]))
             continue;
-        int vin = st->recompute ? instance(x, nd->in[0]) : s->fwd[nd->in[0]];
-        int vout = st->recompute ? s->rec[nd->out[0]] : s->fwd[nd->out[0]];
+        int vin = !st->recompute ? s->fwd[nd->in[0]]
+                  : x->r->keep[nd->in[0]] == KEEP_RECOMPUTE ? rec[nd->in[0]]
+                                                             : s->fwd[nd->in[0]];
+        int vout = st->out;
         Value *in = &s->values[vin], *out = &s->values[vout];
         if (in->view != VIEW_NONE || out->view != VIEW_NONE ||
             in->last != i || in->bytes != out->bytes)
@@ -505,13 +591,19 @@ static void forward_in_place(Sched *x)
 int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s)
 {
-    Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED, kind != SCHED_FORWARD};
+    Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED, kind != SCHED_FORWARD,
+               0, 0, NULL, -1, NULL, 0};
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
-    s->stmts = ctx_alloc(c, (3 * nn + nt + (size_t)g->noutputs + 1) *
-                                sizeof(Stmt));
+    /* enough unless the plan rebuilds (room_for grows them then) */
+    x.cap_stmts = (int)(3 * nn + nt + (size_t)g->noutputs + 1);
+    s->stmts = ctx_alloc(c, (size_t)x.cap_stmts * sizeof(Stmt));
     /* per tensor: forward, recompute, gradient; per node: the scratch of
      * its forward, recompute and backward, and its compact form */
-    s->values = ctx_alloc(c, (3 * nt + 4 * nn) * sizeof(Value));
+    x.cap_values = (int)(3 * nt + 4 * nn);
+    s->values = ctx_alloc(c, (size_t)x.cap_values * sizeof(Value));
+    x.copies = filled(c, g->ntensors, 0);
+    /* a tensor is held at most once: rebuilt only when not remembered */
+    x.held = ctx_alloc(c, nt * sizeof *x.held);
     s->fwd = filled(c, g->ntensors, -1);
     s->rec = filled(c, g->ntensors, -1);
     s->grad = filled(c, g->ntensors, -1);
@@ -531,9 +623,15 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
         return 0;
     }
     new_value(&x, g->loss, V_GRAD, add_stmt(&x, S_SEED, -1, g->loss, 0));
-    for (int k = g->nnodes - 1; k >= 0; k--)
-        if (node_has_backward(g, &g->nodes[g->order[k]]))
-            run_backward(&x, g->order[k]);
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        if (!node_has_backward(g, &g->nodes[g->order[k]]))
+            continue;
+        x.next = -1;
+        for (int j = k - 1; j >= 0 && x.next < 0; j--)
+            if (node_has_backward(g, &g->nodes[g->order[j]]))
+                x.next = g->order[j];
+        run_backward(&x, g->order[k]);
+    }
     if (x.fused)
         place_updates(&x);
     forward_in_place(&x);

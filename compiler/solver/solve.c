@@ -1364,8 +1364,10 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
             *out = kept;
             return 0;
         }
-        seed = ctx_alloc(c, (size_t)g->ntensors);
-        for (int t = 0; t < g->ntensors; t++)
+        /* a plan that rebuilds is the last resort of the search over
+         * every plan too, not a seed to better */
+        seed = kept->rebuild ? NULL : ctx_alloc(c, (size_t)g->ntensors);
+        for (int t = 0; seed && t < g->ntensors; t++)
             seed[t] = kept->keep[t] == KEEP_RECOMPUTE;
     }
     if (budget_within(c, g, p, b, 1, seed, out))

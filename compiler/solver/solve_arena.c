@@ -67,6 +67,15 @@
  * better (none of the last two past SEEDED_BOUND_NODES). Where nothing
  * keeping the boundaries fits, evenly spaced kept boundaries (spaced_fit)
  * are candidates too.
+ *
+ * Every plan above recomputes a tensor once and keeps it to its last
+ * reader, so a tensor rebuilt early for a later block's recompute stays
+ * live until its own backward. The last resort, when none of them fits,
+ * is the same spaced plans rebuilding (Remat.rebuild): each recomputed
+ * tensor is rebuilt for every backward that reads it and forgotten after
+ * (schedule.c), so the working set is a few buffers beside the kept
+ * boundaries, for more recompute. The bounds above assume one rebuild per
+ * tensor, so such an answer is never proven (rebuild_fit).
  */
 #include "solver.h"
 
@@ -739,7 +748,8 @@ static int leaf(void *ctx, const char *recompute)
             int64_t left = ranges_min(&a->w.left, 0, a->w.npoints);
             least_room = (double)left < least_room ? (double)left : least_room;
         }
-        assert((a->nb == 0 || a->max_arena - least_room <= peak) &&
+        assert((a->nb == 0 || a->r->rebuild ||
+                a->max_arena - least_room <= peak) &&
                "the bound is below every plan's peak");
         /* (the forward's own arena fits: check_fixed) */
         if ((a->measure || peak <= a->max_arena) &&
@@ -1053,34 +1063,95 @@ static double least_spaced(Arena *a)
     return a->least;
 }
 
-static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why)
+/* Rebuilding plans are tried on graphs of at most this many nodes: each
+ * is a schedule whose recomputes grow with the square of the depth. */
+#define REBUILD_NODES 1000
+
+/* The least arena of rebuilding plans (HUGE_VAL: none tried), for a
+ * message. */
+static double least_rebuilt(Arena *a)
+{
+    if (a->g->nnodes > REBUILD_NODES)
+        return HUGE_VAL;
+    double least = HUGE_VAL;
+    for (int mode = REBUILD_EACH; mode <= REBUILD_NEXT; mode++) {
+        a->r->rebuild = mode;
+        double l = least_spaced(a);
+        least = l < least ? l : least;
+    }
+    a->r->rebuild = REBUILD_NONE;
+    return least;
+}
+
+/* why: what keeps every plan that recomputes each tensor once over the
+ * bound. rebuilt: rebuilding plans were tried too, and none fits (the
+ * refusal is then not a proof). */
+static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why,
+                     int rebuilt)
 {
     double least = least_on_frontier(a, f), spaced = least_spaced(a);
+    double again = rebuilt ? least_rebuilt(a) : HUGE_VAL;
+    double best = least < spaced ? least : spaced;
     return ctx_error(c, a->g->file, 0, "max-arena %.0f bytes cannot be met: "
-                     "%s%s%s", a->max_arena, why, least == HUGE_VAL ? ""
+                     "%s%s%s%s", a->max_arena, why, least == HUGE_VAL ? ""
                      : ctx_printf(c, "; the least arena of the saved-bytes "
                                   "frontier's plans is %.0f bytes", least),
                      spaced >= least ? "" : ctx_printf(c, ", of nested "
                      "checkpointing's (a few boundaries kept, the others "
-                     "rebuilt from them) %.0f", spaced));
+                     "rebuilt from them) %.0f", spaced),
+                     !rebuilt ? "" : again == HUGE_VAL || again >= best
+                     ? "; plans that rebuild at each use were tried too "
+                       "(not proven least)"
+                     : ctx_printf(c, ", of plans that rebuild at each use "
+                                  "%.0f (not proven least)", again));
 }
 
-/* A bound below what every plan holds: say where. */
-static int check_fixed(Ctx *c, Arena *a, const Frontier *f)
+/* A bound below what every plan that recomputes each tensor once holds:
+ * where (NULL: none). */
+static const char *fixed_over(Ctx *c, const Arena *a)
 {
     if ((double)a->fwd_arena > a->max_arena)
-        return too_small(c, a, f, ctx_printf(c, "the forward alone needs %zu "
-                                             "bytes", a->fwd_arena));
+        return ctx_printf(c, "the forward alone needs %zu bytes",
+                          a->fwd_arena);
     int worst = -1;
     for (int j = 0; j < a->nb; j++)
         if (a->room[j] < 0 && (worst < 0 || a->room[j] < a->room[worst]))
             worst = j;
     if (worst < 0)
-        return 0;
-    return too_small(c, a, f, ctx_printf(c, "at the backward of node '%s' "
-                                         "every plan holds at least %.0f "
-                                         "bytes", a->g->nodes[a->node[worst]].name,
-                                         a->fixed[worst]));
+        return NULL;
+    return ctx_printf(c, "at the backward of node '%s' every plan that "
+                      "recomputes a tensor once holds at least %.0f bytes",
+                      a->g->nodes[a->node[worst]].name, a->fixed[worst]);
+}
+
+/* The last resort: the least recompute of the rebuilding spaced plans
+ * that fits (r->rebuild set), or the refusal. Never proven. */
+static int rebuild_fit(Ctx *c, Arena *a, const Frontier *f, const char *why,
+                       int *proven)
+{
+    *proven = 0;
+    if ((double)a->fwd_arena > a->max_arena || a->g->nnodes > REBUILD_NODES)
+        return too_small(c, a, f, why, 0);
+    a->measure = 0;
+    Plan best = {HUGE_VAL, HUGE_VAL, NULL};
+    int how = REBUILD_NONE;
+    for (int mode = REBUILD_EACH; mode <= REBUILD_NEXT; mode++) {
+        a->r->rebuild = mode;
+        Plan p = spaced_fit(c, a);
+        if (a->failed)
+            return -1;
+        if (p.recompute && p.cost < best.cost) {
+            best = p;
+            how = mode;
+        }
+    }
+    a->r->rebuild = how;
+    if (!best.recompute)
+        return too_small(c, a, f, why, 1);
+    remat_apply(a->g, a->r, best.recompute);
+    a->r->max_arena = a->max_arena;
+    a->r->floor = 0;
+    return 0;
 }
 
 /* The profile from the policy's own plan (any plan gives the same). */
@@ -1096,6 +1167,7 @@ static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
     Schedule s, fwd;
     memset(&s, 0, sizeof s);
     memset(&fwd, 0, sizeof fwd);
+    r->rebuild = 0;
     remat_apply(g, r, NULL);
     if (schedule_build(c, g, r, step, &s) ||
         schedule_build(c, g, r, SCHED_FORWARD, &fwd) ||
@@ -1103,7 +1175,8 @@ static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
         return -1;
     a->fwd_arena = fwd.arena_bytes;
     fixed_profile(c, a, &s);
-    return check_fixed(c, a, f);
+    (void)f;
+    return 0;
 }
 
 /* The saved-bytes frontier's least cost within cap, a bound too (every
@@ -1141,6 +1214,11 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
     Arena a;
     if (arena_init(c, g, r, max_arena, step, f, &a))
         return -1;
+    const char *over = fixed_over(c, &a);
+    if (over) {
+        *bound = 0;
+        return rebuild_fit(c, &a, f, over, proven);
+    }
     double cap = want < max_arena ? want : max_arena;
     a.want = want;
     Plan best = {HUGE_VAL, HUGE_VAL, NULL};
@@ -1185,11 +1263,13 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
     *bound = least;
     if (a.failed)
         return -1;
+    if (best.recompute == NULL && want < HUGE_VAL)
+        return too_small(c, &a, f, "no plan within the budget fits", 0);
     if (best.recompute == NULL)
-        return too_small(c, &a, f,
-                         !*proven ? "no plan found fits (the search gave up)"
-                         : want < HUGE_VAL ? "no plan within the budget fits"
-                         : "no plan fits");
+        return rebuild_fit(c, &a, f, !*proven
+                           ? "no plan found fits (the search gave up)"
+                           : "no plan that recomputes a tensor once fits",
+                           proven);
     remat_apply(g, r, best.recompute);
     r->max_arena = max_arena;   /* the driver plans it as leaf() did */
     return 0;

@@ -6,9 +6,11 @@
 # graph), the terms adding up, --json equal to the text, the header's
 # NAME_RAM_BYTES and NAME_FLASH_BYTES equal to schedule's, pareto's and
 # memory's figures equal to schedule's, and --max-ram: proven where a plan
-# fits (the least recompute within the bound, as --max-arena of what the
-# fixed terms leave), refused in one line naming the least RAM and its
-# terms where none does, and its usage errors.
+# that recomputes each tensor once fits (the least recompute within the
+# bound, as --max-arena of what the fixed terms leave), below that a plan
+# that rebuilds at each use (not proven, gradients bitwise none's), refused
+# in one line naming the least RAM found and its terms where none does,
+# and its usage errors.
 # Needs /usr/bin/python3.
 . "$(dirname "$0")/lib.sh"
 
@@ -161,32 +163,53 @@ import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
 assert s["max_ram_bytes"] == 81923 and s["proven_optimal"] == "yes" and s["ram_bytes"] <= 81923, s
 ' "$work/out" && ok || bad "--max-ram --json"
-# the least RAM: full's arena (7,168) is the least any plan has, so with
-# SGD 33,792 + 33,792 + 7,168 + 2,052 = 76,804 fits, proven, and a byte
-# less is refused naming the least and its terms; nothing is written
+# the least RAM of the plans that recompute each tensor once: full's
+# arena (7,168) is the least of those, so with SGD 33,792 + 33,792 +
+# 7,168 + 2,052 = 76,804 fits, proven. A byte less, only a plan that
+# rebuilds at each use fits (docs/solver.md): it says so, is not called
+# proven, and its gradients are none's bit for bit. Below the least of
+# those (`--max-ram 1` names it, not proven, with its terms) a bound is
+# refused with that line, and nothing is written.
 least=$((P + P + 7168 + IO))
 run 0 "$remat" schedule "$g" --max-ram $least && [ "$(fig proven_optimal "$work/out")" = yes ] &&
+    [ "$(fig rebuild "$work/out")" = no ] &&
     [ "$(fig ram_bytes "$work/out")" = $least ] && ok || bad "--max-ram $least: not proven or not $least"
-run 1 "$remat" compile "$g" --max-ram $((least - 1)) -o "$work/none.c" &&
-    [ "$(cat "$work/err")" = "$g: max-ram $((least - 1)) bytes cannot be met: needs at least $least bytes: params $P, optimizer 0, grads $P, arena 7168, io $IO" ] &&
+run 0 "$remat" schedule "$g" --max-ram $((least - 1)) && [ "$(fig rebuild "$work/out")" = yes ] &&
+    [ "$(fig ram_bytes "$work/out")" -le $((least - 1)) ] &&
+    fig proven_optimal "$work/out" | grep -q '^no (no plan that recomputes a tensor once fits' &&
+    ok || bad "--max-ram $((least - 1)): no plan that rebuilds"
+"$remat" build "$g" --policy none -o "$work/t_none" && "$work/t_none" --seed 4 --dump "$work/d_none" >/dev/null &&
+    "$remat" build "$g" --max-ram $((least - 1)) -o "$work/t_rebuilt" &&
+    "$work/t_rebuilt" --seed 4 --dump "$work/d_rebuilt" >/dev/null &&
+    same_dirs "$work/d_none" "$work/d_rebuilt" && ok ||
+    bad "--max-ram $((least - 1)): the rebuilding plan's gradients differ from none's"
+# (sed -n: "N P A I" from "the least found (not proven) is N bytes: ...")
+terms() {
+    sed -n "s/.*cannot be met: the least found (not proven) is \([0-9]*\) bytes: params \([0-9]*\), optimizer $1, grads $2, arena \([0-9]*\), io \([0-9]*\)$/\1 \2 \3 \4/p" "$work/err"
+}
+run 1 "$remat" schedule "$g" --max-ram 1 && terms 0 $P > "$work/ul" &&
+    read -r ul up ua ui < "$work/ul" && [ "$up" = $P ] && [ "$ui" = $IO ] &&
+    [ "$ul" = $((up + P + ua + ui)) ] && [ "$ul" -lt $least ] && ok ||
+    bad "--max-ram 1: $(cat "$work/err")"
+run 1 "$remat" compile "$g" --max-ram $((${ul:-1} - 1)) -o "$work/none.c" &&
+    [ "$(cat "$work/err")" = "$g: max-ram $((${ul:-1} - 1)) bytes cannot be met: the least found (not proven) is ${ul:-?} bytes: params $P, optimizer 0, grads $P, arena ${ua:-?}, io $IO" ] &&
     [ ! -s "$work/out" ] && [ ! -e "$work/none.c" ] && [ ! -e "$work/none.h" ] && ok ||
-    bad "--max-ram $((least - 1)): $(cat "$work/err")"
+    bad "--max-ram $((${ul:-1} - 1)): $(cat "$work/err")"
 # fused: the fused arena is bounded (no gradient buffer); the least fused
-# RAM fits, proven, and a byte below is refused with its terms
-run 1 "$remat" schedule "$g" --fused --max-ram 40000 &&
-    sed -n 's/.*needs at least \([0-9]*\) bytes: params \([0-9]*\), optimizer 0, grads 0, arena \([0-9]*\), io \([0-9]*\)$/\1 \2 \3 \4/p' \
-        "$work/err" > "$work/fl" && read -r fl fp fa fi < "$work/fl" &&
+# RAM found fits, and a byte below is refused with its terms
+run 1 "$remat" schedule "$g" --fused --max-ram 40000 && terms 0 0 > "$work/fl" &&
+    read -r fl fp fa fi < "$work/fl" &&
     [ "$fp" = $P ] && [ "$fi" = $IO ] && [ "$fl" = $((fp + fa + fi)) ] && ok ||
     bad "--fused --max-ram 40000: $(cat "$work/err")"
 run 0 "$remat" schedule "$g" --fused --max-ram "${fl:-0}" &&
-    [ "$(fig proven_optimal "$work/out")" = yes ] && [ "$(fig ram_bytes "$work/out")" = "${fl:-x}" ] &&
+    [ "$(fig ram_bytes "$work/out")" = "${fl:-x}" ] &&
     [ "$(fig fused_arena_bytes "$work/out")" = "${fa:-x}" ] && ok ||
-    bad "--fused --max-ram ${fl:-?}: not proven at the least it named"
+    bad "--fused --max-ram ${fl:-?}: no plan at the least it named"
 run 1 "$remat" schedule "$g" --fused --max-ram $((${fl:-1} - 1)) && ok ||
     bad "--fused --max-ram one byte below the least: not refused"
 # AdamW counts its state: the same bound that fits SGD fits nothing
 run 1 "$remat" schedule "$g" --optimizer adamw --max-ram 81924 &&
-    grep -q "needs at least $((least + 2 * P)) bytes: params $P, optimizer $((2 * P)), grads $P, arena 7168" "$work/err" &&
+    grep -q "the least found (not proven) is $((${ul:-0} + 2 * P)) bytes: params $P, optimizer $((2 * P)), grads $P, arena ${ua:-?}" "$work/err" &&
     ok || bad "--optimizer adamw --max-ram 81924: $(cat "$work/err")"
 # every command that plans takes it
 for cmd in compile build memory; do

@@ -375,6 +375,30 @@ static double least_closed(const Fit *all, int n, double want, double arena)
  * and how many of those the walk proved (check_max_arena). */
 static int nested_bounds, nested_proven;
 
+/* The answers that rebuild at each use (Remat.rebuild), counted: the last
+ * resort where no plan that recomputes each tensor once was found. */
+static int rebuilt_answers;
+
+/* rc 0 with a plan that rebuilds: it is only given where every plan
+ * (each recomputing a tensor once: `least`, HUGE_VAL for none) is over
+ * the bound or the search gave up, fits `arena` (the step's planned arena,
+ * `got`), within the budget, and is never called proven. */
+static int rebuilt(const Compiled *m, int rc, double least, int gave_up,
+                   double arena, double got)
+{
+    if (rc != 0 || !m->remat->rebuild)
+        return 0;
+    Summary s;
+    summarize(m, &s);
+    ck_assert_msg((least == HUGE_VAL || gave_up) && got <= arena &&
+                  !m->remat->proven && s.saved_bytes <= m->remat->budget_bytes,
+                  "max-arena %.0f: a plan that rebuilds (arena %.0f, proven "
+                  "%d) where the least recompute of the others is %.0f",
+                  arena, got, m->remat->proven, least);
+    rebuilt_answers++;
+    return 1;
+}
+
 /* Where only plans that rebuild a boundary fit: a plan within both bounds
  * costing at least the least, and the least when proven; or the walk gave
  * up. */
@@ -382,6 +406,8 @@ static void check_nested(Ctx *x, const Compiled *m, int rc, double least,
                          double want, double arena, const char *xml)
 {
     nested_bounds++;
+    if (rebuilt(m, rc, least, 1, arena, (double)m->train->arena_bytes))
+        return;
     if (rc != 0) {
         ck_assert_msg(strstr(x->err, "gave up"), "max-arena %.0f: %s\n%s",
                       arena, x->err, xml);
@@ -416,6 +442,11 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
     double least = least_fitting(all, n, want, arena);
     double kept = least_closed(all, n, want, arena);
     int rc = compile_budget(&x, g, p, &b, &m);
+    if (rc == 0 && rebuilt(&m, rc, least, 0, arena,
+                           (double)m.train->arena_bytes)) {
+        ctx_free(&x);
+        return;
+    }
     if (kept == HUGE_VAL && least < HUGE_VAL) {
         check_nested(&x, &m, rc, least, want, arena, xml);
         ctx_free(&x);
@@ -460,6 +491,13 @@ static void check_fused_arena(const Graph *g, const Policy *p, const Fit *all,
             least = all[i].cost;
     Compiled m;
     int rc = compile_budget(&x, g, p, &b, &m);
+    if (rc == 0 && m.remat->rebuild) {
+        double fused = (double)m.fused->arena_bytes;
+        double fwd = (double)m.fwd->arena_bytes;
+        rebuilt(&m, rc, least, 0, arena, fused > fwd ? fused : fwd);
+        ctx_free(&x);
+        return;
+    }
     ck_assert_msg((rc == 0) == (least < HUGE_VAL), "fused arena %.0f: rc %d, "
                   "exhaustive %.0f: %s\n%s", arena, rc, least, x.err, xml);
     if (rc == 0) {
@@ -934,7 +972,9 @@ START_TEST(nested_recurrence_matches_every_plan)
     ctx_init(&x);
     Budget b = {BUDGET_NONE, 0, least - 1, NULL, 0, {0, 0, 0}, 0, 0, 0, 0};
     Compiled m;
-    ck_assert(compile_budget(&x, g, p, &b, &m) != 0);
+    int rc = compile_budget(&x, g, p, &b, &m);
+    ck_assert(rc != 0 || rebuilt(&m, rc, HUGE_VAL, 0, least - 1,
+                                 (double)m.train->arena_bytes));
     ctx_free(&x);
     Frontier f;
     ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
@@ -973,6 +1013,71 @@ START_TEST(nested_recurrence_of_32_steps)
     for (int i = 1; i <= 32; i++)
         kept += keep_of(&m, ctx_printf(&c, "a%d", i)) == KEEP_SAVE;
     ck_assert_msg(kept >= 4 && kept <= 10, "%d states kept", kept);
+    ctx_free(&c);
+}
+END_TEST
+
+/* Node n's backward reads tensor t. */
+static int reads_tensor(const Graph *g, int n, int t)
+{
+    const Node *nd = &g->nodes[n];
+    unsigned reads = node_backward_reads(g, nd);
+    for (int i = 0; i < nd->nin; i++)
+        if ((reads & NEED_IN(i)) && nd->in[i] == t)
+            return 1;
+    for (int o = 0; o < nd->nout; o++)
+        if ((reads & NEED_OUT(o)) && nd->out[o] == t)
+            return 1;
+    return 0;
+}
+
+/* Below the least arena of every plan that recomputes each tensor once
+ * (the 32-step recurrence proves 2,304 bytes, docs/solver.md), a bound
+ * is met by rebuilding at each use: a rebuilt value is forgotten after
+ * the backward it was rebuilt for (schedule.c), or under REBUILD_NEXT
+ * kept past one only for the next to read it; every state a
+ * backward reads that is not kept is rebuilt again for each reader, so
+ * the step recomputes more than the forward computes, and the bound
+ * holds. Below what every step's own backward holds (a state, its
+ * gradient and the gradient it writes, 256 bytes each) nothing fits, and
+ * the refusal says it is not a proof. */
+START_TEST(rebuilding_fits_below_every_plan)
+{
+    Ctx c;
+    ctx_init(&c);
+    Policy *p;
+    Remat r;
+    Graph *g = recurrence_graph(&c, 32, &p, &r);
+    Budget b = {BUDGET_NONE, 0, 2048, NULL, 0, {0, 0, 0}, 0, 0, 0, 0};
+    Compiled m;
+    ck_assert_msg(compile_budget(&c, g, p, &b, &m) == 0, "%s", c.err);
+    ck_assert(m.remat->rebuild && !m.remat->proven);
+    const Schedule *s = m.train;
+    ck_assert_uint_le(s->arena_bytes, 2048);
+    ck_assert_int_gt(s->recompute_execs, s->forward_execs);
+    for (int v = 0; v < s->nvalues; v++) {
+        if (s->values[v].kind != V_RECOMP)
+            continue;
+        /* past a backward only to be read by the next (REBUILD_NEXT) */
+        int t = s->values[v].tensor;
+        for (int i = s->values[v].def; i < s->values[v].last; i++) {
+            if (s->stmts[i].kind != S_BACKWARD)
+                continue;
+            int j = i + 1;
+            while (s->stmts[j].kind != S_BACKWARD)
+                j++;
+            ck_assert_msg(m.remat->rebuild == REBUILD_NEXT &&
+                          reads_tensor(g, s->stmts[j].node, t),
+                          "%s rebuilt, then live past the backward of %s",
+                          g->tensors[t].name, g->nodes[s->stmts[i].node].name);
+        }
+    }
+    Ctx x;
+    ctx_init(&x);
+    b.max_arena = 700;     /* the forward's 512 fit, no backward's 768 */
+    ck_assert(compile_budget(&x, g, p, &b, &m) != 0);
+    ck_assert_msg(strstr(x.err, "not proven"), "%s", x.err);
+    ctx_free(&x);
     ctx_free(&c);
 }
 END_TEST
@@ -1349,6 +1454,7 @@ int main(void)
     tcase_add_test(t, past_the_hubs_branch_and_bound);
     tcase_add_test(t, nested_recurrence_matches_every_plan);
     tcase_add_test(t, nested_recurrence_of_32_steps);
+    tcase_add_test(t, rebuilding_fits_below_every_plan);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
