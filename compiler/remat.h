@@ -470,7 +470,7 @@ struct Graph {
                              * no bound */
     /* --seed N of compile and build: init's seeded draws of frozen
      * parameters are made at compile time with it, so their values are
-     * known and go to flash (ram.c's param_in_flash, emit_params.c) */
+     * known and go to flash (ram.c's frozen_tensors, emit_params.c) */
     int has_seed;
     uint64_t seed;
 };
@@ -951,11 +951,16 @@ size_t trainable_floats(const Graph *g);
 /* The terms fixed by the graph and o (all but the arena, left 0); after
  * infer_shapes. */
 void ram_fixed(const Graph *g, const Optim *o, Ram *r);
-/* 1 when parameter t of a graph that trains lives in flash: a float no
- * train step writes (not trainable, not updated in place) whose values
- * are known at compile time (a constant fill, data, or a seeded draw
- * with Graph.has_seed); the emitter puts exactly these in NAME_frozen[]. */
-int param_in_flash(const Graph *g, int t);
+/* Per tensor, 1 where a node's row says the train step writes it in
+ * place (running statistics: a parameter, shapes.c checks); one pass over
+ * the nodes, so a graph of any size pays once. */
+char *updated_tensors(Ctx *c, const Graph *g);
+/* Per tensor, 1 for a parameter of a graph that trains that lives in
+ * flash: a float no train step writes (not trainable, not updated in
+ * place) whose values are known at compile time (a constant fill, data,
+ * or a seeded draw with Graph.has_seed); the emitter puts exactly these
+ * in NAME_frozen[] (emit_params.c). */
+char *frozen_tensors(Ctx *c, const Graph *g);
 /* The same with the arena of m's step for m->optim: the fused step's
  * when fused (at least the forward's), else the larger of the forward's
  * and the train step's. */

@@ -36,15 +36,6 @@ void report_peak(Buf *b, const Peak *p);
  * generated table's lo, hi, has_ignore and ignore; emit.c). */
 IntRange int_input_range(const Graph *g, int t);
 
-/* emit_params.c: per tensor, 1 where a node's row says the train step
- * writes it in place (running statistics: a parameter, shapes.c checks);
- * one pass over the nodes, so a graph of any size pays once. */
-char *updated_tensors(Ctx *c, const Graph *g);
-/* Per tensor, 1 for a frozen parameter that no train step
- * writes and whose values are known at compile time (a constant fill,
- * data the C file embeds: not weights_file, or a draw when m has a seed):
- * it lives in the C file's static const NAME_frozen[]. */
-char *frozen_tensors(Ctx *c, const Graph *g);
 /* static const float NAME_frozen[floats], each frozen tensor's values at
  * e->offset[t], as init would write them; nothing when floats is 0. */
 void emit_frozen_data(Emit *e, const Compiled *m, size_t floats);

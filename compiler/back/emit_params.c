@@ -14,7 +14,7 @@
  * makes init's draws itself, with the runtime's own initializers and the
  * same stream numbers, so the values are those init(params, N) would have
  * written, bit for bit. Without --seed a drawn frozen parameter stays in
- * params, where init draws it at run time. ram.c's param_in_flash decides,
+ * params, where init draws it at run time. ram.c's frozen_tensors decides,
  * so that flash_bytes counts what is here.
  *
  * NAME_frozen[] is printed with fmt_float's 9 significant digits, which
@@ -25,28 +25,6 @@
 #include "../../runtime/remat_rt.h"
 
 #include <string.h>
-
-char *updated_tensors(Ctx *c, const Graph *g)
-{
-    char *w = ctx_alloc(c, (size_t)g->ntensors + 1);
-    memset(w, 0, (size_t)g->ntensors + 1);
-    for (int k = 0; k < g->nnodes; k++) {
-        const Node *n = &g->nodes[k];
-        for (int i = 0; i < n->nin; i++)
-            if (node_updates(n) & NEED_IN(i))
-                w[n->in[i]] = 1;
-    }
-    return w;
-}
-
-char *frozen_tensors(Ctx *c, const Graph *g)
-{
-    char *f = ctx_alloc(c, (size_t)g->ntensors + 1);
-    memset(f, 0, (size_t)g->ntensors + 1);
-    for (int t = 0; t < g->ntensors; t++)
-        f[t] = (char)param_in_flash(g, t);
-    return f;
-}
 
 /* Tensor x's values as init would write them, into v; stream is its
  * number among init's parameters (emit.c's emit_init counts the same). */

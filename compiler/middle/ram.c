@@ -7,23 +7,25 @@
  * so a bound on the whole (--max-ram) is a bound on the arena less them.
  * Parameters nothing writes (frozen weights, eval-mode BatchNorm
  * statistics) whose values the compiler knows, and int64 constants, are
- * read only: flash, where the emitter puts them (param_in_flash). A frozen
+ * read only: flash, where the emitter puts them (frozen_tensors). A frozen
  * parameter drawn at run time (no --seed) is in RAM, in the params buffer
  * init fills. docs/memory.md gives the formula term by term.
  */
 #include "../remat.h"
 
-/* 1 when a train step writes parameter t in place though it does not
- * train (BatchNormalization's running statistics in training mode). */
-static int updated(const Graph *g, int t)
+#include <string.h>
+
+char *updated_tensors(Ctx *c, const Graph *g)
 {
+    char *w = ctx_alloc(c, (size_t)g->ntensors + 1);
+    memset(w, 0, (size_t)g->ntensors + 1);
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];
         for (int i = 0; i < n->nin; i++)
-            if (n->in[i] == t && (node_updates(n) & NEED_IN(i)))
-                return 1;
+            if (node_updates(n) & NEED_IN(i))
+                w[n->in[i]] = 1;
     }
-    return 0;
+    return w;
 }
 
 static int known_at_compile_time(const Graph *g, const Tensor *x)
@@ -39,11 +41,15 @@ static int known_at_compile_time(const Graph *g, const Tensor *x)
     return 0;
 }
 
-int param_in_flash(const Graph *g, int t)
+char *frozen_tensors(Ctx *c, const Graph *g)
 {
-    const Tensor *x = &g->tensors[t];
-    return x->kind == T_PARAM && !x->is_int && !x->trainable &&
-           !updated(g, t) && known_at_compile_time(g, x);
+    char *f = updated_tensors(c, g);    /* one pass, then turned over */
+    for (int t = 0; t < g->ntensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        f[t] = (char)(x->kind == T_PARAM && !x->is_int && !x->trainable &&
+                      !f[t] && known_at_compile_time(g, x));
+    }
+    return f;
 }
 
 /* The outputs buffer's floats, laid out as the emitter lays it out: an
@@ -70,6 +76,9 @@ void ram_fixed(const Graph *g, const Optim *o, Ram *r)
 {
     *r = (Ram){0, 0, 0, 0, 0, 0};
     int trains = graph_trains(g);
+    Ctx c;
+    ctx_init(&c);
+    const char *flash = frozen_tensors(&c, g);
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
         double bytes = (double)x->numel * (x->is_int ? 8 : 4);
@@ -79,11 +88,12 @@ void ram_fixed(const Graph *g, const Optim *o, Ram *r)
             continue;
         else if (x->is_int)
             r->flash += bytes;          /* a static const array */
-        else if (trains && !param_in_flash(g, t))
+        else if (trains && !flash[t])
             r->params += bytes;     /* trained, updated, or drawn at run time */
         else
             r->flash += bytes;
     }
+    ctx_free(&c);
     r->io += output_bytes(g);
     if (!trains)
         return;
