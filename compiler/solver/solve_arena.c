@@ -192,6 +192,10 @@ typedef struct {
                              * just before statement j */
     double *grad_between;   /* per j: the gradients and scratch live there */
     double *room;           /* per backward statement: max_arena - fixed */
+    double floor;           /* what every plan holds at some statement,
+                             * one that rebuilds at each use too: the
+                             * statement's gradients, scratch and operands */
+    int floor_at;           /* that statement (-1: none) */
     long leaves, searched;  /* plans planned; by the branch and bound */
     double least;           /* the smallest arena planned */
     int failed, measure;
@@ -363,6 +367,38 @@ static void first_needs(Ctx *c, Arena *a)
         a->first[t] = a->lo[t] >= 0 ? a->lo[t] : need[t] < a->nb ? need[t] : 0;
 }
 
+/* a->fixed holding each statement's gradients and scratch: the most any
+ * statement holds with its own operands added (each buffer once, a view
+ * as its source's), which no plan escapes, however often it rebuilds. */
+static void operands_floor(Ctx *c, Arena *a)
+{
+    const Graph *g = a->g;
+    int *seen = ctx_alloc(c, (size_t)g->ntensors * sizeof *seen);
+    a->floor = (double)a->fwd_arena;
+    a->floor_at = -1;
+    for (int j = 0; j < a->nb; j++) {
+        const Node *n = &g->nodes[a->node[j]];
+        unsigned reads = node_backward_reads(g, n);
+        double held = a->fixed[j];
+        for (int i = 0; i < n->nin + n->nout; i++) {
+            unsigned bit = i < n->nin ? NEED_IN(i) : NEED_OUT(i - n->nin);
+            int t = i < n->nin ? n->in[i] : n->out[i - n->nin];
+            if (!(reads & bit) || g->tensors[t].kind != T_ACT)
+                continue;
+            int at = a->r->storage[t];
+            if (seen[at] == j + 1)
+                continue;
+            seen[at] = j + 1;
+            held += aligned((double)g->tensors[at].numel *
+                            (g->tensors[at].is_int ? 8 : 4));
+        }
+        if (held > a->floor) {
+            a->floor = held;
+            a->floor_at = j;
+        }
+    }
+}
+
 /* The bytes every plan holds at each backward statement (the top). */
 static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
 {
@@ -381,6 +417,7 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
     a->node = ctx_alloc(c, ((size_t)s->nstmts + 1) * sizeof(int));
     a->fixed = zeros(c, s->nstmts);
     backward_buffers(c, a, s, a->fixed);
+    operands_floor(c, a);
     for (int j = 0; j < a->nb; j++) {
         const Node *n = &g->nodes[a->node[j]];
         unsigned reads = node_backward_reads(g, n);
@@ -1092,6 +1129,11 @@ static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why,
     double least = least_on_frontier(a, f), spaced = least_spaced(a);
     double again = rebuilt ? least_rebuilt(a) : HUGE_VAL;
     double best = least < spaced ? least : spaced;
+    /* below what some statement holds in every plan: a proof */
+    const char *floor = a->max_arena >= a->floor || a->floor_at < 0 ? NULL
+        : ctx_printf(c, "; every plan, one that rebuilds at each use too, "
+                     "holds %.0f bytes at the backward of node '%s'",
+                     a->floor, a->g->nodes[a->node[a->floor_at]].name);
     return ctx_error(c, a->g->file, 0, "max-arena %.0f bytes cannot be met: "
                      "%s%s%s%s", a->max_arena, why, least == HUGE_VAL ? ""
                      : ctx_printf(c, "; the least arena of the saved-bytes "
@@ -1099,7 +1141,8 @@ static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why,
                      spaced >= least ? "" : ctx_printf(c, ", of nested "
                      "checkpointing's (a few boundaries kept, the others "
                      "rebuilt from them) %.0f", spaced),
-                     !rebuilt ? "" : again == HUGE_VAL || again >= best
+                     !rebuilt ? "" : floor ? floor
+                     : again == HUGE_VAL || again >= best
                      ? "; plans that rebuild at each use were tried too "
                        "(not proven least)"
                      : ctx_printf(c, ", of plans that rebuild at each use "

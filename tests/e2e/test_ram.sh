@@ -183,11 +183,13 @@ run 0 "$remat" schedule "$g" --max-ram $((least - 1)) && [ "$(fig rebuild "$work
     "$work/t_rebuilt" --seed 4 --dump "$work/d_rebuilt" >/dev/null &&
     same_dirs "$work/d_none" "$work/d_rebuilt" && ok ||
     bad "--max-ram $((least - 1)): the rebuilding plan's gradients differ from none's"
-# (sed -n: "N P A I" from "the least found (not proven) is N bytes: ...")
+# terms HOW OPT GRADS: "N P A I" from "cannot be met: HOW N bytes: ..."
 terms() {
-    sed -n "s/.*cannot be met: the least found (not proven) is \([0-9]*\) bytes: params \([0-9]*\), optimizer $1, grads $2, arena \([0-9]*\), io \([0-9]*\)$/\1 \2 \3 \4/p" "$work/err"
+    sed -n "s/.*cannot be met: $1 \([0-9]*\) bytes: params \([0-9]*\), optimizer $2, grads $3, arena \([0-9]*\), io \([0-9]*\)$/\1 \2 \3 \4/p" "$work/err"
 }
-run 1 "$remat" schedule "$g" --max-ram 1 && terms 0 $P > "$work/ul" &&
+found='the least found (not proven) is'
+
+run 1 "$remat" schedule "$g" --max-ram 1 && terms "$found" 0 $P > "$work/ul" &&
     read -r ul up ua ui < "$work/ul" && [ "$up" = $P ] && [ "$ui" = $IO ] &&
     [ "$ul" = $((up + P + ua + ui)) ] && [ "$ul" -lt $least ] && ok ||
     bad "--max-ram 1: $(cat "$work/err")"
@@ -196,8 +198,10 @@ run 1 "$remat" compile "$g" --max-ram $((${ul:-1} - 1)) -o "$work/none.c" &&
     [ ! -s "$work/out" ] && [ ! -e "$work/none.c" ] && [ ! -e "$work/none.h" ] && ok ||
     bad "--max-ram $((${ul:-1} - 1)): $(cat "$work/err")"
 # fused: the fused arena is bounded (no gradient buffer); the least fused
-# RAM found fits, and a byte below is refused with its terms
-run 1 "$remat" schedule "$g" --fused --max-ram 40000 && terms 0 0 > "$work/fl" &&
+# RAM, a plan that rebuilds at each use, is proven (its arena is what the
+# last backward holds in every plan: its gradients, scratch and operands),
+# fits, and a byte below is refused with its terms
+run 1 "$remat" schedule "$g" --fused --max-ram 40000 && terms "needs at least" 0 0 > "$work/fl" &&
     read -r fl fp fa fi < "$work/fl" &&
     [ "$fp" = $P ] && [ "$fi" = $IO ] && [ "$fl" = $((fp + fa + fi)) ] && ok ||
     bad "--fused --max-ram 40000: $(cat "$work/err")"
