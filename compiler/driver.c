@@ -133,8 +133,11 @@ static const long scratch_steps[] = {65536, 16384, 4096, 1};
 /* --max-ram as --max-arena of what the fixed terms leave; with --fused
  * the bound is on the fused step's arena. Where no plan fits with a
  * Conv's whole columns, smaller column bounds (Graph.conv_scratch) are
- * tried in turn, the first that fits kept. No plan fits: one line with
- * the least RAM and its terms, at the least column bound tried. */
+ * tried in turn, the first that fits kept: first among the plans that
+ * recompute each tensor once, then again letting a plan rebuild at each
+ * use (a smaller scratch costs a little speed, rebuilding much more
+ * recompute). No plan fits: one line with the least RAM and its terms,
+ * at the least column bound tried. */
 static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
                            const Budget *budget, Compiled *m)
 {
@@ -143,14 +146,19 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
     ram_fixed(g, &b.optim, &r);
     b.max_arena = b.max_ram - ram_total(&r);
     b.fused_arena = b.optim.fused && graph_trains(g);
-    if (b.max_arena >= 1 && compile_budget(c, g, p, &b, m) == 0)
-        return 0;
-    int steps = g->conv_scratch == 0 && has_conv(g)
+    long given = g->conv_scratch;
+    int steps = given == 0 && has_conv(g)
                     ? (int)(sizeof scratch_steps / sizeof *scratch_steps) : 0;
-    for (int i = 0; i < steps; i++) {
-        g->conv_scratch = scratch_steps[i];
+    for (int pass = steps ? 0 : 1; pass < 2; pass++) {
+        b.no_rebuild = pass == 0 || budget->no_rebuild;
+        g->conv_scratch = given;
         if (b.max_arena >= 1 && compile_budget(c, g, p, &b, m) == 0)
             return 0;
+        for (int i = 0; i < steps; i++) {
+            g->conv_scratch = scratch_steps[i];
+            if (b.max_arena >= 1 && compile_budget(c, g, p, &b, m) == 0)
+                return 0;
+        }
     }
     int proven;
     r.arena = least_arena(g, p, &b, &proven);

@@ -622,6 +622,10 @@ typedef struct {
                              * which compile_parsed gives the graph */
     int has_seed;           /* --seed N (Graph.has_seed and seed), likewise */
     uint64_t seed;
+    int no_rebuild;         /* 1: a plan that rebuilds at each use is not
+                             * tried (Remat.rebuild); --max-ram asks first
+                             * with it, so that a smaller conv scratch wins
+                             * over rebuilding */
 } Budget;
 
 /* ---- middle/schedule.c: one straight-line list of statements ------------------- */

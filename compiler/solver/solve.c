@@ -1333,7 +1333,7 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
     if (b->max_arena > 0) {
         rc = fit_arena(c, g, r, &f, plans, b->max_arena,
                        b->fused_arena ? SCHED_FUSED : SCHED_TRAIN, seed,
-                       &proven, &r->floor);
+                       !b->no_rebuild, &proven, &r->floor);
     } else {
         remat_apply(g, r, pick.recompute);
         rc = 0;

@@ -192,6 +192,7 @@ typedef struct {
                              * just before statement j */
     double *grad_between;   /* per j: the gradients and scratch live there */
     double *room;           /* per backward statement: max_arena - fixed */
+    int rebuild_ok;         /* plans that rebuild at each use may answer */
     double floor;           /* what every plan holds at some statement,
                              * one that rebuilds at each use too: the
                              * statement's gradients, scratch and operands */
@@ -1173,7 +1174,8 @@ static int rebuild_fit(Ctx *c, Arena *a, const Frontier *f, const char *why,
                        int *proven)
 {
     *proven = 0;
-    if ((double)a->fwd_arena > a->max_arena || a->g->nnodes > REBUILD_NODES)
+    if ((double)a->fwd_arena > a->max_arena || a->g->nnodes > REBUILD_NODES ||
+        !a->rebuild_ok)
         return too_small(c, a, f, why, 0);
     a->measure = 0;
     Plan best = {HUGE_VAL, HUGE_VAL, NULL};
@@ -1252,11 +1254,12 @@ int fit_arena_walk_only;
 
 int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
               double want, double max_arena, int step, const char *seed,
-              int *proven, double *bound)
+              int rebuild_ok, int *proven, double *bound)
 {
     Arena a;
     if (arena_init(c, g, r, max_arena, step, f, &a))
         return -1;
+    a.rebuild_ok = rebuild_ok;
     const char *over = fixed_over(c, &a);
     if (over) {
         *bound = 0;

@@ -94,11 +94,12 @@ int search_hooked(Ctx *c, const Graph *g, const Remat *r, double want,
  * --fused; at least the forward's) is at most max_arena (f: the
  * saved-bytes frontier within want; seed, NULL or a plan to better, per
  * tensor 1 = recompute), applied to r; *proven when it is the least, else
- * *bound, a cost
- * no plan that fits has less of. An error when no plan fits. */
+ * *bound, a cost no plan that fits has less of. Where no plan that
+ * recomputes each tensor once fits, and rebuild_ok, a plan that rebuilds
+ * at each use (Remat.rebuild). An error when no plan fits. */
 int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
               double want, double max_arena, int step, const char *seed,
-              int *proven, double *bound);
+              int rebuild_ok, int *proven, double *bound);
 /* For the tests: fit_arena answers by its branch and bound alone (no
  * candidate plans, no per-statement bound), so that they check it; at 2,
  * without its cut on the cost still to come either. */
