@@ -273,12 +273,6 @@ static void json_num_member(Buf *b, const char *key, double v, int first)
     buf_json_number(b, v);
 }
 
-static void json_bool_member(Buf *b, const char *key, int v, int first)
-{
-    json_key(b, key, first);
-    buf_printf(b, "%s", v ? "true" : "false");
-}
-
 /* "graph", "policy" (or "policies") and "forward_only", opening the object. */
 static void json_head(Buf *b, const Graph *g)
 {
@@ -335,7 +329,7 @@ static void json_budget(Buf *b, const Compiled *m)
     if (r->max_arena > 0)
         json_num_member(b, "max_arena_bytes", r->max_arena, 0);
     json_num_member(b, "free_decisions", r->nfree, 0);
-    json_bool_member(b, "rebuild", r->rebuild, 0);
+    json_str_member(b, "rebuild", r->rebuild ? "yes" : "no", 0);
     json_str_member(b, "proven_optimal", proven_text(b->ctx, r), 0);
 }
 
