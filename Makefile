@@ -184,7 +184,8 @@ bench: deps
 # include/remat/remat_rt.h; share/remat/ the single-file runtime to copy
 # and runtime/, the flat copy `remat build` compiles; man1/remat.1 from the
 # commands' help (help2man); the docs under share/doc/remat; bash
-# completion (install/remat.bash) where bash-completion finds it. The installed
+# completion (install/remat.bash) where bash-completion finds it; the
+# CMake package (lib/cmake/remat: find_package, remat_add_model). The installed
 # remat is linked apart (build/install/remat): its fallback runtime path is
 # the installed share/remat, never this source tree.
 PREFIX = /usr/local
@@ -195,6 +196,7 @@ datadir = $(PREFIX)/share
 mandir = $(datadir)/man
 docdir = $(datadir)/doc/remat
 completionsdir = $(datadir)/bash-completion/completions
+cmakedir = $(libdir)/cmake/remat
 VERSION = $(shell sed -n 's/^\#define REMAT_VERSION "\(.*\)"$$/\1/p' compiler/remat.h)
 SOVERSION = 0
 RT_LIBS = libremat_rt libremat_rt_noblas
@@ -232,6 +234,9 @@ build/lib/libremat_rt.so.$(SOVERSION): build/lib/blas/remat_rt.o build/lib/blas/
 	$(CC) -shared -Wl,-soname,libremat_rt.so.$(SOVERSION) $^ -lopenblas -lpthread -lm -o $@
 build/lib/libremat_rt_noblas.so.$(SOVERSION): build/lib/noblas/remat_rt.o build/lib/noblas/npy.o
 	$(CC) -shared -Wl,-soname,libremat_rt_noblas.so.$(SOVERSION) $^ -lpthread -lm -o $@
+build/lib/%.cmake: install/%.cmake.in compiler/remat.h
+	@mkdir -p $(@D)
+	sed -e 's|@VERSION@|$(VERSION)|' $< > $@
 build/lib/%.pc: install/%.pc.in build/install/prefix
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(libdir)|' \
 	    -e 's|@INCLUDEDIR@|$(includedir)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
@@ -242,11 +247,13 @@ build/remat.1: build/remat
 
 INSTALLED = build/install/remat $(RT_LIBS:%=build/lib/%.a) \
 	$(RT_LIBS:%=build/lib/%.so.$(SOVERSION)) build/lib/remat-rt.pc \
-	build/lib/remat-rt-noblas.pc build/remat.1
+	build/lib/remat-rt-noblas.pc build/remat.1 build/lib/remat-config.cmake \
+	build/lib/remat-config-version.cmake
 install: $(INSTALLED)
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir)/pkgconfig \
 	    $(DESTDIR)$(includedir)/remat $(DESTDIR)$(datadir)/remat/runtime \
-	    $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(docdir)/docs $(DESTDIR)$(completionsdir)
+	    $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(docdir)/docs $(DESTDIR)$(completionsdir) \
+	    $(DESTDIR)$(cmakedir)
 	install -m 755 build/install/remat $(DESTDIR)$(bindir)/remat
 	install -m 644 $(RT_LIBS:%=build/lib/%.a) $(DESTDIR)$(libdir)
 	install -m 755 $(RT_LIBS:%=build/lib/%.so.$(SOVERSION)) $(DESTDIR)$(libdir)
@@ -259,11 +266,14 @@ install: $(INSTALLED)
 	install -m 644 README.md $(DESTDIR)$(docdir)
 	install -m 644 docs/*.md $(DESTDIR)$(docdir)/docs
 	install -m 644 install/remat.bash $(DESTDIR)$(completionsdir)/remat
+	install -m 644 build/lib/remat-config.cmake build/lib/remat-config-version.cmake \
+	    $(DESTDIR)$(cmakedir)
 
 # every file install writes, then the folders only remat uses
 uninstall:
 	rm -f $(DESTDIR)$(bindir)/remat $(DESTDIR)$(mandir)/man1/remat.1
 	rm -f $(DESTDIR)$(completionsdir)/remat
+	rm -f $(DESTDIR)$(cmakedir)/remat-config.cmake $(DESTDIR)$(cmakedir)/remat-config-version.cmake
 	for l in $(RT_LIBS); do rm -f $(DESTDIR)$(libdir)/$$l.a \
 	    $(DESTDIR)$(libdir)/$$l.so $(DESTDIR)$(libdir)/$$l.so.$(SOVERSION); done
 	rm -f $(DESTDIR)$(libdir)/pkgconfig/remat-rt.pc $(DESTDIR)$(libdir)/pkgconfig/remat-rt-noblas.pc
@@ -272,7 +282,8 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(datadir)/remat/runtime/,$(notdir $(RT_FLAT)))
 	rm -f $(DESTDIR)$(docdir)/README.md $(addprefix $(DESTDIR)$(docdir)/,$(wildcard docs/*.md))
 	-rmdir $(DESTDIR)$(includedir)/remat $(DESTDIR)$(datadir)/remat/runtime \
-	    $(DESTDIR)$(datadir)/remat $(DESTDIR)$(docdir)/docs $(DESTDIR)$(docdir) 2>/dev/null
+	    $(DESTDIR)$(datadir)/remat $(DESTDIR)$(docdir)/docs $(DESTDIR)$(docdir) \
+	    $(DESTDIR)$(cmakedir) 2>/dev/null
 
 # dist/: the single-file runtime that firmware and apps copy, made from
 # runtime/'s family files (scripts/amalgamate.sh) and checked in; make test

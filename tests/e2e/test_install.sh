@@ -10,7 +10,10 @@
 # and trains 5 steps with losses equal, bit for bit, to those of the
 # trainer the installed `remat build` makes from its own copy of the
 # runtime. Last `make uninstall` leaves no file behind.
-# Needs help2man, pkg-config and OpenBLAS (scripts/deps.sh).
+# Then examples/host, a CMake project of find_package(remat) and
+# remat_add_model, configures against the staged tree, builds and trains,
+# and reruns remat when the model or an option changes.
+# Needs help2man, pkg-config, cmake and OpenBLAS (scripts/deps.sh).
 . "$(dirname "$0")/lib.sh"
 
 dest=$work/root
@@ -29,7 +32,9 @@ for f in bin/remat include/remat/remat_rt.h share/man/man1/remat.1 \
          lib/pkgconfig/remat-rt.pc lib/pkgconfig/remat-rt-noblas.pc \
          share/remat/remat_rt.c share/remat/remat_rt.h \
          share/remat/runtime/trainer.c share/remat/runtime/remat_rt.c \
-         share/doc/remat/README.md share/doc/remat/docs/install.md; do
+         share/doc/remat/README.md share/doc/remat/docs/install.md \
+         share/bash-completion/completions/remat lib/cmake/remat/remat-config.cmake \
+         lib/cmake/remat/remat-config-version.cmake; do
     [ -e "$u/$f" ] && ok || bad "make install: no $f"
 done
 readelf -d "$u/lib/libremat_rt.so.0" | grep -q 'SONAME.*\[libremat_rt\.so\.0\]' && ok ||
@@ -84,6 +89,40 @@ cp tests/install/train_steps.c "$app/"
 [ -s "$app/trainer-noblas.out" ] && cmp -s "$app/remat-rt-noblas.out" "$app/trainer-noblas.out" && ok ||
     bad "pkg-config remat-rt-noblas: losses differ from the installed --no-blas trainer's"
 [ "$(wc -l < "$app/remat-rt.out")" = 5 ] && ok || bad "the application printed $(wc -l < "$app/remat-rt.out") losses, not 5"
+
+# ---- CMake: examples/host against the installed package -----------------------
+# three lines, remat_add_model and the executable: it configures, builds
+# (remat runs at build time), and trains (the loss falls to a fifth);
+# a changed POLICY and a touched model file each rerun remat, a build
+# with nothing changed does not; the generated header is on the
+# target's include path and the runtime linked.
+if command -v cmake >/dev/null; then
+    host=$work/host
+    cp -r examples/host "$host"
+    if cmake -S "$host" -B "$host/b" -DCMAKE_PREFIX_PATH="$u" >"$work/cmake.log" 2>&1 &&
+        cmake --build "$host/b" >"$work/cmake-build.log" 2>&1 &&
+        "$host/b/train" >"$work/host.out"; then ok
+    else tail -15 "$work/cmake.log" "$work/cmake-build.log" "$work/host.out" 2>/dev/null
+        bad "examples/host: cmake configure, build or train"; fi
+    grep -q 'remat: mlp from mlp.xml' "$work/cmake-build.log" && ok ||
+        bad "examples/host: the build did not run remat"
+    # rebuilt: nothing changed, then the policy, then the model
+    reruns() { cmake --build "$host/b" 2>&1 | grep -c 'remat: mlp from'; }
+    [ "$(reruns)" = 0 ] && ok || bad "examples/host: remat reran with nothing changed"
+    sed -i 's/POLICY sac/POLICY none/' "$host/CMakeLists.txt"
+    [ "$(reruns)" = 1 ] && grep -q -- '--policy;none' "$host/b/remat/mlp/options" && ok ||
+        bad "examples/host: a changed POLICY did not rerun remat"
+    touch "$host/mlp.xml"
+    [ "$(reruns)" = 1 ] && "$host/b/train" >/dev/null && ok ||
+        bad "examples/host: a touched model did not rerun remat"
+    # NO_BLAS links the portable runtime
+    sed -i 's/POLICY none)/POLICY none NO_BLAS)/' "$host/CMakeLists.txt"
+    cmake --build "$host/b" >/dev/null 2>&1 && "$host/b/train" >/dev/null &&
+        ! ldd "$host/b/train" | grep -q openblas && ok ||
+        bad "examples/host: NO_BLAS"
+else
+    bad "no cmake; run: sudo apt-get install -y cmake"
+fi
 
 # ---- make uninstall ---------------------------------------------------------------
 if make --no-print-directory uninstall DESTDIR="$dest" PREFIX=/usr >"$work/uninstall.log" 2>&1; then ok
