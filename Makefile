@@ -177,6 +177,114 @@ bench: deps
 	@$(MAKE) --no-print-directory all bench-gemm
 	@/usr/bin/python3 bench/run.py
 
+# ---- make install and make uninstall (docs/install.md) ----------------------
+# GNU layout under PREFIX, staged under DESTDIR: bin/remat; lib/ the runtime
+# as static and shared libraries (soname libremat_rt.so.SOVERSION), with
+# OpenBLAS and without (libremat_rt_noblas), and a pkg-config file for each;
+# include/remat/remat_rt.h; share/remat/ the single-file runtime to copy
+# and runtime/, the flat copy `remat build` compiles; man1/remat.1 from the
+# commands' help (help2man); the docs under share/doc/remat; bash
+# completion (install/remat.bash) where bash-completion finds it; the
+# CMake package (lib/cmake/remat: find_package, remat_add_model). The installed
+# remat is linked apart (build/install/remat): its fallback runtime path is
+# the installed share/remat, never this source tree.
+PREFIX = /usr/local
+bindir = $(PREFIX)/bin
+libdir = $(PREFIX)/lib
+includedir = $(PREFIX)/include
+datadir = $(PREFIX)/share
+mandir = $(datadir)/man
+docdir = $(datadir)/doc/remat
+completionsdir = $(datadir)/bash-completion/completions
+cmakedir = $(libdir)/cmake/remat
+VERSION = $(shell sed -n 's/^\#define REMAT_VERSION "\(.*\)"$$/\1/p' compiler/remat.h)
+SOVERSION = 0
+RT_LIBS = libremat_rt libremat_rt_noblas
+RT_FLAT = dist/remat_rt.c dist/remat_rt.h runtime/npy.c runtime/trainer.c \
+	runtime/trainer_args.c runtime/trainer_io.c runtime/trainer_impl.h \
+	runtime/trainer_mpi.c runtime/trainer_mpi.h
+
+build/install/back/build.o: compiler/back/build.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -DREMAT_SOURCE_DIR=%,$(CFLAGS)) -DREMAT_SOURCE_DIR='"$(datadir)/remat"' -c $< -o $@
+# PREFIX is in the binary and the .pc files: remade when it changes
+build/install/prefix: FORCE
+	@mkdir -p $(@D)
+	@echo '$(PREFIX) $(libdir) $(includedir) $(datadir)' | cmp -s - $@ || \
+	    echo '$(PREFIX) $(libdir) $(includedir) $(datadir)' > $@
+build/install/back/build.o: build/install/prefix
+build/install/remat: $(filter-out build/obj/back/build.o,$(OBJS)) build/install/back/build.o
+	$(CC) $^ $(XML_LIBS) $(PB_LIBS) -lm -o $@
+
+# the runtime libraries: the single file and npy.c, position independent
+build/lib/blas/remat_rt.o: dist/remat_rt.c dist/remat_rt.h
+	@mkdir -p $(@D)
+	$(CC) $(RT_CFLAGS) -fPIC -c $< -o $@
+build/lib/noblas/remat_rt.o: dist/remat_rt.c dist/remat_rt.h
+	@mkdir -p $(@D)
+	$(CC) $(RT_CFLAGS) -fPIC -DRT_NO_BLAS -c $< -o $@
+build/lib/blas/npy.o build/lib/noblas/npy.o: runtime/npy.c runtime/remat_rt.h
+	@mkdir -p $(@D)
+	$(CC) $(RT_CFLAGS) -fPIC -c $< -o $@
+build/lib/libremat_rt.a: build/lib/blas/remat_rt.o build/lib/blas/npy.o
+	rm -f $@ && $(AR) rcs $@ $^
+build/lib/libremat_rt_noblas.a: build/lib/noblas/remat_rt.o build/lib/noblas/npy.o
+	rm -f $@ && $(AR) rcs $@ $^
+build/lib/libremat_rt.so.$(SOVERSION): build/lib/blas/remat_rt.o build/lib/blas/npy.o
+	$(CC) -shared -Wl,-soname,libremat_rt.so.$(SOVERSION) $^ -lopenblas -lpthread -lm -o $@
+build/lib/libremat_rt_noblas.so.$(SOVERSION): build/lib/noblas/remat_rt.o build/lib/noblas/npy.o
+	$(CC) -shared -Wl,-soname,libremat_rt_noblas.so.$(SOVERSION) $^ -lpthread -lm -o $@
+build/lib/%.cmake: install/%.cmake.in compiler/remat.h
+	@mkdir -p $(@D)
+	sed -e 's|@VERSION@|$(VERSION)|' $< > $@
+build/lib/%.pc: install/%.pc.in build/install/prefix
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(libdir)|' \
+	    -e 's|@INCLUDEDIR@|$(includedir)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+build/remat.1: build/remat
+	@command -v help2man >/dev/null || { echo "make install: the man page needs help2man (apt-get install help2man)" >&2; exit 1; }
+	help2man --no-info --name='compile a model graph into C training code with rematerialization' \
+	    --output=$@ build/remat
+
+INSTALLED = build/install/remat $(RT_LIBS:%=build/lib/%.a) \
+	$(RT_LIBS:%=build/lib/%.so.$(SOVERSION)) build/lib/remat-rt.pc \
+	build/lib/remat-rt-noblas.pc build/remat.1 build/lib/remat-config.cmake \
+	build/lib/remat-config-version.cmake
+install: $(INSTALLED)
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir)/pkgconfig \
+	    $(DESTDIR)$(includedir)/remat $(DESTDIR)$(datadir)/remat/runtime \
+	    $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(docdir)/docs $(DESTDIR)$(completionsdir) \
+	    $(DESTDIR)$(cmakedir)
+	install -m 755 build/install/remat $(DESTDIR)$(bindir)/remat
+	install -m 644 $(RT_LIBS:%=build/lib/%.a) $(DESTDIR)$(libdir)
+	install -m 755 $(RT_LIBS:%=build/lib/%.so.$(SOVERSION)) $(DESTDIR)$(libdir)
+	for l in $(RT_LIBS); do ln -sf $$l.so.$(SOVERSION) $(DESTDIR)$(libdir)/$$l.so; done
+	install -m 644 build/lib/remat-rt.pc build/lib/remat-rt-noblas.pc $(DESTDIR)$(libdir)/pkgconfig
+	install -m 644 dist/remat_rt.h $(DESTDIR)$(includedir)/remat
+	install -m 644 dist/remat_rt.c dist/remat_rt.h $(DESTDIR)$(datadir)/remat
+	install -m 644 $(RT_FLAT) $(DESTDIR)$(datadir)/remat/runtime
+	install -m 644 build/remat.1 $(DESTDIR)$(mandir)/man1
+	install -m 644 README.md $(DESTDIR)$(docdir)
+	install -m 644 docs/*.md $(DESTDIR)$(docdir)/docs
+	install -m 644 install/remat.bash $(DESTDIR)$(completionsdir)/remat
+	install -m 644 build/lib/remat-config.cmake build/lib/remat-config-version.cmake \
+	    $(DESTDIR)$(cmakedir)
+
+# every file install writes, then the folders only remat uses
+uninstall:
+	rm -f $(DESTDIR)$(bindir)/remat $(DESTDIR)$(mandir)/man1/remat.1
+	rm -f $(DESTDIR)$(completionsdir)/remat
+	rm -f $(DESTDIR)$(cmakedir)/remat-config.cmake $(DESTDIR)$(cmakedir)/remat-config-version.cmake
+	for l in $(RT_LIBS); do rm -f $(DESTDIR)$(libdir)/$$l.a \
+	    $(DESTDIR)$(libdir)/$$l.so $(DESTDIR)$(libdir)/$$l.so.$(SOVERSION); done
+	rm -f $(DESTDIR)$(libdir)/pkgconfig/remat-rt.pc $(DESTDIR)$(libdir)/pkgconfig/remat-rt-noblas.pc
+	rm -f $(DESTDIR)$(includedir)/remat/remat_rt.h
+	rm -f $(DESTDIR)$(datadir)/remat/remat_rt.c $(DESTDIR)$(datadir)/remat/remat_rt.h
+	rm -f $(addprefix $(DESTDIR)$(datadir)/remat/runtime/,$(notdir $(RT_FLAT)))
+	rm -f $(DESTDIR)$(docdir)/README.md $(addprefix $(DESTDIR)$(docdir)/,$(wildcard docs/*.md))
+	-rmdir $(DESTDIR)$(includedir)/remat $(DESTDIR)$(datadir)/remat/runtime \
+	    $(DESTDIR)$(datadir)/remat $(DESTDIR)$(docdir)/docs $(DESTDIR)$(docdir) \
+	    $(DESTDIR)$(cmakedir) 2>/dev/null
+
 # dist/: the single-file runtime that firmware and apps copy, made from
 # runtime/'s family files (scripts/amalgamate.sh) and checked in; make test
 # fails when it is not what they make.
@@ -186,4 +294,5 @@ dist:
 clean:
 	rm -rf build
 
-.PHONY: all deps generated unit test demo fuzz bench bench-gemm dist clean
+.PHONY: all deps generated unit test demo fuzz bench bench-gemm dist clean install uninstall FORCE
+FORCE:

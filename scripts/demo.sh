@@ -98,16 +98,20 @@ done
 # A PyTorch model as a user brings one: the GPT of tests/onnx/torch_models.py
 # (q/k/v Linears, masked_fill causal mask, softmax, view/transpose,
 # cross-entropy) exported with torch.onnx.export, imported (what was folded
-# and rewritten), then the same table as for the shipped graphs.
+# and rewritten), then the same table as for the shipped graphs. Its file
+# is torch_gpt.onnx, so that its model, table and picture
+# (build/demo/torch_gpt-pareto.svg) are named torch_gpt, never mistaken
+# for graphs/gpt.xml's.
 if [ "$torch_model" -eq 1 ]; then
     d=build/demo/torch
     mkdir -p "$d"
     echo
     echo "remat demo: a PyTorch model (tests/onnx/torch_models.py gpt, torch.onnx.export)"
     /usr/bin/python3 tests/onnx/torch_models.py gpt "$d" > "$d/export.log" 2>&1
-    build/remat import "$d/gpt.onnx" -o "$d/gpt.xml"
+    mv "$d/gpt.onnx" "$d/torch_gpt.onnx"
+    build/remat import "$d/torch_gpt.onnx" -o "$d/torch_gpt.xml"
     echo
-    demo "$d/gpt.onnx"
+    demo "$d/torch_gpt.onnx"
     echo
     echo "the round trip: trained with AdamW on data, saved, loaded back into PyTorch"
     /usr/bin/python3 scripts/torch_roundtrip.py build/remat build/demo/roundtrip 2>/dev/null

@@ -34,10 +34,15 @@
  * kernel families), so that the trainer runs exactly that code; the
  * trainer's own files and npy.c, host-only, come from runtime/. Both are
  * found from the compiler's own location (build/remat -> runtime/ and
- * dist/), so `remat build` works from any working directory.
- * REMAT_RUNTIME_DIR names the runtime/ folder instead: its ../dist holds
- * the single file, unless the folder has a remat_rt.c of its own (a flat
- * copy of every file the build compiles, as an installed runtime is).
+ * dist/; an installed bin/remat -> share/remat/runtime/, the flat copy
+ * `make install` writes), so `remat build` works from any working
+ * directory and from a DESTDIR-staged or moved installation. Last comes
+ * REMAT_SOURCE_DIR/runtime, which the Makefile sets to the source tree
+ * for build/remat and to the installed share/remat for the installed one,
+ * which so never reads the source tree. REMAT_RUNTIME_DIR names the
+ * runtime/ folder instead: its ../dist holds the single file, unless the
+ * folder has a remat_rt.c of its own (a flat copy of every file the build
+ * compiles, as an installed runtime is).
  */
 #define _DEFAULT_SOURCE
 #include "../remat.h"
@@ -74,6 +79,9 @@ static const char *runtime_dir(Ctx *c)
         if (slash) {
             *slash = '\0';
             const char *d = ctx_printf(c, "%s/../runtime", self);
+            if (is_file(ctx_printf(c, "%s/remat_rt.h", d)))
+                return d;
+            d = ctx_printf(c, "%s/../share/remat/runtime", self);
             if (is_file(ctx_printf(c, "%s/remat_rt.h", d)))
                 return d;
         }

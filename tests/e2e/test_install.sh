@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# `make install` and `make uninstall` (docs/install.md), staged under a
+# temporary DESTDIR with PREFIX=/usr: every file in its GNU place; the
+# shared runtime with its soname; the single file the same as dist/; the
+# man page naming every command; no path into this source tree in the
+# installed remat (its debug info aside). Then, from a folder outside the
+# tree, as an application would: the installed remat compiles a model, a
+# program (tests/install/train_steps.c) builds against it with `pkg-config
+# --cflags --libs remat-rt` (and remat-rt-noblas) and the shared library,
+# and trains 5 steps with losses equal, bit for bit, to those of the
+# trainer the installed `remat build` makes from its own copy of the
+# runtime. Last `make uninstall` leaves no file behind.
+# Then examples/host, a CMake project of find_package(remat) and
+# remat_add_model, configures against the staged tree, builds and trains,
+# and reruns remat when the model or an option changes.
+# Needs help2man, pkg-config, cmake and OpenBLAS (scripts/deps.sh).
+. "$(dirname "$0")/lib.sh"
+
+dest=$work/root
+if ! command -v help2man >/dev/null || ! command -v pkg-config >/dev/null; then
+    bad "missing tools; run: sudo apt-get install -y help2man pkg-config"
+    finish test_install
+    exit
+fi
+if make --no-print-directory install DESTDIR="$dest" PREFIX=/usr >"$work/install.log" 2>&1; then ok
+else tail -20 "$work/install.log"; bad "make install"; finish test_install; exit; fi
+
+u=$dest/usr
+for f in bin/remat include/remat/remat_rt.h share/man/man1/remat.1 \
+         lib/libremat_rt.a lib/libremat_rt.so.0 lib/libremat_rt.so \
+         lib/libremat_rt_noblas.a lib/libremat_rt_noblas.so.0 lib/libremat_rt_noblas.so \
+         lib/pkgconfig/remat-rt.pc lib/pkgconfig/remat-rt-noblas.pc \
+         share/remat/remat_rt.c share/remat/remat_rt.h \
+         share/remat/runtime/trainer.c share/remat/runtime/remat_rt.c \
+         share/doc/remat/README.md share/doc/remat/docs/install.md \
+         share/bash-completion/completions/remat lib/cmake/remat/remat-config.cmake \
+         lib/cmake/remat/remat-config-version.cmake; do
+    [ -e "$u/$f" ] && ok || bad "make install: no $f"
+done
+readelf -d "$u/lib/libremat_rt.so.0" | grep -q 'SONAME.*\[libremat_rt\.so\.0\]' && ok ||
+    bad "libremat_rt.so.0: no soname libremat_rt.so.0"
+cmp -s dist/remat_rt.c "$u/share/remat/remat_rt.c" && cmp -s dist/remat_rt.h "$u/include/remat/remat_rt.h" &&
+    ok || bad "the installed single-file runtime is not dist/'s"
+strip -o "$work/remat.stripped" "$u/bin/remat" &&
+    ! strings "$work/remat.stripped" | grep -qF "$root" && ok ||
+    bad "the installed remat names this source tree ($root)"
+for c in compile schedule diff build pareto memory import calibrate ops; do
+    grep -q "^$c\$" "$u/share/man/man1/remat.1" || bad "remat.1 does not list the command $c"
+done
+ok
+# the completion: a command, a flag read from `remat help`, a policy name,
+# an --optimizer value (what each line completes -> what it must offer)
+completes() {
+    bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _remat
+             printf "%s\n" "${COMPREPLY[@]}"' _ "$u/share/bash-completion/completions/remat" "$@"
+}
+[ "$(completes "$u/bin/remat" sch)" = schedule ] &&
+    completes "$u/bin/remat" build g.xml --max- | grep -qx -- --max-ram &&
+    [ "$(completes "$u/bin/remat" schedule g.xml --policy sac-)" = sac-aggressive ] &&
+    [ "$(completes "$u/bin/remat" compile g.xml --optimizer a)" = adamw ] && ok ||
+    bad "the installed bash completion"
+
+# ---- an application outside the tree ----------------------------------------
+app=$work/app
+mkdir -p "$app"
+cp tests/graphs/mlp_tiny.xml "$app/model.xml"
+cp tests/install/train_steps.c "$app/"
+(
+    cd "$app" || exit 1
+    export PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_LIBDIR=$u/lib/pkgconfig
+    export REMAT_CACHE_DIR=$work/cache LD_LIBRARY_PATH=$u/lib
+    "$u/bin/remat" compile model.xml -o model.c || exit 1
+    for pc in remat-rt remat-rt-noblas; do
+        # shellcheck disable=SC2046
+        cc -std=c99 -O2 -Wall -Wextra -pedantic -Werror -DM_UPPER=MLP_TINY -DM_LOWER=mlp_tiny \
+            train_steps.c model.c $(pkg-config --cflags --libs $pc) -o "app-$pc" || exit 2
+        ./"app-$pc" > "$pc.out" || exit 3
+        ldd "app-$pc" | grep -q "lib${pc//-/_}.so.0 => $u/lib/" || exit 4
+    done
+    "$u/bin/remat" build model.xml -o trainer > build.log 2>&1 || exit 5
+    "$u/bin/remat" build model.xml --no-blas -o trainer-noblas > build.log 2>&1 || exit 5
+    for t in trainer trainer-noblas; do
+        ./$t --seed 3 --steps 5 --bits |
+            sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/step \1 bits \2/p' > "$t.out"
+    done
+) && ok || bad "the application outside the tree: step $? (compile, cc, run, ldd, build)"
+[ -s "$app/trainer.out" ] && cmp -s "$app/remat-rt.out" "$app/trainer.out" && ok ||
+    bad "pkg-config remat-rt: losses differ from the installed trainer's: $(paste "$app/remat-rt.out" "$app/trainer.out" | head -3)"
+[ -s "$app/trainer-noblas.out" ] && cmp -s "$app/remat-rt-noblas.out" "$app/trainer-noblas.out" && ok ||
+    bad "pkg-config remat-rt-noblas: losses differ from the installed --no-blas trainer's"
+[ "$(wc -l < "$app/remat-rt.out")" = 5 ] && ok || bad "the application printed $(wc -l < "$app/remat-rt.out") losses, not 5"
+
+# ---- CMake: examples/host against the installed package -----------------------
+# three lines, remat_add_model and the executable: it configures, builds
+# (remat runs at build time), and trains (the loss falls to a fifth);
+# a changed POLICY and a touched model file each rerun remat, a build
+# with nothing changed does not; the generated header is on the
+# target's include path and the runtime linked.
+if command -v cmake >/dev/null; then
+    host=$work/host
+    cp -r examples/host "$host"
+    if cmake -S "$host" -B "$host/b" -DCMAKE_PREFIX_PATH="$u" >"$work/cmake.log" 2>&1 &&
+        cmake --build "$host/b" >"$work/cmake-build.log" 2>&1 &&
+        "$host/b/train" >"$work/host.out"; then ok
+    else tail -15 "$work/cmake.log" "$work/cmake-build.log" "$work/host.out" 2>/dev/null
+        bad "examples/host: cmake configure, build or train"; fi
+    grep -q 'remat: mlp from mlp.xml' "$work/cmake-build.log" && ok ||
+        bad "examples/host: the build did not run remat"
+    # rebuilt: nothing changed, then the policy, then the model
+    reruns() { cmake --build "$host/b" 2>&1 | grep -c 'remat: mlp from'; }
+    [ "$(reruns)" = 0 ] && ok || bad "examples/host: remat reran with nothing changed"
+    sed -i 's/POLICY sac/POLICY none/' "$host/CMakeLists.txt"
+    [ "$(reruns)" = 1 ] && grep -q -- '--policy;none' "$host/b/remat/mlp/options" && ok ||
+        bad "examples/host: a changed POLICY did not rerun remat"
+    touch "$host/mlp.xml"
+    [ "$(reruns)" = 1 ] && "$host/b/train" >/dev/null && ok ||
+        bad "examples/host: a touched model did not rerun remat"
+    # NO_BLAS links the portable runtime
+    sed -i 's/POLICY none)/POLICY none NO_BLAS)/' "$host/CMakeLists.txt"
+    cmake --build "$host/b" >/dev/null 2>&1 && "$host/b/train" >/dev/null &&
+        ! ldd "$host/b/train" | grep -q openblas && ok ||
+        bad "examples/host: NO_BLAS"
+else
+    bad "no cmake; run: sudo apt-get install -y cmake"
+fi
+
+# ---- make uninstall ---------------------------------------------------------------
+if make --no-print-directory uninstall DESTDIR="$dest" PREFIX=/usr >"$work/uninstall.log" 2>&1; then ok
+else tail -5 "$work/uninstall.log"; bad "make uninstall"; fi
+left=$(find "$dest" ! -type d | sed "s|^$dest||")
+[ -z "$left" ] && ok || bad "make uninstall left: $left"
+finish test_install
