@@ -182,6 +182,8 @@ int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
         g->conv_scratch = (long)budget->conv_scratch;
         g->has_seed = budget->has_seed;
         g->seed = budget->seed;
+        if (budget->name)
+            g->name = budget->name;
     }
     if (infer_shapes(c, g) || autodiff(c, g))
         return -1;

@@ -8,6 +8,7 @@
 #define _DEFAULT_SOURCE
 #include "remat.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,6 +61,13 @@ static const char *usage_main =
 
 /* Frozen parameters drawn at compile time: the commands that compile, and
  * those that count flash_bytes as compile would. */
+/* compile's and build's --name. */
+#define NAME_HELP \
+    "  --name NAME  prefix the generated symbols with NAME (NAME_model,\n" \
+    "               NAME_train_step, NAME_ARENA_BYTES ...) instead of the\n" \
+    "               model's own name: a C identifier of at most 64\n" \
+    "               characters, as a model name must be\n"
+
 #define SEED_HELP \
     "  --seed N     draw the frozen parameters init would draw from seed N\n" \
     "               now, so that they are static const data (flash), not\n" \
@@ -100,6 +108,7 @@ static const char *usage_compile =
     FREEZE_HELP
     SEED_HELP
     CONV_SCRATCH_HELP
+    NAME_HELP
     "  -o OUT.c     the C file to write; the header is OUT.h\n";
 
 /* The option the reporting commands take. */
@@ -242,7 +251,8 @@ static const char *usage_build =
     "               here, so run it with the same flags)\n"
     FREEZE_HELP
     SEED_HELP
-    CONV_SCRATCH_HELP;
+    CONV_SCRATCH_HELP
+    NAME_HELP;
 
 static const char *usage_import =
     "usage: remat import MODEL.onnx -o MODEL.xml [--blocks auto|none]\n"
@@ -292,8 +302,30 @@ typedef struct {
     int nfreeze;
     int has_seed;           /* compile's and build's --seed N */
     uint64_t seed;
+    const char *name;       /* compile's and build's --name */
     const Rates *rates;     /* how recompute is priced (cost.c) */
 } Args;
+
+/* What is wrong with name as the generated symbols' prefix, or NULL: the
+ * rules a model name follows (parse.c's check_model_name). */
+static const char *symbol_prefix_problem(const char *name)
+{
+    size_t n = strlen(name);
+    int ok = n > 0 && n <= 64 && (isalpha((unsigned char)name[0]) ||
+                                  name[0] == '_');
+    for (size_t i = 1; ok && i < n; i++)
+        ok = isalnum((unsigned char)name[i]) || name[i] == '_';
+    if (!ok)
+        return "not a C identifier of at most 64 characters";
+    const char *clash = model_name_clash(name);
+    return clash ? (strcmp(clash, "rt") == 0
+                    ? "would clash with the runtime's rt_ symbols"
+                    : "could clash with the generated code's tables (not "
+                      "map, init, bmm, bmma, bmmb, dims, perm, win, where, "
+                      "slicein, sliceout, slicestart or slicestep, alone "
+                      "or followed by _)")
+                 : NULL;
+}
 
 /* Two lines: what is wrong, and where the rest is, so the message is not
  * lost above a page of help. cmd is NULL for the command itself. */
@@ -431,6 +463,16 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
                 return usage_error(a->cmd, "--seed takes a whole number from 0 "
                                    "to 18446744073709551615, not '%s'", argv[i]);
             a->has_seed = 1;
+        } else if (strcmp(s, "--name") == 0 && (strcmp(a->cmd, "compile") == 0 ||
+                                                strcmp(a->cmd, "build") == 0)) {
+            if (i + 1 >= argc)
+                return usage_error(a->cmd, "%s needs a value", s);
+            if (a->name)
+                return usage_error(a->cmd, "%s given twice", s);
+            a->name = argv[++i];
+            const char *bad = symbol_prefix_problem(a->name);
+            if (bad)
+                return usage_error(a->cmd, "--name '%s': %s", a->name, bad);
         } else if (strcmp(s, "--no-blas") == 0 && strcmp(a->cmd, "build") == 0) {
             a->no_blas = 1;
         } else if (strcmp(s, "--mpi") == 0 && strcmp(a->cmd, "build") == 0) {
@@ -497,6 +539,7 @@ static int budget_of(Ctx *c, const Args *a, Budget *b, const Budget **out)
     b->optim = a->optim;
     b->has_seed = a->has_seed;
     b->seed = a->seed;
+    b->name = a->name;
     *out = b;
     BudgetKind k;
     if (a->max_ram && budget_parse(c, "--max-ram", a->max_ram, 0, &k,

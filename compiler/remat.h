@@ -626,6 +626,8 @@ typedef struct {
                              * tried (Remat.rebuild); --max-ram asks first
                              * with it, so that a smaller conv scratch wins
                              * over rebuilding */
+    const char *name;       /* --name: the generated symbols' prefix
+                             * (Graph.name); NULL: the model's own */
 } Budget;
 
 /* ---- middle/schedule.c: one straight-line list of statements ------------------- */

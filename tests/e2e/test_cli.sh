@@ -342,6 +342,26 @@ for g in graphs/*.xml; do
     done
 done
 
+# --- --name: the generated symbols' prefix ---------------------------------------------
+# compile and build name every symbol after it, not the model; the same
+# code otherwise (the prefix replaced, the files equal); a name that is
+# no C identifier, or could clash, is a usage error and writes nothing;
+# only compile and build take it.
+run 0 "$remat" compile tests/graphs/mlp_tiny.xml --name net -o "$work/net.c" &&
+    run 0 "$remat" compile tests/graphs/mlp_tiny.xml -o "$work/own.c" &&
+    grep -q '^float net_train_step(' "$work/net.h" && grep -q '^#define NET_ARENA_BYTES ' "$work/net.h" &&
+    ! grep -q 'mlp_tiny\|MLP_TINY' "$work/net.c" "$work/net.h" &&
+    cmp -s <(sed 's/mlp_tiny/net/g; s/MLP_TINY/NET/g; s/own\.h/net.h/g; s/GENERATED_OWN_H/GENERATED_NET_H/g' "$work/own.c") "$work/net.c" &&
+    ok || bad "compile --name net: not the same code under the name net"
+"$remat" build tests/graphs/mlp_tiny.xml --name net -o "$work/net_trainer" >/dev/null &&
+    "$work/net_trainer" --seed 1 --steps 2 >/dev/null && ok || bad "build --name net"
+for n in 9x map_x rt "a-b"; do
+    run 2 "$remat" compile tests/graphs/mlp_tiny.xml --name "$n" -o "$work/badname.c" &&
+        grep -q -- "--name '$n': " "$work/err" && [ ! -e "$work/badname.c" ] && ok ||
+        bad "compile --name $n: not a usage error"
+done
+run 2 "$remat" schedule tests/graphs/mlp_tiny.xml --name net && ok || bad "schedule --name: accepted"
+
 # --- the size docs/limits.md promises --------------------------------------------------------
 # 25,000 blocks of (Gemm, Gelu, Gemm, Add) and a loss: 100,001 nodes. Under sac
 # the forward runs each once and the backward reruns the 25,000 Gelus.
