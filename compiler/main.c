@@ -203,6 +203,7 @@ static const char *usage_pareto =
 
 static const char *usage_memory =
     "usage: remat memory GRAPH.xml [--policy NAME|FILE.xml] [-o MEMORY.svg]\n"
+    "                    [--json]\n"
     "\n"
     "Draws the bytes live at each statement of the train step (forward, then\n"
     "backward; the forward alone when no output is the loss) as a stacked\n"
@@ -213,6 +214,8 @@ static const char *usage_memory =
     "its largest values instead (docs/memory.md).\n"
     "  --policy, --budget, --max-arena, --max-ram: as for schedule\n"
     "  -o MEMORY.svg  the picture to write (replaced only when complete)\n"
+    "  --json       the figures, and each kind's bytes at every statement,\n"
+    "               as one JSON object on standard output (with -o too)\n"
     OPTIM_HELP
     FREEZE_HELP
     SEED_HELP
@@ -494,7 +497,8 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             a->by_arena = strcmp(s, "arena") == 0;
         } else if (strcmp(s, "--json") == 0 && (strcmp(a->cmd, "schedule") == 0
                    || strcmp(a->cmd, "diff") == 0
-                   || strcmp(a->cmd, "pareto") == 0)) {
+                   || strcmp(a->cmd, "pareto") == 0
+                   || strcmp(a->cmd, "memory") == 0)) {
             a->json = 1;
         } else if (s[0] == '-' && s[1])
             return usage_error(a->cmd, "unknown option %s", s);
@@ -706,9 +710,9 @@ static int cmd_memory(Ctx *c, const Args *a)
     buf_init(&b, c);
     if (not_svg(a->out))
         return 2;
-    if (compile_args(c, a, 0, &m) || report_memory(c, &m, a->out, &b))
+    if (compile_args(c, a, 0, &m) || report_memory(c, &m, a->out, a->json, &b))
         return 1;
-    if (b.len)      /* with -o nothing is printed */
+    if (b.len)      /* with -o nothing is printed, but --json */
         fwrite(b.data, 1, b.len, stdout);
     return 0;
 }

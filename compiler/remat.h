@@ -1152,8 +1152,11 @@ const char *time_unit(double max, double *scale);
 /* What holds the bytes live at each statement of the train step (of the
  * forward when the graph is forward only), and the largest values at the
  * peak: a short text into out, or with svg the stacked-area picture
- * written there (and nothing into out). */
-int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out);
+ * written there (and nothing into out); with json, the figures and each
+ * kind's bytes at every statement as one JSON object into out, beside the
+ * picture or instead of the text. */
+int report_memory(Ctx *c, const Compiled *m, const char *svg, int json,
+                  Buf *out);
 
 /* ---- back/build.c: a trainer executable from a compiled model ------------------ */
 

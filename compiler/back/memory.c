@@ -259,6 +259,65 @@ static void memory_text(Ctx *c, const Mem *x, Buf *out)
     }
 }
 
+/* ---- the JSON ------------------------------------------------------------- */
+
+static void json_peak(Ctx *c, const Mem *x, Buf *out)
+{
+    Peak p;
+    peak_of(c, x, &p);
+    buf_printf(out, " \"peak\": {\"statement\": %d, \"does\": ", p.statement);
+    buf_json_string(out, p.does);
+    for (int k = 0; k < NHOLDS; k++)
+        buf_printf(out, ", \"%s_bytes\": %.0f", hold_names[k], p.bytes[k]);
+    const char *note = peak_note(c, &p);
+    buf_printf(out, ", \"note\": ");
+    if (note)
+        buf_json_string(out, note);
+    else
+        buf_printf(out, "null");
+    buf_printf(out, "},\n \"largest\": [");
+    for (int i = 0; i < x->ntop; i++) {
+        const Value *v = &x->s->values[x->top[i].value];
+        buf_printf(out, "%s{\"bytes\": %.0f, \"kind\": \"%s\", \"name\": ",
+                   i ? ", " : "", x->top[i].bytes, hold_names[kind_of(x, v)]);
+        buf_json_string(out, value_name(c, x, v));
+        buf_printf(out, "}");
+    }
+    buf_printf(out, "],\n");
+}
+
+/* The text's figures, and per kind the bytes live at every statement (the
+ * picture's stacked area), for a program that draws or compares them. */
+static void memory_json(Ctx *c, const Mem *x, Buf *out)
+{
+    const Graph *g = x->m->g;
+    Ram r;
+    ram_of(x->m, &r);
+    buf_printf(out, "{\"graph\": ");
+    buf_json_string(out, g->name);
+    buf_printf(out, ", \"policy\": ");
+    buf_json_string(out, x->m->policy->name);
+    buf_printf(out, ", \"forward_only\": %s, \"statements\": %d, "
+               "\"backward_from\": ", graph_trains(g) ? "false" : "true", x->n);
+    if (x->boundary < x->n)
+        buf_printf(out, "%d", x->boundary);
+    else
+        buf_printf(out, "null");
+    buf_printf(out, ",\n \"arena_bytes\": %zu, \"peak_live_bytes\": %zu, "
+               "\"ram_bytes\": %.0f, \"flash_bytes\": %.0f,\n",
+               x->s->arena_bytes, x->s->peak_live_bytes, ram_total(&r), r.flash);
+    if (x->n > 0)
+        json_peak(c, x, out);
+    buf_printf(out, " \"live\": {");
+    for (int k = 0; k < NHOLDS; k++) {
+        buf_printf(out, "%s\n  \"%s\": [", k ? "," : "", hold_names[k]);
+        for (int i = 0; i < x->n; i++)
+            buf_printf(out, "%s%.0f", i ? ", " : "", x->live[k][i]);
+        buf_printf(out, "]");
+    }
+    buf_printf(out, "}}\n");
+}
+
 /* ---- the picture ---------------------------------------------------------- */
 
 #define W 900
@@ -498,13 +557,17 @@ static int memory_svg(Ctx *c, const Mem *x, const char *path)
     return buf_write_file(&s, path);
 }
 
-int report_memory(Ctx *c, const Compiled *m, const char *svg, Buf *out)
+int report_memory(Ctx *c, const Compiled *m, const char *svg, int json,
+                  Buf *out)
 {
     Mem x;
     memset(&x, 0, sizeof x);
     measure(c, m, m->train, &x);
-    if (svg)
-        return memory_svg(c, &x, svg);
-    memory_text(c, &x, out);
+    if (svg && memory_svg(c, &x, svg))
+        return 1;
+    if (json)
+        memory_json(c, &x, out);
+    else if (!svg)
+        memory_text(c, &x, out);
     return 0;
 }

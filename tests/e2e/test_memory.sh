@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# remat memory and --json: the JSON of schedule, diff and pareto says what
-# their text says, key by key and row by row, on every graph under every
+# remat memory and --json: the JSON of schedule, diff, pareto and memory
+# says what their text says, key by key and row by row, on every graph under every
 # built-in policy; the memory picture of every graph and policy is XML with
 # both axes, the five stacked kinds, the peak at schedule's peak_live_bytes
 # and the tensors live there named; usage errors are short and leave no file.
@@ -247,6 +247,37 @@ def svg(path, sched, memtext):
     if listed != [(str(b), k, n) for n, b, k in named]:
         fail('memory text lists %r, picture %r' % (listed, named))
 
+def memjson(js, memtext):
+    """memory --json: the text's figures, and per kind the bytes live at
+    each statement, whose totals peak at peak_live_bytes where the text
+    says, with the text's bytes by kind there."""
+    d = json.load(open(js))
+    t = open(memtext).read().splitlines()
+    f = summary_lines(t)
+    for k in ('arena_bytes', 'peak_live_bytes', 'ram_bytes', 'flash_bytes'):
+        if d[k] != f[k]:
+            fail('memory --json %s %r, text %r' % (k, d[k], f[k]))
+    kinds = ['saved', 'forward', 'recomputed', 'gradient', 'scratch']
+    if list(d['live']) != kinds or any(len(v) != d['statements'] for v in d['live'].values()):
+        fail('memory --json live: %r' % {k: len(v) for k, v in d['live'].items()})
+    totals = [sum(d['live'][k][i] for k in kinds) for i in range(d['statements'])]
+    if not totals:
+        return
+    peak = totals.index(max(totals))
+    if max(totals) != f['peak_live_bytes'] or peak != f['peak_statement'] != d['peak']['statement']:
+        fail('memory --json peaks at %d with %d, text at %d with %d' % (
+            peak, max(totals), f['peak_statement'], f['peak_live_bytes']))
+    for k in kinds:
+        if not d['live'][k][peak] == d['peak'][k + '_bytes'] == f['peak_%s_bytes' % k]:
+            fail('memory --json %s at the peak' % k)
+    if d['peak']['does'] != f['peak_does'] or d['peak']['note'] != f.get('peak_note'):
+        fail('memory --json peak: %r' % d['peak'])
+    listed = [tuple(l.split(None, 2)) for l in t[t.index('largest at the peak:') + 1:]]
+    if listed != [(str(x['bytes']), x['kind'], x['name']) for x in d['largest']]:
+        fail('memory --json largest %r, text %r' % (d['largest'], listed))
+    if (d['backward_from'] is None) != d['forward_only']:
+        fail('memory --json backward_from %r' % d['backward_from'])
+
 def text_of_name(group, name):
     return any(text_of(t).startswith(name) for t in group.iter(NS + 'text'))
 
@@ -312,6 +343,9 @@ for g in graphs/*.xml tests/graphs/*.xml; do
             "$remat" memory "$g" --policy "$p" > "$work/$n.$p.mem" &&
             $py "$check" svg "$svgf" "$work/$n.$p.json" "$work/$n.$p.mem" \
             && ok || bad "memory $g --policy $p"
+        "$remat" memory "$g" --policy "$p" --json > "$work/$n.$p.mjson" &&
+            $py "$check" memjson "$work/$n.$p.mjson" "$work/$n.$p.mem" \
+            && ok || bad "memory --json $g --policy $p"
         if [ -n "$have_rsvg" ]; then
             rsvg-convert "$svgf" -o "$work/render.png" && ok || bad "rsvg-convert $svgf"
         fi
@@ -360,7 +394,10 @@ usage "memory without a graph" "$remat" memory
 usage "memory --frob" "$remat" memory graphs/mlp12.xml --frob
 usage "memory -o x.png" "$remat" memory graphs/mlp12.xml -o "$work/x.png"
 [ ! -e "$work/x.png" ] && ok || bad "memory -o x.png wrote x.png"
-usage "memory --json" "$remat" memory graphs/mlp12.xml --json
+# --json with -o: the same picture, and the JSON printed
+"$remat" memory graphs/cnn.xml --policy sac --json -o "$work/j.svg" > "$work/j.json" &&
+    cmp -s "$work/cnn.sac.svg" "$work/j.svg" && cmp -s "$work/j.json" "$work/cnn.sac.mjson" \
+    && ok || bad "memory --json -o"
 usage "memory with two policies" "$remat" memory graphs/mlp12.xml --policy none --policy sac
 usage "compile --json" "$remat" compile graphs/mlp12.xml --json -o "$work/x.c"
 "$remat" memory --help | grep -q '^usage: remat memory' && ok || bad "memory --help"
