@@ -185,7 +185,8 @@ bench: deps
 # and runtime/, the flat copy `remat build` compiles; man1/remat.1 from the
 # commands' help (help2man); the docs under share/doc/remat; bash
 # completion (install/remat.bash) where bash-completion finds it; the
-# CMake package (lib/cmake/remat: find_package, remat_add_model). The installed
+# CMake package (lib/cmake/remat: find_package, remat_add_model); the Python
+# module (python/remat, in pythondir). The installed
 # remat is linked apart (build/install/remat): its fallback runtime path is
 # the installed share/remat, never this source tree.
 PREFIX = /usr/local
@@ -197,6 +198,11 @@ mandir = $(datadir)/man
 docdir = $(datadir)/doc/remat
 completionsdir = $(datadir)/bash-completion/completions
 cmakedir = $(libdir)/cmake/remat
+# the Python module where Debian's python3 looks: /usr/lib/python3/dist-packages
+# for PREFIX=/usr, PREFIX/lib/python3.X/dist-packages otherwise
+PY_VERSION = $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+pythondir = $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(PY_VERSION)/dist-packages)
+PY_FILES = $(wildcard python/remat/*.py)
 VERSION = $(shell sed -n 's/^\#define REMAT_VERSION "\(.*\)"$$/\1/p' compiler/remat.h)
 SOVERSION = 0
 RT_LIBS = libremat_rt libremat_rt_noblas
@@ -253,7 +259,7 @@ install: $(INSTALLED)
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir)/pkgconfig \
 	    $(DESTDIR)$(includedir)/remat $(DESTDIR)$(datadir)/remat/runtime \
 	    $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(docdir)/docs $(DESTDIR)$(completionsdir) \
-	    $(DESTDIR)$(cmakedir)
+	    $(DESTDIR)$(cmakedir) $(DESTDIR)$(pythondir)/remat
 	install -m 755 build/install/remat $(DESTDIR)$(bindir)/remat
 	install -m 644 $(RT_LIBS:%=build/lib/%.a) $(DESTDIR)$(libdir)
 	install -m 755 $(RT_LIBS:%=build/lib/%.so.$(SOVERSION)) $(DESTDIR)$(libdir)
@@ -268,6 +274,7 @@ install: $(INSTALLED)
 	install -m 644 install/remat.bash $(DESTDIR)$(completionsdir)/remat
 	install -m 644 build/lib/remat-config.cmake build/lib/remat-config-version.cmake \
 	    $(DESTDIR)$(cmakedir)
+	install -m 644 $(PY_FILES) $(DESTDIR)$(pythondir)/remat
 
 # every file install writes, then the folders only remat uses
 uninstall:
@@ -280,10 +287,12 @@ uninstall:
 	rm -f $(DESTDIR)$(includedir)/remat/remat_rt.h
 	rm -f $(DESTDIR)$(datadir)/remat/remat_rt.c $(DESTDIR)$(datadir)/remat/remat_rt.h
 	rm -f $(addprefix $(DESTDIR)$(datadir)/remat/runtime/,$(notdir $(RT_FLAT)))
+	rm -f $(addprefix $(DESTDIR)$(pythondir)/remat/,$(notdir $(PY_FILES)))
+	rm -rf $(DESTDIR)$(pythondir)/remat/__pycache__
 	rm -f $(DESTDIR)$(docdir)/README.md $(addprefix $(DESTDIR)$(docdir)/,$(wildcard docs/*.md))
 	-rmdir $(DESTDIR)$(includedir)/remat $(DESTDIR)$(datadir)/remat/runtime \
 	    $(DESTDIR)$(datadir)/remat $(DESTDIR)$(docdir)/docs $(DESTDIR)$(docdir) \
-	    $(DESTDIR)$(cmakedir) 2>/dev/null
+	    $(DESTDIR)$(cmakedir) $(DESTDIR)$(pythondir)/remat 2>/dev/null
 
 # dist/: the single-file runtime that firmware and apps copy, made from
 # runtime/'s family files (scripts/amalgamate.sh) and checked in; make test

@@ -10,6 +10,8 @@
 # and trains 5 steps with losses equal, bit for bit, to those of the
 # trainer the installed `remat build` makes from its own copy of the
 # runtime. Last `make uninstall` leaves no file behind.
+# The installed Python module imports, finds the installed remat and runs
+# the worked example (examples/python/train_torch.py).
 # Then examples/host, a CMake project of find_package(remat) and
 # remat_add_model, configures against the staged tree, builds and trains,
 # and reruns remat when the model or an option changes.
@@ -123,6 +125,22 @@ if command -v cmake >/dev/null; then
 else
     bad "no cmake; run: sudo apt-get install -y cmake"
 fi
+
+# ---- Python: the installed module, outside the tree ------------------------------
+# it imports from where Debian's python3 looks under PREFIX=/usr, finds the
+# installed remat beside it (not this tree's), and the worked example trains,
+# loads the checkpoint back into torch and agrees with torch's loss
+pydir=$u/lib/python3/dist-packages
+[ -f "$pydir/remat/__init__.py" ] && [ -f "$pydir/remat/trainer.py" ] && ok ||
+    bad "make install: no Python module in $pydir"
+(cd "$app" && env -u REMAT PYTHONPATH=$pydir /usr/bin/python3 -c 'import remat; print(remat.compiler())') \
+    > "$work/py.out" 2>&1 && [ "$(cat "$work/py.out")" = "$u/bin/remat" ] && ok ||
+    bad "import remat from the installed tree: $(cat "$work/py.out")"
+cp examples/python/train_torch.py "$app/"
+(cd "$app" && env -u REMAT PYTHONPATH=$pydir REMAT_CACHE_DIR=$work/cache \
+    /usr/bin/python3 train_torch.py "$app/py") > "$work/py.out" 2>&1 &&
+    grep -q 'relative difference' "$work/py.out" && ok ||
+    { cat "$work/py.out"; bad "the Python round trip against the installed tree"; }
 
 # ---- make uninstall ---------------------------------------------------------------
 if make --no-print-directory uninstall DESTDIR="$dest" PREFIX=/usr >"$work/uninstall.log" 2>&1; then ok

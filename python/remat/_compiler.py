@@ -1,0 +1,103 @@
+"""Finding the remat program and running its commands.
+
+Every function of the package that plans or builds runs the installed
+compiler (it is C; this package only drives it) and turns what it prints
+into Python values. Its options are spelled as keyword arguments:
+``max_arena=250000`` is ``--max-arena 250000``, ``freeze=["fc1.*"]`` one
+``--freeze`` per glob, ``fused=True`` the bare flag.
+"""
+import json
+import os
+import shutil
+import subprocess
+
+
+class RematError(Exception):
+    """The compiler or a trainer refused: its own one-line message, the
+    command that ran and its exit status (1: bad input, 2: bad usage)."""
+
+    def __init__(self, message, command=None, status=None):
+        super().__init__(message)
+        self.command = command
+        self.status = status
+
+
+def compiler():
+    """The remat program this package runs: $REMAT if set; else the one
+    installed beside this package (PREFIX/bin/remat for a package under
+    PREFIX/lib/python3*/...); else the build/remat of the source tree this
+    package sits in; else `remat` on PATH."""
+    env = os.environ.get("REMAT")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    # PREFIX/lib/python3/dist-packages/remat -> PREFIX/bin/remat
+    prefix = os.path.normpath(os.path.join(here, "..", "..", "..", ".."))
+    tree = os.path.normpath(os.path.join(here, "..", "..", "build", "remat"))
+    for path in (os.path.join(prefix, "bin", "remat"), tree):
+        if os.access(path, os.X_OK):
+            return path
+    found = shutil.which("remat")
+    if found:
+        return found
+    raise RematError("no remat program: install remat (make install), build "
+                     "it (make), or set REMAT to its path")
+
+
+def run(args, what=None):
+    """Runs a command; its standard output, or RematError with its message
+    (the last line of standard error) when it fails."""
+    try:
+        r = subprocess.run([str(a) for a in args], capture_output=True,
+                           text=True)
+    except OSError as e:
+        raise RematError(f"cannot run {args[0]}: {e.strerror}",
+                         command=args) from None
+    if r.returncode != 0:
+        lines = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        raise RematError(lines[-1] if lines else
+                         f"{what or args[0]} failed (exit {r.returncode})",
+                         command=args, status=r.returncode)
+    return r.stdout
+
+
+# keyword -> how it is spelled; a value of True is the bare flag
+_FLAGS = ("policy", "budget", "max_arena", "max_ram", "optimizer", "momentum",
+          "fused", "seed", "conv_scratch", "name", "by", "measure", "no_blas",
+          "cflags", "mpi")
+
+
+def flags(**options):
+    """Command-line flags from keyword options; None and False are left out,
+    freeze is one --freeze per glob, policy may be two for diff."""
+    out = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        if key == "freeze":
+            globs = [value] if isinstance(value, str) else list(value)
+            for g in globs:
+                out += ["--freeze", g]
+            continue
+        if key not in _FLAGS:
+            raise TypeError(f"unknown option {key!r}; remat takes "
+                            f"{', '.join(_FLAGS + ('freeze',))}")
+        flag = "--" + key.replace("_", "-")
+        if key == "policy" and isinstance(value, (list, tuple)):
+            for p in value:
+                out += [flag, str(p)]
+        elif value is True:
+            out.append(flag)
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def command(cmd, model, *extra, **options):
+    """`remat CMD MODEL FLAGS... EXTRA...`'s standard output."""
+    return run([compiler(), cmd, os.fspath(model)] + flags(**options)
+               + list(extra), what=f"remat {cmd}")
+
+
+def command_json(cmd, model, *extra, **options):
+    return json.loads(command(cmd, model, "--json", *extra, **options))
