@@ -142,10 +142,12 @@ generated: build/remat
 unit: $(UNIT_TESTS) $(NOBLAS_TESTS)
 	@for t in $(UNIT_TESTS) $(NOBLAS_TESTS); do $$t || exit 1; done
 
+# make test builds the unit tests (make unit also runs them) and leaves
+# running every test to scripts/test.sh, TEST_JOBS at a time.
+TEST_JOBS = $(shell nproc 2>/dev/null || echo 1)
 test: deps
-	@$(MAKE) --no-print-directory all build/asan/remat
-	@$(MAKE) --no-print-directory unit
-	@scripts/test.sh
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) all build/asan/remat $(UNIT_TESTS) $(NOBLAS_TESTS)
+	@TEST_JOBS=$(TEST_JOBS) scripts/test.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all
