@@ -378,15 +378,13 @@ static void operands_floor(Ctx *c, Arena *a)
     a->floor = (double)a->fwd_arena;
     a->floor_at = -1;
     for (int j = 0; j < a->nb; j++) {
-        const Node *n = &g->nodes[a->node[j]];
-        unsigned reads = node_backward_reads(g, n);
+        int read[2 * MAX_IO];
+        int k = node_backward_operands(g, &g->nodes[a->node[j]], read);
         double held = a->fixed[j];
-        for (int i = 0; i < n->nin + n->nout; i++) {
-            unsigned bit = i < n->nin ? NEED_IN(i) : NEED_OUT(i - n->nin);
-            int t = i < n->nin ? n->in[i] : n->out[i - n->nin];
-            if (!(reads & bit) || g->tensors[t].kind != T_ACT)
+        for (int i = 0; i < k; i++) {
+            if (g->tensors[read[i]].kind != T_ACT)
                 continue;
-            int at = a->r->storage[t];
+            int at = a->r->storage[read[i]];
             if (seen[at] == j + 1)
                 continue;
             seen[at] = j + 1;
@@ -420,14 +418,11 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
     backward_buffers(c, a, s, a->fixed);
     operands_floor(c, a);
     for (int j = 0; j < a->nb; j++) {
-        const Node *n = &g->nodes[a->node[j]];
-        unsigned reads = node_backward_reads(g, n);
-        for (int i = 0; i < n->nin; i++)
-            if ((reads & NEED_IN(i)) && g->tensors[n->in[i]].kind == T_ACT)
-                read_at(a, n->in[i], j, lo, hi, last);
-        for (int o = 0; o < n->nout; o++)
-            if (reads & NEED_OUT(o))
-                read_at(a, n->out[o], j, lo, hi, last);
+        int read[2 * MAX_IO];
+        int k = node_backward_operands(g, &g->nodes[a->node[j]], read);
+        for (int i = 0; i < k; i++)
+            if (g->tensors[read[i]].kind == T_ACT)
+                read_at(a, read[i], j, lo, hi, last);
     }
     double *span = zeros(c, a->nb);
     a->between = zeros(c, a->nb);
