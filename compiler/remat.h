@@ -984,6 +984,12 @@ int node_has_backward(const Graph *g, const Node *n);
 void node_grad_inputs(const Graph *g, const Node *n, int *want);
 /* The inputs/outputs (NEED_* bits) the node's backward reads. */
 unsigned node_backward_reads(const Graph *g, const Node *n);
+/* The tensors the node's backward reads, into t[0 .. 2 * MAX_IO): the
+ * inputs, then the outputs, each in operand order (a tensor read as two
+ * operands twice); returns how many. */
+int node_backward_operands(const Graph *g, const Node *n, int *t);
+/* 1 when the node's backward reads tensor t, as any operand. */
+int node_backward_reads_tensor(const Graph *g, const Node *n, int t);
 /* The tensor a compact form of n's stands for (its row's `compact`
  * operand), or -1 where the row names none; n keeps one where n->compact. */
 int compact_operand(const Node *n);

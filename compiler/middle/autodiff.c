@@ -154,3 +154,28 @@ unsigned node_backward_reads(const Graph *g, const Node *n)
     (void)g;
     return n->backward_reads;
 }
+
+/* The one walk from the NEED_* bits to tensors, which the schedule, the
+ * solver's bounds and the tests all ask of a node's backward. */
+int node_backward_operands(const Graph *g, const Node *n, int *t)
+{
+    unsigned reads = node_backward_reads(g, n);
+    int k = 0;
+    for (int i = 0; i < n->nin; i++)
+        if (reads & NEED_IN(i))
+            t[k++] = n->in[i];
+    for (int o = 0; o < n->nout; o++)
+        if (reads & NEED_OUT(o))
+            t[k++] = n->out[o];
+    return k;
+}
+
+int node_backward_reads_tensor(const Graph *g, const Node *n, int t)
+{
+    int read[2 * MAX_IO];
+    int k = node_backward_operands(g, n, read);
+    for (int i = 0; i < k; i++)
+        if (read[i] == t)
+            return 1;
+    return 0;
+}

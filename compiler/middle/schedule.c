@@ -354,20 +354,6 @@ static void take_first_writes(Sched *x, int n, const int *want, int first,
     }
 }
 
-/* Node n's backward reads tensor t. */
-static int backward_reads(const Graph *g, int n, int t)
-{
-    const Node *nd = &g->nodes[n];
-    unsigned reads = node_backward_reads(g, nd);
-    for (int i = 0; i < nd->nin; i++)
-        if ((reads & NEED_IN(i)) && nd->in[i] == t)
-            return 1;
-    for (int o = 0; o < nd->nout; o++)
-        if ((reads & NEED_OUT(o)) && nd->out[o] == t)
-            return 1;
-    return 0;
-}
-
 /* A plan that rebuilds, after a backward: every rebuilt value is
  * forgotten, so that the next reader rebuilds its own; under REBUILD_NEXT
  * not one the very next backward reads (a block's input, read by its
@@ -380,7 +366,7 @@ static void forget_rebuilt(Sched *x)
     for (int i = 0; i < x->nheld; i++) {
         int t = x->held[i];
         if (x->r->rebuild == REBUILD_NEXT && x->next >= 0 &&
-            backward_reads(x->g, x->next, t))
+            node_backward_reads_tensor(x->g, &x->g->nodes[x->next], t))
             x->held[k++] = t;
         else
             x->s->rec[t] = -1;

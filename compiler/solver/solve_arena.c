@@ -198,7 +198,8 @@ typedef struct {
                              * statement's gradients, scratch and operands */
     int floor_at;           /* that statement (-1: none) */
     long leaves, searched;  /* plans planned; by the branch and bound */
-    double least;           /* the smallest arena planned */
+    double least;           /* the smallest arena planned (note_arena) */
+    double rebuilt;         /* the smallest arena of a plan that rebuilds */
     int failed, measure;
     double cost;            /* the last plan leaf() scheduled: its cost */
     long work_limit;        /* the walk's: ARENA_WORK, or less past a seed */
@@ -378,15 +379,13 @@ static void operands_floor(Ctx *c, Arena *a)
     a->floor = (double)a->fwd_arena;
     a->floor_at = -1;
     for (int j = 0; j < a->nb; j++) {
-        const Node *n = &g->nodes[a->node[j]];
-        unsigned reads = node_backward_reads(g, n);
+        int read[2 * MAX_IO];
+        int k = node_backward_operands(g, &g->nodes[a->node[j]], read);
         double held = a->fixed[j];
-        for (int i = 0; i < n->nin + n->nout; i++) {
-            unsigned bit = i < n->nin ? NEED_IN(i) : NEED_OUT(i - n->nin);
-            int t = i < n->nin ? n->in[i] : n->out[i - n->nin];
-            if (!(reads & bit) || g->tensors[t].kind != T_ACT)
+        for (int i = 0; i < k; i++) {
+            if (g->tensors[read[i]].kind != T_ACT)
                 continue;
-            int at = a->r->storage[t];
+            int at = a->r->storage[read[i]];
             if (seen[at] == j + 1)
                 continue;
             seen[at] = j + 1;
@@ -420,14 +419,11 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
     backward_buffers(c, a, s, a->fixed);
     operands_floor(c, a);
     for (int j = 0; j < a->nb; j++) {
-        const Node *n = &g->nodes[a->node[j]];
-        unsigned reads = node_backward_reads(g, n);
-        for (int i = 0; i < n->nin; i++)
-            if ((reads & NEED_IN(i)) && g->tensors[n->in[i]].kind == T_ACT)
-                read_at(a, n->in[i], j, lo, hi, last);
-        for (int o = 0; o < n->nout; o++)
-            if (reads & NEED_OUT(o))
-                read_at(a, n->out[o], j, lo, hi, last);
+        int read[2 * MAX_IO];
+        int k = node_backward_operands(g, &g->nodes[a->node[j]], read);
+        for (int i = 0; i < k; i++)
+            if (g->tensors[read[i]].kind == T_ACT)
+                read_at(a, read[i], j, lo, hi, last);
     }
     double *span = zeros(c, a->nb);
     a->between = zeros(c, a->nb);
@@ -763,10 +759,23 @@ static void leave(void *ctx)
         w->seen[i].refused = -1;
 }
 
+/* A planned plan's arena, for the refusals' messages. a->rebuilt: every
+ * rebuilding plan's (rebuild_fit measures them as it tries them, so that
+ * its refusal need not schedule them again). a->least: the others', and a
+ * rebuilding plan's only where its peak was within the bound (planned to
+ * see whether it fits): measuring the rest must not move the number the
+ * message gives as the frontier's least. */
+static void note_arena(Arena *a, double arena, int within)
+{
+    if (a->r->rebuild)
+        a->rebuilt = arena < a->rebuilt ? arena : a->rebuilt;
+    if (!a->r->rebuild || within)
+        a->least = arena < a->least ? arena : a->least;
+}
+
 /* A whole plan: scheduled and, unless its peak of live bytes already
  * exceeds the bound (the planned arena is at least the peak), planned; it
- * fits or not. a->measure: planned whatever its peak (a->least is the
- * smallest arena planned). */
+ * fits or not. a->measure: planned whatever its peak. */
 static int leaf(void *ctx, const char *recompute)
 {
     Arena *a = ctx;
@@ -790,12 +799,17 @@ static int leaf(void *ctx, const char *recompute)
                 a->max_arena - least_room <= peak) &&
                "the bound is below every plan's peak");
         /* (the forward's own arena fits: check_fixed) */
-        if ((a->measure || peak <= a->max_arena) &&
+        int within = peak <= a->max_arena;
+        if ((a->measure || within) &&
             plan_arena(&scratch, &s, a->max_arena) == 0) {
             double arena = (double)(s.arena_bytes > a->fwd_arena
                                         ? s.arena_bytes : a->fwd_arena);
-            a->least = arena < a->least ? arena : a->least;
+            note_arena(a, arena, within);
             fits = arena <= a->max_arena;
+            /* then rebuild_fit answers with a plan: no refusal needs the
+             * rest of the rebuilding plans measured */
+            if (fits && a->r->rebuild)
+                a->measure = 0;
         }
     }
     a->cost = s.recompute_cost;
@@ -1101,34 +1115,14 @@ static double least_spaced(Arena *a)
     return a->least;
 }
 
-/* Rebuilding plans are tried on graphs of at most this many nodes: each
- * is a schedule whose recomputes grow with the square of the depth. */
-#define REBUILD_NODES 1000
-
-/* The least arena of rebuilding plans (HUGE_VAL: none tried), for a
- * message. */
-static double least_rebuilt(Arena *a)
-{
-    if (a->g->nnodes > REBUILD_NODES)
-        return HUGE_VAL;
-    double least = HUGE_VAL;
-    for (int mode = REBUILD_EACH; mode <= REBUILD_NEXT; mode++) {
-        a->r->rebuild = mode;
-        double l = least_spaced(a);
-        least = l < least ? l : least;
-    }
-    a->r->rebuild = REBUILD_NONE;
-    return least;
-}
-
 /* why: what keeps every plan that recomputes each tensor once over the
  * bound. rebuilt: rebuilding plans were tried too, and none fits (the
- * refusal is then not a proof). */
+ * refusal is then not a proof; rebuild_fit measured them, a->rebuilt). */
 static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why,
                      int rebuilt)
 {
     double least = least_on_frontier(a, f), spaced = least_spaced(a);
-    double again = rebuilt ? least_rebuilt(a) : HUGE_VAL;
+    double again = rebuilt ? a->rebuilt : HUGE_VAL;
     double best = least < spaced ? least : spaced;
     /* below what some statement holds in every plan: a proof */
     const char *floor = a->max_arena >= a->floor || a->floor_at < 0 ? NULL
@@ -1168,8 +1162,14 @@ static const char *fixed_over(Ctx *c, const Arena *a)
                       a->g->nodes[a->node[worst]].name, a->fixed[worst]);
 }
 
+/* Rebuilding plans are tried on graphs of at most this many nodes: each
+ * is a schedule whose recomputes grow with the square of the depth. */
+#define REBUILD_NODES 1000
+
 /* The last resort: the least recompute of the rebuilding spaced plans
- * that fits (r->rebuild set), or the refusal. Never proven. */
+ * that fits (r->rebuild set), or the refusal. Never proven. Each plan is
+ * measured (a->rebuilt) as it is tried, so that the refusal where none
+ * fits has the least of them without scheduling them again. */
 static int rebuild_fit(Ctx *c, Arena *a, const Frontier *f, const char *why,
                        int *proven)
 {
@@ -1177,7 +1177,7 @@ static int rebuild_fit(Ctx *c, Arena *a, const Frontier *f, const char *why,
     if ((double)a->fwd_arena > a->max_arena || a->g->nnodes > REBUILD_NODES ||
         !a->rebuild_ok)
         return too_small(c, a, f, why, 0);
-    a->measure = 0;
+    a->measure = 1;
     Plan best = {HUGE_VAL, HUGE_VAL, NULL};
     int how = REBUILD_NONE;
     for (int mode = REBUILD_EACH; mode <= REBUILD_NEXT; mode++) {
@@ -1208,7 +1208,7 @@ static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
     a->r = r;
     a->step = step;
     a->max_arena = max_arena;
-    a->least = HUGE_VAL;
+    a->least = a->rebuilt = HUGE_VAL;
     Schedule s, fwd;
     memset(&s, 0, sizeof s);
     memset(&fwd, 0, sizeof fwd);

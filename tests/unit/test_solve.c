@@ -1017,20 +1017,6 @@ START_TEST(nested_recurrence_of_32_steps)
 }
 END_TEST
 
-/* Node n's backward reads tensor t. */
-static int reads_tensor(const Graph *g, int n, int t)
-{
-    const Node *nd = &g->nodes[n];
-    unsigned reads = node_backward_reads(g, nd);
-    for (int i = 0; i < nd->nin; i++)
-        if ((reads & NEED_IN(i)) && nd->in[i] == t)
-            return 1;
-    for (int o = 0; o < nd->nout; o++)
-        if ((reads & NEED_OUT(o)) && nd->out[o] == t)
-            return 1;
-    return 0;
-}
-
 /* Below the least arena of every plan that recomputes each tensor once
  * (the 32-step recurrence proves 2,304 bytes, docs/solver.md), a bound
  * is met by rebuilding at each use: a rebuilt value is forgotten after
@@ -1067,7 +1053,8 @@ START_TEST(rebuilding_fits_below_every_plan)
             while (s->stmts[j].kind != S_BACKWARD)
                 j++;
             ck_assert_msg(m.remat->rebuild == REBUILD_NEXT &&
-                          reads_tensor(g, s->stmts[j].node, t),
+                          node_backward_reads_tensor(
+                              g, &g->nodes[s->stmts[j].node], t),
                           "%s rebuilt, then live past the backward of %s",
                           g->tensors[t].name, g->nodes[s->stmts[i].node].name);
         }
