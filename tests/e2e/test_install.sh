@@ -12,7 +12,8 @@
 # runtime. Last `make uninstall` leaves no file behind.
 # Then examples/host, a CMake project of find_package(remat) and
 # remat_add_model, configures against the staged tree, builds and trains,
-# and reruns remat when the model or an option changes.
+# and reruns remat when the model or an option changes, and links the
+# runtime compiled in its own build with SOURCE_RUNTIME.
 # Needs help2man, pkg-config, cmake and OpenBLAS (scripts/deps.sh).
 . "$(dirname "$0")/lib.sh"
 
@@ -120,6 +121,13 @@ if command -v cmake >/dev/null; then
     cmake --build "$host/b" >/dev/null 2>&1 && "$host/b/train" >/dev/null &&
         ! ldd "$host/b/train" | grep -q openblas && ok ||
         bad "examples/host: NO_BLAS"
+    # SOURCE_RUNTIME: the installed single file compiled in this build,
+    # linked instead of the prebuilt library
+    sed -i 's/NO_BLAS)/NO_BLAS SOURCE_RUNTIME)/' "$host/CMakeLists.txt"
+    cmake --build "$host/b" -v >"$work/source-rt.log" 2>&1 && "$host/b/train" >/dev/null &&
+        grep -q 'libremat_rt_source\.a' "$work/source-rt.log" &&
+        ! grep -q 'libremat_rt_noblas\.a' "$work/source-rt.log" && ok ||
+        bad "examples/host: SOURCE_RUNTIME"
 else
     bad "no cmake; run: sudo apt-get install -y cmake"
 fi
