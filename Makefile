@@ -165,11 +165,11 @@ build/gemm_blas: bench/gemm_blas.c dist/remat_rt.c dist/remat_rt.h
 	@mkdir -p build
 	$(CC) -std=c99 -O3 -march=native $(WARN) -DRT_NO_BLAS -Idist bench/gemm_blas.c dist/remat_rt.c -lopenblas -lm -o $@
 M4_FLAGS = -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16
-build/gemm_m4.elf: bench/gemm_m4.c dist/remat_rt.c dist/remat_rt.h tests/firmware/startup.c tests/firmware/mps2-an386.ld
+build/gemm_m4.elf: bench/gemm_m4.c dist/remat_rt.c dist/remat_rt.h examples/cortex-m/startup.c examples/cortex-m/mps2-an386.ld
 	@mkdir -p build
-	arm-none-eabi-gcc -std=c99 -O2 -ffp-contract=off $(WARN) $(M4_FLAGS) -DRT_NO_BLAS -DRT_NO_STDIO -Idist -Itests/firmware \
-	  bench/gemm_m4.c tests/firmware/startup.c dist/remat_rt.c -ffunction-sections -fdata-sections \
-	  -nostartfiles -T tests/firmware/mps2-an386.ld --specs=nosys.specs -Wl,--gc-sections -lm -o $@
+	arm-none-eabi-gcc -std=c99 -O2 -ffp-contract=off $(WARN) $(M4_FLAGS) -DRT_NO_BLAS -DRT_NO_STDIO -Idist -Iexamples/cortex-m \
+	  bench/gemm_m4.c examples/cortex-m/startup.c dist/remat_rt.c -ffunction-sections -fdata-sections \
+	  -nostartfiles -T examples/cortex-m/mps2-an386.ld --specs=nosys.specs -Wl,--gc-sections -lm -o $@
 bench-gemm: deps build/gemm_blas build/gemm_m4.elf
 	@OPENBLAS_NUM_THREADS=1 build/gemm_blas
 	@qemu-system-arm -M mps2-an386 -nographic -semihosting -icount shift=0 -kernel build/gemm_m4.elf 2>&1

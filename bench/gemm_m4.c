@@ -6,7 +6,7 @@
  * takes one virtual nanosecond; the board's CMSDK timer 0 counts at 25 MHz,
  * one tick per 40 instructions, so the count includes everything a call
  * does (loads, loop and pointer updates, edges) to within 40 instructions.
- * Linked with tests/firmware/startup.c and mps2-an386.ld; `make bench`
+ * Linked with examples/cortex-m/startup.c and mps2-an386.ld; `make bench`
  * builds and runs it (the Makefile's build/gemm_m4.elf).
  */
 #include <stdint.h>

@@ -1,7 +1,8 @@
 /*
  * dropout.c: the deterministic random numbers (rt_rand_u32,
- * rt_rand_uniform, and the initialisers rt_init_uniform, rt_init_normal:
- * a hash of seed, stream and counter, so any element can be drawn alone)
+ * rt_rand_uniform, and the initialisers rt_init_uniform, rt_init_normal,
+ * rt_init_int_uniform: a hash of seed, stream and counter, so any element
+ * can be drawn alone)
  * and Dropout, whose mask is that hash of each element's index: a thread's
  * chunk, a recompute and the backward draw the same mask, never stored.
  */
@@ -65,6 +66,23 @@ void rt_init_normal(float *x, size_t n, float mean, float std, uint64_t seed,
         const float u2 = rt_rand_uniform(seed, stream, c + 1);
         const float z = sqrtf(-2.0f * logf(u1)) * cosf(RT_TWO_PI * u2);
         x[i] = mean + std * z;
+    }
+}
+
+/* The span is a double: hi - lo may pass what an int holds. A range wider
+ * than 2^32 belongs to an input that every reader takes whole
+ * (remat_rt.h), which gets a mask of 0s and 1s. */
+void rt_init_int_uniform(const rt_tensor_info *t, int64_t *base,
+                         uint64_t seed, uint64_t stream)
+{
+    const int64_t lo = t->lo > 0 || t->hi <= 0 ? t->lo : 0;
+    double span = (double)(t->hi - lo);
+    size_t j;
+    if (span > 4294967296.0)
+        span = 2;
+    for (j = 0; j < t->count; j++) {
+        int64_t v = lo + (int64_t)(rt_rand_uniform(seed, stream, j) * span);
+        base[t->offset + j] = v < t->hi ? v : t->hi - 1;
     }
 }
 

@@ -1203,6 +1203,15 @@ typedef struct {
 #define RT_INT_ACCEPTS(t, v) \
     (((v) >= (t)->lo && (v) < (t)->hi) || ((t)->has_ignore && (v) == (t)->ignore))
 
+/* Fills int64 input *t's elements, base[t->offset ...], uniformly over
+ * [max(lo, 0), hi) from (seed, stream): class labels and token ids, never
+ * a negative index or the ignore index. An input whose range is wider
+ * than 2^32 (one every reader takes whole: Cast, the comparisons, Where's
+ * condition) gets 0s and 1s, a mask. The trainer's --seed draws input i
+ * with stream 2000 + i. */
+void rt_init_int_uniform(const rt_tensor_info *t, int64_t *base,
+                         uint64_t seed, uint64_t stream);
+
 /* A Dropout node of the model, for the trainer's --dump of its mask. */
 typedef struct {
     const char *node;        /* the graph's node name */

@@ -340,7 +340,8 @@ static void fill_buffers(const rt_model *m, const options *o, buffers *b)
         rt_init_uniform(b->inputs + m->inputs[i].offset, m->inputs[i].count,
                         -1.0f, 1.0f, o->seed, 1000 + (uint64_t)i);
     for (i = 0; i < m->n_int_inputs; i++)
-        seed_ints(&m->int_inputs[i], b->ints, o->seed, 2000 + (uint64_t)i);
+        rt_init_int_uniform(&m->int_inputs[i], b->ints, o->seed,
+                            2000 + (uint64_t)i);
 }
 
 /* Train step `step` (0 for the first), its masks drawn with the seed. */

@@ -103,8 +103,6 @@ void read_tensor(const char *dir, const char *prefix,
 void write_ints(const char *dir, const rt_tensor_info *t,
                 const int64_t *base);
 void read_ints(const char *dir, const rt_tensor_info *t, int64_t *base);
-void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
-               uint64_t stream);
 void write_mask(const char *dir, const rt_dropout_info *d,
                 uint64_t seed, uint64_t step);
 void load_data(const rt_model *m, const options *o, batches *bs);

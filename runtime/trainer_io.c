@@ -204,24 +204,6 @@ void read_ints(const char *dir, const rt_tensor_info *t, int64_t *base)
     free(path);
 }
 
-/* Uniform over [max(lo, 0), hi): class labels and token ids, not the
- * negative aliases, nor an ignore index. An input every reader takes
- * whole (Cast, the comparisons, the logical ops, Where's condition: a
- * range wider than 2^32) is a mask of 0s and 1s. */
-void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
-               uint64_t stream)
-{
-    int64_t lo = t->lo > 0 || t->hi <= 0 ? t->lo : 0;
-    double span = (double)(t->hi - lo);
-    if (span > 4294967296.0)
-        span = 2;
-    size_t j;
-    for (j = 0; j < t->count; j++) {
-        int64_t v = lo + (int64_t)(rt_rand_uniform(seed, stream, j) * span);
-        base[t->offset + j] = v < t->hi ? v : t->hi - 1;
-    }
-}
-
 /* mask.NODE.npy: the mask train step `step` drew for one Dropout node. */
 void write_mask(const char *dir, const rt_dropout_info *d,
                 uint64_t seed, uint64_t step)

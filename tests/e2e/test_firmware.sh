@@ -2,8 +2,9 @@
 # The generated code on a microcontroller: tests/graphs/mlp_tiny.xml under
 # policies none and sac, cross-compiled with arm-none-eabi-gcc for a
 # Cortex-M4 with hard float (the runtime with -DRT_NO_BLAS -DRT_NO_STDIO),
-# linked bare-metal with static buffers (tests/firmware/: startup, linker
-# script for qemu's mps2-an386, a main doing what `trainer --seed 3 --steps 5`
+# linked bare-metal with static buffers (the Cortex-M example's start-up
+# and linker script for qemu's mps2-an386, examples/cortex-m/, and
+# tests/firmware/main.c, doing what `trainer --seed 3 --steps 5`
 # does, then what `trainer --seed 3 --steps 5 --optimizer adamw
 # --clip-grad-norm 0.1` does, then `--optimizer adamw --fused`, and an image
 # with the fused step alone; one with its weights frozen in flash), run
@@ -22,6 +23,7 @@ STEPS=5
 ASTEPS=5    # AdamW steps, torch's defaults (the trainer's: lr 0.001)
 CLIP=0.1    # --clip-grad-norm: mlp_tiny's gradient norm is 0.40 to 0.49: it clips
 G=tests/graphs/mlp_tiny.xml
+EX=examples/cortex-m   # its start-up code and linker script
 ARM="-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16"
 FW_WARN="-std=c99 -Wall -Wextra -pedantic -Wcast-align -Werror"
 export REMAT_CACHE_DIR=$work/cache
@@ -41,7 +43,8 @@ ok
 
 # firmware DIR [CFLAGS...]: the four files a firmware project copies, DIR's
 # model.c and model.h and the single-file runtime dist/remat_rt.c and .h
-# (copied into DIR), cross-compiled and linked with tests/firmware into
+# (copied into DIR), cross-compiled and linked with tests/firmware/main.c
+# and examples/cortex-m's start-up and linker script into
 # DIR/firmware.elf
 firmware() {
     local d=$1
@@ -50,9 +53,9 @@ firmware() {
     arm-none-eabi-gcc $FW_WARN -O2 $ARM "$@" -DRT_NO_BLAS -DRT_NO_STDIO \
         -DFW_UPPER=MLP_TINY -DFW_LOWER=mlp_tiny -DFW_SEED=$SEED -DFW_STEPS=$STEPS \
         -DFW_ADAMW_STEPS=$ASTEPS -DFW_CLIP=$CLIP \
-        -I"$d" -Itests/firmware -ffunction-sections -fdata-sections \
-        tests/firmware/main.c tests/firmware/startup.c "$d/model.c" "$d/remat_rt.c" \
-        -nostartfiles -T tests/firmware/mps2-an386.ld --specs=nosys.specs \
+        -I"$d" -I"$EX" -ffunction-sections -fdata-sections \
+        tests/firmware/main.c "$EX/startup.c" "$d/model.c" "$d/remat_rt.c" \
+        -nostartfiles -T "$EX/mps2-an386.ld" --specs=nosys.specs \
         -Wl,--gc-sections -lm -o "$d/firmware.elf"
 }
 

@@ -14,8 +14,12 @@
 # the worked example (examples/python/train_torch.py).
 # Then examples/host, a CMake project of find_package(remat) and
 # remat_add_model, configures against the staged tree, builds and trains,
-# and reruns remat when the model or an option changes.
-# Needs help2man, pkg-config, cmake and OpenBLAS (scripts/deps.sh).
+# and reruns remat when the model or an option changes, and links the
+# runtime compiled in its own build with SOURCE_RUNTIME; and
+# examples/cortex-m, cross-compiled with its toolchain file against the
+# same tree, trains under qemu with the host trainer's losses, bit for bit.
+# Needs help2man, pkg-config, cmake and OpenBLAS, gcc-arm-none-eabi,
+# libnewlib-arm-none-eabi and qemu-system-arm (scripts/deps.sh).
 . "$(dirname "$0")/lib.sh"
 
 dest=$work/root
@@ -122,6 +126,13 @@ if command -v cmake >/dev/null; then
     cmake --build "$host/b" >/dev/null 2>&1 && "$host/b/train" >/dev/null &&
         ! ldd "$host/b/train" | grep -q openblas && ok ||
         bad "examples/host: NO_BLAS"
+    # SOURCE_RUNTIME: the installed single file compiled in this build,
+    # linked instead of the prebuilt library
+    sed -i 's/NO_BLAS)/NO_BLAS SOURCE_RUNTIME)/' "$host/CMakeLists.txt"
+    cmake --build "$host/b" -v >"$work/source-rt.log" 2>&1 && "$host/b/train" >/dev/null &&
+        grep -q 'libremat_rt_source\.a' "$work/source-rt.log" &&
+        ! grep -q 'libremat_rt_noblas\.a' "$work/source-rt.log" && ok ||
+        bad "examples/host: SOURCE_RUNTIME"
 else
     bad "no cmake; run: sudo apt-get install -y cmake"
 fi
@@ -141,6 +152,52 @@ cp examples/python/train_torch.py "$app/"
     /usr/bin/python3 train_torch.py "$app/py") > "$work/py.out" 2>&1 &&
     grep -q 'relative difference' "$work/py.out" && ok ||
     { cat "$work/py.out"; bad "the Python round trip against the installed tree"; }
+
+# ---- CMake: examples/cortex-m, cross-compiled against the installed package --
+# The toolchain file (arm-none-eabi-gcc, newlib) and the three lines of
+# remat_add_model and the executable: remat runs on this machine, the model
+# links remat::rt_source (the installed single file, compiled by the cross
+# compiler), warning-free; firmware.elf runs under qemu (mps2-an386, output
+# through semihosting) and its 5 losses equal, bit for bit, those of the
+# host trainer the installed `remat build --no-blas --cflags
+# -ffp-contract=off` makes of the same model (--seed 3 --steps 5). A
+# missing tool fails the check, naming the packages.
+ARM="-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16"
+need=""
+command -v cmake >/dev/null || need="$need cmake"
+command -v arm-none-eabi-gcc >/dev/null || need="$need gcc-arm-none-eabi"
+command -v arm-none-eabi-gcc >/dev/null &&
+    [ ! -f "$(arm-none-eabi-gcc $ARM -print-file-name=libc.a)" ] && need="$need libnewlib-arm-none-eabi"
+command -v qemu-system-arm >/dev/null || need="$need qemu-system-arm"
+if [ -n "$need" ]; then
+    bad "examples/cortex-m: missing tools; run: sudo apt-get install -y$need"
+else
+    m4=$work/cortex-m
+    cp -r examples/cortex-m "$m4"
+    if CFLAGS="-Wall -Wextra -pedantic -Werror" cmake -S "$m4" -B "$m4/b" \
+            -DCMAKE_TOOLCHAIN_FILE="$m4/arm-none-eabi.cmake" -DCMAKE_PREFIX_PATH="$u" \
+            >"$work/m4-cmake.log" 2>&1 &&
+        cmake --build "$m4/b" >"$work/m4-build.log" 2>&1 &&
+        timeout 60 qemu-system-arm -M mps2-an386 -nographic -semihosting \
+            -kernel "$m4/b/firmware.elf" </dev/null >"$m4/qemu.log" 2>&1; then ok
+    else tail -15 "$work/m4-cmake.log" "$work/m4-build.log" "$m4/qemu.log" 2>/dev/null
+        bad "examples/cortex-m: cmake configure, build or qemu run"; fi
+    grep -q 'Linking C static library libremat_rt_source.a' "$work/m4-build.log" && ok ||
+        bad "examples/cortex-m: the runtime was not compiled in the build"
+    if arm-none-eabi-nm "$m4/b/firmware.elf" 2>/dev/null | grep -qwE 'malloc|_malloc_r'; then
+        bad "examples/cortex-m: the firmware links an allocator"; else ok; fi
+    sed -n 's/^step \([0-9]*\) .* bits \(0x[0-9a-f]*\)$/step \1 \2/p' "$m4/qemu.log" >"$m4/fw"
+    if REMAT_CACHE_DIR=$work/cache "$u/bin/remat" build "$m4/mlp_tiny.xml" --policy sac \
+            --no-blas --cflags -ffp-contract=off -o "$m4/trainer" >"$m4/build.log" 2>&1; then
+        "$m4/trainer" --seed 3 --steps 5 --bits |
+            sed -n 's/^step \([0-9]*\) loss .* bits \(0x[0-9a-f]*\)$/step \1 \2/p' >"$m4/host"
+        [ "$(wc -l <"$m4/fw")" = 5 ] && cmp -s "$m4/fw" "$m4/host" && ok ||
+            { bad "examples/cortex-m: firmware losses differ from the host trainer's (firmware | host):"
+              paste "$m4/fw" "$m4/host"; }
+    else
+        cat "$m4/build.log"; bad "examples/cortex-m: remat build of the host trainer"
+    fi
+fi
 
 # ---- make uninstall ---------------------------------------------------------------
 if make --no-print-directory uninstall DESTDIR="$dest" PREFIX=/usr >"$work/uninstall.log" 2>&1; then ok

@@ -7,8 +7,9 @@
 #  - an op family has one name: compiler/ops/ops_NAME.c, runtime/NAME.c and
 #    tests/unit/test_kernels_NAME.c;
 #  - no .c or .h file in compiler/ or runtime/ is over 1,500 lines;
-#  - docs/layout.md names every source file, every path it names exists, and
-#    its picture of which family uses which is the one the objects give.
+#  - docs/layout.md names every source file (the examples' and install/'s
+#    too), every path it names exists, and its picture of which family
+#    uses which is the one the objects give.
 . "$(dirname "$0")/lib.sh"
 
 # --- one way ----------------------------------------------------------------------------------
@@ -56,9 +57,10 @@ big=$(find compiler runtime -name '*.[ch]' -exec wc -l {} + | awk '$2 != "total"
 [ -z "$big" ] && ok || bad "over 1,500 lines: $big"
 
 # --- the map ----------------------------------------------------------------------------------
-# Every file git tracks that holds code or drives the build and the tests.
-sources=$(git ls-files compiler runtime dist scripts tests bench fuzz 2>/dev/null |
-    grep -E '\.(c|h|py|sh|ld|supp|dict)$|^tests/bad/README.md$|^compiler/ADDING_AN_OP.md$' |
+# Every file git tracks that holds code or drives the build and the tests,
+# and the examples' and install/'s files (CMake, pkg-config, completion) and the Python module's.
+sources=$(git ls-files compiler runtime dist scripts tests bench fuzz examples install python 2>/dev/null |
+    grep -E '\.(c|h|py|sh|ld|supp|dict|cmake|in|bash|toml)$|CMakeLists\.txt$|^examples/.*\.xml$|^tests/bad/README.md$|^compiler/ADDING_AN_OP.md$' |
     grep -v '^tests/onnx/seeds/')
 [ -n "$sources" ] || bad "git ls-files found no sources"
 missing=""

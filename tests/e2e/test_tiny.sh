@@ -2,7 +2,7 @@
 # The MLPerf Tiny models (tests/tiny/tiny_models.py) trained on a Cortex-M4
 # under qemu (mps2-an386) whose linker script gives the program 256 KB of
 # RAM: .data, .bss (parameters, inputs, arena, gradients) and a 4 KB stack
-# together (tests/firmware/mps2-an386-256k.ld), flash as large as the
+# together (examples/cortex-m/mps2-an386-256k.ld), flash as large as the
 # weights need. Each configuration below is one `par` line (run in the
 # background; `config` says what it checks): the model and batch, its
 # BatchNorms in training or eval mode, plain SGD fused into the backward
@@ -66,16 +66,17 @@ onnx() {
 }
 
 # link DIR NAME OPT RAM: the image DIR/firmware.elf from DIR/model.c, the
-# single-file runtime and tests/firmware; the linker's complaint in
+# single-file runtime, tests/firmware/tiny.c and the Cortex-M example's
+# start-up and linker script (examples/cortex-m); the linker's complaint in
 # DIR/link.log
 link() {
     local d=$1 up script defs=""
     up=$(echo "$2" | tr '[:lower:]' '[:upper:]')
     # 4m: the same map with the board's whole 4 MB of SSRAM2/3 as RAM
-    script=tests/firmware/mps2-an386-256k.ld
+    script=examples/cortex-m/mps2-an386-256k.ld
     if [ "$4" = 4m ]; then
         script=$work/mps2-an386-4m.ld
-        sed 's/LENGTH = 256K/LENGTH = 4M/' tests/firmware/mps2-an386-256k.ld >"$script"
+        sed 's/LENGTH = 256K/LENGTH = 4M/' examples/cortex-m/mps2-an386-256k.ld >"$script"
     fi
     [ "$3" = fused ] && defs="-DFW_FUSED"
     local extra=()
@@ -89,8 +90,8 @@ link() {
     cp dist/remat_rt.c dist/remat_rt.h "$d/" &&
     arm-none-eabi-gcc $FW_WARN -O2 $ARM -ffp-contract=off -DRT_NO_BLAS -DRT_NO_STDIO \
         -DFW_UPPER="$up" -DFW_LOWER="$2" -DFW_SEED=$SEED -DFW_STEPS=$STEPS $defs \
-        -I"$d" -Itests/firmware -ffunction-sections -fdata-sections \
-        tests/firmware/tiny.c tests/firmware/startup.c "$d/model.c" "$d/remat_rt.c" \
+        -I"$d" -Iexamples/cortex-m -ffunction-sections -fdata-sections \
+        tests/firmware/tiny.c examples/cortex-m/startup.c "$d/model.c" "$d/remat_rt.c" \
         "${extra[@]}" -nostartfiles -T $script --specs=nosys.specs \
         -Wl,--gc-sections -lm -o "$d/firmware.elf" >"$d/link.log" 2>&1
 }

@@ -2,9 +2,9 @@
  * main.c: the firmware test's program. It does on a bare-metal Cortex-M what
  * `trainer --seed FW_SEED --steps FW_STEPS --bits` does on the host
  * (runtime/trainer.c: init with the seed, float inputs from
- * rt_init_uniform(seed, stream 1000 + i) in [-1, 1), integer inputs
- * uniform over their accepted values from stream 2000 + i, then train step
- * k - 1 and SGD at lr 0.01 for k = 1..N), and prints each loss as
+ * rt_init_uniform(seed, stream 1000 + i) in [-1, 1), integer inputs from
+ * rt_init_int_uniform(seed, stream 2000 + i), then train step k - 1 and
+ * SGD at lr 0.01 for k = 1..N), and prints each loss as
  *     step K bits 0xXXXXXXXX
  * and, first, the inference forward's loss on the initial parameters (the
  * trainer's --dump writes it as forward.npy) as
@@ -118,19 +118,6 @@ static void print_step(const char *prefix, long k, float loss)
     print_bits(label, loss);
 }
 
-/* The trainer's seed_ints: uniform over [max(lo, 0), hi). */
-static void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
-                      uint64_t stream)
-{
-    int64_t lo = t->lo > 0 || t->hi <= 0 ? t->lo : 0;
-    double span = (double)(t->hi - lo);
-    size_t j;
-    for (j = 0; j < t->count; j++) {
-        int64_t v = lo + (int64_t)(rt_rand_uniform(seed, stream, j) * span);
-        base[t->offset + j] = v < t->hi ? v : t->hi - 1;
-    }
-}
-
 int main(void)
 {
     const rt_model *m = &LOW(_model);
@@ -149,7 +136,7 @@ int main(void)
         rt_init_uniform(inputs + m->inputs[i].offset, m->inputs[i].count,
                         -1.0f, 1.0f, seed, 1000 + (uint64_t)i);
     for (i = 0; i < m->n_int_inputs; i++)
-        seed_ints(&m->int_inputs[i], ints, seed, 2000 + (uint64_t)i);
+        rt_init_int_uniform(&m->int_inputs[i], ints, seed, 2000 + (uint64_t)i);
 
     print_bits("forward", m->forward(params, inputs, ints, NULL,
                                      forward_arena));

@@ -4,8 +4,8 @@
  * of RAM what `trainer --seed FW_SEED --steps FW_STEPS --bits` does on the
  * host, plain SGD at the trainer's lr 0.01 (runtime/trainer.c: init, which
  * copies an ONNX model's initial values from the C file, float inputs from
- * rt_init_uniform(seed, stream 1000 + i), integer inputs uniform over
- * their accepted values from stream 2000 + i, then train step k - 1 and
+ * rt_init_uniform(seed, stream 1000 + i), integer inputs from
+ * rt_init_int_uniform(seed, stream 2000 + i), then train step k - 1 and
  * the update, k = 1..N), and prints each loss as
  *     step K bits 0xXXXXXXXX
  * With -DFW_FUSED the update runs inside the backward, as `--fused` does:
@@ -124,19 +124,6 @@ static void print_step(long k, float v)
     fw_puts(line);
 }
 
-/* The trainer's seed_ints: uniform over [max(lo, 0), hi). */
-static void seed_ints(const rt_tensor_info *t, int64_t *base, uint64_t seed,
-                      uint64_t stream)
-{
-    int64_t lo = t->lo > 0 || t->hi <= 0 ? t->lo : 0;
-    double span = (double)(t->hi - lo);
-    size_t j;
-    for (j = 0; j < t->count; j++) {
-        int64_t v = lo + (int64_t)(rt_rand_uniform(seed, stream, j) * span);
-        base[t->offset + j] = v < t->hi ? v : t->hi - 1;
-    }
-}
-
 static float step(const rt_model *m, long k)
 {
     const float lr = 0.01f;    /* the trainer's default for SGD */
@@ -172,7 +159,8 @@ int main(void)
         rt_init_uniform(inputs + m->inputs[i].offset, m->inputs[i].count,
                         -1.0f, 1.0f, FW_SEED, 1000 + (uint64_t)i);
     for (i = 0; i < m->n_int_inputs; i++)
-        seed_ints(&m->int_inputs[i], ints, FW_SEED, 2000 + (uint64_t)i);
+        rt_init_int_uniform(&m->int_inputs[i], ints, FW_SEED,
+                            2000 + (uint64_t)i);
     for (k = 1; k <= FW_STEPS; k++)
         print_step(k, step(m, k));
     return check_stack();

@@ -4,9 +4,9 @@
  * --cflags --libs remat-rt`, nothing from the source tree. It trains
  * STEPS steps of plain SGD as `trainer --seed SEED --steps STEPS --bits`
  * does (runtime/trainer.c: init, float inputs from rt_init_uniform(seed,
- * stream 1000 + i), integer inputs uniform over their accepted values
- * from stream 2000 + i, then train step k - 1 and the update at the
- * trainer's lr 0.01) and prints each loss as
+ * stream 1000 + i), integer inputs from rt_init_int_uniform(seed, stream
+ * 2000 + i), then train step k - 1 and the update at the trainer's lr
+ * 0.01) and prints each loss as
  *     step K bits 0xXXXXXXXX
  * Built with -DM_UPPER=NAME_IN_CAPITALS -DM_LOWER=name for model.h.
  */
@@ -32,18 +32,6 @@ static int64_t ints[UP(_INT_INPUT_COUNT) + 1];
 static float grads[UP(_GRAD_FLOATS) + 1];
 static unsigned char arena[UP(_ARENA_BYTES)] __attribute__((aligned(64)));
 
-/* The trainer's seed_ints: uniform over [max(lo, 0), hi). */
-static void seed_ints(const rt_tensor_info *t, uint64_t stream)
-{
-    int64_t lo = t->lo > 0 || t->hi <= 0 ? t->lo : 0;
-    double span = (double)(t->hi - lo);
-    size_t j;
-    for (j = 0; j < t->count; j++) {
-        int64_t v = lo + (int64_t)(rt_rand_uniform(SEED, stream, j) * span);
-        ints[t->offset + j] = v < t->hi ? v : t->hi - 1;
-    }
-}
-
 int main(void)
 {
     const rt_model *m = &LOW(_model);
@@ -54,7 +42,7 @@ int main(void)
         rt_init_uniform(inputs + m->inputs[i].offset, m->inputs[i].count,
                         -1.0f, 1.0f, SEED, 1000 + (uint64_t)i);
     for (i = 0; i < m->n_int_inputs; i++)
-        seed_ints(&m->int_inputs[i], 2000 + (uint64_t)i);
+        rt_init_int_uniform(&m->int_inputs[i], ints, SEED, 2000 + (uint64_t)i);
     for (k = 1; k <= STEPS; k++) {
         float loss = m->train_step(params, inputs, ints, outputs, grads, SEED,
                                    (uint64_t)(k - 1), arena);

@@ -2,7 +2,7 @@
  * test_kernels_dropout.c: unit tests of the runtime's Dropout kernels
  * (rt_dropout_*) and of the deterministic random numbers they and the
  * initializers draw (rt_rand_u32, rt_rand_uniform, rt_init_uniform,
- * rt_init_normal), with Check.
+ * rt_init_normal, rt_init_int_uniform), with Check.
  *
  * Dropout's mask is checked against the header's rule spelled out here
  * (kept where the element's own uniform draw >= ratio), its backward
@@ -253,6 +253,48 @@ START_TEST(rng_normal_moments)
 }
 END_TEST
 
+/* Draws 1000 values of a tensor [lo, hi) at offset 3 of a buffer of 1006
+ * and checks them against [want_lo, want_hi), every value of it seen;
+ * the elements around the tensor stay untouched. */
+static void check_int_draws(int64_t lo, int64_t hi, int has_ignore,
+                            int64_t want_lo, int64_t want_hi)
+{
+    enum { N = 1000, AT = 3 };
+    static int64_t buf[N + 6], again[N + 6];
+    rt_tensor_info t;
+    int64_t v;
+    int j, seen = 0;
+    memset(&t, 0, sizeof t);
+    t.offset = AT, t.count = N, t.lo = lo, t.hi = hi;
+    t.has_ignore = has_ignore, t.ignore = -100;
+    for (j = 0; j < N + 6; j++)
+        buf[j] = again[j] = 77;
+    rt_init_int_uniform(&t, buf, 4, 2000);
+    rt_init_int_uniform(&t, again, 4, 2000);
+    ck_assert(memcmp(buf, again, sizeof buf) == 0);
+    ck_assert(buf[AT - 1] == 77 && buf[AT + N] == 77);
+    for (j = AT; j < AT + N; j++)
+        ck_assert_msg(buf[j] >= want_lo && buf[j] < want_hi, "%lld",
+                      (long long)buf[j]);
+    for (v = want_lo; v < want_hi; v++)
+        for (j = AT; j < AT + N; j++)
+            if (buf[j] == v) {
+                seen++;
+                break;
+            }
+    ck_assert_int_eq(seen, (int)(want_hi - want_lo));
+}
+
+START_TEST(rng_int_uniform_ranges)
+{
+    check_int_draws(0, 10, 1, 0, 10);     /* labels: never the ignore index */
+    check_int_draws(-7, 7, 0, 0, 7);      /* Gather rows: never a negative alias */
+    check_int_draws(3, 9, 0, 3, 9);
+    check_int_draws(-9, -4, 0, -9, -4);   /* nothing non-negative accepted */
+    check_int_draws(INT64_MIN, INT64_MAX, 0, 0, 2);   /* read whole: a mask */
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *dropout_suite(void)
@@ -272,6 +314,7 @@ static Suite *dropout_suite(void)
     tcase_add_test(tc, rng_deterministic_and_streams_differ);
     tcase_add_test(tc, rng_uniform_moments);
     tcase_add_test(tc, rng_normal_moments);
+    tcase_add_test(tc, rng_int_uniform_ranges);
     suite_add_tcase(s, tc);
     return s;
 }

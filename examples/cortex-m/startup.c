@@ -1,10 +1,12 @@
 /*
- * startup.c: what a bare-metal Cortex-M program needs before main, for the
- * firmware test (tests/e2e/test_firmware.sh) under qemu's mps2-an386 board:
- * the vector table, a reset handler that turns the FPU on, copies .data and
- * zeroes .bss, and output and exit through Arm semihosting (a BKPT 0xAB that
- * the debugger, here qemu -semihosting, serves). No C library start-up code
- * runs; newlib is linked only for memcpy, memset and libm.
+ * startup.c: what a bare-metal Cortex-M program needs before main, here for
+ * qemu's mps2-an386 board (the example's firmware, and the firmware tests'
+ * programs, tests/firmware/): the vector table, a reset handler that turns
+ * the FPU on, copies .data and zeroes .bss, and output and exit through Arm
+ * semihosting (a BKPT 0xAB that the debugger, here qemu -semihosting,
+ * serves). No C library start-up code runs; newlib is linked only for
+ * memcpy, memset and libm. On a board of your own, the vendor's start-up
+ * file takes its place, and fw_puts writes to a UART.
  */
 #include <stdint.h>
 #include <string.h>

@@ -1,9 +1,0 @@
-/* fw.h: output and exit of the firmware test's bare-metal program
- * (startup.c implements them with Arm semihosting). */
-#ifndef FW_H
-#define FW_H
-
-void fw_puts(const char *s);
-void fw_exit(int status);
-
-#endif
