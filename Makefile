@@ -278,6 +278,13 @@ install: $(INSTALLED)
 	    $(DESTDIR)$(cmakedir)
 	install -m 644 $(PY_FILES) $(DESTDIR)$(pythondir)/remat
 
+# install, then the program and the shared libraries without symbols and
+# debug information (the GNU target of that name)
+STRIP = strip
+install-strip: install
+	$(STRIP) $(DESTDIR)$(bindir)/remat
+	$(STRIP) --strip-unneeded $(RT_LIBS:%=$(DESTDIR)$(libdir)/%.so.$(SOVERSION))
+
 # every file install writes, then the folders only remat uses
 uninstall:
 	rm -f $(DESTDIR)$(bindir)/remat $(DESTDIR)$(mandir)/man1/remat.1
@@ -305,5 +312,5 @@ dist:
 clean:
 	rm -rf build
 
-.PHONY: all deps generated unit test demo fuzz bench bench-gemm dist clean install uninstall FORCE
+.PHONY: all deps generated unit test demo fuzz bench bench-gemm dist clean install install-strip uninstall FORCE
 FORCE:

@@ -43,6 +43,16 @@ for f in bin/remat include/remat/remat_rt.h share/man/man1/remat.1 \
          lib/cmake/remat/remat-config-version.cmake; do
     [ -e "$u/$f" ] && ok || bad "make install: no $f"
 done
+# install-strip: the same files, the program and shared libraries without
+# debug information, and they still work
+s=$work/stripped/usr
+if make --no-print-directory install-strip DESTDIR="$work/stripped" PREFIX=/usr >"$work/strip.log" 2>&1 &&
+    readelf -S "$u/bin/remat" | grep -q debug_info && ! readelf -S "$s/bin/remat" | grep -q debug_info &&
+    ! readelf -S "$s/lib/libremat_rt.so.0" | grep -q debug_info &&
+    "$s/bin/remat" --version >/dev/null &&
+    [ "$(cd "$u" && find . | sort)" = "$(cd "$s" && find . | sort)" ]; then ok
+else tail -5 "$work/strip.log"; bad "make install-strip"; fi
+rm -rf "$work/stripped"
 readelf -d "$u/lib/libremat_rt.so.0" | grep -q 'SONAME.*\[libremat_rt\.so\.0\]' && ok ||
     bad "libremat_rt.so.0: no soname libremat_rt.so.0"
 cmp -s dist/remat_rt.c "$u/share/remat/remat_rt.c" && cmp -s dist/remat_rt.h "$u/include/remat/remat_rt.h" &&
