@@ -17,11 +17,11 @@ import os
 
 from ._compiler import RematError, command, command_json, compiler, run
 from ._torch import export, load_into
-from .trainer import Trainer
+from .trainer import Trainer, remat_name
 
 __all__ = ["RematError", "Trainer", "build", "compile", "compiler", "diff",
-           "export", "load_into", "memory", "ops", "pareto", "schedule",
-           "version"]
+           "export", "load_into", "memory", "ops", "pareto", "remat_name",
+           "schedule", "version"]
 
 
 def version():
@@ -37,9 +37,15 @@ def schedule(model, **options):
     return command_json("schedule", model, **options)
 
 
-def diff(model, policies=None, **options):
-    """`remat diff` of two policies (or of a budget's plan against sac) as
-    a dict: "changed" rows and each figure's from, to and change."""
+def diff(model, policies=("none", "sac"), **options):
+    """`remat diff` of two policies as a dict: "changed" rows and each
+    figure's from, to and change. policy= is the same as policies=; with a
+    budget (budget=, max_arena=, max_ram=) and no policies, the budget's
+    plan against the policy it turns."""
+    policies = options.pop("policy", policies)
+    if any(options.get(k) for k in ("budget", "max_arena", "max_ram")) and \
+            policies == ("none", "sac"):
+        policies = None
     return command_json("diff", model, policy=policies, **options)
 
 
@@ -86,7 +92,10 @@ def build(model, out=None, **options):
     Trainer for it. The compiler's options are compile's, with no_blas and
     cflags; the Trainer's (lr, weight_decay, ..., seed, init, resume) go to
     the Trainer; optimizer, momentum and fused go to both: the plan counts
-    that optimizer's state in ram_bytes and the trainer runs it."""
+    that optimizer's state in ram_bytes and the trainer runs it. seed is
+    the Trainer's (the compiler's --seed, frozen parameters drawn at
+    compile time: compile(seed=...))."""
+    import shutil
     import tempfile
     ours = {k: options.pop(k) for k in _TRAINER if k in options}
     ours.update({k: options[k] for k in _SHARED if options.get(k) is not None})
@@ -94,8 +103,13 @@ def build(model, out=None, **options):
     if out is None:
         temp = tempfile.mkdtemp(prefix="remat-")
         out = os.path.join(temp, "trainer")
-    command("build", model, "-o", os.fspath(out), **options)
-    t = Trainer(out, **ours)
+    try:
+        command("build", model, "-o", os.fspath(out), **options)
+        t = Trainer(out, **ours)
+    except BaseException:
+        if temp:
+            shutil.rmtree(temp, ignore_errors=True)
+        raise
     if temp:
         t._own(temp)
     return t

@@ -31,10 +31,17 @@ def compiler():
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    # PREFIX/lib/python3/dist-packages/remat -> PREFIX/bin/remat
-    prefix = os.path.normpath(os.path.join(here, "..", "..", "..", ".."))
+    # the source tree: python/remat -> build/remat
     tree = os.path.normpath(os.path.join(here, "..", "..", "build", "remat"))
-    for path in (os.path.join(prefix, "bin", "remat"), tree):
+    if os.path.basename(os.path.dirname(here)) == "python" and \
+            os.access(tree, os.X_OK):
+        return tree
+    # installed: PREFIX/lib/python3*/{dist,site}-packages/remat -> PREFIX/bin
+    lib, pyver, packages = here.split(os.sep)[-4:-1]
+    if packages in ("dist-packages", "site-packages") and \
+            pyver.startswith("python3") and lib == "lib":
+        path = os.path.normpath(os.path.join(here, "..", "..", "..", "..",
+                                             "bin", "remat"))
         if os.access(path, os.X_OK):
             return path
     found = shutil.which("remat")
@@ -53,12 +60,30 @@ def run(args, what=None):
     except OSError as e:
         raise RematError(f"cannot run {args[0]}: {e.strerror}",
                          command=args) from None
+    if r.returncode < 0:
+        raise RematError(_killed(what or args[0], -r.returncode),
+                         command=args, status=r.returncode)
     if r.returncode != 0:
-        lines = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        # the program's own line; a usage error ends with a hint to --help
+        lines = [line for line in (r.stderr.strip() or r.stdout.strip())
+                 .splitlines() if not line.startswith("try '")]
         raise RematError(lines[-1] if lines else
                          f"{what or args[0]} failed (exit {r.returncode})",
                          command=args, status=r.returncode)
     return r.stdout
+
+
+def _killed(what, sig):
+    import signal
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    why = ""
+    if name == "SIGILL":
+        why = (": remat build makes a trainer for the machine that builds it "
+               "(-march=native); build it again on this one")
+    return f"{what} was killed by {name}{why}"
 
 
 # keyword -> how it is spelled; a value of True is the bare flag

@@ -22,6 +22,20 @@ from ._compiler import RematError, run
 _LOSS = re.compile(r"^step (\d+) loss \S+ bits 0x([0-9a-f]{8})$")
 
 
+def remat_name(name):
+    """The name remat gives an ONNX (torch) tensor name: the graph format
+    takes [A-Za-z_/][A-Za-z0-9_.:/-]*, so any other character becomes '_'
+    and a leading digit gets a '_' before it ("0.weight" -> "_0.weight",
+    docs/onnx.md). Two names that clash after that get _2, ... in remat,
+    which this does not follow."""
+    ok = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+             "0123456789_.:/-")
+    s = "".join(c if c in ok else "_" for c in name[:200])
+    if not name or not (name[0].isascii() and (name[0].isalpha() or name[0] in "_/")):
+        s = "_" + s
+    return s
+
+
 def file_name(prefix, name):
     """The trainer's file for a tensor: every '/' of its name as %2F."""
     return f"{prefix}.{name.replace('/', '%2F')}.npy"
@@ -59,15 +73,18 @@ class Trainer:
     (micro-batches per step), fused, threads. The first step starts from
     seed (the model's init), from init (a folder of param.NAME.npy files or
     a dict of arrays by name, e.g. a torch state_dict), or from resume (a
-    checkpoint folder that save() or the trainer's --save wrote). workdir
-    holds the Trainer's checkpoint; by default a temporary folder removed
-    with the Trainer.
+    checkpoint folder that save() or the trainer's --save wrote). Names in
+    init are torch's or remat's (remat_name). With init, Dropout's masks
+    are drawn from seed 0 (the trainer's --load), so seed is not taken
+    with it. The Trainer's files (its checkpoint, the batches it hands the
+    trainer) are in workdir/remat-trainer; by default workdir is a
+    temporary folder removed with the Trainer.
     """
 
     def __init__(self, executable, optimizer="sgd", lr=None, momentum=None,
                  dampening=None, nesterov=False, weight_decay=None, betas=None,
                  eps=None, clip_grad_norm=None, accumulate=1, fused=False,
-                 threads=None, seed=0, init=None, resume=None, workdir=None):
+                 threads=None, seed=None, init=None, resume=None, workdir=None):
         self.executable = os.path.abspath(os.fspath(executable))
         if not os.access(self.executable, os.X_OK):
             raise RematError(f"{self.executable}: no such trainer executable "
@@ -75,7 +92,13 @@ class Trainer:
         if int(accumulate) < 1:
             raise RematError(f"accumulate is {accumulate}; give 1 or more")
         self.accumulate = int(accumulate)
-        self.seed = int(seed)
+        if seed is not None and (init is not None or resume is not None):
+            raise RematError("give seed, or init or resume: with init the "
+                             "trainer draws Dropout's masks from seed 0, and "
+                             "a checkpoint keeps its own seed")
+        self.seed = int(seed or 0)
+        if betas is not None and len(tuple(betas)) != 2:
+            raise RematError(f"betas is {betas!r}; give two numbers (b1, b2)")
         self.losses = []          # every step's loss, in order
         self._flags = _optimizer_flags(
             optimizer=optimizer, lr=lr, momentum=momentum, dampening=dampening,
@@ -85,9 +108,15 @@ class Trainer:
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="remat-trainer-")
             self._own(workdir)
-        self.workdir = os.path.abspath(os.fspath(workdir))
-        os.makedirs(self.workdir, exist_ok=True)
+        # the Trainer's own folder: what it removes and rewrites is its own
+        self.workdir = os.path.join(os.path.abspath(os.fspath(workdir)),
+                                    "remat-trainer")
         self._ck = os.path.join(self.workdir, "checkpoint")
+        if os.path.exists(os.path.join(self._ck, "checkpoint.txt")):
+            raise RematError(f"{self.workdir} holds another Trainer's run; give "
+                             "another workdir, or resume= a checkpoint that "
+                             "save() wrote")
+        os.makedirs(self.workdir, exist_ok=True)
         self._init = None
         if resume is not None and init is not None:
             raise RematError("give init or resume, not both")
@@ -167,7 +196,11 @@ class Trainer:
     def evaluate(self, batch):
         """The loss of the inference forward (Dropout off, BatchNorm on its
         running statistics) on batch, with the current parameters."""
-        return float(self.dump(batch)["forward"])
+        d = self.dump(batch)
+        if "forward" not in d:
+            raise RematError("evaluate: the model is forward only (no loss); "
+                             "dump() gives its outputs")
+        return float(d["forward"])
 
     def progress(self):
         """{"step": optimizer steps done, "micro_batches": batches read,
@@ -226,7 +259,7 @@ class Trainer:
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
         for name, v in init.items():
-            np.save(os.path.join(folder, file_name("param", name)),
+            np.save(os.path.join(folder, file_name("param", remat_name(name))),
                     as_array(v, name))
         return folder
 
@@ -291,8 +324,14 @@ def _losses(out, first):
 
 
 def _copy_folder(src, dst, what):
+    """Copies checkpoint src to dst, replacing a checkpoint there only once
+    the copy is whole; never replaces a folder that is not a checkpoint."""
+    src, dst = os.path.normpath(src), os.path.normpath(dst)
     if not os.path.exists(os.path.join(src, "checkpoint.txt")):
         raise RematError(f"{what}: {src} is not a checkpoint (no checkpoint.txt)")
+    if os.path.exists(dst) and not os.path.exists(os.path.join(dst, "checkpoint.txt")):
+        raise RematError(f"{what}: {dst} exists and is not a checkpoint; "
+                         "give a new folder or one that holds a checkpoint")
     tmp, old = dst + ".copying", dst + ".old"
     for d in (tmp, old):
         shutil.rmtree(d, ignore_errors=True)

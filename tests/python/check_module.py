@@ -43,6 +43,18 @@ def cli_json(*args):
                                      capture_output=True, text=True).stdout)
 
 
+class Seq(torch.nn.Sequential):
+    """Parameters named "0.weight", "1.running_mean" (remat's "_0.weight"),
+    BatchNorm's statistics, Dropout's random numbers."""
+
+    def __init__(self):
+        super().__init__(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8),
+                         torch.nn.ReLU(), torch.nn.Dropout(0.25), torch.nn.Linear(8, 3))
+
+    def forward(self, x, y):
+        return ((super().forward(x) - y) ** 2).mean()
+
+
 class Net(torch.nn.Module):
     """Two layers and a Gelu, squared error inside: SGD and AdamW differ."""
 
@@ -87,11 +99,27 @@ def main():
     torch.manual_seed(0)
     net = Net()
     init = {k: v.clone() for k, v in net.state_dict().items()}
+    net.eval()
     onnx = remat.export(net, (torch.zeros(4, 6), torch.zeros(4, 3)),
                         os.path.join(WORK, "net.onnx"))
     check("export wrote the file", os.path.getsize(onnx) > 0)
-    check("export leaves the module's mode", net.training)
-    check("compiler() is REMAT", remat.compiler() == REMAT)
+    check("export leaves the module's mode", not net.training)
+    net.train()
+    # a module with BatchNorm (its running statistics) and Dropout (the
+    # random state), its parameters named "0.weight" as nn.Sequential's
+    seq = Seq()
+    before = {k: v.clone() for k, v in seq.state_dict().items()}
+    example = (torch.randn(4, 6), torch.randn(4, 3))
+    rng = torch.random.get_rng_state()
+    seq_onnx = remat.export(seq, example, os.path.join(WORK, "seq.onnx"))
+    check("export leaves the buffers", all(torch.equal(v, before[k])
+                                           for k, v in seq.state_dict().items()))
+    check("export leaves torch's random state", torch.equal(rng, torch.random.get_rng_state()))
+    check("compiler(): REMAT", remat.compiler() == REMAT)
+    tree = os.path.normpath(os.path.join(os.path.dirname(remat.__file__), "..", "..", "build", "remat"))
+    del os.environ["REMAT"]
+    check("compiler(): the source tree's build/remat", remat.compiler() == tree, remat.compiler())
+    os.environ["REMAT"] = REMAT
     check("version", remat.version() == subprocess.run(
         [REMAT, "--version"], capture_output=True, text=True).stdout.split()[-1])
 
@@ -105,8 +133,9 @@ def main():
           remat.schedule(onnx, policy="sac", optimizer="adamw")["summary"]["ram_bytes"])
     check("schedule with a budget", remat.schedule(onnx, budget=0.5, momentum=0.9) ==
           cli_json("schedule", onnx, "--budget", "0.5", "--momentum", "0.9"))
-    check("diff", remat.diff(onnx, ["none", "sac"]) ==
+    check("diff", remat.diff(onnx) == remat.diff(onnx, policy=["none", "sac"]) ==
           cli_json("diff", onnx, "--policy", "none", "--policy", "sac"))
+    check("diff of a budget", remat.diff(onnx, budget=0.3) == cli_json("diff", onnx, "--budget", "0.3"))
     svg = os.path.join(WORK, "curve.svg")
     p = remat.pareto(onnx, svg=svg, by="arena")
     check("pareto draws", p.pop("svg") == svg and open(svg).read().startswith("<svg"))
@@ -127,6 +156,9 @@ def main():
     e = raises("a bad flag value", lambda: remat.schedule(onnx, policy="nosuch"),
                remat.RematError, "nosuch")
     raises("an unknown option", lambda: remat.schedule(onnx, polcy="sac"), TypeError, "polcy")
+    e = raises("a usage error: the compiler's line, not its hint",
+               lambda: remat.schedule(onnx, by="arena"), remat.RematError, "unknown option --by")
+    check("a usage error's status is 2", e is not None and e.status == 2)
     raises("export of a forward that is no loss",
            lambda: remat.export(torch.nn.Linear(2, 2), (torch.zeros(1, 2),),
                                 os.path.join(WORK, "x.onnx")), remat.RematError, "0-d")
@@ -171,10 +203,14 @@ def main():
     check("dump's loss = torch's", close(dump["loss"], loss.item(), 1e-6))
     check("dump's gradients = torch autograd's",
           all(close(dump["grad." + k], p.grad, 1e-5) for k, p in ref.named_parameters()))
-    check("dump took no step", all(np.array_equal(t.parameters()[k], v.numpy()) for k, v in init.items()))
+    t.step(batch)
+    moved = t.parameters()
+    t.dump(batch)
+    check("dump took no step", not np.array_equal(moved["fc1.weight"], init["fc1.weight"].numpy())
+          and all(np.array_equal(a, moved[k]) for k, a in t.parameters().items()))
 
     # ---- step, fit, save and resume: the same bits however split
-    exe = t.executable
+    base, exe = t, t.executable   # the executable lives as long as base
     whole = remat.Trainer(exe, lr=0.05, seed=4)
     all_losses = whole.fit(data, epochs=2)
     parts = remat.Trainer(exe, lr=0.05, seed=4)
@@ -226,6 +262,49 @@ def main():
     wrong.fc1 = torch.nn.Linear(6, 5)
     raises("load_into: a shape that differs", lambda: remat.load_into(wrong, saved, strict=False),
            remat.RematError, "fc1.weight")
+
+    # ---- names remat spells otherwise, BatchNorm's statistics, Dropout's seed
+    t = remat.build(seq_onnx, init=before, lr=0.05)
+    params = t.parameters()
+    check("remat's names for torch's", "_0.weight" in params and "0.weight" not in params,
+          sorted(params))
+    check("init= from a state_dict with torch's names",
+          np.array_equal(params["_0.weight"], before["0.weight"].numpy()))
+    t.fit({k: v[:4] for k, v in data.items()} | {"y": data["y"][:4]})
+    back = Seq()
+    names = remat.load_into(back, t)
+    check("load_into by torch's names", "0.weight" in names and "1.running_mean" in names, names)
+    check("load_into: the running statistics moved", not torch.equal(
+        back.state_dict()["1.running_mean"], before["1.running_mean"]))
+    back.eval()
+    with torch.no_grad():
+        theirs = float(back(batch["x"], batch["y"]))
+    check("evaluate = torch's eval-mode loss (BatchNorm's statistics)",
+          close(t.evaluate(batch), theirs, 1e-5), f"{t.evaluate(batch)} vs {theirs}")
+    raises("seed with init", lambda: remat.Trainer(t.executable, init=before, seed=3),
+           remat.RematError, "seed 0")
+    fwd = remat.export(torch.nn.Linear(6, 2), (torch.zeros(4, 6),),
+                       os.path.join(WORK, "fwd.onnx"), forward_only=True)
+    raises("evaluate on a forward-only model", lambda: remat.build(fwd).evaluate(
+        {"input": np.zeros((4, 6))}), remat.RematError, "forward only")
+
+    # ---- files the Trainer must not touch
+    keep = os.path.join(WORK, "project")
+    os.makedirs(os.path.join(keep, "data"))
+    open(os.path.join(keep, "data", "train.csv"), "w").write("1,2\n")
+    t = remat.Trainer(exe, lr=0.05, workdir=keep)
+    t.fit(data)
+    check("a workdir's own files stay", os.path.exists(os.path.join(keep, "data", "train.csv")))
+    raises("a workdir that holds a run", lambda: remat.Trainer(exe, workdir=keep),
+           remat.RematError, "another Trainer's run")
+    raises("save over a folder that is not a checkpoint",
+           lambda: t.save(os.path.join(keep, "data")), remat.RematError, "not a checkpoint")
+    check("... which stays", os.path.exists(os.path.join(keep, "data", "train.csv")))
+    ck = t.save(os.path.join(WORK, "ck2") + "/")
+    check("save to a path ending in /", os.path.exists(os.path.join(WORK, "ck2", "checkpoint.txt")))
+    t.fit(data)
+    t.save(ck)
+    check("save over its own checkpoint", remat.Trainer(exe, resume=ck).progress()["step"] == 12)
 
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
