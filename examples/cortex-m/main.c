@@ -42,14 +42,15 @@ static char *put_uint(char *s, uint32_t v, int digits)
 }
 
 /* "step K loss 0.692975 bits 0x3f3166ce": the decimals for people (a
- * loss in [0, 4294)), the float's bits for an exact comparison. Not
- * printf: its %f would pull newlib's float formatting, and its heap, into
- * the image. */
+ * loss in [0, 4294); outside it, or NaN, the decimals read 4294.967295),
+ * the float's bits for an exact comparison. Not printf: its %f would pull
+ * newlib's float formatting, and its heap, into the image. */
 static void print_loss(int k, float loss)
 {
     static const char hex[] = "0123456789abcdef";
     char line[64] = "step ", *s;
-    uint32_t bits, micro = (uint32_t)(loss * 1e6f + 0.5f);
+    int shown = loss >= 0.0f && loss < 4294.0f;   /* false for NaN too */
+    uint32_t bits, micro = shown ? (uint32_t)(loss * 1e6f + 0.5f) : 0xffffffffu;
     int i;
     memcpy(&bits, &loss, sizeof bits);
     s = put_uint(line + 5, (uint32_t)k, 1);
