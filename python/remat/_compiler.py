@@ -86,33 +86,30 @@ def _killed(what, sig):
     return f"{what} was killed by {name}{why}"
 
 
-# keyword -> how it is spelled; a value of True is the bare flag
+# the compiler's options; freeze and policy may be lists (a flag each)
 _FLAGS = ("policy", "budget", "max_arena", "max_ram", "optimizer", "momentum",
           "fused", "seed", "conv_scratch", "name", "by", "measure", "no_blas",
-          "cflags", "mpi")
+          "cflags", "mpi", "freeze")
 
 
-def flags(**options):
-    """Command-line flags from keyword options; None and False are left out,
-    freeze is one --freeze per glob, policy may be two for diff."""
+def flags(known=_FLAGS, **options):
+    """Command-line flags from keyword options (max_arena=N is
+    --max-arena N): None and False are left out, True is the bare flag, a
+    list or tuple repeats the flag per item (--freeze per glob, --policy
+    twice for diff). An option not in known is a TypeError."""
     out = []
     for key, value in options.items():
+        if key not in known:
+            raise TypeError(f"unknown option {key!r}; remat takes "
+                            f"{', '.join(known)}")
         if value is None or value is False:
             continue
-        if key == "freeze":
-            globs = [value] if isinstance(value, str) else list(value)
-            for g in globs:
-                out += ["--freeze", g]
-            continue
-        if key not in _FLAGS:
-            raise TypeError(f"unknown option {key!r}; remat takes "
-                            f"{', '.join(_FLAGS + ('freeze',))}")
         flag = "--" + key.replace("_", "-")
-        if key == "policy" and isinstance(value, (list, tuple)):
-            for p in value:
-                out += [flag, str(p)]
-        elif value is True:
+        if value is True:
             out.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                out += [flag, str(v)]
         else:
             out += [flag, str(value)]
     return out

@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from ._compiler import RematError, run
+from ._compiler import RematError, flags, run
 
 _LOSS = re.compile(r"^step (\d+) loss \S+ bits 0x([0-9a-f]{8})$")
 
@@ -100,11 +100,14 @@ class Trainer:
         if betas is not None and len(tuple(betas)) != 2:
             raise RematError(f"betas is {betas!r}; give two numbers (b1, b2)")
         self.losses = []          # every step's loss, in order
-        self._flags = _optimizer_flags(
+        if betas is not None:       # the trainer's --betas B1,B2
+            betas = ",".join(repr(float(b)) for b in betas)
+        options = dict(
             optimizer=optimizer, lr=lr, momentum=momentum, dampening=dampening,
             nesterov=nesterov, weight_decay=weight_decay, betas=betas, eps=eps,
             clip_grad_norm=clip_grad_norm, fused=fused, threads=threads,
             accumulate=self.accumulate if self.accumulate > 1 else None)
+        self._flags = flags(known=tuple(options), **options)
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="remat-trainer-")
             self._own(workdir)
@@ -296,21 +299,6 @@ class Trainer:
             raise RematError(f"fit: the inputs hold different numbers of "
                              f"batches: {counts}")
         return data
-
-
-def _optimizer_flags(**options):
-    out = []
-    for key, value in options.items():
-        if value is None or value is False:
-            continue
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            out.append(flag)
-        elif key == "betas":
-            out += [flag, ",".join(repr(float(b)) for b in value)]
-        else:
-            out += [flag, value]
-    return out
 
 
 def _losses(out, first):
