@@ -872,6 +872,8 @@ unsigned node_updates(const Node *n);
 /* ops/node.c: an attribute by name (-1: the op has none of that name), and
  * a node's attribute through its row; t's rank, dims and numel. */
 int attr_index(const OpInfo *op, const char *name);
+/* A string attribute's allowed values for a message: "\"a\" or \"b\"". */
+const char *attr_choices(Ctx *c, const AttrSpec *s);
 long node_int(const Node *n, const char *name);
 float node_float(const Node *n, const char *name);
 const Attr *node_attr(const Node *n, const char *name);

@@ -366,15 +366,19 @@ static int copy_attrs(Im *m, const ONode *o, Node *n)
                 t->ints[j] = (long)a->ints[j];
             break;
         case ATTR_STRING: {
+            /* An empty string's data may be NULL, which memcpy must not
+               be given even for no bytes. */
             char *v = ctx_alloc(m->c, a->s.len + 1);
-            memcpy(v, a->s.data, a->s.len);
+            if (a->s.len)
+                memcpy(v, a->s.data, a->s.len);
             t->s = v;
             int ok = !s->choices;
             for (int j = 0; s->choices && s->choices[j]; j++)
                 ok |= !strcmp(s->choices[j], v);
             if (!ok)
                 return lower_error(m, o, ctx_printf(m->c, "attribute %s="
-                    "\"%s\" is not supported", a->name, v));
+                    "\"%s\" is not supported; remat takes %s", a->name, v,
+                    attr_choices(m->c, s)));
             break;
         }
         }
@@ -897,14 +901,16 @@ int im_reserve(Im *m, int nodes)
     if (g->nnodes + nodes > m->ncap) {
         int cap = g->nnodes + nodes + m->ncap;
         Node *n = ctx_alloc(m->c, (size_t)cap * sizeof(Node));
-        memcpy(n, g->nodes, (size_t)g->nnodes * sizeof(Node));
+        if (g->nnodes)
+            memcpy(n, g->nodes, (size_t)g->nnodes * sizeof(Node));
         g->nodes = n;
         m->ncap = cap;
     }
     if (g->ntensors + 2 * nodes > m->tcap) {
         int cap = g->ntensors + 2 * nodes + m->tcap;
         Tensor *t = ctx_alloc(m->c, (size_t)cap * sizeof(Tensor));
-        memcpy(t, g->tensors, (size_t)g->ntensors * sizeof(Tensor));
+        if (g->ntensors)
+            memcpy(t, g->tensors, (size_t)g->ntensors * sizeof(Tensor));
         g->tensors = t;
         m->tcap = cap;
     }

@@ -660,13 +660,8 @@ static int parse_attr_value(Parser *p, xmlNode *x, const char *node,
         for (int i = 0; s->choices && s->choices[i]; i++)
             if (strcmp(s->choices[i], v) == 0)
                 return 0;
-        if (s->choices) {
-            Buf b;
-            buf_init(&b, p->c);
-            for (int i = 0; s->choices[i]; i++)
-                buf_printf(&b, "%s\"%s\"", i ? " or " : "", s->choices[i]);
-            what = b.data;
-        }
+        if (s->choices)
+            what = attr_choices(p->c, s);
         break;
     }
     if (what)

@@ -107,6 +107,15 @@ int attr_index(const OpInfo *op, const char *name)
     return -1;
 }
 
+const char *attr_choices(Ctx *c, const AttrSpec *s)
+{
+    Buf b;
+    buf_init(&b, c);
+    for (int i = 0; s->choices && s->choices[i]; i++)
+        buf_printf(&b, "%s\"%s\"", i ? " or " : "", s->choices[i]);
+    return b.len ? b.data : "";
+}
+
 const Attr *node_attr(const Node *n, const char *name)
 {
     int i = attr_index(n->row, name);

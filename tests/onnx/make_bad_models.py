@@ -128,6 +128,11 @@ save("onnx_resize_opset10", model([h.make_node("Resize", ["x4", "sc"], ["y4"], n
 save("onnx_upsample_linear", model([h.make_node("Upsample", ["x4", "sc"], ["y4"], name="up",
                                                mode="linear")],
                                    [x4], [y4], [scales2], opset=9))
+# An empty string attribute (protobuf may hand its data over as NULL; the
+# fuzzer found the copy of it undefined): refused, naming what is taken
+save("onnx_empty_string_attribute", model([h.make_node("Resize", ["x4", "", "sc"], ["y4"], name="up",
+                                                       mode="")],
+                                          [x4], [y4], [scales2]))
 # Einsum is lowered at import (issue 25): a letter twice in a term (a
 # diagonal or a trace) is refused, and so are sizes that do not broadcast
 save("onnx_einsum_diagonal", model([h.make_node("Einsum", ["sq"], ["d"], name="diag",
