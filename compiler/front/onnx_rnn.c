@@ -290,7 +290,15 @@ static int attr_is(const Onnx__AttributeProto *a, const char *name)
 
 static int str_eq(const ProtobufCBinaryData *s, const char *v)
 {
-    return s->len == strlen(v) && !memcmp(s->data, v, s->len);
+    return s->len == strlen(v) && (!s->len || !memcmp(s->data, v, s->len));
+}
+
+/* A string attribute for a message: at most 40 bytes, NUL-terminated (an
+ * empty one's data may be NULL). */
+static const char *str_shown(Ctx *c, const ProtobufCBinaryData *s)
+{
+    return s->len ? ctx_printf(c, "%.*s", (int)(s->len > 40 ? 40 : s->len),
+                               (const char *)s->data) : "";
 }
 
 /* The attributes: refused where remat would compute something else. */
@@ -309,9 +317,9 @@ static int read_attrs(Rnn *r)
             else if (str_eq(&a->s, "reverse"))
                 r->reverse = 1;
             else if (!str_eq(&a->s, "forward"))
-                return fail(r, ctx_printf(m->c, "attribute direction=\"%.*s\""
+                return fail(r, ctx_printf(m->c, "attribute direction=\"%s\""
                     " is not one of forward, reverse, bidirectional",
-                    (int)(a->s.len > 40 ? 40 : a->s.len), (const char *)a->s.data));
+                    str_shown(m->c, &a->s)));
         }
     }
     for (size_t k = 0; k < p->n_attribute; k++) {
@@ -351,9 +359,8 @@ static int read_attrs(Rnn *r)
                     continue;
                 }
                 return fail(r, ctx_printf(m->c, "attribute activations[%zu]="
-                    "\"%.*s\" is not supported; remat takes %s's default%s",
-                    j, (int)(a->strings[j].len > 40 ? 40 : a->strings[j].len),
-                    (const char *)a->strings[j].data, r->o->op,
+                    "\"%s\" is not supported; remat takes %s's default%s",
+                    j, str_shown(m->c, &a->strings[j]), r->o->op,
                     r->kind == K_RNN ? " (Tanh) or Relu" : " activations"));
             }
         } else {
