@@ -127,7 +127,7 @@ static int rows_of(Ctx *c, const Graph *g, const Policy *p, Remat *r,
             return -1;
         }
         /* the solver leaves out the compact forms every plan keeps */
-        assert(rows[i].bytes == f->plans[i].bytes + (double)r->compact_bytes &&
+        assert(rows[i].bytes == f->plans[i].bytes + (double)r->compact_fixed &&
                rows[i].cost == f->plans[i].cost &&
                "the solver's costs are the schedule's");
     }
@@ -610,8 +610,9 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
     Frontier f;
     if (!rates)
         rates = rates_builtin();
+    /* by arena, compact forms are kept (solve_live_at's bounds) */
     if (infer_shapes(c, g) || autodiff(c, g) ||
-        remat_classify_open(c, g, p, r))
+        (by_arena ? remat_classify_open : remat_classify_budget)(c, g, p, r))
         return -1;
     r->rates = rates;
     progress(c, "remat pareto: finding every optimal plan of %s", g->name);

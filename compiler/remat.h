@@ -524,9 +524,18 @@ typedef struct {
     /* Arena bytes the SAVE tensors hold for the backward, each buffer once:
      * a view (an alias op's output) holds its source's (remat.c). */
     size_t saved_bytes;
-    /* of those, the compact forms' (Node.compact), which every plan keeps */
-    size_t compact_bytes;
+    /* of those, the compact forms' (Node.compact) this plan keeps; of
+     * those, the ones every plan keeps (all but compact_free tensors') */
+    size_t compact_bytes, compact_fixed;
     char *compact;          /* per tensor: some node keeps a compact form */
+    /* per tensor, with remat_classify_budget: its compact forms are all its
+     * producer's and it is free, so a plan may keep them (compact_size
+     * bytes, no recompute) or rebuild them with the tensor in the backward
+     * (no bytes); compact_rebuilt: this plan rebuilds them (KEEP_RECOMPUTE,
+     * the recompute writes them, the first forward does not) */
+    char *compact_free, *compact_rebuilt;
+    double *compact_size;
+    int compact_choice;     /* remat_classify_budget's: compact_free is set */
     /* remat_classify's, for every node output whether needed or not: */
     char *needed;           /* read by a backward (before any recompute) */
     char *free;             /* PREFER_*, or under a budget a structural
@@ -675,6 +684,8 @@ typedef struct {
     int scratch;            /* S_FORWARD, S_BACKWARD: a value, or -1 */
     int out;                /* S_FORWARD: output 0's value (output o's is
                              * out + o), or -1 */
+    int compact;            /* the node's compact form the statement writes
+                             * (S_FORWARD) or reads (S_BACKWARD), or -1 */
     /* S_BACKWARD: bit i, the call writes d(input i), its first
      * contribution; S_ZERO: 1 when that call writes the gradient, so
      * only its pointer is declared here */
@@ -688,7 +699,8 @@ typedef struct {
     int nvalues;
     int *fwd, *rec, *grad;  /* per tensor: value index or -1 */
     /* per node: its compact form's value (Node.compact; tensor is the one
-     * it stands for), from its first forward to its backward, or -1 */
+     * it stands for), from its first forward (or, where the plan rebuilds
+     * it, the last recompute that wrote it) to its backward, or -1 */
     int *compact;
     size_t arena_bytes;     /* plan.c */
     size_t peak_live_bytes; /* plan.c: the most bytes live at one statement */
@@ -1042,6 +1054,10 @@ int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r);
  * outside every block) free, as a budget sees them: a budget may recompute
  * a boundary from an earlier kept one (nested checkpointing). */
 int remat_classify_open(Ctx *c, const Graph *g, const Policy *p, Remat *r);
+/* Open, and a compact form a choice as well (Remat.compact_free): what a
+ * saved-bytes budget and its frontier see. Not under an arena bound, whose
+ * live-range bounds (solve_live_at) take compact forms as kept. */
+int remat_classify_budget(Ctx *c, const Graph *g, const Policy *p, Remat *r);
 void remat_apply(const Graph *g, Remat *r, const char *recompute);
 
 /* ---- solver/solve.c: the least recompute within a memory budget ---------------- */

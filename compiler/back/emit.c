@@ -99,12 +99,12 @@ static const char *scratch_expr(Emit *e, const Schedule *s, const Stmt *st)
                       s->values[st->scratch].offset);
 }
 
-/* The node's compact form where this statement writes or reads it: its
- * first forward and its backward in a train step (the schedule made one),
- * never a recompute. */
+/* The node's compact form where this statement writes or reads it (Stmt.
+ * compact): its first forward, or the recompute that rebuilds it, and its
+ * backward in a train step. */
 static const char *compact_expr(Emit *e, const Schedule *s, const Stmt *st)
 {
-    int v = st->recompute ? -1 : s->compact[st->node];
+    int v = st->compact;
     if (v < 0)
         return NULL;
     return ctx_printf(e->ctx, "(unsigned char *)(a + %zu)",
@@ -997,16 +997,21 @@ static void emit_summary(Emit *e, const Compiled *m)
         if (m->remat->keep[t] == KEEP_RECOMPUTE)
             emit(e, " *   %s [%s]", g->tensors[t].name,
                  shape_str(e->ctx, &g->tensors[t]));
-    if (s.compact_forms > 0)
+    int forms = 0;          /* kept or rebuilt */
+    for (int k = 0; k < g->nnodes; k++)
+        forms |= g->nodes[k].compact;
+    if (forms && graph_trains(g))
         emit(e, " * compact forms (what the backward reads of a tensor):");
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[g->order[k]];
         int v = n->compact ? m->train->compact[n - g->nodes] : -1;
         if (v >= 0)
-            emit(e, " *   %s: %s of %s (%zu bytes)",
+            emit(e, " *   %s: %s of %s (%zu bytes%s)",
                  comment_safe(e->ctx, g->tensors[m->train->values[v].tensor].name),
                  n->row->compact_form, comment_safe(e->ctx, n->name),
-                 m->train->values[v].bytes);
+                 m->train->values[v].bytes,
+                 m->remat->compact_rebuilt[compact_operand(n)]
+                     ? ", rebuilt in the backward" : "");
     }
 }
 

@@ -35,8 +35,9 @@ void summarize(const Compiled *m, Summary *s)
     memset(s, 0, sizeof *s);
     s->saved_bytes = (double)m->remat->saved_bytes;
     s->compact_bytes = (double)m->remat->compact_bytes;
-    for (int k = 0; k < g->nnodes; k++)
-        s->compact_forms += g->nodes[k].compact;
+    for (int k = 0; k < g->nnodes; k++)     /* kept, not rebuilt */
+        s->compact_forms += g->nodes[k].compact &&
+            !m->remat->compact_rebuilt[compact_operand(&g->nodes[k])];
     for (int t = 0; t < g->ntensors; t++) {
         s->saved_tensors += m->remat->keep[t] == KEEP_SAVE;
         s->recomputed_tensors += m->remat->keep[t] == KEEP_RECOMPUTE;
@@ -401,8 +402,9 @@ static void report_files(Buf *b, const Compiled *m, int json)
 }
 
 /* The compact forms the backward reads, one per node that keeps one (in
- * topological order): its tensor, node, op, form and bytes; as text
- * lines, or as JSON objects of an array. */
+ * topological order): its tensor, node, op, form and bytes, and whether
+ * the plan rebuilds it in the backward (Remat.compact_rebuilt) rather
+ * than keep it; as text lines, or as JSON objects of an array. */
 static void report_compact(Buf *b, const Compiled *m, int json)
 {
     const Graph *g = m->g;
@@ -413,10 +415,12 @@ static void report_compact(Buf *b, const Compiled *m, int json)
             continue;
         int t = compact_operand(n);
         long bytes = n->row->compact_bytes(g, n);
+        int rebuilt = m->remat->compact_rebuilt[t];
         if (!json) {
-            buf_printf(b, "compact: %s, %s of %s (%s), %ld bytes\n",
+            buf_printf(b, "compact: %s, %s of %s (%s), %ld bytes%s\n",
                        g->tensors[t].name, n->row->compact_form, n->name,
-                       n->row->name, bytes);
+                       n->row->name, bytes,
+                       rebuilt ? ", rebuilt in the backward, not kept" : "");
             continue;
         }
         buf_printf(b, "%s\n  {", first ? "" : ",");
@@ -425,7 +429,7 @@ static void report_compact(Buf *b, const Compiled *m, int json)
         json_str_member(b, "op", n->row->name, 0);
         json_str_member(b, "form", n->row->compact_form, 0);
         json_num_member(b, "bytes", (double)bytes, 0);
-        buf_printf(b, "}");
+        buf_printf(b, ", \"rebuilt\": %s}", rebuilt ? "true" : "false");
         first = 0;
     }
 }

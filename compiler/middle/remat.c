@@ -33,10 +33,18 @@
  * own size, and saved_tensors counts SAVE tensors, views among them.
  *
  * A compact form (Node.compact: a Relu's 1-bit mask, a MaxPool's window
- * winners) is kept under every plan, from its node's forward to its
- * backward: its bytes count in saved_bytes (and compact_bytes), and a
- * tensor that no backward reads but through compact forms is KEEP_COMPACT
- * (no float kept, nothing recomputed) unless a recompute needs it.
+ * winners) is kept from its node's forward to its backward: its bytes count
+ * in saved_bytes (and compact_bytes), and a tensor that no backward reads
+ * but through compact forms is KEEP_COMPACT (no float kept, nothing
+ * recomputed) unless a recompute needs it. Every policy keeps them. Under a
+ * saved-bytes budget (remat_classify_budget) a free tensor whose compact
+ * forms are all its producer's (a Relu's mask of its output, not a
+ * MaxPool's winners of its input) is a choice too: keep the forms, or
+ * rebuild them with the tensor (KEEP_RECOMPUTE: the producer's recompute
+ * writes its mask again, no byte kept). So a budget's curve goes below the
+ * masks, down to what the floats' recomputes need. A needed tensor so
+ * chosen works the same way: saved, its floats and forms are kept;
+ * recomputed, the recompute writes both.
  */
 #include "middle.h"
 
@@ -164,23 +172,51 @@ static size_t saved_bytes(const Graph *g, const Remat *r, char *held)
     return bytes;
 }
 
-/* The bytes of the compact forms the backward reads (Node.compact), the
- * same under every plan; and compact[t]: a compact form of t is kept. */
-static size_t compact_forms(const Graph *g, char *compact)
+/* The compact forms the backward reads (Node.compact): compact[t], a
+ * compact form of t is kept, and compact_size[t] their bytes; a tensor
+ * some other node keeps one of is not compact_free. */
+static void compact_forms(const Graph *g, Remat *r)
 {
-    size_t bytes = 0;
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];
         if (!n->compact)
             continue;
-        bytes += (size_t)n->row->compact_bytes(g, n);
-        compact[compact_operand(n)] = 1;
+        int t = compact_operand(n);
+        r->compact[t] = 1;
+        r->compact_size[t] += (double)n->row->compact_bytes(g, n);
+        if (g->tensors[t].producer != k)
+            r->compact_free[t] = -1;
+    }
+}
+
+/* With compact_choice, which compact tensors are a choice (after the
+ * classes: a free one); compact_fixed, the bytes every plan keeps. */
+static void compact_choices(const Graph *g, Remat *r)
+{
+    r->compact_fixed = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        r->compact_free[t] = r->compact_choice && r->compact[t] &&
+                             r->compact_free[t] == 0 && r->free[t];
+        if (r->compact[t] && !r->compact_free[t])
+            r->compact_fixed += (size_t)r->compact_size[t];
+    }
+}
+
+/* The compact bytes this plan keeps, and which tensors' forms it rebuilds. */
+static size_t kept_compact(const Graph *g, Remat *r)
+{
+    size_t bytes = r->compact_fixed;
+    for (int t = 0; t < g->ntensors; t++) {
+        r->compact_rebuilt[t] = r->compact_free[t] &&
+                                r->keep[t] == KEEP_RECOMPUTE;
+        if (r->compact_free[t] && !r->compact_rebuilt[t])
+            bytes += (size_t)r->compact_size[t];
     }
     return bytes;
 }
 
 static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
-                    Remat *r)
+                    int compact_choice, Remat *r)
 {
     size_t nt = (size_t)g->ntensors;
     r->keep = ctx_alloc(c, nt * sizeof *r->keep);
@@ -196,7 +232,11 @@ static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
     r->scratch = ctx_alloc(c, nt);
     r->storage = storages(c, g);
     r->compact = ctx_alloc(c, nt);
-    r->compact_bytes = compact_forms(g, r->compact);
+    r->compact_free = ctx_alloc(c, nt);
+    r->compact_rebuilt = ctx_alloc(c, nt);
+    r->compact_size = ctx_alloc(c, nt * sizeof *r->compact_size);
+    r->compact_choice = compact_choice;
+    compact_forms(g, r);
     r->rates = rates_builtin();
     r->rebuild = 0;         /* each recompute runs once, until fit_arena */
     int *rb = reader_blocks(c, g);
@@ -206,6 +246,7 @@ static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
         for (int o = 0; o < n->nout; o++)
             classify_tensor(c, g, p, n, n->out[o], rb, open, r);
     }
+    compact_choices(g, r);
     memcpy(r->wanted, r->keep, nt * sizeof *r->keep);
     memcpy(r->rule, r->why, nt * sizeof *r->why);
     memcpy(r->asked, r->decision, nt * sizeof *r->decision);
@@ -224,18 +265,24 @@ static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
 
 int remat_classify(Ctx *c, const Graph *g, const Policy *p, Remat *r)
 {
-    return classify(c, g, p, 0, r);
+    return classify(c, g, p, 0, 0, r);
 }
 
 int remat_classify_open(Ctx *c, const Graph *g, const Policy *p, Remat *r)
 {
-    return classify(c, g, p, 1, r);
+    return classify(c, g, p, 1, 0, r);
+}
+
+int remat_classify_budget(Ctx *c, const Graph *g, const Policy *p, Remat *r)
+{
+    return classify(c, g, p, 1, 1, r);
 }
 
 /* The walk: in reverse topological order, a tensor is needed when a
  * backward reads it (r->needed) or a needed recompute does; a needed
  * tensor is kept as its class says, a free one as recompute[t] says (NULL:
- * as the policy asked). */
+ * as the policy asked); one the backward reads only compactly is
+ * KEEP_COMPACT, or rebuilt where it is compact_free and recompute[t]. */
 void remat_apply(const Graph *g, Remat *r, const char *recompute)
 {
     size_t nt = (size_t)g->ntensors;
@@ -249,10 +296,15 @@ void remat_apply(const Graph *g, Remat *r, const char *recompute)
             Keep want = r->wanted[t];
             if (r->free[t] && recompute)
                 want = recompute[t] ? KEEP_RECOMPUTE : KEEP_SAVE;
+            int rebuilt = !needed[t] && r->compact_free[t] && recompute &&
+                          recompute[t];
             r->keep[t] = needed[t] ? want
+                         : rebuilt ? KEEP_RECOMPUTE
                          : r->compact[t] ? KEEP_COMPACT : KEEP_NONE;
-            r->decision[t] = needed[t] ? r->asked[t] : REMAT_UNSET;
+            r->decision[t] = needed[t] || rebuilt ? r->asked[t] : REMAT_UNSET;
             r->why[t] = !graph_trains(g) ? "forward only: no backward"
+                        : rebuilt ? "budget: its compact form rebuilt with it "
+                                    "in the backward, not kept"
                         : !needed[t] && r->compact[t]
                             ? "the backward reads only its compact form"
                         : !needed[t] ? "not read by the backward"
@@ -263,6 +315,7 @@ void remat_apply(const Graph *g, Remat *r, const char *recompute)
             mark_needed(n, (1u << n->nin) - 1, needed);
     }
     /* the walk is done with needed */
+    r->compact_bytes = kept_compact(g, r);
     r->saved_bytes = saved_bytes(g, r, needed) + r->compact_bytes;
 }
 

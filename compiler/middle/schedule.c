@@ -53,7 +53,10 @@
  * A node whose backward reads a compact form (Node.compact: a Relu's
  * mask, a MaxPool's winners) gets one more value, written by its first
  * forward beside its outputs and live until its backward; a recompute of
- * the node writes the floats alone. The forward-only schedule has none.
+ * the node writes the floats alone. Where the plan rebuilds the form
+ * (Remat.compact_rebuilt) it is the other way round: the first forward
+ * writes the floats alone, and the backward has the node recomputed
+ * first, which writes the form too. The forward-only schedule has none.
  *
  * The forward-only schedule is the first two parts alone.
  */
@@ -109,6 +112,7 @@ static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute
     st->recompute = recompute;
     st->scratch = -1;
     st->out = -1;
+    st->compact = -1;
     st->writes = 0;
     return s->nstmts++;
 }
@@ -139,7 +143,15 @@ static void add_compact(Sched *x, int st, const Node *n)
     v->kind = V_COMPACT;
     v->def = v->last = st;
     v->bytes = (size_t)n->row->compact_bytes(x->g, n);
+    s->stmts[st].compact = s->nvalues;
     s->compact[n - x->g->nodes] = s->nvalues++;
+}
+
+/* The plan rebuilds n's compact form with its recompute (the form's
+ * tensor is n's output: remat.c's compact_free). */
+static int compact_rebuilt(const Sched *x, const Node *n)
+{
+    return n->compact && x->r->compact_rebuilt[compact_operand(n)];
 }
 
 static int new_value(Sched *x, int tensor, ValueKind kind, int def)
@@ -212,7 +224,7 @@ static void run_forward(Sched *x, int n, int recompute)
         if (recompute && x->r->rebuild)
             x->held[x->nheld++] = nd->out[o];
     }
-    if (nd->compact && x->train && !recompute)
+    if (nd->compact && x->train && recompute == compact_rebuilt(x, nd))
         add_compact(x, s, nd);
     if (op_table[nd->op].alias) {
         int src = nd->in[0];
@@ -393,6 +405,8 @@ static void run_backward(Sched *x, int n)
     for (int o = 0; o < nd->nout; o++)
         if (reads & NEED_OUT(o))
             materialize(x, nd->out[o]);
+    if (compact_rebuilt(x, nd))
+        materialize(x, compact_operand(nd));
     int first = x->s->nstmts;
     for (int i = 0; i < nd->nin; i++)
         if (want[i] && grad_in_arena(x, nd->in[i]))
@@ -400,8 +414,10 @@ static void run_backward(Sched *x, int n)
     int s = add_stmt(x, S_BACKWARD, n, -1, 0);
     take_first_writes(x, n, want, first, s);
     add_scratch(x, s, nd, 1);
-    if (nd->compact)
+    if (nd->compact) {
+        x->s->stmts[s].compact = x->s->compact[n];
         use(x, x->s->compact[n], s);
+    }
     for (int o = 0; o < nd->nout; o++) {
         if (g->tensors[nd->out[o]].has_grad)
             use(x, x->s->grad[nd->out[o]], s);

@@ -11,6 +11,9 @@
  * are not free to rebuild. Its memory is the saved bytes, the sum over the
  * tensors it saves. Both count only needed tensors, and what is needed
  * depends on the plan: recomputing t makes its producer's inputs needed.
+ * A compact_free tensor (remat.c) is a decision even where no float of it
+ * is needed: keep its compact forms (their bytes) or rebuild it (its
+ * recompute writes them); saved, it keeps floats and forms.
  *
  * The solver is a dynamic program over the nodes in reverse topological
  * order, the order remat_apply walks them. When a node is reached every
@@ -340,6 +343,8 @@ static int branch(Solver *s, Layer *next, const State *st, int t,
 {
     double bytes = kept_bytes(s, t, marks);
     double cost = recompute ? rebuild_cost(s->g, s->r, n, t) : 0;
+    if (s->r->compact_free[t] && !recompute)
+        bytes += s->r->compact_size[t];
     int early = s->at && (s->at->own[t] <= s->at->j || (marks & EARLY));
     if (op_table[n->op].alias)
         return add_branch(s, next, st, t, n, recompute, !recompute || held,
@@ -365,7 +370,12 @@ static int step_output(Solver *s, const Layer *cur, Layer *next,
                 held = marks & HELD;
             }
         int rc, rec_first = r->wanted[t] == KEEP_RECOMPUTE;
-        if (!needed && !held)
+        if (!needed && !held && r->compact_free[t])    /* forms or rebuild */
+            rc = add_branch(s, next, st, t, n, 0, 0, 0, 0, r->compact_size[t],
+                            0, -1, buf) ||
+                 (!s->no_rebuild[t] &&
+                  branch(s, next, st, t, n, 1, 0, marks, t, buf));
+        else if (!needed && !held)
             rc = add_branch(s, next, st, t, n, 0, 0, 0, 0, 0, 0, -1, buf);
         else if (!needed)       /* only a saved view's storage */
             rc = branch(s, next, st, t, n, 0, held, marks, -1, buf);
@@ -948,6 +958,7 @@ int solve_frontier_hubs(Ctx *c, const Graph *g, const Remat *r,
 int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
                   double cap, Frontier *f)
 {
+    assert(!r->compact_choice && "live ranges take compact forms as kept");
     return frontier(c, g, r, cap, 0, 0, at, f);
 }
 
@@ -1047,7 +1058,11 @@ static void try_branch(Search *s, int k, int o, const Node *n, int t,
     const Graph *g = s->g;
     int undo[MAX_IO + 1], nundo = 0, src = n->in[0];
     int alias = op_table[n->op].alias;
-    double size = (double)g->tensors[t].numel * sizeof(float);
+    /* kept: its floats where needed, its compact forms where a choice */
+    double size = s->r->needed[t] || s->needed[t] || held
+                      ? (double)g->tensors[t].numel * sizeof(float) : 0;
+    if (s->r->compact_free[t] && !recompute)
+        size += s->r->compact_size[t];
     for (int i = 0; recompute && i < n->nin; i++) {
         int u = n->in[i];
         if (g->tensors[u].kind == T_ACT && !s->r->needed[u] && !s->needed[u]) {
@@ -1097,7 +1112,10 @@ static void search(Search *s, int k, int o, double bytes, double cost)
     const Node *n = &s->g->nodes[s->g->order[k]];
     int t = n->out[o], held = s->held[t];
     int needed = s->r->needed[t] || s->needed[t];
-    if (!needed && !held)
+    if (!needed && !held && s->r->compact_free[t]) {   /* forms or rebuild */
+        try_branch(s, k, o, n, t, 0, 0, bytes, cost);
+        try_branch(s, k, o, n, t, 1, 0, bytes, cost);
+    } else if (!needed && !held)
         search_next(s, k, o, bytes, cost);
     else if (!needed || !s->r->free[t])
         try_branch(s, k, o, n, t, needed && s->r->wanted[t] == KEEP_RECOMPUTE,
@@ -1277,7 +1295,7 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
     return ctx_error(c, g->file, 0, "%s cannot be met: the least saved bytes "
                      "of any plan is %.0f, forced by %d block-boundary "
                      "tensor%s (%.0f bytes)%s%s%s%s", asked,
-                     f.plans[0].bytes + (double)r->compact_bytes,
+                     f.plans[0].bytes + (double)r->compact_fixed,
                      nb, nb == 1 ? "" : "s", boundary,
                      nm ? "; must_save tensors: " : "", nm ? must.data : "",
                      no ? "; saved because recomputing them needs as much "
@@ -1318,12 +1336,15 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
     Frontier f;
     Plan pick;
     double want = budget_bytes(c, g, b);
-    if ((nested ? remat_classify_open : remat_classify)(c, g, p, r))
+    /* a compact form is a choice where saved bytes alone are bounded */
+    if ((!nested ? remat_classify
+         : b->max_arena > 0 ? remat_classify_open
+                            : remat_classify_budget)(c, g, p, r))
         return -1;
     if (b->rates)
         r->rates = b->rates;
     /* the frontier's bytes leave out the compact forms every plan keeps */
-    double plans = want - (double)r->compact_bytes;
+    double plans = want - (double)r->compact_fixed;
     if (solve_frontier(c, g, r, plans, &f))
         return -1;
     int proven;

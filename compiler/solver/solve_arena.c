@@ -842,7 +842,7 @@ static void try_plans(Ctx *c, Arena *a, const Frontier *f, Plan *fit)
     for (int i = f->n - 1; i >= 0 && f->plans[i].cost < fit->cost &&
                            a->leaves < CANDIDATES; i--)
         if (leaf(a, f->plans[i].recompute) &&   /* want leaves out compact */
-            a->r->saved_bytes - a->r->compact_bytes <= a->want) {
+            a->r->saved_bytes - a->r->compact_fixed <= a->want) {
             char *rec = ctx_alloc(c, (size_t)a->g->ntensors);
             memcpy(rec, f->plans[i].recompute, (size_t)a->g->ntensors);
             *fit = (Plan){(double)a->r->saved_bytes, f->plans[i].cost, rec};

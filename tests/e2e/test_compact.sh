@@ -13,6 +13,12 @@
 #   weights trainable, where the Relu backwards read the floats: the mask
 #   backward computes what the float one does; and bitwise equal across
 #   policies;
+# - a saved-bytes budget may rebuild a mask instead of keeping it (the
+#   compact form a third choice): the frozen MLP's curve reaches 0 saved
+#   bytes (every activation can be rebuilt from the input x); between, the
+#   mask rebuilt is relu0's, the cheapest (one Gemm from x, where relu1's
+#   needs two); the recompute writes it, the first forward does not; the
+#   gradients stay bitwise those of none; under --max-arena masks are kept;
 # - graphs/cnn.xml under none: both Relu outputs kept as masks and read by
 #   their MaxPools as window winners, the bytes worked by hand, in the text
 #   report, its JSON and the generated file's summary.
@@ -81,6 +87,53 @@ for f in "$work"/frozen_none.d/grad.*.npy "$work/frozen_none.d/loss.npy"; do
     cmp -s "$f" "$work/trained.d/$(basename "$f")" || bad "mlp: $(basename "$f") with masks differs from the float backward's"
 done
 [ "$n" = 5 ] && ok || bad "mlp: $n files compared, want 4 bias gradients and the loss"
+
+# ---- a budget rebuilds masks ---------------------------------------------------------
+# none keeps 3 masks of 4096 bytes and d (32x10 floats, 1280 bytes): 13568
+set -f
+run 0 "$remat" pareto "$mlp" --policy none "${frozen[@]}" --json &&
+    /usr/bin/python3 - "$work/out" <<'PY' && ok || bad "mlp frozen: pareto does not reach 0 saved bytes"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["proven"], r
+assert r["plans"][0]["saved_bytes"] == 0, r["plans"][0]
+assert r["plans"][-1]["saved_bytes"] == 13568 and r["plans"][-1]["recompute_flops"] == 0
+PY
+run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --budget 9472 &&
+    [ "$(key "$work/out" compact_forms)" = 2 ] && [ "$(key "$work/out" compact_bytes)" = 8192 ] &&
+    grep -q '^compact: a0, 1-bit mask of relu0 (Relu), 4096 bytes, rebuilt in the backward, not kept$' "$work/out" &&
+    grep -qE '^a0 +relu0 +Relu .* RECOMPUTE +budget: its compact form rebuilt' "$work/out" &&
+    [ "$(key "$work/out" proven_optimal)" = yes ] && ok ||
+    bad "mlp frozen --budget 9472: not relu0's mask rebuilt"
+run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --budget 9472 --json &&
+    /usr/bin/python3 - "$work/out" <<'PY' && ok || bad "mlp frozen --budget 9472: the JSON's rebuilt flags"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [(c["tensor"], c["rebuilt"]) for c in r["compact"]] == \
+    [("a0", True), ("a1", False), ("a2", False)], r["compact"]
+assert r["summary"]["compact_bytes"] == 8192 and r["summary"]["compact_forms"] == 2
+PY
+run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --budget 1280 &&
+    [ "$(key "$work/out" compact_bytes)" = 0 ] && [ "$(key "$work/out" compact_forms)" = 0 ] &&
+    [ "$(grep -c 'rebuilt in the backward, not kept$' "$work/out")" = 3 ] && ok ||
+    bad "mlp frozen --budget 1280: masks kept"
+run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --max-arena 400000 &&
+    [ "$(key "$work/out" compact_forms)" = 3 ] && ok || bad "mlp frozen --max-arena: masks not kept"
+"$remat" compile "$mlp" --policy none "${frozen[@]}" --budget 9472 -o "$work/b9472.c" &&
+    grep -q 'rt_relu_forward_mask(r_a0, ' "$work/b9472.c" &&
+    ! grep -q 'rt_relu_forward_mask(v_a0, ' "$work/b9472.c" &&
+    grep -q 'rt_relu_forward_mask(v_a1, ' "$work/b9472.c" && ok ||
+    bad "mlp frozen --budget 9472: the mask is not written by the recompute alone"
+for b in 9472 1280; do
+    "$remat" build "$mlp" --policy none "${frozen[@]}" --budget $b -o "$work/frozen_b$b" &&
+        "$work/frozen_b$b" --seed 2 --dump "$work/frozen_b$b.d" >/dev/null && ok ||
+        bad "mlp frozen --budget $b: build or dump"
+done
+set +f
+for b in 9472 1280; do
+    same_dirs "$work/frozen_none.d" "$work/frozen_b$b.d" && ok ||
+        bad "mlp frozen --budget $b: gradients differ from none's"
+done
 
 # ---- cnn: masks and window winners ---------------------------------------------------
 # stage1.a is 32x16x28x28 (401,408 floats: 50,176 mask bytes), its pool's

@@ -70,19 +70,22 @@ def schedule(text, js):
             if a != b:
                 fail('row differs: text %r, json %r' % (a, b))
         fail('%d text rows, %d json rows' % (len(rows), len(d['tensors'])))
-    # 'compact: TENSOR, FORM of NODE (OP), BYTES bytes' lines, then the summary
+    # 'compact: TENSOR, FORM of NODE (OP), BYTES bytes[, rebuilt ...]'
+    # lines, then the summary
     rest, compact = lines[2 + len(rows):], []
     while rest and rest[0].startswith('compact: '):
         line = rest.pop(0)
-        c = re.match(r'^compact: (\S+), (.+) of (\S+) \((\S+)\), (\d+) bytes$', line)
+        c = re.match(r'^compact: (\S+), (.+) of (\S+) \((\S+)\), (\d+) bytes'
+                     r'(, rebuilt in the backward, not kept)?$', line)
         if not c:
             fail('compact line: %r' % line)
         compact.append(dict(zip(('tensor', 'form', 'node', 'op'), c.groups()[:4]),
-                            bytes=int(c.group(5))))
+                            bytes=int(c.group(5)), rebuilt=c.group(6) is not None))
     if compact != [dict(x) for x in d['compact']]:
         fail('compact lines differ: text %r, json %r' % (compact, d['compact']))
-    if sum(x['bytes'] for x in compact) != d['summary']['compact_bytes'] or \
-            len(compact) != d['summary']['compact_forms']:
+    kept = [x for x in compact if not x['rebuilt']]
+    if sum(x['bytes'] for x in kept) != d['summary']['compact_bytes'] or \
+            len(kept) != d['summary']['compact_forms']:
         fail('compact lines do not add up to compact_bytes: %r' % compact)
     s = summary_lines(rest)
     if s != d['summary']:

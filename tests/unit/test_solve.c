@@ -185,7 +185,7 @@ static const char *random_graph(Ctx *c, int k)
 }
 
 /* A plan's saved bytes as the solver counts them (less the compact forms
- * every plan keeps, Remat.compact_bytes) and recompute cost: picoseconds at the Remat's
+ * every plan keeps, Remat.compact_fixed) and recompute cost: picoseconds at the Remat's
  * rates (the built-in ones, bytes priced too: the solver's objective is
  * time, cost.c), as its schedule counts them. */
 typedef struct {
@@ -238,7 +238,7 @@ static int exhaustive(Ctx *c, const Graph *g, const Policy *p, Remat *r,
             free[n++] = t;
     const Fit *fit = every_plan(c, g, r, p, free, n);
     for (long mask = 0; mask < 1L << n; mask++)
-        all[mask] = (Cost){fit[mask].bytes - (double)r->compact_bytes,
+        all[mask] = (Cost){fit[mask].bytes - (double)r->compact_fixed,
                            fit[mask].cost};
     return 1 << n;
 }
@@ -276,26 +276,31 @@ static void is_pareto_set(const Frontier *f, const Cost *all, int n,
 }
 
 /* A random graph of 4 to 16 nodes (rng_state seeded), parsed, shaped,
- * differentiated and classified under sac or none, must_save softened:
- * that policy. */
-static Policy *random_case(Ctx *c, const char **xml, Graph **g, Remat *r)
+ * differentiated and classified under sac or none, must_save softened,
+ * as an arena bound sees it (open) or, with compact, a saved-bytes budget
+ * (a Relu's mask a choice too): that policy. */
+static Policy *random_case(Ctx *c, const char **xml, Graph **g, Remat *r,
+                           int compact)
 {
     Policy *p;
     *xml = model_xml(c, random_graph(c, 4 + rnd(13)));
     ck_assert_msg(policy_load(c, rnd(2) ? "sac" : "none", &p) == 0 &&
                   parse_graph_memory(c, "t.xml", *xml, strlen(*xml), g) == 0 &&
                   infer_shapes(c, *g) == 0 && autodiff(c, *g) == 0 &&
-                  remat_classify_open(c, *g, policy_soften(c, p), r) == 0,
+                  (compact ? remat_classify_budget : remat_classify_open)(
+                      c, *g, policy_soften(c, p), r) == 0,
                   "%s\n%s", c->err, *xml);
     return policy_soften(c, p);
 }
 
 /* 300 graphs of 4 to 16 nodes with up to 14 free decisions (2^14 plans
  * each at most): the frontier is exactly the Pareto set of all plans, and
- * every budget gets the least recompute time any plan within it has. */
+ * every budget gets the least recompute time any plan within it has; half
+ * of them with compact forms a choice (remat_classify_budget), so a
+ * Relu's mask kept or rebuilt is priced as its schedule keeps it. */
 START_TEST(matches_exhaustive_search)
 {
-    int tried = 0, free_max = 0;
+    int tried = 0, free_max = 0, compact_free = 0;
     for (unsigned long seed = 1; tried < 300; seed++) {
         rng_state = seed;
         Ctx c;
@@ -304,20 +309,33 @@ START_TEST(matches_exhaustive_search)
         Graph *g;
         Remat r;
         Frontier f;
-        Policy *p = random_case(&c, &xml, &g, &r);
-        int nfree = 0;
-        for (int t = 0; t < g->ntensors; t++)
+        Policy *p = random_case(&c, &xml, &g, &r, (int)(seed % 2));
+        int nfree = 0, ncompact = 0;
+        for (int t = 0; t < g->ntensors; t++) {
             nfree += r.free[t];
+            ncompact += r.compact_free[t];
+        }
         if (nfree > 14) {
             ctx_free(&c);
             continue;
         }
         tried++;
+        compact_free += ncompact > 0;
         free_max = nfree > free_max ? nfree : free_max;
         ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
         Cost *all = ctx_alloc(&c, ((size_t)1 << nfree) * sizeof *all);
         int n = exhaustive(&c, g, p, &r, all);
         is_pareto_set(&f, all, n, ctx_printf(&c, "seed %lu\n%s", seed, xml));
+        /* branch and bound, the program's fallback, walks the same
+         * choices: at each point's bytes, the point's cost, proven */
+        for (int i = 0; ncompact && i < f.n; i++) {
+            Plan pick;
+            int proven;
+            ck_assert_msg(search_budget(&c, g, &r, f.plans[i].bytes, &pick,
+                                        &proven) == 0 && proven &&
+                          pick.cost == f.plans[i].cost,
+                          "seed %lu search at point %d\n%s", seed, i, xml);
+        }
         /* split at hubs (solve.c), the same frontier, each point costing
          * what its schedule does */
         Frontier h;
@@ -332,12 +350,14 @@ START_TEST(matches_exhaustive_search)
             remat_apply(g, &r, h.plans[i].recompute);
             ck_assert(compile_decided(&c, g, p, &r, &m) == 0);
             ck_assert_msg(m.train->recompute_cost == h.plans[i].cost &&
-                          (double)(r.saved_bytes - r.compact_bytes) == h.plans[i].bytes,
+                          (double)(r.saved_bytes - r.compact_fixed) == h.plans[i].bytes,
                           "seed %lu hubs point %d's plan\n%s", seed, i, xml);
         }
         ctx_free(&c);
     }
     ck_assert_int_ge(free_max, 10);    /* the search met real choices */
+    ck_assert_int_ge(compact_free, 10);     /* and masks to keep or rebuild
+                                             * (16 of the 300 when written) */
 }
 END_TEST
 
@@ -522,7 +542,7 @@ START_TEST(fused_arena_matches_exhaustive_search)
         const char *xml;
         Graph *g;
         Remat r;
-        Policy *p = random_case(&c, &xml, &g, &r);
+        Policy *p = random_case(&c, &xml, &g, &r, 0);
         int free[64], nfree = 0;
         for (int t = 0; t < g->ntensors; t++)
             if (r.free[t])
@@ -560,7 +580,7 @@ START_TEST(max_arena_matches_exhaustive_search)
         const char *xml;
         Graph *g;
         Remat r;
-        Policy *p = random_case(&c, &xml, &g, &r);
+        Policy *p = random_case(&c, &xml, &g, &r, 0);
         int free[64], nfree = 0;
         for (int t = 0; t < g->ntensors; t++)
             if (r.free[t])
@@ -1315,7 +1335,7 @@ START_TEST(unet3_matches_every_plan)
                 const Node *nd = &g->nodes[g->tensors[t].producer];
                 cost += node_cost(r.rates, g, nd);
             }
-        all[mask] = (Cost){(double)(r.saved_bytes - r.compact_bytes), cost};
+        all[mask] = (Cost){(double)(r.saved_bytes - r.compact_fixed), cost};
         ctx_free(&x);
     }
     is_pareto_set(&f, all, 1 << n, "unet3");
