@@ -74,7 +74,9 @@ def build(graph, work):
          "-I" + RT, c, os.path.join(work, "shim.c"), os.path.join(DIST, "remat_rt.c")]
         + [os.path.join(RT, f) for f in TRAINER_SRCS]
         + ["-lopenblas", "-pthread", "-lm", "-o", trace])
-    _, calls = run([trace, "--seed", "1", "--dump", os.path.join(work, "dump")])
+    # one train step exactly: --dump would run an inference forward
+    # before it, whose GEMMs the floor would then replay too (issue 28)
+    _, calls = run([trace, "--seed", "1", "--steps", "1"])
     with open(os.path.join(work, "calls.txt"), "w") as f:
         f.write(calls)
     floor = os.path.join(work, "floor")
