@@ -5,7 +5,10 @@
  * Every sum (moments, the backward's means, dscale and dbias) goes through
  * rt_sum (rt_impl.h), so its error does not grow with its length; LayerNorm's
  * dscale and dbias, summed over blocks of rows, keep their compensation
- * terms in the caller's scratch.
+ * terms in the caller's scratch. A row's sums (LayerNorm's moments and its
+ * backward's two means) take whole blocks of terms through rt_sum_block,
+ * in lanes, so they vectorize: the terms of a block are formed into a
+ * small array first.
  */
 #include "rt_impl.h"
 
@@ -17,12 +20,22 @@
 static void row_moments(const float *x, int cols, float eps, float *mean,
                         float *rstd)
 {
+    float t[RT_SUM_BLOCK], m, d;
     rt_sum v;
-    int j;
-    *mean = rt_sum_strided(x, (size_t)cols, 1) / (float)cols;
+    int j = 0, l;
+    m = *mean = rt_sum_contig(x, (size_t)cols) / (float)cols;
     rt_sum_init(&v);
-    for (j = 0; j < cols; j++)
-        rt_sum_add(&v, (x[j] - *mean) * (x[j] - *mean));
+    for (; cols - j >= RT_SUM_BLOCK; j += RT_SUM_BLOCK) {
+        for (l = 0; l < RT_SUM_BLOCK; l++) {
+            d = x[j + l] - m;
+            t[l] = d * d;
+        }
+        rt_sum_fold(&v, rt_sum_block(t));
+    }
+    for (; j < cols; j++) {
+        d = x[j] - m;
+        v.part += d * d;
+    }
     *rstd = 1.0f / sqrtf(rt_sum_value(&v) / (float)cols + eps);
 }
 
@@ -84,14 +97,23 @@ static void layernorm_back_row(float *dx, const float *dy, const float *x,
                                float rstd)
 {
     rt_sum sum_g, sum_gx;
-    float mg, mgx;
-    int j;
+    float tg[RT_SUM_BLOCK], tgx[RT_SUM_BLOCK], mg, mgx;
+    int j = 0, l;
     rt_sum_init(&sum_g);
     rt_sum_init(&sum_gx);
-    for (j = 0; j < cols; j++) {
-        const float xhat = (x[j] - mean) * rstd;
-        rt_sum_add(&sum_g, dy[j] * scale[j]);
-        rt_sum_add(&sum_gx, dy[j] * scale[j] * xhat);
+    for (; cols - j >= RT_SUM_BLOCK; j += RT_SUM_BLOCK) {
+        for (l = 0; l < RT_SUM_BLOCK; l++) {
+            const float g = dy[j + l] * scale[j + l];
+            tg[l] = g;
+            tgx[l] = g * ((x[j + l] - mean) * rstd);
+        }
+        rt_sum_fold(&sum_g, rt_sum_block(tg));
+        rt_sum_fold(&sum_gx, rt_sum_block(tgx));
+    }
+    for (; j < cols; j++) {
+        const float g = dy[j] * scale[j];
+        sum_g.part += g;
+        sum_gx.part += g * ((x[j] - mean) * rstd);
     }
     mg = rt_sum_value(&sum_g) / (float)cols;
     mgx = rt_sum_value(&sum_gx) / (float)cols;
@@ -117,31 +139,58 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
     }
 }
 
-/* Columns [lo, hi) of dscale and dbias: each the rt_sum of the block's
- * rows, in row order, with the same xhat as layernorm_back_row, folded into
- * the gradient's compensated total. */
+/* Columns [j0, j0 + w), w <= LN_COLS, of dscale (db NULL) or dbias (ds
+ * NULL): each column the rt_sum of the block's rows in row order, with the
+ * same xhat as layernorm_back_row, as rt_sum_add would take the terms (the
+ * same bits: a block's plain float sum folded every RT_SUM_BLOCK rows),
+ * then folded into the gradient's compensated total. The columns run side
+ * by side, a row at a time, so the loop over them vectorizes and reads
+ * rows contiguously. */
+#define LN_COLS 16
+static void ln_cols_sum(const ln_job *l, size_t j0, size_t w, float *grad,
+                        float *lo)
+{
+    const size_t cols = (size_t)l->cols, o = (size_t)l->r0 * cols + j0;
+    float part[LN_COLS];
+    rt_sum s[LN_COLS];
+    size_t c;
+    int i;
+    for (c = 0; c < w; c++) {
+        rt_sum_init(&s[c]);
+        part[c] = 0.0f;
+    }
+    for (i = 0; i < l->nrows; i++) {
+        const float *dy = l->dy + o + (size_t)i * cols;
+        const float *x = l->x + o + (size_t)i * cols;
+        if (grad == l->dscale)
+            for (c = 0; c < w; c++)
+                part[c] += dy[c] * ((x[c] - l->mean[i]) * l->rstd[i]);
+        else
+            for (c = 0; c < w; c++)
+                part[c] += dy[c];
+        if ((i + 1) % RT_SUM_BLOCK == 0)
+            for (c = 0; c < w; c++) {
+                rt_sum_fold(&s[c], part[c]);
+                part[c] = 0.0f;
+            }
+    }
+    for (c = 0; c < w; c++) {
+        s[c].part = part[c];
+        rt_comp_add(&grad[j0 + c], &lo[j0 + c], rt_sum_value(&s[c]));
+    }
+}
+
+/* Columns [lo, hi) of dscale and dbias, LN_COLS at a time. */
 static void ln_back_cols(void *ctx, size_t lo, size_t hi)
 {
     const ln_job *l = ctx;
-    const size_t cols = (size_t)l->cols;
-    const size_t o = (size_t)l->r0 * cols;
-    size_t j;
-    int i;
-    for (j = lo; j < hi; j++) {
-        if (l->dscale != NULL) {
-            rt_sum s;
-            rt_sum_init(&s);
-            for (i = 0; i < l->nrows; i++) {
-                const size_t at = o + (size_t)i * cols + j;
-                rt_sum_add(&s, l->dy[at] *
-                                   ((l->x[at] - l->mean[i]) * l->rstd[i]));
-            }
-            rt_comp_add(&l->dscale[j], &l->lo_s[j], rt_sum_value(&s));
-        }
+    size_t j, w;
+    for (j = lo; j < hi; j += w) {
+        w = hi - j < LN_COLS ? hi - j : LN_COLS;
+        if (l->dscale != NULL)
+            ln_cols_sum(l, j, w, l->dscale, l->lo_s);
         if (l->dbias != NULL)
-            rt_comp_add(&l->dbias[j], &l->lo_b[j],
-                        rt_sum_strided(l->dy + o + j, (size_t)l->nrows,
-                                       (ptrdiff_t)cols));
+            ln_cols_sum(l, j, w, l->dbias, l->lo_b);
     }
 }
 

@@ -131,6 +131,37 @@ static inline float rt_sum_value(const rt_sum *s)
     return rt_comp_value(t.hi, t.lo);
 }
 
+/* One block of RT_SUM_BLOCK (32) contiguous terms, summed in 16 lanes and
+ * then pairwise: no chain of dependent adds, so the compiler vectorizes it
+ * (a plain `part += t` loop it may not reorder), and a fixed order, so the
+ * same bits on every machine and thread count. The error bound is rt_sum's
+ * (a block's sum is a float sum of 32 terms in some order). */
+static inline float rt_sum_block(const float *t)
+{
+    float lane[16];
+    int l, w;
+    for (l = 0; l < 16; l++)
+        lane[l] = t[l] + t[l + 16];
+    for (w = 8; w >= 1; w /= 2)
+        for (l = 0; l < w; l++)
+            lane[l] += lane[l + w];
+    return lane[0];
+}
+
+/* x[0] + ... + x[n - 1], contiguous: whole blocks by rt_sum_block, the
+ * rest in order (not rt_sum_strided's bits). */
+static inline float rt_sum_contig(const float *x, size_t n)
+{
+    rt_sum s;
+    size_t i = 0;
+    rt_sum_init(&s);
+    for (; n - i >= RT_SUM_BLOCK; i += RT_SUM_BLOCK)
+        rt_sum_fold(&s, rt_sum_block(x + i));
+    for (; i < n; i++)
+        s.part += x[i];
+    return rt_sum_value(&s);
+}
+
 /* x[0], x[stride], ..., x[(n - 1) stride] added as rt_sum_add would, the
  * same bits, a block at a time. */
 static inline float rt_sum_strided(const float *x, size_t n, ptrdiff_t stride)
