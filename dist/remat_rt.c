@@ -195,6 +195,33 @@ static inline float rt_sum_contig(const float *x, size_t n)
     return rt_sum_value(&s);
 }
 
+/* e^x, written so that a loop of it vectorizes (libm's expf is a call),
+ * and the same bits on every machine (float operations alone, no libm):
+ * x = n ln2 + r with |r| <= ln2/2 (n rounded by the 1.5 * 2^23 trick, ln2
+ * split in two for an exact product), e^r by its Taylor polynomial to r^7
+ * (truncation < 1e-8 relative), 2^n built in the exponent bits. x is
+ * clamped to [-87.3, 88.7], where 2^n stays a normal float. */
+static inline float rt_exp_v(float x)
+{
+    float fn, r, p, scale;
+    int32_t bits;
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.7f ? 88.7f : x;
+    fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+    r = x - fn * 0.693359375f + fn * 2.12194440e-4f;
+    p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    bits = ((int32_t)fn + 127) * (1 << 23);
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
 /* x[0], x[stride], ..., x[(n - 1) stride] added as rt_sum_add would, the
  * same bits, a block at a time. */
 static inline float rt_sum_strided(const float *x, size_t n, ptrdiff_t stride)
@@ -2129,7 +2156,7 @@ void rt_expand_backward(float *dx, const float *dy, const rt_bcast *m)
  * Clip and HardSigmoid have _mask twins that keep one bit per element
  * for the backward instead of a float tensor (compact residuals).
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
- * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
+ * a branch-free erfc and e^x of its own (phi_v, rt_impl.h's rt_exp_v) so that its loops
  * vectorize.
  */
 
@@ -2306,32 +2333,6 @@ static float gelu_u(float x)
     return RT_SQRT_2_OVER_PI * (x + RT_GELU_CUBIC * x * x * x);
 }
 
-/* e^x, written so that a loop of it vectorizes (libm's expf is a call):
- * x = n ln2 + r with |r| <= ln2/2 (n rounded by the 1.5 * 2^23 trick, ln2
- * split in two for an exact product), e^r by its Taylor polynomial to r^7
- * (truncation < 1e-8 relative), 2^n built in the exponent bits. x is
- * clamped to [-87.3, 88.7], where 2^n stays a normal float. */
-static inline float exp_v(float x)
-{
-    float fn, r, p, scale;
-    int32_t bits;
-    x = x < -87.3f ? -87.3f : x;
-    x = x > 88.7f ? 88.7f : x;
-    fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
-    r = x - fn * 0.693359375f + fn * 2.12194440e-4f;
-    p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    bits = ((int32_t)fn + 127) * (1 << 23);
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 /* Phi(x) = erfc(-x/sqrt2)/2, the standard normal CDF. erfc(z) for z >= 0 is
  * t exp(-z^2 + P(t)) with t = 1/(1 + z/2) and the Chebyshev-fitted P of
  * Numerical Recipes' erfcc (fractional error < 1.2e-7 for every z), so Phi
@@ -2351,7 +2352,7 @@ static inline float phi_v(float x)
     p = p * t + 0.37409196f;
     p = p * t + 1.00002368f;
     p = p * t - 1.26551223f;
-    e = t * exp_v(p - a * a);
+    e = t * rt_exp_v(p - a * a);
     neg = (float)(z < 0.0f);
     return 0.5f * (e + neg * (2.0f - 2.0f * e));
 }
@@ -2393,7 +2394,7 @@ static void gelu_fwd_part(void *ctx, size_t lo, size_t hi)
 
 static inline float gelu_exact_grad1(float x)
 {
-    return phi_v(x) + x * RT_INV_SQRT_2PI * exp_v(-0.5f * x * x);
+    return phi_v(x) + x * RT_INV_SQRT_2PI * rt_exp_v(-0.5f * x * x);
 }
 
 static void gelu_back_part(void *ctx, size_t lo, size_t hi)
@@ -6743,19 +6744,16 @@ void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
 
 /* ---- loss, dropout, attention --------------------------------------------- */
 
-/* exp and log through double, rounded once to float. glibc's expf and
- * logf and newlib's (a Cortex-M4's, fdlibm's) differ in the last bit on
- * some arguments (the MLPerf Tiny keyword spotter's loss did at its second
- * step: tests/e2e/test_tiny.sh); both libraries' double exp and log are
- * within an ulp of double, so their results round to the same float
- * unless the exact value lies within a double ulp of a float rounding
- * boundary, about 1 argument in 2^28. The loss is then the same bits on
- * the host and on the device (docs/firmware.md). */
-static float exp_f(float x)
-{
-    return (float)exp((double)x);
-}
-
+/* log through double, rounded once to float. glibc's logf and newlib's (a
+ * Cortex-M4's, fdlibm's) differ in the last bit on some arguments (the
+ * MLPerf Tiny keyword spotter's loss did at its second step:
+ * tests/e2e/test_tiny.sh); both libraries' double log is within an ulp of
+ * double, so their results round to the same float unless the exact value
+ * lies within a double ulp of a float rounding boundary, about 1 argument
+ * in 2^28. One per position; the exps, one per class, are rt_exp_v's
+ * (float operations alone, the same bits everywhere, and a loop of them
+ * vectorizes). The loss is then the same bits on the host and on the
+ * device (docs/firmware.md). */
 static float log_f(float x)
 {
     return (float)log((double)x);
@@ -6767,20 +6765,37 @@ static float log_f(float x)
  * Callers form log-softmax as (x - m) - log(sum), as torch does: adding m
  * back first (lse = m + log(sum)) and then subtracting x would round away
  * log(sum)'s low bits, which are all there is when the model is confident
- * (log(sum) tiny next to m). The sum is an rt_sum. */
+ * (log(sum) tiny next to m). The sum is an rt_sum, whole blocks of
+ * classes through rt_sum_block. */
 static float log_sum_exp(const float *x, int c, int stride, float *m)
 {
+    float t[RT_SUM_BLOCK], mx = x[0];
     rt_sum sum;
-    float mx = x[0];
-    int k;
+    int k, l;
     for (k = 1; k < c; k++)
         if (x[(size_t)k * stride] > mx)
             mx = x[(size_t)k * stride];
     rt_sum_init(&sum);
-    for (k = 0; k < c; k++)
-        rt_sum_add(&sum, exp_f(x[(size_t)k * stride] - mx));
+    for (k = 0; c - k >= RT_SUM_BLOCK; k += RT_SUM_BLOCK) {
+        for (l = 0; l < RT_SUM_BLOCK; l++)
+            t[l] = rt_exp_v(x[(size_t)(k + l) * stride] - mx);
+        rt_sum_fold(&sum, rt_sum_block(t));
+    }
+    for (; k < c; k++)
+        sum.part += rt_exp_v(x[(size_t)k * stride] - mx);
     *m = mx;
     return log_f(rt_sum_value(&sum));
+}
+
+/* drow[k] += gw * softmax_k over classes [k0, k1), none the label:
+ * softmax_k = exp((s_k - m) - log_sum), the exponent <= 0. */
+static void sce_back_classes(float *drow, const float *row, size_t inner,
+                             int k0, int k1, float m, float log_sum, float gw)
+{
+    int k;
+    for (k = k0; k < k1; k++)
+        drow[(size_t)k * inner] +=
+            gw * rt_exp_v((row[(size_t)k * inner] - m) - log_sum);
 }
 
 /* Whether a label selects a class: not ignored and inside [0, c). */
@@ -6943,12 +6958,14 @@ static void sce_back_part(void *ctx, size_t lo, size_t hi)
             continue;
         gw = (s->reduction == RT_SCE_NONE ? s->dloss[p] : s->g) *
              sce_weight(label, s->weights, c, s->has_ignore, s->ignore_index);
-        /* softmax_k = exp((s_k - m) - log_sum), the exponent <= 0 */
         log_sum = log_sum_exp(row, c, s->inner, &m);
-        for (k = 0; k < c; k++) {
-            const float q = exp_f((row[(size_t)k * inner] - m) - log_sum);
-            drow[(size_t)k * inner] += gw * (k == label ? q - 1.0f : q);
-        }
+        /* the label's term apart, so the loops over the others have no
+         * branch and vectorize */
+        sce_back_classes(drow, row, inner, 0, (int)label, m, log_sum, gw);
+        sce_back_classes(drow, row, inner, (int)label + 1, c, m, log_sum, gw);
+        k = (int)label;
+        drow[(size_t)k * inner] +=
+            gw * (rt_exp_v((row[(size_t)k * inner] - m) - log_sum) - 1.0f);
     }
 }
 

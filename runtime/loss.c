@@ -7,19 +7,16 @@
 
 /* ---- loss, dropout, attention --------------------------------------------- */
 
-/* exp and log through double, rounded once to float. glibc's expf and
- * logf and newlib's (a Cortex-M4's, fdlibm's) differ in the last bit on
- * some arguments (the MLPerf Tiny keyword spotter's loss did at its second
- * step: tests/e2e/test_tiny.sh); both libraries' double exp and log are
- * within an ulp of double, so their results round to the same float
- * unless the exact value lies within a double ulp of a float rounding
- * boundary, about 1 argument in 2^28. The loss is then the same bits on
- * the host and on the device (docs/firmware.md). */
-static float exp_f(float x)
-{
-    return (float)exp((double)x);
-}
-
+/* log through double, rounded once to float. glibc's logf and newlib's (a
+ * Cortex-M4's, fdlibm's) differ in the last bit on some arguments (the
+ * MLPerf Tiny keyword spotter's loss did at its second step:
+ * tests/e2e/test_tiny.sh); both libraries' double log is within an ulp of
+ * double, so their results round to the same float unless the exact value
+ * lies within a double ulp of a float rounding boundary, about 1 argument
+ * in 2^28. One per position; the exps, one per class, are rt_exp_v's
+ * (float operations alone, the same bits everywhere, and a loop of them
+ * vectorizes). The loss is then the same bits on the host and on the
+ * device (docs/firmware.md). */
 static float log_f(float x)
 {
     return (float)log((double)x);
@@ -31,20 +28,37 @@ static float log_f(float x)
  * Callers form log-softmax as (x - m) - log(sum), as torch does: adding m
  * back first (lse = m + log(sum)) and then subtracting x would round away
  * log(sum)'s low bits, which are all there is when the model is confident
- * (log(sum) tiny next to m). The sum is an rt_sum. */
+ * (log(sum) tiny next to m). The sum is an rt_sum, whole blocks of
+ * classes through rt_sum_block. */
 static float log_sum_exp(const float *x, int c, int stride, float *m)
 {
+    float t[RT_SUM_BLOCK], mx = x[0];
     rt_sum sum;
-    float mx = x[0];
-    int k;
+    int k, l;
     for (k = 1; k < c; k++)
         if (x[(size_t)k * stride] > mx)
             mx = x[(size_t)k * stride];
     rt_sum_init(&sum);
-    for (k = 0; k < c; k++)
-        rt_sum_add(&sum, exp_f(x[(size_t)k * stride] - mx));
+    for (k = 0; c - k >= RT_SUM_BLOCK; k += RT_SUM_BLOCK) {
+        for (l = 0; l < RT_SUM_BLOCK; l++)
+            t[l] = rt_exp_v(x[(size_t)(k + l) * stride] - mx);
+        rt_sum_fold(&sum, rt_sum_block(t));
+    }
+    for (; k < c; k++)
+        sum.part += rt_exp_v(x[(size_t)k * stride] - mx);
     *m = mx;
     return log_f(rt_sum_value(&sum));
+}
+
+/* drow[k] += gw * softmax_k over classes [k0, k1), none the label:
+ * softmax_k = exp((s_k - m) - log_sum), the exponent <= 0. */
+static void sce_back_classes(float *drow, const float *row, size_t inner,
+                             int k0, int k1, float m, float log_sum, float gw)
+{
+    int k;
+    for (k = k0; k < k1; k++)
+        drow[(size_t)k * inner] +=
+            gw * rt_exp_v((row[(size_t)k * inner] - m) - log_sum);
 }
 
 /* Whether a label selects a class: not ignored and inside [0, c). */
@@ -207,12 +221,14 @@ static void sce_back_part(void *ctx, size_t lo, size_t hi)
             continue;
         gw = (s->reduction == RT_SCE_NONE ? s->dloss[p] : s->g) *
              sce_weight(label, s->weights, c, s->has_ignore, s->ignore_index);
-        /* softmax_k = exp((s_k - m) - log_sum), the exponent <= 0 */
         log_sum = log_sum_exp(row, c, s->inner, &m);
-        for (k = 0; k < c; k++) {
-            const float q = exp_f((row[(size_t)k * inner] - m) - log_sum);
-            drow[(size_t)k * inner] += gw * (k == label ? q - 1.0f : q);
-        }
+        /* the label's term apart, so the loops over the others have no
+         * branch and vectorize */
+        sce_back_classes(drow, row, inner, 0, (int)label, m, log_sum, gw);
+        sce_back_classes(drow, row, inner, (int)label + 1, c, m, log_sum, gw);
+        k = (int)label;
+        drow[(size_t)k * inner] +=
+            gw * (rt_exp_v((row[(size_t)k * inner] - m) - log_sum) - 1.0f);
     }
 }
 

@@ -162,6 +162,33 @@ static inline float rt_sum_contig(const float *x, size_t n)
     return rt_sum_value(&s);
 }
 
+/* e^x, written so that a loop of it vectorizes (libm's expf is a call),
+ * and the same bits on every machine (float operations alone, no libm):
+ * x = n ln2 + r with |r| <= ln2/2 (n rounded by the 1.5 * 2^23 trick, ln2
+ * split in two for an exact product), e^r by its Taylor polynomial to r^7
+ * (truncation < 1e-8 relative), 2^n built in the exponent bits. x is
+ * clamped to [-87.3, 88.7], where 2^n stays a normal float. */
+static inline float rt_exp_v(float x)
+{
+    float fn, r, p, scale;
+    int32_t bits;
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.7f ? 88.7f : x;
+    fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+    r = x - fn * 0.693359375f + fn * 2.12194440e-4f;
+    p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    bits = ((int32_t)fn + 127) * (1 << 23);
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
 /* x[0], x[stride], ..., x[(n - 1) stride] added as rt_sum_add would, the
  * same bits, a block at a time. */
 static inline float rt_sum_strided(const float *x, size_t n, ptrdiff_t stride)

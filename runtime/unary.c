@@ -7,7 +7,7 @@
  * Clip and HardSigmoid have _mask twins that keep one bit per element
  * for the backward instead of a float tensor (compact residuals).
  * Relu and Gelu split over the threads by elements; Gelu's exact form uses
- * a branch-free erfc and e^x of its own (phi_v, exp_v) so that its loops
+ * a branch-free erfc and e^x of its own (phi_v, rt_impl.h's rt_exp_v) so that its loops
  * vectorize.
  */
 #include "rt_impl.h"
@@ -185,32 +185,6 @@ static float gelu_u(float x)
     return RT_SQRT_2_OVER_PI * (x + RT_GELU_CUBIC * x * x * x);
 }
 
-/* e^x, written so that a loop of it vectorizes (libm's expf is a call):
- * x = n ln2 + r with |r| <= ln2/2 (n rounded by the 1.5 * 2^23 trick, ln2
- * split in two for an exact product), e^r by its Taylor polynomial to r^7
- * (truncation < 1e-8 relative), 2^n built in the exponent bits. x is
- * clamped to [-87.3, 88.7], where 2^n stays a normal float. */
-static inline float exp_v(float x)
-{
-    float fn, r, p, scale;
-    int32_t bits;
-    x = x < -87.3f ? -87.3f : x;
-    x = x > 88.7f ? 88.7f : x;
-    fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
-    r = x - fn * 0.693359375f + fn * 2.12194440e-4f;
-    p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    bits = ((int32_t)fn + 127) * (1 << 23);
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 /* Phi(x) = erfc(-x/sqrt2)/2, the standard normal CDF. erfc(z) for z >= 0 is
  * t exp(-z^2 + P(t)) with t = 1/(1 + z/2) and the Chebyshev-fitted P of
  * Numerical Recipes' erfcc (fractional error < 1.2e-7 for every z), so Phi
@@ -230,7 +204,7 @@ static inline float phi_v(float x)
     p = p * t + 0.37409196f;
     p = p * t + 1.00002368f;
     p = p * t - 1.26551223f;
-    e = t * exp_v(p - a * a);
+    e = t * rt_exp_v(p - a * a);
     neg = (float)(z < 0.0f);
     return 0.5f * (e + neg * (2.0f - 2.0f * e));
 }
@@ -272,7 +246,7 @@ static void gelu_fwd_part(void *ctx, size_t lo, size_t hi)
 
 static inline float gelu_exact_grad1(float x)
 {
-    return phi_v(x) + x * RT_INV_SQRT_2PI * exp_v(-0.5f * x * x);
+    return phi_v(x) + x * RT_INV_SQRT_2PI * rt_exp_v(-0.5f * x * x);
 }
 
 static void gelu_back_part(void *ctx, size_t lo, size_t hi)
