@@ -890,6 +890,8 @@ long node_int(const Node *n, const char *name);
 float node_float(const Node *n, const char *name);
 const Attr *node_attr(const Node *n, const char *name);
 void set_shape(Tensor *t, int rank, const long *dims);
+/* t's bytes: numel floats, or int64s */
+double tensor_bytes(const Tensor *t);
 /* How many dimensions the runtime walks for Tile of x by repeats (one per
  * dimension of x, each >= 1; ops_binary.c): over MAX_RANK (the runtime's
  * RT_MAX_RANK), the shape rule refuses the node and the ONNX importer

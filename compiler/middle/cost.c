@@ -58,11 +58,6 @@ static double flop_rate_of(const Rates *rt, OpKind op)
                                   : rt->other_flops_per_s;
 }
 
-static double tensor_bytes(const Tensor *t)
-{
-    return (double)t->numel * (t->is_int ? 8 : 4);
-}
-
 /* Seconds as whole picoseconds, at least 1 for any work. */
 static double picoseconds(double seconds)
 {

@@ -81,7 +81,7 @@ void ram_fixed(const Graph *g, const Optim *o, Ram *r)
     const char *flash = frozen_tensors(&c, g);
     for (int t = 0; t < g->ntensors; t++) {
         const Tensor *x = &g->tensors[t];
-        double bytes = (double)x->numel * (x->is_int ? 8 : 4);
+        double bytes = tensor_bytes(x);
         if (x->kind == T_INPUT)
             r->io += bytes;
         else if (x->kind != T_PARAM)

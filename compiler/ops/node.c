@@ -107,6 +107,11 @@ int attr_index(const OpInfo *op, const char *name)
     return -1;
 }
 
+double tensor_bytes(const Tensor *t)
+{
+    return (double)t->numel * (t->is_int ? 8 : 4);
+}
+
 const char *attr_choices(Ctx *c, const AttrSpec *s)
 {
     Buf b;

@@ -305,7 +305,7 @@ static int add_branch(Solver *s, Layer *next, const State *st, int t,
  * reads it, or a saved view of it (marks LATE). */
 static double kept_bytes(const Solver *s, int t, int marks)
 {
-    double bytes = (double)s->g->tensors[t].numel * sizeof(float);
+    double bytes = tensor_bytes(&s->g->tensors[t]);
     if (!s->at)
         return bytes;
     int lo = s->at->lo[t];
@@ -1060,7 +1060,7 @@ static void try_branch(Search *s, int k, int o, const Node *n, int t,
     int alias = op_table[n->op].alias;
     /* kept: its floats where needed, its compact forms where a choice */
     double size = s->r->needed[t] || s->needed[t] || held
-                      ? (double)g->tensors[t].numel * sizeof(float) : 0;
+                      ? tensor_bytes(&g->tensors[t]) : 0;
     if (s->r->compact_free[t] && !recompute)
         size += s->r->compact_size[t];
     for (int i = 0; recompute && i < n->nin; i++) {
@@ -1279,7 +1279,7 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
             continue;
         if (r->boundary[t]) {
             nb++;
-            boundary += (double)x->numel * sizeof(float);
+            boundary += tensor_bytes(x);
         } else if (!r->free[t] && nm++ < 6) {
             buf_printf(&must, "%s%s [%s] (%s)", nm > 1 ? ", " : "", x->name,
                        shape_str(c, x), r->rule[t]);

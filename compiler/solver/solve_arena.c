@@ -389,8 +389,7 @@ static void operands_floor(Ctx *c, Arena *a)
             if (seen[at] == j + 1)
                 continue;
             seen[at] = j + 1;
-            held += aligned((double)g->tensors[at].numel *
-                            (g->tensors[at].is_int ? 8 : 4));
+            held += aligned(tensor_bytes(&g->tensors[at]));
         }
         if (held > a->floor) {
             a->floor = held;
@@ -412,7 +411,7 @@ static void fixed_profile(Ctx *c, Arena *a, const Schedule *s)
     for (int t = 0; t < nt; t++) {
         lo[t] = hi[t] = -1;
         a->own[t] = INT_MAX;
-        a->bytes[t] = aligned((double)g->tensors[t].numel * sizeof(float));
+        a->bytes[t] = aligned(tensor_bytes(&g->tensors[t]));
     }
     a->node = ctx_alloc(c, ((size_t)s->nstmts + 1) * sizeof(int));
     a->fixed = zeros(c, s->nstmts);
@@ -986,7 +985,7 @@ static void walk_init(Ctx *c, Arena *a)
         const Node *n = &g->nodes[g->order[k]];
         w->later[k] = k ? w->later[k - 1] : 0;
         for (int o = 0; o < n->nout; o++)
-            w->later[k] += (double)g->tensors[n->out[o]].numel * sizeof(float);
+            w->later[k] += tensor_bytes(&g->tensors[n->out[o]]);
     }
     w->npoints = 2 * a->nb;
     w->peak = zeros(c, w->npoints);

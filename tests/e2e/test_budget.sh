@@ -228,4 +228,18 @@ while read -r saved arena; do
         && ok || bad "gpt --budget $saved: arena $arena above a plan saving more, yet no recomputed bytes at its peak"
 done <<< "$inverted"
 
+# every graph's frontier under every policy: remat pareto asserts that each
+# row's saved bytes and recompute are what its plan's schedule counts (an
+# int64 activation priced at 4 bytes aborted it, and let --budget keep 48
+# bytes within 32, "proven")
+for g in graphs/*.xml tests/graphs/*.xml; do
+    for p in none full sac sac-aggressive; do
+        "$remat" pareto "$g" --policy "$p" > /dev/null 2> "$work/err" && ok ||
+            bad "pareto $g --policy $p: $(head -c 300 "$work/err")"
+    done
+done
+run 0 "$remat" schedule tests/graphs/int64_constants.xml --budget 32B &&
+    [ "$(fig saved_bytes "$work/out")" -le 32 ] && ok ||
+    bad "int64_constants --budget 32B: saved $(fig saved_bytes "$work/out") bytes"
+
 finish test_budget
