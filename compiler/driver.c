@@ -143,6 +143,7 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
 {
     Budget b = *budget;
     Ram r;
+    b.keep_compact = 1;     /* every plan here is an arena bound's */
     ram_fixed(g, &b.optim, &r);
     b.max_arena = b.max_ram - ram_total(&r);
     b.fused_arena = b.optim.fused && graph_trains(g);

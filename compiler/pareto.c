@@ -223,7 +223,7 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
         Ctx x;         /* (its own progress off: ctx_init zeroes it) */
         ctx_init(&x);
         Budget b = {BUDGET_NONE, 0, out[k - 1].arena - 1, rates, 0, {0, 0, 0},
-                    0, 0, 0, 0, 0, NULL};
+                    0, 0, 0, 0, 0, NULL, 0};
         Compiled m;
         int rc = compile_budget(&x, g, p, &b, &m), proven = rc == 0 &&
                                                          m.remat->proven;

@@ -637,6 +637,9 @@ typedef struct {
                              * over rebuilding */
     const char *name;       /* --name: the generated symbols' prefix
                              * (Graph.name); NULL: the model's own */
+    int keep_compact;       /* 1: every compact form kept, as under an
+                             * arena bound, even where max_arena is 0
+                             * (--max-ram's plans, the driver's) */
 } Budget;
 
 /* ---- middle/schedule.c: one straight-line list of statements ------------------- */

@@ -59,7 +59,8 @@ static int kind_of(const Mem *x, const Value *v)
     case V_RECOMP: return HOLD_RECOMPUTED;
     case V_GRAD: return HOLD_GRADIENT;
     case V_SCRATCH: return HOLD_SCRATCH;
-    case V_COMPACT: return HOLD_SAVED;  /* kept for the backward alone */
+    case V_COMPACT:     /* kept for the backward alone, or rebuilt for it */
+        return x->s->stmts[v->def].recompute ? HOLD_RECOMPUTED : HOLD_SAVED;
     }
     return HOLD_SCRATCH;
 }

@@ -1294,9 +1294,12 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
         buf_printf(&other, " and %d more", no - 6);
     return ctx_error(c, g->file, 0, "%s cannot be met: the least saved bytes "
                      "of any plan is %.0f, forced by %d block-boundary "
-                     "tensor%s (%.0f bytes)%s%s%s%s", asked,
+                     "tensor%s (%.0f bytes)%s%s%s%s%s", asked,
                      f.plans[0].bytes + (double)r->compact_fixed,
                      nb, nb == 1 ? "" : "s", boundary,
+                     r->compact_choice || r->compact_fixed == 0 ? ""
+                     : ctx_printf(c, " and compact forms (%zu bytes, which "
+                                  "an arena bound keeps)", r->compact_fixed),
                      nm ? "; must_save tensors: " : "", nm ? must.data : "",
                      no ? "; saved because recomputing them needs as much "
                           "saved: " : "", no ? other.data : "");
@@ -1338,8 +1341,9 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
     double want = budget_bytes(c, g, b);
     /* a compact form is a choice where saved bytes alone are bounded */
     if ((!nested ? remat_classify
-         : b->max_arena > 0 ? remat_classify_open
-                            : remat_classify_budget)(c, g, p, r))
+         : b->max_arena > 0 || b->keep_compact ? remat_classify_open
+                                               : remat_classify_budget)(
+            c, g, p, r))
         return -1;
     if (b->rates)
         r->rates = b->rates;

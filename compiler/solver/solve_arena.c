@@ -1131,7 +1131,9 @@ static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why,
     return ctx_error(c, a->g->file, 0, "max-arena %.0f bytes cannot be met: "
                      "%s%s%s%s", a->max_arena, why, least == HUGE_VAL ? ""
                      : ctx_printf(c, "; the least arena of the saved-bytes "
-                                  "frontier's plans is %.0f bytes", least),
+                                  "frontier's plans is %.0f bytes%s", least,
+                                  a->r->compact_fixed ? " (every compact form "
+                                  "kept, as under any arena bound)" : ""),
                      spaced >= least ? "" : ctx_printf(c, ", of nested "
                      "checkpointing's (a few boundaries kept, the others "
                      "rebuilt from them) %.0f", spaced),

@@ -117,6 +117,14 @@ run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --budget 1280 &&
     [ "$(key "$work/out" compact_bytes)" = 0 ] && [ "$(key "$work/out" compact_forms)" = 0 ] &&
     [ "$(grep -c 'rebuilt in the backward, not kept$' "$work/out")" = 3 ] && ok ||
     bad "mlp frozen --budget 1280: masks kept"
+# a form a recompute writes is not saved: the peak holds no more saved
+# bytes than the plan saves
+[ "$(key "$work/out" peak_saved_bytes)" -le "$(key "$work/out" saved_bytes)" ] && ok ||
+    bad "mlp frozen --budget 1280: peak_saved_bytes above saved_bytes (a rebuilt mask counted saved)"
+# with an arena bound every form is kept, and the refusal says so
+run 1 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --budget 9472 --max-ram 100000000 &&
+    grep -q 'budget 9472 bytes cannot be met: .*compact forms (12288 bytes, which an arena bound keeps)' "$work/err" &&
+    ok || bad "mlp frozen --budget 9472 --max-ram: not the budget's refusal"
 run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --max-arena 400000 &&
     [ "$(key "$work/out" compact_forms)" = 3 ] && ok || bad "mlp frozen --max-arena: masks not kept"
 "$remat" compile "$mlp" --policy none "${frozen[@]}" --budget 9472 -o "$work/b9472.c" &&
