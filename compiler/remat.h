@@ -693,6 +693,10 @@ typedef struct {
      * contribution; S_ZERO: 1 when that call writes the gradient, so
      * only its pointer is declared here */
     unsigned writes;
+    /* S_BACKWARD of the train step (not fused): bit i, d(input i) is a
+     * parameter's gradient in the caller's buffer and this its first
+     * contribution, which the call writes unless the step accumulates */
+    unsigned pwrites;
 } Stmt;
 
 typedef struct {
@@ -761,6 +765,7 @@ struct Emit {
     size_t trainable;       /* floats of the trainable parameters: where
                              * AdamW's second state half starts */
     unsigned writes;        /* the backward call's Stmt.writes */
+    unsigned pwrites;       /* and its Stmt.pwrites */
     /* writing the train schedule: per statement, the first trainable
      * parameter whose gradient is final after it (ready_next chains the
      * rest, in tensor order), -1 for none; NULL elsewhere */

@@ -146,7 +146,8 @@ float cnn_forward(const float *params, const float *inputs, const int64_t *int_i
 }
 
 /* The train schedule: grads += every gradient, after zeroing grads
- * unless accumulate is 1. */
+ * unless accumulate is 1 (a parameter's first contribution, where a call
+ * can write it, is written instead: no zeroing). */
 static float cnn_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
     int accumulate, rt_grad_hook *hook)
 {
@@ -171,8 +172,9 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     float *d_conv2_bias = grads + 4768;
     float *d_fc_weight = grads + 4800;
     float *d_fc_bias = grads + 20480;
-    if (!accumulate)
-        rt_zero(grads, CNN_GRAD_FLOATS);
+    if (!accumulate) {
+        rt_zero(grads + 0, 4800);
+    }
 
     /* stage1.conv: Conv -> stage1.c [32x16x28x28] */
     float *v_stage1_c = (float *)(void *)(a + 401408);
@@ -233,7 +235,7 @@ static float cnn_train_schedule(float *params, const float *inputs, const int64_
     float *d_flat = d_stage2_p;
 
     /* fc: Gemm backward */
-    rt_gemm_backward(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10);
+    rt_gemm_backward_set(d_flat, d_fc_weight, d_fc_bias, d_logits, v_flat, v_fc_weight, 32, 10, 1568, 0, 1, 1.0f, 1.0f, 1, 10, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 4800, 15680); /* d(fc.weight) is final */
     rt_grad_ready(hook, grads, 20480, 10); /* d(fc.bias) is final */
 

@@ -870,7 +870,8 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
 }
 
 /* The train schedule: grads += every gradient, after zeroing grads
- * unless accumulate is 1. */
+ * unless accumulate is 1 (a parameter's first contribution, where a call
+ * can write it, is written instead: no zeroing). */
 static float gpt_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
     int accumulate, rt_grad_hook *hook)
 {
@@ -1013,8 +1014,18 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_lnf_scale = grads + 833536;
     float *d_lnf_bias = grads + 833664;
     float *d_head_weight = grads + 833792;
-    if (!accumulate)
-        rt_zero(grads, GPT_GRAD_FLOATS);
+    if (!accumulate) {
+        rt_zero(grads + 0, 32768);
+        rt_zero(grads + 40960, 256);
+        rt_zero(grads + 107136, 256);
+        rt_zero(grads + 239104, 256);
+        rt_zero(grads + 305280, 256);
+        rt_zero(grads + 437248, 256);
+        rt_zero(grads + 503424, 256);
+        rt_zero(grads + 635392, 256);
+        rt_zero(grads + 701568, 256);
+        rt_zero(grads + 833536, 256);
+    }
 
     /* embed: Gather -> tok [4x64x128] */
     float *v_tok = (float *)(void *)(a + 0);
@@ -1486,7 +1497,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_hf = (float *)(void *)(a + 4194304);
 
     /* head: MatMul backward */
-    rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 833792, 32768); /* d(head.weight) is final */
 
     /* d(l3.out) sums over its readers */
@@ -1517,14 +1528,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l3_y0 = (float *)(void *)(a + 8912896);
 
     /* l3.fc2.bias: Add backward */
-    rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
+    rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 833408, 128); /* d(l3.fc2.bias) is final */
 
     /* d(l3.g): its first contribution writes it */
     float *d_l3_g = (float *)(void *)(a + 4194304);
 
     /* l3.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, v_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, v_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 767872, 65536); /* d(l3.fc2.weight) is final */
 
     /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
@@ -1537,14 +1548,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l3_f0 = (float *)(void *)(a + 4194304);
 
     /* l3.fc.bias: Add backward */
-    rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
+    rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 767360, 512); /* d(l3.fc.bias) is final */
 
     /* d(l3.m): its first contribution writes it */
     float *d_l3_m = (float *)(void *)(a + 8912896);
 
     /* l3.fc: MatMul backward */
-    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, v_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, v_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 701824, 65536); /* d(l3.fc.weight) is final */
 
     /* l3.ln2: LayerNormalization backward */
@@ -1571,7 +1582,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l3_o0 = (float *)(void *)(a + 8650752);
 
     /* l3.proj.bias: Add backward */
-    rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
+    rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 701440, 128); /* d(l3.proj.bias) is final */
 
     /* d(l3.att2) sums over its readers */
@@ -1582,7 +1593,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l3_att3 = d_l3_att2;
 
     /* l3.proj: MatMul backward */
-    rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, v_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, v_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 685056, 16384); /* d(l3.proj.weight) is final */
 
     /* d(l3.att): its first contribution writes it */
@@ -1620,14 +1631,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l3_v0 = (float *)(void *)(a + 8912896);
 
     /* l3.v.bias: Add backward */
-    rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
+    rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 684928, 128); /* d(l3.v.bias) is final */
 
     /* d(l3.a): its first contribution writes it */
     float *d_l3_a = (float *)(void *)(a + 8781824);
 
     /* l3.v: MatMul backward */
-    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, v_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, v_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 668544, 16384); /* d(l3.v.weight) is final */
 
     /* d(l3.k0) sums over its readers */
@@ -1641,7 +1652,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l3_k2, d_l3_k3, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.k: MatMul backward */
-    rt_gemm_backward(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, v_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, v_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 652160, 16384); /* d(l3.k.weight) is final */
 
     /* d(l3.q1) sums over its readers */
@@ -1658,11 +1669,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l3_q0 = (float *)(void *)(a + 8650752);
 
     /* l3.q.bias: Add backward */
-    rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, 0x1u);
+    rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 652032, 128); /* d(l3.q.bias) is final */
 
     /* l3.q: MatMul backward */
-    rt_gemm_backward(d_l3_a, d_l3_q_weight, NULL, d_l3_q0, v_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_a, d_l3_q_weight, NULL, d_l3_q0, v_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 635648, 16384); /* d(l3.q.weight) is final */
 
     /* l3.ln1: LayerNormalization backward */
@@ -1689,14 +1700,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l2_y0 = (float *)(void *)(a + 3670016);
 
     /* l2.fc2.bias: Add backward */
-    rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
+    rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 635264, 128); /* d(l2.fc2.bias) is final */
 
     /* d(l2.g): its first contribution writes it */
     float *d_l2_g = (float *)(void *)(a + 3145728);
 
     /* l2.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, v_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, v_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 569728, 65536); /* d(l2.fc2.weight) is final */
 
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
@@ -1709,14 +1720,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l2_f0 = (float *)(void *)(a + 3145728);
 
     /* l2.fc.bias: Add backward */
-    rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
+    rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 569216, 512); /* d(l2.fc.bias) is final */
 
     /* d(l2.m): its first contribution writes it */
     float *d_l2_m = (float *)(void *)(a + 2097152);
 
     /* l2.fc: MatMul backward */
-    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, v_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, v_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 503680, 65536); /* d(l2.fc.weight) is final */
 
     /* l2.ln2: LayerNormalization backward */
@@ -1743,7 +1754,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l2_o0 = (float *)(void *)(a + 7602176);
 
     /* l2.proj.bias: Add backward */
-    rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
+    rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 503296, 128); /* d(l2.proj.bias) is final */
 
     /* d(l2.att2) sums over its readers */
@@ -1754,7 +1765,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l2_att3 = d_l2_att2;
 
     /* l2.proj: MatMul backward */
-    rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, v_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, v_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 486912, 16384); /* d(l2.proj.weight) is final */
 
     /* d(l2.att): its first contribution writes it */
@@ -1792,14 +1803,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l2_v0 = (float *)(void *)(a + 7077888);
 
     /* l2.v.bias: Add backward */
-    rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
+    rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 486784, 128); /* d(l2.v.bias) is final */
 
     /* d(l2.a): its first contribution writes it */
     float *d_l2_a = (float *)(void *)(a + 7208960);
 
     /* l2.v: MatMul backward */
-    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, v_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, v_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 470400, 16384); /* d(l2.v.weight) is final */
 
     /* d(l2.k0) sums over its readers */
@@ -1813,7 +1824,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l2_k2, d_l2_k3, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.k: MatMul backward */
-    rt_gemm_backward(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, v_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, v_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 454016, 16384); /* d(l2.k.weight) is final */
 
     /* d(l2.q1) sums over its readers */
@@ -1830,11 +1841,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l2_q0 = (float *)(void *)(a + 7077888);
 
     /* l2.q.bias: Add backward */
-    rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, 0x1u);
+    rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 453888, 128); /* d(l2.q.bias) is final */
 
     /* l2.q: MatMul backward */
-    rt_gemm_backward(d_l2_a, d_l2_q_weight, NULL, d_l2_q0, v_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_a, d_l2_q_weight, NULL, d_l2_q0, v_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 437504, 16384); /* d(l2.q.weight) is final */
 
     /* l2.ln1: LayerNormalization backward */
@@ -1861,14 +1872,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l1_y0 = (float *)(void *)(a + 2621440);
 
     /* l1.fc2.bias: Add backward */
-    rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
+    rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 437120, 128); /* d(l1.fc2.bias) is final */
 
     /* d(l1.g): its first contribution writes it */
     float *d_l1_g = (float *)(void *)(a + 2097152);
 
     /* l1.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, v_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, v_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 371584, 65536); /* d(l1.fc2.weight) is final */
 
     /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
@@ -1881,14 +1892,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l1_f0 = (float *)(void *)(a + 2097152);
 
     /* l1.fc.bias: Add backward */
-    rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
+    rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 371072, 512); /* d(l1.fc.bias) is final */
 
     /* d(l1.m): its first contribution writes it */
     float *d_l1_m = (float *)(void *)(a + 1048576);
 
     /* l1.fc: MatMul backward */
-    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, v_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, v_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 305536, 65536); /* d(l1.fc.weight) is final */
 
     /* l1.ln2: LayerNormalization backward */
@@ -1915,7 +1926,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l1_o0 = (float *)(void *)(a + 6553600);
 
     /* l1.proj.bias: Add backward */
-    rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
+    rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 305152, 128); /* d(l1.proj.bias) is final */
 
     /* d(l1.att2) sums over its readers */
@@ -1926,7 +1937,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l1_att3 = d_l1_att2;
 
     /* l1.proj: MatMul backward */
-    rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, v_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, v_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 288768, 16384); /* d(l1.proj.weight) is final */
 
     /* d(l1.att): its first contribution writes it */
@@ -1964,14 +1975,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l1_v0 = (float *)(void *)(a + 6029312);
 
     /* l1.v.bias: Add backward */
-    rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
+    rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 288640, 128); /* d(l1.v.bias) is final */
 
     /* d(l1.a): its first contribution writes it */
     float *d_l1_a = (float *)(void *)(a + 6160384);
 
     /* l1.v: MatMul backward */
-    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, v_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, v_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 272256, 16384); /* d(l1.v.weight) is final */
 
     /* d(l1.k0) sums over its readers */
@@ -1985,7 +1996,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l1_k2, d_l1_k3, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.k: MatMul backward */
-    rt_gemm_backward(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, v_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, v_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 255872, 16384); /* d(l1.k.weight) is final */
 
     /* d(l1.q1) sums over its readers */
@@ -2002,11 +2013,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l1_q0 = (float *)(void *)(a + 6029312);
 
     /* l1.q.bias: Add backward */
-    rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, 0x1u);
+    rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 255744, 128); /* d(l1.q.bias) is final */
 
     /* l1.q: MatMul backward */
-    rt_gemm_backward(d_l1_a, d_l1_q_weight, NULL, d_l1_q0, v_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_a, d_l1_q_weight, NULL, d_l1_q0, v_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 239360, 16384); /* d(l1.q.weight) is final */
 
     /* l1.ln1: LayerNormalization backward */
@@ -2033,14 +2044,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l0_y0 = (float *)(void *)(a + 1572864);
 
     /* l0.fc2.bias: Add backward */
-    rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
+    rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 238976, 128); /* d(l0.fc2.bias) is final */
 
     /* d(l0.g): its first contribution writes it */
     float *d_l0_g = (float *)(void *)(a + 1048576);
 
     /* l0.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, v_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, v_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 173440, 65536); /* d(l0.fc2.weight) is final */
 
     /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
@@ -2053,14 +2064,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l0_f0 = (float *)(void *)(a + 1048576);
 
     /* l0.fc.bias: Add backward */
-    rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
+    rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 172928, 512); /* d(l0.fc.bias) is final */
 
     /* d(l0.m): its first contribution writes it */
     float *d_l0_m = (float *)(void *)(a + 0);
 
     /* l0.fc: MatMul backward */
-    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, v_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, v_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 107392, 65536); /* d(l0.fc.weight) is final */
 
     /* l0.ln2: LayerNormalization backward */
@@ -2087,7 +2098,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l0_o0 = (float *)(void *)(a + 5505024);
 
     /* l0.proj.bias: Add backward */
-    rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
+    rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 107008, 128); /* d(l0.proj.bias) is final */
 
     /* d(l0.att2) sums over its readers */
@@ -2098,7 +2109,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l0_att3 = d_l0_att2;
 
     /* l0.proj: MatMul backward */
-    rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, v_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, v_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 90624, 16384); /* d(l0.proj.weight) is final */
 
     /* d(l0.att): its first contribution writes it */
@@ -2136,14 +2147,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l0_v0 = (float *)(void *)(a + 4980736);
 
     /* l0.v.bias: Add backward */
-    rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
+    rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 90496, 128); /* d(l0.v.bias) is final */
 
     /* d(l0.a): its first contribution writes it */
     float *d_l0_a = (float *)(void *)(a + 5111808);
 
     /* l0.v: MatMul backward */
-    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, v_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, v_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 74112, 16384); /* d(l0.v.weight) is final */
 
     /* d(l0.k0) sums over its readers */
@@ -2157,7 +2168,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_transpose_backward(d_l0_k2, d_l0_k3, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.k: MatMul backward */
-    rt_gemm_backward(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, v_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, v_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 57728, 16384); /* d(l0.k.weight) is final */
 
     /* d(l0.q1) sums over its readers */
@@ -2174,11 +2185,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l0_q0 = (float *)(void *)(a + 4980736);
 
     /* l0.q.bias: Add backward */
-    rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
+    rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 57600, 128); /* d(l0.q.bias) is final */
 
     /* l0.q: MatMul backward */
-    rt_gemm_backward(d_l0_a, d_l0_q_weight, NULL, d_l0_q0, v_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_a, d_l0_q_weight, NULL, d_l0_q0, v_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 41216, 16384); /* d(l0.q.weight) is final */
 
     /* l0.ln1: LayerNormalization backward */
@@ -2196,7 +2207,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_tok = (float *)(void *)(a + 9043968);
 
     /* pos: Add backward */
-    rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, 0x1u);
+    rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 32768, 8192); /* d(wpe) is final */
 
     /* embed: Gather backward */

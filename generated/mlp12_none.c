@@ -499,7 +499,8 @@ float mlp12_forward(const float *params, const float *inputs, const int64_t *int
 }
 
 /* The train schedule: grads += every gradient, after zeroing grads
- * unless accumulate is 1. */
+ * unless accumulate is 1 (a parameter's first contribution, where a call
+ * can write it, is written instead: no zeroing). */
 static float mlp12_train_schedule(float *params, const float *inputs, const int64_t *int_inputs, float *outputs, float *grads, uint64_t seed, uint64_t step, void *arena,
     int accumulate, rt_grad_hook *hook)
 {
@@ -608,8 +609,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b11_fc1_bias = grads + 1512960;
     float *d_b11_fc2_weight = grads + 1513216;
     float *d_b11_fc2_bias = grads + 1578752;
-    if (!accumulate)
-        rt_zero(grads, MLP12_GRAD_FLOATS);
+    (void)accumulate; /* every gradient written first */
 
     /* b0.fc1: Gemm -> b0.h1 [32x256] */
     float *v_b0_h1 = (float *)(void *)(a + 0);
@@ -858,7 +858,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b11_g = (float *)(void *)(a + 1212416);
 
     /* b11.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, v_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, v_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 1513216, 65536); /* d(b11.fc2.weight) is final */
     rt_grad_ready(hook, grads, 1578752, 256); /* d(b11.fc2.bias) is final */
 
@@ -869,7 +869,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b11_h1, d_b11_g, v_b11_h1, 8192, 0, 0x1u);
 
     /* b11.fc1: Gemm backward */
-    rt_gemm_backward(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 1447424, 65536); /* d(b11.fc1.weight) is final */
     rt_grad_ready(hook, grads, 1512960, 256); /* d(b11.fc1.bias) is final */
 
@@ -886,7 +886,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b10_g = (float *)(void *)(a + 1081344);
 
     /* b10.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, v_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, v_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 1381632, 65536); /* d(b10.fc2.weight) is final */
     rt_grad_ready(hook, grads, 1447168, 256); /* d(b10.fc2.bias) is final */
 
@@ -897,7 +897,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b10_h1, d_b10_g, v_b10_h1, 8192, 0, 0x1u);
 
     /* b10.fc1: Gemm backward */
-    rt_gemm_backward(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 1315840, 65536); /* d(b10.fc1.weight) is final */
     rt_grad_ready(hook, grads, 1381376, 256); /* d(b10.fc1.bias) is final */
 
@@ -914,7 +914,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b9_g = (float *)(void *)(a + 983040);
 
     /* b9.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, v_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, v_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 1250048, 65536); /* d(b9.fc2.weight) is final */
     rt_grad_ready(hook, grads, 1315584, 256); /* d(b9.fc2.bias) is final */
 
@@ -925,7 +925,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b9_h1, d_b9_g, v_b9_h1, 8192, 0, 0x1u);
 
     /* b9.fc1: Gemm backward */
-    rt_gemm_backward(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 1184256, 65536); /* d(b9.fc1.weight) is final */
     rt_grad_ready(hook, grads, 1249792, 256); /* d(b9.fc1.bias) is final */
 
@@ -942,7 +942,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b8_g = (float *)(void *)(a + 884736);
 
     /* b8.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, v_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, v_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 1118464, 65536); /* d(b8.fc2.weight) is final */
     rt_grad_ready(hook, grads, 1184000, 256); /* d(b8.fc2.bias) is final */
 
@@ -953,7 +953,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b8_h1, d_b8_g, v_b8_h1, 8192, 0, 0x1u);
 
     /* b8.fc1: Gemm backward */
-    rt_gemm_backward(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 1052672, 65536); /* d(b8.fc1.weight) is final */
     rt_grad_ready(hook, grads, 1118208, 256); /* d(b8.fc1.bias) is final */
 
@@ -970,7 +970,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b7_g = (float *)(void *)(a + 786432);
 
     /* b7.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, v_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, v_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 986880, 65536); /* d(b7.fc2.weight) is final */
     rt_grad_ready(hook, grads, 1052416, 256); /* d(b7.fc2.bias) is final */
 
@@ -981,7 +981,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b7_h1, d_b7_g, v_b7_h1, 8192, 0, 0x1u);
 
     /* b7.fc1: Gemm backward */
-    rt_gemm_backward(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 921088, 65536); /* d(b7.fc1.weight) is final */
     rt_grad_ready(hook, grads, 986624, 256); /* d(b7.fc1.bias) is final */
 
@@ -998,7 +998,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b6_g = (float *)(void *)(a + 688128);
 
     /* b6.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, v_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, v_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 855296, 65536); /* d(b6.fc2.weight) is final */
     rt_grad_ready(hook, grads, 920832, 256); /* d(b6.fc2.bias) is final */
 
@@ -1009,7 +1009,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b6_h1, d_b6_g, v_b6_h1, 8192, 0, 0x1u);
 
     /* b6.fc1: Gemm backward */
-    rt_gemm_backward(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 789504, 65536); /* d(b6.fc1.weight) is final */
     rt_grad_ready(hook, grads, 855040, 256); /* d(b6.fc1.bias) is final */
 
@@ -1026,7 +1026,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b5_g = (float *)(void *)(a + 589824);
 
     /* b5.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, v_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, v_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 723712, 65536); /* d(b5.fc2.weight) is final */
     rt_grad_ready(hook, grads, 789248, 256); /* d(b5.fc2.bias) is final */
 
@@ -1037,7 +1037,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b5_h1, d_b5_g, v_b5_h1, 8192, 0, 0x1u);
 
     /* b5.fc1: Gemm backward */
-    rt_gemm_backward(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 657920, 65536); /* d(b5.fc1.weight) is final */
     rt_grad_ready(hook, grads, 723456, 256); /* d(b5.fc1.bias) is final */
 
@@ -1054,7 +1054,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b4_g = (float *)(void *)(a + 491520);
 
     /* b4.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, v_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, v_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 592128, 65536); /* d(b4.fc2.weight) is final */
     rt_grad_ready(hook, grads, 657664, 256); /* d(b4.fc2.bias) is final */
 
@@ -1065,7 +1065,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b4_h1, d_b4_g, v_b4_h1, 8192, 0, 0x1u);
 
     /* b4.fc1: Gemm backward */
-    rt_gemm_backward(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 526336, 65536); /* d(b4.fc1.weight) is final */
     rt_grad_ready(hook, grads, 591872, 256); /* d(b4.fc1.bias) is final */
 
@@ -1082,7 +1082,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b3_g = (float *)(void *)(a + 393216);
 
     /* b3.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, v_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, v_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 460544, 65536); /* d(b3.fc2.weight) is final */
     rt_grad_ready(hook, grads, 526080, 256); /* d(b3.fc2.bias) is final */
 
@@ -1093,7 +1093,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b3_h1, d_b3_g, v_b3_h1, 8192, 0, 0x1u);
 
     /* b3.fc1: Gemm backward */
-    rt_gemm_backward(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 394752, 65536); /* d(b3.fc1.weight) is final */
     rt_grad_ready(hook, grads, 460288, 256); /* d(b3.fc1.bias) is final */
 
@@ -1110,7 +1110,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b2_g = (float *)(void *)(a + 294912);
 
     /* b2.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, v_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, v_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 328960, 65536); /* d(b2.fc2.weight) is final */
     rt_grad_ready(hook, grads, 394496, 256); /* d(b2.fc2.bias) is final */
 
@@ -1121,7 +1121,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b2_h1, d_b2_g, v_b2_h1, 8192, 0, 0x1u);
 
     /* b2.fc1: Gemm backward */
-    rt_gemm_backward(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 263168, 65536); /* d(b2.fc1.weight) is final */
     rt_grad_ready(hook, grads, 328704, 256); /* d(b2.fc1.bias) is final */
 
@@ -1138,7 +1138,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b1_g = (float *)(void *)(a + 196608);
 
     /* b1.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, v_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, v_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 197376, 65536); /* d(b1.fc2.weight) is final */
     rt_grad_ready(hook, grads, 262912, 256); /* d(b1.fc2.bias) is final */
 
@@ -1149,7 +1149,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b1_h1, d_b1_g, v_b1_h1, 8192, 0, 0x1u);
 
     /* b1.fc1: Gemm backward */
-    rt_gemm_backward(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 131584, 65536); /* d(b1.fc1.weight) is final */
     rt_grad_ready(hook, grads, 197120, 256); /* d(b1.fc1.bias) is final */
 
@@ -1163,7 +1163,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     float *d_b0_g = (float *)(void *)(a + 65536);
 
     /* b0.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, v_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    rt_gemm_backward_set(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, v_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 65792, 65536); /* d(b0.fc2.weight) is final */
     rt_grad_ready(hook, grads, 131328, 256); /* d(b0.fc2.bias) is final */
 
@@ -1174,7 +1174,7 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     rt_gelu_backward_set(d_b0_h1, d_b0_g, v_b0_h1, 8192, 0, 0x1u);
 
     /* b0.fc1: Gemm backward */
-    rt_gemm_backward(NULL, d_b0_fc1_weight, d_b0_fc1_bias, d_b0_h1, v_x, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
+    rt_gemm_backward_set(NULL, d_b0_fc1_weight, d_b0_fc1_bias, d_b0_h1, v_x, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 0, 65536); /* d(b0.fc1.weight) is final */
     rt_grad_ready(hook, grads, 65536, 256); /* d(b0.fc1.bias) is final */
     rt_grad_flush(hook, grads);

@@ -188,9 +188,10 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     }
     e->scratch = scratch_expr(e, s, st);
     e->writes = st->writes;
+    e->pwrites = st->pwrites;
     e->compact = compact_expr(e, s, st);
     op_table[n->op].emit_backward(e, n, din, dout, in, out);
-    e->writes = 0;
+    e->writes = e->pwrites = 0;
     e->compact = NULL;
 }
 
@@ -479,21 +480,61 @@ static void emit_fused(Emit *e, const Compiled *m)
     emit(e, "");
 }
 
+/* Unless the step accumulates, the gradient buffer is zeroed but for
+ * the parameters whose first contribution a backward writes (Stmt.
+ * pwrites): one rt_zero per run of the others, adjacent in the buffer. */
+static void emit_grad_zeroing(Emit *e, const Schedule *s)
+{
+    const Graph *g = e->g;
+    char *written = ctx_alloc(e->ctx, (size_t)g->ntensors);
+    for (int i = 0; i < s->nstmts; i++) {
+        const Stmt *st = &s->stmts[i];
+        for (int k = 0; st->kind == S_BACKWARD && k < MAX_IO; k++)
+            if (st->pwrites >> k & 1)
+                written[g->nodes[st->node].in[k]] = 1;
+    }
+    size_t lo = 0, hi = 0;     /* the run being gathered */
+    Buf b;
+    buf_init(&b, e->ctx);
+    for (size_t at = 0; at < e->trainable;) {  /* by offset */
+        int t = -1;
+        for (int u = 0; u < g->ntensors && t < 0; u++)
+            if (g->tensors[u].kind == T_PARAM && g->tensors[u].trainable &&
+                e->grad_offset[u] == at && g->tensors[u].numel > 0)
+                t = u;
+        assert(t >= 0 && "the gradient buffer is every trainable parameter's");
+        size_t n = (size_t)g->tensors[t].numel;
+        if (!written[t] && hi == at)
+            hi = at + n;
+        if ((written[t] || at + n == e->trainable) && hi > lo)
+            buf_printf(&b, "\n        rt_zero(grads + %zu, %zu);", lo,
+                       hi - lo);
+        at += n;
+        if (written[t] || at == e->trainable)
+            lo = hi = at;
+    }
+    if (b.len)
+        emit(e, "if (!accumulate) {%s\n    }", b.data);
+    else
+        emit(e, "(void)accumulate; /* every gradient written first */");
+}
+
 static void emit_function(Emit *e, const Compiled *m, int train)
 {
     const char *name = e->g->name;
     const Schedule *s = train ? m->train : m->fwd;
     if (train)
         emit(e, "/* The train schedule: grads += every gradient, after zeroing "
-             "grads\n * unless accumulate is 1. */");
+             "grads\n * unless accumulate is 1 (a parameter's first "
+             "contribution, where a call\n * can write it, is written "
+             "instead: no zeroing). */");
     emit(e, "%s", signature(e->ctx, name, train ? 3 : 0));
     emit(e, "{");
     e->indent++;
     e->train = train;
     emit_prologue(e, train);
     if (train) {
-        emit(e, "if (!accumulate)\n        rt_zero(grads, %s_GRAD_FLOATS);",
-             upper(e->ctx, name));
+        emit_grad_zeroing(e, s);
         index_ready(e, s);
     }
     emit_body(e, m, s);
@@ -1270,7 +1311,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     const char *frozen = frozen_tensors(c, m->g);
     int in_file = weights_in_file(m->g, frozen);
     Emit e = {cfile, c, m->g, 0, layout(c, m->g, frozen), NULL, 0, in_file,
-              0, grad_layout(c, m->g), 0, trainable_floats(m->g), 0, NULL,
+              0, grad_layout(c, m->g), 0, trainable_floats(m->g), 0, 0, NULL,
               NULL, frozen, NULL, NULL};
     size_t wf = 0, ff;
     if (in_file)
@@ -1308,7 +1349,8 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     }
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
-              e.grad_offset, 0, e.trainable, 0, NULL, NULL, frozen, NULL, NULL};
+              e.grad_offset, 0, e.trainable, 0, 0, NULL, NULL, frozen, NULL,
+              NULL};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -27,7 +27,9 @@
  * from the recompute to its last reader. An activation's gradient is zeroed
  * just before the first backward that adds into it and lives until its
  * producer's backward has read it. Parameter gradients live in the caller's
- * gradient buffer, not in the arena, except in the fused train step: there a
+ * gradient buffer, not in the arena (zeroed by the step unless it
+ * accumulates, but for those a backward writes first: param_first_writes),
+ * except in the fused train step: there a
  * parameter's gradient is an arena value like an activation's, zeroed where
  * the first backward adds into it, and an S_UPDATE statement runs the
  * optimizer on the parameter as soon as nothing later adds into the
@@ -78,6 +80,10 @@ typedef struct {
                              * being placed, or -1 */
     int *held, nheld;       /* a plan that rebuilds: the tensors whose
                              * rebuilt value is remembered (rec[t] >= 0) */
+    /* the train step's parameter gradients in the caller's buffer, per
+     * tensor: 1, a backward has added into it; -1, it is never written
+     * first (a view of it adds through the view: see param_first_writes) */
+    signed char *padded;
 } Sched;
 
 /* Room for one more of n items of size bytes at *items, doubling (a plan
@@ -114,6 +120,7 @@ static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute
     st->out = -1;
     st->compact = -1;
     st->writes = 0;
+    st->pwrites = 0;
     return s->nstmts++;
 }
 
@@ -386,6 +393,29 @@ static void forget_rebuilt(Sched *x)
     x->nheld = k;
 }
 
+/* The train step's backward at statement s (not fused: parameter
+ * gradients are the caller's) writes d(input i) of a trainable parameter
+ * whose first contribution it is, when the row can write that input and
+ * the node reads the parameter once; the step then leaves that gradient
+ * out of the zeroing unless it accumulates (emit.c). A parameter some view
+ * reads gets contributions through the view's gradient, a view of its
+ * slot, which this does not follow: it is never written first. */
+static void param_first_writes(Sched *x, const Node *nd, const int *want,
+                               int s)
+{
+    const Graph *g = x->g;
+    for (int i = 0; i < nd->nin; i++) {
+        int t = nd->in[i], twice = 0;
+        if (!want[i] || g->tensors[t].kind != T_PARAM || x->padded[t])
+            continue;
+        for (int j = 0; j < nd->nin; j++)
+            twice |= j != i && want[j] && nd->in[j] == t;
+        if ((op_table[nd->op].bwd_writes >> i & 1) && !twice)
+            x->s->stmts[s].pwrites |= 1u << i;
+        x->padded[t] = 1;
+    }
+}
+
 static void run_backward(Sched *x, int n)
 {
     const Graph *g = x->g;
@@ -413,6 +443,8 @@ static void run_backward(Sched *x, int n)
             need_grad(x, nd->in[i]);
     int s = add_stmt(x, S_BACKWARD, n, -1, 0);
     take_first_writes(x, n, want, first, s);
+    if (x->padded)
+        param_first_writes(x, nd, want, s);
     add_scratch(x, s, nd, 1);
     if (nd->compact) {
         x->s->stmts[s].compact = x->s->compact[n];
@@ -594,7 +626,7 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s)
 {
     Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED, kind != SCHED_FORWARD,
-               0, 0, NULL, -1, NULL, 0};
+               0, 0, NULL, -1, NULL, 0, NULL};
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
     /* enough unless the plan rebuilds (room_for grows them then) */
     x.cap_stmts = (int)(3 * nn + nt + (size_t)g->noutputs + 1);
@@ -625,6 +657,12 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
         return 0;
     }
     new_value(&x, g->loss, V_GRAD, add_stmt(&x, S_SEED, -1, g->loss, 0));
+    if (!x.fused) {
+        x.padded = ctx_alloc(c, nt);
+        for (int k = 0; k < g->nnodes; k++)
+            if (op_table[g->nodes[k].op].alias)
+                x.padded[g->nodes[k].in[0]] = -1;
+    }
     for (int k = g->nnodes - 1; k >= 0; k--) {
         if (!node_has_backward(g, &g->nodes[g->order[k]]))
             continue;

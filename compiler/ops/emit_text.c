@@ -116,7 +116,13 @@ const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
 void emit_unwritten(Emit *e, const Node *n, const char *const *din,
                     unsigned handled)
 {
-    for (int i = 0; i < n->nin; i++)
-        if ((e->writes & ~handled & (1u << i)) && din[i])
+    for (int i = 0; i < n->nin; i++) {
+        if (!din[i] || (handled >> i & 1))
+            continue;
+        if (e->writes >> i & 1)
             emit(e, "rt_zero(%s, %ld);", din[i], e->g->tensors[n->in[i]].numel);
+        else if (e->pwrites >> i & 1)
+            emit(e, "if (!accumulate) rt_zero(%s, %ld);", din[i],
+                 e->g->tensors[n->in[i]].numel);
+    }
 }

@@ -49,12 +49,17 @@ int node_error(Ctx *c, const Graph *g, const Node *n, const char *what)
 /* "_set" when the call writes a gradient (the runtime's twin), else "". */
 const char *set_suffix(const Emit *e)
 {
-    return e->writes ? "_set" : "";
+    return e->writes || e->pwrites ? "_set" : "";
 }
 
-/* The _set twin's last argument, ", 0x1u", or "" for the plain call. */
+/* The _set twin's last argument, ", 0x1u", or "" for the plain call; a
+ * parameter's gradient is written only when the step does not accumulate
+ * (Emit.pwrites), so the mask then depends on `accumulate`. */
 const char *set_arg(Emit *e)
 {
+    if (e->pwrites)
+        return ctx_printf(e->ctx, ", accumulate ? 0x%xu : 0x%xu", e->writes,
+                          e->writes | e->pwrites);
     return e->writes ? ctx_printf(e->ctx, ", 0x%xu", e->writes) : "";
 }
 

@@ -57,7 +57,7 @@ void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *out)
 {
     (void)out;
-    if (n->op == OP_ADD && e->writes)
+    if (n->op == OP_ADD && (e->writes || e->pwrites))
         emit(e, "rt_add_backward_set(%s, %s, %s, &map_%s%s);",
              or_null(din, 0, 2), or_null(din, 1, 2), dout[0], n->cname,
              set_arg(e));
