@@ -223,10 +223,11 @@ static const char *usage_memory =
 
 static const char *usage_build =
     "usage: remat build GRAPH.xml [--policy NAME|FILE.xml] [--no-blas]\n"
-    "                   [--cflags \"FLAGS\"] [--mpi] -o EXE\n"
+    "                   [--fma] [--cflags \"FLAGS\"] [--mpi] -o EXE\n"
     "\n"
     "Compiles the graph, then builds a trainer executable with $CC (else cc),\n"
-    "the runtime and OpenBLAS, with -std=c99 -O3, and -march=native when the\n"
+    "the runtime and OpenBLAS, with -std=c99 -O3 -ffp-contract=off (the same\n"
+    "bits on every machine), and -march=native when the\n"
     "build is for this machine: $CC unset and no -march=, -mcpu= or --target=\n"
     "in --cflags. Works from any directory. The runtime's objects\n"
     "are compiled once per C compiler, flags and runtime source and kept in\n"
@@ -241,10 +242,12 @@ static const char *usage_build =
     "  EXE --bench N             median milliseconds of a train step (forward\n"
     "                            only: of the forward)\n"
     "  --no-blas    build with the runtime's portable GEMM instead of OpenBLAS\n"
+    "  --fma        -ffp-contract=fast: a * b + c may be one fused multiply-add,\n"
+    "               faster, but the bits then differ between machines (and\n"
+    "               from firmware); never -ffast-math (docs/training.md)\n"
     "  --cflags \"FLAGS\"  more compiler flags, split on spaces, after the\n"
     "               built-in ones (so -O2 overrides -O3); e.g. for results\n"
-    "               bitwise equal to firmware: --no-blas --cflags\n"
-    "               -ffp-contract=off (docs/firmware.md)\n"
+    "               bitwise equal to firmware: --no-blas (docs/firmware.md)\n"
     "  CC=COMPILER  cross-compile (CC=aarch64-linux-gnu-gcc): no -march=native\n"
     "  --mpi        a data-parallel trainer for mpirun -n K, built with mpicc\n"
     "               (or $CC, which must then be an MPI wrapper; docs/mpi.md)\n"
@@ -295,7 +298,7 @@ static const char *usage_ops =
 typedef struct {
     const char *cmd, *graph, *out, *blocks;
     const char *policy[2];
-    int npolicy, no_blas, measure, json, by_arena, mpi;
+    int npolicy, no_blas, measure, json, by_arena, mpi, fma;
     const char *cflags;               /* build's --cflags */
     const char *budget, *max_arena, *max_ram;   /* as given */
     const char *conv_scratch;                   /* as given */
@@ -480,6 +483,8 @@ static int parse_args(int argc, char **argv, const char *usage, Args *a)
             a->no_blas = 1;
         } else if (strcmp(s, "--mpi") == 0 && strcmp(a->cmd, "build") == 0) {
             a->mpi = 1;
+        } else if (strcmp(s, "--fma") == 0 && strcmp(a->cmd, "build") == 0) {
+            a->fma = 1;
         } else if (strcmp(s, "--cflags") == 0 && strcmp(a->cmd, "build") == 0) {
             if (i + 1 >= argc)
                 return usage_error(a->cmd, "%s needs a value", s);
@@ -655,7 +660,7 @@ static int cmd_diff(Ctx *c, const Args *a)
 static int cmd_build(Ctx *c, const Args *a)
 {
     Compiled m;
-    const BuildOptions o = {a->no_blas, a->cflags, a->mpi};
+    const BuildOptions o = {a->no_blas, a->cflags, a->mpi, a->fma};
     progress(c, "remat build: compiling %s", a->graph);
     if (compile_args(c, a, 0, &m) ||
         build_trainer(c, &m, a->out, &o))

@@ -44,7 +44,7 @@ static double measure(Ctx *c, const Compiled *m)
         return ctx_error(c, exe, 0, "cannot make a temporary file");
     close(fd);
     double ms = -1;
-    const BuildOptions host = {0, NULL, 0};
+    const BuildOptions host = {0, NULL, 0, 0};
     if (build_trainer(c, m, exe, &host) == 0) {
         FILE *p = popen(ctx_printf(c, "'%s' --bench 20", exe), "r");
         if (p && fscanf(p, "median_ms %lf", &ms) != 1)

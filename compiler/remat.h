@@ -812,6 +812,9 @@ typedef struct {
     const char *cflags;     /* more C compiler flags, split on spaces; NULL */
     int mpi;                /* the data-parallel trainer: mpicc, -DRT_MPI and
                              * runtime/trainer_mpi.c */
+    int fma;                /* -ffp-contract=fast: a * b + c may be one
+                             * fused multiply-add, for speed, with bits
+                             * that differ between machines; else off */
 } BuildOptions;
 
 /* ==== What each stage exports, in pipeline order ============================ */

@@ -117,7 +117,10 @@ static int cc_words(Ctx *c, char **argv, int mpi)
     return n;
 }
 
-/* The flags of every compilation of a build, NULL-terminated: C99, -O3, the
+/* The flags of every compilation of a build, NULL-terminated: C99, -O3,
+ * floating-point contraction off (clang's default would fuse a * b + c into
+ * an FMA, whose bits differ from the two roundings: the results would then
+ * differ between machines and from firmware) unless --fma asks for it, the
  * GEMM switch, -march=native when the build is for this machine, then the
  * caller's --cflags words (last, so that they override: -O2 after -O3). A
  * build is for this machine unless $CC is set or --cflags names a target
@@ -140,6 +143,7 @@ static const char *const *cc_flags(Ctx *c, const BuildOptions *o)
     }
     flags[n++] = "-std=c99";
     flags[n++] = "-O3";
+    flags[n++] = o->fma ? "-ffp-contract=fast" : "-ffp-contract=off";
     if (host)
         flags[n++] = "-march=native";
     flags[n++] = o->no_blas ? "-DRT_NO_BLAS" : "-DRT_BLAS";

@@ -89,7 +89,7 @@ def _killed(what, sig):
 # the compiler's options; freeze and policy may be lists (a flag each)
 _FLAGS = ("policy", "budget", "max_arena", "max_ram", "optimizer", "momentum",
           "fused", "seed", "conv_scratch", "name", "by", "measure", "no_blas",
-          "cflags", "mpi", "freeze")
+          "cflags", "mpi", "fma", "freeze")
 
 
 def flags(known=_FLAGS, **options):
