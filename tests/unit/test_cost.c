@@ -78,7 +78,7 @@ static Compiled within_4096(Ctx *c, const Rates *rates)
     const char *xml = model_xml(c, copy_or_flops);
     Graph *g;
     Policy *p;
-    Budget b = {BUDGET_BYTES, 4096, 0, rates, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL};
+    Budget b = {BUDGET_BYTES, 4096, 0, rates, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
     Compiled m;
     ck_assert_msg(policy_load(c, "sac", &p) == 0 &&
                   parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) == 0 &&

@@ -17,7 +17,7 @@ static Compiled budgeted(Ctx *c, const char *body, BudgetKind kind, double v)
     const char *xml = model_xml(c, body);
     Graph *g = NULL;
     Policy *p = NULL;
-    Budget b = {kind, v, 0, &flops_only, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL};
+    Budget b = {kind, v, 0, &flops_only, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
     Compiled m;
     int rc = policy_load(c, "sac", &p) ||
              parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) ||
@@ -457,7 +457,7 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
     Ctx x;
     ctx_init(&x);
     Budget b = {want == HUGE_VAL ? BUDGET_NONE : BUDGET_BYTES, want, arena,
-                NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL};
+                NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
     Compiled m;
     double least = least_fitting(all, n, want, arena);
     double kept = least_closed(all, n, want, arena);
@@ -504,7 +504,7 @@ static void check_fused_arena(const Graph *g, const Policy *p, const Fit *all,
 {
     Ctx x;
     ctx_init(&x);
-    Budget b = {BUDGET_NONE, 0, arena, NULL, 0, {0, 0, 1}, 1, 0, 0, 0, 0, NULL};
+    Budget b = {BUDGET_NONE, 0, arena, NULL, 0, {0, 0, 1}, 1, 0, 0, 0, 0, NULL, 0};
     double least = HUGE_VAL;
     for (int i = 0; i < n; i++)
         if (all[i].fused <= arena && all[i].cost < least)
@@ -801,7 +801,7 @@ START_TEST(budget_too_small_names_what_forces_it)
         "<node name='s' op='ReduceSum' in='q' out='l' keepdims='0'/><output name='l'/>");
     Graph *g;
     Policy *p;
-    Budget b = {BUDGET_BYTES, 16, 0, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL};
+    Budget b = {BUDGET_BYTES, 16, 0, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
     Compiled m;
     ck_assert(policy_load(&c, "none", &p) == 0 &&
               parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0);
@@ -990,7 +990,7 @@ START_TEST(nested_recurrence_matches_every_plan)
     ck_assert_int_ge(nested_bounds, 1);
     Ctx x;
     ctx_init(&x);
-    Budget b = {BUDGET_NONE, 0, least - 1, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL};
+    Budget b = {BUDGET_NONE, 0, least - 1, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
     Compiled m;
     int rc = compile_budget(&x, g, p, &b, &m);
     ck_assert(rc != 0 || rebuilt(&m, rc, HUGE_VAL, 0, least - 1,
@@ -1022,7 +1022,7 @@ START_TEST(nested_recurrence_of_32_steps)
     Policy *p;
     Remat r;
     Graph *g = recurrence_graph(&c, 32, &p, &r);
-    Budget b = {BUDGET_NONE, 0, 32 * 256 / 3, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL};
+    Budget b = {BUDGET_NONE, 0, 32 * 256 / 3, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
     Compiled m;
     ck_assert_msg(compile_budget(&c, g, p, &b, &m) == 0, "%s", c.err);
     Summary s;
@@ -1054,7 +1054,7 @@ START_TEST(rebuilding_fits_below_every_plan)
     Policy *p;
     Remat r;
     Graph *g = recurrence_graph(&c, 32, &p, &r);
-    Budget b = {BUDGET_NONE, 0, 2048, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL};
+    Budget b = {BUDGET_NONE, 0, 2048, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
     Compiled m;
     ck_assert_msg(compile_budget(&c, g, p, &b, &m) == 0, "%s", c.err);
     ck_assert(m.remat->rebuild && !m.remat->proven);
@@ -1363,7 +1363,7 @@ START_TEST(at_depth_proven)
         ck_assert_msg(f.proven && !f.overflow && f.n >= 100, "%s %s: %d points",
                       graphs[i].script, graphs[i].args, f.n);
         Policy *p;
-        Budget b = {BUDGET_FRACTION, 0.5, 0, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL};
+        Budget b = {BUDGET_FRACTION, 0.5, 0, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
         Compiled m;
         ck_assert(policy_load(&c, "sac", &p) == 0 &&
                   compile_parsed(&c, g, policy_soften(&c, p), &b, &m) == 0);
