@@ -3,7 +3,9 @@
 # temporary DESTDIR with PREFIX=/usr: every file in its GNU place; the
 # shared runtime with its soname; the single file the same as dist/; the
 # man page naming every command; no path into this source tree in the
-# installed remat (its debug info aside). Then, from a folder outside the
+# installed remat (its debug info aside), pkg-config and CMake files,
+# Python module or stripped shared libraries; the bash completion of
+# commands, flags, values and files. Then, from a folder outside the
 # tree, as an application would: the installed remat compiles a model, a
 # program (tests/install/train_steps.c) builds against it with `pkg-config
 # --cflags --libs remat-rt` (and remat-rt-noblas) and the shared library,
@@ -14,8 +16,9 @@
 # the worked example (examples/python/train_torch.py).
 # Then examples/host, a CMake project of find_package(remat) and
 # remat_add_model, configures against the staged tree, builds and trains,
-# and reruns remat when the model or an option changes, and links the
-# runtime compiled in its own build with SOURCE_RUNTIME; and
+# and reruns remat when the model or an option changes (POLICY, BUDGET,
+# MAX_ARENA, FREEZE, each taking effect; BUDGET with MAX_ARENA refused),
+# and links the runtime compiled in its own build with SOURCE_RUNTIME; and
 # examples/cortex-m, cross-compiled with its toolchain file against the
 # same tree, trains under qemu with the host trainer's losses, bit for bit.
 # Needs help2man, pkg-config, cmake and OpenBLAS, gcc-arm-none-eabi,
@@ -52,6 +55,14 @@ if make --no-print-directory install-strip DESTDIR="$work/stripped" PREFIX=/usr 
     "$s/bin/remat" --version >/dev/null &&
     [ "$(cd "$u" && find . | sort)" = "$(cd "$s" && find . | sort)" ]; then ok
 else tail -5 "$work/strip.log"; bad "make install-strip"; fi
+# nothing else installed names this source tree either: the pkg-config and
+# CMake files, the Python module, the stripped shared libraries (grep's 1:
+# every file read, no match; 2, a file missing, fails too)
+grep -rlF -- "$root" "$s"/lib/pkgconfig/remat-rt.pc "$s"/lib/pkgconfig/remat-rt-noblas.pc \
+    "$s"/lib/cmake/remat/remat-config.cmake "$s"/lib/cmake/remat/remat-config-version.cmake \
+    "$s"/lib/python3/dist-packages/remat "$s"/lib/libremat_rt.so.0 "$s"/lib/libremat_rt_noblas.so.0 \
+    >"$work/tree-paths" 2>&1
+[ $? = 1 ] && ok || bad "installed files name this source tree ($root) or are missing: $(cat "$work/tree-paths")"
 rm -rf "$work/stripped"
 readelf -d "$u/lib/libremat_rt.so.0" | grep -q 'SONAME.*\[libremat_rt\.so\.0\]' && ok ||
     bad "libremat_rt.so.0: no soname libremat_rt.so.0"
@@ -75,6 +86,17 @@ completes() {
     [ "$(completes "$u/bin/remat" schedule g.xml --policy sac-)" = sac-aggressive ] &&
     [ "$(completes "$u/bin/remat" compile g.xml --optimizer a)" = adamw ] && ok ||
     bad "the installed bash completion"
+# files: a graph path's prefix offers its .xml file; after --policy, a
+# folder's .xml files and nothing else in it; --by, its two values
+mkdir -p "$work/pol"
+cp tests/policies/keep_gelu.xml "$work/pol/"
+touch "$work/pol/notes.txt"
+completes "$u/bin/remat" compile graphs/mlp | grep -qx 'graphs/mlp12\.xml' && ok ||
+    bad "the installed bash completion: compile graphs/mlp does not offer graphs/mlp12.xml"
+[ "$(completes "$u/bin/remat" compile g.xml --policy "$work/pol/")" = "$work/pol/keep_gelu.xml" ] && ok ||
+    bad "the installed bash completion: --policy DIR/ offers $(completes "$u/bin/remat" compile g.xml --policy "$work/pol/" | tr '\n' ' '), not DIR/keep_gelu.xml alone"
+[ "$(completes "$u/bin/remat" pareto g.xml --by '' | sort | tr '\n' ' ')" = "arena saved " ] && ok ||
+    bad "the installed bash completion: --by does not offer saved and arena"
 
 # ---- an application outside the tree ----------------------------------------
 app=$work/app
@@ -143,6 +165,38 @@ if command -v cmake >/dev/null; then
         grep -q 'libremat_rt_source\.a' "$work/source-rt.log" &&
         ! grep -q 'libremat_rt_noblas\.a' "$work/source-rt.log" && ok ||
         bad "examples/host: SOURCE_RUNTIME"
+    # BUDGET, MAX_ARENA, FREEZE: each, set, reruns remat once with its flag
+    # (and no other change) in the options file and takes effect in what
+    # remat writes; the model still builds and trains. mlp.xml's arena is
+    # at least 6144 bytes: MAX_ARENA 4096 fails the build with remat's reason.
+    opts() { sed -i "s/^remat_add_model(.*/remat_add_model(mlp MODEL mlp.xml POLICY none $1)/" "$host/CMakeLists.txt"; }
+    rebuild() { opts "$1" && cmake --build "$host/b" >"$work/opt.log" 2>&1; }
+    once() {   # one remat run in the last build, with the options --policy none $1
+        [ "$(grep -c 'remat: mlp from' "$work/opt.log")" = 1 ] &&
+            [ "$(cat "$host/b/remat/mlp/options")" = "compile;$host/mlp.xml;--name;mlp;--policy;none;$1" ]
+    }
+    saved() { sed -n 's/^ \* saved bytes: *\([0-9]*\).*/\1/p' "$host/b/remat/mlp/mlp.c"; }
+    hdr() { sed -n "s/^#define MLP_$1 \([0-9]*\)\$/\1/p" "$host/b/remat/mlp/mlp.h"; }
+    none_saved=$(saved) all_params=$(hdr PARAM_FLOATS)   # POLICY none: every activation saved
+    rebuild "BUDGET 0.5 NO_BLAS" && once '--budget;0.5' && b=$(saved) && [ -n "$b" ] &&
+        [ "${none_saved:-0}" -gt 0 ] && [ $((b * 2)) -le "$none_saved" ] && "$host/b/train" >/dev/null && ok ||
+        { tail -5 "$work/opt.log"; bad "examples/host: BUDGET 0.5 (saved bytes $(saved), none's $none_saved)"; }
+    ! rebuild "MAX_ARENA 4096 NO_BLAS" && once '--max-arena;4096' &&
+        grep -q 'max-arena 4096 bytes cannot be met' "$work/opt.log" && ok ||
+        { tail -5 "$work/opt.log"; bad "examples/host: MAX_ARENA 4096 did not fail the build with remat's reason"; }
+    rebuild "MAX_ARENA 6144 NO_BLAS" && once '--max-arena;6144' && [ "$(hdr ARENA_BYTES)" -le 6144 ] &&
+        "$host/b/train" >/dev/null && ok ||
+        { tail -5 "$work/opt.log"; bad "examples/host: MAX_ARENA 6144 (arena $(hdr ARENA_BYTES) bytes)"; }
+    # fc2's weight and bias and out's bias frozen: no gradient slot for them
+    rebuild "FREEZE fc2.* out.bias NO_BLAS" && once '--freeze;fc2.*;--freeze;out.bias' &&
+        [ -n "$all_params" ] && [ "$(hdr GRAD_FLOATS)" = $((all_params - 32 * 32 - 32 - 1)) ] &&
+        "$host/b/train" >/dev/null && ok ||
+        { tail -5 "$work/opt.log"; bad "examples/host: FREEZE (gradient floats $(hdr GRAD_FLOATS) of $all_params)"; }
+    # both bounds: refused when configured, naming the two
+    opts "BUDGET 0.5 MAX_ARENA 6144 NO_BLAS"
+    ! cmake -S "$host" -B "$host/b" >"$work/opt.log" 2>&1 &&
+        grep -q 'remat_add_model(mlp): BUDGET or MAX_ARENA, not both' "$work/opt.log" && ok ||
+        { tail -5 "$work/opt.log"; bad "examples/host: BUDGET with MAX_ARENA not refused at configure time"; }
 else
     bad "no cmake; run: sudo apt-get install -y cmake"
 fi
