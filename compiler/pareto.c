@@ -31,6 +31,8 @@ typedef struct {
     double ms;
     double ram;             /* ram_bytes for the trainer's optimizer */
     int proven;             /* arena_curve's: the least within its arena */
+    int rebuild;            /* spaced_rows': its Remat.rebuild */
+    char *recompute;        /* spaced_rows': its plan, to build when timed */
 } Row;
 
 /* Builds the plan's trainer in a temporary file and returns the median ms
@@ -78,7 +80,7 @@ static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
     *row = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
                  train.recompute_flops, train.recompute_cost, 0,
-                 ram_total(&ram), 0};
+                 ram_total(&ram), 0, r->rebuild, NULL};
     return 0;
 }
 
@@ -93,7 +95,8 @@ static int full_row(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     Summary s;
     summarize(&m, &s);    /* as the fast rows: summarize's figures */
     *row = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                 m.train->recompute_cost, 0, s.ram_bytes, 0};
+                 m.train->recompute_cost, 0, s.ram_bytes, 0, r->rebuild,
+                 NULL};
     return timed && (row->ms = measure(c, &m)) < 0 ? -1 : 0;
 }
 
@@ -235,7 +238,8 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
             Summary s;
             summarize(&m, &s);
             out[k] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
-                           m.train->recompute_cost, 0, s.ram_bytes, proven};
+                           m.train->recompute_cost, 0, s.ram_bytes, proven,
+                           m.remat->rebuild, NULL};
             if (timed && (out[k].ms = measure(&x, &m)) < 0) {
                 memcpy(c->err, x.err, sizeof c->err);
                 ctx_free(&x);
@@ -555,6 +559,97 @@ static int on_frontier(const Row *rows, int n, double bytes, double cost)
     return 1;
 }
 
+/* spaced_rows' walk over the spaced plans: each one's row, its plan kept
+ * while it is below every row before it in arena or recompute. */
+typedef struct {
+    Ctx *c, *scratch;
+    const Graph *g;
+    Remat *r;
+    const Schedule *fwd;
+    const Optim *o;
+    Row *rows;
+    int n, cap, failed;
+} Spaced;
+
+static int spaced_row(void *ctx, const char *recompute, int rebuild)
+{
+    Spaced *s = ctx;
+    s->r->rebuild = rebuild;
+    remat_apply(s->g, s->r, recompute);
+    Row row;
+    int rc = fast_row(s->scratch, s->g, s->r, s->fwd, s->o, &row);
+    ctx_reset(s->scratch);
+    if (rc) {
+        memcpy(s->c->err, s->scratch->err, sizeof s->c->err);
+        return s->failed = 1;
+    }
+    if (s->n == s->cap) {
+        s->cap = 2 * s->cap + 16;
+        Row *more = ctx_alloc(s->c, (size_t)s->cap * sizeof *more);
+        memcpy(more, s->rows, (size_t)s->n * sizeof *more);
+        s->rows = more;
+    }
+    row.rebuild = rebuild;
+    row.recompute = ctx_alloc(s->c, (size_t)s->g->ntensors);
+    memcpy(row.recompute, recompute, (size_t)s->g->ntensors);
+    s->rows[s->n++] = row;
+    return 0;
+}
+
+/* Nested checkpointing's spaced plans (solve_spaced_plans) as rows too,
+ * joined to *rows as one staircase: the walk down (arena_curve) proves
+ * each point but stops where a proof gives out, and where no plan that
+ * recomputes each tensor once fits (the boundaries' working set) only the
+ * plans that rebuild at each use go lower. None of them is proven; timed,
+ * the ones left on the staircase are built and timed. */
+static int spaced_rows(Ctx *c, const Graph *g, const Policy *p, Remat *r,
+                       const Optim *o, int timed, Row **rows, int *n,
+                       int *exact)
+{
+    Schedule fwd;
+    memset(&fwd, 0, sizeof fwd);
+    r->rebuild = REBUILD_NONE;
+    remat_apply(g, r, NULL);
+    if (schedule_build(c, g, r, SCHED_FORWARD, &fwd) || plan_arena(c, &fwd, 0))
+        return -1;
+    Ctx scratch;
+    ctx_init(&scratch);
+    Spaced s = {c, &scratch, g, r, &fwd, o, NULL, 0, 0, 0};
+    progress(c, "remat pareto: nested checkpointing's spaced plans");
+    solve_spaced_plans(g, r, spaced_row, &s);
+    ctx_free(&scratch);
+    r->rebuild = REBUILD_NONE;
+    if (s.failed)
+        return -1;
+    Row *all = ctx_alloc(c, ((size_t)*n + (size_t)s.n + 1) * sizeof *all);
+    memcpy(all, *rows, (size_t)*n * sizeof *all);
+    memcpy(all + *n, s.rows, (size_t)s.n * sizeof *all);
+    int k = staircase(all, *n + s.n);
+    *exact = 0;
+    for (int i = 0; i < k; i++) {
+        *exact += all[i].proven;
+        if (!timed || !all[i].recompute)
+            continue;
+        r->rebuild = all[i].rebuild;
+        remat_apply(g, r, all[i].recompute);
+        if (full_row(c, g, p, r, o, timed, &all[i]))
+            return -1;
+    }
+    r->rebuild = REBUILD_NONE;
+    *rows = all;
+    *n = k;
+    return 0;
+}
+
+/* For the header: how many rows rebuild at each use, if any. */
+static const char *rebuilding(Ctx *c, const Row *rows, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += rows[i].rebuild != REBUILD_NONE;
+    return k ? ctx_printf(c, "; %d rebuilding at each use", k) : "";
+}
+
 /* The table's rows and the built-in policies' points, one JSON object. */
 static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
                        const Rates *rates, const Frontier *f, const Row *rows,
@@ -586,7 +681,11 @@ static int pareto_json(Ctx *c, const Graph *g, const Policy *p,
             buf_printf(out, ", \"ms_per_step\": ");
             buf_json_number(out, rows[i].ms);
         }
-        buf_printf(out, ", \"ram_bytes\": %.0f}", rows[i].ram);
+        buf_printf(out, ", \"ram_bytes\": %.0f", rows[i].ram);
+        if (by_arena)   /* as schedule --json's rebuild */
+            buf_printf(out, ", \"rebuild\": \"%s\"",
+                       rows[i].rebuild ? "yes" : "no");
+        buf_printf(out, "}");
     }
     buf_printf(out, "],\n \"policies\": [");
     for (int k = 0; k < np; k++) {
@@ -633,7 +732,8 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
         with_kept_rows(c, g, p, rates, o, timed, &rows, &n))
         return -1;
     if (by_arena && graph_trains(g) && n > 0 &&
-        arena_curve(c, g, p, rates, o, timed, &rows, &n, &exact))
+        (arena_curve(c, g, p, rates, o, timed, &rows, &n, &exact) ||
+         spaced_rows(c, g, p, r, o, timed, &rows, &n, &exact)))
         return -1;
     double lo, hi;
     budget_ends(c, g, &lo, &hi);
@@ -646,10 +746,11 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
                p->name, f.n, f.proven ? ", proven" : " (not proven: a "
                "frontier was thinned)", by_arena ? ctx_printf(c, "; by arena "
                "%d, each needing less arena than every one with less "
-               "recompute (%s)", n, exact == n ? "each the least recompute "
+               "recompute (%s%s)", n, exact == n ? "each the least recompute "
                "within its arena, proven" : ctx_printf(c, "%d of them proven "
                "the least recompute within their arena, the others the best "
-               "plans found", exact)) : "", graph_trains(g) ? "" :
+               "plans found", exact), rebuilding(c, rows, n)) : "",
+               graph_trains(g) ? "" :
                "; forward "
                "only (no output is the loss): nothing is saved or recomputed");
     buf_printf(out, "%8s  %12s  %12s  %16s  %18s%s  %12s\n", "budget",

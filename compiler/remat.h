@@ -1086,6 +1086,17 @@ void budget_ends(Ctx *c, const Graph *g, double *lo, double *hi);
  * all of them), over r's free tensors (remat_classify). */
 int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
                    Frontier *f);
+/* Nested checkpointing's evenly spaced plans, the candidates fit_arena
+ * tries when the frontier's do not fit: of r's opened tensors (r from
+ * remat_classify_open) a count kept, the others rebuilt from the kept one
+ * before, each recomputing once (REBUILD_NONE) and, on graphs fit_arena
+ * would rebuild, rebuilding at each use (REBUILD_EACH, REBUILD_NEXT).
+ * Each is handed to each() with its Remat.rebuild until it returns
+ * nonzero (then 1). For `remat pareto --by arena`, whose curve they carry
+ * below the plans that recompute each tensor once. */
+int solve_spaced_plans(const Graph *g, const Remat *r,
+                       int (*each)(void *ctx, const char *recompute,
+                                   int rebuild), void *ctx);
 /* Decides g under p within the budget (the least recompute) into *out,
  * which the driver then schedules and plans (compile_budget); an error
  * when no plan fits. */

@@ -1045,51 +1045,115 @@ static void walk_init(Ctx *c, Arena *a)
 
 /* Nested checkpointing's plans (Chen et al. 2016): of the n tensors the
  * structure would save and a budget opened (block boundaries, tensors
- * outside every block), keep `kept` spread evenly along the walk and
- * rebuild each other one from the kept one before it, through the blocks
- * between; the other free tensors as the policy asks (inner 0) or all
- * rebuilt (inner 1, full checkpointing inside each block). */
-static void spaced_plan(const Graph *g, const Remat *r, const int *open, int n,
-                        int kept, int inner, char *recompute)
+ * outside every block), in ngroups groups (group k: open[first[k]] up to
+ * open[first[k + 1]]), keep `kept` groups spread evenly along the walk and
+ * rebuild each other tensor from the kept ones before it, through the
+ * blocks between; the other free tensors as the policy asks (inner 0) or
+ * all rebuilt (inner 1, full checkpointing inside each block). */
+static void spaced_plan(const Graph *g, const Remat *r, const int *open,
+                        const int *first, int ngroups, int kept, int inner,
+                        char *recompute)
 {
     for (int t = 0; t < g->ntensors; t++)
         recompute[t] = r->free[t] && (inner || r->wanted[t] == KEEP_RECOMPUTE);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < first[ngroups]; i++)
         recompute[open[i]] = 1;
-    for (int j = 0; j < kept; j++)
-        recompute[open[(int)((long)j * n / kept)]] = 0;
+    for (int j = 0; j < kept; j++) {
+        int k = (int)((long)j * ngroups / kept);
+        for (int i = first[k]; i < first[k + 1]; i++)
+            recompute[open[i]] = 0;
+    }
 }
 
-/* When no frontier plan fits (the frontier keeps most boundaries: saving
- * them is cheaper than rebuilding them), the least-cost of those plans
- * that fits, for up to SPACED_KEPT counts of kept tensors: a plan for the
- * walk to better, and an answer when it gives up. */
-#define SPACED_KEPT 64
-static Plan spaced_fit(Ctx *c, Arena *a)
+/* The tensors a budget opened (block boundaries, tensors outside every
+ * block) that a backward reads, in the walk's order: spaced_plan's n. */
+static int *opened_tensors(Ctx *c, const Graph *g, const Remat *r, int *n)
 {
-    const Graph *g = a->g;
-    const Remat *r = a->r;
-    Plan best = {HUGE_VAL, HUGE_VAL, NULL};
-    int *open = ctx_alloc(c, (size_t)g->ntensors * sizeof *open), n = 0;
+    int *open = ctx_alloc(c, (size_t)g->ntensors * sizeof *open);
+    *n = 0;
     for (int k = 0; k < g->nnodes; k++) {
         const Node *nd = &g->nodes[g->order[k]];
         for (int o = 0; o < nd->nout; o++)
             if (r->opened[nd->out[o]] && r->needed[nd->out[o]])
-                open[n++] = nd->out[o];
+                open[(*n)++] = nd->out[o];
     }
-    int counts = n < SPACED_KEPT ? n : SPACED_KEPT;
+    return open;
+}
+
+/* Groups of open tensors: each its own (by_block 0), or a run of them
+ * that one block's nodes produce together (an LSTM step's hidden and
+ * cell states, kept or rebuilt as one). first[] has ngroups + 1 starts. */
+static int spaced_groups(Ctx *c, const Graph *g, const int *open, int n,
+                         int by_block, int **first)
+{
+    int *f = ctx_alloc(c, ((size_t)n + 1) * sizeof *f), k = 0;
+    for (int i = 0; i < n; i++) {
+        int b = g->nodes[g->tensors[open[i]].producer].block;
+        if (!by_block || i == 0 || b < 0 ||
+            b != g->nodes[g->tensors[open[i - 1]].producer].block)
+            f[k++] = i;
+    }
+    f[k] = n;
+    *first = f;
+    return k;
+}
+
+/* Each of the SPACED_KEPT counts of kept groups (or all, if fewer), both
+ * ways inside the blocks, handed to each() until it returns nonzero: the
+ * open tensors one by one, then by block where a block has several. */
+#define SPACED_KEPT 64
+static int each_spaced(Ctx *c, const Graph *g, const Remat *r,
+                       int (*each)(void *ctx, const char *recompute),
+                       void *ctx)
+{
+    int n;
+    int *open = opened_tensors(c, g, r, &n), *first;
     char *recompute = ctx_alloc(c, (size_t)g->ntensors);
-    for (int i = 0; i < counts; i++)
-        for (int inner = 0; inner < 2; inner++) {
-            spaced_plan(g, r, open, n, (int)((long)i * n / counts), inner,
-                        recompute);
-            if (!leaf(a, recompute) || a->cost >= best.cost)
-                continue;
-            best = (Plan){(double)a->r->saved_bytes, a->cost,
-                          ctx_alloc(c, (size_t)g->ntensors)};
-            memcpy(best.recompute, recompute, (size_t)g->ntensors);
-        }
-    return best;
+    for (int by_block = 0; by_block < 2; by_block++) {
+        int ngroups = spaced_groups(c, g, open, n, by_block, &first);
+        if (by_block && ngroups == n)
+            break;          /* the same groups as one by one */
+        int counts = ngroups < SPACED_KEPT ? ngroups : SPACED_KEPT;
+        for (int i = 0; i < counts; i++)
+            for (int inner = 0; inner < 2; inner++) {
+                spaced_plan(g, r, open, first, ngroups,
+                            (int)((long)i * ngroups / counts), inner,
+                            recompute);
+                if (each(ctx, recompute))
+                    return 1;
+            }
+    }
+    return 0;
+}
+
+/* spaced_fit's leaf for each plan: the least cost that fits. */
+typedef struct {
+    Ctx *c;
+    Arena *a;
+    Plan best;
+} SpacedFit;
+
+static int spaced_leaf(void *ctx, const char *recompute)
+{
+    SpacedFit *s = ctx;
+    Arena *a = s->a;
+    if (!leaf(a, recompute) || a->cost >= s->best.cost)
+        return 0;
+    s->best = (Plan){(double)a->r->saved_bytes, a->cost,
+                     ctx_alloc(s->c, (size_t)a->g->ntensors)};
+    memcpy(s->best.recompute, recompute, (size_t)a->g->ntensors);
+    return 0;
+}
+
+/* When no frontier plan fits (the frontier keeps most boundaries: saving
+ * them is cheaper than rebuilding them), the least-cost of the spaced
+ * plans that fits: a plan for the walk to better, and an answer when it
+ * gives up. */
+static Plan spaced_fit(Ctx *c, Arena *a)
+{
+    SpacedFit s = {c, a, {HUGE_VAL, HUGE_VAL, NULL}};
+    each_spaced(c, a->g, a->r, spaced_leaf, &s);
+    return s.best;
 }
 
 /* The least arena of the frontier's plans, for a message. */
@@ -1166,6 +1230,36 @@ static const char *fixed_over(Ctx *c, const Arena *a)
 /* Rebuilding plans are tried on graphs of at most this many nodes: each
  * is a schedule whose recomputes grow with the square of the depth. */
 #define REBUILD_NODES 1000
+
+/* solve_spaced_plans's plans of one Remat.rebuild, to its caller's each(). */
+typedef struct {
+    int (*each)(void *ctx, const char *recompute, int rebuild);
+    void *ctx;
+    int rebuild;
+} SpacedMode;
+
+static int spaced_mode(void *ctx, const char *recompute)
+{
+    const SpacedMode *m = ctx;
+    return m->each(m->ctx, recompute, m->rebuild);
+}
+
+int solve_spaced_plans(const Graph *g, const Remat *r,
+                       int (*each)(void *ctx, const char *recompute,
+                                   int rebuild), void *ctx)
+{
+    int last = g->nnodes > REBUILD_NODES ? REBUILD_NONE : REBUILD_NEXT;
+    for (int mode = REBUILD_NONE; mode <= last; mode++) {
+        SpacedMode m = {each, ctx, mode};
+        Ctx scratch;
+        ctx_init(&scratch);
+        int stop = each_spaced(&scratch, g, r, spaced_mode, &m);
+        ctx_free(&scratch);
+        if (stop)
+            return 1;
+    }
+    return 0;
+}
 
 /* The last resort: the least recompute of the rebuilding spaced plans
  * that fits (r->rebuild set), or the refusal. Never proven. Each plan is

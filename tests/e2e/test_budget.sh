@@ -114,7 +114,9 @@ done
 # tensor once fits, or what every such plan holds (not that the search
 # gave up); then a plan that rebuilds at each use fits, not proven, or
 # none does and the refusal says it tried them.
-# (pareto's curve is of plans that recompute each tensor once.)
+# Below the proven rows, nested checkpointing's spaced plans (docs/solver.md),
+# some rebuilding at each use: as many rows' JSON "rebuild" is "yes" as
+# the header counts.
 # Its JSON says "by": "arena" and lists the same rows; the picture's y axis
 # is arena bytes.
 for g in graphs/*.xml tests/graphs/blocks_skip.xml; do
@@ -171,6 +173,11 @@ rows = [l.split() for l in open(sys.argv[2]).read().splitlines()[2:]]
 assert d["by"] == "arena", d["by"]
 assert [(p["saved_bytes"], p["arena_bytes"], p["recompute_flops"]) for p in d["plans"]] == \
     [(int(r[1]), int(r[2]), int(r[3])) for r in rows]
+import re
+m = re.search(r"; (\d+) rebuilding at each use\)", open(sys.argv[2]).readline())
+yes = sum(p["rebuild"] == "yes" for p in d["plans"])
+assert yes == (int(m.group(1)) if m else 0), (yes, m)
+assert all(p["rebuild"] in ("yes", "no") for p in d["plans"])
 ' "$work/arena.json" "$work/arena"; then ok
     else bad "$name: pareto --by arena --json differs from its text"; fi
     grep -qE '>arena bytes \((B|KiB|MiB|GiB)\)</text>' "$work/arena.svg" && ok \
