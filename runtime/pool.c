@@ -459,24 +459,123 @@ typedef struct {
     int width, set;
 } index_job;
 
+/* The k x k window at r: its maximum (*y) and winning tap (ki * k + kj)
+ * by window_argmax's rule, as max_kk's nested selects on the tap number
+ * too, which gcc vectorizes along a row (max_takes's branches mispredicted
+ * on every other window of a ReLU's output: 16 ns a window). */
+static inline float argtap_kk(const float *r, ptrdiff_t w, int k, float *y)
+{
+    float m = r[0], t = 0.0f;   /* the tap a float: selects on floats
+                                 * alone, which gcc vectorizes */
+    int ki, kj;
+    for (ki = 0; ki < k; ki++)
+        for (kj = 0; kj < k; kj++) {
+            const float v = r[ki * w + kj];
+            t = m != m ? t : v <= m ? t : (float)(ki * k + kj);
+            m = m != m ? m : v <= m ? m : v;
+        }
+    *y = m;
+    return t;
+}
+
+/* n outputs of one interior row (pool_plan's fast kernels' windows, at
+ * most 9 taps: one index byte each), the first window's tap (0, 0) at r.
+ * The taps go through a float buffer: a byte store in the same loop (a
+ * char may alias anything) kept gcc from vectorizing it. */
+#define INDEX_ROW 64
+static void index_row2(float *y, unsigned char *idx, const float *r,
+                       ptrdiff_t w, int n)
+{
+    float taps[INDEX_ROW];
+    int j0, j, len;
+    for (j0 = 0; j0 < n; j0 += len) {
+        len = n - j0 < INDEX_ROW ? n - j0 : INDEX_ROW;
+        for (j = 0; j < len; j++)
+            taps[j] = argtap_kk(r + 2 * (j0 + j), w, 2, &y[j0 + j]);
+        for (j = 0; j < len; j++)
+            idx[j0 + j] = (unsigned char)taps[j];
+    }
+}
+
+static void index_row3(float *y, unsigned char *idx, const float *r,
+                       ptrdiff_t w, int n)
+{
+    float taps[INDEX_ROW];
+    int j0, j, len;
+    for (j0 = 0; j0 < n; j0 += len) {
+        len = n - j0 < INDEX_ROW ? n - j0 : INDEX_ROW;
+        for (j = 0; j < len; j++)
+            taps[j] = argtap_kk(r + 2 * (j0 + j), w, 3, &y[j0 + j]);
+        for (j = 0; j < len; j++)
+            idx[j0 + j] = (unsigned char)taps[j];
+    }
+}
+
+/* Outputs [from, to) of row (oz, oy), o the row's first, by the generic
+ * walk */
+static void index_fwd_span(const index_job *j, const float *xq, size_t o,
+                           int oz, int oy, int from, int to)
+{
+    int ox;
+    for (ox = from; ox < to; ox++) {
+        const long k = window_argtap(xq, j->p, oz, oy, ox);
+        j->out[o + (size_t)ox] =
+            k < 0 ? -INFINITY : xq[tap_at(j->p, oz, oy, ox, k)];
+        index_put(j->idx, o + (size_t)ox, j->width, k < 0 ? 0 : k);
+    }
+}
+
 static void index_fwd_planes(void *ctx, size_t lo, size_t hi)
 {
     const index_job *j = ctx;
     const rt_window *p = j->p;
     const size_t hw = (size_t)p->d * p->h * p->w;
     const size_t ohw = (size_t)p->od * p->oh * p->ow;
-    size_t q, o;
-    int oz, oy, ox;
+    const pool_plan b = pool_plan_of(p);
+    size_t q;
+    int oz, oy, f0, f1;
     for (q = lo; q < hi; q++) {
         const float *xq = j->x + q * hw;
-        for (o = q * ohw, oz = 0; oz < p->od; oz++)
-            for (oy = 0; oy < p->oh; oy++)
-                for (ox = 0; ox < p->ow; ox++, o++) {
-                    const long k = window_argtap(xq, p, oz, oy, ox);
-                    j->out[o] = k < 0 ? -INFINITY : xq[tap_at(p, oz, oy, ox, k)];
-                    index_put(j->idx, o, j->width, k < 0 ? 0 : k);
+        for (oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++) {
+                const size_t o = q * ohw +
+                                 ((size_t)oz * p->oh + (size_t)oy) * p->ow;
+                fast_span(&b, p, oz, oy, &f0, &f1);
+                index_fwd_span(j, xq, o, oz, oy, 0, f0);
+                if (f0 < f1) {
+                    const float *r = xq + window_start(p, oz, oy, f0);
+                    if (b.k == 2)
+                        index_row2(j->out + o + f0, j->idx + o + f0, r, p->w,
+                                   f1 - f0);
+                    else
+                        index_row3(j->out + o + f0, j->idx + o + f0, r, p->w,
+                                   f1 - f0);
                 }
+                index_fwd_span(j, xq, o, oz, oy, f1, p->ow);
+            }
     }
+}
+
+/* dy added at the winners of outputs [from, to) of row (oz, oy) */
+static void index_back_span(const index_job *j, float *dxq, size_t o, int oz,
+                            int oy, int from, int to)
+{
+    int ox;
+    for (ox = from; ox < to; ox++) {
+        const ptrdiff_t e = tap_at(j->p, oz, oy, ox,
+                                   index_get(j->idx, o + (size_t)ox, j->width));
+        if (e >= 0)
+            dxq[e] += j->dy[o + (size_t)ox];
+    }
+}
+
+/* An interior row's: window j's tap t at 2 j + (t / k) w + t % k */
+static void index_back_row(float *dx, const unsigned char *idx,
+                           const float *dy, ptrdiff_t w, int k, int n)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        dx[2 * j + idx[j] / k * w + idx[j] % k] += dy[j];
 }
 
 /* dy added at each window's winner in the order of maxpool_back_planes
@@ -487,20 +586,25 @@ static void index_back_planes(void *ctx, size_t lo, size_t hi)
     const rt_window *p = j->p;
     const size_t hw = (size_t)p->d * p->h * p->w;
     const size_t ohw = (size_t)p->od * p->oh * p->ow;
-    size_t q, o;
-    int oz, oy, ox;
+    const pool_plan b = pool_plan_of(p);
+    size_t q;
+    int oz, oy, f0, f1;
     if (j->set)
         memset(j->out + lo * hw, 0, (hi - lo) * hw * sizeof *j->out);
     for (q = lo; q < hi; q++) {
         float *dxq = j->out + q * hw;
-        for (o = q * ohw, oz = 0; oz < p->od; oz++)
-            for (oy = 0; oy < p->oh; oy++)
-                for (ox = 0; ox < p->ow; ox++, o++) {
-                    const ptrdiff_t e =
-                        tap_at(p, oz, oy, ox, index_get(j->idx, o, j->width));
-                    if (e >= 0)
-                        dxq[e] += j->dy[o];
-                }
+        for (oz = 0; oz < p->od; oz++)
+            for (oy = 0; oy < p->oh; oy++) {
+                const size_t o = q * ohw +
+                                 ((size_t)oz * p->oh + (size_t)oy) * p->ow;
+                fast_span(&b, p, oz, oy, &f0, &f1);
+                index_back_span(j, dxq, o, oz, oy, 0, f0);
+                if (f0 < f1)
+                    index_back_row(dxq + window_start(p, oz, oy, f0),
+                                   j->idx + o + f0, j->dy + o + f0, p->w, b.k,
+                                   f1 - f0);
+                index_back_span(j, dxq, o, oz, oy, f1, p->ow);
+            }
     }
 }
 
