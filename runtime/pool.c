@@ -483,32 +483,31 @@ static inline float argtap_kk(const float *r, ptrdiff_t w, int k, float *y)
  * The taps go through a float buffer: a byte store in the same loop (a
  * char may alias anything) kept gcc from vectorizing it. */
 #define INDEX_ROW 64
-static void index_row2(float *y, unsigned char *idx, const float *r,
-                       ptrdiff_t w, int n)
+static inline void index_row(float *y, unsigned char *idx, const float *r,
+                             ptrdiff_t w, int n, int k)
 {
     float taps[INDEX_ROW];
     int j0, j, len;
     for (j0 = 0; j0 < n; j0 += len) {
         len = n - j0 < INDEX_ROW ? n - j0 : INDEX_ROW;
         for (j = 0; j < len; j++)
-            taps[j] = argtap_kk(r + 2 * (j0 + j), w, 2, &y[j0 + j]);
+            taps[j] = argtap_kk(r + 2 * (j0 + j), w, k, &y[j0 + j]);
         for (j = 0; j < len; j++)
             idx[j0 + j] = (unsigned char)taps[j];
     }
 }
 
+/* One instance per k, so that each is unrolled. */
+static void index_row2(float *y, unsigned char *idx, const float *r,
+                       ptrdiff_t w, int n)
+{
+    index_row(y, idx, r, w, n, 2);
+}
+
 static void index_row3(float *y, unsigned char *idx, const float *r,
                        ptrdiff_t w, int n)
 {
-    float taps[INDEX_ROW];
-    int j0, j, len;
-    for (j0 = 0; j0 < n; j0 += len) {
-        len = n - j0 < INDEX_ROW ? n - j0 : INDEX_ROW;
-        for (j = 0; j < len; j++)
-            taps[j] = argtap_kk(r + 2 * (j0 + j), w, 3, &y[j0 + j]);
-        for (j = 0; j < len; j++)
-            idx[j0 + j] = (unsigned char)taps[j];
-    }
+    index_row(y, idx, r, w, n, 3);
 }
 
 /* Outputs [from, to) of row (oz, oy), o the row's first, by the generic
