@@ -161,7 +161,16 @@ static int by_arena_then_cost(const void *x, const void *y)
         return a->arena < b->arena ? -1 : 1;
     if (a->cost != b->cost)
         return a->cost < b->cost ? -1 : 1;
-    return b->proven - a->proven;
+    if (a->proven != b->proven)
+        return b->proven - a->proven;
+    /* qsort is not stable: the rest decide every tie, so that the rows
+     * kept are the same with any C library (a spaced plan and its
+     * rebuilding twin often schedule alike) */
+    if (a->rebuild != b->rebuild)
+        return a->rebuild - b->rebuild;
+    if (a->bytes != b->bytes)
+        return a->bytes < b->bytes ? -1 : 1;
+    return a->flops < b->flops ? -1 : a->flops > b->flops;
 }
 
 /* The rows no other beats on arena and recompute, least arena first (of
@@ -569,6 +578,7 @@ typedef struct {
     const Optim *o;
     Row *rows;
     int n, cap, failed;
+    int timed;              /* keep each row's plan, to build it */
 } Spaced;
 
 static int spaced_row(void *ctx, const char *recompute, int rebuild)
@@ -590,8 +600,10 @@ static int spaced_row(void *ctx, const char *recompute, int rebuild)
         s->rows = more;
     }
     row.rebuild = rebuild;
-    row.recompute = ctx_alloc(s->c, (size_t)s->g->ntensors);
-    memcpy(row.recompute, recompute, (size_t)s->g->ntensors);
+    if (s->timed) {
+        row.recompute = ctx_alloc(s->c, (size_t)s->g->ntensors);
+        memcpy(row.recompute, recompute, (size_t)s->g->ntensors);
+    }
     s->rows[s->n++] = row;
     return 0;
 }
@@ -614,7 +626,7 @@ static int spaced_rows(Ctx *c, const Graph *g, const Policy *p, Remat *r,
         return -1;
     Ctx scratch;
     ctx_init(&scratch);
-    Spaced s = {c, &scratch, g, r, &fwd, o, NULL, 0, 0, 0};
+    Spaced s = {c, &scratch, g, r, &fwd, o, NULL, 0, 0, 0, timed};
     progress(c, "remat pareto: nested checkpointing's spaced plans");
     solve_spaced_plans(g, r, spaced_row, &s);
     ctx_free(&scratch);

@@ -217,6 +217,8 @@ static inline float rt_exp_v(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
+    fn = fn == fn ? fn : 0.0f;  /* a NaN x: converting NaN is undefined;
+                                 * p is NaN already, and so the result */
     bits = ((int32_t)fn + 127) * (1 << 23);
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

@@ -159,6 +159,7 @@ fi
 # 5000 gets a plan that rebuilds some.
 if [ -f "$work/lstm32/xml/lstm32.xml" ]; then
     d=$work/lstm32
+    first=? last=? h=? c=? pairs=?   # set -u: shown as ? when a step fails
     want=$(seq 0 31 | sed 's/^/lstm.t/' | tr '\n' ' ')
     got=$(sed -n 's/^ *<block name="\([^"]*\)">$/\1/p' "$d/xml/lstm32.xml" | tr '\n' ' ')
     if [ "$got" = "$want" ]; then ok
