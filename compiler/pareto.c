@@ -568,8 +568,8 @@ static int on_frontier(const Row *rows, int n, double bytes, double cost)
     return 1;
 }
 
-/* spaced_rows' walk over the spaced plans: each one's row, its plan kept
- * while it is below every row before it in arena or recompute. */
+/* spaced_rows' walk over the spaced plans: every plan's row, and when
+ * timed its plan too (the staircase then decides which are built). */
 typedef struct {
     Ctx *c, *scratch;
     const Graph *g;
