@@ -5305,8 +5305,8 @@ typedef struct {
 
 /* The k x k window at r: its maximum (*y) and winning tap (ki * k + kj)
  * by window_argmax's rule, as max_kk's nested selects on the tap number
- * too, which gcc vectorizes along a row (max_takes's branches mispredicted
- * on every other window of a ReLU's output: 16 ns a window). */
+ * too, which gcc vectorizes along a row for k = 2 (max_takes's branches
+ * mispredicted on every other window of a ReLU's output: 16 ns a window). */
 static inline float argtap_kk(const float *r, ptrdiff_t w, int k, float *y)
 {
     float m = r[0], t = 0.0f;   /* the tap a float: selects on floats
@@ -5322,22 +5322,54 @@ static inline float argtap_kk(const float *r, ptrdiff_t w, int k, float *y)
     return t;
 }
 
+/* Eight outputs of one interior row, the first window's tap (0, 0) at r;
+ * index_4 four. A constant count is one vector (256 or 128 bits) with no
+ * scalar tail: gcc's scalar argtap_kk branches on the data, mispredicting
+ * about every other window of a ReLU's output (cnn's rows are 14 and 7
+ * windows long). The taps go through a float buffer: a byte store in the
+ * same loop (a char may alias anything) kept gcc from vectorizing it. */
+static inline void index_8(float *restrict y, unsigned char *restrict idx,
+                           const float *restrict r, ptrdiff_t w, int k)
+{
+    float taps[8];
+    int j;
+    for (j = 0; j < 8; j++)
+        taps[j] = argtap_kk(r + 2 * j, w, k, &y[j]);
+    for (j = 0; j < 8; j++)
+        idx[j] = (unsigned char)taps[j];
+}
+
+static inline void index_4(float *restrict y, unsigned char *restrict idx,
+                           const float *restrict r, ptrdiff_t w, int k)
+{
+    float taps[4];
+    int j;
+    for (j = 0; j < 4; j++)
+        taps[j] = argtap_kk(r + 2 * j, w, k, &y[j]);
+    for (j = 0; j < 4; j++)
+        idx[j] = (unsigned char)taps[j];
+}
+
 /* n outputs of one interior row (pool_plan's fast kernels' windows, at
- * most 9 taps: one index byte each), the first window's tap (0, 0) at r.
- * The taps go through a float buffer: a byte store in the same loop (a
- * char may alias anything) kept gcc from vectorizing it. */
-#define INDEX_ROW 64
+ * most 9 taps: one index byte each), eight (or four) at a time; a row
+ * whose length is not a multiple ends with the last eight (four),
+ * overlapping the ones before: the same windows computed again, the same
+ * values. */
 static inline void index_row(float *y, unsigned char *idx, const float *r,
                              ptrdiff_t w, int n, int k)
 {
-    float taps[INDEX_ROW];
-    int j0, j, len;
-    for (j0 = 0; j0 < n; j0 += len) {
-        len = n - j0 < INDEX_ROW ? n - j0 : INDEX_ROW;
-        for (j = 0; j < len; j++)
-            taps[j] = argtap_kk(r + 2 * (j0 + j), w, k, &y[j0 + j]);
-        for (j = 0; j < len; j++)
-            idx[j0 + j] = (unsigned char)taps[j];
+    int j;
+    if (n < 4) {
+        for (j = 0; j < n; j++)
+            idx[j] = (unsigned char)argtap_kk(r + 2 * j, w, k, &y[j]);
+    } else if (n < 8) {
+        index_4(y, idx, r, w, k);
+        index_4(y + n - 4, idx + n - 4, r + 2 * (n - 4), w, k);
+    } else {
+        for (j = 0; j + 8 <= n; j += 8)
+            index_8(y + j, idx + j, r + 2 * j, w, k);
+        if (j < n)
+            index_8(y + n - 8, idx + n - 8, r + 2 * (n - 8), w, k);
     }
 }
 
