@@ -176,6 +176,11 @@ static int compile_max_ram(Ctx *c, Graph *g, const Policy *p,
                      steps ? " (convolution columns a row at a time)" : "");
 }
 
+int analyze_graph(Ctx *c, Graph *g)
+{
+    return infer_shapes(c, g) || fuse_graph(c, g) || autodiff(c, g) ? -1 : 0;
+}
+
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *m)
 {
@@ -186,7 +191,7 @@ int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
         if (budget->name)
             g->name = budget->name;
     }
-    if (infer_shapes(c, g) || autodiff(c, g))
+    if (analyze_graph(c, g))
         return -1;
     int rc;
     if (budget && budget->max_ram > 0)

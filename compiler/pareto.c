@@ -722,7 +722,7 @@ int report_pareto(Ctx *c, Graph *g, const Policy *p, const Rates *rates,
     if (!rates)
         rates = rates_builtin();
     /* by arena, compact forms are kept (solve_live_at's bounds) */
-    if (infer_shapes(c, g) || autodiff(c, g) ||
+    if (analyze_graph(c, g) ||
         (by_arena ? remat_classify_open : remat_classify_budget)(c, g, p, r))
         return -1;
     r->rates = rates;

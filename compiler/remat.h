@@ -435,6 +435,9 @@ struct Node {
     Attr attrs[MAX_ATTRS];  /* in the order of the op's AttrSpec list */
     int block;              /* index into Graph.blocks, -1 outside */
     Decision remat;         /* the node's own `remat`, or REMAT_UNSET */
+    int key;                /* its index in the file, kept when rewrites
+                             * (fold.c, fuse.c) drop nodes before it: a
+                             * Dropout's mask is drawn from it */
     /* set by autodiff.c, for node_has_backward and the two after it, which
      * every plan's schedule asks of every node */
     int has_backward;
@@ -880,6 +883,11 @@ int heap_pop(Heap *h);
 
 /* "32x256", "scalar" */
 const char *shape_str(Ctx *c, const Tensor *t);
+/* How many of g's nodes read tensor t, plus 1000 when it is an output. */
+int graph_readers(const Graph *g, int t);
+/* The tensors and nodes marked 1 in dead_t and dead_n leave g, every
+ * index renumbered (the rewrites of front/fold.c and middle/fuse.c). */
+void graph_drop(Ctx *c, Graph *g, const char *dead_t, const char *dead_n);
 /* An import's weights as .npy files at their paths beside xml_path. */
 int write_weights(Ctx *c, const char *xml_path, const Imported *im);
 
@@ -978,6 +986,14 @@ int graph_trains(const Graph *g);
 /* Floats of the trainable parameters: the gradient buffer's, one optimizer
  * state slot each. */
 size_t trainable_floats(const Graph *g);
+
+/* ---- middle/fuse.c: rewrites that need the shapes ------------------------------ */
+
+/* After infer_shapes, before autodiff: an Attention between Reshape and
+ * Transpose pairs reads and writes the projections' 3-D layout itself, the
+ * pairs gone (so no transpose runs); shapes inferred again when anything
+ * changed. */
+int fuse_graph(Ctx *c, Graph *g);
 
 /* ---- middle/ram.c: RAM and flash of a train step ------------------------------- */
 
@@ -1131,6 +1147,10 @@ size_t schedule_peak(Ctx *c, const Schedule *s);
 int compile_graph(Ctx *c, const char *file, const char *policy,
                   const Budget *budget, const char *const *freeze,
                   Compiled *out);
+/* Shapes, the rewrites that need them (fuse_graph), then autodiff: what
+ * every path from a parsed graph to a plan runs first, so that a frontier
+ * and the plans compiled from it see the same graph. */
+int analyze_graph(Ctx *c, Graph *g);
 /* The same from a parsed graph (shapes onwards). */
 int compile_parsed(Ctx *c, Graph *g, const Policy *p, const Budget *budget,
                    Compiled *out);

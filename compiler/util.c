@@ -540,3 +540,51 @@ int write_weights(Ctx *c, const char *xml_path, const Imported *im)
     }
     return 0;
 }
+
+/* How many of the graph's nodes read tensor t, plus 1000 when it is an
+ * output (a rewrite may drop a tensor only the node it rewrites reads). */
+int graph_readers(const Graph *g, int t)
+{
+    int k = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            k += g->nodes[i].in[j] == t;
+    for (int i = 0; i < g->noutputs; i++)
+        k += g->outputs[i] == t ? 1000 : 0;
+    return k;
+}
+
+/* The tensors and nodes marked dead leave the graph, and every index that
+ * names one that stays is renumbered (g->order is left to infer_shapes). */
+void graph_drop(Ctx *c, Graph *g, const char *dead_t, const char *dead_n)
+{
+    int *map = ctx_alloc(c, ((size_t)g->ntensors + (size_t)g->nnodes) *
+                                sizeof *map);
+    int *nmap = map + g->ntensors;
+    int nt = 0, nn = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        map[t] = dead_t[t] ? -1 : nt++;
+    for (int i = 0; i < g->nnodes; i++)
+        nmap[i] = dead_n[i] ? -1 : nn++;
+    for (int t = 0; t < g->ntensors; t++)
+        if (map[t] >= 0) {
+            Tensor *x = &g->tensors[map[t]];
+            *x = g->tensors[t];
+            x->producer = x->producer >= 0 ? nmap[x->producer] : -1;
+        }
+    for (int i = 0; i < g->nnodes; i++)
+        if (nmap[i] >= 0) {
+            Node *n = &g->nodes[nmap[i]];
+            *n = g->nodes[i];
+            for (int j = 0; j < n->nin; j++)
+                n->in[j] = map[n->in[j]];
+            for (int j = 0; j < n->nout; j++)
+                n->out[j] = map[n->out[j]];
+        }
+    for (int i = 0; i < g->noutputs; i++)
+        g->outputs[i] = map[g->outputs[i]];
+    if (g->loss >= 0)
+        g->loss = map[g->loss];
+    g->ntensors = nt;
+    g->nnodes = nn;
+}

@@ -6382,6 +6382,15 @@ void rt_space_to_depth_backward(float *dx, const float *dy, int n, int c,
  * accumulation of block products) are compensated (rt_comp_add), so their
  * error does not grow with the keys; within a block they are 8-lane float
  * sums (l, D) and the GEMM's (P V, ds K).
+ *
+ * Two layouts, one code: ONNX's 4-D (batch, heads, sequence, size), whose
+ * head's rows are contiguous, and its 3-D (batch, sequence, heads * size),
+ * the layout the projections before and after write, whose head's rows are
+ * heads * size apart. A head is found by attn_head and its rows stepped by
+ * a row stride (lq for q, k and their gradients, lv for v, y and theirs);
+ * the 4-D layout is the 3-D one with one head per batch entry, so both
+ * give the same bits (the GEMMs read a block through its leading
+ * dimension).
  */
 
 /* Attention works on blocks of RT_ATTN_BQ queries against blocks of up to
@@ -6457,12 +6466,21 @@ static int attn_row_keys(int i, int j0, int nk, int causal)
     return n < 0 ? 0 : attn_min(n, nk);
 }
 
-/* s = scale * Q K^T for query rows i0.. (mq) and keys j0.. (nk), stride nk. */
+/* s = scale * Q K^T for query rows i0.. (mq) and keys j0.. (nk), stride nk;
+ * q's and k's rows lq apart. */
 static void attn_scores(float *s, const float *q, const float *k, int i0,
-                        int mq, int j0, int nk, int e, float scale)
+                        int mq, int j0, int nk, int e, int lq, float scale)
 {
-    rt_sgemm(0, 1, mq, nk, e, scale, q + (size_t)i0 * e, e,
-             k + (size_t)j0 * e, e, 0.0f, s, nk);
+    rt_sgemm(0, 1, mq, nk, e, scale, q + (size_t)i0 * lq, lq,
+             k + (size_t)j0 * lq, lq, 0.0f, s, nk);
+}
+
+/* Head b's first row in a tensor of s rows of d per head, heads per batch
+ * entry, (batch, s, heads * d) laid out: b / heads's block, b % heads's
+ * columns. */
+static size_t attn_head(int b, int heads, int s, int d)
+{
+    return (size_t)(b / heads) * s * heads * d + (size_t)(b % heads) * d;
 }
 
 /* exp(x) for x <= 0 without a libm call, so that a row's loop vectorizes:
@@ -6622,19 +6640,28 @@ size_t rt_attention_scratch(int skv, int ev)
  * key block, each block's P V goes to pv and is folded into y with
  * compensation (ylo), so that y's error does not grow with the key
  * blocks; with one block y gets the product directly (the same bits). */
-static void attn_forward_block(float *y, const float *q, const float *k,
-                               const float *v, int i0, int mq, int skv, int e,
-                               int ev, float scale, int causal, float *scratch)
+typedef struct {
+    float *y;
+    const float *q, *k, *v;
+    int heads, sq, skv, e, ev, lq, lv, causal;
+    float scale, *scratch;
+} attn_fwd;
+
+static void attn_forward_block(const attn_fwd *a, float *y, const float *q,
+                               const float *k, const float *v, int i0, int mq,
+                               float *scratch)
 {
+    const int skv = a->skv, e = a->e, ev = a->ev, lq = a->lq, lv = a->lv;
     float *s = scratch;
     float *m = s + (size_t)RT_ATTN_BQ * attn_min(skv, RT_ATTN_BK);
     float *l = m + RT_ATTN_BQ, *llo = l + RT_ATTN_BQ;
     float *pv = llo + RT_ATTN_BQ, *ylo = pv + (size_t)RT_ATTN_BQ * ev;
-    float *yb = y + (size_t)i0 * ev;
-    const int end = attn_keys_end(i0, mq, skv, causal);
+    float *yb = y + (size_t)i0 * lv;
+    const int end = attn_keys_end(i0, mq, skv, a->causal);
     const size_t rows = (size_t)mq * ev;
     int i, j0;
-    memset(yb, 0, rows * sizeof *y);
+    for (i = 0; i < mq; i++)
+        memset(yb + (size_t)i * lv, 0, (size_t)ev * sizeof *y);
     if (end > RT_ATTN_BK)
         memset(ylo, 0, rows * sizeof *ylo);
     for (i = 0; i < mq; i++) {
@@ -6643,40 +6670,35 @@ static void attn_forward_block(float *y, const float *q, const float *k,
     }
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
-        attn_scores(s, q, k, i0, mq, j0, nk, e, scale);
+        attn_scores(s, q, k, i0, mq, j0, nk, e, lq, a->scale);
         for (i = 0; i < mq; i++) {
             const float c =
                 attn_fold_row(s + (size_t)i * nk,
-                              attn_row_keys(i0 + i, j0, nk, causal), nk,
+                              attn_row_keys(i0 + i, j0, nk, a->causal), nk,
                               &m[i], &l[i], &llo[i]);
             if (c != 1.0f && j0 > 0) {
-                attn_scale_row(yb + (size_t)i * ev, ev, c);
+                attn_scale_row(yb + (size_t)i * lv, ev, c);
                 attn_scale_row(ylo + (size_t)i * ev, ev, c);
             }
         }
         if (j0 == 0) {
-            rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v, ev, 1.0f, yb, ev);
+            rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v, lv, 1.0f, yb, lv);
         } else {
-            rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v + (size_t)j0 * ev, ev,
+            rt_sgemm(0, 0, mq, ev, nk, 1.0f, s, nk, v + (size_t)j0 * lv, lv,
                      0.0f, pv, ev);
-            attn_fold_into(yb, ylo, pv, (int)rows);
+            for (i = 0; i < mq; i++)
+                attn_fold_into(yb + (size_t)i * lv, ylo + (size_t)i * ev,
+                               pv + (size_t)i * ev, ev);
         }
     }
-    if (end > RT_ATTN_BK)
-        attn_fold_finish(yb, ylo, (int)rows);
+    for (i = 0; end > RT_ATTN_BK && i < mq; i++)
+        attn_fold_finish(yb + (size_t)i * lv, ylo + (size_t)i * ev, ev);
     for (i = 0; i < mq; i++) {
         const float li = rt_comp_value(l[i], llo[i]);
         if (li > 0.0f)
-            attn_scale_row(yb + (size_t)i * ev, ev, 1.0f / li);
+            attn_scale_row(yb + (size_t)i * lv, ev, 1.0f / li);
     }
 }
-
-typedef struct {
-    float *y;
-    const float *q, *k, *v;
-    int sq, skv, e, ev, causal;
-    float scale, *scratch;
-} attn_fwd;
 
 static void attn_forward_heads(void *ctx, int lane, int b0, int b1)
 {
@@ -6685,38 +6707,50 @@ static void attn_forward_heads(void *ctx, int lane, int b0, int b1)
         a->scratch + (size_t)lane * attn_lane_scratch(a->skv, a->ev);
     int b, i0;
     for (b = b0; b < b1; b++) {
-        const float *qb = a->q + (size_t)b * a->sq * a->e;
-        const float *kb = a->k + (size_t)b * a->skv * a->e;
-        const float *vb = a->v + (size_t)b * a->skv * a->ev;
-        float *yb = a->y + (size_t)b * a->sq * a->ev;
+        const float *qb = a->q + attn_head(b, a->heads, a->sq, a->e);
+        const float *kb = a->k + attn_head(b, a->heads, a->skv, a->e);
+        const float *vb = a->v + attn_head(b, a->heads, a->skv, a->ev);
+        float *yb = a->y + attn_head(b, a->heads, a->sq, a->ev);
         for (i0 = 0; i0 < a->sq; i0 += RT_ATTN_BQ)
-            attn_forward_block(yb, qb, kb, vb, i0,
-                               attn_min(RT_ATTN_BQ, a->sq - i0), a->skv, a->e,
-                               a->ev, a->scale, a->causal, scratch);
+            attn_forward_block(a, yb, qb, kb, vb, i0,
+                               attn_min(RT_ATTN_BQ, a->sq - i0), scratch);
     }
 }
 
-void rt_attention_forward(float *y, const float *q, const float *k,
-                          const float *v, int bh, int sq, int skv, int e,
-                          int ev, float scale, int causal, float *scratch)
+void rt_attention_forward_3d(float *y, const float *q, const float *k,
+                             const float *v, int batch, int heads, int sq,
+                             int skv, int e, int ev, float scale, int causal,
+                             float *scratch)
 {
     attn_fwd a;
     if (skv <= 0) { /* no query sees a key: zeros, and scratch is empty */
-        memset(y, 0, (size_t)bh * sq * ev * sizeof *y);
+        memset(y, 0, (size_t)batch * heads * sq * ev * sizeof *y);
         return;
     }
     a.y = y;
     a.q = q;
     a.k = k;
     a.v = v;
+    a.heads = heads;
     a.sq = sq;
     a.skv = skv;
     a.e = e;
     a.ev = ev;
+    a.lq = heads * e;
+    a.lv = heads * ev;
     a.causal = causal;
     a.scale = scale;
     a.scratch = scratch;
-    attn_run_lanes(attn_forward_heads, &a, bh, sq, skv);
+    attn_run_lanes(attn_forward_heads, &a, batch * heads, sq, skv);
+}
+
+/* The 4-D layout: one head per batch entry of the 3-D one. */
+void rt_attention_forward(float *y, const float *q, const float *k,
+                          const float *v, int bh, int sq, int skv, int e,
+                          int ev, float scale, int causal, float *scratch)
+{
+    rt_attention_forward_3d(y, q, k, v, bh, 1, sq, skv, e, ev, scale, causal,
+                            scratch);
 }
 
 /* The backward of one head, FlashAttention-2's way without a stored
@@ -6728,7 +6762,7 @@ void rt_attention_forward(float *y, const float *q, const float *k,
 typedef struct {
     float *dq, *dk, *dv;
     const float *dy, *q, *k, *v; /* the head's */
-    int sq, skv, e, ev, causal;
+    int sq, skv, e, ev, lq, lv, causal;
     float scale;
     /* scratch: 2 blocks, 5 rows of stats (l and D with their
      * compensation), past one key block dq's block product and its
@@ -6760,8 +6794,8 @@ static int attn_bwd_needs_ds(const attn_bwd *a)
 /* dp = dY V^T for the block pair (stride nk). */
 static void attn_dp(const attn_bwd *a, int i0, int mq, int j0, int nk)
 {
-    rt_sgemm(0, 1, mq, nk, a->ev, 1.0f, a->dy + (size_t)i0 * a->ev, a->ev,
-             a->v + (size_t)j0 * a->ev, a->ev, 0.0f, a->dp, nk);
+    rt_sgemm(0, 1, mq, nk, a->ev, 1.0f, a->dy + (size_t)i0 * a->lv, a->lv,
+             a->v + (size_t)j0 * a->lv, a->lv, 0.0f, a->dp, nk);
 }
 
 /* First pass: m, l and D of rows i0.. from scratch (l and D summed over
@@ -6777,7 +6811,7 @@ static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
     }
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
-        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->scale);
+        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->lq, a->scale);
         if (ds)
             attn_dp(a, i0, mq, j0, nk);
         for (i = 0; i < mq; i++) {
@@ -6807,7 +6841,7 @@ static void attn_bwd_probs(const attn_bwd *a, int i0, int mq, int j0, int nk,
 {
     int i;
     if (!reuse) {
-        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->scale);
+        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->lq, a->scale);
         if (attn_bwd_needs_ds(a))
             attn_dp(a, i0, mq, j0, nk);
     }
@@ -6832,8 +6866,8 @@ static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk,
     const float *p = a->s;
     int i, j;
     if (a->dv != NULL)
-        rt_sgemm(1, 0, nk, a->ev, mq, 1.0f, p, nk, a->dy + (size_t)i0 * a->ev,
-                 a->ev, 1.0f, a->dv + (size_t)j0 * a->ev, a->ev);
+        rt_sgemm(1, 0, nk, a->ev, mq, 1.0f, p, nk, a->dy + (size_t)i0 * a->lv,
+                 a->lv, 1.0f, a->dv + (size_t)j0 * a->lv, a->lv);
     if (!attn_bwd_needs_ds(a))
         return;
     for (i = 0; i < mq; i++) {
@@ -6843,23 +6877,26 @@ static void attn_bwd_block(const attn_bwd *a, int i0, int mq, int j0, int nk,
             dsi[j] = a->scale * pi[j] * (dsi[j] - a->d[i]);
     }
     if (a->dq != NULL && many) {
-        rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->e,
-                 a->e, 0.0f, a->dqb, a->e);
-        attn_fold_into(a->dq + (size_t)i0 * a->e, a->dqlo, a->dqb, mq * a->e);
+        rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->lq,
+                 a->lq, 0.0f, a->dqb, a->e);
+        for (i = 0; i < mq; i++)
+            attn_fold_into(a->dq + (size_t)(i0 + i) * a->lq,
+                           a->dqlo + (size_t)i * a->e,
+                           a->dqb + (size_t)i * a->e, a->e);
     } else if (a->dq != NULL) {
-        rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->e,
-                 a->e, 1.0f, a->dq + (size_t)i0 * a->e, a->e);
+        rt_sgemm(0, 0, mq, a->e, nk, 1.0f, a->dp, nk, a->k + (size_t)j0 * a->lq,
+                 a->lq, 1.0f, a->dq + (size_t)i0 * a->lq, a->lq);
     }
     if (a->dk != NULL)
-        rt_sgemm(1, 0, nk, a->e, mq, 1.0f, a->dp, nk, a->q + (size_t)i0 * a->e,
-                 a->e, 1.0f, a->dk + (size_t)j0 * a->e, a->e);
+        rt_sgemm(1, 0, nk, a->e, mq, 1.0f, a->dp, nk, a->q + (size_t)i0 * a->lq,
+                 a->lq, 1.0f, a->dk + (size_t)j0 * a->lq, a->lq);
 }
 
 static void attn_bwd_query_block(const attn_bwd *a, int i0, int mq)
 {
     const int end = attn_keys_end(i0, mq, a->skv, a->causal);
     const int reuse = end <= RT_ATTN_BK;
-    int j0;
+    int i, j0;
     attn_bwd_stats(a, i0, mq, end);
     if (!reuse && a->dq != NULL)
         memset(a->dqlo, 0, (size_t)mq * a->e * sizeof *a->dqlo);
@@ -6868,15 +6905,16 @@ static void attn_bwd_query_block(const attn_bwd *a, int i0, int mq)
         attn_bwd_probs(a, i0, mq, j0, nk, reuse);
         attn_bwd_block(a, i0, mq, j0, nk, !reuse);
     }
-    if (!reuse && a->dq != NULL)
-        attn_fold_finish(a->dq + (size_t)i0 * a->e, a->dqlo, mq * a->e);
+    for (i = 0; !reuse && a->dq != NULL && i < mq; i++)
+        attn_fold_finish(a->dq + (size_t)(i0 + i) * a->lq,
+                         a->dqlo + (size_t)i * a->e, a->e);
 }
 
 /* The arguments of rt_attention_backward, for its lanes. */
 typedef struct {
     float *dq, *dk, *dv, *scratch;
     const float *dy, *q, *k, *v;
-    int sq, skv, e, ev, causal;
+    int heads, sq, skv, e, ev, causal;
     float scale;
 } attn_bwd_args;
 
@@ -6890,6 +6928,8 @@ static void attn_backward_heads(void *ctx, int lane, int b0, int b1)
     a.skv = w->skv;
     a.e = w->e;
     a.ev = w->ev;
+    a.lq = w->heads * w->e;
+    a.lv = w->heads * w->ev;
     a.causal = w->causal;
     a.scale = w->scale;
     a.s = w->scratch + (size_t)lane * attn_bwd_lane_scratch(w->skv, w->e);
@@ -6902,23 +6942,27 @@ static void attn_backward_heads(void *ctx, int lane, int b0, int b1)
     a.dqb = a.dlo + RT_ATTN_BQ;
     a.dqlo = a.dqb + (size_t)RT_ATTN_BQ * a.e;
     for (b = b0; b < b1; b++) {
-        const size_t oq = (size_t)b * a.sq, ok = (size_t)b * a.skv;
-        a.dq = w->dq != NULL ? w->dq + oq * a.e : NULL;
-        a.dk = w->dk != NULL ? w->dk + ok * a.e : NULL;
-        a.dv = w->dv != NULL ? w->dv + ok * a.ev : NULL;
-        a.dy = w->dy + oq * a.ev;
-        a.q = w->q + oq * a.e;
-        a.k = w->k + ok * a.e;
-        a.v = w->v + ok * a.ev;
+        const size_t oq = attn_head(b, w->heads, a.sq, a.e),
+                     ok = attn_head(b, w->heads, a.skv, a.e),
+                     oy = attn_head(b, w->heads, a.sq, a.ev),
+                     ov = attn_head(b, w->heads, a.skv, a.ev);
+        a.dq = w->dq != NULL ? w->dq + oq : NULL;
+        a.dk = w->dk != NULL ? w->dk + ok : NULL;
+        a.dv = w->dv != NULL ? w->dv + ov : NULL;
+        a.dy = w->dy + oy;
+        a.q = w->q + oq;
+        a.k = w->k + ok;
+        a.v = w->v + ov;
         for (i0 = 0; i0 < a.sq; i0 += RT_ATTN_BQ)
             attn_bwd_query_block(&a, i0, attn_min(RT_ATTN_BQ, a.sq - i0));
     }
 }
 
-void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
-                           const float *q, const float *k, const float *v,
-                           int bh, int sq, int skv, int e, int ev, float scale,
-                           int causal, float *scratch)
+void rt_attention_backward_3d(float *dq, float *dk, float *dv,
+                              const float *dy, const float *q, const float *k,
+                              const float *v, int batch, int heads, int sq,
+                              int skv, int e, int ev, float scale, int causal,
+                              float *scratch)
 {
     attn_bwd_args w;
     /* without keys no query sees one: nothing flows back */
@@ -6932,13 +6976,23 @@ void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
     w.q = q;
     w.k = k;
     w.v = v;
+    w.heads = heads;
     w.sq = sq;
     w.skv = skv;
     w.e = e;
     w.ev = ev;
     w.causal = causal;
     w.scale = scale;
-    attn_run_lanes(attn_backward_heads, &w, bh, sq, skv);
+    attn_run_lanes(attn_backward_heads, &w, batch * heads, sq, skv);
+}
+
+void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
+                           const float *q, const float *k, const float *v,
+                           int bh, int sq, int skv, int e, int ev, float scale,
+                           int causal, float *scratch)
+{
+    rt_attention_backward_3d(dq, dk, dv, dy, q, k, v, bh, 1, sq, skv, e, ev,
+                             scale, causal, scratch);
 }
 
 /* ==== runtime/loss.c ==== */

@@ -1096,6 +1096,21 @@ void rt_attention_backward(float *dq, float *dk, float *dv, const float *dy,
                            const float *q, const float *k, const float *v,
                            int bh, int sq, int skv, int e, int ev, float scale,
                            int causal, float *scratch);
+/* The same on ONNX's 3-D layout, the one the projections around attention
+ * write, so that no transpose is needed: q (batch, sq, heads * e), k
+ * (batch, skv, heads * e), v (batch, skv, heads * ev), y (batch, sq,
+ * heads * ev), head h the columns h * e .. h * e + e - 1 of every row (and
+ * its gradients alike). Head for head the bits of the 4-D kernels, with
+ * the same scratch. */
+void rt_attention_forward_3d(float *y, const float *q, const float *k,
+                             const float *v, int batch, int heads, int sq,
+                             int skv, int e, int ev, float scale, int causal,
+                             float *scratch);
+void rt_attention_backward_3d(float *dq, float *dk, float *dv,
+                              const float *dy, const float *q, const float *k,
+                              const float *v, int batch, int heads, int sq,
+                              int skv, int e, int ev, float scale, int causal,
+                              float *scratch);
 
 /* ---- transposed convolution and resize (issue 25) ------------------------- */
 

@@ -5,34 +5,34 @@
  * saved bytes:     5767168 (activations kept for the backward)
  * arena bytes:     6553600
  * fused step:      6815744 arena bytes, no gradient buffer (3466240 bytes)
- * recompute:       7864320 FLOPs in 68 node executions
+ * recompute:       7864320 FLOPs in 36 node executions
  * saved tensors:
  *   h0 [4x64x128]
  *   l0.q0 [4x64x128]
  *   l0.k0 [4x64x128]
  *   l0.v0 [4x64x128]
- *   l0.att [4x4x64x32]
+ *   l0.att3 [4x64x128]
  *   l0.o0 [4x64x128]
  *   l0.f0 [4x64x512]
  *   l0.out [4x64x128]
  *   l1.q0 [4x64x128]
  *   l1.k0 [4x64x128]
  *   l1.v0 [4x64x128]
- *   l1.att [4x4x64x32]
+ *   l1.att3 [4x64x128]
  *   l1.o0 [4x64x128]
  *   l1.f0 [4x64x512]
  *   l1.out [4x64x128]
  *   l2.q0 [4x64x128]
  *   l2.k0 [4x64x128]
  *   l2.v0 [4x64x128]
- *   l2.att [4x4x64x32]
+ *   l2.att3 [4x64x128]
  *   l2.o0 [4x64x128]
  *   l2.f0 [4x64x512]
  *   l2.out [4x64x128]
  *   l3.q0 [4x64x128]
  *   l3.k0 [4x64x128]
  *   l3.v0 [4x64x128]
- *   l3.att [4x4x64x32]
+ *   l3.att3 [4x64x128]
  *   l3.o0 [4x64x128]
  *   l3.f0 [4x64x512]
  *   l3.out [4x64x128]
@@ -41,15 +41,7 @@
  * recomputed tensors:
  *   l0.a [4x64x128]
  *   l0.q1 [4x64x128]
- *   l0.q2 [4x64x4x32]
- *   l0.q3 [4x4x64x32]
- *   l0.k2 [4x64x4x32]
- *   l0.k3 [4x4x64x32]
  *   l0.v1 [4x64x128]
- *   l0.v2 [4x64x4x32]
- *   l0.v3 [4x4x64x32]
- *   l0.att2 [4x64x4x32]
- *   l0.att3 [4x64x128]
  *   l0.o1 [4x64x128]
  *   l0.o2 [4x64x128]
  *   l0.r [4x64x128]
@@ -58,15 +50,7 @@
  *   l0.g [4x64x512]
  *   l1.a [4x64x128]
  *   l1.q1 [4x64x128]
- *   l1.q2 [4x64x4x32]
- *   l1.q3 [4x4x64x32]
- *   l1.k2 [4x64x4x32]
- *   l1.k3 [4x4x64x32]
  *   l1.v1 [4x64x128]
- *   l1.v2 [4x64x4x32]
- *   l1.v3 [4x4x64x32]
- *   l1.att2 [4x64x4x32]
- *   l1.att3 [4x64x128]
  *   l1.o1 [4x64x128]
  *   l1.o2 [4x64x128]
  *   l1.r [4x64x128]
@@ -75,15 +59,7 @@
  *   l1.g [4x64x512]
  *   l2.a [4x64x128]
  *   l2.q1 [4x64x128]
- *   l2.q2 [4x64x4x32]
- *   l2.q3 [4x4x64x32]
- *   l2.k2 [4x64x4x32]
- *   l2.k3 [4x4x64x32]
  *   l2.v1 [4x64x128]
- *   l2.v2 [4x64x4x32]
- *   l2.v3 [4x4x64x32]
- *   l2.att2 [4x64x4x32]
- *   l2.att3 [4x64x128]
  *   l2.o1 [4x64x128]
  *   l2.o2 [4x64x128]
  *   l2.r [4x64x128]
@@ -92,15 +68,7 @@
  *   l2.g [4x64x512]
  *   l3.a [4x64x128]
  *   l3.q1 [4x64x128]
- *   l3.q2 [4x64x4x32]
- *   l3.q3 [4x4x64x32]
- *   l3.k2 [4x64x4x32]
- *   l3.k3 [4x4x64x32]
  *   l3.v1 [4x64x128]
- *   l3.v2 [4x64x4x32]
- *   l3.v3 [4x4x64x32]
- *   l3.att2 [4x64x4x32]
- *   l3.att3 [4x64x128]
  *   l3.o1 [4x64x128]
  *   l3.o2 [4x64x128]
  *   l3.r [4x64x128]
@@ -112,60 +80,28 @@
 
 static const rt_bcast map_pos = {3, {4, 64, 128}, {8192, 128, 1}, {0, 128, 1}};
 static const rt_bcast map_l0_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l0_q_t[] = {4, 64, 4, 32};
-static const int perm_l0_q_t[] = {0, 2, 1, 3};
-static const int dims_l0_k_t[] = {4, 64, 4, 32};
-static const int perm_l0_k_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l0_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l0_v_t[] = {4, 64, 4, 32};
-static const int perm_l0_v_t[] = {0, 2, 1, 3};
-static const int dims_l0_attn_t[] = {4, 4, 64, 32};
-static const int perm_l0_attn_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l0_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l0_res1 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l0_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
 static const rt_bcast map_l0_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l0_res2 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l1_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l1_q_t[] = {4, 64, 4, 32};
-static const int perm_l1_q_t[] = {0, 2, 1, 3};
-static const int dims_l1_k_t[] = {4, 64, 4, 32};
-static const int perm_l1_k_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l1_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l1_v_t[] = {4, 64, 4, 32};
-static const int perm_l1_v_t[] = {0, 2, 1, 3};
-static const int dims_l1_attn_t[] = {4, 4, 64, 32};
-static const int perm_l1_attn_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l1_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l1_res1 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l1_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
 static const rt_bcast map_l1_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l1_res2 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l2_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l2_q_t[] = {4, 64, 4, 32};
-static const int perm_l2_q_t[] = {0, 2, 1, 3};
-static const int dims_l2_k_t[] = {4, 64, 4, 32};
-static const int perm_l2_k_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l2_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l2_v_t[] = {4, 64, 4, 32};
-static const int perm_l2_v_t[] = {0, 2, 1, 3};
-static const int dims_l2_attn_t[] = {4, 4, 64, 32};
-static const int perm_l2_attn_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l2_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l2_res1 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l2_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
 static const rt_bcast map_l2_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l2_res2 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l3_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l3_q_t[] = {4, 64, 4, 32};
-static const int perm_l3_q_t[] = {0, 2, 1, 3};
-static const int dims_l3_k_t[] = {4, 64, 4, 32};
-static const int perm_l3_k_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l3_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l3_v_t[] = {4, 64, 4, 32};
-static const int perm_l3_v_t[] = {0, 2, 1, 3};
-static const int dims_l3_attn_t[] = {4, 4, 64, 32};
-static const int perm_l3_attn_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l3_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l3_res1 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l3_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
@@ -498,49 +434,21 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
-    const float *v_l0_q2 = v_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 393216);
+    float *v_l0_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
-    const float *v_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 393216);
+    float *v_l0_v0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
     float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
-    const float *v_l0_v2 = v_l0_v1;
-
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 0);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
-    const float *v_l0_att3 = v_l0_att2;
+    /* l0.attn: Attention -> l0.att3 [4x64x128] */
+    float *v_l0_att3 = (float *)(void *)(a + 524288);
+    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
     float *v_l0_o0 = (float *)(void *)(a + 0);
@@ -602,49 +510,21 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
-    const float *v_l1_q2 = v_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 393216);
+    float *v_l1_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
-    const float *v_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 393216);
+    float *v_l1_v0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
     float *v_l1_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
-    const float *v_l1_v2 = v_l1_v1;
-
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 131072);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
-    const float *v_l1_att3 = v_l1_att2;
+    /* l1.attn: Attention -> l1.att3 [4x64x128] */
+    float *v_l1_att3 = (float *)(void *)(a + 524288);
+    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
     float *v_l1_o0 = (float *)(void *)(a + 131072);
@@ -706,49 +586,21 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
-    const float *v_l2_q2 = v_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 393216);
+    float *v_l2_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
-    const float *v_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 393216);
+    float *v_l2_v0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
     float *v_l2_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
-    const float *v_l2_v2 = v_l2_v1;
-
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 131072);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
-    const float *v_l2_att3 = v_l2_att2;
+    /* l2.attn: Attention -> l2.att3 [4x64x128] */
+    float *v_l2_att3 = (float *)(void *)(a + 524288);
+    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
     float *v_l2_o0 = (float *)(void *)(a + 131072);
@@ -810,49 +662,21 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
-    const float *v_l3_q2 = v_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 393216);
+    float *v_l3_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
-    const float *v_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 393216);
+    float *v_l3_v0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
     float *v_l3_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
-    const float *v_l3_v2 = v_l3_v1;
-
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 131072);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
-    const float *v_l3_att3 = v_l3_att2;
+    /* l3.attn: Attention -> l3.att3 [4x64x128] */
+    float *v_l3_att3 = (float *)(void *)(a + 524288);
+    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
     float *v_l3_o0 = (float *)(void *)(a + 131072);
@@ -1107,23 +931,9 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
-    const float *v_l0_q2 = v_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
     float *v_l0_k0 = (float *)(void *)(a + 3407872);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
-    const float *v_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(void *)(a + 131072);
-    rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
     float *v_l0_v0 = (float *)(void *)(a + 3538944);
@@ -1133,23 +943,9 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
-    const float *v_l0_v2 = v_l0_v1;
-
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 3670016);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
-
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 0);
-    rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
-    const float *v_l0_att3 = v_l0_att2;
+    /* l0.attn: Attention -> l0.att3 [4x64x128] */
+    float *v_l0_att3 = (float *)(void *)(a + 3670016);
+    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 262144));
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
     float *v_l0_o0 = (float *)(void *)(a + 3801088);
@@ -1211,23 +1007,9 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l1_q1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
-    const float *v_l1_q2 = v_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 786432);
-    rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
     float *v_l1_k0 = (float *)(void *)(a + 4194304);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
-    const float *v_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 655360);
-    rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
     float *v_l1_v0 = (float *)(void *)(a + 4325376);
@@ -1237,23 +1019,9 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l1_v1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
-    const float *v_l1_v2 = v_l1_v1;
-
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 917504);
-    rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 4456448);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
-
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
-    const float *v_l1_att3 = v_l1_att2;
+    /* l1.attn: Attention -> l1.att3 [4x64x128] */
+    float *v_l1_att3 = (float *)(void *)(a + 4456448);
+    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 786432));
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
     float *v_l1_o0 = (float *)(void *)(a + 4587520);
@@ -1315,23 +1083,9 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l2_q1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
-    const float *v_l2_q2 = v_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 1310720);
-    rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
     float *v_l2_k0 = (float *)(void *)(a + 4980736);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
-    const float *v_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 1179648);
-    rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
     float *v_l2_v0 = (float *)(void *)(a + 5111808);
@@ -1341,23 +1095,9 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l2_v1 = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
-    const float *v_l2_v2 = v_l2_v1;
-
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 1441792);
-    rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 5242880);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
-
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 1048576);
-    rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
-    const float *v_l2_att3 = v_l2_att2;
+    /* l2.attn: Attention -> l2.att3 [4x64x128] */
+    float *v_l2_att3 = (float *)(void *)(a + 5242880);
+    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1310720));
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
     float *v_l2_o0 = (float *)(void *)(a + 5373952);
@@ -1419,23 +1159,9 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l3_q1 = (float *)(void *)(a + 1703936);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
-    const float *v_l3_q2 = v_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 1835008);
-    rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
     float *v_l3_k0 = (float *)(void *)(a + 5767168);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
-    const float *v_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 1703936);
-    rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
     float *v_l3_v0 = (float *)(void *)(a + 5898240);
@@ -1445,23 +1171,9 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l3_v1 = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
-    const float *v_l3_v2 = v_l3_v1;
-
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 1966080);
-    rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 6029312);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1572864));
-
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 1572864);
-    rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
-    const float *v_l3_att3 = v_l3_att2;
+    /* l3.attn: Attention -> l3.att3 [4x64x128] */
+    float *v_l3_att3 = (float *)(void *)(a + 6029312);
+    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
     float *v_l3_o0 = (float *)(void *)(a + 6160384);
@@ -1665,93 +1377,45 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 701440, 128); /* d(l3.proj.bias) is final */
 
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(void *)(a + 1572864);
-    rt_transpose_forward(r_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
-    const float *r_l3_att3 = r_l3_att2;
-
-    /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 6029312);
-    rt_zero(d_l3_att2, 32768);
-
-    /* d(l3.att3) is d(l3.att2): Reshape moves no data */
-    float *d_l3_att3 = d_l3_att2;
+    /* d(l3.att3): its first contribution writes it */
+    float *d_l3_att3 = (float *)(void *)(a + 1572864);
 
     /* l3.proj: MatMul backward */
-    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, v_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 685056, 16384); /* d(l3.proj.weight) is final */
-
-    /* d(l3.att): its first contribution writes it */
-    float *d_l3_att = (float *)(void *)(a + 6160384);
-
-    /* l3.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
     float *r_l3_q1 = (float *)(void *)(a + 6029312);
     rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_q2 = r_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(void *)(a + 5636096);
-    rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(void *)(a + 6029312);
-    rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 5767168);
+    float *r_l3_v1 = (float *)(void *)(a + 5636096);
     rt_add_forward(r_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_v2 = r_l3_v1;
+    /* d(l3.q1) sums over its readers */
+    float *d_l3_q1 = (float *)(void *)(a + 5898240);
+    rt_zero(d_l3_q1, 32768);
 
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] recompute */
-    float *r_l3_v3 = (float *)(void *)(a + 5898240);
-    rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 5767168);
-    rt_zero(d_l3_q3, 32768);
-
-    /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(void *)(a + 1572864);
-    rt_zero(d_l3_k3, 32768);
-
-    /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(void *)(a + 1703936);
-    rt_zero(d_l3_v3, 32768);
-
-    /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
+    /* d(l3.k0) sums over its readers */
+    float *d_l3_k0 = (float *)(void *)(a + 6160384);
+    rt_zero(d_l3_k0, 32768);
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 5636096);
+    float *d_l3_v1 = (float *)(void *)(a + 1703936);
     rt_zero(d_l3_v1, 32768);
 
-    /* d(l3.v2) is d(l3.v1): Reshape moves no data */
-    float *d_l3_v2 = d_l3_v1;
-
-    /* l3.v.t: Transpose backward */
-    rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
+    /* l3.attn: Attention backward */
+    rt_attention_backward_3d(d_l3_q1, d_l3_k0, d_l3_v1, d_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
     /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
-    float *d_l3_v0 = (float *)(void *)(a + 5636096);
+    float *d_l3_v0 = (float *)(void *)(a + 1703936);
 
     /* l3.v.bias: Add backward */
     rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 684928, 128); /* d(l3.v.bias) is final */
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 5898240);
+    float *r_l3_a = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a): its first contribution writes it */
@@ -1761,32 +1425,12 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 668544, 16384); /* d(l3.v.weight) is final */
 
-    /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 5636096);
-    rt_zero(d_l3_k0, 32768);
-
-    /* d(l3.k2) is d(l3.k0): Reshape moves no data */
-    float *d_l3_k2 = d_l3_k0;
-
-    /* l3.k.t: Transpose backward */
-    rt_transpose_backward(d_l3_k2, d_l3_k3, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.k: MatMul backward */
     rt_gemm_backward_set(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, r_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 652160, 16384); /* d(l3.k.weight) is final */
 
-    /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 5636096);
-    rt_zero(d_l3_q1, 32768);
-
-    /* d(l3.q2) is d(l3.q1): Reshape moves no data */
-    float *d_l3_q2 = d_l3_q1;
-
-    /* l3.q.t: Transpose backward */
-    rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
-    float *d_l3_q0 = (float *)(void *)(a + 5636096);
+    float *d_l3_q0 = (float *)(void *)(a + 5898240);
 
     /* l3.q.bias: Add backward */
     rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, accumulate ? 0x1u : 0x3u);
@@ -1901,128 +1545,60 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 503296, 128); /* d(l2.proj.bias) is final */
 
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(void *)(a + 5505024);
-    rt_transpose_forward(r_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
-    const float *r_l2_att3 = r_l2_att2;
-
-    /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 5242880);
-    rt_zero(d_l2_att2, 32768);
-
-    /* d(l2.att3) is d(l2.att2): Reshape moves no data */
-    float *d_l2_att3 = d_l2_att2;
+    /* d(l2.att3): its first contribution writes it */
+    float *d_l2_att3 = (float *)(void *)(a + 5505024);
 
     /* l2.proj: MatMul backward */
-    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, v_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 486912, 16384); /* d(l2.proj.weight) is final */
-
-    /* d(l2.att): its first contribution writes it */
-    float *d_l2_att = (float *)(void *)(a + 5373952);
-
-    /* l2.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
     float *r_l2_q1 = (float *)(void *)(a + 5242880);
     rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_q2 = r_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(void *)(a + 4849664);
-    rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(void *)(a + 5242880);
-    rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 4980736);
+    float *r_l2_v1 = (float *)(void *)(a + 4849664);
     rt_add_forward(r_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_v2 = r_l2_v1;
+    /* d(l2.q1) sums over its readers */
+    float *d_l2_q1 = (float *)(void *)(a + 5111808);
+    rt_zero(d_l2_q1, 32768);
 
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(void *)(a + 5111808);
-    rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 4980736);
-    rt_zero(d_l2_q3, 32768);
-
-    /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 5505024);
-    rt_zero(d_l2_k3, 32768);
-
-    /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 5636096);
-    rt_zero(d_l2_v3, 32768);
-
-    /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 5767168));
+    /* d(l2.k0) sums over its readers */
+    float *d_l2_k0 = (float *)(void *)(a + 5373952);
+    rt_zero(d_l2_k0, 32768);
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(void *)(a + 4849664);
+    float *d_l2_v1 = (float *)(void *)(a + 5636096);
     rt_zero(d_l2_v1, 32768);
 
-    /* d(l2.v2) is d(l2.v1): Reshape moves no data */
-    float *d_l2_v2 = d_l2_v1;
-
-    /* l2.v.t: Transpose backward */
-    rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
+    /* l2.attn: Attention backward */
+    rt_attention_backward_3d(d_l2_q1, d_l2_k0, d_l2_v1, d_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 5767168));
 
     /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
-    float *d_l2_v0 = (float *)(void *)(a + 4849664);
+    float *d_l2_v0 = (float *)(void *)(a + 5636096);
 
     /* l2.v.bias: Add backward */
     rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 486784, 128); /* d(l2.v.bias) is final */
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 5111808);
+    float *r_l2_a = (float *)(void *)(a + 5242880);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a): its first contribution writes it */
-    float *d_l2_a = (float *)(void *)(a + 5242880);
+    float *d_l2_a = (float *)(void *)(a + 5505024);
 
     /* l2.v: MatMul backward */
     rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 470400, 16384); /* d(l2.v.weight) is final */
 
-    /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 4849664);
-    rt_zero(d_l2_k0, 32768);
-
-    /* d(l2.k2) is d(l2.k0): Reshape moves no data */
-    float *d_l2_k2 = d_l2_k0;
-
-    /* l2.k.t: Transpose backward */
-    rt_transpose_backward(d_l2_k2, d_l2_k3, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.k: MatMul backward */
     rt_gemm_backward_set(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, r_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 454016, 16384); /* d(l2.k.weight) is final */
 
-    /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 4849664);
-    rt_zero(d_l2_q1, 32768);
-
-    /* d(l2.q2) is d(l2.q1): Reshape moves no data */
-    float *d_l2_q2 = d_l2_q1;
-
-    /* l2.q.t: Transpose backward */
-    rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
-    float *d_l2_q0 = (float *)(void *)(a + 4849664);
+    float *d_l2_q0 = (float *)(void *)(a + 5111808);
 
     /* l2.q.bias: Add backward */
     rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, accumulate ? 0x1u : 0x3u);
@@ -2137,128 +1713,60 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 305152, 128); /* d(l1.proj.bias) is final */
 
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(void *)(a + 4718592);
-    rt_transpose_forward(r_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
-    const float *r_l1_att3 = r_l1_att2;
-
-    /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 4456448);
-    rt_zero(d_l1_att2, 32768);
-
-    /* d(l1.att3) is d(l1.att2): Reshape moves no data */
-    float *d_l1_att3 = d_l1_att2;
+    /* d(l1.att3): its first contribution writes it */
+    float *d_l1_att3 = (float *)(void *)(a + 4718592);
 
     /* l1.proj: MatMul backward */
-    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, v_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 288768, 16384); /* d(l1.proj.weight) is final */
-
-    /* d(l1.att): its first contribution writes it */
-    float *d_l1_att = (float *)(void *)(a + 4587520);
-
-    /* l1.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
     float *r_l1_q1 = (float *)(void *)(a + 4456448);
     rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_q2 = r_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(void *)(a + 4063232);
-    rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(void *)(a + 4456448);
-    rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 4194304);
+    float *r_l1_v1 = (float *)(void *)(a + 4063232);
     rt_add_forward(r_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_v2 = r_l1_v1;
+    /* d(l1.q1) sums over its readers */
+    float *d_l1_q1 = (float *)(void *)(a + 4325376);
+    rt_zero(d_l1_q1, 32768);
 
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(void *)(a + 4325376);
-    rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 4194304);
-    rt_zero(d_l1_q3, 32768);
-
-    /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 4718592);
-    rt_zero(d_l1_k3, 32768);
-
-    /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 4849664);
-    rt_zero(d_l1_v3, 32768);
-
-    /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4980736));
+    /* d(l1.k0) sums over its readers */
+    float *d_l1_k0 = (float *)(void *)(a + 4587520);
+    rt_zero(d_l1_k0, 32768);
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(void *)(a + 4063232);
+    float *d_l1_v1 = (float *)(void *)(a + 4849664);
     rt_zero(d_l1_v1, 32768);
 
-    /* d(l1.v2) is d(l1.v1): Reshape moves no data */
-    float *d_l1_v2 = d_l1_v1;
-
-    /* l1.v.t: Transpose backward */
-    rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
+    /* l1.attn: Attention backward */
+    rt_attention_backward_3d(d_l1_q1, d_l1_k0, d_l1_v1, d_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4980736));
 
     /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
-    float *d_l1_v0 = (float *)(void *)(a + 4063232);
+    float *d_l1_v0 = (float *)(void *)(a + 4849664);
 
     /* l1.v.bias: Add backward */
     rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 288640, 128); /* d(l1.v.bias) is final */
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 4325376);
+    float *r_l1_a = (float *)(void *)(a + 4456448);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a): its first contribution writes it */
-    float *d_l1_a = (float *)(void *)(a + 4456448);
+    float *d_l1_a = (float *)(void *)(a + 4718592);
 
     /* l1.v: MatMul backward */
     rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 272256, 16384); /* d(l1.v.weight) is final */
 
-    /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 4063232);
-    rt_zero(d_l1_k0, 32768);
-
-    /* d(l1.k2) is d(l1.k0): Reshape moves no data */
-    float *d_l1_k2 = d_l1_k0;
-
-    /* l1.k.t: Transpose backward */
-    rt_transpose_backward(d_l1_k2, d_l1_k3, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.k: MatMul backward */
     rt_gemm_backward_set(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, r_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 255872, 16384); /* d(l1.k.weight) is final */
 
-    /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 4063232);
-    rt_zero(d_l1_q1, 32768);
-
-    /* d(l1.q2) is d(l1.q1): Reshape moves no data */
-    float *d_l1_q2 = d_l1_q1;
-
-    /* l1.q.t: Transpose backward */
-    rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
-    float *d_l1_q0 = (float *)(void *)(a + 4063232);
+    float *d_l1_q0 = (float *)(void *)(a + 4325376);
 
     /* l1.q.bias: Add backward */
     rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, accumulate ? 0x1u : 0x3u);
@@ -2373,128 +1881,60 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 107008, 128); /* d(l0.proj.bias) is final */
 
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(void *)(a + 3932160);
-    rt_transpose_forward(r_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
-    const float *r_l0_att3 = r_l0_att2;
-
-    /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 3670016);
-    rt_zero(d_l0_att2, 32768);
-
-    /* d(l0.att3) is d(l0.att2): Reshape moves no data */
-    float *d_l0_att3 = d_l0_att2;
+    /* d(l0.att3): its first contribution writes it */
+    float *d_l0_att3 = (float *)(void *)(a + 3932160);
 
     /* l0.proj: MatMul backward */
-    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, v_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 90624, 16384); /* d(l0.proj.weight) is final */
-
-    /* d(l0.att): its first contribution writes it */
-    float *d_l0_att = (float *)(void *)(a + 3801088);
-
-    /* l0.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
     float *r_l0_q1 = (float *)(void *)(a + 3670016);
     rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_q2 = r_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(void *)(a + 3276800);
-    rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(void *)(a + 3670016);
-    rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 3407872);
+    float *r_l0_v1 = (float *)(void *)(a + 3276800);
     rt_add_forward(r_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_v2 = r_l0_v1;
+    /* d(l0.q1) sums over its readers */
+    float *d_l0_q1 = (float *)(void *)(a + 3538944);
+    rt_zero(d_l0_q1, 32768);
 
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(void *)(a + 3538944);
-    rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 3407872);
-    rt_zero(d_l0_q3, 32768);
-
-    /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 3932160);
-    rt_zero(d_l0_k3, 32768);
-
-    /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 4063232);
-    rt_zero(d_l0_v3, 32768);
-
-    /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4194304));
+    /* d(l0.k0) sums over its readers */
+    float *d_l0_k0 = (float *)(void *)(a + 3801088);
+    rt_zero(d_l0_k0, 32768);
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 3276800);
+    float *d_l0_v1 = (float *)(void *)(a + 4063232);
     rt_zero(d_l0_v1, 32768);
 
-    /* d(l0.v2) is d(l0.v1): Reshape moves no data */
-    float *d_l0_v2 = d_l0_v1;
-
-    /* l0.v.t: Transpose backward */
-    rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
+    /* l0.attn: Attention backward */
+    rt_attention_backward_3d(d_l0_q1, d_l0_k0, d_l0_v1, d_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4194304));
 
     /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
-    float *d_l0_v0 = (float *)(void *)(a + 3276800);
+    float *d_l0_v0 = (float *)(void *)(a + 4063232);
 
     /* l0.v.bias: Add backward */
     rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 90496, 128); /* d(l0.v.bias) is final */
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 3538944);
+    float *r_l0_a = (float *)(void *)(a + 3670016);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.a): its first contribution writes it */
-    float *d_l0_a = (float *)(void *)(a + 3670016);
+    float *d_l0_a = (float *)(void *)(a + 3932160);
 
     /* l0.v: MatMul backward */
     rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 74112, 16384); /* d(l0.v.weight) is final */
 
-    /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 3276800);
-    rt_zero(d_l0_k0, 32768);
-
-    /* d(l0.k2) is d(l0.k0): Reshape moves no data */
-    float *d_l0_k2 = d_l0_k0;
-
-    /* l0.k.t: Transpose backward */
-    rt_transpose_backward(d_l0_k2, d_l0_k3, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.k: MatMul backward */
     rt_gemm_backward_set(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, r_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 57728, 16384); /* d(l0.k.weight) is final */
 
-    /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 3276800);
-    rt_zero(d_l0_q1, 32768);
-
-    /* d(l0.q2) is d(l0.q1): Reshape moves no data */
-    float *d_l0_q2 = d_l0_q1;
-
-    /* l0.q.t: Transpose backward */
-    rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
-    float *d_l0_q0 = (float *)(void *)(a + 3276800);
+    float *d_l0_q0 = (float *)(void *)(a + 3538944);
 
     /* l0.q.bias: Add backward */
     rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, accumulate ? 0x1u : 0x3u);
@@ -2651,23 +2091,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_q1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
-    const float *v_l0_q2 = v_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
     float *v_l0_k0 = (float *)(void *)(a + 3670016);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
-    const float *v_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(void *)(a + 131072);
-    rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
 
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
     float *v_l0_v0 = (float *)(void *)(a + 3801088);
@@ -2677,23 +2103,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
-    const float *v_l0_v2 = v_l0_v1;
-
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 3932160);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
-
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 0);
-    rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
-    const float *v_l0_att3 = v_l0_att2;
+    /* l0.attn: Attention -> l0.att3 [4x64x128] */
+    float *v_l0_att3 = (float *)(void *)(a + 3932160);
+    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 262144));
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
     float *v_l0_o0 = (float *)(void *)(a + 4063232);
@@ -2755,23 +2167,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l1_q1 = (float *)(void *)(a + 655360);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
-    const float *v_l1_q2 = v_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 786432);
-    rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
     float *v_l1_k0 = (float *)(void *)(a + 4456448);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
-    const float *v_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 655360);
-    rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
 
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
     float *v_l1_v0 = (float *)(void *)(a + 4587520);
@@ -2781,23 +2179,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l1_v1 = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
-    const float *v_l1_v2 = v_l1_v1;
-
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 917504);
-    rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 4718592);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
-
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
-    const float *v_l1_att3 = v_l1_att2;
+    /* l1.attn: Attention -> l1.att3 [4x64x128] */
+    float *v_l1_att3 = (float *)(void *)(a + 4718592);
+    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 786432));
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
     float *v_l1_o0 = (float *)(void *)(a + 4849664);
@@ -2859,23 +2243,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l2_q1 = (float *)(void *)(a + 1179648);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
-    const float *v_l2_q2 = v_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 1310720);
-    rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
     float *v_l2_k0 = (float *)(void *)(a + 5242880);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
-    const float *v_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 1179648);
-    rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
 
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
     float *v_l2_v0 = (float *)(void *)(a + 5373952);
@@ -2885,23 +2255,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l2_v1 = (float *)(void *)(a + 1048576);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
-    const float *v_l2_v2 = v_l2_v1;
-
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 1441792);
-    rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 5505024);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
-
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 1048576);
-    rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
-    const float *v_l2_att3 = v_l2_att2;
+    /* l2.attn: Attention -> l2.att3 [4x64x128] */
+    float *v_l2_att3 = (float *)(void *)(a + 5505024);
+    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1310720));
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
     float *v_l2_o0 = (float *)(void *)(a + 5636096);
@@ -2963,23 +2319,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l3_q1 = (float *)(void *)(a + 1703936);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
-    const float *v_l3_q2 = v_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 1835008);
-    rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
     float *v_l3_k0 = (float *)(void *)(a + 6029312);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
-    const float *v_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 1703936);
-    rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
 
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
     float *v_l3_v0 = (float *)(void *)(a + 6160384);
@@ -2989,23 +2331,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l3_v1 = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
-    const float *v_l3_v2 = v_l3_v1;
-
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 1966080);
-    rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 6291456);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1572864));
-
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 1572864);
-    rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
-    const float *v_l3_att3 = v_l3_att2;
+    /* l3.attn: Attention -> l3.att3 [4x64x128] */
+    float *v_l3_att3 = (float *)(void *)(a + 6291456);
+    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
     float *v_l3_o0 = (float *)(void *)(a + 6422528);
@@ -3269,95 +2597,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.proj.bias) is final and nothing reads l3.proj.bias again: step it */
     rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state ? state + 701440 : NULL, 866560, 128);
 
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(void *)(a + 1572864);
-    rt_transpose_forward(r_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
-    const float *r_l3_att3 = r_l3_att2;
-
-    /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 6291456);
-    rt_zero(d_l3_att2, 32768);
-
-    /* d(l3.att3) is d(l3.att2): Reshape moves no data */
-    float *d_l3_att3 = d_l3_att2;
+    /* d(l3.att3): its first contribution writes it */
+    float *d_l3_att3 = (float *)(void *)(a + 1572864);
 
     /* d(l3.proj.weight) sums over its readers */
     float *d_l3_proj_weight = (float *)(void *)(a + 1703936);
     rt_zero(d_l3_proj_weight, 16384);
 
     /* l3.proj: MatMul backward */
-    rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, v_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.proj.weight) is final and nothing reads l3.proj.weight again: step it */
     rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state ? state + 685056 : NULL, 866560, 16384);
-
-    /* d(l3.att): its first contribution writes it */
-    float *d_l3_att = (float *)(void *)(a + 6422528);
-
-    /* l3.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
     float *r_l3_q1 = (float *)(void *)(a + 6291456);
     rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_q2 = r_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(void *)(a + 5898240);
-    rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(void *)(a + 6291456);
-    rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 6029312);
+    float *r_l3_v1 = (float *)(void *)(a + 5898240);
     rt_add_forward(r_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_v2 = r_l3_v1;
+    /* d(l3.q1) sums over its readers */
+    float *d_l3_q1 = (float *)(void *)(a + 6160384);
+    rt_zero(d_l3_q1, 32768);
 
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] recompute */
-    float *r_l3_v3 = (float *)(void *)(a + 6160384);
-    rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 6029312);
-    rt_zero(d_l3_q3, 32768);
-
-    /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(void *)(a + 1572864);
-    rt_zero(d_l3_k3, 32768);
-
-    /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(void *)(a + 1703936);
-    rt_zero(d_l3_v3, 32768);
-
-    /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
+    /* d(l3.k0) sums over its readers */
+    float *d_l3_k0 = (float *)(void *)(a + 6422528);
+    rt_zero(d_l3_k0, 32768);
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 5898240);
+    float *d_l3_v1 = (float *)(void *)(a + 1703936);
     rt_zero(d_l3_v1, 32768);
 
-    /* d(l3.v2) is d(l3.v1): Reshape moves no data */
-    float *d_l3_v2 = d_l3_v1;
-
-    /* l3.v.t: Transpose backward */
-    rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
+    /* l3.attn: Attention backward */
+    rt_attention_backward_3d(d_l3_q1, d_l3_k0, d_l3_v1, d_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
     /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
-    float *d_l3_v0 = (float *)(void *)(a + 5898240);
+    float *d_l3_v0 = (float *)(void *)(a + 1703936);
 
     /* d(l3.v.bias) sums over its readers */
-    float *d_l3_v_bias = (float *)(void *)(a + 6160384);
+    float *d_l3_v_bias = (float *)(void *)(a + 1572864);
     rt_zero(d_l3_v_bias, 128);
 
     /* l3.v.bias: Add backward */
@@ -3367,14 +2647,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state ? state + 684928 : NULL, 866560, 128);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 6160384);
+    float *r_l3_a = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a): its first contribution writes it */
     float *d_l3_a = (float *)(void *)(a + 6291456);
 
     /* d(l3.v.weight) sums over its readers */
-    float *d_l3_v_weight = (float *)(void *)(a + 6422528);
+    float *d_l3_v_weight = (float *)(void *)(a + 5898240);
     rt_zero(d_l3_v_weight, 16384);
 
     /* l3.v: MatMul backward */
@@ -3383,18 +2663,8 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.v.weight) is final and nothing reads l3.v.weight again: step it */
     rt_optimizer_update(opt, params + 668544, d_l3_v_weight, state ? state + 668544 : NULL, 866560, 16384);
 
-    /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 5898240);
-    rt_zero(d_l3_k0, 32768);
-
-    /* d(l3.k2) is d(l3.k0): Reshape moves no data */
-    float *d_l3_k2 = d_l3_k0;
-
-    /* l3.k.t: Transpose backward */
-    rt_transpose_backward(d_l3_k2, d_l3_k3, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* d(l3.k.weight) sums over its readers */
-    float *d_l3_k_weight = (float *)(void *)(a + 6422528);
+    float *d_l3_k_weight = (float *)(void *)(a + 5898240);
     rt_zero(d_l3_k_weight, 16384);
 
     /* l3.k: MatMul backward */
@@ -3403,21 +2673,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.k.weight) is final and nothing reads l3.k.weight again: step it */
     rt_optimizer_update(opt, params + 652160, d_l3_k_weight, state ? state + 652160 : NULL, 866560, 16384);
 
-    /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 5898240);
-    rt_zero(d_l3_q1, 32768);
-
-    /* d(l3.q2) is d(l3.q1): Reshape moves no data */
-    float *d_l3_q2 = d_l3_q1;
-
-    /* l3.q.t: Transpose backward */
-    rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
-    float *d_l3_q0 = (float *)(void *)(a + 5898240);
+    float *d_l3_q0 = (float *)(void *)(a + 6160384);
 
     /* d(l3.q.bias) sums over its readers */
-    float *d_l3_q_bias = (float *)(void *)(a + 6029312);
+    float *d_l3_q_bias = (float *)(void *)(a + 6422528);
     rt_zero(d_l3_q_bias, 128);
 
     /* l3.q.bias: Add backward */
@@ -3427,7 +2687,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state ? state + 652032 : NULL, 866560, 128);
 
     /* d(l3.q.weight) sums over its readers */
-    float *d_l3_q_weight = (float *)(void *)(a + 6029312);
+    float *d_l3_q_weight = (float *)(void *)(a + 6422528);
     rt_zero(d_l3_q_weight, 16384);
 
     /* l3.q: MatMul backward */
@@ -3595,95 +2855,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.proj.bias) is final and nothing reads l2.proj.bias again: step it */
     rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state ? state + 503296 : NULL, 866560, 128);
 
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(void *)(a + 5767168);
-    rt_transpose_forward(r_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
-    const float *r_l2_att3 = r_l2_att2;
-
-    /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 5505024);
-    rt_zero(d_l2_att2, 32768);
-
-    /* d(l2.att3) is d(l2.att2): Reshape moves no data */
-    float *d_l2_att3 = d_l2_att2;
+    /* d(l2.att3): its first contribution writes it */
+    float *d_l2_att3 = (float *)(void *)(a + 5767168);
 
     /* d(l2.proj.weight) sums over its readers */
     float *d_l2_proj_weight = (float *)(void *)(a + 5898240);
     rt_zero(d_l2_proj_weight, 16384);
 
     /* l2.proj: MatMul backward */
-    rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, v_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.proj.weight) is final and nothing reads l2.proj.weight again: step it */
     rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state ? state + 486912 : NULL, 866560, 16384);
-
-    /* d(l2.att): its first contribution writes it */
-    float *d_l2_att = (float *)(void *)(a + 5636096);
-
-    /* l2.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
     float *r_l2_q1 = (float *)(void *)(a + 5505024);
     rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_q2 = r_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(void *)(a + 5111808);
-    rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(void *)(a + 5505024);
-    rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 5242880);
+    float *r_l2_v1 = (float *)(void *)(a + 5111808);
     rt_add_forward(r_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_v2 = r_l2_v1;
+    /* d(l2.q1) sums over its readers */
+    float *d_l2_q1 = (float *)(void *)(a + 5373952);
+    rt_zero(d_l2_q1, 32768);
 
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(void *)(a + 5373952);
-    rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 5242880);
-    rt_zero(d_l2_q3, 32768);
-
-    /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 5767168);
-    rt_zero(d_l2_k3, 32768);
-
-    /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 5898240);
-    rt_zero(d_l2_v3, 32768);
-
-    /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 6029312));
+    /* d(l2.k0) sums over its readers */
+    float *d_l2_k0 = (float *)(void *)(a + 5636096);
+    rt_zero(d_l2_k0, 32768);
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(void *)(a + 5111808);
+    float *d_l2_v1 = (float *)(void *)(a + 5898240);
     rt_zero(d_l2_v1, 32768);
 
-    /* d(l2.v2) is d(l2.v1): Reshape moves no data */
-    float *d_l2_v2 = d_l2_v1;
-
-    /* l2.v.t: Transpose backward */
-    rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
+    /* l2.attn: Attention backward */
+    rt_attention_backward_3d(d_l2_q1, d_l2_k0, d_l2_v1, d_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 6029312));
 
     /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
-    float *d_l2_v0 = (float *)(void *)(a + 5111808);
+    float *d_l2_v0 = (float *)(void *)(a + 5898240);
 
     /* d(l2.v.bias) sums over its readers */
-    float *d_l2_v_bias = (float *)(void *)(a + 5373952);
+    float *d_l2_v_bias = (float *)(void *)(a + 5505024);
     rt_zero(d_l2_v_bias, 128);
 
     /* l2.v.bias: Add backward */
@@ -3693,14 +2905,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state ? state + 486784 : NULL, 866560, 128);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 5373952);
+    float *r_l2_a = (float *)(void *)(a + 5505024);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a): its first contribution writes it */
-    float *d_l2_a = (float *)(void *)(a + 5505024);
+    float *d_l2_a = (float *)(void *)(a + 5767168);
 
     /* d(l2.v.weight) sums over its readers */
-    float *d_l2_v_weight = (float *)(void *)(a + 5636096);
+    float *d_l2_v_weight = (float *)(void *)(a + 5111808);
     rt_zero(d_l2_v_weight, 16384);
 
     /* l2.v: MatMul backward */
@@ -3709,18 +2921,8 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.v.weight) is final and nothing reads l2.v.weight again: step it */
     rt_optimizer_update(opt, params + 470400, d_l2_v_weight, state ? state + 470400 : NULL, 866560, 16384);
 
-    /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 5111808);
-    rt_zero(d_l2_k0, 32768);
-
-    /* d(l2.k2) is d(l2.k0): Reshape moves no data */
-    float *d_l2_k2 = d_l2_k0;
-
-    /* l2.k.t: Transpose backward */
-    rt_transpose_backward(d_l2_k2, d_l2_k3, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* d(l2.k.weight) sums over its readers */
-    float *d_l2_k_weight = (float *)(void *)(a + 5636096);
+    float *d_l2_k_weight = (float *)(void *)(a + 5111808);
     rt_zero(d_l2_k_weight, 16384);
 
     /* l2.k: MatMul backward */
@@ -3729,21 +2931,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.k.weight) is final and nothing reads l2.k.weight again: step it */
     rt_optimizer_update(opt, params + 454016, d_l2_k_weight, state ? state + 454016 : NULL, 866560, 16384);
 
-    /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 5111808);
-    rt_zero(d_l2_q1, 32768);
-
-    /* d(l2.q2) is d(l2.q1): Reshape moves no data */
-    float *d_l2_q2 = d_l2_q1;
-
-    /* l2.q.t: Transpose backward */
-    rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
-    float *d_l2_q0 = (float *)(void *)(a + 5111808);
+    float *d_l2_q0 = (float *)(void *)(a + 5373952);
 
     /* d(l2.q.bias) sums over its readers */
-    float *d_l2_q_bias = (float *)(void *)(a + 5242880);
+    float *d_l2_q_bias = (float *)(void *)(a + 5636096);
     rt_zero(d_l2_q_bias, 128);
 
     /* l2.q.bias: Add backward */
@@ -3753,7 +2945,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state ? state + 453888 : NULL, 866560, 128);
 
     /* d(l2.q.weight) sums over its readers */
-    float *d_l2_q_weight = (float *)(void *)(a + 5242880);
+    float *d_l2_q_weight = (float *)(void *)(a + 5636096);
     rt_zero(d_l2_q_weight, 16384);
 
     /* l2.q: MatMul backward */
@@ -3921,95 +3113,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.proj.bias) is final and nothing reads l1.proj.bias again: step it */
     rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state ? state + 305152 : NULL, 866560, 128);
 
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(void *)(a + 4980736);
-    rt_transpose_forward(r_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
-    const float *r_l1_att3 = r_l1_att2;
-
-    /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 4718592);
-    rt_zero(d_l1_att2, 32768);
-
-    /* d(l1.att3) is d(l1.att2): Reshape moves no data */
-    float *d_l1_att3 = d_l1_att2;
+    /* d(l1.att3): its first contribution writes it */
+    float *d_l1_att3 = (float *)(void *)(a + 4980736);
 
     /* d(l1.proj.weight) sums over its readers */
     float *d_l1_proj_weight = (float *)(void *)(a + 5111808);
     rt_zero(d_l1_proj_weight, 16384);
 
     /* l1.proj: MatMul backward */
-    rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, v_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.proj.weight) is final and nothing reads l1.proj.weight again: step it */
     rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state ? state + 288768 : NULL, 866560, 16384);
-
-    /* d(l1.att): its first contribution writes it */
-    float *d_l1_att = (float *)(void *)(a + 4849664);
-
-    /* l1.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
     float *r_l1_q1 = (float *)(void *)(a + 4718592);
     rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_q2 = r_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(void *)(a + 4325376);
-    rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(void *)(a + 4718592);
-    rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 4456448);
+    float *r_l1_v1 = (float *)(void *)(a + 4325376);
     rt_add_forward(r_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_v2 = r_l1_v1;
+    /* d(l1.q1) sums over its readers */
+    float *d_l1_q1 = (float *)(void *)(a + 4587520);
+    rt_zero(d_l1_q1, 32768);
 
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(void *)(a + 4587520);
-    rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 4456448);
-    rt_zero(d_l1_q3, 32768);
-
-    /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 4980736);
-    rt_zero(d_l1_k3, 32768);
-
-    /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 5111808);
-    rt_zero(d_l1_v3, 32768);
-
-    /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 5242880));
+    /* d(l1.k0) sums over its readers */
+    float *d_l1_k0 = (float *)(void *)(a + 4849664);
+    rt_zero(d_l1_k0, 32768);
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(void *)(a + 4325376);
+    float *d_l1_v1 = (float *)(void *)(a + 5111808);
     rt_zero(d_l1_v1, 32768);
 
-    /* d(l1.v2) is d(l1.v1): Reshape moves no data */
-    float *d_l1_v2 = d_l1_v1;
-
-    /* l1.v.t: Transpose backward */
-    rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
+    /* l1.attn: Attention backward */
+    rt_attention_backward_3d(d_l1_q1, d_l1_k0, d_l1_v1, d_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 5242880));
 
     /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
-    float *d_l1_v0 = (float *)(void *)(a + 4325376);
+    float *d_l1_v0 = (float *)(void *)(a + 5111808);
 
     /* d(l1.v.bias) sums over its readers */
-    float *d_l1_v_bias = (float *)(void *)(a + 4587520);
+    float *d_l1_v_bias = (float *)(void *)(a + 4718592);
     rt_zero(d_l1_v_bias, 128);
 
     /* l1.v.bias: Add backward */
@@ -4019,14 +3163,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state ? state + 288640 : NULL, 866560, 128);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 4587520);
+    float *r_l1_a = (float *)(void *)(a + 4718592);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a): its first contribution writes it */
-    float *d_l1_a = (float *)(void *)(a + 4718592);
+    float *d_l1_a = (float *)(void *)(a + 4980736);
 
     /* d(l1.v.weight) sums over its readers */
-    float *d_l1_v_weight = (float *)(void *)(a + 4849664);
+    float *d_l1_v_weight = (float *)(void *)(a + 4325376);
     rt_zero(d_l1_v_weight, 16384);
 
     /* l1.v: MatMul backward */
@@ -4035,18 +3179,8 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.v.weight) is final and nothing reads l1.v.weight again: step it */
     rt_optimizer_update(opt, params + 272256, d_l1_v_weight, state ? state + 272256 : NULL, 866560, 16384);
 
-    /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 4325376);
-    rt_zero(d_l1_k0, 32768);
-
-    /* d(l1.k2) is d(l1.k0): Reshape moves no data */
-    float *d_l1_k2 = d_l1_k0;
-
-    /* l1.k.t: Transpose backward */
-    rt_transpose_backward(d_l1_k2, d_l1_k3, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* d(l1.k.weight) sums over its readers */
-    float *d_l1_k_weight = (float *)(void *)(a + 4849664);
+    float *d_l1_k_weight = (float *)(void *)(a + 4325376);
     rt_zero(d_l1_k_weight, 16384);
 
     /* l1.k: MatMul backward */
@@ -4055,21 +3189,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.k.weight) is final and nothing reads l1.k.weight again: step it */
     rt_optimizer_update(opt, params + 255872, d_l1_k_weight, state ? state + 255872 : NULL, 866560, 16384);
 
-    /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 4325376);
-    rt_zero(d_l1_q1, 32768);
-
-    /* d(l1.q2) is d(l1.q1): Reshape moves no data */
-    float *d_l1_q2 = d_l1_q1;
-
-    /* l1.q.t: Transpose backward */
-    rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
-    float *d_l1_q0 = (float *)(void *)(a + 4325376);
+    float *d_l1_q0 = (float *)(void *)(a + 4587520);
 
     /* d(l1.q.bias) sums over its readers */
-    float *d_l1_q_bias = (float *)(void *)(a + 4456448);
+    float *d_l1_q_bias = (float *)(void *)(a + 4849664);
     rt_zero(d_l1_q_bias, 128);
 
     /* l1.q.bias: Add backward */
@@ -4079,7 +3203,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state ? state + 255744 : NULL, 866560, 128);
 
     /* d(l1.q.weight) sums over its readers */
-    float *d_l1_q_weight = (float *)(void *)(a + 4456448);
+    float *d_l1_q_weight = (float *)(void *)(a + 4849664);
     rt_zero(d_l1_q_weight, 16384);
 
     /* l1.q: MatMul backward */
@@ -4247,95 +3371,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.proj.bias) is final and nothing reads l0.proj.bias again: step it */
     rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state ? state + 107008 : NULL, 866560, 128);
 
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(void *)(a + 4194304);
-    rt_transpose_forward(r_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
-    const float *r_l0_att3 = r_l0_att2;
-
-    /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 3932160);
-    rt_zero(d_l0_att2, 32768);
-
-    /* d(l0.att3) is d(l0.att2): Reshape moves no data */
-    float *d_l0_att3 = d_l0_att2;
+    /* d(l0.att3): its first contribution writes it */
+    float *d_l0_att3 = (float *)(void *)(a + 4194304);
 
     /* d(l0.proj.weight) sums over its readers */
     float *d_l0_proj_weight = (float *)(void *)(a + 4325376);
     rt_zero(d_l0_proj_weight, 16384);
 
     /* l0.proj: MatMul backward */
-    rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, v_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.proj.weight) is final and nothing reads l0.proj.weight again: step it */
     rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state ? state + 90624 : NULL, 866560, 16384);
-
-    /* d(l0.att): its first contribution writes it */
-    float *d_l0_att = (float *)(void *)(a + 4063232);
-
-    /* l0.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
     float *r_l0_q1 = (float *)(void *)(a + 3932160);
     rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_q2 = r_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(void *)(a + 3538944);
-    rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(void *)(a + 3932160);
-    rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 3670016);
+    float *r_l0_v1 = (float *)(void *)(a + 3538944);
     rt_add_forward(r_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_v2 = r_l0_v1;
+    /* d(l0.q1) sums over its readers */
+    float *d_l0_q1 = (float *)(void *)(a + 3801088);
+    rt_zero(d_l0_q1, 32768);
 
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(void *)(a + 3801088);
-    rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 3670016);
-    rt_zero(d_l0_q3, 32768);
-
-    /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 4194304);
-    rt_zero(d_l0_k3, 32768);
-
-    /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 4325376);
-    rt_zero(d_l0_v3, 32768);
-
-    /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4456448));
+    /* d(l0.k0) sums over its readers */
+    float *d_l0_k0 = (float *)(void *)(a + 4063232);
+    rt_zero(d_l0_k0, 32768);
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 3538944);
+    float *d_l0_v1 = (float *)(void *)(a + 4325376);
     rt_zero(d_l0_v1, 32768);
 
-    /* d(l0.v2) is d(l0.v1): Reshape moves no data */
-    float *d_l0_v2 = d_l0_v1;
-
-    /* l0.v.t: Transpose backward */
-    rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
+    /* l0.attn: Attention backward */
+    rt_attention_backward_3d(d_l0_q1, d_l0_k0, d_l0_v1, d_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4456448));
 
     /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
-    float *d_l0_v0 = (float *)(void *)(a + 3538944);
+    float *d_l0_v0 = (float *)(void *)(a + 4325376);
 
     /* d(l0.v.bias) sums over its readers */
-    float *d_l0_v_bias = (float *)(void *)(a + 3801088);
+    float *d_l0_v_bias = (float *)(void *)(a + 3932160);
     rt_zero(d_l0_v_bias, 128);
 
     /* l0.v.bias: Add backward */
@@ -4345,14 +3421,14 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state ? state + 90496 : NULL, 866560, 128);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 3801088);
+    float *r_l0_a = (float *)(void *)(a + 3932160);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.a): its first contribution writes it */
-    float *d_l0_a = (float *)(void *)(a + 3932160);
+    float *d_l0_a = (float *)(void *)(a + 4194304);
 
     /* d(l0.v.weight) sums over its readers */
-    float *d_l0_v_weight = (float *)(void *)(a + 4063232);
+    float *d_l0_v_weight = (float *)(void *)(a + 3538944);
     rt_zero(d_l0_v_weight, 16384);
 
     /* l0.v: MatMul backward */
@@ -4361,18 +3437,8 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.v.weight) is final and nothing reads l0.v.weight again: step it */
     rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state ? state + 74112 : NULL, 866560, 16384);
 
-    /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 3538944);
-    rt_zero(d_l0_k0, 32768);
-
-    /* d(l0.k2) is d(l0.k0): Reshape moves no data */
-    float *d_l0_k2 = d_l0_k0;
-
-    /* l0.k.t: Transpose backward */
-    rt_transpose_backward(d_l0_k2, d_l0_k3, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* d(l0.k.weight) sums over its readers */
-    float *d_l0_k_weight = (float *)(void *)(a + 4063232);
+    float *d_l0_k_weight = (float *)(void *)(a + 3538944);
     rt_zero(d_l0_k_weight, 16384);
 
     /* l0.k: MatMul backward */
@@ -4381,21 +3447,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.k.weight) is final and nothing reads l0.k.weight again: step it */
     rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state ? state + 57728 : NULL, 866560, 16384);
 
-    /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 3538944);
-    rt_zero(d_l0_q1, 32768);
-
-    /* d(l0.q2) is d(l0.q1): Reshape moves no data */
-    float *d_l0_q2 = d_l0_q1;
-
-    /* l0.q.t: Transpose backward */
-    rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
-    float *d_l0_q0 = (float *)(void *)(a + 3538944);
+    float *d_l0_q0 = (float *)(void *)(a + 3801088);
 
     /* d(l0.q.bias) sums over its readers */
-    float *d_l0_q_bias = (float *)(void *)(a + 3670016);
+    float *d_l0_q_bias = (float *)(void *)(a + 4063232);
     rt_zero(d_l0_q_bias, 128);
 
     /* l0.q.bias: Add backward */
@@ -4405,7 +3461,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state ? state + 57600 : NULL, 866560, 128);
 
     /* d(l0.q.weight) sums over its readers */
-    float *d_l0_q_weight = (float *)(void *)(a + 3670016);
+    float *d_l0_q_weight = (float *)(void *)(a + 4063232);
     rt_zero(d_l0_q_weight, 16384);
 
     /* l0.q: MatMul backward */

@@ -5,7 +5,7 @@
  * saved bytes:     5242880 (activations kept for the backward)
  * arena bytes:     6029312
  * fused step:      6291456 arena bytes, no gradient buffer (3466240 bytes)
- * recompute:       42729472 FLOPs in 72 node executions
+ * recompute:       42729472 FLOPs in 40 node executions
  * saved tensors:
  *   h0 [4x64x128]
  *   l0.q0 [4x64x128]
@@ -37,15 +37,7 @@
  * recomputed tensors:
  *   l0.a [4x64x128]
  *   l0.q1 [4x64x128]
- *   l0.q2 [4x64x4x32]
- *   l0.q3 [4x4x64x32]
- *   l0.k2 [4x64x4x32]
- *   l0.k3 [4x4x64x32]
  *   l0.v1 [4x64x128]
- *   l0.v2 [4x64x4x32]
- *   l0.v3 [4x4x64x32]
- *   l0.att [4x4x64x32]
- *   l0.att2 [4x64x4x32]
  *   l0.att3 [4x64x128]
  *   l0.o1 [4x64x128]
  *   l0.o2 [4x64x128]
@@ -55,15 +47,7 @@
  *   l0.g [4x64x512]
  *   l1.a [4x64x128]
  *   l1.q1 [4x64x128]
- *   l1.q2 [4x64x4x32]
- *   l1.q3 [4x4x64x32]
- *   l1.k2 [4x64x4x32]
- *   l1.k3 [4x4x64x32]
  *   l1.v1 [4x64x128]
- *   l1.v2 [4x64x4x32]
- *   l1.v3 [4x4x64x32]
- *   l1.att [4x4x64x32]
- *   l1.att2 [4x64x4x32]
  *   l1.att3 [4x64x128]
  *   l1.o1 [4x64x128]
  *   l1.o2 [4x64x128]
@@ -73,15 +57,7 @@
  *   l1.g [4x64x512]
  *   l2.a [4x64x128]
  *   l2.q1 [4x64x128]
- *   l2.q2 [4x64x4x32]
- *   l2.q3 [4x4x64x32]
- *   l2.k2 [4x64x4x32]
- *   l2.k3 [4x4x64x32]
  *   l2.v1 [4x64x128]
- *   l2.v2 [4x64x4x32]
- *   l2.v3 [4x4x64x32]
- *   l2.att [4x4x64x32]
- *   l2.att2 [4x64x4x32]
  *   l2.att3 [4x64x128]
  *   l2.o1 [4x64x128]
  *   l2.o2 [4x64x128]
@@ -91,15 +67,7 @@
  *   l2.g [4x64x512]
  *   l3.a [4x64x128]
  *   l3.q1 [4x64x128]
- *   l3.q2 [4x64x4x32]
- *   l3.q3 [4x4x64x32]
- *   l3.k2 [4x64x4x32]
- *   l3.k3 [4x4x64x32]
  *   l3.v1 [4x64x128]
- *   l3.v2 [4x64x4x32]
- *   l3.v3 [4x4x64x32]
- *   l3.att [4x4x64x32]
- *   l3.att2 [4x64x4x32]
  *   l3.att3 [4x64x128]
  *   l3.o1 [4x64x128]
  *   l3.o2 [4x64x128]
@@ -112,60 +80,28 @@
 
 static const rt_bcast map_pos = {3, {4, 64, 128}, {8192, 128, 1}, {0, 128, 1}};
 static const rt_bcast map_l0_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l0_q_t[] = {4, 64, 4, 32};
-static const int perm_l0_q_t[] = {0, 2, 1, 3};
-static const int dims_l0_k_t[] = {4, 64, 4, 32};
-static const int perm_l0_k_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l0_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l0_v_t[] = {4, 64, 4, 32};
-static const int perm_l0_v_t[] = {0, 2, 1, 3};
-static const int dims_l0_attn_t[] = {4, 4, 64, 32};
-static const int perm_l0_attn_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l0_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l0_res1 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l0_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
 static const rt_bcast map_l0_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l0_res2 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l1_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l1_q_t[] = {4, 64, 4, 32};
-static const int perm_l1_q_t[] = {0, 2, 1, 3};
-static const int dims_l1_k_t[] = {4, 64, 4, 32};
-static const int perm_l1_k_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l1_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l1_v_t[] = {4, 64, 4, 32};
-static const int perm_l1_v_t[] = {0, 2, 1, 3};
-static const int dims_l1_attn_t[] = {4, 4, 64, 32};
-static const int perm_l1_attn_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l1_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l1_res1 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l1_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
 static const rt_bcast map_l1_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l1_res2 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l2_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l2_q_t[] = {4, 64, 4, 32};
-static const int perm_l2_q_t[] = {0, 2, 1, 3};
-static const int dims_l2_k_t[] = {4, 64, 4, 32};
-static const int perm_l2_k_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l2_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l2_v_t[] = {4, 64, 4, 32};
-static const int perm_l2_v_t[] = {0, 2, 1, 3};
-static const int dims_l2_attn_t[] = {4, 4, 64, 32};
-static const int perm_l2_attn_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l2_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l2_res1 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l2_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
 static const rt_bcast map_l2_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l2_res2 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l3_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l3_q_t[] = {4, 64, 4, 32};
-static const int perm_l3_q_t[] = {0, 2, 1, 3};
-static const int dims_l3_k_t[] = {4, 64, 4, 32};
-static const int perm_l3_k_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l3_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const int dims_l3_v_t[] = {4, 64, 4, 32};
-static const int perm_l3_v_t[] = {0, 2, 1, 3};
-static const int dims_l3_attn_t[] = {4, 4, 64, 32};
-static const int perm_l3_attn_t[] = {0, 2, 1, 3};
 static const rt_bcast map_l3_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l3_res1 = {1, {32768}, {1}, {1}};
 static const rt_bcast map_l3_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
@@ -498,49 +434,21 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
-    const float *v_l0_q2 = v_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 393216);
+    float *v_l0_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
-    const float *v_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 393216);
+    float *v_l0_v0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
     float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
-    const float *v_l0_v2 = v_l0_v1;
-
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 0);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
-    const float *v_l0_att3 = v_l0_att2;
+    /* l0.attn: Attention -> l0.att3 [4x64x128] */
+    float *v_l0_att3 = (float *)(void *)(a + 524288);
+    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
     float *v_l0_o0 = (float *)(void *)(a + 0);
@@ -602,49 +510,21 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
-    const float *v_l1_q2 = v_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 393216);
+    float *v_l1_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
-    const float *v_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 393216);
+    float *v_l1_v0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
     float *v_l1_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
-    const float *v_l1_v2 = v_l1_v1;
-
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 131072);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
-    const float *v_l1_att3 = v_l1_att2;
+    /* l1.attn: Attention -> l1.att3 [4x64x128] */
+    float *v_l1_att3 = (float *)(void *)(a + 524288);
+    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
     float *v_l1_o0 = (float *)(void *)(a + 131072);
@@ -706,49 +586,21 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
-    const float *v_l2_q2 = v_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 393216);
+    float *v_l2_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
-    const float *v_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 393216);
+    float *v_l2_v0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
     float *v_l2_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
-    const float *v_l2_v2 = v_l2_v1;
-
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 131072);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
-    const float *v_l2_att3 = v_l2_att2;
+    /* l2.attn: Attention -> l2.att3 [4x64x128] */
+    float *v_l2_att3 = (float *)(void *)(a + 524288);
+    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
     float *v_l2_o0 = (float *)(void *)(a + 131072);
@@ -810,49 +662,21 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
-    const float *v_l3_q2 = v_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 393216);
+    float *v_l3_k0 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
-    const float *v_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 393216);
+    float *v_l3_v0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
     float *v_l3_v1 = (float *)(void *)(a + 131072);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
-    const float *v_l3_v2 = v_l3_v1;
-
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 131072);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
-    const float *v_l3_att3 = v_l3_att2;
+    /* l3.attn: Attention -> l3.att3 [4x64x128] */
+    float *v_l3_att3 = (float *)(void *)(a + 524288);
+    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
     float *v_l3_o0 = (float *)(void *)(a + 131072);
@@ -1107,68 +931,40 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
-    const float *v_l0_q2 = v_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 393216);
+    float *v_l0_k0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
-    const float *v_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(void *)(a + 655360);
-    rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 786432);
+    float *v_l0_v0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
     float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
-    const float *v_l0_v2 = v_l0_v1;
-
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(void *)(a + 917504);
-    rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 1048576);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
-
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 0);
-    rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
-    const float *v_l0_att3 = v_l0_att2;
+    /* l0.attn: Attention -> l0.att3 [4x64x128] */
+    float *v_l0_att3 = (float *)(void *)(a + 803584);
+    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 786432));
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 524288);
+    float *v_l0_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(void *)(a + 0);
+    float *v_l0_o1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
-    float *v_l0_o2 = (float *)(void *)(a + 0);
+    float *v_l0_o2 = (float *)(void *)(a + 393216);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 655360);
+    float *v_l0_r = (float *)(void *)(a + 786432);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 0);
+    float *v_l0_m = (float *)(void *)(a + 393216);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
@@ -1184,7 +980,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 0);
+    float *v_l0_y0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
@@ -1196,11 +992,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 0);
+    float *v_l0_out = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 655360);
+    float *v_l1_a = (float *)(void *)(a + 786432);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
@@ -1211,68 +1007,40 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l1_q1 = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
-    const float *v_l1_q2 = v_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 1703936);
-    rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 1572864);
+    float *v_l1_k0 = (float *)(void *)(a + 1703936);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
-    const float *v_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 1835008);
-    rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 1966080);
+    float *v_l1_v0 = (float *)(void *)(a + 1835008);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 655360);
+    float *v_l1_v1 = (float *)(void *)(a + 786432);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
-    const float *v_l1_v2 = v_l1_v1;
-
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 2097152);
-    rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 2228224);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 655360);
-    rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
-    const float *v_l1_att3 = v_l1_att2;
+    /* l1.attn: Attention -> l1.att3 [4x64x128] */
+    float *v_l1_att3 = (float *)(void *)(a + 1983232);
+    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1966080));
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 1703936);
+    float *v_l1_o0 = (float *)(void *)(a + 786432);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 655360);
+    float *v_l1_o1 = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
-    float *v_l1_o2 = (float *)(void *)(a + 655360);
+    float *v_l1_o2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 1835008);
+    float *v_l1_r = (float *)(void *)(a + 1966080);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 655360);
+    float *v_l1_m = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
@@ -1288,7 +1056,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 655360);
+    float *v_l1_y0 = (float *)(void *)(a + 1572864);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
@@ -1300,11 +1068,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 655360);
+    float *v_l1_out = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 1835008);
+    float *v_l2_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
@@ -1315,68 +1083,40 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l2_q1 = (float *)(void *)(a + 2752512);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
-    const float *v_l2_q2 = v_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 2883584);
-    rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 2752512);
+    float *v_l2_k0 = (float *)(void *)(a + 2883584);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
-    const float *v_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 3014656);
-    rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 3145728);
+    float *v_l2_v0 = (float *)(void *)(a + 3014656);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 1835008);
+    float *v_l2_v1 = (float *)(void *)(a + 1966080);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
-    const float *v_l2_v2 = v_l2_v1;
-
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 3276800);
-    rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 3407872);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
-
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 1835008);
-    rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
-    const float *v_l2_att3 = v_l2_att2;
+    /* l2.attn: Attention -> l2.att3 [4x64x128] */
+    float *v_l2_att3 = (float *)(void *)(a + 3162880);
+    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3145728));
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 2883584);
+    float *v_l2_o0 = (float *)(void *)(a + 1966080);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 1835008);
+    float *v_l2_o1 = (float *)(void *)(a + 2752512);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
-    float *v_l2_o2 = (float *)(void *)(a + 1835008);
+    float *v_l2_o2 = (float *)(void *)(a + 2752512);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 3014656);
+    float *v_l2_r = (float *)(void *)(a + 3145728);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 1835008);
+    float *v_l2_m = (float *)(void *)(a + 2752512);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
@@ -1392,7 +1132,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 1835008);
+    float *v_l2_y0 = (float *)(void *)(a + 2752512);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
@@ -1404,11 +1144,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 1835008);
+    float *v_l2_out = (float *)(void *)(a + 2752512);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 3014656);
+    float *v_l3_a = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
@@ -1419,68 +1159,40 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l3_q1 = (float *)(void *)(a + 3932160);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
-    const float *v_l3_q2 = v_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 4063232);
-    rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 3932160);
+    float *v_l3_k0 = (float *)(void *)(a + 4063232);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
-    const float *v_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 4194304);
-    rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 4325376);
+    float *v_l3_v0 = (float *)(void *)(a + 4194304);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 3014656);
+    float *v_l3_v1 = (float *)(void *)(a + 3145728);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
-    const float *v_l3_v2 = v_l3_v1;
-
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 4456448);
-    rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 4587520);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
-
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 3014656);
-    rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
-    const float *v_l3_att3 = v_l3_att2;
+    /* l3.attn: Attention -> l3.att3 [4x64x128] */
+    float *v_l3_att3 = (float *)(void *)(a + 4342528);
+    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4325376));
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 4063232);
+    float *v_l3_o0 = (float *)(void *)(a + 3145728);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 3014656);
+    float *v_l3_o1 = (float *)(void *)(a + 3932160);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
-    float *v_l3_o2 = (float *)(void *)(a + 3014656);
+    float *v_l3_o2 = (float *)(void *)(a + 3932160);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 4194304);
+    float *v_l3_r = (float *)(void *)(a + 4325376);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 3014656);
+    float *v_l3_m = (float *)(void *)(a + 3932160);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
@@ -1496,7 +1208,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 3014656);
+    float *v_l3_y0 = (float *)(void *)(a + 3932160);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
@@ -1508,11 +1220,11 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 3014656);
+    float *v_l3_out = (float *)(void *)(a + 3932160);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 4194304);
+    float *v_hf = (float *)(void *)(a + 4325376);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
@@ -1557,7 +1269,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 833792, 32768); /* d(head.weight) is final */
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 4194304);
+    float *d_l3_out = (float *)(void *)(a + 4325376);
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
@@ -1566,22 +1278,22 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 833664, 128); /* d(lnf.bias) is final */
 
     /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l3_r = (float *)(void *)(a + 4194304);
+    float *d_l3_r = (float *)(void *)(a + 4325376);
 
     /* d(l3.y2): its first contribution writes it */
-    float *d_l3_y2 = (float *)(void *)(a + 3014656);
+    float *d_l3_y2 = (float *)(void *)(a + 3932160);
 
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
     /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y1 = (float *)(void *)(a + 3014656);
+    float *d_l3_y1 = (float *)(void *)(a + 3932160);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
     /* d(l3.y0): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y0 = (float *)(void *)(a + 3014656);
+    float *d_l3_y0 = (float *)(void *)(a + 3932160);
 
     /* l3.fc2.bias: Add backward */
     rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, accumulate ? 0x1u : 0x3u);
@@ -1616,19 +1328,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 767360, 512); /* d(l3.fc.bias) is final */
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 3014656);
+    float *r_l3_o1 = (float *)(void *)(a + 3932160);
     rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
-    float *r_l3_o2 = (float *)(void *)(a + 3014656);
+    float *r_l3_o2 = (float *)(void *)(a + 3932160);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 4063232);
+    float *r_l3_r = (float *)(void *)(a + 3145728);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 3014656);
+    float *r_l3_m = (float *)(void *)(a + 3932160);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m): its first contribution writes it */
@@ -1639,116 +1351,68 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 701824, 65536); /* d(l3.fc.weight) is final */
 
     /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
+    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3932160));
     rt_grad_ready(hook, grads, 701568, 128); /* d(l3.ln2.scale) is final */
     rt_grad_ready(hook, grads, 701696, 128); /* d(l3.ln2.bias) is final */
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_out = (float *)(void *)(a + 4194304);
+    float *d_l2_out = (float *)(void *)(a + 4325376);
 
     /* d(l3.o2): its first contribution writes it */
-    float *d_l3_o2 = (float *)(void *)(a + 3014656);
+    float *d_l3_o2 = (float *)(void *)(a + 3145728);
 
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
     /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o1 = (float *)(void *)(a + 3014656);
+    float *d_l3_o1 = (float *)(void *)(a + 3145728);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
     /* d(l3.o0): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o0 = (float *)(void *)(a + 3014656);
+    float *d_l3_o0 = (float *)(void *)(a + 3145728);
 
     /* l3.proj.bias: Add backward */
     rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 701440, 128); /* d(l3.proj.bias) is final */
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 4063232);
+    float *r_l3_q1 = (float *)(void *)(a + 3932160);
     rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_q2 = r_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(void *)(a + 3801088);
-    rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(void *)(a + 4063232);
-    rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 3932160);
+    float *r_l3_v1 = (float *)(void *)(a + 3801088);
     rt_add_forward(r_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_v2 = r_l3_v1;
+    /* l3.attn: Attention -> l3.att3 [4x64x128] recompute */
+    float *r_l3_att3 = (float *)(void *)(a + 4456448);
+    rt_attention_forward_3d(r_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4194304));
 
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] recompute */
-    float *r_l3_v3 = (float *)(void *)(a + 4325376);
-    rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* l3.attn: Attention -> l3.att [4x4x64x32] recompute */
-    float *r_l3_att = (float *)(void *)(a + 4456448);
-    rt_attention_forward(r_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3932160));
-
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(void *)(a + 3932160);
-    rt_transpose_forward(r_l3_att2, r_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
-    const float *r_l3_att3 = r_l3_att2;
-
-    /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 4456448);
-    rt_zero(d_l3_att2, 32768);
-
-    /* d(l3.att3) is d(l3.att2): Reshape moves no data */
-    float *d_l3_att3 = d_l3_att2;
+    /* d(l3.att3): its first contribution writes it */
+    float *d_l3_att3 = (float *)(void *)(a + 4194304);
 
     /* l3.proj: MatMul backward */
-    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 685056, 16384); /* d(l3.proj.weight) is final */
 
-    /* d(l3.att): its first contribution writes it */
-    float *d_l3_att = (float *)(void *)(a + 3014656);
+    /* d(l3.q1) sums over its readers */
+    float *d_l3_q1 = (float *)(void *)(a + 3145728);
+    rt_zero(d_l3_q1, 32768);
 
-    /* l3.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
-
-    /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 3932160);
-    rt_zero(d_l3_q3, 32768);
-
-    /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(void *)(a + 4456448);
-    rt_zero(d_l3_k3, 32768);
-
-    /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(void *)(a + 4587520);
-    rt_zero(d_l3_v3, 32768);
-
-    /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4718592));
+    /* d(l3.k0) sums over its readers */
+    float *d_l3_k0 = (float *)(void *)(a + 4456448);
+    rt_zero(d_l3_k0, 32768);
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 3014656);
+    float *d_l3_v1 = (float *)(void *)(a + 4587520);
     rt_zero(d_l3_v1, 32768);
 
-    /* d(l3.v2) is d(l3.v1): Reshape moves no data */
-    float *d_l3_v2 = d_l3_v1;
-
-    /* l3.v.t: Transpose backward */
-    rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
+    /* l3.attn: Attention backward */
+    rt_attention_backward_3d(d_l3_q1, d_l3_k0, d_l3_v1, d_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4718592));
 
     /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
-    float *d_l3_v0 = (float *)(void *)(a + 3014656);
+    float *d_l3_v0 = (float *)(void *)(a + 4587520);
 
     /* l3.v.bias: Add backward */
     rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, accumulate ? 0x1u : 0x3u);
@@ -1759,38 +1423,18 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a): its first contribution writes it */
-    float *d_l3_a = (float *)(void *)(a + 4063232);
+    float *d_l3_a = (float *)(void *)(a + 3932160);
 
     /* l3.v: MatMul backward */
     rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 668544, 16384); /* d(l3.v.weight) is final */
 
-    /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 3014656);
-    rt_zero(d_l3_k0, 32768);
-
-    /* d(l3.k2) is d(l3.k0): Reshape moves no data */
-    float *d_l3_k2 = d_l3_k0;
-
-    /* l3.k.t: Transpose backward */
-    rt_transpose_backward(d_l3_k2, d_l3_k3, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.k: MatMul backward */
     rt_gemm_backward_set(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, r_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 652160, 16384); /* d(l3.k.weight) is final */
 
-    /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 3014656);
-    rt_zero(d_l3_q1, 32768);
-
-    /* d(l3.q2) is d(l3.q1): Reshape moves no data */
-    float *d_l3_q2 = d_l3_q1;
-
-    /* l3.q.t: Transpose backward */
-    rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
-    float *d_l3_q0 = (float *)(void *)(a + 3014656);
+    float *d_l3_q0 = (float *)(void *)(a + 3145728);
 
     /* l3.q.bias: Add backward */
     rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, accumulate ? 0x1u : 0x3u);
@@ -1801,194 +1445,146 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 635648, 16384); /* d(l3.q.weight) is final */
 
     /* l3.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
+    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3145728));
     rt_grad_ready(hook, grads, 635392, 128); /* d(l3.ln1.scale) is final */
     rt_grad_ready(hook, grads, 635520, 128); /* d(l3.ln1.bias) is final */
 
     /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_r = (float *)(void *)(a + 4194304);
+    float *d_l2_r = (float *)(void *)(a + 4325376);
 
     /* d(l2.y2): its first contribution writes it */
-    float *d_l2_y2 = (float *)(void *)(a + 1835008);
+    float *d_l2_y2 = (float *)(void *)(a + 2752512);
 
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
     /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y1 = (float *)(void *)(a + 1835008);
+    float *d_l2_y1 = (float *)(void *)(a + 2752512);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
     /* d(l2.y0): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y0 = (float *)(void *)(a + 1835008);
+    float *d_l2_y0 = (float *)(void *)(a + 2752512);
 
     /* l2.fc2.bias: Add backward */
     rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 635264, 128); /* d(l2.fc2.bias) is final */
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 4325376);
+    float *r_l2_f1 = (float *)(void *)(a + 3801088);
     rt_add_forward(r_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 3276800);
+    float *r_l2_g = (float *)(void *)(a + 3145728);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 4849664);
+    float *d_l2_g = (float *)(void *)(a + 4456448);
 
     /* l2.fc2: MatMul backward */
     rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 569728, 65536); /* d(l2.fc2.weight) is final */
 
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f1 = (float *)(void *)(a + 4849664);
+    float *d_l2_f1 = (float *)(void *)(a + 4456448);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
     /* d(l2.f0): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f0 = (float *)(void *)(a + 4849664);
+    float *d_l2_f0 = (float *)(void *)(a + 4456448);
 
     /* l2.fc.bias: Add backward */
     rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 569216, 512); /* d(l2.fc.bias) is final */
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 1835008);
+    float *r_l2_o1 = (float *)(void *)(a + 2752512);
     rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
-    float *r_l2_o2 = (float *)(void *)(a + 1835008);
+    float *r_l2_o2 = (float *)(void *)(a + 2752512);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 2883584);
+    float *r_l2_r = (float *)(void *)(a + 1966080);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 1835008);
+    float *r_l2_m = (float *)(void *)(a + 2752512);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m): its first contribution writes it */
-    float *d_l2_m = (float *)(void *)(a + 3014656);
+    float *d_l2_m = (float *)(void *)(a + 3145728);
 
     /* l2.fc: MatMul backward */
     rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 503680, 65536); /* d(l2.fc.weight) is final */
 
     /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
+    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2752512));
     rt_grad_ready(hook, grads, 503424, 128); /* d(l2.ln2.scale) is final */
     rt_grad_ready(hook, grads, 503552, 128); /* d(l2.ln2.bias) is final */
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_out = (float *)(void *)(a + 4194304);
+    float *d_l1_out = (float *)(void *)(a + 4325376);
 
     /* d(l2.o2): its first contribution writes it */
-    float *d_l2_o2 = (float *)(void *)(a + 1835008);
+    float *d_l2_o2 = (float *)(void *)(a + 1966080);
 
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
     /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o1 = (float *)(void *)(a + 1835008);
+    float *d_l2_o1 = (float *)(void *)(a + 1966080);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
     /* d(l2.o0): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o0 = (float *)(void *)(a + 1835008);
+    float *d_l2_o0 = (float *)(void *)(a + 1966080);
 
     /* l2.proj.bias: Add backward */
     rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 503296, 128); /* d(l2.proj.bias) is final */
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 2883584);
+    float *r_l2_q1 = (float *)(void *)(a + 2752512);
     rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_q2 = r_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(void *)(a + 2621440);
-    rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(void *)(a + 2883584);
-    rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 2752512);
+    float *r_l2_v1 = (float *)(void *)(a + 2621440);
     rt_add_forward(r_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_v2 = r_l2_v1;
+    /* l2.attn: Attention -> l2.att3 [4x64x128] recompute */
+    float *r_l2_att3 = (float *)(void *)(a + 3031808);
+    rt_attention_forward_3d(r_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
 
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(void *)(a + 3014656);
-    rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* l2.attn: Attention -> l2.att [4x4x64x32] recompute */
-    float *r_l2_att = (float *)(void *)(a + 3145728);
-    rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2752512));
-
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(void *)(a + 2752512);
-    rt_transpose_forward(r_l2_att2, r_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
-    const float *r_l2_att3 = r_l2_att2;
-
-    /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l2_att2, 32768);
-
-    /* d(l2.att3) is d(l2.att2): Reshape moves no data */
-    float *d_l2_att3 = d_l2_att2;
+    /* d(l2.att3): its first contribution writes it */
+    float *d_l2_att3 = (float *)(void *)(a + 3162880);
 
     /* l2.proj: MatMul backward */
-    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 486912, 16384); /* d(l2.proj.weight) is final */
 
-    /* d(l2.att): its first contribution writes it */
-    float *d_l2_att = (float *)(void *)(a + 1835008);
+    /* d(l2.q1) sums over its readers */
+    float *d_l2_q1 = (float *)(void *)(a + 1966080);
+    rt_zero(d_l2_q1, 32768);
 
-    /* l2.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
-
-    /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 2752512);
-    rt_zero(d_l2_q3, 32768);
-
-    /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l2_k3, 32768);
-
-    /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 3276800);
-    rt_zero(d_l2_v3, 32768);
-
-    /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3407872));
+    /* d(l2.k0) sums over its readers */
+    float *d_l2_k0 = (float *)(void *)(a + 3014656);
+    rt_zero(d_l2_k0, 32768);
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(void *)(a + 1835008);
+    float *d_l2_v1 = (float *)(void *)(a + 3293952);
     rt_zero(d_l2_v1, 32768);
 
-    /* d(l2.v2) is d(l2.v1): Reshape moves no data */
-    float *d_l2_v2 = d_l2_v1;
-
-    /* l2.v.t: Transpose backward */
-    rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
+    /* l2.attn: Attention backward */
+    rt_attention_backward_3d(d_l2_q1, d_l2_k0, d_l2_v1, d_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3425024));
 
     /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
-    float *d_l2_v0 = (float *)(void *)(a + 1835008);
+    float *d_l2_v0 = (float *)(void *)(a + 3293952);
 
     /* l2.v.bias: Add backward */
     rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, accumulate ? 0x1u : 0x3u);
@@ -1999,38 +1595,18 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a): its first contribution writes it */
-    float *d_l2_a = (float *)(void *)(a + 2883584);
+    float *d_l2_a = (float *)(void *)(a + 2752512);
 
     /* l2.v: MatMul backward */
     rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 470400, 16384); /* d(l2.v.weight) is final */
 
-    /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l2_k0, 32768);
-
-    /* d(l2.k2) is d(l2.k0): Reshape moves no data */
-    float *d_l2_k2 = d_l2_k0;
-
-    /* l2.k.t: Transpose backward */
-    rt_transpose_backward(d_l2_k2, d_l2_k3, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.k: MatMul backward */
     rt_gemm_backward_set(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, r_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 454016, 16384); /* d(l2.k.weight) is final */
 
-    /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l2_q1, 32768);
-
-    /* d(l2.q2) is d(l2.q1): Reshape moves no data */
-    float *d_l2_q2 = d_l2_q1;
-
-    /* l2.q.t: Transpose backward */
-    rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
-    float *d_l2_q0 = (float *)(void *)(a + 1835008);
+    float *d_l2_q0 = (float *)(void *)(a + 1966080);
 
     /* l2.q.bias: Add backward */
     rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, accumulate ? 0x1u : 0x3u);
@@ -2041,27 +1617,27 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 437504, 16384); /* d(l2.q.weight) is final */
 
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1966080));
     rt_grad_ready(hook, grads, 437248, 128); /* d(l2.ln1.scale) is final */
     rt_grad_ready(hook, grads, 437376, 128); /* d(l2.ln1.bias) is final */
 
     /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_r = (float *)(void *)(a + 4194304);
+    float *d_l1_r = (float *)(void *)(a + 4325376);
 
     /* d(l1.y2): its first contribution writes it */
-    float *d_l1_y2 = (float *)(void *)(a + 655360);
+    float *d_l1_y2 = (float *)(void *)(a + 1572864);
 
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
     /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y1 = (float *)(void *)(a + 655360);
+    float *d_l1_y1 = (float *)(void *)(a + 1572864);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
     /* d(l1.y0): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y0 = (float *)(void *)(a + 655360);
+    float *d_l1_y0 = (float *)(void *)(a + 1572864);
 
     /* l1.fc2.bias: Add backward */
     rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, accumulate ? 0x1u : 0x3u);
@@ -2072,7 +1648,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(r_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 2097152);
+    float *r_l1_g = (float *)(void *)(a + 1966080);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.g): its first contribution writes it */
@@ -2096,139 +1672,91 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 371072, 512); /* d(l1.fc.bias) is final */
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 655360);
+    float *r_l1_o1 = (float *)(void *)(a + 1572864);
     rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
-    float *r_l1_o2 = (float *)(void *)(a + 655360);
+    float *r_l1_o2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1703936);
+    float *r_l1_r = (float *)(void *)(a + 786432);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 655360);
+    float *r_l1_m = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.m): its first contribution writes it */
-    float *d_l1_m = (float *)(void *)(a + 1835008);
+    float *d_l1_m = (float *)(void *)(a + 1966080);
 
     /* l1.fc: MatMul backward */
     rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 305536, 65536); /* d(l1.fc.weight) is final */
 
     /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 655360));
+    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1572864));
     rt_grad_ready(hook, grads, 305280, 128); /* d(l1.ln2.scale) is final */
     rt_grad_ready(hook, grads, 305408, 128); /* d(l1.ln2.bias) is final */
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_out = (float *)(void *)(a + 4194304);
+    float *d_l0_out = (float *)(void *)(a + 4325376);
 
     /* d(l1.o2): its first contribution writes it */
-    float *d_l1_o2 = (float *)(void *)(a + 655360);
+    float *d_l1_o2 = (float *)(void *)(a + 786432);
 
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
     /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o1 = (float *)(void *)(a + 655360);
+    float *d_l1_o1 = (float *)(void *)(a + 786432);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
     /* d(l1.o0): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o0 = (float *)(void *)(a + 655360);
+    float *d_l1_o0 = (float *)(void *)(a + 786432);
 
     /* l1.proj.bias: Add backward */
     rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 305152, 128); /* d(l1.proj.bias) is final */
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 1703936);
+    float *r_l1_q1 = (float *)(void *)(a + 1572864);
     rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_q2 = r_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(void *)(a + 1441792);
-    rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(void *)(a + 1703936);
-    rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 1572864);
+    float *r_l1_v1 = (float *)(void *)(a + 1441792);
     rt_add_forward(r_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_v2 = r_l1_v1;
+    /* l1.attn: Attention -> l1.att3 [4x64x128] recompute */
+    float *r_l1_att3 = (float *)(void *)(a + 1852160);
+    rt_attention_forward_3d(r_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(void *)(a + 1835008);
-    rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* l1.attn: Attention -> l1.att [4x4x64x32] recompute */
-    float *r_l1_att = (float *)(void *)(a + 1966080);
-    rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1572864));
-
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(void *)(a + 1572864);
-    rt_transpose_forward(r_l1_att2, r_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
-    const float *r_l1_att3 = r_l1_att2;
-
-    /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l1_att2, 32768);
-
-    /* d(l1.att3) is d(l1.att2): Reshape moves no data */
-    float *d_l1_att3 = d_l1_att2;
+    /* d(l1.att3): its first contribution writes it */
+    float *d_l1_att3 = (float *)(void *)(a + 1983232);
 
     /* l1.proj: MatMul backward */
-    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 288768, 16384); /* d(l1.proj.weight) is final */
 
-    /* d(l1.att): its first contribution writes it */
-    float *d_l1_att = (float *)(void *)(a + 655360);
+    /* d(l1.q1) sums over its readers */
+    float *d_l1_q1 = (float *)(void *)(a + 786432);
+    rt_zero(d_l1_q1, 32768);
 
-    /* l1.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
-
-    /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 1572864);
-    rt_zero(d_l1_q3, 32768);
-
-    /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l1_k3, 32768);
-
-    /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_v3, 32768);
-
-    /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2228224));
+    /* d(l1.k0) sums over its readers */
+    float *d_l1_k0 = (float *)(void *)(a + 1835008);
+    rt_zero(d_l1_k0, 32768);
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(void *)(a + 655360);
+    float *d_l1_v1 = (float *)(void *)(a + 2114304);
     rt_zero(d_l1_v1, 32768);
 
-    /* d(l1.v2) is d(l1.v1): Reshape moves no data */
-    float *d_l1_v2 = d_l1_v1;
-
-    /* l1.v.t: Transpose backward */
-    rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
+    /* l1.attn: Attention backward */
+    rt_attention_backward_3d(d_l1_q1, d_l1_k0, d_l1_v1, d_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2245376));
 
     /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
-    float *d_l1_v0 = (float *)(void *)(a + 655360);
+    float *d_l1_v0 = (float *)(void *)(a + 2114304);
 
     /* l1.v.bias: Add backward */
     rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, accumulate ? 0x1u : 0x3u);
@@ -2239,38 +1767,18 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a): its first contribution writes it */
-    float *d_l1_a = (float *)(void *)(a + 1703936);
+    float *d_l1_a = (float *)(void *)(a + 1572864);
 
     /* l1.v: MatMul backward */
     rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 272256, 16384); /* d(l1.v.weight) is final */
 
-    /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 655360);
-    rt_zero(d_l1_k0, 32768);
-
-    /* d(l1.k2) is d(l1.k0): Reshape moves no data */
-    float *d_l1_k2 = d_l1_k0;
-
-    /* l1.k.t: Transpose backward */
-    rt_transpose_backward(d_l1_k2, d_l1_k3, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.k: MatMul backward */
     rt_gemm_backward_set(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, r_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 255872, 16384); /* d(l1.k.weight) is final */
 
-    /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 655360);
-    rt_zero(d_l1_q1, 32768);
-
-    /* d(l1.q2) is d(l1.q1): Reshape moves no data */
-    float *d_l1_q2 = d_l1_q1;
-
-    /* l1.q.t: Transpose backward */
-    rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
-    float *d_l1_q0 = (float *)(void *)(a + 655360);
+    float *d_l1_q0 = (float *)(void *)(a + 786432);
 
     /* l1.q.bias: Add backward */
     rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, accumulate ? 0x1u : 0x3u);
@@ -2281,27 +1789,27 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 239360, 16384); /* d(l1.q.weight) is final */
 
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 655360));
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 786432));
     rt_grad_ready(hook, grads, 239104, 128); /* d(l1.ln1.scale) is final */
     rt_grad_ready(hook, grads, 239232, 128); /* d(l1.ln1.bias) is final */
 
     /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_r = (float *)(void *)(a + 4194304);
+    float *d_l0_r = (float *)(void *)(a + 4325376);
 
     /* d(l0.y2): its first contribution writes it */
-    float *d_l0_y2 = (float *)(void *)(a + 0);
+    float *d_l0_y2 = (float *)(void *)(a + 393216);
 
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
     /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y1 = (float *)(void *)(a + 0);
+    float *d_l0_y1 = (float *)(void *)(a + 393216);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
     /* d(l0.y0): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y0 = (float *)(void *)(a + 0);
+    float *d_l0_y0 = (float *)(void *)(a + 393216);
 
     /* l0.fc2.bias: Add backward */
     rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, accumulate ? 0x1u : 0x3u);
@@ -2312,7 +1820,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(r_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 917504);
+    float *r_l0_g = (float *)(void *)(a + 786432);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.g): its first contribution writes it */
@@ -2336,35 +1844,35 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 172928, 512); /* d(l0.fc.bias) is final */
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 0);
+    float *r_l0_o1 = (float *)(void *)(a + 393216);
     rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
-    float *r_l0_o2 = (float *)(void *)(a + 0);
+    float *r_l0_o2 = (float *)(void *)(a + 393216);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 524288);
+    float *r_l0_r = (float *)(void *)(a + 0);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 0);
+    float *r_l0_m = (float *)(void *)(a + 393216);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.m): its first contribution writes it */
-    float *d_l0_m = (float *)(void *)(a + 655360);
+    float *d_l0_m = (float *)(void *)(a + 786432);
 
     /* l0.fc: MatMul backward */
     rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 107392, 65536); /* d(l0.fc.weight) is final */
 
     /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
+    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 393216));
     rt_grad_ready(hook, grads, 107136, 128); /* d(l0.ln2.scale) is final */
     rt_grad_ready(hook, grads, 107264, 128); /* d(l0.ln2.bias) is final */
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_h0 = (float *)(void *)(a + 4194304);
+    float *d_h0 = (float *)(void *)(a + 4325376);
 
     /* d(l0.o2): its first contribution writes it */
     float *d_l0_o2 = (float *)(void *)(a + 0);
@@ -2386,89 +1894,41 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 107008, 128); /* d(l0.proj.bias) is final */
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 524288);
+    float *r_l0_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_q2 = r_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 393216);
+    float *r_l0_v1 = (float *)(void *)(a + 262144);
     rt_add_forward(r_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_v2 = r_l0_v1;
+    /* l0.attn: Attention -> l0.att3 [4x64x128] recompute */
+    float *r_l0_att3 = (float *)(void *)(a + 672512);
+    rt_attention_forward_3d(r_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(void *)(a + 655360);
-    rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* l0.attn: Attention -> l0.att [4x4x64x32] recompute */
-    float *r_l0_att = (float *)(void *)(a + 786432);
-    rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
-
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(r_l0_att2, r_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
-    const float *r_l0_att3 = r_l0_att2;
-
-    /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 786432);
-    rt_zero(d_l0_att2, 32768);
-
-    /* d(l0.att3) is d(l0.att2): Reshape moves no data */
-    float *d_l0_att3 = d_l0_att2;
+    /* d(l0.att3): its first contribution writes it */
+    float *d_l0_att3 = (float *)(void *)(a + 803584);
 
     /* l0.proj: MatMul backward */
-    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 90624, 16384); /* d(l0.proj.weight) is final */
 
-    /* d(l0.att): its first contribution writes it */
-    float *d_l0_att = (float *)(void *)(a + 0);
+    /* d(l0.q1) sums over its readers */
+    float *d_l0_q1 = (float *)(void *)(a + 0);
+    rt_zero(d_l0_q1, 32768);
 
-    /* l0.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
-
-    /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 393216);
-    rt_zero(d_l0_q3, 32768);
-
-    /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 786432);
-    rt_zero(d_l0_k3, 32768);
-
-    /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 917504);
-    rt_zero(d_l0_v3, 32768);
-
-    /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
+    /* d(l0.k0) sums over its readers */
+    float *d_l0_k0 = (float *)(void *)(a + 655360);
+    rt_zero(d_l0_k0, 32768);
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 0);
+    float *d_l0_v1 = (float *)(void *)(a + 934656);
     rt_zero(d_l0_v1, 32768);
 
-    /* d(l0.v2) is d(l0.v1): Reshape moves no data */
-    float *d_l0_v2 = d_l0_v1;
-
-    /* l0.v.t: Transpose backward */
-    rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
+    /* l0.attn: Attention backward */
+    rt_attention_backward_3d(d_l0_q1, d_l0_k0, d_l0_v1, d_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1065728));
 
     /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
-    float *d_l0_v0 = (float *)(void *)(a + 0);
+    float *d_l0_v0 = (float *)(void *)(a + 934656);
 
     /* l0.v.bias: Add backward */
     rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, accumulate ? 0x1u : 0x3u);
@@ -2479,35 +1939,15 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.a): its first contribution writes it */
-    float *d_l0_a = (float *)(void *)(a + 524288);
+    float *d_l0_a = (float *)(void *)(a + 393216);
 
     /* l0.v: MatMul backward */
     rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 74112, 16384); /* d(l0.v.weight) is final */
 
-    /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_k0, 32768);
-
-    /* d(l0.k2) is d(l0.k0): Reshape moves no data */
-    float *d_l0_k2 = d_l0_k0;
-
-    /* l0.k.t: Transpose backward */
-    rt_transpose_backward(d_l0_k2, d_l0_k3, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.k: MatMul backward */
     rt_gemm_backward_set(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, r_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 57728, 16384); /* d(l0.k.weight) is final */
-
-    /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_q1, 32768);
-
-    /* d(l0.q2) is d(l0.q1): Reshape moves no data */
-    float *d_l0_q2 = d_l0_q1;
-
-    /* l0.q.t: Transpose backward */
-    rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
 
     /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
     float *d_l0_q0 = (float *)(void *)(a + 0);
@@ -2526,13 +1966,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 41088, 128); /* d(l0.ln1.bias) is final */
 
     /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_emb = (float *)(void *)(a + 4194304);
+    float *d_emb = (float *)(void *)(a + 4325376);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
     /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_tok = (float *)(void *)(a + 4194304);
+    float *d_tok = (float *)(void *)(a + 4325376);
 
     /* pos: Add backward */
     rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, accumulate ? 0x1u : 0x3u);
@@ -2667,68 +2107,40 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] view, no copy */
-    const float *v_l0_q2 = v_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] */
-    float *v_l0_q3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(v_l0_q3, v_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 393216);
+    float *v_l0_k0 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] view, no copy */
-    const float *v_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] */
-    float *v_l0_k3 = (float *)(void *)(a + 655360);
-    rt_transpose_forward(v_l0_k3, v_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 786432);
+    float *v_l0_v0 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v.bias: Add -> l0.v1 [4x64x128] */
     float *v_l0_v1 = (float *)(void *)(a + 0);
     rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] view, no copy */
-    const float *v_l0_v2 = v_l0_v1;
-
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] */
-    float *v_l0_v3 = (float *)(void *)(a + 917504);
-    rt_transpose_forward(v_l0_v3, v_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* l0.attn: Attention -> l0.att [4x4x64x32] */
-    float *v_l0_att = (float *)(void *)(a + 1048576);
-    rt_attention_forward(v_l0_att, v_l0_q3, v_l0_k3, v_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
-
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] */
-    float *v_l0_att2 = (float *)(void *)(a + 0);
-    rt_transpose_forward(v_l0_att2, v_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] view, no copy */
-    const float *v_l0_att3 = v_l0_att2;
+    /* l0.attn: Attention -> l0.att3 [4x64x128] */
+    float *v_l0_att3 = (float *)(void *)(a + 803584);
+    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 786432));
 
     /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 524288);
+    float *v_l0_o0 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(void *)(a + 0);
+    float *v_l0_o1 = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
-    float *v_l0_o2 = (float *)(void *)(a + 0);
+    float *v_l0_o2 = (float *)(void *)(a + 393216);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 655360);
+    float *v_l0_r = (float *)(void *)(a + 786432);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 0);
+    float *v_l0_m = (float *)(void *)(a + 393216);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f0 [4x64x512] */
@@ -2744,7 +2156,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
     /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 0);
+    float *v_l0_y0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
@@ -2756,11 +2168,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 0);
+    float *v_l0_out = (float *)(void *)(a + 393216);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 655360);
+    float *v_l1_a = (float *)(void *)(a + 786432);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q0 [4x64x128] */
@@ -2771,68 +2183,40 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l1_q1 = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] view, no copy */
-    const float *v_l1_q2 = v_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] */
-    float *v_l1_q3 = (float *)(void *)(a + 1703936);
-    rt_transpose_forward(v_l1_q3, v_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 1572864);
+    float *v_l1_k0 = (float *)(void *)(a + 1703936);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] view, no copy */
-    const float *v_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] */
-    float *v_l1_k3 = (float *)(void *)(a + 1835008);
-    rt_transpose_forward(v_l1_k3, v_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 1966080);
+    float *v_l1_v0 = (float *)(void *)(a + 1835008);
     rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 655360);
+    float *v_l1_v1 = (float *)(void *)(a + 786432);
     rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] view, no copy */
-    const float *v_l1_v2 = v_l1_v1;
-
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] */
-    float *v_l1_v3 = (float *)(void *)(a + 2097152);
-    rt_transpose_forward(v_l1_v3, v_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* l1.attn: Attention -> l1.att [4x4x64x32] */
-    float *v_l1_att = (float *)(void *)(a + 2228224);
-    rt_attention_forward(v_l1_att, v_l1_q3, v_l1_k3, v_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
-
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] */
-    float *v_l1_att2 = (float *)(void *)(a + 655360);
-    rt_transpose_forward(v_l1_att2, v_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] view, no copy */
-    const float *v_l1_att3 = v_l1_att2;
+    /* l1.attn: Attention -> l1.att3 [4x64x128] */
+    float *v_l1_att3 = (float *)(void *)(a + 1983232);
+    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1966080));
 
     /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 1703936);
+    float *v_l1_o0 = (float *)(void *)(a + 786432);
     rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 655360);
+    float *v_l1_o1 = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
-    float *v_l1_o2 = (float *)(void *)(a + 655360);
+    float *v_l1_o2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 1835008);
+    float *v_l1_r = (float *)(void *)(a + 1966080);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 655360);
+    float *v_l1_m = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f0 [4x64x512] */
@@ -2848,7 +2232,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
     /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 655360);
+    float *v_l1_y0 = (float *)(void *)(a + 1572864);
     rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
@@ -2860,11 +2244,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 655360);
+    float *v_l1_out = (float *)(void *)(a + 1572864);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 1835008);
+    float *v_l2_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q0 [4x64x128] */
@@ -2875,68 +2259,40 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l2_q1 = (float *)(void *)(a + 2752512);
     rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] view, no copy */
-    const float *v_l2_q2 = v_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] */
-    float *v_l2_q3 = (float *)(void *)(a + 2883584);
-    rt_transpose_forward(v_l2_q3, v_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 2752512);
+    float *v_l2_k0 = (float *)(void *)(a + 2883584);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] view, no copy */
-    const float *v_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] */
-    float *v_l2_k3 = (float *)(void *)(a + 3014656);
-    rt_transpose_forward(v_l2_k3, v_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 3145728);
+    float *v_l2_v0 = (float *)(void *)(a + 3014656);
     rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 1835008);
+    float *v_l2_v1 = (float *)(void *)(a + 1966080);
     rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] view, no copy */
-    const float *v_l2_v2 = v_l2_v1;
-
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] */
-    float *v_l2_v3 = (float *)(void *)(a + 3276800);
-    rt_transpose_forward(v_l2_v3, v_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* l2.attn: Attention -> l2.att [4x4x64x32] */
-    float *v_l2_att = (float *)(void *)(a + 3407872);
-    rt_attention_forward(v_l2_att, v_l2_q3, v_l2_k3, v_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
-
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] */
-    float *v_l2_att2 = (float *)(void *)(a + 1835008);
-    rt_transpose_forward(v_l2_att2, v_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] view, no copy */
-    const float *v_l2_att3 = v_l2_att2;
+    /* l2.attn: Attention -> l2.att3 [4x64x128] */
+    float *v_l2_att3 = (float *)(void *)(a + 3162880);
+    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3145728));
 
     /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 2883584);
+    float *v_l2_o0 = (float *)(void *)(a + 1966080);
     rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 1835008);
+    float *v_l2_o1 = (float *)(void *)(a + 2752512);
     rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
-    float *v_l2_o2 = (float *)(void *)(a + 1835008);
+    float *v_l2_o2 = (float *)(void *)(a + 2752512);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 3014656);
+    float *v_l2_r = (float *)(void *)(a + 3145728);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 1835008);
+    float *v_l2_m = (float *)(void *)(a + 2752512);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f0 [4x64x512] */
@@ -2952,7 +2308,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
     /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 1835008);
+    float *v_l2_y0 = (float *)(void *)(a + 2752512);
     rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
@@ -2964,11 +2320,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 1835008);
+    float *v_l2_out = (float *)(void *)(a + 2752512);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 3014656);
+    float *v_l3_a = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q0 [4x64x128] */
@@ -2979,68 +2335,40 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l3_q1 = (float *)(void *)(a + 3932160);
     rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] view, no copy */
-    const float *v_l3_q2 = v_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] */
-    float *v_l3_q3 = (float *)(void *)(a + 4063232);
-    rt_transpose_forward(v_l3_q3, v_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 3932160);
+    float *v_l3_k0 = (float *)(void *)(a + 4063232);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] view, no copy */
-    const float *v_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] */
-    float *v_l3_k3 = (float *)(void *)(a + 4194304);
-    rt_transpose_forward(v_l3_k3, v_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 4325376);
+    float *v_l3_v0 = (float *)(void *)(a + 4194304);
     rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 3014656);
+    float *v_l3_v1 = (float *)(void *)(a + 3145728);
     rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] view, no copy */
-    const float *v_l3_v2 = v_l3_v1;
-
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] */
-    float *v_l3_v3 = (float *)(void *)(a + 4456448);
-    rt_transpose_forward(v_l3_v3, v_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* l3.attn: Attention -> l3.att [4x4x64x32] */
-    float *v_l3_att = (float *)(void *)(a + 4587520);
-    rt_attention_forward(v_l3_att, v_l3_q3, v_l3_k3, v_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
-
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] */
-    float *v_l3_att2 = (float *)(void *)(a + 3014656);
-    rt_transpose_forward(v_l3_att2, v_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] view, no copy */
-    const float *v_l3_att3 = v_l3_att2;
+    /* l3.attn: Attention -> l3.att3 [4x64x128] */
+    float *v_l3_att3 = (float *)(void *)(a + 4342528);
+    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4325376));
 
     /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 4063232);
+    float *v_l3_o0 = (float *)(void *)(a + 3145728);
     rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 3014656);
+    float *v_l3_o1 = (float *)(void *)(a + 3932160);
     rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
-    float *v_l3_o2 = (float *)(void *)(a + 3014656);
+    float *v_l3_o2 = (float *)(void *)(a + 3932160);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 4194304);
+    float *v_l3_r = (float *)(void *)(a + 4325376);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 3014656);
+    float *v_l3_m = (float *)(void *)(a + 3932160);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f0 [4x64x512] */
@@ -3056,7 +2384,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
     /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 3014656);
+    float *v_l3_y0 = (float *)(void *)(a + 3932160);
     rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
@@ -3068,11 +2396,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 3014656);
+    float *v_l3_out = (float *)(void *)(a + 3932160);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 4194304);
+    float *v_hf = (float *)(void *)(a + 4325376);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
@@ -3123,7 +2451,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833792, d_head_weight, state ? state + 833792 : NULL, 866560, 32768);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 4194304);
+    float *d_l3_out = (float *)(void *)(a + 4325376);
     rt_zero(d_l3_out, 32768);
 
     /* d(lnf.scale) sums over its readers */
@@ -3144,22 +2472,22 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state ? state + 833664 : NULL, 866560, 128);
 
     /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l3_r = (float *)(void *)(a + 4194304);
+    float *d_l3_r = (float *)(void *)(a + 4325376);
 
     /* d(l3.y2): its first contribution writes it */
-    float *d_l3_y2 = (float *)(void *)(a + 3014656);
+    float *d_l3_y2 = (float *)(void *)(a + 3932160);
 
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
     /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y1 = (float *)(void *)(a + 3014656);
+    float *d_l3_y1 = (float *)(void *)(a + 3932160);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
     /* d(l3.y0): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y0 = (float *)(void *)(a + 3014656);
+    float *d_l3_y0 = (float *)(void *)(a + 3932160);
 
     /* d(l3.fc2.bias) sums over its readers */
     float *d_l3_fc2_bias = (float *)(void *)(a + 4980736);
@@ -3202,7 +2530,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_f0 = (float *)(void *)(a + 5505024);
 
     /* d(l3.fc.bias) sums over its readers */
-    float *d_l3_fc_bias = (float *)(void *)(a + 3014656);
+    float *d_l3_fc_bias = (float *)(void *)(a + 3932160);
     rt_zero(d_l3_fc_bias, 512);
 
     /* l3.fc.bias: Add backward */
@@ -3212,19 +2540,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state ? state + 767360 : NULL, 866560, 512);
 
     /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 3014656);
+    float *r_l3_o1 = (float *)(void *)(a + 3932160);
     rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
-    float *r_l3_o2 = (float *)(void *)(a + 3014656);
+    float *r_l3_o2 = (float *)(void *)(a + 3932160);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 4063232);
+    float *r_l3_r = (float *)(void *)(a + 3145728);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 3014656);
+    float *r_l3_m = (float *)(void *)(a + 3932160);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m): its first contribution writes it */
@@ -3241,15 +2569,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state ? state + 701824 : NULL, 866560, 65536);
 
     /* d(l3.ln2.scale) sums over its readers */
-    float *d_l3_ln2_scale = (float *)(void *)(a + 3014656);
+    float *d_l3_ln2_scale = (float *)(void *)(a + 3932160);
     rt_zero(d_l3_ln2_scale, 128);
 
     /* d(l3.ln2.bias) sums over its readers */
-    float *d_l3_ln2_bias = (float *)(void *)(a + 3015168);
+    float *d_l3_ln2_bias = (float *)(void *)(a + 3932672);
     rt_zero(d_l3_ln2_bias, 128);
 
     /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3015680));
+    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3933184));
 
     /* d(l3.ln2.scale) is final and nothing reads l3.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 701568, d_l3_ln2_scale, state ? state + 701568 : NULL, 866560, 128);
@@ -3258,25 +2586,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state ? state + 701696 : NULL, 866560, 128);
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_out = (float *)(void *)(a + 4194304);
+    float *d_l2_out = (float *)(void *)(a + 4325376);
 
     /* d(l3.o2): its first contribution writes it */
-    float *d_l3_o2 = (float *)(void *)(a + 3014656);
+    float *d_l3_o2 = (float *)(void *)(a + 3145728);
 
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
     /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o1 = (float *)(void *)(a + 3014656);
+    float *d_l3_o1 = (float *)(void *)(a + 3145728);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
     /* d(l3.o0): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o0 = (float *)(void *)(a + 3014656);
+    float *d_l3_o0 = (float *)(void *)(a + 3145728);
 
     /* d(l3.proj.bias) sums over its readers */
-    float *d_l3_proj_bias = (float *)(void *)(a + 4063232);
+    float *d_l3_proj_bias = (float *)(void *)(a + 3932160);
     rt_zero(d_l3_proj_bias, 128);
 
     /* l3.proj.bias: Add backward */
@@ -3286,95 +2614,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state ? state + 701440 : NULL, 866560, 128);
 
     /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 4063232);
+    float *r_l3_q1 = (float *)(void *)(a + 3932160);
     rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
 
-    /* l3.q.heads: Reshape -> l3.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_q2 = r_l3_q1;
-
-    /* l3.q.t: Transpose -> l3.q3 [4x4x64x32] recompute */
-    float *r_l3_q3 = (float *)(void *)(a + 3801088);
-    rt_transpose_forward(r_l3_q3, r_l3_q2, 4, dims_l3_q_t, perm_l3_q_t);
-
-    /* l3.k.heads: Reshape -> l3.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_k2 = v_l3_k0;
-
-    /* l3.k.t: Transpose -> l3.k3 [4x4x64x32] recompute */
-    float *r_l3_k3 = (float *)(void *)(a + 4063232);
-    rt_transpose_forward(r_l3_k3, r_l3_k2, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 3932160);
+    float *r_l3_v1 = (float *)(void *)(a + 3801088);
     rt_add_forward(r_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
 
-    /* l3.v.heads: Reshape -> l3.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l3_v2 = r_l3_v1;
+    /* l3.attn: Attention -> l3.att3 [4x64x128] recompute */
+    float *r_l3_att3 = (float *)(void *)(a + 4456448);
+    rt_attention_forward_3d(r_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4194304));
 
-    /* l3.v.t: Transpose -> l3.v3 [4x4x64x32] recompute */
-    float *r_l3_v3 = (float *)(void *)(a + 4325376);
-    rt_transpose_forward(r_l3_v3, r_l3_v2, 4, dims_l3_v_t, perm_l3_v_t);
-
-    /* l3.attn: Attention -> l3.att [4x4x64x32] recompute */
-    float *r_l3_att = (float *)(void *)(a + 4456448);
-    rt_attention_forward(r_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3932160));
-
-    /* l3.attn.t: Transpose -> l3.att2 [4x64x4x32] recompute */
-    float *r_l3_att2 = (float *)(void *)(a + 3932160);
-    rt_transpose_forward(r_l3_att2, r_l3_att, 4, dims_l3_attn_t, perm_l3_attn_t);
-
-    /* l3.attn.merge: Reshape -> l3.att3 [4x64x128] recompute view, no copy */
-    const float *r_l3_att3 = r_l3_att2;
-
-    /* d(l3.att2) sums over its readers */
-    float *d_l3_att2 = (float *)(void *)(a + 4456448);
-    rt_zero(d_l3_att2, 32768);
-
-    /* d(l3.att3) is d(l3.att2): Reshape moves no data */
-    float *d_l3_att3 = d_l3_att2;
+    /* d(l3.att3): its first contribution writes it */
+    float *d_l3_att3 = (float *)(void *)(a + 4194304);
 
     /* d(l3.proj.weight) sums over its readers */
     float *d_l3_proj_weight = (float *)(void *)(a + 4587520);
     rt_zero(d_l3_proj_weight, 16384);
 
     /* l3.proj: MatMul backward */
-    rt_gemm_backward(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l3.proj.weight) is final and nothing reads l3.proj.weight again: step it */
     rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state ? state + 685056 : NULL, 866560, 16384);
 
-    /* d(l3.att): its first contribution writes it */
-    float *d_l3_att = (float *)(void *)(a + 3014656);
+    /* d(l3.q1) sums over its readers */
+    float *d_l3_q1 = (float *)(void *)(a + 3145728);
+    rt_zero(d_l3_q1, 32768);
 
-    /* l3.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l3_att, d_l3_att2, 4, dims_l3_attn_t, perm_l3_attn_t, 0x1u);
-
-    /* d(l3.q3) sums over its readers */
-    float *d_l3_q3 = (float *)(void *)(a + 3932160);
-    rt_zero(d_l3_q3, 32768);
-
-    /* d(l3.k3) sums over its readers */
-    float *d_l3_k3 = (float *)(void *)(a + 4456448);
-    rt_zero(d_l3_k3, 32768);
-
-    /* d(l3.v3) sums over its readers */
-    float *d_l3_v3 = (float *)(void *)(a + 4587520);
-    rt_zero(d_l3_v3, 32768);
-
-    /* l3.attn: Attention backward */
-    rt_attention_backward(d_l3_q3, d_l3_k3, d_l3_v3, d_l3_att, r_l3_q3, r_l3_k3, r_l3_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4718592));
+    /* d(l3.k0) sums over its readers */
+    float *d_l3_k0 = (float *)(void *)(a + 4456448);
+    rt_zero(d_l3_k0, 32768);
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 3014656);
+    float *d_l3_v1 = (float *)(void *)(a + 4587520);
     rt_zero(d_l3_v1, 32768);
 
-    /* d(l3.v2) is d(l3.v1): Reshape moves no data */
-    float *d_l3_v2 = d_l3_v1;
-
-    /* l3.v.t: Transpose backward */
-    rt_transpose_backward(d_l3_v2, d_l3_v3, 4, dims_l3_v_t, perm_l3_v_t);
+    /* l3.attn: Attention backward */
+    rt_attention_backward_3d(d_l3_q1, d_l3_k0, d_l3_v1, d_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4718592));
 
     /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
-    float *d_l3_v0 = (float *)(void *)(a + 3014656);
+    float *d_l3_v0 = (float *)(void *)(a + 4587520);
 
     /* d(l3.v.bias) sums over its readers */
     float *d_l3_v_bias = (float *)(void *)(a + 3801088);
@@ -3391,10 +2671,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a): its first contribution writes it */
-    float *d_l3_a = (float *)(void *)(a + 4063232);
+    float *d_l3_a = (float *)(void *)(a + 3932160);
 
     /* d(l3.v.weight) sums over its readers */
-    float *d_l3_v_weight = (float *)(void *)(a + 4325376);
+    float *d_l3_v_weight = (float *)(void *)(a + 4063232);
     rt_zero(d_l3_v_weight, 16384);
 
     /* l3.v: MatMul backward */
@@ -3403,18 +2683,8 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.v.weight) is final and nothing reads l3.v.weight again: step it */
     rt_optimizer_update(opt, params + 668544, d_l3_v_weight, state ? state + 668544 : NULL, 866560, 16384);
 
-    /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 3014656);
-    rt_zero(d_l3_k0, 32768);
-
-    /* d(l3.k2) is d(l3.k0): Reshape moves no data */
-    float *d_l3_k2 = d_l3_k0;
-
-    /* l3.k.t: Transpose backward */
-    rt_transpose_backward(d_l3_k2, d_l3_k3, 4, dims_l3_k_t, perm_l3_k_t);
-
     /* d(l3.k.weight) sums over its readers */
-    float *d_l3_k_weight = (float *)(void *)(a + 4325376);
+    float *d_l3_k_weight = (float *)(void *)(a + 4063232);
     rt_zero(d_l3_k_weight, 16384);
 
     /* l3.k: MatMul backward */
@@ -3423,21 +2693,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.k.weight) is final and nothing reads l3.k.weight again: step it */
     rt_optimizer_update(opt, params + 652160, d_l3_k_weight, state ? state + 652160 : NULL, 866560, 16384);
 
-    /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 3014656);
-    rt_zero(d_l3_q1, 32768);
-
-    /* d(l3.q2) is d(l3.q1): Reshape moves no data */
-    float *d_l3_q2 = d_l3_q1;
-
-    /* l3.q.t: Transpose backward */
-    rt_transpose_backward(d_l3_q2, d_l3_q3, 4, dims_l3_q_t, perm_l3_q_t);
-
     /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
-    float *d_l3_q0 = (float *)(void *)(a + 3014656);
+    float *d_l3_q0 = (float *)(void *)(a + 3145728);
 
     /* d(l3.q.bias) sums over its readers */
-    float *d_l3_q_bias = (float *)(void *)(a + 3932160);
+    float *d_l3_q_bias = (float *)(void *)(a + 4063232);
     rt_zero(d_l3_q_bias, 128);
 
     /* l3.q.bias: Add backward */
@@ -3447,7 +2707,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state ? state + 652032 : NULL, 866560, 128);
 
     /* d(l3.q.weight) sums over its readers */
-    float *d_l3_q_weight = (float *)(void *)(a + 3932160);
+    float *d_l3_q_weight = (float *)(void *)(a + 4063232);
     rt_zero(d_l3_q_weight, 16384);
 
     /* l3.q: MatMul backward */
@@ -3457,15 +2717,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635648, d_l3_q_weight, state ? state + 635648 : NULL, 866560, 16384);
 
     /* d(l3.ln1.scale) sums over its readers */
-    float *d_l3_ln1_scale = (float *)(void *)(a + 3014656);
+    float *d_l3_ln1_scale = (float *)(void *)(a + 3145728);
     rt_zero(d_l3_ln1_scale, 128);
 
     /* d(l3.ln1.bias) sums over its readers */
-    float *d_l3_ln1_bias = (float *)(void *)(a + 3015168);
+    float *d_l3_ln1_bias = (float *)(void *)(a + 3146240);
     rt_zero(d_l3_ln1_bias, 128);
 
     /* l3.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3015680));
+    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3146752));
 
     /* d(l3.ln1.scale) is final and nothing reads l3.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 635392, d_l3_ln1_scale, state ? state + 635392 : NULL, 866560, 128);
@@ -3474,25 +2734,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state ? state + 635520 : NULL, 866560, 128);
 
     /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_r = (float *)(void *)(a + 4194304);
+    float *d_l2_r = (float *)(void *)(a + 4325376);
 
     /* d(l2.y2): its first contribution writes it */
-    float *d_l2_y2 = (float *)(void *)(a + 1835008);
+    float *d_l2_y2 = (float *)(void *)(a + 2752512);
 
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
     /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y1 = (float *)(void *)(a + 1835008);
+    float *d_l2_y1 = (float *)(void *)(a + 2752512);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
     /* d(l2.y0): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y0 = (float *)(void *)(a + 1835008);
+    float *d_l2_y0 = (float *)(void *)(a + 2752512);
 
     /* d(l2.fc2.bias) sums over its readers */
-    float *d_l2_fc2_bias = (float *)(void *)(a + 3014656);
+    float *d_l2_fc2_bias = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_fc2_bias, 128);
 
     /* l2.fc2.bias: Add backward */
@@ -3502,18 +2762,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state ? state + 635264 : NULL, 866560, 128);
 
     /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 4325376);
+    float *r_l2_f1 = (float *)(void *)(a + 3801088);
     rt_add_forward(r_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
 
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 3276800);
+    float *r_l2_g = (float *)(void *)(a + 3145728);
     rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
 
     /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 4849664);
+    float *d_l2_g = (float *)(void *)(a + 4456448);
 
     /* d(l2.fc2.weight) sums over its readers */
-    float *d_l2_fc2_weight = (float *)(void *)(a + 3801088);
+    float *d_l2_fc2_weight = (float *)(void *)(a + 4980736);
     rt_zero(d_l2_fc2_weight, 65536);
 
     /* l2.fc2: MatMul backward */
@@ -3523,16 +2783,16 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state ? state + 569728 : NULL, 866560, 65536);
 
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f1 = (float *)(void *)(a + 4849664);
+    float *d_l2_f1 = (float *)(void *)(a + 4456448);
 
     /* l2.act: Gelu backward */
     rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
     /* d(l2.f0): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f0 = (float *)(void *)(a + 4849664);
+    float *d_l2_f0 = (float *)(void *)(a + 4456448);
 
     /* d(l2.fc.bias) sums over its readers */
-    float *d_l2_fc_bias = (float *)(void *)(a + 1835008);
+    float *d_l2_fc_bias = (float *)(void *)(a + 2752512);
     rt_zero(d_l2_fc_bias, 512);
 
     /* l2.fc.bias: Add backward */
@@ -3542,23 +2802,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state ? state + 569216 : NULL, 866560, 512);
 
     /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 1835008);
+    float *r_l2_o1 = (float *)(void *)(a + 2752512);
     rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
-    float *r_l2_o2 = (float *)(void *)(a + 1835008);
+    float *r_l2_o2 = (float *)(void *)(a + 2752512);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 2883584);
+    float *r_l2_r = (float *)(void *)(a + 1966080);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 1835008);
+    float *r_l2_m = (float *)(void *)(a + 2752512);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m): its first contribution writes it */
-    float *d_l2_m = (float *)(void *)(a + 3014656);
+    float *d_l2_m = (float *)(void *)(a + 3145728);
 
     /* d(l2.fc.weight) sums over its readers */
     float *d_l2_fc_weight = (float *)(void *)(a + 3276800);
@@ -3571,15 +2831,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state ? state + 503680 : NULL, 866560, 65536);
 
     /* d(l2.ln2.scale) sums over its readers */
-    float *d_l2_ln2_scale = (float *)(void *)(a + 1835008);
+    float *d_l2_ln2_scale = (float *)(void *)(a + 2752512);
     rt_zero(d_l2_ln2_scale, 128);
 
     /* d(l2.ln2.bias) sums over its readers */
-    float *d_l2_ln2_bias = (float *)(void *)(a + 1835520);
+    float *d_l2_ln2_bias = (float *)(void *)(a + 2753024);
     rt_zero(d_l2_ln2_bias, 128);
 
     /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1836032));
+    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2753536));
 
     /* d(l2.ln2.scale) is final and nothing reads l2.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 503424, d_l2_ln2_scale, state ? state + 503424 : NULL, 866560, 128);
@@ -3588,25 +2848,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state ? state + 503552 : NULL, 866560, 128);
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_out = (float *)(void *)(a + 4194304);
+    float *d_l1_out = (float *)(void *)(a + 4325376);
 
     /* d(l2.o2): its first contribution writes it */
-    float *d_l2_o2 = (float *)(void *)(a + 1835008);
+    float *d_l2_o2 = (float *)(void *)(a + 1966080);
 
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
     /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o1 = (float *)(void *)(a + 1835008);
+    float *d_l2_o1 = (float *)(void *)(a + 1966080);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
     /* d(l2.o0): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o0 = (float *)(void *)(a + 1835008);
+    float *d_l2_o0 = (float *)(void *)(a + 1966080);
 
     /* d(l2.proj.bias) sums over its readers */
-    float *d_l2_proj_bias = (float *)(void *)(a + 2883584);
+    float *d_l2_proj_bias = (float *)(void *)(a + 2752512);
     rt_zero(d_l2_proj_bias, 128);
 
     /* l2.proj.bias: Add backward */
@@ -3616,95 +2876,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state ? state + 503296 : NULL, 866560, 128);
 
     /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 2883584);
+    float *r_l2_q1 = (float *)(void *)(a + 2752512);
     rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
 
-    /* l2.q.heads: Reshape -> l2.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_q2 = r_l2_q1;
-
-    /* l2.q.t: Transpose -> l2.q3 [4x4x64x32] recompute */
-    float *r_l2_q3 = (float *)(void *)(a + 2621440);
-    rt_transpose_forward(r_l2_q3, r_l2_q2, 4, dims_l2_q_t, perm_l2_q_t);
-
-    /* l2.k.heads: Reshape -> l2.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_k2 = v_l2_k0;
-
-    /* l2.k.t: Transpose -> l2.k3 [4x4x64x32] recompute */
-    float *r_l2_k3 = (float *)(void *)(a + 2883584);
-    rt_transpose_forward(r_l2_k3, r_l2_k2, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 2752512);
+    float *r_l2_v1 = (float *)(void *)(a + 2621440);
     rt_add_forward(r_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
 
-    /* l2.v.heads: Reshape -> l2.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l2_v2 = r_l2_v1;
+    /* l2.attn: Attention -> l2.att3 [4x64x128] recompute */
+    float *r_l2_att3 = (float *)(void *)(a + 3031808);
+    rt_attention_forward_3d(r_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
 
-    /* l2.v.t: Transpose -> l2.v3 [4x4x64x32] recompute */
-    float *r_l2_v3 = (float *)(void *)(a + 3014656);
-    rt_transpose_forward(r_l2_v3, r_l2_v2, 4, dims_l2_v_t, perm_l2_v_t);
-
-    /* l2.attn: Attention -> l2.att [4x4x64x32] recompute */
-    float *r_l2_att = (float *)(void *)(a + 3145728);
-    rt_attention_forward(r_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2752512));
-
-    /* l2.attn.t: Transpose -> l2.att2 [4x64x4x32] recompute */
-    float *r_l2_att2 = (float *)(void *)(a + 2752512);
-    rt_transpose_forward(r_l2_att2, r_l2_att, 4, dims_l2_attn_t, perm_l2_attn_t);
-
-    /* l2.attn.merge: Reshape -> l2.att3 [4x64x128] recompute view, no copy */
-    const float *r_l2_att3 = r_l2_att2;
-
-    /* d(l2.att2) sums over its readers */
-    float *d_l2_att2 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l2_att2, 32768);
-
-    /* d(l2.att3) is d(l2.att2): Reshape moves no data */
-    float *d_l2_att3 = d_l2_att2;
+    /* d(l2.att3): its first contribution writes it */
+    float *d_l2_att3 = (float *)(void *)(a + 3162880);
 
     /* d(l2.proj.weight) sums over its readers */
-    float *d_l2_proj_weight = (float *)(void *)(a + 3276800);
+    float *d_l2_proj_weight = (float *)(void *)(a + 3293952);
     rt_zero(d_l2_proj_weight, 16384);
 
     /* l2.proj: MatMul backward */
-    rt_gemm_backward(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l2.proj.weight) is final and nothing reads l2.proj.weight again: step it */
     rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state ? state + 486912 : NULL, 866560, 16384);
 
-    /* d(l2.att): its first contribution writes it */
-    float *d_l2_att = (float *)(void *)(a + 1835008);
+    /* d(l2.q1) sums over its readers */
+    float *d_l2_q1 = (float *)(void *)(a + 1966080);
+    rt_zero(d_l2_q1, 32768);
 
-    /* l2.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l2_att, d_l2_att2, 4, dims_l2_attn_t, perm_l2_attn_t, 0x1u);
-
-    /* d(l2.q3) sums over its readers */
-    float *d_l2_q3 = (float *)(void *)(a + 2752512);
-    rt_zero(d_l2_q3, 32768);
-
-    /* d(l2.k3) sums over its readers */
-    float *d_l2_k3 = (float *)(void *)(a + 3145728);
-    rt_zero(d_l2_k3, 32768);
-
-    /* d(l2.v3) sums over its readers */
-    float *d_l2_v3 = (float *)(void *)(a + 3276800);
-    rt_zero(d_l2_v3, 32768);
-
-    /* l2.attn: Attention backward */
-    rt_attention_backward(d_l2_q3, d_l2_k3, d_l2_v3, d_l2_att, r_l2_q3, r_l2_k3, r_l2_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3407872));
+    /* d(l2.k0) sums over its readers */
+    float *d_l2_k0 = (float *)(void *)(a + 3014656);
+    rt_zero(d_l2_k0, 32768);
 
     /* d(l2.v1) sums over its readers */
-    float *d_l2_v1 = (float *)(void *)(a + 1835008);
+    float *d_l2_v1 = (float *)(void *)(a + 3293952);
     rt_zero(d_l2_v1, 32768);
 
-    /* d(l2.v2) is d(l2.v1): Reshape moves no data */
-    float *d_l2_v2 = d_l2_v1;
-
-    /* l2.v.t: Transpose backward */
-    rt_transpose_backward(d_l2_v2, d_l2_v3, 4, dims_l2_v_t, perm_l2_v_t);
+    /* l2.attn: Attention backward */
+    rt_attention_backward_3d(d_l2_q1, d_l2_k0, d_l2_v1, d_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3425024));
 
     /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
-    float *d_l2_v0 = (float *)(void *)(a + 1835008);
+    float *d_l2_v0 = (float *)(void *)(a + 3293952);
 
     /* d(l2.v.bias) sums over its readers */
     float *d_l2_v_bias = (float *)(void *)(a + 2621440);
@@ -3721,10 +2933,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a): its first contribution writes it */
-    float *d_l2_a = (float *)(void *)(a + 2883584);
+    float *d_l2_a = (float *)(void *)(a + 2752512);
 
     /* d(l2.v.weight) sums over its readers */
-    float *d_l2_v_weight = (float *)(void *)(a + 3014656);
+    float *d_l2_v_weight = (float *)(void *)(a + 2883584);
     rt_zero(d_l2_v_weight, 16384);
 
     /* l2.v: MatMul backward */
@@ -3733,18 +2945,8 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.v.weight) is final and nothing reads l2.v.weight again: step it */
     rt_optimizer_update(opt, params + 470400, d_l2_v_weight, state ? state + 470400 : NULL, 866560, 16384);
 
-    /* d(l2.k0) sums over its readers */
-    float *d_l2_k0 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l2_k0, 32768);
-
-    /* d(l2.k2) is d(l2.k0): Reshape moves no data */
-    float *d_l2_k2 = d_l2_k0;
-
-    /* l2.k.t: Transpose backward */
-    rt_transpose_backward(d_l2_k2, d_l2_k3, 4, dims_l2_k_t, perm_l2_k_t);
-
     /* d(l2.k.weight) sums over its readers */
-    float *d_l2_k_weight = (float *)(void *)(a + 3014656);
+    float *d_l2_k_weight = (float *)(void *)(a + 2883584);
     rt_zero(d_l2_k_weight, 16384);
 
     /* l2.k: MatMul backward */
@@ -3753,21 +2955,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.k.weight) is final and nothing reads l2.k.weight again: step it */
     rt_optimizer_update(opt, params + 454016, d_l2_k_weight, state ? state + 454016 : NULL, 866560, 16384);
 
-    /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 1835008);
-    rt_zero(d_l2_q1, 32768);
-
-    /* d(l2.q2) is d(l2.q1): Reshape moves no data */
-    float *d_l2_q2 = d_l2_q1;
-
-    /* l2.q.t: Transpose backward */
-    rt_transpose_backward(d_l2_q2, d_l2_q3, 4, dims_l2_q_t, perm_l2_q_t);
-
     /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
-    float *d_l2_q0 = (float *)(void *)(a + 1835008);
+    float *d_l2_q0 = (float *)(void *)(a + 1966080);
 
     /* d(l2.q.bias) sums over its readers */
-    float *d_l2_q_bias = (float *)(void *)(a + 2752512);
+    float *d_l2_q_bias = (float *)(void *)(a + 2883584);
     rt_zero(d_l2_q_bias, 128);
 
     /* l2.q.bias: Add backward */
@@ -3777,7 +2969,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state ? state + 453888 : NULL, 866560, 128);
 
     /* d(l2.q.weight) sums over its readers */
-    float *d_l2_q_weight = (float *)(void *)(a + 2752512);
+    float *d_l2_q_weight = (float *)(void *)(a + 2883584);
     rt_zero(d_l2_q_weight, 16384);
 
     /* l2.q: MatMul backward */
@@ -3787,15 +2979,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437504, d_l2_q_weight, state ? state + 437504 : NULL, 866560, 16384);
 
     /* d(l2.ln1.scale) sums over its readers */
-    float *d_l2_ln1_scale = (float *)(void *)(a + 1835008);
+    float *d_l2_ln1_scale = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_ln1_scale, 128);
 
     /* d(l2.ln1.bias) sums over its readers */
-    float *d_l2_ln1_bias = (float *)(void *)(a + 1835520);
+    float *d_l2_ln1_bias = (float *)(void *)(a + 1966592);
     rt_zero(d_l2_ln1_bias, 128);
 
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1836032));
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1967104));
 
     /* d(l2.ln1.scale) is final and nothing reads l2.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 437248, d_l2_ln1_scale, state ? state + 437248 : NULL, 866560, 128);
@@ -3804,25 +2996,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state ? state + 437376 : NULL, 866560, 128);
 
     /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_r = (float *)(void *)(a + 4194304);
+    float *d_l1_r = (float *)(void *)(a + 4325376);
 
     /* d(l1.y2): its first contribution writes it */
-    float *d_l1_y2 = (float *)(void *)(a + 655360);
+    float *d_l1_y2 = (float *)(void *)(a + 1572864);
 
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
     /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y1 = (float *)(void *)(a + 655360);
+    float *d_l1_y1 = (float *)(void *)(a + 1572864);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
     /* d(l1.y0): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y0 = (float *)(void *)(a + 655360);
+    float *d_l1_y0 = (float *)(void *)(a + 1572864);
 
     /* d(l1.fc2.bias) sums over its readers */
-    float *d_l1_fc2_bias = (float *)(void *)(a + 1835008);
+    float *d_l1_fc2_bias = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_fc2_bias, 128);
 
     /* l1.fc2.bias: Add backward */
@@ -3836,7 +3028,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(r_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
 
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 2097152);
+    float *r_l1_g = (float *)(void *)(a + 1966080);
     rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
 
     /* d(l1.g): its first contribution writes it */
@@ -3862,7 +3054,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_f0 = (float *)(void *)(a + 3145728);
 
     /* d(l1.fc.bias) sums over its readers */
-    float *d_l1_fc_bias = (float *)(void *)(a + 655360);
+    float *d_l1_fc_bias = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_fc_bias, 512);
 
     /* l1.fc.bias: Add backward */
@@ -3872,23 +3064,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state ? state + 371072 : NULL, 866560, 512);
 
     /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 655360);
+    float *r_l1_o1 = (float *)(void *)(a + 1572864);
     rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
-    float *r_l1_o2 = (float *)(void *)(a + 655360);
+    float *r_l1_o2 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1703936);
+    float *r_l1_r = (float *)(void *)(a + 786432);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 655360);
+    float *r_l1_m = (float *)(void *)(a + 1572864);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.m): its first contribution writes it */
-    float *d_l1_m = (float *)(void *)(a + 1835008);
+    float *d_l1_m = (float *)(void *)(a + 1966080);
 
     /* d(l1.fc.weight) sums over its readers */
     float *d_l1_fc_weight = (float *)(void *)(a + 2097152);
@@ -3901,15 +3093,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state ? state + 305536 : NULL, 866560, 65536);
 
     /* d(l1.ln2.scale) sums over its readers */
-    float *d_l1_ln2_scale = (float *)(void *)(a + 655360);
+    float *d_l1_ln2_scale = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_ln2_scale, 128);
 
     /* d(l1.ln2.bias) sums over its readers */
-    float *d_l1_ln2_bias = (float *)(void *)(a + 655872);
+    float *d_l1_ln2_bias = (float *)(void *)(a + 1573376);
     rt_zero(d_l1_ln2_bias, 128);
 
     /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 656384));
+    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1573888));
 
     /* d(l1.ln2.scale) is final and nothing reads l1.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 305280, d_l1_ln2_scale, state ? state + 305280 : NULL, 866560, 128);
@@ -3918,25 +3110,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state ? state + 305408 : NULL, 866560, 128);
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_out = (float *)(void *)(a + 4194304);
+    float *d_l0_out = (float *)(void *)(a + 4325376);
 
     /* d(l1.o2): its first contribution writes it */
-    float *d_l1_o2 = (float *)(void *)(a + 655360);
+    float *d_l1_o2 = (float *)(void *)(a + 786432);
 
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
     /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o1 = (float *)(void *)(a + 655360);
+    float *d_l1_o1 = (float *)(void *)(a + 786432);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
     /* d(l1.o0): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o0 = (float *)(void *)(a + 655360);
+    float *d_l1_o0 = (float *)(void *)(a + 786432);
 
     /* d(l1.proj.bias) sums over its readers */
-    float *d_l1_proj_bias = (float *)(void *)(a + 1703936);
+    float *d_l1_proj_bias = (float *)(void *)(a + 1572864);
     rt_zero(d_l1_proj_bias, 128);
 
     /* l1.proj.bias: Add backward */
@@ -3946,95 +3138,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state ? state + 305152 : NULL, 866560, 128);
 
     /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 1703936);
+    float *r_l1_q1 = (float *)(void *)(a + 1572864);
     rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
 
-    /* l1.q.heads: Reshape -> l1.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_q2 = r_l1_q1;
-
-    /* l1.q.t: Transpose -> l1.q3 [4x4x64x32] recompute */
-    float *r_l1_q3 = (float *)(void *)(a + 1441792);
-    rt_transpose_forward(r_l1_q3, r_l1_q2, 4, dims_l1_q_t, perm_l1_q_t);
-
-    /* l1.k.heads: Reshape -> l1.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_k2 = v_l1_k0;
-
-    /* l1.k.t: Transpose -> l1.k3 [4x4x64x32] recompute */
-    float *r_l1_k3 = (float *)(void *)(a + 1703936);
-    rt_transpose_forward(r_l1_k3, r_l1_k2, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 1572864);
+    float *r_l1_v1 = (float *)(void *)(a + 1441792);
     rt_add_forward(r_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
 
-    /* l1.v.heads: Reshape -> l1.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l1_v2 = r_l1_v1;
+    /* l1.attn: Attention -> l1.att3 [4x64x128] recompute */
+    float *r_l1_att3 = (float *)(void *)(a + 1852160);
+    rt_attention_forward_3d(r_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
-    /* l1.v.t: Transpose -> l1.v3 [4x4x64x32] recompute */
-    float *r_l1_v3 = (float *)(void *)(a + 1835008);
-    rt_transpose_forward(r_l1_v3, r_l1_v2, 4, dims_l1_v_t, perm_l1_v_t);
-
-    /* l1.attn: Attention -> l1.att [4x4x64x32] recompute */
-    float *r_l1_att = (float *)(void *)(a + 1966080);
-    rt_attention_forward(r_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1572864));
-
-    /* l1.attn.t: Transpose -> l1.att2 [4x64x4x32] recompute */
-    float *r_l1_att2 = (float *)(void *)(a + 1572864);
-    rt_transpose_forward(r_l1_att2, r_l1_att, 4, dims_l1_attn_t, perm_l1_attn_t);
-
-    /* l1.attn.merge: Reshape -> l1.att3 [4x64x128] recompute view, no copy */
-    const float *r_l1_att3 = r_l1_att2;
-
-    /* d(l1.att2) sums over its readers */
-    float *d_l1_att2 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l1_att2, 32768);
-
-    /* d(l1.att3) is d(l1.att2): Reshape moves no data */
-    float *d_l1_att3 = d_l1_att2;
+    /* d(l1.att3): its first contribution writes it */
+    float *d_l1_att3 = (float *)(void *)(a + 1983232);
 
     /* d(l1.proj.weight) sums over its readers */
-    float *d_l1_proj_weight = (float *)(void *)(a + 2097152);
+    float *d_l1_proj_weight = (float *)(void *)(a + 2114304);
     rt_zero(d_l1_proj_weight, 16384);
 
     /* l1.proj: MatMul backward */
-    rt_gemm_backward(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l1.proj.weight) is final and nothing reads l1.proj.weight again: step it */
     rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state ? state + 288768 : NULL, 866560, 16384);
 
-    /* d(l1.att): its first contribution writes it */
-    float *d_l1_att = (float *)(void *)(a + 655360);
+    /* d(l1.q1) sums over its readers */
+    float *d_l1_q1 = (float *)(void *)(a + 786432);
+    rt_zero(d_l1_q1, 32768);
 
-    /* l1.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l1_att, d_l1_att2, 4, dims_l1_attn_t, perm_l1_attn_t, 0x1u);
-
-    /* d(l1.q3) sums over its readers */
-    float *d_l1_q3 = (float *)(void *)(a + 1572864);
-    rt_zero(d_l1_q3, 32768);
-
-    /* d(l1.k3) sums over its readers */
-    float *d_l1_k3 = (float *)(void *)(a + 1966080);
-    rt_zero(d_l1_k3, 32768);
-
-    /* d(l1.v3) sums over its readers */
-    float *d_l1_v3 = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_v3, 32768);
-
-    /* l1.attn: Attention backward */
-    rt_attention_backward(d_l1_q3, d_l1_k3, d_l1_v3, d_l1_att, r_l1_q3, r_l1_k3, r_l1_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2228224));
+    /* d(l1.k0) sums over its readers */
+    float *d_l1_k0 = (float *)(void *)(a + 1835008);
+    rt_zero(d_l1_k0, 32768);
 
     /* d(l1.v1) sums over its readers */
-    float *d_l1_v1 = (float *)(void *)(a + 655360);
+    float *d_l1_v1 = (float *)(void *)(a + 2114304);
     rt_zero(d_l1_v1, 32768);
 
-    /* d(l1.v2) is d(l1.v1): Reshape moves no data */
-    float *d_l1_v2 = d_l1_v1;
-
-    /* l1.v.t: Transpose backward */
-    rt_transpose_backward(d_l1_v2, d_l1_v3, 4, dims_l1_v_t, perm_l1_v_t);
+    /* l1.attn: Attention backward */
+    rt_attention_backward_3d(d_l1_q1, d_l1_k0, d_l1_v1, d_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2245376));
 
     /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
-    float *d_l1_v0 = (float *)(void *)(a + 655360);
+    float *d_l1_v0 = (float *)(void *)(a + 2114304);
 
     /* d(l1.v.bias) sums over its readers */
     float *d_l1_v_bias = (float *)(void *)(a + 1441792);
@@ -4051,10 +3195,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a): its first contribution writes it */
-    float *d_l1_a = (float *)(void *)(a + 1703936);
+    float *d_l1_a = (float *)(void *)(a + 1572864);
 
     /* d(l1.v.weight) sums over its readers */
-    float *d_l1_v_weight = (float *)(void *)(a + 1835008);
+    float *d_l1_v_weight = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_v_weight, 16384);
 
     /* l1.v: MatMul backward */
@@ -4063,18 +3207,8 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.v.weight) is final and nothing reads l1.v.weight again: step it */
     rt_optimizer_update(opt, params + 272256, d_l1_v_weight, state ? state + 272256 : NULL, 866560, 16384);
 
-    /* d(l1.k0) sums over its readers */
-    float *d_l1_k0 = (float *)(void *)(a + 655360);
-    rt_zero(d_l1_k0, 32768);
-
-    /* d(l1.k2) is d(l1.k0): Reshape moves no data */
-    float *d_l1_k2 = d_l1_k0;
-
-    /* l1.k.t: Transpose backward */
-    rt_transpose_backward(d_l1_k2, d_l1_k3, 4, dims_l1_k_t, perm_l1_k_t);
-
     /* d(l1.k.weight) sums over its readers */
-    float *d_l1_k_weight = (float *)(void *)(a + 1835008);
+    float *d_l1_k_weight = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_k_weight, 16384);
 
     /* l1.k: MatMul backward */
@@ -4083,21 +3217,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.k.weight) is final and nothing reads l1.k.weight again: step it */
     rt_optimizer_update(opt, params + 255872, d_l1_k_weight, state ? state + 255872 : NULL, 866560, 16384);
 
-    /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 655360);
-    rt_zero(d_l1_q1, 32768);
-
-    /* d(l1.q2) is d(l1.q1): Reshape moves no data */
-    float *d_l1_q2 = d_l1_q1;
-
-    /* l1.q.t: Transpose backward */
-    rt_transpose_backward(d_l1_q2, d_l1_q3, 4, dims_l1_q_t, perm_l1_q_t);
-
     /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
-    float *d_l1_q0 = (float *)(void *)(a + 655360);
+    float *d_l1_q0 = (float *)(void *)(a + 786432);
 
     /* d(l1.q.bias) sums over its readers */
-    float *d_l1_q_bias = (float *)(void *)(a + 1572864);
+    float *d_l1_q_bias = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_q_bias, 128);
 
     /* l1.q.bias: Add backward */
@@ -4107,7 +3231,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state ? state + 255744 : NULL, 866560, 128);
 
     /* d(l1.q.weight) sums over its readers */
-    float *d_l1_q_weight = (float *)(void *)(a + 1572864);
+    float *d_l1_q_weight = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_q_weight, 16384);
 
     /* l1.q: MatMul backward */
@@ -4117,15 +3241,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239360, d_l1_q_weight, state ? state + 239360 : NULL, 866560, 16384);
 
     /* d(l1.ln1.scale) sums over its readers */
-    float *d_l1_ln1_scale = (float *)(void *)(a + 655360);
+    float *d_l1_ln1_scale = (float *)(void *)(a + 786432);
     rt_zero(d_l1_ln1_scale, 128);
 
     /* d(l1.ln1.bias) sums over its readers */
-    float *d_l1_ln1_bias = (float *)(void *)(a + 655872);
+    float *d_l1_ln1_bias = (float *)(void *)(a + 786944);
     rt_zero(d_l1_ln1_bias, 128);
 
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 656384));
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 787456));
 
     /* d(l1.ln1.scale) is final and nothing reads l1.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 239104, d_l1_ln1_scale, state ? state + 239104 : NULL, 866560, 128);
@@ -4134,25 +3258,25 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state ? state + 239232 : NULL, 866560, 128);
 
     /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_r = (float *)(void *)(a + 4194304);
+    float *d_l0_r = (float *)(void *)(a + 4325376);
 
     /* d(l0.y2): its first contribution writes it */
-    float *d_l0_y2 = (float *)(void *)(a + 0);
+    float *d_l0_y2 = (float *)(void *)(a + 393216);
 
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
     /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y1 = (float *)(void *)(a + 0);
+    float *d_l0_y1 = (float *)(void *)(a + 393216);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
     /* d(l0.y0): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y0 = (float *)(void *)(a + 0);
+    float *d_l0_y0 = (float *)(void *)(a + 393216);
 
     /* d(l0.fc2.bias) sums over its readers */
-    float *d_l0_fc2_bias = (float *)(void *)(a + 655360);
+    float *d_l0_fc2_bias = (float *)(void *)(a + 786432);
     rt_zero(d_l0_fc2_bias, 128);
 
     /* l0.fc2.bias: Add backward */
@@ -4166,7 +3290,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(r_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
 
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 917504);
+    float *r_l0_g = (float *)(void *)(a + 786432);
     rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
 
     /* d(l0.g): its first contribution writes it */
@@ -4192,7 +3316,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_f0 = (float *)(void *)(a + 1966080);
 
     /* d(l0.fc.bias) sums over its readers */
-    float *d_l0_fc_bias = (float *)(void *)(a + 0);
+    float *d_l0_fc_bias = (float *)(void *)(a + 393216);
     rt_zero(d_l0_fc_bias, 512);
 
     /* l0.fc.bias: Add backward */
@@ -4202,23 +3326,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state ? state + 172928 : NULL, 866560, 512);
 
     /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 0);
+    float *r_l0_o1 = (float *)(void *)(a + 393216);
     rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
-    float *r_l0_o2 = (float *)(void *)(a + 0);
+    float *r_l0_o2 = (float *)(void *)(a + 393216);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 524288);
+    float *r_l0_r = (float *)(void *)(a + 0);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 0);
+    float *r_l0_m = (float *)(void *)(a + 393216);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.m): its first contribution writes it */
-    float *d_l0_m = (float *)(void *)(a + 655360);
+    float *d_l0_m = (float *)(void *)(a + 786432);
 
     /* d(l0.fc.weight) sums over its readers */
     float *d_l0_fc_weight = (float *)(void *)(a + 917504);
@@ -4231,15 +3355,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state ? state + 107392 : NULL, 866560, 65536);
 
     /* d(l0.ln2.scale) sums over its readers */
-    float *d_l0_ln2_scale = (float *)(void *)(a + 0);
+    float *d_l0_ln2_scale = (float *)(void *)(a + 393216);
     rt_zero(d_l0_ln2_scale, 128);
 
     /* d(l0.ln2.bias) sums over its readers */
-    float *d_l0_ln2_bias = (float *)(void *)(a + 512);
+    float *d_l0_ln2_bias = (float *)(void *)(a + 393728);
     rt_zero(d_l0_ln2_bias, 128);
 
     /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1024));
+    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 394240));
 
     /* d(l0.ln2.scale) is final and nothing reads l0.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 107136, d_l0_ln2_scale, state ? state + 107136 : NULL, 866560, 128);
@@ -4248,7 +3372,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state ? state + 107264 : NULL, 866560, 128);
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_h0 = (float *)(void *)(a + 4194304);
+    float *d_h0 = (float *)(void *)(a + 4325376);
 
     /* d(l0.o2): its first contribution writes it */
     float *d_l0_o2 = (float *)(void *)(a + 0);
@@ -4266,7 +3390,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_o0 = (float *)(void *)(a + 0);
 
     /* d(l0.proj.bias) sums over its readers */
-    float *d_l0_proj_bias = (float *)(void *)(a + 524288);
+    float *d_l0_proj_bias = (float *)(void *)(a + 393216);
     rt_zero(d_l0_proj_bias, 128);
 
     /* l0.proj.bias: Add backward */
@@ -4276,95 +3400,47 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state ? state + 107008 : NULL, 866560, 128);
 
     /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 524288);
+    float *r_l0_q1 = (float *)(void *)(a + 393216);
     rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
 
-    /* l0.q.heads: Reshape -> l0.q2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_q2 = r_l0_q1;
-
-    /* l0.q.t: Transpose -> l0.q3 [4x4x64x32] recompute */
-    float *r_l0_q3 = (float *)(void *)(a + 262144);
-    rt_transpose_forward(r_l0_q3, r_l0_q2, 4, dims_l0_q_t, perm_l0_q_t);
-
-    /* l0.k.heads: Reshape -> l0.k2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_k2 = v_l0_k0;
-
-    /* l0.k.t: Transpose -> l0.k3 [4x4x64x32] recompute */
-    float *r_l0_k3 = (float *)(void *)(a + 524288);
-    rt_transpose_forward(r_l0_k3, r_l0_k2, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 393216);
+    float *r_l0_v1 = (float *)(void *)(a + 262144);
     rt_add_forward(r_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
 
-    /* l0.v.heads: Reshape -> l0.v2 [4x64x4x32] recompute view, no copy */
-    const float *r_l0_v2 = r_l0_v1;
+    /* l0.attn: Attention -> l0.att3 [4x64x128] recompute */
+    float *r_l0_att3 = (float *)(void *)(a + 672512);
+    rt_attention_forward_3d(r_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
-    /* l0.v.t: Transpose -> l0.v3 [4x4x64x32] recompute */
-    float *r_l0_v3 = (float *)(void *)(a + 655360);
-    rt_transpose_forward(r_l0_v3, r_l0_v2, 4, dims_l0_v_t, perm_l0_v_t);
-
-    /* l0.attn: Attention -> l0.att [4x4x64x32] recompute */
-    float *r_l0_att = (float *)(void *)(a + 786432);
-    rt_attention_forward(r_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 393216));
-
-    /* l0.attn.t: Transpose -> l0.att2 [4x64x4x32] recompute */
-    float *r_l0_att2 = (float *)(void *)(a + 393216);
-    rt_transpose_forward(r_l0_att2, r_l0_att, 4, dims_l0_attn_t, perm_l0_attn_t);
-
-    /* l0.attn.merge: Reshape -> l0.att3 [4x64x128] recompute view, no copy */
-    const float *r_l0_att3 = r_l0_att2;
-
-    /* d(l0.att2) sums over its readers */
-    float *d_l0_att2 = (float *)(void *)(a + 786432);
-    rt_zero(d_l0_att2, 32768);
-
-    /* d(l0.att3) is d(l0.att2): Reshape moves no data */
-    float *d_l0_att3 = d_l0_att2;
+    /* d(l0.att3): its first contribution writes it */
+    float *d_l0_att3 = (float *)(void *)(a + 803584);
 
     /* d(l0.proj.weight) sums over its readers */
-    float *d_l0_proj_weight = (float *)(void *)(a + 917504);
+    float *d_l0_proj_weight = (float *)(void *)(a + 934656);
     rt_zero(d_l0_proj_weight, 16384);
 
     /* l0.proj: MatMul backward */
-    rt_gemm_backward(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
 
     /* d(l0.proj.weight) is final and nothing reads l0.proj.weight again: step it */
     rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state ? state + 90624 : NULL, 866560, 16384);
 
-    /* d(l0.att): its first contribution writes it */
-    float *d_l0_att = (float *)(void *)(a + 0);
+    /* d(l0.q1) sums over its readers */
+    float *d_l0_q1 = (float *)(void *)(a + 0);
+    rt_zero(d_l0_q1, 32768);
 
-    /* l0.attn.t: Transpose backward */
-    rt_transpose_backward_set(d_l0_att, d_l0_att2, 4, dims_l0_attn_t, perm_l0_attn_t, 0x1u);
-
-    /* d(l0.q3) sums over its readers */
-    float *d_l0_q3 = (float *)(void *)(a + 393216);
-    rt_zero(d_l0_q3, 32768);
-
-    /* d(l0.k3) sums over its readers */
-    float *d_l0_k3 = (float *)(void *)(a + 786432);
-    rt_zero(d_l0_k3, 32768);
-
-    /* d(l0.v3) sums over its readers */
-    float *d_l0_v3 = (float *)(void *)(a + 917504);
-    rt_zero(d_l0_v3, 32768);
-
-    /* l0.attn: Attention backward */
-    rt_attention_backward(d_l0_q3, d_l0_k3, d_l0_v3, d_l0_att, r_l0_q3, r_l0_k3, r_l0_v3, 16, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1048576));
+    /* d(l0.k0) sums over its readers */
+    float *d_l0_k0 = (float *)(void *)(a + 655360);
+    rt_zero(d_l0_k0, 32768);
 
     /* d(l0.v1) sums over its readers */
-    float *d_l0_v1 = (float *)(void *)(a + 0);
+    float *d_l0_v1 = (float *)(void *)(a + 934656);
     rt_zero(d_l0_v1, 32768);
 
-    /* d(l0.v2) is d(l0.v1): Reshape moves no data */
-    float *d_l0_v2 = d_l0_v1;
-
-    /* l0.v.t: Transpose backward */
-    rt_transpose_backward(d_l0_v2, d_l0_v3, 4, dims_l0_v_t, perm_l0_v_t);
+    /* l0.attn: Attention backward */
+    rt_attention_backward_3d(d_l0_q1, d_l0_k0, d_l0_v1, d_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1065728));
 
     /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
-    float *d_l0_v0 = (float *)(void *)(a + 0);
+    float *d_l0_v0 = (float *)(void *)(a + 934656);
 
     /* d(l0.v.bias) sums over its readers */
     float *d_l0_v_bias = (float *)(void *)(a + 262144);
@@ -4381,10 +3457,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.a): its first contribution writes it */
-    float *d_l0_a = (float *)(void *)(a + 524288);
+    float *d_l0_a = (float *)(void *)(a + 393216);
 
     /* d(l0.v.weight) sums over its readers */
-    float *d_l0_v_weight = (float *)(void *)(a + 655360);
+    float *d_l0_v_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l0_v_weight, 16384);
 
     /* l0.v: MatMul backward */
@@ -4393,18 +3469,8 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.v.weight) is final and nothing reads l0.v.weight again: step it */
     rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state ? state + 74112 : NULL, 866560, 16384);
 
-    /* d(l0.k0) sums over its readers */
-    float *d_l0_k0 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_k0, 32768);
-
-    /* d(l0.k2) is d(l0.k0): Reshape moves no data */
-    float *d_l0_k2 = d_l0_k0;
-
-    /* l0.k.t: Transpose backward */
-    rt_transpose_backward(d_l0_k2, d_l0_k3, 4, dims_l0_k_t, perm_l0_k_t);
-
     /* d(l0.k.weight) sums over its readers */
-    float *d_l0_k_weight = (float *)(void *)(a + 655360);
+    float *d_l0_k_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l0_k_weight, 16384);
 
     /* l0.k: MatMul backward */
@@ -4413,21 +3479,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.k.weight) is final and nothing reads l0.k.weight again: step it */
     rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state ? state + 57728 : NULL, 866560, 16384);
 
-    /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 0);
-    rt_zero(d_l0_q1, 32768);
-
-    /* d(l0.q2) is d(l0.q1): Reshape moves no data */
-    float *d_l0_q2 = d_l0_q1;
-
-    /* l0.q.t: Transpose backward */
-    rt_transpose_backward(d_l0_q2, d_l0_q3, 4, dims_l0_q_t, perm_l0_q_t);
-
     /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
     float *d_l0_q0 = (float *)(void *)(a + 0);
 
     /* d(l0.q.bias) sums over its readers */
-    float *d_l0_q_bias = (float *)(void *)(a + 393216);
+    float *d_l0_q_bias = (float *)(void *)(a + 524288);
     rt_zero(d_l0_q_bias, 128);
 
     /* l0.q.bias: Add backward */
@@ -4437,7 +3493,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state ? state + 57600 : NULL, 866560, 128);
 
     /* d(l0.q.weight) sums over its readers */
-    float *d_l0_q_weight = (float *)(void *)(a + 393216);
+    float *d_l0_q_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l0_q_weight, 16384);
 
     /* l0.q: MatMul backward */
@@ -4464,13 +3520,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state ? state + 41088 : NULL, 866560, 128);
 
     /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_emb = (float *)(void *)(a + 4194304);
+    float *d_emb = (float *)(void *)(a + 4325376);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
     /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_tok = (float *)(void *)(a + 4194304);
+    float *d_tok = (float *)(void *)(a + 4325376);
 
     /* d(wpe) sums over its readers */
     float *d_wpe = (float *)(void *)(a + 0);

@@ -841,7 +841,7 @@ static void emit_dropout_table(Emit *e)
         if (op_table[d->op].random_mask)
             emit(e, "    {\"%s\", %ld, %d, {%s}, %s, %d},", d->name, y->numel,
                  y->rank, dims_list(e, y->rank, y->dims),
-                 fmt_float(e->ctx, node_float(d, "ratio")), k);
+                 fmt_float(e->ctx, node_float(d, "ratio")), d->key);
     }
     if (!n)
         emit(e, "    {\"\", 0, 0, {0}, 0.0f, 0},");

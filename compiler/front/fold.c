@@ -29,24 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How many of the graph's nodes read tensor t, and whether it is an output. */
-static int readers(const Graph *g, int t)
-{
-    int k = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; j < g->nodes[i].nin; j++)
-            k += g->nodes[i].in[j] == t;
-    for (int i = 0; i < g->noutputs; i++)
-        k += g->outputs[i] == t ? 1000 : 0;
-    return k;
-}
-
 /* A frozen float parameter whose values are known at compile time, read by
  * one node only (so that it can leave the graph with the fold). */
 static int known(const Graph *g, int t)
 {
     const Tensor *x = &g->tensors[t];
-    if (x->kind != T_PARAM || x->trainable || x->is_int || readers(g, t) != 1)
+    if (x->kind != T_PARAM || x->trainable || x->is_int ||
+        graph_readers(g, t) != 1)
         return 0;
     return x->init == INIT_ZEROS || x->init == INIT_ONES ||
            x->init == INIT_CONSTANT || (x->init == INIT_FILE && x->data);
@@ -80,7 +69,7 @@ static Node *foldable(Graph *g, const Node *n)
         if (!known(g, n->in[i]))
             return NULL;
     const Tensor *x = &g->tensors[n->in[0]];
-    if (x->kind != T_ACT || x->producer < 0 || readers(g, n->in[0]) != 1)
+    if (x->kind != T_ACT || x->producer < 0 || graph_readers(g, n->in[0]) != 1)
         return NULL;
     Node *p = &g->nodes[x->producer];
     long ch = out_channels(g, p);
@@ -147,39 +136,6 @@ static float *fold_bias(Ctx *c, const Graph *g, Node *p, const Node *n,
     return d;
 }
 
-/* Tensors marked dead leave, and the nodes marked dead; every index that
- * names one is renumbered. */
-static void compact(Graph *g, const char *dead_t, const char *dead_n, int *map)
-{
-    int nt = 0, nn = 0;
-    for (int t = 0; t < g->ntensors; t++)
-        map[t] = dead_t[t] ? -1 : nt++;
-    int *nmap = map + g->ntensors;
-    for (int i = 0; i < g->nnodes; i++)
-        nmap[i] = dead_n[i] ? -1 : nn++;
-    for (int t = 0; t < g->ntensors; t++)
-        if (map[t] >= 0) {
-            Tensor *x = &g->tensors[map[t]];
-            *x = g->tensors[t];
-            x->producer = x->producer >= 0 ? nmap[x->producer] : -1;
-        }
-    for (int i = 0; i < g->nnodes; i++)
-        if (nmap[i] >= 0) {
-            Node *n = &g->nodes[nmap[i]];
-            *n = g->nodes[i];
-            for (int j = 0; j < n->nin; j++)
-                n->in[j] = map[n->in[j]];
-            for (int j = 0; j < n->nout; j++)
-                n->out[j] = map[n->out[j]];
-        }
-    for (int i = 0; i < g->noutputs; i++)
-        g->outputs[i] = map[g->outputs[i]];
-    if (g->loss >= 0)
-        g->loss = map[g->loss];
-    g->ntensors = nt;
-    g->nnodes = nn;
-}
-
 /* Folds n into p: p's weight slot takes W', its bias slot (or the BN's
  * scale's, when p had none) b'; p writes the BN's output. */
 static void fold_one(Ctx *c, Graph *g, Node *p, Node *n, char *dead_t)
@@ -233,8 +189,6 @@ int fold_batch_norms(Ctx *c, Graph *g)
     }
     if (!folded)
         return 0;
-    int *map = ctx_alloc(c, ((size_t)g->ntensors + (size_t)g->nnodes) *
-                                sizeof *map);
-    compact(g, dead_t, dead_n, map);
+    graph_drop(c, g, dead_t, dead_n);
     return 0;
 }

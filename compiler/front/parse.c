@@ -774,6 +774,7 @@ static int parse_node(Parser *p, xmlNode *x, int block)
                           "defined at line %d; node names are unique", name,
                           g->nodes[prev].line);
     Node *n = &g->nodes[g->nnodes++];
+    n->key = g->nnodes - 1;
     n->name = name;
     n->cname = mangle(p, &p->cnames_n, name);
     n->line = (int)xmlGetLineNo(x);

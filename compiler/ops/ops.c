@@ -126,6 +126,8 @@ static const AttrSpec average_pool_attrs[] = {
 static const AttrSpec attention_attrs[] = {
     {.name = "is_causal", .type = ATTR_INT, .i = 0},
     {.name = "scale", .type = ATTR_FLOAT},
+    {.name = "q_num_heads", .type = ATTR_INT, .i = 0},
+    {.name = "kv_num_heads", .type = ATTR_INT, .i = 0},
     {0},
 };
 static const AttrSpec flatten_attrs[] = {

@@ -19,11 +19,12 @@ int shape_dropout(Ctx *c, Graph *g, Node *n)
 
 /* "n, ratio, seed, step, node": the mask is a function of these alone, so
  * a recompute draws the forward's mask again. The node's key is its index
- * in the file (< 2^24, RT_DROPOUT_STREAM's limit). */
+ * in the file (< 2^24, RT_DROPOUT_STREAM's limit), which the rewrites that
+ * drop nodes (fold.c, fuse.c) do not change. */
 static const char *dropout_args(Emit *e, const Node *n)
 {
     const Graph *g = e->g;
-    long key = (long)(n - g->nodes);
+    long key = n->key;
     assert(key < (1L << 24));
     return ctx_printf(e->ctx, "%ld, %s, seed, step, %ld", OUT(0)->numel,
                       fmt_float(e->ctx, node_float(n, "ratio")), key);

@@ -545,6 +545,100 @@ START_TEST(attention_key_sums_do_not_drift)
 }
 END_TEST
 
+/* ---- the 3-D layout ------------------------------------------------------ */
+
+static float *floats(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+/* x (batch, heads, s, d) to (batch, s, heads * d), or back (back != 0). */
+static void bhsd_to_bshd(float *to, const float *x, int batch, int heads,
+                         int s, int d, int back)
+{
+    int b, h, i, t;
+    for (b = 0; b < batch; b++)
+        for (h = 0; h < heads; h++)
+            for (i = 0; i < s; i++)
+                for (t = 0; t < d; t++) {
+                    const size_t a = (((size_t)b * heads + h) * s + i) * d + t;
+                    const size_t c = (((size_t)b * s + i) * heads + h) * d + t;
+                    if (back)
+                        to[a] = x[c];
+                    else
+                        to[c] = x[a];
+                }
+}
+
+typedef struct {
+    int batch, heads, sq, skv, e, ev, causal, no_dk;
+} attn3_spec;
+
+/* Heads of one and of several, sequences of one key block and of three
+ * (130: the compensated sums across key blocks), e != ev, a missing dk. */
+static const attn3_spec attn3s[] = {
+    {2, 3, 5, 7, 4, 6, 0, 0},  {1, 4, 65, 130, 16, 8, 1, 0},
+    {3, 2, 130, 65, 8, 8, 0, 1}, {2, 1, 9, 9, 3, 3, 1, 0},
+};
+#define N_ATTN3 ((int)(sizeof attn3s / sizeof attn3s[0]))
+
+/* The 3-D kernels against the 4-D ones on the same values transposed, bit
+ * for bit: y, and dq, dk, dv added into random starting values. */
+START_TEST(attention_3d_is_4d_transposed)
+{
+    const attn3_spec *a = &attn3s[_i];
+    const int bh = a->batch * a->heads;
+    const size_t nq = (size_t)bh * a->sq * a->e;
+    const size_t nk = (size_t)bh * a->skv * a->e;
+    const size_t nv = (size_t)bh * a->skv * a->ev;
+    const size_t ny = (size_t)bh * a->sq * a->ev;
+    const size_t ns = rt_attention_backward_scratch(a->skv, a->e) +
+                      rt_attention_scratch(a->skv, a->ev);
+    float *q = rnd(nq), *k = rnd(nk), *v = rnd(nv), *dy = rnd(ny);
+    float *g4[3] = {rnd(nq), a->no_dk ? NULL : rnd(nk), rnd(nv)};
+    float *y4 = floats(ny), *scratch = floats(ns), *y3 = floats(ny);
+    float *q3 = floats(nq), *k3 = floats(nk), *v3 = floats(nv);
+    float *dy3 = floats(ny), *back = floats(nq + nk + nv + ny);
+    float *g3[3] = {floats(nq), a->no_dk ? NULL : floats(nk), floats(nv)};
+    const size_t n[3] = {nq, nk, nv};
+    const int len[3] = {a->sq, a->skv, a->skv}, dim[3] = {a->e, a->e, a->ev};
+    const float scale = 0.37f;
+    int t;
+    bhsd_to_bshd(q3, q, a->batch, a->heads, a->sq, a->e, 0);
+    bhsd_to_bshd(k3, k, a->batch, a->heads, a->skv, a->e, 0);
+    bhsd_to_bshd(v3, v, a->batch, a->heads, a->skv, a->ev, 0);
+    bhsd_to_bshd(dy3, dy, a->batch, a->heads, a->sq, a->ev, 0);
+    for (t = 0; t < 3; t++)
+        if (g4[t])
+            bhsd_to_bshd(g3[t], g4[t], a->batch, a->heads, len[t], dim[t], 0);
+    rt_attention_forward(y4, q, k, v, bh, a->sq, a->skv, a->e, a->ev, scale,
+                         a->causal, scratch);
+    rt_attention_forward_3d(y3, q3, k3, v3, a->batch, a->heads, a->sq, a->skv,
+                            a->e, a->ev, scale, a->causal, scratch);
+    bhsd_to_bshd(back, y3, a->batch, a->heads, a->sq, a->ev, 1);
+    ck_assert_msg(memcmp(back, y4, ny * sizeof *y4) == 0, "case %d: y differs",
+                  _i);
+    rt_attention_backward(g4[0], g4[1], g4[2], dy, q, k, v, bh, a->sq, a->skv,
+                          a->e, a->ev, scale, a->causal, scratch);
+    rt_attention_backward_3d(g3[0], g3[1], g3[2], dy3, q3, k3, v3, a->batch,
+                             a->heads, a->sq, a->skv, a->e, a->ev, scale,
+                             a->causal, scratch);
+    for (t = 0; t < 3; t++) {
+        if (!g4[t])
+            continue;
+        bhsd_to_bshd(back, g3[t], a->batch, a->heads, len[t], dim[t], 1);
+        ck_assert_msg(memcmp(back, g4[t], n[t] * sizeof *back) == 0,
+                      "case %d: gradient %d differs", _i, t);
+    }
+    free(q), free(k), free(v), free(dy), free(y4), free(scratch);
+    free(q3), free(k3), free(v3), free(dy3), free(y3), free(back);
+    for (t = 0; t < 3; t++)
+        free(g4[t]), free(g3[t]);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *attention_suite(void)
@@ -561,6 +655,7 @@ static Suite *attention_suite(void)
     tcase_add_loop_test(tc, attention_blocked_matches_reference, 0,
                         2 * N_LENS * N_LENS);
     tcase_add_loop_test(tc, attention_key_sums_do_not_drift, 0, 3);
+    tcase_add_loop_test(tc, attention_3d_is_4d_transposed, 0, N_ATTN3);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -286,7 +286,7 @@ static Policy *random_case(Ctx *c, const char **xml, Graph **g, Remat *r,
     *xml = model_xml(c, random_graph(c, 4 + rnd(13)));
     ck_assert_msg(policy_load(c, rnd(2) ? "sac" : "none", &p) == 0 &&
                   parse_graph_memory(c, "t.xml", *xml, strlen(*xml), g) == 0 &&
-                  infer_shapes(c, *g) == 0 && autodiff(c, *g) == 0 &&
+                  analyze_graph(c, *g) == 0 &&
                   (compact ? remat_classify_budget : remat_classify_open)(
                       c, *g, policy_soften(c, p), r) == 0,
                   "%s\n%s", c->err, *xml);
@@ -650,7 +650,7 @@ static void check_every_bound(const char *body, double want)
     Remat r;
     ck_assert(policy_load(&c, "none", &p) == 0 &&
               parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
-              infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+              analyze_graph(&c, g) == 0 &&
               remat_classify_open(&c, g, p = policy_soften(&c, p), &r) == 0);
     int free[64], nfree = 0;
     for (int t = 0; t < g->ntensors; t++)
@@ -735,7 +735,7 @@ START_TEST(split_outputs_match_exhaustive_search)
     ck_assert(policy_load(&c, "sac", &p) == 0);
     p = policy_soften(&c, p);
     ck_assert(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
-              infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+              analyze_graph(&c, g) == 0 &&
               remat_classify(&c, g, p, &r) == 0 &&
               solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0 && f.proven);
     int nfree = 0;
@@ -772,7 +772,7 @@ START_TEST(frontier_costs_are_the_schedules)
     ck_assert(policy_load(&c, "sac", &p) == 0);
     p = policy_soften(&c, p);
     ck_assert(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
-              infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+              analyze_graph(&c, g) == 0 &&
               remat_classify(&c, g, p, &r) == 0 &&
               solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0);
     /* five independent pairs: 2^5 subsets, fewer distinct optima */
@@ -940,7 +940,7 @@ static Graph *recurrence_graph(Ctx *c, int n, Policy **p, Remat *r)
     ck_assert(policy_load(c, "sac", p) == 0);
     *p = policy_soften(c, *p);
     ck_assert_msg(parse_graph_memory(c, "t.xml", xml, strlen(xml), &g) == 0 &&
-                  infer_shapes(c, g) == 0 && autodiff(c, g) == 0 &&
+                  analyze_graph(c, g) == 0 &&
                   remat_classify_open(c, g, *p, r) == 0, "%s", c->err);
     return g;
 }
@@ -1114,7 +1114,7 @@ static Graph *generated(Ctx *c, const char *script, const char *args, Remat *r)
     Policy *pol;
     ck_assert_msg(policy_load(c, "sac", &pol) == 0 &&
                   parse_graph_memory(c, "gen.xml", b.data, strlen(b.data), &g) == 0 &&
-                  infer_shapes(c, g) == 0 && autodiff(c, g) == 0 &&
+                  analyze_graph(c, g) == 0 &&
                   remat_classify_open(c, g, policy_soften(c, pol), r) == 0,
                   "%s: %s", cmd, c->err);
     return g;
@@ -1427,7 +1427,7 @@ START_TEST(past_the_hubs_branch_and_bound)
     Frontier f;
     ck_assert(policy_load(&c, "sac", &p) == 0 &&
               parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
-              infer_shapes(&c, g) == 0 && autodiff(&c, g) == 0 &&
+              analyze_graph(&c, g) == 0 &&
               remat_classify(&c, g, policy_soften(&c, p), &r) == 0);
     ck_assert(solve_frontier(&c, g, &r, HUGE_VAL, &f) == 0);
     ck_assert(f.overflow != NULL && f.n == 0 && !f.proven);

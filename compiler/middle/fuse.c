@@ -1,0 +1,150 @@
+/*
+ * fuse.c: rewrites of the IR that need its shapes, after infer_shapes and
+ * before autodiff, for either front end.
+ *
+ * Attention's layout. Multi-head attention is written (by hand, and by
+ * torch's export) as projections to (batch, sequence, heads * size), a
+ * Reshape to (batch, sequence, heads, size) and a Transpose to ONNX's 4-D
+ * (batch, heads, sequence, size) for each of Q, K and V, and the output
+ * transposed and reshaped back. The transposes are copies: on gpt, 17
+ * each way a step. ONNX's 3-D Attention reads the projections' layout
+ * itself (q_num_heads, kv_num_heads), and the runtime's _3d kernels give
+ * the 4-D kernels' bits head for head; so where each of Q, K and V comes
+ * through such a pair that nothing else reads, and the output leaves
+ * through the mirror pair, the Attention node takes the 3-D tensors and
+ * writes the final Reshape's output, and the six nodes leave. Nodes that
+ * carry their own `remat`, or that lie in another block than the
+ * Attention, are left alone.
+ */
+#include "../remat.h"
+
+#include <string.h>
+
+static int is_perm_0213(const Node *n)
+{
+    static const long swap[4] = {0, 2, 1, 3};
+    const Attr *perm = node_attr(n, "perm");
+    if (n->op != OP_TRANSPOSE || !perm->set || perm->nints != 4)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (perm->ints[i] != swap[i])
+            return 0;
+    return 1;
+}
+
+/* The node producing t, when it is one of op that only `reader` reads, in
+ * block, and without its own remat; else NULL. */
+static Node *sole_producer(Graph *g, int t, OpKind op, int block)
+{
+    const Tensor *x = &g->tensors[t];
+    if (x->producer < 0 || graph_readers(g, t) != 1)
+        return NULL;
+    Node *p = &g->nodes[x->producer];
+    return p->op == op && p->block == block && p->remat == REMAT_UNSET ? p
+                                                                       : NULL;
+}
+
+/* The one node reading t, when it is of op, in block, without its own
+ * remat and t is no output; else NULL. */
+static Node *sole_reader(Graph *g, int t, OpKind op, int block)
+{
+    if (graph_readers(g, t) != 1)
+        return NULL;
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = &g->nodes[i];
+        for (int j = 0; j < n->nin; j++)
+            if (n->in[j] == t)
+                return n->op == op && n->block == block &&
+                               n->remat == REMAT_UNSET
+                           ? n
+                           : NULL;
+    }
+    return NULL;
+}
+
+/* Whether 4-D t (b, h, s, d) is a Transpose 0 2 1 3 of a Reshape of 3-D
+ * (b, s, h * d): then *from is that 3-D tensor and tr, rs the two nodes. */
+static int split_heads(Graph *g, int t, int block, int *from, Node **tr,
+                       Node **rs)
+{
+    *tr = sole_producer(g, t, OP_TRANSPOSE, block);
+    if (!*tr || !is_perm_0213(*tr))
+        return 0;
+    *rs = sole_producer(g, (*tr)->in[0], OP_RESHAPE, block);
+    if (!*rs)
+        return 0;
+    const Tensor *x = &g->tensors[(*rs)->in[0]], *u = &g->tensors[(*tr)->in[0]];
+    *from = (*rs)->in[0];
+    return x->rank == 3 && u->rank == 4 && !x->is_int &&
+           x->dims[0] == u->dims[0] && x->dims[1] == u->dims[1] &&
+           x->dims[2] == u->dims[2] * u->dims[3];
+}
+
+/* The mirror: 4-D y read only by a Transpose 0 2 1 3 whose output only a
+ * Reshape to 3-D (b, s, h * d) reads; *to is that Reshape's output. */
+static int merge_heads(Graph *g, int y, int block, int *to, Node **tr,
+                       Node **rs)
+{
+    *tr = sole_reader(g, y, OP_TRANSPOSE, block);
+    if (!*tr || !is_perm_0213(*tr))
+        return 0;
+    *rs = sole_reader(g, (*tr)->out[0], OP_RESHAPE, block);
+    if (!*rs)
+        return 0;
+    const Tensor *z = &g->tensors[(*tr)->out[0]], *w = &g->tensors[(*rs)->out[0]];
+    *to = (*rs)->out[0];
+    return w->rank == 3 && w->dims[0] == z->dims[0] &&
+           w->dims[1] == z->dims[1] && w->dims[2] == z->dims[2] * z->dims[3];
+}
+
+static void set_int(Node *n, const char *name, long v)
+{
+    for (int k = 0; n->row->attrs[k].name; k++)
+        if (!strcmp(n->row->attrs[k].name, name)) {
+            n->attrs[k].set = 1;
+            n->attrs[k].i = v;
+        }
+}
+
+/* Rewrites Attention node n when all four pairs are there; 1 if it did. */
+static int fuse_attention(Graph *g, Node *n, char *dead_t, char *dead_n)
+{
+    Node *tr[4], *rs[4];
+    int from[3], to;
+    if (g->tensors[n->in[0]].rank != 4)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if (!split_heads(g, n->in[i], n->block, &from[i], &tr[i], &rs[i]))
+            return 0;
+    if (!merge_heads(g, n->out[0], n->block, &to, &tr[3], &rs[3]))
+        return 0;
+    long heads = g->tensors[n->in[0]].dims[1];
+    for (int i = 0; i < 4; i++) {
+        dead_n[tr[i] - g->nodes] = dead_n[rs[i] - g->nodes] = 1;
+        dead_t[tr[i]->in[0]] = dead_t[tr[i]->out[0]] = 1;
+    }
+    dead_t[n->out[0]] = 1;
+    for (int i = 0; i < 3; i++)
+        n->in[i] = from[i];
+    n->out[0] = to;
+    g->tensors[to].producer = (int)(n - g->nodes);
+    set_int(n, "q_num_heads", heads);
+    set_int(n, "kv_num_heads", heads);
+    return 1;
+}
+
+int fuse_graph(Ctx *c, Graph *g)
+{
+    char *dead_t = ctx_alloc(c, (size_t)g->ntensors + 1);
+    char *dead_n = ctx_alloc(c, (size_t)g->nnodes + 1);
+    memset(dead_t, 0, (size_t)g->ntensors + 1);
+    memset(dead_n, 0, (size_t)g->nnodes + 1);
+    int fused = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == OP_ATTENTION)
+            fused += fuse_attention(g, &g->nodes[i], dead_t, dead_n);
+    if (!fused)
+        return 0;
+    graph_drop(c, g, dead_t, dead_n);
+    return infer_shapes(c, g);
+}

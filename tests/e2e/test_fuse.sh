@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# End-to-end test of the rewrites that need shapes (compiler/middle/fuse.c,
+# docs/ops.md): an Attention between Reshape and Transpose pairs reads and
+# writes the projections' 3-D layout itself. Held to:
+# - graphs/gpt.xml compiles to 3-D attention calls only, and no tensor the
+#   removed pairs wrote is left in the C;
+# - the rewrite changes no bit: gpt (its dropout ratio 0) against the same
+#   graph with an Identity before each Attention's Q, which the rewrite
+#   does not match (its C keeps the 4-D calls): 3 steps' losses and the
+#   dumped gradients, bit for bit;
+# - a Dropout's mask is drawn from the node's index in the file, which the
+#   dropped nodes before it do not change (the C's dropout table against
+#   the XML's own count);
+# - ONNX's 3-D form written by hand: trains, and grouped-query heads or
+#   missing head counts are refused with one line.
+. "$(dirname "$0")/lib.sh"
+
+gpt=graphs/gpt.xml
+"$remat" compile "$gpt" -o "$work/gpt.c" > /dev/null || bad "gpt: compile"
+n3=$(grep -c 'rt_attention_forward_3d(' "$work/gpt.c")
+n4=$(grep -c 'rt_attention_forward(' "$work/gpt.c")
+[ "$n3" -ge 4 ] && [ "$n4" = 0 ] && ok ||
+    bad "gpt: $n3 3-D and $n4 4-D attention calls; every one should be 3-D"
+grep -q 'v_l0_q3\b\|v_l0_att2\b' "$work/gpt.c" &&
+    bad "gpt: a tensor of a removed Transpose is still in the C" || ok
+
+# the key of each Dropout in the C's table is its index among the file's
+# <node> elements (0-based)
+bad_keys=0
+while read -r name key; do
+    want=$(grep -o '<node name="[^"]*"' "$gpt" | sed 's/.*"\(.*\)"/\1/' |
+           grep -nx -F "$name" | cut -d: -f1)
+    [ "$key" = "$((want - 1))" ] || { bad_keys=1; echo "  $name: key $key, file index $((want - 1))"; }
+done < <(sed -n 's/^ *{"\([^"]*\)", [0-9]*, [0-9]*, {[^}]*}, [^,]*, \([0-9]*\)},$/\1 \2/p' "$work/gpt.c")
+n=$(sed -n 's/^ *{"\([^"]*\)", [0-9]*, [0-9]*, {[^}]*}, [^,]*, \([0-9]*\)},$/\1/p' "$work/gpt.c" | wc -l)
+[ "$bad_keys" = 0 ] && [ "$n" = 9 ] && ok ||
+    bad "gpt: the dropout table's keys ($n rows) are not the nodes' file indices"
+
+# fused against unfused, bit for bit (no dropout: the Identity nodes shift
+# the file indices of the nodes after them)
+sed 's/ratio="0.1"/ratio="0"/' "$gpt" > "$work/fused.xml"
+awk '{
+    if ($0 ~ /op="Attention"/) {
+        match($0, /in="[^ ]*/); q = substr($0, RSTART + 4, RLENGTH - 4)
+        sub("in=\"" q " ", "in=\"" q ".id ")
+        print "      <node name=\"" q ".id\" op=\"Identity\" in=\"" q "\" out=\"" q ".id\"/>"
+    }
+    print
+}' "$work/fused.xml" > "$work/unfused.xml"
+for v in fused unfused; do
+    "$remat" build "$work/$v.xml" --policy none -o "$work/$v" > /dev/null &&
+        "$work/$v" --seed 3 --steps 3 --bits > "$work/$v.bits" &&
+        "$work/$v" --seed 3 --dump "$work/$v.d" > /dev/null && ok ||
+        bad "$v: build, steps or dump"
+done
+"$remat" compile "$work/unfused.xml" -o "$work/unfused.c" > /dev/null &&
+    [ "$(grep -c 'rt_attention_forward(' "$work/unfused.c")" -ge 4 ] && ok ||
+    bad "unfused: the Identity before Q did not keep the 4-D attention"
+cmp -s "$work/fused.bits" "$work/unfused.bits" && ok ||
+    bad "fused and unfused losses differ: $(paste -d' ' "$work/fused.bits" "$work/unfused.bits" | tail -1)"
+ng=0
+for f in "$work"/unfused.d/grad.*.npy; do
+    ng=$((ng + 1))
+    cmp -s "$f" "$work/fused.d/${f##*/}" || { bad "gradient ${f##*/} differs"; ng=-1000; }
+done
+[ "$ng" -gt 20 ] && ok || bad "fused against unfused: $ng gradients compared"
+
+# ONNX's 3-D form by hand: (2, 5, 3 * 4) in, 3 heads
+mk3d() {   # q_num_heads kv_num_heads extra-attributes
+    cat > "$work/a3.xml" <<EOF
+<model name="attn3d" format="1">
+  <graph>
+    <input name="x" shape="2 5 12"/>
+    <input name="target" shape="2 5 12"/>
+    <initializer name="wq" shape="12 12" init="normal" mean="0" std="0.3"/>
+    <initializer name="wk" shape="12 12" init="normal" mean="0" std="0.3"/>
+    <initializer name="wv" shape="12 12" init="normal" mean="0" std="0.3"/>
+    <node name="q" op="MatMul" in="x wq" out="q"/>
+    <node name="k" op="MatMul" in="x wk" out="k"/>
+    <node name="v" op="MatMul" in="x wv" out="v"/>
+    <node name="attn" op="Attention" in="q k v" out="y" is_causal="1" $1/>
+    <node name="d" op="Sub" in="y target" out="d"/>
+    <node name="d2" op="Mul" in="d d" out="d2"/>
+    <node name="mse" op="ReduceMean" in="d2" out="loss" keepdims="0"/>
+    <output name="loss" loss="true"/>
+  </graph>
+</model>
+EOF
+}
+mk3d 'q_num_heads="3" kv_num_heads="3"'
+"$remat" build "$work/a3.xml" -o "$work/a3" > /dev/null &&
+    "$work/a3" --steps 3 > "$work/a3.out" && ok || bad "3-D attention by hand: build or steps"
+mk3d 'q_num_heads="3" kv_num_heads="1"'
+run 1 "$remat" compile "$work/a3.xml" -o "$work/a3.c" &&
+    grep -q 'grouped-query attention is not supported' "$work/err" && ok ||
+    bad "3-D attention with kv_num_heads 1: not the grouped-query message: $(cat "$work/err")"
+[ ! -e "$work/a3.c" ] && ok || bad "a refused compile wrote its output"
+mk3d ''
+run 1 "$remat" compile "$work/a3.xml" -o "$work/a3.c" &&
+    grep -q 'need q_num_heads and kv_num_heads' "$work/err" && ok ||
+    bad "3-D attention without head counts: $(cat "$work/err")"
+finish test_fuse
