@@ -991,7 +991,8 @@ size_t trainable_floats(const Graph *g);
 
 /* After infer_shapes, before autodiff: an Attention between Reshape and
  * Transpose pairs reads and writes the projections' 3-D layout itself, the
- * pairs gone (so no transpose runs); shapes inferred again when anything
+ * pairs gone (so no transpose runs); a MatMul takes the vector the Add
+ * after it added as its bias; shapes inferred again when anything
  * changed. */
 int fuse_graph(Ctx *c, Graph *g);
 

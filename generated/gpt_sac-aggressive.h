@@ -14,13 +14,13 @@ extern "C" {
 /* Bytes of the one arena forward and train_step work in. */
 #define GPT_ARENA_BYTES 6553600
 /* Bytes gpt_forward alone needs (inference; at most GPT_ARENA_BYTES). */
-#define GPT_FORWARD_ARENA_BYTES 1179648
+#define GPT_FORWARD_ARENA_BYTES 786432
 /* 1: NAME_train_step and NAME_sgd exist (the graph has a loss). */
 #define GPT_HAS_TRAIN_STEP 1
 /* Bytes of the arena gpt_train_step_fused works in: the train step's
  * with each parameter's gradient in it while it is summed, instead of a
  * gradient buffer of GPT_GRAD_FLOATS floats. */
-#define GPT_FUSED_ARENA_BYTES 6815744
+#define GPT_FUSED_ARENA_BYTES 6816256
 /* Floats in the parameter buffer. */
 #define GPT_PARAM_FLOATS 866560
 /* Floats of the frozen parameters whose values are compiled into the C file

@@ -4,108 +4,72 @@
  * policy:          sac
  * saved bytes:     5242880 (activations kept for the backward)
  * arena bytes:     6029312
- * fused step:      6291456 arena bytes, no gradient buffer (3466240 bytes)
- * recompute:       42729472 FLOPs in 40 node executions
+ * fused step:      6291968 arena bytes, no gradient buffer (3466240 bytes)
+ * recompute:       41811968 FLOPs in 24 node executions
  * saved tensors:
  *   h0 [4x64x128]
- *   l0.q0 [4x64x128]
+ *   l0.q1 [4x64x128]
  *   l0.k0 [4x64x128]
- *   l0.v0 [4x64x128]
- *   l0.o0 [4x64x128]
- *   l0.f0 [4x64x512]
+ *   l0.v1 [4x64x128]
+ *   l0.o1 [4x64x128]
+ *   l0.f1 [4x64x512]
  *   l0.out [4x64x128]
- *   l1.q0 [4x64x128]
+ *   l1.q1 [4x64x128]
  *   l1.k0 [4x64x128]
- *   l1.v0 [4x64x128]
- *   l1.o0 [4x64x128]
- *   l1.f0 [4x64x512]
+ *   l1.v1 [4x64x128]
+ *   l1.o1 [4x64x128]
+ *   l1.f1 [4x64x512]
  *   l1.out [4x64x128]
- *   l2.q0 [4x64x128]
+ *   l2.q1 [4x64x128]
  *   l2.k0 [4x64x128]
- *   l2.v0 [4x64x128]
- *   l2.o0 [4x64x128]
- *   l2.f0 [4x64x512]
+ *   l2.v1 [4x64x128]
+ *   l2.o1 [4x64x128]
+ *   l2.f1 [4x64x512]
  *   l2.out [4x64x128]
- *   l3.q0 [4x64x128]
+ *   l3.q1 [4x64x128]
  *   l3.k0 [4x64x128]
- *   l3.v0 [4x64x128]
- *   l3.o0 [4x64x128]
- *   l3.f0 [4x64x512]
+ *   l3.v1 [4x64x128]
+ *   l3.o1 [4x64x128]
+ *   l3.f1 [4x64x512]
  *   l3.out [4x64x128]
  *   hf [4x64x128]
  *   scores [4x256x64]
  * recomputed tensors:
  *   l0.a [4x64x128]
- *   l0.q1 [4x64x128]
- *   l0.v1 [4x64x128]
  *   l0.att3 [4x64x128]
- *   l0.o1 [4x64x128]
  *   l0.o2 [4x64x128]
  *   l0.r [4x64x128]
  *   l0.m [4x64x128]
- *   l0.f1 [4x64x512]
  *   l0.g [4x64x512]
  *   l1.a [4x64x128]
- *   l1.q1 [4x64x128]
- *   l1.v1 [4x64x128]
  *   l1.att3 [4x64x128]
- *   l1.o1 [4x64x128]
  *   l1.o2 [4x64x128]
  *   l1.r [4x64x128]
  *   l1.m [4x64x128]
- *   l1.f1 [4x64x512]
  *   l1.g [4x64x512]
  *   l2.a [4x64x128]
- *   l2.q1 [4x64x128]
- *   l2.v1 [4x64x128]
  *   l2.att3 [4x64x128]
- *   l2.o1 [4x64x128]
  *   l2.o2 [4x64x128]
  *   l2.r [4x64x128]
  *   l2.m [4x64x128]
- *   l2.f1 [4x64x512]
  *   l2.g [4x64x512]
  *   l3.a [4x64x128]
- *   l3.q1 [4x64x128]
- *   l3.v1 [4x64x128]
  *   l3.att3 [4x64x128]
- *   l3.o1 [4x64x128]
  *   l3.o2 [4x64x128]
  *   l3.r [4x64x128]
  *   l3.m [4x64x128]
- *   l3.f1 [4x64x512]
  *   l3.g [4x64x512]
  */
 #include "gpt_sac.h"
 
 static const rt_bcast map_pos = {3, {4, 64, 128}, {8192, 128, 1}, {0, 128, 1}};
-static const rt_bcast map_l0_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const rt_bcast map_l0_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const rt_bcast map_l0_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l0_res1 = {1, {32768}, {1}, {1}};
-static const rt_bcast map_l0_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
-static const rt_bcast map_l0_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l0_res2 = {1, {32768}, {1}, {1}};
-static const rt_bcast map_l1_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const rt_bcast map_l1_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const rt_bcast map_l1_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l1_res1 = {1, {32768}, {1}, {1}};
-static const rt_bcast map_l1_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
-static const rt_bcast map_l1_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l1_res2 = {1, {32768}, {1}, {1}};
-static const rt_bcast map_l2_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const rt_bcast map_l2_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const rt_bcast map_l2_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l2_res1 = {1, {32768}, {1}, {1}};
-static const rt_bcast map_l2_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
-static const rt_bcast map_l2_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l2_res2 = {1, {32768}, {1}, {1}};
-static const rt_bcast map_l3_q_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const rt_bcast map_l3_v_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
-static const rt_bcast map_l3_proj_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l3_res1 = {1, {32768}, {1}, {1}};
-static const rt_bcast map_l3_fc_bias = {3, {4, 64, 512}, {32768, 512, 1}, {0, 0, 1}};
-static const rt_bcast map_l3_fc2_bias = {3, {4, 64, 128}, {8192, 128, 1}, {0, 0, 1}};
 static const rt_bcast map_l3_res2 = {1, {32768}, {1}, {1}};
 static const int dims_head_t[] = {4, 64, 256};
 static const int perm_head_t[] = {0, 2, 1};
@@ -426,72 +390,52 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l0.q: MatMul -> l0.q0 [4x64x128] */
-    float *v_l0_q0 = (float *)(void *)(a + 262144);
-    rt_gemm_forward(v_l0_q0, v_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.q.bias: Add -> l0.q1 [4x64x128] */
-    float *v_l0_q1 = (float *)(void *)(a + 393216);
-    rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
+    /* l0.q: MatMul -> l0.q1 [4x64x128] */
+    float *v_l0_q1 = (float *)(void *)(a + 262144);
+    rt_gemm_forward(v_l0_q1, v_l0_a, v_l0_q_weight, v_l0_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 262144);
+    float *v_l0_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 524288);
-    rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 0);
-    rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
+    /* l0.v: MatMul -> l0.v1 [4x64x128] */
+    float *v_l0_v1 = (float *)(void *)(a + 524288);
+    rt_gemm_forward(v_l0_v1, v_l0_a, v_l0_v_weight, v_l0_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.attn: Attention -> l0.att3 [4x64x128] */
-    float *v_l0_att3 = (float *)(void *)(a + 524288);
+    float *v_l0_att3 = (float *)(void *)(a + 0);
     rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
-    /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
+    /* l0.proj: MatMul -> l0.o1 [4x64x128] */
     float *v_l0_o1 = (float *)(void *)(a + 262144);
-    rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
+    rt_gemm_forward(v_l0_o1, v_l0_att3, v_l0_proj_weight, v_l0_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
     float *v_l0_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l0_o2, v_l0_o1, 32768); /* inference: the identity */
 
     /* l0.res1: Add -> l0.r [4x64x128] */
-    float *v_l0_r = (float *)(void *)(a + 1048576);
+    float *v_l0_r = (float *)(void *)(a + 524288);
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 524288);
+    float *v_l0_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l0.fc: MatMul -> l0.f0 [4x64x512] */
-    float *v_l0_f0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l0_f0, v_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.fc.bias: Add -> l0.f1 [4x64x512] */
-    float *v_l0_f1 = (float *)(void *)(a + 524288);
-    rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
+    /* l0.fc: MatMul -> l0.f1 [4x64x512] */
+    float *v_l0_f1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_l0_f1, v_l0_m, v_l0_fc_weight, v_l0_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
     /* l0.act: Gelu -> l0.g [4x64x512], in place */
-    float *v_l0_g = (float *)(void *)(a + 524288);
+    float *v_l0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
-    /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 131072);
-    rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
+    /* l0.fc2: MatMul -> l0.y1 [4x64x128] */
+    float *v_l0_y1 = (float *)(void *)(a + 655360);
+    rt_gemm_forward(v_l0_y1, v_l0_g, v_l0_fc2_weight, v_l0_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
-    float *v_l0_y2 = (float *)(void *)(a + 131072);
+    float *v_l0_y2 = (float *)(void *)(a + 655360);
     rt_copy(v_l0_y2, v_l0_y1, 32768); /* inference: the identity */
 
     /* l0.res2: Add -> l0.out [4x64x128] */
@@ -502,72 +446,52 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l1_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 262144);
-    rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(void *)(a + 393216);
-    rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
+    /* l1.q: MatMul -> l1.q1 [4x64x128] */
+    float *v_l1_q1 = (float *)(void *)(a + 262144);
+    rt_gemm_forward(v_l1_q1, v_l1_a, v_l1_q_weight, v_l1_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 262144);
+    float *v_l1_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 524288);
-    rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 131072);
-    rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
+    /* l1.v: MatMul -> l1.v1 [4x64x128] */
+    float *v_l1_v1 = (float *)(void *)(a + 524288);
+    rt_gemm_forward(v_l1_v1, v_l1_a, v_l1_v_weight, v_l1_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.attn: Attention -> l1.att3 [4x64x128] */
-    float *v_l1_att3 = (float *)(void *)(a + 524288);
+    float *v_l1_att3 = (float *)(void *)(a + 131072);
     rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
-    /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 131072);
-    rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
+    /* l1.proj: MatMul -> l1.o1 [4x64x128] */
     float *v_l1_o1 = (float *)(void *)(a + 262144);
-    rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
+    rt_gemm_forward(v_l1_o1, v_l1_att3, v_l1_proj_weight, v_l1_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
     float *v_l1_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l1_o2, v_l1_o1, 32768); /* inference: the identity */
 
     /* l1.res1: Add -> l1.r [4x64x128] */
-    float *v_l1_r = (float *)(void *)(a + 1048576);
+    float *v_l1_r = (float *)(void *)(a + 524288);
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 524288);
+    float *v_l1_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l1.fc: MatMul -> l1.f0 [4x64x512] */
-    float *v_l1_f0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l1_f0, v_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.fc.bias: Add -> l1.f1 [4x64x512] */
-    float *v_l1_f1 = (float *)(void *)(a + 524288);
-    rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
+    /* l1.fc: MatMul -> l1.f1 [4x64x512] */
+    float *v_l1_f1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_l1_f1, v_l1_m, v_l1_fc_weight, v_l1_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
     /* l1.act: Gelu -> l1.g [4x64x512], in place */
-    float *v_l1_g = (float *)(void *)(a + 524288);
+    float *v_l1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
-    /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 131072);
-    rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
+    /* l1.fc2: MatMul -> l1.y1 [4x64x128] */
+    float *v_l1_y1 = (float *)(void *)(a + 655360);
+    rt_gemm_forward(v_l1_y1, v_l1_g, v_l1_fc2_weight, v_l1_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
-    float *v_l1_y2 = (float *)(void *)(a + 131072);
+    float *v_l1_y2 = (float *)(void *)(a + 655360);
     rt_copy(v_l1_y2, v_l1_y1, 32768); /* inference: the identity */
 
     /* l1.res2: Add -> l1.out [4x64x128] */
@@ -578,72 +502,52 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l2_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 262144);
-    rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(void *)(a + 393216);
-    rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
+    /* l2.q: MatMul -> l2.q1 [4x64x128] */
+    float *v_l2_q1 = (float *)(void *)(a + 262144);
+    rt_gemm_forward(v_l2_q1, v_l2_a, v_l2_q_weight, v_l2_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 262144);
+    float *v_l2_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 524288);
-    rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 131072);
-    rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
+    /* l2.v: MatMul -> l2.v1 [4x64x128] */
+    float *v_l2_v1 = (float *)(void *)(a + 524288);
+    rt_gemm_forward(v_l2_v1, v_l2_a, v_l2_v_weight, v_l2_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.attn: Attention -> l2.att3 [4x64x128] */
-    float *v_l2_att3 = (float *)(void *)(a + 524288);
+    float *v_l2_att3 = (float *)(void *)(a + 131072);
     rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
-    /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 131072);
-    rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
+    /* l2.proj: MatMul -> l2.o1 [4x64x128] */
     float *v_l2_o1 = (float *)(void *)(a + 262144);
-    rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
+    rt_gemm_forward(v_l2_o1, v_l2_att3, v_l2_proj_weight, v_l2_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
     float *v_l2_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l2_o2, v_l2_o1, 32768); /* inference: the identity */
 
     /* l2.res1: Add -> l2.r [4x64x128] */
-    float *v_l2_r = (float *)(void *)(a + 1048576);
+    float *v_l2_r = (float *)(void *)(a + 524288);
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 524288);
+    float *v_l2_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l2.fc: MatMul -> l2.f0 [4x64x512] */
-    float *v_l2_f0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l2_f0, v_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.fc.bias: Add -> l2.f1 [4x64x512] */
-    float *v_l2_f1 = (float *)(void *)(a + 524288);
-    rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
+    /* l2.fc: MatMul -> l2.f1 [4x64x512] */
+    float *v_l2_f1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_l2_f1, v_l2_m, v_l2_fc_weight, v_l2_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
     /* l2.act: Gelu -> l2.g [4x64x512], in place */
-    float *v_l2_g = (float *)(void *)(a + 524288);
+    float *v_l2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
-    /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 131072);
-    rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
+    /* l2.fc2: MatMul -> l2.y1 [4x64x128] */
+    float *v_l2_y1 = (float *)(void *)(a + 655360);
+    rt_gemm_forward(v_l2_y1, v_l2_g, v_l2_fc2_weight, v_l2_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
-    float *v_l2_y2 = (float *)(void *)(a + 131072);
+    float *v_l2_y2 = (float *)(void *)(a + 655360);
     rt_copy(v_l2_y2, v_l2_y1, 32768); /* inference: the identity */
 
     /* l2.res2: Add -> l2.out [4x64x128] */
@@ -654,72 +558,52 @@ float gpt_forward(const float *params, const float *inputs, const int64_t *int_i
     float *v_l3_a = (float *)(void *)(a + 131072);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 262144);
-    rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(void *)(a + 393216);
-    rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
+    /* l3.q: MatMul -> l3.q1 [4x64x128] */
+    float *v_l3_q1 = (float *)(void *)(a + 262144);
+    rt_gemm_forward(v_l3_q1, v_l3_a, v_l3_q_weight, v_l3_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 262144);
+    float *v_l3_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 524288);
-    rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 131072);
-    rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
+    /* l3.v: MatMul -> l3.v1 [4x64x128] */
+    float *v_l3_v1 = (float *)(void *)(a + 524288);
+    rt_gemm_forward(v_l3_v1, v_l3_a, v_l3_v_weight, v_l3_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.attn: Attention -> l3.att3 [4x64x128] */
-    float *v_l3_att3 = (float *)(void *)(a + 524288);
+    float *v_l3_att3 = (float *)(void *)(a + 131072);
     rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
-    /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 131072);
-    rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
+    /* l3.proj: MatMul -> l3.o1 [4x64x128] */
     float *v_l3_o1 = (float *)(void *)(a + 262144);
-    rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
+    rt_gemm_forward(v_l3_o1, v_l3_att3, v_l3_proj_weight, v_l3_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
     float *v_l3_o2 = (float *)(void *)(a + 262144);
     rt_copy(v_l3_o2, v_l3_o1, 32768); /* inference: the identity */
 
     /* l3.res1: Add -> l3.r [4x64x128] */
-    float *v_l3_r = (float *)(void *)(a + 1048576);
+    float *v_l3_r = (float *)(void *)(a + 524288);
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 524288);
+    float *v_l3_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l3.fc: MatMul -> l3.f0 [4x64x512] */
-    float *v_l3_f0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l3_f0, v_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.fc.bias: Add -> l3.f1 [4x64x512] */
-    float *v_l3_f1 = (float *)(void *)(a + 524288);
-    rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
+    /* l3.fc: MatMul -> l3.f1 [4x64x512] */
+    float *v_l3_f1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_l3_f1, v_l3_m, v_l3_fc_weight, v_l3_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
     /* l3.act: Gelu -> l3.g [4x64x512], in place */
-    float *v_l3_g = (float *)(void *)(a + 524288);
+    float *v_l3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
-    /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(void *)(a + 131072);
-    rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
+    /* l3.fc2: MatMul -> l3.y1 [4x64x128] */
+    float *v_l3_y1 = (float *)(void *)(a + 655360);
+    rt_gemm_forward(v_l3_y1, v_l3_g, v_l3_fc2_weight, v_l3_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
-    float *v_l3_y2 = (float *)(void *)(a + 131072);
+    float *v_l3_y2 = (float *)(void *)(a + 655360);
     rt_copy(v_l3_y2, v_l3_y1, 32768); /* inference: the identity */
 
     /* l3.res2: Add -> l3.out [4x64x128] */
@@ -923,40 +807,28 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l0.q: MatMul -> l0.q0 [4x64x128] */
-    float *v_l0_q0 = (float *)(void *)(a + 262144);
-    rt_gemm_forward(v_l0_q0, v_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.q.bias: Add -> l0.q1 [4x64x128] */
-    float *v_l0_q1 = (float *)(void *)(a + 393216);
-    rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
+    /* l0.q: MatMul -> l0.q1 [4x64x128] */
+    float *v_l0_q1 = (float *)(void *)(a + 262144);
+    rt_gemm_forward(v_l0_q1, v_l0_a, v_l0_q_weight, v_l0_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 524288);
+    float *v_l0_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 655360);
-    rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 0);
-    rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
+    /* l0.v: MatMul -> l0.v1 [4x64x128] */
+    float *v_l0_v1 = (float *)(void *)(a + 524288);
+    rt_gemm_forward(v_l0_v1, v_l0_a, v_l0_v_weight, v_l0_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.attn: Attention -> l0.att3 [4x64x128] */
-    float *v_l0_att3 = (float *)(void *)(a + 803584);
-    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 786432));
+    float *v_l0_att3 = (float *)(void *)(a + 655360);
+    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
 
-    /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l0.proj: MatMul -> l0.o1 [4x64x128] */
+    float *v_l0_o1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_l0_o1, v_l0_att3, v_l0_proj_weight, v_l0_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
-    /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(void *)(a + 393216);
-    rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
-
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
-    float *v_l0_o2 = (float *)(void *)(a + 393216);
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
+    float *v_l0_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
@@ -964,75 +836,55 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 393216);
+    float *v_l0_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l0.fc: MatMul -> l0.f0 [4x64x512] */
-    float *v_l0_f0 = (float *)(void *)(a + 917504);
-    rt_gemm_forward(v_l0_f0, v_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l0.fc: MatMul -> l0.f1 [4x64x512] */
+    float *v_l0_f1 = (float *)(void *)(a + 917504);
+    rt_gemm_forward(v_l0_f1, v_l0_m, v_l0_fc_weight, v_l0_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l0.fc.bias: Add -> l0.f1 [4x64x512] */
-    float *v_l0_f1 = (float *)(void *)(a + 1441792);
-    rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
-
-    /* l0.act: Gelu -> l0.g [4x64x512], in place */
+    /* l0.act: Gelu -> l0.g [4x64x512] */
     float *v_l0_g = (float *)(void *)(a + 1441792);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
-    /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 393216);
-    rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 1441792);
-    rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
+    /* l0.fc2: MatMul -> l0.y1 [4x64x128] */
+    float *v_l0_y1 = (float *)(void *)(a + 655360);
+    rt_gemm_forward(v_l0_y1, v_l0_g, v_l0_fc2_weight, v_l0_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
-    float *v_l0_y2 = (float *)(void *)(a + 1441792);
+    float *v_l0_y2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 393216);
+    float *v_l0_out = (float *)(void *)(a + 1441792);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 786432);
+    float *v_l1_a = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 1441792);
-    rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(void *)(a + 1572864);
-    rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
+    /* l1.q: MatMul -> l1.q1 [4x64x128] */
+    float *v_l1_q1 = (float *)(void *)(a + 786432);
+    rt_gemm_forward(v_l1_q1, v_l1_a, v_l1_q_weight, v_l1_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 1703936);
+    float *v_l1_k0 = (float *)(void *)(a + 1572864);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 1835008);
-    rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 786432);
-    rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
+    /* l1.v: MatMul -> l1.v1 [4x64x128] */
+    float *v_l1_v1 = (float *)(void *)(a + 1703936);
+    rt_gemm_forward(v_l1_v1, v_l1_a, v_l1_v_weight, v_l1_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.attn: Attention -> l1.att3 [4x64x128] */
-    float *v_l1_att3 = (float *)(void *)(a + 1983232);
-    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1966080));
+    float *v_l1_att3 = (float *)(void *)(a + 1835008);
+    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
-    /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 786432);
-    rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l1.proj: MatMul -> l1.o1 [4x64x128] */
+    float *v_l1_o1 = (float *)(void *)(a + 655360);
+    rt_gemm_forward(v_l1_o1, v_l1_att3, v_l1_proj_weight, v_l1_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
-    /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 1572864);
-    rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
-
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
-    float *v_l1_o2 = (float *)(void *)(a + 1572864);
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
+    float *v_l1_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
@@ -1040,75 +892,55 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 1572864);
+    float *v_l1_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l1.fc: MatMul -> l1.f0 [4x64x512] */
-    float *v_l1_f0 = (float *)(void *)(a + 2097152);
-    rt_gemm_forward(v_l1_f0, v_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l1.fc: MatMul -> l1.f1 [4x64x512] */
+    float *v_l1_f1 = (float *)(void *)(a + 2097152);
+    rt_gemm_forward(v_l1_f1, v_l1_m, v_l1_fc_weight, v_l1_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l1.fc.bias: Add -> l1.f1 [4x64x512] */
-    float *v_l1_f1 = (float *)(void *)(a + 2621440);
-    rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
-
-    /* l1.act: Gelu -> l1.g [4x64x512], in place */
+    /* l1.act: Gelu -> l1.g [4x64x512] */
     float *v_l1_g = (float *)(void *)(a + 2621440);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
-    /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 1572864);
-    rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 2621440);
-    rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
+    /* l1.fc2: MatMul -> l1.y1 [4x64x128] */
+    float *v_l1_y1 = (float *)(void *)(a + 1835008);
+    rt_gemm_forward(v_l1_y1, v_l1_g, v_l1_fc2_weight, v_l1_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
-    float *v_l1_y2 = (float *)(void *)(a + 2621440);
+    float *v_l1_y2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 1572864);
+    float *v_l1_out = (float *)(void *)(a + 2621440);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 1966080);
+    float *v_l2_a = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 2621440);
-    rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(void *)(a + 2752512);
-    rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
+    /* l2.q: MatMul -> l2.q1 [4x64x128] */
+    float *v_l2_q1 = (float *)(void *)(a + 1966080);
+    rt_gemm_forward(v_l2_q1, v_l2_a, v_l2_q_weight, v_l2_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 2883584);
+    float *v_l2_k0 = (float *)(void *)(a + 2752512);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 3014656);
-    rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 1966080);
-    rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
+    /* l2.v: MatMul -> l2.v1 [4x64x128] */
+    float *v_l2_v1 = (float *)(void *)(a + 2883584);
+    rt_gemm_forward(v_l2_v1, v_l2_a, v_l2_v_weight, v_l2_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.attn: Attention -> l2.att3 [4x64x128] */
-    float *v_l2_att3 = (float *)(void *)(a + 3162880);
-    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3145728));
+    float *v_l2_att3 = (float *)(void *)(a + 3014656);
+    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
-    /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 1966080);
-    rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l2.proj: MatMul -> l2.o1 [4x64x128] */
+    float *v_l2_o1 = (float *)(void *)(a + 1835008);
+    rt_gemm_forward(v_l2_o1, v_l2_att3, v_l2_proj_weight, v_l2_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
-    /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 2752512);
-    rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
-
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
-    float *v_l2_o2 = (float *)(void *)(a + 2752512);
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
+    float *v_l2_o2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
@@ -1116,75 +948,55 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 2752512);
+    float *v_l2_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l2.fc: MatMul -> l2.f0 [4x64x512] */
-    float *v_l2_f0 = (float *)(void *)(a + 3276800);
-    rt_gemm_forward(v_l2_f0, v_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l2.fc: MatMul -> l2.f1 [4x64x512] */
+    float *v_l2_f1 = (float *)(void *)(a + 3276800);
+    rt_gemm_forward(v_l2_f1, v_l2_m, v_l2_fc_weight, v_l2_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l2.fc.bias: Add -> l2.f1 [4x64x512] */
-    float *v_l2_f1 = (float *)(void *)(a + 3801088);
-    rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
-
-    /* l2.act: Gelu -> l2.g [4x64x512], in place */
+    /* l2.act: Gelu -> l2.g [4x64x512] */
     float *v_l2_g = (float *)(void *)(a + 3801088);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
-    /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 2752512);
-    rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 3801088);
-    rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
+    /* l2.fc2: MatMul -> l2.y1 [4x64x128] */
+    float *v_l2_y1 = (float *)(void *)(a + 3014656);
+    rt_gemm_forward(v_l2_y1, v_l2_g, v_l2_fc2_weight, v_l2_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
-    float *v_l2_y2 = (float *)(void *)(a + 3801088);
+    float *v_l2_y2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 2752512);
+    float *v_l2_out = (float *)(void *)(a + 3801088);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 3145728);
+    float *v_l3_a = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 3801088);
-    rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(void *)(a + 3932160);
-    rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
+    /* l3.q: MatMul -> l3.q1 [4x64x128] */
+    float *v_l3_q1 = (float *)(void *)(a + 3145728);
+    rt_gemm_forward(v_l3_q1, v_l3_a, v_l3_q_weight, v_l3_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 4063232);
+    float *v_l3_k0 = (float *)(void *)(a + 3932160);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 4194304);
-    rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 3145728);
-    rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
+    /* l3.v: MatMul -> l3.v1 [4x64x128] */
+    float *v_l3_v1 = (float *)(void *)(a + 4063232);
+    rt_gemm_forward(v_l3_v1, v_l3_a, v_l3_v_weight, v_l3_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.attn: Attention -> l3.att3 [4x64x128] */
-    float *v_l3_att3 = (float *)(void *)(a + 4342528);
-    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4325376));
+    float *v_l3_att3 = (float *)(void *)(a + 4194304);
+    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
 
-    /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 3145728);
-    rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l3.proj: MatMul -> l3.o1 [4x64x128] */
+    float *v_l3_o1 = (float *)(void *)(a + 3014656);
+    rt_gemm_forward(v_l3_o1, v_l3_att3, v_l3_proj_weight, v_l3_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
-    /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 3932160);
-    rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
-
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
-    float *v_l3_o2 = (float *)(void *)(a + 3932160);
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
+    float *v_l3_o2 = (float *)(void *)(a + 4194304);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
@@ -1192,51 +1004,43 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 3932160);
+    float *v_l3_m = (float *)(void *)(a + 4194304);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l3.fc: MatMul -> l3.f0 [4x64x512] */
-    float *v_l3_f0 = (float *)(void *)(a + 4456448);
-    rt_gemm_forward(v_l3_f0, v_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l3.fc: MatMul -> l3.f1 [4x64x512] */
+    float *v_l3_f1 = (float *)(void *)(a + 4456448);
+    rt_gemm_forward(v_l3_f1, v_l3_m, v_l3_fc_weight, v_l3_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l3.fc.bias: Add -> l3.f1 [4x64x512] */
-    float *v_l3_f1 = (float *)(void *)(a + 4980736);
-    rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
-
-    /* l3.act: Gelu -> l3.g [4x64x512], in place */
+    /* l3.act: Gelu -> l3.g [4x64x512] */
     float *v_l3_g = (float *)(void *)(a + 4980736);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
-    /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 3932160);
-    rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(void *)(a + 4980736);
-    rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
+    /* l3.fc2: MatMul -> l3.y1 [4x64x128] */
+    float *v_l3_y1 = (float *)(void *)(a + 4194304);
+    rt_gemm_forward(v_l3_y1, v_l3_g, v_l3_fc2_weight, v_l3_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
-    float *v_l3_y2 = (float *)(void *)(a + 4980736);
+    float *v_l3_y2 = (float *)(void *)(a + 4194304);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 3932160);
+    float *v_l3_out = (float *)(void *)(a + 4980736);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 4325376);
+    float *v_hf = (float *)(void *)(a + 4194304);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(void *)(a + 4980736);
+    float *v_logits = (float *)(void *)(a + 5111808);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(void *)(a + 5242880);
+    float *v_scores = (float *)(void *)(a + 5373952);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 4980736);
+    float *v_loss = (float *)(void *)(a + 4325376);
     rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -1245,331 +1049,251 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 4980736);
+    float *d_loss = (float *)(void *)(a + 4325376);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(scores) sums over its readers */
-    float *d_scores = (float *)(void *)(a + 5505024);
+    float *d_scores = (float *)(void *)(a + 5111808);
     rt_zero(d_scores, 65536);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* d(logits): its first contribution writes it */
-    float *d_logits = (float *)(void *)(a + 4980736);
+    float *d_logits = (float *)(void *)(a + 5373952);
 
     /* head.t: Transpose backward */
     rt_transpose_backward_set(d_logits, d_scores, 3, dims_head_t, perm_head_t, 0x1u);
 
     /* d(hf): its first contribution writes it */
-    float *d_hf = (float *)(void *)(a + 5242880);
+    float *d_hf = (float *)(void *)(a + 4325376);
 
     /* head: MatMul backward */
     rt_gemm_backward_set(d_hf, d_head_weight, NULL, d_logits, v_hf, v_head_weight, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
     rt_grad_ready(hook, grads, 833792, 32768); /* d(head.weight) is final */
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 4325376);
+    float *d_l3_out = (float *)(void *)(a + 4194304);
     rt_zero(d_l3_out, 32768);
 
     /* lnf: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4980736));
+    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 5111808));
     rt_grad_ready(hook, grads, 833536, 128); /* d(lnf.scale) is final */
     rt_grad_ready(hook, grads, 833664, 128); /* d(lnf.bias) is final */
 
     /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l3_r = (float *)(void *)(a + 4325376);
+    float *d_l3_r = (float *)(void *)(a + 4194304);
 
     /* d(l3.y2): its first contribution writes it */
-    float *d_l3_y2 = (float *)(void *)(a + 3932160);
+    float *d_l3_y2 = (float *)(void *)(a + 4325376);
 
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
     /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y1 = (float *)(void *)(a + 3932160);
+    float *d_l3_y1 = (float *)(void *)(a + 4325376);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y0 = (float *)(void *)(a + 3932160);
-
-    /* l3.fc2.bias: Add backward */
-    rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 833408, 128); /* d(l3.fc2.bias) is final */
-
-    /* l3.fc.bias: Add -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(void *)(a + 4980736);
-    rt_add_forward(r_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
-
     /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 4456448);
-    rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
+    float *r_l3_g = (float *)(void *)(a + 4980736);
+    rt_gelu_forward(r_l3_g, v_l3_f1, 131072, 0);
 
     /* d(l3.g): its first contribution writes it */
     float *d_l3_g = (float *)(void *)(a + 5505024);
 
     /* l3.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, d_l3_fc2_bias, d_l3_y1, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 767872, 65536); /* d(l3.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 833408, 128); /* d(l3.fc2.bias) is final */
 
     /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f1 = (float *)(void *)(a + 5505024);
 
     /* l3.act: Gelu backward */
-    rt_gelu_backward_set(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
-
-    /* d(l3.f0): its first contribution writes it, in d(l3.g)'s buffer */
-    float *d_l3_f0 = (float *)(void *)(a + 5505024);
-
-    /* l3.fc.bias: Add backward */
-    rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 767360, 512); /* d(l3.fc.bias) is final */
-
-    /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 3932160);
-    rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
+    rt_gelu_backward_set(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
-    float *r_l3_o2 = (float *)(void *)(a + 3932160);
-    rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
+    float *r_l3_o2 = (float *)(void *)(a + 3014656);
+    rt_dropout_forward(r_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 3145728);
+    float *r_l3_r = (float *)(void *)(a + 4325376);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 3932160);
+    float *r_l3_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m): its first contribution writes it */
     float *d_l3_m = (float *)(void *)(a + 4456448);
 
     /* l3.fc: MatMul backward */
-    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, d_l3_fc_bias, d_l3_f1, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 701824, 65536); /* d(l3.fc.weight) is final */
+    rt_grad_ready(hook, grads, 767360, 512); /* d(l3.fc.bias) is final */
 
     /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3932160));
+    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
     rt_grad_ready(hook, grads, 701568, 128); /* d(l3.ln2.scale) is final */
     rt_grad_ready(hook, grads, 701696, 128); /* d(l3.ln2.bias) is final */
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_out = (float *)(void *)(a + 4325376);
+    float *d_l2_out = (float *)(void *)(a + 4194304);
 
     /* d(l3.o2): its first contribution writes it */
-    float *d_l3_o2 = (float *)(void *)(a + 3145728);
+    float *d_l3_o2 = (float *)(void *)(a + 3014656);
 
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
     /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o1 = (float *)(void *)(a + 3145728);
+    float *d_l3_o1 = (float *)(void *)(a + 3014656);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o0 = (float *)(void *)(a + 3145728);
-
-    /* l3.proj.bias: Add backward */
-    rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 701440, 128); /* d(l3.proj.bias) is final */
-
-    /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 3932160);
-    rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
-
-    /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 3801088);
-    rt_add_forward(r_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
-
     /* l3.attn: Attention -> l3.att3 [4x64x128] recompute */
-    float *r_l3_att3 = (float *)(void *)(a + 4456448);
-    rt_attention_forward_3d(r_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4194304));
+    float *r_l3_att3 = (float *)(void *)(a + 4342528);
+    rt_attention_forward_3d(r_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4325376));
 
     /* d(l3.att3): its first contribution writes it */
-    float *d_l3_att3 = (float *)(void *)(a + 4194304);
+    float *d_l3_att3 = (float *)(void *)(a + 4473600);
 
     /* l3.proj: MatMul backward */
-    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, d_l3_proj_bias, d_l3_o1, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 685056, 16384); /* d(l3.proj.weight) is final */
+    rt_grad_ready(hook, grads, 701440, 128); /* d(l3.proj.bias) is final */
 
     /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 3145728);
+    float *d_l3_q1 = (float *)(void *)(a + 3014656);
     rt_zero(d_l3_q1, 32768);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 4456448);
+    float *d_l3_k0 = (float *)(void *)(a + 4325376);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 4587520);
+    float *d_l3_v1 = (float *)(void *)(a + 4604672);
     rt_zero(d_l3_v1, 32768);
 
     /* l3.attn: Attention backward */
-    rt_attention_backward_3d(d_l3_q1, d_l3_k0, d_l3_v1, d_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4718592));
-
-    /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
-    float *d_l3_v0 = (float *)(void *)(a + 4587520);
-
-    /* l3.v.bias: Add backward */
-    rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 684928, 128); /* d(l3.v.bias) is final */
+    rt_attention_backward_3d(d_l3_q1, d_l3_k0, d_l3_v1, d_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4735744));
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 3801088);
+    float *r_l3_a = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a): its first contribution writes it */
     float *d_l3_a = (float *)(void *)(a + 3932160);
 
     /* l3.v: MatMul backward */
-    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, d_l3_v_bias, d_l3_v1, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 668544, 16384); /* d(l3.v.weight) is final */
+    rt_grad_ready(hook, grads, 684928, 128); /* d(l3.v.bias) is final */
 
     /* l3.k: MatMul backward */
     rt_gemm_backward_set(d_l3_a, d_l3_k_weight, NULL, d_l3_k0, r_l3_a, v_l3_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 652160, 16384); /* d(l3.k.weight) is final */
 
-    /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
-    float *d_l3_q0 = (float *)(void *)(a + 3145728);
-
-    /* l3.q.bias: Add backward */
-    rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, accumulate ? 0x1u : 0x3u);
+    /* l3.q: MatMul backward */
+    rt_gemm_backward_set(d_l3_a, d_l3_q_weight, d_l3_q_bias, d_l3_q1, r_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x6u);
+    rt_grad_ready(hook, grads, 635648, 16384); /* d(l3.q.weight) is final */
     rt_grad_ready(hook, grads, 652032, 128); /* d(l3.q.bias) is final */
 
-    /* l3.q: MatMul backward */
-    rt_gemm_backward_set(d_l3_a, d_l3_q_weight, NULL, d_l3_q0, r_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
-    rt_grad_ready(hook, grads, 635648, 16384); /* d(l3.q.weight) is final */
-
     /* l3.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3145728));
+    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
     rt_grad_ready(hook, grads, 635392, 128); /* d(l3.ln1.scale) is final */
     rt_grad_ready(hook, grads, 635520, 128); /* d(l3.ln1.bias) is final */
 
     /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_r = (float *)(void *)(a + 4325376);
+    float *d_l2_r = (float *)(void *)(a + 4194304);
 
     /* d(l2.y2): its first contribution writes it */
-    float *d_l2_y2 = (float *)(void *)(a + 2752512);
+    float *d_l2_y2 = (float *)(void *)(a + 3014656);
 
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
     /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y1 = (float *)(void *)(a + 2752512);
+    float *d_l2_y1 = (float *)(void *)(a + 3014656);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y0 = (float *)(void *)(a + 2752512);
-
-    /* l2.fc2.bias: Add backward */
-    rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 635264, 128); /* d(l2.fc2.bias) is final */
-
-    /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 3801088);
-    rt_add_forward(r_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
-
     /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 3145728);
-    rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
+    float *r_l2_g = (float *)(void *)(a + 4325376);
+    rt_gelu_forward(r_l2_g, v_l2_f1, 131072, 0);
 
     /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 4456448);
+    float *d_l2_g = (float *)(void *)(a + 4849664);
 
     /* l2.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, d_l2_fc2_bias, d_l2_y1, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 569728, 65536); /* d(l2.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 635264, 128); /* d(l2.fc2.bias) is final */
 
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f1 = (float *)(void *)(a + 4456448);
+    float *d_l2_f1 = (float *)(void *)(a + 4849664);
 
     /* l2.act: Gelu backward */
-    rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
-
-    /* d(l2.f0): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f0 = (float *)(void *)(a + 4456448);
-
-    /* l2.fc.bias: Add backward */
-    rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 569216, 512); /* d(l2.fc.bias) is final */
-
-    /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 2752512);
-    rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
+    rt_gelu_backward_set(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
-    float *r_l2_o2 = (float *)(void *)(a + 2752512);
-    rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
+    float *r_l2_o2 = (float *)(void *)(a + 1835008);
+    rt_dropout_forward(r_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 1966080);
+    float *r_l2_r = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 2752512);
+    float *r_l2_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m): its first contribution writes it */
     float *d_l2_m = (float *)(void *)(a + 3145728);
 
     /* l2.fc: MatMul backward */
-    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, d_l2_fc_bias, d_l2_f1, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 503680, 65536); /* d(l2.fc.weight) is final */
+    rt_grad_ready(hook, grads, 569216, 512); /* d(l2.fc.bias) is final */
 
     /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2752512));
+    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
     rt_grad_ready(hook, grads, 503424, 128); /* d(l2.ln2.scale) is final */
     rt_grad_ready(hook, grads, 503552, 128); /* d(l2.ln2.bias) is final */
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_out = (float *)(void *)(a + 4325376);
+    float *d_l1_out = (float *)(void *)(a + 4194304);
 
     /* d(l2.o2): its first contribution writes it */
-    float *d_l2_o2 = (float *)(void *)(a + 1966080);
+    float *d_l2_o2 = (float *)(void *)(a + 1835008);
 
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
     /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o1 = (float *)(void *)(a + 1966080);
+    float *d_l2_o1 = (float *)(void *)(a + 1835008);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o0 = (float *)(void *)(a + 1966080);
-
-    /* l2.proj.bias: Add backward */
-    rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 503296, 128); /* d(l2.proj.bias) is final */
-
-    /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 2752512);
-    rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
-
-    /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 2621440);
-    rt_add_forward(r_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
-
     /* l2.attn: Attention -> l2.att3 [4x64x128] recompute */
     float *r_l2_att3 = (float *)(void *)(a + 3031808);
-    rt_attention_forward_3d(r_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
+    rt_attention_forward_3d(r_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
 
     /* d(l2.att3): its first contribution writes it */
     float *d_l2_att3 = (float *)(void *)(a + 3162880);
 
     /* l2.proj: MatMul backward */
-    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, d_l2_proj_bias, d_l2_o1, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 486912, 16384); /* d(l2.proj.weight) is final */
+    rt_grad_ready(hook, grads, 503296, 128); /* d(l2.proj.bias) is final */
 
     /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 1966080);
+    float *d_l2_q1 = (float *)(void *)(a + 1835008);
     rt_zero(d_l2_q1, 32768);
 
     /* d(l2.k0) sums over its readers */
@@ -1581,167 +1305,121 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_zero(d_l2_v1, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward_3d(d_l2_q1, d_l2_k0, d_l2_v1, d_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3425024));
-
-    /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
-    float *d_l2_v0 = (float *)(void *)(a + 3293952);
-
-    /* l2.v.bias: Add backward */
-    rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 486784, 128); /* d(l2.v.bias) is final */
+    rt_attention_backward_3d(d_l2_q1, d_l2_k0, d_l2_v1, d_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3425024));
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 2621440);
+    float *r_l2_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a): its first contribution writes it */
     float *d_l2_a = (float *)(void *)(a + 2752512);
 
     /* l2.v: MatMul backward */
-    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, d_l2_v_bias, d_l2_v1, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 470400, 16384); /* d(l2.v.weight) is final */
+    rt_grad_ready(hook, grads, 486784, 128); /* d(l2.v.bias) is final */
 
     /* l2.k: MatMul backward */
     rt_gemm_backward_set(d_l2_a, d_l2_k_weight, NULL, d_l2_k0, r_l2_a, v_l2_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 454016, 16384); /* d(l2.k.weight) is final */
 
-    /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
-    float *d_l2_q0 = (float *)(void *)(a + 1966080);
-
-    /* l2.q.bias: Add backward */
-    rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, accumulate ? 0x1u : 0x3u);
+    /* l2.q: MatMul backward */
+    rt_gemm_backward_set(d_l2_a, d_l2_q_weight, d_l2_q_bias, d_l2_q1, r_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x6u);
+    rt_grad_ready(hook, grads, 437504, 16384); /* d(l2.q.weight) is final */
     rt_grad_ready(hook, grads, 453888, 128); /* d(l2.q.bias) is final */
 
-    /* l2.q: MatMul backward */
-    rt_gemm_backward_set(d_l2_a, d_l2_q_weight, NULL, d_l2_q0, r_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
-    rt_grad_ready(hook, grads, 437504, 16384); /* d(l2.q.weight) is final */
-
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1966080));
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
     rt_grad_ready(hook, grads, 437248, 128); /* d(l2.ln1.scale) is final */
     rt_grad_ready(hook, grads, 437376, 128); /* d(l2.ln1.bias) is final */
 
     /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_r = (float *)(void *)(a + 4325376);
+    float *d_l1_r = (float *)(void *)(a + 4194304);
 
     /* d(l1.y2): its first contribution writes it */
-    float *d_l1_y2 = (float *)(void *)(a + 1572864);
+    float *d_l1_y2 = (float *)(void *)(a + 1835008);
 
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
     /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y1 = (float *)(void *)(a + 1572864);
+    float *d_l1_y1 = (float *)(void *)(a + 1835008);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y0 = (float *)(void *)(a + 1572864);
-
-    /* l1.fc2.bias: Add backward */
-    rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 437120, 128); /* d(l1.fc2.bias) is final */
-
-    /* l1.fc.bias: Add -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(void *)(a + 2621440);
-    rt_add_forward(r_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
-
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 1966080);
-    rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
+    float *r_l1_g = (float *)(void *)(a + 2621440);
+    rt_gelu_forward(r_l1_g, v_l1_f1, 131072, 0);
 
     /* d(l1.g): its first contribution writes it */
     float *d_l1_g = (float *)(void *)(a + 3145728);
 
     /* l1.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, d_l1_fc2_bias, d_l1_y1, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 371584, 65536); /* d(l1.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 437120, 128); /* d(l1.fc2.bias) is final */
 
     /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f1 = (float *)(void *)(a + 3145728);
 
     /* l1.act: Gelu backward */
-    rt_gelu_backward_set(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
-
-    /* d(l1.f0): its first contribution writes it, in d(l1.g)'s buffer */
-    float *d_l1_f0 = (float *)(void *)(a + 3145728);
-
-    /* l1.fc.bias: Add backward */
-    rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 371072, 512); /* d(l1.fc.bias) is final */
-
-    /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 1572864);
-    rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
+    rt_gelu_backward_set(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
-    float *r_l1_o2 = (float *)(void *)(a + 1572864);
-    rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
+    float *r_l1_o2 = (float *)(void *)(a + 655360);
+    rt_dropout_forward(r_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 786432);
+    float *r_l1_r = (float *)(void *)(a + 1835008);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 1572864);
+    float *r_l1_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.m): its first contribution writes it */
     float *d_l1_m = (float *)(void *)(a + 1966080);
 
     /* l1.fc: MatMul backward */
-    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, d_l1_fc_bias, d_l1_f1, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 305536, 65536); /* d(l1.fc.weight) is final */
+    rt_grad_ready(hook, grads, 371072, 512); /* d(l1.fc.bias) is final */
 
     /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1572864));
+    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 655360));
     rt_grad_ready(hook, grads, 305280, 128); /* d(l1.ln2.scale) is final */
     rt_grad_ready(hook, grads, 305408, 128); /* d(l1.ln2.bias) is final */
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_out = (float *)(void *)(a + 4325376);
+    float *d_l0_out = (float *)(void *)(a + 4194304);
 
     /* d(l1.o2): its first contribution writes it */
-    float *d_l1_o2 = (float *)(void *)(a + 786432);
+    float *d_l1_o2 = (float *)(void *)(a + 655360);
 
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
     /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o1 = (float *)(void *)(a + 786432);
+    float *d_l1_o1 = (float *)(void *)(a + 655360);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o0 = (float *)(void *)(a + 786432);
-
-    /* l1.proj.bias: Add backward */
-    rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 305152, 128); /* d(l1.proj.bias) is final */
-
-    /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 1572864);
-    rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
-
-    /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 1441792);
-    rt_add_forward(r_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
-
     /* l1.attn: Attention -> l1.att3 [4x64x128] recompute */
     float *r_l1_att3 = (float *)(void *)(a + 1852160);
-    rt_attention_forward_3d(r_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
+    rt_attention_forward_3d(r_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
     /* d(l1.att3): its first contribution writes it */
     float *d_l1_att3 = (float *)(void *)(a + 1983232);
 
     /* l1.proj: MatMul backward */
-    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, d_l1_proj_bias, d_l1_o1, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 288768, 16384); /* d(l1.proj.weight) is final */
+    rt_grad_ready(hook, grads, 305152, 128); /* d(l1.proj.bias) is final */
 
     /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 786432);
+    float *d_l1_q1 = (float *)(void *)(a + 655360);
     rt_zero(d_l1_q1, 32768);
 
     /* d(l1.k0) sums over its readers */
@@ -1753,126 +1431,94 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_zero(d_l1_v1, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward_3d(d_l1_q1, d_l1_k0, d_l1_v1, d_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2245376));
-
-    /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
-    float *d_l1_v0 = (float *)(void *)(a + 2114304);
-
-    /* l1.v.bias: Add backward */
-    rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 288640, 128); /* d(l1.v.bias) is final */
+    rt_attention_backward_3d(d_l1_q1, d_l1_k0, d_l1_v1, d_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2245376));
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 1441792);
+    float *r_l1_a = (float *)(void *)(a + 786432);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a): its first contribution writes it */
     float *d_l1_a = (float *)(void *)(a + 1572864);
 
     /* l1.v: MatMul backward */
-    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, d_l1_v_bias, d_l1_v1, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 272256, 16384); /* d(l1.v.weight) is final */
+    rt_grad_ready(hook, grads, 288640, 128); /* d(l1.v.bias) is final */
 
     /* l1.k: MatMul backward */
     rt_gemm_backward_set(d_l1_a, d_l1_k_weight, NULL, d_l1_k0, r_l1_a, v_l1_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 255872, 16384); /* d(l1.k.weight) is final */
 
-    /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
-    float *d_l1_q0 = (float *)(void *)(a + 786432);
-
-    /* l1.q.bias: Add backward */
-    rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, accumulate ? 0x1u : 0x3u);
+    /* l1.q: MatMul backward */
+    rt_gemm_backward_set(d_l1_a, d_l1_q_weight, d_l1_q_bias, d_l1_q1, r_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x6u);
+    rt_grad_ready(hook, grads, 239360, 16384); /* d(l1.q.weight) is final */
     rt_grad_ready(hook, grads, 255744, 128); /* d(l1.q.bias) is final */
 
-    /* l1.q: MatMul backward */
-    rt_gemm_backward_set(d_l1_a, d_l1_q_weight, NULL, d_l1_q0, r_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
-    rt_grad_ready(hook, grads, 239360, 16384); /* d(l1.q.weight) is final */
-
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 786432));
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 655360));
     rt_grad_ready(hook, grads, 239104, 128); /* d(l1.ln1.scale) is final */
     rt_grad_ready(hook, grads, 239232, 128); /* d(l1.ln1.bias) is final */
 
     /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_r = (float *)(void *)(a + 4325376);
+    float *d_l0_r = (float *)(void *)(a + 4194304);
 
     /* d(l0.y2): its first contribution writes it */
-    float *d_l0_y2 = (float *)(void *)(a + 393216);
+    float *d_l0_y2 = (float *)(void *)(a + 655360);
 
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
     /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y1 = (float *)(void *)(a + 393216);
+    float *d_l0_y1 = (float *)(void *)(a + 655360);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y0 = (float *)(void *)(a + 393216);
-
-    /* l0.fc2.bias: Add backward */
-    rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 238976, 128); /* d(l0.fc2.bias) is final */
-
-    /* l0.fc.bias: Add -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(void *)(a + 1441792);
-    rt_add_forward(r_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
-
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 786432);
-    rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
+    float *r_l0_g = (float *)(void *)(a + 1441792);
+    rt_gelu_forward(r_l0_g, v_l0_f1, 131072, 0);
 
     /* d(l0.g): its first contribution writes it */
     float *d_l0_g = (float *)(void *)(a + 1966080);
 
     /* l0.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, d_l0_fc2_bias, d_l0_y1, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 173440, 65536); /* d(l0.fc2.weight) is final */
+    rt_grad_ready(hook, grads, 238976, 128); /* d(l0.fc2.bias) is final */
 
     /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f1 = (float *)(void *)(a + 1966080);
 
     /* l0.act: Gelu backward */
-    rt_gelu_backward_set(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
-
-    /* d(l0.f0): its first contribution writes it, in d(l0.g)'s buffer */
-    float *d_l0_f0 = (float *)(void *)(a + 1966080);
-
-    /* l0.fc.bias: Add backward */
-    rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 172928, 512); /* d(l0.fc.bias) is final */
-
-    /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 393216);
-    rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
+    rt_gelu_backward_set(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
-    float *r_l0_o2 = (float *)(void *)(a + 393216);
-    rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
+    float *r_l0_o2 = (float *)(void *)(a + 0);
+    rt_dropout_forward(r_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 0);
+    float *r_l0_r = (float *)(void *)(a + 655360);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 393216);
+    float *r_l0_m = (float *)(void *)(a + 0);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.m): its first contribution writes it */
     float *d_l0_m = (float *)(void *)(a + 786432);
 
     /* l0.fc: MatMul backward */
-    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, d_l0_fc_bias, d_l0_f1, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 107392, 65536); /* d(l0.fc.weight) is final */
+    rt_grad_ready(hook, grads, 172928, 512); /* d(l0.fc.bias) is final */
 
     /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 393216));
+    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
     rt_grad_ready(hook, grads, 107136, 128); /* d(l0.ln2.scale) is final */
     rt_grad_ready(hook, grads, 107264, 128); /* d(l0.ln2.bias) is final */
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_h0 = (float *)(void *)(a + 4325376);
+    float *d_h0 = (float *)(void *)(a + 4194304);
 
     /* d(l0.o2): its first contribution writes it */
     float *d_l0_o2 = (float *)(void *)(a + 0);
@@ -1886,31 +1532,17 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0): its first contribution writes it, in d(l0.o2)'s buffer */
-    float *d_l0_o0 = (float *)(void *)(a + 0);
-
-    /* l0.proj.bias: Add backward */
-    rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 107008, 128); /* d(l0.proj.bias) is final */
-
-    /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 393216);
-    rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
-
-    /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 262144);
-    rt_add_forward(r_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
-
     /* l0.attn: Attention -> l0.att3 [4x64x128] recompute */
     float *r_l0_att3 = (float *)(void *)(a + 672512);
-    rt_attention_forward_3d(r_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
+    rt_attention_forward_3d(r_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* d(l0.att3): its first contribution writes it */
     float *d_l0_att3 = (float *)(void *)(a + 803584);
 
     /* l0.proj: MatMul backward */
-    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, d_l0_proj_bias, d_l0_o1, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 90624, 16384); /* d(l0.proj.weight) is final */
+    rt_grad_ready(hook, grads, 107008, 128); /* d(l0.proj.bias) is final */
 
     /* d(l0.q1) sums over its readers */
     float *d_l0_q1 = (float *)(void *)(a + 0);
@@ -1925,14 +1557,7 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_zero(d_l0_v1, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward_3d(d_l0_q1, d_l0_k0, d_l0_v1, d_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1065728));
-
-    /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
-    float *d_l0_v0 = (float *)(void *)(a + 934656);
-
-    /* l0.v.bias: Add backward */
-    rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 90496, 128); /* d(l0.v.bias) is final */
+    rt_attention_backward_3d(d_l0_q1, d_l0_k0, d_l0_v1, d_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1065728));
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
     float *r_l0_a = (float *)(void *)(a + 262144);
@@ -1942,23 +1567,18 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     float *d_l0_a = (float *)(void *)(a + 393216);
 
     /* l0.v: MatMul backward */
-    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x1u : 0x3u);
+    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, d_l0_v_bias, d_l0_v1, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
     rt_grad_ready(hook, grads, 74112, 16384); /* d(l0.v.weight) is final */
+    rt_grad_ready(hook, grads, 90496, 128); /* d(l0.v.bias) is final */
 
     /* l0.k: MatMul backward */
     rt_gemm_backward_set(d_l0_a, d_l0_k_weight, NULL, d_l0_k0, r_l0_a, v_l0_k_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
     rt_grad_ready(hook, grads, 57728, 16384); /* d(l0.k.weight) is final */
 
-    /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
-    float *d_l0_q0 = (float *)(void *)(a + 0);
-
-    /* l0.q.bias: Add backward */
-    rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, accumulate ? 0x1u : 0x3u);
-    rt_grad_ready(hook, grads, 57600, 128); /* d(l0.q.bias) is final */
-
     /* l0.q: MatMul backward */
-    rt_gemm_backward_set(d_l0_a, d_l0_q_weight, NULL, d_l0_q0, r_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, accumulate ? 0x0u : 0x2u);
+    rt_gemm_backward_set(d_l0_a, d_l0_q_weight, d_l0_q_bias, d_l0_q1, r_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x6u);
     rt_grad_ready(hook, grads, 41216, 16384); /* d(l0.q.weight) is final */
+    rt_grad_ready(hook, grads, 57600, 128); /* d(l0.q.bias) is final */
 
     /* l0.ln1: LayerNormalization backward */
     rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
@@ -1966,13 +1586,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_grad_ready(hook, grads, 41088, 128); /* d(l0.ln1.bias) is final */
 
     /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_emb = (float *)(void *)(a + 4325376);
+    float *d_emb = (float *)(void *)(a + 4194304);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
     /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_tok = (float *)(void *)(a + 4325376);
+    float *d_tok = (float *)(void *)(a + 4194304);
 
     /* pos: Add backward */
     rt_add_backward_set(d_tok, d_wpe, d_emb, &map_pos, accumulate ? 0x1u : 0x3u);
@@ -2099,40 +1719,28 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *v_l0_a = (float *)(void *)(a + 0);
     rt_layernorm_forward(v_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l0.q: MatMul -> l0.q0 [4x64x128] */
-    float *v_l0_q0 = (float *)(void *)(a + 262144);
-    rt_gemm_forward(v_l0_q0, v_l0_a, v_l0_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.q.bias: Add -> l0.q1 [4x64x128] */
-    float *v_l0_q1 = (float *)(void *)(a + 393216);
-    rt_add_forward(v_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
+    /* l0.q: MatMul -> l0.q1 [4x64x128] */
+    float *v_l0_q1 = (float *)(void *)(a + 262144);
+    rt_gemm_forward(v_l0_q1, v_l0_a, v_l0_q_weight, v_l0_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] */
-    float *v_l0_k0 = (float *)(void *)(a + 524288);
+    float *v_l0_k0 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_l0_k0, v_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l0.v: MatMul -> l0.v0 [4x64x128] */
-    float *v_l0_v0 = (float *)(void *)(a + 655360);
-    rt_gemm_forward(v_l0_v0, v_l0_a, v_l0_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.v.bias: Add -> l0.v1 [4x64x128] */
-    float *v_l0_v1 = (float *)(void *)(a + 0);
-    rt_add_forward(v_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
+    /* l0.v: MatMul -> l0.v1 [4x64x128] */
+    float *v_l0_v1 = (float *)(void *)(a + 524288);
+    rt_gemm_forward(v_l0_v1, v_l0_a, v_l0_v_weight, v_l0_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.attn: Attention -> l0.att3 [4x64x128] */
-    float *v_l0_att3 = (float *)(void *)(a + 803584);
-    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 786432));
+    float *v_l0_att3 = (float *)(void *)(a + 655360);
+    rt_attention_forward_3d(v_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
 
-    /* l0.proj: MatMul -> l0.o0 [4x64x128] */
-    float *v_l0_o0 = (float *)(void *)(a + 0);
-    rt_gemm_forward(v_l0_o0, v_l0_att3, v_l0_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l0.proj: MatMul -> l0.o1 [4x64x128] */
+    float *v_l0_o1 = (float *)(void *)(a + 0);
+    rt_gemm_forward(v_l0_o1, v_l0_att3, v_l0_proj_weight, v_l0_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
-    /* l0.proj.bias: Add -> l0.o1 [4x64x128] */
-    float *v_l0_o1 = (float *)(void *)(a + 393216);
-    rt_add_forward(v_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
-
-    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128], in place */
-    float *v_l0_o2 = (float *)(void *)(a + 393216);
+    /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] */
+    float *v_l0_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(v_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] */
@@ -2140,75 +1748,55 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l0_r, v_h0, v_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] */
-    float *v_l0_m = (float *)(void *)(a + 393216);
+    float *v_l0_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l0_m, v_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l0.fc: MatMul -> l0.f0 [4x64x512] */
-    float *v_l0_f0 = (float *)(void *)(a + 917504);
-    rt_gemm_forward(v_l0_f0, v_l0_m, v_l0_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l0.fc: MatMul -> l0.f1 [4x64x512] */
+    float *v_l0_f1 = (float *)(void *)(a + 917504);
+    rt_gemm_forward(v_l0_f1, v_l0_m, v_l0_fc_weight, v_l0_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l0.fc.bias: Add -> l0.f1 [4x64x512] */
-    float *v_l0_f1 = (float *)(void *)(a + 1441792);
-    rt_add_forward(v_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
-
-    /* l0.act: Gelu -> l0.g [4x64x512], in place */
+    /* l0.act: Gelu -> l0.g [4x64x512] */
     float *v_l0_g = (float *)(void *)(a + 1441792);
     rt_gelu_forward(v_l0_g, v_l0_f1, 131072, 0);
 
-    /* l0.fc2: MatMul -> l0.y0 [4x64x128] */
-    float *v_l0_y0 = (float *)(void *)(a + 393216);
-    rt_gemm_forward(v_l0_y0, v_l0_g, v_l0_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l0.fc2.bias: Add -> l0.y1 [4x64x128] */
-    float *v_l0_y1 = (float *)(void *)(a + 1441792);
-    rt_add_forward(v_l0_y1, v_l0_y0, v_l0_fc2_bias, &map_l0_fc2_bias);
+    /* l0.fc2: MatMul -> l0.y1 [4x64x128] */
+    float *v_l0_y1 = (float *)(void *)(a + 655360);
+    rt_gemm_forward(v_l0_y1, v_l0_g, v_l0_fc2_weight, v_l0_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.mlp.drop: Dropout -> l0.y2 [4x64x128], in place */
-    float *v_l0_y2 = (float *)(void *)(a + 1441792);
+    float *v_l0_y2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 393216);
+    float *v_l0_out = (float *)(void *)(a + 1441792);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
-    float *v_l1_a = (float *)(void *)(a + 786432);
+    float *v_l1_a = (float *)(void *)(a + 655360);
     rt_layernorm_forward(v_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l1.q: MatMul -> l1.q0 [4x64x128] */
-    float *v_l1_q0 = (float *)(void *)(a + 1441792);
-    rt_gemm_forward(v_l1_q0, v_l1_a, v_l1_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.q.bias: Add -> l1.q1 [4x64x128] */
-    float *v_l1_q1 = (float *)(void *)(a + 1572864);
-    rt_add_forward(v_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
+    /* l1.q: MatMul -> l1.q1 [4x64x128] */
+    float *v_l1_q1 = (float *)(void *)(a + 786432);
+    rt_gemm_forward(v_l1_q1, v_l1_a, v_l1_q_weight, v_l1_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] */
-    float *v_l1_k0 = (float *)(void *)(a + 1703936);
+    float *v_l1_k0 = (float *)(void *)(a + 1572864);
     rt_gemm_forward(v_l1_k0, v_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l1.v: MatMul -> l1.v0 [4x64x128] */
-    float *v_l1_v0 = (float *)(void *)(a + 1835008);
-    rt_gemm_forward(v_l1_v0, v_l1_a, v_l1_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.v.bias: Add -> l1.v1 [4x64x128] */
-    float *v_l1_v1 = (float *)(void *)(a + 786432);
-    rt_add_forward(v_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
+    /* l1.v: MatMul -> l1.v1 [4x64x128] */
+    float *v_l1_v1 = (float *)(void *)(a + 1703936);
+    rt_gemm_forward(v_l1_v1, v_l1_a, v_l1_v_weight, v_l1_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.attn: Attention -> l1.att3 [4x64x128] */
-    float *v_l1_att3 = (float *)(void *)(a + 1983232);
-    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1966080));
+    float *v_l1_att3 = (float *)(void *)(a + 1835008);
+    rt_attention_forward_3d(v_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
-    /* l1.proj: MatMul -> l1.o0 [4x64x128] */
-    float *v_l1_o0 = (float *)(void *)(a + 786432);
-    rt_gemm_forward(v_l1_o0, v_l1_att3, v_l1_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l1.proj: MatMul -> l1.o1 [4x64x128] */
+    float *v_l1_o1 = (float *)(void *)(a + 655360);
+    rt_gemm_forward(v_l1_o1, v_l1_att3, v_l1_proj_weight, v_l1_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
-    /* l1.proj.bias: Add -> l1.o1 [4x64x128] */
-    float *v_l1_o1 = (float *)(void *)(a + 1572864);
-    rt_add_forward(v_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
-
-    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128], in place */
-    float *v_l1_o2 = (float *)(void *)(a + 1572864);
+    /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] */
+    float *v_l1_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(v_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] */
@@ -2216,75 +1804,55 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l1_r, v_l0_out, v_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] */
-    float *v_l1_m = (float *)(void *)(a + 1572864);
+    float *v_l1_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(v_l1_m, v_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l1.fc: MatMul -> l1.f0 [4x64x512] */
-    float *v_l1_f0 = (float *)(void *)(a + 2097152);
-    rt_gemm_forward(v_l1_f0, v_l1_m, v_l1_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l1.fc: MatMul -> l1.f1 [4x64x512] */
+    float *v_l1_f1 = (float *)(void *)(a + 2097152);
+    rt_gemm_forward(v_l1_f1, v_l1_m, v_l1_fc_weight, v_l1_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l1.fc.bias: Add -> l1.f1 [4x64x512] */
-    float *v_l1_f1 = (float *)(void *)(a + 2621440);
-    rt_add_forward(v_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
-
-    /* l1.act: Gelu -> l1.g [4x64x512], in place */
+    /* l1.act: Gelu -> l1.g [4x64x512] */
     float *v_l1_g = (float *)(void *)(a + 2621440);
     rt_gelu_forward(v_l1_g, v_l1_f1, 131072, 0);
 
-    /* l1.fc2: MatMul -> l1.y0 [4x64x128] */
-    float *v_l1_y0 = (float *)(void *)(a + 1572864);
-    rt_gemm_forward(v_l1_y0, v_l1_g, v_l1_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l1.fc2.bias: Add -> l1.y1 [4x64x128] */
-    float *v_l1_y1 = (float *)(void *)(a + 2621440);
-    rt_add_forward(v_l1_y1, v_l1_y0, v_l1_fc2_bias, &map_l1_fc2_bias);
+    /* l1.fc2: MatMul -> l1.y1 [4x64x128] */
+    float *v_l1_y1 = (float *)(void *)(a + 1835008);
+    rt_gemm_forward(v_l1_y1, v_l1_g, v_l1_fc2_weight, v_l1_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.mlp.drop: Dropout -> l1.y2 [4x64x128], in place */
-    float *v_l1_y2 = (float *)(void *)(a + 2621440);
+    float *v_l1_y2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 1572864);
+    float *v_l1_out = (float *)(void *)(a + 2621440);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
-    float *v_l2_a = (float *)(void *)(a + 1966080);
+    float *v_l2_a = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(v_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l2.q: MatMul -> l2.q0 [4x64x128] */
-    float *v_l2_q0 = (float *)(void *)(a + 2621440);
-    rt_gemm_forward(v_l2_q0, v_l2_a, v_l2_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.q.bias: Add -> l2.q1 [4x64x128] */
-    float *v_l2_q1 = (float *)(void *)(a + 2752512);
-    rt_add_forward(v_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
+    /* l2.q: MatMul -> l2.q1 [4x64x128] */
+    float *v_l2_q1 = (float *)(void *)(a + 1966080);
+    rt_gemm_forward(v_l2_q1, v_l2_a, v_l2_q_weight, v_l2_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] */
-    float *v_l2_k0 = (float *)(void *)(a + 2883584);
+    float *v_l2_k0 = (float *)(void *)(a + 2752512);
     rt_gemm_forward(v_l2_k0, v_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l2.v: MatMul -> l2.v0 [4x64x128] */
-    float *v_l2_v0 = (float *)(void *)(a + 3014656);
-    rt_gemm_forward(v_l2_v0, v_l2_a, v_l2_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.v.bias: Add -> l2.v1 [4x64x128] */
-    float *v_l2_v1 = (float *)(void *)(a + 1966080);
-    rt_add_forward(v_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
+    /* l2.v: MatMul -> l2.v1 [4x64x128] */
+    float *v_l2_v1 = (float *)(void *)(a + 2883584);
+    rt_gemm_forward(v_l2_v1, v_l2_a, v_l2_v_weight, v_l2_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.attn: Attention -> l2.att3 [4x64x128] */
-    float *v_l2_att3 = (float *)(void *)(a + 3162880);
-    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3145728));
+    float *v_l2_att3 = (float *)(void *)(a + 3014656);
+    rt_attention_forward_3d(v_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
-    /* l2.proj: MatMul -> l2.o0 [4x64x128] */
-    float *v_l2_o0 = (float *)(void *)(a + 1966080);
-    rt_gemm_forward(v_l2_o0, v_l2_att3, v_l2_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l2.proj: MatMul -> l2.o1 [4x64x128] */
+    float *v_l2_o1 = (float *)(void *)(a + 1835008);
+    rt_gemm_forward(v_l2_o1, v_l2_att3, v_l2_proj_weight, v_l2_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
-    /* l2.proj.bias: Add -> l2.o1 [4x64x128] */
-    float *v_l2_o1 = (float *)(void *)(a + 2752512);
-    rt_add_forward(v_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
-
-    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128], in place */
-    float *v_l2_o2 = (float *)(void *)(a + 2752512);
+    /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] */
+    float *v_l2_o2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(v_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] */
@@ -2292,75 +1860,55 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l2_r, v_l1_out, v_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] */
-    float *v_l2_m = (float *)(void *)(a + 2752512);
+    float *v_l2_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(v_l2_m, v_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l2.fc: MatMul -> l2.f0 [4x64x512] */
-    float *v_l2_f0 = (float *)(void *)(a + 3276800);
-    rt_gemm_forward(v_l2_f0, v_l2_m, v_l2_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l2.fc: MatMul -> l2.f1 [4x64x512] */
+    float *v_l2_f1 = (float *)(void *)(a + 3276800);
+    rt_gemm_forward(v_l2_f1, v_l2_m, v_l2_fc_weight, v_l2_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l2.fc.bias: Add -> l2.f1 [4x64x512] */
-    float *v_l2_f1 = (float *)(void *)(a + 3801088);
-    rt_add_forward(v_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
-
-    /* l2.act: Gelu -> l2.g [4x64x512], in place */
+    /* l2.act: Gelu -> l2.g [4x64x512] */
     float *v_l2_g = (float *)(void *)(a + 3801088);
     rt_gelu_forward(v_l2_g, v_l2_f1, 131072, 0);
 
-    /* l2.fc2: MatMul -> l2.y0 [4x64x128] */
-    float *v_l2_y0 = (float *)(void *)(a + 2752512);
-    rt_gemm_forward(v_l2_y0, v_l2_g, v_l2_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l2.fc2.bias: Add -> l2.y1 [4x64x128] */
-    float *v_l2_y1 = (float *)(void *)(a + 3801088);
-    rt_add_forward(v_l2_y1, v_l2_y0, v_l2_fc2_bias, &map_l2_fc2_bias);
+    /* l2.fc2: MatMul -> l2.y1 [4x64x128] */
+    float *v_l2_y1 = (float *)(void *)(a + 3014656);
+    rt_gemm_forward(v_l2_y1, v_l2_g, v_l2_fc2_weight, v_l2_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.mlp.drop: Dropout -> l2.y2 [4x64x128], in place */
-    float *v_l2_y2 = (float *)(void *)(a + 3801088);
+    float *v_l2_y2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 2752512);
+    float *v_l2_out = (float *)(void *)(a + 3801088);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
-    float *v_l3_a = (float *)(void *)(a + 3145728);
+    float *v_l3_a = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(v_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
-    /* l3.q: MatMul -> l3.q0 [4x64x128] */
-    float *v_l3_q0 = (float *)(void *)(a + 3801088);
-    rt_gemm_forward(v_l3_q0, v_l3_a, v_l3_q_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.q.bias: Add -> l3.q1 [4x64x128] */
-    float *v_l3_q1 = (float *)(void *)(a + 3932160);
-    rt_add_forward(v_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
+    /* l3.q: MatMul -> l3.q1 [4x64x128] */
+    float *v_l3_q1 = (float *)(void *)(a + 3145728);
+    rt_gemm_forward(v_l3_q1, v_l3_a, v_l3_q_weight, v_l3_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] */
-    float *v_l3_k0 = (float *)(void *)(a + 4063232);
+    float *v_l3_k0 = (float *)(void *)(a + 3932160);
     rt_gemm_forward(v_l3_k0, v_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
-    /* l3.v: MatMul -> l3.v0 [4x64x128] */
-    float *v_l3_v0 = (float *)(void *)(a + 4194304);
-    rt_gemm_forward(v_l3_v0, v_l3_a, v_l3_v_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.v.bias: Add -> l3.v1 [4x64x128] */
-    float *v_l3_v1 = (float *)(void *)(a + 3145728);
-    rt_add_forward(v_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
+    /* l3.v: MatMul -> l3.v1 [4x64x128] */
+    float *v_l3_v1 = (float *)(void *)(a + 4063232);
+    rt_gemm_forward(v_l3_v1, v_l3_a, v_l3_v_weight, v_l3_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.attn: Attention -> l3.att3 [4x64x128] */
-    float *v_l3_att3 = (float *)(void *)(a + 4342528);
-    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4325376));
+    float *v_l3_att3 = (float *)(void *)(a + 4194304);
+    rt_attention_forward_3d(v_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
 
-    /* l3.proj: MatMul -> l3.o0 [4x64x128] */
-    float *v_l3_o0 = (float *)(void *)(a + 3145728);
-    rt_gemm_forward(v_l3_o0, v_l3_att3, v_l3_proj_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l3.proj: MatMul -> l3.o1 [4x64x128] */
+    float *v_l3_o1 = (float *)(void *)(a + 3014656);
+    rt_gemm_forward(v_l3_o1, v_l3_att3, v_l3_proj_weight, v_l3_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
-    /* l3.proj.bias: Add -> l3.o1 [4x64x128] */
-    float *v_l3_o1 = (float *)(void *)(a + 3932160);
-    rt_add_forward(v_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
-
-    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128], in place */
-    float *v_l3_o2 = (float *)(void *)(a + 3932160);
+    /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] */
+    float *v_l3_o2 = (float *)(void *)(a + 4194304);
     rt_dropout_forward(v_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] */
@@ -2368,51 +1916,43 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_add_forward(v_l3_r, v_l2_out, v_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] */
-    float *v_l3_m = (float *)(void *)(a + 3932160);
+    float *v_l3_m = (float *)(void *)(a + 4194304);
     rt_layernorm_forward(v_l3_m, v_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
-    /* l3.fc: MatMul -> l3.f0 [4x64x512] */
-    float *v_l3_f0 = (float *)(void *)(a + 4456448);
-    rt_gemm_forward(v_l3_f0, v_l3_m, v_l3_fc_weight, NULL, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    /* l3.fc: MatMul -> l3.f1 [4x64x512] */
+    float *v_l3_f1 = (float *)(void *)(a + 4456448);
+    rt_gemm_forward(v_l3_f1, v_l3_m, v_l3_fc_weight, v_l3_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l3.fc.bias: Add -> l3.f1 [4x64x512] */
-    float *v_l3_f1 = (float *)(void *)(a + 4980736);
-    rt_add_forward(v_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
-
-    /* l3.act: Gelu -> l3.g [4x64x512], in place */
+    /* l3.act: Gelu -> l3.g [4x64x512] */
     float *v_l3_g = (float *)(void *)(a + 4980736);
     rt_gelu_forward(v_l3_g, v_l3_f1, 131072, 0);
 
-    /* l3.fc2: MatMul -> l3.y0 [4x64x128] */
-    float *v_l3_y0 = (float *)(void *)(a + 3932160);
-    rt_gemm_forward(v_l3_y0, v_l3_g, v_l3_fc2_weight, NULL, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0);
-
-    /* l3.fc2.bias: Add -> l3.y1 [4x64x128] */
-    float *v_l3_y1 = (float *)(void *)(a + 4980736);
-    rt_add_forward(v_l3_y1, v_l3_y0, v_l3_fc2_bias, &map_l3_fc2_bias);
+    /* l3.fc2: MatMul -> l3.y1 [4x64x128] */
+    float *v_l3_y1 = (float *)(void *)(a + 4194304);
+    rt_gemm_forward(v_l3_y1, v_l3_g, v_l3_fc2_weight, v_l3_fc2_bias, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.mlp.drop: Dropout -> l3.y2 [4x64x128], in place */
-    float *v_l3_y2 = (float *)(void *)(a + 4980736);
+    float *v_l3_y2 = (float *)(void *)(a + 4194304);
     rt_dropout_forward(v_l3_y2, v_l3_y1, 32768, 0.100000001f, seed, step, 109);
 
     /* l3.res2: Add -> l3.out [4x64x128] */
-    float *v_l3_out = (float *)(void *)(a + 3932160);
+    float *v_l3_out = (float *)(void *)(a + 4980736);
     rt_add_forward(v_l3_out, v_l3_r, v_l3_y2, &map_l3_res2);
 
     /* lnf: LayerNormalization -> hf [4x64x128] */
-    float *v_hf = (float *)(void *)(a + 4325376);
+    float *v_hf = (float *)(void *)(a + 4194304);
     rt_layernorm_forward(v_hf, v_l3_out, v_lnf_scale, v_lnf_bias, 256, 128, 9.99999975e-06f);
 
     /* head: MatMul -> logits [4x64x256] */
-    float *v_logits = (float *)(void *)(a + 4980736);
+    float *v_logits = (float *)(void *)(a + 5111808);
     rt_gemm_forward(v_logits, v_hf, v_head_weight, NULL, 256, 256, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* head.t: Transpose -> scores [4x256x64] */
-    float *v_scores = (float *)(void *)(a + 5242880);
+    float *v_scores = (float *)(void *)(a + 5373952);
     rt_transpose_forward(v_scores, v_logits, 3, dims_head_t, perm_head_t);
 
     /* loss: SoftmaxCrossEntropyLoss -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 4980736);
+    float *v_loss = (float *)(void *)(a + 4325376);
     rt_sce_forward(v_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* output loss [scalar] */
@@ -2421,27 +1961,27 @@ float gpt_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 4980736);
+    float *d_loss = (float *)(void *)(a + 4325376);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(scores) sums over its readers */
-    float *d_scores = (float *)(void *)(a + 5505024);
+    float *d_scores = (float *)(void *)(a + 5111808);
     rt_zero(d_scores, 65536);
 
     /* loss: SoftmaxCrossEntropyLoss backward */
     rt_sce_backward(d_scores, d_loss, v_scores, v_targets, NULL, 4, 256, 64, RT_SCE_MEAN, 0, 0);
 
     /* d(logits): its first contribution writes it */
-    float *d_logits = (float *)(void *)(a + 4980736);
+    float *d_logits = (float *)(void *)(a + 5373952);
 
     /* head.t: Transpose backward */
     rt_transpose_backward_set(d_logits, d_scores, 3, dims_head_t, perm_head_t, 0x1u);
 
     /* d(hf): its first contribution writes it */
-    float *d_hf = (float *)(void *)(a + 5242880);
+    float *d_hf = (float *)(void *)(a + 4325376);
 
     /* d(head.weight) sums over its readers */
-    float *d_head_weight = (float *)(void *)(a + 5373952);
+    float *d_head_weight = (float *)(void *)(a + 5111808);
     rt_zero(d_head_weight, 32768);
 
     /* head: MatMul backward */
@@ -2451,19 +1991,19 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833792, d_head_weight, state ? state + 833792 : NULL, 866560, 32768);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 4325376);
+    float *d_l3_out = (float *)(void *)(a + 4194304);
     rt_zero(d_l3_out, 32768);
 
     /* d(lnf.scale) sums over its readers */
-    float *d_lnf_scale = (float *)(void *)(a + 4980736);
+    float *d_lnf_scale = (float *)(void *)(a + 5111808);
     rt_zero(d_lnf_scale, 128);
 
     /* d(lnf.bias) sums over its readers */
-    float *d_lnf_bias = (float *)(void *)(a + 4981248);
+    float *d_lnf_bias = (float *)(void *)(a + 5112320);
     rt_zero(d_lnf_bias, 128);
 
     /* lnf: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 4981760));
+    rt_layernorm_backward(d_l3_out, d_lnf_scale, d_lnf_bias, d_hf, v_l3_out, v_lnf_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 5112832));
 
     /* d(lnf.scale) is final and nothing reads lnf.scale again: step it */
     rt_optimizer_update(opt, params + 833536, d_lnf_scale, state ? state + 833536 : NULL, 866560, 128);
@@ -2472,40 +2012,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state ? state + 833664 : NULL, 866560, 128);
 
     /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l3_r = (float *)(void *)(a + 4325376);
+    float *d_l3_r = (float *)(void *)(a + 4194304);
 
     /* d(l3.y2): its first contribution writes it */
-    float *d_l3_y2 = (float *)(void *)(a + 3932160);
+    float *d_l3_y2 = (float *)(void *)(a + 4325376);
 
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
     /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y1 = (float *)(void *)(a + 3932160);
+    float *d_l3_y1 = (float *)(void *)(a + 4325376);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* d(l3.y0): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y0 = (float *)(void *)(a + 3932160);
-
-    /* d(l3.fc2.bias) sums over its readers */
-    float *d_l3_fc2_bias = (float *)(void *)(a + 4980736);
-    rt_zero(d_l3_fc2_bias, 128);
-
-    /* l3.fc2.bias: Add backward */
-    rt_add_backward_set(d_l3_y0, d_l3_fc2_bias, d_l3_y1, &map_l3_fc2_bias, 0x1u);
-
-    /* d(l3.fc2.bias) is final and nothing reads l3.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state ? state + 833408 : NULL, 866560, 128);
-
-    /* l3.fc.bias: Add -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(void *)(a + 4980736);
-    rt_add_forward(r_l3_f1, v_l3_f0, v_l3_fc_bias, &map_l3_fc_bias);
-
     /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 4456448);
-    rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
+    float *r_l3_g = (float *)(void *)(a + 4980736);
+    rt_gelu_forward(r_l3_g, v_l3_f1, 131072, 0);
 
     /* d(l3.g): its first contribution writes it */
     float *d_l3_g = (float *)(void *)(a + 5505024);
@@ -2514,45 +2037,35 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_fc2_weight = (float *)(void *)(a + 6029312);
     rt_zero(d_l3_fc2_weight, 65536);
 
+    /* d(l3.fc2.bias) sums over its readers */
+    float *d_l3_fc2_bias = (float *)(void *)(a + 6291456);
+    rt_zero(d_l3_fc2_bias, 128);
+
     /* l3.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, NULL, d_l3_y0, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, d_l3_fc2_bias, d_l3_y1, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l3.fc2.weight) is final and nothing reads l3.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state ? state + 767872 : NULL, 866560, 65536);
+
+    /* d(l3.fc2.bias) is final and nothing reads l3.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state ? state + 833408 : NULL, 866560, 128);
 
     /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
     float *d_l3_f1 = (float *)(void *)(a + 5505024);
 
     /* l3.act: Gelu backward */
-    rt_gelu_backward_set(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
-
-    /* d(l3.f0): its first contribution writes it, in d(l3.g)'s buffer */
-    float *d_l3_f0 = (float *)(void *)(a + 5505024);
-
-    /* d(l3.fc.bias) sums over its readers */
-    float *d_l3_fc_bias = (float *)(void *)(a + 3932160);
-    rt_zero(d_l3_fc_bias, 512);
-
-    /* l3.fc.bias: Add backward */
-    rt_add_backward_set(d_l3_f0, d_l3_fc_bias, d_l3_f1, &map_l3_fc_bias, 0x1u);
-
-    /* d(l3.fc.bias) is final and nothing reads l3.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state ? state + 767360 : NULL, 866560, 512);
-
-    /* l3.proj.bias: Add -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 3932160);
-    rt_add_forward(r_l3_o1, v_l3_o0, v_l3_proj_bias, &map_l3_proj_bias);
+    rt_gelu_backward_set(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
-    float *r_l3_o2 = (float *)(void *)(a + 3932160);
-    rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
+    float *r_l3_o2 = (float *)(void *)(a + 3014656);
+    rt_dropout_forward(r_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 3145728);
+    float *r_l3_r = (float *)(void *)(a + 4325376);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 3932160);
+    float *r_l3_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.m): its first contribution writes it */
@@ -2562,22 +2075,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_fc_weight = (float *)(void *)(a + 4587520);
     rt_zero(d_l3_fc_weight, 65536);
 
+    /* d(l3.fc.bias) sums over its readers */
+    float *d_l3_fc_bias = (float *)(void *)(a + 4849664);
+    rt_zero(d_l3_fc_bias, 512);
+
     /* l3.fc: MatMul backward */
-    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, NULL, d_l3_f0, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, d_l3_fc_bias, d_l3_f1, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
 
     /* d(l3.fc.weight) is final and nothing reads l3.fc.weight again: step it */
     rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state ? state + 701824 : NULL, 866560, 65536);
 
+    /* d(l3.fc.bias) is final and nothing reads l3.fc.bias again: step it */
+    rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state ? state + 767360 : NULL, 866560, 512);
+
     /* d(l3.ln2.scale) sums over its readers */
-    float *d_l3_ln2_scale = (float *)(void *)(a + 3932160);
+    float *d_l3_ln2_scale = (float *)(void *)(a + 3014656);
     rt_zero(d_l3_ln2_scale, 128);
 
     /* d(l3.ln2.bias) sums over its readers */
-    float *d_l3_ln2_bias = (float *)(void *)(a + 3932672);
+    float *d_l3_ln2_bias = (float *)(void *)(a + 3015168);
     rt_zero(d_l3_ln2_bias, 128);
 
     /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3933184));
+    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3015680));
 
     /* d(l3.ln2.scale) is final and nothing reads l3.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 701568, d_l3_ln2_scale, state ? state + 701568 : NULL, 866560, 128);
@@ -2586,88 +2106,61 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state ? state + 701696 : NULL, 866560, 128);
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_out = (float *)(void *)(a + 4325376);
+    float *d_l2_out = (float *)(void *)(a + 4194304);
 
     /* d(l3.o2): its first contribution writes it */
-    float *d_l3_o2 = (float *)(void *)(a + 3145728);
+    float *d_l3_o2 = (float *)(void *)(a + 3014656);
 
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
     /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o1 = (float *)(void *)(a + 3145728);
+    float *d_l3_o1 = (float *)(void *)(a + 3014656);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
 
-    /* d(l3.o0): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o0 = (float *)(void *)(a + 3145728);
-
-    /* d(l3.proj.bias) sums over its readers */
-    float *d_l3_proj_bias = (float *)(void *)(a + 3932160);
-    rt_zero(d_l3_proj_bias, 128);
-
-    /* l3.proj.bias: Add backward */
-    rt_add_backward_set(d_l3_o0, d_l3_proj_bias, d_l3_o1, &map_l3_proj_bias, 0x1u);
-
-    /* d(l3.proj.bias) is final and nothing reads l3.proj.bias again: step it */
-    rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state ? state + 701440 : NULL, 866560, 128);
-
-    /* l3.q.bias: Add -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 3932160);
-    rt_add_forward(r_l3_q1, v_l3_q0, v_l3_q_bias, &map_l3_q_bias);
-
-    /* l3.v.bias: Add -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 3801088);
-    rt_add_forward(r_l3_v1, v_l3_v0, v_l3_v_bias, &map_l3_v_bias);
-
     /* l3.attn: Attention -> l3.att3 [4x64x128] recompute */
-    float *r_l3_att3 = (float *)(void *)(a + 4456448);
-    rt_attention_forward_3d(r_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4194304));
+    float *r_l3_att3 = (float *)(void *)(a + 4342528);
+    rt_attention_forward_3d(r_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4325376));
 
     /* d(l3.att3): its first contribution writes it */
-    float *d_l3_att3 = (float *)(void *)(a + 4194304);
+    float *d_l3_att3 = (float *)(void *)(a + 4473600);
 
     /* d(l3.proj.weight) sums over its readers */
-    float *d_l3_proj_weight = (float *)(void *)(a + 4587520);
+    float *d_l3_proj_weight = (float *)(void *)(a + 4604672);
     rt_zero(d_l3_proj_weight, 16384);
 
+    /* d(l3.proj.bias) sums over its readers */
+    float *d_l3_proj_bias = (float *)(void *)(a + 4325376);
+    rt_zero(d_l3_proj_bias, 128);
+
     /* l3.proj: MatMul backward */
-    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, NULL, d_l3_o0, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l3_att3, d_l3_proj_weight, d_l3_proj_bias, d_l3_o1, r_l3_att3, v_l3_proj_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l3.proj.weight) is final and nothing reads l3.proj.weight again: step it */
     rt_optimizer_update(opt, params + 685056, d_l3_proj_weight, state ? state + 685056 : NULL, 866560, 16384);
 
+    /* d(l3.proj.bias) is final and nothing reads l3.proj.bias again: step it */
+    rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state ? state + 701440 : NULL, 866560, 128);
+
     /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 3145728);
+    float *d_l3_q1 = (float *)(void *)(a + 3014656);
     rt_zero(d_l3_q1, 32768);
 
     /* d(l3.k0) sums over its readers */
-    float *d_l3_k0 = (float *)(void *)(a + 4456448);
+    float *d_l3_k0 = (float *)(void *)(a + 4325376);
     rt_zero(d_l3_k0, 32768);
 
     /* d(l3.v1) sums over its readers */
-    float *d_l3_v1 = (float *)(void *)(a + 4587520);
+    float *d_l3_v1 = (float *)(void *)(a + 4604672);
     rt_zero(d_l3_v1, 32768);
 
     /* l3.attn: Attention backward */
-    rt_attention_backward_3d(d_l3_q1, d_l3_k0, d_l3_v1, d_l3_att3, r_l3_q1, v_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4718592));
-
-    /* d(l3.v0): its first contribution writes it, in d(l3.v1)'s buffer */
-    float *d_l3_v0 = (float *)(void *)(a + 4587520);
-
-    /* d(l3.v.bias) sums over its readers */
-    float *d_l3_v_bias = (float *)(void *)(a + 3801088);
-    rt_zero(d_l3_v_bias, 128);
-
-    /* l3.v.bias: Add backward */
-    rt_add_backward_set(d_l3_v0, d_l3_v_bias, d_l3_v1, &map_l3_v_bias, 0x1u);
-
-    /* d(l3.v.bias) is final and nothing reads l3.v.bias again: step it */
-    rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state ? state + 684928 : NULL, 866560, 128);
+    rt_attention_backward_3d(d_l3_q1, d_l3_k0, d_l3_v1, d_l3_att3, v_l3_q1, v_l3_k0, v_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 4735744));
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 3801088);
+    float *r_l3_a = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l3.a): its first contribution writes it */
@@ -2677,11 +2170,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_v_weight = (float *)(void *)(a + 4063232);
     rt_zero(d_l3_v_weight, 16384);
 
+    /* d(l3.v.bias) sums over its readers */
+    float *d_l3_v_bias = (float *)(void *)(a + 4128768);
+    rt_zero(d_l3_v_bias, 128);
+
     /* l3.v: MatMul backward */
-    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, NULL, d_l3_v0, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l3_a, d_l3_v_weight, d_l3_v_bias, d_l3_v1, r_l3_a, v_l3_v_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l3.v.weight) is final and nothing reads l3.v.weight again: step it */
     rt_optimizer_update(opt, params + 668544, d_l3_v_weight, state ? state + 668544 : NULL, 866560, 16384);
+
+    /* d(l3.v.bias) is final and nothing reads l3.v.bias again: step it */
+    rt_optimizer_update(opt, params + 684928, d_l3_v_bias, state ? state + 684928 : NULL, 866560, 128);
 
     /* d(l3.k.weight) sums over its readers */
     float *d_l3_k_weight = (float *)(void *)(a + 4063232);
@@ -2693,39 +2193,33 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.k.weight) is final and nothing reads l3.k.weight again: step it */
     rt_optimizer_update(opt, params + 652160, d_l3_k_weight, state ? state + 652160 : NULL, 866560, 16384);
 
-    /* d(l3.q0): its first contribution writes it, in d(l3.q1)'s buffer */
-    float *d_l3_q0 = (float *)(void *)(a + 3145728);
-
-    /* d(l3.q.bias) sums over its readers */
-    float *d_l3_q_bias = (float *)(void *)(a + 4063232);
-    rt_zero(d_l3_q_bias, 128);
-
-    /* l3.q.bias: Add backward */
-    rt_add_backward_set(d_l3_q0, d_l3_q_bias, d_l3_q1, &map_l3_q_bias, 0x1u);
-
-    /* d(l3.q.bias) is final and nothing reads l3.q.bias again: step it */
-    rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state ? state + 652032 : NULL, 866560, 128);
-
     /* d(l3.q.weight) sums over its readers */
     float *d_l3_q_weight = (float *)(void *)(a + 4063232);
     rt_zero(d_l3_q_weight, 16384);
 
+    /* d(l3.q.bias) sums over its readers */
+    float *d_l3_q_bias = (float *)(void *)(a + 4128768);
+    rt_zero(d_l3_q_bias, 128);
+
     /* l3.q: MatMul backward */
-    rt_gemm_backward(d_l3_a, d_l3_q_weight, NULL, d_l3_q0, r_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward(d_l3_a, d_l3_q_weight, d_l3_q_bias, d_l3_q1, r_l3_a, v_l3_q_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l3.q.weight) is final and nothing reads l3.q.weight again: step it */
     rt_optimizer_update(opt, params + 635648, d_l3_q_weight, state ? state + 635648 : NULL, 866560, 16384);
 
+    /* d(l3.q.bias) is final and nothing reads l3.q.bias again: step it */
+    rt_optimizer_update(opt, params + 652032, d_l3_q_bias, state ? state + 652032 : NULL, 866560, 128);
+
     /* d(l3.ln1.scale) sums over its readers */
-    float *d_l3_ln1_scale = (float *)(void *)(a + 3145728);
+    float *d_l3_ln1_scale = (float *)(void *)(a + 3014656);
     rt_zero(d_l3_ln1_scale, 128);
 
     /* d(l3.ln1.bias) sums over its readers */
-    float *d_l3_ln1_bias = (float *)(void *)(a + 3146240);
+    float *d_l3_ln1_bias = (float *)(void *)(a + 3015168);
     rt_zero(d_l3_ln1_bias, 128);
 
     /* l3.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3146752));
+    rt_layernorm_backward(d_l2_out, d_l3_ln1_scale, d_l3_ln1_bias, d_l3_a, v_l2_out, v_l3_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3015680));
 
     /* d(l3.ln1.scale) is final and nothing reads l3.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 635392, d_l3_ln1_scale, state ? state + 635392 : NULL, 866560, 128);
@@ -2734,87 +2228,60 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state ? state + 635520 : NULL, 866560, 128);
 
     /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_r = (float *)(void *)(a + 4325376);
+    float *d_l2_r = (float *)(void *)(a + 4194304);
 
     /* d(l2.y2): its first contribution writes it */
-    float *d_l2_y2 = (float *)(void *)(a + 2752512);
+    float *d_l2_y2 = (float *)(void *)(a + 3014656);
 
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
     /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y1 = (float *)(void *)(a + 2752512);
+    float *d_l2_y1 = (float *)(void *)(a + 3014656);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* d(l2.y0): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y0 = (float *)(void *)(a + 2752512);
+    /* l2.act: Gelu -> l2.g [4x64x512] recompute */
+    float *r_l2_g = (float *)(void *)(a + 4325376);
+    rt_gelu_forward(r_l2_g, v_l2_f1, 131072, 0);
+
+    /* d(l2.g): its first contribution writes it */
+    float *d_l2_g = (float *)(void *)(a + 4849664);
+
+    /* d(l2.fc2.weight) sums over its readers */
+    float *d_l2_fc2_weight = (float *)(void *)(a + 3801088);
+    rt_zero(d_l2_fc2_weight, 65536);
 
     /* d(l2.fc2.bias) sums over its readers */
     float *d_l2_fc2_bias = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_fc2_bias, 128);
 
-    /* l2.fc2.bias: Add backward */
-    rt_add_backward_set(d_l2_y0, d_l2_fc2_bias, d_l2_y1, &map_l2_fc2_bias, 0x1u);
-
-    /* d(l2.fc2.bias) is final and nothing reads l2.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state ? state + 635264 : NULL, 866560, 128);
-
-    /* l2.fc.bias: Add -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 3801088);
-    rt_add_forward(r_l2_f1, v_l2_f0, v_l2_fc_bias, &map_l2_fc_bias);
-
-    /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 3145728);
-    rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
-
-    /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 4456448);
-
-    /* d(l2.fc2.weight) sums over its readers */
-    float *d_l2_fc2_weight = (float *)(void *)(a + 4980736);
-    rt_zero(d_l2_fc2_weight, 65536);
-
     /* l2.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, NULL, d_l2_y0, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, d_l2_fc2_bias, d_l2_y1, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l2.fc2.weight) is final and nothing reads l2.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state ? state + 569728 : NULL, 866560, 65536);
 
+    /* d(l2.fc2.bias) is final and nothing reads l2.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state ? state + 635264 : NULL, 866560, 128);
+
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f1 = (float *)(void *)(a + 4456448);
+    float *d_l2_f1 = (float *)(void *)(a + 4849664);
 
     /* l2.act: Gelu backward */
-    rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
-
-    /* d(l2.f0): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f0 = (float *)(void *)(a + 4456448);
-
-    /* d(l2.fc.bias) sums over its readers */
-    float *d_l2_fc_bias = (float *)(void *)(a + 2752512);
-    rt_zero(d_l2_fc_bias, 512);
-
-    /* l2.fc.bias: Add backward */
-    rt_add_backward_set(d_l2_f0, d_l2_fc_bias, d_l2_f1, &map_l2_fc_bias, 0x1u);
-
-    /* d(l2.fc.bias) is final and nothing reads l2.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state ? state + 569216 : NULL, 866560, 512);
-
-    /* l2.proj.bias: Add -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 2752512);
-    rt_add_forward(r_l2_o1, v_l2_o0, v_l2_proj_bias, &map_l2_proj_bias);
+    rt_gelu_backward_set(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
-    float *r_l2_o2 = (float *)(void *)(a + 2752512);
-    rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
+    float *r_l2_o2 = (float *)(void *)(a + 1835008);
+    rt_dropout_forward(r_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 1966080);
+    float *r_l2_r = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 2752512);
+    float *r_l2_m = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.m): its first contribution writes it */
@@ -2824,22 +2291,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l2_fc_weight = (float *)(void *)(a + 3276800);
     rt_zero(d_l2_fc_weight, 65536);
 
+    /* d(l2.fc.bias) sums over its readers */
+    float *d_l2_fc_bias = (float *)(void *)(a + 3538944);
+    rt_zero(d_l2_fc_bias, 512);
+
     /* l2.fc: MatMul backward */
-    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, NULL, d_l2_f0, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, d_l2_fc_bias, d_l2_f1, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
 
     /* d(l2.fc.weight) is final and nothing reads l2.fc.weight again: step it */
     rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state ? state + 503680 : NULL, 866560, 65536);
 
+    /* d(l2.fc.bias) is final and nothing reads l2.fc.bias again: step it */
+    rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state ? state + 569216 : NULL, 866560, 512);
+
     /* d(l2.ln2.scale) sums over its readers */
-    float *d_l2_ln2_scale = (float *)(void *)(a + 2752512);
+    float *d_l2_ln2_scale = (float *)(void *)(a + 1835008);
     rt_zero(d_l2_ln2_scale, 128);
 
     /* d(l2.ln2.bias) sums over its readers */
-    float *d_l2_ln2_bias = (float *)(void *)(a + 2753024);
+    float *d_l2_ln2_bias = (float *)(void *)(a + 1835520);
     rt_zero(d_l2_ln2_bias, 128);
 
     /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2753536));
+    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1836032));
 
     /* d(l2.ln2.scale) is final and nothing reads l2.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 503424, d_l2_ln2_scale, state ? state + 503424 : NULL, 866560, 128);
@@ -2848,44 +2322,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state ? state + 503552 : NULL, 866560, 128);
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_out = (float *)(void *)(a + 4325376);
+    float *d_l1_out = (float *)(void *)(a + 4194304);
 
     /* d(l2.o2): its first contribution writes it */
-    float *d_l2_o2 = (float *)(void *)(a + 1966080);
+    float *d_l2_o2 = (float *)(void *)(a + 1835008);
 
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
     /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o1 = (float *)(void *)(a + 1966080);
+    float *d_l2_o1 = (float *)(void *)(a + 1835008);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
 
-    /* d(l2.o0): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o0 = (float *)(void *)(a + 1966080);
-
-    /* d(l2.proj.bias) sums over its readers */
-    float *d_l2_proj_bias = (float *)(void *)(a + 2752512);
-    rt_zero(d_l2_proj_bias, 128);
-
-    /* l2.proj.bias: Add backward */
-    rt_add_backward_set(d_l2_o0, d_l2_proj_bias, d_l2_o1, &map_l2_proj_bias, 0x1u);
-
-    /* d(l2.proj.bias) is final and nothing reads l2.proj.bias again: step it */
-    rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state ? state + 503296 : NULL, 866560, 128);
-
-    /* l2.q.bias: Add -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 2752512);
-    rt_add_forward(r_l2_q1, v_l2_q0, v_l2_q_bias, &map_l2_q_bias);
-
-    /* l2.v.bias: Add -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 2621440);
-    rt_add_forward(r_l2_v1, v_l2_v0, v_l2_v_bias, &map_l2_v_bias);
-
     /* l2.attn: Attention -> l2.att3 [4x64x128] recompute */
     float *r_l2_att3 = (float *)(void *)(a + 3031808);
-    rt_attention_forward_3d(r_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
+    rt_attention_forward_3d(r_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3014656));
 
     /* d(l2.att3): its first contribution writes it */
     float *d_l2_att3 = (float *)(void *)(a + 3162880);
@@ -2894,14 +2347,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l2_proj_weight = (float *)(void *)(a + 3293952);
     rt_zero(d_l2_proj_weight, 16384);
 
+    /* d(l2.proj.bias) sums over its readers */
+    float *d_l2_proj_bias = (float *)(void *)(a + 3014656);
+    rt_zero(d_l2_proj_bias, 128);
+
     /* l2.proj: MatMul backward */
-    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, NULL, d_l2_o0, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l2_att3, d_l2_proj_weight, d_l2_proj_bias, d_l2_o1, r_l2_att3, v_l2_proj_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l2.proj.weight) is final and nothing reads l2.proj.weight again: step it */
     rt_optimizer_update(opt, params + 486912, d_l2_proj_weight, state ? state + 486912 : NULL, 866560, 16384);
 
+    /* d(l2.proj.bias) is final and nothing reads l2.proj.bias again: step it */
+    rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state ? state + 503296 : NULL, 866560, 128);
+
     /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 1966080);
+    float *d_l2_q1 = (float *)(void *)(a + 1835008);
     rt_zero(d_l2_q1, 32768);
 
     /* d(l2.k0) sums over its readers */
@@ -2913,23 +2373,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l2_v1, 32768);
 
     /* l2.attn: Attention backward */
-    rt_attention_backward_3d(d_l2_q1, d_l2_k0, d_l2_v1, d_l2_att3, r_l2_q1, v_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3425024));
-
-    /* d(l2.v0): its first contribution writes it, in d(l2.v1)'s buffer */
-    float *d_l2_v0 = (float *)(void *)(a + 3293952);
-
-    /* d(l2.v.bias) sums over its readers */
-    float *d_l2_v_bias = (float *)(void *)(a + 2621440);
-    rt_zero(d_l2_v_bias, 128);
-
-    /* l2.v.bias: Add backward */
-    rt_add_backward_set(d_l2_v0, d_l2_v_bias, d_l2_v1, &map_l2_v_bias, 0x1u);
-
-    /* d(l2.v.bias) is final and nothing reads l2.v.bias again: step it */
-    rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state ? state + 486784 : NULL, 866560, 128);
+    rt_attention_backward_3d(d_l2_q1, d_l2_k0, d_l2_v1, d_l2_att3, v_l2_q1, v_l2_k0, v_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 3425024));
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 2621440);
+    float *r_l2_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l2.a): its first contribution writes it */
@@ -2939,11 +2386,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l2_v_weight = (float *)(void *)(a + 2883584);
     rt_zero(d_l2_v_weight, 16384);
 
+    /* d(l2.v.bias) sums over its readers */
+    float *d_l2_v_bias = (float *)(void *)(a + 2949120);
+    rt_zero(d_l2_v_bias, 128);
+
     /* l2.v: MatMul backward */
-    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, NULL, d_l2_v0, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l2_a, d_l2_v_weight, d_l2_v_bias, d_l2_v1, r_l2_a, v_l2_v_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l2.v.weight) is final and nothing reads l2.v.weight again: step it */
     rt_optimizer_update(opt, params + 470400, d_l2_v_weight, state ? state + 470400 : NULL, 866560, 16384);
+
+    /* d(l2.v.bias) is final and nothing reads l2.v.bias again: step it */
+    rt_optimizer_update(opt, params + 486784, d_l2_v_bias, state ? state + 486784 : NULL, 866560, 128);
 
     /* d(l2.k.weight) sums over its readers */
     float *d_l2_k_weight = (float *)(void *)(a + 2883584);
@@ -2955,39 +2409,33 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.k.weight) is final and nothing reads l2.k.weight again: step it */
     rt_optimizer_update(opt, params + 454016, d_l2_k_weight, state ? state + 454016 : NULL, 866560, 16384);
 
-    /* d(l2.q0): its first contribution writes it, in d(l2.q1)'s buffer */
-    float *d_l2_q0 = (float *)(void *)(a + 1966080);
-
-    /* d(l2.q.bias) sums over its readers */
-    float *d_l2_q_bias = (float *)(void *)(a + 2883584);
-    rt_zero(d_l2_q_bias, 128);
-
-    /* l2.q.bias: Add backward */
-    rt_add_backward_set(d_l2_q0, d_l2_q_bias, d_l2_q1, &map_l2_q_bias, 0x1u);
-
-    /* d(l2.q.bias) is final and nothing reads l2.q.bias again: step it */
-    rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state ? state + 453888 : NULL, 866560, 128);
-
     /* d(l2.q.weight) sums over its readers */
     float *d_l2_q_weight = (float *)(void *)(a + 2883584);
     rt_zero(d_l2_q_weight, 16384);
 
+    /* d(l2.q.bias) sums over its readers */
+    float *d_l2_q_bias = (float *)(void *)(a + 2949120);
+    rt_zero(d_l2_q_bias, 128);
+
     /* l2.q: MatMul backward */
-    rt_gemm_backward(d_l2_a, d_l2_q_weight, NULL, d_l2_q0, r_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward(d_l2_a, d_l2_q_weight, d_l2_q_bias, d_l2_q1, r_l2_a, v_l2_q_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l2.q.weight) is final and nothing reads l2.q.weight again: step it */
     rt_optimizer_update(opt, params + 437504, d_l2_q_weight, state ? state + 437504 : NULL, 866560, 16384);
 
+    /* d(l2.q.bias) is final and nothing reads l2.q.bias again: step it */
+    rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state ? state + 453888 : NULL, 866560, 128);
+
     /* d(l2.ln1.scale) sums over its readers */
-    float *d_l2_ln1_scale = (float *)(void *)(a + 1966080);
+    float *d_l2_ln1_scale = (float *)(void *)(a + 1835008);
     rt_zero(d_l2_ln1_scale, 128);
 
     /* d(l2.ln1.bias) sums over its readers */
-    float *d_l2_ln1_bias = (float *)(void *)(a + 1966592);
+    float *d_l2_ln1_bias = (float *)(void *)(a + 1835520);
     rt_zero(d_l2_ln1_bias, 128);
 
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1967104));
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1836032));
 
     /* d(l2.ln1.scale) is final and nothing reads l2.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 437248, d_l2_ln1_scale, state ? state + 437248 : NULL, 866560, 128);
@@ -2996,40 +2444,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state ? state + 437376 : NULL, 866560, 128);
 
     /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_r = (float *)(void *)(a + 4325376);
+    float *d_l1_r = (float *)(void *)(a + 4194304);
 
     /* d(l1.y2): its first contribution writes it */
-    float *d_l1_y2 = (float *)(void *)(a + 1572864);
+    float *d_l1_y2 = (float *)(void *)(a + 1835008);
 
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
     /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y1 = (float *)(void *)(a + 1572864);
+    float *d_l1_y1 = (float *)(void *)(a + 1835008);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* d(l1.y0): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y0 = (float *)(void *)(a + 1572864);
-
-    /* d(l1.fc2.bias) sums over its readers */
-    float *d_l1_fc2_bias = (float *)(void *)(a + 1966080);
-    rt_zero(d_l1_fc2_bias, 128);
-
-    /* l1.fc2.bias: Add backward */
-    rt_add_backward_set(d_l1_y0, d_l1_fc2_bias, d_l1_y1, &map_l1_fc2_bias, 0x1u);
-
-    /* d(l1.fc2.bias) is final and nothing reads l1.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state ? state + 437120 : NULL, 866560, 128);
-
-    /* l1.fc.bias: Add -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(void *)(a + 2621440);
-    rt_add_forward(r_l1_f1, v_l1_f0, v_l1_fc_bias, &map_l1_fc_bias);
-
     /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 1966080);
-    rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
+    float *r_l1_g = (float *)(void *)(a + 2621440);
+    rt_gelu_forward(r_l1_g, v_l1_f1, 131072, 0);
 
     /* d(l1.g): its first contribution writes it */
     float *d_l1_g = (float *)(void *)(a + 3145728);
@@ -3038,45 +2469,35 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_fc2_weight = (float *)(void *)(a + 3670016);
     rt_zero(d_l1_fc2_weight, 65536);
 
+    /* d(l1.fc2.bias) sums over its readers */
+    float *d_l1_fc2_bias = (float *)(void *)(a + 1966080);
+    rt_zero(d_l1_fc2_bias, 128);
+
     /* l1.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, NULL, d_l1_y0, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, d_l1_fc2_bias, d_l1_y1, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l1.fc2.weight) is final and nothing reads l1.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state ? state + 371584 : NULL, 866560, 65536);
+
+    /* d(l1.fc2.bias) is final and nothing reads l1.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state ? state + 437120 : NULL, 866560, 128);
 
     /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
     float *d_l1_f1 = (float *)(void *)(a + 3145728);
 
     /* l1.act: Gelu backward */
-    rt_gelu_backward_set(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
-
-    /* d(l1.f0): its first contribution writes it, in d(l1.g)'s buffer */
-    float *d_l1_f0 = (float *)(void *)(a + 3145728);
-
-    /* d(l1.fc.bias) sums over its readers */
-    float *d_l1_fc_bias = (float *)(void *)(a + 1572864);
-    rt_zero(d_l1_fc_bias, 512);
-
-    /* l1.fc.bias: Add backward */
-    rt_add_backward_set(d_l1_f0, d_l1_fc_bias, d_l1_f1, &map_l1_fc_bias, 0x1u);
-
-    /* d(l1.fc.bias) is final and nothing reads l1.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state ? state + 371072 : NULL, 866560, 512);
-
-    /* l1.proj.bias: Add -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 1572864);
-    rt_add_forward(r_l1_o1, v_l1_o0, v_l1_proj_bias, &map_l1_proj_bias);
+    rt_gelu_backward_set(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
-    float *r_l1_o2 = (float *)(void *)(a + 1572864);
-    rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
+    float *r_l1_o2 = (float *)(void *)(a + 655360);
+    rt_dropout_forward(r_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 786432);
+    float *r_l1_r = (float *)(void *)(a + 1835008);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 1572864);
+    float *r_l1_m = (float *)(void *)(a + 655360);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.m): its first contribution writes it */
@@ -3086,22 +2507,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_fc_weight = (float *)(void *)(a + 2097152);
     rt_zero(d_l1_fc_weight, 65536);
 
+    /* d(l1.fc.bias) sums over its readers */
+    float *d_l1_fc_bias = (float *)(void *)(a + 2359296);
+    rt_zero(d_l1_fc_bias, 512);
+
     /* l1.fc: MatMul backward */
-    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, NULL, d_l1_f0, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, d_l1_fc_bias, d_l1_f1, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
 
     /* d(l1.fc.weight) is final and nothing reads l1.fc.weight again: step it */
     rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state ? state + 305536 : NULL, 866560, 65536);
 
+    /* d(l1.fc.bias) is final and nothing reads l1.fc.bias again: step it */
+    rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state ? state + 371072 : NULL, 866560, 512);
+
     /* d(l1.ln2.scale) sums over its readers */
-    float *d_l1_ln2_scale = (float *)(void *)(a + 1572864);
+    float *d_l1_ln2_scale = (float *)(void *)(a + 655360);
     rt_zero(d_l1_ln2_scale, 128);
 
     /* d(l1.ln2.bias) sums over its readers */
-    float *d_l1_ln2_bias = (float *)(void *)(a + 1573376);
+    float *d_l1_ln2_bias = (float *)(void *)(a + 655872);
     rt_zero(d_l1_ln2_bias, 128);
 
     /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1573888));
+    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 656384));
 
     /* d(l1.ln2.scale) is final and nothing reads l1.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 305280, d_l1_ln2_scale, state ? state + 305280 : NULL, 866560, 128);
@@ -3110,44 +2538,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state ? state + 305408 : NULL, 866560, 128);
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_out = (float *)(void *)(a + 4325376);
+    float *d_l0_out = (float *)(void *)(a + 4194304);
 
     /* d(l1.o2): its first contribution writes it */
-    float *d_l1_o2 = (float *)(void *)(a + 786432);
+    float *d_l1_o2 = (float *)(void *)(a + 655360);
 
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
     /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o1 = (float *)(void *)(a + 786432);
+    float *d_l1_o1 = (float *)(void *)(a + 655360);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
 
-    /* d(l1.o0): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o0 = (float *)(void *)(a + 786432);
-
-    /* d(l1.proj.bias) sums over its readers */
-    float *d_l1_proj_bias = (float *)(void *)(a + 1572864);
-    rt_zero(d_l1_proj_bias, 128);
-
-    /* l1.proj.bias: Add backward */
-    rt_add_backward_set(d_l1_o0, d_l1_proj_bias, d_l1_o1, &map_l1_proj_bias, 0x1u);
-
-    /* d(l1.proj.bias) is final and nothing reads l1.proj.bias again: step it */
-    rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state ? state + 305152 : NULL, 866560, 128);
-
-    /* l1.q.bias: Add -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 1572864);
-    rt_add_forward(r_l1_q1, v_l1_q0, v_l1_q_bias, &map_l1_q_bias);
-
-    /* l1.v.bias: Add -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 1441792);
-    rt_add_forward(r_l1_v1, v_l1_v0, v_l1_v_bias, &map_l1_v_bias);
-
     /* l1.attn: Attention -> l1.att3 [4x64x128] recompute */
     float *r_l1_att3 = (float *)(void *)(a + 1852160);
-    rt_attention_forward_3d(r_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
+    rt_attention_forward_3d(r_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1835008));
 
     /* d(l1.att3): its first contribution writes it */
     float *d_l1_att3 = (float *)(void *)(a + 1983232);
@@ -3156,14 +2563,21 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_proj_weight = (float *)(void *)(a + 2114304);
     rt_zero(d_l1_proj_weight, 16384);
 
+    /* d(l1.proj.bias) sums over its readers */
+    float *d_l1_proj_bias = (float *)(void *)(a + 1835008);
+    rt_zero(d_l1_proj_bias, 128);
+
     /* l1.proj: MatMul backward */
-    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, NULL, d_l1_o0, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l1_att3, d_l1_proj_weight, d_l1_proj_bias, d_l1_o1, r_l1_att3, v_l1_proj_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l1.proj.weight) is final and nothing reads l1.proj.weight again: step it */
     rt_optimizer_update(opt, params + 288768, d_l1_proj_weight, state ? state + 288768 : NULL, 866560, 16384);
 
+    /* d(l1.proj.bias) is final and nothing reads l1.proj.bias again: step it */
+    rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state ? state + 305152 : NULL, 866560, 128);
+
     /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 786432);
+    float *d_l1_q1 = (float *)(void *)(a + 655360);
     rt_zero(d_l1_q1, 32768);
 
     /* d(l1.k0) sums over its readers */
@@ -3175,23 +2589,10 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l1_v1, 32768);
 
     /* l1.attn: Attention backward */
-    rt_attention_backward_3d(d_l1_q1, d_l1_k0, d_l1_v1, d_l1_att3, r_l1_q1, v_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2245376));
-
-    /* d(l1.v0): its first contribution writes it, in d(l1.v1)'s buffer */
-    float *d_l1_v0 = (float *)(void *)(a + 2114304);
-
-    /* d(l1.v.bias) sums over its readers */
-    float *d_l1_v_bias = (float *)(void *)(a + 1441792);
-    rt_zero(d_l1_v_bias, 128);
-
-    /* l1.v.bias: Add backward */
-    rt_add_backward_set(d_l1_v0, d_l1_v_bias, d_l1_v1, &map_l1_v_bias, 0x1u);
-
-    /* d(l1.v.bias) is final and nothing reads l1.v.bias again: step it */
-    rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state ? state + 288640 : NULL, 866560, 128);
+    rt_attention_backward_3d(d_l1_q1, d_l1_k0, d_l1_v1, d_l1_att3, v_l1_q1, v_l1_k0, v_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 2245376));
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 1441792);
+    float *r_l1_a = (float *)(void *)(a + 786432);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l1.a): its first contribution writes it */
@@ -3201,11 +2602,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_v_weight = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_v_weight, 16384);
 
+    /* d(l1.v.bias) sums over its readers */
+    float *d_l1_v_bias = (float *)(void *)(a + 1769472);
+    rt_zero(d_l1_v_bias, 128);
+
     /* l1.v: MatMul backward */
-    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, NULL, d_l1_v0, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l1_a, d_l1_v_weight, d_l1_v_bias, d_l1_v1, r_l1_a, v_l1_v_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l1.v.weight) is final and nothing reads l1.v.weight again: step it */
     rt_optimizer_update(opt, params + 272256, d_l1_v_weight, state ? state + 272256 : NULL, 866560, 16384);
+
+    /* d(l1.v.bias) is final and nothing reads l1.v.bias again: step it */
+    rt_optimizer_update(opt, params + 288640, d_l1_v_bias, state ? state + 288640 : NULL, 866560, 128);
 
     /* d(l1.k.weight) sums over its readers */
     float *d_l1_k_weight = (float *)(void *)(a + 1703936);
@@ -3217,39 +2625,33 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.k.weight) is final and nothing reads l1.k.weight again: step it */
     rt_optimizer_update(opt, params + 255872, d_l1_k_weight, state ? state + 255872 : NULL, 866560, 16384);
 
-    /* d(l1.q0): its first contribution writes it, in d(l1.q1)'s buffer */
-    float *d_l1_q0 = (float *)(void *)(a + 786432);
-
-    /* d(l1.q.bias) sums over its readers */
-    float *d_l1_q_bias = (float *)(void *)(a + 1703936);
-    rt_zero(d_l1_q_bias, 128);
-
-    /* l1.q.bias: Add backward */
-    rt_add_backward_set(d_l1_q0, d_l1_q_bias, d_l1_q1, &map_l1_q_bias, 0x1u);
-
-    /* d(l1.q.bias) is final and nothing reads l1.q.bias again: step it */
-    rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state ? state + 255744 : NULL, 866560, 128);
-
     /* d(l1.q.weight) sums over its readers */
     float *d_l1_q_weight = (float *)(void *)(a + 1703936);
     rt_zero(d_l1_q_weight, 16384);
 
+    /* d(l1.q.bias) sums over its readers */
+    float *d_l1_q_bias = (float *)(void *)(a + 1769472);
+    rt_zero(d_l1_q_bias, 128);
+
     /* l1.q: MatMul backward */
-    rt_gemm_backward(d_l1_a, d_l1_q_weight, NULL, d_l1_q0, r_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward(d_l1_a, d_l1_q_weight, d_l1_q_bias, d_l1_q1, r_l1_a, v_l1_q_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l1.q.weight) is final and nothing reads l1.q.weight again: step it */
     rt_optimizer_update(opt, params + 239360, d_l1_q_weight, state ? state + 239360 : NULL, 866560, 16384);
 
+    /* d(l1.q.bias) is final and nothing reads l1.q.bias again: step it */
+    rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state ? state + 255744 : NULL, 866560, 128);
+
     /* d(l1.ln1.scale) sums over its readers */
-    float *d_l1_ln1_scale = (float *)(void *)(a + 786432);
+    float *d_l1_ln1_scale = (float *)(void *)(a + 655360);
     rt_zero(d_l1_ln1_scale, 128);
 
     /* d(l1.ln1.bias) sums over its readers */
-    float *d_l1_ln1_bias = (float *)(void *)(a + 786944);
+    float *d_l1_ln1_bias = (float *)(void *)(a + 655872);
     rt_zero(d_l1_ln1_bias, 128);
 
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 787456));
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 656384));
 
     /* d(l1.ln1.scale) is final and nothing reads l1.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 239104, d_l1_ln1_scale, state ? state + 239104 : NULL, 866560, 128);
@@ -3258,40 +2660,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state ? state + 239232 : NULL, 866560, 128);
 
     /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_r = (float *)(void *)(a + 4325376);
+    float *d_l0_r = (float *)(void *)(a + 4194304);
 
     /* d(l0.y2): its first contribution writes it */
-    float *d_l0_y2 = (float *)(void *)(a + 393216);
+    float *d_l0_y2 = (float *)(void *)(a + 655360);
 
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
     /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y1 = (float *)(void *)(a + 393216);
+    float *d_l0_y1 = (float *)(void *)(a + 655360);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* d(l0.y0): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y0 = (float *)(void *)(a + 393216);
-
-    /* d(l0.fc2.bias) sums over its readers */
-    float *d_l0_fc2_bias = (float *)(void *)(a + 786432);
-    rt_zero(d_l0_fc2_bias, 128);
-
-    /* l0.fc2.bias: Add backward */
-    rt_add_backward_set(d_l0_y0, d_l0_fc2_bias, d_l0_y1, &map_l0_fc2_bias, 0x1u);
-
-    /* d(l0.fc2.bias) is final and nothing reads l0.fc2.bias again: step it */
-    rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state ? state + 238976 : NULL, 866560, 128);
-
-    /* l0.fc.bias: Add -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(void *)(a + 1441792);
-    rt_add_forward(r_l0_f1, v_l0_f0, v_l0_fc_bias, &map_l0_fc_bias);
-
     /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 786432);
-    rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
+    float *r_l0_g = (float *)(void *)(a + 1441792);
+    rt_gelu_forward(r_l0_g, v_l0_f1, 131072, 0);
 
     /* d(l0.g): its first contribution writes it */
     float *d_l0_g = (float *)(void *)(a + 1966080);
@@ -3300,45 +2685,35 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_fc2_weight = (float *)(void *)(a + 2490368);
     rt_zero(d_l0_fc2_weight, 65536);
 
+    /* d(l0.fc2.bias) sums over its readers */
+    float *d_l0_fc2_bias = (float *)(void *)(a + 786432);
+    rt_zero(d_l0_fc2_bias, 128);
+
     /* l0.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, NULL, d_l0_y0, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, d_l0_fc2_bias, d_l0_y1, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l0.fc2.weight) is final and nothing reads l0.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state ? state + 173440 : NULL, 866560, 65536);
+
+    /* d(l0.fc2.bias) is final and nothing reads l0.fc2.bias again: step it */
+    rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state ? state + 238976 : NULL, 866560, 128);
 
     /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
     float *d_l0_f1 = (float *)(void *)(a + 1966080);
 
     /* l0.act: Gelu backward */
-    rt_gelu_backward_set(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
-
-    /* d(l0.f0): its first contribution writes it, in d(l0.g)'s buffer */
-    float *d_l0_f0 = (float *)(void *)(a + 1966080);
-
-    /* d(l0.fc.bias) sums over its readers */
-    float *d_l0_fc_bias = (float *)(void *)(a + 393216);
-    rt_zero(d_l0_fc_bias, 512);
-
-    /* l0.fc.bias: Add backward */
-    rt_add_backward_set(d_l0_f0, d_l0_fc_bias, d_l0_f1, &map_l0_fc_bias, 0x1u);
-
-    /* d(l0.fc.bias) is final and nothing reads l0.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state ? state + 172928 : NULL, 866560, 512);
-
-    /* l0.proj.bias: Add -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 393216);
-    rt_add_forward(r_l0_o1, v_l0_o0, v_l0_proj_bias, &map_l0_proj_bias);
+    rt_gelu_backward_set(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
-    float *r_l0_o2 = (float *)(void *)(a + 393216);
-    rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
+    float *r_l0_o2 = (float *)(void *)(a + 0);
+    rt_dropout_forward(r_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 0);
+    float *r_l0_r = (float *)(void *)(a + 655360);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 393216);
+    float *r_l0_m = (float *)(void *)(a + 0);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* d(l0.m): its first contribution writes it */
@@ -3348,22 +2723,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_fc_weight = (float *)(void *)(a + 917504);
     rt_zero(d_l0_fc_weight, 65536);
 
+    /* d(l0.fc.bias) sums over its readers */
+    float *d_l0_fc_bias = (float *)(void *)(a + 1179648);
+    rt_zero(d_l0_fc_bias, 512);
+
     /* l0.fc: MatMul backward */
-    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, NULL, d_l0_f0, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, d_l0_fc_bias, d_l0_f1, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
 
     /* d(l0.fc.weight) is final and nothing reads l0.fc.weight again: step it */
     rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state ? state + 107392 : NULL, 866560, 65536);
 
+    /* d(l0.fc.bias) is final and nothing reads l0.fc.bias again: step it */
+    rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state ? state + 172928 : NULL, 866560, 512);
+
     /* d(l0.ln2.scale) sums over its readers */
-    float *d_l0_ln2_scale = (float *)(void *)(a + 393216);
+    float *d_l0_ln2_scale = (float *)(void *)(a + 0);
     rt_zero(d_l0_ln2_scale, 128);
 
     /* d(l0.ln2.bias) sums over its readers */
-    float *d_l0_ln2_bias = (float *)(void *)(a + 393728);
+    float *d_l0_ln2_bias = (float *)(void *)(a + 512);
     rt_zero(d_l0_ln2_bias, 128);
 
     /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 394240));
+    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1024));
 
     /* d(l0.ln2.scale) is final and nothing reads l0.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 107136, d_l0_ln2_scale, state ? state + 107136 : NULL, 866560, 128);
@@ -3372,7 +2754,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state ? state + 107264 : NULL, 866560, 128);
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_h0 = (float *)(void *)(a + 4325376);
+    float *d_h0 = (float *)(void *)(a + 4194304);
 
     /* d(l0.o2): its first contribution writes it */
     float *d_l0_o2 = (float *)(void *)(a + 0);
@@ -3386,30 +2768,9 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
 
-    /* d(l0.o0): its first contribution writes it, in d(l0.o2)'s buffer */
-    float *d_l0_o0 = (float *)(void *)(a + 0);
-
-    /* d(l0.proj.bias) sums over its readers */
-    float *d_l0_proj_bias = (float *)(void *)(a + 393216);
-    rt_zero(d_l0_proj_bias, 128);
-
-    /* l0.proj.bias: Add backward */
-    rt_add_backward_set(d_l0_o0, d_l0_proj_bias, d_l0_o1, &map_l0_proj_bias, 0x1u);
-
-    /* d(l0.proj.bias) is final and nothing reads l0.proj.bias again: step it */
-    rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state ? state + 107008 : NULL, 866560, 128);
-
-    /* l0.q.bias: Add -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 393216);
-    rt_add_forward(r_l0_q1, v_l0_q0, v_l0_q_bias, &map_l0_q_bias);
-
-    /* l0.v.bias: Add -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 262144);
-    rt_add_forward(r_l0_v1, v_l0_v0, v_l0_v_bias, &map_l0_v_bias);
-
     /* l0.attn: Attention -> l0.att3 [4x64x128] recompute */
     float *r_l0_att3 = (float *)(void *)(a + 672512);
-    rt_attention_forward_3d(r_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
+    rt_attention_forward_3d(r_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 655360));
 
     /* d(l0.att3): its first contribution writes it */
     float *d_l0_att3 = (float *)(void *)(a + 803584);
@@ -3418,11 +2779,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_proj_weight = (float *)(void *)(a + 934656);
     rt_zero(d_l0_proj_weight, 16384);
 
+    /* d(l0.proj.bias) sums over its readers */
+    float *d_l0_proj_bias = (float *)(void *)(a + 655360);
+    rt_zero(d_l0_proj_bias, 128);
+
     /* l0.proj: MatMul backward */
-    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, NULL, d_l0_o0, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l0_att3, d_l0_proj_weight, d_l0_proj_bias, d_l0_o1, r_l0_att3, v_l0_proj_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l0.proj.weight) is final and nothing reads l0.proj.weight again: step it */
     rt_optimizer_update(opt, params + 90624, d_l0_proj_weight, state ? state + 90624 : NULL, 866560, 16384);
+
+    /* d(l0.proj.bias) is final and nothing reads l0.proj.bias again: step it */
+    rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state ? state + 107008 : NULL, 866560, 128);
 
     /* d(l0.q1) sums over its readers */
     float *d_l0_q1 = (float *)(void *)(a + 0);
@@ -3437,20 +2805,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_zero(d_l0_v1, 32768);
 
     /* l0.attn: Attention backward */
-    rt_attention_backward_3d(d_l0_q1, d_l0_k0, d_l0_v1, d_l0_att3, r_l0_q1, v_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1065728));
-
-    /* d(l0.v0): its first contribution writes it, in d(l0.v1)'s buffer */
-    float *d_l0_v0 = (float *)(void *)(a + 934656);
-
-    /* d(l0.v.bias) sums over its readers */
-    float *d_l0_v_bias = (float *)(void *)(a + 262144);
-    rt_zero(d_l0_v_bias, 128);
-
-    /* l0.v.bias: Add backward */
-    rt_add_backward_set(d_l0_v0, d_l0_v_bias, d_l0_v1, &map_l0_v_bias, 0x1u);
-
-    /* d(l0.v.bias) is final and nothing reads l0.v.bias again: step it */
-    rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state ? state + 90496 : NULL, 866560, 128);
+    rt_attention_backward_3d(d_l0_q1, d_l0_k0, d_l0_v1, d_l0_att3, v_l0_q1, v_l0_k0, v_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 1065728));
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
     float *r_l0_a = (float *)(void *)(a + 262144);
@@ -3463,11 +2818,18 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_v_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l0_v_weight, 16384);
 
+    /* d(l0.v.bias) sums over its readers */
+    float *d_l0_v_bias = (float *)(void *)(a + 589824);
+    rt_zero(d_l0_v_bias, 128);
+
     /* l0.v: MatMul backward */
-    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, NULL, d_l0_v0, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0, 0x1u);
+    rt_gemm_backward_set(d_l0_a, d_l0_v_weight, d_l0_v_bias, d_l0_v1, r_l0_a, v_l0_v_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
 
     /* d(l0.v.weight) is final and nothing reads l0.v.weight again: step it */
     rt_optimizer_update(opt, params + 74112, d_l0_v_weight, state ? state + 74112 : NULL, 866560, 16384);
+
+    /* d(l0.v.bias) is final and nothing reads l0.v.bias again: step it */
+    rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state ? state + 90496 : NULL, 866560, 128);
 
     /* d(l0.k.weight) sums over its readers */
     float *d_l0_k_weight = (float *)(void *)(a + 524288);
@@ -3479,28 +2841,22 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.k.weight) is final and nothing reads l0.k.weight again: step it */
     rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state ? state + 57728 : NULL, 866560, 16384);
 
-    /* d(l0.q0): its first contribution writes it, in d(l0.q1)'s buffer */
-    float *d_l0_q0 = (float *)(void *)(a + 0);
-
-    /* d(l0.q.bias) sums over its readers */
-    float *d_l0_q_bias = (float *)(void *)(a + 524288);
-    rt_zero(d_l0_q_bias, 128);
-
-    /* l0.q.bias: Add backward */
-    rt_add_backward_set(d_l0_q0, d_l0_q_bias, d_l0_q1, &map_l0_q_bias, 0x1u);
-
-    /* d(l0.q.bias) is final and nothing reads l0.q.bias again: step it */
-    rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state ? state + 57600 : NULL, 866560, 128);
-
     /* d(l0.q.weight) sums over its readers */
     float *d_l0_q_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l0_q_weight, 16384);
 
+    /* d(l0.q.bias) sums over its readers */
+    float *d_l0_q_bias = (float *)(void *)(a + 589824);
+    rt_zero(d_l0_q_bias, 128);
+
     /* l0.q: MatMul backward */
-    rt_gemm_backward(d_l0_a, d_l0_q_weight, NULL, d_l0_q0, r_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
+    rt_gemm_backward(d_l0_a, d_l0_q_weight, d_l0_q_bias, d_l0_q1, r_l0_a, v_l0_q_weight, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l0.q.weight) is final and nothing reads l0.q.weight again: step it */
     rt_optimizer_update(opt, params + 41216, d_l0_q_weight, state ? state + 41216 : NULL, 866560, 16384);
+
+    /* d(l0.q.bias) is final and nothing reads l0.q.bias again: step it */
+    rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state ? state + 57600 : NULL, 866560, 128);
 
     /* d(l0.ln1.scale) sums over its readers */
     float *d_l0_ln1_scale = (float *)(void *)(a + 0);
@@ -3520,13 +2876,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state ? state + 41088 : NULL, 866560, 128);
 
     /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_emb = (float *)(void *)(a + 4325376);
+    float *d_emb = (float *)(void *)(a + 4194304);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
     /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_tok = (float *)(void *)(a + 4325376);
+    float *d_tok = (float *)(void *)(a + 4194304);
 
     /* d(wpe) sums over its readers */
     float *d_wpe = (float *)(void *)(a + 0);

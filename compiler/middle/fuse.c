@@ -15,6 +15,14 @@
  * writes the final Reshape's output, and the six nodes leave. Nodes that
  * carry their own `remat`, or that lie in another block than the
  * Attention, are left alone.
+ *
+ * A MatMul's bias. A linear layer is written as a MatMul and an Add of a
+ * vector of its columns (ONNX has no N-D Gemm): the Add reads the product
+ * back, writes it again, and under sac is recomputed at every use. Where
+ * nothing else reads the product, the vector becomes the MatMul's third
+ * input, added in the GEMM as a Gemm's C with beta 1 (the bias first,
+ * then the product: torch's addmm order, whose bits differ from the sum
+ * after the product where the GEMM splits K), and the Add leaves.
  */
 #include "../remat.h"
 
@@ -133,6 +141,30 @@ static int fuse_attention(Graph *g, Node *n, char *dead_t, char *dead_n)
     return 1;
 }
 
+/* MatMul m (B a matrix) folds the Add reading its product when the Add's
+ * other operand is a float vector of B's columns; 1 if it did. */
+static int fuse_bias(Graph *g, Node *m, char *dead_t, char *dead_n)
+{
+    if (m->nin != 2 || g->tensors[m->in[1]].rank != 2 ||
+        g->tensors[m->out[0]].is_int)
+        return 0;
+    int y = m->out[0];
+    Node *add = sole_reader(g, y, OP_ADD, m->block);
+    if (!add || add->in[0] == add->in[1])
+        return 0;
+    int b = add->in[0] == y ? add->in[1] : add->in[0];
+    const Tensor *bias = &g->tensors[b];
+    if (bias->rank != 1 || bias->is_int ||
+        bias->dims[0] != g->tensors[m->in[1]].dims[1])
+        return 0;
+    m->in[m->nin++] = b;
+    m->out[0] = add->out[0];
+    g->tensors[add->out[0]].producer = (int)(m - g->nodes);
+    dead_n[add - g->nodes] = 1;
+    dead_t[y] = 1;
+    return 1;
+}
+
 int fuse_graph(Ctx *c, Graph *g)
 {
     char *dead_t = ctx_alloc(c, (size_t)g->ntensors + 1);
@@ -143,6 +175,8 @@ int fuse_graph(Ctx *c, Graph *g)
     for (int i = 0; i < g->nnodes; i++)
         if (g->nodes[i].op == OP_ATTENTION)
             fused += fuse_attention(g, &g->nodes[i], dead_t, dead_n);
+        else if (g->nodes[i].op == OP_MATMUL)
+            fused += fuse_bias(g, &g->nodes[i], dead_t, dead_n);
     if (!fused)
         return 0;
     graph_drop(c, g, dead_t, dead_n);

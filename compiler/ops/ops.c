@@ -303,9 +303,12 @@ const OpInfo op_table[] = {
     [OP_GEMM] = {"Gemm", "gemm", 2, 3, 1, CAT_MATMUL, gemm_attrs, shape_gemm,
                  flops_gemm, {NEED_IN(1), NEED_IN(0), 0}, emit_gemm_fwd,
                  emit_gemm_bwd, NULL, .bwd_writes = 7, .gemm_rate = 1},
-    [OP_MATMUL] = {"MatMul", "gemm", 2, 2, 1, CAT_MATMUL, no_attrs, shape_gemm,
-                   flops_gemm, {NEED_IN(1), NEED_IN(0)}, emit_gemm_fwd,
-                   emit_gemm_bwd, emit_matmul_static, .bwd_writes = 3,
+    /* A third input, a bias of B's columns added to every row, is
+     * remat's own: what middle/fuse.c makes of a MatMul and the Add of a
+     * vector after it */
+    [OP_MATMUL] = {"MatMul", "gemm", 2, 3, 1, CAT_MATMUL, no_attrs, shape_gemm,
+                   flops_gemm, {NEED_IN(1), NEED_IN(0), 0}, emit_gemm_fwd,
+                   emit_gemm_bwd, emit_matmul_static, .bwd_writes = 7,
                    .gemm_rate = 1},
     /* Add, Sub, Mul, Div (and Mod, below) also compute int64 from two int64 operands (ONNX:
      * one dtype, broadcast; y + arange * C, torch's advanced indexing):

@@ -2,7 +2,9 @@
  * ops_gemm.c: Gemm and MatMul, the rows whose work is a GEMM (runtime
  * gemm.c: rt_gemm_* through rt_sgemm, and rt_bmm_* for a MatMul of two
  * N-D inputs, batch dimensions broadcast as numpy does). A MatMul of an
- * N-D input by a matrix folds its batch dimensions into the GEMM's M.
+ * N-D input by a matrix folds its batch dimensions into the GEMM's M; one
+ * with a third input (remat's own, middle/fuse.c) adds that vector to
+ * every row, as a Gemm's C with beta 1.
  */
 #include "ops.h"
 
@@ -33,9 +35,24 @@ static void gemm_c_dims(const Tensor *c, long *rows, long *cols)
 
 static int shape_bmm(Ctx *c, Graph *g, Node *n);
 
+/* A MatMul's bias: B's columns, one vector added to every row. */
+static int shape_matmul_bias(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *b = IN(1), *bias = IN(2);
+    if (b->rank != 2 || bias->rank != 1 || bias->dims[0] != b->dims[1])
+        return node_error(c, g, n, ctx_printf(c, "MatMul's bias '%s' has "
+            "shape %s; a bias (the third input) is one vector of input 1's "
+            "%ld columns, and input 1 '%s' (%s) must be a matrix", bias->name,
+            shape_str(c, bias), b->dims[b->rank - 1], b->name,
+            shape_str(c, b)));
+    return 0;
+}
+
 int shape_gemm(Ctx *c, Graph *g, Node *n)
 {
     const char *op = n->row->name;
+    if (n->op == OP_MATMUL && n->nin == 3 && shape_matmul_bias(c, g, n))
+        return -1;
     if (n->op == OP_MATMUL && (IN(0)->rank > 2 || IN(1)->rank > 2))
         return shape_bmm(c, g, n);
     for (int i = 0; i < 2; i++)
@@ -63,10 +80,10 @@ int shape_gemm(Ctx *c, Graph *g, Node *n)
         if (IN(2)->rank > 2 || (rows != 1 && rows != m) ||
             (cols != 1 && cols != nn))
             return node_error(c, g, n, ctx_printf(c,
-                "Gemm input 2 '%s' has shape %s, which does not broadcast to "
+                "%s input 2 '%s' has shape %s, which does not broadcast to "
                 "the output's %ldx%ld; C may be %ld, 1x%ld, %ldx1, %ldx%ld or "
-                "a scalar", IN(2)->name, shape_str(c, IN(2)), m, nn, nn, nn, m,
-                m, nn));
+                "a scalar", op, IN(2)->name, shape_str(c, IN(2)), m, nn, nn,
+                nn, m, m, nn));
     }
     long dims[2] = {m, nn};
     set_shape(OUT(0), 2, dims);
@@ -165,7 +182,7 @@ double flops_gemm(const Graph *g, const Node *n)
 
 /* The sizes and attributes both GEMM kernels take after their pointers:
  * "m, n, k, trans_a, trans_b, alpha, beta, c_rows, c_cols". MatMul is a
- * Gemm with alpha 1 and no C. */
+ * Gemm with alpha 1, and no C or its bias as C with beta 1. */
 static const char *gemm_args(Emit *e, const Node *n)
 {
     const Graph *g = e->g;
@@ -178,7 +195,8 @@ static const char *gemm_args(Emit *e, const Node *n)
         k, gemm ? (int)node_int(n, "transA") : 0,
         gemm ? (int)node_int(n, "transB") : 0,
         fmt_float(e->ctx, gemm ? node_float(n, "alpha") : 1.0f),
-        fmt_float(e->ctx, gemm && n->nin == 3 ? node_float(n, "beta") : 0.0f),
+        fmt_float(e->ctx, n->nin < 3 ? 0.0f
+                          : gemm ? node_float(n, "beta") : 1.0f),
         rows, cols);
 }
 

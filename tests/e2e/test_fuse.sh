@@ -24,6 +24,14 @@ n4=$(grep -c 'rt_attention_forward(' "$work/gpt.c")
 grep -q 'v_l0_q3\b\|v_l0_att2\b' "$work/gpt.c" &&
     bad "gpt: a tensor of a removed Transpose is still in the C" || ok
 
+# every linear layer's Add of its bias is folded into its MatMul: no
+# product (l0.q0, l0.fc0, ...) is left as a tensor of its own
+"$remat" schedule "$gpt" --policy none > "$work/gpt.sched" || bad "gpt: schedule"
+left=$(grep -cE '^l[0-3]\.(q0|v0|o0|f0|y0) ' "$work/gpt.sched")
+folded=$(grep -cE '^l[0-3]\.(q1|v1|o1|f1|y1) +l[0-3]\.(q|v|proj|fc|fc2) +MatMul ' "$work/gpt.sched")
+[ "$left" = 0 ] && [ "$folded" = 20 ] && ok ||
+    bad "gpt: $left MatMul products left beside their Add, $folded of 20 biases folded"
+
 # the key of each Dropout in the C's table is its index among the file's
 # <node> elements (0-based)
 bad_keys=0
@@ -99,4 +107,21 @@ mk3d ''
 run 1 "$remat" compile "$work/a3.xml" -o "$work/a3.c" &&
     grep -q 'need q_num_heads and kv_num_heads' "$work/err" && ok ||
     bad "3-D attention without head counts: $(cat "$work/err")"
+
+# MatMul's bias written by hand: trains (tests/graphs/attention_ops.xml
+# holds one to PyTorch); a bias that is not a vector of B's columns is
+# refused
+mk3d 'q_num_heads="3" kv_num_heads="3"'
+for shape in 12 "1 12" 5; do
+    sed 's/<node name="q" op="MatMul" in="x wq" out="q"\/>/<node name="q" op="MatMul" in="x wq bq" out="q"\/>/' "$work/a3.xml" |
+        sed "s|<input name=\"target\"|<initializer name=\"bq\" shape=\"$shape\" init=\"ones\"/>\n    &|" > "$work/mb.xml"
+    if [ "$shape" = 12 ]; then
+        "$remat" build "$work/mb.xml" -o "$work/mb" > /dev/null &&
+            "$work/mb" --steps 2 > /dev/null && ok || bad "MatMul with a bias by hand: build or steps"
+    else
+        run 1 "$remat" compile "$work/mb.xml" -o "$work/mb.c" &&
+            grep -q "MatMul's bias 'bq' has shape" "$work/err" && ok ||
+            bad "MatMul with a bias of shape $shape: $(cat "$work/err")"
+    fi
+done
 finish test_fuse

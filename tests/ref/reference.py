@@ -732,7 +732,8 @@ def tile(a, ins, at):
 
 OPS = {
     "Gemm": gemm,
-    "MatMul": lambda a, i, at: i[0] @ i[1],
+    # remat's own third input: a bias of B's columns added to every row
+    "MatMul": lambda a, i, at: i[0] @ i[1] + (i[2] if len(i) > 2 else 0),
     "Add": lambda a, i, at: i[0] + i[1],
     "Sub": lambda a, i, at: i[0] - i[1],
     "Mul": lambda a, i, at: i[0] * i[1],
