@@ -6,13 +6,13 @@
  * torch's export) as projections to (batch, sequence, heads * size), a
  * Reshape to (batch, sequence, heads, size) and a Transpose to ONNX's 4-D
  * (batch, heads, sequence, size) for each of Q, K and V, and the output
- * transposed and reshaped back. The transposes are copies: on gpt, 17
+ * transposed and reshaped back. The transposes are copies: on gpt, 16
  * each way a step. ONNX's 3-D Attention reads the projections' layout
  * itself (q_num_heads, kv_num_heads), and the runtime's _3d kernels give
  * the 4-D kernels' bits head for head; so where each of Q, K and V comes
  * through such a pair that nothing else reads, and the output leaves
  * through the mirror pair, the Attention node takes the 3-D tensors and
- * writes the final Reshape's output, and the six nodes leave. Nodes that
+ * writes the final Reshape's output, and the eight nodes leave. Nodes that
  * carry their own `remat`, or that lie in another block than the
  * Attention, are left alone.
  *

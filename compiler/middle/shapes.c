@@ -68,6 +68,10 @@ static int topo_sort(Ctx *c, Graph *g)
     /* consumers[t]: the nodes reading tensor t, as CSR arrays */
     int *first = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof(int));
     int nedges = 0;
+    /* counted afresh: a graph is sorted again after a rewrite drops nodes
+     * (fuse.c), and every compile_parsed sorts it once more */
+    for (int t = 0; t < g->ntensors; t++)
+        g->tensors[t].nconsumers = 0;
     for (int n = 0; n < g->nnodes; n++)
         for (int i = 0; i < g->nodes[n].nin; i++) {
             Tensor *t = &g->tensors[g->nodes[n].in[i]];

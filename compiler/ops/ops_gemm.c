@@ -42,9 +42,8 @@ static int shape_matmul_bias(Ctx *c, Graph *g, Node *n)
     if (b->rank != 2 || bias->rank != 1 || bias->dims[0] != b->dims[1])
         return node_error(c, g, n, ctx_printf(c, "MatMul's bias '%s' has "
             "shape %s; a bias (the third input) is one vector of input 1's "
-            "%ld columns, and input 1 '%s' (%s) must be a matrix", bias->name,
-            shape_str(c, bias), b->dims[b->rank - 1], b->name,
-            shape_str(c, b)));
+            "columns, and input 1 '%s' (%s) must be a matrix", bias->name,
+            shape_str(c, bias), b->name, shape_str(c, b)));
     return 0;
 }
 

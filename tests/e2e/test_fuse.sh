@@ -124,4 +124,17 @@ for shape in 12 "1 12" 5; do
             bad "MatMul with a bias of shape $shape: $(cat "$work/err")"
     fi
 done
+# a training BatchNormalization beside a fused bias: sorting the graph
+# again after the rewrite must not count its running statistics' reader
+# twice (shapes.c's check that the step's in-place update is their only
+# reader); the same MatMul whose product a second node reads keeps its Add
+bn=tests/graphs/batchnorm_ops.xml
+sed 's|<initializer name="w2"|<initializer name="b2" shape="5" init="zeros"/>\n    &|; s|<node name="fc" op="Gemm" in="f w2" out="h"/>|<node name="fc" op="MatMul" in="f w2" out="h0"/><node name="fc.bias" op="Add" in="h0 b2" out="h"/>|' "$bn" > "$work/bn_mm.xml"
+"$remat" schedule "$work/bn_mm.xml" --policy none > "$work/bn_mm.s" 2> "$work/bn_mm.err" &&
+    grep -qE '^h +fc +MatMul ' "$work/bn_mm.s" && ! grep -q '^h0 ' "$work/bn_mm.s" && ok ||
+    bad "training BatchNorm beside a MatMul + Add: not compiled with the bias folded: $(cat "$work/bn_mm.err")"
+sed 's|<output name="loss"|<node name="extra" op="ReduceMean" in="h0" out="ex" keepdims="0"/><output name="ex" loss="false"/>\n    &|' "$work/bn_mm.xml" > "$work/bn_keep.xml"
+"$remat" schedule "$work/bn_keep.xml" --policy none > "$work/bn_keep.s" &&
+    grep -qE '^h0 +fc +MatMul ' "$work/bn_keep.s" && grep -qE '^h +fc\.bias +Add ' "$work/bn_keep.s" && ok ||
+    bad "a MatMul whose product is read twice lost its Add"
 finish test_fuse
