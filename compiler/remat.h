@@ -883,8 +883,9 @@ int heap_pop(Heap *h);
 
 /* "32x256", "scalar" */
 const char *shape_str(Ctx *c, const Tensor *t);
-/* How many of g's nodes read tensor t, plus 1000 when it is an output. */
-int graph_readers(const Graph *g, int t);
+/* Per tensor, how many of g's nodes read it, plus 1000 when it is an
+ * output; in *last (when not NULL) the last node reading it, -1 for none. */
+int *graph_reader_counts(Ctx *c, const Graph *g, int **last);
 /* The tensors and nodes marked 1 in dead_t and dead_n leave g, every
  * index renumbered (the rewrites of front/fold.c and middle/fuse.c). */
 void graph_drop(Ctx *c, Graph *g, const char *dead_t, const char *dead_n);

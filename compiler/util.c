@@ -541,16 +541,29 @@ int write_weights(Ctx *c, const char *xml_path, const Imported *im)
     return 0;
 }
 
-/* How many of the graph's nodes read tensor t, plus 1000 when it is an
- * output (a rewrite may drop a tensor only the node it rewrites reads). */
-int graph_readers(const Graph *g, int t)
+/* Per tensor, how many of the graph's nodes read it, plus 1000 when it is
+ * an output (a rewrite may drop a tensor only the node it rewrites
+ * reads); in *last, when not NULL, the last node reading it (-1: none).
+ * One pass over the nodes. */
+int *graph_reader_counts(Ctx *c, const Graph *g, int **last)
 {
-    int k = 0;
+    int *k = ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *k);
+    int *r = last ? ctx_alloc(c, ((size_t)g->ntensors + 1) * sizeof *r) : NULL;
+    for (int t = 0; t < g->ntensors; t++) {
+        k[t] = 0;
+        if (r)
+            r[t] = -1;
+    }
     for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; j < g->nodes[i].nin; j++)
-            k += g->nodes[i].in[j] == t;
+        for (int j = 0; j < g->nodes[i].nin; j++) {
+            k[g->nodes[i].in[j]]++;
+            if (r)
+                r[g->nodes[i].in[j]] = i;
+        }
     for (int i = 0; i < g->noutputs; i++)
-        k += g->outputs[i] == t ? 1000 : 0;
+        k[g->outputs[i]] += 1000;
+    if (last)
+        *last = r;
     return k;
 }
 

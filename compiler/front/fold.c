@@ -31,11 +31,10 @@
 
 /* A frozen float parameter whose values are known at compile time, read by
  * one node only (so that it can leave the graph with the fold). */
-static int known(const Graph *g, int t)
+static int known(const Graph *g, const int *readers, int t)
 {
     const Tensor *x = &g->tensors[t];
-    if (x->kind != T_PARAM || x->trainable || x->is_int ||
-        graph_readers(g, t) != 1)
+    if (x->kind != T_PARAM || x->trainable || x->is_int || readers[t] != 1)
         return 0;
     return x->init == INIT_ZEROS || x->init == INIT_ONES ||
            x->init == INIT_CONSTANT || (x->init == INIT_FILE && x->data);
@@ -60,25 +59,27 @@ static long out_channels(const Graph *g, const Node *p)
     return node_int(p, "transB") ? w->dims[0] : w->dims[1];
 }
 
-/* The producer of the BatchNormalization's input when the two can fold. */
-static Node *foldable(Graph *g, const Node *n)
+/* The producer of the BatchNormalization's input when the two can fold
+ * (readers: graph_reader_counts, taken before any fold). */
+static Node *foldable(Graph *g, const int *readers, const Node *n)
 {
     if (n->op != OP_BATCH_NORM || node_int(n, "training_mode") != 0)
         return NULL;
     for (int i = 1; i < 5; i++)
-        if (!known(g, n->in[i]))
+        if (!known(g, readers, n->in[i]))
             return NULL;
     const Tensor *x = &g->tensors[n->in[0]];
-    if (x->kind != T_ACT || x->producer < 0 || graph_readers(g, n->in[0]) != 1)
+    if (x->kind != T_ACT || x->producer < 0 || readers[n->in[0]] != 1)
         return NULL;
     Node *p = &g->nodes[x->producer];
     long ch = out_channels(g, p);
-    if (ch < 0 || ch != g->tensors[n->in[1]].numel || !known(g, p->in[1]))
+    if (ch < 0 || ch != g->tensors[n->in[1]].numel ||
+        !known(g, readers, p->in[1]))
         return NULL;
     if (p->nin < 3)
         return p;
     const Tensor *b = &g->tensors[p->in[2]];
-    return known(g, p->in[2]) && b->rank == 1 && b->numel == ch ? p : NULL;
+    return known(g, readers, p->in[2]) && b->rank == 1 && b->numel == ch ? p : NULL;
 }
 
 /* A name (and C name) no tensor has yet: base, else base_2, base_3, ... */
@@ -174,13 +175,14 @@ static void fold_one(Ctx *c, Graph *g, Node *p, Node *n, char *dead_t)
 
 int fold_batch_norms(Ctx *c, Graph *g)
 {
+    const int *readers = graph_reader_counts(c, g, NULL);
     char *dead_t = ctx_alloc(c, (size_t)g->ntensors + 1);
     char *dead_n = ctx_alloc(c, (size_t)g->nnodes + 1);
     memset(dead_t, 0, (size_t)g->ntensors + 1);
     memset(dead_n, 0, (size_t)g->nnodes + 1);
     int folded = 0;
     for (int i = 0; i < g->nnodes; i++) {
-        Node *p = foldable(g, &g->nodes[i]);
+        Node *p = foldable(g, readers, &g->nodes[i]);
         if (!p)
             continue;
         fold_one(c, g, p, &g->nodes[i], dead_t);
