@@ -5322,31 +5322,22 @@ static inline float argtap_kk(const float *r, ptrdiff_t w, int k, float *y)
     return t;
 }
 
-/* Eight outputs of one interior row, the first window's tap (0, 0) at r;
- * index_4 four. A constant count is one vector (256 or 128 bits) with no
- * scalar tail: gcc's scalar argtap_kk branches on the data, mispredicting
- * about every other window of a ReLU's output (cnn's rows are 14 and 7
- * windows long). The taps go through a float buffer: a byte store in the
- * same loop (a char may alias anything) kept gcc from vectorizing it. */
-static inline void index_8(float *restrict y, unsigned char *restrict idx,
-                           const float *restrict r, ptrdiff_t w, int k)
+/* n (8 or 4, a constant wherever this is inlined) outputs of one interior
+ * row, the first window's tap (0, 0) at r. A constant count is one vector
+ * (256 or 128 bits) with no scalar tail: gcc's scalar argtap_kk branches
+ * on the data, mispredicting about every other window of a ReLU's output
+ * (cnn's rows are 14 and 7 windows long). The taps go through a float
+ * buffer: a byte store in the same loop (a char may alias anything) kept
+ * gcc from vectorizing it. */
+static inline void index_chunk(float *restrict y, unsigned char *restrict idx,
+                               const float *restrict r, ptrdiff_t w, int k,
+                               int n)
 {
     float taps[8];
     int j;
-    for (j = 0; j < 8; j++)
+    for (j = 0; j < n; j++)
         taps[j] = argtap_kk(r + 2 * j, w, k, &y[j]);
-    for (j = 0; j < 8; j++)
-        idx[j] = (unsigned char)taps[j];
-}
-
-static inline void index_4(float *restrict y, unsigned char *restrict idx,
-                           const float *restrict r, ptrdiff_t w, int k)
-{
-    float taps[4];
-    int j;
-    for (j = 0; j < 4; j++)
-        taps[j] = argtap_kk(r + 2 * j, w, k, &y[j]);
-    for (j = 0; j < 4; j++)
+    for (j = 0; j < n; j++)
         idx[j] = (unsigned char)taps[j];
 }
 
@@ -5363,13 +5354,13 @@ static inline void index_row(float *y, unsigned char *idx, const float *r,
         for (j = 0; j < n; j++)
             idx[j] = (unsigned char)argtap_kk(r + 2 * j, w, k, &y[j]);
     } else if (n < 8) {
-        index_4(y, idx, r, w, k);
-        index_4(y + n - 4, idx + n - 4, r + 2 * (n - 4), w, k);
+        index_chunk(y, idx, r, w, k, 4);
+        index_chunk(y + n - 4, idx + n - 4, r + 2 * (n - 4), w, k, 4);
     } else {
         for (j = 0; j + 8 <= n; j += 8)
-            index_8(y + j, idx + j, r + 2 * j, w, k);
+            index_chunk(y + j, idx + j, r + 2 * j, w, k, 8);
         if (j < n)
-            index_8(y + n - 8, idx + n - 8, r + 2 * (n - 8), w, k);
+            index_chunk(y + n - 8, idx + n - 8, r + 2 * (n - 8), w, k, 8);
     }
 }
 
