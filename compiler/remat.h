@@ -563,6 +563,9 @@ typedef struct {
                              * block boundary, which is proven */
     double floor;           /* not proven, with max_arena: no plan that
                              * fits costs less (picoseconds) */
+    int forms_kept;         /* not proven, but the least of the plans that
+                             * keep every compact form, which is proven
+                             * (solve_compact.c) */
     int nfree;              /* free decisions among needed tensors */
     /* with max_arena, when no plan that recomputes each tensor once fits:
      * every recomputed tensor is rebuilt for each backward that reads it

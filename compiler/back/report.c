@@ -140,6 +140,11 @@ static const char *proven_text(Ctx *c, const Remat *r)
     return r->proven ? "yes" : r->rebuild
            ? "no (no plan that recomputes a tensor once fits: this one "
              "rebuilds at each use, the best of those found)"
+           : r->forms_kept
+           ? ctx_printf(c, "no (the proven least recompute of the plans that "
+                        "keep every compact form; none rebuilding one that "
+                        "fits was found, and no plan that fits recomputes in "
+                        "under %.12f s)", r->floor / PS_PER_S)
            : r->proven_kept
            ? ctx_printf(c, "no (at most the proven least recompute of the "
                         "plans that keep every block boundary; no plan that "

@@ -1298,8 +1298,9 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
                      f.plans[0].bytes + (double)r->compact_fixed,
                      nb, nb == 1 ? "" : "s", boundary,
                      r->compact_choice || r->compact_fixed == 0 ? ""
-                     : ctx_printf(c, " and compact forms (%zu bytes, which "
-                                  "an arena bound keeps)", r->compact_fixed),
+                     : ctx_printf(c, " and compact forms (%zu bytes; no plan "
+                                  "rebuilding some of them fits the arena)",
+                                  r->compact_fixed),
                      nm ? "; must_save tensors: " : "", nm ? must.data : "",
                      no ? "; saved because recomputing them needs as much "
                           "saved: " : "", no ? other.data : "");
@@ -1333,8 +1334,9 @@ static int least_recompute(Ctx *c, const Graph *g, const Remat *r,
  * is a plan for its search to better. */
 static int budget_within(Ctx *c, const Graph *g, const Policy *p,
                          const Budget *b, int nested, const char *seed,
-                         Remat **out)
+                         Remat **out, int *refusal_proven)
 {
+    *refusal_proven = 0;
     Remat *r = ctx_alloc(c, sizeof *r);
     Frontier f;
     Plan pick;
@@ -1363,14 +1365,36 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
         remat_apply(g, r, pick.recompute);
         rc = 0;
     }
-    if (rc)
+    if (rc) {
+        *refusal_proven = proven;
         return -1;
+    }
     r->budgeted = 1;
     r->budget_bytes = want;
     r->max_arena = b->max_arena;
     r->proven = proven;
     r->nfree = count_free(g, r);
     *out = r;
+    return 0;
+}
+
+/* The plans above keep every compact form: under an arena bound those
+ * rebuilding one are tried too (solve_compact.c), where one fits and the
+ * answer recomputes more, or there is none (rc: a refusal, proof: it was
+ * a proof); the refusal stands where none does. */
+static int with_forms(Ctx *c, const Graph *g, const Policy *p,
+                      const Budget *b, int rc, int proof, Remat **out)
+{
+    char refusal[sizeof c->err];
+    memcpy(refusal, c->err, sizeof refusal);
+    Remat *answer = rc == 0 ? *out : NULL;
+    if (compact_fit(c, g, p, b, rc != 0 && proof, &answer) || !answer) {
+        if (rc)
+            memcpy(c->err, refusal, sizeof refusal);
+        return -1;
+    }
+    c->err[0] = 0;
+    *out = answer;
     return 0;
 }
 
@@ -1384,10 +1408,12 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
 {
     Remat *kept = NULL;
     char *seed = NULL;
-    if (b->max_arena > 0 && budget_within(c, g, p, b, 0, NULL, &kept) == 0) {
+    int proof = 0;
+    if (b->max_arena > 0 &&
+        budget_within(c, g, p, b, 0, NULL, &kept, &proof) == 0) {
         if (g->nblocks == 0) {      /* nothing to open */
             *out = kept;
-            return 0;
+            return with_forms(c, g, p, b, 0, 0, out);
         }
         /* a plan that rebuilds is the last resort of the search over
          * every plan too, not a seed to better */
@@ -1395,8 +1421,9 @@ int remat_budget(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
         for (int t = 0; seed && t < g->ntensors; t++)
             seed[t] = kept->keep[t] == KEEP_RECOMPUTE;
     }
-    if (budget_within(c, g, p, b, 1, seed, out))
-        return -1;
-    (*out)->proven_kept = seed && kept->proven && !(*out)->proven;
-    return 0;
+    *out = NULL;
+    int rc = budget_within(c, g, p, b, 1, seed, out, &proof);
+    if (rc == 0)
+        (*out)->proven_kept = seed && kept->proven && !(*out)->proven;
+    return b->max_arena > 0 ? with_forms(c, g, p, b, rc, proof, out) : rc;
 }

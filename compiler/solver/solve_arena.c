@@ -1197,7 +1197,7 @@ static int too_small(Ctx *c, Arena *a, const Frontier *f, const char *why,
                      : ctx_printf(c, "; the least arena of the saved-bytes "
                                   "frontier's plans is %.0f bytes%s", least,
                                   a->r->compact_fixed ? " (every compact form "
-                                  "kept, as under any arena bound)" : ""),
+                                  "kept)" : ""),
                      spaced >= least ? "" : ctx_printf(c, ", of nested "
                      "checkpointing's (a few boundaries kept, the others "
                      "rebuilt from them) %.0f", spaced),
@@ -1322,7 +1322,7 @@ static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
 /* The saved-bytes frontier's least cost within cap, a bound too (every
  * plan that fits saves at most max-arena bytes); 0 when it is not exact,
  * HUGE_VAL when no plan is within cap. */
-static double frontier_bound(const Frontier *f, double cap)
+double frontier_bound(const Frontier *f, double cap)
 {
     if (!f->proven || f->overflow)
         return 0;
@@ -1358,7 +1358,9 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
     const char *over = fixed_over(c, &a);
     if (over) {
         *bound = 0;
-        return rebuild_fit(c, &a, f, over, proven);
+        int rc = rebuild_fit(c, &a, f, over, proven);
+        *proven = rc && !a.failed;  /* the refusal: a proof */
+        return rc;
     }
     double cap = want < max_arena ? want : max_arena;
     a.want = want;
@@ -1406,11 +1408,16 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
         return -1;
     if (best.recompute == NULL && want < HUGE_VAL)
         return too_small(c, &a, f, "no plan within the budget fits", 0);
-    if (best.recompute == NULL)
-        return rebuild_fit(c, &a, f, !*proven
-                           ? "no plan found fits (the search gave up)"
-                           : "no plan that recomputes a tensor once fits",
-                           proven);
+    if (best.recompute == NULL) {
+        int searched = *proven;
+        int rc = rebuild_fit(c, &a, f, !searched
+                             ? "no plan found fits (the search gave up)"
+                             : "no plan that recomputes a tensor once fits",
+                             proven);
+        if (rc)
+            *proven = searched && !a.failed;
+        return rc;
+    }
     remat_apply(g, r, best.recompute);
     r->max_arena = max_arena;   /* the driver plans it as leaf() did */
     return 0;

@@ -1,8 +1,9 @@
 /*
- * solver.h: what the solver's files (solve.c, solve_arena.c, ranges.c)
- * share, and the tests that check them, beyond the contract in remat.h
- * (solve_frontier, remat_budget): the frontier's other programs, the
- * walk and its hooks, the live-bytes measure and the segment tree.
+ * solver.h: what the solver's files (solve.c, solve_arena.c,
+ * solve_compact.c, ranges.c) share, and the tests that check them, beyond
+ * the contract in remat.h (solve_frontier, remat_budget): the frontier's
+ * other programs, the walk and its hooks, the live-bytes measure, the
+ * compact forms' second step and the segment tree.
  */
 #ifndef SOLVER_H
 #define SOLVER_H
@@ -96,10 +97,24 @@ int search_hooked(Ctx *c, const Graph *g, const Remat *r, double want,
  * tensor 1 = recompute), applied to r; *proven when it is the least, else
  * *bound, a cost no plan that fits has less of. Where no plan that
  * recomputes each tensor once fits, and rebuild_ok, a plan that rebuilds
- * at each use (Remat.rebuild). An error when no plan fits. */
+ * at each use (Remat.rebuild). An error when no plan fits, with *proven
+ * where that is a proof: no plan that recomputes each tensor once (and
+ * keeps every compact form) fits. */
 int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
               double want, double max_arena, int step, const char *seed,
               int rebuild_ok, int *proven, double *bound);
+/* The saved-bytes frontier's least cost within cap saved bytes, a bound
+ * on every plan whose arena is cap (every saved buffer is live where the
+ * backward starts); 0 when the frontier is not exact, HUGE_VAL when no
+ * plan is within cap (solve_arena.c). */
+double frontier_bound(const Frontier *f, double cap);
+/* After remat_budget's arena answer (*answer; NULL where it refused),
+ * the plans that rebuild a compact form instead of keeping it
+ * (solve_compact.c; refusal_proven: the refusal was a proof): *answer becomes the first of them that fits and
+ * recomputes less, or stays, its proof qualified where such a plan could
+ * beat it (Remat.forms_kept). -1 on failure only. */
+int compact_fit(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
+                int refusal_proven, Remat **answer);
 /* For the tests: fit_arena answers by its branch and bound alone (no
  * candidate plans, no per-statement bound), so that they check it; at 2,
  * without its cut on the cost still to come either. */

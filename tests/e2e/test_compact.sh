@@ -18,7 +18,8 @@
 #   bytes (every activation can be rebuilt from the input x); between, the
 #   mask rebuilt is relu0's, the cheapest (one Gemm from x, where relu1's
 #   needs two); the recompute writes it, the first forward does not; the
-#   gradients stay bitwise those of none; under --max-arena masks are kept;
+#   gradients stay bitwise those of none; an arena bound keeps the masks
+#   where it has room and rebuilds relu0's where the three do not fit;
 # - graphs/cnn.xml under none: both Relu outputs kept as masks and read by
 #   their MaxPools as window winners, the bytes worked by hand, in the text
 #   report, its JSON and the generated file's summary.
@@ -121,12 +122,25 @@ run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --budget 1280 &&
 # bytes than the plan saves
 [ "$(key "$work/out" peak_saved_bytes)" -le "$(key "$work/out" saved_bytes)" ] && ok ||
     bad "mlp frozen --budget 1280: peak_saved_bytes above saved_bytes (a rebuilt mask counted saved)"
-# with an arena bound every form is kept, and the refusal says so
-run 1 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --budget 9472 --max-ram 100000000 &&
-    grep -q 'budget 9472 bytes cannot be met: .*compact forms (12288 bytes, which an arena bound keeps)' "$work/err" &&
-    ok || bad "mlp frozen --budget 9472 --max-ram: not the budget's refusal"
+# an arena bound weighs rebuilding a form too (solve_compact.c): where
+# it has room, every mask kept and nothing recomputed; the saved-bytes
+# budget of 9,472 under a RAM bound is the budget's plan above; and at
+# 266,240 bytes, below the 270,336 every plan keeping the three masks
+# needs (the arena solver's refusal before), relu0's mask is rebuilt
 run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --max-arena 400000 &&
-    [ "$(key "$work/out" compact_forms)" = 3 ] && ok || bad "mlp frozen --max-arena: masks not kept"
+    [ "$(key "$work/out" compact_forms)" = 3 ] && [ "$(key "$work/out" recompute_flops)" = 0 ] &&
+    [ "$(key "$work/out" proven_optimal)" = yes ] && ok || bad "mlp frozen --max-arena 400000: masks not kept"
+run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --budget 9472 --max-ram 100000000 &&
+    grep -q '^compact: a0, 1-bit mask of relu0 (Relu), 4096 bytes, rebuilt in the backward, not kept$' "$work/out" &&
+    [ "$(key "$work/out" saved_bytes)" = 9472 ] && [ "$(key "$work/out" proven_optimal)" = yes ] &&
+    ok || bad "mlp frozen --budget 9472 --max-ram: not relu0's mask rebuilt"
+run 0 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --max-arena 266240 &&
+    grep -q '^compact: a0, 1-bit mask of relu0 (Relu), 4096 bytes, rebuilt in the backward, not kept$' "$work/out" &&
+    [ "$(key "$work/out" compact_forms)" = 2 ] && [ "$(key "$work/out" arena_bytes)" -le 266240 ] &&
+    ok || bad "mlp frozen --max-arena 266240: not relu0's mask rebuilt"
+run 1 "$remat" schedule "$mlp" --policy none "${frozen[@]}" --max-arena 200000 &&
+    grep -q 'max-arena 200000 bytes cannot be met' "$work/err" && ok ||
+    bad "mlp frozen --max-arena 200000: no refusal"
 "$remat" compile "$mlp" --policy none "${frozen[@]}" --budget 9472 -o "$work/b9472.c" &&
     grep -q 'rt_relu_forward_mask(r_a0, ' "$work/b9472.c" &&
     ! grep -q 'rt_relu_forward_mask(v_a0, ' "$work/b9472.c" &&
@@ -137,10 +151,13 @@ for b in 9472 1280; do
         "$work/frozen_b$b" --seed 2 --dump "$work/frozen_b$b.d" >/dev/null && ok ||
         bad "mlp frozen --budget $b: build or dump"
 done
+"$remat" build "$mlp" --policy none "${frozen[@]}" --max-arena 266240 -o "$work/frozen_a266240" &&
+    "$work/frozen_a266240" --seed 2 --dump "$work/frozen_a266240.d" >/dev/null && ok ||
+    bad "mlp frozen --max-arena 266240: build or dump"
 set +f
-for b in 9472 1280; do
-    same_dirs "$work/frozen_none.d" "$work/frozen_b$b.d" && ok ||
-        bad "mlp frozen --budget $b: gradients differ from none's"
+for b in b9472 b1280 a266240; do
+    same_dirs "$work/frozen_none.d" "$work/frozen_$b.d" && ok ||
+        bad "mlp frozen $b: gradients differ from none's"
 done
 
 # ---- cnn: masks and window winners ---------------------------------------------------

@@ -444,6 +444,61 @@ static void check_nested(Ctx *x, const Compiled *m, int rc, double least,
     nested_proven += m->remat->proven;
 }
 
+/* Every plan with a compact form a choice too (remat_classify_budget:
+ * a Relu's mask rebuilt instead of kept), where the graph has one: what
+ * an arena bound's second step (solve_compact.c) may answer; NULL where
+ * it has none. Set by the random tests around their checks. */
+static const Fit *forms_all;
+static int forms_n, forms_cases, forms_proven, forms_better;
+
+/* forms_all for g: every plan with the forms a choice, where some free
+ * tensor's form could be rebuilt and the plans are at most 2^12. */
+static void with_forms(Ctx *c, const Graph *g, const Policy *p)
+{
+    Remat *r = ctx_alloc(c, sizeof *r);
+    forms_all = NULL;
+    ck_assert(remat_classify_budget(c, g, p, r) == 0);
+    int free[64], nfree = 0, choice = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        choice |= r->compact_free[t] && !r->needed[t];
+        if (r->free[t] && nfree < 64)
+            free[nfree++] = t;
+    }
+    if (!choice || nfree > 12)
+        return;
+    forms_n = 1 << nfree;
+    forms_all = every_plan(c, g, r, p, free, nfree);
+}
+
+/* With a form a choice: a refusal only where no plan keeping every form
+ * fits (or the walk gave up); an answer within both bounds costing at
+ * least the least of every plan (least_all), that when proven; counted
+ * where it beats every plan keeping the forms (least). */
+static void check_forms(const Ctx *x, const Compiled *m, int rc, double least,
+                        double least_all, double want, double arena,
+                        double got, const char *xml)
+{
+    forms_cases++;
+    if (rc != 0) {
+        ck_assert_msg(least == HUGE_VAL || strstr(x->err, "gave up"),
+                      "arena %.0f: refused where a plan keeping every form "
+                      "recomputes %.0f: %s\n%s", arena, least, x->err, xml);
+        return;
+    }
+    if (rebuilt(m, rc, least, 1, arena, got))
+        return;
+    Summary s;
+    summarize(m, &s);
+    double cost = m->train->recompute_cost;
+    ck_assert_msg(got <= arena && s.saved_bytes <= want && cost >= least_all &&
+                  (!m->remat->proven || cost == least_all),
+                  "arena %.0f, budget %.0f, forms a choice: cost %.0f (proven "
+                  "%d), exhaustive %.0f (keeping every form %.0f)\n%s", arena,
+                  want, cost, m->remat->proven, least_all, least, xml);
+    forms_proven += m->remat->proven;
+    forms_better += cost < least;
+}
+
 /* Where a plan keeping every block boundary fits, the answer is no
  * dearer than the least of those (the seed of the search over every
  * plan, solve.c's remat_budget), at least the least of every plan, and
@@ -462,6 +517,13 @@ static void check_max_arena(Ctx *c, const Graph *g, const Policy *p,
     double least = least_fitting(all, n, want, arena);
     double kept = least_closed(all, n, want, arena);
     int rc = compile_budget(&x, g, p, &b, &m);
+    if (forms_all) {
+        check_forms(&x, &m, rc, least,
+                    least_fitting(forms_all, forms_n, want, arena), want,
+                    arena, rc ? 0 : (double)m.train->arena_bytes, xml);
+        ctx_free(&x);
+        return;
+    }
     if (rc == 0 && rebuilt(&m, rc, least, 0, arena,
                            (double)m.train->arena_bytes)) {
         ctx_free(&x);
@@ -511,6 +573,21 @@ static void check_fused_arena(const Graph *g, const Policy *p, const Fit *all,
             least = all[i].cost;
     Compiled m;
     int rc = compile_budget(&x, g, p, &b, &m);
+    double got = 0;
+    if (rc == 0) {
+        double fused = (double)m.fused->arena_bytes;
+        double fwd = (double)m.fwd->arena_bytes;
+        got = fused > fwd ? fused : fwd;
+    }
+    if (forms_all) {
+        double all_least = HUGE_VAL;
+        for (int i = 0; i < forms_n; i++)
+            if (forms_all[i].fused <= arena && forms_all[i].cost < all_least)
+                all_least = forms_all[i].cost;
+        check_forms(&x, &m, rc, least, all_least, HUGE_VAL, arena, got, xml);
+        ctx_free(&x);
+        return;
+    }
     if (rc == 0 && m.remat->rebuild) {
         double fused = (double)m.fused->arena_bytes;
         double fwd = (double)m.fwd->arena_bytes;
@@ -554,6 +631,7 @@ START_TEST(fused_arena_matches_exhaustive_search)
         tried++;
         int n = 1 << nfree;
         Fit *all = every_plan(&c, g, &r, p, free, nfree);
+        with_forms(&c, g, p);
         double most = 0, cheapest = HUGE_VAL;
         for (int i = 0; i < n; i++)
             if (all[i].cost < cheapest || (all[i].cost == cheapest &&
@@ -564,6 +642,7 @@ START_TEST(fused_arena_matches_exhaustive_search)
             check_fused_arena(g, p, all, n, all[i].fused - 1, xml);
             binding += all[i].fused - 1 < most;
         }
+        forms_all = NULL;
         ctx_free(&c);
     }
     ck_assert_int_ge(binding, 50);     /* the bound often decided */
@@ -593,6 +672,7 @@ START_TEST(max_arena_matches_exhaustive_search)
         free_max = nfree > free_max ? nfree : free_max;
         int n = 1 << nfree;
         Fit *all = every_plan(&c, g, &r, p, free, nfree);
+        with_forms(&c, g, p);
         double mid_bytes = (all[0].bytes + all[n - 1].bytes) / 2;
         for (int i = 0; i < n; i += 1 + n / 6) {
             double a = all[i].arena, lower = all[(i * 7 + 3) % n].arena;
@@ -609,6 +689,7 @@ START_TEST(max_arena_matches_exhaustive_search)
                            least_fitting(all, n, HUGE_VAL, HUGE_VAL);
             }
         }
+        forms_all = NULL;
         ctx_free(&c);
     }
     ck_assert_int_ge(free_max, 10);    /* the search met real choices */
@@ -617,7 +698,12 @@ START_TEST(max_arena_matches_exhaustive_search)
             "boundary, %d of them proven; %d others proven only among the "
             "plans that keep every boundary\n", nested_bounds, nested_proven,
             kept_only);
+    fprintf(stderr, "max-arena: %d bounds on graphs with a compact form a "
+            "choice, %d answers proven, %d beating every plan keeping the "
+            "forms\n", forms_cases, forms_proven, forms_better);
     ck_assert_int_ge(nested_bounds, 20);
+    ck_assert_int_ge(forms_cases, 100);     /* forms were a choice */
+    ck_assert_int_ge(forms_better, 1);      /* and rebuilding one won */
 }
 END_TEST
 
