@@ -797,6 +797,11 @@ int lower_plain(Im *m, ONode *o, OpKind op)
         a->f = o->epsilon;
     }
     if (!strcmp(o->op, "Attention") && !o->p) {
+        /* 3-D from try_attention: heads in the batch, one each */
+        if (m->g->tensors[n->in[0]].rank == 3) {
+            set_int(n, "q_num_heads", 1);
+            set_int(n, "kv_num_heads", 1);
+        }
         set_int(n, "is_causal", o->causal);
         Attr *a = attr_of(n, "scale");
         a->set = 1;

@@ -12,6 +12,7 @@
  */
 #include "onnx_impl.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -773,13 +774,13 @@ int lower_gather_const(Im *m, ONode *o)
     return 0;
 }
 
-/* The value's IR tensor if it has one of rank 4. */
-static const Tensor *rank4(Im *m, int v)
+/* The value's IR tensor if it is a float one of rank 3 or 4. */
+static const Tensor *heads_rank(Im *m, int v)
 {
     if (v < 0 || m->v[v].tensor < 0)
         return NULL;
     const Tensor *t = &m->g->tensors[m->v[v].tensor];
-    return t->rank == 4 && !t->is_int ? t : NULL;
+    return (t->rank == 4 || t->rank == 3) && !t->is_int ? t : NULL;
 }
 
 /* A constant mask whose last two axes (sq, skv) say, at every index of
@@ -797,6 +798,16 @@ static int is_causal_mask(const Val *c, long sq, long skv, int want_true)
             return 0;
     }
     return 1;
+}
+
+/* The fill of a causal Where: -inf, or the float's most negative value
+ * (Hugging Face's torch.finfo(float32).min). With the diagonal never
+ * masked a row's max is a real score, and exp(-FLT_MAX - max) is 0 in
+ * float32 for any max above -FLT_MAX + 104: the same probabilities. */
+static int is_mask_fill(const Im *m, int v)
+{
+    return is_const_scalar(m, v, -INFINITY, 0) ||
+           is_const_scalar(m, v, -FLT_MAX, 0);
 }
 
 /* Folds value v now, with what it depends on, when it is a constant that
@@ -826,42 +837,100 @@ static int fold_now(Im *m, int v, int depth)
     return x->known;
 }
 
-/* Transpose(k) -> MatMul(q, .) -> Mul/Div by a constant -> [Where with a
- * causal mask and -inf] -> Softmax(last axis) -> MatMul(., v), all 4-D and
- * each read once: one Attention node, which keeps no probabilities. */
+/* Which Transpose of k (rank 3 or 4) makes K^T for attention: 1, the
+ * last two axes swapped (k is (.., T, D)); 2, k's sequence axis not yet
+ * in place, which *move (the perm making k (.., T, D)) puts there; 0,
+ * neither. torch folds x.transpose(1, 2).transpose(-2, -1) into one
+ * (B, T, H, D) -> (B, H, D, T); nn.MultiheadAttention keeps heads in the
+ * batch, (T, B*H, D) -> (B*H, D, T). */
+static int key_transpose(const Onnx__AttributeProto *perm, int rank,
+                         long *move)
+{
+    static const long last4[] = {0, 1, 3, 2}, later4[] = {0, 2, 3, 1},
+                      move4[] = {0, 2, 1, 3}, last3[] = {0, 2, 1},
+                      later3[] = {1, 2, 0}, move3[] = {1, 0, 2};
+    const long *last = rank == 4 ? last4 : last3;
+    const long *later = rank == 4 ? later4 : later3;
+    if (!perm || perm->n_ints != (size_t)rank)
+        return 0;
+    int is_last = 1, is_later = 1;
+    for (int i = 0; i < rank; i++) {
+        is_last &= perm->ints[i] == last[i];
+        is_later &= perm->ints[i] == later[i];
+        move[i] = rank == 4 ? move4[i] : move3[i];
+    }
+    return is_last ? 1 : is_later ? 2 : 0;
+}
+
+/* The constant scale after MatMul(q, K^T), as *sc and *scale (1 and NULL
+ * where there is none: torch's nn.MultiheadAttention scales q before the
+ * product); 0 where a Mul or Div reads it but not by a positive constant. */
+static int score_scale(Im *m, ONode *mm1, ONode **sc, float *scale)
+{
+    *scale = 1;
+    *sc = only_reader(m, mm1->out[0], "Mul");
+    if (!*sc)
+        *sc = only_reader(m, mm1->out[0], "Div");
+    if (!*sc)
+        return 1;
+    if ((*sc)->in[0] != mm1->out[0] || !fold_now(m, (*sc)->in[1], 0) ||
+        !is_const_scalar(m, (*sc)->in[1], 0, INFINITY))
+        return 0;
+    double c = val_get(&m->v[(*sc)->in[1]], 0);
+    *scale = (float)(strcmp((*sc)->op, "Div") ? c : 1.0 / c);
+    return *scale > 0 && isfinite(*scale);
+}
+
+/* k moved by perm into (.., T, D): a Transpose node of its own, named
+ * after tr, whose value replaces k's. -1 on failure, else the value. */
+static int moved_key(Im *m, ONode *tr, const long *perm, int rank)
+{
+    int kv = im_new_val(m, ctx_printf(m->c, "%s_heads", m->v[tr->in[0]].name),
+                        tr->what);
+    if (kv < 0)
+        return -1;
+    Node *n = new_node(m, tr->name, OP_TRANSPOSE);
+    n->in[n->nin++] = m->v[tr->in[0]].tensor;
+    set_ints(n, "perm", perm, rank);
+    int t = add_out(m, n, m->v[kv].name);
+    if (finish_node(m, n, tr))
+        return -1;
+    m->v[kv].tensor = t;
+    m->v[kv].varying = 1;
+    shape_to_val(&m->v[kv], &m->g->tensors[t]);
+    return kv;
+}
+
+/* Transpose(k) -> MatMul(q, .) -> [Mul/Div by a constant] -> [Where with a
+ * causal mask and -inf] -> Softmax(last axis) -> MatMul(., v), each read
+ * once: one Attention node, which keeps no probabilities. Over 4-D heads
+ * (B, H, T, D), or 3-D with the heads in the batch (B*H, T, D: torch's
+ * nn.MultiheadAttention, one head per batch entry of ONNX's 3-D form). */
 int try_attention(Im *m, ONode *tr)
 {
-    const Onnx__AttributeProto *perm = onnx_attr(tr, "perm");
-    const Tensor *k = rank4(m, tr->in[0]);
-    /* K^T straight from (B, H, T, D), or from (B, T, H, D) heads not yet
-     * moved (torch folds x.transpose(1, 2).transpose(-2, -1) into one) */
-    int heads_first = perm && perm->n_ints == 4 && perm->ints[0] == 0 &&
-                      perm->ints[1] == 1 && perm->ints[2] == 3 &&
-                      perm->ints[3] == 2;
-    int heads_later = perm && perm->n_ints == 4 && perm->ints[0] == 0 &&
-                      perm->ints[1] == 2 && perm->ints[2] == 3 &&
-                      perm->ints[3] == 1;
-    if (!k || !(heads_first || heads_later))
+    const Tensor *k = heads_rank(m, tr->in[0]);
+    long move[4];
+    int how = k ? key_transpose(onnx_attr(tr, "perm"), k->rank, move) : 0;
+    if (!how)
         return 0;
+    int r = k->rank;
     ONode *mm1 = only_reader(m, tr->out[0], "MatMul");
     if (!mm1 || mm1->in[1] != tr->out[0])
         return 0;
-    const Tensor *q = rank4(m, mm1->in[0]);
-    long kb = k->dims[0], kh = heads_first ? k->dims[1] : k->dims[2],
-         kt = heads_first ? k->dims[2] : k->dims[1], kd = k->dims[3];
-    if (!q || q->dims[0] != kb || q->dims[1] != kh || q->dims[3] != kd)
+    const Tensor *q = heads_rank(m, mm1->in[0]);
+    /* k's batch, heads (1 when 3-D), sequence and size */
+    long kb = how == 2 && r == 3 ? k->dims[1] : k->dims[0];
+    long kh = r == 3 ? 1 : how == 1 ? k->dims[1] : k->dims[2];
+    long kt = how == 1 ? k->dims[r - 2] : k->dims[r == 3 ? 0 : 1];
+    long kd = k->dims[r - 1];
+    if (!q || q->rank != r || q->dims[0] != kb ||
+        (r == 4 && q->dims[1] != kh) || q->dims[r - 1] != kd)
         return 0;
-    ONode *sc = only_reader(m, mm1->out[0], "Mul");
-    if (!sc)
-        sc = only_reader(m, mm1->out[0], "Div");
-    if (!q || !sc || sc->in[0] != mm1->out[0] || !fold_now(m, sc->in[1], 0) ||
-        !is_const_scalar(m, sc->in[1], 0, INFINITY))
+    ONode *sc;
+    float scale;
+    if (!score_scale(m, mm1, &sc, &scale))
         return 0;
-    double c = val_get(&m->v[sc->in[1]], 0);
-    float scale = (float)(strcmp(sc->op, "Div") ? c : 1.0 / c);
-    if (!(scale > 0) || !isfinite(scale))
-        return 0;
-    int at = sc->out[0], causal = 0;
+    int at = sc ? sc->out[0] : mm1->out[0], causal = 0;
     ONode *wh = only_reader(m, at, "Where");
     if (wh) {
         for (int i = 0; i < 3 && i < wh->nin; i++)
@@ -870,8 +939,8 @@ int try_attention(Im *m, ONode *tr)
         int masked_true = wh->in[2] == at;   /* Where(mask, -inf, x) */
         int fill = masked_true ? wh->in[1] : wh->in[2];
         if ((masked_true ? wh->in[2] : wh->in[1]) != at ||
-            !is_const_scalar(m, fill, -INFINITY, 0) ||
-            !is_causal_mask(&m->v[wh->in[0]], q->dims[2], kt, masked_true))
+            !is_mask_fill(m, fill) ||
+            !is_causal_mask(&m->v[wh->in[0]], q->dims[r - 2], kt, masked_true))
             return 0;
         at = wh->out[0];
         causal = 1;
@@ -879,29 +948,18 @@ int try_attention(Im *m, ONode *tr)
     ONode *sm = only_reader(m, at, "Softmax");
     /* before opset 13 Softmax flattens from its axis (default 1) */
     long axis = sm ? onnx_attr_int(sm, "axis", m->opset < 13 ? 1 : -1) : 0;
-    if (!sm || (axis != -1 && axis != 3))
+    if (!sm || (axis != -1 && axis != r - 1))
         return 0;
     ONode *mm2 = only_reader(m, sm->out[0], "MatMul");
-    if (!mm2 || mm2->in[0] != sm->out[0] || !rank4(m, mm2->in[1]))
+    const Tensor *v = mm2 ? heads_rank(m, mm2->in[1]) : NULL;
+    if (!mm2 || mm2->in[0] != sm->out[0] || !v || v->rank != r)
         return 0;
-    int kv = tr->in[0];
-    if (heads_later) {      /* K itself: (B, T, H, D) -> (B, H, T, D) */
-        kv = im_new_val(m, ctx_printf(m->c, "%s_heads", m->v[tr->in[0]].name),
-                        tr->what);
-        if (kv < 0)
-            return -1;
-        Node *n = new_node(m, tr->name, OP_TRANSPOSE);
-        n->in[n->nin++] = m->v[tr->in[0]].tensor;
-        long p[4] = {0, 2, 1, 3};
-        set_ints(n, "perm", p, 4);
-        int t = add_out(m, n, m->v[kv].name);
-        if (finish_node(m, n, tr))
-            return -1;
-        m->v[kv].tensor = t;
-        m->v[kv].varying = 1;
-        shape_to_val(&m->v[kv], &m->g->tensors[t]);
-    }
-    tr->done = mm1->done = sc->done = sm->done = 1;
+    int kv = how == 2 ? moved_key(m, tr, move, r) : tr->in[0];
+    if (kv < 0)
+        return -1;
+    tr->done = mm1->done = sm->done = 1;
+    if (sc)
+        sc->done = 1;
     if (wh)
         wh->done = 1;
     mm2->op = "Attention";

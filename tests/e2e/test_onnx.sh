@@ -210,6 +210,20 @@ if [ -f "$work/lstm32/xml/lstm32.xml" ]; then
     echo "lstm32: 32 step blocks; pareto $(head -1 "$d/pareto" | sed 's/.*: //'), $first to ${last% *} bytes; at 2,500 bytes of arena $pairs steps kept"
 fi
 
+# Attention as torch exports it becomes remat's Attention (docs/onnx.md),
+# one node per layer and no Softmax left (no probabilities kept): the
+# Hugging Face GPT-2 layout, causal by a Where whose fill is
+# torch.finfo(float32).min, and nn.MultiheadAttention's heads in the
+# batch (3-D, q scaled before the product); both held to torch above.
+for m in gpt2_hf mha; do
+    x=$work/$m/xml/$m.xml
+    [ -f "$x" ] || continue
+    [ "$(grep -c 'op="Attention"' "$x")" = 2 ] && ! grep -q 'op="Softmax"' "$x" && ok ||
+        bad "$m: $(grep -c 'op="Attention"' "$x") Attention nodes, $(grep -c 'op="Softmax"' "$x") Softmax, want 2 and 0"
+done
+[ ! -f "$work/gpt2_hf/xml/gpt2_hf.xml" ] || grep -q 'op="Attention".*is_causal="1"' "$work/gpt2_hf/xml/gpt2_hf.xml" &&
+    ok || bad "gpt2_hf: its Attention is not causal"
+
 # Initializers in an external data file (location, offset, length), as
 # onnx.save_model(save_as_external_data=True) writes a large model: the
 # same C, byte for byte, as from raw_data in the model itself.
