@@ -294,6 +294,10 @@ typedef struct {
      * one, so the emitter's din[i] is always NULL. int64 inputs never have
      * one anyway (they are graph inputs or views of them). */
     unsigned no_grad;
+    /* Bit i (within no_grad): input i may not depend on a trainable
+     * parameter: its gradient is owed but not computed (Attention's
+     * mask), so autodiff refuses such a graph with one line. */
+    unsigned grad_refused;
     /* Bit i: the backward can write d(input i) instead of adding into it
      * (the runtime's _set twins), so the schedule skips zeroing an
      * activation's gradient whose first contribution this is; the emitter

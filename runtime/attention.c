@@ -91,13 +91,38 @@ static int attn_row_keys(int i, int j0, int nk, int causal)
     return n < 0 ? 0 : attn_min(n, nk);
 }
 
-/* s = scale * Q K^T for query rows i0.. (mq) and keys j0.. (nk), stride nk;
- * q's and k's rows lq apart. */
+/* An additive mask of one head (NULL: none): row i's entries at mask +
+ * i * row, key j's at + j (row 0 where every query sees one row). */
+typedef struct {
+    const float *at;
+    size_t row;
+} attn_mask;
+
+/* s = scale * Q K^T (+ the mask) for query rows i0.. (mq) and keys j0..
+ * (nk), stride nk; q's and k's rows lq apart. */
 static void attn_scores(float *s, const float *q, const float *k, int i0,
-                        int mq, int j0, int nk, int e, int lq, float scale)
+                        int mq, int j0, int nk, int e, int lq, float scale,
+                        const attn_mask *mask)
 {
+    int i, j;
     rt_sgemm(0, 1, mq, nk, e, scale, q + (size_t)i0 * lq, lq,
              k + (size_t)j0 * lq, lq, 0.0f, s, nk);
+    for (i = 0; mask->at != NULL && i < mq; i++) {
+        const float *mi = mask->at + (size_t)(i0 + i) * mask->row + j0;
+        float *si = s + (size_t)i * nk;
+        for (j = 0; j < nk; j++)
+            si[j] += mi[j];
+    }
+}
+
+/* Head b's mask: batch entry b / per's (mask_b apart; 0 broadcasts). */
+static attn_mask attn_head_mask(const float *mask, size_t mask_b,
+                                size_t mask_q, int b, int per)
+{
+    attn_mask m;
+    m.at = mask != NULL ? mask + (size_t)(b / per) * mask_b : NULL;
+    m.row = mask_q;
+    return m;
 }
 
 /* Head b's first row in a tensor of s rows of d per head, heads per batch
@@ -267,13 +292,15 @@ size_t rt_attention_scratch(int skv, int ev)
  * blocks; with one block y gets the product directly (the same bits). */
 typedef struct {
     float *y;
-    const float *q, *k, *v;
-    int heads, sq, skv, e, ev, lq, lv, causal;
+    const float *q, *k, *v, *mask;
+    size_t mask_b, mask_q;
+    int mask_heads, heads, sq, skv, e, ev, lq, lv, causal;
     float scale, *scratch;
 } attn_fwd;
 
 static void attn_forward_block(const attn_fwd *a, float *y, const float *q,
-                               const float *k, const float *v, int i0, int mq,
+                               const float *k, const float *v,
+                               const attn_mask *mask, int i0, int mq,
                                float *scratch)
 {
     const int skv = a->skv, e = a->e, ev = a->ev, lq = a->lq, lv = a->lv;
@@ -295,7 +322,7 @@ static void attn_forward_block(const attn_fwd *a, float *y, const float *q,
     }
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
-        attn_scores(s, q, k, i0, mq, j0, nk, e, lq, a->scale);
+        attn_scores(s, q, k, i0, mq, j0, nk, e, lq, a->scale, mask);
         for (i = 0; i < mq; i++) {
             const float c =
                 attn_fold_row(s + (size_t)i * nk,
@@ -336,8 +363,10 @@ static void attn_forward_heads(void *ctx, int lane, int b0, int b1)
         const float *kb = a->k + attn_head(b, a->heads, a->skv, a->e);
         const float *vb = a->v + attn_head(b, a->heads, a->skv, a->ev);
         float *yb = a->y + attn_head(b, a->heads, a->sq, a->ev);
+        const attn_mask mask =
+            attn_head_mask(a->mask, a->mask_b, a->mask_q, b, a->mask_heads);
         for (i0 = 0; i0 < a->sq; i0 += RT_ATTN_BQ)
-            attn_forward_block(a, yb, qb, kb, vb, i0,
+            attn_forward_block(a, yb, qb, kb, vb, &mask, i0,
                                attn_min(RT_ATTN_BQ, a->sq - i0), scratch);
     }
 }
@@ -346,6 +375,17 @@ void rt_attention_forward_3d(float *y, const float *q, const float *k,
                              const float *v, int batch, int heads, int sq,
                              int skv, int e, int ev, float scale, int causal,
                              float *scratch)
+{
+    rt_attention_forward_mask_3d(y, q, k, v, NULL, 0, 0, 1, batch, heads, sq,
+                                 skv, e, ev, scale, causal, scratch);
+}
+
+void rt_attention_forward_mask_3d(float *y, const float *q, const float *k,
+                                  const float *v, const float *mask,
+                                  size_t mask_b, size_t mask_q, int mask_heads,
+                                  int batch, int heads, int sq, int skv, int e,
+                                  int ev, float scale, int causal,
+                                  float *scratch)
 {
     attn_fwd a;
     if (skv <= 0) { /* no query sees a key: zeros, and scratch is empty */
@@ -356,6 +396,10 @@ void rt_attention_forward_3d(float *y, const float *q, const float *k,
     a.q = q;
     a.k = k;
     a.v = v;
+    a.mask = mask;
+    a.mask_b = mask_b;
+    a.mask_q = mask_q;
+    a.mask_heads = mask_heads;
     a.heads = heads;
     a.sq = sq;
     a.skv = skv;
@@ -387,6 +431,7 @@ void rt_attention_forward(float *y, const float *q, const float *k,
 typedef struct {
     float *dq, *dk, *dv;
     const float *dy, *q, *k, *v; /* the head's */
+    attn_mask mask;
     int sq, skv, e, ev, lq, lv, causal;
     float scale;
     /* scratch: 2 blocks, 5 rows of stats (l and D with their
@@ -436,7 +481,8 @@ static void attn_bwd_stats(const attn_bwd *a, int i0, int mq, int end)
     }
     for (j0 = 0; j0 < end; j0 += RT_ATTN_BK) {
         const int nk = attn_min(RT_ATTN_BK, end - j0);
-        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->lq, a->scale);
+        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->lq, a->scale,
+                    &a->mask);
         if (ds)
             attn_dp(a, i0, mq, j0, nk);
         for (i = 0; i < mq; i++) {
@@ -466,7 +512,8 @@ static void attn_bwd_probs(const attn_bwd *a, int i0, int mq, int j0, int nk,
 {
     int i;
     if (!reuse) {
-        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->lq, a->scale);
+        attn_scores(a->s, a->q, a->k, i0, mq, j0, nk, a->e, a->lq, a->scale,
+                    &a->mask);
         if (attn_bwd_needs_ds(a))
             attn_dp(a, i0, mq, j0, nk);
     }
@@ -538,8 +585,9 @@ static void attn_bwd_query_block(const attn_bwd *a, int i0, int mq)
 /* The arguments of rt_attention_backward, for its lanes. */
 typedef struct {
     float *dq, *dk, *dv, *scratch;
-    const float *dy, *q, *k, *v;
-    int heads, sq, skv, e, ev, causal;
+    const float *dy, *q, *k, *v, *mask;
+    size_t mask_b, mask_q;
+    int mask_heads, heads, sq, skv, e, ev, causal;
     float scale;
 } attn_bwd_args;
 
@@ -578,6 +626,8 @@ static void attn_backward_heads(void *ctx, int lane, int b0, int b1)
         a.q = w->q + oq;
         a.k = w->k + ok;
         a.v = w->v + ov;
+        a.mask = attn_head_mask(w->mask, w->mask_b, w->mask_q, b,
+                                w->mask_heads);
         for (i0 = 0; i0 < a.sq; i0 += RT_ATTN_BQ)
             attn_bwd_query_block(&a, i0, attn_min(RT_ATTN_BQ, a.sq - i0));
     }
@@ -588,6 +638,19 @@ void rt_attention_backward_3d(float *dq, float *dk, float *dv,
                               const float *v, int batch, int heads, int sq,
                               int skv, int e, int ev, float scale, int causal,
                               float *scratch)
+{
+    rt_attention_backward_mask_3d(dq, dk, dv, dy, q, k, v, NULL, 0, 0, 1,
+                                  batch, heads, sq, skv, e, ev, scale, causal,
+                                  scratch);
+}
+
+void rt_attention_backward_mask_3d(float *dq, float *dk, float *dv,
+                                   const float *dy, const float *q,
+                                   const float *k, const float *v,
+                                   const float *mask, size_t mask_b,
+                                   size_t mask_q, int mask_heads, int batch,
+                                   int heads, int sq, int skv, int e, int ev,
+                                   float scale, int causal, float *scratch)
 {
     attn_bwd_args w;
     /* without keys no query sees one: nothing flows back */
@@ -601,6 +664,10 @@ void rt_attention_backward_3d(float *dq, float *dk, float *dv,
     w.q = q;
     w.k = k;
     w.v = v;
+    w.mask = mask;
+    w.mask_b = mask_b;
+    w.mask_q = mask_q;
+    w.mask_heads = mask_heads;
     w.heads = heads;
     w.sq = sq;
     w.skv = skv;

@@ -1111,6 +1111,30 @@ void rt_attention_backward_3d(float *dq, float *dk, float *dv,
                               const float *v, int batch, int heads, int sq,
                               int skv, int e, int ev, float scale, int causal,
                               float *scratch);
+/* The 3-D kernels (the 4-D layout with heads 1) with an additive mask
+ * (ONNX Attention's float attn_mask) added to the scores before the
+ * softmax: head number b of the batch * heads the kernel runs (b / heads
+ * is its batch entry, b % heads its head) adds to score (i, j)
+ * mask[(b / mask_heads) * mask_b + i * mask_q + j]. mask_heads is the
+ * heads one mask serves (heads; for the 4-D layout flattened to bh, its
+ * own heads); mask_b 0 broadcasts one mask over the batch and mask_q 0
+ * one row over the queries (a key padding mask, (batch, 1, 1, skv)). The
+ * mask gets no gradient. Causal still skips the keys after each query. A
+ * row whose every visible score is -inf gives NaN, as softmax does. NULL
+ * is the kernels above, the same bits. */
+void rt_attention_forward_mask_3d(float *y, const float *q, const float *k,
+                                  const float *v, const float *mask,
+                                  size_t mask_b, size_t mask_q, int mask_heads,
+                                  int batch, int heads, int sq, int skv, int e,
+                                  int ev, float scale, int causal,
+                                  float *scratch);
+void rt_attention_backward_mask_3d(float *dq, float *dk, float *dv,
+                                   const float *dy, const float *q,
+                                   const float *k, const float *v,
+                                   const float *mask, size_t mask_b,
+                                   size_t mask_q, int mask_heads, int batch,
+                                   int heads, int sq, int skv, int e, int ev,
+                                   float scale, int causal, float *scratch);
 
 /* ---- transposed convolution and resize (issue 25) ------------------------- */
 

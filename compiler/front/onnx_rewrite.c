@@ -881,6 +881,24 @@ static int score_scale(Im *m, ONode *mm1, ONode **sc, float *scale)
     return *scale > 0 && isfinite(*scale);
 }
 
+/* Whether value v can be Attention's mask over scores (b, h, sq, skv):
+ * float, its axes right-aligned to those, 1 or b entries, 1 head, 1 or sq
+ * queries, skv keys (what shape_attention asks). */
+static int mask_fits(Im *m, int v, long b, long sq, long skv)
+{
+    const Val *x = &m->v[v];
+    long want[4] = {b, 1, sq, skv};
+    if (x->dt != DT_F32 || x->rank < 1 || x->rank > 4 ||
+        x->dims[x->rank - 1] != skv)
+        return 0;
+    for (int i = 0; i < x->rank - 1; i++) {
+        long d = x->dims[i], w = want[4 - x->rank + i];
+        if (d != 1 && (d != w || 4 - x->rank + i == 1))
+            return 0;
+    }
+    return 1;
+}
+
 /* k moved by perm into (.., T, D): a Transpose node of its own, named
  * after tr, whose value replaces k's. -1 on failure, else the value. */
 static int moved_key(Im *m, ONode *tr, const long *perm, int rank)
@@ -930,7 +948,15 @@ int try_attention(Im *m, ONode *tr)
     float scale;
     if (!score_scale(m, mm1, &sc, &scale))
         return 0;
-    int at = sc ? sc->out[0] : mm1->out[0], causal = 0;
+    int at = sc ? sc->out[0] : mm1->out[0], causal = 0, mask = -1;
+    ONode *ad = r == 4 ? only_reader(m, at, "Add") : NULL;
+    if (ad) {           /* an additive mask: BERT's from attention_mask */
+        mask = ad->in[0] == at ? ad->in[1] : ad->in[0];
+        if (ad->in[0] == ad->in[1] ||
+            !mask_fits(m, mask, kb, q->dims[2], kt))
+            return 0;
+        at = ad->out[0];
+    }
     ONode *wh = only_reader(m, at, "Where");
     if (wh) {
         for (int i = 0; i < 3 && i < wh->nin; i++)
@@ -960,6 +986,8 @@ int try_attention(Im *m, ONode *tr)
     tr->done = mm1->done = sm->done = 1;
     if (sc)
         sc->done = 1;
+    if (ad)
+        ad->done = 1;
     if (wh)
         wh->done = 1;
     mm2->op = "Attention";
@@ -967,7 +995,8 @@ int try_attention(Im *m, ONode *tr)
     mm2->in[0] = mm1->in[0];
     mm2->in[2] = mm2->in[1];
     mm2->in[1] = kv;
-    mm2->nin = 3;
+    mm2->in[3] = mask;
+    mm2->nin = mask >= 0 ? 4 : 3;
     mm2->causal = causal;
     mm2->scale = scale;
     log_rewrite(m, causal ? "MatMul/scale/causal mask/Softmax/MatMul as "

@@ -8,7 +8,9 @@
  * one and the loss depends on it through nodes whose outputs have gradients.
  *
  * An input that the op table marks no_grad (class weights) takes part in
- * neither sweep: it never makes an output require a gradient, nor gets one.
+ * neither sweep: it never makes an output require a gradient, nor gets one;
+ * one it marks grad_refused too (Attention's mask) must not depend on a
+ * trainable parameter, or the graph is refused.
  *
  * A node's backward then runs when one of its outputs has a gradient, and
  * computes the gradient of exactly the inputs that require one. What it
@@ -116,8 +118,16 @@ int autodiff(Ctx *c, Graph *g)
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[g->order[k]];
         int any = 0;
-        for (int i = 0; i < n->nin; i++)
+        for (int i = 0; i < n->nin; i++) {
             any |= takes_grad(n, i) && g->tensors[n->in[i]].requires_grad;
+            if ((n->row->grad_refused >> i & 1) &&
+                g->tensors[n->in[i]].requires_grad)
+                return ctx_error(c, g->file, n->line, "node '%s': its input "
+                                 "%d '%s' depends on a trainable parameter, "
+                                 "but %s gives it no gradient; make what it "
+                                 "depends on trainable=\"false\"", n->name, i,
+                                 g->tensors[n->in[i]].name, n->row->name);
+        }
         for (int o = 0; o < n->nout; o++)
             g->tensors[n->out[o]].requires_grad = any;
     }

@@ -408,13 +408,16 @@ const OpInfo op_table[] = {
     /* The backward reads Q, K and V only and rebuilds the probabilities
      * block by block in scratch: neither the probability matrix nor softmax
      * statistics are kept between forward and backward. */
-    [OP_ATTENTION] = {"Attention", "attention", 3, 3, 1, CAT_ATTENTION,
+    /* the optional additive mask (input 3) gets no gradient: a mask that
+     * depends on a trainable parameter is refused */
+    [OP_ATTENTION] = {"Attention", "attention", 3, 4, 1, CAT_ATTENTION,
                       attention_attrs, shape_attention, flops_attention,
-                      {NEED_IN(0) | NEED_IN(1) | NEED_IN(2),
-                       NEED_IN(0) | NEED_IN(1) | NEED_IN(2),
-                       NEED_IN(0) | NEED_IN(1) | NEED_IN(2)},
+                      {NEED_IN(0) | NEED_IN(1) | NEED_IN(2) | NEED_IN(3),
+                       NEED_IN(0) | NEED_IN(1) | NEED_IN(2) | NEED_IN(3),
+                       NEED_IN(0) | NEED_IN(1) | NEED_IN(2) | NEED_IN(3)},
                       emit_attention_fwd, emit_attention_bwd, NULL,
-                      scratch_attention, .gemm_rate = 1},
+                      scratch_attention, .gemm_rate = 1, .no_grad = 1u << 3,
+                      .grad_refused = 1u << 3},
     /* the backward scatter-adds into the table: it reads the indices only */
     [OP_GATHER] = {"Gather", "gather", 2, 2, 1, CAT_SHAPE, gather_attrs,
                    shape_gather, flops_out, {NEED_IN(1), 0}, emit_gather_fwd,

@@ -1,6 +1,6 @@
 /*
  * ops_attention.c: Attention (ONNX opset 23; runtime attention.c):
- * softmax(Q K^T * scale [+ causal mask]) V per batch and head, the
+ * softmax(Q K^T * scale [+ mask] [+ causal mask]) V per batch and head, the
  * backward recomputing the probabilities from Q and K. Q, K and V are 4-D
  * (batch, heads, sequence, head size), or 3-D (batch, sequence, heads *
  * head size) with q_num_heads and kv_num_heads: the layout the projections
@@ -75,6 +75,36 @@ static int shape_attention_3d(Ctx *c, Graph *g, Node *n)
     return 0;
 }
 
+/* The mask's extent along axis a of (batch, heads, sq, skv), counted from
+ * the right as broadcasting aligns it: 1 where it has no such axis. */
+static long mask_dim(const Tensor *m, int a)
+{
+    int i = m->rank - (4 - a);
+    return i >= 0 ? m->dims[i] : 1;
+}
+
+/* The optional additive mask (input 3): float, broadcast to (batch,
+ * heads, sq, skv) from one mask per batch entry or for all, per query or
+ * one row for all, never per head. */
+static int shape_attention_mask(Ctx *c, Graph *g, Node *n)
+{
+    const Tensor *m = IN(3);
+    const AttnDims d = attn_dims(g, n);
+    long batch = IN(0)->rank == 4 ? IN(0)->dims[0] : d.batch;
+    long b = mask_dim(m, 0), h = mask_dim(m, 1), q = mask_dim(m, 2);
+    if (m->is_int || m->rank < 1 || m->rank > 4 || mask_dim(m, 3) != d.skv ||
+        (q != 1 && q != d.sq) || h != 1 || (b != 1 && b != batch))
+        return node_error(c, g, n, ctx_printf(c, "Attention mask '%s' (%s%s) "
+            "does not fit: it is added to the scores (batch %ld, heads %ld, "
+            "queries %ld, keys %ld), so it must be float with %ld keys last, "
+            "1 or %ld queries before them, 1 head, and 1 or %ld batch entries "
+            "(a key padding mask is (%ld, 1, 1, %ld))", m->name,
+            shape_str(c, m), m->is_int ? ", int64" : "", batch,
+            IN(0)->rank == 4 ? IN(0)->dims[1] : d.heads, d.sq, d.skv, d.skv,
+            d.sq, batch, batch, d.skv));
+    return 0;
+}
+
 int shape_attention(Ctx *c, Graph *g, Node *n)
 {
     int rank = IN(0)->rank;
@@ -84,9 +114,12 @@ int shape_attention(Ctx *c, Graph *g, Node *n)
                 "has shape %s but Q, K and V must all be 4-D (batch, heads, "
                 "sequence, head size) or all 3-D (batch, sequence, heads * "
                 "head size)", i, IN(i)->name, shape_str(c, IN(i))));
-    return rank == 4 ? shape_attention_4d(c, g, n)
-                     : shape_attention_3d(c, g, n);
+    int rc = rank == 4 ? shape_attention_4d(c, g, n)
+                       : shape_attention_3d(c, g, n);
+    return rc || n->nin < 4 ? rc : shape_attention_mask(c, g, n);
 }
+
+static const char *attention_rest(Emit *e, const Node *n);
 
 /* "[batch, heads,] sq, skv, e, ev, scale, causal" (4-D: bh first, no
  * heads); scale defaults to 1/sqrt(head size) */
@@ -94,27 +127,51 @@ static const char *attention_args(Emit *e, const Node *n)
 {
     const Graph *g = e->g;
     const AttnDims d = attn_dims(g, n);
-    const Attr *scale = node_attr(n, "scale");
-    float s = scale->set ? scale->f : (float)(1.0 / sqrt((double)d.e));
     const char *lead = IN(0)->rank == 4
                            ? ctx_printf(e->ctx, "%ld", d.batch)
                            : ctx_printf(e->ctx, "%ld, %ld", d.batch, d.heads);
-    return ctx_printf(e->ctx, "%s, %ld, %ld, %ld, %ld, %s, %ld", lead, d.sq,
-                      d.skv, d.e, d.ev, fmt_float(e->ctx, s),
-                      node_int(n, "is_causal"));
+    return ctx_printf(e->ctx, "%s, %s", lead, attention_rest(e, n));
 }
 
 static const char *attention_suffix(const Graph *g, const Node *n)
 {
-    return IN(0)->rank == 4 ? "" : "_3d";
+    return n->nin > 3 ? "_mask_3d" : IN(0)->rank == 4 ? "" : "_3d";
+}
+
+/* The masked kernels' arguments after v: "mask, mask_b, mask_q,
+ * mask_heads, batch, heads, " (the 4-D layout as bh entries of one head,
+ * each batch entry's mask serving its heads); "" without a mask. */
+static const char *mask_args(Emit *e, const Node *n, const char *mask)
+{
+    const Graph *g = e->g;
+    if (n->nin < 4)
+        return "";
+    const AttnDims d = attn_dims(g, n);
+    const Tensor *m = IN(3);
+    long sq = mask_dim(m, 2), skv = mask_dim(m, 3);
+    long mb = mask_dim(m, 0) > 1 ? sq * skv : 0, mq = sq > 1 ? skv : 0;
+    long per = IN(0)->rank == 4 ? IN(0)->dims[1] : d.heads;
+    return ctx_printf(e->ctx, "%s, %ld, %ld, %ld, %ld, %ld, ", mask, mb, mq,
+                      per, d.batch, d.heads);
+}
+
+/* After the masked kernels' "batch, heads, ": the rest of attention_args. */
+static const char *attention_rest(Emit *e, const Node *n)
+{
+    const AttnDims d = attn_dims(e->g, n);
+    const Attr *scale = node_attr(n, "scale");
+    float s = scale->set ? scale->f : (float)(1.0 / sqrt((double)d.e));
+    return ctx_printf(e->ctx, "%ld, %ld, %ld, %ld, %s, %ld", d.sq, d.skv, d.e,
+                      d.ev, fmt_float(e->ctx, s), node_int(n, "is_causal"));
 }
 
 void emit_attention_fwd(Emit *e, const Node *n, const char *const *out,
                         const char *const *in)
 {
-    emit(e, "rt_attention_forward%s(%s, %s, %s, %s, %s, %s);",
+    emit(e, "rt_attention_forward%s(%s, %s, %s, %s, %s%s, %s);",
          attention_suffix(e->g, n), out[0], in[0], in[1], in[2],
-         attention_args(e, n), e->scratch);
+         mask_args(e, n, n->nin > 3 ? in[3] : NULL),
+         n->nin > 3 ? attention_rest(e, n) : attention_args(e, n), e->scratch);
 }
 
 void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
@@ -122,10 +179,11 @@ void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
                         const char *const *in, const char *const *out)
 {
     (void)out;
-    emit(e, "rt_attention_backward%s(%s, %s, %s, %s, %s, %s, %s, %s, %s);",
+    emit(e, "rt_attention_backward%s(%s, %s, %s, %s, %s, %s, %s, %s%s, %s);",
          attention_suffix(e->g, n), or_null(din, 0, 3), or_null(din, 1, 3),
          or_null(din, 2, 3), dout[0], in[0], in[1], in[2],
-         attention_args(e, n), e->scratch);
+         mask_args(e, n, n->nin > 3 ? in[3] : NULL),
+         n->nin > 3 ? attention_rest(e, n) : attention_args(e, n), e->scratch);
 }
 
 /* A block of scores and its softmax statistics in the forward; scores,

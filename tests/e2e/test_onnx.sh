@@ -213,9 +213,10 @@ fi
 # Attention as torch exports it becomes remat's Attention (docs/onnx.md),
 # one node per layer and no Softmax left (no probabilities kept): the
 # Hugging Face GPT-2 layout, causal by a Where whose fill is
-# torch.finfo(float32).min, and nn.MultiheadAttention's heads in the
-# batch (3-D, q scaled before the product); both held to torch above.
-for m in gpt2_hf mha; do
+# torch.finfo(float32).min; nn.MultiheadAttention's heads in the batch
+# (3-D, q scaled before the product); BERT's additive mask from its
+# attention_mask, the Attention's mask input; all held to torch above.
+for m in gpt2_hf mha bert_mask bert_padmask; do
     x=$work/$m/xml/$m.xml
     [ -f "$x" ] || continue
     [ "$(grep -c 'op="Attention"' "$x")" = 2 ] && ! grep -q 'op="Softmax"' "$x" && ok ||
@@ -223,6 +224,9 @@ for m in gpt2_hf mha; do
 done
 [ ! -f "$work/gpt2_hf/xml/gpt2_hf.xml" ] || grep -q 'op="Attention".*is_causal="1"' "$work/gpt2_hf/xml/gpt2_hf.xml" &&
     ok || bad "gpt2_hf: its Attention is not causal"
+[ ! -f "$work/bert_mask/xml/bert_mask.xml" ] ||
+    [ "$(grep -c 'op="Attention" in="[^ "]* [^ "]* [^ "]* [^ "]*"' "$work/bert_mask/xml/bert_mask.xml")" = 2 ] &&
+    ok || bad "bert_mask: its Attention nodes do not take the mask"
 
 # Initializers in an external data file (location, offset, length), as
 # onnx.save_model(save_as_external_data=True) writes a large model: the

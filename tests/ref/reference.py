@@ -217,16 +217,20 @@ def average_pool(a, ins, at):
 
 def attention(a, ins, at):
     """ONNX Attention; the 3-D form (batch, sequence, heads * size) is split
-    into q_num_heads heads, computed as 4-D and merged back."""
-    q, k, v = ins
+    into q_num_heads heads, computed as 4-D and merged back. An additive
+    mask (input 3) is added to the scores, broadcast as torch does."""
+    q, k, v = ins[:3]
+    mask = ins[3] if len(ins) > 3 else None
     if q.dim() == 3:
         h = int(at["q_num_heads"])
         def split(t):
             return t.reshape(t.shape[0], t.shape[1], h, -1).transpose(1, 2)
-        y = attention(a, [split(q), split(k), split(v)], at)
+        y = attention(a, [split(q), split(k), split(v)] + ins[3:], at)
         return y.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
     scale = float(at["scale"]) if "scale" in at else 1 / math.sqrt(q.shape[-1])
     scores = scale * (q @ k.transpose(-1, -2))
+    if mask is not None:    # additive, broadcast to (batch, heads, sq, skv)
+        scores = scores + mask
     if at.get("is_causal", "0") == "1":
         sq, skv = scores.shape[-2:]
         hidden = torch.ones(sq, skv, dtype=torch.bool).triu(1)

@@ -639,6 +639,122 @@ START_TEST(attention_3d_is_4d_transposed)
 }
 END_TEST
 
+/* ---- an additive mask ---------------------------------------------------- */
+
+/* The 4-D layout of batch 2, heads 2 (bh 4) with a mask served to each
+ * batch entry's two heads (mask_heads 2): a key padding mask (2, 1, 1, 4:
+ * mask_b 4, mask_q 0) of zeros and -1e9, or one (1, 1, 3, 4) of random
+ * scores broadcast over the batch (mask_b 0, mask_q 4). */
+typedef struct {
+    attn_case c;
+    float mask[12];
+    size_t mb, mq;
+} masked_case;
+
+static const attn_spec masked_spec[2] = {
+    {"masked", 4, 3, 4, 3, 2, 0, 0.57735027f},
+    {"masked causal", 4, 3, 4, 3, 2, 1, 0.57735027f},
+};
+
+static void masked_fwd(masked_case *m)
+{
+    const attn_spec *s = m->c.s;
+    rt_attention_forward_mask_3d(m->c.y, m->c.q, m->c.k, m->c.v, m->mask,
+                                 m->mb, m->mq, 2, s->bh, 1, s->sq, s->skv,
+                                 s->e, s->ev, s->scale, s->causal,
+                                 guarded_scratch(&m->c, rt_attention_scratch(
+                                     s->skv, s->ev)));
+    expect_guard(&m->c, rt_attention_scratch(s->skv, s->ev));
+}
+
+static double masked_loss(void *v)
+{
+    masked_case *m = v;
+    masked_fwd(m);
+    return dot(m->c.y, m->c.dy, m->c.ny);
+}
+
+/* The definition in double, the mask added to each head's scores. */
+static void masked_expect(const masked_case *m, double *want)
+{
+    const attn_spec *s = m->c.s;
+    int b, i, j, t, p;
+    for (b = 0; b < s->bh; b++)
+        for (i = 0; i < s->sq; i++) {
+            double sc[8], mx = -INFINITY, sum = 0;
+            double *w = want + (b * s->sq + i) * s->ev;
+            for (j = 0; j < s->skv; j++) {
+                double d = 0;
+                for (p = 0; p < s->e; p++)
+                    d += (double)m->c.q[(b * s->sq + i) * s->e + p] *
+                         m->c.k[(b * s->skv + j) * s->e + p];
+                sc[j] = s->scale * d + m->mask[(b / 2) * m->mb + i * m->mq + j] +
+                        (s->causal && j > i ? -INFINITY : 0.0);
+                mx = fmax(mx, sc[j]);
+            }
+            for (j = 0; j < s->skv; j++)
+                sum += exp(sc[j] - mx);
+            for (t = 0; t < s->ev; t++) {
+                w[t] = 0;
+                for (j = 0; j < s->skv; j++)
+                    w[t] += exp(sc[j] - mx) / sum *
+                            m->c.v[(b * s->skv + j) * s->ev + t];
+            }
+        }
+}
+
+/* _i: bit 0 causal, bit 1 the per-query mask (else key padding). y
+ * against the definition, dq, dk and dv against finite differences (the
+ * mask gets none); a mask of zeros gives the plain kernels' bits. */
+START_TEST(attention_additive_mask)
+{
+    masked_case m;
+    float g[3][ATTN_CAP], p[3][ATTN_CAP], diff[ATTN_CAP], plain[ATTN_CAP];
+    float *in[3] = {m.c.q, m.c.k, m.c.v};
+    const int per_query = _i >> 1;
+    double want[ATTN_CAP];
+    int t, n[3];
+    attn_setup(&m.c, &masked_spec[_i & 1]);
+    n[0] = m.c.nq, n[1] = m.c.nk, n[2] = m.c.nv;
+    tseed(900 + _i);
+    fill(m.c.q, m.c.nq, -1.5f, 1.5f);
+    fill(m.c.k, m.c.nk, -1.5f, 1.5f);
+    fill(m.c.v, m.c.nv, -1, 1);
+    fill(m.c.dy, m.c.ny, -1, 1);
+    m.mb = per_query ? 0 : 4;
+    m.mq = per_query ? 4 : 0;
+    if (per_query) {
+        fill(m.mask, 12, -2, 2);
+    } else {        /* batch 0 pads its last key, batch 1 its second */
+        memset(m.mask, 0, sizeof m.mask);
+        m.mask[3] = m.mask[5] = -1e9f;
+    }
+    masked_fwd(&m);
+    masked_expect(&m, want);
+    expect_near("masked attention: y", m.c.y, want, m.c.ny, 1e-5, 1e-6);
+    for (t = 0; t < 3; t++) {
+        fill(p[t], n[t], -1, 1);
+        memcpy(g[t], p[t], sizeof g[t]);
+    }
+    rt_attention_backward_mask_3d(g[0], g[1], g[2], m.c.dy, m.c.q, m.c.k,
+                                  m.c.v, m.mask, m.mb, m.mq, 2, m.c.s->bh, 1,
+                                  m.c.s->sq, m.c.s->skv, m.c.s->e, m.c.s->ev,
+                                  m.c.s->scale, m.c.s->causal, m.c.scratch);
+    for (t = 0; t < 3; t++) {
+        added(diff, g[t], p[t], n[t]);
+        expect_grad(t == 0 ? "masked attention: dq" : t == 1
+                    ? "masked attention: dk" : "masked attention: dv",
+                    in[t], n[t], diff, masked_loss, &m);
+    }
+    /* zeros: the bits of the kernels without a mask */
+    memset(m.mask, 0, sizeof m.mask);
+    masked_fwd(&m);
+    memcpy(plain, m.c.y, sizeof plain);
+    attn_fwd(&m.c);
+    ck_assert(memcmp(plain, m.c.y, (size_t)m.c.ny * sizeof *plain) == 0);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *attention_suite(void)
@@ -656,6 +772,7 @@ static Suite *attention_suite(void)
                         2 * N_LENS * N_LENS);
     tcase_add_loop_test(tc, attention_key_sums_do_not_drift, 0, 3);
     tcase_add_loop_test(tc, attention_3d_is_4d_transposed, 0, N_ATTN3);
+    tcase_add_loop_test(tc, attention_additive_mask, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }
