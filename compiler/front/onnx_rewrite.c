@@ -881,14 +881,14 @@ static int score_scale(Im *m, ONode *mm1, ONode **sc, float *scale)
     return *scale > 0 && isfinite(*scale);
 }
 
-/* Whether value v can be Attention's mask over scores (b, h, sq, skv):
- * float, its axes right-aligned to those, 1 or b entries, 1 head, 1 or sq
+/* Whether value v can be Attention's mask over scores (b, h, sq, skv), or
+ * the bool condition one is made from: its axes right-aligned to those, 1 or b entries, 1 head, 1 or sq
  * queries, skv keys (what shape_attention asks). */
-static int mask_fits(Im *m, int v, long b, long sq, long skv)
+static int mask_fits(Im *m, int v, int cond, long b, long sq, long skv)
 {
     const Val *x = &m->v[v];
     long want[4] = {b, 1, sq, skv};
-    if (x->dt != DT_F32 || x->rank < 1 || x->rank > 4 ||
+    if ((x->dt != DT_F32 && !cond) || x->rank < 1 || x->rank > 4 ||
         x->dims[x->rank - 1] != skv)
         return 0;
     for (int i = 0; i < x->rank - 1; i++) {
@@ -948,12 +948,12 @@ int try_attention(Im *m, ONode *tr)
     float scale;
     if (!score_scale(m, mm1, &sc, &scale))
         return 0;
-    int at = sc ? sc->out[0] : mm1->out[0], causal = 0, mask = -1;
+    int at = sc ? sc->out[0] : mm1->out[0], causal = 0, mask = -1, keep = 0;
     ONode *ad = r == 4 ? only_reader(m, at, "Add") : NULL;
     if (ad) {           /* an additive mask: BERT's from attention_mask */
         mask = ad->in[0] == at ? ad->in[1] : ad->in[0];
         if (ad->in[0] == ad->in[1] ||
-            !mask_fits(m, mask, kb, q->dims[2], kt))
+            !mask_fits(m, mask, 0, kb, q->dims[2], kt))
             return 0;
         at = ad->out[0];
     }
@@ -963,13 +963,21 @@ int try_attention(Im *m, ONode *tr)
             if (wh->in[i] != at)
                 fold_now(m, wh->in[i], 0);
         int masked_true = wh->in[2] == at;   /* Where(mask, -inf, x) */
+        keep = !masked_true;
         int fill = masked_true ? wh->in[1] : wh->in[2];
         if ((masked_true ? wh->in[2] : wh->in[1]) != at ||
-            !is_mask_fill(m, fill) ||
-            !is_causal_mask(&m->v[wh->in[0]], q->dims[r - 2], kt, masked_true))
+            !is_mask_fill(m, fill))
+            return 0;
+        const Val *cond = &m->v[wh->in[0]];
+        causal = is_causal_mask(cond, q->dims[r - 2], kt, masked_true);
+        /* a computed condition (causal and a padding mask): the mask
+         * input, made when the Attention is lowered and it exists (its
+         * shape is checked then if it is not known yet) */
+        if (!causal && (cond->known || r != 4 || mask != -1 ||
+                        (cond->shaped &&
+                         !mask_fits(m, wh->in[0], 1, kb, q->dims[2], kt))))
             return 0;
         at = wh->out[0];
-        causal = 1;
     }
     ONode *sm = only_reader(m, at, "Softmax");
     /* before opset 13 Softmax flattens from its axis (default 1) */
@@ -999,9 +1007,68 @@ int try_attention(Im *m, ONode *tr)
     mm2->nin = mask >= 0 ? 4 : 3;
     mm2->causal = causal;
     mm2->scale = scale;
+    if (wh && !causal) {
+        mm2->cond_mask = 1 + wh->in[0];
+        mm2->cond_keep = keep;
+        mm2->cond_fill = (float)val_get(&m->v[keep ? wh->in[2] : wh->in[1]], 0);
+    }
     log_rewrite(m, causal ? "MatMul/scale/causal mask/Softmax/MatMul as "
                 "Attention" : "MatMul/scale/Softmax/MatMul as Attention", mm2);
     return 1;
+}
+
+/* A float scalar constant of value x, named after o. */
+static int scalar_const(Im *m, const ONode *o, const char *what, float x)
+{
+    int t = new_tensor(m, ctx_printf(m->c, "%s_%s", o->name, what), T_PARAM);
+    Tensor *c = &m->g->tensors[t];
+    long one = 1;
+    set_shape(c, 1, &one);
+    c->init = INIT_FILE;
+    float *d = ctx_alloc(m->c, sizeof *d);
+    *d = x;
+    c->data = d;
+    return t;
+}
+
+/* try_attention's Attention whose mask is a computed condition (a causal
+ * mask and a padding one): the additive mask Where(cond, fill, 0) (or
+ * Where(cond, 0, fill) where the condition keeps), its input 3. */
+int attention_cond_mask(Im *m, ONode *o)
+{
+    int cond = tensor_of(m, o->cond_mask - 1, o);
+    if (cond < 0)
+        return -1;
+    int qt = tensor_of(m, o->in[0], o), kt = tensor_of(m, o->in[1], o);
+    if (qt < 0 || kt < 0)
+        return -1;
+    shape_to_val(&m->v[o->cond_mask - 1], &m->g->tensors[cond]);
+    const Tensor *q = &m->g->tensors[qt], *k = &m->g->tensors[kt];
+    if (!mask_fits(m, o->cond_mask - 1, 1, q->dims[0], q->dims[2],
+                   k->dims[2]))
+        return lower_error(m, o, ctx_printf(m->c, "the mask condition '%s' of "
+            "this attention (MatMul, Softmax, MatMul rewritten as Attention) "
+            "is %s; remat's Attention takes a mask of (batch or 1, 1, queries "
+            "or 1, keys), one for every head", m->v[o->cond_mask - 1].name,
+            shape_str(m->c, &m->g->tensors[cond])));
+    int fill = scalar_const(m, o, "fill", o->cond_fill);
+    int zero = scalar_const(m, o, "zero", 0.0f);
+    int in[3] = {cond, o->cond_keep ? zero : fill, o->cond_keep ? fill : zero};
+    Node *n;
+    const char *name = ctx_printf(m->c, "%s_mask", o->name);
+    int y = node1(m, o, name, OP_WHERE, in, 3, name, &n);
+    if (finish_node(m, n, o))
+        return -1;
+    int v = im_new_val(m, name, o->what);
+    if (v < 0)
+        return -1;
+    m->v[v].tensor = y;
+    m->v[v].varying = 1;
+    shape_to_val(&m->v[v], &m->g->tensors[y]);
+    o->in[3] = v;
+    o->nin = 4;
+    o->cond_mask = 0;
+    return 0;
 }
 
 /* Trilu of a computed tensor: a product with the constant 0/1 mask of

@@ -215,8 +215,10 @@ fi
 # Hugging Face GPT-2 layout, causal by a Where whose fill is
 # torch.finfo(float32).min; nn.MultiheadAttention's heads in the batch
 # (3-D, q scaled before the product); BERT's additive mask from its
-# attention_mask, the Attention's mask input; all held to torch above.
-for m in gpt2_hf mha bert_mask bert_padmask; do
+# attention_mask, the Attention's mask input; a padded GPT's Where on a
+# computed condition (causal and padding), made that mask; all held to
+# torch above.
+for m in gpt2_hf mha bert_mask bert_padmask gpt_padmask; do
     x=$work/$m/xml/$m.xml
     [ -f "$x" ] || continue
     [ "$(grep -c 'op="Attention"' "$x")" = 2 ] && ! grep -q 'op="Softmax"' "$x" && ok ||
