@@ -998,11 +998,14 @@ int try_attention(Im *m, ONode *tr)
         ad->done = 1;
     if (wh)
         wh->done = 1;
+    int vv = mm2->in[1];
     mm2->op = "Attention";
     mm2->p = NULL;
+    /* room for Q, K, V and a mask (the MatMul's had two) */
+    mm2->in = ctx_alloc(m->c, 5 * sizeof *mm2->in);
     mm2->in[0] = mm1->in[0];
-    mm2->in[2] = mm2->in[1];
     mm2->in[1] = kv;
+    mm2->in[2] = vv;
     mm2->in[3] = mask;
     mm2->nin = mask >= 0 ? 4 : 3;
     mm2->causal = causal;
