@@ -59,6 +59,7 @@ typedef struct {
      * value (0: none), whether true keeps a score (cond_keep), the fill */
     int cond_mask, cond_keep;
     float cond_fill;
+    int mask_late;          /* in[3] a mask attention_mask_input checks */
     const char *approximate;   /* a rewrite's Gelu: "tanh", or NULL */
     float epsilon;             /* a rewrite's LayerNormalization */
     long num_groups;           /* a rewrite's GroupNormalization */
@@ -151,7 +152,7 @@ int keep_transposed(Im *m, ONode *o);
 int lower_matmul_t(Im *m, ONode *o);
 int lower_gather_const(Im *m, ONode *o);
 int try_attention(Im *m, ONode *tr);
-int attention_cond_mask(Im *m, ONode *o);
+int attention_mask_input(Im *m, ONode *o);
 int lower_trilu(Im *m, ONode *o);
 /* Einsum as ReduceSum, Transpose, Reshape and MatMul (issue 25) */
 int lower_einsum(Im *m, ONode *o);

@@ -949,11 +949,15 @@ int try_attention(Im *m, ONode *tr)
     if (!score_scale(m, mm1, &sc, &scale))
         return 0;
     int at = sc ? sc->out[0] : mm1->out[0], causal = 0, mask = -1, keep = 0;
-    ONode *ad = r == 4 ? only_reader(m, at, "Add") : NULL;
-    if (ad) {           /* an additive mask: BERT's from attention_mask */
+    ONode *ad = only_reader(m, at, "Add");
+    if (ad) {           /* an additive mask: BERT's from attention_mask,
+                         * torch's key padding mask (baddbmm) */
         mask = ad->in[0] == at ? ad->in[1] : ad->in[0];
-        if (ad->in[0] == ad->in[1] ||
-            !mask_fits(m, mask, 0, kb, q->dims[2], kt))
+        const Val *x = &m->v[mask];
+        /* checked when lowered where its shape is not known yet */
+        if (ad->in[0] == ad->in[1] || (x->shaped && x->dt != DT_F32) ||
+            (x->shaped && r == 4 &&
+             !mask_fits(m, mask, 0, kb, q->dims[2], kt)))
             return 0;
         at = ad->out[0];
     }
@@ -973,7 +977,7 @@ int try_attention(Im *m, ONode *tr)
         /* a computed condition (causal and a padding mask): the mask
          * input, made when the Attention is lowered and it exists (its
          * shape is checked then if it is not known yet) */
-        if (!causal && (cond->known || r != 4 || mask != -1 ||
+        if (!causal && (cond->known || mask != -1 ||
                         (cond->shaped &&
                          !mask_fits(m, wh->in[0], 1, kb, q->dims[2], kt))))
             return 0;
@@ -1008,6 +1012,7 @@ int try_attention(Im *m, ONode *tr)
     mm2->in[2] = vv;
     mm2->in[3] = mask;
     mm2->nin = mask >= 0 ? 4 : 3;
+    mm2->mask_late = mask >= 0;
     mm2->causal = causal;
     mm2->scale = scale;
     if (wh && !causal) {
@@ -1034,43 +1039,77 @@ static int scalar_const(Im *m, const ONode *o, const char *what, float x)
     return t;
 }
 
-/* try_attention's Attention whose mask is a computed condition (a causal
- * mask and a padding one): the additive mask Where(cond, fill, 0) (or
- * Where(cond, 0, fill) where the condition keeps), its input 3. */
-int attention_cond_mask(Im *m, ONode *o)
+/* A new value for IR tensor y (the output of node made), named name. */
+static int made_val(Im *m, const ONode *o, const char *name, int y)
 {
-    int cond = tensor_of(m, o->cond_mask - 1, o);
-    if (cond < 0)
-        return -1;
-    int qt = tensor_of(m, o->in[0], o), kt = tensor_of(m, o->in[1], o);
-    if (qt < 0 || kt < 0)
-        return -1;
-    shape_to_val(&m->v[o->cond_mask - 1], &m->g->tensors[cond]);
-    const Tensor *q = &m->g->tensors[qt], *k = &m->g->tensors[kt];
-    if (!mask_fits(m, o->cond_mask - 1, 1, q->dims[0], q->dims[2],
-                   k->dims[2]))
-        return lower_error(m, o, ctx_printf(m->c, "the mask condition '%s' of "
-            "this attention (MatMul, Softmax, MatMul rewritten as Attention) "
-            "is %s; remat's Attention takes a mask of (batch or 1, 1, queries "
-            "or 1, keys), one for every head", m->v[o->cond_mask - 1].name,
-            shape_str(m->c, &m->g->tensors[cond])));
-    int fill = scalar_const(m, o, "fill", o->cond_fill);
-    int zero = scalar_const(m, o, "zero", 0.0f);
-    int in[3] = {cond, o->cond_keep ? zero : fill, o->cond_keep ? fill : zero};
-    Node *n;
-    const char *name = ctx_printf(m->c, "%s_mask", o->name);
-    int y = node1(m, o, name, OP_WHERE, in, 3, name, &n);
-    if (finish_node(m, n, o))
-        return -1;
     int v = im_new_val(m, name, o->what);
     if (v < 0)
         return -1;
     m->v[v].tensor = y;
     m->v[v].varying = 1;
     shape_to_val(&m->v[v], &m->g->tensors[y]);
-    o->in[3] = v;
+    return v;
+}
+
+/* The additive mask Where(cond, fill, 0) (or Where(cond, 0, fill) where
+ * the condition keeps) of try_attention's computed condition. */
+static int mask_of_cond(Im *m, ONode *o, int cond)
+{
+    int fill = scalar_const(m, o, "fill", o->cond_fill);
+    int zero = scalar_const(m, o, "zero", 0.0f);
+    int in[3] = {cond, o->cond_keep ? zero : fill, o->cond_keep ? fill : zero};
+    Node *n;
+    const char *name = ctx_printf(m->c, "%s_mask", o->name);
+    int y = node1(m, o, name, OP_WHERE, in, 3, name, &n);
+    return finish_node(m, n, o) ? -1 : made_val(m, o, name, y);
+}
+
+/* A 3-D mask (b, q, keys) of attention with its heads in the batch (3-D
+ * Q, K, V, one head each) viewed as (b, 1, q, keys). */
+static int mask_heads_view(Im *m, ONode *o, int mask)
+{
+    const Tensor *x = &m->g->tensors[m->v[mask].tensor];
+    Node *n = new_node(m, ctx_printf(m->c, "%s_mask4", o->name), OP_RESHAPE);
+    n->in[n->nin++] = m->v[mask].tensor;
+    long shape[4] = {x->dims[0], 1, x->dims[1], x->dims[2]};
+    set_ints(n, "shape", shape, 4);
+    int y = add_out(m, n, ctx_printf(m->c, "%s_4d", x->name));
+    return finish_node(m, n, o) ? -1 : made_val(m, o, m->g->tensors[y].name, y);
+}
+
+/* try_attention's mask, when the Attention is lowered (what it is made
+ * of exists then): from a computed condition, viewed with a head axis
+ * for 3-D heads in the batch, and of a shape Attention takes, or the
+ * import stops with one line. */
+int attention_mask_input(Im *m, ONode *o)
+{
+    int qt = tensor_of(m, o->in[0], o), kt = tensor_of(m, o->in[1], o);
+    int mask = o->cond_mask ? o->cond_mask - 1 : o->in[3];
+    int mt = tensor_of(m, mask, o);
+    if (qt < 0 || kt < 0 || mt < 0)
+        return -1;
+    shape_to_val(&m->v[mask], &m->g->tensors[mt]);
+    const Tensor *q = &m->g->tensors[qt], *k = &m->g->tensors[kt];
+    int r = q->rank;
+    if (r == 3 && m->v[mask].rank == 3)
+        mask = mask_heads_view(m, o, mask);
+    if (mask < 0)
+        return -1;
+    if (!mask_fits(m, mask, o->cond_mask != 0, q->dims[0], q->dims[r - 2],
+                   k->dims[r - 2]))
+        return lower_error(m, o, ctx_printf(m->c, "the mask '%s' of this "
+            "attention (MatMul, Softmax, MatMul rewritten as Attention) is "
+            "%s; remat's Attention takes a mask of (batch or 1, 1, queries "
+            "or 1, keys), one for every head", m->v[mask].name,
+            shape_str(m->c, &m->g->tensors[m->v[mask].tensor])));
+    if (o->cond_mask)
+        mask = mask_of_cond(m, o, m->v[mask].tensor);
+    if (mask < 0)
+        return -1;
+    o->in[3] = mask;
     o->nin = 4;
     o->cond_mask = 0;
+    o->mask_late = 0;
     return 0;
 }
 

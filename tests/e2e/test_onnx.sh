@@ -23,7 +23,7 @@
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 py=/usr/bin/python3
-models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls frozen_bn_fold eval_bn_affine tiny_kws tiny_vww tiny_ad"}
+models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls mha_padmask frozen_bn_fold eval_bn_affine tiny_kws tiny_vww tiny_ad"}
 
 saved() {   # model.onnx policy [flags]
     # shellcheck disable=SC2086
@@ -216,13 +216,15 @@ fi
 # torch.finfo(float32).min; nn.MultiheadAttention's heads in the batch
 # (3-D, q scaled before the product); BERT's additive mask from its
 # attention_mask, the Attention's mask input; a padded GPT's Where on a
-# computed condition (causal and padding), made that mask; all held to
-# torch above.
-for m in gpt2_hf mha bert_mask bert_padmask gpt_padmask; do
+# computed condition (causal and padding), made that mask; torch's
+# nn.TransformerEncoderLayer's src_key_padding_mask (3-D, heads in the
+# batch), viewed with a head axis; all held to torch above.
+for m in gpt2_hf mha bert_mask bert_padmask gpt_padmask mha_padmask; do
     x=$work/$m/xml/$m.xml
     [ -f "$x" ] || continue
-    [ "$(grep -c 'op="Attention"' "$x")" = 2 ] && ! grep -q 'op="Softmax"' "$x" && ok ||
-        bad "$m: $(grep -c 'op="Attention"' "$x") Attention nodes, $(grep -c 'op="Softmax"' "$x") Softmax, want 2 and 0"
+    n=2; [ $m = mha_padmask ] && n=1
+    [ "$(grep -c 'op="Attention"' "$x")" = $n ] && ! grep -q 'op="Softmax"' "$x" && ok ||
+        bad "$m: $(grep -c 'op="Attention"' "$x") Attention nodes, $(grep -c 'op="Softmax"' "$x") Softmax, want $n and 0"
 done
 [ ! -f "$work/gpt2_hf/xml/gpt2_hf.xml" ] || grep -q 'op="Attention".*is_causal="1"' "$work/gpt2_hf/xml/gpt2_hf.xml" &&
     ok || bad "gpt2_hf: its Attention is not causal"

@@ -1074,6 +1074,34 @@ class BertMask(nn.Module):
                 torch.randint(0, 3, (2,), generator=g))
 
 
+class MhaPadMask(nn.Module):
+    """torch's nn.TransformerEncoderLayer over padded sequences:
+    src_key_padding_mask from an int64 input (1 where a key is padding),
+    which torch 1.13's multi_head_attention_forward turns into a float
+    mask of (batch * heads, 1, keys) and adds to the scores with baddbmm
+    (exported as scores * 1 + mask * 1); the first position classified."""
+
+    input_names = ["x", "pad", "y"]
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.0,
+                                              batch_first=True)
+        self.head = nn.Linear(d, 3)
+
+    def forward(self, x, pad, y):
+        h = self.enc(x, src_key_padding_mask=pad.bool())
+        return F.cross_entropy(self.head(h[:, 0]), y)
+
+    @staticmethod
+    def inputs(g):
+        pad = torch.zeros(3, 5, dtype=torch.long)
+        pad[0, 3:] = 1
+        pad[2, 1:] = 1
+        return (torch.randn(3, 5, 16, generator=g), pad,
+                torch.randint(0, 3, (3,), generator=g))
+
+
 class EinsumLayer(nn.Module):
     """A pre-LayerNorm transformer layer written with torch.einsum, as
     einops-style code does: heads projected straight from (b, n, d)
@@ -1592,6 +1620,7 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "where_labels": WhereLabels,
           # bool constants computed with bool tensors, int64 sums (issue 25)
           "gpt_padmask": GptPadMask, "last_token_cls": LastTokenCls,
+          "mha_padmask": MhaPadMask,
           # eval-mode BatchNorm, folded and with a trainable affine (issue 26)
           "frozen_bn_fold": FrozenBnFold, "eval_bn_affine": EvalBnAffine}
 
