@@ -152,6 +152,7 @@ int keep_transposed(Im *m, ONode *o);
 int lower_matmul_t(Im *m, ONode *o);
 int lower_gather_const(Im *m, ONode *o);
 int try_attention(Im *m, ONode *tr);
+int try_einsum_attention(Im *m, ONode *o);
 int attention_mask_input(Im *m, ONode *o);
 int lower_trilu(Im *m, ONode *o);
 /* Einsum as ReduceSum, Transpose, Reshape and MatMul (issue 25) */

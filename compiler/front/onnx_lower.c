@@ -974,8 +974,10 @@ static int lower_node(Im *m, ONode *o)
         return rnn < 0 ? -1 : 0;
     if (!strcmp(o->op, "Trilu") && o->in[0] >= 0 && m->v[o->in[0]].tensor >= 0)
         return lower_trilu(m, o);
-    if (!strcmp(o->op, "Einsum"))  /* issue 25: lowered, onnx_rewrite.c */
-        return lower_einsum(m, o);
+    if (!strcmp(o->op, "Einsum")) { /* issue 25: lowered, onnx_rewrite.c */
+        int rc = try_einsum_attention(m, o);
+        return rc ? (rc < 0 ? -1 : 0) : lower_einsum(m, o);
+    }
     int known = op_lookup(o->op);
     if ((known == OP_MAX || known == OP_MIN) && o->nin != 2 && o->nin > 0)
         return lower_variadic(m, o, (OpKind)known);

@@ -13,6 +13,7 @@
 #include "onnx_impl.h"
 
 #include <float.h>
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -919,11 +920,130 @@ static int moved_key(Im *m, ONode *tr, const long *perm, int rank)
     return kv;
 }
 
-/* Transpose(k) -> MatMul(q, .) -> [Mul/Div by a constant] -> [Where with a
- * causal mask and -inf] -> Softmax(last axis) -> MatMul(., v), each read
- * once: one Attention node, which keeps no probabilities. Over 4-D heads
- * (B, H, T, D), or 3-D with the heads in the batch (B*H, T, D: torch's
- * nn.MultiheadAttention, one head per batch entry of ONNX's 3-D form). */
+/* An attention pattern found: from the scores' product (first, q by K^T)
+ * through the optional scale, additive mask and masking Where to the
+ * Softmax and the product with v (second). */
+typedef struct {
+    ONode *first, *sc, *ad, *wh, *sm, *second;
+    int rank, q, v, mask, causal, keep;
+    long batch, sq, skv;    /* the scores' batch, queries and keys */
+    float scale;
+} AttnMatch;
+
+/* The optional additive mask after the scores (a->at's reader): BERT's
+ * from attention_mask, torch's key padding mask (baddbmm); its shape is
+ * checked when the Attention is lowered where not known yet. */
+static int match_mask_add(Im *m, AttnMatch *a, int *at)
+{
+    a->ad = only_reader(m, *at, "Add");
+    if (!a->ad)
+        return 1;
+    a->mask = a->ad->in[0] == *at ? a->ad->in[1] : a->ad->in[0];
+    const Val *x = &m->v[a->mask];
+    if (a->ad->in[0] == a->ad->in[1] || (x->shaped && x->dt != DT_F32) ||
+        (x->shaped && a->rank == 4 &&
+         !mask_fits(m, a->mask, 0, a->batch, a->sq, a->skv)))
+        return 0;
+    *at = a->ad->out[0];
+    return 1;
+}
+
+/* The optional Where filling masked scores with -inf (or finfo.min): a
+ * constant causal mask (is_causal), or a computed condition, the mask
+ * input made when the Attention is lowered and the condition exists. */
+static int match_where(Im *m, AttnMatch *a, int *at)
+{
+    ONode *wh = a->wh = only_reader(m, *at, "Where");
+    if (!wh)
+        return 1;
+    for (int i = 0; i < 3 && i < wh->nin; i++)
+        if (wh->in[i] != *at)
+            fold_now(m, wh->in[i], 0);
+    int masked_true = wh->in[2] == *at;     /* Where(mask, -inf, x) */
+    a->keep = !masked_true;
+    int fill = masked_true ? wh->in[1] : wh->in[2];
+    if ((masked_true ? wh->in[2] : wh->in[1]) != *at || !is_mask_fill(m, fill))
+        return 0;
+    const Val *cond = &m->v[wh->in[0]];
+    a->causal = is_causal_mask(cond, a->sq, a->skv, masked_true);
+    if (!a->causal && (cond->known || a->mask != -1 ||
+                       (cond->shaped &&
+                        !mask_fits(m, wh->in[0], 1, a->batch, a->sq, a->skv))))
+        return 0;
+    *at = wh->out[0];
+    return 1;
+}
+
+/* Everything after a->first: scale, mask, Where, Softmax over the keys
+ * (the last axis), and the product with v, whose op is second_op (MatMul
+ * or Einsum; ok_second says whether it is the product p v). */
+static int match_tail(Im *m, AttnMatch *a, const char *second_op,
+                      int (*ok_second)(Im *m, const ONode *o, int p))
+{
+    if (!score_scale(m, a->first, &a->sc, &a->scale))
+        return 0;
+    int at = a->sc ? a->sc->out[0] : a->first->out[0];
+    a->mask = -1;
+    if (!match_mask_add(m, a, &at) || !match_where(m, a, &at))
+        return 0;
+    a->sm = only_reader(m, at, "Softmax");
+    /* before opset 13 Softmax flattens from its axis (default 1) */
+    long axis = a->sm ? onnx_attr_int(a->sm, "axis", m->opset < 13 ? 1 : -1)
+                      : 0;
+    if (!a->sm || (axis != -1 && axis != a->rank - 1))
+        return 0;
+    a->second = only_reader(m, a->sm->out[0], second_op);
+    if (!a->second || a->second->in[0] != a->sm->out[0] ||
+        !ok_second(m, a->second, a->sm->out[0]))
+        return 0;
+    const Tensor *v = heads_rank(m, a->second->in[1]);
+    a->v = a->second->in[1];
+    return v && v->rank == a->rank;
+}
+
+/* The matched nodes become one Attention node (the second product's),
+ * of Q q, K k, V and the mask. */
+static void rewrite_attention(Im *m, AttnMatch *a, int k, const char *what)
+{
+    ONode *o = a->second;
+    ONode *gone[5] = {a->first, a->sm, a->sc, a->ad, a->wh};
+    for (int i = 0; i < 5; i++)
+        if (gone[i])
+            gone[i]->done = 1;
+    o->op = "Attention";
+    o->p = NULL;
+    /* room for Q, K, V and a mask (the product had two) */
+    o->in = ctx_alloc(m->c, 5 * sizeof *o->in);
+    o->in[0] = a->q;
+    o->in[1] = k;
+    o->in[2] = a->v;
+    o->in[3] = a->mask;
+    o->nin = a->mask >= 0 ? 4 : 3;
+    o->mask_late = a->mask >= 0;
+    o->causal = a->causal;
+    o->scale = a->scale;
+    if (a->wh && !a->causal) {
+        o->cond_mask = 1 + a->wh->in[0];
+        o->cond_keep = a->keep;
+        o->cond_fill = (float)val_get(
+            &m->v[a->keep ? a->wh->in[2] : a->wh->in[1]], 0);
+    }
+    log_rewrite(m, ctx_printf(m->c, "%s/scale/%sSoftmax/%s as Attention",
+                              what, a->causal ? "causal mask/" : "", what), o);
+}
+
+static int is_pv_matmul(Im *m, const ONode *o, int p)
+{
+    (void)m;
+    return o->in[0] == p;
+}
+
+/* Transpose(k) -> MatMul(q, .) -> [Mul/Div by a constant] -> [Add of a
+ * mask] -> [Where with a causal mask and -inf] -> Softmax(last axis) ->
+ * MatMul(., v), each read once: one Attention node, which keeps no
+ * probabilities. Over 4-D heads (B, H, T, D), or 3-D with the heads in
+ * the batch (B*H, T, D: torch's nn.MultiheadAttention, one head per
+ * batch entry of ONNX's 3-D form). */
 int try_attention(Im *m, ONode *tr)
 {
     const Tensor *k = heads_rank(m, tr->in[0]);
@@ -931,11 +1051,14 @@ int try_attention(Im *m, ONode *tr)
     int how = k ? key_transpose(onnx_attr(tr, "perm"), k->rank, move) : 0;
     if (!how)
         return 0;
-    int r = k->rank;
-    ONode *mm1 = only_reader(m, tr->out[0], "MatMul");
-    if (!mm1 || mm1->in[1] != tr->out[0])
+    AttnMatch a = {0};
+    a.rank = k->rank;
+    int r = a.rank;
+    a.first = only_reader(m, tr->out[0], "MatMul");
+    if (!a.first || a.first->in[1] != tr->out[0])
         return 0;
-    const Tensor *q = heads_rank(m, mm1->in[0]);
+    a.q = a.first->in[0];
+    const Tensor *q = heads_rank(m, a.q);
     /* k's batch, heads (1 when 3-D), sequence and size */
     long kb = how == 2 && r == 3 ? k->dims[1] : k->dims[0];
     long kh = r == 3 ? 1 : how == 1 ? k->dims[1] : k->dims[2];
@@ -944,84 +1067,71 @@ int try_attention(Im *m, ONode *tr)
     if (!q || q->rank != r || q->dims[0] != kb ||
         (r == 4 && q->dims[1] != kh) || q->dims[r - 1] != kd)
         return 0;
-    ONode *sc;
-    float scale;
-    if (!score_scale(m, mm1, &sc, &scale))
-        return 0;
-    int at = sc ? sc->out[0] : mm1->out[0], causal = 0, mask = -1, keep = 0;
-    ONode *ad = only_reader(m, at, "Add");
-    if (ad) {           /* an additive mask: BERT's from attention_mask,
-                         * torch's key padding mask (baddbmm) */
-        mask = ad->in[0] == at ? ad->in[1] : ad->in[0];
-        const Val *x = &m->v[mask];
-        /* checked when lowered where its shape is not known yet */
-        if (ad->in[0] == ad->in[1] || (x->shaped && x->dt != DT_F32) ||
-            (x->shaped && r == 4 &&
-             !mask_fits(m, mask, 0, kb, q->dims[2], kt)))
-            return 0;
-        at = ad->out[0];
-    }
-    ONode *wh = only_reader(m, at, "Where");
-    if (wh) {
-        for (int i = 0; i < 3 && i < wh->nin; i++)
-            if (wh->in[i] != at)
-                fold_now(m, wh->in[i], 0);
-        int masked_true = wh->in[2] == at;   /* Where(mask, -inf, x) */
-        keep = !masked_true;
-        int fill = masked_true ? wh->in[1] : wh->in[2];
-        if ((masked_true ? wh->in[2] : wh->in[1]) != at ||
-            !is_mask_fill(m, fill))
-            return 0;
-        const Val *cond = &m->v[wh->in[0]];
-        causal = is_causal_mask(cond, q->dims[r - 2], kt, masked_true);
-        /* a computed condition (causal and a padding mask): the mask
-         * input, made when the Attention is lowered and it exists (its
-         * shape is checked then if it is not known yet) */
-        if (!causal && (cond->known || mask != -1 ||
-                        (cond->shaped &&
-                         !mask_fits(m, wh->in[0], 1, kb, q->dims[2], kt))))
-            return 0;
-        at = wh->out[0];
-    }
-    ONode *sm = only_reader(m, at, "Softmax");
-    /* before opset 13 Softmax flattens from its axis (default 1) */
-    long axis = sm ? onnx_attr_int(sm, "axis", m->opset < 13 ? 1 : -1) : 0;
-    if (!sm || (axis != -1 && axis != r - 1))
-        return 0;
-    ONode *mm2 = only_reader(m, sm->out[0], "MatMul");
-    const Tensor *v = mm2 ? heads_rank(m, mm2->in[1]) : NULL;
-    if (!mm2 || mm2->in[0] != sm->out[0] || !v || v->rank != r)
+    a.batch = kb;
+    a.sq = q->dims[r - 2];
+    a.skv = kt;
+    if (!match_tail(m, &a, "MatMul", is_pv_matmul))
         return 0;
     int kv = how == 2 ? moved_key(m, tr, move, r) : tr->in[0];
     if (kv < 0)
         return -1;
-    tr->done = mm1->done = sm->done = 1;
-    if (sc)
-        sc->done = 1;
-    if (ad)
-        ad->done = 1;
-    if (wh)
-        wh->done = 1;
-    int vv = mm2->in[1];
-    mm2->op = "Attention";
-    mm2->p = NULL;
-    /* room for Q, K, V and a mask (the MatMul's had two) */
-    mm2->in = ctx_alloc(m->c, 5 * sizeof *mm2->in);
-    mm2->in[0] = mm1->in[0];
-    mm2->in[1] = kv;
-    mm2->in[2] = vv;
-    mm2->in[3] = mask;
-    mm2->nin = mask >= 0 ? 4 : 3;
-    mm2->mask_late = mask >= 0;
-    mm2->causal = causal;
-    mm2->scale = scale;
-    if (wh && !causal) {
-        mm2->cond_mask = 1 + wh->in[0];
-        mm2->cond_keep = keep;
-        mm2->cond_fill = (float)val_get(&m->v[keep ? wh->in[2] : wh->in[1]], 0);
-    }
-    log_rewrite(m, causal ? "MatMul/scale/causal mask/Softmax/MatMul as "
-                "Attention" : "MatMul/scale/Softmax/MatMul as Attention", mm2);
+    tr->done = 1;
+    rewrite_attention(m, &a, kv, "MatMul");
+    return 1;
+}
+
+/* An Einsum's equation as its three subscripts, each of 4 letters. */
+static int einsum_4(const ONode *o, char in1[5], char in2[5], char out[5])
+{
+    const Onnx__AttributeProto *eq = onnx_attr(o, "equation");
+    char buf[64];
+    if (!eq || eq->s.len == 0 || eq->s.len >= sizeof buf)
+        return 0;
+    int n = 0;
+    for (size_t i = 0; i < eq->s.len; i++)
+        if (eq->s.data[i] != ' ')
+            buf[n++] = (char)eq->s.data[i];
+    buf[n] = 0;
+    return n == 15 && buf[4] == ',' && buf[9] == '-' && buf[10] == '>' &&
+           sscanf(buf, "%4[a-zA-Z],%4[a-zA-Z]->%4[a-zA-Z]", in1, in2, out) == 3;
+}
+
+/* "bhqk,bhkd->bhqd" (any letters): p (b, h, q, k) by v (b, h, k, d). */
+static int is_pv_einsum(Im *m, const ONode *o, int p)
+{
+    (void)m;
+    char x[5], y[5], z[5];
+    return o->in[0] == p && o->nin == 2 && einsum_4(o, x, y, z) &&
+           x[0] == y[0] && x[1] == y[1] && x[3] == y[2] && z[0] == x[0] &&
+           z[1] == x[1] && z[2] == x[2] && z[3] == y[3] && x[2] != x[3] &&
+           y[3] != x[2] && y[3] != x[3] && x[0] != x[1];
+}
+
+/* einops-style attention: Einsum "bhqd,bhkd->bhqk"(q, k) -> [scale] ->
+ * [mask] -> [Where] -> Softmax -> Einsum "bhqk,bhkd->bhqd"(., v), all 4-D
+ * (batch, heads, sequence, size): one Attention node, as try_attention. */
+int try_einsum_attention(Im *m, ONode *o)
+{
+    char x[5], y[5], z[5];
+    if (o->nin != 2 || !einsum_4(o, x, y, z) || x[0] != y[0] ||
+        x[1] != y[1] || x[3] != y[3] || z[0] != x[0] || z[1] != x[1] ||
+        z[2] != x[2] || z[3] != y[2] || x[2] == y[2] || x[3] == x[2] ||
+        x[3] == y[2] || x[0] == x[1])
+        return 0;
+    const Tensor *q = heads_rank(m, o->in[0]), *k = heads_rank(m, o->in[1]);
+    if (!q || !k || q->rank != 4 || k->rank != 4 || k->dims[0] != q->dims[0] ||
+        k->dims[1] != q->dims[1] || k->dims[3] != q->dims[3])
+        return 0;
+    AttnMatch a = {0};
+    a.rank = 4;
+    a.first = o;
+    a.q = o->in[0];
+    a.batch = q->dims[0];
+    a.sq = q->dims[2];
+    a.skv = k->dims[2];
+    if (!match_tail(m, &a, "Einsum", is_pv_einsum))
+        return 0;
+    rewrite_attention(m, &a, o->in[1], "Einsum");
     return 1;
 }
 

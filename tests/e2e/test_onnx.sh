@@ -218,8 +218,9 @@ fi
 # attention_mask, the Attention's mask input; a padded GPT's Where on a
 # computed condition (causal and padding), made that mask; torch's
 # nn.TransformerEncoderLayer's src_key_padding_mask (3-D, heads in the
-# batch), viewed with a head axis; all held to torch above.
-for m in gpt2_hf mha bert_mask bert_padmask gpt_padmask mha_padmask; do
+# batch), viewed with a head axis; einops-style Einsum products; all
+# held to torch above.
+for m in gpt2_hf mha bert_mask bert_padmask gpt_padmask mha_padmask einsum_attn; do
     x=$work/$m/xml/$m.xml
     [ -f "$x" ] || continue
     n=2; [ $m = mha_padmask ] && n=1
