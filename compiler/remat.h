@@ -868,6 +868,14 @@ void buf_json_number(Buf *b, double v);
  * an infinity as a constant expression, "(-1.0f / 0.0f)". */
 const char *fmt_float(Ctx *c, float v);
 int glob_match(const char *pattern, const char *s);
+/* A set of strings (open addressing; the strings are not copied): the
+ * ONNX front end's IR names and weight files. The zero value is empty. */
+typedef struct {
+    const char **keys;
+    size_t cap, n;
+} NameSet;
+int nameset_has(const NameSet *t, const char *s);
+void nameset_add(Ctx *c, NameSet *t, const char *s);
 /* Reads a whole file into memory, NUL-terminated. One past MAX_FILE_BYTES
  * is refused as soon as that much is read, unless big_ok (may be NULL)
  * accepts what was read so far; none is read past max. */

@@ -601,3 +601,40 @@ void graph_drop(Ctx *c, Graph *g, const char *dead_t, const char *dead_n)
     g->ntensors = nt;
     g->nnodes = nn;
 }
+
+/* ---- a set of strings ------------------------------------------------------------ */
+
+static size_t str_hash(const char *s)
+{
+    size_t h = 5381;
+    for (; *s; s++)
+        h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+int nameset_has(const NameSet *t, const char *s)
+{
+    if (!t->cap)
+        return 0;
+    for (size_t k = str_hash(s) & (t->cap - 1); t->keys[k]; k = (k + 1) & (t->cap - 1))
+        if (!strcmp(t->keys[k], s))
+            return 1;
+    return 0;
+}
+
+void nameset_add(Ctx *c, NameSet *t, const char *s)
+{
+    if ((t->n + 1) * 2 > t->cap) {
+        NameSet b = {ctx_alloc(c, (t->cap ? t->cap * 2 : 256) * sizeof(char *)),
+                     t->cap ? t->cap * 2 : 256, 0};
+        for (size_t k = 0; k < t->cap; k++)
+            if (t->keys[k])
+                nameset_add(c, &b, t->keys[k]);
+        *t = b;
+    }
+    size_t k = str_hash(s) & (t->cap - 1);
+    while (t->keys[k])
+        k = (k + 1) & (t->cap - 1);
+    t->keys[k] = s;
+    t->n++;
+}

@@ -16,11 +16,6 @@
 
 typedef enum { DT_F32, DT_I64, DT_BOOL } DType;  /* bool held as int64 0/1 */
 
-typedef struct {
-    const char **keys;
-    size_t cap, n;
-} NameSet;
-
 /* One ONNX value: a graph input, an initializer or a node output. */
 typedef struct {
     const char *name;
@@ -117,8 +112,6 @@ double val_get(const Val *x, long k);
 int64_t val_geti(const Val *x, long k);
 
 /* onnx_lower.c: the walk, and the IR builder the rewrites share. */
-int nameset_has(const NameSet *t, const char *s);
-void nameset_add(Ctx *c, NameSet *t, const char *s);
 int onnx_lower(Im *m);
 /* A new IR tensor named after raw (made valid and unique); its index. */
 int new_tensor(Im *m, const char *raw, TensorKind kind);
@@ -151,6 +144,16 @@ void rewrite_patterns(Im *m);
 int keep_transposed(Im *m, ONode *o);
 int lower_matmul_t(Im *m, ONode *o);
 int lower_gather_const(Im *m, ONode *o);
+/* onnx_rewrite.c's helpers, shared with onnx_attention.c: a scalar
+ * constant as a non-trainable parameter (its tensor); whether value v is
+ * a known scalar constant within tol of want (an infinity exactly). */
+int scalar_param(Im *m, const char *name, float v);
+int is_const_scalar(const Im *m, int v, double want, double tol);
+/* The one node of op reading value v, if exactly one does and it is not a
+ * graph output; NULL otherwise. */
+ONode *only_reader(Im *m, int v, const char *op);
+void log_rewrite(Im *m, const char *what, const ONode *o);
+/* onnx_attention.c: attention patterns as one Attention node */
 int try_attention(Im *m, ONode *tr);
 int try_einsum_attention(Im *m, ONode *o);
 int attention_mask_input(Im *m, ONode *o);
