@@ -227,7 +227,12 @@ static float attn_fold_row(float *s, int nv, int nk, float *m, float *l,
                            float *llo)
 {
     const float mx = attn_row_max(s, nv, *m);
-    const float c = nv > 0 ? expf(*m - mx) : 1.0f;
+    float c;
+    if (mx == -INFINITY) {  /* every score so far masked (-inf): nothing */
+        attn_exp_row(s, 0, nk, 0.0f, 1.0f);
+        return 1.0f;
+    }
+    c = nv > 0 ? expf(*m - mx) : 1.0f;
     attn_exp_row(s, nv, nk, mx, 1.0f);
     *l *= c;
     *llo *= c;
@@ -521,7 +526,9 @@ static void attn_bwd_probs(const attn_bwd *a, int i0, int mq, int j0, int nk,
         float *si = a->s + (size_t)i * nk;
         const int nv = attn_row_keys(i0 + i, j0, nk, a->causal);
         const float inv = 1.0f / a->l[i], mi = a->m[i];
-        if (reuse)
+        if (a->l[i] == 0.0f)    /* every score masked: no probability */
+            attn_exp_row(si, 0, nk, 0.0f, 1.0f);
+        else if (reuse)
             attn_scale_row(si, nk, inv);
         else
             attn_exp_row(si, nv, nk, mi, inv);

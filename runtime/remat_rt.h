@@ -1119,9 +1119,11 @@ void rt_attention_backward_3d(float *dq, float *dk, float *dv,
  * heads one mask serves (heads; for the 4-D layout flattened to bh, its
  * own heads); mask_b 0 broadcasts one mask over the batch and mask_q 0
  * one row over the queries (a key padding mask, (batch, 1, 1, skv)). The
- * mask gets no gradient. Causal still skips the keys after each query. A
- * row whose every visible score is -inf gives NaN, as softmax does. NULL
- * is the kernels above, the same bits. */
+ * mask gets no gradient. Causal still skips the keys after each query.
+ * Scores of -inf are keys the query does not see, wherever they are (a
+ * whole block of them first: left padding); a row whose every score is
+ * -inf gives zeros and passes no gradient (torch's softmax gives NaN
+ * there). NULL is the kernels above, the same bits. */
 void rt_attention_forward_mask_3d(float *y, const float *q, const float *k,
                                   const float *v, const float *mask,
                                   size_t mask_b, size_t mask_q, int mask_heads,

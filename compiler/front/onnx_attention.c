@@ -173,6 +173,28 @@ typedef struct {
     float scale;
 } AttnMatch;
 
+/* Whether value v is, or is computed from, a trainable initializer:
+ * such a mask would be owed a gradient that Attention does not give. */
+static int trainable_under(Im *m, int v)
+{
+    char *seen = ctx_alloc(m->c, (size_t)m->nv + 1);
+    int *stack = ctx_alloc(m->c, ((size_t)m->nv + 1) * sizeof *stack), n = 0;
+    stack[n++] = v;
+    seen[v] = 1;
+    while (n) {
+        const Val *x = &m->v[stack[--n]];
+        if (x->init && x->trainable)
+            return 1;
+        const ONode *o = x->producer >= 0 ? &m->nodes[x->producer] : NULL;
+        for (int i = 0; o && i < o->nin; i++)
+            if (o->in[i] >= 0 && !seen[o->in[i]]) {
+                seen[o->in[i]] = 1;
+                stack[n++] = o->in[i];
+            }
+    }
+    return 0;
+}
+
 /* The optional additive mask after the scores (a->at's reader): BERT's
  * from attention_mask, torch's key padding mask (baddbmm); its shape is
  * checked when the Attention is lowered where not known yet. */
@@ -184,6 +206,7 @@ static int match_mask_add(Im *m, AttnMatch *a, int *at)
     a->mask = a->ad->in[0] == *at ? a->ad->in[1] : a->ad->in[0];
     const Val *x = &m->v[a->mask];
     if (a->ad->in[0] == a->ad->in[1] || (x->shaped && x->dt != DT_F32) ||
+        trainable_under(m, a->mask) ||
         (x->shaped && a->rank == 4 &&
          !mask_fits(m, a->mask, 0, a->batch, a->sq, a->skv)))
         return 0;
@@ -205,7 +228,10 @@ static int match_where(Im *m, AttnMatch *a, int *at)
     int masked_true = wh->in[2] == *at;     /* Where(mask, -inf, x) */
     a->keep = !masked_true;
     int fill = masked_true ? wh->in[1] : wh->in[2];
-    if ((masked_true ? wh->in[2] : wh->in[1]) != *at || !is_mask_fill(m, fill))
+    /* finfo.min is -inf only where the diagonal is never masked: not
+     * after an additive mask, which may mask it */
+    if ((masked_true ? wh->in[2] : wh->in[1]) != *at || !is_mask_fill(m, fill) ||
+        (a->ad && !is_const_scalar(m, fill, -INFINITY, 0)))
         return 0;
     const Val *cond = &m->v[wh->in[0]];
     a->causal = is_causal_mask(cond, a->sq, a->skv, masked_true);
@@ -417,32 +443,105 @@ static int mask_heads_view(Im *m, ONode *o, int mask)
     return finish_node(m, n, o) ? -1 : made_val(m, o, m->g->tensors[y].name, y);
 }
 
+/* One IR node of op over in[0..nin) named after o (suffix what), with
+ * the ints attribute attr (NULL: none) set; its output tensor, -1 on
+ * failure. */
+static int step(Im *m, ONode *o, const char *what, OpKind op, const int *in,
+                int nin, const char *attr, const long *ints, int nints)
+{
+    const char *name = ctx_printf(m->c, "%s/%s", o->name, what);
+    Node *n;
+    int y = node1(m, o, name, op, in, nin, name, &n);
+    if (attr)
+        set_ints(n, attr, ints, nints);
+    return finish_node(m, n, o) ? -1 : y;
+}
+
+/* A mask that Attention cannot take after all (its shape known only now:
+ * one per head, or of more axes than the scores): the pattern as it was,
+ * scores = Q K^T [* scale] [+ mask] [masked by Where], Softmax, times V,
+ * into o's output. Q K^T and the scale as one product then a Mul (the
+ * file's Div by the constant becomes a Mul by its inverse). */
+static int attention_unfused(Im *m, ONode *o, int cond_or_mask)
+{
+    int q = m->v[o->in[0]].tensor, k = m->v[o->in[1]].tensor;
+    int v = m->v[o->in[2]].tensor, mt = m->v[cond_or_mask].tensor;
+    int r = m->g->tensors[q].rank;
+    long perm[4] = {0, 1, 2, 3};
+    perm[r - 2] = r - 1;
+    perm[r - 1] = r - 2;
+    long last = -1;
+    int kt = step(m, o, "kT", OP_TRANSPOSE, &k, 1, "perm", perm, r);
+    int in[3] = {q, kt, -1};
+    int x = kt < 0 ? -1 : step(m, o, "scores", OP_MATMUL, in, 2, NULL, 0, 0);
+    if (x >= 0 && o->scale != 1.0f) {
+        in[0] = x;
+        in[1] = scalar_param(m, ctx_printf(m->c, "%s/scale", o->name),
+                             o->scale);
+        x = step(m, o, "scaled", OP_MUL, in, 2, NULL, 0, 0);
+    }
+    if (x >= 0 && !o->cond_mask) {
+        in[0] = x;
+        in[1] = mt;
+        x = step(m, o, "masked", OP_ADD, in, 2, NULL, 0, 0);
+    } else if (x >= 0) {
+        int fill = scalar_param(m, ctx_printf(m->c, "%s/fill", o->name),
+                                o->cond_fill);
+        int w[3] = {mt, o->cond_keep ? x : fill, o->cond_keep ? fill : x};
+        x = step(m, o, "masked", OP_WHERE, w, 3, NULL, 0, 0);
+    }
+    if (x >= 0)
+        x = step(m, o, "probs", OP_SOFTMAX, &x, 1, "axis", &last, 1);
+    if (x < 0)
+        return -1;
+    Node *mm = new_node(m, o->name, OP_MATMUL);
+    mm->in[mm->nin++] = x;
+    mm->in[mm->nin++] = v;
+    int y = add_out(m, mm, m->v[o->out[0]].name);
+    if (finish_node(m, mm, o))
+        return -1;
+    m->v[o->out[0]].tensor = y;
+    shape_to_val(&m->v[o->out[0]], &m->g->tensors[y]);
+    log_rewrite(m, "attention left as it was: its mask fits no Attention", o);
+    return 1;
+}
+
+/* Whether mask value x (shape now known) fits attention of Q tensor q and
+ * K k: for 3-D heads in the batch, at most 3 axes, a 3-D one (b, q,
+ * keys) viewed with a head axis; else mask_fits. */
+static int late_fit(Im *m, int x, int cond, const Tensor *q, const Tensor *k)
+{
+    const Val *v = &m->v[x];
+    int r = q->rank;
+    long b = q->dims[0], sq = q->dims[r - 2], skv = k->dims[r - 2];
+    if (r == 3 && v->rank > 3)
+        return 0;
+    if (r == 3 && v->rank == 3)
+        return (cond || v->dt == DT_F32) && (v->dims[0] == 1 ||
+               v->dims[0] == b) && (v->dims[1] == 1 || v->dims[1] == sq) &&
+               v->dims[2] == skv;
+    return mask_fits(m, x, cond, b, sq, skv);
+}
+
 /* try_attention's mask, when the Attention is lowered (what it is made
  * of exists then): from a computed condition, viewed with a head axis
- * for 3-D heads in the batch, and of a shape Attention takes, or the
- * import stops with one line. */
+ * for 3-D heads in the batch. One whose shape Attention cannot take
+ * leaves the pattern as it was (attention_unfused). 0: done; 1: lowered
+ * unfused; -1: failed. */
 int attention_mask_input(Im *m, ONode *o)
 {
     int qt = tensor_of(m, o->in[0], o), kt = tensor_of(m, o->in[1], o);
     int mask = o->cond_mask ? o->cond_mask - 1 : o->in[3];
     int mt = tensor_of(m, mask, o);
-    if (qt < 0 || kt < 0 || mt < 0)
+    if (qt < 0 || kt < 0 || mt < 0 || tensor_of(m, o->in[2], o) < 0)
         return -1;
     shape_to_val(&m->v[mask], &m->g->tensors[mt]);
     const Tensor *q = &m->g->tensors[qt], *k = &m->g->tensors[kt];
-    int r = q->rank;
-    if (r == 3 && m->v[mask].rank == 3)
+    if (!late_fit(m, mask, o->cond_mask != 0, q, k))
+        return attention_unfused(m, o, mask);
+    if (q->rank == 3 && m->v[mask].rank == 3)
         mask = mask_heads_view(m, o, mask);
-    if (mask < 0)
-        return -1;
-    if (!mask_fits(m, mask, o->cond_mask != 0, q->dims[0], q->dims[r - 2],
-                   k->dims[r - 2]))
-        return lower_error(m, o, ctx_printf(m->c, "the mask '%s' of this "
-            "attention (MatMul, Softmax, MatMul rewritten as Attention) is "
-            "%s; remat's Attention takes a mask of (batch or 1, 1, queries "
-            "or 1, keys), one for every head", m->v[mask].name,
-            shape_str(m->c, &m->g->tensors[m->v[mask].tensor])));
-    if (o->cond_mask)
+    if (mask >= 0 && o->cond_mask)
         mask = mask_of_cond(m, o, m->v[mask].tensor);
     if (mask < 0)
         return -1;

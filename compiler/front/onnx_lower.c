@@ -702,9 +702,11 @@ static int old_softmax(Im *m, const ONode *o, Node *n)
 
 int lower_plain(Im *m, ONode *o, OpKind op)
 {
-    if (op == OP_ATTENTION && !o->p && (o->cond_mask || o->mask_late) &&
-        attention_mask_input(m, o))
-        return -1;
+    if (op == OP_ATTENTION && !o->p && (o->cond_mask || o->mask_late)) {
+        int rc = attention_mask_input(m, o);
+        if (rc)
+            return rc < 0 ? -1 : 0;     /* 1: lowered as it was */
+    }
     if (op == OP_SOFTMAX_CROSS_ENTROPY && o->p && read_anywhere(m, o, 1))
         return lower_sce_log_prob(m, o);
     if (op == OP_LAYER_NORM && o->p && (read_anywhere(m, o, 1) ||

@@ -1298,9 +1298,9 @@ static int budget_error(Ctx *c, const Graph *g, Remat *r, const Budget *b,
                      f.plans[0].bytes + (double)r->compact_fixed,
                      nb, nb == 1 ? "" : "s", boundary,
                      r->compact_choice || r->compact_fixed == 0 ? ""
-                     : ctx_printf(c, " and compact forms (%zu bytes; no plan "
-                                  "rebuilding some of them fits the arena)",
-                                  r->compact_fixed),
+                     : ctx_printf(c, " and compact forms (%zu bytes; the plans "
+                                  "rebuilding some of them that were tried do "
+                                  "not fit the arena)", r->compact_fixed),
                      nm ? "; must_save tensors: " : "", nm ? must.data : "",
                      no ? "; saved because recomputing them needs as much "
                           "saved: " : "", no ? other.data : "");
@@ -1389,9 +1389,8 @@ static int with_forms(Ctx *c, const Graph *g, const Policy *p,
     memcpy(refusal, c->err, sizeof refusal);
     Remat *answer = rc == 0 ? *out : NULL;
     if (compact_fit(c, g, p, b, rc != 0 && proof, &answer) || !answer) {
-        if (rc)
-            memcpy(c->err, refusal, sizeof refusal);
-        return -1;
+        memcpy(c->err, refusal, sizeof refusal);
+        return rc == 0 ? 0 : -1;    /* the first answer stands */
     }
     c->err[0] = 0;
     *out = answer;

@@ -147,7 +147,7 @@ int compact_fit(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
         tried++;
         if (ok < 0)
             return -1;
-        if (!ok)
+        if (!ok || got >= cost)
             continue;
         remat_apply(g, r, f.plans[i].recompute);
         r->budgeted = 1;

@@ -23,7 +23,7 @@
 . "$(dirname "$0")/lib.sh"
 policies="none full sac sac-aggressive"
 py=/usr/bin/python3
-models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls mha_padmask frozen_bn_fold eval_bn_affine tiny_kws tiny_vww tiny_ad"}
+models=${ONNX_MODELS:-"mlp_ln_gelu mlp_opset16 gpt mha cnn_bn wide activations resmlp_dict mobilenetv2 prelu_max dscnn groupnorm pad_modes nll lstm bigru rnn lstm32 unet_convt unet_upsample conv1d tcn conv3d resnet8 gpt2_hf bert_mask einsum_attn label_smooth one_hot_ce cumsum_pool tile_mlp cosine_head logsumexp_pool pixel_shuffle_sr repeat_interleave bert_padmask nll_index binary_from_labels where_labels gpt_padmask last_token_cls mha_padmask mha_leftpad attn_unfused frozen_bn_fold eval_bn_affine tiny_kws tiny_vww tiny_ad"}
 
 saved() {   # model.onnx policy [flags]
     # shellcheck disable=SC2086
@@ -83,8 +83,10 @@ check_model() {   # name
         [ "$same" = 1 ] && ok || bad "$m $p: not bitwise equal to none (one step, and parameters after 3)"
     done
     # no blocks (tiny_ad's layers are each a module of their own, none
-    # repeated): sac keeps what none keeps
-    case $m in wide|tiny_ad) return ;; esac
+    # repeated): sac keeps what none keeps; attn_unfused's attention stays
+    # MatMul, Softmax, MatMul, and sac keeps the scores (a MatMul's) where
+    # none keeps the probabilities, as many bytes, and q, k, v besides
+    case $m in wide|tiny_ad|attn_unfused) return ;; esac
     local a b
     a=$(saved "$onnx" sac "$flags") b=$(saved "$onnx" none "$flags")
     if [ "$m" = rnn ] || [ "$m" = pixel_shuffle_sr ]; then
@@ -220,15 +222,20 @@ fi
 # nn.TransformerEncoderLayer's src_key_padding_mask (3-D, heads in the
 # batch), viewed with a head axis; einops-style Einsum products; all
 # held to torch above.
-for m in gpt2_hf mha bert_mask bert_padmask gpt_padmask mha_padmask einsum_attn; do
+for m in gpt2_hf mha bert_mask bert_padmask gpt_padmask mha_padmask einsum_attn mha_leftpad; do
     x=$work/$m/xml/$m.xml
     [ -f "$x" ] || continue
-    n=2; [ $m = mha_padmask ] && n=1
+    n=2; case $m in mha_padmask|mha_leftpad) n=1 ;; esac
     [ "$(grep -c 'op="Attention"' "$x")" = $n ] && ! grep -q 'op="Softmax"' "$x" && ok ||
         bad "$m: $(grep -c 'op="Attention"' "$x") Attention nodes, $(grep -c 'op="Softmax"' "$x") Softmax, want $n and 0"
 done
 [ ! -f "$work/gpt2_hf/xml/gpt2_hf.xml" ] || grep -q 'op="Attention".*is_causal="1"' "$work/gpt2_hf/xml/gpt2_hf.xml" &&
     ok || bad "gpt2_hf: its Attention is not causal"
+# and the patterns it must not fuse stay three Softmaxes (docs/onnx.md)
+[ ! -f "$work/attn_unfused/xml/attn_unfused.xml" ] ||
+    { [ "$(grep -c 'op="Softmax"' "$work/attn_unfused/xml/attn_unfused.xml")" = 3 ] &&
+      ! grep -q 'op="Attention"' "$work/attn_unfused/xml/attn_unfused.xml"; } &&
+    ok || bad "attn_unfused: an Attention where none may be"
 [ ! -f "$work/bert_mask/xml/bert_mask.xml" ] ||
     [ "$(grep -c 'op="Attention" in="[^ "]* [^ "]* [^ "]* [^ "]*"' "$work/bert_mask/xml/bert_mask.xml")" = 2 ] &&
     ok || bad "bert_mask: its Attention nodes do not take the mask"

@@ -1102,6 +1102,63 @@ class MhaPadMask(nn.Module):
                 torch.randint(0, 3, (3,), generator=g))
 
 
+class MhaLeftPad(MhaPadMask):
+    """The same over 70 positions, the first sequence padded on the left
+    by 65: its first key block (64 keys) is all masked (-inf), which the
+    fused kernel must skip without a NaN."""
+
+    @staticmethod
+    def inputs(g):
+        pad = torch.zeros(3, 70, dtype=torch.long)
+        pad[0, :65] = 1
+        return (torch.randn(3, 70, 16, generator=g), pad,
+                torch.randint(0, 3, (3,), generator=g))
+
+
+class AttnUnfused(nn.Module):
+    """Attention patterns that must stay (or fall back to) MatMul,
+    Softmax, MatMul: a learned bias added to the scores (trainable, so
+    owed a gradient Attention does not give); a per-head mask from an
+    input, computed inside the layer (its shape known only when the
+    Attention would be lowered); a padding mask added and then a causal
+    masked_fill with torch.finfo.min (finfo.min is -inf only where the
+    diagonal is never masked, and the padding mask may mask it)."""
+
+    input_names = ["x", "m", "pad", "y"]
+
+    def __init__(self, d=8, h=2, t=6):
+        super().__init__()
+        self.h = h
+        self.qkv = nn.Linear(d, 3 * d)
+        self.bias = nn.Parameter(torch.randn(t, t) * 0.5)
+        self.o = nn.Linear(d, 3)
+
+    def heads(self, x):
+        B, T, C = x.shape
+        return x.view(B, T, self.h, C // self.h).transpose(1, 2)
+
+    def attend(self, x, scores):
+        q, k, v = [self.heads(t) for t in self.qkv(x).chunk(3, -1)]
+        a = scores(q @ k.transpose(-1, -2) / 2.0)
+        return x + (F.softmax(a, -1) @ v).transpose(1, 2).reshape(x.shape)
+
+    def forward(self, x, m, pad, y):
+        x = self.attend(x, lambda a: a + self.bias)
+        x = self.attend(x, lambda a: a + m * 2.0)
+        fmin = torch.finfo(torch.float32).min
+        causal = torch.ones(6, 6, dtype=torch.bool).triu(1)
+        x = self.attend(x, lambda a: (a + (1.0 - pad[:, None, None, :].float())
+                                      * fmin).masked_fill(causal, fmin))
+        return F.cross_entropy(self.o(x[:, 0]), y)
+
+    @staticmethod
+    def inputs(g):
+        return (torch.randn(2, 6, 8, generator=g),
+                torch.randn(2, 2, 6, 6, generator=g),
+                torch.tensor([[1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]),
+                torch.randint(0, 3, (2,), generator=g))
+
+
 class EinsumLayer(nn.Module):
     """A pre-LayerNorm transformer layer written with torch.einsum, as
     einops-style code does: heads projected straight from (b, n, d)
@@ -1620,7 +1677,8 @@ MODELS = {"mlp_ln_gelu": MlpLnGelu, "mlp_opset16": MlpOpset16, "gpt": Gpt,
           "where_labels": WhereLabels,
           # bool constants computed with bool tensors, int64 sums (issue 25)
           "gpt_padmask": GptPadMask, "last_token_cls": LastTokenCls,
-          "mha_padmask": MhaPadMask,
+          "mha_padmask": MhaPadMask, "mha_leftpad": MhaLeftPad,
+          "attn_unfused": AttnUnfused,
           # eval-mode BatchNorm, folded and with a trainable affine (issue 26)
           "frozen_bn_fold": FrozenBnFold, "eval_bn_affine": EvalBnAffine}
 

@@ -755,6 +755,59 @@ START_TEST(attention_additive_mask)
 }
 END_TEST
 
+/* Masked keys anywhere, a whole first block of them included (left
+ * padding: keys 0..69 of 130 masked with -inf, past the first key block of
+ * 64): the same as attention over the other keys alone (the kernels on
+ * the sliced k and v, within rounding: the blocks fall differently), and
+ * the masked keys get no dk or dv. A query whose every key is masked (row
+ * 1, by a per-query mask) gives zeros and passes nothing back: no NaN. */
+START_TEST(attention_mask_leading_block)
+{
+    enum { SQ = 3, SKV = 130, PAD = 70, E = 4, EV = 3 };
+    const float scale = 0.5f;
+    const size_t ns = rt_attention_backward_scratch(SKV, E) +
+                      rt_attention_scratch(SKV, EV);
+    float *q = rnd(SQ * E), *k = rnd(SKV * E), *v = rnd(SKV * EV);
+    float *dy = rnd(SQ * EV), *mask = floats(SQ * SKV), *scratch = floats(ns);
+    float y[SQ * EV], ys[SQ * EV], dq[SQ * E], dqs[SQ * E];
+    float *dk = floats(SKV * E), *dv = floats(SKV * EV);
+    float *dks = floats(SKV * E), *dvs = floats(SKV * EV);
+    int i, j;
+    for (i = 0; i < SQ; i++)
+        for (j = 0; j < SKV; j++)
+            mask[i * SKV + j] = i == 1 || j < PAD ? -INFINITY : 0.0f;
+    memset(dq, 0, sizeof dq), memset(dqs, 0, sizeof dqs);
+    memset(dk, 0, SKV * E * sizeof *dk), memset(dks, 0, SKV * E * sizeof *dk);
+    memset(dv, 0, SKV * EV * sizeof *dv), memset(dvs, 0, SKV * EV * sizeof *dv);
+    rt_attention_forward_mask_3d(y, q, k, v, mask, 0, SKV, 1, 1, 1, SQ, SKV,
+                                 E, EV, scale, 0, scratch);
+    rt_attention_backward_mask_3d(dq, dk, dv, dy, q, k, v, mask, 0, SKV, 1, 1,
+                                  1, SQ, SKV, E, EV, scale, 0, scratch);
+    rt_attention_forward(ys, q, k + PAD * E, v + PAD * EV, 1, SQ, SKV - PAD,
+                         E, EV, scale, 0, scratch);
+    rt_attention_backward(dqs, dks + PAD * E, dvs + PAD * EV, dy, q,
+                          k + PAD * E, v + PAD * EV, 1, SQ, SKV - PAD, E, EV,
+                          scale, 0, scratch);
+    for (i = 0; i < SQ * EV; i++)
+        ck_assert_msg(i / EV == 1 ? y[i] == 0.0f
+                                  : fabsf(y[i] - ys[i]) <= 1e-5f,
+                      "y[%d] %g, over the visible keys alone %g", i, y[i], ys[i]);
+    for (i = 0; i < SQ * E; i++)
+        ck_assert_msg(i / E == 1 ? dq[i] == 0.0f
+                                 : fabsf(dq[i] - dqs[i]) <= 1e-5f,
+                      "dq[%d] %g, over the visible keys alone %g", i, dq[i],
+                      dqs[i]);
+    for (i = 0; i < SKV * E; i++)   /* row 1 adds nothing to dks either */
+        ck_assert_msg(i < PAD * E ? dk[i] == 0.0f : isfinite(dk[i]),
+                      "dk[%d] %g", i, dk[i]);
+    for (i = 0; i < SKV * EV; i++)
+        ck_assert_msg(i < PAD * EV ? dv[i] == 0.0f : isfinite(dv[i]),
+                      "dv[%d] %g", i, dv[i]);
+    free(q), free(k), free(v), free(dy), free(mask), free(scratch);
+    free(dk), free(dv), free(dks), free(dvs);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *attention_suite(void)
@@ -773,6 +826,7 @@ static Suite *attention_suite(void)
     tcase_add_loop_test(tc, attention_key_sums_do_not_drift, 0, 3);
     tcase_add_loop_test(tc, attention_3d_is_4d_transposed, 0, N_ATTN3);
     tcase_add_loop_test(tc, attention_additive_mask, 0, 4);
+    tcase_add_test(tc, attention_mask_leading_block);
     suite_add_tcase(s, tc);
     return s;
 }
