@@ -126,8 +126,9 @@ static int score_scale(Im *m, ONode *mm1, ONode **sc, float *scale)
 }
 
 /* Whether value v can be Attention's mask over scores (b, h, sq, skv), or
- * the bool condition one is made from: its axes right-aligned to those, 1 or b entries, 1 head, 1 or sq
- * queries, skv keys (what shape_attention asks). */
+ * the bool condition one is made from: its axes right-aligned to those,
+ * 1 or b entries, 1 head, 1 or sq queries, skv keys (what
+ * shape_attention asks). */
 static int mask_fits(Im *m, int v, int cond, long b, long sq, long skv)
 {
     const Val *x = &m->v[v];
