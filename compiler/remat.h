@@ -353,6 +353,13 @@ typedef struct {
      * on its attributes, or NULL: `updates` then (node_updates).
      * BatchNormalization in eval mode writes nothing. */
     unsigned (*updates_of)(const Node *n);
+    /* 1: the forward and backward are elementwise over the output's
+     * elements when every float operand has the output's shape, their
+     * calls taking the element count from Emit.count and the broadcast
+     * map from map_ref (emit_text.c): a recompute of the node may then run
+     * a chunk at a time inside such a node's backward, its output never
+     * written whole (schedule.c's fuse_recomputes) */
+    int chunked;
 } OpInfo;
 
 enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL, INT_OUT_SELECT };
@@ -707,6 +714,11 @@ typedef struct {
      * parameter's gradient in the caller's buffer and this its first
      * contribution, which the call writes unless the step accumulates */
     unsigned pwrites;
+    /* a recompute fused into its one reader (schedule.c's
+     * fuse_recomputes): S_FORWARD, the S_BACKWARD that runs it a chunk at
+     * a time inside its loop (the recompute's own place emits nothing);
+     * S_BACKWARD, that recompute; else -1 */
+    int fuse;
 } Stmt;
 
 typedef struct {
@@ -725,7 +737,12 @@ typedef struct {
     double recompute_flops;
     double recompute_cost;  /* picoseconds at the Remat's rates (cost.c) */
     double forward_flops;   /* of the forward's executions (not recomputes) */
+    int fused_recomputes;   /* recomputes run inside their reader's loop */
 } Schedule;
+
+/* The floats a fused recompute computes at a time (Stmt.fuse): 4 KB, a
+ * fraction of a microcontroller's RAM and of a host core's L1 cache. */
+#define FUSE_CHUNK 1024
 
 /* Forward only (train = 0), the train step (1: forward, loss, backward;
  * parameter gradients in the caller's buffer) or the fused train step (2:
@@ -791,6 +808,11 @@ struct Emit {
     /* per tensor, the recomputed value the backward reads now: a plan
      * that rebuilds (Remat.rebuild) makes several, one after another */
     int *rec;
+    /* a recompute fused into its reader's loop (Stmt.fuse): the chunk's
+     * element count ("m"), which a chunked row's emitters print instead
+     * of the tensor's (elems), and every operand a pointer into it;
+     * NULL elsewhere */
+    const char *count;
 };
 
 /* ---- back/report.c: schedule and diff reports ---------------------------------- */

@@ -113,6 +113,16 @@ static const char *compact_expr(Emit *e, const Schedule *s, const Stmt *st)
 
 /* ---- statements ---------------------------------------------------------------- */
 
+/* Inside a fused recompute's loop (Emit.count), an operand is a pointer
+ * to the chunk's first element, "name + o"; the chunk itself (tensor
+ * `plain`, the recompute's output) is its own buffer. */
+static const char *at_chunk(Emit *e, const char *name, int t, int plain)
+{
+    if (!name || !e->count || t == plain)
+        return name;
+    return ctx_printf(e->ctx, "%s + o", name);
+}
+
 static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
                               const Stmt *st)
 {
@@ -151,7 +161,8 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
         out[o] = value_name(e, s, v);
     }
     for (int i = 0; i < n->nin; i++)
-        in[i] = read_name(e, m, s, n->in[i], st->recompute);
+        in[i] = at_chunk(e, read_name(e, m, s, n->in[i], st->recompute),
+                         n->in[i], -1);
     e->scratch = scratch_expr(e, s, st);
     e->compact = compact_expr(e, s, st);
     /* the row's `updates` inputs change once per step, never in a recompute */
@@ -166,8 +177,10 @@ static const char *grad_name(Emit *e, int t)
     return ctx_printf(e->ctx, "d_%s", e->g->tensors[t].cname);
 }
 
+/* plain: the tensor a fused recompute computes in the loop around this
+ * call (then Emit.count is set), or -1. */
 static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
-                               const Stmt *st)
+                               const Stmt *st, int plain)
 {
     const Graph *g = e->g;
     const Node *n = &g->nodes[st->node];
@@ -178,13 +191,17 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     unsigned reads = node_backward_reads(g, n);
     emit(e, "/* %s: %s backward */", n->name, op_table[n->op].name);
     for (int i = 0; i < n->nin; i++) {
-        din[i] = want[i] ? grad_name(e, n->in[i]) : NULL;
-        in[i] = reads & NEED_IN(i) ? read_name(e, m, s, n->in[i], 1) : NULL;
+        din[i] = at_chunk(e, want[i] ? grad_name(e, n->in[i]) : NULL, -1, 0);
+        in[i] = at_chunk(e, reads & NEED_IN(i)
+                                ? read_name(e, m, s, n->in[i], 1) : NULL,
+                         n->in[i], plain);
     }
     for (int o = 0; o < n->nout; o++) {
-        dout[o] = g->tensors[n->out[o]].has_grad ? grad_name(e, n->out[o])
-                                                 : NULL;
-        out[o] = reads & NEED_OUT(o) ? read_name(e, m, s, n->out[o], 1) : NULL;
+        dout[o] = at_chunk(e, g->tensors[n->out[o]].has_grad
+                                  ? grad_name(e, n->out[o]) : NULL, -1, 0);
+        out[o] = at_chunk(e, reads & NEED_OUT(o)
+                                 ? read_name(e, m, s, n->out[o], 1) : NULL,
+                          n->out[o], plain);
     }
     e->scratch = scratch_expr(e, s, st);
     e->writes = st->writes;
@@ -195,6 +212,42 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     e->compact = NULL;
 }
 
+/* A backward with the recompute fused into it (Stmt.fuse): one loop over
+ * the elements, FUSE_CHUNK at a time, each chunk recomputed into the
+ * recompute's value (a chunk's room) and read there by the backward's
+ * call on the same elements. A chunked row with static data (a binary
+ * op's map) takes the chunk's flat map. */
+static void emit_fused_backward(Emit *e, const Compiled *m,
+                                const Schedule *s, const Stmt *st)
+{
+    const Stmt *rs = &s->stmts[st->fuse];
+    const Node *rn = &e->g->nodes[rs->node], *bn = &e->g->nodes[st->node];
+    const Tensor *t = &e->g->tensors[rn->out[0]];
+    long chunk = (long)(s->values[rs->out].bytes / sizeof(float));
+    emit(e, "/* %s recomputed inside %s's backward, %ld of its %ld floats at "
+         "a time: never written whole */", t->name, bn->name, chunk,
+         t->numel);
+    emit(e, "{");
+    e->indent++;
+    if (op_table[rn->op].emit_static || op_table[bn->op].emit_static)
+        emit(e, "rt_bcast chunk_map = {1, {0}, {1}, {1}};");
+    emit(e, "long o;");
+    emit(e, "for (o = 0; o < %ld; o += %ld) {", t->numel, chunk);
+    e->indent++;
+    emit(e, "const int m = %ld - o < %ld ? (int)(%ld - o) : %ld;", t->numel,
+         chunk, t->numel, chunk);
+    if (op_table[rn->op].emit_static || op_table[bn->op].emit_static)
+        emit(e, "chunk_map.dims[0] = m;");
+    e->count = "m";
+    emit_forward_stmt(e, m, s, rs);
+    emit_backward_stmt(e, m, s, st, rn->out[0]);
+    e->count = NULL;
+    e->indent--;
+    emit(e, "}");
+    e->indent--;
+    emit(e, "}");
+}
+
 static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
                       const Stmt *st)
 {
@@ -202,7 +255,12 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
     const Tensor *t = st->tensor >= 0 ? &g->tensors[st->tensor] : NULL;
     switch (st->kind) {
     case S_FORWARD:
-        emit_forward_stmt(e, m, s, st);
+        if (st->fuse >= 0)  /* its reader's loop runs it */
+            emit(e, "/* %s: recomputed inside %s's backward, below */",
+                 g->nodes[st->node].name,
+                 g->nodes[s->stmts[st->fuse].node].name);
+        else
+            emit_forward_stmt(e, m, s, st);
         break;
     case S_OUTPUT:
         emit(e, "/* output %s [%s] */", t->name, shape_str(e->ctx, t));
@@ -245,7 +303,10 @@ static void emit_stmt(Emit *e, const Compiled *m, const Schedule *s,
         break;
     }
     case S_BACKWARD:
-        emit_backward_stmt(e, m, s, st);
+        if (st->fuse >= 0)
+            emit_fused_backward(e, m, s, st);
+        else
+            emit_backward_stmt(e, m, s, st, -1);
         break;
     case S_UPDATE:
         emit(e, "/* d(%s) is final and nothing reads %s again: step it */",
@@ -1312,7 +1373,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     int in_file = weights_in_file(m->g, frozen);
     Emit e = {cfile, c, m->g, 0, layout(c, m->g, frozen), NULL, 0, in_file,
               0, grad_layout(c, m->g), 0, trainable_floats(m->g), 0, 0, NULL,
-              NULL, frozen, NULL, NULL};
+              NULL, frozen, NULL, NULL, NULL};
     size_t wf = 0, ff;
     if (in_file)
         count_buffer(&e, BUF_PARAMS, &wf);
@@ -1350,7 +1411,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
               e.grad_offset, 0, e.trainable, 0, 0, NULL, NULL, frozen, NULL,
-              NULL};
+              NULL, NULL};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

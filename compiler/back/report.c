@@ -189,6 +189,8 @@ static void report_files(Buf *b, const Compiled *m, int json);
 
 static void report_compact(Buf *b, const Compiled *m, int json);
 
+static void report_fused(Buf *b, const Compiled *m, int json);
+
 void report_schedule(Buf *b, const Compiled *m)
 {
     const Graph *g = m->g;
@@ -213,6 +215,7 @@ void report_schedule(Buf *b, const Compiled *m)
         }
     }
     report_compact(b, m, 0);
+    report_fused(b, m, 0);
     Summary s;
     summarize(m, &s);
     for (int i = 0; i < NFIELDS; i++)
@@ -439,6 +442,40 @@ static void report_compact(Buf *b, const Compiled *m, int json)
     }
 }
 
+/* The train step's recomputes fused into their reader (Stmt.fuse), in
+ * statement order: the tensor, its node and op, the backward whose loop
+ * computes it and the floats at a time; as text lines, or as JSON
+ * objects of an array. */
+static void report_fused(Buf *b, const Compiled *m, int json)
+{
+    const Graph *g = m->g;
+    const Schedule *s = m->train;
+    int first = 1;
+    for (int i = 0; i < s->nstmts; i++) {
+        const Stmt *st = &s->stmts[i];
+        if (st->kind != S_BACKWARD || st->fuse < 0)
+            continue;
+        const Stmt *rs = &s->stmts[st->fuse];
+        const Node *n = &g->nodes[rs->node], *reader = &g->nodes[st->node];
+        const char *t = g->tensors[n->out[0]].name;
+        long chunk = (long)(s->values[rs->out].bytes / sizeof(float));
+        if (!json) {
+            buf_printf(b, "fused: %s, %s (%s) recomputed inside %s's %s "
+                       "backward, %ld floats at a time\n", t, n->name,
+                       n->row->name, reader->name, reader->row->name, chunk);
+            continue;
+        }
+        buf_printf(b, "%s\n  {", first ? "" : ",");
+        json_str_member(b, "tensor", t, 1);
+        json_str_member(b, "node", n->name, 0);
+        json_str_member(b, "op", n->row->name, 0);
+        json_str_member(b, "reader", reader->name, 0);
+        json_num_member(b, "chunk_floats", (double)chunk, 0);
+        buf_printf(b, "}");
+        first = 0;
+    }
+}
+
 void report_schedule_json(Buf *b, const Compiled *m)
 {
     const Graph *g = m->g;
@@ -457,6 +494,8 @@ void report_schedule_json(Buf *b, const Compiled *m)
     }
     buf_printf(b, "],\n \"compact\": [");
     report_compact(b, m, 1);
+    buf_printf(b, "],\n \"fused\": [");
+    report_fused(b, m, 1);
     buf_printf(b, "],\n \"summary\": {");
     Summary s;
     summarize(m, &s);

@@ -121,6 +121,7 @@ static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute
     st->compact = -1;
     st->writes = 0;
     st->pwrites = 0;
+    st->fuse = -1;
     return s->nstmts++;
 }
 
@@ -513,10 +514,11 @@ static void place_updates(Sched *x)
         if (st->kind != S_FORWARD && st->kind != S_BACKWARD)
             continue;
         const Node *n = &g->nodes[st->node];
+        int at = st->kind == S_FORWARD && st->fuse >= 0 ? st->fuse : i;
         for (int k = 0; k < n->nin; k++) {
             int p = param_under(g, n->in[k]);
-            if (p >= 0 && after[p] >= 0 && after[p] < i)
-                after[p] = i;
+            if (p >= 0 && after[p] >= 0 && after[p] < at)
+                after[p] = at;
         }
     }
     /* shift[i]: the updates placed before old statement i, so its new
@@ -543,6 +545,9 @@ static void place_updates(Sched *x)
             use(x, s->grad[bucket[k]],
                 add_stmt(x, S_UPDATE, -1, bucket[k], 0));
     }
+    for (int i = 0; i < s->nstmts; i++)
+        if (s->stmts[i].fuse >= 0)
+            s->stmts[i].fuse += shift[s->stmts[i].fuse];
     for (int v = 0; v < s->nvalues; v++) {
         Value *val = &s->values[v];
         int stepped = val->kind == V_GRAD && val->tensor >= 0 &&
@@ -582,6 +587,177 @@ int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s)
     return after;
 }
 
+/* ---- recomputes fused into their reader ------------------------------------ */
+
+/* n's call runs a chunk at a time: a chunked row whose every operand is
+ * float32 with `numel` elements (no broadcasting). */
+static int chunk_fits(const Graph *g, const Node *n, long numel)
+{
+    if (!op_table[n->op].chunked || op_table[n->op].alias)
+        return 0;
+    for (int i = 0; i < n->nin + n->nout; i++) {
+        const Tensor *t = &g->tensors[i < n->nin ? n->in[i]
+                                                 : n->out[i - n->nin]];
+        if (t->is_int || t->numel != numel)
+            return 0;
+    }
+    return 1;
+}
+
+/* Counts a read of value v at statement i: readers[v] and where. */
+static void count_read(const Schedule *s, int v, int i, int *readers,
+                       int *where)
+{
+    if (v < 0)
+        return;
+    if (s->values[v].view == VIEW_VALUE)
+        v = s->values[v].owner;
+    if (where[v] != i)
+        readers[v]++;
+    where[v] = i;
+}
+
+/* How many statements read each value (a view's reads its owner's), and
+ * the last that does. A plan that rebuilds has no fusion, so each
+ * recomputed tensor has one instance. */
+static void count_readers(const Sched *x, int *readers, int *where)
+{
+    const Schedule *s = x->s;
+    for (int i = 0; i < s->nstmts; i++) {
+        const Stmt *st = &s->stmts[i];
+        if (st->kind != S_FORWARD && st->kind != S_BACKWARD)
+            continue;
+        const Node *n = &x->g->nodes[st->node];
+        unsigned reads = st->kind == S_FORWARD ? 0
+                         : node_backward_reads(x->g, n);
+        for (int k = 0; k < n->nin; k++)
+            if (is_act(x, n->in[k]) &&
+                (st->kind == S_FORWARD || (reads & NEED_IN(k))))
+                count_read(s, st->kind == S_FORWARD && !st->recompute
+                                  ? s->fwd[n->in[k]] : instance(x, n->in[k]),
+                           i, readers, where);
+        for (int o = 0; st->kind == S_BACKWARD && o < n->nout; o++)
+            if (reads & NEED_OUT(o))
+                count_read(s, instance(x, n->out[o]), i, readers, where);
+    }
+}
+
+/* Bytes live at each statement: every value with a buffer of its own,
+ * from its definition to its last reader. */
+static double *live_bytes(const Sched *x)
+{
+    const Schedule *s = x->s;
+    double *live = ctx_alloc(x->c, ((size_t)s->nstmts + 1) * sizeof *live);
+    for (int i = 0; i <= s->nstmts; i++)
+        live[i] = 0;
+    for (int k = 0; k < s->nvalues; k++) {
+        const Value *v = &s->values[k];
+        if (v->view != VIEW_NONE)
+            continue;
+        live[v->def] += (double)v->bytes;
+        live[v->last + 1] -= (double)v->bytes;
+    }
+    for (int i = 1; i <= s->nstmts; i++)
+        live[i] += live[i - 1];
+    return live;
+}
+
+/* The value holding the buffer the recompute at statement r reads as
+ * its k-th input, or -1 (a parameter or the caller's input). */
+static int input_buffer(const Sched *x, const Node *n, int k)
+{
+    if (!is_act(x, n->in[k]))
+        return -1;
+    int v = instance(x, n->in[k]);
+    const Value *val = &x->s->values[v];
+    return val->view == VIEW_VALUE ? val->owner
+           : val->view == VIEW_NONE ? v : -1;
+}
+
+/* The bytes live at statement j (in [r, b]) were the recompute at r run
+ * inside its reader at b: its output a chunk at b alone, and what it
+ * reads live until b. With room = 0 it answers for the schedule as it
+ * is; a fusion is taken where, over [r, b], the most live at once does
+ * not grow. */
+static double live_fused(const Sched *x, const double *live, int r, int b,
+                         int j, double chunk)
+{
+    const Schedule *s = x->s;
+    const Node *n = &x->g->nodes[s->stmts[r].node];
+    double bytes = live[j] - (double)s->values[s->stmts[r].out].bytes;
+    bytes += j == b ? chunk : 0;
+    for (int k = 0; k < n->nin; k++) {
+        int v = input_buffer(x, n, k), dup = 0;
+        for (int i = 0; i < k; i++)
+            dup |= v >= 0 && input_buffer(x, n, i) == v;
+        if (v >= 0 && !dup && s->values[v].last < j)
+            bytes += (double)s->values[v].bytes;
+    }
+    return bytes;
+}
+
+/* Recompute statement r, whose one reader is statement b, can run inside
+ * b's loop, FUSE_CHUNK elements at a time: both elementwise over one
+ * count larger than a chunk, neither with a compact form or scratch, and
+ * with what the recompute reads kept live until b, no statement between
+ * has more bytes live than the most there had before. */
+static int fusable(const Sched *x, const double *live, int r, int b)
+{
+    const Schedule *s = x->s;
+    const Stmt *rs = &s->stmts[r], *bs = &s->stmts[b];
+    const Graph *g = x->g;
+    const Node *rn = &g->nodes[rs->node], *bn = &g->nodes[bs->node];
+    long numel = g->tensors[rn->out[0]].numel;
+    if (bs->kind != S_BACKWARD || bs->fuse >= 0 || rn->nout != 1 ||
+        rs->compact >= 0 || rs->scratch >= 0 || bs->compact >= 0 ||
+        bs->scratch >= 0 || s->values[rs->out].view != VIEW_NONE ||
+        numel <= FUSE_CHUNK || !chunk_fits(g, rn, numel) ||
+        !chunk_fits(g, bn, numel))
+        return 0;
+    double was = 0, now = 0;
+    for (int j = r; j <= b; j++) {
+        was = live[j] > was ? live[j] : was;
+        double f = live_fused(x, live, r, b, j, FUSE_CHUNK * sizeof(float));
+        now = f > now ? f : now;
+    }
+    return now <= was;
+}
+
+/* A recomputed pointwise tensor that one pointwise backward alone reads
+ * is computed inside that backward's loop, a chunk at a time, and never
+ * written whole (issue 28): the recompute's place emits nothing, its
+ * value shrinks to a chunk live at the reader, and what it reads lives
+ * until there. The same kernels run on the same elements, so the bits
+ * are the unfused schedule's. Not under an arena bound: the arena
+ * solver's lower bounds count a rebuilt tensor whole at its reader. */
+static void fuse_recomputes(Sched *x)
+{
+    Schedule *s = x->s;
+    int *readers = filled(x->c, s->nvalues, 0);
+    int *where = filled(x->c, s->nvalues, -1);
+    count_readers(x, readers, where);
+    double *live = live_bytes(x);
+    for (int r = 0; r < s->nstmts; r++) {
+        Stmt *rs = &s->stmts[r];
+        if (rs->kind != S_FORWARD || !rs->recompute || rs->out < 0 ||
+            readers[rs->out] != 1 || !fusable(x, live, r, where[rs->out]))
+            continue;
+        int b = where[rs->out];
+        for (int j = r; j <= b; j++)
+            live[j] = live_fused(x, live, r, b, j, FUSE_CHUNK * sizeof(float));
+        const Node *rn = &x->g->nodes[rs->node];
+        for (int k = 0; k < rn->nin; k++)
+            if (is_act(x, rn->in[k]))
+                use(x, instance(x, rn->in[k]), b);
+        Value *v = &s->values[rs->out];
+        v->def = v->last = b;
+        v->bytes = FUSE_CHUNK * sizeof(float);
+        rs->fuse = b;
+        s->stmts[b].fuse = r;
+        s->fused_recomputes++;
+    }
+}
+
 /* An elementwise forward (fwd_in_place) whose input's buffer is read by
  * nothing after it writes its output over that buffer: the output becomes
  * a view of the input's value, which then lives as long as the output is
@@ -601,7 +777,8 @@ static void forward_in_place(Sched *x)
         const Node *nd = &x->g->nodes[st->node];
         for (int o = 0; st->recompute && o < nd->nout; o++)
             rec[nd->out[o]] = st->out + o;
-        if (!op_table[nd->op].fwd_in_place || !is_act(x, nd->in[0]))
+        if (!op_table[nd->op].fwd_in_place || !is_act(x, nd->in[0]) ||
+            st->fuse >= 0)
             continue;
         int vin = !st->recompute ? s->fwd[nd->in[0]]
                   : x->r->keep[nd->in[0]] == KEEP_RECOMPUTE ? rec[nd->in[0]]
@@ -628,6 +805,7 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
     Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED, kind != SCHED_FORWARD,
                0, 0, NULL, -1, NULL, 0, NULL};
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
+    s->fused_recomputes = 0;
     /* enough unless the plan rebuilds (room_for grows them then) */
     x.cap_stmts = (int)(3 * nn + nt + (size_t)g->noutputs + 1);
     s->stmts = ctx_alloc(c, (size_t)x.cap_stmts * sizeof(Stmt));
@@ -672,6 +850,8 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                 x.next = g->order[j];
         run_backward(&x, g->order[k]);
     }
+    if (!r->rebuild && r->max_arena <= 0)
+        fuse_recomputes(&x);
     if (x.fused)
         place_updates(&x);
     forward_in_place(&x);

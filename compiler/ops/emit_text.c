@@ -111,6 +111,18 @@ const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
     return n->cname;
 }
 
+/* ---- fused recomputes' chunks ------------------------------------------------- */
+
+const char *elems(Emit *e, long numel)
+{
+    return e->count ? e->count : ctx_printf(e->ctx, "%ld", numel);
+}
+
+const char *map_ref(Emit *e, const Node *n)
+{
+    return e->count ? "&chunk_map" : ctx_printf(e->ctx, "&map_%s", n->cname);
+}
+
 /* ---- write-first gradients ----------------------------------------------------- */
 
 void emit_unwritten(Emit *e, const Node *n, const char *const *din,
@@ -120,9 +132,10 @@ void emit_unwritten(Emit *e, const Node *n, const char *const *din,
         if (!din[i] || (handled >> i & 1))
             continue;
         if (e->writes >> i & 1)
-            emit(e, "rt_zero(%s, %ld);", din[i], e->g->tensors[n->in[i]].numel);
+            emit(e, "rt_zero(%s, %s);", din[i],
+                 elems(e, e->g->tensors[n->in[i]].numel));
         else if (e->pwrites >> i & 1)
-            emit(e, "if (!accumulate) rt_zero(%s, %ld);", din[i],
-                 e->g->tensors[n->in[i]].numel);
+            emit(e, "if (!accumulate) rt_zero(%s, %s);", din[i],
+                 elems(e, e->g->tensors[n->in[i]].numel));
     }
 }

@@ -283,7 +283,7 @@ static const AttrSpec space_to_depth_attrs[] = {
 #define INT_INT64 .int_range = range_any, .int_ok = 3, .int_out = INT_OUT_PASS
 #define BINARY(NAME, KERNEL, NEED0, NEED1)                                      \
     {NAME, KERNEL, 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary, flops_out, {NEED0, NEED1},  \
-     emit_binary_fwd, emit_binary_bwd, emit_binary_static}
+     emit_binary_fwd, emit_binary_bwd, emit_binary_static, .chunked = 1}
 #define COMPARE(NAME)                                                            \
     {NAME, "compare", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_compare, flops_out, \
      {0, 0}, emit_compare_fwd, NULL, emit_binary_static, NULL, 0, range_any,     \
@@ -294,10 +294,10 @@ static const AttrSpec space_to_depth_attrs[] = {
      .int_out = INT_OUT_BOOL}
 #define UNARY(NAME, KERNEL, FLOPS, NEED)                                         \
     {NAME, KERNEL, 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same, FLOPS, {NEED},       \
-     emit_unary_fwd, emit_unary_bwd, NULL}
+     emit_unary_fwd, emit_unary_bwd, NULL, .chunked = 1}
 #define UNARY_ATTRS(NAME, KERNEL, ATTRS, FLOPS, NEED)                            \
     {NAME, KERNEL, 1, 1, 1, CAT_POINTWISE, ATTRS, shape_same, FLOPS, {NEED},          \
-     emit_unary_fwd, emit_unary_bwd, NULL}
+     emit_unary_fwd, emit_unary_bwd, NULL, .chunked = 1}
 
 const OpInfo op_table[] = {
     [OP_GEMM] = {"Gemm", "gemm", 2, 3, 1, CAT_MATMUL, gemm_attrs, shape_gemm,
@@ -316,26 +316,27 @@ const OpInfo op_table[] = {
     [OP_ADD] = {"Add", "add", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_out, {0, 0}, emit_binary_fwd, emit_binary_bwd,
                 emit_binary_static, .bwd_writes = 3, .bwd_in_place = 3,
-                INT_INT64},
+                INT_INT64, .chunked = 1},
     [OP_SUB] = {"Sub", "sub", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_out, {0, 0}, emit_binary_fwd, emit_binary_bwd,
-                emit_binary_static, INT_INT64},
+                emit_binary_static, INT_INT64, .chunked = 1},
     [OP_MUL] = {"Mul", "mul", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_out, {NEED_IN(1), NEED_IN(0)}, emit_binary_fwd,
-                emit_binary_bwd, emit_binary_static, INT_INT64},
+                emit_binary_bwd, emit_binary_static, INT_INT64, .chunked = 1},
     /* Div of two int64 tensors truncates toward zero (issue 25) */
     [OP_DIV] = {"Div", "div", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_out, {NEED_IN(1), NEED_IN(0) | NEED_IN(1)},
                 emit_binary_fwd, emit_binary_bwd, emit_binary_static,
-                INT_INT64},
+                INT_INT64, .chunked = 1},
     [OP_RELU] = {"Relu", "relu", 1, 1, 1, CAT_POINTWISE, no_attrs, shape_same,
                  flops_relu, {NEED_OUT(0)}, emit_unary_fwd, emit_unary_bwd,
                  NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1,
                  .compact = NEED_OUT(0), .compact_bytes = compact_mask,
-                 .compact_form = "1-bit mask"},
+                 .compact_form = "1-bit mask", .chunked = 1},
     [OP_GELU] = {"Gelu", "gelu", 1, 1, 1, CAT_POINTWISE, gelu_attrs, shape_same,
                  flops_gelu, {NEED_IN(0)}, emit_unary_fwd, emit_unary_bwd,
-                 NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1},
+                 NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1,
+                 .chunked = 1},
     [OP_TANH] = UNARY("Tanh", "tanh", flops_tanh, NEED_OUT(0)),
     [OP_SIGMOID] = UNARY("Sigmoid", "sigmoid", flops_tanh, NEED_OUT(0)),
     [OP_REDUCE_MEAN] = {"ReduceMean", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
@@ -446,7 +447,8 @@ const OpInfo op_table[] = {
     /* both gradients from X and Y (Y X^(Y-1), X^Y ln X): never the output */
     [OP_POW] = {"Pow", "pow", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_binary,
                 flops_pow, {NEED_IN(0) | NEED_IN(1), NEED_IN(0) | NEED_IN(1)},
-                emit_binary_fwd, emit_binary_bwd, emit_binary_static},
+                emit_binary_fwd, emit_binary_bwd, emit_binary_static,
+                .chunked = 1},
     /* the condition (float32, or int64/bool: int_ok; true where nonzero)
      * selects and is not differentiated; X and Y may be int64 (both, and
      * then the condition too: INT_OUT_SELECT), the output int64 then: no_grad, so a condition computed
@@ -499,17 +501,18 @@ const OpInfo op_table[] = {
                        leaky_relu_attrs, shape_same, flops_relu, {NEED_IN(0)},
                        emit_unary_fwd, emit_unary_bwd, NULL,
                        .compact = NEED_IN(0), .compact_bytes = compact_mask,
-                       .compact_form = "1-bit mask"},
+                       .compact_form = "1-bit mask", .chunked = 1},
     [OP_HARD_SWISH] = UNARY("HardSwish", "hard_swish", flops_hard, NEED_IN(0)),
     [OP_HARD_SIGMOID] = {"HardSigmoid", "hard_sigmoid", 1, 1, 1, CAT_POINTWISE,
                          hard_sigmoid_attrs, shape_same, flops_hard,
                          {NEED_OUT(0)}, emit_unary_fwd, emit_unary_bwd, NULL,
                          .compact = NEED_OUT(0), .compact_bytes = compact_mask,
-                         .compact_form = "1-bit mask"},
+                         .compact_form = "1-bit mask", .chunked = 1},
     [OP_CLIP] = {"Clip", "clip", 1, 1, 1, CAT_POINTWISE, clip_attrs,
                  shape_same, flops_hard, {NEED_IN(0)}, emit_unary_fwd,
                  emit_unary_bwd, NULL, .compact = NEED_IN(0),
-                 .compact_bytes = compact_mask, .compact_form = "1-bit mask"},
+                 .compact_bytes = compact_mask, .compact_form = "1-bit mask",
+                 .chunked = 1},
     [OP_ELU] = UNARY_ATTRS("Elu", "elu", elu_attrs, flops_tanh, NEED_IN(0)),
     [OP_SOFTPLUS] = UNARY("Softplus", "softplus", flops_tanh, NEED_IN(0)),
     [OP_ABS] = UNARY("Abs", "abs", flops_relu, NEED_IN(0)),
@@ -531,7 +534,8 @@ const OpInfo op_table[] = {
                       NEED_IN(0) | NEED_IN(1)),
     [OP_PRELU] = {"PRelu", "prelu", 2, 2, 1, CAT_POINTWISE, no_attrs, shape_prelu,
                   flops_out, {NEED_IN(0) | NEED_IN(1), NEED_IN(0)},
-                  emit_binary_fwd, emit_binary_bwd, emit_binary_static},
+                  emit_binary_fwd, emit_binary_bwd, emit_binary_static,
+                  .chunked = 1},
     /* ReduceMax, ReduceMin (ops_reduce.c): the gradient reaches the
      * extremes, found by comparing x with y */
     [OP_REDUCE_MAX] = {"ReduceMax", "reduce_max", 1, 1, 1, CAT_REDUCTION,

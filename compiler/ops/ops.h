@@ -54,6 +54,13 @@ const char *emit_bcast(Emit *e, const Node *n, const Tensor *y,
 /* The map from x to x reduced over the axes `reduced` marks. */
 const char *emit_reduce_map(Emit *e, const Node *n, const Tensor *x,
                             const int *reduced);
+/* The element count of a chunked row's call (OpInfo.chunked): inside a
+ * fused recompute's loop the chunk's (Emit.count), else numel. */
+const char *elems(Emit *e, long numel);
+/* The broadcast map a binary call takes: "&map_NAME", or inside a fused
+ * recompute's loop "&chunk_map", the chunk's flat one (the operands then
+ * all have the output's shape). */
+const char *map_ref(Emit *e, const Node *n);
 /* Zeroes din[i] for the bits of Emit.writes not in `handled`: a gradient
  * the schedule left unzeroed for a call that, on this node, only adds. */
 void emit_unwritten(Emit *e, const Node *n, const char *const *din,

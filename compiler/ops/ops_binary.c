@@ -48,8 +48,8 @@ void emit_binary_fwd(Emit *e, const Node *n, const char *const *out,
                      const char *const *in)
 {
     const Graph *g = e->g;
-    emit(e, "rt_%s%s_forward(%s, %s, %s, &map_%s);", n->row->kernel,
-         OUT(0)->is_int ? "_i64" : "", out[0], in[0], in[1], n->cname);
+    emit(e, "rt_%s%s_forward(%s, %s, %s, %s);", n->row->kernel,
+         OUT(0)->is_int ? "_i64" : "", out[0], in[0], in[1], map_ref(e, n));
 }
 
 void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
@@ -57,17 +57,18 @@ void emit_binary_bwd(Emit *e, const Node *n, const char *const *din,
                      const char *const *out)
 {
     (void)out;
+    const char *map = map_ref(e, n);
     if (n->op == OP_ADD && (e->writes || e->pwrites))
-        emit(e, "rt_add_backward_set(%s, %s, %s, &map_%s%s);",
-             or_null(din, 0, 2), or_null(din, 1, 2), dout[0], n->cname,
+        emit(e, "rt_add_backward_set(%s, %s, %s, %s%s);",
+             or_null(din, 0, 2), or_null(din, 1, 2), dout[0], map,
              set_arg(e));
     else if (n->op == OP_ADD || n->op == OP_SUB)
-        emit(e, "rt_%s_backward(%s, %s, %s, &map_%s);", n->row->kernel,
-             or_null(din, 0, 2), or_null(din, 1, 2), dout[0], n->cname);
+        emit(e, "rt_%s_backward(%s, %s, %s, %s);", n->row->kernel,
+             or_null(din, 0, 2), or_null(din, 1, 2), dout[0], map);
     else
-        emit(e, "rt_%s_backward(%s, %s, %s, %s, %s, &map_%s);", n->row->kernel,
+        emit(e, "rt_%s_backward(%s, %s, %s, %s, %s, %s);", n->row->kernel,
              or_null(din, 0, 2), or_null(din, 1, 2), dout[0],
-             or_null(in, 0, 2), or_null(in, 1, 2), n->cname);
+             or_null(in, 0, 2), or_null(in, 1, 2), map);
 }
 
 /* ONNX Mod (issue 25): fmod 0 takes the divisor's sign, defined for

@@ -63,11 +63,11 @@ void emit_unary_fwd(Emit *e, const Node *n, const char *const *out,
         emit(e, "rt_%s_forward_mask(%s, %s, %s, %ld%s);", n->row->kernel,
              out[0], e->compact, in[0], OUT(0)->numel, unary_attrs(e, n, 0));
     else if (n->op == OP_GELU)
-        emit(e, "rt_gelu_forward(%s, %s, %ld, %d);", out[0], in[0],
-             OUT(0)->numel, gelu_tanh(n));
+        emit(e, "rt_gelu_forward(%s, %s, %s, %d);", out[0], in[0],
+             elems(e, OUT(0)->numel), gelu_tanh(n));
     else
-        emit(e, "rt_%s_forward(%s, %s, %ld%s);", n->row->kernel, out[0],
-             in[0], OUT(0)->numel, unary_attrs(e, n, 0));
+        emit(e, "rt_%s_forward(%s, %s, %s%s);", n->row->kernel, out[0],
+             in[0], elems(e, OUT(0)->numel), unary_attrs(e, n, 0));
 }
 
 /* The backward reads what the row's needs mask says: the input (Gelu, Log),
@@ -89,12 +89,13 @@ void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
              set, din[0], dout[0], e->compact, OUT(0)->numel,
              n->op == OP_CLIP ? "" : unary_attrs(e, n, 1), set_arg(e));
     else if (n->op == OP_GELU)
-        emit(e, "rt_gelu_backward%s(%s, %s, %s%ld, %d%s);", set, din[0],
-             dout[0], read, OUT(0)->numel, gelu_tanh(n), set_arg(e));
-    else
-        emit(e, "rt_%s_backward%s(%s, %s, %s%ld%s%s);", n->row->kernel,
-             set, din[0], dout[0], read, OUT(0)->numel, unary_attrs(e, n, 1),
+        emit(e, "rt_gelu_backward%s(%s, %s, %s%s, %d%s);", set, din[0],
+             dout[0], read, elems(e, OUT(0)->numel), gelu_tanh(n),
              set_arg(e));
+    else
+        emit(e, "rt_%s_backward%s(%s, %s, %s%s%s%s);", n->row->kernel,
+             set, din[0], dout[0], read, elems(e, OUT(0)->numel),
+             unary_attrs(e, n, 1), set_arg(e));
 }
 
 /* As Tanh, Exp and Log count a transcendental: 4 per element. */

@@ -87,6 +87,19 @@ def schedule(text, js):
     if sum(x['bytes'] for x in kept) != d['summary']['compact_bytes'] or \
             len(kept) != d['summary']['compact_forms']:
         fail('compact lines do not add up to compact_bytes: %r' % compact)
+    # 'fused: TENSOR, NODE (OP) recomputed inside READER's OP backward,
+    # N floats at a time' lines
+    fused = []
+    while rest and rest[0].startswith('fused: '):
+        line = rest.pop(0)
+        f = re.match(r"^fused: (\S+), (\S+) \((\S+)\) recomputed inside "
+                     r"(\S+)'s \S+ backward, (\d+) floats at a time$", line)
+        if not f:
+            fail('fused line: %r' % line)
+        fused.append(dict(zip(('tensor', 'node', 'op', 'reader'), f.groups()[:4]),
+                          chunk_floats=int(f.group(5))))
+    if fused != [dict(x) for x in d['fused']]:
+        fail('fused lines differ: text %r, json %r' % (fused, d['fused']))
     s = summary_lines(rest)
     if s != d['summary']:
         fail('summary differs: text %r, json %r' % (s, d['summary']))
