@@ -1349,6 +1349,9 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
         return -1;
     if (b->rates)
         r->rates = b->rates;
+    /* set before the search: its schedules must be the driver's (an
+     * arena-bounded plan has no fused recomputes, schedule.c) */
+    r->max_arena = b->max_arena;
     /* the frontier's bytes leave out the compact forms every plan keeps */
     double plans = want - (double)r->compact_fixed;
     if (solve_frontier(c, g, r, plans, &f))

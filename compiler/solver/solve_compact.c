@@ -118,6 +118,7 @@ int compact_fit(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
         return -1;
     if (b->rates)
         r->rates = b->rates;
+    r->max_arena = b->max_arena;    /* fits() schedules as the driver will */
     double rebuild = cheapest_rebuild(g, r);
     if (rebuild == HUGE_VAL)
         return 0;                   /* no form is a choice */
