@@ -675,10 +675,8 @@ static int input_buffer(const Sched *x, const Node *n, int k)
 }
 
 /* The bytes live at statement j (in [r, b]) were the recompute at r run
- * inside its reader at b: its output a chunk at b alone, and what it
- * reads live until b. With room = 0 it answers for the schedule as it
- * is; a fusion is taken where, over [r, b], the most live at once does
- * not grow. */
+ * inside its reader at b: its output a chunk of `chunk` bytes at b
+ * alone, and what it reads (each buffer once) live until b. */
 static double live_fused(const Sched *x, const double *live, int r, int b,
                          int j, double chunk)
 {
