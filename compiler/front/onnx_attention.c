@@ -144,24 +144,28 @@ static int mask_fits(Im *m, int v, int cond, long b, long sq, long skv)
     return 1;
 }
 
+/* A new value for IR tensor y (the output of node made), named name. */
+static int made_val(Im *m, const ONode *o, const char *name, int y)
+{
+    int v = im_new_val(m, name, o->what);
+    if (v < 0)
+        return -1;
+    m->v[v].tensor = y;
+    m->v[v].varying = 1;
+    shape_to_val(&m->v[v], &m->g->tensors[y]);
+    return v;
+}
+
 /* k moved by perm into (.., T, D): a Transpose node of its own, named
  * after tr, whose value replaces k's. -1 on failure, else the value. */
 static int moved_key(Im *m, ONode *tr, const long *perm, int rank)
 {
-    int kv = im_new_val(m, ctx_printf(m->c, "%s_heads", m->v[tr->in[0]].name),
-                        tr->what);
-    if (kv < 0)
-        return -1;
-    Node *n = new_node(m, tr->name, OP_TRANSPOSE);
-    n->in[n->nin++] = m->v[tr->in[0]].tensor;
+    const char *name = ctx_printf(m->c, "%s_heads", m->v[tr->in[0]].name);
+    Node *n;
+    int t = node1(m, tr, tr->name, OP_TRANSPOSE, &m->v[tr->in[0]].tensor, 1,
+                  name, &n);
     set_ints(n, "perm", perm, rank);
-    int t = add_out(m, n, m->v[kv].name);
-    if (finish_node(m, n, tr))
-        return -1;
-    m->v[kv].tensor = t;
-    m->v[kv].varying = 1;
-    shape_to_val(&m->v[kv], &m->g->tensors[t]);
-    return kv;
+    return finish_node(m, n, tr) ? -1 : made_val(m, tr, name, t);
 }
 
 /* An attention pattern found: from the scores' product (first, q by K^T)
@@ -405,18 +409,6 @@ int try_einsum_attention(Im *m, ONode *o)
     return 1;
 }
 
-/* A new value for IR tensor y (the output of node made), named name. */
-static int made_val(Im *m, const ONode *o, const char *name, int y)
-{
-    int v = im_new_val(m, name, o->what);
-    if (v < 0)
-        return -1;
-    m->v[v].tensor = y;
-    m->v[v].varying = 1;
-    shape_to_val(&m->v[v], &m->g->tensors[y]);
-    return v;
-}
-
 /* The additive mask Where(cond, fill, 0) (or Where(cond, 0, fill) where
  * the condition keeps) of try_attention's computed condition. */
 static int mask_of_cond(Im *m, ONode *o, int cond)
@@ -436,11 +428,12 @@ static int mask_of_cond(Im *m, ONode *o, int cond)
 static int mask_heads_view(Im *m, ONode *o, int mask)
 {
     const Tensor *x = &m->g->tensors[m->v[mask].tensor];
-    Node *n = new_node(m, ctx_printf(m->c, "%s_mask4", o->name), OP_RESHAPE);
-    n->in[n->nin++] = m->v[mask].tensor;
     long shape[4] = {x->dims[0], 1, x->dims[1], x->dims[2]};
+    Node *n;
+    int y = node1(m, o, ctx_printf(m->c, "%s_mask4", o->name), OP_RESHAPE,
+                  &m->v[mask].tensor, 1, ctx_printf(m->c, "%s_4d", x->name),
+                  &n);
     set_ints(n, "shape", shape, 4);
-    int y = add_out(m, n, ctx_printf(m->c, "%s_4d", x->name));
     return finish_node(m, n, o) ? -1 : made_val(m, o, m->g->tensors[y].name, y);
 }
 
