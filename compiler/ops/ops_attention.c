@@ -119,18 +119,32 @@ int shape_attention(Ctx *c, Graph *g, Node *n)
     return rc || n->nin < 4 ? rc : shape_attention_mask(c, g, n);
 }
 
-static const char *attention_rest(Emit *e, const Node *n);
-
-/* "[batch, heads,] sq, skv, e, ev, scale, causal" (4-D: bh first, no
- * heads); scale defaults to 1/sqrt(head size) */
-static const char *attention_args(Emit *e, const Node *n)
+/* "[batch, heads,] sq, skv, e, ev, scale, causal" after v (4-D: bh
+ * first, no heads); scale defaults to 1/sqrt(head size). With a mask
+ * (in[3]) the masked kernels' "mask, mask_b, mask_q, mask_heads, batch,
+ * heads, " first: the 4-D layout as bh entries of one head, each batch
+ * entry's mask serving its heads. */
+static const char *attention_args(Emit *e, const Node *n,
+                                  const char *const *in)
 {
     const Graph *g = e->g;
     const AttnDims d = attn_dims(g, n);
+    const Attr *scale = node_attr(n, "scale");
+    float s = scale->set ? scale->f : (float)(1.0 / sqrt((double)d.e));
     const char *lead = IN(0)->rank == 4
                            ? ctx_printf(e->ctx, "%ld", d.batch)
                            : ctx_printf(e->ctx, "%ld, %ld", d.batch, d.heads);
-    return ctx_printf(e->ctx, "%s, %s", lead, attention_rest(e, n));
+    if (n->nin > 3) {
+        const Tensor *m = IN(3);
+        long sq = mask_dim(m, 2), skv = mask_dim(m, 3);
+        long mb = mask_dim(m, 0) > 1 ? sq * skv : 0, mq = sq > 1 ? skv : 0;
+        long per = IN(0)->rank == 4 ? IN(0)->dims[1] : d.heads;
+        lead = ctx_printf(e->ctx, "%s, %ld, %ld, %ld, %ld, %ld", in[3], mb, mq,
+                          per, d.batch, d.heads);
+    }
+    return ctx_printf(e->ctx, "%s, %ld, %ld, %ld, %ld, %s, %ld", lead, d.sq,
+                      d.skv, d.e, d.ev, fmt_float(e->ctx, s),
+                      node_int(n, "is_causal"));
 }
 
 static const char *attention_suffix(const Graph *g, const Node *n)
@@ -138,40 +152,12 @@ static const char *attention_suffix(const Graph *g, const Node *n)
     return n->nin > 3 ? "_mask_3d" : IN(0)->rank == 4 ? "" : "_3d";
 }
 
-/* The masked kernels' arguments after v: "mask, mask_b, mask_q,
- * mask_heads, batch, heads, " (the 4-D layout as bh entries of one head,
- * each batch entry's mask serving its heads); "" without a mask. */
-static const char *mask_args(Emit *e, const Node *n, const char *mask)
-{
-    const Graph *g = e->g;
-    if (n->nin < 4)
-        return "";
-    const AttnDims d = attn_dims(g, n);
-    const Tensor *m = IN(3);
-    long sq = mask_dim(m, 2), skv = mask_dim(m, 3);
-    long mb = mask_dim(m, 0) > 1 ? sq * skv : 0, mq = sq > 1 ? skv : 0;
-    long per = IN(0)->rank == 4 ? IN(0)->dims[1] : d.heads;
-    return ctx_printf(e->ctx, "%s, %ld, %ld, %ld, %ld, %ld, ", mask, mb, mq,
-                      per, d.batch, d.heads);
-}
-
-/* After the masked kernels' "batch, heads, ": the rest of attention_args. */
-static const char *attention_rest(Emit *e, const Node *n)
-{
-    const AttnDims d = attn_dims(e->g, n);
-    const Attr *scale = node_attr(n, "scale");
-    float s = scale->set ? scale->f : (float)(1.0 / sqrt((double)d.e));
-    return ctx_printf(e->ctx, "%ld, %ld, %ld, %ld, %s, %ld", d.sq, d.skv, d.e,
-                      d.ev, fmt_float(e->ctx, s), node_int(n, "is_causal"));
-}
-
 void emit_attention_fwd(Emit *e, const Node *n, const char *const *out,
                         const char *const *in)
 {
-    emit(e, "rt_attention_forward%s(%s, %s, %s, %s, %s%s, %s);",
+    emit(e, "rt_attention_forward%s(%s, %s, %s, %s, %s, %s);",
          attention_suffix(e->g, n), out[0], in[0], in[1], in[2],
-         mask_args(e, n, n->nin > 3 ? in[3] : NULL),
-         n->nin > 3 ? attention_rest(e, n) : attention_args(e, n), e->scratch);
+         attention_args(e, n, in), e->scratch);
 }
 
 void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
@@ -179,11 +165,10 @@ void emit_attention_bwd(Emit *e, const Node *n, const char *const *din,
                         const char *const *in, const char *const *out)
 {
     (void)out;
-    emit(e, "rt_attention_backward%s(%s, %s, %s, %s, %s, %s, %s, %s%s, %s);",
+    emit(e, "rt_attention_backward%s(%s, %s, %s, %s, %s, %s, %s, %s, %s);",
          attention_suffix(e->g, n), or_null(din, 0, 3), or_null(din, 1, 3),
          or_null(din, 2, 3), dout[0], in[0], in[1], in[2],
-         mask_args(e, n, n->nin > 3 ? in[3] : NULL),
-         n->nin > 3 ? attention_rest(e, n) : attention_args(e, n), e->scratch);
+         attention_args(e, n, in), e->scratch);
 }
 
 /* A block of scores and its softmax statistics in the forward; scores,
