@@ -115,13 +115,33 @@ static void attn_scores(float *s, const float *q, const float *k, int i0,
     }
 }
 
-/* Head b's mask: batch entry b / per's (mask_b apart; 0 broadcasts). */
-static attn_mask attn_head_mask(const float *mask, size_t mask_b,
-                                size_t mask_q, int b, int per)
+/* The whole mask as the kernels are given it: batch entries mask_b
+ * apart (0 broadcasts), rows mask_q apart, each entry serving mask_heads
+ * heads in a row. */
+typedef struct {
+    const float *at;
+    size_t mask_b, mask_q;
+    int mask_heads;
+} attn_mask_spec;
+
+static attn_mask_spec attn_mask_spec_of(const float *mask, size_t mask_b,
+                                        size_t mask_q, int mask_heads)
+{
+    attn_mask_spec w;
+    w.at = mask;
+    w.mask_b = mask_b;
+    w.mask_q = mask_q;
+    w.mask_heads = mask_heads;
+    return w;
+}
+
+/* Head b's mask: batch entry b / mask_heads's. */
+static attn_mask attn_head_mask(const attn_mask_spec *w, int b)
 {
     attn_mask m;
-    m.at = mask != NULL ? mask + (size_t)(b / per) * mask_b : NULL;
-    m.row = mask_q;
+    m.at = w->at != NULL ? w->at + (size_t)(b / w->mask_heads) * w->mask_b
+                         : NULL;
+    m.row = w->mask_q;
     return m;
 }
 
@@ -297,9 +317,9 @@ size_t rt_attention_scratch(int skv, int ev)
  * blocks; with one block y gets the product directly (the same bits). */
 typedef struct {
     float *y;
-    const float *q, *k, *v, *mask;
-    size_t mask_b, mask_q;
-    int mask_heads, heads, sq, skv, e, ev, lq, lv, causal;
+    const float *q, *k, *v;
+    attn_mask_spec mask;
+    int heads, sq, skv, e, ev, lq, lv, causal;
     float scale, *scratch;
 } attn_fwd;
 
@@ -368,8 +388,7 @@ static void attn_forward_heads(void *ctx, int lane, int b0, int b1)
         const float *kb = a->k + attn_head(b, a->heads, a->skv, a->e);
         const float *vb = a->v + attn_head(b, a->heads, a->skv, a->ev);
         float *yb = a->y + attn_head(b, a->heads, a->sq, a->ev);
-        const attn_mask mask =
-            attn_head_mask(a->mask, a->mask_b, a->mask_q, b, a->mask_heads);
+        const attn_mask mask = attn_head_mask(&a->mask, b);
         for (i0 = 0; i0 < a->sq; i0 += RT_ATTN_BQ)
             attn_forward_block(a, yb, qb, kb, vb, &mask, i0,
                                attn_min(RT_ATTN_BQ, a->sq - i0), scratch);
@@ -401,10 +420,7 @@ void rt_attention_forward_mask_3d(float *y, const float *q, const float *k,
     a.q = q;
     a.k = k;
     a.v = v;
-    a.mask = mask;
-    a.mask_b = mask_b;
-    a.mask_q = mask_q;
-    a.mask_heads = mask_heads;
+    a.mask = attn_mask_spec_of(mask, mask_b, mask_q, mask_heads);
     a.heads = heads;
     a.sq = sq;
     a.skv = skv;
@@ -592,9 +608,9 @@ static void attn_bwd_query_block(const attn_bwd *a, int i0, int mq)
 /* The arguments of rt_attention_backward, for its lanes. */
 typedef struct {
     float *dq, *dk, *dv, *scratch;
-    const float *dy, *q, *k, *v, *mask;
-    size_t mask_b, mask_q;
-    int mask_heads, heads, sq, skv, e, ev, causal;
+    const float *dy, *q, *k, *v;
+    attn_mask_spec mask;
+    int heads, sq, skv, e, ev, causal;
     float scale;
 } attn_bwd_args;
 
@@ -633,8 +649,7 @@ static void attn_backward_heads(void *ctx, int lane, int b0, int b1)
         a.q = w->q + oq;
         a.k = w->k + ok;
         a.v = w->v + ov;
-        a.mask = attn_head_mask(w->mask, w->mask_b, w->mask_q, b,
-                                w->mask_heads);
+        a.mask = attn_head_mask(&w->mask, b);
         for (i0 = 0; i0 < a.sq; i0 += RT_ATTN_BQ)
             attn_bwd_query_block(&a, i0, attn_min(RT_ATTN_BQ, a.sq - i0));
     }
@@ -671,10 +686,7 @@ void rt_attention_backward_mask_3d(float *dq, float *dk, float *dv,
     w.q = q;
     w.k = k;
     w.v = v;
-    w.mask = mask;
-    w.mask_b = mask_b;
-    w.mask_q = mask_q;
-    w.mask_heads = mask_heads;
+    w.mask = attn_mask_spec_of(mask, mask_b, mask_q, mask_heads);
     w.heads = heads;
     w.sq = sq;
     w.skv = skv;
