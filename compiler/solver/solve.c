@@ -1374,7 +1374,6 @@ static int budget_within(Ctx *c, const Graph *g, const Policy *p,
     }
     r->budgeted = 1;
     r->budget_bytes = want;
-    r->max_arena = b->max_arena;
     r->proven = proven;
     r->nfree = count_free(g, r);
     *out = r;

@@ -153,7 +153,6 @@ int compact_fit(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
         remat_apply(g, r, f.plans[i].recompute);
         r->budgeted = 1;
         r->budget_bytes = budget_bytes(c, g, b);
-        r->max_arena = b->max_arena;
         r->proven = got <= every;
         r->floor = every;
         for (int t = 0; t < g->ntensors; t++)

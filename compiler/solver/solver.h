@@ -110,9 +110,10 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
 double frontier_bound(const Frontier *f, double cap);
 /* After remat_budget's arena answer (*answer; NULL where it refused),
  * the plans that rebuild a compact form instead of keeping it
- * (solve_compact.c; refusal_proven: the refusal was a proof): *answer becomes the first of them that fits and
- * recomputes less, or stays, its proof qualified where such a plan could
- * beat it (Remat.forms_kept). -1 on failure only. */
+ * (solve_compact.c; refusal_proven: the refusal was a proof): *answer
+ * becomes the first of them that fits and recomputes less, or stays, its
+ * proof qualified where such a plan could beat it (Remat.forms_kept). -1
+ * on failure only. */
 int compact_fit(Ctx *c, const Graph *g, const Policy *p, const Budget *b,
                 int refusal_proven, Remat **answer);
 /* For the tests: fit_arena answers by its branch and bound alone (no
