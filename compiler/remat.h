@@ -528,8 +528,10 @@ typedef enum { KEEP_NONE, KEEP_SAVE, KEEP_RECOMPUTE, KEEP_COMPACT } Keep;
 
 /* Remat.rebuild: recomputed values live to their last reader (NONE), or
  * are forgotten after each backward (EACH), or after each backward unless
- * the next one reads them (NEXT: more live at once, less recompute). */
-enum { REBUILD_NONE, REBUILD_EACH, REBUILD_NEXT };
+ * the next one reads them (NEXT: more live at once, less recompute), or as
+ * NEXT but only once the backward leaves a block (BLOCK: a block's values
+ * rebuilt once for all its backwards). */
+enum { REBUILD_NONE, REBUILD_EACH, REBUILD_NEXT, REBUILD_BLOCK };
 
 typedef struct {
     Keep *keep;             /* per tensor (activations only; else KEEP_NONE) */
@@ -581,7 +583,8 @@ typedef struct {
     /* with max_arena, when no plan that recomputes each tensor once fits:
      * every recomputed tensor is rebuilt for each backward that reads it
      * and forgotten after (schedule.c), from the nearest kept tensor;
-     * REBUILD_NEXT keeps one the next backward reads too */
+     * REBUILD_NEXT keeps one the next backward reads too, REBUILD_BLOCK
+     * also every one while the backward stays in a block */
     int rebuild;
     /* how recompute is priced (cost.c): remat_classify sets the built-in
      * rates, a caller with others sets them after */
@@ -1145,7 +1148,8 @@ int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
  * tries when the frontier's do not fit: of r's opened tensors (r from
  * remat_classify_open) a count kept, the others rebuilt from the kept one
  * before, each recomputing once (REBUILD_NONE) and, on graphs fit_arena
- * would rebuild, rebuilding at each use (REBUILD_EACH, REBUILD_NEXT).
+ * would rebuild, rebuilding at each use (REBUILD_EACH, REBUILD_NEXT,
+ * REBUILD_BLOCK).
  * Each is handed to each() with its Remat.rebuild until it returns
  * nonzero (then 1). For `remat pareto --by arena`, whose curve they carry
  * below the plans that recompute each tensor once. */

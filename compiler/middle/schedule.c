@@ -17,7 +17,9 @@
  * nearest kept tensor. So no recomputed value outlives one backward, and a
  * chain of rebuilt blocks is walked with two of its buffers live at a time
  * (Chen et al.'s quadratic checkpointing, and with some boundaries kept,
- * revolve's repeated forward sweeps). Each rebuild is a value of its own
+ * revolve's repeated forward sweeps); two variants keep a value for the
+ * next backward that reads it, or for the rest of a block's backward
+ * (forget_rebuilt). Each rebuild is a value of its own
  * (Value.copy counts them per tensor, for the emitter's names).
  *
  * Every buffer in the arena is a Value with the statements that define and
@@ -374,19 +376,26 @@ static void take_first_writes(Sched *x, int n, const int *want, int first,
     }
 }
 
-/* A plan that rebuilds, after a backward: every rebuilt value is
- * forgotten, so that the next reader rebuilds its own; under REBUILD_NEXT
- * not one the very next backward reads (a block's input, read by its
- * first node's backward and by the backward of the node that made it, is
- * then rebuilt once for both, at the price of more live at once where the
- * two are far apart in the graph). */
-static void forget_rebuilt(Sched *x)
+/* A plan that rebuilds, after the backward of node n: every rebuilt
+ * value is forgotten, so that the next reader rebuilds its own; under
+ * REBUILD_NEXT not one the very next backward reads (a block's input, read
+ * by its first node's backward and by the backward of the node that made
+ * it, is then rebuilt once for both, at the price of more live at once
+ * where the two are far apart in the graph); under REBUILD_BLOCK none
+ * while the next backward is in n's block either, so that a block's
+ * backward rebuilds it once, from the nearest kept tensor, as revolve
+ * sweeps forward once per step it reverses. */
+static void forget_rebuilt(Sched *x, int n)
 {
-    int k = 0;
+    const Node *next = x->next >= 0 ? &x->g->nodes[x->next] : NULL;
+    int mode = x->r->rebuild, k = 0;
+    if (mode == REBUILD_BLOCK && next && next->block >= 0 &&
+        next->block == x->g->nodes[n].block)
+        return;
     for (int i = 0; i < x->nheld; i++) {
         int t = x->held[i];
-        if (x->r->rebuild == REBUILD_NEXT && x->next >= 0 &&
-            node_backward_reads_tensor(x->g, &x->g->nodes[x->next], t))
+        if (mode != REBUILD_EACH && next &&
+            node_backward_reads_tensor(x->g, next, t))
             x->held[k++] = t;
         else
             x->s->rec[t] = -1;
@@ -464,7 +473,7 @@ static void run_backward(Sched *x, int n)
             use(x, x->s->grad[nd->in[i]], s);
     }
     if (x->r->rebuild)
-        forget_rebuilt(x);
+        forget_rebuilt(x, n);
 }
 
 static int *filled(Ctx *c, int n, int v)

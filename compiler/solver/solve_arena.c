@@ -1248,7 +1248,7 @@ int solve_spaced_plans(const Graph *g, const Remat *r,
                        int (*each)(void *ctx, const char *recompute,
                                    int rebuild), void *ctx)
 {
-    int last = g->nnodes > REBUILD_NODES ? REBUILD_NONE : REBUILD_NEXT;
+    int last = g->nnodes > REBUILD_NODES ? REBUILD_NONE : REBUILD_BLOCK;
     for (int mode = REBUILD_NONE; mode <= last; mode++) {
         SpacedMode m = {each, ctx, mode};
         Ctx scratch;
@@ -1275,7 +1275,7 @@ static int rebuild_fit(Ctx *c, Arena *a, const Frontier *f, const char *why,
     a->measure = 1;
     Plan best = {HUGE_VAL, HUGE_VAL, NULL};
     int how = REBUILD_NONE;
-    for (int mode = REBUILD_EACH; mode <= REBUILD_NEXT; mode++) {
+    for (int mode = REBUILD_EACH; mode <= REBUILD_BLOCK; mode++) {
         a->r->rebuild = mode;
         Plan p = spaced_fit(c, a);
         if (a->failed)

@@ -195,6 +195,19 @@ if [ -f "$work/lstm32/xml/lstm32.xml" ]; then
         if [ "$(sed -n "s/^arena_bytes: //p" "$d/sqrt")" -le 2500 ] && [ "$h" = "$pairs" ] &&
            [ "$c" = "$pairs" ] && [ "$pairs" -ge 4 ] && [ "$pairs" -le 8 ]; then ok
         else bad "lstm32 --max-arena 2500: keeps $h hidden and $c cell states ($pairs steps whole), arena $(sed -n "s/^arena_bytes: //p" "$d/sqrt")"; fi
+        # one forward sweep per step reversed, as revolve does: step t's
+        # backward reruns steps k+1 .. t from the nearest kept step k < t
+        # (the input for none), t - k steps of the forward's 32, so the
+        # recompute is at most sum(t - k) / 32 forwards (10% for the head
+        # and the weight slices); rebuilding for each node's backward
+        # instead of each step's cost 5.4 times that
+        sweep=$(grep -E '^/lstm\.t[0-9]+/h .* SAVE ' "$d/sqrt" | sed 's|^/lstm\.t\([0-9]*\)/.*|\1|' |
+                awk -v f="$(sed -n 's/^forward_flops: //p' "$d/sqrt")" \
+                    '{kept[$1] = 1} END {k = -1; for (t = 0; t < 32; t++) {s += t - k; if (kept[t]) k = t}
+                      printf "%d", 1.1 * s * f / 32}')
+        rec=$(sed -n 's/^recompute_flops: //p' "$d/sqrt")
+        [ "$rec" -le "$sweep" ] && ok ||
+            bad "lstm32 --max-arena 2500: recomputes $rec FLOPs, over one sweep per step's $sweep"
     else bad "lstm32 --max-arena 2500: no plan"; fi
     # its gradients are none's, bit for bit, rebuilt states and all
     mkdir -p "$d/sqrt_plan"

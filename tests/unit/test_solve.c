@@ -1177,6 +1177,103 @@ START_TEST(rebuilding_fits_below_every_plan)
 }
 END_TEST
 
+/* A recurrence whose step is three nodes, a = Tanh(x W)^2: the Mul's
+ * backward reads u, the Tanh's u, the MatMul's the step's input. */
+static const char *recurrence3(Ctx *c, int n)
+{
+    Buf b;
+    buf_init(&b, c);
+    buf_printf(&b, "<input name='x' shape='4 16'/>");
+    for (int i = 1; i <= n; i++)
+        buf_printf(&b, "<initializer name='W%d' shape='16 16' init='uniform'/>"
+                   "<block name='s%d'>"
+                   "<node name='mm%d' op='MatMul' in='%s W%d' out='h%d'/>"
+                   "<node name='t%d' op='Tanh' in='h%d' out='u%d'/>"
+                   "<node name='m%d' op='Mul' in='u%d u%d' out='a%d'/></block>",
+                   i, i, i, i == 1 ? "x" : ctx_printf(c, "a%d", i - 1), i, i,
+                   i, i, i, i, i, i, i);
+    buf_printf(&b, "<node name='s' op='ReduceSum' in='a%d' out='loss' "
+               "keepdims='0'/><output name='loss'/>", n);
+    return b.data;
+}
+
+/* The first statement of the backward of the node after backward
+ * statement i (the schedule's length when there is none). */
+static int next_backward(const Schedule *s, int i)
+{
+    int j = i + 1;
+    while (j < s->nstmts && s->stmts[j].kind != S_BACKWARD)
+        j++;
+    return j;
+}
+
+/* Rebuilding once per block's backward (REBUILD_BLOCK), as revolve sweeps
+ * forward once per step it reverses: on a recurrence of 32 three-node
+ * steps, at 2,560 bytes, where the search proves that no plan recomputing
+ * once fits (the least found is 4,352), the plan rebuilds no tensor twice
+ * while the backward stays in one step, recomputes less than the same
+ * kept tensors rebuilt for each backward (REBUILD_NEXT: the MatMul's
+ * backward reruns the chain the Mul's ran), and a rebuilt value outlives
+ * a backward only while the next is in its block or reads it. */
+START_TEST(rebuilding_once_per_block)
+{
+    Ctx c;
+    ctx_init(&c);
+    Policy *p;
+    Remat r;
+    const char *xml = model_xml(&c, recurrence3(&c, 32));
+    Graph *g;
+    ck_assert(policy_load(&c, "sac", &p) == 0);
+    p = policy_soften(&c, p);
+    ck_assert_msg(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
+                  analyze_graph(&c, g) == 0 &&
+                  remat_classify_open(&c, g, p, &r) == 0, "%s", c.err);
+    Budget b = {BUDGET_NONE, 0, 2560, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
+    Compiled m;
+    ck_assert_msg(compile_budget(&c, g, p, &b, &m) == 0, "%s", c.err);
+    ck_assert_int_eq(m.remat->rebuild, REBUILD_BLOCK);
+    const Schedule *s = m.train;
+    ck_assert_uint_le(s->arena_bytes, 2560);
+    char *made = ctx_alloc(&c, (size_t)g->ntensors);
+    int block = -1;
+    for (int i = 0; i < s->nstmts; i++) {
+        const Stmt *st = &s->stmts[i];
+        if (st->kind == S_BACKWARD && g->nodes[st->node].block != block) {
+            block = g->nodes[st->node].block;
+            memset(made, 0, (size_t)g->ntensors);
+        }
+        if (st->kind != S_FORWARD || !st->recompute)
+            continue;
+        int t = g->nodes[st->node].out[0];
+        ck_assert_msg(!made[t], "%s rebuilt twice in one step's backward",
+                      g->tensors[t].name);
+        made[t] = 1;
+    }
+    for (int v = 0; v < s->nvalues; v++) {
+        if (s->values[v].kind != V_RECOMP)
+            continue;
+        int t = s->values[v].tensor;
+        for (int i = s->values[v].def; i < s->values[v].last; i++) {
+            if (s->stmts[i].kind != S_BACKWARD)
+                continue;
+            const Node *now = &g->nodes[s->stmts[i].node];
+            const Node *next = &g->nodes[s->stmts[next_backward(s, i)].node];
+            ck_assert_msg(next->block == now->block ||
+                          node_backward_reads_tensor(g, next, t),
+                          "%s rebuilt, then live past the backward of %s",
+                          g->tensors[t].name, now->name);
+        }
+    }
+    Remat each = *m.remat;
+    each.rebuild = REBUILD_NEXT;
+    Schedule other;
+    memset(&other, 0, sizeof other);
+    ck_assert(schedule_build(&c, g, &each, SCHED_TRAIN, &other) == 0);
+    ck_assert_int_lt(s->recompute_execs, other.recompute_execs);
+    ctx_free(&c);
+}
+END_TEST
+
 /* ---- generated graphs at depth: scripts/make_unet.py, make_gpt.py --------- */
 
 /* The graph a generator script writes (cmd: its arguments after the
@@ -1550,6 +1647,7 @@ int main(void)
     tcase_add_test(t, nested_recurrence_matches_every_plan);
     tcase_add_test(t, nested_recurrence_of_32_steps);
     tcase_add_test(t, rebuilding_fits_below_every_plan);
+    tcase_add_test(t, rebuilding_once_per_block);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
