@@ -33,6 +33,7 @@ typedef struct {
     int proven;             /* arena_curve's: the least within its arena */
     int rebuild;            /* spaced_rows': its Remat.rebuild */
     char *recompute;        /* spaced_rows': its plan, to build when timed */
+    int *hold;              /* and its Remat.hold (NULL: none) */
 } Row;
 
 /* Builds the plan's trainer in a temporary file and returns the median ms
@@ -80,7 +81,7 @@ static int fast_row(Ctx *x, const Graph *g, Remat *r, const Schedule *fwd,
     const Schedule *big = train.arena_bytes > fwd->arena_bytes ? &train : fwd;
     *row = (Row){(double)r->saved_bytes, (double)big->arena_bytes,
                  train.recompute_flops, train.recompute_cost, 0,
-                 ram_total(&ram), 0, r->rebuild, NULL};
+                 ram_total(&ram), 0, r->rebuild, NULL, NULL};
     return 0;
 }
 
@@ -96,7 +97,7 @@ static int full_row(Ctx *c, const Graph *g, const Policy *p, Remat *r,
     summarize(&m, &s);    /* as the fast rows: summarize's figures */
     *row = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
                  m.train->recompute_cost, 0, s.ram_bytes, 0, r->rebuild,
-                 NULL};
+                 NULL, NULL};
     return timed && (row->ms = measure(c, &m)) < 0 ? -1 : 0;
 }
 
@@ -248,7 +249,7 @@ static int arena_curve(Ctx *c, const Graph *g, const Policy *p,
             summarize(&m, &s);
             out[k] = (Row){s.saved_bytes, s.arena_bytes, s.recompute_flops,
                            m.train->recompute_cost, 0, s.ram_bytes, proven,
-                           m.remat->rebuild, NULL};
+                           m.remat->rebuild, NULL, NULL};
             if (timed && (out[k].ms = measure(&x, &m)) < 0) {
                 memcpy(c->err, x.err, sizeof c->err);
                 ctx_free(&x);
@@ -581,13 +582,16 @@ typedef struct {
     int timed;              /* keep each row's plan, to build it */
 } Spaced;
 
-static int spaced_row(void *ctx, const char *recompute, int rebuild)
+static int spaced_row(void *ctx, const char *recompute, int rebuild,
+                      const int *hold)
 {
     Spaced *s = ctx;
     s->r->rebuild = rebuild;
+    s->r->hold = hold;
     remat_apply(s->g, s->r, recompute);
     Row row;
     int rc = fast_row(s->scratch, s->g, s->r, s->fwd, s->o, &row);
+    s->r->hold = NULL;
     ctx_reset(s->scratch);
     if (rc) {
         memcpy(s->c->err, s->scratch->err, sizeof s->c->err);
@@ -600,9 +604,15 @@ static int spaced_row(void *ctx, const char *recompute, int rebuild)
         s->rows = more;
     }
     row.rebuild = rebuild;
+    row.hold = NULL;
     if (s->timed) {
-        row.recompute = ctx_alloc(s->c, (size_t)s->g->ntensors);
-        memcpy(row.recompute, recompute, (size_t)s->g->ntensors);
+        size_t nt = (size_t)s->g->ntensors;
+        row.recompute = ctx_alloc(s->c, nt);
+        memcpy(row.recompute, recompute, nt);
+        if (hold) {
+            row.hold = ctx_alloc(s->c, nt * sizeof *row.hold);
+            memcpy(row.hold, hold, nt * sizeof *row.hold);
+        }
     }
     s->rows[s->n++] = row;
     return 0;
@@ -643,11 +653,13 @@ static int spaced_rows(Ctx *c, const Graph *g, const Policy *p, Remat *r,
         if (!timed || !all[i].recompute)
             continue;
         r->rebuild = all[i].rebuild;
+        r->hold = all[i].hold;
         remat_apply(g, r, all[i].recompute);
         if (full_row(c, g, p, r, o, timed, &all[i]))
             return -1;
     }
     r->rebuild = REBUILD_NONE;
+    r->hold = NULL;
     *rows = all;
     *n = k;
     return 0;

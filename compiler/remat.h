@@ -586,6 +586,11 @@ typedef struct {
      * REBUILD_NEXT keeps one the next backward reads too, REBUILD_BLOCK
      * also every one while the backward stays in a block */
     int rebuild;
+    /* with rebuild, NULL or per tensor: -1, or an index into g->order such
+     * that a value of the tensor rebuilt for the backward of a node at or
+     * before it is a checkpoint, kept to its last reader rather than
+     * forgotten (revolve's rebuilt checkpoints: solve_arena.c) */
+    const int *hold;
     /* how recompute is priced (cost.c): remat_classify sets the built-in
      * rates, a caller with others sets them after */
     const Rates *rates;
@@ -1149,13 +1154,15 @@ int solve_frontier(Ctx *c, const Graph *g, const Remat *r, double cap_bytes,
  * remat_classify_open) a count kept, the others rebuilt from the kept one
  * before, each recomputing once (REBUILD_NONE) and, on graphs fit_arena
  * would rebuild, rebuilding at each use (REBUILD_EACH, REBUILD_NEXT,
- * REBUILD_BLOCK).
- * Each is handed to each() with its Remat.rebuild until it returns
- * nonzero (then 1). For `remat pareto --by arena`, whose curve they carry
- * below the plans that recompute each tensor once. */
+ * REBUILD_BLOCK), and then revolve's plans (revolve.c: REBUILD_BLOCK
+ * with rebuilt checkpoints). Each is handed to each() with its
+ * Remat.rebuild and Remat.hold until it returns nonzero (then 1). For
+ * `remat pareto --by arena`, whose curve they carry below the plans that
+ * recompute each tensor once. */
 int solve_spaced_plans(const Graph *g, const Remat *r,
                        int (*each)(void *ctx, const char *recompute,
-                                   int rebuild), void *ctx);
+                                   int rebuild, const int *hold),
+                       void *ctx);
 /* Decides g under p within the budget (the least recompute) into *out,
  * which the driver then schedules and plans (compile_budget); an error
  * when no plan fits. */

@@ -167,6 +167,17 @@ static const char *optim_text(Ctx *c, const Optim *o)
 
 /* With a budget: what it asked and whether the plan is proven optimal.
  * Under --max-ram, max_arena_bytes is what it leaves the arena. */
+/* Revolve's rebuilt checkpoints in the plan (Remat.hold): recomputed
+ * tensors whose rebuilt value is kept to its last reader. */
+static int rebuilt_checkpoints(const Compiled *m)
+{
+    const Remat *r = m->remat;
+    int n = 0;
+    for (int t = 0; r->hold && t < m->g->ntensors; t++)
+        n += r->hold[t] >= 0 && r->keep[t] == KEEP_RECOMPUTE;
+    return n;
+}
+
 static void report_budget(Buf *b, const Compiled *m)
 {
     const Remat *r = m->remat;
@@ -182,6 +193,8 @@ static void report_budget(Buf *b, const Compiled *m)
         buf_printf(b, "max_arena_bytes: %.0f\n", r->max_arena);
     buf_printf(b, "free_decisions: %d\n", r->nfree);
     buf_printf(b, "rebuild: %s\n", r->rebuild ? "yes" : "no");
+    if (r->rebuild)
+        buf_printf(b, "rebuilt_checkpoints: %d\n", rebuilt_checkpoints(m));
     buf_printf(b, "proven_optimal: %s\n", proven_text(b->ctx, r));
 }
 
@@ -339,6 +352,8 @@ static void json_budget(Buf *b, const Compiled *m)
         json_num_member(b, "max_arena_bytes", r->max_arena, 0);
     json_num_member(b, "free_decisions", r->nfree, 0);
     json_str_member(b, "rebuild", r->rebuild ? "yes" : "no", 0);
+    if (r->rebuild)
+        json_num_member(b, "rebuilt_checkpoints", rebuilt_checkpoints(m), 0);
     json_str_member(b, "proven_optimal", proven_text(b->ctx, r), 0);
 }
 

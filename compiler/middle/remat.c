@@ -239,6 +239,7 @@ static int classify(Ctx *c, const Graph *g, const Policy *p, int open,
     compact_forms(g, r);
     r->rates = rates_builtin();
     r->rebuild = 0;         /* each recompute runs once, until fit_arena */
+    r->hold = NULL;
     int *rb = reader_blocks(c, g);
     for (int k = 0; k < g->nnodes; k++) {
         const Node *n = &g->nodes[k];

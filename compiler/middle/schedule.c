@@ -82,6 +82,9 @@ typedef struct {
                              * being placed, or -1 */
     int *held, nheld;       /* a plan that rebuilds: the tensors whose
                              * rebuilt value is remembered (rec[t] >= 0) */
+    int at;                 /* the backward being placed: its g->order index */
+    int *made_at;           /* with Remat.hold: per tensor, `at` when its
+                             * remembered value was rebuilt */
     /* the train step's parameter gradients in the caller's buffer, per
      * tensor: 1, a backward has added into it; -1, it is never written
      * first (a view of it adds through the view: see param_first_writes) */
@@ -231,8 +234,11 @@ static void run_forward(Sched *x, int n, int recompute)
     for (int o = 0; o < nd->nout; o++) {
         int v = new_value(x, nd->out[o], recompute ? V_RECOMP : V_FWD, s);
         x->s->stmts[s].out = o ? x->s->stmts[s].out : v;
-        if (recompute && x->r->rebuild)
+        if (recompute && x->r->rebuild) {
             x->held[x->nheld++] = nd->out[o];
+            if (x->made_at)
+                x->made_at[nd->out[o]] = x->at;
+        }
     }
     if (nd->compact && x->train && recompute == compact_rebuilt(x, nd))
         add_compact(x, s, nd);
@@ -388,12 +394,15 @@ static void take_first_writes(Sched *x, int n, const int *want, int first,
 static void forget_rebuilt(Sched *x, int n)
 {
     const Node *next = x->next >= 0 ? &x->g->nodes[x->next] : NULL;
+    const int *hold = x->r->hold;
     int mode = x->r->rebuild, k = 0;
     if (mode == REBUILD_BLOCK && next && next->block >= 0 &&
         next->block == x->g->nodes[n].block)
         return;
     for (int i = 0; i < x->nheld; i++) {
         int t = x->held[i];
+        if (hold && x->made_at[t] <= hold[t])
+            continue;       /* a checkpoint: kept to its last reader */
         if (mode != REBUILD_EACH && next &&
             node_backward_reads_tensor(x->g, next, t))
             x->held[k++] = t;
@@ -810,7 +819,7 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s)
 {
     Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED, kind != SCHED_FORWARD,
-               0, 0, NULL, -1, NULL, 0, NULL};
+               0, 0, NULL, -1, NULL, 0, 0, NULL, NULL};
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
     s->fused_recomputes = 0;
     /* enough unless the plan rebuilds (room_for grows them then) */
@@ -823,6 +832,8 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
     x.copies = filled(c, g->ntensors, 0);
     /* a tensor is held at most once: rebuilt only when not remembered */
     x.held = ctx_alloc(c, nt * sizeof *x.held);
+    if (r->rebuild && r->hold)
+        x.made_at = filled(c, g->ntensors, 0);
     s->fwd = filled(c, g->ntensors, -1);
     s->rec = filled(c, g->ntensors, -1);
     s->grad = filled(c, g->ntensors, -1);
@@ -855,6 +866,7 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
         for (int j = k - 1; j >= 0 && x.next < 0; j--)
             if (node_has_backward(g, &g->nodes[g->order[j]]))
                 x.next = g->order[j];
+        x.at = k;
         run_backward(&x, g->order[k]);
     }
     if (!r->rebuild && r->max_arena <= 0)

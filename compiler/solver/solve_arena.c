@@ -1065,39 +1065,6 @@ static void spaced_plan(const Graph *g, const Remat *r, const int *open,
     }
 }
 
-/* The tensors a budget opened (block boundaries, tensors outside every
- * block) that a backward reads, in the walk's order: spaced_plan's n. */
-static int *opened_tensors(Ctx *c, const Graph *g, const Remat *r, int *n)
-{
-    int *open = ctx_alloc(c, (size_t)g->ntensors * sizeof *open);
-    *n = 0;
-    for (int k = 0; k < g->nnodes; k++) {
-        const Node *nd = &g->nodes[g->order[k]];
-        for (int o = 0; o < nd->nout; o++)
-            if (r->opened[nd->out[o]] && r->needed[nd->out[o]])
-                open[(*n)++] = nd->out[o];
-    }
-    return open;
-}
-
-/* Groups of open tensors: each its own (by_block 0), or a run of them
- * that one block's nodes produce together (an LSTM step's hidden and
- * cell states, kept or rebuilt as one). first[] has ngroups + 1 starts. */
-static int spaced_groups(Ctx *c, const Graph *g, const int *open, int n,
-                         int by_block, int **first)
-{
-    int *f = ctx_alloc(c, ((size_t)n + 1) * sizeof *f), k = 0;
-    for (int i = 0; i < n; i++) {
-        int b = g->nodes[g->tensors[open[i]].producer].block;
-        if (!by_block || i == 0 || b < 0 ||
-            b != g->nodes[g->tensors[open[i - 1]].producer].block)
-            f[k++] = i;
-    }
-    f[k] = n;
-    *first = f;
-    return k;
-}
-
 /* Each of the SPACED_KEPT counts of kept groups (or all, if fewer), both
  * ways inside the blocks, handed to each() until it returns nonzero: the
  * open tensors one by one, then by block where a block has several. */
@@ -1107,10 +1074,10 @@ static int each_spaced(Ctx *c, const Graph *g, const Remat *r,
                        void *ctx)
 {
     int n;
-    int *open = opened_tensors(c, g, r, &n), *first;
+    int *open = solve_opened(c, g, r, &n), *first;
     char *recompute = ctx_alloc(c, (size_t)g->ntensors);
     for (int by_block = 0; by_block < 2; by_block++) {
-        int ngroups = spaced_groups(c, g, open, n, by_block, &first);
+        int ngroups = solve_groups(c, g, open, n, by_block, &first);
         if (by_block && ngroups == n)
             break;          /* the same groups as one by one */
         int counts = ngroups < SPACED_KEPT ? ngroups : SPACED_KEPT;
@@ -1233,7 +1200,8 @@ static const char *fixed_over(Ctx *c, const Arena *a)
 
 /* solve_spaced_plans's plans of one Remat.rebuild, to its caller's each(). */
 typedef struct {
-    int (*each)(void *ctx, const char *recompute, int rebuild);
+    int (*each)(void *ctx, const char *recompute, int rebuild,
+                const int *hold);
     void *ctx;
     int rebuild;
 } SpacedMode;
@@ -1241,12 +1209,18 @@ typedef struct {
 static int spaced_mode(void *ctx, const char *recompute)
 {
     const SpacedMode *m = ctx;
-    return m->each(m->ctx, recompute, m->rebuild);
+    return m->each(m->ctx, recompute, m->rebuild, NULL);
+}
+
+static int revolve_mode(void *ctx, const char *recompute, const int *hold)
+{
+    const SpacedMode *m = ctx;
+    return m->each(m->ctx, recompute, REBUILD_BLOCK, hold);
 }
 
 int solve_spaced_plans(const Graph *g, const Remat *r,
                        int (*each)(void *ctx, const char *recompute,
-                                   int rebuild), void *ctx)
+                                   int rebuild, const int *hold), void *ctx)
 {
     int last = g->nnodes > REBUILD_NODES ? REBUILD_NONE : REBUILD_BLOCK;
     for (int mode = REBUILD_NONE; mode <= last; mode++) {
@@ -1258,7 +1232,52 @@ int solve_spaced_plans(const Graph *g, const Remat *r,
         if (stop)
             return 1;
     }
+    if (last == REBUILD_NONE)
+        return 0;
+    SpacedMode m = {each, ctx, REBUILD_BLOCK};
+    Ctx scratch;
+    ctx_init(&scratch);
+    int stop = revolve_plans(&scratch, g, r, revolve_mode, &m);
+    ctx_free(&scratch);
+    return stop;
+}
+
+/* revolve_fit's leaf for each plan: the least cost that fits. */
+typedef struct {
+    Ctx *c;
+    Arena *a;
+    Plan best;
+    int *hold;
+} RevolveFit;
+
+static int revolve_leaf(void *ctx, const char *recompute, const int *hold)
+{
+    RevolveFit *s = ctx;
+    Arena *a = s->a;
+    a->r->hold = hold;
+    int fits = leaf(a, recompute);
+    a->r->hold = NULL;
+    if (!fits || a->cost >= s->best.cost)
+        return 0;
+    size_t nt = (size_t)a->g->ntensors;
+    s->best = (Plan){(double)a->r->saved_bytes, a->cost, ctx_alloc(s->c, nt)};
+    memcpy(s->best.recompute, recompute, nt);
+    s->hold = ctx_alloc(s->c, nt * sizeof *s->hold);
+    memcpy(s->hold, hold, nt * sizeof *s->hold);
     return 0;
+}
+
+/* The least cost of revolve's plans that fits, and its holds. */
+static Plan revolve_fit(Ctx *c, Arena *a, int **hold)
+{
+    RevolveFit s = {c, a, {HUGE_VAL, HUGE_VAL, NULL}, NULL};
+    Ctx scratch;
+    ctx_init(&scratch);
+    a->r->rebuild = REBUILD_BLOCK;
+    revolve_plans(&scratch, a->g, a->r, revolve_leaf, &s);
+    ctx_free(&scratch);
+    *hold = s.hold;
+    return s.best;
 }
 
 /* The last resort: the least recompute of the rebuilding spaced plans
@@ -1274,7 +1293,8 @@ static int rebuild_fit(Ctx *c, Arena *a, const Frontier *f, const char *why,
         return too_small(c, a, f, why, 0);
     a->measure = 1;
     Plan best = {HUGE_VAL, HUGE_VAL, NULL};
-    int how = REBUILD_NONE;
+    int how = REBUILD_NONE, *hold = NULL, *held;
+    a->r->hold = NULL;
     for (int mode = REBUILD_EACH; mode <= REBUILD_BLOCK; mode++) {
         a->r->rebuild = mode;
         Plan p = spaced_fit(c, a);
@@ -1285,7 +1305,16 @@ static int rebuild_fit(Ctx *c, Arena *a, const Frontier *f, const char *why,
             how = mode;
         }
     }
+    Plan p = revolve_fit(c, a, &held);
+    if (a->failed)
+        return -1;
+    if (p.recompute && p.cost < best.cost) {
+        best = p;
+        how = REBUILD_BLOCK;
+        hold = held;
+    }
     a->r->rebuild = how;
+    a->r->hold = hold;
     if (!best.recompute)
         return too_small(c, a, f, why, 1);
     remat_apply(a->g, a->r, best.recompute);
@@ -1308,6 +1337,7 @@ static int arena_init(Ctx *c, const Graph *g, Remat *r, double max_arena,
     memset(&s, 0, sizeof s);
     memset(&fwd, 0, sizeof fwd);
     r->rebuild = 0;
+    r->hold = NULL;
     remat_apply(g, r, NULL);
     if (schedule_build(c, g, r, step, &s) ||
         schedule_build(c, g, r, SCHED_FORWARD, &fwd) ||

@@ -1,9 +1,10 @@
 /*
  * solver.h: what the solver's files (solve.c, solve_arena.c,
- * solve_compact.c, ranges.c) share, and the tests that check them, beyond
- * the contract in remat.h (solve_frontier, remat_budget): the frontier's
- * other programs, the walk and its hooks, the live-bytes measure, the
- * compact forms' second step and the segment tree.
+ * solve_compact.c, revolve.c, ranges.c) share, and the tests that check
+ * them, beyond the contract in remat.h (solve_frontier, remat_budget):
+ * the frontier's other programs, the walk and its hooks, the live-bytes
+ * measure, the compact forms' second step, revolve's plans and the
+ * segment tree.
  */
 #ifndef SOLVER_H
 #define SOLVER_H
@@ -34,6 +35,26 @@ typedef struct {
 } LiveAt;
 int solve_live_at(Ctx *c, const Graph *g, const Remat *r, const LiveAt *at,
                   double cap, Frontier *f);
+/* revolve.c: the tensors a budget opened (block boundaries, tensors
+ * outside every block) that a backward reads, in the walk's order
+ * (nested checkpointing's candidates choose among them), and their
+ * groups: each its own (by_block 0), or a run of them that one block's
+ * nodes make together (an LSTM step's h and c, kept or rebuilt as one);
+ * first[] has ngroups + 1 starts into open[]. */
+int *solve_opened(Ctx *c, const Graph *g, const Remat *r, int *n);
+int solve_groups(Ctx *c, const Graph *g, const int *open, int n,
+                 int by_block, int **first);
+/* revolve.c: revolve's plans over the chain of r's opened groups by
+ * block, one per count of slots and per choice inside the blocks (as the
+ * policy asks, or all rebuilt), each a recompute flag and a Remat.hold per
+ * tensor, handed to each() until it returns nonzero (then 1). */
+int revolve_plans(Ctx *c, const Graph *g, const Remat *r,
+                  int (*each)(void *ctx, const char *recompute,
+                              const int *hold),
+                  void *ctx);
+/* T(steps, slots) of revolve.c: the steps swept to reverse a chain of
+ * `steps` from a kept state with `slots` free (Griewank's count). */
+double revolve_advances(Ctx *c, int steps, int slots);
 /* ranges.c: whole numbers at points 0..n-1 under additions over ranges,
  * with the least over a range and a hash of a suffix in O(log n) each. */
 typedef struct {

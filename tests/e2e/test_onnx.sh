@@ -208,6 +208,10 @@ if [ -f "$work/lstm32/xml/lstm32.xml" ]; then
         rec=$(sed -n 's/^recompute_flops: //p' "$d/sqrt")
         [ "$rec" -le "$sweep" ] && ok ||
             bad "lstm32 --max-arena 2500: recomputes $rec FLOPs, over one sweep per step's $sweep"
+        # and the plan is revolve's: some rebuilt states are held as
+        # checkpoints for the sweeps after (docs/solver.md)
+        [ "$(sed -n 's/^rebuilt_checkpoints: //p' "$d/sqrt")" -gt 0 ] && ok ||
+            bad "lstm32 --max-arena 2500: no rebuilt checkpoint"
     else bad "lstm32 --max-arena 2500: no plan"; fi
     # its gradients are none's, bit for bit, rebuilt states and all
     mkdir -p "$d/sqrt_plan"

@@ -1150,15 +1150,19 @@ START_TEST(rebuilding_fits_below_every_plan)
     for (int v = 0; v < s->nvalues; v++) {
         if (s->values[v].kind != V_RECOMP)
             continue;
-        /* past a backward only to be read by the next (REBUILD_NEXT) */
+        /* past a backward only to be read by the next (REBUILD_NEXT
+         * and REBUILD_BLOCK, whose steps' two nodes are one block), or
+         * as one of revolve's rebuilt checkpoints (Remat.hold) */
         int t = s->values[v].tensor;
+        if (m.remat->hold && m.remat->hold[t] >= 0)
+            continue;
         for (int i = s->values[v].def; i < s->values[v].last; i++) {
             if (s->stmts[i].kind != S_BACKWARD)
                 continue;
             int j = i + 1;
             while (s->stmts[j].kind != S_BACKWARD)
                 j++;
-            ck_assert_msg(m.remat->rebuild == REBUILD_NEXT &&
+            ck_assert_msg(m.remat->rebuild >= REBUILD_NEXT &&
                           node_backward_reads_tensor(
                               g, &g->nodes[s->stmts[j].node], t),
                           "%s rebuilt, then live past the backward of %s",
@@ -1213,8 +1217,10 @@ static int next_backward(const Schedule *s, int i)
  * once fits (the least found is 4,352), the plan rebuilds no tensor twice
  * while the backward stays in one step, recomputes less than the same
  * kept tensors rebuilt for each backward (REBUILD_NEXT: the MatMul's
- * backward reruns the chain the Mul's ran), and a rebuilt value outlives
- * a backward only while the next is in its block or reads it. */
+ * backward reruns the chain the Mul's ran) and than the same plan without
+ * its rebuilt checkpoints (revolve.c), and a rebuilt value other than a
+ * checkpoint outlives a backward only while the next is in its block or
+ * reads it. */
 START_TEST(rebuilding_once_per_block)
 {
     Ctx c;
@@ -1253,6 +1259,8 @@ START_TEST(rebuilding_once_per_block)
         if (s->values[v].kind != V_RECOMP)
             continue;
         int t = s->values[v].tensor;
+        if (m.remat->hold && m.remat->hold[t] >= 0)
+            continue;       /* a rebuilt checkpoint (revolve.c) */
         for (int i = s->values[v].def; i < s->values[v].last; i++) {
             if (s->stmts[i].kind != S_BACKWARD)
                 continue;
@@ -1270,6 +1278,47 @@ START_TEST(rebuilding_once_per_block)
     memset(&other, 0, sizeof other);
     ck_assert(schedule_build(&c, g, &each, SCHED_TRAIN, &other) == 0);
     ck_assert_int_lt(s->recompute_execs, other.recompute_execs);
+    /* the plan is revolve's, and its rebuilt checkpoints save sweeps: the
+     * same kept states without them recompute more */
+    ck_assert_ptr_nonnull(m.remat->hold);
+    Remat flat = *m.remat;
+    flat.hold = NULL;
+    memset(&other, 0, sizeof other);
+    ck_assert(schedule_build(&c, g, &flat, SCHED_TRAIN, &other) == 0);
+    ck_assert_int_lt(s->recompute_execs, other.recompute_execs);
+    ctx_free(&c);
+}
+END_TEST
+
+/* C(n, k) in whole numbers, 0 for k < 0. */
+static double binomial(int n, int k)
+{
+    double b = 1;
+    if (k < 0)
+        return 0;
+    for (int i = 1; i <= k; i++)
+        b = b * (n - k + i) / i;
+    return b;
+}
+
+/* revolve.c's program against Griewank's closed form (Griewank and
+ * Walther, Algorithm 799, 2000): with c checkpoints, the starting state's
+ * among them (revolve.c's slots + 1), l steps are reversed in
+ * t l - C(c + t, t - 1) forward steps, t the least with C(c + t, c) >= l. */
+START_TEST(revolve_counts_are_griewanks)
+{
+    Ctx c;
+    ctx_init(&c);
+    for (int l = 1; l <= 80; l++)
+        for (int s = 0; s <= 8; s++) {
+            int t = 0;
+            while (binomial(s + 1 + t, s + 1) < l)
+                t++;
+            double want = (double)t * l - binomial(s + 1 + t, t - 1);
+            ck_assert_msg(revolve_advances(&c, l, s) == want,
+                          "%d steps, %d slots: %.0f swept, Griewank %.0f", l,
+                          s, revolve_advances(&c, l, s), want);
+        }
     ctx_free(&c);
 }
 END_TEST
@@ -1648,6 +1697,7 @@ int main(void)
     tcase_add_test(t, nested_recurrence_of_32_steps);
     tcase_add_test(t, rebuilding_fits_below_every_plan);
     tcase_add_test(t, rebuilding_once_per_block);
+    tcase_add_test(t, revolve_counts_are_griewanks);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
