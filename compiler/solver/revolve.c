@@ -154,14 +154,14 @@ static void revolve_tables(Ctx *c, Revolve *v)
     revolve_counts(v);
 }
 
-double revolve_advances(Ctx *c, int steps, int slots)
+double revolve_advances(Ctx *c, int steps, int slots, int first)
 {
     Revolve v;
     memset(&v, 0, sizeof v);
     v.n = steps;
     v.slots = slots;
     revolve_tables(c, &v);
-    return v.t[at(&v, steps, slots)];
+    return first ? v.f[at(&v, steps, slots)] : v.t[at(&v, steps, slots)];
 }
 
 int *solve_opened(Ctx *c, const Graph *g, const Remat *r, int *n)

@@ -53,8 +53,10 @@ int revolve_plans(Ctx *c, const Graph *g, const Remat *r,
                               const int *hold),
                   void *ctx);
 /* T(steps, slots) of revolve.c: the steps swept to reverse a chain of
- * `steps` from a kept state with `slots` free (Griewank's count). */
-double revolve_advances(Ctx *c, int steps, int slots);
+ * `steps` from a kept state with `slots` free (Griewank's count); with
+ * first, F(steps, slots): the same after a forward that may keep states
+ * on its way at no cost. */
+double revolve_advances(Ctx *c, int steps, int slots, int first);
 /* ranges.c: whole numbers at points 0..n-1 under additions over ranges,
  * with the least over a range and a hash of a suffix in O(log n) each. */
 typedef struct {

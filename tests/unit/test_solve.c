@@ -1123,6 +1123,15 @@ START_TEST(nested_recurrence_of_32_steps)
 }
 END_TEST
 
+/* Node n's index in g->order. */
+static int order_pos(const Graph *g, int n)
+{
+    int k = 0;
+    while (g->order[k] != n)
+        k++;
+    return k;
+}
+
 /* Below the least arena of every plan that recomputes each tensor once
  * (the 32-step recurrence proves 2,304 bytes, docs/solver.md), a bound
  * is met by rebuilding at each use: a rebuilt value is forgotten after
@@ -1152,9 +1161,13 @@ START_TEST(rebuilding_fits_below_every_plan)
             continue;
         /* past a backward only to be read by the next (REBUILD_NEXT
          * and REBUILD_BLOCK, whose steps' two nodes are one block), or
-         * as one of revolve's rebuilt checkpoints (Remat.hold) */
-        int t = s->values[v].tensor;
-        if (m.remat->hold && m.remat->hold[t] >= 0)
+         * as one of revolve's rebuilt checkpoints (Remat.hold: made for
+         * a backward at or before its hold) */
+        int t = s->values[v].tensor, d = s->values[v].def + 1;
+        while (s->stmts[d].kind != S_BACKWARD)
+            d++;
+        if (m.remat->hold && m.remat->hold[t] >= 0 &&
+            order_pos(g, s->stmts[d].node) <= m.remat->hold[t])
             continue;
         for (int i = s->values[v].def; i < s->values[v].last; i++) {
             if (s->stmts[i].kind != S_BACKWARD)
@@ -1240,16 +1253,20 @@ START_TEST(rebuilding_once_per_block)
     ck_assert_int_eq(m.remat->rebuild, REBUILD_BLOCK);
     const Schedule *s = m.train;
     ck_assert_uint_le(s->arena_bytes, 2560);
+    /* each recompute counts against the block of the backward it is
+     * placed before */
     char *made = ctx_alloc(&c, (size_t)g->ntensors);
-    int block = -1;
+    int block = -2;
     for (int i = 0; i < s->nstmts; i++) {
         const Stmt *st = &s->stmts[i];
-        if (st->kind == S_BACKWARD && g->nodes[st->node].block != block) {
-            block = g->nodes[st->node].block;
-            memset(made, 0, (size_t)g->ntensors);
-        }
         if (st->kind != S_FORWARD || !st->recompute)
             continue;
+        int j = next_backward(s, i - 1);
+        ck_assert_int_lt(j, s->nstmts);
+        if (g->nodes[s->stmts[j].node].block != block) {
+            block = g->nodes[s->stmts[j].node].block;
+            memset(made, 0, (size_t)g->ntensors);
+        }
         int t = g->nodes[st->node].out[0];
         ck_assert_msg(!made[t], "%s rebuilt twice in one step's backward",
                       g->tensors[t].name);
@@ -1259,7 +1276,9 @@ START_TEST(rebuilding_once_per_block)
         if (s->values[v].kind != V_RECOMP)
             continue;
         int t = s->values[v].tensor;
-        if (m.remat->hold && m.remat->hold[t] >= 0)
+        int j = next_backward(s, s->values[v].def);
+        if (m.remat->hold && m.remat->hold[t] >= 0 &&
+            order_pos(g, s->stmts[j].node) <= m.remat->hold[t])
             continue;       /* a rebuilt checkpoint (revolve.c) */
         for (int i = s->values[v].def; i < s->values[v].last; i++) {
             if (s->stmts[i].kind != S_BACKWARD)
@@ -1274,6 +1293,7 @@ START_TEST(rebuilding_once_per_block)
     }
     Remat each = *m.remat;
     each.rebuild = REBUILD_NEXT;
+    each.hold = NULL;
     Schedule other;
     memset(&other, 0, sizeof other);
     ck_assert(schedule_build(&c, g, &each, SCHED_TRAIN, &other) == 0);
@@ -1315,10 +1335,74 @@ START_TEST(revolve_counts_are_griewanks)
             while (binomial(s + 1 + t, s + 1) < l)
                 t++;
             double want = (double)t * l - binomial(s + 1 + t, t - 1);
-            ck_assert_msg(revolve_advances(&c, l, s) == want,
+            ck_assert_msg(revolve_advances(&c, l, s, 0) == want,
                           "%d steps, %d slots: %.0f swept, Griewank %.0f", l,
-                          s, revolve_advances(&c, l, s), want);
+                          s, revolve_advances(&c, l, s, 0), want);
         }
+    ctx_free(&c);
+}
+END_TEST
+
+/* revolve_plans' plans, scheduled: the steps they sweep, counted as the
+ * rebuilds of each step's output (a_i, which the step's own backward
+ * does not read), one per plan. */
+typedef struct {
+    Ctx *c;
+    const Graph *g;
+    Remat *r;
+    int calls;
+    double swept[64];
+} Sweeps;
+
+static int count_sweeps(void *ctx, const char *recompute, const int *hold)
+{
+    Sweeps *w = ctx;
+    w->r->rebuild = REBUILD_BLOCK;
+    w->r->hold = hold;
+    remat_apply(w->g, w->r, recompute);
+    Schedule s;
+    memset(&s, 0, sizeof s);
+    ck_assert(schedule_build(w->c, w->g, w->r, SCHED_TRAIN, &s) == 0);
+    double n = 0;
+    for (int i = 0; i < s.nstmts; i++)
+        n += s.stmts[i].kind == S_FORWARD && s.stmts[i].recompute &&
+             w->g->nodes[s.stmts[i].node].op == OP_MUL;
+    ck_assert_int_lt(w->calls, 64);
+    w->swept[w->calls++] = n;
+    w->r->hold = NULL;
+    return 0;
+}
+
+/* On the recurrence of 32 three-node steps the plans revolve.c makes
+ * sweep as its program counts: with s slots, F(32, s) steps (the tail
+ * after the last step reads no state), for every s, where everything
+ * inside the steps is rebuilt too (where the policy's choice saves the
+ * MatMul outputs, a state is rebuilt from its own step's, no sweep). A
+ * hold one step off either way, or a state kept at the wrong level,
+ * sweeps more or less than that. */
+START_TEST(revolve_plans_sweep_as_counted)
+{
+    Ctx c;
+    ctx_init(&c);
+    Policy *p;
+    Remat r;
+    const char *xml = model_xml(&c, recurrence3(&c, 32));
+    Graph *g;
+    ck_assert(policy_load(&c, "sac", &p) == 0);
+    p = policy_soften(&c, p);
+    ck_assert_msg(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
+                  analyze_graph(&c, g) == 0 &&
+                  remat_classify_open(&c, g, p, &r) == 0, "%s", c.err);
+    Sweeps w = {&c, g, &r, 0, {0}};
+    revolve_plans(&c, g, &r, count_sweeps, &w);
+    ck_assert_int_eq(w.calls, 48);     /* 24 slots, two choices each */
+    for (int i = 1; i < w.calls; i += 2) {  /* everything inside rebuilt */
+        int slots = i / 2 + 1;
+        double want = revolve_advances(&c, 32, slots, 1);
+        ck_assert_msg(w.swept[i] == want, "%d slots: %.0f steps swept, "
+                      "revolve counts %.0f", slots, w.swept[i], want);
+    }
+    ck_assert(w.swept[1] > w.swept[2 * 23 + 1]);
     ctx_free(&c);
 }
 END_TEST
@@ -1698,6 +1782,7 @@ int main(void)
     tcase_add_test(t, rebuilding_fits_below_every_plan);
     tcase_add_test(t, rebuilding_once_per_block);
     tcase_add_test(t, revolve_counts_are_griewanks);
+    tcase_add_test(t, revolve_plans_sweep_as_counted);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
