@@ -165,8 +165,6 @@ static const char *optim_text(Ctx *c, const Optim *o)
                       o->fused ? ", fused" : "");
 }
 
-/* With a budget: what it asked and whether the plan is proven optimal.
- * Under --max-ram, max_arena_bytes is what it leaves the arena. */
 /* Revolve's rebuilt checkpoints in the plan (Remat.hold): recomputed
  * tensors whose rebuilt value is kept to its last reader. */
 static int rebuilt_checkpoints(const Compiled *m)
@@ -178,6 +176,8 @@ static int rebuilt_checkpoints(const Compiled *m)
     return n;
 }
 
+/* With a budget: what it asked and whether the plan is proven optimal.
+ * Under --max-ram, max_arena_bytes is what it leaves the arena. */
 static void report_budget(Buf *b, const Compiled *m)
 {
     const Remat *r = m->remat;

@@ -1242,42 +1242,39 @@ int solve_spaced_plans(const Graph *g, const Remat *r,
     return stop;
 }
 
-/* revolve_fit's leaf for each plan: the least cost that fits. */
+/* revolve_fit's leaf for each plan: spaced_leaf's, with the holds of
+ * the best kept beside its plan. */
 typedef struct {
-    Ctx *c;
-    Arena *a;
-    Plan best;
+    SpacedFit fit;
     int *hold;
 } RevolveFit;
 
 static int revolve_leaf(void *ctx, const char *recompute, const int *hold)
 {
     RevolveFit *s = ctx;
-    Arena *a = s->a;
-    a->r->hold = hold;
-    int fits = leaf(a, recompute);
-    a->r->hold = NULL;
-    if (!fits || a->cost >= s->best.cost)
-        return 0;
-    size_t nt = (size_t)a->g->ntensors;
-    s->best = (Plan){(double)a->r->saved_bytes, a->cost, ctx_alloc(s->c, nt)};
-    memcpy(s->best.recompute, recompute, nt);
-    s->hold = ctx_alloc(s->c, nt * sizeof *s->hold);
-    memcpy(s->hold, hold, nt * sizeof *s->hold);
+    const char *before = s->fit.best.recompute;
+    s->fit.a->r->hold = hold;
+    spaced_leaf(&s->fit, recompute);
+    s->fit.a->r->hold = NULL;
+    if (s->fit.best.recompute != before) {
+        size_t bytes = (size_t)s->fit.a->g->ntensors * sizeof *s->hold;
+        s->hold = ctx_alloc(s->fit.c, bytes);
+        memcpy(s->hold, hold, bytes);
+    }
     return 0;
 }
 
 /* The least cost of revolve's plans that fits, and its holds. */
 static Plan revolve_fit(Ctx *c, Arena *a, int **hold)
 {
-    RevolveFit s = {c, a, {HUGE_VAL, HUGE_VAL, NULL}, NULL};
+    RevolveFit s = {{c, a, {HUGE_VAL, HUGE_VAL, NULL}}, NULL};
     Ctx scratch;
     ctx_init(&scratch);
     a->r->rebuild = REBUILD_BLOCK;
     revolve_plans(&scratch, a->g, a->r, revolve_leaf, &s);
     ctx_free(&scratch);
     *hold = s.hold;
-    return s.best;
+    return s.fit.best;
 }
 
 /* The last resort: the least recompute of the rebuilding spaced plans
