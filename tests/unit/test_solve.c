@@ -1019,9 +1019,11 @@ static const char *recurrence(Ctx *c, int n)
     return b.data;
 }
 
-static Graph *recurrence_graph(Ctx *c, int n, Policy **p, Remat *r)
+/* A graph from its body, classified under sac softened with the block
+ * boundaries open, as a budget sees it. */
+static Graph *open_graph(Ctx *c, const char *body, Policy **p, Remat *r)
 {
-    const char *xml = model_xml(c, recurrence(c, n));
+    const char *xml = model_xml(c, body);
     Graph *g;
     ck_assert(policy_load(c, "sac", p) == 0);
     *p = policy_soften(c, *p);
@@ -1029,6 +1031,11 @@ static Graph *recurrence_graph(Ctx *c, int n, Policy **p, Remat *r)
                   analyze_graph(c, g) == 0 &&
                   remat_classify_open(c, g, *p, r) == 0, "%s", c->err);
     return g;
+}
+
+static Graph *recurrence_graph(Ctx *c, int n, Policy **p, Remat *r)
+{
+    return open_graph(c, recurrence(c, n), p, r);
 }
 
 /* Six steps, against every plan (the 6 states and the 6 MatMul outputs
@@ -1240,13 +1247,7 @@ START_TEST(rebuilding_once_per_block)
     ctx_init(&c);
     Policy *p;
     Remat r;
-    const char *xml = model_xml(&c, recurrence3(&c, 32));
-    Graph *g;
-    ck_assert(policy_load(&c, "sac", &p) == 0);
-    p = policy_soften(&c, p);
-    ck_assert_msg(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
-                  analyze_graph(&c, g) == 0 &&
-                  remat_classify_open(&c, g, p, &r) == 0, "%s", c.err);
+    Graph *g = open_graph(&c, recurrence3(&c, 32), &p, &r);
     Budget b = {BUDGET_NONE, 0, 2560, NULL, 0, {0, 0, 0}, 0, 0, 0, 0, 0, NULL, 0};
     Compiled m;
     ck_assert_msg(compile_budget(&c, g, p, &b, &m) == 0, "%s", c.err);
@@ -1386,13 +1387,7 @@ START_TEST(revolve_plans_sweep_as_counted)
     ctx_init(&c);
     Policy *p;
     Remat r;
-    const char *xml = model_xml(&c, recurrence3(&c, 32));
-    Graph *g;
-    ck_assert(policy_load(&c, "sac", &p) == 0);
-    p = policy_soften(&c, p);
-    ck_assert_msg(parse_graph_memory(&c, "t.xml", xml, strlen(xml), &g) == 0 &&
-                  analyze_graph(&c, g) == 0 &&
-                  remat_classify_open(&c, g, p, &r) == 0, "%s", c.err);
+    Graph *g = open_graph(&c, recurrence3(&c, 32), &p, &r);
     Sweeps w = {&c, g, &r, 0, {0}};
     revolve_plans(&c, g, &r, count_sweeps, &w);
     ck_assert_int_eq(w.calls, 48);     /* 24 slots, two choices each */
