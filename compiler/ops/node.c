@@ -12,7 +12,8 @@
 #include <string.h>
 
 /* numel saturates at MAX_NUMEL + 1 when the product (or any one
- * dimension, even beside a 0) exceeds MAX_NUMEL, so that no shape rule
+ * dimension, even beside a 0) exceeds MAX_NUMEL or a dimension is
+ * negative (a rule's arithmetic gone wrong), so that no shape rule
  * multiplies past a long and shapes.c refuses the tensor; below that
  * bound every product of its dimensions fits. */
 void set_shape(Tensor *t, int rank, const long *dims)
@@ -22,7 +23,7 @@ void set_shape(Tensor *t, int rank, const long *dims)
     t->numel = 1;
     for (int i = 0; i < rank; i++) {
         t->dims[i] = dims[i];
-        if (dims[i] > MAX_NUMEL ||
+        if (dims[i] < 0 || dims[i] > MAX_NUMEL ||
             (dims[i] > 0 && t->numel > MAX_NUMEL / dims[i]))
             big = 1;
         else

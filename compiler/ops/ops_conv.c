@@ -24,10 +24,12 @@ static int ints_attr(Ctx *c, const Graph *g, const Node *n, const char *name,
             count, sp));
     for (int i = 0; i < count; i++) {
         out[i] = a->set ? a->ints[i] : dflt ? dflt[i] : dflt1;
-        if (out[i] < (dflt1 > 0) || (dflt1 > 0 && out[i] < 1))
-            return node_error(c, g, n, ctx_printf(c, "%s %s has %ld; %s",
-                n->row->name, name, out[i], dflt1 > 0
-                    ? "values must be positive" : "pads must be 0 or more"));
+        /* past MAX_NUMEL no window fits an input, and the int fields
+         * of rt_window would not hold the output's extent */
+        if (out[i] < (dflt1 > 0) || out[i] > MAX_NUMEL)
+            return node_error(c, g, n, ctx_printf(c, "%s %s has %ld; %s "
+                "must be %d to %ld", n->row->name, name, out[i],
+                dflt1 > 0 ? "values" : "pads", dflt1 > 0, MAX_NUMEL));
     }
     return 0;
 }
@@ -123,6 +125,10 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
                 return node_error(c, g, n, ctx_printf(c, "Conv kernel_shape is "
                     "%s but weight '%s' is %s", sizes_str(c, k, sp),
                     IN(1)->name, shape_str(c, IN(1))));
+    long group = conv ? node_int(n, "group") : 1;
+    if (group < 1 || group > x->dims[1])
+        return node_error(c, g, n, ctx_printf(c, "Conv group=%ld must "
+            "divide the input's %ld channels", group, x->dims[1]));
     const char *auto_pad = node_attr(n, "auto_pad")->s;
     long ceil_mode = conv ? 0 : node_int(n, "ceil_mode");
     if (strcmp(auto_pad, "NOTSET") != 0 && node_attr(n, "pads")->set)
@@ -148,6 +154,12 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
         ext[a] = dd[a] * (kk[a] - 1) + 1;
         out[a] = window_axis(auto_pad, (int)ceil_mode, in[a], ext[a], ss[a],
                              pads);
+        if (pads[0] > MAX_NUMEL || pads[1] > MAX_NUMEL)
+            return node_error(c, g, n, ctx_printf(c, "%s auto_pad=\"%s\" "
+                "would pad an axis of input '%s' by %ld and %ld for its "
+                "window of %ld (with dilations); pads are at most %ld",
+                n->row->name, auto_pad, x->name, pads[0], pads[1], ext[a],
+                MAX_NUMEL));
         pb[a] = pads[0], pe[a] = pads[1];
         padded[a] = in[a] + pads[0] + pads[1];
         empty |= out[a] < 1;
@@ -167,7 +179,7 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
                      .pad_front = (int)pb[0], .pad_top = (int)pb[1],
                      .pad_left = (int)pb[2], .pad_back = (int)pe[0],
                      .pad_bottom = (int)pe[1], .pad_right = (int)pe[2],
-                     .group = conv ? (int)node_int(n, "group") : 1,
+                     .group = (int)group,
                      .col_cap = conv ? col_cap_of(g) : 0};
     return 0;
 }

@@ -114,6 +114,12 @@ static int convt_geometry(Ctx *c, const Graph *g, const Node *n, rt_convt *p)
     for (int a = 0; a < nd; a++) {
         long in = x->dims[2 + a], ek = (k[a] - 1) * d[a] + 1;
         long full = s[a] * (in - 1) + op[a] + ek, out, pb;
+        /* past MAX_NUMEL the begin pad that crops it to out would not
+         * fit rt_convt's int */
+        if (full > MAX_NUMEL)
+            return node_error(c, g, n, ctx_printf(c, "ConvTranspose along "
+                "spatial axis %d would make %ld positions before its pads "
+                "crop them; at most %ld", a, full, (long)MAX_NUMEL));
         int same = strncmp(auto_pad, "SAME_", 5) == 0;
         if (os->set || same) {
             out = os->set ? shape[a] : in * s[a];
