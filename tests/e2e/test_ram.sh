@@ -193,6 +193,9 @@ run 1 "$remat" schedule "$g" --max-ram 1 && terms "$found" 0 $P > "$work/ul" &&
     read -r ul up ua ui < "$work/ul" && [ "$up" = $P ] && [ "$ui" = $IO ] &&
     [ "$ul" = $((up + P + ua + ui)) ] && [ "$ul" -lt $least ] && ok ||
     bad "--max-ram 1: $(cat "$work/err")"
+run 0 "$remat" schedule "$g" --max-ram "${ul:-0}" &&
+    [ "$(fig ram_bytes "$work/out")" -le "${ul:-0}" ] && ok ||
+    bad "--max-ram ${ul:-?}: no plan at the least the refusal named"
 run 1 "$remat" compile "$g" --max-ram $((${ul:-1} - 1)) -o "$work/none.c" &&
     [ "$(cat "$work/err")" = "$g: max-ram $((${ul:-1} - 1)) bytes cannot be met: the least found (not proven) is ${ul:-?} bytes: params $P, optimizer 0, grads $P, arena ${ua:-?}, io $IO" ] &&
     [ ! -s "$work/out" ] && [ ! -e "$work/none.c" ] && [ ! -e "$work/none.h" ] && ok ||
