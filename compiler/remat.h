@@ -727,6 +727,10 @@ typedef struct {
      * a time inside its loop (the recompute's own place emits nothing);
      * S_BACKWARD, that recompute; else -1 */
     int fuse;
+    /* S_FORWARD, a recompute: its outputs are rebuilt checkpoints
+     * (Remat.hold), kept to their last reader where the plan would forget
+     * them after the backward that rebuilt them */
+    int held;
 } Stmt;
 
 typedef struct {

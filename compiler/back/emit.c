@@ -144,7 +144,9 @@ static void emit_forward_stmt(Emit *e, const Compiled *m, const Schedule *s,
                    g->tensors[n->out[o]].name,
                    shape_str(e->ctx, &g->tensors[n->out[o]]));
     emit(e, "/* %s: %s -> %s%s%s%s */", n->name, op_table[n->op].name,
-         outs.data, st->recompute ? " recompute" : "",
+         outs.data, !st->recompute ? "" : st->held
+             ? " recompute, kept to its last reader (a rebuilt checkpoint)"
+             : " recompute",
          view ? " view, no copy" : "", in_place ? ", in place" : "");
     if (view) {
         /* read-only: a view may point into the caller's const inputs */
@@ -1089,6 +1091,12 @@ static void emit_summary(Emit *e, const Compiled *m)
              "(%.0f bytes)", s.fused_arena_bytes, s.grad_bytes);
     emit(e, " * recompute:       %.0f FLOPs in %.0f node executions",
          s.recompute_flops, s.recompute_execs);
+    int held = 0;
+    for (int i = 0; i < m->train->nstmts; i++)
+        held += m->train->stmts[i].held;
+    if (held)
+        emit(e, " * rebuilt checkpoints: %d recomputes keep their outputs to "
+             "the last reader (revolve)", held);
     emit(e, " * saved tensors:");
     for (int t = 0; t < g->ntensors; t++)
         if (m->remat->keep[t] == KEEP_SAVE)

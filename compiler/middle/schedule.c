@@ -127,6 +127,7 @@ static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute
     st->writes = 0;
     st->pwrites = 0;
     st->fuse = -1;
+    st->held = 0;
     return s->nstmts++;
 }
 
@@ -238,6 +239,8 @@ static void run_forward(Sched *x, int n, int recompute)
             x->held[x->nheld++] = nd->out[o];
             if (x->made_at)
                 x->made_at[nd->out[o]] = x->at;
+            x->s->stmts[s].held |= x->r->hold &&
+                                   x->at <= x->r->hold[nd->out[o]];
         }
     }
     if (nd->compact && x->train && recompute == compact_rebuilt(x, nd))

@@ -212,6 +212,15 @@ if [ -f "$work/lstm32/xml/lstm32.xml" ]; then
         # checkpoints for the sweeps after (docs/solver.md)
         [ "$(sed -n 's/^rebuilt_checkpoints: //p' "$d/sqrt")" -gt 0 ] && ok ||
             bad "lstm32 --max-arena 2500: no rebuilt checkpoint"
+        # the generated C says so: its header counts them as the report
+        # does (each checkpoint here one statement's output), and the train
+        # step's statements that rebuild one say they keep it
+        if "$remat" compile "$d/lstm32.onnx" --max-arena 2500 -o "$d/sqrt.c" > /dev/null; then
+            hc=$(sed -n 's/^ \* rebuilt checkpoints: \([0-9]*\) recomputes .*/\1/p' "$d/sqrt.c")
+            sc=$(sed -n '/^static float lstm32_train_schedule(/,/^}/p' "$d/sqrt.c" | grep -c 'recompute, kept to its last reader')
+            [ "$hc" = "$(sed -n 's/^rebuilt_checkpoints: //p' "$d/sqrt")" ] && [ "$sc" = "$hc" ] && ok ||
+                bad "lstm32 --max-arena 2500: the C's header counts ${hc:-no} rebuilt checkpoints, its train step marks $sc"
+        else bad "lstm32 --max-arena 2500: compile"; fi
     else bad "lstm32 --max-arena 2500: no plan"; fi
     # its gradients are none's, bit for bit, rebuilt states and all
     mkdir -p "$d/sqrt_plan"
