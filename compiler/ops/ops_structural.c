@@ -362,6 +362,10 @@ int shape_split(Ctx *c, Graph *g, Node *n)
         if (split->ints[o] <= 0)
             return node_error(c, g, n, ctx_printf(c, "Split size %d is %ld; "
                 "sizes are positive", o, split->ints[o]));
+        if (split->ints[o] > whole)     /* and the sum cannot overflow */
+            return node_error(c, g, n, ctx_printf(c, "Split size %d is %ld, "
+                "more than input '%s' (%s) has along axis %d (%ld)", o,
+                split->ints[o], x->name, shape_str(c, x), a, whole));
         sum += split->ints[o];
     }
     if (split->set && sum != whole)
