@@ -362,6 +362,8 @@ int shape_split(Ctx *c, Graph *g, Node *n)
         if (split->ints[o] <= 0)
             return node_error(c, g, n, ctx_printf(c, "Split size %d is %ld; "
                 "sizes are positive", o, split->ints[o]));
+    }
+    for (int o = 0; split->set && o < n->nout; o++) {
         if (split->ints[o] > whole)     /* and the sum cannot overflow */
             return node_error(c, g, n, ctx_printf(c, "Split size %d is %ld, "
                 "more than input '%s' (%s) has along axis %d (%ld)", o,
