@@ -125,10 +125,12 @@ static int node_window(Ctx *c, const Graph *g, const Node *n, rt_window *w)
                 return node_error(c, g, n, ctx_printf(c, "Conv kernel_shape is "
                     "%s but weight '%s' is %s", sizes_str(c, k, sp),
                     IN(1)->name, shape_str(c, IN(1))));
+    /* in long, before the window narrows it to int */
     long group = conv ? node_int(n, "group") : 1;
-    if (group < 1 || group > x->dims[1])
-        return node_error(c, g, n, ctx_printf(c, "Conv group=%ld must "
-            "divide the input's %ld channels", group, x->dims[1]));
+    if (conv && (group < 1 || x->dims[1] % group || IN(1)->dims[0] % group))
+        return node_error(c, g, n, ctx_printf(c, "Conv group=%ld must divide "
+            "the input's %ld channels and the weight's %ld filters", group,
+            x->dims[1], IN(1)->dims[0]));
     const char *auto_pad = node_attr(n, "auto_pad")->s;
     long ceil_mode = conv ? 0 : node_int(n, "ceil_mode");
     if (strcmp(auto_pad, "NOTSET") != 0 && node_attr(n, "pads")->set)
@@ -191,10 +193,6 @@ int shape_window(Ctx *c, Graph *g, Node *n)
         return -1;
     if (n->op == OP_CONV) {
         const Tensor *wt = IN(1);
-        if (w.group < 1 || w.c % w.group || w.oc % w.group)
-            return node_error(c, g, n, ctx_printf(c, "Conv group=%d must divide "
-                "the input's %d channels and the weight's %d filters", w.group,
-                w.c, w.oc));
         if (wt->dims[1] != w.c / w.group)
             return node_error(c, g, n, ctx_printf(c, "Conv weight '%s' has "
                 "shape %s but input '%s' has %d channels in %d group(s): "
