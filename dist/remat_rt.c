@@ -2185,6 +2185,8 @@ typedef struct {
     int set;        /* a backward's dx written, not added to (_set) */
     unsigned char *mask;    /* Relu's mask: written by the forward, read
                              * by the backward (then not written) */
+    float *remade;  /* a backward's forward output, written beside dx
+                     * (rt_gelu_backward_remake), or NULL */
 } pw_job;
 
 static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
@@ -2198,6 +2200,7 @@ static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
     job.flag = flag;
     job.set = set;
     job.mask = NULL;
+    job.remade = NULL;
     if (n > 0)
         rt_parallel_for((size_t)n, 16, (size_t)n, min_work, fn, &job);
 }
@@ -2351,6 +2354,7 @@ static void pointwise_mask(rt_chunk_fn fn, float *out, const float *a,
     job.flag = 0;
     job.set = set;
     job.mask = mask;
+    job.remade = NULL;
     if (n > 0)
         rt_parallel_for((size_t)n, 16, (size_t)n, RT_PAR_CHEAP, fn, &job);
 }
@@ -2473,6 +2477,61 @@ static void gelu_back_part(void *ctx, size_t lo, size_t hi)
     else
         for (i = lo; i < hi; i++)
             dx[i] += dy[i] * gelu_exact_grad1(x[i]);
+}
+
+/* The backward that also writes the forward's y (a recompute the schedule
+ * folded into it): exact Gelu's y and dx share Phi(x) and its density,
+ * one exp for both, where a recompute and a backward apart take two. Each
+ * y[i] is the expression gelu_fwd_part computes, so the same bits. */
+/* Exact Gelu's y and dy/dx from one Phi and density. */
+static inline float gelu_exact_remake1(float x, float *y)
+{
+    float g;
+    const float phi = phi_g(x, &g);
+    *y = x * phi;
+    return phi + x * RT_INV_SQRT_2PI * g;
+}
+
+/* Four loops, no branch in any, so each vectorizes. */
+static void gelu_back_remake_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    float *dx = p->out, *y = p->remade;
+    const float *dy = p->a, *x = p->b;
+    size_t i;
+    if (p->flag && p->set)
+        for (i = lo; i < hi; i++) {
+            y[i] = gelu_tanh1(x[i]);
+            dx[i] = dy[i] * gelu_tanh_grad1(x[i]);
+        }
+    else if (p->flag)
+        for (i = lo; i < hi; i++) {
+            y[i] = gelu_tanh1(x[i]);
+            dx[i] += dy[i] * gelu_tanh_grad1(x[i]);
+        }
+    else if (p->set)
+        for (i = lo; i < hi; i++)
+            dx[i] = dy[i] * gelu_exact_remake1(x[i], &y[i]);
+    else
+        for (i = lo; i < hi; i++)
+            dx[i] += dy[i] * gelu_exact_remake1(x[i], &y[i]);
+}
+
+void rt_gelu_backward_remake(float *dx, float *y, const float *dy,
+                             const float *x, int n, int approximate,
+                             unsigned set)
+{
+    pw_job job;
+    job.out = dx;
+    job.a = dy;
+    job.b = x;
+    job.flag = approximate;
+    job.set = (int)(set & 1u);
+    job.mask = NULL;
+    job.remade = y;
+    if (n > 0)
+        rt_parallel_for((size_t)n, 16, (size_t)n, RT_PAR_COSTLY,
+                        gelu_back_remake_part, &job);
 }
 
 void rt_gelu_forward(float *y, const float *x, int n, int approximate)
@@ -3728,8 +3787,20 @@ static void layernorm_back_row(float *dx, const float *dy, const float *x,
     }
 }
 
+/* Row r's y, as ln_fwd_part writes it from the same moments: the same
+ * bits. */
+static void ln_remake_row(const ln_job *l, size_t o, float mean, float rstd)
+{
+    const float *xr = l->x + o;
+    float *yr = l->y + o;
+    int j;
+    for (j = 0; j < l->cols; j++)
+        yr[j] = (xr[j] - mean) * rstd * l->scale[j] +
+                (l->bias != NULL ? l->bias[j] : 0.0f);
+}
+
 /* Rows [lo, hi) of the block at r0: their moments, kept for
- * ln_back_cols, and (when wanted) their dx. */
+ * ln_back_cols, their y when remade, and (when wanted) their dx. */
 static void ln_back_rows(void *ctx, size_t lo, size_t hi)
 {
     ln_job *l = ctx;
@@ -3738,6 +3809,8 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
         const size_t o = ((size_t)l->r0 + i) * (size_t)l->cols;
         if (l->x != NULL)
             row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
+        if (l->y != NULL)
+            ln_remake_row(l, o, l->mean[i], l->rstd[i]);
         if (l->dx != NULL)
             layernorm_back_row(l->dx + o, l->dy + o, l->x + o, l->scale,
                                l->cols, l->mean[i], l->rstd[i]);
@@ -3836,16 +3909,28 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps, float *scratch)
 {
+    rt_layernorm_backward_remake(dx, dscale, dbias, NULL, dy, x, scale, NULL,
+                                 rows, cols, eps, scratch);
+}
+
+void rt_layernorm_backward_remake(float *dx, float *dscale, float *dbias,
+                                  float *y, const float *dy, const float *x,
+                                  const float *scale, const float *bias,
+                                  int rows, int cols, float eps,
+                                  float *scratch)
+{
     ln_job l;
     if (cols <= 0 || rows <= 0 ||
-        (dx == NULL && dscale == NULL && dbias == NULL))
+        (dx == NULL && dscale == NULL && dbias == NULL && y == NULL))
         return;
+    l.y = y;
+    l.bias = bias;
     l.dx = dx;
     l.dscale = dscale;
     l.dbias = dbias;
     l.dy = dy;
     /* the bias alone (a frozen scale and input): x is not read */
-    l.x = dx == NULL && dscale == NULL ? NULL : x;
+    l.x = dx == NULL && dscale == NULL && y == NULL ? NULL : x;
     l.scale = scale;
     l.cols = cols;
     l.eps = eps;

@@ -179,6 +179,13 @@ void rt_gelu_backward(float *dx, const float *dy, const float *x, int n,
                       int approximate);
 void rt_gelu_backward_set(float *dx, const float *dy, const float *x, int n,
                           int approximate, unsigned set);
+/* rt_gelu_backward_set that also writes y = Gelu(x), the forward's bits:
+ * a recompute of y run inside the backward that reads the same x (the
+ * schedule's remade recomputes, docs/memory.md). y is none of the other
+ * buffers; dx may be dy. */
+void rt_gelu_backward_remake(float *dx, float *y, const float *dy,
+                             const float *x, int n, int approximate,
+                             unsigned set);
 void rt_tanh_forward(float *y, const float *x, int n);
 void rt_tanh_backward(float *dx, const float *dy, const float *y, int n);
 void rt_sigmoid_forward(float *y, const float *x, int n);
@@ -435,6 +442,14 @@ void rt_layernorm_forward(float *y, const float *x, const float *scale,
 void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps, float *scratch);
+/* rt_layernorm_backward that also writes y, the forward's bits from the
+ * moments it computes anyway (a remade recompute, docs/memory.md); y is
+ * none of the other buffers, bias may be NULL as in the forward. */
+void rt_layernorm_backward_remake(float *dx, float *dscale, float *dbias,
+                                  float *y, const float *dy, const float *x,
+                                  const float *scale, const float *bias,
+                                  int rows, int cols, float eps,
+                                  float *scratch);
 /* The backward's scratch: 2 cols floats, the compensation terms of dscale's
  * and dbias's sums over the rows (so that their error does not grow with
  * rows); read only when dscale or dbias is wanted. */

@@ -123,8 +123,20 @@ static void layernorm_back_row(float *dx, const float *dy, const float *x,
     }
 }
 
+/* Row r's y, as ln_fwd_part writes it from the same moments: the same
+ * bits. */
+static void ln_remake_row(const ln_job *l, size_t o, float mean, float rstd)
+{
+    const float *xr = l->x + o;
+    float *yr = l->y + o;
+    int j;
+    for (j = 0; j < l->cols; j++)
+        yr[j] = (xr[j] - mean) * rstd * l->scale[j] +
+                (l->bias != NULL ? l->bias[j] : 0.0f);
+}
+
 /* Rows [lo, hi) of the block at r0: their moments, kept for
- * ln_back_cols, and (when wanted) their dx. */
+ * ln_back_cols, their y when remade, and (when wanted) their dx. */
 static void ln_back_rows(void *ctx, size_t lo, size_t hi)
 {
     ln_job *l = ctx;
@@ -133,6 +145,8 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
         const size_t o = ((size_t)l->r0 + i) * (size_t)l->cols;
         if (l->x != NULL)
             row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
+        if (l->y != NULL)
+            ln_remake_row(l, o, l->mean[i], l->rstd[i]);
         if (l->dx != NULL)
             layernorm_back_row(l->dx + o, l->dy + o, l->x + o, l->scale,
                                l->cols, l->mean[i], l->rstd[i]);
@@ -231,16 +245,28 @@ void rt_layernorm_backward(float *dx, float *dscale, float *dbias,
                            const float *dy, const float *x, const float *scale,
                            int rows, int cols, float eps, float *scratch)
 {
+    rt_layernorm_backward_remake(dx, dscale, dbias, NULL, dy, x, scale, NULL,
+                                 rows, cols, eps, scratch);
+}
+
+void rt_layernorm_backward_remake(float *dx, float *dscale, float *dbias,
+                                  float *y, const float *dy, const float *x,
+                                  const float *scale, const float *bias,
+                                  int rows, int cols, float eps,
+                                  float *scratch)
+{
     ln_job l;
     if (cols <= 0 || rows <= 0 ||
-        (dx == NULL && dscale == NULL && dbias == NULL))
+        (dx == NULL && dscale == NULL && dbias == NULL && y == NULL))
         return;
+    l.y = y;
+    l.bias = bias;
     l.dx = dx;
     l.dscale = dscale;
     l.dbias = dbias;
     l.dy = dy;
     /* the bias alone (a frozen scale and input): x is not read */
-    l.x = dx == NULL && dscale == NULL ? NULL : x;
+    l.x = dx == NULL && dscale == NULL && y == NULL ? NULL : x;
     l.scale = scale;
     l.cols = cols;
     l.eps = eps;

@@ -35,6 +35,8 @@ typedef struct {
     int set;        /* a backward's dx written, not added to (_set) */
     unsigned char *mask;    /* Relu's mask: written by the forward, read
                              * by the backward (then not written) */
+    float *remade;  /* a backward's forward output, written beside dx
+                     * (rt_gelu_backward_remake), or NULL */
 } pw_job;
 
 static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
@@ -48,6 +50,7 @@ static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
     job.flag = flag;
     job.set = set;
     job.mask = NULL;
+    job.remade = NULL;
     if (n > 0)
         rt_parallel_for((size_t)n, 16, (size_t)n, min_work, fn, &job);
 }
@@ -201,6 +204,7 @@ static void pointwise_mask(rt_chunk_fn fn, float *out, const float *a,
     job.flag = 0;
     job.set = set;
     job.mask = mask;
+    job.remade = NULL;
     if (n > 0)
         rt_parallel_for((size_t)n, 16, (size_t)n, RT_PAR_CHEAP, fn, &job);
 }
@@ -323,6 +327,61 @@ static void gelu_back_part(void *ctx, size_t lo, size_t hi)
     else
         for (i = lo; i < hi; i++)
             dx[i] += dy[i] * gelu_exact_grad1(x[i]);
+}
+
+/* The backward that also writes the forward's y (a recompute the schedule
+ * folded into it): exact Gelu's y and dx share Phi(x) and its density,
+ * one exp for both, where a recompute and a backward apart take two. Each
+ * y[i] is the expression gelu_fwd_part computes, so the same bits. */
+/* Exact Gelu's y and dy/dx from one Phi and density. */
+static inline float gelu_exact_remake1(float x, float *y)
+{
+    float g;
+    const float phi = phi_g(x, &g);
+    *y = x * phi;
+    return phi + x * RT_INV_SQRT_2PI * g;
+}
+
+/* Four loops, no branch in any, so each vectorizes. */
+static void gelu_back_remake_part(void *ctx, size_t lo, size_t hi)
+{
+    const pw_job *p = ctx;
+    float *dx = p->out, *y = p->remade;
+    const float *dy = p->a, *x = p->b;
+    size_t i;
+    if (p->flag && p->set)
+        for (i = lo; i < hi; i++) {
+            y[i] = gelu_tanh1(x[i]);
+            dx[i] = dy[i] * gelu_tanh_grad1(x[i]);
+        }
+    else if (p->flag)
+        for (i = lo; i < hi; i++) {
+            y[i] = gelu_tanh1(x[i]);
+            dx[i] += dy[i] * gelu_tanh_grad1(x[i]);
+        }
+    else if (p->set)
+        for (i = lo; i < hi; i++)
+            dx[i] = dy[i] * gelu_exact_remake1(x[i], &y[i]);
+    else
+        for (i = lo; i < hi; i++)
+            dx[i] += dy[i] * gelu_exact_remake1(x[i], &y[i]);
+}
+
+void rt_gelu_backward_remake(float *dx, float *y, const float *dy,
+                             const float *x, int n, int approximate,
+                             unsigned set)
+{
+    pw_job job;
+    job.out = dx;
+    job.a = dy;
+    job.b = x;
+    job.flag = approximate;
+    job.set = (int)(set & 1u);
+    job.mask = NULL;
+    job.remade = y;
+    if (n > 0)
+        rt_parallel_for((size_t)n, 16, (size_t)n, RT_PAR_COSTLY,
+                        gelu_back_remake_part, &job);
 }
 
 void rt_gelu_forward(float *y, const float *x, int n, int approximate)

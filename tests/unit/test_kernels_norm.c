@@ -212,6 +212,44 @@ START_TEST(layernorm_backward_skips_null)
 }
 END_TEST
 
+/* A remade recompute: rt_layernorm_backward_remake writes the forward's y
+ * and the backward's three gradients, each bit for bit what
+ * rt_layernorm_forward and rt_layernorm_backward write, with and without
+ * a bias, over rows in several of the backward's blocks (split over the
+ * threads where there are any) and rows of a whole and a part sum block. */
+START_TEST(layernorm_remake_is_forward_and_backward)
+{
+    static const int shapes[][2] = {{300, 37}, {257, 128}, {3, 1}};
+    int k, has_bias;
+    tseed(1700);
+    for (k = 0; k < 3; k++)
+        for (has_bias = 0; has_bias < 2; has_bias++) {
+            const int rows = shapes[k][0], cols = shapes[k][1];
+            const size_t n = (size_t)rows * cols;
+            float *x = rnd(n), *dy = rnd(n), *scale = rnd((size_t)cols);
+            float *bias = has_bias ? rnd((size_t)cols) : NULL;
+            float *y = nans(n), *y2 = nans(n), *pre = rnd(n);
+            float *dx = copy(pre, n), *dx2 = copy(pre, n);
+            float *ds = rnd((size_t)cols), *ds2 = copy(ds, (size_t)cols);
+            float *db = rnd((size_t)cols), *db2 = copy(db, (size_t)cols);
+            float *scratch = nans(rt_layernorm_backward_scratch(cols));
+            rt_layernorm_forward(y, x, scale, bias, rows, cols, 1e-5f);
+            rt_layernorm_backward(dx, ds, db, dy, x, scale, rows, cols, 1e-5f,
+                                  scratch);
+            rt_layernorm_backward_remake(dx2, ds2, db2, y2, dy, x, scale, bias,
+                                         rows, cols, 1e-5f, scratch);
+            ck_assert_msg(memcmp(y, y2, n * sizeof *y) == 0,
+                          "%dx%d bias %d: y differs", rows, cols, has_bias);
+            ck_assert(memcmp(dx, dx2, n * sizeof *dx) == 0);
+            ck_assert(memcmp(ds, ds2, (size_t)cols * sizeof *ds) == 0);
+            ck_assert(memcmp(db, db2, (size_t)cols * sizeof *db) == 0);
+            free(x), free(dy), free(scale), free(bias), free(y), free(y2);
+            free(pre), free(dx), free(dx2), free(ds), free(ds2), free(db);
+            free(db2), free(scratch);
+        }
+}
+END_TEST
+
 /* ---- batchnorm ----------------------------------------------------------- */
 
 typedef struct {
@@ -937,6 +975,7 @@ static Suite *norm_suite(void)
     tcase_add_test(tc, layernorm_rows_have_mean_0_variance_1);
     tcase_add_test(tc, layernorm_forward_by_hand);
     tcase_add_test(tc, layernorm_backward_skips_null);
+    tcase_add_test(tc, layernorm_remake_is_forward_and_backward);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("batchnorm");

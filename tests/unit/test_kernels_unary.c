@@ -802,6 +802,58 @@ static float *mask_inputs(size_t n)
     return x;
 }
 
+/* Bit for bit, but a NaN where the other has a NaN: which operand's NaN
+ * an operation passes on (and so its sign) is the compiler's order of
+ * operands, which inlining the same expression elsewhere may change. */
+static int same_bits_or_nan(const float *a, const float *b, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof *a) != 0 &&
+            !(isnan(a[i]) && isnan(b[i])))
+            return 0;
+    return 1;
+}
+
+/* A remade recompute: rt_gelu_backward_remake writes the forward's y and
+ * the backward's dx, each bit for bit what rt_gelu_forward and
+ * rt_gelu_backward(_set) write, whether it adds into dx or writes it,
+ * with dx in dy's own buffer (the schedule's in-place gradient), both
+ * forms, over the odd values and a range where Phi is neither 0 nor 1;
+ * 300001 elements split over the threads where there are any. */
+START_TEST(gelu_remake_is_forward_and_backward)
+{
+    const size_t n = 300001;
+    float *x = mask_inputs(n), *dy = rnd(n), *start = rnd(n);
+    int approximate;
+    unsigned set;
+    size_t i;
+    for (i = 1; i < n; i += 7)
+        x[i] *= 8.0f;
+    for (approximate = 0; approximate < 2; approximate++)
+        for (set = 0; set < 2; set++) {
+            float *y = nans(n), *y2 = nans(n);
+            float *dx = copy(start, n), *dx2 = copy(start, n);
+            float *inplace = copy(dy, n);
+            rt_gelu_forward(y, x, (int)n, approximate);
+            rt_gelu_backward_set(dx, dy, x, (int)n, approximate, set);
+            rt_gelu_backward_remake(dx2, y2, dy, x, (int)n, approximate, set);
+            ck_assert_msg(same_bits_or_nan(y, y2, n),
+                          "approximate %d set %u: y differs", approximate, set);
+            ck_assert_msg(same_bits_or_nan(dx, dx2, n),
+                          "approximate %d set %u: dx differs", approximate,
+                          set);
+            if (set) {      /* dx written over dy, as in place */
+                rt_gelu_backward_remake(inplace, y2, inplace, x, (int)n,
+                                        approximate, 1u);
+                ck_assert(same_bits_or_nan(dx, inplace, n));
+            }
+            free(y), free(y2), free(dx), free(dx2), free(inplace);
+        }
+    free(x), free(dy), free(start);
+}
+END_TEST
+
 /* Forward and backward from the mask against the float kernels, bit for
  * bit: y, dx added into random values (a -0 there stays -0), and Relu's
  * _set twin from NaNs. n = 1001 is not a whole number of bytes; n =
@@ -914,6 +966,7 @@ static Suite *unary_suite(void)
     tcase_add_loop_test(tc, unary_grad, 0, U_COUNT);
     tcase_add_test(tc, unary_forward_by_hand);
     tcase_add_test(tc, gelu_accurate_over_grid);
+    tcase_add_test(tc, gelu_remake_is_forward_and_backward);
     tcase_add_test(tc, unary_large_inputs_stay_finite);
     tcase_add_test(tc, unary_backward_accumulates);
     suite_add_tcase(s, tc);
