@@ -360,6 +360,17 @@ typedef struct {
      * a chunk at a time inside such a node's backward, its output never
      * written whole (schedule.c's fuse_recomputes) */
     int chunked;
+    /* 1: the backward computes each input's gradient by calls of its own
+     * (a GEMM per operand), so it may run as two statements, each with
+     * din[] NULL for the other's inputs, and give the same bits (the
+     * schedule's remade recomputes) */
+    int bwd_parts;
+    /* 1: the backward can write the forward's output 0 as well, with the
+     * forward's bits, from the work it does anyway (Gelu's Phi,
+     * LayerNorm's moments), given every input (those its backward does not
+     * read are passed where they are parameters); the emitter finds
+     * where in Emit.remake */
+    int bwd_remakes;
 } OpInfo;
 
 enum { INT_OUT_FLOAT, INT_OUT_PASS, INT_OUT_BOOL, INT_OUT_SELECT };
@@ -711,7 +722,9 @@ typedef struct {
     int recompute;
     int scratch;            /* S_FORWARD, S_BACKWARD: a value, or -1 */
     int out;                /* S_FORWARD: output 0's value (output o's is
-                             * out + o), or -1 */
+                             * out + o); S_BACKWARD: the recomputed output
+                             * 0 its call writes too (a remade recompute),
+                             * or -1 */
     int compact;            /* the node's compact form the statement writes
                              * (S_FORWARD) or reads (S_BACKWARD), or -1 */
     /* S_BACKWARD: bit i, the call writes d(input i), its first
@@ -731,6 +744,9 @@ typedef struct {
      * (Remat.hold), kept to their last reader where the plan would forget
      * them after the backward that rebuilt them */
     int held;
+    /* S_BACKWARD: bit i, the call computes d(input i) of the wanted ones,
+     * the rest being another statement's (a row's bwd_parts); 0, all */
+    unsigned part;
 } Stmt;
 
 typedef struct {
@@ -750,6 +766,8 @@ typedef struct {
     double recompute_cost;  /* picoseconds at the Remat's rates (cost.c) */
     double forward_flops;   /* of the forward's executions (not recomputes) */
     int fused_recomputes;   /* recomputes run inside their reader's loop */
+    int remade_recomputes;  /* recomputes written by their producer's own
+                             * backward (Stmt.out of an S_BACKWARD) */
 } Schedule;
 
 /* The floats a fused recompute computes at a time (Stmt.fuse): 4 KB, a
@@ -825,6 +843,8 @@ struct Emit {
      * of the tensor's (elems), and every operand a pointer into it;
      * NULL elsewhere */
     const char *count;
+    /* the output a bwd_remakes row's backward writes too, or NULL */
+    const char *remake;
 };
 
 /* ---- back/report.c: schedule and diff reports ---------------------------------- */
@@ -1182,6 +1202,10 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
  * parameter's gradient is final (nothing later adds into it); -1 for
  * every other tensor. Where NAME_train_step_hooked calls its hook. */
 int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s);
+/* What backward statement st computes and reads: want[i] = it computes
+ * d(input i) (its part of the wanted ones); returns the NEED_* bits of
+ * what it reads. */
+unsigned stmt_backward(const Graph *g, const Stmt *st, int *want);
 
 /* ---- middle/plan.c: arena offsets from liveness -------------------------------- */
 

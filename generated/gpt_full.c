@@ -4,7 +4,7 @@
  * policy:          full
  * saved bytes:     1048576 (activations kept for the backward)
  * arena bytes:     3276800
- * fused step:      3539456 arena bytes, no gradient buffer (3466240 bytes)
+ * fused step:      3277312 arena bytes, no gradient buffer (3466240 bytes)
  * recompute:       311164928 FLOPs in 44 node executions
  * saved tensors:
  *   h0 [4x64x128]
@@ -1096,6 +1096,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
+    /* d(l3.g): its first contribution writes it */
+    float *d_l3_g = (float *)(void *)(a + 0);
+
+    /* l3.fc2: MatMul backward, d(l3.g), d(l3.fc2.bias) alone */
+    rt_gemm_backward_set(d_l3_g, NULL, d_l3_fc2_bias, d_l3_y1, NULL, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x5u);
+    rt_grad_ready(hook, grads, 833408, 128); /* d(l3.fc2.bias) is final */
+
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
     float *r_l3_a = (float *)(void *)(a + 2359296);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
@@ -1114,14 +1121,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l3.attn: Attention -> l3.att3 [4x64x128] recompute */
     float *r_l3_att3 = (float *)(void *)(a + 2883584);
-    rt_attention_forward_3d(r_l3_att3, r_l3_q1, r_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    rt_attention_forward_3d(r_l3_att3, r_l3_q1, r_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l3.proj: MatMul -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 0);
+    float *r_l3_o1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l3_o1, r_l3_att3, v_l3_proj_weight, v_l3_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
-    float *r_l3_o2 = (float *)(void *)(a + 0);
+    float *r_l3_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
@@ -1133,26 +1140,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(void *)(a + 0);
+    float *r_l3_f1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l3_f1, r_l3_m, v_l3_fc_weight, v_l3_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
-
-    /* d(l3.g): its first contribution writes it */
-    float *d_l3_g = (float *)(void *)(a + 1048576);
-
-    /* l3.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, d_l3_fc2_bias, d_l3_y1, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 767872, 65536); /* d(l3.fc2.weight) is final */
-    rt_grad_ready(hook, grads, 833408, 128); /* d(l3.fc2.bias) is final */
-
     /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
-    float *d_l3_f1 = (float *)(void *)(a + 1048576);
+    float *d_l3_f1 = (float *)(void *)(a + 0);
 
-    /* l3.act: Gelu backward */
-    rt_gelu_backward_set(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
+    /* l3.act: Gelu backward, l3.g recomputed beside it */
+    float *r_l3_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_l3_f1, r_l3_g, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
+
+    /* l3.fc2: MatMul backward, d(l3.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_l3_fc2_weight, NULL, d_l3_y1, r_l3_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 767872, 65536); /* d(l3.fc2.weight) is final */
 
     /* d(l3.m): its first contribution writes it */
     float *d_l3_m = (float *)(void *)(a + 2228224);
@@ -1242,6 +1242,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
+    /* d(l2.g): its first contribution writes it */
+    float *d_l2_g = (float *)(void *)(a + 0);
+
+    /* l2.fc2: MatMul backward, d(l2.g), d(l2.fc2.bias) alone */
+    rt_gemm_backward_set(d_l2_g, NULL, d_l2_fc2_bias, d_l2_y1, NULL, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x5u);
+    rt_grad_ready(hook, grads, 635264, 128); /* d(l2.fc2.bias) is final */
+
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
     float *r_l2_a = (float *)(void *)(a + 2228224);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
@@ -1260,14 +1267,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l2.attn: Attention -> l2.att3 [4x64x128] recompute */
     float *r_l2_att3 = (float *)(void *)(a + 2752512);
-    rt_attention_forward_3d(r_l2_att3, r_l2_q1, r_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    rt_attention_forward_3d(r_l2_att3, r_l2_q1, r_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l2.proj: MatMul -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 0);
+    float *r_l2_o1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l2_o1, r_l2_att3, v_l2_proj_weight, v_l2_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
-    float *r_l2_o2 = (float *)(void *)(a + 0);
+    float *r_l2_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
@@ -1279,26 +1286,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 0);
+    float *r_l2_f1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l2_f1, r_l2_m, v_l2_fc_weight, v_l2_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
-
-    /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 1048576);
-
-    /* l2.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, d_l2_fc2_bias, d_l2_y1, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 569728, 65536); /* d(l2.fc2.weight) is final */
-    rt_grad_ready(hook, grads, 635264, 128); /* d(l2.fc2.bias) is final */
-
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f1 = (float *)(void *)(a + 1048576);
+    float *d_l2_f1 = (float *)(void *)(a + 0);
 
-    /* l2.act: Gelu backward */
-    rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
+    /* l2.act: Gelu backward, l2.g recomputed beside it */
+    float *r_l2_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_l2_f1, r_l2_g, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
+
+    /* l2.fc2: MatMul backward, d(l2.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_l2_fc2_weight, NULL, d_l2_y1, r_l2_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 569728, 65536); /* d(l2.fc2.weight) is final */
 
     /* d(l2.m): its first contribution writes it */
     float *d_l2_m = (float *)(void *)(a + 1966080);
@@ -1388,6 +1388,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
+    /* d(l1.g): its first contribution writes it */
+    float *d_l1_g = (float *)(void *)(a + 0);
+
+    /* l1.fc2: MatMul backward, d(l1.g), d(l1.fc2.bias) alone */
+    rt_gemm_backward_set(d_l1_g, NULL, d_l1_fc2_bias, d_l1_y1, NULL, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x5u);
+    rt_grad_ready(hook, grads, 437120, 128); /* d(l1.fc2.bias) is final */
+
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
     float *r_l1_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
@@ -1406,14 +1413,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l1.attn: Attention -> l1.att3 [4x64x128] recompute */
     float *r_l1_att3 = (float *)(void *)(a + 2621440);
-    rt_attention_forward_3d(r_l1_att3, r_l1_q1, r_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    rt_attention_forward_3d(r_l1_att3, r_l1_q1, r_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l1.proj: MatMul -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 0);
+    float *r_l1_o1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l1_o1, r_l1_att3, v_l1_proj_weight, v_l1_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
-    float *r_l1_o2 = (float *)(void *)(a + 0);
+    float *r_l1_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
@@ -1425,26 +1432,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(void *)(a + 0);
+    float *r_l1_f1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l1_f1, r_l1_m, v_l1_fc_weight, v_l1_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
-
-    /* d(l1.g): its first contribution writes it */
-    float *d_l1_g = (float *)(void *)(a + 1048576);
-
-    /* l1.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, d_l1_fc2_bias, d_l1_y1, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 371584, 65536); /* d(l1.fc2.weight) is final */
-    rt_grad_ready(hook, grads, 437120, 128); /* d(l1.fc2.bias) is final */
-
     /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
-    float *d_l1_f1 = (float *)(void *)(a + 1048576);
+    float *d_l1_f1 = (float *)(void *)(a + 0);
 
-    /* l1.act: Gelu backward */
-    rt_gelu_backward_set(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
+    /* l1.act: Gelu backward, l1.g recomputed beside it */
+    float *r_l1_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_l1_f1, r_l1_g, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
+
+    /* l1.fc2: MatMul backward, d(l1.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_l1_fc2_weight, NULL, d_l1_y1, r_l1_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 371584, 65536); /* d(l1.fc2.weight) is final */
 
     /* d(l1.m): its first contribution writes it */
     float *d_l1_m = (float *)(void *)(a + 1835008);
@@ -1534,6 +1534,13 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
+    /* d(l0.g): its first contribution writes it */
+    float *d_l0_g = (float *)(void *)(a + 0);
+
+    /* l0.fc2: MatMul backward, d(l0.g), d(l0.fc2.bias) alone */
+    rt_gemm_backward_set(d_l0_g, NULL, d_l0_fc2_bias, d_l0_y1, NULL, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x5u);
+    rt_grad_ready(hook, grads, 238976, 128); /* d(l0.fc2.bias) is final */
+
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
     float *r_l0_a = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
@@ -1552,14 +1559,14 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
 
     /* l0.attn: Attention -> l0.att3 [4x64x128] recompute */
     float *r_l0_att3 = (float *)(void *)(a + 2490368);
-    rt_attention_forward_3d(r_l0_att3, r_l0_q1, r_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    rt_attention_forward_3d(r_l0_att3, r_l0_q1, r_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l0.proj: MatMul -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 0);
+    float *r_l0_o1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l0_o1, r_l0_att3, v_l0_proj_weight, v_l0_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
-    float *r_l0_o2 = (float *)(void *)(a + 0);
+    float *r_l0_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
@@ -1571,26 +1578,19 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(void *)(a + 0);
+    float *r_l0_f1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l0_f1, r_l0_m, v_l0_fc_weight, v_l0_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
-
-    /* d(l0.g): its first contribution writes it */
-    float *d_l0_g = (float *)(void *)(a + 1048576);
-
-    /* l0.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, d_l0_fc2_bias, d_l0_y1, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 173440, 65536); /* d(l0.fc2.weight) is final */
-    rt_grad_ready(hook, grads, 238976, 128); /* d(l0.fc2.bias) is final */
-
     /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
-    float *d_l0_f1 = (float *)(void *)(a + 1048576);
+    float *d_l0_f1 = (float *)(void *)(a + 0);
 
-    /* l0.act: Gelu backward */
-    rt_gelu_backward_set(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
+    /* l0.act: Gelu backward, l0.g recomputed beside it */
+    float *r_l0_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_l0_f1, r_l0_g, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
+
+    /* l0.fc2: MatMul backward, d(l0.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_l0_fc2_weight, NULL, d_l0_y1, r_l0_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 173440, 65536); /* d(l0.fc2.weight) is final */
 
     /* d(l0.m): its first contribution writes it */
     float *d_l0_m = (float *)(void *)(a + 1703936);
@@ -1788,11 +1788,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_gather_forward(v_tok, v_wte, v_tokens, 256, 256, 128);
 
     /* pos: Add -> emb [4x64x128] */
-    float *v_emb = (float *)(void *)(a + 1835008);
+    float *v_emb = (float *)(void *)(a + 1572864);
     rt_add_forward(v_emb, v_tok, v_wpe, &map_pos);
 
     /* embed.drop: Dropout -> h0 [4x64x128], in place */
-    float *v_h0 = (float *)(void *)(a + 1835008);
+    float *v_h0 = (float *)(void *)(a + 1572864);
     rt_dropout_forward(v_h0, v_emb, 32768, 0.100000001f, seed, step, 2);
 
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] */
@@ -1848,7 +1848,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(v_l0_y2, v_l0_y1, 32768, 0.100000001f, seed, step, 28);
 
     /* l0.res2: Add -> l0.out [4x64x128] */
-    float *v_l0_out = (float *)(void *)(a + 1966080);
+    float *v_l0_out = (float *)(void *)(a + 1703936);
     rt_add_forward(v_l0_out, v_l0_r, v_l0_y2, &map_l0_res2);
 
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] */
@@ -1904,7 +1904,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(v_l1_y2, v_l1_y1, 32768, 0.100000001f, seed, step, 55);
 
     /* l1.res2: Add -> l1.out [4x64x128] */
-    float *v_l1_out = (float *)(void *)(a + 2097152);
+    float *v_l1_out = (float *)(void *)(a + 1835008);
     rt_add_forward(v_l1_out, v_l1_r, v_l1_y2, &map_l1_res2);
 
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] */
@@ -1960,7 +1960,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_dropout_forward(v_l2_y2, v_l2_y1, 32768, 0.100000001f, seed, step, 82);
 
     /* l2.res2: Add -> l2.out [4x64x128] */
-    float *v_l2_out = (float *)(void *)(a + 2228224);
+    float *v_l2_out = (float *)(void *)(a + 1966080);
     rt_add_forward(v_l2_out, v_l2_r, v_l2_y2, &map_l2_res2);
 
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] */
@@ -2071,7 +2071,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833792, d_head_weight, state ? state + 833792 : NULL, 866560, 32768);
 
     /* d(l3.out) sums over its readers */
-    float *d_l3_out = (float *)(void *)(a + 2359296);
+    float *d_l3_out = (float *)(void *)(a + 2097152);
     rt_zero(d_l3_out, 32768);
 
     /* d(lnf.scale) sums over its readers */
@@ -2092,77 +2092,83 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 833664, d_lnf_bias, state ? state + 833664 : NULL, 866560, 128);
 
     /* d(l3.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l3_r = (float *)(void *)(a + 2359296);
+    float *d_l3_r = (float *)(void *)(a + 2097152);
 
     /* d(l3.y2): its first contribution writes it */
-    float *d_l3_y2 = (float *)(void *)(a + 2490368);
+    float *d_l3_y2 = (float *)(void *)(a + 2228224);
 
     /* l3.res2: Add backward */
     rt_add_backward_set(d_l3_r, d_l3_y2, d_l3_out, &map_l3_res2, 0x3u);
 
     /* d(l3.y1): its first contribution writes it, in d(l3.y2)'s buffer */
-    float *d_l3_y1 = (float *)(void *)(a + 2490368);
+    float *d_l3_y1 = (float *)(void *)(a + 2228224);
 
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
+    /* d(l3.g): its first contribution writes it */
+    float *d_l3_g = (float *)(void *)(a + 0);
+
+    /* d(l3.fc2.bias) sums over its readers */
+    float *d_l3_fc2_bias = (float *)(void *)(a + 3276800);
+    rt_zero(d_l3_fc2_bias, 128);
+
+    /* l3.fc2: MatMul backward, d(l3.g), d(l3.fc2.bias) alone */
+    rt_gemm_backward_set(d_l3_g, NULL, d_l3_fc2_bias, d_l3_y1, NULL, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+
     /* l3.ln1: LayerNormalization -> l3.a [4x64x128] recompute */
-    float *r_l3_a = (float *)(void *)(a + 2621440);
+    float *r_l3_a = (float *)(void *)(a + 2359296);
     rt_layernorm_forward(r_l3_a, v_l2_out, v_l3_ln1_scale, v_l3_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.q: MatMul -> l3.q1 [4x64x128] recompute */
-    float *r_l3_q1 = (float *)(void *)(a + 2752512);
+    float *r_l3_q1 = (float *)(void *)(a + 2490368);
     rt_gemm_forward(r_l3_q1, r_l3_a, v_l3_q_weight, v_l3_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.k: MatMul -> l3.k0 [4x64x128] recompute */
-    float *r_l3_k0 = (float *)(void *)(a + 2883584);
+    float *r_l3_k0 = (float *)(void *)(a + 2621440);
     rt_gemm_forward(r_l3_k0, r_l3_a, v_l3_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l3.v: MatMul -> l3.v1 [4x64x128] recompute */
-    float *r_l3_v1 = (float *)(void *)(a + 3014656);
+    float *r_l3_v1 = (float *)(void *)(a + 2752512);
     rt_gemm_forward(r_l3_v1, r_l3_a, v_l3_v_weight, v_l3_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.attn: Attention -> l3.att3 [4x64x128] recompute */
-    float *r_l3_att3 = (float *)(void *)(a + 3145728);
-    rt_attention_forward_3d(r_l3_att3, r_l3_q1, r_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    float *r_l3_att3 = (float *)(void *)(a + 2883584);
+    rt_attention_forward_3d(r_l3_att3, r_l3_q1, r_l3_k0, r_l3_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l3.proj: MatMul -> l3.o1 [4x64x128] recompute */
-    float *r_l3_o1 = (float *)(void *)(a + 0);
+    float *r_l3_o1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l3_o1, r_l3_att3, v_l3_proj_weight, v_l3_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
-    float *r_l3_o2 = (float *)(void *)(a + 0);
+    float *r_l3_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l3_o2, r_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 3276800);
+    float *r_l3_r = (float *)(void *)(a + 3014656);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
     /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 3407872);
+    float *r_l3_m = (float *)(void *)(a + 3145728);
     rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l3.fc: MatMul -> l3.f1 [4x64x512] recompute */
-    float *r_l3_f1 = (float *)(void *)(a + 0);
+    float *r_l3_f1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l3_f1, r_l3_m, v_l3_fc_weight, v_l3_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_l3_g, r_l3_f1, 131072, 0);
+    /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
+    float *d_l3_f1 = (float *)(void *)(a + 0);
 
-    /* d(l3.g): its first contribution writes it */
-    float *d_l3_g = (float *)(void *)(a + 1048576);
+    /* l3.act: Gelu backward, l3.g recomputed beside it */
+    float *r_l3_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_l3_f1, r_l3_g, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
 
     /* d(l3.fc2.weight) sums over its readers */
-    float *d_l3_fc2_weight = (float *)(void *)(a + 1572864);
+    float *d_l3_fc2_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l3_fc2_weight, 65536);
 
-    /* d(l3.fc2.bias) sums over its readers */
-    float *d_l3_fc2_bias = (float *)(void *)(a + 3538944);
-    rt_zero(d_l3_fc2_bias, 128);
-
-    /* l3.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, d_l3_fc2_bias, d_l3_y1, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+    /* l3.fc2: MatMul backward, d(l3.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_l3_fc2_weight, NULL, d_l3_y1, r_l3_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l3.fc2.weight) is final and nothing reads l3.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state ? state + 767872 : NULL, 866560, 65536);
@@ -2170,21 +2176,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.fc2.bias) is final and nothing reads l3.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state ? state + 833408 : NULL, 866560, 128);
 
-    /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
-    float *d_l3_f1 = (float *)(void *)(a + 1048576);
-
-    /* l3.act: Gelu backward */
-    rt_gelu_backward_set(d_l3_f1, d_l3_g, r_l3_f1, 131072, 0, 0x1u);
-
     /* d(l3.m): its first contribution writes it */
-    float *d_l3_m = (float *)(void *)(a + 2490368);
+    float *d_l3_m = (float *)(void *)(a + 2228224);
 
     /* d(l3.fc.weight) sums over its readers */
-    float *d_l3_fc_weight = (float *)(void *)(a + 0);
+    float *d_l3_fc_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l3_fc_weight, 65536);
 
     /* d(l3.fc.bias) sums over its readers */
-    float *d_l3_fc_bias = (float *)(void *)(a + 1572864);
+    float *d_l3_fc_bias = (float *)(void *)(a + 786432);
     rt_zero(d_l3_fc_bias, 512);
 
     /* l3.fc: MatMul backward */
@@ -2214,16 +2214,16 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state ? state + 701696 : NULL, 866560, 128);
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_out = (float *)(void *)(a + 2359296);
+    float *d_l2_out = (float *)(void *)(a + 2097152);
 
     /* d(l3.o2): its first contribution writes it */
-    float *d_l3_o2 = (float *)(void *)(a + 2490368);
+    float *d_l3_o2 = (float *)(void *)(a + 2228224);
 
     /* l3.res1: Add backward */
     rt_add_backward_set(d_l2_out, d_l3_o2, d_l3_r, &map_l3_res1, 0x3u);
 
     /* d(l3.o1): its first contribution writes it, in d(l3.o2)'s buffer */
-    float *d_l3_o1 = (float *)(void *)(a + 2490368);
+    float *d_l3_o1 = (float *)(void *)(a + 2228224);
 
     /* l3.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_o1, d_l3_o2, 32768, 0.100000001f, seed, step, 101, 0x1u);
@@ -2249,7 +2249,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 701440, d_l3_proj_bias, state ? state + 701440 : NULL, 866560, 128);
 
     /* d(l3.q1) sums over its readers */
-    float *d_l3_q1 = (float *)(void *)(a + 2490368);
+    float *d_l3_q1 = (float *)(void *)(a + 2228224);
     rt_zero(d_l3_q1, 32768);
 
     /* d(l3.k0) sums over its readers */
@@ -2328,77 +2328,83 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 635520, d_l3_ln1_bias, state ? state + 635520 : NULL, 866560, 128);
 
     /* d(l2.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l2_r = (float *)(void *)(a + 2359296);
+    float *d_l2_r = (float *)(void *)(a + 2097152);
 
     /* d(l2.y2): its first contribution writes it */
-    float *d_l2_y2 = (float *)(void *)(a + 2228224);
+    float *d_l2_y2 = (float *)(void *)(a + 1966080);
 
     /* l2.res2: Add backward */
     rt_add_backward_set(d_l2_r, d_l2_y2, d_l2_out, &map_l2_res2, 0x3u);
 
     /* d(l2.y1): its first contribution writes it, in d(l2.y2)'s buffer */
-    float *d_l2_y1 = (float *)(void *)(a + 2228224);
+    float *d_l2_y1 = (float *)(void *)(a + 1966080);
 
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
+    /* d(l2.g): its first contribution writes it */
+    float *d_l2_g = (float *)(void *)(a + 0);
+
+    /* d(l2.fc2.bias) sums over its readers */
+    float *d_l2_fc2_bias = (float *)(void *)(a + 3145728);
+    rt_zero(d_l2_fc2_bias, 128);
+
+    /* l2.fc2: MatMul backward, d(l2.g), d(l2.fc2.bias) alone */
+    rt_gemm_backward_set(d_l2_g, NULL, d_l2_fc2_bias, d_l2_y1, NULL, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+
     /* l2.ln1: LayerNormalization -> l2.a [4x64x128] recompute */
-    float *r_l2_a = (float *)(void *)(a + 2490368);
+    float *r_l2_a = (float *)(void *)(a + 2228224);
     rt_layernorm_forward(r_l2_a, v_l1_out, v_l2_ln1_scale, v_l2_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.q: MatMul -> l2.q1 [4x64x128] recompute */
-    float *r_l2_q1 = (float *)(void *)(a + 2621440);
+    float *r_l2_q1 = (float *)(void *)(a + 2359296);
     rt_gemm_forward(r_l2_q1, r_l2_a, v_l2_q_weight, v_l2_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.k: MatMul -> l2.k0 [4x64x128] recompute */
-    float *r_l2_k0 = (float *)(void *)(a + 2752512);
+    float *r_l2_k0 = (float *)(void *)(a + 2490368);
     rt_gemm_forward(r_l2_k0, r_l2_a, v_l2_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l2.v: MatMul -> l2.v1 [4x64x128] recompute */
-    float *r_l2_v1 = (float *)(void *)(a + 2883584);
+    float *r_l2_v1 = (float *)(void *)(a + 2621440);
     rt_gemm_forward(r_l2_v1, r_l2_a, v_l2_v_weight, v_l2_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.attn: Attention -> l2.att3 [4x64x128] recompute */
-    float *r_l2_att3 = (float *)(void *)(a + 3014656);
-    rt_attention_forward_3d(r_l2_att3, r_l2_q1, r_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    float *r_l2_att3 = (float *)(void *)(a + 2752512);
+    rt_attention_forward_3d(r_l2_att3, r_l2_q1, r_l2_k0, r_l2_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l2.proj: MatMul -> l2.o1 [4x64x128] recompute */
-    float *r_l2_o1 = (float *)(void *)(a + 0);
+    float *r_l2_o1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l2_o1, r_l2_att3, v_l2_proj_weight, v_l2_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
-    float *r_l2_o2 = (float *)(void *)(a + 0);
+    float *r_l2_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l2_o2, r_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 3145728);
+    float *r_l2_r = (float *)(void *)(a + 2883584);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
     /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 3276800);
+    float *r_l2_m = (float *)(void *)(a + 3014656);
     rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l2.fc: MatMul -> l2.f1 [4x64x512] recompute */
-    float *r_l2_f1 = (float *)(void *)(a + 0);
+    float *r_l2_f1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l2_f1, r_l2_m, v_l2_fc_weight, v_l2_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_l2_g, r_l2_f1, 131072, 0);
+    /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
+    float *d_l2_f1 = (float *)(void *)(a + 0);
 
-    /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 1048576);
+    /* l2.act: Gelu backward, l2.g recomputed beside it */
+    float *r_l2_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_l2_f1, r_l2_g, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
 
     /* d(l2.fc2.weight) sums over its readers */
-    float *d_l2_fc2_weight = (float *)(void *)(a + 1572864);
+    float *d_l2_fc2_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l2_fc2_weight, 65536);
 
-    /* d(l2.fc2.bias) sums over its readers */
-    float *d_l2_fc2_bias = (float *)(void *)(a + 3407872);
-    rt_zero(d_l2_fc2_bias, 128);
-
-    /* l2.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, d_l2_fc2_bias, d_l2_y1, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+    /* l2.fc2: MatMul backward, d(l2.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_l2_fc2_weight, NULL, d_l2_y1, r_l2_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l2.fc2.weight) is final and nothing reads l2.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state ? state + 569728 : NULL, 866560, 65536);
@@ -2406,21 +2412,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.fc2.bias) is final and nothing reads l2.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state ? state + 635264 : NULL, 866560, 128);
 
-    /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f1 = (float *)(void *)(a + 1048576);
-
-    /* l2.act: Gelu backward */
-    rt_gelu_backward_set(d_l2_f1, d_l2_g, r_l2_f1, 131072, 0, 0x1u);
-
     /* d(l2.m): its first contribution writes it */
-    float *d_l2_m = (float *)(void *)(a + 2228224);
+    float *d_l2_m = (float *)(void *)(a + 1966080);
 
     /* d(l2.fc.weight) sums over its readers */
-    float *d_l2_fc_weight = (float *)(void *)(a + 0);
+    float *d_l2_fc_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l2_fc_weight, 65536);
 
     /* d(l2.fc.bias) sums over its readers */
-    float *d_l2_fc_bias = (float *)(void *)(a + 1572864);
+    float *d_l2_fc_bias = (float *)(void *)(a + 786432);
     rt_zero(d_l2_fc_bias, 512);
 
     /* l2.fc: MatMul backward */
@@ -2450,16 +2450,16 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state ? state + 503552 : NULL, 866560, 128);
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_out = (float *)(void *)(a + 2359296);
+    float *d_l1_out = (float *)(void *)(a + 2097152);
 
     /* d(l2.o2): its first contribution writes it */
-    float *d_l2_o2 = (float *)(void *)(a + 2228224);
+    float *d_l2_o2 = (float *)(void *)(a + 1966080);
 
     /* l2.res1: Add backward */
     rt_add_backward_set(d_l1_out, d_l2_o2, d_l2_r, &map_l2_res1, 0x3u);
 
     /* d(l2.o1): its first contribution writes it, in d(l2.o2)'s buffer */
-    float *d_l2_o1 = (float *)(void *)(a + 2228224);
+    float *d_l2_o1 = (float *)(void *)(a + 1966080);
 
     /* l2.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_o1, d_l2_o2, 32768, 0.100000001f, seed, step, 74, 0x1u);
@@ -2485,7 +2485,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 503296, d_l2_proj_bias, state ? state + 503296 : NULL, 866560, 128);
 
     /* d(l2.q1) sums over its readers */
-    float *d_l2_q1 = (float *)(void *)(a + 2228224);
+    float *d_l2_q1 = (float *)(void *)(a + 1966080);
     rt_zero(d_l2_q1, 32768);
 
     /* d(l2.k0) sums over its readers */
@@ -2547,15 +2547,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 453888, d_l2_q_bias, state ? state + 453888 : NULL, 866560, 128);
 
     /* d(l2.ln1.scale) sums over its readers */
-    float *d_l2_ln1_scale = (float *)(void *)(a + 2229248);
+    float *d_l2_ln1_scale = (float *)(void *)(a + 1967104);
     rt_zero(d_l2_ln1_scale, 128);
 
     /* d(l2.ln1.bias) sums over its readers */
-    float *d_l2_ln1_bias = (float *)(void *)(a + 2229760);
+    float *d_l2_ln1_bias = (float *)(void *)(a + 1967616);
     rt_zero(d_l2_ln1_bias, 128);
 
     /* l2.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2228224));
+    rt_layernorm_backward(d_l1_out, d_l2_ln1_scale, d_l2_ln1_bias, d_l2_a, v_l1_out, v_l2_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1966080));
 
     /* d(l2.ln1.scale) is final and nothing reads l2.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 437248, d_l2_ln1_scale, state ? state + 437248 : NULL, 866560, 128);
@@ -2564,77 +2564,83 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 437376, d_l2_ln1_bias, state ? state + 437376 : NULL, 866560, 128);
 
     /* d(l1.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l1_r = (float *)(void *)(a + 2359296);
+    float *d_l1_r = (float *)(void *)(a + 2097152);
 
     /* d(l1.y2): its first contribution writes it */
-    float *d_l1_y2 = (float *)(void *)(a + 2097152);
+    float *d_l1_y2 = (float *)(void *)(a + 1835008);
 
     /* l1.res2: Add backward */
     rt_add_backward_set(d_l1_r, d_l1_y2, d_l1_out, &map_l1_res2, 0x3u);
 
     /* d(l1.y1): its first contribution writes it, in d(l1.y2)'s buffer */
-    float *d_l1_y1 = (float *)(void *)(a + 2097152);
+    float *d_l1_y1 = (float *)(void *)(a + 1835008);
 
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
+    /* d(l1.g): its first contribution writes it */
+    float *d_l1_g = (float *)(void *)(a + 0);
+
+    /* d(l1.fc2.bias) sums over its readers */
+    float *d_l1_fc2_bias = (float *)(void *)(a + 3014656);
+    rt_zero(d_l1_fc2_bias, 128);
+
+    /* l1.fc2: MatMul backward, d(l1.g), d(l1.fc2.bias) alone */
+    rt_gemm_backward_set(d_l1_g, NULL, d_l1_fc2_bias, d_l1_y1, NULL, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+
     /* l1.ln1: LayerNormalization -> l1.a [4x64x128] recompute */
-    float *r_l1_a = (float *)(void *)(a + 2228224);
+    float *r_l1_a = (float *)(void *)(a + 1966080);
     rt_layernorm_forward(r_l1_a, v_l0_out, v_l1_ln1_scale, v_l1_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.q: MatMul -> l1.q1 [4x64x128] recompute */
-    float *r_l1_q1 = (float *)(void *)(a + 2490368);
+    float *r_l1_q1 = (float *)(void *)(a + 2228224);
     rt_gemm_forward(r_l1_q1, r_l1_a, v_l1_q_weight, v_l1_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.k: MatMul -> l1.k0 [4x64x128] recompute */
-    float *r_l1_k0 = (float *)(void *)(a + 2621440);
+    float *r_l1_k0 = (float *)(void *)(a + 2359296);
     rt_gemm_forward(r_l1_k0, r_l1_a, v_l1_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l1.v: MatMul -> l1.v1 [4x64x128] recompute */
-    float *r_l1_v1 = (float *)(void *)(a + 2752512);
+    float *r_l1_v1 = (float *)(void *)(a + 2490368);
     rt_gemm_forward(r_l1_v1, r_l1_a, v_l1_v_weight, v_l1_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.attn: Attention -> l1.att3 [4x64x128] recompute */
-    float *r_l1_att3 = (float *)(void *)(a + 2883584);
-    rt_attention_forward_3d(r_l1_att3, r_l1_q1, r_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    float *r_l1_att3 = (float *)(void *)(a + 2621440);
+    rt_attention_forward_3d(r_l1_att3, r_l1_q1, r_l1_k0, r_l1_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l1.proj: MatMul -> l1.o1 [4x64x128] recompute */
-    float *r_l1_o1 = (float *)(void *)(a + 0);
+    float *r_l1_o1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l1_o1, r_l1_att3, v_l1_proj_weight, v_l1_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
-    float *r_l1_o2 = (float *)(void *)(a + 0);
+    float *r_l1_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l1_o2, r_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 3014656);
+    float *r_l1_r = (float *)(void *)(a + 2752512);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
     /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 3145728);
+    float *r_l1_m = (float *)(void *)(a + 2883584);
     rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l1.fc: MatMul -> l1.f1 [4x64x512] recompute */
-    float *r_l1_f1 = (float *)(void *)(a + 0);
+    float *r_l1_f1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l1_f1, r_l1_m, v_l1_fc_weight, v_l1_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_l1_g, r_l1_f1, 131072, 0);
+    /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
+    float *d_l1_f1 = (float *)(void *)(a + 0);
 
-    /* d(l1.g): its first contribution writes it */
-    float *d_l1_g = (float *)(void *)(a + 1048576);
+    /* l1.act: Gelu backward, l1.g recomputed beside it */
+    float *r_l1_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_l1_f1, r_l1_g, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
 
     /* d(l1.fc2.weight) sums over its readers */
-    float *d_l1_fc2_weight = (float *)(void *)(a + 1572864);
+    float *d_l1_fc2_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l1_fc2_weight, 65536);
 
-    /* d(l1.fc2.bias) sums over its readers */
-    float *d_l1_fc2_bias = (float *)(void *)(a + 3276800);
-    rt_zero(d_l1_fc2_bias, 128);
-
-    /* l1.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, d_l1_fc2_bias, d_l1_y1, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+    /* l1.fc2: MatMul backward, d(l1.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_l1_fc2_weight, NULL, d_l1_y1, r_l1_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l1.fc2.weight) is final and nothing reads l1.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state ? state + 371584 : NULL, 866560, 65536);
@@ -2642,21 +2648,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.fc2.bias) is final and nothing reads l1.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state ? state + 437120 : NULL, 866560, 128);
 
-    /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
-    float *d_l1_f1 = (float *)(void *)(a + 1048576);
-
-    /* l1.act: Gelu backward */
-    rt_gelu_backward_set(d_l1_f1, d_l1_g, r_l1_f1, 131072, 0, 0x1u);
-
     /* d(l1.m): its first contribution writes it */
-    float *d_l1_m = (float *)(void *)(a + 2097152);
+    float *d_l1_m = (float *)(void *)(a + 1835008);
 
     /* d(l1.fc.weight) sums over its readers */
-    float *d_l1_fc_weight = (float *)(void *)(a + 0);
+    float *d_l1_fc_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l1_fc_weight, 65536);
 
     /* d(l1.fc.bias) sums over its readers */
-    float *d_l1_fc_bias = (float *)(void *)(a + 1572864);
+    float *d_l1_fc_bias = (float *)(void *)(a + 786432);
     rt_zero(d_l1_fc_bias, 512);
 
     /* l1.fc: MatMul backward */
@@ -2686,16 +2686,16 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state ? state + 305408 : NULL, 866560, 128);
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_out = (float *)(void *)(a + 2359296);
+    float *d_l0_out = (float *)(void *)(a + 2097152);
 
     /* d(l1.o2): its first contribution writes it */
-    float *d_l1_o2 = (float *)(void *)(a + 2097152);
+    float *d_l1_o2 = (float *)(void *)(a + 1835008);
 
     /* l1.res1: Add backward */
     rt_add_backward_set(d_l0_out, d_l1_o2, d_l1_r, &map_l1_res1, 0x3u);
 
     /* d(l1.o1): its first contribution writes it, in d(l1.o2)'s buffer */
-    float *d_l1_o1 = (float *)(void *)(a + 2097152);
+    float *d_l1_o1 = (float *)(void *)(a + 1835008);
 
     /* l1.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_o1, d_l1_o2, 32768, 0.100000001f, seed, step, 47, 0x1u);
@@ -2721,7 +2721,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 305152, d_l1_proj_bias, state ? state + 305152 : NULL, 866560, 128);
 
     /* d(l1.q1) sums over its readers */
-    float *d_l1_q1 = (float *)(void *)(a + 2097152);
+    float *d_l1_q1 = (float *)(void *)(a + 1835008);
     rt_zero(d_l1_q1, 32768);
 
     /* d(l1.k0) sums over its readers */
@@ -2783,15 +2783,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 255744, d_l1_q_bias, state ? state + 255744 : NULL, 866560, 128);
 
     /* d(l1.ln1.scale) sums over its readers */
-    float *d_l1_ln1_scale = (float *)(void *)(a + 2098176);
+    float *d_l1_ln1_scale = (float *)(void *)(a + 1836032);
     rt_zero(d_l1_ln1_scale, 128);
 
     /* d(l1.ln1.bias) sums over its readers */
-    float *d_l1_ln1_bias = (float *)(void *)(a + 2098688);
+    float *d_l1_ln1_bias = (float *)(void *)(a + 1836544);
     rt_zero(d_l1_ln1_bias, 128);
 
     /* l1.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 2097152));
+    rt_layernorm_backward(d_l0_out, d_l1_ln1_scale, d_l1_ln1_bias, d_l1_a, v_l0_out, v_l1_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
 
     /* d(l1.ln1.scale) is final and nothing reads l1.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 239104, d_l1_ln1_scale, state ? state + 239104 : NULL, 866560, 128);
@@ -2800,77 +2800,83 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 239232, d_l1_ln1_bias, state ? state + 239232 : NULL, 866560, 128);
 
     /* d(l0.r): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_l0_r = (float *)(void *)(a + 2359296);
+    float *d_l0_r = (float *)(void *)(a + 2097152);
 
     /* d(l0.y2): its first contribution writes it */
-    float *d_l0_y2 = (float *)(void *)(a + 1966080);
+    float *d_l0_y2 = (float *)(void *)(a + 1703936);
 
     /* l0.res2: Add backward */
     rt_add_backward_set(d_l0_r, d_l0_y2, d_l0_out, &map_l0_res2, 0x3u);
 
     /* d(l0.y1): its first contribution writes it, in d(l0.y2)'s buffer */
-    float *d_l0_y1 = (float *)(void *)(a + 1966080);
+    float *d_l0_y1 = (float *)(void *)(a + 1703936);
 
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
+    /* d(l0.g): its first contribution writes it */
+    float *d_l0_g = (float *)(void *)(a + 0);
+
+    /* d(l0.fc2.bias) sums over its readers */
+    float *d_l0_fc2_bias = (float *)(void *)(a + 2883584);
+    rt_zero(d_l0_fc2_bias, 128);
+
+    /* l0.fc2: MatMul backward, d(l0.g), d(l0.fc2.bias) alone */
+    rt_gemm_backward_set(d_l0_g, NULL, d_l0_fc2_bias, d_l0_y1, NULL, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+
     /* l0.ln1: LayerNormalization -> l0.a [4x64x128] recompute */
-    float *r_l0_a = (float *)(void *)(a + 2097152);
+    float *r_l0_a = (float *)(void *)(a + 1835008);
     rt_layernorm_forward(r_l0_a, v_h0, v_l0_ln1_scale, v_l0_ln1_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.q: MatMul -> l0.q1 [4x64x128] recompute */
-    float *r_l0_q1 = (float *)(void *)(a + 2228224);
+    float *r_l0_q1 = (float *)(void *)(a + 1966080);
     rt_gemm_forward(r_l0_q1, r_l0_a, v_l0_q_weight, v_l0_q_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.k: MatMul -> l0.k0 [4x64x128] recompute */
-    float *r_l0_k0 = (float *)(void *)(a + 2490368);
+    float *r_l0_k0 = (float *)(void *)(a + 2228224);
     rt_gemm_forward(r_l0_k0, r_l0_a, v_l0_k_weight, NULL, 256, 128, 128, 0, 0, 1.0f, 0.0f, 0, 0);
 
     /* l0.v: MatMul -> l0.v1 [4x64x128] recompute */
-    float *r_l0_v1 = (float *)(void *)(a + 2621440);
+    float *r_l0_v1 = (float *)(void *)(a + 2359296);
     rt_gemm_forward(r_l0_v1, r_l0_a, v_l0_v_weight, v_l0_v_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.attn: Attention -> l0.att3 [4x64x128] recompute */
-    float *r_l0_att3 = (float *)(void *)(a + 2752512);
-    rt_attention_forward_3d(r_l0_att3, r_l0_q1, r_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 0));
+    float *r_l0_att3 = (float *)(void *)(a + 2490368);
+    rt_attention_forward_3d(r_l0_att3, r_l0_q1, r_l0_k0, r_l0_v1, 4, 4, 64, 64, 32, 32, 0.176776692f, 1, (float *)(void *)(a + 524288));
 
     /* l0.proj: MatMul -> l0.o1 [4x64x128] recompute */
-    float *r_l0_o1 = (float *)(void *)(a + 0);
+    float *r_l0_o1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l0_o1, r_l0_att3, v_l0_proj_weight, v_l0_proj_bias, 256, 128, 128, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
-    float *r_l0_o2 = (float *)(void *)(a + 0);
+    float *r_l0_o2 = (float *)(void *)(a + 524288);
     rt_dropout_forward(r_l0_o2, r_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 2883584);
+    float *r_l0_r = (float *)(void *)(a + 2621440);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
     /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 3014656);
+    float *r_l0_m = (float *)(void *)(a + 2752512);
     rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
 
     /* l0.fc: MatMul -> l0.f1 [4x64x512] recompute */
-    float *r_l0_f1 = (float *)(void *)(a + 0);
+    float *r_l0_f1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(r_l0_f1, r_l0_m, v_l0_fc_weight, v_l0_fc_bias, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
 
-    /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_l0_g, r_l0_f1, 131072, 0);
+    /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
+    float *d_l0_f1 = (float *)(void *)(a + 0);
 
-    /* d(l0.g): its first contribution writes it */
-    float *d_l0_g = (float *)(void *)(a + 1048576);
+    /* l0.act: Gelu backward, l0.g recomputed beside it */
+    float *r_l0_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_l0_f1, r_l0_g, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
 
     /* d(l0.fc2.weight) sums over its readers */
-    float *d_l0_fc2_weight = (float *)(void *)(a + 1572864);
+    float *d_l0_fc2_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l0_fc2_weight, 65536);
 
-    /* d(l0.fc2.bias) sums over its readers */
-    float *d_l0_fc2_bias = (float *)(void *)(a + 3145728);
-    rt_zero(d_l0_fc2_bias, 128);
-
-    /* l0.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, d_l0_fc2_bias, d_l0_y1, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+    /* l0.fc2: MatMul backward, d(l0.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_l0_fc2_weight, NULL, d_l0_y1, r_l0_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l0.fc2.weight) is final and nothing reads l0.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state ? state + 173440 : NULL, 866560, 65536);
@@ -2878,21 +2884,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.fc2.bias) is final and nothing reads l0.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state ? state + 238976 : NULL, 866560, 128);
 
-    /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
-    float *d_l0_f1 = (float *)(void *)(a + 1048576);
-
-    /* l0.act: Gelu backward */
-    rt_gelu_backward_set(d_l0_f1, d_l0_g, r_l0_f1, 131072, 0, 0x1u);
-
     /* d(l0.m): its first contribution writes it */
-    float *d_l0_m = (float *)(void *)(a + 1966080);
+    float *d_l0_m = (float *)(void *)(a + 1703936);
 
     /* d(l0.fc.weight) sums over its readers */
-    float *d_l0_fc_weight = (float *)(void *)(a + 0);
+    float *d_l0_fc_weight = (float *)(void *)(a + 524288);
     rt_zero(d_l0_fc_weight, 65536);
 
     /* d(l0.fc.bias) sums over its readers */
-    float *d_l0_fc_bias = (float *)(void *)(a + 1572864);
+    float *d_l0_fc_bias = (float *)(void *)(a + 786432);
     rt_zero(d_l0_fc_bias, 512);
 
     /* l0.fc: MatMul backward */
@@ -2922,16 +2922,16 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state ? state + 107264 : NULL, 866560, 128);
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_h0 = (float *)(void *)(a + 2359296);
+    float *d_h0 = (float *)(void *)(a + 2097152);
 
     /* d(l0.o2): its first contribution writes it */
-    float *d_l0_o2 = (float *)(void *)(a + 1966080);
+    float *d_l0_o2 = (float *)(void *)(a + 1703936);
 
     /* l0.res1: Add backward */
     rt_add_backward_set(d_h0, d_l0_o2, d_l0_r, &map_l0_res1, 0x3u);
 
     /* d(l0.o1): its first contribution writes it, in d(l0.o2)'s buffer */
-    float *d_l0_o1 = (float *)(void *)(a + 1966080);
+    float *d_l0_o1 = (float *)(void *)(a + 1703936);
 
     /* l0.attn.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_o1, d_l0_o2, 32768, 0.100000001f, seed, step, 20, 0x1u);
@@ -2957,7 +2957,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 107008, d_l0_proj_bias, state ? state + 107008 : NULL, 866560, 128);
 
     /* d(l0.q1) sums over its readers */
-    float *d_l0_q1 = (float *)(void *)(a + 1966080);
+    float *d_l0_q1 = (float *)(void *)(a + 1703936);
     rt_zero(d_l0_q1, 32768);
 
     /* d(l0.k0) sums over its readers */
@@ -2975,11 +2975,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_a = (float *)(void *)(a + 0);
 
     /* d(l0.v.weight) sums over its readers */
-    float *d_l0_v_weight = (float *)(void *)(a + 2228224);
+    float *d_l0_v_weight = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_v_weight, 16384);
 
     /* d(l0.v.bias) sums over its readers */
-    float *d_l0_v_bias = (float *)(void *)(a + 2293760);
+    float *d_l0_v_bias = (float *)(void *)(a + 2031616);
     rt_zero(d_l0_v_bias, 128);
 
     /* l0.v: MatMul backward */
@@ -2992,7 +2992,7 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 90496, d_l0_v_bias, state ? state + 90496 : NULL, 866560, 128);
 
     /* d(l0.k.weight) sums over its readers */
-    float *d_l0_k_weight = (float *)(void *)(a + 2228224);
+    float *d_l0_k_weight = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_k_weight, 16384);
 
     /* l0.k: MatMul backward */
@@ -3002,11 +3002,11 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57728, d_l0_k_weight, state ? state + 57728 : NULL, 866560, 16384);
 
     /* d(l0.q.weight) sums over its readers */
-    float *d_l0_q_weight = (float *)(void *)(a + 2228224);
+    float *d_l0_q_weight = (float *)(void *)(a + 1966080);
     rt_zero(d_l0_q_weight, 16384);
 
     /* d(l0.q.bias) sums over its readers */
-    float *d_l0_q_bias = (float *)(void *)(a + 2293760);
+    float *d_l0_q_bias = (float *)(void *)(a + 2031616);
     rt_zero(d_l0_q_bias, 128);
 
     /* l0.q: MatMul backward */
@@ -3019,15 +3019,15 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 57600, d_l0_q_bias, state ? state + 57600 : NULL, 866560, 128);
 
     /* d(l0.ln1.scale) sums over its readers */
-    float *d_l0_ln1_scale = (float *)(void *)(a + 1967104);
+    float *d_l0_ln1_scale = (float *)(void *)(a + 1704960);
     rt_zero(d_l0_ln1_scale, 128);
 
     /* d(l0.ln1.bias) sums over its readers */
-    float *d_l0_ln1_bias = (float *)(void *)(a + 1967616);
+    float *d_l0_ln1_bias = (float *)(void *)(a + 1705472);
     rt_zero(d_l0_ln1_bias, 128);
 
     /* l0.ln1: LayerNormalization backward */
-    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1966080));
+    rt_layernorm_backward(d_h0, d_l0_ln1_scale, d_l0_ln1_bias, d_l0_a, v_h0, v_l0_ln1_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1703936));
 
     /* d(l0.ln1.scale) is final and nothing reads l0.ln1.scale again: step it */
     rt_optimizer_update(opt, params + 40960, d_l0_ln1_scale, state ? state + 40960 : NULL, 866560, 128);
@@ -3036,13 +3036,13 @@ float gpt_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 41088, d_l0_ln1_bias, state ? state + 41088 : NULL, 866560, 128);
 
     /* d(emb): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_emb = (float *)(void *)(a + 2359296);
+    float *d_emb = (float *)(void *)(a + 2097152);
 
     /* embed.drop: Dropout backward */
     rt_dropout_backward_set(d_emb, d_h0, 32768, 0.100000001f, seed, step, 2, 0x1u);
 
     /* d(tok): its first contribution writes it, in d(l3.out)'s buffer */
-    float *d_tok = (float *)(void *)(a + 2359296);
+    float *d_tok = (float *)(void *)(a + 2097152);
 
     /* d(wpe) sums over its readers */
     float *d_wpe = (float *)(void *)(a + 0);

@@ -20,7 +20,7 @@ extern "C" {
 /* Bytes of the arena gpt_train_step_fused works in: the train step's
  * with each parameter's gradient in it while it is summed, instead of a
  * gradient buffer of GPT_GRAD_FLOATS floats. */
-#define GPT_FUSED_ARENA_BYTES 3539456
+#define GPT_FUSED_ARENA_BYTES 3277312
 /* Floats in the parameter buffer. */
 #define GPT_PARAM_FLOATS 866560
 /* Floats of the frozen parameters whose values are compiled into the C file

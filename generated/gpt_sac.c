@@ -4,7 +4,7 @@
  * policy:          sac
  * saved bytes:     5242880 (activations kept for the backward)
  * arena bytes:     6029312
- * fused step:      6291968 arena bytes, no gradient buffer (3466240 bytes)
+ * fused step:      6029824 arena bytes, no gradient buffer (3466240 bytes)
  * recompute:       41811968 FLOPs in 24 node executions
  * saved tensors:
  *   h0 [4x64x128]
@@ -1096,48 +1096,48 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 4980736);
-    rt_gelu_forward(r_l3_g, v_l3_f1, 131072, 0);
-
     /* d(l3.g): its first contribution writes it */
-    float *d_l3_g = (float *)(void *)(a + 5505024);
+    float *d_l3_g = (float *)(void *)(a + 4980736);
 
-    /* l3.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, d_l3_fc2_bias, d_l3_y1, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 767872, 65536); /* d(l3.fc2.weight) is final */
+    /* l3.fc2: MatMul backward, d(l3.g), d(l3.fc2.bias) alone */
+    rt_gemm_backward_set(d_l3_g, NULL, d_l3_fc2_bias, d_l3_y1, NULL, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 833408, 128); /* d(l3.fc2.bias) is final */
 
     /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
-    float *d_l3_f1 = (float *)(void *)(a + 5505024);
+    float *d_l3_f1 = (float *)(void *)(a + 4980736);
 
-    /* l3.act: Gelu backward */
-    rt_gelu_backward_set(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
+    /* l3.act: Gelu backward, l3.g recomputed beside it */
+    float *r_l3_g = (float *)(void *)(a + 5505024);
+    rt_gelu_backward_remake(d_l3_f1, r_l3_g, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
+
+    /* l3.fc2: MatMul backward, d(l3.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_l3_fc2_weight, NULL, d_l3_y1, r_l3_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 767872, 65536); /* d(l3.fc2.weight) is final */
+
+    /* d(l3.m): its first contribution writes it */
+    float *d_l3_m = (float *)(void *)(a + 4325376);
+
+    /* l3.fc: MatMul backward, d(l3.m), d(l3.fc.bias) alone */
+    rt_gemm_backward_set(d_l3_m, NULL, d_l3_fc_bias, d_l3_f1, NULL, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x5u);
+    rt_grad_ready(hook, grads, 767360, 512); /* d(l3.fc.bias) is final */
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
     float *r_l3_o2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(r_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 4325376);
+    float *r_l3_r = (float *)(void *)(a + 4456448);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
 
-    /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 3014656);
-    rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
-
-    /* d(l3.m): its first contribution writes it */
-    float *d_l3_m = (float *)(void *)(a + 4456448);
-
-    /* l3.fc: MatMul backward */
-    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, d_l3_fc_bias, d_l3_f1, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 701824, 65536); /* d(l3.fc.weight) is final */
-    rt_grad_ready(hook, grads, 767360, 512); /* d(l3.fc.bias) is final */
-
-    /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
+    /* l3.ln2: LayerNormalization backward, l3.m recomputed beside it */
+    float *r_l3_m = (float *)(void *)(a + 4587520);
+    rt_layernorm_backward_remake(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, r_l3_m, d_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3014656));
     rt_grad_ready(hook, grads, 701568, 128); /* d(l3.ln2.scale) is final */
     rt_grad_ready(hook, grads, 701696, 128); /* d(l3.ln2.bias) is final */
+
+    /* l3.fc: MatMul backward, d(l3.fc.weight) alone */
+    rt_gemm_backward_set(NULL, d_l3_fc_weight, NULL, d_l3_f1, r_l3_m, NULL, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 701824, 65536); /* d(l3.fc.weight) is final */
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_out = (float *)(void *)(a + 4194304);
@@ -1222,48 +1222,48 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 4325376);
-    rt_gelu_forward(r_l2_g, v_l2_f1, 131072, 0);
-
     /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 4849664);
+    float *d_l2_g = (float *)(void *)(a + 4325376);
 
-    /* l2.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, d_l2_fc2_bias, d_l2_y1, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 569728, 65536); /* d(l2.fc2.weight) is final */
+    /* l2.fc2: MatMul backward, d(l2.g), d(l2.fc2.bias) alone */
+    rt_gemm_backward_set(d_l2_g, NULL, d_l2_fc2_bias, d_l2_y1, NULL, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 635264, 128); /* d(l2.fc2.bias) is final */
 
     /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f1 = (float *)(void *)(a + 4849664);
+    float *d_l2_f1 = (float *)(void *)(a + 4325376);
 
-    /* l2.act: Gelu backward */
-    rt_gelu_backward_set(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
+    /* l2.act: Gelu backward, l2.g recomputed beside it */
+    float *r_l2_g = (float *)(void *)(a + 4849664);
+    rt_gelu_backward_remake(d_l2_f1, r_l2_g, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
+
+    /* l2.fc2: MatMul backward, d(l2.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_l2_fc2_weight, NULL, d_l2_y1, r_l2_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 569728, 65536); /* d(l2.fc2.weight) is final */
+
+    /* d(l2.m): its first contribution writes it */
+    float *d_l2_m = (float *)(void *)(a + 3014656);
+
+    /* l2.fc: MatMul backward, d(l2.m), d(l2.fc.bias) alone */
+    rt_gemm_backward_set(d_l2_m, NULL, d_l2_fc_bias, d_l2_f1, NULL, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x5u);
+    rt_grad_ready(hook, grads, 569216, 512); /* d(l2.fc.bias) is final */
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
     float *r_l2_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(r_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 3014656);
+    float *r_l2_r = (float *)(void *)(a + 3145728);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
 
-    /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 1835008);
-    rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
-
-    /* d(l2.m): its first contribution writes it */
-    float *d_l2_m = (float *)(void *)(a + 3145728);
-
-    /* l2.fc: MatMul backward */
-    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, d_l2_fc_bias, d_l2_f1, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 503680, 65536); /* d(l2.fc.weight) is final */
-    rt_grad_ready(hook, grads, 569216, 512); /* d(l2.fc.bias) is final */
-
-    /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
+    /* l2.ln2: LayerNormalization backward, l2.m recomputed beside it */
+    float *r_l2_m = (float *)(void *)(a + 3276800);
+    rt_layernorm_backward_remake(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, r_l2_m, d_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1835008));
     rt_grad_ready(hook, grads, 503424, 128); /* d(l2.ln2.scale) is final */
     rt_grad_ready(hook, grads, 503552, 128); /* d(l2.ln2.bias) is final */
+
+    /* l2.fc: MatMul backward, d(l2.fc.weight) alone */
+    rt_gemm_backward_set(NULL, d_l2_fc_weight, NULL, d_l2_f1, r_l2_m, NULL, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 503680, 65536); /* d(l2.fc.weight) is final */
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_out = (float *)(void *)(a + 4194304);
@@ -1348,48 +1348,48 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 2621440);
-    rt_gelu_forward(r_l1_g, v_l1_f1, 131072, 0);
-
     /* d(l1.g): its first contribution writes it */
-    float *d_l1_g = (float *)(void *)(a + 3145728);
+    float *d_l1_g = (float *)(void *)(a + 2621440);
 
-    /* l1.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, d_l1_fc2_bias, d_l1_y1, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 371584, 65536); /* d(l1.fc2.weight) is final */
+    /* l1.fc2: MatMul backward, d(l1.g), d(l1.fc2.bias) alone */
+    rt_gemm_backward_set(d_l1_g, NULL, d_l1_fc2_bias, d_l1_y1, NULL, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 437120, 128); /* d(l1.fc2.bias) is final */
 
     /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
-    float *d_l1_f1 = (float *)(void *)(a + 3145728);
+    float *d_l1_f1 = (float *)(void *)(a + 2621440);
 
-    /* l1.act: Gelu backward */
-    rt_gelu_backward_set(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
+    /* l1.act: Gelu backward, l1.g recomputed beside it */
+    float *r_l1_g = (float *)(void *)(a + 3145728);
+    rt_gelu_backward_remake(d_l1_f1, r_l1_g, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
+
+    /* l1.fc2: MatMul backward, d(l1.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_l1_fc2_weight, NULL, d_l1_y1, r_l1_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 371584, 65536); /* d(l1.fc2.weight) is final */
+
+    /* d(l1.m): its first contribution writes it */
+    float *d_l1_m = (float *)(void *)(a + 1835008);
+
+    /* l1.fc: MatMul backward, d(l1.m), d(l1.fc.bias) alone */
+    rt_gemm_backward_set(d_l1_m, NULL, d_l1_fc_bias, d_l1_f1, NULL, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x5u);
+    rt_grad_ready(hook, grads, 371072, 512); /* d(l1.fc.bias) is final */
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
     float *r_l1_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(r_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1835008);
+    float *r_l1_r = (float *)(void *)(a + 1966080);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
 
-    /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 655360);
-    rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
-
-    /* d(l1.m): its first contribution writes it */
-    float *d_l1_m = (float *)(void *)(a + 1966080);
-
-    /* l1.fc: MatMul backward */
-    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, d_l1_fc_bias, d_l1_f1, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 305536, 65536); /* d(l1.fc.weight) is final */
-    rt_grad_ready(hook, grads, 371072, 512); /* d(l1.fc.bias) is final */
-
-    /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 655360));
+    /* l1.ln2: LayerNormalization backward, l1.m recomputed beside it */
+    float *r_l1_m = (float *)(void *)(a + 2097152);
+    rt_layernorm_backward_remake(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, r_l1_m, d_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 655360));
     rt_grad_ready(hook, grads, 305280, 128); /* d(l1.ln2.scale) is final */
     rt_grad_ready(hook, grads, 305408, 128); /* d(l1.ln2.bias) is final */
+
+    /* l1.fc: MatMul backward, d(l1.fc.weight) alone */
+    rt_gemm_backward_set(NULL, d_l1_fc_weight, NULL, d_l1_f1, r_l1_m, NULL, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 305536, 65536); /* d(l1.fc.weight) is final */
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_out = (float *)(void *)(a + 4194304);
@@ -1474,48 +1474,48 @@ static float gpt_train_schedule(float *params, const float *inputs, const int64_
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 1441792);
-    rt_gelu_forward(r_l0_g, v_l0_f1, 131072, 0);
-
     /* d(l0.g): its first contribution writes it */
-    float *d_l0_g = (float *)(void *)(a + 1966080);
+    float *d_l0_g = (float *)(void *)(a + 1441792);
 
-    /* l0.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, d_l0_fc2_bias, d_l0_y1, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 173440, 65536); /* d(l0.fc2.weight) is final */
+    /* l0.fc2: MatMul backward, d(l0.g), d(l0.fc2.bias) alone */
+    rt_gemm_backward_set(d_l0_g, NULL, d_l0_fc2_bias, d_l0_y1, NULL, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 238976, 128); /* d(l0.fc2.bias) is final */
 
     /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
-    float *d_l0_f1 = (float *)(void *)(a + 1966080);
+    float *d_l0_f1 = (float *)(void *)(a + 1441792);
 
-    /* l0.act: Gelu backward */
-    rt_gelu_backward_set(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
+    /* l0.act: Gelu backward, l0.g recomputed beside it */
+    float *r_l0_g = (float *)(void *)(a + 1966080);
+    rt_gelu_backward_remake(d_l0_f1, r_l0_g, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
+
+    /* l0.fc2: MatMul backward, d(l0.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_l0_fc2_weight, NULL, d_l0_y1, r_l0_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 173440, 65536); /* d(l0.fc2.weight) is final */
+
+    /* d(l0.m): its first contribution writes it */
+    float *d_l0_m = (float *)(void *)(a + 655360);
+
+    /* l0.fc: MatMul backward, d(l0.m), d(l0.fc.bias) alone */
+    rt_gemm_backward_set(d_l0_m, NULL, d_l0_fc_bias, d_l0_f1, NULL, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x5u);
+    rt_grad_ready(hook, grads, 172928, 512); /* d(l0.fc.bias) is final */
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
     float *r_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 655360);
+    float *r_l0_r = (float *)(void *)(a + 786432);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
 
-    /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 0);
-    rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
-
-    /* d(l0.m): its first contribution writes it */
-    float *d_l0_m = (float *)(void *)(a + 786432);
-
-    /* l0.fc: MatMul backward */
-    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, d_l0_fc_bias, d_l0_f1, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 107392, 65536); /* d(l0.fc.weight) is final */
-    rt_grad_ready(hook, grads, 172928, 512); /* d(l0.fc.bias) is final */
-
-    /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
+    /* l0.ln2: LayerNormalization backward, l0.m recomputed beside it */
+    float *r_l0_m = (float *)(void *)(a + 917504);
+    rt_layernorm_backward_remake(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, r_l0_m, d_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 0));
     rt_grad_ready(hook, grads, 107136, 128); /* d(l0.ln2.scale) is final */
     rt_grad_ready(hook, grads, 107264, 128); /* d(l0.ln2.bias) is final */
+
+    /* l0.fc: MatMul backward, d(l0.fc.weight) alone */
+    rt_gemm_backward_set(NULL, d_l0_fc_weight, NULL, d_l0_f1, r_l0_m, NULL, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 107392, 65536); /* d(l0.fc.weight) is final */
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_h0 = (float *)(void *)(a + 4194304);
@@ -2026,23 +2026,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l3.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l3_y1, d_l3_y2, 32768, 0.100000001f, seed, step, 109, 0x1u);
 
-    /* l3.act: Gelu -> l3.g [4x64x512] recompute */
-    float *r_l3_g = (float *)(void *)(a + 4980736);
-    rt_gelu_forward(r_l3_g, v_l3_f1, 131072, 0);
-
     /* d(l3.g): its first contribution writes it */
-    float *d_l3_g = (float *)(void *)(a + 5505024);
-
-    /* d(l3.fc2.weight) sums over its readers */
-    float *d_l3_fc2_weight = (float *)(void *)(a + 6029312);
-    rt_zero(d_l3_fc2_weight, 65536);
+    float *d_l3_g = (float *)(void *)(a + 4980736);
 
     /* d(l3.fc2.bias) sums over its readers */
-    float *d_l3_fc2_bias = (float *)(void *)(a + 6291456);
+    float *d_l3_fc2_bias = (float *)(void *)(a + 5505024);
     rt_zero(d_l3_fc2_bias, 128);
 
-    /* l3.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l3_g, d_l3_fc2_weight, d_l3_fc2_bias, d_l3_y1, r_l3_g, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+    /* l3.fc2: MatMul backward, d(l3.g), d(l3.fc2.bias) alone */
+    rt_gemm_backward_set(d_l3_g, NULL, d_l3_fc2_bias, d_l3_y1, NULL, v_l3_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+
+    /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
+    float *d_l3_f1 = (float *)(void *)(a + 4980736);
+
+    /* l3.act: Gelu backward, l3.g recomputed beside it */
+    float *r_l3_g = (float *)(void *)(a + 5505536);
+    rt_gelu_backward_remake(d_l3_f1, r_l3_g, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
+
+    /* d(l3.fc2.weight) sums over its readers */
+    float *d_l3_fc2_weight = (float *)(void *)(a + 4456448);
+    rt_zero(d_l3_fc2_weight, 65536);
+
+    /* l3.fc2: MatMul backward, d(l3.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_l3_fc2_weight, NULL, d_l3_y1, r_l3_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l3.fc2.weight) is final and nothing reads l3.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 767872, d_l3_fc2_weight, state ? state + 767872 : NULL, 866560, 65536);
@@ -2050,43 +2056,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l3.fc2.bias) is final and nothing reads l3.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 833408, d_l3_fc2_bias, state ? state + 833408 : NULL, 866560, 128);
 
-    /* d(l3.f1): its first contribution writes it, in d(l3.g)'s buffer */
-    float *d_l3_f1 = (float *)(void *)(a + 5505024);
+    /* d(l3.m): its first contribution writes it */
+    float *d_l3_m = (float *)(void *)(a + 4325376);
 
-    /* l3.act: Gelu backward */
-    rt_gelu_backward_set(d_l3_f1, d_l3_g, v_l3_f1, 131072, 0, 0x1u);
+    /* d(l3.fc.bias) sums over its readers */
+    float *d_l3_fc_bias = (float *)(void *)(a + 4456448);
+    rt_zero(d_l3_fc_bias, 512);
+
+    /* l3.fc: MatMul backward, d(l3.m), d(l3.fc.bias) alone */
+    rt_gemm_backward_set(d_l3_m, NULL, d_l3_fc_bias, d_l3_f1, NULL, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
 
     /* l3.attn.drop: Dropout -> l3.o2 [4x64x128] recompute, in place */
     float *r_l3_o2 = (float *)(void *)(a + 3014656);
     rt_dropout_forward(r_l3_o2, v_l3_o1, 32768, 0.100000001f, seed, step, 101);
 
     /* l3.res1: Add -> l3.r [4x64x128] recompute */
-    float *r_l3_r = (float *)(void *)(a + 4325376);
+    float *r_l3_r = (float *)(void *)(a + 4458496);
     rt_add_forward(r_l3_r, v_l2_out, r_l3_o2, &map_l3_res1);
-
-    /* l3.ln2: LayerNormalization -> l3.m [4x64x128] recompute */
-    float *r_l3_m = (float *)(void *)(a + 3014656);
-    rt_layernorm_forward(r_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f);
-
-    /* d(l3.m): its first contribution writes it */
-    float *d_l3_m = (float *)(void *)(a + 4456448);
-
-    /* d(l3.fc.weight) sums over its readers */
-    float *d_l3_fc_weight = (float *)(void *)(a + 4587520);
-    rt_zero(d_l3_fc_weight, 65536);
-
-    /* d(l3.fc.bias) sums over its readers */
-    float *d_l3_fc_bias = (float *)(void *)(a + 4849664);
-    rt_zero(d_l3_fc_bias, 512);
-
-    /* l3.fc: MatMul backward */
-    rt_gemm_backward_set(d_l3_m, d_l3_fc_weight, d_l3_fc_bias, d_l3_f1, r_l3_m, v_l3_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
-
-    /* d(l3.fc.weight) is final and nothing reads l3.fc.weight again: step it */
-    rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state ? state + 701824 : NULL, 866560, 65536);
-
-    /* d(l3.fc.bias) is final and nothing reads l3.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state ? state + 767360 : NULL, 866560, 512);
 
     /* d(l3.ln2.scale) sums over its readers */
     float *d_l3_ln2_scale = (float *)(void *)(a + 3014656);
@@ -2096,14 +2082,28 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l3_ln2_bias = (float *)(void *)(a + 3015168);
     rt_zero(d_l3_ln2_bias, 128);
 
-    /* l3.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, d_l3_m, r_l3_r, v_l3_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3015680));
+    /* l3.ln2: LayerNormalization backward, l3.m recomputed beside it */
+    float *r_l3_m = (float *)(void *)(a + 4589568);
+    rt_layernorm_backward_remake(d_l3_r, d_l3_ln2_scale, d_l3_ln2_bias, r_l3_m, d_l3_m, r_l3_r, v_l3_ln2_scale, v_l3_ln2_bias, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 3015680));
 
     /* d(l3.ln2.scale) is final and nothing reads l3.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 701568, d_l3_ln2_scale, state ? state + 701568 : NULL, 866560, 128);
 
     /* d(l3.ln2.bias) is final and nothing reads l3.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 701696, d_l3_ln2_bias, state ? state + 701696 : NULL, 866560, 128);
+
+    /* d(l3.fc.weight) sums over its readers */
+    float *d_l3_fc_weight = (float *)(void *)(a + 5505024);
+    rt_zero(d_l3_fc_weight, 65536);
+
+    /* l3.fc: MatMul backward, d(l3.fc.weight) alone */
+    rt_gemm_backward(NULL, d_l3_fc_weight, NULL, d_l3_f1, r_l3_m, NULL, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
+
+    /* d(l3.fc.weight) is final and nothing reads l3.fc.weight again: step it */
+    rt_optimizer_update(opt, params + 701824, d_l3_fc_weight, state ? state + 701824 : NULL, 866560, 65536);
+
+    /* d(l3.fc.bias) is final and nothing reads l3.fc.bias again: step it */
+    rt_optimizer_update(opt, params + 767360, d_l3_fc_bias, state ? state + 767360 : NULL, 866560, 512);
 
     /* d(l2.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l2_out = (float *)(void *)(a + 4194304);
@@ -2242,23 +2242,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l2.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l2_y1, d_l2_y2, 32768, 0.100000001f, seed, step, 82, 0x1u);
 
-    /* l2.act: Gelu -> l2.g [4x64x512] recompute */
-    float *r_l2_g = (float *)(void *)(a + 4325376);
-    rt_gelu_forward(r_l2_g, v_l2_f1, 131072, 0);
-
     /* d(l2.g): its first contribution writes it */
-    float *d_l2_g = (float *)(void *)(a + 4849664);
-
-    /* d(l2.fc2.weight) sums over its readers */
-    float *d_l2_fc2_weight = (float *)(void *)(a + 3801088);
-    rt_zero(d_l2_fc2_weight, 65536);
+    float *d_l2_g = (float *)(void *)(a + 4325376);
 
     /* d(l2.fc2.bias) sums over its readers */
     float *d_l2_fc2_bias = (float *)(void *)(a + 3145728);
     rt_zero(d_l2_fc2_bias, 128);
 
-    /* l2.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l2_g, d_l2_fc2_weight, d_l2_fc2_bias, d_l2_y1, r_l2_g, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+    /* l2.fc2: MatMul backward, d(l2.g), d(l2.fc2.bias) alone */
+    rt_gemm_backward_set(d_l2_g, NULL, d_l2_fc2_bias, d_l2_y1, NULL, v_l2_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+
+    /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
+    float *d_l2_f1 = (float *)(void *)(a + 4325376);
+
+    /* l2.act: Gelu backward, l2.g recomputed beside it */
+    float *r_l2_g = (float *)(void *)(a + 4849664);
+    rt_gelu_backward_remake(d_l2_f1, r_l2_g, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
+
+    /* d(l2.fc2.weight) sums over its readers */
+    float *d_l2_fc2_weight = (float *)(void *)(a + 3146240);
+    rt_zero(d_l2_fc2_weight, 65536);
+
+    /* l2.fc2: MatMul backward, d(l2.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_l2_fc2_weight, NULL, d_l2_y1, r_l2_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l2.fc2.weight) is final and nothing reads l2.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 569728, d_l2_fc2_weight, state ? state + 569728 : NULL, 866560, 65536);
@@ -2266,43 +2272,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l2.fc2.bias) is final and nothing reads l2.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 635264, d_l2_fc2_bias, state ? state + 635264 : NULL, 866560, 128);
 
-    /* d(l2.f1): its first contribution writes it, in d(l2.g)'s buffer */
-    float *d_l2_f1 = (float *)(void *)(a + 4849664);
+    /* d(l2.m): its first contribution writes it */
+    float *d_l2_m = (float *)(void *)(a + 3014656);
 
-    /* l2.act: Gelu backward */
-    rt_gelu_backward_set(d_l2_f1, d_l2_g, v_l2_f1, 131072, 0, 0x1u);
+    /* d(l2.fc.bias) sums over its readers */
+    float *d_l2_fc_bias = (float *)(void *)(a + 3145728);
+    rt_zero(d_l2_fc_bias, 512);
+
+    /* l2.fc: MatMul backward, d(l2.m), d(l2.fc.bias) alone */
+    rt_gemm_backward_set(d_l2_m, NULL, d_l2_fc_bias, d_l2_f1, NULL, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
 
     /* l2.attn.drop: Dropout -> l2.o2 [4x64x128] recompute, in place */
     float *r_l2_o2 = (float *)(void *)(a + 1835008);
     rt_dropout_forward(r_l2_o2, v_l2_o1, 32768, 0.100000001f, seed, step, 74);
 
     /* l2.res1: Add -> l2.r [4x64x128] recompute */
-    float *r_l2_r = (float *)(void *)(a + 3014656);
+    float *r_l2_r = (float *)(void *)(a + 3147776);
     rt_add_forward(r_l2_r, v_l1_out, r_l2_o2, &map_l2_res1);
-
-    /* l2.ln2: LayerNormalization -> l2.m [4x64x128] recompute */
-    float *r_l2_m = (float *)(void *)(a + 1835008);
-    rt_layernorm_forward(r_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f);
-
-    /* d(l2.m): its first contribution writes it */
-    float *d_l2_m = (float *)(void *)(a + 3145728);
-
-    /* d(l2.fc.weight) sums over its readers */
-    float *d_l2_fc_weight = (float *)(void *)(a + 3276800);
-    rt_zero(d_l2_fc_weight, 65536);
-
-    /* d(l2.fc.bias) sums over its readers */
-    float *d_l2_fc_bias = (float *)(void *)(a + 3538944);
-    rt_zero(d_l2_fc_bias, 512);
-
-    /* l2.fc: MatMul backward */
-    rt_gemm_backward_set(d_l2_m, d_l2_fc_weight, d_l2_fc_bias, d_l2_f1, r_l2_m, v_l2_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
-
-    /* d(l2.fc.weight) is final and nothing reads l2.fc.weight again: step it */
-    rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state ? state + 503680 : NULL, 866560, 65536);
-
-    /* d(l2.fc.bias) is final and nothing reads l2.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state ? state + 569216 : NULL, 866560, 512);
 
     /* d(l2.ln2.scale) sums over its readers */
     float *d_l2_ln2_scale = (float *)(void *)(a + 1835008);
@@ -2312,14 +2298,28 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l2_ln2_bias = (float *)(void *)(a + 1835520);
     rt_zero(d_l2_ln2_bias, 128);
 
-    /* l2.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, d_l2_m, r_l2_r, v_l2_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1836032));
+    /* l2.ln2: LayerNormalization backward, l2.m recomputed beside it */
+    float *r_l2_m = (float *)(void *)(a + 3278848);
+    rt_layernorm_backward_remake(d_l2_r, d_l2_ln2_scale, d_l2_ln2_bias, r_l2_m, d_l2_m, r_l2_r, v_l2_ln2_scale, v_l2_ln2_bias, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1836032));
 
     /* d(l2.ln2.scale) is final and nothing reads l2.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 503424, d_l2_ln2_scale, state ? state + 503424 : NULL, 866560, 128);
 
     /* d(l2.ln2.bias) is final and nothing reads l2.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 503552, d_l2_ln2_bias, state ? state + 503552 : NULL, 866560, 128);
+
+    /* d(l2.fc.weight) sums over its readers */
+    float *d_l2_fc_weight = (float *)(void *)(a + 3409920);
+    rt_zero(d_l2_fc_weight, 65536);
+
+    /* l2.fc: MatMul backward, d(l2.fc.weight) alone */
+    rt_gemm_backward(NULL, d_l2_fc_weight, NULL, d_l2_f1, r_l2_m, NULL, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
+
+    /* d(l2.fc.weight) is final and nothing reads l2.fc.weight again: step it */
+    rt_optimizer_update(opt, params + 503680, d_l2_fc_weight, state ? state + 503680 : NULL, 866560, 65536);
+
+    /* d(l2.fc.bias) is final and nothing reads l2.fc.bias again: step it */
+    rt_optimizer_update(opt, params + 569216, d_l2_fc_bias, state ? state + 569216 : NULL, 866560, 512);
 
     /* d(l1.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l1_out = (float *)(void *)(a + 4194304);
@@ -2458,23 +2458,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l1.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l1_y1, d_l1_y2, 32768, 0.100000001f, seed, step, 55, 0x1u);
 
-    /* l1.act: Gelu -> l1.g [4x64x512] recompute */
-    float *r_l1_g = (float *)(void *)(a + 2621440);
-    rt_gelu_forward(r_l1_g, v_l1_f1, 131072, 0);
-
     /* d(l1.g): its first contribution writes it */
-    float *d_l1_g = (float *)(void *)(a + 3145728);
-
-    /* d(l1.fc2.weight) sums over its readers */
-    float *d_l1_fc2_weight = (float *)(void *)(a + 3670016);
-    rt_zero(d_l1_fc2_weight, 65536);
+    float *d_l1_g = (float *)(void *)(a + 2621440);
 
     /* d(l1.fc2.bias) sums over its readers */
     float *d_l1_fc2_bias = (float *)(void *)(a + 1966080);
     rt_zero(d_l1_fc2_bias, 128);
 
-    /* l1.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l1_g, d_l1_fc2_weight, d_l1_fc2_bias, d_l1_y1, r_l1_g, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+    /* l1.fc2: MatMul backward, d(l1.g), d(l1.fc2.bias) alone */
+    rt_gemm_backward_set(d_l1_g, NULL, d_l1_fc2_bias, d_l1_y1, NULL, v_l1_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+
+    /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
+    float *d_l1_f1 = (float *)(void *)(a + 2621440);
+
+    /* l1.act: Gelu backward, l1.g recomputed beside it */
+    float *r_l1_g = (float *)(void *)(a + 3145728);
+    rt_gelu_backward_remake(d_l1_f1, r_l1_g, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
+
+    /* d(l1.fc2.weight) sums over its readers */
+    float *d_l1_fc2_weight = (float *)(void *)(a + 1966592);
+    rt_zero(d_l1_fc2_weight, 65536);
+
+    /* l1.fc2: MatMul backward, d(l1.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_l1_fc2_weight, NULL, d_l1_y1, r_l1_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l1.fc2.weight) is final and nothing reads l1.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 371584, d_l1_fc2_weight, state ? state + 371584 : NULL, 866560, 65536);
@@ -2482,43 +2488,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l1.fc2.bias) is final and nothing reads l1.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 437120, d_l1_fc2_bias, state ? state + 437120 : NULL, 866560, 128);
 
-    /* d(l1.f1): its first contribution writes it, in d(l1.g)'s buffer */
-    float *d_l1_f1 = (float *)(void *)(a + 3145728);
+    /* d(l1.m): its first contribution writes it */
+    float *d_l1_m = (float *)(void *)(a + 1835008);
 
-    /* l1.act: Gelu backward */
-    rt_gelu_backward_set(d_l1_f1, d_l1_g, v_l1_f1, 131072, 0, 0x1u);
+    /* d(l1.fc.bias) sums over its readers */
+    float *d_l1_fc_bias = (float *)(void *)(a + 1966080);
+    rt_zero(d_l1_fc_bias, 512);
+
+    /* l1.fc: MatMul backward, d(l1.m), d(l1.fc.bias) alone */
+    rt_gemm_backward_set(d_l1_m, NULL, d_l1_fc_bias, d_l1_f1, NULL, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
 
     /* l1.attn.drop: Dropout -> l1.o2 [4x64x128] recompute, in place */
     float *r_l1_o2 = (float *)(void *)(a + 655360);
     rt_dropout_forward(r_l1_o2, v_l1_o1, 32768, 0.100000001f, seed, step, 47);
 
     /* l1.res1: Add -> l1.r [4x64x128] recompute */
-    float *r_l1_r = (float *)(void *)(a + 1835008);
+    float *r_l1_r = (float *)(void *)(a + 1968128);
     rt_add_forward(r_l1_r, v_l0_out, r_l1_o2, &map_l1_res1);
-
-    /* l1.ln2: LayerNormalization -> l1.m [4x64x128] recompute */
-    float *r_l1_m = (float *)(void *)(a + 655360);
-    rt_layernorm_forward(r_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f);
-
-    /* d(l1.m): its first contribution writes it */
-    float *d_l1_m = (float *)(void *)(a + 1966080);
-
-    /* d(l1.fc.weight) sums over its readers */
-    float *d_l1_fc_weight = (float *)(void *)(a + 2097152);
-    rt_zero(d_l1_fc_weight, 65536);
-
-    /* d(l1.fc.bias) sums over its readers */
-    float *d_l1_fc_bias = (float *)(void *)(a + 2359296);
-    rt_zero(d_l1_fc_bias, 512);
-
-    /* l1.fc: MatMul backward */
-    rt_gemm_backward_set(d_l1_m, d_l1_fc_weight, d_l1_fc_bias, d_l1_f1, r_l1_m, v_l1_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
-
-    /* d(l1.fc.weight) is final and nothing reads l1.fc.weight again: step it */
-    rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state ? state + 305536 : NULL, 866560, 65536);
-
-    /* d(l1.fc.bias) is final and nothing reads l1.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state ? state + 371072 : NULL, 866560, 512);
 
     /* d(l1.ln2.scale) sums over its readers */
     float *d_l1_ln2_scale = (float *)(void *)(a + 655360);
@@ -2528,14 +2514,28 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l1_ln2_bias = (float *)(void *)(a + 655872);
     rt_zero(d_l1_ln2_bias, 128);
 
-    /* l1.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, d_l1_m, r_l1_r, v_l1_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 656384));
+    /* l1.ln2: LayerNormalization backward, l1.m recomputed beside it */
+    float *r_l1_m = (float *)(void *)(a + 2099200);
+    rt_layernorm_backward_remake(d_l1_r, d_l1_ln2_scale, d_l1_ln2_bias, r_l1_m, d_l1_m, r_l1_r, v_l1_ln2_scale, v_l1_ln2_bias, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 656384));
 
     /* d(l1.ln2.scale) is final and nothing reads l1.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 305280, d_l1_ln2_scale, state ? state + 305280 : NULL, 866560, 128);
 
     /* d(l1.ln2.bias) is final and nothing reads l1.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 305408, d_l1_ln2_bias, state ? state + 305408 : NULL, 866560, 128);
+
+    /* d(l1.fc.weight) sums over its readers */
+    float *d_l1_fc_weight = (float *)(void *)(a + 2230272);
+    rt_zero(d_l1_fc_weight, 65536);
+
+    /* l1.fc: MatMul backward, d(l1.fc.weight) alone */
+    rt_gemm_backward(NULL, d_l1_fc_weight, NULL, d_l1_f1, r_l1_m, NULL, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
+
+    /* d(l1.fc.weight) is final and nothing reads l1.fc.weight again: step it */
+    rt_optimizer_update(opt, params + 305536, d_l1_fc_weight, state ? state + 305536 : NULL, 866560, 65536);
+
+    /* d(l1.fc.bias) is final and nothing reads l1.fc.bias again: step it */
+    rt_optimizer_update(opt, params + 371072, d_l1_fc_bias, state ? state + 371072 : NULL, 866560, 512);
 
     /* d(l0.out): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_l0_out = (float *)(void *)(a + 4194304);
@@ -2674,23 +2674,29 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* l0.mlp.drop: Dropout backward */
     rt_dropout_backward_set(d_l0_y1, d_l0_y2, 32768, 0.100000001f, seed, step, 28, 0x1u);
 
-    /* l0.act: Gelu -> l0.g [4x64x512] recompute */
-    float *r_l0_g = (float *)(void *)(a + 1441792);
-    rt_gelu_forward(r_l0_g, v_l0_f1, 131072, 0);
-
     /* d(l0.g): its first contribution writes it */
-    float *d_l0_g = (float *)(void *)(a + 1966080);
-
-    /* d(l0.fc2.weight) sums over its readers */
-    float *d_l0_fc2_weight = (float *)(void *)(a + 2490368);
-    rt_zero(d_l0_fc2_weight, 65536);
+    float *d_l0_g = (float *)(void *)(a + 1441792);
 
     /* d(l0.fc2.bias) sums over its readers */
     float *d_l0_fc2_bias = (float *)(void *)(a + 786432);
     rt_zero(d_l0_fc2_bias, 128);
 
-    /* l0.fc2: MatMul backward */
-    rt_gemm_backward_set(d_l0_g, d_l0_fc2_weight, d_l0_fc2_bias, d_l0_y1, r_l0_g, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+    /* l0.fc2: MatMul backward, d(l0.g), d(l0.fc2.bias) alone */
+    rt_gemm_backward_set(d_l0_g, NULL, d_l0_fc2_bias, d_l0_y1, NULL, v_l0_fc2_weight, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128, 0x1u);
+
+    /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
+    float *d_l0_f1 = (float *)(void *)(a + 1441792);
+
+    /* l0.act: Gelu backward, l0.g recomputed beside it */
+    float *r_l0_g = (float *)(void *)(a + 1966080);
+    rt_gelu_backward_remake(d_l0_f1, r_l0_g, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
+
+    /* d(l0.fc2.weight) sums over its readers */
+    float *d_l0_fc2_weight = (float *)(void *)(a + 786944);
+    rt_zero(d_l0_fc2_weight, 65536);
+
+    /* l0.fc2: MatMul backward, d(l0.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_l0_fc2_weight, NULL, d_l0_y1, r_l0_g, NULL, 256, 128, 512, 0, 0, 1.0f, 1.0f, 1, 128);
 
     /* d(l0.fc2.weight) is final and nothing reads l0.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 173440, d_l0_fc2_weight, state ? state + 173440 : NULL, 866560, 65536);
@@ -2698,43 +2704,23 @@ float gpt_train_step_fused(float *params, const float *inputs,
     /* d(l0.fc2.bias) is final and nothing reads l0.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 238976, d_l0_fc2_bias, state ? state + 238976 : NULL, 866560, 128);
 
-    /* d(l0.f1): its first contribution writes it, in d(l0.g)'s buffer */
-    float *d_l0_f1 = (float *)(void *)(a + 1966080);
+    /* d(l0.m): its first contribution writes it */
+    float *d_l0_m = (float *)(void *)(a + 655360);
 
-    /* l0.act: Gelu backward */
-    rt_gelu_backward_set(d_l0_f1, d_l0_g, v_l0_f1, 131072, 0, 0x1u);
+    /* d(l0.fc.bias) sums over its readers */
+    float *d_l0_fc_bias = (float *)(void *)(a + 786432);
+    rt_zero(d_l0_fc_bias, 512);
+
+    /* l0.fc: MatMul backward, d(l0.m), d(l0.fc.bias) alone */
+    rt_gemm_backward_set(d_l0_m, NULL, d_l0_fc_bias, d_l0_f1, NULL, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
 
     /* l0.attn.drop: Dropout -> l0.o2 [4x64x128] recompute, in place */
     float *r_l0_o2 = (float *)(void *)(a + 0);
     rt_dropout_forward(r_l0_o2, v_l0_o1, 32768, 0.100000001f, seed, step, 20);
 
     /* l0.res1: Add -> l0.r [4x64x128] recompute */
-    float *r_l0_r = (float *)(void *)(a + 655360);
+    float *r_l0_r = (float *)(void *)(a + 788480);
     rt_add_forward(r_l0_r, v_h0, r_l0_o2, &map_l0_res1);
-
-    /* l0.ln2: LayerNormalization -> l0.m [4x64x128] recompute */
-    float *r_l0_m = (float *)(void *)(a + 0);
-    rt_layernorm_forward(r_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f);
-
-    /* d(l0.m): its first contribution writes it */
-    float *d_l0_m = (float *)(void *)(a + 786432);
-
-    /* d(l0.fc.weight) sums over its readers */
-    float *d_l0_fc_weight = (float *)(void *)(a + 917504);
-    rt_zero(d_l0_fc_weight, 65536);
-
-    /* d(l0.fc.bias) sums over its readers */
-    float *d_l0_fc_bias = (float *)(void *)(a + 1179648);
-    rt_zero(d_l0_fc_bias, 512);
-
-    /* l0.fc: MatMul backward */
-    rt_gemm_backward_set(d_l0_m, d_l0_fc_weight, d_l0_fc_bias, d_l0_f1, r_l0_m, v_l0_fc_weight, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512, 0x1u);
-
-    /* d(l0.fc.weight) is final and nothing reads l0.fc.weight again: step it */
-    rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state ? state + 107392 : NULL, 866560, 65536);
-
-    /* d(l0.fc.bias) is final and nothing reads l0.fc.bias again: step it */
-    rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state ? state + 172928 : NULL, 866560, 512);
 
     /* d(l0.ln2.scale) sums over its readers */
     float *d_l0_ln2_scale = (float *)(void *)(a + 0);
@@ -2744,14 +2730,28 @@ float gpt_train_step_fused(float *params, const float *inputs,
     float *d_l0_ln2_bias = (float *)(void *)(a + 512);
     rt_zero(d_l0_ln2_bias, 128);
 
-    /* l0.ln2: LayerNormalization backward */
-    rt_layernorm_backward(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, d_l0_m, r_l0_r, v_l0_ln2_scale, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1024));
+    /* l0.ln2: LayerNormalization backward, l0.m recomputed beside it */
+    float *r_l0_m = (float *)(void *)(a + 919552);
+    rt_layernorm_backward_remake(d_l0_r, d_l0_ln2_scale, d_l0_ln2_bias, r_l0_m, d_l0_m, r_l0_r, v_l0_ln2_scale, v_l0_ln2_bias, 256, 128, 9.99999975e-06f, (float *)(void *)(a + 1024));
 
     /* d(l0.ln2.scale) is final and nothing reads l0.ln2.scale again: step it */
     rt_optimizer_update(opt, params + 107136, d_l0_ln2_scale, state ? state + 107136 : NULL, 866560, 128);
 
     /* d(l0.ln2.bias) is final and nothing reads l0.ln2.bias again: step it */
     rt_optimizer_update(opt, params + 107264, d_l0_ln2_bias, state ? state + 107264 : NULL, 866560, 128);
+
+    /* d(l0.fc.weight) sums over its readers */
+    float *d_l0_fc_weight = (float *)(void *)(a + 1050624);
+    rt_zero(d_l0_fc_weight, 65536);
+
+    /* l0.fc: MatMul backward, d(l0.fc.weight) alone */
+    rt_gemm_backward(NULL, d_l0_fc_weight, NULL, d_l0_f1, r_l0_m, NULL, 256, 512, 128, 0, 0, 1.0f, 1.0f, 1, 512);
+
+    /* d(l0.fc.weight) is final and nothing reads l0.fc.weight again: step it */
+    rt_optimizer_update(opt, params + 107392, d_l0_fc_weight, state ? state + 107392 : NULL, 866560, 65536);
+
+    /* d(l0.fc.bias) is final and nothing reads l0.fc.bias again: step it */
+    rt_optimizer_update(opt, params + 172928, d_l0_fc_bias, state ? state + 172928 : NULL, 866560, 512);
 
     /* d(h0): its first contribution writes it, in d(l3.out)'s buffer */
     float *d_h0 = (float *)(void *)(a + 4194304);

@@ -4,7 +4,7 @@
  * policy:          sac-aggressive
  * saved bytes:     786432 (activations kept for the backward)
  * arena bytes:     884736
- * fused step:      1147904 arena bytes, no gradient buffer (6316032 bytes)
+ * fused step:      1115136 arena bytes, no gradient buffer (6316032 bytes)
  * recompute:       786432 FLOPs in 12 node executions
  * saved tensors:
  *   b0.h1 [32x256]
@@ -854,23 +854,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b11.res: Add backward */
     rt_add_backward_set(d_b10_out, d_b11_y, d_b11_out, &map_b11_res, 0x3u);
 
-    /* b11.act: Gelu -> b11.g [32x256] recompute */
-    float *r_b11_g = (float *)(void *)(a + 819200);
-    rt_gelu_forward(r_b11_g, v_b11_h1, 8192, 0);
-
     /* d(b11.g): its first contribution writes it */
-    float *d_b11_g = (float *)(void *)(a + 851968);
+    float *d_b11_g = (float *)(void *)(a + 819200);
 
-    /* b11.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, r_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 1513216, 65536); /* d(b11.fc2.weight) is final */
+    /* b11.fc2: Gemm backward, d(b11.g), d(b11.fc2.bias) alone */
+    rt_gemm_backward_set(d_b11_g, NULL, d_b11_fc2_bias, d_b11_y, NULL, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 1578752, 256); /* d(b11.fc2.bias) is final */
 
     /* d(b11.h1): its first contribution writes it, in d(b11.g)'s buffer */
-    float *d_b11_h1 = (float *)(void *)(a + 851968);
+    float *d_b11_h1 = (float *)(void *)(a + 819200);
 
-    /* b11.act: Gelu backward */
-    rt_gelu_backward_set(d_b11_h1, d_b11_g, v_b11_h1, 8192, 0, 0x1u);
+    /* b11.act: Gelu backward, b11.g recomputed beside it */
+    float *r_b11_g = (float *)(void *)(a + 851968);
+    rt_gelu_backward_remake(d_b11_h1, r_b11_g, d_b11_g, v_b11_h1, 8192, 0, 0x1u);
+
+    /* b11.fc2: Gemm backward, d(b11.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b11_fc2_weight, NULL, d_b11_y, r_b11_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 1513216, 65536); /* d(b11.fc2.weight) is final */
 
     /* b11.fc1: Gemm backward */
     rt_gemm_backward_set(d_b10_out, d_b11_fc1_weight, d_b11_fc1_bias, d_b11_h1, v_b10_out, v_b11_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -886,23 +886,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b10.res: Add backward */
     rt_add_backward_set(d_b9_out, d_b10_y, d_b10_out, &map_b10_res, 0x3u);
 
-    /* b10.act: Gelu -> b10.g [32x256] recompute */
-    float *r_b10_g = (float *)(void *)(a + 720896);
-    rt_gelu_forward(r_b10_g, v_b10_h1, 8192, 0);
-
     /* d(b10.g): its first contribution writes it */
-    float *d_b10_g = (float *)(void *)(a + 753664);
+    float *d_b10_g = (float *)(void *)(a + 720896);
 
-    /* b10.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, r_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 1381632, 65536); /* d(b10.fc2.weight) is final */
+    /* b10.fc2: Gemm backward, d(b10.g), d(b10.fc2.bias) alone */
+    rt_gemm_backward_set(d_b10_g, NULL, d_b10_fc2_bias, d_b10_y, NULL, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 1447168, 256); /* d(b10.fc2.bias) is final */
 
     /* d(b10.h1): its first contribution writes it, in d(b10.g)'s buffer */
-    float *d_b10_h1 = (float *)(void *)(a + 753664);
+    float *d_b10_h1 = (float *)(void *)(a + 720896);
 
-    /* b10.act: Gelu backward */
-    rt_gelu_backward_set(d_b10_h1, d_b10_g, v_b10_h1, 8192, 0, 0x1u);
+    /* b10.act: Gelu backward, b10.g recomputed beside it */
+    float *r_b10_g = (float *)(void *)(a + 753664);
+    rt_gelu_backward_remake(d_b10_h1, r_b10_g, d_b10_g, v_b10_h1, 8192, 0, 0x1u);
+
+    /* b10.fc2: Gemm backward, d(b10.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b10_fc2_weight, NULL, d_b10_y, r_b10_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 1381632, 65536); /* d(b10.fc2.weight) is final */
 
     /* b10.fc1: Gemm backward */
     rt_gemm_backward_set(d_b9_out, d_b10_fc1_weight, d_b10_fc1_bias, d_b10_h1, v_b9_out, v_b10_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -918,23 +918,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b9.res: Add backward */
     rt_add_backward_set(d_b8_out, d_b9_y, d_b9_out, &map_b9_res, 0x3u);
 
-    /* b9.act: Gelu -> b9.g [32x256] recompute */
-    float *r_b9_g = (float *)(void *)(a + 655360);
-    rt_gelu_forward(r_b9_g, v_b9_h1, 8192, 0);
-
     /* d(b9.g): its first contribution writes it */
-    float *d_b9_g = (float *)(void *)(a + 688128);
+    float *d_b9_g = (float *)(void *)(a + 655360);
 
-    /* b9.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, r_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 1250048, 65536); /* d(b9.fc2.weight) is final */
+    /* b9.fc2: Gemm backward, d(b9.g), d(b9.fc2.bias) alone */
+    rt_gemm_backward_set(d_b9_g, NULL, d_b9_fc2_bias, d_b9_y, NULL, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 1315584, 256); /* d(b9.fc2.bias) is final */
 
     /* d(b9.h1): its first contribution writes it, in d(b9.g)'s buffer */
-    float *d_b9_h1 = (float *)(void *)(a + 688128);
+    float *d_b9_h1 = (float *)(void *)(a + 655360);
 
-    /* b9.act: Gelu backward */
-    rt_gelu_backward_set(d_b9_h1, d_b9_g, v_b9_h1, 8192, 0, 0x1u);
+    /* b9.act: Gelu backward, b9.g recomputed beside it */
+    float *r_b9_g = (float *)(void *)(a + 688128);
+    rt_gelu_backward_remake(d_b9_h1, r_b9_g, d_b9_g, v_b9_h1, 8192, 0, 0x1u);
+
+    /* b9.fc2: Gemm backward, d(b9.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b9_fc2_weight, NULL, d_b9_y, r_b9_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 1250048, 65536); /* d(b9.fc2.weight) is final */
 
     /* b9.fc1: Gemm backward */
     rt_gemm_backward_set(d_b8_out, d_b9_fc1_weight, d_b9_fc1_bias, d_b9_h1, v_b8_out, v_b9_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -950,23 +950,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b8.res: Add backward */
     rt_add_backward_set(d_b7_out, d_b8_y, d_b8_out, &map_b8_res, 0x3u);
 
-    /* b8.act: Gelu -> b8.g [32x256] recompute */
-    float *r_b8_g = (float *)(void *)(a + 589824);
-    rt_gelu_forward(r_b8_g, v_b8_h1, 8192, 0);
-
     /* d(b8.g): its first contribution writes it */
-    float *d_b8_g = (float *)(void *)(a + 622592);
+    float *d_b8_g = (float *)(void *)(a + 589824);
 
-    /* b8.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, r_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 1118464, 65536); /* d(b8.fc2.weight) is final */
+    /* b8.fc2: Gemm backward, d(b8.g), d(b8.fc2.bias) alone */
+    rt_gemm_backward_set(d_b8_g, NULL, d_b8_fc2_bias, d_b8_y, NULL, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 1184000, 256); /* d(b8.fc2.bias) is final */
 
     /* d(b8.h1): its first contribution writes it, in d(b8.g)'s buffer */
-    float *d_b8_h1 = (float *)(void *)(a + 622592);
+    float *d_b8_h1 = (float *)(void *)(a + 589824);
 
-    /* b8.act: Gelu backward */
-    rt_gelu_backward_set(d_b8_h1, d_b8_g, v_b8_h1, 8192, 0, 0x1u);
+    /* b8.act: Gelu backward, b8.g recomputed beside it */
+    float *r_b8_g = (float *)(void *)(a + 622592);
+    rt_gelu_backward_remake(d_b8_h1, r_b8_g, d_b8_g, v_b8_h1, 8192, 0, 0x1u);
+
+    /* b8.fc2: Gemm backward, d(b8.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b8_fc2_weight, NULL, d_b8_y, r_b8_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 1118464, 65536); /* d(b8.fc2.weight) is final */
 
     /* b8.fc1: Gemm backward */
     rt_gemm_backward_set(d_b7_out, d_b8_fc1_weight, d_b8_fc1_bias, d_b8_h1, v_b7_out, v_b8_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -982,23 +982,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b7.res: Add backward */
     rt_add_backward_set(d_b6_out, d_b7_y, d_b7_out, &map_b7_res, 0x3u);
 
-    /* b7.act: Gelu -> b7.g [32x256] recompute */
-    float *r_b7_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_b7_g, v_b7_h1, 8192, 0);
-
     /* d(b7.g): its first contribution writes it */
-    float *d_b7_g = (float *)(void *)(a + 557056);
+    float *d_b7_g = (float *)(void *)(a + 524288);
 
-    /* b7.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, r_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 986880, 65536); /* d(b7.fc2.weight) is final */
+    /* b7.fc2: Gemm backward, d(b7.g), d(b7.fc2.bias) alone */
+    rt_gemm_backward_set(d_b7_g, NULL, d_b7_fc2_bias, d_b7_y, NULL, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 1052416, 256); /* d(b7.fc2.bias) is final */
 
     /* d(b7.h1): its first contribution writes it, in d(b7.g)'s buffer */
-    float *d_b7_h1 = (float *)(void *)(a + 557056);
+    float *d_b7_h1 = (float *)(void *)(a + 524288);
 
-    /* b7.act: Gelu backward */
-    rt_gelu_backward_set(d_b7_h1, d_b7_g, v_b7_h1, 8192, 0, 0x1u);
+    /* b7.act: Gelu backward, b7.g recomputed beside it */
+    float *r_b7_g = (float *)(void *)(a + 557056);
+    rt_gelu_backward_remake(d_b7_h1, r_b7_g, d_b7_g, v_b7_h1, 8192, 0, 0x1u);
+
+    /* b7.fc2: Gemm backward, d(b7.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b7_fc2_weight, NULL, d_b7_y, r_b7_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 986880, 65536); /* d(b7.fc2.weight) is final */
 
     /* b7.fc1: Gemm backward */
     rt_gemm_backward_set(d_b6_out, d_b7_fc1_weight, d_b7_fc1_bias, d_b7_h1, v_b6_out, v_b7_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -1014,23 +1014,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b6.res: Add backward */
     rt_add_backward_set(d_b5_out, d_b6_y, d_b6_out, &map_b6_res, 0x3u);
 
-    /* b6.act: Gelu -> b6.g [32x256] recompute */
-    float *r_b6_g = (float *)(void *)(a + 458752);
-    rt_gelu_forward(r_b6_g, v_b6_h1, 8192, 0);
-
     /* d(b6.g): its first contribution writes it */
-    float *d_b6_g = (float *)(void *)(a + 491520);
+    float *d_b6_g = (float *)(void *)(a + 458752);
 
-    /* b6.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, r_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 855296, 65536); /* d(b6.fc2.weight) is final */
+    /* b6.fc2: Gemm backward, d(b6.g), d(b6.fc2.bias) alone */
+    rt_gemm_backward_set(d_b6_g, NULL, d_b6_fc2_bias, d_b6_y, NULL, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 920832, 256); /* d(b6.fc2.bias) is final */
 
     /* d(b6.h1): its first contribution writes it, in d(b6.g)'s buffer */
-    float *d_b6_h1 = (float *)(void *)(a + 491520);
+    float *d_b6_h1 = (float *)(void *)(a + 458752);
 
-    /* b6.act: Gelu backward */
-    rt_gelu_backward_set(d_b6_h1, d_b6_g, v_b6_h1, 8192, 0, 0x1u);
+    /* b6.act: Gelu backward, b6.g recomputed beside it */
+    float *r_b6_g = (float *)(void *)(a + 491520);
+    rt_gelu_backward_remake(d_b6_h1, r_b6_g, d_b6_g, v_b6_h1, 8192, 0, 0x1u);
+
+    /* b6.fc2: Gemm backward, d(b6.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b6_fc2_weight, NULL, d_b6_y, r_b6_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 855296, 65536); /* d(b6.fc2.weight) is final */
 
     /* b6.fc1: Gemm backward */
     rt_gemm_backward_set(d_b5_out, d_b6_fc1_weight, d_b6_fc1_bias, d_b6_h1, v_b5_out, v_b6_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -1046,23 +1046,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b5.res: Add backward */
     rt_add_backward_set(d_b4_out, d_b5_y, d_b5_out, &map_b5_res, 0x3u);
 
-    /* b5.act: Gelu -> b5.g [32x256] recompute */
-    float *r_b5_g = (float *)(void *)(a + 393216);
-    rt_gelu_forward(r_b5_g, v_b5_h1, 8192, 0);
-
     /* d(b5.g): its first contribution writes it */
-    float *d_b5_g = (float *)(void *)(a + 425984);
+    float *d_b5_g = (float *)(void *)(a + 393216);
 
-    /* b5.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, r_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 723712, 65536); /* d(b5.fc2.weight) is final */
+    /* b5.fc2: Gemm backward, d(b5.g), d(b5.fc2.bias) alone */
+    rt_gemm_backward_set(d_b5_g, NULL, d_b5_fc2_bias, d_b5_y, NULL, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 789248, 256); /* d(b5.fc2.bias) is final */
 
     /* d(b5.h1): its first contribution writes it, in d(b5.g)'s buffer */
-    float *d_b5_h1 = (float *)(void *)(a + 425984);
+    float *d_b5_h1 = (float *)(void *)(a + 393216);
 
-    /* b5.act: Gelu backward */
-    rt_gelu_backward_set(d_b5_h1, d_b5_g, v_b5_h1, 8192, 0, 0x1u);
+    /* b5.act: Gelu backward, b5.g recomputed beside it */
+    float *r_b5_g = (float *)(void *)(a + 425984);
+    rt_gelu_backward_remake(d_b5_h1, r_b5_g, d_b5_g, v_b5_h1, 8192, 0, 0x1u);
+
+    /* b5.fc2: Gemm backward, d(b5.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b5_fc2_weight, NULL, d_b5_y, r_b5_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 723712, 65536); /* d(b5.fc2.weight) is final */
 
     /* b5.fc1: Gemm backward */
     rt_gemm_backward_set(d_b4_out, d_b5_fc1_weight, d_b5_fc1_bias, d_b5_h1, v_b4_out, v_b5_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -1078,23 +1078,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b4.res: Add backward */
     rt_add_backward_set(d_b3_out, d_b4_y, d_b4_out, &map_b4_res, 0x3u);
 
-    /* b4.act: Gelu -> b4.g [32x256] recompute */
-    float *r_b4_g = (float *)(void *)(a + 327680);
-    rt_gelu_forward(r_b4_g, v_b4_h1, 8192, 0);
-
     /* d(b4.g): its first contribution writes it */
-    float *d_b4_g = (float *)(void *)(a + 360448);
+    float *d_b4_g = (float *)(void *)(a + 327680);
 
-    /* b4.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, r_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 592128, 65536); /* d(b4.fc2.weight) is final */
+    /* b4.fc2: Gemm backward, d(b4.g), d(b4.fc2.bias) alone */
+    rt_gemm_backward_set(d_b4_g, NULL, d_b4_fc2_bias, d_b4_y, NULL, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 657664, 256); /* d(b4.fc2.bias) is final */
 
     /* d(b4.h1): its first contribution writes it, in d(b4.g)'s buffer */
-    float *d_b4_h1 = (float *)(void *)(a + 360448);
+    float *d_b4_h1 = (float *)(void *)(a + 327680);
 
-    /* b4.act: Gelu backward */
-    rt_gelu_backward_set(d_b4_h1, d_b4_g, v_b4_h1, 8192, 0, 0x1u);
+    /* b4.act: Gelu backward, b4.g recomputed beside it */
+    float *r_b4_g = (float *)(void *)(a + 360448);
+    rt_gelu_backward_remake(d_b4_h1, r_b4_g, d_b4_g, v_b4_h1, 8192, 0, 0x1u);
+
+    /* b4.fc2: Gemm backward, d(b4.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b4_fc2_weight, NULL, d_b4_y, r_b4_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 592128, 65536); /* d(b4.fc2.weight) is final */
 
     /* b4.fc1: Gemm backward */
     rt_gemm_backward_set(d_b3_out, d_b4_fc1_weight, d_b4_fc1_bias, d_b4_h1, v_b3_out, v_b4_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -1110,23 +1110,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b3.res: Add backward */
     rt_add_backward_set(d_b2_out, d_b3_y, d_b3_out, &map_b3_res, 0x3u);
 
-    /* b3.act: Gelu -> b3.g [32x256] recompute */
-    float *r_b3_g = (float *)(void *)(a + 262144);
-    rt_gelu_forward(r_b3_g, v_b3_h1, 8192, 0);
-
     /* d(b3.g): its first contribution writes it */
-    float *d_b3_g = (float *)(void *)(a + 294912);
+    float *d_b3_g = (float *)(void *)(a + 262144);
 
-    /* b3.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, r_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 460544, 65536); /* d(b3.fc2.weight) is final */
+    /* b3.fc2: Gemm backward, d(b3.g), d(b3.fc2.bias) alone */
+    rt_gemm_backward_set(d_b3_g, NULL, d_b3_fc2_bias, d_b3_y, NULL, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 526080, 256); /* d(b3.fc2.bias) is final */
 
     /* d(b3.h1): its first contribution writes it, in d(b3.g)'s buffer */
-    float *d_b3_h1 = (float *)(void *)(a + 294912);
+    float *d_b3_h1 = (float *)(void *)(a + 262144);
 
-    /* b3.act: Gelu backward */
-    rt_gelu_backward_set(d_b3_h1, d_b3_g, v_b3_h1, 8192, 0, 0x1u);
+    /* b3.act: Gelu backward, b3.g recomputed beside it */
+    float *r_b3_g = (float *)(void *)(a + 294912);
+    rt_gelu_backward_remake(d_b3_h1, r_b3_g, d_b3_g, v_b3_h1, 8192, 0, 0x1u);
+
+    /* b3.fc2: Gemm backward, d(b3.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b3_fc2_weight, NULL, d_b3_y, r_b3_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 460544, 65536); /* d(b3.fc2.weight) is final */
 
     /* b3.fc1: Gemm backward */
     rt_gemm_backward_set(d_b2_out, d_b3_fc1_weight, d_b3_fc1_bias, d_b3_h1, v_b2_out, v_b3_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -1142,23 +1142,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b2.res: Add backward */
     rt_add_backward_set(d_b1_out, d_b2_y, d_b2_out, &map_b2_res, 0x3u);
 
-    /* b2.act: Gelu -> b2.g [32x256] recompute */
-    float *r_b2_g = (float *)(void *)(a + 196608);
-    rt_gelu_forward(r_b2_g, v_b2_h1, 8192, 0);
-
     /* d(b2.g): its first contribution writes it */
-    float *d_b2_g = (float *)(void *)(a + 229376);
+    float *d_b2_g = (float *)(void *)(a + 196608);
 
-    /* b2.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, r_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 328960, 65536); /* d(b2.fc2.weight) is final */
+    /* b2.fc2: Gemm backward, d(b2.g), d(b2.fc2.bias) alone */
+    rt_gemm_backward_set(d_b2_g, NULL, d_b2_fc2_bias, d_b2_y, NULL, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 394496, 256); /* d(b2.fc2.bias) is final */
 
     /* d(b2.h1): its first contribution writes it, in d(b2.g)'s buffer */
-    float *d_b2_h1 = (float *)(void *)(a + 229376);
+    float *d_b2_h1 = (float *)(void *)(a + 196608);
 
-    /* b2.act: Gelu backward */
-    rt_gelu_backward_set(d_b2_h1, d_b2_g, v_b2_h1, 8192, 0, 0x1u);
+    /* b2.act: Gelu backward, b2.g recomputed beside it */
+    float *r_b2_g = (float *)(void *)(a + 229376);
+    rt_gelu_backward_remake(d_b2_h1, r_b2_g, d_b2_g, v_b2_h1, 8192, 0, 0x1u);
+
+    /* b2.fc2: Gemm backward, d(b2.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b2_fc2_weight, NULL, d_b2_y, r_b2_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 328960, 65536); /* d(b2.fc2.weight) is final */
 
     /* b2.fc1: Gemm backward */
     rt_gemm_backward_set(d_b1_out, d_b2_fc1_weight, d_b2_fc1_bias, d_b2_h1, v_b1_out, v_b2_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -1174,23 +1174,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b1.res: Add backward */
     rt_add_backward_set(d_b0_out, d_b1_y, d_b1_out, &map_b1_res, 0x3u);
 
-    /* b1.act: Gelu -> b1.g [32x256] recompute */
-    float *r_b1_g = (float *)(void *)(a + 131072);
-    rt_gelu_forward(r_b1_g, v_b1_h1, 8192, 0);
-
     /* d(b1.g): its first contribution writes it */
-    float *d_b1_g = (float *)(void *)(a + 163840);
+    float *d_b1_g = (float *)(void *)(a + 131072);
 
-    /* b1.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, r_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 197376, 65536); /* d(b1.fc2.weight) is final */
+    /* b1.fc2: Gemm backward, d(b1.g), d(b1.fc2.bias) alone */
+    rt_gemm_backward_set(d_b1_g, NULL, d_b1_fc2_bias, d_b1_y, NULL, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 262912, 256); /* d(b1.fc2.bias) is final */
 
     /* d(b1.h1): its first contribution writes it, in d(b1.g)'s buffer */
-    float *d_b1_h1 = (float *)(void *)(a + 163840);
+    float *d_b1_h1 = (float *)(void *)(a + 131072);
 
-    /* b1.act: Gelu backward */
-    rt_gelu_backward_set(d_b1_h1, d_b1_g, v_b1_h1, 8192, 0, 0x1u);
+    /* b1.act: Gelu backward, b1.g recomputed beside it */
+    float *r_b1_g = (float *)(void *)(a + 163840);
+    rt_gelu_backward_remake(d_b1_h1, r_b1_g, d_b1_g, v_b1_h1, 8192, 0, 0x1u);
+
+    /* b1.fc2: Gemm backward, d(b1.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b1_fc2_weight, NULL, d_b1_y, r_b1_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 197376, 65536); /* d(b1.fc2.weight) is final */
 
     /* b1.fc1: Gemm backward */
     rt_gemm_backward_set(d_b0_out, d_b1_fc1_weight, d_b1_fc1_bias, d_b1_h1, v_b0_out, v_b1_fc1_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -1203,23 +1203,23 @@ static float mlp12_train_schedule(float *params, const float *inputs, const int6
     /* b0.res: Add backward */
     rt_add_backward_set(NULL, d_b0_y, d_b0_out, &map_b0_res, 0x2u);
 
-    /* b0.act: Gelu -> b0.g [32x256] recompute */
-    float *r_b0_g = (float *)(void *)(a + 32768);
-    rt_gelu_forward(r_b0_g, v_b0_h1, 8192, 0);
-
     /* d(b0.g): its first contribution writes it */
-    float *d_b0_g = (float *)(void *)(a + 65536);
+    float *d_b0_g = (float *)(void *)(a + 32768);
 
-    /* b0.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, r_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x7u);
-    rt_grad_ready(hook, grads, 65792, 65536); /* d(b0.fc2.weight) is final */
+    /* b0.fc2: Gemm backward, d(b0.g), d(b0.fc2.bias) alone */
+    rt_gemm_backward_set(d_b0_g, NULL, d_b0_fc2_bias, d_b0_y, NULL, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x1u : 0x5u);
     rt_grad_ready(hook, grads, 131328, 256); /* d(b0.fc2.bias) is final */
 
     /* d(b0.h1): its first contribution writes it, in d(b0.g)'s buffer */
-    float *d_b0_h1 = (float *)(void *)(a + 65536);
+    float *d_b0_h1 = (float *)(void *)(a + 32768);
 
-    /* b0.act: Gelu backward */
-    rt_gelu_backward_set(d_b0_h1, d_b0_g, v_b0_h1, 8192, 0, 0x1u);
+    /* b0.act: Gelu backward, b0.g recomputed beside it */
+    float *r_b0_g = (float *)(void *)(a + 65536);
+    rt_gelu_backward_remake(d_b0_h1, r_b0_g, d_b0_g, v_b0_h1, 8192, 0, 0x1u);
+
+    /* b0.fc2: Gemm backward, d(b0.fc2.weight) alone */
+    rt_gemm_backward_set(NULL, d_b0_fc2_weight, NULL, d_b0_y, r_b0_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x2u);
+    rt_grad_ready(hook, grads, 65792, 65536); /* d(b0.fc2.weight) is final */
 
     /* b0.fc1: Gemm backward */
     rt_gemm_backward_set(NULL, d_b0_fc1_weight, d_b0_fc1_bias, d_b0_h1, v_x, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, accumulate ? 0x0u : 0x6u);
@@ -1311,207 +1311,207 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     const float *v_b11_fc2_bias = params + 1578752;
 
     /* b0.fc1: Gemm -> b0.h1 [32x256] */
-    float *v_b0_h1 = (float *)(void *)(a + 0);
+    float *v_b0_h1 = (float *)(void *)(a + 262144);
     rt_gemm_forward(v_b0_h1, v_x, v_b0_fc1_weight, v_b0_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.act: Gelu -> b0.g [32x256] */
-    float *v_b0_g = (float *)(void *)(a + 32768);
+    float *v_b0_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b0_g, v_b0_h1, 8192, 0);
 
     /* b0.fc2: Gemm -> b0.y [32x256] */
-    float *v_b0_y = (float *)(void *)(a + 65536);
+    float *v_b0_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b0_y, v_b0_g, v_b0_fc2_weight, v_b0_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b0.res: Add -> b0.out [32x256] */
-    float *v_b0_out = (float *)(void *)(a + 32768);
+    float *v_b0_out = (float *)(void *)(a + 294912);
     rt_add_forward(v_b0_out, v_x, v_b0_y, &map_b0_res);
 
     /* b1.fc1: Gemm -> b1.h1 [32x256] */
-    float *v_b1_h1 = (float *)(void *)(a + 65536);
+    float *v_b1_h1 = (float *)(void *)(a + 327680);
     rt_gemm_forward(v_b1_h1, v_b0_out, v_b1_fc1_weight, v_b1_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.act: Gelu -> b1.g [32x256] */
-    float *v_b1_g = (float *)(void *)(a + 98304);
+    float *v_b1_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b1_g, v_b1_h1, 8192, 0);
 
     /* b1.fc2: Gemm -> b1.y [32x256] */
-    float *v_b1_y = (float *)(void *)(a + 131072);
+    float *v_b1_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b1_y, v_b1_g, v_b1_fc2_weight, v_b1_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b1.res: Add -> b1.out [32x256] */
-    float *v_b1_out = (float *)(void *)(a + 98304);
+    float *v_b1_out = (float *)(void *)(a + 360448);
     rt_add_forward(v_b1_out, v_b0_out, v_b1_y, &map_b1_res);
 
     /* b2.fc1: Gemm -> b2.h1 [32x256] */
-    float *v_b2_h1 = (float *)(void *)(a + 131072);
+    float *v_b2_h1 = (float *)(void *)(a + 393216);
     rt_gemm_forward(v_b2_h1, v_b1_out, v_b2_fc1_weight, v_b2_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.act: Gelu -> b2.g [32x256] */
-    float *v_b2_g = (float *)(void *)(a + 163840);
+    float *v_b2_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b2_g, v_b2_h1, 8192, 0);
 
     /* b2.fc2: Gemm -> b2.y [32x256] */
-    float *v_b2_y = (float *)(void *)(a + 196608);
+    float *v_b2_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b2_y, v_b2_g, v_b2_fc2_weight, v_b2_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b2.res: Add -> b2.out [32x256] */
-    float *v_b2_out = (float *)(void *)(a + 163840);
+    float *v_b2_out = (float *)(void *)(a + 425984);
     rt_add_forward(v_b2_out, v_b1_out, v_b2_y, &map_b2_res);
 
     /* b3.fc1: Gemm -> b3.h1 [32x256] */
-    float *v_b3_h1 = (float *)(void *)(a + 196608);
+    float *v_b3_h1 = (float *)(void *)(a + 458752);
     rt_gemm_forward(v_b3_h1, v_b2_out, v_b3_fc1_weight, v_b3_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.act: Gelu -> b3.g [32x256] */
-    float *v_b3_g = (float *)(void *)(a + 229376);
+    float *v_b3_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b3_g, v_b3_h1, 8192, 0);
 
     /* b3.fc2: Gemm -> b3.y [32x256] */
-    float *v_b3_y = (float *)(void *)(a + 262144);
+    float *v_b3_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b3_y, v_b3_g, v_b3_fc2_weight, v_b3_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b3.res: Add -> b3.out [32x256] */
-    float *v_b3_out = (float *)(void *)(a + 229376);
+    float *v_b3_out = (float *)(void *)(a + 491520);
     rt_add_forward(v_b3_out, v_b2_out, v_b3_y, &map_b3_res);
 
     /* b4.fc1: Gemm -> b4.h1 [32x256] */
-    float *v_b4_h1 = (float *)(void *)(a + 262144);
+    float *v_b4_h1 = (float *)(void *)(a + 524288);
     rt_gemm_forward(v_b4_h1, v_b3_out, v_b4_fc1_weight, v_b4_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.act: Gelu -> b4.g [32x256] */
-    float *v_b4_g = (float *)(void *)(a + 294912);
+    float *v_b4_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b4_g, v_b4_h1, 8192, 0);
 
     /* b4.fc2: Gemm -> b4.y [32x256] */
-    float *v_b4_y = (float *)(void *)(a + 327680);
+    float *v_b4_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b4_y, v_b4_g, v_b4_fc2_weight, v_b4_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b4.res: Add -> b4.out [32x256] */
-    float *v_b4_out = (float *)(void *)(a + 294912);
+    float *v_b4_out = (float *)(void *)(a + 557056);
     rt_add_forward(v_b4_out, v_b3_out, v_b4_y, &map_b4_res);
 
     /* b5.fc1: Gemm -> b5.h1 [32x256] */
-    float *v_b5_h1 = (float *)(void *)(a + 327680);
+    float *v_b5_h1 = (float *)(void *)(a + 589824);
     rt_gemm_forward(v_b5_h1, v_b4_out, v_b5_fc1_weight, v_b5_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.act: Gelu -> b5.g [32x256] */
-    float *v_b5_g = (float *)(void *)(a + 360448);
+    float *v_b5_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b5_g, v_b5_h1, 8192, 0);
 
     /* b5.fc2: Gemm -> b5.y [32x256] */
-    float *v_b5_y = (float *)(void *)(a + 393216);
+    float *v_b5_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b5_y, v_b5_g, v_b5_fc2_weight, v_b5_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b5.res: Add -> b5.out [32x256] */
-    float *v_b5_out = (float *)(void *)(a + 360448);
+    float *v_b5_out = (float *)(void *)(a + 622592);
     rt_add_forward(v_b5_out, v_b4_out, v_b5_y, &map_b5_res);
 
     /* b6.fc1: Gemm -> b6.h1 [32x256] */
-    float *v_b6_h1 = (float *)(void *)(a + 393216);
+    float *v_b6_h1 = (float *)(void *)(a + 655360);
     rt_gemm_forward(v_b6_h1, v_b5_out, v_b6_fc1_weight, v_b6_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.act: Gelu -> b6.g [32x256] */
-    float *v_b6_g = (float *)(void *)(a + 425984);
+    float *v_b6_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b6_g, v_b6_h1, 8192, 0);
 
     /* b6.fc2: Gemm -> b6.y [32x256] */
-    float *v_b6_y = (float *)(void *)(a + 458752);
+    float *v_b6_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b6_y, v_b6_g, v_b6_fc2_weight, v_b6_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b6.res: Add -> b6.out [32x256] */
-    float *v_b6_out = (float *)(void *)(a + 425984);
+    float *v_b6_out = (float *)(void *)(a + 688128);
     rt_add_forward(v_b6_out, v_b5_out, v_b6_y, &map_b6_res);
 
     /* b7.fc1: Gemm -> b7.h1 [32x256] */
-    float *v_b7_h1 = (float *)(void *)(a + 458752);
+    float *v_b7_h1 = (float *)(void *)(a + 720896);
     rt_gemm_forward(v_b7_h1, v_b6_out, v_b7_fc1_weight, v_b7_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.act: Gelu -> b7.g [32x256] */
-    float *v_b7_g = (float *)(void *)(a + 491520);
+    float *v_b7_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b7_g, v_b7_h1, 8192, 0);
 
     /* b7.fc2: Gemm -> b7.y [32x256] */
-    float *v_b7_y = (float *)(void *)(a + 524288);
+    float *v_b7_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b7_y, v_b7_g, v_b7_fc2_weight, v_b7_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b7.res: Add -> b7.out [32x256] */
-    float *v_b7_out = (float *)(void *)(a + 491520);
+    float *v_b7_out = (float *)(void *)(a + 753664);
     rt_add_forward(v_b7_out, v_b6_out, v_b7_y, &map_b7_res);
 
     /* b8.fc1: Gemm -> b8.h1 [32x256] */
-    float *v_b8_h1 = (float *)(void *)(a + 524288);
+    float *v_b8_h1 = (float *)(void *)(a + 786432);
     rt_gemm_forward(v_b8_h1, v_b7_out, v_b8_fc1_weight, v_b8_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.act: Gelu -> b8.g [32x256] */
-    float *v_b8_g = (float *)(void *)(a + 557056);
+    float *v_b8_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b8_g, v_b8_h1, 8192, 0);
 
     /* b8.fc2: Gemm -> b8.y [32x256] */
-    float *v_b8_y = (float *)(void *)(a + 589824);
+    float *v_b8_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b8_y, v_b8_g, v_b8_fc2_weight, v_b8_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b8.res: Add -> b8.out [32x256] */
-    float *v_b8_out = (float *)(void *)(a + 557056);
+    float *v_b8_out = (float *)(void *)(a + 819200);
     rt_add_forward(v_b8_out, v_b7_out, v_b8_y, &map_b8_res);
 
     /* b9.fc1: Gemm -> b9.h1 [32x256] */
-    float *v_b9_h1 = (float *)(void *)(a + 589824);
+    float *v_b9_h1 = (float *)(void *)(a + 851968);
     rt_gemm_forward(v_b9_h1, v_b8_out, v_b9_fc1_weight, v_b9_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.act: Gelu -> b9.g [32x256] */
-    float *v_b9_g = (float *)(void *)(a + 622592);
+    float *v_b9_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b9_g, v_b9_h1, 8192, 0);
 
     /* b9.fc2: Gemm -> b9.y [32x256] */
-    float *v_b9_y = (float *)(void *)(a + 655360);
+    float *v_b9_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b9_y, v_b9_g, v_b9_fc2_weight, v_b9_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b9.res: Add -> b9.out [32x256] */
-    float *v_b9_out = (float *)(void *)(a + 622592);
+    float *v_b9_out = (float *)(void *)(a + 884736);
     rt_add_forward(v_b9_out, v_b8_out, v_b9_y, &map_b9_res);
 
     /* b10.fc1: Gemm -> b10.h1 [32x256] */
-    float *v_b10_h1 = (float *)(void *)(a + 655360);
+    float *v_b10_h1 = (float *)(void *)(a + 917504);
     rt_gemm_forward(v_b10_h1, v_b9_out, v_b10_fc1_weight, v_b10_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.act: Gelu -> b10.g [32x256] */
-    float *v_b10_g = (float *)(void *)(a + 688128);
+    float *v_b10_g = (float *)(void *)(a + 0);
     rt_gelu_forward(v_b10_g, v_b10_h1, 8192, 0);
 
     /* b10.fc2: Gemm -> b10.y [32x256] */
-    float *v_b10_y = (float *)(void *)(a + 720896);
+    float *v_b10_y = (float *)(void *)(a + 32768);
     rt_gemm_forward(v_b10_y, v_b10_g, v_b10_fc2_weight, v_b10_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b10.res: Add -> b10.out [32x256] */
-    float *v_b10_out = (float *)(void *)(a + 688128);
+    float *v_b10_out = (float *)(void *)(a + 950272);
     rt_add_forward(v_b10_out, v_b9_out, v_b10_y, &map_b10_res);
 
     /* b11.fc1: Gemm -> b11.h1 [32x256] */
-    float *v_b11_h1 = (float *)(void *)(a + 720896);
+    float *v_b11_h1 = (float *)(void *)(a + 0);
     rt_gemm_forward(v_b11_h1, v_b10_out, v_b11_fc1_weight, v_b11_fc1_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.act: Gelu -> b11.g [32x256] */
-    float *v_b11_g = (float *)(void *)(a + 753664);
+    float *v_b11_g = (float *)(void *)(a + 32768);
     rt_gelu_forward(v_b11_g, v_b11_h1, 8192, 0);
 
     /* b11.fc2: Gemm -> b11.y [32x256] */
-    float *v_b11_y = (float *)(void *)(a + 786432);
+    float *v_b11_y = (float *)(void *)(a + 65536);
     rt_gemm_forward(v_b11_y, v_b11_g, v_b11_fc2_weight, v_b11_fc2_bias, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* b11.res: Add -> b11.out [32x256] */
-    float *v_b11_out = (float *)(void *)(a + 753664);
+    float *v_b11_out = (float *)(void *)(a + 32768);
     rt_add_forward(v_b11_out, v_b10_out, v_b11_y, &map_b11_res);
 
     /* diff: Sub -> d [32x256] */
-    float *v_d = (float *)(void *)(a + 786432);
+    float *v_d = (float *)(void *)(a + 65536);
     rt_sub_forward(v_d, v_b11_out, v_target, &map_diff);
 
     /* sq: Mul -> d2 [32x256] */
-    float *v_d2 = (float *)(void *)(a + 753664);
+    float *v_d2 = (float *)(void *)(a + 32768);
     rt_mul_forward(v_d2, v_d, v_d, &map_sq);
 
     /* mse: ReduceMean -> loss [scalar] */
-    float *v_loss = (float *)(void *)(a + 819200);
+    float *v_loss = (float *)(void *)(a + 98304);
     rt_reduce_forward(v_loss, v_d2, &map_mse, 1, 0.000122070312f);
 
     /* output loss [scalar] */
@@ -1520,56 +1520,62 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     loss = v_loss[0];
 
     /* backward: d(loss) = 1 */
-    float *d_loss = (float *)(void *)(a + 753664);
+    float *d_loss = (float *)(void *)(a + 98304);
     rt_fill(d_loss, 1, 1.0f);
 
     /* d(d2) sums over its readers */
-    float *d_d2 = (float *)(void *)(a + 819200);
+    float *d_d2 = (float *)(void *)(a + 32768);
     rt_zero(d_d2, 8192);
 
     /* mse: ReduceMean backward */
     rt_reduce_backward(d_d2, d_loss, &map_mse, 0.000122070312f);
 
     /* d(d) sums over its readers */
-    float *d_d = (float *)(void *)(a + 753664);
+    float *d_d = (float *)(void *)(a + 98304);
     rt_zero(d_d, 8192);
 
     /* sq: Mul backward */
     rt_mul_backward(d_d, d_d, d_d2, v_d, v_d, &map_sq);
 
     /* d(b11.out) sums over its readers */
-    float *d_b11_out = (float *)(void *)(a + 786432);
+    float *d_b11_out = (float *)(void *)(a + 983040);
     rt_zero(d_b11_out, 8192);
 
     /* diff: Sub backward */
     rt_sub_backward(d_b11_out, NULL, d_d, &map_diff);
 
     /* d(b10.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b10_out = (float *)(void *)(a + 786432);
+    float *d_b10_out = (float *)(void *)(a + 983040);
 
     /* d(b11.y): its first contribution writes it */
-    float *d_b11_y = (float *)(void *)(a + 753664);
+    float *d_b11_y = (float *)(void *)(a + 1015808);
 
     /* b11.res: Add backward */
     rt_add_backward_set(d_b10_out, d_b11_y, d_b11_out, &map_b11_res, 0x3u);
 
-    /* b11.act: Gelu -> b11.g [32x256] recompute */
-    float *r_b11_g = (float *)(void *)(a + 819200);
-    rt_gelu_forward(r_b11_g, v_b11_h1, 8192, 0);
-
     /* d(b11.g): its first contribution writes it */
-    float *d_b11_g = (float *)(void *)(a + 851968);
-
-    /* d(b11.fc2.weight) sums over its readers */
-    float *d_b11_fc2_weight = (float *)(void *)(a + 884736);
-    rt_zero(d_b11_fc2_weight, 65536);
+    float *d_b11_g = (float *)(void *)(a + 1048576);
 
     /* d(b11.fc2.bias) sums over its readers */
-    float *d_b11_fc2_bias = (float *)(void *)(a + 1146880);
+    float *d_b11_fc2_bias = (float *)(void *)(a + 1114112);
     rt_zero(d_b11_fc2_bias, 256);
 
-    /* b11.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b11_g, d_b11_fc2_weight, d_b11_fc2_bias, d_b11_y, r_b11_g, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b11.fc2: Gemm backward, d(b11.g), d(b11.fc2.bias) alone */
+    rt_gemm_backward_set(d_b11_g, NULL, d_b11_fc2_bias, d_b11_y, NULL, v_b11_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b11.h1): its first contribution writes it, in d(b11.g)'s buffer */
+    float *d_b11_h1 = (float *)(void *)(a + 1048576);
+
+    /* b11.act: Gelu backward, b11.g recomputed beside it */
+    float *r_b11_g = (float *)(void *)(a + 1081344);
+    rt_gelu_backward_remake(d_b11_h1, r_b11_g, d_b11_g, v_b11_h1, 8192, 0, 0x1u);
+
+    /* d(b11.fc2.weight) sums over its readers */
+    float *d_b11_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b11_fc2_weight, 65536);
+
+    /* b11.fc2: Gemm backward, d(b11.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b11_fc2_weight, NULL, d_b11_y, r_b11_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b11.fc2.weight) is final and nothing reads b11.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 1513216, d_b11_fc2_weight, state ? state + 1513216 : NULL, 1579008, 65536);
@@ -1577,18 +1583,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b11.fc2.bias) is final and nothing reads b11.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1578752, d_b11_fc2_bias, state ? state + 1578752 : NULL, 1579008, 256);
 
-    /* d(b11.h1): its first contribution writes it, in d(b11.g)'s buffer */
-    float *d_b11_h1 = (float *)(void *)(a + 851968);
-
-    /* b11.act: Gelu backward */
-    rt_gelu_backward_set(d_b11_h1, d_b11_g, v_b11_h1, 8192, 0, 0x1u);
-
     /* d(b11.fc1.weight) sums over its readers */
-    float *d_b11_fc1_weight = (float *)(void *)(a + 884736);
+    float *d_b11_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b11_fc1_weight, 65536);
 
     /* d(b11.fc1.bias) sums over its readers */
-    float *d_b11_fc1_bias = (float *)(void *)(a + 720896);
+    float *d_b11_fc1_bias = (float *)(void *)(a + 1015808);
     rt_zero(d_b11_fc1_bias, 256);
 
     /* b11.fc1: Gemm backward */
@@ -1601,31 +1601,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1512960, d_b11_fc1_bias, state ? state + 1512960 : NULL, 1579008, 256);
 
     /* d(b9.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b9_out = (float *)(void *)(a + 786432);
+    float *d_b9_out = (float *)(void *)(a + 983040);
 
     /* d(b10.y): its first contribution writes it */
-    float *d_b10_y = (float *)(void *)(a + 688128);
+    float *d_b10_y = (float *)(void *)(a + 950272);
 
     /* b10.res: Add backward */
     rt_add_backward_set(d_b9_out, d_b10_y, d_b10_out, &map_b10_res, 0x3u);
 
-    /* b10.act: Gelu -> b10.g [32x256] recompute */
-    float *r_b10_g = (float *)(void *)(a + 720896);
-    rt_gelu_forward(r_b10_g, v_b10_h1, 8192, 0);
-
     /* d(b10.g): its first contribution writes it */
-    float *d_b10_g = (float *)(void *)(a + 753664);
-
-    /* d(b10.fc2.weight) sums over its readers */
-    float *d_b10_fc2_weight = (float *)(void *)(a + 819200);
-    rt_zero(d_b10_fc2_weight, 65536);
+    float *d_b10_g = (float *)(void *)(a + 1015808);
 
     /* d(b10.fc2.bias) sums over its readers */
     float *d_b10_fc2_bias = (float *)(void *)(a + 1081344);
     rt_zero(d_b10_fc2_bias, 256);
 
-    /* b10.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b10_g, d_b10_fc2_weight, d_b10_fc2_bias, d_b10_y, r_b10_g, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b10.fc2: Gemm backward, d(b10.g), d(b10.fc2.bias) alone */
+    rt_gemm_backward_set(d_b10_g, NULL, d_b10_fc2_bias, d_b10_y, NULL, v_b10_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b10.h1): its first contribution writes it, in d(b10.g)'s buffer */
+    float *d_b10_h1 = (float *)(void *)(a + 1015808);
+
+    /* b10.act: Gelu backward, b10.g recomputed beside it */
+    float *r_b10_g = (float *)(void *)(a + 1048576);
+    rt_gelu_backward_remake(d_b10_h1, r_b10_g, d_b10_g, v_b10_h1, 8192, 0, 0x1u);
+
+    /* d(b10.fc2.weight) sums over its readers */
+    float *d_b10_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b10_fc2_weight, 65536);
+
+    /* b10.fc2: Gemm backward, d(b10.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b10_fc2_weight, NULL, d_b10_y, r_b10_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b10.fc2.weight) is final and nothing reads b10.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 1381632, d_b10_fc2_weight, state ? state + 1381632 : NULL, 1579008, 65536);
@@ -1633,18 +1639,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b10.fc2.bias) is final and nothing reads b10.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1447168, d_b10_fc2_bias, state ? state + 1447168 : NULL, 1579008, 256);
 
-    /* d(b10.h1): its first contribution writes it, in d(b10.g)'s buffer */
-    float *d_b10_h1 = (float *)(void *)(a + 753664);
-
-    /* b10.act: Gelu backward */
-    rt_gelu_backward_set(d_b10_h1, d_b10_g, v_b10_h1, 8192, 0, 0x1u);
-
     /* d(b10.fc1.weight) sums over its readers */
-    float *d_b10_fc1_weight = (float *)(void *)(a + 819200);
+    float *d_b10_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b10_fc1_weight, 65536);
 
     /* d(b10.fc1.bias) sums over its readers */
-    float *d_b10_fc1_bias = (float *)(void *)(a + 655360);
+    float *d_b10_fc1_bias = (float *)(void *)(a + 917504);
     rt_zero(d_b10_fc1_bias, 256);
 
     /* b10.fc1: Gemm backward */
@@ -1657,31 +1657,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1381376, d_b10_fc1_bias, state ? state + 1381376 : NULL, 1579008, 256);
 
     /* d(b8.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b8_out = (float *)(void *)(a + 786432);
+    float *d_b8_out = (float *)(void *)(a + 983040);
 
     /* d(b9.y): its first contribution writes it */
-    float *d_b9_y = (float *)(void *)(a + 622592);
+    float *d_b9_y = (float *)(void *)(a + 884736);
 
     /* b9.res: Add backward */
     rt_add_backward_set(d_b8_out, d_b9_y, d_b9_out, &map_b9_res, 0x3u);
 
-    /* b9.act: Gelu -> b9.g [32x256] recompute */
-    float *r_b9_g = (float *)(void *)(a + 655360);
-    rt_gelu_forward(r_b9_g, v_b9_h1, 8192, 0);
-
     /* d(b9.g): its first contribution writes it */
-    float *d_b9_g = (float *)(void *)(a + 688128);
-
-    /* d(b9.fc2.weight) sums over its readers */
-    float *d_b9_fc2_weight = (float *)(void *)(a + 819200);
-    rt_zero(d_b9_fc2_weight, 65536);
+    float *d_b9_g = (float *)(void *)(a + 917504);
 
     /* d(b9.fc2.bias) sums over its readers */
-    float *d_b9_fc2_bias = (float *)(void *)(a + 720896);
+    float *d_b9_fc2_bias = (float *)(void *)(a + 1015808);
     rt_zero(d_b9_fc2_bias, 256);
 
-    /* b9.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b9_g, d_b9_fc2_weight, d_b9_fc2_bias, d_b9_y, r_b9_g, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b9.fc2: Gemm backward, d(b9.g), d(b9.fc2.bias) alone */
+    rt_gemm_backward_set(d_b9_g, NULL, d_b9_fc2_bias, d_b9_y, NULL, v_b9_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b9.h1): its first contribution writes it, in d(b9.g)'s buffer */
+    float *d_b9_h1 = (float *)(void *)(a + 917504);
+
+    /* b9.act: Gelu backward, b9.g recomputed beside it */
+    float *r_b9_g = (float *)(void *)(a + 950272);
+    rt_gelu_backward_remake(d_b9_h1, r_b9_g, d_b9_g, v_b9_h1, 8192, 0, 0x1u);
+
+    /* d(b9.fc2.weight) sums over its readers */
+    float *d_b9_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b9_fc2_weight, 65536);
+
+    /* b9.fc2: Gemm backward, d(b9.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b9_fc2_weight, NULL, d_b9_y, r_b9_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b9.fc2.weight) is final and nothing reads b9.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 1250048, d_b9_fc2_weight, state ? state + 1250048 : NULL, 1579008, 65536);
@@ -1689,18 +1695,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b9.fc2.bias) is final and nothing reads b9.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1315584, d_b9_fc2_bias, state ? state + 1315584 : NULL, 1579008, 256);
 
-    /* d(b9.h1): its first contribution writes it, in d(b9.g)'s buffer */
-    float *d_b9_h1 = (float *)(void *)(a + 688128);
-
-    /* b9.act: Gelu backward */
-    rt_gelu_backward_set(d_b9_h1, d_b9_g, v_b9_h1, 8192, 0, 0x1u);
-
     /* d(b9.fc1.weight) sums over its readers */
-    float *d_b9_fc1_weight = (float *)(void *)(a + 819200);
+    float *d_b9_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b9_fc1_weight, 65536);
 
     /* d(b9.fc1.bias) sums over its readers */
-    float *d_b9_fc1_bias = (float *)(void *)(a + 589824);
+    float *d_b9_fc1_bias = (float *)(void *)(a + 950272);
     rt_zero(d_b9_fc1_bias, 256);
 
     /* b9.fc1: Gemm backward */
@@ -1713,31 +1713,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1249792, d_b9_fc1_bias, state ? state + 1249792 : NULL, 1579008, 256);
 
     /* d(b7.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b7_out = (float *)(void *)(a + 786432);
+    float *d_b7_out = (float *)(void *)(a + 983040);
 
     /* d(b8.y): its first contribution writes it */
-    float *d_b8_y = (float *)(void *)(a + 557056);
+    float *d_b8_y = (float *)(void *)(a + 819200);
 
     /* b8.res: Add backward */
     rt_add_backward_set(d_b7_out, d_b8_y, d_b8_out, &map_b8_res, 0x3u);
 
-    /* b8.act: Gelu -> b8.g [32x256] recompute */
-    float *r_b8_g = (float *)(void *)(a + 589824);
-    rt_gelu_forward(r_b8_g, v_b8_h1, 8192, 0);
-
     /* d(b8.g): its first contribution writes it */
-    float *d_b8_g = (float *)(void *)(a + 622592);
-
-    /* d(b8.fc2.weight) sums over its readers */
-    float *d_b8_fc2_weight = (float *)(void *)(a + 819200);
-    rt_zero(d_b8_fc2_weight, 65536);
+    float *d_b8_g = (float *)(void *)(a + 851968);
 
     /* d(b8.fc2.bias) sums over its readers */
-    float *d_b8_fc2_bias = (float *)(void *)(a + 655360);
+    float *d_b8_fc2_bias = (float *)(void *)(a + 917504);
     rt_zero(d_b8_fc2_bias, 256);
 
-    /* b8.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b8_g, d_b8_fc2_weight, d_b8_fc2_bias, d_b8_y, r_b8_g, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b8.fc2: Gemm backward, d(b8.g), d(b8.fc2.bias) alone */
+    rt_gemm_backward_set(d_b8_g, NULL, d_b8_fc2_bias, d_b8_y, NULL, v_b8_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b8.h1): its first contribution writes it, in d(b8.g)'s buffer */
+    float *d_b8_h1 = (float *)(void *)(a + 851968);
+
+    /* b8.act: Gelu backward, b8.g recomputed beside it */
+    float *r_b8_g = (float *)(void *)(a + 884736);
+    rt_gelu_backward_remake(d_b8_h1, r_b8_g, d_b8_g, v_b8_h1, 8192, 0, 0x1u);
+
+    /* d(b8.fc2.weight) sums over its readers */
+    float *d_b8_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b8_fc2_weight, 65536);
+
+    /* b8.fc2: Gemm backward, d(b8.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b8_fc2_weight, NULL, d_b8_y, r_b8_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b8.fc2.weight) is final and nothing reads b8.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 1118464, d_b8_fc2_weight, state ? state + 1118464 : NULL, 1579008, 65536);
@@ -1745,18 +1751,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b8.fc2.bias) is final and nothing reads b8.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1184000, d_b8_fc2_bias, state ? state + 1184000 : NULL, 1579008, 256);
 
-    /* d(b8.h1): its first contribution writes it, in d(b8.g)'s buffer */
-    float *d_b8_h1 = (float *)(void *)(a + 622592);
-
-    /* b8.act: Gelu backward */
-    rt_gelu_backward_set(d_b8_h1, d_b8_g, v_b8_h1, 8192, 0, 0x1u);
-
     /* d(b8.fc1.weight) sums over its readers */
-    float *d_b8_fc1_weight = (float *)(void *)(a + 819200);
+    float *d_b8_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b8_fc1_weight, 65536);
 
     /* d(b8.fc1.bias) sums over its readers */
-    float *d_b8_fc1_bias = (float *)(void *)(a + 524288);
+    float *d_b8_fc1_bias = (float *)(void *)(a + 786432);
     rt_zero(d_b8_fc1_bias, 256);
 
     /* b8.fc1: Gemm backward */
@@ -1769,31 +1769,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 1118208, d_b8_fc1_bias, state ? state + 1118208 : NULL, 1579008, 256);
 
     /* d(b6.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b6_out = (float *)(void *)(a + 786432);
+    float *d_b6_out = (float *)(void *)(a + 983040);
 
     /* d(b7.y): its first contribution writes it */
-    float *d_b7_y = (float *)(void *)(a + 491520);
+    float *d_b7_y = (float *)(void *)(a + 753664);
 
     /* b7.res: Add backward */
     rt_add_backward_set(d_b6_out, d_b7_y, d_b7_out, &map_b7_res, 0x3u);
 
-    /* b7.act: Gelu -> b7.g [32x256] recompute */
-    float *r_b7_g = (float *)(void *)(a + 524288);
-    rt_gelu_forward(r_b7_g, v_b7_h1, 8192, 0);
-
     /* d(b7.g): its first contribution writes it */
-    float *d_b7_g = (float *)(void *)(a + 557056);
-
-    /* d(b7.fc2.weight) sums over its readers */
-    float *d_b7_fc2_weight = (float *)(void *)(a + 819200);
-    rt_zero(d_b7_fc2_weight, 65536);
+    float *d_b7_g = (float *)(void *)(a + 786432);
 
     /* d(b7.fc2.bias) sums over its readers */
-    float *d_b7_fc2_bias = (float *)(void *)(a + 589824);
+    float *d_b7_fc2_bias = (float *)(void *)(a + 851968);
     rt_zero(d_b7_fc2_bias, 256);
 
-    /* b7.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b7_g, d_b7_fc2_weight, d_b7_fc2_bias, d_b7_y, r_b7_g, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b7.fc2: Gemm backward, d(b7.g), d(b7.fc2.bias) alone */
+    rt_gemm_backward_set(d_b7_g, NULL, d_b7_fc2_bias, d_b7_y, NULL, v_b7_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b7.h1): its first contribution writes it, in d(b7.g)'s buffer */
+    float *d_b7_h1 = (float *)(void *)(a + 786432);
+
+    /* b7.act: Gelu backward, b7.g recomputed beside it */
+    float *r_b7_g = (float *)(void *)(a + 819200);
+    rt_gelu_backward_remake(d_b7_h1, r_b7_g, d_b7_g, v_b7_h1, 8192, 0, 0x1u);
+
+    /* d(b7.fc2.weight) sums over its readers */
+    float *d_b7_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b7_fc2_weight, 65536);
+
+    /* b7.fc2: Gemm backward, d(b7.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b7_fc2_weight, NULL, d_b7_y, r_b7_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b7.fc2.weight) is final and nothing reads b7.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 986880, d_b7_fc2_weight, state ? state + 986880 : NULL, 1579008, 65536);
@@ -1801,18 +1807,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b7.fc2.bias) is final and nothing reads b7.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 1052416, d_b7_fc2_bias, state ? state + 1052416 : NULL, 1579008, 256);
 
-    /* d(b7.h1): its first contribution writes it, in d(b7.g)'s buffer */
-    float *d_b7_h1 = (float *)(void *)(a + 557056);
-
-    /* b7.act: Gelu backward */
-    rt_gelu_backward_set(d_b7_h1, d_b7_g, v_b7_h1, 8192, 0, 0x1u);
-
     /* d(b7.fc1.weight) sums over its readers */
-    float *d_b7_fc1_weight = (float *)(void *)(a + 819200);
+    float *d_b7_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b7_fc1_weight, 65536);
 
     /* d(b7.fc1.bias) sums over its readers */
-    float *d_b7_fc1_bias = (float *)(void *)(a + 458752);
+    float *d_b7_fc1_bias = (float *)(void *)(a + 720896);
     rt_zero(d_b7_fc1_bias, 256);
 
     /* b7.fc1: Gemm backward */
@@ -1825,31 +1825,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 986624, d_b7_fc1_bias, state ? state + 986624 : NULL, 1579008, 256);
 
     /* d(b5.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b5_out = (float *)(void *)(a + 786432);
+    float *d_b5_out = (float *)(void *)(a + 983040);
 
     /* d(b6.y): its first contribution writes it */
-    float *d_b6_y = (float *)(void *)(a + 425984);
+    float *d_b6_y = (float *)(void *)(a + 688128);
 
     /* b6.res: Add backward */
     rt_add_backward_set(d_b5_out, d_b6_y, d_b6_out, &map_b6_res, 0x3u);
 
-    /* b6.act: Gelu -> b6.g [32x256] recompute */
-    float *r_b6_g = (float *)(void *)(a + 458752);
-    rt_gelu_forward(r_b6_g, v_b6_h1, 8192, 0);
-
     /* d(b6.g): its first contribution writes it */
-    float *d_b6_g = (float *)(void *)(a + 491520);
-
-    /* d(b6.fc2.weight) sums over its readers */
-    float *d_b6_fc2_weight = (float *)(void *)(a + 524288);
-    rt_zero(d_b6_fc2_weight, 65536);
+    float *d_b6_g = (float *)(void *)(a + 720896);
 
     /* d(b6.fc2.bias) sums over its readers */
-    float *d_b6_fc2_bias = (float *)(void *)(a + 819200);
+    float *d_b6_fc2_bias = (float *)(void *)(a + 786432);
     rt_zero(d_b6_fc2_bias, 256);
 
-    /* b6.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b6_g, d_b6_fc2_weight, d_b6_fc2_bias, d_b6_y, r_b6_g, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b6.fc2: Gemm backward, d(b6.g), d(b6.fc2.bias) alone */
+    rt_gemm_backward_set(d_b6_g, NULL, d_b6_fc2_bias, d_b6_y, NULL, v_b6_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b6.h1): its first contribution writes it, in d(b6.g)'s buffer */
+    float *d_b6_h1 = (float *)(void *)(a + 720896);
+
+    /* b6.act: Gelu backward, b6.g recomputed beside it */
+    float *r_b6_g = (float *)(void *)(a + 753664);
+    rt_gelu_backward_remake(d_b6_h1, r_b6_g, d_b6_g, v_b6_h1, 8192, 0, 0x1u);
+
+    /* d(b6.fc2.weight) sums over its readers */
+    float *d_b6_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b6_fc2_weight, 65536);
+
+    /* b6.fc2: Gemm backward, d(b6.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b6_fc2_weight, NULL, d_b6_y, r_b6_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b6.fc2.weight) is final and nothing reads b6.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 855296, d_b6_fc2_weight, state ? state + 855296 : NULL, 1579008, 65536);
@@ -1857,18 +1863,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b6.fc2.bias) is final and nothing reads b6.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 920832, d_b6_fc2_bias, state ? state + 920832 : NULL, 1579008, 256);
 
-    /* d(b6.h1): its first contribution writes it, in d(b6.g)'s buffer */
-    float *d_b6_h1 = (float *)(void *)(a + 491520);
-
-    /* b6.act: Gelu backward */
-    rt_gelu_backward_set(d_b6_h1, d_b6_g, v_b6_h1, 8192, 0, 0x1u);
-
     /* d(b6.fc1.weight) sums over its readers */
-    float *d_b6_fc1_weight = (float *)(void *)(a + 524288);
+    float *d_b6_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b6_fc1_weight, 65536);
 
     /* d(b6.fc1.bias) sums over its readers */
-    float *d_b6_fc1_bias = (float *)(void *)(a + 393216);
+    float *d_b6_fc1_bias = (float *)(void *)(a + 655360);
     rt_zero(d_b6_fc1_bias, 256);
 
     /* b6.fc1: Gemm backward */
@@ -1881,31 +1881,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 855040, d_b6_fc1_bias, state ? state + 855040 : NULL, 1579008, 256);
 
     /* d(b4.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b4_out = (float *)(void *)(a + 786432);
+    float *d_b4_out = (float *)(void *)(a + 983040);
 
     /* d(b5.y): its first contribution writes it */
-    float *d_b5_y = (float *)(void *)(a + 360448);
+    float *d_b5_y = (float *)(void *)(a + 622592);
 
     /* b5.res: Add backward */
     rt_add_backward_set(d_b4_out, d_b5_y, d_b5_out, &map_b5_res, 0x3u);
 
-    /* b5.act: Gelu -> b5.g [32x256] recompute */
-    float *r_b5_g = (float *)(void *)(a + 393216);
-    rt_gelu_forward(r_b5_g, v_b5_h1, 8192, 0);
-
     /* d(b5.g): its first contribution writes it */
-    float *d_b5_g = (float *)(void *)(a + 425984);
-
-    /* d(b5.fc2.weight) sums over its readers */
-    float *d_b5_fc2_weight = (float *)(void *)(a + 458752);
-    rt_zero(d_b5_fc2_weight, 65536);
+    float *d_b5_g = (float *)(void *)(a + 655360);
 
     /* d(b5.fc2.bias) sums over its readers */
     float *d_b5_fc2_bias = (float *)(void *)(a + 720896);
     rt_zero(d_b5_fc2_bias, 256);
 
-    /* b5.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b5_g, d_b5_fc2_weight, d_b5_fc2_bias, d_b5_y, r_b5_g, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b5.fc2: Gemm backward, d(b5.g), d(b5.fc2.bias) alone */
+    rt_gemm_backward_set(d_b5_g, NULL, d_b5_fc2_bias, d_b5_y, NULL, v_b5_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b5.h1): its first contribution writes it, in d(b5.g)'s buffer */
+    float *d_b5_h1 = (float *)(void *)(a + 655360);
+
+    /* b5.act: Gelu backward, b5.g recomputed beside it */
+    float *r_b5_g = (float *)(void *)(a + 688128);
+    rt_gelu_backward_remake(d_b5_h1, r_b5_g, d_b5_g, v_b5_h1, 8192, 0, 0x1u);
+
+    /* d(b5.fc2.weight) sums over its readers */
+    float *d_b5_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b5_fc2_weight, 65536);
+
+    /* b5.fc2: Gemm backward, d(b5.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b5_fc2_weight, NULL, d_b5_y, r_b5_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b5.fc2.weight) is final and nothing reads b5.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 723712, d_b5_fc2_weight, state ? state + 723712 : NULL, 1579008, 65536);
@@ -1913,18 +1919,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b5.fc2.bias) is final and nothing reads b5.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 789248, d_b5_fc2_bias, state ? state + 789248 : NULL, 1579008, 256);
 
-    /* d(b5.h1): its first contribution writes it, in d(b5.g)'s buffer */
-    float *d_b5_h1 = (float *)(void *)(a + 425984);
-
-    /* b5.act: Gelu backward */
-    rt_gelu_backward_set(d_b5_h1, d_b5_g, v_b5_h1, 8192, 0, 0x1u);
-
     /* d(b5.fc1.weight) sums over its readers */
-    float *d_b5_fc1_weight = (float *)(void *)(a + 458752);
+    float *d_b5_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b5_fc1_weight, 65536);
 
     /* d(b5.fc1.bias) sums over its readers */
-    float *d_b5_fc1_bias = (float *)(void *)(a + 327680);
+    float *d_b5_fc1_bias = (float *)(void *)(a + 589824);
     rt_zero(d_b5_fc1_bias, 256);
 
     /* b5.fc1: Gemm backward */
@@ -1937,31 +1937,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 723456, d_b5_fc1_bias, state ? state + 723456 : NULL, 1579008, 256);
 
     /* d(b3.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b3_out = (float *)(void *)(a + 786432);
+    float *d_b3_out = (float *)(void *)(a + 983040);
 
     /* d(b4.y): its first contribution writes it */
-    float *d_b4_y = (float *)(void *)(a + 294912);
+    float *d_b4_y = (float *)(void *)(a + 557056);
 
     /* b4.res: Add backward */
     rt_add_backward_set(d_b3_out, d_b4_y, d_b4_out, &map_b4_res, 0x3u);
 
-    /* b4.act: Gelu -> b4.g [32x256] recompute */
-    float *r_b4_g = (float *)(void *)(a + 327680);
-    rt_gelu_forward(r_b4_g, v_b4_h1, 8192, 0);
-
     /* d(b4.g): its first contribution writes it */
-    float *d_b4_g = (float *)(void *)(a + 360448);
-
-    /* d(b4.fc2.weight) sums over its readers */
-    float *d_b4_fc2_weight = (float *)(void *)(a + 393216);
-    rt_zero(d_b4_fc2_weight, 65536);
+    float *d_b4_g = (float *)(void *)(a + 589824);
 
     /* d(b4.fc2.bias) sums over its readers */
     float *d_b4_fc2_bias = (float *)(void *)(a + 655360);
     rt_zero(d_b4_fc2_bias, 256);
 
-    /* b4.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b4_g, d_b4_fc2_weight, d_b4_fc2_bias, d_b4_y, r_b4_g, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b4.fc2: Gemm backward, d(b4.g), d(b4.fc2.bias) alone */
+    rt_gemm_backward_set(d_b4_g, NULL, d_b4_fc2_bias, d_b4_y, NULL, v_b4_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b4.h1): its first contribution writes it, in d(b4.g)'s buffer */
+    float *d_b4_h1 = (float *)(void *)(a + 589824);
+
+    /* b4.act: Gelu backward, b4.g recomputed beside it */
+    float *r_b4_g = (float *)(void *)(a + 622592);
+    rt_gelu_backward_remake(d_b4_h1, r_b4_g, d_b4_g, v_b4_h1, 8192, 0, 0x1u);
+
+    /* d(b4.fc2.weight) sums over its readers */
+    float *d_b4_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b4_fc2_weight, 65536);
+
+    /* b4.fc2: Gemm backward, d(b4.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b4_fc2_weight, NULL, d_b4_y, r_b4_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b4.fc2.weight) is final and nothing reads b4.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 592128, d_b4_fc2_weight, state ? state + 592128 : NULL, 1579008, 65536);
@@ -1969,18 +1975,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b4.fc2.bias) is final and nothing reads b4.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 657664, d_b4_fc2_bias, state ? state + 657664 : NULL, 1579008, 256);
 
-    /* d(b4.h1): its first contribution writes it, in d(b4.g)'s buffer */
-    float *d_b4_h1 = (float *)(void *)(a + 360448);
-
-    /* b4.act: Gelu backward */
-    rt_gelu_backward_set(d_b4_h1, d_b4_g, v_b4_h1, 8192, 0, 0x1u);
-
     /* d(b4.fc1.weight) sums over its readers */
-    float *d_b4_fc1_weight = (float *)(void *)(a + 393216);
+    float *d_b4_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b4_fc1_weight, 65536);
 
     /* d(b4.fc1.bias) sums over its readers */
-    float *d_b4_fc1_bias = (float *)(void *)(a + 262144);
+    float *d_b4_fc1_bias = (float *)(void *)(a + 524288);
     rt_zero(d_b4_fc1_bias, 256);
 
     /* b4.fc1: Gemm backward */
@@ -1993,31 +1993,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 591872, d_b4_fc1_bias, state ? state + 591872 : NULL, 1579008, 256);
 
     /* d(b2.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b2_out = (float *)(void *)(a + 786432);
+    float *d_b2_out = (float *)(void *)(a + 983040);
 
     /* d(b3.y): its first contribution writes it */
-    float *d_b3_y = (float *)(void *)(a + 229376);
+    float *d_b3_y = (float *)(void *)(a + 491520);
 
     /* b3.res: Add backward */
     rt_add_backward_set(d_b2_out, d_b3_y, d_b3_out, &map_b3_res, 0x3u);
 
-    /* b3.act: Gelu -> b3.g [32x256] recompute */
-    float *r_b3_g = (float *)(void *)(a + 262144);
-    rt_gelu_forward(r_b3_g, v_b3_h1, 8192, 0);
-
     /* d(b3.g): its first contribution writes it */
-    float *d_b3_g = (float *)(void *)(a + 294912);
-
-    /* d(b3.fc2.weight) sums over its readers */
-    float *d_b3_fc2_weight = (float *)(void *)(a + 327680);
-    rt_zero(d_b3_fc2_weight, 65536);
+    float *d_b3_g = (float *)(void *)(a + 524288);
 
     /* d(b3.fc2.bias) sums over its readers */
     float *d_b3_fc2_bias = (float *)(void *)(a + 589824);
     rt_zero(d_b3_fc2_bias, 256);
 
-    /* b3.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b3_g, d_b3_fc2_weight, d_b3_fc2_bias, d_b3_y, r_b3_g, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b3.fc2: Gemm backward, d(b3.g), d(b3.fc2.bias) alone */
+    rt_gemm_backward_set(d_b3_g, NULL, d_b3_fc2_bias, d_b3_y, NULL, v_b3_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b3.h1): its first contribution writes it, in d(b3.g)'s buffer */
+    float *d_b3_h1 = (float *)(void *)(a + 524288);
+
+    /* b3.act: Gelu backward, b3.g recomputed beside it */
+    float *r_b3_g = (float *)(void *)(a + 557056);
+    rt_gelu_backward_remake(d_b3_h1, r_b3_g, d_b3_g, v_b3_h1, 8192, 0, 0x1u);
+
+    /* d(b3.fc2.weight) sums over its readers */
+    float *d_b3_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b3_fc2_weight, 65536);
+
+    /* b3.fc2: Gemm backward, d(b3.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b3_fc2_weight, NULL, d_b3_y, r_b3_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b3.fc2.weight) is final and nothing reads b3.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 460544, d_b3_fc2_weight, state ? state + 460544 : NULL, 1579008, 65536);
@@ -2025,18 +2031,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b3.fc2.bias) is final and nothing reads b3.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 526080, d_b3_fc2_bias, state ? state + 526080 : NULL, 1579008, 256);
 
-    /* d(b3.h1): its first contribution writes it, in d(b3.g)'s buffer */
-    float *d_b3_h1 = (float *)(void *)(a + 294912);
-
-    /* b3.act: Gelu backward */
-    rt_gelu_backward_set(d_b3_h1, d_b3_g, v_b3_h1, 8192, 0, 0x1u);
-
     /* d(b3.fc1.weight) sums over its readers */
-    float *d_b3_fc1_weight = (float *)(void *)(a + 327680);
+    float *d_b3_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b3_fc1_weight, 65536);
 
     /* d(b3.fc1.bias) sums over its readers */
-    float *d_b3_fc1_bias = (float *)(void *)(a + 196608);
+    float *d_b3_fc1_bias = (float *)(void *)(a + 458752);
     rt_zero(d_b3_fc1_bias, 256);
 
     /* b3.fc1: Gemm backward */
@@ -2049,31 +2049,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 460288, d_b3_fc1_bias, state ? state + 460288 : NULL, 1579008, 256);
 
     /* d(b1.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b1_out = (float *)(void *)(a + 786432);
+    float *d_b1_out = (float *)(void *)(a + 983040);
 
     /* d(b2.y): its first contribution writes it */
-    float *d_b2_y = (float *)(void *)(a + 163840);
+    float *d_b2_y = (float *)(void *)(a + 425984);
 
     /* b2.res: Add backward */
     rt_add_backward_set(d_b1_out, d_b2_y, d_b2_out, &map_b2_res, 0x3u);
 
-    /* b2.act: Gelu -> b2.g [32x256] recompute */
-    float *r_b2_g = (float *)(void *)(a + 196608);
-    rt_gelu_forward(r_b2_g, v_b2_h1, 8192, 0);
-
     /* d(b2.g): its first contribution writes it */
-    float *d_b2_g = (float *)(void *)(a + 229376);
-
-    /* d(b2.fc2.weight) sums over its readers */
-    float *d_b2_fc2_weight = (float *)(void *)(a + 262144);
-    rt_zero(d_b2_fc2_weight, 65536);
+    float *d_b2_g = (float *)(void *)(a + 458752);
 
     /* d(b2.fc2.bias) sums over its readers */
     float *d_b2_fc2_bias = (float *)(void *)(a + 524288);
     rt_zero(d_b2_fc2_bias, 256);
 
-    /* b2.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b2_g, d_b2_fc2_weight, d_b2_fc2_bias, d_b2_y, r_b2_g, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b2.fc2: Gemm backward, d(b2.g), d(b2.fc2.bias) alone */
+    rt_gemm_backward_set(d_b2_g, NULL, d_b2_fc2_bias, d_b2_y, NULL, v_b2_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b2.h1): its first contribution writes it, in d(b2.g)'s buffer */
+    float *d_b2_h1 = (float *)(void *)(a + 458752);
+
+    /* b2.act: Gelu backward, b2.g recomputed beside it */
+    float *r_b2_g = (float *)(void *)(a + 491520);
+    rt_gelu_backward_remake(d_b2_h1, r_b2_g, d_b2_g, v_b2_h1, 8192, 0, 0x1u);
+
+    /* d(b2.fc2.weight) sums over its readers */
+    float *d_b2_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b2_fc2_weight, 65536);
+
+    /* b2.fc2: Gemm backward, d(b2.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b2_fc2_weight, NULL, d_b2_y, r_b2_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b2.fc2.weight) is final and nothing reads b2.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 328960, d_b2_fc2_weight, state ? state + 328960 : NULL, 1579008, 65536);
@@ -2081,18 +2087,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b2.fc2.bias) is final and nothing reads b2.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 394496, d_b2_fc2_bias, state ? state + 394496 : NULL, 1579008, 256);
 
-    /* d(b2.h1): its first contribution writes it, in d(b2.g)'s buffer */
-    float *d_b2_h1 = (float *)(void *)(a + 229376);
-
-    /* b2.act: Gelu backward */
-    rt_gelu_backward_set(d_b2_h1, d_b2_g, v_b2_h1, 8192, 0, 0x1u);
-
     /* d(b2.fc1.weight) sums over its readers */
-    float *d_b2_fc1_weight = (float *)(void *)(a + 262144);
+    float *d_b2_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b2_fc1_weight, 65536);
 
     /* d(b2.fc1.bias) sums over its readers */
-    float *d_b2_fc1_bias = (float *)(void *)(a + 131072);
+    float *d_b2_fc1_bias = (float *)(void *)(a + 393216);
     rt_zero(d_b2_fc1_bias, 256);
 
     /* b2.fc1: Gemm backward */
@@ -2105,31 +2105,37 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 328704, d_b2_fc1_bias, state ? state + 328704 : NULL, 1579008, 256);
 
     /* d(b0.out): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b0_out = (float *)(void *)(a + 786432);
+    float *d_b0_out = (float *)(void *)(a + 983040);
 
     /* d(b1.y): its first contribution writes it */
-    float *d_b1_y = (float *)(void *)(a + 98304);
+    float *d_b1_y = (float *)(void *)(a + 360448);
 
     /* b1.res: Add backward */
     rt_add_backward_set(d_b0_out, d_b1_y, d_b1_out, &map_b1_res, 0x3u);
 
-    /* b1.act: Gelu -> b1.g [32x256] recompute */
-    float *r_b1_g = (float *)(void *)(a + 131072);
-    rt_gelu_forward(r_b1_g, v_b1_h1, 8192, 0);
-
     /* d(b1.g): its first contribution writes it */
-    float *d_b1_g = (float *)(void *)(a + 163840);
-
-    /* d(b1.fc2.weight) sums over its readers */
-    float *d_b1_fc2_weight = (float *)(void *)(a + 196608);
-    rt_zero(d_b1_fc2_weight, 65536);
+    float *d_b1_g = (float *)(void *)(a + 393216);
 
     /* d(b1.fc2.bias) sums over its readers */
     float *d_b1_fc2_bias = (float *)(void *)(a + 458752);
     rt_zero(d_b1_fc2_bias, 256);
 
-    /* b1.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b1_g, d_b1_fc2_weight, d_b1_fc2_bias, d_b1_y, r_b1_g, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b1.fc2: Gemm backward, d(b1.g), d(b1.fc2.bias) alone */
+    rt_gemm_backward_set(d_b1_g, NULL, d_b1_fc2_bias, d_b1_y, NULL, v_b1_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b1.h1): its first contribution writes it, in d(b1.g)'s buffer */
+    float *d_b1_h1 = (float *)(void *)(a + 393216);
+
+    /* b1.act: Gelu backward, b1.g recomputed beside it */
+    float *r_b1_g = (float *)(void *)(a + 425984);
+    rt_gelu_backward_remake(d_b1_h1, r_b1_g, d_b1_g, v_b1_h1, 8192, 0, 0x1u);
+
+    /* d(b1.fc2.weight) sums over its readers */
+    float *d_b1_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b1_fc2_weight, 65536);
+
+    /* b1.fc2: Gemm backward, d(b1.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b1_fc2_weight, NULL, d_b1_y, r_b1_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b1.fc2.weight) is final and nothing reads b1.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 197376, d_b1_fc2_weight, state ? state + 197376 : NULL, 1579008, 65536);
@@ -2137,18 +2143,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b1.fc2.bias) is final and nothing reads b1.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 262912, d_b1_fc2_bias, state ? state + 262912 : NULL, 1579008, 256);
 
-    /* d(b1.h1): its first contribution writes it, in d(b1.g)'s buffer */
-    float *d_b1_h1 = (float *)(void *)(a + 163840);
-
-    /* b1.act: Gelu backward */
-    rt_gelu_backward_set(d_b1_h1, d_b1_g, v_b1_h1, 8192, 0, 0x1u);
-
     /* d(b1.fc1.weight) sums over its readers */
-    float *d_b1_fc1_weight = (float *)(void *)(a + 196608);
+    float *d_b1_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b1_fc1_weight, 65536);
 
     /* d(b1.fc1.bias) sums over its readers */
-    float *d_b1_fc1_bias = (float *)(void *)(a + 65536);
+    float *d_b1_fc1_bias = (float *)(void *)(a + 327680);
     rt_zero(d_b1_fc1_bias, 256);
 
     /* b1.fc1: Gemm backward */
@@ -2161,28 +2161,34 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     rt_optimizer_update(opt, params + 197120, d_b1_fc1_bias, state ? state + 197120 : NULL, 1579008, 256);
 
     /* d(b0.y): its first contribution writes it, in d(b11.out)'s buffer */
-    float *d_b0_y = (float *)(void *)(a + 786432);
+    float *d_b0_y = (float *)(void *)(a + 983040);
 
     /* b0.res: Add backward */
     rt_add_backward_set(NULL, d_b0_y, d_b0_out, &map_b0_res, 0x2u);
 
-    /* b0.act: Gelu -> b0.g [32x256] recompute */
-    float *r_b0_g = (float *)(void *)(a + 32768);
-    rt_gelu_forward(r_b0_g, v_b0_h1, 8192, 0);
-
     /* d(b0.g): its first contribution writes it */
-    float *d_b0_g = (float *)(void *)(a + 65536);
-
-    /* d(b0.fc2.weight) sums over its readers */
-    float *d_b0_fc2_weight = (float *)(void *)(a + 98304);
-    rt_zero(d_b0_fc2_weight, 65536);
+    float *d_b0_g = (float *)(void *)(a + 294912);
 
     /* d(b0.fc2.bias) sums over its readers */
     float *d_b0_fc2_bias = (float *)(void *)(a + 360448);
     rt_zero(d_b0_fc2_bias, 256);
 
-    /* b0.fc2: Gemm backward */
-    rt_gemm_backward_set(d_b0_g, d_b0_fc2_weight, d_b0_fc2_bias, d_b0_y, r_b0_g, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+    /* b0.fc2: Gemm backward, d(b0.g), d(b0.fc2.bias) alone */
+    rt_gemm_backward_set(d_b0_g, NULL, d_b0_fc2_bias, d_b0_y, NULL, v_b0_fc2_weight, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256, 0x1u);
+
+    /* d(b0.h1): its first contribution writes it, in d(b0.g)'s buffer */
+    float *d_b0_h1 = (float *)(void *)(a + 294912);
+
+    /* b0.act: Gelu backward, b0.g recomputed beside it */
+    float *r_b0_g = (float *)(void *)(a + 327680);
+    rt_gelu_backward_remake(d_b0_h1, r_b0_g, d_b0_g, v_b0_h1, 8192, 0, 0x1u);
+
+    /* d(b0.fc2.weight) sums over its readers */
+    float *d_b0_fc2_weight = (float *)(void *)(a + 0);
+    rt_zero(d_b0_fc2_weight, 65536);
+
+    /* b0.fc2: Gemm backward, d(b0.fc2.weight) alone */
+    rt_gemm_backward(NULL, d_b0_fc2_weight, NULL, d_b0_y, r_b0_g, NULL, 32, 256, 256, 0, 1, 1.0f, 1.0f, 1, 256);
 
     /* d(b0.fc2.weight) is final and nothing reads b0.fc2.weight again: step it */
     rt_optimizer_update(opt, params + 65792, d_b0_fc2_weight, state ? state + 65792 : NULL, 1579008, 65536);
@@ -2190,18 +2196,12 @@ float mlp12_train_step_fused(float *params, const float *inputs,
     /* d(b0.fc2.bias) is final and nothing reads b0.fc2.bias again: step it */
     rt_optimizer_update(opt, params + 131328, d_b0_fc2_bias, state ? state + 131328 : NULL, 1579008, 256);
 
-    /* d(b0.h1): its first contribution writes it, in d(b0.g)'s buffer */
-    float *d_b0_h1 = (float *)(void *)(a + 65536);
-
-    /* b0.act: Gelu backward */
-    rt_gelu_backward_set(d_b0_h1, d_b0_g, v_b0_h1, 8192, 0, 0x1u);
-
     /* d(b0.fc1.weight) sums over its readers */
-    float *d_b0_fc1_weight = (float *)(void *)(a + 98304);
+    float *d_b0_fc1_weight = (float *)(void *)(a + 0);
     rt_zero(d_b0_fc1_weight, 65536);
 
     /* d(b0.fc1.bias) sums over its readers */
-    float *d_b0_fc1_bias = (float *)(void *)(a + 0);
+    float *d_b0_fc1_bias = (float *)(void *)(a + 262144);
     rt_zero(d_b0_fc1_bias, 256);
 
     /* b0.fc1: Gemm backward */

@@ -20,7 +20,7 @@ extern "C" {
 /* Bytes of the arena mlp12_train_step_fused works in: the train step's
  * with each parameter's gradient in it while it is summed, instead of a
  * gradient buffer of MLP12_GRAD_FLOATS floats. */
-#define MLP12_FUSED_ARENA_BYTES 1147904
+#define MLP12_FUSED_ARENA_BYTES 1115136
 /* Floats in the parameter buffer. */
 #define MLP12_PARAM_FLOATS 1579008
 /* Floats of the frozen parameters whose values are compiled into the C file

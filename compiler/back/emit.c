@@ -179,6 +179,32 @@ static const char *grad_name(Emit *e, int t)
     return ctx_printf(e->ctx, "d_%s", e->g->tensors[t].cname);
 }
 
+/* "node: Op backward", and which part of it a split backward is, or what
+ * a backward remaking its output writes besides (schedule.c's
+ * remake_split). */
+static void emit_backward_comment(Emit *e, const Schedule *s, const Stmt *st)
+{
+    const Graph *g = e->g;
+    const Node *n = &g->nodes[st->node];
+    Buf parts;
+    buf_init(&parts, e->ctx);
+    int want[MAX_IO];
+    stmt_backward(g, st, want);
+    for (int i = 0; st->part && i < n->nin; i++)
+        if (want[i])
+            buf_printf(&parts, "%sd(%s)", parts.len ? ", " : "",
+                       g->tensors[n->in[i]].name);
+    if (st->part)
+        emit(e, "/* %s: %s backward, %s alone */", n->name,
+             op_table[n->op].name, parts.data);
+    else if (st->out >= 0)
+        emit(e, "/* %s: %s backward, %s recomputed beside it */", n->name,
+             op_table[n->op].name,
+             g->tensors[s->values[st->out].tensor].name);
+    else
+        emit(e, "/* %s: %s backward */", n->name, op_table[n->op].name);
+}
+
 /* plain: the tensor a fused recompute computes in the loop around this
  * call (then Emit.count is set), or -1. */
 static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
@@ -189,12 +215,13 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     const char *din[MAX_IO] = {0}, *dout[MAX_IO] = {0};
     const char *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
     int want[MAX_IO];
-    node_grad_inputs(g, n, want);
-    unsigned reads = node_backward_reads(g, n);
-    emit(e, "/* %s: %s backward */", n->name, op_table[n->op].name);
+    unsigned reads = stmt_backward(g, st, want);
+    emit_backward_comment(e, s, st);
     for (int i = 0; i < n->nin; i++) {
         din[i] = at_chunk(e, want[i] ? grad_name(e, n->in[i]) : NULL, -1, 0);
-        in[i] = at_chunk(e, reads & NEED_IN(i)
+        /* a remade output needs every input: an unread one is a
+         * parameter (schedule.c's remake_split) */
+        in[i] = at_chunk(e, reads & NEED_IN(i) || st->out >= 0
                                 ? read_name(e, m, s, n->in[i], 1) : NULL,
                          n->in[i], plain);
     }
@@ -209,9 +236,14 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     e->writes = st->writes;
     e->pwrites = st->pwrites;
     e->compact = compact_expr(e, s, st);
+    if (st->out >= 0) {     /* a remade recompute: the later part reads it */
+        declare(e, s, st->out);
+        e->rec[n->out[0]] = st->out;
+        e->remake = value_name(e, s, st->out);
+    }
     op_table[n->op].emit_backward(e, n, din, dout, in, out);
     e->writes = e->pwrites = 0;
-    e->compact = NULL;
+    e->compact = e->remake = NULL;
 }
 
 /* A backward with the recompute fused into it (Stmt.fuse): one loop over
@@ -1381,7 +1413,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     int in_file = weights_in_file(m->g, frozen);
     Emit e = {cfile, c, m->g, 0, layout(c, m->g, frozen), NULL, 0, in_file,
               0, grad_layout(c, m->g), 0, trainable_floats(m->g), 0, 0, NULL,
-              NULL, frozen, NULL, NULL, NULL};
+              NULL, frozen, NULL, NULL, NULL, NULL};
     size_t wf = 0, ff;
     if (in_file)
         count_buffer(&e, BUF_PARAMS, &wf);
@@ -1419,7 +1451,7 @@ int emit_c(Ctx *c, const Compiled *m, const char *header_name, Buf *cfile,
     emit_descriptor(&e, m);
     Emit h = {hfile, c, m->g, 0, e.offset, NULL, 0, e.weights_file, 0,
               e.grad_offset, 0, e.trainable, 0, 0, NULL, NULL, frozen, NULL,
-              NULL, NULL};
+              NULL, NULL, NULL};
     /* not REMAT_..., which the runtime's own header guard uses */
     emit_header(&h, m, ctx_printf(c, "GENERATED_%s", gd));
     return 0;

@@ -457,10 +457,38 @@ static void report_compact(Buf *b, const Compiled *m, int json)
     }
 }
 
-/* The train step's recomputes fused into their reader (Stmt.fuse), in
- * statement order: the tensor, its node and op, the backward whose loop
- * computes it and the floats at a time; as text lines, or as JSON
- * objects of an array. */
+/* One recompute run inside a backward: the tensor, its node and op, the
+ * backward that computes it and the floats at a time; a remade one
+ * (written whole by its own node's backward) says so. */
+static void report_one_fused(Buf *b, const Graph *g, const Node *n,
+                             const Node *in, long floats, int remade,
+                             int json, int *first)
+{
+    const char *t = g->tensors[n->out[0]].name;
+    if (!json) {
+        if (remade)
+            buf_printf(b, "fused: %s, %s (%s) remade by its own backward, "
+                       "%ld floats written beside its input's gradient\n",
+                       t, n->name, n->row->name, floats);
+        else
+            buf_printf(b, "fused: %s, %s (%s) recomputed inside %s's %s "
+                       "backward, %ld floats at a time\n", t, n->name,
+                       n->row->name, in->name, in->row->name, floats);
+        return;
+    }
+    buf_printf(b, "%s\n  {", *first ? "" : ",");
+    json_str_member(b, "tensor", t, 1);
+    json_str_member(b, "node", n->name, 0);
+    json_str_member(b, "op", n->row->name, 0);
+    json_str_member(b, "reader", in->name, 0);
+    json_num_member(b, "chunk_floats", (double)floats, 0);
+    buf_printf(b, ", \"remade\": %s}", remade ? "true" : "false");
+    *first = 0;
+}
+
+/* The train step's recomputes fused into their reader (Stmt.fuse) or
+ * remade by their producer's backward (an S_BACKWARD's Stmt.out), in
+ * statement order; as text lines, or as JSON objects of an array. */
 static void report_fused(Buf *b, const Compiled *m, int json)
 {
     const Graph *g = m->g;
@@ -468,26 +496,16 @@ static void report_fused(Buf *b, const Compiled *m, int json)
     int first = 1;
     for (int i = 0; i < s->nstmts; i++) {
         const Stmt *st = &s->stmts[i];
+        const Node *bn = &g->nodes[st->node];
+        if (st->kind == S_BACKWARD && st->out >= 0)
+            report_one_fused(b, g, bn, bn,
+                             g->tensors[bn->out[0]].numel, 1, json, &first);
         if (st->kind != S_BACKWARD || st->fuse < 0)
             continue;
         const Stmt *rs = &s->stmts[st->fuse];
-        const Node *n = &g->nodes[rs->node], *reader = &g->nodes[st->node];
-        const char *t = g->tensors[n->out[0]].name;
         long chunk = (long)(s->values[rs->out].bytes / sizeof(float));
-        if (!json) {
-            buf_printf(b, "fused: %s, %s (%s) recomputed inside %s's %s "
-                       "backward, %ld floats at a time\n", t, n->name,
-                       n->row->name, reader->name, reader->row->name, chunk);
-            continue;
-        }
-        buf_printf(b, "%s\n  {", first ? "" : ",");
-        json_str_member(b, "tensor", t, 1);
-        json_str_member(b, "node", n->name, 0);
-        json_str_member(b, "op", n->row->name, 0);
-        json_str_member(b, "reader", reader->name, 0);
-        json_num_member(b, "chunk_floats", (double)chunk, 0);
-        buf_printf(b, "}");
-        first = 0;
+        report_one_fused(b, g, &g->nodes[rs->node], bn, chunk, 0, json,
+                         &first);
     }
 }
 

@@ -62,6 +62,11 @@
  * writes the floats alone, and the backward has the node recomputed
  * first, which writes the form too. The forward-only schedule has none.
  *
+ * A recompute for a GEMM's weight gradient whose producer's backward runs
+ * next and can write the tensor as it works (Gelu's Phi serves both) is
+ * remade there: the GEMM's backward runs in two parts around it
+ * (remake_split), and the tensor is never recomputed apart.
+ *
  * The forward-only schedule is the first two parts alone.
  */
 #include "../remat.h"
@@ -89,6 +94,11 @@ typedef struct {
      * tensor: 1, a backward has added into it; -1, it is never written
      * first (a view of it adds through the view: see param_first_writes) */
     signed char *padded;
+    /* a backward split around a remade recompute (remake_split): the
+     * reader's node, the inputs its second part computes, and the tensor
+     * its producer's backward remakes; later_node -1 when none waits */
+    int later_node, later_tensor;
+    unsigned later_part;
 } Sched;
 
 /* Room for one more of n items of size bytes at *items, doubling (a plan
@@ -128,6 +138,7 @@ static int add_stmt(Sched *x, StmtKind kind, int node, int tensor, int recompute
     st->pwrites = 0;
     st->fuse = -1;
     st->held = 0;
+    st->part = 0;
     return s->nstmts++;
 }
 
@@ -224,6 +235,16 @@ static int instance(const Sched *x, int t)
     return x->r->keep[t] == KEEP_RECOMPUTE ? x->s->rec[t] : x->s->fwd[t];
 }
 
+static void count_recompute(Sched *x, const Node *nd)
+{
+    x->s->recompute_execs++;
+    x->s->recompute_flops += op_table[nd->op].flops(x->g, nd);
+    /* as the solver charges it: each rebuilt output its share */
+    for (int o = 0; o < nd->nout; o++)
+        if (x->r->keep[nd->out[o]] == KEEP_RECOMPUTE)
+            x->s->recompute_cost += output_cost(x->r->rates, x->g, nd, o);
+}
+
 static void run_forward(Sched *x, int n, int recompute)
 {
     const Node *nd = &x->g->nodes[n];
@@ -252,12 +273,7 @@ static void run_forward(Sched *x, int n, int recompute)
                   : recompute ? instance(x, src) : x->s->fwd[src]);
     }
     if (recompute) {
-        x->s->recompute_execs++;
-        x->s->recompute_flops += op_table[nd->op].flops(x->g, nd);
-        /* as the solver charges it: each rebuilt output its share */
-        for (int o = 0; o < nd->nout; o++)
-            if (x->r->keep[nd->out[o]] == KEEP_RECOMPUTE)
-                x->s->recompute_cost += output_cost(x->r->rates, x->g, nd, o);
+        count_recompute(x, nd);
     } else {
         x->s->forward_execs++;
         x->s->forward_flops += op_table[nd->op].flops(x->g, nd);
@@ -438,19 +454,26 @@ static void param_first_writes(Sched *x, const Node *nd, const int *want,
     }
 }
 
-static void run_backward(Sched *x, int n)
+unsigned stmt_backward(const Graph *g, const Stmt *st, int *want)
+{
+    const Node *n = &g->nodes[st->node];
+    node_grad_inputs(g, n, want);
+    if (!st->part)
+        return node_backward_reads(g, n);
+    for (int i = 0; i < n->nin; i++)
+        want[i] &= (int)(st->part >> i & 1);
+    return op_backward_needs(n, want);
+}
+
+/* The backward of node n for the wanted inputs in `part` (0: all of
+ * them) at a new statement, what it reads rebuilt first; its index. */
+static int backward_part(Sched *x, int n, unsigned part)
 {
     const Graph *g = x->g;
     const Node *nd = &g->nodes[n];
-    unsigned reads = node_backward_reads(g, nd);
+    Stmt probe = {.node = n, .part = part};
     int want[MAX_IO];
-    node_grad_inputs(g, nd, want);
-    /* d(view) is d(source): everything was added where it belongs */
-    if (op_table[nd->op].alias) {
-        assert(x->s->grad[nd->out[0]] >= 0 && "a backward without d(output)");
-        if (x->s->values[x->s->grad[nd->out[0]]].view != VIEW_NONE)
-            return;
-    }
+    unsigned reads = stmt_backward(g, &probe, want);
     for (int i = 0; i < nd->nin; i++)
         if (reads & NEED_IN(i))
             materialize(x, nd->in[i]);
@@ -464,6 +487,7 @@ static void run_backward(Sched *x, int n)
         if (want[i] && grad_in_arena(x, nd->in[i]))
             need_grad(x, nd->in[i]);
     int s = add_stmt(x, S_BACKWARD, n, -1, 0);
+    x->s->stmts[s].part = part;
     take_first_writes(x, n, want, first, s);
     if (x->padded)
         param_first_writes(x, nd, want, s);
@@ -483,6 +507,100 @@ static void run_backward(Sched *x, int n)
             use(x, instance(x, nd->in[i]), s);
         if (want[i] && grad_in_arena(x, nd->in[i]))
             use(x, x->s->grad[nd->in[i]], s);
+    }
+    return s;
+}
+
+/* 1 when a backward reading `reads` of node n reads tensor t. */
+static int reads_tensor(const Node *n, unsigned reads, int t)
+{
+    for (int i = 0; i < n->nin; i++)
+        if ((reads & NEED_IN(i)) && n->in[i] == t)
+            return 1;
+    for (int o = 0; o < n->nout; o++)
+        if ((reads & NEED_OUT(o)) && n->out[o] == t)
+            return 1;
+    return 0;
+}
+
+/* A remade recompute. Node n's backward reads a recomputed tensor t only
+ * for some inputs' gradients (a Gemm's weight gradient reads the
+ * activation it multiplied, the input's gradient does not), and t's
+ * producer p, whose backward runs next, can write t as it computes its
+ * own gradient from the same inputs (Gelu's Phi serves both): then n's
+ * backward runs in two parts, the gradients that do not read t first
+ * (d(t) among them, which p's backward needs), then p's backward writing
+ * t beside d(p's input), then the rest, reading that t. The recompute
+ * costs a store where it cost a second pass of Phi. The returned t's
+ * reader parts go in *later; -1 where the split does not apply. The
+ * deferred gradients must not be p's inputs' (their sum would change
+ * order), and, as with fused recomputes, not under an arena bound or a
+ * plan that rebuilds, whose solvers count one backward per node. */
+static int remake_split(const Sched *x, int n, unsigned *later)
+{
+    const Graph *g = x->g;
+    const Node *nd = &g->nodes[n];
+    if (!x->train || x->r->rebuild || x->r->max_arena > 0 ||
+        !op_table[nd->op].bwd_parts || nd->compact || x->next < 0)
+        return -1;
+    const Node *p = &g->nodes[x->next];
+    unsigned preads = node_backward_reads(g, p);
+    int t = p->out[0], at = -1, want[MAX_IO];
+    if (!op_table[p->op].bwd_remakes || p->nout != 1 || p->compact ||
+        (preads & NEED_OUT(0)) || !pending(x, t) ||
+        g->tensors[t].nconsumers != 1 || g->tensors[t].is_output)
+        return -1;
+    for (int k = 0; k < p->nin; k++)     /* a parameter is always there */
+        if (!(preads & NEED_IN(k)) && is_act(x, p->in[k]))
+            return -1;
+    node_grad_inputs(g, nd, want);
+    *later = 0;
+    for (int i = 0; i < nd->nin; i++) {
+        int one[MAX_IO] = {0};
+        one[i] = 1;
+        if (nd->in[i] == t) {
+            if (at >= 0 || !want[i] ||
+                reads_tensor(nd, op_backward_needs(nd, one), t))
+                return -1;
+            at = i;
+        } else if (want[i] &&
+                   reads_tensor(nd, op_backward_needs(nd, one), t)) {
+            for (int k = 0; k < p->nin; k++)
+                if (p->in[k] == nd->in[i])
+                    return -1;
+            *later |= 1u << i;
+        }
+    }
+    return at >= 0 && *later ? t : -1;
+}
+
+static void run_backward(Sched *x, int n)
+{
+    const Graph *g = x->g;
+    const Node *nd = &g->nodes[n];
+    /* d(view) is d(source): everything was added where it belongs */
+    if (op_table[nd->op].alias) {
+        assert(x->s->grad[nd->out[0]] >= 0 && "a backward without d(output)");
+        if (x->s->values[x->s->grad[nd->out[0]]].view != VIEW_NONE)
+            return;
+    }
+    unsigned later = 0;     /* one split waits at a time */
+    int t = x->later_node < 0 ? remake_split(x, n, &later) : -1;
+    if (t >= 0) {
+        backward_part(x, n, ((1u << nd->nin) - 1) & ~later);
+        x->later_node = n;
+        x->later_part = later;
+        x->later_tensor = t;
+        return;
+    }
+    int s = backward_part(x, n, 0);
+    if (x->later_node >= 0 && g->tensors[x->later_tensor].producer == n) {
+        int v = new_value(x, x->later_tensor, V_RECOMP, s);
+        x->s->stmts[s].out = v;
+        count_recompute(x, nd);
+        x->s->remade_recomputes++;
+        backward_part(x, x->later_node, x->later_part);
+        x->later_node = -1;
     }
     if (x->r->rebuild)
         forget_rebuilt(x, n);
@@ -598,7 +716,7 @@ int *grad_final_after(Ctx *c, const Graph *g, const Schedule *s)
             continue;
         const Node *n = &g->nodes[s->stmts[i].node];
         int want[MAX_IO];
-        node_grad_inputs(g, n, want);
+        stmt_backward(g, &s->stmts[i], want);
         for (int k = 0; k < n->nin; k++) {
             int p = want[k] ? param_under(g, n->in[k]) : -1;
             if (p >= 0 && after[p] >= 0)
@@ -649,8 +767,9 @@ static void count_readers(const Sched *x, int *readers, int *where)
         if (st->kind != S_FORWARD && st->kind != S_BACKWARD)
             continue;
         const Node *n = &x->g->nodes[st->node];
+        int want[MAX_IO];
         unsigned reads = st->kind == S_FORWARD ? 0
-                         : node_backward_reads(x->g, n);
+                         : stmt_backward(x->g, st, want);
         for (int k = 0; k < n->nin; k++)
             if (is_act(x, n->in[k]) &&
                 (st->kind == S_FORWARD || (reads & NEED_IN(k))))
@@ -822,9 +941,9 @@ int schedule_build(Ctx *c, const Graph *g, const Remat *r, int kind,
                    Schedule *s)
 {
     Sched x = {c, g, r, s, NULL, kind == SCHED_FUSED, kind != SCHED_FORWARD,
-               0, 0, NULL, -1, NULL, 0, 0, NULL, NULL};
+               0, 0, NULL, -1, NULL, 0, 0, NULL, NULL, -1, -1, 0};
     size_t nt = (size_t)g->ntensors, nn = (size_t)g->nnodes;
-    s->fused_recomputes = 0;
+    s->fused_recomputes = s->remade_recomputes = 0;
     /* enough unless the plan rebuilds (room_for grows them then) */
     x.cap_stmts = (int)(3 * nn + nt + (size_t)g->noutputs + 1);
     s->stmts = ctx_alloc(c, (size_t)x.cap_stmts * sizeof(Stmt));

@@ -302,14 +302,15 @@ static const AttrSpec space_to_depth_attrs[] = {
 const OpInfo op_table[] = {
     [OP_GEMM] = {"Gemm", "gemm", 2, 3, 1, CAT_MATMUL, gemm_attrs, shape_gemm,
                  flops_gemm, {NEED_IN(1), NEED_IN(0), 0}, emit_gemm_fwd,
-                 emit_gemm_bwd, NULL, .bwd_writes = 7, .gemm_rate = 1},
+                 emit_gemm_bwd, NULL, .bwd_writes = 7, .gemm_rate = 1,
+                 .bwd_parts = 1},
     /* A third input, a bias of B's columns added to every row, is
      * remat's own: what middle/fuse.c makes of a MatMul and the Add of a
      * vector after it */
     [OP_MATMUL] = {"MatMul", "gemm", 2, 3, 1, CAT_MATMUL, no_attrs, shape_gemm,
                    flops_gemm, {NEED_IN(1), NEED_IN(0), 0}, emit_gemm_fwd,
                    emit_gemm_bwd, emit_matmul_static, .bwd_writes = 7,
-                   .gemm_rate = 1},
+                   .gemm_rate = 1, .bwd_parts = 1},
     /* Add, Sub, Mul, Div (and Mod, below) also compute int64 from two int64 operands (ONNX:
      * one dtype, broadcast; y + arange * C, torch's advanced indexing):
      * INT_INT64 below, ops_integer.c's range_any */
@@ -336,7 +337,7 @@ const OpInfo op_table[] = {
     [OP_GELU] = {"Gelu", "gelu", 1, 1, 1, CAT_POINTWISE, gelu_attrs, shape_same,
                  flops_gelu, {NEED_IN(0)}, emit_unary_fwd, emit_unary_bwd,
                  NULL, .bwd_writes = 1, .bwd_in_place = 1, .fwd_in_place = 1,
-                 .chunked = 1},
+                 .chunked = 1, .bwd_remakes = 1},
     [OP_TANH] = UNARY("Tanh", "tanh", flops_tanh, NEED_OUT(0)),
     [OP_SIGMOID] = UNARY("Sigmoid", "sigmoid", flops_tanh, NEED_OUT(0)),
     [OP_REDUCE_MEAN] = {"ReduceMean", "reduce", 1, 1, 1, CAT_REDUCTION, reduce_attrs,
@@ -362,7 +363,7 @@ const OpInfo op_table[] = {
                        flops_layer_norm,
                        {NEED_IN(0) | NEED_IN(1), NEED_IN(0), 0},
                        emit_layer_norm_fwd, emit_layer_norm_bwd, NULL,
-                       scratch_layer_norm},
+                       scratch_layer_norm, .bwd_remakes = 1},
     [OP_TRANSPOSE] = {"Transpose", "transpose", 1, 1, 1, CAT_SHAPE,
                       transpose_attrs, shape_transpose, flops_none, {0},
                       emit_transpose_fwd, emit_transpose_bwd,

@@ -82,6 +82,13 @@ void emit_layer_norm_bwd(Emit *e, const Node *n, const char *const *din,
                          const char *const *out)
 {
     (void)out;
+    if (e->remake) {    /* bwd_remakes: y from the moments, beside dx */
+        emit(e, "rt_layernorm_backward_remake(%s, %s, %s, %s, %s, %s, %s, "
+             "%s, %s, %s);", or_null(din, 0, n->nin), or_null(din, 1, n->nin),
+             or_null(din, 2, n->nin), e->remake, dout[0], in[0], in[1],
+             or_null(in, 2, n->nin), layer_norm_sizes(e, n), e->scratch);
+        return;
+    }
     emit(e, "rt_layernorm_backward(%s, %s, %s, %s, %s, %s, %s, %s);",
          or_null(din, 0, n->nin), or_null(din, 1, n->nin),
          or_null(din, 2, n->nin), dout[0], or_null(in, 0, n->nin),

@@ -88,6 +88,10 @@ void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
         emit(e, "rt_%s_backward_mask%s(%s, %s, %s, %ld%s%s);", n->row->kernel,
              set, din[0], dout[0], e->compact, OUT(0)->numel,
              n->op == OP_CLIP ? "" : unary_attrs(e, n, 1), set_arg(e));
+    else if (n->op == OP_GELU && e->remake)   /* bwd_remakes: y beside dx */
+        emit(e, "rt_gelu_backward_remake(%s, %s, %s, %s%s, %d%s);",
+             din[0], e->remake, dout[0], read, elems(e, OUT(0)->numel),
+             gelu_tanh(n), *set_arg(e) ? set_arg(e) : ", 0x0u");
     else if (n->op == OP_GELU)
         emit(e, "rt_gelu_backward%s(%s, %s, %s%s, %d%s);", set, din[0],
              dout[0], read, elems(e, OUT(0)->numel), gelu_tanh(n),

@@ -137,4 +137,24 @@ sed 's|<output name="loss"|<node name="extra" op="ReduceMean" in="h0" out="ex" k
 "$remat" schedule "$work/bn_keep.xml" --policy none > "$work/bn_keep.s" &&
     grep -qE '^h0 +fc +MatMul ' "$work/bn_keep.s" && grep -qE '^h +fc\.bias +Add ' "$work/bn_keep.s" && ok ||
     bad "a MatMul whose product is read twice lost its Add"
+# Remade recomputes (docs/memory.md): under sac-aggressive each gpt layer
+# recomputes its Gelu output for fc2's weight gradient and its second
+# LayerNorm's output for fc's; both are written by their own backward,
+# no statement of their own, and each of the 20 recomputed tensors still
+# counts one recompute. test_plan.c checks that an arena bound splits
+# nothing; test_graphs.sh holds the gradients to none's bit for bit.
+"$remat" schedule "$gpt" --policy sac-aggressive > "$work/gpt_sa.s" || bad "gpt sac-aggressive: schedule"
+n=$(grep -cE "^fused: l[0-3]\.(g|m), l[0-3]\.(act|ln2) \((Gelu|LayerNormalization)\) remade by its own backward" "$work/gpt_sa.s")
+[ "$n" = 8 ] && ok || bad "gpt sac-aggressive: $n remade recomputes, want 8 (Gelu and ln2 in 4 layers)"
+"$remat" compile "$gpt" --policy sac-aggressive -o "$work/gpt_sa.c" > /dev/null || bad "gpt sac-aggressive: compile"
+body=$(sed -n '/^static float gpt_train_schedule/,/^}/p' "$work/gpt_sa.c")
+n=$(grep -cE 'rt_(gelu|layernorm)_backward_remake\(' <<< "$body")
+r=$(grep -cE '(Gelu|LayerNormalization) -> l[0-3]\.(g|m) \[[0-9x]*\] recompute' <<< "$body")
+[ "$n" = 8 ] && [ "$r" = 0 ] && ok ||
+    bad "gpt sac-aggressive C: $n remaking backwards (want 8), $r separate recomputes of g or m (want 0)"
+rows=$(grep -c ' RECOMPUTE ' "$work/gpt_sa.s")
+execs=$(sed -n 's/^recompute_executions: //p' "$work/gpt_sa.s")
+[ "$rows" = 20 ] && [ "$execs" = 20 ] && ok ||
+    bad "gpt sac-aggressive: $rows recomputed tensors and $execs recomputes, want 20 and 20"
+
 finish test_fuse

@@ -88,16 +88,26 @@ def schedule(text, js):
             len(kept) != d['summary']['compact_forms']:
         fail('compact lines do not add up to compact_bytes: %r' % compact)
     # 'fused: TENSOR, NODE (OP) recomputed inside READER's OP backward,
-    # N floats at a time' lines
+    # N floats at a time' lines, and 'fused: TENSOR, NODE (OP) remade by
+    # its own backward, N floats written beside its input's gradient'
+    # (the JSON's reader is then NODE itself)
     fused = []
     while rest and rest[0].startswith('fused: '):
         line = rest.pop(0)
         f = re.match(r"^fused: (\S+), (\S+) \((\S+)\) recomputed inside "
                      r"(\S+)'s \S+ backward, (\d+) floats at a time$", line)
-        if not f:
+        r = re.match(r"^fused: (\S+), (\S+) \((\S+)\) remade by its own "
+                     r"backward, (\d+) floats written beside its input's "
+                     r"gradient$", line)
+        if f:
+            fused.append(dict(zip(('tensor', 'node', 'op', 'reader'), f.groups()[:4]),
+                              chunk_floats=int(f.group(5)), remade=False))
+        elif r:
+            fused.append(dict(zip(('tensor', 'node', 'op'), r.groups()[:3]),
+                              reader=r.group(2), chunk_floats=int(r.group(4)),
+                              remade=True))
+        else:
             fail('fused line: %r' % line)
-        fused.append(dict(zip(('tensor', 'node', 'op', 'reader'), f.groups()[:4]),
-                          chunk_floats=int(f.group(5))))
     if fused != [dict(x) for x in d['fused']]:
         fail('fused lines differ: text %r, json %r' % (fused, d['fused']))
     s = summary_lines(rest)

@@ -352,6 +352,97 @@ START_TEST(a_pointwise_recompute_runs_inside_its_reader)
 }
 END_TEST
 
+/* A remade recompute (schedule.c's remake_split): under sac, g =
+ * Gelu(h) is recomputed for fc2's weight gradient, a GEMM that needs it
+ * whole. fc2's backward runs in two parts, d(g) and the bias's gradient
+ * first, then Gelu's backward writing g beside d(h), then d(w2) reading
+ * that g: no statement of its own recomputes g, the plan's recompute
+ * count is unchanged, and g lives from Gelu's backward to the second
+ * part. Not under an arena bound, nor where g has a second reader, nor
+ * where no gradient of fc2 reads g (its weight frozen). */
+static const char *remade_body(Ctx *c, int second_reader, int frozen)
+{
+    return ctx_printf(c,
+        "<input name='x' shape='4 16'/>"
+        "<initializer name='w1' shape='16 32' init='uniform' low='-1' high='1'/>"
+        "<initializer name='w2' shape='32 8' init='uniform' low='-1' high='1'%s/>"
+        "<initializer name='b2' shape='8' init='zeros'/>"
+        "<node name='fc1' op='MatMul' in='x w1' out='h'/>"
+        "<node name='act' op='Gelu' in='h' out='g'/>"
+        "<node name='fc2' op='Gemm' in='g w2 b2' out='y'/>"
+        "<node name='mean' op='ReduceMean' in='y' out='%s' keepdims='0'/>"
+        "%s"
+        "<output name='l' loss='true'/>",
+        frozen ? " trainable='false'" : "", second_reader ? "ly" : "l",
+        second_reader ? "<node name='sq' op='Mul' in='g g' out='q'/>"
+                        "<node name='qm' op='ReduceMean' in='q' out='lq' keepdims='0'/>"
+                        "<node name='sum' op='Add' in='ly lq' out='l'/>" : "");
+}
+
+static int stmt_of(const Compiled *m, int kind, const char *node, int nth)
+{
+    const Schedule *s = m->train;
+    for (int i = 0; i < s->nstmts; i++)
+        if ((int)s->stmts[i].kind == kind && s->stmts[i].node >= 0 &&
+            strcmp(m->g->nodes[s->stmts[i].node].name, node) == 0 &&
+            nth-- == 0)
+            return i;
+    return -1;
+}
+
+START_TEST(a_gelu_recompute_for_a_gemm_is_remade_by_its_backward)
+{
+    Ctx c;
+    ctx_init(&c);
+    Compiled m = compile_body(&c, remade_body(&c, 0, 0), "sac");
+    const Schedule *s = m.train;
+    int g = tensor_id(&m, "g");
+    ck_assert_int_eq(keep_of(&m, "g"), KEEP_RECOMPUTE);
+    ck_assert_int_eq(s->remade_recomputes, 1);
+    ck_assert_int_eq(s->recompute_execs, 1);
+    ck_assert_int_eq(stmt_of(&m, S_FORWARD, "act", 1), -1);  /* forward only */
+    int first = stmt_of(&m, S_BACKWARD, "fc2", 0);
+    int act = stmt_of(&m, S_BACKWARD, "act", 0);
+    int second = stmt_of(&m, S_BACKWARD, "fc2", 1);
+    ck_assert(first >= 0 && first < act && act < second);
+    ck_assert_uint_eq(s->stmts[first].part, 1u | 4u);     /* d(g), d(b2) */
+    ck_assert_uint_eq(s->stmts[second].part, 2u);         /* d(w2) */
+    int want[MAX_IO];
+    ck_assert_uint_eq(stmt_backward(m.g, &s->stmts[first], want), NEED_IN(1));
+    ck_assert(want[0] && !want[1] && want[2]);
+    ck_assert_uint_eq(stmt_backward(m.g, &s->stmts[second], want), NEED_IN(0));
+    ck_assert(!want[0] && want[1] && !want[2]);
+    const Value *v = &s->values[s->stmts[act].out];
+    ck_assert_int_eq(v->tensor, g);
+    ck_assert_int_eq(v->kind, V_RECOMP);
+    ck_assert_int_eq(s->rec[g], s->stmts[act].out);
+    ck_assert_int_eq(v->def, act);
+    ck_assert_int_eq(v->last, second);
+    Buf cf, hf;
+    buf_init(&cf, &c);
+    buf_init(&hf, &c);
+    ck_assert_int_eq(emit_c(&c, &m, "t.h", &cf, &hf, NULL), 0);
+    ck_assert_contains(cf.data, "rt_gelu_backward_remake(d_h, r_g, d_g, v_h, 128, 0, 0x1u);");
+    ck_assert_contains(cf.data, "/* fc2: Gemm backward, d(w2) alone */");
+    ck_assert(strstr(cf.data, "rt_gelu_forward(r_g") == NULL);
+    /* under an arena bound: one backward per node, g recomputed apart */
+    Remat bounded = *m.remat;
+    bounded.max_arena = 1e18;
+    Schedule whole;
+    ck_assert_int_eq(schedule_build(&c, m.g, &bounded, SCHED_TRAIN, &whole), 0);
+    ck_assert_int_eq(whole.remade_recomputes, 0);
+    ck_assert_int_eq(whole.recompute_execs, 1);
+    /* g read twice; fc2's weight frozen */
+    Compiled two = compile_body(&c, remade_body(&c, 1, 0), "sac");
+    ck_assert_int_eq(keep_of(&two, "g"), KEEP_RECOMPUTE);
+    ck_assert_int_eq(two.train->remade_recomputes, 0);
+    Compiled frozen = compile_body(&c, remade_body(&c, 0, 1), "sac");
+    ck_assert_int_eq(frozen.train->remade_recomputes, 0);
+    ck_assert_int_eq(frozen.train->recompute_execs, 0);
+    ctx_free(&c);
+}
+END_TEST
+
 /* An arena bound schedules its plans unfused, the solver's search and
  * the driver alike (the solver's lower bounds count a rebuilt tensor
  * whole): the answer's arena is within the bound wherever one is given.
@@ -393,6 +484,7 @@ int main(void)
     tcase_add_test(t, a_view_of_the_caller_takes_no_arena);
     tcase_add_test(t, a_pointwise_recompute_runs_inside_its_reader);
     tcase_add_test(t, an_arena_bound_is_met_without_fusion);
+    tcase_add_test(t, a_gelu_recompute_for_a_gemm_is_remade_by_its_backward);
     suite_add_tcase(s, t);
     return run_suite(s);
 }
