@@ -468,7 +468,7 @@ static void report_one_fused(Buf *b, const Graph *g, const Node *n,
     if (!json) {
         if (remade)
             buf_printf(b, "fused: %s, %s (%s) remade by its own backward, "
-                       "%ld floats written beside its input's gradient\n",
+                       "%ld floats written whole\n",
                        t, n->name, n->row->name, floats);
         else
             buf_printf(b, "fused: %s, %s (%s) recomputed inside %s's %s "

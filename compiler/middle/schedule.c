@@ -523,6 +523,33 @@ static int reads_tensor(const Node *n, unsigned reads, int t)
     return 0;
 }
 
+/* The tensor whose gradient buffer t's gradient is: t, or an alias op's
+ * source, down a chain of them (a view's gradient is its source's). */
+static int grad_root(const Graph *g, int t)
+{
+    for (;;) {
+        int p = g->tensors[t].producer;
+        if (p < 0 || !op_table[g->nodes[p].op].alias)
+            return t;
+        t = g->nodes[p].in[0];
+    }
+}
+
+/* 1 when d(input i) of n shares its gradient buffer with a gradient that
+ * p's backward or n's other wanted inputs add into. */
+static int grad_shared(const Graph *g, const Node *n, int i, const Node *p,
+                       const int *want)
+{
+    int root = grad_root(g, n->in[i]);
+    for (int k = 0; k < p->nin; k++)
+        if (grad_root(g, p->in[k]) == root)
+            return 1;
+    for (int j = 0; j < n->nin; j++)
+        if (j != i && want[j] && grad_root(g, n->in[j]) == root)
+            return 1;
+    return 0;
+}
+
 /* A remade recompute. Node n's backward reads a recomputed tensor t only
  * for some inputs' gradients (a Gemm's weight gradient reads the
  * activation it multiplied, the input's gradient does not), and t's
@@ -532,10 +559,11 @@ static int reads_tensor(const Node *n, unsigned reads, int t)
  * (d(t) among them, which p's backward needs), then p's backward writing
  * t beside d(p's input), then the rest, reading that t. The recompute
  * costs a store where it cost a second pass of Phi. The returned t's
- * reader parts go in *later; -1 where the split does not apply. The
- * deferred gradients must not be p's inputs' (their sum would change
- * order), and, as with fused recomputes, not under an arena bound or a
- * plan that rebuilds, whose solvers count one backward per node. */
+ * reader parts go in *later; -1 where the split does not apply. A
+ * deferred gradient shares no buffer (through views either) with p's
+ * inputs' or n's other ones (the terms of a sum would change order), and,
+ * as with fused recomputes, no split under an arena bound or a plan that
+ * rebuilds, whose solvers count one backward per node. */
 static int remake_split(const Sched *x, int n, unsigned *later)
 {
     const Graph *g = x->g;
@@ -565,9 +593,8 @@ static int remake_split(const Sched *x, int n, unsigned *later)
             at = i;
         } else if (want[i] &&
                    reads_tensor(nd, op_backward_needs(nd, one), t)) {
-            for (int k = 0; k < p->nin; k++)
-                if (p->in[k] == nd->in[i])
-                    return -1;
+            if (grad_shared(g, nd, i, p, want))
+                return -1;
             *later |= 1u << i;
         }
     }
@@ -836,9 +863,11 @@ static double live_fused(const Sched *x, const double *live, int r, int b,
 
 /* Recompute statement r, whose one reader is statement b, can run inside
  * b's loop, FUSE_CHUNK elements at a time: both elementwise over one
- * count larger than a chunk, neither with a compact form or scratch, and
- * with what the recompute reads kept live until b, no statement between
- * has more bytes live than the most there had before. */
+ * count larger than a chunk, neither with a compact form or scratch, b
+ * neither remaking its output nor a part of a split backward (a remade
+ * output is written whole, for a later statement), and with what the
+ * recompute reads kept live until b, no statement between has more bytes
+ * live than the most there had before. */
 static int fusable(const Sched *x, const double *live, int r, int b)
 {
     const Schedule *s = x->s;
@@ -846,7 +875,8 @@ static int fusable(const Sched *x, const double *live, int r, int b)
     const Graph *g = x->g;
     const Node *rn = &g->nodes[rs->node], *bn = &g->nodes[bs->node];
     long numel = g->tensors[rn->out[0]].numel;
-    if (bs->kind != S_BACKWARD || bs->fuse >= 0 || rn->nout != 1 ||
+    if (bs->kind != S_BACKWARD || bs->fuse >= 0 || bs->out >= 0 ||
+        bs->part || rn->nout != 1 ||
         rs->compact >= 0 || rs->scratch >= 0 || bs->compact >= 0 ||
         bs->scratch >= 0 || s->values[rs->out].view != VIEW_NONE ||
         numel <= FUSE_CHUNK || !chunk_fits(g, rn, numel) ||

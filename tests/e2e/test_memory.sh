@@ -89,7 +89,7 @@ def schedule(text, js):
         fail('compact lines do not add up to compact_bytes: %r' % compact)
     # 'fused: TENSOR, NODE (OP) recomputed inside READER's OP backward,
     # N floats at a time' lines, and 'fused: TENSOR, NODE (OP) remade by
-    # its own backward, N floats written beside its input's gradient'
+    # its own backward, N floats written whole'
     # (the JSON's reader is then NODE itself)
     fused = []
     while rest and rest[0].startswith('fused: '):
@@ -97,8 +97,7 @@ def schedule(text, js):
         f = re.match(r"^fused: (\S+), (\S+) \((\S+)\) recomputed inside "
                      r"(\S+)'s \S+ backward, (\d+) floats at a time$", line)
         r = re.match(r"^fused: (\S+), (\S+) \((\S+)\) remade by its own "
-                     r"backward, (\d+) floats written beside its input's "
-                     r"gradient$", line)
+                     r"backward, (\d+) floats written whole$", line)
         if f:
             fused.append(dict(zip(('tensor', 'node', 'op', 'reader'), f.groups()[:4]),
                               chunk_floats=int(f.group(5)), remade=False))
