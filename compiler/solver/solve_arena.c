@@ -1379,6 +1379,10 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
               int rebuild_ok, int *proven, double *bound)
 {
     Arena a;
+    /* the search's schedules are the driver's: under a bound, one backward
+     * statement per node (no fused or remade recompute, schedule.c), which
+     * the walk's per-backward profile and cuts assume */
+    r->max_arena = max_arena;
     if (arena_init(c, g, r, max_arena, step, f, &a))
         return -1;
     a.rebuild_ok = rebuild_ok;
