@@ -56,19 +56,27 @@ typedef struct {
     float mean[RT_LN_BLOCK], rstd[RT_LN_BLOCK];
 } ln_job;
 
+/* The row at offset o of y from its moments: the forward's and a remade
+ * recompute's (ln_back_rows) one expression, so the same bits. */
+static void ln_y_row(const ln_job *l, size_t o, float mean, float rstd)
+{
+    const float *xr = l->x + o;
+    float *yr = l->y + o;
+    int j;
+    for (j = 0; j < l->cols; j++)
+        yr[j] = (xr[j] - mean) * rstd * l->scale[j] +
+                (l->bias != NULL ? l->bias[j] : 0.0f);
+}
+
 static void ln_fwd_part(void *ctx, size_t lo, size_t hi)
 {
     const ln_job *l = ctx;
     size_t r;
-    int j;
     for (r = lo; r < hi; r++) {
-        const float *xr = l->x + r * (size_t)l->cols;
-        float *yr = l->y + r * (size_t)l->cols;
+        const size_t o = r * (size_t)l->cols;
         float mean, rstd;
-        row_moments(xr, l->cols, l->eps, &mean, &rstd);
-        for (j = 0; j < l->cols; j++)
-            yr[j] = (xr[j] - mean) * rstd * l->scale[j] +
-                    (l->bias != NULL ? l->bias[j] : 0.0f);
+        row_moments(l->x + o, l->cols, l->eps, &mean, &rstd);
+        ln_y_row(l, o, mean, rstd);
     }
 }
 
@@ -123,18 +131,6 @@ static void layernorm_back_row(float *dx, const float *dy, const float *x,
     }
 }
 
-/* Row r's y, as ln_fwd_part writes it from the same moments: the same
- * bits. */
-static void ln_remake_row(const ln_job *l, size_t o, float mean, float rstd)
-{
-    const float *xr = l->x + o;
-    float *yr = l->y + o;
-    int j;
-    for (j = 0; j < l->cols; j++)
-        yr[j] = (xr[j] - mean) * rstd * l->scale[j] +
-                (l->bias != NULL ? l->bias[j] : 0.0f);
-}
-
 /* Rows [lo, hi) of the block at r0: their moments, kept for
  * ln_back_cols, their y when remade, and (when wanted) their dx. */
 static void ln_back_rows(void *ctx, size_t lo, size_t hi)
@@ -146,7 +142,7 @@ static void ln_back_rows(void *ctx, size_t lo, size_t hi)
         if (l->x != NULL)
             row_moments(l->x + o, l->cols, l->eps, &l->mean[i], &l->rstd[i]);
         if (l->y != NULL)
-            ln_remake_row(l, o, l->mean[i], l->rstd[i]);
+            ln_y_row(l, o, l->mean[i], l->rstd[i]);
         if (l->dx != NULL)
             layernorm_back_row(l->dx + o, l->dy + o, l->x + o, l->scale,
                                l->cols, l->mean[i], l->rstd[i]);

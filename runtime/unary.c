@@ -39,9 +39,9 @@ typedef struct {
                      * (rt_gelu_backward_remake), or NULL */
 } pw_job;
 
-static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
-                          const float *b, int n, int flag, size_t min_work,
-                          int set)
+/* A job of these operands, with no mask and no remade output. */
+static pw_job pw_make(float *out, const float *a, const float *b, int flag,
+                      int set)
 {
     pw_job job;
     job.out = out;
@@ -51,8 +51,22 @@ static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
     job.set = set;
     job.mask = NULL;
     job.remade = NULL;
+    return job;
+}
+
+/* The job's n elements, in chunks of 16 over the threads. */
+static void pw_run(rt_chunk_fn fn, pw_job *job, int n, size_t min_work)
+{
     if (n > 0)
-        rt_parallel_for((size_t)n, 16, (size_t)n, min_work, fn, &job);
+        rt_parallel_for((size_t)n, 16, (size_t)n, min_work, fn, job);
+}
+
+static void pointwise_set(rt_chunk_fn fn, float *out, const float *a,
+                          const float *b, int n, int flag, size_t min_work,
+                          int set)
+{
+    pw_job job = pw_make(out, a, b, flag, set);
+    pw_run(fn, &job, n, min_work);
 }
 
 static void pointwise(rt_chunk_fn fn, float *out, const float *a,
@@ -197,16 +211,9 @@ static void relu_mask_back_part(void *ctx, size_t lo, size_t hi)
 static void pointwise_mask(rt_chunk_fn fn, float *out, const float *a,
                            unsigned char *mask, int n, int set)
 {
-    pw_job job;
-    job.out = out;
-    job.a = a;
-    job.b = NULL;
-    job.flag = 0;
-    job.set = set;
+    pw_job job = pw_make(out, a, NULL, 0, set);
     job.mask = mask;
-    job.remade = NULL;
-    if (n > 0)
-        rt_parallel_for((size_t)n, 16, (size_t)n, RT_PAR_CHEAP, fn, &job);
+    pw_run(fn, &job, n, RT_PAR_CHEAP);
 }
 
 void rt_relu_forward_mask(float *y, unsigned char *mask, const float *x, int n)
@@ -302,11 +309,20 @@ static void gelu_fwd_part(void *ctx, size_t lo, size_t hi)
     }
 }
 
-static inline float gelu_exact_grad1(float x)
+/* Exact Gelu's dy/dx, Phi(x) + x phi(x), and *y = x Phi(x), the
+ * forward's expression, from one Phi and density. */
+static inline float gelu_exact_remake1(float x, float *y)
 {
     float g;
     const float phi = phi_g(x, &g);
+    *y = x * phi;
     return phi + x * RT_INV_SQRT_2PI * g;
+}
+
+static inline float gelu_exact_grad1(float x)
+{
+    float y;    /* unused: the store goes once inlined */
+    return gelu_exact_remake1(x, &y);
 }
 
 static void gelu_back_part(void *ctx, size_t lo, size_t hi)
@@ -332,17 +348,8 @@ static void gelu_back_part(void *ctx, size_t lo, size_t hi)
 /* The backward that also writes the forward's y (a recompute the schedule
  * folded into it): exact Gelu's y and dx share Phi(x) and its density,
  * one exp for both, where a recompute and a backward apart take two. Each
- * y[i] is the expression gelu_fwd_part computes, so the same bits. */
-/* Exact Gelu's y and dy/dx from one Phi and density. */
-static inline float gelu_exact_remake1(float x, float *y)
-{
-    float g;
-    const float phi = phi_g(x, &g);
-    *y = x * phi;
-    return phi + x * RT_INV_SQRT_2PI * g;
-}
-
-/* Four loops, no branch in any, so each vectorizes. */
+ * y[i] is the expression gelu_fwd_part computes, so the same bits. Four
+ * loops, no branch in any, so each vectorizes. */
 static void gelu_back_remake_part(void *ctx, size_t lo, size_t hi)
 {
     const pw_job *p = ctx;
@@ -371,17 +378,9 @@ void rt_gelu_backward_remake(float *dx, float *y, const float *dy,
                              const float *x, int n, int approximate,
                              unsigned set)
 {
-    pw_job job;
-    job.out = dx;
-    job.a = dy;
-    job.b = x;
-    job.flag = approximate;
-    job.set = (int)(set & 1u);
-    job.mask = NULL;
+    pw_job job = pw_make(dx, dy, x, approximate, (int)(set & 1u));
     job.remade = y;
-    if (n > 0)
-        rt_parallel_for((size_t)n, 16, (size_t)n, RT_PAR_COSTLY,
-                        gelu_back_remake_part, &job);
+    pw_run(gelu_back_remake_part, &job, n, RT_PAR_COSTLY);
 }
 
 void rt_gelu_forward(float *y, const float *x, int n, int approximate)
