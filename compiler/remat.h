@@ -1104,6 +1104,9 @@ unsigned node_backward_reads(const Graph *g, const Node *n);
 int node_backward_operands(const Graph *g, const Node *n, int *t);
 /* 1 when the node's backward reads tensor t, as any operand. */
 int node_backward_reads_tensor(const Graph *g, const Node *n, int t);
+/* 1 when a backward of n reading `reads` (NEED_* bits: op_backward_needs
+ * for some of its gradients) reads tensor t, as any operand. */
+int needs_read_tensor(const Node *n, unsigned reads, int t);
 /* The tensor a compact form of n's stands for (its row's `compact`
  * operand), or -1 where the row names none; n keeps one where n->compact. */
 int compact_operand(const Node *n);

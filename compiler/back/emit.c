@@ -179,17 +179,16 @@ static const char *grad_name(Emit *e, int t)
     return ctx_printf(e->ctx, "d_%s", e->g->tensors[t].cname);
 }
 
-/* "node: Op backward", and which part of it a split backward is, or what
- * a backward remaking its output writes besides (schedule.c's
- * remake_split). */
-static void emit_backward_comment(Emit *e, const Schedule *s, const Stmt *st)
+/* "node: Op backward", and which part of it a split backward is (want:
+ * its gradients, stmt_backward's), or what a backward remaking its output
+ * writes besides (schedule.c's remake_split). */
+static void emit_backward_comment(Emit *e, const Schedule *s, const Stmt *st,
+                                  const int *want)
 {
     const Graph *g = e->g;
     const Node *n = &g->nodes[st->node];
     Buf parts;
     buf_init(&parts, e->ctx);
-    int want[MAX_IO];
-    stmt_backward(g, st, want);
     for (int i = 0; st->part && i < n->nin; i++)
         if (want[i])
             buf_printf(&parts, "%sd(%s)", parts.len ? ", " : "",
@@ -216,7 +215,7 @@ static void emit_backward_stmt(Emit *e, const Compiled *m, const Schedule *s,
     const char *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
     int want[MAX_IO];
     unsigned reads = stmt_backward(g, st, want);
-    emit_backward_comment(e, s, st);
+    emit_backward_comment(e, s, st, want);
     for (int i = 0; i < n->nin; i++) {
         din[i] = at_chunk(e, want[i] ? grad_name(e, n->in[i]) : NULL, -1, 0);
         /* a remade output needs every input: an unread one is a

@@ -180,12 +180,18 @@ int node_backward_operands(const Graph *g, const Node *n, int *t)
     return k;
 }
 
-int node_backward_reads_tensor(const Graph *g, const Node *n, int t)
+int needs_read_tensor(const Node *n, unsigned reads, int t)
 {
-    int read[2 * MAX_IO];
-    int k = node_backward_operands(g, n, read);
-    for (int i = 0; i < k; i++)
-        if (read[i] == t)
+    for (int i = 0; i < n->nin; i++)
+        if ((reads & NEED_IN(i)) && n->in[i] == t)
+            return 1;
+    for (int o = 0; o < n->nout; o++)
+        if ((reads & NEED_OUT(o)) && n->out[o] == t)
             return 1;
     return 0;
+}
+
+int node_backward_reads_tensor(const Graph *g, const Node *n, int t)
+{
+    return needs_read_tensor(n, node_backward_reads(g, n), t);
 }

@@ -511,21 +511,9 @@ static int backward_part(Sched *x, int n, unsigned part)
     return s;
 }
 
-/* 1 when a backward reading `reads` of node n reads tensor t. */
-static int reads_tensor(const Node *n, unsigned reads, int t)
-{
-    for (int i = 0; i < n->nin; i++)
-        if ((reads & NEED_IN(i)) && n->in[i] == t)
-            return 1;
-    for (int o = 0; o < n->nout; o++)
-        if ((reads & NEED_OUT(o)) && n->out[o] == t)
-            return 1;
-    return 0;
-}
-
-/* The tensor whose gradient buffer t's gradient is: t, or an alias op's
- * source, down a chain of them (a view's gradient is its source's). */
-static int grad_root(const Graph *g, int t)
+/* t, or an alias op's source, down a chain of them: the tensor whose
+ * memory (and gradient buffer) t's is. */
+static int alias_root(const Graph *g, int t)
 {
     for (;;) {
         int p = g->tensors[t].producer;
@@ -535,17 +523,25 @@ static int grad_root(const Graph *g, int t)
     }
 }
 
+/* The parameter whose memory tensor t is: t, or a view's source down a
+ * chain of views; -1 for anything else. */
+static int param_under(const Graph *g, int t)
+{
+    int root = alias_root(g, t);
+    return g->tensors[root].kind == T_PARAM ? root : -1;
+}
+
 /* 1 when d(input i) of n shares its gradient buffer with a gradient that
  * p's backward or n's other wanted inputs add into. */
 static int grad_shared(const Graph *g, const Node *n, int i, const Node *p,
                        const int *want)
 {
-    int root = grad_root(g, n->in[i]);
+    int root = alias_root(g, n->in[i]);
     for (int k = 0; k < p->nin; k++)
-        if (grad_root(g, p->in[k]) == root)
+        if (alias_root(g, p->in[k]) == root)
             return 1;
     for (int j = 0; j < n->nin; j++)
-        if (j != i && want[j] && grad_root(g, n->in[j]) == root)
+        if (j != i && want[j] && alias_root(g, n->in[j]) == root)
             return 1;
     return 0;
 }
@@ -588,11 +584,11 @@ static int remake_split(const Sched *x, int n, unsigned *later)
         one[i] = 1;
         if (nd->in[i] == t) {
             if (at >= 0 || !want[i] ||
-                reads_tensor(nd, op_backward_needs(nd, one), t))
+                needs_read_tensor(nd, op_backward_needs(nd, one), t))
                 return -1;
             at = i;
         } else if (want[i] &&
-                   reads_tensor(nd, op_backward_needs(nd, one), t)) {
+                   needs_read_tensor(nd, op_backward_needs(nd, one), t)) {
             if (grad_shared(g, nd, i, p, want))
                 return -1;
             *later |= 1u << i;
@@ -641,18 +637,6 @@ static int *filled(Ctx *c, int n, int v)
     return a;
 }
 
-/* The parameter whose memory tensor t is: t, or a view's source down a
- * chain of views; -1 for anything else. */
-static int param_under(const Graph *g, int t)
-{
-    while (g->tensors[t].kind == T_ACT) {
-        const Node *p = &g->nodes[g->tensors[t].producer];
-        if (!op_table[p->op].alias)
-            return -1;
-        t = p->in[0];
-    }
-    return g->tensors[t].kind == T_PARAM ? t : -1;
-}
 
 /* The fused step's updates: each trainable parameter's S_UPDATE goes right
  * after the last statement that adds into its gradient or reads the

@@ -91,7 +91,7 @@ void emit_unary_bwd(Emit *e, const Node *n, const char *const *din,
     else if (n->op == OP_GELU && e->remake)   /* bwd_remakes: y beside dx */
         emit(e, "rt_gelu_backward_remake(%s, %s, %s, %s%s, %d%s);",
              din[0], e->remake, dout[0], read, elems(e, OUT(0)->numel),
-             gelu_tanh(n), *set_arg(e) ? set_arg(e) : ", 0x0u");
+             gelu_tanh(n), *set ? set_arg(e) : ", 0x0u");
     else if (n->op == OP_GELU)
         emit(e, "rt_gelu_backward%s(%s, %s, %s%s, %d%s);", set, din[0],
              dout[0], read, elems(e, OUT(0)->numel), gelu_tanh(n),

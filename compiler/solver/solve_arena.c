@@ -1315,7 +1315,6 @@ static int rebuild_fit(Ctx *c, Arena *a, const Frontier *f, const char *why,
     if (!best.recompute)
         return too_small(c, a, f, why, 1);
     remat_apply(a->g, a->r, best.recompute);
-    a->r->max_arena = a->max_arena;
     a->r->floor = 0;
     return 0;
 }
@@ -1379,9 +1378,10 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
               int rebuild_ok, int *proven, double *bound)
 {
     Arena a;
-    /* the search's schedules are the driver's: under a bound, one backward
-     * statement per node (no fused or remade recompute, schedule.c), which
-     * the walk's per-backward profile and cuts assume */
+    /* the search's schedules are the driver's, which plans the answer as
+     * leaf() did: under a bound, one backward statement per node (no fused
+     * or remade recompute, schedule.c), as the walk's per-backward profile
+     * and cuts assume */
     r->max_arena = max_arena;
     if (arena_init(c, g, r, max_arena, step, f, &a))
         return -1;
@@ -1450,6 +1450,5 @@ int fit_arena(Ctx *c, const Graph *g, Remat *r, const Frontier *f,
         return rc;
     }
     remat_apply(g, r, best.recompute);
-    r->max_arena = max_arena;   /* the driver plans it as leaf() did */
     return 0;
 }
